@@ -1,0 +1,35 @@
+/* dump.c - `memlens dump FILE`: every record as a line of text. */
+#include "ml_cli.h"
+#include "ml_trace_io.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int ml_cmd_dump(int argc, char **argv) {
+    if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: memlens dump FILE\n");
+        return ML_EXIT_USAGE;
+    }
+    char err[512];
+    ml_reader_t *r;
+    if (ml_reader_open(argv[1], &r, err, sizeof err) < 0) {
+        ml_die_msg("%s", err);
+        return ML_EXIT_ERROR;
+    }
+    unsigned major, minor;
+    ml_reader_version(r, &major, &minor);
+    printf("# memlens trace format %u.%u\n", major, minor);
+    ml_record_t rec;
+    int rc;
+    while ((rc = ml_reader_next(r, &rec)) > 0) ml_record_print(stdout, &rec);
+    int code = ML_EXIT_OK;
+    if (rc < 0) {
+        fflush(stdout);
+        ml_die_msg("%s: %s", argv[1], ml_reader_error(r));
+        code = ML_EXIT_ERROR;
+    } else if (ml_reader_truncated(r)) {
+        printf("# truncated: the trace ends before its end record (the collector was stopped?)\n");
+    }
+    ml_reader_close(r);
+    return code;
+}

@@ -1,0 +1,54 @@
+/* main.c - `memlens`: dispatch to the subcommands. */
+#include "ml_cli.h"
+#include "ml_config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void ml_die_msg(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("memlens: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static void usage(FILE *f) {
+    fputs("usage: memlens COMMAND [ARGS]\n"
+          "\n"
+          "  run [-o FILE] [--follow-fork] [--sample BYTES] [--unwind libunwind|fp] [--depth N] -- PROG [ARGS...]\n"
+          "                 record every heap allocation of PROG into a trace (.mlt)\n"
+          "  report FILE [--json OUT] [--html OUT] [--folded OUT] [--fail-on-leak BYTES] [--max-peak BYTES]\n"
+          "                 analyse a trace; CI gates exit 3 when exceeded\n"
+          "  dump FILE      print every record of a trace as text\n"
+          "  --version      print the version and build options\n"
+          "\n"
+          "Exit codes: 0 ok, 1 memlens error, 2 usage, 3 CI gate exceeded; `run` exits with the\n"
+          "program's own status (128+signal when it was killed).\n",
+          f);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return ML_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "run")) return ml_cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "dump")) return ml_cmd_dump(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return ml_cmd_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("memlens %s\nGPU (CUPTI) support: %s\n", ML_VERSION,
+               ML_HAVE_CUPTI ? "yes" : "no (built without the CUDA toolkit)");
+        return ML_EXIT_OK;
+    }
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return ML_EXIT_OK;
+    }
+    ml_die_msg("unknown command '%s'", cmd);
+    usage(stderr);
+    return ML_EXIT_USAGE;
+}

@@ -1,0 +1,18 @@
+/* ml_cli.h - the `memlens` subcommands. */
+#ifndef ML_CLI_H
+#define ML_CLI_H
+
+/* Exit codes (DESIGN.md). */
+#define ML_EXIT_OK 0
+#define ML_EXIT_ERROR 1
+#define ML_EXIT_USAGE 2
+#define ML_EXIT_GATE 3
+
+int ml_cmd_run(int argc, char **argv);
+int ml_cmd_dump(int argc, char **argv);
+int ml_cmd_report(int argc, char **argv);
+
+/** Prints "memlens: error: ..." on stderr. */
+void ml_die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,93 @@
+/* interpose_internal.h - shared state of libmemlens.so (the preload library).
+ *
+ * Everything here runs inside the traced program, often inside its malloc.
+ * Rules (STYLE 11-16): no malloc, no stdio, no locks on the hot path; our own
+ * memory comes from raw mmap; all internal work runs with the per-thread
+ * guard raised so that allocations made by libc or libunwind on our behalf are
+ * passed through (and counted as nested_skipped), never recorded.
+ */
+#ifndef ML_INTERPOSE_INTERNAL_H
+#define ML_INTERPOSE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "../trace/ml_event.h"
+#include "../trace/ml_ring.h"
+
+#define ML_EXPORT __attribute__((visibility("default")))
+#define ML_TLS __attribute__((tls_model("initial-exec"))) __thread
+
+/* Process state. */
+enum {
+    ML_STATE_UNINIT = 0,   /* nothing resolved yet */
+    ML_STATE_INIT = 1,     /* ml__init() is running */
+    ML_STATE_READY = 2,    /* recording */
+    ML_STATE_OFF = 3,      /* pass-through: no collector, child not followed, or gave up */
+};
+
+typedef struct {
+    void *(*malloc)(size_t);
+    void (*free)(void *);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void *(*reallocarray)(void *, size_t, size_t);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    void *(*mmap)(void *, size_t, int, int, int, off_t);
+    void *(*mmap64)(void *, size_t, int, int, int, off_t);
+    int (*munmap)(void *, size_t);
+    void *(*mremap)(void *, size_t, size_t, int, ...);
+    void *(*dlopen)(const char *, int);
+    int (*dlclose)(void *);
+} ml_real_t;
+
+extern ml_real_t ml__real;
+extern volatile int ml__state;
+extern ml_ctl_t *ml__ctl;
+extern ml_ring_hdr_t *ml__ring;
+extern uint64_t ml__sample_bytes;
+extern _Atomic int ml__modcheck; /* events left that re-check the module list (after dlopen) */
+extern uint32_t ml__mallinfo_seen;
+
+/* Per-thread state, initial-exec TLS (the library is loaded at start-up). */
+typedef struct {
+    int guard;          /* inside memlens: hooks pass through */
+    uint16_t thread;    /* per-process thread index */
+    uint8_t has_thread; /* thread index assigned and announced */
+    uint8_t has_sample;
+    int64_t sample_left; /* bytes until the next sampled allocation */
+    uint64_t rng;
+} ml_tls_t;
+
+extern ML_TLS ml_tls_t ml__tls;
+
+/* runtime.c */
+void ml__init(void);
+void *ml__boot_alloc(size_t n, size_t align);
+bool ml__is_boot(const void *p);
+size_t ml__boot_avail(const void *p);
+bool ml__collector_alive(void);
+void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t size,
+              uint32_t stack);
+void ml__emit_blob(uint8_t kind, const void *payload, uint32_t len);
+void ml__attention(void);
+void ml__modules_scan(bool full);
+bool ml__sample(size_t n);
+
+/* stacks.c */
+int ml__stacks_init(void);
+void ml__stacks_reset(void); /* after fork: new trace, new ids */
+uint32_t ml__stack_capture(uint8_t *flags);
+void ml__stacks_lock(void);
+void ml__stacks_unlock(void);
+
+static inline bool ml__recording(void) {
+    return ml_likely(ml__state == ML_STATE_READY) && !ml__tls.guard;
+}
+
+#endif

@@ -1,0 +1,597 @@
+/* runtime.c - start-up, the link to the collector, event emission, modules,
+ * fork and exit handling for libmemlens.so. */
+#define _GNU_SOURCE
+#include "interpose_internal.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <malloc.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+ml_real_t ml__real;
+volatile int ml__state = ML_STATE_UNINIT;
+ml_ctl_t *ml__ctl;
+ml_ring_hdr_t *ml__ring;
+uint64_t ml__sample_bytes;
+_Atomic int ml__modcheck;
+uint32_t ml__mallinfo_seen;
+ML_TLS ml_tls_t ml__tls;
+
+static uint32_t proc_slot = ~0u;
+static char ctl_path[256];
+static _Atomic uint32_t next_thread;
+static struct mallinfo2 (*real_mallinfo2)(void);
+
+/* ------------------------------------------------------------------------- */
+/* Small libc-free helpers                                                   */
+/* ------------------------------------------------------------------------- */
+
+static void *raw_mmap(size_t len, int prot, int flags, int fd) {
+    long r = syscall(SYS_mmap, NULL, len, prot, flags, fd, 0);
+    return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+static size_t ml_strlen(const char *s) {
+    size_t n = 0;
+    while (s[n]) n++;
+    return n;
+}
+
+static const char *ml_getenv(const char *name) {
+    extern char **environ;
+    size_t n = ml_strlen(name);
+    for (char **e = environ; e && *e; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+    return NULL;
+}
+
+static void warn(const char *msg) {
+    char buf[256];
+    size_t n = 0;
+    const char *pre = "memlens: warning: ";
+    for (size_t i = 0; pre[i] && n < sizeof buf - 2; i++) buf[n++] = pre[i];
+    for (size_t i = 0; msg[i] && n < sizeof buf - 2; i++) buf[n++] = msg[i];
+    buf[n++] = '\n';
+    ssize_t rc = write(2, buf, n);
+    (void)rc;
+}
+
+static char *u32_to_str(char *end, uint32_t v) {
+    *--end = '\0';
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Bootstrap pool                                                            */
+/* ------------------------------------------------------------------------- */
+
+/* dlsym() calls calloc() while we resolve calloc; these early requests (and
+ * any made by other threads before the real allocator is known) are served
+ * from this static pool and never reach the real free(). */
+static _Alignas(64) char boot_pool[256 * 1024];
+static _Atomic size_t boot_used;
+
+void *ml__boot_alloc(size_t n, size_t align) {
+    if (align < 16) align = 16;
+    for (;;) {
+        size_t old = ml_atomic_load_relaxed(&boot_used);
+        size_t start = (old + align - 1) & ~(align - 1);
+        if (start + n > sizeof boot_pool || start + n < start) return NULL;
+        if (ml_atomic_cas_strong_acq_rel(&boot_used, &old, start + n)) return boot_pool + start;
+    }
+}
+
+size_t ml__boot_avail(const void *p) {
+    return (size_t)(boot_pool + sizeof boot_pool - (const char *)p);
+}
+
+bool ml__is_boot(const void *p) {
+    return (const char *)p >= boot_pool && (const char *)p < boot_pool + sizeof boot_pool;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Emission                                                                  */
+/* ------------------------------------------------------------------------- */
+
+bool ml__collector_alive(void) {
+    return kill((pid_t)ml__ctl->collector_pid, 0) == 0 || errno == EPERM;
+}
+
+static void give_up(void) {
+    /* The collector is gone: nothing can read the ring any more. Stop
+     * recording; the program goes on untouched. */
+    ml__state = ML_STATE_OFF;
+}
+
+static void announce_thread(void) {
+    ml_tls_t *t = &ml__tls;
+    uint32_t idx = ml_atomic_add_relaxed(&next_thread, 1);
+    t->thread = idx > 0xffff ? 0xffff : (uint16_t)idx;
+    t->has_thread = 1;
+    ml_blob_thread_t b;
+    memset(&b, 0, sizeof b);
+    b.index = t->thread;
+    b.tid = (uint32_t)syscall(SYS_gettid);
+    prctl(PR_GET_NAME, b.name, 0, 0, 0);
+    ml__emit_blob(ML_BLOB_THREAD, &b, sizeof b);
+}
+
+void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t size,
+              uint32_t stack) {
+    if (ml_unlikely(!ml__tls.has_thread)) announce_thread();
+    ml_ring_hdr_t *h = ml__ring;
+    uint64_t pos = ml_ring_claim(h, 1);
+    ml_slot_t *s = ml_ring_slot_wait(h, pos, ml__collector_alive);
+    if (ml_unlikely(!s)) {
+        give_up();
+        return;
+    }
+    s->ev.type = (uint8_t)(type | flags << 4);
+    s->ev.kind = kind;
+    s->ev.thread = ml__tls.thread;
+    s->ev.stack = stack;
+    s->ev.time = ml_atomic_load_relaxed(&ml__ctl->clock_ms);
+    s->ev.ptr = ptr;
+    s->ev.size = size;
+    ml_ring_publish(h, s, pos);
+}
+
+void ml__emit_blob(uint8_t kind, const void *payload, uint32_t len) {
+    if (ml_unlikely(!ml__tls.has_thread)) announce_thread();
+    ml_event_t hdr;
+    memset(&hdr, 0, sizeof hdr);
+    hdr.kind = kind;
+    hdr.thread = ml__tls.thread;
+    hdr.time = ml_atomic_load_relaxed(&ml__ctl->clock_ms);
+    if (!ml_ring_write_blob(ml__ring, &hdr, payload, len, ml__collector_alive)) give_up();
+}
+
+/* ------------------------------------------------------------------------- */
+/* Modules                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* The module map is what makes offline symbolization possible: every loaded
+ * object's path, load bias, segments and build-id are recorded when first
+ * seen, and an unload record is written when it disappears, so that PCs from
+ * a plugin dlclose()d before exit still resolve (from its file) and an address
+ * reused by a later dlopen is not confused with it. */
+
+#define MAX_MODULES 4096
+typedef struct {
+    uint64_t base;
+    uint64_t name_hash;
+    uint32_t gen;
+} known_module_t;
+
+static known_module_t known[MAX_MODULES];
+static uint32_t nknown;
+static uint32_t scan_gen;
+static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
+static _Atomic int scan_lock;
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static uint32_t find_build_id(struct dl_phdr_info *info, uint8_t *out) {
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) continue;
+        const char *p = (const char *)(info->dlpi_addr + ph->p_vaddr);
+        const char *end = p + ph->p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+            const char *name = p + sizeof *n;
+            const char *desc = name + ((n->n_namesz + 3) & ~3u);
+            if (desc + n->n_descsz > end) break;
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
+                uint32_t len = n->n_descsz > 64 ? 64 : n->n_descsz;
+                memcpy(out, desc, len);
+                return len;
+            }
+            p = desc + ((n->n_descsz + 3) & ~3u);
+        }
+    }
+    return 0;
+}
+
+static int scan_cb(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    const char *name = info->dlpi_name;
+    char exe[4096];
+    if (!name || !*name) {
+        /* The main program is the entry with an empty name. */
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n <= 0) return 0;
+        exe[n] = '\0';
+        name = exe;
+    }
+    uint64_t h = hash_str(name);
+    for (uint32_t i = 0; i < nknown; i++)
+        if (known[i].base == info->dlpi_addr && known[i].name_hash == h) {
+            known[i].gen = scan_gen;
+            return 0;
+        }
+    if (nknown == MAX_MODULES) return 0;
+    known[nknown++] = (known_module_t){info->dlpi_addr, h, scan_gen};
+
+    struct {
+        ml_blob_module_t m;
+        uint8_t tail[4096 + 64];
+    } b;
+    memset(&b.m, 0, sizeof b.m);
+    b.m.base = info->dlpi_addr;
+    for (int i = 0; i < info->dlpi_phnum && b.m.nsegs < ML_MAX_SEGMENTS; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        b.m.segs[b.m.nsegs].vaddr = ph->p_vaddr;
+        b.m.segs[b.m.nsegs].memsz = ph->p_memsz;
+        b.m.segs[b.m.nsegs].flags = ph->p_flags;
+        b.m.nsegs++;
+    }
+    size_t plen = ml_strlen(name);
+    if (plen > 4096) plen = 4096;
+    memcpy(b.tail, name, plen);
+    b.m.path_len = (uint32_t)plen;
+    b.m.build_id_len = (uint16_t)find_build_id(info, b.tail + plen);
+    ml__emit_blob(ML_BLOB_MODULE, &b, (uint32_t)(sizeof b.m + plen + b.m.build_id_len));
+    return 0;
+}
+
+static int peek_cb(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    unsigned long long *v = data;
+    v[0] = info->dlpi_adds;
+    v[1] = info->dlpi_subs;
+    return 1; /* the counters are the same in every entry: stop after one */
+}
+
+void ml__modules_scan(bool full) {
+    if (ml__state != ML_STATE_READY && ml__state != ML_STATE_INIT) return;
+    int expected = 0;
+    /* One scanner at a time; a thread that finds a scan under way skips it
+     * (the scanner will see the same list). */
+    if (!ml_atomic_cas_strong_acq_rel(&scan_lock, &expected, 1)) return;
+    unsigned long long v[2] = {0, 0};
+    dl_iterate_phdr(peek_cb, v);
+    if (full || v[0] != last_adds || v[1] != last_subs) {
+        last_adds = v[0];
+        last_subs = v[1];
+        scan_gen++;
+        dl_iterate_phdr(scan_cb, NULL);
+        uint32_t j = 0;
+        for (uint32_t i = 0; i < nknown; i++) {
+            if (known[i].gen != scan_gen) {
+                uint64_t base = known[i].base;
+                ml__emit_blob(ML_BLOB_MODULE_UNLOAD, &base, sizeof base);
+                continue;
+            }
+            known[j++] = known[i];
+        }
+        nknown = j;
+    }
+    ml_atomic_store_release(&scan_lock, 0);
+}
+
+/* Called after an event when the cheap attention checks fire: after a dlopen
+ * (a bounded number of re-checks, since the new module may be added to the
+ * link map after the first allocation inside dlopen) or when the collector
+ * asked for a glibc counter sample. */
+void ml__attention(void) {
+    if (ml_atomic_load_relaxed(&ml__modcheck) > 0) {
+        ml_atomic_add_relaxed(&ml__modcheck, -1);
+        ml__modules_scan(false);
+    }
+    uint32_t gen = ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen);
+    if (gen != ml__mallinfo_seen) {
+        ml__mallinfo_seen = gen;
+        if (real_mallinfo2) {
+            struct mallinfo2 mi = real_mallinfo2();
+            ml_blob_mallinfo_t b = {mi.arena, mi.hblkhd, mi.uordblks, mi.fordblks, mi.keepcost};
+            ml__emit_blob(ML_BLOB_MALLINFO, &b, sizeof b);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Sampling                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+static int64_t draw_interval(ml_tls_t *t) {
+    /* Exponential with mean sample_bytes: the gaps of a Poisson process over
+     * allocated bytes, as tcmalloc's heap sampler draws them. */
+    double u = (double)(rng_next(&t->rng) >> 11) * (1.0 / 9007199254740992.0);
+    if (u < 1e-12) u = 1e-12;
+    double v = -log(u) * (double)ml__sample_bytes;
+    return v > 1e15 ? (int64_t)1e15 : (int64_t)v + 1;
+}
+
+bool ml__sample(size_t n) {
+    ml_tls_t *t = &ml__tls;
+    if (ml_unlikely(!t->has_sample)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        t->rng = ((uint64_t)syscall(SYS_gettid) << 32) ^ (uint64_t)ts.tv_nsec ^ 0x9e3779b97f4a7c15ull;
+        if (!t->rng) t->rng = 1;
+        t->sample_left = draw_interval(t);
+        t->has_sample = 1;
+    }
+    t->sample_left -= (int64_t)n;
+    if (t->sample_left > 0) return false;
+    while (t->sample_left <= 0) t->sample_left += draw_interval(t);
+    return true;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Registration with the collector                                           */
+/* ------------------------------------------------------------------------- */
+
+static int attach_ctl(void) {
+    const char *p = ml_getenv("ML_CTL");
+    if (!p || ml_strlen(p) >= sizeof ctl_path - 16) return -1;
+    memcpy(ctl_path, p, ml_strlen(p) + 1);
+    int fd = open(ctl_path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ml_ctl_t *c = raw_mmap(sizeof(ml_ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+    close(fd);
+    if (!c) return -1;
+    if (c->magic != ML_CTL_MAGIC || c->version != ML_SHM_VERSION) {
+        warn("ML_CTL does not point at a memlens session of this version; not recording");
+        return -1;
+    }
+    ml__ctl = c;
+    ml__sample_bytes = c->sample_bytes;
+    return 0;
+}
+
+/* Claims a process slot and creates this image's ring (<ctl>.<slot>). */
+static int register_process(uint32_t parent_slot) {
+    ml_ctl_t *c = ml__ctl;
+    uint32_t idx = ml_atomic_add_relaxed(&c->nprocs, 1);
+    if (idx >= ML_MAX_PROCS) {
+        ml_atomic_add_relaxed(&c->procs_refused, 1);
+        warn("too many traced processes in this session; this one is not recorded");
+        return -1;
+    }
+    ml_ctl_proc_t *pr = &c->procs[idx];
+    pr->pid = (uint32_t)getpid();
+    pr->ppid = (uint32_t)getppid();
+    pr->parent_slot = parent_slot;
+    ml_atomic_store_release(&pr->state, ML_PROC_CLAIMED);
+
+    char path[sizeof ctl_path + 16], num[16];
+    size_t n = ml_strlen(ctl_path);
+    memcpy(path, ctl_path, n);
+    path[n] = '.';
+    const char *s = u32_to_str(num + sizeof num, idx);
+    memcpy(path + n + 1, s, ml_strlen(s) + 1);
+
+    uint32_t cap = c->ring_slots;
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) goto fail;
+    if (ftruncate(fd, (off_t)ml_ring_bytes(cap)) < 0) {
+        close(fd);
+        goto fail;
+    }
+    ml_ring_hdr_t *h = raw_mmap(ml_ring_bytes(cap), PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+    close(fd);
+    if (!h) goto fail;
+    ml_ring_init(h, cap);
+    h->pid = pr->pid;
+    h->ppid = pr->ppid;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h->start_realtime_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    ml__ring = h;
+    proc_slot = idx;
+    ml_atomic_store_release(&pr->state, ML_PROC_READY);
+    return 0;
+fail:
+    ml_atomic_store_release(&pr->state, ML_PROC_FAILED);
+    warn("cannot create the event ring in /dev/shm; this process is not recorded");
+    return -1;
+}
+
+/* The slot of the image this process replaced by exec, if any. */
+static uint32_t exec_parent_slot(void) {
+    uint32_t n = ml_atomic_load_acquire(&ml__ctl->nprocs);
+    if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
+    uint32_t pid = (uint32_t)getpid();
+    for (uint32_t i = n; i-- > 0;)
+        if (ml__ctl->procs[i].pid == pid) return i;
+    return ~0u;
+}
+
+/* Drop our variables from the environment so that children of a program we
+ * do not follow start clean, exactly as they would without memlens. */
+static void clean_environment(void) {
+    const char *orig = ml_getenv("ML_LD_PRELOAD_ORIG");
+    if (orig) {
+        if (*orig == '\0') unsetenv("LD_PRELOAD");
+        else setenv("LD_PRELOAD", orig, 1);
+    } else {
+        unsetenv("LD_PRELOAD");
+    }
+    unsetenv("ML_CTL");
+    unsetenv("ML_LD_PRELOAD_ORIG");
+}
+
+/* ------------------------------------------------------------------------- */
+/* fork                                                                      */
+/* ------------------------------------------------------------------------- */
+
+static void fork_prepare(void) {
+    ml__tls.guard++;
+    ml__stacks_lock();
+}
+
+static void fork_parent(void) {
+    ml__stacks_unlock();
+    ml__tls.guard--;
+}
+
+static void fork_child(void) {
+    ml__stacks_unlock();
+    if (ml__state != ML_STATE_READY) {
+        ml__tls.guard--;
+        return;
+    }
+    if (!(ml__ctl->options & ML_OPT_FOLLOW_FORK)) {
+        /* Not followed: the child must never write into the parent's ring. */
+        ml__state = ML_STATE_OFF;
+        ml__tls.guard--;
+        return;
+    }
+    /* Followed: a new ring and a new trace, with its own ids. */
+    ml__state = ML_STATE_INIT;
+    uint32_t parent = proc_slot;
+    ml__ring = NULL;
+    if (register_process(parent) < 0) {
+        ml__state = ML_STATE_OFF;
+        ml__tls.guard--;
+        return;
+    }
+    ml_atomic_store_relaxed(&next_thread, 0);
+    ml__tls.has_thread = 0;
+    nknown = 0;
+    last_adds = last_subs = ~0ull;
+    ml_atomic_store_relaxed(&scan_lock, 0);
+    ml__stacks_reset();
+    ml__modules_scan(true);
+    ml__state = ML_STATE_READY;
+    ml__tls.guard--;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Start-up and exit                                                         */
+/* ------------------------------------------------------------------------- */
+
+#define RESOLVE(name) ml__real.name = (typeof(ml__real.name))dlsym(RTLD_NEXT, #name)
+
+void ml__init(void) {
+    static _Atomic int once;
+    int expected = 0;
+    if (!ml_atomic_cas_strong_acq_rel(&once, &expected, 1)) {
+        /* Another thread is initialising: wait for the real functions. */
+        while (ml__state == ML_STATE_INIT && !ml__tls.guard) ml_cpu_relax();
+        return;
+    }
+    ml__tls.guard++;
+    ml__state = ML_STATE_INIT;
+    RESOLVE(malloc);
+    RESOLVE(free);
+    RESOLVE(calloc);
+    RESOLVE(realloc);
+    RESOLVE(reallocarray);
+    RESOLVE(posix_memalign);
+    RESOLVE(aligned_alloc);
+    RESOLVE(memalign);
+    RESOLVE(valloc);
+    RESOLVE(pvalloc);
+    RESOLVE(mmap);
+    RESOLVE(mmap64);
+    RESOLVE(munmap);
+    RESOLVE(mremap);
+    RESOLVE(dlopen);
+    RESOLVE(dlclose);
+    if (!ml__real.malloc || !ml__real.free || !ml__real.calloc || !ml__real.realloc) {
+        static const char msg[] = "memlens: fatal: cannot resolve the real malloc/free\n";
+        ssize_t rc = write(2, msg, sizeof msg - 1);
+        (void)rc;
+        abort();
+    }
+    /* glibc's counters mean something only when glibc is the allocator. */
+    Dl_info di;
+    if (dladdr((void *)ml__real.malloc, &di) && di.dli_fname && strstr(di.dli_fname, "libc.so"))
+        real_mallinfo2 = (typeof(real_mallinfo2))dlsym(RTLD_NEXT, "mallinfo2");
+
+    if (attach_ctl() < 0) {
+        ml__state = ML_STATE_OFF;
+        ml__tls.guard--;
+        return;
+    }
+    bool follow = ml__ctl->options & ML_OPT_FOLLOW_FORK;
+    uint32_t parent = exec_parent_slot();
+    if (!follow) clean_environment();
+    if (register_process(parent) < 0 || ml__stacks_init() < 0) {
+        ml__state = ML_STATE_OFF;
+        ml__tls.guard--;
+        return;
+    }
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    ml__modules_scan(true);
+    ml__mallinfo_seen = ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen);
+    ml__state = ML_STATE_READY;
+    ml__tls.guard--;
+}
+
+/* Runs first among constructors we can influence, so that an idle program
+ * still registers; allocations made earlier initialise us lazily. */
+__attribute__((constructor(101))) static void ml_ctor(void) {
+    if (ml__state == ML_STATE_UNINIT) ml__init();
+}
+
+/* Preloaded first, destroyed last: the program's own destructors have run.
+ * Record the final module list and an exit marker; keep recording, since
+ * later destructors (libc's, other libraries') may still free memory. */
+__attribute__((destructor(101))) static void ml_dtor(void) {
+    if (ml__state != ML_STATE_READY || ml__tls.guard) return;
+    ml__tls.guard++;
+    ml__modules_scan(false);
+    ml_blob_exit_t b = {ml_atomic_load_relaxed(&ml__ring->nested_skipped)};
+    ml__emit_blob(ML_BLOB_EXIT, &b, sizeof b);
+    ml__tls.guard--;
+}
+
+/* Called by the dlopen trampoline before it jumps to the real dlopen. */
+void *ml__dlopen_enter(void);
+void *ml__dlopen_enter(void) {
+    if (ml__state == ML_STATE_UNINIT) ml__init();
+    if (!ml__real.dlopen) ml__real.dlopen = (typeof(ml__real.dlopen))dlsym(RTLD_NEXT, "dlopen");
+    ml_atomic_store_relaxed(&ml__modcheck, 4096);
+    return (void *)ml__real.dlopen;
+}
+
+ML_EXPORT int dlclose(void *handle) {
+    if (ml__state == ML_STATE_UNINIT) ml__init();
+    bool rec = ml__recording();
+    if (rec) {
+        ml__tls.guard++;
+        ml__modules_scan(false);
+        ml__tls.guard--;
+    }
+    int rc = ml__real.dlclose(handle);
+    if (rec && ml__state == ML_STATE_READY) {
+        ml__tls.guard++;
+        ml__modules_scan(false);
+        ml__tls.guard--;
+    }
+    return rc;
+}

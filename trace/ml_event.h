@@ -1,0 +1,224 @@
+/* ml_event.h - the in-memory contract between a traced process and the collector.
+ *
+ * Low-level; no heap, no stdio. This header fixes three layouts that live in
+ * shared memory and are read by two processes at once:
+ *
+ *   - ml_ctl_t: one control segment per `memlens run` session, created by the
+ *     collector (a file under /dev/shm whose path is in ML_CTL). It carries the
+ *     options, a coarse clock the collector ticks, and a table of process slots.
+ *   - ml_ring_hdr_t + ml_slot_t[]: one ring per traced process image, created
+ *     by the process itself at start-up (the ring file is <ctl path>.<slot>).
+ *   - ml_event_t: the fixed 32-byte event written into a slot.
+ *
+ * The ring protocol (a bounded multi-producer, single-consumer queue with a
+ * sequence number per slot, after D. Vyukov's bounded queue). With cap slots
+ * and lap(p) = p & ~(cap - 1), the base position of p's lap:
+ *
+ *   - slot p % cap is free for position p when seq == lap(p). A zero-filled
+ *     file is therefore a valid empty ring: nothing is written at creation and
+ *     pages are touched only as the ring fills.
+ *   - A producer claims n consecutive positions with one fetch_add on head.
+ *     For each position p it waits until the slot is free for p (the consumer
+ *     has released the previous lap; waiting is backpressure and is counted),
+ *     writes the event and publishes it with a release store of lap(p) + 1.
+ *   - The consumer reads position t once seq == lap(t) + 1 and releases the
+ *     slot with seq = lap(t + cap).
+ *
+ * Producers never lock and never drop. Because the ring is a shared file
+ * mapping, every published event survives the death of the producer. A
+ * position that was claimed but never published (the producer was killed
+ * between the two steps) is detected by the consumer after the process is
+ * gone and counted as lost, never guessed at.
+ *
+ * Sequence numbers are 32-bit and compared for equality only; lap bases are
+ * multiples of cap >= 2, so lap(p) + 1 never equals another lap's base.
+ */
+#ifndef ML_EVENT_H
+#define ML_EVENT_H
+
+#include <stdint.h>
+#include "ml_atomic.h"
+
+#define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
+#define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
+#define ML_SHM_VERSION 1
+#define ML_MAX_PROCS 1024
+#define ML_RING_DATA_OFFSET 4096
+#define ML_MAX_DEPTH 256
+#define ML_DEFAULT_DEPTH 64
+#define ML_DEFAULT_RING_SLOTS (1u << 20) /* 32 MiB of events per process */
+
+/* Event types written into the ring (ml_event_t.type). */
+typedef enum {
+    ML_EV_NONE = 0,
+    ML_EV_ALLOC = 1,        /* ptr, size, stack; kind in .kind; after the real call succeeded */
+    ML_EV_FREE = 2,         /* ptr; before the real free (kind: free or realloc) */
+    ML_EV_REALLOC_FAIL = 3, /* ptr: realloc failed, the block freed just before lives on */
+    ML_EV_MMAP = 4,         /* ptr, size, stack: an anonymous mapping (kind: mmap, mremap) */
+    ML_EV_MUNMAP = 5,       /* ptr, size: before the real munmap (or mremap's old range) */
+    ML_EV_NODE = 6,         /* stack = node id, ptr = return address, size = parent node id */
+    ML_EV_BLOB = 7,         /* kind = ml_blob_kind_t, size = payload bytes; payload follows */
+    ML_EV_MMAP_FAIL = 8,    /* ptr, size: mremap failed, the old range lives on */
+} ml_event_type_t;
+
+/* Allocation and free kinds: which hooked function produced the event. */
+typedef enum {
+    ML_KIND_MALLOC = 0,
+    ML_KIND_CALLOC = 1,
+    ML_KIND_REALLOC = 2,
+    ML_KIND_REALLOCARRAY = 3,
+    ML_KIND_POSIX_MEMALIGN = 4,
+    ML_KIND_ALIGNED_ALLOC = 5,
+    ML_KIND_MEMALIGN = 6,
+    ML_KIND_VALLOC = 7,
+    ML_KIND_PVALLOC = 8,
+    ML_KIND_FREE = 9,
+    ML_KIND_MMAP = 10,
+    ML_KIND_MREMAP = 11,
+    ML_KIND_MUNMAP = 12,
+    ML_KIND_COUNT_
+} ml_kind_t;
+
+/* Event flags (ml_event_t.flags). */
+#define ML_EVF_SAMPLED 0x01   /* recorded by the Poisson sampler */
+#define ML_EVF_TRUNCATED 0x02 /* the stack was cut (depth limit or full stack table) */
+
+/* Variable-length records carried by ML_EV_BLOB. */
+typedef enum {
+    ML_BLOB_MODULE = 1,        /* ml_blob_module_t, then path bytes, then build-id bytes */
+    ML_BLOB_MODULE_UNLOAD = 2, /* uint64_t base */
+    ML_BLOB_THREAD = 3,        /* ml_blob_thread_t */
+    ML_BLOB_MALLINFO = 4,      /* ml_blob_mallinfo_t */
+    ML_BLOB_EXIT = 5,          /* ml_blob_exit_t: the process ran its destructors */
+} ml_blob_kind_t;
+
+#define ML_MAX_SEGMENTS 16
+
+typedef struct {
+    uint64_t base;       /* load bias (dlpi_addr) */
+    uint32_t path_len;   /* bytes of path that follow the segments */
+    uint16_t build_id_len;
+    uint16_t nsegs;
+    struct {
+        uint64_t vaddr; /* link-time address, add base for the runtime address */
+        uint64_t memsz;
+        uint32_t flags; /* PF_R | PF_W | PF_X */
+        uint32_t pad;
+    } segs[ML_MAX_SEGMENTS];
+} ml_blob_module_t;
+
+typedef struct {
+    uint32_t index;
+    uint32_t tid;
+    char name[16];
+} ml_blob_thread_t;
+
+typedef struct {
+    uint64_t arena;    /* bytes obtained by sbrk */
+    uint64_t hblkhd;   /* bytes in mmapped chunks */
+    uint64_t uordblks; /* bytes in use */
+    uint64_t fordblks; /* free bytes */
+    uint64_t keepcost; /* top-most releasable bytes */
+} ml_blob_mallinfo_t;
+
+typedef struct {
+    uint64_t nested_skipped; /* calls made from inside memlens itself, not recorded */
+} ml_blob_exit_t;
+
+/* One event: 28 bytes of payload behind the 4-byte sequence number. The low
+ * nibble of `type` is the ml_event_type_t, the high nibble the ML_EVF_* flags
+ * (use ml_ev_type() and ml_ev_flags()). */
+typedef struct {
+    uint8_t type;    /* ml_event_type_t | flags << 4 */
+    uint8_t kind;    /* ml_kind_t, or ml_blob_kind_t for ML_EV_BLOB */
+    uint16_t thread; /* per-process thread index, see ML_BLOB_THREAD */
+    uint32_t stack;  /* leaf node id of the interned stack; 0 = no stack */
+    uint32_t time;   /* milliseconds since the session started (ml_ctl_t.clock_ms) */
+    uint64_t ptr;
+    uint64_t size;
+} __attribute__((packed)) ml_event_t;
+
+static inline unsigned ml_ev_type(const ml_event_t *e) {
+    return e->type & 0x0f;
+}
+static inline unsigned ml_ev_flags(const ml_event_t *e) {
+    return e->type >> 4;
+}
+
+#define ML_SLOT_PAYLOAD 28
+
+typedef struct {
+    _Atomic uint32_t seq;
+    union {
+        ml_event_t ev;
+        uint8_t raw[ML_SLOT_PAYLOAD]; /* continuation slots of a blob */
+    };
+} __attribute__((packed, aligned(4))) ml_slot_t;
+
+_Static_assert(sizeof(ml_event_t) == 28, "event is 28 bytes");
+_Static_assert(sizeof(ml_slot_t) == 32, "slot is 32 bytes");
+
+/* Process slot states in the control segment. */
+enum { ML_PROC_FREE = 0, ML_PROC_CLAIMED = 1, ML_PROC_READY = 2, ML_PROC_FAILED = 3 };
+
+typedef struct {
+    _Atomic uint32_t state;
+    uint32_t pid;
+    uint32_t ppid;
+    uint32_t parent_slot; /* slot of the process image it forked from or exec'd from, or ~0 */
+} ml_ctl_proc_t;
+
+/* Options passed from `memlens run` to every traced process. */
+#define ML_OPT_FOLLOW_FORK 0x1
+#define ML_OPT_UNWIND_FP 0x2
+
+typedef struct {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t options;     /* ML_OPT_* */
+    uint64_t sample_bytes; /* 0: record every allocation */
+    uint32_t collector_pid;
+    uint32_t depth;
+    uint32_t ring_slots; /* power of two */
+    uint32_t pad;
+    _Alignas(ML_CACHE_LINE) _Atomic uint32_t clock_ms;   /* ticked by the collector */
+    _Atomic uint32_t mallinfo_gen; /* bumped by the collector to ask for a sample */
+    _Atomic uint32_t nprocs;       /* slots claimed so far */
+    _Atomic uint32_t procs_refused; /* processes not traced because the table was full */
+    _Alignas(ML_CACHE_LINE) ml_ctl_proc_t procs[ML_MAX_PROCS];
+} ml_ctl_t;
+
+typedef struct {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t slot_size;
+    uint32_t capacity; /* slots, power of two */
+    uint32_t pid;
+    uint32_t ppid;
+    uint32_t pad;
+    uint64_t start_realtime_ns;
+    _Alignas(ML_CACHE_LINE) _Atomic uint64_t head; /* next position to claim (producers) */
+    _Alignas(ML_CACHE_LINE) _Atomic uint64_t tail; /* next position to read (collector) */
+    _Alignas(ML_CACHE_LINE) _Atomic uint64_t waits;   /* slots a producer had to wait for */
+    _Atomic uint64_t wait_ns;                         /* time spent waiting */
+    _Atomic uint64_t nested_skipped; /* hook calls from inside memlens (not the program's) */
+    _Atomic uint64_t truncated;      /* stacks cut short */
+    _Atomic uint64_t lost;           /* events given up on (collector died) */
+} ml_ring_hdr_t;
+
+_Static_assert(sizeof(ml_ring_hdr_t) <= ML_RING_DATA_OFFSET, "ring header fits its page");
+
+static inline ml_slot_t *ml_ring_slots(ml_ring_hdr_t *h) {
+    return (ml_slot_t *)((char *)h + ML_RING_DATA_OFFSET);
+}
+
+static inline uint64_t ml_ring_bytes(uint32_t capacity) {
+    return ML_RING_DATA_OFFSET + (uint64_t)capacity * sizeof(ml_slot_t);
+}
+
+/* Number of continuation slots a blob of len payload bytes takes. */
+static inline uint32_t ml_blob_slots(uint64_t len) {
+    return (uint32_t)((len + ML_SLOT_PAYLOAD - 1) / ML_SLOT_PAYLOAD);
+}
+
+#endif

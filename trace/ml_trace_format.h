@@ -1,0 +1,66 @@
+/* ml_trace_format.h - the .mlt trace file: header, chunks, record tags.
+ *
+ * The byte-level specification is docs/trace-format.md; this header is its
+ * machine-readable half and the two must change together.
+ *
+ *   file    := header chunk*
+ *   header  := "MLTRACE\0" u16 major u16 minor u32 flags      (16 bytes, little endian)
+ *   chunk   := "MLCK" u32 comp_len u32 raw_len u32 nrecords  zstd_frame[comp_len]
+ *   payload := record*                                         (raw_len bytes once decompressed)
+ *   record  := u8 tag  body                                    (body: LEB128 varints, strings)
+ *
+ * Every chunk is an independent zstd frame with a content checksum, so a trace
+ * cut short (the collector was killed, the disk filled) reads up to its last
+ * complete chunk. Readers reject an unknown major version and branch on minor.
+ */
+#ifndef ML_TRACE_FORMAT_H
+#define ML_TRACE_FORMAT_H
+
+#include <stdint.h>
+
+#define ML_TRACE_MAGIC "MLTRACE"
+#define ML_TRACE_MAGIC_LEN 8
+#define ML_TRACE_MAJOR 1
+#define ML_TRACE_MINOR 0
+#define ML_TRACE_HEADER_LEN 16
+#define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
+#define ML_CHUNK_HEADER_LEN 16
+#define ML_CHUNK_MAX_RAW (8u << 20)
+
+/* Record tags. Bodies are listed as field(type); u = unsigned LEB128,
+ * s = zig-zag signed LEB128, str = u length + bytes. */
+typedef enum {
+    ML_T_PROCESS = 0x01,     /* pid u, ppid u, start_realtime_ns u, page_size u, unwinder u,
+                              * depth u, sample_bytes u, options u, parent_trace str,
+                              * exe str, argc u, argv str*, producer str */
+    ML_T_TIME = 0x02,        /* ms u: the clock for the records that follow */
+    ML_T_THREAD_SWITCH = 0x03, /* thread u: the thread for the records that follow */
+    ML_T_ALLOC = 0x10,       /* kind u8, flags u8, size u, stack u, ptr s (delta) */
+    ML_T_FREE = 0x11,        /* kind u8, ptr s (delta) */
+    ML_T_REALLOC_FAIL = 0x12, /* ptr s (delta) */
+    ML_T_MMAP = 0x13,        /* kind u8, flags u8, size u, stack u, ptr u */
+    ML_T_MUNMAP = 0x14,      /* ptr u, size u */
+    ML_T_MMAP_FAIL = 0x15,   /* ptr u, size u */
+    ML_T_NODE = 0x20,        /* id u, parent u, pc u */
+    ML_T_MODULE = 0x21,      /* base u, path str, build_id str, nsegs u, (vaddr u, memsz u,
+                              * flags u)* */
+    ML_T_MODULE_UNLOAD = 0x22, /* base u */
+    ML_T_THREAD = 0x23,      /* index u, tid u, name str */
+    ML_T_MALLINFO = 0x30,    /* arena u, hblkhd u, uordblks u, fordblks u, keepcost u */
+    ML_T_RSS = 0x31,         /* rss_bytes u (sampled by the collector from /proc) */
+    ML_T_PROC_EXIT = 0x32,   /* the process ran its exit handlers: nested_skipped u */
+    ML_T_END = 0x3f,         /* see ml_rec_end_t: written last by the collector */
+} ml_tag_t;
+
+/* Unwinders (ML_T_PROCESS.unwinder). */
+enum { ML_UNWIND_LIBUNWIND = 0, ML_UNWIND_FP = 1 };
+
+/* How the process ended (ML_T_END.status_kind). */
+enum {
+    ML_END_EXITED = 0,   /* status = exit code */
+    ML_END_SIGNALED = 1, /* status = signal number */
+    ML_END_UNKNOWN = 2,  /* not our child (a followed process): we saw it go away */
+    ML_END_EXEC = 3,     /* the image was replaced by exec (followed) */
+};
+
+#endif

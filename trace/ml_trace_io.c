@@ -1,0 +1,822 @@
+/* ml_trace_io.c - .mlt writer, streaming reader and text dump. */
+#include "ml_trace_io.h"
+#include "ml_event.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define CHUNK_TARGET (1u << 20) /* flush a chunk once this many raw bytes are pending */
+
+/* ------------------------------------------------------------------------- */
+/* Little-endian and LEB128 helpers                                          */
+/* ------------------------------------------------------------------------- */
+
+static void put_le16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static void put_le32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint16_t get_le16(const uint8_t *p) {
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint64_t zigzag(int64_t v) {
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+static int64_t unzigzag(uint64_t v) {
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Writer                                                                    */
+/* ------------------------------------------------------------------------- */
+
+struct ml_writer_s {
+    int fd;
+    int error;
+    ZSTD_CCtx *cctx;
+    uint8_t *raw;
+    size_t raw_len, raw_cap;
+    uint32_t nrecords;
+    uint8_t *comp;
+    size_t comp_cap;
+    uint64_t bytes;
+    /* delta state */
+    uint32_t time_ms, thread;
+    uint64_t prev_ptr;
+};
+
+static int write_all(int fd, const void *buf, size_t len) {
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int reserve(ml_writer_t *w, size_t more) {
+    if (w->raw_len + more <= w->raw_cap) return 0;
+    size_t cap = w->raw_cap * 2;
+    while (cap < w->raw_len + more) cap *= 2;
+    uint8_t *p = realloc(w->raw, cap);
+    if (!p) return -ENOMEM;
+    w->raw = p;
+    w->raw_cap = cap;
+    return 0;
+}
+
+static void put_u8(ml_writer_t *w, uint8_t v) {
+    w->raw[w->raw_len++] = v;
+}
+static void put_u(ml_writer_t *w, uint64_t v) {
+    while (v >= 0x80) {
+        w->raw[w->raw_len++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    w->raw[w->raw_len++] = (uint8_t)v;
+}
+static void put_s(ml_writer_t *w, int64_t v) {
+    put_u(w, zigzag(v));
+}
+static void put_bytes(ml_writer_t *w, const void *p, size_t len) {
+    put_u(w, len);
+    memcpy(w->raw + w->raw_len, p, len);
+    w->raw_len += len;
+}
+static size_t str_len_capped(const char *s) {
+    return s ? strnlen(s, 4096) : 0;
+}
+static void put_str(ml_writer_t *w, const char *s) {
+    put_bytes(w, s ? s : "", str_len_capped(s));
+}
+
+int ml_writer_new(int fd, int level, ml_writer_t **out) {
+    ml_writer_t *w = calloc(1, sizeof *w);
+    if (!w) return -ENOMEM;
+    w->fd = fd;
+    w->raw_cap = CHUNK_TARGET + 65536;
+    w->raw = malloc(w->raw_cap);
+    w->cctx = ZSTD_createCCtx();
+    if (!w->raw || !w->cctx) goto fail;
+    ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, level);
+    ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1);
+    uint8_t hdr[ML_TRACE_HEADER_LEN] = {0};
+    memcpy(hdr, ML_TRACE_MAGIC, ML_TRACE_MAGIC_LEN);
+    put_le16(hdr + 8, ML_TRACE_MAJOR);
+    put_le16(hdr + 10, ML_TRACE_MINOR);
+    put_le32(hdr + 12, 0);
+    int rc = write_all(fd, hdr, sizeof hdr);
+    if (rc < 0) {
+        ml_writer_free(w);
+        return rc;
+    }
+    w->bytes = sizeof hdr;
+    w->time_ms = 0;
+    w->thread = 0;
+    *out = w;
+    return 0;
+fail:
+    ml_writer_free(w);
+    return -ENOMEM;
+}
+
+int ml_writer_flush(ml_writer_t *w) {
+    if (w->error) return w->error;
+    if (w->raw_len == 0) return 0;
+    size_t bound = ZSTD_compressBound(w->raw_len) + ML_CHUNK_HEADER_LEN;
+    if (bound > w->comp_cap) {
+        uint8_t *p = realloc(w->comp, bound);
+        if (!p) return w->error = -ENOMEM;
+        w->comp = p;
+        w->comp_cap = bound;
+    }
+    size_t n = ZSTD_compress2(w->cctx, w->comp + ML_CHUNK_HEADER_LEN,
+                              w->comp_cap - ML_CHUNK_HEADER_LEN, w->raw, w->raw_len);
+    if (ZSTD_isError(n)) return w->error = -EIO;
+    put_le32(w->comp, ML_CHUNK_MAGIC);
+    put_le32(w->comp + 4, (uint32_t)n);
+    put_le32(w->comp + 8, (uint32_t)w->raw_len);
+    put_le32(w->comp + 12, w->nrecords);
+    /* One write per chunk: a crash leaves either the whole chunk or a short
+     * file that the reader recognises as truncated. */
+    int rc = write_all(w->fd, w->comp, n + ML_CHUNK_HEADER_LEN);
+    if (rc < 0) return w->error = rc;
+    w->bytes += n + ML_CHUNK_HEADER_LEN;
+    w->raw_len = 0;
+    w->nrecords = 0;
+    /* Each chunk decodes on its own: delta state restarts. */
+    w->prev_ptr = 0;
+    w->time_ms = 0;
+    w->thread = 0;
+    return 0;
+}
+
+static size_t record_bound(const ml_record_t *r) {
+    size_t n = 64;
+    switch (r->tag) {
+    case ML_T_MODULE:
+        n += str_len_capped(r->u.module.path) + r->u.module.build_id_len + 16 * 32;
+        break;
+    case ML_T_THREAD:
+        n += str_len_capped(r->u.thread.name);
+        break;
+    case ML_T_PROCESS:
+        n += 3 * 4096 + 16 * 10;
+        for (uint32_t i = 0; i < r->u.process.argc && i < ML_MAX_ARGS; i++)
+            n += str_len_capped(r->u.process.argv[i]) + 10;
+        break;
+    case ML_T_END:
+        n += 12 * 10;
+        break;
+    default:
+        break;
+    }
+    return n;
+}
+
+int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
+    if (w->error) return w->error;
+    if (w->raw_len >= CHUNK_TARGET) {
+        int rc = ml_writer_flush(w);
+        if (rc < 0) return rc;
+    }
+    if (reserve(w, record_bound(r)) < 0) return w->error = -ENOMEM;
+    if (r->time_ms != w->time_ms) {
+        put_u8(w, ML_T_TIME);
+        put_u(w, r->time_ms);
+        w->time_ms = r->time_ms;
+        w->nrecords++;
+    }
+    if (r->thread != w->thread) {
+        put_u8(w, ML_T_THREAD_SWITCH);
+        put_u(w, r->thread);
+        w->thread = r->thread;
+        w->nrecords++;
+    }
+    put_u8(w, r->tag);
+    w->nrecords++;
+    switch (r->tag) {
+    case ML_T_ALLOC:
+        put_u8(w, r->u.alloc.kind);
+        put_u8(w, r->u.alloc.flags);
+        put_u(w, r->u.alloc.size);
+        put_u(w, r->u.alloc.stack);
+        put_s(w, (int64_t)(r->u.alloc.ptr - w->prev_ptr));
+        w->prev_ptr = r->u.alloc.ptr;
+        break;
+    case ML_T_FREE:
+        put_u8(w, r->u.alloc.kind);
+        put_s(w, (int64_t)(r->u.alloc.ptr - w->prev_ptr));
+        w->prev_ptr = r->u.alloc.ptr;
+        break;
+    case ML_T_REALLOC_FAIL:
+        put_s(w, (int64_t)(r->u.alloc.ptr - w->prev_ptr));
+        w->prev_ptr = r->u.alloc.ptr;
+        break;
+    case ML_T_MMAP:
+        put_u8(w, r->u.alloc.kind);
+        put_u8(w, r->u.alloc.flags);
+        put_u(w, r->u.alloc.size);
+        put_u(w, r->u.alloc.stack);
+        put_u(w, r->u.alloc.ptr);
+        break;
+    case ML_T_MUNMAP:
+    case ML_T_MMAP_FAIL:
+        put_u(w, r->u.alloc.ptr);
+        put_u(w, r->u.alloc.size);
+        break;
+    case ML_T_NODE:
+        put_u(w, r->u.node.id);
+        put_u(w, r->u.node.parent);
+        put_u(w, r->u.node.pc);
+        break;
+    case ML_T_MODULE: {
+        put_u(w, r->u.module.base);
+        put_str(w, r->u.module.path);
+        put_bytes(w, r->u.module.build_id, r->u.module.build_id_len);
+        uint32_t n = r->u.module.nsegs > 16 ? 16 : r->u.module.nsegs;
+        put_u(w, n);
+        for (uint32_t i = 0; i < n; i++) {
+            put_u(w, r->u.module.segs[i].vaddr);
+            put_u(w, r->u.module.segs[i].memsz);
+            put_u(w, r->u.module.segs[i].flags);
+        }
+        break;
+    }
+    case ML_T_MODULE_UNLOAD:
+        put_u(w, r->u.module.base);
+        break;
+    case ML_T_THREAD:
+        put_u(w, r->u.thread.index);
+        put_u(w, r->u.thread.tid);
+        put_str(w, r->u.thread.name);
+        break;
+    case ML_T_MALLINFO:
+        put_u(w, r->u.mallinfo.arena);
+        put_u(w, r->u.mallinfo.hblkhd);
+        put_u(w, r->u.mallinfo.uordblks);
+        put_u(w, r->u.mallinfo.fordblks);
+        put_u(w, r->u.mallinfo.keepcost);
+        break;
+    case ML_T_RSS:
+        put_u(w, r->u.rss.rss_bytes);
+        break;
+    case ML_T_PROC_EXIT:
+        put_u(w, r->u.proc_exit.nested_skipped);
+        break;
+    case ML_T_PROCESS: {
+        const typeof(r->u.process) *p = &r->u.process;
+        put_u(w, p->pid);
+        put_u(w, p->ppid);
+        put_u(w, p->start_realtime_ns);
+        put_u(w, p->page_size);
+        put_u(w, p->unwinder);
+        put_u(w, p->depth);
+        put_u(w, p->sample_bytes);
+        put_u(w, p->options);
+        put_str(w, p->parent_trace);
+        put_str(w, p->exe);
+        uint32_t argc = p->argc > ML_MAX_ARGS ? ML_MAX_ARGS : p->argc;
+        put_u(w, argc);
+        for (uint32_t i = 0; i < argc; i++) put_str(w, p->argv[i]);
+        put_str(w, p->producer);
+        break;
+    }
+    case ML_T_END: {
+        const ml_rec_end_t *e = &r->u.end;
+        put_u(w, e->status_kind);
+        put_s(w, e->status);
+        put_u(w, e->events);
+        put_u(w, e->ring_waits);
+        put_u(w, e->ring_wait_ns);
+        put_u(w, e->lost_in_crash);
+        put_u(w, e->lost_dead_collector);
+        put_u(w, e->nested_skipped);
+        put_u(w, e->truncated_stacks);
+        put_u(w, e->duration_ms);
+        break;
+    }
+    default:
+        return w->error = -EINVAL;
+    }
+    return 0;
+}
+
+uint64_t ml_writer_bytes(const ml_writer_t *w) {
+    return w->bytes + 0;
+}
+
+int ml_writer_free(ml_writer_t *w) {
+    if (!w) return 0;
+    int rc = w->error ? w->error : ml_writer_flush(w);
+    ZSTD_freeCCtx(w->cctx);
+    free(w->raw);
+    free(w->comp);
+    free(w);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Reader                                                                    */
+/* ------------------------------------------------------------------------- */
+
+struct ml_reader_s {
+    int fd;
+    uint64_t size, offset;      /* file size, file offset of the next chunk */
+    uint64_t chunk_offset;      /* file offset of the current chunk */
+    unsigned major, minor;
+    uint8_t *comp;
+    size_t comp_cap;
+    uint8_t *raw;
+    size_t raw_cap, raw_len, pos;
+    char *strings; /* NUL-terminated copies of the current record's strings */
+    size_t strings_cap, strings_len;
+    ZSTD_DCtx *dctx;
+    bool truncated, complete;
+    char err[512];
+    uint32_t time_ms, thread;
+    uint64_t prev_ptr;
+};
+
+static int fail(ml_reader_t *r, int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->err, sizeof r->err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static int read_full(int fd, void *buf, size_t len, size_t *got) {
+    uint8_t *p = buf;
+    *got = 0;
+    while (*got < len) {
+        ssize_t n = read(fd, p + *got, len - *got);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) break;
+        *got += (size_t)n;
+    }
+    return 0;
+}
+
+int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        if (err) snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        if (err) snprintf(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return -EINVAL;
+    }
+    uint8_t hdr[ML_TRACE_HEADER_LEN];
+    size_t got;
+    if (read_full(fd, hdr, sizeof hdr, &got) < 0 || got < sizeof hdr ||
+        memcmp(hdr, ML_TRACE_MAGIC, ML_TRACE_MAGIC_LEN) != 0) {
+        if (err) snprintf(err, errlen, "%s: not a memlens trace (bad magic or too short)", path);
+        close(fd);
+        return -EINVAL;
+    }
+    unsigned major = get_le16(hdr + 8), minor = get_le16(hdr + 10);
+    if (major != ML_TRACE_MAJOR) {
+        if (err)
+            snprintf(err, errlen,
+                     "%s: trace format version %u.%u is not supported (this memlens reads %u.x)",
+                     path, major, minor, ML_TRACE_MAJOR);
+        close(fd);
+        return -EPROTONOSUPPORT;
+    }
+    ml_reader_t *r = calloc(1, sizeof *r);
+    if (!r || !(r->dctx = ZSTD_createDCtx())) {
+        free(r);
+        close(fd);
+        if (err) snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    r->fd = fd;
+    r->size = (uint64_t)st.st_size;
+    r->offset = ML_TRACE_HEADER_LEN;
+    r->major = major;
+    r->minor = minor;
+    *out = r;
+    return 0;
+}
+
+/* Loads the next chunk. 1 = loaded, 0 = end of file (clean or truncated), <0 error. */
+static int load_chunk(ml_reader_t *r) {
+    uint8_t h[ML_CHUNK_HEADER_LEN];
+    size_t got;
+    int rc = read_full(r->fd, h, sizeof h, &got);
+    if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", r->offset, strerror(-rc));
+    if (got == 0) return 0;
+    if (got < sizeof h) {
+        r->truncated = true;
+        return 0;
+    }
+    if (get_le32(h) != ML_CHUNK_MAGIC)
+        return fail(r, -EINVAL, "corrupt trace: bad chunk magic at offset %" PRIu64, r->offset);
+    uint32_t comp_len = get_le32(h + 4), raw_len = get_le32(h + 8);
+    if (raw_len > ML_CHUNK_MAX_RAW || comp_len > ZSTD_compressBound(ML_CHUNK_MAX_RAW))
+        return fail(r, -EINVAL, "corrupt trace: chunk at offset %" PRIu64 " claims %u bytes",
+                    r->offset, raw_len);
+    if (comp_len > r->comp_cap) {
+        uint8_t *p = realloc(r->comp, comp_len);
+        if (!p) return fail(r, -ENOMEM, "out of memory");
+        r->comp = p;
+        r->comp_cap = comp_len;
+    }
+    rc = read_full(r->fd, r->comp, comp_len, &got);
+    if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", r->offset, strerror(-rc));
+    if (got < comp_len) {
+        r->truncated = true;
+        return 0;
+    }
+    if (raw_len > r->raw_cap) {
+        uint8_t *p = realloc(r->raw, raw_len);
+        if (!p) return fail(r, -ENOMEM, "out of memory");
+        r->raw = p;
+        r->raw_cap = raw_len;
+    }
+    unsigned long long content = ZSTD_getFrameContentSize(r->comp, comp_len);
+    if (content != raw_len)
+        return fail(r, -EINVAL, "corrupt trace: chunk at offset %" PRIu64 " has a bad frame",
+                    r->offset);
+    size_t n = ZSTD_decompressDCtx(r->dctx, r->raw, raw_len, r->comp, comp_len);
+    if (ZSTD_isError(n) || n != raw_len)
+        return fail(r, -EINVAL, "corrupt trace: chunk at offset %" PRIu64 " does not decompress (%s)",
+                    r->offset, ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short");
+    r->chunk_offset = r->offset;
+    r->offset += ML_CHUNK_HEADER_LEN + comp_len;
+    r->raw_len = raw_len;
+    r->pos = 0;
+    r->time_ms = 0;
+    r->thread = 0;
+    r->prev_ptr = 0;
+    return 1;
+}
+
+#define CORRUPT()                                                                                  \
+    fail(r, -EINVAL, "corrupt trace: record at offset %zu of the chunk at file offset %" PRIu64,  \
+         start, r->chunk_offset)
+
+static bool get_u(ml_reader_t *r, uint64_t *v) {
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 64; shift += 7) {
+        if (r->pos >= r->raw_len) return false;
+        uint8_t b = r->raw[r->pos++];
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = x;
+            return true;
+        }
+    }
+    return false;
+}
+static bool get_u32(ml_reader_t *r, uint32_t *v) {
+    uint64_t x;
+    if (!get_u(r, &x) || x > UINT32_MAX) return false;
+    *v = (uint32_t)x;
+    return true;
+}
+static bool get_s(ml_reader_t *r, int64_t *v) {
+    uint64_t x;
+    if (!get_u(r, &x)) return false;
+    *v = unzigzag(x);
+    return true;
+}
+static bool get_u8(ml_reader_t *r, uint8_t *v) {
+    if (r->pos >= r->raw_len) return false;
+    *v = r->raw[r->pos++];
+    return true;
+}
+/* Copies a length-prefixed string into the record's string area. */
+static bool get_str(ml_reader_t *r, const char **s, uint32_t *len_out) {
+    uint64_t len;
+    if (!get_u(r, &len) || len > r->raw_len - r->pos) return false;
+    if (r->strings_len + len + 1 > r->strings_cap) return false;
+    char *d = r->strings + r->strings_len;
+    memcpy(d, r->raw + r->pos, len);
+    d[len] = '\0';
+    r->pos += len;
+    r->strings_len += len + 1;
+    *s = d;
+    if (len_out) *len_out = (uint32_t)len;
+    return true;
+}
+
+int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
+    for (;;) {
+        if (r->pos >= r->raw_len) {
+            int rc = load_chunk(r);
+            if (rc <= 0) {
+                if (rc == 0 && !r->complete) r->truncated = true;
+                return rc;
+            }
+            /* Strings of one record never exceed the chunk that holds them. */
+            if (r->raw_len + 1024 > r->strings_cap) {
+                char *p = realloc(r->strings, r->raw_len + 1024);
+                if (!p) return fail(r, -ENOMEM, "out of memory");
+                r->strings = p;
+                r->strings_cap = r->raw_len + 1024;
+            }
+            continue;
+        }
+        size_t start = r->pos;
+        uint8_t tag = r->raw[r->pos++];
+        r->strings_len = 0;
+        memset(rec, 0, sizeof *rec);
+        int64_t d = 0;
+        uint64_t v;
+        bool ok = true;
+        switch (tag) {
+        case ML_T_TIME:
+            if (!get_u32(r, &r->time_ms)) return CORRUPT();
+            continue;
+        case ML_T_THREAD_SWITCH:
+            if (!get_u32(r, &r->thread)) return CORRUPT();
+            continue;
+        case ML_T_ALLOC:
+            ok = get_u8(r, &rec->u.alloc.kind) && get_u8(r, &rec->u.alloc.flags) &&
+                 get_u(r, &rec->u.alloc.size) && get_u32(r, &rec->u.alloc.stack) && get_s(r, &d);
+            if (ok) rec->u.alloc.ptr = r->prev_ptr = r->prev_ptr + (uint64_t)d;
+            break;
+        case ML_T_FREE:
+            ok = get_u8(r, &rec->u.alloc.kind) && get_s(r, &d);
+            if (ok) rec->u.alloc.ptr = r->prev_ptr = r->prev_ptr + (uint64_t)d;
+            break;
+        case ML_T_REALLOC_FAIL:
+            ok = get_s(r, &d);
+            if (ok) rec->u.alloc.ptr = r->prev_ptr = r->prev_ptr + (uint64_t)d;
+            break;
+        case ML_T_MMAP:
+            ok = get_u8(r, &rec->u.alloc.kind) && get_u8(r, &rec->u.alloc.flags) &&
+                 get_u(r, &rec->u.alloc.size) && get_u32(r, &rec->u.alloc.stack) &&
+                 get_u(r, &rec->u.alloc.ptr);
+            break;
+        case ML_T_MUNMAP:
+        case ML_T_MMAP_FAIL:
+            ok = get_u(r, &rec->u.alloc.ptr) && get_u(r, &rec->u.alloc.size);
+            break;
+        case ML_T_NODE:
+            ok = get_u32(r, &rec->u.node.id) && get_u32(r, &rec->u.node.parent) &&
+                 get_u(r, &rec->u.node.pc);
+            break;
+        case ML_T_MODULE: {
+            const char *bid = NULL;
+            ok = get_u(r, &rec->u.module.base) && get_str(r, &rec->u.module.path, NULL) &&
+                 get_str(r, &bid, &rec->u.module.build_id_len) && get_u32(r, &rec->u.module.nsegs) &&
+                 rec->u.module.nsegs <= 16;
+            rec->u.module.build_id = (const uint8_t *)bid;
+            for (uint32_t i = 0; ok && i < rec->u.module.nsegs; i++)
+                ok = get_u(r, &rec->u.module.segs[i].vaddr) &&
+                     get_u(r, &rec->u.module.segs[i].memsz) &&
+                     get_u32(r, &rec->u.module.segs[i].flags);
+            break;
+        }
+        case ML_T_MODULE_UNLOAD:
+            ok = get_u(r, &rec->u.module.base);
+            break;
+        case ML_T_THREAD:
+            ok = get_u32(r, &rec->u.thread.index) && get_u32(r, &rec->u.thread.tid) &&
+                 get_str(r, &rec->u.thread.name, NULL);
+            break;
+        case ML_T_MALLINFO:
+            ok = get_u(r, &rec->u.mallinfo.arena) && get_u(r, &rec->u.mallinfo.hblkhd) &&
+                 get_u(r, &rec->u.mallinfo.uordblks) && get_u(r, &rec->u.mallinfo.fordblks) &&
+                 get_u(r, &rec->u.mallinfo.keepcost);
+            break;
+        case ML_T_RSS:
+            ok = get_u(r, &rec->u.rss.rss_bytes);
+            break;
+        case ML_T_PROC_EXIT:
+            ok = get_u(r, &rec->u.proc_exit.nested_skipped);
+            break;
+        case ML_T_PROCESS: {
+            typeof(rec->u.process) *p = &rec->u.process;
+            ok = get_u32(r, &p->pid) && get_u32(r, &p->ppid) && get_u(r, &p->start_realtime_ns) &&
+                 get_u32(r, &p->page_size) && get_u32(r, &p->unwinder) && get_u32(r, &p->depth) &&
+                 get_u(r, &p->sample_bytes) && get_u32(r, &p->options) &&
+                 get_str(r, &p->parent_trace, NULL) && get_str(r, &p->exe, NULL) &&
+                 get_u32(r, &p->argc) && p->argc <= ML_MAX_ARGS;
+            for (uint32_t i = 0; ok && i < p->argc; i++) ok = get_str(r, &p->argv[i], NULL);
+            ok = ok && get_str(r, &p->producer, NULL);
+            break;
+        }
+        case ML_T_END: {
+            ml_rec_end_t *e = &rec->u.end;
+            ok = get_u32(r, &e->status_kind) && get_s(r, &d) && get_u(r, &e->events) &&
+                 get_u(r, &e->ring_waits) && get_u(r, &e->ring_wait_ns) &&
+                 get_u(r, &e->lost_in_crash) && get_u(r, &e->lost_dead_collector) &&
+                 get_u(r, &e->nested_skipped) && get_u(r, &e->truncated_stacks) &&
+                 get_u(r, &e->duration_ms);
+            e->status = (int32_t)d;
+            if (ok) r->complete = true;
+            break;
+        }
+        default:
+            (void)v;
+            return fail(r, -EINVAL,
+                        "corrupt trace: unknown record tag 0x%02x at offset %zu of the chunk at "
+                        "file offset %" PRIu64,
+                        tag, start, r->chunk_offset);
+        }
+        if (!ok) return CORRUPT();
+        rec->tag = tag;
+        rec->time_ms = r->time_ms;
+        rec->thread = r->thread;
+        return 1;
+    }
+}
+
+const char *ml_reader_error(const ml_reader_t *r) {
+    return r->err;
+}
+bool ml_reader_truncated(const ml_reader_t *r) {
+    return r->truncated;
+}
+bool ml_reader_complete(const ml_reader_t *r) {
+    return r->complete;
+}
+void ml_reader_version(const ml_reader_t *r, unsigned *major, unsigned *minor) {
+    *major = r->major;
+    *minor = r->minor;
+}
+uint64_t ml_reader_size(const ml_reader_t *r) {
+    return r->size;
+}
+uint64_t ml_reader_offset(const ml_reader_t *r) {
+    return r->offset;
+}
+
+void ml_reader_close(ml_reader_t *r) {
+    if (!r) return;
+    close(r->fd);
+    ZSTD_freeDCtx(r->dctx);
+    free(r->comp);
+    free(r->raw);
+    free(r->strings);
+    free(r);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Text form                                                                 */
+/* ------------------------------------------------------------------------- */
+
+const char *ml_kind_name(unsigned kind) {
+    static const char *const names[] = {
+        "malloc",  "calloc",   "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
+        "memalign", "valloc",  "pvalloc", "free",         "mmap",           "mremap",
+        "munmap"};
+    return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+const char *ml_tag_name(unsigned tag) {
+    switch (tag) {
+    case ML_T_PROCESS: return "process";
+    case ML_T_TIME: return "time";
+    case ML_T_THREAD_SWITCH: return "thread-switch";
+    case ML_T_ALLOC: return "alloc";
+    case ML_T_FREE: return "free";
+    case ML_T_REALLOC_FAIL: return "realloc-fail";
+    case ML_T_MMAP: return "mmap";
+    case ML_T_MUNMAP: return "munmap";
+    case ML_T_MMAP_FAIL: return "mremap-fail";
+    case ML_T_NODE: return "node";
+    case ML_T_MODULE: return "module";
+    case ML_T_MODULE_UNLOAD: return "module-unload";
+    case ML_T_THREAD: return "thread";
+    case ML_T_MALLINFO: return "mallinfo";
+    case ML_T_RSS: return "rss";
+    case ML_T_PROC_EXIT: return "proc-exit";
+    case ML_T_END: return "end";
+    default: return "?";
+    }
+}
+
+static void print_escaped(FILE *out, const char *s) {
+    fputc('"', out);
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f) fprintf(out, "\\x%02x", c);
+        else fputc(c, out);
+    }
+    fputc('"', out);
+}
+
+void ml_record_print(FILE *out, const ml_record_t *r) {
+    fprintf(out, "%u.%03u t%u %s", r->time_ms / 1000, r->time_ms % 1000, r->thread,
+            ml_tag_name(r->tag));
+    switch (r->tag) {
+    case ML_T_ALLOC:
+    case ML_T_MMAP:
+        fprintf(out, " %s ptr=0x%" PRIx64 " size=%" PRIu64 " stack=%u%s%s", ml_kind_name(r->u.alloc.kind),
+                r->u.alloc.ptr, r->u.alloc.size, r->u.alloc.stack,
+                r->u.alloc.flags & ML_EVF_SAMPLED ? " sampled" : "",
+                r->u.alloc.flags & ML_EVF_TRUNCATED ? " truncated" : "");
+        break;
+    case ML_T_FREE:
+        fprintf(out, " %s ptr=0x%" PRIx64, ml_kind_name(r->u.alloc.kind), r->u.alloc.ptr);
+        break;
+    case ML_T_REALLOC_FAIL:
+        fprintf(out, " ptr=0x%" PRIx64, r->u.alloc.ptr);
+        break;
+    case ML_T_MUNMAP:
+    case ML_T_MMAP_FAIL:
+        fprintf(out, " ptr=0x%" PRIx64 " size=%" PRIu64, r->u.alloc.ptr, r->u.alloc.size);
+        break;
+    case ML_T_NODE:
+        fprintf(out, " id=%u parent=%u pc=0x%" PRIx64, r->u.node.id, r->u.node.parent, r->u.node.pc);
+        break;
+    case ML_T_MODULE:
+        fprintf(out, " base=0x%" PRIx64 " path=", r->u.module.base);
+        print_escaped(out, r->u.module.path);
+        fprintf(out, " build_id=");
+        for (uint32_t i = 0; i < r->u.module.build_id_len; i++)
+            fprintf(out, "%02x", r->u.module.build_id[i]);
+        for (uint32_t i = 0; i < r->u.module.nsegs; i++)
+            fprintf(out, " seg=0x%" PRIx64 "+0x%" PRIx64 ":%c%c%c", r->u.module.segs[i].vaddr,
+                    r->u.module.segs[i].memsz, r->u.module.segs[i].flags & 4 ? 'r' : '-',
+                    r->u.module.segs[i].flags & 2 ? 'w' : '-',
+                    r->u.module.segs[i].flags & 1 ? 'x' : '-');
+        break;
+    case ML_T_MODULE_UNLOAD:
+        fprintf(out, " base=0x%" PRIx64, r->u.module.base);
+        break;
+    case ML_T_THREAD:
+        fprintf(out, " index=%u tid=%u name=", r->u.thread.index, r->u.thread.tid);
+        print_escaped(out, r->u.thread.name);
+        break;
+    case ML_T_MALLINFO:
+        fprintf(out,
+                " arena=%" PRIu64 " hblkhd=%" PRIu64 " uordblks=%" PRIu64 " fordblks=%" PRIu64
+                " keepcost=%" PRIu64,
+                r->u.mallinfo.arena, r->u.mallinfo.hblkhd, r->u.mallinfo.uordblks,
+                r->u.mallinfo.fordblks, r->u.mallinfo.keepcost);
+        break;
+    case ML_T_RSS:
+        fprintf(out, " rss=%" PRIu64, r->u.rss.rss_bytes);
+        break;
+    case ML_T_PROC_EXIT:
+        fprintf(out, " nested_skipped=%" PRIu64, r->u.proc_exit.nested_skipped);
+        break;
+    case ML_T_PROCESS: {
+        const typeof(r->u.process) *p = &r->u.process;
+        fprintf(out,
+                " pid=%u ppid=%u start_ns=%" PRIu64 " page_size=%u unwinder=%s depth=%u "
+                "sample_bytes=%" PRIu64 " options=0x%x parent_trace=",
+                p->pid, p->ppid, p->start_realtime_ns, p->page_size,
+                p->unwinder == ML_UNWIND_FP ? "fp" : "libunwind", p->depth, p->sample_bytes,
+                p->options);
+        print_escaped(out, p->parent_trace);
+        fprintf(out, " exe=");
+        print_escaped(out, p->exe);
+        fprintf(out, " argv=[");
+        for (uint32_t i = 0; i < p->argc; i++) {
+            if (i) fputc(' ', out);
+            print_escaped(out, p->argv[i]);
+        }
+        fprintf(out, "] producer=");
+        print_escaped(out, p->producer);
+        break;
+    }
+    case ML_T_END: {
+        const ml_rec_end_t *e = &r->u.end;
+        static const char *const kinds[] = {"exited", "signaled", "unknown", "exec"};
+        fprintf(out,
+                " %s status=%d events=%" PRIu64 " ring_waits=%" PRIu64 " ring_wait_ns=%" PRIu64
+                " lost_in_crash=%" PRIu64 " lost_dead_collector=%" PRIu64
+                " nested_skipped=%" PRIu64 " truncated_stacks=%" PRIu64 " duration_ms=%" PRIu64,
+                e->status_kind < 4 ? kinds[e->status_kind] : "?", e->status, e->events,
+                e->ring_waits, e->ring_wait_ns, e->lost_in_crash, e->lost_dead_collector,
+                e->nested_skipped, e->truncated_stacks, e->duration_ms);
+        break;
+    }
+    default:
+        break;
+    }
+    fputc('\n', out);
+}

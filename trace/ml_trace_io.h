@@ -1,0 +1,156 @@
+/* ml_trace_io.h - writing and reading .mlt trace files.
+ *
+ * High-level half of trace/: this code runs in the memlens tools (collector,
+ * analysis, dump), never inside a traced process, and may allocate. Records are
+ * exchanged as ml_record_t, a decoded, self-contained form of every tag in
+ * ml_trace_format.h. The writer owns delta encoding, chunking and zstd; the
+ * reader undoes them in one streaming pass with memory bounded by one chunk.
+ */
+#ifndef ML_TRACE_IO_H
+#define ML_TRACE_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "ml_event.h"
+#include "ml_trace_format.h"
+
+#define ML_MAX_ARGS 64
+
+typedef struct {
+    uint64_t vaddr, memsz;
+    uint32_t flags;
+} ml_segment_t;
+
+/* End-of-trace record: how the process ended and what the recording lost. */
+typedef struct {
+    uint32_t status_kind;   /* ML_END_* */
+    int32_t status;         /* exit code or signal number */
+    uint64_t events;        /* events the collector read from the ring */
+    uint64_t ring_waits;    /* times a producer waited for a free slot */
+    uint64_t ring_wait_ns;  /* total time producers waited */
+    uint64_t lost_in_crash; /* slots claimed but never published (process killed mid-event) */
+    uint64_t lost_dead_collector; /* events producers gave up on */
+    uint64_t nested_skipped; /* calls from inside memlens (not the program's) */
+    uint64_t truncated_stacks;
+    uint64_t duration_ms;
+} ml_rec_end_t;
+
+typedef struct {
+    uint8_t tag; /* ml_tag_t */
+    uint32_t time_ms; /* clock at this record (from the last ML_T_TIME) */
+    uint32_t thread;  /* thread index at this record (from the last ML_T_THREAD_SWITCH) */
+    union {
+        struct {
+            uint8_t kind, flags;
+            uint64_t ptr, size;
+            uint32_t stack;
+        } alloc; /* ML_T_ALLOC, ML_T_FREE, ML_T_REALLOC_FAIL, ML_T_MMAP, ML_T_MUNMAP,
+                  * ML_T_MMAP_FAIL (fields that a tag lacks are 0) */
+        struct {
+            uint32_t id, parent;
+            uint64_t pc;
+        } node;
+        struct {
+            uint64_t base;
+            const char *path;
+            const uint8_t *build_id;
+            uint32_t build_id_len;
+            uint32_t nsegs;
+            ml_segment_t segs[16];
+        } module; /* also ML_T_MODULE_UNLOAD (base only) */
+        struct {
+            uint32_t index, tid;
+            const char *name;
+        } thread;
+        struct {
+            uint64_t arena, hblkhd, uordblks, fordblks, keepcost;
+        } mallinfo;
+        struct {
+            uint64_t rss_bytes;
+        } rss;
+        struct {
+            uint64_t nested_skipped;
+        } proc_exit;
+        struct {
+            uint32_t pid, ppid, page_size, unwinder, depth, options;
+            uint64_t start_realtime_ns, sample_bytes;
+            const char *parent_trace; /* "" for the root process */
+            const char *exe;
+            uint32_t argc; /* argv entries kept (at most ML_MAX_ARGS) */
+            const char *argv[ML_MAX_ARGS];
+            const char *producer;
+        } process;
+        ml_rec_end_t end;
+    } u;
+} ml_record_t;
+
+/* ------------------------------------------------------------------------- */
+/* Writer                                                                    */
+/* ------------------------------------------------------------------------- */
+
+typedef struct ml_writer_s ml_writer_t;
+
+/** Creates a writer on `fd` (not closed by the writer) and writes the file
+ * header. `level` is the zstd level (1 is the collector's default).
+ * Returns 0 or a negative errno. */
+int ml_writer_new(int fd, int level, ml_writer_t **out);
+
+/** Appends one record. Time and thread changes are encoded as ML_T_TIME and
+ * ML_T_THREAD_SWITCH records ahead of it when rec->time_ms / rec->thread differ
+ * from the previous record's. Returns 0 or a negative errno (write failure). */
+int ml_writer_add(ml_writer_t *w, const ml_record_t *rec);
+
+/** Compresses and writes the pending chunk, if any. */
+int ml_writer_flush(ml_writer_t *w);
+
+/** Flushes and frees the writer. Returns the first error seen, or 0. */
+int ml_writer_free(ml_writer_t *w);
+
+/** Bytes written to the file so far. */
+uint64_t ml_writer_bytes(const ml_writer_t *w);
+
+/* ------------------------------------------------------------------------- */
+/* Reader                                                                    */
+/* ------------------------------------------------------------------------- */
+
+typedef struct ml_reader_s ml_reader_t;
+
+/** Opens a trace and checks its header. On failure returns a negative errno
+ * (-EINVAL for "not a trace", -EPROTONOSUPPORT for an unknown major version)
+ * and, when `err` is given, a message in err[0..errlen). */
+int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen);
+
+/** Reads the next record into `rec`. Returns 1 for a record, 0 at the end of
+ * the trace, negative on a structural error (message in ml_reader_error()).
+ * A trace cut short ends at its last complete chunk with return 0 and
+ * ml_reader_truncated() true. Pointers in `rec` stay valid until the next call. */
+int ml_reader_next(ml_reader_t *r, ml_record_t *rec);
+
+/** The message for the last error, with the file offset. */
+const char *ml_reader_error(const ml_reader_t *r);
+
+/** True when the file ended inside a chunk (or before an ML_T_END record). */
+bool ml_reader_truncated(const ml_reader_t *r);
+
+/** True once an ML_T_END record has been read. */
+bool ml_reader_complete(const ml_reader_t *r);
+
+/** File format version of the open trace. */
+void ml_reader_version(const ml_reader_t *r, unsigned *major, unsigned *minor);
+
+/** File size and bytes consumed so far (for progress bars). */
+uint64_t ml_reader_size(const ml_reader_t *r);
+uint64_t ml_reader_offset(const ml_reader_t *r);
+
+void ml_reader_close(ml_reader_t *r);
+
+/** Prints one record as a line of text (`memlens dump`). */
+void ml_record_print(FILE *out, const ml_record_t *rec);
+
+/** Names of tags and kinds, for messages and dumps. */
+const char *ml_tag_name(unsigned tag);
+const char *ml_kind_name(unsigned kind);
+
+#endif
