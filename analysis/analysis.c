@@ -2,6 +2,7 @@
 #include "ml_analysis.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,8 @@ struct ml_analysis_s {
     bool last_alloc_live;
     /* realloc: the block freed just before, per thread, restored on failure */
     block_t *realloc_stash;
+    /* sampled traces: weighted sums behind the integer totals */
+    double w_calls, w_bytes, w_reallocs;
 };
 
 int ml_analysis_new(ml_analysis_t **out) {
@@ -142,11 +145,28 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
         break;
     case ML_T_ALLOC: {
         uint8_t kind = r->u.alloc.kind;
-        t->alloc_calls++;
-        t->bytes_allocated += r->u.alloc.size;
+        bool realloc_kind = kind == ML_KIND_REALLOC || kind == ML_KIND_REALLOCARRAY;
+        uint64_t size = r->u.alloc.size;
+        if ((r->u.alloc.flags & ML_EVF_SAMPLED) && t->sample_bytes) {
+            /* A Poisson sample with mean gap T catches an allocation of s
+             * bytes with probability 1 - exp(-s/T); weighting each sample by
+             * the inverse makes counts and bytes unbiased (tcmalloc's
+             * estimator). */
+            double w = 1.0 / -expm1(-(double)size / (double)t->sample_bytes);
+            a->w_calls += w;
+            a->w_bytes += w * (double)size;
+            if (realloc_kind) a->w_reallocs += w;
+            t->alloc_calls = (uint64_t)llround(a->w_calls);
+            t->bytes_allocated = (uint64_t)llround(a->w_bytes);
+            t->realloc_calls = (uint64_t)llround(a->w_reallocs);
+            size = (uint64_t)llround(w * (double)size);
+        } else {
+            t->alloc_calls++;
+            t->bytes_allocated += size;
+            if (realloc_kind) t->realloc_calls++;
+        }
         if (kind < ML_KIND_COUNT_) t->calls_by_kind[kind]++;
-        if (kind == ML_KIND_REALLOC || kind == ML_KIND_REALLOCARRAY) t->realloc_calls++;
-        block_t b = {r->u.alloc.ptr, r->u.alloc.size, r->u.alloc.stack, r->time_ms};
+        block_t b = {r->u.alloc.ptr, size, r->u.alloc.stack, r->time_ms};
         heap_add(a, &b);
         a->last_alloc_ptr = r->u.alloc.ptr;
         a->last_alloc_live = true;

@@ -75,6 +75,7 @@ typedef struct {
     uint32_t nseen;
     uint64_t t0_ns;
     char stem[PATH_MAX];
+    char prog[PATH_MAX]; /* the program's absolute path */
 } session_t;
 
 static volatile sig_atomic_t forward_sig;
@@ -358,22 +359,6 @@ static uint32_t now_ms(const session_t *s) {
     return (uint32_t)((mono_ns() - s->t0_ns) / 1000000u);
 }
 
-static void read_cmdline(uint32_t pid, char *buf, size_t len, const char **argv, uint32_t *argc) {
-    char p[64];
-    snprintf(p, sizeof p, "/proc/%u/cmdline", pid);
-    *argc = 0;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    ssize_t n = read(fd, buf, len - 1);
-    close(fd);
-    if (n <= 0) return;
-    buf[n] = '\0';
-    for (ssize_t i = 0; i < n && *argc < ML_MAX_ARGS;) {
-        argv[(*argc)++] = buf + i;
-        i += (ssize_t)strlen(buf + i) + 1;
-    }
-}
-
 static void proc_add(proc_t *p, const ml_record_t *rec) {
     if (ml_writer_add(p->w, rec) < 0 && !p->done) {
         /* Reported once at the end from the writer's error state. */
@@ -454,16 +439,20 @@ static proc_t *open_proc(session_t *s, uint32_t slot) {
     pr->parent_trace = (p->parent_slot < ML_MAX_PROCS && s->procs[p->parent_slot])
                            ? s->procs[p->parent_slot]->path
                            : "";
-    char exe[PATH_MAX], cmdline[65536], lnk[64];
-    snprintf(lnk, sizeof lnk, "/proc/%u/exe", p->pid);
-    ssize_t n = readlink(lnk, exe, sizeof exe - 1);
-    exe[n > 0 ? n : 0] = '\0';
-    pr->exe = exe;
+    char cmdline[sizeof h->cmdline + 1];
+    pr->exe = h->exe;
+    if (p->is_root && s->prog[0]) pr->exe = s->prog;
     if (p->is_root) {
         pr->argc = (uint32_t)(s->o.argc > ML_MAX_ARGS ? ML_MAX_ARGS : s->o.argc);
         for (uint32_t i = 0; i < pr->argc; i++) pr->argv[i] = s->o.argv[i];
     } else {
-        read_cmdline(p->pid, cmdline, sizeof cmdline, pr->argv, &pr->argc);
+        uint32_t n = h->cmdline_len < sizeof h->cmdline ? h->cmdline_len : sizeof h->cmdline;
+        memcpy(cmdline, h->cmdline, n);
+        cmdline[n] = '\0';
+        for (uint32_t i = 0; i < n && pr->argc < ML_MAX_ARGS;) {
+            pr->argv[pr->argc++] = cmdline + i;
+            i += (uint32_t)strlen(cmdline + i) + 1;
+        }
     }
     pr->producer = "memlens " ML_VERSION;
     proc_add(p, &r);
@@ -508,9 +497,16 @@ static void discover(session_t *s) {
     }
 }
 
+/* The process has run its exit handlers and waits in libmemlens' destructor
+ * until we answer: its memory is intact, so this is where reachability of
+ * the blocks still live can be examined. Then it is released. */
+static void exit_scan(session_t *s, proc_t *p) {
+    (void)s;
+    ml_atomic_store_release(&p->ring->exit_scan, ML_EXIT_SCAN_DONE);
+}
+
 /* Translates one ring event (and its blob payload) into a trace record. */
 static void deliver(session_t *s, proc_t *p, const ml_event_t *ev, const uint8_t *blob) {
-    (void)s;
     ml_record_t r;
     memset(&r, 0, sizeof r);
     r.time_ms = ev->time;
@@ -606,6 +602,7 @@ static void deliver(session_t *s, proc_t *p, const ml_event_t *ev, const uint8_t
     proc_add(p, &r);
     p->last_time = r.time_ms;
     p->last_thread = r.thread;
+    if (r.tag == ML_T_PROC_EXIT) exit_scan(s, p);
 }
 
 /* Drains published events. With `final` the process is gone: positions that
@@ -835,6 +832,7 @@ int ml_cmd_run(int argc, char **argv) {
         free(s);
         return ML_EXIT_ERROR;
     }
+    if (!realpath(prog, s->prog)) s->prog[0] = '\0';
     const char *why = preload_obstacle(prog, 0);
     if (why) {
         ml_die_msg("%s", why);

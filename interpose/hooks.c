@@ -124,20 +124,27 @@ static void *boot_realloc(void *old, size_t n) {
     return p;
 }
 
-ML_EXPORT void *realloc(void *old, size_t n) {
+/* realloc and reallocarray share this body. glibc's reallocarray calls
+ * realloc through the PLT, so forwarding to the real reallocarray would
+ * record the call twice; the overflow check is all it adds. */
+static void *realloc_impl(void *old, size_t n, uint8_t kind) {
     if (ml_unlikely(old && ml__is_boot(old))) return boot_realloc(old, n);
     if (ml_unlikely(!ready((void *)ml__real.realloc)) && !ml__real.realloc)
         return boot_realloc(old, n);
     bool rec = ml__recording();
-    if (old && rec) record_free(old, ML_KIND_REALLOC);
+    if (old && rec) record_free(old, kind);
     void *p = ml__real.realloc(old, n);
     if (rec) {
-        if (p) record_alloc(p, n, ML_KIND_REALLOC);
-        else if (old && n) record_plain(ML_EV_REALLOC_FAIL, ML_KIND_REALLOC, old, 0);
+        if (p) record_alloc(p, n, kind);
+        else if (old && n) record_plain(ML_EV_REALLOC_FAIL, kind, old, 0);
     } else if (ml__tls.guard) {
         count_nested();
     }
     return p;
+}
+
+ML_EXPORT void *realloc(void *old, size_t n) {
+    return realloc_impl(old, n, ML_KIND_REALLOC);
 }
 
 ML_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
@@ -146,19 +153,7 @@ ML_EXPORT void *reallocarray(void *old, size_t n, size_t m) {
         errno = ENOMEM;
         return NULL;
     }
-    if (ml_unlikely(old && ml__is_boot(old))) return boot_realloc(old, total);
-    if (ml_unlikely(!ready((void *)ml__real.reallocarray)) && !ml__real.reallocarray)
-        return boot_realloc(old, total);
-    bool rec = ml__recording();
-    if (old && rec) record_free(old, ML_KIND_REALLOCARRAY);
-    void *p = ml__real.reallocarray(old, n, m);
-    if (rec) {
-        if (p) record_alloc(p, total, ML_KIND_REALLOCARRAY);
-        else if (old && total) record_plain(ML_EV_REALLOC_FAIL, ML_KIND_REALLOCARRAY, old, 0);
-    } else if (ml__tls.guard) {
-        count_nested();
-    }
-    return p;
+    return realloc_impl(old, total, ML_KIND_REALLOCARRAY);
 }
 
 ML_EXPORT int posix_memalign(void **out, size_t align, size_t n) {

@@ -409,6 +409,14 @@ static int register_process(uint32_t parent_slot) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->start_realtime_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    ssize_t k = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
+    h->exe[k > 0 ? k : 0] = '\0';
+    int cfd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (cfd >= 0) {
+        ssize_t m = read(cfd, h->cmdline, sizeof h->cmdline);
+        h->cmdline_len = m > 0 ? (uint32_t)m : 0;
+        close(cfd);
+    }
     ml__ring = h;
     proc_slot = idx;
     ml_atomic_store_release(&pr->state, ML_PROC_READY);
@@ -567,6 +575,15 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
     ml__modules_scan(false);
     ml_blob_exit_t b = {ml_atomic_load_relaxed(&ml__ring->nested_skipped)};
     ml__emit_blob(ML_BLOB_EXIT, &b, sizeof b);
+    /* Let the collector look at the heap before exit tears it down; never
+     * wait for a collector that is gone, nor for longer than 30 s. */
+    ml_atomic_store_release(&ml__ring->exit_scan, ML_EXIT_SCAN_ASKED);
+    for (int i = 0; i < 30000 && ml__state == ML_STATE_READY; i++) {
+        if (ml_atomic_load_acquire(&ml__ring->exit_scan) == ML_EXIT_SCAN_DONE) break;
+        if (i % 100 == 99 && !ml__collector_alive()) break;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
     ml__tls.guard--;
 }
 

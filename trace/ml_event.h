@@ -204,7 +204,19 @@ typedef struct {
     _Atomic uint64_t nested_skipped; /* hook calls from inside memlens (not the program's) */
     _Atomic uint64_t truncated;      /* stacks cut short */
     _Atomic uint64_t lost;           /* events given up on (collector died) */
+    /* Exit handshake: the process sets ML_EXIT_SCAN_ASKED after its last
+     * destructor-time event and waits (bounded) for ML_EXIT_SCAN_DONE, so the
+     * collector can read its memory while it is still intact (leak
+     * reachability). */
+    _Alignas(ML_CACHE_LINE) _Atomic uint32_t exit_scan;
+    /* Filled by the process before it marks its slot ready, so that the
+     * collector knows what ran even if the process is gone by then. */
+    uint32_t cmdline_len; /* bytes of NUL-separated argv in cmdline */
+    char exe[1024];
+    char cmdline[2048];
 } ml_ring_hdr_t;
+
+enum { ML_EXIT_SCAN_NONE = 0, ML_EXIT_SCAN_ASKED = 1, ML_EXIT_SCAN_DONE = 2 };
 
 _Static_assert(sizeof(ml_ring_hdr_t) <= ML_RING_DATA_OFFSET, "ring header fits its page");
 

@@ -39,8 +39,8 @@ typedef enum {
     ML_T_FREE = 0x11,        /* kind u8, ptr s (delta) */
     ML_T_REALLOC_FAIL = 0x12, /* ptr s (delta) */
     ML_T_MMAP = 0x13,        /* kind u8, flags u8, size u, stack u, ptr u */
-    ML_T_MUNMAP = 0x14,      /* ptr u, size u */
-    ML_T_MMAP_FAIL = 0x15,   /* ptr u, size u */
+    ML_T_MUNMAP = 0x14,      /* kind u8, ptr u, size u */
+    ML_T_MMAP_FAIL = 0x15,   /* kind u8, ptr u, size u */
     ML_T_NODE = 0x20,        /* id u, parent u, pc u */
     ML_T_MODULE = 0x21,      /* base u, path str, build_id str, nsegs u, (vaddr u, memsz u,
                               * flags u)* */

@@ -240,6 +240,7 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
         break;
     case ML_T_MUNMAP:
     case ML_T_MMAP_FAIL:
+        put_u8(w, r->u.alloc.kind);
         put_u(w, r->u.alloc.ptr);
         put_u(w, r->u.alloc.size);
         break;
@@ -578,7 +579,8 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
             break;
         case ML_T_MUNMAP:
         case ML_T_MMAP_FAIL:
-            ok = get_u(r, &rec->u.alloc.ptr) && get_u(r, &rec->u.alloc.size);
+            ok = get_u8(r, &rec->u.alloc.kind) && get_u(r, &rec->u.alloc.ptr) &&
+                 get_u(r, &rec->u.alloc.size);
             break;
         case ML_T_NODE:
             ok = get_u32(r, &rec->u.node.id) && get_u32(r, &rec->u.node.parent) &&
@@ -746,7 +748,8 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
         break;
     case ML_T_MUNMAP:
     case ML_T_MMAP_FAIL:
-        fprintf(out, " ptr=0x%" PRIx64 " size=%" PRIu64, r->u.alloc.ptr, r->u.alloc.size);
+        fprintf(out, " %s ptr=0x%" PRIx64 " size=%" PRIu64, ml_kind_name(r->u.alloc.kind),
+                r->u.alloc.ptr, r->u.alloc.size);
         break;
     case ML_T_NODE:
         fprintf(out, " id=%u parent=%u pc=0x%" PRIx64, r->u.node.id, r->u.node.parent, r->u.node.pc);

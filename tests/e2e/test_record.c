@@ -1,0 +1,379 @@
+/* test_record.c - `memlens run` end to end on fixture programs with known
+ * ground truth: exact counts per hooked function, threads, crashes, fork,
+ * exec, dlopen, jemalloc, C++, refusals. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+Test(record, exact_counts_for_every_hooked_function) {
+    const char *trace = h_tmp("counts.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_counts"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 7, "memlens exits with the program's status; stderr: %s", r.err);
+    cr_assert_str_eq(r.out, "fx_counts done\n");
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    const uint64_t *k = t.totals.calls_by_kind;
+    cr_expect_eq(k[ML_KIND_MALLOC], 109, "malloc: %lu", (unsigned long)k[ML_KIND_MALLOC]);
+    cr_expect_eq(k[ML_KIND_CALLOC], 10);
+    cr_expect_eq(k[ML_KIND_REALLOC], 5);
+    cr_expect_eq(k[ML_KIND_REALLOCARRAY], 3);
+    cr_expect_eq(k[ML_KIND_POSIX_MEMALIGN], 4);
+    cr_expect_eq(k[ML_KIND_ALIGNED_ALLOC], 6);
+    cr_expect_eq(k[ML_KIND_MEMALIGN], 7);
+    cr_expect_eq(k[ML_KIND_VALLOC], 8);
+    cr_expect_eq(k[ML_KIND_PVALLOC], 9);
+    cr_expect_eq(k[ML_KIND_MMAP], 2);
+    cr_expect_eq(k[ML_KIND_MUNMAP], 2);
+    cr_expect_eq(t.totals.alloc_calls, 161);
+    cr_expect_eq(t.totals.free_calls, 152);
+    cr_expect_eq(t.totals.realloc_calls, 8);
+    cr_expect_eq(t.totals.heap_bytes, 1234 + 3 * 1000, "leaked bytes: %lu",
+                 (unsigned long)t.totals.heap_bytes);
+    cr_expect_eq(t.totals.heap_blocks, 4);
+    cr_expect_eq(t.totals.mmap_bytes, 0);
+    /* The constructor's allocation, made before main, is there with its stack. */
+    int exe = h_module(&t, "fx_counts");
+    cr_assert_geq(exe, 0);
+    cr_expect_eq(h_allocs_of_size(&t, 1234), 1);
+    cr_expect(h_stack_in_module(&t, h_stack_of_size(&t, 1234), exe));
+    cr_expect_eq(h_allocs_of_size(&t, 1000), 3);
+    cr_expect(h_stack_in_module(&t, h_stack_of_size(&t, 1000), exe));
+    cr_expect(t.complete);
+    cr_expect_not(t.truncated);
+    cr_expect_eq(t.end.status_kind, ML_END_EXITED);
+    cr_expect_eq(t.end.status, 7);
+    cr_expect_eq(t.end.lost_in_crash, 0);
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
+Test(record, eight_threads_exact_without_deadlock, .timeout = 300) {
+    const char *trace = h_tmp("threads.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_threads"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(h_allocs_of_size(&t, 4242), 800000);
+    cr_expect_geq(t.totals.free_calls, 800000);
+    cr_expect_eq(t.totals.unknown_frees, 0);
+    cr_expect_eq(t.end.lost_in_crash, 0);
+    cr_expect_eq(t.records_by_tag[ML_T_THREAD], 9, "main + 8 threads announced");
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
+Test(record, segfault_keeps_everything_before_the_crash) {
+    const char *trace = h_tmp("segv.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_crash"), "segv", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 139, "128 + SIGSEGV; stderr: %s", r.err);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(h_allocs_of_size(&t, 777), 5);
+    cr_expect(t.complete, "the collector still writes the end record");
+    cr_expect_eq(t.end.status_kind, ML_END_SIGNALED);
+    cr_expect_eq(t.end.status, SIGSEGV);
+    cr_expect_geq(t.totals.heap_bytes, 5 * 777);
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
+Test(record, sigkill_from_outside_keeps_the_trace, .timeout = 60) {
+    const char *trace = h_tmp("kill.mlt");
+    const char *pidfile = h_tmp("kill.pid");
+    unlink(pidfile);
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_crash"), "wait", pidfile, NULL};
+    pid_t m;
+    cr_assert_eq(posix_spawn(&m, argv[0], NULL, NULL, (char *const *)argv, environ), 0);
+    char *txt = NULL;
+    for (int i = 0; i < 2000 && !(txt = h_read_file(pidfile)); i++) usleep(5000);
+    cr_assert(txt, "the fixture wrote its pid");
+    for (int i = 0; i < 200 && !strchr(txt, '\n'); i++) {
+        free(txt);
+        usleep(5000);
+        txt = h_read_file(pidfile);
+    }
+    pid_t target = atoi(txt);
+    free(txt);
+    cr_assert_gt(target, 0);
+    usleep(50000);
+    cr_assert_eq(kill(target, SIGKILL), 0);
+    int st;
+    waitpid(m, &st, 0);
+    cr_assert(WIFEXITED(st));
+    cr_expect_eq(WEXITSTATUS(st), 137);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(h_allocs_of_size(&t, 777), 5);
+    cr_expect_eq(t.end.status_kind, ML_END_SIGNALED);
+    cr_expect_eq(t.end.status, SIGKILL);
+    h_trace_free(&t);
+}
+
+static int count_traces(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) n++;
+    closedir(d);
+    return n;
+}
+
+Test(record, fork_without_follow_is_not_traced) {
+    const char *trace = h_tmp("nofollow.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_fork"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(h_allocs_of_size(&t, 111), 22);
+    cr_expect_eq(h_allocs_of_size(&t, 222), 0, "the child never writes into the parent's trace");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", trace);
+    *strrchr(dir, '/') = '\0';
+    cr_expect_eq(count_traces(dir, "nofollow."), 1, "no child trace");
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
+Test(record, follow_fork_gives_the_child_its_own_trace) {
+    const char *trace = h_tmp("follow.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--", h_bin("fx_fork"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(h_allocs_of_size(&t, 111), 22);
+    cr_expect_eq(h_allocs_of_size(&t, 222), 0);
+    char dir[4096], child[4096 + 64];
+    snprintf(dir, sizeof dir, "%s", trace);
+    *strrchr(dir, '/') = '\0';
+    cr_assert_eq(count_traces(dir, "follow."), 2);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    child[0] = '\0';
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "follow.", 7) && strcmp(e->d_name, "follow.mlt"))
+            snprintf(child, sizeof child, "%s/%s", dir, e->d_name);
+    closedir(d);
+    h_trace_t c;
+    h_trace_load(&c, child);
+    cr_expect_eq(h_allocs_of_size(&c, 222), 22);
+    cr_expect_eq(h_allocs_of_size(&c, 111), 0);
+    cr_expect_str_eq(c.parent_trace, trace);
+    cr_expect(c.complete);
+    h_trace_free(&c);
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
+Test(record, exec_of_a_child_program) {
+    /* Without --follow-fork the exec'd program is neither traced nor changed. */
+    const char *trace = h_tmp("exec0.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_fork"), h_bin("fx_counts"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 7, "%s", r.err);
+    cr_expect_str_eq(r.out, "fx_counts done\n");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", trace);
+    *strrchr(dir, '/') = '\0';
+    cr_expect_eq(count_traces(dir, "exec0."), 1);
+    h_run_free(&r);
+
+    /* With it: parent, forked child, and the exec'd image, each a trace. */
+    trace = h_tmp("exec1.mlt");
+    const char *argv2[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--", h_bin("fx_fork"), h_bin("fx_counts"), NULL};
+    h_run(&r, argv2);
+    cr_assert_eq(r.status, 7, "%s", r.err);
+    cr_expect_str_eq(r.out, "fx_counts done\n");
+    cr_expect_eq(count_traces(dir, "exec1."), 3);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int found_exec = 0, found_child = 0;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "exec1.", 6) || !strcmp(e->d_name, "exec1.mlt")) continue;
+        char p[4096 + 256];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        h_trace_t c;
+        h_trace_load(&c, p);
+        if (strstr(c.exe, "fx_counts")) {
+            found_exec++;
+            cr_expect_eq(c.totals.calls_by_kind[ML_KIND_PVALLOC], 9);
+            cr_expect_eq(c.end.status_kind, ML_END_UNKNOWN);
+        } else {
+            found_child++;
+            cr_expect_eq(h_allocs_of_size(&c, 222), 22);
+            cr_expect_eq(c.end.status_kind, ML_END_EXEC);
+        }
+        h_trace_free(&c);
+    }
+    closedir(d);
+    cr_expect_eq(found_exec, 1);
+    cr_expect_eq(found_child, 1);
+    h_run_free(&r);
+}
+
+Test(record, dlopen_by_runpath_and_dlclose) {
+    const char *trace = h_tmp("dlopen.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_dlopen"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "the plugin is found through $ORIGIN; stderr: %s", r.err);
+    cr_expect_str_eq(r.out, "plugin ran\n");
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    int m = h_module(&t, "libfxplugin.so");
+    cr_assert_geq(m, 0, "the plugin is in the module map");
+    cr_expect(t.modules[m].unloaded, "its dlclose is recorded");
+    cr_expect_eq(h_allocs_of_size(&t, 333), 3);
+    cr_expect(h_stack_in_module(&t, h_stack_of_size(&t, 333), m));
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
+Test(record, jemalloc_keeps_its_size_classes) {
+    const char *plain[] = {h_bin("fx_jemalloc"), NULL};
+    h_run_t p;
+    h_run(&p, plain);
+    cr_assert_eq(p.status, 0);
+    const char *trace = h_tmp("jemalloc.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_jemalloc"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, p.out, "same output with and without memlens");
+    cr_expect_str_eq(r.out, "usable=5120\n", "jemalloc's 5 KiB class, not glibc's 4104");
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(h_allocs_of_size(&t, 4097), 1);
+    h_trace_free(&t);
+    h_run_free(&r);
+    h_run_free(&p);
+}
+
+Test(record, cxx_new_is_seen_through_malloc) {
+    const char *trace = h_tmp("cpp.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_cpp"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "sum=999\n");
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_geq(h_allocs_of_size(&t, 64), 2, "new int[16] and new Widget");
+    cr_expect(h_stack_in_module(&t, h_stack_of_size(&t, 64), h_module(&t, "fx_cpp")));
+    cr_expect_geq(t.totals.heap_bytes, 64, "the Factory's array leaks");
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
+Test(record, static_program_is_refused_clearly) {
+    const char *trace = h_tmp("static.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-o", trace, "--", h_bin("fx_static"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "statically linked") != NULL, "%s", r.err);
+    cr_expect_not(h_file_exists(trace), "no empty trace");
+    h_run_free(&r);
+}
+
+Test(record, setuid_program_is_refused_clearly) {
+    if (geteuid() != 0) cr_skip_test("needs root to make a set-user-ID file owned by someone else");
+    const char *copy = h_tmp("suid_prog");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chown 65534 '%s' && chmod 4755 '%s'", h_bin("fx_static"), copy, copy, copy);
+    cr_assert_eq(system(cmd), 0);
+    /* A dynamic one would be refused the same way; fx_counts is dynamic. */
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chown 65534 '%s' && chmod 4755 '%s'", h_bin("fx_counts"), copy, copy, copy);
+    cr_assert_eq(system(cmd), 0);
+    const char *argv[] = {h_bin("memlens"), "run", "-o", h_tmp("suid.mlt"), "--", copy, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "set-user-ID") != NULL, "%s", r.err);
+    cr_expect_str_eq(r.out, "", "the program did not run");
+    h_run_free(&r);
+}
+
+Test(record, unwritable_output_fails_before_running) {
+    const char *argv[] = {h_bin("memlens"), "run", "-o", "/nonexistent-dir/x.mlt", "--", h_bin("fx_counts"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "cannot write the trace") != NULL, "%s", r.err);
+    cr_expect_str_eq(r.out, "", "the program did not run");
+    h_run_free(&r);
+}
+
+Test(record, missing_program_and_bad_usage) {
+    const char *argv[] = {h_bin("memlens"), "run", "--", "/no/such/program", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 1);
+    cr_expect(strstr(r.err, "cannot run") != NULL, "%s", r.err);
+    h_run_free(&r);
+    const char *argv2[] = {h_bin("memlens"), "run", "--depth", "0", "--", "/bin/true", NULL};
+    h_run(&r, argv2);
+    cr_expect_eq(r.status, 2);
+    h_run_free(&r);
+}
+
+Test(record, sampling_is_flagged_and_unbiased) {
+    const char *trace = h_tmp("sample.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--sample", "4096", "-o", trace, "--", h_bin("fx_sample"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(t.totals.sample_bytes, 4096);
+    cr_expect_gt(t.sampled_allocs, 3000, "about 4300 of 20000 are sampled");
+    cr_expect_lt(t.sampled_allocs, 6000);
+    /* Estimates: 20000 calls, 10 MB live at exit, within 10 %. */
+    cr_expect(t.totals.alloc_calls > 18000 && t.totals.alloc_calls < 22000, "calls %lu",
+              (unsigned long)t.totals.alloc_calls);
+    cr_expect(t.totals.heap_bytes > 9000000 && t.totals.heap_bytes < 11000000, "live %lu",
+              (unsigned long)t.totals.heap_bytes);
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
+Test(record, default_trace_name_and_summary) {
+    char dir[] = "/tmp/memlens-cwd-XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char old[4096];
+    cr_assert(getcwd(old, sizeof old));
+    cr_assert_eq(chdir(dir), 0);
+    const char *argv[] = {h_bin("memlens"), "run", "--", h_bin("fx_counts"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(chdir(old), 0);
+    cr_assert_eq(r.status, 7);
+    cr_expect(strstr(r.err, "161 allocation calls") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "leaked 4.1 KiB in 4 blocks") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "trace memlens.fx_counts.") != NULL, "%s", r.err);
+    cr_expect_eq(count_traces(dir, "memlens.fx_counts."), 1);
+    h_run_free(&r);
+}

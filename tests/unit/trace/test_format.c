@@ -1,0 +1,334 @@
+/* test_format.c - .mlt writer/reader round trips, literal bytes, truncation,
+ * corruption and version checks. */
+#define _GNU_SOURCE
+#include "ml_trace_io.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+static char path[256];
+
+static void setup(void) {
+    snprintf(path, sizeof path, "/tmp/memlens-format-%d.mlt", (int)getpid());
+}
+static void teardown(void) {
+    unlink(path);
+}
+
+static const uint8_t bid[4] = {0xde, 0xad, 0xbe, 0xef};
+
+/* One record of every tag. */
+static int sample_records(ml_record_t *r) {
+    int n = 0;
+    memset(r, 0, 16 * sizeof *r);
+    r[n].tag = ML_T_PROCESS;
+    r[n].u.process.pid = 1234;
+    r[n].u.process.ppid = 1;
+    r[n].u.process.start_realtime_ns = 1700000000123456789ull;
+    r[n].u.process.page_size = 4096;
+    r[n].u.process.depth = 64;
+    r[n].u.process.sample_bytes = 0;
+    r[n].u.process.parent_trace = "";
+    r[n].u.process.exe = "/usr/bin/prog";
+    r[n].u.process.argc = 2;
+    r[n].u.process.argv[0] = "prog";
+    r[n].u.process.argv[1] = "--flag \"quoted\"";
+    r[n].u.process.producer = "memlens test";
+    n++;
+    r[n].tag = ML_T_THREAD;
+    r[n].u.thread.index = 0;
+    r[n].u.thread.tid = 1234;
+    r[n].u.thread.name = "prog";
+    n++;
+    r[n].tag = ML_T_MODULE;
+    r[n].u.module.base = 0x555500000000ull;
+    r[n].u.module.path = "/usr/bin/prog";
+    r[n].u.module.build_id = bid;
+    r[n].u.module.build_id_len = 4;
+    r[n].u.module.nsegs = 2;
+    r[n].u.module.segs[0] = (ml_segment_t){0, 0x1000, 4};
+    r[n].u.module.segs[1] = (ml_segment_t){0x1000, 0x2345, 5};
+    n++;
+    r[n].tag = ML_T_NODE;
+    r[n].u.node.id = 1;
+    r[n].u.node.parent = 0;
+    r[n].u.node.pc = 0x555500001234ull;
+    n++;
+    r[n].tag = ML_T_ALLOC;
+    r[n].time_ms = 5;
+    r[n].u.alloc.kind = ML_KIND_MALLOC;
+    r[n].u.alloc.ptr = 0x5555aaaa0010ull;
+    r[n].u.alloc.size = 100;
+    r[n].u.alloc.stack = 1;
+    n++;
+    r[n].tag = ML_T_FREE;
+    r[n].time_ms = 5;
+    r[n].thread = 3;
+    r[n].u.alloc.kind = ML_KIND_FREE;
+    r[n].u.alloc.ptr = 0x5555aaaa0010ull;
+    n++;
+    r[n].tag = ML_T_REALLOC_FAIL;
+    r[n].time_ms = 6;
+    r[n].thread = 3;
+    r[n].u.alloc.ptr = 0x5555aaaa0000ull;
+    n++;
+    r[n].tag = ML_T_MMAP;
+    r[n].time_ms = 6;
+    r[n].u.alloc.kind = ML_KIND_MMAP;
+    r[n].u.alloc.ptr = 0x7f0000000000ull;
+    r[n].u.alloc.size = 1 << 20;
+    r[n].u.alloc.stack = 1;
+    n++;
+    r[n].tag = ML_T_MUNMAP;
+    r[n].time_ms = 6;
+    r[n].u.alloc.kind = ML_KIND_MUNMAP;
+    r[n].u.alloc.ptr = 0x7f0000000000ull;
+    r[n].u.alloc.size = 1 << 20;
+    n++;
+    r[n].tag = ML_T_MMAP_FAIL;
+    r[n].time_ms = 6;
+    r[n].u.alloc.kind = ML_KIND_MREMAP;
+    r[n].u.alloc.ptr = 0x7f0000001000ull;
+    r[n].u.alloc.size = 4096;
+    n++;
+    r[n].tag = ML_T_MODULE_UNLOAD;
+    r[n].time_ms = 7;
+    r[n].u.module.base = 0x555500000000ull;
+    n++;
+    r[n].tag = ML_T_MALLINFO;
+    r[n].time_ms = 7;
+    r[n].u.mallinfo.arena = 135168;
+    r[n].u.mallinfo.uordblks = 100;
+    r[n].u.mallinfo.fordblks = 135068;
+    n++;
+    r[n].tag = ML_T_RSS;
+    r[n].time_ms = 8;
+    r[n].u.rss.rss_bytes = 4 << 20;
+    n++;
+    r[n].tag = ML_T_PROC_EXIT;
+    r[n].time_ms = 9;
+    r[n].u.proc_exit.nested_skipped = 3;
+    n++;
+    r[n].tag = ML_T_END;
+    r[n].time_ms = 9;
+    r[n].u.end.status_kind = ML_END_SIGNALED;
+    r[n].u.end.status = 11;
+    r[n].u.end.events = 12;
+    r[n].u.end.duration_ms = 9;
+    n++;
+    return n;
+}
+
+static void write_trace(const ml_record_t *r, int n, bool flush_each) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert(fd >= 0);
+    ml_writer_t *w;
+    cr_assert_eq(ml_writer_new(fd, 1, &w), 0);
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(ml_writer_add(w, &r[i]), 0);
+        if (flush_each) cr_assert_eq(ml_writer_flush(w), 0);
+    }
+    cr_assert_eq(ml_writer_free(w), 0);
+    close(fd);
+}
+
+static char *dump_file(void) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    ml_reader_t *rd;
+    char err[256];
+    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0, "%s", err);
+    ml_record_t rec;
+    int rc;
+    while ((rc = ml_reader_next(rd, &rec)) > 0) ml_record_print(m, &rec);
+    cr_assert_eq(rc, 0, "%s", ml_reader_error(rd));
+    cr_expect(ml_reader_complete(rd));
+    cr_expect_not(ml_reader_truncated(rd));
+    ml_reader_close(rd);
+    fclose(m);
+    return buf;
+}
+
+static const char *const golden =
+    "0.000 t0 process pid=1234 ppid=1 start_ns=1700000000123456789 page_size=4096 unwinder=libunwind "
+    "depth=64 sample_bytes=0 options=0x0 parent_trace=\"\" exe=\"/usr/bin/prog\" argv=[\"prog\" "
+    "\"--flag \\\"quoted\\\"\"] producer=\"memlens test\"\n"
+    "0.000 t0 thread index=0 tid=1234 name=\"prog\"\n"
+    "0.000 t0 module base=0x555500000000 path=\"/usr/bin/prog\" build_id=deadbeef seg=0x0+0x1000:r-- "
+    "seg=0x1000+0x2345:r-x\n"
+    "0.000 t0 node id=1 parent=0 pc=0x555500001234\n"
+    "0.005 t0 alloc malloc ptr=0x5555aaaa0010 size=100 stack=1\n"
+    "0.005 t3 free free ptr=0x5555aaaa0010\n"
+    "0.006 t3 realloc-fail ptr=0x5555aaaa0000\n"
+    "0.006 t0 mmap mmap ptr=0x7f0000000000 size=1048576 stack=1\n"
+    "0.006 t0 munmap munmap ptr=0x7f0000000000 size=1048576\n"
+    "0.006 t0 mremap-fail mremap ptr=0x7f0000001000 size=4096\n"
+    "0.007 t0 module-unload base=0x555500000000\n"
+    "0.007 t0 mallinfo arena=135168 hblkhd=0 uordblks=100 fordblks=135068 keepcost=0\n"
+    "0.008 t0 rss rss=4194304\n"
+    "0.009 t0 proc-exit nested_skipped=3\n"
+    "0.009 t0 end signaled status=11 events=12 ring_waits=0 ring_wait_ns=0 lost_in_crash=0 "
+    "lost_dead_collector=0 nested_skipped=0 truncated_stacks=0 duration_ms=9\n";
+
+Test(format, round_trip_every_record, .init = setup, .fini = teardown) {
+    ml_record_t r[16];
+    int n = sample_records(r);
+    write_trace(r, n, false);
+    char *d = dump_file();
+    cr_expect_str_eq(d, golden);
+    free(d);
+    /* The same records one chunk each decode identically (delta state
+     * restarts at every chunk). */
+    write_trace(r, n, true);
+    d = dump_file();
+    cr_expect_str_eq(d, golden);
+    free(d);
+}
+
+Test(format, literal_bytes, .init = setup, .fini = teardown) {
+    ml_record_t r[3];
+    memset(r, 0, sizeof r);
+    r[0].tag = ML_T_NODE;
+    r[0].u.node.id = 1;
+    r[0].u.node.pc = 0x1234;
+    r[1].tag = ML_T_ALLOC;
+    r[1].time_ms = 2;
+    r[1].u.alloc.kind = ML_KIND_CALLOC;
+    r[1].u.alloc.size = 300;
+    r[1].u.alloc.stack = 1;
+    r[1].u.alloc.ptr = 0x1000;
+    r[2].tag = ML_T_FREE;
+    r[2].time_ms = 2;
+    r[2].u.alloc.ptr = 0xff0;
+    r[2].u.alloc.kind = ML_KIND_FREE;
+    write_trace(r, 3, false);
+    int fd = open(path, O_RDONLY);
+    uint8_t buf[4096];
+    ssize_t len = read(fd, buf, sizeof buf);
+    close(fd);
+    static const uint8_t header[16] = {'M', 'L', 'T', 'R', 'A', 'C', 'E', 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    cr_assert_gt(len, 32);
+    cr_expect_eq(memcmp(buf, header, 16), 0);
+    cr_expect_eq(memcmp(buf + 16, "MLCK", 4), 0);
+    uint32_t comp, raw;
+    memcpy(&comp, buf + 20, 4);
+    memcpy(&raw, buf + 24, 4);
+    cr_assert_eq(len, 32 + (ssize_t)comp, "one chunk");
+    uint8_t out[64];
+    size_t got = ZSTD_decompress(out, sizeof out, buf + 32, comp);
+    static const uint8_t expect[] = {
+        0x20, 0x01, 0x00, 0xb4, 0x24,             /* node id=1 parent=0 pc=0x1234 */
+        0x02, 0x02,                               /* time 2 ms */
+        0x10, 0x01, 0x00, 0xac, 0x02, 0x01, 0x80, 0x40, /* alloc calloc 300 stack 1 ptr +0x1000 */
+        0x11, 0x09, 0x1f,                         /* free, ptr delta -0x10 (zig-zag 0x1f) */
+    };
+    cr_assert_eq(got, sizeof expect);
+    cr_assert_eq(raw, sizeof expect);
+    cr_expect_eq(memcmp(out, expect, sizeof expect), 0);
+}
+
+Test(format, every_truncation_reads_cleanly, .init = setup, .fini = teardown) {
+    ml_record_t r[16];
+    int n = sample_records(r);
+    write_trace(r, n, true);
+    struct stat st;
+    stat(path, &st);
+    char *full = NULL;
+    {
+        int fd = open(path, O_RDONLY);
+        full = malloc((size_t)st.st_size);
+        cr_assert_eq(read(fd, full, (size_t)st.st_size), st.st_size);
+        close(fd);
+    }
+    for (off_t cut = 0; cut < st.st_size; cut++) {
+        int fd = open(path, O_WRONLY | O_TRUNC);
+        cr_assert_eq(write(fd, full, (size_t)cut), cut);
+        close(fd);
+        ml_reader_t *rd;
+        char err[256];
+        int rc = ml_reader_open(path, &rd, err, sizeof err);
+        if (cut < 16) {
+            cr_expect_eq(rc, -EINVAL, "cut at %ld", (long)cut);
+            continue;
+        }
+        cr_assert_eq(rc, 0);
+        ml_record_t rec;
+        int k = 0;
+        while ((rc = ml_reader_next(rd, &rec)) > 0) k++;
+        cr_expect_eq(rc, 0, "cut at %ld: %s", (long)cut, ml_reader_error(rd));
+        cr_expect(ml_reader_truncated(rd), "cut at %ld reads as truncated", (long)cut);
+        cr_expect_lt(k, n);
+        ml_reader_close(rd);
+    }
+    free(full);
+}
+
+Test(format, corruption_never_crashes, .init = setup, .fini = teardown) {
+    ml_record_t r[16];
+    int n = sample_records(r);
+    write_trace(r, n, false);
+    struct stat st;
+    stat(path, &st);
+    int fd = open(path, O_RDONLY);
+    uint8_t *orig = malloc((size_t)st.st_size), *buf = malloc((size_t)st.st_size);
+    cr_assert_eq(read(fd, orig, (size_t)st.st_size), st.st_size);
+    close(fd);
+    srand(1);
+    int errors = 0;
+    for (int iter = 0; iter < 2000; iter++) {
+        memcpy(buf, orig, (size_t)st.st_size);
+        int flips = 1 + rand() % 4;
+        for (int f = 0; f < flips; f++) buf[16 + rand() % (st.st_size - 16)] ^= (uint8_t)(1 + rand() % 255);
+        fd = open(path, O_WRONLY | O_TRUNC);
+        cr_assert_eq(write(fd, buf, (size_t)st.st_size), st.st_size);
+        close(fd);
+        ml_reader_t *rd;
+        char err[256];
+        cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
+        ml_record_t rec;
+        int rc;
+        while ((rc = ml_reader_next(rd, &rec)) > 0) {
+        }
+        if (rc < 0) {
+            errors++;
+            cr_expect(strstr(ml_reader_error(rd), "corrupt") != NULL, "%s", ml_reader_error(rd));
+        }
+        ml_reader_close(rd);
+    }
+    cr_expect_gt(errors, 1000, "the chunk checksum catches flipped bytes (%d)", errors);
+    free(orig);
+    free(buf);
+}
+
+Test(format, unknown_major_version_is_refused, .init = setup, .fini = teardown) {
+    ml_record_t r[16];
+    int n = sample_records(r);
+    write_trace(r, n, false);
+    int fd = open(path, O_WRONLY);
+    uint8_t v2[2] = {2, 0};
+    cr_assert_eq(pwrite(fd, v2, 2, 8), 2);
+    close(fd);
+    ml_reader_t *rd;
+    char err[256];
+    cr_expect_eq(ml_reader_open(path, &rd, err, sizeof err), -EPROTONOSUPPORT);
+    cr_expect(strstr(err, "version 2.0 is not supported") != NULL, "%s", err);
+}
+
+Test(format, not_a_trace, .init = setup, .fini = teardown) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert_eq(write(fd, "hello world, not a trace\n", 25), 25);
+    close(fd);
+    ml_reader_t *rd;
+    char err[256];
+    cr_expect_eq(ml_reader_open(path, &rd, err, sizeof err), -EINVAL);
+    cr_expect(strstr(err, "not a memlens trace") != NULL, "%s", err);
+    cr_expect_eq(ml_reader_open("/nonexistent/x.mlt", &rd, err, sizeof err), -ENOENT);
+}

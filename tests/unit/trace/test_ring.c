@@ -1,0 +1,127 @@
+/* test_ring.c - the shared event ring without any process around it. */
+#include "ml_ring.h"
+
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ml_ring_hdr_t *ring_new(uint32_t cap) {
+    ml_ring_hdr_t *h = calloc(1, ml_ring_bytes(cap));
+    cr_assert(h);
+    ml_ring_init(h, cap);
+    return h;
+}
+
+static void put(ml_ring_hdr_t *h, uint64_t v) {
+    uint64_t pos = ml_ring_claim(h, 1);
+    ml_slot_t *s = ml_ring_slot_wait(h, pos, NULL);
+    cr_assert(s);
+    memset(&s->ev, 0, sizeof s->ev);
+    s->ev.type = ML_EV_ALLOC;
+    s->ev.ptr = v;
+    ml_ring_publish(h, s, pos);
+}
+
+Test(ring, fifo_across_many_laps) {
+    ml_ring_hdr_t *h = ring_new(8);
+    uint64_t tail = 0;
+    for (uint64_t v = 1; v <= 1000; v++) {
+        put(h, v);
+        if (v % 3 == 0) {
+            while (tail < v) {
+                ml_slot_t *s = ml_ring_peek(h, tail);
+                cr_assert(s, "position %lu published", (unsigned long)tail);
+                cr_assert_eq(s->ev.ptr, tail + 1);
+                ml_ring_release(h, tail);
+                tail++;
+            }
+        }
+    }
+    cr_expect_null(ml_ring_peek(h, 1000 - 1 + 1));
+    free(h);
+}
+
+Test(ring, unpublished_slot_is_not_visible) {
+    ml_ring_hdr_t *h = ring_new(16);
+    uint64_t a = ml_ring_claim(h, 1);
+    put(h, 42);
+    cr_expect_null(ml_ring_peek(h, a), "claimed but not published");
+    cr_expect_not_null(ml_ring_peek(h, a + 1));
+    free(h);
+}
+
+Test(ring, blob_wraps_around_the_end) {
+    ml_ring_hdr_t *h = ring_new(8);
+    for (int i = 0; i < 6; i++) put(h, (uint64_t)i);
+    for (uint64_t t = 0; t < 6; t++) ml_ring_release(h, t);
+    char payload[70];
+    for (int i = 0; i < 70; i++) payload[i] = (char)('a' + i % 26);
+    ml_event_t hdr;
+    memset(&hdr, 0, sizeof hdr);
+    hdr.kind = ML_BLOB_THREAD;
+    cr_assert(ml_ring_write_blob(h, &hdr, payload, sizeof payload, NULL));
+    ml_slot_t *s = ml_ring_peek(h, 6);
+    cr_assert(s);
+    cr_expect_eq(ml_ev_type(&s->ev), ML_EV_BLOB);
+    cr_expect_eq(s->ev.size, 70);
+    char out[70];
+    cr_expect_eq(ml_ring_read_blob(h, 6, 70, out, sizeof out), 1 + 3);
+    cr_expect_eq(memcmp(out, payload, 70), 0);
+    free(h);
+}
+
+typedef struct {
+    ml_ring_hdr_t *h;
+    int id;
+} prod_arg_t;
+
+#define PER_PRODUCER 100000
+#define PRODUCERS 4
+
+static void *producer(void *p) {
+    prod_arg_t *a = p;
+    for (uint64_t i = 0; i < PER_PRODUCER; i++) put(a->h, ((uint64_t)a->id << 32) | i);
+    return NULL;
+}
+
+Test(ring, producers_never_lose_and_wait_when_full, .timeout = 60) {
+    ml_ring_hdr_t *h = ring_new(64);
+    pthread_t t[PRODUCERS];
+    prod_arg_t args[PRODUCERS];
+    for (int i = 0; i < PRODUCERS; i++) {
+        args[i] = (prod_arg_t){h, i};
+        pthread_create(&t[i], NULL, producer, &args[i]);
+    }
+    uint64_t next[PRODUCERS] = {0};
+    uint64_t tail = 0;
+    while (tail < (uint64_t)PRODUCERS * PER_PRODUCER) {
+        ml_slot_t *s = ml_ring_peek(h, tail);
+        if (!s) continue;
+        uint64_t v = s->ev.ptr;
+        int id = (int)(v >> 32);
+        cr_assert(id < PRODUCERS);
+        cr_assert_eq(v & 0xffffffffu, next[id], "each producer's events arrive in order");
+        next[id]++;
+        ml_ring_release(h, tail);
+        tail++;
+    }
+    for (int i = 0; i < PRODUCERS; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < PRODUCERS; i++) cr_expect_eq(next[i], PER_PRODUCER);
+    cr_expect_gt(ml_atomic_load_relaxed(&h->waits), 0, "a 64-slot ring fills up");
+    cr_expect_eq(ml_atomic_load_relaxed(&h->lost), 0);
+    free(h);
+}
+
+static bool dead(void) {
+    return false;
+}
+
+Test(ring, producer_gives_up_when_the_collector_is_gone, .timeout = 30) {
+    ml_ring_hdr_t *h = ring_new(4);
+    for (int i = 0; i < 4; i++) put(h, (uint64_t)i);
+    uint64_t pos = ml_ring_claim(h, 1);
+    cr_expect_null(ml_ring_slot_wait(h, pos, dead));
+    cr_expect_eq(ml_atomic_load_relaxed(&h->lost), 1);
+    free(h);
+}
