@@ -120,6 +120,10 @@ void ml_analysis_free(ml_analysis_t *a) {
     free(a);
 }
 
+void ml_analysis_prefetch(const ml_analysis_t *a, uint64_t ptr) {
+    if (a->heap.cap) __builtin_prefetch(&a->heap.e[hash_ptr(ptr) & (a->heap.cap - 1)], 1);
+}
+
 const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a) {
     return &a->t;
 }

@@ -43,6 +43,11 @@ int ml_analysis_new(ml_analysis_t **out);
 /** Consumes one record, in trace order. */
 void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *rec);
 
+/** Hints that a record about block `ptr` will be fed soon: starts loading
+ * the live-map slot it hashes to. The collector calls it a few events ahead,
+ * which hides most cache misses of a large live set. */
+void ml_analysis_prefetch(const ml_analysis_t *a, uint64_t ptr);
+
 /** Reads a whole trace file into the session. Returns 0, or a negative errno
  * with a message in err. A truncated trace is not an error (totals say so). */
 int ml_analysis_load(ml_analysis_t *a, const char *path, char *err, size_t errlen);

@@ -573,6 +573,8 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
     if (ml__state != ML_STATE_READY || ml__tls.guard) return;
     ml__tls.guard++;
     ml__modules_scan(false);
+    ml__mallinfo_seen = ~ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen); /* one last sample */
+    ml__attention();
     ml_blob_exit_t b = {ml_atomic_load_relaxed(&ml__ring->nested_skipped)};
     ml__emit_blob(ML_BLOB_EXIT, &b, sizeof b);
     /* Let the collector look at the heap before exit tears it down; never
