@@ -50,12 +50,21 @@ typedef struct {
 #define CACHE_DEPTH ML_MAX_DEPTH
 #define SKIP_MAX 8
 
+#define HASH_CACHE 256 /* entries, power of two */
+
 typedef struct {
     uint32_t gen;
     uint32_t n;
     uintptr_t stack_hi; /* for the frame-pointer walker */
     uint64_t pc[CACHE_DEPTH];
     uint32_t id[CACHE_DEPTH];
+    /* Whole stacks seen recently by this thread: hash of the PCs -> leaf id.
+     * A program allocates from a few hot call paths; a hit skips the trie. */
+    struct {
+        uint64_t hash;
+        uint32_t leaf;
+        uint8_t flags;
+    } seen[HASH_CACHE];
 } stack_cache_t;
 
 static _Atomic(node_table_t *) table;
@@ -236,6 +245,31 @@ uint32_t ml__stack_capture(uint8_t *flags) {
     if (c->gen != gen) {
         c->gen = gen;
         c->n = 0;
+        memset(c->seen, 0, sizeof c->seen);
+    }
+    /* 64-bit hash of the whole stack (depth included). Two different stacks
+     * share one only with probability ~2^-64 per pair. */
+    /* Four independent multiply chains, so the loop runs at the multiplier's
+     * throughput rather than its latency; mixed together at the end. */
+    uint64_t h0 = (uint64_t)n, h1 = 0x243f6a8885a308d3ull, h2 = 0x13198a2e03707344ull,
+             h3 = 0xa4093822299f31d0ull;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        h0 = (h0 ^ (uint64_t)pcs[i]) * 0xff51afd7ed558ccdull;
+        h1 = (h1 ^ (uint64_t)pcs[i + 1]) * 0xc4ceb9fe1a85ec53ull;
+        h2 = (h2 ^ (uint64_t)pcs[i + 2]) * 0x9e3779b97f4a7c15ull;
+        h3 = (h3 ^ (uint64_t)pcs[i + 3]) * 0xd6e8feb86659fd93ull;
+    }
+    for (; i < n; i++) h0 = (h0 ^ (uint64_t)pcs[i]) * 0xff51afd7ed558ccdull;
+    uint64_t hash = h0 ^ (h1 >> 17 | h1 << 47) ^ (h2 >> 31 | h2 << 33) ^ (h3 >> 43 | h3 << 21);
+    hash = (hash ^ (hash >> 33)) * 0xff51afd7ed558ccdull;
+    hash ^= hash >> 29;
+    hash |= 1; /* 0 marks an empty entry */
+    unsigned slot = (unsigned)(hash >> 40) & (HASH_CACHE - 1);
+    if (c->seen[slot].hash == hash) {
+        *flags |= c->seen[slot].flags;
+        if (*flags & ML_EVF_TRUNCATED) ml_atomic_add_relaxed(&ml__ring->truncated, 1);
+        return c->seen[slot].leaf;
     }
     /* Shared outer frames with the previous stack of this thread. */
     int k = 0;
@@ -261,6 +295,9 @@ uint32_t ml__stack_capture(uint8_t *flags) {
         parent = id;
     }
     c->n = (uint32_t)n;
+    c->seen[slot].hash = hash;
+    c->seen[slot].leaf = parent;
+    c->seen[slot].flags = *flags & ML_EVF_TRUNCATED;
     if (*flags & ML_EVF_TRUNCATED) ml_atomic_add_relaxed(&ml__ring->truncated, 1);
     return parent;
 }

@@ -21,7 +21,7 @@
 #define ML_TRACE_MAGIC "MLTRACE"
 #define ML_TRACE_MAGIC_LEN 8
 #define ML_TRACE_MAJOR 1
-#define ML_TRACE_MINOR 0
+#define ML_TRACE_MINOR 1 /* 1: GPU records (0x40, 0x41) */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -41,7 +41,12 @@ typedef enum {
     ML_T_MMAP = 0x13,        /* kind u8, flags u8, size u, stack u, ptr u */
     ML_T_MUNMAP = 0x14,      /* kind u8, ptr u, size u */
     ML_T_MMAP_FAIL = 0x15,   /* kind u8, ptr u, size u */
-    ML_T_NODE = 0x20,        /* id u, parent u, pc u */
+    ML_T_ALLOC_RECENT = 0x16, /* as ML_T_ALLOC, but ptr is u8 k: the k-th most recently freed
+                               * address (readers return it as ML_T_ALLOC) */
+    ML_T_FREE_RECENT = 0x17,  /* as ML_T_FREE, but ptr is u8 k: the k-th most recently allocated
+                               * block still in the list (readers return it as ML_T_FREE) */
+    ML_T_NODE = 0x20,        /* id s (delta from previous node id + 1), parent s (id - parent),
+                              * pc s (delta from previous node's pc) */
     ML_T_MODULE = 0x21,      /* base u, path str, build_id str, nsegs u, (vaddr u, memsz u,
                               * flags u)* */
     ML_T_MODULE_UNLOAD = 0x22, /* base u */
@@ -49,8 +54,26 @@ typedef enum {
     ML_T_MALLINFO = 0x30,    /* arena u, hblkhd u, uordblks u, fordblks u, keepcost u */
     ML_T_RSS = 0x31,         /* rss_bytes u (sampled by the collector from /proc) */
     ML_T_PROC_EXIT = 0x32,   /* the process ran its exit handlers: nested_skipped u */
+    ML_T_BLOCK_REACH = 0x33, /* reach u8 (ML_REACH_*), ptr s (delta): the exit-time pointer scan's
+                              * verdict for one heap block live at ML_T_PROC_EXIT (since 1.1) */
+    ML_T_REACH_SCAN = 0x34,  /* status s (0 or -errno), root_bytes u, heap_bytes u, blocks u,
+                              * reachable u, indirect u, definite u, duration_us u: written after
+                              * the ML_T_BLOCK_REACH records of one scan (since 1.1) */
     ML_T_END = 0x3f,         /* see ml_rec_end_t: written last by the collector */
+    ML_T_GPU_ALLOC = 0x40,   /* kind u8, flags u, device s, context u, stream u, size u, stack u,
+                              * ptr u, handle u, cbid u, correlation u (docs/gpu.md) */
+    ML_T_GPU_FREE = 0x41,    /* op u8, kind u8, flags u, device s, context u, stream u, ptr u,
+                              * size u, handle u, cbid u, correlation u */
 } ml_tag_t;
+
+/* Verdicts of the exit-time reachability scan (ML_T_BLOCK_REACH.reach),
+ * valgrind memcheck's leak kinds: see docs/analysis.md. */
+enum {
+    ML_REACH_UNKNOWN = 0,   /* not scanned */
+    ML_REACH_REACHABLE = 1, /* a chain of pointers leads to it from a root (globals, stacks) */
+    ML_REACH_INDIRECT = 2,  /* only reachable from definitely leaked blocks */
+    ML_REACH_DEFINITE = 3,  /* no pointer to it anywhere the scan looked */
+};
 
 /* Unwinders (ML_T_PROCESS.unwinder). */
 enum { ML_UNWIND_LIBUNWIND = 0, ML_UNWIND_FP = 1 };

@@ -40,6 +40,41 @@ static int64_t unzigzag(uint64_t v) {
 }
 
 /* ------------------------------------------------------------------------- */
+/* Recency model                                                             */
+/* ------------------------------------------------------------------------- */
+
+/* Allocators hand out the address they were just given back, and programs
+ * free what they just allocated. Writer and reader keep the same two short
+ * most-recent-first lists -- addresses freed lately, blocks allocated lately
+ * -- and a pointer found in one is written as its position (one byte)
+ * instead of a delta. Loops then encode to identical bytes every iteration,
+ * which zstd compresses to almost nothing, without losing any address. */
+#define RECENT 16
+
+typedef struct {
+    uint64_t freed[RECENT], live[RECENT];
+    uint8_t nfreed, nlive;
+} ml_recency_t;
+
+static int recent_find(const uint64_t *v, int n, uint64_t p) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == p) return i;
+    return -1;
+}
+
+static void recent_drop(uint64_t *v, uint8_t *n, int k) {
+    memmove(v + k, v + k + 1, (size_t)(*n - k - 1) * sizeof *v);
+    (*n)--;
+}
+
+static void recent_push(uint64_t *v, uint8_t *n, uint64_t p) {
+    int keep = *n < RECENT ? *n : RECENT - 1;
+    memmove(v + 1, v, (size_t)keep * sizeof *v);
+    v[0] = p;
+    *n = (uint8_t)(keep + 1);
+}
+
+/* ------------------------------------------------------------------------- */
 /* Writer                                                                    */
 /* ------------------------------------------------------------------------- */
 
@@ -56,6 +91,9 @@ struct ml_writer_s {
     /* delta state */
     uint32_t time_ms, thread;
     uint64_t prev_ptr;
+    uint32_t prev_node;
+    uint64_t prev_pc;
+    ml_recency_t rec;
 };
 
 static int write_all(int fd, const void *buf, size_t len) {
@@ -164,6 +202,9 @@ int ml_writer_flush(ml_writer_t *w) {
     w->nrecords = 0;
     /* Each chunk decodes on its own: delta state restarts. */
     w->prev_ptr = 0;
+    w->prev_node = 0;
+    w->prev_pc = 0;
+    memset(&w->rec, 0, sizeof w->rec);
     w->time_ms = 0;
     w->thread = 0;
     return 0;
@@ -184,6 +225,10 @@ static size_t record_bound(const ml_record_t *r) {
             n += str_len_capped(r->u.process.argv[i]) + 10;
         break;
     case ML_T_END:
+        n += 12 * 10;
+        break;
+    case ML_T_GPU_ALLOC:
+    case ML_T_GPU_FREE:
         n += 12 * 10;
         break;
     default:
@@ -214,19 +259,37 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
     put_u8(w, r->tag);
     w->nrecords++;
     switch (r->tag) {
-    case ML_T_ALLOC:
+    case ML_T_ALLOC: {
+        int k = recent_find(w->rec.freed, w->rec.nfreed, r->u.alloc.ptr);
+        if (k >= 0) w->raw[w->raw_len - 1] = ML_T_ALLOC_RECENT;
         put_u8(w, r->u.alloc.kind);
         put_u8(w, r->u.alloc.flags);
         put_u(w, r->u.alloc.size);
         put_u(w, r->u.alloc.stack);
-        put_s(w, (int64_t)(r->u.alloc.ptr - w->prev_ptr));
+        if (k >= 0) {
+            put_u8(w, (uint8_t)k);
+            recent_drop(w->rec.freed, &w->rec.nfreed, k);
+        } else {
+            put_s(w, (int64_t)(r->u.alloc.ptr - w->prev_ptr));
+        }
+        recent_push(w->rec.live, &w->rec.nlive, r->u.alloc.ptr);
         w->prev_ptr = r->u.alloc.ptr;
         break;
-    case ML_T_FREE:
+    }
+    case ML_T_FREE: {
+        int k = recent_find(w->rec.live, w->rec.nlive, r->u.alloc.ptr);
+        if (k >= 0) w->raw[w->raw_len - 1] = ML_T_FREE_RECENT;
         put_u8(w, r->u.alloc.kind);
-        put_s(w, (int64_t)(r->u.alloc.ptr - w->prev_ptr));
+        if (k >= 0) {
+            put_u8(w, (uint8_t)k);
+            recent_drop(w->rec.live, &w->rec.nlive, k);
+        } else {
+            put_s(w, (int64_t)(r->u.alloc.ptr - w->prev_ptr));
+        }
+        recent_push(w->rec.freed, &w->rec.nfreed, r->u.alloc.ptr);
         w->prev_ptr = r->u.alloc.ptr;
         break;
+    }
     case ML_T_REALLOC_FAIL:
         put_s(w, (int64_t)(r->u.alloc.ptr - w->prev_ptr));
         w->prev_ptr = r->u.alloc.ptr;
@@ -245,9 +308,13 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
         put_u(w, r->u.alloc.size);
         break;
     case ML_T_NODE:
-        put_u(w, r->u.node.id);
-        put_u(w, r->u.node.parent);
-        put_u(w, r->u.node.pc);
+        /* Nodes come mostly in id order, a child right after its parent, and
+         * neighbouring return addresses lie in the same module: deltas. */
+        put_s(w, (int64_t)r->u.node.id - (int64_t)w->prev_node - 1);
+        put_s(w, (int64_t)r->u.node.id - (int64_t)r->u.node.parent);
+        put_s(w, (int64_t)(r->u.node.pc - w->prev_pc));
+        w->prev_node = r->u.node.id;
+        w->prev_pc = r->u.node.pc;
         break;
     case ML_T_MODULE: {
         put_u(w, r->u.module.base);
@@ -283,6 +350,23 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
     case ML_T_PROC_EXIT:
         put_u(w, r->u.proc_exit.nested_skipped);
         break;
+    case ML_T_BLOCK_REACH:
+        put_u8(w, r->u.block_reach.reach);
+        put_s(w, (int64_t)(r->u.block_reach.ptr - w->prev_ptr));
+        w->prev_ptr = r->u.block_reach.ptr;
+        break;
+    case ML_T_REACH_SCAN: {
+        const typeof(r->u.reach_scan) *q = &r->u.reach_scan;
+        put_s(w, q->status);
+        put_u(w, q->root_bytes);
+        put_u(w, q->heap_bytes);
+        put_u(w, q->blocks);
+        put_u(w, q->reachable);
+        put_u(w, q->indirect);
+        put_u(w, q->definite);
+        put_u(w, q->duration_us);
+        break;
+    }
     case ML_T_PROCESS: {
         const typeof(r->u.process) *p = &r->u.process;
         put_u(w, p->pid);
@@ -299,6 +383,28 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
         put_u(w, argc);
         for (uint32_t i = 0; i < argc; i++) put_str(w, p->argv[i]);
         put_str(w, p->producer);
+        break;
+    }
+    case ML_T_GPU_ALLOC:
+    case ML_T_GPU_FREE: {
+        const typeof(r->u.gpu) *g = &r->u.gpu;
+        if (r->tag == ML_T_GPU_FREE) put_u8(w, g->op);
+        put_u8(w, g->kind);
+        put_u(w, g->flags);
+        put_s(w, g->device);
+        put_u(w, g->context);
+        put_u(w, g->stream);
+        if (r->tag == ML_T_GPU_ALLOC) {
+            put_u(w, g->size);
+            put_u(w, g->stack);
+            put_u(w, g->ptr);
+        } else {
+            put_u(w, g->ptr);
+            put_u(w, g->size);
+        }
+        put_u(w, g->handle);
+        put_u(w, g->cbid);
+        put_u(w, g->correlation);
         break;
     }
     case ML_T_END: {
@@ -355,6 +461,9 @@ struct ml_reader_s {
     char err[512];
     uint32_t time_ms, thread;
     uint64_t prev_ptr;
+    uint32_t prev_node;
+    uint64_t prev_pc;
+    ml_recency_t rec;
 };
 
 static int fail(ml_reader_t *r, int code, const char *fmt, ...) {
@@ -476,6 +585,9 @@ static int load_chunk(ml_reader_t *r) {
     r->time_ms = 0;
     r->thread = 0;
     r->prev_ptr = 0;
+    r->prev_node = 0;
+    r->prev_pc = 0;
+    memset(&r->rec, 0, sizeof r->rec);
     return 1;
 }
 
@@ -560,14 +672,48 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
             if (!get_u32(r, &r->thread)) return CORRUPT();
             continue;
         case ML_T_ALLOC:
+        case ML_T_ALLOC_RECENT: {
+            uint8_t k = 0;
             ok = get_u8(r, &rec->u.alloc.kind) && get_u8(r, &rec->u.alloc.flags) &&
-                 get_u(r, &rec->u.alloc.size) && get_u32(r, &rec->u.alloc.stack) && get_s(r, &d);
-            if (ok) rec->u.alloc.ptr = r->prev_ptr = r->prev_ptr + (uint64_t)d;
+                 get_u(r, &rec->u.alloc.size) && get_u32(r, &rec->u.alloc.stack);
+            if (ok && tag == ML_T_ALLOC_RECENT) {
+                ok = get_u8(r, &k) && k < r->rec.nfreed;
+                if (ok) {
+                    rec->u.alloc.ptr = r->rec.freed[k];
+                    recent_drop(r->rec.freed, &r->rec.nfreed, k);
+                }
+            } else if (ok) {
+                ok = get_s(r, &d);
+                rec->u.alloc.ptr = r->prev_ptr + (uint64_t)d;
+            }
+            if (ok) {
+                r->prev_ptr = rec->u.alloc.ptr;
+                recent_push(r->rec.live, &r->rec.nlive, rec->u.alloc.ptr);
+            }
+            tag = ML_T_ALLOC;
             break;
+        }
         case ML_T_FREE:
-            ok = get_u8(r, &rec->u.alloc.kind) && get_s(r, &d);
-            if (ok) rec->u.alloc.ptr = r->prev_ptr = r->prev_ptr + (uint64_t)d;
+        case ML_T_FREE_RECENT: {
+            uint8_t k = 0;
+            ok = get_u8(r, &rec->u.alloc.kind);
+            if (ok && tag == ML_T_FREE_RECENT) {
+                ok = get_u8(r, &k) && k < r->rec.nlive;
+                if (ok) {
+                    rec->u.alloc.ptr = r->rec.live[k];
+                    recent_drop(r->rec.live, &r->rec.nlive, k);
+                }
+            } else if (ok) {
+                ok = get_s(r, &d);
+                rec->u.alloc.ptr = r->prev_ptr + (uint64_t)d;
+            }
+            if (ok) {
+                r->prev_ptr = rec->u.alloc.ptr;
+                recent_push(r->rec.freed, &r->rec.nfreed, rec->u.alloc.ptr);
+            }
+            tag = ML_T_FREE;
             break;
+        }
         case ML_T_REALLOC_FAIL:
             ok = get_s(r, &d);
             if (ok) rec->u.alloc.ptr = r->prev_ptr = r->prev_ptr + (uint64_t)d;
@@ -582,10 +728,20 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
             ok = get_u8(r, &rec->u.alloc.kind) && get_u(r, &rec->u.alloc.ptr) &&
                  get_u(r, &rec->u.alloc.size);
             break;
-        case ML_T_NODE:
-            ok = get_u32(r, &rec->u.node.id) && get_u32(r, &rec->u.node.parent) &&
-                 get_u(r, &rec->u.node.pc);
+        case ML_T_NODE: {
+            int64_t did, dparent, dpc;
+            ok = get_s(r, &did) && get_s(r, &dparent) && get_s(r, &dpc);
+            int64_t id = (int64_t)r->prev_node + 1 + did, parent = id - dparent;
+            ok = ok && id > 0 && id <= UINT32_MAX && parent >= 0 && parent < id;
+            if (ok) {
+                rec->u.node.id = (uint32_t)id;
+                rec->u.node.parent = (uint32_t)parent;
+                rec->u.node.pc = r->prev_pc + (uint64_t)dpc;
+                r->prev_node = rec->u.node.id;
+                r->prev_pc = rec->u.node.pc;
+            }
             break;
+        }
         case ML_T_MODULE: {
             const char *bid = NULL;
             ok = get_u(r, &rec->u.module.base) && get_str(r, &rec->u.module.path, NULL) &&
@@ -616,6 +772,19 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
         case ML_T_PROC_EXIT:
             ok = get_u(r, &rec->u.proc_exit.nested_skipped);
             break;
+        case ML_T_BLOCK_REACH:
+            ok = get_u8(r, &rec->u.block_reach.reach) && rec->u.block_reach.reach <= 3 &&
+                 get_s(r, &d);
+            if (ok) rec->u.block_reach.ptr = r->prev_ptr = r->prev_ptr + (uint64_t)d;
+            break;
+        case ML_T_REACH_SCAN: {
+            typeof(rec->u.reach_scan) *q = &rec->u.reach_scan;
+            ok = get_s(r, &d) && d <= 0 && d >= INT32_MIN && get_u(r, &q->root_bytes) &&
+                 get_u(r, &q->heap_bytes) && get_u(r, &q->blocks) && get_u(r, &q->reachable) &&
+                 get_u(r, &q->indirect) && get_u(r, &q->definite) && get_u(r, &q->duration_us);
+            q->status = (int32_t)d;
+            break;
+        }
         case ML_T_PROCESS: {
             typeof(rec->u.process) *p = &rec->u.process;
             ok = get_u32(r, &p->pid) && get_u32(r, &p->ppid) && get_u(r, &p->start_realtime_ns) &&
@@ -625,6 +794,23 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
                  get_u32(r, &p->argc) && p->argc <= ML_MAX_ARGS;
             for (uint32_t i = 0; ok && i < p->argc; i++) ok = get_str(r, &p->argv[i], NULL);
             ok = ok && get_str(r, &p->producer, NULL);
+            break;
+        }
+        case ML_T_GPU_ALLOC:
+        case ML_T_GPU_FREE: {
+            typeof(rec->u.gpu) *g = &rec->u.gpu;
+            uint64_t flags = 0;
+            g->op = ML_GPU_OP_ALLOC;
+            ok = (tag == ML_T_GPU_ALLOC || get_u8(r, &g->op)) && get_u8(r, &g->kind) &&
+                 get_u(r, &flags) && flags <= UINT16_MAX && get_s(r, &d) && d >= INT32_MIN &&
+                 d <= INT32_MAX && get_u32(r, &g->context) && get_u(r, &g->stream);
+            if (ok && tag == ML_T_GPU_ALLOC)
+                ok = get_u(r, &g->size) && get_u32(r, &g->stack) && get_u(r, &g->ptr);
+            else if (ok)
+                ok = get_u(r, &g->ptr) && get_u(r, &g->size);
+            ok = ok && get_u(r, &g->handle) && get_u32(r, &g->cbid) && get_u32(r, &g->correlation);
+            g->flags = (uint16_t)flags;
+            g->device = (int32_t)d;
             break;
         }
         case ML_T_END: {
@@ -695,6 +881,25 @@ const char *ml_kind_name(unsigned kind) {
     return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
+const char *ml_gpu_kind_name(unsigned kind) {
+    static const char *const names[] = {"device",       "pitch",       "host_pinned", "host_registered",
+                                        "managed",      "async",       "pool",        "vmm_physical",
+                                        "vmm_reserve",  "vmm_map",     "array"};
+    _Static_assert(sizeof names / sizeof names[0] == ML_GPU_KIND_COUNT_, "a name per GPU kind");
+    return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+const char *ml_gpu_op_name(unsigned op) {
+    switch (op) {
+    case ML_GPU_OP_ALLOC: return "alloc";
+    case ML_GPU_OP_FREE: return "free";
+    case ML_GPU_OP_FREE_FAILED: return "free-failed";
+    case ML_GPU_OP_CTX_DESTROY: return "context-destroy";
+    case ML_GPU_OP_POOL_TRIM: return "pool-trim";
+    default: return "?";
+    }
+}
+
 const char *ml_tag_name(unsigned tag) {
     switch (tag) {
     case ML_T_PROCESS: return "process";
@@ -713,7 +918,11 @@ const char *ml_tag_name(unsigned tag) {
     case ML_T_MALLINFO: return "mallinfo";
     case ML_T_RSS: return "rss";
     case ML_T_PROC_EXIT: return "proc-exit";
+    case ML_T_BLOCK_REACH: return "block-reach";
+    case ML_T_REACH_SCAN: return "reach-scan";
     case ML_T_END: return "end";
+    case ML_T_GPU_ALLOC: return "gpu-alloc";
+    case ML_T_GPU_FREE: return "gpu-free";
     default: return "?";
     }
 }
@@ -786,6 +995,21 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
     case ML_T_PROC_EXIT:
         fprintf(out, " nested_skipped=%" PRIu64, r->u.proc_exit.nested_skipped);
         break;
+    case ML_T_BLOCK_REACH: {
+        static const char *const kinds[] = {"unknown", "reachable", "indirect", "definite"};
+        fprintf(out, " %s ptr=0x%" PRIx64, kinds[r->u.block_reach.reach & 3], r->u.block_reach.ptr);
+        break;
+    }
+    case ML_T_REACH_SCAN: {
+        const typeof(r->u.reach_scan) *q = &r->u.reach_scan;
+        fprintf(out,
+                " status=%d root_bytes=%" PRIu64 " heap_bytes=%" PRIu64 " blocks=%" PRIu64
+                " reachable=%" PRIu64 " indirect=%" PRIu64 " definite=%" PRIu64
+                " duration_us=%" PRIu64,
+                q->status, q->root_bytes, q->heap_bytes, q->blocks, q->reachable, q->indirect,
+                q->definite, q->duration_us);
+        break;
+    }
     case ML_T_PROCESS: {
         const typeof(r->u.process) *p = &r->u.process;
         fprintf(out,
@@ -804,6 +1028,21 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
         }
         fprintf(out, "] producer=");
         print_escaped(out, p->producer);
+        break;
+    }
+    case ML_T_GPU_ALLOC:
+    case ML_T_GPU_FREE: {
+        const typeof(r->u.gpu) *g = &r->u.gpu;
+        if (r->tag == ML_T_GPU_FREE) fprintf(out, " %s", ml_gpu_op_name(g->op));
+        fprintf(out,
+                " %s ptr=0x%" PRIx64 " size=%" PRIu64 " device=%d context=%u stream=0x%" PRIx64,
+                ml_gpu_kind_name(g->kind), g->ptr, g->size, g->device, g->context, g->stream);
+        if (g->handle) fprintf(out, " handle=0x%" PRIx64, g->handle);
+        if (r->tag == ML_T_GPU_ALLOC) fprintf(out, " stack=%u", g->stack);
+        fprintf(out, " cbid=%u correlation=%u%s%s%s", g->cbid, g->correlation,
+                g->flags & ML_EVF_TRUNCATED ? " truncated" : "",
+                g->flags & ML_GPU_F_ESTIMATED ? " estimated" : "",
+                g->flags & ML_GPU_F_HOST ? " host" : "");
         break;
     }
     case ML_T_END: {

@@ -27,7 +27,7 @@ static const uint8_t bid[4] = {0xde, 0xad, 0xbe, 0xef};
 /* One record of every tag. */
 static int sample_records(ml_record_t *r) {
     int n = 0;
-    memset(r, 0, 16 * sizeof *r);
+    memset(r, 0, 20 * sizeof *r);
     r[n].tag = ML_T_PROCESS;
     r[n].u.process.pid = 1234;
     r[n].u.process.ppid = 1;
@@ -112,9 +112,52 @@ static int sample_records(ml_record_t *r) {
     r[n].time_ms = 8;
     r[n].u.rss.rss_bytes = 4 << 20;
     n++;
+    r[n].tag = ML_T_GPU_ALLOC;
+    r[n].time_ms = 8;
+    r[n].thread = 2;
+    r[n].u.gpu.op = ML_GPU_OP_ALLOC;
+    r[n].u.gpu.kind = ML_GPU_KIND_POOL;
+    r[n].u.gpu.flags = ML_EVF_TRUNCATED | ML_GPU_F_ESTIMATED;
+    r[n].u.gpu.device = 1;
+    r[n].u.gpu.context = 3;
+    r[n].u.gpu.stream = 0x5555deadbeefull;
+    r[n].u.gpu.ptr = 0x7f1200000000ull;
+    r[n].u.gpu.size = 4 << 20;
+    r[n].u.gpu.handle = 0x1234;
+    r[n].u.gpu.stack = 1;
+    r[n].u.gpu.cbid = 611;
+    r[n].u.gpu.correlation = 77;
+    n++;
+    r[n].tag = ML_T_GPU_FREE;
+    r[n].time_ms = 8;
+    r[n].thread = 2;
+    r[n].u.gpu.op = ML_GPU_OP_CTX_DESTROY;
+    r[n].u.gpu.kind = ML_GPU_KIND_DEVICE;
+    r[n].u.gpu.device = ML_GPU_DEVICE_UNKNOWN;
+    r[n].u.gpu.context = 3;
+    r[n].u.gpu.ptr = 0x7f1200000000ull;
+    r[n].u.gpu.cbid = 2;
+    r[n].u.gpu.correlation = 78;
+    n++;
     r[n].tag = ML_T_PROC_EXIT;
     r[n].time_ms = 9;
     r[n].u.proc_exit.nested_skipped = 3;
+    n++;
+    r[n].tag = ML_T_BLOCK_REACH;
+    r[n].time_ms = 9;
+    r[n].u.block_reach.reach = ML_REACH_INDIRECT;
+    r[n].u.block_reach.ptr = 0x5555aaaa0040ull;
+    n++;
+    r[n].tag = ML_T_REACH_SCAN;
+    r[n].time_ms = 9;
+    r[n].u.reach_scan.status = -1;
+    r[n].u.reach_scan.root_bytes = 8192;
+    r[n].u.reach_scan.heap_bytes = 300;
+    r[n].u.reach_scan.blocks = 3;
+    r[n].u.reach_scan.reachable = 1;
+    r[n].u.reach_scan.indirect = 1;
+    r[n].u.reach_scan.definite = 1;
+    r[n].u.reach_scan.duration_us = 42;
     n++;
     r[n].tag = ML_T_END;
     r[n].time_ms = 9;
@@ -174,12 +217,19 @@ static const char *const golden =
     "0.007 t0 module-unload base=0x555500000000\n"
     "0.007 t0 mallinfo arena=135168 hblkhd=0 uordblks=100 fordblks=135068 keepcost=0\n"
     "0.008 t0 rss rss=4194304\n"
+    "0.008 t2 gpu-alloc pool ptr=0x7f1200000000 size=4194304 device=1 context=3 stream=0x5555deadbeef "
+    "handle=0x1234 stack=1 cbid=611 correlation=77 truncated estimated\n"
+    "0.008 t2 gpu-free context-destroy device ptr=0x7f1200000000 size=0 device=-1 context=3 "
+    "stream=0x0 cbid=2 correlation=78\n"
     "0.009 t0 proc-exit nested_skipped=3\n"
+    "0.009 t0 block-reach indirect ptr=0x5555aaaa0040\n"
+    "0.009 t0 reach-scan status=-1 root_bytes=8192 heap_bytes=300 blocks=3 reachable=1 "
+    "indirect=1 definite=1 duration_us=42\n"
     "0.009 t0 end signaled status=11 events=12 ring_waits=0 ring_wait_ns=0 lost_in_crash=0 "
     "lost_dead_collector=0 nested_skipped=0 truncated_stacks=0 duration_ms=9\n";
 
 Test(format, round_trip_every_record, .init = setup, .fini = teardown) {
-    ml_record_t r[16];
+    ml_record_t r[20];
     int n = sample_records(r);
     write_trace(r, n, false);
     char *d = dump_file();
@@ -214,7 +264,7 @@ Test(format, literal_bytes, .init = setup, .fini = teardown) {
     uint8_t buf[4096];
     ssize_t len = read(fd, buf, sizeof buf);
     close(fd);
-    static const uint8_t header[16] = {'M', 'L', 'T', 'R', 'A', 'C', 'E', 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    static const uint8_t header[16] = {'M', 'L', 'T', 'R', 'A', 'C', 'E', 0, 1, 0, ML_TRACE_MINOR, 0, 0, 0, 0, 0};
     cr_assert_gt(len, 32);
     cr_expect_eq(memcmp(buf, header, 16), 0);
     cr_expect_eq(memcmp(buf + 16, "MLCK", 4), 0);
@@ -225,7 +275,7 @@ Test(format, literal_bytes, .init = setup, .fini = teardown) {
     uint8_t out[64];
     size_t got = ZSTD_decompress(out, sizeof out, buf + 32, comp);
     static const uint8_t expect[] = {
-        0x20, 0x01, 0x00, 0xb4, 0x24,             /* node id=1 parent=0 pc=0x1234 */
+        0x20, 0x00, 0x02, 0xe8, 0x48,             /* node id=1 (+0) parent=0 (id-1) pc=0x1234 (+) */
         0x02, 0x02,                               /* time 2 ms */
         0x10, 0x01, 0x00, 0xac, 0x02, 0x01, 0x80, 0x40, /* alloc calloc 300 stack 1 ptr +0x1000 */
         0x11, 0x09, 0x1f,                         /* free, ptr delta -0x10 (zig-zag 0x1f) */
@@ -236,7 +286,7 @@ Test(format, literal_bytes, .init = setup, .fini = teardown) {
 }
 
 Test(format, every_truncation_reads_cleanly, .init = setup, .fini = teardown) {
-    ml_record_t r[16];
+    ml_record_t r[20];
     int n = sample_records(r);
     write_trace(r, n, true);
     struct stat st;
@@ -272,7 +322,7 @@ Test(format, every_truncation_reads_cleanly, .init = setup, .fini = teardown) {
 }
 
 Test(format, corruption_never_crashes, .init = setup, .fini = teardown) {
-    ml_record_t r[16];
+    ml_record_t r[20];
     int n = sample_records(r);
     write_trace(r, n, false);
     struct stat st;
@@ -309,12 +359,12 @@ Test(format, corruption_never_crashes, .init = setup, .fini = teardown) {
 }
 
 Test(format, unknown_major_version_is_refused, .init = setup, .fini = teardown) {
-    ml_record_t r[16];
+    ml_record_t r[20];
     int n = sample_records(r);
     write_trace(r, n, false);
     int fd = open(path, O_WRONLY);
-    uint8_t v2[2] = {2, 0};
-    cr_assert_eq(pwrite(fd, v2, 2, 8), 2);
+    uint8_t v2[4] = {2, 0, 0, 0};
+    cr_assert_eq(pwrite(fd, v2, 4, 8), 4);
     close(fd);
     ml_reader_t *rd;
     char err[256];

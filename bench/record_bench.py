@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Recording overhead of memlens against the uninstrumented run and heaptrack.
+
+Runs allocation-heavy Debian programs three ways in one session -- plain,
+under `memlens run`, under `heaptrack` -- and prints a table of median wall
+times and their ratios, the time memlens adds relative to the time heaptrack
+adds, trace bytes per allocation call and events per second.
+
+    bench/record_bench.py [--build build] [--reps 3] [--only NAME,...]
+
+Not part of the test run: these machines are shared and noisy, so it reports
+medians of several runs, never pass/fail.
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, shell=True, check=True, **kw)
+
+
+def prepare(work):
+    """Creates the inputs of every workload in `work`."""
+    with open(os.path.join(work, "dicts.py"), "w") as f:
+        f.write(
+            "d = {}\n"
+            "for i in range(300000):\n"
+            "    d[str(i)] = [i, str(i * 2), (i, i + 1)]\n"
+            "s = sorted(d.items(), key=lambda kv: kv[1][1])\n"
+            "print(len(s))\n"
+        )
+    with open(os.path.join(work, "insert.sql"), "w") as f:
+        f.write("CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, value REAL, tag TEXT);\n")
+        f.write("BEGIN;\n")
+        for i in range(200000):
+            f.write(f"INSERT INTO t(name, value, tag) VALUES('name-{i * 7919 % 200000}', {i * 0.5}, 'tag{i % 97}');\n")
+        f.write("COMMIT;\nCREATE INDEX t_name ON t(name);\nCREATE INDEX t_tag ON t(tag, value);\n")
+        f.write("SELECT count(*), sum(value) FROM t WHERE tag = 'tag5';\n")
+    with open(os.path.join(work, "big.c"), "w") as f:
+        for i in range(3000):
+            f.write(
+                f"static int func_{i}(int a,int b){{int x=a*{i}+b;for(int k=0;k<a;k++){{x+=k*b-{i};"
+                f"if(x>{i}){{x-=b;}}else{{x+=a;}}}}return x;}}\n"
+            )
+        f.write("int main(void){int s=0;\n")
+        for i in range(3000):
+            f.write(f"s+=func_{i}(s,{i});\n")
+        f.write("return s;}\n")
+    with open(os.path.join(work, "check.c"), "w") as f:
+        for i in range(400):
+            f.write(
+                f"int check_{i}(int *p, int n) {{ int s = 0; for (int k = 0; k <= n; k++) s += p[k];"
+                f" char buf[{8 + i % 8}]; for (int k = 0; k < n; k++) buf[k] = (char)s; return s + buf[0]; }}\n"
+            )
+    repo = os.path.join(work, "repo")
+    os.makedirs(repo)
+    env = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x", GIT_COMMITTER_NAME="b",
+               GIT_COMMITTER_EMAIL="b@x")
+    sh("git init -q .", cwd=repo, env=env)
+    for c in range(20):
+        for i in range(150):
+            with open(os.path.join(repo, f"f{i}.txt"), "w") as f:
+                f.write("".join(f"line {j} of file {i} in commit {c} {'x' * (j % 40)}\n" for j in range(60 + c)))
+        sh("git add -A && git commit -qm c", cwd=repo, env=env)
+    return repo
+
+
+def workloads(work, repo):
+    db = os.path.join(work, "bench.db")
+    return [
+        # name, argv, environment additions, command run before each run
+        ("python3-dicts", ["/usr/bin/python3", os.path.join(work, "dicts.py")], {"PYTHONMALLOC": "malloc"}, None),
+        ("sqlite3-200k", ["/usr/bin/sqlite3", db, ".read " + os.path.join(work, "insert.sql")], {},
+         lambda: os.path.exists(db) and os.unlink(db)),
+        ("clang-format", ["/usr/bin/clang-format", os.path.join(work, "big.c")], {}, None),
+        ("cppcheck", ["/usr/bin/cppcheck", "--quiet", "--enable=warning", os.path.join(work, "check.c")], {}, None),
+        ("git-pack-objects", ["/usr/bin/git", "-C", repo, "pack-objects", "--revs", "--all", "--stdout",
+                              "--threads=2"], {}, None),
+    ]
+
+
+def run_once(argv, env, before, out_path=None):
+    if before:
+        before()
+    t0 = time.perf_counter()
+    r = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE)
+    t = time.perf_counter() - t0
+    return t, r.returncode, r.stderr.decode(errors="replace")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--no-heaptrack", action="store_true")
+    args = ap.parse_args()
+    memlens = os.path.abspath(os.path.join(args.build, "memlens"))
+    if not os.access(memlens, os.X_OK):
+        sys.exit(f"no memlens at {memlens}: build first")
+    heaptrack = shutil.which("heaptrack") if not args.no_heaptrack else None
+    work = tempfile.mkdtemp(prefix="memlens-bench-")
+    print(f"# inputs in {work}", file=sys.stderr)
+    repo = prepare(work)
+    rows = []
+    only = set(filter(None, args.only.split(",")))
+    for name, argv, extra, before in workloads(work, repo):
+        if only and name not in only:
+            continue
+        env = dict(os.environ, **extra)
+        base, ml, ht, mls = [], [], [], []
+        ml_calls = ml_bytes = ml_events = 0
+        ht_calls = ht_bytes = 0
+        for rep in range(args.reps):
+            t, rc, _ = run_once(argv, env, before)
+            base.append(t)
+            trace = os.path.join(work, f"{name}.mlt")
+            t, rc, err = run_once([memlens, "run", "-o", trace, "--"] + argv, env, before)
+            ml.append(t)
+            m = re.search(r"memlens: (\d+) allocation calls", err)
+            ml_calls = int(m.group(1)) if m else 0
+            ml_bytes = os.path.getsize(trace)
+            dump = subprocess.run([memlens, "dump", trace], stdout=subprocess.PIPE).stdout.decode()
+            m = re.search(r" end .* events=(\d+)", dump)
+            ml_events = int(m.group(1)) if m else 0
+            os.unlink(trace)
+            strace = os.path.join(work, f"{name}.sampled.mlt")
+            t, rc, err = run_once([memlens, "run", "--sample", "524288", "-o", strace, "--"] + argv, env, before)
+            mls.append(t)
+            os.unlink(strace)
+            if heaptrack:
+                hpath = os.path.join(work, f"{name}.ht")
+                for f in os.listdir(work):
+                    if f.startswith(f"{name}.ht"):
+                        os.unlink(os.path.join(work, f))
+                t, rc, err = run_once([heaptrack, "-o", hpath] + argv, env, before)
+                ht.append(t)
+                zst = [f for f in os.listdir(work) if f.startswith(f"{name}.ht")]
+                if zst:
+                    hfile = os.path.join(work, zst[0])
+                    ht_bytes = os.path.getsize(hfile)
+                    if rep == 0:
+                        p = subprocess.run(["heaptrack_print", "-f", hfile, "-p", "0", "-a", "0", "-T", "0",
+                                            "-l", "0", "-n", "0"],
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.decode()
+                        m = re.search(r"calls to allocation functions: (\d+)", p)
+                        ht_calls = int(m.group(1)) if m else 0
+        b, m_, s_ = statistics.median(base), statistics.median(ml), statistics.median(mls)
+        h = statistics.median(ht) if ht else float("nan")
+        rows.append(dict(name=name, base=b, ml=m_, ht=h, sampled=s_, ml_calls=ml_calls, ht_calls=ht_calls,
+                         ml_bpc=ml_bytes / ml_calls if ml_calls else float("nan"),
+                         ht_bpc=ht_bytes / ht_calls if ht_calls else float("nan"),
+                         mevs=ml_events / m_ / 1e6 if m_ else 0))
+    # fixed cost
+    tb, tm = [], []
+    for _ in range(max(5, args.reps * 3)):
+        t, _, _ = run_once(["/bin/true"], os.environ, None)
+        tb.append(t)
+        trace = os.path.join(work, "true.mlt")
+        t, _, _ = run_once([memlens, "run", "-q", "-o", trace, "--", "/bin/true"], os.environ, None)
+        tm.append(t)
+    print(f"\nmedians of {args.reps} runs; ratios are against the uninstrumented run")
+    hdr = (f"{'workload':18} {'base s':>7} {'memlens':>13} {'heaptrack':>13} {'added ml/ht':>11} "
+           f"{'sampled':>8} {'calls ml':>10} {'calls ht':>10} {'B/call ml':>9} {'B/call ht':>9} {'Mev/s':>6}")
+    print(hdr)
+    print("-" * len(hdr))
+    for r in rows:
+        added = (r["ml"] - r["base"]) / (r["ht"] - r["base"]) if r["ht"] == r["ht"] and r["ht"] > r["base"] else float("nan")
+        print(f"{r['name']:18} {r['base']:7.2f} {r['ml']:6.2f} ({r['ml'] / r['base']:4.2f}x) "
+              f"{r['ht']:6.2f} ({r['ht'] / r['base']:4.2f}x) {added:11.2f} {r['sampled'] / r['base']:7.2f}x "
+              f"{r['ml_calls']:10d} {r['ht_calls']:10d} {r['ml_bpc']:9.3f} {r['ht_bpc']:9.3f} {r['mevs']:6.2f}")
+    ratios = sorted(r["ml"] / r["base"] for r in rows)
+    if ratios:
+        print(f"\nmedian workload under memlens: {statistics.median(ratios):.2f}x")
+    print(f"/bin/true: {statistics.median(tb) * 1000:.1f} ms plain, {statistics.median(tm) * 1000:.1f} ms under "
+          f"memlens (+{(statistics.median(tm) - statistics.median(tb)) * 1000:.1f} ms)")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
