@@ -90,7 +90,69 @@ typedef enum {
     ML_BLOB_THREAD = 3,        /* ml_blob_thread_t */
     ML_BLOB_MALLINFO = 4,      /* ml_blob_mallinfo_t */
     ML_BLOB_EXIT = 5,          /* ml_blob_exit_t: the process ran its destructors */
+    ML_BLOB_GPU = 6,           /* ml_gpu_event_t: a GPU allocation or free (cupti/, docs/gpu.md) */
 } ml_blob_kind_t;
+
+/* GPU events. libmemlens_cupti.so (loaded by the CUDA driver) translates
+ * CUPTI callbacks into ml_gpu_event_t and hands each to memlens_gpu_record(),
+ * the one function libmemlens.so exports for it; libmemlens takes the CPU
+ * stack, fills in `stack` and `flags` (ML_EVF_TRUNCATED) and writes the
+ * struct as the payload of an ML_BLOB_GPU blob. The layout is an ABI between
+ * two separately loaded libraries and a shared-memory format: fields are only
+ * ever appended, and `struct_size` says how much of it the producer knew. */
+typedef enum {
+    ML_GPU_OP_ALLOC = 1,       /* after the API returned success */
+    ML_GPU_OP_FREE = 2,        /* before the API runs (API entry) */
+    ML_GPU_OP_FREE_FAILED = 3, /* the free recorded at entry failed: the block lives on */
+    ML_GPU_OP_CTX_DESTROY = 4, /* context `context` is being destroyed: what it holds dies */
+    ML_GPU_OP_POOL_TRIM = 5,   /* a memory pool released its unused memory (handle = pool) */
+    /* Not events: libmemlens raises (lowers) its per-thread guard, so that the
+     * allocations libcupti makes while it loads are memlens' own, not the
+     * program's. Never written to the ring. */
+    ML_GPU_OP_INTERNAL_BEGIN = 0x80,
+    ML_GPU_OP_INTERNAL_END = 0x81,
+} ml_gpu_op_t;
+
+/* What kind of memory (ml_gpu_event_t.kind). `ptr` is an address, except
+ * for VMM_PHYSICAL and ARRAY where it is the driver's handle. */
+typedef enum {
+    ML_GPU_KIND_DEVICE = 0,          /* cuMemAlloc (cudaMalloc) */
+    ML_GPU_KIND_PITCH = 1,           /* cuMemAllocPitch (cudaMallocPitch, cudaMalloc3D) */
+    ML_GPU_KIND_HOST_PINNED = 2,     /* cuMemAllocHost, cuMemHostAlloc (cudaMallocHost, cudaHostAlloc) */
+    ML_GPU_KIND_HOST_REGISTERED = 3, /* cuMemHostRegister: existing host memory pinned */
+    ML_GPU_KIND_MANAGED = 4,         /* cuMemAllocManaged */
+    ML_GPU_KIND_ASYNC = 5,           /* cuMemAllocAsync: stream-ordered, the device's current pool */
+    ML_GPU_KIND_POOL = 6,            /* cuMemAllocFromPoolAsync: stream-ordered, an explicit pool */
+    ML_GPU_KIND_VMM_PHYSICAL = 7,    /* cuMemCreate / cuMemRelease: physical memory (handle) */
+    ML_GPU_KIND_VMM_RESERVE = 8,     /* cuMemAddressReserve / Free: address space only */
+    ML_GPU_KIND_VMM_MAP = 9,         /* cuMemMap / cuMemUnmap: handle mapped at ptr (handle) */
+    ML_GPU_KIND_ARRAY = 10,          /* cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate */
+    ML_GPU_KIND_COUNT_
+} ml_gpu_kind_t;
+
+/* ml_gpu_event_t.flags (the low byte is ML_EVF_*, set by libmemlens). */
+#define ML_GPU_F_ESTIMATED 0x0100 /* size computed from a descriptor (arrays), not exact */
+#define ML_GPU_F_HOST 0x0200      /* VMM memory on the host (location HOST/HOST_NUMA) */
+
+#define ML_GPU_DEVICE_UNKNOWN (-1)
+
+typedef struct {
+    uint16_t struct_size; /* sizeof(ml_gpu_event_t) of the producer */
+    uint8_t op;           /* ml_gpu_op_t */
+    uint8_t kind;         /* ml_gpu_kind_t */
+    uint16_t flags;       /* ML_GPU_F_* | ML_EVF_* */
+    uint16_t cbid;        /* the CUPTI callback id that produced it (diagnostics) */
+    int32_t device;       /* device ordinal, ML_GPU_DEVICE_UNKNOWN if not known */
+    uint32_t context;     /* CUPTI context uid (unique per process), 0 if none */
+    uint32_t stack;       /* leaf node id of the CPU stack (filled by libmemlens) */
+    uint32_t correlation; /* CUPTI correlation id */
+    uint64_t stream;      /* CUstream handle value (0 = legacy default stream) */
+    uint64_t ptr;         /* address, or handle (VMM_PHYSICAL, ARRAY) */
+    uint64_t size;        /* bytes; 0 on frees of unknown size */
+    uint64_t handle;      /* VMM_MAP: the physical handle; POOL: the pool */
+} ml_gpu_event_t;
+
+_Static_assert(sizeof(ml_gpu_event_t) == 56, "a GPU event is two continuation slots");
 
 #define ML_MAX_SEGMENTS 16
 

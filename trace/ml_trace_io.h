@@ -83,6 +83,14 @@ typedef struct {
             const char *producer;
         } process;
         ml_rec_end_t end;
+        struct {
+            uint8_t op;     /* ml_gpu_op_t (ML_GPU_OP_ALLOC for ML_T_GPU_ALLOC) */
+            uint8_t kind;   /* ml_gpu_kind_t */
+            uint16_t flags; /* ML_GPU_F_* | ML_EVF_* */
+            int32_t device; /* ML_GPU_DEVICE_UNKNOWN when not known */
+            uint32_t context, stack, cbid, correlation;
+            uint64_t stream, ptr, size, handle;
+        } gpu; /* ML_T_GPU_ALLOC, ML_T_GPU_FREE */
     } u;
 } ml_record_t;
 
@@ -152,5 +160,7 @@ void ml_record_print(FILE *out, const ml_record_t *rec);
 /** Names of tags and kinds, for messages and dumps. */
 const char *ml_tag_name(unsigned tag);
 const char *ml_kind_name(unsigned kind);
+const char *ml_gpu_kind_name(unsigned kind); /* ml_gpu_kind_t: "device", "host_pinned", ... */
+const char *ml_gpu_op_name(unsigned op);     /* ml_gpu_op_t: "alloc", "free", ... */
 
 #endif
