@@ -1,0 +1,1525 @@
+/* report.js - draws the memlens HTML report from the JSON document embedded
+ * in the page's "ml-data" script element. Plain ES2017, no libraries, no network.
+ *
+ * Rules this file keeps (checked by tests/unit/report/test_html.c and
+ * tests/e2e/test_html_browser.sh):
+ * - every string from the report (symbols, paths, argv, messages) reaches the
+ *   page through textContent, createTextNode or setAttribute on a harmless
+ *   attribute: no HTML parsing of data anywhere in this file;
+ * - nothing here computes a metric: numbers come from the analysis library
+ *   through the JSON; the page formats, sorts, filters and lays them out;
+ * - any key may be missing: each section says "no data" instead of failing,
+ *   and a section that throws is replaced by a note while the error goes to
+ *   <pre id="errors"> (which the browser test expects to stay empty);
+ * - large reports stay fast: tables show 500 rows at a time, the flame graph
+ *   draws at most 5000 nodes, long timelines are decimated per pixel.
+ */
+(function () {
+  'use strict';
+
+  var TABLE_PAGE = 500;
+  var FLAME_MAX_NODES = 5000;
+  var FLAME_MIN_PX = 0.6;
+  var FLAME_ROW = 18;
+
+  /* ---------------------------------------------------------------------- */
+  /* Errors                                                                  */
+  /* ---------------------------------------------------------------------- */
+
+  var errorsEl = document.getElementById('errors');
+  function reportError(msg) {
+    errorsEl.hidden = false;
+    errorsEl.textContent += msg + '\n';
+    if (window.console && console.error) console.error('memlens report: ' + msg);
+  }
+  window.addEventListener('error', function (e) {
+    if (e.target && e.target !== window && e.target.tagName) {
+      reportError('could not load a ' + e.target.tagName.toLowerCase() + ' element');
+    } else {
+      reportError((e.message || 'error') + (e.lineno ? ' (line ' + e.lineno + ')' : ''));
+    }
+  }, true);
+  window.addEventListener('unhandledrejection', function (e) {
+    reportError('unhandled rejection: ' + (e.reason && e.reason.message || e.reason));
+  });
+  document.addEventListener('securitypolicyviolation', function (e) {
+    reportError('blocked by the page\'s security policy: ' + e.violatedDirective +
+                (e.blockedURI ? ' ' + e.blockedURI : ''));
+  });
+
+  /* ---------------------------------------------------------------------- */
+  /* DOM helpers (text only: no HTML parsing of data)                        */
+  /* ---------------------------------------------------------------------- */
+
+  /* The SVG namespace, read from an <svg> the HTML parser created, so that
+   * the page holds no URL at all. */
+  var SVGNS = document.getElementById('ml-svg-ns').namespaceURI;
+
+  function append(el, kids) {
+    if (kids == null || kids === false) return el;
+    if (!Array.isArray(kids)) kids = [kids];
+    for (var i = 0; i < kids.length; i++) {
+      var k = kids[i];
+      if (k == null || k === false) continue;
+      if (Array.isArray(k)) append(el, k);
+      else el.appendChild(typeof k === 'object' ? k : document.createTextNode(String(k)));
+    }
+    return el;
+  }
+  function setAttrs(el, attrs) {
+    if (!attrs) return el;
+    for (var k in attrs) {
+      var v = attrs[k];
+      if (v == null || v === false) continue;
+      if (k === 'text') el.textContent = String(v);
+      else if (k === 'style') el.style.cssText = v;
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+    return el;
+  }
+  function h(tag, attrs, kids) {
+    return append(setAttrs(document.createElement(tag), attrs), kids);
+  }
+  function s(tag, attrs, kids) {
+    return append(setAttrs(document.createElementNS(SVGNS, tag), attrs), kids);
+  }
+  function clear(el) {
+    while (el.firstChild) el.removeChild(el.firstChild);
+    return el;
+  }
+  function noData(parent, msg) {
+    return append(parent, h('div', { class: 'nodata' }, msg || 'No data in this report.'));
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* Values and formatting                                                   */
+  /* ---------------------------------------------------------------------- */
+
+  function obj(v) { return v && typeof v === 'object' && !Array.isArray(v) ? v : {}; }
+  function arr(v) { return Array.isArray(v) ? v : []; }
+  function num(v) {
+    if (typeof v === 'number') return isFinite(v) ? v : null;
+    if (typeof v === 'string' && v.trim() !== '' && isFinite(+v)) return +v;
+    return null;
+  }
+  function num0(v) { var n = num(v); return n == null ? 0 : n; }
+  function first() {
+    for (var i = 0; i < arguments.length; i++) if (num(arguments[i]) != null) return num(arguments[i]);
+    return null;
+  }
+
+  var UNITS = ['KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
+  function fmtBytes(b, compact) {
+    b = num(b);
+    if (b == null) return '–';
+    var sign = b < 0 ? '-' : '';
+    b = Math.abs(b);
+    if (b < 1024) return sign + Math.round(b) + ' B';
+    var u = -1;
+    do { b /= 1024; u++; } while (b >= 1024 && u < UNITS.length - 1);
+    var t = b.toFixed(1);
+    if (compact && /\.0$/.test(t)) t = t.slice(0, -2);
+    return sign + t + ' ' + UNITS[u];
+  }
+  function fmtNum(n) {
+    n = num(n);
+    if (n == null) return '–';
+    return Number.isInteger(n) ? n.toLocaleString('en-US')
+                               : n.toLocaleString('en-US', { maximumFractionDigits: 3 });
+  }
+  function fmtPct(frac, digits) {
+    frac = num(frac);
+    if (frac == null) return '–';
+    return (frac * 100).toFixed(digits == null ? 1 : digits) + '%';
+  }
+  function fmtTime(sec) {
+    sec = num(sec);
+    if (sec == null) return '–';
+    if (sec === 0) return '0 s';
+    if (Math.abs(sec) < 1) return +(sec * 1000).toPrecision(3) + ' ms';
+    if (Math.abs(sec) < 120) return +sec.toFixed(2) + ' s';
+    var m = Math.floor(sec / 60);
+    return m + ' min ' + Math.round(sec - m * 60) + ' s';
+  }
+  function fmtMs(ms) {
+    ms = num(ms);
+    if (ms == null) return '–';
+    return ms >= 1000 ? fmtTime(ms / 1000) : +ms.toPrecision(3) + ' ms';
+  }
+  function fmtAddr(a) {
+    if (typeof a === 'string') return a;
+    a = num(a);
+    return a == null ? '?' : '0x' + a.toString(16);
+  }
+  function basename(p) {
+    p = String(p);
+    var i = p.lastIndexOf('/');
+    return i >= 0 && i < p.length - 1 ? p.slice(i + 1) : p;
+  }
+  function shellQuote(a) {
+    return /^[A-Za-z0-9_@%+=:,./-]+$/.test(a) ? a : '\'' + a.replace(/'/g, '\'\\\'\'') + '\'';
+  }
+  function plural(n, one, many) { return fmtNum(n) + ' ' + (n === 1 ? one : many); }
+
+  var SIGNALS = { 1: 'SIGHUP', 2: 'SIGINT', 3: 'SIGQUIT', 4: 'SIGILL', 5: 'SIGTRAP', 6: 'SIGABRT',
+                  7: 'SIGBUS', 8: 'SIGFPE', 9: 'SIGKILL', 10: 'SIGUSR1', 11: 'SIGSEGV',
+                  12: 'SIGUSR2', 13: 'SIGPIPE', 14: 'SIGALRM', 15: 'SIGTERM' };
+
+  /* Frames: {function, file, line, module, address}, innermost first. */
+  function frameName(f) {
+    f = obj(f);
+    if (f.function != null && f.function !== '') return String(f.function);
+    var m = f.module ? basename(f.module) : '??';
+    return f.address != null ? m + '+' + fmtAddr(f.address) : m;
+  }
+  function frameLoc(f) {
+    f = obj(f);
+    if (f.file) return basename(f.file) + (num(f.line) ? ':' + f.line : '');
+    return f.module ? basename(f.module) : '';
+  }
+  function frameLocFull(f) {
+    f = obj(f);
+    var parts = [];
+    if (f.file) parts.push(String(f.file) + (num(f.line) ? ':' + f.line : ''));
+    if (f.module) parts.push(String(f.module));
+    if (f.address != null) parts.push(fmtAddr(f.address));
+    return parts.join('  ·  ');
+  }
+  function siteFrames(site) { return arr(obj(site).frames); }
+  function siteText(site) {
+    var fr = siteFrames(site);
+    var t = [];
+    for (var i = 0; i < fr.length; i++) {
+      var f = obj(fr[i]);
+      t.push(frameName(f), f.file || '', f.module || '');
+    }
+    return t.join('\n').toLowerCase();
+  }
+  function framesList(frames) {
+    var ol = h('ol', { class: 'frames' });
+    if (!frames.length) return append(ol, h('li', null, 'no stack recorded'));
+    frames.forEach(function (f) {
+      ol.appendChild(h('li', null, [frameName(f), h('span', { class: 'loc' }, frameLocFull(f))]));
+    });
+    return ol;
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* Tooltip                                                                 */
+  /* ---------------------------------------------------------------------- */
+
+  var tip = document.getElementById('tooltip');
+  function showTip(ev, kids) {
+    clear(tip);
+    append(tip, kids);
+    tip.hidden = false;
+    var pad = 14, w = tip.offsetWidth, ht = tip.offsetHeight;
+    var x = ev.clientX + pad, y = ev.clientY + pad;
+    if (x + w > window.innerWidth - 4) x = ev.clientX - w - pad;
+    if (y + ht > window.innerHeight - 4) y = ev.clientY - ht - pad;
+    tip.style.left = Math.max(4, x) + 'px';
+    tip.style.top = Math.max(4, y) + 'px';
+  }
+  function hideTip() { tip.hidden = true; }
+  function tipTitle(t) { return h('div', { class: 't' }, t); }
+  function tipLoc(t) { return t ? h('div', { class: 'l' }, t) : null; }
+  function tipRows(rows) {
+    var tb = h('table');
+    rows.forEach(function (r) {
+      if (r) tb.appendChild(h('tr', null, [h('td', null, r[0]), h('td', { class: 'num' }, r[1])]));
+    });
+    return tb;
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* Resizing: charts redraw when their width changes                         */
+  /* ---------------------------------------------------------------------- */
+
+  var redraws = [];
+  var resizeTimer = 0, lastWidth = window.innerWidth;
+  window.addEventListener('resize', function () {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(function () {
+      if (window.innerWidth === lastWidth) return;
+      lastWidth = window.innerWidth;
+      redraws.forEach(function (f) {
+        try { f(); } catch (e) { reportError('redraw: ' + (e && e.message || e)); }
+      });
+    }, 120);
+  });
+  function widthOf(el, fallback) { return Math.floor(el.clientWidth || fallback || 1000); }
+
+  /* Axis ticks: 1, 2, 5 × 10^k (or × 1024^k for bytes). */
+  function niceStep(raw) {
+    if (!(raw > 0)) return 1;
+    var p = Math.pow(10, Math.floor(Math.log10(raw))), f = raw / p;
+    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * p;
+  }
+  function ticks(max, count, bytes) {
+    if (!(max > 0)) return [0];
+    var unit = 1;
+    if (bytes) while (unit * 1024 <= max / 2 && unit < Math.pow(1024, 5)) unit *= 1024;
+    var step = Math.max(niceStep(max / unit / count), bytes && unit === 1 ? 1 : 0) * unit;
+    var out = [];
+    for (var v = 0; v <= max * 1.0001; v += step) out.push(v);
+    return out;
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* The data                                                                */
+  /* ---------------------------------------------------------------------- */
+
+  var D;
+  try {
+    D = JSON.parse(document.getElementById('ml-data').textContent);
+  } catch (e) {
+    reportError('the embedded report data is not valid JSON: ' + e.message);
+    return;
+  }
+  if (!D || typeof D !== 'object' || Array.isArray(D)) {
+    reportError('the embedded report data is not a JSON object');
+    return;
+  }
+  var sites = arr(D.sites);
+  var sitesById = new Map();
+  sites.forEach(function (st) { if (st && st.id != null) sitesById.set(String(st.id), st); });
+  var siteTables = {}; /* section id -> table API, for "show site" links */
+
+  /* ---------------------------------------------------------------------- */
+  /* Summary                                                                 */
+  /* ---------------------------------------------------------------------- */
+
+  function leakKinds() {
+    var L = obj(D.leaks), out = {};
+    ['definite', 'indirect', 'reachable'].forEach(function (k) {
+      var o = obj(L[k]);
+      var b = first(o.bytes, L[k + '_bytes']), n = first(o.blocks, L[k + '_blocks']);
+      out[k] = { bytes: b, blocks: n };
+    });
+    /* When the document has no per-kind totals, add up the per-site rows. */
+    var have = out.definite.bytes != null || out.indirect.bytes != null ||
+               out.reachable.bytes != null;
+    if (!have && arr(L.sites).length) {
+      ['definite', 'indirect', 'reachable'].forEach(function (k) { out[k] = { bytes: 0, blocks: 0 }; });
+      arr(L.sites).forEach(function (st) {
+        st = obj(st);
+        var k = out[st.kind] ? st.kind : 'definite';
+        out[k].bytes += num0(st.bytes);
+        out[k].blocks += num0(st.blocks);
+      });
+    }
+    return out;
+  }
+
+  function traceStatus() {
+    var T = obj(D.trace), P = obj(D.process), tot = obj(D.totals);
+    var st = {
+      complete: typeof T.complete === 'boolean' ? T.complete
+              : typeof P.complete === 'boolean' ? P.complete : null,
+      truncated: T.truncated === true || P.truncated === true,
+      lost: first(T.lost_events, T.dropped_events, P.lost_events, tot.lost_events),
+      waits: first(T.ring_waits, T.producer_waits, T.waits, tot.ring_waits),
+      unknownFrees: first(T.unknown_frees, tot.unknown_frees)
+    };
+    return st;
+  }
+
+  function duration() {
+    var tl = arr(D.timeline);
+    var last = tl.length ? num(obj(tl[tl.length - 1]).time_s) : null;
+    return first(D.duration_s, obj(D.process).duration_s, obj(D.totals).duration_s,
+                 obj(D.trace).duration_s, last);
+  }
+
+  function card(label, value, subs, cls, title) {
+    return h('div', { class: 'card' + (cls ? ' ' + cls : ''), title: title }, [
+      h('div', { class: 'label' }, label),
+      h('div', { class: 'value' }, value),
+      (subs || []).filter(Boolean).map(function (x) { return h('div', { class: 'sub' }, x); })
+    ]);
+  }
+  function kv(label, value) { return [label + ' ', h('b', null, value)]; }
+
+  function banner(strong, text) {
+    document.getElementById('banners').appendChild(
+      h('div', { class: 'banner' }, [h('strong', null, strong), text]));
+  }
+
+  function renderSummary(body) {
+    var P = obj(D.process), T = obj(D.totals), PK = obj(D.peak), L = obj(D.leaks);
+    var F = obj(D.fragmentation);
+    var cmd = arr(P.command).map(String);
+    var prog = cmd.length ? basename(cmd[0]) : P.exe ? basename(P.exe) : null;
+    if (prog) {
+      document.getElementById('title').textContent = 'memlens report: ' + prog;
+      document.title = prog + ' · memlens report';
+    }
+    body.appendChild(h('div', { class: 'cmdline', title: 'command line' },
+      cmd.length ? '$ ' + cmd.map(shellQuote).join(' ') : 'command line not recorded'));
+
+    var cards = h('div', { class: 'cards' });
+    body.appendChild(cards);
+
+    var exitText = null, sig = num(P.signal);
+    if (sig) exitText = 'killed by signal ' + sig + (SIGNALS[sig] ? ' (' + SIGNALS[sig] + ')' : '');
+    else if (num(P.exit_code) != null) exitText = 'exit code ' + P.exit_code;
+    cards.appendChild(card('Program', prog || '–', [
+      P.pid != null ? kv('pid', String(P.pid)) : null, exitText
+    ], sig || num(P.exit_code) ? 'bad' : null));
+
+    var dur = duration();
+    cards.appendChild(card('Duration', fmtTime(dur), [
+      arr(D.timeline).length ? plural(arr(D.timeline).length, 'timeline sample', 'timeline samples') : null
+    ]));
+
+    cards.appendChild(card('Allocation calls', fmtNum(T.alloc_calls), [
+      T.free_calls != null ? kv('free', fmtNum(T.free_calls)) : null,
+      [].concat(T.realloc_calls != null ? kv('realloc', fmtNum(T.realloc_calls)) : [],
+                T.mmap_calls != null ? [' · '].concat(kv('mmap', fmtNum(T.mmap_calls))) : [])
+    ], null, 'malloc-family calls that returned a block; a realloc counts as one allocation of its new size'));
+
+    var tmpShare = num(T.alloc_calls) ? num0(T.temporary_allocs) / num(T.alloc_calls) : null;
+    cards.appendChild(card('Bytes allocated', fmtBytes(T.bytes_allocated), [
+      T.temporary_allocs != null
+        ? kv('temporary', fmtNum(T.temporary_allocs) + (tmpShare != null ? ' (' + fmtPct(tmpShare) + ' of calls)' : ''))
+        : null
+    ], null, 'sum of all requested sizes; a temporary allocation is freed before any other allocation happens'));
+
+    cards.appendChild(card('Peak heap', fmtBytes(PK.bytes), [
+      PK.time_s != null ? kv('at', fmtTime(PK.time_s)) : null,
+      PK.blocks != null ? kv('blocks', fmtNum(PK.blocks)) : null
+    ], null, 'maximum of live requested heap bytes (anonymous mmap excluded)'));
+
+    var lk = leakKinds();
+    var leakedBytes = first(L.bytes);
+    cards.appendChild(card('Leaked at exit', fmtBytes(leakedBytes), [
+      L.blocks != null ? kv('in', plural(num0(L.blocks), 'block', 'blocks')) : null,
+      lk.definite.bytes != null ? kv('definite', fmtBytes(lk.definite.bytes)) : null,
+      lk.indirect.bytes != null || lk.reachable.bytes != null
+        ? [].concat(kv('indirect', fmtBytes(lk.indirect.bytes)), [' · '], kv('reachable', fmtBytes(lk.reachable.bytes)))
+        : null
+    ], num0(lk.definite.bytes) > 0 ? 'bad' : leakedBytes === 0 ? 'good' : null,
+    'definite: no pointer to the block remains; indirect: only reachable from leaked blocks; reachable: still pointed to from globals or stacks at exit'));
+
+    [['at_peak', 'Fragmentation at peak'], ['at_end', 'Fragmentation at exit']].forEach(function (p) {
+      var f = obj(F[p[0]]);
+      cards.appendChild(card(p[1], f.page_utilization != null ? fmtPct(f.page_utilization) : '–', [
+        f.page_utilization != null ? 'page utilization' : 'no data',
+        f.external != null ? kv('external', fmtPct(f.external)) : null,
+        f.free_bytes != null ? kv('free gaps', fmtBytes(f.free_bytes)) : null
+      ], null, EXPLAIN.page_utilization));
+    });
+
+    var gdev = arr(obj(D.gpu).devices);
+    if (gdev.length) {
+      var gpeak = 0, gleak = 0;
+      gdev.forEach(function (d) { gpeak += num0(obj(d).peak_bytes); gleak += num0(obj(d).leaked_bytes); });
+      cards.appendChild(card('GPU peak', fmtBytes(gpeak), [
+        plural(gdev.length, 'device', 'devices'), kv('leaked', fmtBytes(gleak))
+      ], null, 'sum over devices of each device\'s peak'));
+    }
+
+    var ts = traceStatus();
+    var tv = ts.truncated || ts.complete === false ? 'incomplete' : ts.complete ? 'complete' : '–';
+    cards.appendChild(card('Trace', tv, [
+      ts.lost != null ? kv('lost events', fmtNum(ts.lost)) : null,
+      ts.waits != null ? kv('ring waits', fmtNum(ts.waits)) : null,
+      ts.unknownFrees ? kv('frees of unknown blocks', fmtNum(ts.unknownFrees)) : null
+    ], tv === 'incomplete' || num0(ts.lost) > 0 ? 'bad' : tv === 'complete' ? 'good' : null,
+    'complete: the trace ends with the end record written at exit'));
+
+    /* Warnings that change how every number must be read. */
+    if (P.sampled) {
+      var every = first(P.sample_bytes, typeof P.sampled === 'number' ? P.sampled : null, obj(D.trace).sample_bytes);
+      banner('Sampled recording.', ' One allocation was recorded per ' +
+        (every ? fmtBytes(every) + ' ' : '') + 'allocated on average (like tcmalloc\'s heap sampler): ' +
+        'calls and bytes are statistical estimates, and small, rare sites may be missing.');
+    }
+    if (ts.truncated || ts.complete === false)
+      banner('Incomplete trace.', ' The recording ends early (the program or memlens was killed before the end ' +
+        'record): numbers cover the recorded part only, and blocks live at the cut show as leaks.');
+    if (num0(ts.lost) > 0)
+      banner('Lost events.', ' ' + fmtNum(ts.lost) + ' events did not reach the trace; totals are lower bounds.');
+    var sv = num(D.schema_version);
+    if (sv != null && sv > 1)
+      banner('Newer report format.', ' This page knows schema_version 1 and the report has ' + sv +
+        '; some parts may be missing.');
+    document.getElementById('schema').textContent =
+      sv != null ? 'report schema_version ' + sv : 'report schema_version unknown';
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* Timeline                                                                */
+  /* ---------------------------------------------------------------------- */
+
+  var SERIES = [
+    { key: 'heap_bytes', name: 'Heap (live requested)', color: 'var(--s-heap)', area: true },
+    { key: 'rss_bytes', name: 'RSS', color: 'var(--s-rss)' },
+    { key: 'mmap_bytes', name: 'Anonymous mmap', color: 'var(--s-mmap)' },
+    { key: 'gpu_bytes', name: 'GPU', color: 'var(--s-gpu)' }
+  ];
+
+  function renderTimeline(body) {
+    var pts = arr(D.timeline).map(obj).filter(function (p) { return num(p.time_s) != null; });
+    pts.sort(function (a, b) { return num(a.time_s) - num(b.time_s); });
+    if (!pts.length) return noData(body, 'No timeline samples in this report.');
+    var PK = obj(D.peak);
+    var series = SERIES.map(function (sr) {
+      var has = pts.some(function (p) { return num0(p[sr.key]) > 0; });
+      return { key: sr.key, name: sr.name, color: sr.color, area: sr.area, has: has, on: has };
+    });
+    var legend = h('div', { class: 'legend' });
+    series.forEach(function (sr) {
+      var item = h('span', { class: 'item' + (sr.has ? '' : ' empty'),
+                             title: sr.has ? 'click to show or hide' : 'no data for this series' },
+        [h('span', { class: 'swatch', style: 'background:' + sr.color }), sr.name + (sr.has ? '' : ' (no data)')]);
+      if (sr.has) item.addEventListener('click', function () {
+        sr.on = !sr.on;
+        item.classList.toggle('off', !sr.on);
+        draw();
+      });
+      legend.appendChild(item);
+    });
+    if (PK.time_s != null)
+      legend.appendChild(h('span', { class: 'item fixed' },
+        [h('span', { class: 'swatch', style: 'background:var(--bad)' }), 'peak']));
+    var box = h('div', { class: 'chart', id: 'timeline-chart' });
+    append(body, [legend, box]);
+
+    function draw() {
+      clear(box);
+      var W = widthOf(box, 1100), H = 300, m = { l: 74, r: 18, t: 26, b: 34 };
+      var pw = W - m.l - m.r, ph = H - m.t - m.b;
+      var t0 = Math.min(0, num(pts[0].time_s)), t1 = num(pts[pts.length - 1].time_s);
+      if (!(t1 > t0)) t1 = t0 + 1;
+      var on = series.filter(function (sr) { return sr.on; });
+      var ymax = 0;
+      on.forEach(function (sr) { pts.forEach(function (p) { ymax = Math.max(ymax, num0(p[sr.key])); }); });
+      if (series[0].on && num(PK.bytes) != null) ymax = Math.max(ymax, num(PK.bytes));
+      if (!(ymax > 0)) ymax = 1;
+      var yt = ticks(ymax * 1.05, 5, true);
+      var ytop = Math.max(yt[yt.length - 1], ymax);
+      function X(t) { return m.l + (t - t0) / (t1 - t0) * pw; }
+      function Y(v) { return m.t + ph - v / ytop * ph; }
+
+      var svg = s('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img',
+                           'aria-label': 'memory over time' });
+      yt.forEach(function (v) {
+        svg.appendChild(s('line', { class: 'grid', x1: m.l, x2: m.l + pw, y1: Y(v), y2: Y(v) }));
+        svg.appendChild(s('text', { x: m.l - 6, y: Y(v) + 4, 'text-anchor': 'end' }, fmtBytes(v, true)));
+      });
+      ticks(t1 - t0, 8, false).forEach(function (dt) {
+        var t = t0 + dt;
+        svg.appendChild(s('line', { class: 'axis', x1: X(t), x2: X(t), y1: m.t + ph, y2: m.t + ph + 4 }));
+        svg.appendChild(s('text', { x: X(t), y: m.t + ph + 17, 'text-anchor': 'middle' }, fmtTime(t)));
+      });
+      svg.appendChild(s('line', { class: 'axis', x1: m.l, x2: m.l + pw, y1: m.t + ph, y2: m.t + ph }));
+      svg.appendChild(s('text', { x: m.l + pw, y: H - 2, 'text-anchor': 'end' }, 'time since start'));
+
+      on.forEach(function (sr) {
+        var xy = decimate(pts, sr.key, X, Y, pw);
+        var d = 'M' + xy.map(function (q) { return q[0].toFixed(1) + ' ' + q[1].toFixed(1); }).join('L');
+        if (sr.area) {
+          var a = d + 'L' + xy[xy.length - 1][0].toFixed(1) + ' ' + (m.t + ph) + 'L' + xy[0][0].toFixed(1) + ' ' + (m.t + ph) + 'Z';
+          svg.appendChild(s('path', { class: 'area', d: a, style: 'fill:' + sr.color }));
+        }
+        svg.appendChild(s('path', { class: 'series', d: d, style: 'stroke:' + sr.color, 'data-series': sr.key }));
+      });
+
+      if (num(PK.time_s) != null) {
+        var px = X(num(PK.time_s));
+        svg.appendChild(s('line', { class: 'peakline', x1: px, x2: px, y1: m.t - 6, y2: m.t + ph }));
+        var label = 'peak ' + (num(PK.bytes) != null ? fmtBytes(PK.bytes) + ' ' : '') + 'at ' + fmtTime(PK.time_s);
+        var right = px < m.l + pw * 0.7;
+        svg.appendChild(s('text', { class: 'peaklabel', x: px + (right ? 6 : -6), y: m.t - 8,
+                                    'text-anchor': right ? 'start' : 'end' }, label));
+        if (num(PK.bytes) != null && series[0].on)
+          svg.appendChild(s('circle', { class: 'peakdot', cx: px, cy: Y(num(PK.bytes)), r: 4.5 }));
+      }
+
+      var guide = s('line', { class: 'guide', y1: m.t, y2: m.t + ph, visibility: 'hidden' });
+      svg.appendChild(guide);
+      var hit = s('rect', { class: 'hit', x: m.l, y: m.t, width: pw, height: ph });
+      svg.appendChild(hit);
+      hit.addEventListener('mousemove', function (ev) {
+        var r = svg.getBoundingClientRect();
+        var t = t0 + (ev.clientX - r.left - m.l) / pw * (t1 - t0);
+        var i = nearest(pts, t);
+        var p = pts[i];
+        guide.setAttribute('x1', X(num(p.time_s)));
+        guide.setAttribute('x2', X(num(p.time_s)));
+        guide.setAttribute('visibility', 'visible');
+        showTip(ev, [tipTitle(fmtTime(p.time_s)), tipRows(series.filter(function (sr) { return sr.has; })
+          .map(function (sr) { return [sr.name, fmtBytes(p[sr.key])]; }))]);
+      });
+      hit.addEventListener('mouseleave', function () { guide.setAttribute('visibility', 'hidden'); hideTip(); });
+      box.appendChild(svg);
+    }
+    draw();
+    redraws.push(draw);
+  }
+
+  /* Keeps the first, the minimum, the maximum and the last sample per pixel
+   * column, so that spikes survive however long the timeline is. */
+  function decimate(pts, key, X, Y, pw) {
+    var out = [];
+    if (pts.length <= pw * 2) {
+      pts.forEach(function (p) { out.push([X(num(p.time_s)), Y(num0(p[key]))]); });
+      return out;
+    }
+    var col = null, lo = null, hi = null, last = null;
+    function flush() {
+      if (col == null) return;
+      var a = lo, b = hi;
+      if (a[0] > b[0]) { var t = a; a = b; b = t; }
+      out.push(a);
+      if (b !== a) out.push(b);
+      if (last !== a && last !== b) out.push(last);
+    }
+    pts.forEach(function (p) {
+      var q = [X(num(p.time_s)), Y(num0(p[key]))], c = Math.floor(q[0]);
+      if (c !== col) { flush(); col = c; lo = hi = last = q; return; }
+      if (q[1] > lo[1]) lo = q; /* screen y grows downwards */
+      if (q[1] < hi[1]) hi = q;
+      last = q;
+    });
+    flush();
+    return out;
+  }
+  function nearest(pts, t) {
+    var lo = 0, hi = pts.length - 1;
+    while (hi - lo > 1) {
+      var mid = (lo + hi) >> 1;
+      if (num(pts[mid].time_s) < t) lo = mid; else hi = mid;
+    }
+    return Math.abs(num(pts[lo].time_s) - t) <= Math.abs(num(pts[hi].time_s) - t) ? lo : hi;
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* Flame graph                                                             */
+  /* ---------------------------------------------------------------------- */
+
+  var METRICS = [
+    { key: 'alloc', label: 'Allocated', what: 'bytes allocated', bytes: true },
+    { key: 'peak', label: 'Peak', what: 'bytes live at the peak', bytes: true },
+    { key: 'leaked', label: 'Leaked', what: 'bytes leaked at exit', bytes: true },
+    { key: 'calls', label: 'Calls', what: 'allocation calls', bytes: false }
+  ];
+  function metricFmt(mt, v) { return mt.bytes ? fmtBytes(v) : fmtNum(v); }
+
+  function flameNode(src, parent) {
+    var name = src.name != null ? src.name : src.function;
+    return {
+      name: name != null && name !== '' ? String(name) : '??',
+      file: src.file != null ? String(src.file) : null,
+      line: num(src.line),
+      module: src.module != null ? String(src.module) : null,
+      v: { alloc: num0(src.alloc != null ? src.alloc : src.bytes_allocated), peak: num0(src.peak),
+           leaked: num0(src.leaked), calls: num0(src.calls) },
+      children: [], parent: parent, depth: parent ? parent.depth + 1 : 0, gen: 0
+    };
+  }
+
+  /* The tree from D.flame, iteratively (deep recursion in the program means
+   * a deep tree here). */
+  function flameFromJson(src) {
+    var root = flameNode(src, null);
+    root.name = src.name != null && src.name !== '' ? String(src.name) : 'all';
+    var stack = [[src, root]];
+    while (stack.length) {
+      var top = stack.pop(), ch = arr(top[0].children);
+      for (var i = 0; i < ch.length; i++) {
+        if (!ch[i] || typeof ch[i] !== 'object') continue;
+        var n = flameNode(ch[i], top[1]);
+        top[1].children.push(n);
+        stack.push([ch[i], n]);
+      }
+    }
+    return root;
+  }
+
+  /* Without D.flame: the same tree regrouped from sites[] (outermost frame
+   * first); a node's numbers are the sums of the sites below it. */
+  function flameFromSites() {
+    var root = flameNode({ name: 'all' }, null);
+    root.index = new Map();
+    sites.forEach(function (st) {
+      st = obj(st);
+      var val = { alloc: num0(st.bytes_allocated), peak: num0(st.peak_bytes),
+                  leaked: num0(st.leaked_bytes), calls: num0(st.alloc_calls) };
+      var fr = siteFrames(st).slice().reverse(), n = root;
+      for (var k in val) root.v[k] += val[k];
+      fr.forEach(function (f) {
+        f = obj(f);
+        var key = frameName(f) + '\u0000' + (f.file || f.module || '') + '\u0000' + (f.line || '');
+        var c = n.index.get(key);
+        if (!c) {
+          c = flameNode({ name: frameName(f), file: f.file, line: f.line, module: f.module }, n);
+          c.index = new Map();
+          n.index.set(key, c);
+          n.children.push(c);
+        }
+        for (var k2 in val) c.v[k2] += val[k2];
+        n = c;
+      });
+    });
+    return root;
+  }
+
+  function hashStr(str) {
+    var x = 2166136261;
+    for (var i = 0; i < str.length; i++) { x ^= str.charCodeAt(i); x = Math.imul(x, 16777619); }
+    return x >>> 0;
+  }
+  function flameColor(n, metric) {
+    var r = (hashStr(n.name) % 1000) / 1000, r2 = (hashStr(n.name + '~') % 1000) / 1000;
+    switch (metric) {
+    case 'peak': return 'hsl(' + (195 + 35 * r).toFixed(0) + ',' + (60 + 15 * r2).toFixed(0) + '%,' + (68 + 8 * r2).toFixed(0) + '%)';
+    case 'leaked': return 'hsl(' + (350 + 22 * r).toFixed(0) % 360 + ',' + (65 + 15 * r2).toFixed(0) + '%,' + (66 + 8 * r2).toFixed(0) + '%)';
+    case 'calls': return 'hsl(' + (95 + 45 * r).toFixed(0) + ',' + (45 + 15 * r2).toFixed(0) + '%,' + (62 + 8 * r2).toFixed(0) + '%)';
+    default: return 'hsl(' + (12 + 38 * r).toFixed(0) + ',' + (80 + 15 * r2).toFixed(0) + '%,' + (60 + 8 * r2).toFixed(0) + '%)';
+    }
+  }
+  function nodeLoc(n) {
+    var t = n.file ? n.file + (n.line ? ':' + n.line : '') : '';
+    if (n.module) t += (t ? '  ·  ' : '') + n.module;
+    return t;
+  }
+
+  function renderFlame(body) {
+    var built = D.flame && typeof D.flame === 'object' && !Array.isArray(D.flame);
+    var root = built ? flameFromJson(D.flame) : sites.length ? flameFromSites() : null;
+    if (!root) return noData(body, 'No flame graph data (no flame tree and no sites) in this report.');
+    var state = { zoom: root, metric: null, query: null, gen: 0 };
+    state.metric = root.v.peak > 0 ? 'peak' : root.v.alloc > 0 ? 'alloc' : 'calls';
+
+    var seg = h('div', { class: 'seg', role: 'group', 'aria-label': 'metric' });
+    METRICS.forEach(function (mt) {
+      var b = h('button', { type: 'button', 'data-metric': mt.key, title: 'width = ' + mt.what }, mt.label);
+      b.addEventListener('click', function () { state.metric = mt.key; draw(); });
+      seg.appendChild(b);
+    });
+    var search = h('input', { type: 'search', placeholder: 'Search functions, files… (/regex/)',
+                              'aria-label': 'search the flame graph' });
+    var reset = h('button', { type: 'button' }, 'Reset zoom');
+    reset.addEventListener('click', function () { state.zoom = root; draw(); });
+    var status = h('span', { class: 'status' });
+    var crumbs = h('div', { class: 'crumbs' });
+    var box = h('div', { class: 'flame chart', id: 'flame-chart' });
+    append(body, [
+      h('div', { class: 'controls' }, [seg, search, reset, status]),
+      crumbs,
+      built ? null : h('div', { class: 'note' }, 'Built from the site list (the report has no flame tree).'),
+      box
+    ]);
+    var timer = 0;
+    search.addEventListener('input', function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () { state.query = makeMatcher(search.value); draw(); }, 120);
+    });
+
+    function makeMatcher(q) {
+      q = q.trim();
+      if (!q) return null;
+      var test;
+      if (q.length > 2 && q[0] === '/' && q[q.length - 1] === '/') {
+        try {
+          var re = new RegExp(q.slice(1, -1), 'i');
+          test = function (t) { return re.test(t); };
+        } catch (e) {
+          return { bad: 'invalid regular expression' };
+        }
+      } else {
+        var lq = q.toLowerCase();
+        test = function (t) { return t.toLowerCase().indexOf(lq) >= 0; };
+      }
+      return { test: function (n) { return test(n.name) || (n.file && test(n.file)) || (n.module && test(n.module)); } };
+    }
+
+    var rowOf = new WeakMap();
+    function draw() {
+      clear(box);
+      hideTip();
+      var mt = METRICS.filter(function (x) { return x.key === state.metric; })[0];
+      Array.prototype.forEach.call(seg.children, function (b) {
+        b.classList.toggle('on', b.getAttribute('data-metric') === state.metric);
+      });
+      var zoom = state.zoom, total = zoom.v[mt.key];
+      clear(crumbs);
+      var path = [];
+      for (var a = zoom; a; a = a.parent) path.unshift(a);
+      append(crumbs, 'Width = ' + mt.what + '. ');
+      path.forEach(function (n, i) {
+        if (i) append(crumbs, ' › ');
+        var link = h('a', { class: 'jump' }, n.name);
+        link.addEventListener('click', function () { state.zoom = n; draw(); });
+        crumbs.appendChild(link);
+      });
+      if (!(total > 0)) {
+        status.textContent = '';
+        return noData(box, 'No ' + mt.what + ' under ' + (zoom.parent ? zoom.name : 'any stack') + '.');
+      }
+      var W = widthOf(box, 1100);
+      var gen = ++state.gen;
+
+      /* Nodes wide enough to see, then the widest FLAME_MAX_NODES of them.
+       * A child is never wider than its parent, so keeping values above a
+       * threshold keeps a connected tree; the DFS order breaks ties
+       * parent-first. */
+      var cand = [], st = [zoom];
+      while (st.length) {
+        var n = st.pop(), v = n.v[mt.key];
+        if (!(v > 0) || v / total * W < FLAME_MIN_PX) continue;
+        cand.push(n);
+        for (var i = 0; i < n.children.length; i++) st.push(n.children[i]);
+      }
+      var anc = path.slice(0, -1), limit = FLAME_MAX_NODES - anc.length, capped = false;
+      if (cand.length > limit) {
+        capped = true;
+        var vals = cand.map(function (x) { return x.v[mt.key]; }).sort(function (x, y) { return y - x; });
+        var thr = vals[limit - 1], kept = 0;
+        cand.forEach(function (x) { if (x.v[mt.key] > thr) { x.gen = gen; kept++; } });
+        cand.forEach(function (x) { if (x.v[mt.key] === thr && kept < limit) { x.gen = gen; kept++; } });
+      } else {
+        cand.forEach(function (x) { x.gen = gen; });
+      }
+
+      var rows = [];
+      anc.forEach(function (x, d) { rows.push({ n: x, x: 0, w: W, d: d, anc: true }); });
+      var base = anc.length, lay = [[zoom, 0]];
+      while (lay.length) {
+        var top = lay.pop(), node = top[0], x0 = top[1], w = node.v[mt.key] / total * W;
+        rows.push({ n: node, x: x0, w: w, d: base + node.depth - zoom.depth, anc: false });
+        var kids = node.children.filter(function (c) { return c.v[mt.key] > 0; })
+          .sort(function (p, q) { return q.v[mt.key] - p.v[mt.key] || (p.name < q.name ? -1 : 1); });
+        var cx = x0;
+        for (var k = 0; k < kids.length; k++) {
+          if (kids[k].gen === gen) lay.push([kids[k], cx]);
+          cx += kids[k].v[mt.key] / total * W;
+        }
+      }
+      var depth = 0;
+      rows.forEach(function (r) { depth = Math.max(depth, r.d); });
+      var H = (depth + 1) * FLAME_ROW;
+      var svg = s('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, role: 'img',
+                           'aria-label': 'flame graph of ' + mt.what });
+      var q = state.query && !state.query.bad ? state.query : null, nmatch = 0;
+      rows.forEach(function (r) {
+        var g = s('g');
+        var cls = 'node' + (r.anc ? ' ancestor' : '');
+        if (q && q.test(r.n)) { cls += ' match'; nmatch++; }
+        var rect = s('rect', { class: cls, x: r.x.toFixed(2), y: r.d * FLAME_ROW,
+                               width: Math.max(r.w - 0.4, 0.4).toFixed(2), height: FLAME_ROW - 1,
+                               fill: flameColor(r.n, mt.key) });
+        rowOf.set(rect, r);
+        g.appendChild(rect);
+        if (r.w > 34) {
+          var chars = Math.floor((r.w - 8) / 6.9), label = r.n.name;
+          if (label.length > chars) label = label.slice(0, Math.max(chars - 1, 1)) + '…';
+          g.appendChild(s('text', { class: 'label', x: (r.x + 4).toFixed(2), y: r.d * FLAME_ROW + 12.5 }, label));
+        }
+        svg.appendChild(g);
+      });
+      svg.addEventListener('mousemove', function (ev) {
+        var r = rowOf.get(ev.target);
+        if (!r) return hideTip();
+        var n = r.n;
+        showTip(ev, [tipTitle(n.name), tipLoc(nodeLoc(n)), tipRows(METRICS.map(function (m2) {
+          var tv = root.v[m2.key];
+          return [m2.label + (m2.key === mt.key ? ' ◀' : ''),
+                  metricFmt(m2, n.v[m2.key]) + (tv > 0 ? '  (' + fmtPct(n.v[m2.key] / tv) + ')' : '')];
+        })), h('div', { class: 'l' }, r.anc ? 'click to zoom out to here' : 'click to zoom in')]);
+      });
+      svg.addEventListener('mouseleave', hideTip);
+      svg.addEventListener('click', function (ev) {
+        var r = rowOf.get(ev.target);
+        if (!r) return;
+        state.zoom = r.n === state.zoom && r.n.parent ? r.n.parent : r.n;
+        draw();
+      });
+      box.appendChild(svg);
+
+      var txt = fmtNum(rows.length) + ' frames drawn' + (capped ? ' (the ' + fmtNum(limit) + ' widest; zoom in for more)' : '') +
+                ' · total ' + metricFmt(mt, total);
+      if (state.query && state.query.bad) txt = state.query.bad + ' · ' + txt;
+      else if (q) {
+        /* Matched share of the view: each matching subtree counted once. */
+        var msum = 0, mcount = 0, ms = [[zoom, false]];
+        while (ms.length) {
+          var e = ms.pop(), hit = q.test(e[0]);
+          if (hit) mcount++;
+          if (hit && !e[1]) msum += e[0].v[mt.key];
+          for (var c2 = 0; c2 < e[0].children.length; c2++) ms.push([e[0].children[c2], e[1] || hit]);
+        }
+        txt = plural(mcount, 'matching frame', 'matching frames') + ' (' + fmtNum(nmatch) + ' drawn) · ' +
+              metricFmt(mt, msum) + ' = ' + fmtPct(msum / total) + ' of the view · ' + txt;
+      }
+      status.textContent = txt;
+    }
+    draw();
+    redraws.push(draw);
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* Tables                                                                  */
+  /* ---------------------------------------------------------------------- */
+
+  /* A sortable, filterable table that shows TABLE_PAGE rows at a time.
+   * opts: columns [{key, label, num, bar, cls, value(row), fmt(row), title(row)}],
+   * rows, sort {key, desc}, presets [{label, key}], text(row) for the filter,
+   * id(row), expand(row) -> node, noun, filters [{label, test(row)}]. */
+  function dataTable(parent, opts) {
+    var cols = opts.columns, state = { key: opts.sort.key, desc: opts.sort.desc, q: '', shown: TABLE_PAGE, filter: 0 };
+    var texts = null;
+    var controls = h('div', { class: 'controls' });
+    var presetSeg = null;
+    if (opts.presets) {
+      presetSeg = h('div', { class: 'seg', role: 'group', 'aria-label': 'sort by' });
+      opts.presets.forEach(function (p) {
+        var b = h('button', { type: 'button', 'data-key': p.key }, p.label);
+        b.addEventListener('click', function () { state.key = p.key; state.desc = true; state.shown = TABLE_PAGE; refresh(); });
+        presetSeg.appendChild(b);
+      });
+      append(controls, [h('span', { class: 'status' }, 'Top sites by'), presetSeg]);
+    }
+    var filterSeg = null;
+    if (opts.filters) {
+      filterSeg = h('div', { class: 'seg', role: 'group', 'aria-label': 'filter' });
+      opts.filters.forEach(function (f, i) {
+        var b = h('button', { type: 'button' }, f.label);
+        b.addEventListener('click', function () { state.filter = i; state.shown = TABLE_PAGE; refresh(); });
+        filterSeg.appendChild(b);
+      });
+      controls.appendChild(filterSeg);
+    }
+    var input = h('input', { type: 'search', placeholder: 'Filter by function, file, module' + (opts.id ? ', or #id' : ''),
+                             'aria-label': 'filter ' + opts.noun });
+    var status = h('span', { class: 'status' });
+    append(controls, [input, status]);
+    var timer = 0;
+    input.addEventListener('input', function () {
+      clearTimeout(timer);
+      timer = setTimeout(function () { state.q = input.value.trim().toLowerCase(); state.shown = TABLE_PAGE; refresh(); }, 150);
+    });
+
+    var thead = h('thead'), tbody = h('tbody');
+    var headRow = h('tr');
+    cols.forEach(function (c) {
+      var th = h('th', { class: (c.num ? 'num ' : '') + (c.value ? 'sortable' : ''), title: c.title || null,
+                         scope: 'col' }, c.label);
+      if (c.value) th.addEventListener('click', function () {
+        if (state.key === c.key) state.desc = !state.desc;
+        else { state.key = c.key; state.desc = !!c.num; }
+        refresh();
+      });
+      c.th = th;
+      headRow.appendChild(th);
+    });
+    thead.appendChild(headRow);
+    var table = h('table', { class: 'data' }, [thead, tbody]);
+    var more = h('div', { class: 'more' });
+    append(parent, [controls, h('div', { class: 'tablewrap scroll' }, table), more]);
+
+    var view = [];
+    function refresh(expandId) {
+      var col = cols.filter(function (c) { return c.key === state.key; })[0] || cols[0];
+      cols.forEach(function (c) {
+        c.th.classList.toggle('sorted', c === col);
+        c.th.textContent = c.label + (c === col ? (state.desc ? ' ▾' : ' ▴') : '');
+      });
+      if (presetSeg) Array.prototype.forEach.call(presetSeg.children, function (b) {
+        b.classList.toggle('on', b.getAttribute('data-key') === state.key);
+      });
+      if (filterSeg) Array.prototype.forEach.call(filterSeg.children, function (b, i) {
+        b.classList.toggle('on', i === state.filter);
+      });
+      var rows = opts.rows;
+      if (opts.filters) rows = rows.filter(opts.filters[state.filter].test);
+      if (state.q) {
+        if (!texts) texts = new Map(opts.rows.map(function (r) { return [r, opts.text(r)]; }));
+        var idq = opts.id && /^#\S+$/.test(state.q) ? state.q.slice(1) : null;
+        rows = rows.filter(function (r) {
+          return idq != null ? String(opts.id(r)).toLowerCase() === idq : texts.get(r).indexOf(state.q) >= 0;
+        });
+      }
+      var dir = state.desc ? -1 : 1;
+      var keyed = rows.map(function (r, i) { return [col.value(r), i, r]; });
+      keyed.sort(function (a, b) {
+        var x = a[0], y = b[0];
+        if (x == null && y == null) return a[1] - b[1];
+        if (x == null) return 1;
+        if (y == null) return -1;
+        return (x < y ? -1 : x > y ? 1 : 0) * dir || a[1] - b[1];
+      });
+      view = keyed.map(function (k) { return k[2]; });
+      render(expandId);
+    }
+
+    function render(expandId) {
+      clear(tbody);
+      clear(more);
+      var n = Math.min(view.length, state.shown);
+      var maxes = {};
+      cols.forEach(function (c) {
+        if (!c.bar) return;
+        var mx = 0;
+        for (var i = 0; i < view.length; i++) mx = Math.max(mx, num0(c.value(view[i])));
+        maxes[c.key] = mx;
+      });
+      var frag = document.createDocumentFragment();
+      for (var i = 0; i < n; i++) frag.appendChild(makeRow(view[i], maxes, expandId));
+      tbody.appendChild(frag);
+      if (!view.length) {
+        tbody.appendChild(h('tr', null, h('td', { colspan: cols.length, class: 'nodata' },
+          opts.rows.length ? 'No ' + opts.noun + ' match the filter.' : opts.empty || 'No ' + opts.noun + ' in this report.')));
+      }
+      status.textContent = view.length ? 'showing ' + fmtNum(n) + ' of ' + plural(view.length, opts.one, opts.noun) +
+        (view.length !== opts.rows.length ? ' (' + fmtNum(opts.rows.length) + ' in all)' : '') : '';
+      if (n < view.length) {
+        var b1 = h('button', { type: 'button' }, 'Show ' + fmtNum(Math.min(TABLE_PAGE, view.length - n)) + ' more');
+        b1.addEventListener('click', function () { state.shown += TABLE_PAGE; render(); });
+        var left = view.length - n;
+        append(more, [b1, h('span', { class: 'status' }, fmtNum(left) + ' not shown')]);
+        if (view.length <= 20000) {
+          var b2 = h('button', { type: 'button' }, 'Show all');
+          b2.addEventListener('click', function () { state.shown = view.length; render(); });
+          more.appendChild(b2);
+        }
+      }
+    }
+
+    function makeRow(r, maxes, expandId) {
+      var tr = h('tr', { class: opts.expand ? 'row' : null, title: opts.expand ? 'click for the full stack' : null });
+      cols.forEach(function (c) {
+        var v = c.fmt ? c.fmt(r) : c.value ? c.value(r) : '';
+        var td = h('td', { class: (c.num ? 'num ' : '') + (c.cls || ''), title: c.tip ? c.tip(r) : null },
+                   v == null ? '–' : v);
+        if (c.bar && maxes[c.key] > 0) {
+          var pct = (num0(c.value(r)) / maxes[c.key] * 100).toFixed(1);
+          td.style.background = 'linear-gradient(to left, var(--bar) ' + pct + '%, transparent ' + pct + '%)';
+        }
+        tr.appendChild(td);
+      });
+      if (opts.expand) {
+        var open = null;
+        var toggle = function () {
+          if (open) { open.remove(); open = null; return; }
+          open = h('tr', { class: 'stack' }, h('td', { colspan: cols.length }, opts.expand(r)));
+          tr.after(open);
+        };
+        tr.addEventListener('click', toggle);
+        if (expandId != null && opts.id && String(opts.id(r)) === String(expandId)) {
+          tr.classList.add('flash');
+          setTimeout(toggle, 0);
+        }
+      }
+      return tr;
+    }
+
+    refresh();
+    return {
+      show: function (id) {
+        state.q = '#' + String(id).toLowerCase();
+        input.value = '#' + id;
+        state.filter = 0;
+        refresh(id);
+        parent.scrollIntoView({ behavior: 'smooth', block: 'start' });
+      }
+    };
+  }
+
+  function frameCols() {
+    return [
+      { key: 'fn', label: 'Function', cls: 'fn', value: function (r) { return frameName(siteFrames(r)[0]); },
+        tip: function (r) { return frameName(siteFrames(r)[0]); } },
+      { key: 'loc', label: 'Location', cls: 'loc', value: function (r) { return frameLoc(siteFrames(r)[0]); },
+        tip: function (r) { return frameLocFull(siteFrames(r)[0]); } }
+    ];
+  }
+  function bytesCol(key, label, field, title) {
+    return { key: key, label: label, num: true, bar: true, title: title,
+             value: function (r) { return num(obj(r)[field]); },
+             fmt: function (r) { return fmtBytes(obj(r)[field]); } };
+  }
+  function countCol(key, label, field, title) {
+    return { key: key, label: label, num: true, title: title,
+             value: function (r) { return num(obj(r)[field]); },
+             fmt: function (r) { return fmtNum(obj(r)[field]); } };
+  }
+  function stackOf(r) { return framesList(siteFrames(r)); }
+
+  function renderSites(body) {
+    if (!sites.length) return noData(body, 'No allocation sites in this report.');
+    var rows = sites.map(obj);
+    var sortKey = rows.some(function (r) { return num0(r.peak_bytes) > 0; }) ? 'peak' : 'alloc';
+    siteTables.sites = dataTable(body, {
+      noun: 'sites', one: 'site', rows: rows, sort: { key: sortKey, desc: true },
+      presets: [{ label: 'Peak', key: 'peak' }, { label: 'Leaked', key: 'leaked' },
+                { label: 'Allocated', key: 'alloc' }, { label: 'Calls', key: 'calls' },
+                { label: 'Temporary', key: 'temp' }],
+      columns: [{ key: 'id', label: '#', num: true, value: function (r) { return num(r.id) != null ? num(r.id) : r.id; },
+                  fmt: function (r) { return r.id != null ? String(r.id) : ''; } }]
+        .concat(frameCols(), [
+          countCol('calls', 'Calls', 'alloc_calls', 'allocation calls from this stack'),
+          bytesCol('alloc', 'Allocated', 'bytes_allocated', 'sum of requested bytes'),
+          bytesCol('peak', 'At peak', 'peak_bytes', 'bytes of this site live at the global peak'),
+          { key: 'leaked', label: 'Leaked', num: true, bar: true, title: 'bytes (blocks) live at exit',
+            value: function (r) { return num(r.leaked_bytes); },
+            fmt: function (r) {
+              return r.leaked_bytes == null ? '–' : fmtBytes(r.leaked_bytes) +
+                (num0(r.leaked_blocks) ? ' (' + fmtNum(r.leaked_blocks) + ')' : '');
+            } },
+          countCol('temp', 'Temporary', 'temporary_allocs', 'allocations freed before any other allocation happened')
+        ]),
+      text: siteText, id: function (r) { return r.id; }, expand: stackOf
+    });
+  }
+
+  function renderLeaks(body) {
+    var L = obj(D.leaks), rows = arr(L.sites).map(obj), lk = leakKinds();
+    var parts = [];
+    ['definite', 'indirect', 'reachable'].forEach(function (k) {
+      if (lk[k].bytes != null)
+        parts.push(h('span', null, [h('span', { class: 'kind ' + k }, k), ' ' + fmtBytes(lk[k].bytes) +
+          (lk[k].blocks != null ? ' in ' + plural(lk[k].blocks, 'block', 'blocks') : '') + '   ']));
+    });
+    append(body, h('p', null, [
+      L.bytes != null ? 'Live at exit: ' + fmtBytes(L.bytes) + (L.blocks != null ? ' in ' + plural(num0(L.blocks), 'block', 'blocks') : '') + '. ' : '',
+      parts
+    ]));
+    append(body, h('p', { class: 'note' },
+      'definite: no pointer to the block remains anywhere; indirect: only pointed to from leaked blocks ' +
+      '(fixing the definite leak frees them too); reachable: still pointed to from globals, stacks or ' +
+      'registers at exit (often intentional caches, but they hold memory until exit).'));
+    if (!rows.length) return noData(body, L.bytes === 0 ? 'Nothing leaked.' : 'No leak sites in this report.');
+    var kinds = ['definite', 'indirect', 'reachable'];
+    dataTable(body, {
+      noun: 'leak sites', one: 'leak site', rows: rows, sort: { key: 'bytes', desc: true },
+      filters: [{ label: 'All', test: function () { return true; } }].concat(kinds.map(function (k) {
+        return { label: k, test: function (r) { return r.kind === k; } };
+      })),
+      columns: [
+        { key: 'kind', label: 'Kind', value: function (r) { return r.kind != null ? String(r.kind) : null; },
+          fmt: function (r) { return h('span', { class: 'kind ' + (kinds.indexOf(r.kind) >= 0 ? r.kind : '') }, r.kind != null ? String(r.kind) : '?'); } },
+        bytesCol('bytes', 'Bytes', 'bytes'),
+        countCol('blocks', 'Blocks', 'blocks')
+      ].concat(frameCols()),
+      text: siteText, expand: stackOf
+    });
+  }
+
+  function renderPeakSites(body) {
+    var PK = obj(D.peak), rows = arr(PK.sites).map(obj);
+    append(body, h('p', null, PK.bytes != null
+      ? 'The heap peaked at ' + fmtBytes(PK.bytes) + (PK.time_s != null ? ' at ' + fmtTime(PK.time_s) : '') +
+        '; these stacks held the live blocks at that instant.'
+      : 'No peak in this report.'));
+    if (!rows.length) return noData(body, 'No per-site breakdown of the peak in this report.');
+    var total = num(PK.bytes);
+    dataTable(body, {
+      noun: 'sites', one: 'site', rows: rows, sort: { key: 'bytes', desc: true },
+      columns: [
+        bytesCol('bytes', 'Bytes', 'bytes'),
+        { key: 'share', label: 'Share', num: true, value: function (r) { return total ? num0(r.bytes) / total : null; },
+          fmt: function (r) { return total ? fmtPct(num0(r.bytes) / total) : '–'; } },
+        countCol('blocks', 'Blocks', 'blocks')
+      ].concat(frameCols()),
+      text: siteText, expand: stackOf
+    });
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* Fragmentation                                                           */
+  /* ---------------------------------------------------------------------- */
+
+  /* What each number means; shown next to it (docs/html-report.md and the
+   * analysis docs say the same at more length). */
+  var EXPLAIN = {
+    page_utilization: 'Live requested bytes ÷ bytes of the memory pages that hold at least one live block. ' +
+      '100% means every touched page is full of live data; a low value means live blocks are spread thinly ' +
+      'over many pages, which the allocator cannot give back to the system. Allocator-independent.',
+    free_bytes: 'Total size of the free gaps between live blocks inside the heap\'s footprint ' +
+      '(from the lowest to the highest live address).',
+    largest_free_bytes: 'The largest single free gap: the biggest request the heap could serve ' +
+      'from its current footprint without growing.',
+    external: 'External fragmentation = 1 − largest gap ÷ total free. 0% means all free space is one ' +
+      'gap; near 100% means it is splintered into many small gaps that larger requests cannot use.',
+    internal: 'Internal waste ÷ usable bytes: share of the allocator\'s usable block space that the ' +
+      'program did not request (size-class rounding).',
+    internal_bytes: 'Internal waste: usable block size − requested size, summed over live blocks.',
+    internal_waste_bytes: 'Internal waste: usable block size − requested size, summed over live blocks.',
+    live_bytes: 'Live requested heap bytes at this point.',
+    heap_bytes: 'Live requested heap bytes at this point.',
+    live_blocks: 'Number of live heap blocks at this point.',
+    blocks: 'Number of live heap blocks at this point.',
+    page_bytes: 'Bytes of the pages that hold at least one live block (the denominator of page utilization).',
+    pages_bytes: 'Bytes of the pages that hold at least one live block (the denominator of page utilization).',
+    touched_pages: 'Pages that hold at least one live block.',
+    pages: 'Pages that hold at least one live block.',
+    footprint_bytes: 'Distance from the lowest to the highest live heap address: the span the free gaps are measured in.',
+    span_bytes: 'Distance from the lowest to the highest live heap address: the span the free gaps are measured in.',
+    gaps: 'Number of free gaps between live blocks.',
+    free_gaps: 'Number of free gaps between live blocks.',
+    rss_bytes: 'Resident set size of the process at this point (whole process, not only the heap).',
+    rss_over_heap: 'RSS ÷ live heap bytes: how much resident memory each live heap byte costs. Far above 1 ' +
+      'means fragmentation, allocator caches, or non-heap memory.',
+    rss_heap_ratio: 'RSS ÷ live heap bytes: how much resident memory each live heap byte costs.',
+    time_s: 'When this point was taken, in seconds since the program started.',
+    glibc_arena_bytes: 'glibc: bytes the main arena got from the system (mallinfo2 arena).',
+    glibc_free_bytes: 'glibc: free bytes held inside malloc\'s arenas (mallinfo2 fordblks).',
+    glibc_mmap_bytes: 'glibc: bytes in blocks served directly by mmap (mallinfo2 hblkhd).',
+    glibc_releasable_bytes: 'glibc: free bytes at the top of the heap that malloc_trim could return (keepcost).'
+  };
+  var METRIC_ORDER = ['time_s', 'page_utilization', 'free_bytes', 'largest_free_bytes', 'external',
+    'internal', 'internal_bytes', 'internal_waste_bytes', 'live_bytes', 'heap_bytes', 'live_blocks', 'blocks',
+    'page_bytes', 'pages_bytes', 'pages', 'touched_pages', 'footprint_bytes', 'span_bytes', 'gaps', 'free_gaps',
+    'rss_bytes', 'rss_over_heap', 'rss_heap_ratio'];
+
+  function fmtMetric(key, v) {
+    if (v == null) return '–';
+    if (typeof v === 'boolean') return v ? 'yes' : 'no';
+    if (typeof v === 'string') return v;
+    if (typeof v !== 'number') return JSON.stringify(v);
+    if (/(^|_)bytes$/.test(key)) return fmtBytes(v);
+    if (/_pct$|_percent$/.test(key)) return v.toFixed(1) + '%';
+    if (/utilization|^external$|fraction|share|^internal$/.test(key) && Math.abs(v) <= 1.5) return fmtPct(v);
+    if (/ratio|_over_/.test(key)) return v.toFixed(2) + '×';
+    if (/(^|_)s$/.test(key)) return fmtTime(v);
+    if (/_ms$/.test(key)) return fmtMs(v);
+    return fmtNum(v);
+  }
+
+  /* {a: 1, glibc: {arena: 2}} -> {a: 1, glibc_arena: 2} */
+  function flatten(o, prefix, out) {
+    for (var k in o) {
+      var v = o[k];
+      if (v && typeof v === 'object' && !Array.isArray(v)) flatten(v, prefix + k + '_', out);
+      else if (!Array.isArray(v)) out[prefix + k] = v;
+    }
+    return out;
+  }
+
+  var RAMP = [[0, [178, 24, 43]], [25, [239, 138, 98]], [50, [253, 219, 199]], [75, [103, 169, 207]], [100, [33, 102, 172]]];
+  function rampColor(u) {
+    u = Math.max(0, Math.min(100, u));
+    for (var i = 1; i < RAMP.length; i++) {
+      if (u <= RAMP[i][0]) {
+        var a = RAMP[i - 1], b = RAMP[i], t = (u - a[0]) / (b[0] - a[0]);
+        return 'rgb(' + [0, 1, 2].map(function (j) { return Math.round(a[1][j] + (b[1][j] - a[1][j]) * t); }).join(',') + ')';
+      }
+    }
+    return 'rgb(33,102,172)';
+  }
+  var EMPTY_CELL = 'rgb(226,230,235)';
+
+  function renderFrag(body) {
+    var F = obj(D.fragmentation);
+    var points = [['at_peak', 'At peak'], ['at_end', 'At exit'], ['worst', 'Worst point']]
+      .filter(function (p) { return F[p[0]] && typeof F[p[0]] === 'object'; });
+    if (points.length) {
+      var flat = points.map(function (p) { return flatten(obj(F[p[0]]), '', {}); });
+      var keys = [];
+      METRIC_ORDER.forEach(function (k) { if (flat.some(function (f) { return k in f; })) keys.push(k); });
+      flat.forEach(function (f) { Object.keys(f).sort().forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); }); });
+      var tb = h('tbody');
+      keys.forEach(function (k) {
+        tb.appendChild(h('tr', null, [h('td', { class: 'metric' }, k)].concat(
+          flat.map(function (f) { return h('td', { class: 'num' }, fmtMetric(k, f[k])); }),
+          [h('td', { class: 'explain' }, EXPLAIN[k] || '')])));
+      });
+      append(body, h('div', { class: 'tablewrap' }, h('table', { class: 'data metrics' }, [
+        h('thead', null, h('tr', null, [h('th', null, 'Metric')].concat(
+          points.map(function (p) { return h('th', { class: 'num' }, p[1]); }), [h('th', null, 'What it means')]))),
+        tb])));
+    } else {
+      noData(body, 'No fragmentation numbers in this report.');
+    }
+
+    body.appendChild(h('h3', null, 'Heap maps'));
+    body.appendChild(h('p', { class: 'note' },
+      'Each cell is a slice of the heap\'s address range, shaded by how much of it live blocks use ' +
+      '(page utilization of that slice). Red, thinly used cells scattered between blue ones are ' +
+      'fragmentation: memory the process holds but cannot use for larger blocks.'));
+    var legend = h('div', { class: 'ramp' }, [
+      '0%', h('span', { class: 'bar', style: 'background:linear-gradient(90deg,' +
+        RAMP.map(function (r) { return rampColor(r[0]) + ' ' + r[0] + '%'; }).join(',') + ')' }),
+      '100% used', h('span', { class: 'swatch', style: 'background:' + EMPTY_CELL }), 'no live block'
+    ]);
+    body.appendChild(legend);
+    var maps = obj(F.heap_maps), grid = h('div', { class: 'heapmaps' });
+    body.appendChild(grid);
+    /* Both boxes go in before either is drawn: a canvas is sized from its
+     * grid column, which depends on how many columns there are. */
+    var boxes = [['at_peak', 'At peak'], ['at_end', 'At exit']].map(function (p) {
+      return grid.appendChild(h('div', { class: 'heapmap', id: 'heapmap-' + p[0] }));
+    });
+    heapMap(boxes[0], 'At peak', obj(maps.at_peak));
+    heapMap(boxes[1], 'At exit', obj(maps.at_end));
+  }
+
+  function heapMap(box, title, hm) {
+    var cells = arr(hm.cells);
+    box.appendChild(h('h3', null, title));
+    if (!cells.length) return noData(box, 'No heap map for this point.');
+    var cellBytes = num(hm.cell_bytes), baseNum = typeof hm.base === 'string' ? parseInt(hm.base, 16) : num(hm.base);
+    var used = 0;
+    cells.forEach(function (c) { if (num0(c) >= 0) used++; });
+    box.appendChild(h('div', { class: 'caption' }, fmtNum(cells.length) + ' cells' +
+      (cellBytes ? ' of ' + fmtBytes(cellBytes) : '') + (hm.base != null ? ' from ' + fmtAddr(hm.base) : '') +
+      (cellBytes ? ' (span ' + fmtBytes(cellBytes * cells.length) + ')' : '') + ' · ' + fmtNum(used) + ' hold live blocks'));
+    var holder = h('div');
+    box.appendChild(holder);
+
+    function draw() {
+      clear(holder);
+      var W = Math.min(widthOf(box, 600), 760), maxH = 260, n = cells.length;
+      var cs = Math.max(2, Math.min(16, Math.floor(Math.sqrt(W * maxH / n))));
+      var cols = Math.max(1, Math.floor(W / cs));
+      /* More cells than pixels: each drawn cell averages k cells. */
+      var k = Math.max(1, Math.ceil(n / (cols * Math.floor(1200 / cs))));
+      var m = Math.ceil(n / k), rows = Math.ceil(m / cols);
+      var dpr = window.devicePixelRatio || 1;
+      var cv = h('canvas', { width: Math.round(cols * cs * dpr), height: Math.round(rows * cs * dpr),
+                             role: 'img', 'aria-label': 'heap map ' + title });
+      cv.style.width = cols * cs + 'px';
+      cv.style.height = rows * cs + 'px';
+      var ctx = cv.getContext('2d');
+      ctx.scale(dpr, dpr);
+      var gap = cs >= 6 ? 1 : 0;
+      for (var i = 0; i < m; i++) {
+        var sum = 0, cnt = 0;
+        for (var j = i * k; j < Math.min(n, (i + 1) * k); j++) {
+          var u = num(cells[j]);
+          if (u != null && u >= 0) { sum += u; cnt++; }
+        }
+        ctx.fillStyle = cnt ? rampColor(sum / cnt) : EMPTY_CELL;
+        ctx.fillRect((i % cols) * cs, Math.floor(i / cols) * cs, cs - gap, cs - gap);
+      }
+      cv.addEventListener('mousemove', function (ev) {
+        var r = cv.getBoundingClientRect();
+        var cx = Math.floor((ev.clientX - r.left) / cs), cy = Math.floor((ev.clientY - r.top) / cs);
+        var i = cy * cols + cx;
+        if (cx < 0 || cx >= cols || i < 0 || i >= m) return hideTip();
+        var lo = i * k, hi = Math.min(n, (i + 1) * k) - 1, vals = [];
+        for (var j = lo; j <= hi; j++) vals.push(num(cells[j]));
+        var live = vals.filter(function (v) { return v != null && v >= 0; });
+        var addr = baseNum != null && cellBytes ? fmtAddr(baseNum + lo * cellBytes) + ' – ' + fmtAddr(baseNum + (hi + 1) * cellBytes) : null;
+        showTip(ev, [tipTitle(k > 1 ? 'cells ' + lo + '–' + hi : 'cell ' + lo), tipLoc(addr), tipRows([
+          cellBytes ? ['size', fmtBytes(cellBytes * (hi - lo + 1))] : null,
+          ['used by live blocks', live.length ? (k > 1 ? 'avg ' : '') +
+            (live.reduce(function (a, b) { return a + b; }, 0) / live.length).toFixed(0) + '%' : 'no live block']
+        ])]);
+      });
+      cv.addEventListener('mouseleave', hideTip);
+      holder.appendChild(cv);
+    }
+    draw();
+    redraws.push(draw);
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* Histograms                                                              */
+  /* ---------------------------------------------------------------------- */
+
+  function renderHists(body) {
+    var H = obj(D.histograms), grid = h('div', { class: 'hists' });
+    body.appendChild(grid);
+    var a = h('div', { id: 'hist-sizes' }), b = h('div', { id: 'hist-lifetimes' });
+    append(grid, [a, b]);
+    histogram(a, 'Allocation sizes', arr(H.sizes), fmtBytes, true);
+    histogram(b, 'Lifetimes (allocation to free)', arr(H.lifetimes_ms), fmtMs, false);
+  }
+
+  function histogram(box, title, buckets, fmtLe, hasBytes) {
+    box.appendChild(h('h3', null, title));
+    buckets = buckets.map(obj);
+    if (!buckets.length) return noData(box, 'No data.');
+    var modes = [{ key: 'count', label: 'Count', fmt: fmtNum }];
+    if (hasBytes && buckets.some(function (x) { return x.bytes != null; }))
+      modes.push({ key: 'bytes', label: 'Bytes', fmt: fmtBytes });
+    var mode = modes[0];
+    var seg = h('div', { class: 'seg' });
+    modes.forEach(function (md) {
+      var btn = h('button', { type: 'button' }, md.label);
+      btn.addEventListener('click', function () { mode = md; draw(); });
+      seg.appendChild(btn);
+    });
+    if (modes.length > 1) box.appendChild(h('div', { class: 'controls' }, seg));
+    var chart = h('div', { class: 'chart' });
+    box.appendChild(chart);
+    function label(i) {
+      var le = buckets[i].le, open = le == null || le === 'inf' || le === '+Inf' || num(le) == null;
+      if (!open) return '≤ ' + fmtLe(num(le));
+      return i > 0 && num(buckets[i - 1].le) != null ? '> ' + fmtLe(num(buckets[i - 1].le)) : 'all';
+    }
+    function draw() {
+      Array.prototype.forEach.call(seg.children, function (btn, i) { btn.classList.toggle('on', modes[i] === mode); });
+      clear(chart);
+      var W = widthOf(chart, 600), Ht = 230, m = { l: 64, r: 8, t: 10, b: 58 };
+      var pw = W - m.l - m.r, ph = Ht - m.t - m.b, n = buckets.length;
+      var vals = buckets.map(function (x) { return num0(x[mode.key]); });
+      var total = vals.reduce(function (p, q) { return p + q; }, 0);
+      var mx = Math.max.apply(null, vals.concat([1]));
+      var yt = ticks(mx * 1.05, 4, mode.key === 'bytes'), top = Math.max(yt[yt.length - 1], mx);
+      var svg = s('svg', { width: W, height: Ht, viewBox: '0 0 ' + W + ' ' + Ht, role: 'img', 'aria-label': title });
+      yt.forEach(function (v) {
+        var y = m.t + ph - v / top * ph;
+        svg.appendChild(s('line', { class: 'grid', x1: m.l, x2: m.l + pw, y1: y, y2: y }));
+        svg.appendChild(s('text', { x: m.l - 6, y: y + 4, 'text-anchor': 'end' },
+          mode.key === 'bytes' ? fmtBytes(v, true) : fmtNum(v)));
+      });
+      var bw = pw / n, every = Math.max(1, Math.ceil(14 / bw));
+      buckets.forEach(function (bk, i) {
+        var v = vals[i], bh = v / top * ph, x = m.l + i * bw;
+        var r = s('rect', { class: 'barv', x: (x + 1).toFixed(1), y: (m.t + ph - bh).toFixed(1),
+                            width: Math.max(bw - 2, 1).toFixed(1), height: Math.max(bh, v > 0 ? 1 : 0).toFixed(1) });
+        r.addEventListener('mousemove', function (ev) {
+          showTip(ev, [tipTitle(label(i)), tipRows([
+            ['count', fmtNum(bk.count)], bk.bytes != null ? ['bytes', fmtBytes(bk.bytes)] : null,
+            ['share', total ? fmtPct(v / total) : '–']])]);
+        });
+        r.addEventListener('mouseleave', hideTip);
+        svg.appendChild(r);
+        if (i % every === 0) {
+          var tx = x + bw / 2, ty = m.t + ph + 10;
+          svg.appendChild(s('text', { x: tx, y: ty, 'text-anchor': 'end',
+                                      transform: 'rotate(-40 ' + tx.toFixed(1) + ' ' + ty + ')' }, label(i)));
+        }
+      });
+      svg.appendChild(s('line', { class: 'axis', x1: m.l, x2: m.l + pw, y1: m.t + ph, y2: m.t + ph }));
+      chart.appendChild(svg);
+    }
+    draw();
+    redraws.push(draw);
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* Suggestions                                                             */
+  /* ---------------------------------------------------------------------- */
+
+  var STRATEGIES = {
+    slab: 'one size, many objects: a slab of fixed-size slots',
+    pool: 'a free list of same-sized objects reused instead of freed',
+    arena: 'bump allocation, all freed together at the end of a phase',
+    segregated_fit: 'size classes with their own free lists',
+    buddy: 'power-of-two blocks that split and merge',
+    tlsf: 'two-level segregated fit: O(1) general-purpose allocation',
+    reserve_capacity: 'reserve the final size up front instead of growing step by step',
+    reuse_buffer: 'keep one buffer and reuse it across iterations',
+    stack: 'short-lived and small: keep it on the stack',
+    separate_lifetimes: 'long- and short-lived blocks interleave: allocate them apart',
+    allocator_tuning: 'allocator settings (arenas, trim threshold, mmap threshold)',
+    gpu_caching_pool: 'a caching pool for device memory',
+    gpu_async_alloc: 'stream-ordered allocation (cudaMallocAsync)',
+    gpu_expandable_segments: 'expandable segments to avoid fragmenting device memory',
+    gpu_avoid_empty_cache: 'avoid emptying the cache in a loop',
+    gpu_reuse_pinned: 'reuse pinned host buffers',
+    gpu_checkpoint_or_offload: 'recompute or offload to cut the device peak'
+  };
+
+  function siteRef(ref) {
+    if (ref == null) return null;
+    var st = typeof ref === 'object' ? ref : sitesById.get(String(ref));
+    var out = h('div', { class: 'where' });
+    if (st) {
+      var f0 = siteFrames(st)[0];
+      append(out, ['at ' + frameName(f0) + (frameLoc(f0) ? ' (' + frameLoc(f0) + ')' : '')]);
+      var id = typeof ref === 'object' ? st.id : ref;
+      if (id != null && sitesById.has(String(id))) {
+        var a = h('a', { class: 'jump' }, 'site #' + id);
+        a.addEventListener('click', function () { if (siteTables.sites) siteTables.sites.show(id); });
+        append(out, [' · ', a]);
+      }
+    } else {
+      append(out, 'site ' + String(ref));
+    }
+    return out;
+  }
+
+  function evidence(ev) {
+    if (ev == null || ev === '') return null;
+    if (typeof ev !== 'object') return h('div', { class: 'note' }, String(ev));
+    if (Array.isArray(ev)) return h('ul', null, ev.map(function (x) {
+      return h('li', null, typeof x === 'object' ? JSON.stringify(x) : String(x));
+    }));
+    var dl = h('dl');
+    Object.keys(ev).forEach(function (k) {
+      append(dl, [h('dt', null, k), h('dd', null, fmtMetric(k, ev[k]))]);
+    });
+    return dl;
+  }
+
+  function renderSuggestions(body) {
+    var list = arr(D.suggestions).map(obj);
+    if (!list.length) return noData(body, 'No suggestions: no site matched a pattern that another allocation strategy serves better.');
+    list = list.map(function (x, i) { return [x, i]; }).sort(function (a, b) {
+      return num0(b[0].estimated_saving_bytes) - num0(a[0].estimated_saving_bytes) || a[1] - b[1];
+    }).map(function (x) { return x[0]; });
+    list.forEach(function (sg) {
+      var strat = sg.strategy != null ? String(sg.strategy) : '?';
+      append(body, h('div', { class: 'sugg' }, [
+        h('div', { class: 'head' }, [
+          h('span', { class: 'strategy', title: STRATEGIES[strat] || null }, strat),
+          STRATEGIES[strat] ? h('span', { class: 'note' }, STRATEGIES[strat]) : null,
+          num(sg.estimated_saving_bytes) > 0 ? h('span', { class: 'saving' }, 'saves ~' + fmtBytes(sg.estimated_saving_bytes))
+            : sg.estimated_saving_bytes != null ? h('span', { class: 'saving none' }, 'no memory saving estimated') : null
+        ]),
+        sg.message != null ? h('div', { class: 'msg' }, String(sg.message)) : null,
+        siteRef(sg.site),
+        evidence(sg.evidence)
+      ]));
+    });
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* GPU                                                                     */
+  /* ---------------------------------------------------------------------- */
+
+  function renderGpu(body) {
+    var dev = arr(obj(D.gpu).devices).map(obj);
+    if (!dev.length) return noData(body, 'No GPU allocations were recorded (the program made none, or ' +
+      'memlens ran without CUPTI support).');
+    dataTable(body, {
+      noun: 'devices', one: 'device', rows: dev, sort: { key: 'peak', desc: true },
+      columns: [
+        { key: 'device', label: 'Device', value: function (r) { return r.device != null ? String(r.device) : null; } },
+        bytesCol('peak', 'Peak', 'peak_bytes'), bytesCol('leaked', 'Leaked', 'leaked_bytes'),
+        countCol('allocs', 'Alloc calls', 'alloc_calls'), countCol('frees', 'Free calls', 'free_calls')
+      ],
+      text: function (r) { return String(r.device).toLowerCase(); }
+    });
+  }
+
+  /* ---------------------------------------------------------------------- */
+  /* Go                                                                      */
+  /* ---------------------------------------------------------------------- */
+
+  var SECTIONS = [['summary', renderSummary], ['timeline', renderTimeline], ['flame', renderFlame],
+    ['sites', renderSites], ['leaks', renderLeaks], ['peak-sites', renderPeakSites],
+    ['fragmentation', renderFrag], ['histograms', renderHists], ['suggestions', renderSuggestions],
+    ['gpu', renderGpu]];
+  SECTIONS.forEach(function (sec) {
+    var body = document.querySelector('#' + sec[0] + ' > .body');
+    try {
+      sec[1](body);
+    } catch (e) {
+      reportError(sec[0] + ': ' + (e && e.stack || e));
+      clear(body);
+      noData(body, 'This section could not be drawn (see the error above).');
+    }
+  });
+
+  /* Where the charts are, for the browser test (tests/e2e/test_html_browser.sh
+   * checks that these page areas of the screenshot are not blank). */
+  var layout = { rendered: true, charts: {} };
+  ['timeline-chart', 'flame-chart', 'heapmap-at_peak', 'heapmap-at_end', 'hist-sizes'].forEach(function (id) {
+    var el = document.getElementById(id);
+    if (!el) return;
+    var r = el.getBoundingClientRect();
+    layout.charts[id] = { x: Math.round(r.left + window.scrollX), y: Math.round(r.top + window.scrollY),
+                          w: Math.round(r.width), h: Math.round(r.height) };
+  });
+  layout.flameRects = document.querySelectorAll('#flame-chart rect').length;
+  layout.timelinePaths = document.querySelectorAll('#timeline-chart path').length;
+  document.getElementById('ml-layout').textContent = JSON.stringify(layout);
+})();
