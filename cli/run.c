@@ -44,7 +44,7 @@
 
 typedef struct {
     const char *out;
-    bool follow_fork, quiet, unwind_fp;
+    bool follow_fork, quiet, unwind_fp, no_gpu;
     uint64_t sample_bytes;
     uint32_t depth, ring_slots;
     int argc;
@@ -174,7 +174,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
             }
             o->depth = (uint32_t)v;
         } else if (!strcmp(a, "--no-gpu")) {
-            /* GPU collection is not built yet; nothing to turn off. */
+            o->no_gpu = true;
         } else if (!strcmp(a, "--live")) {
             ml_die_msg("--live needs the terminal viewer, which this build does not have yet");
             return -1;
@@ -509,6 +509,32 @@ static void exit_scan(session_t *s, proc_t *p) {
     ml_atomic_store_release(&p->ring->exit_scan, ML_EXIT_SCAN_DONE);
 }
 
+/* An ML_BLOB_GPU payload (docs/gpu.md) as an ML_T_GPU_ALLOC/FREE record.
+ * A shorter payload (an older libmemlens) reads as zeros past its end. */
+static bool deliver_gpu(ml_record_t *r, const ml_event_t *ev, const uint8_t *blob) {
+    ml_gpu_event_t g;
+    memset(&g, 0, sizeof g);
+    if (ev->size < offsetof(ml_gpu_event_t, handle)) return false;
+    memcpy(&g, blob, ev->size < sizeof g ? ev->size : sizeof g);
+    if (g.op != ML_GPU_OP_ALLOC && g.op != ML_GPU_OP_FREE && g.op != ML_GPU_OP_FREE_FAILED &&
+        g.op != ML_GPU_OP_CTX_DESTROY && g.op != ML_GPU_OP_POOL_TRIM)
+        return false;
+    r->tag = g.op == ML_GPU_OP_ALLOC ? ML_T_GPU_ALLOC : ML_T_GPU_FREE;
+    r->u.gpu.op = g.op;
+    r->u.gpu.kind = g.kind;
+    r->u.gpu.flags = g.flags;
+    r->u.gpu.device = g.device;
+    r->u.gpu.context = g.context;
+    r->u.gpu.stack = g.op == ML_GPU_OP_ALLOC ? g.stack : 0;
+    r->u.gpu.cbid = g.cbid;
+    r->u.gpu.correlation = g.correlation;
+    r->u.gpu.stream = g.stream;
+    r->u.gpu.ptr = g.ptr;
+    r->u.gpu.size = g.size;
+    r->u.gpu.handle = g.handle;
+    return true;
+}
+
 /* Translates one ring event (and its blob payload) into a trace record. */
 static void deliver(session_t *s, proc_t *p, const ml_event_t *ev, const uint8_t *blob) {
     ml_record_t r;
@@ -598,6 +624,9 @@ static void deliver(session_t *s, proc_t *p, const ml_event_t *ev, const uint8_t
             r.u.proc_exit.nested_skipped = e.nested_skipped;
             break;
         }
+        case ML_BLOB_GPU:
+            if (!deliver_gpu(&r, ev, blob)) return;
+            break;
         default:
             return;
         }
@@ -802,6 +831,35 @@ static char *env_entry(const char *name, const char *value) {
     return e;
 }
 
+/* The CUPTI collector (docs/gpu.md): CUDA_INJECTION64_PATH names
+ * libmemlens_cupti.so beside libmemlens.so, so that the CUDA driver loads it
+ * at cuInit in processes that use CUDA, and only in those. Returns the entry
+ * to add, or NULL: --no-gpu, a build without CUPTI, or the variable already
+ * set by the user or another CUDA tool (Nsight, compute-sanitizer), which is
+ * left alone with a warning since only one injection library can be named. */
+static char *gpu_env_entry(const session_t *s, const char *lib) {
+    static char entry[PATH_MAX + 32];
+    if (s->o.no_gpu) return NULL;
+    char cupti[PATH_MAX];
+    snprintf(cupti, sizeof cupti, "%s", lib);
+    char *slash = strrchr(cupti, '/');
+    size_t dir = slash ? (size_t)(slash - cupti) + 1 : 0;
+    if (snprintf(cupti + dir, sizeof cupti - dir, "libmemlens_cupti.so") >= (int)(sizeof cupti - dir) ||
+        access(cupti, R_OK) != 0)
+        return NULL;
+    const char *cur = getenv("CUDA_INJECTION64_PATH");
+    if (cur && *cur) {
+        if (strcmp(cur, cupti) != 0)
+            fprintf(stderr,
+                    "memlens: warning: CUDA_INJECTION64_PATH is already set (to %s), so GPU "
+                    "allocations will not be recorded; unset it to record them, or pass --no-gpu\n",
+                    cur);
+        return NULL;
+    }
+    snprintf(entry, sizeof entry, "CUDA_INJECTION64_PATH=%s", cupti);
+    return entry;
+}
+
 static char **build_env(const session_t *s, const char *lib) {
     extern char **environ;
     size_t n = 0;
@@ -822,6 +880,8 @@ static char **build_env(const session_t *s, const char *lib) {
     env[k++] = env_entry("LD_PRELOAD", pre);
     env[k++] = env_entry("ML_LD_PRELOAD_ORIG", orig ? orig : "");
     env[k++] = env_entry("ML_CTL", s->ctl_path);
+    char *gpu = gpu_env_entry(s, lib);
+    if (gpu) env[k++] = gpu;
     env[k] = NULL;
     return env;
 }
