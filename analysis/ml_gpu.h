@@ -1,0 +1,197 @@
+/* ml_gpu.h - GPU memory analysis: what the CUPTI collector's records say.
+ *
+ * High-level; may allocate. Part of the analysis library: ml_analysis_feed()
+ * hands every record to ml_gpu_feed(), which ignores everything but the GPU
+ * records (ML_T_GPU_ALLOC / ML_T_GPU_FREE, docs/gpu.md) and costs nothing for
+ * traces without them (no state is allocated until the first GPU record).
+ * Memory is proportional to the live GPU allocations and the distinct
+ * (device, stack, kind) sites, never to the trace length.
+ *
+ * Accounting, per device ordinal:
+ *   - device bytes: memory on the device: device, pitch, managed, async,
+ *     pool, array (estimated) and VMM physical memory located on a device.
+ *     The peak, the timeline and leaks are in these bytes.
+ *   - pinned host bytes: host_pinned, host_registered, VMM physical memory
+ *     on the host. Reported separately (they are host RAM the OS cannot
+ *     page), attributed to the device whose context allocated them.
+ *   - address space only: vmm_reserve and vmm_map have no bytes of their own
+ *     (cuMemCreate has them); maps feed the address-space fragmentation.
+ *   - VMM physical memory lives while it is not released or still mapped
+ *     (cuMemRelease of a mapped handle defers the free to the last unmap).
+ *   - A context destroyed while holding allocations frees them all; those
+ *     bytes count as leaked ("at context destroy"), as compute-sanitizer's
+ *     leak check counts them; VMM memory is not owned by a context.
+ *   - Leaked = live at the end of the trace + freed by context destruction.
+ *
+ * Sites are (device, allocation stack, kind). A site's peak bytes are what it
+ * held when its device reached its peak (lazily snapshotted at the first
+ * decrease after a new peak, so a growth phase costs nothing).
+ */
+#ifndef ML_GPU_H
+#define ML_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "ml_analysis.h"
+
+typedef struct ml_gpu_s ml_gpu_t;
+
+/** Consumes one record (any tag). Allocates *g at the first GPU record.
+ * When `t` is given, keeps t->gpu_bytes / t->peak_gpu_bytes (device bytes,
+ * all devices) current for the heap timeline. Out of memory drops the record
+ * and counts it (ml_gpu_summary_t.dropped). */
+void ml_gpu_feed(ml_gpu_t **g, const ml_record_t *r, ml_totals_t *t);
+
+/** Frees the state (NULL is fine). */
+void ml_gpu_free(ml_gpu_t *g);
+
+/** The GPU state of an analysis session, NULL when its trace has no GPU
+ * records. Valid until the session is fed again or freed. */
+const ml_gpu_t *ml_analysis_gpu(const ml_analysis_t *a);
+
+/* ------------------------------------------------------------------------- */
+/* Queries                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/** Per-kind counters of one device. */
+typedef struct {
+    uint64_t alloc_calls, free_calls, bytes_allocated;
+    uint64_t live_bytes, live_blocks; /* now (at the end once the trace was fed) */
+    uint64_t peak_bytes;              /* this kind's own maximum */
+    uint64_t leaked_bytes, leaked_blocks; /* live now + freed by context destruction */
+} ml_gpu_kind_stats_t;
+
+/** Address-space fragmentation of a device's live allocations (device
+ * pointers and VMM mappings), as gaps between them in the device's virtual
+ * address space: span = first start to last end, holes = the gaps. */
+typedef struct {
+    bool valid;
+    uint32_t time_ms;
+    uint64_t live_bytes, blocks;
+    uint64_t span_bytes;   /* from the lowest live address to the end of the highest */
+    uint64_t hole_bytes, holes, largest_hole_bytes;
+    double utilization;    /* live / span (1 when nothing is live) */
+    double external;       /* 1 - largest hole / hole bytes (0 without holes) */
+} ml_gpu_frag_t;
+
+#define ML_GPU_SIZE_CLASSES 64
+
+typedef struct {
+    int32_t device;            /* ordinal; ML_GPU_DEVICE_UNKNOWN (-1) for unattributed events */
+    uint64_t alloc_calls, free_calls, bytes_allocated; /* every kind */
+    uint64_t live_bytes, live_blocks;   /* device bytes now */
+    uint64_t peak_bytes, peak_blocks;   /* device bytes at the peak */
+    uint32_t peak_time_ms;
+    uint64_t leaked_bytes, leaked_blocks; /* device bytes: live now + at context destroy */
+    uint64_t ctx_destroy_bytes, ctx_destroy_blocks; /* device bytes freed by context destruction */
+    uint64_t pinned_live_bytes, pinned_peak_bytes, pinned_leaked_bytes, pinned_bytes_allocated;
+    uint64_t pinned_alloc_calls, pinned_free_calls;
+    uint64_t unknown_frees;   /* frees of addresses never seen allocated (before injection?) */
+    uint64_t failed_frees;    /* frees the driver refused (the block lives on) */
+    uint32_t empty_cache_cycles; /* free-almost-everything bursts followed by re-allocation */
+    uint32_t pool_trims;
+    ml_gpu_kind_stats_t kinds[ML_GPU_KIND_COUNT_];
+    ml_gpu_frag_t frag_peak, frag_now;
+    /* size class k: requests of (2^(k-1), 2^k] bytes (k = 0: 0 and 1 byte) */
+    uint64_t size_count[ML_GPU_SIZE_CLASSES], size_bytes[ML_GPU_SIZE_CLASSES];
+} ml_gpu_device_t;
+
+typedef struct {
+    size_t ndevices;
+    uint64_t gpu_records;     /* GPU records fed */
+    uint64_t dropped;         /* records dropped (out of memory) */
+    uint32_t first_time_ms, last_time_ms;
+    uint64_t live_bytes, peak_bytes; /* device bytes, all devices together */
+    uint32_t peak_time_ms;
+    uint64_t pinned_live_bytes, pinned_peak_bytes; /* pinned host bytes, all devices */
+    uint64_t contexts_destroyed;
+} ml_gpu_summary_t;
+
+/** Totals over all devices. */
+const ml_gpu_summary_t *ml_gpu_summary(const ml_gpu_t *g);
+
+/** Devices in ascending ordinal order (the unknown device, if any, first). */
+size_t ml_gpu_device_count(const ml_gpu_t *g);
+const ml_gpu_device_t *ml_gpu_device(const ml_gpu_t *g, size_t i);
+
+/** Device bytes of all devices now: what the heap timeline's gpu_bytes shows. */
+uint64_t ml_gpu_live_bytes(const ml_gpu_t *g);
+
+/* Per-device timeline, on the trace's clock (the same as the heap's): a
+ * point per interval, holding the largest value in it and the value at its
+ * end. At most ML_GPU_TIMELINE_MAX points per device; intervals double as
+ * needed, so the whole run is always covered. */
+typedef struct {
+    uint32_t time_ms;  /* start of the interval */
+    uint64_t max_bytes, last_bytes;
+} ml_gpu_point_t;
+
+#define ML_GPU_TIMELINE_MAX 1000
+
+size_t ml_gpu_timeline(const ml_gpu_t *g, size_t device_index, const ml_gpu_point_t **points);
+
+/* One site: an allocation stack on one device, allocating one kind. */
+typedef struct {
+    int32_t device;
+    uint32_t stack;            /* leaf node id of the CPU stack (0: none recorded) */
+    uint8_t kind;              /* ml_gpu_kind_t */
+    uint64_t alloc_calls, bytes_allocated;
+    uint64_t frees;            /* explicit frees of its blocks: alloc/free pairs */
+    uint64_t live_bytes, live_blocks;
+    uint64_t peak_bytes, peak_blocks;     /* held at its device's peak */
+    uint64_t leaked_bytes, leaked_blocks; /* live now + freed by context destruction */
+    uint64_t ctx_destroy_bytes;
+    uint64_t lifetime_ms_sum;  /* over freed blocks */
+    uint64_t min_size, max_size;
+    uint32_t distinct_sizes;   /* up to ML_GPU_SITE_SIZES; more reads as ML_GPU_SITE_SIZES + 1 */
+    uint64_t top_size, top_size_count; /* the most frequent request size */
+} ml_gpu_site_t;
+
+#define ML_GPU_SITE_SIZES 8
+
+typedef enum {
+    ML_GPU_BY_PEAK = 0,   /* peak_bytes, largest first (sites with 0 left out) */
+    ML_GPU_BY_LEAKED = 1, /* leaked_bytes */
+    ML_GPU_BY_CHURN = 2,  /* frees (alloc/free pairs) */
+    ML_GPU_BY_ALLOCATED = 3,
+} ml_gpu_order_t;
+
+/** Copies up to `max` sites of device `device_index` (every device when
+ * SIZE_MAX) into out, ordered as asked, leaving out sites whose sort key is
+ * 0. Returns how many were copied. */
+size_t ml_gpu_sites(const ml_gpu_t *g, size_t device_index, ml_gpu_order_t order,
+                    ml_gpu_site_t *out, size_t max);
+
+/** Alloc/free pairs per second of a site over the trace's duration. */
+double ml_gpu_site_pairs_per_s(const ml_gpu_t *g, const ml_gpu_site_t *s);
+
+/* ------------------------------------------------------------------------- */
+/* Advice                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* A GPU suggestion, in the vocabulary of DESIGN.md (strategy names below);
+ * the strategy advisor merges these into the report's suggestions[]. */
+typedef struct {
+    const char *strategy;      /* gpu_caching_pool, gpu_async_alloc, gpu_expandable_segments,
+                                * gpu_avoid_empty_cache, gpu_reuse_pinned,
+                                * gpu_checkpoint_or_offload */
+    int32_t device;
+    uint32_t stack;            /* the site's allocation stack; 0 for device-wide advice */
+    uint8_t kind;              /* the site's ml_gpu_kind_t (device-wide: 0) */
+    uint64_t estimated_saving_bytes; /* peak bytes saved; 0 when the gain is time, not bytes */
+    /* evidence */
+    uint64_t calls, pairs, bytes;
+    double pairs_per_s;
+    uint32_t distinct_sizes, cycles;
+    double share;              /* of the device's peak (checkpoint/offload), holes/span, ... */
+    char message[512];         /* what to change, in plain words */
+    char evidence[256];        /* the numbers behind it, as text */
+} ml_gpu_suggestion_t;
+
+/** Evaluates the GPU advice rules (docs/gpu.md lists them with their
+ * thresholds) and writes up to `max` suggestions, most valuable first.
+ * Returns how many were written. Nothing is suggested without evidence. */
+size_t ml_gpu_suggest(const ml_gpu_t *g, ml_gpu_suggestion_t *out, size_t max);
+
+#endif
