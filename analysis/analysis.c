@@ -1,42 +1,58 @@
-/* analysis.c - the streaming core: live heap map, totals, peak. */
-#include "ml_analysis.h"
+/* analysis.c - the streaming pass: live heap map, totals, peak, per-stack
+ * statistics, pages, timeline, histograms, threads.
+ *
+ * Everything here is O(1) per record (amortized hash-map work), and memory
+ * is proportional to the live blocks, the distinct stacks and the pages that
+ * hold live blocks. Two techniques keep "what was true at the peak"
+ * available at the end without a second pass:
+ *
+ * Lazy per-stack peak snapshots. Each stack remembers the event number of
+ * its last change. The peak is reached at an allocation event P. When a
+ * stack is about to change at an event after P and its last change was at
+ * or before P, its current value is exactly its value at P, so it is copied
+ * into peak_bytes first. At the end, stacks that did not change since P copy
+ * their current value. A later, higher peak simply moves P; stale snapshots
+ * are overwritten the same way. O(1) per event, exact.
+ *
+ * The graveyard. Fragmentation at the peak needs the addresses of the
+ * blocks live at P, long after many of them were freed. Every block carries
+ * the event number of its allocation. A block freed after P that was
+ * allocated at or before P goes into P's graveyard; a new peak empties it.
+ * At the end, the blocks live at P are exactly the live blocks allocated at
+ * or before P plus the graveyard. The graveyard never holds more blocks than
+ * were live at P. The worst moment (the largest page waste, see pages below)
+ * keeps a second graveyard the same way.
+ */
+#define _GNU_SOURCE
+#include "analysis_internal.h"
+#include "ml_gpu.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------- */
 /* Live block map: open addressing on the block address                      */
 /* ------------------------------------------------------------------------- */
 
-typedef struct {
-    uint64_t ptr; /* 0: empty; tombstones are avoided by backward-shift deletion */
-    uint64_t size;
-    uint32_t stack;
-    uint32_t time_ms;
-} block_t;
-
-typedef struct {
-    block_t *e;
-    uint64_t cap, count;
-} block_map_t;
-
-static inline uint64_t hash_ptr(uint64_t p) {
+static inline uint64_t hash_u64(uint64_t p) {
     p ^= p >> 33;
     p *= 0xff51afd7ed558ccdull;
     p ^= p >> 33;
     return p;
 }
 
-static int map_grow(block_map_t *m) {
+static int map_grow(ml__block_map_t *m) {
     uint64_t ncap = m->cap ? m->cap * 2 : 1024;
-    block_t *n = calloc(ncap, sizeof *n);
+    ml__block_t *n = calloc(ncap, sizeof *n);
     if (!n) return -ENOMEM;
     for (uint64_t i = 0; i < m->cap; i++) {
         if (!m->e[i].ptr) continue;
-        uint64_t j = hash_ptr(m->e[i].ptr) & (ncap - 1);
+        uint64_t j = hash_u64(m->e[i].ptr) & (ncap - 1);
         while (n[j].ptr) j = (j + 1) & (ncap - 1);
         n[j] = m->e[i];
     }
@@ -46,34 +62,32 @@ static int map_grow(block_map_t *m) {
     return 0;
 }
 
-static block_t *map_find(block_map_t *m, uint64_t ptr) {
-    if (!m->cap) return NULL;
-    for (uint64_t i = hash_ptr(ptr) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+static ml__block_t *map_find(const ml__block_map_t *m, uint64_t ptr) {
+    if (!m->cap || !ptr) return NULL;
+    for (uint64_t i = hash_u64(ptr) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         if (m->e[i].ptr == ptr) return &m->e[i];
         if (!m->e[i].ptr) return NULL;
     }
 }
 
-/* Inserts or replaces; returns the previous block's size through *old (or
- * UINT64_MAX when there was none). */
-static int map_put(block_map_t *m, const block_t *b, uint64_t *old) {
-    *old = UINT64_MAX;
-    if ((m->count + 1) * 4 > m->cap * 3 && map_grow(m) < 0) return -ENOMEM;
-    uint64_t i = hash_ptr(b->ptr) & (m->cap - 1);
-    while (m->e[i].ptr && m->e[i].ptr != b->ptr) i = (i + 1) & (m->cap - 1);
-    if (m->e[i].ptr) *old = m->e[i].size;
+/* Inserts, or returns the existing entry with the same address in *old. */
+static ml__block_t *map_slot(ml__block_map_t *m, uint64_t ptr, bool *existed) {
+    *existed = false;
+    if ((m->count + 1) * 4 > m->cap * 3 && map_grow(m) < 0) return NULL;
+    uint64_t i = hash_u64(ptr) & (m->cap - 1);
+    while (m->e[i].ptr && m->e[i].ptr != ptr) i = (i + 1) & (m->cap - 1);
+    if (m->e[i].ptr) *existed = true;
     else m->count++;
-    m->e[i] = *b;
-    return 0;
+    return &m->e[i];
 }
 
-static void map_remove(block_map_t *m, block_t *e) {
+static void map_remove(ml__block_map_t *m, ml__block_t *e) {
     uint64_t mask = m->cap - 1;
     uint64_t i = (uint64_t)(e - m->e);
     m->count--;
     /* Backward-shift deletion keeps probe chains intact without tombstones. */
     for (uint64_t j = (i + 1) & mask; m->e[j].ptr; j = (j + 1) & mask) {
-        uint64_t home = hash_ptr(m->e[j].ptr) & mask;
+        uint64_t home = hash_u64(m->e[j].ptr) & mask;
         if (((j - home) & mask) >= ((j - i) & mask)) {
             m->e[i] = m->e[j];
             i = j;
@@ -83,166 +97,769 @@ static void map_remove(block_map_t *m, block_t *e) {
 }
 
 /* ------------------------------------------------------------------------- */
+/* Page map                                                                  */
+/*                                                                           */
+/* "Pages holding at least one live block" is kept exact at every event: a  */
+/* block's first and last page are reference-counted in a hash map; the      */
+/* pages strictly between them lie inside the block, so no other live block */
+/* can touch them, and they are only counted (`interior`).                   */
+/* ------------------------------------------------------------------------- */
+
+static int pages_grow(ml__page_map_t *m) {
+    uint64_t ncap = m->cap ? m->cap * 2 : 1024;
+    ml__page_t *n = calloc(ncap, sizeof *n);
+    if (!n) return -ENOMEM;
+    for (uint64_t i = 0; i < m->cap; i++) {
+        if (!m->e[i].page) continue;
+        uint64_t j = hash_u64(m->e[i].page) & (ncap - 1);
+        while (n[j].page) j = (j + 1) & (ncap - 1);
+        n[j] = m->e[i];
+    }
+    free(m->e);
+    m->e = n;
+    m->cap = ncap;
+    return 0;
+}
+
+static void page_inc(ml__page_map_t *m, uint64_t page) {
+    uint64_t key = page + 1;
+    if ((m->count + 1) * 4 > m->cap * 3 && pages_grow(m) < 0) return;
+    uint64_t i = hash_u64(key) & (m->cap - 1);
+    while (m->e[i].page && m->e[i].page != key) i = (i + 1) & (m->cap - 1);
+    if (!m->e[i].page) {
+        m->e[i].page = key;
+        m->e[i].count = 0;
+        m->count++;
+    }
+    m->e[i].count++;
+}
+
+static void page_dec(ml__page_map_t *m, uint64_t page) {
+    uint64_t key = page + 1;
+    if (!m->cap) return;
+    uint64_t mask = m->cap - 1;
+    uint64_t i = hash_u64(key) & mask;
+    while (m->e[i].page && m->e[i].page != key) i = (i + 1) & mask;
+    if (!m->e[i].page) return;
+    if (--m->e[i].count > 0) return;
+    m->count--;
+    for (uint64_t j = (i + 1) & mask; m->e[j].page; j = (j + 1) & mask) {
+        uint64_t home = hash_u64(m->e[j].page) & mask;
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            m->e[i] = m->e[j];
+            i = j;
+        }
+    }
+    m->e[i].page = 0;
+}
+
+static void pages_block(ml_analysis_t *a, const ml__block_t *b, bool add) {
+    uint64_t ps = a->page_size;
+    uint64_t size = b->size ? b->size : 1;
+    uint64_t fp = b->ptr / ps, lp = (b->ptr + size - 1) / ps;
+    if (lp < fp) lp = fp; /* wrapped: a corrupt trace */
+    if (add) {
+        page_inc(&a->pages, fp);
+        if (lp != fp) {
+            page_inc(&a->pages, lp);
+            a->pages.interior += lp - fp - 1;
+        }
+    } else {
+        page_dec(&a->pages, fp);
+        if (lp != fp) {
+            page_dec(&a->pages, lp);
+            a->pages.interior -= lp - fp - 1;
+        }
+    }
+}
+
+static uint64_t page_waste(const ml_analysis_t *a) {
+    uint64_t held = (a->pages.count + a->pages.interior) * (uint64_t)a->page_size;
+    return held > a->t.heap_bytes ? held - a->t.heap_bytes : 0;
+}
+
+/* ------------------------------------------------------------------------- */
 /* Session                                                                   */
 /* ------------------------------------------------------------------------- */
 
-#define MAX_THREADS_TRACKED 65536
+void ml__warn(ml_analysis_t *a, const char *fmt, ...) {
+    if (a->nwarn >= 200) return;
+    if (a->nwarn == a->warn_cap) {
+        size_t cap = a->warn_cap ? a->warn_cap * 2 : 8;
+        char **p = realloc(a->warn, cap * sizeof *p);
+        if (!p) return;
+        a->warn = p;
+        a->warn_cap = cap;
+    }
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    for (size_t i = 0; i < a->nwarn; i++)
+        if (!strcmp(a->warn[i], buf)) return;
+    char *s = strdup(buf);
+    if (s) a->warn[a->nwarn++] = s;
+}
 
-struct ml_analysis_s {
-    ml_totals_t t;
-    block_map_t heap;
-    block_map_t maps;
-    uint64_t last_alloc_ptr; /* for temporary allocations */
-    bool last_alloc_live;
-    /* realloc: the block freed just before, per thread, restored on failure */
-    block_t *realloc_stash;
-    /* sampled traces: weighted sums behind the integer totals */
-    double w_calls, w_bytes, w_reallocs;
-};
+size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **w) {
+    *w = (const char *const *)a->warn;
+    return a->nwarn;
+}
 
 int ml_analysis_new(ml_analysis_t **out) {
     ml_analysis_t *a = calloc(1, sizeof *a);
     if (!a) return -ENOMEM;
-    a->realloc_stash = calloc(MAX_THREADS_TRACKED, sizeof *a->realloc_stash);
-    if (!a->realloc_stash) {
+    a->realloc_stash = calloc(ML__MAX_THREADS, sizeof *a->realloc_stash);
+    a->stats = calloc(16, sizeof *a->stats);
+    if (!a->realloc_stash || !a->stats) {
+        free(a->realloc_stash);
+        free(a->stats);
         free(a);
         return -ENOMEM;
     }
+    a->stats_cap = 16;
+    a->nstats = 1; /* stats[0]: allocations without a usable stack */
+    a->stats[0].min_size = UINT64_MAX;
+    a->page_size = 4096;
+    a->proc.page_size = 4096;
+    a->proc.exe = a->proc.parent_trace = a->proc.producer = "";
+    a->tl_width = 1;
+    a->hist.size_first = 3;
+    a->hist.size_last = 3;
     *out = a;
     return 0;
 }
 
 void ml_analysis_free(ml_analysis_t *a) {
     if (!a) return;
+    ml_gpu_free(a->gpu);
+    if (a->b) {
+        ml__built_free(a->b);
+        free(a->b);
+    }
+    ml__sym_free(a->sym);
     free(a->heap.e);
     free(a->maps.e);
     free(a->realloc_stash);
+    free(a->node_parent);
+    free(a->node_pc);
+    free(a->node_module);
+    free(a->node_stat);
+    free(a->stats);
+    for (uint32_t i = 0; i < a->nmods; i++) {
+        free(a->mods[i].path);
+        free(a->mods[i].build_id);
+    }
+    free(a->mods);
+    free(a->loaded_sorted);
+    for (int i = 0; i < 2; i++) free(a->mom[i].grave);
+    free(a->pages.e);
+    for (uint32_t i = 0; i < a->nthreads; i++) free(a->threads[i].name);
+    free(a->threads);
+    for (size_t i = 0; i < sizeof a->proc_strings / sizeof a->proc_strings[0]; i++)
+        free(a->proc_strings[i]);
+    for (size_t i = 0; i < a->nwarn; i++) free(a->warn[i]);
+    free(a->warn);
     free(a);
 }
 
 void ml_analysis_prefetch(const ml_analysis_t *a, uint64_t ptr) {
-    if (a->heap.cap) __builtin_prefetch(&a->heap.e[hash_ptr(ptr) & (a->heap.cap - 1)], 1);
+    if (a->heap.cap) __builtin_prefetch(&a->heap.e[hash_u64(ptr) & (a->heap.cap - 1)], 1);
 }
 
 const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a) {
     return &a->t;
 }
 
-static void heap_add(ml_analysis_t *a, const block_t *b) {
-    uint64_t old;
-    if (map_put(&a->heap, b, &old) < 0) return;
-    if (old != UINT64_MAX) a->t.heap_bytes -= old; /* a missed free: replace */
-    else a->t.heap_blocks++;
+const ml_process_info_t *ml_analysis_process(const ml_analysis_t *a) {
+    return &a->proc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Stacks and modules                                                        */
+/* ------------------------------------------------------------------------- */
+
+static int nodes_reserve(ml_analysis_t *a, uint32_t id) {
+    if (id < a->node_cap) return 0;
+    uint32_t cap = a->node_cap ? a->node_cap : 1024;
+    while (cap <= id) cap *= 2;
+    uint32_t *np = realloc(a->node_parent, cap * sizeof *np);
+    if (np) a->node_parent = np;
+    uint64_t *pc = realloc(a->node_pc, cap * sizeof *pc);
+    if (pc) a->node_pc = pc;
+    int32_t *nm = realloc(a->node_module, cap * sizeof *nm);
+    if (nm) a->node_module = nm;
+    uint32_t *ns = realloc(a->node_stat, cap * sizeof *ns);
+    if (ns) a->node_stat = ns;
+    if (!np || !pc || !nm || !ns) return -ENOMEM;
+    memset(np + a->node_cap, 0, (cap - a->node_cap) * sizeof *np);
+    memset(pc + a->node_cap, 0, (cap - a->node_cap) * sizeof *pc);
+    memset(ns + a->node_cap, 0, (cap - a->node_cap) * sizeof *ns);
+    for (uint32_t i = a->node_cap; i < cap; i++) nm[i] = -1;
+    a->node_cap = cap;
+    return 0;
+}
+
+static int cmp_loaded(const void *x, const void *y, void *ctx) {
+    const ml_analysis_t *a = ctx;
+    uint64_t l = a->mods[*(const uint32_t *)x].lo, r = a->mods[*(const uint32_t *)y].lo;
+    return l < r ? -1 : l > r;
+}
+
+static void loaded_rebuild(ml_analysis_t *a) {
+    a->nloaded = 0;
+    for (uint32_t i = 0; i < a->nmods; i++)
+        if (a->mods[i].loaded) a->loaded_sorted[a->nloaded++] = i;
+    qsort_r(a->loaded_sorted, a->nloaded, sizeof *a->loaded_sorted, cmp_loaded, a);
+    a->loaded_dirty = false;
+}
+
+/* The module that holds pc now; failing that, the last one that ever did. */
+static int32_t module_of(ml_analysis_t *a, uint64_t pc) {
+    if (a->loaded_dirty) loaded_rebuild(a);
+    uint32_t lo = 0, hi = a->nloaded;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (a->mods[a->loaded_sorted[mid]].lo <= pc) lo = mid + 1;
+        else hi = mid;
+    }
+    /* Ranges of loaded modules do not overlap, but allow a few for safety. */
+    for (uint32_t k = lo; k > 0 && lo - k < 4; k--) {
+        const ml__module_t *m = &a->mods[a->loaded_sorted[k - 1]];
+        if (pc >= m->lo && pc < m->hi) return (int32_t)a->loaded_sorted[k - 1];
+    }
+    for (uint32_t i = a->nmods; i > 0; i--)
+        if (pc >= a->mods[i - 1].lo && pc < a->mods[i - 1].hi) return (int32_t)(i - 1);
+    return -1;
+}
+
+static void add_node(ml_analysis_t *a, const ml_record_t *r) {
+    uint32_t id = r->u.node.id, parent = r->u.node.parent;
+    /* Node ids are dense and a parent is interned before its children; a
+     * record that breaks this is ignored, which also rules out cycles and
+     * absurd allocations from a corrupt trace. */
+    if (id == 0 || id > a->nnodes + 65536u) return;
+    if (parent >= id) parent = 0;
+    if (nodes_reserve(a, id) < 0) return;
+    a->node_parent[id] = parent;
+    a->node_pc[id] = r->u.node.pc;
+    a->node_module[id] = module_of(a, r->u.node.pc);
+    if (id >= a->nnodes) a->nnodes = id + 1;
+}
+
+static void add_module(ml_analysis_t *a, const ml_record_t *r) {
+    for (uint32_t i = 0; i < a->nmods; i++)
+        if (a->mods[i].loaded && a->mods[i].base == r->u.module.base) {
+            /* The same module reported again (the final scan at exit), or a
+             * new one at the same base after an unload we did not see. */
+            if (a->mods[i].path && !strcmp(a->mods[i].path, r->u.module.path)) return;
+            a->mods[i].loaded = false;
+        }
+    if (a->nmods == a->mods_cap) {
+        uint32_t cap = a->mods_cap ? a->mods_cap * 2 : 32;
+        ml__module_t *m = realloc(a->mods, cap * sizeof *m);
+        uint32_t *ls = realloc(a->loaded_sorted, cap * sizeof *ls);
+        if (m) a->mods = m;
+        if (ls) a->loaded_sorted = ls;
+        if (!m || !ls) return;
+        a->mods_cap = cap;
+    }
+    ml__module_t *m = &a->mods[a->nmods];
+    memset(m, 0, sizeof *m);
+    m->path = strdup(r->u.module.path ? r->u.module.path : "");
+    if (!m->path) return;
+    m->base = r->u.module.base;
+    m->lo = UINT64_MAX;
+    for (uint32_t i = 0; i < r->u.module.nsegs; i++) {
+        uint64_t lo = m->base + r->u.module.segs[i].vaddr;
+        uint64_t hi = lo + r->u.module.segs[i].memsz;
+        if (lo < m->lo) m->lo = lo;
+        if (hi > m->hi) m->hi = hi;
+    }
+    if (m->lo > m->hi) m->lo = m->hi = m->base;
+    if (r->u.module.build_id_len) {
+        m->build_id = malloc(r->u.module.build_id_len);
+        if (m->build_id) {
+            memcpy(m->build_id, r->u.module.build_id, r->u.module.build_id_len);
+            m->build_id_len = r->u.module.build_id_len;
+        }
+    }
+    m->loaded = true;
+    a->nmods++;
+    a->loaded_dirty = true;
+}
+
+static void unload_module(ml_analysis_t *a, uint64_t base) {
+    for (uint32_t i = 0; i < a->nmods; i++)
+        if (a->mods[i].loaded && a->mods[i].base == base) {
+            a->mods[i].loaded = false;
+            a->loaded_dirty = true;
+        }
+}
+
+/* The statistics slot of a recorded stack, created on first use. */
+static uint32_t stat_of(ml_analysis_t *a, uint32_t stack) {
+    if (stack == 0 || stack >= a->nnodes) return 0;
+    uint32_t s = a->node_stat[stack];
+    if (s) return s;
+    if (a->nstats == a->stats_cap) {
+        uint32_t cap = a->stats_cap * 2;
+        ml__stack_stats_t *p = realloc(a->stats, cap * sizeof *p);
+        if (!p) return 0;
+        a->stats = p;
+        a->stats_cap = cap;
+    }
+    s = a->nstats++;
+    memset(&a->stats[s], 0, sizeof a->stats[s]);
+    a->stats[s].node = stack;
+    a->stats[s].min_size = UINT64_MAX;
+    a->node_stat[stack] = s;
+    return s;
+}
+
+/* Takes the lazy peak snapshot before a stack's live values change. */
+static inline void stat_touch(ml_analysis_t *a, ml__stack_stats_t *st) {
+    if (st->last_change <= a->mom[0].seq) {
+        st->peak_bytes = st->live_bytes;
+        st->peak_blocks = st->live_blocks;
+    }
+    st->last_change = a->seq;
+}
+
+static ml__thread_t *thread_of(ml_analysis_t *a, uint32_t index) {
+    if (index >= ML__MAX_THREADS) index = ML__MAX_THREADS - 1;
+    if (index >= a->nthreads) {
+        uint32_t n = index + 1;
+        if (n < a->nthreads * 2) n = a->nthreads * 2;
+        if (n > ML__MAX_THREADS) n = ML__MAX_THREADS;
+        ml__thread_t *p = realloc(a->threads, n * sizeof *p);
+        if (!p) return NULL;
+        memset(p + a->nthreads, 0, (n - a->nthreads) * sizeof *p);
+        a->threads = p;
+        a->nthreads = n;
+    }
+    return &a->threads[index];
+}
+
+/* ------------------------------------------------------------------------- */
+/* Timeline                                                                  */
+/* ------------------------------------------------------------------------- */
+
+static ml__tl_bucket_t *tl_bucket(ml_analysis_t *a, uint32_t time_ms) {
+    uint64_t i = time_ms / a->tl_width;
+    while (i >= ML_TIMELINE_MAX - 1) {
+        /* Halve the resolution: merge neighbours, keeping each pair's
+         * largest heap value and its time, so no peak is lost. */
+        for (uint32_t j = 0; j < ML_TIMELINE_MAX / 2; j++) {
+            ml__tl_bucket_t x = a->tl[2 * j], y = a->tl[2 * j + 1], m = x;
+            if (y.used) {
+                if (!x.used || y.heap_max > x.heap_max) {
+                    m.heap_max = y.heap_max;
+                    m.t_max = y.t_max;
+                }
+                m.rss = x.used && x.rss > y.rss ? x.rss : y.rss;
+                m.mmap_max = x.used && x.mmap_max > y.mmap_max ? x.mmap_max : y.mmap_max;
+                m.gpu_max = x.used && x.gpu_max > y.gpu_max ? x.gpu_max : y.gpu_max;
+                m.calls = y.calls;
+                m.used = true;
+            }
+            a->tl[j] = m;
+        }
+        memset(&a->tl[ML_TIMELINE_MAX / 2], 0, (ML_TIMELINE_MAX - ML_TIMELINE_MAX / 2) * sizeof a->tl[0]);
+        a->tl_width *= 2;
+        i = time_ms / a->tl_width;
+    }
+    ml__tl_bucket_t *b = &a->tl[i];
+    if (!b->used) {
+        b->used = true;
+        b->heap_max = a->t.heap_bytes;
+        b->t_max = time_ms;
+        b->rss = a->t.rss_bytes;
+        b->mmap_max = a->t.mmap_bytes;
+        b->gpu_max = a->t.gpu_bytes;
+        b->calls = a->t.alloc_calls;
+    }
+    return b;
+}
+
+static void tl_update(ml_analysis_t *a, uint32_t time_ms) {
+    ml__tl_bucket_t *b = tl_bucket(a, time_ms);
+    if (a->t.heap_bytes > b->heap_max) {
+        b->heap_max = a->t.heap_bytes;
+        b->t_max = time_ms;
+    }
+    if (a->t.mmap_bytes > b->mmap_max) b->mmap_max = a->t.mmap_bytes;
+    if (a->t.rss_bytes > b->rss) b->rss = a->t.rss_bytes;
+    if (a->t.gpu_bytes > b->gpu_max) b->gpu_max = a->t.gpu_bytes;
+    b->calls = a->t.alloc_calls;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Moments                                                                   */
+/* ------------------------------------------------------------------------- */
+
+static void moment_set(ml_analysis_t *a, ml__moment_t *m, uint32_t time_ms) {
+    m->set = true;
+    m->seq = a->seq;
+    m->ngrave = 0;
+    m->time_ms = time_ms;
+    m->heap_bytes = a->t.heap_bytes;
+    m->heap_blocks = a->t.heap_blocks;
+    m->page_waste = page_waste(a);
+    m->have_mallinfo = a->have_mallinfo;
+    m->mallinfo_time_ms = a->mallinfo_time_ms;
+    memcpy(m->mallinfo, a->mallinfo, sizeof m->mallinfo);
+    m->have_rss = a->have_rss;
+    m->rss_bytes = a->t.rss_bytes;
+}
+
+static void grave_add(ml__moment_t *m, const ml__block_t *b) {
+    if (!m->set || b->seq > m->seq) return;
+    if (m->ngrave == m->grave_cap) {
+        uint64_t cap = m->grave_cap ? m->grave_cap * 2 : 256;
+        ml__block_t *p = realloc(m->grave, cap * sizeof *p);
+        if (!p) return;
+        m->grave = p;
+        m->grave_cap = cap;
+    }
+    m->grave[m->ngrave++] = *b;
+}
+
+/* A realloc that failed gives its block back: take it out of the graveyards
+ * again (it is one of the last entries). */
+static void grave_undo(ml__moment_t *m, const ml__block_t *b) {
+    for (uint64_t k = 0; k < 64 && k < m->ngrave; k++) {
+        ml__block_t *g = &m->grave[m->ngrave - 1 - k];
+        if (g->ptr == b->ptr && g->seq == b->seq) {
+            *g = m->grave[--m->ngrave];
+            return;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Heap events                                                               */
+/* ------------------------------------------------------------------------- */
+
+static inline uint32_t log2_bucket(uint64_t v) {
+    return v <= 1 ? 0 : 64 - (uint32_t)__builtin_clzll(v - 1);
+}
+
+static void worst_check(ml_analysis_t *a, uint32_t time_ms) {
+    uint64_t w = page_waste(a);
+    if (w > a->mom[1].page_waste || !a->mom[1].set) moment_set(a, &a->mom[1], time_ms);
+}
+
+/* A block leaves the live set: freed, moved by realloc, or replaced. */
+static void block_gone(ml_analysis_t *a, ml__block_t *e, uint32_t time_ms, bool count_life) {
+    ml__stack_stats_t *st = &a->stats[e->stack < a->nstats ? e->stack : 0];
+    stat_touch(a, st);
+    st->live_bytes -= e->size;
+    st->live_blocks--;
+    if (count_life) {
+        uint64_t life = time_ms >= e->time_ms ? time_ms - e->time_ms : 0;
+        uint32_t k = log2_bucket(life);
+        a->hist.life_count[k]++;
+        if (k > a->hist.life_last) a->hist.life_last = k;
+        st->freed++;
+        st->life_sum += life;
+        if (life > st->life_max) st->life_max = life;
+        st->life_mask |= 1ull << (k > 63 ? 63 : k);
+    }
+    a->t.heap_bytes -= e->size;
+    a->t.heap_blocks--;
+    pages_block(a, e, false);
+    grave_add(&a->mom[0], e);
+    grave_add(&a->mom[1], e);
+}
+
+static void heap_add(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
+    bool existed;
+    ml__block_t *e = map_slot(&a->heap, b->ptr, &existed);
+    if (!e) return;
+    if (existed) block_gone(a, e, time_ms, false); /* a missed free: replace */
+    *e = *b;
+    ml__stack_stats_t *st = &a->stats[b->stack < a->nstats ? b->stack : 0];
+    stat_touch(a, st);
+    st->live_bytes += b->size;
+    st->live_blocks++;
+    a->t.heap_blocks++;
     a->t.heap_bytes += b->size;
+    pages_block(a, b, true);
     if (a->t.heap_bytes > a->t.peak_bytes) {
         a->t.peak_bytes = a->t.heap_bytes;
-        a->t.peak_time_ms = b->time_ms;
+        a->t.peak_blocks = a->t.heap_blocks;
+        a->t.peak_time_ms = time_ms;
+        moment_set(a, &a->mom[0], time_ms);
     }
+}
+
+static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
+    ml_totals_t *t = &a->t;
+    uint8_t kind = r->u.alloc.kind;
+    bool realloc_kind = kind == ML_KIND_REALLOC || kind == ML_KIND_REALLOCARRAY;
+    uint64_t size = r->u.alloc.size, raw = size;
+    double w = 1.0;
+    if ((r->u.alloc.flags & ML_EVF_SAMPLED) && t->sample_bytes) {
+        /* A Poisson sample with mean gap T catches an allocation of s
+         * bytes with probability 1 - exp(-s/T); weighting each sample by
+         * the inverse makes counts and bytes unbiased (tcmalloc's
+         * estimator). */
+        w = 1.0 / -expm1(-(double)size / (double)t->sample_bytes);
+        a->w_calls += w;
+        a->w_bytes += w * (double)size;
+        if (realloc_kind) a->w_reallocs += w;
+        t->alloc_calls = (uint64_t)llround(a->w_calls);
+        t->bytes_allocated = (uint64_t)llround(a->w_bytes);
+        t->realloc_calls = (uint64_t)llround(a->w_reallocs);
+        size = (uint64_t)llround(w * (double)size);
+    } else {
+        t->alloc_calls++;
+        t->bytes_allocated += size;
+        if (realloc_kind) t->realloc_calls++;
+    }
+    if (size >= (1ull << 62)) size = (1ull << 62) - 1;
+    if (kind < ML_KIND_COUNT_) t->calls_by_kind[kind]++;
+    a->seq++;
+
+    uint32_t s = stat_of(a, r->u.alloc.stack);
+    ml__stack_stats_t *st = &a->stats[s];
+    st->w_calls += w;
+    st->w_bytes += w * (double)raw;
+    if (realloc_kind) st->reallocs++;
+    if (raw < st->min_size) st->min_size = raw;
+    if (raw > st->max_size) st->max_size = raw;
+    uint32_t k = log2_bucket(raw);
+    if (k < 3) k = 3;
+    st->size_mask |= 1ull << (k > 63 ? 63 : k);
+    st->thread_mask |= 1ull << (r->thread < 63 ? r->thread : 63);
+    a->hist.size_count[k] += (uint64_t)llround(w);
+    a->hist.size_bytes[k] += size;
+    if (k > a->hist.size_last) a->hist.size_last = k;
+
+    ml__thread_t *th = thread_of(a, r->thread);
+    if (th) {
+        th->seen = true;
+        th->w_calls += w;
+        th->w_bytes += w * (double)raw;
+    }
+
+    ml__block_t b = {.ptr = r->u.alloc.ptr, .size = size, .seq = a->seq, .stack = s,
+                     .time_ms = r->time_ms};
+    if (b.ptr) heap_add(a, &b, r->time_ms);
+    a->last_alloc_ptr = r->u.alloc.ptr;
+    a->last_alloc_live = true;
+    if (r->thread < ML__MAX_THREADS) a->realloc_stash[r->thread].ptr = 0;
+    worst_check(a, r->time_ms);
+    tl_update(a, r->time_ms);
+}
+
+static void on_free(ml_analysis_t *a, const ml_record_t *r) {
+    ml_totals_t *t = &a->t;
+    uint8_t kind = r->u.alloc.kind;
+    ml__thread_t *th = thread_of(a, r->thread);
+    if (kind == ML_KIND_FREE) {
+        t->free_calls++;
+        t->calls_by_kind[ML_KIND_FREE]++;
+        if (th) th->free_calls++;
+    }
+    ml__block_t *e = map_find(&a->heap, r->u.alloc.ptr);
+    if (!e) {
+        t->unknown_frees++;
+        return;
+    }
+    a->seq++;
+    if (kind == ML_KIND_FREE && a->last_alloc_live && a->last_alloc_ptr == r->u.alloc.ptr) {
+        t->temporary_allocs++;
+        if (e->stack < a->nstats) a->stats[e->stack].temporary++;
+        if (th) th->temporary++;
+    }
+    if (a->last_alloc_ptr == r->u.alloc.ptr) a->last_alloc_live = false;
+    if (kind != ML_KIND_FREE && r->thread < ML__MAX_THREADS) a->realloc_stash[r->thread] = *e;
+    block_gone(a, e, r->time_ms, true);
+    map_remove(&a->heap, e);
+    worst_check(a, r->time_ms);
+    tl_update(a, r->time_ms);
+}
+
+static void on_realloc_fail(ml_analysis_t *a, const ml_record_t *r) {
+    if (r->thread >= ML__MAX_THREADS) return;
+    ml__block_t *st = &a->realloc_stash[r->thread];
+    if (!st->ptr || st->ptr != r->u.alloc.ptr) return;
+    ml__block_t b = *st;
+    st->ptr = 0;
+    grave_undo(&a->mom[0], &b);
+    grave_undo(&a->mom[1], &b);
+    /* The failed realloc counted the block's end of life; undo the count. */
+    ml__stack_stats_t *ss = &a->stats[b.stack < a->nstats ? b.stack : 0];
+    if (ss->freed) ss->freed--;
+    a->seq++;
+    heap_add(a, &b, r->time_ms);
+    tl_update(a, r->time_ms);
+}
+
+static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
+    ml_totals_t *t = &a->t;
+    if (r->u.alloc.kind == ML_KIND_MMAP) {
+        t->mmap_calls++;
+        t->calls_by_kind[ML_KIND_MMAP]++;
+    } else {
+        t->calls_by_kind[ML_KIND_MREMAP]++;
+    }
+    bool existed;
+    ml__block_t *e = map_slot(&a->maps, r->u.alloc.ptr ? r->u.alloc.ptr : 1, &existed);
+    if (e) {
+        if (existed) t->mmap_bytes -= e->size;
+        uint64_t size = r->u.alloc.size & ((1ull << 62) - 1);
+        *e = (ml__block_t){.ptr = r->u.alloc.ptr ? r->u.alloc.ptr : 1, .size = size,
+                           .stack = r->u.alloc.stack, .time_ms = r->time_ms};
+        t->mmap_bytes += size;
+        if (t->mmap_bytes > t->peak_mmap_bytes) t->peak_mmap_bytes = t->mmap_bytes;
+    }
+    tl_update(a, r->time_ms);
+}
+
+static void on_munmap(ml_analysis_t *a, const ml_record_t *r) {
+    ml_totals_t *t = &a->t;
+    if (r->u.alloc.kind == ML_KIND_MUNMAP) {
+        t->munmap_calls++;
+        t->calls_by_kind[ML_KIND_MUNMAP]++;
+    }
+    /* Exact unmaps of a recorded mapping; a partial unmap shrinks it from
+     * the front or the back. Unmaps of file mappings are not ours. */
+    ml__block_t *e = map_find(&a->maps, r->u.alloc.ptr);
+    if (!e) return;
+    if (r->u.alloc.size >= e->size) {
+        t->mmap_bytes -= e->size;
+        map_remove(&a->maps, e);
+    } else {
+        ml__block_t rest = *e;
+        t->mmap_bytes -= r->u.alloc.size;
+        rest.ptr += r->u.alloc.size;
+        rest.size -= r->u.alloc.size;
+        map_remove(&a->maps, e);
+        bool existed;
+        ml__block_t *n = map_slot(&a->maps, rest.ptr, &existed);
+        if (n) {
+            if (existed) t->mmap_bytes -= n->size;
+            *n = rest;
+        }
+    }
+    tl_update(a, r->time_ms);
+}
+
+static char *dup_str(const char *s) {
+    return strdup(s ? s : "");
+}
+
+static void on_process(ml_analysis_t *a, const ml_record_t *r) {
+    const typeof(r->u.process) *p = &r->u.process;
+    a->t.sample_bytes = p->sample_bytes;
+    if (p->page_size >= 512 && p->page_size <= (1u << 30) && !(p->page_size & (p->page_size - 1)))
+        a->page_size = p->page_size;
+    for (size_t i = 0; i < sizeof a->proc_strings / sizeof a->proc_strings[0]; i++) {
+        free(a->proc_strings[i]);
+        a->proc_strings[i] = NULL;
+    }
+    ml_process_info_t *q = &a->proc;
+    q->pid = p->pid;
+    q->ppid = p->ppid;
+    q->page_size = a->page_size;
+    q->start_realtime_ns = p->start_realtime_ns;
+    q->sample_bytes = p->sample_bytes;
+    q->unwinder = p->unwinder;
+    q->depth = p->depth;
+    char **s = a->proc_strings;
+    q->exe = s[0] = dup_str(p->exe);
+    q->parent_trace = s[1] = dup_str(p->parent_trace);
+    q->producer = s[2] = dup_str(p->producer);
+    q->argc = p->argc > ML_MAX_ARGS ? ML_MAX_ARGS : p->argc;
+    for (uint32_t i = 0; i < q->argc; i++) s[4 + i] = dup_str(p->argv[i]);
+    q->argv = (const char *const *)(s + 4);
+    if (!q->exe || !q->parent_trace || !q->producer) q->exe = q->parent_trace = q->producer = "";
+    for (uint32_t i = 0; i < q->argc; i++)
+        if (!s[4 + i]) q->argc = i;
 }
 
 void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     ml_totals_t *t = &a->t;
+    t->records++;
     if (r->time_ms > t->last_time_ms) t->last_time_ms = r->time_ms;
+    ml_gpu_feed(&a->gpu, r, t);
     switch (r->tag) {
     case ML_T_PROCESS:
-        t->sample_bytes = r->u.process.sample_bytes;
+        on_process(a, r);
         break;
-    case ML_T_ALLOC: {
-        uint8_t kind = r->u.alloc.kind;
-        bool realloc_kind = kind == ML_KIND_REALLOC || kind == ML_KIND_REALLOCARRAY;
-        uint64_t size = r->u.alloc.size;
-        if ((r->u.alloc.flags & ML_EVF_SAMPLED) && t->sample_bytes) {
-            /* A Poisson sample with mean gap T catches an allocation of s
-             * bytes with probability 1 - exp(-s/T); weighting each sample by
-             * the inverse makes counts and bytes unbiased (tcmalloc's
-             * estimator). */
-            double w = 1.0 / -expm1(-(double)size / (double)t->sample_bytes);
-            a->w_calls += w;
-            a->w_bytes += w * (double)size;
-            if (realloc_kind) a->w_reallocs += w;
-            t->alloc_calls = (uint64_t)llround(a->w_calls);
-            t->bytes_allocated = (uint64_t)llround(a->w_bytes);
-            t->realloc_calls = (uint64_t)llround(a->w_reallocs);
-            size = (uint64_t)llround(w * (double)size);
-        } else {
-            t->alloc_calls++;
-            t->bytes_allocated += size;
-            if (realloc_kind) t->realloc_calls++;
-        }
-        if (kind < ML_KIND_COUNT_) t->calls_by_kind[kind]++;
-        block_t b = {r->u.alloc.ptr, size, r->u.alloc.stack, r->time_ms};
-        heap_add(a, &b);
-        a->last_alloc_ptr = r->u.alloc.ptr;
-        a->last_alloc_live = true;
-        if (r->thread < MAX_THREADS_TRACKED) a->realloc_stash[r->thread].ptr = 0;
+    case ML_T_ALLOC:
+        on_alloc(a, r);
         break;
-    }
-    case ML_T_FREE: {
-        uint8_t kind = r->u.alloc.kind;
-        if (kind == ML_KIND_FREE) {
-            t->free_calls++;
-            t->calls_by_kind[ML_KIND_FREE]++;
-        }
-        block_t *e = map_find(&a->heap, r->u.alloc.ptr);
-        if (!e) {
-            t->unknown_frees++;
-            break;
-        }
-        if (kind == ML_KIND_FREE && a->last_alloc_live && a->last_alloc_ptr == r->u.alloc.ptr)
-            t->temporary_allocs++;
-        if (a->last_alloc_ptr == r->u.alloc.ptr) a->last_alloc_live = false;
-        if (kind != ML_KIND_FREE && r->thread < MAX_THREADS_TRACKED)
-            a->realloc_stash[r->thread] = *e;
-        t->heap_bytes -= e->size;
-        t->heap_blocks--;
-        map_remove(&a->heap, e);
+    case ML_T_FREE:
+        on_free(a, r);
         break;
-    }
     case ML_T_REALLOC_FAIL:
-        if (r->thread < MAX_THREADS_TRACKED && a->realloc_stash[r->thread].ptr == r->u.alloc.ptr) {
-            heap_add(a, &a->realloc_stash[r->thread]);
-            a->realloc_stash[r->thread].ptr = 0;
-        }
+        on_realloc_fail(a, r);
         break;
-    case ML_T_MMAP: {
-        uint64_t old;
-        if (r->u.alloc.kind == ML_KIND_MMAP) {
-            t->mmap_calls++;
-            t->calls_by_kind[ML_KIND_MMAP]++;
-        } else {
-            t->calls_by_kind[ML_KIND_MREMAP]++;
-        }
-        block_t b = {r->u.alloc.ptr, r->u.alloc.size, r->u.alloc.stack, r->time_ms};
-        if (map_put(&a->maps, &b, &old) == 0) {
-            if (old != UINT64_MAX) t->mmap_bytes -= old;
-            t->mmap_bytes += b.size;
-            if (t->mmap_bytes > t->peak_mmap_bytes) t->peak_mmap_bytes = t->mmap_bytes;
-        }
+    case ML_T_MMAP:
+        on_mmap(a, r);
         break;
-    }
-    case ML_T_MUNMAP: {
-        if (r->u.alloc.kind == ML_KIND_MUNMAP) {
-            t->munmap_calls++;
-            t->calls_by_kind[ML_KIND_MUNMAP]++;
-        }
-        /* Exact unmaps of a recorded mapping; a partial unmap shrinks it from
-         * the front or the back. Unmaps of file mappings are not ours. */
-        block_t *e = map_find(&a->maps, r->u.alloc.ptr);
-        if (!e) break;
-        if (r->u.alloc.size >= e->size) {
-            t->mmap_bytes -= e->size;
-            map_remove(&a->maps, e);
-        } else {
-            block_t rest = *e;
-            t->mmap_bytes -= r->u.alloc.size;
-            rest.ptr += r->u.alloc.size;
-            rest.size -= r->u.alloc.size;
-            map_remove(&a->maps, e);
-            uint64_t old;
-            map_put(&a->maps, &rest, &old);
+    case ML_T_MUNMAP:
+        on_munmap(a, r);
+        break;
+    case ML_T_NODE:
+        add_node(a, r);
+        break;
+    case ML_T_MODULE:
+        add_module(a, r);
+        break;
+    case ML_T_MODULE_UNLOAD:
+        unload_module(a, r->u.module.base);
+        break;
+    case ML_T_THREAD: {
+        ml__thread_t *th = thread_of(a, r->u.thread.index);
+        if (th) {
+            th->seen = true;
+            th->tid = r->u.thread.tid;
+            free(th->name);
+            th->name = dup_str(r->u.thread.name);
         }
         break;
     }
+    case ML_T_MALLINFO:
+        a->have_mallinfo = true;
+        a->mallinfo_time_ms = r->time_ms;
+        a->mallinfo[0] = r->u.mallinfo.arena;
+        a->mallinfo[1] = r->u.mallinfo.hblkhd;
+        a->mallinfo[2] = r->u.mallinfo.uordblks;
+        a->mallinfo[3] = r->u.mallinfo.fordblks;
+        a->mallinfo[4] = r->u.mallinfo.keepcost;
+        break;
+    case ML_T_RSS:
+        a->have_rss = true;
+        t->rss_bytes = r->u.rss.rss_bytes;
+        if (t->rss_bytes > t->peak_rss_bytes) t->peak_rss_bytes = t->rss_bytes;
+        tl_update(a, r->time_ms);
+        break;
+    case ML_T_PROC_EXIT:
+        t->exited = true;
+        break;
+    case ML_T_GPU_ALLOC: /* counted by ml_gpu_feed above; the timeline shows gpu_bytes */
+    case ML_T_GPU_FREE:
+        tl_update(a, r->time_ms);
+        break;
+    case ML_T_BLOCK_REACH: {
+        ml__block_t *e = map_find(&a->heap, r->u.block_reach.ptr);
+        if (e) e->reach = r->u.block_reach.reach & 3;
+        break;
+    }
+    case ML_T_REACH_SCAN:
+        a->scanned = r->u.reach_scan.status == 0;
+        a->scan.scanned = a->scanned;
+        a->scan.scan_status = r->u.reach_scan.status;
+        a->scan.scan_root_bytes = r->u.reach_scan.root_bytes;
+        a->scan.scan_heap_bytes = r->u.reach_scan.heap_bytes;
+        a->scan.scan_duration_us = r->u.reach_scan.duration_us;
+        break;
     case ML_T_END:
         t->complete = true;
         t->end = r->u.end;
@@ -252,16 +869,66 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     }
 }
 
-int ml_analysis_load(ml_analysis_t *a, const char *path, char *err, size_t errlen) {
+/* ------------------------------------------------------------------------- */
+/* Loading                                                                   */
+/* ------------------------------------------------------------------------- */
+
+int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char *err,
+                        size_t errlen) {
     ml_reader_t *r;
     int rc = ml_reader_open(path, &r, err, errlen);
     if (rc < 0) return rc;
+    uint64_t size = ml_reader_size(r);
+    bool progress = (flags & ML_LOAD_PROGRESS) && isatty(2) && size > (64u << 20);
+    int shown = -1;
+    uint64_t n = 0;
     ml_record_t rec;
-    while ((rc = ml_reader_next(r, &rec)) > 0) ml_analysis_feed(a, &rec);
+    while ((rc = ml_reader_next(r, &rec)) > 0) {
+        ml_analysis_feed(a, &rec);
+        if (progress && (++n & 0xffff) == 0) {
+            int pct = (int)(ml_reader_offset(r) * 100 / size);
+            if (pct != shown) {
+                fprintf(stderr, "\rmemlens: reading %s %3d%%", path, pct);
+                shown = pct;
+            }
+        }
+    }
+    if (progress && shown >= 0) fprintf(stderr, "\r\033[K");
     if (rc < 0) snprintf(err, errlen, "%s: %s", path, ml_reader_error(r));
     a->t.truncated = ml_reader_truncated(r);
+    if (a->t.truncated)
+        ml__warn(a, "the trace ends early (the collector was stopped?): what it holds is reported");
     ml_reader_close(r);
     return rc < 0 ? rc : 0;
+}
+
+int ml_analysis_load(ml_analysis_t *a, const char *path, char *err, size_t errlen) {
+    return ml_analysis_load_ex(a, path, 0, err, errlen);
+}
+
+static int cmp_live(const void *x, const void *y) {
+    uint64_t l = ((const ml_live_block_t *)x)->ptr, r = ((const ml_live_block_t *)y)->ptr;
+    return l < r ? -1 : l > r;
+}
+
+static int cmp_block(const void *x, const void *y) {
+    uint64_t l = ((const ml__block_t *)x)->ptr, r = ((const ml__block_t *)y)->ptr;
+    return l < r ? -1 : l > r;
+}
+
+void ml__sort_blocks(ml__block_t *b, uint64_t n) {
+    qsort(b, n, sizeof *b, cmp_block);
+}
+
+int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {
+    ml_live_block_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
+    if (!v) return -ENOMEM;
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < a->heap.cap; i++)
+        if (a->heap.e[i].ptr) v[n++] = (ml_live_block_t){a->heap.e[i].ptr, a->heap.e[i].size};
+    qsort(v, n, sizeof *v, cmp_live);
+    *out = v;
+    return (int64_t)n;
 }
 
 const char *ml_fmt_bytes(uint64_t b, char *buf, size_t len) {

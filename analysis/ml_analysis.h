@@ -12,11 +12,25 @@
  * temporary allocation is one freed before any other allocation happened
  * (heaptrack's definition); the peak is the maximum of live requested heap
  * bytes, mmap excluded.
+ *
+ * Two phases. ml_analysis_feed() is the streaming pass: O(1) work per record
+ * (hash maps keyed by block address, stack id and page). ml_analysis_build()
+ * then derives everything that needs names or sorting: it strips the
+ * allocator's own frames, merges stacks into sites, symbolizes them with
+ * libdw, classifies leaks, computes fragmentation at the peak, the worst
+ * moment and the end, and builds the flame tree. build() may be called again
+ * after more records were fed (the live viewer does); every pointer returned
+ * by the query functions below stays valid until the next build() or free().
+ *
+ * The algorithms (lazy per-site peak snapshots, the graveyard that
+ * reconstructs the heap as it was at the peak, page accounting, the
+ * reachability scan) are explained in docs/analysis.md.
  */
 #ifndef ML_ANALYSIS_H
 #define ML_ANALYSIS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "ml_trace_io.h"
 
@@ -33,6 +47,12 @@ typedef struct {
     uint64_t sample_bytes;              /* 0 unless the trace was sampled */
     bool complete, truncated;
     ml_rec_end_t end;                   /* valid when complete */
+    /* since issue 3 */
+    uint64_t peak_blocks;               /* live blocks at the peak */
+    uint64_t records;                   /* records fed */
+    uint64_t rss_bytes, peak_rss_bytes; /* last and largest RSS sample (0: none) */
+    uint64_t gpu_bytes, peak_gpu_bytes; /* live GPU bytes (fed by the GPU collector's records) */
+    bool exited;                        /* an ML_T_PROC_EXIT was seen */
 } ml_totals_t;
 
 typedef struct ml_analysis_s ml_analysis_t;
@@ -52,6 +72,12 @@ void ml_analysis_prefetch(const ml_analysis_t *a, uint64_t ptr);
  * with a message in err. A truncated trace is not an error (totals say so). */
 int ml_analysis_load(ml_analysis_t *a, const char *path, char *err, size_t errlen);
 
+#define ML_LOAD_PROGRESS 0x1 /* progress bar on stderr when it is a terminal and the trace is big */
+
+/** ml_analysis_load() with ML_LOAD_* flags. */
+int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char *err,
+                        size_t errlen);
+
 /** Running totals (final once the whole trace was fed). */
 const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a);
 
@@ -59,5 +85,302 @@ void ml_analysis_free(ml_analysis_t *a);
 
 /** Formats a byte count as "12.3 MiB" into buf. */
 const char *ml_fmt_bytes(uint64_t bytes, char *buf, size_t len);
+
+/* ------------------------------------------------------------------------- */
+/* Live blocks (the collector's exit-time reachability scan)                 */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t ptr, size; /* requested size */
+} ml_live_block_t;
+
+/** Copies the blocks live now, sorted by address, into a malloc'd array
+ * (*out, free() it). Returns the count, or -ENOMEM. */
+int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out);
+
+/* ------------------------------------------------------------------------- */
+/* Suppressions (LeakSanitizer's `leak:PATTERN` files)                       */
+/* ------------------------------------------------------------------------- */
+
+typedef struct ml_suppressions_s ml_suppressions_t;
+
+/** Parses suppression text: one `leak:PATTERN` per line, `#` comments, blank
+ * lines. PATTERN matches a frame's function, file or module as a substring;
+ * `*` matches any run of characters, a leading `^` / trailing `$` anchor it.
+ * Other LSan types are refused. Returns 0, or -EINVAL with "line N: why". */
+int ml_suppressions_parse(const char *text, ml_suppressions_t **out, char *err, size_t errlen);
+
+/** Reads and parses a suppressions file. */
+int ml_suppressions_load(const char *path, ml_suppressions_t **out, char *err, size_t errlen);
+
+void ml_suppressions_free(ml_suppressions_t *s);
+
+/** Number of patterns, and pattern i with how many leaked blocks/bytes it
+ * suppressed in the last build() that used it. */
+size_t ml_suppressions_count(const ml_suppressions_t *s);
+const char *ml_suppressions_pattern(const ml_suppressions_t *s, size_t i, uint64_t *blocks,
+                                    uint64_t *bytes);
+
+/** True if `pattern` (the part after `leak:`) matches `text`. */
+bool ml_suppression_match(const char *pattern, const char *text);
+
+/* ------------------------------------------------------------------------- */
+/* Build: sites, symbols, leaks, fragmentation, flame tree                   */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    bool no_symbols;                      /* skip libdw (fuzzing, tests): functions stay "[module+0x..]" */
+    const ml_suppressions_t *suppressions; /* may be NULL; its hit counters are updated */
+    uint32_t flame_max_nodes;             /* 0: 5000 */
+    double flame_min_fraction;            /* 0: 0.001 (0.1 %) */
+} ml_build_opts_t;
+
+/** Derives sites, symbols, leaks, fragmentation and the flame tree from what
+ * was fed so far. Returns 0 or -ENOMEM (message in err). Symbolization
+ * problems (missing files, build-id mismatches) are warnings, not errors. */
+int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, size_t errlen);
+
+/* Leak kinds, as valgrind memcheck and LeakSanitizer name them. */
+typedef enum {
+    ML_LEAK_DEFINITE = 0,  /* no pointer to the block anywhere the scan looked */
+    ML_LEAK_INDIRECT = 1,  /* pointed to only from definitely leaked blocks */
+    ML_LEAK_REACHABLE = 2, /* still pointed to from globals or stacks at exit */
+    ML_LEAK_KINDS
+} ml_leak_kind_t;
+
+const char *ml_leak_kind_name(ml_leak_kind_t k);
+
+typedef struct {
+    const char *function; /* demangled; "[module+0xOFF]" or "[0xADDR]" when unknown */
+    const char *file;     /* source file, NULL without debug info */
+    uint32_t line;        /* 0 without debug info */
+    const char *module;   /* path of the module holding the address, NULL if none */
+    uint64_t address;     /* the return address as recorded (the call is at address - 1) */
+    bool inlined;         /* this frame was inlined into the next (outer) one */
+} ml_frame_t;
+
+/* One allocation site: a unique stack once the allocator's own frames are
+ * removed. Metrics are per site; the strategy advisor reads the size and
+ * lifetime summaries. */
+typedef struct {
+    uint32_t id;              /* index in the site table of this build */
+    const ml_frame_t *frames; /* innermost first; frames[0] called the allocator */
+    uint32_t nframes;
+    uint32_t stacks;          /* recorded stacks merged into this site */
+    uint64_t alloc_calls, bytes_allocated, temporary_allocs, realloc_calls;
+    uint64_t freed_blocks;    /* blocks of this site that were freed (or moved by realloc) */
+    uint64_t peak_bytes, peak_blocks;     /* live at the global peak */
+    uint64_t leaked_bytes, leaked_blocks; /* live at the end, every kind */
+    uint64_t leaked_kind_bytes[ML_LEAK_KINDS], leaked_kind_blocks[ML_LEAK_KINDS];
+    uint64_t min_size, max_size;          /* requested sizes seen (0/0 without allocations) */
+    uint64_t size_log2_mask;  /* bit k: a request of (2^(k-1), 2^k] bytes was seen */
+    uint64_t lifetime_ms_sum, lifetime_ms_max; /* over freed blocks */
+    uint64_t lifetime_log2_mask; /* bit k: a freed block lived (2^(k-1), 2^k] ms (bit 0: <= 1) */
+    uint64_t thread_mask;     /* bit t: thread index t allocated here (t >= 63 share bit 63) */
+    uint32_t pinned_pages;    /* pages holding one of its blocks live at the end */
+    uint32_t sparse_pinned_pages; /* of those, pages less than 25 % used by live blocks */
+    bool suppressed;          /* its leaks match a suppression */
+    const char *suppressed_by;
+} ml_site_t;
+
+/** The site table of the last build (n in *count), in no particular order;
+ * ids are indexes. */
+const ml_site_t *ml_analysis_sites(const ml_analysis_t *a, size_t *count);
+
+/* Blocks live at the end, grouped by site and kind. */
+typedef struct {
+    uint32_t site;
+    ml_leak_kind_t kind;
+    uint64_t bytes, blocks;
+    bool suppressed;
+} ml_leak_group_t;
+
+typedef struct {
+    uint64_t bytes, blocks;                      /* everything live at the end */
+    uint64_t kind_bytes[ML_LEAK_KINDS], kind_blocks[ML_LEAK_KINDS];
+    uint64_t suppressed_bytes, suppressed_blocks;
+    uint64_t gate_bytes;    /* definite, not suppressed: what --fail-on-leak compares */
+    bool scanned;           /* an exit-time reachability scan classified the blocks */
+    int32_t scan_status;    /* 0, or -errno when the scan failed */
+    uint64_t scan_root_bytes, scan_heap_bytes, scan_duration_us;
+    uint64_t unscanned_blocks; /* live at the end without a verdict (allocated after the scan) */
+    const ml_leak_group_t *groups; /* sorted by bytes, largest first */
+    size_t ngroups;
+} ml_leaks_t;
+
+const ml_leaks_t *ml_analysis_leaks(const ml_analysis_t *a);
+
+/* Fragmentation at one moment (docs/analysis.md explains each number). */
+typedef enum { ML_MOMENT_PEAK = 0, ML_MOMENT_END = 1, ML_MOMENT_WORST = 2, ML_MOMENTS } ml_moment_t;
+
+#define ML_HEAP_MAP_CELLS 4096
+
+typedef struct {
+    bool valid;
+    uint32_t time_ms;
+    uint64_t live_bytes, live_blocks;
+    /* (a) pages */
+    uint64_t pages, page_bytes;  /* pages holding at least one live block */
+    double page_utilization;     /* live_bytes / page_bytes (1 when nothing is live) */
+    /* (b) gaps between live blocks inside the heap's regions */
+    uint64_t free_bytes, largest_free_bytes, gaps, regions, span_bytes;
+    double external;             /* 1 - largest/free (0 without free bytes) */
+    /* (c) internal waste: estimated usable size - requested, by size classes */
+    const char *allocator_model; /* "glibc", "jemalloc", "tcmalloc" */
+    uint64_t usable_bytes, internal_waste_bytes;
+    double internal_ratio;       /* waste / usable */
+    /* (d) glibc's counters, the last ML_T_MALLINFO at or before the moment */
+    bool have_mallinfo;
+    uint32_t mallinfo_time_ms;
+    uint64_t arena, hblkhd, uordblks, fordblks, keepcost;
+    /* (e) RSS against the live heap, the last RSS sample at or before the moment */
+    bool have_rss;
+    uint64_t rss_bytes;
+    double heap_to_rss;          /* live_bytes / rss_bytes */
+    /* heap map: page utilization of the busiest region, in cells */
+    uint64_t map_base, map_cell_bytes;
+    uint32_t map_ncells;
+    const int8_t *map_cells;     /* 0..100, or -1: no page held in the cell */
+} ml_frag_t;
+
+const ml_frag_t *ml_analysis_frag(const ml_analysis_t *a, ml_moment_t m);
+
+/* Timeline, downsampled to at most 1000 points; the last one is the end. */
+typedef struct {
+    uint32_t time_ms;
+    uint64_t heap_bytes; /* the largest value in the interval the point stands for */
+    uint64_t rss_bytes, mmap_bytes, gpu_bytes;
+    uint64_t alloc_calls; /* cumulative */
+} ml_timeline_point_t;
+
+#define ML_TIMELINE_MAX 1000
+
+size_t ml_analysis_timeline(const ml_analysis_t *a, const ml_timeline_point_t **points);
+
+/* Histograms. Size bucket k counts requests of (2^(k-1), 2^k] bytes (bucket 3
+ * also takes 0..8); lifetime bucket k freed blocks that lived (2^(k-1), 2^k]
+ * ms (bucket 0: up to 1 ms). */
+typedef struct {
+    uint64_t size_count[64], size_bytes[64];
+    uint32_t size_first, size_last;     /* buckets to print, inclusive */
+    uint64_t life_count[64];
+    uint32_t life_last;
+    uint64_t live_at_end;               /* blocks never freed (not in life_count) */
+} ml_histograms_t;
+
+const ml_histograms_t *ml_analysis_histograms(const ml_analysis_t *a);
+
+typedef struct {
+    uint32_t index, tid;
+    const char *name;
+    uint64_t alloc_calls, bytes_allocated, free_calls, temporary_allocs;
+} ml_thread_stats_t;
+
+size_t ml_analysis_threads(const ml_analysis_t *a, const ml_thread_stats_t **threads);
+
+/* Flame tree, top-down (the root "all", then outermost frames). Nodes are
+ * stored parent before child; children are linked through next_sibling. */
+typedef struct {
+    const char *name, *file;
+    uint32_t line;
+    uint64_t alloc, peak, leaked, calls;
+    int32_t parent, first_child, next_sibling; /* -1: none */
+} ml_flame_node_t;
+
+size_t ml_analysis_flame(const ml_analysis_t *a, const ml_flame_node_t **nodes);
+
+/* What ran. */
+typedef struct {
+    uint32_t pid, ppid, page_size;
+    uint64_t start_realtime_ns, sample_bytes;
+    const char *exe, *parent_trace, *producer;
+    uint32_t argc;
+    const char *const *argv;
+    uint32_t unwinder, depth;
+} ml_process_info_t;
+
+const ml_process_info_t *ml_analysis_process(const ml_analysis_t *a);
+
+/** Warnings collected while feeding and building (build-id mismatches,
+ * missing files, unknown frees, truncation). */
+size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **warnings);
+
+/* ------------------------------------------------------------------------- */
+/* Diff of two built sessions                                                */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t peak_bytes, leaked_bytes, alloc_calls, bytes_allocated;
+} ml_diff_metrics_t;
+
+typedef struct {
+    const ml_site_t *base, *cur;  /* either may be NULL (site gone / new) */
+    ml_diff_metrics_t b, n;       /* summed over the sites that share the key */
+    const char *key;              /* the frames' function names joined by ';' */
+} ml_diff_entry_t;
+
+typedef struct ml_diff_s ml_diff_t;
+
+/** Matches the sites of two built sessions by their frames' function names
+ * (module file name for unnamed frames; lines are ignored, so moving code
+ * does not break the match) and computes per-site metrics. */
+int ml_diff_new(const ml_analysis_t *base, const ml_analysis_t *cur, ml_diff_t **out);
+void ml_diff_free(ml_diff_t *d);
+/** Entries sorted by |delta peak| + |delta leaked| + |delta bytes allocated|, largest first. */
+const ml_diff_entry_t *ml_diff_entries(const ml_diff_t *d, size_t *count);
+
+/* ------------------------------------------------------------------------- */
+/* For the viewer: call trees and who holds the heap (calltree.c, shares.c)  */
+/* ------------------------------------------------------------------------- */
+
+/* Costs of a call-tree node, in the order of the viewer's sort keys. */
+typedef enum {
+    ML_COST_PEAK = 0,  /* peak_bytes */
+    ML_COST_LEAKED,    /* leaked_bytes */
+    ML_COST_ALLOCATED, /* bytes_allocated */
+    ML_COST_CALLS,     /* alloc_calls */
+    ML_COST_TEMPORARY, /* temporary_allocs */
+    ML_COSTS
+} ml_cost_t;
+
+typedef struct {
+    const ml_frame_t *frame; /* the first frame merged into the node (points into the sites) */
+    int32_t parent, first_child, next_sibling; /* -1: none; the roots are chained from node 0 */
+    uint32_t depth;
+    uint64_t incl[ML_COSTS]; /* sum over the sites whose path passes through the node */
+    uint64_t self[ML_COSTS]; /* sum over the sites whose path ends at the node */
+} ml_calltree_node_t;
+
+/** Arranges the costs of sites[0..nsites) (those with use[i] true; use may be
+ * NULL) along their stacks, top-down (outermost frame first) or bottom-up
+ * (frames[0], the allocating function, first), merging frames by function
+ * and module. Writes a malloc'd node array to *out (free() it; it points into
+ * sites, so it is valid as long as they are). Returns the node count or
+ * -ENOMEM. See calltree.c. */
+int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use, bool bottom_up,
+                          ml_calltree_node_t **out);
+
+/* A share of the heap: `id` is a stack id or a site id. */
+typedef struct {
+    uint32_t id;
+    uint64_t bytes, blocks;
+} ml_share_t;
+
+/** The allocation stacks holding the most live bytes now, largest first
+ * (at most max). O(stacks). Stack ids stay valid for the session, so shares
+ * taken while feeding can be mapped to sites after a later build. */
+size_t ml_analysis_top_stacks(const ml_analysis_t *a, ml_share_t *out, size_t max);
+
+/** Maps stack shares to the sites of the last build, merging the stacks of
+ * one site; largest first (at most max). Stacks the last build did not see
+ * are left out. */
+size_t ml_analysis_shares_to_sites(const ml_analysis_t *a, const ml_share_t *in, size_t n,
+                                   ml_share_t *out, size_t max);
+
+/** The sites whose blocks, live at a moment of the last build (peak, worst,
+ * or the end), overlap [lo, hi), largest first: who pins a cell of the heap
+ * map. O(live blocks). Returns the count or -ENOMEM. */
+int64_t ml_analysis_sites_in_range(const ml_analysis_t *a, ml_moment_t m, uint64_t lo, uint64_t hi,
+                                   ml_share_t *out, size_t max);
 
 #endif

@@ -74,6 +74,14 @@ typedef struct {
             uint64_t nested_skipped;
         } proc_exit;
         struct {
+            uint8_t reach; /* ML_REACH_* */
+            uint64_t ptr;
+        } block_reach;
+        struct {
+            int32_t status; /* 0, or -errno when the scan could not read the process */
+            uint64_t root_bytes, heap_bytes, blocks, reachable, indirect, definite, duration_us;
+        } reach_scan;
+        struct {
             uint32_t pid, ppid, page_size, unwinder, depth, options;
             uint64_t start_realtime_ns, sample_bytes;
             const char *parent_trace; /* "" for the root process */

@@ -1,0 +1,246 @@
+/* analysis_internal.h - shared between the files of analysis/; never
+ * included from another folder. */
+#ifndef ML_ANALYSIS_INTERNAL_H
+#define ML_ANALYSIS_INTERNAL_H
+
+#include "ml_analysis.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ------------------------------------------------------------------------- */
+/* Live blocks                                                               */
+/* ------------------------------------------------------------------------- */
+
+/* A live heap block. `seq` is the event number of its allocation, which
+ * tells whether it existed at the peak (see the graveyard in analysis.c). */
+typedef struct {
+    uint64_t ptr; /* 0: empty slot */
+    uint64_t size : 62;
+    uint64_t reach : 2; /* ML_REACH_* from the exit scan */
+    uint64_t seq;
+    uint32_t stack; /* index into the stack-statistics table (0: unknown) */
+    uint32_t time_ms;
+} ml__block_t;
+
+typedef struct {
+    ml__block_t *e;
+    uint64_t cap, count;
+} ml__block_map_t;
+
+/* ------------------------------------------------------------------------- */
+/* Stacks                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* Per recorded allocation stack (leaf node). The live fields change with
+ * every event; the peak fields are the lazily taken snapshot described in
+ * analysis.c. */
+typedef struct {
+    uint32_t node; /* leaf node id */
+    uint32_t site; /* filled by build */
+    double w_calls, w_bytes; /* allocations and bytes, weighted in sampled traces */
+    uint64_t temporary, reallocs, freed;
+    uint64_t live_bytes, live_blocks;
+    uint64_t peak_bytes, peak_blocks;
+    uint64_t last_change; /* event number of the last live change */
+    uint64_t min_size, max_size, size_mask;
+    uint64_t life_sum, life_max, life_mask;
+    uint64_t thread_mask;
+} ml__stack_stats_t;
+
+typedef struct {
+    char *path;
+    uint64_t base, lo, hi;
+    uint8_t *build_id;
+    uint32_t build_id_len;
+    bool loaded;
+} ml__module_t;
+
+/* ------------------------------------------------------------------------- */
+/* Moments: the peak and the worst point, reconstructed at build time        */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    bool set;
+    uint64_t seq;            /* blocks with seq <= this existed then ... */
+    ml__block_t *grave;      /* ... and these were freed after it */
+    uint64_t ngrave, grave_cap;
+    uint32_t time_ms;
+    uint64_t heap_bytes, heap_blocks;
+    uint64_t page_waste;     /* the worst moment's criterion */
+    /* the last samples at that moment */
+    bool have_mallinfo, have_rss;
+    uint32_t mallinfo_time_ms;
+    uint64_t mallinfo[5], rss_bytes;
+} ml__moment_t;
+
+/* ------------------------------------------------------------------------- */
+/* Pages: how many pages hold at least one live block                        */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t page; /* page number + 1; 0: empty */
+    uint32_t count;
+} ml__page_t;
+
+typedef struct {
+    ml__page_t *e;
+    uint64_t cap, count;
+    uint64_t interior; /* pages entirely inside one live block (never shared) */
+} ml__page_map_t;
+
+/* ------------------------------------------------------------------------- */
+/* Timeline buckets                                                          */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    bool used;
+    uint32_t t_max;  /* time of the largest heap value in the bucket */
+    uint64_t heap_max, rss, mmap_max, gpu_max, calls;
+} ml__tl_bucket_t;
+
+/* ------------------------------------------------------------------------- */
+/* Symbolizer                                                                */
+/* ------------------------------------------------------------------------- */
+
+typedef struct ml__symbolizer_s ml__symbolizer_t;
+
+/* Symbolized frames of one return address, innermost (possibly inlined)
+ * first. Strings are interned in the symbolizer and live as long as it. */
+typedef struct {
+    ml_frame_t *f;
+    uint32_t n;
+} ml__pc_frames_t;
+
+int ml__sym_new(ml__symbolizer_t **out, bool no_symbols);
+void ml__sym_free(ml__symbolizer_t *s);
+/* Warnings (build-id mismatches, missing files) go to this session. */
+void ml__sym_set_owner(ml__symbolizer_t *s, ml_analysis_t *a);
+/* Resolves pc inside module number `mod` (m: its record, NULL: none) into
+ * frames; results are cached per (module, pc). */
+int ml__sym_resolve(ml__symbolizer_t *s, int32_t mod, const ml__module_t *m, uint64_t pc,
+                    ml__pc_frames_t *out);
+/* Interns a string in the symbolizer's pool. */
+const char *ml__sym_intern(ml__symbolizer_t *s, const char *str);
+/* True if the frame belongs to the allocator (malloc family, operator new,
+ * std::allocator::allocate, memlens itself). */
+bool ml__frame_is_allocator(const ml_frame_t *f);
+
+/* ------------------------------------------------------------------------- */
+/* Session                                                                   */
+/* ------------------------------------------------------------------------- */
+
+#define ML__MAX_THREADS 65536
+
+typedef struct {
+    uint32_t tid;
+    char *name;
+    uint64_t alloc_calls, bytes_allocated, free_calls, temporary;
+    double w_calls, w_bytes;
+    bool seen;
+} ml__thread_t;
+
+struct ml_analysis_s {
+    ml_totals_t t;
+    ml__block_map_t heap;
+    ml__block_map_t maps;
+    uint64_t last_alloc_ptr; /* for temporary allocations */
+    bool last_alloc_live;
+    /* realloc: the block freed just before, per thread, restored on failure */
+    ml__block_t *realloc_stash;
+    /* sampled traces: weighted sums behind the integer totals */
+    double w_calls, w_bytes, w_reallocs;
+    uint64_t seq; /* events that changed the heap */
+
+    /* process */
+    ml_process_info_t proc;
+    char *proc_strings[ML_MAX_ARGS + 4];
+    uint32_t page_size;
+
+    /* stack trie and per-stack statistics */
+    uint32_t *node_parent;
+    uint64_t *node_pc;
+    int32_t *node_module;
+    uint32_t *node_stat; /* index into stats, 0: none */
+    uint32_t nnodes, node_cap;
+    ml__stack_stats_t *stats; /* stats[0] is the unknown stack */
+    uint32_t nstats, stats_cap;
+
+    /* modules */
+    ml__module_t *mods;
+    uint32_t nmods, mods_cap;
+    uint32_t *loaded_sorted; /* loaded module indexes by lo */
+    uint32_t nloaded;
+    bool loaded_dirty;
+
+    /* peak and worst moments */
+    ml__moment_t mom[2]; /* [0] peak, [1] worst */
+    ml__page_map_t pages;
+
+    /* last samples */
+    bool have_mallinfo, have_rss;
+    uint32_t mallinfo_time_ms;
+    uint64_t mallinfo[5];
+
+    /* timeline */
+    ml__tl_bucket_t tl[ML_TIMELINE_MAX];
+    uint32_t tl_width; /* ms per bucket */
+
+    ml_histograms_t hist;
+    ml__thread_t *threads;
+    uint32_t nthreads;
+
+    /* exit scan */
+    bool scanned;
+    ml_leaks_t scan; /* the scan summary fields only */
+
+    /* derived by build(); the symbolizer outlives builds (its cache and
+     * strings are reused by the next one) */
+    struct ml__built_s *b;
+    ml__symbolizer_t *sym;
+
+    /* warnings */
+    char **warn;
+    size_t nwarn, warn_cap;
+    bool warned_unknown_free;
+    struct ml_gpu_s *gpu; /* GPU records (gpu.c), NULL until the first one */
+};
+
+/* The results of build(). */
+struct ml__built_s {
+    ml_site_t *sites;
+    size_t nsites;
+    ml_frame_t *frames; /* all sites' frames */
+    size_t nframes, frames_cap;
+    ml_leak_group_t *groups;
+    ml_leaks_t leaks;
+    ml_frag_t frag[ML_MOMENTS];
+    int8_t *cells[ML_MOMENTS];
+    ml_timeline_point_t *tl;
+    size_t ntl;
+    ml_thread_stats_t *threads;
+    size_t nthreads;
+    ml_flame_node_t *flame;
+    size_t nflame;
+};
+
+void ml__warn(ml_analysis_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* frag.c: fragmentation of one set of live blocks (sorted by address). */
+void ml__frag_compute(const ml_analysis_t *a, const ml__block_t *blocks, uint64_t n,
+                      ml_frag_t *out, int8_t **cells);
+/* The estimated usable size of a request under the detected allocator. */
+const char *ml__allocator_model(const ml_analysis_t *a);
+uint64_t ml__usable_size(const char *model, uint64_t size);
+/* Pinned pages per site at the end (blocks sorted by address). */
+void ml__frag_pinned(const ml_analysis_t *a, const ml__block_t *blocks, uint64_t n,
+                     ml_site_t *sites);
+
+/* sites.c */
+int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts_t *o);
+void ml__built_free(struct ml__built_s *b);
+
+/* Sorting helper for blocks by address. */
+void ml__sort_blocks(ml__block_t *b, uint64_t n);
+
+#endif

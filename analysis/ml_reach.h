@@ -1,0 +1,67 @@
+/* ml_reach.h - which heap blocks live at exit are still reachable.
+ *
+ * High-level; may allocate. A conservative pointer scan, as LeakSanitizer
+ * and valgrind memcheck do it, over memory read through a callback (the
+ * collector reads the stopped-at-exit target with process_vm_readv; tests
+ * read a buffer):
+ *
+ *  1. Every aligned 8-byte word of the roots (writable data of the modules,
+ *     thread stacks, other writable private mappings) that points into a live
+ *     block marks the block reachable; reachable blocks are scanned in turn.
+ *  2. The remaining blocks are leaked. Their pointer graph is built, and in
+ *     address order each block not yet classified becomes a "leader"
+ *     (definite); every leaked block reachable from a leader, other than the
+ *     leader itself, is indirect, including earlier leaders (valgrind's
+ *     clique rule, so a cycle of leaked blocks reports one definite block and
+ *     the rest indirect).
+ *
+ * A pointer anywhere inside a block counts (C++ base-class pointers, arrays
+ * with a cookie, intrusive lists), except, under glibc, the one offset where
+ * glibc's own free lists and top pointer point: the next chunk's header.
+ */
+#ifndef ML_REACH_H
+#define ML_REACH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "ml_analysis.h"
+
+typedef struct {
+    uint64_t lo, hi; /* [lo, hi) */
+} ml_range_t;
+
+/* One read request: `got` is set to the bytes read (0 when unreadable). */
+typedef struct {
+    uint64_t addr;
+    size_t len;
+    void *buf;
+    size_t got;
+} ml_reach_req_t;
+
+typedef struct {
+    /* Reads n requests; returns 0, or a negative errno when nothing can be
+     * read at all (the scan is then abandoned). */
+    int (*read)(void *ctx, ml_reach_req_t *reqs, size_t n);
+    void *ctx;
+    bool glibc_chunk_alias; /* ignore pointers at the next glibc chunk header */
+    uint64_t deadline_ns;   /* CLOCK_MONOTONIC; 0: none. Past it: -ETIMEDOUT */
+} ml_reach_io_t;
+
+typedef struct {
+    uint64_t root_bytes, heap_bytes; /* bytes read */
+    uint64_t reachable, indirect, definite;
+} ml_reach_stats_t;
+
+/** Classifies n blocks (sorted by address, non-overlapping) into verdict[i]
+ * (ML_REACH_REACHABLE / _INDIRECT / _DEFINITE). Returns 0 or a negative
+ * errno (-ENOMEM, -ETIMEDOUT, or the reader's error). */
+int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t *roots,
+                      size_t nroots, const ml_reach_io_t *io, uint8_t *verdict,
+                      ml_reach_stats_t *st);
+
+/** "glibc", "jemalloc", "tcmalloc" or "mimalloc": which allocator the traced
+ * program used, from its loaded modules. */
+const char *ml_analysis_allocator_model(const ml_analysis_t *a);
+
+#endif

@@ -1,0 +1,722 @@
+/* sites.c - ml_analysis_build(): from recorded stacks to sites, leaks,
+ * fragmentation moments, timeline, threads and the flame tree.
+ *
+ * A site is a unique stack once the allocator's own frames are removed.
+ * Recorded stacks are leaf node ids in the stack trie; each node's return
+ * address expands into one or more frames (inlining). Walking from the leaf,
+ * the first frame that is not the allocator's (ml__frame_is_allocator) is
+ * frames[0]; its node and its position inside that node's expansion are the
+ * site's key, so stacks that differ only inside malloc or operator new merge.
+ */
+#define _GNU_SOURCE
+#include "analysis_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_WALK 1024
+
+const char *ml_leak_kind_name(ml_leak_kind_t k) {
+    static const char *const names[] = {"definite", "indirect", "reachable"};
+    return k < ML_LEAK_KINDS ? names[k] : "?";
+}
+
+void ml__built_free(struct ml__built_s *b) {
+    if (!b) return;
+    free(b->sites);
+    free(b->frames);
+    free(b->groups);
+    for (int i = 0; i < ML_MOMENTS; i++) free(b->cells[i]);
+    free(b->tl);
+    free(b->threads);
+    free(b->flame);
+    memset(b, 0, sizeof *b);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Site keys                                                                 */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t node, skip; /* first frame of the site: frame `skip` of node `node` */
+    uint32_t site;       /* site index + 1; 0: empty */
+} keyent_t;
+
+typedef struct {
+    keyent_t *e;
+    uint64_t cap, count;
+} keymap_t;
+
+static uint64_t key_hash(uint32_t node, uint32_t skip) {
+    uint64_t h = ((uint64_t)node << 8) ^ skip;
+    h *= 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 29);
+}
+
+static keyent_t *key_slot(keymap_t *m, uint32_t node, uint32_t skip) {
+    if ((m->count + 1) * 2 > m->cap) {
+        uint64_t cap = m->cap ? m->cap * 2 : 1024;
+        keyent_t *n = calloc(cap, sizeof *n);
+        if (!n) return NULL;
+        for (uint64_t i = 0; i < m->cap; i++) {
+            if (!m->e[i].site) continue;
+            uint64_t j = key_hash(m->e[i].node, m->e[i].skip) & (cap - 1);
+            while (n[j].site) j = (j + 1) & (cap - 1);
+            n[j] = m->e[i];
+        }
+        free(m->e);
+        m->e = n;
+        m->cap = cap;
+    }
+    uint64_t j = key_hash(node, skip) & (m->cap - 1);
+    while (m->e[j].site && (m->e[j].node != node || m->e[j].skip != skip)) j = (j + 1) & (m->cap - 1);
+    return &m->e[j];
+}
+
+static int node_frames(ml_analysis_t *a, uint32_t node, ml__pc_frames_t *out) {
+    int32_t mod = node < a->nnodes ? a->node_module[node] : -1;
+    const ml__module_t *m = mod >= 0 && (uint32_t)mod < a->nmods ? &a->mods[mod] : NULL;
+    return ml__sym_resolve(a->sym, mod, m, node < a->nnodes ? a->node_pc[node] : 0, out);
+}
+
+/* The key of a recorded stack: see the comment at the top. */
+static int stack_key(ml_analysis_t *a, uint32_t leaf, uint32_t *knode, uint32_t *kskip) {
+    uint32_t n = leaf;
+    for (int guard = 0; n && n < a->nnodes && guard < MAX_WALK; guard++) {
+        ml__pc_frames_t pf;
+        int rc = node_frames(a, n, &pf);
+        if (rc < 0) return rc;
+        for (uint32_t j = 0; j < pf.n; j++)
+            if (!ml__frame_is_allocator(&pf.f[j])) {
+                *knode = n;
+                *kskip = j;
+                return 0;
+            }
+        n = a->node_parent[n];
+    }
+    /* Nothing but allocator frames (or no stack): keep it whole. */
+    *knode = leaf;
+    *kskip = 0;
+    return 0;
+}
+
+static int push_frame(struct ml__built_s *b, const ml_frame_t *f) {
+    if (b->nframes == b->frames_cap) {
+        size_t cap = b->frames_cap ? b->frames_cap * 2 : 4096;
+        ml_frame_t *p = realloc(b->frames, cap * sizeof *p);
+        if (!p) return -ENOMEM;
+        b->frames = p;
+        b->frames_cap = cap;
+    }
+    b->frames[b->nframes++] = *f;
+    return 0;
+}
+
+/* Appends the frames of a site starting at (node, skip) up to the root. */
+static int site_frames(ml_analysis_t *a, struct ml__built_s *b, uint32_t node, uint32_t skip) {
+    uint32_t n = node;
+    for (int guard = 0; n && n < a->nnodes && guard < MAX_WALK; guard++) {
+        ml__pc_frames_t pf;
+        int rc = node_frames(a, n, &pf);
+        if (rc < 0) return rc;
+        for (uint32_t j = n == node ? skip : 0; j < pf.n; j++)
+            if ((rc = push_frame(b, &pf.f[j])) < 0) return rc;
+        n = a->node_parent[n];
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Suppressions                                                              */
+/* ------------------------------------------------------------------------- */
+
+size_t ml__supp_match(const ml_suppressions_t *s, const ml_frame_t *f, uint32_t n);
+void ml__supp_hit(const ml_suppressions_t *s, size_t i, uint64_t blocks, uint64_t bytes);
+void ml__supp_reset(const ml_suppressions_t *s);
+
+/* ------------------------------------------------------------------------- */
+/* Flame tree                                                                */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    ml_flame_node_t n;
+    uint32_t depth;
+    double score;
+    int32_t out; /* index in the output, -1: pruned */
+} fnode_t;
+
+typedef struct {
+    int32_t parent;
+    const char *name, *file;
+    int32_t idx; /* -1: empty */
+} fkey_t;
+
+typedef struct {
+    fnode_t *v;
+    size_t n, cap;
+    fkey_t *k;
+    uint64_t kcap, kcount;
+} ftree_t;
+
+static uint64_t fkey_hash(int32_t parent, const char *name, const char *file) {
+    uint64_t h = (uint64_t)(uint32_t)parent * 0x9e3779b97f4a7c15ull;
+    h ^= (uint64_t)(uintptr_t)name * 0xc2b2ae3d27d4eb4full;
+    h ^= (uint64_t)(uintptr_t)file * 0x165667b19e3779f9ull;
+    return h ^ (h >> 31);
+}
+
+static int ftree_grow_keys(ftree_t *t) {
+    uint64_t cap = t->kcap ? t->kcap * 2 : 4096;
+    fkey_t *n = malloc(cap * sizeof *n);
+    if (!n) return -ENOMEM;
+    for (uint64_t i = 0; i < cap; i++) n[i].idx = -1;
+    for (uint64_t i = 0; i < t->kcap; i++) {
+        if (t->k[i].idx < 0) continue;
+        uint64_t j = fkey_hash(t->k[i].parent, t->k[i].name, t->k[i].file) & (cap - 1);
+        while (n[j].idx >= 0) j = (j + 1) & (cap - 1);
+        n[j] = t->k[i];
+    }
+    free(t->k);
+    t->k = n;
+    t->kcap = cap;
+    return 0;
+}
+
+static int32_t ftree_child(ftree_t *t, int32_t parent, const ml_frame_t *f) {
+    if ((t->kcount + 1) * 2 > t->kcap && ftree_grow_keys(t) < 0) return -1;
+    uint64_t j = fkey_hash(parent, f->function, f->file) & (t->kcap - 1);
+    while (t->k[j].idx >= 0) {
+        fkey_t *k = &t->k[j];
+        if (k->parent == parent && k->name == f->function && k->file == f->file) return k->idx;
+        j = (j + 1) & (t->kcap - 1);
+    }
+    if (t->n == t->cap) {
+        size_t cap = t->cap * 2;
+        fnode_t *p = realloc(t->v, cap * sizeof *p);
+        if (!p) return -1;
+        t->v = p;
+        t->cap = cap;
+    }
+    int32_t idx = (int32_t)t->n++;
+    fnode_t *c = &t->v[idx];
+    memset(c, 0, sizeof *c);
+    c->n.name = f->function;
+    c->n.file = f->file;
+    c->n.line = f->line;
+    c->n.parent = parent;
+    c->n.first_child = -1;
+    c->n.next_sibling = t->v[parent].n.first_child;
+    c->depth = t->v[parent].depth + 1;
+    t->v[parent].n.first_child = idx;
+    t->k[j] = (fkey_t){parent, f->function, f->file, idx};
+    t->kcount++;
+    return idx;
+}
+
+static int cmp_fnode_ptr(const void *x, const void *y) {
+    const fnode_t *a = *(fnode_t *const *)x, *b = *(fnode_t *const *)y;
+    if (a->score != b->score) return a->score > b->score ? -1 : 1;
+    return a->depth < b->depth ? -1 : a->depth > b->depth;
+}
+
+static double frac(uint64_t v, uint64_t total) {
+    return total ? (double)v / (double)total : 0;
+}
+
+static int build_flame(struct ml__built_s *b, const ml_build_opts_t *o) {
+    ftree_t t = {0};
+    t.cap = 1024;
+    t.v = calloc(t.cap, sizeof *t.v);
+    if (!t.v) return -ENOMEM;
+    t.n = 1;
+    t.v[0].n = (ml_flame_node_t){.name = "all", .parent = -1, .first_child = -1, .next_sibling = -1};
+    for (size_t i = 0; i < b->nsites; i++) {
+        const ml_site_t *s = &b->sites[i];
+        fnode_t *root = &t.v[0];
+        root->n.alloc += s->bytes_allocated;
+        root->n.peak += s->peak_bytes;
+        root->n.leaked += s->leaked_bytes;
+        root->n.calls += s->alloc_calls;
+        int32_t cur = 0;
+        for (uint32_t k = s->nframes; k > 0; k--) {
+            cur = ftree_child(&t, cur, &s->frames[k - 1]);
+            if (cur < 0) {
+                free(t.v);
+                free(t.k);
+                return -ENOMEM;
+            }
+            fnode_t *c = &t.v[cur];
+            c->n.alloc += s->bytes_allocated;
+            c->n.peak += s->peak_bytes;
+            c->n.leaked += s->leaked_bytes;
+            c->n.calls += s->alloc_calls;
+        }
+    }
+    free(t.k);
+    /* Prune: keep nodes at or above min_fraction of at least one metric,
+     * then the max_nodes best. A child never scores above its parent, and
+     * ties go to the shallower node, so the kept set is a subtree. */
+    double minf = o->flame_min_fraction > 0 ? o->flame_min_fraction : 0.001;
+    size_t maxn = o->flame_max_nodes ? o->flame_max_nodes : 5000;
+    const ml_flame_node_t *r = &t.v[0].n;
+    fnode_t **keep = malloc(t.n * sizeof *keep);
+    if (!keep) {
+        free(t.v);
+        return -ENOMEM;
+    }
+    size_t nk = 0;
+    for (size_t i = 0; i < t.n; i++) {
+        fnode_t *x = &t.v[i];
+        double sc = frac(x->n.alloc, r->alloc);
+        double p = frac(x->n.peak, r->peak), l = frac(x->n.leaked, r->leaked),
+               c = frac(x->n.calls, r->calls);
+        if (p > sc) sc = p;
+        if (l > sc) sc = l;
+        if (c > sc) sc = c;
+        x->score = i == 0 ? 2.0 : sc;
+        x->out = -1;
+        if (i == 0 || sc >= minf) keep[nk++] = x;
+    }
+    qsort(keep, nk, sizeof *keep, cmp_fnode_ptr);
+    if (nk > maxn) nk = maxn;
+    for (size_t i = 0; i < nk; i++) keep[i]->out = 0;
+    /* Emit parent before child (breadth first over kept nodes). */
+    b->flame = calloc(nk ? nk : 1, sizeof *b->flame);
+    int32_t *queue = malloc((nk ? nk : 1) * sizeof *queue);
+    if (!b->flame || !queue) {
+        free(queue);
+        free(keep);
+        free(t.v);
+        return -ENOMEM;
+    }
+    size_t qh = 0, qt = 0, no = 0;
+    queue[qt++] = 0;
+    t.v[0].out = (int32_t)no;
+    b->flame[no++] = t.v[0].n;
+    b->flame[0].parent = b->flame[0].first_child = b->flame[0].next_sibling = -1;
+    while (qh < qt) {
+        int32_t in = queue[qh++];
+        int32_t po = t.v[in].out;
+        int32_t last = -1;
+        for (int32_t c = t.v[in].n.first_child; c >= 0; c = t.v[c].n.next_sibling) {
+            if (t.v[c].out < 0) continue;
+            int32_t oi = (int32_t)no++;
+            t.v[c].out = oi;
+            b->flame[oi] = t.v[c].n;
+            b->flame[oi].parent = po;
+            b->flame[oi].first_child = b->flame[oi].next_sibling = -1;
+            if (last < 0) b->flame[po].first_child = oi;
+            else b->flame[last].next_sibling = oi;
+            last = oi;
+            queue[qt++] = c;
+        }
+    }
+    b->nflame = no;
+    free(queue);
+    free(keep);
+    free(t.v);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Build                                                                     */
+/* ------------------------------------------------------------------------- */
+
+static int cmp_site(const void *x, const void *y) {
+    const ml_site_t *a = x, *b = y;
+    if (a->peak_bytes != b->peak_bytes) return a->peak_bytes > b->peak_bytes ? -1 : 1;
+    if (a->leaked_bytes != b->leaked_bytes) return a->leaked_bytes > b->leaked_bytes ? -1 : 1;
+    if (a->bytes_allocated != b->bytes_allocated)
+        return a->bytes_allocated > b->bytes_allocated ? -1 : 1;
+    if (a->alloc_calls != b->alloc_calls) return a->alloc_calls > b->alloc_calls ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static int cmp_group(const void *x, const void *y) {
+    const ml_leak_group_t *a = x, *b = y;
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+    return a->site < b->site ? -1 : a->site > b->site;
+}
+
+/* Blocks live at a moment: live now and allocated by then, plus the
+ * moment's graveyard. */
+static ml__block_t *moment_blocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n) {
+    uint64_t cap = a->heap.count + (m ? m->ngrave : 0);
+    ml__block_t *v = malloc((cap ? cap : 1) * sizeof *v);
+    if (!v) return NULL;
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < a->heap.cap; i++) {
+        const ml__block_t *e = &a->heap.e[i];
+        if (e->ptr && (!m || e->seq <= m->seq)) v[k++] = *e;
+    }
+    if (m)
+        for (uint64_t i = 0; i < m->ngrave; i++) v[k++] = m->grave[i];
+    ml__sort_blocks(v, k);
+    *n = k;
+    return v;
+}
+
+static void fill_moment(ml_frag_t *f, const ml__moment_t *m) {
+    f->time_ms = m->time_ms;
+    f->have_mallinfo = m->have_mallinfo;
+    f->mallinfo_time_ms = m->mallinfo_time_ms;
+    f->arena = m->mallinfo[0];
+    f->hblkhd = m->mallinfo[1];
+    f->uordblks = m->mallinfo[2];
+    f->fordblks = m->mallinfo[3];
+    f->keepcost = m->mallinfo[4];
+    f->have_rss = m->have_rss;
+    f->rss_bytes = m->rss_bytes;
+    f->heap_to_rss = m->rss_bytes ? (double)f->live_bytes / (double)m->rss_bytes : 0;
+}
+
+static int build_frag(ml_analysis_t *a, struct ml__built_s *b) {
+    for (int w = 0; w < ML_MOMENTS; w++) {
+        const ml__moment_t *m = w == ML_MOMENT_PEAK ? &a->mom[0] : w == ML_MOMENT_WORST ? &a->mom[1] : NULL;
+        if (m && !m->set) continue;
+        uint64_t n;
+        ml__block_t *v = moment_blocks(a, m, &n);
+        if (!v) return -ENOMEM;
+        ml__frag_compute(a, v, n, &b->frag[w], &b->cells[w]);
+        if (m) {
+            fill_moment(&b->frag[w], m);
+        } else {
+            ml__moment_t now = {.time_ms = a->t.last_time_ms,
+                                .have_mallinfo = a->have_mallinfo,
+                                .mallinfo_time_ms = a->mallinfo_time_ms,
+                                .have_rss = a->have_rss,
+                                .rss_bytes = a->t.rss_bytes};
+            memcpy(now.mallinfo, a->mallinfo, sizeof now.mallinfo);
+            fill_moment(&b->frag[w], &now);
+            for (uint64_t i = 0; i < n; i++) v[i].stack = a->stats[v[i].stack < a->nstats ? v[i].stack : 0].site;
+            ml__frag_pinned(a, v, n, b->sites);
+        }
+        free(v);
+    }
+    return 0;
+}
+
+static int build_timeline(ml_analysis_t *a, struct ml__built_s *b) {
+    b->tl = calloc(ML_TIMELINE_MAX + 1, sizeof *b->tl);
+    if (!b->tl) return -ENOMEM;
+    size_t n = 0;
+    for (uint32_t i = 0; i < ML_TIMELINE_MAX && n < ML_TIMELINE_MAX - 1; i++) {
+        const ml__tl_bucket_t *k = &a->tl[i];
+        if (!k->used) continue;
+        b->tl[n++] = (ml_timeline_point_t){k->t_max, k->heap_max, k->rss, k->mmap_max, k->gpu_max, k->calls};
+    }
+    /* The last point is the end: what is live at exit. */
+    uint32_t end = a->t.last_time_ms;
+    if (a->t.complete && a->t.end.duration_ms > end) end = (uint32_t)a->t.end.duration_ms;
+    if (n && b->tl[n - 1].time_ms > end) end = b->tl[n - 1].time_ms;
+    b->tl[n++] = (ml_timeline_point_t){end, a->t.heap_bytes, a->t.rss_bytes, a->t.mmap_bytes,
+                                       a->t.gpu_bytes, a->t.alloc_calls};
+    b->ntl = n;
+    return 0;
+}
+
+static int build_threads(ml_analysis_t *a, struct ml__built_s *b) {
+    b->threads = calloc(a->nthreads ? a->nthreads : 1, sizeof *b->threads);
+    if (!b->threads) return -ENOMEM;
+    size_t n = 0;
+    for (uint32_t i = 0; i < a->nthreads; i++) {
+        const ml__thread_t *t = &a->threads[i];
+        if (!t->seen) continue;
+        b->threads[n++] = (ml_thread_stats_t){
+            .index = i,
+            .tid = t->tid,
+            .name = t->name ? t->name : "",
+            .alloc_calls = (uint64_t)llround(t->w_calls),
+            .bytes_allocated = (uint64_t)llround(t->w_bytes),
+            .free_calls = t->free_calls,
+            .temporary_allocs = t->temporary,
+        };
+    }
+    b->nthreads = n;
+    return 0;
+}
+
+int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts_t *o) {
+    int rc = 0;
+    keymap_t km = {0};
+    uint32_t *site_node = NULL, *site_skip = NULL;
+    size_t *site_off = NULL;
+    /* Sites: stacks merged by their key. */
+    b->sites = calloc(a->nstats, sizeof *b->sites);
+    site_node = calloc(a->nstats, sizeof *site_node);
+    site_skip = calloc(a->nstats, sizeof *site_skip);
+    if (!b->sites || !site_node || !site_skip) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    double *wc = calloc(a->nstats, sizeof *wc), *wb = calloc(a->nstats, sizeof *wb);
+    if (!wc || !wb) {
+        free(wc);
+        free(wb);
+        rc = -ENOMEM;
+        goto out;
+    }
+    uint64_t peak_seq = a->mom[0].seq;
+    for (uint32_t s = 0; s < a->nstats; s++) {
+        ml__stack_stats_t *st = &a->stats[s];
+        if (st->w_calls == 0 && st->live_blocks == 0 && st->peak_blocks == 0 && st->freed == 0) {
+            st->site = UINT32_MAX;
+            continue;
+        }
+        uint32_t kn = 0, ks = 0;
+        if (s != 0 && (rc = stack_key(a, st->node, &kn, &ks)) < 0) break;
+        keyent_t *e = key_slot(&km, kn, ks);
+        if (!e) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (!e->site) {
+            e->node = kn;
+            e->skip = ks;
+            e->site = (uint32_t)++b->nsites;
+            ml_site_t *n = &b->sites[e->site - 1];
+            n->min_size = UINT64_MAX;
+            site_node[e->site - 1] = kn;
+            site_skip[e->site - 1] = ks;
+        }
+        uint32_t si = e->site - 1;
+        km.count += 0;
+        st->site = si;
+        ml_site_t *x = &b->sites[si];
+        uint64_t pb = st->last_change <= peak_seq ? st->live_bytes : st->peak_bytes;
+        uint64_t pn = st->last_change <= peak_seq ? st->live_blocks : st->peak_blocks;
+        x->stacks++;
+        wc[si] += st->w_calls;
+        wb[si] += st->w_bytes;
+        x->temporary_allocs += st->temporary;
+        x->realloc_calls += st->reallocs;
+        x->freed_blocks += st->freed;
+        x->peak_bytes += a->mom[0].set ? pb : 0;
+        x->peak_blocks += a->mom[0].set ? pn : 0;
+        x->leaked_bytes += st->live_bytes;
+        x->leaked_blocks += st->live_blocks;
+        if (st->min_size < x->min_size) x->min_size = st->min_size;
+        if (st->max_size > x->max_size) x->max_size = st->max_size;
+        x->size_log2_mask |= st->size_mask;
+        x->lifetime_ms_sum += st->life_sum;
+        if (st->life_max > x->lifetime_ms_max) x->lifetime_ms_max = st->life_max;
+        x->lifetime_log2_mask |= st->life_mask;
+        x->thread_mask |= st->thread_mask;
+    }
+    for (size_t i = 0; i < b->nsites; i++) {
+        b->sites[i].alloc_calls = (uint64_t)llround(wc[i]);
+        b->sites[i].bytes_allocated = (uint64_t)llround(wb[i]);
+        if (b->sites[i].min_size == UINT64_MAX) b->sites[i].min_size = 0;
+        b->sites[i].id = (uint32_t)i;
+    }
+    free(wc);
+    free(wb);
+    if (rc < 0) goto out;
+
+    /* Frames, kept as offsets until the array stops moving. */
+    site_off = calloc(b->nsites + 1, sizeof *site_off);
+    if (!site_off) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < b->nsites; i++) {
+        site_off[i] = b->nframes;
+        if (site_node[i] == 0) {
+            ml_frame_t f = {.function = ml__sym_intern(a->sym, "[no stack]")};
+            if ((rc = push_frame(b, &f)) < 0) goto out;
+        } else if ((rc = site_frames(a, b, site_node[i], site_skip[i])) < 0) {
+            goto out;
+        }
+    }
+    site_off[b->nsites] = b->nframes;
+    for (size_t i = 0; i < b->nsites; i++) {
+        b->sites[i].frames = b->frames + site_off[i];
+        b->sites[i].nframes = (uint32_t)(site_off[i + 1] - site_off[i]);
+    }
+
+    /* Leaks: every block live at the end, by site and kind. */
+    for (uint64_t i = 0; i < a->heap.cap; i++) {
+        const ml__block_t *e = &a->heap.e[i];
+        if (!e->ptr) continue;
+        uint32_t si = a->stats[e->stack < a->nstats ? e->stack : 0].site;
+        if (si >= b->nsites) continue;
+        ml_leak_kind_t k = ML_LEAK_DEFINITE;
+        if (e->reach == ML_REACH_REACHABLE) k = ML_LEAK_REACHABLE;
+        else if (e->reach == ML_REACH_INDIRECT) k = ML_LEAK_INDIRECT;
+        else if (a->scanned && e->reach == ML_REACH_UNKNOWN) b->leaks.unscanned_blocks++;
+        b->sites[si].leaked_kind_bytes[k] += e->size;
+        b->sites[si].leaked_kind_blocks[k]++;
+    }
+    if (o->suppressions) ml__supp_reset(o->suppressions);
+    size_t ng = 0;
+    for (size_t i = 0; i < b->nsites; i++) {
+        ml_site_t *x = &b->sites[i];
+        if (o->suppressions && x->leaked_blocks) {
+            size_t k = ml__supp_match(o->suppressions, x->frames, x->nframes);
+            if (k != (size_t)-1) {
+                x->suppressed = true;
+                x->suppressed_by = ml_suppressions_pattern(o->suppressions, k, NULL, NULL);
+                ml__supp_hit(o->suppressions, k, x->leaked_blocks, x->leaked_bytes);
+            }
+        }
+        for (int k = 0; k < ML_LEAK_KINDS; k++)
+            if (x->leaked_kind_blocks[k]) ng++;
+    }
+    b->groups = calloc(ng ? ng : 1, sizeof *b->groups);
+    if (!b->groups) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    ml_leaks_t *L = &b->leaks;
+    for (size_t i = 0; i < b->nsites; i++) {
+        const ml_site_t *x = &b->sites[i];
+        for (int k = 0; k < ML_LEAK_KINDS; k++) {
+            if (!x->leaked_kind_blocks[k]) continue;
+            b->groups[L->ngroups++] = (ml_leak_group_t){(uint32_t)i, (ml_leak_kind_t)k,
+                                                        x->leaked_kind_bytes[k],
+                                                        x->leaked_kind_blocks[k], x->suppressed};
+            L->bytes += x->leaked_kind_bytes[k];
+            L->blocks += x->leaked_kind_blocks[k];
+            L->kind_bytes[k] += x->leaked_kind_bytes[k];
+            L->kind_blocks[k] += x->leaked_kind_blocks[k];
+            if (x->suppressed) {
+                L->suppressed_bytes += x->leaked_kind_bytes[k];
+                L->suppressed_blocks += x->leaked_kind_blocks[k];
+            } else if (k == ML_LEAK_DEFINITE) {
+                L->gate_bytes += x->leaked_kind_bytes[k];
+            }
+        }
+    }
+    qsort(b->groups, L->ngroups, sizeof *b->groups, cmp_group);
+    L->groups = b->groups;
+    L->scanned = a->scan.scanned;
+    L->scan_status = a->scan.scan_status;
+    L->scan_root_bytes = a->scan.scan_root_bytes;
+    L->scan_heap_bytes = a->scan.scan_heap_bytes;
+    L->scan_duration_us = a->scan.scan_duration_us;
+
+    if ((rc = build_frag(a, b)) < 0) goto out;
+
+    /* Order sites by peak, leaks, volume; ids follow the order. Leak groups
+     * and stack statistics refer to sites by index: remap them. */
+    uint32_t *remap = malloc((b->nsites ? b->nsites : 1) * sizeof *remap);
+    if (!remap) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    qsort(b->sites, b->nsites, sizeof *b->sites, cmp_site);
+    for (size_t i = 0; i < b->nsites; i++) {
+        remap[b->sites[i].id] = (uint32_t)i;
+        b->sites[i].id = (uint32_t)i;
+    }
+    for (size_t i = 0; i < L->ngroups; i++) b->groups[i].site = remap[b->groups[i].site];
+    for (uint32_t s = 0; s < a->nstats; s++)
+        if (a->stats[s].site < b->nsites) a->stats[s].site = remap[a->stats[s].site];
+    free(remap);
+
+    if ((rc = build_timeline(a, b)) < 0) goto out;
+    if ((rc = build_threads(a, b)) < 0) goto out;
+    rc = build_flame(b, o);
+out:
+    free(km.e);
+    free(site_node);
+    free(site_skip);
+    free(site_off);
+    return rc;
+}
+
+int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, size_t errlen) {
+    ml_build_opts_t none = {0};
+    if (!opts) opts = &none;
+    if (!a->sym) {
+        int rc = ml__sym_new(&a->sym, opts->no_symbols);
+        if (rc < 0) {
+            snprintf(err, errlen, "out of memory");
+            return rc;
+        }
+        ml__sym_set_owner(a->sym, a);
+    }
+    if (a->b) ml__built_free(a->b);
+    else if (!(a->b = calloc(1, sizeof *a->b))) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    a->hist.live_at_end = a->t.heap_blocks;
+    int rc = ml__build_sites(a, a->b, opts);
+    if (rc < 0) {
+        ml__built_free(a->b);
+        snprintf(err, errlen, "out of memory while building the report");
+        return rc;
+    }
+    if (a->t.unknown_frees)
+        ml__warn(a, "%llu frees of addresses never seen allocated (allocated before memlens "
+                    "started, or by an allocator memlens does not see)",
+                 (unsigned long long)a->t.unknown_frees);
+    if (a->t.complete && (a->t.end.lost_in_crash || a->t.end.lost_dead_collector))
+        ml__warn(a, "%llu events were lost when the process died mid-event",
+                 (unsigned long long)(a->t.end.lost_in_crash + a->t.end.lost_dead_collector));
+    if (a->t.complete && a->t.end.truncated_stacks)
+        ml__warn(a, "%llu stacks were cut at the depth limit (--depth)",
+                 (unsigned long long)a->t.end.truncated_stacks);
+    if (!a->scan.scanned && a->t.heap_blocks) {
+        if (a->scan.scan_status)
+            ml__warn(a, "the exit-time reachability scan failed (%s): every block live at the end "
+                        "is reported as a definite leak",
+                     strerror(-a->scan.scan_status));
+        else
+            ml__warn(a, "no exit-time reachability scan (the process did not exit normally, or "
+                        "the trace predates it): every block live at the end is reported as a "
+                        "definite leak");
+    }
+    if (a->t.sample_bytes)
+        ml__warn(a, "sampled trace (one allocation per %llu bytes on average): counts and bytes "
+                    "are estimates, fragmentation is of the sampled blocks only",
+                 (unsigned long long)a->t.sample_bytes);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Queries                                                                   */
+/* ------------------------------------------------------------------------- */
+
+static const struct ml__built_s empty_built;
+
+static const struct ml__built_s *built(const ml_analysis_t *a) {
+    return a->b ? a->b : &empty_built;
+}
+
+const ml_site_t *ml_analysis_sites(const ml_analysis_t *a, size_t *count) {
+    *count = built(a)->nsites;
+    return built(a)->sites;
+}
+
+const ml_leaks_t *ml_analysis_leaks(const ml_analysis_t *a) {
+    return &built(a)->leaks;
+}
+
+const ml_frag_t *ml_analysis_frag(const ml_analysis_t *a, ml_moment_t m) {
+    return m < ML_MOMENTS ? &built(a)->frag[m] : NULL;
+}
+
+size_t ml_analysis_timeline(const ml_analysis_t *a, const ml_timeline_point_t **p) {
+    *p = built(a)->tl;
+    return built(a)->ntl;
+}
+
+const ml_histograms_t *ml_analysis_histograms(const ml_analysis_t *a) {
+    return &a->hist;
+}
+
+size_t ml_analysis_threads(const ml_analysis_t *a, const ml_thread_stats_t **t) {
+    *t = built(a)->threads;
+    return built(a)->nthreads;
+}
+
+size_t ml_analysis_flame(const ml_analysis_t *a, const ml_flame_node_t **n) {
+    *n = built(a)->flame;
+    return built(a)->nflame;
+}

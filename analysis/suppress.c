@@ -1,0 +1,191 @@
+/* suppress.c - LeakSanitizer-style suppressions for known leaks.
+ *
+ * The file format is LSan's: one `leak:PATTERN` per line, `#` starts a
+ * comment, blank lines are ignored. A leak is suppressed when PATTERN matches
+ * the function, the source file or the module of any frame of its site.
+ * Matching is LSan's TemplateMatch: a substring match, where `*` stands for
+ * any run of characters and a leading `^` or trailing `$` anchors the
+ * pattern at the start or end of the text.
+ */
+#define _GNU_SOURCE
+#include "analysis_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    char *pattern;
+    uint64_t blocks, bytes; /* hits in the last build */
+} supp_t;
+
+struct ml_suppressions_s {
+    supp_t *v;
+    size_t n, cap;
+};
+
+/* Glob match of p[0..pn) against the whole of t (only `*` is special). */
+static bool glob(const char *p, size_t pn, const char *t) {
+    const char *star = NULL, *resume = NULL;
+    size_t i = 0;
+    while (*t) {
+        if (i < pn && p[i] == '*') {
+            star = p + i++;
+            resume = t;
+        } else if (i < pn && p[i] == *t) {
+            i++;
+            t++;
+        } else if (star) {
+            i = (size_t)(star - p) + 1;
+            t = ++resume;
+        } else {
+            return false;
+        }
+    }
+    while (i < pn && p[i] == '*') i++;
+    return i == pn;
+}
+
+bool ml_suppression_match(const char *pattern, const char *text) {
+    if (!pattern || !text) return false;
+    size_t n = strlen(pattern);
+    bool start = n && pattern[0] == '^';
+    if (start) pattern++, n--;
+    bool end = n && pattern[n - 1] == '$';
+    if (end) n--;
+    /* Unanchored sides match anywhere: as if surrounded by `*`. */
+    char *buf = malloc(n + 3);
+    if (!buf) return false;
+    size_t k = 0;
+    if (!start) buf[k++] = '*';
+    memcpy(buf + k, pattern, n);
+    k += n;
+    if (!end) buf[k++] = '*';
+    bool r = glob(buf, k, text);
+    free(buf);
+    return r;
+}
+
+int ml_suppressions_parse(const char *text, ml_suppressions_t **out, char *err, size_t errlen) {
+    ml_suppressions_t *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    int lineno = 0;
+    const char *p = text;
+    while (*p) {
+        lineno++;
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        const char *q = p, *qe = p + len;
+        while (q < qe && (*q == ' ' || *q == '\t')) q++;
+        while (qe > q && (qe[-1] == ' ' || qe[-1] == '\t' || qe[-1] == '\r')) qe--;
+        p = e ? e + 1 : p + len;
+        if (q == qe || *q == '#') continue;
+        if ((size_t)(qe - q) < 5 || strncmp(q, "leak:", 5) != 0) {
+            snprintf(err, errlen, "line %d: only `leak:PATTERN` suppressions are understood: %.*s",
+                     lineno, (int)(qe - q), q);
+            ml_suppressions_free(s);
+            return -EINVAL;
+        }
+        q += 5;
+        if (q == qe) {
+            snprintf(err, errlen, "line %d: empty pattern after `leak:`", lineno);
+            ml_suppressions_free(s);
+            return -EINVAL;
+        }
+        if (s->n == s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 8;
+            supp_t *v = realloc(s->v, cap * sizeof *v);
+            if (!v) {
+                ml_suppressions_free(s);
+                return -ENOMEM;
+            }
+            s->v = v;
+            s->cap = cap;
+        }
+        char *pat = strndup(q, (size_t)(qe - q));
+        if (!pat) {
+            ml_suppressions_free(s);
+            return -ENOMEM;
+        }
+        s->v[s->n++] = (supp_t){pat, 0, 0};
+    }
+    *out = s;
+    return 0;
+}
+
+int ml_suppressions_load(const char *path, ml_suppressions_t **out, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        int e = errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) {
+        fclose(f);
+        return -ENOMEM;
+    }
+    char tmp[4096];
+    size_t n;
+    while ((n = fread(tmp, 1, sizeof tmp, f)) > 0) fwrite(tmp, 1, n, m);
+    bool bad = ferror(f);
+    fclose(f);
+    fclose(m);
+    if (bad) {
+        free(buf);
+        snprintf(err, errlen, "%s: read error", path);
+        return -EIO;
+    }
+    char e2[400];
+    int rc = ml_suppressions_parse(buf, out, e2, sizeof e2);
+    if (rc < 0) snprintf(err, errlen, "%s: %s", path, e2);
+    free(buf);
+    return rc;
+}
+
+void ml_suppressions_free(ml_suppressions_t *s) {
+    if (!s) return;
+    for (size_t i = 0; i < s->n; i++) free(s->v[i].pattern);
+    free(s->v);
+    free(s);
+}
+
+size_t ml_suppressions_count(const ml_suppressions_t *s) {
+    return s ? s->n : 0;
+}
+
+const char *ml_suppressions_pattern(const ml_suppressions_t *s, size_t i, uint64_t *blocks,
+                                    uint64_t *bytes) {
+    if (!s || i >= s->n) return NULL;
+    if (blocks) *blocks = s->v[i].blocks;
+    if (bytes) *bytes = s->v[i].bytes;
+    return s->v[i].pattern;
+}
+
+/* The first pattern matching any frame of the site, or (size_t)-1. */
+size_t ml__supp_match(const ml_suppressions_t *s, const ml_frame_t *f, uint32_t n);
+size_t ml__supp_match(const ml_suppressions_t *s, const ml_frame_t *f, uint32_t n) {
+    for (size_t i = 0; i < s->n; i++)
+        for (uint32_t k = 0; k < n; k++)
+            if (ml_suppression_match(s->v[i].pattern, f[k].function) ||
+                ml_suppression_match(s->v[i].pattern, f[k].file) ||
+                ml_suppression_match(s->v[i].pattern, f[k].module))
+                return i;
+    return (size_t)-1;
+}
+
+/* The counters are bookkeeping for the report, not part of the patterns. */
+void ml__supp_hit(const ml_suppressions_t *s, size_t i, uint64_t blocks, uint64_t bytes);
+void ml__supp_hit(const ml_suppressions_t *s, size_t i, uint64_t blocks, uint64_t bytes) {
+    supp_t *v = (supp_t *)&s->v[i];
+    v->blocks += blocks;
+    v->bytes += bytes;
+}
+
+void ml__supp_reset(const ml_suppressions_t *s);
+void ml__supp_reset(const ml_suppressions_t *s) {
+    for (size_t i = 0; i < s->n; i++) ((supp_t *)&s->v[i])->blocks = ((supp_t *)&s->v[i])->bytes = 0;
+}

@@ -1,0 +1,460 @@
+/* symbols.c - return addresses to functions, files and lines with libdw.
+ *
+ * Symbolization happens after the run, from the module map recorded in the
+ * trace (path, load bias, build-id), so a trace can be analysed on another
+ * machine that has the same binaries or their debug files. Each module gets
+ * its own offline Dwfl session, created the first time one of its addresses
+ * is asked for: modules that were dlclosed before the program exited are
+ * read from their file like any other, and two modules that occupied the
+ * same addresses at different times never collide.
+ *
+ * A module whose file no longer matches the recorded build-id is not used
+ * for names (it would give wrong ones); its debug file is looked up by
+ * build-id under /usr/lib/debug/.build-id instead, and failing that its
+ * frames stay "[module+0xOFFSET]" with a warning.
+ *
+ * One return address expands into several frames when the call was
+ * inlined: DWARF scopes give the chain of DW_TAG_inlined_subroutine entries
+ * up to the real function, each inlined frame located at its caller's
+ * DW_AT_call_file:DW_AT_call_line. Names come from the linkage name (C++
+ * demangled with __cxa_demangle), so templates read `ns::Factory<int>::make()`.
+ */
+#define _GNU_SOURCE
+#include "analysis_internal.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* From libstdc++ (the Itanium C++ ABI). */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+#define MAX_INLINE 32
+#define FRAME_CHUNK 4096
+#define STR_CHUNK (64u << 10)
+
+typedef struct {
+    Dwfl *dwfl;
+    Dwfl_Module *dm;
+    int state; /* 0: not tried, 1: usable, -1: no symbols */
+} modsym_t;
+
+typedef struct {
+    uint64_t pc;
+    int32_t mod;
+    uint32_t n;
+    ml_frame_t *f; /* NULL: empty slot */
+} pcent_t;
+
+typedef struct chunk_s {
+    struct chunk_s *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+} chunk_t;
+
+struct ml__symbolizer_s {
+    ml_analysis_t *a;
+    bool no_symbols;
+    modsym_t *ms;
+    uint32_t nms;
+    pcent_t *pcs;
+    uint64_t pcs_cap, pcs_count;
+    const char **strs; /* interned strings, open addressing */
+    uint64_t strs_cap, strs_count;
+    chunk_t *chunks;
+};
+
+/* ------------------------------------------------------------------------- */
+/* Arena and string pool                                                     */
+/* ------------------------------------------------------------------------- */
+
+static void *arena_alloc(ml__symbolizer_t *s, size_t n) {
+    n = (n + 15) & ~(size_t)15;
+    if (!s->chunks || s->chunks->used + n > s->chunks->cap) {
+        size_t cap = n > STR_CHUNK ? n : STR_CHUNK;
+        chunk_t *c = malloc(sizeof *c + cap);
+        if (!c) return NULL;
+        c->next = s->chunks;
+        c->used = 0;
+        c->cap = cap;
+        s->chunks = c;
+    }
+    void *p = s->chunks->data + s->chunks->used;
+    s->chunks->used += n;
+    return p;
+}
+
+static uint64_t hash_str(const char *str) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *str; str++) h = (h ^ (unsigned char)*str) * 1099511628211ull;
+    return h;
+}
+
+const char *ml__sym_intern(ml__symbolizer_t *s, const char *str) {
+    if (!str) return NULL;
+    if ((s->strs_count + 1) * 2 > s->strs_cap) {
+        uint64_t cap = s->strs_cap ? s->strs_cap * 2 : 1024;
+        const char **n = calloc(cap, sizeof *n);
+        if (!n) return NULL;
+        for (uint64_t i = 0; i < s->strs_cap; i++) {
+            if (!s->strs[i]) continue;
+            uint64_t j = hash_str(s->strs[i]) & (cap - 1);
+            while (n[j]) j = (j + 1) & (cap - 1);
+            n[j] = s->strs[i];
+        }
+        free(s->strs);
+        s->strs = n;
+        s->strs_cap = cap;
+    }
+    uint64_t j = hash_str(str) & (s->strs_cap - 1);
+    while (s->strs[j]) {
+        if (!strcmp(s->strs[j], str)) return s->strs[j];
+        j = (j + 1) & (s->strs_cap - 1);
+    }
+    size_t len = strlen(str) + 1;
+    char *c = arena_alloc(s, len);
+    if (!c) return NULL;
+    memcpy(c, str, len);
+    s->strs[j] = c;
+    s->strs_count++;
+    return c;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Lifecycle                                                                 */
+/* ------------------------------------------------------------------------- */
+
+int ml__sym_new(ml__symbolizer_t **out, bool no_symbols) {
+    ml__symbolizer_t *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    s->no_symbols = no_symbols;
+    *out = s;
+    return 0;
+}
+
+void ml__sym_free(ml__symbolizer_t *s) {
+    if (!s) return;
+    for (uint32_t i = 0; i < s->nms; i++)
+        if (s->ms[i].dwfl) dwfl_end(s->ms[i].dwfl);
+    free(s->ms);
+    free(s->pcs);
+    free(s->strs);
+    while (s->chunks) {
+        chunk_t *n = s->chunks->next;
+        free(s->chunks);
+        s->chunks = n;
+    }
+    free(s);
+}
+
+void ml__sym_set_owner(ml__symbolizer_t *s, ml_analysis_t *a) {
+    s->a = a;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Modules                                                                   */
+/* ------------------------------------------------------------------------- */
+
+static char *debuginfo_path = NULL;
+static const Dwfl_Callbacks callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &debuginfo_path,
+};
+
+static bool is_regular_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static bool build_id_matches(Dwfl_Module *dm, const ml__module_t *m) {
+    if (!m->build_id_len) return true; /* nothing recorded to compare with */
+    const unsigned char *bits;
+    GElf_Addr vaddr;
+    int len = dwfl_module_build_id(dm, &bits, &vaddr);
+    return len == (int)m->build_id_len && memcmp(bits, m->build_id, (size_t)len) == 0;
+}
+
+static Dwfl_Module *report(modsym_t *ms, const ml__module_t *m, const char *file) {
+    if (ms->dwfl) dwfl_end(ms->dwfl);
+    ms->dwfl = dwfl_begin(&callbacks);
+    if (!ms->dwfl) return NULL;
+    dwfl_report_begin(ms->dwfl);
+    const char *base = strrchr(m->path, '/');
+    Dwfl_Module *dm = dwfl_report_elf(ms->dwfl, base ? base + 1 : m->path, file, -1, m->base, false);
+    dwfl_report_end(ms->dwfl, NULL, NULL);
+    return dm;
+}
+
+static modsym_t *open_module(ml__symbolizer_t *s, int32_t idx, const ml__module_t *m) {
+    if ((uint32_t)idx >= s->nms) {
+        uint32_t n = (uint32_t)idx + 16;
+        modsym_t *p = realloc(s->ms, n * sizeof *p);
+        if (!p) return NULL;
+        memset(p + s->nms, 0, (n - s->nms) * sizeof *p);
+        s->ms = p;
+        s->nms = n;
+    }
+    modsym_t *ms = &s->ms[idx];
+    if (ms->state) return ms;
+    ms->state = -1;
+    if (s->no_symbols || !m->path[0] || m->path[0] != '/') return ms; /* vdso and friends */
+    char dbg[512];
+    dbg[0] = '\0';
+    if (m->build_id_len >= 2) {
+        int k = snprintf(dbg, sizeof dbg, "/usr/lib/debug/.build-id/%02x/", m->build_id[0]);
+        for (uint32_t i = 1; i < m->build_id_len && k < (int)sizeof dbg - 8; i++)
+            k += snprintf(dbg + k, sizeof dbg - (size_t)k, "%02x", m->build_id[i]);
+        snprintf(dbg + k, sizeof dbg - (size_t)k, ".debug");
+    }
+    Dwfl_Module *dm = NULL;
+    if (is_regular_file(m->path)) {
+        dm = report(ms, m, m->path);
+        if (dm && !build_id_matches(dm, m)) {
+            dm = NULL;
+            if (dbg[0] && is_regular_file(dbg)) {
+                dm = report(ms, m, dbg);
+                if (dm && !build_id_matches(dm, m)) dm = NULL;
+            }
+            if (!dm && s->a)
+                ml__warn(s->a,
+                         "%s changed since the trace was recorded (its build-id differs): its "
+                         "frames are shown as addresses",
+                         m->path);
+        } else if (!dm && s->a) {
+            ml__warn(s->a, "cannot read symbols of %s: %s", m->path, dwfl_errmsg(-1));
+        }
+    } else if (dbg[0] && is_regular_file(dbg)) {
+        dm = report(ms, m, dbg);
+        if (dm && !build_id_matches(dm, m)) dm = NULL;
+    } else if (s->a) {
+        ml__warn(s->a, "%s is not there any more: its frames are shown as addresses", m->path);
+    }
+    if (!dm) {
+        if (ms->dwfl) dwfl_end(ms->dwfl);
+        ms->dwfl = NULL;
+        return ms;
+    }
+    ms->dm = dm;
+    ms->state = 1;
+    return ms;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Names                                                                     */
+/* ------------------------------------------------------------------------- */
+
+static const char *demangled(ml__symbolizer_t *s, const char *name) {
+    if (!name) return NULL;
+    if (name[0] == '_' && name[1] == 'Z') {
+        int status = 0;
+        char *d = __cxa_demangle(name, NULL, NULL, &status);
+        if (d && status == 0) {
+            const char *r = ml__sym_intern(s, d);
+            free(d);
+            return r;
+        }
+        free(d);
+    }
+    return ml__sym_intern(s, name);
+}
+
+static const char *die_name(ml__symbolizer_t *s, Dwarf_Die *die) {
+    Dwarf_Attribute at;
+    const char *name = NULL;
+    if (dwarf_attr_integrate(die, DW_AT_linkage_name, &at) ||
+        dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at))
+        name = dwarf_formstring(&at);
+    if (!name && dwarf_attr_integrate(die, DW_AT_name, &at)) name = dwarf_formstring(&at);
+    return name ? demangled(s, name) : NULL;
+}
+
+static const char *unknown_name(ml__symbolizer_t *s, const ml__module_t *m, uint64_t pc) {
+    char buf[512];
+    if (m) {
+        const char *base = strrchr(m->path, '/');
+        snprintf(buf, sizeof buf, "[%s+0x%" PRIx64 "]", base ? base + 1 : m->path, pc - m->base);
+    } else {
+        snprintf(buf, sizeof buf, "[0x%" PRIx64 "]", pc);
+    }
+    return ml__sym_intern(s, buf);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Resolution                                                                */
+/* ------------------------------------------------------------------------- */
+
+static uint64_t pc_hash(uint64_t pc, int32_t mod) {
+    uint64_t h = pc ^ ((uint64_t)(uint32_t)mod << 48);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return h;
+}
+
+static pcent_t *pc_slot(ml__symbolizer_t *s, uint64_t pc, int32_t mod) {
+    if ((s->pcs_count + 1) * 2 > s->pcs_cap) {
+        uint64_t cap = s->pcs_cap ? s->pcs_cap * 2 : 1024;
+        pcent_t *n = calloc(cap, sizeof *n);
+        if (!n) return NULL;
+        for (uint64_t i = 0; i < s->pcs_cap; i++) {
+            if (!s->pcs[i].f) continue;
+            uint64_t j = pc_hash(s->pcs[i].pc, s->pcs[i].mod) & (cap - 1);
+            while (n[j].f) j = (j + 1) & (cap - 1);
+            n[j] = s->pcs[i];
+        }
+        free(s->pcs);
+        s->pcs = n;
+        s->pcs_cap = cap;
+    }
+    uint64_t j = pc_hash(pc, mod) & (s->pcs_cap - 1);
+    while (s->pcs[j].f && (s->pcs[j].pc != pc || s->pcs[j].mod != mod)) j = (j + 1) & (s->pcs_cap - 1);
+    return &s->pcs[j];
+}
+
+static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__module_t *m,
+                              uint64_t pc, ml_frame_t *f) {
+    Dwarf_Addr addr = pc - 1; /* the call instruction, not the return address */
+    const char *module = ml__sym_intern(s, m->path);
+    GElf_Off off;
+    GElf_Sym sym;
+    const char *elfname = dwfl_module_addrinfo(ms->dm, addr, &off, &sym, NULL, NULL, NULL);
+    const char *outer = elfname ? demangled(s, elfname) : NULL;
+
+    const char *file = NULL;
+    int line = 0;
+    Dwfl_Line *dl = dwfl_module_getsrc(ms->dm, addr);
+    if (dl) file = dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL);
+
+    uint32_t n = 0;
+    Dwarf_Addr bias;
+    Dwarf_Die *cudie = dwfl_module_addrdie(ms->dm, addr, &bias);
+    Dwarf_Die *scopes = NULL;
+    int nscopes = cudie ? dwarf_getscopes(cudie, addr - bias, &scopes) : 0;
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    if (nscopes > 0) dwarf_getsrcfiles(cudie, &files, &nfiles);
+    for (int i = 0; i < nscopes && n < MAX_INLINE; i++) {
+        int tag = dwarf_tag(&scopes[i]);
+        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
+        ml_frame_t *fr = &f[n++];
+        fr->module = module;
+        fr->address = pc;
+        fr->file = file ? ml__sym_intern(s, file) : NULL;
+        fr->line = line > 0 ? (uint32_t)line : 0;
+        if (tag == DW_TAG_subprogram) {
+            fr->function = outer ? outer : die_name(s, &scopes[i]);
+            fr->inlined = false;
+            break;
+        }
+        fr->function = die_name(s, &scopes[i]);
+        fr->inlined = true;
+        /* The caller's location is where this inlined call was made. */
+        Dwarf_Attribute at;
+        Dwarf_Word cf = 0, cl = 0;
+        file = NULL;
+        line = 0;
+        if (dwarf_attr(&scopes[i], DW_AT_call_file, &at) && dwarf_formudata(&at, &cf) == 0 && files)
+            file = dwarf_filesrc(files, (size_t)cf, NULL, NULL);
+        if (dwarf_attr(&scopes[i], DW_AT_call_line, &at) && dwarf_formudata(&at, &cl) == 0)
+            line = (int)cl;
+    }
+    free(scopes);
+    if (n == 0 || !f[n - 1].function) {
+        /* No DWARF for this address: the symbol table alone. */
+        if (n == 0) {
+            f[0].module = module;
+            f[0].address = pc;
+            f[0].file = file ? ml__sym_intern(s, file) : NULL;
+            f[0].line = line > 0 ? (uint32_t)line : 0;
+            f[0].inlined = false;
+            n = 1;
+        }
+        f[n - 1].function = outer ? outer : unknown_name(s, m, pc);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!f[i].function) f[i].function = unknown_name(s, m, pc);
+    return n;
+}
+
+int ml__sym_resolve(ml__symbolizer_t *s, int32_t mod, const ml__module_t *m, uint64_t pc,
+                    ml__pc_frames_t *out) {
+    if (!m) mod = -1;
+    pcent_t *e = pc_slot(s, pc, mod);
+    if (!e) return -ENOMEM;
+    if (e->f) {
+        out->f = e->f;
+        out->n = e->n;
+        return 0;
+    }
+    ml_frame_t tmp[MAX_INLINE];
+    memset(tmp, 0, sizeof tmp);
+    uint32_t n = 0;
+    modsym_t *ms = m ? open_module(s, mod, m) : NULL;
+    if (ms && ms->state == 1) {
+        n = resolve_dwarf(s, ms, m, pc, tmp);
+    } else {
+        tmp[0].function = unknown_name(s, m, pc);
+        tmp[0].module = m ? ml__sym_intern(s, m->path) : NULL;
+        tmp[0].address = pc;
+        n = 1;
+    }
+    ml_frame_t *f = arena_alloc(s, n * sizeof *f);
+    if (!f) return -ENOMEM;
+    memcpy(f, tmp, n * sizeof *f);
+    /* pc_slot may have grown the table meanwhile? No: nothing above inserts. */
+    e->pc = pc;
+    e->mod = mod;
+    e->n = n;
+    e->f = f;
+    s->pcs_count++;
+    out->f = f;
+    out->n = n;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The allocator's own frames                                                */
+/* ------------------------------------------------------------------------- */
+
+static const char *const alloc_exact[] = {
+    "malloc", "calloc", "realloc", "free", "reallocarray", "posix_memalign", "aligned_alloc",
+    "memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_calloc", "__libc_realloc",
+    "__libc_memalign", "__libc_valloc", "__libc_pvalloc", "__posix_memalign",
+    "__libc_reallocarray", "__malloc", "__calloc", "__realloc",
+};
+
+/* C++ allocation plumbing: operator new and the standard allocators'
+ * allocate(), so that frames[0] is the code that wanted the memory. */
+static bool is_cxx_allocator(const char *fn) {
+    if (!strncmp(fn, "operator new", 12)) return true;
+    static const char *const prefixes[] = {"__gnu_cxx::new_allocator<", "std::__new_allocator<",
+                                           "std::allocator<", "std::allocator_traits<",
+                                           "__gnu_cxx::__alloc_traits<"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (!strncmp(fn, prefixes[i], strlen(prefixes[i])))
+            return strstr(fn, "::allocate(") != NULL;
+    return false;
+}
+
+bool ml__frame_is_allocator(const ml_frame_t *f) {
+    if (f->module) {
+        const char *base = strrchr(f->module, '/');
+        base = base ? base + 1 : f->module;
+        if (!strncmp(base, "libmemlens", 10)) return true;
+    }
+    const char *fn = f->function;
+    if (!fn || fn[0] == '[') return false;
+    for (size_t i = 0; i < sizeof alloc_exact / sizeof alloc_exact[0]; i++)
+        if (!strcmp(fn, alloc_exact[i])) return true;
+    return is_cxx_allocator(fn);
+}

@@ -1,0 +1,368 @@
+/* test_analysis.c - the analysis library on synthetic record streams with
+ * known answers: per-site peak snapshots, the peak graveyard, fragmentation,
+ * temporary allocations, leak kinds, suppressions, the pointer scan, the
+ * timeline bound and the flame tree. */
+#define _GNU_SOURCE
+#include "ml_analysis.h"
+#include "ml_reach.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ml_analysis_t *A;
+static uint32_t T;
+
+static void setup(void) {
+    cr_assert_eq(ml_analysis_new(&A), 0);
+    T = 0;
+    ml_record_t r = {.tag = ML_T_PROCESS};
+    r.u.process.page_size = 4096;
+    r.u.process.exe = "/bin/true";
+    r.u.process.parent_trace = "";
+    r.u.process.producer = "test";
+    ml_analysis_feed(A, &r);
+    /* stacks 1..4: one frame each, at pc 0x1000 * id */
+    for (uint32_t id = 1; id <= 4; id++) {
+        ml_record_t n = {.tag = ML_T_NODE};
+        n.u.node.id = id;
+        n.u.node.pc = 0x1000ull * id;
+        ml_analysis_feed(A, &n);
+    }
+}
+
+static void teardown(void) {
+    ml_analysis_free(A);
+}
+
+static void alloc(uint64_t ptr, uint64_t size, uint32_t stack) {
+    ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = T++};
+    r.u.alloc.kind = ML_KIND_MALLOC;
+    r.u.alloc.ptr = ptr;
+    r.u.alloc.size = size;
+    r.u.alloc.stack = stack;
+    ml_analysis_feed(A, &r);
+}
+
+static void dealloc(uint64_t ptr) {
+    ml_record_t r = {.tag = ML_T_FREE, .time_ms = T++};
+    r.u.alloc.kind = ML_KIND_FREE;
+    r.u.alloc.ptr = ptr;
+    ml_analysis_feed(A, &r);
+}
+
+static void build(const ml_suppressions_t *s) {
+    ml_build_opts_t o = {.no_symbols = true, .suppressions = s};
+    char err[256];
+    cr_assert_eq(ml_analysis_build(A, &o, err, sizeof err), 0, "%s", err);
+}
+
+static const ml_site_t *site_at(uint64_t pc) {
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(A, &n);
+    for (size_t i = 0; i < n; i++)
+        if (s[i].nframes && s[i].frames[0].address == pc) return &s[i];
+    return NULL;
+}
+
+Test(analysis, per_site_peak_is_the_value_at_the_global_peak, .init = setup, .fini = teardown) {
+    alloc(0x10000, 100, 1);  /* A 100 */
+    alloc(0x20000, 200, 2);  /* B 200: heap 300, a first peak */
+    dealloc(0x10000);        /* 200 */
+    alloc(0x30000, 50, 2);   /* B 250 */
+    dealloc(0x20000);        /* 50 */
+    alloc(0x40000, 400, 1);  /* A 400: heap 450, the peak */
+    dealloc(0x40000);
+    alloc(0x50000, 10, 3);   /* C: changes after the peak only */
+    dealloc(0x30000);
+    build(NULL);
+    const ml_totals_t *t = ml_analysis_totals(A);
+    cr_expect_eq(t->peak_bytes, 450);
+    cr_expect_eq(t->peak_blocks, 2);
+    cr_expect_eq(t->peak_time_ms, 5);
+    const ml_site_t *a = site_at(0x1000), *b = site_at(0x2000), *c = site_at(0x3000);
+    cr_assert(a && b && c);
+    cr_expect_eq(a->peak_bytes, 400);
+    cr_expect_eq(b->peak_bytes, 50);
+    cr_expect_eq(c->peak_bytes, 0);
+    cr_expect_eq(a->alloc_calls, 2);
+    cr_expect_eq(a->bytes_allocated, 500);
+    cr_expect_eq(c->leaked_bytes, 10);
+    cr_expect_eq(a->min_size, 100);
+    cr_expect_eq(a->max_size, 400);
+    /* Sites are ordered by peak: ids follow. */
+    cr_expect_eq(a->id, 0);
+    cr_expect_eq(b->id, 1);
+}
+
+Test(analysis, temporary_allocations, .init = setup, .fini = teardown) {
+    alloc(0x10000, 8, 1);
+    dealloc(0x10000); /* temporary */
+    alloc(0x10000, 8, 1);
+    alloc(0x20000, 8, 2);
+    dealloc(0x10000); /* not: another allocation came between */
+    build(NULL);
+    cr_expect_eq(ml_analysis_totals(A)->temporary_allocs, 1);
+    cr_expect_eq(site_at(0x1000)->temporary_allocs, 1);
+    cr_expect_eq(site_at(0x2000)->temporary_allocs, 0);
+}
+
+/* 128 blocks of 64 bytes fill two pages; freeing every other one leaves the
+ * pages held and half used; the peak keeps the full layout. */
+Test(analysis, fragmentation_at_peak_end_and_worst, .init = setup, .fini = teardown) {
+    for (uint64_t i = 0; i < 128; i++) alloc(0x100000 + i * 64, 64, 1);
+    for (uint64_t i = 1; i < 128; i += 2) dealloc(0x100000 + i * 64);
+    build(NULL);
+    const ml_frag_t *p = ml_analysis_frag(A, ML_MOMENT_PEAK), *e = ml_analysis_frag(A, ML_MOMENT_END),
+                    *w = ml_analysis_frag(A, ML_MOMENT_WORST);
+    cr_assert(p->valid && e->valid && w->valid);
+    cr_expect_eq(p->live_bytes, 8192);
+    cr_expect_eq(p->pages, 2);
+    cr_expect_float_eq(p->page_utilization, 1.0, 1e-9);
+    cr_expect_eq(p->free_bytes, 0);
+    cr_expect_eq(e->live_bytes, 4096);
+    cr_expect_eq(e->pages, 2);
+    cr_expect_float_eq(e->page_utilization, 0.5, 1e-9);
+    cr_expect_eq(e->gaps, 63);
+    cr_expect_eq(e->free_bytes, 63 * 64);
+    cr_expect_eq(e->largest_free_bytes, 64);
+    cr_expect_float_eq(e->external, 1.0 - 64.0 / (63 * 64), 1e-9);
+    cr_expect_float_eq(w->page_utilization, 0.5, 1e-9);
+    cr_expect_eq(w->live_bytes, 4096);
+    /* glibc: a 64-byte request takes an 80-byte chunk, 72 usable */
+    cr_expect_eq(e->usable_bytes, 64 * 72);
+    cr_expect_eq(e->internal_waste_bytes, 64 * 8);
+    /* The heap map: two cells of one page each, both half used. */
+    cr_expect_eq(e->map_ncells, 2);
+    cr_expect_eq(e->map_cell_bytes, 4096);
+    cr_expect_eq(e->map_base, 0x100000);
+    cr_expect_eq(e->map_cells[0], 50);
+    cr_expect_eq(e->map_cells[1], 50);
+    cr_expect_eq(p->map_cells[0], 100);
+    /* Each freed-in-alternation page is pinned by the site. */
+    cr_expect_eq(site_at(0x1000)->pinned_pages, 2);
+    cr_expect_eq(site_at(0x1000)->sparse_pinned_pages, 0);
+}
+
+Test(analysis, contiguous_free_keeps_utilization, .init = setup, .fini = teardown) {
+    for (uint64_t i = 0; i < 128; i++) alloc(0x100000 + i * 64, 64, 1);
+    for (uint64_t i = 0; i < 64; i++) dealloc(0x100000 + i * 64);
+    build(NULL);
+    const ml_frag_t *e = ml_analysis_frag(A, ML_MOMENT_END);
+    cr_expect_eq(e->pages, 1);
+    cr_expect_float_eq(e->page_utilization, 1.0, 1e-9);
+    cr_expect_eq(e->free_bytes, 0);
+}
+
+/* Blocks freed after the peak come back for the peak's layout, and a new
+ * peak forgets the old graveyard. */
+Test(analysis, graveyard_rebuilds_the_peak, .init = setup, .fini = teardown) {
+    alloc(0x100000, 1000, 1);
+    alloc(0x200000, 1000, 1); /* peak 2000 */
+    dealloc(0x100000);
+    dealloc(0x200000);
+    alloc(0x300000, 3000, 2); /* new peak 3000, alone */
+    dealloc(0x300000);
+    alloc(0x400000, 10, 3);
+    build(NULL);
+    const ml_frag_t *p = ml_analysis_frag(A, ML_MOMENT_PEAK);
+    cr_expect_eq(p->live_bytes, 3000);
+    cr_expect_eq(p->live_blocks, 1);
+    cr_expect_eq(p->map_base, 0x300000);
+}
+
+Test(analysis, leak_kinds_from_the_scan_and_suppressions, .init = setup, .fini = teardown) {
+    alloc(0x10000, 111, 1); /* reachable */
+    alloc(0x20000, 222, 2); /* definite */
+    alloc(0x30000, 333, 3); /* definite */
+    alloc(0x40000, 444, 3); /* indirect */
+    ml_record_t r = {.tag = ML_T_BLOCK_REACH};
+    uint64_t ptrs[] = {0x10000, 0x20000, 0x30000, 0x40000};
+    uint8_t kinds[] = {ML_REACH_REACHABLE, ML_REACH_DEFINITE, ML_REACH_DEFINITE, ML_REACH_INDIRECT};
+    for (int i = 0; i < 4; i++) {
+        r.u.block_reach.ptr = ptrs[i];
+        r.u.block_reach.reach = kinds[i];
+        ml_analysis_feed(A, &r);
+    }
+    ml_record_t s = {.tag = ML_T_REACH_SCAN};
+    ml_analysis_feed(A, &s);
+    build(NULL);
+    const ml_leaks_t *L = ml_analysis_leaks(A);
+    cr_expect(L->scanned);
+    cr_expect_eq(L->bytes, 111 + 222 + 333 + 444);
+    cr_expect_eq(L->kind_bytes[ML_LEAK_REACHABLE], 111);
+    cr_expect_eq(L->kind_bytes[ML_LEAK_DEFINITE], 555);
+    cr_expect_eq(L->kind_bytes[ML_LEAK_INDIRECT], 444);
+    cr_expect_eq(L->gate_bytes, 555);
+    cr_expect_eq(L->ngroups, 4);
+    cr_expect_eq(L->groups[0].bytes, 444);
+    cr_expect_eq(L->groups[0].kind, ML_LEAK_INDIRECT);
+
+    ml_suppressions_t *sp;
+    char err[256];
+    cr_assert_eq(ml_suppressions_parse("# known\nleak:0x2000]$\n\n", &sp, err, sizeof err), 0, "%s", err);
+    build(sp);
+    L = ml_analysis_leaks(A);
+    cr_expect_eq(L->gate_bytes, 333);
+    cr_expect_eq(L->suppressed_bytes, 222);
+    uint64_t blocks, bytes;
+    ml_suppressions_pattern(sp, 0, &blocks, &bytes);
+    cr_expect_eq(blocks, 1);
+    cr_expect_eq(bytes, 222);
+    cr_expect(site_at(0x2000)->suppressed);
+    ml_suppressions_free(sp);
+}
+
+Test(analysis, no_scan_means_definite, .init = setup, .fini = teardown) {
+    alloc(0x10000, 100, 1);
+    build(NULL);
+    const ml_leaks_t *L = ml_analysis_leaks(A);
+    cr_expect_not(L->scanned);
+    cr_expect_eq(L->kind_bytes[ML_LEAK_DEFINITE], 100);
+    cr_expect_eq(L->gate_bytes, 100);
+}
+
+Test(analysis, timeline_is_bounded_and_ends_at_exit, .init = setup, .fini = teardown) {
+    for (uint32_t i = 0; i < 200000; i++) {
+        T = i;
+        alloc(0x100000 + (uint64_t)(i % 50) * 64 + (i / 50 % 2) * 0x10000, 8, 1);
+        if (i % 50 == 49)
+            for (uint32_t k = 0; k < 50; k++) dealloc(0x100000 + (uint64_t)k * 64 + (i / 50 % 2) * 0x10000);
+    }
+    alloc(0x900000, 12345, 2); /* the peak: 12345 + 8 * 0 */
+    build(NULL);
+    const ml_timeline_point_t *p;
+    size_t n = ml_analysis_timeline(A, &p);
+    cr_expect_leq(n, ML_TIMELINE_MAX);
+    cr_expect_gt(n, 400);
+    uint64_t maxh = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i) cr_expect_geq(p[i].time_ms, p[i - 1].time_ms);
+        if (p[i].heap_bytes > maxh) maxh = p[i].heap_bytes;
+    }
+    cr_expect_eq(maxh, ml_analysis_totals(A)->peak_bytes, "the peak survives downsampling");
+    cr_expect_eq(p[n - 1].heap_bytes, 12345);
+    cr_expect_eq(p[n - 1].time_ms, ml_analysis_totals(A)->last_time_ms);
+}
+
+Test(analysis, flame_tree_sums_and_prunes, .init = setup, .fini = teardown) {
+    /* stack 5 = 0x5000 called from 1; stack 6 = 0x6000 called from 1 */
+    ml_record_t n = {.tag = ML_T_NODE};
+    n.u.node.id = 5;
+    n.u.node.parent = 1;
+    n.u.node.pc = 0x5000;
+    ml_analysis_feed(A, &n);
+    n.u.node.id = 6;
+    n.u.node.pc = 0x6000;
+    ml_analysis_feed(A, &n);
+    alloc(0x10000, 1000000, 5);
+    alloc(0x20000, 999, 6); /* below 0.1 % of every metric but calls: kept (50 % of calls) */
+    build(NULL);
+    const ml_flame_node_t *f;
+    size_t k = ml_analysis_flame(A, &f);
+    cr_assert_eq(k, 4, "all, [0x1000], two children");
+    cr_expect_str_eq(f[0].name, "all");
+    cr_expect_eq(f[0].alloc, 1000999);
+    cr_expect_eq(f[0].calls, 2);
+    cr_expect_eq(f[1].parent, 0);
+    cr_expect_str_eq(f[1].name, "[0x1000]");
+    cr_expect_eq(f[1].alloc, 1000999);
+    ml_build_opts_t o = {.no_symbols = true, .flame_max_nodes = 3};
+    char err[256];
+    cr_assert_eq(ml_analysis_build(A, &o, err, sizeof err), 0);
+    k = ml_analysis_flame(A, &f);
+    cr_expect_eq(k, 3);
+    cr_expect_str_eq(f[2].name, "[0x5000]", "the biggest child stays");
+}
+
+Test(analysis, suppression_patterns) {
+    cr_expect(ml_suppression_match("foo", "xfooy"));
+    cr_expect(ml_suppression_match("^foo", "foobar"));
+    cr_expect_not(ml_suppression_match("^foo", "xfoo"));
+    cr_expect(ml_suppression_match("bar$", "foobar"));
+    cr_expect_not(ml_suppression_match("bar$", "barx"));
+    cr_expect(ml_suppression_match("f*o*r", "xfoobarx"));
+    cr_expect(ml_suppression_match("^ns::*::make()$", "ns::Factory<int>::make()"));
+    cr_expect_not(ml_suppression_match("zzz", "foo"));
+    cr_expect_not(ml_suppression_match("foo", NULL));
+    ml_suppressions_t *s;
+    char err[256];
+    cr_expect_eq(ml_suppressions_parse("race:foo\n", &s, err, sizeof err), -EINVAL);
+    cr_expect(strstr(err, "line 1") != NULL, "%s", err);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The pointer scan on a fake address space                                  */
+/* ------------------------------------------------------------------------- */
+
+static uint8_t MEM[1 << 16];
+#define BASE 0x100000ull
+
+static int fake_read(void *ctx, ml_reach_req_t *r, size_t n) {
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) {
+        r[i].got = 0;
+        if (r[i].addr < BASE || r[i].addr + r[i].len > BASE + sizeof MEM) continue;
+        memcpy(r[i].buf, MEM + (r[i].addr - BASE), r[i].len);
+        r[i].got = r[i].len;
+    }
+    return 0;
+}
+
+static void put(uint64_t at, uint64_t v) {
+    memcpy(MEM + (at - BASE), &v, 8);
+}
+
+Test(reach, kinds_cliques_and_the_glibc_alias) {
+    memset(MEM, 0, sizeof MEM);
+    /* root: [BASE, BASE+0x100); blocks from BASE+0x1000 */
+    ml_live_block_t b[] = {
+        {BASE + 0x1000, 64}, /* 0 A: held by the root */
+        {BASE + 0x2000, 64}, /* 1 B: dropped, points to C */
+        {BASE + 0x3000, 64}, /* 2 C: only from B -> indirect */
+        {BASE + 0x4000, 24}, /* 3 D: cycle with E; the root holds D's glibc alias */
+        {BASE + 0x5000, 64}, /* 4 E */
+        {BASE + 0x6000, 64}, /* 5 F: from A (interior pointer) -> reachable */
+    };
+    put(BASE + 0x10, BASE + 0x1000);
+    put(BASE + 0x18, BASE + 0x4000 + 16); /* 24-byte request: chunk 32, next header at +16 */
+    put(BASE + 0x2000, BASE + 0x3000);
+    put(BASE + 0x4008, BASE + 0x5000);
+    put(BASE + 0x5000, BASE + 0x4000);
+    put(BASE + 0x1008, BASE + 0x6000 + 40);
+    ml_range_t roots[] = {{BASE, BASE + 0x100}};
+    ml_reach_io_t io = {.read = fake_read, .glibc_chunk_alias = true};
+    uint8_t v[6];
+    ml_reach_stats_t st;
+    cr_assert_eq(ml_reach_classify(b, 6, roots, 1, &io, v, &st), 0);
+    cr_expect_eq(v[0], ML_REACH_REACHABLE);
+    cr_expect_eq(v[1], ML_REACH_DEFINITE);
+    cr_expect_eq(v[2], ML_REACH_INDIRECT);
+    cr_expect_eq(v[3], ML_REACH_DEFINITE, "the leader of the D-E cycle");
+    cr_expect_eq(v[4], ML_REACH_INDIRECT);
+    cr_expect_eq(v[5], ML_REACH_REACHABLE);
+    cr_expect_eq(st.reachable, 2);
+    cr_expect_eq(st.indirect, 2);
+    cr_expect_eq(st.definite, 2);
+    cr_expect_eq(st.root_bytes, 0x100);
+    /* Without the alias rule, D is reachable through the interior pointer. */
+    io.glibc_chunk_alias = false;
+    cr_assert_eq(ml_reach_classify(b, 6, roots, 1, &io, v, &st), 0);
+    cr_expect_eq(v[3], ML_REACH_REACHABLE);
+    cr_expect_eq(v[4], ML_REACH_REACHABLE);
+}
+
+/* A later leader that points at an earlier one takes it into its clique. */
+Test(reach, earlier_leader_joins_a_later_clique) {
+    memset(MEM, 0, sizeof MEM);
+    ml_live_block_t b[] = {{BASE + 0x1000, 64}, {BASE + 0x2000, 64}};
+    put(BASE + 0x2000, BASE + 0x1000);
+    ml_range_t roots[] = {{BASE, BASE + 0x100}};
+    ml_reach_io_t io = {.read = fake_read};
+    uint8_t v[2];
+    ml_reach_stats_t st;
+    cr_assert_eq(ml_reach_classify(b, 2, roots, 1, &io, v, &st), 0);
+    cr_expect_eq(v[0], ML_REACH_INDIRECT);
+    cr_expect_eq(v[1], ML_REACH_DEFINITE);
+}
