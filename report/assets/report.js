@@ -97,6 +97,9 @@
 
   function obj(v) { return v && typeof v === 'object' && !Array.isArray(v) ? v : {}; }
   function arr(v) { return Array.isArray(v) ? v : []; }
+  function isObj(v) { return !!v && typeof v === 'object' && !Array.isArray(v); }
+  /* The objects of a list (entries of another type are skipped). */
+  function objs(v) { return arr(v).filter(isObj); }
   function num(v) {
     if (typeof v === 'number') return isFinite(v) ? v : null;
     if (typeof v === 'string' && v.trim() !== '' && isFinite(+v)) return +v;
@@ -280,7 +283,7 @@
     reportError('the embedded report data is not a JSON object');
     return;
   }
-  var sites = arr(D.sites);
+  var sites = objs(D.sites);
   var sitesById = new Map();
   sites.forEach(function (st) { if (st && st.id != null) sitesById.set(String(st.id), st); });
   var siteTables = {}; /* section id -> table API, for "show site" links */
@@ -460,7 +463,7 @@
   ];
 
   function renderTimeline(body) {
-    var pts = arr(D.timeline).map(obj).filter(function (p) { return num(p.time_s) != null; });
+    var pts = objs(D.timeline).filter(function (p) { return num(p.time_s) != null; });
     pts.sort(function (a, b) { return num(a.time_s) - num(b.time_s); });
     if (!pts.length) return noData(body, 'No timeline samples in this report.');
     var PK = obj(D.peak);
@@ -1050,7 +1053,7 @@
 
   function renderSites(body) {
     if (!sites.length) return noData(body, 'No allocation sites in this report.');
-    var rows = sites.map(obj);
+    var rows = sites;
     var sortKey = rows.some(function (r) { return num0(r.peak_bytes) > 0; }) ? 'peak' : 'alloc';
     siteTables.sites = dataTable(body, {
       noun: 'sites', one: 'site', rows: rows, sort: { key: sortKey, desc: true },
@@ -1076,7 +1079,7 @@
   }
 
   function renderLeaks(body) {
-    var L = obj(D.leaks), rows = arr(L.sites).map(obj), lk = leakKinds();
+    var L = obj(D.leaks), rows = objs(L.sites), lk = leakKinds();
     var parts = [];
     ['definite', 'indirect', 'reachable'].forEach(function (k) {
       if (lk[k].bytes != null)
@@ -1109,7 +1112,7 @@
   }
 
   function renderPeakSites(body) {
-    var PK = obj(D.peak), rows = arr(PK.sites).map(obj);
+    var PK = obj(D.peak), rows = objs(PK.sites);
     append(body, h('p', null, PK.bytes != null
       ? 'The heap peaked at ' + fmtBytes(PK.bytes) + (PK.time_s != null ? ' at ' + fmtTime(PK.time_s) : '') +
         '; these stacks held the live blocks at that instant.'
@@ -1332,7 +1335,7 @@
 
   function histogram(box, title, buckets, fmtLe, hasBytes) {
     box.appendChild(h('h3', null, title));
-    buckets = buckets.map(obj);
+    buckets = buckets.filter(isObj);
     if (!buckets.length) return noData(box, 'No data.');
     var modes = [{ key: 'count', label: 'Count', fmt: fmtNum }];
     if (hasBytes && buckets.some(function (x) { return x.bytes != null; }))
@@ -1450,7 +1453,7 @@
   }
 
   function renderSuggestions(body) {
-    var list = arr(D.suggestions).map(obj);
+    var list = objs(D.suggestions);
     if (!list.length) return noData(body, 'No suggestions: no site matched a pattern that another allocation strategy serves better.');
     list = list.map(function (x, i) { return [x, i]; }).sort(function (a, b) {
       return num0(b[0].estimated_saving_bytes) - num0(a[0].estimated_saving_bytes) || a[1] - b[1];
@@ -1476,7 +1479,7 @@
   /* ---------------------------------------------------------------------- */
 
   function renderGpu(body) {
-    var dev = arr(obj(D.gpu).devices).map(obj);
+    var dev = objs(obj(D.gpu).devices);
     if (!dev.length) return noData(body, 'No GPU allocations were recorded (the program made none, or ' +
       'memlens ran without CUPTI support).');
     dataTable(body, {
@@ -1512,8 +1515,11 @@
   /* Where the charts are, for the browser test (tests/e2e/test_html_browser.sh
    * checks that these page areas of the screenshot are not blank). */
   var layout = { rendered: true, charts: {} };
-  ['timeline-chart', 'flame-chart', 'heapmap-at_peak', 'heapmap-at_end', 'hist-sizes'].forEach(function (id) {
-    var el = document.getElementById(id);
+  var drawn = { 'timeline-chart': '#timeline-chart svg', 'flame-chart': '#flame-chart svg',
+                'heapmap-at_peak': '#heapmap-at_peak canvas', 'heapmap-at_end': '#heapmap-at_end canvas',
+                'hist-sizes': '#hist-sizes svg' };
+  Object.keys(drawn).forEach(function (id) {
+    var el = document.querySelector(drawn[id]);
     if (!el) return;
     var r = el.getBoundingClientRect();
     layout.charts[id] = { x: Math.round(r.left + window.scrollX), y: Math.round(r.top + window.scrollY),
@@ -1521,5 +1527,7 @@
   });
   layout.flameRects = document.querySelectorAll('#flame-chart rect').length;
   layout.timelinePaths = document.querySelectorAll('#timeline-chart path').length;
+  layout.siteRows = document.querySelectorAll('#sites tbody tr.row').length;
+  layout.renderMs = Math.round(performance.now());
   document.getElementById('ml-layout').textContent = JSON.stringify(layout);
 })();
