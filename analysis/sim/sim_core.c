@@ -1,0 +1,315 @@
+/* sim_core.c - what every policy shares: id checks, live sums, page
+ * accounting, step counters, the peak snapshot and the metrics. */
+#include "sim_internal.h"
+
+void ml_sim_config_default(ml_sim_config_t *c) {
+    c->page_size = 4096;
+    c->align = 16;
+    c->header = 8;
+}
+
+int ml__sim_grow(void **arr, uint32_t *cap, uint32_t id, size_t elem, int fill) {
+    if (id < *cap) return 0;
+    uint64_t ncap = *cap ? (uint64_t)*cap * 2 : 64;
+    while (ncap <= id) ncap *= 2;
+    if (ncap > UINT32_MAX) ncap = UINT32_MAX;
+    void *n = realloc(*arr, ncap * elem);
+    if (!n) return -ENOMEM;
+    memset((char *)n + (size_t)*cap * elem, fill, (size_t)(ncap - *cap) * elem);
+    *arr = n;
+    *cap = (uint32_t)ncap;
+    return 0;
+}
+
+void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, const ml_sim_config_t *c,
+                  bool sparse_pages) {
+    p->vt = vt;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    if (c) p->cfg = *c;
+    else ml_sim_config_default(&p->cfg);
+    p->pages.shift = ml__log2_floor(p->cfg.page_size);
+    p->pages.sparse = sparse_pages;
+    p->known_fragmentation = true;
+    p->known_cost = true;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Pages                                                                      */
+/* ------------------------------------------------------------------------- */
+
+static inline uint64_t hash_page(uint64_t x) {
+    x ^= x >> 31;
+    x *= 0x9e3779b97f4a7c15ull;
+    x ^= x >> 29;
+    return x;
+}
+
+static int sparse_grow(ml__pages_t *pg) {
+    uint64_t ncap = pg->scap ? pg->scap * 2 : 1024;
+    struct ml__page_slot *n = calloc(ncap, sizeof *n);
+    if (!n) return -ENOMEM;
+    for (uint64_t i = 0; i < pg->scap; i++) {
+        if (!pg->slots[i].page) continue;
+        uint64_t j = hash_page(pg->slots[i].page) & (ncap - 1);
+        while (n[j].page) j = (j + 1) & (ncap - 1);
+        n[j] = pg->slots[i];
+    }
+    free(pg->slots);
+    pg->slots = n;
+    pg->scap = ncap;
+    return 0;
+}
+
+/* Adds delta (+1/-1) to a page's count; keeps `held` right. */
+static int page_inc(ml__pages_t *pg, uint64_t page) {
+    if (!pg->sparse) {
+        if (page >= pg->cap) {
+            uint64_t ncap = pg->cap ? pg->cap * 2 : 1024;
+            while (ncap <= page) ncap *= 2;
+            uint32_t *n = realloc(pg->cnt, ncap * sizeof *n);
+            if (!n) return -ENOMEM;
+            memset(n + pg->cap, 0, (ncap - pg->cap) * sizeof *n);
+            pg->cnt = n;
+            pg->cap = ncap;
+        }
+        if (pg->cnt[page]++ == 0) pg->held++;
+        return 0;
+    }
+    if ((pg->sused + 1) * 4 > pg->scap * 3 && sparse_grow(pg) < 0) return -ENOMEM;
+    uint64_t key = page + 1, mask = pg->scap - 1;
+    uint64_t i = hash_page(key) & mask;
+    while (pg->slots[i].page && pg->slots[i].page != key) i = (i + 1) & mask;
+    if (!pg->slots[i].page) {
+        pg->slots[i].page = key;
+        pg->slots[i].count = 0;
+        pg->sused++;
+        pg->held++;
+    }
+    pg->slots[i].count++;
+    return 0;
+}
+
+static void page_dec(ml__pages_t *pg, uint64_t page) {
+    if (!pg->sparse) {
+        if (page < pg->cap && pg->cnt[page] && --pg->cnt[page] == 0) pg->held--;
+        return;
+    }
+    if (!pg->scap) return;
+    uint64_t key = page + 1, mask = pg->scap - 1;
+    uint64_t i = hash_page(key) & mask;
+    while (pg->slots[i].page && pg->slots[i].page != key) i = (i + 1) & mask;
+    if (!pg->slots[i].page || --pg->slots[i].count) return;
+    pg->held--;
+    pg->sused--;
+    /* backward-shift deletion */
+    for (uint64_t j = (i + 1) & mask; pg->slots[j].page; j = (j + 1) & mask) {
+        uint64_t home = hash_page(pg->slots[j].page) & mask;
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            pg->slots[i] = pg->slots[j];
+            i = j;
+        }
+    }
+    pg->slots[i].page = 0;
+}
+
+int ml__sim_extent_add(ml_sim_policy_t *p, uint64_t addr, uint64_t len) {
+    ml__pages_t *pg = &p->pages;
+    if (!len) len = 1;
+    if (addr + len > p->max_end) p->max_end = addr + len;
+    uint64_t first = addr >> pg->shift, last = (addr + len - 1) >> pg->shift;
+    if (page_inc(pg, first) < 0) return -ENOMEM;
+    if (last != first) {
+        if (page_inc(pg, last) < 0) {
+            page_dec(pg, first);
+            return -ENOMEM;
+        }
+        pg->held += last - first - 1;
+    }
+    return 0;
+}
+
+void ml__sim_extent_remove(ml_sim_policy_t *p, uint64_t addr, uint64_t len) {
+    ml__pages_t *pg = &p->pages;
+    if (!len) len = 1;
+    uint64_t first = addr >> pg->shift, last = (addr + len - 1) >> pg->shift;
+    page_dec(pg, first);
+    if (last != first) {
+        page_dec(pg, last);
+        pg->held -= last - first - 1;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Operations                                                                 */
+/* ------------------------------------------------------------------------- */
+
+uint64_t ml_sim_footprint(const ml_sim_policy_t *p) {
+    if (p->vt->footprint) return p->vt->footprint(p);
+    return (p->pages.held + p->direct_pages) << p->pages.shift;
+}
+
+static void snapshot(const ml_sim_policy_t *p, ml_sim_frag_t *s) {
+    memset(s, 0, sizeof *s);
+    s->live_requested = p->live_req;
+    s->live_blocks = p->live_blk;
+    s->live_count = p->live_count;
+    s->footprint = ml_sim_footprint(p);
+    if (p->known_fragmentation) p->vt->free_summary(p, &s->free_bytes, &s->largest_free);
+    s->internal = s->live_blocks ? 1.0 - (double)s->live_requested / (double)s->live_blocks : 0.0;
+    s->external = s->free_bytes ? 1.0 - (double)s->largest_free / (double)s->free_bytes : 0.0;
+    s->page_utilization = s->footprint ? (double)s->live_requested / (double)s->footprint : 1.0;
+    s->op = p->ops;
+    s->time_ms = p->now_ms;
+}
+
+static inline uint64_t steps_now(const ml_sim_policy_t *p) {
+    return p->search_steps + p->splits + p->merges;
+}
+
+static inline void after_op(ml_sim_policy_t *p, uint64_t steps_before) {
+    uint64_t d = steps_now(p) - steps_before;
+    if (d > p->max_op_steps) p->max_op_steps = d;
+    p->ops++;
+    if (!p->pages.sparse) {
+        uint64_t ext = ml__round_up(p->max_end, p->cfg.page_size) + (p->direct_pages << p->pages.shift);
+        if (ext > p->peak_extent) p->peak_extent = ext;
+    }
+    uint64_t fp = ml_sim_footprint(p);
+    if (fp > p->peak_footprint) {
+        p->peak_footprint = fp;
+        snapshot(p, &p->at_peak);
+    }
+}
+
+static int do_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr_out) {
+    uint32_t id = op->id;
+    if (id >= p->idcap) {
+        uint32_t cap = p->idcap;
+        if (ml__sim_grow((void **)&p->req, &cap, id, sizeof *p->req, 0) < 0) return -ENOMEM;
+        cap = p->idcap;
+        if (ml__sim_grow((void **)&p->blk, &cap, id, sizeof *p->blk, 0) < 0) return -ENOMEM;
+        p->idcap = cap;
+    }
+    if (p->req[id]) return -EEXIST;
+    p->now_ms = op->time_ms;
+    uint64_t before = steps_now(p), addr = 0, block = 0;
+    int rc = p->vt->alloc(p, op, &addr, &block);
+    if (rc < 0) {
+        p->failed++;
+        return rc;
+    }
+    p->req[id] = op->size + 1;
+    p->blk[id] = block;
+    p->live_req += op->size;
+    p->live_blk += block;
+    p->live_count++;
+    p->allocs++;
+    after_op(p, before);
+    if (addr_out) *addr_out = addr;
+    return 0;
+}
+
+int ml_sim_alloc(ml_sim_policy_t *p, uint32_t id, uint64_t size, uint32_t align, uint64_t *addr) {
+    ml_sim_op_t op = {.type = ML_SIM_ALLOC, .id = id, .size = size};
+    if (align > 1) op.align = (uint8_t)ml__log2_ceil(align);
+    return do_alloc(p, &op, addr);
+}
+
+int ml_sim_free(ml_sim_policy_t *p, uint32_t id) {
+    if (id >= p->idcap || !p->req[id]) return -ENOENT;
+    uint64_t before = steps_now(p);
+    p->vt->free(p, id);
+    p->live_req -= p->req[id] - 1;
+    p->live_blk -= p->blk[id];
+    p->live_count--;
+    p->req[id] = 0;
+    p->frees++;
+    after_op(p, before);
+    return 0;
+}
+
+int ml_sim_apply(ml_sim_policy_t *p, const ml_sim_op_t *op) {
+    if (op->type == ML_SIM_ALLOC) return do_alloc(p, op, NULL);
+    if (op->type == ML_SIM_MALLINFO) {
+        ml_sim_mallinfo(p, op->size);
+        return 0;
+    }
+    p->now_ms = op->time_ms;
+    return ml_sim_free(p, op->id);
+}
+
+void ml_sim_mallinfo(ml_sim_policy_t *p, uint64_t held_bytes) {
+    if (held_bytes > p->os_held_peak) p->os_held_peak = held_bytes;
+}
+
+int ml_sim_block(const ml_sim_policy_t *p, uint32_t id, uint64_t *block) {
+    if (id >= p->idcap || !p->req[id]) return -ENOENT;
+    if (block) *block = p->blk[id];
+    return 0;
+}
+
+void ml_sim_metrics(const ml_sim_policy_t *p, ml_sim_metrics_t *m) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->name, sizeof m->name, "%s", p->name);
+    m->peak_footprint = p->peak_footprint;
+    m->peak_extent = p->peak_extent;
+    m->at_peak = p->at_peak;
+    snapshot(p, &m->at_end);
+    m->allocs = p->allocs;
+    m->frees = p->frees;
+    m->failed = p->failed;
+    m->search_steps = p->search_steps;
+    m->splits = p->splits;
+    m->merges = p->merges;
+    m->max_op_steps = p->max_op_steps;
+    uint64_t ops = p->allocs + p->frees;
+    m->cost_per_op = ops ? (double)(p->search_steps + p->splits + p->merges) / (double)ops : 0.0;
+    m->known_fragmentation = p->known_fragmentation;
+    m->known_cost = p->known_cost;
+    m->os_held_peak = p->os_held_peak;
+    m->state_bytes = (uint64_t)p->idcap * 16 + p->pages.cap * 4 + p->pages.scap * 16 +
+                     (p->vt->state_bytes ? p->vt->state_bytes(p) : 0);
+    m->cpu_seconds = p->cpu_seconds;
+}
+
+const char *ml_sim_name(const ml_sim_policy_t *p) {
+    return p->name;
+}
+
+void ml_sim_policy_free(ml_sim_policy_t *p) {
+    if (!p) return;
+    free(p->req);
+    free(p->blk);
+    free(p->pages.cnt);
+    free(p->pages.slots);
+    p->vt->destroy(p);
+}
+
+uint64_t ml_sim_pow2_block(uint64_t size) {
+    if (size <= 16) return 16;
+    return (uint64_t)1 << ml__log2_ceil(size);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Registry                                                                   */
+/* ------------------------------------------------------------------------- */
+
+const char *const ml_sim_policy_names[] = {
+    "first_fit", "next_fit", "best_fit", "worst_fit", "segregated_fit",
+    "tlsf",      "buddy",    "slab",     "bitmap_fit", "arena", NULL,
+};
+
+int ml_sim_policy_new(const char *name, const ml_sim_config_t *c, ml_sim_policy_t **out) {
+    if (!strcmp(name, "first_fit")) return ml_sim_first_fit_new(c, out);
+    if (!strcmp(name, "next_fit")) return ml_sim_next_fit_new(c, out);
+    if (!strcmp(name, "best_fit")) return ml_sim_best_fit_new(c, out);
+    if (!strcmp(name, "worst_fit")) return ml_sim_worst_fit_new(c, out);
+    if (!strcmp(name, "segregated_fit")) return ml_sim_segfit_new(c, out);
+    if (!strcmp(name, "tlsf")) return ml_sim_tlsf_new(c, out);
+    if (!strcmp(name, "buddy")) return ml_sim_buddy_new(c, out);
+    if (!strcmp(name, "slab")) return ml_sim_slab_new(c, out);
+    if (!strcmp(name, "bitmap_fit")) return ml_sim_bitmap_new(c, out);
+    if (!strcmp(name, "arena")) return ml_sim_arena_new(c, false, out);
+    if (!strcmp(name, "real")) return ml_sim_real_new(c, out);
+    return -ENOENT;
+}

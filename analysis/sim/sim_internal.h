@@ -1,0 +1,170 @@
+/* sim_internal.h - shared between the files of analysis/sim only.
+ *
+ * Every policy embeds ml_sim_policy_t as its first member. The generic layer
+ * (sim_core.c) checks ids, keeps the requested and block size of each live
+ * block, the live sums, the step counters and the peak snapshot; a policy
+ * implements placement and reports the pages it occupies through
+ * ml__sim_extent_add/remove (or ml__sim_pages_add/sub for memory it holds
+ * outside any extent).
+ */
+#ifndef ML_SIM_INTERNAL_H
+#define ML_SIM_INTERNAL_H
+
+#include "ml_sim.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ML__NIL UINT32_MAX
+
+typedef struct {
+    /* Places the block: returns 0 with *addr and the block size in *block, or
+     * -ENOMEM. Must report its pages. */
+    int (*alloc)(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr, uint64_t *block);
+    void (*free)(ml_sim_policy_t *p, uint32_t id);
+    /* Free space of the allocator's own structures (see ml_sim.h). */
+    void (*free_summary)(const ml_sim_policy_t *p, uint64_t *free_bytes, uint64_t *largest);
+    uint64_t (*state_bytes)(const ml_sim_policy_t *p);
+    void (*destroy)(ml_sim_policy_t *p);
+    /* Optional: total footprint when the policy does not use the page counter (router). */
+    uint64_t (*footprint)(const ml_sim_policy_t *p);
+} ml__sim_vt_t;
+
+/* Pages holding at least one extent. Extents of one policy never overlap, so
+ * the pages strictly inside an extent belong to it alone and only the first
+ * and last page need a counter. Dense mode: a flat array over the simulated
+ * address space (which starts at 0 and stays compact). Sparse mode: a hash on
+ * the page number (recorded addresses). */
+typedef struct {
+    uint32_t shift;
+    bool sparse;
+    uint32_t *cnt; /* dense */
+    uint64_t cap;
+    struct ml__page_slot {
+        uint64_t page; /* page number + 1; 0 = empty */
+        uint64_t count;
+    } *slots;          /* sparse */
+    uint64_t scap, sused;
+    uint64_t held;     /* pages */
+} ml__pages_t;
+
+struct ml_sim_policy_s {
+    const ml__sim_vt_t *vt;
+    char name[24];
+    ml_sim_config_t cfg;
+    ml__pages_t pages;
+    uint64_t direct_pages; /* pages held outside extents */
+    /* per id: requested size + 1 (0 = not live) and block size */
+    uint64_t *req, *blk;
+    uint32_t idcap;
+    uint64_t live_req, live_blk, live_count;
+    uint64_t allocs, frees, failed, ops;
+    uint64_t search_steps, splits, merges, max_op_steps;
+    uint64_t peak_footprint, peak_extent;
+    uint64_t max_end; /* highest end of any extent so far */
+    ml_sim_frag_t at_peak;
+    uint32_t now_ms;
+    bool known_fragmentation, known_cost;
+    uint64_t os_held_peak;
+    double cpu_seconds;
+};
+
+/* Sets up the generic part. */
+void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, const ml_sim_config_t *c,
+                  bool sparse_pages);
+
+/* Page accounting, called by policies. Return 0 or -ENOMEM. */
+int ml__sim_extent_add(ml_sim_policy_t *p, uint64_t addr, uint64_t len);
+void ml__sim_extent_remove(ml_sim_policy_t *p, uint64_t addr, uint64_t len);
+static inline void ml__sim_pages_add(ml_sim_policy_t *p, uint64_t n) {
+    p->direct_pages += n;
+}
+static inline void ml__sim_pages_sub(ml_sim_policy_t *p, uint64_t n) {
+    p->direct_pages -= n;
+}
+
+/* Grows a per-id array of `elem` bytes to hold index id; new entries are set
+ * to the byte `fill`. Returns 0 or -ENOMEM. */
+int ml__sim_grow(void **arr, uint32_t *cap, uint32_t id, size_t elem, int fill);
+
+static inline uint64_t ml__round_up(uint64_t x, uint64_t a) {
+    return (x + a - 1) & ~(a - 1);
+}
+static inline unsigned ml__log2_floor(uint64_t x) {
+    return 63u - (unsigned)__builtin_clzll(x);
+}
+static inline unsigned ml__log2_ceil(uint64_t x) {
+    return x <= 1 ? 0 : 64u - (unsigned)__builtin_clzll(x - 1);
+}
+
+/* Alignment in bytes of an op (0 in op->align means the config's default). */
+static inline uint64_t ml__op_align(const ml_sim_policy_t *p, const ml_sim_op_t *op) {
+    uint64_t a = op->align ? (uint64_t)1 << op->align : p->cfg.align;
+    return a < p->cfg.align ? p->cfg.align : a;
+}
+
+/* --- the free-list core: first/next/best/worst fit, segfit, TLSF ---------- */
+
+/* Every block, allocated or free, is a node on the physical list (the
+ * boundary tags a real allocator keeps in memory), so coalescing finds its
+ * neighbours in O(1). Free nodes are also in the policy's index: a treap for
+ * the fits, class lists for segfit and TLSF (l/r are then prev/next). */
+typedef struct {
+    uint64_t addr, size, maxsz; /* maxsz: largest size in the treap subtree */
+    uint32_t pprev, pnext;      /* physical neighbours */
+    uint32_t l, r;
+    uint32_t prio, cnt;         /* treap priority, subtree node count */
+    uint32_t cls;               /* class of a free node in a list index */
+    uint8_t free;
+} ml__fl_node_t;
+
+typedef struct ml__fl_s ml__fl_t;
+
+typedef struct {
+    const char *name;
+    bool tree_by_size;         /* treap key: (size, addr) instead of addr */
+    bool lists;                /* class lists instead of a treap */
+    uint32_t (*find)(ml__fl_t *f, uint64_t need); /* a free node of size >= need, or NIL */
+    uint32_t (*cls)(const ml__fl_t *f, uint64_t size); /* list index of a free block */
+    void (*largest)(const ml__fl_t *f, uint64_t *largest);
+    void (*after_alloc)(ml__fl_t *f, uint64_t addr, uint64_t need);
+} ml__fl_ops_t;
+
+#define ML__FL_MAX_CLASSES 1024
+
+struct ml__fl_s {
+    ml_sim_policy_t base;
+    const ml__fl_ops_t *ops;
+    ml__fl_node_t *n;
+    uint32_t ncap, nused, nrecycle; /* nrecycle: list of unused nodes through .l */
+    uint32_t *id2n;
+    uint32_t idcap;
+    uint64_t top;   /* end of the heap */
+    uint32_t tail;  /* last physical node */
+    uint32_t root;  /* treap */
+    uint64_t free_bytes, free_count;
+    uint64_t min_block;
+    uint64_t rover; /* next fit */
+    uint64_t rng;
+    uint32_t heads[ML__FL_MAX_CLASSES];
+    uint64_t bitmap[(ML__FL_MAX_CLASSES + 63) / 64];
+    uint32_t nclasses;
+    uint64_t tlsf_fl;       /* TLSF first-level bitmap */
+    uint32_t tlsf_sl[64];   /* TLSF second-level bitmaps */
+};
+
+int ml__fl_new(const ml_sim_config_t *c, const ml__fl_ops_t *ops, ml_sim_policy_t **out);
+
+/* Treap queries over the free nodes (address-keyed unless tree_by_size). */
+uint32_t ml__fl_tree_lower_bound_size(const ml__fl_t *f, uint64_t need); /* by size */
+uint64_t ml__fl_tree_rank(const ml__fl_t *f, uint64_t addr); /* free nodes below addr (by addr) */
+uint32_t ml__fl_tree_first_fit(const ml__fl_t *f, uint64_t lo, uint64_t need); /* by addr */
+static inline uint64_t ml__fl_tree_max(const ml__fl_t *f) {
+    return f->root == ML__NIL ? 0 : f->n[f->root].maxsz;
+}
+/* Class lists: the first non-empty list with index >= c, or NIL; counts bitmap words. */
+uint32_t ml__fl_list_next_nonempty(ml__fl_t *f, uint32_t c);
+
+#endif

@@ -1,0 +1,517 @@
+/* sim_replay.c - from trace records to ops, and ops to every policy.
+ *
+ * Decoding (in the caller's thread): a hash from recorded address to a dense
+ * id (ids are recycled last-in first-out, so the largest id stays close to
+ * the largest number of live blocks), a realloc as free + alloc, a failed
+ * realloc restoring the old block, the alignment a kind implies, and the
+ * temporary flag, which needs the op after the allocation: the batch keeps
+ * the ops from the last allocation on when it is handed over, so that the
+ * flag can still be set.
+ *
+ * Dispatch: two op buffers. While the workers run the policies over one
+ * batch, the caller fills the other. Within a batch, workers take whole
+ * policies from a shared counter, slowest first (by the previous batch), so
+ * each policy still sees every op in order and needs no locking.
+ */
+#define _GNU_SOURCE
+#include "sim_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#define BATCH_OPS 65536
+#define STASH_THREADS 1024
+
+typedef struct {
+    uint64_t ptr; /* 0 = empty */
+    uint32_t id;
+} idslot_t;
+
+typedef struct {
+    uint64_t ptr, size;
+    uint32_t site;
+    uint32_t thread; /* + 1; 0 = empty */
+} stash_t;
+
+struct ml_sim_replay_s {
+    ml_sim_policy_t **pol;
+    double *cost;     /* CPU seconds of each policy in the last batch */
+    uint32_t *order;
+    size_t npol, polcap;
+    /* id map */
+    idslot_t *map;
+    uint64_t mapcap, mapused;
+    uint64_t *id_size;
+    uint32_t *id_site, *id_free;
+    uint32_t idcap, idcap2, nfree_ids, next_id;
+    stash_t stash[STASH_THREADS];
+    /* batches */
+    ml_sim_op_t *buf[2];
+    size_t len;  /* ops in buf[fill] */
+    int fill;
+    size_t last_alloc; /* index in buf[fill] of the last alloc, or SIZE_MAX */
+    uint32_t last_alloc_id;
+    uint64_t ops;
+    uint64_t sample_bytes;
+    bool sampled;
+    ml_sim_observer_fn observe;
+    void *observe_ctx;
+    /* workers */
+    unsigned nthreads;
+    pthread_t *th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    uint64_t gen;
+    const ml_sim_op_t *cur;
+    size_t cur_n;
+    atomic_uint next_task;
+    unsigned done;
+    bool busy, quit, started, finished;
+    int err;
+};
+
+static double thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void run_policy(ml_sim_replay_t *r, uint32_t k, const ml_sim_op_t *ops, size_t n) {
+    ml_sim_policy_t *p = r->pol[k];
+    double t0 = thread_cpu();
+    for (size_t i = 0; i < n; i++) ml_sim_apply(p, &ops[i]);
+    double dt = thread_cpu() - t0;
+    p->cpu_seconds += dt;
+    r->cost[k] = dt;
+}
+
+static void *worker(void *arg) {
+    ml_sim_replay_t *r = arg;
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&r->mu);
+        while (r->gen == seen && !r->quit) pthread_cond_wait(&r->cv_work, &r->mu);
+        if (r->quit) {
+            pthread_mutex_unlock(&r->mu);
+            return NULL;
+        }
+        seen = r->gen;
+        const ml_sim_op_t *ops = r->cur;
+        size_t n = r->cur_n;
+        pthread_mutex_unlock(&r->mu);
+        for (;;) {
+            unsigned t = atomic_fetch_add(&r->next_task, 1);
+            if (t >= r->npol) break;
+            run_policy(r, r->order[t], ops, n);
+        }
+        pthread_mutex_lock(&r->mu);
+        if (++r->done == r->nthreads) {
+            r->busy = false;
+            pthread_cond_signal(&r->cv_done);
+        }
+        pthread_mutex_unlock(&r->mu);
+    }
+}
+
+static void wait_idle(ml_sim_replay_t *r) {
+    if (!r->started) return;
+    pthread_mutex_lock(&r->mu);
+    while (r->busy) pthread_cond_wait(&r->cv_done, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+}
+
+static int start_workers(ml_sim_replay_t *r) {
+    r->th = calloc(r->nthreads, sizeof *r->th);
+    if (!r->th) return -ENOMEM;
+    for (unsigned i = 0; i < r->nthreads; i++) {
+        if (pthread_create(&r->th[i], NULL, worker, r) != 0) {
+            r->nthreads = i; /* run with the ones that started */
+            break;
+        }
+    }
+    r->started = r->nthreads > 0;
+    return 0;
+}
+
+/* Hands the first n ops of the fill buffer to the policies. */
+static void dispatch(ml_sim_replay_t *r, size_t n) {
+    ml_sim_op_t *ops = r->buf[r->fill];
+    if (r->observe) r->observe(r->observe_ctx, ops, n);
+    r->ops += n;
+    if (!r->nthreads || !r->npol) {
+        for (uint32_t k = 0; k < r->npol; k++) run_policy(r, k, ops, n);
+        return;
+    }
+    if (!r->started && start_workers(r) < 0) r->nthreads = 0;
+    if (!r->started) {
+        for (uint32_t k = 0; k < r->npol; k++) run_policy(r, k, ops, n);
+        return;
+    }
+    wait_idle(r);
+    /* slowest first (longest processing time first) */
+    for (size_t i = 1; i < r->npol; i++) {
+        uint32_t x = r->order[i];
+        size_t j = i;
+        while (j > 0 && r->cost[r->order[j - 1]] < r->cost[x]) {
+            r->order[j] = r->order[j - 1];
+            j--;
+        }
+        r->order[j] = x;
+    }
+    pthread_mutex_lock(&r->mu);
+    r->cur = ops;
+    r->cur_n = n;
+    atomic_store(&r->next_task, 0);
+    r->done = 0;
+    r->busy = true;
+    r->gen++;
+    pthread_cond_broadcast(&r->cv_work);
+    pthread_mutex_unlock(&r->mu);
+    r->fill ^= 1;
+}
+
+/* The fill buffer is full: hand it over, keeping the ops from the last
+ * allocation on (when that is at most half of it) for its temporary flag. */
+static void flush_full(ml_sim_replay_t *r) {
+    size_t keep_from = r->len;
+    if (r->last_alloc != SIZE_MAX && r->len - r->last_alloc <= BATCH_OPS / 2) keep_from = r->last_alloc;
+    ml_sim_op_t *old = r->buf[r->fill];
+    size_t keep = r->len - keep_from;
+    if (!keep_from) { /* nothing to hand over without the pending tail */
+        keep_from = r->len;
+        keep = 0;
+    }
+    dispatch(r, keep_from);
+    ml_sim_op_t *nb = r->buf[r->fill];
+    if (nb != old) {
+        memcpy(nb, old + keep_from, keep * sizeof *nb);
+    } else {
+        memmove(nb, old + keep_from, keep * sizeof *nb);
+    }
+    r->len = keep;
+    r->last_alloc = keep ? 0 : SIZE_MAX;
+}
+
+static ml_sim_op_t *push(ml_sim_replay_t *r) {
+    if (r->len == BATCH_OPS) flush_full(r);
+    ml_sim_op_t *op = &r->buf[r->fill][r->len++];
+    memset(op, 0, sizeof *op);
+    return op;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Address -> id                                                              */
+/* ------------------------------------------------------------------------- */
+
+static inline uint64_t hptr(uint64_t p) {
+    p ^= p >> 33;
+    p *= 0xff51afd7ed558ccdull;
+    p ^= p >> 33;
+    return p;
+}
+
+static int map_grow(ml_sim_replay_t *r) {
+    uint64_t ncap = r->mapcap ? r->mapcap * 2 : 4096;
+    idslot_t *n = calloc(ncap, sizeof *n);
+    if (!n) return -ENOMEM;
+    for (uint64_t i = 0; i < r->mapcap; i++) {
+        if (!r->map[i].ptr) continue;
+        uint64_t j = hptr(r->map[i].ptr) & (ncap - 1);
+        while (n[j].ptr) j = (j + 1) & (ncap - 1);
+        n[j] = r->map[i];
+    }
+    free(r->map);
+    r->map = n;
+    r->mapcap = ncap;
+    return 0;
+}
+
+static idslot_t *map_find(ml_sim_replay_t *r, uint64_t ptr) {
+    if (!r->mapcap) return NULL;
+    for (uint64_t i = hptr(ptr) & (r->mapcap - 1);; i = (i + 1) & (r->mapcap - 1)) {
+        if (r->map[i].ptr == ptr) return &r->map[i];
+        if (!r->map[i].ptr) return NULL;
+    }
+}
+
+static void map_remove(ml_sim_replay_t *r, idslot_t *e) {
+    uint64_t mask = r->mapcap - 1, i = (uint64_t)(e - r->map);
+    r->mapused--;
+    for (uint64_t j = (i + 1) & mask; r->map[j].ptr; j = (j + 1) & mask) {
+        uint64_t home = hptr(r->map[j].ptr) & mask;
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            r->map[i] = r->map[j];
+            i = j;
+        }
+    }
+    r->map[i].ptr = 0;
+}
+
+static int new_id(ml_sim_replay_t *r, uint32_t *id) {
+    if (r->nfree_ids) {
+        *id = r->id_free[--r->nfree_ids];
+        return 0;
+    }
+    uint32_t x = r->next_id;
+    if (x >= r->idcap) {
+        uint32_t cap = r->idcap;
+        if (ml__sim_grow((void **)&r->id_size, &cap, x, sizeof *r->id_size, 0) < 0) return -ENOMEM;
+        cap = r->idcap;
+        if (ml__sim_grow((void **)&r->id_site, &cap, x, sizeof *r->id_site, 0) < 0) return -ENOMEM;
+        cap = r->idcap;
+        if (ml__sim_grow((void **)&r->id_free, &cap, x, sizeof *r->id_free, 0) < 0) return -ENOMEM;
+        r->idcap = cap;
+    }
+    r->next_id++;
+    *id = x;
+    return 0;
+}
+
+static unsigned kind_align(unsigned kind, uint64_t ptr, unsigned page_log2) {
+    switch (kind) {
+    case ML_KIND_VALLOC:
+    case ML_KIND_PVALLOC:
+        return page_log2;
+    case ML_KIND_POSIX_MEMALIGN:
+    case ML_KIND_ALIGNED_ALLOC:
+    case ML_KIND_MEMALIGN: {
+        /* The trace has no alignment argument; the address's own alignment
+         * bounds it from above. Capped at a page. */
+        unsigned a = ptr ? (unsigned)__builtin_ctzll(ptr) : page_log2;
+        return a > page_log2 ? page_log2 : a;
+    }
+    default:
+        return 0;
+    }
+}
+
+static int emit_free(ml_sim_replay_t *r, idslot_t *e, const ml_record_t *rec, uint8_t flags) {
+    uint32_t id = e->id;
+    ml_sim_op_t *op = push(r);
+    op->type = ML_SIM_FREE;
+    op->id = id;
+    op->ptr = e->ptr;
+    op->size = r->id_size[id];
+    op->site = r->id_site[id];
+    op->time_ms = rec->time_ms;
+    op->thread = (uint16_t)rec->thread;
+    op->flags = flags;
+    if (!(flags & ML_SIM_F_REALLOC) && r->last_alloc != SIZE_MAX && r->last_alloc_id == id) {
+        r->buf[r->fill][r->last_alloc].flags |= ML_SIM_F_TEMPORARY;
+    }
+    if (r->last_alloc != SIZE_MAX && r->last_alloc_id == id) r->last_alloc = SIZE_MAX;
+    map_remove(r, e);
+    r->id_free[r->nfree_ids++] = id;
+    return 0;
+}
+
+static int emit_alloc(ml_sim_replay_t *r, uint64_t ptr, uint64_t size, uint32_t site, uint8_t align,
+                      uint8_t flags, const ml_record_t *rec) {
+    idslot_t *e = map_find(r, ptr);
+    if (e) emit_free(r, e, rec, 0); /* a free we never saw */
+    if ((r->mapused + 1) * 4 > r->mapcap * 3 && map_grow(r) < 0) return -ENOMEM;
+    uint32_t id;
+    if (new_id(r, &id) < 0) return -ENOMEM;
+    uint64_t i = hptr(ptr) & (r->mapcap - 1);
+    while (r->map[i].ptr) i = (i + 1) & (r->mapcap - 1);
+    r->map[i] = (idslot_t){ptr, id};
+    r->mapused++;
+    r->id_size[id] = size;
+    r->id_site[id] = site;
+    ml_sim_op_t *op = push(r);
+    op->type = ML_SIM_ALLOC;
+    op->id = id;
+    op->ptr = ptr;
+    op->size = size;
+    op->site = site;
+    op->time_ms = rec->time_ms;
+    op->thread = (uint16_t)rec->thread;
+    op->align = align;
+    op->flags = flags;
+    r->last_alloc = r->len - 1;
+    r->last_alloc_id = id;
+    return 0;
+}
+
+int ml_sim_replay_feed(ml_sim_replay_t *r, const ml_record_t *rec) {
+    if (r->err) return r->err;
+    stash_t *st = &r->stash[rec->thread % STASH_THREADS];
+    switch (rec->tag) {
+    case ML_T_PROCESS:
+        r->sample_bytes = rec->u.process.sample_bytes;
+        break;
+    case ML_T_ALLOC: {
+        unsigned kind = rec->u.alloc.kind;
+        uint64_t ptr = rec->u.alloc.ptr, size = rec->u.alloc.size;
+        if (!ptr) break;
+        uint8_t flags = 0;
+        if (kind == ML_KIND_REALLOC || kind == ML_KIND_REALLOCARRAY) flags |= ML_SIM_F_REALLOC;
+        if (rec->u.alloc.flags & ML_EVF_SAMPLED) {
+            flags |= ML_SIM_F_SAMPLED;
+            r->sampled = true;
+        }
+        if (kind == ML_KIND_PVALLOC) size = (size + 4095) & ~(uint64_t)4095;
+        if (st->thread == rec->thread + 1) st->thread = 0;
+        r->err = emit_alloc(r, ptr, size, rec->u.alloc.stack, (uint8_t)kind_align(kind, ptr, 12), flags, rec);
+        break;
+    }
+    case ML_T_FREE: {
+        idslot_t *e = map_find(r, rec->u.alloc.ptr);
+        if (!e) break;
+        bool re = rec->u.alloc.kind != ML_KIND_FREE;
+        if (re) *st = (stash_t){e->ptr, r->id_size[e->id], r->id_site[e->id], rec->thread + 1};
+        emit_free(r, e, rec, re ? ML_SIM_F_REALLOC : 0);
+        break;
+    }
+    case ML_T_REALLOC_FAIL:
+        if (st->thread == rec->thread + 1 && st->ptr == rec->u.alloc.ptr) {
+            st->thread = 0;
+            r->err = emit_alloc(r, st->ptr, st->size, st->site, 0, ML_SIM_F_REALLOC, rec);
+        }
+        break;
+    case ML_T_MALLINFO: {
+        ml_sim_op_t *op = push(r);
+        op->type = ML_SIM_MALLINFO;
+        op->size = rec->u.mallinfo.arena + rec->u.mallinfo.hblkhd;
+        op->time_ms = rec->time_ms;
+        break;
+    }
+    default:
+        break;
+    }
+    return r->err;
+}
+
+int ml_sim_replay_file(ml_sim_replay_t *r, const char *path, char *err, size_t errlen) {
+    ml_reader_t *rd;
+    int rc = ml_reader_open(path, &rd, err, errlen);
+    if (rc < 0) return rc;
+    ml_record_t rec;
+    while ((rc = ml_reader_next(rd, &rec)) > 0) {
+        if ((rc = ml_sim_replay_feed(r, &rec)) < 0) {
+            snprintf(err, errlen, "out of memory replaying %s", path);
+            break;
+        }
+    }
+    if (rc < 0 && rc != -ENOMEM) snprintf(err, errlen, "%s: %s", path, ml_reader_error(rd));
+    ml_reader_close(rd);
+    return rc < 0 ? rc : 0;
+}
+
+int ml_sim_replay_finish(ml_sim_replay_t *r) {
+    if (r->finished) return r->err;
+    r->finished = true;
+    if (r->len) dispatch(r, r->len);
+    r->len = 0;
+    r->last_alloc = SIZE_MAX;
+    wait_idle(r);
+    return r->err;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Lifecycle                                                                  */
+/* ------------------------------------------------------------------------- */
+
+int ml_sim_replay_new(unsigned threads, ml_sim_replay_t **out) {
+    ml_sim_replay_t *r = calloc(1, sizeof *r);
+    if (!r) return -ENOMEM;
+    r->buf[0] = malloc(BATCH_OPS * sizeof(ml_sim_op_t));
+    r->buf[1] = malloc(BATCH_OPS * sizeof(ml_sim_op_t));
+    if (!r->buf[0] || !r->buf[1]) {
+        free(r->buf[0]);
+        free(r->buf[1]);
+        free(r);
+        return -ENOMEM;
+    }
+    r->nthreads = threads;
+    r->last_alloc = SIZE_MAX;
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv_work, NULL);
+    pthread_cond_init(&r->cv_done, NULL);
+    *out = r;
+    return 0;
+}
+
+int ml_sim_replay_add(ml_sim_replay_t *r, ml_sim_policy_t *p) {
+    if (!p) return -EINVAL;
+    if (r->ops || r->started) { /* policies join before the first op */
+        ml_sim_policy_free(p);
+        return -EBUSY;
+    }
+    if (r->npol == r->polcap) {
+        size_t ncap = r->polcap ? r->polcap * 2 : 16;
+        ml_sim_policy_t **n = realloc(r->pol, ncap * sizeof *n);
+        double *c = realloc(r->cost, ncap * sizeof *c);
+        uint32_t *o = realloc(r->order, ncap * sizeof *o);
+        if (n) r->pol = n;
+        if (c) r->cost = c;
+        if (o) r->order = o;
+        if (!n || !c || !o) {
+            ml_sim_policy_free(p);
+            return -ENOMEM;
+        }
+        r->polcap = ncap;
+    }
+    r->cost[r->npol] = 0;
+    r->order[r->npol] = (uint32_t)r->npol;
+    r->pol[r->npol++] = p;
+    return 0;
+}
+
+void ml_sim_replay_observe(ml_sim_replay_t *r, ml_sim_observer_fn fn, void *ctx) {
+    r->observe = fn;
+    r->observe_ctx = ctx;
+}
+
+size_t ml_sim_replay_count(const ml_sim_replay_t *r) {
+    return r->npol;
+}
+
+ml_sim_policy_t *ml_sim_replay_policy(const ml_sim_replay_t *r, size_t i) {
+    return i < r->npol ? r->pol[i] : NULL;
+}
+
+void ml_sim_replay_metrics(const ml_sim_replay_t *r, size_t i, ml_sim_metrics_t *m) {
+    ml_sim_metrics(r->pol[i], m);
+}
+
+uint64_t ml_sim_replay_ops(const ml_sim_replay_t *r) {
+    return r->ops;
+}
+
+bool ml_sim_replay_sampled(const ml_sim_replay_t *r) {
+    return r->sampled;
+}
+
+uint64_t ml_sim_replay_state_bytes(const ml_sim_replay_t *r) {
+    return sizeof *r + 2 * BATCH_OPS * sizeof(ml_sim_op_t) + r->mapcap * sizeof *r->map +
+           (uint64_t)r->idcap * 16;
+}
+
+void ml_sim_replay_free(ml_sim_replay_t *r) {
+    if (!r) return;
+    if (r->started) {
+        wait_idle(r);
+        pthread_mutex_lock(&r->mu);
+        r->quit = true;
+        pthread_cond_broadcast(&r->cv_work);
+        pthread_mutex_unlock(&r->mu);
+        for (unsigned i = 0; i < r->nthreads; i++) pthread_join(r->th[i], NULL);
+    }
+    free(r->th);
+    for (size_t i = 0; i < r->npol; i++) ml_sim_policy_free(r->pol[i]);
+    free(r->pol);
+    free(r->cost);
+    free(r->order);
+    free(r->map);
+    free(r->id_size);
+    free(r->id_site);
+    free(r->id_free);
+    free(r->buf[0]);
+    free(r->buf[1]);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv_work);
+    pthread_cond_destroy(&r->cv_done);
+    free(r);
+}

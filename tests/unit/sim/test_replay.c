@@ -1,0 +1,163 @@
+/* test_replay.c - trace records to ops, and ops to policies on threads. */
+#include "sim_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    ml_sim_op_t *ops;
+    size_t n, cap;
+    uint64_t temps;
+} seen_t;
+
+static void observe(void *ctx, const ml_sim_op_t *ops, size_t n) {
+    seen_t *s = ctx;
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].flags & ML_SIM_F_TEMPORARY) s->temps++;
+        if (s->cap == 0) continue; /* counting only */
+        if (s->n == s->cap) continue;
+        s->ops[s->n++] = ops[i];
+    }
+}
+
+static ml_record_t rec_alloc(uint64_t ptr, uint64_t size, uint32_t stack, uint8_t kind) {
+    ml_record_t r;
+    memset(&r, 0, sizeof r);
+    r.tag = ML_T_ALLOC;
+    r.u.alloc.ptr = ptr;
+    r.u.alloc.size = size;
+    r.u.alloc.stack = stack;
+    r.u.alloc.kind = kind;
+    return r;
+}
+
+static ml_record_t rec_free(uint64_t ptr, uint8_t kind) {
+    ml_record_t r;
+    memset(&r, 0, sizeof r);
+    r.tag = ML_T_FREE;
+    r.u.alloc.ptr = ptr;
+    r.u.alloc.kind = kind;
+    return r;
+}
+
+static void feed(ml_sim_replay_t *r, ml_record_t rec) {
+    cr_assert_eq(ml_sim_replay_feed(r, &rec), 0);
+}
+
+Test(replay, records_become_ops) {
+    ml_sim_replay_t *r;
+    cr_assert_eq(ml_sim_replay_new(0, &r), 0);
+    seen_t s = {.ops = calloc(64, sizeof(ml_sim_op_t)), .cap = 64};
+    ml_sim_replay_observe(r, observe, &s);
+    ml_sim_policy_t *ff;
+    cr_assert_eq(ml_sim_first_fit_new(NULL, &ff), 0);
+    cr_assert_eq(ml_sim_replay_add(r, ff), 0);
+    feed(r, rec_alloc(0x1000, 100, 5, ML_KIND_MALLOC));   /* 0: alloc id 0 */
+    feed(r, rec_free(0x1000, ML_KIND_FREE));              /* 1: free, temporary */
+    feed(r, rec_alloc(0x2000, 50, 6, ML_KIND_MALLOC));    /* 2: id 0 again (recycled) */
+    feed(r, rec_alloc(0x3000, 60, 6, ML_KIND_MALLOC));    /* 3: id 1 */
+    feed(r, rec_free(0x2000, ML_KIND_FREE));              /* 4: not temporary */
+    feed(r, rec_free(0x3000, ML_KIND_REALLOC));           /* 5: realloc's old block */
+    feed(r, rec_alloc(0x4000, 120, 7, ML_KIND_REALLOC));  /* 6 */
+    feed(r, rec_free(0x4000, ML_KIND_REALLOC));           /* 7: a realloc that fails: */
+    ml_record_t fail = rec_free(0x4000, 0);
+    fail.tag = ML_T_REALLOC_FAIL;
+    feed(r, fail);                                        /* 8: the block lives on */
+    feed(r, rec_alloc(0x4000, 10, 8, ML_KIND_MALLOC));    /* 9,10: a free we never saw */
+    feed(r, rec_free(0x9999, ML_KIND_FREE));              /* unknown: ignored */
+    feed(r, rec_alloc(0x5000, 100, 9, ML_KIND_MEMALIGN)); /* 11: aligned to 4096 at most */
+    cr_assert_eq(ml_sim_replay_finish(r), 0);
+    cr_assert_eq(s.n, 12);
+    const ml_sim_op_t *o = s.ops;
+    cr_expect_eq(o[0].type, ML_SIM_ALLOC);
+    cr_expect_eq(o[0].size, 100);
+    cr_expect_eq(o[0].site, 5);
+    cr_expect(o[0].flags & ML_SIM_F_TEMPORARY);
+    cr_expect_eq(o[1].type, ML_SIM_FREE);
+    cr_expect_eq(o[1].id, o[0].id);
+    cr_expect_eq(o[2].id, o[0].id, "ids are recycled");
+    cr_expect_not(o[2].flags & ML_SIM_F_TEMPORARY, "another allocation came before its free");
+    cr_expect_neq(o[3].id, o[2].id);
+    cr_expect_eq(o[5].flags, ML_SIM_F_REALLOC);
+    cr_expect_eq(o[5].size, 60, "a free carries the block's size");
+    cr_expect_eq(o[6].flags, ML_SIM_F_REALLOC);
+    cr_expect_eq(o[8].type, ML_SIM_ALLOC, "failed realloc: the old block again");
+    cr_expect_eq(o[8].size, 120);
+    cr_expect_eq(o[8].site, 7);
+    cr_expect_eq(o[9].type, ML_SIM_FREE, "missed free");
+    cr_expect_eq(o[9].id, o[8].id);
+    cr_expect_eq(o[10].size, 10);
+    cr_expect_eq(o[11].align, 12, "0x5000: aligned to 4096, capped at a page");
+    ml_sim_metrics_t m;
+    ml_sim_replay_metrics(r, 0, &m);
+    cr_expect_eq(m.allocs, 7);
+    cr_expect_eq(m.frees, 5);
+    cr_expect_eq(m.at_end.live_count, 2);
+    cr_expect_eq(m.at_end.live_requested, 110);
+    ml_sim_replay_free(r);
+    free(s.ops);
+}
+
+Test(replay, temporary_flags_survive_batch_boundaries) {
+    /* 200000 malloc+free pairs span several 65536-op batches: each alloc is
+     * temporary, even the ones whose free lands in the next batch. */
+    ml_sim_replay_t *r;
+    cr_assert_eq(ml_sim_replay_new(0, &r), 0);
+    seen_t s = {0};
+    ml_sim_replay_observe(r, observe, &s);
+    for (uint64_t i = 0; i < 100000; i++) {
+        feed(r, rec_alloc(0x1000 + 16 * (i % 7), 32, 1, ML_KIND_MALLOC));
+        feed(r, rec_free(0x1000 + 16 * (i % 7), ML_KIND_FREE));
+    }
+    /* a block that stays, with frees of others after it */
+    feed(r, rec_alloc(0x100000, 8, 1, ML_KIND_MALLOC));
+    cr_assert_eq(ml_sim_replay_finish(r), 0);
+    cr_expect_eq(s.temps, 100000);
+    cr_expect_eq(ml_sim_replay_ops(r), 200001);
+    ml_sim_replay_free(r);
+}
+
+static void random_trace(ml_sim_replay_t *r, int n) {
+    uint64_t seed = 7, live[4096] = {0};
+    for (int i = 0; i < n; i++) {
+        int k = (int)(st_rand(&seed) % 4096);
+        if (live[k]) {
+            feed(r, rec_free(live[k], ML_KIND_FREE));
+            live[k] = 0;
+        } else {
+            live[k] = 0x10000000 + (uint64_t)k * 65536 + 16 * (st_rand(&seed) % 16);
+            uint64_t size = 8 + st_rand(&seed) % (st_rand(&seed) % 8 ? 256 : 20000);
+            feed(r, rec_alloc(live[k], size, 1 + (uint32_t)(st_rand(&seed) % 50), ML_KIND_MALLOC));
+        }
+    }
+}
+
+Test(replay, threads_change_nothing_but_time, .timeout = 120) {
+    ml_sim_metrics_t a[16], b[16];
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        ml_sim_replay_t *r;
+        cr_assert_eq(ml_sim_replay_new(pass ? 2 : 0, &r), 0);
+        for (const char *const *nm = ml_sim_policy_names; *nm; nm++) {
+            ml_sim_policy_t *p;
+            cr_assert_eq(ml_sim_policy_new(*nm, NULL, &p), 0);
+            cr_assert_eq(ml_sim_replay_add(r, p), 0);
+        }
+        ml_sim_policy_t *real;
+        cr_assert_eq(ml_sim_real_new(NULL, &real), 0);
+        cr_assert_eq(ml_sim_replay_add(r, real), 0);
+        random_trace(r, 300000);
+        cr_assert_eq(ml_sim_replay_finish(r), 0);
+        n = ml_sim_replay_count(r);
+        for (size_t i = 0; i < n; i++) ml_sim_replay_metrics(r, i, pass ? &b[i] : &a[i]);
+        ml_sim_replay_free(r);
+    }
+    cr_assert_eq(n, 11);
+    for (size_t i = 0; i < n; i++) {
+        cr_expect_str_eq(a[i].name, b[i].name);
+        cr_expect_eq(a[i].peak_footprint, b[i].peak_footprint, "%s", a[i].name);
+        cr_expect_eq(a[i].search_steps, b[i].search_steps, "%s", a[i].name);
+        cr_expect_eq(a[i].at_end.live_requested, b[i].at_end.live_requested, "%s", a[i].name);
+        cr_expect_gt(a[i].allocs, 100000, "%s", a[i].name);
+    }
+}
