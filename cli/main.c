@@ -1,6 +1,7 @@
 /* main.c - `memlens`: dispatch to the subcommands. */
 #include "ml_cli.h"
 #include "ml_config.h"
+#include "ml_viewer.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@ static void usage(FILE *f) {
           "                 record every heap allocation of PROG into a trace (.mlt)\n"
           "  report FILE [--json OUT] [--html OUT] [--folded OUT] [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                 analyse a trace; CI gates exit 3 when exceeded\n"
+          "  view FILE      browse a trace in the terminal UI (keys: ?; docs/viewer.md)\n"
           "  dump FILE      print every record of a trace as text\n"
           "  --version      print the version and build options\n"
           "\n"
@@ -38,6 +40,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "run")) return ml_cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "dump")) return ml_cmd_dump(argc - 1, argv + 1);
+    if (!strcmp(cmd, "view")) return ml_cmd_view(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return ml_cmd_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         printf("memlens %s\nGPU (CUPTI) support: %s\n", ML_VERSION,

@@ -15,6 +15,7 @@
 #include "ml_event.h"
 #include "ml_ring.h"
 #include "ml_trace_io.h"
+#include "ml_viewer.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -45,6 +46,7 @@
 typedef struct {
     const char *out;
     bool follow_fork, quiet, unwind_fp, no_gpu;
+    bool live; /* --live: the terminal viewer follows the root process */
     uint64_t sample_bytes;
     uint32_t depth, ring_slots;
     int argc;
@@ -59,6 +61,7 @@ typedef struct {
     int fd, pidfd;
     ml_writer_t *w;
     ml_analysis_t *an;
+    ml_vmodel_t *live; /* --live, root process: `an` is this viewer model's, fed under its lock */
     char path[PATH_MAX];
     bool is_root, ended, done;
     uint32_t end_kind;
@@ -75,6 +78,8 @@ typedef struct {
     char root_path[PATH_MAX];
     bool root_exited;
     int root_status;
+    ml_vmodel_t *live_model; /* --live */
+    ml_viewer_live_t *live_ui;
     proc_t *procs[ML_MAX_PROCS];
     uint32_t nseen;
     uint64_t t0_ns;
@@ -114,7 +119,7 @@ static int parse_size(const char *s, uint64_t *out) {
 static void usage_run(FILE *f) {
     fprintf(f,
             "usage: memlens run [-o FILE] [--follow-fork] [--sample BYTES] [--unwind libunwind|fp]\n"
-            "                   [--depth N] [--no-gpu] [-q] -- PROG [ARGS...]\n"
+            "                   [--depth N] [--no-gpu] [--live] [-q] -- PROG [ARGS...]\n"
             "\n"
             "  -o, --output FILE   trace file (default: memlens.PROG.PID.mlt in the current directory)\n"
             "  --follow-fork       trace forked and exec'd children too, each into FILE-stem.PID.mlt\n"
@@ -122,6 +127,9 @@ static void usage_run(FILE *f) {
             "  --unwind KIND       libunwind (default, exact) or fp (frame pointers, faster)\n"
             "  --depth N           deepest stack recorded (default %d, at most %d)\n"
             "  --no-gpu            do not load the CUPTI collector\n"
+            "  --live              show the terminal viewer while PROG runs (it stays open on the\n"
+            "                      final data until q); redirect PROG's output, which would\n"
+            "                      otherwise share the terminal with the view\n"
             "  -q, --quiet         no summary on stderr\n",
             ML_DEFAULT_DEPTH, ML_MAX_DEPTH);
 }
@@ -176,8 +184,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
         } else if (!strcmp(a, "--no-gpu")) {
             o->no_gpu = true;
         } else if (!strcmp(a, "--live")) {
-            ml_die_msg("--live needs the terminal viewer, which this build does not have yet");
-            return -1;
+            o->live = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -367,7 +374,25 @@ static void proc_add(proc_t *p, const ml_record_t *rec) {
     if (ml_writer_add(p->w, rec) < 0 && !p->done) {
         /* Reported once at the end from the writer's error state. */
     }
+    if (p->live) {
+        /* The viewer's thread reads the session between records. */
+        ml_vmodel_lock(p->live);
+        ml_vmodel_feed(p->live, rec);
+        ml_vmodel_unlock(p->live);
+        return;
+    }
     ml_analysis_feed(p->an, rec);
+}
+
+/* The analysis session of a new process: its own, or for the root process
+ * under --live the viewer model's. */
+static int proc_analysis(session_t *s, proc_t *p) {
+    if (p->is_root && s->live_model) {
+        p->live = s->live_model;
+        p->an = ml_vmodel_analysis(s->live_model);
+        return 0;
+    }
+    return ml_analysis_new(&p->an);
 }
 
 static void child_trace_path(session_t *s, uint32_t pid, char *out, size_t len) {
@@ -419,7 +444,7 @@ static proc_t *open_proc(session_t *s, uint32_t slot) {
         p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->pid, 0);
         if (p->pidfd < 0) p->ended = true, p->end_kind = ML_END_UNKNOWN;
     }
-    if (p->fd < 0 || ml_writer_new(p->fd, 1, &p->w) < 0 || ml_analysis_new(&p->an) < 0) {
+    if (p->fd < 0 || ml_writer_new(p->fd, 1, &p->w) < 0 || proc_analysis(s, p) < 0) {
         if (p->fd >= 0) close(p->fd);
         munmap(h, p->ring_bytes);
         free(p);
@@ -886,6 +911,35 @@ static char **build_env(const session_t *s, const char *lib) {
     return env;
 }
 
+/* --live: the viewer runs in a thread of its own on the root process'
+ * session (the model's) while this thread collects; see docs/viewer.md. */
+static void live_start(session_t *s) {
+    if (!s->live_model) return;
+    ml_vmodel_set_path(s->live_model, s->root_path);
+    ml_vmodel_set_process_state(s->live_model, ML_VPROC_RUNNING, 0);
+    char err[512];
+    if (ml_viewer_live_start(s->live_model, err, sizeof err, &s->live_ui) < 0)
+        fprintf(stderr, "memlens: warning: no live view (%s); recording goes on\n", err);
+}
+
+/* The user quit the view while the program runs: recording goes on. */
+static void live_poll(session_t *s) {
+    if (!s->live_ui || ml_viewer_live_open(s->live_ui)) return;
+    ml_viewer_live_wait(s->live_ui);
+    s->live_ui = NULL;
+    fprintf(stderr, "memlens: view closed; recording %s until it exits (Ctrl-C stops it)\n", s->o.argv[0]);
+}
+
+/* The program has ended: the view shows the final data until q. */
+static void live_end(session_t *s) {
+    if (!s->live_model) return;
+    int st = s->root_status;
+    ml_vmodel_set_process_state(s->live_model, WIFSIGNALED(st) ? ML_VPROC_SIGNALED : ML_VPROC_EXITED,
+                                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    if (s->live_ui) ml_viewer_live_wait(s->live_ui);
+    s->live_ui = NULL;
+}
+
 int ml_cmd_run(int argc, char **argv) {
     session_t *s = calloc(1, sizeof *s);
     if (!s) return ML_EXIT_ERROR;
@@ -912,6 +966,20 @@ int ml_cmd_run(int argc, char **argv) {
         ml_die_msg("cannot find libmemlens.so beside the memlens binary (set ML_PRELOAD_LIB)");
         free(s);
         return ML_EXIT_ERROR;
+    }
+    if (s->o.live) {
+        /* Before the program starts: no terminal is a usage problem to say now. */
+        char why_live[512];
+        if (ml_viewer_live_check(why_live, sizeof why_live) < 0) {
+            ml_die_msg("%s", why_live);
+            free(s);
+            return ML_EXIT_ERROR;
+        }
+        if (ml_vmodel_new(&s->live_model) < 0) {
+            ml_die_msg("out of memory");
+            free(s);
+            return ML_EXIT_ERROR;
+        }
     }
     if (create_ctl(s) < 0) {
         free(s);
@@ -992,10 +1060,12 @@ int ml_cmd_run(int argc, char **argv) {
         return ML_EXIT_ERROR;
     }
     close(err[0]);
+    live_start(s);
 
     /* Collect. */
     uint32_t next_rss = 0, next_mallinfo = MALLINFO_INTERVAL_MS;
     for (;;) {
+        live_poll(s);
         uint32_t now = now_ms(s);
         ml_atomic_store_relaxed(&s->ctl->clock_ms, now);
         discover(s);
@@ -1051,6 +1121,7 @@ int ml_cmd_run(int argc, char **argv) {
             nanosleep(&ts, NULL);
         }
     }
+    live_end(s);
     if (s->root_fd >= 0) {
         /* The program never registered: it could not be preloaded. */
         close(s->root_fd);
@@ -1068,9 +1139,10 @@ int ml_cmd_run(int argc, char **argv) {
     if (s->root_fd >= 0) code = ML_EXIT_ERROR;
     for (uint32_t i = 0; i < s->nseen; i++) {
         if (!s->procs[i]) continue;
-        ml_analysis_free(s->procs[i]->an);
+        if (!s->procs[i]->live) ml_analysis_free(s->procs[i]->an);
         free(s->procs[i]);
     }
+    ml_vmodel_free(s->live_model);
     cleanup_shm(s);
     munmap(s->ctl, sizeof(ml_ctl_t));
     for (char **e2 = env; *e2; e2++)

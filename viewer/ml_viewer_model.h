@@ -1,0 +1,303 @@
+/* ml_viewer_model.h - what the viewer shows, without a terminal.
+ *
+ * The model wraps one analysis session (analysis/ml_analysis.h) and never
+ * includes <curses.h>: it is unit-tested on its own, and the panels draw
+ * only what it hands them. It computes no metric of its own; every number
+ * comes from the analysis library. What it adds is presentation state: a
+ * snapshot of the analysis results, the sort order and filter of the site
+ * list, the call tree's visible rows.
+ *
+ * Two ways to fill it:
+ *   - post-mortem: ml_vmodel_open() then ml_vmodel_load_step() repeatedly
+ *     (each step feeds records for a bounded time, so the UI can draw a
+ *     progress bar and handle keys between steps), or ml_vmodel_load_all();
+ *   - live: a collector thread feeds ml_vmodel_analysis() while holding
+ *     ml_vmodel_lock(), and the UI thread calls ml_vmodel_refresh(), which
+ *     takes the lock only to copy the results.
+ *
+ * Threading: everything except ml_vmodel_lock/unlock, ml_vmodel_analysis
+ * and ml_vmodel_set_process_state belongs to the UI thread. Pointers returned
+ * by the query functions stay valid until the next refresh, load step, sort
+ * or filter change.
+ */
+#ifndef ML_VIEWER_MODEL_H
+#define ML_VIEWER_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ml_analysis.h"
+
+typedef struct ml_vmodel_s ml_vmodel_t;
+
+#define ML_VSITE_NONE UINT32_MAX
+
+/* One stack frame, innermost first: the analysis' own frame (function,
+ * file, line, module, address). */
+typedef ml_frame_t ml_vframe_t;
+
+typedef enum {
+    ML_VLEAK_NONE = 0,
+    ML_VLEAK_DEFINITE,
+    ML_VLEAK_INDIRECT,
+    ML_VLEAK_REACHABLE,
+} ml_vleak_t;
+
+/* One allocation site: a unique allocation stack. */
+typedef struct {
+    uint32_t id; /* stable across refreshes */
+    uint32_t nframes;
+    const ml_vframe_t *frames;
+    uint64_t alloc_calls, bytes_allocated, temporary_allocs;
+    uint64_t peak_bytes;              /* live at the heap peak */
+    uint64_t leaked_bytes, leaked_blocks; /* live at exit (live now while running) */
+    ml_vleak_t leak_kind;
+    uint64_t live_bytes, live_blocks; /* live at the end of what was read */
+    const ml_site_t *src;             /* the analysis' record: sizes, lifetimes, pinned pages */
+} ml_vsite_t;
+
+/* The site list's sort keys (and the call tree's cost columns). */
+typedef enum {
+    ML_VSORT_PEAK = 0,
+    ML_VSORT_LEAKED,
+    ML_VSORT_ALLOCATED,
+    ML_VSORT_CALLS,
+    ML_VSORT_TEMPORARY,
+    ML_VSORT_COUNT_
+} ml_vsort_t;
+
+typedef struct {
+    bool valid;
+    double page_utilization; /* live requested bytes / bytes of pages holding a live block */
+    uint64_t free_bytes, largest_free_bytes;
+    double external;         /* 1 - largest free / total free */
+} ml_vfrag_t;
+
+typedef struct {
+    uint32_t device;
+    uint64_t peak_bytes, leaked_bytes, alloc_calls, free_calls;
+} ml_vgpu_t;
+
+typedef enum {
+    ML_VPROC_LOADING = 0, /* post-mortem, still reading the file */
+    ML_VPROC_RUNNING,     /* live, the program runs */
+    ML_VPROC_EXITED,      /* status: exit code */
+    ML_VPROC_SIGNALED,    /* status: signal number */
+    ML_VPROC_ENDED,       /* gone, status unknown (a followed process, an exec) */
+    ML_VPROC_TRUNCATED,   /* the trace stops before its end record */
+} ml_vproc_state_t;
+
+#define ML_VMAX_GPUS 16
+
+typedef struct {
+    char exe[512];
+    char cmdline[1024];
+    uint32_t pid;
+    ml_vproc_state_t state;
+    int status;
+    uint32_t duration_ms;
+    bool sampled;
+    uint64_t sample_bytes;
+    ml_totals_t totals;      /* a copy of the analysis totals */
+    uint64_t peak_rss_bytes; /* 0 when the trace has no RSS samples */
+    uint64_t leak_bytes[4], leak_blocks[4]; /* by ml_vleak_t (index 0: all kinds) */
+    bool leaks_scanned;      /* an exit-time reachability scan classified the leaks */
+    ml_vfrag_t frag_peak, frag_end;
+    uint32_t ngpus;
+    ml_vgpu_t gpus[ML_VMAX_GPUS];
+    uint32_t nsites;         /* all sites, before the filter */
+    uint32_t nsuggestions;
+} ml_vsummary_t;
+
+/* A histogram bucket: (lo, hi] in bytes or milliseconds. `count` is the
+ * whole program's; `mine` says whether the site asked has any there (the
+ * analysis keeps per-site bucket masks, not per-site counts). */
+typedef struct {
+    uint64_t lo, hi, count;
+    bool mine;
+} ml_vbucket_t;
+
+typedef enum { ML_VHIST_SIZE = 0, ML_VHIST_LIFETIME } ml_vhist_t;
+
+typedef struct {
+    const char *strategy; /* DESIGN.md vocabulary: "pool", "arena", ... */
+    const char *message;
+    uint32_t site;        /* ML_VSITE_NONE: program-wide */
+    uint64_t estimated_saving_bytes;
+    const char *evidence;
+} ml_vsuggestion_t;
+
+typedef struct {
+    uint32_t time_ms;
+    uint64_t heap_bytes, rss_bytes, mmap_bytes, gpu_bytes;
+} ml_vpoint_t;
+
+typedef enum { ML_VSERIES_HEAP = 0, ML_VSERIES_RSS, ML_VSERIES_MMAP, ML_VSERIES_GPU, ML_VSERIES_COUNT_ } ml_vseries_t;
+
+/* A site's share of the live set at one instant. */
+typedef struct {
+    uint32_t site;
+    uint64_t bytes, blocks;
+} ml_vlive_t;
+
+/* The heap map: the busiest heap region cut into cells of equal size, each
+ * shaded by the page utilization of its pages (the analysis' heap map). */
+typedef enum { ML_VMAP_PEAK = 0, ML_VMAP_END, ML_VMAP_WORST, ML_VMAP_CURSOR, ML_VMAP_COUNT_ } ml_vmap_at_t;
+
+typedef struct {
+    uint64_t addr, span; /* the cell covers [addr, addr + span) */
+    int8_t used_pct;     /* live bytes / bytes of its pages that hold a live block, 0..100; -1: no such page */
+} ml_vcell_t;
+
+typedef struct {
+    bool valid;
+    ml_vmap_at_t at;     /* the moment shown (CURSOR falls back to a snapshot near it) */
+    uint32_t time_ms;    /* the instant it shows */
+    bool sites_known;    /* ml_vmodel_cell_sites works for it (peak, worst, end) */
+    uint64_t lo, hi;     /* address range covered */
+    uint32_t ncells;
+    const ml_vcell_t *cells;
+    ml_vfrag_t frag;
+} ml_vheapmap_t;
+
+/* One visible row of the call tree. */
+typedef struct {
+    uint32_t node;   /* node id, valid until the next refresh */
+    uint32_t depth;
+    bool has_children, expanded;
+    const ml_vframe_t *frame;
+    uint64_t incl[ML_VSORT_COUNT_]; /* inclusive cost of the subtree */
+    uint64_t self[ML_VSORT_COUNT_]; /* cost of stacks that end here */
+} ml_vtree_row_t;
+
+/* ------------------------------------------------------------------------- */
+/* Life cycle and loading                                                    */
+/* ------------------------------------------------------------------------- */
+
+/** Creates an empty model with its own analysis session. Returns 0 or -ENOMEM. */
+int ml_vmodel_new(ml_vmodel_t **out);
+void ml_vmodel_free(ml_vmodel_t *m);
+
+/** Options for the analysis builds (NULL: defaults). Tests turn symbols off. */
+void ml_vmodel_set_build_opts(ml_vmodel_t *m, const ml_build_opts_t *o);
+
+/** Opens a trace for step-wise loading. Returns 0, or a negative errno with a
+ * message in err (missing file, not a trace, unknown version). */
+int ml_vmodel_open(ml_vmodel_t *m, const char *path, char *err, size_t errlen);
+
+/** Feeds records for about max_ms milliseconds (at least one chunk of
+ * records). Returns 1 while more remains, 0 once the trace was read (the
+ * snapshot is then refreshed), or a negative errno for a corrupted trace
+ * (message in ml_vmodel_error()). */
+int ml_vmodel_load_step(ml_vmodel_t *m, uint32_t max_ms);
+
+/** Loads the whole opened trace. Same returns as ml_vmodel_load_step. */
+int ml_vmodel_load_all(ml_vmodel_t *m);
+
+/** True between ml_vmodel_open and the end of loading. */
+bool ml_vmodel_loading(const ml_vmodel_t *m);
+/** Fraction of the file read, 0..1. */
+double ml_vmodel_progress(const ml_vmodel_t *m);
+/** The last load error, or "". */
+const char *ml_vmodel_error(const ml_vmodel_t *m);
+/** The trace's path ("" in live mode unless set). */
+const char *ml_vmodel_path(const ml_vmodel_t *m);
+void ml_vmodel_set_path(ml_vmodel_t *m, const char *path);
+
+/* ------------------------------------------------------------------------- */
+/* Live feeding (collector thread)                                           */
+/* ------------------------------------------------------------------------- */
+
+/** The model's analysis session. In live mode, feed it only while holding
+ * the lock (a recursive mutex: it may be taken again inside). */
+ml_analysis_t *ml_vmodel_analysis(ml_vmodel_t *m);
+void ml_vmodel_lock(ml_vmodel_t *m);
+void ml_vmodel_unlock(ml_vmodel_t *m);
+/** Feeds one record (in live mode the caller holds the lock). */
+void ml_vmodel_feed(ml_vmodel_t *m, const ml_record_t *rec);
+/** Live mode: the program's state (RUNNING, then EXITED/SIGNALED/ENDED).
+ * Thread-safe. */
+void ml_vmodel_set_process_state(ml_vmodel_t *m, ml_vproc_state_t st, int status);
+
+/** Copies the analysis results into the snapshot the queries read (takes
+ * the lock). Returns 0 or -ENOMEM. */
+int ml_vmodel_refresh(ml_vmodel_t *m);
+/** The message of the last failed analysis build, or "". */
+const char *ml_vmodel_build_error(const ml_vmodel_t *m);
+/** Changes with every refresh that saw new data. */
+uint64_t ml_vmodel_generation(const ml_vmodel_t *m);
+
+/* ------------------------------------------------------------------------- */
+/* Queries (UI thread, on the snapshot)                                      */
+/* ------------------------------------------------------------------------- */
+
+const ml_vsummary_t *ml_vmodel_summary(const ml_vmodel_t *m);
+
+/** Sort order of the site list (descending by the key, then by site id). */
+void ml_vmodel_set_sort(ml_vmodel_t *m, ml_vsort_t key);
+ml_vsort_t ml_vmodel_sort(const ml_vmodel_t *m);
+/** Case-insensitive substring filter on function, file and module names of a
+ * site's frames; NULL or "" clears it. Applies to the site list, the call
+ * tree and the suggestions. */
+void ml_vmodel_set_filter(ml_vmodel_t *m, const char *text);
+const char *ml_vmodel_filter(const ml_vmodel_t *m);
+/** True when the site passes the filter. */
+bool ml_vmodel_site_matches(const ml_vmodel_t *m, const ml_vsite_t *s);
+
+/** Sites passing the filter, in sort order. */
+uint32_t ml_vmodel_nsites(const ml_vmodel_t *m);
+const ml_vsite_t *ml_vmodel_site_at(const ml_vmodel_t *m, uint32_t i);
+/** A site by id (filtered or not), or NULL. */
+const ml_vsite_t *ml_vmodel_site(const ml_vmodel_t *m, uint32_t id);
+/** The number a sort key stands for. */
+uint64_t ml_vmodel_site_cost(const ml_vsite_t *s, ml_vsort_t key);
+/** Name of a sort key ("peak", "leaked", ...). */
+const char *ml_vmodel_sort_name(ml_vsort_t key);
+
+/** A site's histogram; returns the number of buckets written (0: no data). */
+uint32_t ml_vmodel_site_hist(ml_vmodel_t *m, uint32_t site, ml_vhist_t kind, ml_vbucket_t *out,
+                             uint32_t max);
+
+/** Suggestions passing the filter (program-wide ones always pass), by
+ * estimated saving. */
+uint32_t ml_vmodel_nsuggestions(const ml_vmodel_t *m);
+const ml_vsuggestion_t *ml_vmodel_suggestion_at(const ml_vmodel_t *m, uint32_t i);
+/** The first suggestion about a site, or NULL. */
+const ml_vsuggestion_t *ml_vmodel_site_suggestion(const ml_vmodel_t *m, uint32_t site);
+
+/** The timeline, oldest first. */
+uint32_t ml_vmodel_npoints(const ml_vmodel_t *m);
+const ml_vpoint_t *ml_vmodel_point(const ml_vmodel_t *m, uint32_t i);
+uint64_t ml_vmodel_point_value(const ml_vpoint_t *p, ml_vseries_t s);
+const char *ml_vmodel_series_name(ml_vseries_t s);
+/** The live set near time_ms, largest sites first; returns the number
+ * written. Exact at the peak (each site's bytes at the peak) and at the end;
+ * elsewhere it is the snapshot the model took last before time_ms while the
+ * trace was read (or the program ran), whose time goes to *as_of_ms. */
+uint32_t ml_vmodel_live_at(ml_vmodel_t *m, uint32_t time_ms, ml_vlive_t *out, uint32_t max,
+                           uint32_t *as_of_ms);
+
+/** The heap map at a moment (at the cursor: the snapshot nearest before
+ * time_ms), merged down to at most ncells cells. Returns 0, or -ENOENT when
+ * there is none. */
+int ml_vmodel_heapmap(ml_vmodel_t *m, ml_vmap_at_t at, uint32_t time_ms, uint32_t ncells,
+                      ml_vheapmap_t *out);
+/** The sites whose blocks lie in [addr, addr+span) at the moment of a heap
+ * map (peak, worst or end), largest first; returns the number written. */
+uint32_t ml_vmodel_cell_sites(ml_vmodel_t *m, ml_vmap_at_t at, uint64_t addr, uint64_t span,
+                              ml_vlive_t *out, uint32_t max);
+
+/** Call tree: top-down (from main to the allocator) or bottom-up (from the
+ * allocating function outwards). Rows visible with the current expansion,
+ * children ordered by the sort key's inclusive cost. */
+void ml_vmodel_tree_set_mode(ml_vmodel_t *m, bool bottom_up);
+bool ml_vmodel_tree_bottom_up(const ml_vmodel_t *m);
+uint32_t ml_vmodel_tree_nrows(ml_vmodel_t *m);
+const ml_vtree_row_t *ml_vmodel_tree_row(ml_vmodel_t *m, uint32_t i);
+/** Expands or collapses the node on row i; all=true expands the whole subtree. */
+void ml_vmodel_tree_toggle(ml_vmodel_t *m, uint32_t row, bool expand, bool all);
+/** The row of the node's parent, or the row itself at the top. */
+uint32_t ml_vmodel_tree_parent_row(ml_vmodel_t *m, uint32_t row);
+
+#endif

@@ -1,0 +1,1074 @@
+/* model.c - the viewer's model: a snapshot of the analysis results plus
+ * presentation state (sort, filter, call-tree expansion). No curses here.
+ *
+ * The model computes no metric. Everything the panels show comes from the
+ * analysis session through the "source" section below, the only code in
+ * viewer/ that calls analysis accessors. What the model adds is ordering
+ * (sort, filter), identity (a site keeps its id across refreshes, although
+ * every analysis build numbers its sites anew), and snapshots: while a trace
+ * is read (or a live program runs) the model keeps, at regular points, the
+ * analysis' answer to "which stacks hold the most live bytes now" and the
+ * heap map of that moment, so that the timeline cursor can show the live set
+ * and the heap at an earlier instant without a re-scan of the trace.
+ */
+#define _GNU_SOURCE
+#include "ml_viewer_model.h"
+#include "ml_gpu.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Snapshots: how many stacks each keeps, how many of them at most (thinned
+ * by halves beyond), and how often. */
+#define SNAP_STACKS 32
+#define SNAP_MAX 1024
+#define SNAP_EVERY_PERMILLE 4   /* post-mortem: every 0.4 % of the file */
+#define SNAP_EVERY_MS 200       /* live: at most every 200 ms of program time */
+#define MAPS_MAX 128
+/* Post-mortem builds for heap-map snapshots stay within this share of the
+ * loading time, so a huge trace is not slowed down by them. */
+#define MAP_BUILD_BUDGET 0.10
+
+/* ------------------------------------------------------------------------- */
+/* State                                                                     */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    uint32_t time_ms;
+    uint32_t n;
+    ml_share_t stacks[SNAP_STACKS];
+} snap_t;
+
+typedef struct {
+    uint32_t time_ms;
+    uint64_t base, cell_bytes;
+    uint32_t ncells;
+    int8_t *cells;
+    ml_vfrag_t frag;
+} mapsnap_t;
+
+/* Site identity: a hash of the frames -> the model's id. */
+typedef struct {
+    uint64_t key; /* 0: empty */
+    uint32_t id;
+} idslot_t;
+
+typedef struct {
+    uint64_t *keys; /* open addressing, 0 = empty */
+    uint32_t cap, count;
+} keyset_t;
+
+struct ml_vmodel_s {
+    ml_analysis_t *an;
+    pthread_mutex_t lock;
+    ml_build_opts_t build_opts;
+
+    /* loading */
+    ml_reader_t *reader;
+    bool loading, truncated;
+    double progress;
+    uint64_t load_ms, build_ms; /* time spent loading, and building for snapshots */
+    uint32_t next_snap_permille;
+    char path[4096];
+    char error[512];
+    char build_error[256];
+
+    /* live */
+    bool live;
+    ml_vproc_state_t live_state;
+    int live_status;
+
+    /* snapshot of the analysis */
+    ml_vsummary_t sum;
+    ml_vsite_t *sites; /* sorted by id */
+    uint32_t nsites, cap_sites;
+    uint32_t *by_build; /* analysis site index -> index into sites */
+    uint32_t cap_by_build;
+    const ml_site_t *an_sites;
+    size_t an_nsites;
+    ml_vsuggestion_t *sugg;
+    uint32_t nsugg, cap_sugg;
+    char *sugg_text; /* messages and evidence of the GPU advice */
+    ml_vpoint_t *points;
+    uint32_t npoints, cap_points;
+    uint64_t generation;
+    bool built;
+
+    /* identity */
+    idslot_t *ids;
+    uint32_t cap_ids, nids, next_id;
+
+    /* snapshots over time */
+    snap_t *snaps;
+    uint32_t nsnaps, cap_snaps;
+    uint32_t last_snap_ms;
+    mapsnap_t maps[MAPS_MAX];
+    uint32_t nmaps;
+
+    /* presentation */
+    ml_vsort_t sort;
+    char filter[128];
+    uint32_t *order; /* visible sites (indices into sites), sorted */
+    uint32_t norder;
+    uint32_t *sugg_order;
+    uint32_t nsugg_order;
+
+    /* call tree */
+    bool bottom_up, tree_dirty;
+    ml_calltree_node_t *nodes;
+    int64_t nnodes;
+    uint64_t *node_key; /* path hash per node: keeps expansion across refreshes */
+    keyset_t expanded;
+    ml_vtree_row_t *rows;
+    uint32_t nrows, cap_rows;
+
+    /* heap map */
+    ml_vcell_t *cells;
+    uint32_t cap_cells;
+};
+
+static void *grow(void *p, uint32_t *cap, uint32_t need, size_t elem) {
+    if (need <= *cap) return p;
+    uint32_t n = *cap ? *cap : 64;
+    while (n < need) n *= 2;
+    void *q = realloc(p, (size_t)n * elem);
+    if (!q) return NULL;
+    *cap = n;
+    return q;
+}
+
+static uint64_t mono_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static uint64_t hash_mix(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
+}
+
+static uint64_t hash_str(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    while (s && *s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Site identity                                                             */
+/* ------------------------------------------------------------------------- */
+
+/* A site is its stack: the frames' addresses (and, for inlined frames that
+ * share an address, their names) identify it across builds. */
+static uint64_t site_key(const ml_site_t *s) {
+    uint64_t h = 0x51735173ull + s->nframes;
+    for (uint32_t i = 0; i < s->nframes; i++) {
+        h = hash_mix(h, s->frames[i].address);
+        if (s->frames[i].inlined) h = hash_mix(h, hash_str(s->frames[i].function));
+    }
+    return h ? h : 1;
+}
+
+static uint32_t site_id(ml_vmodel_t *m, uint64_t key) {
+    if ((m->nids + 1) * 2 > m->cap_ids) {
+        uint32_t ncap = m->cap_ids ? m->cap_ids * 2 : 1024;
+        idslot_t *n = calloc(ncap, sizeof *n);
+        if (!n) return ML_VSITE_NONE;
+        for (uint32_t i = 0; i < m->cap_ids; i++) {
+            if (!m->ids[i].key) continue;
+            uint32_t j = (uint32_t)m->ids[i].key & (ncap - 1);
+            while (n[j].key) j = (j + 1) & (ncap - 1);
+            n[j] = m->ids[i];
+        }
+        free(m->ids);
+        m->ids = n;
+        m->cap_ids = ncap;
+    }
+    uint32_t j = (uint32_t)key & (m->cap_ids - 1);
+    while (m->ids[j].key && m->ids[j].key != key) j = (j + 1) & (m->cap_ids - 1);
+    if (!m->ids[j].key) {
+        m->ids[j] = (idslot_t){key, m->next_id++};
+        m->nids++;
+    }
+    return m->ids[j].id;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Source: the analysis accessors the model reads (called with the lock held) */
+/* ------------------------------------------------------------------------- */
+
+static ml_vfrag_t vfrag(const ml_frag_t *f) {
+    ml_vfrag_t v = {0};
+    if (!f || !f->valid) return v;
+    v.valid = true;
+    v.page_utilization = f->page_utilization;
+    v.free_bytes = f->free_bytes;
+    v.largest_free_bytes = f->largest_free_bytes;
+    v.external = f->external;
+    return v;
+}
+
+static void src_summary(ml_vmodel_t *m, ml_vsummary_t *s) {
+    const ml_totals_t *t = ml_analysis_totals(m->an);
+    s->totals = *t;
+    s->totals.truncated |= m->truncated;
+    s->duration_ms = t->complete && t->end.duration_ms ? (uint32_t)t->end.duration_ms : t->last_time_ms;
+    s->sampled = t->sample_bytes != 0;
+    s->sample_bytes = t->sample_bytes;
+    s->peak_rss_bytes = t->peak_rss_bytes;
+    const ml_process_info_t *p = ml_analysis_process(m->an);
+    if (p) {
+        s->pid = p->pid;
+        snprintf(s->exe, sizeof s->exe, "%s", p->exe ? p->exe : "");
+        size_t o = 0;
+        for (uint32_t i = 0; i < p->argc && o + 1 < sizeof s->cmdline; i++) {
+            int n = snprintf(s->cmdline + o, sizeof s->cmdline - o, "%s%s", i ? " " : "",
+                             p->argv[i] ? p->argv[i] : "");
+            if (n < 0) break;
+            o += (size_t)n;
+        }
+    }
+    if (m->built) {
+        const ml_leaks_t *l = ml_analysis_leaks(m->an);
+        if (l) {
+            s->leak_bytes[0] = l->bytes;
+            s->leak_blocks[0] = l->blocks;
+            s->leak_bytes[ML_VLEAK_DEFINITE] = l->kind_bytes[ML_LEAK_DEFINITE];
+            s->leak_bytes[ML_VLEAK_INDIRECT] = l->kind_bytes[ML_LEAK_INDIRECT];
+            s->leak_bytes[ML_VLEAK_REACHABLE] = l->kind_bytes[ML_LEAK_REACHABLE];
+            s->leak_blocks[ML_VLEAK_DEFINITE] = l->kind_blocks[ML_LEAK_DEFINITE];
+            s->leak_blocks[ML_VLEAK_INDIRECT] = l->kind_blocks[ML_LEAK_INDIRECT];
+            s->leak_blocks[ML_VLEAK_REACHABLE] = l->kind_blocks[ML_LEAK_REACHABLE];
+            s->leaks_scanned = l->scanned;
+        }
+        s->frag_peak = vfrag(ml_analysis_frag(m->an, ML_MOMENT_PEAK));
+        s->frag_end = vfrag(ml_analysis_frag(m->an, ML_MOMENT_END));
+    } else {
+        s->leak_bytes[0] = t->heap_bytes;
+        s->leak_blocks[0] = t->heap_blocks;
+    }
+    const ml_gpu_t *g = ml_analysis_gpu(m->an);
+    s->ngpus = 0;
+    for (size_t i = 0; g && i < ml_gpu_device_count(g) && s->ngpus < ML_VMAX_GPUS; i++) {
+        const ml_gpu_device_t *d = ml_gpu_device(g, i);
+        s->gpus[s->ngpus++] = (ml_vgpu_t){(uint32_t)d->device, d->peak_bytes, d->leaked_bytes, d->alloc_calls,
+                                          d->free_calls};
+    }
+}
+
+static ml_vleak_t dominant_kind(const ml_site_t *s) {
+    if (!s->leaked_bytes) return ML_VLEAK_NONE;
+    int best = 0;
+    for (int k = 1; k < ML_LEAK_KINDS; k++)
+        if (s->leaked_kind_bytes[k] > s->leaked_kind_bytes[best]) best = k;
+    if (!s->leaked_kind_bytes[best]) return ML_VLEAK_NONE; /* not classified (no exit scan) */
+    return best == ML_LEAK_DEFINITE ? ML_VLEAK_DEFINITE
+           : best == ML_LEAK_INDIRECT ? ML_VLEAK_INDIRECT
+                                      : ML_VLEAK_REACHABLE;
+}
+
+static int cmp_vsite_id(const void *a, const void *b) {
+    const ml_vsite_t *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int src_sites(ml_vmodel_t *m) {
+    size_t n = 0;
+    const ml_site_t *s = m->built ? ml_analysis_sites(m->an, &n) : NULL;
+    m->an_sites = s;
+    m->an_nsites = s ? n : 0;
+    ml_vsite_t *v = grow(m->sites, &m->cap_sites, (uint32_t)n + 1, sizeof *v);
+    uint32_t *bb = grow(m->by_build, &m->cap_by_build, (uint32_t)n + 1, sizeof *bb);
+    if (v) m->sites = v;
+    if (bb) m->by_build = bb;
+    if (!v || !bb) {
+        m->nsites = 0;
+        return -ENOMEM;
+    }
+    m->nsites = 0;
+    for (size_t i = 0; i < m->an_nsites; i++) {
+        const ml_site_t *a = &s[i];
+        ml_vsite_t *o = &m->sites[m->nsites++];
+        o->id = site_id(m, site_key(a));
+        o->nframes = a->nframes;
+        o->frames = a->frames;
+        o->alloc_calls = a->alloc_calls;
+        o->bytes_allocated = a->bytes_allocated;
+        o->temporary_allocs = a->temporary_allocs;
+        o->peak_bytes = a->peak_bytes;
+        o->leaked_bytes = a->leaked_bytes;
+        o->leaked_blocks = a->leaked_blocks;
+        o->leak_kind = dominant_kind(a);
+        /* Live now is what the analysis counts as leaked while the program
+         * still runs (live at the end of what was read). */
+        o->live_bytes = a->leaked_bytes;
+        o->live_blocks = a->leaked_blocks;
+        o->src = a;
+    }
+    qsort(m->sites, m->nsites, sizeof *m->sites, cmp_vsite_id);
+    /* by_build: the analysis' site index -> our index, through src. */
+    for (uint32_t i = 0; i < m->nsites; i++) m->by_build[m->sites[i].src - s] = i;
+    return 0;
+}
+
+/* The GPU collector's advice; the strategy advisor's CPU suggestions are
+ * added here once that library exposes them. */
+static int src_suggestions(ml_vmodel_t *m) {
+    m->nsugg = 0;
+    free(m->sugg_text);
+    m->sugg_text = NULL;
+    const ml_gpu_t *g = ml_analysis_gpu(m->an);
+    if (!g) return 0;
+    ml_gpu_suggestion_t gs[32];
+    size_t n = ml_gpu_suggest(g, gs, 32);
+    if (!n) return 0;
+    ml_vsuggestion_t *v = grow(m->sugg, &m->cap_sugg, (uint32_t)n, sizeof *v);
+    char *text = malloc(n * (sizeof gs[0].message + sizeof gs[0].evidence));
+    if (!v || !text) {
+        if (v) m->sugg = v;
+        free(text);
+        return -ENOMEM;
+    }
+    m->sugg = v;
+    m->sugg_text = text;
+    for (size_t i = 0; i < n; i++) {
+        char *msg = text + i * (sizeof gs[0].message + sizeof gs[0].evidence);
+        char *ev = msg + sizeof gs[0].message;
+        memcpy(msg, gs[i].message, sizeof gs[0].message);
+        memcpy(ev, gs[i].evidence, sizeof gs[0].evidence);
+        m->sugg[m->nsugg++] = (ml_vsuggestion_t){gs[i].strategy, msg, ML_VSITE_NONE,
+                                                 gs[i].estimated_saving_bytes, ev};
+    }
+    return 0;
+}
+
+static int src_timeline(ml_vmodel_t *m) {
+    const ml_timeline_point_t *p = NULL;
+    size_t n = m->built ? ml_analysis_timeline(m->an, &p) : 0;
+    ml_vpoint_t *v = grow(m->points, &m->cap_points, (uint32_t)n + 1, sizeof *v);
+    if (!v) return -ENOMEM;
+    m->points = v;
+    m->npoints = 0;
+    for (size_t i = 0; i < n; i++)
+        m->points[m->npoints++] = (ml_vpoint_t){p[i].time_ms, p[i].heap_bytes, p[i].rss_bytes, p[i].mmap_bytes,
+                                                p[i].gpu_bytes};
+    return 0;
+}
+
+/* A snapshot of who holds the heap now (stacks: mapped to sites later). */
+static void src_snapshot(ml_vmodel_t *m, uint32_t time_ms) {
+    if (m->nsnaps == SNAP_MAX) {
+        /* Thin out: keep every other snapshot, so they still cover the run. */
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < m->nsnaps; i += 2) m->snaps[k++] = m->snaps[i];
+        m->nsnaps = k;
+    }
+    snap_t *v = grow(m->snaps, &m->cap_snaps, m->nsnaps + 1, sizeof *v);
+    if (!v) return;
+    m->snaps = v;
+    snap_t *s = &m->snaps[m->nsnaps++];
+    s->time_ms = time_ms;
+    s->n = (uint32_t)ml_analysis_top_stacks(m->an, s->stacks, SNAP_STACKS);
+    m->last_snap_ms = time_ms;
+}
+
+/* A copy of the heap map at the end of what was built (needs a build). */
+static void src_mapsnap(ml_vmodel_t *m) {
+    const ml_frag_t *f = ml_analysis_frag(m->an, ML_MOMENT_END);
+    if (!f || !f->valid || !f->map_ncells || !f->map_cells) return;
+    if (m->nmaps && m->maps[m->nmaps - 1].time_ms == f->time_ms) return;
+    if (m->nmaps == MAPS_MAX) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < m->nmaps; i++) {
+            if (i % 2 == 0) m->maps[k++] = m->maps[i];
+            else free(m->maps[i].cells);
+        }
+        m->nmaps = k;
+    }
+    int8_t *c = malloc(f->map_ncells);
+    if (!c) return;
+    memcpy(c, f->map_cells, f->map_ncells);
+    m->maps[m->nmaps++] = (mapsnap_t){f->time_ms, f->map_base, f->map_cell_bytes, f->map_ncells, c, vfrag(f)};
+}
+
+static int src_build(ml_vmodel_t *m) {
+    char err[256];
+    int rc = ml_analysis_build(m->an, &m->build_opts, err, sizeof err);
+    if (rc < 0) {
+        snprintf(m->build_error, sizeof m->build_error, "%s", err);
+        return rc;
+    }
+    m->built = true;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Life cycle                                                                */
+/* ------------------------------------------------------------------------- */
+
+int ml_vmodel_new(ml_vmodel_t **out) {
+    ml_vmodel_t *m = calloc(1, sizeof *m);
+    if (!m) return -ENOMEM;
+    int rc = ml_analysis_new(&m->an);
+    if (rc < 0) {
+        free(m);
+        return rc;
+    }
+    /* Recursive: the collector may hold it around a larger step (an exit
+     * scan) that feeds records, each taking it again. */
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&m->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
+    m->sort = ML_VSORT_PEAK;
+    m->tree_dirty = true;
+    m->sum.state = ML_VPROC_LOADING;
+    *out = m;
+    return 0;
+}
+
+void ml_vmodel_free(ml_vmodel_t *m) {
+    if (!m) return;
+    if (m->reader) ml_reader_close(m->reader);
+    ml_analysis_free(m->an);
+    pthread_mutex_destroy(&m->lock);
+    free(m->sites);
+    free(m->by_build);
+    free(m->sugg);
+    free(m->sugg_text);
+    free(m->points);
+    free(m->ids);
+    free(m->snaps);
+    for (uint32_t i = 0; i < m->nmaps; i++) free(m->maps[i].cells);
+    free(m->order);
+    free(m->sugg_order);
+    free(m->nodes);
+    free(m->node_key);
+    free(m->expanded.keys);
+    free(m->rows);
+    free(m->cells);
+    free(m);
+}
+
+void ml_vmodel_set_build_opts(ml_vmodel_t *m, const ml_build_opts_t *o) {
+    m->build_opts = o ? *o : (ml_build_opts_t){0};
+}
+
+const char *ml_vmodel_error(const ml_vmodel_t *m) { return m->error; }
+const char *ml_vmodel_path(const ml_vmodel_t *m) { return m->path; }
+void ml_vmodel_set_path(ml_vmodel_t *m, const char *path) {
+    snprintf(m->path, sizeof m->path, "%s", path ? path : "");
+}
+ml_analysis_t *ml_vmodel_analysis(ml_vmodel_t *m) { return m->an; }
+void ml_vmodel_lock(ml_vmodel_t *m) { pthread_mutex_lock(&m->lock); }
+void ml_vmodel_unlock(ml_vmodel_t *m) { pthread_mutex_unlock(&m->lock); }
+bool ml_vmodel_loading(const ml_vmodel_t *m) { return m->loading; }
+double ml_vmodel_progress(const ml_vmodel_t *m) { return m->progress; }
+uint64_t ml_vmodel_generation(const ml_vmodel_t *m) { return m->generation; }
+const ml_vsummary_t *ml_vmodel_summary(const ml_vmodel_t *m) { return &m->sum; }
+
+void ml_vmodel_feed(ml_vmodel_t *m, const ml_record_t *rec) { ml_analysis_feed(m->an, rec); }
+
+void ml_vmodel_set_process_state(ml_vmodel_t *m, ml_vproc_state_t st, int status) {
+    pthread_mutex_lock(&m->lock);
+    m->live = true;
+    m->live_state = st;
+    m->live_status = status;
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Loading                                                                   */
+/* ------------------------------------------------------------------------- */
+
+int ml_vmodel_open(ml_vmodel_t *m, const char *path, char *err, size_t errlen) {
+    int rc = ml_reader_open(path, &m->reader, err, errlen);
+    if (rc < 0) return rc;
+    ml_vmodel_set_path(m, path);
+    m->loading = true;
+    m->progress = 0;
+    m->error[0] = '\0';
+    m->next_snap_permille = SNAP_EVERY_PERMILLE;
+    return 0;
+}
+
+static void finish_load(ml_vmodel_t *m) {
+    m->truncated = ml_reader_truncated(m->reader);
+    ml_reader_close(m->reader);
+    m->reader = NULL;
+    m->loading = false;
+    m->progress = 1;
+    ml_vmodel_refresh(m);
+}
+
+/* Snapshots while reading: who holds the heap every few permille of the
+ * file, and a heap map as often as the build budget allows. */
+static void load_snapshots(ml_vmodel_t *m) {
+    uint32_t pm = (uint32_t)(m->progress * 1000);
+    if (pm < m->next_snap_permille) return;
+    m->next_snap_permille = pm + SNAP_EVERY_PERMILLE;
+    const ml_totals_t *t = ml_analysis_totals(m->an);
+    src_snapshot(m, t->last_time_ms);
+    if ((double)m->build_ms <= MAP_BUILD_BUDGET * (double)m->load_ms) {
+        uint64_t t0 = mono_ms();
+        if (src_build(m) == 0) src_mapsnap(m);
+        m->build_ms += mono_ms() - t0 + 1;
+    }
+}
+
+int ml_vmodel_load_step(ml_vmodel_t *m, uint32_t max_ms) {
+    if (!m->reader) return 0;
+    uint64_t t0 = mono_ms(), end = t0 + max_ms;
+    ml_record_t rec;
+    int rc;
+    uint64_t size = ml_reader_size(m->reader);
+    for (uint32_t n = 1;; n++) {
+        rc = ml_reader_next(m->reader, &rec);
+        if (rc <= 0) break;
+        ml_analysis_feed(m->an, &rec);
+        if ((n & 1023) == 0) {
+            m->progress = size ? (double)ml_reader_offset(m->reader) / (double)size : 1.0;
+            load_snapshots(m);
+            if (mono_ms() >= end) break;
+        }
+    }
+    m->load_ms += mono_ms() - t0;
+    m->progress = size ? (double)ml_reader_offset(m->reader) / (double)size : 1.0;
+    if (m->progress > 1) m->progress = 1;
+    if (rc < 0) {
+        snprintf(m->error, sizeof m->error, "%s", ml_reader_error(m->reader));
+        finish_load(m);
+        return -EINVAL;
+    }
+    if (rc == 0) {
+        finish_load(m);
+        return 0;
+    }
+    return 1;
+}
+
+int ml_vmodel_load_all(ml_vmodel_t *m) {
+    int rc;
+    while ((rc = ml_vmodel_load_step(m, 1000)) > 0) {
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Sort and filter                                                           */
+/* ------------------------------------------------------------------------- */
+
+static const char *const sort_names[ML_VSORT_COUNT_] = {"peak", "leaked", "allocated", "calls",
+                                                         "temporary"};
+
+const char *ml_vmodel_sort_name(ml_vsort_t k) { return k < ML_VSORT_COUNT_ ? sort_names[k] : "?"; }
+
+uint64_t ml_vmodel_site_cost(const ml_vsite_t *s, ml_vsort_t k) {
+    switch (k) {
+    case ML_VSORT_PEAK: return s->peak_bytes;
+    case ML_VSORT_LEAKED: return s->leaked_bytes;
+    case ML_VSORT_ALLOCATED: return s->bytes_allocated;
+    case ML_VSORT_CALLS: return s->alloc_calls;
+    case ML_VSORT_TEMPORARY: return s->temporary_allocs;
+    default: return 0;
+    }
+}
+
+static bool icontains(const char *hay, const char *needle) {
+    return hay && strcasestr(hay, needle) != NULL;
+}
+
+bool ml_vmodel_site_matches(const ml_vmodel_t *m, const ml_vsite_t *s) {
+    if (!m->filter[0]) return true;
+    for (uint32_t i = 0; i < s->nframes; i++) {
+        const ml_vframe_t *f = &s->frames[i];
+        if (icontains(f->function, m->filter) || icontains(f->file, m->filter) ||
+            icontains(f->module, m->filter))
+            return true;
+    }
+    return false;
+}
+
+/* qsort has no context argument in C11; the model belongs to one thread. */
+static const ml_vmodel_t *sort_model;
+
+static int cmp_sites(const void *a, const void *b) {
+    const ml_vsite_t *x = &sort_model->sites[*(const uint32_t *)a];
+    const ml_vsite_t *y = &sort_model->sites[*(const uint32_t *)b];
+    uint64_t cx = ml_vmodel_site_cost(x, sort_model->sort), cy = ml_vmodel_site_cost(y, sort_model->sort);
+    if (cx != cy) return cx > cy ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int cmp_sugg(const void *a, const void *b) {
+    const ml_vsuggestion_t *x = &sort_model->sugg[*(const uint32_t *)a];
+    const ml_vsuggestion_t *y = &sort_model->sugg[*(const uint32_t *)b];
+    if (x->estimated_saving_bytes != y->estimated_saving_bytes)
+        return x->estimated_saving_bytes > y->estimated_saving_bytes ? -1 : 1;
+    return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
+}
+
+static void reorder(ml_vmodel_t *m) {
+    free(m->order);
+    m->order = malloc(((size_t)m->nsites + 1) * sizeof *m->order);
+    m->norder = 0;
+    if (m->order) {
+        for (uint32_t i = 0; i < m->nsites; i++)
+            if (ml_vmodel_site_matches(m, &m->sites[i])) m->order[m->norder++] = i;
+        sort_model = m;
+        qsort(m->order, m->norder, sizeof *m->order, cmp_sites);
+    }
+    free(m->sugg_order);
+    m->sugg_order = malloc(((size_t)m->nsugg + 1) * sizeof *m->sugg_order);
+    m->nsugg_order = 0;
+    if (m->sugg_order) {
+        for (uint32_t i = 0; i < m->nsugg; i++) {
+            const ml_vsuggestion_t *g = &m->sugg[i];
+            const ml_vsite_t *s = g->site == ML_VSITE_NONE ? NULL : ml_vmodel_site(m, g->site);
+            if (!m->filter[0] || !s || ml_vmodel_site_matches(m, s)) m->sugg_order[m->nsugg_order++] = i;
+        }
+        sort_model = m;
+        qsort(m->sugg_order, m->nsugg_order, sizeof *m->sugg_order, cmp_sugg);
+    }
+    m->tree_dirty = true;
+}
+
+void ml_vmodel_set_sort(ml_vmodel_t *m, ml_vsort_t key) {
+    if (key >= ML_VSORT_COUNT_) return;
+    m->sort = key;
+    reorder(m);
+}
+
+ml_vsort_t ml_vmodel_sort(const ml_vmodel_t *m) { return m->sort; }
+
+void ml_vmodel_set_filter(ml_vmodel_t *m, const char *text) {
+    snprintf(m->filter, sizeof m->filter, "%s", text ? text : "");
+    reorder(m);
+}
+
+const char *ml_vmodel_filter(const ml_vmodel_t *m) { return m->filter; }
+
+uint32_t ml_vmodel_nsites(const ml_vmodel_t *m) { return m->norder; }
+
+const ml_vsite_t *ml_vmodel_site_at(const ml_vmodel_t *m, uint32_t i) {
+    return i < m->norder ? &m->sites[m->order[i]] : NULL;
+}
+
+const ml_vsite_t *ml_vmodel_site(const ml_vmodel_t *m, uint32_t id) {
+    uint32_t lo = 0, hi = m->nsites;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (m->sites[mid].id < id) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < m->nsites && m->sites[lo].id == id ? &m->sites[lo] : NULL;
+}
+
+/* The analysis keeps whole-program histograms with counts, and per site a
+ * mask of the buckets it touched: the site view shows the program's bars
+ * and marks the site's buckets. Bucket k is (2^(k-1), 2^k]. */
+uint32_t ml_vmodel_site_hist(ml_vmodel_t *m, uint32_t site, ml_vhist_t kind, ml_vbucket_t *out,
+                             uint32_t max) {
+    const ml_vsite_t *s = ml_vmodel_site(m, site);
+    if (!s || !s->src || !m->built) return 0;
+    ml_vmodel_lock(m);
+    const ml_histograms_t *h = ml_analysis_histograms(m->an);
+    uint32_t n = 0;
+    if (h) {
+        uint64_t mask = kind == ML_VHIST_SIZE ? s->src->size_log2_mask : s->src->lifetime_log2_mask;
+        uint32_t first = kind == ML_VHIST_SIZE ? h->size_first : 0;
+        uint32_t last = kind == ML_VHIST_SIZE ? h->size_last : h->life_last;
+        for (uint32_t k = first; k <= last && k < 64 && n < max; k++) {
+            uint64_t count = kind == ML_VHIST_SIZE ? h->size_count[k] : h->life_count[k];
+            bool mine = (mask >> k) & 1;
+            if (!count && !mine) continue;
+            uint64_t hi = k >= 63 ? UINT64_MAX - 1 : (1ull << k);
+            uint64_t lo = k == 0 ? 0 : hi / 2;
+            out[n++] = (ml_vbucket_t){lo, hi, count, mine};
+        }
+    }
+    ml_vmodel_unlock(m);
+    return n;
+}
+
+uint32_t ml_vmodel_nsuggestions(const ml_vmodel_t *m) { return m->nsugg_order; }
+
+const ml_vsuggestion_t *ml_vmodel_suggestion_at(const ml_vmodel_t *m, uint32_t i) {
+    return i < m->nsugg_order ? &m->sugg[m->sugg_order[i]] : NULL;
+}
+
+const ml_vsuggestion_t *ml_vmodel_site_suggestion(const ml_vmodel_t *m, uint32_t site) {
+    const ml_vsuggestion_t *best = NULL;
+    for (uint32_t i = 0; i < m->nsugg; i++)
+        if (m->sugg[i].site == site && (!best || m->sugg[i].estimated_saving_bytes > best->estimated_saving_bytes))
+            best = &m->sugg[i];
+    return best;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Timeline and heap map                                                     */
+/* ------------------------------------------------------------------------- */
+
+uint32_t ml_vmodel_npoints(const ml_vmodel_t *m) { return m->npoints; }
+const ml_vpoint_t *ml_vmodel_point(const ml_vmodel_t *m, uint32_t i) {
+    return i < m->npoints ? &m->points[i] : NULL;
+}
+
+uint64_t ml_vmodel_point_value(const ml_vpoint_t *p, ml_vseries_t s) {
+    switch (s) {
+    case ML_VSERIES_HEAP: return p->heap_bytes;
+    case ML_VSERIES_RSS: return p->rss_bytes;
+    case ML_VSERIES_MMAP: return p->mmap_bytes;
+    case ML_VSERIES_GPU: return p->gpu_bytes;
+    default: return 0;
+    }
+}
+
+const char *ml_vmodel_series_name(ml_vseries_t s) {
+    static const char *const n[] = {"heap", "RSS", "mmap", "GPU"};
+    return s < ML_VSERIES_COUNT_ ? n[s] : "?";
+}
+
+static uint32_t shares_out(ml_vmodel_t *m, const ml_share_t *v, uint32_t n, ml_vlive_t *out, uint32_t max) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n && k < max; i++) {
+        if (v[i].id >= m->an_nsites) continue;
+        out[k++] = (ml_vlive_t){m->sites[m->by_build[v[i].id]].id, v[i].bytes, v[i].blocks};
+    }
+    return k;
+}
+
+static int cmp_live(const void *a, const void *b) {
+    const ml_vlive_t *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+    return x->site < y->site ? -1 : x->site > y->site;
+}
+
+uint32_t ml_vmodel_live_at(ml_vmodel_t *m, uint32_t time_ms, ml_vlive_t *out, uint32_t max, uint32_t *as_of_ms) {
+    const ml_vsummary_t *s = &m->sum;
+    *as_of_ms = time_ms;
+    if (!m->built || !max) return 0;
+    /* Exact moments first: the peak (sites' bytes at the peak) and the end
+     * (sites' live bytes); the snapshots in between. */
+    bool at_end = m->npoints && time_ms >= m->points[m->npoints - 1].time_ms;
+    if (time_ms == s->totals.peak_time_ms || at_end) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < m->nsites; i++) {
+            const ml_vsite_t *v = &m->sites[i];
+            uint64_t b = at_end ? v->live_bytes : v->peak_bytes;
+            uint64_t n = at_end ? v->live_blocks : v->src ? v->src->peak_blocks : 0;
+            if (!b) continue;
+            ml_vlive_t l = {v->id, b, n};
+            /* keep the `max` largest, sorted (max is a screenful) */
+            if (k == max && cmp_live(&l, &out[k - 1]) >= 0) continue;
+            uint32_t j = k < max ? k++ : max - 1;
+            while (j > 0 && cmp_live(&l, &out[j - 1]) < 0) {
+                out[j] = out[j - 1];
+                j--;
+            }
+            out[j] = l;
+        }
+        *as_of_ms = at_end ? m->points[m->npoints - 1].time_ms : time_ms;
+        return k;
+    }
+    const snap_t *best = NULL;
+    for (uint32_t i = 0; i < m->nsnaps && m->snaps[i].time_ms <= time_ms; i++) best = &m->snaps[i];
+    if (!best) return 0;
+    ml_share_t v[SNAP_STACKS];
+    ml_vmodel_lock(m);
+    size_t n = ml_analysis_shares_to_sites(m->an, best->stacks, best->n, v, SNAP_STACKS);
+    ml_vmodel_unlock(m);
+    *as_of_ms = best->time_ms;
+    return shares_out(m, v, (uint32_t)n, out, max);
+}
+
+static ml_moment_t moment_of(ml_vmap_at_t at) {
+    return at == ML_VMAP_PEAK ? ML_MOMENT_PEAK : at == ML_VMAP_WORST ? ML_MOMENT_WORST : ML_MOMENT_END;
+}
+
+/* Merges the analysis' cells k at a time into at most ncells view cells; a
+ * merged cell shows the average utilization of its cells that hold pages
+ * (this is scaling a picture down, not a new measure). */
+static int fill_cells(ml_vmodel_t *m, uint64_t base, uint64_t cell_bytes, const int8_t *c, uint32_t nc,
+                      uint32_t ncells, ml_vheapmap_t *out) {
+    if (!nc || !ncells) return -ENOENT;
+    uint32_t k = (nc + ncells - 1) / ncells, n = (nc + k - 1) / k;
+    ml_vcell_t *v = grow(m->cells, &m->cap_cells, n, sizeof *v);
+    if (!v) return -ENOMEM;
+    m->cells = v;
+    for (uint32_t i = 0; i < n; i++) {
+        int sum = 0, used = 0;
+        for (uint32_t j = i * k; j < (i + 1) * k && j < nc; j++)
+            if (c[j] >= 0) sum += c[j], used++;
+        v[i] = (ml_vcell_t){base + (uint64_t)i * k * cell_bytes, (uint64_t)k * cell_bytes,
+                            (int8_t)(used ? (sum + used / 2) / used : -1)};
+    }
+    out->ncells = n;
+    out->cells = v;
+    out->lo = base;
+    out->hi = base + (uint64_t)nc * cell_bytes;
+    out->valid = true;
+    return 0;
+}
+
+int ml_vmodel_heapmap(ml_vmodel_t *m, ml_vmap_at_t at, uint32_t time_ms, uint32_t ncells, ml_vheapmap_t *out) {
+    memset(out, 0, sizeof *out);
+    out->at = at;
+    if (!m->built) return -ENOENT;
+    if (at == ML_VMAP_CURSOR) {
+        const mapsnap_t *best = NULL;
+        for (uint32_t i = 0; i < m->nmaps && m->maps[i].time_ms <= time_ms; i++) best = &m->maps[i];
+        if (best) {
+            out->time_ms = best->time_ms;
+            out->frag = best->frag;
+            return fill_cells(m, best->base, best->cell_bytes, best->cells, best->ncells, ncells, out);
+        }
+        /* No snapshot before the cursor: the peak is the nearest we know. */
+        out->at = at = ML_VMAP_PEAK;
+    }
+    /* The built results are only replaced by a refresh, which runs on this
+     * thread: no lock needed to read them. */
+    const ml_frag_t *f = ml_analysis_frag(m->an, moment_of(at));
+    if (!f || !f->valid || !f->map_cells) return -ENOENT;
+    out->time_ms = f->time_ms;
+    out->frag = vfrag(f);
+    out->sites_known = true;
+    return fill_cells(m, f->map_base, f->map_cell_bytes, f->map_cells, f->map_ncells, ncells, out);
+}
+
+uint32_t ml_vmodel_cell_sites(ml_vmodel_t *m, ml_vmap_at_t at, uint64_t addr, uint64_t span, ml_vlive_t *out,
+                              uint32_t max) {
+    if (!m->built || at == ML_VMAP_CURSOR || !max) return 0;
+    ml_share_t v[64];
+    ml_vmodel_lock(m);
+    int64_t n = ml_analysis_sites_in_range(m->an, moment_of(at), addr, addr + span, v, max < 64 ? max : 64);
+    ml_vmodel_unlock(m);
+    return n > 0 ? shares_out(m, v, (uint32_t)n, out, max) : 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Refresh                                                                   */
+/* ------------------------------------------------------------------------- */
+
+int ml_vmodel_refresh(ml_vmodel_t *m) {
+    ml_vsummary_t s;
+    memset(&s, 0, sizeof s);
+    ml_vmodel_lock(m);
+    /* Post-mortem the whole analysis is built once, at the end; while
+     * loading the views show the running totals. Live, every refresh builds
+     * (the analysis reuses its symbol cache). */
+    int rc = 0;
+    if (!m->loading) rc = src_build(m);
+    const ml_totals_t *t = ml_analysis_totals(m->an);
+    if (m->live && t->last_time_ms >= m->last_snap_ms + SNAP_EVERY_MS) {
+        src_snapshot(m, t->last_time_ms);
+        if (m->built) src_mapsnap(m);
+    } else if (!m->loading && !m->live && m->built) {
+        src_mapsnap(m); /* the end, so the cursor map reaches it */
+    }
+    src_summary(m, &s);
+    if (rc == 0) rc = src_sites(m);
+    if (rc == 0) rc = src_suggestions(m);
+    if (rc == 0) rc = src_timeline(m);
+    if (m->live) {
+        s.state = m->live_state;
+        s.status = m->live_status;
+    } else if (m->loading) {
+        s.state = ML_VPROC_LOADING;
+    } else if (s.totals.complete) {
+        s.state = s.totals.end.status_kind == ML_END_EXITED     ? ML_VPROC_EXITED
+                  : s.totals.end.status_kind == ML_END_SIGNALED ? ML_VPROC_SIGNALED
+                                                                : ML_VPROC_ENDED;
+        s.status = s.totals.end.status;
+    } else {
+        s.state = ML_VPROC_TRUNCATED;
+    }
+    ml_vmodel_unlock(m);
+    s.nsites = m->nsites;
+    s.nsuggestions = m->nsugg;
+    if (memcmp(&s, &m->sum, sizeof s) != 0) m->generation++;
+    m->sum = s;
+    reorder(m);
+    return rc;
+}
+
+const char *ml_vmodel_build_error(const ml_vmodel_t *m) { return m->build_error; }
+
+/* ------------------------------------------------------------------------- */
+/* Call tree                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* The tree itself comes from the analysis (ml_calltree_build over the sites
+ * that pass the filter); the model keeps which nodes are expanded, by a hash
+ * of their path so that expansion survives live refreshes, and lists the
+ * visible rows with children ordered by the sort key. */
+
+static bool keyset_has(const keyset_t *k, uint64_t key) {
+    if (!k->cap) return false;
+    for (uint32_t i = (uint32_t)key & (k->cap - 1);; i = (i + 1) & (k->cap - 1)) {
+        if (k->keys[i] == key) return true;
+        if (!k->keys[i]) return false;
+    }
+}
+
+static void keyset_set(keyset_t *k, uint64_t key, bool on) {
+    if (on && (k->count + 1) * 2 > k->cap) {
+        uint32_t ncap = k->cap ? k->cap * 2 : 256;
+        uint64_t *n = calloc(ncap, sizeof *n);
+        if (!n) return;
+        for (uint32_t i = 0; i < k->cap; i++) {
+            if (!k->keys[i]) continue;
+            uint32_t j = (uint32_t)k->keys[i] & (ncap - 1);
+            while (n[j]) j = (j + 1) & (ncap - 1);
+            n[j] = k->keys[i];
+        }
+        free(k->keys);
+        k->keys = n;
+        k->cap = ncap;
+    }
+    if (!k->cap) return;
+    uint32_t i = (uint32_t)key & (k->cap - 1);
+    while (k->keys[i] && k->keys[i] != key) i = (i + 1) & (k->cap - 1);
+    if (on && !k->keys[i]) {
+        k->keys[i] = key;
+        k->count++;
+    } else if (!on && k->keys[i]) {
+        /* Re-insert the rest of the probe run so later keys stay reachable. */
+        k->keys[i] = 0;
+        k->count--;
+        for (uint32_t j = (i + 1) & (k->cap - 1); k->keys[j]; j = (j + 1) & (k->cap - 1)) {
+            uint64_t v = k->keys[j];
+            k->keys[j] = 0;
+            k->count--;
+            keyset_set(k, v, true);
+        }
+    }
+}
+
+static uint64_t frame_ident(const ml_frame_t *f) {
+    if (f->function && f->function[0] != '[') return hash_mix(hash_str(f->function), hash_str(f->module));
+    return hash_mix(0x5eed, f->address);
+}
+
+static void tree_build(ml_vmodel_t *m) {
+    free(m->nodes);
+    free(m->node_key);
+    m->nodes = NULL;
+    m->node_key = NULL;
+    m->nnodes = 0;
+    if (!m->an_nsites) return;
+    bool *use = malloc(m->an_nsites * sizeof *use);
+    if (!use) return;
+    for (size_t i = 0; i < m->an_nsites; i++) use[i] = ml_vmodel_site_matches(m, &m->sites[m->by_build[i]]);
+    int64_t n = ml_calltree_build(m->an_sites, m->an_nsites, use, m->bottom_up, &m->nodes);
+    free(use);
+    if (n <= 0) return;
+    m->node_key = malloc((size_t)n * sizeof *m->node_key);
+    if (!m->node_key) {
+        free(m->nodes);
+        m->nodes = NULL;
+        return;
+    }
+    /* Parents come before their children in the node array. */
+    for (int64_t i = 0; i < n; i++) {
+        const ml_calltree_node_t *c = &m->nodes[i];
+        uint64_t k = hash_mix(c->parent < 0 ? (m->bottom_up ? 0xb0ull : 0x70ull) : m->node_key[c->parent],
+                              frame_ident(c->frame));
+        m->node_key[i] = k ? k : 1;
+    }
+    m->nnodes = n;
+}
+
+static int cmp_nodes(const void *a, const void *b) {
+    const ml_calltree_node_t *x = &sort_model->nodes[*(const int32_t *)a];
+    const ml_calltree_node_t *y = &sort_model->nodes[*(const int32_t *)b];
+    uint64_t cx = x->incl[sort_model->sort], cy = y->incl[sort_model->sort];
+    if (cx != cy) return cx > cy ? -1 : 1;
+    return *(const int32_t *)a < *(const int32_t *)b ? -1 : 1;
+}
+
+static void tree_emit(ml_vmodel_t *m, int32_t first) {
+    uint32_t n = 0;
+    for (int32_t c = first; c >= 0; c = m->nodes[c].next_sibling) n++;
+    if (!n) return;
+    int32_t *kids = malloc(n * sizeof *kids);
+    if (!kids) return;
+    n = 0;
+    for (int32_t c = first; c >= 0; c = m->nodes[c].next_sibling) kids[n++] = c;
+    sort_model = m;
+    qsort(kids, n, sizeof *kids, cmp_nodes);
+    for (uint32_t i = 0; i < n; i++) {
+        const ml_calltree_node_t *t = &m->nodes[kids[i]];
+        ml_vtree_row_t *r = grow(m->rows, &m->cap_rows, m->nrows + 1, sizeof *r);
+        if (!r) break;
+        m->rows = r;
+        r = &m->rows[m->nrows++];
+        r->node = (uint32_t)kids[i];
+        r->depth = t->depth;
+        r->has_children = t->first_child >= 0;
+        r->expanded = r->has_children && keyset_has(&m->expanded, m->node_key[kids[i]]);
+        r->frame = t->frame;
+        memcpy(r->incl, t->incl, sizeof r->incl);
+        memcpy(r->self, t->self, sizeof r->self);
+        if (r->expanded) tree_emit(m, t->first_child);
+    }
+    free(kids);
+}
+
+static void tree_update(ml_vmodel_t *m) {
+    if (!m->tree_dirty) return;
+    tree_build(m);
+    m->nrows = 0;
+    if (m->nnodes > 0) tree_emit(m, 0);
+    m->tree_dirty = false;
+}
+
+void ml_vmodel_tree_set_mode(ml_vmodel_t *m, bool bottom_up) {
+    if (m->bottom_up == bottom_up) return;
+    m->bottom_up = bottom_up;
+    m->tree_dirty = true;
+}
+
+bool ml_vmodel_tree_bottom_up(const ml_vmodel_t *m) { return m->bottom_up; }
+
+uint32_t ml_vmodel_tree_nrows(ml_vmodel_t *m) {
+    tree_update(m);
+    return m->nrows;
+}
+
+const ml_vtree_row_t *ml_vmodel_tree_row(ml_vmodel_t *m, uint32_t i) {
+    tree_update(m);
+    return i < m->nrows ? &m->rows[i] : NULL;
+}
+
+static void expand_all(ml_vmodel_t *m, int32_t node, bool on) {
+    keyset_set(&m->expanded, m->node_key[node], on);
+    for (int32_t c = m->nodes[node].first_child; c >= 0; c = m->nodes[c].next_sibling) expand_all(m, c, on);
+}
+
+void ml_vmodel_tree_toggle(ml_vmodel_t *m, uint32_t row, bool expand, bool all) {
+    tree_update(m);
+    if (row >= m->nrows) return;
+    int32_t node = (int32_t)m->rows[row].node;
+    if (all) expand_all(m, node, expand);
+    else keyset_set(&m->expanded, m->node_key[node], expand);
+    /* The node array stays; only the visible rows change. */
+    m->nrows = 0;
+    if (m->nnodes > 0) tree_emit(m, 0);
+}
+
+uint32_t ml_vmodel_tree_parent_row(ml_vmodel_t *m, uint32_t row) {
+    tree_update(m);
+    if (row >= m->nrows) return row;
+    int32_t parent = m->nodes[m->rows[row].node].parent;
+    if (parent < 0) return row;
+    for (uint32_t i = row; i-- > 0;)
+        if ((int32_t)m->rows[i].node == parent) return i;
+    return row;
+}

@@ -1,0 +1,157 @@
+/* panel_sites.c - the Sites view: one row per allocation site (unique
+ * stack), sortable by peak, leaked, allocated bytes, calls or temporary
+ * allocations; Enter opens the site. */
+#include "viewer_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define COLW 8 /* one cost column: two spaces and six cells of number */
+
+typedef struct {
+    ml_panel_t super;
+    uint32_t sel_site; /* keeps the selection on its site across refreshes and sorts */
+} sites_t;
+
+static const struct {
+    ml_vsort_t key;
+    const char *title;
+} columns[] = {
+    {ML_VSORT_PEAK, "PEAK"},     {ML_VSORT_LEAKED, "LEAKED"}, {ML_VSORT_ALLOCATED, "ALLOC"},
+    {ML_VSORT_CALLS, "CALLS"},   {ML_VSORT_TEMPORARY, "TEMP"},
+};
+#define NCOLS (int)(sizeof columns / sizeof columns[0])
+
+/* The frame worth showing for a site: its innermost one (frames[0], the
+ * function that called the allocator). */
+static void site_label(const ml_vsite_t *s, char *buf, size_t len) {
+    if (!s->nframes) {
+        snprintf(buf, len, "(site %u: no stack)", s->id);
+        return;
+    }
+    ml__fmt_frame(&s->frames[0], buf, len);
+}
+
+static void select_site(sites_t *p) {
+    ml_panel_t *P = &p->super;
+    P->count = (int)ml_vmodel_nsites(P->m);
+    if (p->sel_site != ML_VSITE_NONE) {
+        for (int i = 0; i < P->count; i++) {
+            if (ml_vmodel_site_at(P->m, (uint32_t)i)->id == p->sel_site) {
+                P->sel = i;
+                break;
+            }
+        }
+    }
+    ml__panel_clamp(P);
+}
+
+static void remember(sites_t *p) {
+    const ml_vsite_t *s = ml_vmodel_site_at(p->super.m, (uint32_t)p->super.sel);
+    p->sel_site = s ? s->id : ML_VSITE_NONE;
+}
+
+static void sites_draw(ml_panel_t *P, ml_canvas_t *c) {
+    sites_t *p = (sites_t *)P;
+    select_site(p);
+    const ml_vsummary_t *sum = ml_vmodel_summary(P->m);
+    if (P->count == 0) {
+        const char *why = sum->nsites ? "No site matches the filter (Esc clears it)."
+                          : ml_vmodel_loading(P->m) ? "Loading..."
+                          : sum->totals.alloc_calls ? "No per-site statistics in this build's analysis."
+                                                    : "No allocations recorded.";
+        ml__canvas_text(c, P->x + 1, P->y, P->w - 1, ML_ST_DIM, why);
+        return;
+    }
+    ml_vsort_t sort = ml_vmodel_sort(P->m);
+    int text_x = P->x + NCOLS * COLW + 2;
+    for (int i = 0; i < P->h && P->top + i < P->count; i++) {
+        const ml_vsite_t *s = ml_vmodel_site_at(P->m, (uint32_t)(P->top + i));
+        int y = P->y + i;
+        char b[16], label[512];
+        for (int k = 0; k < NCOLS; k++) {
+            uint64_t v = ml_vmodel_site_cost(s, columns[k].key);
+            if (columns[k].key == ML_VSORT_CALLS || columns[k].key == ML_VSORT_TEMPORARY)
+                ml__fmt_count(v, b, sizeof b);
+            else
+                ml__fmt_bytes(v, b, sizeof b);
+            int style = v == 0 ? ML_ST_DIM : columns[k].key == sort ? ML_ST_BOLD : ML_ST_NORMAL;
+            if (columns[k].key == ML_VSORT_LEAKED && v) style = ML_ST_WARN;
+            ml__canvas_rtext(c, P->x + (k + 1) * COLW, y, style, b);
+        }
+        site_label(s, label, sizeof label);
+        ml__canvas_text(c, text_x, y, P->x + P->w - 1 - text_x, ML_ST_NORMAL, label);
+        if (P->top + i == P->sel) ml__canvas_restyle(c, P->x, y, P->w - 1, ML_ST_SELECTED);
+    }
+    ml__panel_scrollbar(P, c);
+}
+
+static void sites_header(ml_panel_t *P, ml_canvas_t *c, int y) {
+    ml_vsort_t sort = ml_vmodel_sort(P->m);
+    for (int k = 0; k < NCOLS; k++) {
+        char t[16];
+        bool on = columns[k].key == sort;
+        snprintf(t, sizeof t, "%s%s", on ? "\xe2\x96\xbc" : "", columns[k].title);
+        ml__canvas_rtext(c, P->x + (k + 1) * COLW, y, on ? ML_ST_BAR_ACTIVE : ML_ST_HEADER, t);
+    }
+    char t[64];
+    snprintf(t, sizeof t, "SITE (function, file:line)  %u", ml_vmodel_nsites(P->m));
+    ml__canvas_text(c, P->x + NCOLS * COLW + 2, y, P->w - NCOLS * COLW - 2, ML_ST_HEADER, t);
+}
+
+static int sites_key(ml_panel_t *P, int key) {
+    sites_t *p = (sites_t *)P;
+    select_site(p);
+    ml_vsort_t sort = ml_vmodel_sort(P->m), want = ML_VSORT_COUNT_;
+    switch (key) {
+    case 'P': want = ML_VSORT_PEAK; break;
+    case 'L': want = ML_VSORT_LEAKED; break;
+    case 'A': want = ML_VSORT_ALLOCATED; break;
+    case 'C': case 'N': want = ML_VSORT_CALLS; break;
+    case 'T': want = ML_VSORT_TEMPORARY; break;
+    case '>': case '.': case ML_KEY_F(6): want = (ml_vsort_t)((sort + 1) % ML_VSORT_COUNT_); break;
+    case '<': case ',': want = (ml_vsort_t)((sort + ML_VSORT_COUNT_ - 1) % ML_VSORT_COUNT_); break;
+    case ML_KEY_ENTER:
+    case ML_KEY_RIGHT:
+    case 'l': {
+        const ml_vsite_t *s = ml_vmodel_site_at(P->m, (uint32_t)P->sel);
+        if (s) ml__sm_open_site(P->sm, s->id);
+        return ML_HANDLED | ML_REDRAW;
+    }
+    default: {
+        int r = ml__panel_list_key(P, key);
+        if (r & ML_HANDLED) remember(p);
+        return r;
+    }
+    }
+    ml_vmodel_set_sort(P->m, want);
+    ml__sm_data_changed(P->sm);
+    select_site(p);
+    ml__sm_message(P->sm, "Sorted by %s.", ml_vmodel_sort_name(want));
+    return ML_HANDLED | ML_REDRAW;
+}
+
+static void sites_on_data(ml_panel_t *P) { select_site((sites_t *)P); }
+
+static const ml_panel_class_t sites_class = {
+    .name = "Sites",
+    .help = "Enter, Right\topen the selected site: stack, histograms, suggestion\n"
+            "P L A C T\tsort by peak, leaked, allocated, calls, temporary\n"
+            "< >, F6\tprevious / next sort column\n",
+    .draw = sites_draw,
+    .on_key = sites_key,
+    .print_header = sites_header,
+    .on_data = sites_on_data,
+};
+
+ml_panel_t *ml__panel_sites_new(ml_screen_t *sm) {
+    sites_t *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->super.cls = &sites_class;
+    p->super.sm = sm;
+    p->super.m = ml__sm_model(sm);
+    p->sel_site = ML_VSITE_NONE;
+    return &p->super;
+}
+
+ml_vsort_t ml__panel_sites_sort(const ml_panel_t *p) { return ml_vmodel_sort(p->m); }

@@ -1,0 +1,144 @@
+/* panel_summary.c - the Summary view: the program, its calls, peak, leaks,
+ * fragmentation, GPU devices and the top three suggestions. */
+#include "viewer_internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    ml_panel_t super;
+    ml_lines_t lines;
+} summary_t;
+
+static void frag_line(ml_lines_t *l, const char *label, const char *when, const ml_vfrag_t *f) {
+    char b1[16], b2[16];
+    if (!f->valid) {
+        ml__lines_add(l, label, ML_ST_DIM, "%s: not available in this trace", when);
+        return;
+    }
+    ml__lines_add(l, label, ML_ST_NORMAL,
+                  "%s: pages %.0f%% used, free %s, largest free %s, external %.0f%%", when,
+                  f->page_utilization * 100, ml__fmt_bytes(f->free_bytes, b1, sizeof b1),
+                  ml__fmt_bytes(f->largest_free_bytes, b2, sizeof b2), f->external * 100);
+}
+
+static void build(summary_t *p) {
+    ml_lines_t *l = &p->lines;
+    ml_vmodel_t *m = p->super.m;
+    const ml_vsummary_t *s = ml_vmodel_summary(m);
+    const ml_totals_t *t = &s->totals;
+    char b1[48], b2[48], b3[48], tm[32];
+    ml__lines_clear(l);
+    l->label_w = 15;
+
+    ml__lines_add(l, "Program", ML_ST_NORMAL, "%s  (pid %u)", s->exe[0] ? s->exe : "?", s->pid);
+    if (s->cmdline[0]) ml__lines_add(l, "Command", ML_ST_NORMAL, "%s", s->cmdline);
+    const char *path = ml_vmodel_path(m);
+    if (path[0]) ml__lines_add(l, "Trace", ML_ST_NORMAL, "%s", path);
+    switch (s->state) {
+    case ML_VPROC_LOADING:
+        ml__lines_add(l, "State", ML_ST_WARN, "loading the trace (%d%%)",
+                      (int)(ml_vmodel_progress(m) * 100));
+        break;
+    case ML_VPROC_RUNNING: ml__lines_add(l, "State", ML_ST_GOOD, "running (live)"); break;
+    case ML_VPROC_EXITED: ml__lines_add(l, "State", ML_ST_NORMAL, "exited with status %d", s->status); break;
+    case ML_VPROC_SIGNALED: ml__lines_add(l, "State", ML_ST_WARN, "killed by signal %d", s->status); break;
+    case ML_VPROC_ENDED: ml__lines_add(l, "State", ML_ST_NORMAL, "ended"); break;
+    case ML_VPROC_TRUNCATED:
+        ml__lines_add(l, "State", ML_ST_WARN,
+                      "trace truncated: it stops before its end record (the collector was stopped?)");
+        break;
+    }
+    ml__lines_add(l, "Duration", ML_ST_NORMAL, "%s", ml__fmt_time(s->duration_ms, tm, sizeof tm));
+    ml__lines_add(l, "Calls", ML_ST_NORMAL,
+                  "%" PRIu64 " allocations (%" PRIu64 " temporary), %" PRIu64 " frees, %" PRIu64
+                  " reallocs, %" PRIu64 " mmaps",
+                  t->alloc_calls, t->temporary_allocs, t->free_calls, t->realloc_calls, t->mmap_calls);
+    ml__lines_add(l, "Allocated", ML_ST_NORMAL, "%s in total", ml__fmt_bytes_long(t->bytes_allocated, b1, sizeof b1));
+    ml__lines_add(l, "Peak heap", ML_ST_BOLD, "%s at %s", ml__fmt_bytes_long(t->peak_bytes, b1, sizeof b1),
+                  ml__fmt_time(t->peak_time_ms, tm, sizeof tm));
+    if (s->peak_rss_bytes)
+        ml__lines_add(l, "Peak RSS", ML_ST_NORMAL, "%s", ml__fmt_bytes_long(s->peak_rss_bytes, b1, sizeof b1));
+    else
+        ml__lines_add(l, "Peak RSS", ML_ST_DIM, "not available");
+    if (t->peak_mmap_bytes)
+        ml__lines_add(l, "Peak mmap", ML_ST_NORMAL, "%s (anonymous mappings)",
+                      ml__fmt_bytes_long(t->peak_mmap_bytes, b1, sizeof b1));
+    if (s->state == ML_VPROC_RUNNING || s->state == ML_VPROC_LOADING) {
+        ml__lines_add(l, "Live now", ML_ST_NORMAL, "%s in %" PRIu64 " blocks",
+                      ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1), t->heap_blocks);
+    } else {
+        ml__lines_add(l, "Leaked", s->leak_bytes[0] ? ML_ST_WARN : ML_ST_GOOD,
+                      "%s in %" PRIu64 " blocks", ml__fmt_bytes_long(s->leak_bytes[0], b1, sizeof b1),
+                      s->leak_blocks[0]);
+        if (s->leak_bytes[ML_VLEAK_DEFINITE] || s->leak_bytes[ML_VLEAK_INDIRECT] ||
+            s->leak_bytes[ML_VLEAK_REACHABLE])
+            ml__lines_add(l, "", ML_ST_NORMAL, "definite %s, indirect %s, reachable %s",
+                          ml__fmt_bytes(s->leak_bytes[ML_VLEAK_DEFINITE], b1, sizeof b1),
+                          ml__fmt_bytes(s->leak_bytes[ML_VLEAK_INDIRECT], b2, sizeof b2),
+                          ml__fmt_bytes(s->leak_bytes[ML_VLEAK_REACHABLE], b3, sizeof b3));
+    }
+    frag_line(l, "Fragmentation", "at peak", &s->frag_peak);
+    frag_line(l, "", "at end ", &s->frag_end);
+    if (!s->ngpus) ml__lines_add(l, "GPU", ML_ST_DIM, "no GPU allocations recorded");
+    for (uint32_t i = 0; i < s->ngpus; i++) {
+        const ml_vgpu_t *g = &s->gpus[i];
+        ml__lines_add(l, i ? "" : "GPU", ML_ST_NORMAL,
+                      "device %u: peak %s, leaked %s, %" PRIu64 " allocs, %" PRIu64 " frees", g->device,
+                      ml__fmt_bytes(g->peak_bytes, b1, sizeof b1), ml__fmt_bytes(g->leaked_bytes, b2, sizeof b2),
+                      g->alloc_calls, g->free_calls);
+    }
+    if (s->sampled)
+        ml__lines_add(l, "Sampling", ML_ST_WARN, "one allocation per %" PRIu64 " bytes: numbers are estimates",
+                      s->sample_bytes);
+    if (t->unknown_frees)
+        ml__lines_add(l, "Note", ML_ST_DIM, "%" PRIu64 " frees of blocks allocated before tracing began",
+                      t->unknown_frees);
+    ml__lines_add(l, NULL, ML_ST_NORMAL, " ");
+    ml__lines_add(l, "Suggestions", ML_ST_BOLD, "%s",
+                  ml_vmodel_nsuggestions(m) ? "(6 lists them all)" : "none");
+    for (uint32_t i = 0; i < 3 && i < ml_vmodel_nsuggestions(m); i++) {
+        const ml_vsuggestion_t *g = ml_vmodel_suggestion_at(m, i);
+        ml_line_t *ln = ml__lines_add(l, "", ML_ST_NORMAL, "%u. [%s] %s (saves ~%s)", i + 1, g->strategy,
+                                      g->message, ml__fmt_bytes(g->estimated_saving_bytes, b1, sizeof b1));
+        if (ln) ln->site = g->site;
+    }
+}
+
+static void summary_draw(ml_panel_t *super, ml_canvas_t *c) {
+    summary_t *p = (summary_t *)super;
+    build(p);
+    ml__lines_draw(super, c, &p->lines, false);
+}
+
+static void summary_header(ml_panel_t *super, ml_canvas_t *c, int y) {
+    (void)super;
+    ml__canvas_text(c, 1, y, c->cols - 1, ML_ST_HEADER, "Summary");
+}
+
+static int summary_key(ml_panel_t *super, int key) { return ml__lines_key(super, key); }
+
+static void summary_destroy(ml_panel_t *super) {
+    summary_t *p = (summary_t *)super;
+    ml__lines_free(&p->lines);
+    free(p);
+}
+
+static const ml_panel_class_t summary_class = {
+    .name = "Summary",
+    .help = "j/k, PgUp/PgDn\tscroll\n",
+    .draw = summary_draw,
+    .on_key = summary_key,
+    .print_header = summary_header,
+    .destroy = summary_destroy,
+};
+
+ml_panel_t *ml__panel_summary_new(ml_screen_t *sm) {
+    summary_t *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->super.cls = &summary_class;
+    p->super.sm = sm;
+    p->super.m = ml__sm_model(sm);
+    return &p->super;
+}
