@@ -255,6 +255,14 @@ static modsym_t *open_module(ml__symbolizer_t *s, int32_t idx, const ml__module_
 
 static const char *demangled(ml__symbolizer_t *s, const char *name) {
     if (!name) return NULL;
+    /* ELF symbol versions ("_IO_file_overflow@@GLIBC_2.2.5") are not part of the name. */
+    char plain[1024];
+    const char *at = strchr(name, '@');
+    if (at && at != name && (size_t)(at - name) < sizeof plain) {
+        memcpy(plain, name, (size_t)(at - name));
+        plain[at - name] = '\0';
+        name = plain;
+    }
     if (name[0] == '_' && name[1] == 'Z') {
         int status = 0;
         char *d = __cxa_demangle(name, NULL, NULL, &status);

@@ -23,6 +23,8 @@ static void usage(FILE *f) {
           "                 record every heap allocation of PROG into a trace (.mlt)\n"
           "  report FILE [--json OUT] [--html OUT] [--folded OUT] [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                 analyse a trace; CI gates exit 3 when exceeded\n"
+          "  diff BASE NEW [--json OUT] [--fail-on-increase PERCENT]\n"
+          "                 per-site deltas between two traces\n"
           "  view FILE      browse a trace in the terminal UI (keys: ?; docs/viewer.md)\n"
           "  dump FILE      print every record of a trace as text\n"
           "  --version      print the version and build options\n"
@@ -42,6 +44,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "dump")) return ml_cmd_dump(argc - 1, argv + 1);
     if (!strcmp(cmd, "view")) return ml_cmd_view(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return ml_cmd_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "diff")) return ml_cmd_diff(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         printf("memlens %s\nGPU (CUPTI) support: %s\n", ML_VERSION,
                ML_HAVE_CUPTI ? "yes" : "no (built without the CUDA toolkit)");

@@ -11,6 +11,7 @@
 int ml_cmd_run(int argc, char **argv);
 int ml_cmd_dump(int argc, char **argv);
 int ml_cmd_report(int argc, char **argv);
+int ml_cmd_diff(int argc, char **argv);
 
 /** Prints "memlens: error: ..." on stderr. */
 void ml_die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,10 +1,278 @@
-/* report_cmd.c - placeholder replaced by report/ (issue 3). */
+/* report_cmd.c - `memlens report FILE`: analyse a trace and write the JSON,
+ * HTML and folded-stack reports, or print a summary; CI gates.
+ *
+ * Exit codes: 0 ok, 1 memlens' own error (bad trace, unwritable output),
+ * 2 usage, 3 a gate was exceeded (the reports are still written first, so a
+ * failing CI job keeps its evidence).
+ */
+#define _GNU_SOURCE
 #include "ml_cli.h"
+#include "ml_analysis.h"
+#include "ml_report.h"
+#include "ml_report_html.h"
+
+#include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    const char *trace, *json, *html, *folded, *supp;
+    ml_fold_metric_t metric;
+    bool leak_gate, peak_gate, no_symbols, quiet;
+    uint64_t fail_on_leak, max_peak;
+    uint32_t max_sites;
+} report_opts_t;
+
+static void usage_report(FILE *f) {
+    fputs("usage: memlens report FILE [--json OUT] [--html OUT] [--folded OUT]\n"
+          "                      [--folded-metric alloc|calls|peak|leaked|temporary]\n"
+          "                      [--fail-on-leak BYTES] [--max-peak BYTES] [--suppressions FILE]\n"
+          "                      [--max-sites N] [--no-symbols] [-q]\n"
+          "\n"
+          "  Without an output option, prints a summary: the sites holding the peak and the leaks.\n"
+          "  --json OUT            the JSON report (docs/report-schema.json); '-' is stdout\n"
+          "  --html OUT            a self-contained HTML page\n"
+          "  --folded OUT          folded stacks for flamegraph.pl or speedscope ('-' is stdout)\n"
+          "  --folded-metric M     what the folded stacks count (default alloc: bytes allocated)\n"
+          "  --fail-on-leak BYTES  exit 3 when definite leaks (not suppressed) exceed BYTES\n"
+          "  --max-peak BYTES      exit 3 when the peak heap exceeds BYTES\n"
+          "  --suppressions FILE   known leaks, one `leak:PATTERN` per line (LeakSanitizer syntax)\n"
+          "  --max-sites N         at most N entries in the JSON's sites[] (peak and leak lists stay whole)\n"
+          "  --no-symbols          skip symbolization (functions show as [module+offset])\n"
+          "  -q, --quiet           no warnings on stderr\n"
+          "BYTES takes k, M, G suffixes (powers of 1024).\n",
+          f);
+}
+
+int ml_parse_bytes(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (!*s || *s == '-') return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s) return -1;
+    uint64_t mul = 1;
+    if (*end == 'k' || *end == 'K') mul = 1024, end++;
+    else if (*end == 'm' || *end == 'M') mul = 1024 * 1024, end++;
+    else if (*end == 'g' || *end == 'G') mul = 1024ull * 1024 * 1024, end++;
+    if (mul > 1 && (*end == 'i' || *end == 'I')) end++;
+    if (*end == 'b' || *end == 'B') end++;
+    if (*end || (mul > 1 && v > UINT64_MAX / mul)) return -1;
+    *out = v * mul;
+    return 0;
+}
+
+static int parse(int argc, char **argv, report_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED()                                                                                     \
+    do {                                                                                           \
+        if (!val) {                                                                                \
+            ml_die_msg("report: %s needs a value", a);                                             \
+            return -1;                                                                             \
+        }                                                                                          \
+        i++;                                                                                       \
+    } while (0)
+        if (!strcmp(a, "--json")) {
+            NEED();
+            o->json = val;
+        } else if (!strcmp(a, "--html")) {
+            NEED();
+            o->html = val;
+        } else if (!strcmp(a, "--folded")) {
+            NEED();
+            o->folded = val;
+        } else if (!strcmp(a, "--folded-metric")) {
+            NEED();
+            if (ml_fold_metric_parse(val, &o->metric) < 0) {
+                ml_die_msg("report: --folded-metric takes alloc, calls, peak, leaked or temporary");
+                return -1;
+            }
+        } else if (!strcmp(a, "--fail-on-leak")) {
+            NEED();
+            if (ml_parse_bytes(val, &o->fail_on_leak) < 0) {
+                ml_die_msg("report: --fail-on-leak takes a byte count, like 0 or 64k");
+                return -1;
+            }
+            o->leak_gate = true;
+        } else if (!strcmp(a, "--max-peak")) {
+            NEED();
+            if (ml_parse_bytes(val, &o->max_peak) < 0) {
+                ml_die_msg("report: --max-peak takes a byte count, like 512M");
+                return -1;
+            }
+            o->peak_gate = true;
+        } else if (!strcmp(a, "--suppressions")) {
+            NEED();
+            o->supp = val;
+        } else if (!strcmp(a, "--max-sites")) {
+            NEED();
+            uint64_t v;
+            if (ml_parse_bytes(val, &v) < 0 || v > UINT32_MAX) {
+                ml_die_msg("report: --max-sites takes a number");
+                return -1;
+            }
+            o->max_sites = (uint32_t)v;
+        } else if (!strcmp(a, "--no-symbols")) {
+            o->no_symbols = true;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            o->quiet = true;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_report(stdout);
+            exit(ML_EXIT_OK);
+        } else if (a[0] == '-' && a[1]) {
+            ml_die_msg("report: unknown option '%s'", a);
+            return -1;
+        } else if (!o->trace) {
+            o->trace = a;
+        } else {
+            ml_die_msg("report: one trace at a time ('%s' and '%s'); `memlens diff` compares two",
+                       o->trace, a);
+            return -1;
+        }
+#undef NEED
+    }
+    if (!o->trace) {
+        ml_die_msg("report: no trace given");
+        return -1;
+    }
+    return 0;
+}
+
+/* Loads and builds one trace; shared with `memlens diff`. Prints the error
+ * and returns NULL on failure. */
+ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
+                              bool quiet) {
+    ml_analysis_t *a;
+    char err[1024];
+    if (ml_analysis_new(&a) < 0) {
+        ml_die_msg("out of memory");
+        return NULL;
+    }
+    if (ml_analysis_load_ex(a, path, ML_LOAD_PROGRESS, err, sizeof err) < 0) {
+        ml_die_msg("%s", err);
+        ml_analysis_free(a);
+        return NULL;
+    }
+    const ml_totals_t *t = ml_analysis_totals(a);
+    if (t->records == 0 && !t->complete) {
+        /* A header and nothing else: nothing to report on. */
+        if (!quiet)
+            fprintf(stderr, "memlens: warning: %s holds no records (the program never started?)\n", path);
+    }
+    ml_build_opts_t bo = {.no_symbols = no_symbols, .suppressions = supp};
+    if (ml_analysis_build(a, &bo, err, sizeof err) < 0) {
+        ml_die_msg("%s: %s", path, err);
+        ml_analysis_free(a);
+        return NULL;
+    }
+    if (!quiet && t->truncated)
+        fprintf(stderr, "memlens: warning: %s is truncated (the recording was cut short); "
+                        "reporting what it holds\n",
+                path);
+    return a;
+}
+
+static int write_json_to(ml_out_t *out, const ml_analysis_t *a, const ml_report_opts_t *ro) {
+    return ml_report_json(out->f, a, ro);
+}
 
 int ml_cmd_report(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    ml_die_msg("report is not built yet");
-    return ML_EXIT_ERROR;
+    report_opts_t o;
+    if (parse(argc, argv, &o) < 0) {
+        usage_report(stderr);
+        return ML_EXIT_USAGE;
+    }
+    char err[1024];
+    ml_suppressions_t *supp = NULL;
+    if (o.supp && ml_suppressions_load(o.supp, &supp, err, sizeof err) < 0) {
+        ml_die_msg("suppressions: %s", err);
+        return ML_EXIT_ERROR;
+    }
+    int code = ML_EXIT_OK;
+    ml_analysis_t *a = ml_cli_analyse(o.trace, supp, o.no_symbols, o.quiet);
+    if (!a) {
+        ml_suppressions_free(supp);
+        return ML_EXIT_ERROR;
+    }
+    struct stat st;
+    ml_report_opts_t ro = {
+        .trace_path = o.trace,
+        .trace_size = stat(o.trace, &st) == 0 ? (uint64_t)st.st_size : 0,
+        .max_sites = o.max_sites,
+        .suppressions = supp,
+    };
+
+    if (o.json) {
+        ml_out_t out;
+        if (ml_out_open(&out, o.json, err, sizeof err) < 0 ||
+            (write_json_to(&out, a, &ro) < 0 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s", o.json), -1)
+                                             : ml_out_commit(&out, err, sizeof err)) < 0) {
+            ml_die_msg("%s", err);
+            code = ML_EXIT_ERROR;
+        }
+    }
+    if (o.html && code == ML_EXIT_OK) {
+        char *doc = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&doc, &len);
+        int rc = m ? ml_report_json(m, a, &ro) : -ENOMEM;
+        if (m) fclose(m);
+        if (rc == 0) rc = ml_report_html_write(doc, len, o.html, err, sizeof err);
+        else snprintf(err, sizeof err, "out of memory");
+        if (rc < 0) {
+            ml_die_msg("%s", err);
+            code = ML_EXIT_ERROR;
+        }
+        free(doc);
+    }
+    if (o.folded && code == ML_EXIT_OK) {
+        ml_out_t out;
+        if (ml_out_open(&out, o.folded, err, sizeof err) < 0 ||
+            (ml_report_folded(out.f, a, o.metric) < 0 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s", o.folded), -1)
+                                                       : ml_out_commit(&out, err, sizeof err)) < 0) {
+            ml_die_msg("%s", err);
+            code = ML_EXIT_ERROR;
+        }
+    }
+    if (!o.json && !o.html && !o.folded) {
+        ml_report_text(stdout, a, o.trace, 10);
+        fflush(stdout);
+    } else if (!o.quiet) {
+        const char *const *w;
+        size_t nw = ml_analysis_warnings(a, &w);
+        for (size_t i = 0; i < nw; i++)
+            if (!strstr(w[i], "truncated") && !strstr(w[i], "ends early"))
+                fprintf(stderr, "memlens: warning: %s\n", w[i]);
+    }
+
+    /* Gates, after the reports: the evidence is on disk. */
+    if (code == ML_EXIT_OK) {
+        char b1[32], b2[32];
+        const ml_leaks_t *L = ml_analysis_leaks(a);
+        const ml_totals_t *t = ml_analysis_totals(a);
+        if (o.leak_gate && L->gate_bytes > o.fail_on_leak) {
+            fprintf(stderr,
+                    "memlens: gate exceeded: definite leaks %" PRIu64 " bytes (%s) > --fail-on-leak %" PRIu64
+                    " bytes (%s)\n",
+                    L->gate_bytes, ml_fmt_bytes(L->gate_bytes, b1, sizeof b1), o.fail_on_leak,
+                    ml_fmt_bytes(o.fail_on_leak, b2, sizeof b2));
+            code = ML_EXIT_GATE;
+        }
+        if (o.peak_gate && t->peak_bytes > o.max_peak) {
+            fprintf(stderr,
+                    "memlens: gate exceeded: peak heap %" PRIu64 " bytes (%s) > --max-peak %" PRIu64
+                    " bytes (%s)\n",
+                    t->peak_bytes, ml_fmt_bytes(t->peak_bytes, b1, sizeof b1), o.max_peak,
+                    ml_fmt_bytes(o.max_peak, b2, sizeof b2));
+            code = ML_EXIT_GATE;
+        }
+    }
+    ml_analysis_free(a);
+    ml_suppressions_free(supp);
+    return code;
 }

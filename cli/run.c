@@ -13,6 +13,7 @@
 #include "ml_analysis.h"
 #include "ml_config.h"
 #include "ml_event.h"
+#include "ml_exit_scan.h"
 #include "ml_ring.h"
 #include "ml_trace_io.h"
 #include "ml_viewer.h"
@@ -529,8 +530,13 @@ static void discover(session_t *s) {
 /* The process has run its exit handlers and waits in libmemlens' destructor
  * until we answer: its memory is intact, so this is where reachability of
  * the blocks still live can be examined. Then it is released. */
+static void scan_emit(void *ctx, const ml_record_t *rec) {
+    proc_add((proc_t *)ctx, rec);
+}
+
 static void exit_scan(session_t *s, proc_t *p) {
     (void)s;
+    if (p->w) ml_exit_scan((pid_t)p->pid, p->an, scan_emit, p, p->last_time, p->last_thread);
     ml_atomic_store_release(&p->ring->exit_scan, ML_EXIT_SCAN_DONE);
 }
 

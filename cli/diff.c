@@ -1,0 +1,162 @@
+/* diff.c - `memlens diff BASE NEW`: what changed between two runs.
+ *
+ * Both traces are analysed in full; their sites are matched by their
+ * frames' function names (analysis/diff.c). The gate --fail-on-increase
+ * PERCENT compares three totals: the peak heap, definite leaks (not
+ * suppressed) and allocation calls; exit 3 when any grew by more than
+ * PERCENT % (growth from zero always counts).
+ */
+#define _GNU_SOURCE
+#include "ml_cli.h"
+#include "ml_analysis.h"
+#include "ml_report.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ml_parse_bytes(const char *s, uint64_t *out);
+ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
+                              bool quiet);
+
+static void usage_diff(FILE *f) {
+    fputs("usage: memlens diff BASE.mlt NEW.mlt [--json OUT] [--fail-on-increase PERCENT]\n"
+          "                    [--suppressions FILE] [--top N] [--no-symbols] [-q]\n"
+          "\n"
+          "  Per-site deltas of peak bytes, leaked bytes and calls between two traces.\n"
+          "  --json OUT               the diff as JSON (docs/diff-schema.json); '-' is stdout\n"
+          "  --fail-on-increase PCT   exit 3 when the peak, definite leaks or allocation calls\n"
+          "                           grew by more than PCT %\n"
+          "  --suppressions FILE      known leaks (LeakSanitizer `leak:` syntax), for both traces\n"
+          "  --top N                  sites listed (default: 20 in text, all in JSON)\n",
+          f);
+}
+
+int ml_cmd_diff(int argc, char **argv) {
+    const char *paths[2] = {NULL, NULL}, *json = NULL, *supp_path = NULL;
+    bool gate = false, no_symbols = false, quiet = false;
+    double pct = 0;
+    unsigned top = 0;
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--json") || !strcmp(a, "--fail-on-increase") || !strcmp(a, "--suppressions") ||
+            !strcmp(a, "--top")) {
+            if (!val) {
+                ml_die_msg("diff: %s needs a value", a);
+                usage_diff(stderr);
+                return ML_EXIT_USAGE;
+            }
+            i++;
+            if (!strcmp(a, "--json")) {
+                json = val;
+            } else if (!strcmp(a, "--suppressions")) {
+                supp_path = val;
+            } else if (!strcmp(a, "--top")) {
+                uint64_t v;
+                if (ml_parse_bytes(val, &v) < 0 || v > 1000000) {
+                    ml_die_msg("diff: --top takes a number");
+                    return ML_EXIT_USAGE;
+                }
+                top = (unsigned)v;
+            } else {
+                char *end;
+                pct = strtod(val, &end);
+                if (end == val || *end || pct < 0 || pct != pct) {
+                    ml_die_msg("diff: --fail-on-increase takes a percentage, like 5 or 0.5");
+                    return ML_EXIT_USAGE;
+                }
+                gate = true;
+            }
+        } else if (!strcmp(a, "--no-symbols")) {
+            no_symbols = true;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = true;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_diff(stdout);
+            return ML_EXIT_OK;
+        } else if (a[0] == '-' && a[1]) {
+            ml_die_msg("diff: unknown option '%s'", a);
+            usage_diff(stderr);
+            return ML_EXIT_USAGE;
+        } else if (np < 2) {
+            paths[np++] = a;
+        } else {
+            ml_die_msg("diff: two traces, BASE and NEW");
+            usage_diff(stderr);
+            return ML_EXIT_USAGE;
+        }
+    }
+    if (np != 2) {
+        ml_die_msg("diff: two traces, BASE and NEW");
+        usage_diff(stderr);
+        return ML_EXIT_USAGE;
+    }
+    char err[1024];
+    ml_suppressions_t *supp = NULL;
+    if (supp_path && ml_suppressions_load(supp_path, &supp, err, sizeof err) < 0) {
+        ml_die_msg("suppressions: %s", err);
+        return ML_EXIT_ERROR;
+    }
+    ml_analysis_t *base = ml_cli_analyse(paths[0], supp, no_symbols, quiet);
+    ml_analysis_t *cur = base ? ml_cli_analyse(paths[1], supp, no_symbols, quiet) : NULL;
+    int code = ML_EXIT_OK;
+    ml_diff_t *d = NULL;
+    if (!base || !cur) {
+        code = ML_EXIT_ERROR;
+        goto out;
+    }
+    if (ml_diff_new(base, cur, &d) < 0) {
+        ml_die_msg("out of memory");
+        code = ML_EXIT_ERROR;
+        goto out;
+    }
+    ml_diff_report_opts_t ro = {paths[0], paths[1], gate, pct, top};
+    if (json) {
+        ml_out_t out;
+        int rc = ml_out_open(&out, json, err, sizeof err);
+        if (rc == 0) {
+            if (ml_report_diff_json(out.f, base, cur, d, &ro) < 0) {
+                ml_out_abort(&out);
+                snprintf(err, sizeof err, "cannot write %s", json);
+                rc = -1;
+            } else {
+                rc = ml_out_commit(&out, err, sizeof err);
+            }
+        }
+        if (rc < 0) {
+            ml_die_msg("%s", err);
+            code = ML_EXIT_ERROR;
+            goto out;
+        }
+    }
+    if (!json || strcmp(json, "-")) {
+        ro.top = top;
+        ml_report_diff_text(stdout, base, cur, d, &ro);
+        fflush(stdout);
+    }
+    if (gate) {
+        for (int m = 0; m <= ML_DIFF_CALLS; m++) {
+            uint64_t b = ml_diff_total(base, (ml_diff_metric_t)m), n = ml_diff_total(cur, (ml_diff_metric_t)m);
+            if (!ml_diff_exceeds(b, n, pct)) continue;
+            if (b)
+                fprintf(stderr,
+                        "memlens: gate exceeded: %s grew %.2f%% (%" PRIu64 " -> %" PRIu64
+                        ") > --fail-on-increase %g%%\n",
+                        ml_diff_metric_name((ml_diff_metric_t)m), ((double)n - (double)b) * 100.0 / (double)b,
+                        b, n, pct);
+            else
+                fprintf(stderr, "memlens: gate exceeded: %s grew from 0 to %" PRIu64 "\n",
+                        ml_diff_metric_name((ml_diff_metric_t)m), n);
+            code = ML_EXIT_GATE;
+        }
+    }
+out:
+    ml_diff_free(d);
+    ml_analysis_free(base);
+    ml_analysis_free(cur);
+    ml_suppressions_free(supp);
+    return code;
+}

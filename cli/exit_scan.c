@@ -1,0 +1,241 @@
+/* exit_scan.c - leak reachability, read from the target at exit.
+ *
+ * When the traced process runs its exit handlers, libmemlens.so waits in its
+ * last destructor until the collector says it is done; the process' memory
+ * is intact and its program code no longer runs. The collector (its parent,
+ * so ptrace access rules allow it) then:
+ *
+ *  1. lists the blocks still live (the collector's own analysis of the
+ *     stream up to the exit record);
+ *  2. reads /proc/PID/maps and takes as roots every private, readable and
+ *     writable mapping - modules' .data/.bss, thread stacks, anonymous
+ *     memory - except the brk heap, mappings that hold a live block (malloc
+ *     arenas, mmapped chunks: their contents are scanned block by block, not
+ *     as roots) and memlens' own library. Stacks are scanned from each
+ *     thread's stack pointer (from /proc/PID/task/TID/syscall) upwards;
+ *  3. runs the conservative pointer scan of analysis/ml_reach.h over them
+ *     with process_vm_readv, and
+ *  4. writes one ML_T_BLOCK_REACH record per live block and an
+ *     ML_T_REACH_SCAN summary into the trace.
+ *
+ * Limits (docs/analysis.md): registers are not roots (the program's code has
+ * returned from main, so they hold nothing of its own); other threads still
+ * running may change memory during the scan; stale pointers left in dead
+ * stack slots above the stack pointer or in free memory inside a root can
+ * make a leak look reachable, as with every conservative scanner.
+ */
+#define _GNU_SOURCE
+#include "ml_cli.h"
+#include "ml_exit_scan.h"
+#include "ml_reach.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SCAN_BUDGET_NS (20ull * 1000000000ull) /* the target waits at most 30 s */
+#define MAX_IOV 1024
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Reading the target                                                        */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    pid_t pid;
+    int fatal; /* first error that makes reading pointless (EPERM, ESRCH) */
+} reader_t;
+
+static int vm_read(void *ctx, ml_reach_req_t *reqs, size_t n) {
+    reader_t *rd = ctx;
+    struct iovec loc[MAX_IOV], rem[MAX_IOV];
+    size_t i = 0;
+    while (i < n) {
+        size_t k = n - i > MAX_IOV ? MAX_IOV : n - i;
+        for (size_t j = 0; j < k; j++) {
+            loc[j] = (struct iovec){reqs[i + j].buf, reqs[i + j].len};
+            rem[j] = (struct iovec){(void *)(uintptr_t)reqs[i + j].addr, reqs[i + j].len};
+            reqs[i + j].got = 0;
+        }
+        ssize_t r = process_vm_readv(rd->pid, loc, k, rem, k, 0);
+        if (r < 0) {
+            if (errno == EPERM || errno == ESRCH || errno == ENOSYS) {
+                rd->fatal = -errno;
+                return -errno;
+            }
+            i++; /* the first element cannot be read: skip it */
+            continue;
+        }
+        /* Transfers never split an element: whole elements were read up to
+         * the first one that failed. */
+        size_t j = 0;
+        while (j < k && (size_t)r >= reqs[i + j].len) {
+            reqs[i + j].got = reqs[i + j].len;
+            r -= (ssize_t)reqs[i + j].len;
+            j++;
+        }
+        i += j < k ? j + 1 : k;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Roots                                                                     */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    ml_range_t *v;
+    size_t n, cap;
+} ranges_t;
+
+static int push_range(ranges_t *r, uint64_t lo, uint64_t hi) {
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 64;
+        ml_range_t *p = realloc(r->v, cap * sizeof *p);
+        if (!p) return -ENOMEM;
+        r->v = p;
+        r->cap = cap;
+    }
+    r->v[r->n++] = (ml_range_t){lo, hi};
+    return 0;
+}
+
+static bool holds_block(const ml_live_block_t *b, size_t n, uint64_t lo, uint64_t hi) {
+    size_t l = 0, h = n;
+    while (l < h) {
+        size_t m = (l + h) / 2;
+        if (b[m].ptr < lo) l = m + 1;
+        else h = m;
+    }
+    return l < n && b[l].ptr < hi;
+}
+
+/* Stack pointers of the target's threads (a thread blocked in a system call,
+ * as all are while the main thread waits in our destructor, shows it in
+ * /proc/PID/task/TID/syscall: "nr args... sp pc"). */
+static size_t thread_sps(pid_t pid, uint64_t *sps, size_t max) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char p2[320], buf[512];
+        snprintf(p2, sizeof p2, "/proc/%d/task/%s/syscall", (int)pid, e->d_name);
+        FILE *f = fopen(p2, "r");
+        if (!f) continue;
+        size_t got = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[got] = '\0';
+        /* The second-to-last field is the stack pointer. */
+        char *tok[16];
+        int nt = 0;
+        for (char *s = strtok(buf, " \n"); s && nt < 16; s = strtok(NULL, " \n")) tok[nt++] = s;
+        if (nt >= 3 && strncmp(tok[0], "running", 7) != 0) sps[n++] = strtoull(tok[nt - 2], NULL, 16);
+    }
+    closedir(d);
+    return n;
+}
+
+static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, ranges_t *roots) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return -errno;
+    uint64_t sps[256];
+    size_t nsp = thread_sps(pid, sps, 256);
+    char line[PATH_MAX + 256];
+    int rc = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi, off;
+        char perms[8] = "", dev[16];
+        unsigned long inode;
+        int name_at = 0;
+        if (sscanf(line, "%llx-%llx %7s %llx %15s %lu %n", &lo, &hi, perms, &off, dev, &inode,
+                   &name_at) < 6)
+            continue;
+        char *name = line + name_at;
+        name[strcspn(name, "\n")] = '\0';
+        if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p') continue;
+        if (!strcmp(name, "[heap]") || !strcmp(name, "[vvar]") || !strcmp(name, "[vsyscall]") ||
+            !strcmp(name, "[vdso]"))
+            continue;
+        const char *base = strrchr(name, '/');
+        base = base ? base + 1 : name;
+        if (!strncmp(base, "libmemlens", 10)) continue; /* our own bookkeeping */
+        if (holds_block(b, nb, lo, hi)) continue;       /* heap memory: scanned per block */
+        /* A stack: only from its thread's stack pointer up (below it lie dead
+         * frames). The 128-byte red zone below the pointer is kept. */
+        for (size_t i = 0; i < nsp; i++)
+            if (sps[i] >= lo && sps[i] < hi) {
+                uint64_t from = (sps[i] - 128) & ~7ull;
+                if (from > lo) lo = from;
+            }
+        if ((rc = push_range(roots, lo, hi)) < 0) break;
+    }
+    fclose(f);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The scan                                                                  */
+/* ------------------------------------------------------------------------- */
+
+int ml_exit_scan(pid_t pid, ml_analysis_t *an, ml_exit_scan_emit_t emit, void *ctx,
+                 uint32_t time_ms, uint32_t thread) {
+    uint64_t t0 = mono_ns();
+    ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
+    ml_live_block_t *b = NULL;
+    uint8_t *v = NULL;
+    ranges_t roots = {0};
+    int64_t nb = ml_analysis_live_blocks(an, &b);
+    int rc = nb < 0 ? (int)nb : 0;
+    if (rc == 0) rc = collect_roots(pid, b, (size_t)nb, &roots);
+    ml_reach_stats_t st = {0};
+    if (rc == 0 && nb > 0) {
+        v = malloc((size_t)nb);
+        reader_t rd = {pid, 0};
+        ml_reach_io_t io = {
+            .read = vm_read,
+            .ctx = &rd,
+            .glibc_chunk_alias = !strcmp(ml_analysis_allocator_model(an), "glibc"),
+            .deadline_ns = t0 + SCAN_BUDGET_NS,
+        };
+        rc = v ? ml_reach_classify(b, (size_t)nb, roots.v, roots.n, &io, v, &st) : -ENOMEM;
+    }
+    if (rc == 0) {
+        for (int64_t i = 0; i < nb; i++) {
+            ml_record_t r = {.tag = ML_T_BLOCK_REACH, .time_ms = time_ms, .thread = thread};
+            r.u.block_reach.ptr = b[i].ptr;
+            r.u.block_reach.reach = v[i];
+            emit(ctx, &r);
+        }
+        sum.u.reach_scan.root_bytes = st.root_bytes;
+        sum.u.reach_scan.heap_bytes = st.heap_bytes;
+        sum.u.reach_scan.blocks = (uint64_t)nb;
+        sum.u.reach_scan.reachable = st.reachable;
+        sum.u.reach_scan.indirect = st.indirect;
+        sum.u.reach_scan.definite = st.definite;
+    }
+    sum.u.reach_scan.status = rc;
+    sum.u.reach_scan.duration_us = (mono_ns() - t0) / 1000;
+    emit(ctx, &sum);
+    free(b);
+    free(v);
+    free(roots.v);
+    return rc;
+}

@@ -1,0 +1,106 @@
+/* ml_report.h - presenting an analysis: the JSON document, folded stacks,
+ * the text summary, the diff document, and crash-safe output files.
+ *
+ * High-level; may allocate. Presentation only: every number comes from a
+ * built ml_analysis_t (analysis/ml_analysis.h); nothing here computes a
+ * metric. The JSON document's keys are the contract of ../shared/DESIGN.md,
+ * specified in docs/report-schema.json (schema_version 1) and
+ * docs/diff-schema.json; the HTML page (ml_report_html.h) embeds the same
+ * document.
+ */
+#ifndef ML_REPORT_H
+#define ML_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "ml_analysis.h"
+
+#define ML_REPORT_SCHEMA_VERSION 1
+
+typedef struct {
+    const char *trace_path;   /* shown in "trace.path" */
+    uint64_t trace_size;      /* bytes of the trace file */
+    uint32_t max_sites;       /* 0: every site in "sites" (peak/leak lists are always complete) */
+    const ml_suppressions_t *suppressions; /* listed in "leaks.suppressions" */
+} ml_report_opts_t;
+
+/** Writes the JSON report of a built session. Returns 0 or -EIO (stream error). */
+int ml_report_json(FILE *out, const ml_analysis_t *a, const ml_report_opts_t *o);
+
+/** Which number folded stacks carry. */
+typedef enum {
+    ML_FOLD_ALLOC = 0, /* bytes allocated (the default) */
+    ML_FOLD_CALLS,     /* allocation calls */
+    ML_FOLD_PEAK,      /* bytes live at the peak */
+    ML_FOLD_LEAKED,    /* bytes live at the end */
+    ML_FOLD_TEMPORARY, /* temporary allocations */
+} ml_fold_metric_t;
+
+/** Parses "alloc", "calls", "peak", "leaked" or "temporary". */
+int ml_fold_metric_parse(const char *s, ml_fold_metric_t *out);
+
+/** Writes folded stacks (Brendan Gregg's format, read by flamegraph.pl and
+ * speedscope): one line per site, frames outermost first separated by ';',
+ * a space and the metric. Sites whose metric is 0 are left out. Inlined
+ * frames carry flamegraph.pl's "_[i]" suffix. Returns 0 or -EIO. */
+int ml_report_folded(FILE *out, const ml_analysis_t *a, ml_fold_metric_t metric);
+
+/** Writes the human summary: totals, the top sites by peak and by leaks with
+ * function and file:line, fragmentation, warnings. `top` sites per list
+ * (0: 10). Returns 0 or -EIO. */
+int ml_report_text(FILE *out, const ml_analysis_t *a, const char *trace_path, unsigned top);
+
+/* ------------------------------------------------------------------------- */
+/* Diff                                                                      */
+/* ------------------------------------------------------------------------- */
+
+/* The totals the diff gate compares: peak heap bytes, definite leaked bytes
+ * (not suppressed), allocation calls. */
+typedef enum { ML_DIFF_PEAK = 0, ML_DIFF_LEAKED, ML_DIFF_CALLS, ML_DIFF_BYTES, ML_DIFF_METRICS } ml_diff_metric_t;
+
+const char *ml_diff_metric_name(ml_diff_metric_t m);
+/** The value of a total of one built session. */
+uint64_t ml_diff_total(const ml_analysis_t *a, ml_diff_metric_t m);
+/** True when `cur` exceeds `base` by more than `percent` % (any increase
+ * from 0 counts as exceeding). */
+bool ml_diff_exceeds(uint64_t base, uint64_t cur, double percent);
+
+typedef struct {
+    const char *base_path, *new_path;
+    bool gate;                /* --fail-on-increase given */
+    double gate_percent;
+    unsigned top;             /* sites in the document (0: all) */
+} ml_diff_report_opts_t;
+
+int ml_report_diff_json(FILE *out, const ml_analysis_t *base, const ml_analysis_t *cur,
+                        const ml_diff_t *d, const ml_diff_report_opts_t *o);
+int ml_report_diff_text(FILE *out, const ml_analysis_t *base, const ml_analysis_t *cur,
+                        const ml_diff_t *d, const ml_diff_report_opts_t *o);
+
+/* ------------------------------------------------------------------------- */
+/* Output files: never half-written                                          */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    FILE *f;
+    char *path, *tmp; /* tmp: NULL when writing in place (stdout, a device, a pipe) */
+} ml_out_t;
+
+/** Opens an output: "-" is stdout; a regular file (or a new one) is written
+ * to a temporary file beside it and renamed over it by ml_out_commit();
+ * anything else (/dev/null, a FIFO) is written in place. Returns 0 or a
+ * negative errno with a message in err. */
+int ml_out_open(ml_out_t *o, const char *path, char *err, size_t errlen);
+/** Flushes, syncs and renames into place. On failure removes the temporary
+ * file, leaves the target untouched and returns a negative errno. */
+int ml_out_commit(ml_out_t *o, char *err, size_t errlen);
+/** Gives up: removes the temporary file. */
+void ml_out_abort(ml_out_t *o);
+
+/** Writes a JSON string (quotes included), escaping what JSON requires and
+ * replacing invalid UTF-8 with U+FFFD; NULL writes null. */
+void ml_json_string(FILE *out, const char *s);
+
+#endif

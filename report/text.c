@@ -1,0 +1,113 @@
+/* text.c - `memlens report FILE` without output options: a summary for
+ * people, with the sites that hold the peak and the leaks. */
+#include "ml_report.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+static const char *bytes(uint64_t b, char *buf, size_t len) {
+    return ml_fmt_bytes(b, buf, len);
+}
+
+static void where(FILE *o, const ml_frame_t *f) {
+    fputs(f->function ? f->function : "?", o);
+    if (f->file) {
+        const char *base = strrchr(f->file, '/');
+        fprintf(o, "  %s:%u", base ? base + 1 : f->file, f->line);
+    } else if (f->module) {
+        const char *base = strrchr(f->module, '/');
+        fprintf(o, "  (%s)", base ? base + 1 : f->module);
+    }
+}
+
+static void site_lines(FILE *o, const ml_site_t *s) {
+    if (!s->nframes) {
+        fputs("[no stack]\n", o);
+        return;
+    }
+    where(o, &s->frames[0]);
+    fputc('\n', o);
+    /* Two callers give the context without flooding the screen. */
+    for (uint32_t k = 1; k < s->nframes && k < 3; k++) {
+        fputs("        <- ", o);
+        where(o, &s->frames[k]);
+        fputc('\n', o);
+    }
+}
+
+static void frag_line(FILE *o, const char *label, const ml_frag_t *f) {
+    if (!f->valid) return;
+    char b1[32], b2[32], b3[32];
+    fprintf(o, "  %-8s page utilization %5.1f%% (%s live in %s of pages), external %4.1f%%, internal waste %s",
+            label, 100 * f->page_utilization, bytes(f->live_bytes, b1, sizeof b1),
+            bytes(f->page_bytes, b2, sizeof b2), 100 * f->external,
+            bytes(f->internal_waste_bytes, b3, sizeof b3));
+    if (f->have_rss) fprintf(o, ", RSS %s", bytes(f->rss_bytes, b2, sizeof b2));
+    fputc('\n', o);
+}
+
+int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned top) {
+    if (!top) top = 10;
+    const ml_totals_t *t = ml_analysis_totals(a);
+    const ml_process_info_t *p = ml_analysis_process(a);
+    const ml_leaks_t *L = ml_analysis_leaks(a);
+    char b1[32], b2[32], b3[32];
+    fprintf(o, "memlens report: %s\n", path ? path : "");
+    fprintf(o, "program: %s (pid %u)", p->exe[0] ? p->exe : "?", p->pid);
+    if (t->complete && t->end.status_kind == ML_END_EXITED) fprintf(o, ", exit code %d", t->end.status);
+    else if (t->complete && t->end.status_kind == ML_END_SIGNALED) fprintf(o, ", killed by signal %d", t->end.status);
+    fprintf(o, "%s\n", t->truncated ? " (trace truncated)" : "");
+    if (t->sample_bytes) fprintf(o, "sampled: one allocation per %" PRIu64 " bytes; numbers are estimates\n", t->sample_bytes);
+    fprintf(o, "allocations: %" PRIu64 " calls (%" PRIu64 " temporary), %s allocated; %" PRIu64 " frees, %" PRIu64
+               " reallocs, %" PRIu64 " mmaps\n",
+            t->alloc_calls, t->temporary_allocs, bytes(t->bytes_allocated, b1, sizeof b1), t->free_calls,
+            t->realloc_calls, t->mmap_calls);
+    fprintf(o, "peak heap: %s in %" PRIu64 " blocks at %.3f s\n", bytes(t->peak_bytes, b1, sizeof b1),
+            t->peak_blocks, t->peak_time_ms / 1000.0);
+    char b4[32];
+    fprintf(o, "live at exit: %s in %" PRIu64 " blocks: %s definite, %s indirect, %s reachable%s\n",
+            bytes(L->bytes, b1, sizeof b1), L->blocks, bytes(L->kind_bytes[ML_LEAK_DEFINITE], b2, sizeof b2),
+            bytes(L->kind_bytes[ML_LEAK_INDIRECT], b3, sizeof b3),
+            bytes(L->kind_bytes[ML_LEAK_REACHABLE], b4, sizeof b4),
+            L->scanned ? "" : " (no reachability scan: all counted as definite)");
+    if (L->suppressed_blocks)
+        fprintf(o, "suppressed: %s in %" PRIu64 " blocks\n", bytes(L->suppressed_bytes, b1, sizeof b1),
+                L->suppressed_blocks);
+
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    fputs("\ntop sites by peak:\n", o);
+    unsigned shown = 0;
+    for (size_t i = 0; i < n && shown < top; i++) {
+        if (!s[i].peak_bytes) continue;
+        fprintf(o, "  %10s %5.1f%% %6" PRIu64 " blocks  ", bytes(s[i].peak_bytes, b1, sizeof b1),
+                t->peak_bytes ? 100.0 * (double)s[i].peak_bytes / (double)t->peak_bytes : 0, s[i].peak_blocks);
+        site_lines(o, &s[i]);
+        shown++;
+    }
+    if (!shown) fputs("  (nothing was live)\n", o);
+
+    fputs("\ntop leaks:\n", o);
+    shown = 0;
+    for (size_t i = 0; i < L->ngroups && shown < top; i++) {
+        const ml_leak_group_t *g = &L->groups[i];
+        fprintf(o, "  %10s %-9s %6" PRIu64 " blocks%s  ", bytes(g->bytes, b1, sizeof b1),
+                ml_leak_kind_name(g->kind), g->blocks, g->suppressed ? " (suppressed)" : "");
+        if (g->site < n) site_lines(o, &s[g->site]);
+        else fputc('\n', o);
+        shown++;
+    }
+    if (!shown) fputs("  (none)\n", o);
+
+    fputs("\nfragmentation:\n", o);
+    frag_line(o, "at peak", ml_analysis_frag(a, ML_MOMENT_PEAK));
+    frag_line(o, "at end", ml_analysis_frag(a, ML_MOMENT_END));
+    frag_line(o, "worst", ml_analysis_frag(a, ML_MOMENT_WORST));
+
+    const char *const *w;
+    size_t nw = ml_analysis_warnings(a, &w);
+    if (nw) fputs("\nwarnings:\n", o);
+    for (size_t i = 0; i < nw; i++) fprintf(o, "  %s\n", w[i]);
+    return ferror(o) ? -EIO : 0;
+}
