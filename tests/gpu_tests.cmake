@@ -1,0 +1,46 @@
+# GPU tests (issue 5, docs/gpu.md). The analysis, the JSON and the path from
+# memlens_gpu_record() to the report run everywhere; the CUPTI collector's
+# tests only where it is built (ML_HAVE_CUPTI_01). Nothing here needs a GPU:
+# tests/gpu/run.sh is the check on a machine that has one.
+
+# A program that records synthesized GPU events through libmemlens.so.
+add_executable(fx_gpu_events ${FX}/fx_gpu_events.c)
+target_include_directories(fx_gpu_events PRIVATE ${CMAKE_SOURCE_DIR}/trace)
+target_compile_options(fx_gpu_events PRIVATE -O0 -g -fno-omit-frame-pointer)
+target_link_libraries(fx_gpu_events PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+
+ml_test(test_gpu unit/analysis/test_gpu.c)
+target_link_libraries(test_gpu PRIVATE ml_report)
+ml_test(test_gpu_e2e e2e/test_gpu.c e2e/harness.c)
+target_link_libraries(test_gpu_e2e PRIVATE ml_report)
+add_dependencies(test_gpu_e2e memlens memlens_preload fx_gpu_events)
+
+if(ML_HAVE_CUPTI_01)
+  get_target_property(ML_TEST_CUPTI_INCLUDES CUDA::cupti INTERFACE_INCLUDE_DIRECTORIES)
+
+  # The pure translation and the callback path, with synthesized CUPTI data.
+  ml_test(test_cupti_translate unit/cupti/test_translate.c)
+  target_link_libraries(test_cupti_translate PRIVATE ml_cupti_core)
+  ml_test(test_cupti_collector unit/cupti/test_collector.c)
+  target_link_libraries(test_cupti_collector PRIVATE ml_cupti_core)
+
+  # A fake libcupti.so.12 (as PyTorch brings one along) and a program that
+  # plays the CUDA driver for libmemlens_cupti.so.
+  add_library(fake_cupti SHARED ${FX}/fake_cupti.c)
+  set_target_properties(fake_cupti PROPERTIES OUTPUT_NAME cupti SOVERSION 12
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fakecupti C_VISIBILITY_PRESET hidden)
+  target_include_directories(fake_cupti SYSTEM PRIVATE ${ML_TEST_CUPTI_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
+  add_executable(fx_gpu_inject ${FX}/fx_gpu_inject.c)
+  target_include_directories(fx_gpu_inject SYSTEM PRIVATE ${ML_TEST_CUPTI_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
+  target_compile_options(fx_gpu_inject PRIVATE -O0 -g -fno-omit-frame-pointer)
+  target_link_libraries(fx_gpu_inject PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+
+  ml_test(test_gpu_inject e2e/test_gpu_inject.c e2e/harness.c)
+  target_link_libraries(test_gpu_inject PRIVATE ml_report)
+  add_dependencies(test_gpu_inject memlens memlens_preload memlens_cupti fake_cupti fx_gpu_inject fx_counts)
+
+  # STYLE 16: the injection library exports InitializeInjection and nothing
+  # else, and links neither libcupti (dlopen'ed, reused) nor libcuda.
+  add_test(NAME cupti_exports_only_injection
+    COMMAND sh -c "test \"$(nm -D --defined-only $<TARGET_FILE:memlens_cupti> | awk '{print $3}')\" = InitializeInjection && ! readelf -d $<TARGET_FILE:memlens_cupti> | grep -E 'NEEDED.*lib(cupti|cuda)'")
+endif()
