@@ -163,6 +163,14 @@ typedef enum {
 size_t ml_gpu_sites(const ml_gpu_t *g, size_t device_index, ml_gpu_order_t order,
                     ml_gpu_site_t *out, size_t max);
 
+/** The symbolized frames of a GPU allocation stack, innermost first, with the
+ * leading frames of CUDA itself (libcuda, libcupti, libcudart, the runtime's
+ * cuda* entry points when linked statically) and of memlens removed, so that
+ * out[0] is the code that called the CUDA API. Needs ml_analysis_build()
+ * (the symbolizer); returns 0 before it. Strings live as long as the
+ * session. Returns the number of frames written. */
+size_t ml_gpu_stack_frames(const ml_analysis_t *a, uint32_t stack, ml_frame_t *out, size_t max);
+
 /** Alloc/free pairs per second of a site over the trace's duration. */
 double ml_gpu_site_pairs_per_s(const ml_gpu_t *g, const ml_gpu_site_t *s);
 

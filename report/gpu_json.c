@@ -9,6 +9,7 @@
  */
 #include "ml_report_gpu.h"
 #include "ml_gpu.h"
+#include "ml_report.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -44,8 +45,33 @@ static void frag(FILE *out, const char *key, const ml_gpu_frag_t *f) {
     fputc('}', out);
 }
 
-static void site(FILE *out, const ml_gpu_t *g, const ml_gpu_site_t *s, ml_gpu_order_t o) {
+#define MAX_FRAMES 64
+
+/* Frames as the report's sites have them: {function, file, line, module,
+ * address}, innermost first, CUDA's and memlens' frames removed. Empty when
+ * the session was not built (no symbols). */
+static void frames(FILE *out, const ml_analysis_t *a, uint32_t stack) {
+    ml_frame_t f[MAX_FRAMES];
+    size_t n = ml_gpu_stack_frames(a, stack, f, MAX_FRAMES);
+    fputs("\"frames\": [", out);
+    for (size_t i = 0; i < n; i++) {
+        fputs(i ? ", {\"function\": " : "{\"function\": ", out);
+        ml_json_string(out, f[i].function);
+        fputs(", \"file\": ", out);
+        ml_json_string(out, f[i].file);
+        if (f[i].line) fprintf(out, ", \"line\": %u", f[i].line);
+        else fputs(", \"line\": null", out);
+        fputs(", \"module\": ", out);
+        ml_json_string(out, f[i].module);
+        fprintf(out, ", \"address\": %" PRIu64 "%s}", f[i].address, f[i].inlined ? ", \"inlined\": true" : "");
+    }
+    fputs("], ", out);
+}
+
+static void site(FILE *out, const ml_analysis_t *a, const ml_gpu_t *g, const ml_gpu_site_t *s,
+                 ml_gpu_order_t o) {
     fprintf(out, "{\"stack\": %u, \"kind\": \"%s\", ", s->stack, ml_gpu_kind_name(s->kind));
+    frames(out, a, s->stack);
     switch (o) {
     case ML_GPU_BY_PEAK:
         u64(out, "bytes", s->peak_bytes, true);
@@ -69,18 +95,19 @@ static void site(FILE *out, const ml_gpu_t *g, const ml_gpu_site_t *s, ml_gpu_or
     fputc('}', out);
 }
 
-static void sites(FILE *out, const ml_gpu_t *g, size_t di, const char *key, ml_gpu_order_t o) {
+static void sites(FILE *out, const ml_analysis_t *a, const ml_gpu_t *g, size_t di, const char *key,
+                  ml_gpu_order_t o) {
     ml_gpu_site_t buf[MAX_SITES];
     size_t n = ml_gpu_sites(g, di, o, buf, MAX_SITES);
     fprintf(out, "\"%s\": [", key);
     for (size_t i = 0; i < n; i++) {
         if (i) fputs(", ", out);
-        site(out, g, &buf[i], o);
+        site(out, a, g, &buf[i], o);
     }
     fputs("]", out);
 }
 
-static void device(FILE *out, const ml_gpu_t *g, size_t di) {
+static void device(FILE *out, const ml_analysis_t *a, const ml_gpu_t *g, size_t di) {
     const ml_gpu_device_t *d = ml_gpu_device(g, di);
     fprintf(out, "{\"device\": %d, ", (int)d->device);
     u64(out, "peak_bytes", d->peak_bytes, true);
@@ -121,11 +148,11 @@ static void device(FILE *out, const ml_gpu_t *g, size_t di) {
         fputc('}', out);
     }
     fputs("}, ", out);
-    sites(out, g, di, "peak_sites", ML_GPU_BY_PEAK);
+    sites(out, a, g, di, "peak_sites", ML_GPU_BY_PEAK);
     fputs(", ", out);
-    sites(out, g, di, "leak_sites", ML_GPU_BY_LEAKED);
+    sites(out, a, g, di, "leak_sites", ML_GPU_BY_LEAKED);
     fputs(", ", out);
-    sites(out, g, di, "churn_sites", ML_GPU_BY_CHURN);
+    sites(out, a, g, di, "churn_sites", ML_GPU_BY_CHURN);
     fputs(", \"size_classes\": [", out);
     first = true;
     for (int k = 0; k < ML_GPU_SIZE_CLASSES; k++) {
@@ -155,7 +182,7 @@ void ml_report_json_gpu(FILE *out, const ml_analysis_t *a) {
     fputs("{\"devices\": [", out);
     for (size_t i = 0; i < n; i++) {
         if (i) fputs(", ", out);
-        device(out, g, i);
+        device(out, a, g, i);
     }
     fputc(']', out);
     if (g) {

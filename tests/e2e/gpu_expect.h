@@ -115,6 +115,20 @@ static void gx_check_scenario(const char *trace, const char *exe_name) {
     const ml_totals_t *tot = ml_analysis_totals(a);
     cr_expect_eq(tot->peak_gpu_bytes, GX_PEAK0);
 
+    /* Symbolized, the leak's frames name the function that allocated, with
+     * memlens' and CUDA's own frames gone. */
+    ml_build_opts_t bo;
+    memset(&bo, 0, sizeof bo);
+    cr_assert_eq(ml_analysis_build(a, &bo, err, sizeof err), 0, "%s", err);
+    ml_frame_t fr[16];
+    size_t nf = ml_gpu_stack_frames(a, st, fr, 16);
+    bool named = false;
+    for (size_t i = 0; i < nf && i < 3; i++) named |= fr[i].function && !strcmp(fr[i].function, "gpu_leaky_site");
+    cr_expect(named, "gpu_leaky_site among the first frames (%zu frames, first %s)", nf,
+              nf ? fr[0].function : "none");
+    for (size_t i = 0; i < nf; i++)
+        cr_expect(!fr[i].module || !strstr(fr[i].module, "libmemlens"), "no memlens frame: %s", fr[i].module);
+
     /* The JSON parses and says the same. */
     const char *json = h_tmp("gpu.json");
     FILE *f = fopen(json, "w");
@@ -140,6 +154,7 @@ static void gx_check_scenario(const char *trace, const char *exe_name) {
              "assert d[0][\"pinned_host\"][\"peak_bytes\"] == 135168\n"
              "assert d[1][\"leaked_at_context_destroy_bytes\"] == 3145728\n"
              "assert d[0][\"peak_sites\"][0][\"bytes\"] == 5242880\n"
+             "assert \"gpu_leaky_site\" in [f[\"function\"] for f in d[0][\"peak_sites\"][0][\"frames\"]]\n"
              "' %s",
              (unsigned long long)GX_PEAK0, (unsigned long long)GX_LEAK0, json);
     cr_expect_eq(system(cmd), 0, "the JSON parses with the expected numbers");
