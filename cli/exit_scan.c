@@ -136,16 +136,25 @@ static size_t thread_sps(pid_t pid, uint64_t *sps, size_t max) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         char p2[320], buf[512];
         snprintf(p2, sizeof p2, "/proc/%d/task/%s/syscall", (int)pid, e->d_name);
-        FILE *f = fopen(p2, "r");
-        if (!f) continue;
-        size_t got = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[got] = '\0';
-        /* The second-to-last field is the stack pointer. */
-        char *tok[16];
-        int nt = 0;
-        for (char *s = strtok(buf, " \n"); s && nt < 16; s = strtok(NULL, " \n")) tok[nt++] = s;
-        if (nt >= 3 && strncmp(tok[0], "running", 7) != 0) sps[n++] = strtoull(tok[nt - 2], NULL, 16);
+        /* A thread caught between two system calls reads "running"; the
+         * waiting main thread is back in nanosleep within a millisecond. */
+        for (int tries = 0; tries < 100; tries++) {
+            FILE *f = fopen(p2, "r");
+            if (!f) break;
+            size_t got = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[got] = '\0';
+            /* The second-to-last field is the stack pointer. */
+            char *tok[16];
+            int nt = 0;
+            for (char *s = strtok(buf, " \n"); s && nt < 16; s = strtok(NULL, " \n")) tok[nt++] = s;
+            if (nt >= 3 && strncmp(tok[0], "running", 7) != 0) {
+                sps[n++] = strtoull(tok[nt - 2], NULL, 16);
+                break;
+            }
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
     }
     closedir(d);
     return n;

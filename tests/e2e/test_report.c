@@ -1,0 +1,505 @@
+/* test_report.c - `memlens report` and `memlens diff` end to end on fixture
+ * programs with known ground truth: leak kinds per function, the exact peak
+ * and who holds it, demangled C++ names, a dlclosed plugin's file:line,
+ * fragmentation of alternating vs contiguous frees, CI gates, suppressions,
+ * diff, bad input and unwritable outputs, the JSON schema. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------- */
+/* Helpers                                                                   */
+/* ------------------------------------------------------------------------- */
+
+static void record(const char *trace, const char *fixture, const char *arg) {
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin(fixture), arg, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "memlens run %s: status %d: %s", fixture, r.status, r.err);
+    h_run_free(&r);
+}
+
+static ml_analysis_t *analyse(const char *trace, const ml_suppressions_t *s) {
+    ml_analysis_t *a;
+    char err[512];
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_assert_eq(ml_analysis_load(a, trace, err, sizeof err), 0, "%s", err);
+    ml_build_opts_t o = {.suppressions = s};
+    cr_assert_eq(ml_analysis_build(a, &o, err, sizeof err), 0, "%s", err);
+    return a;
+}
+
+/* Sum of the leak groups whose frames[0] is `fn`, of one kind. */
+static uint64_t leaked(const ml_analysis_t *a, const char *fn, ml_leak_kind_t kind, uint64_t *blocks) {
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    const ml_leaks_t *L = ml_analysis_leaks(a);
+    uint64_t bytes = 0;
+    if (blocks) *blocks = 0;
+    for (size_t i = 0; i < L->ngroups; i++) {
+        const ml_leak_group_t *g = &L->groups[i];
+        if (g->kind != kind || !s[g->site].nframes || strcmp(s[g->site].frames[0].function, fn)) continue;
+        bytes += g->bytes;
+        if (blocks) *blocks += g->blocks;
+    }
+    return bytes;
+}
+
+static const ml_site_t *site_of(const ml_analysis_t *a, const char *fn, uint64_t leaked_bytes) {
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    for (size_t i = 0; i < n; i++)
+        if (s[i].nframes && !strcmp(s[i].frames[0].function, fn) &&
+            (leaked_bytes == UINT64_MAX || s[i].leaked_bytes == leaked_bytes))
+            return &s[i];
+    return NULL;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t a = s ? strlen(s) : 0, b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static int report(h_run_t *r, const char *const *args) {
+    const char *argv[24] = {h_bin("memlens"), "report"};
+    int k = 2;
+    for (; *args && k < 23; args++) argv[k++] = *args;
+    argv[k] = NULL;
+    h_run(r, argv);
+    return r->status;
+}
+
+static void validate(const char *schema, const char *doc) {
+    char sp[4096], vp[4096];
+    snprintf(sp, sizeof sp, "%s/docs/%s", ML_SRC_DIR, schema);
+    snprintf(vp, sizeof vp, "%s/tests/e2e/validate_json.py", ML_SRC_DIR);
+    const char *argv[] = {"/usr/bin/env", "python3", vp, sp, doc, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 0, "%s does not match %s:\n%s", doc, schema, r.err);
+    h_run_free(&r);
+}
+
+/* fx_leaks recorded once per test process (Criterion forks per test). */
+static const char *leaks_trace(void) {
+    const char *t = h_tmp("leaks.mlt");
+    if (!h_file_exists(t)) record(t, "fx_leaks", "1");
+    return t;
+}
+
+#define PEAK_EXPECTED (111 + 222 + 333 + 444 + 1048576)
+
+/* ------------------------------------------------------------------------- */
+/* What the analysis finds                                                   */
+/* ------------------------------------------------------------------------- */
+
+Test(report, leak_kinds_per_function) {
+    ml_analysis_t *a = analyse(leaks_trace(), NULL);
+    const ml_leaks_t *L = ml_analysis_leaks(a);
+    cr_expect(L->scanned, "the exit scan ran");
+    uint64_t blocks;
+    cr_expect_eq(leaked(a, "keep_global", ML_LEAK_REACHABLE, &blocks), 111);
+    cr_expect_eq(blocks, 1);
+    cr_expect_eq(leaked(a, "drop_block", ML_LEAK_DEFINITE, &blocks), 222);
+    cr_expect_eq(blocks, 1);
+    cr_expect_eq(leaked(a, "make_chain", ML_LEAK_DEFINITE, &blocks), 333);
+    cr_expect_eq(blocks, 1);
+    cr_expect_eq(leaked(a, "make_chain", ML_LEAK_INDIRECT, &blocks), 444);
+    cr_expect_eq(blocks, 1);
+    cr_expect_eq(L->bytes, 111 + 222 + 333 + 444, "nothing else is live: %lu", (unsigned long)L->bytes);
+    cr_expect_eq(L->blocks, 4);
+    cr_expect_eq(L->kind_bytes[ML_LEAK_DEFINITE], 555);
+    cr_expect_eq(L->kind_bytes[ML_LEAK_INDIRECT], 444);
+    cr_expect_eq(L->kind_bytes[ML_LEAK_REACHABLE], 111);
+    cr_expect_eq(L->gate_bytes, 555);
+    /* Sites carry file:line of the allocating call. */
+    const ml_site_t *s = site_of(a, "make_chain", 444);
+    cr_assert(s);
+    cr_expect(ends_with(s->frames[0].file, "fx_leaks.c"), "%s", s->frames[0].file);
+    cr_expect_eq(s->frames[0].line, 26);
+    cr_expect_str_eq(s->frames[1].function, "main");
+    s = site_of(a, "make_chain", 333);
+    cr_assert(s);
+    cr_expect_eq(s->frames[0].line, 25);
+    ml_analysis_free(a);
+}
+
+Test(report, exact_peak_and_the_function_holding_it) {
+    ml_analysis_t *a = analyse(leaks_trace(), NULL);
+    const ml_totals_t *t = ml_analysis_totals(a);
+    cr_expect_eq(t->peak_bytes, PEAK_EXPECTED, "peak %lu", (unsigned long)t->peak_bytes);
+    cr_expect_eq(t->peak_blocks, 5);
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    cr_assert_gt(n, 0);
+    /* Sites are ordered by peak bytes: the first holds the peak. */
+    cr_expect_str_eq(s[0].frames[0].function, "peak_holder");
+    cr_expect_eq(s[0].peak_bytes, 1048576);
+    cr_expect_eq(s[0].peak_blocks, 1);
+    cr_expect_eq(s[0].frames[0].line, 30);
+    cr_expect_eq(s[0].leaked_bytes, 0);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) sum += s[i].peak_bytes;
+    cr_expect_eq(sum, PEAK_EXPECTED, "per-site peak bytes add up to the peak");
+    ml_analysis_free(a);
+}
+
+Test(report, demangled_cxx_names) {
+    const char *trace = h_tmp("cpp.mlt");
+    record(trace, "fx_cpp", NULL);
+    ml_analysis_t *a = analyse(trace, NULL);
+    const ml_site_t *s = site_of(a, "ns::Factory<int>::make()", UINT64_MAX);
+    cr_assert(s, "a site whose frames[0] is ns::Factory<int>::make()");
+    cr_expect_eq(s->leaked_bytes, 64);
+    cr_expect_eq(s->leaked_blocks, 1);
+    cr_expect_eq(s->alloc_calls, 1);
+    cr_expect(ends_with(s->frames[0].file, "fx_cpp.cpp"));
+    cr_expect_eq(s->frames[0].line, 8);
+    cr_expect_str_eq(s->frames[1].function, "main");
+    /* operator new was stripped: `new Widget()` is main's own site */
+    const ml_site_t *w = site_of(a, "main", UINT64_MAX);
+    cr_assert(w);
+    cr_expect_eq(w->bytes_allocated, 64);
+    ml_analysis_free(a);
+}
+
+Test(report, dlclosed_plugin_resolved_from_its_file) {
+    const char *trace = h_tmp("dlopen.mlt");
+    record(trace, "fx_dlopen", NULL);
+    ml_analysis_t *a = analyse(trace, NULL);
+    const ml_site_t *s = site_of(a, "plugin_alloc", UINT64_MAX);
+    cr_assert(s, "the plugin's function is named although it was unloaded before exit");
+    cr_expect(ends_with(s->frames[0].file, "fx_plugin.c"), "%s", s->frames[0].file);
+    cr_expect_eq(s->frames[0].line, 7);
+    cr_expect(ends_with(s->frames[0].module, "libfxplugin.so"), "%s", s->frames[0].module);
+    cr_expect_eq(s->alloc_calls, 3);
+    cr_expect_eq(s->leaked_bytes, 999);
+    /* Its globals went away with it: nothing points to the blocks any more. */
+    uint64_t blocks;
+    cr_expect_eq(leaked(a, "plugin_alloc", ML_LEAK_DEFINITE, &blocks), 999);
+    cr_expect_eq(blocks, 3);
+    ml_analysis_free(a);
+}
+
+Test(report, alternating_frees_fragment_pages) {
+    const char *alt = h_tmp("alt.mlt"), *con = h_tmp("con.mlt");
+    record(alt, "fx_frag", "alternate");
+    record(con, "fx_frag", "contiguous");
+    ml_analysis_t *a = analyse(alt, NULL), *c = analyse(con, NULL);
+    const ml_frag_t *fa = ml_analysis_frag(a, ML_MOMENT_END), *fc = ml_analysis_frag(c, ML_MOMENT_END);
+    cr_expect_eq(fa->live_bytes, 2048 * 64);
+    cr_expect_eq(fc->live_bytes, 2048 * 64);
+    cr_expect_eq(fa->live_blocks, 2048);
+    /* glibc puts 64-byte requests 80 bytes apart: alternation leaves 64 of
+     * every 160 bytes used (40 %), a contiguous free 64 of 80 (80 %). */
+    cr_expect_lt(fa->page_utilization, 0.45, "alternate: %f", fa->page_utilization);
+    cr_expect_gt(fc->page_utilization, 0.75, "contiguous: %f", fc->page_utilization);
+    cr_expect_lt(fa->page_utilization, 0.6 * fc->page_utilization);
+    cr_expect_geq(fa->gaps, 2047);
+    cr_expect_gt(fa->external, 0.99);
+    /* At the peak both had all 4096 blocks, the same layout. */
+    const ml_frag_t *pa = ml_analysis_frag(a, ML_MOMENT_PEAK), *pc = ml_analysis_frag(c, ML_MOMENT_PEAK);
+    cr_expect_eq(pa->live_blocks, 4096);
+    cr_expect_float_eq(pa->page_utilization, pc->page_utilization, 0.02);
+    /* The worst moment of the alternating run is as bad as its end. */
+    cr_expect_leq(ml_analysis_frag(a, ML_MOMENT_WORST)->page_utilization, fa->page_utilization + 1e-9);
+    ml_analysis_free(a);
+    ml_analysis_free(c);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The command                                                               */
+/* ------------------------------------------------------------------------- */
+
+Test(report, json_matches_the_schema_and_folded_stacks) {
+    const char *json = h_tmp("r.json"), *folded = h_tmp("r.folded");
+    h_run_t r;
+    const char *args[] = {leaks_trace(), "--json", json, "--folded", folded, NULL};
+    cr_assert_eq(report(&r, args), 0, "%s", r.err);
+    h_run_free(&r);
+    validate("report-schema.json", json);
+    char *doc = h_read_file(json);
+    cr_assert(doc);
+    cr_expect(strstr(doc, "\"schema_version\": 1"));
+    cr_expect(strstr(doc, "\"definite_bytes\": 555"));
+    cr_expect(strstr(doc, "\"indirect_bytes\": 444"));
+    cr_expect(strstr(doc, "\"reachable_bytes\": 111"));
+    cr_expect(strstr(doc, "\"reachability\": \"scanned\""));
+    free(doc);
+    char *f = h_read_file(folded);
+    cr_assert(f);
+    cr_expect(strstr(f, ";main;drop_block 222\n"), "%s", f);
+    cr_expect(strstr(f, ";main;peak_holder 1048576\n"), "%s", f);
+    free(f);
+    /* Peak bytes as the folded metric. */
+    const char *args2[] = {leaks_trace(), "--folded", folded, "--folded-metric", "leaked", NULL};
+    cr_assert_eq(report(&r, args2), 0, "%s", r.err);
+    h_run_free(&r);
+    f = h_read_file(folded);
+    cr_expect(strstr(f, ";main;make_chain 444\n"), "%s", f);
+    cr_expect_null(strstr(f, "peak_holder"), "nothing of peak_holder leaked");
+    free(f);
+}
+
+Test(report, text_summary_names_functions_and_lines) {
+    h_run_t r;
+    const char *args[] = {leaks_trace(), NULL};
+    cr_assert_eq(report(&r, args), 0, "%s", r.err);
+    cr_expect(strstr(r.out, "peak_holder  fx_leaks.c:30"), "%s", r.out);
+    cr_expect(strstr(r.out, "drop_block  fx_leaks.c:19"), "%s", r.out);
+    cr_expect(strstr(r.out, "definite"), "%s", r.out);
+    h_run_free(&r);
+}
+
+Test(report, gates_exit_3_over_and_0_under) {
+    h_run_t r;
+    const char *ok_leak[] = {leaks_trace(), "--fail-on-leak", "555", "--json", "/dev/null", NULL};
+    cr_expect_eq(report(&r, ok_leak), 0, "%s", r.err);
+    h_run_free(&r);
+    const char *bad_leak[] = {leaks_trace(), "--fail-on-leak", "554", "--json", "/dev/null", NULL};
+    cr_expect_eq(report(&r, bad_leak), 3);
+    cr_expect(strstr(r.err, "definite leaks 555 bytes") && strstr(r.err, "--fail-on-leak 554"), "%s", r.err);
+    h_run_free(&r);
+    char peak[32], under[32];
+    snprintf(peak, sizeof peak, "%d", PEAK_EXPECTED);
+    snprintf(under, sizeof under, "%d", PEAK_EXPECTED - 1);
+    const char *ok_peak[] = {leaks_trace(), "--max-peak", peak, "--json", "/dev/null", NULL};
+    cr_expect_eq(report(&r, ok_peak), 0, "%s", r.err);
+    h_run_free(&r);
+    const char *bad_peak[] = {leaks_trace(), "--max-peak", under, "--json", "/dev/null", NULL};
+    cr_expect_eq(report(&r, bad_peak), 3);
+    cr_expect(strstr(r.err, "peak heap"), "%s", r.err);
+    /* One line per exceeded gate. */
+    int lines = 0;
+    for (const char *p = r.err; *p; p++) lines += *p == '\n';
+    cr_expect_eq(lines, 1, "%s", r.err);
+    h_run_free(&r);
+    const char *kib[] = {leaks_trace(), "--max-peak", "2M", "--json", "/dev/null", NULL};
+    cr_expect_eq(report(&r, kib), 0, "suffixes: %s", r.err);
+    h_run_free(&r);
+    const char *junk[] = {leaks_trace(), "--max-peak", "lots", NULL};
+    cr_expect_eq(report(&r, junk), 2);
+    h_run_free(&r);
+}
+
+Test(report, suppressions_take_known_leaks_out_of_the_gate) {
+    const char *supp = h_tmp("supp.txt"), *json = h_tmp("supp.json");
+    FILE *f = fopen(supp, "w");
+    fputs("# known: the block drop_block drops\nleak:drop_block\n", f);
+    fclose(f);
+    h_run_t r;
+    const char *ok[] = {leaks_trace(), "--suppressions", supp, "--fail-on-leak", "333", "--json", json, NULL};
+    cr_expect_eq(report(&r, ok), 0, "%s", r.err);
+    h_run_free(&r);
+    char *doc = h_read_file(json);
+    cr_expect(strstr(doc, "\"suppressed_bytes\": 222"), "%s", doc);
+    cr_expect(strstr(doc, "\"pattern\": \"drop_block\", \"blocks\": 1, \"bytes\": 222"));
+    free(doc);
+    const char *bad[] = {leaks_trace(), "--suppressions", supp, "--fail-on-leak", "332", "--json", "/dev/null", NULL};
+    cr_expect_eq(report(&r, bad), 3);
+    h_run_free(&r);
+    /* Anchors and globs, matched against the file too. */
+    f = fopen(supp, "w");
+    fputs("leak:^make_*$\nleak:fx_leaks.c\n", f);
+    fclose(f);
+    const char *all[] = {leaks_trace(), "--suppressions", supp, "--fail-on-leak", "0", "--json", "/dev/null", NULL};
+    cr_expect_eq(report(&r, all), 0, "%s", r.err);
+    h_run_free(&r);
+    f = fopen(supp, "w");
+    fputs("race:foo\n", f);
+    fclose(f);
+    const char *wrong[] = {leaks_trace(), "--suppressions", supp, NULL};
+    cr_expect_eq(report(&r, wrong), 1);
+    cr_expect(strstr(r.err, "line 1"), "%s", r.err);
+    h_run_free(&r);
+}
+
+Test(report, diff_per_site_deltas_and_gate) {
+    const char *base = leaks_trace(), *cur = h_tmp("leaks3.mlt"), *json = h_tmp("diff.json");
+    record(cur, "fx_leaks", "3");
+    ml_analysis_t *a = analyse(base, NULL), *b = analyse(cur, NULL);
+    ml_diff_t *d;
+    cr_assert_eq(ml_diff_new(a, b, &d), 0);
+    size_t n;
+    const ml_diff_entry_t *e = ml_diff_entries(d, &n);
+    const ml_diff_entry_t *drop = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (e[i].cur && !strcmp(e[i].cur->frames[0].function, "drop_block")) drop = &e[i];
+    cr_assert(drop && drop->base, "drop_block matched in both runs");
+    cr_expect_eq(drop->b.leaked_bytes, 222);
+    cr_expect_eq(drop->n.leaked_bytes, 666);
+    cr_expect_eq(drop->b.alloc_calls, 1);
+    cr_expect_eq(drop->n.alloc_calls, 3);
+    cr_expect_eq(drop->n.peak_bytes - drop->b.peak_bytes, 444);
+    cr_expect_eq(e[0].cur, drop->cur, "the biggest change comes first");
+    ml_diff_free(d);
+    ml_analysis_free(a);
+    ml_analysis_free(b);
+
+    h_run_t r;
+    const char *argv[] = {h_bin("memlens"), "diff", base, cur, "--json", json, NULL};
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "drop_block"), "%s", r.out);
+    h_run_free(&r);
+    validate("diff-schema.json", json);
+    char *doc = h_read_file(json);
+    cr_expect(strstr(doc, "\"delta\": {\"peak_bytes\": 444, \"leaked_bytes\": 444, \"alloc_calls\": 2"), "%s", doc);
+    free(doc);
+    /* definite leaks 555 -> 999 (+80 %), calls 5 -> 7 (+40 %): over 10 %. */
+    const char *gate[] = {h_bin("memlens"), "diff", base, cur, "--fail-on-increase", "10", NULL};
+    h_run(&r, gate);
+    cr_expect_eq(r.status, 3, "%s", r.err);
+    cr_expect(strstr(r.err, "leaked_bytes grew 80.00%"), "%s", r.err);
+    h_run_free(&r);
+    const char *same[] = {h_bin("memlens"), "diff", base, base, "--fail-on-increase", "0", NULL};
+    h_run(&r, same);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    const char *loose[] = {h_bin("memlens"), "diff", base, cur, "--fail-on-increase", "100", NULL};
+    h_run(&r, loose);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Bad input, bad output                                                     */
+/* ------------------------------------------------------------------------- */
+
+static size_t file_size(const char *p) {
+    struct stat st;
+    cr_assert_eq(stat(p, &st), 0);
+    return (size_t)st.st_size;
+}
+
+static void copy_prefix(const char *from, const char *to, size_t len) {
+    char *buf = malloc(len + 1);
+    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert(in >= 0 && out >= 0);
+    cr_assert_eq(read(in, buf, len), (ssize_t)len);
+    cr_assert_eq(write(out, buf, len), (ssize_t)len);
+    close(in);
+    close(out);
+    free(buf);
+}
+
+Test(report, truncated_trace_reports_what_is_there, .timeout = 120) {
+    /* Enough records for several chunks; cut inside the second. */
+    const char *full = h_tmp("big.mlt"), *cut = h_tmp("cut.mlt"), *json = h_tmp("cut.json");
+    record(full, "fx_leaks", "600000");
+    int fd = open(full, O_RDONLY);
+    uint8_t h[32];
+    cr_assert_eq(read(fd, h, 32), 32);
+    close(fd);
+    uint32_t comp;
+    memcpy(&comp, h + 20, 4);
+    size_t first_end = 16 + 16 + comp;
+    cr_assert_lt(first_end + 100, file_size(full), "more than one chunk");
+    copy_prefix(full, cut, first_end + 50);
+    h_run_t r;
+    const char *args[] = {cut, "--json", json, NULL};
+    cr_expect_eq(report(&r, args), 0, "%s", r.err);
+    cr_expect(strstr(r.err, "truncated"), "a warning: %s", r.err);
+    h_run_free(&r);
+    validate("report-schema.json", json);
+    char *doc = h_read_file(json);
+    cr_expect(strstr(doc, "\"truncated\": true"));
+    cr_expect(strstr(doc, "\"complete\": false"));
+    cr_expect(strstr(doc, "drop_block"), "the first chunk's sites are there");
+    free(doc);
+}
+
+Test(report, corrupt_foreign_and_future_traces_fail_cleanly) {
+    const char *bad = h_tmp("bad.mlt"), *out = h_tmp("keep.json");
+    size_t n = file_size(leaks_trace());
+    copy_prefix(leaks_trace(), bad, n);
+    /* A flipped byte inside the first chunk's compressed data. */
+    int fd = open(bad, O_RDWR);
+    uint8_t b;
+    cr_assert_eq(pread(fd, &b, 1, 40), 1);
+    b ^= 0x5a;
+    cr_assert_eq(pwrite(fd, &b, 1, 40), 1);
+    close(fd);
+    FILE *f = fopen(out, "w");
+    fputs("OLD", f);
+    fclose(f);
+    h_run_t r;
+    const char *args[] = {bad, "--json", out, NULL};
+    cr_expect_eq(report(&r, args), 1);
+    cr_expect(strstr(r.err, "corrupt"), "%s", r.err);
+    h_run_free(&r);
+    char *kept = h_read_file(out);
+    cr_expect_str_eq(kept, "OLD", "a failed report leaves the old output alone");
+    free(kept);
+
+    f = fopen(bad, "w");
+    fputs("just some text\n", f);
+    fclose(f);
+    const char *args2[] = {bad, NULL};
+    cr_expect_eq(report(&r, args2), 1);
+    cr_expect(strstr(r.err, "not a memlens trace"), "%s", r.err);
+    h_run_free(&r);
+
+    copy_prefix(leaks_trace(), bad, n);
+    fd = open(bad, O_RDWR);
+    uint8_t v[2] = {7, 0};
+    cr_assert_eq(pwrite(fd, v, 2, 8), 2);
+    close(fd);
+    cr_expect_eq(report(&r, args2), 1);
+    cr_expect(strstr(r.err, "version 7."), "%s", r.err);
+    h_run_free(&r);
+
+    const char *missing[] = {h_tmp("nope.mlt"), NULL};
+    cr_expect_eq(report(&r, missing), 1);
+    h_run_free(&r);
+}
+
+Test(report, unwritable_output_is_an_error_and_leaves_nothing) {
+    h_run_t r;
+    const char *json = h_tmp("notadir/x.json");
+    FILE *f = fopen(h_tmp("notadir"), "w");
+    fclose(f);
+    const char *args[] = {leaks_trace(), "--json", json, NULL};
+    cr_expect_eq(report(&r, args), 1);
+    cr_expect(strstr(r.err, "cannot write"), "%s", r.err);
+    h_run_free(&r);
+    const char *full[] = {leaks_trace(), "--json", "/dev/full", NULL};
+    cr_expect_eq(report(&r, full), 1, "a write error is noticed");
+    cr_expect(strstr(r.err, "cannot write"), "%s", r.err);
+    h_run_free(&r);
+    const char *folded[] = {leaks_trace(), "--folded", "/nonexistent-dir/f.txt", NULL};
+    cr_expect_eq(report(&r, folded), 1);
+    h_run_free(&r);
+    /* No temporary file is left beside a successful output either. */
+    const char *ok = h_tmp("ok.json");
+    const char *good[] = {leaks_trace(), "--json", ok, NULL};
+    cr_expect_eq(report(&r, good), 0, "%s", r.err);
+    h_run_free(&r);
+    char pattern[4200];
+    snprintf(pattern, sizeof pattern, "ls %s.tmp.* 2>/dev/null | wc -l", ok);
+    FILE *p = popen(pattern, "r");
+    int count = -1;
+    cr_assert_eq(fscanf(p, "%d", &count), 1);
+    pclose(p);
+    cr_expect_eq(count, 0);
+}
+
+Test(report, html_page_is_written) {
+    const char *html = h_tmp("r.html");
+    h_run_t r;
+    const char *args[] = {leaks_trace(), "--html", html, NULL};
+    cr_expect_eq(report(&r, args), 0, "%s", r.err);
+    h_run_free(&r);
+    char *page = h_read_file(html);
+    cr_assert(page);
+    cr_expect(strstr(page, "peak_holder"), "the report's data is in the page");
+    free(page);
+}
