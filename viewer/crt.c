@@ -35,6 +35,8 @@ static const int stop_sigs[] = {SIGINT, SIGTERM, SIGHUP};
 static struct sigaction old_fatal[5], old_stop[3];
 static bool stop_installed[3];
 
+static void restore_signals(void);
+
 /* ------------------------------------------------------------------------- */
 /* Restore                                                                   */
 /* ------------------------------------------------------------------------- */
@@ -56,9 +58,7 @@ void ml__crt_done(void) {
         fclose(tty_file);
         tty_file = NULL;
     }
-    for (size_t i = 0; i < sizeof fatal_sigs / sizeof fatal_sigs[0]; i++) sigaction(fatal_sigs[i], &old_fatal[i], NULL);
-    for (size_t i = 0; i < sizeof stop_sigs / sizeof stop_sigs[0]; i++)
-        if (stop_installed[i]) sigaction(stop_sigs[i], &old_stop[i], NULL);
+    restore_signals();
 }
 
 static void on_fatal(int sig) {
@@ -99,6 +99,29 @@ int ml__crt_stop_signal(void) { return stop_sig; }
 /* ------------------------------------------------------------------------- */
 /* Init                                                                      */
 /* ------------------------------------------------------------------------- */
+
+static void install_signals(const ml_crt_opts_t *o) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_fatal;
+    sa.sa_flags = SA_RESETHAND;
+    for (size_t i = 0; i < sizeof fatal_sigs / sizeof fatal_sigs[0]; i++) sigaction(fatal_sigs[i], &sa, &old_fatal[i]);
+    sa.sa_handler = on_stop;
+    sa.sa_flags = 0;
+    stop_sig = 0;
+    for (size_t i = 0; i < sizeof stop_sigs / sizeof stop_sigs[0]; i++) {
+        stop_installed[i] = false;
+        if (stop_sigs[i] == SIGINT && !o->catch_int) continue;
+        stop_installed[i] = sigaction(stop_sigs[i], &sa, &old_stop[i]) == 0;
+    }
+}
+
+static void restore_signals(void) {
+    for (size_t i = 0; i < sizeof fatal_sigs / sizeof fatal_sigs[0]; i++) sigaction(fatal_sigs[i], &old_fatal[i], NULL);
+    for (size_t i = 0; i < sizeof stop_sigs / sizeof stop_sigs[0]; i++)
+        if (stop_installed[i]) sigaction(stop_sigs[i], &old_stop[i], NULL);
+}
 
 static void init_styles(bool color) {
     /* Monochrome first: every style must read without colour (NO_COLOR, a
@@ -184,8 +207,15 @@ int ml__crt_init(const ml_crt_opts_t *o, char *err, size_t errlen) {
         }
         out = in = tty_file;
     }
+    /* Our handlers go in before newterm(): ncurses installs its own SIGINT
+     * and SIGTERM handlers (endwin, then exit(1)) only where it finds the
+     * default disposition, and we want ours, which let the loop finish and
+     * chain to a handler that was there before (live mode forwards SIGTERM
+     * to the program). */
+    install_signals(o);
     screen = newterm(NULL, out, in);
     if (!screen) {
+        restore_signals();
         snprintf(err, errlen, "cannot start the terminal UI on TERM=%s (unknown terminal type?)", term);
         if (tty_file) fclose(tty_file), tty_file = NULL;
         return -ENOTTY;
@@ -196,21 +226,6 @@ int ml__crt_init(const ml_crt_opts_t *o, char *err, size_t errlen) {
         atexit(ml__crt_done);
         atexit_done = true;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = on_fatal;
-    sa.sa_flags = SA_RESETHAND;
-    for (size_t i = 0; i < sizeof fatal_sigs / sizeof fatal_sigs[0]; i++) sigaction(fatal_sigs[i], &sa, &old_fatal[i]);
-    sa.sa_handler = on_stop;
-    sa.sa_flags = 0;
-    stop_sig = 0;
-    for (size_t i = 0; i < sizeof stop_sigs / sizeof stop_sigs[0]; i++) {
-        stop_installed[i] = false;
-        if (stop_sigs[i] == SIGINT && !o->catch_int) continue;
-        stop_installed[i] = sigaction(stop_sigs[i], &sa, &old_stop[i]) == 0;
-    }
-
     cbreak();
     noecho();
     nonl();

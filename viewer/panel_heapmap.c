@@ -114,6 +114,7 @@ static void heapmap_draw(ml_panel_t *P, ml_canvas_t *c) {
 
 static void heapmap_header(ml_panel_t *P, ml_canvas_t *c, int y) {
     heapmap_t *p = (heapmap_t *)P;
+    fetch(p); /* the header is drawn first and names the map's moment */
     static const char *const at[] = {"the peak", "the end", "the worst moment", "the cursor"};
     char t1[16];
     int x = ml__canvas_printf(c, 1, y, -1, ML_ST_HEADER, "Heap map at %s", at[p->have ? p->map.at : p->at]);

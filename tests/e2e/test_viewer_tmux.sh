@@ -1,0 +1,246 @@
+#!/bin/sh
+# test_viewer_tmux.sh - the terminal viewer end to end, in a real terminal.
+#
+#   sh test_viewer_tmux.sh MEMLENS FX_COUNTS FX_GROW
+#
+# A private tmux server runs an 80x24 shell. The test records fx_counts (known
+# leaks: 1234 B from early_ctor and 3 x 1000 B from leaky_function) with the
+# real `memlens run`, opens it with `memlens view`, drives it with send-keys
+# (views, sort, open a site, search, help, resize), reads the screen with
+# capture-pane, quits, and checks the terminal was restored: the shell's
+# screen is back and stty shows echo and canonical mode. Then the error
+# paths, SIGINT, and `memlens run --live` on fx_grow, whose heap grows for
+# about three seconds: the numbers on screen must grow between two captures.
+#
+# Exit 0: passed; 1: failed (the screen is printed); 77: tmux is missing.
+set -u
+MEMLENS=$1
+FX_COUNTS=$2
+FX_GROW=$3
+
+if ! command -v tmux >/dev/null 2>&1; then
+    echo "tmux is not installed: skipped"
+    exit 77
+fi
+
+T=$(mktemp -d /tmp/ml_viewer_tmux.XXXXXX)
+SOCK=ml_viewer_test_$$
+# No status line (the pane is the whole 80x24) and no wait after Esc.
+printf 'set -g status off\nset -s escape-time 0\n' > "$T/tmux.conf"
+tm() { tmux -L "$SOCK" -f "$T/tmux.conf" "$@"; }
+cleanup() {
+    tm kill-server >/dev/null 2>&1
+    rm -rf "$T"
+}
+trap cleanup EXIT INT TERM
+
+fail() {
+    echo "FAIL: $*"
+    echo "----- screen -----"
+    tm capture-pane -p -t v 2>/dev/null
+    echo "------------------"
+    exit 1
+}
+ok() { echo "ok: $*"; }
+
+capture() { tm capture-pane -p -t v > "$T/screen"; }
+
+# Waits up to 15 s for a fixed string on screen.
+wait_for() {
+    i=0
+    while [ $i -lt 150 ]; do
+        capture
+        grep -qF -- "$1" "$T/screen" && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "'$1' never appeared"
+}
+
+# Waits up to 15 s for a fixed string to leave the screen.
+wait_gone() {
+    i=0
+    while [ $i -lt 150 ]; do
+        capture
+        grep -qF -- "$1" "$T/screen" || return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    fail "'$1' stayed on screen"
+}
+
+expect() { grep -qF -- "$1" "$T/screen" || fail "expected '$1' on screen${2:+ ($2)}"; }
+expect_not() { ! grep -qF -- "$1" "$T/screen" || fail "did not expect '$1' on screen${2:+ ($2)}"; }
+key() { tm send-keys -t v "$@"; }
+line() { sed -n "$1p" "$T/screen"; }
+
+# ---------------------------------------------------------------------------
+# Record a program with known leaks and peak.
+# ---------------------------------------------------------------------------
+"$MEMLENS" run -q -o "$T/counts.mlt" -- "$FX_COUNTS" > /dev/null 2>&1
+[ -s "$T/counts.mlt" ] || fail "memlens run wrote no trace"
+
+# ---------------------------------------------------------------------------
+# Errors that need no terminal.
+# ---------------------------------------------------------------------------
+out=$("$MEMLENS" view "$T/counts.mlt" 2>&1 | cat)
+rc=$("$MEMLENS" view "$T/counts.mlt" > /dev/null 2>&1; echo $?)
+[ "$rc" = 1 ] || fail "view with stdout not a terminal exited $rc, not 1"
+echo "$out" | grep -qF "memlens report" || fail "no hint at memlens report without a terminal: $out"
+ok "no terminal: exit 1 and a hint at memlens report"
+
+# ---------------------------------------------------------------------------
+# A shell in an 80x24 terminal.
+# ---------------------------------------------------------------------------
+tm new-session -d -s v -x 80 -y 24 "env LANG=C.UTF-8 LC_ALL=C.UTF-8 PS1='ml-prompt\$ ' sh" \
+    || fail "tmux cannot start"
+wait_for "ml-prompt\$"
+key "clear; echo before-the-view" Enter
+wait_for "before-the-view"
+
+# Missing and corrupted traces: a clear message, exit 1, no UI.
+key "$MEMLENS view $T/missing.mlt; echo missing-exit=\$?" Enter
+wait_for "missing-exit=1"
+expect "no such trace"
+printf 'this is not a trace at all' > "$T/garbage.mlt"
+key "$MEMLENS view $T/garbage.mlt; echo garbage-exit=\$?" Enter
+wait_for "garbage-exit=1"
+expect "memlens: error:"
+ok "missing and corrupted traces: a message and exit 1"
+key "clear; echo before-the-view" Enter
+wait_for "before-the-view"
+
+# ---------------------------------------------------------------------------
+# memlens view: every view, sort, a site, search, help, resize, quit.
+# ---------------------------------------------------------------------------
+key "$MEMLENS view $T/counts.mlt; echo view-exit=\$?" Enter
+wait_for "1Summary"
+wait_for "exited with status 7"
+expect "fx_counts"
+expect "Peak heap      4234 B (4.1 KiB)"
+expect "Leaked         4234 B (4.1 KiB) in 4 blocks"
+ok "summary: peak 4234 B, leaked 4234 B in 4 blocks"
+
+key 2
+wait_for "SITE (function, file:line)"
+expect "leaky_function"
+expect "early_ctor"
+# Sorted by peak: leaky_function (3000 B) first, early_ctor (1234 B) second.
+line 3 | grep -q "leaky_function" || fail "leaky_function is not the first site by peak"
+line 3 | grep -q " 2.9K .* 3 " || fail "leaky_function's row lacks 2.9K and 3 calls: $(line 3)"
+line 4 | grep -q "early_ctor" || fail "early_ctor is not the second site by peak"
+line 4 | grep -q " 1.2K " || fail "early_ctor's row lacks 1.2K: $(line 4)"
+ok "sites: leaky_function 2.9K in 3 calls, then early_ctor 1.2K"
+
+key C
+wait_for "Sorted by calls."
+line 2 | grep -q "CALLS" || fail "calls is not the sort column: $(line 2)"
+line 3 | grep -q " main " || fail "the first site by calls is not main: $(line 3)"
+key L
+wait_for "Sorted by leaked."
+line 3 | grep -q "leaky_function" || fail "the first site by leaked is not leaky_function: $(line 3)"
+key P
+wait_for "Sorted by peak."
+ok "sort by calls, leaked, peak"
+
+key Enter
+wait_for "(Esc goes back)"
+expect "#0  leaky_function"
+expect "fx_counts.c:"
+expect "Leaked      3000 B (2.9 KiB) in 3 blocks"
+expect "Allocated   3000 B (2.9 KiB) in 3 calls"
+ok "site view: full stack with file:line, leaked 3000 B in 3 blocks"
+key Escape
+wait_for "SITE (function, file:line)"
+
+key / e a r l y Enter
+wait_for 'Filter "early": 1 of'
+expect "early_ctor"
+expect_not "leaky_function" "filtered out"
+ok "search: /early keeps early_ctor only"
+key Escape
+wait_for "leaky_function"
+
+key 3
+wait_for "TOP-DOWN"
+expect "_start"
+key 4
+wait_for "Timeline"
+expect "peak 4.1K"
+key 5
+wait_for "Heap map at the peak"
+key 6
+wait_for "STRATEGY"
+key '?'
+wait_for "Everywhere"
+key Escape
+wait_for "STRATEGY"
+ok "tree, timeline, heap map, suggestions and help views"
+
+tm resize-window -t v -x 100 -y 30
+wait_for "qQuit"
+capture
+[ "$(wc -l < "$T/screen")" -ge 30 ] || fail "the screen did not grow"
+tail -n 1 "$T/screen" | grep -qF "qQuit" || fail "the bottom bar is not on the last of 30 rows"
+tm resize-window -t v -x 50 -y 12
+wait_for "Terminal too small: 50x12."
+tm resize-window -t v -x 80 -y 24
+wait_for "1Summary"
+ok "resize to 100x30, 50x12 (too small) and back"
+
+key q
+wait_for "view-exit=0"
+expect_not "1Summary" "after q"
+expect "before-the-view"
+key "stty -a | tr ' ' '\n' | grep -x -e echo -e icanon | tr '\n' ' '; echo stty-\$((1+1))done" Enter
+wait_for "stty-2done"
+expect "icanon echo"
+ok "q: exit 0, the shell's screen is back, echo and canonical mode restored"
+
+# SIGINT restores the terminal too.
+key "clear; echo before-sigint" Enter
+wait_for "before-sigint"
+key "$MEMLENS view $T/counts.mlt; echo sigint-exit=\$?" Enter
+wait_for "1Summary"
+key C-c
+wait_for "sigint-exit=130"
+expect "before-sigint"
+key "stty -a | tr ' ' '\n' | grep -x -e echo -e icanon | tr '\n' ' '; echo stty-\$((2+1))done" Enter
+wait_for "stty-3done"
+expect "icanon echo"
+ok "Ctrl-C: exit 130 and the terminal restored"
+
+# ---------------------------------------------------------------------------
+# memlens run --live: the numbers grow while the program runs.
+# ---------------------------------------------------------------------------
+key "clear" Enter
+key "$MEMLENS run --live -o $T/grow.mlt -- $FX_GROW 150 20 > $T/grow.out 2>&1; echo live-exit=\$?" Enter
+wait_for "LIVE, running"
+wait_for "Calls"
+calls() { capture; sed -n 's/.*Calls  *\([0-9][0-9]*\) allocations.*/\1/p' "$T/screen" | head -n 1; }
+# The first capture once the program allocates, the second a second later.
+i=0
+c1=$(calls)
+while [ "${c1:-0}" -lt 1 ] && [ $i -lt 100 ]; do
+    sleep 0.1
+    c1=$(calls)
+    i=$((i + 1))
+done
+sleep 1
+c2=$(calls)
+[ -n "$c1" ] && [ -n "$c2" ] || fail "no allocation count on the live summary"
+[ "$c2" -gt "$c1" ] || fail "the allocation count did not grow: $c1 then $c2"
+ok "live: allocations grew from $c1 to $c2 between two captures"
+key 2
+wait_for "grow_heap"
+wait_for "The program has ended: final data. q quits."
+expect "exited 0"
+line 3 | grep -q "9.4M .*grow_heap" || fail "grow_heap does not hold the 9.4M peak: $(line 3)"
+ok "live: after the program ended the view stays, with the final 9.4M peak of grow_heap"
+key q
+wait_for "live-exit=0"
+grep -qF "peak heap 9.4 MiB" "$T/grow.out" || fail "no summary after the live view: $(cat "$T/grow.out")"
+ok "live: q, then memlens' summary (peak heap 9.4 MiB)"
+
+echo "all viewer end-to-end checks passed"
+exit 0

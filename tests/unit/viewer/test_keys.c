@@ -1,0 +1,333 @@
+/* test_keys.c - the screen manager and the panels without a terminal: keys
+ * and mouse events go in, the virtual screen (canvas) is read back. This is
+ * what STYLE.md rule 20 buys: htop can only test this through a terminal
+ * emulator. */
+#include "vtest.h"
+#include "viewer_internal.h"
+
+static char path[64];
+static ml_vmodel_t *M;
+static ml_screen_t *S;
+
+static void open_screen(int cols, int rows) {
+    M = v_model(path, sizeof path);
+    ml_sm_opts_t o = {.cols = cols, .rows = rows, .unicode = true};
+    S = ml__sm_new(M, &o);
+    cr_assert(S);
+    ml__sm_draw(S);
+}
+
+static void setup(void) { open_screen(80, 24); }
+static void teardown(void) {
+    ml__sm_free(S);
+    ml_vmodel_free(M);
+    unlink(path);
+}
+
+/* Feeds keys like the loop does, drawing after each. */
+static int keys(const char *const *k) {
+    int r = 0;
+    for (; *k; k++) {
+        int key = ml__key_parse(*k);
+        cr_assert_neq(key, ML_KEY_NONE, "key %s", *k);
+        r = ml__sm_key(S, key);
+        ml__sm_draw(S);
+        if (r & ML_BREAK_LOOP) break;
+    }
+    return r;
+}
+#define KEYS(...) keys((const char *const[]){__VA_ARGS__, NULL})
+
+static bool screen_has(const char *needle) {
+    char *d = ml__canvas_dump(ml__sm_canvas(S));
+    bool ok = d && strstr(d, needle);
+    free(d);
+    return ok;
+}
+
+static const char *row(int y) {
+    static char buf[2048];
+    return ml__canvas_row(ml__sm_canvas(S), y, buf, sizeof buf);
+}
+
+/* The row (in the body) showing needle, or -1. */
+static int row_of(const char *needle) {
+    const ml_canvas_t *c = ml__sm_canvas(S);
+    for (int y = 0; y < c->rows; y++)
+        if (strstr(row(y), needle)) return y;
+    return -1;
+}
+
+Test(viewer_keys, summary_first_then_one_key_per_view, .init = setup, .fini = teardown) {
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_SUMMARY);
+    cr_expect(screen_has("Peak heap      9000 B (8.8 KiB) at 0.020s"));
+    cr_expect(screen_has("exited with status 3"));
+    cr_expect(screen_has("Leaked         2000 B (2.0 KiB) in 2 blocks"));
+    /* The bottom bar lists every view. */
+    const char *bar = row(23);
+    cr_expect(strstr(bar, "1Summary") && strstr(bar, "2Sites") && strstr(bar, "3Tree") &&
+              strstr(bar, "4Timeline") && strstr(bar, "5HeapMap") && strstr(bar, "6Suggest") &&
+              strstr(bar, "qQuit"), "%s", bar);
+    static const struct {
+        const char *key;
+        ml_view_t view;
+        const char *shows;
+    } v[] = {
+        {"2", ML_VIEW_SITES, "SITE (function, file:line)"},
+        {"3", ML_VIEW_TREE, "TOP-DOWN"},
+        {"4", ML_VIEW_TIMELINE, "Timeline"},
+        {"5", ML_VIEW_HEAPMAP, "Heap map at the peak"},
+        {"6", ML_VIEW_SUGGEST, "STRATEGY"},
+        {"1", ML_VIEW_SUMMARY, "Summary"},
+        {"Tab", ML_VIEW_SITES, "SITE"},
+        {"BTab", ML_VIEW_SUMMARY, "Summary"},
+        {"?", ML_VIEW_HELP, "Everywhere"},
+        {"Esc", ML_VIEW_SUMMARY, "Summary"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        KEYS(v[i].key);
+        cr_expect_eq(ml__sm_view(S), v[i].view, "key %s", v[i].key);
+        cr_expect(screen_has(v[i].shows), "key %s: %s not on screen", v[i].key, v[i].shows);
+    }
+}
+
+Test(viewer_keys, sites_sort_select_open_and_back, .init = setup, .fini = teardown) {
+    KEYS("2");
+    /* Sorted by peak: B (5000 B, in libwidget) first, then A. */
+    int yb = row_of("libwidget.so+0x4000"), ya = row_of("shop+0x2000");
+    cr_assert(yb > 0 && ya > yb, "B at %d, A at %d", yb, ya);
+    cr_expect(strstr(row(1), "\xe2\x96\xbcPEAK"), "%s", row(1));
+    /* Sort by calls: C (10 calls) first. */
+    KEYS("C");
+    cr_expect_eq(ml_vmodel_sort(M), ML_VSORT_CALLS);
+    cr_expect(strstr(row(2), "shop+0x5000"), "%s", row(2));
+    cr_expect(strstr(row(1), "\xe2\x96\xbc" "CALLS"), "%s", row(1));
+    KEYS("L");
+    cr_expect(strstr(row(2), "shop+0x2000"), "%s", row(2));
+    KEYS("T", "A", "P");
+    cr_expect_eq(ml_vmodel_sort(M), ML_VSORT_PEAK);
+    KEYS(">");
+    cr_expect_eq(ml_vmodel_sort(M), ML_VSORT_LEAKED);
+    KEYS("<");
+    /* j moves to A (second by peak); Enter opens it. */
+    KEYS("j", "Enter");
+    cr_assert_eq(ml__sm_view(S), ML_VIEW_SITE);
+    cr_expect(screen_has("Leaked      2000 B (2.0 KiB) in 2 blocks"));
+    cr_expect(screen_has("Allocated   4000 B (3.9 KiB) in 4 calls, 0 temporary"));
+    cr_expect(screen_has("#0  [shop+0x2000]"));
+    cr_expect(screen_has("#1  [shop+0x1000]"));
+    cr_expect(screen_has("Sizes"));
+    KEYS("Esc");
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_SITES);
+    /* The selection stayed on A. */
+    cr_expect_eq(ml__sm_panel(S, ML_VIEW_SITES)->sel, 1);
+    KEYS("G");
+    cr_expect_eq(ml__sm_panel(S, ML_VIEW_SITES)->sel, 2);
+    KEYS("g");
+    cr_expect_eq(ml__sm_panel(S, ML_VIEW_SITES)->sel, 0);
+    KEYS("Down", "Down", "Up");
+    cr_expect_eq(ml__sm_panel(S, ML_VIEW_SITES)->sel, 1);
+    KEYS("PgDn");
+    cr_expect_eq(ml__sm_panel(S, ML_VIEW_SITES)->sel, 2);
+    KEYS("PgUp");
+    cr_expect_eq(ml__sm_panel(S, ML_VIEW_SITES)->sel, 0);
+}
+
+Test(viewer_keys, search_filters_and_esc_clears, .init = setup, .fini = teardown) {
+    KEYS("1", "/");
+    /* `/` outside a list view goes to Sites and opens the prompt. */
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_SITES);
+    cr_expect(screen_has("Search (function, file, module):"));
+    KEYS("w", "i", "d", "g");
+    cr_expect_str_eq(ml_vmodel_filter(M), "widg");
+    cr_expect_eq(ml_vmodel_nsites(M), 1);
+    KEYS("BS");
+    cr_expect_str_eq(ml_vmodel_filter(M), "wid");
+    KEYS("Enter");
+    cr_expect(screen_has("Filter \"wid\": 1 of 3 sites"));
+    cr_expect_eq(row_of("shop+0x2000"), -1);
+    /* The call tree follows the filter: only B's path is left. */
+    KEYS("3", "*");
+    cr_expect(screen_has("libwidget.so+0x4000"));
+    cr_expect_eq(row_of("shop+0x5000"), -1);
+    KEYS("Esc");
+    cr_expect_str_eq(ml_vmodel_filter(M), "");
+    cr_expect_eq(ml_vmodel_nsites(M), 3);
+    /* Esc in the prompt restores the filter that was there. */
+    KEYS("2", "/", "x", "y", "Esc");
+    cr_expect_str_eq(ml_vmodel_filter(M), "");
+}
+
+Test(viewer_keys, call_tree_expand_collapse_and_bottom_up, .init = setup, .fini = teardown) {
+    KEYS("3");
+    cr_expect(screen_has("+ [shop+0x1000]"));
+    KEYS("Right");
+    cr_expect(screen_has("- [shop+0x1000]"));
+    cr_expect(screen_has("+ [shop+0x3000]"));
+    KEYS("Right", "Right");
+    cr_expect_eq(ml__sm_panel(S, ML_VIEW_TREE)->sel, 1);
+    cr_expect(screen_has("libwidget.so+0x4000"));
+    KEYS("Left"); /* collapses helper */
+    cr_expect_eq(row_of("libwidget.so+0x4000"), -1);
+    KEYS("Left"); /* to the parent */
+    cr_expect_eq(ml__sm_panel(S, ML_VIEW_TREE)->sel, 0);
+    KEYS("b");
+    cr_expect(screen_has("BOTTOM-UP"));
+    cr_expect(strstr(row(2), "libwidget.so+0x4000"), "%s", row(2));
+}
+
+Test(viewer_keys, timeline_cursor_and_live_set, .init = setup, .fini = teardown) {
+    KEYS("4");
+    /* The cursor starts at the peak and lists the live set there. */
+    cr_expect(screen_has("(the peak)"));
+    cr_expect(screen_has("libwidget.so+0x4000"));
+    cr_expect(screen_has("\xe2\x96\xbc peak 8.8K"));
+    KEYS("G");
+    cr_expect(screen_has("At 0.060s"));
+    cr_expect_eq(row_of("libwidget.so+0x4000"), -1);
+    cr_expect(screen_has("shop+0x2000"));
+    KEYS("p", "m");
+    cr_expect(screen_has("[RSS]"));
+    KEYS("b", "Left", "h", "Right", "l", "H", "L", "g");
+    cr_expect(screen_has("At 0.000s"));
+    /* Enter shows the heap map at the cursor. */
+    KEYS("Enter");
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_HEAPMAP);
+}
+
+Test(viewer_keys, heap_map_moments_and_cells, .init = setup, .fini = teardown) {
+    KEYS("5");
+    cr_expect(screen_has("Heap map at the peak (0.020s)"));
+    cr_expect(screen_has("Cell 0:"));
+    KEYS("e");
+    cr_expect(screen_has("Heap map at the end"));
+    KEYS("w", "p", "l", "h", "j", "k", "G", "g");
+    cr_expect(screen_has("Pinned by"));
+}
+
+Test(viewer_keys, help_lists_the_view_keys_then_global_ones, .init = setup, .fini = teardown) {
+    KEYS("2", "?");
+    cr_expect(screen_has("In Sites"));
+    cr_expect(screen_has("sort by peak, leaked, allocated, calls, temporary"));
+    cr_expect(screen_has("Everywhere"));
+    KEYS("?");
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_SITES);
+}
+
+Test(viewer_keys, q_and_f10_quit, .init = setup, .fini = teardown) {
+    cr_expect(KEYS("q") & ML_BREAK_LOOP);
+    cr_expect(KEYS("F10") & ML_BREAK_LOOP);
+    /* In the search prompt q is a letter, not quit. */
+    cr_expect_not(KEYS("/", "q") & ML_BREAK_LOOP);
+    cr_expect_str_eq(ml_vmodel_filter(M), "q");
+}
+
+Test(viewer_keys, mouse_becomes_keys, .init = setup, .fini = teardown) {
+    /* A click on "2Sites" in the bottom bar. */
+    int x = (int)(strstr(row(23), "2Sites") - row(23));
+    ml_uievent_t ev = {.type = ML_UI_MOUSE, .mouse = ML_MOUSE_CLICK, .x = x + 2, .y = 23};
+    ml__sm_event(S, &ev);
+    ml__sm_draw(S);
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_SITES);
+    /* A click on the third row selects it; a double click opens it. */
+    ev = (ml_uievent_t){.type = ML_UI_MOUSE, .mouse = ML_MOUSE_CLICK, .x = 10, .y = 4};
+    ml__sm_event(S, &ev);
+    cr_expect_eq(ml__sm_panel(S, ML_VIEW_SITES)->sel, 2);
+    ev.mouse = ML_MOUSE_WHEELUP;
+    ml__sm_event(S, &ev);
+    cr_expect_eq(ml__sm_panel(S, ML_VIEW_SITES)->sel, 0);
+    ev = (ml_uievent_t){.type = ML_UI_MOUSE, .mouse = ML_MOUSE_DOUBLE, .x = 10, .y = 3};
+    ml__sm_event(S, &ev);
+    ml__sm_draw(S);
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_SITE);
+    cr_expect(screen_has("#0  [shop+0x2000]"));
+    /* q in the bar quits. */
+    ml__sm_key(S, ML_KEY_ESC);
+    ml__sm_draw(S);
+    x = (int)(strstr(row(23), "qQuit") - row(23));
+    ev = (ml_uievent_t){.type = ML_UI_MOUSE, .mouse = ML_MOUSE_CLICK, .x = x, .y = 23};
+    cr_expect(ml__sm_event(S, &ev) & ML_BREAK_LOOP);
+}
+
+Test(viewer_keys, resize_and_too_small, .init = setup, .fini = teardown) {
+    ml_uievent_t ev = {.type = ML_UI_RESIZE, .cols = 120, .rows = 40};
+    cr_expect(ml__sm_event(S, &ev) & ML_RESIZE);
+    ml__sm_draw(S);
+    cr_expect_eq(ml__sm_canvas(S)->cols, 120);
+    cr_expect_eq(ml__sm_canvas(S)->rows, 40);
+    cr_expect(strstr(row(39), "qQuit"));
+    ev = (ml_uievent_t){.type = ML_UI_RESIZE, .cols = 40, .rows = 10};
+    ml__sm_event(S, &ev);
+    ml__sm_draw(S);
+    cr_expect(screen_has("Terminal too small: 40x10."));
+    /* Keys other than q wait for a bigger terminal. */
+    cr_expect_not(KEYS("2") & ML_BREAK_LOOP);
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_SUMMARY);
+    ev = (ml_uievent_t){.type = ML_UI_RESIZE, .cols = 80, .rows = 24};
+    ml__sm_event(S, &ev);
+    ml__sm_draw(S);
+    cr_expect(screen_has("Peak heap"));
+    ev = (ml_uievent_t){.type = ML_UI_RESIZE, .cols = 40, .rows = 10};
+    ml__sm_event(S, &ev);
+    ml__sm_draw(S);
+    cr_expect(KEYS("q") & ML_BREAK_LOOP);
+}
+
+/* Every view, every key, at the smallest size and a large one: nothing is
+ * drawn outside the canvas and nothing crashes (ASan builds check more). */
+Test(viewer_keys, every_view_draws_at_min_and_large_sizes) {
+    static const int sizes[][2] = {{ML_MIN_COLS, ML_MIN_ROWS}, {80, 24}, {200, 60}};
+    static const char *const all[] = {"j", "k", "Enter", "Right", "Left", "PgDn", "PgUp", "G", "g", "p",
+                                      "e", "w", "c", "m", "b", "*", "_", "Esc", NULL};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        open_screen(sizes[s][0], sizes[s][1]);
+        for (const char *v = "123456"; *v; v++) {
+            char k[2] = {*v, 0};
+            KEYS(k);
+            keys(all);
+            KEYS(k);
+            cr_expect(strstr(row(sizes[s][1] - 1), "?Help"), "view %s at %dx%d", k, sizes[s][0], sizes[s][1]);
+        }
+        teardown();
+    }
+}
+
+Test(viewer_keys, ascii_terminals_get_ascii) {
+    M = v_model(path, sizeof path);
+    ml_sm_opts_t o = {.cols = 80, .rows = 24, .unicode = false};
+    S = ml__sm_new(M, &o);
+    KEYS("2");
+    ml__sm_draw(S);
+    char *d = ml__canvas_dump(ml__sm_canvas(S));
+    for (const unsigned char *p = (const unsigned char *)d; *p; p++) cr_assert_lt(*p, 0x80, "non-ASCII on screen");
+    cr_expect(strstr(d, "vPEAK"));
+    free(d);
+    teardown();
+}
+
+Test(viewer_keys, key_names_for_batch_mode) {
+    cr_expect_eq(ml__key_parse("Enter"), ML_KEY_ENTER);
+    cr_expect_eq(ml__key_parse("esc"), ML_KEY_ESC);
+    cr_expect_eq(ml__key_parse("F5"), ML_KEY_F(5));
+    cr_expect_eq(ml__key_parse("F12"), ML_KEY_F(12));
+    cr_expect_eq(ml__key_parse("C-l"), ML_KEY_CTRL_L);
+    cr_expect_eq(ml__key_parse("Space"), ' ');
+    cr_expect_eq(ml__key_parse("j"), 'j');
+    cr_expect_eq(ml__key_parse("PgDn"), ML_KEY_PGDN);
+    cr_expect_eq(ml__key_parse("nonsense"), ML_KEY_NONE);
+    cr_expect_eq(ml__key_parse(""), ML_KEY_NONE);
+}
+
+Test(viewer_keys, canvas_clips_and_dumps) {
+    ml_canvas_t c = {.unicode = true};
+    cr_assert_eq(ml__canvas_resize(&c, 10, 2), 0);
+    cr_expect_eq(ml__canvas_text(&c, 7, 0, -1, ML_ST_NORMAL, "abcdef"), 3);
+    ml__canvas_text(&c, -2, 1, -1, ML_ST_NORMAL, "\xe2\x96\x88x\x01y"); /* █, control char */
+    char buf[64];
+    cr_expect_str_eq(ml__canvas_row(&c, 0, buf, sizeof buf), "       abc");
+    cr_expect_str_eq(ml__canvas_row(&c, 1, buf, sizeof buf), "?y");
+    cr_expect_eq(ml__utf8_width("\xe2\x96\x88\xe2\xa3\xbf" "ab"), 4);
+    cr_expect_eq(ml__glyph_ascii(ML_G_BLOCK_FULL), '#');
+    cr_expect_eq(ml__glyph_ascii(ML_G_VLINE), '|');
+    ml__canvas_free(&c);
+}

@@ -1,0 +1,298 @@
+/* test_model.c - the viewer's model without a terminal: loading in steps,
+ * what it takes from the analysis, sort and filter, stable site ids, the
+ * call tree, the live set over time, the heap map, errors, live feeding
+ * from another thread. */
+#include "vtest.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+static char path[64];
+static ml_vmodel_t *M;
+
+static void setup(void) { M = v_model(path, sizeof path); }
+static void teardown(void) {
+    ml_vmodel_free(M);
+    unlink(path);
+}
+
+#define A_PC (V_EXE_BASE + 0x2000)
+#define B_PC (V_LIB_BASE + 0x4000)
+#define C_PC (V_EXE_BASE + 0x5000)
+
+Test(viewer_model, summary_comes_from_the_analysis, .init = setup, .fini = teardown) {
+    const ml_vsummary_t *s = ml_vmodel_summary(M);
+    cr_expect_eq(s->state, ML_VPROC_EXITED);
+    cr_expect_eq(s->status, 3);
+    cr_expect_eq(s->pid, 4242);
+    cr_expect_str_eq(s->exe, "/opt/app/bin/shop");
+    cr_expect_str_eq(s->cmdline, "shop --open");
+    cr_expect_eq(s->duration_ms, 60);
+    cr_expect_eq(s->totals.alloc_calls, 15);
+    cr_expect_eq(s->totals.peak_bytes, V_PEAK);
+    cr_expect_eq(s->totals.peak_time_ms, V_PEAK_MS);
+    cr_expect_eq(s->totals.temporary_allocs, 11); /* C's ten, and B: freed before the next allocation */
+    cr_expect_eq(s->leak_bytes[0], 2000);
+    cr_expect_eq(s->leak_blocks[0], 2);
+    cr_expect_eq(s->nsites, 3);
+    cr_expect(s->frag_peak.valid);
+    cr_expect_not(ml_vmodel_loading(M));
+    cr_expect_float_eq(ml_vmodel_progress(M), 1.0, 1e-9);
+}
+
+Test(viewer_model, sites_sort_by_each_key, .init = setup, .fini = teardown) {
+    static const struct {
+        ml_vsort_t key;
+        uint64_t first, second;
+    } want[] = {
+        {ML_VSORT_PEAK, B_PC, A_PC},      {ML_VSORT_LEAKED, A_PC, B_PC},
+        {ML_VSORT_ALLOCATED, B_PC, A_PC}, {ML_VSORT_CALLS, C_PC, A_PC},
+        {ML_VSORT_TEMPORARY, C_PC, B_PC},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        ml_vmodel_set_sort(M, want[i].key);
+        cr_assert_eq(ml_vmodel_nsites(M), 3);
+        cr_expect_eq(ml_vmodel_site_at(M, 0)->frames[0].address, want[i].first, "sort %s",
+                     ml_vmodel_sort_name(want[i].key));
+        /* Ties (B and C leak nothing) go by id; check the leader and order. */
+        if (want[i].key != ML_VSORT_LEAKED)
+            cr_expect_eq(ml_vmodel_site_at(M, 1)->frames[0].address, want[i].second, "sort %s",
+                         ml_vmodel_sort_name(want[i].key));
+        for (uint32_t k = 1; k < 3; k++)
+            cr_expect_geq(ml_vmodel_site_cost(ml_vmodel_site_at(M, k - 1), want[i].key),
+                          ml_vmodel_site_cost(ml_vmodel_site_at(M, k), want[i].key));
+    }
+    const ml_vsite_t *a = v_site_pc(M, A_PC), *b = v_site_pc(M, B_PC), *c = v_site_pc(M, C_PC);
+    cr_assert(a && b && c);
+    cr_expect_eq(a->peak_bytes, 4000);
+    cr_expect_eq(b->peak_bytes, 5000);
+    cr_expect_eq(a->leaked_bytes, 2000);
+    cr_expect_eq(a->leaked_blocks, 2);
+    cr_expect_eq(c->alloc_calls, 10);
+    cr_expect_eq(c->temporary_allocs, 10);
+    cr_expect_eq(b->nframes, 3);
+}
+
+Test(viewer_model, filter_matches_function_file_or_module, .init = setup, .fini = teardown) {
+    ml_vmodel_set_filter(M, "WIDGET"); /* the module of B, case-insensitive */
+    cr_assert_eq(ml_vmodel_nsites(M), 1);
+    cr_expect_eq(ml_vmodel_site_at(M, 0)->frames[0].address, B_PC);
+    cr_expect_str_eq(ml_vmodel_filter(M), "WIDGET");
+    ml_vmodel_set_filter(M, "shop+0x5000"); /* a function name (unsymbolized) */
+    cr_assert_eq(ml_vmodel_nsites(M), 1);
+    cr_expect_eq(ml_vmodel_site_at(M, 0)->frames[0].address, C_PC);
+    ml_vmodel_set_filter(M, "shop+0x1000"); /* main: every site passes through it */
+    cr_expect_eq(ml_vmodel_nsites(M), 3);
+    ml_vmodel_set_filter(M, "no-such-thing");
+    cr_expect_eq(ml_vmodel_nsites(M), 0);
+    cr_expect_eq(ml_vmodel_tree_nrows(M), 0);
+    ml_vmodel_set_filter(M, NULL);
+    cr_expect_eq(ml_vmodel_nsites(M), 3);
+    cr_expect_str_eq(ml_vmodel_filter(M), "");
+}
+
+Test(viewer_model, site_ids_survive_refreshes, .init = setup, .fini = teardown) {
+    uint32_t id = v_site_pc(M, A_PC)->id;
+    const ml_vsite_t *s = ml_vmodel_site(M, id);
+    cr_assert(s);
+    cr_expect_eq(s->frames[0].address, A_PC);
+    /* The analysis renumbers its sites on every build; ours stay. */
+    ml_vmodel_set_sort(M, ML_VSORT_CALLS);
+    cr_expect_eq(ml_vmodel_refresh(M), 0);
+    cr_expect_eq(v_site_pc(M, A_PC)->id, id);
+    cr_expect_null(ml_vmodel_site(M, 999));
+}
+
+Test(viewer_model, call_tree_top_down_and_bottom_up, .init = setup, .fini = teardown) {
+    ml_vmodel_set_sort(M, ML_VSORT_ALLOCATED);
+    /* Top-down: one root, main, with everything below it. */
+    cr_assert_eq(ml_vmodel_tree_nrows(M), 1);
+    const ml_vtree_row_t *r = ml_vmodel_tree_row(M, 0);
+    cr_expect_eq(r->frame->address, V_EXE_BASE + 0x1000);
+    cr_expect_eq(r->incl[ML_VSORT_ALLOCATED], 10000);
+    cr_expect_eq(r->incl[ML_VSORT_CALLS], 15);
+    cr_expect(r->has_children);
+    cr_expect_not(r->expanded);
+    ml_vmodel_tree_toggle(M, 0, true, false);
+    cr_assert_eq(ml_vmodel_tree_nrows(M), 4); /* main, helper (5000), A (4000), C (1000) */
+    cr_expect_eq(ml_vmodel_tree_row(M, 1)->frame->address, V_EXE_BASE + 0x3000);
+    cr_expect_eq(ml_vmodel_tree_row(M, 1)->depth, 1);
+    cr_expect_eq(ml_vmodel_tree_row(M, 2)->frame->address, A_PC);
+    cr_expect_eq(ml_vmodel_tree_row(M, 3)->frame->address, C_PC);
+    cr_expect_eq(ml_vmodel_tree_row(M, 2)->self[ML_VSORT_ALLOCATED], 4000);
+    cr_expect_eq(ml_vmodel_tree_parent_row(M, 2), 0);
+    /* Expansion is kept across a refresh (live views rebuild the tree). */
+    cr_expect_eq(ml_vmodel_refresh(M), 0);
+    cr_expect_eq(ml_vmodel_tree_nrows(M), 4);
+    /* Expand all below main: helper opens onto B. */
+    ml_vmodel_tree_toggle(M, 0, true, true);
+    cr_expect_eq(ml_vmodel_tree_nrows(M), 5);
+    ml_vmodel_tree_toggle(M, 0, false, false);
+    cr_expect_eq(ml_vmodel_tree_nrows(M), 1);
+
+    /* Bottom-up: the allocating functions are the roots. */
+    ml_vmodel_tree_set_mode(M, true);
+    cr_expect(ml_vmodel_tree_bottom_up(M));
+    cr_assert_eq(ml_vmodel_tree_nrows(M), 3);
+    cr_expect_eq(ml_vmodel_tree_row(M, 0)->frame->address, B_PC);
+    cr_expect_eq(ml_vmodel_tree_row(M, 0)->incl[ML_VSORT_ALLOCATED], 5000);
+    ml_vmodel_tree_toggle(M, 0, true, false);
+    cr_expect_eq(ml_vmodel_tree_row(M, 1)->frame->address, V_EXE_BASE + 0x3000);
+}
+
+Test(viewer_model, live_set_at_the_peak_the_end_and_between, .init = setup, .fini = teardown) {
+    ml_vlive_t l[8];
+    uint32_t as_of;
+    uint32_t n = ml_vmodel_live_at(M, V_PEAK_MS, l, 8, &as_of);
+    cr_assert_eq(n, 2);
+    cr_expect_eq(as_of, V_PEAK_MS);
+    cr_expect_eq(l[0].site, v_site_pc(M, B_PC)->id);
+    cr_expect_eq(l[0].bytes, 5000);
+    cr_expect_eq(l[1].bytes, 4000);
+    cr_expect_eq(l[1].blocks, 4);
+    n = ml_vmodel_live_at(M, 60, l, 8, &as_of);
+    cr_assert_eq(n, 1);
+    cr_expect_eq(l[0].bytes, 2000);
+    cr_expect_eq(l[0].site, v_site_pc(M, A_PC)->id);
+    /* Before anything was allocated, nothing is live. */
+    n = ml_vmodel_live_at(M, 0, l, 8, &as_of);
+    cr_expect_eq(n, 0);
+}
+
+Test(viewer_model, heap_map_and_the_sites_pinning_a_cell, .init = setup, .fini = teardown) {
+    ml_vheapmap_t map;
+    cr_assert_eq(ml_vmodel_heapmap(M, ML_VMAP_PEAK, 0, 64, &map), 0);
+    cr_assert(map.valid);
+    cr_expect(map.sites_known);
+    cr_expect_eq(map.time_ms, V_PEAK_MS);
+    cr_expect_leq(map.ncells, 64);
+    cr_assert_gt(map.ncells, 0);
+    /* Some cell holds live pages; the sites pinning the whole range are A and B. */
+    bool used = false;
+    for (uint32_t i = 0; i < map.ncells; i++) used |= map.cells[i].used_pct > 0;
+    cr_expect(used);
+    ml_vlive_t l[8];
+    uint32_t n = ml_vmodel_cell_sites(M, ML_VMAP_PEAK, 0, UINT64_MAX / 2, l, 8);
+    cr_expect_eq(n, 2);
+    n = ml_vmodel_cell_sites(M, ML_VMAP_END, 0x100000, 0x1000, l, 8);
+    cr_expect_eq(n, 0); /* the block at 0x100000 was freed */
+    n = ml_vmodel_cell_sites(M, ML_VMAP_END, 0x102000, 0x1000, l, 8);
+    cr_assert_eq(n, 1);
+    cr_expect_eq(l[0].site, v_site_pc(M, A_PC)->id);
+    cr_expect_eq(l[0].bytes, 1000);
+    /* At the cursor the model uses the nearest snapshot (or the peak). */
+    cr_expect_eq(ml_vmodel_heapmap(M, ML_VMAP_CURSOR, 60, 64, &map), 0);
+    cr_expect(map.valid);
+}
+
+Test(viewer_model, site_histograms_mark_the_site_buckets, .init = setup, .fini = teardown) {
+    ml_vbucket_t b[64];
+    uint32_t n = ml_vmodel_site_hist(M, v_site_pc(M, A_PC)->id, ML_VHIST_SIZE, b, 64);
+    cr_assert_gt(n, 0);
+    int mine = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!b[i].mine) continue;
+        mine++;
+        cr_expect(b[i].lo < 1000 && b[i].hi >= 1000, "bucket (%lu, %lu]", (unsigned long)b[i].lo,
+                  (unsigned long)b[i].hi);
+    }
+    cr_expect_eq(mine, 1);
+}
+
+Test(viewer_model, loads_in_steps_with_progress) {
+    ml_vmodel_t *m;
+    cr_assert_eq(ml_vmodel_new(&m), 0);
+    ml_build_opts_t o = {.no_symbols = true};
+    ml_vmodel_set_build_opts(m, &o);
+    v_write_trace(path, sizeof path, false);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(m, path, err, sizeof err), 0);
+    cr_expect(ml_vmodel_loading(m));
+    cr_expect_eq(ml_vmodel_summary(m)->state, ML_VPROC_LOADING);
+    int rc, steps = 0;
+    while ((rc = ml_vmodel_load_step(m, 1)) > 0) steps++;
+    cr_expect_eq(rc, 0);
+    cr_expect_not(ml_vmodel_loading(m));
+    cr_expect_eq(ml_vmodel_summary(m)->totals.peak_bytes, V_PEAK);
+    ml_vmodel_free(m);
+    unlink(path);
+}
+
+Test(viewer_model, missing_garbage_and_truncated_traces) {
+    ml_vmodel_t *m;
+    char err[256];
+    cr_assert_eq(ml_vmodel_new(&m), 0);
+    cr_expect_eq(ml_vmodel_open(m, "/nonexistent/trace.mlt", err, sizeof err), -ENOENT);
+    snprintf(path, sizeof path, "/tmp/ml_vtest_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(write(fd, "hello, world, not a trace", 25) == 25);
+    close(fd);
+    cr_expect_lt(ml_vmodel_open(m, path, err, sizeof err), 0);
+    cr_expect_gt(strlen(err), 0);
+    unlink(path);
+    ml_vmodel_free(m);
+
+    /* A trace cut short reads up to its last chunk and says so. */
+    cr_assert_eq(ml_vmodel_new(&m), 0);
+    ml_build_opts_t o = {.no_symbols = true};
+    ml_vmodel_set_build_opts(m, &o);
+    v_write_trace(path, sizeof path, true);
+    cr_assert_eq(ml_vmodel_open(m, path, err, sizeof err), 0, "%s", err);
+    ml_vmodel_load_all(m);
+    cr_expect_eq(ml_vmodel_summary(m)->state, ML_VPROC_TRUNCATED);
+    ml_vmodel_free(m);
+    unlink(path);
+}
+
+/* Live: a collector thread feeds under the lock while this thread
+ * refreshes; the numbers only grow, and the state follows the program. */
+typedef struct {
+    ml_vmodel_t *m;
+    int n;
+} feeder_t;
+
+static void *feeder(void *arg) {
+    feeder_t *f = arg;
+    for (int i = 0; i < f->n; i++) {
+        ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = (uint32_t)i};
+        r.u.alloc.kind = ML_KIND_MALLOC;
+        r.u.alloc.ptr = 0x1000000 + (uint64_t)i * 64;
+        r.u.alloc.size = 64;
+        r.u.alloc.stack = 1;
+        ml_vmodel_lock(f->m);
+        ml_vmodel_feed(f->m, &r);
+        ml_vmodel_unlock(f->m);
+    }
+    return NULL;
+}
+
+Test(viewer_model, live_feeding_and_refreshing_from_two_threads, .timeout = 30) {
+    ml_vmodel_t *m;
+    cr_assert_eq(ml_vmodel_new(&m), 0);
+    ml_build_opts_t o = {.no_symbols = true};
+    ml_vmodel_set_build_opts(m, &o);
+    ml_record_t n = {.tag = ML_T_NODE};
+    n.u.node.id = 1;
+    n.u.node.pc = 0x1234;
+    ml_vmodel_feed(m, &n);
+    ml_vmodel_set_process_state(m, ML_VPROC_RUNNING, 0);
+    feeder_t f = {m, 200000};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, feeder, &f), 0);
+    uint64_t last = 0;
+    for (int i = 0; i < 50; i++) {
+        cr_assert_eq(ml_vmodel_refresh(m), 0);
+        const ml_vsummary_t *s = ml_vmodel_summary(m);
+        cr_expect_eq(s->state, ML_VPROC_RUNNING);
+        cr_expect_geq(s->totals.heap_bytes, last);
+        last = s->totals.heap_bytes;
+        ml_vmodel_tree_nrows(m);
+    }
+    pthread_join(t, NULL);
+    ml_vmodel_set_process_state(m, ML_VPROC_EXITED, 0);
+    cr_assert_eq(ml_vmodel_refresh(m), 0);
+    cr_expect_eq(ml_vmodel_summary(m)->state, ML_VPROC_EXITED);
+    cr_expect_eq(ml_vmodel_summary(m)->totals.heap_bytes, 200000ull * 64);
+    cr_expect_eq(ml_vmodel_nsites(m), 1);
+    ml_vmodel_free(m);
+}

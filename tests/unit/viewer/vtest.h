@@ -1,0 +1,141 @@
+/* vtest.h - a synthetic trace with known answers for the viewer's unit
+ * tests (test_model.c, test_keys.c), written with the real trace writer.
+ *
+ * Two modules: the program (/opt/app/bin/shop) and a library
+ * (/opt/app/lib/libwidget.so). Stacks (innermost first):
+ *   A  [shop+0x2000] <- [shop+0x1000]                       4 x 1000 B, 2 freed: leaks 2000 B in 2 blocks
+ *   B  [libwidget.so+0x4000] <- [shop+0x3000] <- [shop+0x1000]  1 x 5000 B, freed after the peak
+ *      (before any other allocation: a temporary one)
+ *   C  [shop+0x5000] <- [shop+0x1000]                       10 temporary allocations of 100 B
+ * Time: A at 10..13 ms, B at 20 ms (the peak: 9000 B), B freed at 30 ms,
+ * C from 40 ms, two A blocks freed at 50 and 51 ms, the end at 60 ms with
+ * exit status 3. Symbols are off in the tests, so functions read
+ * "[module+0xOFFSET]".
+ */
+#ifndef VTEST_H
+#define VTEST_H
+
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ml_trace_io.h"
+#include "ml_viewer_model.h"
+
+#define V_EXE_BASE 0x400000ull
+#define V_LIB_BASE 0x7f0000000000ull
+#define V_PEAK 9000u
+#define V_PEAK_MS 20u
+
+static ml_writer_t *v_w;
+
+static void v_add(ml_record_t *r) { cr_assert_eq(ml_writer_add(v_w, r), 0); }
+
+static void v_module(uint64_t base, const char *path) {
+    ml_record_t r = {.tag = ML_T_MODULE};
+    r.u.module.base = base;
+    r.u.module.path = path;
+    r.u.module.nsegs = 1;
+    r.u.module.segs[0].vaddr = 0;
+    r.u.module.segs[0].memsz = 0x100000;
+    r.u.module.segs[0].flags = 5;
+    v_add(&r);
+}
+
+static void v_node(uint32_t id, uint32_t parent, uint64_t pc) {
+    ml_record_t r = {.tag = ML_T_NODE};
+    r.u.node.id = id;
+    r.u.node.parent = parent;
+    r.u.node.pc = pc;
+    v_add(&r);
+}
+
+static void v_alloc(uint32_t t, uint64_t ptr, uint64_t size, uint32_t stack) {
+    ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = t};
+    r.u.alloc.kind = ML_KIND_MALLOC;
+    r.u.alloc.ptr = ptr;
+    r.u.alloc.size = size;
+    r.u.alloc.stack = stack;
+    v_add(&r);
+}
+
+static void v_free(uint32_t t, uint64_t ptr) {
+    ml_record_t r = {.tag = ML_T_FREE, .time_ms = t};
+    r.u.alloc.kind = ML_KIND_FREE;
+    r.u.alloc.ptr = ptr;
+    v_add(&r);
+}
+
+/* Writes the trace described above into a fresh temporary file; with
+ * `cut` the file is cut in the middle of its last chunk (a truncated trace). */
+static void v_write_trace(char *path, size_t len, bool cut) {
+    snprintf(path, len, "/tmp/ml_vtest_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(ml_writer_new(fd, 1, &v_w), 0);
+    ml_record_t p = {.tag = ML_T_PROCESS};
+    p.u.process.pid = 4242;
+    p.u.process.page_size = 4096;
+    p.u.process.exe = "/opt/app/bin/shop";
+    p.u.process.argc = 2;
+    p.u.process.argv[0] = "shop";
+    p.u.process.argv[1] = "--open";
+    p.u.process.parent_trace = "";
+    p.u.process.producer = "vtest";
+    v_add(&p);
+    v_module(V_EXE_BASE, "/opt/app/bin/shop");
+    v_module(V_LIB_BASE, "/opt/app/lib/libwidget.so");
+    v_node(1, 0, V_EXE_BASE + 0x1000); /* main */
+    v_node(2, 1, V_EXE_BASE + 0x2000); /* A */
+    v_node(3, 1, V_EXE_BASE + 0x3000); /* helper */
+    v_node(4, 3, V_LIB_BASE + 0x4000); /* B */
+    v_node(5, 1, V_EXE_BASE + 0x5000); /* C */
+    for (uint32_t i = 0; i < 4; i++) v_alloc(10 + i, 0x100000 + i * 0x1000, 1000, 2);
+    v_alloc(V_PEAK_MS, 0x200000, 5000, 4);
+    v_free(30, 0x200000);
+    for (uint32_t i = 0; i < 10; i++) {
+        v_alloc(40 + i, 0x300000, 100, 5);
+        v_free(40 + i, 0x300000);
+    }
+    v_free(50, 0x100000);
+    v_free(51, 0x101000);
+    ml_record_t e = {.tag = ML_T_END, .time_ms = 60};
+    e.u.end.status_kind = ML_END_EXITED;
+    e.u.end.status = 3;
+    e.u.end.duration_ms = 60;
+    if (!cut) v_add(&e);
+    cr_assert_eq(ml_writer_free(v_w), 0);
+    if (cut) {
+        off_t size = lseek(fd, 0, SEEK_END);
+        cr_assert_eq(ftruncate(fd, size - 7), 0);
+    }
+    close(fd);
+}
+
+/* A model with the synthetic trace loaded (symbols off). */
+static ml_vmodel_t *v_model(char *path, size_t len) {
+    ml_vmodel_t *m;
+    cr_assert_eq(ml_vmodel_new(&m), 0);
+    ml_build_opts_t o = {.no_symbols = true};
+    ml_vmodel_set_build_opts(m, &o);
+    v_write_trace(path, len, false);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(m, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ml_vmodel_load_all(m), 0, "%s", ml_vmodel_error(m));
+    return m;
+}
+
+/* The site whose innermost frame is at pc. */
+__attribute__((unused)) static const ml_vsite_t *v_site_pc(ml_vmodel_t *m, uint64_t pc) {
+    for (uint32_t i = 0; i < ml_vmodel_nsites(m); i++) {
+        const ml_vsite_t *s = ml_vmodel_site_at(m, i);
+        if (s->nframes && s->frames[0].address == pc) return s;
+    }
+    return NULL;
+}
+
+#endif
