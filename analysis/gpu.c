@@ -11,6 +11,7 @@
  *   - per (device, stack, kind) site: counters, live bytes and the lazily
  *     taken snapshot of what it held at its device's peak.
  */
+#define _GNU_SOURCE /* qsort_r */
 #include "ml_gpu.h"
 #include "analysis_internal.h"
 
@@ -493,9 +494,29 @@ static void settle_peak(ml_gpu_t *g, uint32_t dev) {
     }
 }
 
+/* The fields of a device that follow from others, kept current after every
+ * record so that readers (the live viewer's thread among them) only read. */
+static void refresh_derived(const ml_gpu_t *g, gdev_t *d) {
+    ml_gpu_device_t *p = &d->pub;
+    p->leaked_bytes = p->live_bytes + p->ctx_destroy_bytes;
+    p->leaked_blocks = p->live_blocks + p->ctx_destroy_blocks;
+    p->pinned_leaked_bytes = p->pinned_live_bytes + d->pinned_ctx_bytes;
+    for (int k = 0; k < ML_GPU_KIND_COUNT_; k++) {
+        p->kinds[k].leaked_bytes = p->kinds[k].live_bytes + d->kind_ctx_bytes[k];
+        p->kinds[k].leaked_blocks = p->kinds[k].live_blocks + d->kind_ctx_blocks[k];
+    }
+    /* The address-space kinds hold no memory: nothing of theirs leaks bytes. */
+    p->kinds[ML_GPU_KIND_VMM_RESERVE].leaked_bytes = 0;
+    p->kinds[ML_GPU_KIND_VMM_MAP].leaked_bytes = 0;
+    treap_frag(&d->va, g->sum.last_time_ms, &p->frag_now);
+}
+
 static void update_totals(ml_gpu_t *g, uint32_t time_ms, ml_totals_t *t) {
     uint64_t pinned = 0;
-    for (size_t i = 0; i < g->ndevs; i++) pinned += g->devs[i].pub.pinned_live_bytes;
+    for (size_t i = 0; i < g->ndevs; i++) {
+        pinned += g->devs[i].pub.pinned_live_bytes;
+        refresh_derived(g, &g->devs[i]);
+    }
     g->sum.live_bytes = total_device_bytes(g);
     g->sum.pinned_live_bytes = pinned;
     if (g->sum.live_bytes > g->sum.peak_bytes) {
@@ -887,25 +908,9 @@ uint64_t ml_gpu_live_bytes(const ml_gpu_t *g) {
     return g ? g->sum.live_bytes : 0;
 }
 
-/* The public device record with the derived fields filled in. Devices are
- * returned through a per-device copy so that callers see consistent values
- * without the session having to settle anything. */
 const ml_gpu_device_t *ml_gpu_device(const ml_gpu_t *g, size_t i) {
     if (!g || i >= g->ndevs) return NULL;
-    gdev_t *d = (gdev_t *)&g->devs[i]; /* derived fields only; no stream state changes */
-    ml_gpu_device_t *p = &d->pub;
-    p->leaked_bytes = p->live_bytes + p->ctx_destroy_bytes;
-    p->leaked_blocks = p->live_blocks + p->ctx_destroy_blocks;
-    p->pinned_leaked_bytes = p->pinned_live_bytes + d->pinned_ctx_bytes;
-    for (int k = 0; k < ML_GPU_KIND_COUNT_; k++) {
-        p->kinds[k].leaked_bytes = p->kinds[k].live_bytes + d->kind_ctx_bytes[k];
-        p->kinds[k].leaked_blocks = p->kinds[k].live_blocks + d->kind_ctx_blocks[k];
-    }
-    /* The address-space kinds hold no memory: nothing of theirs leaks bytes. */
-    p->kinds[ML_GPU_KIND_VMM_RESERVE].leaked_bytes = 0;
-    p->kinds[ML_GPU_KIND_VMM_MAP].leaked_bytes = 0;
-    treap_frag(&d->va, g->sum.last_time_ms, &p->frag_now);
-    return p;
+    return &g->devs[i].pub;
 }
 
 size_t ml_gpu_timeline(const ml_gpu_t *g, size_t i, const ml_gpu_point_t **points) {
@@ -950,11 +955,10 @@ static uint64_t order_key(const ml_gpu_site_t *s, ml_gpu_order_t o) {
     }
 }
 
-static ml_gpu_order_t sort_order;
-
-static int cmp_sites(const void *pa, const void *pb) {
+static int cmp_sites(const void *pa, const void *pb, void *order) {
     const ml_gpu_site_t *a = pa, *b = pb;
-    uint64_t ka = order_key(a, sort_order), kb = order_key(b, sort_order);
+    ml_gpu_order_t o = *(const ml_gpu_order_t *)order;
+    uint64_t ka = order_key(a, o), kb = order_key(b, o);
     if (ka != kb) return ka > kb ? -1 : 1;
     if (a->bytes_allocated != b->bytes_allocated) return a->bytes_allocated > b->bytes_allocated ? -1 : 1;
     if (a->stack != b->stack) return a->stack < b->stack ? -1 : 1;
@@ -972,8 +976,7 @@ size_t ml_gpu_sites(const ml_gpu_t *g, size_t device_index, ml_gpu_order_t order
         site_public(g, &g->sites[i], &all[n]);
         if (order_key(&all[n], order)) n++;
     }
-    sort_order = order;
-    qsort(all, n, sizeof *all, cmp_sites);
+    qsort_r(all, n, sizeof *all, cmp_sites, &order);
     if (n > max) n = max;
     memcpy(out, all, n * sizeof *out);
     free(all);

@@ -56,7 +56,7 @@ static uint32_t context_uid(CUcontext ctx) {
 /* ------------------------------------------------------------------------- */
 
 void ml__cupti_warn(const char *msg) {
-    char buf[512];
+    char buf[1024];
     static const char pre[] = "memlens: warning: ";
     size_t n = 0;
     for (size_t i = 0; pre[i] && n < sizeof buf - 2; i++) buf[n++] = pre[i];

@@ -213,7 +213,7 @@ static void attach(ml_gpu_record_fn record) {
     }
     if (!resolve(h)) {
         snprintf(msg, sizeof msg,
-                 "GPU allocations will not be recorded: %s lacks the CUPTI callback API. CPU "
+                 "GPU allocations will not be recorded: %.600s lacks the CUPTI callback API. CPU "
                  "profiling goes on",
                  which);
         ml__cupti_warn(msg);
