@@ -377,6 +377,12 @@ size_t ml_analysis_top_stacks(const ml_analysis_t *a, ml_share_t *out, size_t ma
 size_t ml_analysis_shares_to_sites(const ml_analysis_t *a, const ml_share_t *in, size_t n,
                                    ml_share_t *out, size_t max);
 
+/** The site of the last build that a recorded stack belongs to, by its leaf
+ * node id (ml_record_t.u.alloc.stack, not the stack ids of ml_share_t), or
+ * UINT32_MAX when that build did not see it. O(1). The strategy advisor
+ * (ml_advisor.h) groups its replay by it. */
+uint32_t ml_analysis_node_site(const ml_analysis_t *a, uint32_t node);
+
 /** The sites whose blocks, live at a moment of the last build (peak, worst,
  * or the end), overlap [lo, hi), largest first: who pins a cell of the heap
  * map. O(live blocks). Returns the count or -ENOMEM. */

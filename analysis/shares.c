@@ -52,6 +52,13 @@ static uint32_t stack_site(const ml_analysis_t *a, uint32_t stack, size_t ns) {
     return s < ns ? s : UINT32_MAX;
 }
 
+uint32_t ml_analysis_node_site(const ml_analysis_t *a, uint32_t node) {
+    /* as stat_of() files allocations: unknown nodes under stats[0] */
+    uint32_t st = node && node < a->nnodes ? a->node_stat[node] : 0;
+    if (node && node < a->nnodes && !st) return UINT32_MAX; /* never allocated from */
+    return stack_site(a, st, nsites(a));
+}
+
 /* Merges (site, bytes, blocks) triples by site: sorts by site, sums runs,
  * then keeps the largest. */
 static int cmp_id(const void *x, const void *y) {

@@ -161,11 +161,22 @@ int ml_sim_router_new(const char *name, ml_sim_route_fn route, void *ctx, ml_sim
 typedef struct {
     uint64_t max_gain_bytes;
     uint32_t max_gain_time_ms;
+    uint64_t dedicated_live_blocks, dedicated_live_bytes; /* in the dedicated part at that moment */
     uint64_t compare_peak;
     ml_sim_metrics_t dedicated;
     ml_sim_metrics_t general;
 } ml_sim_router_gain_t;
 void ml_sim_router_gain(const ml_sim_policy_t *router, ml_sim_router_gain_t *out);
+
+/** A what-if for growth chains: wraps `inner` (taking ownership); a realloc
+ * (free + alloc flagged ML_SIM_F_REALLOC on one thread) that fits the block's
+ * capacity does nothing, one that does not moves the block to max(size,
+ * capacity * factor). */
+int ml_sim_growth_new(ml_sim_policy_t *inner, double factor, ml_sim_policy_t **out);
+/** Reallocs that fit the reserve (no call, no copy), the bytes they did not
+ * copy, and the moves that remained. */
+void ml_sim_growth_stats(const ml_sim_policy_t *growth, uint64_t *avoided, uint64_t *avoided_bytes,
+                         uint64_t *moves);
 
 /** The standard comparison set, in table order: "real" is not among them. */
 extern const char *const ml_sim_policy_names[];

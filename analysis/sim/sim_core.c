@@ -229,13 +229,18 @@ int ml_sim_free(ml_sim_policy_t *p, uint32_t id) {
 }
 
 int ml_sim_apply(ml_sim_policy_t *p, const ml_sim_op_t *op) {
-    if (op->type == ML_SIM_ALLOC) return do_alloc(p, op, NULL);
-    if (op->type == ML_SIM_MALLINFO) {
+    int rc = 0;
+    p->cur_op = op;
+    if (op->type == ML_SIM_ALLOC) {
+        rc = do_alloc(p, op, NULL);
+    } else if (op->type == ML_SIM_MALLINFO) {
         ml_sim_mallinfo(p, op->size);
-        return 0;
+    } else {
+        p->now_ms = op->time_ms;
+        rc = ml_sim_free(p, op->id);
     }
-    p->now_ms = op->time_ms;
-    return ml_sim_free(p, op->id);
+    p->cur_op = NULL;
+    return rc;
 }
 
 void ml_sim_mallinfo(ml_sim_policy_t *p, uint64_t held_bytes) {

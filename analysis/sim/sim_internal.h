@@ -66,6 +66,7 @@ struct ml_sim_policy_s {
     uint64_t max_end; /* highest end of any extent so far */
     ml_sim_frag_t at_peak;
     uint32_t now_ms;
+    const ml_sim_op_t *cur_op; /* the op being applied (NULL from ml_sim_alloc/free) */
     bool known_fragmentation, known_cost;
     uint64_t os_held_peak;
     double cpu_seconds;

@@ -17,7 +17,7 @@ typedef struct {
     ml_sim_policy_t *g, *d, *cmp;
     uint8_t *where;
     uint32_t idcap;
-    uint64_t max_gain;
+    uint64_t max_gain, d_live, d_bytes;
     uint32_t max_gain_ms;
 } router_t;
 
@@ -33,6 +33,8 @@ static void check_gain(router_t *r) {
     if (theirs > mine && theirs - mine > r->max_gain) {
         r->max_gain = theirs - mine;
         r->max_gain_ms = r->base.now_ms;
+        r->d_live = r->d->live_count;
+        r->d_bytes = r->d->live_req;
     }
 }
 
@@ -55,8 +57,9 @@ static int router_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *add
 static void router_free(ml_sim_policy_t *p, uint32_t id) {
     router_t *r = (router_t *)p;
     ml_sim_op_t op = {.type = ML_SIM_FREE, .id = id, .time_ms = p->now_ms};
-    ml_sim_apply(r->where[id] ? r->d : r->g, &op);
-    if (r->cmp) ml_sim_apply(r->cmp, &op);
+    const ml_sim_op_t *o = p->cur_op ? p->cur_op : &op;
+    ml_sim_apply(r->where[id] ? r->d : r->g, o);
+    if (r->cmp) ml_sim_apply(r->cmp, o);
     sync_counters(r);
     check_gain(r);
 }
@@ -133,6 +136,8 @@ void ml_sim_router_gain(const ml_sim_policy_t *p, ml_sim_router_gain_t *out) {
     memset(out, 0, sizeof *out);
     out->max_gain_bytes = r->max_gain;
     out->max_gain_time_ms = r->max_gain_ms;
+    out->dedicated_live_blocks = r->d_live;
+    out->dedicated_live_bytes = r->d_bytes;
     if (r->cmp) {
         ml_sim_metrics_t m;
         ml_sim_metrics(r->cmp, &m);

@@ -5,3 +5,14 @@ foreach(t test_fit test_classes test_buddy test_slab test_bitmap_arena test_repl
   target_include_directories(sim_${t} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/unit/sim)
   target_link_libraries(sim_${t} PRIVATE ml_sim)
 endforeach()
+
+# --- the advisor end to end: fixture programs with known behaviour --------------
+set(ML_ADV_FIXTURES fx_adv_slab fx_adv_realloc fx_adv_temp fx_adv_lifetimes fx_adv_clean fx_adv_arena)
+foreach(fx ${ML_ADV_FIXTURES})
+  add_executable(${fx} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/fixtures/${fx}.c)
+  target_compile_options(${fx} PRIVATE -O0 -g -fno-builtin)
+endforeach()
+ml_test(test_advisor e2e/test_advisor.c e2e/harness.c)
+target_link_libraries(test_advisor PRIVATE ml_advisor)
+add_dependencies(test_advisor memlens memlens_preload ${ML_ADV_FIXTURES})
+set_tests_properties(test_advisor PROPERTIES TIMEOUT 900)
