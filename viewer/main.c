@@ -334,7 +334,8 @@ int ml_viewer_live_start(ml_vmodel_t *m, char *err, size_t errlen, ml_viewer_liv
     }
     int c, r;
     ml__crt_size(&c, &r);
-    ml_sm_opts_t so = {.cols = c, .rows = r, .unicode = ml__crt_unicode(), .live = true, .refresh_ms = 250};
+    ml_sm_opts_t so = {.cols = c, .rows = r, .unicode = ml__crt_unicode(), .live = true, .refresh_ms = 250,
+                       .shared_tty = isatty(STDOUT_FILENO) || isatty(STDERR_FILENO)};
     v->sm = ml__sm_new(m, &so);
     if (!v->sm) {
         ml__crt_done();

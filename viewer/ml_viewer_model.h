@@ -225,6 +225,9 @@ void ml_vmodel_set_process_state(ml_vmodel_t *m, ml_vproc_state_t st, int status
 int ml_vmodel_refresh(ml_vmodel_t *m);
 /** The message of the last failed analysis build, or "". */
 const char *ml_vmodel_build_error(const ml_vmodel_t *m);
+/** How long the last refresh held the lock, in ms (live views space their
+ * refreshes by it, so a big heap's builds do not stall the collector). */
+uint32_t ml_vmodel_refresh_cost_ms(const ml_vmodel_t *m);
 /** Changes with every refresh that saw new data. */
 uint64_t ml_vmodel_generation(const ml_vmodel_t *m);
 

@@ -97,6 +97,8 @@ struct ml_vmodel_s {
     uint32_t npoints, cap_points;
     uint64_t generation;
     bool built;
+    uint64_t built_records; /* records fed when the last build ran */
+    uint32_t refresh_ms;    /* how long the last refresh held the lock */
 
     /* identity */
     idslot_t *ids;
@@ -517,7 +519,13 @@ static void load_snapshots(ml_vmodel_t *m) {
     src_snapshot(m, t->last_time_ms);
     if ((double)m->build_ms <= MAP_BUILD_BUDGET * (double)m->load_ms) {
         uint64_t t0 = mono_ms();
-        if (src_build(m) == 0) src_mapsnap(m);
+        if (src_build(m) == 0) {
+            src_mapsnap(m);
+            /* A build frees the previous one's sites and frames, which the
+             * snapshot points into: take the new ones at once (the views
+             * then show the sites read so far). */
+            ml_vmodel_refresh(m);
+        }
         m->build_ms += mono_ms() - t0 + 1;
     }
 }
@@ -860,12 +868,17 @@ int ml_vmodel_refresh(ml_vmodel_t *m) {
     ml_vsummary_t s;
     memset(&s, 0, sizeof s);
     ml_vmodel_lock(m);
+    uint64_t t0 = mono_ms();
     /* Post-mortem the whole analysis is built once, at the end; while
-     * loading the views show the running totals. Live, every refresh builds
-     * (the analysis reuses its symbol cache). */
+     * loading the views show the running totals. Live, a refresh builds when
+     * records came in since the last build (the analysis reuses its symbol
+     * cache); once the program has ended the data stays put. */
     int rc = 0;
-    if (!m->loading) rc = src_build(m);
     const ml_totals_t *t = ml_analysis_totals(m->an);
+    if (!m->loading && (!m->built || t->records != m->built_records)) {
+        rc = src_build(m);
+        m->built_records = t->records;
+    }
     if (m->live && t->last_time_ms >= m->last_snap_ms + SNAP_EVERY_MS) {
         src_snapshot(m, t->last_time_ms);
         if (m->built) src_mapsnap(m);
@@ -889,6 +902,7 @@ int ml_vmodel_refresh(ml_vmodel_t *m) {
     } else {
         s.state = ML_VPROC_TRUNCATED;
     }
+    m->refresh_ms = (uint32_t)(mono_ms() - t0);
     ml_vmodel_unlock(m);
     s.nsites = m->nsites;
     s.nsuggestions = m->nsugg;
@@ -899,6 +913,7 @@ int ml_vmodel_refresh(ml_vmodel_t *m) {
 }
 
 const char *ml_vmodel_build_error(const ml_vmodel_t *m) { return m->build_error; }
+uint32_t ml_vmodel_refresh_cost_ms(const ml_vmodel_t *m) { return m->refresh_ms; }
 
 /* ------------------------------------------------------------------------- */
 /* Call tree                                                                 */

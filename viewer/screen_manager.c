@@ -224,7 +224,10 @@ static void draw_status(ml_screen_t *sm) {
         x += ml__canvas_printf(c, x, y, c->cols - x, ML_ST_WARN, "Filter \"%s\": %u of %u sites  ", f,
                                ml_vmodel_nsites(sm->m), s->nsites);
     }
-    if (s->state == ML_VPROC_RUNNING)
+    if (s->state == ML_VPROC_RUNNING && sm->o.shared_tty)
+        x += ml__canvas_text(c, x, y, c->cols - x, ML_ST_WARN,
+                             "Recording. The program's output shares this terminal: Ctrl-L redraws. ");
+    else if (s->state == ML_VPROC_RUNNING)
         x += ml__canvas_text(c, x, y, c->cols - x, ML_ST_GOOD, "Recording; the views follow the program. ");
     else if (sm->o.live)
         x += ml__canvas_text(c, x, y, c->cols - x, ML_ST_BOLD,
@@ -462,6 +465,7 @@ static uint64_t now_ms(void) {
 void ml__sm_run(ml_screen_t *sm, const ml_sm_io_t *io) {
     bool dirty = true;
     uint64_t next_refresh = 0;
+    ml_vproc_state_t last_state = ml_vmodel_summary(sm->m)->state;
     for (;;) {
         int timeout = -1;
         if (ml_vmodel_loading(sm->m)) {
@@ -491,7 +495,16 @@ void ml__sm_run(ml_screen_t *sm, const ml_sm_io_t *io) {
                     ml__sm_data_changed(sm);
                     dirty = true;
                 }
-                next_refresh = now + (uint64_t)sm->o.refresh_ms;
+                /* The program ended: a full repaint wipes whatever it wrote
+                 * over the view. */
+                ml_vproc_state_t st = ml_vmodel_summary(sm->m)->state;
+                if (st != last_state && sm->o.shared_tty && io->repaint) io->repaint(io->ctx);
+                last_state = st;
+                /* The collector waits while a refresh holds the model's
+                 * lock: keep that under a fifth of the time. */
+                uint64_t period = (uint64_t)sm->o.refresh_ms, cost = ml_vmodel_refresh_cost_ms(sm->m);
+                if (period < 4 * cost) period = 4 * cost;
+                next_refresh = now + period;
             }
             timeout = (int)(next_refresh - now);
             if (timeout < 0) timeout = 0;

@@ -296,6 +296,7 @@ typedef struct {
     bool unicode;
     bool live;     /* the model is fed by a running collector: refresh periodically */
     int refresh_ms; /* live refresh period (default 500) */
+    bool shared_tty; /* live: the program writes to the same terminal (Ctrl-L redraws) */
 } ml_sm_opts_t;
 
 ml_screen_t *ml__sm_new(ml_vmodel_t *m, const ml_sm_opts_t *o);

@@ -5,6 +5,8 @@
 #include "vtest.h"
 #include "viewer_internal.h"
 
+#include <malloc.h>
+
 static char path[64];
 static ml_vmodel_t *M;
 static ml_screen_t *S;
@@ -290,6 +292,47 @@ Test(viewer_keys, every_view_draws_at_min_and_large_sizes) {
         }
         teardown();
     }
+}
+
+/* Loading in steps draws between them; the model's snapshot builds replace
+ * the analysis' sites under the views (a use-after-free once). Every view
+ * is drawn after every step. */
+Test(viewer_keys, views_stay_valid_while_loading, .timeout = 60) {
+    /* Freed memory is filled, so a view reading it shows garbage names. */
+    mallopt(M_PERTURB, 0x5a);
+    cr_assert_eq(ml_vmodel_new(&M), 0);
+    ml_build_opts_t bo = {.no_symbols = true};
+    ml_vmodel_set_build_opts(M, &bo);
+    v_write_big_trace(path, sizeof path, 200000);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(M, path, err, sizeof err), 0, "%s", err);
+    ml_sm_opts_t o = {.cols = 80, .rows = 24, .unicode = true};
+    S = ml__sm_new(M, &o);
+    int rc, steps = 0, with_sites = 0;
+    bool seen_loading = false;
+    /* As the loop does: a step, then draw (refreshes come twice a second). */
+    while ((rc = ml_vmodel_load_step(M, 1)) > 0) {
+        if (steps % 3 == 0) ml_vmodel_refresh(M);
+        ml__sm_data_changed(S);
+        for (const char *v = "1345612"; *v; v++) {
+            char k[2] = {*v, 0};
+            KEYS(k, "j", "Enter", "Esc");
+        }
+        seen_loading |= screen_has("Loading");
+        if (ml_vmodel_nsites(M)) {
+            with_sites++;
+            cr_assert(screen_has("[big+0x20"), "step %d: the sites' names are gone", steps);
+        }
+        steps++;
+    }
+    cr_expect_eq(rc, 0);
+    cr_expect_gt(steps, 2);
+    cr_expect_gt(with_sites, 0, "no site was shown while loading");
+    cr_expect(seen_loading);
+    ml__sm_data_changed(S);
+    KEYS("2");
+    cr_expect(screen_has("SITE (function, file:line)  50"));
+    teardown();
 }
 
 Test(viewer_keys, ascii_terminals_get_ascii) {

@@ -14,3 +14,19 @@ add_test(NAME viewer_tmux
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_viewer_tmux.sh
           $<TARGET_FILE:memlens> $<TARGET_FILE:fx_counts> $<TARGET_FILE:fx_grow>)
 set_tests_properties(viewer_tmux PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
+
+# The model and key tests again with AddressSanitizer on the viewer's own code, so that
+# a view reading results the analysis has freed is caught even where the
+# memory was handed out again at once (views_stay_valid_while_loading).
+if(NOT ML_SANITIZE)
+  get_target_property(ML_VIEWER_CORE_SRC ml_viewer_core SOURCES)
+  list(TRANSFORM ML_VIEWER_CORE_SRC PREPEND ${PROJECT_SOURCE_DIR}/viewer/)
+  add_executable(test_viewer_asan unit/viewer/test_keys.c unit/viewer/test_model.c ${ML_VIEWER_CORE_SRC})
+  target_include_directories(test_viewer_asan PRIVATE ${CRITERION_INCLUDE} ${PROJECT_SOURCE_DIR}/viewer)
+  target_compile_options(test_viewer_asan PRIVATE -fsanitize=address -fno-omit-frame-pointer)
+  target_link_options(test_viewer_asan PRIVATE -fsanitize=address)
+  target_link_libraries(test_viewer_asan PRIVATE ${CRITERION_LIB} ml_analysis Threads::Threads)
+  add_test(NAME test_viewer_asan COMMAND test_viewer_asan --jobs 2)
+  # Leak checking off: Criterion's parallel runner leaks a few bytes of its own.
+  set_tests_properties(test_viewer_asan PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
+endif()

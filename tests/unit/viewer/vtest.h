@@ -116,6 +116,36 @@ static void v_write_trace(char *path, size_t len, bool cut) {
     close(fd);
 }
 
+/* A bigger trace for loading in steps: n allocations over 50 stacks, each
+ * freed 1000 allocations later, one millisecond per 100 records, in chunks
+ * of 2000 allocations. */
+__attribute__((unused)) static void v_write_big_trace(char *path, size_t len, uint32_t n) {
+    snprintf(path, len, "/tmp/ml_vtest_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(ml_writer_new(fd, 1, &v_w), 0);
+    ml_record_t p = {.tag = ML_T_PROCESS};
+    p.u.process.pid = 7;
+    p.u.process.page_size = 4096;
+    p.u.process.exe = "/opt/app/bin/big";
+    p.u.process.parent_trace = "";
+    p.u.process.producer = "vtest";
+    v_add(&p);
+    v_module(V_EXE_BASE, "/opt/app/bin/big");
+    v_node(1, 0, V_EXE_BASE + 0x1000);
+    for (uint32_t s = 0; s < 50; s++) v_node(2 + s, 1, V_EXE_BASE + 0x2000 + s * 0x10);
+    for (uint32_t i = 0; i < n; i++) {
+        v_alloc(i / 100, 0x1000000 + (uint64_t)i * 64, 16 + i % 48, 2 + i % 50);
+        if (i >= 1000) v_free(i / 100, 0x1000000 + (uint64_t)(i - 1000) * 64);
+        if (i % 2000 == 1999) cr_assert_eq(ml_writer_flush(v_w), 0); /* many chunks: a fine progress bar */
+    }
+    ml_record_t e = {.tag = ML_T_END, .time_ms = n / 100 + 1};
+    e.u.end.status_kind = ML_END_EXITED;
+    v_add(&e);
+    cr_assert_eq(ml_writer_free(v_w), 0);
+    close(fd);
+}
+
 /* A model with the synthetic trace loaded (symbols off). */
 static ml_vmodel_t *v_model(char *path, size_t len) {
     ml_vmodel_t *m;
