@@ -366,6 +366,8 @@
     var exitText = null, sig = num(P.signal);
     if (sig) exitText = 'killed by signal ' + sig + (SIGNALS[sig] ? ' (' + SIGNALS[sig] + ')' : '');
     else if (num(P.exit_code) != null) exitText = 'exit code ' + P.exit_code;
+    else if (P.end === 'exec') exitText = 'replaced itself (exec)';
+    else if (P.end === 'unknown') exitText = 'end not recorded';
     cards.appendChild(card('Program', prog || '–', [
       P.pid != null ? kv('pid', String(P.pid)) : null, exitText
     ], sig || num(P.exit_code) ? 'bad' : null));
@@ -390,12 +392,14 @@
 
     cards.appendChild(card('Peak heap', fmtBytes(PK.bytes), [
       PK.time_s != null ? kv('at', fmtTime(PK.time_s)) : null,
-      PK.blocks != null ? kv('blocks', fmtNum(PK.blocks)) : null
+      PK.blocks != null ? kv('blocks', fmtNum(PK.blocks)) : null,
+      num(T.peak_rss_bytes) ? kv('peak RSS', fmtBytes(T.peak_rss_bytes)) : null
     ], null, 'maximum of live requested heap bytes (anonymous mmap excluded)'));
 
     var lk = leakKinds();
     var leakedBytes = first(L.bytes);
     cards.appendChild(card('Leaked at exit', fmtBytes(leakedBytes), [
+      num(L.suppressed_bytes) ? kv('suppressed', fmtBytes(L.suppressed_bytes)) : null,
       L.blocks != null ? kv('in', plural(num0(L.blocks), 'block', 'blocks')) : null,
       lk.definite.bytes != null ? kv('definite', fmtBytes(lk.definite.bytes)) : null,
       lk.indirect.bytes != null || lk.reachable.bytes != null
@@ -413,42 +417,60 @@
       ], null, EXPLAIN.page_utilization));
     });
 
-    var gdev = arr(obj(D.gpu).devices);
+    var G = obj(D.gpu), gdev = objs(G.devices);
     if (gdev.length) {
       var gpeak = 0, gleak = 0;
-      gdev.forEach(function (d) { gpeak += num0(obj(d).peak_bytes); gleak += num0(obj(d).leaked_bytes); });
-      cards.appendChild(card('GPU peak', fmtBytes(gpeak), [
-        plural(gdev.length, 'device', 'devices'), kv('leaked', fmtBytes(gleak))
-      ], null, 'sum over devices of each device\'s peak'));
+      gdev.forEach(function (d) { gpeak += num0(d.peak_bytes); gleak += num0(d.leaked_bytes); });
+      var global = num(G.peak_bytes) != null;
+      cards.appendChild(card('GPU peak', fmtBytes(global ? G.peak_bytes : gpeak), [
+        [plural(gdev.length, 'device', 'devices')].concat(G.peak_time_s != null ? [' · '].concat(kv('at', fmtTime(G.peak_time_s))) : []),
+        kv('leaked', fmtBytes(gleak))
+      ], null, global ? 'peak of device memory live at once, all devices together' : 'sum of the devices\' peaks'));
     }
 
     var ts = traceStatus();
     var tv = ts.truncated || ts.complete === false ? 'incomplete' : ts.complete ? 'complete' : '–';
+    var TR = obj(D.trace);
     cards.appendChild(card('Trace', tv, [
       ts.lost != null ? kv('lost events', fmtNum(ts.lost)) : null,
       ts.waits != null ? kv('ring waits', fmtNum(ts.waits)) : null,
-      ts.unknownFrees ? kv('frees of unknown blocks', fmtNum(ts.unknownFrees)) : null
+      num(TR.truncated_stacks) ? kv('stacks cut at --depth', fmtNum(TR.truncated_stacks)) : null,
+      ts.unknownFrees ? kv('frees of unknown blocks', fmtNum(ts.unknownFrees)) : null,
+      num(TR.size_bytes) ? kv('size', fmtBytes(TR.size_bytes) + (num(TR.records) ? ', ' + fmtNum(TR.records) + ' records' : '')) : null
     ], tv === 'incomplete' || num0(ts.lost) > 0 ? 'bad' : tv === 'complete' ? 'good' : null,
-    'complete: the trace ends with the end record written at exit'));
+    'complete: the trace ends with the end record written at exit' + (TR.path != null ? '\n' + String(TR.path) : '')));
 
-    /* Warnings that change how every number must be read. */
-    if (P.sampled) {
+    /* Warnings that change how every number must be read: the analysis's
+     * own when the document has them, else what the page can tell. */
+    var warns = arr(D.warnings).filter(function (w) { return typeof w === 'string' && w; });
+    warns.slice(0, 6).forEach(function (w) { banner('Warning:', ' ' + w); });
+    if (warns.length > 6) {
+      var more = h('details', { class: 'banner' }, h('summary', null, fmtNum(warns.length - 6) + ' more warnings'));
+      warns.slice(6).forEach(function (w) { more.appendChild(h('div', null, w)); });
+      document.getElementById('banners').appendChild(more);
+    }
+    if (Array.isArray(D.warnings)) {
+      /* the analysis said it all */
+    } else if (P.sampled) {
       var every = first(P.sample_bytes, typeof P.sampled === 'number' ? P.sampled : null, obj(D.trace).sample_bytes);
       banner('Sampled recording.', ' One allocation was recorded per ' +
         (every ? fmtBytes(every) + ' ' : '') + 'allocated on average (like tcmalloc\'s heap sampler): ' +
         'calls and bytes are statistical estimates, and small, rare sites may be missing.');
     }
-    if (ts.truncated || ts.complete === false)
+    if (Array.isArray(D.warnings)) {
+      /* idem */
+    } else if (ts.truncated || ts.complete === false)
       banner('Incomplete trace.', ' The recording ends early (the program or memlens was killed before the end ' +
         'record): numbers cover the recorded part only, and blocks live at the cut show as leaks.');
-    if (num0(ts.lost) > 0)
+    if (num0(ts.lost) > 0 && !Array.isArray(D.warnings))
       banner('Lost events.', ' ' + fmtNum(ts.lost) + ' events did not reach the trace; totals are lower bounds.');
     var sv = num(D.schema_version);
     if (sv != null && sv > 1)
       banner('Newer report format.', ' This page knows schema_version 1 and the report has ' + sv +
         '; some parts may be missing.');
     document.getElementById('schema').textContent =
-      sv != null ? 'report schema_version ' + sv : 'report schema_version unknown';
+      (sv != null ? 'report schema_version ' + sv : 'report schema_version unknown') +
+      (typeof D.generator === 'string' ? ' from ' + D.generator : '');
   }
 
   /* ---------------------------------------------------------------------- */
@@ -1051,6 +1073,28 @@
   }
   function stackOf(r) { return framesList(siteFrames(r)); }
 
+  /* The whole stack, then what else the document says about the site. */
+  function siteDetails(r) {
+    var facts = [];
+    if (num(r.min_size) != null && num(r.max_size) != null)
+      facts.push(['sizes', r.min_size === r.max_size ? fmtBytes(r.min_size) : fmtBytes(r.min_size) + ' – ' + fmtBytes(r.max_size)]);
+    if (num(r.realloc_calls)) facts.push(['realloc calls', fmtNum(r.realloc_calls)]);
+    if (num(r.freed_blocks) != null) facts.push(['freed blocks', fmtNum(r.freed_blocks)]);
+    if (num(r.mean_lifetime_ms) != null && num(r.freed_blocks))
+      facts.push(['lifetime', 'mean ' + fmtMs(r.mean_lifetime_ms) + ', max ' + fmtMs(r.max_lifetime_ms)]);
+    if (num(r.peak_blocks) != null) facts.push(['blocks at the peak', fmtNum(r.peak_blocks)]);
+    if (num(r.pinned_pages))
+      facts.push(['pages pinned at exit', fmtNum(r.pinned_pages) + (num(r.sparse_pinned_pages) != null ?
+        ' (' + fmtNum(r.sparse_pinned_pages) + ' less than 25% used)' : '')]);
+    var lbk = obj(r.leaked_by_kind);
+    var kinds = Object.keys(lbk).filter(function (k) { return num(lbk[k]); });
+    if (kinds.length) facts.push(['leaked by kind', kinds.map(function (k) { return k + ' ' + fmtBytes(lbk[k]); }).join(', ')]);
+    if (r.suppressed === true) facts.push(['leak suppressed', r.suppressed_by != null ? 'by ' + String(r.suppressed_by) : 'yes']);
+    var dl = h('dl', { class: 'facts' });
+    facts.forEach(function (f) { append(dl, [h('dt', null, f[0]), h('dd', null, f[1])]); });
+    return [framesList(siteFrames(r)), facts.length ? dl : null];
+  }
+
   function renderSites(body) {
     if (!sites.length) return noData(body, 'No allocation sites in this report.');
     var rows = sites;
@@ -1073,8 +1117,15 @@
                 (num0(r.leaked_blocks) ? ' (' + fmtNum(r.leaked_blocks) + ')' : '');
             } },
           countCol('temp', 'Temporary', 'temporary_allocs', 'allocations freed before any other allocation happened')
-        ]),
-      text: siteText, id: function (r) { return r.id; }, expand: stackOf
+        ], sites.some(function (r) { return r.pinned_pages != null; }) ? [
+          { key: 'pinned', label: 'Pinned pages', num: true,
+            title: 'pages that hold one of its blocks live at exit (in parentheses: of those, pages less than 25% used)',
+            value: function (r) { return num(r.pinned_pages); },
+            fmt: function (r) {
+              return r.pinned_pages == null ? '–' : fmtNum(r.pinned_pages) +
+                (num(r.sparse_pinned_pages) ? ' (' + fmtNum(r.sparse_pinned_pages) + ')' : '');
+            } }] : []),
+      text: siteText, id: function (r) { return r.id; }, expand: siteDetails
     });
   }
 
@@ -1094,21 +1145,48 @@
       'definite: no pointer to the block remains anywhere; indirect: only pointed to from leaked blocks ' +
       '(fixing the definite leak frees them too); reachable: still pointed to from globals, stacks or ' +
       'registers at exit (often intentional caches, but they hold memory until exit).'));
+    if (L.reachability != null && L.reachability !== 'scanned')
+      append(body, h('p', { class: 'note warn' }, 'No exit-time reachability scan ' +
+        (L.reachability === 'failed' ? 'could be done' + (obj(L.scan).error ? ' (' + String(L.scan.error) + ')' : '') : 'ran') +
+        ': every block live at exit is counted as definite.'));
+    if (num(L.suppressed_bytes))
+      append(body, h('p', null, 'Suppressed (known leaks matched by the suppressions file): ' + fmtBytes(L.suppressed_bytes) +
+        (num(L.suppressed_blocks) != null ? ' in ' + plural(num(L.suppressed_blocks), 'block', 'blocks') : '') + '.'));
     if (!rows.length) return noData(body, L.bytes === 0 ? 'Nothing leaked.' : 'No leak sites in this report.');
     var kinds = ['definite', 'indirect', 'reachable'];
+    var anySupp = rows.some(function (r) { return r.suppressed === true; });
     dataTable(body, {
       noun: 'leak sites', one: 'leak site', rows: rows, sort: { key: 'bytes', desc: true },
       filters: [{ label: 'All', test: function () { return true; } }].concat(kinds.map(function (k) {
-        return { label: k, test: function (r) { return r.kind === k; } };
-      })),
+        return { label: k, test: function (r) { return r.kind === k && r.suppressed !== true; } };
+      }), anySupp ? [{ label: 'suppressed', test: function (r) { return r.suppressed === true; } }] : []),
       columns: [
         { key: 'kind', label: 'Kind', value: function (r) { return r.kind != null ? String(r.kind) : null; },
-          fmt: function (r) { return h('span', { class: 'kind ' + (kinds.indexOf(r.kind) >= 0 ? r.kind : '') }, r.kind != null ? String(r.kind) : '?'); } },
+          fmt: function (r) {
+            return [h('span', { class: 'kind ' + (kinds.indexOf(r.kind) >= 0 ? r.kind : '') }, r.kind != null ? String(r.kind) : '?'),
+                    r.suppressed === true ? [' ', h('span', { class: 'kind reachable', title: r.suppressed_by != null ? 'suppressed by ' + String(r.suppressed_by) : null }, 'suppressed')] : null];
+          } },
         bytesCol('bytes', 'Bytes', 'bytes'),
         countCol('blocks', 'Blocks', 'blocks')
-      ].concat(frameCols()),
+      ].concat(frameCols(), siteLinkCol()),
       text: siteText, expand: stackOf
     });
+  }
+
+  /* leaks.sites and peak.sites name their row of sites[] in "site". */
+  function siteLinkCol() {
+    return [{ key: 'site', label: 'Site', num: true, value: function (r) { return num(r.site); },
+              fmt: function (r) {
+                if (r.site == null) return '–';
+                var id = String(r.site);
+                if (!sitesById.has(id)) return '#' + id;
+                var a = h('a', { class: 'jump', title: 'show this site in the site table' }, '#' + id);
+                a.addEventListener('click', function (ev) {
+                  ev.stopPropagation();
+                  if (siteTables.sites) siteTables.sites.show(id);
+                });
+                return a;
+              } }];
   }
 
   function renderPeakSites(body) {
@@ -1126,7 +1204,7 @@
         { key: 'share', label: 'Share', num: true, value: function (r) { return total ? num0(r.bytes) / total : null; },
           fmt: function (r) { return total ? fmtPct(num0(r.bytes) / total) : '–'; } },
         countCol('blocks', 'Blocks', 'blocks')
-      ].concat(frameCols()),
+      ].concat(frameCols(), siteLinkCol()),
       text: siteText, expand: stackOf
     });
   }
@@ -1138,54 +1216,49 @@
   /* What each number means; shown next to it (docs/html-report.md and the
    * analysis docs say the same at more length). */
   var EXPLAIN = {
+    time_s: 'When this point was taken, in seconds since the program started.',
+    live_bytes: 'Live requested heap bytes at this point.',
+    live_blocks: 'Live heap blocks at this point.',
     page_utilization: 'Live requested bytes ÷ bytes of the memory pages that hold at least one live block. ' +
       '100% means every touched page is full of live data; a low value means live blocks are spread thinly ' +
       'over many pages, which the allocator cannot give back to the system. Allocator-independent.',
-    free_bytes: 'Total size of the free gaps between live blocks inside the heap\'s footprint ' +
-      '(from the lowest to the highest live address).',
+    pages: 'Pages that hold at least one live block.',
+    pages_bytes: 'Bytes of those pages: the denominator of page utilization.',
+    free_bytes: 'Total size of the free gaps between live blocks inside the heap\'s regions.',
     largest_free_bytes: 'The largest single free gap: the biggest request the heap could serve ' +
-      'from its current footprint without growing.',
+      'from its current regions without growing.',
     external: 'External fragmentation = 1 − largest gap ÷ total free. 0% means all free space is one ' +
       'gap; near 100% means it is splintered into many small gaps that larger requests cannot use.',
-    internal: 'Internal waste ÷ usable bytes: share of the allocator\'s usable block space that the ' +
-      'program did not request (size-class rounding).',
-    internal_bytes: 'Internal waste: usable block size − requested size, summed over live blocks.',
-    internal_waste_bytes: 'Internal waste: usable block size − requested size, summed over live blocks.',
-    live_bytes: 'Live requested heap bytes at this point.',
-    heap_bytes: 'Live requested heap bytes at this point.',
-    live_blocks: 'Number of live heap blocks at this point.',
-    blocks: 'Number of live heap blocks at this point.',
-    page_bytes: 'Bytes of the pages that hold at least one live block (the denominator of page utilization).',
-    pages_bytes: 'Bytes of the pages that hold at least one live block (the denominator of page utilization).',
-    touched_pages: 'Pages that hold at least one live block.',
-    pages: 'Pages that hold at least one live block.',
-    footprint_bytes: 'Distance from the lowest to the highest live heap address: the span the free gaps are measured in.',
-    span_bytes: 'Distance from the lowest to the highest live heap address: the span the free gaps are measured in.',
     gaps: 'Number of free gaps between live blocks.',
-    free_gaps: 'Number of free gaps between live blocks.',
-    rss_bytes: 'Resident set size of the process at this point (whole process, not only the heap).',
-    rss_over_heap: 'RSS ÷ live heap bytes: how much resident memory each live heap byte costs. Far above 1 ' +
-      'means fragmentation, allocator caches, or non-heap memory.',
-    rss_heap_ratio: 'RSS ÷ live heap bytes: how much resident memory each live heap byte costs.',
-    time_s: 'When this point was taken, in seconds since the program started.',
-    glibc_arena_bytes: 'glibc: bytes the main arena got from the system (mallinfo2 arena).',
-    glibc_free_bytes: 'glibc: free bytes held inside malloc\'s arenas (mallinfo2 fordblks).',
-    glibc_mmap_bytes: 'glibc: bytes in blocks served directly by mmap (mallinfo2 hblkhd).',
-    glibc_releasable_bytes: 'glibc: free bytes at the top of the heap that malloc_trim could return (keepcost).'
+    regions: 'Separate address ranges the live heap occupies (the main heap, mmap\'d arenas, ...).',
+    span_bytes: 'Total size of those regions, from their lowest to their highest live address.',
+    allocator_model: 'The allocator whose size classes estimate the usable size of each block.',
+    usable_bytes: 'Estimated usable size of the live blocks under that allocator\'s size classes.',
+    internal_bytes: 'Internal waste: usable size − requested size, summed over live blocks (size-class rounding).',
+    internal_ratio: 'Internal waste ÷ usable bytes.',
+    mallinfo_time_s: 'glibc\'s own counters (mallinfo2), from the last sample before this point; taken at:',
+    mallinfo_arena: 'glibc: bytes the arenas got from the system with brk/sbrk (arena).',
+    mallinfo_hblkhd: 'glibc: bytes in blocks served directly by mmap (hblkhd).',
+    mallinfo_uordblks: 'glibc: bytes in use by the program, malloc\'s own view (uordblks).',
+    mallinfo_fordblks: 'glibc: free bytes held inside the arenas (fordblks): fragmentation as malloc sees it.',
+    mallinfo_keepcost: 'glibc: free bytes at the top of the heap that malloc_trim could return (keepcost).',
+    rss_bytes: 'Resident set size of the whole process at this point (last sample before it).',
+    heap_to_rss: 'Live heap bytes ÷ RSS: the share of resident memory that is live heap data. Low values ' +
+      'mean fragmentation, allocator caches, or memory that is not heap (code, stacks, mmap).'
   };
-  var METRIC_ORDER = ['time_s', 'page_utilization', 'free_bytes', 'largest_free_bytes', 'external',
-    'internal', 'internal_bytes', 'internal_waste_bytes', 'live_bytes', 'heap_bytes', 'live_blocks', 'blocks',
-    'page_bytes', 'pages_bytes', 'pages', 'touched_pages', 'footprint_bytes', 'span_bytes', 'gaps', 'free_gaps',
-    'rss_bytes', 'rss_over_heap', 'rss_heap_ratio'];
+  var METRIC_ORDER = ['time_s', 'live_bytes', 'live_blocks', 'page_utilization', 'pages', 'pages_bytes',
+    'free_bytes', 'largest_free_bytes', 'external', 'gaps', 'regions', 'span_bytes', 'allocator_model',
+    'usable_bytes', 'internal_bytes', 'internal_ratio', 'rss_bytes', 'heap_to_rss', 'mallinfo_time_s',
+    'mallinfo_arena', 'mallinfo_hblkhd', 'mallinfo_uordblks', 'mallinfo_fordblks', 'mallinfo_keepcost'];
 
   function fmtMetric(key, v) {
     if (v == null) return '–';
     if (typeof v === 'boolean') return v ? 'yes' : 'no';
     if (typeof v === 'string') return v;
     if (typeof v !== 'number') return JSON.stringify(v);
-    if (/(^|_)bytes$/.test(key)) return fmtBytes(v);
+    if (/(^|_)bytes$/.test(key) || /^mallinfo_(?!time)/.test(key)) return fmtBytes(v);
     if (/_pct$|_percent$/.test(key)) return v.toFixed(1) + '%';
-    if (/utilization|^external$|fraction|share|^internal$/.test(key) && Math.abs(v) <= 1.5) return fmtPct(v);
+    if (/utilization|^external$|fraction|share|_ratio$|^heap_to_rss$/.test(key) && Math.abs(v) <= 1.5) return fmtPct(v);
     if (/ratio|_over_/.test(key)) return v.toFixed(2) + '×';
     if (/(^|_)s$/.test(key)) return fmtTime(v);
     if (/_ms$/.test(key)) return fmtMs(v);
@@ -1217,10 +1290,17 @@
 
   function renderFrag(body) {
     var F = obj(D.fragmentation);
+    /* "valid": false marks a moment the analysis could not measure (nothing
+     * was ever live, say): its column says so instead of showing zeros. */
     var points = [['at_peak', 'At peak'], ['at_end', 'At exit'], ['worst', 'Worst point']]
-      .filter(function (p) { return F[p[0]] && typeof F[p[0]] === 'object'; });
+      .filter(function (p) { return isObj(F[p[0]]); });
     if (points.length) {
-      var flat = points.map(function (p) { return flatten(obj(F[p[0]]), '', {}); });
+      var flat = points.map(function (p) {
+        var f = flatten(obj(F[p[0]]), '', {});
+        var valid = f.valid !== false;
+        delete f.valid;
+        return valid ? f : { time_s: 'not measured' };
+      });
       var keys = [];
       METRIC_ORDER.forEach(function (k) { if (flat.some(function (f) { return k in f; })) keys.push(k); });
       flat.forEach(function (f) { Object.keys(f).sort().forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); }); });
@@ -1240,13 +1320,14 @@
 
     body.appendChild(h('h3', null, 'Heap maps'));
     body.appendChild(h('p', { class: 'note' },
-      'Each cell is a slice of the heap\'s address range, shaded by how much of it live blocks use ' +
-      '(page utilization of that slice). Red, thinly used cells scattered between blue ones are ' +
-      'fragmentation: memory the process holds but cannot use for larger blocks.'));
+      'Each cell is a slice of the busiest heap region\'s address range, in address order, shaded by the page ' +
+      'utilization of that slice: live requested bytes ÷ bytes of its pages that hold a live block. Red, thinly ' +
+      'used cells scattered between blue ones are fragmentation: memory the process holds but cannot use for ' +
+      'larger blocks or give back.'));
     var legend = h('div', { class: 'ramp' }, [
       '0%', h('span', { class: 'bar', style: 'background:linear-gradient(90deg,' +
         RAMP.map(function (r) { return rampColor(r[0]) + ' ' + r[0] + '%'; }).join(',') + ')' }),
-      '100% used', h('span', { class: 'swatch', style: 'background:' + EMPTY_CELL }), 'no live block'
+      '100% used', h('span', { class: 'swatch', style: 'background:' + EMPTY_CELL }), 'no page held'
     ]);
     body.appendChild(legend);
     var maps = obj(F.heap_maps), grid = h('div', { class: 'heapmaps' });
@@ -1269,7 +1350,7 @@
     cells.forEach(function (c) { if (num0(c) >= 0) used++; });
     box.appendChild(h('div', { class: 'caption' }, fmtNum(cells.length) + ' cells' +
       (cellBytes ? ' of ' + fmtBytes(cellBytes) : '') + (hm.base != null ? ' from ' + fmtAddr(hm.base) : '') +
-      (cellBytes ? ' (span ' + fmtBytes(cellBytes * cells.length) + ')' : '') + ' · ' + fmtNum(used) + ' hold live blocks'));
+      (cellBytes ? ' (span ' + fmtBytes(cellBytes * cells.length) + ')' : '') + ' · ' + fmtNum(used) + ' hold pages with live blocks'));
     var holder = h('div');
     box.appendChild(holder);
 
@@ -1310,7 +1391,7 @@
         showTip(ev, [tipTitle(k > 1 ? 'cells ' + lo + '–' + hi : 'cell ' + lo), tipLoc(addr), tipRows([
           cellBytes ? ['size', fmtBytes(cellBytes * (hi - lo + 1))] : null,
           ['used by live blocks', live.length ? (k > 1 ? 'avg ' : '') +
-            (live.reduce(function (a, b) { return a + b; }, 0) / live.length).toFixed(0) + '%' : 'no live block']
+            (live.reduce(function (a, b) { return a + b; }, 0) / live.length).toFixed(0) + '%' : 'no page held']
         ])]);
       });
       cv.addEventListener('mouseleave', hideTip);
@@ -1331,6 +1412,8 @@
     append(grid, [a, b]);
     histogram(a, 'Allocation sizes', arr(H.sizes), fmtBytes, true);
     histogram(b, 'Lifetimes (allocation to free)', arr(H.lifetimes_ms), fmtMs, false);
+    if (num(H.live_at_end))
+      b.appendChild(h('div', { class: 'note' }, fmtNum(H.live_at_end) + ' blocks were still live at exit (no lifetime).'));
   }
 
   function histogram(box, title, buckets, fmtLe, hasBytes) {
@@ -1377,7 +1460,8 @@
         var r = s('rect', { class: 'barv', x: (x + 1).toFixed(1), y: (m.t + ph - bh).toFixed(1),
                             width: Math.max(bw - 2, 1).toFixed(1), height: Math.max(bh, v > 0 ? 1 : 0).toFixed(1) });
         r.addEventListener('mousemove', function (ev) {
-          showTip(ev, [tipTitle(label(i)), tipRows([
+          var lo = i > 0 ? num(buckets[i - 1].le) : null, hi = num(bk.le);
+          showTip(ev, [tipTitle(lo != null && hi != null ? '(' + fmtLe(lo) + ', ' + fmtLe(hi) + ']' : label(i)), tipRows([
             ['count', fmtNum(bk.count)], bk.bytes != null ? ['bytes', fmtBytes(bk.bytes)] : null,
             ['share', total ? fmtPct(v / total) : '–']])]);
         });
@@ -1478,18 +1562,80 @@
   /* GPU                                                                     */
   /* ---------------------------------------------------------------------- */
 
+  function renderThreads(body) {
+    var rows = objs(D.threads);
+    if (!rows.length) return noData(body, 'No per-thread numbers in this report.');
+    dataTable(body, {
+      noun: 'threads', one: 'thread', rows: rows, sort: { key: 'alloc', desc: true },
+      columns: [
+        { key: 'index', label: '#', num: true, value: function (r) { return num(r.index); } },
+        { key: 'tid', label: 'TID', num: true, value: function (r) { return num(r.tid); } },
+        { key: 'name', label: 'Name', cls: 'fn', value: function (r) { return r.name != null ? String(r.name) : null; } },
+        countCol('calls', 'Alloc calls', 'alloc_calls'),
+        bytesCol('alloc', 'Allocated', 'bytes_allocated'),
+        countCol('frees', 'Free calls', 'free_calls'),
+        countCol('temp', 'Temporary', 'temporary_allocs')
+      ],
+      text: function (r) { return (String(r.name) + ' ' + r.tid).toLowerCase(); }
+    });
+  }
+
+  /* Key/value pairs of a small object ("kinds", "pinned_host", ...). */
+  function factsOf(o) {
+    var dl = h('dl', { class: 'facts' });
+    Object.keys(o).forEach(function (k) {
+      var v = o[k];
+      if (isObj(v)) v = Object.keys(v).map(function (k2) { return k2 + ' ' + fmtMetric(k2, v[k2]); }).join(', ');
+      else if (Array.isArray(v)) return;
+      else v = fmtMetric(k, v);
+      append(dl, [h('dt', null, k), h('dd', null, v)]);
+    });
+    return dl;
+  }
+
   function renderGpu(body) {
-    var dev = objs(obj(D.gpu).devices);
+    var G = obj(D.gpu), dev = objs(G.devices);
     if (!dev.length) return noData(body, 'No GPU allocations were recorded (the program made none, or ' +
       'memlens ran without CUPTI support).');
+    if (num(G.peak_bytes) != null)
+      append(body, h('p', null, 'All devices together peaked at ' + fmtBytes(G.peak_bytes) +
+        (G.peak_time_s != null ? ' at ' + fmtTime(G.peak_time_s) : '') +
+        (num(G.pinned_host_peak_bytes) ? '; pinned host memory peaked at ' + fmtBytes(G.pinned_host_peak_bytes) : '') +
+        (num(G.dropped) ? '; ' + fmtNum(G.dropped) + ' GPU records were dropped' : '') + '.'));
+    function fragCol(key, label, field) {
+      return { key: key, label: label, num: true, value: function (r) { return num(obj(obj(r.fragmentation).at_peak)[field]); },
+               fmt: function (r) { var v = num(obj(obj(r.fragmentation).at_peak)[field]); return v == null ? '–' : fmtPct(v); } };
+    }
     dataTable(body, {
       noun: 'devices', one: 'device', rows: dev, sort: { key: 'peak', desc: true },
       columns: [
         { key: 'device', label: 'Device', value: function (r) { return r.device != null ? String(r.device) : null; } },
-        bytesCol('peak', 'Peak', 'peak_bytes'), bytesCol('leaked', 'Leaked', 'leaked_bytes'),
-        countCol('allocs', 'Alloc calls', 'alloc_calls'), countCol('frees', 'Free calls', 'free_calls')
+        bytesCol('peak', 'Peak', 'peak_bytes'),
+        { key: 'peakt', label: 'Peak at', num: true, value: function (r) { return num(r.peak_time_s); },
+          fmt: function (r) { return fmtTime(r.peak_time_s); } },
+        bytesCol('leaked', 'Leaked', 'leaked_bytes', 'live at exit'),
+        bytesCol('ctx', 'Freed by context destroy', 'leaked_at_context_destroy_bytes',
+                 'live until the CUDA context was destroyed'),
+        countCol('allocs', 'Alloc calls', 'alloc_calls'), countCol('frees', 'Free calls', 'free_calls'),
+        bytesCol('bytes', 'Allocated', 'bytes_allocated'),
+        fragCol('util', 'Utilization at peak', 'utilization'), fragCol('ext', 'External at peak', 'external')
       ],
-      text: function (r) { return String(r.device).toLowerCase(); }
+      text: function (r) { return String(r.device).toLowerCase(); },
+      expand: function (r) {
+        var parts = [];
+        if (isObj(r.kinds) && Object.keys(r.kinds).length) parts.push(h('h3', null, 'By kind'), factsOf(r.kinds));
+        if (isObj(r.pinned_host)) parts.push(h('h3', null, 'Pinned host memory'), factsOf(r.pinned_host));
+        var fr = obj(r.fragmentation);
+        ['at_peak', 'at_end'].forEach(function (k) {
+          if (isObj(fr[k]) && Object.keys(fr[k]).length) parts.push(h('h3', null, 'Fragmentation ' + k.replace('_', ' ')), factsOf(fr[k]));
+        });
+        var sc = objs(r.size_classes);
+        if (sc.length) parts.push(h('h3', null, 'Size classes'), factsOf(sc.reduce(function (o, c) {
+          o['≤ ' + fmtBytes(c.max_bytes)] = fmtNum(c.allocs) + ' allocations, ' + fmtBytes(c.bytes);
+          return o;
+        }, {})));
+        return parts.length ? parts : h('div', { class: 'note' }, 'No more detail for this device.');
+      }
     });
   }
 
@@ -1500,7 +1646,7 @@
   var SECTIONS = [['summary', renderSummary], ['timeline', renderTimeline], ['flame', renderFlame],
     ['sites', renderSites], ['leaks', renderLeaks], ['peak-sites', renderPeakSites],
     ['fragmentation', renderFrag], ['histograms', renderHists], ['suggestions', renderSuggestions],
-    ['gpu', renderGpu]];
+    ['gpu', renderGpu], ['threads', renderThreads]];
   SECTIONS.forEach(function (sec) {
     var body = document.querySelector('#' + sec[0] + ' > .body');
     try {

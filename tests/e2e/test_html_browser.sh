@@ -48,7 +48,7 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ml_html_browser.XXXXXX") || exit 1
 trap 'rm -rf "$WORK"' EXIT INT TERM
-SIZE=1400,4600
+SIZE=1400,5200
 FAILED=0
 
 fail() {
@@ -145,6 +145,8 @@ cat >"$WORK/driver.js" <<'JS'
     fire(first, 'click');
     ok(first.nextSibling && first.nextSibling.classList.contains('stack') &&
        first.nextSibling.querySelectorAll('li').length >= 4, 'a row click shows the whole stack');
+    ok(first.nextSibling.querySelector('dl.facts') && /sizes/.test(first.nextSibling.textContent),
+       'the stack row lists the site\'s sizes and lifetimes');
 
     var link = $$('#suggestions a.jump')[0];
     var id = link.textContent.replace(/\D/g, '');
@@ -163,6 +165,21 @@ cat >"$WORK/driver.js" <<'JS'
     var item = $$('#timeline .legend .item')[3];
     fire(item, 'click');
     ok($$('#timeline-chart path.series').length === 3, 'legend click hides the GPU series');
+
+    var banners = $$('#banners .banner').map(function (b) { return b.textContent; }).join('|');
+    ok(/build-id mismatch for \/opt\/plugins\/<script>evil<\/script>\.so/.test(banners) && !$('#banners script'),
+       'the analysis warning is a banner, its path shown as text');
+    var supp = $$('#leaks .seg button').filter(function (b) { return b.textContent === 'suppressed'; })[0];
+    ok(!!supp, 'leaks: a "suppressed" filter');
+    if (supp) {
+      fire(supp, 'click');
+      var lr = $$('#leaks tbody tr.row');
+      ok(lr.length === 1 && /png_malloc/.test(lr[0].textContent) && /suppressed/.test(lr[0].textContent),
+         'the suppressed leak is png_malloc');
+    }
+    var names = $$('#threads tbody td.fn').map(function (td) { return td.textContent; });
+    ok(names.length === 5 && names.indexOf('<' + '/script>&worker-3') >= 0, 'threads: 5 rows, names as text');
+    ok($$('#peak-sites a.jump').length > 10, 'peak sites link to their site rows');
   }
   run().catch(function (e) { fails.push('driver exception: ' + e.message); log.push(String(e.stack)); })
     .then(function () {
@@ -211,7 +228,7 @@ PY
     fi
     python3 - "$name" "$mode" "$WORK/$name.dom" "$WORK/$name.png" "$WORK/$name.driven" \
         "$WORK/$name-dom.log" "$WORK/$name-shot.log" "$WORK/$name-drive.log" <<'PY' || FAILED=1
-import html, json, os, re, struct, sys, zlib
+import colorsys, html, json, os, re, struct, sys, zlib
 
 name, mode, dom_path, png_path, driven_path = sys.argv[1:6]
 logs = sys.argv[6:]
@@ -344,27 +361,33 @@ def read_png(path):
 if mode not in ('graceful', 'empty'):
     w, h, bpp, rows = read_png(png_path)
 
-    def area_stats(x, y, cw, ch):
-        """Share of pixels that differ from the area's most common colour, and
-        how many distinct colours there are (sampled every other pixel)."""
-        x0, y0, x1, y1 = max(0, x), max(0, y), min(w, x + cw), min(h, y + ch)
-        counts = {}
-        for yy in range(y0, y1, 2):
-            r = rows[yy]
-            for xx in range(x0, x1, 2):
-                px = r[xx * bpp:xx * bpp + min(bpp, 3)]
-                counts[px] = counts.get(px, 0) + 1
-        total = sum(counts.values())
-        if not total:
-            return 0.0, 0
-        bg = max(counts, key=counts.get)
-        far = sum(n for px, n in counts.items() if max(abs(a - b) for a, b in zip(px, bg)) > 40)
-        return far / total, len(counts)
+    def is_red(px):
+        """The peak marker's hue (red, within 15 degrees of 0)."""
+        hue = colorsys.rgb_to_hsv(*(c / 255 for c in px))[0] * 360
+        return hue < 15 or hue > 345
 
-    # minimum share of non-background pixels per chart (the flame graph's
-    # most common colour is a bar's, hence the lower bar there)
-    must = {'timeline-chart': 0.01, 'flame-chart': 0.05}
-    optional = {'heapmap-at_peak': 0.2, 'heapmap-at_end': 0.2, 'hist-sizes': 0.02}
+    def area_stats(x, y, cw, ch, skip_red=False):
+        """Share of coloured pixels: series, bars, frames and cells are
+        saturated colours, while the background, grid lines, axes and labels
+        are greys, so an area with axes and no data scores 0. skip_red leaves
+        out the timeline's red peak marker."""
+        x0, y0, x1, y1 = max(0, x), max(0, y), min(w, x + cw), min(h, y + ch)
+        verdict = {}  # colour -> counts as drawn
+        total = coloured = 0
+        for yy in range(y0, y1):
+            seg = rows[yy][x0 * bpp:x1 * bpp]
+            chans = [seg[c::bpp] for c in range(3)] if bpp >= 3 else [seg[0::bpp]] * 3
+            for px in zip(*chans):
+                v = verdict.get(px)
+                if v is None:
+                    v = verdict[px] = max(px) - min(px) > 50 and not (skip_red and is_red(px))
+                coloured += v
+            total += x1 - x0
+        return (coloured / total if total else 0.0), sum(verdict.values())
+
+    # minimum share of coloured pixels per chart (an empty one scores 0)
+    must = {'timeline-chart': 0.002, 'flame-chart': 0.05}
+    optional = {'heapmap-at_peak': 0.2, 'heapmap-at_end': 0.2, 'hist-sizes': 0.01}
     shot = []
     for cid, need in list(must.items()) + list(optional.items()):
         r = layout['charts'].get(cid)
@@ -376,17 +399,21 @@ if mode not in ('graceful', 'empty'):
             if cid in must:
                 problems.append('%s: below the screenshot (%r, screenshot %dx%d)' % (cid, r, w, h))
             continue
-        share, ncol = area_stats(r['x'], r['y'], r['w'], r['h'])
-        shot.append('%s %.1f%%' % (cid, 100 * share))
-        if share < need or ncol < 3:
-            problems.append('%s: screenshot area %r is blank (%.2f%% non-background, %d colours)'
+        # the timeline's series, not its red peak marker
+        share, ncol = area_stats(r['x'], r['y'], r['w'], r['h'], skip_red=cid == 'timeline-chart')
+        shot.append('%s %.1f%% (%d colours)' % (cid, 100 * share, ncol))
+        if share < need:
+            problems.append('%s: screenshot area %r is blank (%.2f%% coloured pixels, %d colours)'
                             % (cid, r, 100 * share, ncol))
     summary.append('drawn: ' + ', '.join(shot))
-    # A control: the blank strip right of the page content must read as
-    # blank, or the check above proves nothing.
+    # Controls, or the check above proves nothing: the page's top left
+    # holds the blue "memlens" badge, the strip right of the content is grey.
     share, ncol = area_stats(w - 12, 0, 12, 40)
     if share > 0.01:
         problems.append('control area is not blank (%.2f%%): the PNG decoder is wrong' % (100 * share))
+    share, ncol = area_stats(24, 8, 60, 20)
+    if share < 0.3:
+        problems.append('the badge reads as blank (%.2f%%): the PNG decoder is wrong' % (100 * share))
 
 print('%s: %s' % (name, '; '.join(summary)))
 if problems:
@@ -470,8 +497,9 @@ check_page large "$WORK/large.html" large
 # 4. A real recording, when `memlens report --html` exists.
 if [ -n "$MEMLENS" ] && [ -n "$PROGRAM" ]; then
     if "$MEMLENS" report --help 2>&1 | grep -q -- '--html'; then
-        "$MEMLENS" run -o "$WORK/t.mlt" -- "$PROGRAM" >/dev/null 2>"$WORK/run.log" ||
-            fail "memlens run: $(cat "$WORK/run.log")"
+        # memlens run exits with the program's status (fx_counts: 7)
+        "$MEMLENS" run -o "$WORK/t.mlt" -- "$PROGRAM" >/dev/null 2>"$WORK/run.log"
+        [ -s "$WORK/t.mlt" ] || fail "memlens run wrote no trace: $(cat "$WORK/run.log")"
         "$MEMLENS" report "$WORK/t.mlt" --html "$WORK/real.html" >/dev/null 2>"$WORK/report.log" ||
             fail "memlens report --html: $(cat "$WORK/report.log")"
         check_page real "$WORK/real.html" real
