@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "ml_cli.h"
+#include "ml_advisor.h"
 #include "ml_analysis.h"
 #include "ml_report.h"
 #include "ml_report_html.h"
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct {
     const char *trace, *json, *html, *folded, *supp;
@@ -206,6 +208,15 @@ int ml_cmd_report(int argc, char **argv) {
         .max_sites = o.max_sites,
         .suppressions = supp,
     };
+    /* The strategy advisor replays the trace for the JSON and HTML reports. */
+    ml_advice_t *advice = NULL;
+    if (o.json || o.html) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        ml_advisor_opts_t ao = {.threads = cpus > 1 ? (unsigned)(cpus < 4 ? cpus : 4) : 0, .analysis = a};
+        if (ml_advisor_run(o.trace, &ao, &advice, err, sizeof err) < 0 && !o.quiet)
+            fprintf(stderr, "memlens: warning: strategy advisor: %s\n", err);
+        ro.advice = advice;
+    }
 
     if (o.json) {
         ml_out_t out;
@@ -272,6 +283,7 @@ int ml_cmd_report(int argc, char **argv) {
             code = ML_EXIT_GATE;
         }
     }
+    ml_advice_free(advice);
     ml_analysis_free(a);
     ml_suppressions_free(supp);
     return code;

@@ -570,8 +570,10 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
     fragmentation(o, a);
     fputs(",\n\"gpu\": ", o);
     ml_report_json_gpu(o, a);
-    /* Filled by the strategy advisor (another module): none yet. */
-    fputs(",\n\"suggestions\": [],\n", o);
+    /* The strategy advisor: "suggestions", "policies", "advisor" (advice_json.c). */
+    fputs(",\n", o);
+    ml_report_json_advice(o, a, ro->advice);
+    fputs(",\n", o);
     timeline(o, a);
     fputs(",\n", o);
     if (flame(o, a) < 0) return -ENOMEM;

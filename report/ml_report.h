@@ -24,10 +24,16 @@ typedef struct {
     uint64_t trace_size;      /* bytes of the trace file */
     uint32_t max_sites;       /* 0: every site in "sites" (peak/leak lists are always complete) */
     const ml_suppressions_t *suppressions; /* listed in "leaks.suppressions" */
+    const struct ml_advice_s *advice; /* the strategy advisor's result (ml_advisor.h) for
+                                       * "suggestions" and "policies"; NULL: GPU advice only */
 } ml_report_opts_t;
 
 /** Writes the JSON report of a built session. Returns 0 or -EIO (stream error). */
 int ml_report_json(FILE *out, const ml_analysis_t *a, const ml_report_opts_t *o);
+
+/** Writes the advisor's keys "suggestions", "policies" and "advisor" (no
+ * separators around them); with adv NULL, the GPU suggestions of `a` alone. */
+void ml_report_json_advice(FILE *out, const ml_analysis_t *a, const struct ml_advice_s *adv);
 
 /** Which number folded stacks carry. */
 typedef enum {

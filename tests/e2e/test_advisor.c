@@ -158,3 +158,50 @@ Test(advisor, a_clean_program_gets_no_suggestions, .timeout = 300) {
     cr_expect_eq(ml_advice_policies(r.adv, &p), 11, "the table is there all the same");
     done(&r);
 }
+
+/* `memlens report --json`: the suggestions and the policy table in the document. */
+static char *report_json(const char *fixture) {
+    char name[256];
+    snprintf(name, sizeof name, "%s.report.mlt", fixture);
+    char trace[4096], json[4096];
+    snprintf(trace, sizeof trace, "%s", h_tmp(name));
+    snprintf(name, sizeof name, "%s.json", fixture);
+    snprintf(json, sizeof json, "%s", h_tmp(name));
+    const char *run[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin(fixture), NULL};
+    h_run_t r;
+    h_run(&r, run);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    const char *rep[] = {h_bin("memlens"), "report", trace, "--json", json, NULL};
+    h_run(&r, rep);
+    cr_assert_eq(r.status, 0, "memlens report: %s", r.err);
+    h_run_free(&r);
+    char *doc = h_read_file(json);
+    cr_assert(doc, "no %s", json);
+    return doc;
+}
+
+Test(advisor_json, report_carries_suggestions_and_policies, .timeout = 300) {
+    char *doc = report_json("fx_adv_temp");
+    cr_expect(strstr(doc, "\"suggestions\": [\n  {\"strategy\": \"stack\""), "%.2000s", strstr(doc, "\"suggestions\""));
+    cr_expect(strstr(doc, "format_line"), "the message names the function");
+    cr_expect(strstr(doc, "\"temporaries\": 100000"));
+    cr_expect(strstr(doc, "\"policies\": [\n  {\"name\": \"first_fit\", \"peak_footprint_bytes\": "));
+    static const char *const names[] = {"next_fit", "best_fit", "worst_fit", "segregated_fit", "tlsf",
+                                        "buddy", "slab", "bitmap_fit", "arena", "real"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "{\"name\": \"%s\"", names[i]);
+        cr_expect(strstr(doc, want), "policy %s in the table", names[i]);
+    }
+    cr_expect(strstr(doc, "\"external_fragmentation\": "));
+    cr_expect(strstr(doc, "\"cost_per_op\": null"), "the real allocator's cost is unknown");
+    free(doc);
+}
+
+Test(advisor_json, clean_program_has_an_empty_list, .timeout = 300) {
+    char *doc = report_json("fx_adv_clean");
+    cr_expect(strstr(doc, "\"suggestions\": [],"), "%.500s", strstr(doc, "\"suggestions\""));
+    cr_expect(strstr(doc, "\"policies\": [\n  {"));
+    free(doc);
+}
