@@ -399,12 +399,12 @@
     var lk = leakKinds();
     var leakedBytes = first(L.bytes);
     cards.appendChild(card('Leaked at exit', fmtBytes(leakedBytes), [
-      num(L.suppressed_bytes) ? kv('suppressed', fmtBytes(L.suppressed_bytes)) : null,
       L.blocks != null ? kv('in', plural(num0(L.blocks), 'block', 'blocks')) : null,
       lk.definite.bytes != null ? kv('definite', fmtBytes(lk.definite.bytes)) : null,
       lk.indirect.bytes != null || lk.reachable.bytes != null
         ? [].concat(kv('indirect', fmtBytes(lk.indirect.bytes)), [' · '], kv('reachable', fmtBytes(lk.reachable.bytes)))
-        : null
+        : null,
+      num(L.suppressed_bytes) ? kv('suppressed', fmtBytes(L.suppressed_bytes)) : null
     ], num0(lk.definite.bytes) > 0 ? 'bad' : leakedBytes === 0 ? 'good' : null,
     'definite: no pointer to the block remains; indirect: only reachable from leaked blocks; reachable: still pointed to from globals or stacks at exit'));
 
