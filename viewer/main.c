@@ -24,13 +24,14 @@
 #define EXIT_USAGE 2
 
 static void usage(FILE *f) {
-    fputs("usage: memlens view [--no-color] [--no-mouse] [--ascii] FILE\n"
+    fputs("usage: memlens view [--no-color] [--no-mouse] [--ascii] [--no-suggestions] FILE\n"
           "       memlens view --batch [--keys \"KEY ...\"] [--size COLSxROWS] [--ascii] FILE\n"
           "\n"
           "Opens a trace in the terminal UI (keys: ? in the viewer, or docs/viewer.md).\n"
           "  --no-color      no colours (also NO_COLOR=1)\n"
           "  --no-mouse      leave the mouse to the terminal (for selecting text)\n"
           "  --ascii         ASCII instead of block, braille and line characters\n"
+          "  --no-suggestions  skip the strategy advisor (it replays the trace in the background)\n"
           "  --batch         no terminal: run the keys on a virtual screen and print it\n"
           "  --keys KEYS     space-separated keys for --batch: a character, Enter, Esc, Tab, Up,\n"
           "                  Down, Left, Right, PgUp, PgDn, Home, End, BS, F1..F12, C-x, Space;\n"
@@ -145,6 +146,8 @@ static int split_keys(const char *keys, batch_t *b) {
 static int run_batch(ml_vmodel_t *m, const char *keys, int cols, int rows, bool ascii) {
     int rc = ml_vmodel_load_all(m);
     if (rc < 0) err_msg("%s: %s (the screen shows the data before it)", ml_vmodel_path(m), ml_vmodel_error(m));
+    /* A batch screen is the final one: with the advisor's suggestions. */
+    ml_vmodel_wait(m);
     ml_sm_opts_t so = {.cols = cols, .rows = rows, .unicode = !ascii};
     ml_screen_t *sm = ml__sm_new(m, &so);
     batch_t b = {0};
@@ -167,7 +170,7 @@ static int run_batch(ml_vmodel_t *m, const char *keys, int cols, int rows, bool 
 /* ------------------------------------------------------------------------- */
 
 int ml_cmd_view(int argc, char **argv) {
-    bool batch = false, ascii = false, no_color = false, no_mouse = false;
+    bool batch = false, ascii = false, no_color = false, no_mouse = false, advice = true;
     const char *keys = NULL, *path = NULL;
     int cols = 80, rows = 24;
     for (int i = 1; i < argc; i++) {
@@ -176,6 +179,7 @@ int ml_cmd_view(int argc, char **argv) {
         else if (!strcmp(a, "--ascii")) ascii = true;
         else if (!strcmp(a, "--no-color") || !strcmp(a, "--no-colour")) no_color = true;
         else if (!strcmp(a, "--no-mouse")) no_mouse = true;
+        else if (!strcmp(a, "--no-suggestions")) advice = false;
         else if (!strcmp(a, "--keys") && i + 1 < argc) keys = argv[++i];
         else if (!strcmp(a, "--size") && i + 1 < argc) {
             if (sscanf(argv[++i], "%dx%d", &cols, &rows) != 2 || cols < 1 || rows < 1 || cols > 1000 ||
@@ -219,6 +223,7 @@ int ml_cmd_view(int argc, char **argv) {
         err_msg("out of memory");
         return EXIT_ERROR;
     }
+    ml_vmodel_set_advice(m, advice);
     char err[1024];
     int rc = ml_vmodel_open(m, path, err, sizeof err);
     if (rc < 0) {

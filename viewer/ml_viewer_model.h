@@ -90,6 +90,16 @@ typedef enum {
 
 #define ML_VMAX_GPUS 16
 
+/* Where the strategy advisor is: it replays the trace in the background once
+ * the data is final (the file read, the live program ended). */
+typedef enum {
+    ML_VADVICE_PENDING = 0, /* waits for the data to be final */
+    ML_VADVICE_RUNNING,
+    ML_VADVICE_DONE,
+    ML_VADVICE_FAILED,      /* ml_vmodel_advice_error() says why */
+    ML_VADVICE_OFF,
+} ml_vadvice_t;
+
 typedef struct {
     char exe[512];
     char cmdline[1024];
@@ -108,6 +118,7 @@ typedef struct {
     ml_vgpu_t gpus[ML_VMAX_GPUS];
     uint32_t nsites;         /* all sites, before the filter */
     uint32_t nsuggestions;
+    ml_vadvice_t advice;
 } ml_vsummary_t;
 
 /* A histogram bucket: (lo, hi] in bytes or milliseconds. `count` is the
@@ -181,6 +192,17 @@ void ml_vmodel_free(ml_vmodel_t *m);
 
 /** Options for the analysis builds (NULL: defaults). Tests turn symbols off. */
 void ml_vmodel_set_build_opts(ml_vmodel_t *m, const ml_build_opts_t *o);
+
+/** Runs the strategy advisor once the data is final (default on). */
+void ml_vmodel_set_advice(ml_vmodel_t *m, bool on);
+/** Takes in what background work finished (the advisor's suggestions).
+ * Returns true when the views must be drawn again. UI thread. */
+bool ml_vmodel_poll(ml_vmodel_t *m);
+/** True while background work runs (the loop keeps polling). */
+bool ml_vmodel_busy(const ml_vmodel_t *m);
+const char *ml_vmodel_advice_error(const ml_vmodel_t *m);
+/** Waits for background work to finish and takes it in (batch mode). */
+void ml_vmodel_wait(ml_vmodel_t *m);
 
 /** Opens a trace for step-wise loading. Returns 0, or a negative errno with a
  * message in err (missing file, not a trace, unknown version). */

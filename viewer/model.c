@@ -13,10 +13,12 @@
  */
 #define _GNU_SOURCE
 #include "ml_viewer_model.h"
+#include "ml_advisor.h"
 #include "ml_gpu.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,11 @@ typedef struct {
     int8_t *cells;
     ml_vfrag_t frag;
 } mapsnap_t;
+
+/* The strategy advisor replays the whole trace (twice) in a thread of its
+ * own once the data is final; until it is done the views show the GPU advice
+ * the analysis has at once. */
+enum { ADV_IDLE = 0, ADV_RUNNING, ADV_DONE, ADV_FAILED, ADV_OFF };
 
 /* Site identity: a hash of the frames -> the model's id. */
 typedef struct {
@@ -103,6 +110,13 @@ struct ml_vmodel_s {
     /* identity */
     idslot_t *ids;
     uint32_t cap_ids, nids, next_id;
+
+    /* strategy advice */
+    pthread_t adv_thread;
+    atomic_int adv_state;
+    ml_advice_t *advice;
+    bool adv_imported, adv_joined;
+    char adv_error[256];
 
     /* snapshots over time */
     snap_t *snaps;
@@ -318,12 +332,28 @@ static int src_sites(ml_vmodel_t *m) {
     return 0;
 }
 
-/* The GPU collector's advice; the strategy advisor's CPU suggestions are
- * added here once that library exposes them. */
+/* The strategy advisor's suggestions once its replay is done (they include
+ * the GPU advice); before that, the GPU advice the analysis has at once. */
+static int src_advice(ml_vmodel_t *m) {
+    const ml_suggestion_t *a = NULL;
+    size_t n = ml_advice_suggestions(m->advice, &a);
+    ml_vsuggestion_t *v = grow(m->sugg, &m->cap_sugg, (uint32_t)n + 1, sizeof *v);
+    if (!v) return -ENOMEM;
+    m->sugg = v;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t site = ML_VSITE_NONE;
+        if (a[i].site >= 0 && (size_t)a[i].site < m->an_nsites) site = m->sites[m->by_build[a[i].site]].id;
+        m->sugg[m->nsugg++] = (ml_vsuggestion_t){a[i].strategy, a[i].message, site, a[i].estimated_saving_bytes,
+                                                 a[i].evidence};
+    }
+    return 0;
+}
+
 static int src_suggestions(ml_vmodel_t *m) {
     m->nsugg = 0;
     free(m->sugg_text);
     m->sugg_text = NULL;
+    if (m->adv_imported) return src_advice(m);
     const ml_gpu_t *g = ml_analysis_gpu(m->an);
     if (!g) return 0;
     ml_gpu_suggestion_t gs[32];
@@ -437,6 +467,15 @@ int ml_vmodel_new(ml_vmodel_t **out) {
 
 void ml_vmodel_free(ml_vmodel_t *m) {
     if (!m) return;
+    /* The advisor cannot be interrupted, and it reads the session: when it
+     * still runs, the model is left to it (the process is about to exit). */
+    int st = atomic_load(&m->adv_state);
+    if (st == ADV_RUNNING) {
+        pthread_detach(m->adv_thread);
+        return;
+    }
+    if ((st == ADV_DONE || st == ADV_FAILED) && !m->adv_joined) pthread_join(m->adv_thread, NULL);
+    ml_advice_free(m->advice);
     if (m->reader) ml_reader_close(m->reader);
     ml_analysis_free(m->an);
     pthread_mutex_destroy(&m->lock);
@@ -460,6 +499,12 @@ void ml_vmodel_free(ml_vmodel_t *m) {
 
 void ml_vmodel_set_build_opts(ml_vmodel_t *m, const ml_build_opts_t *o) {
     m->build_opts = o ? *o : (ml_build_opts_t){0};
+}
+
+void ml_vmodel_set_advice(ml_vmodel_t *m, bool on) {
+    int idle = ADV_IDLE, off = ADV_OFF;
+    if (on) atomic_compare_exchange_strong(&m->adv_state, &off, ADV_IDLE);
+    else atomic_compare_exchange_strong(&m->adv_state, &idle, ADV_OFF);
 }
 
 const char *ml_vmodel_error(const ml_vmodel_t *m) { return m->error; }
@@ -864,6 +909,70 @@ uint32_t ml_vmodel_cell_sites(ml_vmodel_t *m, ml_vmap_at_t at, uint64_t addr, ui
 /* Refresh                                                                   */
 /* ------------------------------------------------------------------------- */
 
+static void *advice_main(void *arg) {
+    ml_vmodel_t *m = arg;
+    ml_advisor_opts_t o = {.threads = 0, .analysis = m->an};
+    int rc = ml_advisor_run(m->path, &o, &m->advice, m->adv_error, sizeof m->adv_error);
+    atomic_store(&m->adv_state, rc < 0 ? ADV_FAILED : ADV_DONE);
+    return NULL;
+}
+
+static void start_advice(ml_vmodel_t *m) {
+    atomic_store(&m->adv_state, ADV_RUNNING);
+    if (pthread_create(&m->adv_thread, NULL, advice_main, m) != 0) {
+        snprintf(m->adv_error, sizeof m->adv_error, "cannot start a thread");
+        atomic_store(&m->adv_state, ADV_OFF);
+    }
+}
+
+static ml_vadvice_t advice_state(const ml_vmodel_t *m) {
+    switch (atomic_load(&m->adv_state)) {
+    case ADV_RUNNING: return ML_VADVICE_RUNNING;
+    case ADV_DONE: return m->adv_imported ? ML_VADVICE_DONE : ML_VADVICE_RUNNING;
+    case ADV_FAILED: return ML_VADVICE_FAILED;
+    case ADV_OFF: return ML_VADVICE_OFF;
+    default: return ML_VADVICE_PENDING;
+    }
+}
+
+bool ml_vmodel_poll(ml_vmodel_t *m) {
+    int st = atomic_load(&m->adv_state);
+    if ((st == ADV_DONE || st == ADV_FAILED) && !m->adv_joined) {
+        pthread_join(m->adv_thread, NULL);
+        m->adv_joined = true;
+    }
+    if (st == ADV_DONE && !m->adv_imported) {
+        m->adv_imported = true;
+        m->nsugg = 0;
+        src_advice(m);
+        m->sum.nsuggestions = m->nsugg;
+        m->sum.advice = ML_VADVICE_DONE;
+        m->generation++;
+        reorder(m);
+        return true;
+    }
+    if (st == ADV_FAILED && m->sum.advice != ML_VADVICE_FAILED) {
+        m->sum.advice = ML_VADVICE_FAILED;
+        m->generation++;
+        return true;
+    }
+    return false;
+}
+
+bool ml_vmodel_busy(const ml_vmodel_t *m) { return atomic_load(&m->adv_state) == ADV_RUNNING ||
+                                                   (atomic_load(&m->adv_state) == ADV_DONE && !m->adv_imported); }
+
+const char *ml_vmodel_advice_error(const ml_vmodel_t *m) { return m->adv_error; }
+
+void ml_vmodel_wait(ml_vmodel_t *m) {
+    int st = atomic_load(&m->adv_state);
+    if ((st == ADV_RUNNING || st == ADV_DONE || st == ADV_FAILED) && !m->adv_joined) {
+        pthread_join(m->adv_thread, NULL);
+        m->adv_joined = true;
+    }
+    ml_vmodel_poll(m);
+}
+
 int ml_vmodel_refresh(ml_vmodel_t *m) {
     ml_vsummary_t s;
     memset(&s, 0, sizeof s);
@@ -879,6 +988,7 @@ int ml_vmodel_refresh(ml_vmodel_t *m) {
         rc = src_build(m);
         m->built_records = t->records;
     }
+    bool final = !m->loading && (!m->live || m->live_state != ML_VPROC_RUNNING);
     if (m->live && t->last_time_ms >= m->last_snap_ms + SNAP_EVERY_MS) {
         src_snapshot(m, t->last_time_ms);
         if (m->built) src_mapsnap(m);
@@ -906,6 +1016,10 @@ int ml_vmodel_refresh(ml_vmodel_t *m) {
     ml_vmodel_unlock(m);
     s.nsites = m->nsites;
     s.nsuggestions = m->nsugg;
+    /* The data is final and built: the advisor may read the session, which
+     * no build changes any more. */
+    if (final && rc == 0 && m->built && m->path[0] && atomic_load(&m->adv_state) == ADV_IDLE) start_advice(m);
+    s.advice = advice_state(m);
     if (memcmp(&s, &m->sum, sizeof s) != 0) m->generation++;
     m->sum = s;
     reorder(m);

@@ -253,6 +253,23 @@ ml_line_t *ml__lines_add(ml_lines_t *l, const char *label, int style, const char
     return ln;
 }
 
+void ml__lines_wrap(ml_lines_t *l, const char *label, int style, const char *text, int width) {
+    if (width < 10) width = 10;
+    bool first = true;
+    while (*text || first) {
+        int len = (int)strlen(text), cut = len;
+        if (len > width) {
+            cut = width;
+            while (cut > 0 && text[cut] != ' ') cut--;
+            if (cut == 0) cut = width;
+        }
+        ml__lines_add(l, first ? label : (label ? "" : NULL), style, "%.*s", cut, text);
+        text += cut;
+        while (*text == ' ') text++;
+        first = false;
+    }
+}
+
 void ml__lines_draw(ml_panel_t *p, ml_canvas_t *c, const ml_lines_t *l, bool select) {
     p->count = l->n;
     if (select) ml__panel_clamp(p);

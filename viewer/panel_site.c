@@ -117,9 +117,10 @@ static void build(site_t *p, int width) {
     }
     const ml_vsuggestion_t *g = ml_vmodel_site_suggestion(m, s->id);
     if (g) {
-        ml__lines_add(l, "Suggestion", ML_ST_GOOD, "[%s] %s (saves ~%s)", g->strategy, g->message,
-                      ml__fmt_bytes(g->estimated_saving_bytes, b1, sizeof b1));
-        if (g->evidence && g->evidence[0]) ml__lines_add(l, "", ML_ST_DIM, "%s", g->evidence);
+        char text[1200];
+        snprintf(text, sizeof text, "[%s] %s (saves ~%s; details in 6)", g->strategy, g->message,
+                 ml__fmt_bytes(g->estimated_saving_bytes, b1, sizeof b1));
+        ml__lines_wrap(l, "Suggestion", ML_ST_GOOD, text, width - l->label_w - 3);
     } else {
         ml__lines_add(l, "Suggestion", ML_ST_DIM, "none for this site");
     }

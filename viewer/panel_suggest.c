@@ -6,14 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DETAIL_ROWS 5
+#define DETAIL_ROWS 5 /* at least; half the body when there is room */
 
 typedef struct {
     ml_panel_t super;
 } suggest_t;
 
+static int detail_rows(const ml_panel_t *P) { return P->h / 2 > DETAIL_ROWS ? P->h / 2 : DETAIL_ROWS; }
+
 static int list_h(const ml_panel_t *P) {
-    int h = P->h - DETAIL_ROWS - 1;
+    int h = P->h - detail_rows(P) - 1;
     return h < 2 ? 2 : h;
 }
 
@@ -44,8 +46,18 @@ static void suggest_draw(ml_panel_t *P, ml_canvas_t *c) {
     P->count = (int)ml_vmodel_nsuggestions(m);
     ml__panel_clamp(P);
     if (!P->count) {
-        ml__canvas_text(c, P->x + 1, P->y, P->w - 1, ML_ST_DIM,
-                        ml_vmodel_loading(m) ? "Loading..." : "No suggestions: nothing in this trace calls for a different strategy.");
+        const ml_vsummary_t *s = ml_vmodel_summary(m);
+        const char *why = ml_vmodel_loading(m) ? "Loading..."
+                          : s->advice == ML_VADVICE_RUNNING
+                              ? "The strategy advisor is replaying the trace through allocator designs..."
+                          : s->advice == ML_VADVICE_PENDING && s->state == ML_VPROC_RUNNING
+                              ? "Suggestions come once the program has ended (the advisor replays the whole trace)."
+                          : s->advice == ML_VADVICE_FAILED ? "The strategy advisor failed:"
+                          : s->advice == ML_VADVICE_OFF ? "The strategy advisor is off (--no-suggestions)."
+                                                        : "No suggestions: nothing in this trace calls for a different strategy.";
+        ml__canvas_text(c, P->x + 1, P->y, P->w - 1, ML_ST_DIM, why);
+        if (s->advice == ML_VADVICE_FAILED)
+            ml__canvas_text(c, P->x + 1, P->y + 1, P->w - 1, ML_ST_ERROR, ml_vmodel_advice_error(m));
         P->h = full_h;
         return;
     }
@@ -63,10 +75,11 @@ static void suggest_draw(ml_panel_t *P, ml_canvas_t *c) {
     }
     ml__panel_scrollbar(P, c);
     const ml_vsuggestion_t *g = ml_vmodel_suggestion_at(m, (uint32_t)P->sel);
-    int y = P->y + P->h;
+    int y = P->y + P->h, rows = full_h - P->h - 1;
     ml__canvas_fill(c, P->x, y, P->w, 1, ML_G_HLINE, ML_ST_DIM);
-    int used = wrap(c, P->x + 1, y + 1, P->w - 2, DETAIL_ROWS - 2, ML_ST_NORMAL, g->message);
-    if (g->evidence) wrap(c, P->x + 1, y + 1 + used, P->w - 2, DETAIL_ROWS - used, ML_ST_DIM, g->evidence);
+    int used = wrap(c, P->x + 1, y + 1, P->w - 2, rows, ML_ST_NORMAL, g->message);
+    if (g->evidence && used < rows)
+        wrap(c, P->x + 1, y + 1 + used, P->w - 2, rows - used, ML_ST_DIM, g->evidence);
     P->h = full_h;
 }
 

@@ -96,8 +96,12 @@ static void build(summary_t *p) {
         ml__lines_add(l, "Note", ML_ST_DIM, "%" PRIu64 " frees of blocks allocated before tracing began",
                       t->unknown_frees);
     ml__lines_add(l, NULL, ML_ST_NORMAL, " ");
-    ml__lines_add(l, "Suggestions", ML_ST_BOLD, "%s",
-                  ml_vmodel_nsuggestions(m) ? "(6 lists them all)" : "none");
+    const char *adv = s->advice == ML_VADVICE_RUNNING ? " (the advisor is replaying the trace...)"
+                      : s->advice == ML_VADVICE_PENDING && s->state == ML_VPROC_RUNNING ? " (after the program ends)"
+                      : s->advice == ML_VADVICE_FAILED ? " (the advisor failed: see 6)"
+                                                         : "";
+    if (ml_vmodel_nsuggestions(m)) ml__lines_add(l, "Suggestions", ML_ST_BOLD, "(6 lists them all)%s", adv);
+    else ml__lines_add(l, "Suggestions", ML_ST_BOLD, "%s%s", adv[0] ? "none yet" : "none", adv);
     for (uint32_t i = 0; i < 3 && i < ml_vmodel_nsuggestions(m); i++) {
         const ml_vsuggestion_t *g = ml_vmodel_suggestion_at(m, i);
         ml_line_t *ln = ml__lines_add(l, "", ML_ST_NORMAL, "%u. [%s] %s (saves ~%s)", i + 1, g->strategy,

@@ -509,6 +509,12 @@ void ml__sm_run(ml_screen_t *sm, const ml_sm_io_t *io) {
             timeout = (int)(next_refresh - now);
             if (timeout < 0) timeout = 0;
         }
+        /* Background work (the strategy advisor) reports in. */
+        if (ml_vmodel_poll(sm->m)) {
+            ml__sm_data_changed(sm);
+            dirty = true;
+        }
+        if (ml_vmodel_busy(sm->m) && (timeout < 0 || timeout > 250)) timeout = 250;
         if (dirty) {
             ml__sm_draw(sm);
             if (io->present) io->present(io->ctx, &sm->canvas);

@@ -234,6 +234,8 @@ void ml__lines_free(ml_lines_t *l);
 /** Appends a line; label may be NULL. Returns the line (NULL when out of memory). */
 ml_line_t *ml__lines_add(ml_lines_t *l, const char *label, int style, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/** Adds text word-wrapped to width cells, the label on the first line only. */
+void ml__lines_wrap(ml_lines_t *l, const char *label, int style, const char *text, int width);
 /** Draws the lines from p->top, with p->sel highlighted when select is true. */
 void ml__lines_draw(ml_panel_t *p, ml_canvas_t *c, const ml_lines_t *l, bool select);
 /** Scroll keys for a text view without a selection. */

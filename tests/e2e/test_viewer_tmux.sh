@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_viewer_tmux.sh - the terminal viewer end to end, in a real terminal.
 #
-#   sh test_viewer_tmux.sh MEMLENS FX_COUNTS FX_GROW
+#   sh test_viewer_tmux.sh MEMLENS FX_COUNTS FX_GROW [FX_ADV_ARENA]
 #
 # A private tmux server runs an 80x24 shell. The test records fx_counts (known
 # leaks: 1234 B from early_ctor and 3 x 1000 B from leaky_function) with the
@@ -11,12 +11,15 @@
 # screen is back and stty shows echo and canonical mode. Then the error
 # paths, SIGINT, and `memlens run --live` on fx_grow, whose heap grows for
 # about three seconds: the numbers on screen must grow between two captures.
+# With FX_ADV_ARENA (the advisor's fixture), the Suggestions view must list
+# the strategy advisor's arena suggestion for parse_node and open its site.
 #
 # Exit 0: passed; 1: failed (the screen is printed); 77: tmux is missing.
 set -u
 MEMLENS=$1
 FX_COUNTS=$2
 FX_GROW=$3
+FX_ADV_ARENA=${4:-}
 
 if ! command -v tmux >/dev/null 2>&1; then
     echo "tmux is not installed: skipped"
@@ -196,6 +199,23 @@ key "stty -a | tr ' ' '\n' | grep -x -e echo -e icanon | tr '\n' ' '; echo stty-
 wait_for "stty-2done"
 expect "icanon echo"
 ok "q: exit 0, the shell's screen is back, echo and canonical mode restored"
+
+# The strategy advisor's suggestion, worked out in the background.
+if [ -n "$FX_ADV_ARENA" ]; then
+    "$MEMLENS" run -q -o "$T/arena.mlt" -- "$FX_ADV_ARENA" > /dev/null 2>&1
+    key "clear; $MEMLENS view $T/arena.mlt; echo arena-exit=\$?" Enter
+    wait_for "1Summary"
+    key 6
+    wait_for "parse_node"
+    line 3 | grep -q "^ arena .*parse_node" || fail "no arena suggestion for parse_node: $(line 3)"
+    expect "allocates its blocks in"
+    key Enter
+    wait_for "(Esc goes back)"
+    expect "Suggestion  [arena] parse_node()"
+    key q
+    wait_for "arena-exit=0"
+    ok "suggestions: the advisor's arena suggestion for parse_node, and its site"
+fi
 
 # SIGINT restores the terminal too.
 key "clear; echo before-sigint" Enter

@@ -199,6 +199,29 @@ Test(viewer_model, site_histograms_mark_the_site_buckets, .init = setup, .fini =
     cr_expect_eq(mine, 1);
 }
 
+Test(viewer_model, the_advisor_runs_in_the_background_once_the_data_is_final, .timeout = 60) {
+    ml_vmodel_t *m;
+    cr_assert_eq(ml_vmodel_new(&m), 0);
+    ml_build_opts_t o = {.no_symbols = true};
+    ml_vmodel_set_build_opts(m, &o);
+    v_write_trace(path, sizeof path, false);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(m, path, err, sizeof err), 0);
+    cr_expect_eq(ml_vmodel_summary(m)->advice, ML_VADVICE_PENDING);
+    cr_assert_eq(ml_vmodel_load_all(m), 0);
+    ml_vadvice_t a = ml_vmodel_summary(m)->advice;
+    cr_expect(a == ML_VADVICE_RUNNING || a == ML_VADVICE_DONE, "advice state %d", a);
+    uint64_t gen = ml_vmodel_generation(m);
+    ml_vmodel_wait(m);
+    cr_expect_eq(ml_vmodel_summary(m)->advice, ML_VADVICE_DONE, "%s", ml_vmodel_advice_error(m));
+    cr_expect_not(ml_vmodel_busy(m));
+    cr_expect_gt(ml_vmodel_generation(m), gen);
+    /* The advisor's answer for this tiny program: nothing worth changing. */
+    cr_expect_eq(ml_vmodel_nsuggestions(m), 0);
+    ml_vmodel_free(m);
+    unlink(path);
+}
+
 Test(viewer_model, loads_in_steps_with_progress) {
     ml_vmodel_t *m;
     cr_assert_eq(ml_vmodel_new(&m), 0);

@@ -9,10 +9,16 @@ target_link_libraries(test_viewer_keys PRIVATE ml_viewer_core)
 add_executable(fx_grow ${FX}/fx_grow.c)
 target_compile_options(fx_grow PRIVATE -O0 -g -fno-builtin)
 
-# End to end in a real terminal (tmux); skipped (77) without tmux.
+# End to end in a real terminal (tmux); skipped (77) without tmux. The
+# advisor's fixture fx_adv_arena (unit/sim/sim_tests.cmake) gives a known
+# suggestion.
+set(ML_VIEW_ADV_FIXTURE "")
+if(TARGET fx_adv_arena)
+  set(ML_VIEW_ADV_FIXTURE $<TARGET_FILE:fx_adv_arena>)
+endif()
 add_test(NAME viewer_tmux
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_viewer_tmux.sh
-          $<TARGET_FILE:memlens> $<TARGET_FILE:fx_counts> $<TARGET_FILE:fx_grow>)
+          $<TARGET_FILE:memlens> $<TARGET_FILE:fx_counts> $<TARGET_FILE:fx_grow> ${ML_VIEW_ADV_FIXTURE})
 set_tests_properties(viewer_tmux PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
 
 # The model and key tests again with AddressSanitizer on the viewer's own code, so that

@@ -152,6 +152,7 @@ static ml_vmodel_t *v_model(char *path, size_t len) {
     cr_assert_eq(ml_vmodel_new(&m), 0);
     ml_build_opts_t o = {.no_symbols = true};
     ml_vmodel_set_build_opts(m, &o);
+    ml_vmodel_set_advice(m, false); /* test_model.c turns it on where it is the subject */
     v_write_trace(path, len, false);
     char err[256];
     cr_assert_eq(ml_vmodel_open(m, path, err, sizeof err), 0, "%s", err);
