@@ -19,7 +19,7 @@ void ml_die_msg(const char *fmt, ...) {
 static void usage(FILE *f) {
     fputs("usage: memlens COMMAND [ARGS]\n"
           "\n"
-          "  run [-o FILE] [--follow-fork] [--sample BYTES] [--unwind libunwind|fp] [--depth N] -- PROG [ARGS...]\n"
+          "  run [-o FILE] [--follow-fork] [--sample BYTES] [--unwind libunwind|fp] [--depth N] [--live] -- PROG [ARGS...]\n"
           "                 record every heap allocation of PROG into a trace (.mlt)\n"
           "  report FILE [--json OUT] [--html OUT] [--folded OUT] [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                 analyse a trace; CI gates exit 3 when exceeded\n"
