@@ -41,19 +41,31 @@ static inline run_t combine(run_t a, run_t b) {
 }
 
 static run_t word_run(uint64_t x) {
-    run_t r = {0, 0, 0, 64};
     if (!x) return (run_t){64, 64, 64, 64};
-    r.pre = (uint64_t)__builtin_ctzll(x);
-    r.suf = (uint64_t)__builtin_clzll(x);
+    if (x == ~0ull) return (run_t){0, 0, 0, 64};
+    run_t r = {(uint64_t)__builtin_ctzll(x), (uint64_t)__builtin_clzll(x), 0, 64};
     r.best = r.pre > r.suf ? r.pre : r.suf;
-    /* inner runs: walk the set bits */
-    unsigned pos = (unsigned)__builtin_ctzll(x);
-    while (pos < 64) {
-        uint64_t rest = pos + 1 < 64 ? x >> (pos + 1) : 0;
-        if (!rest) break;
-        unsigned gap = (unsigned)__builtin_ctzll(rest);
-        if (gap > r.best) r.best = gap;
-        pos += gap + 1;
+    int used = __builtin_popcountll(x);
+    if (used <= 32) {
+        /* few set bits: walk the gaps between them */
+        unsigned pos = (unsigned)__builtin_ctzll(x);
+        while (pos < 63) {
+            uint64_t rest = x >> (pos + 1);
+            if (!rest) break;
+            unsigned gap = (unsigned)__builtin_ctzll(rest);
+            if (gap > r.best) r.best = gap;
+            pos += gap + 1;
+        }
+    } else {
+        /* few free bits: the longest run of ones in ~x is the number of
+         * y &= y >> 1 steps until it vanishes (at most 64 - used) */
+        uint64_t y = ~x;
+        unsigned k = 0;
+        while (y) {
+            y &= y >> 1;
+            k++;
+        }
+        if (k > r.best) r.best = k;
     }
     return r;
 }
@@ -132,7 +144,12 @@ static void set_range(bitmap_t *b, uint64_t s, uint64_t g, bool used) {
         i += n;
     }
     uint64_t la = s / LEAF_BITS, lb = (s + g - 1) / LEAF_BITS;
-    for (uint64_t l = la; l <= lb; l++) leaf_update(b, l);
+    /* Leaves the range covers whole are all used or all free: no scan. */
+    const run_t full = used ? (run_t){0, 0, 0, LEAF_BITS} : (run_t){LEAF_BITS, LEAF_BITS, LEAF_BITS, LEAF_BITS};
+    for (uint64_t l = la; l <= lb; l++) {
+        if (l * LEAF_BITS >= s && (l + 1) * LEAF_BITS <= s + g) b->t[b->nleaves + l] = full;
+        else leaf_update(b, l);
+    }
     uint64_t i = la + b->nleaves, j = lb + b->nleaves;
     while (i > 1) {
         i >>= 1;

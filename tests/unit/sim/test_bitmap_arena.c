@@ -1,6 +1,8 @@
 /* test_bitmap_arena.c - bitmap fit, the arena, buffers and the real allocator. */
 #include "sim_test.h"
 
+#include <string.h>
+
 Test(bitmap, first_run_of_free_granules) {
     /* a=16@0 (g0), b=32@16 (g1-2), c=16@48 (g3). Free b: a 2-granule hole.
      * d=48 needs 3 granules: the first run that long starts after c (64).
@@ -161,4 +163,43 @@ Test(router, dedicated_pool_stops_pinning) {
     cr_expect_eq(gain.general.allocs, 1000);
     cr_expect_geq(gain.compare_peak, st_metrics(r).peak_footprint);
     ml_sim_policy_free(r);
+}
+
+Test(bitmap, matches_a_brute_force_first_fit) {
+    /* Random allocations and frees of 1..600 granules, some spanning leaves;
+     * after each allocation the address must be the lowest run of free
+     * granules found by scanning a plain array. */
+    enum { G = 1 << 15, LIVE = 300 };
+    static unsigned char used[G];
+    memset(used, 0, sizeof used);
+    ml_sim_config_t c = st_cfg_pages();
+    ml_sim_policy_t *b = st_new("bitmap_fit", &c);
+    uint64_t seed = 99, start[LIVE] = {0}, len[LIVE] = {0};
+    for (int step = 0; step < 20000; step++) {
+        int k = (int)(st_rand(&seed) % LIVE);
+        if (len[k]) {
+            st_free(b, (uint32_t)k);
+            memset(used + start[k], 0, len[k]);
+            len[k] = 0;
+            continue;
+        }
+        uint64_t g = 1 + (st_rand(&seed) % 8 ? st_rand(&seed) % 8 : st_rand(&seed) % 600);
+        uint64_t expect = 0, run = 0;
+        for (uint64_t i = 0; i < G; i++) {
+            if (used[i]) {
+                run = 0;
+                expect = i + 1;
+            } else if (++run == g) {
+                break;
+            }
+        }
+        cr_assert_lt(expect + g, G);
+        uint64_t a = st_alloc(b, (uint32_t)k, g * 16);
+        cr_assert_eq(a, expect * 16, "step %d: %lu granules at %lu, expected %lu", step, (unsigned long)g,
+                     (unsigned long)(a / 16), (unsigned long)expect);
+        start[k] = expect;
+        len[k] = g;
+        memset(used + expect, 1, g);
+    }
+    ml_sim_policy_free(b);
 }

@@ -1,6 +1,8 @@
 /* test_fit.c - first, next, best and worst fit on hand-computed sequences. */
 #include "sim_test.h"
 
+#include <string.h>
+
 /* Lays out holes: allocates the sizes in order (ids 0..n-1), then frees the
  * ids in `holes`. */
 static void layout(ml_sim_policy_t *p, const uint64_t *sizes, int n, const int *holes, int nh) {
@@ -178,4 +180,115 @@ Test(fit, worst_fit_splits_the_largest) {
     cr_expect_eq(m.at_end.largest_free, 32);
     cr_expect_eq(m.at_end.free_bytes, 64);
     ml_sim_policy_free(wf);
+}
+
+/* A plain address-ordered free list, the textbook way, to check the trees
+ * against: same placement, same step counts. */
+typedef struct {
+    uint64_t addr[4096], size[4096];
+    int n;
+    uint64_t top, rover, steps;
+} ref_t;
+
+static void ref_insert(ref_t *r, uint64_t a, uint64_t s) {
+    int i = 0;
+    while (i < r->n && r->addr[i] < a) i++;
+    memmove(r->addr + i + 1, r->addr + i, (size_t)(r->n - i) * 8);
+    memmove(r->size + i + 1, r->size + i, (size_t)(r->n - i) * 8);
+    r->addr[i] = a;
+    r->size[i] = s;
+    r->n++;
+}
+
+static void ref_remove(ref_t *r, int i) {
+    memmove(r->addr + i, r->addr + i + 1, (size_t)(r->n - i - 1) * 8);
+    memmove(r->size + i, r->size + i + 1, (size_t)(r->n - i - 1) * 8);
+    r->n--;
+}
+
+static uint64_t ref_alloc(ref_t *r, int policy, uint64_t need) {
+    int pick = -1;
+    if (policy == 0) { /* first */
+        for (int i = 0; i < r->n && pick < 0; i++)
+            if (r->size[i] >= need) pick = i;
+        r->steps += pick < 0 ? (uint64_t)r->n : (uint64_t)pick + 1;
+    } else if (policy == 1) { /* next */
+        int from = 0;
+        while (from < r->n && r->addr[from] < r->rover) from++;
+        for (int i = from; i < r->n && pick < 0; i++)
+            if (r->size[i] >= need) pick = i;
+        if (pick >= 0) r->steps += (uint64_t)(pick - from) + 1;
+        else {
+            for (int i = 0; i < r->n && pick < 0; i++)
+                if (r->size[i] >= need) pick = i;
+            r->steps += pick < 0 ? (uint64_t)r->n : (uint64_t)(r->n - from + pick + 1);
+        }
+    } else { /* best, worst */
+        for (int i = 0; i < r->n; i++) {
+            if (r->size[i] < need && policy == 2) continue;
+            if (pick < 0 || (policy == 2 ? r->size[i] < r->size[pick] : r->size[i] > r->size[pick])) pick = i;
+        }
+        if (pick >= 0 && r->size[pick] < need) pick = -1;
+        r->steps += (uint64_t)r->n;
+    }
+    uint64_t a;
+    if (pick < 0) {
+        a = r->top;
+        r->top += need;
+    } else {
+        a = r->addr[pick];
+        uint64_t s = r->size[pick];
+        ref_remove(r, pick);
+        if (s - need >= 16) ref_insert(r, a + need, s - need);
+    }
+    r->rover = a + need;
+    return a;
+}
+
+static void ref_free(ref_t *r, uint64_t a, uint64_t s) {
+    for (int i = 0; i < r->n; i++) { /* merge with the block before and after */
+        if (r->addr[i] + r->size[i] == a) {
+            a = r->addr[i];
+            s += r->size[i];
+            ref_remove(r, i);
+            i--;
+        } else if (a + s == r->addr[i]) {
+            s += r->size[i];
+            ref_remove(r, i);
+            i--;
+        }
+    }
+    if (a + s == r->top) r->top = a; /* the top is given back */
+    else ref_insert(r, a, s);
+}
+
+Test(fit, trees_match_the_textbook_list) {
+    const char *names[] = {"first_fit", "next_fit", "best_fit", "worst_fit"};
+    ml_sim_config_t c = st_cfg();
+    for (int k = 0; k < 4; k++) {
+        ml_sim_policy_t *p = st_new(names[k], &c);
+        static ref_t r;
+        memset(&r, 0, sizeof r);
+        enum { LIVE = 400 };
+        uint64_t seed = 1234 + (uint64_t)k, addr[LIVE] = {0}, need[LIVE] = {0};
+        for (int step = 0; step < 20000; step++) {
+            int i = (int)(st_rand(&seed) % LIVE);
+            if (need[i]) {
+                st_free(p, (uint32_t)i);
+                ref_free(&r, addr[i], need[i]);
+                need[i] = 0;
+                continue;
+            }
+            uint64_t size = 1 + (st_rand(&seed) % 4 ? st_rand(&seed) % 200 : st_rand(&seed) % 5000);
+            need[i] = (size + 15) & ~15ull;
+            addr[i] = ref_alloc(&r, k, need[i]);
+            uint64_t a = st_alloc(p, (uint32_t)i, size);
+            cr_assert_eq(a, addr[i], "%s, step %d: %lu bytes at %lu, the list says %lu", names[k], step,
+                         (unsigned long)size, (unsigned long)a, (unsigned long)addr[i]);
+        }
+        ml_sim_metrics_t m = st_metrics(p);
+        cr_expect_eq(m.search_steps, r.steps, "%s: steps %lu, the list walks %lu", names[k],
+                     (unsigned long)m.search_steps, (unsigned long)r.steps);
+        ml_sim_policy_free(p);
+    }
 }
