@@ -1176,17 +1176,7 @@
   /* leaks.sites and peak.sites name their row of sites[] in "site". */
   function siteLinkCol() {
     return [{ key: 'site', label: 'Site', num: true, value: function (r) { return num(r.site); },
-              fmt: function (r) {
-                if (r.site == null) return '–';
-                var id = String(r.site);
-                if (!sitesById.has(id)) return '#' + id;
-                var a = h('a', { class: 'jump', title: 'show this site in the site table' }, '#' + id);
-                a.addEventListener('click', function (ev) {
-                  ev.stopPropagation();
-                  if (siteTables.sites) siteTables.sites.show(id);
-                });
-                return a;
-              } }];
+              fmt: function (r) { return r.site == null ? '–' : siteLink(r.site); } }];
   }
 
   function renderPeakSites(body) {
@@ -1256,9 +1246,9 @@
     if (typeof v === 'boolean') return v ? 'yes' : 'no';
     if (typeof v === 'string') return v;
     if (typeof v !== 'number') return JSON.stringify(v);
-    if (/(^|_)bytes$/.test(key) || /^mallinfo_(?!time)/.test(key)) return fmtBytes(v);
+    if (/(^|_)bytes($|_)/.test(key) || /^mallinfo_(?!time)/.test(key)) return fmtBytes(v);
     if (/_pct$|_percent$/.test(key)) return v.toFixed(1) + '%';
-    if (/utilization|^external$|fraction|share|_ratio$|^heap_to_rss$/.test(key) && Math.abs(v) <= 1.5) return fmtPct(v);
+    if (/utilization|^external|^internal$|fraction|share|_ratio$|^heap_to_rss$/.test(key) && Math.abs(v) <= 1.5) return fmtPct(v);
     if (/ratio|_over_/.test(key)) return v.toFixed(2) + '×';
     if (/(^|_)s$/.test(key)) return fmtTime(v);
     if (/_ms$/.test(key)) return fmtMs(v);
@@ -1523,39 +1513,118 @@
     return out;
   }
 
-  function evidence(ev) {
+  function siteLink(id) {
+    id = String(id);
+    if (!sitesById.has(id)) return '#' + id;
+    var a = h('a', { class: 'jump', title: 'show this site in the site table' }, '#' + id);
+    a.addEventListener('click', function (ev) {
+      ev.stopPropagation();
+      if (siteTables.sites) siteTables.sites.show(id);
+    });
+    return a;
+  }
+
+  /* The advisor's evidence: numbers formatted by their key, nested objects
+   * as nested lists, "sites" as links to the site table. */
+  function evidence(ev, depth) {
+    depth = depth || 0;
     if (ev == null || ev === '') return null;
     if (typeof ev !== 'object') return h('div', { class: 'note' }, String(ev));
-    if (Array.isArray(ev)) return h('ul', null, ev.map(function (x) {
-      return h('li', null, typeof x === 'object' ? JSON.stringify(x) : String(x));
-    }));
-    var dl = h('dl');
+    if (Array.isArray(ev)) return h('div', null, ev.map(function (x) { return String(x); }).join(', '));
+    var dl = h('dl', { class: depth ? 'nested' : null });
     Object.keys(ev).forEach(function (k) {
-      append(dl, [h('dt', null, k), h('dd', null, fmtMetric(k, ev[k]))]);
+      var v = ev[k], dd;
+      if (k === 'sites' && Array.isArray(v)) {
+        dd = [];
+        v.forEach(function (id, i) { dd.push(i ? ', ' : '', siteLink(id)); });
+      } else if (Array.isArray(v)) {
+        dd = v.slice(0, 20).map(function (x) {
+          return h('div', null, isObj(x) ? Object.keys(x).map(function (k2) {
+            return k2.replace(/_/g, ' ') + ' ' + fmtMetric(k2 === 'size' ? 'size_bytes' : k2, x[k2]);
+          }).join(' · ') : String(x));
+        });
+        if (v.length > 20) dd.push(h('div', { class: 'note' }, fmtNum(v.length - 20) + ' more'));
+      } else if (isObj(v)) {
+        dd = depth < 3 ? evidence(v, depth + 1) : JSON.stringify(v);
+      } else {
+        dd = fmtMetric(k === 'min' || k === 'max' ? k + '_bytes' : k, v);
+      }
+      append(dl, [h('dt', null, k.replace(/_/g, ' ')), h('dd', null, dd)]);
     });
     return dl;
   }
 
+  function renderPolicies(body) {
+    var pol = objs(D.policies), adv = obj(D.advisor);
+    if (!pol.length) return;
+    body.appendChild(h('h3', null, 'Allocator policies, replayed'));
+    body.appendChild(h('p', { class: 'note' }, 'The advisor replayed ' +
+      (num(adv.replayed_ops) != null ? fmtNum(adv.replayed_ops) + ' allocation events' : 'the trace') +
+      (num(adv.seconds) != null ? ' (in ' + fmtTime(adv.seconds) + ')' : '') +
+      ' through each allocation policy' + (adv.baseline != null ? '; the baseline, closest to the program\'s allocator, is ' +
+      String(adv.baseline) : '') + (adv.sampled === true ? '; sampled replay' : '') +
+      '. Footprint is the memory the policy holds at its peak; click a row for the state at the peak and at exit.'));
+    dataTable(body, {
+      noun: 'policies', one: 'policy', rows: pol, sort: { key: 'foot', desc: false },
+      columns: [
+        { key: 'name', label: 'Policy', cls: 'fn', value: function (r) { return r.name != null ? String(r.name) : null; },
+          fmt: function (r) {
+            return [String(r.name), r.name === adv.baseline ? [' ', h('span', { class: 'kind reachable' }, 'baseline')] : null];
+          } },
+        bytesCol('foot', 'Peak footprint', 'peak_footprint_bytes', 'bytes the policy holds at its peak'),
+        { key: 'util', label: 'Page utilization', num: true, value: function (r) { return num(r.page_utilization); },
+          fmt: function (r) { return fmtPct(r.page_utilization); } },
+        { key: 'ext', label: 'External frag.', num: true, value: function (r) { return num(r.external_fragmentation); },
+          fmt: function (r) { return fmtPct(r.external_fragmentation); } },
+        { key: 'int', label: 'Internal frag.', num: true, value: function (r) { return num(r.internal_fragmentation); },
+          fmt: function (r) { return fmtPct(r.internal_fragmentation); } },
+        { key: 'cost', label: 'Cost per op', num: true, title: 'search steps per allocation or free',
+          value: function (r) { return num(r.cost_per_op); },
+          fmt: function (r) { return num(r.cost_per_op) == null ? '–' : num(r.cost_per_op).toFixed(1); } },
+        countCol('allocs', 'Allocations', 'allocs')
+      ],
+      text: function (r) { return String(r.name).toLowerCase(); },
+      expand: function (r) {
+        var parts = [];
+        ['at_peak', 'at_end'].forEach(function (k) {
+          if (isObj(r[k])) parts.push(h('h3', null, k === 'at_peak' ? 'At its peak' : 'At exit'), factsOf(r[k]));
+        });
+        var rest = {};
+        Object.keys(r).forEach(function (k) { if (!isObj(r[k]) && !Array.isArray(r[k]) && k !== 'name') rest[k] = r[k]; });
+        parts.push(h('h3', null, 'Counters'), factsOf(rest));
+        return parts;
+      }
+    });
+  }
+
   function renderSuggestions(body) {
     var list = objs(D.suggestions);
-    if (!list.length) return noData(body, 'No suggestions: no site matched a pattern that another allocation strategy serves better.');
+    if (!list.length) {
+      noData(body, obj(D.advisor).ran === false ? 'The strategy advisor did not run for this report.'
+        : 'No suggestions: no site matched a pattern that another allocation strategy serves better.');
+      return renderPolicies(body);
+    }
     list = list.map(function (x, i) { return [x, i]; }).sort(function (a, b) {
       return num0(b[0].estimated_saving_bytes) - num0(a[0].estimated_saving_bytes) || a[1] - b[1];
     }).map(function (x) { return x[0]; });
-    list.forEach(function (sg) {
+    list.forEach(function (sg, idx) {
       var strat = sg.strategy != null ? String(sg.strategy) : '?';
+      var ev = evidence(sg.evidence);
       append(body, h('div', { class: 'sugg' }, [
         h('div', { class: 'head' }, [
           h('span', { class: 'strategy', title: STRATEGIES[strat] || null }, strat),
           STRATEGIES[strat] ? h('span', { class: 'note' }, STRATEGIES[strat]) : null,
+          sg.what_if != null ? h('code', { class: 'whatif', title: 'the what-if the advisor replayed' }, String(sg.what_if)) : null,
+          num(sg.device) != null ? h('span', { class: 'note' }, 'GPU device ' + sg.device) : null,
           num(sg.estimated_saving_bytes) > 0 ? h('span', { class: 'saving' }, 'saves ~' + fmtBytes(sg.estimated_saving_bytes))
             : sg.estimated_saving_bytes != null ? h('span', { class: 'saving none' }, 'no memory saving estimated') : null
         ]),
         sg.message != null ? h('div', { class: 'msg' }, String(sg.message)) : null,
         siteRef(sg.site),
-        evidence(sg.evidence)
+        ev ? h('details', { class: 'evidence', open: idx === 0 }, [h('summary', null, 'Evidence'), ev]) : null
       ]));
     });
+    renderPolicies(body);
   }
 
   /* ---------------------------------------------------------------------- */

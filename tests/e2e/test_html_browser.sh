@@ -180,6 +180,16 @@ cat >"$WORK/driver.js" <<'JS'
     var names = $$('#threads tbody td.fn').map(function (td) { return td.textContent; });
     ok(names.length === 5 && names.indexOf('<' + '/script>&worker-3') >= 0, 'threads: 5 rows, names as text');
     ok($$('#peak-sites a.jump').length > 10, 'peak sites link to their site rows');
+
+    var pol = $$('#suggestions tbody tr.row');
+    ok(pol.length === 5 && /best_fit/.test(pol[0].textContent), 'policies: 5 rows, smallest footprint first');
+    ok(pol.some(function (r) { return /segregated_fit/.test(r.textContent) && /baseline/.test(r.textContent); }),
+       'policies: the baseline is marked');
+    var slab = $$('#suggestions .sugg').filter(function (d) { return /^slab/.test(d.textContent); })[0];
+    var det = slab && slab.querySelector('details.evidence');
+    ok(det && !det.open && det.querySelectorAll('a.jump').length === 3 && /size 96 B · calls 2,100,000/.test(det.textContent),
+       'nested evidence: sizes listed, its 3 sites linked, folded away');
+    ok($$('#suggestions details.evidence')[0].open, 'the first suggestion shows its evidence');
   }
   run().catch(function (e) { fails.push('driver exception: ' + e.message); log.push(String(e.stack)); })
     .then(function () {
