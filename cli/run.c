@@ -445,7 +445,7 @@ static proc_t *open_proc(session_t *s, uint32_t slot) {
         p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->pid, 0);
         if (p->pidfd < 0) p->ended = true, p->end_kind = ML_END_UNKNOWN;
     }
-    if (p->fd < 0 || ml_writer_new(p->fd, 1, &p->w) < 0 || proc_analysis(s, p) < 0) {
+    if (p->fd < 0 || ml_writer_new(p->fd, 3, &p->w) < 0 || proc_analysis(s, p) < 0) {
         if (p->fd >= 0) close(p->fd);
         munmap(h, p->ring_bytes);
         free(p);
@@ -580,8 +580,16 @@ static void deliver(session_t *s, proc_t *p, const ml_event_t *ev, const uint8_t
     r.u.alloc.size = ev->size;
     r.u.alloc.stack = ev->stack;
     switch (ml_ev_type(ev)) {
-    case ML_EV_ALLOC: r.tag = ML_T_ALLOC; break;
-    case ML_EV_FREE: r.tag = ML_T_FREE; break;
+    case ML_EV_ALLOC:
+        r.tag = ML_T_ALLOC;
+        r.u.alloc.size = ev->size & 0xffffffffffffull;
+        r.u.alloc.usable = r.u.alloc.size + (ev->size >> 48);
+        break;
+    case ML_EV_FREE:
+        r.tag = ML_T_FREE;
+        r.u.alloc.size = 0;
+        r.u.alloc.usable = ev->size;
+        break;
     case ML_EV_REALLOC_FAIL: r.tag = ML_T_REALLOC_FAIL; break;
     case ML_EV_MMAP: r.tag = ML_T_MMAP; break;
     case ML_EV_MUNMAP: r.tag = ML_T_MUNMAP; break;
@@ -895,7 +903,7 @@ static char **build_env(const session_t *s, const char *lib) {
     extern char **environ;
     size_t n = 0;
     while (environ[n]) n++;
-    char **env = calloc(n + 4, sizeof *env);
+    char **env = calloc(n + 5, sizeof *env);
     if (!env) return NULL;
     const char *orig = getenv("LD_PRELOAD");
     size_t k = 0;

@@ -22,6 +22,13 @@
 /* Recording                                                                 */
 /* ------------------------------------------------------------------------- */
 
+/* The allocator's usable size of a block: it tells the size class the block
+ * came from (internal waste, and the trace's address model), whatever the
+ * allocator. glibc reads it from the chunk header in a few nanoseconds. */
+static inline uint64_t usable_size(void *p) {
+    return ml__real.malloc_usable_size ? ml__real.malloc_usable_size(p) : 0;
+}
+
 static __attribute__((noinline)) void record_alloc(void *p, size_t n, uint8_t kind) {
     ml_tls_t *t = &ml__tls;
     t->guard++;
@@ -31,7 +38,12 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t n, uint8_t ki
         flags |= ML_EVF_SAMPLED;
     }
     uint32_t stack = ml__stack_capture(&flags);
-    ml__emit(ML_EV_ALLOC, kind, flags, (uint64_t)(uintptr_t)p, n, stack);
+    uint64_t size = n;
+    if (size >> 48 == 0) {
+        uint64_t u = usable_size(p), slack = u > n ? u - n : 0;
+        size |= (slack > 0xffff ? 0xffff : slack) << 48;
+    }
+    ml__emit(ML_EV_ALLOC, kind, flags, (uint64_t)(uintptr_t)p, size, stack);
     if (ml_unlikely(ml_atomic_load_relaxed(&ml__modcheck) > 0 ||
                     ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen) != ml__mallinfo_seen))
         ml__attention();
@@ -41,7 +53,7 @@ out:
 
 static __attribute__((noinline)) void record_free(void *p, uint8_t kind) {
     ml__tls.guard++;
-    ml__emit(ML_EV_FREE, kind, 0, (uint64_t)(uintptr_t)p, 0, 0);
+    ml__emit(ML_EV_FREE, kind, 0, (uint64_t)(uintptr_t)p, usable_size(p), 0);
     ml__tls.guard--;
 }
 

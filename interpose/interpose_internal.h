@@ -44,6 +44,7 @@ typedef struct {
     void *(*mremap)(void *, size_t, size_t, int, ...);
     void *(*dlopen)(const char *, int);
     int (*dlclose)(void *);
+    size_t (*malloc_usable_size)(void *);
 } ml_real_t;
 
 extern ml_real_t ml__real;

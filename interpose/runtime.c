@@ -529,6 +529,7 @@ void ml__init(void) {
     RESOLVE(mremap);
     RESOLVE(dlopen);
     RESOLVE(dlclose);
+    RESOLVE(malloc_usable_size);
     if (!ml__real.malloc || !ml__real.free || !ml__real.calloc || !ml__real.realloc) {
         static const char msg[] = "memlens: fatal: cannot resolve the real malloc/free\n";
         ssize_t rc = write(2, msg, sizeof msg - 1);

@@ -51,8 +51,10 @@
 /* Event types written into the ring (ml_event_t.type). */
 typedef enum {
     ML_EV_NONE = 0,
-    ML_EV_ALLOC = 1,        /* ptr, size, stack; kind in .kind; after the real call succeeded */
-    ML_EV_FREE = 2,         /* ptr; before the real free (kind: free or realloc) */
+    ML_EV_ALLOC = 1,        /* ptr, size | slack << 48, stack; after the real call succeeded.
+                             * slack = usable size - size, saturated at 0xffff */
+    ML_EV_FREE = 2,         /* ptr, size = usable size; before the real free (kind: free or
+                             * realloc) */
     ML_EV_REALLOC_FAIL = 3, /* ptr: realloc failed, the block freed just before lives on */
     ML_EV_MMAP = 4,         /* ptr, size, stack: an anonymous mapping (kind: mmap, mremap) */
     ML_EV_MUNMAP = 5,       /* ptr, size: before the real munmap (or mremap's old range) */

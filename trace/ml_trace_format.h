@@ -35,16 +35,17 @@ typedef enum {
                               * exe str, argc u, argv str*, producer str */
     ML_T_TIME = 0x02,        /* ms u: the clock for the records that follow */
     ML_T_THREAD_SWITCH = 0x03, /* thread u: the thread for the records that follow */
-    ML_T_ALLOC = 0x10,       /* kind u8, flags u8, size u, stack u, ptr s (delta) */
-    ML_T_FREE = 0x11,        /* kind u8, ptr s (delta) */
+    ML_T_ALLOC = 0x10,       /* kind u8, flags u8, size u, slack u (usable - size), stack u,
+                              * ptr s (delta) */
+    ML_T_FREE = 0x11,        /* kind u8, ptr s (delta), usable u */
     ML_T_REALLOC_FAIL = 0x12, /* ptr s (delta) */
     ML_T_MMAP = 0x13,        /* kind u8, flags u8, size u, stack u, ptr u */
     ML_T_MUNMAP = 0x14,      /* kind u8, ptr u, size u */
     ML_T_MMAP_FAIL = 0x15,   /* kind u8, ptr u, size u */
-    ML_T_ALLOC_RECENT = 0x16, /* as ML_T_ALLOC, but ptr is u8 k: the k-th most recently freed
-                               * address (readers return it as ML_T_ALLOC) */
-    ML_T_FREE_RECENT = 0x17,  /* as ML_T_FREE, but ptr is u8 k: the k-th most recently allocated
-                               * block still in the list (readers return it as ML_T_FREE) */
+    ML_T_ALLOC_RECENT = 0x16, /* as ML_T_ALLOC, but ptr is u8 k: an address predicted by the
+                               * recency model (docs/trace-format.md); read as ML_T_ALLOC */
+    ML_T_FREE_RECENT = 0x17,  /* kind u8, k u8: the k-th most recent allocation still in the
+                               * model's list (its usable size is known); read as ML_T_FREE */
     ML_T_NODE = 0x20,        /* id s (delta from previous node id + 1), parent s (id - parent),
                               * pc s (delta from previous node's pc) */
     ML_T_MODULE = 0x21,      /* base u, path str, build_id str, nsegs u, (vaddr u, memsz u,

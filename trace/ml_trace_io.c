@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#define CHUNK_TARGET (1u << 20) /* flush a chunk once this many raw bytes are pending */
+#define CHUNK_TARGET (4u << 20) /* flush a chunk once this many raw bytes are pending */
 
 /* ------------------------------------------------------------------------- */
 /* Little-endian and LEB128 helpers                                          */
@@ -40,38 +40,149 @@ static int64_t unzigzag(uint64_t v) {
 }
 
 /* ------------------------------------------------------------------------- */
-/* Recency model                                                             */
+/* Address model                                                             */
 /* ------------------------------------------------------------------------- */
 
-/* Allocators hand out the address they were just given back, and programs
- * free what they just allocated. Writer and reader keep the same two short
- * most-recent-first lists -- addresses freed lately, blocks allocated lately
- * -- and a pointer found in one is written as its position (one byte)
- * instead of a delta. Loops then encode to identical bytes every iteration,
- * which zstd compresses to almost nothing, without losing any address. */
+/* Most of a heap trace's entropy is in its addresses, yet allocators are
+ * predictable: malloc(n) returns the block of n's size class that was freed
+ * last (glibc's tcache and fast bins are LIFO per class), and programs free
+ * what they allocated last. Writer and reader run the same model, reset at
+ * every chunk, and a pointer the model predicts is written as a one-byte
+ * code instead of a delta:
+ *
+ *   - per size class (keyed by the usable size the allocator reported), the
+ *     last CLASS_DEPTH freed addresses, most recent first: codes 0..3;
+ *   - the last RECENT freed addresses of any class: codes 4..4+RECENT-1;
+ *   - the last RECENT allocations still live, with their usable sizes: a free
+ *     of one of them is its index, and needs no size.
+ *
+ * Loops then encode to identical bytes every iteration, which zstd turns
+ * into almost nothing, and no address is lost. After any alloc of p, p leaves
+ * the freed lists; after any free of p it enters them. */
 #define RECENT 16
+#define CLASSES 1024
+#define CLASS_DEPTH 16
+#define CODE_GLOBAL CLASS_DEPTH
 
 typedef struct {
-    uint64_t freed[RECENT], live[RECENT];
+    uint64_t usable;
+    uint64_t ptr[CLASS_DEPTH];
+    uint8_t n;
+} size_class_t;
+
+/* Pointers the model does not predict are written as a delta from one of
+ * four cursors -- the one nearest to the pointer, or the least recently used
+ * when none is within 1 MiB -- and the cursor index rides in the kind byte's
+ * high nibble. A program walking several regions at once (a table and its
+ * entries, two arenas) then gets small repeating deltas for each. */
+#define CURSORS 4
+typedef struct {
+    uint64_t v[CURSORS];
+    uint8_t age[CURSORS];
+} cursors_t;
+
+static int cursor_pick(const cursors_t *c, uint64_t p) {
+    int best = 0, lru = 0;
+    uint64_t bd = UINT64_MAX;
+    for (int i = 0; i < CURSORS; i++) {
+        uint64_t d = p > c->v[i] ? p - c->v[i] : c->v[i] - p;
+        if (d < bd) bd = d, best = i;
+        if (c->age[i] > c->age[lru]) lru = i;
+    }
+    return bd < (1u << 20) ? best : lru;
+}
+
+static void cursor_set(cursors_t *c, int i, uint64_t v) {
+    c->v[i] = v;
+    for (int j = 0; j < CURSORS; j++)
+        if (c->age[j] < 255) c->age[j]++;
+    c->age[i] = 0;
+}
+
+typedef struct {
+    cursors_t alloc_cur, free_cur;
+    uint64_t freed[RECENT];
     uint8_t nfreed, nlive;
+    struct {
+        uint64_t ptr, usable;
+    } live[RECENT];
+    size_class_t cls[CLASSES];
 } ml_recency_t;
 
-static int recent_find(const uint64_t *v, int n, uint64_t p) {
+static unsigned class_of(uint64_t usable) {
+    if (usable < 16 * CLASSES) return (unsigned)(usable >> 4);
+    return (unsigned)((usable * 0x9e3779b97f4a7c15ull) >> 54);
+}
+
+static int find_u64(const uint64_t *v, int n, uint64_t p) {
     for (int i = 0; i < n; i++)
         if (v[i] == p) return i;
     return -1;
 }
 
-static void recent_drop(uint64_t *v, uint8_t *n, int k) {
+static void drop_u64(uint64_t *v, uint8_t *n, int k) {
     memmove(v + k, v + k + 1, (size_t)(*n - k - 1) * sizeof *v);
     (*n)--;
 }
 
-static void recent_push(uint64_t *v, uint8_t *n, uint64_t p) {
-    int keep = *n < RECENT ? *n : RECENT - 1;
+static void push_u64(uint64_t *v, uint8_t *n, int cap, uint64_t p) {
+    int keep = *n < cap ? *n : cap - 1;
     memmove(v + 1, v, (size_t)keep * sizeof *v);
     v[0] = p;
     *n = (uint8_t)(keep + 1);
+}
+
+/* The code that predicts `ptr` for an allocation of `usable` bytes, or -1. */
+static int model_predict(const ml_recency_t *m, uint64_t usable, uint64_t ptr) {
+    const size_class_t *c = &m->cls[class_of(usable)];
+    if (c->usable == usable) {
+        int k = find_u64(c->ptr, c->n, ptr);
+        if (k >= 0) return k;
+    }
+    int k = find_u64(m->freed, m->nfreed, ptr);
+    return k >= 0 ? CODE_GLOBAL + k : -1;
+}
+
+/* The address a code stands for (the reader's side), or 0 if invalid. */
+static uint64_t model_resolve(const ml_recency_t *m, uint64_t usable, unsigned code) {
+    const size_class_t *c = &m->cls[class_of(usable)];
+    if (code < CODE_GLOBAL) return c->usable == usable && code < c->n ? c->ptr[code] : 0;
+    code -= CODE_GLOBAL;
+    return code < m->nfreed ? m->freed[code] : 0;
+}
+
+static void model_alloc(ml_recency_t *m, uint64_t ptr, uint64_t usable) {
+    size_class_t *c = &m->cls[class_of(usable)];
+    int k;
+    if (c->usable == usable && (k = find_u64(c->ptr, c->n, ptr)) >= 0) drop_u64(c->ptr, &c->n, k);
+    if ((k = find_u64(m->freed, m->nfreed, ptr)) >= 0) drop_u64(m->freed, &m->nfreed, k);
+    int keep = m->nlive < RECENT ? m->nlive : RECENT - 1;
+    memmove(m->live + 1, m->live, (size_t)keep * sizeof m->live[0]);
+    m->live[0].ptr = ptr;
+    m->live[0].usable = usable;
+    m->nlive = (uint8_t)(keep + 1);
+}
+
+static int model_find_live(const ml_recency_t *m, uint64_t ptr) {
+    for (int i = 0; i < m->nlive; i++)
+        if (m->live[i].ptr == ptr) return i;
+    return -1;
+}
+
+static void model_drop_live(ml_recency_t *m, int k) {
+    memmove(m->live + k, m->live + k + 1, (size_t)(m->nlive - k - 1) * sizeof m->live[0]);
+    m->nlive--;
+}
+
+static void model_free(ml_recency_t *m, uint64_t ptr, uint64_t usable) {
+    push_u64(m->freed, &m->nfreed, RECENT, ptr);
+    if (!usable) return;
+    size_class_t *c = &m->cls[class_of(usable)];
+    if (c->usable != usable) {
+        c->usable = usable;
+        c->n = 0;
+    }
+    push_u64(c->ptr, &c->n, CLASS_DEPTH, ptr);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -260,33 +371,44 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
     w->nrecords++;
     switch (r->tag) {
     case ML_T_ALLOC: {
-        int k = recent_find(w->rec.freed, w->rec.nfreed, r->u.alloc.ptr);
-        if (k >= 0) w->raw[w->raw_len - 1] = ML_T_ALLOC_RECENT;
-        put_u8(w, r->u.alloc.kind);
+        uint64_t usable = r->u.alloc.usable > r->u.alloc.size ? r->u.alloc.usable : r->u.alloc.size;
+        int code = model_predict(&w->rec, usable, r->u.alloc.ptr);
+        if (code >= 0) w->raw[w->raw_len - 1] = ML_T_ALLOC_RECENT;
+        /* New memory carved from a region follows the previous new chunk
+         * there: alloc cursors hold chunk ends, so the delta is then 0. */
+        int cur = code >= 0 ? 0 : cursor_pick(&w->rec.alloc_cur, r->u.alloc.ptr);
+        put_u8(w, (uint8_t)(r->u.alloc.kind | cur << 4));
         put_u8(w, r->u.alloc.flags);
         put_u(w, r->u.alloc.size);
+        put_u(w, usable - r->u.alloc.size);
         put_u(w, r->u.alloc.stack);
-        if (k >= 0) {
-            put_u8(w, (uint8_t)k);
-            recent_drop(w->rec.freed, &w->rec.nfreed, k);
+        if (code >= 0) {
+            put_u8(w, (uint8_t)code);
         } else {
-            put_s(w, (int64_t)(r->u.alloc.ptr - w->prev_ptr));
+            put_s(w, (int64_t)(r->u.alloc.ptr - w->rec.alloc_cur.v[cur]));
+            cursor_set(&w->rec.alloc_cur, cur, r->u.alloc.ptr + usable + 8);
         }
-        recent_push(w->rec.live, &w->rec.nlive, r->u.alloc.ptr);
+        model_alloc(&w->rec, r->u.alloc.ptr, usable);
         w->prev_ptr = r->u.alloc.ptr;
         break;
     }
     case ML_T_FREE: {
-        int k = recent_find(w->rec.live, w->rec.nlive, r->u.alloc.ptr);
-        if (k >= 0) w->raw[w->raw_len - 1] = ML_T_FREE_RECENT;
-        put_u8(w, r->u.alloc.kind);
+        int k = model_find_live(&w->rec, r->u.alloc.ptr);
+        uint64_t usable = r->u.alloc.usable;
         if (k >= 0) {
+            w->raw[w->raw_len - 1] = ML_T_FREE_RECENT;
+            put_u8(w, r->u.alloc.kind);
             put_u8(w, (uint8_t)k);
-            recent_drop(w->rec.live, &w->rec.nlive, k);
+            usable = w->rec.live[k].usable;
+            model_drop_live(&w->rec, k);
         } else {
-            put_s(w, (int64_t)(r->u.alloc.ptr - w->prev_ptr));
+            int cur = cursor_pick(&w->rec.free_cur, r->u.alloc.ptr);
+            put_u8(w, (uint8_t)(r->u.alloc.kind | cur << 4));
+            put_s(w, (int64_t)(r->u.alloc.ptr - w->rec.free_cur.v[cur]));
+            cursor_set(&w->rec.free_cur, cur, r->u.alloc.ptr);
+            put_u(w, usable);
         }
-        recent_push(w->rec.freed, &w->rec.nfreed, r->u.alloc.ptr);
+        model_free(&w->rec, r->u.alloc.ptr, usable);
         w->prev_ptr = r->u.alloc.ptr;
         break;
     }
@@ -673,22 +795,27 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
             continue;
         case ML_T_ALLOC:
         case ML_T_ALLOC_RECENT: {
-            uint8_t k = 0;
+            uint64_t slack = 0;
+            uint8_t code = 0;
             ok = get_u8(r, &rec->u.alloc.kind) && get_u8(r, &rec->u.alloc.flags) &&
-                 get_u(r, &rec->u.alloc.size) && get_u32(r, &rec->u.alloc.stack);
+                 get_u(r, &rec->u.alloc.size) && get_u(r, &slack) &&
+                 get_u32(r, &rec->u.alloc.stack);
+            uint64_t usable = rec->u.alloc.size + slack;
+            int cur = rec->u.alloc.kind >> 4;
+            rec->u.alloc.kind &= 0x0f;
             if (ok && tag == ML_T_ALLOC_RECENT) {
-                ok = get_u8(r, &k) && k < r->rec.nfreed;
-                if (ok) {
-                    rec->u.alloc.ptr = r->rec.freed[k];
-                    recent_drop(r->rec.freed, &r->rec.nfreed, k);
-                }
+                ok = get_u8(r, &code) && (rec->u.alloc.ptr = model_resolve(&r->rec, usable, code));
             } else if (ok) {
-                ok = get_s(r, &d);
-                rec->u.alloc.ptr = r->prev_ptr + (uint64_t)d;
+                ok = cur < CURSORS && get_s(r, &d);
+                if (ok) {
+                    rec->u.alloc.ptr = r->rec.alloc_cur.v[cur] + (uint64_t)d;
+                    cursor_set(&r->rec.alloc_cur, cur, rec->u.alloc.ptr + usable + 8);
+                }
             }
             if (ok) {
+                rec->u.alloc.usable = usable;
                 r->prev_ptr = rec->u.alloc.ptr;
-                recent_push(r->rec.live, &r->rec.nlive, rec->u.alloc.ptr);
+                model_alloc(&r->rec, rec->u.alloc.ptr, usable);
             }
             tag = ML_T_ALLOC;
             break;
@@ -700,16 +827,22 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
             if (ok && tag == ML_T_FREE_RECENT) {
                 ok = get_u8(r, &k) && k < r->rec.nlive;
                 if (ok) {
-                    rec->u.alloc.ptr = r->rec.live[k];
-                    recent_drop(r->rec.live, &r->rec.nlive, k);
+                    rec->u.alloc.ptr = r->rec.live[k].ptr;
+                    rec->u.alloc.usable = r->rec.live[k].usable;
+                    model_drop_live(&r->rec, k);
                 }
             } else if (ok) {
-                ok = get_s(r, &d);
-                rec->u.alloc.ptr = r->prev_ptr + (uint64_t)d;
+                int cur = rec->u.alloc.kind >> 4;
+                rec->u.alloc.kind &= 0x0f;
+                ok = cur < CURSORS && get_s(r, &d) && get_u(r, &rec->u.alloc.usable);
+                if (ok) {
+                    rec->u.alloc.ptr = r->rec.free_cur.v[cur] + (uint64_t)d;
+                    cursor_set(&r->rec.free_cur, cur, rec->u.alloc.ptr);
+                }
             }
             if (ok) {
                 r->prev_ptr = rec->u.alloc.ptr;
-                recent_push(r->rec.freed, &r->rec.nfreed, rec->u.alloc.ptr);
+                model_free(&r->rec, rec->u.alloc.ptr, rec->u.alloc.usable);
             }
             tag = ML_T_FREE;
             break;
@@ -944,13 +1077,17 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
     switch (r->tag) {
     case ML_T_ALLOC:
     case ML_T_MMAP:
-        fprintf(out, " %s ptr=0x%" PRIx64 " size=%" PRIu64 " stack=%u%s%s", ml_kind_name(r->u.alloc.kind),
-                r->u.alloc.ptr, r->u.alloc.size, r->u.alloc.stack,
+        fprintf(out, " %s ptr=0x%" PRIx64 " size=%" PRIu64, ml_kind_name(r->u.alloc.kind),
+                r->u.alloc.ptr, r->u.alloc.size);
+        if (r->tag == ML_T_ALLOC && r->u.alloc.usable != r->u.alloc.size)
+            fprintf(out, " usable=%" PRIu64, r->u.alloc.usable);
+        fprintf(out, " stack=%u%s%s", r->u.alloc.stack,
                 r->u.alloc.flags & ML_EVF_SAMPLED ? " sampled" : "",
                 r->u.alloc.flags & ML_EVF_TRUNCATED ? " truncated" : "");
         break;
     case ML_T_FREE:
         fprintf(out, " %s ptr=0x%" PRIx64, ml_kind_name(r->u.alloc.kind), r->u.alloc.ptr);
+        if (r->u.alloc.usable) fprintf(out, " usable=%" PRIu64, r->u.alloc.usable);
         break;
     case ML_T_REALLOC_FAIL:
         fprintf(out, " ptr=0x%" PRIx64, r->u.alloc.ptr);

@@ -45,6 +45,8 @@ typedef struct {
         struct {
             uint8_t kind, flags;
             uint64_t ptr, size;
+            uint64_t usable; /* ALLOC, FREE: the allocator's usable size of the block
+                              * (malloc_usable_size), 0 when unknown */
             uint32_t stack;
         } alloc; /* ML_T_ALLOC, ML_T_FREE, ML_T_REALLOC_FAIL, ML_T_MMAP, ML_T_MUNMAP,
                   * ML_T_MMAP_FAIL (fields that a tag lacks are 0) */

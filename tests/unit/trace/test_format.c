@@ -66,6 +66,7 @@ static int sample_records(ml_record_t *r) {
     r[n].u.alloc.kind = ML_KIND_MALLOC;
     r[n].u.alloc.ptr = 0x5555aaaa0010ull;
     r[n].u.alloc.size = 100;
+    r[n].u.alloc.usable = 104;
     r[n].u.alloc.stack = 1;
     n++;
     r[n].tag = ML_T_FREE;
@@ -73,6 +74,7 @@ static int sample_records(ml_record_t *r) {
     r[n].thread = 3;
     r[n].u.alloc.kind = ML_KIND_FREE;
     r[n].u.alloc.ptr = 0x5555aaaa0010ull;
+    r[n].u.alloc.usable = 104;
     n++;
     r[n].tag = ML_T_REALLOC_FAIL;
     r[n].time_ms = 6;
@@ -208,8 +210,8 @@ static const char *const golden =
     "0.000 t0 module base=0x555500000000 path=\"/usr/bin/prog\" build_id=deadbeef seg=0x0+0x1000:r-- "
     "seg=0x1000+0x2345:r-x\n"
     "0.000 t0 node id=1 parent=0 pc=0x555500001234\n"
-    "0.005 t0 alloc malloc ptr=0x5555aaaa0010 size=100 stack=1\n"
-    "0.005 t3 free free ptr=0x5555aaaa0010\n"
+    "0.005 t0 alloc malloc ptr=0x5555aaaa0010 size=100 usable=104 stack=1\n"
+    "0.005 t3 free free ptr=0x5555aaaa0010 usable=104\n"
     "0.006 t3 realloc-fail ptr=0x5555aaaa0000\n"
     "0.006 t0 mmap mmap ptr=0x7f0000000000 size=1048576 stack=1\n"
     "0.006 t0 munmap munmap ptr=0x7f0000000000 size=1048576\n"
@@ -277,8 +279,10 @@ Test(format, literal_bytes, .init = setup, .fini = teardown) {
     static const uint8_t expect[] = {
         0x20, 0x00, 0x02, 0xe8, 0x48,             /* node id=1 (+0) parent=0 (id-1) pc=0x1234 (+) */
         0x02, 0x02,                               /* time 2 ms */
-        0x10, 0x01, 0x00, 0xac, 0x02, 0x01, 0x80, 0x40, /* alloc calloc 300 stack 1 ptr +0x1000 */
-        0x11, 0x09, 0x1f,                         /* free, ptr delta -0x10 (zig-zag 0x1f) */
+        0x10, 0x01, 0x00, 0xac, 0x02, 0x00, 0x01, 0x80, 0x40, /* alloc calloc 300 slack 0 stack 1
+                                                                * ptr +0x1000 */
+        0x11, 0x09, 0xe0, 0x3f, 0x00,             /* free, cursor 0, ptr delta +0xff0 (zig-zag
+                                                   * 0x1fe0), usable 0 */
     };
     cr_assert_eq(got, sizeof expect);
     cr_assert_eq(raw, sizeof expect);

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Real programs from Debian under memlens: their output must be byte-identical
+# to an uninstrumented run, and memlens' allocation-call count must equal
+# heaptrack's on the same deterministic run (within 0.1 %).
+#
+# usage: test_real_programs.sh BUILD_DIR     (exit 77 = skipped)
+set -u
+B=${1:?build dir}
+ML="$B/memlens"
+if ! command -v heaptrack >/dev/null || ! command -v heaptrack_print >/dev/null; then
+    echo "SKIP: heaptrack is not installed"
+    exit 77
+fi
+W=$(mktemp -d /tmp/memlens-real-XXXXXX)
+trap 'rm -rf "$W"' EXIT
+export PYTHONHASHSEED=0 GIT_PAGER=cat PAGER=cat LC_ALL=C TZ=UTC
+export GIT_AUTHOR_NAME=t GIT_AUTHOR_EMAIL=t@example.invalid GIT_COMMITTER_NAME=t \
+    GIT_COMMITTER_EMAIL=t@example.invalid GIT_AUTHOR_DATE='2020-01-01T00:00:00Z' \
+    GIT_COMMITTER_DATE='2020-01-01T00:00:00Z' GIT_CONFIG_NOSYSTEM=1 HOME="$W"
+
+cat > "$W/work.py" <<'EOF'
+import json
+d = {}
+for i in range(20000):
+    d["k%d" % i] = [i, str(i * 3), (i, i % 7)]
+s = sorted(d.items(), key=lambda kv: kv[1][1])
+print(len(s), s[0][0], s[-1][0])
+print(json.dumps({k: v[1] for k, v in s[:50]}, sort_keys=True)[:200])
+EOF
+cat > "$W/work.pl" <<'EOF'
+my %h;
+$h{"k$_"} = [ $_, $_ x 3 ] for 1 .. 20000;
+my @k = sort keys %h;
+print scalar(@k), " $k[0] $k[-1]\n";
+my $s = join(",", map { $h{$_}[1] } @k[0 .. 20]);
+print length($s), " ", substr($s, 0, 80), "\n";
+EOF
+{
+    echo "CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, v REAL);"
+    echo "BEGIN;"
+    for i in $(seq 1 3000); do echo "INSERT INTO t(name, v) VALUES('n$((i * 7919 % 3000))', $i.5);"; done
+    echo "COMMIT;"
+    echo "CREATE INDEX t_name ON t(name);"
+    echo "SELECT count(*), sum(v), min(name), max(name) FROM t;"
+    echo "SELECT name, v FROM t ORDER BY name LIMIT 5;"
+} > "$W/work.sql"
+mkdir "$W/repo"
+(cd "$W/repo" && git init -q . && for c in 1 2 3; do
+    for i in $(seq 1 40); do printf 'file %s commit %s\n%s\n' "$i" "$c" "$(seq 1 $((i + c)))" > "f$i.txt"; done
+    git add -A && git commit -qm "commit $c"; done) || { echo "cannot make the git repo"; exit 1; }
+
+# heaptrack's own preload library is C++: libstdc++'s initializer allocates
+# its exception pool in every program heaptrack runs. Measure that baseline
+# on /bin/true (which allocates nothing itself) and leave it out.
+(cd "$W" && heaptrack -o "$W/true.ht" /bin/true > /dev/null 2>&1)
+HT_SELF=$(heaptrack_print -f "$(ls "$W"/true.ht* | head -1)" -p 0 -a 0 -T 0 -l 0 -n 0 2>/dev/null |
+    sed -n 's/^calls to allocation functions: \([0-9]*\).*/\1/p')
+HT_SELF=${HT_SELF:-0}
+echo "heaptrack's own allocations in every run: $HT_SELF"
+
+fail=0
+pass=0
+check() { # name, command...
+    local name=$1
+    shift
+    "$@" > "$W/$name.plain" 2>&1
+    local rc_plain=$?
+    "$ML" run -q -o "$W/$name.mlt" -- "$@" > "$W/$name.ml" 2> "$W/$name.mlerr"
+    local rc_ml=$?
+    if [ $rc_plain -ne $rc_ml ]; then
+        echo "FAIL $name: exit status $rc_ml under memlens, $rc_plain without"; fail=$((fail + 1)); return
+    fi
+    # memlens -q prints nothing of its own: the output must be the program's alone.
+    cat "$W/$name.mlerr" >> "$W/$name.ml"
+    if ! cmp -s "$W/$name.plain" "$W/$name.ml"; then
+        echo "FAIL $name: output differs under memlens"; diff "$W/$name.plain" "$W/$name.ml" | head -5
+        fail=$((fail + 1)); return
+    fi
+    local ml_calls
+    ml_calls=$("$ML" dump "$W/$name.mlt" | grep -c ' alloc ')
+    (cd "$W" && heaptrack -o "$W/$name.ht" "$@" > /dev/null 2>&1)
+    local ht_file
+    ht_file=$(ls "$W/$name".ht* 2>/dev/null | head -1)
+    local ht_calls
+    ht_calls=$(heaptrack_print -f "$ht_file" -p 0 -a 0 -T 0 -l 0 -n 0 2>/dev/null |
+        sed -n 's/^calls to allocation functions: \([0-9]*\).*/\1/p')
+    if [ -z "$ht_calls" ] || [ "$ht_calls" -eq 0 ]; then
+        echo "FAIL $name: no heaptrack count"; fail=$((fail + 1)); return
+    fi
+    ht_calls=$((ht_calls - HT_SELF))
+    # |ml - ht| <= 0.1 % of ht (at least one call: small runs are not exact
+    # to the call from run to run, e.g. git's lazily loaded packs)
+    local diff=$((ml_calls > ht_calls ? ml_calls - ht_calls : ht_calls - ml_calls))
+    if [ $((diff * 1000)) -gt "$ht_calls" ] && [ $diff -gt 1 ]; then
+        echo "FAIL $name: memlens counted $ml_calls allocation calls, heaptrack $ht_calls"
+        fail=$((fail + 1)); return
+    fi
+    echo "ok   $name: identical output, $ml_calls allocation calls (heaptrack: $ht_calls + $HT_SELF of its own)"
+    pass=$((pass + 1))
+}
+
+PYTHONMALLOC=malloc check python3 /usr/bin/python3 "$W/work.py"
+check perl /usr/bin/perl "$W/work.pl"
+check sqlite3 /usr/bin/sqlite3 :memory: ".read $W/work.sql"
+check git-log /usr/bin/git -C "$W/repo" log --stat --format='%H %s'
+check git-fsck /usr/bin/git -C "$W/repo" fsck --full --no-progress
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
