@@ -838,6 +838,8 @@ static void decide(ml_advice_t *adv, const adv_t *A, cand_t *cands, size_t i, ui
         break;
     case K_REUSE:
     case K_STACK:
+        /* The gain is calls; a buffer kept for good must not cost real memory. */
+        if (saving < -(int64_t)min_saving) return;
         strategy = c->kind == K_STACK ? "stack" : "reuse_buffer";
         if (c->kind == K_STACK)
             snprintf(msg, sizeof msg,
