@@ -159,6 +159,30 @@ Test(advisor, a_clean_program_gets_no_suggestions, .timeout = 300) {
     done(&r);
 }
 
+Test(advisor, a_sampled_trace_gets_the_table_but_no_suggestions, .timeout = 300) {
+    /* The same loop of temporaries as fx_adv_temp, recorded one allocation
+     * per 4 KiB on average: its blocks are a sample, not the heap. */
+    const char *trace = h_tmp("sampled.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--sample", "4096", "-o", trace, "--",
+                          h_bin("fx_adv_temp"), NULL};
+    h_run_t run;
+    h_run(&run, argv);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    h_run_free(&run);
+    ml_advice_t *adv = NULL;
+    char err[512] = "";
+    ml_advisor_opts_t o = {.threads = 0};
+    cr_assert_eq(ml_advisor_run(trace, &o, &adv, err, sizeof err), 0, "%s", err);
+    const ml_suggestion_t *s;
+    const ml_sim_metrics_t *p;
+    cr_expect(ml_advice_sampled(adv));
+    cr_expect_eq(ml_advice_suggestions(adv, &s), 0);
+    cr_expect_eq(ml_advice_policies(adv, &p), 11);
+    cr_expect_gt(p[0].allocs, 0);
+    cr_expect_lt(p[0].allocs, 100000, "a sample: %lu", (unsigned long)p[0].allocs);
+    ml_advice_free(adv);
+}
+
 /* `memlens report --json`: the suggestions and the policy table in the document. */
 static char *report_json(const char *fixture) {
     char name[256];
