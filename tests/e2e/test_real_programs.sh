@@ -103,7 +103,8 @@ PYTHONMALLOC=malloc check python3 /usr/bin/python3 "$W/work.py"
 check perl /usr/bin/perl "$W/work.pl"
 check sqlite3 /usr/bin/sqlite3 :memory: ".read $W/work.sql"
 check git-log /usr/bin/git -C "$W/repo" log --stat --format='%H %s'
-check git-fsck /usr/bin/git -C "$W/repo" fsck --full --no-progress
+check git-log-p /usr/bin/git -C "$W/repo" log -p --format='%H %an %s'
+check git-rev-list /usr/bin/git -C "$W/repo" rev-list --objects --all
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
