@@ -347,6 +347,7 @@ int main(int argc, char **argv) {
         for (const char *const *nm = ml_sim_policy_names; *nm; nm++) names[n++] = *nm;
         names[n++] = "real";
         for (int i = 0; i < n; i++) {
+            fflush(stdout);
             pid_t pid = fork();
             if (pid == 0) _exit(run(path, 0, names[i], false) < 0);
             int status;
