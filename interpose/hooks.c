@@ -29,6 +29,27 @@ static inline uint64_t usable_size(void *p) {
     return ml__real.malloc_usable_size ? ml__real.malloc_usable_size(p) : 0;
 }
 
+/* Sampling: a free needs recording only if its block was sampled. A bit
+ * per address hash, set when a block is sampled and never cleared, answers
+ * "maybe" or "certainly not" without locks; a false "maybe" only records a
+ * free the analysis then ignores as unknown, and a sampled block's free is
+ * never missed. 2^20 bits, 128 KiB, touched only as blocks are sampled. */
+#define SAMPLE_FILTER_BITS (1u << 20)
+static _Atomic uint64_t sample_filter[SAMPLE_FILTER_BITS / 64];
+
+static inline uint32_t filter_bit(const void *p) {
+    return (uint32_t)((((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull) >> 44);
+}
+
+static inline bool maybe_sampled(const void *p) {
+    uint32_t b = filter_bit(p);
+    return ml_atomic_load_relaxed(&sample_filter[b >> 6]) >> (b & 63) & 1;
+}
+
+static inline bool wants_free(const void *p) {
+    return !ml__sample_bytes || maybe_sampled(p);
+}
+
 static __attribute__((noinline)) void record_alloc(void *p, size_t n, uint8_t kind) {
     ml_tls_t *t = &ml__tls;
     t->guard++;
@@ -36,6 +57,9 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t n, uint8_t ki
     if (ml__sample_bytes) {
         if (!ml__sample(n)) goto out;
         flags |= ML_EVF_SAMPLED;
+        uint32_t b = filter_bit(p);
+        if (!(ml_atomic_load_relaxed(&sample_filter[b >> 6]) >> (b & 63) & 1))
+            atomic_fetch_or_explicit(&sample_filter[b >> 6], 1ull << (b & 63), memory_order_relaxed);
     }
     uint32_t stack = ml__stack_capture(&flags);
     uint64_t size = n;
@@ -44,10 +68,10 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t n, uint8_t ki
         size |= (slack > 0xffff ? 0xffff : slack) << 48;
     }
     ml__emit(ML_EV_ALLOC, kind, flags, (uint64_t)(uintptr_t)p, size, stack);
+out:
     if (ml_unlikely(ml_atomic_load_relaxed(&ml__modcheck) > 0 ||
                     ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen) != ml__mallinfo_seen))
         ml__attention();
-out:
     t->guard--;
 }
 
@@ -110,7 +134,9 @@ ML_EXPORT void *malloc(size_t n) {
 ML_EXPORT void free(void *p) {
     if (!p || ml_unlikely(ml__is_boot(p))) return;
     if (ml_unlikely(!ml__real.free)) ml__init();
-    if (ml__recording()) record_free(p, ML_KIND_FREE);
+    if (ml__recording()) {
+        if (wants_free(p)) record_free(p, ML_KIND_FREE);
+    }
     else if (ml__tls.guard) count_nested();
     ml__real.free(p);
 }
@@ -144,11 +170,12 @@ static void *realloc_impl(void *old, size_t n, uint8_t kind) {
     if (ml_unlikely(!ready((void *)ml__real.realloc)) && !ml__real.realloc)
         return boot_realloc(old, n);
     bool rec = ml__recording();
-    if (old && rec) record_free(old, kind);
+    bool freed = old && rec && wants_free(old);
+    if (freed) record_free(old, kind);
     void *p = ml__real.realloc(old, n);
     if (rec) {
         if (p) record_alloc(p, n, kind);
-        else if (old && n) record_plain(ML_EV_REALLOC_FAIL, kind, old, 0);
+        else if (freed && n) record_plain(ML_EV_REALLOC_FAIL, kind, old, 0);
     } else if (ml__tls.guard) {
         count_nested();
     }
