@@ -105,52 +105,75 @@ static void map_remove(ml__block_map_t *m, ml__block_t *e) {
 /* can touch them, and they are only counted (`interior`).                   */
 /* ------------------------------------------------------------------------- */
 
-static int pages_grow(ml__page_map_t *m) {
-    uint64_t ncap = m->cap ? m->cap * 2 : 1024;
-    ml__page_t *n = calloc(ncap, sizeof *n);
+static int regions_grow(ml__page_map_t *m) {
+    uint64_t ncap = m->cap ? m->cap * 2 : 64;
+    ml__region_t *n = calloc(ncap, sizeof *n);
     if (!n) return -ENOMEM;
     for (uint64_t i = 0; i < m->cap; i++) {
-        if (!m->e[i].page) continue;
-        uint64_t j = hash_u64(m->e[i].page) & (ncap - 1);
-        while (n[j].page) j = (j + 1) & (ncap - 1);
+        if (!m->e[i].key) continue;
+        uint64_t j = hash_u64(m->e[i].key) & (ncap - 1);
+        while (n[j].key) j = (j + 1) & (ncap - 1);
         n[j] = m->e[i];
     }
     free(m->e);
     m->e = n;
     m->cap = ncap;
+    m->last = NULL;
     return 0;
 }
 
-static void page_inc(ml__page_map_t *m, uint64_t page) {
-    uint64_t key = page + 1;
-    if ((m->count + 1) * 4 > m->cap * 3 && pages_grow(m) < 0) return;
-    uint64_t i = hash_u64(key) & (m->cap - 1);
-    while (m->e[i].page && m->e[i].page != key) i = (i + 1) & (m->cap - 1);
-    if (!m->e[i].page) {
-        m->e[i].page = key;
-        m->e[i].count = 0;
-        m->count++;
+static ml__region_t *region_get(ml__page_map_t *m, uint64_t key, bool create) {
+    if (m->last && m->last->key == key) return m->last;
+    if (m->cap) {
+        for (uint64_t i = hash_u64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+            if (m->e[i].key == key) return m->last = &m->e[i];
+            if (!m->e[i].key) break;
+        }
     }
-    m->e[i].count++;
+    if (!create) return NULL;
+    if ((m->count + 1) * 2 > m->cap && regions_grow(m) < 0) return NULL;
+    uint32_t *cnt = calloc(ML__REGION_PAGES, sizeof *cnt);
+    if (!cnt) return NULL;
+    uint64_t i = hash_u64(key) & (m->cap - 1);
+    while (m->e[i].key) i = (i + 1) & (m->cap - 1);
+    m->e[i] = (ml__region_t){key, cnt, 0};
+    m->count++;
+    return m->last = &m->e[i];
 }
 
-static void page_dec(ml__page_map_t *m, uint64_t page) {
-    uint64_t key = page + 1;
-    if (!m->cap) return;
+static void region_drop(ml__page_map_t *m, ml__region_t *e) {
     uint64_t mask = m->cap - 1;
-    uint64_t i = hash_u64(key) & mask;
-    while (m->e[i].page && m->e[i].page != key) i = (i + 1) & mask;
-    if (!m->e[i].page) return;
-    if (--m->e[i].count > 0) return;
+    uint64_t i = (uint64_t)(e - m->e);
+    free(e->cnt);
     m->count--;
-    for (uint64_t j = (i + 1) & mask; m->e[j].page; j = (j + 1) & mask) {
-        uint64_t home = hash_u64(m->e[j].page) & mask;
+    for (uint64_t j = (i + 1) & mask; m->e[j].key; j = (j + 1) & mask) {
+        uint64_t home = hash_u64(m->e[j].key) & mask;
         if (((j - home) & mask) >= ((j - i) & mask)) {
             m->e[i] = m->e[j];
             i = j;
         }
     }
-    m->e[i].page = 0;
+    m->e[i].key = 0;
+    m->e[i].cnt = NULL;
+    m->last = NULL;
+}
+
+static void page_inc(ml__page_map_t *m, uint64_t page) {
+    ml__region_t *r = region_get(m, page / ML__REGION_PAGES + 1, true);
+    if (!r) return;
+    if (r->cnt[page % ML__REGION_PAGES]++ == 0) {
+        r->used++;
+        m->nonzero++;
+    }
+}
+
+static void page_dec(ml__page_map_t *m, uint64_t page) {
+    ml__region_t *r = region_get(m, page / ML__REGION_PAGES + 1, false);
+    if (!r || r->cnt[page % ML__REGION_PAGES] == 0) return;
+    if (--r->cnt[page % ML__REGION_PAGES] == 0) {
+        m->nonzero--;
+        if (--r->used == 0) region_drop(m, r);
+    }
 }
 
 static void pages_block(ml_analysis_t *a, const ml__block_t *b, bool add) {
@@ -174,7 +197,7 @@ static void pages_block(ml_analysis_t *a, const ml__block_t *b, bool add) {
 }
 
 static uint64_t page_waste(const ml_analysis_t *a) {
-    uint64_t held = (a->pages.count + a->pages.interior) * (uint64_t)a->page_size;
+    uint64_t held = (a->pages.nonzero + a->pages.interior) * (uint64_t)a->page_size;
     return held > a->t.heap_bytes ? held - a->t.heap_bytes : 0;
 }
 
@@ -254,6 +277,7 @@ void ml_analysis_free(ml_analysis_t *a) {
     free(a->mods);
     free(a->loaded_sorted);
     for (int i = 0; i < 2; i++) free(a->mom[i].grave);
+    for (uint64_t i = 0; i < a->pages.cap; i++) free(a->pages.e[i].cnt);
     free(a->pages.e);
     for (uint32_t i = 0; i < a->nthreads; i++) free(a->threads[i].name);
     free(a->threads);
@@ -447,6 +471,8 @@ static ml__thread_t *thread_of(ml_analysis_t *a, uint32_t index) {
 /* ------------------------------------------------------------------------- */
 
 static ml__tl_bucket_t *tl_bucket(ml_analysis_t *a, uint32_t time_ms) {
+    /* Most events land in the bucket of the event before. */
+    if (a->tl_cur && time_ms >= a->tl_cur_lo && time_ms < a->tl_cur_lo + a->tl_width) return a->tl_cur;
     uint64_t i = time_ms / a->tl_width;
     while (i >= ML_TIMELINE_MAX - 1) {
         /* Halve the resolution: merge neighbours, keeping each pair's
@@ -471,6 +497,8 @@ static ml__tl_bucket_t *tl_bucket(ml_analysis_t *a, uint32_t time_ms) {
         i = time_ms / a->tl_width;
     }
     ml__tl_bucket_t *b = &a->tl[i];
+    a->tl_cur = b;
+    a->tl_cur_lo = (uint32_t)i * a->tl_width;
     if (!b->used) {
         b->used = true;
         b->heap_max = a->t.heap_bytes;
@@ -786,7 +814,7 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     ml_totals_t *t = &a->t;
     t->records++;
     if (r->time_ms > t->last_time_ms) t->last_time_ms = r->time_ms;
-    ml_gpu_feed(&a->gpu, r, t);
+    if (r->tag >= ML_T_GPU_ALLOC) ml_gpu_feed(&a->gpu, r, t); /* only GPU records concern it */
     switch (r->tag) {
     case ML_T_PROCESS:
         on_process(a, r);
@@ -916,8 +944,36 @@ static int cmp_block(const void *x, const void *y) {
     return l < r ? -1 : l > r;
 }
 
+/* LSD radix sort on the address, 16 bits a pass; passes whose digit is the
+ * same for every block (the high bits of user-space addresses) are skipped.
+ * O(n), where qsort's comparisons dominated the report's time. */
 void ml__sort_blocks(ml__block_t *b, uint64_t n) {
-    qsort(b, n, sizeof *b, cmp_block);
+    ml__block_t *tmp = n >= 1024 ? malloc(n * sizeof *tmp) : NULL;
+    uint64_t *cnt = tmp ? malloc(65536 * sizeof *cnt) : NULL;
+    if (!cnt) {
+        free(tmp);
+        qsort(b, n, sizeof *b, cmp_block);
+        return;
+    }
+    ml__block_t *src = b, *dst = tmp;
+    for (unsigned shift = 0; shift < 64; shift += 16) {
+        memset(cnt, 0, 65536 * sizeof *cnt);
+        for (uint64_t i = 0; i < n; i++) cnt[(src[i].ptr >> shift) & 0xffff]++;
+        if (cnt[(src[0].ptr >> shift) & 0xffff] == n) continue;
+        uint64_t sum = 0;
+        for (uint32_t d = 0; d < 65536; d++) {
+            uint64_t c = cnt[d];
+            cnt[d] = sum;
+            sum += c;
+        }
+        for (uint64_t i = 0; i < n; i++) dst[cnt[(src[i].ptr >> shift) & 0xffff]++] = src[i];
+        ml__block_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != b) memcpy(b, src, n * sizeof *b);
+    free(cnt);
+    free(tmp);
 }
 
 int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {

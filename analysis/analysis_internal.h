@@ -78,15 +78,23 @@ typedef struct {
 /* Pages: how many pages hold at least one live block                        */
 /* ------------------------------------------------------------------------- */
 
-typedef struct {
-    uint64_t page; /* page number + 1; 0: empty */
-    uint32_t count;
-} ml__page_t;
+/* Pages are counted in regions of ML__REGION_PAGES pages: a region holds a
+ * reference count per page and is created when a block first touches it and
+ * freed when its last page empties, so memory follows the live set. */
+#define ML__REGION_PAGES 256
 
 typedef struct {
-    ml__page_t *e;
+    uint64_t key;    /* region number + 1; 0: empty slot */
+    uint32_t *cnt;   /* ML__REGION_PAGES counters */
+    uint32_t used;   /* pages of the region with a non-zero count */
+} ml__region_t;
+
+typedef struct {
+    ml__region_t *e;
     uint64_t cap, count;
-    uint64_t interior; /* pages entirely inside one live block (never shared) */
+    ml__region_t *last; /* the region used last (most events hit it again) */
+    uint64_t nonzero;   /* edge pages with a non-zero count */
+    uint64_t interior;  /* pages entirely inside one live block (never shared) */
 } ml__page_map_t;
 
 /* ------------------------------------------------------------------------- */
@@ -185,6 +193,8 @@ struct ml_analysis_s {
     /* timeline */
     ml__tl_bucket_t tl[ML_TIMELINE_MAX];
     uint32_t tl_width; /* ms per bucket */
+    ml__tl_bucket_t *tl_cur; /* the bucket of the last event, from tl_cur_lo ms */
+    uint32_t tl_cur_lo;
 
     ml_histograms_t hist;
     ml__thread_t *threads;

@@ -23,7 +23,7 @@
 typedef struct {
     const char *trace, *json, *html, *folded, *supp;
     ml_fold_metric_t metric;
-    bool leak_gate, peak_gate, no_symbols, quiet;
+    bool leak_gate, peak_gate, no_symbols, quiet, no_advisor;
     uint64_t fail_on_leak, max_peak;
     uint32_t max_sites;
 } report_opts_t;
@@ -32,7 +32,7 @@ static void usage_report(FILE *f) {
     fputs("usage: memlens report FILE [--json OUT] [--html OUT] [--folded OUT]\n"
           "                      [--folded-metric alloc|calls|peak|leaked|temporary]\n"
           "                      [--fail-on-leak BYTES] [--max-peak BYTES] [--suppressions FILE]\n"
-          "                      [--max-sites N] [--no-symbols] [-q]\n"
+          "                      [--max-sites N] [--no-symbols] [--no-advisor] [-q]\n"
           "\n"
           "  Without an output option, prints a summary: the sites holding the peak and the leaks.\n"
           "  --json OUT            the JSON report (docs/report-schema.json); '-' is stdout\n"
@@ -44,6 +44,7 @@ static void usage_report(FILE *f) {
           "  --suppressions FILE   known leaks, one `leak:PATTERN` per line (LeakSanitizer syntax)\n"
           "  --max-sites N         at most N entries in the JSON's sites[] (peak and leak lists stay whole)\n"
           "  --no-symbols          skip symbolization (functions show as [module+offset])\n"
+          "  --no-advisor          skip the strategy advisor's replay (no suggestions, faster)\n"
           "  -q, --quiet           no warnings on stderr\n"
           "BYTES takes k, M, G suffixes (powers of 1024).\n",
           f);
@@ -121,6 +122,8 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             o->max_sites = (uint32_t)v;
         } else if (!strcmp(a, "--no-symbols")) {
             o->no_symbols = true;
+        } else if (!strcmp(a, "--no-advisor")) {
+            o->no_advisor = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -210,7 +213,7 @@ int ml_cmd_report(int argc, char **argv) {
     };
     /* The strategy advisor replays the trace for the JSON and HTML reports. */
     ml_advice_t *advice = NULL;
-    if (o.json || o.html) {
+    if ((o.json || o.html) && !o.no_advisor) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         ml_advisor_opts_t ao = {.threads = cpus > 1 ? (unsigned)(cpus < 4 ? cpus : 4) : 0, .analysis = a};
         if (ml_advisor_run(o.trace, &ao, &advice, err, sizeof err) < 0 && !o.quiet)

@@ -3,6 +3,7 @@
 #include "ml_event.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -782,7 +783,13 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
         size_t start = r->pos;
         uint8_t tag = r->raw[r->pos++];
         r->strings_len = 0;
-        memset(rec, 0, sizeof *rec);
+        /* The heap records, most of a trace, use the start of the union
+         * only: clearing all 600 bytes of the record for each of them was a
+         * tenth of the analysis time. */
+        if ((tag >= ML_T_ALLOC && tag <= ML_T_FREE_RECENT) || tag == ML_T_NODE || tag == ML_T_BLOCK_REACH)
+            memset(rec, 0, offsetof(ml_record_t, u) + sizeof rec->u.alloc);
+        else if (tag != ML_T_TIME && tag != ML_T_THREAD_SWITCH)
+            memset(rec, 0, sizeof *rec);
         int64_t d = 0;
         uint64_t v;
         bool ok = true;
