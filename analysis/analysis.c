@@ -673,8 +673,14 @@ static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
         th->w_bytes += w * (double)raw;
     }
 
+    /* The allocator's usable size, when the recorder could ask for it,
+     * makes internal waste exact (frag.c estimates it otherwise). */
+    uint64_t usable = r->u.alloc.usable;
     ml__block_t b = {.ptr = r->u.alloc.ptr, .size = size, .seq = a->seq, .stack = s,
-                     .time_ms = r->time_ms};
+                     .time_ms = r->time_ms,
+                     .slack = w == 1.0 && usable >= raw && usable - raw < ML__SLACK_UNKNOWN
+                                  ? usable - raw
+                                  : ML__SLACK_UNKNOWN};
     if (b.ptr) heap_add(a, &b, r->time_ms);
     a->last_alloc_ptr = r->u.alloc.ptr;
     a->last_alloc_live = true;

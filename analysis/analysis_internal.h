@@ -18,10 +18,13 @@ typedef struct {
     uint64_t ptr; /* 0: empty slot */
     uint64_t size : 62;
     uint64_t reach : 2; /* ML_REACH_* from the exit scan */
-    uint64_t seq;
+    uint64_t seq : 48;
+    uint64_t slack : 16; /* recorded usable size - size, ML__SLACK_UNKNOWN if not recorded */
     uint32_t stack; /* index into the stack-statistics table (0: unknown) */
     uint32_t time_ms;
 } ml__block_t;
+
+#define ML__SLACK_UNKNOWN 0xffffu
 
 typedef struct {
     ml__block_t *e;

@@ -11,7 +11,9 @@
  *      bytes. external = 1 - largest hole / all holes (0: no holes, or one).
  *      A hole of REGION_GAP or more is taken as the boundary between separate
  *      regions (arenas, mmapped chunks, the brk heap), not as free heap.
- *  (c) internal waste = estimated usable size - requested size, summed.
+ *  (c) internal waste = usable size - requested size, summed: the usable
+ *      size the recorder got from the allocator (malloc_usable_size) when the
+ *      trace has it, else an estimate from the allocator's size classes.
  *  The heap map shows (a) per cell over the region holding the most live
  *  bytes.
  */
@@ -81,7 +83,12 @@ void ml__frag_compute(const ml_analysis_t *a, const ml__block_t *v, uint64_t n, 
         const ml__block_t *b = &v[i];
         f->live_bytes += b->size;
         f->live_blocks++;
-        f->usable_bytes += ml__usable_size(f->allocator_model, b->size);
+        if (b->slack != ML__SLACK_UNKNOWN) {
+            f->usable_bytes += b->size + b->slack;
+            f->usable_measured_blocks++;
+        } else {
+            f->usable_bytes += ml__usable_size(f->allocator_model, b->size);
+        }
         uint64_t e = block_end(b);
         /* (a) distinct pages */
         uint64_t fp = b->ptr / ps, lp = (e - 1) / ps;

@@ -225,9 +225,11 @@ typedef struct {
     /* (b) gaps between live blocks inside the heap's regions */
     uint64_t free_bytes, largest_free_bytes, gaps, regions, span_bytes;
     double external;             /* 1 - largest/free (0 without free bytes) */
-    /* (c) internal waste: estimated usable size - requested, by size classes */
-    const char *allocator_model; /* "glibc", "jemalloc", "tcmalloc" */
+    /* (c) internal waste: usable size - requested; the usable size is the one
+     * recorded from the allocator, or estimated from its size classes */
+    const char *allocator_model; /* "glibc", "jemalloc", "tcmalloc", "mimalloc" */
     uint64_t usable_bytes, internal_waste_bytes;
+    uint64_t usable_measured_blocks; /* blocks whose usable size was recorded (the rest: estimated) */
     double internal_ratio;       /* waste / usable */
     /* (d) glibc's counters, the last ML_T_MALLINFO at or before the moment */
     bool have_mallinfo;

@@ -351,6 +351,7 @@ static void frag_obj(FILE *o, const ml_frag_t *f) {
     kv_u(o, "span_bytes", f->span_bytes, true);
     kv_s(o, "allocator_model", f->allocator_model, true);
     kv_u(o, "usable_bytes", f->usable_bytes, true);
+    kv_u(o, "usable_measured_blocks", f->usable_measured_blocks, true);
     kv_u(o, "internal_bytes", f->internal_waste_bytes, true);
     kv_d(o, "internal_ratio", f->internal_ratio, true);
     key(o, "mallinfo");

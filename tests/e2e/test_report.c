@@ -204,6 +204,10 @@ Test(report, alternating_frees_fragment_pages) {
     cr_expect_gt(fc->page_utilization, 0.75, "contiguous: %f", fc->page_utilization);
     cr_expect_lt(fa->page_utilization, 0.6 * fc->page_utilization);
     cr_expect_geq(fa->gaps, 2047);
+    /* Internal waste from the usable sizes the recorder got from glibc: a
+     * 64-byte request has 72 usable bytes. */
+    cr_expect_eq(fa->usable_measured_blocks, 2048);
+    cr_expect_eq(fa->internal_waste_bytes, 2048 * 8);
     cr_expect_gt(fa->external, 0.99);
     /* At the peak both had all 4096 blocks, the same layout. */
     const ml_frag_t *pa = ml_analysis_frag(a, ML_MOMENT_PEAK), *pc = ml_analysis_frag(c, ML_MOMENT_PEAK);
