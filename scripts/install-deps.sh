@@ -10,4 +10,5 @@ $SUDO apt-get install -y --no-install-recommends \
   build-essential cmake pkg-config ca-certificates \
   libunwind-dev libdw-dev libelf-dev libzstd-dev libncurses-dev libcriterion-dev \
   libjemalloc-dev libjemalloc2 \
-  heaptrack sqlite3 python3 perl git tmux chromium clang
+  heaptrack sqlite3 python3 perl git tmux chromium clang \
+  libclang-rt-dev python3-jsonschema zstd

@@ -1,0 +1,38 @@
+# Fuzzing (issue 3): a libFuzzer harness for the trace reader and the
+# analysis it feeds, built with clang (the project's compiler may be gcc)
+# when clang and its libFuzzer runtime are there, and a bounded run in ctest.
+find_program(ML_CLANG NAMES clang clang-17 clang-16 clang-15 clang-14)
+set(ML_FUZZ_OK FALSE)
+if(ML_CLANG)
+  file(WRITE ${CMAKE_BINARY_DIR}/fuzz_probe.c
+       "#include <stdint.h>\n#include <stddef.h>\nint LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }\n")
+  execute_process(COMMAND ${ML_CLANG} -fsanitize=fuzzer,address ${CMAKE_BINARY_DIR}/fuzz_probe.c
+                          -o ${CMAKE_BINARY_DIR}/fuzz_probe
+                  RESULT_VARIABLE probe OUTPUT_QUIET ERROR_QUIET)
+  if(probe EQUAL 0)
+    set(ML_FUZZ_OK TRUE)
+  endif()
+endif()
+if(ML_FUZZ_OK)
+  set(S ${CMAKE_SOURCE_DIR})
+  set(ML_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_reader.c ${S}/trace/ml_trace_io.c
+      ${S}/analysis/analysis.c ${S}/analysis/sites.c ${S}/analysis/symbols.c ${S}/analysis/frag.c
+      ${S}/analysis/suppress.c ${S}/analysis/diff.c ${S}/analysis/reach.c ${S}/analysis/gpu.c)
+  add_custom_command(
+    OUTPUT ${CMAKE_BINARY_DIR}/fuzz_reader
+    COMMAND ${ML_CLANG} -std=gnu11 -g -O1 -fno-omit-frame-pointer
+            -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+            -I${S}/trace -I${S}/analysis -I${CMAKE_BINARY_DIR} ${ML_FUZZ_SRC}
+            -o ${CMAKE_BINARY_DIR}/fuzz_reader -lzstd -ldw -lelf -lstdc++ -lm
+    DEPENDS ${ML_FUZZ_SRC}
+    COMMENT "Building the trace-reader fuzzer with clang"
+    VERBATIM)
+  add_custom_target(fuzz_reader ALL DEPENDS ${CMAKE_BINARY_DIR}/fuzz_reader)
+  add_test(NAME fuzz_reader
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run_fuzz.sh ${CMAKE_BINARY_DIR}/fuzz_reader
+            $<TARGET_FILE:memlens> ${CMAKE_BINARY_DIR} 30 100000)
+  set_tests_properties(fuzz_reader PROPERTIES TIMEOUT 180)
+  message(STATUS "memlens: fuzzing with ${ML_CLANG} (ctest -R fuzz_reader)")
+else()
+  message(STATUS "memlens: no clang with libFuzzer: the fuzz test is not built")
+endif()

@@ -1,0 +1,38 @@
+#!/bin/sh
+# run_fuzz.sh FUZZER MEMLENS BIN_DIR SECONDS RUNS - a bounded fuzzing run of
+# the trace reader with a seed corpus recorded here from fixture programs
+# (plus a truncated and a header-only trace). Exits non-zero on any crash.
+set -eu
+fuzzer=$1 memlens=$2 bin=$3 secs=${4:-30} runs=${5:-100000}
+work=$(mktemp -d /tmp/memlens-fuzz.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/corpus" "$work/artifacts"
+"$memlens" run -q -o "$work/corpus/counts.mlt" -- "$bin/fx_counts" >/dev/null || true
+"$memlens" run -q -o "$work/corpus/leaks.mlt" -- "$bin/fx_leaks" 3 >/dev/null
+"$memlens" run -q -o "$work/corpus/cpp.mlt" -- "$bin/fx_cpp" >/dev/null
+"$memlens" run -q -o "$work/corpus/dlopen.mlt" -- "$bin/fx_dlopen" >/dev/null
+"$memlens" run -q -o "$work/corpus/frag.mlt" -- "$bin/fx_frag" alternate >/dev/null
+size=$(wc -c <"$work/corpus/leaks.mlt")
+head -c $((size / 2)) "$work/corpus/leaks.mlt" >"$work/corpus/truncated.mlt"
+head -c 16 "$work/corpus/leaks.mlt" >"$work/corpus/header.mlt"
+# Raw-record seeds ('R' + a chunk's decompressed records), when the zstd
+# tool is there to unpack them.
+if command -v zstd >/dev/null; then
+  for t in "$work"/corpus/counts.mlt "$work"/corpus/leaks.mlt "$work"/corpus/cpp.mlt; do
+    [ -s "$t" ] || continue
+    comp=$(od -An -tu4 -j20 -N4 "$t" | tr -d ' ')
+    raw="$work/corpus/raw-$(basename "$t" .mlt)"
+    { printf R; tail -c +33 "$t" | head -c "$comp" | zstd -dc 2>/dev/null; } >"$raw" || rm -f "$raw"
+  done
+fi
+ls -l "$work/corpus"
+status=0
+ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+  "$fuzzer" -max_total_time="$secs" -runs="$runs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+  -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/corpus" || status=$?
+if [ -n "$(ls "$work/artifacts")" ]; then
+  echo "fuzz: crashing inputs:" && ls -l "$work/artifacts"
+  mkdir -p "$bin/fuzz-artifacts" && cp "$work/artifacts"/* "$bin/fuzz-artifacts/"
+  exit 1
+fi
+exit "$status"
