@@ -507,3 +507,38 @@ Test(report, html_page_is_written) {
     cr_expect(strstr(page, "peak_holder"), "the report's data is in the page");
     free(page);
 }
+
+static void copy_file(const char *from, const char *to) {
+    copy_prefix(from, to, file_size(from));
+    cr_assert_eq(chmod(to, 0755), 0);
+}
+
+Test(report, rebuilt_binary_is_a_warning_not_wrong_names) {
+    const char *prog = h_tmp("prog"), *trace = h_tmp("prog.mlt");
+    copy_file(h_bin("fx_leaks"), prog);
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", prog, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    /* The program is replaced by another build (another build-id). */
+    unlink(prog);
+    copy_file(h_bin("fx_frag"), prog);
+    const char *args[] = {trace, "--json", "/dev/null", NULL};
+    cr_expect_eq(report(&r, args), 0, "%s", r.err);
+    cr_expect(strstr(r.err, "build-id differs"), "%s", r.err);
+    h_run_free(&r);
+    ml_analysis_t *a = analyse(trace, NULL);
+    cr_expect_null(site_of(a, "drop_block", UINT64_MAX), "no names from the wrong file");
+    cr_expect_null(site_of(a, "main", UINT64_MAX));
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    bool addr = false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i].nframes && !strncmp(s[i].frames[0].function, "[prog+0x", 8)) addr = true;
+    cr_expect(addr, "its frames are shown as module+offset");
+    /* The other modules still resolve. */
+    const ml_totals_t *t = ml_analysis_totals(a);
+    cr_expect_eq(t->peak_bytes, PEAK_EXPECTED);
+    ml_analysis_free(a);
+}

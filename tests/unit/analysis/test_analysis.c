@@ -366,3 +366,35 @@ Test(reach, earlier_leader_joins_a_later_clique) {
     cr_expect_eq(v[0], ML_REACH_INDIRECT);
     cr_expect_eq(v[1], ML_REACH_DEFINITE);
 }
+
+Test(analysis, per_thread_split, .init = setup, .fini = teardown) {
+    ml_record_t th = {.tag = ML_T_THREAD};
+    th.u.thread.index = 1;
+    th.u.thread.tid = 4242;
+    th.u.thread.name = "worker";
+    ml_analysis_feed(A, &th);
+    alloc(0x10000, 100, 1);
+    ml_record_t r = {.tag = ML_T_ALLOC, .thread = 1};
+    r.u.alloc.ptr = 0x20000;
+    r.u.alloc.size = 300;
+    r.u.alloc.stack = 2;
+    ml_analysis_feed(A, &r);
+    ml_record_t f = {.tag = ML_T_FREE, .thread = 1};
+    f.u.alloc.kind = ML_KIND_FREE;
+    f.u.alloc.ptr = 0x20000;
+    ml_analysis_feed(A, &f);
+    build(NULL);
+    const ml_thread_stats_t *t;
+    size_t n = ml_analysis_threads(A, &t);
+    cr_assert_eq(n, 2);
+    cr_expect_eq(t[0].index, 0);
+    cr_expect_eq(t[0].alloc_calls, 1);
+    cr_expect_eq(t[0].bytes_allocated, 100);
+    cr_expect_eq(t[1].index, 1);
+    cr_expect_eq(t[1].tid, 4242);
+    cr_expect_str_eq(t[1].name, "worker");
+    cr_expect_eq(t[1].bytes_allocated, 300);
+    cr_expect_eq(t[1].free_calls, 1);
+    cr_expect_eq(t[1].temporary_allocs, 1);
+    cr_expect_eq(site_at(0x2000)->thread_mask, 2);
+}
