@@ -24,8 +24,8 @@
 typedef struct {
     ml_calltree_node_t *v;
     size_t n, cap;
-    uint64_t *key;  /* per node: hash of (parent key, frame identity) */
-    int32_t *slot;  /* open addressing on key -> node */
+    uint64_t *key; /* per node: hash of (parent key, frame identity) */
+    int32_t *slot; /* open addressing on key -> node */
     size_t slot_cap;
 } tree_t;
 
@@ -37,12 +37,14 @@ static uint64_t mix(uint64_t h, uint64_t v) {
 
 static uint64_t str_hash(const char *s) {
     uint64_t h = 1469598103934665603ull;
-    while (s && *s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    while (s && *s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
     return h;
 }
 
 static uint64_t frame_id(const ml_frame_t *f) {
-    if (f->function && f->function[0] != '[') return mix(str_hash(f->function), str_hash(f->module));
+    if (f->function && f->function[0] != '[')
+        return mix(str_hash(f->function), str_hash(f->module));
     return mix(0x5eedull, f->address);
 }
 
@@ -53,7 +55,8 @@ static int grow_slots(tree_t *t) {
     memset(s, 0xff, ncap * sizeof *s);
     for (size_t i = 0; i < t->n; i++) {
         size_t j = t->key[i] & (ncap - 1);
-        while (s[j] >= 0) j = (j + 1) & (ncap - 1);
+        while (s[j] >= 0)
+            j = (j + 1) & (ncap - 1);
         s[j] = (int32_t)i;
     }
     free(t->slot);
@@ -98,7 +101,8 @@ static int32_t child(tree_t *t, int32_t parent, const ml_frame_t *f) {
     } else if (id > 0) {
         /* Roots form one chain from node 0, the first root. */
         int32_t r = 0;
-        while (t->v[r].next_sibling >= 0) r = t->v[r].next_sibling;
+        while (t->v[r].next_sibling >= 0)
+            r = t->v[r].next_sibling;
         t->v[r].next_sibling = id;
     }
     return id;
@@ -106,11 +110,16 @@ static int32_t child(tree_t *t, int32_t parent, const ml_frame_t *f) {
 
 static uint64_t site_cost(const ml_site_t *s, int k) {
     switch (k) {
-    case ML_COST_PEAK: return s->peak_bytes;
-    case ML_COST_LEAKED: return s->leaked_bytes;
-    case ML_COST_ALLOCATED: return s->bytes_allocated;
-    case ML_COST_CALLS: return s->alloc_calls;
-    default: return s->temporary_allocs;
+    case ML_COST_PEAK:
+        return s->peak_bytes;
+    case ML_COST_LEAKED:
+        return s->leaked_bytes;
+    case ML_COST_ALLOCATED:
+        return s->bytes_allocated;
+    case ML_COST_CALLS:
+        return s->alloc_calls;
+    default:
+        return s->temporary_allocs;
     }
 }
 
@@ -127,9 +136,11 @@ int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use
             const ml_frame_t *f = &s->frames[bottom_up ? k : s->nframes - 1 - k];
             node = child(&t, node, f);
             if (node < 0) goto oom;
-            for (int c = 0; c < ML_COSTS; c++) t.v[node].incl[c] += site_cost(s, c);
+            for (int c = 0; c < ML_COSTS; c++)
+                t.v[node].incl[c] += site_cost(s, c);
         }
-        for (int c = 0; c < ML_COSTS; c++) t.v[node].self[c] += site_cost(s, c);
+        for (int c = 0; c < ML_COSTS; c++)
+            t.v[node].self[c] += site_cost(s, c);
     }
     free(t.key);
     free(t.slot);

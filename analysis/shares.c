@@ -21,7 +21,8 @@ static void keep_top(ml_share_t *out, size_t *n, size_t max, const ml_share_t *s
     if (!max) return;
     if (*n == max && out[max - 1].bytes >= s->bytes) return;
     size_t i = *n < max ? (*n)++ : max - 1;
-    while (i > 0 && (out[i - 1].bytes < s->bytes || (out[i - 1].bytes == s->bytes && out[i - 1].id > s->id))) {
+    while (i > 0 && (out[i - 1].bytes < s->bytes ||
+                     (out[i - 1].bytes == s->bytes && out[i - 1].id > s->id))) {
         out[i] = out[i - 1];
         i--;
     }
@@ -80,8 +81,8 @@ static size_t merge_top(ml_share_t *v, size_t n, ml_share_t *out, size_t max) {
     return k;
 }
 
-size_t ml_analysis_shares_to_sites(const ml_analysis_t *a, const ml_share_t *in, size_t n, ml_share_t *out,
-                                   size_t max) {
+size_t ml_analysis_shares_to_sites(const ml_analysis_t *a, const ml_share_t *in, size_t n,
+                                   ml_share_t *out, size_t max) {
     ml_share_t *v = malloc((n ? n : 1) * sizeof *v);
     if (!v) return 0;
     size_t ns = nsites(a), k = 0;
@@ -99,7 +100,9 @@ size_t ml_analysis_shares_to_sites(const ml_analysis_t *a, const ml_share_t *in,
  * (its graveyard). END is everything live now. */
 int64_t ml_analysis_sites_in_range(const ml_analysis_t *a, ml_moment_t m, uint64_t lo, uint64_t hi,
                                    ml_share_t *out, size_t max) {
-    const ml__moment_t *mo = m == ML_MOMENT_PEAK ? &a->mom[0] : m == ML_MOMENT_WORST ? &a->mom[1] : NULL;
+    const ml__moment_t *mo = m == ML_MOMENT_PEAK    ? &a->mom[0]
+                             : m == ML_MOMENT_WORST ? &a->mom[1]
+                                                    : NULL;
     if (mo && !mo->set) return 0;
     size_t ns = nsites(a), cap = 64, k = 0;
     ml_share_t *v = malloc(cap * sizeof *v);

@@ -21,10 +21,14 @@ static uint32_t utf8_next(const char **s) {
     const unsigned char *p = (const unsigned char *)*s;
     uint32_t c = p[0];
     int n = 0;
-    if (c < 0x80) n = 0;
-    else if ((c & 0xe0) == 0xc0) c &= 0x1f, n = 1;
-    else if ((c & 0xf0) == 0xe0) c &= 0x0f, n = 2;
-    else if ((c & 0xf8) == 0xf0) c &= 0x07, n = 3;
+    if (c < 0x80)
+        n = 0;
+    else if ((c & 0xe0) == 0xc0)
+        c &= 0x1f, n = 1;
+    else if ((c & 0xf0) == 0xe0)
+        c &= 0x0f, n = 2;
+    else if ((c & 0xf8) == 0xf0)
+        c &= 0x07, n = 3;
     else {
         *s += 1;
         return 0xfffd;
@@ -114,7 +118,8 @@ void ml__canvas_free(ml_canvas_t *c) {
 }
 
 void ml__canvas_clear(ml_canvas_t *c) {
-    for (int i = 0; i < c->cols * c->rows; i++) c->cells[i] = (ml_cell_t){' ', ML_ST_NORMAL};
+    for (int i = 0; i < c->cols * c->rows; i++)
+        c->cells[i] = (ml_cell_t){' ', ML_ST_NORMAL};
 }
 
 void ml__canvas_put(ml_canvas_t *c, int x, int y, uint32_t ch, int style) {
@@ -126,7 +131,8 @@ void ml__canvas_put(ml_canvas_t *c, int x, int y, uint32_t ch, int style) {
 
 void ml__canvas_fill(ml_canvas_t *c, int x, int y, int w, int h, uint32_t ch, int style) {
     for (int j = 0; j < h; j++)
-        for (int i = 0; i < w; i++) ml__canvas_put(c, x + i, y + j, ch, style);
+        for (int i = 0; i < w; i++)
+            ml__canvas_put(c, x + i, y + j, ch, style);
 }
 
 void ml__canvas_restyle(ml_canvas_t *c, int x, int y, int w, int style) {

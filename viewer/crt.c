@@ -13,6 +13,7 @@
 #include "viewer_internal.h"
 
 #include <curses.h>
+#include <term.h>
 #include <errno.h>
 #include <langinfo.h>
 #include <locale.h>
@@ -69,8 +70,9 @@ static void on_fatal(int sig) {
         active = 0;
         endwin();
     }
-    static const char msg[] = "memlens: the viewer crashed; the terminal was restored. Please report it "
-                              "with the trace, or use `memlens report` meanwhile.\n";
+    static const char msg[] =
+        "memlens: the viewer crashed; the terminal was restored. Please report it "
+        "with the trace, or use `memlens report` meanwhile.\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;
     signal(sig, SIG_DFL);
@@ -94,7 +96,9 @@ static void on_stop(int sig) {
     stop_sig = sig;
 }
 
-int ml__crt_stop_signal(void) { return stop_sig; }
+int ml__crt_stop_signal(void) {
+    return stop_sig;
+}
 
 /* ------------------------------------------------------------------------- */
 /* Init                                                                      */
@@ -106,7 +110,8 @@ static void install_signals(const ml_crt_opts_t *o) {
     sigemptyset(&sa.sa_mask);
     sa.sa_handler = on_fatal;
     sa.sa_flags = SA_RESETHAND;
-    for (size_t i = 0; i < sizeof fatal_sigs / sizeof fatal_sigs[0]; i++) sigaction(fatal_sigs[i], &sa, &old_fatal[i]);
+    for (size_t i = 0; i < sizeof fatal_sigs / sizeof fatal_sigs[0]; i++)
+        sigaction(fatal_sigs[i], &sa, &old_fatal[i]);
     sa.sa_handler = on_stop;
     sa.sa_flags = 0;
     stop_sig = 0;
@@ -118,7 +123,8 @@ static void install_signals(const ml_crt_opts_t *o) {
 }
 
 static void restore_signals(void) {
-    for (size_t i = 0; i < sizeof fatal_sigs / sizeof fatal_sigs[0]; i++) sigaction(fatal_sigs[i], &old_fatal[i], NULL);
+    for (size_t i = 0; i < sizeof fatal_sigs / sizeof fatal_sigs[0]; i++)
+        sigaction(fatal_sigs[i], &old_fatal[i], NULL);
     for (size_t i = 0; i < sizeof stop_sigs / sizeof stop_sigs[0]; i++)
         if (stop_installed[i]) sigaction(stop_sigs[i], &old_stop[i], NULL);
 }
@@ -194,7 +200,8 @@ int ml__crt_init(const ml_crt_opts_t *o, char *err, size_t errlen) {
     unicode_ok = cs && (!strcmp(cs, "UTF-8") || !strcmp(cs, "utf8"));
     const char *term = getenv("TERM");
     if (!term || !*term) {
-        snprintf(err, errlen, "TERM is not set: the viewer needs a terminal (try `memlens report` instead)");
+        snprintf(err, errlen,
+                 "TERM is not set: the viewer needs a terminal (try `memlens report` instead)");
         return -ENOTTY;
     }
     FILE *out = stdout, *in = stdin;
@@ -216,11 +223,27 @@ int ml__crt_init(const ml_crt_opts_t *o, char *err, size_t errlen) {
     screen = newterm(NULL, out, in);
     if (!screen) {
         restore_signals();
-        snprintf(err, errlen, "cannot start the terminal UI on TERM=%s (unknown terminal type?)", term);
+        snprintf(err, errlen, "cannot start the terminal UI on TERM=%s (unknown terminal type?)",
+                 term);
         if (tty_file) fclose(tty_file), tty_file = NULL;
         return -ENOTTY;
     }
     set_term(screen);
+    /* A terminal that cannot move the cursor (TERM=dumb, an emacs shell
+     * buffer) would get a stream of garbage. */
+    char *cup = tigetstr("cup");
+    if (!cup || cup == (char *)-1) {
+        endwin();
+        delscreen(screen);
+        screen = NULL;
+        restore_signals();
+        if (tty_file) fclose(tty_file), tty_file = NULL;
+        snprintf(
+            err, errlen,
+            "the terminal (TERM=%s) cannot show a full-screen UI; use `memlens report` instead",
+            term);
+        return -ENOTTY;
+    }
     active = 1;
     if (!atexit_done) {
         atexit(ml__crt_done);
@@ -254,7 +277,9 @@ void ml__crt_size(int *cols, int *rows) {
     *rows = y;
 }
 
-bool ml__crt_unicode(void) { return unicode_ok; }
+bool ml__crt_unicode(void) {
+    return unicode_ok;
+}
 
 /* ------------------------------------------------------------------------- */
 /* Output and input                                                          */
@@ -286,18 +311,30 @@ static void crt_repaint(void *ctx) {
 
 static int map_key(int code) {
     switch (code) {
-    case KEY_UP: return ML_KEY_UP;
-    case KEY_DOWN: return ML_KEY_DOWN;
-    case KEY_LEFT: return ML_KEY_LEFT;
-    case KEY_RIGHT: return ML_KEY_RIGHT;
-    case KEY_PPAGE: return ML_KEY_PGUP;
-    case KEY_NPAGE: return ML_KEY_PGDN;
-    case KEY_HOME: return ML_KEY_HOME;
-    case KEY_END: return ML_KEY_END;
-    case KEY_BACKSPACE: return ML_KEY_BACKSPACE;
-    case KEY_DC: return ML_KEY_DELETE;
-    case KEY_BTAB: return ML_KEY_BTAB;
-    case KEY_ENTER: return ML_KEY_ENTER;
+    case KEY_UP:
+        return ML_KEY_UP;
+    case KEY_DOWN:
+        return ML_KEY_DOWN;
+    case KEY_LEFT:
+        return ML_KEY_LEFT;
+    case KEY_RIGHT:
+        return ML_KEY_RIGHT;
+    case KEY_PPAGE:
+        return ML_KEY_PGUP;
+    case KEY_NPAGE:
+        return ML_KEY_PGDN;
+    case KEY_HOME:
+        return ML_KEY_HOME;
+    case KEY_END:
+        return ML_KEY_END;
+    case KEY_BACKSPACE:
+        return ML_KEY_BACKSPACE;
+    case KEY_DC:
+        return ML_KEY_DELETE;
+    case KEY_BTAB:
+        return ML_KEY_BTAB;
+    case KEY_ENTER:
+        return ML_KEY_ENTER;
     default:
         if (code >= KEY_F(1) && code <= KEY_F(12)) return ML_KEY_F(code - KEY_F0);
         return ML_KEY_NONE;
@@ -339,10 +376,13 @@ static void crt_next(void *ctx, int timeout_ms, ml_uievent_t *ev) {
                 ev->y = me.y;
                 if (me.bstate & BUTTON4_PRESSED) ev->mouse = ML_MOUSE_WHEELUP;
 #ifdef BUTTON5_PRESSED
-                else if (me.bstate & BUTTON5_PRESSED) ev->mouse = ML_MOUSE_WHEELDOWN;
+                else if (me.bstate & BUTTON5_PRESSED)
+                    ev->mouse = ML_MOUSE_WHEELDOWN;
 #endif
-                else if (me.bstate & BUTTON1_DOUBLE_CLICKED) ev->mouse = ML_MOUSE_DOUBLE;
-                else ev->mouse = ML_MOUSE_CLICK;
+                else if (me.bstate & BUTTON1_DOUBLE_CLICKED)
+                    ev->mouse = ML_MOUSE_DOUBLE;
+                else
+                    ev->mouse = ML_MOUSE_CLICK;
                 return;
             }
             int k = map_key((int)wc);
@@ -352,13 +392,17 @@ static void crt_next(void *ctx, int timeout_ms, ml_uievent_t *ev) {
             return;
         }
         ev->type = ML_UI_KEY;
-        if (wc == '\r') ev->key = ML_KEY_ENTER;
-        else if (wc == 127 || wc == 8) ev->key = ML_KEY_BACKSPACE;
-        else ev->key = (int)wc;
+        if (wc == '\r')
+            ev->key = ML_KEY_ENTER;
+        else if (wc == 127 || wc == 8)
+            ev->key = ML_KEY_BACKSPACE;
+        else
+            ev->key = (int)wc;
         return;
     }
 }
 
 ml_sm_io_t ml__crt_io(void) {
-    return (ml_sm_io_t){.ctx = NULL, .next = crt_next, .present = crt_present, .repaint = crt_repaint};
+    return (ml_sm_io_t){
+        .ctx = NULL, .next = crt_next, .present = crt_present, .repaint = crt_repaint};
 }

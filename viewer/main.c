@@ -35,7 +35,8 @@ static void usage(FILE *f) {
           "  --batch         no terminal: run the keys on a virtual screen and print it\n"
           "  --keys KEYS     space-separated keys for --batch: a character, Enter, Esc, Tab, Up,\n"
           "                  Down, Left, Right, PgUp, PgDn, Home, End, BS, F1..F12, C-x, Space;\n"
-          "                  text:WORD types WORD; click:X,Y and dclick:X,Y click; resize:COLSxROWS;\n"
+          "                  text:WORD types WORD; click:X,Y and dclick:X,Y click; "
+          "resize:COLSxROWS;\n"
           "                  print prints the screen at that point (the last screen always is)\n"
           "  --size CxR      virtual screen for --batch (default 80x24)\n",
           f);
@@ -69,7 +70,9 @@ static void print_canvas(const ml_canvas_t *c) {
     free(s);
 }
 
-static void batch_present(void *ctx, const ml_canvas_t *c) { ((batch_t *)ctx)->last = c; }
+static void batch_present(void *ctx, const ml_canvas_t *c) {
+    ((batch_t *)ctx)->last = c;
+}
 
 static void batch_next(void *ctx, int timeout_ms, ml_uievent_t *ev) {
     batch_t *b = ctx;
@@ -130,7 +133,8 @@ static int split_keys(const char *keys, batch_t *b) {
         free(copy);
         return -ENOMEM;
     }
-    for (char *save = NULL, *t = strtok_r(copy, " \t\n", &save); t; t = strtok_r(NULL, " \t\n", &save)) {
+    for (char *save = NULL, *t = strtok_r(copy, " \t\n", &save); t;
+         t = strtok_r(NULL, " \t\n", &save)) {
         if (b->ntok == cap) {
             cap *= 2;
             char **n = realloc(b->tok, (size_t)cap * sizeof *n);
@@ -145,7 +149,9 @@ static int split_keys(const char *keys, batch_t *b) {
 
 static int run_batch(ml_vmodel_t *m, const char *keys, int cols, int rows, bool ascii) {
     int rc = ml_vmodel_load_all(m);
-    if (rc < 0) err_msg("%s: %s (the screen shows the data before it)", ml_vmodel_path(m), ml_vmodel_error(m));
+    if (rc < 0)
+        err_msg("%s: %s (the screen shows the data before it)", ml_vmodel_path(m),
+                ml_vmodel_error(m));
     /* A batch screen is the final one: with the advisor's suggestions. */
     ml_vmodel_wait(m);
     ml_sm_opts_t so = {.cols = cols, .rows = rows, .unicode = !ascii};
@@ -159,7 +165,8 @@ static int run_batch(ml_vmodel_t *m, const char *keys, int cols, int rows, bool 
     ml_sm_io_t io = {.ctx = &b, .next = batch_next, .present = batch_present};
     ml__sm_run(sm, &io);
     if (b.last) print_canvas(b.last);
-    for (int i = 0; i < b.ntok; i++) free(b.tok[i]);
+    for (int i = 0; i < b.ntok; i++)
+        free(b.tok[i]);
     free(b.tok);
     ml__sm_free(sm);
     return rc < 0 ? EXIT_ERROR : EXIT_OK;
@@ -175,15 +182,21 @@ int ml_cmd_view(int argc, char **argv) {
     int cols = 80, rows = 24;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--batch")) batch = true;
-        else if (!strcmp(a, "--ascii")) ascii = true;
-        else if (!strcmp(a, "--no-color") || !strcmp(a, "--no-colour")) no_color = true;
-        else if (!strcmp(a, "--no-mouse")) no_mouse = true;
-        else if (!strcmp(a, "--no-suggestions")) advice = false;
-        else if (!strcmp(a, "--keys") && i + 1 < argc) keys = argv[++i];
+        if (!strcmp(a, "--batch"))
+            batch = true;
+        else if (!strcmp(a, "--ascii"))
+            ascii = true;
+        else if (!strcmp(a, "--no-color") || !strcmp(a, "--no-colour"))
+            no_color = true;
+        else if (!strcmp(a, "--no-mouse"))
+            no_mouse = true;
+        else if (!strcmp(a, "--no-suggestions"))
+            advice = false;
+        else if (!strcmp(a, "--keys") && i + 1 < argc)
+            keys = argv[++i];
         else if (!strcmp(a, "--size") && i + 1 < argc) {
-            if (sscanf(argv[++i], "%dx%d", &cols, &rows) != 2 || cols < 1 || rows < 1 || cols > 1000 ||
-                rows > 1000) {
+            if (sscanf(argv[++i], "%dx%d", &cols, &rows) != 2 || cols < 1 || rows < 1 ||
+                cols > 1000 || rows > 1000) {
                 err_msg("--size takes COLSxROWS, like 80x24");
                 return EXIT_USAGE;
             }
@@ -227,8 +240,10 @@ int ml_cmd_view(int argc, char **argv) {
     char err[1024];
     int rc = ml_vmodel_open(m, path, err, sizeof err);
     if (rc < 0) {
-        if (rc == -ENOENT) err_msg("%s: no such trace file", path);
-        else err_msg("%s", err);
+        if (rc == -ENOENT)
+            err_msg("%s: no such trace file", path);
+        else
+            err_msg("%s", err);
         ml_vmodel_free(m);
         return EXIT_ERROR;
     }
@@ -238,7 +253,9 @@ int ml_cmd_view(int argc, char **argv) {
         return code;
     }
 
-    ml_crt_opts_t co = {.tty = isatty(STDIN_FILENO) ? NULL : "/dev/tty", .color = !no_color, .mouse = !no_mouse,
+    ml_crt_opts_t co = {.tty = isatty(STDIN_FILENO) ? NULL : "/dev/tty",
+                        .color = !no_color,
+                        .mouse = !no_mouse,
                         .catch_int = true};
     if (ml__crt_init(&co, err, sizeof err) < 0) {
         err_msg("%s", err);
@@ -339,7 +356,11 @@ int ml_viewer_live_start(ml_vmodel_t *m, char *err, size_t errlen, ml_viewer_liv
     }
     int c, r;
     ml__crt_size(&c, &r);
-    ml_sm_opts_t so = {.cols = c, .rows = r, .unicode = ml__crt_unicode(), .live = true, .refresh_ms = 250,
+    ml_sm_opts_t so = {.cols = c,
+                       .rows = r,
+                       .unicode = ml__crt_unicode(),
+                       .live = true,
+                       .refresh_ms = 250,
                        .shared_tty = isatty(STDOUT_FILENO) || isatty(STDERR_FILENO)};
     v->sm = ml__sm_new(m, &so);
     if (!v->sm) {
@@ -361,7 +382,9 @@ int ml_viewer_live_start(ml_vmodel_t *m, char *err, size_t errlen, ml_viewer_liv
     return 0;
 }
 
-bool ml_viewer_live_open(const ml_viewer_live_t *v) { return v && v->open; }
+bool ml_viewer_live_open(const ml_viewer_live_t *v) {
+    return v && v->open;
+}
 
 int ml_viewer_live_wait(ml_viewer_live_t *v) {
     if (!v) return 0;

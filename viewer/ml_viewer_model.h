@@ -50,7 +50,7 @@ typedef struct {
     uint32_t nframes;
     const ml_vframe_t *frames;
     uint64_t alloc_calls, bytes_allocated, temporary_allocs;
-    uint64_t peak_bytes;              /* live at the heap peak */
+    uint64_t peak_bytes;                  /* live at the heap peak */
     uint64_t leaked_bytes, leaked_blocks; /* live at exit (live now while running) */
     ml_vleak_t leak_kind;
     uint64_t live_bytes, live_blocks; /* live at the end of what was read */
@@ -71,7 +71,7 @@ typedef struct {
     bool valid;
     double page_utilization; /* live requested bytes / bytes of pages holding a live block */
     uint64_t free_bytes, largest_free_bytes;
-    double external;         /* 1 - largest free / total free */
+    double external; /* 1 - largest free / total free */
 } ml_vfrag_t;
 
 typedef struct {
@@ -96,7 +96,7 @@ typedef enum {
     ML_VADVICE_PENDING = 0, /* waits for the data to be final */
     ML_VADVICE_RUNNING,
     ML_VADVICE_DONE,
-    ML_VADVICE_FAILED,      /* ml_vmodel_advice_error() says why */
+    ML_VADVICE_FAILED, /* ml_vmodel_advice_error() says why */
     ML_VADVICE_OFF,
 } ml_vadvice_t;
 
@@ -109,14 +109,14 @@ typedef struct {
     uint32_t duration_ms;
     bool sampled;
     uint64_t sample_bytes;
-    ml_totals_t totals;      /* a copy of the analysis totals */
-    uint64_t peak_rss_bytes; /* 0 when the trace has no RSS samples */
+    ml_totals_t totals;                     /* a copy of the analysis totals */
+    uint64_t peak_rss_bytes;                /* 0 when the trace has no RSS samples */
     uint64_t leak_bytes[4], leak_blocks[4]; /* by ml_vleak_t (index 0: all kinds) */
-    bool leaks_scanned;      /* an exit-time reachability scan classified the leaks */
+    bool leaks_scanned; /* an exit-time reachability scan classified the leaks */
     ml_vfrag_t frag_peak, frag_end;
     uint32_t ngpus;
     ml_vgpu_t gpus[ML_VMAX_GPUS];
-    uint32_t nsites;         /* all sites, before the filter */
+    uint32_t nsites; /* all sites, before the filter */
     uint32_t nsuggestions;
     ml_vadvice_t advice;
 } ml_vsummary_t;
@@ -134,7 +134,7 @@ typedef enum { ML_VHIST_SIZE = 0, ML_VHIST_LIFETIME } ml_vhist_t;
 typedef struct {
     const char *strategy; /* DESIGN.md vocabulary: "pool", "arena", ... */
     const char *message;
-    uint32_t site;        /* ML_VSITE_NONE: program-wide */
+    uint32_t site; /* ML_VSITE_NONE: program-wide */
     uint64_t estimated_saving_bytes;
     const char *evidence;
 } ml_vsuggestion_t;
@@ -144,7 +144,13 @@ typedef struct {
     uint64_t heap_bytes, rss_bytes, mmap_bytes, gpu_bytes;
 } ml_vpoint_t;
 
-typedef enum { ML_VSERIES_HEAP = 0, ML_VSERIES_RSS, ML_VSERIES_MMAP, ML_VSERIES_GPU, ML_VSERIES_COUNT_ } ml_vseries_t;
+typedef enum {
+    ML_VSERIES_HEAP = 0,
+    ML_VSERIES_RSS,
+    ML_VSERIES_MMAP,
+    ML_VSERIES_GPU,
+    ML_VSERIES_COUNT_
+} ml_vseries_t;
 
 /* A site's share of the live set at one instant. */
 typedef struct {
@@ -154,19 +160,26 @@ typedef struct {
 
 /* The heap map: the busiest heap region cut into cells of equal size, each
  * shaded by the page utilization of its pages (the analysis' heap map). */
-typedef enum { ML_VMAP_PEAK = 0, ML_VMAP_END, ML_VMAP_WORST, ML_VMAP_CURSOR, ML_VMAP_COUNT_ } ml_vmap_at_t;
+typedef enum {
+    ML_VMAP_PEAK = 0,
+    ML_VMAP_END,
+    ML_VMAP_WORST,
+    ML_VMAP_CURSOR,
+    ML_VMAP_COUNT_
+} ml_vmap_at_t;
 
 typedef struct {
     uint64_t addr, span; /* the cell covers [addr, addr + span) */
-    int8_t used_pct;     /* live bytes / bytes of its pages that hold a live block, 0..100; -1: no such page */
+    int8_t used_pct; /* live bytes / bytes of its pages that hold a live block, 0..100; -1: no such
+                        page */
 } ml_vcell_t;
 
 typedef struct {
     bool valid;
-    ml_vmap_at_t at;     /* the moment shown (CURSOR falls back to a snapshot near it) */
-    uint32_t time_ms;    /* the instant it shows */
-    bool sites_known;    /* ml_vmodel_cell_sites works for it (peak, worst, end) */
-    uint64_t lo, hi;     /* address range covered */
+    ml_vmap_at_t at;  /* the moment shown (CURSOR falls back to a snapshot near it) */
+    uint32_t time_ms; /* the instant it shows */
+    bool sites_known; /* ml_vmodel_cell_sites works for it (peak, worst, end) */
+    uint64_t lo, hi;  /* address range covered */
     uint32_t ncells;
     const ml_vcell_t *cells;
     ml_vfrag_t frag;
@@ -174,7 +187,7 @@ typedef struct {
 
 /* One visible row of the call tree. */
 typedef struct {
-    uint32_t node;   /* node id, valid until the next refresh */
+    uint32_t node; /* node id, valid until the next refresh */
     uint32_t depth;
     bool has_children, expanded;
     const ml_vframe_t *frame;

@@ -28,8 +28,8 @@
  * by halves beyond), and how often. */
 #define SNAP_STACKS 32
 #define SNAP_MAX 1024
-#define SNAP_EVERY_PERMILLE 4   /* post-mortem: every 0.4 % of the file */
-#define SNAP_EVERY_MS 200       /* live: at most every 200 ms of program time */
+#define SNAP_EVERY_PERMILLE 4 /* post-mortem: every 0.4 % of the file */
+#define SNAP_EVERY_MS 200     /* live: at most every 200 ms of program time */
 #define MAPS_MAX 128
 /* Post-mortem builds for heap-map snapshots stay within this share of the
  * loading time, so a huge trace is not slowed down by them. */
@@ -150,7 +150,8 @@ struct ml_vmodel_s {
 static void *grow(void *p, uint32_t *cap, uint32_t need, size_t elem) {
     if (need <= *cap) return p;
     uint32_t n = *cap ? *cap : 64;
-    while (n < need) n *= 2;
+    while (n < need)
+        n *= 2;
     void *q = realloc(p, (size_t)n * elem);
     if (!q) return NULL;
     *cap = n;
@@ -171,7 +172,8 @@ static uint64_t hash_mix(uint64_t h, uint64_t v) {
 
 static uint64_t hash_str(const char *s) {
     uint64_t h = 1469598103934665603ull;
-    while (s && *s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    while (s && *s)
+        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
     return h;
 }
 
@@ -198,7 +200,8 @@ static uint32_t site_id(ml_vmodel_t *m, uint64_t key) {
         for (uint32_t i = 0; i < m->cap_ids; i++) {
             if (!m->ids[i].key) continue;
             uint32_t j = (uint32_t)m->ids[i].key & (ncap - 1);
-            while (n[j].key) j = (j + 1) & (ncap - 1);
+            while (n[j].key)
+                j = (j + 1) & (ncap - 1);
             n[j] = m->ids[i];
         }
         free(m->ids);
@@ -206,7 +209,8 @@ static uint32_t site_id(ml_vmodel_t *m, uint64_t key) {
         m->cap_ids = ncap;
     }
     uint32_t j = (uint32_t)key & (m->cap_ids - 1);
-    while (m->ids[j].key && m->ids[j].key != key) j = (j + 1) & (m->cap_ids - 1);
+    while (m->ids[j].key && m->ids[j].key != key)
+        j = (j + 1) & (m->cap_ids - 1);
     if (!m->ids[j].key) {
         m->ids[j] = (idslot_t){key, m->next_id++};
         m->nids++;
@@ -233,7 +237,8 @@ static void src_summary(ml_vmodel_t *m, ml_vsummary_t *s) {
     const ml_totals_t *t = ml_analysis_totals(m->an);
     s->totals = *t;
     s->totals.truncated |= m->truncated;
-    s->duration_ms = t->complete && t->end.duration_ms ? (uint32_t)t->end.duration_ms : t->last_time_ms;
+    s->duration_ms =
+        t->complete && t->end.duration_ms ? (uint32_t)t->end.duration_ms : t->last_time_ms;
     s->sampled = t->sample_bytes != 0;
     s->sample_bytes = t->sample_bytes;
     s->peak_rss_bytes = t->peak_rss_bytes;
@@ -272,8 +277,8 @@ static void src_summary(ml_vmodel_t *m, ml_vsummary_t *s) {
     s->ngpus = 0;
     for (size_t i = 0; g && i < ml_gpu_device_count(g) && s->ngpus < ML_VMAX_GPUS; i++) {
         const ml_gpu_device_t *d = ml_gpu_device(g, i);
-        s->gpus[s->ngpus++] = (ml_vgpu_t){(uint32_t)d->device, d->peak_bytes, d->leaked_bytes, d->alloc_calls,
-                                          d->free_calls};
+        s->gpus[s->ngpus++] = (ml_vgpu_t){(uint32_t)d->device, d->peak_bytes, d->leaked_bytes,
+                                          d->alloc_calls, d->free_calls};
     }
 }
 
@@ -283,7 +288,7 @@ static ml_vleak_t dominant_kind(const ml_site_t *s) {
     for (int k = 1; k < ML_LEAK_KINDS; k++)
         if (s->leaked_kind_bytes[k] > s->leaked_kind_bytes[best]) best = k;
     if (!s->leaked_kind_bytes[best]) return ML_VLEAK_NONE; /* not classified (no exit scan) */
-    return best == ML_LEAK_DEFINITE ? ML_VLEAK_DEFINITE
+    return best == ML_LEAK_DEFINITE   ? ML_VLEAK_DEFINITE
            : best == ML_LEAK_INDIRECT ? ML_VLEAK_INDIRECT
                                       : ML_VLEAK_REACHABLE;
 }
@@ -328,7 +333,8 @@ static int src_sites(ml_vmodel_t *m) {
     }
     qsort(m->sites, m->nsites, sizeof *m->sites, cmp_vsite_id);
     /* by_build: the analysis' site index -> our index, through src. */
-    for (uint32_t i = 0; i < m->nsites; i++) m->by_build[m->sites[i].src - s] = i;
+    for (uint32_t i = 0; i < m->nsites; i++)
+        m->by_build[m->sites[i].src - s] = i;
     return 0;
 }
 
@@ -342,9 +348,10 @@ static int src_advice(ml_vmodel_t *m) {
     m->sugg = v;
     for (size_t i = 0; i < n; i++) {
         uint32_t site = ML_VSITE_NONE;
-        if (a[i].site >= 0 && (size_t)a[i].site < m->an_nsites) site = m->sites[m->by_build[a[i].site]].id;
-        m->sugg[m->nsugg++] = (ml_vsuggestion_t){a[i].strategy, a[i].message, site, a[i].estimated_saving_bytes,
-                                                 a[i].evidence};
+        if (a[i].site >= 0 && (size_t)a[i].site < m->an_nsites)
+            site = m->sites[m->by_build[a[i].site]].id;
+        m->sugg[m->nsugg++] = (ml_vsuggestion_t){a[i].strategy, a[i].message, site,
+                                                 a[i].estimated_saving_bytes, a[i].evidence};
     }
     return 0;
 }
@@ -387,8 +394,8 @@ static int src_timeline(ml_vmodel_t *m) {
     m->points = v;
     m->npoints = 0;
     for (size_t i = 0; i < n; i++)
-        m->points[m->npoints++] = (ml_vpoint_t){p[i].time_ms, p[i].heap_bytes, p[i].rss_bytes, p[i].mmap_bytes,
-                                                p[i].gpu_bytes};
+        m->points[m->npoints++] = (ml_vpoint_t){p[i].time_ms, p[i].heap_bytes, p[i].rss_bytes,
+                                                p[i].mmap_bytes, p[i].gpu_bytes};
     return 0;
 }
 
@@ -397,7 +404,8 @@ static void src_snapshot(ml_vmodel_t *m, uint32_t time_ms) {
     if (m->nsnaps == SNAP_MAX) {
         /* Thin out: keep every other snapshot, so they still cover the run. */
         uint32_t k = 0;
-        for (uint32_t i = 0; i < m->nsnaps; i += 2) m->snaps[k++] = m->snaps[i];
+        for (uint32_t i = 0; i < m->nsnaps; i += 2)
+            m->snaps[k++] = m->snaps[i];
         m->nsnaps = k;
     }
     snap_t *v = grow(m->snaps, &m->cap_snaps, m->nsnaps + 1, sizeof *v);
@@ -417,15 +425,18 @@ static void src_mapsnap(ml_vmodel_t *m) {
     if (m->nmaps == MAPS_MAX) {
         uint32_t k = 0;
         for (uint32_t i = 0; i < m->nmaps; i++) {
-            if (i % 2 == 0) m->maps[k++] = m->maps[i];
-            else free(m->maps[i].cells);
+            if (i % 2 == 0)
+                m->maps[k++] = m->maps[i];
+            else
+                free(m->maps[i].cells);
         }
         m->nmaps = k;
     }
     int8_t *c = malloc(f->map_ncells);
     if (!c) return;
     memcpy(c, f->map_cells, f->map_ncells);
-    m->maps[m->nmaps++] = (mapsnap_t){f->time_ms, f->map_base, f->map_cell_bytes, f->map_ncells, c, vfrag(f)};
+    m->maps[m->nmaps++] =
+        (mapsnap_t){f->time_ms, f->map_base, f->map_cell_bytes, f->map_ncells, c, vfrag(f)};
 }
 
 static int src_build(ml_vmodel_t *m) {
@@ -486,7 +497,8 @@ void ml_vmodel_free(ml_vmodel_t *m) {
     free(m->points);
     free(m->ids);
     free(m->snaps);
-    for (uint32_t i = 0; i < m->nmaps; i++) free(m->maps[i].cells);
+    for (uint32_t i = 0; i < m->nmaps; i++)
+        free(m->maps[i].cells);
     free(m->order);
     free(m->sugg_order);
     free(m->nodes);
@@ -503,24 +515,46 @@ void ml_vmodel_set_build_opts(ml_vmodel_t *m, const ml_build_opts_t *o) {
 
 void ml_vmodel_set_advice(ml_vmodel_t *m, bool on) {
     int idle = ADV_IDLE, off = ADV_OFF;
-    if (on) atomic_compare_exchange_strong(&m->adv_state, &off, ADV_IDLE);
-    else atomic_compare_exchange_strong(&m->adv_state, &idle, ADV_OFF);
+    if (on)
+        atomic_compare_exchange_strong(&m->adv_state, &off, ADV_IDLE);
+    else
+        atomic_compare_exchange_strong(&m->adv_state, &idle, ADV_OFF);
 }
 
-const char *ml_vmodel_error(const ml_vmodel_t *m) { return m->error; }
-const char *ml_vmodel_path(const ml_vmodel_t *m) { return m->path; }
+const char *ml_vmodel_error(const ml_vmodel_t *m) {
+    return m->error;
+}
+const char *ml_vmodel_path(const ml_vmodel_t *m) {
+    return m->path;
+}
 void ml_vmodel_set_path(ml_vmodel_t *m, const char *path) {
     snprintf(m->path, sizeof m->path, "%s", path ? path : "");
 }
-ml_analysis_t *ml_vmodel_analysis(ml_vmodel_t *m) { return m->an; }
-void ml_vmodel_lock(ml_vmodel_t *m) { pthread_mutex_lock(&m->lock); }
-void ml_vmodel_unlock(ml_vmodel_t *m) { pthread_mutex_unlock(&m->lock); }
-bool ml_vmodel_loading(const ml_vmodel_t *m) { return m->loading; }
-double ml_vmodel_progress(const ml_vmodel_t *m) { return m->progress; }
-uint64_t ml_vmodel_generation(const ml_vmodel_t *m) { return m->generation; }
-const ml_vsummary_t *ml_vmodel_summary(const ml_vmodel_t *m) { return &m->sum; }
+ml_analysis_t *ml_vmodel_analysis(ml_vmodel_t *m) {
+    return m->an;
+}
+void ml_vmodel_lock(ml_vmodel_t *m) {
+    pthread_mutex_lock(&m->lock);
+}
+void ml_vmodel_unlock(ml_vmodel_t *m) {
+    pthread_mutex_unlock(&m->lock);
+}
+bool ml_vmodel_loading(const ml_vmodel_t *m) {
+    return m->loading;
+}
+double ml_vmodel_progress(const ml_vmodel_t *m) {
+    return m->progress;
+}
+uint64_t ml_vmodel_generation(const ml_vmodel_t *m) {
+    return m->generation;
+}
+const ml_vsummary_t *ml_vmodel_summary(const ml_vmodel_t *m) {
+    return &m->sum;
+}
 
-void ml_vmodel_feed(ml_vmodel_t *m, const ml_record_t *rec) { ml_analysis_feed(m->an, rec); }
+void ml_vmodel_feed(ml_vmodel_t *m, const ml_record_t *rec) {
+    ml_analysis_feed(m->an, rec);
+}
 
 void ml_vmodel_set_process_state(ml_vmodel_t *m, ml_vproc_state_t st, int status) {
     pthread_mutex_lock(&m->lock);
@@ -618,18 +652,26 @@ int ml_vmodel_load_all(ml_vmodel_t *m) {
 /* ------------------------------------------------------------------------- */
 
 static const char *const sort_names[ML_VSORT_COUNT_] = {"peak", "leaked", "allocated", "calls",
-                                                         "temporary"};
+                                                        "temporary"};
 
-const char *ml_vmodel_sort_name(ml_vsort_t k) { return k < ML_VSORT_COUNT_ ? sort_names[k] : "?"; }
+const char *ml_vmodel_sort_name(ml_vsort_t k) {
+    return k < ML_VSORT_COUNT_ ? sort_names[k] : "?";
+}
 
 uint64_t ml_vmodel_site_cost(const ml_vsite_t *s, ml_vsort_t k) {
     switch (k) {
-    case ML_VSORT_PEAK: return s->peak_bytes;
-    case ML_VSORT_LEAKED: return s->leaked_bytes;
-    case ML_VSORT_ALLOCATED: return s->bytes_allocated;
-    case ML_VSORT_CALLS: return s->alloc_calls;
-    case ML_VSORT_TEMPORARY: return s->temporary_allocs;
-    default: return 0;
+    case ML_VSORT_PEAK:
+        return s->peak_bytes;
+    case ML_VSORT_LEAKED:
+        return s->leaked_bytes;
+    case ML_VSORT_ALLOCATED:
+        return s->bytes_allocated;
+    case ML_VSORT_CALLS:
+        return s->alloc_calls;
+    case ML_VSORT_TEMPORARY:
+        return s->temporary_allocs;
+    default:
+        return 0;
     }
 }
 
@@ -654,7 +696,8 @@ static const ml_vmodel_t *sort_model;
 static int cmp_sites(const void *a, const void *b) {
     const ml_vsite_t *x = &sort_model->sites[*(const uint32_t *)a];
     const ml_vsite_t *y = &sort_model->sites[*(const uint32_t *)b];
-    uint64_t cx = ml_vmodel_site_cost(x, sort_model->sort), cy = ml_vmodel_site_cost(y, sort_model->sort);
+    uint64_t cx = ml_vmodel_site_cost(x, sort_model->sort),
+             cy = ml_vmodel_site_cost(y, sort_model->sort);
     if (cx != cy) return cx > cy ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
 }
@@ -684,7 +727,8 @@ static void reorder(ml_vmodel_t *m) {
         for (uint32_t i = 0; i < m->nsugg; i++) {
             const ml_vsuggestion_t *g = &m->sugg[i];
             const ml_vsite_t *s = g->site == ML_VSITE_NONE ? NULL : ml_vmodel_site(m, g->site);
-            if (!m->filter[0] || !s || ml_vmodel_site_matches(m, s)) m->sugg_order[m->nsugg_order++] = i;
+            if (!m->filter[0] || !s || ml_vmodel_site_matches(m, s))
+                m->sugg_order[m->nsugg_order++] = i;
         }
         sort_model = m;
         qsort(m->sugg_order, m->nsugg_order, sizeof *m->sugg_order, cmp_sugg);
@@ -698,16 +742,22 @@ void ml_vmodel_set_sort(ml_vmodel_t *m, ml_vsort_t key) {
     reorder(m);
 }
 
-ml_vsort_t ml_vmodel_sort(const ml_vmodel_t *m) { return m->sort; }
+ml_vsort_t ml_vmodel_sort(const ml_vmodel_t *m) {
+    return m->sort;
+}
 
 void ml_vmodel_set_filter(ml_vmodel_t *m, const char *text) {
     snprintf(m->filter, sizeof m->filter, "%s", text ? text : "");
     reorder(m);
 }
 
-const char *ml_vmodel_filter(const ml_vmodel_t *m) { return m->filter; }
+const char *ml_vmodel_filter(const ml_vmodel_t *m) {
+    return m->filter;
+}
 
-uint32_t ml_vmodel_nsites(const ml_vmodel_t *m) { return m->norder; }
+uint32_t ml_vmodel_nsites(const ml_vmodel_t *m) {
+    return m->norder;
+}
 
 const ml_vsite_t *ml_vmodel_site_at(const ml_vmodel_t *m, uint32_t i) {
     return i < m->norder ? &m->sites[m->order[i]] : NULL;
@@ -717,8 +767,10 @@ const ml_vsite_t *ml_vmodel_site(const ml_vmodel_t *m, uint32_t id) {
     uint32_t lo = 0, hi = m->nsites;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (m->sites[mid].id < id) lo = mid + 1;
-        else hi = mid;
+        if (m->sites[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < m->nsites && m->sites[lo].id == id ? &m->sites[lo] : NULL;
 }
@@ -750,7 +802,9 @@ uint32_t ml_vmodel_site_hist(ml_vmodel_t *m, uint32_t site, ml_vhist_t kind, ml_
     return n;
 }
 
-uint32_t ml_vmodel_nsuggestions(const ml_vmodel_t *m) { return m->nsugg_order; }
+uint32_t ml_vmodel_nsuggestions(const ml_vmodel_t *m) {
+    return m->nsugg_order;
+}
 
 const ml_vsuggestion_t *ml_vmodel_suggestion_at(const ml_vmodel_t *m, uint32_t i) {
     return i < m->nsugg_order ? &m->sugg[m->sugg_order[i]] : NULL;
@@ -759,7 +813,8 @@ const ml_vsuggestion_t *ml_vmodel_suggestion_at(const ml_vmodel_t *m, uint32_t i
 const ml_vsuggestion_t *ml_vmodel_site_suggestion(const ml_vmodel_t *m, uint32_t site) {
     const ml_vsuggestion_t *best = NULL;
     for (uint32_t i = 0; i < m->nsugg; i++)
-        if (m->sugg[i].site == site && (!best || m->sugg[i].estimated_saving_bytes > best->estimated_saving_bytes))
+        if (m->sugg[i].site == site &&
+            (!best || m->sugg[i].estimated_saving_bytes > best->estimated_saving_bytes))
             best = &m->sugg[i];
     return best;
 }
@@ -768,18 +823,25 @@ const ml_vsuggestion_t *ml_vmodel_site_suggestion(const ml_vmodel_t *m, uint32_t
 /* Timeline and heap map                                                     */
 /* ------------------------------------------------------------------------- */
 
-uint32_t ml_vmodel_npoints(const ml_vmodel_t *m) { return m->npoints; }
+uint32_t ml_vmodel_npoints(const ml_vmodel_t *m) {
+    return m->npoints;
+}
 const ml_vpoint_t *ml_vmodel_point(const ml_vmodel_t *m, uint32_t i) {
     return i < m->npoints ? &m->points[i] : NULL;
 }
 
 uint64_t ml_vmodel_point_value(const ml_vpoint_t *p, ml_vseries_t s) {
     switch (s) {
-    case ML_VSERIES_HEAP: return p->heap_bytes;
-    case ML_VSERIES_RSS: return p->rss_bytes;
-    case ML_VSERIES_MMAP: return p->mmap_bytes;
-    case ML_VSERIES_GPU: return p->gpu_bytes;
-    default: return 0;
+    case ML_VSERIES_HEAP:
+        return p->heap_bytes;
+    case ML_VSERIES_RSS:
+        return p->rss_bytes;
+    case ML_VSERIES_MMAP:
+        return p->mmap_bytes;
+    case ML_VSERIES_GPU:
+        return p->gpu_bytes;
+    default:
+        return 0;
     }
 }
 
@@ -788,7 +850,8 @@ const char *ml_vmodel_series_name(ml_vseries_t s) {
     return s < ML_VSERIES_COUNT_ ? n[s] : "?";
 }
 
-static uint32_t shares_out(ml_vmodel_t *m, const ml_share_t *v, uint32_t n, ml_vlive_t *out, uint32_t max) {
+static uint32_t shares_out(ml_vmodel_t *m, const ml_share_t *v, uint32_t n, ml_vlive_t *out,
+                           uint32_t max) {
     uint32_t k = 0;
     for (uint32_t i = 0; i < n && k < max; i++) {
         if (v[i].id >= m->an_nsites) continue;
@@ -803,7 +866,8 @@ static int cmp_live(const void *a, const void *b) {
     return x->site < y->site ? -1 : x->site > y->site;
 }
 
-uint32_t ml_vmodel_live_at(ml_vmodel_t *m, uint32_t time_ms, ml_vlive_t *out, uint32_t max, uint32_t *as_of_ms) {
+uint32_t ml_vmodel_live_at(ml_vmodel_t *m, uint32_t time_ms, ml_vlive_t *out, uint32_t max,
+                           uint32_t *as_of_ms) {
     const ml_vsummary_t *s = &m->sum;
     *as_of_ms = time_ms;
     if (!m->built || !max) return 0;
@@ -831,7 +895,8 @@ uint32_t ml_vmodel_live_at(ml_vmodel_t *m, uint32_t time_ms, ml_vlive_t *out, ui
         return k;
     }
     const snap_t *best = NULL;
-    for (uint32_t i = 0; i < m->nsnaps && m->snaps[i].time_ms <= time_ms; i++) best = &m->snaps[i];
+    for (uint32_t i = 0; i < m->nsnaps && m->snaps[i].time_ms <= time_ms; i++)
+        best = &m->snaps[i];
     if (!best) return 0;
     ml_share_t v[SNAP_STACKS];
     ml_vmodel_lock(m);
@@ -842,14 +907,16 @@ uint32_t ml_vmodel_live_at(ml_vmodel_t *m, uint32_t time_ms, ml_vlive_t *out, ui
 }
 
 static ml_moment_t moment_of(ml_vmap_at_t at) {
-    return at == ML_VMAP_PEAK ? ML_MOMENT_PEAK : at == ML_VMAP_WORST ? ML_MOMENT_WORST : ML_MOMENT_END;
+    return at == ML_VMAP_PEAK    ? ML_MOMENT_PEAK
+           : at == ML_VMAP_WORST ? ML_MOMENT_WORST
+                                 : ML_MOMENT_END;
 }
 
 /* Merges the analysis' cells k at a time into at most ncells view cells; a
  * merged cell shows the average utilization of its cells that hold pages
  * (this is scaling a picture down, not a new measure). */
-static int fill_cells(ml_vmodel_t *m, uint64_t base, uint64_t cell_bytes, const int8_t *c, uint32_t nc,
-                      uint32_t ncells, ml_vheapmap_t *out) {
+static int fill_cells(ml_vmodel_t *m, uint64_t base, uint64_t cell_bytes, const int8_t *c,
+                      uint32_t nc, uint32_t ncells, ml_vheapmap_t *out) {
     if (!nc || !ncells) return -ENOENT;
     uint32_t k = (nc + ncells - 1) / ncells, n = (nc + k - 1) / k;
     ml_vcell_t *v = grow(m->cells, &m->cap_cells, n, sizeof *v);
@@ -870,17 +937,20 @@ static int fill_cells(ml_vmodel_t *m, uint64_t base, uint64_t cell_bytes, const 
     return 0;
 }
 
-int ml_vmodel_heapmap(ml_vmodel_t *m, ml_vmap_at_t at, uint32_t time_ms, uint32_t ncells, ml_vheapmap_t *out) {
+int ml_vmodel_heapmap(ml_vmodel_t *m, ml_vmap_at_t at, uint32_t time_ms, uint32_t ncells,
+                      ml_vheapmap_t *out) {
     memset(out, 0, sizeof *out);
     out->at = at;
     if (!m->built) return -ENOENT;
     if (at == ML_VMAP_CURSOR) {
         const mapsnap_t *best = NULL;
-        for (uint32_t i = 0; i < m->nmaps && m->maps[i].time_ms <= time_ms; i++) best = &m->maps[i];
+        for (uint32_t i = 0; i < m->nmaps && m->maps[i].time_ms <= time_ms; i++)
+            best = &m->maps[i];
         if (best) {
             out->time_ms = best->time_ms;
             out->frag = best->frag;
-            return fill_cells(m, best->base, best->cell_bytes, best->cells, best->ncells, ncells, out);
+            return fill_cells(m, best->base, best->cell_bytes, best->cells, best->ncells, ncells,
+                              out);
         }
         /* No snapshot before the cursor: the peak is the nearest we know. */
         out->at = at = ML_VMAP_PEAK;
@@ -895,12 +965,13 @@ int ml_vmodel_heapmap(ml_vmodel_t *m, ml_vmap_at_t at, uint32_t time_ms, uint32_
     return fill_cells(m, f->map_base, f->map_cell_bytes, f->map_cells, f->map_ncells, ncells, out);
 }
 
-uint32_t ml_vmodel_cell_sites(ml_vmodel_t *m, ml_vmap_at_t at, uint64_t addr, uint64_t span, ml_vlive_t *out,
-                              uint32_t max) {
+uint32_t ml_vmodel_cell_sites(ml_vmodel_t *m, ml_vmap_at_t at, uint64_t addr, uint64_t span,
+                              ml_vlive_t *out, uint32_t max) {
     if (!m->built || at == ML_VMAP_CURSOR || !max) return 0;
     ml_share_t v[64];
     ml_vmodel_lock(m);
-    int64_t n = ml_analysis_sites_in_range(m->an, moment_of(at), addr, addr + span, v, max < 64 ? max : 64);
+    int64_t n =
+        ml_analysis_sites_in_range(m->an, moment_of(at), addr, addr + span, v, max < 64 ? max : 64);
     ml_vmodel_unlock(m);
     return n > 0 ? shares_out(m, v, (uint32_t)n, out, max) : 0;
 }
@@ -927,11 +998,16 @@ static void start_advice(ml_vmodel_t *m) {
 
 static ml_vadvice_t advice_state(const ml_vmodel_t *m) {
     switch (atomic_load(&m->adv_state)) {
-    case ADV_RUNNING: return ML_VADVICE_RUNNING;
-    case ADV_DONE: return m->adv_imported ? ML_VADVICE_DONE : ML_VADVICE_RUNNING;
-    case ADV_FAILED: return ML_VADVICE_FAILED;
-    case ADV_OFF: return ML_VADVICE_OFF;
-    default: return ML_VADVICE_PENDING;
+    case ADV_RUNNING:
+        return ML_VADVICE_RUNNING;
+    case ADV_DONE:
+        return m->adv_imported ? ML_VADVICE_DONE : ML_VADVICE_RUNNING;
+    case ADV_FAILED:
+        return ML_VADVICE_FAILED;
+    case ADV_OFF:
+        return ML_VADVICE_OFF;
+    default:
+        return ML_VADVICE_PENDING;
     }
 }
 
@@ -959,10 +1035,14 @@ bool ml_vmodel_poll(ml_vmodel_t *m) {
     return false;
 }
 
-bool ml_vmodel_busy(const ml_vmodel_t *m) { return atomic_load(&m->adv_state) == ADV_RUNNING ||
-                                                   (atomic_load(&m->adv_state) == ADV_DONE && !m->adv_imported); }
+bool ml_vmodel_busy(const ml_vmodel_t *m) {
+    return atomic_load(&m->adv_state) == ADV_RUNNING ||
+           (atomic_load(&m->adv_state) == ADV_DONE && !m->adv_imported);
+}
 
-const char *ml_vmodel_advice_error(const ml_vmodel_t *m) { return m->adv_error; }
+const char *ml_vmodel_advice_error(const ml_vmodel_t *m) {
+    return m->adv_error;
+}
 
 void ml_vmodel_wait(ml_vmodel_t *m) {
     int st = atomic_load(&m->adv_state);
@@ -1018,7 +1098,8 @@ int ml_vmodel_refresh(ml_vmodel_t *m) {
     s.nsuggestions = m->nsugg;
     /* The data is final and built: the advisor may read the session, which
      * no build changes any more. */
-    if (final && rc == 0 && m->built && m->path[0] && atomic_load(&m->adv_state) == ADV_IDLE) start_advice(m);
+    if (final && rc == 0 && m->built && m->path[0] && atomic_load(&m->adv_state) == ADV_IDLE)
+        start_advice(m);
     s.advice = advice_state(m);
     if (memcmp(&s, &m->sum, sizeof s) != 0) m->generation++;
     m->sum = s;
@@ -1026,8 +1107,12 @@ int ml_vmodel_refresh(ml_vmodel_t *m) {
     return rc;
 }
 
-const char *ml_vmodel_build_error(const ml_vmodel_t *m) { return m->build_error; }
-uint32_t ml_vmodel_refresh_cost_ms(const ml_vmodel_t *m) { return m->refresh_ms; }
+const char *ml_vmodel_build_error(const ml_vmodel_t *m) {
+    return m->build_error;
+}
+uint32_t ml_vmodel_refresh_cost_ms(const ml_vmodel_t *m) {
+    return m->refresh_ms;
+}
 
 /* ------------------------------------------------------------------------- */
 /* Call tree                                                                 */
@@ -1054,7 +1139,8 @@ static void keyset_set(keyset_t *k, uint64_t key, bool on) {
         for (uint32_t i = 0; i < k->cap; i++) {
             if (!k->keys[i]) continue;
             uint32_t j = (uint32_t)k->keys[i] & (ncap - 1);
-            while (n[j]) j = (j + 1) & (ncap - 1);
+            while (n[j])
+                j = (j + 1) & (ncap - 1);
             n[j] = k->keys[i];
         }
         free(k->keys);
@@ -1063,7 +1149,8 @@ static void keyset_set(keyset_t *k, uint64_t key, bool on) {
     }
     if (!k->cap) return;
     uint32_t i = (uint32_t)key & (k->cap - 1);
-    while (k->keys[i] && k->keys[i] != key) i = (i + 1) & (k->cap - 1);
+    while (k->keys[i] && k->keys[i] != key)
+        i = (i + 1) & (k->cap - 1);
     if (on && !k->keys[i]) {
         k->keys[i] = key;
         k->count++;
@@ -1081,7 +1168,8 @@ static void keyset_set(keyset_t *k, uint64_t key, bool on) {
 }
 
 static uint64_t frame_ident(const ml_frame_t *f) {
-    if (f->function && f->function[0] != '[') return hash_mix(hash_str(f->function), hash_str(f->module));
+    if (f->function && f->function[0] != '[')
+        return hash_mix(hash_str(f->function), hash_str(f->module));
     return hash_mix(0x5eed, f->address);
 }
 
@@ -1094,7 +1182,8 @@ static void tree_build(ml_vmodel_t *m) {
     if (!m->an_nsites) return;
     bool *use = malloc(m->an_nsites * sizeof *use);
     if (!use) return;
-    for (size_t i = 0; i < m->an_nsites; i++) use[i] = ml_vmodel_site_matches(m, &m->sites[m->by_build[i]]);
+    for (size_t i = 0; i < m->an_nsites; i++)
+        use[i] = ml_vmodel_site_matches(m, &m->sites[m->by_build[i]]);
     int64_t n = ml_calltree_build(m->an_sites, m->an_nsites, use, m->bottom_up, &m->nodes);
     free(use);
     if (n <= 0) return;
@@ -1107,8 +1196,9 @@ static void tree_build(ml_vmodel_t *m) {
     /* Parents come before their children in the node array. */
     for (int64_t i = 0; i < n; i++) {
         const ml_calltree_node_t *c = &m->nodes[i];
-        uint64_t k = hash_mix(c->parent < 0 ? (m->bottom_up ? 0xb0ull : 0x70ull) : m->node_key[c->parent],
-                              frame_ident(c->frame));
+        uint64_t k =
+            hash_mix(c->parent < 0 ? (m->bottom_up ? 0xb0ull : 0x70ull) : m->node_key[c->parent],
+                     frame_ident(c->frame));
         m->node_key[i] = k ? k : 1;
     }
     m->nnodes = n;
@@ -1124,12 +1214,14 @@ static int cmp_nodes(const void *a, const void *b) {
 
 static void tree_emit(ml_vmodel_t *m, int32_t first) {
     uint32_t n = 0;
-    for (int32_t c = first; c >= 0; c = m->nodes[c].next_sibling) n++;
+    for (int32_t c = first; c >= 0; c = m->nodes[c].next_sibling)
+        n++;
     if (!n) return;
     int32_t *kids = malloc(n * sizeof *kids);
     if (!kids) return;
     n = 0;
-    for (int32_t c = first; c >= 0; c = m->nodes[c].next_sibling) kids[n++] = c;
+    for (int32_t c = first; c >= 0; c = m->nodes[c].next_sibling)
+        kids[n++] = c;
     sort_model = m;
     qsort(kids, n, sizeof *kids, cmp_nodes);
     for (uint32_t i = 0; i < n; i++) {
@@ -1164,7 +1256,9 @@ void ml_vmodel_tree_set_mode(ml_vmodel_t *m, bool bottom_up) {
     m->tree_dirty = true;
 }
 
-bool ml_vmodel_tree_bottom_up(const ml_vmodel_t *m) { return m->bottom_up; }
+bool ml_vmodel_tree_bottom_up(const ml_vmodel_t *m) {
+    return m->bottom_up;
+}
 
 uint32_t ml_vmodel_tree_nrows(ml_vmodel_t *m) {
     tree_update(m);
@@ -1178,15 +1272,18 @@ const ml_vtree_row_t *ml_vmodel_tree_row(ml_vmodel_t *m, uint32_t i) {
 
 static void expand_all(ml_vmodel_t *m, int32_t node, bool on) {
     keyset_set(&m->expanded, m->node_key[node], on);
-    for (int32_t c = m->nodes[node].first_child; c >= 0; c = m->nodes[c].next_sibling) expand_all(m, c, on);
+    for (int32_t c = m->nodes[node].first_child; c >= 0; c = m->nodes[c].next_sibling)
+        expand_all(m, c, on);
 }
 
 void ml_vmodel_tree_toggle(ml_vmodel_t *m, uint32_t row, bool expand, bool all) {
     tree_update(m);
     if (row >= m->nrows) return;
     int32_t node = (int32_t)m->rows[row].node;
-    if (all) expand_all(m, node, expand);
-    else keyset_set(&m->expanded, m->node_key[node], expand);
+    if (all)
+        expand_all(m, node, expand);
+    else
+        keyset_set(&m->expanded, m->node_key[node], expand);
     /* The node array stays; only the visible rows change. */
     m->nrows = 0;
     if (m->nnodes > 0) tree_emit(m, 0);

@@ -95,8 +95,10 @@ void ml__panel_scrollbar(ml_panel_t *p, ml_canvas_t *c) {
 
 void ml__panel_destroy(ml_panel_t *p) {
     if (!p) return;
-    if (p->cls->destroy) p->cls->destroy(p);
-    else free(p);
+    if (p->cls->destroy)
+        p->cls->destroy(p);
+    else
+        free(p);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -116,8 +118,10 @@ const char *ml__fmt_bytes(uint64_t b, char *buf, size_t len) {
         v /= 1024;
         u++;
     }
-    if (v >= 99.95) snprintf(buf, len, "%.0f%c", v, units[u]);
-    else snprintf(buf, len, "%.1f%c", v, units[u]);
+    if (v >= 99.95)
+        snprintf(buf, len, "%.0f%c", v, units[u]);
+    else
+        snprintf(buf, len, "%.1f%c", v, units[u]);
     return buf;
 }
 
@@ -138,9 +142,12 @@ const char *ml__fmt_count(uint64_t n, char *buf, size_t len) {
 }
 
 const char *ml__fmt_time(uint32_t ms, char *buf, size_t len) {
-    if (ms < 60000) snprintf(buf, len, "%u.%03us", ms / 1000, ms % 1000);
-    else if (ms < 3600000) snprintf(buf, len, "%um%02us", ms / 60000, (ms / 1000) % 60);
-    else snprintf(buf, len, "%uh%02um", ms / 3600000, (ms / 60000) % 60);
+    if (ms < 60000)
+        snprintf(buf, len, "%u.%03us", ms / 1000, ms % 1000);
+    else if (ms < 3600000)
+        snprintf(buf, len, "%um%02us", ms / 60000, (ms / 1000) % 60);
+    else
+        snprintf(buf, len, "%uh%02um", ms / 3600000, (ms / 60000) % 60);
     return buf;
 }
 
@@ -155,10 +162,14 @@ const char *ml__fmt_frame(const ml_vframe_t *f, char *buf, size_t len) {
         return buf;
     }
     char where[320];
-    if (f->file && f->line) snprintf(where, sizeof where, "%s:%u", base_name(f->file), f->line);
-    else if (f->file) snprintf(where, sizeof where, "%s", base_name(f->file));
-    else if (f->module) snprintf(where, sizeof where, "%s", base_name(f->module));
-    else where[0] = '\0';
+    if (f->file && f->line)
+        snprintf(where, sizeof where, "%s:%u", base_name(f->file), f->line);
+    else if (f->file)
+        snprintf(where, sizeof where, "%s", base_name(f->file));
+    else if (f->module)
+        snprintf(where, sizeof where, "%s", base_name(f->module));
+    else
+        where[0] = '\0';
     if (f->function)
         snprintf(buf, len, "%s%s%s", f->function, where[0] ? "  " : "", where);
     else
@@ -174,13 +185,27 @@ static const struct {
     const char *name;
     int key;
 } key_names[] = {
-    {"Enter", ML_KEY_ENTER}, {"Return", ML_KEY_ENTER}, {"Esc", ML_KEY_ESC},
-    {"Escape", ML_KEY_ESC},  {"Tab", ML_KEY_TAB},      {"BTab", ML_KEY_BTAB},
-    {"Space", ' '},          {"Up", ML_KEY_UP},        {"Down", ML_KEY_DOWN},
-    {"Left", ML_KEY_LEFT},   {"Right", ML_KEY_RIGHT},  {"PgUp", ML_KEY_PGUP},
-    {"PageUp", ML_KEY_PGUP}, {"PgDn", ML_KEY_PGDN},    {"PageDown", ML_KEY_PGDN},
-    {"Home", ML_KEY_HOME},   {"End", ML_KEY_END},      {"BS", ML_KEY_BACKSPACE},
-    {"Backspace", ML_KEY_BACKSPACE}, {"Del", ML_KEY_DELETE}, {"WheelUp", ML_KEY_WHEELUP},
+    {"Enter", ML_KEY_ENTER},
+    {"Return", ML_KEY_ENTER},
+    {"Esc", ML_KEY_ESC},
+    {"Escape", ML_KEY_ESC},
+    {"Tab", ML_KEY_TAB},
+    {"BTab", ML_KEY_BTAB},
+    {"Space", ' '},
+    {"Up", ML_KEY_UP},
+    {"Down", ML_KEY_DOWN},
+    {"Left", ML_KEY_LEFT},
+    {"Right", ML_KEY_RIGHT},
+    {"PgUp", ML_KEY_PGUP},
+    {"PageUp", ML_KEY_PGUP},
+    {"PgDn", ML_KEY_PGDN},
+    {"PageDown", ML_KEY_PGDN},
+    {"Home", ML_KEY_HOME},
+    {"End", ML_KEY_END},
+    {"BS", ML_KEY_BACKSPACE},
+    {"Backspace", ML_KEY_BACKSPACE},
+    {"Del", ML_KEY_DELETE},
+    {"WheelUp", ML_KEY_WHEELUP},
     {"WheelDown", ML_KEY_WHEELDOWN},
 };
 
@@ -203,8 +228,10 @@ int ml__key_parse(const char *tok) {
 
 const char *ml__fmt_bytes_long(uint64_t b, char *buf, size_t len) {
     char s[32];
-    if (b < 1024) snprintf(buf, len, "%" PRIu64 " B", b);
-    else snprintf(buf, len, "%" PRIu64 " B (%s)", b, ml_fmt_bytes(b, s, sizeof s));
+    if (b < 1024)
+        snprintf(buf, len, "%" PRIu64 " B", b);
+    else
+        snprintf(buf, len, "%" PRIu64 " B (%s)", b, ml_fmt_bytes(b, s, sizeof s));
     return buf;
 }
 
@@ -260,12 +287,14 @@ void ml__lines_wrap(ml_lines_t *l, const char *label, int style, const char *tex
         int len = (int)strlen(text), cut = len;
         if (len > width) {
             cut = width;
-            while (cut > 0 && text[cut] != ' ') cut--;
+            while (cut > 0 && text[cut] != ' ')
+                cut--;
             if (cut == 0) cut = width;
         }
         ml__lines_add(l, first ? label : (label ? "" : NULL), style, "%.*s", cut, text);
         text += cut;
-        while (*text == ' ') text++;
+        while (*text == ' ')
+            text++;
         first = false;
     }
 }
@@ -281,7 +310,8 @@ void ml__lines_draw(ml_panel_t *p, ml_canvas_t *c, const ml_lines_t *l, bool sel
             x += l->label_w;
         }
         ml__canvas_text(c, x, y, p->x + p->w - 1 - x, ln->style, ln->text);
-        if (select && p->top + i == p->sel) ml__canvas_restyle(c, p->x, y, p->w - 1, ML_ST_SELECTED);
+        if (select && p->top + i == p->sel)
+            ml__canvas_restyle(c, p->x, y, p->w - 1, ML_ST_SELECTED);
     }
     ml__panel_scrollbar(p, c);
 }
@@ -290,14 +320,37 @@ int ml__lines_key(ml_panel_t *p, int key) {
     int page = p->h > 1 ? p->h - 1 : 1, max = p->count - p->h;
     if (max < 0) max = 0;
     switch (key) {
-    case ML_KEY_UP: case 'k': p->top--; break;
-    case ML_KEY_DOWN: case 'j': p->top++; break;
-    case ML_KEY_PGUP: case 2: p->top -= page; break;
-    case ML_KEY_PGDN: case 6: case ' ': p->top += page; break;
-    case ML_KEY_HOME: case 'g': p->top = 0; break;
-    case ML_KEY_END: case 'G': p->top = max; break;
-    case ML_KEY_WHEELUP: p->top -= 3; break;
-    case ML_KEY_WHEELDOWN: p->top += 3; break;
+    case ML_KEY_UP:
+    case 'k':
+        p->top--;
+        break;
+    case ML_KEY_DOWN:
+    case 'j':
+        p->top++;
+        break;
+    case ML_KEY_PGUP:
+    case 2:
+        p->top -= page;
+        break;
+    case ML_KEY_PGDN:
+    case 6:
+    case ' ':
+        p->top += page;
+        break;
+    case ML_KEY_HOME:
+    case 'g':
+        p->top = 0;
+        break;
+    case ML_KEY_END:
+    case 'G':
+        p->top = max;
+        break;
+    case ML_KEY_WHEELUP:
+        p->top -= 3;
+        break;
+    case ML_KEY_WHEELDOWN:
+        p->top += 3;
+        break;
     default:
         if (key >= ML_KEY_CLICK && key <= ML_KEY_CLICK_MAX_) return ML_HANDLED;
         return ML_IGNORED;

@@ -15,15 +15,17 @@
 typedef struct {
     ml_panel_t super;
     ml_vmap_at_t at;
-    int cell;           /* selected cell */
-    ml_vheapmap_t map;  /* the last map the model gave */
+    int cell;          /* selected cell */
+    ml_vheapmap_t map; /* the last map the model gave */
     bool have;
-    uint64_t gen;       /* model generation the map was made from */
+    uint64_t gen; /* model generation the map was made from */
     ml_vmap_at_t made_at;
     uint32_t made_ms, made_cells;
 } heapmap_t;
 
-static int grid_w(const ml_panel_t *P) { return P->w - 2; }
+static int grid_w(const ml_panel_t *P) {
+    return P->w - 2;
+}
 static int grid_h(const ml_panel_t *P) {
     int h = P->h - INFO_ROWS;
     return h < 2 ? 2 : h;
@@ -35,8 +37,8 @@ static void fetch(heapmap_t *p) {
     bool set;
     uint32_t ms = ml__sm_cursor_ms(P->sm, &set);
     if (p->at == ML_VMAP_CURSOR && !set) ms = ml_vmodel_summary(P->m)->totals.peak_time_ms;
-    if (p->have && p->gen == ml_vmodel_generation(P->m) && p->made_at == p->at && p->made_cells == ncells &&
-        (p->at != ML_VMAP_CURSOR || p->made_ms == ms))
+    if (p->have && p->gen == ml_vmodel_generation(P->m) && p->made_at == p->at &&
+        p->made_cells == ncells && (p->at != ML_VMAP_CURSOR || p->made_ms == ms))
         return;
     p->have = ml_vmodel_heapmap(P->m, p->at, ms, ncells, &p->map) == 0 && p->map.valid;
     p->gen = ml_vmodel_generation(P->m);
@@ -51,10 +53,14 @@ static int shade(const ml_vcell_t *c, uint32_t *ch) {
         return ML_ST_MAP0;
     }
     int f = c->used_pct;
-    if (f <= 25) *ch = ML_G_SHADE_LIGHT;
-    else if (f <= 50) *ch = ML_G_SHADE_MEDIUM;
-    else if (f <= 75) *ch = ML_G_SHADE_DARK;
-    else *ch = ML_G_BLOCK_FULL;
+    if (f <= 25)
+        *ch = ML_G_SHADE_LIGHT;
+    else if (f <= 50)
+        *ch = ML_G_SHADE_MEDIUM;
+    else if (f <= 75)
+        *ch = ML_G_SHADE_DARK;
+    else
+        *ch = ML_G_BLOCK_FULL;
     return f <= 25 ? ML_ST_MAP1 : f <= 50 ? ML_ST_MAP2 : f <= 75 ? ML_ST_MAP3 : ML_ST_MAP4;
 }
 
@@ -63,7 +69,8 @@ static void heapmap_draw(ml_panel_t *P, ml_canvas_t *c) {
     fetch(p);
     if (!p->have || !p->map.ncells) {
         ml__canvas_text(c, P->x + 1, P->y, P->w - 1, ML_ST_DIM,
-                        ml_vmodel_loading(P->m) ? "Loading..." : "No heap map: nothing was live at that moment.");
+                        ml_vmodel_loading(P->m) ? "Loading..."
+                                                : "No heap map: nothing was live at that moment.");
         return;
     }
     int gw = grid_w(P);
@@ -86,11 +93,13 @@ static void heapmap_draw(ml_panel_t *P, ml_canvas_t *c) {
                       ml__fmt_bytes(p->map.cells[0].span, b1, sizeof b1));
     const ml_vcell_t *cell = &p->map.cells[p->cell];
     if (cell->used_pct >= 0)
-        ml__canvas_printf(c, P->x + 1, y + 1, P->w - 2, ML_ST_BOLD, "Cell %d: 0x%" PRIx64 "-0x%" PRIx64 ", pages %d%% used",
-                          p->cell, cell->addr, cell->addr + cell->span, cell->used_pct);
+        ml__canvas_printf(c, P->x + 1, y + 1, P->w - 2, ML_ST_BOLD,
+                          "Cell %d: 0x%" PRIx64 "-0x%" PRIx64 ", pages %d%% used", p->cell,
+                          cell->addr, cell->addr + cell->span, cell->used_pct);
     else
-        ml__canvas_printf(c, P->x + 1, y + 1, P->w - 2, ML_ST_BOLD, "Cell %d: 0x%" PRIx64 "-0x%" PRIx64 ", no live block",
-                          p->cell, cell->addr, cell->addr + cell->span);
+        ml__canvas_printf(c, P->x + 1, y + 1, P->w - 2, ML_ST_BOLD,
+                          "Cell %d: 0x%" PRIx64 "-0x%" PRIx64 ", no live block", p->cell,
+                          cell->addr, cell->addr + cell->span);
     int room = P->y + P->h - (y + 3);
     if (!p->map.sites_known) {
         ml__canvas_text(c, P->x + 1, y + 2, P->w - 2, ML_ST_DIM,
@@ -101,13 +110,17 @@ static void heapmap_draw(ml_panel_t *P, ml_canvas_t *c) {
     uint32_t np = room > 0 ? ml_vmodel_cell_sites(P->m, p->map.at, cell->addr, cell->span, pins,
                                                   room < MAX_PINS ? (uint32_t)room : MAX_PINS)
                            : 0;
-    ml__canvas_text(c, P->x + 1, y + 2, P->w - 2, ML_ST_HEADER, np ? "Pinned by:" : "Pinned by: no live block");
+    ml__canvas_text(c, P->x + 1, y + 2, P->w - 2, ML_ST_HEADER,
+                    np ? "Pinned by:" : "Pinned by: no live block");
     for (uint32_t i = 0; i < np; i++) {
         const ml_vsite_t *s = ml_vmodel_site(P->m, pins[i].site);
         char f[512];
-        if (s && s->nframes) ml__fmt_frame(&s->frames[0], f, sizeof f);
-        else snprintf(f, sizeof f, "site %u", pins[i].site);
-        ml__canvas_printf(c, P->x + 1, y + 3 + (int)i, P->w - 2, ML_ST_NORMAL, "%7s %5" PRIu64 " blocks  %s",
+        if (s && s->nframes)
+            ml__fmt_frame(&s->frames[0], f, sizeof f);
+        else
+            snprintf(f, sizeof f, "site %u", pins[i].site);
+        ml__canvas_printf(c, P->x + 1, y + 3 + (int)i, P->w - 2, ML_ST_NORMAL,
+                          "%7s %5" PRIu64 " blocks  %s",
                           ml__fmt_bytes(pins[i].bytes, b3, sizeof b3), pins[i].blocks, f);
     }
 }
@@ -117,11 +130,14 @@ static void heapmap_header(ml_panel_t *P, ml_canvas_t *c, int y) {
     fetch(p); /* the header is drawn first and names the map's moment */
     static const char *const at[] = {"the peak", "the end", "the worst moment", "the cursor"};
     char t1[16];
-    int x = ml__canvas_printf(c, 1, y, -1, ML_ST_HEADER, "Heap map at %s", at[p->have ? p->map.at : p->at]);
+    int x = ml__canvas_printf(c, 1, y, -1, ML_ST_HEADER, "Heap map at %s",
+                              at[p->have ? p->map.at : p->at]);
     if (p->have) {
-        x += ml__canvas_printf(c, 1 + x, y, -1, ML_ST_HEADER, " (%s)", ml__fmt_time(p->map.time_ms, t1, sizeof t1));
+        x += ml__canvas_printf(c, 1 + x, y, -1, ML_ST_HEADER, " (%s)",
+                               ml__fmt_time(p->map.time_ms, t1, sizeof t1));
         if (p->map.frag.valid)
-            x += ml__canvas_printf(c, 1 + x, y, -1, ML_ST_HEADER, ": pages %.0f%% used, external %.0f%%",
+            x += ml__canvas_printf(c, 1 + x, y, -1, ML_ST_HEADER,
+                                   ": pages %.0f%% used, external %.0f%%",
                                    p->map.frag.page_utilization * 100, p->map.frag.external * 100);
     }
     ml__canvas_text(c, 2 + x, y, -1, ML_ST_HEADER, "  p/w/e/c: peak/worst/end/cursor");
@@ -131,24 +147,55 @@ static int heapmap_key(ml_panel_t *P, int key) {
     heapmap_t *p = (heapmap_t *)P;
     int gw = grid_w(P);
     switch (key) {
-    case 'p': p->at = ML_VMAP_PEAK; break;
-    case 'e': p->at = ML_VMAP_END; break;
-    case 'w': p->at = ML_VMAP_WORST; break;
-    case 'c': p->at = ML_VMAP_CURSOR; break;
-    case ML_KEY_LEFT: case 'h': p->cell--; break;
-    case ML_KEY_RIGHT: case 'l': p->cell++; break;
-    case ML_KEY_UP: case 'k': p->cell -= gw; break;
-    case ML_KEY_DOWN: case 'j': p->cell += gw; break;
-    case ML_KEY_PGUP: p->cell -= gw * (grid_h(P) / 2 > 1 ? grid_h(P) / 2 : 1); break;
-    case ML_KEY_PGDN: p->cell += gw * (grid_h(P) / 2 > 1 ? grid_h(P) / 2 : 1); break;
-    case ML_KEY_HOME: case 'g': p->cell = 0; break;
-    case ML_KEY_END: case 'G': p->cell = p->have ? (int)p->map.ncells - 1 : 0; break;
+    case 'p':
+        p->at = ML_VMAP_PEAK;
+        break;
+    case 'e':
+        p->at = ML_VMAP_END;
+        break;
+    case 'w':
+        p->at = ML_VMAP_WORST;
+        break;
+    case 'c':
+        p->at = ML_VMAP_CURSOR;
+        break;
+    case ML_KEY_LEFT:
+    case 'h':
+        p->cell--;
+        break;
+    case ML_KEY_RIGHT:
+    case 'l':
+        p->cell++;
+        break;
+    case ML_KEY_UP:
+    case 'k':
+        p->cell -= gw;
+        break;
+    case ML_KEY_DOWN:
+    case 'j':
+        p->cell += gw;
+        break;
+    case ML_KEY_PGUP:
+        p->cell -= gw * (grid_h(P) / 2 > 1 ? grid_h(P) / 2 : 1);
+        break;
+    case ML_KEY_PGDN:
+        p->cell += gw * (grid_h(P) / 2 > 1 ? grid_h(P) / 2 : 1);
+        break;
+    case ML_KEY_HOME:
+    case 'g':
+        p->cell = 0;
+        break;
+    case ML_KEY_END:
+    case 'G':
+        p->cell = p->have ? (int)p->map.ncells - 1 : 0;
+        break;
     case ML_KEY_ENTER: {
         /* Open the site that pins the selected cell the most. */
         if (!p->have || !p->map.ncells) return ML_HANDLED;
         ml_vlive_t pin;
         const ml_vcell_t *cell = &p->map.cells[p->cell];
-        if (p->map.sites_known && ml_vmodel_cell_sites(P->m, p->map.at, cell->addr, cell->span, &pin, 1))
+        if (p->map.sites_known &&
+            ml_vmodel_cell_sites(P->m, p->map.at, cell->addr, cell->span, &pin, 1))
             ml__sm_open_site(P->sm, pin.site);
         return ML_HANDLED | ML_REDRAW;
     }

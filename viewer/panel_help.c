@@ -55,8 +55,10 @@ static void build(help_t *p) {
     ml__lines_add(l, NULL, ML_ST_BOLD, "Everywhere");
     add_block(l, global_help);
     ml__lines_add(l, NULL, ML_ST_NORMAL, " ");
-    ml__lines_add(l, NULL, ML_ST_DIM, "NO_COLOR=1 turns colours off; --no-mouse leaves the mouse to the terminal.");
-    ml__lines_add(l, NULL, ML_ST_DIM, "Without a terminal, `memlens report FILE` prints the same numbers.");
+    ml__lines_add(l, NULL, ML_ST_DIM,
+                  "NO_COLOR=1 turns colours off; --no-mouse leaves the mouse to the terminal.");
+    ml__lines_add(l, NULL, ML_ST_DIM,
+                  "Without a terminal, `memlens report FILE` prints the same numbers.");
 }
 
 static void help_draw(ml_panel_t *P, ml_canvas_t *c) {
@@ -70,7 +72,9 @@ static void help_header(ml_panel_t *P, ml_canvas_t *c, int y) {
     ml__canvas_text(c, 1, y, -1, ML_ST_HEADER, "Help  (Esc or ? goes back)");
 }
 
-static int help_key(ml_panel_t *P, int key) { return ml__lines_key(P, key); }
+static int help_key(ml_panel_t *P, int key) {
+    return ml__lines_key(P, key);
+}
 
 static void help_destroy(ml_panel_t *P) {
     help_t *p = (help_t *)P;

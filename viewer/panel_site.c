@@ -17,10 +17,14 @@ typedef struct {
 
 static const char *leak_kind(ml_vleak_t k) {
     switch (k) {
-    case ML_VLEAK_DEFINITE: return "definite";
-    case ML_VLEAK_INDIRECT: return "indirect";
-    case ML_VLEAK_REACHABLE: return "reachable";
-    default: return NULL;
+    case ML_VLEAK_DEFINITE:
+        return "definite";
+    case ML_VLEAK_INDIRECT:
+        return "indirect";
+    case ML_VLEAK_REACHABLE:
+        return "reachable";
+    default:
+        return NULL;
     }
 }
 
@@ -33,11 +37,15 @@ static void bucket_label(ml_vhist_t kind, const ml_vbucket_t *b, char *buf, size
         ml__fmt_bytes(b->hi, hi, sizeof hi);
     } else {
         snprintf(lo, sizeof lo, "%" PRIu64 "ms", first);
-        if (b->hi >= 1000) ml__fmt_time((uint32_t)(b->hi > UINT32_MAX ? UINT32_MAX : b->hi), hi, sizeof hi);
-        else snprintf(hi, sizeof hi, "%" PRIu64 "ms", b->hi);
+        if (b->hi >= 1000)
+            ml__fmt_time((uint32_t)(b->hi > UINT32_MAX ? UINT32_MAX : b->hi), hi, sizeof hi);
+        else
+            snprintf(hi, sizeof hi, "%" PRIu64 "ms", b->hi);
     }
-    if (!strcmp(lo, hi)) snprintf(buf, len, "%s", hi);
-    else snprintf(buf, len, "%s-%s", lo, hi);
+    if (!strcmp(lo, hi))
+        snprintf(buf, len, "%s", hi);
+    else
+        snprintf(buf, len, "%s-%s", lo, hi);
 }
 
 /* The analysis counts histogram buckets for the whole program and marks,
@@ -48,8 +56,9 @@ static void histogram(site_t *p, ml_vhist_t kind, const char *title, int width) 
     uint32_t n = ml_vmodel_site_hist(p->super.m, p->site, kind, b, MAX_BUCKETS);
     ml_lines_t *l = &p->lines;
     if (!n) {
-        ml__lines_add(l, title, ML_ST_DIM, kind == ML_VHIST_LIFETIME ? "no block of this site was freed"
-                                                                    : "not available");
+        ml__lines_add(l, title, ML_ST_DIM,
+                      kind == ML_VHIST_LIFETIME ? "no block of this site was freed"
+                                                : "not available");
         return;
     }
     ml__lines_add(l, title, ML_ST_DIM, "bars: the whole program; * where this site allocates");
@@ -65,10 +74,11 @@ static void histogram(site_t *p, ml_vhist_t kind, const char *title, int width) 
         bucket_label(kind, &b[i], label, sizeof label);
         int len = b[i].count ? (int)((b[i].count * (uint64_t)barw + max - 1) / max) : 0;
         size_t o = 0;
-        for (int k = 0; k < len; k++) o += (size_t)snprintf(bar + o, sizeof bar - o, "%s", u ? "\xe2\x96\x88" : "#");
+        for (int k = 0; k < len; k++)
+            o += (size_t)snprintf(bar + o, sizeof bar - o, "%s", u ? "\xe2\x96\x88" : "#");
         bar[o] = '\0';
-        ml__lines_add(l, b[i].mine ? "          *" : "", b[i].mine ? ML_ST_HEAP : ML_ST_DIM, "%-15s %s %" PRIu64,
-                      label, bar, b[i].count);
+        ml__lines_add(l, b[i].mine ? "          *" : "", b[i].mine ? ML_ST_HEAP : ML_ST_DIM,
+                      "%-15s %s %" PRIu64, label, bar, b[i].count);
     }
 }
 
@@ -85,35 +95,45 @@ static void build(site_t *p, int width) {
     char b1[48], b2[48], f[640];
     const ml_vsummary_t *sum = ml_vmodel_summary(m);
     bool running = sum->state == ML_VPROC_RUNNING || sum->state == ML_VPROC_LOADING;
-    ml__lines_add(l, "Function", ML_ST_BOLD, "%s", s->nframes ? ml__fmt_frame(&s->frames[0], f, sizeof f) : "?");
-    ml__lines_add(l, "Peak", ML_ST_NORMAL, "%s live at the heap peak", ml__fmt_bytes_long(s->peak_bytes, b1, sizeof b1));
+    ml__lines_add(l, "Function", ML_ST_BOLD, "%s",
+                  s->nframes ? ml__fmt_frame(&s->frames[0], f, sizeof f) : "?");
+    ml__lines_add(l, "Peak", ML_ST_NORMAL, "%s live at the heap peak",
+                  ml__fmt_bytes_long(s->peak_bytes, b1, sizeof b1));
     if (running) {
         ml__lines_add(l, "Live now", ML_ST_NORMAL, "%s in %" PRIu64 " blocks",
                       ml__fmt_bytes_long(s->live_bytes, b1, sizeof b1), s->live_blocks);
     } else {
         const char *kind = leak_kind(s->leak_kind);
-        ml__lines_add(l, "Leaked", s->leaked_bytes ? ML_ST_WARN : ML_ST_NORMAL, "%s in %" PRIu64 " blocks%s%s%s",
+        ml__lines_add(l, "Leaked", s->leaked_bytes ? ML_ST_WARN : ML_ST_NORMAL,
+                      "%s in %" PRIu64 " blocks%s%s%s",
                       ml__fmt_bytes_long(s->leaked_bytes, b1, sizeof b1), s->leaked_blocks,
                       kind ? " (" : "", kind ? kind : "", kind ? ")" : "");
     }
     ml__lines_add(l, "Allocated", ML_ST_NORMAL, "%s in %" PRIu64 " calls, %" PRIu64 " temporary",
-                  ml__fmt_bytes_long(s->bytes_allocated, b2, sizeof b2), s->alloc_calls, s->temporary_allocs);
+                  ml__fmt_bytes_long(s->bytes_allocated, b2, sizeof b2), s->alloc_calls,
+                  s->temporary_allocs);
     if (s->src) {
         const ml_site_t *a = s->src;
         char b3[16], b4[16], t1[16], t2[16];
-        ml__lines_add(l, "Sizes", ML_ST_NORMAL, "%s to %s", ml__fmt_bytes(a->min_size, b3, sizeof b3),
+        ml__lines_add(l, "Sizes", ML_ST_NORMAL, "%s to %s",
+                      ml__fmt_bytes(a->min_size, b3, sizeof b3),
                       ml__fmt_bytes(a->max_size, b4, sizeof b4));
         if (a->freed_blocks)
-            ml__lines_add(l, "Lifetimes", ML_ST_NORMAL, "%s on average, %s at most (%" PRIu64 " freed blocks)",
-                          ml__fmt_time((uint32_t)(a->lifetime_ms_sum / a->freed_blocks), t1, sizeof t1),
-                          ml__fmt_time((uint32_t)(a->lifetime_ms_max > UINT32_MAX ? UINT32_MAX : a->lifetime_ms_max),
-                                       t2, sizeof t2),
-                          a->freed_blocks);
+            ml__lines_add(
+                l, "Lifetimes", ML_ST_NORMAL,
+                "%s on average, %s at most (%" PRIu64 " freed blocks)",
+                ml__fmt_time((uint32_t)(a->lifetime_ms_sum / a->freed_blocks), t1, sizeof t1),
+                ml__fmt_time(
+                    (uint32_t)(a->lifetime_ms_max > UINT32_MAX ? UINT32_MAX : a->lifetime_ms_max),
+                    t2, sizeof t2),
+                a->freed_blocks);
         if (a->pinned_pages)
-            ml__lines_add(l, "Pins", ML_ST_NORMAL, "%u pages at the end, %u of them less than 25%% used",
-                          a->pinned_pages, a->sparse_pinned_pages);
+            ml__lines_add(l, "Pins", ML_ST_NORMAL,
+                          "%u pages at the end, %u of them less than 25%% used", a->pinned_pages,
+                          a->sparse_pinned_pages);
         if (a->suppressed)
-            ml__lines_add(l, "Suppressed", ML_ST_DIM, "its leaks match %s", a->suppressed_by ? a->suppressed_by : "a suppression");
+            ml__lines_add(l, "Suppressed", ML_ST_DIM, "its leaks match %s",
+                          a->suppressed_by ? a->suppressed_by : "a suppression");
     }
     const ml_vsuggestion_t *g = ml_vmodel_site_suggestion(m, s->id);
     if (g) {
@@ -131,10 +151,13 @@ static void build(site_t *p, int width) {
         const char *mod = fr->module ? strrchr(fr->module, '/') : NULL;
         mod = mod ? mod + 1 : fr->module;
         char where[400];
-        if (fr->file) snprintf(where, sizeof where, "%s:%u", fr->file, fr->line);
-        else snprintf(where, sizeof where, "0x%" PRIx64, fr->address);
-        ml__lines_add(l, "", ML_ST_NORMAL, "#%-2u %s  %s%s%s%s", i, fr->function ? fr->function : "??", where,
-                      mod ? "  [" : "", mod ? mod : "", mod ? "]" : "");
+        if (fr->file)
+            snprintf(where, sizeof where, "%s:%u", fr->file, fr->line);
+        else
+            snprintf(where, sizeof where, "0x%" PRIx64, fr->address);
+        ml__lines_add(l, "", ML_ST_NORMAL, "#%-2u %s  %s%s%s%s", i,
+                      fr->function ? fr->function : "??", where, mod ? "  [" : "", mod ? mod : "",
+                      mod ? "]" : "");
     }
     ml__lines_add(l, NULL, ML_ST_NORMAL, " ");
     histogram(p, ML_VHIST_SIZE, "Sizes", width);

@@ -17,8 +17,8 @@ static const struct {
     ml_vsort_t key;
     const char *title;
 } columns[] = {
-    {ML_VSORT_PEAK, "PEAK"},     {ML_VSORT_LEAKED, "LEAKED"}, {ML_VSORT_ALLOCATED, "ALLOC"},
-    {ML_VSORT_CALLS, "CALLS"},   {ML_VSORT_TEMPORARY, "TEMP"},
+    {ML_VSORT_PEAK, "PEAK"},   {ML_VSORT_LEAKED, "LEAKED"},  {ML_VSORT_ALLOCATED, "ALLOC"},
+    {ML_VSORT_CALLS, "CALLS"}, {ML_VSORT_TEMPORARY, "TEMP"},
 };
 #define NCOLS (int)(sizeof columns / sizeof columns[0])
 
@@ -56,10 +56,11 @@ static void sites_draw(ml_panel_t *P, ml_canvas_t *c) {
     select_site(p);
     const ml_vsummary_t *sum = ml_vmodel_summary(P->m);
     if (P->count == 0) {
-        const char *why = sum->nsites ? "No site matches the filter (Esc clears it)."
+        const char *why = sum->nsites               ? "No site matches the filter (Esc clears it)."
                           : ml_vmodel_loading(P->m) ? "Loading..."
-                          : sum->totals.alloc_calls ? "No per-site statistics in this build's analysis."
-                                                    : "No allocations recorded.";
+                          : sum->totals.alloc_calls
+                              ? "No per-site statistics in this build's analysis."
+                              : "No allocations recorded.";
         ml__canvas_text(c, P->x + 1, P->y, P->w - 1, ML_ST_DIM, why);
         return;
     }
@@ -104,13 +105,31 @@ static int sites_key(ml_panel_t *P, int key) {
     select_site(p);
     ml_vsort_t sort = ml_vmodel_sort(P->m), want = ML_VSORT_COUNT_;
     switch (key) {
-    case 'P': want = ML_VSORT_PEAK; break;
-    case 'L': want = ML_VSORT_LEAKED; break;
-    case 'A': want = ML_VSORT_ALLOCATED; break;
-    case 'C': case 'N': want = ML_VSORT_CALLS; break;
-    case 'T': want = ML_VSORT_TEMPORARY; break;
-    case '>': case '.': case ML_KEY_F(6): want = (ml_vsort_t)((sort + 1) % ML_VSORT_COUNT_); break;
-    case '<': case ',': want = (ml_vsort_t)((sort + ML_VSORT_COUNT_ - 1) % ML_VSORT_COUNT_); break;
+    case 'P':
+        want = ML_VSORT_PEAK;
+        break;
+    case 'L':
+        want = ML_VSORT_LEAKED;
+        break;
+    case 'A':
+        want = ML_VSORT_ALLOCATED;
+        break;
+    case 'C':
+    case 'N':
+        want = ML_VSORT_CALLS;
+        break;
+    case 'T':
+        want = ML_VSORT_TEMPORARY;
+        break;
+    case '>':
+    case '.':
+    case ML_KEY_F(6):
+        want = (ml_vsort_t)((sort + 1) % ML_VSORT_COUNT_);
+        break;
+    case '<':
+    case ',':
+        want = (ml_vsort_t)((sort + ML_VSORT_COUNT_ - 1) % ML_VSORT_COUNT_);
+        break;
     case ML_KEY_ENTER:
     case ML_KEY_RIGHT:
     case 'l': {
@@ -131,7 +150,9 @@ static int sites_key(ml_panel_t *P, int key) {
     return ML_HANDLED | ML_REDRAW;
 }
 
-static void sites_on_data(ml_panel_t *P) { select_site((sites_t *)P); }
+static void sites_on_data(ml_panel_t *P) {
+    select_site((sites_t *)P);
+}
 
 static const ml_panel_class_t sites_class = {
     .name = "Sites",
@@ -154,4 +175,6 @@ ml_panel_t *ml__panel_sites_new(ml_screen_t *sm) {
     return &p->super;
 }
 
-ml_vsort_t ml__panel_sites_sort(const ml_panel_t *p) { return ml_vmodel_sort(p->m); }
+ml_vsort_t ml__panel_sites_sort(const ml_panel_t *p) {
+    return ml_vmodel_sort(p->m);
+}

@@ -12,7 +12,9 @@ typedef struct {
     ml_panel_t super;
 } suggest_t;
 
-static int detail_rows(const ml_panel_t *P) { return P->h / 2 > DETAIL_ROWS ? P->h / 2 : DETAIL_ROWS; }
+static int detail_rows(const ml_panel_t *P) {
+    return P->h / 2 > DETAIL_ROWS ? P->h / 2 : DETAIL_ROWS;
+}
 
 static int list_h(const ml_panel_t *P) {
     int h = P->h - detail_rows(P) - 1;
@@ -26,14 +28,16 @@ static int wrap(ml_canvas_t *c, int x, int y, int w, int rows, int style, const 
         int len = (int)strlen(text), cut = len;
         if (len > w) {
             cut = w;
-            while (cut > 0 && text[cut] != ' ') cut--;
+            while (cut > 0 && text[cut] != ' ')
+                cut--;
             if (cut == 0) cut = w;
         }
         char line[512];
         snprintf(line, sizeof line, "%.*s", cut, text);
         ml__canvas_text(c, x, y + used, w, style, line);
         text += cut;
-        while (*text == ' ') text++;
+        while (*text == ' ')
+            text++;
         used++;
     }
     return used;
@@ -47,17 +51,21 @@ static void suggest_draw(ml_panel_t *P, ml_canvas_t *c) {
     ml__panel_clamp(P);
     if (!P->count) {
         const ml_vsummary_t *s = ml_vmodel_summary(m);
-        const char *why = ml_vmodel_loading(m) ? "Loading..."
-                          : s->advice == ML_VADVICE_RUNNING
-                              ? "The strategy advisor is replaying the trace through allocator designs..."
-                          : s->advice == ML_VADVICE_PENDING && s->state == ML_VPROC_RUNNING
-                              ? "Suggestions come once the program has ended (the advisor replays the whole trace)."
-                          : s->advice == ML_VADVICE_FAILED ? "The strategy advisor failed:"
-                          : s->advice == ML_VADVICE_OFF ? "The strategy advisor is off (--no-suggestions)."
-                                                        : "No suggestions: nothing in this trace calls for a different strategy.";
+        const char *why =
+            ml_vmodel_loading(m) ? "Loading..."
+            : s->advice == ML_VADVICE_RUNNING
+                ? "The strategy advisor is replaying the trace through allocator designs..."
+            : s->advice == ML_VADVICE_PENDING && s->state == ML_VPROC_RUNNING
+                ? "Suggestions come once the program has ended (the advisor replays the whole "
+                  "trace)."
+            : s->advice == ML_VADVICE_FAILED ? "The strategy advisor failed:"
+            : s->advice == ML_VADVICE_OFF
+                ? "The strategy advisor is off (--no-suggestions)."
+                : "No suggestions: nothing in this trace calls for a different strategy.";
         ml__canvas_text(c, P->x + 1, P->y, P->w - 1, ML_ST_DIM, why);
         if (s->advice == ML_VADVICE_FAILED)
-            ml__canvas_text(c, P->x + 1, P->y + 1, P->w - 1, ML_ST_ERROR, ml_vmodel_advice_error(m));
+            ml__canvas_text(c, P->x + 1, P->y + 1, P->w - 1, ML_ST_ERROR,
+                            ml_vmodel_advice_error(m));
         P->h = full_h;
         return;
     }
@@ -66,10 +74,13 @@ static void suggest_draw(ml_panel_t *P, ml_canvas_t *c) {
         int y = P->y + i;
         char b[16], f[512] = "";
         ml__canvas_text(c, P->x + 1, y, 18, ML_ST_BOLD, g->strategy);
-        ml__canvas_rtext(c, P->x + 27, y, ML_ST_GOOD, ml__fmt_bytes(g->estimated_saving_bytes, b, sizeof b));
+        ml__canvas_rtext(c, P->x + 27, y, ML_ST_GOOD,
+                         ml__fmt_bytes(g->estimated_saving_bytes, b, sizeof b));
         const ml_vsite_t *s = g->site == ML_VSITE_NONE ? NULL : ml_vmodel_site(m, g->site);
-        if (s && s->nframes) ml__fmt_frame(&s->frames[0], f, sizeof f);
-        else snprintf(f, sizeof f, "%s", g->site == ML_VSITE_NONE ? "(whole program)" : "");
+        if (s && s->nframes)
+            ml__fmt_frame(&s->frames[0], f, sizeof f);
+        else
+            snprintf(f, sizeof f, "%s", g->site == ML_VSITE_NONE ? "(whole program)" : "");
         ml__canvas_text(c, P->x + 29, y, P->w - 30, ML_ST_NORMAL, f);
         if (P->top + i == P->sel) ml__canvas_restyle(c, P->x, y, P->w - 1, ML_ST_SELECTED);
     }

@@ -41,25 +41,38 @@ static void build(summary_t *p) {
         ml__lines_add(l, "State", ML_ST_WARN, "loading the trace (%d%%)",
                       (int)(ml_vmodel_progress(m) * 100));
         break;
-    case ML_VPROC_RUNNING: ml__lines_add(l, "State", ML_ST_GOOD, "running (live)"); break;
-    case ML_VPROC_EXITED: ml__lines_add(l, "State", ML_ST_NORMAL, "exited with status %d", s->status); break;
-    case ML_VPROC_SIGNALED: ml__lines_add(l, "State", ML_ST_WARN, "killed by signal %d", s->status); break;
-    case ML_VPROC_ENDED: ml__lines_add(l, "State", ML_ST_NORMAL, "ended"); break;
+    case ML_VPROC_RUNNING:
+        ml__lines_add(l, "State", ML_ST_GOOD, "running (live)");
+        break;
+    case ML_VPROC_EXITED:
+        ml__lines_add(l, "State", ML_ST_NORMAL, "exited with status %d", s->status);
+        break;
+    case ML_VPROC_SIGNALED:
+        ml__lines_add(l, "State", ML_ST_WARN, "killed by signal %d", s->status);
+        break;
+    case ML_VPROC_ENDED:
+        ml__lines_add(l, "State", ML_ST_NORMAL, "ended");
+        break;
     case ML_VPROC_TRUNCATED:
-        ml__lines_add(l, "State", ML_ST_WARN,
-                      "trace truncated: it stops before its end record (the collector was stopped?)");
+        ml__lines_add(
+            l, "State", ML_ST_WARN,
+            "trace truncated: it stops before its end record (the collector was stopped?)");
         break;
     }
     ml__lines_add(l, "Duration", ML_ST_NORMAL, "%s", ml__fmt_time(s->duration_ms, tm, sizeof tm));
     ml__lines_add(l, "Calls", ML_ST_NORMAL,
                   "%" PRIu64 " allocations (%" PRIu64 " temporary), %" PRIu64 " frees, %" PRIu64
                   " reallocs, %" PRIu64 " mmaps",
-                  t->alloc_calls, t->temporary_allocs, t->free_calls, t->realloc_calls, t->mmap_calls);
-    ml__lines_add(l, "Allocated", ML_ST_NORMAL, "%s in total", ml__fmt_bytes_long(t->bytes_allocated, b1, sizeof b1));
-    ml__lines_add(l, "Peak heap", ML_ST_BOLD, "%s at %s", ml__fmt_bytes_long(t->peak_bytes, b1, sizeof b1),
+                  t->alloc_calls, t->temporary_allocs, t->free_calls, t->realloc_calls,
+                  t->mmap_calls);
+    ml__lines_add(l, "Allocated", ML_ST_NORMAL, "%s in total",
+                  ml__fmt_bytes_long(t->bytes_allocated, b1, sizeof b1));
+    ml__lines_add(l, "Peak heap", ML_ST_BOLD, "%s at %s",
+                  ml__fmt_bytes_long(t->peak_bytes, b1, sizeof b1),
                   ml__fmt_time(t->peak_time_ms, tm, sizeof tm));
     if (s->peak_rss_bytes)
-        ml__lines_add(l, "Peak RSS", ML_ST_NORMAL, "%s", ml__fmt_bytes_long(s->peak_rss_bytes, b1, sizeof b1));
+        ml__lines_add(l, "Peak RSS", ML_ST_NORMAL, "%s",
+                      ml__fmt_bytes_long(s->peak_rss_bytes, b1, sizeof b1));
     else
         ml__lines_add(l, "Peak RSS", ML_ST_DIM, "not available");
     if (t->peak_mmap_bytes)
@@ -70,8 +83,8 @@ static void build(summary_t *p) {
                       ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1), t->heap_blocks);
     } else {
         ml__lines_add(l, "Leaked", s->leak_bytes[0] ? ML_ST_WARN : ML_ST_GOOD,
-                      "%s in %" PRIu64 " blocks", ml__fmt_bytes_long(s->leak_bytes[0], b1, sizeof b1),
-                      s->leak_blocks[0]);
+                      "%s in %" PRIu64 " blocks",
+                      ml__fmt_bytes_long(s->leak_bytes[0], b1, sizeof b1), s->leak_blocks[0]);
         if (s->leak_bytes[ML_VLEAK_DEFINITE] || s->leak_bytes[ML_VLEAK_INDIRECT] ||
             s->leak_bytes[ML_VLEAK_REACHABLE])
             ml__lines_add(l, "", ML_ST_NORMAL, "definite %s, indirect %s, reachable %s",
@@ -85,27 +98,33 @@ static void build(summary_t *p) {
     for (uint32_t i = 0; i < s->ngpus; i++) {
         const ml_vgpu_t *g = &s->gpus[i];
         ml__lines_add(l, i ? "" : "GPU", ML_ST_NORMAL,
-                      "device %u: peak %s, leaked %s, %" PRIu64 " allocs, %" PRIu64 " frees", g->device,
-                      ml__fmt_bytes(g->peak_bytes, b1, sizeof b1), ml__fmt_bytes(g->leaked_bytes, b2, sizeof b2),
-                      g->alloc_calls, g->free_calls);
+                      "device %u: peak %s, leaked %s, %" PRIu64 " allocs, %" PRIu64 " frees",
+                      g->device, ml__fmt_bytes(g->peak_bytes, b1, sizeof b1),
+                      ml__fmt_bytes(g->leaked_bytes, b2, sizeof b2), g->alloc_calls, g->free_calls);
     }
     if (s->sampled)
-        ml__lines_add(l, "Sampling", ML_ST_WARN, "one allocation per %" PRIu64 " bytes: numbers are estimates",
+        ml__lines_add(l, "Sampling", ML_ST_WARN,
+                      "one allocation per %" PRIu64 " bytes: numbers are estimates",
                       s->sample_bytes);
     if (t->unknown_frees)
-        ml__lines_add(l, "Note", ML_ST_DIM, "%" PRIu64 " frees of blocks allocated before tracing began",
+        ml__lines_add(l, "Note", ML_ST_DIM,
+                      "%" PRIu64 " frees of blocks allocated before tracing began",
                       t->unknown_frees);
     ml__lines_add(l, NULL, ML_ST_NORMAL, " ");
     const char *adv = s->advice == ML_VADVICE_RUNNING ? " (the advisor is replaying the trace...)"
-                      : s->advice == ML_VADVICE_PENDING && s->state == ML_VPROC_RUNNING ? " (after the program ends)"
+                      : s->advice == ML_VADVICE_PENDING && s->state == ML_VPROC_RUNNING
+                          ? " (after the program ends)"
                       : s->advice == ML_VADVICE_FAILED ? " (the advisor failed: see 6)"
-                                                         : "";
-    if (ml_vmodel_nsuggestions(m)) ml__lines_add(l, "Suggestions", ML_ST_BOLD, "(6 lists them all)%s", adv);
-    else ml__lines_add(l, "Suggestions", ML_ST_BOLD, "%s%s", adv[0] ? "none yet" : "none", adv);
+                                                       : "";
+    if (ml_vmodel_nsuggestions(m))
+        ml__lines_add(l, "Suggestions", ML_ST_BOLD, "(6 lists them all)%s", adv);
+    else
+        ml__lines_add(l, "Suggestions", ML_ST_BOLD, "%s%s", adv[0] ? "none yet" : "none", adv);
     for (uint32_t i = 0; i < 3 && i < ml_vmodel_nsuggestions(m); i++) {
         const ml_vsuggestion_t *g = ml_vmodel_suggestion_at(m, i);
-        ml_line_t *ln = ml__lines_add(l, "", ML_ST_NORMAL, "%u. [%s] %s (saves ~%s)", i + 1, g->strategy,
-                                      g->message, ml__fmt_bytes(g->estimated_saving_bytes, b1, sizeof b1));
+        ml_line_t *ln =
+            ml__lines_add(l, "", ML_ST_NORMAL, "%u. [%s] %s (saves ~%s)", i + 1, g->strategy,
+                          g->message, ml__fmt_bytes(g->estimated_saving_bytes, b1, sizeof b1));
         if (ln) ln->site = g->site;
     }
 }
@@ -121,7 +140,9 @@ static void summary_header(ml_panel_t *super, ml_canvas_t *c, int y) {
     ml__canvas_text(c, 1, y, c->cols - 1, ML_ST_HEADER, "Summary");
 }
 
-static int summary_key(ml_panel_t *super, int key) { return ml__lines_key(super, key); }
+static int summary_key(ml_panel_t *super, int key) {
+    return ml__lines_key(super, key);
+}
 
 static void summary_destroy(ml_panel_t *super) {
     summary_t *p = (summary_t *)super;

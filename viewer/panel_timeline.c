@@ -13,20 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define AXIS_W 8   /* y labels ("123.4M ") and the axis line */
+#define AXIS_W 8    /* y labels ("123.4M ") and the axis line */
 #define INFO_ROWS 3 /* axis, time labels, cursor line */
 #define MAX_LIVE 32
 
 typedef struct {
     ml_panel_t super;
     ml_vseries_t series;
-    bool blocks;     /* eighth blocks instead of braille */
-    int cursor_col;  /* -1: follow the peak until moved */
-    uint64_t *colv;  /* value per column */
+    bool blocks;    /* eighth blocks instead of braille */
+    int cursor_col; /* -1: follow the peak until moved */
+    uint64_t *colv; /* value per column */
     int ncolv;
 } timeline_t;
 
-static int chart_w(const ml_panel_t *P) { return P->w - AXIS_W - 1; }
+static int chart_w(const ml_panel_t *P) {
+    return P->w - AXIS_W - 1;
+}
 static int chart_h(const ml_panel_t *P) {
     int h = P->h - INFO_ROWS - 4;
     if (h > P->h / 2 + 2) h = P->h / 2 + 2; /* leave room for the live set */
@@ -62,7 +64,8 @@ static uint64_t columns(timeline_t *p, int w) {
     uint32_t np = ml_vmodel_npoints(P->m), i = 0;
     uint64_t last = 0, max = 0;
     for (int c = 0; c < w; c++) {
-        uint32_t t_end = col_time(P, c, w) + (uint32_t)(duration(P) / (uint32_t)(w > 1 ? w - 1 : 1)) / 2;
+        uint32_t t_end =
+            col_time(P, c, w) + (uint32_t)(duration(P) / (uint32_t)(w > 1 ? w - 1 : 1)) / 2;
         uint64_t v = 0;
         bool any = false;
         while (i < np && ml_vmodel_point(P->m, i)->time_ms <= t_end) {
@@ -78,7 +81,8 @@ static uint64_t columns(timeline_t *p, int w) {
     return max;
 }
 
-static void draw_chart(timeline_t *p, ml_canvas_t *c, int x0, int y0, int w, int h, uint64_t max, int cursor) {
+static void draw_chart(timeline_t *p, ml_canvas_t *c, int x0, int y0, int w, int h, uint64_t max,
+                       int cursor) {
     int style = ML_ST_HEAP + (int)p->series;
     for (int col = 0; col < w; col++) {
         uint64_t v = p->colv[col];
@@ -101,9 +105,11 @@ static void draw_chart(timeline_t *p, ml_canvas_t *c, int x0, int y0, int w, int
                 int d = (int)(dots > (uint64_t)r * 4 ? dots - (uint64_t)r * 4 : 0);
                 if (d > 4) d = 4;
                 /* dot bits, bottom to top: left 0x40,0x04,0x02,0x01; right 0x80,0x20,0x10,0x08 */
-                static const uint32_t left[] = {0x40, 0x04, 0x02, 0x01}, right[] = {0x80, 0x20, 0x10, 0x08};
+                static const uint32_t left[] = {0x40, 0x04, 0x02, 0x01},
+                                      right[] = {0x80, 0x20, 0x10, 0x08};
                 uint32_t bits = 0;
-                for (int k = 0; k < d; k++) bits |= left[k] | right[k];
+                for (int k = 0; k < d; k++)
+                    bits |= left[k] | right[k];
                 ml__canvas_put(c, x0 + col, y, bits ? ML_G_BRAILLE + bits : ' ', cstyle);
             }
         }
@@ -123,7 +129,8 @@ static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
     char b1[16], b2[16], b3[16], b4[16], t1[16], t2[16];
     if (ml_vmodel_npoints(m) == 0) {
         ml__canvas_text(c, P->x + 1, P->y, P->w - 1, ML_ST_DIM,
-                        ml_vmodel_loading(m) ? "Loading..." : "No timeline in this trace's analysis yet.");
+                        ml_vmodel_loading(m) ? "Loading..."
+                                             : "No timeline in this trace's analysis yet.");
         return;
     }
     uint64_t max = columns(p, w);
@@ -131,13 +138,15 @@ static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
     if (p->cursor_col < 0) p->cursor_col = peak_col;
     if (p->cursor_col >= w) p->cursor_col = w - 1;
     /* On the peak's column the cursor stands at the peak itself. */
-    uint32_t cur_ms = p->cursor_col == peak_col ? s->totals.peak_time_ms : col_time(P, p->cursor_col, w);
+    uint32_t cur_ms =
+        p->cursor_col == peak_col ? s->totals.peak_time_ms : col_time(P, p->cursor_col, w);
     ml__sm_set_cursor_ms(P->sm, cur_ms);
 
     /* y axis */
     ml__canvas_rtext(c, x0 - 1, y0, ML_ST_DIM, ml__fmt_bytes(max, b1, sizeof b1));
     ml__canvas_rtext(c, x0 - 1, y0 + h - 1, ML_ST_DIM, "0");
-    for (int r = 0; r < h; r++) ml__canvas_put(c, x0 - 1, y0 + r, ML_G_VLINE, ML_ST_DIM);
+    for (int r = 0; r < h; r++)
+        ml__canvas_put(c, x0 - 1, y0 + r, ML_G_VLINE, ML_ST_DIM);
     draw_chart(p, c, x0, y0, w, h, max, p->cursor_col);
 
     /* x axis with the peak marker, then the time labels */
@@ -160,9 +169,11 @@ static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
     uint64_t v[ML_VSERIES_COUNT_] = {0};
     uint32_t np = ml_vmodel_npoints(m);
     for (uint32_t i = 0; i < np && ml_vmodel_point(m, i)->time_ms <= cur_ms; i++)
-        for (int k = 0; k < ML_VSERIES_COUNT_; k++) v[k] = ml_vmodel_point_value(ml_vmodel_point(m, i), (ml_vseries_t)k);
+        for (int k = 0; k < ML_VSERIES_COUNT_; k++)
+            v[k] = ml_vmodel_point_value(ml_vmodel_point(m, i), (ml_vseries_t)k);
     int yc = ya + 2;
-    ml__canvas_printf(c, P->x + 1, yc, P->w - 2, ML_ST_BOLD, "At %s: heap %s  RSS %s  mmap %s  GPU %s",
+    ml__canvas_printf(c, P->x + 1, yc, P->w - 2, ML_ST_BOLD,
+                      "At %s: heap %s  RSS %s  mmap %s  GPU %s",
                       ml__fmt_time(cur_ms, t2, sizeof t2), ml__fmt_bytes(v[0], b1, sizeof b1),
                       ml__fmt_bytes(v[1], b2, sizeof b2), ml__fmt_bytes(v[2], b3, sizeof b3),
                       ml__fmt_bytes(v[3], b4, sizeof b4));
@@ -172,20 +183,29 @@ static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
     int room = P->y + P->h - (yc + 1);
     if (room <= 0) return;
     uint32_t at = cur_ms, as_of;
-    uint32_t n = ml_vmodel_live_at(m, at, live, room - 1 < MAX_LIVE ? (uint32_t)(room - 1) : MAX_LIVE, &as_of);
+    uint32_t n = ml_vmodel_live_at(m, at, live,
+                                   room - 1 < MAX_LIVE ? (uint32_t)(room - 1) : MAX_LIVE, &as_of);
     char hdr[128];
-    if (!n) snprintf(hdr, sizeof hdr, "Live at the cursor: %s", ml_vmodel_loading(m) ? "after loading" : "nothing recorded");
-    else if (as_of != at) snprintf(hdr, sizeof hdr, "Live at %s (the nearest snapshot), largest sites first:",
-                                   ml__fmt_time(as_of, t1, sizeof t1));
-    else snprintf(hdr, sizeof hdr, "Live at %s%s, largest sites first:", ml__fmt_time(as_of, t1, sizeof t1),
-                  p->cursor_col == peak_col ? " (the peak)" : "");
+    if (!n)
+        snprintf(hdr, sizeof hdr, "Live at the cursor: %s",
+                 ml_vmodel_loading(m) ? "after loading" : "nothing recorded");
+    else if (as_of != at)
+        snprintf(hdr, sizeof hdr, "Live at %s (the nearest snapshot), largest sites first:",
+                 ml__fmt_time(as_of, t1, sizeof t1));
+    else
+        snprintf(hdr, sizeof hdr,
+                 "Live at %s%s, largest sites first:", ml__fmt_time(as_of, t1, sizeof t1),
+                 p->cursor_col == peak_col ? " (the peak)" : "");
     ml__canvas_text(c, P->x + 1, yc + 1, P->w - 2, ML_ST_HEADER, hdr);
     for (uint32_t i = 0; i < n && (int)i < room - 1; i++) {
         const ml_vsite_t *st = ml_vmodel_site(m, live[i].site);
         char f[512];
-        if (st && st->nframes) ml__fmt_frame(&st->frames[0], f, sizeof f);
-        else snprintf(f, sizeof f, "site %u", live[i].site);
-        ml__canvas_printf(c, P->x + 1, yc + 2 + (int)i, P->w - 2, ML_ST_NORMAL, "%7s %6" PRIu64 " blocks  %s",
+        if (st && st->nframes)
+            ml__fmt_frame(&st->frames[0], f, sizeof f);
+        else
+            snprintf(f, sizeof f, "site %u", live[i].site);
+        ml__canvas_printf(c, P->x + 1, yc + 2 + (int)i, P->w - 2, ML_ST_NORMAL,
+                          "%7s %6" PRIu64 " blocks  %s",
                           ml__fmt_bytes(live[i].bytes, b1, sizeof b1), live[i].blocks, f);
     }
 }
@@ -195,8 +215,10 @@ static void timeline_header(ml_panel_t *P, ml_canvas_t *c, int y) {
     int x = ml__canvas_text(c, 1, y, -1, ML_ST_HEADER, "Timeline  ");
     for (int k = 0; k < ML_VSERIES_COUNT_; k++) {
         char t[16];
-        snprintf(t, sizeof t, k == (int)p->series ? "[%s]" : " %s ", ml_vmodel_series_name((ml_vseries_t)k));
-        x += ml__canvas_text(c, 1 + x, y, -1, k == (int)p->series ? ML_ST_BAR_ACTIVE : ML_ST_HEADER, t);
+        snprintf(t, sizeof t, k == (int)p->series ? "[%s]" : " %s ",
+                 ml_vmodel_series_name((ml_vseries_t)k));
+        x += ml__canvas_text(c, 1 + x, y, -1, k == (int)p->series ? ML_ST_BAR_ACTIVE : ML_ST_HEADER,
+                             t);
     }
     ml__canvas_text(c, 2 + x, y, -1, ML_ST_HEADER, " m: series  b: blocks/braille  p: peak");
 }
@@ -204,24 +226,57 @@ static void timeline_header(ml_panel_t *P, ml_canvas_t *c, int y) {
 static int timeline_key(ml_panel_t *P, int key) {
     timeline_t *p = (timeline_t *)P;
     int w = chart_w(P);
-    if (p->cursor_col < 0) p->cursor_col = time_col(P, ml_vmodel_summary(P->m)->totals.peak_time_ms, w);
+    if (p->cursor_col < 0)
+        p->cursor_col = time_col(P, ml_vmodel_summary(P->m)->totals.peak_time_ms, w);
     switch (key) {
-    case ML_KEY_LEFT: case 'h': p->cursor_col--; break;
-    case ML_KEY_RIGHT: case 'l': p->cursor_col++; break;
-    case ML_KEY_PGUP: case 'H': case 'k': case ML_KEY_UP: p->cursor_col -= w / 10 > 1 ? w / 10 : 1; break;
-    case ML_KEY_PGDN: case 'L': case 'j': case ML_KEY_DOWN: p->cursor_col += w / 10 > 1 ? w / 10 : 1; break;
-    case ML_KEY_HOME: case 'g': p->cursor_col = 0; break;
-    case ML_KEY_END: case 'G': p->cursor_col = w - 1; break;
-    case 'p': p->cursor_col = time_col(P, ml_vmodel_summary(P->m)->totals.peak_time_ms, w); break;
-    case 'm': p->series = (ml_vseries_t)((p->series + 1) % ML_VSERIES_COUNT_); break;
-    case 'b': p->blocks = !p->blocks; break;
+    case ML_KEY_LEFT:
+    case 'h':
+        p->cursor_col--;
+        break;
+    case ML_KEY_RIGHT:
+    case 'l':
+        p->cursor_col++;
+        break;
+    case ML_KEY_PGUP:
+    case 'H':
+    case 'k':
+    case ML_KEY_UP:
+        p->cursor_col -= w / 10 > 1 ? w / 10 : 1;
+        break;
+    case ML_KEY_PGDN:
+    case 'L':
+    case 'j':
+    case ML_KEY_DOWN:
+        p->cursor_col += w / 10 > 1 ? w / 10 : 1;
+        break;
+    case ML_KEY_HOME:
+    case 'g':
+        p->cursor_col = 0;
+        break;
+    case ML_KEY_END:
+    case 'G':
+        p->cursor_col = w - 1;
+        break;
+    case 'p':
+        p->cursor_col = time_col(P, ml_vmodel_summary(P->m)->totals.peak_time_ms, w);
+        break;
+    case 'm':
+        p->series = (ml_vseries_t)((p->series + 1) % ML_VSERIES_COUNT_);
+        break;
+    case 'b':
+        p->blocks = !p->blocks;
+        break;
     case ML_KEY_ENTER:
     case 'c':
         ml__sm_switch(P->sm, ML_VIEW_HEAPMAP);
         ml__sm_key(P->sm, 'c'); /* the heap map at this instant */
         return ML_HANDLED | ML_REDRAW;
-    case ML_KEY_WHEELUP: p->cursor_col -= 3; break;
-    case ML_KEY_WHEELDOWN: p->cursor_col += 3; break;
+    case ML_KEY_WHEELUP:
+        p->cursor_col -= 3;
+        break;
+    case ML_KEY_WHEELDOWN:
+        p->cursor_col += 3;
+        break;
     default:
         if (key >= ML_KEY_CLICK && key <= ML_KEY_CLICK_MAX_) return ML_HANDLED;
         return ML_IGNORED;

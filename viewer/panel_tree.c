@@ -16,7 +16,7 @@ static const struct {
     ml_vsort_t key;
     const char *title;
 } columns[] = {
-    {ML_VSORT_PEAK, "PEAK"},   {ML_VSORT_LEAKED, "LEAKED"}, {ML_VSORT_ALLOCATED, "ALLOC"},
+    {ML_VSORT_PEAK, "PEAK"},   {ML_VSORT_LEAKED, "LEAKED"},  {ML_VSORT_ALLOCATED, "ALLOC"},
     {ML_VSORT_CALLS, "CALLS"}, {ML_VSORT_TEMPORARY, "TEMP"},
 };
 #define NCOLS (int)(sizeof columns / sizeof columns[0])
@@ -26,8 +26,9 @@ static void tree_draw(ml_panel_t *P, ml_canvas_t *c) {
     ml__panel_clamp(P);
     if (!P->count) {
         ml__canvas_text(c, P->x + 1, P->y, P->w - 1, ML_ST_DIM,
-                        ml_vmodel_summary(P->m)->nsites ? "No site matches the filter (Esc clears it)."
-                                                        : "No stacks to show.");
+                        ml_vmodel_summary(P->m)->nsites
+                            ? "No site matches the filter (Esc clears it)."
+                            : "No stacks to show.");
         return;
     }
     ml_vsort_t sort = ml_vmodel_sort(P->m);
@@ -43,7 +44,10 @@ static void tree_draw(ml_panel_t *P, ml_canvas_t *c) {
             else
                 ml__fmt_bytes(v, b, sizeof b);
             ml__canvas_rtext(c, P->x + (k + 1) * COLW, y,
-                             v == 0 ? ML_ST_DIM : columns[k].key == sort ? ML_ST_BOLD : ML_ST_NORMAL, b);
+                             v == 0                   ? ML_ST_DIM
+                             : columns[k].key == sort ? ML_ST_BOLD
+                                                      : ML_ST_NORMAL,
+                             b);
         }
         int indent = (int)r->depth * 2, room = P->x + P->w - 1 - text_x;
         if (indent > room / 2) indent = room / 2; /* deep stacks keep their names visible */
@@ -65,8 +69,9 @@ static void tree_header(ml_panel_t *P, ml_canvas_t *c, int y) {
         ml__canvas_rtext(c, P->x + (k + 1) * COLW, y, on ? ML_ST_BAR_ACTIVE : ML_ST_HEADER, t);
     }
     ml__canvas_text(c, P->x + NCOLS * COLW + 2, y, P->w - NCOLS * COLW - 2, ML_ST_HEADER,
-                    ml_vmodel_tree_bottom_up(P->m) ? "BOTTOM-UP: allocating functions, then callers (b)"
-                                                   : "TOP-DOWN: callers, then callees (b)");
+                    ml_vmodel_tree_bottom_up(P->m)
+                        ? "BOTTOM-UP: allocating functions, then callers (b)"
+                        : "TOP-DOWN: callers, then callees (b)");
 }
 
 static int tree_key(ml_panel_t *P, int key) {
@@ -80,15 +85,20 @@ static int tree_key(ml_panel_t *P, int key) {
     case 'l':
     case '+':
         if (r && r->has_children) {
-            if (r->expanded && key != '+' && key != ML_KEY_ENTER) P->sel++; /* into the children */
-            else ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel, key == ML_KEY_ENTER ? !r->expanded : true, false);
+            if (r->expanded && key != '+' && key != ML_KEY_ENTER)
+                P->sel++; /* into the children */
+            else
+                ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel,
+                                      key == ML_KEY_ENTER ? !r->expanded : true, false);
         }
         return ML_HANDLED | ML_REDRAW;
     case ML_KEY_LEFT:
     case 'h':
     case '-':
-        if (r && r->expanded) ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel, false, false);
-        else if (r) P->sel = (int)ml_vmodel_tree_parent_row(P->m, (uint32_t)P->sel);
+        if (r && r->expanded)
+            ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel, false, false);
+        else if (r)
+            P->sel = (int)ml_vmodel_tree_parent_row(P->m, (uint32_t)P->sel);
         ml__panel_clamp(P);
         return ML_HANDLED | ML_REDRAW;
     case '*':
@@ -101,15 +111,34 @@ static int tree_key(ml_panel_t *P, int key) {
     case 't':
         ml_vmodel_tree_set_mode(P->m, !ml_vmodel_tree_bottom_up(P->m));
         P->sel = P->top = 0;
-        ml__sm_message(P->sm, "%s call tree.", ml_vmodel_tree_bottom_up(P->m) ? "Bottom-up" : "Top-down");
+        ml__sm_message(P->sm, "%s call tree.",
+                       ml_vmodel_tree_bottom_up(P->m) ? "Bottom-up" : "Top-down");
         return ML_HANDLED | ML_REDRAW;
-    case 'P': want = ML_VSORT_PEAK; break;
-    case 'L': want = ML_VSORT_LEAKED; break;
-    case 'A': want = ML_VSORT_ALLOCATED; break;
-    case 'C': case 'N': want = ML_VSORT_CALLS; break;
-    case 'T': want = ML_VSORT_TEMPORARY; break;
-    case '>': case '.': case ML_KEY_F(6): want = (ml_vsort_t)((sort + 1) % ML_VSORT_COUNT_); break;
-    case '<': case ',': want = (ml_vsort_t)((sort + ML_VSORT_COUNT_ - 1) % ML_VSORT_COUNT_); break;
+    case 'P':
+        want = ML_VSORT_PEAK;
+        break;
+    case 'L':
+        want = ML_VSORT_LEAKED;
+        break;
+    case 'A':
+        want = ML_VSORT_ALLOCATED;
+        break;
+    case 'C':
+    case 'N':
+        want = ML_VSORT_CALLS;
+        break;
+    case 'T':
+        want = ML_VSORT_TEMPORARY;
+        break;
+    case '>':
+    case '.':
+    case ML_KEY_F(6):
+        want = (ml_vsort_t)((sort + 1) % ML_VSORT_COUNT_);
+        break;
+    case '<':
+    case ',':
+        want = (ml_vsort_t)((sort + ML_VSORT_COUNT_ - 1) % ML_VSORT_COUNT_);
+        break;
     default:
         return ml__panel_list_key(P, key);
     }

@@ -93,16 +93,27 @@ fail:
 
 void ml__sm_free(ml_screen_t *sm) {
     if (!sm) return;
-    for (int i = 0; i < ML_VIEW_COUNT_; i++) ml__panel_destroy(sm->panels[i]);
+    for (int i = 0; i < ML_VIEW_COUNT_; i++)
+        ml__panel_destroy(sm->panels[i]);
     ml__canvas_free(&sm->canvas);
     free(sm);
 }
 
-const ml_canvas_t *ml__sm_canvas(const ml_screen_t *sm) { return &sm->canvas; }
-ml_vmodel_t *ml__sm_model(const ml_screen_t *sm) { return sm->m; }
-ml_view_t ml__sm_view(const ml_screen_t *sm) { return sm->view; }
-ml_panel_t *ml__sm_panel(const ml_screen_t *sm, ml_view_t v) { return sm->panels[v]; }
-bool ml__sm_unicode(const ml_screen_t *sm) { return sm->canvas.unicode; }
+const ml_canvas_t *ml__sm_canvas(const ml_screen_t *sm) {
+    return &sm->canvas;
+}
+ml_vmodel_t *ml__sm_model(const ml_screen_t *sm) {
+    return sm->m;
+}
+ml_view_t ml__sm_view(const ml_screen_t *sm) {
+    return sm->view;
+}
+ml_panel_t *ml__sm_panel(const ml_screen_t *sm, ml_view_t v) {
+    return sm->panels[v];
+}
+bool ml__sm_unicode(const ml_screen_t *sm) {
+    return sm->canvas.unicode;
+}
 
 uint32_t ml__sm_cursor_ms(const ml_screen_t *sm, bool *set) {
     if (set) *set = sm->cursor_set;
@@ -124,14 +135,16 @@ void ml__sm_message(ml_screen_t *sm, const char *fmt, ...) {
 
 void ml__sm_data_changed(ml_screen_t *sm) {
     for (int i = 0; i < ML_VIEW_COUNT_; i++)
-        if (sm->panels[i] && sm->panels[i]->cls->on_data) sm->panels[i]->cls->on_data(sm->panels[i]);
+        if (sm->panels[i] && sm->panels[i]->cls->on_data)
+            sm->panels[i]->cls->on_data(sm->panels[i]);
 }
 
 void ml__sm_switch(ml_screen_t *sm, ml_view_t v) {
     if (v == sm->view) return;
     if (v == ML_VIEW_SITE || v == ML_VIEW_HELP) {
         if (sm->view != ML_VIEW_SITE && sm->view != ML_VIEW_HELP) sm->back = sm->view;
-        if (v == ML_VIEW_HELP) ml__panel_help_for(sm->panels[ML_VIEW_HELP], sm->panels[sm->view]->cls);
+        if (v == ML_VIEW_HELP)
+            ml__panel_help_for(sm->panels[ML_VIEW_HELP], sm->panels[sm->view]->cls);
     }
     sm->view = v;
 }
@@ -172,18 +185,30 @@ static void draw_title(ml_screen_t *sm) {
     case ML_VPROC_LOADING:
         snprintf(state, sizeof state, "loading %d%%", (int)(ml_vmodel_progress(sm->m) * 100));
         break;
-    case ML_VPROC_RUNNING: snprintf(state, sizeof state, "LIVE, running"); break;
-    case ML_VPROC_EXITED: snprintf(state, sizeof state, "exited %d", s->status); break;
-    case ML_VPROC_SIGNALED: snprintf(state, sizeof state, "killed by signal %d", s->status); break;
-    case ML_VPROC_ENDED: snprintf(state, sizeof state, "ended"); break;
-    case ML_VPROC_TRUNCATED: snprintf(state, sizeof state, "trace truncated"); break;
+    case ML_VPROC_RUNNING:
+        snprintf(state, sizeof state, "LIVE, running");
+        break;
+    case ML_VPROC_EXITED:
+        snprintf(state, sizeof state, "exited %d", s->status);
+        break;
+    case ML_VPROC_SIGNALED:
+        snprintf(state, sizeof state, "killed by signal %d", s->status);
+        break;
+    case ML_VPROC_ENDED:
+        snprintf(state, sizeof state, "ended");
+        break;
+    case ML_VPROC_TRUNCATED:
+        snprintf(state, sizeof state, "trace truncated");
+        break;
     }
-    int x = ml__canvas_printf(c, 0, 0, c->cols, ML_ST_TITLE, " memlens  %s [%u]  %s", prog ? prog : "",
-                              s->pid, state);
+    int x = ml__canvas_printf(c, 0, 0, c->cols, ML_ST_TITLE, " memlens  %s [%u]  %s",
+                              prog ? prog : "", s->pid, state);
     char right[96];
-    snprintf(right, sizeof right, "heap %s  peak %s ", ml__fmt_bytes(s->totals.heap_bytes, b1, sizeof b1),
+    snprintf(right, sizeof right, "heap %s  peak %s ",
+             ml__fmt_bytes(s->totals.heap_bytes, b1, sizeof b1),
              ml__fmt_bytes(s->totals.peak_bytes, b2, sizeof b2));
-    if (x + ml__utf8_width(right) + 2 <= c->cols) ml__canvas_rtext(c, c->cols, 0, ML_ST_TITLE, right);
+    if (x + ml__utf8_width(right) + 2 <= c->cols)
+        ml__canvas_rtext(c, c->cols, 0, ML_ST_TITLE, right);
 }
 
 static void draw_status(ml_screen_t *sm) {
@@ -191,14 +216,16 @@ static void draw_status(ml_screen_t *sm) {
     int y = c->rows - 2;
     ml__canvas_fill(c, 0, y, c->cols, 1, ' ', ML_ST_NORMAL);
     if (sm->searching) {
-        int n = ml__canvas_printf(c, 0, y, c->cols, ML_ST_BOLD, "Search (function, file, module): ");
+        int n =
+            ml__canvas_printf(c, 0, y, c->cols, ML_ST_BOLD, "Search (function, file, module): ");
         n += ml__canvas_text(c, n, y, c->cols - n - 1, ML_ST_NORMAL, sm->search);
         ml__canvas_put(c, n, y, '_', ML_ST_CURSOR);
         ml__canvas_rtext(c, c->cols, y, ML_ST_DIM, " Enter keeps, Esc cancels");
         return;
     }
     if (sm->message[0]) {
-        ml__canvas_text(c, 0, y, c->cols, sm->message_error ? ML_ST_ERROR : ML_ST_WARN, sm->message);
+        ml__canvas_text(c, 0, y, c->cols, sm->message_error ? ML_ST_ERROR : ML_ST_WARN,
+                        sm->message);
         return;
     }
     if (sm->load_error[0]) {
@@ -221,19 +248,20 @@ static void draw_status(ml_screen_t *sm) {
     int x = 0;
     const char *f = ml_vmodel_filter(sm->m);
     if (f && *f) {
-        x += ml__canvas_printf(c, x, y, c->cols - x, ML_ST_WARN, "Filter \"%s\": %u of %u sites  ", f,
-                               ml_vmodel_nsites(sm->m), s->nsites);
+        x += ml__canvas_printf(c, x, y, c->cols - x, ML_ST_WARN, "Filter \"%s\": %u of %u sites  ",
+                               f, ml_vmodel_nsites(sm->m), s->nsites);
     }
     if (s->state == ML_VPROC_RUNNING && sm->o.shared_tty)
-        x += ml__canvas_text(c, x, y, c->cols - x, ML_ST_WARN,
-                             "Recording. The program's output shares this terminal: Ctrl-L redraws. ");
+        x += ml__canvas_text(
+            c, x, y, c->cols - x, ML_ST_WARN,
+            "Recording. The program's output shares this terminal: Ctrl-L redraws. ");
     else if (s->state == ML_VPROC_RUNNING)
-        x += ml__canvas_text(c, x, y, c->cols - x, ML_ST_GOOD, "Recording; the views follow the program. ");
+        x += ml__canvas_text(c, x, y, c->cols - x, ML_ST_GOOD,
+                             "Recording; the views follow the program. ");
     else if (sm->o.live)
         x += ml__canvas_text(c, x, y, c->cols - x, ML_ST_BOLD,
                              "The program has ended: final data. q quits. ");
-    if (s->sampled)
-        ml__canvas_text(c, x, y, c->cols - x, ML_ST_DIM, "(sampled trace: estimates)");
+    if (s->sampled) ml__canvas_text(c, x, y, c->cols - x, ML_ST_DIM, "(sampled trace: estimates)");
 }
 
 static void draw_bar(ml_screen_t *sm) {
@@ -250,7 +278,8 @@ static void draw_bar(ml_screen_t *sm) {
     items[n++] = (typeof(items[0])){'?', "?", "Help", sm->view == ML_VIEW_HELP};
     for (int i = 0; i < NBAR_VIEWS; i++) {
         static const char *digits[] = {"1", "2", "3", "4", "5", "6"};
-        bool act = sm->view == bar_views[i].view || (sm->view == ML_VIEW_SITE && bar_views[i].view == ML_VIEW_SITES);
+        bool act = sm->view == bar_views[i].view ||
+                   (sm->view == ML_VIEW_SITE && bar_views[i].view == ML_VIEW_SITES);
         items[n++] = (typeof(items[0])){bar_views[i].key, digits[i], bar_views[i].label, act};
     }
     items[n++] = (typeof(items[0])){'/', "/", "Search", sm->searching};
@@ -258,8 +287,8 @@ static void draw_bar(ml_screen_t *sm) {
     for (int i = 0; i < n && x < c->cols; i++) {
         int x0 = x;
         x += ml__canvas_text(c, x, y, c->cols - x, ML_ST_BAR_KEY, items[i].k);
-        x += ml__canvas_text(c, x, y, c->cols - x, items[i].active ? ML_ST_BAR_ACTIVE : ML_ST_BAR_LABEL,
-                             items[i].label);
+        x += ml__canvas_text(c, x, y, c->cols - x,
+                             items[i].active ? ML_ST_BAR_ACTIVE : ML_ST_BAR_LABEL, items[i].label);
         if (x < c->cols) x++;
         if (sm->nbar < (int)(sizeof sm->bar / sizeof sm->bar[0]))
             sm->bar[sm->nbar++] = (bar_item_t){x0, x, items[i].key};
@@ -270,7 +299,8 @@ static void draw_too_small(ml_screen_t *sm) {
     ml_canvas_t *c = &sm->canvas;
     char l1[96], l2[96];
     snprintf(l1, sizeof l1, "Terminal too small: %dx%d.", c->cols, c->rows);
-    snprintf(l2, sizeof l2, "memlens needs %dx%d; enlarge it, or q quits.", ML_MIN_COLS, ML_MIN_ROWS);
+    snprintf(l2, sizeof l2, "memlens needs %dx%d; enlarge it, or q quits.", ML_MIN_COLS,
+             ML_MIN_ROWS);
     ml__canvas_text(c, 0, c->rows / 2 - 1 > 0 ? c->rows / 2 - 1 : 0, c->cols, ML_ST_ERROR, l1);
     ml__canvas_text(c, 0, c->rows / 2 > 1 ? c->rows / 2 : 1, c->cols, ML_ST_NORMAL, l2);
 }
@@ -353,8 +383,10 @@ static int global_key(ml_screen_t *sm, int key) {
         return ML_HANDLED | ML_BREAK_LOOP;
     case '?':
     case ML_KEY_F(1):
-        if (sm->view == ML_VIEW_HELP) ml__sm_back(sm);
-        else ml__sm_switch(sm, ML_VIEW_HELP);
+        if (sm->view == ML_VIEW_HELP)
+            ml__sm_back(sm);
+        else
+            ml__sm_switch(sm, ML_VIEW_HELP);
         return ML_HANDLED | ML_REDRAW;
     case '/':
     case ML_KEY_F(3):
@@ -502,7 +534,8 @@ void ml__sm_run(ml_screen_t *sm, const ml_sm_io_t *io) {
                 last_state = st;
                 /* The collector waits while a refresh holds the model's
                  * lock: keep that under a fifth of the time. */
-                uint64_t period = (uint64_t)sm->o.refresh_ms, cost = ml_vmodel_refresh_cost_ms(sm->m);
+                uint64_t period = (uint64_t)sm->o.refresh_ms,
+                         cost = ml_vmodel_refresh_cost_ms(sm->m);
                 if (period < 4 * cost) period = 4 * cost;
                 next_refresh = now + period;
             }

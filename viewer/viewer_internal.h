@@ -40,16 +40,16 @@ typedef enum {
     ML_ST_NORMAL = 0,
     ML_ST_DIM,
     ML_ST_BOLD,
-    ML_ST_TITLE,     /* the top line */
-    ML_ST_HEADER,    /* column headers */
-    ML_ST_SELECTED,  /* the selected row */
-    ML_ST_BAR_KEY,   /* bottom bar: the key */
-    ML_ST_BAR_LABEL, /* bottom bar: what it does */
+    ML_ST_TITLE,      /* the top line */
+    ML_ST_HEADER,     /* column headers */
+    ML_ST_SELECTED,   /* the selected row */
+    ML_ST_BAR_KEY,    /* bottom bar: the key */
+    ML_ST_BAR_LABEL,  /* bottom bar: what it does */
     ML_ST_BAR_ACTIVE, /* bottom bar: the view shown */
     ML_ST_WARN,
     ML_ST_ERROR,
     ML_ST_GOOD,
-    ML_ST_HEAP,  /* timeline series */
+    ML_ST_HEAP, /* timeline series */
     ML_ST_RSS,
     ML_ST_MMAP,
     ML_ST_GPU,
@@ -100,15 +100,15 @@ uint32_t ml__glyph_ascii(uint32_t ch);
 int ml__utf8_width(const char *s);
 
 /* Glyphs the panels use. */
-#define ML_G_VLINE 0x2502u  /* │ */
-#define ML_G_HLINE 0x2500u  /* ─ */
+#define ML_G_VLINE 0x2502u /* │ */
+#define ML_G_HLINE 0x2500u /* ─ */
 #define ML_G_BLOCK_FULL 0x2588u
 #define ML_G_SHADE_LIGHT 0x2591u
 #define ML_G_SHADE_MEDIUM 0x2592u
 #define ML_G_SHADE_DARK 0x2593u
 #define ML_G_TRI_DOWN 0x25bcu /* ▼ peak marker */
 #define ML_G_TRI_RIGHT 0x25b6u
-#define ML_G_BRAILLE 0x2800u  /* + dot bits */
+#define ML_G_BRAILLE 0x2800u     /* + dot bits */
 #define ML_G_LOWER_BLOCK 0x2580u /* 0x2581..0x2588: ▁ .. █ (eighths) */
 
 /* ------------------------------------------------------------------------- */
@@ -137,7 +137,7 @@ enum {
     ML_KEY_BTAB,
     ML_KEY_WHEELUP,
     ML_KEY_WHEELDOWN,
-    ML_KEY_F0 = 0x110100,   /* ML_KEY_F0 + n is Fn */
+    ML_KEY_F0 = 0x110100,    /* ML_KEY_F0 + n is Fn */
     ML_KEY_CLICK = 0x111000, /* + row within the panel body: set the selection there */
     ML_KEY_CLICK_MAX_ = 0x111fff,
 };
@@ -154,18 +154,18 @@ int ml__key_parse(const char *tok);
 /* on_key results: bit flags, as in htop's HandlerResult. */
 enum {
     ML_IGNORED = 0,
-    ML_HANDLED = 1,     /* the key was consumed */
-    ML_REDRAW = 2,      /* the screen must be drawn again */
-    ML_RESIZE = 4,      /* the layout changed (panels must be placed again) */
-    ML_BREAK_LOOP = 8,  /* leave the event loop (quit) */
+    ML_HANDLED = 1,    /* the key was consumed */
+    ML_REDRAW = 2,     /* the screen must be drawn again */
+    ML_RESIZE = 4,     /* the layout changed (panels must be placed again) */
+    ML_BREAK_LOOP = 8, /* leave the event loop (quit) */
 };
 
 typedef struct ml_panel_s ml_panel_t;
 typedef struct ml_screen_s ml_screen_t;
 
 typedef struct {
-    const char *name;  /* shown in the bottom bar and the title */
-    const char *help;  /* this view's keys, "key\twhat it does\n" lines, for the help view */
+    const char *name; /* shown in the bottom bar and the title */
+    const char *help; /* this view's keys, "key\twhat it does\n" lines, for the help view */
     /** Draws the body (p->x, p->y, p->w, p->h) into c. */
     void (*draw)(ml_panel_t *p, ml_canvas_t *c);
     /** Handles one key; returns ML_* flags (ML_IGNORED lets the screen manager try). */
@@ -242,9 +242,9 @@ void ml__lines_draw(ml_panel_t *p, ml_canvas_t *c, const ml_lines_t *l, bool sel
 int ml__lines_key(ml_panel_t *p, int key);
 
 /* Formatting helpers shared by the panels (panel.c). */
-const char *ml__fmt_bytes(uint64_t b, char *buf, size_t len);  /* "12.3M", "999B": 6 cells */
-const char *ml__fmt_count(uint64_t n, char *buf, size_t len);  /* "12.3k" */
-const char *ml__fmt_time(uint32_t ms, char *buf, size_t len);   /* "1.234s", "2m03s" */
+const char *ml__fmt_bytes(uint64_t b, char *buf, size_t len); /* "12.3M", "999B": 6 cells */
+const char *ml__fmt_count(uint64_t n, char *buf, size_t len); /* "12.3k" */
+const char *ml__fmt_time(uint32_t ms, char *buf, size_t len); /* "1.234s", "2m03s" */
 /** Exact bytes with the short form: "4234 B (4.1 KiB)". */
 const char *ml__fmt_bytes_long(uint64_t b, char *buf, size_t len);
 /** "function  file:line" or "function (module)" or "0xaddr (module)" for a frame. */
@@ -296,8 +296,8 @@ typedef struct {
 typedef struct {
     int cols, rows;
     bool unicode;
-    bool live;     /* the model is fed by a running collector: refresh periodically */
-    int refresh_ms; /* live refresh period (default 500) */
+    bool live;       /* the model is fed by a running collector: refresh periodically */
+    int refresh_ms;  /* live refresh period (default 500) */
     bool shared_tty; /* live: the program writes to the same terminal (Ctrl-L redraws) */
 } ml_sm_opts_t;
 
@@ -338,10 +338,10 @@ void ml__sm_data_changed(ml_screen_t *sm);
 /* ------------------------------------------------------------------------- */
 
 typedef struct {
-    const char *tty;   /* NULL: stdin/stdout; else a terminal device opened for the UI (live mode) */
-    bool color;        /* false: monochrome styles */
+    const char *tty; /* NULL: stdin/stdout; else a terminal device opened for the UI (live mode) */
+    bool color;      /* false: monochrome styles */
     bool mouse;
-    bool catch_int;    /* SIGINT quits the viewer (false in live mode: it stops the program) */
+    bool catch_int; /* SIGINT quits the viewer (false in live mode: it stops the program) */
 } ml_crt_opts_t;
 
 /** Starts curses. Returns 0, or a negative errno with a message in err. */

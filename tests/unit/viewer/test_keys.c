@@ -19,7 +19,9 @@ static void open_screen(int cols, int rows) {
     ml__sm_draw(S);
 }
 
-static void setup(void) { open_screen(80, 24); }
+static void setup(void) {
+    open_screen(80, 24);
+}
 static void teardown(void) {
     ml__sm_free(S);
     ml_vmodel_free(M);
@@ -68,8 +70,9 @@ Test(viewer_keys, summary_first_then_one_key_per_view, .init = setup, .fini = te
     /* The bottom bar lists every view. */
     const char *bar = row(23);
     cr_expect(strstr(bar, "1Summary") && strstr(bar, "2Sites") && strstr(bar, "3Tree") &&
-              strstr(bar, "4Timeline") && strstr(bar, "5HeapMap") && strstr(bar, "6Suggest") &&
-              strstr(bar, "qQuit"), "%s", bar);
+                  strstr(bar, "4Timeline") && strstr(bar, "5HeapMap") && strstr(bar, "6Suggest") &&
+                  strstr(bar, "qQuit"),
+              "%s", bar);
     static const struct {
         const char *key;
         ml_view_t view;
@@ -103,7 +106,9 @@ Test(viewer_keys, sites_sort_select_open_and_back, .init = setup, .fini = teardo
     KEYS("C");
     cr_expect_eq(ml_vmodel_sort(M), ML_VSORT_CALLS);
     cr_expect(strstr(row(2), "shop+0x5000"), "%s", row(2));
-    cr_expect(strstr(row(1), "\xe2\x96\xbc" "CALLS"), "%s", row(1));
+    cr_expect(strstr(row(1), "\xe2\x96\xbc"
+                             "CALLS"),
+              "%s", row(1));
     KEYS("L");
     cr_expect(strstr(row(2), "shop+0x2000"), "%s", row(2));
     KEYS("T", "A", "P");
@@ -279,8 +284,9 @@ Test(viewer_keys, resize_and_too_small, .init = setup, .fini = teardown) {
  * drawn outside the canvas and nothing crashes (ASan builds check more). */
 Test(viewer_keys, every_view_draws_at_min_and_large_sizes) {
     static const int sizes[][2] = {{ML_MIN_COLS, ML_MIN_ROWS}, {80, 24}, {200, 60}};
-    static const char *const all[] = {"j", "k", "Enter", "Right", "Left", "PgDn", "PgUp", "G", "g", "p",
-                                      "e", "w", "c", "m", "b", "*", "_", "Esc", NULL};
+    static const char *const all[] = {"j", "k", "Enter", "Right", "Left", "PgDn", "PgUp",
+                                      "G", "g", "p",     "e",     "w",    "c",    "m",
+                                      "b", "*", "_",     "Esc",   NULL};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         open_screen(sizes[s][0], sizes[s][1]);
         for (const char *v = "123456"; *v; v++) {
@@ -288,7 +294,8 @@ Test(viewer_keys, every_view_draws_at_min_and_large_sizes) {
             KEYS(k);
             keys(all);
             KEYS(k);
-            cr_expect(strstr(row(sizes[s][1] - 1), "?Help"), "view %s at %dx%d", k, sizes[s][0], sizes[s][1]);
+            cr_expect(strstr(row(sizes[s][1] - 1), "?Help"), "view %s at %dx%d", k, sizes[s][0],
+                      sizes[s][1]);
         }
         teardown();
     }
@@ -342,7 +349,8 @@ Test(viewer_keys, ascii_terminals_get_ascii) {
     KEYS("2");
     ml__sm_draw(S);
     char *d = ml__canvas_dump(ml__sm_canvas(S));
-    for (const unsigned char *p = (const unsigned char *)d; *p; p++) cr_assert_lt(*p, 0x80, "non-ASCII on screen");
+    for (const unsigned char *p = (const unsigned char *)d; *p; p++)
+        cr_assert_lt(*p, 0x80, "non-ASCII on screen");
     cr_expect(strstr(d, "vPEAK"));
     free(d);
     teardown();
@@ -369,7 +377,9 @@ Test(viewer_keys, canvas_clips_and_dumps) {
     char buf[64];
     cr_expect_str_eq(ml__canvas_row(&c, 0, buf, sizeof buf), "       abc");
     cr_expect_str_eq(ml__canvas_row(&c, 1, buf, sizeof buf), "?y");
-    cr_expect_eq(ml__utf8_width("\xe2\x96\x88\xe2\xa3\xbf" "ab"), 4);
+    cr_expect_eq(ml__utf8_width("\xe2\x96\x88\xe2\xa3\xbf"
+                                "ab"),
+                 4);
     cr_expect_eq(ml__glyph_ascii(ML_G_BLOCK_FULL), '#');
     cr_expect_eq(ml__glyph_ascii(ML_G_VLINE), '|');
     ml__canvas_free(&c);

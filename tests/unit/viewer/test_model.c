@@ -10,7 +10,9 @@
 static char path[64];
 static ml_vmodel_t *M;
 
-static void setup(void) { M = v_model(path, sizeof path); }
+static void setup(void) {
+    M = v_model(path, sizeof path);
+}
 static void teardown(void) {
     ml_vmodel_free(M);
     unlink(path);
@@ -31,7 +33,8 @@ Test(viewer_model, summary_comes_from_the_analysis, .init = setup, .fini = teard
     cr_expect_eq(s->totals.alloc_calls, 15);
     cr_expect_eq(s->totals.peak_bytes, V_PEAK);
     cr_expect_eq(s->totals.peak_time_ms, V_PEAK_MS);
-    cr_expect_eq(s->totals.temporary_allocs, 11); /* C's ten, and B: freed before the next allocation */
+    cr_expect_eq(s->totals.temporary_allocs,
+                 11); /* C's ten, and B: freed before the next allocation */
     cr_expect_eq(s->leak_bytes[0], 2000);
     cr_expect_eq(s->leak_blocks[0], 2);
     cr_expect_eq(s->nsites, 3);
@@ -169,7 +172,8 @@ Test(viewer_model, heap_map_and_the_sites_pinning_a_cell, .init = setup, .fini =
     cr_assert_gt(map.ncells, 0);
     /* Some cell holds live pages; the sites pinning the whole range are A and B. */
     bool used = false;
-    for (uint32_t i = 0; i < map.ncells; i++) used |= map.cells[i].used_pct > 0;
+    for (uint32_t i = 0; i < map.ncells; i++)
+        used |= map.cells[i].used_pct > 0;
     cr_expect(used);
     ml_vlive_t l[8];
     uint32_t n = ml_vmodel_cell_sites(M, ML_VMAP_PEAK, 0, UINT64_MAX / 2, l, 8);
@@ -233,7 +237,8 @@ Test(viewer_model, loads_in_steps_with_progress) {
     cr_expect(ml_vmodel_loading(m));
     cr_expect_eq(ml_vmodel_summary(m)->state, ML_VPROC_LOADING);
     int rc, steps = 0;
-    while ((rc = ml_vmodel_load_step(m, 1)) > 0) steps++;
+    while ((rc = ml_vmodel_load_step(m, 1)) > 0)
+        steps++;
     cr_expect_eq(rc, 0);
     cr_expect_not(ml_vmodel_loading(m));
     cr_expect_eq(ml_vmodel_summary(m)->totals.peak_bytes, V_PEAK);

@@ -3,13 +3,12 @@
  *
  * Two modules: the program (/opt/app/bin/shop) and a library
  * (/opt/app/lib/libwidget.so). Stacks (innermost first):
- *   A  [shop+0x2000] <- [shop+0x1000]                       4 x 1000 B, 2 freed: leaks 2000 B in 2 blocks
- *   B  [libwidget.so+0x4000] <- [shop+0x3000] <- [shop+0x1000]  1 x 5000 B, freed after the peak
- *      (before any other allocation: a temporary one)
- *   C  [shop+0x5000] <- [shop+0x1000]                       10 temporary allocations of 100 B
- * Time: A at 10..13 ms, B at 20 ms (the peak: 9000 B), B freed at 30 ms,
- * C from 40 ms, two A blocks freed at 50 and 51 ms, the end at 60 ms with
- * exit status 3. Symbols are off in the tests, so functions read
+ *   A  [shop+0x2000] <- [shop+0x1000]                       4 x 1000 B, 2 freed: leaks 2000 B in 2
+ * blocks B  [libwidget.so+0x4000] <- [shop+0x3000] <- [shop+0x1000]  1 x 5000 B, freed after the
+ * peak (before any other allocation: a temporary one) C  [shop+0x5000] <- [shop+0x1000] 10
+ * temporary allocations of 100 B Time: A at 10..13 ms, B at 20 ms (the peak: 9000 B), B freed at 30
+ * ms, C from 40 ms, two A blocks freed at 50 and 51 ms, the end at 60 ms with exit status 3.
+ * Symbols are off in the tests, so functions read
  * "[module+0xOFFSET]".
  */
 #ifndef VTEST_H
@@ -33,7 +32,9 @@
 
 static ml_writer_t *v_w;
 
-static void v_add(ml_record_t *r) { cr_assert_eq(ml_writer_add(v_w, r), 0); }
+static void v_add(ml_record_t *r) {
+    cr_assert_eq(ml_writer_add(v_w, r), 0);
+}
 
 static void v_module(uint64_t base, const char *path) {
     ml_record_t r = {.tag = ML_T_MODULE};
@@ -94,7 +95,8 @@ static void v_write_trace(char *path, size_t len, bool cut) {
     v_node(3, 1, V_EXE_BASE + 0x3000); /* helper */
     v_node(4, 3, V_LIB_BASE + 0x4000); /* B */
     v_node(5, 1, V_EXE_BASE + 0x5000); /* C */
-    for (uint32_t i = 0; i < 4; i++) v_alloc(10 + i, 0x100000 + i * 0x1000, 1000, 2);
+    for (uint32_t i = 0; i < 4; i++)
+        v_alloc(10 + i, 0x100000 + i * 0x1000, 1000, 2);
     v_alloc(V_PEAK_MS, 0x200000, 5000, 4);
     v_free(30, 0x200000);
     for (uint32_t i = 0; i < 10; i++) {
@@ -133,11 +135,13 @@ __attribute__((unused)) static void v_write_big_trace(char *path, size_t len, ui
     v_add(&p);
     v_module(V_EXE_BASE, "/opt/app/bin/big");
     v_node(1, 0, V_EXE_BASE + 0x1000);
-    for (uint32_t s = 0; s < 50; s++) v_node(2 + s, 1, V_EXE_BASE + 0x2000 + s * 0x10);
+    for (uint32_t s = 0; s < 50; s++)
+        v_node(2 + s, 1, V_EXE_BASE + 0x2000 + s * 0x10);
     for (uint32_t i = 0; i < n; i++) {
         v_alloc(i / 100, 0x1000000 + (uint64_t)i * 64, 16 + i % 48, 2 + i % 50);
         if (i >= 1000) v_free(i / 100, 0x1000000 + (uint64_t)(i - 1000) * 64);
-        if (i % 2000 == 1999) cr_assert_eq(ml_writer_flush(v_w), 0); /* many chunks: a fine progress bar */
+        if (i % 2000 == 1999)
+            cr_assert_eq(ml_writer_flush(v_w), 0); /* many chunks: a fine progress bar */
     }
     ml_record_t e = {.tag = ML_T_END, .time_ms = n / 100 + 1};
     e.u.end.status_kind = ML_END_EXITED;
