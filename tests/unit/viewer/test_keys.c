@@ -384,3 +384,50 @@ Test(viewer_keys, canvas_clips_and_dumps) {
     cr_expect_eq(ml__glyph_ascii(ML_G_VLINE), '|');
     ml__canvas_free(&c);
 }
+
+/* GPU records reach the Summary (per device) and the timeline's GPU series. */
+Test(viewer_keys, gpu_devices_in_the_summary_and_the_timeline) {
+    cr_assert_eq(ml_vmodel_new(&M), 0);
+    ml_build_opts_t bo = {.no_symbols = true};
+    ml_vmodel_set_build_opts(M, &bo);
+    ml_vmodel_set_advice(M, false);
+    ml_record_t p = {.tag = ML_T_PROCESS};
+    p.u.process.pid = 9;
+    p.u.process.page_size = 4096;
+    p.u.process.exe = "/opt/app/bin/train";
+    p.u.process.parent_trace = "";
+    p.u.process.producer = "vtest";
+    ml_vmodel_feed(M, &p);
+    static const struct {
+        uint8_t tag, op;
+        uint32_t t;
+        uint64_t ptr, size;
+    } ev[] = {
+        {ML_T_GPU_ALLOC, ML_GPU_OP_ALLOC, 5, 0x700000000, 3u << 20},
+        {ML_T_GPU_ALLOC, ML_GPU_OP_ALLOC, 6, 0x710000000, 1u << 20},
+        {ML_T_GPU_FREE, ML_GPU_OP_FREE, 8, 0x700000000, 0},
+    };
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+        ml_record_t r = {.tag = ev[i].tag, .time_ms = ev[i].t};
+        r.u.gpu.op = ev[i].op;
+        r.u.gpu.kind = ML_GPU_KIND_DEVICE;
+        r.u.gpu.device = 0;
+        r.u.gpu.context = 1;
+        r.u.gpu.ptr = ev[i].ptr;
+        r.u.gpu.size = ev[i].size;
+        ml_vmodel_feed(M, &r);
+    }
+    ml_record_t e = {.tag = ML_T_END, .time_ms = 10};
+    e.u.end.duration_ms = 10;
+    ml_vmodel_feed(M, &e);
+    cr_assert_eq(ml_vmodel_refresh(M), 0);
+    ml_sm_opts_t o = {.cols = 80, .rows = 24, .unicode = true};
+    S = ml__sm_new(M, &o);
+    ml__sm_draw(S);
+    cr_expect(screen_has("device 0: peak 4.0M, leaked 1.0M, 2 allocs, 1 frees"));
+    KEYS("4", "m", "m", "m");
+    cr_expect(screen_has("[GPU]"));
+    cr_expect(screen_has("4.0M\xe2\x94\x82"), "the GPU series' top on the y axis");
+    ml__sm_free(S);
+    ml_vmodel_free(M);
+}
