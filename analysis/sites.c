@@ -478,13 +478,13 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
             e->node = kn;
             e->skip = ks;
             e->site = (uint32_t)++b->nsites;
+            km.count++;
             ml_site_t *n = &b->sites[e->site - 1];
             n->min_size = UINT64_MAX;
             site_node[e->site - 1] = kn;
             site_skip[e->site - 1] = ks;
         }
         uint32_t si = e->site - 1;
-        km.count += 0;
         st->site = si;
         ml_site_t *x = &b->sites[si];
         uint64_t pb = st->last_change <= peak_seq ? st->live_bytes : st->peak_bytes;

@@ -398,3 +398,24 @@ Test(analysis, per_thread_split, .init = setup, .fini = teardown) {
     cr_expect_eq(t[1].temporary_allocs, 1);
     cr_expect_eq(site_at(0x2000)->thread_mask, 2);
 }
+
+/* Many distinct stacks: the site table grows past its first size. */
+Test(analysis, thousands_of_sites, .init = setup, .fini = teardown, .timeout = 30) {
+    for (uint32_t id = 5; id < 6005; id++) {
+        ml_record_t n = {.tag = ML_T_NODE};
+        n.u.node.id = id;
+        n.u.node.parent = 1;
+        n.u.node.pc = 0x100000ull + id * 16;
+        ml_analysis_feed(A, &n);
+        alloc(0x10000000ull + id * 64, id, id);
+    }
+    build(NULL);
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(A, &n);
+    cr_expect_eq(n, 6000);
+    cr_expect_eq(s[0].peak_bytes, 6004, "ordered by peak: the largest first");
+    const ml_flame_node_t *f;
+    size_t k = ml_analysis_flame(A, &f);
+    cr_expect_leq(k, 5000);
+    cr_expect_eq(f[0].alloc, ml_analysis_totals(A)->bytes_allocated);
+}
