@@ -248,6 +248,7 @@ Test(report, json_matches_the_schema_and_folded_stacks) {
     cr_assert_eq(report(&r, args2), 0, "%s", r.err);
     h_run_free(&r);
     f = h_read_file(folded);
+    cr_assert_not_null(f);
     cr_expect(strstr(f, ";main;make_chain 444\n"), "%s", f);
     cr_expect_null(strstr(f, "peak_holder"), "nothing of peak_holder leaked");
     free(f);
@@ -304,6 +305,7 @@ Test(report, suppressions_take_known_leaks_out_of_the_gate) {
     cr_expect_eq(report(&r, ok), 0, "%s", r.err);
     h_run_free(&r);
     char *doc = h_read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
     cr_expect(strstr(doc, "\"suppressed_bytes\": 222"), "%s", doc);
     cr_expect(strstr(doc, "\"pattern\": \"drop_block\", \"blocks\": 1, \"bytes\": 222"));
     free(doc);
@@ -356,6 +358,7 @@ Test(report, diff_per_site_deltas_and_gate) {
     h_run_free(&r);
     validate("diff-schema.json", json);
     char *doc = h_read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
     cr_expect(strstr(doc, "\"delta\": {\"peak_bytes\": 444, \"leaked_bytes\": 444, \"alloc_calls\": 2"), "%s", doc);
     free(doc);
     /* definite leaks 555 -> 999 (+80 %), calls 5 -> 7 (+40 %): over 10 %. */
@@ -415,6 +418,7 @@ Test(report, truncated_trace_reports_what_is_there, .timeout = 120) {
     h_run_free(&r);
     validate("report-schema.json", json);
     char *doc = h_read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
     cr_expect(strstr(doc, "\"truncated\": true"));
     cr_expect(strstr(doc, "\"complete\": false"));
     cr_expect(strstr(doc, "drop_block"), "the first chunk's sites are there");
@@ -441,6 +445,7 @@ Test(report, corrupt_foreign_and_future_traces_fail_cleanly) {
     cr_expect(strstr(r.err, "corrupt"), "%s", r.err);
     h_run_free(&r);
     char *kept = h_read_file(out);
+    cr_assert_not_null(kept);
     cr_expect_str_eq(kept, "OLD", "a failed report leaves the old output alone");
     free(kept);
 
