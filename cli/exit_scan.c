@@ -7,12 +7,13 @@
  *
  *  1. lists the blocks still live (the collector's own analysis of the
  *     stream up to the exit record);
- *  2. reads /proc/PID/maps and takes as roots every private, readable and
- *     writable mapping - modules' .data/.bss, thread stacks, anonymous
- *     memory - except the brk heap, mappings that hold a live block (malloc
- *     arenas, mmapped chunks: their contents are scanned block by block, not
- *     as roots) and memlens' own library. Stacks are scanned from each
- *     thread's stack pointer (from /proc/PID/task/TID/syscall) upwards;
+ *  2. reads /proc/PID/smaps and takes as roots every private, readable and
+ *     writable mapping with resident (or swapped) pages - modules' .data/.bss,
+ *     thread stacks, anonymous memory - except the brk heap, mappings that
+ *     hold a live block (malloc arenas, mmapped chunks: their contents are
+ *     scanned block by block, not as roots) and memlens' own library. Stacks
+ *     are scanned from each thread's stack pointer (from
+ *     /proc/PID/task/TID/syscall) upwards;
  *  3. runs the conservative pointer scan of analysis/ml_reach.h over them
  *     with process_vm_readv, and
  *  4. writes one ML_T_BLOCK_REACH record per live block and an
@@ -160,42 +161,65 @@ static size_t thread_sps(pid_t pid, uint64_t *sps, size_t max) {
     return n;
 }
 
+/* One mapping of /proc/PID/smaps, decided once its Rss and Swap are known. */
+typedef struct {
+    uint64_t lo, hi, resident;
+    bool candidate;
+} mapping_t;
+
+static int consider(const mapping_t *m, const ml_live_block_t *b, size_t nb, const uint64_t *sps,
+                    size_t nsp, ranges_t *roots) {
+    /* Never touched (reserved address space: sanitizer shadows, GPU
+     * apertures, thread-stack guards): only zeros, nothing to read. */
+    if (!m->candidate || !m->resident) return 0;
+    if (holds_block(b, nb, m->lo, m->hi)) return 0; /* heap memory: scanned per block */
+    uint64_t lo = m->lo;
+    /* A stack: only from its thread's stack pointer up (below it lie dead
+     * frames). The 128-byte red zone below the pointer is kept. */
+    for (size_t i = 0; i < nsp; i++)
+        if (sps[i] >= m->lo && sps[i] < m->hi) {
+            uint64_t from = (sps[i] - 128) & ~7ull;
+            if (from > lo) lo = from;
+        }
+    return push_range(roots, lo, m->hi);
+}
+
 static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, ranges_t *roots) {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f) return -errno;
     uint64_t sps[256];
     size_t nsp = thread_sps(pid, sps, 256);
     char line[PATH_MAX + 256];
     int rc = 0;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long long lo, hi, off;
+    mapping_t m = {0};
+    bool have = false;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi, off, kb;
         char perms[8] = "", dev[16];
         unsigned long inode;
         int name_at = 0;
-        if (sscanf(line, "%llx-%llx %7s %llx %15s %lu %n", &lo, &hi, perms, &off, dev, &inode,
-                   &name_at) < 6)
+        if (sscanf(line, "Rss: %llu kB", &kb) == 1 || sscanf(line, "Swap: %llu kB", &kb) == 1) {
+            m.resident += kb;
             continue;
+        }
+        if (sscanf(line, "%llx-%llx %7s %llx %15s %lu %n", &lo, &hi, perms, &off, dev, &inode,
+                   &name_at) < 6 ||
+            !strchr(line, '-') || line[0] == ' ')
+            continue;
+        if (have) rc = consider(&m, b, nb, sps, nsp, roots);
+        have = true;
         char *name = line + name_at;
         name[strcspn(name, "\n")] = '\0';
-        if (perms[0] != 'r' || perms[1] != 'w' || perms[3] != 'p') continue;
-        if (!strcmp(name, "[heap]") || !strcmp(name, "[vvar]") || !strcmp(name, "[vsyscall]") ||
-            !strcmp(name, "[vdso]"))
-            continue;
         const char *base = strrchr(name, '/');
         base = base ? base + 1 : name;
-        if (!strncmp(base, "libmemlens", 10)) continue; /* our own bookkeeping */
-        if (holds_block(b, nb, lo, hi)) continue;       /* heap memory: scanned per block */
-        /* A stack: only from its thread's stack pointer up (below it lie dead
-         * frames). The 128-byte red zone below the pointer is kept. */
-        for (size_t i = 0; i < nsp; i++)
-            if (sps[i] >= lo && sps[i] < hi) {
-                uint64_t from = (sps[i] - 128) & ~7ull;
-                if (from > lo) lo = from;
-            }
-        if ((rc = push_range(roots, lo, hi)) < 0) break;
+        m = (mapping_t){lo, hi, 0, perms[0] == 'r' && perms[1] == 'w' && perms[3] == 'p'};
+        if (!strcmp(name, "[heap]") || !strcmp(name, "[vvar]") || !strcmp(name, "[vsyscall]") ||
+            !strcmp(name, "[vdso]") || !strncmp(base, "libmemlens", 10)) /* ours, or not roots */
+            m.candidate = false;
     }
+    if (have && rc == 0) rc = consider(&m, b, nb, sps, nsp, roots);
     fclose(f);
     return rc;
 }
