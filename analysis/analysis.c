@@ -570,8 +570,11 @@ static void grave_undo(ml__moment_t *m, const ml__block_t *b) {
 /* Heap events                                                               */
 /* ------------------------------------------------------------------------- */
 
+/* ceil(log2(v)), capped at 63 so that it indexes the 64-bucket histograms
+ * (the last bucket takes everything above 2^62; found by tests/fuzz). */
 static inline uint32_t log2_bucket(uint64_t v) {
-    return v <= 1 ? 0 : 64 - (uint32_t)__builtin_clzll(v - 1);
+    uint32_t k = v <= 1 ? 0 : 64 - (uint32_t)__builtin_clzll(v - 1);
+    return k > 63 ? 63 : k;
 }
 
 static void worst_check(ml_analysis_t *a, uint32_t time_ms) {

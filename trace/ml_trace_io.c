@@ -871,7 +871,11 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
         case ML_T_NODE: {
             int64_t did, dparent, dpc;
             ok = get_s(r, &did) && get_s(r, &dparent) && get_s(r, &dpc);
-            int64_t id = (int64_t)r->prev_node + 1 + did, parent = id - dparent;
+            /* Bound the deltas before any arithmetic: a corrupt one must not
+             * overflow (found by tests/fuzz). */
+            ok = ok && did >= -(int64_t)UINT32_MAX && did <= (int64_t)UINT32_MAX && dparent >= 0 &&
+                 dparent <= (int64_t)UINT32_MAX + 1;
+            int64_t id = ok ? (int64_t)r->prev_node + 1 + did : 0, parent = ok ? id - dparent : 0;
             ok = ok && id > 0 && id <= UINT32_MAX && parent >= 0 && parent < id;
             if (ok) {
                 rec->u.node.id = (uint32_t)id;

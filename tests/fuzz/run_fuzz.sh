@@ -15,6 +15,8 @@ mkdir "$work/corpus" "$work/artifacts"
 size=$(wc -c <"$work/corpus/leaks.mlt")
 head -c $((size / 2)) "$work/corpus/leaks.mlt" >"$work/corpus/truncated.mlt"
 head -c 16 "$work/corpus/leaks.mlt" >"$work/corpus/header.mlt"
+# Inputs that once found bugs run first.
+cp "$(dirname "$0")"/regressions/* "$work/corpus/" 2>/dev/null || true
 # Raw-record seeds ('R' + a chunk's decompressed records), when the zstd
 # tool is there to unpack them.
 if command -v zstd >/dev/null; then
