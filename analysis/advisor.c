@@ -173,7 +173,7 @@ static int build_site_keys(adv_t *A) {
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++) names[i] = site_function_name(&s[i]);
-    qsort(names, n, sizeof *names, cmp_name);
+    if (n) qsort(names, n, sizeof *names, cmp_name);
     size_t u = 0;
     for (size_t i = 0; i < n; i++)
         if (!u || strcmp(names[u - 1], names[i])) names[u++] = names[i];
@@ -1124,7 +1124,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
                         (unsigned long long)g->live);
             rank[gi] = (rank_t){gi, A.g[gi].max_live_bytes * 4 + A.g[gi].calls};
         }
-        qsort(rank, A.ng, sizeof *rank, cmp_rank);
+        if (A.ng) qsort(rank, A.ng, sizeof *rank, cmp_rank);
         size_t nc = 0;
         for (uint32_t r = 0; r < A.ng && nc + 2 <= MAX_CANDIDATES; r++) {
             uint32_t gi = rank[r].gi;
@@ -1184,7 +1184,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
         free(cands);
         if (rc < 0) goto fail;
         /* One footprint strategy per site: of pool, slab and arena, the best saving. */
-        qsort(adv->s, adv->n, sizeof *adv->s, cmp_suggestion);
+        if (adv->n) qsort(adv->s, adv->n, sizeof *adv->s, cmp_suggestion);
         size_t w = 0;
         for (size_t i = 0; i < adv->n; i++) {
             bool dup = false;
@@ -1204,7 +1204,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
             if (s) *s = gpu[i];
         }
     }
-    qsort(adv->s, adv->n, sizeof *adv->s, cmp_suggestion);
+    if (adv->n) qsort(adv->s, adv->n, sizeof *adv->s, cmp_suggestion);
     if (adv->n > MAX_SUGGESTIONS) adv->n = MAX_SUGGESTIONS;
     adv->seconds = now_s() - t0;
     adv_free_state(&A);

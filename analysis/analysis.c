@@ -254,6 +254,12 @@ int ml_analysis_new(ml_analysis_t **out) {
     return 0;
 }
 
+int ml_analysis_new_light(ml_analysis_t **out) {
+    int rc = ml_analysis_new(out);
+    if (rc == 0) (*out)->light = true;
+    return rc;
+}
+
 void ml_analysis_free(ml_analysis_t *a) {
     if (!a) return;
     ml_gpu_free(a->gpu);
@@ -605,7 +611,30 @@ static void block_gone(ml_analysis_t *a, ml__block_t *e, uint32_t time_ms, bool 
     grave_add(&a->mom[1], e);
 }
 
+/* The light session's bookkeeping: the live map, totals and the peak. */
+static void heap_add_light(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
+    bool existed;
+    ml__block_t *e = map_slot(&a->heap, b->ptr, &existed);
+    if (!e) return;
+    if (existed) {
+        a->t.heap_bytes -= e->size;
+        a->t.heap_blocks--;
+    }
+    *e = *b;
+    a->t.heap_blocks++;
+    a->t.heap_bytes += b->size;
+    if (a->t.heap_bytes > a->t.peak_bytes) {
+        a->t.peak_bytes = a->t.heap_bytes;
+        a->t.peak_blocks = a->t.heap_blocks;
+        a->t.peak_time_ms = time_ms;
+    }
+}
+
 static void heap_add(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
+    if (a->light) {
+        heap_add_light(a, b, time_ms);
+        return;
+    }
     bool existed;
     ml__block_t *e = map_slot(&a->heap, b->ptr, &existed);
     if (!e) return;
@@ -653,6 +682,15 @@ static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
     if (size >= (1ull << 62)) size = (1ull << 62) - 1;
     if (kind < ML_KIND_COUNT_) t->calls_by_kind[kind]++;
     a->seq++;
+    if (a->light) {
+        ml__block_t b = {.ptr = r->u.alloc.ptr, .size = size, .seq = a->seq,
+                         .time_ms = r->time_ms, .slack = ML__SLACK_UNKNOWN};
+        if (b.ptr) heap_add_light(a, &b, r->time_ms);
+        a->last_alloc_ptr = r->u.alloc.ptr;
+        a->last_alloc_live = true;
+        if (r->thread < ML__MAX_THREADS) a->realloc_stash[r->thread].ptr = 0;
+        return;
+    }
 
     uint32_t s = stat_of(a, r->u.alloc.stack);
     ml__stack_stats_t *st = &a->stats[s];
@@ -714,6 +752,12 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
     }
     if (a->last_alloc_ptr == r->u.alloc.ptr) a->last_alloc_live = false;
     if (kind != ML_KIND_FREE && r->thread < ML__MAX_THREADS) a->realloc_stash[r->thread] = *e;
+    if (a->light) {
+        a->t.heap_bytes -= e->size;
+        a->t.heap_blocks--;
+        map_remove(&a->heap, e);
+        return;
+    }
     block_gone(a, e, r->time_ms, true);
     map_remove(&a->heap, e);
     worst_check(a, r->time_ms);
@@ -726,6 +770,10 @@ static void on_realloc_fail(ml_analysis_t *a, const ml_record_t *r) {
     if (!st->ptr || st->ptr != r->u.alloc.ptr) return;
     ml__block_t b = *st;
     st->ptr = 0;
+    if (a->light) {
+        heap_add_light(a, &b, r->time_ms);
+        return;
+    }
     grave_undo(&a->mom[0], &b);
     grave_undo(&a->mom[1], &b);
     /* The failed realloc counted the block's end of life; undo the count. */

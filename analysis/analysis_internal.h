@@ -203,6 +203,11 @@ struct ml_analysis_s {
     ml__thread_t *threads;
     uint32_t nthreads;
 
+    /* Light sessions (ml_analysis_new_light) keep totals, the peak and the
+     * live block map only: what `memlens run` needs for its summary and the
+     * exit scan, at a fraction of the per-event cost. */
+    bool light;
+
     /* exit scan */
     bool scanned;
     ml_leaks_t scan; /* the scan summary fields only */

@@ -60,6 +60,13 @@ typedef struct ml_analysis_s ml_analysis_t;
 /** Creates an empty analysis session. Returns 0 or -ENOMEM. */
 int ml_analysis_new(ml_analysis_t **out);
 
+/** A session that keeps only the totals, the peak (bytes and time) and the
+ * live block map: all `memlens run` needs for its summary and the exit scan,
+ * fed live while the program runs. Per-site statistics, pages, moments,
+ * histograms and the timeline are not kept; queries beyond
+ * ml_analysis_totals() and ml_analysis_live_blocks() are not for it. */
+int ml_analysis_new_light(ml_analysis_t **out);
+
 /** Consumes one record, in trace order. */
 void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *rec);
 

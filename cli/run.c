@@ -301,10 +301,11 @@ static int find_preload_lib(char *out, size_t len) {
     char *slash = strrchr(self, '/');
     if (!slash) return -1;
     *slash = '\0';
-    snprintf(out, len, "%s/libmemlens.so", self);
-    if (access(out, R_OK) == 0) return 0;
-    snprintf(out, len, "%s/../lib/memlens/libmemlens.so", self);
-    if (access(out, R_OK) == 0) return 0;
+    if (snprintf(out, len, "%s/libmemlens.so", self) < (int)len && access(out, R_OK) == 0)
+        return 0;
+    if (snprintf(out, len, "%s/../lib/memlens/libmemlens.so", self) < (int)len &&
+        access(out, R_OK) == 0)
+        return 0;
     return -1;
 }
 
@@ -393,13 +394,18 @@ static int proc_analysis(session_t *s, proc_t *p) {
         p->an = ml_vmodel_analysis(s->live_model);
         return 0;
     }
-    return ml_analysis_new(&p->an);
+    /* The collector runs beside the program on the same machine: per event
+     * it does only what the summary and the exit scan need. `memlens report`
+     * computes everything else from the trace. */
+    return ml_analysis_new_light(&p->an);
 }
 
 static void child_trace_path(session_t *s, uint32_t pid, char *out, size_t len) {
-    snprintf(out, len, "%s.%u.mlt", s->stem, pid);
+    /* The stem is at most PATH_MAX - 5 bytes: a truncated name still names a
+     * new file of ours, never the parent's trace. */
+    if (snprintf(out, len, "%s.%u.mlt", s->stem, pid) >= (int)len) out[len - 1] = '\0';
     for (int n = 2; access(out, F_OK) == 0 && n < 1000; n++)
-        snprintf(out, len, "%s.%u.%d.mlt", s->stem, pid, n);
+        if (snprintf(out, len, "%s.%u.%d.mlt", s->stem, pid, n) >= (int)len) out[len - 1] = '\0';
 }
 
 static proc_t *open_proc(session_t *s, uint32_t slot) {

@@ -165,7 +165,7 @@ Test(record, follow_fork_gives_the_child_its_own_trace) {
     h_trace_load(&t, trace);
     cr_expect_eq(h_allocs_of_size(&t, 111), 22);
     cr_expect_eq(h_allocs_of_size(&t, 222), 0);
-    char dir[4096], child[4096 + 64];
+    char dir[4096], child[4096 + 512];
     snprintf(dir, sizeof dir, "%s", trace);
     *strrchr(dir, '/') = '\0';
     cr_assert_eq(count_traces(dir, "follow."), 2);
