@@ -29,37 +29,19 @@ static inline uint64_t usable_size(void *p) {
     return ml__real.malloc_usable_size ? ml__real.malloc_usable_size(p) : 0;
 }
 
-/* Sampling: a free needs recording only if its block was sampled. A bit
- * per address hash, set when a block is sampled and never cleared, answers
- * "maybe" or "certainly not" without locks; a false "maybe" only records a
- * free the analysis then ignores as unknown, and a sampled block's free is
- * never missed. 2^20 bits, 128 KiB, touched only as blocks are sampled. */
-#define SAMPLE_FILTER_BITS (1u << 20)
-static _Atomic uint64_t sample_filter[SAMPLE_FILTER_BITS / 64];
-
-static inline uint32_t filter_bit(const void *p) {
-    return (uint32_t)((((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull) >> 44);
-}
-
-static inline bool maybe_sampled(const void *p) {
-    uint32_t b = filter_bit(p);
-    return ml_atomic_load_relaxed(&sample_filter[b >> 6]) >> (b & 63) & 1;
-}
-
+/* Sampling: a free is recorded exactly when its block was sampled (the set
+ * in sampled.c); without sampling, always. */
 static inline bool wants_free(const void *p) {
-    return !ml__sample_bytes || maybe_sampled(p);
+    return !ml__sample_bytes || ml__sampled_remove(p);
 }
 
 static __attribute__((noinline)) void record_alloc(void *p, size_t n, uint8_t kind) {
     ml_tls_t *t = &ml__tls;
     t->guard++;
     uint8_t flags = 0;
-    if (ml__sample_bytes) {
-        if (!ml__sample(n)) goto out;
+    if (ml__sample_bytes) { /* the caller's ml__sample_hit chose this one */
         flags |= ML_EVF_SAMPLED;
-        uint32_t b = filter_bit(p);
-        if (!(ml_atomic_load_relaxed(&sample_filter[b >> 6]) >> (b & 63) & 1))
-            atomic_fetch_or_explicit(&sample_filter[b >> 6], 1ull << (b & 63), memory_order_relaxed);
+        ml__sampled_add(p);
     }
     uint32_t stack = ml__stack_capture(&flags);
     uint64_t size = n;
@@ -68,7 +50,6 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t n, uint8_t ki
         size |= (slack > 0xffff ? 0xffff : slack) << 48;
     }
     ml__emit(ML_EV_ALLOC, kind, flags, (uint64_t)(uintptr_t)p, size, stack);
-out:
     if (ml_unlikely(ml_atomic_load_relaxed(&ml__modcheck) > 0 ||
                     ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen) != ml__mallinfo_seen))
         ml__attention();
@@ -103,11 +84,20 @@ static __attribute__((noinline)) void count_nested(void) {
         ml_atomic_add_relaxed(&ml__ring->nested_skipped, 1);
 }
 
+/* Whether an allocation of n bytes is recorded: always, or when sampling,
+ * when the countdown says so. */
+static inline bool wants_alloc(size_t n) {
+    return !ml__sample_bytes || ml__sample_hit(n);
+}
+
 #define AFTER_ALLOC(p, n, kind)                                                                    \
     do {                                                                                           \
         if (ml_likely(p != NULL)) {                                                                \
-            if (ml__recording()) record_alloc(p, n, kind);                                         \
-            else if (ml__tls.guard) count_nested();                                                \
+            if (ml__recording()) {                                                                 \
+                if (wants_alloc(n)) record_alloc(p, n, kind);                                      \
+            } else if (ml__tls.guard) {                                                            \
+                count_nested();                                                                    \
+            }                                                                                      \
         }                                                                                          \
     } while (0)
 
@@ -174,8 +164,11 @@ static void *realloc_impl(void *old, size_t n, uint8_t kind) {
     if (freed) record_free(old, kind);
     void *p = ml__real.realloc(old, n);
     if (rec) {
-        if (p) record_alloc(p, n, kind);
-        else if (freed && n) record_plain(ML_EV_REALLOC_FAIL, kind, old, 0);
+        if (p) {
+            if (wants_alloc(n)) record_alloc(p, n, kind);
+        } else if (freed && n) {
+            record_plain(ML_EV_REALLOC_FAIL, kind, old, 0);
+        }
     } else if (ml__tls.guard) {
         count_nested();
     }

@@ -78,7 +78,24 @@ void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t 
 void ml__emit_blob(uint8_t kind, const void *payload, uint32_t len);
 void ml__attention(void);
 void ml__modules_scan(bool full);
-bool ml__sample(size_t n);
+bool ml__sample_slow(size_t n);
+
+/* Sampling's fast path, inlined into the hooks: one subtraction and a branch
+ * for the allocations that are not sampled. */
+static inline bool ml__sample_hit(size_t n) {
+    ml_tls_t *t = &ml__tls;
+    t->sample_left -= (int64_t)n;
+    if (ml_likely(t->sample_left > 0)) return false;
+    return ml__sample_slow(n);
+}
+
+/* sampled.c: the live sampled blocks (--sample) */
+bool ml__sampled_contains(const void *p);
+void ml__sampled_add(const void *p);
+bool ml__sampled_remove(const void *p); /* true if p was sampled (and is no longer) */
+void ml__sampled_lock(void);
+void ml__sampled_unlock(void);
+void ml__sampled_reset(void);
 
 /* stacks.c */
 int ml__stacks_init(void);

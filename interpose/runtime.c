@@ -333,18 +333,19 @@ static int64_t draw_interval(ml_tls_t *t) {
     return v > 1e15 ? (int64_t)1e15 : (int64_t)v + 1;
 }
 
-bool ml__sample(size_t n) {
+/* The countdown crossed zero (ml__sample_hit already subtracted n), or the
+ * thread has not drawn its first interval yet. */
+bool ml__sample_slow(size_t n) {
     ml_tls_t *t = &ml__tls;
     if (ml_unlikely(!t->has_sample)) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         t->rng = ((uint64_t)syscall(SYS_gettid) << 32) ^ (uint64_t)ts.tv_nsec ^ 0x9e3779b97f4a7c15ull;
         if (!t->rng) t->rng = 1;
-        t->sample_left = draw_interval(t);
         t->has_sample = 1;
+        t->sample_left = draw_interval(t) - (int64_t)n;
+        if (t->sample_left > 0) return false;
     }
-    t->sample_left -= (int64_t)n;
-    if (t->sample_left > 0) return false;
     while (t->sample_left <= 0) t->sample_left += draw_interval(t);
     return true;
 }
@@ -458,14 +459,17 @@ static void clean_environment(void) {
 static void fork_prepare(void) {
     ml__tls.guard++;
     ml__stacks_lock();
+    ml__sampled_lock();
 }
 
 static void fork_parent(void) {
+    ml__sampled_unlock();
     ml__stacks_unlock();
     ml__tls.guard--;
 }
 
 static void fork_child(void) {
+    ml__sampled_unlock();
     ml__stacks_unlock();
     if (ml__state != ML_STATE_READY) {
         ml__tls.guard--;
@@ -492,6 +496,7 @@ static void fork_child(void) {
     last_adds = last_subs = ~0ull;
     ml_atomic_store_relaxed(&scan_lock, 0);
     ml__stacks_reset();
+    ml__sampled_reset();
     ml__modules_scan(true);
     ml__state = ML_STATE_READY;
     ml__tls.guard--;

@@ -253,14 +253,14 @@ uint32_t ml__stack_capture(uint8_t *flags) {
      * throughput rather than its latency; mixed together at the end. */
     uint64_t h0 = (uint64_t)n, h1 = 0x243f6a8885a308d3ull, h2 = 0x13198a2e03707344ull,
              h3 = 0xa4093822299f31d0ull;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        h0 = (h0 ^ (uint64_t)pcs[i]) * 0xff51afd7ed558ccdull;
-        h1 = (h1 ^ (uint64_t)pcs[i + 1]) * 0xc4ceb9fe1a85ec53ull;
-        h2 = (h2 ^ (uint64_t)pcs[i + 2]) * 0x9e3779b97f4a7c15ull;
-        h3 = (h3 ^ (uint64_t)pcs[i + 3]) * 0xd6e8feb86659fd93ull;
+    int j = 0;
+    for (; j + 4 <= n; j += 4) {
+        h0 = (h0 ^ (uint64_t)pcs[j]) * 0xff51afd7ed558ccdull;
+        h1 = (h1 ^ (uint64_t)pcs[j + 1]) * 0xc4ceb9fe1a85ec53ull;
+        h2 = (h2 ^ (uint64_t)pcs[j + 2]) * 0x9e3779b97f4a7c15ull;
+        h3 = (h3 ^ (uint64_t)pcs[j + 3]) * 0xd6e8feb86659fd93ull;
     }
-    for (; i < n; i++) h0 = (h0 ^ (uint64_t)pcs[i]) * 0xff51afd7ed558ccdull;
+    for (; j < n; j++) h0 = (h0 ^ (uint64_t)pcs[j]) * 0xff51afd7ed558ccdull;
     uint64_t hash = h0 ^ (h1 >> 17 | h1 << 47) ^ (h2 >> 31 | h2 << 33) ^ (h3 >> 43 | h3 << 21);
     hash = (hash ^ (hash >> 33)) * 0xff51afd7ed558ccdull;
     hash ^= hash >> 29;
