@@ -351,6 +351,12 @@ Test(record, sampling_is_flagged_and_unbiased) {
     cr_expect_eq(t.totals.sample_bytes, 4096);
     cr_expect_gt(t.sampled_allocs, 3000, "about 4300 of 20000 are sampled");
     cr_expect_lt(t.sampled_allocs, 6000);
+    /* Only the frees of sampled blocks are recorded (about half of them are
+     * freed), though glibc hands the same few addresses out again and again. */
+    cr_expect_leq(t.records_by_tag[ML_T_FREE], t.sampled_allocs, "frees %lu, samples %lu",
+                  (unsigned long)t.records_by_tag[ML_T_FREE], (unsigned long)t.sampled_allocs);
+    cr_expect_gt(t.records_by_tag[ML_T_FREE], t.sampled_allocs / 3);
+    cr_expect_eq(t.totals.unknown_frees, 0);
     /* Estimates: 20000 calls, 10 MB live at exit, within 10 %. */
     cr_expect(t.totals.alloc_calls > 18000 && t.totals.alloc_calls < 22000, "calls %lu",
               (unsigned long)t.totals.alloc_calls);
