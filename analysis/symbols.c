@@ -377,6 +377,18 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
             line = (int)cl;
     }
     free(scopes);
+    /* dwarf_getscopes may end an inlined chain at the CU without the
+     * concrete function it was inlined into: that function is the ELF
+     * symbol at the address, called at the last inlined call site. */
+    if (n > 0 && f[n - 1].inlined && n < MAX_INLINE && outer) {
+        ml_frame_t *fr = &f[n++];
+        fr->module = module;
+        fr->address = pc;
+        fr->file = file ? ml__sym_intern(s, file) : NULL;
+        fr->line = line > 0 ? (uint32_t)line : 0;
+        fr->function = outer;
+        fr->inlined = false;
+    }
     if (n == 0 || !f[n - 1].function) {
         /* No DWARF for this address: the symbol table alone. */
         if (n == 0) {

@@ -171,6 +171,25 @@ Test(report, demangled_cxx_names) {
     ml_analysis_free(a);
 }
 
+Test(report, inlined_frames_and_their_caller) {
+    const char *trace = h_tmp("inline.mlt");
+    record(trace, "fx_inline", NULL);
+    ml_analysis_t *a = analyse(trace, NULL);
+    const ml_site_t *s = site_of(a, "make_buffer", UINT64_MAX);
+    cr_assert(s, "the inlined function is frames[0]");
+    cr_expect_eq(s->alloc_calls, 1);
+    cr_expect_eq(s->bytes_allocated, 4321);
+    cr_expect(s->frames[0].inlined);
+    cr_expect_eq(s->frames[0].line, 6);
+    cr_assert_geq(s->nframes, 2);
+    cr_expect_str_eq(s->frames[1].function, "outer_function", "the function it was inlined into");
+    cr_expect_not(s->frames[1].inlined);
+    cr_expect_eq(s->frames[1].line, 10, "at the inlined call's line");
+    cr_expect(ends_with(s->frames[1].file, "fx_inline.c"));
+    cr_expect_str_eq(s->frames[2].function, "main");
+    ml_analysis_free(a);
+}
+
 Test(report, dlclosed_plugin_resolved_from_its_file) {
     const char *trace = h_tmp("dlopen.mlt");
     record(trace, "fx_dlopen", NULL);
