@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ml_parse_bytes(const char *s, uint64_t *out);
 ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
                               bool quiet);
 

@@ -3,7 +3,10 @@
 #include "ml_config.h"
 #include "ml_viewer.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,6 +17,24 @@ void ml_die_msg(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
+}
+
+/* A byte count with an optional k, M or G suffix (powers of 1024). */
+int ml_parse_bytes(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (!*s || *s == '-') return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s) return -1;
+    uint64_t mul = 1;
+    if (*end == 'k' || *end == 'K') mul = 1024, end++;
+    else if (*end == 'm' || *end == 'M') mul = 1024 * 1024, end++;
+    else if (*end == 'g' || *end == 'G') mul = 1024ull * 1024 * 1024, end++;
+    if (mul > 1 && (*end == 'i' || *end == 'I')) end++;
+    if (*end == 'b' || *end == 'B') end++;
+    if (*end || (mul > 1 && v > UINT64_MAX / mul)) return -1;
+    *out = v * mul;
+    return 0;
 }
 
 static void usage(FILE *f) {

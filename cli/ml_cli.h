@@ -2,6 +2,8 @@
 #ifndef ML_CLI_H
 #define ML_CLI_H
 
+#include <stdint.h>
+
 /* Exit codes (DESIGN.md). */
 #define ML_EXIT_OK 0
 #define ML_EXIT_ERROR 1
@@ -12,6 +14,9 @@ int ml_cmd_run(int argc, char **argv);
 int ml_cmd_dump(int argc, char **argv);
 int ml_cmd_report(int argc, char **argv);
 int ml_cmd_diff(int argc, char **argv);
+
+/** Parses a byte count with an optional k/M/G (KiB, MiB, GiB) suffix. 0 or -1. */
+int ml_parse_bytes(const char *s, uint64_t *out);
 
 /** Prints "memlens: error: ..." on stderr. */
 void ml_die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -101,22 +101,6 @@ static uint64_t mono_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int parse_size(const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s) return -1;
-    uint64_t mul = 1;
-    if (*end == 'k' || *end == 'K') mul = 1024, end++;
-    else if (*end == 'm' || *end == 'M') mul = 1024 * 1024, end++;
-    else if (*end == 'g' || *end == 'G') mul = 1024ull * 1024 * 1024, end++;
-    if (*end == 'i' || *end == 'I') end++;
-    if (*end == 'b' || *end == 'B') end++;
-    if (*end) return -1;
-    *out = v * mul;
-    return 0;
-}
-
 static void usage_run(FILE *f) {
     fprintf(f,
             "usage: memlens run [-o FILE] [--follow-fork] [--sample BYTES] [--unwind libunwind|fp]\n"
@@ -142,7 +126,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
     const char *rs = getenv("ML_RING_SLOTS");
     if (rs) {
         uint64_t v;
-        if (parse_size(rs, &v) < 0 || v < 64 || v > (1u << 28) || (v & (v - 1))) {
+        if (ml_parse_bytes(rs, &v) < 0 || v < 64 || v > (1u << 28) || (v & (v - 1))) {
             ml_die_msg("ML_RING_SLOTS must be a power of two between 64 and 2^28");
             return -1;
         }
@@ -163,7 +147,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
             o->follow_fork = true;
         } else if (!strcmp(a, "--sample")) {
             if (++i >= argc) goto missing;
-            if (parse_size(argv[i], &o->sample_bytes) < 0 || o->sample_bytes == 0) {
+            if (ml_parse_bytes(argv[i], &o->sample_bytes) < 0 || o->sample_bytes == 0) {
                 ml_die_msg("--sample takes a positive byte count, like 512k");
                 return -1;
             }
@@ -177,7 +161,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
         } else if (!strcmp(a, "--depth")) {
             if (++i >= argc) goto missing;
             uint64_t v;
-            if (parse_size(argv[i], &v) < 0 || v < 1 || v > ML_MAX_DEPTH) {
+            if (ml_parse_bytes(argv[i], &v) < 0 || v < 1 || v > ML_MAX_DEPTH) {
                 ml_die_msg("--depth takes a number from 1 to %d", ML_MAX_DEPTH);
                 return -1;
             }
