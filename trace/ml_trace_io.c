@@ -248,7 +248,7 @@ static void put_s(ml_writer_t *w, int64_t v) {
 }
 static void put_bytes(ml_writer_t *w, const void *p, size_t len) {
     put_u(w, len);
-    memcpy(w->raw + w->raw_len, p, len);
+    if (len) memcpy(w->raw + w->raw_len, p, len); /* p may be NULL when len is 0 */
     w->raw_len += len;
 }
 static size_t str_len_capped(const char *s) {
