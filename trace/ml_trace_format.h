@@ -21,7 +21,7 @@
 #define ML_TRACE_MAGIC "MLTRACE"
 #define ML_TRACE_MAGIC_LEN 8
 #define ML_TRACE_MAJOR 1
-#define ML_TRACE_MINOR 1 /* 1: GPU records (0x40, 0x41) */
+#define ML_TRACE_MINOR 2 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18) */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -44,6 +44,8 @@ typedef enum {
     ML_T_MMAP_FAIL = 0x15,   /* kind u8, ptr u, size u */
     ML_T_ALLOC_RECENT = 0x16, /* as ML_T_ALLOC, but ptr is u8 k: an address predicted by the
                                * recency model (docs/trace-format.md); read as ML_T_ALLOC */
+    ML_T_FREE_CLASS = 0x18,   /* kind u8, usable u, k u8: the k-th most recent live block of
+                               * that usable size in the model; read as ML_T_FREE */
     ML_T_FREE_RECENT = 0x17,  /* kind u8, k u8: the k-th most recent allocation still in the
                                * model's list (its usable size is known); read as ML_T_FREE */
     ML_T_NODE = 0x20,        /* id s (delta from previous node id + 1), parent s (id - parent),

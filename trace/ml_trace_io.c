@@ -52,7 +52,7 @@ static int64_t unzigzag(uint64_t v) {
  * code instead of a delta:
  *
  *   - per size class (keyed by the usable size the allocator reported), the
- *     last CLASS_DEPTH freed addresses, most recent first: codes 0..3;
+ *     last CLASS_DEPTH freed addresses, most recent first: codes 0..15;
  *   - the last RECENT freed addresses of any class: codes 4..4+RECENT-1;
  *   - the last RECENT allocations still live, with their usable sizes: a free
  *     of one of them is its index, and needs no size.
@@ -108,6 +108,7 @@ typedef struct {
         uint64_t ptr, usable;
     } live[RECENT];
     size_class_t cls[CLASSES];
+    size_class_t live_cls[CLASSES]; /* per usable size, the last blocks allocated, still live */
 } ml_recency_t;
 
 static unsigned class_of(uint64_t usable) {
@@ -156,6 +157,12 @@ static void model_alloc(ml_recency_t *m, uint64_t ptr, uint64_t usable) {
     size_class_t *c = &m->cls[class_of(usable)];
     int k;
     if (c->usable == usable && (k = find_u64(c->ptr, c->n, ptr)) >= 0) drop_u64(c->ptr, &c->n, k);
+    size_class_t *lc = &m->live_cls[class_of(usable)];
+    if (lc->usable != usable) {
+        lc->usable = usable;
+        lc->n = 0;
+    }
+    push_u64(lc->ptr, &lc->n, CLASS_DEPTH, ptr);
     if ((k = find_u64(m->freed, m->nfreed, ptr)) >= 0) drop_u64(m->freed, &m->nfreed, k);
     int keep = m->nlive < RECENT ? m->nlive : RECENT - 1;
     memmove(m->live + 1, m->live, (size_t)keep * sizeof m->live[0]);
@@ -175,9 +182,19 @@ static void model_drop_live(ml_recency_t *m, int k) {
     m->nlive--;
 }
 
+/* Position of a live block in its size class's list, or -1. */
+static int model_find_live_class(const ml_recency_t *m, uint64_t ptr, uint64_t usable) {
+    const size_class_t *lc = &m->live_cls[class_of(usable)];
+    return usable && lc->usable == usable ? find_u64(lc->ptr, lc->n, ptr) : -1;
+}
+
 static void model_free(ml_recency_t *m, uint64_t ptr, uint64_t usable) {
     push_u64(m->freed, &m->nfreed, RECENT, ptr);
     if (!usable) return;
+    size_class_t *lc = &m->live_cls[class_of(usable)];
+    int k;
+    if (lc->usable == usable && (k = find_u64(lc->ptr, lc->n, ptr)) >= 0)
+        drop_u64(lc->ptr, &lc->n, k);
     size_class_t *c = &m->cls[class_of(usable)];
     if (c->usable != usable) {
         c->usable = usable;
@@ -402,6 +419,12 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
             put_u8(w, (uint8_t)k);
             usable = w->rec.live[k].usable;
             model_drop_live(&w->rec, k);
+        } else if ((k = model_find_live_class(&w->rec, r->u.alloc.ptr, usable)) >= 0) {
+            /* One of the last blocks of its size class: the size and a byte. */
+            w->raw[w->raw_len - 1] = ML_T_FREE_CLASS;
+            put_u8(w, r->u.alloc.kind);
+            put_u(w, usable);
+            put_u8(w, (uint8_t)k);
         } else {
             int cur = cursor_pick(&w->rec.free_cur, r->u.alloc.ptr);
             put_u8(w, (uint8_t)(r->u.alloc.kind | cur << 4));
@@ -786,7 +809,7 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
         /* The heap records, most of a trace, use the start of the union
          * only: clearing all 600 bytes of the record for each of them was a
          * tenth of the analysis time. */
-        if ((tag >= ML_T_ALLOC && tag <= ML_T_FREE_RECENT) || tag == ML_T_NODE || tag == ML_T_BLOCK_REACH)
+        if ((tag >= ML_T_ALLOC && tag <= ML_T_FREE_CLASS) || tag == ML_T_NODE || tag == ML_T_BLOCK_REACH)
             memset(rec, 0, offsetof(ml_record_t, u) + sizeof rec->u.alloc);
         else if (tag != ML_T_TIME && tag != ML_T_THREAD_SWITCH)
             memset(rec, 0, sizeof *rec);
@@ -828,10 +851,16 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
             break;
         }
         case ML_T_FREE:
-        case ML_T_FREE_RECENT: {
+        case ML_T_FREE_RECENT:
+        case ML_T_FREE_CLASS: {
             uint8_t k = 0;
             ok = get_u8(r, &rec->u.alloc.kind);
-            if (ok && tag == ML_T_FREE_RECENT) {
+            if (ok && tag == ML_T_FREE_CLASS) {
+                ok = get_u(r, &rec->u.alloc.usable) && get_u8(r, &k);
+                const size_class_t *lc = &r->rec.live_cls[class_of(rec->u.alloc.usable)];
+                ok = ok && rec->u.alloc.usable && lc->usable == rec->u.alloc.usable && k < lc->n;
+                if (ok) rec->u.alloc.ptr = lc->ptr[k];
+            } else if (ok && tag == ML_T_FREE_RECENT) {
                 ok = get_u8(r, &k) && k < r->rec.nlive;
                 if (ok) {
                     rec->u.alloc.ptr = r->rec.live[k].ptr;
