@@ -93,6 +93,16 @@ static int cursor_pick(const cursors_t *c, uint64_t p) {
     return bd < (1u << 20) ? best : lru;
 }
 
+/* A pointer within 4 KiB of a cursor: a stream of such frees
+ * (walking an array of blocks) compresses better as cursor deltas. */
+static bool near_cursor(const cursors_t *c, uint64_t p) {
+    for (int i = 0; i < CURSORS; i++) {
+        uint64_t d = p > c->v[i] ? p - c->v[i] : c->v[i] - p;
+        if (d < 4096) return true;
+    }
+    return false;
+}
+
 static void cursor_set(cursors_t *c, int i, uint64_t v) {
     c->v[i] = v;
     for (int j = 0; j < CURSORS; j++)
@@ -419,7 +429,8 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
             put_u8(w, (uint8_t)k);
             usable = w->rec.live[k].usable;
             model_drop_live(&w->rec, k);
-        } else if ((k = model_find_live_class(&w->rec, r->u.alloc.ptr, usable)) >= 0) {
+        } else if (!near_cursor(&w->rec.free_cur, r->u.alloc.ptr) &&
+                   (k = model_find_live_class(&w->rec, r->u.alloc.ptr, usable)) >= 0) {
             /* One of the last blocks of its size class: the size and a byte. */
             w->raw[w->raw_len - 1] = ML_T_FREE_CLASS;
             put_u8(w, r->u.alloc.kind);
