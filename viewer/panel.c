@@ -359,3 +359,28 @@ int ml__lines_key(ml_panel_t *p, int key) {
     if (p->top < 0) p->top = 0;
     return ML_HANDLED | ML_REDRAW;
 }
+
+ml_vsort_t ml__panel_sort_key(ml_vsort_t sort, int key) {
+    switch (key) {
+    case 'P':
+        return ML_VSORT_PEAK;
+    case 'L':
+        return ML_VSORT_LEAKED;
+    case 'A':
+        return ML_VSORT_ALLOCATED;
+    case 'C':
+    case 'N':
+        return ML_VSORT_CALLS;
+    case 'T':
+        return ML_VSORT_TEMPORARY;
+    case '>':
+    case '.':
+    case ML_KEY_F(6):
+        return (ml_vsort_t)((sort + 1) % ML_VSORT_COUNT_);
+    case '<':
+    case ',':
+        return (ml_vsort_t)((sort + ML_VSORT_COUNT_ - 1) % ML_VSORT_COUNT_);
+    default:
+        return ML_VSORT_COUNT_;
+    }
+}

@@ -103,46 +103,21 @@ static void sites_header(ml_panel_t *P, ml_canvas_t *c, int y) {
 static int sites_key(ml_panel_t *P, int key) {
     sites_t *p = (sites_t *)P;
     select_site(p);
-    ml_vsort_t sort = ml_vmodel_sort(P->m), want = ML_VSORT_COUNT_;
-    switch (key) {
-    case 'P':
-        want = ML_VSORT_PEAK;
-        break;
-    case 'L':
-        want = ML_VSORT_LEAKED;
-        break;
-    case 'A':
-        want = ML_VSORT_ALLOCATED;
-        break;
-    case 'C':
-    case 'N':
-        want = ML_VSORT_CALLS;
-        break;
-    case 'T':
-        want = ML_VSORT_TEMPORARY;
-        break;
-    case '>':
-    case '.':
-    case ML_KEY_F(6):
-        want = (ml_vsort_t)((sort + 1) % ML_VSORT_COUNT_);
-        break;
-    case '<':
-    case ',':
-        want = (ml_vsort_t)((sort + ML_VSORT_COUNT_ - 1) % ML_VSORT_COUNT_);
-        break;
-    case ML_KEY_ENTER:
-    case ML_KEY_RIGHT:
-    case 'l': {
-        const ml_vsite_t *s = ml_vmodel_site_at(P->m, (uint32_t)P->sel);
-        if (s) ml__sm_open_site(P->sm, s->id);
-        return ML_HANDLED | ML_REDRAW;
-    }
-    default: {
-        int r = ml__panel_list_key(P, key);
-        if (r & ML_HANDLED) remember(p);
-        return r;
-    }
-    }
+    ml_vsort_t want = ml__panel_sort_key(ml_vmodel_sort(P->m), key);
+    if (want == ML_VSORT_COUNT_) switch (key) {
+        case ML_KEY_ENTER:
+        case ML_KEY_RIGHT:
+        case 'l': {
+            const ml_vsite_t *s = ml_vmodel_site_at(P->m, (uint32_t)P->sel);
+            if (s) ml__sm_open_site(P->sm, s->id);
+            return ML_HANDLED | ML_REDRAW;
+        }
+        default: {
+            int r = ml__panel_list_key(P, key);
+            if (r & ML_HANDLED) remember(p);
+            return r;
+        }
+        }
     ml_vmodel_set_sort(P->m, want);
     ml__sm_data_changed(P->sm);
     select_site(p);

@@ -78,70 +78,45 @@ static int tree_key(ml_panel_t *P, int key) {
     P->count = (int)ml_vmodel_tree_nrows(P->m);
     ml__panel_clamp(P);
     const ml_vtree_row_t *r = ml_vmodel_tree_row(P->m, (uint32_t)P->sel);
-    ml_vsort_t sort = ml_vmodel_sort(P->m), want = ML_VSORT_COUNT_;
-    switch (key) {
-    case ML_KEY_ENTER:
-    case ML_KEY_RIGHT:
-    case 'l':
-    case '+':
-        if (r && r->has_children) {
-            if (r->expanded && key != '+' && key != ML_KEY_ENTER)
-                P->sel++; /* into the children */
-            else
-                ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel,
-                                      key == ML_KEY_ENTER ? !r->expanded : true, false);
+    ml_vsort_t want = ml__panel_sort_key(ml_vmodel_sort(P->m), key);
+    if (want == ML_VSORT_COUNT_) switch (key) {
+        case ML_KEY_ENTER:
+        case ML_KEY_RIGHT:
+        case 'l':
+        case '+':
+            if (r && r->has_children) {
+                if (r->expanded && key != '+' && key != ML_KEY_ENTER)
+                    P->sel++; /* into the children */
+                else
+                    ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel,
+                                          key == ML_KEY_ENTER ? !r->expanded : true, false);
+            }
+            return ML_HANDLED | ML_REDRAW;
+        case ML_KEY_LEFT:
+        case 'h':
+        case '-':
+            if (r && r->expanded)
+                ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel, false, false);
+            else if (r)
+                P->sel = (int)ml_vmodel_tree_parent_row(P->m, (uint32_t)P->sel);
+            ml__panel_clamp(P);
+            return ML_HANDLED | ML_REDRAW;
+        case '*':
+            if (r) ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel, true, true);
+            return ML_HANDLED | ML_REDRAW;
+        case '_':
+            if (r) ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel, false, true);
+            return ML_HANDLED | ML_REDRAW;
+        case 'b':
+        case 't':
+            ml_vmodel_tree_set_mode(P->m, !ml_vmodel_tree_bottom_up(P->m));
+            P->sel = P->top = 0;
+            ml__sm_message(P->sm, "%s call tree.",
+                           ml_vmodel_tree_bottom_up(P->m) ? "Bottom-up" : "Top-down");
+            return ML_HANDLED | ML_REDRAW;
+        default:
+            return ml__panel_list_key(P, key);
         }
-        return ML_HANDLED | ML_REDRAW;
-    case ML_KEY_LEFT:
-    case 'h':
-    case '-':
-        if (r && r->expanded)
-            ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel, false, false);
-        else if (r)
-            P->sel = (int)ml_vmodel_tree_parent_row(P->m, (uint32_t)P->sel);
-        ml__panel_clamp(P);
-        return ML_HANDLED | ML_REDRAW;
-    case '*':
-        if (r) ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel, true, true);
-        return ML_HANDLED | ML_REDRAW;
-    case '_':
-        if (r) ml_vmodel_tree_toggle(P->m, (uint32_t)P->sel, false, true);
-        return ML_HANDLED | ML_REDRAW;
-    case 'b':
-    case 't':
-        ml_vmodel_tree_set_mode(P->m, !ml_vmodel_tree_bottom_up(P->m));
-        P->sel = P->top = 0;
-        ml__sm_message(P->sm, "%s call tree.",
-                       ml_vmodel_tree_bottom_up(P->m) ? "Bottom-up" : "Top-down");
-        return ML_HANDLED | ML_REDRAW;
-    case 'P':
-        want = ML_VSORT_PEAK;
-        break;
-    case 'L':
-        want = ML_VSORT_LEAKED;
-        break;
-    case 'A':
-        want = ML_VSORT_ALLOCATED;
-        break;
-    case 'C':
-    case 'N':
-        want = ML_VSORT_CALLS;
-        break;
-    case 'T':
-        want = ML_VSORT_TEMPORARY;
-        break;
-    case '>':
-    case '.':
-    case ML_KEY_F(6):
-        want = (ml_vsort_t)((sort + 1) % ML_VSORT_COUNT_);
-        break;
-    case '<':
-    case ',':
-        want = (ml_vsort_t)((sort + ML_VSORT_COUNT_ - 1) % ML_VSORT_COUNT_);
-        break;
-    default:
-        return ml__panel_list_key(P, key);
-    }
     ml_vmodel_set_sort(P->m, want);
     ml__sm_data_changed(P->sm);
     ml__sm_message(P->sm, "Sorted by %s.", ml_vmodel_sort_name(want));

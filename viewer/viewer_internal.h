@@ -192,6 +192,9 @@ struct ml_panel_s {
 /** Common list keys: Up/Down/j/k, PgUp/PgDn, Home/End/g/G, wheel and
  * click. Returns ML_HANDLED|ML_REDRAW, or ML_IGNORED. */
 int ml__panel_list_key(ml_panel_t *p, int key);
+/* The sort a key asks for in a cost-column list (P L A C/N T, < > F6), or
+ * ML_VSORT_COUNT_ when the key is not a sort key. */
+ml_vsort_t ml__panel_sort_key(ml_vsort_t current, int key);
 /** Keeps sel within the list and visible in a window of p->h rows. */
 void ml__panel_clamp(ml_panel_t *p);
 /** Draws a vertical scroll indicator at the right edge of the body. */
