@@ -384,3 +384,18 @@ ml_vsort_t ml__panel_sort_key(ml_vsort_t sort, int key) {
         return ML_VSORT_COUNT_;
     }
 }
+
+const ml__cost_column_t ml__cost_columns[ML__NCOST] = {
+    {ML_VSORT_PEAK, "PEAK"},   {ML_VSORT_LEAKED, "LEAKED"},  {ML_VSORT_ALLOCATED, "ALLOC"},
+    {ML_VSORT_CALLS, "CALLS"}, {ML_VSORT_TEMPORARY, "TEMP"},
+};
+
+void ml__panel_cost_header(ml_panel_t *p, ml_canvas_t *c, int y) {
+    ml_vsort_t sort = ml_vmodel_sort(p->m);
+    for (int k = 0; k < ML__NCOST; k++) {
+        char t[16];
+        bool on = ml__cost_columns[k].key == sort;
+        snprintf(t, sizeof t, "%s%s", on ? "\xe2\x96\xbc" : "", ml__cost_columns[k].title);
+        ml__canvas_rtext(c, p->x + (k + 1) * ML__COLW, y, on ? ML_ST_BAR_ACTIVE : ML_ST_HEADER, t);
+    }
+}

@@ -6,21 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COLW 8 /* one cost column: two spaces and six cells of number */
-
 typedef struct {
     ml_panel_t super;
     uint32_t sel_site; /* keeps the selection on its site across refreshes and sorts */
 } sites_t;
-
-static const struct {
-    ml_vsort_t key;
-    const char *title;
-} columns[] = {
-    {ML_VSORT_PEAK, "PEAK"},   {ML_VSORT_LEAKED, "LEAKED"},  {ML_VSORT_ALLOCATED, "ALLOC"},
-    {ML_VSORT_CALLS, "CALLS"}, {ML_VSORT_TEMPORARY, "TEMP"},
-};
-#define NCOLS (int)(sizeof columns / sizeof columns[0])
 
 /* The frame worth showing for a site: its innermost one (frames[0], the
  * function that called the allocator). */
@@ -65,20 +54,23 @@ static void sites_draw(ml_panel_t *P, ml_canvas_t *c) {
         return;
     }
     ml_vsort_t sort = ml_vmodel_sort(P->m);
-    int text_x = P->x + NCOLS * COLW + 2;
+    int text_x = P->x + ML__NCOST * ML__COLW + 2;
     for (int i = 0; i < P->h && P->top + i < P->count; i++) {
         const ml_vsite_t *s = ml_vmodel_site_at(P->m, (uint32_t)(P->top + i));
         int y = P->y + i;
         char b[16], label[512];
-        for (int k = 0; k < NCOLS; k++) {
-            uint64_t v = ml_vmodel_site_cost(s, columns[k].key);
-            if (columns[k].key == ML_VSORT_CALLS || columns[k].key == ML_VSORT_TEMPORARY)
+        for (int k = 0; k < ML__NCOST; k++) {
+            uint64_t v = ml_vmodel_site_cost(s, ml__cost_columns[k].key);
+            if (ml__cost_columns[k].key == ML_VSORT_CALLS ||
+                ml__cost_columns[k].key == ML_VSORT_TEMPORARY)
                 ml__fmt_count(v, b, sizeof b);
             else
                 ml__fmt_bytes(v, b, sizeof b);
-            int style = v == 0 ? ML_ST_DIM : columns[k].key == sort ? ML_ST_BOLD : ML_ST_NORMAL;
-            if (columns[k].key == ML_VSORT_LEAKED && v) style = ML_ST_WARN;
-            ml__canvas_rtext(c, P->x + (k + 1) * COLW, y, style, b);
+            int style = v == 0                            ? ML_ST_DIM
+                        : ml__cost_columns[k].key == sort ? ML_ST_BOLD
+                                                          : ML_ST_NORMAL;
+            if (ml__cost_columns[k].key == ML_VSORT_LEAKED && v) style = ML_ST_WARN;
+            ml__canvas_rtext(c, P->x + (k + 1) * ML__COLW, y, style, b);
         }
         site_label(s, label, sizeof label);
         ml__canvas_text(c, text_x, y, P->x + P->w - 1 - text_x, ML_ST_NORMAL, label);
@@ -88,16 +80,11 @@ static void sites_draw(ml_panel_t *P, ml_canvas_t *c) {
 }
 
 static void sites_header(ml_panel_t *P, ml_canvas_t *c, int y) {
-    ml_vsort_t sort = ml_vmodel_sort(P->m);
-    for (int k = 0; k < NCOLS; k++) {
-        char t[16];
-        bool on = columns[k].key == sort;
-        snprintf(t, sizeof t, "%s%s", on ? "\xe2\x96\xbc" : "", columns[k].title);
-        ml__canvas_rtext(c, P->x + (k + 1) * COLW, y, on ? ML_ST_BAR_ACTIVE : ML_ST_HEADER, t);
-    }
+    ml__panel_cost_header(P, c, y);
     char t[64];
     snprintf(t, sizeof t, "SITE (function, file:line)  %u", ml_vmodel_nsites(P->m));
-    ml__canvas_text(c, P->x + NCOLS * COLW + 2, y, P->w - NCOLS * COLW - 2, ML_ST_HEADER, t);
+    ml__canvas_text(c, P->x + ML__NCOST * ML__COLW + 2, y, P->w - ML__NCOST * ML__COLW - 2,
+                    ML_ST_HEADER, t);
 }
 
 static int sites_key(ml_panel_t *P, int key) {

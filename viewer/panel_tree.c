@@ -6,20 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COLW 8
-
 typedef struct {
     ml_panel_t super;
 } tree_t;
-
-static const struct {
-    ml_vsort_t key;
-    const char *title;
-} columns[] = {
-    {ML_VSORT_PEAK, "PEAK"},   {ML_VSORT_LEAKED, "LEAKED"},  {ML_VSORT_ALLOCATED, "ALLOC"},
-    {ML_VSORT_CALLS, "CALLS"}, {ML_VSORT_TEMPORARY, "TEMP"},
-};
-#define NCOLS (int)(sizeof columns / sizeof columns[0])
 
 static void tree_draw(ml_panel_t *P, ml_canvas_t *c) {
     P->count = (int)ml_vmodel_tree_nrows(P->m);
@@ -32,21 +21,22 @@ static void tree_draw(ml_panel_t *P, ml_canvas_t *c) {
         return;
     }
     ml_vsort_t sort = ml_vmodel_sort(P->m);
-    int text_x = P->x + NCOLS * COLW + 2;
+    int text_x = P->x + ML__NCOST * ML__COLW + 2;
     for (int i = 0; i < P->h && P->top + i < P->count; i++) {
         const ml_vtree_row_t *r = ml_vmodel_tree_row(P->m, (uint32_t)(P->top + i));
         int y = P->y + i;
         char b[16], f[512];
-        for (int k = 0; k < NCOLS; k++) {
-            uint64_t v = r->incl[columns[k].key];
-            if (columns[k].key == ML_VSORT_CALLS || columns[k].key == ML_VSORT_TEMPORARY)
+        for (int k = 0; k < ML__NCOST; k++) {
+            uint64_t v = r->incl[ml__cost_columns[k].key];
+            if (ml__cost_columns[k].key == ML_VSORT_CALLS ||
+                ml__cost_columns[k].key == ML_VSORT_TEMPORARY)
                 ml__fmt_count(v, b, sizeof b);
             else
                 ml__fmt_bytes(v, b, sizeof b);
-            ml__canvas_rtext(c, P->x + (k + 1) * COLW, y,
-                             v == 0                   ? ML_ST_DIM
-                             : columns[k].key == sort ? ML_ST_BOLD
-                                                      : ML_ST_NORMAL,
+            ml__canvas_rtext(c, P->x + (k + 1) * ML__COLW, y,
+                             v == 0                            ? ML_ST_DIM
+                             : ml__cost_columns[k].key == sort ? ML_ST_BOLD
+                                                               : ML_ST_NORMAL,
                              b);
         }
         int indent = (int)r->depth * 2, room = P->x + P->w - 1 - text_x;
@@ -61,17 +51,11 @@ static void tree_draw(ml_panel_t *P, ml_canvas_t *c) {
 }
 
 static void tree_header(ml_panel_t *P, ml_canvas_t *c, int y) {
-    ml_vsort_t sort = ml_vmodel_sort(P->m);
-    for (int k = 0; k < NCOLS; k++) {
-        char t[16];
-        bool on = columns[k].key == sort;
-        snprintf(t, sizeof t, "%s%s", on ? "\xe2\x96\xbc" : "", columns[k].title);
-        ml__canvas_rtext(c, P->x + (k + 1) * COLW, y, on ? ML_ST_BAR_ACTIVE : ML_ST_HEADER, t);
-    }
-    ml__canvas_text(c, P->x + NCOLS * COLW + 2, y, P->w - NCOLS * COLW - 2, ML_ST_HEADER,
-                    ml_vmodel_tree_bottom_up(P->m)
-                        ? "BOTTOM-UP: allocating functions, then callers (b)"
-                        : "TOP-DOWN: callers, then callees (b)");
+    ml__panel_cost_header(P, c, y);
+    ml__canvas_text(
+        c, P->x + ML__NCOST * ML__COLW + 2, y, P->w - ML__NCOST * ML__COLW - 2, ML_ST_HEADER,
+        ml_vmodel_tree_bottom_up(P->m) ? "BOTTOM-UP: allocating functions, then callers (b)"
+                                       : "TOP-DOWN: callers, then callees (b)");
 }
 
 static int tree_key(ml_panel_t *P, int key) {

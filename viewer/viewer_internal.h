@@ -192,6 +192,17 @@ struct ml_panel_s {
 /** Common list keys: Up/Down/j/k, PgUp/PgDn, Home/End/g/G, wheel and
  * click. Returns ML_HANDLED|ML_REDRAW, or ML_IGNORED. */
 int ml__panel_list_key(ml_panel_t *p, int key);
+/* The cost columns of the Sites and Call tree views, in display order. */
+#define ML__COLW 8 /* one cost column: two spaces and six cells of number */
+#define ML__NCOST 5
+typedef struct {
+    ml_vsort_t key;
+    const char *title;
+} ml__cost_column_t;
+extern const ml__cost_column_t ml__cost_columns[ML__NCOST];
+/* Draws the cost columns' titles at row y, the sorted one marked. */
+void ml__panel_cost_header(ml_panel_t *p, ml_canvas_t *c, int y);
+
 /* The sort a key asks for in a cost-column list (P L A C/N T, < > F6), or
  * ML_VSORT_COUNT_ when the key is not a sort key. */
 ml_vsort_t ml__panel_sort_key(ml_vsort_t current, int key);
