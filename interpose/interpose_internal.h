@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include "../trace/ml_event.h"
 #include "../trace/ml_ring.h"
@@ -66,6 +67,16 @@ typedef struct {
 } ml_tls_t;
 
 extern ML_TLS ml_tls_t ml__tls;
+
+/* Our own memory and locks (never the program's malloc, never traced). */
+void *ml__raw_mmap(size_t len, int prot, int flags, int fd); /* NULL on failure */
+static inline void *ml__raw_alloc(size_t len) { /* zeroed, private, anonymous */
+    return ml__raw_mmap(len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+}
+void ml__spin_lock(_Atomic int *lock); /* for the rare paths: new stack nodes, sampled blocks */
+static inline void ml__spin_unlock(_Atomic int *lock) {
+    ml_atomic_store_release(lock, 0);
+}
 
 /* runtime.c */
 void ml__init(void);

@@ -11,6 +11,7 @@
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,9 +39,17 @@ static struct mallinfo2 (*real_mallinfo2)(void);
 /* Small libc-free helpers                                                   */
 /* ------------------------------------------------------------------------- */
 
-static void *raw_mmap(size_t len, int prot, int flags, int fd) {
+void *ml__raw_mmap(size_t len, int prot, int flags, int fd) {
     long r = syscall(SYS_mmap, NULL, len, prot, flags, fd, 0);
     return (r < 0 && r > -4096) ? NULL : (void *)r;
+}
+
+void ml__spin_lock(_Atomic int *lock) {
+    int expected = 0;
+    while (!ml_atomic_cas_strong_acq_rel(lock, &expected, 1)) {
+        expected = 0;
+        sched_yield();
+    }
 }
 
 static size_t ml_strlen(const char *s) {
@@ -360,7 +369,7 @@ static int attach_ctl(void) {
     memcpy(ctl_path, p, ml_strlen(p) + 1);
     int fd = open(ctl_path, O_RDWR | O_CLOEXEC);
     if (fd < 0) return -1;
-    ml_ctl_t *c = raw_mmap(sizeof(ml_ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+    ml_ctl_t *c = ml__raw_mmap(sizeof(ml_ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd);
     close(fd);
     if (!c) return -1;
     if (c->magic != ML_CTL_MAGIC || c->version != ML_SHM_VERSION) {
@@ -401,7 +410,7 @@ static int register_process(uint32_t parent_slot) {
         close(fd);
         goto fail;
     }
-    ml_ring_hdr_t *h = raw_mmap(ml_ring_bytes(cap), PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+    ml_ring_hdr_t *h = ml__raw_mmap(ml_ring_bytes(cap), PROT_READ | PROT_WRITE, MAP_SHARED, fd);
     close(fd);
     if (!h) goto fail;
     ml_ring_init(h, cap);

@@ -37,11 +37,8 @@ static _Atomic(set_t *) current;
 static _Atomic int lock;
 
 static set_t *set_new(uint64_t cap) {
-    uint64_t bytes = sizeof(set_t) + cap * sizeof(uint64_t);
-    long r = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                     0);
-    if (r < 0 && r > -4096) return NULL;
-    set_t *s = (set_t *)r;
+    set_t *s = ml__raw_alloc(sizeof(set_t) + cap * sizeof(uint64_t));
+    if (!s) return NULL;
     s->cap = cap;
     return s;
 }
@@ -51,15 +48,11 @@ static inline uint64_t home(const set_t *s, uint64_t p) {
 }
 
 static void lock_take(void) {
-    int expected = 0;
-    while (!ml_atomic_cas_strong_acq_rel(&lock, &expected, 1)) {
-        expected = 0;
-        sched_yield();
-    }
+    ml__spin_lock(&lock);
 }
 
 static void lock_drop(void) {
-    ml_atomic_store_release(&lock, 0);
+    ml__spin_unlock(&lock);
 }
 
 static _Atomic uint64_t *probe(set_t *s, uint64_t p) {

@@ -82,10 +82,8 @@ static ML_TLS stack_cache_t cache;
 
 static node_table_t *table_new(uint64_t cap) {
     uint64_t bytes = sizeof(node_table_t) + cap * sizeof(node_entry_t);
-    long r = syscall(SYS_mmap, NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
-                     0);
-    if (r < 0 && r > -4096) return NULL;
-    node_table_t *t = (node_table_t *)r;
+    node_table_t *t = ml__raw_alloc(bytes);
+    if (!t) return NULL;
     t->cap = cap;
     t->bytes = bytes;
     return t;
@@ -117,15 +115,11 @@ static void table_put(node_table_t *t, uint32_t id, uint32_t parent, uint64_t pc
 }
 
 void ml__stacks_lock(void) {
-    int expected = 0;
-    while (!ml_atomic_cas_strong_acq_rel(&lock, &expected, 1)) {
-        expected = 0;
-        sched_yield();
-    }
+    ml__spin_lock(&lock);
 }
 
 void ml__stacks_unlock(void) {
-    ml_atomic_store_release(&lock, 0);
+    ml__spin_unlock(&lock);
 }
 
 /* Slow path: insert (parent, pc) under the lock. Returns 0 if the table
