@@ -2,7 +2,9 @@
 #include "ml_cli.h"
 #include "ml_trace_io.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int ml_cmd_dump(int argc, char **argv) {
@@ -29,6 +31,19 @@ int ml_cmd_dump(int argc, char **argv) {
         code = ML_EXIT_ERROR;
     } else if (ml_reader_truncated(r)) {
         printf("# truncated: the trace ends before its end record (the collector was stopped?)\n");
+    }
+    if (rc >= 0) {
+        /* The analysis snapshot after the records (docs/trace-format.md). */
+        void *snap;
+        size_t len;
+        uint32_t version;
+        int s = ml_reader_snapshot(r, &snap, &len, &version);
+        if (s == 0) {
+            printf("# analysis snapshot: %zu bytes, version %u\n", len, version);
+            free(snap);
+        } else if (s != -ENOENT) {
+            printf("# analysis snapshot unusable: %s\n", ml_reader_error(r));
+        }
     }
     ml_reader_close(r);
     return code;

@@ -3,11 +3,17 @@
  * The byte-level specification is docs/trace-format.md; this header is its
  * machine-readable half and the two must change together.
  *
- *   file    := header chunk*
+ *   file    := header chunk* [snapshot trailer]
  *   header  := "MLTRACE\0" u16 major u16 minor u32 flags      (16 bytes, little endian)
  *   chunk   := "MLCK" u32 comp_len u32 raw_len u32 nrecords  zstd_frame[comp_len]
  *   payload := record*                                         (raw_len bytes once decompressed)
  *   record  := u8 tag  body                                    (body: LEB128 varints, strings)
+ *   snapshot := "MLSN" u32 comp_len u32 raw_len u32 version  zstd_frame[comp_len]  (since 1.3)
+ *   trailer  := "MLIX" u32 1 u64 body_hash u64 snapshot_offset   (the last 24 bytes)
+ *
+ * The optional snapshot, written by the collector after the end record, is
+ * the analysis session it kept while recording (analysis/snapshot.c): a
+ * report can start from it instead of replaying every record.
  *
  * Every chunk is an independent zstd frame with a content checksum, so a trace
  * cut short (the collector was killed, the disk filled) reads up to its last
@@ -21,11 +27,16 @@
 #define ML_TRACE_MAGIC "MLTRACE"
 #define ML_TRACE_MAGIC_LEN 8
 #define ML_TRACE_MAJOR 1
-#define ML_TRACE_MINOR 2 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18) */
+#define ML_TRACE_MINOR 3 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
+                          * 3: the analysis snapshot and trailer */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
 #define ML_CHUNK_MAX_RAW (8u << 20)
+#define ML_SNAPSHOT_MAGIC 0x4e534c4du /* "MLSN" */
+#define ML_TRAILER_MAGIC 0x58494c4du  /* "MLIX" */
+#define ML_TRAILER_LEN 24
+#define ML_SNAPSHOT_MAX_RAW (1u << 31)
 
 /* Record tags. Bodies are listed as field(type); u = unsigned LEB128,
  * s = zig-zag signed LEB128, str = u length + bytes. */

@@ -33,6 +33,29 @@ static uint16_t get_le16(const uint8_t *p) {
     return (uint16_t)(p[0] | p[1] << 8);
 }
 
+/* The checksum of the bytes before the snapshot: one 64-bit hash per
+ * written block (the file header, each chunk with its header), folded in
+ * order. Word at a time, several GB/s: checking a trace costs a read of it,
+ * not a decode. */
+static uint64_t block_hash(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p + i, n - i);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 32);
+}
+
+static uint64_t fold_hash(uint64_t acc, const uint8_t *p, size_t n) {
+    return (acc ^ block_hash(p, n)) * 0x100000001b3ull + 0x2545f4914f6cdd1dull;
+}
+
 static uint64_t zigzag(int64_t v) {
     return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
 }
@@ -227,6 +250,7 @@ struct ml_writer_s {
     uint8_t *comp;
     size_t comp_cap;
     uint64_t bytes;
+    uint64_t body_hash; /* fold_hash of every block written */
     /* delta state */
     uint32_t time_ms, thread;
     uint64_t prev_ptr;
@@ -306,6 +330,7 @@ int ml_writer_new(int fd, int level, ml_writer_t **out) {
         return rc;
     }
     w->bytes = sizeof hdr;
+    w->body_hash = fold_hash(0, hdr, sizeof hdr);
     w->time_ms = 0;
     w->thread = 0;
     *out = w;
@@ -337,6 +362,7 @@ int ml_writer_flush(ml_writer_t *w) {
     int rc = write_all(w->fd, w->comp, n + ML_CHUNK_HEADER_LEN);
     if (rc < 0) return w->error = rc;
     w->bytes += n + ML_CHUNK_HEADER_LEN;
+    w->body_hash = fold_hash(w->body_hash, w->comp, n + ML_CHUNK_HEADER_LEN);
     w->raw_len = 0;
     w->nrecords = 0;
     /* Each chunk decodes on its own: delta state restarts. */
@@ -588,6 +614,41 @@ uint64_t ml_writer_bytes(const ml_writer_t *w) {
     return w->bytes + 0;
 }
 
+static void put_le64(uint8_t *p, uint64_t v) {
+    put_le32(p, (uint32_t)v);
+    put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+int ml_writer_add_snapshot(ml_writer_t *w, const void *data, size_t len, uint32_t version) {
+    int rc = ml_writer_flush(w);
+    if (rc < 0) return rc;
+    if (len == 0 || len > ML_SNAPSHOT_MAX_RAW) return -EINVAL;
+    size_t bound = ZSTD_compressBound(len) + ML_CHUNK_HEADER_LEN + ML_TRAILER_LEN;
+    uint8_t *buf = malloc(bound);
+    if (!buf) return -ENOMEM;
+    size_t n = ZSTD_compress2(w->cctx, buf + ML_CHUNK_HEADER_LEN,
+                              bound - ML_CHUNK_HEADER_LEN - ML_TRAILER_LEN, data, len);
+    if (ZSTD_isError(n)) {
+        free(buf);
+        return -EIO;
+    }
+    put_le32(buf, ML_SNAPSHOT_MAGIC);
+    put_le32(buf + 4, (uint32_t)n);
+    put_le32(buf + 8, (uint32_t)len);
+    put_le32(buf + 12, version);
+    uint8_t *t = buf + ML_CHUNK_HEADER_LEN + n;
+    put_le32(t, ML_TRAILER_MAGIC);
+    put_le32(t + 4, 1);
+    put_le64(t + 8, w->body_hash);
+    put_le64(t + 16, w->bytes);
+    size_t total = ML_CHUNK_HEADER_LEN + n + ML_TRAILER_LEN;
+    rc = write_all(w->fd, buf, total);
+    free(buf);
+    if (rc < 0) return w->error = rc;
+    w->bytes += total;
+    return 0;
+}
+
 int ml_writer_free(ml_writer_t *w) {
     if (!w) return 0;
     int rc = w->error ? w->error : ml_writer_flush(w);
@@ -700,12 +761,27 @@ static int load_chunk(ml_reader_t *r) {
     if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", r->offset, strerror(-rc));
     if (got == 0) return 0;
     if (got < sizeof h) {
-        r->truncated = true;
+        /* After the end record only a snapshot can follow: its loss is no
+         * record's. */
+        if (!r->complete) r->truncated = true;
         return 0;
     }
-    if (get_le32(h) != ML_CHUNK_MAGIC)
+    uint32_t magic = get_le32(h), comp_len = get_le32(h + 4), raw_len = get_le32(h + 8);
+    if ((magic == ML_SNAPSHOT_MAGIC || magic == ML_TRAILER_MAGIC) && r->minor >= 3) {
+        /* The analysis snapshot and its trailer follow the records: not
+         * records themselves (ml_reader_snapshot() reads them). */
+        uint64_t skip = magic == ML_TRAILER_MAGIC ? ML_TRAILER_LEN - ML_CHUNK_HEADER_LEN : comp_len;
+        if (r->offset + ML_CHUNK_HEADER_LEN + skip > r->size) {
+            if (!r->complete) r->truncated = true; /* a cut snapshot loses no record */
+            return 0;
+        }
+        if (lseek(r->fd, (off_t)skip, SEEK_CUR) < 0)
+            return fail(r, -errno, "seek error at offset %" PRIu64 ": %s", r->offset, strerror(errno));
+        r->offset += ML_CHUNK_HEADER_LEN + skip;
+        return load_chunk(r);
+    }
+    if (magic != ML_CHUNK_MAGIC)
         return fail(r, -EINVAL, "corrupt trace: bad chunk magic at offset %" PRIu64, r->offset);
-    uint32_t comp_len = get_le32(h + 4), raw_len = get_le32(h + 8);
     if (raw_len > ML_CHUNK_MAX_RAW || comp_len > ZSTD_compressBound(ML_CHUNK_MAX_RAW))
         return fail(r, -EINVAL, "corrupt trace: chunk at offset %" PRIu64 " claims %u bytes",
                     r->offset, raw_len);
@@ -1021,6 +1097,110 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
         rec->thread = r->thread;
         return 1;
     }
+}
+
+static int pread_full(int fd, void *buf, size_t len, uint64_t off) {
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t n = pread(fd, p, len, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) return -EIO;
+        p += n;
+        len -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+static uint64_t get_le64(const uint8_t *p) {
+    return get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
+}
+
+/* Re-reads the blocks before the snapshot (the header, every chunk) and
+ * compares their checksum with the trailer's: a snapshot only stands for
+ * the records it was saved with. */
+static int check_body(ml_reader_t *r, uint64_t end, uint64_t want) {
+    size_t cap = 65536;
+    uint8_t *buf = malloc(cap);
+    if (!buf) return fail(r, -ENOMEM, "out of memory");
+    int rc = pread_full(r->fd, buf, ML_TRACE_HEADER_LEN, 0);
+    uint64_t h = fold_hash(0, buf, ML_TRACE_HEADER_LEN), pos = ML_TRACE_HEADER_LEN;
+    while (rc == 0 && pos < end) {
+        if (end - pos < ML_CHUNK_HEADER_LEN) break;
+        rc = pread_full(r->fd, buf, ML_CHUNK_HEADER_LEN, pos);
+        if (rc < 0) break;
+        uint64_t n = ML_CHUNK_HEADER_LEN + (uint64_t)get_le32(buf + 4);
+        if (get_le32(buf) != ML_CHUNK_MAGIC || n > end - pos) break;
+        if (n > cap) {
+            uint8_t *p = realloc(buf, n);
+            if (!p) {
+                free(buf);
+                return fail(r, -ENOMEM, "out of memory");
+            }
+            buf = p;
+            cap = n;
+        }
+        rc = pread_full(r->fd, buf + ML_CHUNK_HEADER_LEN, n - ML_CHUNK_HEADER_LEN,
+                        pos + ML_CHUNK_HEADER_LEN);
+        h = fold_hash(h, buf, n);
+        pos += n;
+    }
+    free(buf);
+    if (rc < 0) return fail(r, rc, "read error: %s", strerror(-rc));
+    if (pos != end || h != want)
+        return fail(r, -EINVAL, "corrupt trace: the records do not match the checksum the collector "
+                                "wrote");
+    return 0;
+}
+
+int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *version) {
+    *data = NULL;
+    *len = 0;
+    uint8_t t[ML_TRAILER_LEN], h[ML_CHUNK_HEADER_LEN];
+    if (r->minor < 3 || r->size < ML_TRACE_HEADER_LEN + ML_CHUNK_HEADER_LEN + ML_TRAILER_LEN)
+        return -ENOENT;
+    uint64_t tpos = r->size - ML_TRAILER_LEN;
+    int rc = pread_full(r->fd, t, sizeof t, tpos);
+    if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", tpos, strerror(-rc));
+    if (get_le32(t) != ML_TRAILER_MAGIC || get_le32(t + 4) != 1) return -ENOENT;
+    uint64_t off = get_le64(t + 16);
+    if (off < ML_TRACE_HEADER_LEN || off > tpos - ML_CHUNK_HEADER_LEN)
+        return fail(r, -EINVAL, "corrupt trace: the trailer points outside the file (%" PRIu64 ")",
+                    off);
+    rc = pread_full(r->fd, h, sizeof h, off);
+    if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", off, strerror(-rc));
+    uint32_t comp_len = get_le32(h + 4), raw_len = get_le32(h + 8);
+    if (get_le32(h) != ML_SNAPSHOT_MAGIC || off + ML_CHUNK_HEADER_LEN + comp_len != tpos ||
+        raw_len == 0 || raw_len > ML_SNAPSHOT_MAX_RAW)
+        return fail(r, -EINVAL, "corrupt trace: bad analysis snapshot at offset %" PRIu64, off);
+    rc = check_body(r, off, get_le64(t + 8));
+    if (rc < 0) return rc;
+    uint8_t *comp = malloc(comp_len ? comp_len : 1), *raw = malloc(raw_len);
+    if (!comp || !raw) {
+        free(comp);
+        free(raw);
+        return fail(r, -ENOMEM, "out of memory");
+    }
+    rc = pread_full(r->fd, comp, comp_len, off + ML_CHUNK_HEADER_LEN);
+    size_t n = 0;
+    if (rc == 0) {
+        unsigned long long content = ZSTD_getFrameContentSize(comp, comp_len);
+        n = content == raw_len ? ZSTD_decompressDCtx(r->dctx, raw, raw_len, comp, comp_len) : 0;
+    }
+    free(comp);
+    if (rc < 0 || ZSTD_isError(n) || n != raw_len) {
+        free(raw);
+        return fail(r, rc < 0 ? rc : -EINVAL,
+                    "corrupt trace: the analysis snapshot at offset %" PRIu64 " does not decompress",
+                    off);
+    }
+    *data = raw;
+    *len = raw_len;
+    if (version) *version = get_le32(h + 12);
+    return 0;
 }
 
 const char *ml_reader_error(const ml_reader_t *r) {

@@ -129,6 +129,13 @@ int ml_writer_free(ml_writer_t *w);
 /** Bytes written to the file so far. */
 uint64_t ml_writer_bytes(const ml_writer_t *w);
 
+/** Flushes the pending chunk, then writes `len` bytes of analysis snapshot
+ * (format `version`, see analysis/snapshot.c) as one zstd frame, and the
+ * trailer that points to it. Call it last, after the ML_T_END record: the
+ * file then ends with the trailer. One write, so a crash leaves a file
+ * without a trailer, never a half one. Returns 0 or a negative errno. */
+int ml_writer_add_snapshot(ml_writer_t *w, const void *data, size_t len, uint32_t version);
+
 /* ------------------------------------------------------------------------- */
 /* Reader                                                                    */
 /* ------------------------------------------------------------------------- */
@@ -163,6 +170,14 @@ uint64_t ml_reader_size(const ml_reader_t *r);
 uint64_t ml_reader_offset(const ml_reader_t *r);
 
 void ml_reader_close(ml_reader_t *r);
+
+/** The analysis snapshot at the end of the trace, if it has one: a malloc'd
+ * copy of its bytes in *data (free() it), its length and format version.
+ * Returns 0, -ENOENT when the trace has none (older collector, killed
+ * collector, GPU records), or another negative errno with a message in
+ * ml_reader_error() when it is there but damaged. Reads with pread: the
+ * record stream's position does not move. */
+int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *version);
 
 /** Prints one record as a line of text (`memlens dump`). */
 void ml_record_print(FILE *out, const ml_record_t *rec);

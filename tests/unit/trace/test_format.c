@@ -473,3 +473,82 @@ Test(format, address_model_round_trip, .init = setup, .fini = teardown) {
     ml_reader_close(rd);
     free(in);
 }
+
+/* The analysis snapshot after the records: readers skip it, the trailer
+ * finds it, every cut of it loses no record and yields no snapshot, and a
+ * changed byte of the records makes the checksum refuse it. */
+Test(format, snapshot_and_trailer, .init = setup, .fini = teardown) {
+    ml_record_t r[20];
+    int n = sample_records(r);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert(fd >= 0);
+    ml_writer_t *w;
+    cr_assert_eq(ml_writer_new(fd, 1, &w), 0);
+    for (int i = 0; i < n; i++) cr_assert_eq(ml_writer_add(w, &r[i]), 0);
+    uint8_t snap[5000];
+    for (size_t i = 0; i < sizeof snap; i++) snap[i] = (uint8_t)(i * 7 + i / 13);
+    uint64_t body = 0;
+    cr_assert_eq(ml_writer_flush(w), 0);
+    body = ml_writer_bytes(w);
+    cr_assert_eq(ml_writer_add_snapshot(w, snap, sizeof snap, 42), 0);
+    cr_assert_eq(ml_writer_free(w), 0);
+    close(fd);
+
+    char *d = dump_file(); /* records only, complete, not truncated */
+    cr_expect_str_eq(d, golden);
+    free(d);
+
+    struct stat st;
+    stat(path, &st);
+    uint8_t *full = malloc((size_t)st.st_size);
+    fd = open(path, O_RDONLY);
+    cr_assert_eq(read(fd, full, (size_t)st.st_size), st.st_size);
+    close(fd);
+    cr_expect_eq(memcmp(full + body, "MLSN", 4), 0, "the snapshot follows the records");
+    cr_expect_eq(memcmp(full + st.st_size - 24, "MLIX", 4), 0, "the trailer ends the file");
+    uint64_t off;
+    memcpy(&off, full + st.st_size - 8, 8);
+    cr_expect_eq(off, body);
+
+    ml_reader_t *rd;
+    char err[256];
+    void *got;
+    size_t len;
+    uint32_t version;
+    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
+    cr_assert_eq(ml_reader_snapshot(rd, &got, &len, &version), 0, "%s", ml_reader_error(rd));
+    cr_expect_eq(len, sizeof snap);
+    cr_expect_eq(version, 42);
+    cr_expect_eq(memcmp(got, snap, sizeof snap), 0);
+    free(got);
+    ml_reader_close(rd);
+
+    /* Cut anywhere in the snapshot or trailer: all records, no snapshot. */
+    for (off_t cut = (off_t)body; cut < st.st_size; cut += 3) {
+        fd = open(path, O_WRONLY | O_TRUNC);
+        cr_assert_eq(write(fd, full, (size_t)cut), cut);
+        close(fd);
+        cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
+        ml_record_t rec;
+        int k = 0, rc;
+        while ((rc = ml_reader_next(rd, &rec)) > 0) k++;
+        cr_expect_eq(rc, 0, "cut at %ld: %s", (long)cut, ml_reader_error(rd));
+        cr_expect_eq(k, n, "cut at %ld", (long)cut);
+        cr_expect(ml_reader_complete(rd) && !ml_reader_truncated(rd), "cut at %ld", (long)cut);
+        rc = ml_reader_snapshot(rd, &got, &len, &version);
+        cr_expect_lt(rc, 0, "cut at %ld gave a snapshot", (long)cut);
+        if (rc == 0) free(got);
+        ml_reader_close(rd);
+    }
+
+    /* One changed byte in the records: the checksum refuses the snapshot. */
+    full[40] ^= 0x10;
+    fd = open(path, O_WRONLY | O_TRUNC);
+    cr_assert_eq(write(fd, full, (size_t)st.st_size), st.st_size);
+    close(fd);
+    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
+    cr_expect_eq(ml_reader_snapshot(rd, &got, &len, &version), -EINVAL);
+    cr_expect(strstr(ml_reader_error(rd), "checksum"), "%s", ml_reader_error(rd));
+    ml_reader_close(rd);
+    free(full);
+}
