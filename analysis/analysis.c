@@ -282,7 +282,10 @@ void ml_analysis_free(ml_analysis_t *a) {
     }
     free(a->mods);
     free(a->loaded_sorted);
-    for (int i = 0; i < 2; i++) free(a->mom[i].grave);
+    for (int i = 0; i < 2; i++) {
+        free(a->mom[i].grave);
+        free(a->snap_cells[i]);
+    }
     for (uint64_t i = 0; i < a->pages.cap; i++) free(a->pages.e[i].cnt);
     free(a->pages.e);
     for (uint32_t i = 0; i < a->nthreads; i++) free(a->threads[i].name);
@@ -958,11 +961,43 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
 /* Loading                                                                   */
 /* ------------------------------------------------------------------------- */
 
+/* Restores the trace's snapshot into the fresh session `a`. True when it
+ * did; false (with a warning when the snapshot is there but unusable) when
+ * the records must be replayed. */
+static bool load_snapshot(ml_analysis_t *a, ml_reader_t *r, const char *path) {
+    void *data;
+    size_t len;
+    uint32_t version = 0;
+    int rc = ml_reader_snapshot(r, &data, &len, &version);
+    if (rc == -ENOENT) return false;
+    if (rc < 0) {
+        ml__warn(a, "%s: %s; the records were replayed instead", path, ml_reader_error(r));
+        return false;
+    }
+    char err[256];
+    bool ok = version == ML_ANALYSIS_SNAPSHOT_VERSION; /* another memlens' snapshot: replay */
+    if (ok && ml_analysis_restore(a, data, len, err, sizeof err) < 0) {
+        ml__warn(a, "%s: %s; the records were replayed instead", path, err);
+        ok = false;
+    }
+    free(data);
+    if (ok) a->from_snapshot = true;
+    return ok;
+}
+
+bool ml_analysis_from_snapshot(const ml_analysis_t *a) {
+    return a->from_snapshot;
+}
+
 int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char *err,
                         size_t errlen) {
     ml_reader_t *r;
     int rc = ml_reader_open(path, &r, err, errlen);
     if (rc < 0) return rc;
+    if ((flags & ML_LOAD_SNAPSHOT) && a->t.records == 0 && !a->light && load_snapshot(a, r, path)) {
+        ml_reader_close(r);
+        return 0;
+    }
     uint64_t size = ml_reader_size(r);
     bool progress = (flags & ML_LOAD_PROGRESS) && isatty(2) && size > (64u << 20);
     int shown = -1;

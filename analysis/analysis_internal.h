@@ -207,6 +207,13 @@ struct ml_analysis_s {
      * live block map only: what `memlens run` needs for its summary and the
      * exit scan, at a fraction of the per-event cost. */
     bool light;
+    bool from_snapshot; /* restored by ml_analysis_load_ex(ML_LOAD_SNAPSHOT) */
+    /* A snapshot carries the fragmentation of the peak and worst moments,
+     * computed by the collector from their graveyards, instead of the
+     * graveyards (which hold every block live then: millions, for some). */
+    bool snap_frag_set[2];
+    ml_frag_t snap_frag[2];
+    int8_t *snap_cells[2];
 
     /* exit scan */
     bool scanned;
@@ -257,6 +264,9 @@ void ml__frag_pinned(const ml_analysis_t *a, const ml__block_t *blocks, uint64_t
 /* sites.c */
 int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts_t *o);
 void ml__built_free(struct ml__built_s *b);
+
+/* The blocks live at a moment (m NULL: now), sorted by address; malloc'd. */
+ml__block_t *ml__moment_blocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n);
 
 /* Sorting helper for blocks by address. */
 void ml__sort_blocks(ml__block_t *b, uint64_t n);

@@ -80,10 +80,30 @@ void ml_analysis_prefetch(const ml_analysis_t *a, uint64_t ptr);
 int ml_analysis_load(ml_analysis_t *a, const char *path, char *err, size_t errlen);
 
 #define ML_LOAD_PROGRESS 0x1 /* progress bar on stderr when it is a terminal and the trace is big */
+#define ML_LOAD_SNAPSHOT 0x2 /* start from the trace's analysis snapshot, when it has a sound one,
+                              * instead of replaying its records (see below) */
 
 /** ml_analysis_load() with ML_LOAD_* flags. */
 int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char *err,
                         size_t errlen);
+
+/* Snapshots. The collector keeps a full session while it records and saves
+ * it at the end of the trace; ml_analysis_load_ex(ML_LOAD_SNAPSHOT) restores
+ * it, so a report skips the replay. Builds from a restored session and from
+ * a replay are the same (analysis/snapshot.c, tests/e2e/test_snapshot.c). */
+#define ML_ANALYSIS_SNAPSHOT_VERSION 1
+
+/** Serializes a fed session (not a light one, not one with GPU records:
+ * -ENOTSUP) into a malloc'd buffer. Returns 0 or a negative errno. */
+int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len);
+
+/** Fills a fresh session (nothing fed yet) from snapshot bytes. Every count
+ * and index is checked: damaged bytes give -EINVAL and a message in err, and
+ * leave `a` as it was. */
+int ml_analysis_restore(ml_analysis_t *a, const void *data, size_t len, char *err, size_t errlen);
+
+/** True when the session came from a trace's snapshot (no replay). */
+bool ml_analysis_from_snapshot(const ml_analysis_t *a);
 
 /** Running totals (final once the whole trace was fed). */
 const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a);
@@ -394,7 +414,9 @@ uint32_t ml_analysis_node_site(const ml_analysis_t *a, uint32_t node);
 
 /** The sites whose blocks, live at a moment of the last build (peak, worst,
  * or the end), overlap [lo, hi), largest first: who pins a cell of the heap
- * map. O(live blocks). Returns the count or -ENOMEM. */
+ * map. O(live blocks). Returns the count, -ENOMEM, or -ENOTSUP for the peak
+ * and worst moments of a session restored from a snapshot (it keeps their
+ * fragmentation, not their blocks). */
 int64_t ml_analysis_sites_in_range(const ml_analysis_t *a, ml_moment_t m, uint64_t lo, uint64_t hi,
                                    ml_share_t *out, size_t max);
 

@@ -344,7 +344,7 @@ static int cmp_group(const void *x, const void *y) {
 
 /* Blocks live at a moment: live now and allocated by then, plus the
  * moment's graveyard. */
-static ml__block_t *moment_blocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n) {
+ml__block_t *ml__moment_blocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n) {
     uint64_t cap = a->heap.count + (m ? m->ngrave : 0);
     ml__block_t *v = malloc((cap ? cap : 1) * sizeof *v);
     if (!v) return NULL;
@@ -378,8 +378,23 @@ static int build_frag(ml_analysis_t *a, struct ml__built_s *b) {
     for (int w = 0; w < ML_MOMENTS; w++) {
         const ml__moment_t *m = w == ML_MOMENT_PEAK ? &a->mom[0] : w == ML_MOMENT_WORST ? &a->mom[1] : NULL;
         if (m && !m->set) continue;
+        int mi = w == ML_MOMENT_PEAK ? 0 : 1;
+        if (m && a->snap_frag_set[mi]) {
+            /* Computed by the collector (snapshot.c). */
+            b->frag[w] = a->snap_frag[mi];
+            b->frag[w].allocator_model = ml__allocator_model(a);
+            b->frag[w].map_cells = NULL;
+            if (a->snap_cells[mi] && b->frag[w].map_ncells) {
+                b->cells[w] = malloc(b->frag[w].map_ncells);
+                if (!b->cells[w]) return -ENOMEM;
+                memcpy(b->cells[w], a->snap_cells[mi], b->frag[w].map_ncells);
+                b->frag[w].map_cells = b->cells[w];
+            }
+            fill_moment(&b->frag[w], m);
+            continue;
+        }
         uint64_t n;
-        ml__block_t *v = moment_blocks(a, m, &n);
+        ml__block_t *v = ml__moment_blocks(a, m, &n);
         if (!v) return -ENOMEM;
         ml__frag_compute(a, v, n, &b->frag[w], &b->cells[w]);
         if (m) {

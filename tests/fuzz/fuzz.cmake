@@ -17,13 +17,14 @@ if(ML_FUZZ_OK)
   set(S ${CMAKE_SOURCE_DIR})
   set(ML_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_reader.c ${S}/trace/ml_trace_io.c
       ${S}/analysis/analysis.c ${S}/analysis/sites.c ${S}/analysis/symbols.c ${S}/analysis/frag.c
-      ${S}/analysis/suppress.c ${S}/analysis/diff.c ${S}/analysis/reach.c ${S}/analysis/gpu.c)
+      ${S}/analysis/suppress.c ${S}/analysis/diff.c ${S}/analysis/reach.c ${S}/analysis/gpu.c
+      ${S}/analysis/snapshot.c)
   add_custom_command(
     OUTPUT ${CMAKE_BINARY_DIR}/fuzz_reader
     COMMAND ${ML_CLANG} -std=gnu11 -g -O1 -fno-omit-frame-pointer
             -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
             -I${S}/trace -I${S}/analysis -I${CMAKE_BINARY_DIR} ${ML_FUZZ_SRC}
-            -o ${CMAKE_BINARY_DIR}/fuzz_reader -lzstd -ldw -lelf -lstdc++ -lm
+            -o ${CMAKE_BINARY_DIR}/fuzz_reader -lzstd -ldw -lelf -lstdc++ -lm -lpthread
     DEPENDS ${ML_FUZZ_SRC}
     COMMENT "Building the trace-reader fuzzer with clang"
     VERBATIM)

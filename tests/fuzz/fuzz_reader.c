@@ -8,7 +8,10 @@
  * Two kinds of input: a whole file (mutations mostly exercise the chunk
  * layer, since every chunk is compressed and checksummed), or 'R' followed
  * by a chunk's raw record bytes, which the harness compresses into a valid
- * file so that mutations reach the record decoder and the analysis. */
+ * file so that mutations reach the record decoder and the analysis, or 'S'
+ * followed by the raw bytes of an analysis snapshot (analysis/snapshot.c),
+ * restored into a session that is then built. Whole files also go through
+ * ml_analysis_load_ex(ML_LOAD_SNAPSHOT): the trailer, the body checksum. */
 #define _GNU_SOURCE
 #include "ml_analysis.h"
 #include "ml_trace_io.h"
@@ -34,6 +37,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         devnull = fopen("/dev/null", "w");
     }
     uint8_t *file = NULL;
+    if (size >= 1 && data[0] == 'S') {
+        char err[512];
+        ml_analysis_t *a;
+        if (ml_analysis_new(&a) < 0) return 0;
+        if (ml_analysis_restore(a, data + 1, size - 1, err, sizeof err) == 0) {
+            ml_build_opts_t o = {.no_symbols = true, .flame_max_nodes = 200};
+            ml_analysis_build(a, &o, err, sizeof err);
+        }
+        ml_analysis_free(a);
+        return 0;
+    }
     if (size >= 1 && data[0] == 'R' && size - 1 <= ML_CHUNK_MAX_RAW) {
         /* A chunk of raw records: wrap it in a header and a zstd frame. */
         size_t bound = ZSTD_compressBound(size - 1);
@@ -74,6 +88,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ml_reader_close(r);
     ml_build_opts_t o = {.no_symbols = true, .flame_max_nodes = 200};
     ml_analysis_build(a, &o, err, sizeof err);
+    ml_analysis_free(a);
+    if (ml_analysis_new(&a) < 0) return 0;
+    if (ml_analysis_load_ex(a, path, ML_LOAD_SNAPSHOT, err, sizeof err) == 0)
+        ml_analysis_build(a, &o, err, sizeof err);
     ml_analysis_free(a);
     return 0;
 }

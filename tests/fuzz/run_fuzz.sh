@@ -27,6 +27,19 @@ if command -v zstd >/dev/null; then
     { printf R; tail -c +33 "$t" | head -c "$comp" | zstd -dc 2>/dev/null; } >"$raw" || rm -f "$raw"
   done
 fi
+# Snapshot seeds ('S' + the raw analysis snapshot a trace ends with): the
+# trailer's last 8 bytes give the snapshot's offset, its frame follows a
+# 16-byte header.
+if command -v zstd >/dev/null; then
+  for t in "$work"/corpus/leaks.mlt "$work"/corpus/cpp.mlt "$work"/corpus/frag.mlt; do
+    size=$(wc -c <"$t")
+    off=$(od -An -tu8 -j$((size - 8)) -N8 "$t" | tr -d ' ')
+    [ -n "$off" ] && [ "$off" -gt 0 ] || continue
+    raw="$work/corpus/snap-$(basename "$t" .mlt)"
+    { printf S; tail -c +$((off + 17)) "$t" | head -c $((size - 24 - off - 16)) | zstd -dc 2>/dev/null; } >"$raw" ||
+      rm -f "$raw"
+  done
+fi
 ls -l "$work/corpus"
 status=0
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
