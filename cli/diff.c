@@ -17,7 +17,7 @@
 #include <string.h>
 
 ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
-                              bool quiet);
+                              bool quiet, bool replay);
 
 static void usage_diff(FILE *f) {
     fputs("usage: memlens diff BASE.mlt NEW.mlt [--json OUT] [--fail-on-increase PERCENT]\n"
@@ -99,8 +99,8 @@ int ml_cmd_diff(int argc, char **argv) {
         ml_die_msg("suppressions: %s", err);
         return ML_EXIT_ERROR;
     }
-    ml_analysis_t *base = ml_cli_analyse(paths[0], supp, no_symbols, quiet);
-    ml_analysis_t *cur = base ? ml_cli_analyse(paths[1], supp, no_symbols, quiet) : NULL;
+    ml_analysis_t *base = ml_cli_analyse(paths[0], supp, no_symbols, quiet, false);
+    ml_analysis_t *cur = base ? ml_cli_analyse(paths[1], supp, no_symbols, quiet, false) : NULL;
     int code = ML_EXIT_OK;
     ml_diff_t *d = NULL;
     if (!base || !cur) {

@@ -23,7 +23,7 @@
 typedef struct {
     const char *trace, *json, *html, *folded, *supp;
     ml_fold_metric_t metric;
-    bool leak_gate, peak_gate, no_symbols, quiet, no_advisor;
+    bool leak_gate, peak_gate, no_symbols, quiet, no_advisor, replay, all_policies;
     uint64_t fail_on_leak, max_peak;
     uint32_t max_sites;
 } report_opts_t;
@@ -32,7 +32,8 @@ static void usage_report(FILE *f) {
     fputs("usage: memlens report FILE [--json OUT] [--html OUT] [--folded OUT]\n"
           "                      [--folded-metric alloc|calls|peak|leaked|temporary]\n"
           "                      [--fail-on-leak BYTES] [--max-peak BYTES] [--suppressions FILE]\n"
-          "                      [--max-sites N] [--no-symbols] [--no-advisor] [-q]\n"
+          "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
+          "                      [--replay] [-q]\n"
           "\n"
           "  Without an output option, prints a summary: the sites holding the peak and the leaks.\n"
           "  --json OUT            the JSON report (docs/report-schema.json); '-' is stdout\n"
@@ -45,6 +46,10 @@ static void usage_report(FILE *f) {
           "  --max-sites N         at most N entries in the JSON's sites[] (peak and leak lists stay whole)\n"
           "  --no-symbols          skip symbolization (functions show as [module+offset])\n"
           "  --no-advisor          skip the strategy advisor's replay (no suggestions, faster)\n"
+          "  --all-policies        the advisor also replays the textbook fits (first, next, best,\n"
+          "                        worst, bitmap) for its table: about five times slower\n"
+          "  --replay              analyse every record again, ignoring the analysis the\n"
+          "                        collector saved at the end of the trace\n"
           "  -q, --quiet           no warnings on stderr\n"
           "BYTES takes k, M, G suffixes (powers of 1024).\n",
           f);
@@ -107,6 +112,10 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             o->no_symbols = true;
         } else if (!strcmp(a, "--no-advisor")) {
             o->no_advisor = true;
+        } else if (!strcmp(a, "--all-policies")) {
+            o->all_policies = true;
+        } else if (!strcmp(a, "--replay")) {
+            o->replay = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -134,14 +143,15 @@ static int parse(int argc, char **argv, report_opts_t *o) {
 /* Loads and builds one trace; shared with `memlens diff`. Prints the error
  * and returns NULL on failure. */
 ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
-                              bool quiet) {
+                              bool quiet, bool replay) {
     ml_analysis_t *a;
     char err[1024];
     if (ml_analysis_new(&a) < 0) {
         ml_die_msg("out of memory");
         return NULL;
     }
-    if (ml_analysis_load_ex(a, path, ML_LOAD_PROGRESS, err, sizeof err) < 0) {
+    if (ml_analysis_load_ex(a, path, ML_LOAD_PROGRESS | (replay ? 0 : ML_LOAD_SNAPSHOT), err,
+                            sizeof err) < 0) {
         ml_die_msg("%s", err);
         ml_analysis_free(a);
         return NULL;
@@ -182,7 +192,7 @@ int ml_cmd_report(int argc, char **argv) {
         return ML_EXIT_ERROR;
     }
     int code = ML_EXIT_OK;
-    ml_analysis_t *a = ml_cli_analyse(o.trace, supp, o.no_symbols, o.quiet);
+    ml_analysis_t *a = ml_cli_analyse(o.trace, supp, o.no_symbols, o.quiet, o.replay);
     if (!a) {
         ml_suppressions_free(supp);
         return ML_EXIT_ERROR;
@@ -198,7 +208,8 @@ int ml_cmd_report(int argc, char **argv) {
     ml_advice_t *advice = NULL;
     if ((o.json || o.html) && !o.no_advisor) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        ml_advisor_opts_t ao = {.threads = cpus > 1 ? (unsigned)(cpus < 4 ? cpus : 4) : 0, .analysis = a};
+        ml_advisor_opts_t ao = {.threads = cpus > 1 ? (unsigned)(cpus < 4 ? cpus : 4) : 0, .analysis = a,
+                                .all_policies = o.all_policies};
         if (ml_advisor_run(o.trace, &ao, &advice, err, sizeof err) < 0 && !o.quiet)
             fprintf(stderr, "memlens: warning: strategy advisor: %s\n", err);
         ro.advice = advice;

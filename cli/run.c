@@ -46,7 +46,7 @@
 
 typedef struct {
     const char *out;
-    bool follow_fork, quiet, unwind_fp, no_gpu;
+    bool follow_fork, quiet, unwind_fp, no_gpu, no_snapshot;
     bool live; /* --live: the terminal viewer follows the root process */
     uint64_t sample_bytes;
     uint32_t depth, ring_slots;
@@ -104,7 +104,7 @@ static uint64_t mono_ns(void) {
 static void usage_run(FILE *f) {
     fprintf(f,
             "usage: memlens run [-o FILE] [--follow-fork] [--sample BYTES] [--unwind libunwind|fp]\n"
-            "                   [--depth N] [--no-gpu] [--live] [-q] -- PROG [ARGS...]\n"
+            "                   [--depth N] [--no-gpu] [--no-snapshot] [--live] [-q] -- PROG [ARGS...]\n"
             "\n"
             "  -o, --output FILE   trace file (default: memlens.PROG.PID.mlt in the current directory)\n"
             "  --follow-fork       trace forked and exec'd children too, each into FILE-stem.PID.mlt\n"
@@ -112,6 +112,9 @@ static void usage_run(FILE *f) {
             "  --unwind KIND       libunwind (default, exact) or fp (frame pointers, faster)\n"
             "  --depth N           deepest stack recorded (default %d, at most %d)\n"
             "  --no-gpu            do not load the CUPTI collector\n"
+            "  --no-snapshot       do not analyse while recording (less CPU beside PROG); reports\n"
+            "                      then replay the whole trace instead of starting from the\n"
+            "                      analysis saved at its end\n"
             "  --live              show the terminal viewer while PROG runs (it stays open on the\n"
             "                      final data until q); redirect PROG's output, which would\n"
             "                      otherwise share the terminal with the view\n"
@@ -168,6 +171,8 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
             o->depth = (uint32_t)v;
         } else if (!strcmp(a, "--no-gpu")) {
             o->no_gpu = true;
+        } else if (!strcmp(a, "--no-snapshot")) {
+            o->no_snapshot = true;
         } else if (!strcmp(a, "--live")) {
             o->live = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -360,6 +365,15 @@ static void proc_add(proc_t *p, const ml_record_t *rec) {
     if (ml_writer_add(p->w, rec) < 0 && !p->done) {
         /* Reported once at the end from the writer's error state. */
     }
+    ml_record_t canon;
+    if (rec->tag == ML_T_ALLOC && rec->u.alloc.usable < rec->u.alloc.size) {
+        /* The analysis sees what a reader of the trace will see (the writer
+         * stores usable >= size), so the snapshot saved at the end equals a
+         * replay of the file. */
+        canon = *rec;
+        canon.u.alloc.usable = canon.u.alloc.size;
+        rec = &canon;
+    }
     if (p->live) {
         /* The viewer's thread reads the session between records. */
         ml_vmodel_lock(p->live);
@@ -378,10 +392,12 @@ static int proc_analysis(session_t *s, proc_t *p) {
         p->an = ml_vmodel_analysis(s->live_model);
         return 0;
     }
-    /* The collector runs beside the program on the same machine: per event
-     * it does only what the summary and the exit scan need. `memlens report`
-     * computes everything else from the trace. */
-    return ml_analysis_new_light(&p->an);
+    /* The collector runs the whole streaming analysis beside the program
+     * and saves it at the end of the trace (finish_proc), so `memlens
+     * report` starts from it instead of replaying every record. With
+     * --no-snapshot it keeps only what the summary and the exit scan need
+     * (a light session, which cannot be saved). */
+    return s->o.no_snapshot ? ml_analysis_new_light(&p->an) : ml_analysis_new(&p->an);
 }
 
 static void child_trace_path(session_t *s, uint32_t pid, char *out, size_t len) {
@@ -749,6 +765,22 @@ static void sample_rss(session_t *s, proc_t *p) {
     proc_add(p, &r);
 }
 
+/* Appends the analysis session to the trace, after the end record. Without
+ * it (GPU records, out of memory) reports replay the records: slower, the
+ * same numbers. */
+static void save_snapshot(const session_t *s, proc_t *p) {
+    void *data;
+    size_t len;
+    if (s->o.no_snapshot) return;
+    if (p->live) ml_vmodel_lock(p->live);
+    int rc = ml_analysis_snapshot(p->an, &data, &len);
+    if (p->live) ml_vmodel_unlock(p->live);
+    if (rc < 0) return;
+    rc = ml_writer_add_snapshot(p->w, data, len, ML_ANALYSIS_SNAPSHOT_VERSION);
+    free(data);
+    (void)rc; /* a write error is in the writer's state: reported by finish_proc */
+}
+
 static void finish_proc(session_t *s, proc_t *p) {
     drain(s, p, true);
     ml_record_t r;
@@ -768,6 +800,7 @@ static void finish_proc(session_t *s, proc_t *p) {
     e->truncated_stacks = ml_atomic_load_relaxed(&p->ring->truncated);
     e->duration_ms = now_ms(s);
     proc_add(p, &r);
+    save_snapshot(s, p);
     int rc = ml_writer_free(p->w);
     p->w = NULL;
     if (rc < 0)
