@@ -1043,6 +1043,18 @@ size_t ml_advisor_gpu_suggestions(const ml_analysis_t *a, ml_suggestion_t *out, 
     return n;
 }
 
+/* The list-based fits of the textbooks and bitmap fit: they rank designs no
+ * program can switch to as such, and their searches make them the slow
+ * part of the replay (docs/strategies.md, Speed), so only
+ * `memlens report --all-policies` runs them. */
+static bool is_textbook(const char *name) {
+    static const char *const textbook[] = {"first_fit", "next_fit", "best_fit", "worst_fit",
+                                           "bitmap_fit", NULL};
+    for (int i = 0; textbook[i]; i++)
+        if (!strcmp(name, textbook[i])) return true;
+    return false;
+}
+
 int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice_t **out, char *err,
                    size_t errlen) {
     static const ml_advisor_opts_t none = {0};
@@ -1063,6 +1075,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
     }
     if ((rc = ml_sim_replay_new(o->threads, &r1)) < 0) goto fail;
     for (const char *const *nm = ml_sim_policy_names; *nm && rc == 0; nm++) {
+        if (!o->all_policies && is_textbook(*nm)) continue;
         ml_sim_policy_t *p;
         rc = ml_sim_policy_new(*nm, NULL, &p);
         if (rc == 0) rc = ml_sim_replay_add(r1, p);

@@ -92,7 +92,7 @@ Test(advisor, fixed_size_churn_gets_a_pool_varied_sizes_do_not, .timeout = 600) 
     /* The comparison table: every policy and the real allocator. */
     const ml_sim_metrics_t *p;
     size_t np = ml_advice_policies(r.adv, &p);
-    cr_expect_eq(np, 11);
+    cr_expect_eq(np, 6, "segregated fit, TLSF, buddy, slab, arena and the real allocator");
     cr_expect_str_eq(p[np - 1].name, "real");
     for (size_t i = 0; i < np; i++) {
         cr_expect_gt(p[i].peak_footprint, 20000 * 48, "%s", p[i].name);
@@ -155,7 +155,7 @@ Test(advisor, a_clean_program_gets_no_suggestions, .timeout = 300) {
     advise("fx_adv_clean", &r);
     cr_expect_eq(r.n, 0, "%zu suggestions for a clean program", r.n);
     const ml_sim_metrics_t *p;
-    cr_expect_eq(ml_advice_policies(r.adv, &p), 11, "the table is there all the same");
+    cr_expect_eq(ml_advice_policies(r.adv, &p), 6, "the table is there all the same");
     done(&r);
 }
 
@@ -177,26 +177,26 @@ Test(advisor, a_sampled_trace_gets_the_table_but_no_suggestions, .timeout = 300)
     const ml_sim_metrics_t *p;
     cr_expect(ml_advice_sampled(adv));
     cr_expect_eq(ml_advice_suggestions(adv, &s), 0);
-    cr_expect_eq(ml_advice_policies(adv, &p), 11);
+    cr_expect_eq(ml_advice_policies(adv, &p), 6, "five designs and the real allocator");
     cr_expect_gt(p[0].allocs, 0);
     cr_expect_lt(p[0].allocs, 100000, "a sample: %lu", (unsigned long)p[0].allocs);
     ml_advice_free(adv);
 }
 
 /* `memlens report --json`: the suggestions and the policy table in the document. */
-static char *report_json(const char *fixture) {
+static char *report_json_opt(const char *fixture, const char *opt) {
     char name[256];
-    snprintf(name, sizeof name, "%s.report.mlt", fixture);
+    snprintf(name, sizeof name, "%s%s.report.mlt", fixture, opt ? opt : "");
     char trace[4096], json[4096];
     snprintf(trace, sizeof trace, "%s", h_tmp(name));
-    snprintf(name, sizeof name, "%s.json", fixture);
+    snprintf(name, sizeof name, "%s%s.json", fixture, opt ? opt : "");
     snprintf(json, sizeof json, "%s", h_tmp(name));
     const char *run[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin(fixture), NULL};
     h_run_t r;
     h_run(&r, run);
     cr_assert_eq(r.status, 0, "%s", r.err);
     h_run_free(&r);
-    const char *rep[] = {h_bin("memlens"), "report", trace, "--json", json, NULL};
+    const char *rep[] = {h_bin("memlens"), "report", trace, "--json", json, opt, NULL};
     h_run(&r, rep);
     cr_assert_eq(r.status, 0, "memlens report: %s", r.err);
     h_run_free(&r);
@@ -205,8 +205,12 @@ static char *report_json(const char *fixture) {
     return doc;
 }
 
+static char *report_json(const char *fixture) {
+    return report_json_opt(fixture, NULL);
+}
+
 Test(advisor_json, report_carries_suggestions_and_policies, .timeout = 300) {
-    char *doc = report_json("fx_adv_temp");
+    char *doc = report_json_opt("fx_adv_temp", "--all-policies");
     cr_expect(strstr(doc, "\"suggestions\": [\n  {\"strategy\": \"stack\""), "%.2000s", strstr(doc, "\"suggestions\""));
     cr_expect(strstr(doc, "format_line"), "the message names the function");
     cr_expect(strstr(doc, "\"temporaries\": 100000"));
@@ -220,6 +224,26 @@ Test(advisor_json, report_carries_suggestions_and_policies, .timeout = 300) {
     }
     cr_expect(strstr(doc, "\"external_fragmentation\": "));
     cr_expect(strstr(doc, "\"cost_per_op\": null"), "the real allocator's cost is unknown");
+    free(doc);
+}
+
+/* Without --all-policies the table holds the designs of real allocators,
+ * and the suggestions are the same. */
+Test(advisor_json, default_policies_skip_the_textbook_fits, .timeout = 300) {
+    char *doc = report_json("fx_adv_temp");
+    cr_expect(strstr(doc, "\"suggestions\": [\n  {\"strategy\": \"stack\""), "%.2000s", strstr(doc, "\"suggestions\""));
+    cr_expect(strstr(doc, "\"temporaries\": 100000"));
+    cr_expect(strstr(doc, "\"policies\": [\n  {\"name\": \"segregated_fit\", \"peak_footprint_bytes\": "),
+              "%.300s", strstr(doc, "\"policies\""));
+    static const char *const in[] = {"tlsf", "buddy", "slab", "arena", "real"};
+    static const char *const out[] = {"first_fit", "next_fit", "best_fit", "worst_fit", "bitmap_fit"};
+    for (size_t i = 0; i < 5; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "{\"name\": \"%s\"", in[i]);
+        cr_expect(strstr(doc, want), "policy %s in the table", in[i]);
+        snprintf(want, sizeof want, "{\"name\": \"%s\"", out[i]);
+        cr_expect(!strstr(doc, want), "policy %s not in the table", out[i]);
+    }
     free(doc);
 }
 
