@@ -135,7 +135,7 @@ static void put_map(obuf_t *b, const ml__block_map_t *m) {
     uint64_t n = 0;
     for (uint64_t i = 0; i < m->cap && n < m->count; i++)
         if (m->e[i].ptr) v[n++] = (slotted_t){m->e[i], i};
-    qsort(v, n, sizeof *v, cmp_slotted);
+    if (n > 1) qsort(v, n, sizeof *v, cmp_slotted);
     uint64_t prev = 0;
     for (uint64_t i = 0; i < n; i++) {
         put_u(b, v[i].b.ptr - prev);
