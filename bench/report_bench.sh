@@ -9,7 +9,10 @@
 # strategy advisor's replay of the trace through simulated allocators;
 # "memlens-analysis" is the same without the advisor (--no-advisor): the
 # analysis heaptrack_print's job compares to (symbols, peak, leaks with
-# kinds, fragmentation, flame tree, JSON); "heaptrack_print" runs with its
+# kinds, fragmentation, flame tree, JSON), started from the analysis
+# snapshot the collector saved at the end of the trace; "memlens-replay"
+# is that analysis with --replay: every record decoded and analysed again
+# (what a trace without a snapshot costs); "heaptrack_print" runs with its
 # defaults (peaks, allocators, temporaries, summary).
 #
 # usage: bench/report_bench.sh [BUILD_DIR] [RUNS] [SIZES...]
@@ -44,21 +47,25 @@ measure() {
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-printf '%-10s %-17s %10s %10s %10s %12s %12s\n' allocs tool trace_MiB wall_s cpu_s peak_RSS_MiB speedup
+printf '%-10s %-17s %10s %9s %10s %10s %12s %9s %9s\n' allocs tool trace_MiB record_s wall_s cpu_s \
+  peak_RSS_MiB cpu_x wall_x
 for n in "${sizes[@]}"; do
-  "$memlens" run -q -o "$work/w.mlt" -- "$work/workload" "$n"
-  (cd "$work" && heaptrack -o "$work/w.heaptrack" "$work/workload" "$n" >/dev/null 2>&1)
+  # The recordings, timed once each: the snapshot memlens' collector saves
+  # is work done while the program runs.
+  rec_ml=$(measure "$memlens" run -q -o "$work/w.mlt" -- "$work/workload" "$n" | cut -d' ' -f1)
+  rec_ht=$(cd "$work" && measure heaptrack -o "$work/w.heaptrack" "$work/workload" "$n" | cut -d' ' -f1)
   ht=
   for f in "$work"/w.heaptrack*.zst "$work"/w.heaptrack*.gz; do [ -e "$f" ] && ht=$f; done
   [ -n "$ht" ] || { echo "report_bench: heaptrack wrote no trace" >&2; exit 1; }
   declare -A wall cpu rss size
-  tools=(memlens memlens-analysis heaptrack_print)
+  tools=(memlens memlens-analysis memlens-replay heaptrack_print)
   for tool in "${tools[@]}"; do
     : >"$work/w.txt"; : >"$work/c.txt"; : >"$work/r.txt"
     for _ in $(seq "$runs"); do
       case $tool in
         memlens) out=$(measure "$memlens" report "$work/w.mlt" --json "$work/r.json" -q) ;;
         memlens-analysis) out=$(measure "$memlens" report "$work/w.mlt" --json "$work/r.json" -q --no-advisor) ;;
+        memlens-replay) out=$(measure "$memlens" report "$work/w.mlt" --json "$work/r.json" -q --no-advisor --replay) ;;
         *) out=$(measure heaptrack_print -f "$ht") ;;
       esac
       set -- $out
@@ -70,12 +77,17 @@ for n in "${sizes[@]}"; do
   done
   size[memlens]=$(stat -c %s "$work/w.mlt")
   size[memlens-analysis]=${size[memlens]}
+  size[memlens-replay]=${size[memlens]}
   size[heaptrack_print]=$(stat -c %s "$ht")
   for tool in "${tools[@]}"; do
     sp=$(awk -v a="${cpu[heaptrack_print]}" -v b="${cpu[$tool]}" 'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }')
-    printf '%-10s %-17s %10.1f %10s %10s %12.1f %12s\n' "$n" "$tool" \
-      "$(awk -v s="${size[$tool]}" 'BEGIN { print s / 1048576 }')" "${wall[$tool]}" "${cpu[$tool]}" \
-      "$(awk -v k="${rss[$tool]}" 'BEGIN { print k / 1024 }')" "$sp"
+    wsp=$(awk -v a="${wall[heaptrack_print]}" -v b="${wall[$tool]}" 'BEGIN { printf "%.2fx", (b > 0 ? a / b : 0) }')
+    rec=$rec_ml
+    [ "$tool" = heaptrack_print ] && rec=$rec_ht
+    printf '%-10s %-17s %10.1f %9s %10s %10s %12.1f %9s %9s\n' "$n" "$tool" \
+      "$(awk -v s="${size[$tool]}" 'BEGIN { print s / 1048576 }')" "$rec" "${wall[$tool]}" "${cpu[$tool]}" \
+      "$(awk -v k="${rss[$tool]}" 'BEGIN { print k / 1024 }')" "$sp" "$wsp"
   done
 done
-echo "speedup: heaptrack_print CPU time / this tool's CPU time (median of $runs runs)"
+echo "record_s: the recording's wall time (memlens run, or heaptrack), one run"
+echo "cpu_x, wall_x: heaptrack_print's CPU (wall) time / this tool's (medians of $runs runs)"
