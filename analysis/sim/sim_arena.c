@@ -165,7 +165,19 @@ static void arena_destroy(ml_sim_policy_t *p) {
     free(a);
 }
 
+/* A free reads its chunk through id_chunk. */
+static void arena_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage) {
+    const arena_t *a = (const arena_t *)p;
+    if (op->type != ML_SIM_FREE || op->id >= a->idcap || stage == 2) return;
+    if (stage == 0) {
+        __builtin_prefetch(&a->id_chunk[op->id]);
+        return;
+    }
+    uint32_t x = a->id_chunk[op->id];
+    if (x < a->ccap) __builtin_prefetch(&a->c[x], 1);
+}
 static const ml__sim_vt_t arena_vt = {
+    .prefetch = arena_prefetch,
     .alloc = arena_alloc,
     .free = arena_free,
     .free_summary = arena_summary,

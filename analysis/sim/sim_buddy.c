@@ -214,7 +214,20 @@ static void buddy_destroy(ml_sim_policy_t *p) {
     free(b);
 }
 
+/* A free reads its address and order by id, then the address's page
+ * counter. */
+static void buddy_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage) {
+    const buddy_t *b = (const buddy_t *)p;
+    if (op->type != ML_SIM_FREE || op->id >= b->idcap || op->id >= b->idcap2 || stage == 2) return;
+    if (stage == 0) {
+        __builtin_prefetch(&b->id_addr[op->id]);
+        __builtin_prefetch(&b->id_order[op->id]);
+        return;
+    }
+    ml__sim_prefetch_page(p, b->id_addr[op->id]);
+}
 static const ml__sim_vt_t buddy_vt = {
+    .prefetch = buddy_prefetch,
     .alloc = buddy_alloc,
     .free = buddy_free,
     .free_summary = buddy_summary,

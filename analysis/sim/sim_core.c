@@ -37,12 +37,7 @@ void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, 
 /* Pages                                                                      */
 /* ------------------------------------------------------------------------- */
 
-static inline uint64_t hash_page(uint64_t x) {
-    x ^= x >> 31;
-    x *= 0x9e3779b97f4a7c15ull;
-    x ^= x >> 29;
-    return x;
-}
+#define hash_page ml__sim_hash_page
 
 static int sparse_grow(ml__pages_t *pg) {
     uint64_t ncap = pg->scap ? pg->scap * 2 : 1024;

@@ -369,7 +369,29 @@ static void fl_destroy(ml_sim_policy_t *p) {
     free(f);
 }
 
+/* A free looks up its node through id2n, then the node and its physical
+ * neighbours: load id2n far ahead, the node near. */
+static void fl_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage) {
+    const ml__fl_t *f = (const ml__fl_t *)p;
+    if (op->type != ML_SIM_FREE || op->id >= f->idcap) return;
+    if (stage == 0) {
+        __builtin_prefetch(&f->id2n[op->id]);
+        return;
+    }
+    uint32_t x = f->id2n[op->id];
+    if (x >= f->ncap) return;
+    if (stage == 1) {
+        __builtin_prefetch(&f->n[x], 1);
+        return;
+    }
+    const ml__fl_node_t *nd = &f->n[x];
+    ml__sim_prefetch_page(p, nd->addr);
+    if (nd->pprev < f->ncap) __builtin_prefetch(&f->n[nd->pprev], 1);
+    if (nd->pnext < f->ncap) __builtin_prefetch(&f->n[nd->pnext], 1);
+}
+
 static const ml__sim_vt_t fl_vt = {
+    .prefetch = fl_prefetch,
     .alloc = fl_alloc,
     .free = fl_free,
     .free_summary = fl_free_summary,

@@ -45,7 +45,13 @@ static void real_destroy(ml_sim_policy_t *p) {
     free(p);
 }
 
+/* Frees carry the recorded address: its page slot can load at once. */
+static void real_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage) {
+    if (op->type == ML_SIM_FREE && stage == 0) ml__sim_prefetch_page(p, op->ptr);
+}
+
 static const ml__sim_vt_t real_vt = {
+    .prefetch = real_prefetch,
     .alloc = real_alloc,
     .free = real_free,
     .free_summary = real_summary,

@@ -251,7 +251,26 @@ static void slab_destroy(ml_sim_policy_t *p) {
     free(sp);
 }
 
+/* A free reads its slab and slot through id_slab and id_slot. */
+static void slab_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage) {
+    const slab_policy_t *sp = (const slab_policy_t *)p;
+    if (op->type != ML_SIM_FREE || op->id >= sp->idcap || op->id >= sp->idcap2) return;
+    if (stage == 0) {
+        __builtin_prefetch(&sp->id_slab[op->id]);
+        __builtin_prefetch(&sp->id_slot[op->id]);
+        return;
+    }
+    uint32_t x = sp->id_slab[op->id];
+    if (x >= sp->scap) return;
+    if (stage == 1) {
+        __builtin_prefetch(&sp->s[x], 1);
+        return;
+    }
+    const slab_t *sl = &sp->s[x];
+    if (sl->cls < sp->ncls) ml__sim_prefetch_page(p, sl->base + (uint64_t)sp->id_slot[op->id] * sp->cls[sl->cls].size);
+}
 static const ml__sim_vt_t slab_vt = {
+    .prefetch = slab_prefetch,
     .alloc = slab_alloc,
     .free = slab_free,
     .free_summary = slab_summary,
