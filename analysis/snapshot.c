@@ -221,12 +221,15 @@ static void *frag_job(void *arg) {
 }
 
 /* Both moments: the same one computed once, two different ones in two
- * threads (the program has exited: its core is free). */
+ * threads (the program has exited: its core is free), unless their blocks
+ * are many: each job copies and sorts them (80 bytes a block at its peak),
+ * and memory matters more than 0.1 s then. */
 static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2]) {
     for (int i = 0; i < 2; i++) j[i] = (frag_job_t){.a = a, .m = &a->mom[i]};
     bool same = a->mom[0].set && a->mom[1].set && a->mom[0].seq == a->mom[1].seq;
+    bool small = a->mom[0].ngrave + a->mom[1].ngrave + 2 * a->heap.count < (1u << 21);
     pthread_t t;
-    bool threaded = !same && a->mom[0].set && a->mom[1].set &&
+    bool threaded = !same && small && a->mom[0].set && a->mom[1].set &&
                     pthread_create(&t, NULL, frag_job, &j[1]) == 0;
     if (a->mom[0].set) frag_job(&j[0]);
     if (threaded) pthread_join(t, NULL);
