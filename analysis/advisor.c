@@ -1087,7 +1087,9 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
     }
     if (rc < 0) goto fail;
     if (!o->no_what_if) ml_sim_replay_observe(r1, observe, &A);
-    if ((rc = ml_sim_replay_file(r1, trace_path, err, errlen)) < 0) goto fail;
+    if ((rc = ml_sim_replay_file_progress(r1, trace_path, o->progress ? "simulating allocators" : NULL,
+                                          err, errlen)) < 0)
+        goto fail;
     if ((rc = ml_sim_replay_finish(r1)) < 0) goto fail;
     adv->npol = ml_sim_replay_count(r1);
     for (size_t i = 0; i < adv->npol && i < 16; i++) ml_sim_replay_metrics(r1, i, &adv->pol[i]);
@@ -1178,7 +1180,9 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
                 rc = make_router(&cands[i], &A.g[cands[i].gi]);
                 if (rc == 0) rc = ml_sim_replay_add(r2, cands[i].router);
             }
-            if (rc == 0) rc = ml_sim_replay_file(r2, trace_path, err, errlen);
+            if (rc == 0)
+                rc = ml_sim_replay_file_progress(r2, trace_path, o->progress ? "pricing what-ifs" : NULL, err,
+                                                 errlen);
             if (rc == 0) rc = ml_sim_replay_finish(r2);
             if (rc == 0) {
                 for (size_t i = 0; i < nc; i++) {

@@ -32,6 +32,7 @@ typedef struct {
                                     * its site ids and function names, and its GPU suggestions
                                     * are merged in. Without it, sites are stack ids. */
     bool no_what_if;               /* the comparison table only (one pass, no suggestions) */
+    bool progress;                 /* a percentage on stderr for big traces on a terminal */
     bool all_policies;             /* also the textbook fits (first, next, best, worst, bitmap):
                                     * the table gains five rows, the replay takes about five
                                     * times as long. Without it: the designs of real allocators

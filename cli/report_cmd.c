@@ -209,7 +209,7 @@ int ml_cmd_report(int argc, char **argv) {
     if ((o.json || o.html) && !o.no_advisor) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         ml_advisor_opts_t ao = {.threads = cpus > 1 ? (unsigned)(cpus < 4 ? cpus : 4) : 0, .analysis = a,
-                                .all_policies = o.all_policies};
+                                .all_policies = o.all_policies, .progress = !o.quiet};
         if (ml_advisor_run(o.trace, &ao, &advice, err, sizeof err) < 0 && !o.quiet)
             fprintf(stderr, "memlens: warning: strategy advisor: %s\n", err);
         ro.advice = advice;

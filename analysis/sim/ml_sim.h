@@ -229,6 +229,12 @@ void ml_sim_replay_observe(ml_sim_replay_t *r, ml_sim_observer_fn fn, void *ctx)
 int ml_sim_replay_feed(ml_sim_replay_t *r, const ml_record_t *rec);
 /** Feeds a whole trace file. Returns 0, or a negative errno with a message in err. */
 int ml_sim_replay_file(ml_sim_replay_t *r, const char *path, char *err, size_t errlen);
+
+/** ml_sim_replay_file() that prints "memlens: LABEL NN%" on stderr while it
+ * reads, when `label` is not NULL, stderr is a terminal and the trace is
+ * larger than 64 MiB; the line is erased at the end. */
+int ml_sim_replay_file_progress(ml_sim_replay_t *r, const char *path, const char *label, char *err,
+                                size_t errlen);
 /** Runs what is pending and waits for the workers. Call once, after the last feed. */
 int ml_sim_replay_finish(ml_sim_replay_t *r);
 size_t ml_sim_replay_count(const ml_sim_replay_t *r);
