@@ -110,6 +110,10 @@ Test(snapshot, realloc_chains) {
     expect_same_reports("grow.mlt", (const char *[]){"fx_adv_realloc", NULL});
 }
 
+Test(snapshot, jemalloc_usable_sizes) {
+    expect_same_reports("jemalloc.mlt", (const char *[]){"fx_jemalloc", NULL});
+}
+
 Test(snapshot, crash) {
     expect_same_reports("crash.mlt", (const char *[]){"fx_crash", "segv", NULL});
 }
