@@ -1036,37 +1036,47 @@ static int cmp_block(const void *x, const void *y) {
     return l < r ? -1 : l > r;
 }
 
+static int cmp_fblock(const void *x, const void *y) {
+    uint64_t l = ((const ml__fblock_t *)x)->ptr, r = ((const ml__fblock_t *)y)->ptr;
+    return l < r ? -1 : l > r;
+}
+
 /* LSD radix sort on the address, 16 bits a pass; passes whose digit is the
  * same for every block (the high bits of user-space addresses) are skipped.
- * O(n), where qsort's comparisons dominated the report's time. */
-void ml__sort_blocks(ml__block_t *b, uint64_t n) {
-    ml__block_t *tmp = n >= 1024 ? malloc(n * sizeof *tmp) : NULL;
-    uint64_t *cnt = tmp ? malloc(65536 * sizeof *cnt) : NULL;
-    if (!cnt) {
-        free(tmp);
-        qsort(b, n, sizeof *b, cmp_block);
-        return;
+ * O(n), where qsort's comparisons dominated the report's time. One body for
+ * both block types. */
+#define RADIX_SORT(NAME, T, CMP)                                                                   \
+    void NAME(T *b, uint64_t n) {                                                                  \
+        T *tmp = n >= 1024 ? malloc(n * sizeof *tmp) : NULL;                                       \
+        uint64_t *cnt = tmp ? malloc(65536 * sizeof *cnt) : NULL;                                  \
+        if (!cnt) {                                                                                \
+            free(tmp);                                                                             \
+            if (n > 1) qsort(b, n, sizeof *b, CMP);                                                \
+            return;                                                                                \
+        }                                                                                          \
+        T *src = b, *dst = tmp;                                                                    \
+        for (unsigned shift = 0; shift < 64; shift += 16) {                                        \
+            memset(cnt, 0, 65536 * sizeof *cnt);                                                   \
+            for (uint64_t i = 0; i < n; i++) cnt[(src[i].ptr >> shift) & 0xffff]++;                \
+            if (cnt[(src[0].ptr >> shift) & 0xffff] == n) continue;                                \
+            uint64_t sum = 0;                                                                      \
+            for (uint32_t d = 0; d < 65536; d++) {                                                 \
+                uint64_t c = cnt[d];                                                               \
+                cnt[d] = sum;                                                                      \
+                sum += c;                                                                          \
+            }                                                                                      \
+            for (uint64_t i = 0; i < n; i++) dst[cnt[(src[i].ptr >> shift) & 0xffff]++] = src[i];  \
+            T *t = src;                                                                            \
+            src = dst;                                                                             \
+            dst = t;                                                                               \
+        }                                                                                          \
+        if (src != b) memcpy(b, src, n * sizeof *b);                                               \
+        free(cnt);                                                                                 \
+        free(tmp);                                                                                 \
     }
-    ml__block_t *src = b, *dst = tmp;
-    for (unsigned shift = 0; shift < 64; shift += 16) {
-        memset(cnt, 0, 65536 * sizeof *cnt);
-        for (uint64_t i = 0; i < n; i++) cnt[(src[i].ptr >> shift) & 0xffff]++;
-        if (cnt[(src[0].ptr >> shift) & 0xffff] == n) continue;
-        uint64_t sum = 0;
-        for (uint32_t d = 0; d < 65536; d++) {
-            uint64_t c = cnt[d];
-            cnt[d] = sum;
-            sum += c;
-        }
-        for (uint64_t i = 0; i < n; i++) dst[cnt[(src[i].ptr >> shift) & 0xffff]++] = src[i];
-        ml__block_t *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != b) memcpy(b, src, n * sizeof *b);
-    free(cnt);
-    free(tmp);
-}
+
+RADIX_SORT(ml__sort_blocks, ml__block_t, cmp_block)
+RADIX_SORT(ml__sort_fblocks, ml__fblock_t, cmp_fblock)
 
 int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {
     ml_live_block_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);

@@ -69,7 +69,12 @@ static uint64_t block_end(const ml__block_t *b) {
     return e < b->ptr ? UINT64_MAX : e;
 }
 
-void ml__frag_compute(const ml_analysis_t *a, const ml__block_t *v, uint64_t n, ml_frag_t *f,
+static uint64_t fblock_end(const ml__fblock_t *b) {
+    uint64_t e = b->ptr + (b->size ? b->size : 1);
+    return e < b->ptr ? UINT64_MAX : e;
+}
+
+void ml__frag_compute(const ml_analysis_t *a, const ml__fblock_t *v, uint64_t n, ml_frag_t *f,
                       int8_t **cells) {
     const uint64_t ps = a->page_size;
     memset(f, 0, sizeof *f);
@@ -80,7 +85,7 @@ void ml__frag_compute(const ml_analysis_t *a, const ml__block_t *v, uint64_t n, 
     uint64_t end = 0, region_start = 0, region_live = 0;
     uint64_t best_live = 0, best_lo = 0, best_hi = 0;
     for (uint64_t i = 0; i < n; i++) {
-        const ml__block_t *b = &v[i];
+        const ml__fblock_t *b = &v[i];
         f->live_bytes += b->size;
         f->live_blocks++;
         if (b->slack != ML__SLACK_UNKNOWN) {
@@ -89,7 +94,7 @@ void ml__frag_compute(const ml_analysis_t *a, const ml__block_t *v, uint64_t n, 
         } else {
             f->usable_bytes += ml__usable_size(f->allocator_model, b->size);
         }
-        uint64_t e = block_end(b);
+        uint64_t e = fblock_end(b);
         /* (a) distinct pages */
         uint64_t fp = b->ptr / ps, lp = (e - 1) / ps;
         uint64_t from = any_page && last_page >= fp ? last_page + 1 : fp;
@@ -148,9 +153,9 @@ void ml__frag_compute(const ml_analysis_t *a, const ml__block_t *v, uint64_t n, 
     }
     any_page = false;
     for (uint64_t i = 0; i < n; i++) {
-        const ml__block_t *b = &v[i];
+        const ml__fblock_t *b = &v[i];
         if (b->ptr < base || b->ptr >= top) continue;
-        uint64_t e = block_end(b);
+        uint64_t e = fblock_end(b);
         if (e > top) e = top;
         /* live bytes, split at cell boundaries */
         for (uint64_t p = b->ptr; p < e;) {

@@ -360,6 +360,22 @@ ml__block_t *ml__moment_blocks(const ml_analysis_t *a, const ml__moment_t *m, ui
     return v;
 }
 
+ml__fblock_t *ml__moment_fblocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n) {
+    uint64_t cap = a->heap.count + (m ? m->ngrave : 0);
+    ml__fblock_t *v = malloc((cap ? cap : 1) * sizeof *v);
+    if (!v) return NULL;
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < a->heap.cap; i++) {
+        const ml__block_t *e = &a->heap.e[i];
+        if (e->ptr && (!m || e->seq <= m->seq)) v[k++] = ml__fblock_of(e);
+    }
+    if (m)
+        for (uint64_t i = 0; i < m->ngrave; i++) v[k++] = ml__fblock_of(&m->grave[i]);
+    ml__sort_fblocks(v, k);
+    *n = k;
+    return v;
+}
+
 static void fill_moment(ml_frag_t *f, const ml__moment_t *m) {
     f->time_ms = m->time_ms;
     f->have_mallinfo = m->have_mallinfo;
@@ -394,22 +410,33 @@ static int build_frag(ml_analysis_t *a, struct ml__built_s *b) {
             continue;
         }
         uint64_t n;
-        ml__block_t *v = ml__moment_blocks(a, m, &n);
-        if (!v) return -ENOMEM;
-        ml__frag_compute(a, v, n, &b->frag[w], &b->cells[w]);
         if (m) {
+            ml__fblock_t *fv = ml__moment_fblocks(a, m, &n);
+            if (!fv) return -ENOMEM;
+            ml__frag_compute(a, fv, n, &b->frag[w], &b->cells[w]);
+            free(fv);
             fill_moment(&b->frag[w], m);
-        } else {
-            ml__moment_t now = {.time_ms = a->t.last_time_ms,
-                                .have_mallinfo = a->have_mallinfo,
-                                .mallinfo_time_ms = a->mallinfo_time_ms,
-                                .have_rss = a->have_rss,
-                                .rss_bytes = a->t.rss_bytes};
-            memcpy(now.mallinfo, a->mallinfo, sizeof now.mallinfo);
-            fill_moment(&b->frag[w], &now);
-            for (uint64_t i = 0; i < n; i++) v[i].stack = a->stats[v[i].stack < a->nstats ? v[i].stack : 0].site;
-            ml__frag_pinned(a, v, n, b->sites);
+            continue;
         }
+        ml__block_t *v = ml__moment_blocks(a, NULL, &n);
+        ml__fblock_t *fv = v ? malloc((n ? n : 1) * sizeof *fv) : NULL;
+        if (!fv) {
+            free(v);
+            return -ENOMEM;
+        }
+        for (uint64_t i = 0; i < n; i++) fv[i] = ml__fblock_of(&v[i]);
+        ml__frag_compute(a, fv, n, &b->frag[w], &b->cells[w]);
+        free(fv);
+        /* The end: its moment is now, and its blocks also pin pages per site. */
+        ml__moment_t now = {.time_ms = a->t.last_time_ms,
+                            .have_mallinfo = a->have_mallinfo,
+                            .mallinfo_time_ms = a->mallinfo_time_ms,
+                            .have_rss = a->have_rss,
+                            .rss_bytes = a->t.rss_bytes};
+        memcpy(now.mallinfo, a->mallinfo, sizeof now.mallinfo);
+        fill_moment(&b->frag[w], &now);
+        for (uint64_t i = 0; i < n; i++) v[i].stack = a->stats[v[i].stack < a->nstats ? v[i].stack : 0].site;
+        ml__frag_pinned(a, v, n, b->sites);
         free(v);
     }
     return 0;

@@ -212,7 +212,7 @@ typedef struct {
 static void *frag_job(void *arg) {
     frag_job_t *j = arg;
     uint64_t n;
-    ml__block_t *v = ml__moment_blocks(j->a, j->m, &n);
+    ml__fblock_t *v = ml__moment_fblocks(j->a, j->m, &n);
     if (!v) return NULL;
     ml__frag_compute(j->a, v, n, &j->f, &j->cells);
     free(v);
@@ -222,7 +222,7 @@ static void *frag_job(void *arg) {
 
 /* Both moments: the same one computed once, two different ones in two
  * threads (the program has exited: its core is free), unless their blocks
- * are many: each job copies and sorts them (80 bytes a block at its peak),
+ * are many: each job copies and sorts them (32 bytes a block at its peak),
  * and memory matters more than 0.1 s then. */
 static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2]) {
     for (int i = 0; i < 2; i++) j[i] = (frag_job_t){.a = a, .m = &a->mom[i]};
