@@ -555,20 +555,26 @@ static void grave_add(ml__moment_t *m, const ml__block_t *b) {
     if (!m->set || b->seq > m->seq) return;
     if (m->ngrave == m->grave_cap) {
         uint64_t cap = m->grave_cap ? m->grave_cap * 2 : 256;
-        ml__block_t *p = realloc(m->grave, cap * sizeof *p);
+        ml__grave_t *p = realloc(m->grave, cap * sizeof *p);
         if (!p) return;
         m->grave = p;
         m->grave_cap = cap;
     }
-    m->grave[m->ngrave++] = *b;
+    m->grave[m->ngrave++] = (ml__grave_t){
+        .ptr = b->ptr,
+        .size = b->size < (1ull << 48) ? b->size : (1ull << 48) - 1,
+        .slack = b->slack,
+        .stack = b->stack,
+        .seq_lo = (uint32_t)b->seq,
+    };
 }
 
 /* A realloc that failed gives its block back: take it out of the graveyards
  * again (it is one of the last entries). */
 static void grave_undo(ml__moment_t *m, const ml__block_t *b) {
     for (uint64_t k = 0; k < 64 && k < m->ngrave; k++) {
-        ml__block_t *g = &m->grave[m->ngrave - 1 - k];
-        if (g->ptr == b->ptr && g->seq == b->seq) {
+        ml__grave_t *g = &m->grave[m->ngrave - 1 - k];
+        if (g->ptr == b->ptr && g->seq_lo == (uint32_t)b->seq) {
             *g = m->grave[--m->ngrave];
             return;
         }

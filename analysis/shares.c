@@ -110,26 +110,31 @@ int64_t ml_analysis_sites_in_range(const ml_analysis_t *a, ml_moment_t m, uint64
     size_t ns = nsites(a), cap = 64, k = 0;
     ml_share_t *v = malloc(cap * sizeof *v);
     if (!v) return -ENOMEM;
-    for (int pass = 0; pass < 2; pass++) {
-        const ml__block_t *e = pass == 0 ? a->heap.e : mo ? mo->grave : NULL;
-        uint64_t count = pass == 0 ? a->heap.cap : mo ? mo->ngrave : 0;
-        for (uint64_t i = 0; i < count; i++) {
-            const ml__block_t *b = &e[i];
-            if (!b->ptr || b->ptr >= hi || b->ptr + b->size <= lo) continue;
-            if (pass == 0 && mo && b->seq > mo->seq) continue;
-            uint32_t s = stack_site(a, b->stack, ns);
-            if (s == UINT32_MAX) continue;
-            if (k == cap) {
-                ml_share_t *nv = realloc(v, cap * 2 * sizeof *nv);
-                if (!nv) {
-                    free(v);
-                    return -ENOMEM;
-                }
-                v = nv;
-                cap *= 2;
-            }
-            v[k++] = (ml_share_t){s, b->size, 1};
+    uint64_t count = a->heap.cap + (mo ? mo->ngrave : 0);
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t ptr, size;
+        uint32_t stack;
+        if (i < a->heap.cap) {
+            const ml__block_t *b = &a->heap.e[i];
+            if (!b->ptr || (mo && b->seq > mo->seq)) continue;
+            ptr = b->ptr, size = b->size, stack = b->stack;
+        } else {
+            const ml__grave_t *g = &mo->grave[i - a->heap.cap];
+            ptr = g->ptr, size = g->size, stack = g->stack;
         }
+        if (ptr >= hi || ptr + size <= lo) continue;
+        uint32_t s = stack_site(a, stack, ns);
+        if (s == UINT32_MAX) continue;
+        if (k == cap) {
+            ml_share_t *nv = realloc(v, cap * 2 * sizeof *nv);
+            if (!nv) {
+                free(v);
+                return -ENOMEM;
+            }
+            v = nv;
+            cap *= 2;
+        }
+        v[k++] = (ml_share_t){s, size, 1};
     }
     size_t r = merge_top(v, k, out, max);
     free(v);

@@ -342,23 +342,20 @@ static int cmp_group(const void *x, const void *y) {
     return a->site < b->site ? -1 : a->site > b->site;
 }
 
-/* Blocks live at a moment: live now and allocated by then, plus the
- * moment's graveyard. */
-ml__block_t *ml__moment_blocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n) {
-    uint64_t cap = a->heap.count + (m ? m->ngrave : 0);
-    ml__block_t *v = malloc((cap ? cap : 1) * sizeof *v);
+/* The blocks live now, sorted by address. */
+ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n) {
+    ml__block_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
     if (!v) return NULL;
     uint64_t k = 0;
-    for (uint64_t i = 0; i < a->heap.cap; i++) {
-        const ml__block_t *e = &a->heap.e[i];
-        if (e->ptr && (!m || e->seq <= m->seq)) v[k++] = *e;
-    }
-    if (m)
-        for (uint64_t i = 0; i < m->ngrave; i++) v[k++] = m->grave[i];
+    for (uint64_t i = 0; i < a->heap.cap; i++)
+        if (a->heap.e[i].ptr) v[k++] = a->heap.e[i];
     ml__sort_blocks(v, k);
     *n = k;
     return v;
 }
+
+/* Blocks live at a moment: live now and allocated by then, plus the
+ * moment's graveyard. */
 
 ml__fblock_t *ml__moment_fblocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n) {
     uint64_t cap = a->heap.count + (m ? m->ngrave : 0);
@@ -370,7 +367,7 @@ ml__fblock_t *ml__moment_fblocks(const ml_analysis_t *a, const ml__moment_t *m, 
         if (e->ptr && (!m || e->seq <= m->seq)) v[k++] = ml__fblock_of(e);
     }
     if (m)
-        for (uint64_t i = 0; i < m->ngrave; i++) v[k++] = ml__fblock_of(&m->grave[i]);
+        for (uint64_t i = 0; i < m->ngrave; i++) v[k++] = ml__fblock_of_grave(&m->grave[i]);
     ml__sort_fblocks(v, k);
     *n = k;
     return v;
@@ -418,7 +415,7 @@ static int build_frag(ml_analysis_t *a, struct ml__built_s *b) {
             fill_moment(&b->frag[w], m);
             continue;
         }
-        ml__block_t *v = ml__moment_blocks(a, NULL, &n);
+        ml__block_t *v = ml__live_blocks_sorted(a, &n);
         ml__fblock_t *fv = v ? malloc((n ? n : 1) * sizeof *fv) : NULL;
         if (!fv) {
             free(v);
