@@ -298,6 +298,10 @@ ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n);
 /* The blocks live at a moment (m NULL: now) as fragmentation blocks, sorted
  * by address; malloc'd. */
 ml__fblock_t *ml__moment_fblocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n);
+/* The same from `live[0..nlive)` (entries with ptr 0 skipped; at most
+ * `count` of them are blocks) instead of the session's live map. */
+ml__fblock_t *ml__moment_fblocks_of(const ml__block_t *live, uint64_t nlive, uint64_t count,
+                                    const ml__moment_t *m, uint64_t *n);
 
 /* Sorting helpers by address (radix sorts). */
 void ml__sort_blocks(ml__block_t *b, uint64_t n);

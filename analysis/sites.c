@@ -358,12 +358,17 @@ ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n) {
  * moment's graveyard. */
 
 ml__fblock_t *ml__moment_fblocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n) {
-    uint64_t cap = a->heap.count + (m ? m->ngrave : 0);
+    return ml__moment_fblocks_of(a->heap.e, a->heap.cap, a->heap.count, m, n);
+}
+
+ml__fblock_t *ml__moment_fblocks_of(const ml__block_t *live, uint64_t nlive, uint64_t count,
+                                    const ml__moment_t *m, uint64_t *n) {
+    uint64_t cap = count + (m ? m->ngrave : 0);
     ml__fblock_t *v = malloc((cap ? cap : 1) * sizeof *v);
     if (!v) return NULL;
     uint64_t k = 0;
-    for (uint64_t i = 0; i < a->heap.cap; i++) {
-        const ml__block_t *e = &a->heap.e[i];
+    for (uint64_t i = 0; i < nlive && k < count; i++) {
+        const ml__block_t *e = &live[i];
         if (e->ptr && (!m || e->seq <= m->seq)) v[k++] = ml__fblock_of(e);
     }
     if (m)

@@ -204,6 +204,8 @@ static void put_moment(obuf_t *b, const ml__moment_t *m) {
 typedef struct {
     const ml_analysis_t *a;
     const ml__moment_t *m;
+    const ml__block_t *live; /* the live blocks, gathered once for both jobs */
+    uint64_t nlive;
     ml_frag_t f;
     int8_t *cells;
     bool ok;
@@ -212,7 +214,8 @@ typedef struct {
 static void *frag_job(void *arg) {
     frag_job_t *j = arg;
     uint64_t n;
-    ml__fblock_t *v = ml__moment_fblocks(j->a, j->m, &n);
+    ml__fblock_t *v = j->live ? ml__moment_fblocks_of(j->live, j->nlive, j->nlive, j->m, &n)
+                              : ml__moment_fblocks(j->a, j->m, &n);
     if (!v) return NULL;
     ml__frag_compute(j->a, v, n, &j->f, &j->cells);
     free(v);
@@ -222,10 +225,17 @@ static void *frag_job(void *arg) {
 
 /* Both moments: the same one computed once, two different ones in two
  * threads (the program has exited: its core is free), unless their blocks
- * are many: each job copies and sorts them (32 bytes a block at its peak),
- * and memory matters more than 0.1 s then. */
-static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2]) {
-    for (int i = 0; i < 2; i++) j[i] = (frag_job_t){.a = a, .m = &a->mom[i]};
+ * are very many: each job copies and sorts them (32 bytes a block at its
+ * peak). The live map, as large as the largest live set ever was, is
+ * walked once for both. */
+static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2], ml__block_t **live_out) {
+    ml__block_t *live = malloc((a->heap.count ? a->heap.count : 1) * sizeof *live);
+    uint64_t nlive = 0;
+    for (uint64_t i = 0; live && i < a->heap.cap && nlive < a->heap.count; i++)
+        if (a->heap.e[i].ptr) live[nlive++] = a->heap.e[i];
+    *live_out = live;
+    for (int i = 0; i < 2; i++)
+        j[i] = (frag_job_t){.a = a, .m = &a->mom[i], .live = live, .nlive = nlive};
     bool same = a->mom[0].set && a->mom[1].set && a->mom[0].seq == a->mom[1].seq;
     bool small = a->mom[0].ngrave + a->mom[1].ngrave + 2 * a->heap.count < (1u << 21);
     pthread_t t;
@@ -347,12 +357,14 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
     put_map(&b, &a->heap);
     put_map(&b, &a->maps);
     frag_job_t jobs[2];
-    frag_jobs(a, jobs);
+    ml__block_t *live;
+    frag_jobs(a, jobs, &live);
     for (int i = 0; i < 2; i++) {
         put_moment(&b, &a->mom[i]);
         put_frag(&b, &a->mom[i], &jobs[i]);
         free(jobs[i].cells);
     }
+    free(live);
     put_u(&b, a->pages.nonzero);
     put_u(&b, a->pages.interior);
 
