@@ -1004,22 +1004,15 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
         ml_reader_close(r);
         return 0;
     }
-    uint64_t size = ml_reader_size(r);
-    bool progress = (flags & ML_LOAD_PROGRESS) && isatty(2) && size > (64u << 20);
-    int shown = -1;
-    uint64_t n = 0;
+    ml_progress_t progress;
+    ml_progress_start(&progress, r, "reading", path);
+    progress.on = progress.on && (flags & ML_LOAD_PROGRESS);
     ml_record_t rec;
     while ((rc = ml_reader_next(r, &rec)) > 0) {
         ml_analysis_feed(a, &rec);
-        if (progress && (++n & 0xffff) == 0) {
-            int pct = (int)(ml_reader_offset(r) * 100 / size);
-            if (pct != shown) {
-                fprintf(stderr, "\rmemlens: reading %s %3d%%", path, pct);
-                shown = pct;
-            }
-        }
+        ml_progress_tick(&progress);
     }
-    if (progress && shown >= 0) fprintf(stderr, "\r\033[K");
+    ml_progress_end(&progress);
     if (rc < 0) snprintf(err, errlen, "%s: %s", path, ml_reader_error(r));
     a->t.truncated = ml_reader_truncated(r);
     if (a->t.truncated)

@@ -1203,6 +1203,24 @@ int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *versi
     return 0;
 }
 
+void ml_progress_start(ml_progress_t *p, const ml_reader_t *r, const char *what, const char *where) {
+    *p = (ml_progress_t){.r = r, .what = what, .where = where, .size = r->size, .shown = -1};
+    p->on = isatty(2) && p->size > (64u << 20);
+}
+
+void ml__progress_show(ml_progress_t *p) {
+    int pct = (int)(p->r->offset * 100 / p->size);
+    if (pct == p->shown) return;
+    fprintf(stderr, "\rmemlens: %s%s%s %3d%%", p->what, p->where ? " " : "", p->where ? p->where : "",
+            pct);
+    p->shown = pct;
+}
+
+void ml_progress_end(ml_progress_t *p) {
+    if (p->on && p->shown >= 0) fprintf(stderr, "\r\033[K");
+    p->shown = -1;
+}
+
 const char *ml_reader_error(const ml_reader_t *r) {
     return r->err;
 }

@@ -179,6 +179,25 @@ void ml_reader_close(ml_reader_t *r);
  * record stream's position does not move. */
 int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *version);
 
+/* A percentage on stderr while a big trace is read record by record: only
+ * when stderr is a terminal and the file is over 64 MiB. The line reads
+ * "memlens: WHAT WHERE NN%" and is erased by ml_progress_end(). */
+typedef struct {
+    const ml_reader_t *r;
+    const char *what, *where;
+    uint64_t n, size;
+    int shown;
+    bool on;
+} ml_progress_t;
+
+void ml_progress_start(ml_progress_t *p, const ml_reader_t *r, const char *what, const char *where);
+void ml__progress_show(ml_progress_t *p);
+/** Call once per record; it looks at the file offset every 65536 calls. */
+static inline void ml_progress_tick(ml_progress_t *p) {
+    if (p->on && (++p->n & 0xffff) == 0) ml__progress_show(p);
+}
+void ml_progress_end(ml_progress_t *p);
+
 /** Prints one record as a line of text (`memlens dump`). */
 void ml_record_print(FILE *out, const ml_record_t *rec);
 

@@ -396,24 +396,18 @@ int ml_sim_replay_file_progress(ml_sim_replay_t *r, const char *path, const char
     ml_reader_t *rd;
     int rc = ml_reader_open(path, &rd, err, errlen);
     if (rc < 0) return rc;
-    uint64_t size = ml_reader_size(rd), n = 0;
-    bool progress = label && isatty(2) && size > (64u << 20);
-    int shown = -1;
+    ml_progress_t progress;
+    ml_progress_start(&progress, rd, label ? label : "", NULL);
+    progress.on = progress.on && label;
     ml_record_t rec;
     while ((rc = ml_reader_next(rd, &rec)) > 0) {
         if ((rc = ml_sim_replay_feed(r, &rec)) < 0) {
             snprintf(err, errlen, "out of memory replaying %s", path);
             break;
         }
-        if (progress && (++n & 0xffff) == 0) {
-            int pct = (int)(ml_reader_offset(rd) * 100 / size);
-            if (pct != shown) {
-                fprintf(stderr, "\rmemlens: %s %3d%%", label, pct);
-                shown = pct;
-            }
-        }
+        ml_progress_tick(&progress);
     }
-    if (progress && shown >= 0) fprintf(stderr, "\r\033[K");
+    ml_progress_end(&progress);
     if (rc < 0 && rc != -ENOMEM) snprintf(err, errlen, "%s: %s", path, ml_reader_error(rd));
     ml_reader_close(rd);
     return rc < 0 ? rc : 0;
