@@ -1043,13 +1043,14 @@ static int cmp_fblock(const void *x, const void *y) {
 /* LSD radix sort on the address, 16 bits a pass; passes whose digit is the
  * same for every block (the high bits of user-space addresses) are skipped.
  * O(n), where qsort's comparisons dominated the report's time. One body for
- * both block types. */
+ * both block types; the _with form sorts through the caller's scratch array
+ * of n elements instead of a fresh one. */
 #define RADIX_SORT(NAME, T, CMP)                                                                   \
-    void NAME(T *b, uint64_t n) {                                                                  \
-        T *tmp = n >= 1024 ? malloc(n * sizeof *tmp) : NULL;                                       \
+    void NAME##_with(T *b, uint64_t n, T *scratch) {                                               \
+        T *tmp = scratch ? scratch : n >= 1024 ? malloc(n * sizeof *tmp) : NULL;                   \
         uint64_t *cnt = tmp ? malloc(65536 * sizeof *cnt) : NULL;                                  \
         if (!cnt) {                                                                                \
-            free(tmp);                                                                             \
+            if (tmp != scratch) free(tmp);                                                         \
             if (n > 1) qsort(b, n, sizeof *b, CMP);                                                \
             return;                                                                                \
         }                                                                                          \
@@ -1071,7 +1072,10 @@ static int cmp_fblock(const void *x, const void *y) {
         }                                                                                          \
         if (src != b) memcpy(b, src, n * sizeof *b);                                               \
         free(cnt);                                                                                 \
-        free(tmp);                                                                                 \
+        if (tmp != scratch) free(tmp);                                                             \
+    }                                                                                              \
+    void NAME(T *b, uint64_t n) {                                                                  \
+        NAME##_with(b, n, NULL);                                                                   \
     }
 
 RADIX_SORT(ml__sort_blocks, ml__block_t, cmp_block)

@@ -302,9 +302,15 @@ ml__fblock_t *ml__moment_fblocks(const ml_analysis_t *a, const ml__moment_t *m, 
  * `count` of them are blocks) instead of the session's live map. */
 ml__fblock_t *ml__moment_fblocks_of(const ml__block_t *live, uint64_t nlive, uint64_t count,
                                     const ml__moment_t *m, uint64_t *n);
+/* The same into v (room for count + m->ngrave), sorted through scratch (as
+ * large, or NULL); returns how many. */
+uint64_t ml__moment_fblocks_into(const ml__block_t *live, uint64_t nlive, uint64_t count,
+                                 const ml__moment_t *m, ml__fblock_t *v, ml__fblock_t *scratch);
 
 /* Sorting helpers by address (radix sorts). */
 void ml__sort_blocks(ml__block_t *b, uint64_t n);
 void ml__sort_fblocks(ml__fblock_t *b, uint64_t n);
+void ml__sort_blocks_with(ml__block_t *b, uint64_t n, ml__block_t *scratch);
+void ml__sort_fblocks_with(ml__fblock_t *b, uint64_t n, ml__fblock_t *scratch);
 
 #endif

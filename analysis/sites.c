@@ -366,6 +366,12 @@ ml__fblock_t *ml__moment_fblocks_of(const ml__block_t *live, uint64_t nlive, uin
     uint64_t cap = count + (m ? m->ngrave : 0);
     ml__fblock_t *v = malloc((cap ? cap : 1) * sizeof *v);
     if (!v) return NULL;
+    *n = ml__moment_fblocks_into(live, nlive, count, m, v, NULL);
+    return v;
+}
+
+uint64_t ml__moment_fblocks_into(const ml__block_t *live, uint64_t nlive, uint64_t count,
+                                 const ml__moment_t *m, ml__fblock_t *v, ml__fblock_t *scratch) {
     uint64_t k = 0;
     for (uint64_t i = 0; i < nlive && k < count; i++) {
         const ml__block_t *e = &live[i];
@@ -373,9 +379,8 @@ ml__fblock_t *ml__moment_fblocks_of(const ml__block_t *live, uint64_t nlive, uin
     }
     if (m)
         for (uint64_t i = 0; i < m->ngrave; i++) v[k++] = ml__fblock_of_grave(&m->grave[i]);
-    ml__sort_fblocks(v, k);
-    *n = k;
-    return v;
+    ml__sort_fblocks_with(v, k, scratch);
+    return k;
 }
 
 static void fill_moment(ml_frag_t *f, const ml__moment_t *m) {

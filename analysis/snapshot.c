@@ -206,6 +206,7 @@ typedef struct {
     const ml__moment_t *m;
     const ml__block_t *live; /* the live blocks, gathered once for both jobs */
     uint64_t nlive;
+    ml__fblock_t *v, *scratch; /* when given: shared by jobs that run one after the other */
     ml_frag_t f;
     int8_t *cells;
     bool ok;
@@ -214,11 +215,13 @@ typedef struct {
 static void *frag_job(void *arg) {
     frag_job_t *j = arg;
     uint64_t n;
-    ml__fblock_t *v = j->live ? ml__moment_fblocks_of(j->live, j->nlive, j->nlive, j->m, &n)
-                              : ml__moment_fblocks(j->a, j->m, &n);
+    ml__fblock_t *v = j->v;
+    if (v) n = ml__moment_fblocks_into(j->live, j->nlive, j->nlive, j->m, v, j->scratch);
+    else if (j->live) v = ml__moment_fblocks_of(j->live, j->nlive, j->nlive, j->m, &n);
+    else v = ml__moment_fblocks(j->a, j->m, &n);
     if (!v) return NULL;
     ml__frag_compute(j->a, v, n, &j->f, &j->cells);
-    free(v);
+    if (v != j->v) free(v);
     j->ok = true;
     return NULL;
 }
@@ -241,6 +244,16 @@ static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2], ml__block_t **liv
     pthread_t t;
     bool threaded = !same && small && a->mom[0].set && a->mom[1].set &&
                     pthread_create(&t, NULL, frag_job, &j[1]) == 0;
+    ml__fblock_t *v = NULL, *scratch = NULL;
+    if (!threaded && live) {
+        /* One after the other: one pair of arrays for both (each fresh
+         * one costs its pages' faults and zeroing). */
+        uint64_t cap = nlive + (a->mom[0].ngrave > a->mom[1].ngrave ? a->mom[0].ngrave : a->mom[1].ngrave);
+        v = malloc((cap ? cap : 1) * sizeof *v);
+        scratch = malloc((cap ? cap : 1) * sizeof *scratch);
+        if (v && scratch)
+            for (int i = 0; i < 2; i++) j[i].v = v, j[i].scratch = scratch;
+    }
     if (a->mom[0].set) frag_job(&j[0]);
     if (threaded) pthread_join(t, NULL);
     else if (same && j[0].ok) {
@@ -251,6 +264,8 @@ static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2], ml__block_t **liv
     } else if (a->mom[1].set) {
         frag_job(&j[1]);
     }
+    free(v);
+    free(scratch);
 }
 
 static void put_frag(obuf_t *b, const ml__moment_t *m, frag_job_t *j) {
