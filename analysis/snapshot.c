@@ -714,7 +714,7 @@ static void restore(ibuf_t *b, ml_analysis_t *a) {
     }
     a->loaded_dirty = true;
 
-    uint64_t nstats = get_count(b, 40, "more stacks than the snapshot holds");
+    uint64_t nstats = get_count(b, 32, "more stacks than the snapshot holds");
     if (b->bad) return;
     if (nstats == 0) return (void)bad(b, "no stack table");
     free(a->stats);

@@ -309,3 +309,42 @@ Test(snapshot, no_snapshot_option) {
     free(x);
     free(y);
 }
+
+/* Many stacks with small numbers: the bound on the stack count that
+ * restore derives from the bytes left must not refuse them. */
+Test(snapshot, many_small_stacks_restore) {
+    ml_analysis_t *a;
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    ml_record_t r;
+    for (uint32_t i = 1; i <= 5000; i++) {
+        memset(&r, 0, sizeof r);
+        r.tag = ML_T_NODE;
+        r.u.node.id = i;
+        r.u.node.parent = 0;
+        r.u.node.pc = 0x1000 + i;
+        ml_analysis_feed(a, &r);
+        memset(&r, 0, sizeof r);
+        r.tag = ML_T_ALLOC;
+        r.u.alloc.kind = ML_KIND_MALLOC;
+        r.u.alloc.size = 1;
+        r.u.alloc.usable = 1;
+        r.u.alloc.stack = i;
+        r.u.alloc.ptr = 0x10000 + 16 * (uint64_t)i;
+        ml_analysis_feed(a, &r);
+        memset(&r, 0, sizeof r);
+        r.tag = ML_T_FREE;
+        r.u.alloc.kind = ML_KIND_FREE;
+        r.u.alloc.ptr = 0x10000 + 16 * (uint64_t)i;
+        ml_analysis_feed(a, &r);
+    }
+    void *data;
+    size_t len;
+    cr_assert_eq(ml_analysis_snapshot(a, &data, &len), 0);
+    ml_analysis_free(a);
+    char err[512] = "";
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_expect_eq(ml_analysis_restore(a, data, len, err, sizeof err), 0, "%s (%zu bytes)", err, len);
+    cr_expect_eq(ml_analysis_totals(a)->alloc_calls, 5000);
+    ml_analysis_free(a);
+    free(data);
+}
