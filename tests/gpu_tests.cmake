@@ -15,6 +15,17 @@ ml_test(test_gpu_e2e e2e/test_gpu.c e2e/harness.c)
 target_link_libraries(test_gpu_e2e PRIVATE ml_report)
 add_dependencies(test_gpu_e2e memlens memlens_preload fx_gpu_events)
 
+# tests/gpu/run.sh's parts without a GPU: the scripts parse, the CUDA programs
+# compile (when nvcc is here), and check.py reads the real JSON report right.
+add_test(NAME gpu_check_selftest
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/gpu/selftest.sh ${CMAKE_BINARY_DIR})
+if(CUDAToolkit_NVCC_EXECUTABLE)
+  get_filename_component(ML_NVCC_BIN ${CUDAToolkit_NVCC_EXECUTABLE} DIRECTORY)
+  get_filename_component(ML_CUDA_HOME ${ML_NVCC_BIN} DIRECTORY)
+  set_tests_properties(gpu_check_selftest PROPERTIES
+    ENVIRONMENT "NVCC=${CUDAToolkit_NVCC_EXECUTABLE};CUDA_HOME=${ML_CUDA_HOME}")
+endif()
+
 if(ML_HAVE_CUPTI_01)
   get_target_property(ML_TEST_CUPTI_INCLUDES CUDA::cupti INTERFACE_INCLUDE_DIRECTORIES)
 
