@@ -357,6 +357,10 @@ int ml__lines_key(ml_panel_t *p, int key) {
     }
     if (p->top > max) p->top = max;
     if (p->top < 0) p->top = 0;
+    /* A text view has no selection; keeping sel on the first line shown
+     * keeps the layout's ml__panel_clamp (which keeps a list's selection
+     * on screen) from scrolling the text back to where sel was. */
+    p->sel = p->top;
     return ML_HANDLED | ML_REDRAW;
 }
 

@@ -431,3 +431,23 @@ Test(viewer_keys, gpu_devices_in_the_summary_and_the_timeline) {
     ml__sm_free(S);
     ml_vmodel_free(M);
 }
+
+/* Text views (Summary, Site, Help) scroll: the layout's clamp, which keeps a
+ * list's selection on screen, once pulled them back to the top at every
+ * draw. */
+Test(viewer_keys, text_views_scroll) {
+    open_screen(80, 15);
+    cr_expect(strstr(row(2), "Program"), "%s", row(2));
+    KEYS("j");
+    cr_expect(strstr(row(2), "Command"), "j scrolls the summary by a line: %s", row(2));
+    KEYS("G");
+    cr_expect(row_of("Suggestions") > 0, "G shows the summary's last lines");
+    KEYS("g");
+    cr_expect(strstr(row(2), "Program"), "g goes back to the top: %s", row(2));
+    KEYS("2", "Enter", "PgDn");
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_SITE);
+    cr_expect(row_of("Function") < 0, "PgDn scrolls the site view");
+    KEYS("?", "G");
+    cr_expect(row_of("q, F10") > 0, "G shows the end of the help");
+    teardown();
+}
