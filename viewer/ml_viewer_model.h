@@ -79,6 +79,77 @@ typedef struct {
     uint64_t peak_bytes, leaked_bytes, alloc_calls, free_calls;
 } ml_vgpu_t;
 
+/* The GPU view: one device in full, copied from analysis/ml_gpu.h (the same
+ * numbers as the report's "gpu" object, report/gpu_json.c). */
+
+/* One allocation kind of a device (cudaMalloc, pinned host, managed, ...). */
+typedef struct {
+    uint8_t kind;     /* ml_gpu_kind_t */
+    const char *name; /* ml_gpu_kind_name(): "device", "host_pinned", ... */
+    uint64_t alloc_calls, free_calls, bytes_allocated;
+    uint64_t peak_bytes; /* the kind's own maximum */
+    uint64_t live_bytes, leaked_bytes, leaked_blocks;
+} ml_vgpu_kind_t;
+
+/* Address-space fragmentation of a device's live allocations at one moment:
+ * the gaps between them in the device's virtual address space. */
+typedef struct {
+    bool valid;
+    uint32_t time_ms;
+    uint64_t live_bytes, blocks, span_bytes, hole_bytes, holes, largest_hole_bytes;
+    double utilization; /* live / span */
+    double external;    /* 1 - largest hole / hole bytes */
+} ml_vgpu_frag_t;
+
+/* The three site lists of a device. */
+typedef enum {
+    ML_VGPU_PEAK = 0, /* what held the device's peak, largest first */
+    ML_VGPU_LEAK,     /* leaked (live at the end + freed by context destruction) */
+    ML_VGPU_CHURN,    /* alloc/free pairs, most first */
+    ML_VGPU_LISTS_
+} ml_vgpu_list_t;
+
+/* A GPU allocation site: (device, CPU stack, kind). `bytes`/`blocks` are
+ * what the list is about: held at the peak, or leaked; churn lists count
+ * pairs. Frames are symbolized with CUDA's and memlens' own frames removed
+ * (frames[0] called the CUDA API); none before the analysis was built. */
+typedef struct {
+    uint32_t stack; /* the analysis' stack id (with kind: the site's identity on its device) */
+    uint8_t kind;
+    const char *kind_name;
+    uint64_t bytes, blocks;
+    uint64_t ctx_destroy_bytes; /* leak list: of `bytes`, freed by context destruction */
+    uint64_t alloc_calls, bytes_allocated, pairs;
+    double pairs_per_s;      /* ml_gpu_site_pairs_per_s */
+    double mean_lifetime_ms; /* over freed blocks (0: none freed) */
+    uint64_t min_size, max_size, top_size;
+    uint32_t distinct_sizes; /* more than ML_GPU_SITE_SIZES reads as ML_GPU_SITE_SIZES + 1 */
+    uint32_t nframes;
+    const ml_vframe_t *frames;
+} ml_vgpu_site_t;
+
+typedef struct {
+    int32_t device; /* ordinal; -1: events the collector could not attribute */
+    uint64_t peak_bytes, peak_blocks;
+    uint32_t peak_time_ms;
+    uint64_t live_bytes, live_blocks;     /* at the end (now, while running) */
+    uint64_t leaked_bytes, leaked_blocks; /* live at the end + freed by context destruction */
+    uint64_t ctx_destroy_bytes, ctx_destroy_blocks;
+    uint64_t alloc_calls, free_calls, bytes_allocated;
+    uint64_t failed_frees, unknown_frees;
+    uint64_t pinned_peak_bytes, pinned_live_bytes, pinned_leaked_bytes, pinned_bytes_allocated;
+    uint64_t pinned_alloc_calls, pinned_free_calls;
+    uint32_t empty_cache_cycles, pool_trims;
+    ml_vgpu_frag_t frag_peak, frag_end;
+    uint32_t nkinds; /* kinds with at least one call, in ml_gpu_kind_t order */
+    ml_vgpu_kind_t kinds[ML_GPU_KIND_COUNT_];
+    uint32_t nsites[ML_VGPU_LISTS_];
+    const ml_vgpu_site_t *sites[ML_VGPU_LISTS_];
+} ml_vgpu_device_t;
+
+/* At most this many sites per list and device (the report keeps 20 too). */
+#define ML_VGPU_MAX_SITES 20
+
 typedef enum {
     ML_VPROC_LOADING = 0, /* post-mortem, still reading the file */
     ML_VPROC_RUNNING,     /* live, the program runs */
@@ -325,6 +396,12 @@ int ml_vmodel_heapmap(ml_vmodel_t *m, ml_vmap_at_t at, uint32_t time_ms, uint32_
  * map (peak, worst or end), largest first; returns the number written. */
 uint32_t ml_vmodel_cell_sites(ml_vmodel_t *m, ml_vmap_at_t at, uint64_t addr, uint64_t span,
                               ml_vlive_t *out, uint32_t max);
+
+/** GPU devices of the trace, in ascending ordinal order (the unattributed
+ * device, if any, first); 0 when it has no GPU records. */
+uint32_t ml_vmodel_gpu_ndevices(const ml_vmodel_t *m);
+/** Device i in full, or NULL. */
+const ml_vgpu_device_t *ml_vmodel_gpu_device(const ml_vmodel_t *m, uint32_t i);
 
 /** Call tree: top-down (from main to the allocator) or bottom-up (from the
  * allocating function outwards). Rows visible with the current expansion,

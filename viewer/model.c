@@ -145,6 +145,17 @@ struct ml_vmodel_s {
     /* heap map */
     ml_vcell_t *cells;
     uint32_t cap_cells;
+
+    /* GPU view: devices, their sites (ML_VGPU_LISTS_ lists each) and the
+     * sites' frames, rebuilt on every refresh */
+    ml_vgpu_device_t *gdevs;
+    uint32_t ngdevs, cap_gdevs;
+    ml_vgpu_site_t *gsites;
+    uint32_t ngsites, cap_gsites;
+    uint32_t *gsite_frame0; /* per site: its first frame in gframes */
+    uint32_t cap_gsite_frame0;
+    ml_vframe_t *gframes;
+    uint32_t ngframes, cap_gframes;
 };
 
 static void *grow(void *p, uint32_t *cap, uint32_t need, size_t elem) {
@@ -399,6 +410,146 @@ static int src_timeline(ml_vmodel_t *m) {
     return 0;
 }
 
+/* The GPU view's devices: every number of ml_gpu_device_t, the per-kind
+ * table, and three site lists (peak, leak, churn) with their frames. The
+ * frames' strings belong to the session's symbolizer, which lives as long as
+ * the session (ml_gpu_stack_frames), so copying the frame structs is enough;
+ * they are collected first and pointed to at the end, once the array has
+ * stopped growing. */
+#define GPU_MAX_FRAMES 64
+
+static ml_vgpu_frag_t vgpu_frag(const ml_gpu_frag_t *f) {
+    ml_vgpu_frag_t v = {0};
+    if (!f->valid) return v;
+    v = (ml_vgpu_frag_t){true,         f->time_ms,   f->live_bytes,         f->blocks,
+                         f->span_bytes, f->hole_bytes, f->holes, f->largest_hole_bytes,
+                         f->utilization, f->external};
+    return v;
+}
+
+static int gpu_site(ml_vmodel_t *m, const ml_gpu_t *g, const ml_gpu_site_t *s, ml_vgpu_list_t l) {
+    ml_vgpu_site_t *v = &m->gsites[m->ngsites];
+    memset(v, 0, sizeof *v);
+    v->stack = s->stack;
+    v->kind = s->kind;
+    v->kind_name = ml_gpu_kind_name(s->kind);
+    switch (l) {
+    case ML_VGPU_PEAK:
+        v->bytes = s->peak_bytes;
+        v->blocks = s->peak_blocks;
+        break;
+    case ML_VGPU_LEAK:
+        v->bytes = s->leaked_bytes;
+        v->blocks = s->leaked_blocks;
+        v->ctx_destroy_bytes = s->ctx_destroy_bytes;
+        break;
+    default: /* churn: what the pairs moved */
+        v->bytes = s->bytes_allocated;
+        v->blocks = s->alloc_calls;
+        break;
+    }
+    v->alloc_calls = s->alloc_calls;
+    v->bytes_allocated = s->bytes_allocated;
+    v->pairs = s->frees;
+    v->pairs_per_s = ml_gpu_site_pairs_per_s(g, s);
+    v->mean_lifetime_ms = s->frees ? (double)s->lifetime_ms_sum / (double)s->frees : 0;
+    v->min_size = s->min_size;
+    v->max_size = s->max_size;
+    v->top_size = s->top_size;
+    v->distinct_sizes = s->distinct_sizes;
+    ml_vframe_t f[GPU_MAX_FRAMES];
+    size_t nf = ml_gpu_stack_frames(m->an, s->stack, f, GPU_MAX_FRAMES);
+    if (nf) { /* none before the analysis was built */
+        ml_vframe_t *fr =
+            grow(m->gframes, &m->cap_gframes, m->ngframes + (uint32_t)nf, sizeof *fr);
+        if (!fr) return -ENOMEM;
+        m->gframes = fr;
+        memcpy(m->gframes + m->ngframes, f, nf * sizeof *f);
+    }
+    m->gsite_frame0[m->ngsites] = m->ngframes;
+    m->ngframes += (uint32_t)nf;
+    v->nframes = (uint32_t)nf;
+    m->ngsites++;
+    return 0;
+}
+
+static int src_gpu(ml_vmodel_t *m) {
+    const ml_gpu_t *g = ml_analysis_gpu(m->an);
+    uint32_t nd = (uint32_t)ml_gpu_device_count(g);
+    m->ngdevs = m->ngsites = m->ngframes = 0;
+    if (!nd) return 0;
+    uint32_t maxs = nd * ML_VGPU_LISTS_ * ML_VGPU_MAX_SITES;
+    ml_vgpu_device_t *dv = grow(m->gdevs, &m->cap_gdevs, nd, sizeof *dv);
+    if (dv) m->gdevs = dv;
+    ml_vgpu_site_t *sv = grow(m->gsites, &m->cap_gsites, maxs, sizeof *sv);
+    if (sv) m->gsites = sv;
+    uint32_t *f0 = grow(m->gsite_frame0, &m->cap_gsite_frame0, maxs, sizeof *f0);
+    if (f0) m->gsite_frame0 = f0;
+    if (!dv || !sv || !f0) return -ENOMEM;
+    static const ml_gpu_order_t order[ML_VGPU_LISTS_] = {ML_GPU_BY_PEAK, ML_GPU_BY_LEAKED,
+                                                         ML_GPU_BY_CHURN};
+    for (uint32_t i = 0; i < nd; i++) {
+        const ml_gpu_device_t *d = ml_gpu_device(g, i);
+        ml_vgpu_device_t *o = &m->gdevs[m->ngdevs++];
+        memset(o, 0, sizeof *o);
+        o->device = d->device;
+        o->peak_bytes = d->peak_bytes;
+        o->peak_blocks = d->peak_blocks;
+        o->peak_time_ms = d->peak_time_ms;
+        o->live_bytes = d->live_bytes;
+        o->live_blocks = d->live_blocks;
+        o->leaked_bytes = d->leaked_bytes;
+        o->leaked_blocks = d->leaked_blocks;
+        o->ctx_destroy_bytes = d->ctx_destroy_bytes;
+        o->ctx_destroy_blocks = d->ctx_destroy_blocks;
+        o->alloc_calls = d->alloc_calls;
+        o->free_calls = d->free_calls;
+        o->bytes_allocated = d->bytes_allocated;
+        o->failed_frees = d->failed_frees;
+        o->unknown_frees = d->unknown_frees;
+        o->pinned_peak_bytes = d->pinned_peak_bytes;
+        o->pinned_live_bytes = d->pinned_live_bytes;
+        o->pinned_leaked_bytes = d->pinned_leaked_bytes;
+        o->pinned_bytes_allocated = d->pinned_bytes_allocated;
+        o->pinned_alloc_calls = d->pinned_alloc_calls;
+        o->pinned_free_calls = d->pinned_free_calls;
+        o->empty_cache_cycles = d->empty_cache_cycles;
+        o->pool_trims = d->pool_trims;
+        o->frag_peak = vgpu_frag(&d->frag_peak);
+        o->frag_end = vgpu_frag(&d->frag_now);
+        for (unsigned k = 0; k < ML_GPU_KIND_COUNT_; k++) {
+            const ml_gpu_kind_stats_t *ks = &d->kinds[k];
+            if (!ks->alloc_calls && !ks->free_calls) continue;
+            o->kinds[o->nkinds++] = (ml_vgpu_kind_t){
+                (uint8_t)k,      ml_gpu_kind_name(k), ks->alloc_calls,  ks->free_calls,
+                ks->bytes_allocated, ks->peak_bytes,  ks->live_bytes, ks->leaked_bytes,
+                ks->leaked_blocks};
+        }
+        for (int l = 0; l < ML_VGPU_LISTS_; l++) {
+            ml_gpu_site_t buf[ML_VGPU_MAX_SITES];
+            size_t n = ml_gpu_sites(g, i, order[l], buf, ML_VGPU_MAX_SITES);
+            for (size_t k = 0; k < n; k++) {
+                int rc = gpu_site(m, g, &buf[k], (ml_vgpu_list_t)l);
+                if (rc < 0) {
+                    m->ngdevs = 0; /* no half-made device with dangling lists */
+                    return rc;
+                }
+            }
+            o->nsites[l] = (uint32_t)n;
+        }
+    }
+    for (uint32_t i = 0; i < m->ngsites; i++)
+        m->gsites[i].frames = m->gsites[i].nframes ? m->gframes + m->gsite_frame0[i] : NULL;
+    /* Sites were appended device by device, list by list. */
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < m->ngdevs; i++)
+        for (int l = 0; l < ML_VGPU_LISTS_; l++) {
+            m->gdevs[i].sites[l] = m->gsites + next;
+            next += m->gdevs[i].nsites[l];
+        }
+    return 0;
+}
+
 /* A snapshot of who holds the heap now (stacks: mapped to sites later). */
 static void src_snapshot(ml_vmodel_t *m, uint32_t time_ms) {
     if (m->nsnaps == SNAP_MAX) {
@@ -506,6 +657,10 @@ void ml_vmodel_free(ml_vmodel_t *m) {
     free(m->expanded.keys);
     free(m->rows);
     free(m->cells);
+    free(m->gdevs);
+    free(m->gsites);
+    free(m->gsite_frame0);
+    free(m->gframes);
     free(m);
 }
 
@@ -548,6 +703,14 @@ double ml_vmodel_progress(const ml_vmodel_t *m) {
 uint64_t ml_vmodel_generation(const ml_vmodel_t *m) {
     return m->generation;
 }
+uint32_t ml_vmodel_gpu_ndevices(const ml_vmodel_t *m) {
+    return m->ngdevs;
+}
+
+const ml_vgpu_device_t *ml_vmodel_gpu_device(const ml_vmodel_t *m, uint32_t i) {
+    return i < m->ngdevs ? &m->gdevs[i] : NULL;
+}
+
 const ml_vsummary_t *ml_vmodel_summary(const ml_vmodel_t *m) {
     return &m->sum;
 }
@@ -1079,6 +1242,7 @@ int ml_vmodel_refresh(ml_vmodel_t *m) {
     if (rc == 0) rc = src_sites(m);
     if (rc == 0) rc = src_suggestions(m);
     if (rc == 0) rc = src_timeline(m);
+    if (rc == 0) rc = src_gpu(m);
     if (m->live) {
         s.state = m->live_state;
         s.status = m->live_status;

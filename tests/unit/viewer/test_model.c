@@ -3,6 +3,7 @@
  * call tree, the live set over time, the heap map, errors, live feeding
  * from another thread. */
 #include "vtest.h"
+#include "ml_gpu.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -323,4 +324,104 @@ Test(viewer_model, live_feeding_and_refreshing_from_two_threads, .timeout = 30) 
     cr_expect_eq(ml_vmodel_summary(m)->totals.heap_bytes, 200000ull * 64);
     cr_expect_eq(ml_vmodel_nsites(m), 1);
     ml_vmodel_free(m);
+}
+
+/* The GPU view's numbers are the analysis' own (analysis/ml_gpu.h), copied
+ * per device with the kind table and the three site lists, frames included;
+ * a trace without GPU records has no device. */
+Test(viewer_model, gpu_devices_sites_and_frames_from_the_analysis) {
+    cr_expect_eq(ml_vmodel_gpu_ndevices(M = v_model(path, sizeof path)), 0, "CPU-only trace");
+    cr_expect_null(ml_vmodel_gpu_device(M, 0));
+    teardown();
+
+    M = v_model_of(path, sizeof path, true);
+    cr_assert_eq(ml_vmodel_gpu_ndevices(M), 2);
+    const ml_vgpu_device_t *d0 = ml_vmodel_gpu_device(M, 0), *d1 = ml_vmodel_gpu_device(M, 1);
+    cr_assert(d0 && d1);
+    cr_expect_null(ml_vmodel_gpu_device(M, 2));
+    cr_expect_eq(d0->device, 0);
+    cr_expect_eq(d0->peak_bytes, 6 * V_MiB);
+    cr_expect_eq(d0->peak_blocks, 2);
+    cr_expect_eq(d0->peak_time_ms, 11, "pinned host bytes are not device bytes: %u",
+                 d0->peak_time_ms);
+    cr_expect_eq(d0->leaked_bytes, 4 * V_MiB, "the failed free leaves the block live");
+    cr_expect_eq(d0->leaked_blocks, 1);
+    cr_expect_eq(d0->live_bytes, 4 * V_MiB);
+    cr_expect_eq(d0->ctx_destroy_bytes, 0);
+    cr_expect_eq(d0->failed_frees, 1);
+    cr_expect_eq(d0->unknown_frees, 1);
+    cr_expect_eq(d0->pinned_peak_bytes, 65536);
+    cr_expect_eq(d0->pinned_alloc_calls, 1);
+    cr_expect_eq(d0->pinned_free_calls, 1);
+    cr_expect_eq(d0->pinned_leaked_bytes, 0);
+    cr_expect(d0->frag_peak.valid);
+    cr_expect_eq(d0->frag_peak.live_bytes, 6 * V_MiB);
+    cr_expect_eq(d0->frag_peak.blocks, 2);
+    cr_expect_eq(d0->frag_peak.holes, 1);
+    cr_expect_eq(d0->frag_peak.span_bytes, 0x20000000 - 0x10000000 + 2 * V_MiB);
+
+    /* Every number is the analysis' own. */
+    const ml_gpu_t *g = ml_analysis_gpu(ml_vmodel_analysis(M));
+    cr_assert_not_null(g);
+    const ml_gpu_device_t *a0 = ml_gpu_device(g, 0);
+    cr_expect_eq(d0->alloc_calls, a0->alloc_calls);
+    cr_expect_eq(d0->free_calls, a0->free_calls);
+    cr_expect_eq(d0->bytes_allocated, a0->bytes_allocated);
+    cr_expect_eq(d0->empty_cache_cycles, a0->empty_cache_cycles);
+    cr_expect_eq(d0->pool_trims, a0->pool_trims);
+    cr_expect_eq(d0->frag_end.span_bytes, a0->frag_now.span_bytes);
+
+    /* The kind table: kinds with calls, in kind order. */
+    cr_assert_eq(d0->nkinds, 2);
+    cr_expect_str_eq(d0->kinds[0].name, "device");
+    cr_expect_eq(d0->kinds[0].alloc_calls, 2);
+    cr_expect_eq(d0->kinds[0].bytes_allocated, 6 * V_MiB);
+    cr_expect_eq(d0->kinds[0].peak_bytes, 6 * V_MiB);
+    cr_expect_eq(d0->kinds[0].leaked_bytes, 4 * V_MiB);
+    cr_expect_str_eq(d0->kinds[1].name, "host_pinned");
+    cr_expect_eq(d0->kinds[1].free_calls, 1);
+
+    /* The peak's sites, largest first, with their frames (symbols are off:
+     * "[shop+0x2000]"); A leaks; B and C churn: one pair each over the 20 ms
+     * between the first and the last GPU record, 50/s. */
+    cr_assert_eq(d0->nsites[ML_VGPU_PEAK], 2);
+    const ml_vgpu_site_t *s = &d0->sites[ML_VGPU_PEAK][0];
+    cr_expect_eq(s->bytes, 4 * V_MiB);
+    cr_expect_eq(s->kind, ML_GPU_KIND_DEVICE);
+    cr_expect_str_eq(s->kind_name, "device");
+    cr_assert_eq(s->nframes, 2);
+    cr_expect_eq(s->frames[0].address, V_EXE_BASE + 0x2000);
+    cr_expect_eq(s->frames[1].address, V_EXE_BASE + 0x1000);
+    cr_expect(strstr(s->frames[0].function, "shop+0x2000"), "%s", s->frames[0].function);
+    s = &d0->sites[ML_VGPU_PEAK][1];
+    cr_expect_eq(s->bytes, 2 * V_MiB);
+    cr_assert_eq(s->nframes, 3);
+    cr_expect_eq(s->frames[0].address, V_LIB_BASE + 0x4000);
+    cr_assert_eq(d0->nsites[ML_VGPU_LEAK], 1);
+    cr_expect_eq(d0->sites[ML_VGPU_LEAK][0].bytes, 4 * V_MiB);
+    cr_expect_eq(d0->sites[ML_VGPU_LEAK][0].frames[0].address, V_EXE_BASE + 0x2000);
+    cr_assert_eq(d0->nsites[ML_VGPU_CHURN], 2, "B and the pinned block: a pair each");
+    for (uint32_t i = 0; i < 2; i++) {
+        const ml_vgpu_site_t *c = &d0->sites[ML_VGPU_CHURN][i];
+        cr_expect_eq(c->pairs, 1);
+        cr_expect_float_eq(c->pairs_per_s, 50.0, 1e-9, "%f", c->pairs_per_s);
+    }
+
+    /* Device 1: its 1 MiB died with its context. */
+    cr_expect_eq(d1->device, 1);
+    cr_expect_eq(d1->peak_bytes, 1 * V_MiB);
+    cr_expect_eq(d1->live_bytes, 0);
+    cr_expect_eq(d1->leaked_bytes, 1 * V_MiB);
+    cr_expect_eq(d1->ctx_destroy_bytes, 1 * V_MiB);
+    cr_expect_eq(d1->ctx_destroy_blocks, 1);
+    cr_assert_eq(d1->nsites[ML_VGPU_LEAK], 1);
+    cr_expect_eq(d1->sites[ML_VGPU_LEAK][0].ctx_destroy_bytes, 1 * V_MiB);
+    cr_expect_eq(d1->sites[ML_VGPU_LEAK][0].frames[0].address, V_EXE_BASE + 0x2000);
+    cr_expect_eq(d1->nsites[ML_VGPU_CHURN], 0);
+
+    /* A refresh gives the same answers (the lists are rebuilt in place). */
+    cr_assert_eq(ml_vmodel_refresh(M), 0);
+    d0 = ml_vmodel_gpu_device(M, 0);
+    cr_expect_eq(d0->sites[ML_VGPU_PEAK][1].frames[0].address, V_LIB_BASE + 0x4000);
+    cr_expect_eq(ml_vmodel_gpu_device(M, 1)->sites[ML_VGPU_LEAK][0].bytes, 1 * V_MiB);
 }

@@ -150,6 +150,85 @@ __attribute__((unused)) static void v_write_big_trace(char *path, size_t len, ui
     close(fd);
 }
 
+/* A GPU trace (the CPU part of the one above is left out): the same two
+ * modules and stacks A (node 2), B (node 4) and C (node 5).
+ *   device 0, context 1: A cudaMalloc 4 MiB at 10 ms, never freed (the leak);
+ *     B cudaMalloc 2 MiB at 11 ms (the peak: 6 MiB), freed at 20 ms;
+ *     C pinned host 64 KiB at 12 ms, freed at 13 ms; a free of an unknown
+ *     address at 14 ms; a failed free of A's block at 21 ms.
+ *   device 1, context 2: A cudaMalloc 1 MiB at 15 ms, still held when the
+ *     context is destroyed at 30 ms.
+ * The end at 40 ms, exit status 0. */
+#define V_MiB (1024ull * 1024)
+
+static void v_gpu(uint8_t tag, uint8_t op, uint8_t kind, uint32_t t, int32_t dev, uint32_t ctx,
+                  uint64_t ptr, uint64_t size, uint32_t stack) {
+    ml_record_t r = {.tag = tag, .time_ms = t};
+    r.u.gpu.op = op;
+    r.u.gpu.kind = kind;
+    r.u.gpu.device = dev;
+    r.u.gpu.context = ctx;
+    r.u.gpu.ptr = ptr;
+    r.u.gpu.size = size;
+    r.u.gpu.stack = stack;
+    v_add(&r);
+}
+
+__attribute__((unused)) static void v_write_gpu_trace(char *path, size_t len) {
+    snprintf(path, len, "/tmp/ml_vtest_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(ml_writer_new(fd, 1, &v_w), 0);
+    ml_record_t p = {.tag = ML_T_PROCESS};
+    p.u.process.pid = 4343;
+    p.u.process.page_size = 4096;
+    p.u.process.exe = "/opt/app/bin/shop";
+    p.u.process.parent_trace = "";
+    p.u.process.producer = "vtest";
+    v_add(&p);
+    v_module(V_EXE_BASE, "/opt/app/bin/shop");
+    v_module(V_LIB_BASE, "/opt/app/lib/libwidget.so");
+    v_node(1, 0, V_EXE_BASE + 0x1000);
+    v_node(2, 1, V_EXE_BASE + 0x2000);
+    v_node(3, 1, V_EXE_BASE + 0x3000);
+    v_node(4, 3, V_LIB_BASE + 0x4000);
+    v_node(5, 1, V_EXE_BASE + 0x5000);
+    const uint8_t A = ML_T_GPU_ALLOC, F = ML_T_GPU_FREE;
+    v_gpu(A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 10, 0, 1, 0x10000000, 4 * V_MiB, 2);
+    v_gpu(A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 11, 0, 1, 0x20000000, 2 * V_MiB, 4);
+    v_gpu(A, ML_GPU_OP_ALLOC, ML_GPU_KIND_HOST_PINNED, 12, 0, 1, 0x7f0000000000, 65536, 5);
+    v_gpu(F, ML_GPU_OP_FREE, ML_GPU_KIND_HOST_PINNED, 13, 0, 1, 0x7f0000000000, 0, 0);
+    v_gpu(F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 14, 0, 1, 0xdead0000, 0, 0);
+    v_gpu(A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 15, 1, 2, 0x90000000, 1 * V_MiB, 2);
+    v_gpu(F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 20, 0, 1, 0x20000000, 0, 0);
+    v_gpu(F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 21, 0, 1, 0x10000000, 0, 0);
+    v_gpu(F, ML_GPU_OP_FREE_FAILED, ML_GPU_KIND_DEVICE, 21, 0, 1, 0x10000000, 0, 0);
+    v_gpu(F, ML_GPU_OP_CTX_DESTROY, ML_GPU_KIND_DEVICE, 30, 1, 2, 0, 0, 0);
+    ml_record_t e = {.tag = ML_T_END, .time_ms = 40};
+    e.u.end.status_kind = ML_END_EXITED;
+    e.u.end.duration_ms = 40;
+    v_add(&e);
+    cr_assert_eq(ml_writer_free(v_w), 0);
+    close(fd);
+}
+
+/* A model with a trace loaded: the CPU one, or the GPU one (symbols off). */
+__attribute__((unused)) static ml_vmodel_t *v_model_of(char *path, size_t len, bool gpu) {
+    ml_vmodel_t *m;
+    cr_assert_eq(ml_vmodel_new(&m), 0);
+    ml_build_opts_t o = {.no_symbols = true};
+    ml_vmodel_set_build_opts(m, &o);
+    ml_vmodel_set_advice(m, false);
+    if (gpu)
+        v_write_gpu_trace(path, len);
+    else
+        v_write_trace(path, len, false);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(m, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ml_vmodel_load_all(m), 0, "%s", ml_vmodel_error(m));
+    return m;
+}
+
 /* A model with the synthetic trace loaded (symbols off). */
 static ml_vmodel_t *v_model(char *path, size_t len) {
     ml_vmodel_t *m;
