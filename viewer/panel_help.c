@@ -12,7 +12,7 @@ typedef struct {
 } help_t;
 
 static const char global_help[] =
-    "1 2 3 4 5 6\tSummary, Sites, Call tree, Timeline, Heap map, Suggestions\n"
+    "1 2 3 4 5 6 7\tSummary, Sites, Tree, Timeline, Heap map, Suggestions, GPU\n"
     "Tab, Shift-Tab\tnext / previous view\n"
     "/, F3\tfilter sites, tree and suggestions by function, file or module\n"
     "Esc\tback from a detail view; clear the filter\n"

@@ -58,6 +58,7 @@ static const struct {
     {ML_VIEW_SUMMARY, '1', "Summary"}, {ML_VIEW_SITES, '2', "Sites"},
     {ML_VIEW_TREE, '3', "Tree"},       {ML_VIEW_TIMELINE, '4', "Timeline"},
     {ML_VIEW_HEAPMAP, '5', "HeapMap"}, {ML_VIEW_SUGGEST, '6', "Suggest"},
+    {ML_VIEW_GPU, '7', "GPU"},
 };
 #define NBAR_VIEWS (int)(sizeof bar_views / sizeof bar_views[0])
 
@@ -79,6 +80,7 @@ ml_screen_t *ml__sm_new(ml_vmodel_t *m, const ml_sm_opts_t *o) {
     sm->panels[ML_VIEW_TIMELINE] = ml__panel_timeline_new(sm);
     sm->panels[ML_VIEW_HEAPMAP] = ml__panel_heapmap_new(sm);
     sm->panels[ML_VIEW_SUGGEST] = ml__panel_suggest_new(sm);
+    sm->panels[ML_VIEW_GPU] = ml__panel_gpu_new(sm);
     sm->panels[ML_VIEW_SITE] = ml__panel_site_new(sm);
     sm->panels[ML_VIEW_HELP] = ml__panel_help_new(sm);
     for (int i = 0; i < ML_VIEW_COUNT_; i++)
@@ -277,7 +279,8 @@ static void draw_bar(ml_screen_t *sm) {
     int n = 0;
     items[n++] = (typeof(items[0])){'?', "?", "Help", sm->view == ML_VIEW_HELP};
     for (int i = 0; i < NBAR_VIEWS; i++) {
-        static const char *digits[] = {"1", "2", "3", "4", "5", "6"};
+        static const char *digits[] = {"1", "2", "3", "4", "5", "6", "7"};
+        _Static_assert(sizeof digits / sizeof digits[0] == NBAR_VIEWS, "a digit per view");
         bool act = sm->view == bar_views[i].view ||
                    (sm->view == ML_VIEW_SITE && bar_views[i].view == ML_VIEW_SITES);
         items[n++] = (typeof(items[0])){bar_views[i].key, digits[i], bar_views[i].label, act};

@@ -221,11 +221,15 @@ ml_panel_t *ml__panel_timeline_new(ml_screen_t *sm);
 ml_panel_t *ml__panel_heapmap_new(ml_screen_t *sm);
 ml_panel_t *ml__panel_suggest_new(ml_screen_t *sm);
 ml_panel_t *ml__panel_help_new(ml_screen_t *sm);
+ml_panel_t *ml__panel_gpu_new(ml_screen_t *sm);
 
 /** Sites panel: the current sort column. */
 ml_vsort_t ml__panel_sites_sort(const ml_panel_t *p);
 /** Site detail panel: which site it shows (ML_VSITE_NONE: none). */
 void ml__panel_site_show(ml_panel_t *p, uint32_t site);
+/** GPU panel: the device shown (an index for ml_vmodel_gpu_device). */
+void ml__panel_gpu_device(ml_panel_t *p, uint32_t index);
+uint32_t ml__panel_gpu_shown(const ml_panel_t *p);
 /** Help panel: the view whose keys are listed first. */
 void ml__panel_help_for(ml_panel_t *p, const ml_panel_class_t *cls);
 
@@ -275,6 +279,7 @@ typedef enum {
     ML_VIEW_TIMELINE,
     ML_VIEW_HEAPMAP,
     ML_VIEW_SUGGEST,
+    ML_VIEW_GPU,
     ML_VIEW_SITE, /* detail of one site; not in the bar */
     ML_VIEW_HELP, /* not in the bar */
     ML_VIEW_COUNT_

@@ -71,7 +71,7 @@ Test(viewer_keys, summary_first_then_one_key_per_view, .init = setup, .fini = te
     const char *bar = row(23);
     cr_expect(strstr(bar, "1Summary") && strstr(bar, "2Sites") && strstr(bar, "3Tree") &&
                   strstr(bar, "4Timeline") && strstr(bar, "5HeapMap") && strstr(bar, "6Suggest") &&
-                  strstr(bar, "qQuit"),
+                  strstr(bar, "7GPU") && strstr(bar, "qQuit"),
               "%s", bar);
     static const struct {
         const char *key;
@@ -83,6 +83,8 @@ Test(viewer_keys, summary_first_then_one_key_per_view, .init = setup, .fini = te
         {"4", ML_VIEW_TIMELINE, "Timeline"},
         {"5", ML_VIEW_HEAPMAP, "Heap map at the peak"},
         {"6", ML_VIEW_SUGGEST, "STRATEGY"},
+        {"7", ML_VIEW_GPU, "no GPU allocations recorded in this trace"},
+        {"Tab", ML_VIEW_SUMMARY, "Summary"},
         {"1", ML_VIEW_SUMMARY, "Summary"},
         {"Tab", ML_VIEW_SITES, "SITE"},
         {"BTab", ML_VIEW_SUMMARY, "Summary"},
@@ -289,7 +291,7 @@ Test(viewer_keys, every_view_draws_at_min_and_large_sizes) {
                                       "b", "*", "_",     "Esc",   NULL};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         open_screen(sizes[s][0], sizes[s][1]);
-        for (const char *v = "123456"; *v; v++) {
+        for (const char *v = "1234567"; *v; v++) {
             char k[2] = {*v, 0};
             KEYS(k);
             keys(all);
@@ -449,5 +451,93 @@ Test(viewer_keys, text_views_scroll) {
     cr_expect(row_of("Function") < 0, "PgDn scrolls the site view");
     KEYS("?", "G");
     cr_expect(row_of("q, F10") > 0, "G shows the end of the help");
+    teardown();
+}
+
+static void dump_screen(void) {
+    char *d = ml__canvas_dump(ml__sm_canvas(S));
+    cr_log_info("screen:\n%s", d ? d : "");
+    free(d);
+}
+
+/* The GPU view (7) on the two-device trace of vtest.h: the device's numbers,
+ * the kind table, the site lists; Down selects site rows, Enter shows a
+ * site's stack inline, Left/Right switch devices. */
+Test(viewer_keys, gpu_view_devices_sites_and_stacks) {
+    M = v_model_of(path, sizeof path, true);
+    ml_sm_opts_t o = {.cols = 80, .rows = 24, .unicode = true};
+    S = ml__sm_new(M, &o);
+    cr_assert(S);
+    KEYS("7");
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_GPU);
+    cr_expect(screen_has("GPU  device 0  (1 of 2)"));
+    cr_expect(screen_has("Peak           6291456 B (6.0 MiB) in 2 blocks at 0.011s"));
+    cr_expect(screen_has("Live at exit   4194304 B (4.0 MiB) in 1 blocks"));
+    cr_expect(screen_has("Leaked         4194304 B (4.0 MiB) in 1 blocks"));
+    cr_expect(screen_has("at context destroy: 0 B in 0 blocks"));
+    cr_expect(screen_has("1 failed frees, 1 unknown frees"));
+    cr_expect(screen_has("Pinned host    peak 64.0K, live 0B, leaked 0B, 64.0K allocated"));
+    cr_expect(screen_has("at peak: 6.0M in 2 blocks over a 258M span (2% used)"));
+    cr_expect(screen_has("Empty cache    0 drain/refill cycles, 0 pool trims"));
+    cr_expect(screen_has(" device                2      1    6.0M    6.0M    4.0M    4.0M"));
+    cr_expect(screen_has(" host_pinned           1      1   64.0K   64.0K      0B      0B"));
+    if (!screen_has("KIND")) dump_screen();
+
+    /* Down scrolls the numbers away until the first site row shows, then
+     * selects it. */
+    cr_expect_lt(row_of("    4.0M      1  device"), 0, "the site rows start below the first page");
+    for (int i = 0; i < 30 && row_of("    4.0M      1  device") < 0; i++)
+        KEYS("j");
+    int r = row_of("    4.0M      1  device");
+    cr_assert_gt(r, 0, "Down reaches the peak's first site");
+    cr_expect(strstr(row(r), "[shop+0x2000]  shop < [shop+0x1000]"), "%s", row(r));
+    const ml_canvas_t *c = ml__sm_canvas(S);
+    cr_expect_eq(c->cells[r * c->cols + 4].style, ML_ST_SELECTED, "the row is selected");
+    KEYS("Enter");
+    cr_expect(screen_has("#0  [shop+0x2000]"), "Enter shows the stack");
+    cr_expect(screen_has("#1  [shop+0x1000]"));
+    cr_expect(screen_has("1 allocs of 4.0M, 4.0M allocated"));
+    KEYS("Enter");
+    cr_expect_not(screen_has("#0  [shop+0x2000]"), "Enter again hides it");
+    /* The next site row: B, from the library. */
+    KEYS("j");
+    r = row_of("    2.0M      1  device");
+    cr_assert_gt(r, 0);
+    cr_expect_eq(c->cells[r * c->cols + 4].style, ML_ST_SELECTED);
+    KEYS("Enter");
+    cr_expect(screen_has("#2  [shop+0x1000]"), "B's stack scrolled into view, to its end");
+    cr_expect_gt(row_of("    2.0M      1  device"), 0, "with its row");
+    KEYS("G");
+    cr_expect(screen_has("Churn          alloc/free pairs per second"));
+    cr_expect(screen_has("    50.0      1  host_pinned"));
+
+    /* Device 1: the context destroyed with 1 MiB; then back. */
+    KEYS("Right");
+    cr_expect(screen_has("GPU  device 1  (2 of 2)"));
+    cr_expect(screen_has("Device         1"), "a new device starts at the top");
+    cr_expect(screen_has("Leaked         1048576 B (1.0 MiB) in 1 blocks"));
+    cr_expect(screen_has("at context destroy: 1048576 B (1.0 MiB) in 1 blocks"));
+    cr_expect(screen_has("Live at exit   0 B in 0 blocks"));
+    KEYS("l");
+    cr_expect(screen_has("GPU  device 0  (1 of 2)"), "Right wraps around");
+    KEYS("h");
+    cr_expect(screen_has("GPU  device 1  (2 of 2)"), "h: the previous device");
+    KEYS("Left");
+    cr_expect(screen_has("GPU  device 0  (1 of 2)"));
+
+    /* A click selects a site row, a double click opens it. */
+    KEYS("G");
+    r = row_of("    2.0M      1  device");
+    cr_assert_gt(r, 0);
+    ml_uievent_t ev = {.type = ML_UI_MOUSE, .mouse = ML_MOUSE_DOUBLE, .x = 10, .y = r};
+    ml__sm_event(S, &ev);
+    ml__sm_draw(S);
+    cr_expect(screen_has("#0  [libwidget.so+0x4000]"), "a double click shows the stack");
+
+    /* The view's keys are in the help. */
+    KEYS("?");
+    cr_expect(screen_has("In GPU"));
+    cr_expect(screen_has("previous / next GPU device"));
+    cr_expect(screen_has("Summary, Sites, Tree, Timeline, Heap map, Suggestions, GPU"));
     teardown();
 }
