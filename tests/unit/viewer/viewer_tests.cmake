@@ -36,3 +36,9 @@ if(NOT ML_SANITIZE)
   # Leak checking off: Criterion's parallel runner leaks a few bytes of its own.
   set_tests_properties(test_viewer_asan PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")
 endif()
+
+# The GPU view (issue 5) in a real terminal, on fx_gpu_events (gpu_tests.cmake).
+add_test(NAME viewer_gpu_tmux
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_viewer_gpu_tmux.sh
+          $<TARGET_FILE:memlens> $<TARGET_FILE:fx_gpu_events> $<TARGET_FILE:fx_counts>)
+set_tests_properties(viewer_gpu_tmux PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
