@@ -234,8 +234,8 @@ static void build(gpu_t *p) {
     if (!nd) {
         add(p, -1, "GPU", ML_ST_DIM, "no GPU allocations recorded in this trace%s",
             running ? " (so far)" : "");
-        add(p, -1, "", ML_ST_DIM, "(CUDA programs: memlens run records them without --no-gpu;");
-        add(p, -1, "", ML_ST_DIM, " docs/gpu.md says how and when it attaches)");
+        add(p, -1, "", ML_ST_DIM, "(memlens run records CUDA allocations unless --no-gpu is");
+        add(p, -1, "", ML_ST_DIM, "given; docs/gpu.md says how and when it attaches)");
         return;
     }
     if (p->dev >= nd) p->dev = 0;
