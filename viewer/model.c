@@ -421,8 +421,8 @@ static int src_timeline(ml_vmodel_t *m) {
 static ml_vgpu_frag_t vgpu_frag(const ml_gpu_frag_t *f) {
     ml_vgpu_frag_t v = {0};
     if (!f->valid) return v;
-    v = (ml_vgpu_frag_t){true,         f->time_ms,   f->live_bytes,         f->blocks,
-                         f->span_bytes, f->hole_bytes, f->holes, f->largest_hole_bytes,
+    v = (ml_vgpu_frag_t){true,           f->time_ms,    f->live_bytes, f->blocks,
+                         f->span_bytes,  f->hole_bytes, f->holes,      f->largest_hole_bytes,
                          f->utilization, f->external};
     return v;
 }
@@ -460,8 +460,7 @@ static int gpu_site(ml_vmodel_t *m, const ml_gpu_t *g, const ml_gpu_site_t *s, m
     ml_vframe_t f[GPU_MAX_FRAMES];
     size_t nf = ml_gpu_stack_frames(m->an, s->stack, f, GPU_MAX_FRAMES);
     if (nf) { /* none before the analysis was built */
-        ml_vframe_t *fr =
-            grow(m->gframes, &m->cap_gframes, m->ngframes + (uint32_t)nf, sizeof *fr);
+        ml_vframe_t *fr = grow(m->gframes, &m->cap_gframes, m->ngframes + (uint32_t)nf, sizeof *fr);
         if (!fr) return -ENOMEM;
         m->gframes = fr;
         memcpy(m->gframes + m->ngframes, f, nf * sizeof *f);
@@ -520,10 +519,10 @@ static int src_gpu(ml_vmodel_t *m) {
         for (unsigned k = 0; k < ML_GPU_KIND_COUNT_; k++) {
             const ml_gpu_kind_stats_t *ks = &d->kinds[k];
             if (!ks->alloc_calls && !ks->free_calls) continue;
-            o->kinds[o->nkinds++] = (ml_vgpu_kind_t){
-                (uint8_t)k,      ml_gpu_kind_name(k), ks->alloc_calls,  ks->free_calls,
-                ks->bytes_allocated, ks->peak_bytes,  ks->live_bytes, ks->leaked_bytes,
-                ks->leaked_blocks};
+            o->kinds[o->nkinds++] =
+                (ml_vgpu_kind_t){(uint8_t)k,     ml_gpu_kind_name(k), ks->alloc_calls,
+                                 ks->free_calls, ks->bytes_allocated, ks->peak_bytes,
+                                 ks->live_bytes, ks->leaked_bytes,    ks->leaked_blocks};
         }
         for (int l = 0; l < ML_VGPU_LISTS_; l++) {
             ml_gpu_site_t buf[ML_VGPU_MAX_SITES];

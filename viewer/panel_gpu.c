@@ -121,7 +121,8 @@ static void kind_table(gpu_t *p, const ml_vgpu_device_t *d) {
             k->name, ml__fmt_count(k->alloc_calls, c1, sizeof c1),
             ml__fmt_count(k->free_calls, c2, sizeof c2),
             ml__fmt_bytes(k->bytes_allocated, b1, sizeof b1),
-            ml__fmt_bytes(k->peak_bytes, b2, sizeof b2), ml__fmt_bytes(k->live_bytes, b3, sizeof b3),
+            ml__fmt_bytes(k->peak_bytes, b2, sizeof b2),
+            ml__fmt_bytes(k->live_bytes, b3, sizeof b3),
             ml__fmt_bytes(k->leaked_bytes, b4, sizeof b4));
     }
 }
