@@ -23,6 +23,8 @@ if(ML_HAVE_CUPTI_01)
   target_link_libraries(test_cupti_translate PRIVATE ml_cupti_core)
   ml_test(test_cupti_collector unit/cupti/test_collector.c)
   target_link_libraries(test_cupti_collector PRIVATE ml_cupti_core)
+  ml_test(test_cupti_activity unit/cupti/test_activity.c)
+  target_link_libraries(test_cupti_activity PRIVATE ml_cupti_core)
 
   # A fake libcupti.so.12 (as PyTorch brings one along) and a program that
   # plays the CUDA driver for libmemlens_cupti.so.
