@@ -246,7 +246,19 @@ typedef struct {
     bool in_burst, burst_counted, drained, trim_pending;
     uint32_t burst_frees;
     uint64_t burst_start, drain_level;
+    /* memory pools (ML_T_GPU_POOL) */
+    struct gpool *pools;
+    uint32_t pools_cap;
+    uint32_t peak_corr; /* correlation id of the record that made the current peak */
 } gdev_t;
+
+/* A pool and the correlation ids of the states kept (ml_gpu.h explains the
+ * join). */
+typedef struct gpool {
+    ml_gpu_pool_t pub;
+    uint32_t cur_corr, peak_corr;
+    bool have_cur, have_peak;
+} gpool_t;
 
 /* The last freed blocks, to restore one whose free failed. */
 #define STASH 64
@@ -267,6 +279,7 @@ struct ml_gpu_s {
     gblock_t stash[STASH];
     uint32_t stash_next;
     bool have_time;
+    uint32_t corr; /* correlation id of the record being fed */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -530,6 +543,116 @@ static void update_totals(ml_gpu_t *g, uint32_t time_ms, ml_totals_t *t) {
     }
 }
 
+/* ------------------------------------------------------------------------- */
+/* Memory pools                                                              */
+/* ------------------------------------------------------------------------- */
+
+static void pool_sums(gdev_t *d) {
+    ml_gpu_device_t *p = &d->pub;
+    p->pool_reserved_at_peak_bytes = p->pool_used_at_peak_bytes = 0;
+    for (uint32_t i = 0; i < p->npools; i++) {
+        p->pool_reserved_at_peak_bytes += d->pools[i].pub.reserved_at_peak_bytes;
+        p->pool_used_at_peak_bytes += d->pools[i].pub.used_at_peak_bytes;
+    }
+    p->pool_unused_at_peak_bytes = p->pool_reserved_at_peak_bytes > p->pool_used_at_peak_bytes
+                                       ? p->pool_reserved_at_peak_bytes - p->pool_used_at_peak_bytes
+                                       : 0;
+}
+
+/* The device reached a new peak with the call numbered `corr`: each pool's
+ * latest state so far is its state at the peak, unless that state is from a
+ * later call (then a record up to `corr` may still arrive). */
+static void pools_at_peak(gdev_t *d, uint32_t corr) {
+    d->peak_corr = corr;
+    if (!d->pub.npools) return;
+    for (uint32_t i = 0; i < d->pub.npools; i++) {
+        gpool_t *q = &d->pools[i];
+        if (!q->have_cur || q->cur_corr > corr) continue;
+        q->have_peak = true;
+        q->peak_corr = q->cur_corr;
+        q->pub.reserved_at_peak_bytes = q->pub.reserved_at_exit_bytes;
+        q->pub.used_at_peak_bytes = q->pub.used_at_exit_bytes;
+    }
+    pool_sums(d);
+}
+
+static gpool_t *pool_get(gdev_t *d, uint64_t address) {
+    for (uint32_t i = 0; i < d->pub.npools; i++)
+        if (d->pools[i].pub.address == address) return &d->pools[i];
+    if (d->pub.npools == d->pools_cap) {
+        uint32_t cap = d->pools_cap ? d->pools_cap * 2 : 4;
+        gpool_t *p = realloc(d->pools, cap * sizeof *p);
+        if (!p) return NULL;
+        d->pools = p;
+        d->pools_cap = cap;
+    }
+    gpool_t *q = &d->pools[d->pub.npools++];
+    memset(q, 0, sizeof *q);
+    q->pub.device = d->pub.device;
+    q->pub.address = address;
+    return q;
+}
+
+static void on_pool_state(ml_gpu_t *g, const ml_record_t *r) {
+    const typeof(r->u.gpu) *e = &r->u.gpu;
+    int dev = dev_index(g, e->device);
+    if (dev < 0) {
+        g->sum.dropped++;
+        return;
+    }
+    gdev_t *d = &g->devs[dev];
+    gpool_t *q = pool_get(d, e->ptr);
+    if (!q) {
+        g->sum.dropped++;
+        return;
+    }
+    ml_gpu_pool_t *p = &q->pub;
+    d->pub.pool_records++;
+    if (e->flags & ML_GPU_F_POOL_IMPORTED) p->imported = true;
+    if (e->flags & ML_GPU_F_POOL_MANAGED) p->managed = true;
+    switch (e->kind) {
+    case ML_GPU_POOL_CREATED:
+        p->created++;
+        p->explicit_pool = true;
+        break;
+    case ML_GPU_POOL_DESTROYED: p->destroyed++; break;
+    case ML_GPU_POOL_TRIMMED: p->trims++; break;
+    case ML_GPU_POOL_ALLOC: p->allocs++; break;
+    case ML_GPU_POOL_RELEASE: p->releases++; break;
+    default: break;
+    }
+    if (e->size > p->peak_reserved_bytes) p->peak_reserved_bytes = e->size;
+    if (e->pool_used > p->peak_used_bytes) p->peak_used_bytes = e->pool_used;
+    /* Arrival order: CUPTI completes a buffer's records in order. */
+    if (q->have_cur && p->reserved_at_exit_bytes > 0 && e->size == 0) p->drops_to_zero++;
+    if (!q->have_cur || e->correlation >= q->cur_corr) {
+        q->have_cur = true;
+        q->cur_corr = e->correlation;
+        p->last_correlation = e->correlation;
+        p->reserved_at_exit_bytes = e->size;
+        p->used_at_exit_bytes = e->pool_used;
+        p->release_threshold_bytes = e->pool_threshold;
+    }
+    /* The latest state at or before the call that made the device's peak. */
+    if (d->pub.peak_bytes && e->correlation <= d->peak_corr &&
+        (!q->have_peak || e->correlation >= q->peak_corr)) {
+        q->have_peak = true;
+        q->peak_corr = e->correlation;
+        p->reserved_at_peak_bytes = e->size;
+        p->used_at_peak_bytes = e->pool_used;
+    }
+    pool_sums(d);
+}
+
+size_t ml_gpu_pools(const ml_gpu_t *g, size_t di, ml_gpu_pool_t *out, size_t max) {
+    if (!g || di >= g->ndevs) return 0;
+    const gdev_t *d = &g->devs[di];
+    if (!out) return d->pub.npools;
+    size_t n = 0;
+    for (; n < d->pub.npools && n < max; n++) out[n] = d->pools[n].pub;
+    return n;
+}
+
 static void add_live(ml_gpu_t *g, const gblock_t *b, uint32_t time_ms) {
     gdev_t *d = &g->devs[b->dev];
     ml_gpu_device_t *p = &d->pub;
@@ -551,6 +674,7 @@ static void add_live(ml_gpu_t *g, const gblock_t *b, uint32_t time_ms) {
             p->peak_time_ms = time_ms;
             treap_frag(&d->va, time_ms, &p->frag_peak);
             d->peak_dirty = true;
+            pools_at_peak(d, g->corr);
         }
         /* A re-allocation after a drain (or a pool trim) closes a cycle. */
         d->in_burst = false;
@@ -851,7 +975,7 @@ static void on_pool_trim(ml_gpu_t *g, const ml_record_t *r) {
 
 void ml_gpu_feed(ml_gpu_t **gp, const ml_record_t *r, ml_totals_t *t) {
     ml_gpu_t *g = *gp;
-    if (r->tag != ML_T_GPU_ALLOC && r->tag != ML_T_GPU_FREE) {
+    if (r->tag != ML_T_GPU_ALLOC && r->tag != ML_T_GPU_FREE && r->tag != ML_T_GPU_POOL) {
         if (g && r->time_ms > g->sum.last_time_ms) g->sum.last_time_ms = r->time_ms;
         return;
     }
@@ -865,6 +989,11 @@ void ml_gpu_feed(ml_gpu_t **gp, const ml_record_t *r, ml_totals_t *t) {
     }
     if (r->time_ms > g->sum.last_time_ms) g->sum.last_time_ms = r->time_ms;
     g->sum.gpu_records++;
+    g->corr = r->u.gpu.correlation;
+    if (r->tag == ML_T_GPU_POOL) {
+        on_pool_state(g, r);
+        return; /* pool records move no device bytes */
+    }
     if (r->tag == ML_T_GPU_ALLOC) {
         on_alloc(g, r);
     } else {
@@ -884,6 +1013,7 @@ void ml_gpu_free(ml_gpu_t *g) {
     for (size_t i = 0; i < g->ndevs; i++) {
         free(g->devs[i].va.n);
         free(g->devs[i].tl);
+        free(g->devs[i].pools);
     }
     free(g->devs);
     free(g->sites);
@@ -1045,6 +1175,30 @@ static int cmp_sugg(const void *pa, const void *pb) {
     return a->stack < b->stack ? -1 : a->stack > b->stack;
 }
 
+/* What the pool records (--gpu-pools) say about a device's pools. */
+typedef struct {
+    uint32_t pools, zero_threshold; /* local pools with sizes, and those with threshold 0 */
+    uint32_t trims, drops;          /* of the pools with threshold 0 */
+} pool_evidence_t;
+
+static pool_evidence_t pool_evidence(const ml_gpu_t *g, int32_t device) {
+    pool_evidence_t e = {0, 0, 0, 0};
+    for (size_t i = 0; i < g->ndevs; i++) {
+        const gdev_t *d = &g->devs[i];
+        if (d->pub.device != device) continue;
+        for (uint32_t k = 0; k < d->pub.npools; k++) {
+            const ml_gpu_pool_t *p = &d->pools[k].pub;
+            if (p->imported) continue;
+            e.pools++;
+            if (p->release_threshold_bytes) continue;
+            e.zero_threshold++;
+            e.trims += p->trims;
+            e.drops += p->drops_to_zero;
+        }
+    }
+    return e;
+}
+
 static void site_advice(const ml_gpu_t *g, const ml_gpu_site_t *s, ml_gpu_suggestion_t *out,
                         size_t max, size_t *n) {
     double pps = ml_gpu_site_pairs_per_s(g, s);
@@ -1079,15 +1233,24 @@ static void site_advice(const ml_gpu_t *g, const ml_gpu_site_t *s, ml_gpu_sugges
                      s->distinct_sizes > ML_GPU_SITE_SIZES ? ML_GPU_SITE_SIZES : s->distinct_sizes);
         }
     } else if (async && s->frees >= MIN_ASYNC_PAIRS) {
+        pool_evidence_t pe = pool_evidence(g, s->device);
+        /* Measured (--gpu-pools): every pool of the device already keeps
+         * memory across synchronizations. Nothing to advise. */
+        if (pe.pools && !pe.zero_threshold) return;
         if (!(x = next_sugg(out, max, n))) return;
         x->strategy = "gpu_async_alloc";
-        snprintf(x->message, sizeof x->message,
+        int k = snprintf(x->message, sizeof x->message,
                  "This site on GPU %d makes %llu stream-ordered allocation/free pairs (%.1f pairs/s). "
                  "Set the pool's release threshold (cudaMemPoolSetAttribute(pool, "
                  "cudaMemPoolAttrReleaseThreshold, ...) to the working set, about %s here): with the "
                  "default of 0 the pool returns its memory at every synchronization and has to grow "
                  "again.",
                  s->device, (unsigned long long)s->frees, pps, fmt_b(s->peak_bytes ? s->peak_bytes : s->max_size, b1, sizeof b1));
+        if (pe.zero_threshold && (pe.trims || pe.drops) && k > 0 && (size_t)k < sizeof x->message)
+            snprintf(x->message + k, sizeof x->message - (size_t)k,
+                     " Measured (--gpu-pools): %u pool(s) with release threshold 0 were trimmed "
+                     "%u times and their reserved memory fell to 0 %u times.",
+                     pe.zero_threshold, pe.trims, pe.drops);
     } else if (pinned && s->frees >= MIN_PINNED_PAIRS) {
         if (!(x = next_sugg(out, max, n))) return;
         x->strategy = "gpu_reuse_pinned";

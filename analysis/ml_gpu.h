@@ -2,7 +2,7 @@
  *
  * High-level; may allocate. Part of the analysis library: ml_analysis_feed()
  * hands every record to ml_gpu_feed(), which ignores everything but the GPU
- * records (ML_T_GPU_ALLOC / ML_T_GPU_FREE, docs/gpu.md) and costs nothing for
+ * records (ML_T_GPU_ALLOC / ML_T_GPU_FREE / ML_T_GPU_POOL, docs/gpu.md) and costs nothing for
  * traces without them (no state is allocated until the first GPU record).
  * Memory is proportional to the live GPU allocations and the distinct
  * (device, stack, kind) sites, never to the trace length.
@@ -95,6 +95,12 @@ typedef struct {
     ml_gpu_frag_t frag_peak, frag_now;
     /* size class k: requests of (2^(k-1), 2^k] bytes (k = 0: 0 and 1 byte) */
     uint64_t size_count[ML_GPU_SIZE_CLASSES], size_bytes[ML_GPU_SIZE_CLASSES];
+    /* Memory pools (memlens run --gpu-pools; all 0 without pool records).
+     * At the device's peak: what its pools had reserved from the device, how
+     * much of it was in use, and the difference, "reserved but unused". */
+    uint64_t pool_records;
+    uint32_t npools;
+    uint64_t pool_reserved_at_peak_bytes, pool_used_at_peak_bytes, pool_unused_at_peak_bytes;
 } ml_gpu_device_t;
 
 typedef struct {
@@ -130,6 +136,38 @@ typedef struct {
 #define ML_GPU_TIMELINE_MAX 1000
 
 size_t ml_gpu_timeline(const ml_gpu_t *g, size_t device_index, const ml_gpu_point_t **points);
+
+/* A memory pool, from CUPTI activity records (memlens run --gpu-pools,
+ * ML_T_GPU_POOL): its life (created, trimmed, destroyed) and its sizes after
+ * each stream-ordered allocation and free it served.
+ *
+ * Joining with the callback events: a pool record carries the correlation
+ * id of the API call that caused it, and CUPTI numbers API calls in the
+ * order they are made. Pool records arrive late (when CUPTI hands over a
+ * buffer, at the latest at exit), so the analysis uses the correlation id as
+ * the clock: "at the device's peak" is the pool's last record whose
+ * correlation id is at most that of the call that made the peak, and "at
+ * exit" its record with the highest correlation id. Peaks are order-free. */
+typedef struct {
+    int32_t device;
+    uint64_t address;              /* the pool's base address (CUPTI's) */
+    bool explicit_pool;            /* a CREATED record was seen (cuMemPoolCreate); else taken to
+                                    * be the device's default pool */
+    bool imported, managed;        /* imported pools report no sizes */
+    uint64_t peak_reserved_bytes, reserved_at_exit_bytes;
+    uint64_t peak_used_bytes, used_at_exit_bytes;
+    uint64_t release_threshold_bytes; /* the latest reported */
+    uint64_t reserved_at_peak_bytes, used_at_peak_bytes; /* at its device's peak */
+    uint32_t trims, created, destroyed;
+    uint64_t allocs, releases;     /* blocks allocated from / released to it (MEMORY2) */
+    uint32_t drops_to_zero;        /* times its reserved bytes fell from > 0 to 0 */
+    uint32_t last_correlation;
+} ml_gpu_pool_t;
+
+/** Copies up to `max` pools of device `device_index` into out, in order of
+ * first appearance; returns how many were copied (with out NULL: how many
+ * the device has). */
+size_t ml_gpu_pools(const ml_gpu_t *g, size_t device_index, ml_gpu_pool_t *out, size_t max);
 
 /* One site: an allocation stack on one device, allocating one kind. */
 typedef struct {

@@ -47,6 +47,7 @@
 typedef struct {
     const char *out;
     bool follow_fork, quiet, unwind_fp, no_gpu, no_snapshot;
+    bool gpu_pools; /* --gpu-pools: CUPTI activity records of memory pools (ML_GPU_POOLS=1) */
     bool live; /* --live: the terminal viewer follows the root process */
     uint64_t sample_bytes;
     uint32_t depth, ring_slots;
@@ -104,7 +105,8 @@ static uint64_t mono_ns(void) {
 static void usage_run(FILE *f) {
     fprintf(f,
             "usage: memlens run [-o FILE] [--follow-fork] [--sample BYTES] [--unwind libunwind|fp]\n"
-            "                   [--depth N] [--no-gpu] [--no-snapshot] [--live] [-q] -- PROG [ARGS...]\n"
+            "                   [--depth N] [--no-gpu] [--gpu-pools] [--no-snapshot] [--live] [-q]\n"
+            "                   -- PROG [ARGS...]\n"
             "\n"
             "  -o, --output FILE   trace file (default: memlens.PROG.PID.mlt in the current directory)\n"
             "  --follow-fork       trace forked and exec'd children too, each into FILE-stem.PID.mlt\n"
@@ -112,6 +114,8 @@ static void usage_run(FILE *f) {
             "  --unwind KIND       libunwind (default, exact) or fp (frame pointers, faster)\n"
             "  --depth N           deepest stack recorded (default %d, at most %d)\n"
             "  --no-gpu            do not load the CUPTI collector\n"
+            "  --gpu-pools         also record CUDA memory pools (reserved vs used bytes, trims)\n"
+            "                      from CUPTI activity records (docs/gpu.md); off by default\n"
             "  --no-snapshot       do not analyse while recording (less CPU beside PROG); reports\n"
             "                      then replay the whole trace instead of starting from the\n"
             "                      analysis saved at its end\n"
@@ -171,6 +175,8 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
             o->depth = (uint32_t)v;
         } else if (!strcmp(a, "--no-gpu")) {
             o->no_gpu = true;
+        } else if (!strcmp(a, "--gpu-pools")) {
+            o->gpu_pools = true;
         } else if (!strcmp(a, "--no-snapshot")) {
             o->no_snapshot = true;
         } else if (!strcmp(a, "--live")) {
@@ -186,6 +192,8 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
             return -1;
         }
     }
+    if (o->gpu_pools && o->no_gpu)
+        fprintf(stderr, "memlens: warning: --gpu-pools does nothing with --no-gpu\n");
     if (i >= argc) {
         ml_die_msg("run: no program given");
         usage_run(stderr);
@@ -546,17 +554,21 @@ static void exit_scan(session_t *s, proc_t *p) {
     ml_atomic_store_release(&p->ring->exit_scan, ML_EXIT_SCAN_DONE);
 }
 
-/* An ML_BLOB_GPU payload (docs/gpu.md) as an ML_T_GPU_ALLOC/FREE record.
- * A shorter payload (an older libmemlens) reads as zeros past its end. */
+/* An ML_BLOB_GPU payload (docs/gpu.md) as an ML_T_GPU_ALLOC/FREE/POOL record.
+ * A shorter payload (an older libmemlens, or any op but POOL_STATE, which
+ * stops at `handle`) reads as zeros past its end. */
 static bool deliver_gpu(ml_record_t *r, const ml_event_t *ev, const uint8_t *blob) {
     ml_gpu_event_t g;
     memset(&g, 0, sizeof g);
     if (ev->size < offsetof(ml_gpu_event_t, handle)) return false;
     memcpy(&g, blob, ev->size < sizeof g ? ev->size : sizeof g);
     if (g.op != ML_GPU_OP_ALLOC && g.op != ML_GPU_OP_FREE && g.op != ML_GPU_OP_FREE_FAILED &&
-        g.op != ML_GPU_OP_CTX_DESTROY && g.op != ML_GPU_OP_POOL_TRIM)
+        g.op != ML_GPU_OP_CTX_DESTROY && g.op != ML_GPU_OP_POOL_TRIM &&
+        g.op != ML_GPU_OP_POOL_STATE)
         return false;
-    r->tag = g.op == ML_GPU_OP_ALLOC ? ML_T_GPU_ALLOC : ML_T_GPU_FREE;
+    r->tag = g.op == ML_GPU_OP_ALLOC        ? ML_T_GPU_ALLOC
+             : g.op == ML_GPU_OP_POOL_STATE ? ML_T_GPU_POOL
+                                            : ML_T_GPU_FREE;
     r->u.gpu.op = g.op;
     r->u.gpu.kind = g.kind;
     r->u.gpu.flags = g.flags;
@@ -569,6 +581,8 @@ static bool deliver_gpu(ml_record_t *r, const ml_event_t *ev, const uint8_t *blo
     r->u.gpu.ptr = g.ptr;
     r->u.gpu.size = g.size;
     r->u.gpu.handle = g.handle;
+    r->u.gpu.pool_used = g.pool_used;
+    r->u.gpu.pool_threshold = g.pool_threshold;
     return true;
 }
 
@@ -926,13 +940,14 @@ static char **build_env(const session_t *s, const char *lib) {
     extern char **environ;
     size_t n = 0;
     while (environ[n]) n++;
-    char **env = calloc(n + 5, sizeof *env);
+    char **env = calloc(n + 6, sizeof *env);
     if (!env) return NULL;
     const char *orig = getenv("LD_PRELOAD");
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (!strncmp(environ[i], "LD_PRELOAD=", 11) || !strncmp(environ[i], "ML_CTL=", 7) ||
-            !strncmp(environ[i], "ML_LD_PRELOAD_ORIG=", 19))
+            !strncmp(environ[i], "ML_LD_PRELOAD_ORIG=", 19) ||
+            !strncmp(environ[i], "ML_GPU_POOLS=", 13))
             continue;
         env[k++] = environ[i];
     }
@@ -944,6 +959,12 @@ static char **build_env(const session_t *s, const char *lib) {
     env[k++] = env_entry("ML_CTL", s->ctl_path);
     char *gpu = gpu_env_entry(s, lib);
     if (gpu) env[k++] = gpu;
+    /* Read by libmemlens_cupti.so at InitializeInjection; only --gpu-pools
+     * turns the activity records on, whatever the caller's environment says. */
+    if (gpu && s->o.gpu_pools) env[k++] = (char *)"ML_GPU_POOLS=1";
+    else if (s->o.gpu_pools && !s->o.no_gpu && !getenv("CUDA_INJECTION64_PATH"))
+        fprintf(stderr, "memlens: warning: --gpu-pools does nothing: this memlens was built "
+                        "without GPU (CUPTI) support\n");
     env[k] = NULL;
     return env;
 }

@@ -104,6 +104,11 @@ static bool resolve(void *h) {
     RESOLVE(get_device_id, "cuptiGetDeviceId");
     RESOLVE(get_context_id, "cuptiGetContextId");
     RESOLVE(get_version, "cuptiGetVersion");
+    RESOLVE(activity_enable, "cuptiActivityEnable");
+    RESOLVE(activity_register_callbacks, "cuptiActivityRegisterCallbacks");
+    RESOLVE(activity_get_next_record, "cuptiActivityGetNextRecord");
+    RESOLVE(activity_flush_all, "cuptiActivityFlushAll");
+    RESOLVE(activity_get_num_dropped, "cuptiActivityGetNumDroppedRecords");
     return ml__cupti.subscribe && ml__cupti.unsubscribe && ml__cupti.enable_callback &&
            ml__cupti.get_device_id && ml__cupti.get_context_id;
 }
@@ -232,6 +237,10 @@ static void attach(ml_gpu_record_fn record) {
     pthread_atfork(NULL, NULL, fork_child);
     ml__record = record;
     ml_atomic_store_release(&ml__cupti_active, 1);
+    /* memlens run --gpu-pools: the activity records of memory pools, after
+     * the callbacks, which go on whatever happens here (pools.c). */
+    const char *pools = getenv("ML_GPU_POOLS");
+    if (pools && strcmp(pools, "1") == 0) ml__pools_start(which);
 }
 
 /** Called by the CUDA driver inside the program's first cuInit (the

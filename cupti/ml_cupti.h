@@ -51,6 +51,26 @@ int ml_cupti_translate(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const
 extern const CUpti_CallbackId ml_cupti_driver_cbids[];
 extern const size_t ml_cupti_driver_cbids_n;
 
+/** Translates one CUPTI activity record (`memlens run --gpu-pools`) into an
+ * ML_GPU_OP_POOL_STATE event (trace/ml_event.h documents its fields).
+ *
+ * Reads the record by its `kind`, and only two kinds, in the newest record
+ * versions this build's cupti_activity.h defines:
+ *   - CUPTI_ACTIVITY_KIND_MEMORY_POOL (CUpti_ActivityMemoryPool3): a pool
+ *     created, destroyed or trimmed -> ML_GPU_POOL_CREATED/DESTROYED/TRIMMED;
+ *   - CUPTI_ACTIVITY_KIND_MEMORY2 (CUpti_ActivityMemory4): an allocation or
+ *     release served by a pool -> ML_GPU_POOL_ALLOC/RELEASE, with the pool's
+ *     memoryPoolConfig. Records not served by a pool (pool type INVALID:
+ *     cudaMalloc, statics) produce nothing: the callbacks record those.
+ * An imported pool's sizes are unknown: they read 0 and the event carries
+ * ML_GPU_F_POOL_IMPORTED. `context` is the record's context id (0 when
+ * there is none, and for MEMORY_POOL, which has none); `stack` is 0.
+ *
+ * Returns 1 when `*out` holds an event, 0 for any other kind or operation.
+ * Pure: no CUPTI calls, no allocation, thread-safe. The caller must pass a
+ * record CUPTI wrote with the layouts of this build's major version. */
+int ml_cupti_activity_translate(const CUpti_Activity *rec, ml_gpu_event_t *out);
+
 /** Estimated bytes of a CUDA array (width x height x depth x channels x
  * element size; block-compressed and video formats approximated). Arrays are
  * opaque; the driver's real footprint includes alignment and tiling. */

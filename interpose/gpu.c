@@ -61,6 +61,8 @@ ML_EXPORT void memlens_gpu_record(const ml_gpu_event_t *ev) {
         e.stack = ml__stack_capture(&flags);
         e.flags |= flags;
     }
-    ml__emit_blob(ML_BLOB_GPU, &e, sizeof e);
+    /* Only pool events use the appended fields: the others keep to two
+     * ring slots. */
+    ml__emit_blob(ML_BLOB_GPU, &e, e.op == ML_GPU_OP_POOL_STATE ? sizeof e : ML_GPU_EVENT_BASE_SIZE);
     ml__tls.guard--;
 }

@@ -5,7 +5,7 @@
  * device at least {device, peak_bytes, leaked_bytes, alloc_calls,
  * free_calls}, the DESIGN.md contract, plus per-kind counters, the sites
  * holding the peak, leak and churn sites, size classes, fragmentation and the
- * per-device timeline.
+ * per-device timeline, and the memory pools when the trace has pool records.
  */
 #include "ml_report_gpu.h"
 #include "ml_gpu.h"
@@ -107,6 +107,43 @@ static void sites(FILE *out, const ml_analysis_t *a, const ml_gpu_t *g, size_t d
     fputs("]", out);
 }
 
+/* Memory pools (memlens run --gpu-pools): present only when the trace has
+ * pool records. Addresses are numbers, as frames' addresses are. */
+static void pools(FILE *out, const ml_gpu_t *g, size_t di, const ml_gpu_device_t *d) {
+    if (!d->pool_records) return;
+    u64(out, "pool_reserved_at_peak_bytes", d->pool_reserved_at_peak_bytes, true);
+    u64(out, "pool_used_at_peak_bytes", d->pool_used_at_peak_bytes, true);
+    u64(out, "pool_unused_at_peak_bytes", d->pool_unused_at_peak_bytes, true);
+    u64(out, "pool_records", d->pool_records, true);
+    size_t n = ml_gpu_pools(g, di, NULL, 0);
+    ml_gpu_pool_t *p = n ? calloc(n, sizeof *p) : NULL;
+    if (p) n = ml_gpu_pools(g, di, p, n);
+    else n = 0;
+    fputs("\"pools\": [", out);
+    for (size_t i = 0; i < n; i++) {
+        fprintf(out, "%s{\"address\": %" PRIu64 ", \"kind\": \"%s\", ", i ? ", " : "", p[i].address,
+                p[i].explicit_pool ? "explicit" : "default");
+        fprintf(out, "\"imported\": %s, \"managed\": %s, ", p[i].imported ? "true" : "false",
+                p[i].managed ? "true" : "false");
+        u64(out, "peak_reserved_bytes", p[i].peak_reserved_bytes, true);
+        u64(out, "reserved_at_exit_bytes", p[i].reserved_at_exit_bytes, true);
+        u64(out, "peak_used_bytes", p[i].peak_used_bytes, true);
+        u64(out, "used_at_exit_bytes", p[i].used_at_exit_bytes, true);
+        u64(out, "reserved_at_peak_bytes", p[i].reserved_at_peak_bytes, true);
+        u64(out, "used_at_peak_bytes", p[i].used_at_peak_bytes, true);
+        u64(out, "release_threshold_bytes", p[i].release_threshold_bytes, true);
+        u64(out, "trims", p[i].trims, true);
+        u64(out, "reserved_drops_to_zero", p[i].drops_to_zero, true);
+        u64(out, "allocs", p[i].allocs, true);
+        u64(out, "releases", p[i].releases, true);
+        u64(out, "created", p[i].created, true);
+        u64(out, "destroyed", p[i].destroyed, false);
+        fputc('}', out);
+    }
+    fputs("], ", out);
+    free(p);
+}
+
 static void device(FILE *out, const ml_analysis_t *a, const ml_gpu_t *g, size_t di) {
     const ml_gpu_device_t *d = ml_gpu_device(g, di);
     fprintf(out, "{\"device\": %d, ", (int)d->device);
@@ -124,6 +161,7 @@ static void device(FILE *out, const ml_analysis_t *a, const ml_gpu_t *g, size_t 
     u64(out, "failed_frees", d->failed_frees, true);
     u64(out, "empty_cache_cycles", d->empty_cache_cycles, true);
     u64(out, "pool_trims", d->pool_trims, true);
+    pools(out, g, di, d);
     fputs("\"pinned_host\": {", out);
     u64(out, "peak_bytes", d->pinned_peak_bytes, true);
     u64(out, "live_bytes", d->pinned_live_bytes, true);

@@ -1,9 +1,11 @@
 /* text.c - `memlens report FILE` without output options: a summary for
  * people, with the sites that hold the peak and the leaks. */
 #include "ml_report.h"
+#include "ml_gpu.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *bytes(uint64_t b, char *buf, size_t len) {
@@ -45,6 +47,37 @@ static void frag_line(FILE *o, const char *label, const ml_frag_t *f) {
             bytes(f->internal_waste_bytes, b3, sizeof b3));
     if (f->have_rss) fprintf(o, ", RSS %s", bytes(f->rss_bytes, b2, sizeof b2));
     fputc('\n', o);
+}
+
+/* One line per memory pool (memlens run --gpu-pools), when there are any. */
+static void gpu_pool_lines(FILE *o, const ml_gpu_t *g) {
+    bool header = false;
+    for (size_t di = 0; di < ml_gpu_device_count(g); di++) {
+        const ml_gpu_device_t *d = ml_gpu_device(g, di);
+        size_t n = ml_gpu_pools(g, di, NULL, 0);
+        ml_gpu_pool_t *pools = n ? calloc(n, sizeof *pools) : NULL;
+        n = pools ? ml_gpu_pools(g, di, pools, n) : 0;
+        for (size_t i = 0; i < n; i++) {
+            const ml_gpu_pool_t p = pools[i];
+            char b1[32], b2[32], b3[32], b4[32];
+            if (!header) fputs("\nGPU memory pools:\n", o);
+            header = true;
+            fprintf(o,
+                    "  GPU %d %-8s pool 0x%" PRIx64 ": peak reserved %s, peak used %s, reserved at "
+                    "exit %s, release threshold %s, %u trims%s\n",
+                    (int)d->device, p.explicit_pool ? "explicit" : "default", p.address,
+                    bytes(p.peak_reserved_bytes, b1, sizeof b1), bytes(p.peak_used_bytes, b2, sizeof b2),
+                    bytes(p.reserved_at_exit_bytes, b3, sizeof b3),
+                    bytes(p.release_threshold_bytes, b4, sizeof b4), p.trims,
+                    p.imported ? " (imported: sizes unknown)" : "");
+        }
+        free(pools);
+        if (n) {
+            char b1[32];
+            fprintf(o, "  GPU %d: reserved but unused at the device's peak: %s\n", (int)d->device,
+                    bytes(d->pool_unused_at_peak_bytes, b1, sizeof b1));
+        }
+    }
 }
 
 int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned top) {
@@ -104,6 +137,8 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     frag_line(o, "at peak", ml_analysis_frag(a, ML_MOMENT_PEAK));
     frag_line(o, "at end", ml_analysis_frag(a, ML_MOMENT_END));
     frag_line(o, "worst", ml_analysis_frag(a, ML_MOMENT_WORST));
+
+    gpu_pool_lines(o, ml_analysis_gpu(a));
 
     const char *const *w;
     size_t nw = ml_analysis_warnings(a, &w);

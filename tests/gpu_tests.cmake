@@ -34,6 +34,8 @@ if(ML_HAVE_CUPTI_01)
   target_link_libraries(test_cupti_translate PRIVATE ml_cupti_core)
   ml_test(test_cupti_collector unit/cupti/test_collector.c)
   target_link_libraries(test_cupti_collector PRIVATE ml_cupti_core)
+  ml_test(test_cupti_activity unit/cupti/test_activity.c)
+  target_link_libraries(test_cupti_activity PRIVATE ml_cupti_core)
 
   # A fake libcupti.so.12 (as PyTorch brings one along) and a program that
   # plays the CUDA driver for libmemlens_cupti.so.
@@ -41,6 +43,12 @@ if(ML_HAVE_CUPTI_01)
   set_target_properties(fake_cupti PROPERTIES OUTPUT_NAME cupti SOVERSION 12
     LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fakecupti C_VISIBILITY_PRESET hidden)
   target_include_directories(fake_cupti SYSTEM PRIVATE ${ML_TEST_CUPTI_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
+  # The same fake without the activity API (an old or stripped libcupti).
+  add_library(fake_cupti_noact SHARED ${FX}/fake_cupti.c)
+  set_target_properties(fake_cupti_noact PROPERTIES OUTPUT_NAME cupti SOVERSION 12
+    LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fakecupti-noact C_VISIBILITY_PRESET hidden)
+  target_compile_definitions(fake_cupti_noact PRIVATE FAKE_NO_ACTIVITY)
+  target_include_directories(fake_cupti_noact SYSTEM PRIVATE ${ML_TEST_CUPTI_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
   add_executable(fx_gpu_inject ${FX}/fx_gpu_inject.c)
   target_include_directories(fx_gpu_inject SYSTEM PRIVATE ${ML_TEST_CUPTI_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
   target_compile_options(fx_gpu_inject PRIVATE -O0 -g -fno-omit-frame-pointer)
@@ -48,7 +56,9 @@ if(ML_HAVE_CUPTI_01)
 
   ml_test(test_gpu_inject e2e/test_gpu_inject.c e2e/harness.c)
   target_link_libraries(test_gpu_inject PRIVATE ml_report)
-  add_dependencies(test_gpu_inject memlens memlens_preload memlens_cupti fake_cupti fx_gpu_inject fx_counts)
+  target_compile_definitions(test_gpu_inject PRIVATE ML_SRC_DIR="${CMAKE_SOURCE_DIR}")
+  add_dependencies(test_gpu_inject memlens memlens_preload memlens_cupti fake_cupti fake_cupti_noact
+                   fx_gpu_inject fx_counts)
 
   # STYLE 16: the injection library exports InitializeInjection and nothing
   # else, and links neither libcupti (dlopen'ed, reused) nor libcuda.

@@ -108,6 +108,8 @@ typedef enum {
     ML_GPU_OP_FREE_FAILED = 3, /* the free recorded at entry failed: the block lives on */
     ML_GPU_OP_CTX_DESTROY = 4, /* context `context` is being destroyed: what it holds dies */
     ML_GPU_OP_POOL_TRIM = 5,   /* a memory pool released its unused memory (handle = pool) */
+    ML_GPU_OP_POOL_STATE = 6,  /* a CUPTI activity record about a memory pool (memlens run
+                                * --gpu-pools): `kind` is an ml_gpu_pool_op_t, see below */
     /* Not events: libmemlens raises (lowers) its per-thread guard, so that the
      * allocations libcupti makes while it loads are memlens' own, not the
      * program's. Never written to the ring. */
@@ -136,7 +138,29 @@ typedef enum {
 #define ML_GPU_F_ESTIMATED 0x0100 /* size computed from a descriptor (arrays), not exact */
 #define ML_GPU_F_HOST 0x0200      /* VMM memory on the host (location HOST/HOST_NUMA) */
 
+#define ML_GPU_F_POOL_IMPORTED 0x0400 /* POOL_STATE: an imported pool (its sizes are unknown) */
+#define ML_GPU_F_POOL_MANAGED 0x0800  /* POOL_STATE: a pool of managed memory */
+
 #define ML_GPU_DEVICE_UNKNOWN (-1)
+
+/* What a POOL_STATE event reports (its `kind`): the pool's own life, from
+ * CUPTI_ACTIVITY_KIND_MEMORY_POOL, or one stream-ordered allocation or free
+ * served by it, from CUPTI_ACTIVITY_KIND_MEMORY2, which carries the pool's
+ * sizes right after the operation. Fields of a POOL_STATE event:
+ *   ptr = the pool's address, size = its reserved bytes, pool_used = its
+ *   utilized bytes, pool_threshold = its release threshold,
+ *   handle = the block's address (ALLOC, RELEASE) or the bytes the trim was
+ *   asked to keep (TRIMMED), stream = the block's bytes (ALLOC, RELEASE),
+ *   cbid = the CUPTI activity kind, correlation = the correlation id of the
+ *   API call that caused it (the join with the callback events). */
+typedef enum {
+    ML_GPU_POOL_CREATED = 1,
+    ML_GPU_POOL_DESTROYED = 2,
+    ML_GPU_POOL_TRIMMED = 3,
+    ML_GPU_POOL_ALLOC = 4,   /* a block was allocated from the pool */
+    ML_GPU_POOL_RELEASE = 5, /* a block went back to the pool */
+    ML_GPU_POOL_OP_COUNT_
+} ml_gpu_pool_op_t;
 
 typedef struct {
     uint16_t struct_size; /* sizeof(ml_gpu_event_t) of the producer */
@@ -152,9 +176,15 @@ typedef struct {
     uint64_t ptr;         /* address, or handle (VMM_PHYSICAL, ARRAY) */
     uint64_t size;        /* bytes; 0 on frees of unknown size */
     uint64_t handle;      /* VMM_MAP: the physical handle; POOL: the pool */
+    /* Appended for POOL_STATE (issue 5). Producers write only the first
+     * ML_GPU_EVENT_BASE_SIZE bytes of other events into the ring, so they
+     * still take two slots; a shorter payload reads as zeros here. */
+    uint64_t pool_used;      /* POOL_STATE: the pool's utilized bytes */
+    uint64_t pool_threshold; /* POOL_STATE: the pool's release threshold */
 } ml_gpu_event_t;
 
-_Static_assert(sizeof(ml_gpu_event_t) == 56, "a GPU event is two continuation slots");
+#define ML_GPU_EVENT_BASE_SIZE 56 /* up to `handle`: every op but POOL_STATE */
+_Static_assert(sizeof(ml_gpu_event_t) == 72, "a pool event is three continuation slots");
 
 #define ML_MAX_SEGMENTS 16
 

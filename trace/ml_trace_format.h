@@ -27,8 +27,8 @@
 #define ML_TRACE_MAGIC "MLTRACE"
 #define ML_TRACE_MAGIC_LEN 8
 #define ML_TRACE_MAJOR 1
-#define ML_TRACE_MINOR 3 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
-                          * 3: the analysis snapshot and trailer */
+#define ML_TRACE_MINOR 4 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
+                          * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42) */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -78,6 +78,9 @@ typedef enum {
                               * ptr u, handle u, cbid u, correlation u (docs/gpu.md) */
     ML_T_GPU_FREE = 0x41,    /* op u8, kind u8, flags u, device s, context u, stream u, ptr u,
                               * size u, handle u, cbid u, correlation u */
+    ML_T_GPU_POOL = 0x42,    /* pool_op u8, flags u, device s, context u, pool u, reserved u,
+                              * used u, threshold u, block u, block_size u, cbid u,
+                              * correlation u (since 1.4; memlens run --gpu-pools) */
 } ml_tag_t;
 
 /* Verdicts of the exit-time reachability scan (ML_T_BLOCK_REACH.reach),

@@ -394,7 +394,8 @@ static size_t record_bound(const ml_record_t *r) {
         break;
     case ML_T_GPU_ALLOC:
     case ML_T_GPU_FREE:
-        n += 12 * 10;
+    case ML_T_GPU_POOL:
+        n += 13 * 10;
         break;
     default:
         break;
@@ -586,6 +587,22 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
             put_u(w, g->size);
         }
         put_u(w, g->handle);
+        put_u(w, g->cbid);
+        put_u(w, g->correlation);
+        break;
+    }
+    case ML_T_GPU_POOL: {
+        const typeof(r->u.gpu) *g = &r->u.gpu;
+        put_u8(w, g->kind);
+        put_u(w, g->flags);
+        put_s(w, g->device);
+        put_u(w, g->context);
+        put_u(w, g->ptr);
+        put_u(w, g->size);
+        put_u(w, g->pool_used);
+        put_u(w, g->pool_threshold);
+        put_u(w, g->handle);
+        put_u(w, g->stream);
         put_u(w, g->cbid);
         put_u(w, g->correlation);
         break;
@@ -1073,6 +1090,19 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
             g->device = (int32_t)d;
             break;
         }
+        case ML_T_GPU_POOL: {
+            typeof(rec->u.gpu) *g = &rec->u.gpu;
+            uint64_t flags = 0;
+            g->op = ML_GPU_OP_POOL_STATE;
+            ok = get_u8(r, &g->kind) && get_u(r, &flags) && flags <= UINT16_MAX && get_s(r, &d) &&
+                 d >= INT32_MIN && d <= INT32_MAX && get_u32(r, &g->context) && get_u(r, &g->ptr) &&
+                 get_u(r, &g->size) && get_u(r, &g->pool_used) && get_u(r, &g->pool_threshold) &&
+                 get_u(r, &g->handle) && get_u(r, &g->stream) && get_u32(r, &g->cbid) &&
+                 get_u32(r, &g->correlation);
+            g->flags = (uint16_t)flags;
+            g->device = (int32_t)d;
+            break;
+        }
         case ML_T_END: {
             ml_rec_end_t *e = &rec->u.end;
             ok = get_u32(r, &e->status_kind) && get_s(r, &d) && get_u(r, &e->events) &&
@@ -1271,6 +1301,12 @@ const char *ml_gpu_kind_name(unsigned kind) {
     return kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
+const char *ml_gpu_pool_op_name(unsigned op) {
+    static const char *const names[] = {"?", "created", "destroyed", "trimmed", "alloc", "release"};
+    _Static_assert(sizeof names / sizeof names[0] == ML_GPU_POOL_OP_COUNT_, "a name per pool op");
+    return op < sizeof names / sizeof names[0] ? names[op] : "?";
+}
+
 const char *ml_gpu_op_name(unsigned op) {
     switch (op) {
     case ML_GPU_OP_ALLOC: return "alloc";
@@ -1278,6 +1314,7 @@ const char *ml_gpu_op_name(unsigned op) {
     case ML_GPU_OP_FREE_FAILED: return "free-failed";
     case ML_GPU_OP_CTX_DESTROY: return "context-destroy";
     case ML_GPU_OP_POOL_TRIM: return "pool-trim";
+    case ML_GPU_OP_POOL_STATE: return "pool-state";
     default: return "?";
     }
 }
@@ -1305,6 +1342,7 @@ const char *ml_tag_name(unsigned tag) {
     case ML_T_END: return "end";
     case ML_T_GPU_ALLOC: return "gpu-alloc";
     case ML_T_GPU_FREE: return "gpu-free";
+    case ML_T_GPU_POOL: return "gpu-pool";
     default: return "?";
     }
 }
@@ -1429,6 +1467,21 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
                 g->flags & ML_EVF_TRUNCATED ? " truncated" : "",
                 g->flags & ML_GPU_F_ESTIMATED ? " estimated" : "",
                 g->flags & ML_GPU_F_HOST ? " host" : "");
+        break;
+    }
+    case ML_T_GPU_POOL: {
+        const typeof(r->u.gpu) *g = &r->u.gpu;
+        fprintf(out,
+                " %s pool=0x%" PRIx64 " reserved=%" PRIu64 " used=%" PRIu64 " threshold=%" PRIu64
+                " device=%d context=%u",
+                ml_gpu_pool_op_name(g->kind), g->ptr, g->size, g->pool_used, g->pool_threshold,
+                g->device, g->context);
+        if (g->kind == ML_GPU_POOL_TRIMMED) fprintf(out, " keep=%" PRIu64, g->handle);
+        else if (g->handle || g->stream)
+            fprintf(out, " block=0x%" PRIx64 " block_size=%" PRIu64, g->handle, g->stream);
+        fprintf(out, " activity=%u correlation=%u%s%s", g->cbid, g->correlation,
+                g->flags & ML_GPU_F_POOL_IMPORTED ? " imported" : "",
+                g->flags & ML_GPU_F_POOL_MANAGED ? " managed" : "");
         break;
     }
     case ML_T_END: {

@@ -100,7 +100,9 @@ typedef struct {
             int32_t device; /* ML_GPU_DEVICE_UNKNOWN when not known */
             uint32_t context, stack, cbid, correlation;
             uint64_t stream, ptr, size, handle;
-        } gpu; /* ML_T_GPU_ALLOC, ML_T_GPU_FREE */
+            uint64_t pool_used, pool_threshold; /* ML_T_GPU_POOL only */
+        } gpu; /* ML_T_GPU_ALLOC, ML_T_GPU_FREE, ML_T_GPU_POOL (op ML_GPU_OP_POOL_STATE, kind
+                * an ml_gpu_pool_op_t, fields as in ml_gpu_event_t) */
     } u;
 } ml_record_t;
 
@@ -206,5 +208,6 @@ const char *ml_tag_name(unsigned tag);
 const char *ml_kind_name(unsigned kind);
 const char *ml_gpu_kind_name(unsigned kind); /* ml_gpu_kind_t: "device", "host_pinned", ... */
 const char *ml_gpu_op_name(unsigned op);     /* ml_gpu_op_t: "alloc", "free", ... */
+const char *ml_gpu_pool_op_name(unsigned op); /* ml_gpu_pool_op_t: "created", "trimmed", ... */
 
 #endif

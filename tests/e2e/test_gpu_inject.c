@@ -3,7 +3,9 @@
  * (fake_cupti.c): injection, reuse of the libcupti already loaded, every
  * allocation kind through real callbacks, the failure paths (another CUPTI
  * subscriber, CUPTI that cannot attach, TEARDOWN_CUPTI=1), fork, --no-gpu,
- * and CPU programs left exactly as they were. Built only with CUPTI. */
+ * CPU programs left exactly as they were, and --gpu-pools (activity records
+ * of memory pools, a libcupti without the activity API, another major
+ * version). Built only with CUPTI. */
 #define _GNU_SOURCE
 #include "gpu_expect.h"
 
@@ -47,6 +49,8 @@ Test(gpu_inject, every_kind_through_cupti_callbacks) {
     cr_expect(strstr(r.out, "subscribes 1\n") != NULL, "%s", r.out);
     /* 28 driver callback ids and context created + destroy starting. */
     cr_expect(strstr(r.out, "enabled 28 2\n") != NULL, "%s", r.out);
+    /* Without --gpu-pools the activity API is left alone. */
+    cr_expect(strstr(r.out, "activity enabled 0 0\n") != NULL, "%s", r.out);
     /* The libcupti the program had (libcupti.so.12) was reused: no second
      * CUPTI was loaded into the process. */
     cr_expect_eq(count(r.out, "loaded "), 1, "%s", r.out);
@@ -194,4 +198,155 @@ Test(gpu_inject, outside_memlens_loads_nothing) {
     cr_expect_str_eq(r.out, "fx_gpu_inject done\n", "no libcupti loaded");
     cr_expect_str_eq(r.err, "");
     h_run_free(&r);
+}
+
+/* ------------------------------------------------------------------------- */
+/* --gpu-pools                                                               */
+/* ------------------------------------------------------------------------- */
+
+static void run_with(h_run_t *r, const char *trace, const char *libcupti, const char *flag,
+                     const char *mode) {
+    const char *argv[12];
+    int k = 0;
+    argv[k++] = h_bin("memlens");
+    argv[k++] = "run";
+    argv[k++] = "-q";
+    if (flag) argv[k++] = flag;
+    argv[k++] = "-o";
+    argv[k++] = trace;
+    argv[k++] = "--";
+    argv[k++] = h_bin("fx_gpu_inject");
+    argv[k++] = libcupti;
+    if (mode) argv[k++] = mode;
+    argv[k] = NULL;
+    h_run(r, argv);
+}
+
+static char *report_json(const char *trace, const char *name) {
+    const char *json = h_tmp(name);
+    const char *argv[] = {h_bin("memlens"), "report", trace, "--json", json, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    char sp[4096], vp[4096];
+    snprintf(sp, sizeof sp, "%s/docs/report-schema.json", ML_SRC_DIR);
+    snprintf(vp, sizeof vp, "%s/tests/e2e/validate_json.py", ML_SRC_DIR);
+    const char *v[] = {"/usr/bin/env", "python3", vp, sp, json, NULL};
+    h_run(&r, v);
+    cr_expect_eq(r.status, 0, "%s does not match the schema:\n%s", json, r.err);
+    h_run_free(&r);
+    return h_read_file(json);
+}
+
+Test(gpu_inject, gpu_pools_records_pools_end_to_end) {
+    const char *trace = h_tmp("pools.mlt");
+    h_run_t r;
+    run_with(&r, trace, fake_cupti(), "--gpu-pools", "pools");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_expect_str_eq(r.err, "", "no warnings");
+    cr_expect(strstr(r.out, "activity enabled 1 1\n") != NULL, "MEMORY_POOL and MEMORY2 once: %s", r.out);
+    cr_expect(strstr(r.out, "fx_gpu_inject done\n") != NULL, "%s", r.out);
+    h_run_free(&r);
+
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect(t.complete);
+    cr_expect_eq(t.records_by_tag[ML_T_GPU_POOL], 9, "4 handed over mid-run, 5 by the exit flush");
+    cr_expect_eq(t.records_by_tag[ML_T_GPU_ALLOC], 3);
+    h_trace_free(&t);
+
+    /* The exit flush ran before libmemlens' exit marker. */
+    const char *dargv[] = {h_bin("memlens"), "dump", trace, NULL};
+    h_run(&r, dargv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *last_pool = NULL;
+    for (const char *p = r.out; (p = strstr(p, " gpu-pool ")); p++) last_pool = p;
+    const char *exit_rec = strstr(r.out, " proc-exit ");
+    cr_assert_not_null(last_pool, "%s", r.out);
+    cr_assert_not_null(exit_rec, "%s", r.out);
+    cr_expect(last_pool < exit_rec, "pool records after proc-exit:\n%s", r.out);
+    cr_expect(strstr(r.out, " gpu-pool trimmed pool=0x700000000 reserved=0 used=0 threshold=0 device=0 "
+                            "context=0 keep=0 activity=50 correlation=5") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, " gpu-pool alloc pool=0x700000000 reserved=8388608 used=4194304 threshold=0 "
+                            "device=0 context=1 block=0x300000000 block_size=4194304 activity=49 "
+                            "correlation=2") != NULL, "%s", r.out);
+    h_run_free(&r);
+
+    char *json = report_json(trace, "pools.json");
+    cr_assert_not_null(json);
+    cr_expect(strstr(json, "\"pool_trims\": 2, \"pool_reserved_at_peak_bytes\": 10485760, "
+                           "\"pool_used_at_peak_bytes\": 5242880, \"pool_unused_at_peak_bytes\": 5242880, "
+                           "\"pool_records\": 9, \"pools\": [") != NULL, "%s", json);
+    cr_expect(strstr(json, "{\"address\": 30064771072, \"kind\": \"explicit\", \"imported\": false, "
+                           "\"managed\": false, \"peak_reserved_bytes\": 8388608, \"reserved_at_exit_bytes\": 0, "
+                           "\"peak_used_bytes\": 4194304, \"used_at_exit_bytes\": 0, "
+                           "\"reserved_at_peak_bytes\": 8388608, \"used_at_peak_bytes\": 4194304, "
+                           "\"release_threshold_bytes\": 0, \"trims\": 2, \"reserved_drops_to_zero\": 2, "
+                           "\"allocs\": 2, \"releases\": 2, \"created\": 1, \"destroyed\": 1}") != NULL, "%s", json);
+    cr_expect(strstr(json, "{\"address\": 25769803776, \"kind\": \"default\", \"imported\": false, "
+                           "\"managed\": false, \"peak_reserved_bytes\": 2097152, "
+                           "\"reserved_at_exit_bytes\": 2097152, \"peak_used_bytes\": 1048576, "
+                           "\"used_at_exit_bytes\": 1048576, \"reserved_at_peak_bytes\": 2097152, "
+                           "\"used_at_peak_bytes\": 1048576, \"release_threshold_bytes\": 0, \"trims\": 0, "
+                           "\"reserved_drops_to_zero\": 0, \"allocs\": 1, \"releases\": 0, \"created\": 0, "
+                           "\"destroyed\": 0}") != NULL, "%s", json);
+    free(json);
+
+    /* The text report: one line per pool. */
+    const char *targv[] = {h_bin("memlens"), "report", trace, NULL};
+    h_run(&r, targv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "GPU memory pools:\n  GPU 0 explicit pool 0x700000000: peak reserved 8.0 MiB, "
+                            "peak used 4.0 MiB, reserved at exit 0 B, release threshold 0 B, 2 trims\n") != NULL,
+              "%s", r.out);
+    cr_expect(strstr(r.out, "  GPU 0: reserved but unused at the device's peak: 5.0 MiB\n") != NULL, "%s", r.out);
+    h_run_free(&r);
+}
+
+Test(gpu_inject, without_gpu_pools_no_pool_records) {
+    const char *trace = h_tmp("nopools.mlt");
+    h_run_t r;
+    run_with(&r, trace, fake_cupti(), NULL, "pools");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_expect(strstr(r.out, "activity enabled 0 0\n") != NULL, "%s", r.out);
+    h_run_free(&r);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(t.records_by_tag[ML_T_GPU_POOL], 0);
+    cr_expect_eq(t.records_by_tag[ML_T_GPU_ALLOC], 3, "the callbacks as ever");
+    h_trace_free(&t);
+    char *json = report_json(trace, "nopools.json");
+    cr_expect(strstr(json, "\"pools\": [") == NULL, "%s", json);
+    cr_expect(strstr(json, "pool_reserved_at_peak_bytes") == NULL);
+    free(json);
+}
+
+Test(gpu_inject, libcupti_without_activity_api_one_warning_callbacks_complete) {
+    const char *trace = h_tmp("noact.mlt");
+    h_run_t r;
+    run_with(&r, trace, h_bin("fakecupti-noact/libcupti.so.12"), "--gpu-pools", NULL);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_expect(strstr(r.out, "activity api absent\n") != NULL, "%s", r.out);
+    cr_expect_eq(count(r.err, "memlens: warning:"), 1, "%s", r.err);
+    cr_expect(strstr(r.err, "memlens: warning: --gpu-pools: GPU memory pool records are off: ") != NULL &&
+                  strstr(r.err, "fakecupti-noact/libcupti.so.12 (already loaded by the program) lacks "
+                                "the CUPTI activity API") != NULL,
+              "%s", r.err);
+    h_run_free(&r);
+    gx_check_scenario(trace, "fx_gpu_inject");
+}
+
+Test(gpu_inject, another_cupti_major_version_one_warning) {
+    setenv("FAKE_CUPTI_VERSION", "120000", 1);
+    const char *trace = h_tmp("cu12.mlt");
+    h_run_t r;
+    run_with(&r, trace, fake_cupti(), "--gpu-pools", NULL);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_expect(strstr(r.out, "activity enabled 0 0\n") != NULL, "%s", r.out);
+    cr_expect_eq(count(r.err, "memlens: warning:"), 1, "%s", r.err);
+    cr_expect(strstr(r.err, "is another CUPTI major version (API version 120000, this memlens reads the "
+                            "records of 13.x)") != NULL, "%s", r.err);
+    h_run_free(&r);
+    gx_check_scenario(trace, "fx_gpu_inject");
 }

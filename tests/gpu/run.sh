@@ -114,6 +114,25 @@ else
 fi
 
 # --- 3. PyTorch ----------------------------------------------------------------
+echo "== alloc_kinds --gpu-pools"
+# The explicit pool (cudaMemPoolCreate, 4 MiB from it) must show up in the
+# CUPTI activity records with at least those 4 MiB reserved.
+"$ML" run -q --gpu-pools -o "$WORK/pools.mlt" -- "$WORK/alloc_kinds" >"$WORK/pools.out" 2>"$WORK/pools.err"
+rc=$?
+row "alloc_kinds --gpu-pools: exit status" 0 "$rc" "$([ $rc = 0 ] && echo ok || echo FAIL)"
+warn=$(grep -c 'memlens: warning' "$WORK/pools.err")
+row "alloc_kinds --gpu-pools: warnings" 0 "$warn" "$([ "$warn" = 0 ] && echo ok || echo FAIL)"
+if "$ML" report "$WORK/pools.mlt" --json "$WORK/pools.json" >/dev/null 2>&1; then
+    reserved=$(python3 -c 'import json,sys
+d=json.load(open(sys.argv[1]))["gpu"]["devices"]
+print(max([p["peak_reserved_bytes"] for x in d for p in x.get("pools",[]) if p["kind"]=="explicit"] or [-1]))' \
+        "$WORK/pools.json" 2>/dev/null)
+    row "explicit pool: peak_reserved_bytes" ">= 4194304" "${reserved:-?}" \
+        "$([ "${reserved:--1}" -ge 4194304 ] 2>/dev/null && echo ok || echo FAIL)"
+else
+    row "memlens report (alloc_kinds --gpu-pools)" ok failed FAIL
+fi
+
 if [ "${ML_GPU_SKIP_TORCH:-0}" = 1 ]; then
     row "PyTorch" - "skipped (ML_GPU_SKIP_TORCH=1)" info
 elif python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then

@@ -433,3 +433,211 @@ Test(gpu, json_devices, .init = setup, .fini = teardown) {
     cr_expect_eq(min, 0);
     free(buf);
 }
+
+/* ------------------------------------------------------------------------- */
+/* Memory pools (memlens run --gpu-pools)                                    */
+/* ------------------------------------------------------------------------- */
+
+#define POOL_P 0x700000000ull /* an explicit pool (cuMemPoolCreate) */
+#define POOL_D 0x600000000ull /* device 0's default pool */
+
+static void cb(uint8_t tag, uint8_t op, uint32_t t, uint32_t corr, uint8_t kind, uint64_t ptr,
+               uint64_t size) {
+    ml_record_t r;
+    memset(&r, 0, sizeof r);
+    r.tag = tag;
+    r.time_ms = t;
+    r.u.gpu.op = op;
+    r.u.gpu.kind = kind;
+    r.u.gpu.device = 0;
+    r.u.gpu.context = 1;
+    r.u.gpu.ptr = ptr;
+    r.u.gpu.size = size;
+    r.u.gpu.stack = 7;
+    r.u.gpu.correlation = corr;
+    ml_analysis_feed(a, &r);
+}
+
+static void pool_rec(uint32_t t, uint32_t corr, uint8_t pool_op, uint64_t pool, uint64_t reserved,
+                     uint64_t used, uint64_t threshold) {
+    ml_record_t r;
+    memset(&r, 0, sizeof r);
+    r.tag = ML_T_GPU_POOL;
+    r.time_ms = t;
+    r.u.gpu.op = ML_GPU_OP_POOL_STATE;
+    r.u.gpu.kind = pool_op;
+    r.u.gpu.device = 0;
+    r.u.gpu.ptr = pool;
+    r.u.gpu.size = reserved;
+    r.u.gpu.pool_used = used;
+    r.u.gpu.pool_threshold = threshold;
+    r.u.gpu.correlation = corr;
+    ml_analysis_feed(a, &r);
+}
+
+/* The API calls, numbered by correlation id (c1 cuMemPoolCreate and c9
+ * cuMemPoolDestroy make no callback event). The device peaks at c3 with
+ * 5 MiB: 4 MiB from the explicit pool, 1 MiB from the default one. */
+static void pool_callbacks_1_to_4(void) {
+    cb(ML_T_GPU_ALLOC, ML_GPU_OP_ALLOC, 10, 2, ML_GPU_KIND_POOL, 0x300000000, 4 * MiB);
+    cb(ML_T_GPU_ALLOC, ML_GPU_OP_ALLOC, 11, 3, ML_GPU_KIND_ASYNC, 0x200000000, 1 * MiB);
+    cb(ML_T_GPU_FREE, ML_GPU_OP_FREE, 12, 4, ML_GPU_KIND_POOL, 0x300000000, 0);
+}
+static void pool_callbacks_5_to_8(void) {
+    cb(ML_T_GPU_FREE, ML_GPU_OP_POOL_TRIM, 13, 5, ML_GPU_KIND_POOL, 0, 0);
+    cb(ML_T_GPU_ALLOC, ML_GPU_OP_ALLOC, 14, 6, ML_GPU_KIND_POOL, 0x300000000, 2 * MiB);
+    cb(ML_T_GPU_FREE, ML_GPU_OP_FREE, 15, 7, ML_GPU_KIND_POOL, 0x300000000, 0);
+    cb(ML_T_GPU_FREE, ML_GPU_OP_POOL_TRIM, 16, 8, ML_GPU_KIND_POOL, 0, 0);
+}
+/* What CUPTI reports for them: pool state after each call. */
+static void pool_records_1_to_4(uint32_t t) {
+    pool_rec(t, 1, ML_GPU_POOL_CREATED, POOL_P, 0, 0, 0);
+    pool_rec(t, 2, ML_GPU_POOL_ALLOC, POOL_P, 8 * MiB, 4 * MiB, 0);
+    pool_rec(t, 3, ML_GPU_POOL_ALLOC, POOL_D, 2 * MiB, 1 * MiB, 0);
+    pool_rec(t, 4, ML_GPU_POOL_RELEASE, POOL_P, 8 * MiB, 0, 0);
+}
+static void pool_records_5_to_9(uint32_t t) {
+    pool_rec(t, 5, ML_GPU_POOL_TRIMMED, POOL_P, 0, 0, 0);
+    pool_rec(t, 6, ML_GPU_POOL_ALLOC, POOL_P, 2 * MiB, 2 * MiB, 0);
+    pool_rec(t, 7, ML_GPU_POOL_RELEASE, POOL_P, 2 * MiB, 0, 0);
+    pool_rec(t, 8, ML_GPU_POOL_TRIMMED, POOL_P, 0, 0, 0);
+    pool_rec(t, 9, ML_GPU_POOL_DESTROYED, POOL_P, 0, 0, 0);
+}
+
+static void expect_pools(bool in_order) {
+    const ml_gpu_t *g = ml_analysis_gpu(a);
+    cr_assert_not_null(g);
+    const ml_gpu_device_t *d = dev_of(g, 0);
+    cr_expect_eq(d->peak_bytes, 5 * MiB, "pool records move no device bytes");
+    cr_expect_eq(d->pool_trims, 2, "the callbacks' trims");
+    cr_expect_eq(d->pool_records, 9);
+    cr_expect_eq(d->npools, 2);
+    ml_gpu_pool_t p[4];
+    cr_assert_eq(ml_gpu_pools(g, dev_index(g, 0), NULL, 0), 2);
+    cr_assert_eq(ml_gpu_pools(g, dev_index(g, 0), p, 4), 2);
+    const ml_gpu_pool_t *x = p[0].address == POOL_P ? &p[0] : &p[1];
+    const ml_gpu_pool_t *y = p[0].address == POOL_P ? &p[1] : &p[0];
+    cr_assert_eq(x->address, POOL_P);
+    cr_assert_eq(y->address, POOL_D);
+    cr_expect(x->explicit_pool);
+    cr_expect_eq(x->peak_reserved_bytes, 8 * MiB);
+    cr_expect_eq(x->reserved_at_exit_bytes, 0);
+    cr_expect_eq(x->peak_used_bytes, 4 * MiB);
+    cr_expect_eq(x->used_at_exit_bytes, 0);
+    cr_expect_eq(x->reserved_at_peak_bytes, 8 * MiB, "after c2, the last record up to c3");
+    cr_expect_eq(x->used_at_peak_bytes, 4 * MiB);
+    cr_expect_eq(x->release_threshold_bytes, 0);
+    cr_expect_eq(x->trims, 2);
+    cr_expect_eq(x->created, 1);
+    cr_expect_eq(x->destroyed, 1);
+    cr_expect_eq(x->allocs, 2);
+    cr_expect_eq(x->releases, 2);
+    cr_expect_eq(x->last_correlation, 9);
+    if (in_order) cr_expect_eq(x->drops_to_zero, 2, "8 MiB -> 0 at c5, 2 MiB -> 0 at c8");
+    cr_expect_not(y->explicit_pool, "no CREATED record: the default pool");
+    cr_expect_eq(y->peak_reserved_bytes, 2 * MiB);
+    cr_expect_eq(y->reserved_at_exit_bytes, 2 * MiB);
+    cr_expect_eq(y->peak_used_bytes, 1 * MiB);
+    cr_expect_eq(y->reserved_at_peak_bytes, 2 * MiB);
+    cr_expect_eq(y->used_at_peak_bytes, 1 * MiB);
+    cr_expect_eq(y->trims + y->created + y->destroyed, 0);
+    cr_expect_eq(d->pool_reserved_at_peak_bytes, 10 * MiB);
+    cr_expect_eq(d->pool_used_at_peak_bytes, 5 * MiB);
+    cr_expect_eq(d->pool_unused_at_peak_bytes, 5 * MiB, "reserved but unused at the peak");
+}
+
+Test(gpu, pools_joined_by_correlation_delivered_mid_run_and_at_exit, .init = setup, .fini = teardown) {
+    /* CUPTI hands over one buffer after c4, the rest at the exit flush. */
+    pool_callbacks_1_to_4();
+    pool_records_1_to_4(12);
+    pool_callbacks_5_to_8();
+    pool_records_5_to_9(20);
+    expect_pools(true);
+}
+
+Test(gpu, pools_out_of_order_give_the_same_states, .init = setup, .fini = teardown) {
+    /* Everything at exit, the second buffer completed before the first. */
+    pool_callbacks_1_to_4();
+    pool_callbacks_5_to_8();
+    pool_records_5_to_9(20);
+    pool_records_1_to_4(20);
+    expect_pools(false);
+}
+
+Test(gpu, pools_json_keys, .init = setup, .fini = teardown) {
+    pool_callbacks_1_to_4();
+    pool_records_1_to_4(12);
+    pool_callbacks_5_to_8();
+    pool_records_5_to_9(20);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    ml_report_json_gpu(m, a);
+    fclose(m);
+    cr_expect(strstr(buf, "\"pool_trims\": 2, \"pool_reserved_at_peak_bytes\": 10485760, "
+                          "\"pool_used_at_peak_bytes\": 5242880, \"pool_unused_at_peak_bytes\": 5242880, "
+                          "\"pool_records\": 9, \"pools\": [") != NULL, "%s", buf);
+    cr_expect(strstr(buf, "{\"address\": 30064771072, \"kind\": \"explicit\", \"imported\": false, "
+                          "\"managed\": false, \"peak_reserved_bytes\": 8388608, \"reserved_at_exit_bytes\": 0, "
+                          "\"peak_used_bytes\": 4194304, \"used_at_exit_bytes\": 0, "
+                          "\"reserved_at_peak_bytes\": 8388608, \"used_at_peak_bytes\": 4194304, "
+                          "\"release_threshold_bytes\": 0, \"trims\": 2, \"reserved_drops_to_zero\": 2, "
+                          "\"allocs\": 2, \"releases\": 2, \"created\": 1, \"destroyed\": 1}") != NULL, "%s", buf);
+    cr_expect(strstr(buf, "{\"address\": 25769803776, \"kind\": \"default\", ") != NULL, "%s", buf);
+    free(buf);
+}
+
+Test(gpu, no_pool_records_no_pools_key, .init = setup, .fini = teardown) {
+    pool_callbacks_1_to_4();
+    pool_callbacks_5_to_8();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    ml_report_json_gpu(m, a);
+    fclose(m);
+    cr_expect(strstr(buf, "\"pools\"") == NULL, "%s", buf);
+    cr_expect(strstr(buf, "pool_reserved_at_peak_bytes") == NULL);
+    cr_expect_eq(dev_of(ml_analysis_gpu(a), 0)->npools, 0);
+    free(buf);
+}
+
+/* 64 cudaMallocAsync/cudaFreeAsync pairs over one second from one site. */
+static void async_churn(void) {
+    for (uint32_t i = 0; i < 64; i++) {
+        cb(ML_T_GPU_ALLOC, ML_GPU_OP_ALLOC, i * 15, 100 + 2 * i, ML_GPU_KIND_ASYNC, 0x200000000, MiB);
+        cb(ML_T_GPU_FREE, ML_GPU_OP_FREE, i * 15 + 1, 101 + 2 * i, ML_GPU_KIND_ASYNC, 0x200000000, 0);
+    }
+    cb(ML_T_GPU_ALLOC, ML_GPU_OP_ALLOC, 1000, 300, ML_GPU_KIND_DEVICE, 0x1, 1);
+}
+
+Test(gpu, async_advice_says_what_the_pool_records_measured, .init = setup, .fini = teardown) {
+    async_churn();
+    for (uint32_t i = 0; i < 4; i++) { /* the pool fills and falls back to 0 at each sync */
+        pool_rec(1000, 100 + 2 * i, ML_GPU_POOL_ALLOC, POOL_D, 2 * MiB, MiB, 0);
+        pool_rec(1000, 101 + 2 * i, ML_GPU_POOL_RELEASE, POOL_D, 0, 0, 0);
+    }
+    ml_gpu_suggestion_t s[8];
+    size_t n = ml_gpu_suggest(ml_analysis_gpu(a), s, 8);
+    const ml_gpu_suggestion_t *x = find(s, n, "gpu_async_alloc", 7);
+    cr_assert_not_null(x);
+    cr_expect(strstr(x->message, "Measured (--gpu-pools): 1 pool(s) with release threshold 0 were "
+                                 "trimmed 0 times and their reserved memory fell to 0 4 times.") != NULL,
+              "%s", x->message);
+}
+
+Test(gpu, async_advice_without_pool_records_is_unchanged, .init = setup, .fini = teardown) {
+    async_churn();
+    ml_gpu_suggestion_t s[8];
+    size_t n = ml_gpu_suggest(ml_analysis_gpu(a), s, 8);
+    const ml_gpu_suggestion_t *x = find(s, n, "gpu_async_alloc", 7);
+    cr_assert_not_null(x);
+    cr_expect(strstr(x->message, "Measured") == NULL, "%s", x->message);
+}
+
+Test(gpu, async_advice_dropped_when_the_threshold_is_set, .init = setup, .fini = teardown) {
+    async_churn();
+    pool_rec(1000, 100, ML_GPU_POOL_ALLOC, POOL_D, 64 * MiB, MiB, 64 * MiB);
+    ml_gpu_suggestion_t s[8];
+    size_t n = ml_gpu_suggest(ml_analysis_gpu(a), s, 8);
+    cr_expect_null(find(s, n, "gpu_async_alloc", 7), "the pool already keeps its memory");
+}

@@ -552,3 +552,65 @@ Test(format, snapshot_and_trailer, .init = setup, .fini = teardown) {
     ml_reader_close(rd);
     free(full);
 }
+
+/* The gpu-pool record (since 1.4): literal bytes, and every field back. */
+Test(format, gpu_pool_record_bytes_and_round_trip, .init = setup, .fini = teardown) {
+    ml_record_t w;
+    memset(&w, 0, sizeof w);
+    w.tag = ML_T_GPU_POOL;
+    w.u.gpu.op = ML_GPU_OP_POOL_STATE;
+    w.u.gpu.kind = ML_GPU_POOL_TRIMMED;
+    w.u.gpu.flags = ML_GPU_F_POOL_MANAGED;
+    w.u.gpu.device = 1;
+    w.u.gpu.context = 2;
+    w.u.gpu.ptr = 0x300;      /* pool */
+    w.u.gpu.size = 200;       /* reserved */
+    w.u.gpu.pool_used = 5;
+    w.u.gpu.pool_threshold = 7;
+    w.u.gpu.handle = 9;       /* bytes to keep */
+    w.u.gpu.stream = 3;
+    w.u.gpu.cbid = 50;
+    w.u.gpu.correlation = 300;
+    write_trace(&w, 1, false);
+    int fd = open(path, O_RDONLY);
+    uint8_t buf[4096];
+    ssize_t len = read(fd, buf, sizeof buf);
+    close(fd);
+    cr_assert_gt(len, 32);
+    uint32_t comp;
+    memcpy(&comp, buf + 20, 4);
+    uint8_t out[64];
+    size_t got = ZSTD_decompress(out, sizeof out, buf + 32, comp);
+    static const uint8_t expect[] = {
+        0x42, 0x03,       /* gpu-pool, trimmed */
+        0x80, 0x10,       /* flags 0x800 */
+        0x02, 0x02,       /* device 1 (zig-zag), context 2 */
+        0x80, 0x06,       /* pool 0x300 */
+        0xc8, 0x01,       /* reserved 200 */
+        0x05, 0x07, 0x09, 0x03, /* used, threshold, keep, block_size */
+        0x32, 0xac, 0x02, /* activity 50, correlation 300 */
+    };
+    cr_assert_eq(got, sizeof expect);
+    cr_expect_eq(memcmp(out, expect, sizeof expect), 0);
+
+    ml_reader_t *rd;
+    char err[256];
+    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0, "%s", err);
+    ml_record_t r;
+    cr_assert_eq(ml_reader_next(rd, &r), 1, "%s", ml_reader_error(rd));
+    cr_expect_eq(r.tag, ML_T_GPU_POOL);
+    cr_expect_eq(r.u.gpu.op, ML_GPU_OP_POOL_STATE);
+    cr_expect_eq(r.u.gpu.kind, ML_GPU_POOL_TRIMMED);
+    cr_expect_eq(r.u.gpu.flags, ML_GPU_F_POOL_MANAGED);
+    cr_expect_eq(r.u.gpu.device, 1);
+    cr_expect_eq(r.u.gpu.context, 2);
+    cr_expect_eq(r.u.gpu.ptr, 0x300);
+    cr_expect_eq(r.u.gpu.size, 200);
+    cr_expect_eq(r.u.gpu.pool_used, 5);
+    cr_expect_eq(r.u.gpu.pool_threshold, 7);
+    cr_expect_eq(r.u.gpu.handle, 9);
+    cr_expect_eq(r.u.gpu.stream, 3);
+    cr_expect_eq(r.u.gpu.cbid, 50);
+    cr_expect_eq(r.u.gpu.correlation, 300);
+    ml_reader_close(rd);
+}
