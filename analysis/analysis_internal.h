@@ -352,4 +352,11 @@ double ml__get_d(ml__ibuf_t *b);
  * make the reader ask for memory. */
 uint64_t ml__get_count(ml__ibuf_t *b, size_t min_bytes, const char *what);
 
+/* gpu.c: the GPU state of a session (ml_gpu_t) in a snapshot. Save returns
+ * 0, -ENOMEM (b->oom), or -ENOTSUP for a state it cannot restore exactly.
+ * Restore allocates *g; on damaged bytes it marks b bad, frees what it built
+ * and leaves *g NULL. */
+int ml__gpu_save(const struct ml_gpu_s *g, ml__obuf_t *b);
+void ml__gpu_restore(struct ml_gpu_s **g, ml__ibuf_t *b);
+
 #endif

@@ -20,9 +20,11 @@
  * left, indexes against their tables -- so a damaged snapshot is refused
  * (the caller then replays the records), never trusted.
  *
- * Not saved: sessions with GPU records (gpu.c keeps its own state; those
- * traces are replayed), the page map (only the counters: a restored session
- * is finished and is not fed again), per-thread realloc stashes.
+ * GPU records: gpu.c saves and restores its own state (ml__gpu_save,
+ * ml__gpu_restore) with these primitives, after the warnings.
+ *
+ * Not saved: the page map (only the counters: a restored session is
+ * finished and is not fed again), per-thread realloc stashes.
  */
 #define _GNU_SOURCE
 #include "analysis_internal.h"
@@ -33,7 +35,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SNAP_MAGIC 0x50414e53u /* "SNAP" */
+/* The first and last number of a snapshot, which also says its layout:
+ * version 1 ("SNAP", before the GPU state was saved) has no GPU section;
+ * version 2 ("SNP2") has one before its last number. Restore reads both. */
+#define SNAP_MAGIC_V1 0x50414e53u /* "SNAP" */
+#define SNAP_MAGIC 0x32504e53u    /* "SNP2" */
 
 /* ------------------------------------------------------------------------- */
 /* Writing                                                                   */
@@ -295,7 +301,7 @@ static void put_frag(ml__obuf_t *b, const ml__moment_t *m, frag_job_t *j) {
 int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    if (a->light || a->gpu) return -ENOTSUP;
+    if (a->light) return -ENOTSUP;
     ml__obuf_t b = {0};
     ml__put_u(&b, SNAP_MAGIC);
     put_totals(&b, &a->t);
@@ -430,11 +436,14 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
 
     ml__put_u(&b, a->nwarn);
     for (size_t i = 0; i < a->nwarn; i++) put_str(&b, a->warn[i]);
+    ml__put_u(&b, a->gpu != NULL);
+    int rc = a->gpu ? ml__gpu_save(a->gpu, &b) : 0;
     ml__put_u(&b, SNAP_MAGIC); /* the end: the reader checks that it got here */
 
-    if (b.oom) {
+    if (rc == 0 && b.oom) rc = -ENOMEM;
+    if (rc < 0) {
         free(b.p);
-        return -ENOMEM;
+        return rc;
     }
     *out = b.p;
     *len = b.len;
@@ -641,7 +650,8 @@ static void get_totals(ml__ibuf_t *b, ml_totals_t *t) {
 
 /* Fills the fresh session `a` (nothing fed yet) from the bytes. */
 static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
-    if (ml__get_u(b) != SNAP_MAGIC) {
+    uint64_t magic = ml__get_u(b);
+    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V1) {
         ml__snap_bad(b, "it does not start with its magic number");
         return;
     }
@@ -840,7 +850,9 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
             free(w);
         }
     }
-    if (ml__get_u(b) != SNAP_MAGIC || b->pos != b->len) ml__snap_bad(b, "it does not end where it should");
+    if (magic == SNAP_MAGIC && !b->bad && ml__get_max(b, 1, "bad flag"))
+        ml__gpu_restore(&a->gpu, b);
+    if (ml__get_u(b) != magic || b->pos != b->len) ml__snap_bad(b, "it does not end where it should");
 }
 
 int ml_analysis_restore(ml_analysis_t *a, const void *data, size_t len, char *err, size_t errlen) {
