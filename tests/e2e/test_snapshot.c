@@ -440,11 +440,9 @@ Test(snapshot, gpu_busy, .timeout = 60) {
               (unsigned long)d->frag_peak.holes);
     cr_expect_gt(ml_gpu_device(g, 1)->ctx_destroy_bytes, 0);
     const ml_gpu_point_t *p;
-    size_t n = ml_gpu_timeline(g, 0, &p);
-    cr_expect_gt(n, 400, "timeline points: %zu", n);
-    cr_expect(n > 1 && p[1].time_ms - p[0].time_ms >= 2, "the timeline halved its resolution");
+    cr_expect_gt(ml_gpu_timeline(g, 0, &p), 100, "a timeline"); /* how long: the machine's load */
     ml_gpu_suggestion_t x[32];
-    n = ml_gpu_suggest(g, x, 32);
+    size_t n = ml_gpu_suggest(g, x, 32);
     const char *want[] = {"gpu_caching_pool", "gpu_async_alloc", "gpu_reuse_pinned", "gpu_avoid_empty_cache",
                           "gpu_checkpoint_or_offload", NULL};
     for (int i = 0; want[i]; i++) {
@@ -463,6 +461,103 @@ Test(snapshot, gpu_inject) {
                             (const char *[]){"fx_gpu_inject", h_bin("fakecupti/libcupti.so.12"), NULL}, NULL);
 }
 #endif
+
+static void feed_gpu(ml_analysis_t *a, int tag, uint8_t op, uint8_t kind, int32_t dev, uint32_t ctx,
+                     uint64_t ptr, uint64_t size, uint64_t handle, uint32_t stack, uint32_t time_ms) {
+    ml_record_t r;
+    memset(&r, 0, sizeof r);
+    r.tag = (uint8_t)tag;
+    r.time_ms = time_ms;
+    r.u.gpu.op = op;
+    r.u.gpu.kind = kind;
+    r.u.gpu.device = dev;
+    r.u.gpu.context = ctx;
+    r.u.gpu.ptr = ptr;
+    r.u.gpu.size = size;
+    r.u.gpu.handle = handle;
+    r.u.gpu.stack = stack;
+    ml_analysis_feed(a, &r);
+}
+
+/* Records fed by hand, on a clock the test controls: 4000 ms of churn (the
+ * timelines halve their resolution twice), devices seen out of order (-1
+ * and 3 after 0), drains, trims, holes, a VMM handle released while mapped,
+ * a failed free, a context destroyed. The restored state equals the fed
+ * one, and so does the GPU JSON. */
+Test(snapshot, gpu_fed_records_round_trip) {
+    ml_analysis_t *a;
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    const int A = ML_T_GPU_ALLOC, F = ML_T_GPU_FREE;
+    const uint64_t M = 1024 * 1024;
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 64 * M, 0, 7, 0);
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_VMM_RESERVE, 0, 1, 0x7e0000000000, 8 * M, 0, 8, 1);
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_VMM_PHYSICAL, 0, 1, 0xabc0, 2 * M, 0, 8, 1);
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_VMM_MAP, 0, 1, 0x7e0000000000, 2 * M, 0xabc0, 8, 1);
+    feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_VMM_PHYSICAL, 0, 1, 0xabc0, 0, 0, 0, 2);
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 3, 4, 0x3000000000, 3 * M, 0, 9, 2);
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, -1, 0, 0x4000000000, 1 * M, 0, 9, 2);
+    for (uint32_t t = 3; t < 4000; t++) {
+        feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x2000000000, (t % 5 + 1) * M, 0, 10, t);
+        feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x2000000000, 0, 0, 0, t);
+        feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_ASYNC, 0, 1, 0x2100000000, 4096 * (t % 11 + 1), 0, 11, t);
+        feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_ASYNC, 0, 1, 0x2100000000, 0, 0, 0, t);
+        if (t % 7 == 0) {
+            feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_HOST_PINNED, 0, 1, 0x7fff00000000, 65536, 0, 12, t);
+            feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_HOST_PINNED, 0, 1, 0x7fff00000000, 0, 0, 0, t);
+        }
+        if (t % 300 == 0) {
+            for (uint64_t i = 0; i < 20; i++)
+                feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M, M, 0, 13, t);
+            for (uint64_t i = 0; i < 20; i += 2)
+                feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M, 0, 0, 0, t);
+            for (uint64_t i = 1; i < 20; i += 2)
+                feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M, 0, 0, 0, t);
+            feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 0, 0, 0, t);
+            feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 64 * M, 0, 7, t);
+        }
+        if (t % 450 == 0) feed_gpu(a, F, ML_GPU_OP_POOL_TRIM, ML_GPU_KIND_POOL, 0, 1, 0, 0, 0x9001, 0, t);
+    }
+    feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 0, 0, 0, 4000);
+    feed_gpu(a, F, ML_GPU_OP_FREE_FAILED, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 0, 0, 0, 4000);
+    feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0xdead0000, 0, 0, 0, 4001);
+    feed_gpu(a, F, ML_GPU_OP_CTX_DESTROY, ML_GPU_KIND_DEVICE, 3, 4, 0, 0, 0, 0, 4002);
+    const ml_gpu_t *g = ml_analysis_gpu(a);
+    cr_assert_eq(ml_gpu_device_count(g), 3);
+    const ml_gpu_point_t *p;
+    size_t n = ml_gpu_timeline(g, 1, &p);
+    cr_assert(n > 1 && p[1].time_ms - p[0].time_ms >= 4, "the timeline halved twice: %zu points", n);
+    cr_assert_geq(ml_gpu_device(g, 1)->empty_cache_cycles, 3);
+
+    void *data;
+    size_t len;
+    cr_assert_eq(ml_analysis_snapshot(a, &data, &len), 0);
+    ml_analysis_t *b;
+    char err[512];
+    cr_assert_eq(ml_analysis_new(&b), 0);
+    cr_assert_eq(ml_analysis_restore(b, data, len, err, sizeof err), 0, "%s", err);
+    expect_same_gpu(b, a);
+    char *ja = NULL, *jb = NULL;
+    size_t la, lb;
+    FILE *f = open_memstream(&ja, &la);
+    ml_report_json_gpu(f, a);
+    fclose(f);
+    f = open_memstream(&jb, &lb);
+    ml_report_json_gpu(f, b);
+    fclose(f);
+    cr_expect_gt(la, 1000);
+    cr_expect_str_eq(jb, ja, "the GPU JSON of the restored session differs");
+    /* Saved again, the restored state gives the same bytes. */
+    void *again;
+    size_t len2;
+    cr_assert_eq(ml_analysis_snapshot(b, &again, &len2), 0);
+    cr_expect(len2 == len && !memcmp(again, data, len), "a second save differs");
+    free(again);
+    free(ja);
+    free(jb);
+    free(data);
+    ml_analysis_free(a);
+    ml_analysis_free(b);
+}
 
 /* The LEB128 bytes of v, as the snapshot writes numbers. */
 static size_t leb(uint64_t v, uint8_t *out) {
