@@ -1338,14 +1338,16 @@ static void get_gblock(ml__ibuf_t *b, const ml_gpu_t *g, gblock_t *e) {
     e->key = ml__get_u(b);
     e->size = ml__get_u(b);
     e->handle = ml__get_u(b);
-    e->site = (uint32_t)ml__get_max(b, g->nsites ? g->nsites - 1 : 0, "a GPU block names an unknown site");
+    e->site = (uint32_t)ml__get_max(b, g->nsites ? g->nsites - 1 : 0,
+                                    "a GPU block names an unknown site");
     e->context = (uint32_t)ml__get_max(b, UINT32_MAX, "a GPU context is out of range");
     e->time_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "a GPU time is out of range");
     e->maps = (uint32_t)ml__get_max(b, UINT32_MAX, "a GPU handle's mappings are out of range");
     e->flags = (uint16_t)ml__get_max(b, UINT16_MAX, "a GPU block's flags are out of range");
     e->kind = (uint8_t)ml__get_max(b, ML_GPU_KIND_COUNT_ - 1, "a GPU block's kind is out of range");
     e->released = (uint8_t)ml__get_max(b, 1, "bad flag");
-    e->dev = (uint8_t)ml__get_max(b, g->ndevs ? g->ndevs - 1 : 0, "a GPU block names an unknown device");
+    e->dev =
+        (uint8_t)ml__get_max(b, g->ndevs ? g->ndevs - 1 : 0, "a GPU block names an unknown device");
     if (b->bad) return;
     if (!e->space || e->space != space_of(e->kind) + 1 || !g->nsites || !g->ndevs ||
         g->sites[e->site].dev != e->dev || g->sites[e->site].pub.kind != e->kind)
@@ -1490,7 +1492,8 @@ int ml__gpu_save(const ml_gpu_t *g, ml__obuf_t *b) {
 /* The live counters must be what the live blocks add up to. */
 static void check_live_sums(ml__ibuf_t *b, const ml_gpu_t *g) {
     size_t nd = g->ndevs;
-    uint64_t *sum = calloc(nd * (4 + 2 * ML_GPU_KIND_COUNT_) + 2 * (size_t)g->nsites + 1, sizeof *sum);
+    uint64_t *sum =
+        calloc(nd * (4 + 2 * ML_GPU_KIND_COUNT_) + 2 * (size_t)g->nsites + 1, sizeof *sum);
     if (!sum) return (void)ml__snap_bad(b, "out of memory");
     uint64_t *dev = sum, *kind = sum + 4 * nd, *site = kind + 2 * ML_GPU_KIND_COUNT_ * nd;
     for (uint64_t i = 0; i < g->live.cap; i++) {
@@ -1517,7 +1520,8 @@ static void check_live_sums(ml__ibuf_t *b, const ml_gpu_t *g) {
         pinned += p->pinned_live_bytes;
     }
     for (uint32_t i = 0; i < g->nsites && ok; i++)
-        ok = g->sites[i].pub.live_bytes == site[2 * i] && g->sites[i].pub.live_blocks == site[2 * i + 1];
+        ok = g->sites[i].pub.live_bytes == site[2 * i] &&
+             g->sites[i].pub.live_blocks == site[2 * i + 1];
     if (ok) ok = g->sum.live_bytes == all && g->sum.pinned_live_bytes == pinned;
     free(sum);
     if (!ok) ml__snap_bad(b, "the GPU live counters do not match the live blocks");
@@ -1541,7 +1545,8 @@ static bool derived_ok(const gdev_t *d) {
 }
 
 static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
-    if (ml__get_u(b) != GPU_SNAP_MAGIC) return (void)ml__snap_bad(b, "the GPU state has no magic number");
+    if (ml__get_u(b) != GPU_SNAP_MAGIC)
+        return (void)ml__snap_bad(b, "the GPU state has no magic number");
     ml_gpu_summary_t *u = &g->sum;
     u->ndevices = ml__get_max(b, 255, "too many GPU devices");
     u->gpu_records = ml__get_u(b);
@@ -1555,7 +1560,8 @@ static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
     u->pinned_peak_bytes = ml__get_u(b);
     u->contexts_destroyed = ml__get_u(b);
     g->have_time = ml__get_max(b, 1, "bad flag");
-    if (ml__get_u(b) != (uint64_t)ML_GPU_KIND_COUNT_) return (void)ml__snap_bad(b, "another set of GPU kinds");
+    if (ml__get_u(b) != (uint64_t)ML_GPU_KIND_COUNT_)
+        return (void)ml__snap_bad(b, "another set of GPU kinds");
 
     /* A device takes at least 230 bytes (its counters, one byte each). */
     uint64_t ndevs = ml__get_count(b, 230, "more GPU devices than the snapshot holds");
@@ -1593,7 +1599,8 @@ static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
         p->pinned_free_calls = ml__get_u(b);
         p->unknown_frees = ml__get_u(b);
         p->failed_frees = ml__get_u(b);
-        p->empty_cache_cycles = (uint32_t)ml__get_max(b, UINT32_MAX, "a GPU counter is out of range");
+        p->empty_cache_cycles =
+            (uint32_t)ml__get_max(b, UINT32_MAX, "a GPU counter is out of range");
         p->pool_trims = (uint32_t)ml__get_max(b, UINT32_MAX, "a GPU counter is out of range");
         for (int k = 0; k < ML_GPU_KIND_COUNT_; k++) {
             ml_gpu_kind_stats_t *s = &p->kinds[k];
@@ -1649,8 +1656,8 @@ static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
     uint64_t nsites = ml__get_count(b, 20, "more GPU sites than the snapshot holds");
     if (b->bad) return;
     if (nsites) {
-        uint32_t cap = 256;
-        while ((nsites + 1) * 2 > cap) cap *= 2; /* what site_get() would have grown to */
+        uint32_t cap = 256; /* at least what site_get() would have grown to */
+        while ((nsites + 1) * 2 > cap) cap *= 2;
         g->sites = calloc(nsites, sizeof *g->sites);
         g->site_map = calloc(cap, sizeof *g->site_map);
         if (!g->sites || !g->site_map) return (void)ml__snap_bad(b, "out of memory");
@@ -1660,12 +1667,14 @@ static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
     for (uint32_t i = 0; i < nsites && !b->bad; i++) {
         gsite_t *s = &g->sites[i];
         ml_gpu_site_t *p = &s->pub;
-        s->dev = (uint32_t)ml__get_max(b, g->ndevs ? g->ndevs - 1 : 0, "a GPU site names an unknown device");
+        s->dev = (uint32_t)ml__get_max(b, g->ndevs ? g->ndevs - 1 : 0,
+                                       "a GPU site names an unknown device");
         if (!b->bad && !g->ndevs) ml__snap_bad(b, "a GPU site without devices");
         if (b->bad) return;
         p->device = g->devs[s->dev].pub.device;
         p->stack = (uint32_t)ml__get_max(b, UINT32_MAX, "a GPU site's stack is out of range");
-        p->kind = (uint8_t)ml__get_max(b, ML_GPU_KIND_COUNT_ - 1, "a GPU site's kind is out of range");
+        p->kind =
+            (uint8_t)ml__get_max(b, ML_GPU_KIND_COUNT_ - 1, "a GPU site's kind is out of range");
         p->alloc_calls = ml__get_u(b);
         p->bytes_allocated = ml__get_u(b);
         p->frees = ml__get_u(b);
@@ -1681,7 +1690,8 @@ static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
         p->max_size = ml__get_u(b);
         p->top_size = ml__get_u(b);
         p->top_size_count = ml__get_u(b);
-        p->distinct_sizes = (uint32_t)ml__get_max(b, ML_GPU_SITE_SIZES, "a GPU site has too many sizes");
+        p->distinct_sizes =
+            (uint32_t)ml__get_max(b, ML_GPU_SITE_SIZES, "a GPU site has too many sizes");
         for (uint32_t k = 0; k < p->distinct_sizes && !b->bad; k++) {
             s->sizes[k] = ml__get_u(b);
             s->size_counts[k] = ml__get_u(b);
@@ -1694,7 +1704,8 @@ static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
         uint64_t key = site_key(p->device, p->stack, p->kind);
         uint32_t j = (uint32_t)mix(key) & (g->site_map_cap - 1);
         for (; g->site_map[j].idx; j = (j + 1) & (g->site_map_cap - 1))
-            if (g->site_map[j].key == key) return (void)ml__snap_bad(b, "two GPU sites with one key");
+            if (g->site_map[j].key == key)
+                return (void)ml__snap_bad(b, "two GPU sites with one key");
         g->site_map[j].key = key;
         g->site_map[j].idx = ++g->nsites;
     }
@@ -1737,7 +1748,8 @@ static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
         b->pos = at;
         get_gblock(b, g, &g->stash[i]);
     }
-    if (!b->bad && ml__get_u(b) != GPU_SNAP_MAGIC) ml__snap_bad(b, "the GPU state does not end where it should");
+    if (!b->bad && ml__get_u(b) != GPU_SNAP_MAGIC)
+        ml__snap_bad(b, "the GPU state does not end where it should");
     if (b->bad) return;
 
     /* The devices' live ranges, as add_live() inserted them. */

@@ -381,11 +381,12 @@ static void expect_same_gpu(const ml_analysis_t *s, const ml_analysis_t *r) {
         size_t n = ml_gpu_sites(gr, SIZE_MAX, (ml_gpu_order_t)o, b, 256);
         cr_expect_eq(ml_gpu_sites(gs, SIZE_MAX, (ml_gpu_order_t)o, a, 256), n, "order %d", o);
         for (size_t i = 0; i < n; i++) {
-            cr_expect(a[i].stack == b[i].stack && a[i].kind == b[i].kind && a[i].device == b[i].device &&
-                          a[i].peak_bytes == b[i].peak_bytes && a[i].leaked_bytes == b[i].leaked_bytes &&
-                          a[i].frees == b[i].frees && a[i].lifetime_ms_sum == b[i].lifetime_ms_sum &&
-                          a[i].distinct_sizes == b[i].distinct_sizes && a[i].top_size == b[i].top_size,
-                      "order %d, site %zu differs", o, i);
+            cr_expect(
+                a[i].stack == b[i].stack && a[i].kind == b[i].kind && a[i].device == b[i].device &&
+                    a[i].peak_bytes == b[i].peak_bytes && a[i].leaked_bytes == b[i].leaked_bytes &&
+                    a[i].frees == b[i].frees && a[i].lifetime_ms_sum == b[i].lifetime_ms_sum &&
+                    a[i].distinct_sizes == b[i].distinct_sizes && a[i].top_size == b[i].top_size,
+                "order %d, site %zu differs", o, i);
             cr_expect_eq(ml_gpu_site_pairs_per_s(gs, &a[i]), ml_gpu_site_pairs_per_s(gr, &b[i]));
         }
     }
@@ -401,7 +402,8 @@ static void expect_same_gpu(const ml_analysis_t *s, const ml_analysis_t *r) {
 
 /* Records PROG, checks that the trace has a snapshot whose reports (JSON,
  * folded, text) equal the replay's, and compares the GPU state itself. */
-static void expect_same_gpu_reports(const char *name, const char *const *prog, ml_analysis_t **restored) {
+static void expect_same_gpu_reports(const char *name, const char *const *prog,
+                                    ml_analysis_t **restored) {
     expect_same_reports(name, prog); /* also: the snapshot is there and used */
     const char *trace = h_tmp(name);
     ml_analysis_t *s, *r;
@@ -413,8 +415,10 @@ static void expect_same_gpu_reports(const char *name, const char *const *prog, m
     cr_assert(ml_analysis_from_snapshot(s), "%s: GPU traces have a snapshot now", name);
     expect_same_gpu(s, r);
     ml_analysis_free(r);
-    if (restored) *restored = s;
-    else ml_analysis_free(s);
+    if (restored)
+        *restored = s;
+    else
+        ml_analysis_free(s);
 }
 
 /* The scenario of test_gpu_e2e: every kind, VMM, a failed free, a context
@@ -428,7 +432,8 @@ Test(snapshot, gpu_events) {
  * restored state make sure the comparison covered those. */
 Test(snapshot, gpu_busy, .timeout = 60) {
     ml_analysis_t *s;
-    expect_same_gpu_reports("gpubusy.mlt", (const char *[]){"fx_gpu_events", "busy", "20000", NULL}, &s);
+    expect_same_gpu_reports("gpubusy.mlt", (const char *[]){"fx_gpu_events", "busy", "20000", NULL},
+                            &s);
     const ml_gpu_t *g = ml_analysis_gpu(s);
     cr_assert_eq(ml_gpu_device_count(g), 2);
     const ml_gpu_device_t *d = ml_gpu_device(g, 0);
@@ -443,11 +448,12 @@ Test(snapshot, gpu_busy, .timeout = 60) {
     cr_expect_gt(ml_gpu_timeline(g, 0, &p), 100, "a timeline"); /* how long: the machine's load */
     ml_gpu_suggestion_t x[32];
     size_t n = ml_gpu_suggest(g, x, 32);
-    const char *want[] = {"gpu_caching_pool", "gpu_async_alloc", "gpu_reuse_pinned", "gpu_avoid_empty_cache",
-                          "gpu_checkpoint_or_offload", NULL};
+    const char *want[] = {"gpu_caching_pool",      "gpu_async_alloc",           "gpu_reuse_pinned",
+                          "gpu_avoid_empty_cache", "gpu_checkpoint_or_offload", NULL};
     for (int i = 0; want[i]; i++) {
         bool found = false;
-        for (size_t k = 0; k < n; k++) found = found || !strcmp(x[k].strategy, want[i]);
+        for (size_t k = 0; k < n; k++)
+            found = found || !strcmp(x[k].strategy, want[i]);
         cr_expect(found, "no %s advice", want[i]);
     }
     cr_expect_gt(ml_analysis_totals(s)->alloc_calls, 20000, "the CPU allocations are there too");
@@ -457,13 +463,15 @@ Test(snapshot, gpu_busy, .timeout = 60) {
 #ifdef ML_HAVE_CUPTI_01
 /* The same scenario through libmemlens_cupti.so and the fake CUPTI. */
 Test(snapshot, gpu_inject) {
-    expect_same_gpu_reports("gpuinject.mlt",
-                            (const char *[]){"fx_gpu_inject", h_bin("fakecupti/libcupti.so.12"), NULL}, NULL);
+    expect_same_gpu_reports(
+        "gpuinject.mlt", (const char *[]){"fx_gpu_inject", h_bin("fakecupti/libcupti.so.12"), NULL},
+        NULL);
 }
 #endif
 
 static void feed_gpu(ml_analysis_t *a, int tag, uint8_t op, uint8_t kind, int32_t dev, uint32_t ctx,
-                     uint64_t ptr, uint64_t size, uint64_t handle, uint32_t stack, uint32_t time_ms) {
+                     uint64_t ptr, uint64_t size, uint64_t handle, uint32_t stack,
+                     uint32_t time_ms) {
     ml_record_t r;
     memset(&r, 0, sizeof r);
     r.tag = (uint8_t)tag;
@@ -497,25 +505,34 @@ Test(snapshot, gpu_fed_records_round_trip) {
     feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 3, 4, 0x3000000000, 3 * M, 0, 9, 2);
     feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, -1, 0, 0x4000000000, 1 * M, 0, 9, 2);
     for (uint32_t t = 3; t < 4000; t++) {
-        feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x2000000000, (t % 5 + 1) * M, 0, 10, t);
+        feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x2000000000, (t % 5 + 1) * M, 0,
+                 10, t);
         feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x2000000000, 0, 0, 0, t);
-        feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_ASYNC, 0, 1, 0x2100000000, 4096 * (t % 11 + 1), 0, 11, t);
+        feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_ASYNC, 0, 1, 0x2100000000, 4096 * (t % 11 + 1),
+                 0, 11, t);
         feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_ASYNC, 0, 1, 0x2100000000, 0, 0, 0, t);
         if (t % 7 == 0) {
-            feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_HOST_PINNED, 0, 1, 0x7fff00000000, 65536, 0, 12, t);
-            feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_HOST_PINNED, 0, 1, 0x7fff00000000, 0, 0, 0, t);
+            feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_HOST_PINNED, 0, 1, 0x7fff00000000, 65536, 0,
+                     12, t);
+            feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_HOST_PINNED, 0, 1, 0x7fff00000000, 0, 0, 0,
+                     t);
         }
         if (t % 300 == 0) {
             for (uint64_t i = 0; i < 20; i++)
-                feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M, M, 0, 13, t);
+                feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M,
+                         M, 0, 13, t);
             for (uint64_t i = 0; i < 20; i += 2)
-                feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M, 0, 0, 0, t);
+                feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M,
+                         0, 0, 0, t);
             for (uint64_t i = 1; i < 20; i += 2)
-                feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M, 0, 0, 0, t);
+                feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M,
+                         0, 0, 0, t);
             feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 0, 0, 0, t);
-            feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 64 * M, 0, 7, t);
+            feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 64 * M, 0, 7,
+                     t);
         }
-        if (t % 450 == 0) feed_gpu(a, F, ML_GPU_OP_POOL_TRIM, ML_GPU_KIND_POOL, 0, 1, 0, 0, 0x9001, 0, t);
+        if (t % 450 == 0)
+            feed_gpu(a, F, ML_GPU_OP_POOL_TRIM, ML_GPU_KIND_POOL, 0, 1, 0, 0, 0x9001, 0, t);
     }
     feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 0, 0, 0, 4000);
     feed_gpu(a, F, ML_GPU_OP_FREE_FAILED, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 0, 0, 0, 4000);
@@ -525,7 +542,8 @@ Test(snapshot, gpu_fed_records_round_trip) {
     cr_assert_eq(ml_gpu_device_count(g), 3);
     const ml_gpu_point_t *p;
     size_t n = ml_gpu_timeline(g, 1, &p);
-    cr_assert(n > 1 && p[1].time_ms - p[0].time_ms >= 4, "the timeline halved twice: %zu points", n);
+    cr_assert(n > 1 && p[1].time_ms - p[0].time_ms >= 4, "the timeline halved twice: %zu points",
+              n);
     cr_assert_geq(ml_gpu_device(g, 1)->empty_cache_cycles, 3);
 
     void *data;
@@ -562,7 +580,8 @@ Test(snapshot, gpu_fed_records_round_trip) {
 /* The LEB128 bytes of v, as the snapshot writes numbers. */
 static size_t leb(uint64_t v, uint8_t *out) {
     size_t n = 0;
-    while (v >= 0x80) out[n++] = (uint8_t)(v | 0x80), v >>= 7;
+    while (v >= 0x80)
+        out[n++] = (uint8_t)(v | 0x80), v >>= 7;
     out[n++] = (uint8_t)v;
     return n;
 }
@@ -613,7 +632,8 @@ static void use_gpu(ml_analysis_t *a) {
 /* Every prefix of a GPU snapshot, and bits flipped in its GPU section:
  * refused (or, for a flip that keeps it sound, restored and usable), never
  * a crash; ASan builds check the memory side. */
-static void damage_gpu_snapshot(const char *name, const char *const *prog, int flips, int min_refused) {
+static void damage_gpu_snapshot(const char *name, const char *const *prog, int flips,
+                                int min_refused) {
     size_t len, at;
     uint8_t *data = gpu_snapshot(name, prog, &len, &at);
     ml_analysis_t *a;
@@ -642,7 +662,8 @@ static void damage_gpu_snapshot(const char *name, const char *const *prog, int f
         }
         ml_analysis_free(a);
     }
-    cr_expect_gt(refused, min_refused, "only %d of %d damaged GPU snapshots were refused", refused, flips);
+    cr_expect_gt(refused, min_refused, "only %d of %d damaged GPU snapshots were refused", refused,
+                 flips);
     cr_assert_eq(ml_analysis_new(&a), 0);
     cr_expect_eq(ml_analysis_restore(a, data, len, err, sizeof err), 0, "%s", err);
     cr_expect_not_null(ml_analysis_gpu(a));
@@ -657,8 +678,8 @@ Test(snapshot, gpu_restore_refuses_damaged_bytes, .timeout = 120) {
 }
 
 Test(snapshot, gpu_busy_restore_refuses_damaged_bytes, .timeout = 120) {
-    damage_gpu_snapshot("gpubusyrs.mlt", (const char *[]){"fx_gpu_events", "busy", "2000", "100", NULL}, 1500,
-                        300);
+    damage_gpu_snapshot("gpubusyrs.mlt",
+                        (const char *[]){"fx_gpu_events", "busy", "2000", "100", NULL}, 1500, 300);
 }
 
 /* Snapshots from before the GPU state was saved (version 1: "SNAP" first
