@@ -15,6 +15,10 @@ ml_test(test_gpu_e2e e2e/test_gpu.c e2e/harness.c)
 target_link_libraries(test_gpu_e2e PRIVATE ml_report)
 add_dependencies(test_gpu_e2e memlens memlens_preload fx_gpu_events)
 add_dependencies(test_snapshot fx_gpu_events) # GPU traces have snapshots too
+if(ML_HAVE_CUPTI_01) # and the CUPTI collector's, with the fake libcupti below
+  target_compile_definitions(test_snapshot PRIVATE ML_HAVE_CUPTI_01)
+  add_dependencies(test_snapshot memlens_cupti fake_cupti fx_gpu_inject)
+endif()
 
 if(ML_HAVE_CUPTI_01)
   get_target_property(ML_TEST_CUPTI_INCLUDES CUDA::cupti INTERFACE_INCLUDE_DIRECTORIES)
@@ -39,8 +43,6 @@ if(ML_HAVE_CUPTI_01)
   ml_test(test_gpu_inject e2e/test_gpu_inject.c e2e/harness.c)
   target_link_libraries(test_gpu_inject PRIVATE ml_report)
   add_dependencies(test_gpu_inject memlens memlens_preload memlens_cupti fake_cupti fx_gpu_inject fx_counts)
-  target_compile_definitions(test_snapshot PRIVATE ML_HAVE_CUPTI_01)
-  add_dependencies(test_snapshot memlens_cupti fake_cupti fx_gpu_inject)
 
   # STYLE 16: the injection library exports InitializeInjection and nothing
   # else, and links neither libcupti (dlopen'ed, reused) nor libcuda.
