@@ -981,7 +981,10 @@ static bool load_snapshot(ml_analysis_t *a, ml_reader_t *r, const char *path) {
         return false;
     }
     char err[256];
-    bool ok = version == ML_ANALYSIS_SNAPSHOT_VERSION; /* another memlens' snapshot: replay */
+    /* Another memlens' snapshot (a newer one, or one older than we read):
+     * replay. Snapshots carry their layout, so restore reads each version
+     * it knows. */
+    bool ok = version >= ML_ANALYSIS_SNAPSHOT_OLDEST && version <= ML_ANALYSIS_SNAPSHOT_VERSION;
     if (ok && ml_analysis_restore(a, data, len, err, sizeof err) < 0) {
         ml__warn(a, "%s: %s; the records were replayed instead", path, err);
         ok = false;

@@ -91,10 +91,14 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
  * it at the end of the trace; ml_analysis_load_ex(ML_LOAD_SNAPSHOT) restores
  * it, so a report skips the replay. Builds from a restored session and from
  * a replay are the same (analysis/snapshot.c, tests/e2e/test_snapshot.c). */
-#define ML_ANALYSIS_SNAPSHOT_VERSION 1
+#define ML_ANALYSIS_SNAPSHOT_VERSION 2
+/* Version 1 snapshots (no GPU state: sessions with GPU records had none)
+ * restore too; only older versions than this are replayed. */
+#define ML_ANALYSIS_SNAPSHOT_OLDEST 1
 
-/** Serializes a fed session (not a light one, not one with GPU records:
- * -ENOTSUP) into a malloc'd buffer. Returns 0 or a negative errno. */
+/** Serializes a fed session (not a light one: -ENOTSUP) into a malloc'd
+ * buffer, GPU state included. Returns 0 or a negative errno (-ENOTSUP for
+ * state it could not restore exactly: the collector then writes none). */
 int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len);
 
 /** Fills a fresh session (nothing fed yet) from snapshot bytes. Every count

@@ -20,9 +20,11 @@
  * left, indexes against their tables -- so a damaged snapshot is refused
  * (the caller then replays the records), never trusted.
  *
- * Not saved: sessions with GPU records (gpu.c keeps its own state; those
- * traces are replayed), the page map (only the counters: a restored session
- * is finished and is not fed again), per-thread realloc stashes.
+ * GPU records: gpu.c saves and restores its own state (ml__gpu_save,
+ * ml__gpu_restore) with these primitives, after the warnings.
+ *
+ * Not saved: the page map (only the counters: a restored session is
+ * finished and is not fed again), per-thread realloc stashes.
  */
 #define _GNU_SOURCE
 #include "analysis_internal.h"
@@ -33,19 +35,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SNAP_MAGIC 0x50414e53u /* "SNAP" */
+/* The first and last number of a snapshot, which also says its layout:
+ * version 1 ("SNAP", before the GPU state was saved) has no GPU section;
+ * version 2 ("SNP2") has one before its last number. Restore reads both. */
+#define SNAP_MAGIC_V1 0x50414e53u /* "SNAP" */
+#define SNAP_MAGIC 0x32504e53u    /* "SNP2" */
 
 /* ------------------------------------------------------------------------- */
 /* Writing                                                                   */
 /* ------------------------------------------------------------------------- */
 
-typedef struct {
-    uint8_t *p;
-    size_t len, cap;
-    bool oom;
-} obuf_t;
-
-static bool room(obuf_t *b, size_t more) {
+static bool room(ml__obuf_t *b, size_t more) {
     if (b->oom) return false;
     if (b->len + more <= b->cap) return true;
     size_t cap = b->cap ? b->cap * 2 : 65536;
@@ -60,7 +60,7 @@ static bool room(obuf_t *b, size_t more) {
     return true;
 }
 
-static void put_u(obuf_t *b, uint64_t v) {
+void ml__put_u(ml__obuf_t *b, uint64_t v) {
     if (!room(b, 10)) return;
     while (v >= 0x80) {
         b->p[b->len++] = (uint8_t)(v | 0x80);
@@ -69,38 +69,38 @@ static void put_u(obuf_t *b, uint64_t v) {
     b->p[b->len++] = (uint8_t)v;
 }
 
-static void put_s(obuf_t *b, int64_t v) {
-    put_u(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+void ml__put_s(ml__obuf_t *b, int64_t v) {
+    ml__put_u(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
 }
 
-static void put_d(obuf_t *b, double d) {
+void ml__put_d(ml__obuf_t *b, double d) {
     uint64_t v;
     memcpy(&v, &d, sizeof v);
     if (!room(b, 8)) return;
     for (int i = 0; i < 8; i++) b->p[b->len++] = (uint8_t)(v >> (8 * i));
 }
 
-static void put_bytes(obuf_t *b, const void *s, size_t n) {
-    put_u(b, n);
+void ml__put_bytes(ml__obuf_t *b, const void *s, size_t n) {
+    ml__put_u(b, n);
     if (n && room(b, n)) {
         memcpy(b->p + b->len, s, n);
         b->len += n;
     }
 }
 
-static void put_str(obuf_t *b, const char *s) {
+static void put_str(ml__obuf_t *b, const char *s) {
     s = s ? s : "";
-    put_bytes(b, s, strlen(s));
+    ml__put_bytes(b, s, strlen(s));
 }
 
 /* A block without its address (the caller writes it). */
-static void put_block(obuf_t *b, const ml__block_t *e) {
-    put_u(b, e->size);
-    put_u(b, e->reach);
-    put_u(b, e->seq);
-    put_u(b, e->slack);
-    put_u(b, e->stack);
-    put_u(b, e->time_ms);
+static void put_block(ml__obuf_t *b, const ml__block_t *e) {
+    ml__put_u(b, e->size);
+    ml__put_u(b, e->reach);
+    ml__put_u(b, e->seq);
+    ml__put_u(b, e->slack);
+    ml__put_u(b, e->stack);
+    ml__put_u(b, e->time_ms);
 }
 
 static inline uint64_t hash_u64(uint64_t p) { /* analysis.c's */
@@ -124,9 +124,9 @@ static int cmp_slotted(const void *x, const void *y) {
  * delta from the one before (small, and zstd likes it) and each slot as its
  * distance from the block's home slot (almost always 0), so the restored map
  * has every block in the slot it had. */
-static void put_map(obuf_t *b, const ml__block_map_t *m) {
-    put_u(b, m->cap);
-    put_u(b, m->count);
+static void put_map(ml__obuf_t *b, const ml__block_map_t *m) {
+    ml__put_u(b, m->cap);
+    ml__put_u(b, m->count);
     slotted_t *v = m->count ? malloc(m->count * sizeof *v) : NULL;
     if (m->count && !v) {
         b->oom = true;
@@ -138,65 +138,65 @@ static void put_map(obuf_t *b, const ml__block_map_t *m) {
     if (n > 1) qsort(v, n, sizeof *v, cmp_slotted);
     uint64_t prev = 0;
     for (uint64_t i = 0; i < n; i++) {
-        put_u(b, v[i].b.ptr - prev);
+        ml__put_u(b, v[i].b.ptr - prev);
         prev = v[i].b.ptr;
-        put_u(b, (v[i].slot - hash_u64(v[i].b.ptr)) & (m->cap - 1));
+        ml__put_u(b, (v[i].slot - hash_u64(v[i].b.ptr)) & (m->cap - 1));
         put_block(b, &v[i].b);
     }
     free(v);
 }
 
-static void put_totals(obuf_t *b, const ml_totals_t *t) {
-    put_u(b, t->alloc_calls);
-    put_u(b, t->free_calls);
-    put_u(b, t->realloc_calls);
-    put_u(b, t->bytes_allocated);
-    put_u(b, t->temporary_allocs);
-    put_u(b, t->mmap_calls);
-    put_u(b, t->munmap_calls);
-    put_u(b, t->heap_bytes);
-    put_u(b, t->heap_blocks);
-    put_u(b, t->peak_bytes);
-    put_u(b, t->peak_time_ms);
-    put_u(b, t->mmap_bytes);
-    put_u(b, t->peak_mmap_bytes);
-    put_u(b, t->unknown_frees);
-    put_u(b, ML_KIND_COUNT_);
-    for (int k = 0; k < ML_KIND_COUNT_; k++) put_u(b, t->calls_by_kind[k]);
-    put_u(b, t->last_time_ms);
-    put_u(b, t->sample_bytes);
-    put_u(b, t->complete);
-    put_u(b, t->end.status_kind);
-    put_s(b, t->end.status);
-    put_u(b, t->end.events);
-    put_u(b, t->end.ring_waits);
-    put_u(b, t->end.ring_wait_ns);
-    put_u(b, t->end.lost_in_crash);
-    put_u(b, t->end.lost_dead_collector);
-    put_u(b, t->end.nested_skipped);
-    put_u(b, t->end.truncated_stacks);
-    put_u(b, t->end.duration_ms);
-    put_u(b, t->peak_blocks);
-    put_u(b, t->records);
-    put_u(b, t->rss_bytes);
-    put_u(b, t->peak_rss_bytes);
-    put_u(b, t->gpu_bytes);
-    put_u(b, t->peak_gpu_bytes);
-    put_u(b, t->exited);
+static void put_totals(ml__obuf_t *b, const ml_totals_t *t) {
+    ml__put_u(b, t->alloc_calls);
+    ml__put_u(b, t->free_calls);
+    ml__put_u(b, t->realloc_calls);
+    ml__put_u(b, t->bytes_allocated);
+    ml__put_u(b, t->temporary_allocs);
+    ml__put_u(b, t->mmap_calls);
+    ml__put_u(b, t->munmap_calls);
+    ml__put_u(b, t->heap_bytes);
+    ml__put_u(b, t->heap_blocks);
+    ml__put_u(b, t->peak_bytes);
+    ml__put_u(b, t->peak_time_ms);
+    ml__put_u(b, t->mmap_bytes);
+    ml__put_u(b, t->peak_mmap_bytes);
+    ml__put_u(b, t->unknown_frees);
+    ml__put_u(b, ML_KIND_COUNT_);
+    for (int k = 0; k < ML_KIND_COUNT_; k++) ml__put_u(b, t->calls_by_kind[k]);
+    ml__put_u(b, t->last_time_ms);
+    ml__put_u(b, t->sample_bytes);
+    ml__put_u(b, t->complete);
+    ml__put_u(b, t->end.status_kind);
+    ml__put_s(b, t->end.status);
+    ml__put_u(b, t->end.events);
+    ml__put_u(b, t->end.ring_waits);
+    ml__put_u(b, t->end.ring_wait_ns);
+    ml__put_u(b, t->end.lost_in_crash);
+    ml__put_u(b, t->end.lost_dead_collector);
+    ml__put_u(b, t->end.nested_skipped);
+    ml__put_u(b, t->end.truncated_stacks);
+    ml__put_u(b, t->end.duration_ms);
+    ml__put_u(b, t->peak_blocks);
+    ml__put_u(b, t->records);
+    ml__put_u(b, t->rss_bytes);
+    ml__put_u(b, t->peak_rss_bytes);
+    ml__put_u(b, t->gpu_bytes);
+    ml__put_u(b, t->peak_gpu_bytes);
+    ml__put_u(b, t->exited);
 }
 
-static void put_moment(obuf_t *b, const ml__moment_t *m) {
-    put_u(b, m->set);
-    put_u(b, m->seq);
-    put_u(b, m->time_ms);
-    put_u(b, m->heap_bytes);
-    put_u(b, m->heap_blocks);
-    put_u(b, m->page_waste);
-    put_u(b, m->have_mallinfo);
-    put_u(b, m->have_rss);
-    put_u(b, m->mallinfo_time_ms);
-    for (int i = 0; i < 5; i++) put_u(b, m->mallinfo[i]);
-    put_u(b, m->rss_bytes);
+static void put_moment(ml__obuf_t *b, const ml__moment_t *m) {
+    ml__put_u(b, m->set);
+    ml__put_u(b, m->seq);
+    ml__put_u(b, m->time_ms);
+    ml__put_u(b, m->heap_bytes);
+    ml__put_u(b, m->heap_blocks);
+    ml__put_u(b, m->page_waste);
+    ml__put_u(b, m->have_mallinfo);
+    ml__put_u(b, m->have_rss);
+    ml__put_u(b, m->mallinfo_time_ms);
+    for (int i = 0; i < 5; i++) ml__put_u(b, m->mallinfo[i]);
+    ml__put_u(b, m->rss_bytes);
 }
 
 /* The fragmentation of one moment, computed from its graveyard as build()
@@ -268,8 +268,8 @@ static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2], ml__block_t **liv
     free(scratch);
 }
 
-static void put_frag(obuf_t *b, const ml__moment_t *m, frag_job_t *j) {
-    put_u(b, m->set);
+static void put_frag(ml__obuf_t *b, const ml__moment_t *m, frag_job_t *j) {
+    ml__put_u(b, m->set);
     if (!m->set) return;
     if (!j->ok) {
         b->oom = true;
@@ -277,96 +277,96 @@ static void put_frag(obuf_t *b, const ml__moment_t *m, frag_job_t *j) {
     }
     const ml_frag_t f = j->f;
     const int8_t *cells = j->cells;
-    put_u(b, f.live_bytes);
-    put_u(b, f.live_blocks);
-    put_u(b, f.pages);
-    put_u(b, f.page_bytes);
-    put_d(b, f.page_utilization);
-    put_u(b, f.free_bytes);
-    put_u(b, f.largest_free_bytes);
-    put_u(b, f.gaps);
-    put_u(b, f.regions);
-    put_u(b, f.span_bytes);
-    put_d(b, f.external);
-    put_u(b, f.usable_bytes);
-    put_u(b, f.internal_waste_bytes);
-    put_u(b, f.usable_measured_blocks);
-    put_d(b, f.internal_ratio);
-    put_u(b, f.map_base);
-    put_u(b, f.map_cell_bytes);
-    put_u(b, cells ? f.map_ncells : 0);
-    for (uint32_t i = 0; cells && i < f.map_ncells; i++) put_s(b, cells[i]);
+    ml__put_u(b, f.live_bytes);
+    ml__put_u(b, f.live_blocks);
+    ml__put_u(b, f.pages);
+    ml__put_u(b, f.page_bytes);
+    ml__put_d(b, f.page_utilization);
+    ml__put_u(b, f.free_bytes);
+    ml__put_u(b, f.largest_free_bytes);
+    ml__put_u(b, f.gaps);
+    ml__put_u(b, f.regions);
+    ml__put_u(b, f.span_bytes);
+    ml__put_d(b, f.external);
+    ml__put_u(b, f.usable_bytes);
+    ml__put_u(b, f.internal_waste_bytes);
+    ml__put_u(b, f.usable_measured_blocks);
+    ml__put_d(b, f.internal_ratio);
+    ml__put_u(b, f.map_base);
+    ml__put_u(b, f.map_cell_bytes);
+    ml__put_u(b, cells ? f.map_ncells : 0);
+    for (uint32_t i = 0; cells && i < f.map_ncells; i++) ml__put_s(b, cells[i]);
 }
 
 int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    if (a->light || a->gpu) return -ENOTSUP;
-    obuf_t b = {0};
-    put_u(&b, SNAP_MAGIC);
+    if (a->light) return -ENOTSUP;
+    ml__obuf_t b = {0};
+    ml__put_u(&b, SNAP_MAGIC);
     put_totals(&b, &a->t);
-    put_d(&b, a->w_calls);
-    put_d(&b, a->w_bytes);
-    put_d(&b, a->w_reallocs);
-    put_u(&b, a->seq);
+    ml__put_d(&b, a->w_calls);
+    ml__put_d(&b, a->w_bytes);
+    ml__put_d(&b, a->w_reallocs);
+    ml__put_u(&b, a->seq);
 
     const ml_process_info_t *q = &a->proc;
-    put_u(&b, q->pid);
-    put_u(&b, q->ppid);
-    put_u(&b, a->page_size);
-    put_u(&b, q->start_realtime_ns);
-    put_u(&b, q->sample_bytes);
-    put_u(&b, q->unwinder);
-    put_u(&b, q->depth);
+    ml__put_u(&b, q->pid);
+    ml__put_u(&b, q->ppid);
+    ml__put_u(&b, a->page_size);
+    ml__put_u(&b, q->start_realtime_ns);
+    ml__put_u(&b, q->sample_bytes);
+    ml__put_u(&b, q->unwinder);
+    ml__put_u(&b, q->depth);
     put_str(&b, q->exe);
     put_str(&b, q->parent_trace);
     put_str(&b, q->producer);
-    put_u(&b, q->argc);
+    ml__put_u(&b, q->argc);
     for (uint32_t i = 0; i < q->argc; i++) put_str(&b, q->argv[i]);
 
-    put_u(&b, a->nmods);
+    ml__put_u(&b, a->nmods);
     for (uint32_t i = 0; i < a->nmods; i++) {
         const ml__module_t *m = &a->mods[i];
         put_str(&b, m->path);
-        put_u(&b, m->base);
-        put_u(&b, m->lo);
-        put_u(&b, m->hi);
-        put_bytes(&b, m->build_id, m->build_id_len);
-        put_u(&b, m->loaded);
+        ml__put_u(&b, m->base);
+        ml__put_u(&b, m->lo);
+        ml__put_u(&b, m->hi);
+        ml__put_bytes(&b, m->build_id, m->build_id_len);
+        ml__put_u(&b, m->loaded);
     }
 
-    put_u(&b, a->nstats);
+    ml__put_u(&b, a->nstats);
     for (uint32_t i = 0; i < a->nstats; i++) {
         const ml__stack_stats_t *st = &a->stats[i];
-        put_u(&b, st->node);
-        put_d(&b, st->w_calls);
-        put_d(&b, st->w_bytes);
-        put_u(&b, st->temporary);
-        put_u(&b, st->reallocs);
-        put_u(&b, st->freed);
-        put_u(&b, st->live_bytes);
-        put_u(&b, st->live_blocks);
-        put_u(&b, st->peak_bytes);
-        put_u(&b, st->peak_blocks);
-        put_u(&b, st->last_change);
-        put_u(&b, st->min_size);
-        put_u(&b, st->max_size);
-        put_u(&b, st->size_mask);
-        put_u(&b, st->life_sum);
-        put_u(&b, st->life_max);
-        put_u(&b, st->life_mask);
-        put_u(&b, st->thread_mask);
+        ml__put_u(&b, st->node);
+        ml__put_d(&b, st->w_calls);
+        ml__put_d(&b, st->w_bytes);
+        ml__put_u(&b, st->temporary);
+        ml__put_u(&b, st->reallocs);
+        ml__put_u(&b, st->freed);
+        ml__put_u(&b, st->live_bytes);
+        ml__put_u(&b, st->live_blocks);
+        ml__put_u(&b, st->peak_bytes);
+        ml__put_u(&b, st->peak_blocks);
+        ml__put_u(&b, st->last_change);
+        ml__put_u(&b, st->min_size);
+        ml__put_u(&b, st->max_size);
+        ml__put_u(&b, st->size_mask);
+        ml__put_u(&b, st->life_sum);
+        ml__put_u(&b, st->life_max);
+        ml__put_u(&b, st->life_mask);
+        ml__put_u(&b, st->thread_mask);
     }
 
     /* Nodes 1..nnodes-1 (0 is the root); the pc as a delta from the last. */
-    put_u(&b, a->nnodes);
+    ml__put_u(&b, a->nnodes);
     uint64_t prev_pc = 0;
     for (uint32_t i = 1; i < a->nnodes; i++) {
-        put_u(&b, i - a->node_parent[i]);
-        put_s(&b, (int64_t)(a->node_pc[i] - prev_pc));
+        ml__put_u(&b, i - a->node_parent[i]);
+        ml__put_s(&b, (int64_t)(a->node_pc[i] - prev_pc));
         prev_pc = a->node_pc[i];
-        put_s(&b, a->node_module[i]);
-        put_u(&b, a->node_stat[i]);
+        ml__put_s(&b, a->node_module[i]);
+        ml__put_u(&b, a->node_stat[i]);
     }
 
     put_map(&b, &a->heap);
@@ -380,67 +380,70 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
         free(jobs[i].cells);
     }
     free(live);
-    put_u(&b, a->pages.nonzero);
-    put_u(&b, a->pages.interior);
+    ml__put_u(&b, a->pages.nonzero);
+    ml__put_u(&b, a->pages.interior);
 
-    put_u(&b, a->have_mallinfo);
-    put_u(&b, a->have_rss);
-    put_u(&b, a->mallinfo_time_ms);
-    for (int i = 0; i < 5; i++) put_u(&b, a->mallinfo[i]);
+    ml__put_u(&b, a->have_mallinfo);
+    ml__put_u(&b, a->have_rss);
+    ml__put_u(&b, a->mallinfo_time_ms);
+    for (int i = 0; i < 5; i++) ml__put_u(&b, a->mallinfo[i]);
 
-    put_u(&b, a->tl_width);
+    ml__put_u(&b, a->tl_width);
     for (uint32_t i = 0; i < ML_TIMELINE_MAX; i++) {
         const ml__tl_bucket_t *k = &a->tl[i];
-        put_u(&b, k->used);
+        ml__put_u(&b, k->used);
         if (!k->used) continue;
-        put_u(&b, k->t_max);
-        put_u(&b, k->heap_max);
-        put_u(&b, k->rss);
-        put_u(&b, k->mmap_max);
-        put_u(&b, k->gpu_max);
-        put_u(&b, k->calls);
+        ml__put_u(&b, k->t_max);
+        ml__put_u(&b, k->heap_max);
+        ml__put_u(&b, k->rss);
+        ml__put_u(&b, k->mmap_max);
+        ml__put_u(&b, k->gpu_max);
+        ml__put_u(&b, k->calls);
     }
 
     const ml_histograms_t *h = &a->hist;
     for (int i = 0; i < 64; i++) {
-        put_u(&b, h->size_count[i]);
-        put_u(&b, h->size_bytes[i]);
-        put_u(&b, h->life_count[i]);
+        ml__put_u(&b, h->size_count[i]);
+        ml__put_u(&b, h->size_bytes[i]);
+        ml__put_u(&b, h->life_count[i]);
     }
-    put_u(&b, h->size_first);
-    put_u(&b, h->size_last);
-    put_u(&b, h->life_last);
-    put_u(&b, h->live_at_end);
+    ml__put_u(&b, h->size_first);
+    ml__put_u(&b, h->size_last);
+    ml__put_u(&b, h->life_last);
+    ml__put_u(&b, h->live_at_end);
 
-    put_u(&b, a->nthreads);
+    ml__put_u(&b, a->nthreads);
     for (uint32_t i = 0; i < a->nthreads; i++) {
         const ml__thread_t *th = &a->threads[i];
-        put_u(&b, th->seen);
+        ml__put_u(&b, th->seen);
         if (!th->seen) continue;
-        put_u(&b, th->tid);
+        ml__put_u(&b, th->tid);
         put_str(&b, th->name);
-        put_u(&b, th->alloc_calls);
-        put_u(&b, th->bytes_allocated);
-        put_u(&b, th->free_calls);
-        put_u(&b, th->temporary);
-        put_d(&b, th->w_calls);
-        put_d(&b, th->w_bytes);
+        ml__put_u(&b, th->alloc_calls);
+        ml__put_u(&b, th->bytes_allocated);
+        ml__put_u(&b, th->free_calls);
+        ml__put_u(&b, th->temporary);
+        ml__put_d(&b, th->w_calls);
+        ml__put_d(&b, th->w_bytes);
     }
 
-    put_u(&b, a->scanned);
-    put_u(&b, a->scan.scanned);
-    put_s(&b, a->scan.scan_status);
-    put_u(&b, a->scan.scan_root_bytes);
-    put_u(&b, a->scan.scan_heap_bytes);
-    put_u(&b, a->scan.scan_duration_us);
+    ml__put_u(&b, a->scanned);
+    ml__put_u(&b, a->scan.scanned);
+    ml__put_s(&b, a->scan.scan_status);
+    ml__put_u(&b, a->scan.scan_root_bytes);
+    ml__put_u(&b, a->scan.scan_heap_bytes);
+    ml__put_u(&b, a->scan.scan_duration_us);
 
-    put_u(&b, a->nwarn);
+    ml__put_u(&b, a->nwarn);
     for (size_t i = 0; i < a->nwarn; i++) put_str(&b, a->warn[i]);
-    put_u(&b, SNAP_MAGIC); /* the end: the reader checks that it got here */
+    ml__put_u(&b, a->gpu != NULL);
+    int rc = a->gpu ? ml__gpu_save(a->gpu, &b) : 0;
+    ml__put_u(&b, SNAP_MAGIC); /* the end: the reader checks that it got here */
 
-    if (b.oom) {
+    if (rc == 0 && b.oom) rc = -ENOMEM;
+    if (rc < 0) {
         free(b.p);
-        return -ENOMEM;
+        return rc;
     }
     *out = b.p;
     *len = b.len;
@@ -451,45 +454,38 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
 /* Reading                                                                   */
 /* ------------------------------------------------------------------------- */
 
-typedef struct {
-    const uint8_t *p;
-    size_t len, pos;
-    bool bad;
-    const char *why; /* the first check that failed */
-} ibuf_t;
-
-static bool bad(ibuf_t *b, const char *why) {
+bool ml__snap_bad(ml__ibuf_t *b, const char *why) {
     if (!b->bad) b->why = why;
     b->bad = true;
     return false;
 }
 
-static uint64_t get_u(ibuf_t *b) {
+uint64_t ml__get_u(ml__ibuf_t *b) {
     uint64_t x = 0;
     for (unsigned shift = 0; shift < 64 && !b->bad; shift += 7) {
-        if (b->pos >= b->len) return bad(b, "it ends early"), 0;
+        if (b->pos >= b->len) return ml__snap_bad(b, "it ends early"), 0;
         uint8_t c = b->p[b->pos++];
         x |= (uint64_t)(c & 0x7f) << shift;
         if (!(c & 0x80)) return x;
     }
-    bad(b, "a number is too long");
+    ml__snap_bad(b, "a number is too long");
     return 0;
 }
 
 /* An unsigned value that must be at most max. */
-static uint64_t get_max(ibuf_t *b, uint64_t max, const char *what) {
-    uint64_t v = get_u(b);
-    if (v > max) bad(b, what);
+uint64_t ml__get_max(ml__ibuf_t *b, uint64_t max, const char *what) {
+    uint64_t v = ml__get_u(b);
+    if (v > max) ml__snap_bad(b, what);
     return v > max ? 0 : v;
 }
 
-static int64_t get_s(ibuf_t *b) {
-    uint64_t v = get_u(b);
+int64_t ml__get_s(ml__ibuf_t *b) {
+    uint64_t v = ml__get_u(b);
     return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
 
-static double get_d(ibuf_t *b) {
-    if (b->bad || b->len - b->pos < 8) return bad(b, "it ends early"), 0.0;
+double ml__get_d(ml__ibuf_t *b) {
+    if (b->bad || b->len - b->pos < 8) return ml__snap_bad(b, "it ends early"), 0.0;
     uint64_t v = 0;
     for (int i = 0; i < 8; i++) v |= (uint64_t)b->p[b->pos++] << (8 * i);
     double d;
@@ -499,61 +495,61 @@ static double get_d(ibuf_t *b) {
 
 /* A count of items that take at least `min_bytes` each: never more than
  * the bytes left could hold, so a corrupt count cannot ask for memory. */
-static uint64_t get_count(ibuf_t *b, size_t min_bytes, const char *what) {
-    uint64_t n = get_u(b);
-    if (!b->bad && n > (b->len - b->pos) / min_bytes) return bad(b, what), 0;
+uint64_t ml__get_count(ml__ibuf_t *b, size_t min_bytes, const char *what) {
+    uint64_t n = ml__get_u(b);
+    if (!b->bad && n > (b->len - b->pos) / min_bytes) return ml__snap_bad(b, what), 0;
     return b->bad ? 0 : n;
 }
 
 /* A malloc'd NUL-terminated copy (or NULL on failure, marked bad). */
-static char *get_str(ibuf_t *b) {
-    uint64_t n = get_count(b, 1, "a string is longer than the snapshot");
+static char *get_str(ml__ibuf_t *b) {
+    uint64_t n = ml__get_count(b, 1, "a string is longer than the snapshot");
     if (b->bad) return NULL;
     char *s = malloc(n + 1);
-    if (!s) return bad(b, "out of memory"), NULL;
+    if (!s) return ml__snap_bad(b, "out of memory"), NULL;
     memcpy(s, b->p + b->pos, n);
     s[n] = '\0';
     b->pos += n;
     return s;
 }
 
-static void get_block(ibuf_t *b, ml__block_t *e, uint32_t nstats) {
-    e->size = get_max(b, (1ull << 62) - 1, "a block size is out of range");
-    e->reach = get_max(b, 3, "a block's leak kind is out of range");
-    e->seq = get_max(b, (1ull << 48) - 1, "a block's event number is out of range");
-    e->slack = get_max(b, 0xffff, "a block's slack is out of range");
-    e->stack = (uint32_t)get_max(b, nstats ? nstats - 1 : 0, "a block names an unknown stack");
-    e->time_ms = (uint32_t)get_max(b, UINT32_MAX, "a block's time is out of range");
+static void get_block(ml__ibuf_t *b, ml__block_t *e, uint32_t nstats) {
+    e->size = ml__get_max(b, (1ull << 62) - 1, "a block size is out of range");
+    e->reach = ml__get_max(b, 3, "a block's leak kind is out of range");
+    e->seq = ml__get_max(b, (1ull << 48) - 1, "a block's event number is out of range");
+    e->slack = ml__get_max(b, 0xffff, "a block's slack is out of range");
+    e->stack = (uint32_t)ml__get_max(b, nstats ? nstats - 1 : 0, "a block names an unknown stack");
+    e->time_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "a block's time is out of range");
 }
 
-static void get_map(ibuf_t *b, ml__block_map_t *m, uint32_t nstats) {
-    uint64_t cap = get_max(b, 1ull << 40, "a map is too large");
-    uint64_t count = get_count(b, 8, "a map holds more blocks than the snapshot");
+static void get_map(ml__ibuf_t *b, ml__block_map_t *m, uint32_t nstats) {
+    uint64_t cap = ml__get_max(b, 1ull << 40, "a map is too large");
+    uint64_t count = ml__get_count(b, 8, "a map holds more blocks than the snapshot");
     if (b->bad) return;
     /* Open addressing needs a power of two and free slots to end a probe. */
     if (cap & (cap - 1) || count * 4 > cap * 3) {
-        bad(b, "a map's capacity does not fit its blocks");
+        ml__snap_bad(b, "a map's capacity does not fit its blocks");
         return;
     }
     if (!cap) return;
     m->e = calloc(cap, sizeof *m->e);
     if (!m->e) {
-        bad(b, "out of memory");
+        ml__snap_bad(b, "out of memory");
         return;
     }
     m->cap = cap;
     uint64_t ptr = 0;
     for (uint64_t i = 0; i < count && !b->bad; i++) {
-        uint64_t d = get_u(b);
+        uint64_t d = ml__get_u(b);
         if ((i > 0 && d == 0) || d > UINT64_MAX - ptr || (i == 0 && d == 0)) {
-            bad(b, "the blocks' addresses are not increasing");
+            ml__snap_bad(b, "the blocks' addresses are not increasing");
             return;
         }
         ptr += d;
-        uint64_t slot = (hash_u64(ptr) + get_max(b, cap - 1, "a map slot is out of range")) & (cap - 1);
+        uint64_t slot = (hash_u64(ptr) + ml__get_max(b, cap - 1, "a map slot is out of range")) & (cap - 1);
         if (b->bad) return;
         if (m->e[slot].ptr) {
-            bad(b, "two blocks in one map slot");
+            ml__snap_bad(b, "two blocks in one map slot");
             return;
         }
         get_block(b, &m->e[slot], nstats);
@@ -562,124 +558,125 @@ static void get_map(ibuf_t *b, ml__block_map_t *m, uint32_t nstats) {
     }
 }
 
-static void get_moment(ibuf_t *b, ml__moment_t *m) {
-    m->set = get_max(b, 1, "bad flag");
-    m->seq = get_u(b);
-    m->time_ms = (uint32_t)get_max(b, UINT32_MAX, "a moment's time is out of range");
-    m->heap_bytes = get_u(b);
-    m->heap_blocks = get_u(b);
-    m->page_waste = get_u(b);
-    m->have_mallinfo = get_max(b, 1, "bad flag");
-    m->have_rss = get_max(b, 1, "bad flag");
-    m->mallinfo_time_ms = (uint32_t)get_max(b, UINT32_MAX, "a moment's time is out of range");
-    for (int i = 0; i < 5; i++) m->mallinfo[i] = get_u(b);
-    m->rss_bytes = get_u(b);
+static void get_moment(ml__ibuf_t *b, ml__moment_t *m) {
+    m->set = ml__get_max(b, 1, "bad flag");
+    m->seq = ml__get_u(b);
+    m->time_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "a moment's time is out of range");
+    m->heap_bytes = ml__get_u(b);
+    m->heap_blocks = ml__get_u(b);
+    m->page_waste = ml__get_u(b);
+    m->have_mallinfo = ml__get_max(b, 1, "bad flag");
+    m->have_rss = ml__get_max(b, 1, "bad flag");
+    m->mallinfo_time_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "a moment's time is out of range");
+    for (int i = 0; i < 5; i++) m->mallinfo[i] = ml__get_u(b);
+    m->rss_bytes = ml__get_u(b);
 }
 
-static void get_frag(ibuf_t *b, bool *set, ml_frag_t *f, int8_t **cells) {
-    *set = get_max(b, 1, "bad flag");
+static void get_frag(ml__ibuf_t *b, bool *set, ml_frag_t *f, int8_t **cells) {
+    *set = ml__get_max(b, 1, "bad flag");
     if (!*set || b->bad) return;
     memset(f, 0, sizeof *f);
     f->valid = true;
-    f->live_bytes = get_u(b);
-    f->live_blocks = get_u(b);
-    f->pages = get_u(b);
-    f->page_bytes = get_u(b);
-    f->page_utilization = get_d(b);
-    f->free_bytes = get_u(b);
-    f->largest_free_bytes = get_u(b);
-    f->gaps = get_u(b);
-    f->regions = get_u(b);
-    f->span_bytes = get_u(b);
-    f->external = get_d(b);
-    f->usable_bytes = get_u(b);
-    f->internal_waste_bytes = get_u(b);
-    f->usable_measured_blocks = get_u(b);
-    f->internal_ratio = get_d(b);
-    f->map_base = get_u(b);
-    f->map_cell_bytes = get_u(b);
-    uint64_t n = get_max(b, ML_HEAP_MAP_CELLS + 1, "too many heap map cells");
+    f->live_bytes = ml__get_u(b);
+    f->live_blocks = ml__get_u(b);
+    f->pages = ml__get_u(b);
+    f->page_bytes = ml__get_u(b);
+    f->page_utilization = ml__get_d(b);
+    f->free_bytes = ml__get_u(b);
+    f->largest_free_bytes = ml__get_u(b);
+    f->gaps = ml__get_u(b);
+    f->regions = ml__get_u(b);
+    f->span_bytes = ml__get_u(b);
+    f->external = ml__get_d(b);
+    f->usable_bytes = ml__get_u(b);
+    f->internal_waste_bytes = ml__get_u(b);
+    f->usable_measured_blocks = ml__get_u(b);
+    f->internal_ratio = ml__get_d(b);
+    f->map_base = ml__get_u(b);
+    f->map_cell_bytes = ml__get_u(b);
+    uint64_t n = ml__get_max(b, ML_HEAP_MAP_CELLS + 1, "too many heap map cells");
     if (b->bad || !n) return;
     *cells = malloc(n);
-    if (!*cells) return (void)bad(b, "out of memory");
+    if (!*cells) return (void)ml__snap_bad(b, "out of memory");
     f->map_ncells = (uint32_t)n;
     for (uint64_t i = 0; i < n && !b->bad; i++) {
-        int64_t c = get_s(b);
-        if (c < -1 || c > 100) bad(b, "a heap map cell is out of range");
+        int64_t c = ml__get_s(b);
+        if (c < -1 || c > 100) ml__snap_bad(b, "a heap map cell is out of range");
         (*cells)[i] = (int8_t)c;
     }
 }
 
-static void get_totals(ibuf_t *b, ml_totals_t *t) {
-    t->alloc_calls = get_u(b);
-    t->free_calls = get_u(b);
-    t->realloc_calls = get_u(b);
-    t->bytes_allocated = get_u(b);
-    t->temporary_allocs = get_u(b);
-    t->mmap_calls = get_u(b);
-    t->munmap_calls = get_u(b);
-    t->heap_bytes = get_u(b);
-    t->heap_blocks = get_u(b);
-    t->peak_bytes = get_u(b);
-    t->peak_time_ms = (uint32_t)get_max(b, UINT32_MAX, "the peak's time is out of range");
-    t->mmap_bytes = get_u(b);
-    t->peak_mmap_bytes = get_u(b);
-    t->unknown_frees = get_u(b);
-    uint64_t kinds = get_max(b, 255, "too many allocation kinds");
+static void get_totals(ml__ibuf_t *b, ml_totals_t *t) {
+    t->alloc_calls = ml__get_u(b);
+    t->free_calls = ml__get_u(b);
+    t->realloc_calls = ml__get_u(b);
+    t->bytes_allocated = ml__get_u(b);
+    t->temporary_allocs = ml__get_u(b);
+    t->mmap_calls = ml__get_u(b);
+    t->munmap_calls = ml__get_u(b);
+    t->heap_bytes = ml__get_u(b);
+    t->heap_blocks = ml__get_u(b);
+    t->peak_bytes = ml__get_u(b);
+    t->peak_time_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "the peak's time is out of range");
+    t->mmap_bytes = ml__get_u(b);
+    t->peak_mmap_bytes = ml__get_u(b);
+    t->unknown_frees = ml__get_u(b);
+    uint64_t kinds = ml__get_max(b, 255, "too many allocation kinds");
     for (uint64_t k = 0; k < kinds; k++) {
-        uint64_t v = get_u(b);
+        uint64_t v = ml__get_u(b);
         if (k < ML_KIND_COUNT_) t->calls_by_kind[k] = v;
     }
-    t->last_time_ms = (uint32_t)get_max(b, UINT32_MAX, "the last time is out of range");
-    t->sample_bytes = get_u(b);
-    t->complete = get_max(b, 1, "bad flag");
-    t->end.status_kind = (uint32_t)get_max(b, UINT32_MAX, "bad end status");
-    t->end.status = (int32_t)get_s(b);
-    t->end.events = get_u(b);
-    t->end.ring_waits = get_u(b);
-    t->end.ring_wait_ns = get_u(b);
-    t->end.lost_in_crash = get_u(b);
-    t->end.lost_dead_collector = get_u(b);
-    t->end.nested_skipped = get_u(b);
-    t->end.truncated_stacks = get_u(b);
-    t->end.duration_ms = get_u(b);
-    t->peak_blocks = get_u(b);
-    t->records = get_u(b);
-    t->rss_bytes = get_u(b);
-    t->peak_rss_bytes = get_u(b);
-    t->gpu_bytes = get_u(b);
-    t->peak_gpu_bytes = get_u(b);
-    t->exited = get_max(b, 1, "bad flag");
+    t->last_time_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "the last time is out of range");
+    t->sample_bytes = ml__get_u(b);
+    t->complete = ml__get_max(b, 1, "bad flag");
+    t->end.status_kind = (uint32_t)ml__get_max(b, UINT32_MAX, "bad end status");
+    t->end.status = (int32_t)ml__get_s(b);
+    t->end.events = ml__get_u(b);
+    t->end.ring_waits = ml__get_u(b);
+    t->end.ring_wait_ns = ml__get_u(b);
+    t->end.lost_in_crash = ml__get_u(b);
+    t->end.lost_dead_collector = ml__get_u(b);
+    t->end.nested_skipped = ml__get_u(b);
+    t->end.truncated_stacks = ml__get_u(b);
+    t->end.duration_ms = ml__get_u(b);
+    t->peak_blocks = ml__get_u(b);
+    t->records = ml__get_u(b);
+    t->rss_bytes = ml__get_u(b);
+    t->peak_rss_bytes = ml__get_u(b);
+    t->gpu_bytes = ml__get_u(b);
+    t->peak_gpu_bytes = ml__get_u(b);
+    t->exited = ml__get_max(b, 1, "bad flag");
 }
 
 /* Fills the fresh session `a` (nothing fed yet) from the bytes. */
-static void restore(ibuf_t *b, ml_analysis_t *a) {
-    if (get_u(b) != SNAP_MAGIC) {
-        bad(b, "it does not start with its magic number");
+static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
+    uint64_t magic = ml__get_u(b);
+    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V1) {
+        ml__snap_bad(b, "it does not start with its magic number");
         return;
     }
     get_totals(b, &a->t);
-    a->w_calls = get_d(b);
-    a->w_bytes = get_d(b);
-    a->w_reallocs = get_d(b);
-    a->seq = get_max(b, (1ull << 48) - 1, "the event number is out of range");
+    a->w_calls = ml__get_d(b);
+    a->w_bytes = ml__get_d(b);
+    a->w_reallocs = ml__get_d(b);
+    a->seq = ml__get_max(b, (1ull << 48) - 1, "the event number is out of range");
 
     ml_process_info_t *q = &a->proc;
-    q->pid = (uint32_t)get_max(b, UINT32_MAX, "bad pid");
-    q->ppid = (uint32_t)get_max(b, UINT32_MAX, "bad pid");
-    a->page_size = (uint32_t)get_max(b, 1u << 30, "bad page size");
+    q->pid = (uint32_t)ml__get_max(b, UINT32_MAX, "bad pid");
+    q->ppid = (uint32_t)ml__get_max(b, UINT32_MAX, "bad pid");
+    a->page_size = (uint32_t)ml__get_max(b, 1u << 30, "bad page size");
     if (!b->bad && (a->page_size < 512 || (a->page_size & (a->page_size - 1))))
-        bad(b, "bad page size");
+        ml__snap_bad(b, "bad page size");
     q->page_size = a->page_size;
-    q->start_realtime_ns = get_u(b);
-    q->sample_bytes = get_u(b);
-    q->unwinder = (uint32_t)get_max(b, UINT32_MAX, "bad unwinder");
-    q->depth = (uint32_t)get_max(b, UINT32_MAX, "bad depth");
+    q->start_realtime_ns = ml__get_u(b);
+    q->sample_bytes = ml__get_u(b);
+    q->unwinder = (uint32_t)ml__get_max(b, UINT32_MAX, "bad unwinder");
+    q->depth = (uint32_t)ml__get_max(b, UINT32_MAX, "bad depth");
     char **s = a->proc_strings;
     s[0] = get_str(b);
     s[1] = get_str(b);
     s[2] = get_str(b);
-    q->argc = (uint32_t)get_max(b, ML_MAX_ARGS, "too many arguments");
+    q->argc = (uint32_t)ml__get_max(b, ML_MAX_ARGS, "too many arguments");
     for (uint32_t i = 0; i < q->argc && !b->bad; i++) s[4 + i] = get_str(b);
     if (b->bad) return;
     q->exe = s[0];
@@ -687,63 +684,63 @@ static void restore(ibuf_t *b, ml_analysis_t *a) {
     q->producer = s[2];
     q->argv = (const char *const *)(s + 4);
 
-    uint64_t nmods = get_count(b, 6, "more modules than the snapshot holds");
+    uint64_t nmods = ml__get_count(b, 6, "more modules than the snapshot holds");
     if (b->bad) return;
     if (nmods) {
         a->mods = calloc(nmods, sizeof *a->mods);
         a->loaded_sorted = calloc(nmods, sizeof *a->loaded_sorted);
-        if (!a->mods || !a->loaded_sorted) return (void)bad(b, "out of memory");
+        if (!a->mods || !a->loaded_sorted) return (void)ml__snap_bad(b, "out of memory");
         a->mods_cap = (uint32_t)nmods;
     }
     for (uint64_t i = 0; i < nmods && !b->bad; i++) {
         ml__module_t *m = &a->mods[a->nmods++];
         m->path = get_str(b);
-        m->base = get_u(b);
-        m->lo = get_u(b);
-        m->hi = get_u(b);
-        uint64_t n = get_count(b, 1, "a build-id is longer than the snapshot");
+        m->base = ml__get_u(b);
+        m->lo = ml__get_u(b);
+        m->hi = ml__get_u(b);
+        uint64_t n = ml__get_count(b, 1, "a build-id is longer than the snapshot");
         if (b->bad) break;
         if (n) {
             m->build_id = malloc(n);
-            if (!m->build_id) return (void)bad(b, "out of memory");
+            if (!m->build_id) return (void)ml__snap_bad(b, "out of memory");
             memcpy(m->build_id, b->p + b->pos, n);
             b->pos += n;
             m->build_id_len = (uint32_t)n;
         }
-        m->loaded = get_max(b, 1, "bad flag");
+        m->loaded = ml__get_max(b, 1, "bad flag");
     }
     a->loaded_dirty = true;
 
-    uint64_t nstats = get_count(b, 32, "more stacks than the snapshot holds");
+    uint64_t nstats = ml__get_count(b, 32, "more stacks than the snapshot holds");
     if (b->bad) return;
-    if (nstats == 0) return (void)bad(b, "no stack table");
+    if (nstats == 0) return (void)ml__snap_bad(b, "no stack table");
     free(a->stats);
     a->stats = calloc(nstats, sizeof *a->stats);
-    if (!a->stats) return (void)bad(b, "out of memory");
+    if (!a->stats) return (void)ml__snap_bad(b, "out of memory");
     a->stats_cap = a->nstats = (uint32_t)nstats;
     for (uint32_t i = 0; i < a->nstats && !b->bad; i++) {
         ml__stack_stats_t *st = &a->stats[i];
-        st->node = (uint32_t)get_max(b, UINT32_MAX, "bad node");
-        st->w_calls = get_d(b);
-        st->w_bytes = get_d(b);
-        st->temporary = get_u(b);
-        st->reallocs = get_u(b);
-        st->freed = get_u(b);
-        st->live_bytes = get_u(b);
-        st->live_blocks = get_u(b);
-        st->peak_bytes = get_u(b);
-        st->peak_blocks = get_u(b);
-        st->last_change = get_u(b);
-        st->min_size = get_u(b);
-        st->max_size = get_u(b);
-        st->size_mask = get_u(b);
-        st->life_sum = get_u(b);
-        st->life_max = get_u(b);
-        st->life_mask = get_u(b);
-        st->thread_mask = get_u(b);
+        st->node = (uint32_t)ml__get_max(b, UINT32_MAX, "bad node");
+        st->w_calls = ml__get_d(b);
+        st->w_bytes = ml__get_d(b);
+        st->temporary = ml__get_u(b);
+        st->reallocs = ml__get_u(b);
+        st->freed = ml__get_u(b);
+        st->live_bytes = ml__get_u(b);
+        st->live_blocks = ml__get_u(b);
+        st->peak_bytes = ml__get_u(b);
+        st->peak_blocks = ml__get_u(b);
+        st->last_change = ml__get_u(b);
+        st->min_size = ml__get_u(b);
+        st->max_size = ml__get_u(b);
+        st->size_mask = ml__get_u(b);
+        st->life_sum = ml__get_u(b);
+        st->life_max = ml__get_u(b);
+        st->life_mask = ml__get_u(b);
+        st->thread_mask = ml__get_u(b);
     }
 
-    uint64_t nnodes = get_count(b, 4, "more stack nodes than the snapshot holds");
+    uint64_t nnodes = ml__get_count(b, 4, "more stack nodes than the snapshot holds");
     if (b->bad) return;
     if (nnodes) {
         uint32_t cap = 1024;
@@ -753,99 +750,99 @@ static void restore(ibuf_t *b, ml_analysis_t *a) {
         a->node_module = malloc(cap * sizeof *a->node_module);
         a->node_stat = calloc(cap, sizeof *a->node_stat);
         if (!a->node_parent || !a->node_pc || !a->node_module || !a->node_stat)
-            return (void)bad(b, "out of memory");
+            return (void)ml__snap_bad(b, "out of memory");
         for (uint32_t i = 0; i < cap; i++) a->node_module[i] = -1;
         a->node_cap = cap;
         a->nnodes = (uint32_t)nnodes;
     }
     uint64_t pc = 0;
     for (uint32_t i = 1; i < a->nnodes && !b->bad; i++) {
-        uint64_t up = get_u(b);
-        if (up == 0 || up > i) return (void)bad(b, "a stack node's parent is not before it");
+        uint64_t up = ml__get_u(b);
+        if (up == 0 || up > i) return (void)ml__snap_bad(b, "a stack node's parent is not before it");
         a->node_parent[i] = i - (uint32_t)up;
-        pc += (uint64_t)get_s(b);
+        pc += (uint64_t)ml__get_s(b);
         a->node_pc[i] = pc;
-        int64_t mod = get_s(b);
-        if (mod < -1 || mod >= (int64_t)a->nmods) return (void)bad(b, "a stack node names an unknown module");
+        int64_t mod = ml__get_s(b);
+        if (mod < -1 || mod >= (int64_t)a->nmods) return (void)ml__snap_bad(b, "a stack node names an unknown module");
         a->node_module[i] = (int32_t)mod;
-        a->node_stat[i] = (uint32_t)get_max(b, a->nstats - 1, "a stack node names an unknown stack");
+        a->node_stat[i] = (uint32_t)ml__get_max(b, a->nstats - 1, "a stack node names an unknown stack");
     }
     for (uint32_t i = 1; i < a->nstats && !b->bad; i++)
         if (a->stats[i].node == 0 || a->stats[i].node >= a->nnodes)
-            return (void)bad(b, "a stack names an unknown node");
+            return (void)ml__snap_bad(b, "a stack names an unknown node");
 
     get_map(b, &a->heap, a->nstats);
     get_map(b, &a->maps, UINT32_MAX);
     for (int i = 0; i < 2 && !b->bad; i++) {
         get_moment(b, &a->mom[i]);
         get_frag(b, &a->snap_frag_set[i], &a->snap_frag[i], &a->snap_cells[i]);
-        if (!b->bad && a->mom[i].set != a->snap_frag_set[i]) bad(b, "a moment without its fragmentation");
+        if (!b->bad && a->mom[i].set != a->snap_frag_set[i]) ml__snap_bad(b, "a moment without its fragmentation");
     }
-    a->pages.nonzero = get_u(b);
-    a->pages.interior = get_u(b);
+    a->pages.nonzero = ml__get_u(b);
+    a->pages.interior = ml__get_u(b);
 
-    a->have_mallinfo = get_max(b, 1, "bad flag");
-    a->have_rss = get_max(b, 1, "bad flag");
-    a->mallinfo_time_ms = (uint32_t)get_max(b, UINT32_MAX, "bad time");
-    for (int i = 0; i < 5; i++) a->mallinfo[i] = get_u(b);
+    a->have_mallinfo = ml__get_max(b, 1, "bad flag");
+    a->have_rss = ml__get_max(b, 1, "bad flag");
+    a->mallinfo_time_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "bad time");
+    for (int i = 0; i < 5; i++) a->mallinfo[i] = ml__get_u(b);
 
-    a->tl_width = (uint32_t)get_max(b, UINT32_MAX, "bad timeline width");
-    if (!b->bad && a->tl_width == 0) return (void)bad(b, "bad timeline width");
+    a->tl_width = (uint32_t)ml__get_max(b, UINT32_MAX, "bad timeline width");
+    if (!b->bad && a->tl_width == 0) return (void)ml__snap_bad(b, "bad timeline width");
     for (uint32_t i = 0; i < ML_TIMELINE_MAX && !b->bad; i++) {
         ml__tl_bucket_t *k = &a->tl[i];
-        k->used = get_max(b, 1, "bad flag");
+        k->used = ml__get_max(b, 1, "bad flag");
         if (!k->used) continue;
-        k->t_max = (uint32_t)get_max(b, UINT32_MAX, "bad time");
-        k->heap_max = get_u(b);
-        k->rss = get_u(b);
-        k->mmap_max = get_u(b);
-        k->gpu_max = get_u(b);
-        k->calls = get_u(b);
+        k->t_max = (uint32_t)ml__get_max(b, UINT32_MAX, "bad time");
+        k->heap_max = ml__get_u(b);
+        k->rss = ml__get_u(b);
+        k->mmap_max = ml__get_u(b);
+        k->gpu_max = ml__get_u(b);
+        k->calls = ml__get_u(b);
     }
 
     ml_histograms_t *h = &a->hist;
     for (int i = 0; i < 64; i++) {
-        h->size_count[i] = get_u(b);
-        h->size_bytes[i] = get_u(b);
-        h->life_count[i] = get_u(b);
+        h->size_count[i] = ml__get_u(b);
+        h->size_bytes[i] = ml__get_u(b);
+        h->life_count[i] = ml__get_u(b);
     }
-    h->size_first = (uint32_t)get_max(b, 63, "bad histogram bucket");
-    h->size_last = (uint32_t)get_max(b, 63, "bad histogram bucket");
-    h->life_last = (uint32_t)get_max(b, 63, "bad histogram bucket");
-    h->live_at_end = get_u(b);
+    h->size_first = (uint32_t)ml__get_max(b, 63, "bad histogram bucket");
+    h->size_last = (uint32_t)ml__get_max(b, 63, "bad histogram bucket");
+    h->life_last = (uint32_t)ml__get_max(b, 63, "bad histogram bucket");
+    h->live_at_end = ml__get_u(b);
 
-    uint64_t nthreads = get_count(b, 1, "more threads than the snapshot holds");
-    if (!b->bad && nthreads > ML__MAX_THREADS) return (void)bad(b, "too many threads");
+    uint64_t nthreads = ml__get_count(b, 1, "more threads than the snapshot holds");
+    if (!b->bad && nthreads > ML__MAX_THREADS) return (void)ml__snap_bad(b, "too many threads");
     if (b->bad) return;
     if (nthreads) {
         a->threads = calloc(nthreads, sizeof *a->threads);
-        if (!a->threads) return (void)bad(b, "out of memory");
+        if (!a->threads) return (void)ml__snap_bad(b, "out of memory");
         a->nthreads = (uint32_t)nthreads;
     }
     for (uint32_t i = 0; i < a->nthreads && !b->bad; i++) {
         ml__thread_t *th = &a->threads[i];
-        th->seen = get_max(b, 1, "bad flag");
+        th->seen = ml__get_max(b, 1, "bad flag");
         if (!th->seen) continue;
-        th->tid = (uint32_t)get_max(b, UINT32_MAX, "bad tid");
+        th->tid = (uint32_t)ml__get_max(b, UINT32_MAX, "bad tid");
         th->name = get_str(b);
-        th->alloc_calls = get_u(b);
-        th->bytes_allocated = get_u(b);
-        th->free_calls = get_u(b);
-        th->temporary = get_u(b);
-        th->w_calls = get_d(b);
-        th->w_bytes = get_d(b);
+        th->alloc_calls = ml__get_u(b);
+        th->bytes_allocated = ml__get_u(b);
+        th->free_calls = ml__get_u(b);
+        th->temporary = ml__get_u(b);
+        th->w_calls = ml__get_d(b);
+        th->w_bytes = ml__get_d(b);
     }
 
-    a->scanned = get_max(b, 1, "bad flag");
-    a->scan.scanned = get_max(b, 1, "bad flag");
-    int64_t status = get_s(b);
-    if (status > 0 || status < INT32_MIN) bad(b, "bad scan status");
+    a->scanned = ml__get_max(b, 1, "bad flag");
+    a->scan.scanned = ml__get_max(b, 1, "bad flag");
+    int64_t status = ml__get_s(b);
+    if (status > 0 || status < INT32_MIN) ml__snap_bad(b, "bad scan status");
     a->scan.scan_status = (int32_t)status;
-    a->scan.scan_root_bytes = get_u(b);
-    a->scan.scan_heap_bytes = get_u(b);
-    a->scan.scan_duration_us = get_u(b);
+    a->scan.scan_root_bytes = ml__get_u(b);
+    a->scan.scan_heap_bytes = ml__get_u(b);
+    a->scan.scan_duration_us = ml__get_u(b);
 
-    uint64_t nwarn = get_count(b, 1, "more warnings than the snapshot holds");
+    uint64_t nwarn = ml__get_count(b, 1, "more warnings than the snapshot holds");
     for (uint64_t i = 0; i < nwarn && !b->bad; i++) {
         char *w = get_str(b);
         if (w) {
@@ -853,7 +850,9 @@ static void restore(ibuf_t *b, ml_analysis_t *a) {
             free(w);
         }
     }
-    if (get_u(b) != SNAP_MAGIC || b->pos != b->len) bad(b, "it does not end where it should");
+    if (magic == SNAP_MAGIC && !b->bad && ml__get_max(b, 1, "bad flag"))
+        ml__gpu_restore(&a->gpu, b);
+    if (ml__get_u(b) != magic || b->pos != b->len) ml__snap_bad(b, "it does not end where it should");
 }
 
 int ml_analysis_restore(ml_analysis_t *a, const void *data, size_t len, char *err, size_t errlen) {
@@ -862,7 +861,7 @@ int ml_analysis_restore(ml_analysis_t *a, const void *data, size_t len, char *er
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    ibuf_t b = {.p = data, .len = len};
+    ml__ibuf_t b = {.p = data, .len = len};
     restore(&b, n);
     if (b.bad) {
         snprintf(err, errlen, "the analysis snapshot is damaged (%s)", b.why);

@@ -779,9 +779,9 @@ static void sample_rss(session_t *s, proc_t *p) {
     proc_add(p, &r);
 }
 
-/* Appends the analysis session to the trace, after the end record. Without
- * it (GPU records, out of memory) reports replay the records: slower, the
- * same numbers. */
+/* Appends the analysis session (GPU state included) to the trace, after the
+ * end record. Without it (out of memory, or state the snapshot cannot hold
+ * exactly: -ENOTSUP) reports replay the records: slower, the same numbers. */
 static void save_snapshot(const session_t *s, proc_t *p) {
     void *data;
     size_t len;

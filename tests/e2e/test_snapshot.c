@@ -12,6 +12,8 @@
 
 #include "harness.h"
 #include "ml_analysis.h"
+#include "ml_gpu.h"
+#include "ml_report_gpu.h"
 
 static void record(const char *trace, const char *const *prog) {
     const char *argv[16] = {h_bin("memlens"), "run", "-q", "-o", trace, "--"};
@@ -263,7 +265,7 @@ Test(snapshot, dump_names_it) {
     h_run(&r, argv);
     cr_assert_eq(r.status, 0, "%s", r.err);
     const char *line = strstr(r.out, "# analysis snapshot: ");
-    cr_expect(line && strstr(line, " bytes, version 1\n"), "%.200s", line ? line : "(none)");
+    cr_expect(line && strstr(line, " bytes, version 2\n"), "%.200s", line ? line : "(none)");
     cr_expect(strstr(r.out, " end "), "the end record comes before it");
     h_run_free(&r);
 }
@@ -346,5 +348,379 @@ Test(snapshot, many_small_stacks_restore) {
     cr_expect_eq(ml_analysis_restore(a, data, len, err, sizeof err), 0, "%s (%zu bytes)", err, len);
     cr_expect_eq(ml_analysis_totals(a)->alloc_calls, 5000);
     ml_analysis_free(a);
+    free(data);
+}
+
+/* ------------------------------------------------------------------------- */
+/* GPU state                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* The GPU side of a restored session, query by query, equals the replay's:
+ * every device (peak, kinds, fragmentation, size classes, leaks), its
+ * timeline, every site in every order, the advice. */
+static void expect_same_gpu(const ml_analysis_t *s, const ml_analysis_t *r) {
+    const ml_gpu_t *gs = ml_analysis_gpu(s), *gr = ml_analysis_gpu(r);
+    cr_assert(gs && gr, "GPU state: snapshot %p, replay %p", (void *)gs, (void *)gr);
+    cr_expect_eq(memcmp(ml_gpu_summary(gs), ml_gpu_summary(gr), sizeof(ml_gpu_summary_t)), 0,
+                 "the GPU summaries differ");
+    size_t nd = ml_gpu_device_count(gr);
+    cr_assert_eq(ml_gpu_device_count(gs), nd);
+    for (size_t i = 0; i < nd; i++) {
+        cr_expect_eq(memcmp(ml_gpu_device(gs, i), ml_gpu_device(gr, i), sizeof(ml_gpu_device_t)), 0,
+                     "device %zu differs", i);
+        const ml_gpu_point_t *ps, *pr;
+        size_t n = ml_gpu_timeline(gr, i, &pr);
+        cr_expect_eq(ml_gpu_timeline(gs, i, &ps), n, "device %zu: timeline lengths", i);
+        for (size_t k = 0; k < n; k++) /* field by field: a point has padding */
+            cr_expect(ps[k].time_ms == pr[k].time_ms && ps[k].max_bytes == pr[k].max_bytes &&
+                          ps[k].last_bytes == pr[k].last_bytes,
+                      "device %zu: timelines differ at point %zu", i, k);
+    }
+    ml_gpu_site_t a[256], b[256];
+    for (int o = ML_GPU_BY_PEAK; o <= ML_GPU_BY_ALLOCATED; o++) {
+        size_t n = ml_gpu_sites(gr, SIZE_MAX, (ml_gpu_order_t)o, b, 256);
+        cr_expect_eq(ml_gpu_sites(gs, SIZE_MAX, (ml_gpu_order_t)o, a, 256), n, "order %d", o);
+        for (size_t i = 0; i < n; i++) {
+            cr_expect(
+                a[i].stack == b[i].stack && a[i].kind == b[i].kind && a[i].device == b[i].device &&
+                    a[i].peak_bytes == b[i].peak_bytes && a[i].leaked_bytes == b[i].leaked_bytes &&
+                    a[i].frees == b[i].frees && a[i].lifetime_ms_sum == b[i].lifetime_ms_sum &&
+                    a[i].distinct_sizes == b[i].distinct_sizes && a[i].top_size == b[i].top_size,
+                "order %d, site %zu differs", o, i);
+            cr_expect_eq(ml_gpu_site_pairs_per_s(gs, &a[i]), ml_gpu_site_pairs_per_s(gr, &b[i]));
+        }
+    }
+    static ml_gpu_suggestion_t x[32], y[32];
+    size_t n = ml_gpu_suggest(gr, y, 32);
+    cr_expect_eq(ml_gpu_suggest(gs, x, 32), n);
+    for (size_t i = 0; i < n; i++) {
+        cr_expect_str_eq(x[i].strategy, y[i].strategy);
+        cr_expect_str_eq(x[i].message, y[i].message);
+        cr_expect_str_eq(x[i].evidence, y[i].evidence);
+    }
+}
+
+/* Records PROG, checks that the trace has a snapshot whose reports (JSON,
+ * folded, text) equal the replay's, and compares the GPU state itself. */
+static void expect_same_gpu_reports(const char *name, const char *const *prog,
+                                    ml_analysis_t **restored) {
+    expect_same_reports(name, prog); /* also: the snapshot is there and used */
+    const char *trace = h_tmp(name);
+    ml_analysis_t *s, *r;
+    char err[512];
+    cr_assert_eq(ml_analysis_new(&s), 0);
+    cr_assert_eq(ml_analysis_new(&r), 0);
+    cr_assert_eq(ml_analysis_load_ex(s, trace, ML_LOAD_SNAPSHOT, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ml_analysis_load_ex(r, trace, 0, err, sizeof err), 0, "%s", err);
+    cr_assert(ml_analysis_from_snapshot(s), "%s: GPU traces have a snapshot now", name);
+    expect_same_gpu(s, r);
+    ml_analysis_free(r);
+    if (restored)
+        *restored = s;
+    else
+        ml_analysis_free(s);
+}
+
+/* The scenario of test_gpu_e2e: every kind, VMM, a failed free, a context
+ * destroyed with memory held. */
+Test(snapshot, gpu_events) {
+    expect_same_gpu_reports("gpu.mlt", (const char *[]){"fx_gpu_events", NULL}, NULL);
+}
+
+/* A training-like run: churn, drains and pool trims, holes, a timeline
+ * that halved its resolution, CPU records beside them. The checks on the
+ * restored state make sure the comparison covered those. */
+Test(snapshot, gpu_busy, .timeout = 60) {
+    ml_analysis_t *s;
+    expect_same_gpu_reports("gpubusy.mlt", (const char *[]){"fx_gpu_events", "busy", "20000", NULL},
+                            &s);
+    const ml_gpu_t *g = ml_analysis_gpu(s);
+    cr_assert_eq(ml_gpu_device_count(g), 2);
+    const ml_gpu_device_t *d = ml_gpu_device(g, 0);
+    cr_expect_geq(d->empty_cache_cycles, 3, "%u cycles", d->empty_cache_cycles);
+    cr_expect_geq(d->pool_trims, 3);
+    cr_expect_eq(d->failed_frees, 1);
+    cr_expect_eq(d->unknown_frees, 1);
+    cr_expect(d->frag_peak.valid && d->frag_peak.holes > 0, "holes at the peak: %lu",
+              (unsigned long)d->frag_peak.holes);
+    cr_expect_gt(ml_gpu_device(g, 1)->ctx_destroy_bytes, 0);
+    const ml_gpu_point_t *p;
+    cr_expect_gt(ml_gpu_timeline(g, 0, &p), 100, "a timeline"); /* how long: the machine's load */
+    ml_gpu_suggestion_t x[32];
+    size_t n = ml_gpu_suggest(g, x, 32);
+    const char *want[] = {"gpu_caching_pool",      "gpu_async_alloc",           "gpu_reuse_pinned",
+                          "gpu_avoid_empty_cache", "gpu_checkpoint_or_offload", NULL};
+    for (int i = 0; want[i]; i++) {
+        bool found = false;
+        for (size_t k = 0; k < n; k++)
+            found = found || !strcmp(x[k].strategy, want[i]);
+        cr_expect(found, "no %s advice", want[i]);
+    }
+    cr_expect_gt(ml_analysis_totals(s)->alloc_calls, 20000, "the CPU allocations are there too");
+    ml_analysis_free(s);
+}
+
+#ifdef ML_HAVE_CUPTI_01
+/* The same scenario through libmemlens_cupti.so and the fake CUPTI. */
+Test(snapshot, gpu_inject) {
+    expect_same_gpu_reports(
+        "gpuinject.mlt", (const char *[]){"fx_gpu_inject", h_bin("fakecupti/libcupti.so.12"), NULL},
+        NULL);
+}
+#endif
+
+static void feed_gpu(ml_analysis_t *a, int tag, uint8_t op, uint8_t kind, int32_t dev, uint32_t ctx,
+                     uint64_t ptr, uint64_t size, uint64_t handle, uint32_t stack,
+                     uint32_t time_ms) {
+    ml_record_t r;
+    memset(&r, 0, sizeof r);
+    r.tag = (uint8_t)tag;
+    r.time_ms = time_ms;
+    r.u.gpu.op = op;
+    r.u.gpu.kind = kind;
+    r.u.gpu.device = dev;
+    r.u.gpu.context = ctx;
+    r.u.gpu.ptr = ptr;
+    r.u.gpu.size = size;
+    r.u.gpu.handle = handle;
+    r.u.gpu.stack = stack;
+    ml_analysis_feed(a, &r);
+}
+
+/* Records fed by hand, on a clock the test controls: 4000 ms of churn (the
+ * timelines halve their resolution twice), devices seen out of order (-1
+ * and 3 after 0), drains, trims, holes, a VMM handle released while mapped,
+ * a failed free, a context destroyed. The restored state equals the fed
+ * one, and so does the GPU JSON. */
+Test(snapshot, gpu_fed_records_round_trip) {
+    ml_analysis_t *a;
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    const int A = ML_T_GPU_ALLOC, F = ML_T_GPU_FREE;
+    const uint64_t M = 1024 * 1024;
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 64 * M, 0, 7, 0);
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_VMM_RESERVE, 0, 1, 0x7e0000000000, 8 * M, 0, 8, 1);
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_VMM_PHYSICAL, 0, 1, 0xabc0, 2 * M, 0, 8, 1);
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_VMM_MAP, 0, 1, 0x7e0000000000, 2 * M, 0xabc0, 8, 1);
+    feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_VMM_PHYSICAL, 0, 1, 0xabc0, 0, 0, 0, 2);
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 3, 4, 0x3000000000, 3 * M, 0, 9, 2);
+    feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, -1, 0, 0x4000000000, 1 * M, 0, 9, 2);
+    for (uint32_t t = 3; t < 4000; t++) {
+        feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x2000000000, (t % 5 + 1) * M, 0,
+                 10, t);
+        feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x2000000000, 0, 0, 0, t);
+        feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_ASYNC, 0, 1, 0x2100000000, 4096 * (t % 11 + 1),
+                 0, 11, t);
+        feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_ASYNC, 0, 1, 0x2100000000, 0, 0, 0, t);
+        if (t % 7 == 0) {
+            feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_HOST_PINNED, 0, 1, 0x7fff00000000, 65536, 0,
+                     12, t);
+            feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_HOST_PINNED, 0, 1, 0x7fff00000000, 0, 0, 0,
+                     t);
+        }
+        if (t % 300 == 0) {
+            for (uint64_t i = 0; i < 20; i++)
+                feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M,
+                         M, 0, 13, t);
+            for (uint64_t i = 0; i < 20; i += 2)
+                feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M,
+                         0, 0, 0, t);
+            for (uint64_t i = 1; i < 20; i += 2)
+                feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x2200000000 + i * 2 * M,
+                         0, 0, 0, t);
+            feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 0, 0, 0, t);
+            feed_gpu(a, A, ML_GPU_OP_ALLOC, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 64 * M, 0, 7,
+                     t);
+        }
+        if (t % 450 == 0)
+            feed_gpu(a, F, ML_GPU_OP_POOL_TRIM, ML_GPU_KIND_POOL, 0, 1, 0, 0, 0x9001, 0, t);
+    }
+    feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 0, 0, 0, 4000);
+    feed_gpu(a, F, ML_GPU_OP_FREE_FAILED, ML_GPU_KIND_DEVICE, 0, 1, 0x1000000000, 0, 0, 0, 4000);
+    feed_gpu(a, F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 0, 1, 0xdead0000, 0, 0, 0, 4001);
+    feed_gpu(a, F, ML_GPU_OP_CTX_DESTROY, ML_GPU_KIND_DEVICE, 3, 4, 0, 0, 0, 0, 4002);
+    const ml_gpu_t *g = ml_analysis_gpu(a);
+    cr_assert_eq(ml_gpu_device_count(g), 3);
+    const ml_gpu_point_t *p;
+    size_t n = ml_gpu_timeline(g, 1, &p);
+    cr_assert(n > 1 && p[1].time_ms - p[0].time_ms >= 4, "the timeline halved twice: %zu points",
+              n);
+    cr_assert_geq(ml_gpu_device(g, 1)->empty_cache_cycles, 3);
+
+    void *data;
+    size_t len;
+    cr_assert_eq(ml_analysis_snapshot(a, &data, &len), 0);
+    ml_analysis_t *b;
+    char err[512];
+    cr_assert_eq(ml_analysis_new(&b), 0);
+    cr_assert_eq(ml_analysis_restore(b, data, len, err, sizeof err), 0, "%s", err);
+    expect_same_gpu(b, a);
+    char *ja = NULL, *jb = NULL;
+    size_t la, lb;
+    FILE *f = open_memstream(&ja, &la);
+    ml_report_json_gpu(f, a);
+    fclose(f);
+    f = open_memstream(&jb, &lb);
+    ml_report_json_gpu(f, b);
+    fclose(f);
+    cr_expect_gt(la, 1000);
+    cr_expect_str_eq(jb, ja, "the GPU JSON of the restored session differs");
+    /* Saved again, the restored state gives the same bytes. */
+    void *again;
+    size_t len2;
+    cr_assert_eq(ml_analysis_snapshot(b, &again, &len2), 0);
+    cr_expect(len2 == len && !memcmp(again, data, len), "a second save differs");
+    free(again);
+    free(ja);
+    free(jb);
+    free(data);
+    ml_analysis_free(a);
+    ml_analysis_free(b);
+}
+
+/* The LEB128 bytes of v, as the snapshot writes numbers. */
+static size_t leb(uint64_t v, uint8_t *out) {
+    size_t n = 0;
+    while (v >= 0x80)
+        out[n++] = (uint8_t)(v | 0x80), v >>= 7;
+    out[n++] = (uint8_t)v;
+    return n;
+}
+
+static void *gpu_snapshot(const char *name, const char *const *prog, size_t *len, size_t *gpu_at) {
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s", h_tmp(name));
+    record(trace, prog);
+    ml_analysis_t *a;
+    char err[512];
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_assert_eq(ml_analysis_load_ex(a, trace, 0, err, sizeof err), 0, "%s", err);
+    cr_assert_not_null(ml_analysis_gpu(a));
+    void *data;
+    cr_assert_eq(ml_analysis_snapshot(a, &data, len), 0);
+    ml_analysis_free(a);
+    /* The GPU section starts with its magic number, "GPU1". */
+    uint8_t m[10];
+    size_t k = leb(0x31555047u, m);
+    *gpu_at = 0;
+    for (size_t i = 0; i + k <= *len && !*gpu_at; i++)
+        if (!memcmp((uint8_t *)data + i, m, k)) *gpu_at = i;
+    cr_assert_gt(*gpu_at, 0, "the snapshot has a GPU section");
+    return data;
+}
+
+/* A restored session with GPU state answers every query and writes its
+ * GPU JSON (what a report reads) without a fault. */
+static void use_gpu(ml_analysis_t *a) {
+    char err[512];
+    ml_build_opts_t bo = {.no_symbols = true};
+    cr_expect_eq(ml_analysis_build(a, &bo, err, sizeof err), 0, "%s", err);
+    const ml_gpu_t *g = ml_analysis_gpu(a);
+    if (!g) return;
+    ml_gpu_site_t sites[64];
+    for (size_t i = 0; i < ml_gpu_device_count(g); i++) {
+        const ml_gpu_point_t *p;
+        ml_gpu_timeline(g, i, &p);
+        ml_gpu_sites(g, i, ML_GPU_BY_PEAK, sites, 64);
+    }
+    ml_gpu_suggestion_t x[16];
+    ml_gpu_suggest(g, x, 16);
+    FILE *f = fopen("/dev/null", "w");
+    ml_report_json_gpu(f, a);
+    fclose(f);
+}
+
+/* Every prefix of a GPU snapshot, and bits flipped in its GPU section:
+ * refused (or, for a flip that keeps it sound, restored and usable), never
+ * a crash; ASan builds check the memory side. */
+static void damage_gpu_snapshot(const char *name, const char *const *prog, int flips,
+                                int min_refused) {
+    size_t len, at;
+    uint8_t *data = gpu_snapshot(name, prog, &len, &at);
+    ml_analysis_t *a;
+    char err[512];
+    for (size_t n = 0; n < len; n += n < at ? 97 : (n < at + 512 ? 1 : 5)) {
+        cr_assert_eq(ml_analysis_new(&a), 0);
+        int rc = ml_analysis_restore(a, data, n, err, sizeof err);
+        cr_expect_eq(rc, -22, "a prefix of %zu of %zu bytes was accepted", n, len);
+        cr_expect(strstr(err, "damaged"), "%s", err);
+        cr_expect_null(ml_analysis_gpu(a), "a refused snapshot leaves the session");
+        ml_analysis_free(a);
+    }
+    uint8_t *copy = malloc(len);
+    unsigned seed = 4242;
+    int refused = 0;
+    for (int i = 0; i < flips; i++) {
+        memcpy(copy, data, len);
+        seed = seed * 1103515245u + 12345u;
+        copy[at + (seed >> 8) % (len - at)] ^= (uint8_t)(1u << ((seed >> 4) & 7));
+        cr_assert_eq(ml_analysis_new(&a), 0);
+        if (ml_analysis_restore(a, copy, len, err, sizeof err) < 0) {
+            refused++;
+            cr_expect(strstr(err, "damaged"), "%s", err);
+        } else {
+            use_gpu(a);
+        }
+        ml_analysis_free(a);
+    }
+    cr_expect_gt(refused, min_refused, "only %d of %d damaged GPU snapshots were refused", refused,
+                 flips);
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_expect_eq(ml_analysis_restore(a, data, len, err, sizeof err), 0, "%s", err);
+    cr_expect_not_null(ml_analysis_gpu(a));
+    use_gpu(a);
+    ml_analysis_free(a);
+    free(copy);
+    free(data);
+}
+
+Test(snapshot, gpu_restore_refuses_damaged_bytes, .timeout = 120) {
+    damage_gpu_snapshot("gpurs.mlt", (const char *[]){"fx_gpu_events", NULL}, 3000, 1000);
+}
+
+Test(snapshot, gpu_busy_restore_refuses_damaged_bytes, .timeout = 120) {
+    damage_gpu_snapshot("gpubusyrs.mlt",
+                        (const char *[]){"fx_gpu_events", "busy", "2000", "100", NULL}, 1500, 300);
+}
+
+/* Snapshots from before the GPU state was saved (version 1: "SNAP" first
+ * and last, no GPU flag) still restore; one that claims version 1 but
+ * carries the version-2 GPU flag is refused. */
+Test(snapshot, version_1_still_restores) {
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s", h_tmp("v1.mlt"));
+    record(trace, (const char *[]){"fx_leaks", NULL});
+    ml_analysis_t *a;
+    char err[512];
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_assert_eq(ml_analysis_load_ex(a, trace, 0, err, sizeof err), 0, "%s", err);
+    uint64_t allocs = ml_analysis_totals(a)->alloc_calls;
+    void *data;
+    size_t len;
+    cr_assert_eq(ml_analysis_snapshot(a, &data, &len), 0);
+    ml_analysis_free(a);
+    uint8_t v2[10], v1[10];
+    size_t k = leb(0x32504e53u, v2);
+    cr_assert_eq(leb(0x50414e53u, v1), k);
+    uint8_t *p = data;
+    cr_assert_eq(memcmp(p, v2, k), 0, "version 2 starts with SNP2");
+    cr_assert_eq(memcmp(p + len - k, v2, k), 0, "and ends with it");
+    cr_assert_eq(p[len - k - 1], 0, "after a GPU flag of 0");
+    /* The version-1 layout: the same without the flag, "SNAP" around it. */
+    uint8_t *old = malloc(len);
+    memcpy(old, p, len - k - 1);
+    memcpy(old, v1, k);
+    memcpy(old + len - k - 1, v1, k);
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_expect_eq(ml_analysis_restore(a, old, len - 1, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(ml_analysis_totals(a)->alloc_calls, allocs);
+    cr_expect_null(ml_analysis_gpu(a));
+    ml_analysis_free(a);
+    /* Version 1 with the flag left in: not where it should end. */
+    memcpy(p, v1, k);
+    memcpy(p + len - k, v1, k);
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_expect_eq(ml_analysis_restore(a, p, len, err, sizeof err), -22);
+    ml_analysis_free(a);
+    free(old);
     free(data);
 }

@@ -10,10 +10,12 @@
  * by a chunk's raw record bytes, which the harness compresses into a valid
  * file so that mutations reach the record decoder and the analysis, or 'S'
  * followed by the raw bytes of an analysis snapshot (analysis/snapshot.c),
- * restored into a session that is then built. Whole files also go through
+ * restored into a session that is then built and whose GPU state, if any,
+ * is queried as a report would (the seeds include GPU snapshots). Whole files also go through
  * ml_analysis_load_ex(ML_LOAD_SNAPSHOT): the trailer, the body checksum. */
 #define _GNU_SOURCE
 #include "ml_analysis.h"
+#include "ml_gpu.h"
 #include "ml_trace_io.h"
 
 #include <stdint.h>
@@ -25,6 +27,21 @@
 #include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* What the report's GPU section reads. */
+static void query_gpu(const ml_gpu_t *g) {
+    if (!g) return;
+    static ml_gpu_site_t sites[64];
+    static ml_gpu_suggestion_t sugg[16];
+    for (size_t i = 0; i < ml_gpu_device_count(g); i++) {
+        const ml_gpu_point_t *p;
+        ml_gpu_timeline(g, i, &p);
+        size_t n = ml_gpu_sites(g, i, ML_GPU_BY_PEAK, sites, 64);
+        for (size_t k = 0; k < n; k++) (void)ml_gpu_site_pairs_per_s(g, &sites[k]);
+    }
+    ml_gpu_sites(g, SIZE_MAX, ML_GPU_BY_CHURN, sites, 64);
+    ml_gpu_suggest(g, sugg, 16);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int fd = -1;
@@ -44,6 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (ml_analysis_restore(a, data + 1, size - 1, err, sizeof err) == 0) {
             ml_build_opts_t o = {.no_symbols = true, .flame_max_nodes = 200};
             ml_analysis_build(a, &o, err, sizeof err);
+            query_gpu(ml_analysis_gpu(a));
         }
         ml_analysis_free(a);
         return 0;

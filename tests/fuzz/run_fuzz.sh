@@ -12,6 +12,11 @@ mkdir "$work/corpus" "$work/artifacts"
 "$memlens" run -q -o "$work/corpus/cpp.mlt" -- "$bin/fx_cpp" >/dev/null
 "$memlens" run -q -o "$work/corpus/dlopen.mlt" -- "$bin/fx_dlopen" >/dev/null
 "$memlens" run -q -o "$work/corpus/frag.mlt" -- "$bin/fx_frag" alternate >/dev/null
+# GPU records (and, since snapshot version 2, GPU state in the snapshot).
+if [ -x "$bin/fx_gpu_events" ]; then
+  "$memlens" run -q -o "$work/corpus/gpu.mlt" -- "$bin/fx_gpu_events" >/dev/null
+  "$memlens" run -q -o "$work/corpus/gpubusy.mlt" -- "$bin/fx_gpu_events" busy 200 20 >/dev/null
+fi
 size=$(wc -c <"$work/corpus/leaks.mlt")
 head -c $((size / 2)) "$work/corpus/leaks.mlt" >"$work/corpus/truncated.mlt"
 head -c 16 "$work/corpus/leaks.mlt" >"$work/corpus/header.mlt"
@@ -31,7 +36,9 @@ fi
 # trailer's last 8 bytes give the snapshot's offset, its frame follows a
 # 16-byte header.
 if command -v zstd >/dev/null; then
-  for t in "$work"/corpus/leaks.mlt "$work"/corpus/cpp.mlt "$work"/corpus/frag.mlt; do
+  for t in "$work"/corpus/leaks.mlt "$work"/corpus/cpp.mlt "$work"/corpus/frag.mlt \
+           "$work"/corpus/gpu.mlt "$work"/corpus/gpubusy.mlt; do
+    [ -s "$t" ] || continue
     size=$(wc -c <"$t")
     off=$(od -An -tu8 -j$((size - 8)) -N8 "$t" | tr -d ' ')
     [ -n "$off" ] && [ "$off" -gt 0 ] || continue
