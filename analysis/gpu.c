@@ -1442,14 +1442,16 @@ size_t ml_gpu_stack_frames(const ml_analysis_t *ca, uint32_t stack, ml_frame_t *
  * here are updated, which is the moment to do it. LP64 only. */
 #if defined(__LP64__)
 _Static_assert(sizeof(ml_gpu_summary_t) == 80, "save/restore the new ml_gpu_summary_t field");
-_Static_assert(sizeof(ml_gpu_device_t) == 2048, "save/restore the new ml_gpu_device_t field");
+_Static_assert(sizeof(ml_gpu_device_t) == 2088, "save/restore the new ml_gpu_device_t field");
 _Static_assert(sizeof(ml_gpu_kind_stats_t) == 64, "save/restore the new kind-stats field");
 _Static_assert(sizeof(ml_gpu_frag_t) == 72, "save/restore the new ml_gpu_frag_t field");
 _Static_assert(sizeof(ml_gpu_site_t) == 144, "save/restore the new ml_gpu_site_t field");
-_Static_assert(sizeof(gdev_t) == 2320, "save/restore the new gdev_t field");
+_Static_assert(sizeof(gdev_t) == 2376, "save/restore the new gdev_t field");
 _Static_assert(sizeof(gsite_t) == 288, "save/restore the new gsite_t field");
 _Static_assert(sizeof(gblock_t) == 48, "save/restore the new gblock_t field");
-_Static_assert(sizeof(struct ml_gpu_s) == 3232, "save/restore the new ml_gpu_t field");
+_Static_assert(sizeof(gpool_t) == 136, "save/restore the new gpool_t field");
+_Static_assert(sizeof(ml_gpu_pool_t) == 120, "save/restore the new ml_gpu_pool_t field");
+_Static_assert(sizeof(struct ml_gpu_s) == 3240, "save/restore the new ml_gpu_t field");
 #endif
 
 static void put_gfrag(ml__obuf_t *b, const ml_gpu_frag_t *f) {
@@ -1517,6 +1519,60 @@ static void get_gblock(ml__ibuf_t *b, const ml_gpu_t *g, gblock_t *e) {
         ml__snap_bad(b, "a GPU block does not match its site");
 }
 
+/* A pool (--gpu-pools): its public numbers and the correlation ids of the
+ * states it keeps, so records fed after a restore would join the same way. */
+static void put_gpool(ml__obuf_t *b, const gpool_t *q) {
+    const ml_gpu_pool_t *p = &q->pub;
+    ml__put_u(b, p->address);
+    ml__put_u(b, (uint64_t)p->explicit_pool | (uint64_t)p->imported << 1 | (uint64_t)p->managed << 2 |
+                     (uint64_t)q->have_cur << 3 | (uint64_t)q->have_peak << 4);
+    ml__put_u(b, p->peak_reserved_bytes);
+    ml__put_u(b, p->reserved_at_exit_bytes);
+    ml__put_u(b, p->peak_used_bytes);
+    ml__put_u(b, p->used_at_exit_bytes);
+    ml__put_u(b, p->release_threshold_bytes);
+    ml__put_u(b, p->reserved_at_peak_bytes);
+    ml__put_u(b, p->used_at_peak_bytes);
+    ml__put_u(b, p->trims);
+    ml__put_u(b, p->created);
+    ml__put_u(b, p->destroyed);
+    ml__put_u(b, p->allocs);
+    ml__put_u(b, p->releases);
+    ml__put_u(b, p->drops_to_zero);
+    ml__put_u(b, p->last_correlation);
+    ml__put_u(b, q->cur_corr);
+    ml__put_u(b, q->peak_corr);
+}
+
+static void get_gpool(ml__ibuf_t *b, int32_t device, gpool_t *q) {
+    static const char range[] = "a GPU pool counter is out of range";
+    ml_gpu_pool_t *p = &q->pub;
+    p->device = device;
+    p->address = ml__get_u(b);
+    uint64_t flags = ml__get_max(b, 31, "a GPU pool's flags are out of range");
+    p->explicit_pool = flags & 1;
+    p->imported = flags >> 1 & 1;
+    p->managed = flags >> 2 & 1;
+    q->have_cur = flags >> 3 & 1;
+    q->have_peak = flags >> 4 & 1;
+    p->peak_reserved_bytes = ml__get_u(b);
+    p->reserved_at_exit_bytes = ml__get_u(b);
+    p->peak_used_bytes = ml__get_u(b);
+    p->used_at_exit_bytes = ml__get_u(b);
+    p->release_threshold_bytes = ml__get_u(b);
+    p->reserved_at_peak_bytes = ml__get_u(b);
+    p->used_at_peak_bytes = ml__get_u(b);
+    p->trims = (uint32_t)ml__get_max(b, UINT32_MAX, range);
+    p->created = (uint32_t)ml__get_max(b, UINT32_MAX, range);
+    p->destroyed = (uint32_t)ml__get_max(b, UINT32_MAX, range);
+    p->allocs = ml__get_u(b);
+    p->releases = ml__get_u(b);
+    p->drops_to_zero = (uint32_t)ml__get_max(b, UINT32_MAX, range);
+    p->last_correlation = (uint32_t)ml__get_max(b, UINT32_MAX, range);
+    q->cur_corr = (uint32_t)ml__get_max(b, UINT32_MAX, range);
+    q->peak_corr = (uint32_t)ml__get_max(b, UINT32_MAX, range);
+}
+
 int ml__gpu_save(const ml_gpu_t *g, ml__obuf_t *b) {
     ml__put_u(b, GPU_SNAP_MAGIC);
     const ml_gpu_summary_t *u = &g->sum;
@@ -1532,6 +1588,7 @@ int ml__gpu_save(const ml_gpu_t *g, ml__obuf_t *b) {
     ml__put_u(b, u->pinned_peak_bytes);
     ml__put_u(b, u->contexts_destroyed);
     ml__put_u(b, g->have_time);
+    ml__put_u(b, g->corr);
     ml__put_u(b, ML_GPU_KIND_COUNT_);
 
     ml__put_u(b, g->ndevs);
@@ -1596,6 +1653,10 @@ int ml__gpu_save(const ml_gpu_t *g, ml__obuf_t *b) {
             ml__put_u(b, d->tl[k].max_bytes);
             ml__put_u(b, d->tl[k].last_bytes);
         }
+        ml__put_u(b, d->peak_corr);
+        ml__put_u(b, p->pool_records);
+        ml__put_u(b, p->npools);
+        for (uint32_t k = 0; k < p->npools; k++) put_gpool(b, &d->pools[k]);
     }
 
     ml__put_u(b, g->nsites);
@@ -1723,6 +1784,7 @@ static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
     u->pinned_peak_bytes = ml__get_u(b);
     u->contexts_destroyed = ml__get_u(b);
     g->have_time = ml__get_max(b, 1, "bad flag");
+    g->corr = (uint32_t)ml__get_max(b, UINT32_MAX, "a GPU correlation id is out of range");
     if (ml__get_u(b) != (uint64_t)ML_GPU_KIND_COUNT_)
         return (void)ml__snap_bad(b, "another set of GPU kinds");
 
@@ -1811,6 +1873,20 @@ static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
             q->max_bytes = ml__get_u(b);
             q->last_bytes = ml__get_u(b);
         }
+        d->peak_corr = (uint32_t)ml__get_max(b, UINT32_MAX, "a GPU correlation id is out of range");
+        p->pool_records = ml__get_u(b);
+        /* A pool takes at least 18 bytes. */
+        uint64_t npools = ml__get_count(b, 18, "more GPU pools than the snapshot holds");
+        if (!b->bad && npools > UINT32_MAX / 2) ml__snap_bad(b, "too many GPU pools");
+        if (b->bad) return;
+        if (npools) {
+            d->pools = calloc(npools, sizeof *d->pools);
+            if (!d->pools) return (void)ml__snap_bad(b, "out of memory");
+            d->pools_cap = (uint32_t)npools;
+        }
+        for (uint32_t k = 0; k < npools && !b->bad; k++) get_gpool(b, p->device, &d->pools[k]);
+        p->npools = (uint32_t)npools;
+        pool_sums(d); /* the device's at-peak pool sums follow from its pools */
         if (!b->bad && !derived_ok(d)) ml__snap_bad(b, "a GPU device's leaks do not add up");
     }
     if (b->bad) return;

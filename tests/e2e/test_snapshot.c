@@ -15,9 +15,14 @@
 #include "ml_gpu.h"
 #include "ml_report_gpu.h"
 
+/* An option for `memlens run` ahead of the rest (--gpu-pools), or NULL. */
+static const char *run_option;
+
 static void record(const char *trace, const char *const *prog) {
-    const char *argv[16] = {h_bin("memlens"), "run", "-q", "-o", trace, "--"};
-    int n = 6;
+    const char *argv[16] = {h_bin("memlens"), "run", "-q", "-o", trace};
+    int n = 5;
+    if (run_option) argv[n++] = run_option;
+    argv[n++] = "--";
     for (int i = 0; prog[i] && n < 15; i++) argv[n++] = i == 0 ? h_bin(prog[0]) : prog[i];
     argv[n] = NULL;
     h_run_t r;
@@ -375,6 +380,27 @@ static void expect_same_gpu(const ml_analysis_t *s, const ml_analysis_t *r) {
             cr_expect(ps[k].time_ms == pr[k].time_ms && ps[k].max_bytes == pr[k].max_bytes &&
                           ps[k].last_bytes == pr[k].last_bytes,
                       "device %zu: timelines differ at point %zu", i, k);
+        ml_gpu_pool_t qs[16], qr[16];
+        size_t np = ml_gpu_pools(gr, i, qr, 16);
+        cr_expect_eq(ml_gpu_pools(gs, i, qs, 16), np, "device %zu: pool counts", i);
+        for (size_t k = 0; k < np; k++) { /* field by field: a pool has padding */
+            const ml_gpu_pool_t *x = &qs[k], *y = &qr[k];
+            cr_expect(x->device == y->device && x->address == y->address &&
+                          x->explicit_pool == y->explicit_pool && x->imported == y->imported &&
+                          x->managed == y->managed &&
+                          x->peak_reserved_bytes == y->peak_reserved_bytes &&
+                          x->reserved_at_exit_bytes == y->reserved_at_exit_bytes &&
+                          x->peak_used_bytes == y->peak_used_bytes &&
+                          x->used_at_exit_bytes == y->used_at_exit_bytes &&
+                          x->release_threshold_bytes == y->release_threshold_bytes &&
+                          x->reserved_at_peak_bytes == y->reserved_at_peak_bytes &&
+                          x->used_at_peak_bytes == y->used_at_peak_bytes && x->trims == y->trims &&
+                          x->created == y->created && x->destroyed == y->destroyed &&
+                          x->allocs == y->allocs && x->releases == y->releases &&
+                          x->drops_to_zero == y->drops_to_zero &&
+                          x->last_correlation == y->last_correlation,
+                      "device %zu: pool %zu differs", i, k);
+        }
     }
     ml_gpu_site_t a[256], b[256];
     for (int o = ML_GPU_BY_PEAK; o <= ML_GPU_BY_ALLOCATED; o++) {
@@ -466,6 +492,28 @@ Test(snapshot, gpu_inject) {
     expect_same_gpu_reports(
         "gpuinject.mlt", (const char *[]){"fx_gpu_inject", h_bin("fakecupti/libcupti.so.12"), NULL},
         NULL);
+}
+
+/* --gpu-pools: the pools' reserved and used bytes, joined by correlation
+ * id, come back from the snapshot as the replay computes them. */
+Test(snapshot, gpu_pools) {
+    ml_analysis_t *s;
+    run_option = "--gpu-pools";
+    expect_same_gpu_reports(
+        "gpupools.mlt",
+        (const char *[]){"fx_gpu_inject", h_bin("fakecupti/libcupti.so.12"), "pools", NULL}, &s);
+    run_option = NULL;
+    const ml_gpu_t *g = ml_analysis_gpu(s);
+    size_t n = 0;
+    for (size_t i = 0; i < ml_gpu_device_count(g); i++) n += ml_gpu_device(g, i)->npools;
+    cr_expect_gt(n, 0, "the comparison covered pools");
+    for (size_t i = 0; i < ml_gpu_device_count(g); i++) {
+        ml_gpu_pool_t p[8];
+        size_t k = ml_gpu_pools(g, i, p, 8);
+        for (size_t j = 0; j < k; j++)
+            cr_expect_gt(p[j].peak_reserved_bytes, 0, "pool %zu of device %zu has sizes", j, i);
+    }
+    ml_analysis_free(s);
 }
 #endif
 
