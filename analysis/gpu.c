@@ -75,6 +75,7 @@ static bool in_va(unsigned kind) {
 typedef struct {
     uint64_t start, end;
     uint64_t lo, hi, bytes, gaps, max_gap, holes, count;
+    uint64_t breaks, nbreaks; /* gaps wider than ML_GPU_REGION_GAP: bytes, count */
     uint32_t prio;
     int32_t l, r;
 } tnode_t;
@@ -91,6 +92,14 @@ static void treap_init(treap_t *t) {
     t->rng = 0x9e3779b9u;
 }
 
+/* A gap between consecutive ranges is a hole, or a break between regions. */
+static inline uint64_t hole_of(uint64_t gap) {
+    return gap <= ML_GPU_REGION_GAP ? gap : 0;
+}
+static inline uint64_t break_of(uint64_t gap) {
+    return gap > ML_GPU_REGION_GAP ? gap : 0;
+}
+
 static void pull(treap_t *t, int32_t i) {
     tnode_t *n = &t->n[i];
     const tnode_t *L = n->l >= 0 ? &t->n[n->l] : NULL, *R = n->r >= 0 ? &t->n[n->r] : NULL;
@@ -101,9 +110,12 @@ static void pull(treap_t *t, int32_t i) {
     n->hi = R && R->hi > mid_hi ? R->hi : mid_hi;
     n->bytes = (L ? L->bytes : 0) + (n->end - n->start) + (R ? R->bytes : 0);
     n->count = (L ? L->count : 0) + 1 + (R ? R->count : 0);
-    n->gaps = (L ? L->gaps : 0) + (R ? R->gaps : 0) + g1 + g2;
-    n->holes = (L ? L->holes : 0) + (R ? R->holes : 0) + (g1 > 0) + (g2 > 0);
-    uint64_t m = g1 > g2 ? g1 : g2;
+    uint64_t h1 = hole_of(g1), h2 = hole_of(g2), b1 = break_of(g1), b2 = break_of(g2);
+    n->gaps = (L ? L->gaps : 0) + (R ? R->gaps : 0) + h1 + h2;
+    n->holes = (L ? L->holes : 0) + (R ? R->holes : 0) + (h1 > 0) + (h2 > 0);
+    n->breaks = (L ? L->breaks : 0) + (R ? R->breaks : 0) + b1 + b2;
+    n->nbreaks = (L ? L->nbreaks : 0) + (R ? R->nbreaks : 0) + (b1 > 0) + (b2 > 0);
+    uint64_t m = h1 > h2 ? h1 : h2;
     if (L && L->max_gap > m) m = L->max_gap;
     if (R && R->max_gap > m) m = R->max_gap;
     n->max_gap = m;
@@ -193,7 +205,8 @@ static void treap_frag(const treap_t *t, uint32_t time_ms, ml_gpu_frag_t *f) {
     const tnode_t *r = &t->n[t->root];
     f->live_bytes = r->bytes;
     f->blocks = r->count;
-    f->span_bytes = r->hi - r->lo;
+    f->span_bytes = r->hi - r->lo - r->breaks;
+    f->regions = 1 + r->nbreaks;
     f->hole_bytes = r->gaps;
     f->holes = r->holes;
     f->largest_hole_bytes = r->max_gap;
@@ -1442,11 +1455,11 @@ size_t ml_gpu_stack_frames(const ml_analysis_t *ca, uint32_t stack, ml_frame_t *
  * here are updated, which is the moment to do it. LP64 only. */
 #if defined(__LP64__)
 _Static_assert(sizeof(ml_gpu_summary_t) == 80, "save/restore the new ml_gpu_summary_t field");
-_Static_assert(sizeof(ml_gpu_device_t) == 2088, "save/restore the new ml_gpu_device_t field");
+_Static_assert(sizeof(ml_gpu_device_t) == 2104, "save/restore the new ml_gpu_device_t field");
 _Static_assert(sizeof(ml_gpu_kind_stats_t) == 64, "save/restore the new kind-stats field");
-_Static_assert(sizeof(ml_gpu_frag_t) == 72, "save/restore the new ml_gpu_frag_t field");
+_Static_assert(sizeof(ml_gpu_frag_t) == 80, "save/restore the new ml_gpu_frag_t field");
 _Static_assert(sizeof(ml_gpu_site_t) == 144, "save/restore the new ml_gpu_site_t field");
-_Static_assert(sizeof(gdev_t) == 2376, "save/restore the new gdev_t field");
+_Static_assert(sizeof(gdev_t) == 2392, "save/restore the new gdev_t field");
 _Static_assert(sizeof(gsite_t) == 288, "save/restore the new gsite_t field");
 _Static_assert(sizeof(gblock_t) == 48, "save/restore the new gblock_t field");
 _Static_assert(sizeof(gpool_t) == 136, "save/restore the new gpool_t field");
@@ -1465,6 +1478,7 @@ static void put_gfrag(ml__obuf_t *b, const ml_gpu_frag_t *f) {
     ml__put_u(b, f->largest_hole_bytes);
     ml__put_d(b, f->utilization);
     ml__put_d(b, f->external);
+    ml__put_u(b, f->regions);
 }
 
 static void get_gfrag(ml__ibuf_t *b, ml_gpu_frag_t *f) {
@@ -1478,6 +1492,7 @@ static void get_gfrag(ml__ibuf_t *b, ml_gpu_frag_t *f) {
     f->largest_hole_bytes = ml__get_u(b);
     f->utilization = ml__get_d(b);
     f->external = ml__get_d(b);
+    f->regions = ml__get_max(b, UINT32_MAX, "a GPU region count is out of range");
 }
 
 /* A block without its map slot (live blocks and the stash). */

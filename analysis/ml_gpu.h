@@ -64,15 +64,24 @@ typedef struct {
 
 /** Address-space fragmentation of a device's live allocations (device
  * pointers and VMM mappings), as gaps between them in the device's virtual
- * address space: span = first start to last end, holes = the gaps. */
+ * address space: span = first start to last end, holes = the gaps.
+ *
+ * A gap wider than ML_GPU_REGION_GAP is no hole that freed memory left: it
+ * separates two regions of the address space (say the cudaMalloc heap and a
+ * VMM reservation far above it). Such gaps count in neither the holes nor
+ * the span, so one far-away mapping cannot turn a device's numbers into "a
+ * 126 TiB span, 0 % used". */
+#define ML_GPU_REGION_GAP (1ull << 40) /* 1 TiB: more than any one GPU's memory */
+
 typedef struct {
     bool valid;
     uint32_t time_ms;
     uint64_t live_bytes, blocks;
-    uint64_t span_bytes;   /* from the lowest live address to the end of the highest */
+    uint64_t span_bytes;   /* lowest live address to the end of the highest, less region gaps */
     uint64_t hole_bytes, holes, largest_hole_bytes;
     double utilization;    /* live / span (1 when nothing is live) */
     double external;       /* 1 - largest hole / hole bytes (0 without holes) */
+    uint64_t regions;      /* address ranges separated by more than ML_GPU_REGION_GAP */
 } ml_gpu_frag_t;
 
 #define ML_GPU_SIZE_CLASSES 64

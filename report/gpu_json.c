@@ -36,6 +36,7 @@ static void frag(FILE *out, const char *key, const ml_gpu_frag_t *f) {
         u64(out, "live_bytes", f->live_bytes, true);
         u64(out, "blocks", f->blocks, true);
         u64(out, "span_bytes", f->span_bytes, true);
+        u64(out, "regions", f->regions, true);
         u64(out, "hole_bytes", f->hole_bytes, true);
         u64(out, "holes", f->holes, true);
         u64(out, "largest_hole_bytes", f->largest_hole_bytes, true);

@@ -99,6 +99,7 @@ typedef struct {
     uint64_t live_bytes, blocks, span_bytes, hole_bytes, holes, largest_hole_bytes;
     double utilization; /* live / span */
     double external;    /* 1 - largest hole / hole bytes */
+    uint64_t regions;   /* ranges more than ML_GPU_REGION_GAP apart (not holes) */
 } ml_vgpu_frag_t;
 
 /* The three site lists of a device. */

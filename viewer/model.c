@@ -423,7 +423,7 @@ static ml_vgpu_frag_t vgpu_frag(const ml_gpu_frag_t *f) {
     if (!f->valid) return v;
     v = (ml_vgpu_frag_t){true,           f->time_ms,    f->live_bytes, f->blocks,
                          f->span_bytes,  f->hole_bytes, f->holes,      f->largest_hole_bytes,
-                         f->utilization, f->external};
+                         f->utilization, f->external,   f->regions};
     return v;
 }
 

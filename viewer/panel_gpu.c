@@ -100,9 +100,11 @@ static void frag_lines(gpu_t *p, const char *label, const char *when, const ml_v
         add(p, -1, label, ML_ST_NORMAL, "%s: nothing live", when);
         return;
     }
-    add(p, -1, label, ML_ST_NORMAL, "%s: %s in %" PRIu64 " blocks over a %s span (%.0f%% used)",
+    char regions[48] = "";
+    if (f->regions > 1) snprintf(regions, sizeof regions, " in %" PRIu64 " regions", f->regions);
+    add(p, -1, label, ML_ST_NORMAL, "%s: %s in %" PRIu64 " blocks over a %s span%s (%.0f%% used)",
         when, ml__fmt_bytes(f->live_bytes, b1, sizeof b1), f->blocks,
-        ml__fmt_bytes(f->span_bytes, b2, sizeof b2), f->utilization * 100);
+        ml__fmt_bytes(f->span_bytes, b2, sizeof b2), regions, f->utilization * 100);
     if (!f->holes)
         add(p, -1, "", ML_ST_NORMAL, "%*sno holes", (int)strlen(when) + 2, "");
     else

@@ -70,10 +70,29 @@ wait_gone() {
     fail "'$1' stayed on screen"
 }
 
-expect() { grep -qF -- "$1" "$T/screen" || fail "expected '$1' on screen${2:+ ($2)}"; }
+# A fixed string on screen. tmux may capture a screen the viewer is still
+# drawing (the lines above are there, this one not yet), so a miss captures
+# again for up to 5 s before it fails.
+expect() {
+    local i=0
+    until grep -qF -- "$1" "$T/screen"; do
+        [ $i -lt 50 ] || fail "expected '$1' on screen${2:+ ($2)}"
+        sleep 0.1
+        capture
+        i=$((i + 1))
+    done
+}
 expect_not() { ! grep -qF -- "$1" "$T/screen" || fail "did not expect '$1' on screen${2:+ ($2)}"; }
 # A line matching an extended regular expression.
-expect_re() { grep -qE -- "$1" "$T/screen" || fail "expected a line matching '$1'${2:+ ($2)}"; }
+expect_re() {
+    local i=0
+    until grep -qE -- "$1" "$T/screen"; do
+        [ $i -lt 50 ] || fail "expected a line matching '$1'${2:+ ($2)}"
+        sleep 0.1
+        capture
+        i=$((i + 1))
+    done
+}
 # The line after the first line containing $1 (fixed string).
 line_after() { awk -v s="$1" 'f { print; exit } index($0, s) { f = 1 }' "$T/screen"; }
 key() { tm send-keys -t v "$@"; }

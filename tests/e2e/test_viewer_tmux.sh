@@ -72,7 +72,18 @@ wait_gone() {
     fail "'$1' stayed on screen"
 }
 
-expect() { grep -qF -- "$1" "$T/screen" || fail "expected '$1' on screen${2:+ ($2)}"; }
+# A fixed string on screen. tmux may capture a screen the viewer is still
+# drawing (the lines above are there, this one not yet), so a miss captures
+# again for up to 5 s before it fails.
+expect() {
+    local i=0
+    until grep -qF -- "$1" "$T/screen"; do
+        [ $i -lt 50 ] || fail "expected '$1' on screen${2:+ ($2)}"
+        sleep 0.1
+        capture
+        i=$((i + 1))
+    done
+}
 expect_not() { ! grep -qF -- "$1" "$T/screen" || fail "did not expect '$1' on screen${2:+ ($2)}"; }
 key() { tm send-keys -t v "$@"; }
 line() { sed -n "$1p" "$T/screen"; }

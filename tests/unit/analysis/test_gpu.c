@@ -275,6 +275,34 @@ Test(gpu, fragmentation_at_peak_and_at_end, .init = setup, .fini = teardown) {
     cr_expect_float_eq(f->external, 0.0, 1e-9);
 }
 
+/* A range more than ML_GPU_REGION_GAP away is another region: its gap is
+ * neither a hole nor part of the span. */
+Test(gpu, far_ranges_are_regions_not_holes, .init = setup, .fini = teardown) {
+    const uint64_t far = 0x7e0000000000ull; /* 126 TiB above the heap */
+    A(1, 0, 1, ML_GPU_KIND_DEVICE, 0x10000000, 1 * MiB, 1);
+    A(2, 0, 1, ML_GPU_KIND_DEVICE, 0x10200000, 1 * MiB, 2); /* a 1 MiB hole */
+    A(3, 0, 1, ML_GPU_KIND_DEVICE, far, 2 * MiB, 3);
+    A(4, 0, 1, ML_GPU_KIND_DEVICE, far + 8 * MiB, 2 * MiB, 4); /* a 6 MiB hole */
+    const ml_gpu_device_t *d = ml_gpu_device(ml_analysis_gpu(a), 0);
+    F(5, 0, 1, ML_GPU_KIND_DEVICE, far + 8 * MiB);
+    const ml_gpu_frag_t *f = &d->frag_peak;
+    cr_assert(f->valid);
+    cr_expect_eq(f->blocks, 4);
+    cr_expect_eq(f->regions, 2);
+    cr_expect_eq(f->holes, 2);
+    cr_expect_eq(f->hole_bytes, 7 * MiB);
+    cr_expect_eq(f->largest_hole_bytes, 6 * MiB);
+    cr_expect_eq(f->span_bytes, 3 * MiB + 10 * MiB, "the two regions' spans, not 126 TiB");
+    cr_expect_float_eq(f->utilization, 6.0 / 13.0, 1e-9);
+    cr_expect_float_eq(f->external, 1.0 - 6.0 / 7.0, 1e-9);
+    /* Removing a range updates the regions as well. */
+    f = &d->frag_now;
+    F(6, 0, 1, ML_GPU_KIND_DEVICE, far);
+    cr_expect_eq(f->regions, 1);
+    cr_expect_eq(f->holes, 1);
+    cr_expect_eq(f->span_bytes, 3 * MiB);
+}
+
 Test(gpu, size_classes_and_timeline, .init = setup, .fini = teardown) {
     every_kind();
     const ml_gpu_t *g = ml_analysis_gpu(a);
