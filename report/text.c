@@ -49,6 +49,71 @@ static void frag_line(FILE *o, const char *label, const ml_frag_t *f) {
     fputc('\n', o);
 }
 
+/* A GPU site: its first program frame and two callers, as site_lines()
+ * does for the heap (CUDA's and memlens' own frames are left out). */
+static void gpu_site_lines(FILE *o, const ml_analysis_t *a, const ml_gpu_site_t *s) {
+    ml_frame_t f[3];
+    size_t n = ml_gpu_stack_frames(a, s->stack, f, 3);
+    if (!n) {
+        fputs("[no stack]\n", o);
+        return;
+    }
+    where(o, &f[0]);
+    fputc('\n', o);
+    for (size_t k = 1; k < n; k++) {
+        fputs("          <- ", o);
+        where(o, &f[k]);
+        fputc('\n', o);
+    }
+}
+
+/* Up to `top` sites of one device in one order, with their bytes. */
+static void gpu_sites(FILE *o, const ml_analysis_t *a, const ml_gpu_t *g, size_t di,
+                      ml_gpu_order_t order, const char *title, unsigned top) {
+    ml_gpu_site_t s[10];
+    size_t n = ml_gpu_sites(g, di, order, s, top < 10 ? top : 10);
+    if (!n) return;
+    fprintf(o, "    %s:\n", title);
+    for (size_t i = 0; i < n; i++) {
+        char b[32];
+        uint64_t v = order == ML_GPU_BY_PEAK ? s[i].peak_bytes : s[i].leaked_bytes;
+        uint64_t blocks = order == ML_GPU_BY_PEAK ? s[i].peak_blocks : s[i].leaked_blocks;
+        fprintf(o, "      %10s %6" PRIu64 " blocks  %-15s ", bytes(v, b, sizeof b), blocks,
+                ml_gpu_kind_name(s[i].kind));
+        gpu_site_lines(o, a, &s[i]);
+    }
+}
+
+/* Each device's peak, leaks and pinned host memory, with the sites holding
+ * the peak and the leaked blocks; nothing when no GPU records are there. */
+static void gpu_lines(FILE *o, const ml_analysis_t *a, unsigned top) {
+    const ml_gpu_t *g = ml_analysis_gpu(a);
+    size_t nd = ml_gpu_device_count(g);
+    if (!nd) return;
+    fputs("\nGPU memory:\n", o);
+    if (top > 5) top = 5; /* a summary: the JSON and HTML have them all */
+    for (size_t di = 0; di < nd; di++) {
+        const ml_gpu_device_t *d = ml_gpu_device(g, di);
+        char b1[32], b2[32], b3[32], b4[32];
+        if (d->device == ML_GPU_DEVICE_UNKNOWN) fputs("  device ?:", o);
+        else fprintf(o, "  device %d:", (int)d->device);
+        fprintf(o,
+                " peak %s in %" PRIu64 " blocks at %.3f s; leaked %s in %" PRIu64 " blocks (%s at "
+                "context destroy); %" PRIu64 " allocs, %" PRIu64 " frees",
+                bytes(d->peak_bytes, b1, sizeof b1), d->peak_blocks, d->peak_time_ms / 1000.0,
+                bytes(d->leaked_bytes, b2, sizeof b2), d->leaked_blocks,
+                bytes(d->ctx_destroy_bytes, b3, sizeof b3), d->alloc_calls, d->free_calls);
+        if (d->failed_frees) fprintf(o, ", %" PRIu64 " failed", d->failed_frees);
+        fputc('\n', o);
+        if (d->pinned_alloc_calls)
+            fprintf(o, "    pinned host: peak %s, leaked %s\n",
+                    bytes(d->pinned_peak_bytes, b1, sizeof b1),
+                    bytes(d->pinned_leaked_bytes, b4, sizeof b4));
+        gpu_sites(o, a, g, di, ML_GPU_BY_PEAK, "held at the peak", top);
+        gpu_sites(o, a, g, di, ML_GPU_BY_LEAKED, "leaked", top);
+    }
+}
+
 /* One line per memory pool (memlens run --gpu-pools), when there are any. */
 static void gpu_pool_lines(FILE *o, const ml_gpu_t *g) {
     bool header = false;
@@ -138,6 +203,7 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     frag_line(o, "at end", ml_analysis_frag(a, ML_MOMENT_END));
     frag_line(o, "worst", ml_analysis_frag(a, ML_MOMENT_WORST));
 
+    gpu_lines(o, a, top);
     gpu_pool_lines(o, ml_analysis_gpu(a));
 
     const char *const *w;

@@ -13,7 +13,7 @@ ml_test(test_gpu unit/analysis/test_gpu.c)
 target_link_libraries(test_gpu PRIVATE ml_report)
 ml_test(test_gpu_e2e e2e/test_gpu.c e2e/harness.c)
 target_link_libraries(test_gpu_e2e PRIVATE ml_report)
-add_dependencies(test_gpu_e2e memlens memlens_preload fx_gpu_events)
+add_dependencies(test_gpu_e2e memlens memlens_preload fx_gpu_events fx_counts)
 add_dependencies(test_snapshot fx_gpu_events) # GPU traces have snapshots too
 if(ML_HAVE_CUPTI_01) # and the CUPTI collector's, with the fake libcupti below
   target_compile_definitions(test_snapshot PRIVATE ML_HAVE_CUPTI_01)

@@ -47,3 +47,60 @@ Test(gpu_e2e, without_memlens_nothing_to_record_into) {
     cr_expect_str_eq(r.out, "no memlens\n");
     h_run_free(&r);
 }
+
+/* The text summary (`memlens report TRACE`) has a GPU section: each device's
+ * peak, leaks and pinned host memory, the sites holding the peak and the
+ * leaked blocks, named by the program's own functions. */
+Test(gpu_e2e, text_report_has_the_gpu_section) {
+    const char *trace = h_tmp("gpu_text.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_gpu_events"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    const char *rep[] = {h_bin("memlens"), "report", trace, NULL};
+    h_run(&r, rep);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *gpu = strstr(r.out, "\nGPU memory:\n");
+    cr_assert(gpu, "no GPU section:\n%s", r.out);
+    /* 15 MiB + 118784 B at the peak; 5 MiB + 100 KiB leaked (the pitched
+     * block's free failed); device 1's 3 MiB died with its context. */
+    cr_expect(strstr(gpu, "\n  device 0: peak 15.1 MiB in 8 blocks at ") != NULL, "%s", gpu);
+    cr_expect(strstr(gpu, "; leaked 5.1 MiB in 2 blocks (0 B at context destroy); 13 allocs, 10 "
+                          "frees, 1 failed\n") != NULL,
+              "%s", gpu);
+    cr_expect(strstr(gpu, "\n    pinned host: peak 132.0 KiB, leaked 64.0 KiB\n") != NULL, "%s", gpu);
+    /* The first site held at the peak and the first leak: the 5 MiB
+     * cudaMalloc called from gpu_leaky_site (through the fixture's ev()). */
+    const char *held = strstr(gpu, "    held at the peak:\n         5.0 MiB      1 blocks  device          ev  ");
+    cr_expect(held != NULL, "%s", gpu);
+    const char *leaked = strstr(gpu, "    leaked:\n         5.0 MiB      1 blocks  device          ev  ");
+    cr_expect(leaked != NULL, "%s", gpu);
+    if (leaked) {
+        const char *caller = strstr(leaked, "\n          <- gpu_leaky_site  fx_gpu_events.c:");
+        const char *pitch = strstr(leaked, "\n       100.0 KiB      1 blocks  pitch ");
+        cr_expect(caller && pitch && caller < pitch, "the 5 MiB leak's caller, then the pitch:\n%s",
+                  leaked);
+    }
+    const char *d1 = strstr(gpu, "\n  device 1: peak 3.0 MiB in 1 blocks at ");
+    cr_expect(d1 != NULL, "%s", gpu);
+    if (d1) {
+        cr_expect(strstr(d1, "; leaked 3.0 MiB in 1 blocks (3.0 MiB at context destroy); 1 allocs, 0 "
+                             "frees\n") != NULL,
+                  "%s", d1);
+        cr_expect(strstr(d1, "\n          <- worker  fx_gpu_events.c:") != NULL, "%s", d1);
+        cr_expect(strstr(d1, "pinned host") == NULL, "device 1 pinned nothing");
+    }
+    h_run_free(&r);
+
+    /* A CPU-only trace has no GPU section. */
+    const char *cpu = h_tmp("cpu_text.mlt");
+    const char *argv2[] = {h_bin("memlens"), "run", "-q", "-o", cpu, "--", h_bin("fx_counts"), NULL};
+    h_run(&r, argv2);
+    h_run_free(&r);
+    const char *rep2[] = {h_bin("memlens"), "report", cpu, NULL};
+    h_run(&r, rep2);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "GPU memory") == NULL, "%s", r.out);
+    h_run_free(&r);
+}
