@@ -4,6 +4,7 @@ program says it did (tests/gpu/run.sh).
 
   check.py kinds REPORT.json EXPECT.json
   check.py torch MODE REPORT.json TORCH.json
+  check.py pools REPORT.json MIN_BYTES     (a run with --gpu-pools)
 
 Prints one row per check, tab-separated: check, expected, measured, status
 (ok, FAIL, or info for facts that are recorded but not judged). Exits 1 when
@@ -86,12 +87,24 @@ def check_torch(mode, report, t):
         (d.get("peak_bytes") or 0) >= t["reserved_with_x_y"])
 
 
+def check_pools(report, min_bytes):
+    """The explicit pool (cudaMemPoolCreate) is in the activity records with
+    at least min_bytes reserved at some point."""
+    reserved = [p.get("peak_reserved_bytes", 0) for d in report.get("gpu", {}).get("devices", [])
+                for p in d.get("pools", []) if p.get("kind") == "explicit"]
+    best = max(reserved) if reserved else None
+    row("explicit pool: peak_reserved_bytes", ">= %d" % min_bytes, "-" if best is None else best,
+        best is not None and best >= min_bytes)
+
+
 def main(argv):
     try:
         if len(argv) == 4 and argv[1] == "kinds":
             check_kinds(json.load(open(argv[2])), json.load(open(argv[3])))
         elif len(argv) == 5 and argv[1] == "torch":
             check_torch(argv[2], json.load(open(argv[3])), json.load(open(argv[4])))
+        elif len(argv) == 4 and argv[1] == "pools":
+            check_pools(json.load(open(argv[2])), int(argv[3]))
         else:
             print(__doc__, file=sys.stderr)
             return 2

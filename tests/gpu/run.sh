@@ -113,7 +113,7 @@ else
     row "memlens report (alloc_kinds)" ok failed FAIL
 fi
 
-# --- 3. PyTorch ----------------------------------------------------------------
+# --- 2b. memory pools (--gpu-pools) --------------------------------------------
 echo "== alloc_kinds --gpu-pools"
 # The explicit pool (cudaMemPoolCreate, 4 MiB from it) must show up in the
 # CUPTI activity records with at least those 4 MiB reserved.
@@ -123,15 +123,13 @@ row "alloc_kinds --gpu-pools: exit status" 0 "$rc" "$([ $rc = 0 ] && echo ok || 
 warn=$(grep -c 'memlens: warning' "$WORK/pools.err")
 row "alloc_kinds --gpu-pools: warnings" 0 "$warn" "$([ "$warn" = 0 ] && echo ok || echo FAIL)"
 if "$ML" report "$WORK/pools.mlt" --json "$WORK/pools.json" >/dev/null 2>&1; then
-    reserved=$(python3 -c 'import json,sys
-d=json.load(open(sys.argv[1]))["gpu"]["devices"]
-print(max([p["peak_reserved_bytes"] for x in d for p in x.get("pools",[]) if p["kind"]=="explicit"] or [-1]))' \
-        "$WORK/pools.json" 2>/dev/null)
-    row "explicit pool: peak_reserved_bytes" ">= 4194304" "${reserved:-?}" \
-        "$([ "${reserved:--1}" -ge 4194304 ] 2>/dev/null && echo ok || echo FAIL)"
+    python3 "$ROOT/tests/gpu/check.py" pools "$WORK/pools.json" 4194304 >>"$TABLE"
+    [ $? -le 1 ] || row "check.py pools" "readable input" "unreadable" FAIL
 else
     row "memlens report (alloc_kinds --gpu-pools)" ok failed FAIL
 fi
+
+# --- 3. PyTorch ----------------------------------------------------------------
 
 if [ "${ML_GPU_SKIP_TORCH:-0}" = 1 ]; then
     row "PyTorch" - "skipped (ML_GPU_SKIP_TORCH=1)" info

@@ -16,7 +16,8 @@
 #      every row must be ok; then with one number or name wrong, the matching
 #      row must say FAIL and check.py must exit 1;
 #   4. the same for check.py's "torch native" checks with numbers taken from
-#      the same fixture.
+#      the same fixture;
+#   5. check.py's --gpu-pools check on a fake-CUPTI trace (CUPTI builds).
 # Exits 0 when all of that holds, 1 otherwise, printing what went wrong.
 set -uo pipefail
 
@@ -136,6 +137,30 @@ if [ $rc != 1 ] || ! grep -q $'^native: live at exit = memory_reserved().*\tFAIL
     fail "check.py torch native with a wrong reserved_at_exit: exit $rc, expected 1 and that row FAIL"
 else
     echo "ok: check.py torch native catches a wrong reserved_at_exit"
+fi
+
+# --- 5. check.py's pool check reads real keys (CUPTI builds) -----------------------
+# fx_gpu_inject's "pools" mode has the fake libcupti deliver activity
+# records: an explicit pool peaks at 8 MiB reserved.
+if [ -x "$BUILD/fx_gpu_inject" ] && [ -e "$BUILD/fakecupti/libcupti.so.12" ]; then
+    if ! "$ML" run -q --gpu-pools -o "$WORK/pools.mlt" -- "$BUILD/fx_gpu_inject" \
+            "$BUILD/fakecupti/libcupti.so.12" pools >/dev/null 2>&1 ||
+       ! "$ML" report "$WORK/pools.mlt" --json "$WORK/pools.json" >/dev/null 2>&1; then
+        fail "could not record and report fx_gpu_inject --gpu-pools"
+    else
+        python3 "$HERE/check.py" pools "$WORK/pools.json" $((8 * MiB)) >"$WORK/pools.tsv"
+        ok=$?
+        python3 "$HERE/check.py" pools "$WORK/pools.json" $((8 * MiB + 1)) >"$WORK/pools-bad.tsv"
+        bad=$?
+        if [ $ok != 0 ] || [ $bad != 1 ] || ! grep -q $'\t8388608\tok$' "$WORK/pools.tsv"; then
+            cat "$WORK/pools.tsv" "$WORK/pools-bad.tsv"
+            fail "check.py pools: exit $ok on 8 MiB (expected 0), $bad on 8 MiB + 1 (expected 1)"
+        else
+            echo "ok: check.py pools reads the explicit pool's 8 MiB and fails above it"
+        fi
+    fi
+else
+    echo "note: no CUPTI build (fx_gpu_inject, fake libcupti): check.py pools not exercised"
 fi
 
 if [ $failures != 0 ]; then
