@@ -7,6 +7,8 @@
 # 2. builds tests/gpu/alloc_kinds.cu (every allocation kind, known sizes) and
 #    runs it under `memlens run`; checks the report's per-kind bytes, the
 #    device's peak, the leak and the leak's site (tests/gpu/check.py);
+#    then again with --gpu-pools: the explicit pool must be in the CUPTI
+#    activity records with at least its 4 MiB reserved;
 # 3. if PyTorch with CUDA is importable, runs tests/gpu/torch_allocs.py under
 #    memlens with the native, cudaMallocAsync and expandable-segments
 #    allocators and compares with PyTorch's own numbers;
