@@ -35,12 +35,25 @@ if(ML_HAVE_CUPTI_01)
   get_target_property(ML_TEST_CUPTI_INCLUDES CUDA::cupti INTERFACE_INCLUDE_DIRECTORIES)
 
   # The pure translation and the callback path, with synthesized CUPTI data.
+  # libmemlens_cupti.so runs inside the profiled program and is never
+  # sanitized, but the unit tests link their own copy of its core, built
+  # with the sanitizers when ML_SANITIZE is on.
+  if(ML_SANITIZE)
+    get_target_property(ML_CUPTI_CORE_SOURCES ml_cupti_core SOURCES)
+    list(TRANSFORM ML_CUPTI_CORE_SOURCES PREPEND ${CMAKE_SOURCE_DIR}/cupti/)
+    add_library(ml_cupti_core_tested STATIC ${ML_CUPTI_CORE_SOURCES})
+    target_compile_options(ml_cupti_core_tested PRIVATE ${ML_WARNINGS} ${ML_SAN_FLAGS})
+    target_include_directories(ml_cupti_core_tested PUBLIC ${CMAKE_SOURCE_DIR}/cupti ${CMAKE_SOURCE_DIR}/trace)
+    target_include_directories(ml_cupti_core_tested SYSTEM PUBLIC ${ML_TEST_CUPTI_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
+  else()
+    add_library(ml_cupti_core_tested ALIAS ml_cupti_core)
+  endif()
   ml_test(test_cupti_translate unit/cupti/test_translate.c)
-  target_link_libraries(test_cupti_translate PRIVATE ml_cupti_core)
+  target_link_libraries(test_cupti_translate PRIVATE ml_cupti_core_tested)
   ml_test(test_cupti_collector unit/cupti/test_collector.c)
-  target_link_libraries(test_cupti_collector PRIVATE ml_cupti_core)
+  target_link_libraries(test_cupti_collector PRIVATE ml_cupti_core_tested)
   ml_test(test_cupti_activity unit/cupti/test_activity.c)
-  target_link_libraries(test_cupti_activity PRIVATE ml_cupti_core)
+  target_link_libraries(test_cupti_activity PRIVATE ml_cupti_core_tested)
 
   # A fake libcupti.so.12 (as PyTorch brings one along) and a program that
   # plays the CUDA driver for libmemlens_cupti.so.
