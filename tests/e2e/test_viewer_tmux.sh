@@ -21,72 +21,7 @@ FX_COUNTS=$2
 FX_GROW=$3
 FX_ADV_ARENA=${4:-}
 
-if ! command -v tmux >/dev/null 2>&1; then
-    echo "tmux is not installed: skipped"
-    exit 77
-fi
-
-T=$(mktemp -d /tmp/ml_viewer_tmux.XXXXXX)
-SOCK=ml_viewer_test_$$
-# No status line (the pane is the whole 80x24) and no wait after Esc.
-printf 'set -g status off\nset -s escape-time 0\n' > "$T/tmux.conf"
-tm() { tmux -L "$SOCK" -f "$T/tmux.conf" "$@"; }
-cleanup() {
-    tm kill-server >/dev/null 2>&1
-    rm -rf "$T"
-}
-trap cleanup EXIT INT TERM
-
-fail() {
-    echo "FAIL: $*"
-    echo "----- screen -----"
-    tm capture-pane -p -t v 2>/dev/null
-    echo "------------------"
-    exit 1
-}
-ok() { echo "ok: $*"; }
-
-capture() { tm capture-pane -p -t v > "$T/screen"; }
-
-# Waits up to 15 s for a fixed string on screen.
-wait_for() {
-    i=0
-    while [ $i -lt 150 ]; do
-        capture
-        grep -qF -- "$1" "$T/screen" && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    fail "'$1' never appeared"
-}
-
-# Waits up to 15 s for a fixed string to leave the screen.
-wait_gone() {
-    i=0
-    while [ $i -lt 150 ]; do
-        capture
-        grep -qF -- "$1" "$T/screen" || return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    fail "'$1' stayed on screen"
-}
-
-# A fixed string on screen. tmux may capture a screen the viewer is still
-# drawing (the lines above are there, this one not yet), so a miss captures
-# again for up to 5 s before it fails.
-expect() {
-    local i=0
-    until grep -qF -- "$1" "$T/screen"; do
-        [ $i -lt 50 ] || fail "expected '$1' on screen${2:+ ($2)}"
-        sleep 0.1
-        capture
-        i=$((i + 1))
-    done
-}
-expect_not() { ! grep -qF -- "$1" "$T/screen" || fail "did not expect '$1' on screen${2:+ ($2)}"; }
-key() { tm send-keys -t v "$@"; }
-line() { sed -n "$1p" "$T/screen"; }
+ML_TMUX_TEST=viewer_tmux . "$(dirname "$0")/tmux_lib.sh"
 
 # ---------------------------------------------------------------------------
 # Record a program with known leaks and peak.
