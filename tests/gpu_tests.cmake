@@ -15,6 +15,8 @@ ml_test(test_gpu_e2e e2e/test_gpu.c e2e/harness.c)
 target_link_libraries(test_gpu_e2e PRIVATE ml_report)
 add_dependencies(test_gpu_e2e memlens memlens_preload fx_gpu_events fx_counts)
 add_dependencies(test_snapshot fx_gpu_events) # GPU traces have snapshots too
+# The HTML page's GPU section on real recordings of it (test_html_browser.sh).
+set_property(TEST html_browser APPEND PROPERTY ENVIRONMENT "ML_FX_GPU_EVENTS=$<TARGET_FILE:fx_gpu_events>")
 if(ML_HAVE_CUPTI_01) # and the CUPTI collector's, with the fake libcupti below
   target_compile_definitions(test_snapshot PRIVATE ML_HAVE_CUPTI_01)
   add_dependencies(test_snapshot memlens_cupti fake_cupti fx_gpu_inject)
@@ -71,6 +73,10 @@ if(ML_HAVE_CUPTI_01)
   target_include_directories(fx_gpu_inject SYSTEM PRIVATE ${ML_TEST_CUPTI_INCLUDES} ${CUDAToolkit_INCLUDE_DIRS})
   target_compile_options(fx_gpu_inject PRIVATE -O0 -g -fno-omit-frame-pointer)
   target_link_libraries(fx_gpu_inject PRIVATE ${CMAKE_DL_LIBS} Threads::Threads)
+
+  # ... and of a --gpu-pools run with the fake libcupti's pool records.
+  set_property(TEST html_browser APPEND PROPERTY ENVIRONMENT
+    "ML_FX_GPU_INJECT=$<TARGET_FILE:fx_gpu_inject>" "ML_FAKE_LIBCUPTI=$<TARGET_FILE:fake_cupti>")
 
   ml_test(test_gpu_inject e2e/test_gpu_inject.c e2e/harness.c)
   target_link_libraries(test_gpu_inject PRIVATE ml_report)

@@ -13,7 +13,15 @@
 # - large: 4000 sites, a flame tree far over the 5000-node cap, 5000
 #   timeline points, 20000 heap map cells: caps hold, render time is bounded;
 # - real: when MEMLENS is given and its `report` knows --html, the report of
-#   a real recording of FIXTURE_PROGRAM.
+#   a real recording of FIXTURE_PROGRAM (a CPU program: its GPU section must
+#   say there were no GPU allocations);
+# - gpu-events, gpu-busy, gpu-pools: with ML_FX_GPU_EVENTS (fx_gpu_events)
+#   in the environment, the pages of real recordings of it, plain and in its
+#   `busy` mode, and with ML_FX_GPU_INJECT and ML_FAKE_LIBCUPTI (the CUPTI
+#   build's fx_gpu_inject and fake libcupti) one of `memlens run --gpu-pools`:
+#   html_gpu_checks.js checks the exact rows of each device's peak, leak,
+#   churn and pool tables (the pools page is skipped, with a note, when the
+#   build has no CUPTI).
 # For each page Chromium dumps the DOM after the script ran and (except for
 # the error-only pages) takes a screenshot; the test fails when
 # - the page's script reported an error (<pre id="errors"> is not empty) or
@@ -25,6 +33,7 @@
 # - the chart areas of the screenshot are blank (one colour).
 # Exit 77 (ctest SKIP_RETURN_CODE) when Chromium or python3 is missing.
 set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
 
 GEN=${1:?usage: test_html_browser.sh GEN FIXTURE.json [MEMLENS FIXTURE_PROGRAM]}
 FIXTURE=${2:?usage: test_html_browser.sh GEN FIXTURE.json [MEMLENS FIXTURE_PROGRAM]}
@@ -201,9 +210,9 @@ cat >"$WORK/driver.js" <<'JS'
 })();
 JS
 
-# check_page NAME PAGE.html MODE
+# check_page NAME PAGE.html MODE [DRIVER.js]
 #   MODE full:     errors, DOM, charts in the screenshot, interactions (driver)
-#   MODE real:     errors, DOM, charts in the screenshot
+#   MODE real:     errors, DOM, charts in the screenshot (and DRIVER's checks)
 #   MODE graceful: errors only: odd values must not break the page
 #   MODE empty:    errors, and most sections say "no data"
 #   MODE large:    errors, caps (flame nodes, table rows), render time, charts
@@ -211,6 +220,8 @@ check_page() {
     name=$1
     page=$2
     mode=$3
+    driver=${4:-}
+    if [ "$mode" = full ]; then driver=$WORK/driver.js; fi
     [ -s "$page" ] || fail "$name: no page written"
     chrome "$name-dom" --dump-dom "file://$page" >"$WORK/$name.dom" ||
         fail "$name: chromium --dump-dom failed: $(tail -5 "$WORK/$name-dom.log")"
@@ -223,8 +234,8 @@ check_page() {
         [ -s "$WORK/$name.png" ] || fail "$name: no screenshot"
         if [ -n "${ML_KEEP_SCREENSHOT:-}" ]; then cp "$WORK/$name.png" "$ML_KEEP_SCREENSHOT-$name.png"; fi
     fi
-    if [ "$mode" = full ]; then
-        python3 - "$page" "$WORK/driver.js" "$WORK/$name-driven.html" <<'PY' || fail "$name: instrumenting"
+    if [ -n "$driver" ]; then
+        python3 - "$page" "$driver" "$WORK/$name-driven.html" <<'PY' || fail "$name: instrumenting"
 import re, sys
 page = open(sys.argv[1], encoding='utf-8').read()
 page, n = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', '', page)
@@ -236,12 +247,12 @@ PY
         chrome "$name-drive" --dump-dom "file://$WORK/$name-driven.html" >"$WORK/$name.driven" ||
             fail "$name: chromium (driven page) failed: $(tail -5 "$WORK/$name-drive.log")"
     fi
-    python3 - "$name" "$mode" "$WORK/$name.dom" "$WORK/$name.png" "$WORK/$name.driven" \
+    python3 - "$name" "$mode" "$WORK/$name.dom" "$WORK/$name.png" "$WORK/$name.driven" "${driver:+driven}" \
         "$WORK/$name-dom.log" "$WORK/$name-shot.log" "$WORK/$name-drive.log" <<'PY' || FAILED=1
 import colorsys, html, json, os, re, struct, sys, zlib
 
-name, mode, dom_path, png_path, driven_path = sys.argv[1:6]
-logs = sys.argv[6:]
+name, mode, dom_path, png_path, driven_path, driven = sys.argv[1:7]
+logs = sys.argv[7:]
 problems = []
 
 # -- console: any message from the page is a problem --------------------------
@@ -308,7 +319,7 @@ if mode == 'large':
         problems.append('rendering took %s ms, over the %d ms budget' % (layout.get('renderMs'), budget))
 
 # -- the interactions ------------------------------------------------------------
-if mode == 'full':
+if driven:
     drv = open(driven_path, errors='replace').read()
     m = re.search(r'<pre id="ml-test">(.*?)</pre>', drv, re.S)
     if not m:
@@ -445,7 +456,10 @@ cat >"$WORK/odd.json" <<'JSON'
  "peak": {"bytes": -1, "time_s": "soon", "sites": [{}]}, "leaks": {"sites": [{"kind": "odd"}, null]},
  "fragmentation": {"at_peak": [], "at_end": {"page_utilization": "x", "nested": {"a": 1}},
                    "heap_maps": {"at_peak": {"cells": "x"}, "at_end": {"cells": [null, -1, 500, "7"]}}},
- "gpu": {"devices": {}}, "suggestions": [null, {"site": 999, "evidence": [1, {"a": 2}]}],
+ "gpu": {"devices": [null, 3, {"device": "x", "peak_sites": "no", "churn_sites": [{"distinct_sizes": "many"}, 2],
+   "leak_sites": [null, {"kind": 5, "frames": [{"function": "</script><img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">"}, "x"]}],
+   "pools": [null, {"address": "zz", "kind": {}, "imported": "yes"}], "fragmentation": {"at_peak": {"regions": "two"}, "at_end": {"regions": 3}}}]},
+ "suggestions": [null, {"site": 999, "evidence": [1, {"a": 2}]}],
  "timeline": [{"time_s": "a"}, {"time_s": 1}, {"time_s": 1}], "flame": {"children": [null, {"name": 5, "peak": "3"}]},
  "histograms": {"sizes": [{"le": "inf"}, {}], "lifetimes_ms": "x"}}
 JSON
@@ -512,10 +526,50 @@ if [ -n "$MEMLENS" ] && [ -n "$PROGRAM" ]; then
         [ -s "$WORK/t.mlt" ] || fail "memlens run wrote no trace: $(cat "$WORK/run.log")"
         "$MEMLENS" report "$WORK/t.mlt" --html "$WORK/real.html" >/dev/null 2>"$WORK/report.log" ||
             fail "memlens report --html: $(cat "$WORK/report.log")"
-        check_page real "$WORK/real.html" real
+        echo "var ML_CHECK = {page: 'cpu'};" | cat - "$HERE/html_gpu_checks.js" >"$WORK/gpu-cpu.js"
+        check_page real "$WORK/real.html" real "$WORK/gpu-cpu.js"
     else
         echo "note: memlens report has no --html yet; the real-recording page was not checked"
     fi
+fi
+
+# 5. GPU pages of real recordings: the exact rows of each device's tables.
+# gpu_page NAME CHECK LINES_JSON [memlens run flags] -- PROGRAM ARGS...
+gpu_page() {
+    gname=$1
+    gcheck=$2
+    glines=$3
+    shift 3
+    gflags=
+    while [ "$1" != -- ]; do gflags="$gflags $1"; shift; done
+    shift
+    # memlens run exits with the program's status (these exit 0)
+    # shellcheck disable=SC2086 # the flags are words
+    "$MEMLENS" run -q $gflags -o "$WORK/$gname.mlt" -- "$@" >/dev/null 2>"$WORK/$gname-run.log" ||
+        fail "$gname: memlens run: $(cat "$WORK/$gname-run.log")"
+    "$MEMLENS" report "$WORK/$gname.mlt" --html "$WORK/$gname.html" >/dev/null 2>"$WORK/$gname-report.log" ||
+        fail "$gname: memlens report --html: $(cat "$WORK/$gname-report.log")"
+    echo "var ML_CHECK = {page: '$gcheck', lines: $glines};" | cat - "$HERE/html_gpu_checks.js" >"$WORK/gpu-$gname.js"
+    check_page "$gname" "$WORK/$gname.html" real "$WORK/gpu-$gname.js"
+}
+# The source lines the frames must name, so that editing the fixture does
+# not break the test while a wrong line still does.
+line_of() { grep -n -F -- "$2" "$1" | head -1 | cut -d: -f1; }
+if [ -n "$MEMLENS" ] && [ -n "${ML_FX_GPU_EVENTS:-}" ]; then
+    src=$HERE/fixtures/fx_gpu_events.c
+    lines="{rec: $(line_of "$src" 'rec(&e);'), leaky: $(line_of "$src" '0x10800000, 5 * MiB'),
+            worker: $(line_of "$src" '0x90000000, 3 * MiB'), pitch: $(line_of "$src" 'ML_GPU_KIND_PITCH, 0, 1, 0x10100000'),
+            pinned: $(line_of "$src" '0x7fff00100000, 65536'), cache: $(line_of "$src" 'ML_GPU_KIND_DEVICE, 0, 1, base, sz'),
+            async: $(line_of "$src" 'ML_GPU_KIND_ASYNC, 0, 1, base, 4096')}"
+    gpu_page gpu-events events "$lines" -- "$ML_FX_GPU_EVENTS"
+    gpu_page gpu-busy busy "$lines" -- "$ML_FX_GPU_EVENTS" busy 2000 300
+    if [ -n "${ML_FX_GPU_INJECT:-}" ] && [ -x "$ML_FX_GPU_INJECT" ] && [ -f "${ML_FAKE_LIBCUPTI:-}" ]; then
+        gpu_page gpu-pools pools '{}' --gpu-pools -- "$ML_FX_GPU_INJECT" "$ML_FAKE_LIBCUPTI" pools
+    else
+        echo "note: no CUPTI build (fx_gpu_inject and the fake libcupti): the --gpu-pools page was not checked"
+    fi
+else
+    echo "note: ML_FX_GPU_EVENTS is not set: the GPU pages of real recordings were not checked"
 fi
 [ "$FAILED" = 0 ] || exit 1
 echo "PASS"
