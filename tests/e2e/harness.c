@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -85,13 +86,34 @@ const char *h_bin(const char *name) {
     return b;
 }
 
+static char tmp_dir[256];
+static pid_t tmp_owner;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* The test process's folder goes when it exits (ML_KEEP_TEST_FILES=1 keeps
+ * it for a look after a failure); children it forked leave it alone. */
+static void remove_tmp_dir(void) {
+    const char *keep = getenv("ML_KEEP_TEST_FILES");
+    if (!tmp_dir[0] || getpid() != tmp_owner || (keep && !strcmp(keep, "1"))) return;
+    nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *h_tmp(const char *name) {
-    static char dir[256];
+    char *dir = tmp_dir;
     static char buf[8][4096];
     static int k;
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/memlens-test-XXXXXX");
+        snprintf(dir, sizeof tmp_dir, "/tmp/memlens-test-XXXXXX");
         cr_assert(mkdtemp(dir) != NULL);
+        tmp_owner = getpid();
+        atexit(remove_tmp_dir);
     }
     char *b = buf[k++ % 8];
     snprintf(b, 4096, "%s/%s", dir, name);

@@ -20,7 +20,8 @@ void h_run_free(h_run_t *r);
 
 /* Path of a built binary (memlens, a fixture) in the build folder. */
 const char *h_bin(const char *name);
-/* A fresh path for a trace in a private temporary folder. */
+/* A fresh path for a trace in a private temporary folder, removed when the
+ * test process exits (ML_KEEP_TEST_FILES=1 keeps it). */
 const char *h_tmp(const char *name);
 
 #define H_MAX_MODULES 128

@@ -367,8 +367,9 @@ Test(record, sampling_is_flagged_and_unbiased) {
 }
 
 Test(record, default_trace_name_and_summary) {
-    char dir[] = "/tmp/memlens-cwd-XXXXXX";
-    cr_assert(mkdtemp(dir));
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", h_tmp("cwd"));
+    cr_assert_eq(mkdir(dir, 0700), 0);
     char old[4096];
     cr_assert(getcwd(old, sizeof old));
     cr_assert_eq(chdir(dir), 0);

@@ -127,8 +127,13 @@ wait_for "STRATEGY"
 ok "tree, timeline, heap map, suggestions and help views"
 
 tm resize-window -t v -x 100 -y 30
-wait_for "qQuit"
-capture
+# The old bottom bar stays on row 24 until the viewer has redrawn.
+i=0
+until capture && [ "$(wc -l < "$T/screen")" -ge 30 ] && tail -n 1 "$T/screen" | grep -qF "qQuit"; do
+    [ $i -lt 50 ] || break
+    sleep 0.1
+    i=$((i + 1))
+done
 [ "$(wc -l < "$T/screen")" -ge 30 ] || fail "the screen did not grow"
 tail -n 1 "$T/screen" | grep -qF "qQuit" || fail "the bottom bar is not on the last of 30 rows"
 tm resize-window -t v -x 50 -y 12
