@@ -9,6 +9,7 @@
 #include "ml_cli.h"
 #include "ml_advisor.h"
 #include "ml_analysis.h"
+#include "ml_gpu.h"
 #include "ml_report.h"
 #include "ml_report_html.h"
 
@@ -23,15 +24,17 @@
 typedef struct {
     const char *trace, *json, *html, *folded, *supp;
     ml_fold_metric_t metric;
-    bool leak_gate, peak_gate, no_symbols, quiet, no_advisor, replay, all_policies;
-    uint64_t fail_on_leak, max_peak;
+    bool leak_gate, peak_gate, gpu_leak_gate, gpu_peak_gate;
+    bool no_symbols, quiet, no_advisor, replay, all_policies;
+    uint64_t fail_on_leak, max_peak, fail_on_gpu_leak, max_gpu_peak;
     uint32_t max_sites;
 } report_opts_t;
 
 static void usage_report(FILE *f) {
     fputs("usage: memlens report FILE [--json OUT] [--html OUT] [--folded OUT]\n"
           "                      [--folded-metric alloc|calls|peak|leaked|temporary]\n"
-          "                      [--fail-on-leak BYTES] [--max-peak BYTES] [--suppressions FILE]\n"
+          "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
+          "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
           "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
           "                      [--replay] [-q]\n"
           "\n"
@@ -42,6 +45,10 @@ static void usage_report(FILE *f) {
           "  --folded-metric M     what the folded stacks count (default alloc: bytes allocated)\n"
           "  --fail-on-leak BYTES  exit 3 when definite leaks (not suppressed) exceed BYTES\n"
           "  --max-peak BYTES      exit 3 when the peak heap exceeds BYTES\n"
+          "  --fail-on-gpu-leak BYTES\n"
+          "                        exit 3 when the GPU memory left allocated at exit (every device;\n"
+          "                        freed only by the CUDA context's destruction) exceeds BYTES\n"
+          "  --max-gpu-peak BYTES  exit 3 when a GPU device's peak exceeds BYTES\n"
           "  --suppressions FILE   known leaks, one `leak:PATTERN` per line (LeakSanitizer syntax)\n"
           "  --max-sites N         at most N entries in the JSON's sites[] (peak and leak lists stay whole)\n"
           "  --no-symbols          skip symbolization (functions show as [module+offset])\n"
@@ -53,6 +60,38 @@ static void usage_report(FILE *f) {
           "  -q, --quiet           no warnings on stderr\n"
           "BYTES takes k, M, G suffixes (powers of 1024).\n",
           f);
+}
+
+/* The GPU gates: each device's peak against --max-gpu-peak, and the device
+ * memory every device still held at exit (docs/gpu.md: live at exit plus
+ * what only the context's destruction freed) against --fail-on-gpu-leak. A
+ * trace without GPU records passes both. Returns whether one was exceeded. */
+static bool gpu_gates(const ml_analysis_t *a, const report_opts_t *o) {
+    const ml_gpu_t *g = ml_analysis_gpu(a);
+    char b1[32], b2[32];
+    bool over = false;
+    uint64_t leaked = 0;
+    for (size_t i = 0; i < ml_gpu_device_count(g); i++) {
+        const ml_gpu_device_t *d = ml_gpu_device(g, i);
+        leaked += d->leaked_bytes;
+        if (o->gpu_peak_gate && d->peak_bytes > o->max_gpu_peak) {
+            fprintf(stderr,
+                    "memlens: gate exceeded: GPU device %d peak %" PRIu64 " bytes (%s) > --max-gpu-peak %" PRIu64
+                    " bytes (%s)\n",
+                    (int)d->device, d->peak_bytes, ml_fmt_bytes(d->peak_bytes, b1, sizeof b1),
+                    o->max_gpu_peak, ml_fmt_bytes(o->max_gpu_peak, b2, sizeof b2));
+            over = true;
+        }
+    }
+    if (o->gpu_leak_gate && leaked > o->fail_on_gpu_leak) {
+        fprintf(stderr,
+                "memlens: gate exceeded: GPU memory leaked %" PRIu64 " bytes (%s) > --fail-on-gpu-leak %" PRIu64
+                " bytes (%s)\n",
+                leaked, ml_fmt_bytes(leaked, b1, sizeof b1), o->fail_on_gpu_leak,
+                ml_fmt_bytes(o->fail_on_gpu_leak, b2, sizeof b2));
+        over = true;
+    }
+    return over;
 }
 
 static int parse(int argc, char **argv, report_opts_t *o) {
@@ -97,6 +136,20 @@ static int parse(int argc, char **argv, report_opts_t *o) {
                 return -1;
             }
             o->peak_gate = true;
+        } else if (!strcmp(a, "--fail-on-gpu-leak")) {
+            NEED();
+            if (ml_parse_bytes(val, &o->fail_on_gpu_leak) < 0) {
+                ml_die_msg("report: --fail-on-gpu-leak takes a byte count, like 0 or 64M");
+                return -1;
+            }
+            o->gpu_leak_gate = true;
+        } else if (!strcmp(a, "--max-gpu-peak")) {
+            NEED();
+            if (ml_parse_bytes(val, &o->max_gpu_peak) < 0) {
+                ml_die_msg("report: --max-gpu-peak takes a byte count, like 40G");
+                return -1;
+            }
+            o->gpu_peak_gate = true;
         } else if (!strcmp(a, "--suppressions")) {
             NEED();
             o->supp = val;
@@ -279,6 +332,7 @@ int ml_cmd_report(int argc, char **argv) {
                     ml_fmt_bytes(o.max_peak, b2, sizeof b2));
             code = ML_EXIT_GATE;
         }
+        if (gpu_gates(a, &o)) code = ML_EXIT_GATE;
     }
     ml_advice_free(advice);
     ml_analysis_free(a);

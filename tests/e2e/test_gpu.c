@@ -7,6 +7,7 @@
 #include "gpu_expect.h"
 
 #include <criterion/criterion.h>
+#include <unistd.h>
 
 Test(gpu_e2e, events_through_memlens_gpu_record) {
     const char *trace = h_tmp("gpu_events.mlt");
@@ -102,5 +103,65 @@ Test(gpu_e2e, text_report_has_the_gpu_section) {
     h_run(&r, rep2);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, "GPU memory") == NULL, "%s", r.out);
+    h_run_free(&r);
+}
+
+/* `memlens report` in CI: --max-gpu-peak judges each device's peak,
+ * --fail-on-gpu-leak the device memory of every device still held at exit
+ * (live, or freed only by the context's destruction). Exactly at the budget
+ * passes; one byte under fails with exit 3 and says which device and why,
+ * after the reports are written. */
+static h_run_t gate(const char *trace, const char *opt, const char *bytes, const char *json) {
+    const char *argv[] = {h_bin("memlens"), "report", trace, "-q", opt, bytes, "--json", json, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    return r;
+}
+
+Test(gpu_e2e, gpu_gates) {
+    const char *trace = h_tmp("gpu_gates.mlt");
+    const char *json = h_tmp("gpu_gates.json");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_gpu_events"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+
+    /* Device 0 peaks at 15 MiB + 118784 B = 15847424 B; device 1 at 3 MiB. */
+    r = gate(trace, "--max-gpu-peak", "15847424", json);
+    cr_expect_eq(r.status, 0, "at the budget: %s", r.err);
+    h_run_free(&r);
+    unlink(json);
+    r = gate(trace, "--max-gpu-peak", "15847423", json);
+    cr_expect_eq(r.status, 3);
+    cr_expect(strstr(r.err, "memlens: gate exceeded: GPU device 0 peak 15847424 bytes (15.1 MiB) > "
+                            "--max-gpu-peak 15847423 bytes") != NULL,
+              "%s", r.err);
+    cr_expect(strstr(r.err, "device 1") == NULL, "device 1's 3 MiB is within: %s", r.err);
+    cr_expect(h_file_exists(json), "the JSON is written before the gate fails");
+    h_run_free(&r);
+
+    /* Leaked: 5 MiB + 100 KiB on device 0, 3 MiB on device 1 (its context
+     * was destroyed holding it): 8491008 B. */
+    r = gate(trace, "--fail-on-gpu-leak", "8491008", json);
+    cr_expect_eq(r.status, 0, "at the budget: %s", r.err);
+    h_run_free(&r);
+    r = gate(trace, "--fail-on-gpu-leak", "8491007", json);
+    cr_expect_eq(r.status, 3);
+    cr_expect(strstr(r.err, "memlens: gate exceeded: GPU memory leaked 8491008 bytes (8.1 MiB) > "
+                            "--fail-on-gpu-leak 8491007 bytes") != NULL,
+              "%s", r.err);
+    h_run_free(&r);
+
+    /* A program without GPU records passes any GPU budget. */
+    const char *cpu = h_tmp("gpu_gates_cpu.mlt");
+    const char *argv2[] = {h_bin("memlens"), "run", "-q", "-o", cpu, "--", h_bin("fx_counts"), NULL};
+    h_run(&r, argv2);
+    h_run_free(&r);
+    r = gate(cpu, "--max-gpu-peak", "0", json);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    r = gate(cpu, "--fail-on-gpu-leak", "0", json);
+    cr_expect_eq(r.status, 0, "%s", r.err);
     h_run_free(&r);
 }
