@@ -1094,6 +1094,7 @@ static uint64_t order_key(const ml_gpu_site_t *s, ml_gpu_order_t o) {
     case ML_GPU_BY_PEAK: return s->peak_bytes;
     case ML_GPU_BY_LEAKED: return s->leaked_bytes;
     case ML_GPU_BY_CHURN: return s->frees;
+    case ML_GPU_BY_CALLS: return s->alloc_calls;
     default: return s->bytes_allocated;
     }
 }
@@ -1106,6 +1107,10 @@ static int cmp_sites(const void *pa, const void *pb, void *order) {
     if (a->bytes_allocated != b->bytes_allocated) return a->bytes_allocated > b->bytes_allocated ? -1 : 1;
     if (a->stack != b->stack) return a->stack < b->stack ? -1 : 1;
     return (int)a->kind - (int)b->kind;
+}
+
+size_t ml_gpu_site_count(const ml_gpu_t *g) {
+    return g ? g->nsites : 0;
 }
 
 size_t ml_gpu_sites(const ml_gpu_t *g, size_t device_index, ml_gpu_order_t order,

@@ -356,11 +356,41 @@ typedef struct ml_diff_s ml_diff_t;
 
 /** Matches the sites of two built sessions by their frames' function names
  * (module file name for unnamed frames; lines are ignored, so moving code
- * does not break the match) and computes per-site metrics. */
+ * does not break the match) and computes per-site metrics; the same for
+ * their GPU sites (matched per device) and GPU device totals. */
 int ml_diff_new(const ml_analysis_t *base, const ml_analysis_t *cur, ml_diff_t **out);
 void ml_diff_free(ml_diff_t *d);
 /** Entries sorted by |delta peak| + |delta leaked| + |delta bytes allocated|, largest first. */
 const ml_diff_entry_t *ml_diff_entries(const ml_diff_t *d, size_t *count);
+
+/* GPU memory (ml_gpu.h), diffed beside the heap. Each device ordinal present
+ * in either trace gets its totals from both sides (zeros where a trace has no
+ * such device): peak_bytes and leaked_bytes are device bytes,
+ * alloc_calls and bytes_allocated count every kind, as ml_gpu_device_t does. */
+typedef struct {
+    int32_t device;               /* ordinal; ML_GPU_DEVICE_UNKNOWN (-1) for unattributed events */
+    bool in_base, in_cur;
+    ml_diff_metrics_t b, n;
+} ml_diff_gpu_device_t;
+
+/* A GPU site: the GPU sites (ml_gpu_site_t) of one device whose symbolized
+ * stacks (ml_gpu_stack_frames) have the same key as heap sites do, summed
+ * over their kinds and over the stacks that share the key. */
+typedef struct {
+    int32_t device;
+    uint32_t base_stack, cur_stack; /* a stack of the key on each side; 0 when absent there */
+    bool in_base, in_cur;
+    ml_diff_metrics_t b, n;
+    const char *key;
+} ml_diff_gpu_entry_t;
+
+/** Devices in ascending ordinal order; none when neither trace has GPU records. */
+const ml_diff_gpu_device_t *ml_diff_gpu_devices(const ml_diff_t *d, size_t *count);
+/** GPU sites sorted by |delta peak| first, then as heap entries are. */
+const ml_diff_gpu_entry_t *ml_diff_gpu_entries(const ml_diff_t *d, size_t *count);
+/** Leaked device bytes of all devices together, base and new (the gate's
+ * GPU leak total). */
+void ml_diff_gpu_leaked(const ml_diff_t *d, uint64_t *base, uint64_t *cur);
 
 /* ------------------------------------------------------------------------- */
 /* For the viewer: call trees and who holds the heap (calltree.c, shares.c)  */

@@ -202,7 +202,11 @@ typedef enum {
     ML_GPU_BY_LEAKED = 1, /* leaked_bytes */
     ML_GPU_BY_CHURN = 2,  /* frees (alloc/free pairs) */
     ML_GPU_BY_ALLOCATED = 3,
+    ML_GPU_BY_CALLS = 4,  /* alloc_calls: every site (each one allocated at least once) */
 } ml_gpu_order_t;
+
+/** How many sites the GPU state holds, all devices (0 for NULL). */
+size_t ml_gpu_site_count(const ml_gpu_t *g);
 
 /** Copies up to `max` sites of device `device_index` (every device when
  * SIZE_MAX) into out, ordered as asked, leaving out sites whose sort key is
