@@ -4,7 +4,9 @@
  * frames' function names (analysis/diff.c). The gate --fail-on-increase
  * PERCENT compares three totals: the peak heap, definite leaks (not
  * suppressed) and allocation calls; exit 3 when any grew by more than
- * PERCENT % (growth from zero always counts).
+ * PERCENT % (growth from zero always counts). When either trace has GPU
+ * records it also compares each device's GPU peak and the GPU leaked bytes
+ * of all devices together, with the device named on stderr.
  */
 #define _GNU_SOURCE
 #include "ml_cli.h"
@@ -23,10 +25,12 @@ static void usage_diff(FILE *f) {
     fputs("usage: memlens diff BASE.mlt NEW.mlt [--json OUT] [--fail-on-increase PERCENT]\n"
           "                    [--suppressions FILE] [--top N] [--no-symbols] [-q]\n"
           "\n"
-          "  Per-site deltas of peak bytes, leaked bytes and calls between two traces.\n"
+          "  Per-site deltas of peak bytes, leaked bytes and calls between two traces,\n"
+          "  heap and GPU (per device).\n"
           "  --json OUT               the diff as JSON (docs/diff-schema.json); '-' is stdout\n"
           "  --fail-on-increase PCT   exit 3 when the peak, definite leaks or allocation calls\n"
-          "                           grew by more than PCT %\n"
+          "                           grew by more than PCT %, or a GPU device's peak or the\n"
+          "                           GPU leaked bytes did\n"
           "  --suppressions FILE      known leaks (LeakSanitizer `leak:` syntax), for both traces\n"
           "  --top N                  sites listed (default: 20 in text, all in JSON)\n",
           f);
@@ -151,6 +155,34 @@ int ml_cmd_diff(int argc, char **argv) {
                         ml_diff_metric_name((ml_diff_metric_t)m), n);
             code = ML_EXIT_GATE;
         }
+        /* GPU: each device's peak, then the leaked device bytes of all
+         * devices (ml_diff_gpu_exceeded); nothing without GPU records. */
+        size_t nd;
+        ml_diff_gpu_devices(d, &nd);
+        ml_diff_gpu_gate_t *gx = nd ? calloc(nd + 1, sizeof *gx) : NULL;
+        if (nd && !gx) {
+            ml_die_msg("out of memory");
+            code = ML_EXIT_ERROR;
+            goto out;
+        }
+        size_t ngx = nd ? ml_diff_gpu_exceeded(d, pct, gx) : 0;
+        for (size_t i = 0; i < ngx; i++) {
+            char what[64];
+            if (gx[i].has_device)
+                snprintf(what, sizeof what, "GPU device %d %s", (int)gx[i].device, ml_diff_metric_name(gx[i].metric));
+            else
+                snprintf(what, sizeof what, "GPU %s (all devices)", ml_diff_metric_name(gx[i].metric));
+            if (gx[i].base)
+                fprintf(stderr,
+                        "memlens: gate exceeded: %s grew %.2f%% (%" PRIu64 " -> %" PRIu64
+                        ") > --fail-on-increase %g%%\n",
+                        what, ((double)gx[i].cur - (double)gx[i].base) * 100.0 / (double)gx[i].base, gx[i].base,
+                        gx[i].cur, pct);
+            else
+                fprintf(stderr, "memlens: gate exceeded: %s grew from 0 to %" PRIu64 "\n", what, gx[i].cur);
+            code = ML_EXIT_GATE;
+        }
+        free(gx);
     }
 out:
     ml_diff_free(d);

@@ -1,11 +1,15 @@
 /* diff_report.c - `memlens diff`: the JSON document (docs/diff-schema.json)
- * and the text table. The deltas come from analysis/diff.c. */
+ * and the text table. The deltas come from analysis/diff.c, the heap's and
+ * the GPU's; the GPU part of the text appears only when either trace has
+ * GPU records, so heap-only diffs read exactly as they did. */
 #include "ml_report.h"
 #include "ml_config.h"
+#include "ml_gpu.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *ml_diff_metric_name(ml_diff_metric_t m) {
@@ -30,6 +34,20 @@ bool ml_diff_exceeds(uint64_t base, uint64_t cur, double percent) {
     return (double)(cur - base) * 100.0 > percent * (double)base;
 }
 
+size_t ml_diff_gpu_exceeded(const ml_diff_t *d, double percent, ml_diff_gpu_gate_t *out) {
+    size_t nd, k = 0;
+    const ml_diff_gpu_device_t *g = ml_diff_gpu_devices(d, &nd);
+    if (!nd) return 0;
+    for (size_t i = 0; i < nd; i++)
+        if (ml_diff_exceeds(g[i].b.peak_bytes, g[i].n.peak_bytes, percent))
+            out[k++] = (ml_diff_gpu_gate_t){true, g[i].device, ML_DIFF_PEAK, g[i].b.peak_bytes,
+                                            g[i].n.peak_bytes};
+    uint64_t b, n;
+    ml_diff_gpu_leaked(d, &b, &n);
+    if (ml_diff_exceeds(b, n, percent)) out[k++] = (ml_diff_gpu_gate_t){false, 0, ML_DIFF_LEAKED, b, n};
+    return k;
+}
+
 static void metrics(FILE *o, const ml_diff_metrics_t *m) {
     fprintf(o,
             "{\"peak_bytes\": %" PRIu64 ", \"leaked_bytes\": %" PRIu64 ", \"alloc_calls\": %" PRIu64
@@ -45,17 +63,26 @@ static void deltas(FILE *o, const ml_diff_metrics_t *b, const ml_diff_metrics_t 
             (int64_t)(n->alloc_calls - b->alloc_calls), (int64_t)(n->bytes_allocated - b->bytes_allocated));
 }
 
-static const char *status(const ml_diff_entry_t *e) {
-    if (!e->base) return "new";
-    if (!e->cur) return "gone";
-    if (!memcmp(&e->b, &e->n, sizeof e->b)) return "same";
+static const char *status_of(bool in_base, bool in_cur, const ml_diff_metrics_t *b,
+                             const ml_diff_metrics_t *n) {
+    if (!in_base) return "new";
+    if (!in_cur) return "gone";
+    if (!memcmp(b, n, sizeof *b)) return "same";
     return "changed";
 }
 
-static void frames(FILE *o, const ml_site_t *s) {
+static const char *status(const ml_diff_entry_t *e) {
+    return status_of(e->base, e->cur, &e->b, &e->n);
+}
+
+static const char *gpu_status(const ml_diff_gpu_entry_t *e) {
+    return status_of(e->in_base, e->in_cur, &e->b, &e->n);
+}
+
+static void frame_array(FILE *o, const ml_frame_t *fr, size_t nframes) {
     fputc('[', o);
-    for (uint32_t i = 0; s && i < s->nframes; i++) {
-        const ml_frame_t *f = &s->frames[i];
+    for (size_t i = 0; i < nframes; i++) {
+        const ml_frame_t *f = &fr[i];
         fputs(i ? ", {\"function\": " : "{\"function\": ", o);
         ml_json_string(o, f->function);
         fputs(", \"file\": ", o);
@@ -67,6 +94,54 @@ static void frames(FILE *o, const ml_site_t *s) {
         fprintf(o, ", \"address\": %" PRIu64 "}", f->address);
     }
     fputc(']', o);
+}
+
+static void frames(FILE *o, const ml_site_t *s) {
+    frame_array(o, s ? s->frames : NULL, s ? s->nframes : 0);
+}
+
+/* The frames of a GPU entry: the new trace's stack when it has one. */
+#define GPU_FRAMES 64
+static size_t gpu_entry_frames(const ml_analysis_t *base, const ml_analysis_t *cur,
+                               const ml_diff_gpu_entry_t *e, ml_frame_t *f, size_t max) {
+    if (e->in_cur) return e->cur_stack ? ml_gpu_stack_frames(cur, e->cur_stack, f, max) : 0;
+    return e->base_stack ? ml_gpu_stack_frames(base, e->base_stack, f, max) : 0;
+}
+
+/* "gpu": each device's totals and the GPU sites, in the shape of "sites". */
+static void gpu_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cur, const ml_diff_t *d,
+                     unsigned top) {
+    size_t nd, n;
+    const ml_diff_gpu_device_t *g = ml_diff_gpu_devices(d, &nd);
+    fputs(",\n\"gpu\": {\"devices\": [", o);
+    for (size_t i = 0; i < nd; i++) {
+        fprintf(o, "%s{\"device\": %d, \"base\": ", i ? ",\n  " : "\n  ", (int)g[i].device);
+        metrics(o, &g[i].b);
+        fputs(", \"new\": ", o);
+        metrics(o, &g[i].n);
+        fputs(", \"delta\": ", o);
+        deltas(o, &g[i].b, &g[i].n);
+        fputc('}', o);
+    }
+    fputs("],\n\"sites\": [", o);
+    const ml_diff_gpu_entry_t *e = ml_diff_gpu_entries(d, &n);
+    if (top && n > top) n = top;
+    ml_frame_t f[GPU_FRAMES];
+    for (size_t i = 0; i < n; i++) {
+        fprintf(o, "%s{\"status\": \"%s\", \"device\": %d, \"key\": ", i ? ",\n  " : "\n  ",
+                gpu_status(&e[i]), (int)e[i].device);
+        ml_json_string(o, e[i].key);
+        fputs(", \"frames\": ", o);
+        frame_array(o, f, gpu_entry_frames(base, cur, &e[i], f, GPU_FRAMES));
+        fputs(", \"base\": ", o);
+        metrics(o, &e[i].b);
+        fputs(", \"new\": ", o);
+        metrics(o, &e[i].n);
+        fputs(", \"delta\": ", o);
+        deltas(o, &e[i].b, &e[i].n);
+        fputc('}', o);
+    }
+    fputs("]}", o);
 }
 
 static void side(FILE *o, const char *path, const ml_analysis_t *a) {
@@ -112,6 +187,17 @@ int ml_report_diff_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
             fprintf(o, "%s\"%s\"", first ? "" : ", ", ml_diff_metric_name((ml_diff_metric_t)m));
             first = false;
         }
+    fputs("], \"gpu_exceeded\": [", o);
+    size_t nd;
+    ml_diff_gpu_devices(d, &nd);
+    ml_diff_gpu_gate_t *gx = ro->gate && nd ? calloc(nd + 1, sizeof *gx) : NULL;
+    size_t ngx = gx ? ml_diff_gpu_exceeded(d, ro->gate_percent, gx) : 0;
+    for (size_t i = 0; i < ngx; i++) {
+        fprintf(o, "%s{\"metric\": \"%s\", \"device\": ", i ? ", " : "", ml_diff_metric_name(gx[i].metric));
+        if (gx[i].has_device) fprintf(o, "%d}", (int)gx[i].device);
+        else fputs("null}", o);
+    }
+    free(gx);
     fputs("]},\n\"sites\": [", o);
     size_t n;
     const ml_diff_entry_t *e = ml_diff_entries(d, &n);
@@ -131,7 +217,9 @@ int ml_report_diff_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
         deltas(o, &e[i].b, &e[i].n);
         fputc('}', o);
     }
-    fputs("]}\n", o);
+    fputc(']', o);
+    gpu_json(o, base, cur, d, ro->top);
+    fputs("}\n", o);
     return ferror(o) ? -EIO : 0;
 }
 
@@ -140,15 +228,69 @@ static void signed_bytes(FILE *o, int64_t v) {
     fprintf(o, "%c%s", v < 0 ? '-' : '+', ml_fmt_bytes((uint64_t)(v < 0 ? -v : v), buf, sizeof buf));
 }
 
+/* The first frame with its file:line and its caller, on the current line. */
+static void where(FILE *o, const ml_frame_t *fr, size_t nframes) {
+    if (!nframes) return;
+    const ml_frame_t *f = &fr[0];
+    fputs(f->function, o);
+    if (f->file) {
+        const char *b = strrchr(f->file, '/');
+        fprintf(o, "  %s:%u", b ? b + 1 : f->file, f->line);
+    }
+    if (nframes > 1) fprintf(o, "  <- %s", fr[1].function);
+}
+
+static void total_line(FILE *o, const char *indent, int width, const char *name, uint64_t b, uint64_t n) {
+    fprintf(o, "%s%-*s %14" PRIu64 " -> %14" PRIu64 "  ", indent, width, name, b, n);
+    if (b) fprintf(o, "%+.1f%%\n", ((double)n - (double)b) * 100.0 / (double)b);
+    else fputs(n ? "(new)\n" : "\n", o);
+}
+
+/* GPU memory, when either trace has GPU records: each device's four totals
+ * (lined up with the heap's), then the GPU sites that changed most, by
+ * |delta peak| first. */
+static void gpu_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cur, const ml_diff_t *d,
+                     unsigned top) {
+    size_t nd, n;
+    const ml_diff_gpu_device_t *g = ml_diff_gpu_devices(d, &nd);
+    if (!nd) return;
+    fputs("\nGPU memory (device bytes):\n", o);
+    for (size_t i = 0; i < nd; i++) {
+        if (g[i].device == ML_GPU_DEVICE_UNKNOWN) fputs("  device ?:\n", o);
+        else fprintf(o, "  device %d:\n", (int)g[i].device);
+        total_line(o, "    ", 14, "peak_bytes", g[i].b.peak_bytes, g[i].n.peak_bytes);
+        total_line(o, "    ", 14, "leaked_bytes", g[i].b.leaked_bytes, g[i].n.leaked_bytes);
+        total_line(o, "    ", 14, "alloc_calls", g[i].b.alloc_calls, g[i].n.alloc_calls);
+        total_line(o, "    ", 14, "bytes_allocated", g[i].b.bytes_allocated, g[i].n.bytes_allocated);
+    }
+    const ml_diff_gpu_entry_t *e = ml_diff_gpu_entries(d, &n);
+    fputs("\nGPU sites that changed most (peak, leaked, calls):\n", o);
+    unsigned shown = 0;
+    ml_frame_t f[GPU_FRAMES];
+    for (size_t i = 0; i < n && shown < top; i++) {
+        if (!strcmp(gpu_status(&e[i]), "same")) continue;
+        fputs("  ", o);
+        signed_bytes(o, (int64_t)(e[i].n.peak_bytes - e[i].b.peak_bytes));
+        fputs(" ", o);
+        signed_bytes(o, (int64_t)(e[i].n.leaked_bytes - e[i].b.leaked_bytes));
+        fprintf(o, " %+" PRId64 " calls  [%s]  device %d  ", (int64_t)(e[i].n.alloc_calls - e[i].b.alloc_calls),
+                gpu_status(&e[i]), (int)e[i].device);
+        size_t nf = gpu_entry_frames(base, cur, &e[i], f, 2);
+        if (nf) where(o, f, nf);
+        else fputs(e[i].key, o);
+        fputc('\n', o);
+        shown++;
+    }
+    if (!shown) fputs("  (no GPU site changed)\n", o);
+}
+
 int ml_report_diff_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cur,
                         const ml_diff_t *d, const ml_diff_report_opts_t *ro) {
     fprintf(o, "memlens diff: %s -> %s\n", ro->base_path, ro->new_path);
     for (int m = 0; m < ML_DIFF_METRICS; m++) {
         uint64_t b = ml_diff_total(base, (ml_diff_metric_t)m), n = ml_diff_total(cur, (ml_diff_metric_t)m);
-        fprintf(o, "  %-16s %14" PRIu64 " -> %14" PRIu64 "  ", m == ML_DIFF_LEAKED ? "definite leaks" :
-                ml_diff_metric_name((ml_diff_metric_t)m), b, n);
-        if (b) fprintf(o, "%+.1f%%\n", ((double)n - (double)b) * 100.0 / (double)b);
-        else fputs(n ? "(new)\n" : "\n", o);
+        total_line(o, "  ", 16, m == ML_DIFF_LEAKED ? "definite leaks" : ml_diff_metric_name((ml_diff_metric_t)m),
+                   b, n);
     }
     size_t n;
     const ml_diff_entry_t *e = ml_diff_entries(d, &n);
@@ -163,18 +305,11 @@ int ml_report_diff_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
         signed_bytes(o, (int64_t)(e[i].n.leaked_bytes - e[i].b.leaked_bytes));
         fprintf(o, " %+" PRId64 " calls  [%s]  ", (int64_t)(e[i].n.alloc_calls - e[i].b.alloc_calls), status(&e[i]));
         const ml_site_t *s = e[i].cur ? e[i].cur : e[i].base;
-        if (s && s->nframes) {
-            const ml_frame_t *f = &s->frames[0];
-            fputs(f->function, o);
-            if (f->file) {
-                const char *b = strrchr(f->file, '/');
-                fprintf(o, "  %s:%u", b ? b + 1 : f->file, f->line);
-            }
-            if (s->nframes > 1) fprintf(o, "  <- %s", s->frames[1].function);
-        }
+        if (s) where(o, s->frames, s->nframes);
         fputc('\n', o);
         shown++;
     }
     if (!shown) fputs("  (no site changed)\n", o);
+    gpu_text(o, base, cur, d, top);
     return ferror(o) ? -EIO : 0;
 }

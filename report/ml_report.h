@@ -73,11 +73,25 @@ uint64_t ml_diff_total(const ml_analysis_t *a, ml_diff_metric_t m);
  * from 0 counts as exceeding). */
 bool ml_diff_exceeds(uint64_t base, uint64_t cur, double percent);
 
+/* What the gate judges of GPU memory: each device's peak bytes (device set),
+ * then the leaked device bytes of all devices together (device unset). */
+typedef struct {
+    bool has_device;
+    int32_t device;
+    ml_diff_metric_t metric;  /* ML_DIFF_PEAK or ML_DIFF_LEAKED */
+    uint64_t base, cur;
+} ml_diff_gpu_gate_t;
+
+/** Writes to `out` (room for ml_diff_gpu_devices()' count + 1) the GPU totals
+ * that grew by more than `percent` % (ml_diff_exceeds); returns how many.
+ * Nothing when neither trace has GPU records. */
+size_t ml_diff_gpu_exceeded(const ml_diff_t *d, double percent, ml_diff_gpu_gate_t *out);
+
 typedef struct {
     const char *base_path, *new_path;
     bool gate;                /* --fail-on-increase given */
     double gate_percent;
-    unsigned top;             /* sites in the document (0: all) */
+    unsigned top;             /* sites in the document (0: all), heap and GPU each */
 } ml_diff_report_opts_t;
 
 int ml_report_diff_json(FILE *out, const ml_analysis_t *base, const ml_analysis_t *cur,
