@@ -15,6 +15,7 @@ ml_test(test_gpu_e2e e2e/test_gpu.c e2e/harness.c)
 target_link_libraries(test_gpu_e2e PRIVATE ml_report)
 add_dependencies(test_gpu_e2e memlens memlens_preload fx_gpu_events fx_counts)
 add_dependencies(test_snapshot fx_gpu_events) # GPU traces have snapshots too
+add_dependencies(test_report fx_gpu_events) # the GPU part of `memlens diff`
 # The HTML page's GPU section on real recordings of it (test_html_browser.sh).
 set_property(TEST html_browser APPEND PROPERTY ENVIRONMENT "ML_FX_GPU_EVENTS=$<TARGET_FILE:fx_gpu_events>")
 if(ML_HAVE_CUPTI_01) # and the CUPTI collector's, with the fake libcupti below

@@ -396,6 +396,174 @@ Test(report, diff_per_site_deltas_and_gate) {
     h_run_free(&r);
 }
 
+/* GPU memory in the diff: fx_gpu_events twice, the second with
+ * gpu_leaky_site's cudaMalloc leak 8 MiB instead of 5 (`leak 8`), so device
+ * 0's peak, leaked bytes and bytes allocated grow by exactly 3 MiB, its calls
+ * do not change, and device 1 does not change at all. */
+#define GPU_MiB (1024ull * 1024)
+#define GPU_D0_PEAK (15 * GPU_MiB + 102400 + 16384) /* tests/e2e/gpu_expect.h, GX_PEAK0 */
+#define GPU_D0_LEAK (5 * GPU_MiB + 102400)          /* the leak and the pitched block */
+/* device 1, 4, 1 MiB, 2 x 64 KiB pinned, 4 KiB registered, 1 MiB async,
+ * 2 MiB pool, 2 MiB VMM physical, a 16 KiB array, the 5 MiB leak */
+#define GPU_D0_BYTES (15 * GPU_MiB + 102400 + 131072 + 4096 + 16384)
+#define GPU_D1 (3 * GPU_MiB) /* device 1: held when its context died */
+
+static void record_gpu(const char *trace, const char *leak_mib) {
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_gpu_events"),
+                          leak_mib ? "leak" : NULL, leak_mib, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "memlens run fx_gpu_events: status %d: %s", r.status, r.err);
+    h_run_free(&r);
+}
+
+static int diff_run(h_run_t *r, const char *base, const char *cur, const char *a1, const char *a2,
+                    const char *a3, const char *a4) {
+    const char *argv[] = {h_bin("memlens"), "diff", base, cur, a1, a2, a3, a4, NULL};
+    h_run(r, argv);
+    return r->status;
+}
+
+Test(report, diff_gpu_devices_sites_and_gate) {
+    const char *base = h_tmp("gpu5.mlt"), *cur = h_tmp("gpu8.mlt"), *json = h_tmp("gpudiff.json");
+    record_gpu(base, NULL);
+    record_gpu(cur, "8");
+
+    /* The analysis: both devices, device 0 up by 3 MiB, the site that
+     * changed first and named by its caller. */
+    ml_analysis_t *a = analyse(base, NULL), *b = analyse(cur, NULL);
+    ml_diff_t *d;
+    cr_assert_eq(ml_diff_new(a, b, &d), 0);
+    size_t nd, ne;
+    const ml_diff_gpu_device_t *g = ml_diff_gpu_devices(d, &nd);
+    cr_assert_eq(nd, 2, "devices: %zu", nd);
+    cr_expect_eq(g[0].device, 0);
+    cr_expect_eq(g[0].b.peak_bytes, GPU_D0_PEAK);
+    cr_expect_eq(g[0].n.peak_bytes, GPU_D0_PEAK + 3 * GPU_MiB);
+    cr_expect_eq(g[0].b.leaked_bytes, GPU_D0_LEAK);
+    cr_expect_eq(g[0].n.leaked_bytes, GPU_D0_LEAK + 3 * GPU_MiB);
+    cr_expect_eq(g[0].b.alloc_calls, 13);
+    cr_expect_eq(g[0].n.alloc_calls, 13);
+    cr_expect_eq(g[1].device, 1);
+    cr_expect_eq(g[1].n.peak_bytes, GPU_D1);
+    cr_expect_eq(memcmp(&g[1].b, &g[1].n, sizeof g[1].b), 0, "device 1 did not change");
+    const ml_diff_gpu_entry_t *e = ml_diff_gpu_entries(d, &ne);
+    cr_assert_geq(ne, 1);
+    cr_expect(strncmp(e[0].key, "ev;gpu_leaky_site;main;", 23) == 0, "first GPU site: %s", e[0].key);
+    cr_expect(e[0].in_base && e[0].in_cur, "matched in both runs");
+    cr_expect_eq(e[0].device, 0);
+    cr_expect_eq(e[0].b.peak_bytes, 5 * GPU_MiB);
+    cr_expect_eq(e[0].n.peak_bytes, 8 * GPU_MiB);
+    cr_expect_eq(e[0].n.leaked_bytes - e[0].b.leaked_bytes, 3 * GPU_MiB);
+    for (size_t i = 1; i < ne; i++)
+        cr_expect_eq(memcmp(&e[i].b, &e[i].n, sizeof e[i].b), 0, "only gpu_leaky_site changed: %s", e[i].key);
+    ml_diff_free(d);
+    ml_analysis_free(a);
+    ml_analysis_free(b);
+
+    /* The JSON, against the schema, with the exact device totals. */
+    h_run_t r;
+    cr_expect_eq(diff_run(&r, base, cur, "--json", json, NULL, NULL), 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "");
+    /* The text: each device's totals, then the site, named by its caller. */
+    char want[1024];
+    snprintf(want, sizeof want,
+             "\nGPU memory (device bytes):\n  device 0:\n"
+             "    peak_bytes       %14llu -> %14llu  +19.9%%\n"
+             "    leaked_bytes     %14llu -> %14llu  +58.9%%\n"
+             "    alloc_calls                  13 ->             13  +0.0%%\n"
+             "    bytes_allocated  %14llu -> %14llu  +19.7%%\n"
+             "  device 1:\n    peak_bytes              3145728 ->        3145728  +0.0%%\n",
+             GPU_D0_PEAK, GPU_D0_PEAK + 3 * GPU_MiB, GPU_D0_LEAK, GPU_D0_LEAK + 3 * GPU_MiB, GPU_D0_BYTES,
+             GPU_D0_BYTES + 3 * GPU_MiB);
+    cr_expect(strstr(r.out, want), "want:%s\ngot:\n%s", want, r.out);
+    const char *sites = strstr(r.out, "\nGPU sites that changed most (peak, leaked, calls):\n"
+                                      "  +3.0 MiB +3.0 MiB +0 calls  [changed]  device 0  ev  fx_gpu_events.c:");
+    cr_expect(sites, "%s", r.out);
+    if (sites) {
+        const char *nl = strstr(sites, "  <- gpu_leaky_site\n");
+        cr_expect(nl, "%s", sites);
+        if (nl) cr_expect_str_eq(nl, "  <- gpu_leaky_site\n", "one GPU site changed, and it is the last line");
+    }
+    h_run_free(&r);
+    validate("diff-schema.json", json);
+    char *doc = h_read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
+    snprintf(want, sizeof want,
+             "\n\"gpu\": {\"devices\": [\n  {\"device\": 0, "
+             "\"base\": {\"peak_bytes\": %llu, \"leaked_bytes\": %llu, \"alloc_calls\": 13, \"bytes_allocated\": %llu}, "
+             "\"new\": {\"peak_bytes\": %llu, \"leaked_bytes\": %llu, \"alloc_calls\": 13, \"bytes_allocated\": %llu}, "
+             "\"delta\": {\"peak_bytes\": 3145728, \"leaked_bytes\": 3145728, \"alloc_calls\": 0, \"bytes_allocated\": 3145728}},\n"
+             "  {\"device\": 1, \"base\": {\"peak_bytes\": 3145728, \"leaked_bytes\": 3145728, \"alloc_calls\": 1, "
+             "\"bytes_allocated\": 3145728}, \"new\": {\"peak_bytes\": 3145728, \"leaked_bytes\": 3145728, \"alloc_calls\": 1, "
+             "\"bytes_allocated\": 3145728}, \"delta\": {\"peak_bytes\": 0, \"leaked_bytes\": 0, \"alloc_calls\": 0, "
+             "\"bytes_allocated\": 0}}],\n\"sites\": [\n  {\"status\": \"changed\", \"device\": 0, \"key\": \"ev;gpu_leaky_site;main;",
+             GPU_D0_PEAK, GPU_D0_LEAK, GPU_D0_BYTES, GPU_D0_PEAK + 3 * GPU_MiB, GPU_D0_LEAK + 3 * GPU_MiB,
+             GPU_D0_BYTES + 3 * GPU_MiB);
+    const char *gj = strstr(doc, want);
+    cr_expect(gj, "want:%s\ngot:\n%s", want, doc);
+    if (gj) {
+        const char *site_end = strstr(gj, "}\n");
+        const char *sd = strstr(gj, "\"base\": {\"peak_bytes\": 5242880, \"leaked_bytes\": 5242880, \"alloc_calls\": 1, "
+                                    "\"bytes_allocated\": 5242880}, \"new\": {\"peak_bytes\": 8388608, \"leaked_bytes\": "
+                                    "8388608, \"alloc_calls\": 1, \"bytes_allocated\": 8388608}, \"delta\": {\"peak_bytes\": "
+                                    "3145728, \"leaked_bytes\": 3145728, \"alloc_calls\": 0, \"bytes_allocated\": 3145728}}");
+        cr_expect(sd && (!site_end || sd < site_end), "gpu_leaky_site's metrics:\n%s", gj);
+        cr_expect(strstr(gj, "\"frames\": [{\"function\": \"ev\""), "%s", gj);
+    }
+    cr_expect(strstr(doc, "\"gpu_exceeded\": []"), "no gate, nothing exceeded");
+    free(doc);
+
+    /* The gate: device 0's peak grew 19.85 %, the GPU leaks of both devices
+     * 8 MiB + 100 KiB -> 11 MiB + 100 KiB, 37.05 %; the heap not at all. */
+    cr_expect_eq(diff_run(&r, base, cur, "--fail-on-increase", "19", NULL, NULL), 3, "%s", r.err);
+    cr_expect(strstr(r.err, "memlens: gate exceeded: GPU device 0 peak_bytes grew 19.85% (15847424 -> 18993152) > "
+                            "--fail-on-increase 19%\n"), "%s", r.err);
+    cr_expect(strstr(r.err, "memlens: gate exceeded: GPU leaked_bytes (all devices) grew 37.05% (8491008 -> "
+                            "11636736) > --fail-on-increase 19%\n"), "%s", r.err);
+    cr_expect(!strstr(r.err, "device 1"), "%s", r.err);
+    h_run_free(&r);
+    cr_expect_eq(diff_run(&r, base, cur, "--fail-on-increase", "20", "--json", json), 3, "%s", r.err);
+    cr_expect(!strstr(r.err, "peak_bytes"), "the peak grew less than 20 %%: %s", r.err);
+    cr_expect(strstr(r.err, "GPU leaked_bytes (all devices) grew 37.05%"), "%s", r.err);
+    h_run_free(&r);
+    doc = h_read_file(json);
+    cr_assert_not_null(doc);
+    cr_expect(strstr(doc, "\"exceeded\": [], \"gpu_exceeded\": [{\"metric\": \"leaked_bytes\", \"device\": null}]}"),
+              "%s", doc);
+    free(doc);
+    validate("diff-schema.json", json);
+    cr_expect_eq(diff_run(&r, base, cur, "--fail-on-increase", "38", NULL, NULL), 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "");
+    h_run_free(&r);
+    /* The other way round nothing grew on the GPU: deltas are new - base. */
+    cr_expect_eq(diff_run(&r, cur, base, "--fail-on-increase", "0", NULL, NULL), 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\n  -3.0 MiB -3.0 MiB +0 calls  [changed]  device 0  ev  "), "%s", r.out);
+    h_run_free(&r);
+}
+
+/* Two CPU-only traces: "gpu" is there and empty, the text has no GPU part. */
+Test(report, diff_cpu_only_has_no_gpu) {
+    const char *base = leaks_trace(), *cur = h_tmp("leaks3.mlt"), *json = h_tmp("cpudiff.json");
+    record(cur, "fx_leaks", "3");
+    h_run_t r;
+    cr_expect_eq(diff_run(&r, base, cur, "--json", json, NULL, NULL), 0, "%s", r.err);
+    cr_expect(strstr(r.out, "drop_block"), "%s", r.out);
+    cr_expect(!strstr(r.out, "GPU"), "%s", r.out);
+    h_run_free(&r);
+    validate("diff-schema.json", json);
+    char *doc = h_read_file(json);
+    cr_assert_not_null(doc);
+    cr_expect(strstr(doc, "]},\n\"sites\": ["), "%s", doc);
+    cr_expect(ends_with(doc, "\n\"gpu\": {\"devices\": [],\n\"sites\": []}}\n"), "%s", doc);
+    cr_expect(strstr(doc, "\"gpu_exceeded\": []"), "%s", doc);
+    free(doc);
+    /* The heap gate alone decides, as before. */
+    cr_expect_eq(diff_run(&r, base, cur, "--fail-on-increase", "10", NULL, NULL), 3, "%s", r.err);
+    cr_expect(!strstr(r.err, "GPU"), "%s", r.err);
+    h_run_free(&r);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Bad input, bad output                                                     */
 /* ------------------------------------------------------------------------- */
