@@ -258,10 +258,10 @@ static void gpu_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cu
     for (size_t i = 0; i < nd; i++) {
         if (g[i].device == ML_GPU_DEVICE_UNKNOWN) fputs("  device ?:\n", o);
         else fprintf(o, "  device %d:\n", (int)g[i].device);
-        total_line(o, "    ", 14, "peak_bytes", g[i].b.peak_bytes, g[i].n.peak_bytes);
-        total_line(o, "    ", 14, "leaked_bytes", g[i].b.leaked_bytes, g[i].n.leaked_bytes);
-        total_line(o, "    ", 14, "alloc_calls", g[i].b.alloc_calls, g[i].n.alloc_calls);
-        total_line(o, "    ", 14, "bytes_allocated", g[i].b.bytes_allocated, g[i].n.bytes_allocated);
+        total_line(o, "    ", 16, "peak_bytes", g[i].b.peak_bytes, g[i].n.peak_bytes);
+        total_line(o, "    ", 16, "leaked_bytes", g[i].b.leaked_bytes, g[i].n.leaked_bytes);
+        total_line(o, "    ", 16, "alloc_calls", g[i].b.alloc_calls, g[i].n.alloc_calls);
+        total_line(o, "    ", 16, "bytes_allocated", g[i].b.bytes_allocated, g[i].n.bytes_allocated);
     }
     const ml_diff_gpu_entry_t *e = ml_diff_gpu_entries(d, &n);
     fputs("\nGPU sites that changed most (peak, leaked, calls):\n", o);
