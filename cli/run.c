@@ -84,6 +84,7 @@ typedef struct {
     ml_viewer_live_t *live_ui;
     proc_t *procs[ML_MAX_PROCS];
     uint32_t nseen;
+    uint32_t free_since_ms; /* when slot nseen was first seen counted but still FREE (+1) */
     uint64_t t0_ns;
     char stem[PATH_MAX];
     char prog[PATH_MAX]; /* the program's absolute path */
@@ -518,6 +519,22 @@ static void discover(session_t *s) {
     if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
     while (s->nseen < n) {
         uint32_t st = ml_atomic_load_acquire(&s->ctl->procs[s->nseen].state);
+        if (st == ML_PROC_FREE) {
+            /* A process counts itself in nprocs a moment before it marks its
+             * slot claimed: wait for it, or its whole recording would be
+             * skipped (and the program would wait at exit for a scan that
+             * never comes). Only an owner killed between the two stores
+             * leaves a slot free for good: after 2 s, give up on it. */
+            uint32_t now = now_ms(s);
+            if (!s->free_since_ms) s->free_since_ms = now + 1;
+            if (now + 1 - s->free_since_ms < 2000) break;
+            fprintf(stderr, "memlens: warning: process slot %u was never claimed; skipped\n",
+                    s->nseen);
+            s->free_since_ms = 0;
+            s->nseen++;
+            continue;
+        }
+        s->free_since_ms = 0;
         if (st == ML_PROC_CLAIMED) {
             /* Still creating its ring. If it died meanwhile, give up on it. */
             pid_t pid = (pid_t)s->ctl->procs[s->nseen].pid;

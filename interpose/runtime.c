@@ -390,6 +390,16 @@ static int register_process(uint32_t parent_slot) {
         warn("too many traced processes in this session; this one is not recorded");
         return -1;
     }
+    /* The collector sees the slot counted before it is marked claimed; a
+     * test widens that window (ML_TEST_CLAIM_DELAY_MS, test_record's
+     * slot_counted_before_it_is_claimed) to check the collector waits. */
+    const char *delay = ml_getenv("ML_TEST_CLAIM_DELAY_MS");
+    if (delay) {
+        uint32_t ms = 0;
+        for (; *delay >= '0' && *delay <= '9' && ms < 10000; delay++) ms = ms * 10 + (uint32_t)(*delay - '0');
+        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     ml_ctl_proc_t *pr = &c->procs[idx];
     pr->pid = (uint32_t)getpid();
     pr->ppid = (uint32_t)getppid();

@@ -366,6 +366,30 @@ Test(record, sampling_is_flagged_and_unbiased) {
     h_run_free(&r);
 }
 
+/* A process counts itself in the session (nprocs) a moment before it marks
+ * its slot claimed. A collector that looked in between used to skip the
+ * slot: the whole recording was lost, the program waited 30 s at exit for a
+ * scan that never came, and `memlens run` said it "was never traced" (seen
+ * a few times in loaded ctest -j2 runs). The interposer's test hook holds
+ * the window open for 300 ms; every call must still be recorded. */
+Test(record, slot_counted_before_it_is_claimed) {
+    cr_assert_eq(setenv("ML_TEST_CLAIM_DELAY_MS", "300", 1), 0);
+    const char *trace = h_tmp("claim.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_counts"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    unsetenv("ML_TEST_CLAIM_DELAY_MS");
+    cr_assert_eq(r.status, 7, "stderr: %s", r.err);
+    cr_expect_str_eq(r.err, "", "no error or warning");
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect(t.complete);
+    cr_expect_eq(t.totals.alloc_calls, 161);
+    cr_expect_eq(t.totals.free_calls, 152);
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
 Test(record, default_trace_name_and_summary) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", h_tmp("cwd"));
