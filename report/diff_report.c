@@ -63,6 +63,16 @@ static void deltas(FILE *o, const ml_diff_metrics_t *b, const ml_diff_metrics_t 
             (int64_t)(n->alloc_calls - b->alloc_calls), (int64_t)(n->bytes_allocated - b->bytes_allocated));
 }
 
+/* `, "base": {...}, "new": {...}, "delta": {...}` of one site. */
+static void base_new_delta(FILE *o, const ml_diff_metrics_t *b, const ml_diff_metrics_t *n) {
+    fputs(", \"base\": ", o);
+    metrics(o, b);
+    fputs(", \"new\": ", o);
+    metrics(o, n);
+    fputs(", \"delta\": ", o);
+    deltas(o, b, n);
+}
+
 static const char *status_of(bool in_base, bool in_cur, const ml_diff_metrics_t *b,
                              const ml_diff_metrics_t *n) {
     if (!in_base) return "new";
@@ -133,12 +143,7 @@ static void gpu_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cu
         ml_json_string(o, e[i].key);
         fputs(", \"frames\": ", o);
         frame_array(o, f, gpu_entry_frames(base, cur, &e[i], f, GPU_FRAMES));
-        fputs(", \"base\": ", o);
-        metrics(o, &e[i].b);
-        fputs(", \"new\": ", o);
-        metrics(o, &e[i].n);
-        fputs(", \"delta\": ", o);
-        deltas(o, &e[i].b, &e[i].n);
+        base_new_delta(o, &e[i].b, &e[i].n);
         fputc('}', o);
     }
     fputs("]}", o);
@@ -209,12 +214,7 @@ int ml_report_diff_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
         ml_json_string(o, e[i].key);
         fputs(", \"frames\": ", o);
         frames(o, e[i].cur ? e[i].cur : e[i].base);
-        fputs(", \"base\": ", o);
-        metrics(o, &e[i].b);
-        fputs(", \"new\": ", o);
-        metrics(o, &e[i].n);
-        fputs(", \"delta\": ", o);
-        deltas(o, &e[i].b, &e[i].n);
+        base_new_delta(o, &e[i].b, &e[i].n);
         fputc('}', o);
     }
     fputc(']', o);
