@@ -20,9 +20,13 @@
 # Where there is no GPU (no nvidia-smi, or it lists no device) it prints
 # "SKIP: no GPU (...)" and exits 0.
 #
-# Environment: CUDA_HOME (default /usr/local/cuda), NVCC, ML_GPU_BENCH_PAIRS
-# (100000), ML_GPU_OVERHEAD_MAX (1.2), ML_GPU_SKIP_TORCH=1, ML_GPU_WORK (a
-# folder for the traces and reports; default a new temporary one, kept).
+# Environment: CUDA_HOME (default /usr/local/cuda, else nvcc's), NVCC,
+# ML_GPU_BENCH_PAIRS (100000), ML_GPU_OVERHEAD_MAX (1.2), ML_GPU_SKIP_TORCH=1,
+# ML_GPU_WORK (a folder for the traces and reports; default a new temporary
+# one, kept), ML_GPU_PREBUILT (a folder made by tests/gpu/bundle.sh: use that
+# memlens instead of building one; the lent GPU machines cannot build it),
+# ML_CUPTI_LIB (the libcupti to load; found in the toolkit or PyTorch's
+# nvidia-cuda-cupti when the loader has none).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -69,17 +73,44 @@ finish() {
 
 command -v python3 >/dev/null || die "python3 (for the checks)" present absent
 [ -x "$NVCC" ] || NVCC=$(command -v nvcc) || die "nvcc" present "not found (set NVCC or CUDA_HOME)"
+# The toolkit nvcc belongs to (for -lcuda's stub at link time).
+[ -d "$CUDA_HOME/lib64" ] || CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
 
 # --- 1. memlens ------------------------------------------------------------------
-echo "== building memlens in $BUILD"
-JOBS=$(nproc 2>/dev/null || echo 4)
-if ! cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DML_BUILD_CUPTI=ON \
-        -DML_BUILD_TESTS=OFF -DCUDAToolkit_ROOT="$CUDA_HOME" >"$WORK/cmake.log" 2>&1 ||
-   ! cmake --build "$BUILD" -j"$JOBS" >>"$WORK/cmake.log" 2>&1; then
-    tail -20 "$WORK/cmake.log"
-    die "build memlens with CUPTI" ok "failed (see cmake.log)"
+if [ -n "${ML_GPU_PREBUILT:-}" ]; then
+    # Built elsewhere by tests/gpu/bundle.sh, for machines without memlens'
+    # build dependencies (libunwind, libdw, zstd, ncurses).
+    ML=$(cd "$ML_GPU_PREBUILT" && pwd)/memlens
+    echo "== prebuilt memlens: $ML"
+    if ! "$ML" --version >"$WORK/version.txt" 2>&1; then
+        cat "$WORK/version.txt"
+        ldd "$ML" "$(dirname "$ML")/libmemlens.so" | grep -i 'not found'
+        die "prebuilt memlens runs here" yes "no (see above)"
+    fi
+else
+    echo "== building memlens in $BUILD"
+    JOBS=$(nproc 2>/dev/null || echo 4)
+    if ! cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DML_BUILD_CUPTI=ON \
+            -DML_BUILD_TESTS=OFF -DCUDAToolkit_ROOT="$CUDA_HOME" >"$WORK/cmake.log" 2>&1 ||
+       ! cmake --build "$BUILD" -j"$JOBS" >>"$WORK/cmake.log" 2>&1; then
+        tail -20 "$WORK/cmake.log"
+        die "build memlens with CUPTI" ok "failed (see cmake.log; without libunwind-dev, libdw-dev, libzstd-dev and libncurses-dev use tests/gpu/bundle.sh and ML_GPU_PREBUILT)"
+    fi
+    ML=$BUILD/memlens
 fi
-ML=$BUILD/memlens
+# The collector dlopen()s libcupti by its soname. Where the loader cannot find
+# one (PyTorch keeps its own inside site-packages, the toolkit's sits in
+# extras/), name one explicitly.
+if [ -z "${ML_CUPTI_LIB:-}" ] && ! ldconfig -p 2>/dev/null | grep -q 'libcupti\.so'; then
+    cands=$(
+        ls "$CUDA_HOME"/extras/CUPTI/lib64/libcupti.so* "$CUDA_HOME"/lib64/libcupti.so* 2>/dev/null
+        python3 -c 'import glob, os, nvidia
+for p in nvidia.__path__: print("\n".join(sorted(glob.glob(os.path.join(p, "cuda_cupti", "lib", "libcupti.so*")))))' 2>/dev/null
+    )
+    c=$(head -n 1 <<<"$cands")
+    [ -n "$c" ] && export ML_CUPTI_LIB=$c
+fi
+row "libcupti the collector loads" - "${ML_CUPTI_LIB:-by soname (ldconfig)}" info
 if "$ML" --version | grep -q 'GPU (CUPTI) support: yes'; then
     row "memlens --version: GPU support" yes yes ok
 else

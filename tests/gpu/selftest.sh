@@ -36,6 +36,7 @@ fail() {
 
 # --- 1. the scripts parse ---------------------------------------------------------
 bash -n "$HERE/run.sh" || fail "run.sh does not parse"
+bash -n "$HERE/bundle.sh" || fail "bundle.sh does not parse"
 python3 -c 'import ast, sys
 for f in sys.argv[1:]:
     ast.parse(open(f).read(), f)' "$HERE/check.py" "$HERE/torch_allocs.py" ||
