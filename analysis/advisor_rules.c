@@ -47,6 +47,79 @@
 #define PAGE 4096                /* the simulator's page */
 
 /* ------------------------------------------------------------------------- */
+/* Candidates                                                                 */
+/* ------------------------------------------------------------------------- */
+
+uint64_t ml__adv_min_saving(uint64_t base_peak) {
+    uint64_t min_saving = (uint64_t)(MIN_SAVING_SHARE * (double)base_peak);
+    if (min_saving < MIN_SAVING_PAGES * PAGE) min_saving = MIN_SAVING_PAGES * PAGE;
+    return min_saving;
+}
+
+uint64_t ml__adv_long_life(const ml__adv_t *A) {
+    return A->seq / 8 > 1024 ? A->seq / 8 : 1024;
+}
+
+static int add_candidate(ml__adv_cand_t *c, size_t *n, ml__adv_kind_t k, uint32_t gi, const ml__adv_t *A) {
+    if (*n >= ML__ADV_MAX_CANDIDATES) return -1;
+    c[*n] = (ml__adv_cand_t){.kind = k, .gi = gi, .A = A, .priority = A->g[gi].max_live_bytes + A->g[gi].calls,
+                     .pair = -1};
+    return (int)(*n)++;
+}
+
+typedef struct {
+    uint32_t gi;
+    uint64_t weight;
+} rank_t;
+
+static int cmp_rank(const void *x, const void *y) {
+    const rank_t *a = x, *b = y;
+    return a->weight < b->weight ? 1 : a->weight > b->weight ? -1 : 0;
+}
+
+int ml__adv_candidates(const ml__adv_t *A, uint64_t long_life, ml__adv_cand_t *cands) {
+    rank_t *rank = calloc(A->ng, sizeof *rank);
+    if (!rank) return -ENOMEM;
+    for (uint32_t gi = 0; gi < A->ng; gi++)
+        rank[gi] = (rank_t){gi, A->g[gi].max_live_bytes * 4 + A->g[gi].calls};
+    if (A->ng) qsort(rank, A->ng, sizeof *rank, cmp_rank);
+    size_t nc = 0;
+    for (uint32_t r = 0; r < A->ng && nc + 2 <= ML__ADV_MAX_CANDIDATES; r++) {
+        uint32_t gi = rank[r].gi;
+        const ml__adv_group_t *g = &A->g[gi];
+        if (!g->calls) continue;
+        bool temp = g->temps >= TEMP_MIN && (double)g->temps >= TEMP_FRACTION * (double)g->calls;
+        bool chain = g->chain_steps >= CHAIN_MIN_STEPS && g->chain_max >= CHAIN_MIN_LONGEST &&
+                     (double)g->small_growth >= SMALL_GROWTH_FRACTION * (double)g->chain_steps;
+        if (temp) add_candidate(cands, &nc, g->temp_max <= STACK_MAX_BYTES ? ML__ADV_STACK : ML__ADV_REUSE, gi, A);
+        if (chain) add_candidate(cands, &nc, ML__ADV_GROWTH, gi, A);
+        if (!temp && !chain && g->calls >= HOT_CALLS &&
+            (double)g->churn_frees >= CHURN_FRACTION * (double)g->calls) {
+            if ((double)ml__adv_top_calls(g, 1) >= FEW_SIZES_COVER * (double)g->calls && g->size[0] <= 65536)
+                add_candidate(cands, &nc, ML__ADV_POOL, gi, A);
+            else if (g->nsizes >= 2 && (double)ml__adv_top_calls(g, 4) >= FEW_SIZES_COVER * (double)g->calls &&
+                     g->max_size <= 16384)
+                add_candidate(cands, &nc, ML__ADV_SLAB, gi, A);
+        }
+        if (!temp && g->pure_gens >= BATCH_MIN_GENERATIONS &&
+            (double)g->pure_blocks >= BATCH_PURE_FRACTION * (double)g->calls &&
+            g->pure_blocks / g->pure_gens >= BATCH_MIN_BLOCKS)
+            add_candidate(cands, &nc, ML__ADV_ARENA, gi, A);
+        if (!temp && g->calls >= LONG_MIN_CALLS && g->max_size <= LONG_MAX_SIZE &&
+            (double)ml__adv_lived_at_least(g, long_life) >= LONG_FRACTION * (double)g->calls)
+            add_candidate(cands, &nc, ML__ADV_SEPARATE, gi, A);
+        if (g->calls >= 100 && (double)g->pow2_calls >= POW2_FRACTION * (double)g->calls &&
+            nc + 2 <= ML__ADV_MAX_CANDIDATES) {
+            int b = add_candidate(cands, &nc, ML__ADV_POW2_BUDDY, gi, A);
+            int s = add_candidate(cands, &nc, ML__ADV_POW2_SEG, gi, A);
+            if (b >= 0 && s >= 0) cands[b].pair = s;
+        }
+    }
+    free(rank);
+    return (int)nc;
+}
+
+/* ------------------------------------------------------------------------- */
 /* What-ifs: the routers of pass 2                                            */
 /* ------------------------------------------------------------------------- */
 
@@ -128,76 +201,9 @@ int ml__adv_make_router(ml__adv_cand_t *c, const ml__adv_group_t *g) {
     return ml_sim_router_new(c->name, route, c, gen, ded, cmp, &c->router);
 }
 
-
 /* ------------------------------------------------------------------------- */
-/* Evidence (JSON) and messages                                               */
+/* Messages and evidence                                                      */
 /* ------------------------------------------------------------------------- */
-
-typedef struct {
-    char *b;
-    size_t cap, len;
-    bool first;
-} jb_t;
-
-static void jb_raw(jb_t *j, const char *fmt, ...) {
-    if (j->len >= j->cap) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(j->b + j->len, j->cap - j->len, fmt, ap);
-    va_end(ap);
-    if (n > 0) j->len += (size_t)n < j->cap - j->len ? (size_t)n : j->cap - j->len - 1;
-}
-
-static void jb_escaped(jb_t *j, const char *s) {
-    jb_raw(j, "\"");
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') jb_raw(j, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f) jb_raw(j, "\\u%04x", c);
-        else jb_raw(j, "%c", c);
-    }
-    jb_raw(j, "\"");
-}
-
-static void jb_key(jb_t *j, const char *k) {
-    if (!j->first) jb_raw(j, ", ");
-    j->first = false;
-    jb_raw(j, "\"%s\": ", k);
-}
-
-static void jb_u(jb_t *j, const char *k, uint64_t v) {
-    jb_key(j, k);
-    jb_raw(j, "%llu", (unsigned long long)v);
-}
-
-static void jb_f(jb_t *j, const char *k, double v) {
-    jb_key(j, k);
-    if (isfinite(v)) jb_raw(j, "%.4g", v);
-    else jb_raw(j, "null");
-}
-
-static void jb_s(jb_t *j, const char *k, const char *v) {
-    jb_key(j, k);
-    jb_escaped(j, v);
-}
-
-static void jb_open(jb_t *j, const char *k) {
-    jb_key(j, k);
-    jb_raw(j, "{");
-    j->first = true;
-}
-
-static void jb_close(jb_t *j) {
-    jb_raw(j, "}");
-    j->first = false;
-}
-
-void ml_advisor_json_string(FILE *out, const char *s) {
-    char buf[4096];
-    jb_t j = {buf, sizeof buf, 0, true};
-    jb_escaped(&j, s);
-    fputs(buf, out);
-}
 
 static void site_name(const ml__adv_t *A, const ml__adv_group_t *g, char *buf, size_t len) {
     const ml_analysis_t *a = A->o->analysis;
@@ -222,49 +228,31 @@ static void site_name(const ml__adv_t *A, const ml__adv_group_t *g, char *buf, s
     snprintf(buf, len, "the allocation site with stack #%u", g->stack);
 }
 
-
-static void evidence_common(jb_t *j, const ml__adv_t *A, const ml__adv_group_t *g, uint64_t long_life) {
-    jb_u(j, "calls", g->calls);
-    jb_u(j, "bytes_allocated", g->bytes);
-    jb_u(j, "frees", g->frees);
-    jb_u(j, "stack", g->stack);
-    jb_u(j, "max_live_bytes", g->max_live_bytes);
-    jb_u(j, "max_live_blocks", g->max_live);
-    jb_open(j, "sizes");
-    jb_u(j, "min", g->calls ? g->min_size : 0);
-    jb_u(j, "max", g->max_size);
-    jb_u(j, "distinct", g->nsizes);
-    jb_key(j, "more_distinct");
-    jb_raw(j, "%s", g->other_size_calls ? "true" : "false");
-    jb_key(j, "top");
-    jb_raw(j, "[");
-    for (uint32_t i = 0; i < g->nsizes && i < 4; i++)
-        jb_raw(j, "%s{\"size\": %llu, \"calls\": %llu}", i ? ", " : "", (unsigned long long)g->size[i],
-               (unsigned long long)g->size_calls[i]);
-    jb_raw(j, "]");
-    jb_close(j);
-    jb_open(j, "lifetimes");
-    jb_u(j, "freed", g->frees);
-    jb_u(j, "live_at_end", g->live);
-    jb_f(j, "mean_ms", g->frees ? (double)g->life_ms_sum / (double)g->frees : 0.0);
-    jb_u(j, "max_ms", g->life_ms_max);
-    jb_u(j, "median_allocations_at_most", ml__adv_life_quantile(g, 0.5));
-    jb_u(j, "p90_allocations_at_most", ml__adv_life_quantile(g, 0.9));
-    jb_f(j, "long_lived_fraction", g->calls ? (double)ml__adv_lived_at_least(g, long_life) / (double)g->calls : 0.0);
-    jb_u(j, "long_lived_at_least_allocations", long_life);
-    jb_close(j);
-    (void)A;
+/* The site's pattern over the whole trace: the first part of its evidence. */
+static void site_pattern(ml_site_evidence_t *e, const ml__adv_group_t *g, uint64_t long_life) {
+    e->calls = g->calls;
+    e->bytes_allocated = g->bytes;
+    e->frees = g->frees;
+    e->stack = g->stack;
+    e->max_live_bytes = g->max_live_bytes;
+    e->max_live_blocks = g->max_live;
+    e->sizes.min = g->calls ? g->min_size : 0;
+    e->sizes.max = g->max_size;
+    e->sizes.distinct = g->nsizes;
+    e->sizes.more_distinct = g->other_size_calls != 0;
+    e->sizes.ntop = 0;
+    for (uint32_t i = 0; i < g->nsizes && i < ML_EVIDENCE_TOP_SIZES; i++)
+        e->sizes.top[e->sizes.ntop++] = (ml_size_calls_t){g->size[i], g->size_calls[i]};
+    e->lifetimes.freed = g->frees;
+    e->lifetimes.live_at_end = g->live;
+    e->lifetimes.mean_ms = g->frees ? (double)g->life_ms_sum / (double)g->frees : 0.0;
+    e->lifetimes.max_ms = g->life_ms_max;
+    e->lifetimes.median_allocations_at_most = ml__adv_life_quantile(g, 0.5);
+    e->lifetimes.p90_allocations_at_most = ml__adv_life_quantile(g, 0.9);
+    e->lifetimes.long_lived_fraction =
+        g->calls ? (double)ml__adv_lived_at_least(g, long_life) / (double)g->calls : 0.0;
+    e->lifetimes.long_lived_at_least_allocations = long_life;
 }
-
-static void evidence_sim(jb_t *j, const char *what_if, uint64_t base_peak, uint64_t what_if_peak) {
-    jb_open(j, "simulation");
-    jb_s(j, "baseline", ML__ADV_BASELINE);
-    jb_u(j, "baseline_peak_bytes", base_peak);
-    jb_s(j, "what_if", what_if);
-    jb_u(j, "what_if_peak_bytes", what_if_peak);
-    jb_close(j);
-}
-
 
 static const char *fmtb(uint64_t b, char *buf) {
     return ml_fmt_bytes(b, buf, 32);
@@ -282,89 +270,26 @@ static const char *fmtn(uint64_t v, char *buf) {
     return buf;
 }
 
-
-/* ------------------------------------------------------------------------- */
-/* Candidates                                                                 */
-/* ------------------------------------------------------------------------- */
-
-uint64_t ml__adv_min_saving(uint64_t base_peak) {
-    uint64_t min_saving = (uint64_t)(MIN_SAVING_SHARE * (double)base_peak);
-    if (min_saving < MIN_SAVING_PAGES * PAGE) min_saving = MIN_SAVING_PAGES * PAGE;
-    return min_saving;
-}
-
-uint64_t ml__adv_long_life(const ml__adv_t *A) {
-    return A->seq / 8 > 1024 ? A->seq / 8 : 1024;
-}
-
-static int add_candidate(ml__adv_cand_t *c, size_t *n, ml__adv_kind_t k, uint32_t gi, const ml__adv_t *A) {
-    if (*n >= ML__ADV_MAX_CANDIDATES) return -1;
-    c[*n] = (ml__adv_cand_t){.kind = k, .gi = gi, .A = A, .priority = A->g[gi].max_live_bytes + A->g[gi].calls,
-                     .pair = -1};
-    return (int)(*n)++;
-}
-
-typedef struct {
-    uint32_t gi;
-    uint64_t weight;
-} rank_t;
-
-static int cmp_rank(const void *x, const void *y) {
-    const rank_t *a = x, *b = y;
-    return a->weight < b->weight ? 1 : a->weight > b->weight ? -1 : 0;
-}
-
-int ml__adv_candidates(const ml__adv_t *A, uint64_t long_life, ml__adv_cand_t *cands) {
-    rank_t *rank = calloc(A->ng, sizeof *rank);
-    if (!rank) return -ENOMEM;
-    for (uint32_t gi = 0; gi < A->ng; gi++)
-        rank[gi] = (rank_t){gi, A->g[gi].max_live_bytes * 4 + A->g[gi].calls};
-    if (A->ng) qsort(rank, A->ng, sizeof *rank, cmp_rank);
-    size_t nc = 0;
-    for (uint32_t r = 0; r < A->ng && nc + 2 <= ML__ADV_MAX_CANDIDATES; r++) {
-        uint32_t gi = rank[r].gi;
-        const ml__adv_group_t *g = &A->g[gi];
-        if (!g->calls) continue;
-        bool temp = g->temps >= TEMP_MIN && (double)g->temps >= TEMP_FRACTION * (double)g->calls;
-        bool chain = g->chain_steps >= CHAIN_MIN_STEPS && g->chain_max >= CHAIN_MIN_LONGEST &&
-                     (double)g->small_growth >= SMALL_GROWTH_FRACTION * (double)g->chain_steps;
-        if (temp) add_candidate(cands, &nc, g->temp_max <= STACK_MAX_BYTES ? ML__ADV_STACK : ML__ADV_REUSE, gi, A);
-        if (chain) add_candidate(cands, &nc, ML__ADV_GROWTH, gi, A);
-        if (!temp && !chain && g->calls >= HOT_CALLS &&
-            (double)g->churn_frees >= CHURN_FRACTION * (double)g->calls) {
-            if ((double)ml__adv_top_calls(g, 1) >= FEW_SIZES_COVER * (double)g->calls && g->size[0] <= 65536)
-                add_candidate(cands, &nc, ML__ADV_POOL, gi, A);
-            else if (g->nsizes >= 2 && (double)ml__adv_top_calls(g, 4) >= FEW_SIZES_COVER * (double)g->calls &&
-                     g->max_size <= 16384)
-                add_candidate(cands, &nc, ML__ADV_SLAB, gi, A);
-        }
-        if (!temp && g->pure_gens >= BATCH_MIN_GENERATIONS &&
-            (double)g->pure_blocks >= BATCH_PURE_FRACTION * (double)g->calls &&
-            g->pure_blocks / g->pure_gens >= BATCH_MIN_BLOCKS)
-            add_candidate(cands, &nc, ML__ADV_ARENA, gi, A);
-        if (!temp && g->calls >= LONG_MIN_CALLS && g->max_size <= LONG_MAX_SIZE &&
-            (double)ml__adv_lived_at_least(g, long_life) >= LONG_FRACTION * (double)g->calls)
-            add_candidate(cands, &nc, ML__ADV_SEPARATE, gi, A);
-        if (g->calls >= 100 && (double)g->pow2_calls >= POW2_FRACTION * (double)g->calls &&
-            nc + 2 <= ML__ADV_MAX_CANDIDATES) {
-            int b = add_candidate(cands, &nc, ML__ADV_POW2_BUDDY, gi, A);
-            int s = add_candidate(cands, &nc, ML__ADV_POW2_SEG, gi, A);
-            if (b >= 0 && s >= 0) cands[b].pair = s;
-        }
-    }
-    free(rank);
-    return (int)nc;
-}
-
 /* ------------------------------------------------------------------------- */
 /* Decisions                                                                  */
 /* ------------------------------------------------------------------------- */
+
+/* The calls behind a suggestion: the order's tie-break. */
+static uint64_t calls_of(const ml_suggestion_t *s) {
+    switch (s->evidence.kind) {
+    case ML_EVIDENCE_SITE: return s->evidence.site.calls;
+    case ML_EVIDENCE_TUNING: return s->evidence.tuning.calls;
+    case ML_EVIDENCE_GPU: return s->evidence.gpu.calls;
+    default: return 0;
+    }
+}
 
 static int cmp_suggestion(const void *x, const void *y) {
     const ml_suggestion_t *a = x, *b = y;
     if (a->estimated_saving_bytes != b->estimated_saving_bytes)
         return a->estimated_saving_bytes < b->estimated_saving_bytes ? 1 : -1;
-    return a->calls < b->calls ? 1 : a->calls > b->calls ? -1 : 0;
+    uint64_t ca = calls_of(a), cb = calls_of(b);
+    return ca < cb ? 1 : ca > cb ? -1 : 0;
 }
 
 void ml__adv_sort(ml_advice_t *adv) {
@@ -402,9 +327,7 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
     site_name(A, g, name, sizeof name);
     const char *strategy = NULL;
     char msg[1024] = "";
-    char extra[1024] = "";
-    jb_t xj = {extra, sizeof extra, 0, true};
-    uint64_t pinned = 0, steps = 0;
+    ml_site_evidence_t ev = {.finding = ML_FINDING_NONE};
 
     switch (c->kind) {
     case ML__ADV_POOL:
@@ -440,8 +363,9 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
                  (unsigned long long)(g->pure_gens ? g->pure_blocks / g->pure_gens : 0), fmtn(2 * g->pure_blocks, n1),
                  save ? " and the replayed peak drops by " : ", at no cost in peak memory",
                  save ? fmtb(save, b1) : "");
-        jb_u(&xj, "batches", g->pure_gens);
-        jb_u(&xj, "blocks_in_batches", g->pure_blocks);
+        ev.finding = ML_FINDING_BATCHES;
+        ev.batches.batches = g->pure_gens;
+        ev.batches.blocks_in_batches = g->pure_blocks;
         break;
     case ML__ADV_REUSE:
     case ML__ADV_STACK:
@@ -462,17 +386,17 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
                      "reuse it (grow it when a larger one is needed) instead of malloc and free each time.",
                      name, fmtn(g->temps, n1), 100.0 * (double)g->temps / (double)g->calls,
                      fmtb(g->temp_max, b1));
-        jb_u(&xj, "temporaries", g->temps);
-        jb_f(&xj, "temporary_fraction", (double)g->temps / (double)g->calls);
-        jb_u(&xj, "max_temporary_bytes", g->temp_max);
-        jb_u(&xj, "calls_avoided", 2 * g->temps);
+        ev.finding = ML_FINDING_TEMPORARIES;
+        ev.temporaries.temporaries = g->temps;
+        ev.temporaries.temporary_fraction = (double)g->temps / (double)g->calls;
+        ev.temporaries.max_temporary_bytes = g->temp_max;
+        ev.temporaries.calls_avoided = 2 * g->temps;
         break;
     case ML__ADV_GROWTH: {
         uint64_t avoided = 0, avoided_bytes = 0, moves = 0;
         ml_sim_growth_stats(c->inner, &avoided, &avoided_bytes, &moves);
         if (avoided * 2 < g->chain_steps) return;
         strategy = "reserve_capacity";
-        steps = g->chain_steps;
         snprintf(msg, sizeof msg,
                  "%s grows a buffer with realloc in small steps (%s reallocs in chains of up to %llu, +%s "
                  "per step on average; up to %s copied). Reserve the final size up front, or grow the "
@@ -481,21 +405,22 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
                  name, fmtn(g->chain_steps, n1), (unsigned long long)g->chain_max,
                  fmtb(g->chain_steps ? g->growth_sum / g->chain_steps : 0, b2), fmtb(g->chain_copy, b1),
                  fmtn(avoided, n2));
-        jb_u(&xj, "realloc_calls", g->reallocs);
-        jb_u(&xj, "chains", g->chains);
-        jb_u(&xj, "realloc_steps", g->chain_steps);
-        jb_u(&xj, "longest_chain", g->chain_max);
-        jb_u(&xj, "small_growth_steps", g->small_growth);
-        jb_u(&xj, "mean_growth_bytes", g->chain_steps ? g->growth_sum / g->chain_steps : 0);
-        jb_u(&xj, "bytes_copied_at_most", g->chain_copy);
-        jb_u(&xj, "reallocs_avoided", avoided);
-        jb_u(&xj, "bytes_not_copied", avoided_bytes);
+        ev.finding = ML_FINDING_CHAINS;
+        ev.chains.realloc_calls = g->reallocs;
+        ev.chains.chains = g->chains;
+        ev.chains.realloc_steps = g->chain_steps;
+        ev.chains.longest_chain = g->chain_max;
+        ev.chains.small_growth_steps = g->small_growth;
+        ev.chains.mean_growth_bytes = g->chain_steps ? g->growth_sum / g->chain_steps : 0;
+        ev.chains.bytes_copied_at_most = g->chain_copy;
+        ev.chains.reallocs_avoided = avoided;
+        ev.chains.bytes_not_copied = avoided_bytes;
         break;
     }
     case ML__ADV_SEPARATE: {
         ml_sim_router_gain_t gain;
         ml_sim_router_gain(c->router, &gain);
-        pinned = gain.max_gain_bytes / PAGE;
+        uint64_t pinned = gain.max_gain_bytes / PAGE;
         /* The site's blocks must be alive when the pages are pinned: routing
          * away the short-lived neighbours separates the lifetimes as well,
          * but the pages are held by the ones that stay. */
@@ -512,10 +437,11 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
                  name, 100.0 * (double)ml__adv_lived_at_least(g, long_life) / (double)g->calls, fmtn(long_life, n1),
                  gain.max_gain_time_ms / 1000.0, fmtn(pinned, n2), fmtb(gain.max_gain_bytes, b1),
                  save ? "; the replayed peak drops by " : "", save ? fmtb(save, b2) : "");
-        jb_u(&xj, "pinned_pages", pinned);
-        jb_u(&xj, "pinned_bytes", gain.max_gain_bytes);
-        jb_f(&xj, "pinned_at_s", gain.max_gain_time_ms / 1000.0);
-        jb_u(&xj, "long_lived_blocks", ml__adv_lived_at_least(g, long_life));
+        ev.finding = ML_FINDING_PINNED;
+        ev.pinned.pinned_pages = pinned;
+        ev.pinned.pinned_bytes = gain.max_gain_bytes;
+        ev.pinned.pinned_at_ms = gain.max_gain_time_ms;
+        ev.pinned.long_lived_blocks = ml__adv_lived_at_least(g, long_life);
         break;
     }
     case ML__ADV_POW2_BUDDY: {
@@ -535,9 +461,10 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
                  "segregated-fit (size-class) allocator, or trim the object to %llu bytes.",
                  name, fmtn(g->pow2_calls, n1), fmtn(g->calls, n2), (unsigned long long)ex,
                  (unsigned long long)(2 * p), fmtb(waste, b3), (unsigned long long)p);
-        jb_u(&xj, "just_over_pow2_calls", g->pow2_calls);
-        jb_u(&xj, "buddy_peak_bytes", m.peak_footprint);
-        jb_u(&xj, "waste_under_buddy_bytes", waste);
+        ev.finding = ML_FINDING_POW2;
+        ev.pow2.just_over_pow2_calls = g->pow2_calls;
+        ev.pow2.buddy_peak_bytes = m.peak_footprint;
+        ev.pow2.waste_under_buddy_bytes = waste;
         break;
     }
     case ML__ADV_POW2_SEG:
@@ -547,33 +474,21 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
     if (!s) return;
     s->strategy = strategy;
     snprintf(s->message, sizeof s->message, "%s", msg);
-    uint32_t sites[8];
     size_t nsite = 0;
-    s->site = A->o->analysis ? ml__adv_group_sites(A, g->key, sites, 8, &nsite) : (int64_t)g->stack;
+    s->site = A->o->analysis ? ml__adv_group_sites(A, g->key, ev.sites, ML_EVIDENCE_SITES, &nsite)
+                             : (int64_t)g->stack;
     s->stack = g->stack;
     s->estimated_saving_bytes = save;
-    s->calls = g->calls;
-    s->temporaries = g->temps;
-    s->realloc_steps = steps;
-    s->longest_chain = g->chain_max;
-    s->pinned_pages = pinned;
-    s->baseline_peak = base_peak;
-    s->what_if_peak = wpeak;
-    snprintf(s->what_if, sizeof s->what_if, "%s", c->kind == ML__ADV_POW2_BUDDY ? "buddy vs size classes" : c->name);
-    jb_t j = {s->evidence, sizeof s->evidence, 0, true};
-    jb_raw(&j, "{");
-    evidence_common(&j, A, g, long_life);
-    evidence_sim(&j, s->what_if, base_peak, wpeak);
-    if (nsite) {
-        jb_key(&j, "sites");
-        jb_raw(&j, "[");
-        for (size_t k = 0; k < nsite; k++) jb_raw(&j, "%s%u", k ? ", " : "", sites[k]);
-        jb_raw(&j, "]");
-    }
-    if (xj.len) jb_raw(&j, ", %s", extra);
-    jb_raw(&j, "}");
+    snprintf(s->what_if, sizeof s->what_if, "%s",
+             c->kind == ML__ADV_POW2_BUDDY ? "buddy vs size classes" : c->name);
+    ev.nsites = (uint32_t)nsite;
+    site_pattern(&ev, g, long_life);
+    ev.simulation.baseline = ML__ADV_BASELINE;
+    ev.simulation.baseline_peak_bytes = base_peak;
+    ev.simulation.what_if_peak_bytes = wpeak;
+    s->evidence.kind = ML_EVIDENCE_SITE;
+    s->evidence.site = ev;
 }
-
 
 void ml__adv_decide_tuning(ml_advice_t *adv, const ml__adv_t *A) {
     const ml_sim_metrics_t *real = ml__advice_policy(adv, "real");
@@ -602,21 +517,16 @@ void ml__adv_decide_tuning(ml_advice_t *adv, const ml__adv_t *A) {
              real->os_held_peak ? " held from the OS per mallinfo)" : "", best->name, fmtb(best->peak_footprint, b3),
              nthreads > 1 ? "MALLOC_ARENA_MAX=2 (threads allocate here, and each gets its own arena), " : "");
     s->estimated_saving_bytes = diff;
-    s->baseline_peak = real->peak_footprint;
-    s->what_if_peak = best->peak_footprint;
     snprintf(s->what_if, sizeof s->what_if, "%s", best->name);
-    jb_t j = {s->evidence, sizeof s->evidence, 0, true};
-    jb_raw(&j, "{");
-    jb_u(&j, "real_peak_footprint_bytes", real->peak_footprint);
-    jb_u(&j, "real_os_held_peak_bytes", real->os_held_peak);
-    jb_s(&j, "best_policy", best->name);
-    jb_u(&j, "best_peak_footprint_bytes", best->peak_footprint);
-    jb_u(&j, "threads", nthreads);
-    jb_u(&j, "calls", real->allocs);
-    jb_raw(&j, "}");
-    s->calls = real->allocs;
+    s->evidence.kind = ML_EVIDENCE_TUNING;
+    ml_tuning_evidence_t *e = &s->evidence.tuning;
+    e->real_peak_footprint_bytes = real->peak_footprint;
+    e->real_os_held_peak_bytes = real->os_held_peak;
+    snprintf(e->best_policy, sizeof e->best_policy, "%s", best->name);
+    e->best_peak_footprint_bytes = best->peak_footprint;
+    e->threads = nthreads;
+    e->calls = real->allocs;
 }
-
 
 size_t ml_advisor_gpu_suggestions(const ml_analysis_t *a, ml_suggestion_t *out, size_t max) {
     const ml_gpu_t *g = a ? ml_analysis_gpu(a) : NULL;
@@ -633,20 +543,18 @@ size_t ml_advisor_gpu_suggestions(const ml_analysis_t *a, ml_suggestion_t *out, 
         s->stack = gs[i].stack;
         s->device = gs[i].device;
         s->estimated_saving_bytes = gs[i].estimated_saving_bytes;
-        s->calls = gs[i].calls;
-        jb_t j = {s->evidence, sizeof s->evidence, 0, true};
-        jb_raw(&j, "{");
-        jb_u(&j, "device", (uint64_t)(gs[i].device < 0 ? 0 : gs[i].device));
-        jb_u(&j, "stack", gs[i].stack);
-        jb_u(&j, "calls", gs[i].calls);
-        jb_u(&j, "pairs", gs[i].pairs);
-        jb_u(&j, "bytes", gs[i].bytes);
-        jb_f(&j, "pairs_per_s", gs[i].pairs_per_s);
-        jb_u(&j, "distinct_sizes", gs[i].distinct_sizes);
-        jb_u(&j, "cycles", gs[i].cycles);
-        jb_f(&j, "share", gs[i].share);
-        jb_s(&j, "summary", gs[i].evidence);
-        jb_raw(&j, "}");
+        s->evidence.kind = ML_EVIDENCE_GPU;
+        ml_gpu_evidence_t *e = &s->evidence.gpu;
+        e->device = gs[i].device < 0 ? 0 : (uint32_t)gs[i].device;
+        e->stack = gs[i].stack;
+        e->calls = gs[i].calls;
+        e->pairs = gs[i].pairs;
+        e->bytes = gs[i].bytes;
+        e->pairs_per_s = gs[i].pairs_per_s;
+        e->distinct_sizes = gs[i].distinct_sizes;
+        e->cycles = gs[i].cycles;
+        e->share = gs[i].share;
+        snprintf(e->summary, sizeof e->summary, "%s", gs[i].evidence);
     }
     free(gs);
     return n;

@@ -3,8 +3,7 @@
  * of every simulated allocator on the whole trace), plus "advisor" (how the
  * numbers were made). Presentation only: the numbers come from
  * analysis/ml_advisor.h; docs/strategies.md says what they mean. */
-#include "ml_report.h"
-#include "ml_advisor.h"
+#include "report_internal.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -85,8 +84,9 @@ void ml_report_json_advice(FILE *o, const ml_analysis_t *a, const struct ml_advi
             fputs(", \"what_if\": ", o);
             ml_json_string(o, s[i].what_if);
         }
-        /* the advisor builds the evidence object itself (numbers and escaped names) */
-        fprintf(o, ",\n   \"evidence\": %s}", s[i].evidence[0] ? s[i].evidence : "{}");
+        fputs(",\n   \"evidence\": ", o);
+        ml_report_json_evidence(o, &s[i]);
+        fputc('}', o);
     }
     fputs(n ? "\n],\n" : "],\n", o);
     const ml_sim_metrics_t *p = NULL;
@@ -109,4 +109,138 @@ void ml_report_json_advice(FILE *o, const ml_analysis_t *a, const struct ml_advi
                 ml_advice_sampled(adv) ? "true" : "false", ops, secs);
     }
     fputs("}", o);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Evidence                                                                  */
+/* ------------------------------------------------------------------------- */
+
+/* The evidence of a heap site: its pattern, the what-if, its sites, then
+ * what the strategy adds. Keys and their order: docs/strategies.md. */
+static void site_evidence(ml_json_t *w, const ml_site_evidence_t *e, const char *what_if) {
+    ml_json_kv_u64(w, "calls", e->calls);
+    ml_json_kv_u64(w, "bytes_allocated", e->bytes_allocated);
+    ml_json_kv_u64(w, "frees", e->frees);
+    ml_json_kv_u64(w, "stack", e->stack);
+    ml_json_kv_u64(w, "max_live_bytes", e->max_live_bytes);
+    ml_json_kv_u64(w, "max_live_blocks", e->max_live_blocks);
+    ml_json_key(w, "sizes");
+    ml_json_object(w);
+    ml_json_kv_u64(w, "min", e->sizes.min);
+    ml_json_kv_u64(w, "max", e->sizes.max);
+    ml_json_kv_u64(w, "distinct", e->sizes.distinct);
+    ml_json_kv_bool(w, "more_distinct", e->sizes.more_distinct);
+    ml_json_key(w, "top");
+    ml_json_array(w);
+    for (uint32_t i = 0; i < e->sizes.ntop && i < ML_EVIDENCE_TOP_SIZES; i++) {
+        ml_json_object(w);
+        ml_json_kv_u64(w, "size", e->sizes.top[i].size);
+        ml_json_kv_u64(w, "calls", e->sizes.top[i].calls);
+        ml_json_end(w);
+    }
+    ml_json_end(w);
+    ml_json_end(w);
+    ml_json_key(w, "lifetimes");
+    ml_json_object(w);
+    ml_json_kv_u64(w, "freed", e->lifetimes.freed);
+    ml_json_kv_u64(w, "live_at_end", e->lifetimes.live_at_end);
+    ml_json_kv_double(w, "mean_ms", e->lifetimes.mean_ms);
+    ml_json_kv_u64(w, "max_ms", e->lifetimes.max_ms);
+    ml_json_kv_u64(w, "median_allocations_at_most", e->lifetimes.median_allocations_at_most);
+    ml_json_kv_u64(w, "p90_allocations_at_most", e->lifetimes.p90_allocations_at_most);
+    ml_json_kv_double(w, "long_lived_fraction", e->lifetimes.long_lived_fraction);
+    ml_json_kv_u64(w, "long_lived_at_least_allocations", e->lifetimes.long_lived_at_least_allocations);
+    ml_json_end(w);
+    ml_json_key(w, "simulation");
+    ml_json_object(w);
+    ml_json_kv_str(w, "baseline", e->simulation.baseline);
+    ml_json_kv_u64(w, "baseline_peak_bytes", e->simulation.baseline_peak_bytes);
+    ml_json_kv_str(w, "what_if", what_if);
+    ml_json_kv_u64(w, "what_if_peak_bytes", e->simulation.what_if_peak_bytes);
+    ml_json_end(w);
+    if (e->nsites) {
+        ml_json_key(w, "sites");
+        ml_json_array(w);
+        for (uint32_t i = 0; i < e->nsites && i < ML_EVIDENCE_SITES; i++) ml_json_u64(w, e->sites[i]);
+        ml_json_end(w);
+    }
+    switch (e->finding) {
+    case ML_FINDING_NONE:
+        break;
+    case ML_FINDING_BATCHES:
+        ml_json_kv_u64(w, "batches", e->batches.batches);
+        ml_json_kv_u64(w, "blocks_in_batches", e->batches.blocks_in_batches);
+        break;
+    case ML_FINDING_TEMPORARIES:
+        ml_json_kv_u64(w, "temporaries", e->temporaries.temporaries);
+        ml_json_kv_double(w, "temporary_fraction", e->temporaries.temporary_fraction);
+        ml_json_kv_u64(w, "max_temporary_bytes", e->temporaries.max_temporary_bytes);
+        ml_json_kv_u64(w, "calls_avoided", e->temporaries.calls_avoided);
+        break;
+    case ML_FINDING_CHAINS:
+        ml_json_kv_u64(w, "realloc_calls", e->chains.realloc_calls);
+        ml_json_kv_u64(w, "chains", e->chains.chains);
+        ml_json_kv_u64(w, "realloc_steps", e->chains.realloc_steps);
+        ml_json_kv_u64(w, "longest_chain", e->chains.longest_chain);
+        ml_json_kv_u64(w, "small_growth_steps", e->chains.small_growth_steps);
+        ml_json_kv_u64(w, "mean_growth_bytes", e->chains.mean_growth_bytes);
+        ml_json_kv_u64(w, "bytes_copied_at_most", e->chains.bytes_copied_at_most);
+        ml_json_kv_u64(w, "reallocs_avoided", e->chains.reallocs_avoided);
+        ml_json_kv_u64(w, "bytes_not_copied", e->chains.bytes_not_copied);
+        break;
+    case ML_FINDING_PINNED:
+        ml_json_kv_u64(w, "pinned_pages", e->pinned.pinned_pages);
+        ml_json_kv_u64(w, "pinned_bytes", e->pinned.pinned_bytes);
+        ml_json_kv_ms_as_s(w, "pinned_at_s", e->pinned.pinned_at_ms);
+        ml_json_kv_u64(w, "long_lived_blocks", e->pinned.long_lived_blocks);
+        break;
+    case ML_FINDING_POW2:
+        ml_json_kv_u64(w, "just_over_pow2_calls", e->pow2.just_over_pow2_calls);
+        ml_json_kv_u64(w, "buddy_peak_bytes", e->pow2.buddy_peak_bytes);
+        ml_json_kv_u64(w, "waste_under_buddy_bytes", e->pow2.waste_under_buddy_bytes);
+        break;
+    }
+}
+
+void ml__report_json_evidence(ml_json_t *w, const ml_suggestion_t *s) {
+    const ml_evidence_t *e = &s->evidence;
+    ml_json_object(w);
+    switch (e->kind) {
+    case ML_EVIDENCE_NONE:
+        break;
+    case ML_EVIDENCE_SITE:
+        site_evidence(w, &e->site, s->what_if);
+        break;
+    case ML_EVIDENCE_TUNING:
+        ml_json_kv_u64(w, "real_peak_footprint_bytes", e->tuning.real_peak_footprint_bytes);
+        ml_json_kv_u64(w, "real_os_held_peak_bytes", e->tuning.real_os_held_peak_bytes);
+        ml_json_kv_str(w, "best_policy", e->tuning.best_policy);
+        ml_json_kv_u64(w, "best_peak_footprint_bytes", e->tuning.best_peak_footprint_bytes);
+        ml_json_kv_u64(w, "threads", e->tuning.threads);
+        ml_json_kv_u64(w, "calls", e->tuning.calls);
+        break;
+    case ML_EVIDENCE_GPU:
+        ml_json_kv_u64(w, "device", e->gpu.device);
+        ml_json_kv_u64(w, "stack", e->gpu.stack);
+        ml_json_kv_u64(w, "calls", e->gpu.calls);
+        ml_json_kv_u64(w, "pairs", e->gpu.pairs);
+        ml_json_kv_u64(w, "bytes", e->gpu.bytes);
+        ml_json_kv_double(w, "pairs_per_s", e->gpu.pairs_per_s);
+        ml_json_kv_u64(w, "distinct_sizes", e->gpu.distinct_sizes);
+        ml_json_kv_u64(w, "cycles", e->gpu.cycles);
+        ml_json_kv_double(w, "share", e->gpu.share);
+        ml_json_kv_str(w, "summary", e->gpu.summary);
+        break;
+    }
+    ml_json_end(w);
+}
+
+int ml_report_json_evidence(FILE *out, const struct ml_suggestion_s *s) {
+    ml_json_t *w;
+    int rc = ml_json_new(out, &w);
+    if (rc < 0) return rc;
+    ml__report_json_evidence(w, s);
+    rc = ml_json_finish(w);
+    ml_json_free(w);
+    return rc;
 }

@@ -19,6 +19,9 @@
 
 #define ML_REPORT_SCHEMA_VERSION 1
 
+struct ml_advice_s;     /* ml_advisor.h */
+struct ml_suggestion_s; /* ml_advisor.h */
+
 typedef struct {
     const char *trace_path;   /* shown in "trace.path" */
     uint64_t trace_size;      /* bytes of the trace file */
@@ -34,6 +37,11 @@ int ml_report_json(FILE *out, const ml_analysis_t *a, const ml_report_opts_t *o)
 /** Writes the advisor's keys "suggestions", "policies" and "advisor" (no
  * separators around them); with adv NULL, the GPU suggestions of `a` alone. */
 void ml_report_json_advice(FILE *out, const ml_analysis_t *a, const struct ml_advice_s *adv);
+
+/** Writes a suggestion's evidence (ml_advisor.h) as the JSON object the
+ * report carries under "evidence", alone (no newline after it): the viewer
+ * shows this text. Returns 0 or a negative errno (-ENOMEM, a write error). */
+int ml_report_json_evidence(FILE *out, const struct ml_suggestion_s *s);
 
 /** Which number folded stacks carry. */
 typedef enum {
