@@ -112,9 +112,24 @@ static size_t utf8_len(const unsigned char *s) {
 }
 
 /* Bytes that go through as they are: printable ASCII but the quote and the
- * backslash. */
+ * backslash. A table, because strings (function names, file and module
+ * paths) are most of a report's bytes. */
+#define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+static const uint8_t plain_byte[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x00: control */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x10: control */
+    1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, /* 0x20: '"' */
+    P16,                                            /* 0x30 */
+    P16,                                            /* 0x40 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, /* 0x50: '\\' */
+    P16,                                            /* 0x60 */
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, /* 0x70: DEL */
+    /* 0x80-0xff: UTF-8, validated */
+};
+#undef P16
+
 static inline bool plain(unsigned char c) {
-    return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+    return plain_byte[c];
 }
 
 static void put_quoted(ml_json_t *w, const char *str) {
