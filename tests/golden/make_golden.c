@@ -31,7 +31,7 @@
  *   times each, 16 bytes a step ("reserve_capacity").
  */
 #define _GNU_SOURCE
-#include "ml_trace_io.h"
+#include "trace_build.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -67,36 +67,23 @@ static int begin(const char *dir, const char *name, uint32_t pid, const char *ar
     if (fd < 0) die("open", errno);
     int rc = ml_writer_new(fd, 1, &W);
     if (rc < 0) die("writer", rc);
-    ml_record_t p = {.tag = ML_T_PROCESS};
-    p.u.process.pid = pid;
+    ml_record_t p = tb_process(pid, APP_PATH, "make_golden");
     p.u.process.ppid = 1;
-    p.u.process.page_size = 4096;
     p.u.process.start_realtime_ns = 1700000000000000000ull;
-    p.u.process.exe = APP_PATH;
     p.u.process.argc = argv1 ? 2 : 1;
     p.u.process.argv[0] = "app";
     p.u.process.argv[1] = argv1;
-    p.u.process.parent_trace = "";
-    p.u.process.producer = "make_golden";
     add(&p);
-    ml_record_t m = {.tag = ML_T_MODULE};
-    m.u.module.nsegs = 1;
-    m.u.module.segs[0].memsz = 0x100000;
-    m.u.module.segs[0].flags = 5;
-    m.u.module.base = APP;
-    m.u.module.path = APP_PATH;
+    ml_record_t m = tb_module(APP, APP_PATH);
     add(&m);
-    m.u.module.base = DEP;
-    m.u.module.path = DEP_PATH;
+    m = tb_module(DEP, DEP_PATH);
     add(&m);
     return fd;
 }
 
 static void end(int fd, uint32_t t, bool complete) {
     if (complete) {
-        ml_record_t e = {.tag = ML_T_END, .time_ms = t};
-        e.u.end.status_kind = ML_END_EXITED;
-        e.u.end.duration_ms = t;
+        ml_record_t e = tb_end(t, 0);
         add(&e);
     }
     int rc = ml_writer_free(W);
@@ -105,10 +92,7 @@ static void end(int fd, uint32_t t, bool complete) {
 }
 
 static void node(uint32_t id, uint32_t parent, uint64_t pc) {
-    ml_record_t r = {.tag = ML_T_NODE};
-    r.u.node.id = id;
-    r.u.node.parent = parent;
-    r.u.node.pc = pc;
+    ml_record_t r = tb_node(id, parent, pc);
     add(&r);
 }
 
@@ -121,11 +105,8 @@ static void thread(uint32_t index, uint32_t tid, const char *name) {
 }
 
 static void alloc_on(uint32_t thr, uint32_t t, uint8_t kind, uint64_t ptr, uint64_t size, uint32_t stack) {
-    ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = t, .thread = thr};
-    r.u.alloc.kind = kind;
-    r.u.alloc.ptr = ptr;
-    r.u.alloc.size = size;
-    r.u.alloc.stack = stack;
+    ml_record_t r = tb_alloc(t, kind, ptr, size, stack);
+    r.thread = thr;
     add(&r);
 }
 
@@ -134,9 +115,8 @@ static void alloc(uint32_t t, uint64_t ptr, uint64_t size, uint32_t stack) {
 }
 
 static void free_on(uint32_t thr, uint32_t t, uint8_t kind, uint64_t ptr) {
-    ml_record_t r = {.tag = ML_T_FREE, .time_ms = t, .thread = thr};
-    r.u.alloc.kind = kind;
-    r.u.alloc.ptr = ptr;
+    ml_record_t r = tb_free(t, kind, ptr);
+    r.thread = thr;
     add(&r);
 }
 
@@ -243,14 +223,7 @@ static void heap(const char *dir) {
 
 static void gpu(uint8_t tag, uint8_t op, uint8_t kind, uint32_t t, int32_t dev, uint32_t ctx, uint64_t ptr,
                 uint64_t size, uint32_t stack) {
-    ml_record_t r = {.tag = tag, .time_ms = t};
-    r.u.gpu.op = op;
-    r.u.gpu.kind = kind;
-    r.u.gpu.device = dev;
-    r.u.gpu.context = ctx;
-    r.u.gpu.ptr = ptr;
-    r.u.gpu.size = size;
-    r.u.gpu.stack = stack;
+    ml_record_t r = tb_gpu(tag, op, kind, t, dev, ctx, ptr, size, stack);
     add(&r);
 }
 

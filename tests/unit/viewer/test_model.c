@@ -232,29 +232,14 @@ Test(viewer_model, the_advisor_runs_in_the_background_once_the_data_is_final, .t
  * JSON report writes it. Each block lives one allocation (the bucket of
  * lifetimes up to 3), and on the stack the site needs no heap page. */
 Test(viewer_model, a_suggestion_shows_the_reports_evidence, .timeout = 60) {
-    snprintf(path, sizeof path, "/tmp/ml_vtest_XXXXXX");
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    cr_assert_eq(ml_writer_new(fd, 1, &v_w), 0);
-    ml_record_t p = {.tag = ML_T_PROCESS};
-    p.u.process.pid = 77;
-    p.u.process.page_size = 4096;
-    p.u.process.exe = "/opt/app/bin/shop";
-    p.u.process.parent_trace = "";
-    p.u.process.producer = "vtest";
-    v_add(&p);
-    v_module(V_EXE_BASE, "/opt/app/bin/shop");
+    int fd = v_begin(path, sizeof path, 77, "/opt/app/bin/shop");
     v_node(1, 0, V_EXE_BASE + 0x1000);
     v_node(2, 1, V_EXE_BASE + 0x2000);
     for (uint32_t i = 0; i < 2000; i++) {
         v_alloc(i / 100, 0x100000, 64, 2);
         v_free(i / 100, 0x100000);
     }
-    ml_record_t e = {.tag = ML_T_END, .time_ms = 20};
-    e.u.end.status_kind = ML_END_EXITED;
-    v_add(&e);
-    cr_assert_eq(ml_writer_free(v_w), 0);
-    close(fd);
+    v_end(fd, 20);
 
     ml_vmodel_t *m;
     cr_assert_eq(ml_vmodel_new(&m), 0);
