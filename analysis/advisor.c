@@ -134,7 +134,8 @@ static int pass2(const char *trace_path, ml_advice_t *adv, const ml__adv_t *A, m
             if (debug) {
                 ml_sim_metrics_t m;
                 ml_sim_metrics(cands[i].router, &m);
-                fprintf(stderr, "advisor: candidate %s for stack %u: peak %llu vs baseline %llu (min saving %llu)\n",
+                fprintf(stderr,
+                        "advisor: candidate %s for stack %u: peak %llu vs baseline %llu (min saving %llu)\n",
                         cands[i].name, A->g[cands[i].gi].stack, (unsigned long long)m.peak_footprint,
                         (unsigned long long)base_peak, (unsigned long long)min_saving);
             }

@@ -302,7 +302,8 @@ void ml__adv_observe(void *ctx, const ml_sim_op_t *ops, size_t n) {
                 g->gen_impure = g->gen_draining = false;
             }
             if (op->flags & ML_SIM_F_REALLOC) {
-                *st = (ml__adv_chain_stash_t){.chain = A->id_chain[id], .thread = op->thread + 1u, .old_size = op->size};
+                *st = (ml__adv_chain_stash_t){.chain = A->id_chain[id], .thread = op->thread + 1u,
+                                              .old_size = op->size};
             } else {
                 chain_end(A, id);
             }

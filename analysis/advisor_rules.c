@@ -14,8 +14,7 @@
 #include "ml_gpu.h"
 
 #include <errno.h>
-#include <math.h>
-#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,8 +61,8 @@ uint64_t ml__adv_long_life(const ml__adv_t *A) {
 
 static int add_candidate(ml__adv_cand_t *c, size_t *n, ml__adv_kind_t k, uint32_t gi, const ml__adv_t *A) {
     if (*n >= ML__ADV_MAX_CANDIDATES) return -1;
-    c[*n] = (ml__adv_cand_t){.kind = k, .gi = gi, .A = A, .priority = A->g[gi].max_live_bytes + A->g[gi].calls,
-                     .pair = -1};
+    c[*n] = (ml__adv_cand_t){.kind = k, .gi = gi, .A = A,
+                             .priority = A->g[gi].max_live_bytes + A->g[gi].calls, .pair = -1};
     return (int)(*n)++;
 }
 
@@ -91,13 +90,15 @@ int ml__adv_candidates(const ml__adv_t *A, uint64_t long_life, ml__adv_cand_t *c
         bool temp = g->temps >= TEMP_MIN && (double)g->temps >= TEMP_FRACTION * (double)g->calls;
         bool chain = g->chain_steps >= CHAIN_MIN_STEPS && g->chain_max >= CHAIN_MIN_LONGEST &&
                      (double)g->small_growth >= SMALL_GROWTH_FRACTION * (double)g->chain_steps;
-        if (temp) add_candidate(cands, &nc, g->temp_max <= STACK_MAX_BYTES ? ML__ADV_STACK : ML__ADV_REUSE, gi, A);
+        if (temp)
+            add_candidate(cands, &nc, g->temp_max <= STACK_MAX_BYTES ? ML__ADV_STACK : ML__ADV_REUSE, gi, A);
         if (chain) add_candidate(cands, &nc, ML__ADV_GROWTH, gi, A);
         if (!temp && !chain && g->calls >= HOT_CALLS &&
             (double)g->churn_frees >= CHURN_FRACTION * (double)g->calls) {
             if ((double)ml__adv_top_calls(g, 1) >= FEW_SIZES_COVER * (double)g->calls && g->size[0] <= 65536)
                 add_candidate(cands, &nc, ML__ADV_POOL, gi, A);
-            else if (g->nsizes >= 2 && (double)ml__adv_top_calls(g, 4) >= FEW_SIZES_COVER * (double)g->calls &&
+            else if (g->nsizes >= 2 &&
+                     (double)ml__adv_top_calls(g, 4) >= FEW_SIZES_COVER * (double)g->calls &&
                      g->max_size <= 16384)
                 add_candidate(cands, &nc, ML__ADV_SLAB, gi, A);
         }

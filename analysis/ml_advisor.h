@@ -15,6 +15,17 @@
  * docs/strategies.md) and the simulation backs it; a program with nothing
  * worth changing gets none. Memory: proportional to the live blocks and the
  * sites, never to the trace length.
+ *
+ * The advisor measures and report/ presents: a suggestion carries its
+ * message and its evidence as plain fields (ml_evidence_t), which the JSON
+ * report writes (report/advice_json.c) and the viewer shows.
+ *
+ * Ownership and threads: ml_advisor_run reads the optional analysis without
+ * changing it (it must stay alive and unchanged during the run) and may run
+ * its replays on worker threads of its own; the ml_advice_t it returns
+ * belongs to the caller and is read-only, so any thread may read it. Errors:
+ * negative errno (-ENOMEM when memory runs out, the trace reader's errors),
+ * with nothing half-made returned.
  */
 #ifndef ML_ADVISOR_H
 #define ML_ADVISOR_H
@@ -196,10 +207,12 @@ const char *ml_advice_baseline(const ml_advice_t *a);
 bool ml_advice_sampled(const ml_advice_t *a);
 /** Replay statistics: ops, seconds of wall time for both passes. */
 void ml_advice_stats(const ml_advice_t *a, uint64_t *ops, double *seconds);
+/** Frees the result and its suggestions. NULL is allowed. */
 void ml_advice_free(ml_advice_t *a);
 
 /** The GPU advice of a built session (analysis/ml_gpu.h) as suggestions;
- * ml_advisor_run merges these already. Returns how many were written. */
+ * ml_advisor_run merges these already. Returns how many were written (0 also
+ * when memory for the GPU rules runs out). */
 size_t ml_advisor_gpu_suggestions(const ml_analysis_t *a, ml_suggestion_t *out, size_t max);
 
 #endif

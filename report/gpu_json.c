@@ -65,7 +65,8 @@ static void site(ml_json_t *w, const ml_analysis_t *a, const ml_gpu_t *g, const 
     default:
         ml_json_kv_u64(w, "pairs", s->frees);
         ml_json_kv_double(w, "pairs_per_s", ml_gpu_site_pairs_per_s(g, s));
-        ml_json_kv_double(w, "mean_lifetime_ms", s->frees ? (double)s->lifetime_ms_sum / (double)s->frees : 0);
+        ml_json_kv_double(w, "mean_lifetime_ms",
+                          s->frees ? (double)s->lifetime_ms_sum / (double)s->frees : 0);
         ml_json_kv_u64(w, "alloc_calls", s->alloc_calls);
         ml_json_kv_u64(w, "bytes_allocated", s->bytes_allocated);
         ml_json_kv_u64(w, "distinct_sizes", s->distinct_sizes);

@@ -69,7 +69,8 @@ static void process(ml_json_t *w, const ml_analysis_t *a) {
     if (t->complete && t->end.status_kind == ML_END_SIGNALED) ml_json_kv_i64(w, "signal", t->end.status);
     else ml_json_kv_null(w, "signal");
     static const char *const ends[] = {"exited", "signaled", "unknown", "exec"};
-    ml_json_kv_str(w, "end", !t->complete ? "unknown" : t->end.status_kind < 4 ? ends[t->end.status_kind] : "unknown");
+    bool known = t->complete && t->end.status_kind < 4;
+    ml_json_kv_str(w, "end", known ? ends[t->end.status_kind] : "unknown");
     ml_json_kv_bool(w, "sampled", t->sample_bytes != 0);
     ml_json_kv_u64(w, "sample_bytes", t->sample_bytes);
     ml_json_kv_u64(w, "page_size", p->page_size);

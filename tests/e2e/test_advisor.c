@@ -119,7 +119,8 @@ Test(advisor, fixed_size_churn_gets_a_pool_varied_sizes_do_not, .timeout = 600) 
     cr_expect(strstr(s->message, "make_node"), "the message names the function: %s", s->message);
     cr_expect_eq(e->sizes.top[0].size, 48);
     cr_expect_lt(e->simulation.what_if_peak_bytes, e->simulation.baseline_peak_bytes);
-    cr_expect_eq(e->simulation.baseline_peak_bytes - e->simulation.what_if_peak_bytes, s->estimated_saving_bytes);
+    cr_expect_eq(e->simulation.baseline_peak_bytes - e->simulation.what_if_peak_bytes,
+                 s->estimated_saving_bytes);
     expect_evidence(s, ML_FINDING_NONE);
     cr_expect_null(find(&r, "pool|slab", "make_blob"), "varied sizes get no pool or slab");
     /* The comparison table: every policy and the real allocator. */
@@ -168,7 +169,8 @@ Test(advisor, long_lived_blocks_between_short_ones_get_separate_lifetimes, .time
      * once those are gone, about 5300 pages each hold a record or two, where
      * packed together the records need about 400. */
     const ml_site_evidence_t *e = &s->evidence.site;
-    cr_expect_geq(e->pinned.pinned_pages, 3000, "pinned pages: %llu", (unsigned long long)e->pinned.pinned_pages);
+    cr_expect_geq(e->pinned.pinned_pages, 3000, "pinned pages: %llu",
+                  (unsigned long long)e->pinned.pinned_pages);
     cr_expect_eq(e->pinned.pinned_bytes / 4096, e->pinned.pinned_pages);
     cr_expect_gt(s->estimated_saving_bytes, 4 << 20, "the 16 KiB blocks reuse the freed pages");
     cr_expect_null(find(&r, "separate_lifetimes", "scratch"));
