@@ -15,6 +15,7 @@
 #include "ml_viewer_model.h"
 #include "ml_advisor.h"
 #include "ml_gpu.h"
+#include "ml_report.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -99,7 +100,7 @@ struct ml_vmodel_s {
     size_t an_nsites;
     ml_vsuggestion_t *sugg;
     uint32_t nsugg, cap_sugg;
-    char *sugg_text; /* messages and evidence of the GPU advice */
+    char *sugg_text; /* messages and evidence of the GPU advice, or the advisor's evidence */
     ml_vpoint_t *points;
     uint32_t npoints, cap_points;
     uint64_t generation;
@@ -350,19 +351,38 @@ static int src_sites(ml_vmodel_t *m) {
 }
 
 /* The strategy advisor's suggestions once its replay is done (they include
- * the GPU advice); before that, the GPU advice the analysis has at once. */
+ * the GPU advice); before that, the GPU advice the analysis has at once.
+ * The evidence is shown as the JSON report writes it (report/advice_json.c),
+ * one NUL-terminated text after the other in sugg_text. */
 static int src_advice(ml_vmodel_t *m) {
     const ml_suggestion_t *a = NULL;
     size_t n = ml_advice_suggestions(m->advice, &a);
     ml_vsuggestion_t *v = grow(m->sugg, &m->cap_sugg, (uint32_t)n + 1, sizeof *v);
     if (!v) return -ENOMEM;
     m->sugg = v;
-    for (size_t i = 0; i < n; i++) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return -ENOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        rc = ml_report_json_evidence(f, &a[i]);
+        if (rc == 0 && fputc('\0', f) == EOF) rc = -ENOMEM;
+    }
+    if (fclose(f) != 0 && rc == 0) rc = -ENOMEM;
+    if (rc < 0) {
+        free(text);
+        return rc;
+    }
+    free(m->sugg_text);
+    m->sugg_text = text;
+    const char *ev = text;
+    for (size_t i = 0; i < n; i++, ev += strlen(ev) + 1) {
         uint32_t site = ML_VSITE_NONE;
         if (a[i].site >= 0 && (size_t)a[i].site < m->an_nsites)
             site = m->sites[m->by_build[a[i].site]].id;
         m->sugg[m->nsugg++] = (ml_vsuggestion_t){a[i].strategy, a[i].message, site,
-                                                 a[i].estimated_saving_bytes, a[i].evidence};
+                                                 a[i].estimated_saving_bytes, ev};
     }
     return 0;
 }

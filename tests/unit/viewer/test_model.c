@@ -227,6 +227,47 @@ Test(viewer_model, the_advisor_runs_in_the_background_once_the_data_is_final, .t
     unlink(path);
 }
 
+/* A program that allocates and frees 64 bytes 2000 times in one function
+ * gets the advisor's "stack" suggestion; the panel shows its evidence as the
+ * JSON report writes it. Each block lives one allocation (the bucket of
+ * lifetimes up to 3), and on the stack the site needs no heap page. */
+Test(viewer_model, a_suggestion_shows_the_reports_evidence, .timeout = 60) {
+    int fd = v_begin(path, sizeof path, 77, "/opt/app/bin/shop");
+    v_node(1, 0, V_EXE_BASE + 0x1000);
+    v_node(2, 1, V_EXE_BASE + 0x2000);
+    for (uint32_t i = 0; i < 2000; i++) {
+        v_alloc(i / 100, 0x100000, 64, 2);
+        v_free(i / 100, 0x100000);
+    }
+    v_end(fd, 20);
+
+    ml_vmodel_t *m;
+    cr_assert_eq(ml_vmodel_new(&m), 0);
+    ml_build_opts_t o = {.no_symbols = true};
+    ml_vmodel_set_build_opts(m, &o);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(m, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ml_vmodel_load_all(m), 0);
+    ml_vmodel_wait(m);
+    ml_vmodel_poll(m);
+    cr_assert_eq(ml_vmodel_nsuggestions(m), 1);
+    const ml_vsuggestion_t *g = ml_vmodel_suggestion_at(m, 0);
+    cr_expect_str_eq(g->strategy, "stack");
+    cr_expect_str_eq(g->evidence,
+                     "{\"calls\": 2000, \"bytes_allocated\": 128000, \"frees\": 2000, \"stack\": 2, "
+                     "\"max_live_bytes\": 64, \"max_live_blocks\": 1, \"sizes\": {\"min\": 64, \"max\": 64, "
+                     "\"distinct\": 1, \"more_distinct\": false, \"top\": [{\"size\": 64, \"calls\": 2000}]}, "
+                     "\"lifetimes\": {\"freed\": 2000, \"live_at_end\": 0, \"mean_ms\": 0, \"max_ms\": 0, "
+                     "\"median_allocations_at_most\": 3, \"p90_allocations_at_most\": 3, "
+                     "\"long_lived_fraction\": 0, \"long_lived_at_least_allocations\": 1024}, "
+                     "\"simulation\": {\"baseline\": \"segregated_fit\", \"baseline_peak_bytes\": 4096, "
+                     "\"what_if\": \"stack\", \"what_if_peak_bytes\": 0}, \"sites\": [0], "
+                     "\"temporaries\": 2000, \"temporary_fraction\": 1, \"max_temporary_bytes\": 64, "
+                     "\"calls_avoided\": 4000}");
+    ml_vmodel_free(m);
+    unlink(path);
+}
+
 Test(viewer_model, loads_in_steps_with_progress) {
     ml_vmodel_t *m;
     cr_assert_eq(ml_vmodel_new(&m), 0);
