@@ -56,6 +56,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    ml_cli_progress_install();
     if (argc < 2) {
         usage(stderr);
         return ML_EXIT_USAGE;

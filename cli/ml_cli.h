@@ -21,4 +21,7 @@ int ml_parse_bytes(const char *s, uint64_t *out);
 /** Prints "memlens: error: ..." on stderr. */
 void ml_die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/** Installs the stderr progress display for long trace reads (progress.c). */
+void ml_cli_progress_install(void);
+
 #endif

@@ -181,24 +181,52 @@ void ml_reader_close(ml_reader_t *r);
  * record stream's position does not move. */
 int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *version);
 
-/* A percentage on stderr while a big trace is read record by record: only
- * when stderr is a terminal and the file is over 64 MiB. The line reads
- * "memlens: WHAT WHERE NN%" and is erased by ml_progress_end(). */
+/* ------------------------------------------------------------------------- */
+/* Progress of long reads                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* A loop that reads a big trace record by record ticks an ml_progress_t.
+ * trace/ draws nothing itself: a program that wants a display installs one
+ * (the memlens command shows "memlens: WHAT WHERE NN%" on stderr when it is
+ * a terminal and the file is over 64 MiB, cli/progress.c). Without one,
+ * ml_progress_tick() costs an increment and a test. */
+typedef struct {
+    /** Whether a read of `size` bytes gets a display at all. */
+    bool (*wanted)(uint64_t size);
+    /** Shows that `pct` percent (0-100) of WHAT WHERE is read; `where` may
+     * be NULL. Called only when the percentage changes. */
+    void (*show)(const char *what, const char *where, int pct);
+    /** Erases what show() drew. */
+    void (*clear)(void);
+} ml_progress_display_t;
+
+/** Installs the display used by every later ml_progress_start() (NULL: none,
+ * the default). The struct is not copied and must outlive its use. Not
+ * thread-safe: call it once at start-up, before any thread reads a trace. */
+void ml_progress_set_display(const ml_progress_display_t *d);
+
 typedef struct {
     const ml_reader_t *r;
     const char *what, *where;
     uint64_t n, size;
     int shown;
-    bool on;
+    bool on; /* a display is installed and wants this read; callers may clear it */
 } ml_progress_t;
 
+/** Starts counting the records read from `r`. `what` and `where` are
+ * borrowed until ml_progress_end(). */
 void ml_progress_start(ml_progress_t *p, const ml_reader_t *r, const char *what, const char *where);
 void ml__progress_show(ml_progress_t *p);
 /** Call once per record; it looks at the file offset every 65536 calls. */
 static inline void ml_progress_tick(ml_progress_t *p) {
     if (p->on && (++p->n & 0xffff) == 0) ml__progress_show(p);
 }
+/** Erases the display, if anything was shown. */
 void ml_progress_end(ml_progress_t *p);
+
+/* ------------------------------------------------------------------------- */
+/* Text form                                                                 */
+/* ------------------------------------------------------------------------- */
 
 /** Prints one record as a line of text (`memlens dump`). */
 void ml_record_print(FILE *out, const ml_record_t *rec);

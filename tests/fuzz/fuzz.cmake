@@ -15,7 +15,8 @@ if(ML_CLANG)
 endif()
 if(ML_FUZZ_OK)
   set(S ${CMAKE_SOURCE_DIR})
-  set(ML_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_reader.c ${S}/trace/ml_trace_io.c
+  set(ML_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_reader.c ${S}/trace/writer.c ${S}/trace/reader.c
+      ${S}/trace/dump.c ${S}/trace/progress.c
       ${S}/analysis/analysis.c ${S}/analysis/sites.c ${S}/analysis/symbols.c ${S}/analysis/frag.c
       ${S}/analysis/suppress.c ${S}/analysis/diff.c ${S}/analysis/reach.c ${S}/analysis/gpu.c
       ${S}/analysis/snapshot.c)
