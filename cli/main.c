@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void ml_die_msg(const char *fmt, ...) {
+void ml_cli_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fputs("memlens: error: ", stderr);
@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return ML_EXIT_OK;
     }
-    ml_die_msg("unknown command '%s'", cmd);
+    ml_cli_error("unknown command '%s'", cmd);
     usage(stderr);
     return ML_EXIT_USAGE;
 }

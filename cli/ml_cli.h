@@ -18,8 +18,9 @@ int ml_cmd_diff(int argc, char **argv);
 /** Parses a byte count with an optional k/M/G (KiB, MiB, GiB) suffix. 0 or -1. */
 int ml_parse_bytes(const char *s, uint64_t *out);
 
-/** Prints "memlens: error: ..." on stderr. */
-void ml_die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/** Prints "memlens: error: ...", then a newline, on stderr, and returns:
+ * it does not exit; the caller chooses the exit code. */
+void ml_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /** Installs the stderr progress display for long trace reads (progress.c). */
 void ml_cli_progress_install(void);

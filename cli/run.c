@@ -135,7 +135,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
     if (rs) {
         uint64_t v;
         if (ml_parse_bytes(rs, &v) < 0 || v < 64 || v > (1u << 28) || (v & (v - 1))) {
-            ml_die_msg("ML_RING_SLOTS must be a power of two between 64 and 2^28");
+            ml_cli_error("ML_RING_SLOTS must be a power of two between 64 and 2^28");
             return -1;
         }
         o->ring_slots = (uint32_t)v;
@@ -156,21 +156,21 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
         } else if (!strcmp(a, "--sample")) {
             if (++i >= argc) goto missing;
             if (ml_parse_bytes(argv[i], &o->sample_bytes) < 0 || o->sample_bytes == 0) {
-                ml_die_msg("--sample takes a positive byte count, like 512k");
+                ml_cli_error("--sample takes a positive byte count, like 512k");
                 return -1;
             }
         } else if (!strcmp(a, "--unwind")) {
             if (++i >= argc) goto missing;
             if (!strcmp(argv[i], "fp")) o->unwind_fp = true;
             else if (strcmp(argv[i], "libunwind")) {
-                ml_die_msg("--unwind takes libunwind or fp");
+                ml_cli_error("--unwind takes libunwind or fp");
                 return -1;
             }
         } else if (!strcmp(a, "--depth")) {
             if (++i >= argc) goto missing;
             uint64_t v;
             if (ml_parse_bytes(argv[i], &v) < 0 || v < 1 || v > ML_MAX_DEPTH) {
-                ml_die_msg("--depth takes a number from 1 to %d", ML_MAX_DEPTH);
+                ml_cli_error("--depth takes a number from 1 to %d", ML_MAX_DEPTH);
                 return -1;
             }
             o->depth = (uint32_t)v;
@@ -188,7 +188,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
             usage_run(stdout);
             exit(ML_EXIT_OK);
         } else {
-            ml_die_msg("run: unknown option '%s'", a);
+            ml_cli_error("run: unknown option '%s'", a);
             usage_run(stderr);
             return -1;
         }
@@ -196,7 +196,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
     if (o->gpu_pools && o->no_gpu)
         fprintf(stderr, "memlens: warning: --gpu-pools does nothing with --no-gpu\n");
     if (i >= argc) {
-        ml_die_msg("run: no program given");
+        ml_cli_error("run: no program given");
         usage_run(stderr);
         return -1;
     }
@@ -204,7 +204,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
     o->argv = argv + i;
     return 0;
 missing:
-    ml_die_msg("run: %s needs a value", argv[i - 1]);
+    ml_cli_error("run: %s needs a value", argv[i - 1]);
     return -1;
 }
 
@@ -317,12 +317,12 @@ static int create_ctl(session_t *s) {
              r & 0xffffffffu);
     int fd = open(s->ctl_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-        ml_die_msg("cannot create %s: %s (memlens needs a writable /dev/shm)", s->ctl_path,
+        ml_cli_error("cannot create %s: %s (memlens needs a writable /dev/shm)", s->ctl_path,
                    strerror(errno));
         return -1;
     }
     if (ftruncate(fd, sizeof(ml_ctl_t)) < 0) {
-        ml_die_msg("cannot size %s: %s", s->ctl_path, strerror(errno));
+        ml_cli_error("cannot size %s: %s", s->ctl_path, strerror(errno));
         close(fd);
         unlink(s->ctl_path);
         return -1;
@@ -330,7 +330,7 @@ static int create_ctl(session_t *s) {
     ml_ctl_t *c = mmap(NULL, sizeof(ml_ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (c == MAP_FAILED) {
-        ml_die_msg("cannot map %s: %s", s->ctl_path, strerror(errno));
+        ml_cli_error("cannot map %s: %s", s->ctl_path, strerror(errno));
         unlink(s->ctl_path);
         return -1;
     }
@@ -1026,19 +1026,19 @@ int ml_cmd_run(int argc, char **argv) {
     char prog[PATH_MAX], lib[PATH_MAX];
     int rc = resolve_program(s->o.argv[0], prog, sizeof prog);
     if (rc < 0) {
-        ml_die_msg("cannot run '%s': %s", s->o.argv[0], strerror(-rc));
+        ml_cli_error("cannot run '%s': %s", s->o.argv[0], strerror(-rc));
         free(s);
         return ML_EXIT_ERROR;
     }
     if (!realpath(prog, s->prog)) s->prog[0] = '\0';
     const char *why = preload_obstacle(prog, 0);
     if (why) {
-        ml_die_msg("%s", why);
+        ml_cli_error("%s", why);
         free(s);
         return ML_EXIT_ERROR;
     }
     if (find_preload_lib(lib, sizeof lib) < 0) {
-        ml_die_msg("cannot find libmemlens.so beside the memlens binary (set ML_PRELOAD_LIB)");
+        ml_cli_error("cannot find libmemlens.so beside the memlens binary (set ML_PRELOAD_LIB)");
         free(s);
         return ML_EXIT_ERROR;
     }
@@ -1046,12 +1046,12 @@ int ml_cmd_run(int argc, char **argv) {
         /* Before the program starts: no terminal is a usage problem to say now. */
         char why_live[512];
         if (ml_viewer_live_check(why_live, sizeof why_live) < 0) {
-            ml_die_msg("%s", why_live);
+            ml_cli_error("%s", why_live);
             free(s);
             return ML_EXIT_ERROR;
         }
         if (ml_vmodel_new(&s->live_model) < 0) {
-            ml_die_msg("out of memory");
+            ml_cli_error("out of memory");
             free(s);
             return ML_EXIT_ERROR;
         }
@@ -1066,7 +1066,7 @@ int ml_cmd_run(int argc, char **argv) {
      * come back through the close-on-exec `err` pipe. */
     int go[2], err[2];
     if (pipe2(go, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
-        ml_die_msg("pipe: %s", strerror(errno));
+        ml_cli_error("pipe: %s", strerror(errno));
         cleanup_shm(s);
         return ML_EXIT_ERROR;
     }
@@ -1077,7 +1077,7 @@ int ml_cmd_run(int argc, char **argv) {
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) {
-        ml_die_msg("fork: %s", strerror(errno));
+        ml_cli_error("fork: %s", strerror(errno));
         cleanup_shm(s);
         return ML_EXIT_ERROR;
     }
@@ -1118,7 +1118,7 @@ int ml_cmd_run(int argc, char **argv) {
         int e = errno;
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
-        ml_die_msg("cannot write the trace %s: %s", s->root_path, strerror(e));
+        ml_cli_error("cannot write the trace %s: %s", s->root_path, strerror(e));
         cleanup_shm(s);
         return ML_EXIT_ERROR;
     }
@@ -1130,7 +1130,7 @@ int ml_cmd_run(int argc, char **argv) {
         waitpid(pid, NULL, 0);
         close(s->root_fd);
         unlink(s->root_path);
-        ml_die_msg("cannot run '%s': %s", prog, strerror(e));
+        ml_cli_error("cannot run '%s': %s", prog, strerror(e));
         cleanup_shm(s);
         return ML_EXIT_ERROR;
     }
