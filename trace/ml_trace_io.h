@@ -1,10 +1,27 @@
-/* ml_trace_io.h - writing and reading .mlt trace files.
+/* ml_trace_io.h - trace records, and reading and writing .mlt trace files.
  *
  * High-level half of trace/: this code runs in the memlens tools (collector,
  * analysis, dump), never inside a traced process, and may allocate. Records are
  * exchanged as ml_record_t, a decoded, self-contained form of every tag in
  * ml_trace_format.h. The writer owns delta encoding, chunking and zstd; the
  * reader undoes them in one streaming pass with memory bounded by one chunk.
+ *
+ *   event_record.c  ring event -> record (the collector's decode step)
+ *   writer.c        records -> chunks -> file      (address_model.h: shared
+ *   reader.c        file -> chunks -> records       with the reader)
+ *   dump.c          a record as a line of text, names of tags and kinds
+ *   progress.c      the counting half of a progress display for long reads
+ *
+ * Conventions of this header:
+ *   - Errors are negative errno values; 0 (or a count) is success.
+ *   - Out of memory is -ENOMEM from the call that needed memory; a writer or
+ *     reader that hit it stays in that error state (nothing is half-written).
+ *   - Thread-safety: a writer or a reader belongs to one thread at a time;
+ *     distinct writers and readers are independent. The name and print
+ *     functions and ml_event_to_record() are pure. ml_progress_set_display()
+ *     is the one global: set it before starting threads.
+ *   - Strings a record points to are borrowed: from the reader until its next
+ *     call, from the caller's buffers for ml_event_to_record().
  */
 #ifndef ML_TRACE_IO_H
 #define ML_TRACE_IO_H
@@ -105,6 +122,28 @@ typedef struct {
                 * an ml_gpu_pool_op_t, fields as in ml_gpu_event_t) */
     } u;
 } ml_record_t;
+
+/* ------------------------------------------------------------------------- */
+/* From ring events                                                          */
+/* ------------------------------------------------------------------------- */
+
+/** Decodes one ring event into a record: what a traced process wrote
+ * (ml_event.h) as what the trace writer and the analysis take.
+ *
+ * `blob` is the payload of an ML_EV_BLOB event, ev->size bytes (ignored for
+ * the other types). Strings the record carries (a module's path and build-id,
+ * a thread's name) are copied, NUL-terminated, into strings[0..cap), and the
+ * record points there; nothing points into `blob` afterwards.
+ *
+ * Returns the bytes of `strings` used (0 for records without strings), or
+ * -EINVAL for an unknown event type, blob kind or GPU op, or a payload too
+ * short for its kind (a module whose path and build-id overrun it, a path
+ * over 4096 bytes): nothing is to be delivered for such an event. -ENOSPC
+ * when the strings do not fit in `cap` bytes (4096 + 1 + 8192 + 1 always
+ * suffice for what the ring can carry). Pure: no state, no allocation,
+ * callable from any thread. */
+int ml_event_to_record(const ml_event_t *ev, const void *blob, ml_record_t *rec, char *strings,
+                       size_t cap);
 
 /* ------------------------------------------------------------------------- */
 /* Writer                                                                    */
