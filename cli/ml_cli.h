@@ -4,6 +4,9 @@
 
 #include <stdint.h>
 
+#include "ml_collector.h"
+#include "ml_viewer_model.h"
+
 /* Exit codes (DESIGN.md). */
 #define ML_EXIT_OK 0
 #define ML_EXIT_ERROR 1
@@ -21,6 +24,11 @@ int ml_parse_bytes(const char *s, uint64_t *out);
 /** Prints "memlens: error: ...", then a newline, on stderr, and returns:
  * it does not exit; the caller chooses the exit code. */
 void ml_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/** The sink of `memlens run --live` (live_sink.c): the root process' records
+ * into model m, under its lock. m stays the caller's and must outlive the
+ * collector the sink is added to. */
+ml_sink_t ml_cli_live_sink(ml_vmodel_t *m);
 
 /** Installs the stderr progress display for long trace reads (progress.c). */
 void ml_cli_progress_install(void);
