@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include "ml_advisor.h"
 #include "ml_gpu.h"
+#include "ml_options.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1064,8 +1065,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
     if (!adv) return -ENOMEM;
     adv_t A = {.o = o};
     int rc;
-    const char *dbg = getenv("ML_ADVISOR_DEBUG");
-    bool debug = dbg && *dbg && strcmp(dbg, "0");
+    bool debug = ml_option_bool(ML_ENV_ADVISOR_DEBUG);
 
     /* --- pass 1: every policy, and the summaries --- */
     ml_sim_replay_t *r1 = NULL;

@@ -1,6 +1,7 @@
 /* main.c - `memlens`: dispatch to the subcommands. */
 #include "ml_cli.h"
 #include "ml_config.h"
+#include "ml_options.h"
 #include "ml_viewer.h"
 
 #include <errno.h>
@@ -56,6 +57,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    ml_options_init(ML_ENV_CLI, "");
     ml_cli_progress_install();
     if (argc < 2) {
         usage(stderr);

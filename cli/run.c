@@ -11,6 +11,7 @@
 #include "ml_collector.h"
 #include "ml_config.h"
 #include "ml_event.h"
+#include "ml_options.h"
 #include "ml_trace_io.h"
 #include "ml_viewer.h"
 
@@ -93,16 +94,15 @@ static void usage_run(FILE *f) {
 static int parse_run(int argc, char **argv, run_opts_t *o) {
     memset(o, 0, sizeof *o);
     o->depth = ML_DEFAULT_DEPTH;
-    o->ring_slots = ML_DEFAULT_RING_SLOTS;
-    const char *rs = getenv("ML_RING_SLOTS");
-    if (rs) {
-        uint64_t v;
-        if (ml_parse_bytes(rs, &v) < 0 || v < 64 || v > (1u << 28) || (v & (v - 1))) {
-            ml_cli_error("ML_RING_SLOTS must be a power of two between 64 and 2^28");
-            return -1;
-        }
-        o->ring_slots = (uint32_t)v;
+    /* The table's default is ML_DEFAULT_RING_SLOTS; a value from the
+     * environment is checked here. */
+    const ml_option_t *rs = ml_option(ML_ENV_RING_SLOTS);
+    uint64_t slots = rs->value;
+    if (!rs->valid || slots < 64 || slots > (1u << 28) || (slots & (slots - 1))) {
+        ml_cli_error("ML_RING_SLOTS must be a power of two between 64 and 2^28");
+        return -1;
     }
+    o->ring_slots = (uint32_t)slots;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -250,7 +250,7 @@ static const char *preload_obstacle(const char *path, int depth) {
 }
 
 static int find_preload_lib(char *out, size_t len) {
-    const char *env = getenv("ML_PRELOAD_LIB");
+    const char *env = ml_option_str(ML_ENV_PRELOAD_LIB);
     if (env) {
         snprintf(out, len, "%s", env);
         return access(out, R_OK) == 0 ? 0 : -1;
