@@ -1,4 +1,11 @@
-/* ml_cli.h - the `memlens` subcommands. */
+/* ml_cli.h - the `memlens` subcommands and what their files share.
+ *
+ * The command is a thin front-end: each ml_cmd_* parses its options, wires
+ * the libraries (collector/, analysis/, report/, viewer/) and returns an exit
+ * code (ML_EXIT_*), with any message already on stderr. Single-threaded,
+ * except `run --live`, whose viewer thread the live sink shares the model
+ * with under the model's lock. Out of memory is reported ("memlens: error:
+ * out of memory") and exits with ML_EXIT_ERROR. */
 #ifndef ML_CLI_H
 #define ML_CLI_H
 
