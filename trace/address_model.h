@@ -69,6 +69,23 @@ typedef struct {
     ml__size_class_t live_cls[ML__CLASSES]; /* per usable size, the last blocks allocated, still live */
 } ml__model_t;
 
+/* What the records of one chunk are encoded against, the writer's and the
+ * reader's alike: the clock and thread of the previous record (changes are
+ * ML_T_TIME and ML_T_THREAD_SWITCH records), the previous pointer, node id
+ * and return address (deltas), and the address model. Every chunk starts
+ * from zero, so that it decodes on its own. */
+typedef struct {
+    uint32_t time_ms, thread;
+    uint64_t prev_ptr;
+    uint32_t prev_node;
+    uint64_t prev_pc;
+    ml__model_t model;
+} ml__chunk_state_t;
+
+static inline void ml__chunk_state_reset(ml__chunk_state_t *s) {
+    memset(s, 0, sizeof *s);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Cursors                                                                   */
 /* ------------------------------------------------------------------------- */
@@ -131,10 +148,6 @@ static inline void ml__push_u64(uint64_t *v, uint8_t *n, int cap, uint64_t p) {
 /* ------------------------------------------------------------------------- */
 /* The model                                                                 */
 /* ------------------------------------------------------------------------- */
-
-static inline void ml__model_reset(ml__model_t *m) {
-    memset(m, 0, sizeof *m);
-}
 
 /* The code that predicts `ptr` for an allocation of `usable` bytes, or -1. */
 static inline int ml__model_predict(const ml__model_t *m, uint64_t usable, uint64_t ptr) {

@@ -37,11 +37,7 @@ struct ml_reader_s {
     ZSTD_DCtx *dctx;
     bool truncated, complete;
     char err[512];
-    uint32_t time_ms, thread;
-    uint64_t prev_ptr;
-    uint32_t prev_node;
-    uint64_t prev_pc;
-    ml__model_t rec;
+    ml__chunk_state_t st; /* the current chunk's delta state */
 };
 
 static int fail(ml_reader_t *r, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -180,12 +176,7 @@ static int load_chunk(ml_reader_t *r) {
     r->offset += ML_CHUNK_HEADER_LEN + comp_len;
     r->raw_len = raw_len;
     r->pos = 0;
-    r->time_ms = 0;
-    r->thread = 0;
-    r->prev_ptr = 0;
-    r->prev_node = 0;
-    r->prev_pc = 0;
-    ml__model_reset(&r->rec);
+    ml__chunk_state_reset(&r->st);
     return 1;
 }
 
@@ -278,18 +269,18 @@ static bool get_alloc(ml_reader_t *r, uint8_t tag, ml_record_t *rec) {
     int cur = rec->u.alloc.kind >> 4;
     rec->u.alloc.kind &= 0x0f;
     if (ok && tag == ML_T_ALLOC_RECENT) {
-        ok = get_u8(r, &code) && (rec->u.alloc.ptr = ml__model_resolve(&r->rec, usable, code));
+        ok = get_u8(r, &code) && (rec->u.alloc.ptr = ml__model_resolve(&r->st.model, usable, code));
     } else if (ok) {
         ok = cur < ML__CURSORS && get_s(r, &d);
         if (ok) {
-            rec->u.alloc.ptr = r->rec.alloc_cur.v[cur] + (uint64_t)d;
-            ml__cursor_set(&r->rec.alloc_cur, cur, rec->u.alloc.ptr + usable + 8);
+            rec->u.alloc.ptr = r->st.model.alloc_cur.v[cur] + (uint64_t)d;
+            ml__cursor_set(&r->st.model.alloc_cur, cur, rec->u.alloc.ptr + usable + 8);
         }
     }
     if (!ok) return false;
     rec->u.alloc.usable = usable;
-    r->prev_ptr = rec->u.alloc.ptr;
-    ml__model_alloc(&r->rec, rec->u.alloc.ptr, usable);
+    r->st.prev_ptr = rec->u.alloc.ptr;
+    ml__model_alloc(&r->st.model, rec->u.alloc.ptr, usable);
     return true;
 }
 
@@ -300,26 +291,26 @@ static bool get_free(ml_reader_t *r, uint8_t tag, ml_record_t *rec) {
     bool ok = get_u8(r, &rec->u.alloc.kind);
     if (ok && tag == ML_T_FREE_CLASS) {
         ok = get_u(r, &rec->u.alloc.usable) && get_u8(r, &k) &&
-             ml__model_live_class_at(&r->rec, rec->u.alloc.usable, k, &rec->u.alloc.ptr);
+             ml__model_live_class_at(&r->st.model, rec->u.alloc.usable, k, &rec->u.alloc.ptr);
     } else if (ok && tag == ML_T_FREE_RECENT) {
-        ok = get_u8(r, &k) && k < r->rec.nlive;
+        ok = get_u8(r, &k) && k < r->st.model.nlive;
         if (ok) {
-            rec->u.alloc.ptr = r->rec.live[k].ptr;
-            rec->u.alloc.usable = r->rec.live[k].usable;
-            ml__model_drop_live(&r->rec, k);
+            rec->u.alloc.ptr = r->st.model.live[k].ptr;
+            rec->u.alloc.usable = r->st.model.live[k].usable;
+            ml__model_drop_live(&r->st.model, k);
         }
     } else if (ok) {
         int cur = rec->u.alloc.kind >> 4;
         rec->u.alloc.kind &= 0x0f;
         ok = cur < ML__CURSORS && get_s(r, &d) && get_u(r, &rec->u.alloc.usable);
         if (ok) {
-            rec->u.alloc.ptr = r->rec.free_cur.v[cur] + (uint64_t)d;
-            ml__cursor_set(&r->rec.free_cur, cur, rec->u.alloc.ptr);
+            rec->u.alloc.ptr = r->st.model.free_cur.v[cur] + (uint64_t)d;
+            ml__cursor_set(&r->st.model.free_cur, cur, rec->u.alloc.ptr);
         }
     }
     if (!ok) return false;
-    r->prev_ptr = rec->u.alloc.ptr;
-    ml__model_free(&r->rec, rec->u.alloc.ptr, rec->u.alloc.usable);
+    r->st.prev_ptr = rec->u.alloc.ptr;
+    ml__model_free(&r->st.model, rec->u.alloc.ptr, rec->u.alloc.usable);
     return true;
 }
 
@@ -330,14 +321,14 @@ static bool get_node(ml_reader_t *r, ml_record_t *rec) {
      * overflow (found by tests/fuzz). */
     ok = ok && did >= -(int64_t)UINT32_MAX && did <= (int64_t)UINT32_MAX && dparent >= 0 &&
          dparent <= (int64_t)UINT32_MAX + 1;
-    int64_t id = ok ? (int64_t)r->prev_node + 1 + did : 0, parent = ok ? id - dparent : 0;
+    int64_t id = ok ? (int64_t)r->st.prev_node + 1 + did : 0, parent = ok ? id - dparent : 0;
     ok = ok && id > 0 && id <= UINT32_MAX && parent >= 0 && parent < id;
     if (!ok) return false;
     rec->u.node.id = (uint32_t)id;
     rec->u.node.parent = (uint32_t)parent;
-    rec->u.node.pc = r->prev_pc + (uint64_t)dpc;
-    r->prev_node = rec->u.node.id;
-    r->prev_pc = rec->u.node.pc;
+    rec->u.node.pc = r->st.prev_pc + (uint64_t)dpc;
+    r->st.prev_node = rec->u.node.id;
+    r->st.prev_pc = rec->u.node.pc;
     return true;
 }
 
@@ -450,7 +441,7 @@ static int get_body(ml_reader_t *r, uint8_t tag, ml_record_t *rec, uint8_t *out_
         return get_free(r, tag, rec);
     case ML_T_REALLOC_FAIL:
         ok = get_s(r, &d);
-        if (ok) rec->u.alloc.ptr = r->prev_ptr = r->prev_ptr + (uint64_t)d;
+        if (ok) rec->u.alloc.ptr = r->st.prev_ptr = r->st.prev_ptr + (uint64_t)d;
         return ok;
     case ML_T_MMAP:
         return get_u8(r, &rec->u.alloc.kind) && get_u8(r, &rec->u.alloc.flags) &&
@@ -474,7 +465,7 @@ static int get_body(ml_reader_t *r, uint8_t tag, ml_record_t *rec, uint8_t *out_
     case ML_T_PROC_EXIT: return get_u(r, &rec->u.proc_exit.nested_skipped);
     case ML_T_BLOCK_REACH:
         ok = get_u8(r, &rec->u.block_reach.reach) && rec->u.block_reach.reach <= 3 && get_s(r, &d);
-        if (ok) rec->u.block_reach.ptr = r->prev_ptr = r->prev_ptr + (uint64_t)d;
+        if (ok) rec->u.block_reach.ptr = r->st.prev_ptr = r->st.prev_ptr + (uint64_t)d;
         return ok;
     case ML_T_REACH_SCAN: return get_reach_scan(r, rec);
     case ML_T_PROCESS: return get_process(r, rec);
@@ -503,7 +494,7 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
         uint8_t tag = r->raw[r->pos++];
         r->strings_len = 0;
         if (tag == ML_T_TIME || tag == ML_T_THREAD_SWITCH) {
-            if (!get_u32(r, tag == ML_T_TIME ? &r->time_ms : &r->thread)) return corrupt(r, start);
+            if (!get_u32(r, tag == ML_T_TIME ? &r->st.time_ms : &r->st.thread)) return corrupt(r, start);
             continue;
         }
         clear_record(rec, tag);
@@ -516,8 +507,8 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
                         tag, start, r->chunk_offset);
         if (!ok) return corrupt(r, start);
         rec->tag = out_tag;
-        rec->time_ms = r->time_ms;
-        rec->thread = r->thread;
+        rec->time_ms = r->st.time_ms;
+        rec->thread = r->st.thread;
         return 1;
     }
 }

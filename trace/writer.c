@@ -27,12 +27,7 @@ struct ml_writer_s {
     size_t comp_cap;
     uint64_t bytes;
     uint64_t body_hash; /* ml__fold_hash of every block written */
-    /* delta state */
-    uint32_t time_ms, thread;
-    uint64_t prev_ptr;
-    uint32_t prev_node;
-    uint64_t prev_pc;
-    ml__model_t rec;
+    ml__chunk_state_t st; /* the current chunk's delta state */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -117,8 +112,6 @@ int ml_writer_new(int fd, int level, ml_writer_t **out) {
     }
     w->bytes = sizeof hdr;
     w->body_hash = ml__fold_hash(0, hdr, sizeof hdr);
-    w->time_ms = 0;
-    w->thread = 0;
     *out = w;
     return 0;
 fail:
@@ -152,12 +145,7 @@ int ml_writer_flush(ml_writer_t *w) {
     w->raw_len = 0;
     w->nrecords = 0;
     /* Each chunk decodes on its own: delta state restarts. */
-    w->prev_ptr = 0;
-    w->prev_node = 0;
-    w->prev_pc = 0;
-    ml__model_reset(&w->rec);
-    w->time_ms = 0;
-    w->thread = 0;
+    ml__chunk_state_reset(&w->st);
     return 0;
 }
 
@@ -242,16 +230,16 @@ static size_t record_bound(const ml_record_t *r) {
 /* Time and thread changes travel as records of their own, ahead of the
  * record they apply to. */
 static void put_context(ml_writer_t *w, const ml_record_t *r) {
-    if (r->time_ms != w->time_ms) {
+    if (r->time_ms != w->st.time_ms) {
         put_u8(w, ML_T_TIME);
         put_u(w, r->time_ms);
-        w->time_ms = r->time_ms;
+        w->st.time_ms = r->time_ms;
         w->nrecords++;
     }
-    if (r->thread != w->thread) {
+    if (r->thread != w->st.thread) {
         put_u8(w, ML_T_THREAD_SWITCH);
         put_u(w, r->thread);
-        w->thread = r->thread;
+        w->st.thread = r->thread;
         w->nrecords++;
     }
 }
@@ -260,11 +248,11 @@ static void put_context(ml_writer_t *w, const ml_record_t *r) {
  * ML_T_ALLOC_RECENT. */
 static void put_alloc(ml_writer_t *w, const ml_record_t *r) {
     uint64_t usable = r->u.alloc.usable > r->u.alloc.size ? r->u.alloc.usable : r->u.alloc.size;
-    int code = ml__model_predict(&w->rec, usable, r->u.alloc.ptr);
+    int code = ml__model_predict(&w->st.model, usable, r->u.alloc.ptr);
     if (code >= 0) w->raw[w->raw_len - 1] = ML_T_ALLOC_RECENT;
     /* New memory carved from a region follows the previous new chunk
      * there: alloc cursors hold chunk ends, so the delta is then 0. */
-    int cur = code >= 0 ? 0 : ml__cursor_pick(&w->rec.alloc_cur, r->u.alloc.ptr);
+    int cur = code >= 0 ? 0 : ml__cursor_pick(&w->st.model.alloc_cur, r->u.alloc.ptr);
     put_u8(w, (uint8_t)(r->u.alloc.kind | cur << 4));
     put_u8(w, r->u.alloc.flags);
     put_u(w, r->u.alloc.size);
@@ -273,50 +261,50 @@ static void put_alloc(ml_writer_t *w, const ml_record_t *r) {
     if (code >= 0) {
         put_u8(w, (uint8_t)code);
     } else {
-        put_s(w, (int64_t)(r->u.alloc.ptr - w->rec.alloc_cur.v[cur]));
-        ml__cursor_set(&w->rec.alloc_cur, cur, r->u.alloc.ptr + usable + 8);
+        put_s(w, (int64_t)(r->u.alloc.ptr - w->st.model.alloc_cur.v[cur]));
+        ml__cursor_set(&w->st.model.alloc_cur, cur, r->u.alloc.ptr + usable + 8);
     }
-    ml__model_alloc(&w->rec, r->u.alloc.ptr, usable);
-    w->prev_ptr = r->u.alloc.ptr;
+    ml__model_alloc(&w->st.model, r->u.alloc.ptr, usable);
+    w->st.prev_ptr = r->u.alloc.ptr;
 }
 
 /* The tag byte is already written: a free the model knows becomes
  * ML_T_FREE_RECENT or ML_T_FREE_CLASS. */
 static void put_free(ml_writer_t *w, const ml_record_t *r) {
-    int k = ml__model_find_live(&w->rec, r->u.alloc.ptr);
+    int k = ml__model_find_live(&w->st.model, r->u.alloc.ptr);
     uint64_t usable = r->u.alloc.usable;
     if (k >= 0) {
         w->raw[w->raw_len - 1] = ML_T_FREE_RECENT;
         put_u8(w, r->u.alloc.kind);
         put_u8(w, (uint8_t)k);
-        usable = w->rec.live[k].usable;
-        ml__model_drop_live(&w->rec, k);
-    } else if (!ml__near_cursor(&w->rec.free_cur, r->u.alloc.ptr) &&
-               (k = ml__model_find_live_class(&w->rec, r->u.alloc.ptr, usable)) >= 0) {
+        usable = w->st.model.live[k].usable;
+        ml__model_drop_live(&w->st.model, k);
+    } else if (!ml__near_cursor(&w->st.model.free_cur, r->u.alloc.ptr) &&
+               (k = ml__model_find_live_class(&w->st.model, r->u.alloc.ptr, usable)) >= 0) {
         /* One of the last blocks of its size class: the size and a byte. */
         w->raw[w->raw_len - 1] = ML_T_FREE_CLASS;
         put_u8(w, r->u.alloc.kind);
         put_u(w, usable);
         put_u8(w, (uint8_t)k);
     } else {
-        int cur = ml__cursor_pick(&w->rec.free_cur, r->u.alloc.ptr);
+        int cur = ml__cursor_pick(&w->st.model.free_cur, r->u.alloc.ptr);
         put_u8(w, (uint8_t)(r->u.alloc.kind | cur << 4));
-        put_s(w, (int64_t)(r->u.alloc.ptr - w->rec.free_cur.v[cur]));
-        ml__cursor_set(&w->rec.free_cur, cur, r->u.alloc.ptr);
+        put_s(w, (int64_t)(r->u.alloc.ptr - w->st.model.free_cur.v[cur]));
+        ml__cursor_set(&w->st.model.free_cur, cur, r->u.alloc.ptr);
         put_u(w, usable);
     }
-    ml__model_free(&w->rec, r->u.alloc.ptr, usable);
-    w->prev_ptr = r->u.alloc.ptr;
+    ml__model_free(&w->st.model, r->u.alloc.ptr, usable);
+    w->st.prev_ptr = r->u.alloc.ptr;
 }
 
 /* Nodes come mostly in id order, a child right after its parent, and
  * neighbouring return addresses lie in the same module: deltas. */
 static void put_node(ml_writer_t *w, const ml_record_t *r) {
-    put_s(w, (int64_t)r->u.node.id - (int64_t)w->prev_node - 1);
+    put_s(w, (int64_t)r->u.node.id - (int64_t)w->st.prev_node - 1);
     put_s(w, (int64_t)r->u.node.id - (int64_t)r->u.node.parent);
-    put_s(w, (int64_t)(r->u.node.pc - w->prev_pc));
-    w->prev_node = r->u.node.id;
-    w->prev_pc = r->u.node.pc;
+    put_s(w, (int64_t)(r->u.node.pc - w->st.prev_pc));
+    w->st.prev_node = r->u.node.id;
+    w->st.prev_pc = r->u.node.pc;
 }
 
 static void put_module(ml_writer_t *w, const ml_record_t *r) {
@@ -427,8 +415,8 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
     case ML_T_ALLOC: put_alloc(w, r); break;
     case ML_T_FREE: put_free(w, r); break;
     case ML_T_REALLOC_FAIL:
-        put_s(w, (int64_t)(r->u.alloc.ptr - w->prev_ptr));
-        w->prev_ptr = r->u.alloc.ptr;
+        put_s(w, (int64_t)(r->u.alloc.ptr - w->st.prev_ptr));
+        w->st.prev_ptr = r->u.alloc.ptr;
         break;
     case ML_T_MMAP:
         put_u8(w, r->u.alloc.kind);
@@ -462,8 +450,8 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
     case ML_T_PROC_EXIT: put_u(w, r->u.proc_exit.nested_skipped); break;
     case ML_T_BLOCK_REACH:
         put_u8(w, r->u.block_reach.reach);
-        put_s(w, (int64_t)(r->u.block_reach.ptr - w->prev_ptr));
-        w->prev_ptr = r->u.block_reach.ptr;
+        put_s(w, (int64_t)(r->u.block_reach.ptr - w->st.prev_ptr));
+        w->st.prev_ptr = r->u.block_reach.ptr;
         break;
     case ML_T_REACH_SCAN: put_reach_scan(w, r); break;
     case ML_T_PROCESS: put_process(w, r); break;
