@@ -82,6 +82,81 @@ static void print_escaped(FILE *out, const char *s) {
     fputc('"', out);
 }
 
+static void print_module(FILE *out, const ml_record_t *r) {
+    fprintf(out, " base=0x%" PRIx64 " path=", r->u.module.base);
+    print_escaped(out, r->u.module.path);
+    fprintf(out, " build_id=");
+    for (uint32_t i = 0; i < r->u.module.build_id_len; i++)
+        fprintf(out, "%02x", r->u.module.build_id[i]);
+    for (uint32_t i = 0; i < r->u.module.nsegs; i++)
+        fprintf(out, " seg=0x%" PRIx64 "+0x%" PRIx64 ":%c%c%c", r->u.module.segs[i].vaddr,
+                r->u.module.segs[i].memsz, r->u.module.segs[i].flags & 4 ? 'r' : '-',
+                r->u.module.segs[i].flags & 2 ? 'w' : '-',
+                r->u.module.segs[i].flags & 1 ? 'x' : '-');
+}
+
+static void print_process(FILE *out, const ml_record_t *r) {
+    const typeof(r->u.process) *p = &r->u.process;
+    fprintf(out,
+            " pid=%u ppid=%u start_ns=%" PRIu64 " page_size=%u unwinder=%s depth=%u "
+            "sample_bytes=%" PRIu64 " options=0x%x parent_trace=",
+            p->pid, p->ppid, p->start_realtime_ns, p->page_size,
+            p->unwinder == ML_UNWIND_FP ? "fp" : "libunwind", p->depth, p->sample_bytes,
+            p->options);
+    print_escaped(out, p->parent_trace);
+    fprintf(out, " exe=");
+    print_escaped(out, p->exe);
+    fprintf(out, " argv=[");
+    for (uint32_t i = 0; i < p->argc; i++) {
+        if (i) fputc(' ', out);
+        print_escaped(out, p->argv[i]);
+    }
+    fprintf(out, "] producer=");
+    print_escaped(out, p->producer);
+}
+
+/* ML_T_GPU_ALLOC and ML_T_GPU_FREE. */
+static void print_gpu(FILE *out, const ml_record_t *r) {
+    const typeof(r->u.gpu) *g = &r->u.gpu;
+    if (r->tag == ML_T_GPU_FREE) fprintf(out, " %s", ml_gpu_op_name(g->op));
+    fprintf(out,
+            " %s ptr=0x%" PRIx64 " size=%" PRIu64 " device=%d context=%u stream=0x%" PRIx64,
+            ml_gpu_kind_name(g->kind), g->ptr, g->size, g->device, g->context, g->stream);
+    if (g->handle) fprintf(out, " handle=0x%" PRIx64, g->handle);
+    if (r->tag == ML_T_GPU_ALLOC) fprintf(out, " stack=%u", g->stack);
+    fprintf(out, " cbid=%u correlation=%u%s%s%s", g->cbid, g->correlation,
+            g->flags & ML_EVF_TRUNCATED ? " truncated" : "",
+            g->flags & ML_GPU_F_ESTIMATED ? " estimated" : "",
+            g->flags & ML_GPU_F_HOST ? " host" : "");
+}
+
+static void print_gpu_pool(FILE *out, const ml_record_t *r) {
+    const typeof(r->u.gpu) *g = &r->u.gpu;
+    fprintf(out,
+            " %s pool=0x%" PRIx64 " reserved=%" PRIu64 " used=%" PRIu64 " threshold=%" PRIu64
+            " device=%d context=%u",
+            ml_gpu_pool_op_name(g->kind), g->ptr, g->size, g->pool_used, g->pool_threshold,
+            g->device, g->context);
+    if (g->kind == ML_GPU_POOL_TRIMMED) fprintf(out, " keep=%" PRIu64, g->handle);
+    else if (g->handle || g->stream)
+        fprintf(out, " block=0x%" PRIx64 " block_size=%" PRIu64, g->handle, g->stream);
+    fprintf(out, " activity=%u correlation=%u%s%s", g->cbid, g->correlation,
+            g->flags & ML_GPU_F_POOL_IMPORTED ? " imported" : "",
+            g->flags & ML_GPU_F_POOL_MANAGED ? " managed" : "");
+}
+
+static void print_end(FILE *out, const ml_record_t *r) {
+    const ml_rec_end_t *e = &r->u.end;
+    static const char *const kinds[] = {"exited", "signaled", "unknown", "exec"};
+    fprintf(out,
+            " %s status=%d events=%" PRIu64 " ring_waits=%" PRIu64 " ring_wait_ns=%" PRIu64
+            " lost_in_crash=%" PRIu64 " lost_dead_collector=%" PRIu64
+            " nested_skipped=%" PRIu64 " truncated_stacks=%" PRIu64 " duration_ms=%" PRIu64,
+            e->status_kind < 4 ? kinds[e->status_kind] : "?", e->status, e->events,
+            e->ring_waits, e->ring_wait_ns, e->lost_in_crash, e->lost_dead_collector,
+            e->nested_skipped, e->truncated_stacks, e->duration_ms);
+}
+
 void ml_record_print(FILE *out, const ml_record_t *r) {
     fprintf(out, "%u.%03u t%u %s", r->time_ms / 1000, r->time_ms % 1000, r->thread,
             ml_tag_name(r->tag));
@@ -111,18 +186,7 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
     case ML_T_NODE:
         fprintf(out, " id=%u parent=%u pc=0x%" PRIx64, r->u.node.id, r->u.node.parent, r->u.node.pc);
         break;
-    case ML_T_MODULE:
-        fprintf(out, " base=0x%" PRIx64 " path=", r->u.module.base);
-        print_escaped(out, r->u.module.path);
-        fprintf(out, " build_id=");
-        for (uint32_t i = 0; i < r->u.module.build_id_len; i++)
-            fprintf(out, "%02x", r->u.module.build_id[i]);
-        for (uint32_t i = 0; i < r->u.module.nsegs; i++)
-            fprintf(out, " seg=0x%" PRIx64 "+0x%" PRIx64 ":%c%c%c", r->u.module.segs[i].vaddr,
-                    r->u.module.segs[i].memsz, r->u.module.segs[i].flags & 4 ? 'r' : '-',
-                    r->u.module.segs[i].flags & 2 ? 'w' : '-',
-                    r->u.module.segs[i].flags & 1 ? 'x' : '-');
-        break;
+    case ML_T_MODULE: print_module(out, r); break;
     case ML_T_MODULE_UNLOAD:
         fprintf(out, " base=0x%" PRIx64, r->u.module.base);
         break;
@@ -158,68 +222,11 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
                 q->definite, q->duration_us);
         break;
     }
-    case ML_T_PROCESS: {
-        const typeof(r->u.process) *p = &r->u.process;
-        fprintf(out,
-                " pid=%u ppid=%u start_ns=%" PRIu64 " page_size=%u unwinder=%s depth=%u "
-                "sample_bytes=%" PRIu64 " options=0x%x parent_trace=",
-                p->pid, p->ppid, p->start_realtime_ns, p->page_size,
-                p->unwinder == ML_UNWIND_FP ? "fp" : "libunwind", p->depth, p->sample_bytes,
-                p->options);
-        print_escaped(out, p->parent_trace);
-        fprintf(out, " exe=");
-        print_escaped(out, p->exe);
-        fprintf(out, " argv=[");
-        for (uint32_t i = 0; i < p->argc; i++) {
-            if (i) fputc(' ', out);
-            print_escaped(out, p->argv[i]);
-        }
-        fprintf(out, "] producer=");
-        print_escaped(out, p->producer);
-        break;
-    }
+    case ML_T_PROCESS: print_process(out, r); break;
     case ML_T_GPU_ALLOC:
-    case ML_T_GPU_FREE: {
-        const typeof(r->u.gpu) *g = &r->u.gpu;
-        if (r->tag == ML_T_GPU_FREE) fprintf(out, " %s", ml_gpu_op_name(g->op));
-        fprintf(out,
-                " %s ptr=0x%" PRIx64 " size=%" PRIu64 " device=%d context=%u stream=0x%" PRIx64,
-                ml_gpu_kind_name(g->kind), g->ptr, g->size, g->device, g->context, g->stream);
-        if (g->handle) fprintf(out, " handle=0x%" PRIx64, g->handle);
-        if (r->tag == ML_T_GPU_ALLOC) fprintf(out, " stack=%u", g->stack);
-        fprintf(out, " cbid=%u correlation=%u%s%s%s", g->cbid, g->correlation,
-                g->flags & ML_EVF_TRUNCATED ? " truncated" : "",
-                g->flags & ML_GPU_F_ESTIMATED ? " estimated" : "",
-                g->flags & ML_GPU_F_HOST ? " host" : "");
-        break;
-    }
-    case ML_T_GPU_POOL: {
-        const typeof(r->u.gpu) *g = &r->u.gpu;
-        fprintf(out,
-                " %s pool=0x%" PRIx64 " reserved=%" PRIu64 " used=%" PRIu64 " threshold=%" PRIu64
-                " device=%d context=%u",
-                ml_gpu_pool_op_name(g->kind), g->ptr, g->size, g->pool_used, g->pool_threshold,
-                g->device, g->context);
-        if (g->kind == ML_GPU_POOL_TRIMMED) fprintf(out, " keep=%" PRIu64, g->handle);
-        else if (g->handle || g->stream)
-            fprintf(out, " block=0x%" PRIx64 " block_size=%" PRIu64, g->handle, g->stream);
-        fprintf(out, " activity=%u correlation=%u%s%s", g->cbid, g->correlation,
-                g->flags & ML_GPU_F_POOL_IMPORTED ? " imported" : "",
-                g->flags & ML_GPU_F_POOL_MANAGED ? " managed" : "");
-        break;
-    }
-    case ML_T_END: {
-        const ml_rec_end_t *e = &r->u.end;
-        static const char *const kinds[] = {"exited", "signaled", "unknown", "exec"};
-        fprintf(out,
-                " %s status=%d events=%" PRIu64 " ring_waits=%" PRIu64 " ring_wait_ns=%" PRIu64
-                " lost_in_crash=%" PRIu64 " lost_dead_collector=%" PRIu64
-                " nested_skipped=%" PRIu64 " truncated_stacks=%" PRIu64 " duration_ms=%" PRIu64,
-                e->status_kind < 4 ? kinds[e->status_kind] : "?", e->status, e->events,
-                e->ring_waits, e->ring_wait_ns, e->lost_in_crash, e->lost_dead_collector,
-                e->nested_skipped, e->truncated_stacks, e->duration_ms);
-        break;
-    }
+    case ML_T_GPU_FREE: print_gpu(out, r); break;
+    case ML_T_GPU_POOL: print_gpu_pool(out, r); break;
+    case ML_T_END: print_end(out, r); break;
     default:
         break;
     }
