@@ -120,7 +120,7 @@ typedef struct {
     /** A process appeared. Sets *state (NULL: this sink takes no part in this
      * process, and gets no other call for it). Returns 0, or a negative errno:
      * the process is then not recorded at all (the sinks opened before are
-     * ended and released). */
+     * released, without an end). */
     int (*open)(void *self, const ml_proc_info_t *proc, void **state);
     /** The next records of the process. */
     void (*write)(void *self, void *state, const ml_batch_t *batch);
