@@ -460,10 +460,10 @@ static uint32_t exec_parent_slot(void) {
 /* Our variables leave the environment so that children of a program we do
  * not follow start clean, exactly as they would without memlens. `environ`
  * is edited in place: entries are dropped by moving the later ones down, and
- * LD_PRELOAD's entry is replaced by one in memory of our own. Nothing is
- * allocated, and neither setenv nor unsetenv is called: both allocate, and a
- * program may define its own (bash does, for its shell variables) and
- * expect them to run after its own initialisation, not in our constructor. */
+ * LD_PRELOAD's entry is replaced by one in memory we map ourselves. Neither
+ * malloc nor setenv/unsetenv is called: those allocate, and a program may
+ * define its own (bash does, for its shell variables) and expect them to
+ * run after its own initialisation, not in our constructor. */
 static bool env_is(const char *entry, const char *name, size_t n) {
     return strncmp(entry, name, n) == 0 && entry[n] == '=';
 }
