@@ -418,43 +418,47 @@ static void timeline(FILE *o, const ml_analysis_t *a) {
     fputs("]", o);
 }
 
-/* Children biggest first (then by name), written depth first with an
- * explicit stack: deep recursion in the program must not become deep
- * recursion here. */
+/* The flame tree (ml_analysis_flame: the call tree, pruned) as nested
+ * objects. Children biggest first (then by name), written depth first with
+ * an explicit stack: deep recursion in the program must not become deep
+ * recursion here. Every number is the node's own (its inclusive costs). */
 typedef struct {
-    const ml_flame_node_t *v;
+    const ml_calltree_node_t *v;
 } fctx_t;
 
 static int cmp_child(const void *x, const void *y, void *ctx) {
-    const ml_flame_node_t *v = ((fctx_t *)ctx)->v;
-    const ml_flame_node_t *a = &v[*(const int32_t *)x], *b = &v[*(const int32_t *)y];
-    if (a->alloc != b->alloc) return a->alloc > b->alloc ? -1 : 1;
-    if (a->peak != b->peak) return a->peak > b->peak ? -1 : 1;
-    if (a->leaked != b->leaked) return a->leaked > b->leaked ? -1 : 1;
-    return strcmp(a->name ? a->name : "", b->name ? b->name : "");
+    const ml_calltree_node_t *v = ((fctx_t *)ctx)->v;
+    const ml_calltree_node_t *a = &v[*(const int32_t *)x], *b = &v[*(const int32_t *)y];
+    static const int order[] = {ML_COST_ALLOCATED, ML_COST_PEAK, ML_COST_LEAKED};
+    for (size_t k = 0; k < sizeof order / sizeof *order; k++)
+        if (a->incl[order[k]] != b->incl[order[k]])
+            return a->incl[order[k]] > b->incl[order[k]] ? -1 : 1;
+    return strcmp(a->frame->function ? a->frame->function : "",
+                  b->frame->function ? b->frame->function : "");
 }
 
-static void flame_node_open(FILE *o, const ml_flame_node_t *n) {
+static void flame_node_open(FILE *o, const ml_calltree_node_t *n) {
+    const ml_frame_t *f = n->frame;
     fputc('{', o);
-    kv_s(o, "name", n->name, true);
-    kv_s(o, "file", n->file, true);
+    kv_s(o, "name", f->function, true);
+    kv_s(o, "file", f->file, true);
     key(o, "line");
-    if (n->line) fprintf(o, "%u, ", n->line);
+    if (f->line) fprintf(o, "%u, ", f->line);
     else fputs("null, ", o);
-    kv_u(o, "alloc", n->alloc, true);
-    kv_u(o, "peak", n->peak, true);
-    kv_u(o, "leaked", n->leaked, true);
-    kv_u(o, "calls", n->calls, true);
+    kv_u(o, "alloc", n->incl[ML_COST_ALLOCATED], true);
+    kv_u(o, "peak", n->incl[ML_COST_PEAK], true);
+    kv_u(o, "leaked", n->incl[ML_COST_LEAKED], true);
+    kv_u(o, "calls", n->incl[ML_COST_CALLS], true);
     fputs("\"children\": [", o);
 }
 
 static int flame(FILE *o, const ml_analysis_t *a) {
-    const ml_flame_node_t *v;
+    const ml_calltree_node_t *v;
     size_t n = ml_analysis_flame(a, &v);
     fputs("\"flame\": ", o);
     if (!n) {
-        fputs("{\"name\": \"all\", \"file\": null, \"line\": null, \"alloc\": 0, \"peak\": 0, "
-              "\"leaked\": 0, \"calls\": 0, \"children\": []}",
+        fputs("{\"name\": \"all\", \"file\": null, \"line\": null, "
+              "\"alloc\": 0, \"peak\": 0, \"leaked\": 0, \"calls\": 0, \"children\": []}",
               o);
         return 0;
     }
