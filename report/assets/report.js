@@ -6,8 +6,10 @@
  * - every string from the report (symbols, paths, argv, messages) reaches the
  *   page through textContent, createTextNode or setAttribute on a harmless
  *   attribute: no HTML parsing of data anywhere in this file;
- * - nothing here computes a metric: numbers come from the analysis library
- *   through the JSON; the page formats, sorts, filters and lays them out;
+ * - nothing here computes a metric: every number shown comes from the
+ *   analysis library through the JSON (the flame graph draws the JSON's call
+ *   tree, "flame"); the page formats, sorts, filters and lays them out, and
+ *   shows a value as a share of a total only when the JSON has that total;
  * - any key may be missing: each section says "no data" instead of failing,
  *   and a section that throws is replaced by a note while the error goes to
  *   <pre id="errors"> (which the browser test expects to stay empty);
@@ -292,6 +294,8 @@
   /* Summary                                                                 */
   /* ---------------------------------------------------------------------- */
 
+  /* The leak totals per kind, as the analysis counted them (never added up
+   * here from the per-site rows). */
   function leakKinds() {
     var L = obj(D.leaks), out = {};
     ['definite', 'indirect', 'reachable'].forEach(function (k) {
@@ -299,18 +303,6 @@
       var b = first(o.bytes, L[k + '_bytes']), n = first(o.blocks, L[k + '_blocks']);
       out[k] = { bytes: b, blocks: n };
     });
-    /* When the document has no per-kind totals, add up the per-site rows. */
-    var have = out.definite.bytes != null || out.indirect.bytes != null ||
-               out.reachable.bytes != null;
-    if (!have && arr(L.sites).length) {
-      ['definite', 'indirect', 'reachable'].forEach(function (k) { out[k] = { bytes: 0, blocks: 0 }; });
-      arr(L.sites).forEach(function (st) {
-        st = obj(st);
-        var k = out[st.kind] ? st.kind : 'definite';
-        out[k].bytes += num0(st.bytes);
-        out[k].blocks += num0(st.blocks);
-      });
-    }
     return out;
   }
 
@@ -419,13 +411,13 @@
 
     var G = obj(D.gpu), gdev = objs(G.devices);
     if (gdev.length) {
-      var gpeak = 0, gleak = 0;
-      gdev.forEach(function (d) { gpeak += num0(d.peak_bytes); gleak += num0(d.leaked_bytes); });
-      var global = num(G.peak_bytes) != null;
-      cards.appendChild(card('GPU peak', fmtBytes(global ? G.peak_bytes : gpeak), [
-        [plural(gdev.length, 'device', 'devices')].concat(G.peak_time_s != null ? [' · '].concat(kv('at', fmtTime(G.peak_time_s))) : []),
-        kv('leaked', fmtBytes(gleak))
-      ], null, global ? 'peak of device memory live at once, all devices together' : 'sum of the devices\' peaks'));
+      /* Leaked bytes per device: the document has no all-devices total. */
+      var gleak = gdev.map(function (d) {
+        return gdev.length > 1 ? kv('leaked on ' + gpuName(d), fmtBytes(d.leaked_bytes)) : kv('leaked', fmtBytes(d.leaked_bytes));
+      });
+      cards.appendChild(card('GPU peak', fmtBytes(G.peak_bytes), [
+        [plural(gdev.length, 'device', 'devices')].concat(G.peak_time_s != null ? [' · '].concat(kv('at', fmtTime(G.peak_time_s))) : [])
+      ].concat(gleak), null, 'peak of device memory live at once, all devices together'));
     }
 
     var ts = traceStatus();
@@ -632,62 +624,35 @@
   ];
   function metricFmt(mt, v) { return mt.bytes ? fmtBytes(v) : fmtNum(v); }
 
-  function flameNode(src, parent) {
-    var name = src.name != null ? src.name : src.function;
+  /* A node of the JSON's call tree ("flame", built by the analysis library:
+   * every number is the node's own). path: the child indexes from the root,
+   * joined by '.', which names the JSON node the drawn frame stands for. */
+  function flameNode(src, parent, path) {
     return {
-      name: name != null && name !== '' ? String(name) : '??',
+      name: src.name != null && src.name !== '' ? String(src.name) : '??',
       file: src.file != null ? String(src.file) : null,
       line: num(src.line),
       module: src.module != null ? String(src.module) : null,
-      v: { alloc: num0(src.alloc != null ? src.alloc : src.bytes_allocated), peak: num0(src.peak),
-           leaked: num0(src.leaked), calls: num0(src.calls) },
-      children: [], parent: parent, depth: parent ? parent.depth + 1 : 0, gen: 0
+      v: { alloc: num0(src.alloc), peak: num0(src.peak), leaked: num0(src.leaked), calls: num0(src.calls) },
+      children: [], parent: parent, depth: parent ? parent.depth + 1 : 0, gen: 0, path: path
     };
   }
 
   /* The tree from D.flame, iteratively (deep recursion in the program means
    * a deep tree here). */
   function flameFromJson(src) {
-    var root = flameNode(src, null);
-    root.name = src.name != null && src.name !== '' ? String(src.name) : 'all';
+    var root = flameNode(src, null, '');
+    if (src.name == null || src.name === '') root.name = 'all';
     var stack = [[src, root]];
     while (stack.length) {
       var top = stack.pop(), ch = arr(top[0].children);
       for (var i = 0; i < ch.length; i++) {
         if (!ch[i] || typeof ch[i] !== 'object') continue;
-        var n = flameNode(ch[i], top[1]);
+        var n = flameNode(ch[i], top[1], top[1].path === '' ? String(i) : top[1].path + '.' + i);
         top[1].children.push(n);
         stack.push([ch[i], n]);
       }
     }
-    return root;
-  }
-
-  /* Without D.flame: the same tree regrouped from sites[] (outermost frame
-   * first); a node's numbers are the sums of the sites below it. */
-  function flameFromSites() {
-    var root = flameNode({ name: 'all' }, null);
-    root.index = new Map();
-    sites.forEach(function (st) {
-      st = obj(st);
-      var val = { alloc: num0(st.bytes_allocated), peak: num0(st.peak_bytes),
-                  leaked: num0(st.leaked_bytes), calls: num0(st.alloc_calls) };
-      var fr = siteFrames(st).slice().reverse(), n = root;
-      for (var k in val) root.v[k] += val[k];
-      fr.forEach(function (f) {
-        f = obj(f);
-        var key = frameName(f) + '\u0000' + (f.file || f.module || '') + '\u0000' + (f.line || '');
-        var c = n.index.get(key);
-        if (!c) {
-          c = flameNode({ name: frameName(f), file: f.file, line: f.line, module: f.module }, n);
-          c.index = new Map();
-          n.index.set(key, c);
-          n.children.push(c);
-        }
-        for (var k2 in val) c.v[k2] += val[k2];
-        n = c;
-      });
-    });
     return root;
   }
 
@@ -712,9 +677,8 @@
   }
 
   function renderFlame(body) {
-    var built = D.flame && typeof D.flame === 'object' && !Array.isArray(D.flame);
-    var root = built ? flameFromJson(D.flame) : sites.length ? flameFromSites() : null;
-    if (!root) return noData(body, 'No flame graph data (no flame tree and no sites) in this report.');
+    if (!isObj(D.flame)) return noData(body, 'No flame graph data (no call tree, "flame") in this report.');
+    var root = flameFromJson(D.flame);
     var state = { zoom: root, metric: null, query: null, gen: 0 };
     state.metric = root.v.peak > 0 ? 'peak' : root.v.alloc > 0 ? 'alloc' : 'calls';
 
@@ -734,7 +698,6 @@
     append(body, [
       h('div', { class: 'controls' }, [seg, search, reset, status]),
       crumbs,
-      built ? null : h('div', { class: 'note' }, 'Built from the site list (the report has no flame tree).'),
       box
     ]);
     var timer = 0;
@@ -835,7 +798,7 @@
         if (q && q.test(r.n)) { cls += ' match'; nmatch++; }
         var rect = s('rect', { class: cls, x: r.x.toFixed(2), y: r.d * FLAME_ROW,
                                width: Math.max(r.w - 0.4, 0.4).toFixed(2), height: FLAME_ROW - 1,
-                               fill: flameColor(r.n, mt.key) });
+                               fill: flameColor(r.n, mt.key), 'data-path': r.n.path });
         rowOf.set(rect, r);
         g.appendChild(rect);
         if (r.w > 34) {
@@ -868,16 +831,20 @@
                 ' · total ' + metricFmt(mt, total);
       if (state.query && state.query.bad) txt = state.query.bad + ' · ' + txt;
       else if (q) {
-        /* Matched share of the view: each matching subtree counted once. */
-        var msum = 0, mcount = 0, ms = [[zoom, false]];
+        /* The matching frames of the view, and the widest of them with its
+         * share of the view (the page adds no frames' values together). */
+        var mcount = 0, best = null, ms = [zoom];
         while (ms.length) {
-          var e = ms.pop(), hit = q.test(e[0]);
-          if (hit) mcount++;
-          if (hit && !e[1]) msum += e[0].v[mt.key];
-          for (var c2 = 0; c2 < e[0].children.length; c2++) ms.push([e[0].children[c2], e[1] || hit]);
+          var e = ms.pop();
+          if (q.test(e)) {
+            mcount++;
+            if (!best || e.v[mt.key] > best.v[mt.key]) best = e;
+          }
+          for (var c2 = 0; c2 < e.children.length; c2++) ms.push(e.children[c2]);
         }
-        txt = plural(mcount, 'matching frame', 'matching frames') + ' (' + fmtNum(nmatch) + ' drawn) · ' +
-              metricFmt(mt, msum) + ' = ' + fmtPct(msum / total) + ' of the view · ' + txt;
+        txt = plural(mcount, 'matching frame', 'matching frames') + ' (' + fmtNum(nmatch) + ' drawn)' +
+              (best ? ' · widest: ' + best.name + ' ' + metricFmt(mt, best.v[mt.key]) + ' = ' +
+                      fmtPct(best.v[mt.key] / total) + ' of the view' : '') + ' · ' + txt;
       }
       status.textContent = txt;
     }
@@ -1333,27 +1300,27 @@
     heapMap(boxes[1], 'At exit', obj(maps.at_end));
   }
 
+  /* One square per cell of the analysis' heap map, coloured by its page
+   * utilization; a document with more cells than HEAPMAP_MAX_CELLS (the
+   * analysis writes at most 4096) shows the first ones and says so. */
+  var HEAPMAP_MAX_CELLS = 65536;
   function heapMap(box, title, hm) {
     var cells = arr(hm.cells);
     box.appendChild(h('h3', null, title));
     if (!cells.length) return noData(box, 'No heap map for this point.');
     var cellBytes = num(hm.cell_bytes), baseNum = typeof hm.base === 'string' ? parseInt(hm.base, 16) : num(hm.base);
-    var used = 0;
-    cells.forEach(function (c) { if (num0(c) >= 0) used++; });
+    var n = Math.min(cells.length, HEAPMAP_MAX_CELLS);
     box.appendChild(h('div', { class: 'caption' }, fmtNum(cells.length) + ' cells' +
       (cellBytes ? ' of ' + fmtBytes(cellBytes) : '') + (hm.base != null ? ' from ' + fmtAddr(hm.base) : '') +
-      (cellBytes ? ' (span ' + fmtBytes(cellBytes * cells.length) + ')' : '') + ' · ' + fmtNum(used) + ' hold pages with live blocks'));
+      (n < cells.length ? ' (the first ' + fmtNum(n) + ' drawn)' : '')));
     var holder = h('div');
     box.appendChild(holder);
 
     function draw() {
       clear(holder);
-      var W = Math.min(widthOf(box, 600), 760), maxH = 260, n = cells.length;
+      var W = Math.min(widthOf(box, 600), 760), maxH = 260;
       var cs = Math.max(2, Math.min(16, Math.floor(Math.sqrt(W * maxH / n))));
-      var cols = Math.max(1, Math.floor(W / cs));
-      /* More cells than pixels: each drawn cell averages k cells. */
-      var k = Math.max(1, Math.ceil(n / (cols * Math.floor(1200 / cs))));
-      var m = Math.ceil(n / k), rows = Math.ceil(m / cols);
+      var cols = Math.max(1, Math.floor(W / cs)), rows = Math.ceil(n / cols);
       var dpr = window.devicePixelRatio || 1;
       var cv = h('canvas', { width: Math.round(cols * cs * dpr), height: Math.round(rows * cs * dpr),
                              role: 'img', 'aria-label': 'heap map ' + title });
@@ -1362,28 +1329,21 @@
       var ctx = cv.getContext('2d');
       ctx.scale(dpr, dpr);
       var gap = cs >= 6 ? 1 : 0;
-      for (var i = 0; i < m; i++) {
-        var sum = 0, cnt = 0;
-        for (var j = i * k; j < Math.min(n, (i + 1) * k); j++) {
-          var u = num(cells[j]);
-          if (u != null && u >= 0) { sum += u; cnt++; }
-        }
-        ctx.fillStyle = cnt ? rampColor(sum / cnt) : EMPTY_CELL;
+      for (var i = 0; i < n; i++) {
+        var u = num(cells[i]);
+        ctx.fillStyle = u != null && u >= 0 ? rampColor(u) : EMPTY_CELL;
         ctx.fillRect((i % cols) * cs, Math.floor(i / cols) * cs, cs - gap, cs - gap);
       }
       cv.addEventListener('mousemove', function (ev) {
         var r = cv.getBoundingClientRect();
         var cx = Math.floor((ev.clientX - r.left) / cs), cy = Math.floor((ev.clientY - r.top) / cs);
         var i = cy * cols + cx;
-        if (cx < 0 || cx >= cols || i < 0 || i >= m) return hideTip();
-        var lo = i * k, hi = Math.min(n, (i + 1) * k) - 1, vals = [];
-        for (var j = lo; j <= hi; j++) vals.push(num(cells[j]));
-        var live = vals.filter(function (v) { return v != null && v >= 0; });
-        var addr = baseNum != null && cellBytes ? fmtAddr(baseNum + lo * cellBytes) + ' – ' + fmtAddr(baseNum + (hi + 1) * cellBytes) : null;
-        showTip(ev, [tipTitle(k > 1 ? 'cells ' + lo + '–' + hi : 'cell ' + lo), tipLoc(addr), tipRows([
-          cellBytes ? ['size', fmtBytes(cellBytes * (hi - lo + 1))] : null,
-          ['used by live blocks', live.length ? (k > 1 ? 'avg ' : '') +
-            (live.reduce(function (a, b) { return a + b; }, 0) / live.length).toFixed(0) + '%' : 'no page held']
+        if (cx < 0 || cx >= cols || i < 0 || i >= n) return hideTip();
+        var u = num(cells[i]);
+        var addr = baseNum != null && cellBytes ? fmtAddr(baseNum + i * cellBytes) + ' – ' + fmtAddr(baseNum + (i + 1) * cellBytes) : null;
+        showTip(ev, [tipTitle('cell ' + i), tipLoc(addr), tipRows([
+          cellBytes ? ['size', fmtBytes(cellBytes)] : null,
+          ['used by live blocks', u != null && u >= 0 ? u + '%' : 'no page held']
         ])]);
       });
       cv.addEventListener('mouseleave', hideTip);
@@ -1436,7 +1396,6 @@
       var W = widthOf(chart, 600), Ht = 230, m = { l: 64, r: 8, t: 10, b: 58 };
       var pw = W - m.l - m.r, ph = Ht - m.t - m.b, n = buckets.length;
       var vals = buckets.map(function (x) { return num0(x[mode.key]); });
-      var total = vals.reduce(function (p, q) { return p + q; }, 0);
       var mx = Math.max.apply(null, vals.concat([1]));
       var yt = ticks(mx * 1.05, 4, mode.key === 'bytes'), top = Math.max(yt[yt.length - 1], mx);
       var svg = s('svg', { width: W, height: Ht, viewBox: '0 0 ' + W + ' ' + Ht, role: 'img', 'aria-label': title });
@@ -1454,8 +1413,7 @@
         r.addEventListener('mousemove', function (ev) {
           var lo = i > 0 ? num(buckets[i - 1].le) : null, hi = num(bk.le);
           showTip(ev, [tipTitle(lo != null && hi != null ? '(' + fmtLe(lo) + ', ' + fmtLe(hi) + ']' : label(i)), tipRows([
-            ['count', fmtNum(bk.count)], bk.bytes != null ? ['bytes', fmtBytes(bk.bytes)] : null,
-            ['share', total ? fmtPct(v / total) : '–']])]);
+            ['count', fmtNum(bk.count)], bk.bytes != null ? ['bytes', fmtBytes(bk.bytes)] : null])]);
         });
         r.addEventListener('mouseleave', hideTip);
         svg.appendChild(r);
