@@ -256,9 +256,16 @@ struct ml__built_s {
     size_t ntl;
     ml_thread_stats_t *threads;
     size_t nthreads;
-    ml_flame_node_t *flame;
+    ml_calltree_node_t *tree; /* the whole call tree (calltree.c) */
+    size_t ntree;
+    ml_calltree_node_t *flame; /* the tree pruned for the report */
     size_t nflame;
 };
+
+/* Copies the nodes of call tree t[0..n) that the flame tree keeps
+ * (ml_analysis_flame) into a malloc'd array. Returns 0 or -ENOMEM. */
+int ml__calltree_prune(const ml_calltree_node_t *t, size_t n, uint32_t max_nodes,
+                       double min_fraction, ml_calltree_node_t **out, size_t *nout);
 
 void ml__warn(ml_analysis_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

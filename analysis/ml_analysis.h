@@ -18,7 +18,7 @@
  * then derives everything that needs names or sorting: it strips the
  * allocator's own frames, merges stacks into sites, symbolizes them with
  * libdw, classifies leaks, computes fragmentation at the peak, the worst
- * moment and the end, and builds the flame tree. build() may be called again
+ * moment and the end, and builds the call tree. build() may be called again
  * after more records were fed (the live viewer does); every pointer returned
  * by the query functions below stays valid until the next build() or free().
  *
@@ -156,7 +156,7 @@ const char *ml_suppressions_pattern(const ml_suppressions_t *s, size_t i, uint64
 bool ml_suppression_match(const char *pattern, const char *text);
 
 /* ------------------------------------------------------------------------- */
-/* Build: sites, symbols, leaks, fragmentation, flame tree                   */
+/* Build: sites, symbols, leaks, fragmentation, call tree                    */
 /* ------------------------------------------------------------------------- */
 
 typedef struct {
@@ -166,7 +166,7 @@ typedef struct {
     double flame_min_fraction;            /* 0: 0.001 (0.1 %) */
 } ml_build_opts_t;
 
-/** Derives sites, symbols, leaks, fragmentation and the flame tree from what
+/** Derives sites, symbols, leaks, fragmentation and the call tree from what
  * was fed so far. Returns 0 or -ENOMEM (message in err). Symbolization
  * problems (missing files, build-id mismatches) are warnings, not errors. */
 int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, size_t errlen);
@@ -311,16 +311,60 @@ typedef struct {
 
 size_t ml_analysis_threads(const ml_analysis_t *a, const ml_thread_stats_t **threads);
 
-/* Flame tree, top-down (the root "all", then outermost frames). Nodes are
- * stored parent before child; children are linked through next_sibling. */
-typedef struct {
-    const char *name, *file;
-    uint32_t line;
-    uint64_t alloc, peak, leaked, calls;
-    int32_t parent, first_child, next_sibling; /* -1: none */
-} ml_flame_node_t;
+/* ------------------------------------------------------------------------- */
+/* The call tree (calltree.c; docs/analysis.md, "Call tree")                 */
+/* ------------------------------------------------------------------------- */
 
-size_t ml_analysis_flame(const ml_analysis_t *a, const ml_flame_node_t **nodes);
+/* The costs of a call-tree node (and the viewer's sort keys, in this order). */
+typedef enum {
+    ML_COST_PEAK = 0,  /* peak_bytes */
+    ML_COST_LEAKED,    /* leaked_bytes */
+    ML_COST_ALLOCATED, /* bytes_allocated */
+    ML_COST_CALLS,     /* alloc_calls */
+    ML_COST_TEMPORARY, /* temporary_allocs */
+    ML_COSTS
+} ml_cost_t;
+
+/* A node is a function in its caller's context. Node 0 is the root, "all";
+ * a child of node P stands for the frames of one function (one function
+ * name, file and module: the merge key) that P's paths reach next, whatever
+ * line they pass through. Without debug info a function with an ELF symbol
+ * merges per module, an unnamed one ("[module+0xOFFSET]") per return
+ * address. Nodes are stored parent before child. */
+typedef struct {
+    const ml_frame_t *frame; /* the first frame merged into the node (it points into the
+                              * sites, and gives the node's line); the root's is named "all"
+                              * with no file and no module */
+    int32_t parent, first_child, next_sibling; /* -1: none */
+    uint32_t depth;          /* 0: the root */
+    uint64_t incl[ML_COSTS]; /* sum over the sites whose path passes through the node */
+    uint64_t self[ML_COSTS]; /* sum over the sites whose path ends at the node */
+} ml_calltree_node_t;
+
+/** The whole call tree of the last build, top-down (from the outermost
+ * frames, a thread's start or main, to the functions that called the
+ * allocator), over every site. Returns the node count (0 before a build). */
+size_t ml_analysis_calltree(const ml_analysis_t *a, const ml_calltree_node_t **nodes);
+
+/** The flame tree: the call tree of ml_analysis_calltree() pruned for the
+ * report (ml_build_opts_t.flame_max_nodes and flame_min_fraction): the nodes
+ * that hold at least that fraction of the root's bytes allocated, peak bytes,
+ * leaked bytes or calls, at most that many, the most important first (a kept
+ * set is always a subtree). Links and depths are those of the pruned tree;
+ * costs are the whole tree's, so a pruned child's cost stays in its parent's
+ * inclusive cost. Returns the node count (0 before a build). */
+size_t ml_analysis_flame(const ml_analysis_t *a, const ml_calltree_node_t **nodes);
+
+/** Builds the call tree of sites[0..nsites) (those with use[i] true; use may
+ * be NULL), with the merge key above, top-down or bottom-up (frames[0], the
+ * allocating function, under the root, then its callers). The sites must
+ * come from one build: frames are compared by their interned strings. The
+ * viewer uses it for the tree of the sites its filter keeps. Writes a
+ * malloc'd node array to *out (free() it; it points into the sites, so it is
+ * valid as long as they are). Returns the node count (at least 1: the root)
+ * or -ENOMEM. */
+int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use, bool bottom_up,
+                          ml_calltree_node_t **out);
 
 /* What ran. */
 typedef struct {
@@ -393,35 +437,8 @@ const ml_diff_gpu_entry_t *ml_diff_gpu_entries(const ml_diff_t *d, size_t *count
 void ml_diff_gpu_leaked(const ml_diff_t *d, uint64_t *base, uint64_t *cur);
 
 /* ------------------------------------------------------------------------- */
-/* For the viewer: call trees and who holds the heap (calltree.c, shares.c)  */
+/* For the viewer: who holds the heap (shares.c)                             */
 /* ------------------------------------------------------------------------- */
-
-/* Costs of a call-tree node, in the order of the viewer's sort keys. */
-typedef enum {
-    ML_COST_PEAK = 0,  /* peak_bytes */
-    ML_COST_LEAKED,    /* leaked_bytes */
-    ML_COST_ALLOCATED, /* bytes_allocated */
-    ML_COST_CALLS,     /* alloc_calls */
-    ML_COST_TEMPORARY, /* temporary_allocs */
-    ML_COSTS
-} ml_cost_t;
-
-typedef struct {
-    const ml_frame_t *frame; /* the first frame merged into the node (points into the sites) */
-    int32_t parent, first_child, next_sibling; /* -1: none; the roots are chained from node 0 */
-    uint32_t depth;
-    uint64_t incl[ML_COSTS]; /* sum over the sites whose path passes through the node */
-    uint64_t self[ML_COSTS]; /* sum over the sites whose path ends at the node */
-} ml_calltree_node_t;
-
-/** Arranges the costs of sites[0..nsites) (those with use[i] true; use may be
- * NULL) along their stacks, top-down (outermost frame first) or bottom-up
- * (frames[0], the allocating function, first), merging frames by function
- * and module. Writes a malloc'd node array to *out (free() it; it points into
- * sites, so it is valid as long as they are). Returns the node count or
- * -ENOMEM. See calltree.c. */
-int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use, bool bottom_up,
-                          ml_calltree_node_t **out);
 
 /* A share of the heap: `id` is a stack id or a site id. */
 typedef struct {

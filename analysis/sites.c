@@ -1,5 +1,5 @@
 /* sites.c - ml_analysis_build(): from recorded stacks to sites, leaks,
- * fragmentation moments, timeline, threads and the flame tree.
+ * fragmentation moments, timeline, threads and the call tree.
  *
  * A site is a unique stack once the allocator's own frames are removed.
  * Recorded stacks are leaf node ids in the stack trie; each node's return
@@ -32,6 +32,7 @@ void ml__built_free(struct ml__built_s *b) {
     for (int i = 0; i < ML_MOMENTS; i++) free(b->cells[i]);
     free(b->tl);
     free(b->threads);
+    free(b->tree);
     free(b->flame);
     memset(b, 0, sizeof *b);
 }
@@ -138,187 +139,17 @@ void ml__supp_hit(const ml_suppressions_t *s, size_t i, uint64_t blocks, uint64_
 void ml__supp_reset(const ml_suppressions_t *s);
 
 /* ------------------------------------------------------------------------- */
-/* Flame tree                                                                */
+/* Call tree                                                                 */
 /* ------------------------------------------------------------------------- */
 
-typedef struct {
-    ml_flame_node_t n;
-    uint32_t depth;
-    double score;
-    int32_t out; /* index in the output, -1: pruned */
-} fnode_t;
-
-typedef struct {
-    int32_t parent;
-    const char *name, *file;
-    int32_t idx; /* -1: empty */
-} fkey_t;
-
-typedef struct {
-    fnode_t *v;
-    size_t n, cap;
-    fkey_t *k;
-    uint64_t kcap, kcount;
-} ftree_t;
-
-static uint64_t fkey_hash(int32_t parent, const char *name, const char *file) {
-    uint64_t h = (uint64_t)(uint32_t)parent * 0x9e3779b97f4a7c15ull;
-    h ^= (uint64_t)(uintptr_t)name * 0xc2b2ae3d27d4eb4full;
-    h ^= (uint64_t)(uintptr_t)file * 0x165667b19e3779f9ull;
-    return h ^ (h >> 31);
-}
-
-static int ftree_grow_keys(ftree_t *t) {
-    uint64_t cap = t->kcap ? t->kcap * 2 : 4096;
-    fkey_t *n = malloc(cap * sizeof *n);
-    if (!n) return -ENOMEM;
-    for (uint64_t i = 0; i < cap; i++) n[i].idx = -1;
-    for (uint64_t i = 0; i < t->kcap; i++) {
-        if (t->k[i].idx < 0) continue;
-        uint64_t j = fkey_hash(t->k[i].parent, t->k[i].name, t->k[i].file) & (cap - 1);
-        while (n[j].idx >= 0) j = (j + 1) & (cap - 1);
-        n[j] = t->k[i];
-    }
-    free(t->k);
-    t->k = n;
-    t->kcap = cap;
-    return 0;
-}
-
-static int32_t ftree_child(ftree_t *t, int32_t parent, const ml_frame_t *f) {
-    if ((t->kcount + 1) * 2 > t->kcap && ftree_grow_keys(t) < 0) return -1;
-    uint64_t j = fkey_hash(parent, f->function, f->file) & (t->kcap - 1);
-    while (t->k[j].idx >= 0) {
-        fkey_t *k = &t->k[j];
-        if (k->parent == parent && k->name == f->function && k->file == f->file) return k->idx;
-        j = (j + 1) & (t->kcap - 1);
-    }
-    if (t->n == t->cap) {
-        size_t cap = t->cap * 2;
-        fnode_t *p = realloc(t->v, cap * sizeof *p);
-        if (!p) return -1;
-        t->v = p;
-        t->cap = cap;
-    }
-    int32_t idx = (int32_t)t->n++;
-    fnode_t *c = &t->v[idx];
-    memset(c, 0, sizeof *c);
-    c->n.name = f->function;
-    c->n.file = f->file;
-    c->n.line = f->line;
-    c->n.parent = parent;
-    c->n.first_child = -1;
-    c->n.next_sibling = t->v[parent].n.first_child;
-    c->depth = t->v[parent].depth + 1;
-    t->v[parent].n.first_child = idx;
-    t->k[j] = (fkey_t){parent, f->function, f->file, idx};
-    t->kcount++;
-    return idx;
-}
-
-static int cmp_fnode_ptr(const void *x, const void *y) {
-    const fnode_t *a = *(fnode_t *const *)x, *b = *(fnode_t *const *)y;
-    if (a->score != b->score) return a->score > b->score ? -1 : 1;
-    return a->depth < b->depth ? -1 : a->depth > b->depth;
-}
-
-static double frac(uint64_t v, uint64_t total) {
-    return total ? (double)v / (double)total : 0;
-}
-
-static int build_flame(struct ml__built_s *b, const ml_build_opts_t *o) {
-    ftree_t t = {0};
-    t.cap = 1024;
-    t.v = calloc(t.cap, sizeof *t.v);
-    if (!t.v) return -ENOMEM;
-    t.n = 1;
-    t.v[0].n = (ml_flame_node_t){.name = "all", .parent = -1, .first_child = -1, .next_sibling = -1};
-    for (size_t i = 0; i < b->nsites; i++) {
-        const ml_site_t *s = &b->sites[i];
-        fnode_t *root = &t.v[0];
-        root->n.alloc += s->bytes_allocated;
-        root->n.peak += s->peak_bytes;
-        root->n.leaked += s->leaked_bytes;
-        root->n.calls += s->alloc_calls;
-        int32_t cur = 0;
-        for (uint32_t k = s->nframes; k > 0; k--) {
-            cur = ftree_child(&t, cur, &s->frames[k - 1]);
-            if (cur < 0) {
-                free(t.v);
-                free(t.k);
-                return -ENOMEM;
-            }
-            fnode_t *c = &t.v[cur];
-            c->n.alloc += s->bytes_allocated;
-            c->n.peak += s->peak_bytes;
-            c->n.leaked += s->leaked_bytes;
-            c->n.calls += s->alloc_calls;
-        }
-    }
-    free(t.k);
-    /* Prune: keep nodes at or above min_fraction of at least one metric,
-     * then the max_nodes best. A child never scores above its parent, and
-     * ties go to the shallower node, so the kept set is a subtree. */
-    double minf = o->flame_min_fraction > 0 ? o->flame_min_fraction : 0.001;
-    size_t maxn = o->flame_max_nodes ? o->flame_max_nodes : 5000;
-    const ml_flame_node_t *r = &t.v[0].n;
-    fnode_t **keep = malloc(t.n * sizeof *keep);
-    if (!keep) {
-        free(t.v);
-        return -ENOMEM;
-    }
-    size_t nk = 0;
-    for (size_t i = 0; i < t.n; i++) {
-        fnode_t *x = &t.v[i];
-        double sc = frac(x->n.alloc, r->alloc);
-        double p = frac(x->n.peak, r->peak), l = frac(x->n.leaked, r->leaked),
-               c = frac(x->n.calls, r->calls);
-        if (p > sc) sc = p;
-        if (l > sc) sc = l;
-        if (c > sc) sc = c;
-        x->score = i == 0 ? 2.0 : sc;
-        x->out = -1;
-        if (i == 0 || sc >= minf) keep[nk++] = x;
-    }
-    qsort(keep, nk, sizeof *keep, cmp_fnode_ptr);
-    if (nk > maxn) nk = maxn;
-    for (size_t i = 0; i < nk; i++) keep[i]->out = 0;
-    /* Emit parent before child (breadth first over kept nodes). */
-    b->flame = calloc(nk ? nk : 1, sizeof *b->flame);
-    int32_t *queue = malloc((nk ? nk : 1) * sizeof *queue);
-    if (!b->flame || !queue) {
-        free(queue);
-        free(keep);
-        free(t.v);
-        return -ENOMEM;
-    }
-    size_t qh = 0, qt = 0, no = 0;
-    queue[qt++] = 0;
-    t.v[0].out = (int32_t)no;
-    b->flame[no++] = t.v[0].n;
-    b->flame[0].parent = b->flame[0].first_child = b->flame[0].next_sibling = -1;
-    while (qh < qt) {
-        int32_t in = queue[qh++];
-        int32_t po = t.v[in].out;
-        int32_t last = -1;
-        for (int32_t c = t.v[in].n.first_child; c >= 0; c = t.v[c].n.next_sibling) {
-            if (t.v[c].out < 0) continue;
-            int32_t oi = (int32_t)no++;
-            t.v[c].out = oi;
-            b->flame[oi] = t.v[c].n;
-            b->flame[oi].parent = po;
-            b->flame[oi].first_child = b->flame[oi].next_sibling = -1;
-            if (last < 0) b->flame[po].first_child = oi;
-            else b->flame[last].next_sibling = oi;
-            last = oi;
-            queue[qt++] = c;
-        }
-    }
-    b->nflame = no;
-    free(queue);
-    free(keep);
-    free(t.v);
-    return 0;
+/* The call tree of every site (calltree.c), and its pruned copy for the
+ * report's flame graph. */
+static int build_calltree(struct ml__built_s *b, const ml_build_opts_t *o) {
+    int64_t n = ml_calltree_build(b->sites, b->nsites, NULL, false, &b->tree);
+    if (n < 0) return (int)n;
+    b->ntree = (size_t)n;
+    return ml__calltree_prune(b->tree, b->ntree, o->flame_max_nodes, o->flame_min_fraction,
+                              &b->flame, &b->nflame);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -669,7 +500,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
 
     if ((rc = build_timeline(a, b)) < 0) goto out;
     if ((rc = build_threads(a, b)) < 0) goto out;
-    rc = build_flame(b, o);
+    rc = build_calltree(b, o);
 out:
     free(km.e);
     free(site_node);
@@ -765,7 +596,12 @@ size_t ml_analysis_threads(const ml_analysis_t *a, const ml_thread_stats_t **t) 
     return built(a)->nthreads;
 }
 
-size_t ml_analysis_flame(const ml_analysis_t *a, const ml_flame_node_t **n) {
+size_t ml_analysis_calltree(const ml_analysis_t *a, const ml_calltree_node_t **n) {
+    *n = built(a)->tree;
+    return built(a)->ntree;
+}
+
+size_t ml_analysis_flame(const ml_analysis_t *a, const ml_calltree_node_t **n) {
     *n = built(a)->flame;
     return built(a)->nflame;
 }

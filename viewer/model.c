@@ -136,7 +136,8 @@ struct ml_vmodel_s {
 
     /* call tree */
     bool bottom_up, tree_dirty;
-    ml_calltree_node_t *nodes;
+    const ml_calltree_node_t *nodes; /* the analysis' tree, or own_nodes */
+    ml_calltree_node_t *own_nodes;   /* a tree built for the filter or bottom-up */
     int64_t nnodes;
     uint64_t *node_key; /* path hash per node: keeps expansion across refreshes */
     keyset_t expanded;
@@ -569,6 +570,27 @@ static int src_gpu(ml_vmodel_t *m) {
     return 0;
 }
 
+/* The call tree of the last build: the analysis' own (ml_analysis_calltree)
+ * when every site is shown top-down, else one the analysis builds with the
+ * same merge key from the sites the filter keeps, or bottom-up, into
+ * m->own_nodes. Returns the node count, 0 or -ENOMEM. */
+static int64_t src_calltree(ml_vmodel_t *m) {
+    m->nodes = NULL;
+    if (!m->an_nsites) return 0;
+    if (!m->filter[0] && !m->bottom_up) {
+        size_t n = ml_analysis_calltree(m->an, &m->nodes);
+        return (int64_t)n;
+    }
+    bool *use = malloc(m->an_nsites * sizeof *use);
+    if (!use) return -ENOMEM;
+    for (size_t i = 0; i < m->an_nsites; i++)
+        use[i] = ml_vmodel_site_matches(m, &m->sites[m->by_build[i]]);
+    int64_t n = ml_calltree_build(m->an_sites, m->an_nsites, use, m->bottom_up, &m->own_nodes);
+    free(use);
+    m->nodes = m->own_nodes;
+    return n;
+}
+
 /* A snapshot of who holds the heap now (stacks: mapped to sites later). */
 static void src_snapshot(ml_vmodel_t *m, uint32_t time_ms) {
     if (m->nsnaps == SNAP_MAX) {
@@ -671,7 +693,7 @@ void ml_vmodel_free(ml_vmodel_t *m) {
         free(m->maps[i].cells);
     free(m->order);
     free(m->sugg_order);
-    free(m->nodes);
+    free(m->own_nodes);
     free(m->node_key);
     free(m->expanded.keys);
     free(m->rows);
@@ -1301,10 +1323,11 @@ uint32_t ml_vmodel_refresh_cost_ms(const ml_vmodel_t *m) {
 /* Call tree                                                                 */
 /* ------------------------------------------------------------------------- */
 
-/* The tree itself comes from the analysis (ml_calltree_build over the sites
- * that pass the filter); the model keeps which nodes are expanded, by a hash
- * of their path so that expansion survives live refreshes, and lists the
- * visible rows with children ordered by the sort key. */
+/* The tree itself comes from the analysis (src_calltree); the model keeps
+ * which nodes are expanded, by a hash of their path so that expansion
+ * survives live refreshes, and lists the visible rows with children ordered
+ * by the sort key. The analysis' root ("all") is not a row: the rows start
+ * with its children, at depth 0. */
 
 static bool keyset_has(const keyset_t *k, uint64_t key) {
     if (!k->cap) return false;
@@ -1350,38 +1373,35 @@ static void keyset_set(keyset_t *k, uint64_t key, bool on) {
     }
 }
 
+/* A node's identity along its path: the analysis' merge key (function,
+ * file, module), as text, so that it is the same in every build. */
 static uint64_t frame_ident(const ml_frame_t *f) {
-    if (f->function && f->function[0] != '[')
-        return hash_mix(hash_str(f->function), hash_str(f->module));
-    return hash_mix(0x5eed, f->address);
+    return hash_mix(hash_mix(hash_str(f->function), hash_str(f->file)), hash_str(f->module));
 }
 
 static void tree_build(ml_vmodel_t *m) {
-    free(m->nodes);
+    free(m->own_nodes);
     free(m->node_key);
+    m->own_nodes = NULL;
     m->nodes = NULL;
     m->node_key = NULL;
     m->nnodes = 0;
-    if (!m->an_nsites) return;
-    bool *use = malloc(m->an_nsites * sizeof *use);
-    if (!use) return;
-    for (size_t i = 0; i < m->an_nsites; i++)
-        use[i] = ml_vmodel_site_matches(m, &m->sites[m->by_build[i]]);
-    int64_t n = ml_calltree_build(m->an_sites, m->an_nsites, use, m->bottom_up, &m->nodes);
-    free(use);
+    ml_vmodel_lock(m);
+    int64_t n = src_calltree(m);
+    ml_vmodel_unlock(m);
     if (n <= 0) return;
     m->node_key = malloc((size_t)n * sizeof *m->node_key);
     if (!m->node_key) {
-        free(m->nodes);
+        free(m->own_nodes);
+        m->own_nodes = NULL;
         m->nodes = NULL;
         return;
     }
     /* Parents come before their children in the node array. */
-    for (int64_t i = 0; i < n; i++) {
+    m->node_key[0] = m->bottom_up ? 0xb0ull : 0x70ull;
+    for (int64_t i = 1; i < n; i++) {
         const ml_calltree_node_t *c = &m->nodes[i];
-        uint64_t k =
-            hash_mix(c->parent < 0 ? (m->bottom_up ? 0xb0ull : 0x70ull) : m->node_key[c->parent],
-                     frame_ident(c->frame));
+        uint64_t k = hash_mix(m->node_key[c->parent], frame_ident(c->frame));
         m->node_key[i] = k ? k : 1;
     }
     m->nnodes = n;
@@ -1414,7 +1434,7 @@ static void tree_emit(ml_vmodel_t *m, int32_t first) {
         m->rows = r;
         r = &m->rows[m->nrows++];
         r->node = (uint32_t)kids[i];
-        r->depth = t->depth;
+        r->depth = t->depth - 1;
         r->has_children = t->first_child >= 0;
         r->expanded = r->has_children && keyset_has(&m->expanded, m->node_key[kids[i]]);
         r->frame = t->frame;
@@ -1429,7 +1449,7 @@ static void tree_update(ml_vmodel_t *m) {
     if (!m->tree_dirty) return;
     tree_build(m);
     m->nrows = 0;
-    if (m->nnodes > 0) tree_emit(m, 0);
+    if (m->nnodes > 0) tree_emit(m, m->nodes[0].first_child);
     m->tree_dirty = false;
 }
 
@@ -1469,14 +1489,14 @@ void ml_vmodel_tree_toggle(ml_vmodel_t *m, uint32_t row, bool expand, bool all) 
         keyset_set(&m->expanded, m->node_key[node], expand);
     /* The node array stays; only the visible rows change. */
     m->nrows = 0;
-    if (m->nnodes > 0) tree_emit(m, 0);
+    if (m->nnodes > 0) tree_emit(m, m->nodes[0].first_child);
 }
 
 uint32_t ml_vmodel_tree_parent_row(ml_vmodel_t *m, uint32_t row) {
     tree_update(m);
     if (row >= m->nrows) return row;
     int32_t parent = m->nodes[m->rows[row].node].parent;
-    if (parent < 0) return row;
+    if (parent <= 0) return row; /* a child of the root: at the top */
     for (uint32_t i = row; i-- > 0;)
         if ((int32_t)m->rows[i].node == parent) return i;
     return row;

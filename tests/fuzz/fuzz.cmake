@@ -19,6 +19,8 @@ if(ML_FUZZ_OK)
       ${S}/analysis/analysis.c ${S}/analysis/sites.c ${S}/analysis/symbols.c ${S}/analysis/frag.c
       ${S}/analysis/suppress.c ${S}/analysis/diff.c ${S}/analysis/reach.c ${S}/analysis/gpu.c
       ${S}/analysis/snapshot.c)
+  # The call tree that build() makes (analysis/calltree.c).
+  list(APPEND ML_FUZZ_SRC ${S}/analysis/calltree.c)
   add_custom_command(
     OUTPUT ${CMAKE_BINARY_DIR}/fuzz_reader
     COMMAND ${ML_CLANG} -std=gnu11 -g -O1 -fno-omit-frame-pointer

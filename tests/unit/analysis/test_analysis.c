@@ -259,21 +259,21 @@ Test(analysis, flame_tree_sums_and_prunes, .init = setup, .fini = teardown) {
     alloc(0x10000, 1000000, 5);
     alloc(0x20000, 999, 6); /* below 0.1 % of every metric but calls: kept (50 % of calls) */
     build(NULL);
-    const ml_flame_node_t *f;
+    const ml_calltree_node_t *f;
     size_t k = ml_analysis_flame(A, &f);
     cr_assert_eq(k, 4, "all, [0x1000], two children");
-    cr_expect_str_eq(f[0].name, "all");
-    cr_expect_eq(f[0].alloc, 1000999);
-    cr_expect_eq(f[0].calls, 2);
+    cr_expect_str_eq(f[0].frame->function, "all");
+    cr_expect_eq(f[0].incl[ML_COST_ALLOCATED], 1000999);
+    cr_expect_eq(f[0].incl[ML_COST_CALLS], 2);
     cr_expect_eq(f[1].parent, 0);
-    cr_expect_str_eq(f[1].name, "[0x1000]");
-    cr_expect_eq(f[1].alloc, 1000999);
+    cr_expect_str_eq(f[1].frame->function, "[0x1000]");
+    cr_expect_eq(f[1].incl[ML_COST_ALLOCATED], 1000999);
     ml_build_opts_t o = {.no_symbols = true, .flame_max_nodes = 3};
     char err[256];
     cr_assert_eq(ml_analysis_build(A, &o, err, sizeof err), 0);
     k = ml_analysis_flame(A, &f);
     cr_expect_eq(k, 3);
-    cr_expect_str_eq(f[2].name, "[0x5000]", "the biggest child stays");
+    cr_expect_str_eq(f[2].frame->function, "[0x5000]", "the biggest child stays");
 }
 
 Test(analysis, suppression_patterns) {
@@ -414,8 +414,8 @@ Test(analysis, thousands_of_sites, .init = setup, .fini = teardown, .timeout = 3
     const ml_site_t *s = ml_analysis_sites(A, &n);
     cr_expect_eq(n, 6000);
     cr_expect_eq(s[0].peak_bytes, 6004, "ordered by peak: the largest first");
-    const ml_flame_node_t *f;
+    const ml_calltree_node_t *f;
     size_t k = ml_analysis_flame(A, &f);
     cr_expect_leq(k, 5000);
-    cr_expect_eq(f[0].alloc, ml_analysis_totals(A)->bytes_allocated);
+    cr_expect_eq(f[0].incl[ML_COST_ALLOCATED], ml_analysis_totals(A)->bytes_allocated);
 }
