@@ -1094,19 +1094,3 @@ int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {
     *out = v;
     return (int64_t)n;
 }
-
-const char *ml_fmt_bytes(uint64_t b, char *buf, size_t len) {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    if (b < 1024) {
-        snprintf(buf, len, "%llu B", (unsigned long long)b);
-        return buf;
-    }
-    double v = (double)b;
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, len, "%.1f %s", v, units[u]);
-    return buf;
-}

@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ml_trace_io.h"
+#include "ml_util.h" /* ml_fmt_bytes, for the tools that print these numbers */
 
 typedef struct {
     uint64_t alloc_calls, free_calls, realloc_calls, bytes_allocated, temporary_allocs;
@@ -113,9 +114,6 @@ bool ml_analysis_from_snapshot(const ml_analysis_t *a);
 const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a);
 
 void ml_analysis_free(ml_analysis_t *a);
-
-/** Formats a byte count as "12.3 MiB" into buf. */
-const char *ml_fmt_bytes(uint64_t bytes, char *buf, size_t len);
 
 /* ------------------------------------------------------------------------- */
 /* Live blocks (the collector's exit-time reachability scan)                 */
