@@ -4,6 +4,7 @@
 #define ML_ANALYSIS_INTERNAL_H
 
 #include "ml_analysis.h"
+#include "snap_codec.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -312,45 +313,6 @@ void ml__sort_blocks(ml__block_t *b, uint64_t n);
 void ml__sort_fblocks(ml__fblock_t *b, uint64_t n);
 void ml__sort_blocks_with(ml__block_t *b, uint64_t n, ml__block_t *scratch);
 void ml__sort_fblocks_with(ml__fblock_t *b, uint64_t n, ml__fblock_t *scratch);
-
-/* ------------------------------------------------------------------------- */
-/* Snapshot encoding (snapshot.c), shared with gpu.c for its own state      */
-/* ------------------------------------------------------------------------- */
-
-/* Writing: a growing buffer; out of memory sets `oom` and later puts do
- * nothing, so a writer checks once at the end. LEB128 varints (zig-zag for
- * signed values), doubles as their 64 bits, byte strings length first. */
-typedef struct {
-    uint8_t *p;
-    size_t len, cap;
-    bool oom;
-} ml__obuf_t;
-
-void ml__put_u(ml__obuf_t *b, uint64_t v);
-void ml__put_s(ml__obuf_t *b, int64_t v);
-void ml__put_d(ml__obuf_t *b, double d);
-void ml__put_bytes(ml__obuf_t *b, const void *s, size_t n);
-
-/* Reading: every get checks the bytes left; the first failed check marks
- * the buffer bad (with its reason in `why`) and later gets return 0. */
-typedef struct {
-    const uint8_t *p;
-    size_t len, pos;
-    bool bad;
-    const char *why; /* the first check that failed */
-} ml__ibuf_t;
-
-/* Marks b bad for `why` (the first reason stays); returns false. */
-bool ml__snap_bad(ml__ibuf_t *b, const char *why);
-uint64_t ml__get_u(ml__ibuf_t *b);
-/* An unsigned value that must be at most max (bad, and 0, otherwise). */
-uint64_t ml__get_max(ml__ibuf_t *b, uint64_t max, const char *what);
-int64_t ml__get_s(ml__ibuf_t *b);
-double ml__get_d(ml__ibuf_t *b);
-/* A count of items that take at least `min_bytes` each in the snapshot:
- * never more than the bytes left could hold, so that a corrupt count cannot
- * make the reader ask for memory. */
-uint64_t ml__get_count(ml__ibuf_t *b, size_t min_bytes, const char *what);
 
 /* gpu.c: the GPU state of a session (ml_gpu_t) in a snapshot. Save returns
  * 0, -ENOMEM (b->oom), or -ENOTSUP for a state it cannot restore exactly.

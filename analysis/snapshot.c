@@ -12,8 +12,8 @@
  * peak: millions in some programs) are not saved; their fragmentation is
  * computed here, as build() would, and saved instead.
  *
- * Encoding: LEB128 varints (zig-zag for signed values), doubles as their 64
- * bits, strings as length + bytes. Live blocks go by address, with each
+ * Encoding (snap_codec.h): LEB128 varints (zig-zag for signed values),
+ * doubles as their 64 bits, strings as length + bytes. Live blocks go by address, with each
  * block's map slot, so a restored map iterates in the same order as the
  * collector's and the reports built from either are byte for byte the same
  * (tests/e2e/test_snapshot.c compares them). Everything read is checked -- counts against the bytes
@@ -21,7 +21,7 @@
  * (the caller then replays the records), never trusted.
  *
  * GPU records: gpu.c saves and restores its own state (ml__gpu_save,
- * ml__gpu_restore) with these primitives, after the warnings.
+ * ml__gpu_restore) with the same codec, after the warnings.
  *
  * Not saved: the page map (only the counters: a restored session is
  * finished and is not fed again), per-thread realloc stashes.
@@ -44,54 +44,6 @@
 /* ------------------------------------------------------------------------- */
 /* Writing                                                                   */
 /* ------------------------------------------------------------------------- */
-
-static bool room(ml__obuf_t *b, size_t more) {
-    if (b->oom) return false;
-    if (b->len + more <= b->cap) return true;
-    size_t cap = b->cap ? b->cap * 2 : 65536;
-    while (cap < b->len + more) cap *= 2;
-    uint8_t *p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-void ml__put_u(ml__obuf_t *b, uint64_t v) {
-    if (!room(b, 10)) return;
-    while (v >= 0x80) {
-        b->p[b->len++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b->p[b->len++] = (uint8_t)v;
-}
-
-void ml__put_s(ml__obuf_t *b, int64_t v) {
-    ml__put_u(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
-}
-
-void ml__put_d(ml__obuf_t *b, double d) {
-    uint64_t v;
-    memcpy(&v, &d, sizeof v);
-    if (!room(b, 8)) return;
-    for (int i = 0; i < 8; i++) b->p[b->len++] = (uint8_t)(v >> (8 * i));
-}
-
-void ml__put_bytes(ml__obuf_t *b, const void *s, size_t n) {
-    ml__put_u(b, n);
-    if (n && room(b, n)) {
-        memcpy(b->p + b->len, s, n);
-        b->len += n;
-    }
-}
-
-static void put_str(ml__obuf_t *b, const char *s) {
-    s = s ? s : "";
-    ml__put_bytes(b, s, strlen(s));
-}
 
 /* A block without its address (the caller writes it). */
 static void put_block(ml__obuf_t *b, const ml__block_t *e) {
@@ -318,16 +270,16 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
     ml__put_u(&b, q->sample_bytes);
     ml__put_u(&b, q->unwinder);
     ml__put_u(&b, q->depth);
-    put_str(&b, q->exe);
-    put_str(&b, q->parent_trace);
-    put_str(&b, q->producer);
+    ml__put_str(&b, q->exe);
+    ml__put_str(&b, q->parent_trace);
+    ml__put_str(&b, q->producer);
     ml__put_u(&b, q->argc);
-    for (uint32_t i = 0; i < q->argc; i++) put_str(&b, q->argv[i]);
+    for (uint32_t i = 0; i < q->argc; i++) ml__put_str(&b, q->argv[i]);
 
     ml__put_u(&b, a->nmods);
     for (uint32_t i = 0; i < a->nmods; i++) {
         const ml__module_t *m = &a->mods[i];
-        put_str(&b, m->path);
+        ml__put_str(&b, m->path);
         ml__put_u(&b, m->base);
         ml__put_u(&b, m->lo);
         ml__put_u(&b, m->hi);
@@ -418,7 +370,7 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
         ml__put_u(&b, th->seen);
         if (!th->seen) continue;
         ml__put_u(&b, th->tid);
-        put_str(&b, th->name);
+        ml__put_str(&b, th->name);
         ml__put_u(&b, th->alloc_calls);
         ml__put_u(&b, th->bytes_allocated);
         ml__put_u(&b, th->free_calls);
@@ -435,7 +387,7 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
     ml__put_u(&b, a->scan.scan_duration_us);
 
     ml__put_u(&b, a->nwarn);
-    for (size_t i = 0; i < a->nwarn; i++) put_str(&b, a->warn[i]);
+    for (size_t i = 0; i < a->nwarn; i++) ml__put_str(&b, a->warn[i]);
     ml__put_u(&b, a->gpu != NULL);
     int rc = a->gpu ? ml__gpu_save(a->gpu, &b) : 0;
     ml__put_u(&b, SNAP_MAGIC); /* the end: the reader checks that it got here */
@@ -453,65 +405,6 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
 /* ------------------------------------------------------------------------- */
 /* Reading                                                                   */
 /* ------------------------------------------------------------------------- */
-
-bool ml__snap_bad(ml__ibuf_t *b, const char *why) {
-    if (!b->bad) b->why = why;
-    b->bad = true;
-    return false;
-}
-
-uint64_t ml__get_u(ml__ibuf_t *b) {
-    uint64_t x = 0;
-    for (unsigned shift = 0; shift < 64 && !b->bad; shift += 7) {
-        if (b->pos >= b->len) return ml__snap_bad(b, "it ends early"), 0;
-        uint8_t c = b->p[b->pos++];
-        x |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) return x;
-    }
-    ml__snap_bad(b, "a number is too long");
-    return 0;
-}
-
-/* An unsigned value that must be at most max. */
-uint64_t ml__get_max(ml__ibuf_t *b, uint64_t max, const char *what) {
-    uint64_t v = ml__get_u(b);
-    if (v > max) ml__snap_bad(b, what);
-    return v > max ? 0 : v;
-}
-
-int64_t ml__get_s(ml__ibuf_t *b) {
-    uint64_t v = ml__get_u(b);
-    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-}
-
-double ml__get_d(ml__ibuf_t *b) {
-    if (b->bad || b->len - b->pos < 8) return ml__snap_bad(b, "it ends early"), 0.0;
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)b->p[b->pos++] << (8 * i);
-    double d;
-    memcpy(&d, &v, sizeof d);
-    return d;
-}
-
-/* A count of items that take at least `min_bytes` each: never more than
- * the bytes left could hold, so a corrupt count cannot ask for memory. */
-uint64_t ml__get_count(ml__ibuf_t *b, size_t min_bytes, const char *what) {
-    uint64_t n = ml__get_u(b);
-    if (!b->bad && n > (b->len - b->pos) / min_bytes) return ml__snap_bad(b, what), 0;
-    return b->bad ? 0 : n;
-}
-
-/* A malloc'd NUL-terminated copy (or NULL on failure, marked bad). */
-static char *get_str(ml__ibuf_t *b) {
-    uint64_t n = ml__get_count(b, 1, "a string is longer than the snapshot");
-    if (b->bad) return NULL;
-    char *s = malloc(n + 1);
-    if (!s) return ml__snap_bad(b, "out of memory"), NULL;
-    memcpy(s, b->p + b->pos, n);
-    s[n] = '\0';
-    b->pos += n;
-    return s;
-}
 
 static void get_block(ml__ibuf_t *b, ml__block_t *e, uint32_t nstats) {
     e->size = ml__get_max(b, (1ull << 62) - 1, "a block size is out of range");
@@ -673,11 +566,11 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     q->unwinder = (uint32_t)ml__get_max(b, UINT32_MAX, "bad unwinder");
     q->depth = (uint32_t)ml__get_max(b, UINT32_MAX, "bad depth");
     char **s = a->proc_strings;
-    s[0] = get_str(b);
-    s[1] = get_str(b);
-    s[2] = get_str(b);
+    s[0] = ml__get_str(b);
+    s[1] = ml__get_str(b);
+    s[2] = ml__get_str(b);
     q->argc = (uint32_t)ml__get_max(b, ML_MAX_ARGS, "too many arguments");
-    for (uint32_t i = 0; i < q->argc && !b->bad; i++) s[4 + i] = get_str(b);
+    for (uint32_t i = 0; i < q->argc && !b->bad; i++) s[4 + i] = ml__get_str(b);
     if (b->bad) return;
     q->exe = s[0];
     q->parent_trace = s[1];
@@ -694,7 +587,7 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     }
     for (uint64_t i = 0; i < nmods && !b->bad; i++) {
         ml__module_t *m = &a->mods[a->nmods++];
-        m->path = get_str(b);
+        m->path = ml__get_str(b);
         m->base = ml__get_u(b);
         m->lo = ml__get_u(b);
         m->hi = ml__get_u(b);
@@ -824,7 +717,7 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
         th->seen = ml__get_max(b, 1, "bad flag");
         if (!th->seen) continue;
         th->tid = (uint32_t)ml__get_max(b, UINT32_MAX, "bad tid");
-        th->name = get_str(b);
+        th->name = ml__get_str(b);
         th->alloc_calls = ml__get_u(b);
         th->bytes_allocated = ml__get_u(b);
         th->free_calls = ml__get_u(b);
@@ -844,7 +737,7 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
 
     uint64_t nwarn = ml__get_count(b, 1, "more warnings than the snapshot holds");
     for (uint64_t i = 0; i < nwarn && !b->bad; i++) {
-        char *w = get_str(b);
+        char *w = ml__get_str(b);
         if (w) {
             ml__warn(a, "%s", w);
             free(w);
