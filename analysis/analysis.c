@@ -25,7 +25,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis_internal.h"
-#include "ml_gpu.h"
+#include "gpu_internal.h" /* ml__gpu_feed, ml__gpu_free */
 
 #include <errno.h>
 #include <math.h>
@@ -262,7 +262,7 @@ int ml_analysis_new_light(ml_analysis_t **out) {
 
 void ml_analysis_free(ml_analysis_t *a) {
     if (!a) return;
-    ml_gpu_free(a->gpu);
+    ml__gpu_free(a->gpu);
     if (a->b) {
         ml__built_free(a->b);
         free(a->b);
@@ -880,7 +880,7 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     ml_totals_t *t = &a->t;
     t->records++;
     if (r->time_ms > t->last_time_ms) t->last_time_ms = r->time_ms;
-    if (r->tag >= ML_T_GPU_ALLOC) ml_gpu_feed(&a->gpu, r, t); /* only GPU records concern it */
+    if (r->tag >= ML_T_GPU_ALLOC) ml__gpu_feed(&a->gpu, r, t); /* only GPU records concern it */
     switch (r->tag) {
     case ML_T_PROCESS:
         on_process(a, r);
@@ -937,7 +937,7 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     case ML_T_PROC_EXIT:
         t->exited = true;
         break;
-    case ML_T_GPU_ALLOC: /* counted by ml_gpu_feed above; the timeline shows gpu_bytes */
+    case ML_T_GPU_ALLOC: /* counted by ml__gpu_feed above; the timeline shows gpu_bytes */
     case ML_T_GPU_FREE:
         tl_update(a, r->time_ms);
         break;

@@ -314,11 +314,4 @@ void ml__sort_fblocks(ml__fblock_t *b, uint64_t n);
 void ml__sort_blocks_with(ml__block_t *b, uint64_t n, ml__block_t *scratch);
 void ml__sort_fblocks_with(ml__fblock_t *b, uint64_t n, ml__fblock_t *scratch);
 
-/* gpu.c: the GPU state of a session (ml_gpu_t) in a snapshot. Save returns
- * 0, -ENOMEM (b->oom), or -ENOTSUP for a state it cannot restore exactly.
- * Restore allocates *g; on damaged bytes it marks b bad, frees what it built
- * and leaves *g NULL. */
-int ml__gpu_save(const struct ml_gpu_s *g, ml__obuf_t *b);
-void ml__gpu_restore(struct ml_gpu_s **g, ml__ibuf_t *b);
-
 #endif

@@ -1,8 +1,8 @@
 /* ml_gpu.h - GPU memory analysis: what the CUPTI collector's records say.
  *
  * High-level; may allocate. Part of the analysis library: ml_analysis_feed()
- * hands every record to ml_gpu_feed(), which ignores everything but the GPU
- * records (ML_T_GPU_ALLOC / ML_T_GPU_FREE / ML_T_GPU_POOL, docs/gpu.md) and costs nothing for
+ * hands every record to the GPU analysis (analysis/gpu.c), which ignores
+ * everything but the GPU records (ML_T_GPU_ALLOC / ML_T_GPU_FREE / ML_T_GPU_POOL, docs/gpu.md) and costs nothing for
  * traces without them (no state is allocated until the first GPU record).
  * Memory is proportional to the live GPU allocations and the distinct
  * (device, stack, kind) sites, never to the trace length.
@@ -36,15 +36,6 @@
 #include "ml_analysis.h"
 
 typedef struct ml_gpu_s ml_gpu_t;
-
-/** Consumes one record (any tag). Allocates *g at the first GPU record.
- * When `t` is given, keeps t->gpu_bytes / t->peak_gpu_bytes (device bytes,
- * all devices) current for the heap timeline. Out of memory drops the record
- * and counts it (ml_gpu_summary_t.dropped). */
-void ml_gpu_feed(ml_gpu_t **g, const ml_record_t *r, ml_totals_t *t);
-
-/** Frees the state (NULL is fine). */
-void ml_gpu_free(ml_gpu_t *g);
 
 /** The GPU state of an analysis session, NULL when its trace has no GPU
  * records. Valid until the session is fed again or freed. */

@@ -20,7 +20,7 @@
  * left, indexes against their tables -- so a damaged snapshot is refused
  * (the caller then replays the records), never trusted.
  *
- * GPU records: gpu.c saves and restores its own state (ml__gpu_save,
+ * GPU records: gpu_snapshot.c saves and restores its own state (ml__gpu_save,
  * ml__gpu_restore) with the same codec, after the warnings.
  *
  * Not saved: the page map (only the counters: a restored session is
@@ -28,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis_internal.h"
+#include "gpu_internal.h" /* ml__gpu_save, ml__gpu_restore */
 
 #include <errno.h>
 #include <pthread.h>
