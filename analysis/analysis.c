@@ -25,7 +25,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis_internal.h"
-#include "gpu_internal.h" /* ml__gpu_feed, ml__gpu_free */
+#include "gpu_internal.h" /* ml__gpu_feed */
 
 #include <errno.h>
 #include <math.h>
@@ -202,7 +202,7 @@ static uint64_t page_waste(const ml_analysis_t *a) {
 }
 
 /* ------------------------------------------------------------------------- */
-/* Session                                                                   */
+/* Warnings and accessors                                                    */
 /* ------------------------------------------------------------------------- */
 
 void ml__warn(ml_analysis_t *a, const char *fmt, ...) {
@@ -228,73 +228,6 @@ void ml__warn(ml_analysis_t *a, const char *fmt, ...) {
 size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **w) {
     *w = (const char *const *)a->warn;
     return a->nwarn;
-}
-
-int ml_analysis_new(ml_analysis_t **out) {
-    ml_analysis_t *a = calloc(1, sizeof *a);
-    if (!a) return -ENOMEM;
-    a->realloc_stash = calloc(ML__MAX_THREADS, sizeof *a->realloc_stash);
-    a->stats = calloc(16, sizeof *a->stats);
-    if (!a->realloc_stash || !a->stats) {
-        free(a->realloc_stash);
-        free(a->stats);
-        free(a);
-        return -ENOMEM;
-    }
-    a->stats_cap = 16;
-    a->nstats = 1; /* stats[0]: allocations without a usable stack */
-    a->stats[0].min_size = UINT64_MAX;
-    a->page_size = 4096;
-    a->proc.page_size = 4096;
-    a->proc.exe = a->proc.parent_trace = a->proc.producer = "";
-    a->tl_width = 1;
-    a->hist.size_first = 3;
-    a->hist.size_last = 3;
-    *out = a;
-    return 0;
-}
-
-int ml_analysis_new_light(ml_analysis_t **out) {
-    int rc = ml_analysis_new(out);
-    if (rc == 0) (*out)->light = true;
-    return rc;
-}
-
-void ml_analysis_free(ml_analysis_t *a) {
-    if (!a) return;
-    ml__gpu_free(a->gpu);
-    if (a->b) {
-        ml__built_free(a->b);
-        free(a->b);
-    }
-    ml__sym_free(a->sym);
-    free(a->heap.e);
-    free(a->maps.e);
-    free(a->realloc_stash);
-    free(a->node_parent);
-    free(a->node_pc);
-    free(a->node_module);
-    free(a->node_stat);
-    free(a->stats);
-    for (uint32_t i = 0; i < a->nmods; i++) {
-        free(a->mods[i].path);
-        free(a->mods[i].build_id);
-    }
-    free(a->mods);
-    free(a->loaded_sorted);
-    for (int i = 0; i < 2; i++) {
-        free(a->mom[i].grave);
-        free(a->snap_cells[i]);
-    }
-    for (uint64_t i = 0; i < a->pages.cap; i++) free(a->pages.e[i].cnt);
-    free(a->pages.e);
-    for (uint32_t i = 0; i < a->nthreads; i++) free(a->threads[i].name);
-    free(a->threads);
-    for (size_t i = 0; i < sizeof a->proc_strings / sizeof a->proc_strings[0]; i++)
-        free(a->proc_strings[i]);
-    for (size_t i = 0; i < a->nwarn; i++) free(a->warn[i]);
-    free(a->warn);
-    free(a);
 }
 
 void ml_analysis_prefetch(const ml_analysis_t *a, uint64_t ptr) {
@@ -961,71 +894,6 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     default:
         break;
     }
-}
-
-/* ------------------------------------------------------------------------- */
-/* Loading                                                                   */
-/* ------------------------------------------------------------------------- */
-
-/* Restores the trace's snapshot into the fresh session `a`. True when it
- * did; false (with a warning when the snapshot is there but unusable) when
- * the records must be replayed. */
-static bool load_snapshot(ml_analysis_t *a, ml_reader_t *r, const char *path) {
-    void *data;
-    size_t len;
-    uint32_t version = 0;
-    int rc = ml_reader_snapshot(r, &data, &len, &version);
-    if (rc == -ENOENT) return false;
-    if (rc < 0) {
-        ml__warn(a, "%s: %s; the records were replayed instead", path, ml_reader_error(r));
-        return false;
-    }
-    char err[256];
-    /* Another memlens' snapshot (a newer one, or one older than we read):
-     * replay. Snapshots carry their layout, so restore reads each version
-     * it knows. */
-    bool ok = version >= ML_ANALYSIS_SNAPSHOT_OLDEST && version <= ML_ANALYSIS_SNAPSHOT_VERSION;
-    if (ok && ml_analysis_restore(a, data, len, err, sizeof err) < 0) {
-        ml__warn(a, "%s: %s; the records were replayed instead", path, err);
-        ok = false;
-    }
-    free(data);
-    if (ok) a->from_snapshot = true;
-    return ok;
-}
-
-bool ml_analysis_from_snapshot(const ml_analysis_t *a) {
-    return a->from_snapshot;
-}
-
-int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char *err,
-                        size_t errlen) {
-    ml_reader_t *r;
-    int rc = ml_reader_open(path, &r, err, errlen);
-    if (rc < 0) return rc;
-    if ((flags & ML_LOAD_SNAPSHOT) && a->t.records == 0 && !a->light && load_snapshot(a, r, path)) {
-        ml_reader_close(r);
-        return 0;
-    }
-    ml_progress_t progress;
-    ml_progress_start(&progress, r, "reading", path);
-    progress.on = progress.on && (flags & ML_LOAD_PROGRESS);
-    ml_record_t rec;
-    while ((rc = ml_reader_next(r, &rec)) > 0) {
-        ml_analysis_feed(a, &rec);
-        ml_progress_tick(&progress);
-    }
-    ml_progress_end(&progress);
-    if (rc < 0) snprintf(err, errlen, "%s: %s", path, ml_reader_error(r));
-    a->t.truncated = ml_reader_truncated(r);
-    if (a->t.truncated)
-        ml__warn(a, "the trace ends early (the collector was stopped?): what it holds is reported");
-    ml_reader_close(r);
-    return rc < 0 ? rc : 0;
-}
-
-int ml_analysis_load(ml_analysis_t *a, const char *path, char *err, size_t errlen) {
-    return ml_analysis_load_ex(a, path, 0, err, errlen);
 }
 
 static int cmp_live(const void *x, const void *y) {
