@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include "analysis_internal.h"
 #include "gpu_internal.h" /* ml__gpu_feed */
+#include "ml_map.h"
 
 #include <errno.h>
 #include <math.h>
@@ -36,67 +37,6 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------- */
-/* Live block map: open addressing on the block address                      */
-/* ------------------------------------------------------------------------- */
-
-static inline uint64_t hash_u64(uint64_t p) {
-    p ^= p >> 33;
-    p *= 0xff51afd7ed558ccdull;
-    p ^= p >> 33;
-    return p;
-}
-
-static int map_grow(ml__block_map_t *m) {
-    uint64_t ncap = m->cap ? m->cap * 2 : 1024;
-    ml__block_t *n = calloc(ncap, sizeof *n);
-    if (!n) return -ENOMEM;
-    for (uint64_t i = 0; i < m->cap; i++) {
-        if (!m->e[i].ptr) continue;
-        uint64_t j = hash_u64(m->e[i].ptr) & (ncap - 1);
-        while (n[j].ptr) j = (j + 1) & (ncap - 1);
-        n[j] = m->e[i];
-    }
-    free(m->e);
-    m->e = n;
-    m->cap = ncap;
-    return 0;
-}
-
-static ml__block_t *map_find(const ml__block_map_t *m, uint64_t ptr) {
-    if (!m->cap || !ptr) return NULL;
-    for (uint64_t i = hash_u64(ptr) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        if (m->e[i].ptr == ptr) return &m->e[i];
-        if (!m->e[i].ptr) return NULL;
-    }
-}
-
-/* Inserts, or returns the existing entry with the same address in *old. */
-static ml__block_t *map_slot(ml__block_map_t *m, uint64_t ptr, bool *existed) {
-    *existed = false;
-    if ((m->count + 1) * 4 > m->cap * 3 && map_grow(m) < 0) return NULL;
-    uint64_t i = hash_u64(ptr) & (m->cap - 1);
-    while (m->e[i].ptr && m->e[i].ptr != ptr) i = (i + 1) & (m->cap - 1);
-    if (m->e[i].ptr) *existed = true;
-    else m->count++;
-    return &m->e[i];
-}
-
-static void map_remove(ml__block_map_t *m, ml__block_t *e) {
-    uint64_t mask = m->cap - 1;
-    uint64_t i = (uint64_t)(e - m->e);
-    m->count--;
-    /* Backward-shift deletion keeps probe chains intact without tombstones. */
-    for (uint64_t j = (i + 1) & mask; m->e[j].ptr; j = (j + 1) & mask) {
-        uint64_t home = hash_u64(m->e[j].ptr) & mask;
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            m->e[i] = m->e[j];
-            i = j;
-        }
-    }
-    m->e[i].ptr = 0;
-}
-
-/* ------------------------------------------------------------------------- */
 /* Page map                                                                  */
 /*                                                                           */
 /* "Pages holding at least one live block" is kept exact at every event: a  */
@@ -105,56 +45,28 @@ static void map_remove(ml__block_map_t *m, ml__block_t *e) {
 /* can touch them, and they are only counted (`interior`).                   */
 /* ------------------------------------------------------------------------- */
 
-static int regions_grow(ml__page_map_t *m) {
-    uint64_t ncap = m->cap ? m->cap * 2 : 64;
-    ml__region_t *n = calloc(ncap, sizeof *n);
-    if (!n) return -ENOMEM;
-    for (uint64_t i = 0; i < m->cap; i++) {
-        if (!m->e[i].key) continue;
-        uint64_t j = hash_u64(m->e[i].key) & (ncap - 1);
-        while (n[j].key) j = (j + 1) & (ncap - 1);
-        n[j] = m->e[i];
-    }
-    free(m->e);
-    m->e = n;
-    m->cap = ncap;
-    m->last = NULL;
-    return 0;
-}
+ML_MAP_TYPED(regions, ml__region_t, 64)
 
 static ml__region_t *region_get(ml__page_map_t *m, uint64_t key, bool create) {
     if (m->last && m->last->key == key) return m->last;
-    if (m->cap) {
-        for (uint64_t i = hash_u64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-            if (m->e[i].key == key) return m->last = &m->e[i];
-            if (!m->e[i].key) break;
-        }
-    }
+    ml__region_t *r = regions_find(&m->map, key);
+    if (r) return m->last = r;
     if (!create) return NULL;
-    if ((m->count + 1) * 2 > m->cap && regions_grow(m) < 0) return NULL;
     uint32_t *cnt = calloc(ML__REGION_PAGES, sizeof *cnt);
     if (!cnt) return NULL;
-    uint64_t i = hash_u64(key) & (m->cap - 1);
-    while (m->e[i].key) i = (i + 1) & (m->cap - 1);
-    m->e[i] = (ml__region_t){key, cnt, 0};
-    m->count++;
-    return m->last = &m->e[i];
+    bool existed;
+    r = regions_put(&m->map, key, &existed); /* may move every region: `last` is set anew */
+    if (!r) {
+        free(cnt);
+        return NULL;
+    }
+    r->cnt = cnt;
+    return m->last = r;
 }
 
 static void region_drop(ml__page_map_t *m, ml__region_t *e) {
-    uint64_t mask = m->cap - 1;
-    uint64_t i = (uint64_t)(e - m->e);
     free(e->cnt);
-    m->count--;
-    for (uint64_t j = (i + 1) & mask; m->e[j].key; j = (j + 1) & mask) {
-        uint64_t home = hash_u64(m->e[j].key) & mask;
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            m->e[i] = m->e[j];
-            i = j;
-        }
-    }
-    m->e[i].key = 0;
-    m->e[i].cnt = NULL;
+    regions_remove(&m->map, e);
     m->last = NULL;
 }
 
@@ -231,7 +143,7 @@ size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **w) {
 }
 
 void ml_analysis_prefetch(const ml_analysis_t *a, uint64_t ptr) {
-    if (a->heap.cap) __builtin_prefetch(&a->heap.e[hash_u64(ptr) & (a->heap.cap - 1)], 1);
+    ml__blocks_prefetch(&a->heap, ptr);
 }
 
 const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a) {
@@ -556,7 +468,7 @@ static void block_gone(ml_analysis_t *a, ml__block_t *e, uint32_t time_ms, bool 
 /* The light session's bookkeeping: the live map, totals and the peak. */
 static void heap_add_light(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
     bool existed;
-    ml__block_t *e = map_slot(&a->heap, b->ptr, &existed);
+    ml__block_t *e = ml__blocks_put(&a->heap, b->ptr, &existed);
     if (!e) return;
     if (existed) {
         a->t.heap_bytes -= e->size;
@@ -578,7 +490,7 @@ static void heap_add(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
         return;
     }
     bool existed;
-    ml__block_t *e = map_slot(&a->heap, b->ptr, &existed);
+    ml__block_t *e = ml__blocks_put(&a->heap, b->ptr, &existed);
     if (!e) return;
     if (existed) block_gone(a, e, time_ms, false); /* a missed free: replace */
     *e = *b;
@@ -681,7 +593,7 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
         t->calls_by_kind[ML_KIND_FREE]++;
         if (th) th->free_calls++;
     }
-    ml__block_t *e = map_find(&a->heap, r->u.alloc.ptr);
+    ml__block_t *e = ml__blocks_find(&a->heap, r->u.alloc.ptr);
     if (!e) {
         t->unknown_frees++;
         return;
@@ -697,11 +609,11 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
     if (a->light) {
         a->t.heap_bytes -= e->size;
         a->t.heap_blocks--;
-        map_remove(&a->heap, e);
+        ml__blocks_remove(&a->heap, e);
         return;
     }
     block_gone(a, e, r->time_ms, true);
-    map_remove(&a->heap, e);
+    ml__blocks_remove(&a->heap, e);
     worst_check(a, r->time_ms);
     tl_update(a, r->time_ms);
 }
@@ -735,7 +647,7 @@ static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
         t->calls_by_kind[ML_KIND_MREMAP]++;
     }
     bool existed;
-    ml__block_t *e = map_slot(&a->maps, r->u.alloc.ptr ? r->u.alloc.ptr : 1, &existed);
+    ml__block_t *e = ml__blocks_put(&a->maps, r->u.alloc.ptr ? r->u.alloc.ptr : 1, &existed);
     if (e) {
         if (existed) t->mmap_bytes -= e->size;
         uint64_t size = r->u.alloc.size & ((1ull << 62) - 1);
@@ -755,19 +667,19 @@ static void on_munmap(ml_analysis_t *a, const ml_record_t *r) {
     }
     /* Exact unmaps of a recorded mapping; a partial unmap shrinks it from
      * the front or the back. Unmaps of file mappings are not ours. */
-    ml__block_t *e = map_find(&a->maps, r->u.alloc.ptr);
+    ml__block_t *e = ml__blocks_find(&a->maps, r->u.alloc.ptr);
     if (!e) return;
     if (r->u.alloc.size >= e->size) {
         t->mmap_bytes -= e->size;
-        map_remove(&a->maps, e);
+        ml__blocks_remove(&a->maps, e);
     } else {
         ml__block_t rest = *e;
         t->mmap_bytes -= r->u.alloc.size;
         rest.ptr += r->u.alloc.size;
         rest.size -= r->u.alloc.size;
-        map_remove(&a->maps, e);
+        ml__blocks_remove(&a->maps, e);
         bool existed;
-        ml__block_t *n = map_slot(&a->maps, rest.ptr, &existed);
+        ml__block_t *n = ml__blocks_put(&a->maps, rest.ptr, &existed);
         if (n) {
             if (existed) t->mmap_bytes -= n->size;
             *n = rest;
@@ -875,7 +787,7 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
         tl_update(a, r->time_ms);
         break;
     case ML_T_BLOCK_REACH: {
-        ml__block_t *e = map_find(&a->heap, r->u.block_reach.ptr);
+        ml__block_t *e = ml__blocks_find(&a->heap, r->u.block_reach.ptr);
         if (e) e->reach = r->u.block_reach.reach & 3;
         break;
     }
@@ -956,8 +868,9 @@ int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {
     ml_live_block_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
     if (!v) return -ENOMEM;
     uint64_t n = 0;
+    const ml__block_t *e = ml__blocks_entries(&a->heap);
     for (uint64_t i = 0; i < a->heap.cap; i++)
-        if (a->heap.e[i].ptr) v[n++] = (ml_live_block_t){a->heap.e[i].ptr, a->heap.e[i].size};
+        if (e[i].ptr) v[n++] = (ml_live_block_t){e[i].ptr, e[i].size};
     qsort(v, n, sizeof *v, cmp_live);
     *out = v;
     return (int64_t)n;

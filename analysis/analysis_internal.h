@@ -4,6 +4,7 @@
 #define ML_ANALYSIS_INTERNAL_H
 
 #include "ml_analysis.h"
+#include "ml_map.h"
 #include "snap_codec.h"
 
 #include <stdbool.h>
@@ -27,10 +28,10 @@ typedef struct {
 
 #define ML__SLACK_UNKNOWN 0xffffu
 
-typedef struct {
-    ml__block_t *e;
-    uint64_t cap, count;
-} ml__block_map_t;
+/* The live block maps (a->heap, a->maps): entries keyed by address, in the
+ * analysis layer's one map (ml_map.h). The snapshot saves each block's slot,
+ * so this map's hash and growth are part of the snapshot format. */
+ML_MAP_TYPED(ml__blocks, ml__block_t, 1024)
 
 /* ------------------------------------------------------------------------- */
 /* Stacks                                                                    */
@@ -105,8 +106,7 @@ typedef struct {
 } ml__region_t;
 
 typedef struct {
-    ml__region_t *e;
-    uint64_t cap, count;
+    ml_map_t map;       /* ml__region_t by key */
     ml__region_t *last; /* the region used last (most events hit it again) */
     uint64_t nonzero;   /* edge pages with a non-zero count */
     uint64_t interior;  /* pages entirely inside one live block (never shared) */
@@ -165,8 +165,8 @@ typedef struct {
 
 struct ml_analysis_s {
     ml_totals_t t;
-    ml__block_map_t heap;
-    ml__block_map_t maps;
+    ml_map_t heap; /* ml__block_t: live heap blocks */
+    ml_map_t maps; /* ml__block_t: live anonymous mappings */
     uint64_t last_alloc_ptr; /* for temporary allocations */
     bool last_alloc_live;
     /* realloc: the block freed just before, per thread, restored on failure */

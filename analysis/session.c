@@ -48,8 +48,8 @@ void ml_analysis_free(ml_analysis_t *a) {
         free(a->b);
     }
     ml__sym_free(a->sym);
-    free(a->heap.e);
-    free(a->maps.e);
+    ml_map_free(&a->heap);
+    ml_map_free(&a->maps);
     free(a->realloc_stash);
     free(a->node_parent);
     free(a->node_pc);
@@ -66,8 +66,9 @@ void ml_analysis_free(ml_analysis_t *a) {
         free(a->mom[i].grave);
         free(a->snap_cells[i]);
     }
-    for (uint64_t i = 0; i < a->pages.cap; i++) free(a->pages.e[i].cnt);
-    free(a->pages.e);
+    const ml__region_t *r = a->pages.map.e;
+    for (uint64_t i = 0; i < a->pages.map.cap; i++) free(r[i].cnt);
+    ml_map_free(&a->pages.map);
     for (uint32_t i = 0; i < a->nthreads; i++) free(a->threads[i].name);
     free(a->threads);
     for (size_t i = 0; i < sizeof a->proc_strings / sizeof a->proc_strings[0]; i++)

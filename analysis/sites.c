@@ -347,8 +347,9 @@ ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n) {
     ml__block_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
     if (!v) return NULL;
     uint64_t k = 0;
+    const ml__block_t *e = ml__blocks_entries(&a->heap);
     for (uint64_t i = 0; i < a->heap.cap; i++)
-        if (a->heap.e[i].ptr) v[k++] = a->heap.e[i];
+        if (e[i].ptr) v[k++] = e[i];
     ml__sort_blocks(v, k);
     *n = k;
     return v;
@@ -358,7 +359,7 @@ ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n) {
  * moment's graveyard. */
 
 ml__fblock_t *ml__moment_fblocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n) {
-    return ml__moment_fblocks_of(a->heap.e, a->heap.cap, a->heap.count, m, n);
+    return ml__moment_fblocks_of(ml__blocks_entries(&a->heap), a->heap.cap, a->heap.count, m, n);
 }
 
 ml__fblock_t *ml__moment_fblocks_of(const ml__block_t *live, uint64_t nlive, uint64_t count,
@@ -589,7 +590,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
 
     /* Leaks: every block live at the end, by site and kind. */
     for (uint64_t i = 0; i < a->heap.cap; i++) {
-        const ml__block_t *e = &a->heap.e[i];
+        const ml__block_t *e = &ml__blocks_entries(&a->heap)[i];
         if (!e->ptr) continue;
         uint32_t si = a->stats[e->stack < a->nstats ? e->stack : 0].site;
         if (si >= b->nsites) continue;

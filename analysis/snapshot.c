@@ -56,13 +56,6 @@ static void put_block(ml__obuf_t *b, const ml__block_t *e) {
     ml__put_u(b, e->time_ms);
 }
 
-static inline uint64_t hash_u64(uint64_t p) { /* analysis.c's */
-    p ^= p >> 33;
-    p *= 0xff51afd7ed558ccdull;
-    p ^= p >> 33;
-    return p;
-}
-
 typedef struct {
     ml__block_t b;
     uint64_t slot;
@@ -77,7 +70,7 @@ static int cmp_slotted(const void *x, const void *y) {
  * delta from the one before (small, and zstd likes it) and each slot as its
  * distance from the block's home slot (almost always 0), so the restored map
  * has every block in the slot it had. */
-static void put_map(ml__obuf_t *b, const ml__block_map_t *m) {
+static void put_map(ml__obuf_t *b, const ml_map_t *m) {
     ml__put_u(b, m->cap);
     ml__put_u(b, m->count);
     slotted_t *v = m->count ? malloc(m->count * sizeof *v) : NULL;
@@ -85,15 +78,16 @@ static void put_map(ml__obuf_t *b, const ml__block_map_t *m) {
         b->oom = true;
         return;
     }
+    const ml__block_t *e = ml__blocks_entries(m);
     uint64_t n = 0;
     for (uint64_t i = 0; i < m->cap && n < m->count; i++)
-        if (m->e[i].ptr) v[n++] = (slotted_t){m->e[i], i};
+        if (e[i].ptr) v[n++] = (slotted_t){e[i], i};
     if (n > 1) qsort(v, n, sizeof *v, cmp_slotted);
     uint64_t prev = 0;
     for (uint64_t i = 0; i < n; i++) {
         ml__put_u(b, v[i].b.ptr - prev);
         prev = v[i].b.ptr;
-        ml__put_u(b, (v[i].slot - hash_u64(v[i].b.ptr)) & (m->cap - 1));
+        ml__put_u(b, (v[i].slot - ml_map_hash(v[i].b.ptr)) & (m->cap - 1));
         put_block(b, &v[i].b);
     }
     free(v);
@@ -187,8 +181,9 @@ static void *frag_job(void *arg) {
 static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2], ml__block_t **live_out) {
     ml__block_t *live = malloc((a->heap.count ? a->heap.count : 1) * sizeof *live);
     uint64_t nlive = 0;
+    const ml__block_t *e = ml__blocks_entries(&a->heap);
     for (uint64_t i = 0; live && i < a->heap.cap && nlive < a->heap.count; i++)
-        if (a->heap.e[i].ptr) live[nlive++] = a->heap.e[i];
+        if (e[i].ptr) live[nlive++] = e[i];
     *live_out = live;
     for (int i = 0; i < 2; i++)
         j[i] = (frag_job_t){.a = a, .m = &a->mom[i], .live = live, .nlive = nlive};
@@ -416,7 +411,7 @@ static void get_block(ml__ibuf_t *b, ml__block_t *e, uint32_t nstats) {
     e->time_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "a block's time is out of range");
 }
 
-static void get_map(ml__ibuf_t *b, ml__block_map_t *m, uint32_t nstats) {
+static void get_map(ml__ibuf_t *b, ml_map_t *m, uint32_t nstats) {
     uint64_t cap = ml__get_max(b, 1ull << 40, "a map is too large");
     uint64_t count = ml__get_count(b, 8, "a map holds more blocks than the snapshot");
     if (b->bad) return;
@@ -426,12 +421,13 @@ static void get_map(ml__ibuf_t *b, ml__block_map_t *m, uint32_t nstats) {
         return;
     }
     if (!cap) return;
-    m->e = calloc(cap, sizeof *m->e);
-    if (!m->e) {
+    /* The table as the collector's map had it: `cap` slots, each block in
+     * its slot (found from the map's hash). */
+    if (ml_map_grow(m, sizeof(ml__block_t), cap) < 0) {
         ml__snap_bad(b, "out of memory");
         return;
     }
-    m->cap = cap;
+    ml__block_t *e = ml__blocks_entries(m);
     uint64_t ptr = 0;
     for (uint64_t i = 0; i < count && !b->bad; i++) {
         uint64_t d = ml__get_u(b);
@@ -440,14 +436,14 @@ static void get_map(ml__ibuf_t *b, ml__block_map_t *m, uint32_t nstats) {
             return;
         }
         ptr += d;
-        uint64_t slot = (hash_u64(ptr) + ml__get_max(b, cap - 1, "a map slot is out of range")) & (cap - 1);
+        uint64_t slot = (ml_map_hash(ptr) + ml__get_max(b, cap - 1, "a map slot is out of range")) & (cap - 1);
         if (b->bad) return;
-        if (m->e[slot].ptr) {
+        if (e[slot].ptr) {
             ml__snap_bad(b, "two blocks in one map slot");
             return;
         }
-        get_block(b, &m->e[slot], nstats);
-        m->e[slot].ptr = ptr;
+        get_block(b, &e[slot], nstats);
+        e[slot].ptr = ptr;
         m->count++;
     }
 }
