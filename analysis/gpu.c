@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "gpu_internal.h"
+#include "ml_util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -28,8 +29,20 @@
 /* Live map                                                                  */
 /* ------------------------------------------------------------------------- */
 
+/* Not the analysis layer's map (ml_map.h): the key is two words (space,
+ * address), and the GPU snapshot saves every block's slot under this hash
+ * ("GPU1"), so a change of either would change the snapshot format. */
+static inline uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
 static inline uint64_t block_hash(int space, uint64_t key) {
-    return ml__gpu_mix(key ^ ((uint64_t)space << 56) ^ (uint64_t)space);
+    return mix(key ^ ((uint64_t)space << 56) ^ (uint64_t)space);
 }
 
 static int gmap_grow(gmap_t *m) {
@@ -116,44 +129,26 @@ static int dev_index(ml_gpu_t *g, int32_t ordinal) {
     return (int)i;
 }
 
-/* Site index for (device, stack, kind); UINT32_MAX when out of memory.
- * Sites are keyed by device ordinal, not by index, so that inserting a
- * device does not change keys. */
+/* Site index for (device, stack, kind); UINT32_MAX when out of memory. */
 static uint32_t site_get(ml_gpu_t *g, uint32_t dev, uint32_t stack, unsigned kind) {
-    uint64_t key = ml__gpu_site_key(g->devs[dev].pub.device, stack, kind);
-    if ((g->nsites + 1) * 2 > g->site_map_cap) {
-        uint32_t ncap = g->site_map_cap ? g->site_map_cap * 2 : 256;
-        struct site_slot *n = calloc(ncap, sizeof *n);
-        if (!n) return UINT32_MAX;
-        for (uint32_t i = 0; i < g->site_map_cap; i++) {
-            if (!g->site_map[i].idx) continue;
-            uint32_t j = (uint32_t)ml__gpu_mix(g->site_map[i].key) & (ncap - 1);
-            while (n[j].idx) j = (j + 1) & (ncap - 1);
-            n[j] = g->site_map[i];
-        }
-        free(g->site_map);
-        g->site_map = n;
-        g->site_map_cap = ncap;
+    bool existed;
+    gsite_slot_t *e = ml__gsite_index_put(&g->site_index,
+                                          ml__gpu_site_key(g->devs[dev].pub.device, stack, kind),
+                                          &existed);
+    if (!e) return UINT32_MAX;
+    if (existed) return e->idx;
+    if (ml_grow((void **)&g->sites, &g->sites_cap, (uint64_t)g->nsites + 1, sizeof *g->sites, 0) < 0) {
+        ml__gsite_index_remove(&g->site_index, e);
+        return UINT32_MAX;
     }
-    uint32_t j = (uint32_t)ml__gpu_mix(key) & (g->site_map_cap - 1);
-    for (; g->site_map[j].idx; j = (j + 1) & (g->site_map_cap - 1))
-        if (g->site_map[j].key == key) return g->site_map[j].idx - 1;
-    if (g->nsites == g->sites_cap) {
-        uint32_t ncap = g->sites_cap ? g->sites_cap * 2 : 64;
-        gsite_t *p = realloc(g->sites, ncap * sizeof *p);
-        if (!p) return UINT32_MAX;
-        g->sites = p;
-        g->sites_cap = ncap;
-    }
+    e->idx = g->nsites;
     gsite_t *s = &g->sites[g->nsites];
     memset(s, 0, sizeof *s);
     s->dev = dev;
     s->pub.device = g->devs[dev].pub.device;
     s->pub.stack = stack;
     s->pub.kind = (uint8_t)kind;
-    g->site_map[j].key = key;
-    g->site_map[j].idx = ++g->nsites;
-    return g->nsites - 1;
+    return g->nsites++;
 }
 
 static void site_size(gsite_t *s, uint64_t size) {
@@ -746,7 +741,7 @@ void ml__gpu_free(ml_gpu_t *g) {
     }
     free(g->devs);
     free(g->sites);
-    free(g->site_map);
+    ml_map_free(&g->site_index);
     free(g->live.e);
     free(g);
 }

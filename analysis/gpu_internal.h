@@ -15,6 +15,7 @@
 
 #include "gpu_treap.h"
 #include "ml_gpu.h"
+#include "ml_map.h"
 #include "snap_codec.h"
 
 #include <stdbool.h>
@@ -142,6 +143,14 @@ typedef struct gpool {
 /* The last freed blocks, to restore one whose free failed. */
 #define STASH 64
 
+typedef struct {
+    uint64_t key; /* ml__gpu_site_key() */
+    uint32_t idx; /* index in sites */
+    uint32_t unused;
+} gsite_slot_t;
+
+ML_MAP_TYPED(ml__gsite_index, gsite_slot_t, 256)
+
 struct ml_gpu_s {
     ml_gpu_summary_t sum;
     gmap_t live;
@@ -149,12 +158,7 @@ struct ml_gpu_s {
     size_t ndevs;
     gsite_t *sites;
     uint32_t nsites, sites_cap;
-    /* (dev, stack, kind) -> site index + 1 */
-    struct site_slot {
-        uint64_t key;
-        uint32_t idx;
-    } *site_map;
-    uint32_t site_map_cap;
+    ml_map_t site_index; /* gsite_slot_t: (device, stack, kind) -> index in sites */
     gblock_t stash[STASH];
     uint32_t stash_next;
     bool have_time;
@@ -170,18 +174,12 @@ gblock_t *ml__gmap_find(const gmap_t *m, int space, uint64_t key);
 /* gpu.c: a device's pool sums at its peak, from its pools. */
 void ml__gpu_pool_sums(gdev_t *d);
 
-static inline uint64_t ml__gpu_mix(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
-/* A site's key: (device ordinal, stack, kind). */
+/* A site's key in the site index: (device ordinal, stack, kind), + 1 since
+ * device 0's unknown stack with kind 0 would be 0, the map's empty key.
+ * Sites are keyed by device ordinal, not by index, so that inserting a
+ * device does not change keys. */
 static inline uint64_t ml__gpu_site_key(int32_t device, uint32_t stack, unsigned kind) {
-    return (uint64_t)stack << 24 | (uint64_t)(uint8_t)kind << 16 | (uint16_t)(int16_t)device;
+    return ((uint64_t)stack << 24 | (uint64_t)(uint8_t)kind << 16 | (uint16_t)(int16_t)device) + 1;
 }
 
 #endif

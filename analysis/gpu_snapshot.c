@@ -39,7 +39,7 @@ _Static_assert(sizeof(gsite_t) == 288, "save/restore the new gsite_t field");
 _Static_assert(sizeof(gblock_t) == 48, "save/restore the new gblock_t field");
 _Static_assert(sizeof(gpool_t) == 136, "save/restore the new gpool_t field");
 _Static_assert(sizeof(ml_gpu_pool_t) == 120, "save/restore the new ml_gpu_pool_t field");
-_Static_assert(sizeof(struct ml_gpu_s) == 3240, "save/restore the new ml_gpu_t field");
+_Static_assert(sizeof(struct ml_gpu_s) == 3248, "save/restore the new ml_gpu_t field");
 #endif
 
 static void put_gfrag(ml__obuf_t *b, const ml_gpu_frag_t *f) {
@@ -485,13 +485,9 @@ static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
     uint64_t nsites = ml__get_count(b, 20, "more GPU sites than the snapshot holds");
     if (b->bad) return;
     if (nsites) {
-        uint32_t cap = 256; /* at least what site_get() would have grown to */
-        while ((nsites + 1) * 2 > cap) cap *= 2;
         g->sites = calloc(nsites, sizeof *g->sites);
-        g->site_map = calloc(cap, sizeof *g->site_map);
-        if (!g->sites || !g->site_map) return (void)ml__snap_bad(b, "out of memory");
+        if (!g->sites) return (void)ml__snap_bad(b, "out of memory");
         g->sites_cap = (uint32_t)nsites;
-        g->site_map_cap = cap;
     }
     for (uint32_t i = 0; i < nsites && !b->bad; i++) {
         gsite_t *s = &g->sites[i];
@@ -530,13 +526,12 @@ static void restore_gpu(ml__ibuf_t *b, ml_gpu_t *g) {
             ml__snap_bad(b, "a GPU site's sizes do not add up");
         if (b->bad) return;
         /* Index it as site_get() does; a second site with its key is damage. */
-        uint64_t key = ml__gpu_site_key(p->device, p->stack, p->kind);
-        uint32_t j = (uint32_t)ml__gpu_mix(key) & (g->site_map_cap - 1);
-        for (; g->site_map[j].idx; j = (j + 1) & (g->site_map_cap - 1))
-            if (g->site_map[j].key == key)
-                return (void)ml__snap_bad(b, "two GPU sites with one key");
-        g->site_map[j].key = key;
-        g->site_map[j].idx = ++g->nsites;
+        bool existed;
+        gsite_slot_t *e = ml__gsite_index_put(&g->site_index,
+                                              ml__gpu_site_key(p->device, p->stack, p->kind), &existed);
+        if (!e) return (void)ml__snap_bad(b, "out of memory");
+        if (existed) return (void)ml__snap_bad(b, "two GPU sites with one key");
+        e->idx = g->nsites++;
     }
 
     uint64_t cap = ml__get_max(b, 1ull << 32, "the GPU live map is too large");
