@@ -1,5 +1,6 @@
 /* sim_core.c - what every policy shares: id checks, live sums, page
- * accounting, step counters, the peak snapshot and the metrics. */
+ * accounting, step counters, the peak snapshot and the metrics. Below the
+ * policies: the registry that names them is sim_registry.c. */
 #include "sim_internal.h"
 
 void ml_sim_config_default(ml_sim_config_t *c) {
@@ -239,28 +240,4 @@ void ml_sim_policy_free(ml_sim_policy_t *p) {
 uint64_t ml_sim_pow2_block(uint64_t size) {
     if (size <= 16) return 16;
     return (uint64_t)1 << ml__log2_ceil(size);
-}
-
-/* ------------------------------------------------------------------------- */
-/* Registry                                                                   */
-/* ------------------------------------------------------------------------- */
-
-const char *const ml_sim_policy_names[] = {
-    "first_fit", "next_fit", "best_fit", "worst_fit", "segregated_fit",
-    "tlsf",      "buddy",    "slab",     "bitmap_fit", "arena", NULL,
-};
-
-int ml_sim_policy_new(const char *name, const ml_sim_config_t *c, ml_sim_policy_t **out) {
-    if (!strcmp(name, "first_fit")) return ml_sim_first_fit_new(c, out);
-    if (!strcmp(name, "next_fit")) return ml_sim_next_fit_new(c, out);
-    if (!strcmp(name, "best_fit")) return ml_sim_best_fit_new(c, out);
-    if (!strcmp(name, "worst_fit")) return ml_sim_worst_fit_new(c, out);
-    if (!strcmp(name, "segregated_fit")) return ml_sim_segfit_new(c, out);
-    if (!strcmp(name, "tlsf")) return ml_sim_tlsf_new(c, out);
-    if (!strcmp(name, "buddy")) return ml_sim_buddy_new(c, out);
-    if (!strcmp(name, "slab")) return ml_sim_slab_new(c, out);
-    if (!strcmp(name, "bitmap_fit")) return ml_sim_bitmap_new(c, out);
-    if (!strcmp(name, "arena")) return ml_sim_arena_new(c, false, out);
-    if (!strcmp(name, "real")) return ml_sim_real_new(c, out);
-    return -ENOENT;
 }
