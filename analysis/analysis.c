@@ -47,6 +47,8 @@
 
 ML_MAP_TYPED(regions, ml__region_t, 64)
 
+static void lost(ml_analysis_t *a, bool block);
+
 static ml__region_t *region_get(ml__page_map_t *m, uint64_t key, bool create) {
     if (m->last && m->last->key == key) return m->last;
     ml__region_t *r = regions_find(&m->map, key);
@@ -70,13 +72,15 @@ static void region_drop(ml__page_map_t *m, ml__region_t *e) {
     m->last = NULL;
 }
 
-static void page_inc(ml__page_map_t *m, uint64_t page) {
+/* False when the page could not be counted (out of memory). */
+static bool page_inc(ml__page_map_t *m, uint64_t page) {
     ml__region_t *r = region_get(m, page / ML__REGION_PAGES + 1, true);
-    if (!r) return;
+    if (!r) return false;
     if (r->cnt[page % ML__REGION_PAGES]++ == 0) {
         r->used++;
         m->nonzero++;
     }
+    return true;
 }
 
 static void page_dec(ml__page_map_t *m, uint64_t page) {
@@ -94,11 +98,12 @@ static void pages_block(ml_analysis_t *a, const ml__block_t *b, bool add) {
     uint64_t fp = b->ptr / ps, lp = (b->ptr + size - 1) / ps;
     if (lp < fp) lp = fp; /* wrapped: a corrupt trace */
     if (add) {
-        page_inc(&a->pages, fp);
+        bool ok = page_inc(&a->pages, fp);
         if (lp != fp) {
-            page_inc(&a->pages, lp);
+            ok &= page_inc(&a->pages, lp);
             a->pages.interior += lp - fp - 1;
         }
+        if (!ok) lost(a, false);
     } else {
         page_dec(&a->pages, fp);
         if (lp != fp) {
@@ -117,15 +122,19 @@ static uint64_t page_waste(const ml_analysis_t *a) {
 /* Warnings and accessors                                                    */
 /* ------------------------------------------------------------------------- */
 
+/* Room for one more warning; false when out of memory. */
+static bool warn_room(ml_analysis_t *a) {
+    if (a->nwarn < a->warn_cap) return true;
+    size_t cap = a->warn_cap ? a->warn_cap * 2 : 8;
+    char **p = realloc(a->warn, cap * sizeof *p);
+    if (!p) return false;
+    a->warn = p;
+    a->warn_cap = cap;
+    return true;
+}
+
 void ml__warn(ml_analysis_t *a, const char *fmt, ...) {
-    if (a->nwarn >= 200) return;
-    if (a->nwarn == a->warn_cap) {
-        size_t cap = a->warn_cap ? a->warn_cap * 2 : 8;
-        char **p = realloc(a->warn, cap * sizeof *p);
-        if (!p) return;
-        a->warn = p;
-        a->warn_cap = cap;
-    }
+    if (a->nwarn >= 200 || !warn_room(a)) return;
     char buf[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -135,6 +144,29 @@ void ml__warn(ml_analysis_t *a, const char *fmt, ...) {
         if (!strcmp(a->warn[i], buf)) return;
     char *s = strdup(buf);
     if (s) a->warn[a->nwarn++] = s;
+}
+
+/* Out of memory while feeding: part of a record's effect is lost (a block
+ * not tracked, or a stack node, statistics slot, module, thread, page
+ * counter or graveyard entry not kept), and the numbers undercount it. It is
+ * counted, and one warning says how much: the buffer is taken at the first
+ * loss and rewritten in place, so later losses need no memory (it is also
+ * exempt from the cap on warnings). A session restored from a snapshot has
+ * the collector's warning as text. */
+#define LOST_WARNING_LEN 320
+
+static void lost(ml_analysis_t *a, bool block) {
+    if (block) a->lost_blocks++;
+    else a->lost_other++;
+    if (!a->lost_warning && warn_room(a) && (a->lost_warning = calloc(1, LOST_WARNING_LEN)))
+        a->warn[a->nwarn++] = a->lost_warning;
+    if (a->lost_warning)
+        snprintf(a->lost_warning, LOST_WARNING_LEN,
+                 "out of memory while analysing: %llu blocks were not tracked (their bytes are "
+                 "missing from the live heap, the peak and the leaks) and %llu records were kept "
+                 "incompletely (stacks, modules, threads, pages or the peak's blocks); the numbers "
+                 "undercount them",
+                 (unsigned long long)a->lost_blocks, (unsigned long long)a->lost_other);
 }
 
 size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **w) {
@@ -219,7 +251,10 @@ static void add_node(ml_analysis_t *a, const ml_record_t *r) {
      * absurd allocations from a corrupt trace. */
     if (id == 0 || id > a->nnodes + 65536u) return;
     if (parent >= id) parent = 0;
-    if (nodes_reserve(a, id) < 0) return;
+    if (nodes_reserve(a, id) < 0) {
+        lost(a, false);
+        return;
+    }
     a->node_parent[id] = parent;
     a->node_pc[id] = r->u.node.pc;
     a->node_module[id] = module_of(a, r->u.node.pc);
@@ -240,13 +275,19 @@ static void add_module(ml_analysis_t *a, const ml_record_t *r) {
         uint32_t *ls = realloc(a->loaded_sorted, cap * sizeof *ls);
         if (m) a->mods = m;
         if (ls) a->loaded_sorted = ls;
-        if (!m || !ls) return;
+        if (!m || !ls) {
+            lost(a, false);
+            return;
+        }
         a->mods_cap = cap;
     }
     ml__module_t *m = &a->mods[a->nmods];
     memset(m, 0, sizeof *m);
     m->path = strdup(r->u.module.path ? r->u.module.path : "");
-    if (!m->path) return;
+    if (!m->path) {
+        lost(a, false);
+        return;
+    }
     m->base = r->u.module.base;
     m->lo = UINT64_MAX;
     for (uint32_t i = 0; i < r->u.module.nsegs; i++) {
@@ -261,6 +302,8 @@ static void add_module(ml_analysis_t *a, const ml_record_t *r) {
         if (m->build_id) {
             memcpy(m->build_id, r->u.module.build_id, r->u.module.build_id_len);
             m->build_id_len = r->u.module.build_id_len;
+        } else {
+            lost(a, false);
         }
     }
     m->loaded = true;
@@ -284,7 +327,10 @@ static uint32_t stat_of(ml_analysis_t *a, uint32_t stack) {
     if (a->nstats == a->stats_cap) {
         uint32_t cap = a->stats_cap * 2;
         ml__stack_stats_t *p = realloc(a->stats, cap * sizeof *p);
-        if (!p) return 0;
+        if (!p) {
+            lost(a, false); /* counted under the unknown stack */
+            return 0;
+        }
         a->stats = p;
         a->stats_cap = cap;
     }
@@ -312,7 +358,10 @@ static ml__thread_t *thread_of(ml_analysis_t *a, uint32_t index) {
         if (n < a->nthreads * 2) n = a->nthreads * 2;
         if (n > ML__MAX_THREADS) n = ML__MAX_THREADS;
         ml__thread_t *p = realloc(a->threads, n * sizeof *p);
-        if (!p) return NULL;
+        if (!p) {
+            lost(a, false);
+            return NULL;
+        }
         memset(p + a->nthreads, 0, (n - a->nthreads) * sizeof *p);
         a->threads = p;
         a->nthreads = n;
@@ -396,12 +445,15 @@ static void moment_set(ml_analysis_t *a, ml__moment_t *m, uint32_t time_ms) {
     m->rss_bytes = a->t.rss_bytes;
 }
 
-static void grave_add(ml__moment_t *m, const ml__block_t *b) {
+static void grave_add(ml_analysis_t *a, ml__moment_t *m, const ml__block_t *b) {
     if (!m->set || b->seq > m->seq) return;
     if (m->ngrave == m->grave_cap) {
         uint64_t cap = m->grave_cap ? m->grave_cap * 2 : 256;
         ml__grave_t *p = realloc(m->grave, cap * sizeof *p);
-        if (!p) return;
+        if (!p) {
+            lost(a, false);
+            return;
+        }
         m->grave = p;
         m->grave_cap = cap;
     }
@@ -461,15 +513,18 @@ static void block_gone(ml_analysis_t *a, ml__block_t *e, uint32_t time_ms, bool 
     a->t.heap_bytes -= e->size;
     a->t.heap_blocks--;
     pages_block(a, e, false);
-    grave_add(&a->mom[0], e);
-    grave_add(&a->mom[1], e);
+    grave_add(a, &a->mom[0], e);
+    grave_add(a, &a->mom[1], e);
 }
 
 /* The light session's bookkeeping: the live map, totals and the peak. */
 static void heap_add_light(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
     bool existed;
     ml__block_t *e = ml__blocks_put(&a->heap, b->ptr, &existed);
-    if (!e) return;
+    if (!e) {
+        lost(a, true);
+        return;
+    }
     if (existed) {
         a->t.heap_bytes -= e->size;
         a->t.heap_blocks--;
@@ -491,7 +546,10 @@ static void heap_add(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
     }
     bool existed;
     ml__block_t *e = ml__blocks_put(&a->heap, b->ptr, &existed);
-    if (!e) return;
+    if (!e) {
+        lost(a, true);
+        return;
+    }
     if (existed) block_gone(a, e, time_ms, false); /* a missed free: replace */
     *e = *b;
     ml__stack_stats_t *st = &a->stats[b->stack < a->nstats ? b->stack : 0];
@@ -655,6 +713,8 @@ static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
                            .stack = r->u.alloc.stack, .time_ms = r->time_ms};
         t->mmap_bytes += size;
         if (t->mmap_bytes > t->peak_mmap_bytes) t->peak_mmap_bytes = t->mmap_bytes;
+    } else {
+        lost(a, true);
     }
     tl_update(a, r->time_ms);
 }
@@ -683,6 +743,8 @@ static void on_munmap(ml_analysis_t *a, const ml_record_t *r) {
         if (n) {
             if (existed) t->mmap_bytes -= n->size;
             *n = rest;
+        } else {
+            lost(a, true);
         }
     }
     tl_update(a, r->time_ms);
@@ -716,9 +778,11 @@ static void on_process(ml_analysis_t *a, const ml_record_t *r) {
     q->argc = p->argc > ML_MAX_ARGS ? ML_MAX_ARGS : p->argc;
     for (uint32_t i = 0; i < q->argc; i++) s[4 + i] = dup_str(p->argv[i]);
     q->argv = (const char *const *)(s + 4);
+    uint32_t argc = q->argc;
     if (!q->exe || !q->parent_trace || !q->producer) q->exe = q->parent_trace = q->producer = "";
     for (uint32_t i = 0; i < q->argc; i++)
         if (!s[4 + i]) q->argc = i;
+    if (!s[0] || !s[1] || !s[2] || q->argc < argc) lost(a, false);
 }
 
 void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
@@ -761,6 +825,7 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
             th->tid = r->u.thread.tid;
             free(th->name);
             th->name = dup_str(r->u.thread.name);
+            if (!th->name) lost(a, false);
         }
         break;
     }

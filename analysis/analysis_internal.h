@@ -239,7 +239,12 @@ struct ml_analysis_s {
     /* warnings */
     char **warn;
     size_t nwarn, warn_cap;
-    bool warned_unknown_free;
+    /* Out of memory while feeding (analysis.c, lost()): never silent. */
+    uint64_t lost_blocks; /* heap blocks and mappings not tracked */
+    uint64_t lost_other;  /* records kept incompletely: stack nodes and statistics,
+                           * modules, threads, page counters, the peak's blocks */
+    char *lost_warning;   /* the warning that counts them (one of warn[], rewritten
+                           * in place), NULL before the first loss */
     struct ml_gpu_s *gpu; /* GPU records (gpu.c), NULL until the first one */
 };
 
