@@ -134,8 +134,9 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
 #define ML_ANALYSIS_SNAPSHOT_OLDEST 1
 
 /** Serializes a fed session (not a light one: -ENOTSUP) into a malloc'd
- * buffer, GPU state included. Returns 0 or a negative errno (-ENOTSUP for
- * state it could not restore exactly: the collector then writes none). */
+ * buffer (*out, *len; free() it), GPU state included. Returns 0 or a
+ * negative errno (-ENOMEM; -ENOTSUP for state it could not restore exactly:
+ * the collector then writes none). */
 int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len);
 
 /** Fills a fresh session (nothing fed yet) from snapshot bytes (the caller
@@ -174,10 +175,13 @@ typedef struct ml_suppressions_s ml_suppressions_t;
 /** Parses suppression text: one `leak:PATTERN` per line, `#` comments, blank
  * lines. PATTERN matches a frame's function, file or module as a substring;
  * `*` matches any run of characters, a leading `^` / trailing `$` anchor it.
- * Other LSan types are refused. Returns 0, or -EINVAL with "line N: why". */
+ * Other LSan types are refused. Returns 0 (*out: free it with
+ * ml_suppressions_free), -EINVAL with "line N: why", or -ENOMEM. A set is
+ * read-only except for its hit counters, which each build that uses it
+ * updates: one build at a time per set. */
 int ml_suppressions_parse(const char *text, ml_suppressions_t **out, char *err, size_t errlen);
 
-/** Reads and parses a suppressions file. */
+/** Reads and parses a suppressions file: as above, or the file's errno. */
 int ml_suppressions_load(const char *path, ml_suppressions_t **out, char *err, size_t errlen);
 
 void ml_suppressions_free(ml_suppressions_t *s);
