@@ -1,5 +1,6 @@
 /* analysis.c - the streaming pass: live heap map, totals, peak, per-stack
- * statistics, pages, timeline, histograms, threads.
+ * statistics, pages, timeline, histograms, threads; and the session's
+ * warnings, which every part adds to.
  *
  * Everything here is O(1) per record (amortized hash-map work), and memory
  * is proportional to the live blocks, the distinct stacks and the pages that

@@ -2,7 +2,7 @@
  * numbers of gpu.c's queries suggest a program could change. Reads the state
  * only through those queries, and a device's pools.
  *
-The rules and their thresholds (docs/gpu.md, "Advice"):
+ * The rules and their thresholds (docs/gpu.md, "Advice"):
  *   gpu_caching_pool     a synchronous-allocation site (cudaMalloc, pitch,
  *                        managed) with >= 16 alloc/free pairs at >= 1 pair/s
  *                        and few request sizes (<= 4 distinct, or one size
@@ -233,13 +233,14 @@ size_t ml_gpu_suggest(const ml_gpu_t *g, ml_gpu_suggestion_t *out, size_t max) {
     size_t cap = max + 64, n = 0;
     ml_gpu_suggestion_t *all = calloc(cap, sizeof *all);
     if (!all) return 0;
-    ml_gpu_site_t *sites = malloc((g->nsites ? g->nsites : 1) * sizeof *sites);
+    size_t nsites = ml_gpu_site_count(g);
+    ml_gpu_site_t *sites = malloc((nsites ? nsites : 1) * sizeof *sites);
     if (sites) {
-        size_t ns = ml_gpu_sites(g, SIZE_MAX, ML_GPU_BY_CHURN, sites, g->nsites);
+        size_t ns = ml_gpu_sites(g, SIZE_MAX, ML_GPU_BY_CHURN, sites, nsites);
         for (size_t i = 0; i < ns && n < cap; i++) site_advice(g, &sites[i], all, cap, &n);
         free(sites);
     }
-    for (size_t i = 0; i < g->ndevs && n < cap; i++) device_advice(g, i, all, cap, &n);
+    for (size_t i = 0; i < ml_gpu_device_count(g) && n < cap; i++) device_advice(g, i, all, cap, &n);
     qsort(all, n, sizeof *all, cmp_sugg);
     if (n > max) n = max;
     memcpy(out, all, n * sizeof *out);
