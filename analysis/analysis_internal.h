@@ -5,7 +5,6 @@
 
 #include "ml_analysis.h"
 #include "ml_map.h"
-#include "snap_codec.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -29,6 +29,7 @@
 #define _GNU_SOURCE
 #include "analysis_internal.h"
 #include "gpu_internal.h" /* ml__gpu_save, ml__gpu_restore */
+#include "snap_codec.h"
 
 #include <errno.h>
 #include <pthread.h>
