@@ -41,40 +41,18 @@ void ml__built_free(struct ml__built_s *b) {
 /* Site keys                                                                 */
 /* ------------------------------------------------------------------------- */
 
+/* A site's key -> its index: the first frame of the site is frame `skip` of
+ * node `node`; the key is (node + 1) << 32 | skip, never 0. */
 typedef struct {
-    uint32_t node, skip; /* first frame of the site: frame `skip` of node `node` */
-    uint32_t site;       /* site index + 1; 0: empty */
+    uint64_t key;
+    uint32_t site;
+    uint32_t unused;
 } keyent_t;
 
-typedef struct {
-    keyent_t *e;
-    uint64_t cap, count;
-} keymap_t;
+ML_MAP_TYPED(site_keys, keyent_t, 1024)
 
-static uint64_t key_hash(uint32_t node, uint32_t skip) {
-    uint64_t h = ((uint64_t)node << 8) ^ skip;
-    h *= 0x9e3779b97f4a7c15ull;
-    return h ^ (h >> 29);
-}
-
-static keyent_t *key_slot(keymap_t *m, uint32_t node, uint32_t skip) {
-    if ((m->count + 1) * 2 > m->cap) {
-        uint64_t cap = m->cap ? m->cap * 2 : 1024;
-        keyent_t *n = calloc(cap, sizeof *n);
-        if (!n) return NULL;
-        for (uint64_t i = 0; i < m->cap; i++) {
-            if (!m->e[i].site) continue;
-            uint64_t j = key_hash(m->e[i].node, m->e[i].skip) & (cap - 1);
-            while (n[j].site) j = (j + 1) & (cap - 1);
-            n[j] = m->e[i];
-        }
-        free(m->e);
-        m->e = n;
-        m->cap = cap;
-    }
-    uint64_t j = key_hash(node, skip) & (m->cap - 1);
-    while (m->e[j].site && (m->e[j].node != node || m->e[j].skip != skip)) j = (j + 1) & (m->cap - 1);
-    return &m->e[j];
+static uint64_t site_key(uint32_t node, uint32_t skip) {
+    return ((uint64_t)node + 1) << 32 | skip;
 }
 
 static int node_frames(ml_analysis_t *a, uint32_t node, ml__pc_frames_t *out) {
@@ -178,8 +156,9 @@ ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n) {
     ml__block_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
     if (!v) return NULL;
     uint64_t k = 0;
+    const ml__block_t *e = ml__blocks_entries(&a->heap);
     for (uint64_t i = 0; i < a->heap.cap; i++)
-        if (a->heap.e[i].ptr) v[k++] = a->heap.e[i];
+        if (e[i].ptr) v[k++] = e[i];
     ml__sort_blocks(v, k);
     *n = k;
     return v;
@@ -189,7 +168,7 @@ ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n) {
  * moment's graveyard. */
 
 ml__fblock_t *ml__moment_fblocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n) {
-    return ml__moment_fblocks_of(a->heap.e, a->heap.cap, a->heap.count, m, n);
+    return ml__moment_fblocks_of(ml__blocks_entries(&a->heap), a->heap.cap, a->heap.count, m, n);
 }
 
 ml__fblock_t *ml__moment_fblocks_of(const ml__block_t *live, uint64_t nlive, uint64_t count,
@@ -322,7 +301,7 @@ static int build_threads(ml_analysis_t *a, struct ml__built_s *b) {
 
 int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts_t *o) {
     int rc = 0;
-    keymap_t km = {0};
+    ml_map_t km = {0};
     uint32_t *site_node = NULL, *site_skip = NULL;
     size_t *site_off = NULL;
     /* Sites: stacks merged by their key. */
@@ -349,22 +328,19 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
         }
         uint32_t kn = 0, ks = 0;
         if (s != 0 && (rc = stack_key(a, st->node, &kn, &ks)) < 0) break;
-        keyent_t *e = key_slot(&km, kn, ks);
+        bool existed;
+        keyent_t *e = site_keys_put(&km, site_key(kn, ks), &existed);
         if (!e) {
             rc = -ENOMEM;
             break;
         }
-        if (!e->site) {
-            e->node = kn;
-            e->skip = ks;
-            e->site = (uint32_t)++b->nsites;
-            km.count++;
-            ml_site_t *n = &b->sites[e->site - 1];
-            n->min_size = UINT64_MAX;
-            site_node[e->site - 1] = kn;
-            site_skip[e->site - 1] = ks;
+        if (!existed) {
+            e->site = (uint32_t)b->nsites++;
+            b->sites[e->site].min_size = UINT64_MAX;
+            site_node[e->site] = kn;
+            site_skip[e->site] = ks;
         }
-        uint32_t si = e->site - 1;
+        uint32_t si = e->site;
         st->site = si;
         ml_site_t *x = &b->sites[si];
         uint64_t pb = st->last_change <= peak_seq ? st->live_bytes : st->peak_bytes;
@@ -420,7 +396,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
 
     /* Leaks: every block live at the end, by site and kind. */
     for (uint64_t i = 0; i < a->heap.cap; i++) {
-        const ml__block_t *e = &a->heap.e[i];
+        const ml__block_t *e = &ml__blocks_entries(&a->heap)[i];
         if (!e->ptr) continue;
         uint32_t si = a->stats[e->stack < a->nstats ? e->stack : 0].site;
         if (si >= b->nsites) continue;
@@ -502,7 +478,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     if ((rc = build_threads(a, b)) < 0) goto out;
     rc = build_calltree(b, o);
 out:
-    free(km.e);
+    ml_map_free(&km);
     free(site_node);
     free(site_skip);
     free(site_off);

@@ -16,6 +16,7 @@
 #include "ml_advisor.h"
 #include "ml_gpu.h"
 #include "ml_report.h"
+#include "ml_map.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -61,9 +62,12 @@ enum { ADV_IDLE = 0, ADV_RUNNING, ADV_DONE, ADV_FAILED, ADV_OFF };
 
 /* Site identity: a hash of the frames -> the model's id. */
 typedef struct {
-    uint64_t key; /* 0: empty */
+    uint64_t key; /* site_key(), never 0 */
     uint32_t id;
+    uint32_t unused;
 } idslot_t;
+
+ML_MAP_TYPED(site_ids, idslot_t, 1024)
 
 typedef struct {
     uint64_t *keys; /* open addressing, 0 = empty */
@@ -109,8 +113,8 @@ struct ml_vmodel_s {
     uint32_t refresh_ms;    /* how long the last refresh held the lock */
 
     /* identity */
-    idslot_t *ids;
-    uint32_t cap_ids, nids, next_id;
+    ml_map_t ids; /* idslot_t */
+    uint32_t next_id;
 
     /* strategy advice */
     pthread_t adv_thread;
@@ -160,15 +164,10 @@ struct ml_vmodel_s {
     uint32_t ngframes, cap_gframes;
 };
 
+/* The array p grown to hold `need` elements (ml_grow), or NULL (p is then
+ * unchanged and still the caller's). */
 static void *grow(void *p, uint32_t *cap, uint32_t need, size_t elem) {
-    if (need <= *cap) return p;
-    uint32_t n = *cap ? *cap : 64;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(p, (size_t)n * elem);
-    if (!q) return NULL;
-    *cap = n;
-    return q;
+    return ml_grow(&p, cap, need, elem, 0) < 0 ? NULL : p;
 }
 
 static uint64_t mono_ms(void) {
@@ -206,29 +205,11 @@ static uint64_t site_key(const ml_site_t *s) {
 }
 
 static uint32_t site_id(ml_vmodel_t *m, uint64_t key) {
-    if ((m->nids + 1) * 2 > m->cap_ids) {
-        uint32_t ncap = m->cap_ids ? m->cap_ids * 2 : 1024;
-        idslot_t *n = calloc(ncap, sizeof *n);
-        if (!n) return ML_VSITE_NONE;
-        for (uint32_t i = 0; i < m->cap_ids; i++) {
-            if (!m->ids[i].key) continue;
-            uint32_t j = (uint32_t)m->ids[i].key & (ncap - 1);
-            while (n[j].key)
-                j = (j + 1) & (ncap - 1);
-            n[j] = m->ids[i];
-        }
-        free(m->ids);
-        m->ids = n;
-        m->cap_ids = ncap;
-    }
-    uint32_t j = (uint32_t)key & (m->cap_ids - 1);
-    while (m->ids[j].key && m->ids[j].key != key)
-        j = (j + 1) & (m->cap_ids - 1);
-    if (!m->ids[j].key) {
-        m->ids[j] = (idslot_t){key, m->next_id++};
-        m->nids++;
-    }
-    return m->ids[j].id;
+    bool existed;
+    idslot_t *e = site_ids_put(&m->ids, key, &existed);
+    if (!e) return ML_VSITE_NONE;
+    if (!existed) e->id = m->next_id++;
+    return e->id;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -687,7 +668,7 @@ void ml_vmodel_free(ml_vmodel_t *m) {
     free(m->sugg);
     free(m->sugg_text);
     free(m->points);
-    free(m->ids);
+    ml_map_free(&m->ids);
     free(m->snaps);
     for (uint32_t i = 0; i < m->nmaps; i++)
         free(m->maps[i].cells);
