@@ -15,9 +15,9 @@ if(ML_CLANG)
 endif()
 if(ML_FUZZ_OK)
   set(S ${CMAKE_SOURCE_DIR})
-  # The analysis library's own source lists, so that a new file there is fuzzed too.
-  set(ML_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_reader.c ${S}/trace/ml_trace_io.c)
-  foreach(lib ml_util ml_analysis)
+  # The libraries' own source lists, so that a new file there is fuzzed too.
+  set(ML_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_reader.c)
+  foreach(lib ml_trace_rt ml_trace_io ml_util ml_analysis)
     get_target_property(srcs ${lib} SOURCES)
     get_target_property(dir ${lib} SOURCE_DIR)
     list(TRANSFORM srcs PREPEND ${dir}/)
