@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "advisor_internal.h"
+#include "ml_options.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -156,8 +157,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
     ml__adv_t A = {.o = o};
     ml__adv_cand_t *cands = NULL;
     int rc = 0;
-    const char *dbg = getenv("ML_ADVISOR_DEBUG");
-    bool debug = dbg && *dbg && strcmp(dbg, "0");
+    bool debug = ml_option_bool(ML_ENV_ADVISOR_DEBUG);
 
     if (o->analysis && ml__adv_build_site_keys(&A) < 0) {
         rc = -ENOMEM;

@@ -362,34 +362,42 @@ static void timeline(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_end(w);
 }
 
-/* Children biggest first (then by name), written depth first with an
- * explicit stack: deep recursion in the program must not become deep
- * recursion here. */
+/* The flame tree (ml_analysis_flame: the call tree, pruned) as nested
+ * objects. Children biggest first (then by name), written depth first with
+ * an explicit stack: deep recursion in the program must not become deep
+ * recursion here. Every number is the node's own (its inclusive costs). */
 typedef struct {
-    const ml_flame_node_t *v;
+    const ml_calltree_node_t *v;
 } fctx_t;
 
 static int cmp_child(const void *x, const void *y, void *ctx) {
-    const ml_flame_node_t *v = ((fctx_t *)ctx)->v;
-    const ml_flame_node_t *a = &v[*(const int32_t *)x], *b = &v[*(const int32_t *)y];
-    if (a->alloc != b->alloc) return a->alloc > b->alloc ? -1 : 1;
-    if (a->peak != b->peak) return a->peak > b->peak ? -1 : 1;
-    if (a->leaked != b->leaked) return a->leaked > b->leaked ? -1 : 1;
-    return strcmp(a->name ? a->name : "", b->name ? b->name : "");
+    const ml_calltree_node_t *v = ((fctx_t *)ctx)->v;
+    const ml_calltree_node_t *a = &v[*(const int32_t *)x], *b = &v[*(const int32_t *)y];
+    static const int order[] = {ML_COST_ALLOCATED, ML_COST_PEAK, ML_COST_LEAKED};
+    for (size_t k = 0; k < sizeof order / sizeof *order; k++)
+        if (a->incl[order[k]] != b->incl[order[k]])
+            return a->incl[order[k]] > b->incl[order[k]] ? -1 : 1;
+    return strcmp(a->frame->function ? a->frame->function : "",
+                  b->frame->function ? b->frame->function : "");
 }
 
 /* A node up to its open list of children. */
-static void flame_node_open(ml_json_t *w, const ml_flame_node_t *n) {
+static void flame_node_open(ml_json_t *w, const char *name, const char *file, uint32_t line,
+                            const uint64_t *incl) {
     ml_json_object(w);
-    ml_json_kv_str(w, "name", n->name);
-    ml_json_kv_str(w, "file", n->file);
-    kv_line(w, "line", n->line);
-    ml_json_kv_u64(w, "alloc", n->alloc);
-    ml_json_kv_u64(w, "peak", n->peak);
-    ml_json_kv_u64(w, "leaked", n->leaked);
-    ml_json_kv_u64(w, "calls", n->calls);
+    ml_json_kv_str(w, "name", name);
+    ml_json_kv_str(w, "file", file);
+    kv_line(w, "line", line);
+    ml_json_kv_u64(w, "alloc", incl[ML_COST_ALLOCATED]);
+    ml_json_kv_u64(w, "peak", incl[ML_COST_PEAK]);
+    ml_json_kv_u64(w, "leaked", incl[ML_COST_LEAKED]);
+    ml_json_kv_u64(w, "calls", incl[ML_COST_CALLS]);
     ml_json_key(w, "children");
     ml_json_array(w);
+}
+
+static void flame_node_open_at(ml_json_t *w, const ml_calltree_node_t *n) {
+    flame_node_open(w, n->frame->function, n->frame->file, n->frame->line, n->incl);
 }
 
 static void flame_node_close(ml_json_t *w) {
@@ -398,12 +406,12 @@ static void flame_node_close(ml_json_t *w) {
 }
 
 static int flame(ml_json_t *w, const ml_analysis_t *a) {
-    const ml_flame_node_t *v;
+    const ml_calltree_node_t *v;
     size_t n = ml_analysis_flame(a, &v);
     ml_json_key(w, "flame");
     if (!n) {
-        static const ml_flame_node_t all = {.name = "all"};
-        flame_node_open(w, &all);
+        static const uint64_t zero[ML_COSTS];
+        flame_node_open(w, "all", NULL, 0, zero);
         flame_node_close(w);
         return 0;
     }
@@ -428,14 +436,14 @@ static int flame(ml_json_t *w, const ml_analysis_t *a) {
     start[n] = (int32_t)k;
     size_t sp = 0;
     stack[sp++] = 0;
-    flame_node_open(w, &v[0]);
+    flame_node_open_at(w, &v[0]);
     while (sp) {
         int32_t cur = stack[sp - 1];
         size_t i = (size_t)start[cur] + pos[cur];
         if (i < (size_t)start[cur + 1]) {
             pos[cur]++;
             int32_t c = kids[i];
-            flame_node_open(w, &v[c]);
+            flame_node_open_at(w, &v[c]);
             stack[sp++] = c;
         } else {
             flame_node_close(w);
