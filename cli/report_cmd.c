@@ -251,7 +251,7 @@ static int export_to(const char *path, int (*write)(FILE *, const ml_analysis_t 
     } else if (rc == 0) {
         rc = ml_out_commit(&out, err, sizeof err);
     }
-    if (rc < 0) ml_die_msg("%s", err);
+    if (rc < 0) ml_cli_error("%s", err);
     return rc < 0 ? -1 : 0;
 }
 
