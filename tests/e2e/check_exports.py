@@ -4,6 +4,11 @@ same trace (test_exports.sh runs it).
 
     check_exports.py pprof FILE.pb.gz REPORT.json [--break WHAT]
     check_exports.py speedscope FILE.json REPORT.json [--break WHAT]
+    check_exports.py same-pprof FILE.pb.gz OTHER.json
+
+same-pprof: OTHER.json is the same file as another decoder read it
+(pprof_format_dump.mjs, Datadog's pprof-format); every field must equal
+what pprof_decode.py reads.
 
 pprof: the file is read by pprof_decode.py (a wire-format reader of its own)
 and checked for what profile.proto asks (string_table[0] is "", every id
@@ -463,6 +468,40 @@ def check_speedscope(path, report, brk):
                    % (PROFILES[i][0], sum(profs[i]["weights"]), want))
 
 
+def normalized(p):
+    """The profile in pprof_format_dump.mjs' form: numbers as decimal strings."""
+    def n(v):
+        return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+    def vt(v):
+        return [n(v["type"]), n(v["unit"])]
+    return {
+        "strings": p["string_table"],
+        "sample_type": [vt(v) for v in p["sample_type"]],
+        "samples": [{"location_id": [n(x) for x in s["location_id"]], "value": [n(x) for x in s["value"]]}
+                    for s in p["sample"]],
+        "mappings": [[n(m[k]) for k in ("id", "memory_start", "memory_limit", "file_offset", "filename", "build_id",
+                                        "has_functions", "has_filenames", "has_line_numbers", "has_inline_frames")]
+                     for m in p["mapping"]],
+        "locations": [{"id": n(l["id"]), "mapping_id": n(l["mapping_id"]), "address": n(l["address"]),
+                       "lines": [[n(x["function_id"]), n(x["line"])] for x in l["line"]]} for l in p["location"]],
+        "functions": [[n(f[k]) for k in ("id", "name", "system_name", "filename", "start_line")] for f in p["function"]],
+        "time_nanos": n(p["time_nanos"]), "duration_nanos": n(p["duration_nanos"]),
+        "period_type": vt(p["period_type"]), "period": n(p["period"]),
+        "comment": [n(c) for c in p["comment"]], "default_sample_type": n(p["default_sample_type"]),
+    }
+
+
+def same_pprof(path, other):
+    with open(path, "rb") as f:
+        ours = normalized(pprof_decode.decode(f.read()))
+    with open(other) as f:
+        theirs = json.load(f)
+    for k in sorted(set(ours) | set(theirs)):
+        expect(ours.get(k) == theirs.get(k), "%s differs: ours %s, theirs %s" % (
+            k, str(ours.get(k))[:200], str(theirs.get(k))[:200]))
+
+
 def main():
     args = sys.argv[1:]
     brk, expects = None, []
@@ -474,15 +513,19 @@ def main():
         i = args.index("--expect-leaf")
         expects.append(args[i + 1])
         del args[i:i + 2]
-    if len(args) != 3 or args[0] not in ("pprof", "speedscope"):
+    if len(args) != 3 or args[0] not in ("pprof", "speedscope", "same-pprof"):
         print(__doc__, file=sys.stderr)
         return 2
     kind, path, rep = args
-    report = load_report(rep)
-    if kind == "pprof":
+    if kind == "same-pprof":
+        same_pprof(path, rep)
+        what = "equal to " + rep
+    elif kind == "pprof":
+        report = load_report(rep)
         checked = check_pprof(path, report, brk, expects)
         what = "%d samples, %d mappings checked with readelf" % (len(report["sites"]), checked or 0)
     else:
+        report = load_report(rep)
         check_speedscope(path, report, brk)
         what = "%d sites" % len(report["sites"])
     for e in ERRORS[:30]:
