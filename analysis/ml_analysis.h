@@ -420,6 +420,23 @@ typedef struct {
 
 const ml_process_info_t *ml_analysis_process(const ml_analysis_t *a);
 
+/* The modules the trace recorded (the program, its libraries, dlopened
+ * ones, also those dlclosed before the end), in the order it named them. */
+typedef struct {
+    const char *path;          /* as recorded */
+    uint64_t base;             /* load bias: a segment at vaddr V is mapped at base + V */
+    uint64_t lo, hi;           /* [lo, hi): the addresses its loadable segments covered */
+    const uint8_t *build_id;   /* NULL when none was recorded */
+    uint32_t build_id_len;
+    bool loaded;               /* still loaded at the end of what was fed */
+} ml_module_t;
+
+/** How many modules the session knows; ml_analysis_module() copies module i
+ * into *out (-ERANGE past the end). Pointers stay valid until
+ * ml_analysis_free(). (modules.c) */
+size_t ml_analysis_module_count(const ml_analysis_t *a);
+int ml_analysis_module(const ml_analysis_t *a, size_t i, ml_module_t *out);
+
 /** Warnings collected while feeding and building (build-id mismatches,
  * missing files, unknown frees, truncation, what out of memory lost), owned
  * by the session; the array may move when more are added. */

@@ -23,6 +23,7 @@
 
 typedef struct {
     const char *trace, *json, *html, *folded, *supp;
+    const char *pprof, *speedscope;
     ml_fold_metric_t metric;
     bool leak_gate, peak_gate, gpu_leak_gate, gpu_peak_gate;
     bool no_symbols, quiet, no_advisor, replay, all_policies;
@@ -32,6 +33,7 @@ typedef struct {
 
 static void usage_report(FILE *f) {
     fputs("usage: memlens report FILE [--json OUT] [--html OUT] [--folded OUT]\n"
+          "                      [--pprof OUT] [--speedscope OUT]\n"
           "                      [--folded-metric alloc|calls|peak|leaked|temporary]\n"
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
@@ -43,6 +45,9 @@ static void usage_report(FILE *f) {
           "  --html OUT            a self-contained HTML page\n"
           "  --folded OUT          folded stacks for flamegraph.pl or speedscope ('-' is stdout)\n"
           "  --folded-metric M     what the folded stacks count (default alloc: bytes allocated)\n"
+          "  --pprof OUT           a gzipped pprof profile (go tool pprof, Pyroscope, Parca, Grafana):\n"
+          "                        alloc, inuse (live at exit) and peak space and objects ('-' is stdout)\n"
+          "  --speedscope OUT      a speedscope file: bytes allocated, calls, peak, leaked ('-' is stdout)\n"
           "  --fail-on-leak BYTES  exit 3 when definite leaks (not suppressed) exceed BYTES\n"
           "  --max-peak BYTES      exit 3 when the peak heap exceeds BYTES\n"
           "  --fail-on-gpu-leak BYTES\n"
@@ -116,6 +121,12 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         } else if (!strcmp(a, "--folded")) {
             NEED();
             o->folded = val;
+        } else if (!strcmp(a, "--pprof")) {
+            NEED();
+            o->pprof = val;
+        } else if (!strcmp(a, "--speedscope")) {
+            NEED();
+            o->speedscope = val;
         } else if (!strcmp(a, "--folded-metric")) {
             NEED();
             if (ml_fold_metric_parse(val, &o->metric) < 0) {
@@ -228,6 +239,22 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
     return a;
 }
 
+/* Writes an export to `path` ('-': stdout) through ml_out (never a half-
+ * written file); on failure prints why and returns -1. */
+static int export_to(const char *path, int (*write)(FILE *, const ml_analysis_t *), const ml_analysis_t *a) {
+    char err[1024];
+    ml_out_t out;
+    int rc = ml_out_open(&out, path, err, sizeof err);
+    if (rc == 0 && (rc = write(out.f, a)) < 0) {
+        ml_out_abort(&out);
+        snprintf(err, sizeof err, "cannot write %s: %s", path, strerror(-rc));
+    } else if (rc == 0) {
+        rc = ml_out_commit(&out, err, sizeof err);
+    }
+    if (rc < 0) ml_cli_error("%s", err);
+    return rc < 0 ? -1 : 0;
+}
+
 static int write_json_to(ml_out_t *out, const ml_analysis_t *a, const ml_report_opts_t *ro) {
     return ml_report_json(out->f, a, ro);
 }
@@ -300,7 +327,10 @@ int ml_cmd_report(int argc, char **argv) {
             code = ML_EXIT_ERROR;
         }
     }
-    if (!o.json && !o.html && !o.folded) {
+    if (o.pprof && code == ML_EXIT_OK && export_to(o.pprof, ml_report_pprof, a) < 0) code = ML_EXIT_ERROR;
+    if (o.speedscope && code == ML_EXIT_OK && export_to(o.speedscope, ml_report_speedscope, a) < 0)
+        code = ML_EXIT_ERROR;
+    if (!o.json && !o.html && !o.folded && !o.pprof && !o.speedscope) {
         ml_report_text(stdout, a, o.trace, 10);
         fflush(stdout);
     } else if (!o.quiet) {

@@ -59,6 +59,22 @@ int ml_fold_metric_parse(const char *s, ml_fold_metric_t *out);
  * frames carry flamegraph.pl's "_[i]" suffix. Returns 0 or -EIO. */
 int ml_report_folded(FILE *out, const ml_analysis_t *a, ml_fold_metric_t metric);
 
+/** Writes the pprof export: a gzipped profile.proto (perftools.profiles),
+ * one sample per site with the sample types alloc_objects, alloc_space,
+ * inuse_objects, inuse_space (live at exit), peak_objects and peak_space
+ * (live at the peak, the default), the trace's modules as mappings, and
+ * comments saying what ran and, for sampled traces, that the values are
+ * estimates (docs/exports.md). Flushes the stream. Returns 0, or a negative
+ * errno: -ENOMEM, or the stream's write error (-ENOSPC, -EIO). (pprof.c) */
+int ml_report_pprof(FILE *out, const ml_analysis_t *a);
+
+/** Writes the speedscope export (speedscope's JSON file format): one
+ * sampled profile per metric (bytes allocated, allocation calls, bytes live
+ * at the peak, bytes leaked, bytes live at exit) over a shared frame table
+ * (docs/exports.md). Flushes the stream. Returns as ml_report_pprof().
+ * (speedscope.c) */
+int ml_report_speedscope(FILE *out, const ml_analysis_t *a);
+
 /** Writes the human summary: totals, the top sites by peak and by leaks with
  * function and file:line, fragmentation, warnings. `top` sites per list
  * (0: 10). Returns 0 or -EIO. */
