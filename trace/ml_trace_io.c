@@ -390,6 +390,7 @@ static size_t record_bound(const ml_record_t *r) {
             n += str_len_capped(r->u.process.argv[i]) + 10;
         break;
     case ML_T_END:
+    case ML_T_UNWIND_CHECK:
         n += 12 * 10;
         break;
     case ML_T_GPU_ALLOC:
@@ -605,6 +606,17 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
         put_u(w, g->stream);
         put_u(w, g->cbid);
         put_u(w, g->correlation);
+        break;
+    }
+    case ML_T_UNWIND_CHECK: {
+        const typeof(r->u.unwind_check) *q = &r->u.unwind_check;
+        put_u(w, q->stacks);
+        put_u(w, q->mismatches);
+        put_u(w, q->fallbacks);
+        put_u(w, q->reused);
+        put_u(w, q->first_frame);
+        put_u(w, q->fast_pc);
+        put_u(w, q->full_pc);
         break;
     }
     case ML_T_END: {
@@ -1103,6 +1115,13 @@ int ml_reader_next(ml_reader_t *r, ml_record_t *rec) {
             g->device = (int32_t)d;
             break;
         }
+        case ML_T_UNWIND_CHECK: {
+            typeof(rec->u.unwind_check) *q = &rec->u.unwind_check;
+            ok = r->minor >= 5 && get_u(r, &q->stacks) && get_u(r, &q->mismatches) &&
+                 get_u(r, &q->fallbacks) && get_u(r, &q->reused) && get_u(r, &q->first_frame) &&
+                 get_u(r, &q->fast_pc) && get_u(r, &q->full_pc);
+            break;
+        }
         case ML_T_END: {
             ml_rec_end_t *e = &rec->u.end;
             ok = get_u32(r, &e->status_kind) && get_s(r, &d) && get_u(r, &e->events) &&
@@ -1339,6 +1358,7 @@ const char *ml_tag_name(unsigned tag) {
     case ML_T_PROC_EXIT: return "proc-exit";
     case ML_T_BLOCK_REACH: return "block-reach";
     case ML_T_REACH_SCAN: return "reach-scan";
+    case ML_T_UNWIND_CHECK: return "unwind-check";
     case ML_T_END: return "end";
     case ML_T_GPU_ALLOC: return "gpu-alloc";
     case ML_T_GPU_FREE: return "gpu-free";
@@ -1482,6 +1502,17 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
         fprintf(out, " activity=%u correlation=%u%s%s", g->cbid, g->correlation,
                 g->flags & ML_GPU_F_POOL_IMPORTED ? " imported" : "",
                 g->flags & ML_GPU_F_POOL_MANAGED ? " managed" : "");
+        break;
+    }
+    case ML_T_UNWIND_CHECK: {
+        const typeof(r->u.unwind_check) *q = &r->u.unwind_check;
+        fprintf(out,
+                " stacks=%" PRIu64 " mismatches=%" PRIu64 " fallbacks=%" PRIu64
+                " reused=%" PRIu64,
+                q->stacks, q->mismatches, q->fallbacks, q->reused);
+        if (q->mismatches)
+            fprintf(out, " first_frame=%" PRIu64 " fast_pc=0x%" PRIx64 " full_pc=0x%" PRIx64,
+                    q->first_frame, q->fast_pc, q->full_pc);
         break;
     }
     case ML_T_END: {
