@@ -47,6 +47,7 @@
 typedef struct {
     const char *out;
     bool follow_fork, quiet, unwind_fp, no_gpu, no_snapshot;
+    bool unwind_verify; /* --unwind verify (hidden): docs/recorder.md#stacks */
     bool gpu_pools; /* --gpu-pools: CUPTI activity records of memory pools (ML_GPU_POOLS=1) */
     bool live; /* --live: the terminal viewer follows the root process */
     uint64_t sample_bytes;
@@ -162,6 +163,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
         } else if (!strcmp(a, "--unwind")) {
             if (++i >= argc) goto missing;
             if (!strcmp(argv[i], "fp")) o->unwind_fp = true;
+            else if (!strcmp(argv[i], "verify")) o->unwind_verify = true;
             else if (strcmp(argv[i], "libunwind")) {
                 ml_die_msg("--unwind takes libunwind or fp");
                 return -1;
@@ -335,7 +337,8 @@ static int create_ctl(session_t *s) {
         return -1;
     }
     c->version = ML_SHM_VERSION;
-    c->options = (s->o.follow_fork ? ML_OPT_FOLLOW_FORK : 0) | (s->o.unwind_fp ? ML_OPT_UNWIND_FP : 0);
+    c->options = (s->o.follow_fork ? ML_OPT_FOLLOW_FORK : 0) | (s->o.unwind_fp ? ML_OPT_UNWIND_FP : 0) |
+                 (s->o.unwind_verify ? ML_OPT_UNWIND_VERIFY : 0);
     c->sample_bytes = s->o.sample_bytes;
     c->collector_pid = (uint32_t)getpid();
     c->depth = s->o.depth;
@@ -812,8 +815,43 @@ static void save_snapshot(const session_t *s, proc_t *p) {
     (void)rc; /* a write error is in the writer's state: reported by finish_proc */
 }
 
+/* --unwind verify: the recorder's stacks against libunwind's, into the trace
+ * and on stderr (docs/recorder.md#stacks). */
+static void unwind_check(const session_t *s, proc_t *p) {
+    if (!s->o.unwind_verify) return;
+    ml_ring_hdr_t *h = p->ring;
+    ml_record_t r;
+    memset(&r, 0, sizeof r);
+    r.tag = ML_T_UNWIND_CHECK;
+    r.time_ms = p->last_time;
+    r.thread = p->last_thread;
+    typeof(r.u.unwind_check) *q = &r.u.unwind_check;
+    q->stacks = ml_atomic_load_relaxed(&h->unwind_checked);
+    q->mismatches = ml_atomic_load_relaxed(&h->unwind_mismatch);
+    q->fallbacks = ml_atomic_load_relaxed(&h->unwind_fallback);
+    q->reused = ml_atomic_load_relaxed(&h->unwind_reused);
+    if (ml_atomic_load_acquire(&h->unwind_bad.set)) {
+        q->first_frame = h->unwind_bad.frame;
+        q->fast_pc = h->unwind_bad.fast_pc;
+        q->full_pc = h->unwind_bad.full_pc;
+    }
+    proc_add(p, &r);
+    fprintf(stderr,
+            "memlens: unwind verify: pid %u: %" PRIu64 " stacks compared (%" PRIu64
+            " taken by libunwind, %" PRIu64 " reusing the previous stack), %" PRIu64 " differ\n",
+            p->pid, q->stacks, q->fallbacks, q->reused, q->mismatches);
+    if (q->mismatches)
+        fprintf(stderr,
+                "memlens: unwind verify: first difference at frame %" PRIu64 ": 0x%" PRIx64
+                " (%u frames%s) against libunwind's 0x%" PRIx64 " (%u frames)\n",
+                q->first_frame, q->fast_pc, h->unwind_bad.fast_frames,
+                h->unwind_bad.fell_back ? ", libunwind's own" : "", q->full_pc,
+                h->unwind_bad.full_frames);
+}
+
 static void finish_proc(session_t *s, proc_t *p) {
     drain(s, p, true);
+    unwind_check(s, p);
     ml_record_t r;
     memset(&r, 0, sizeof r);
     r.tag = ML_T_END;
