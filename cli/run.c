@@ -836,6 +836,7 @@ static void unwind_check(const session_t *s, proc_t *p) {
         q->full_pc = h->unwind_bad.full_pc;
     }
     proc_add(p, &r);
+    if (s->o.quiet) return;
     fprintf(stderr,
             "memlens: unwind verify: pid %u: %" PRIu64 " stacks compared (%" PRIu64
             " taken by libunwind, %" PRIu64 " reusing the previous stack), %" PRIu64 " differ\n",

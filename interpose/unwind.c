@@ -690,7 +690,7 @@ static uint64_t rule_get(ml_uw_thread_t *t, uint64_t pc) {
         if (perm) {
             rules_insert(pc, r);
         } else if (!cacheable) {
-            return r | R_NONPERM; /* outside every module: not cached */
+            return r; /* outside every module (JIT code?): not cached */
         } else if (!t->np_epoch) {
             /* The first rule of an unloadable module in this cache: it holds
              * for the loader's current unload count, which the walk checks
@@ -773,15 +773,16 @@ static bool stack_bounds(ml_uw_thread_t *t) {
 }
 
 /* Checks that the previous walk's steps from frame m outward read the same
- * words now: the return address slot (CFA - 8) and the caller's rbp slot
- * (CFA + roff) of every frame, and the last word read at the outermost
- * frame. Returns -1 when all match, else the frame whose step differs. */
+ * words now: the return address slot (CFA - 8) of every frame, the caller's
+ * rbp slot (CFA + roff) where the rest of the walk depends on that rbp, and
+ * the last word read at the outermost frame. Returns -1 when all match, else
+ * the frame whose step differs. */
 static int validate(const ml_uw_stack_t *st, int m) {
     const ml_uw_frame_t *f = st->f;
     for (int i = m; i > 0; i--) {
         const uint64_t *cfa = (const uint64_t *)(uintptr_t)f[i - 1].rsp;
         if (cfa[-1] != f[i - 1].pc) return i;
-        if (f[i].roff != ML_UW_NOSAVE &&
+        if (f[i].roff != ML_UW_NOSAVE && (f[i - 1].flags & ML_UWF_DEP) &&
             *(const uint64_t *)((uintptr_t)cfa + (intptr_t)f[i].roff) != f[i - 1].rbp)
             return i;
     }
@@ -842,8 +843,8 @@ static int walk_once(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t
             break;
         }
         uint64_t r = rule_get(t, pc);
-        if (rule_kind(r) == R_UNSUP) return -1;
         if (r & R_NONPERM) *nonperm = true;
+        if (rule_kind(r) == R_UNSUP) return -1;
         ml_uw_frame_t *f = &s[k++];
         f->pc = pc;
         f->rsp = rsp;
@@ -891,23 +892,24 @@ int ml__uw_walk(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t rsp,
     for (int attempt = 0; attempt < 2; attempt++) {
         bool nonperm = false;
         int kept = walk_once(t, st, pc, rsp, rbp, max, &nonperm, stats);
+        if (nonperm) {
+            /* Rules of unloadable modules were used (now, or by the frames
+             * kept from the previous walk), or looked for: they hold only if
+             * nothing was unloaded since this thread's cache of them started.
+             * Otherwise the walk (even one that gave up: a stale rule may
+             * have led it astray) is done again with fresh rules. */
+            uint64_t subs = loader_subs();
+            if (subs != subs_at_start) ml_atomic_store_relaxed(&unloaded, 1);
+            if (t->np_epoch != subs + 1) {
+                memset(t->rc, 0, sizeof t->rc);
+                t->np_epoch = subs + 1;
+                st->valid = 0;
+                continue;
+            }
+        }
         if (kept < 0) goto fail;
-        if (!nonperm) {
-            st->valid = st->end != ML_UW_END_LIMIT;
-            return kept;
-        }
-        /* Rules of unloadable modules were used (now, or by the frames kept
-         * from the previous walk): valid only if nothing was unloaded since
-         * this thread's cache of them started. */
-        uint64_t subs = loader_subs();
-        if (subs != subs_at_start) ml_atomic_store_relaxed(&unloaded, 1);
-        if (t->np_epoch == subs + 1) {
-            st->valid = st->end != ML_UW_END_LIMIT;
-            return kept;
-        }
-        memset(t->rc, 0, sizeof t->rc);
-        t->np_epoch = subs + 1;
-        st->valid = 0;
+        st->valid = st->end != ML_UW_END_LIMIT;
+        return kept;
     }
 fail:
     st->valid = 0;
