@@ -82,6 +82,7 @@ typedef struct {
  * stack. Taken at the thread's first stack, returned to a free list when it
  * exits (a pthread key's destructor). */
 #define FRAME_SEEN 1024 /* entries, power of two */
+#define SEEN_IDS 6
 #define ID_KNOWN ML_UWF_USER /* ml_uw_frame_t.flags: `id` is the frame's node id */
 
 typedef struct thread_state_s {
@@ -92,12 +93,13 @@ typedef struct thread_state_s {
     ml_uw_thread_t uw;
     ml_uw_stack_t stack; /* the last walk; a frame's id is known when ID_KNOWN */
     /* Inner parts seen recently: hash of (the node id of the outer part,
-     * the pcs below it) -> leaf id. A hit interns a stack without touching
-     * the trie; the ids of the frames in between stay unknown until a later
-     * stack needs one (frame_id). */
+     * the pcs below it) -> the node ids of the innermost SEEN_IDS frames. A
+     * hit interns a stack without touching the trie; the ids of frames
+     * further out, if any, stay unknown until a later stack needs one
+     * (frame_id). */
     struct {
         uint64_t hash;
-        uint32_t leaf;
+        uint32_t id[SEEN_IDS]; /* id[0]: the leaf, then outward */
     } seen[FRAME_SEEN];
 } thread_state_t;
 
@@ -485,10 +487,17 @@ static uint32_t frame_id(ml_uw_stack_t *st, int m) {
 }
 
 /* The walker's path: returns the leaf id, or -1 when the stack must be
- * taken by libunwind. Starts from its own caller's frame, found through
- * the frame pointer (libmemlens is built with frame pointers). */
+ * taken by libunwind. libmemlens is built with frame pointers, so its own
+ * frames (this function, ml__stack_capture, record_*, the hook) are left
+ * through the frame pointer chain, to the first return address outside
+ * libmemlens: the program's frame the walk starts from. */
 static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_t *flags) {
     uintptr_t *fp = __builtin_frame_address(0);
+    for (int i = 0; is_own_frame(fp[1]); i++) {
+        uintptr_t *next = (uintptr_t *)fp[0];
+        if (i == SKIP_MAX || next <= fp) return -1;
+        fp = next;
+    }
     ml_uw_stack_t *st = &ts->stack;
     uint32_t gen = ml_atomic_load_relaxed(&generation);
     if (ml_unlikely(ts->gen != gen)) { /* after fork: the ids restart */
@@ -524,10 +533,13 @@ static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_
     h ^= h >> 29;
     h |= 1; /* 0 marks an empty entry */
     typeof(ts->seen[0]) *e = &ts->seen[(h >> 40) & (FRAME_SEEN - 1)];
+    uint32_t cnt = nprog - pk < SEEN_IDS ? nprog - pk : SEEN_IDS;
     if (e->hash == h) {
-        st->f[nprog - 1].id = e->leaf;
-        st->f[nprog - 1].flags |= ID_KNOWN;
-        return e->leaf;
+        for (uint32_t i = 0; i < cnt; i++) {
+            st->f[nprog - 1 - i].id = e->id[i];
+            st->f[nprog - 1 - i].flags |= ID_KNOWN;
+        }
+        return e->id[0];
     }
     for (uint32_t i = pk; i < nprog; i++) {
         uint32_t id = node_get(parent, st->f[i].pc);
@@ -536,7 +548,7 @@ static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_
         st->f[i].flags |= ID_KNOWN;
     }
     e->hash = h;
-    e->leaf = parent;
+    for (uint32_t i = 0; i < cnt; i++) e->id[i] = st->f[nprog - 1 - i].id;
     return parent;
 full:
     /* The node table cannot grow: keep the outer part, flag the cut (as
