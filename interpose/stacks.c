@@ -559,7 +559,7 @@ full:
 }
 
 uint32_t ml__stack_capture(uint8_t *flags) {
-    thread_state_t *ts = use_fp ? NULL : state();
+    thread_state_t *ts = state();
     if (fast && ts) {
         int64_t leaf = capture_fast(ts, flags);
         if (leaf >= 0) {
