@@ -77,12 +77,13 @@ typedef struct {
     } seen[HASH_CACHE];
 } stack_cache_t;
 
-/* Everything a thread keeps between two stacks (about 30 KiB), in memory
+/* Everything a thread keeps between two stacks (about 64 KiB, touched as
+ * it is used), in memory
  * of our own rather than in TLS, which glibc carves out of every thread's
  * stack. Taken at the thread's first stack, returned to a free list when it
  * exits (a pthread key's destructor). */
 #define FRAME_SEEN 1024 /* entries, power of two */
-#define SEEN_IDS 6
+#define SEEN_IDS 4
 #define ID_KNOWN ML_UWF_USER /* ml_uw_frame_t.flags: `id` is the frame's node id */
 
 typedef struct thread_state_s {
@@ -93,7 +94,7 @@ typedef struct thread_state_s {
     ml_uw_thread_t uw;
     ml_uw_stack_t stack; /* the last walk; a frame's id is known when ID_KNOWN */
     /* Inner parts seen recently: hash of (the node id of the outer part,
-     * the pcs below it) -> the node ids of the innermost SEEN_IDS frames. A
+     * the pcs below it, the generation) -> the node ids of the innermost SEEN_IDS frames. A
      * hit interns a stack without touching the trie; the ids of frames
      * further out, if any, stay unknown until a later stack needs one
      * (frame_id). */
@@ -308,8 +309,18 @@ static thread_state_t *state(void) {
     s = free_states;
     if (s) free_states = s->next_free;
     ml__spin_unlock(&states_lock);
-    if (s) memset(s, 0, sizeof *s);
-    else s = ml__raw_alloc(sizeof *s);
+    if (s) {
+        /* Another thread's: its caches hold facts about code and about the
+         * stack table, true for any thread; its last walk and its stack
+         * bounds are not. Not cleared as a whole: that would touch every
+         * page of it. */
+        s->uw.hi = 0;
+        s->stack.valid = 0;
+        s->stack.n = 0;
+        s->last_kept = 0;
+    } else {
+        s = ml__raw_alloc(sizeof *s); /* zero-filled: a fresh state */
+    }
     if (!s) return NULL;
     my_state = s;
     /* May allocate (glibc's second-level key arrays): passed through, the
@@ -503,7 +514,6 @@ static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_
     if (ml_unlikely(ts->gen != gen)) { /* after fork: the ids restart */
         ts->gen = gen;
         st->valid = 0;
-        memset(ts->seen, 0, sizeof ts->seen);
     }
     int kept = ml__uw_walk(&ts->uw, st, fp[1], (uint64_t)(uintptr_t)(fp + 2), fp[0],
                            depth + SKIP_MAX + 1, NULL);
@@ -528,7 +538,9 @@ static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_
     if (pk && !parent) goto full;
     if (nprog == pk) return parent;
     /* The new inner program frames f[pk..nprog), below `parent`. */
-    uint64_t h = (uint64_t)parent << 32 | (nprog - pk);
+    /* The generation is in the key: entries of the parent's trace (before
+     * a fork) cannot match. */
+    uint64_t h = ((uint64_t)parent << 32 | (nprog - pk)) ^ (uint64_t)gen * 0x9e3779b97f4a7c15ull;
     for (uint32_t i = pk; i < nprog; i++) h = (h ^ st->f[i].pc) * 0xff51afd7ed558ccdull;
     h ^= h >> 29;
     h |= 1; /* 0 marks an empty entry */
