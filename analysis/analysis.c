@@ -1,5 +1,6 @@
 /* analysis.c - the streaming pass: live heap map, totals, peak, per-stack
- * statistics, pages, timeline, histograms, threads.
+ * statistics, pages, timeline, histograms, threads; and the session's
+ * warnings, which every part adds to.
  *
  * Everything here is O(1) per record (amortized hash-map work), and memory
  * is proportional to the live blocks, the distinct stacks and the pages that
@@ -25,7 +26,8 @@
  */
 #define _GNU_SOURCE
 #include "analysis_internal.h"
-#include "ml_gpu.h"
+#include "gpu_internal.h" /* ml__gpu_feed */
+#include "ml_map.h"
 
 #include <errno.h>
 #include <math.h>
@@ -36,67 +38,6 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------- */
-/* Live block map: open addressing on the block address                      */
-/* ------------------------------------------------------------------------- */
-
-static inline uint64_t hash_u64(uint64_t p) {
-    p ^= p >> 33;
-    p *= 0xff51afd7ed558ccdull;
-    p ^= p >> 33;
-    return p;
-}
-
-static int map_grow(ml__block_map_t *m) {
-    uint64_t ncap = m->cap ? m->cap * 2 : 1024;
-    ml__block_t *n = calloc(ncap, sizeof *n);
-    if (!n) return -ENOMEM;
-    for (uint64_t i = 0; i < m->cap; i++) {
-        if (!m->e[i].ptr) continue;
-        uint64_t j = hash_u64(m->e[i].ptr) & (ncap - 1);
-        while (n[j].ptr) j = (j + 1) & (ncap - 1);
-        n[j] = m->e[i];
-    }
-    free(m->e);
-    m->e = n;
-    m->cap = ncap;
-    return 0;
-}
-
-static ml__block_t *map_find(const ml__block_map_t *m, uint64_t ptr) {
-    if (!m->cap || !ptr) return NULL;
-    for (uint64_t i = hash_u64(ptr) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-        if (m->e[i].ptr == ptr) return &m->e[i];
-        if (!m->e[i].ptr) return NULL;
-    }
-}
-
-/* Inserts, or returns the existing entry with the same address in *old. */
-static ml__block_t *map_slot(ml__block_map_t *m, uint64_t ptr, bool *existed) {
-    *existed = false;
-    if ((m->count + 1) * 4 > m->cap * 3 && map_grow(m) < 0) return NULL;
-    uint64_t i = hash_u64(ptr) & (m->cap - 1);
-    while (m->e[i].ptr && m->e[i].ptr != ptr) i = (i + 1) & (m->cap - 1);
-    if (m->e[i].ptr) *existed = true;
-    else m->count++;
-    return &m->e[i];
-}
-
-static void map_remove(ml__block_map_t *m, ml__block_t *e) {
-    uint64_t mask = m->cap - 1;
-    uint64_t i = (uint64_t)(e - m->e);
-    m->count--;
-    /* Backward-shift deletion keeps probe chains intact without tombstones. */
-    for (uint64_t j = (i + 1) & mask; m->e[j].ptr; j = (j + 1) & mask) {
-        uint64_t home = hash_u64(m->e[j].ptr) & mask;
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            m->e[i] = m->e[j];
-            i = j;
-        }
-    }
-    m->e[i].ptr = 0;
-}
-
-/* ------------------------------------------------------------------------- */
 /* Page map                                                                  */
 /*                                                                           */
 /* "Pages holding at least one live block" is kept exact at every event: a  */
@@ -105,66 +46,42 @@ static void map_remove(ml__block_map_t *m, ml__block_t *e) {
 /* can touch them, and they are only counted (`interior`).                   */
 /* ------------------------------------------------------------------------- */
 
-static int regions_grow(ml__page_map_t *m) {
-    uint64_t ncap = m->cap ? m->cap * 2 : 64;
-    ml__region_t *n = calloc(ncap, sizeof *n);
-    if (!n) return -ENOMEM;
-    for (uint64_t i = 0; i < m->cap; i++) {
-        if (!m->e[i].key) continue;
-        uint64_t j = hash_u64(m->e[i].key) & (ncap - 1);
-        while (n[j].key) j = (j + 1) & (ncap - 1);
-        n[j] = m->e[i];
-    }
-    free(m->e);
-    m->e = n;
-    m->cap = ncap;
-    m->last = NULL;
-    return 0;
-}
+ML_MAP_TYPED(regions, ml__region_t, 64)
+
+static void lost(ml_analysis_t *a, bool block);
 
 static ml__region_t *region_get(ml__page_map_t *m, uint64_t key, bool create) {
     if (m->last && m->last->key == key) return m->last;
-    if (m->cap) {
-        for (uint64_t i = hash_u64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-            if (m->e[i].key == key) return m->last = &m->e[i];
-            if (!m->e[i].key) break;
-        }
-    }
+    ml__region_t *r = regions_find(&m->map, key);
+    if (r) return m->last = r;
     if (!create) return NULL;
-    if ((m->count + 1) * 2 > m->cap && regions_grow(m) < 0) return NULL;
     uint32_t *cnt = calloc(ML__REGION_PAGES, sizeof *cnt);
     if (!cnt) return NULL;
-    uint64_t i = hash_u64(key) & (m->cap - 1);
-    while (m->e[i].key) i = (i + 1) & (m->cap - 1);
-    m->e[i] = (ml__region_t){key, cnt, 0};
-    m->count++;
-    return m->last = &m->e[i];
+    bool existed;
+    r = regions_put(&m->map, key, &existed); /* may move every region: `last` is set anew */
+    if (!r) {
+        free(cnt);
+        return NULL;
+    }
+    r->cnt = cnt;
+    return m->last = r;
 }
 
 static void region_drop(ml__page_map_t *m, ml__region_t *e) {
-    uint64_t mask = m->cap - 1;
-    uint64_t i = (uint64_t)(e - m->e);
     free(e->cnt);
-    m->count--;
-    for (uint64_t j = (i + 1) & mask; m->e[j].key; j = (j + 1) & mask) {
-        uint64_t home = hash_u64(m->e[j].key) & mask;
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            m->e[i] = m->e[j];
-            i = j;
-        }
-    }
-    m->e[i].key = 0;
-    m->e[i].cnt = NULL;
+    regions_remove(&m->map, e);
     m->last = NULL;
 }
 
-static void page_inc(ml__page_map_t *m, uint64_t page) {
+/* False when the page could not be counted (out of memory). */
+static bool page_inc(ml__page_map_t *m, uint64_t page) {
     ml__region_t *r = region_get(m, page / ML__REGION_PAGES + 1, true);
-    if (!r) return;
+    if (!r) return false;
     if (r->cnt[page % ML__REGION_PAGES]++ == 0) {
         r->used++;
         m->nonzero++;
     }
+    return true;
 }
 
 static void page_dec(ml__page_map_t *m, uint64_t page) {
@@ -182,11 +99,12 @@ static void pages_block(ml_analysis_t *a, const ml__block_t *b, bool add) {
     uint64_t fp = b->ptr / ps, lp = (b->ptr + size - 1) / ps;
     if (lp < fp) lp = fp; /* wrapped: a corrupt trace */
     if (add) {
-        page_inc(&a->pages, fp);
+        bool ok = page_inc(&a->pages, fp);
         if (lp != fp) {
-            page_inc(&a->pages, lp);
+            ok &= page_inc(&a->pages, lp);
             a->pages.interior += lp - fp - 1;
         }
+        if (!ok) lost(a, false);
     } else {
         page_dec(&a->pages, fp);
         if (lp != fp) {
@@ -202,18 +120,22 @@ static uint64_t page_waste(const ml_analysis_t *a) {
 }
 
 /* ------------------------------------------------------------------------- */
-/* Session                                                                   */
+/* Warnings and accessors                                                    */
 /* ------------------------------------------------------------------------- */
 
+/* Room for one more warning; false when out of memory. */
+static bool warn_room(ml_analysis_t *a) {
+    if (a->nwarn < a->warn_cap) return true;
+    size_t cap = a->warn_cap ? a->warn_cap * 2 : 8;
+    char **p = realloc(a->warn, cap * sizeof *p);
+    if (!p) return false;
+    a->warn = p;
+    a->warn_cap = cap;
+    return true;
+}
+
 void ml__warn(ml_analysis_t *a, const char *fmt, ...) {
-    if (a->nwarn >= 200) return;
-    if (a->nwarn == a->warn_cap) {
-        size_t cap = a->warn_cap ? a->warn_cap * 2 : 8;
-        char **p = realloc(a->warn, cap * sizeof *p);
-        if (!p) return;
-        a->warn = p;
-        a->warn_cap = cap;
-    }
+    if (a->nwarn >= 200 || !warn_room(a)) return;
     char buf[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -225,80 +147,36 @@ void ml__warn(ml_analysis_t *a, const char *fmt, ...) {
     if (s) a->warn[a->nwarn++] = s;
 }
 
+/* Out of memory while feeding: part of a record's effect is lost (a block
+ * not tracked, or a stack node, statistics slot, module, thread, page
+ * counter or graveyard entry not kept), and the numbers undercount it. It is
+ * counted, and one warning says how much: the buffer is taken at the first
+ * loss and rewritten in place, so later losses need no memory (it is also
+ * exempt from the cap on warnings). A session restored from a snapshot has
+ * the collector's warning as text. */
+#define LOST_WARNING_LEN 320
+
+static void lost(ml_analysis_t *a, bool block) {
+    if (block) a->lost_blocks++;
+    else a->lost_other++;
+    if (!a->lost_warning && warn_room(a) && (a->lost_warning = calloc(1, LOST_WARNING_LEN)))
+        a->warn[a->nwarn++] = a->lost_warning;
+    if (a->lost_warning)
+        snprintf(a->lost_warning, LOST_WARNING_LEN,
+                 "out of memory while analysing: %llu blocks were not tracked (their bytes are "
+                 "missing from the live heap, the peak and the leaks) and %llu records were kept "
+                 "incompletely (stacks, modules, threads, pages or the peak's blocks); the numbers "
+                 "undercount them",
+                 (unsigned long long)a->lost_blocks, (unsigned long long)a->lost_other);
+}
+
 size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **w) {
     *w = (const char *const *)a->warn;
     return a->nwarn;
 }
 
-int ml_analysis_new(ml_analysis_t **out) {
-    ml_analysis_t *a = calloc(1, sizeof *a);
-    if (!a) return -ENOMEM;
-    a->realloc_stash = calloc(ML__MAX_THREADS, sizeof *a->realloc_stash);
-    a->stats = calloc(16, sizeof *a->stats);
-    if (!a->realloc_stash || !a->stats) {
-        free(a->realloc_stash);
-        free(a->stats);
-        free(a);
-        return -ENOMEM;
-    }
-    a->stats_cap = 16;
-    a->nstats = 1; /* stats[0]: allocations without a usable stack */
-    a->stats[0].min_size = UINT64_MAX;
-    a->page_size = 4096;
-    a->proc.page_size = 4096;
-    a->proc.exe = a->proc.parent_trace = a->proc.producer = "";
-    a->tl_width = 1;
-    a->hist.size_first = 3;
-    a->hist.size_last = 3;
-    *out = a;
-    return 0;
-}
-
-int ml_analysis_new_light(ml_analysis_t **out) {
-    int rc = ml_analysis_new(out);
-    if (rc == 0) (*out)->light = true;
-    return rc;
-}
-
-void ml_analysis_free(ml_analysis_t *a) {
-    if (!a) return;
-    ml_gpu_free(a->gpu);
-    if (a->b) {
-        ml__built_free(a->b);
-        free(a->b);
-    }
-    ml__sym_free(a->sym);
-    free(a->heap.e);
-    free(a->maps.e);
-    free(a->realloc_stash);
-    free(a->node_parent);
-    free(a->node_pc);
-    free(a->node_module);
-    free(a->node_stat);
-    free(a->stats);
-    for (uint32_t i = 0; i < a->nmods; i++) {
-        free(a->mods[i].path);
-        free(a->mods[i].build_id);
-    }
-    free(a->mods);
-    free(a->loaded_sorted);
-    for (int i = 0; i < 2; i++) {
-        free(a->mom[i].grave);
-        free(a->snap_cells[i]);
-    }
-    for (uint64_t i = 0; i < a->pages.cap; i++) free(a->pages.e[i].cnt);
-    free(a->pages.e);
-    for (uint32_t i = 0; i < a->nthreads; i++) free(a->threads[i].name);
-    free(a->threads);
-    for (size_t i = 0; i < sizeof a->proc_strings / sizeof a->proc_strings[0]; i++)
-        free(a->proc_strings[i]);
-    for (size_t i = 0; i < a->nwarn; i++) free(a->warn[i]);
-    free(a->warn);
-    free(a);
-}
-
 void ml_analysis_prefetch(const ml_analysis_t *a, uint64_t ptr) {
-    if (a->heap.cap) __builtin_prefetch(&a->heap.e[hash_u64(ptr) & (a->heap.cap - 1)], 1);
+    ml__blocks_prefetch(&a->heap, ptr);
 }
 
 const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a) {
@@ -374,7 +252,10 @@ static void add_node(ml_analysis_t *a, const ml_record_t *r) {
      * absurd allocations from a corrupt trace. */
     if (id == 0 || id > a->nnodes + 65536u) return;
     if (parent >= id) parent = 0;
-    if (nodes_reserve(a, id) < 0) return;
+    if (nodes_reserve(a, id) < 0) {
+        lost(a, false);
+        return;
+    }
     a->node_parent[id] = parent;
     a->node_pc[id] = r->u.node.pc;
     a->node_module[id] = module_of(a, r->u.node.pc);
@@ -395,13 +276,19 @@ static void add_module(ml_analysis_t *a, const ml_record_t *r) {
         uint32_t *ls = realloc(a->loaded_sorted, cap * sizeof *ls);
         if (m) a->mods = m;
         if (ls) a->loaded_sorted = ls;
-        if (!m || !ls) return;
+        if (!m || !ls) {
+            lost(a, false);
+            return;
+        }
         a->mods_cap = cap;
     }
     ml__module_t *m = &a->mods[a->nmods];
     memset(m, 0, sizeof *m);
     m->path = strdup(r->u.module.path ? r->u.module.path : "");
-    if (!m->path) return;
+    if (!m->path) {
+        lost(a, false);
+        return;
+    }
     m->base = r->u.module.base;
     m->lo = UINT64_MAX;
     for (uint32_t i = 0; i < r->u.module.nsegs; i++) {
@@ -416,6 +303,8 @@ static void add_module(ml_analysis_t *a, const ml_record_t *r) {
         if (m->build_id) {
             memcpy(m->build_id, r->u.module.build_id, r->u.module.build_id_len);
             m->build_id_len = r->u.module.build_id_len;
+        } else {
+            lost(a, false);
         }
     }
     m->loaded = true;
@@ -439,7 +328,10 @@ static uint32_t stat_of(ml_analysis_t *a, uint32_t stack) {
     if (a->nstats == a->stats_cap) {
         uint32_t cap = a->stats_cap * 2;
         ml__stack_stats_t *p = realloc(a->stats, cap * sizeof *p);
-        if (!p) return 0;
+        if (!p) {
+            lost(a, false); /* counted under the unknown stack */
+            return 0;
+        }
         a->stats = p;
         a->stats_cap = cap;
     }
@@ -467,7 +359,10 @@ static ml__thread_t *thread_of(ml_analysis_t *a, uint32_t index) {
         if (n < a->nthreads * 2) n = a->nthreads * 2;
         if (n > ML__MAX_THREADS) n = ML__MAX_THREADS;
         ml__thread_t *p = realloc(a->threads, n * sizeof *p);
-        if (!p) return NULL;
+        if (!p) {
+            lost(a, false);
+            return NULL;
+        }
         memset(p + a->nthreads, 0, (n - a->nthreads) * sizeof *p);
         a->threads = p;
         a->nthreads = n;
@@ -551,12 +446,15 @@ static void moment_set(ml_analysis_t *a, ml__moment_t *m, uint32_t time_ms) {
     m->rss_bytes = a->t.rss_bytes;
 }
 
-static void grave_add(ml__moment_t *m, const ml__block_t *b) {
+static void grave_add(ml_analysis_t *a, ml__moment_t *m, const ml__block_t *b) {
     if (!m->set || b->seq > m->seq) return;
     if (m->ngrave == m->grave_cap) {
         uint64_t cap = m->grave_cap ? m->grave_cap * 2 : 256;
         ml__grave_t *p = realloc(m->grave, cap * sizeof *p);
-        if (!p) return;
+        if (!p) {
+            lost(a, false);
+            return;
+        }
         m->grave = p;
         m->grave_cap = cap;
     }
@@ -616,15 +514,18 @@ static void block_gone(ml_analysis_t *a, ml__block_t *e, uint32_t time_ms, bool 
     a->t.heap_bytes -= e->size;
     a->t.heap_blocks--;
     pages_block(a, e, false);
-    grave_add(&a->mom[0], e);
-    grave_add(&a->mom[1], e);
+    grave_add(a, &a->mom[0], e);
+    grave_add(a, &a->mom[1], e);
 }
 
 /* The light session's bookkeeping: the live map, totals and the peak. */
 static void heap_add_light(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
     bool existed;
-    ml__block_t *e = map_slot(&a->heap, b->ptr, &existed);
-    if (!e) return;
+    ml__block_t *e = ml__blocks_put(&a->heap, b->ptr, &existed);
+    if (!e) {
+        lost(a, true);
+        return;
+    }
     if (existed) {
         a->t.heap_bytes -= e->size;
         a->t.heap_blocks--;
@@ -645,8 +546,11 @@ static void heap_add(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
         return;
     }
     bool existed;
-    ml__block_t *e = map_slot(&a->heap, b->ptr, &existed);
-    if (!e) return;
+    ml__block_t *e = ml__blocks_put(&a->heap, b->ptr, &existed);
+    if (!e) {
+        lost(a, true);
+        return;
+    }
     if (existed) block_gone(a, e, time_ms, false); /* a missed free: replace */
     *e = *b;
     ml__stack_stats_t *st = &a->stats[b->stack < a->nstats ? b->stack : 0];
@@ -748,7 +652,7 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
         t->calls_by_kind[ML_KIND_FREE]++;
         if (th) th->free_calls++;
     }
-    ml__block_t *e = map_find(&a->heap, r->u.alloc.ptr);
+    ml__block_t *e = ml__blocks_find(&a->heap, r->u.alloc.ptr);
     if (!e) {
         t->unknown_frees++;
         return;
@@ -764,11 +668,11 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
     if (a->light) {
         a->t.heap_bytes -= e->size;
         a->t.heap_blocks--;
-        map_remove(&a->heap, e);
+        ml__blocks_remove(&a->heap, e);
         return;
     }
     block_gone(a, e, r->time_ms, true);
-    map_remove(&a->heap, e);
+    ml__blocks_remove(&a->heap, e);
     worst_check(a, r->time_ms);
     tl_update(a, r->time_ms);
 }
@@ -802,7 +706,7 @@ static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
         t->calls_by_kind[ML_KIND_MREMAP]++;
     }
     bool existed;
-    ml__block_t *e = map_slot(&a->maps, r->u.alloc.ptr ? r->u.alloc.ptr : 1, &existed);
+    ml__block_t *e = ml__blocks_put(&a->maps, r->u.alloc.ptr ? r->u.alloc.ptr : 1, &existed);
     if (e) {
         if (existed) t->mmap_bytes -= e->size;
         uint64_t size = r->u.alloc.size & ((1ull << 62) - 1);
@@ -810,6 +714,8 @@ static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
                            .stack = r->u.alloc.stack, .time_ms = r->time_ms};
         t->mmap_bytes += size;
         if (t->mmap_bytes > t->peak_mmap_bytes) t->peak_mmap_bytes = t->mmap_bytes;
+    } else {
+        lost(a, true);
     }
     tl_update(a, r->time_ms);
 }
@@ -822,22 +728,24 @@ static void on_munmap(ml_analysis_t *a, const ml_record_t *r) {
     }
     /* Exact unmaps of a recorded mapping; a partial unmap shrinks it from
      * the front or the back. Unmaps of file mappings are not ours. */
-    ml__block_t *e = map_find(&a->maps, r->u.alloc.ptr);
+    ml__block_t *e = ml__blocks_find(&a->maps, r->u.alloc.ptr);
     if (!e) return;
     if (r->u.alloc.size >= e->size) {
         t->mmap_bytes -= e->size;
-        map_remove(&a->maps, e);
+        ml__blocks_remove(&a->maps, e);
     } else {
         ml__block_t rest = *e;
         t->mmap_bytes -= r->u.alloc.size;
         rest.ptr += r->u.alloc.size;
         rest.size -= r->u.alloc.size;
-        map_remove(&a->maps, e);
+        ml__blocks_remove(&a->maps, e);
         bool existed;
-        ml__block_t *n = map_slot(&a->maps, rest.ptr, &existed);
+        ml__block_t *n = ml__blocks_put(&a->maps, rest.ptr, &existed);
         if (n) {
             if (existed) t->mmap_bytes -= n->size;
             *n = rest;
+        } else {
+            lost(a, true);
         }
     }
     tl_update(a, r->time_ms);
@@ -871,16 +779,18 @@ static void on_process(ml_analysis_t *a, const ml_record_t *r) {
     q->argc = p->argc > ML_MAX_ARGS ? ML_MAX_ARGS : p->argc;
     for (uint32_t i = 0; i < q->argc; i++) s[4 + i] = dup_str(p->argv[i]);
     q->argv = (const char *const *)(s + 4);
+    uint32_t argc = q->argc;
     if (!q->exe || !q->parent_trace || !q->producer) q->exe = q->parent_trace = q->producer = "";
     for (uint32_t i = 0; i < q->argc; i++)
         if (!s[4 + i]) q->argc = i;
+    if (!s[0] || !s[1] || !s[2] || q->argc < argc) lost(a, false);
 }
 
 void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     ml_totals_t *t = &a->t;
     t->records++;
     if (r->time_ms > t->last_time_ms) t->last_time_ms = r->time_ms;
-    if (r->tag >= ML_T_GPU_ALLOC) ml_gpu_feed(&a->gpu, r, t); /* only GPU records concern it */
+    if (r->tag >= ML_T_GPU_ALLOC) ml__gpu_feed(&a->gpu, r, t); /* only GPU records concern it */
     switch (r->tag) {
     case ML_T_PROCESS:
         on_process(a, r);
@@ -916,6 +826,7 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
             th->tid = r->u.thread.tid;
             free(th->name);
             th->name = dup_str(r->u.thread.name);
+            if (!th->name) lost(a, false);
         }
         break;
     }
@@ -937,12 +848,12 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     case ML_T_PROC_EXIT:
         t->exited = true;
         break;
-    case ML_T_GPU_ALLOC: /* counted by ml_gpu_feed above; the timeline shows gpu_bytes */
+    case ML_T_GPU_ALLOC: /* counted by ml__gpu_feed above; the timeline shows gpu_bytes */
     case ML_T_GPU_FREE:
         tl_update(a, r->time_ms);
         break;
     case ML_T_BLOCK_REACH: {
-        ml__block_t *e = map_find(&a->heap, r->u.block_reach.ptr);
+        ml__block_t *e = ml__blocks_find(&a->heap, r->u.block_reach.ptr);
         if (e) e->reach = r->u.block_reach.reach & 3;
         break;
     }
@@ -961,71 +872,6 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     default:
         break;
     }
-}
-
-/* ------------------------------------------------------------------------- */
-/* Loading                                                                   */
-/* ------------------------------------------------------------------------- */
-
-/* Restores the trace's snapshot into the fresh session `a`. True when it
- * did; false (with a warning when the snapshot is there but unusable) when
- * the records must be replayed. */
-static bool load_snapshot(ml_analysis_t *a, ml_reader_t *r, const char *path) {
-    void *data;
-    size_t len;
-    uint32_t version = 0;
-    int rc = ml_reader_snapshot(r, &data, &len, &version);
-    if (rc == -ENOENT) return false;
-    if (rc < 0) {
-        ml__warn(a, "%s: %s; the records were replayed instead", path, ml_reader_error(r));
-        return false;
-    }
-    char err[256];
-    /* Another memlens' snapshot (a newer one, or one older than we read):
-     * replay. Snapshots carry their layout, so restore reads each version
-     * it knows. */
-    bool ok = version >= ML_ANALYSIS_SNAPSHOT_OLDEST && version <= ML_ANALYSIS_SNAPSHOT_VERSION;
-    if (ok && ml_analysis_restore(a, data, len, err, sizeof err) < 0) {
-        ml__warn(a, "%s: %s; the records were replayed instead", path, err);
-        ok = false;
-    }
-    free(data);
-    if (ok) a->from_snapshot = true;
-    return ok;
-}
-
-bool ml_analysis_from_snapshot(const ml_analysis_t *a) {
-    return a->from_snapshot;
-}
-
-int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char *err,
-                        size_t errlen) {
-    ml_reader_t *r;
-    int rc = ml_reader_open(path, &r, err, errlen);
-    if (rc < 0) return rc;
-    if ((flags & ML_LOAD_SNAPSHOT) && a->t.records == 0 && !a->light && load_snapshot(a, r, path)) {
-        ml_reader_close(r);
-        return 0;
-    }
-    ml_progress_t progress;
-    ml_progress_start(&progress, r, "reading", path);
-    progress.on = progress.on && (flags & ML_LOAD_PROGRESS);
-    ml_record_t rec;
-    while ((rc = ml_reader_next(r, &rec)) > 0) {
-        ml_analysis_feed(a, &rec);
-        ml_progress_tick(&progress);
-    }
-    ml_progress_end(&progress);
-    if (rc < 0) snprintf(err, errlen, "%s: %s", path, ml_reader_error(r));
-    a->t.truncated = ml_reader_truncated(r);
-    if (a->t.truncated)
-        ml__warn(a, "the trace ends early (the collector was stopped?): what it holds is reported");
-    ml_reader_close(r);
-    return rc < 0 ? rc : 0;
-}
-
-int ml_analysis_load(ml_analysis_t *a, const char *path, char *err, size_t errlen) {
-    return ml_analysis_load_ex(a, path, 0, err, errlen);
 }
 
 static int cmp_live(const void *x, const void *y) {
@@ -1088,25 +934,10 @@ int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {
     ml_live_block_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
     if (!v) return -ENOMEM;
     uint64_t n = 0;
+    const ml__block_t *e = ml__blocks_entries(&a->heap);
     for (uint64_t i = 0; i < a->heap.cap; i++)
-        if (a->heap.e[i].ptr) v[n++] = (ml_live_block_t){a->heap.e[i].ptr, a->heap.e[i].size};
+        if (e[i].ptr) v[n++] = (ml_live_block_t){e[i].ptr, e[i].size};
     qsort(v, n, sizeof *v, cmp_live);
     *out = v;
     return (int64_t)n;
-}
-
-const char *ml_fmt_bytes(uint64_t b, char *buf, size_t len) {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    if (b < 1024) {
-        snprintf(buf, len, "%llu B", (unsigned long long)b);
-        return buf;
-    }
-    double v = (double)b;
-    int u = 0;
-    while (v >= 1024 && u < 4) {
-        v /= 1024;
-        u++;
-    }
-    snprintf(buf, len, "%.1f %s", v, units[u]);
-    return buf;
 }

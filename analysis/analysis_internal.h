@@ -4,6 +4,7 @@
 #define ML_ANALYSIS_INTERNAL_H
 
 #include "ml_analysis.h"
+#include "ml_map.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,10 +27,10 @@ typedef struct {
 
 #define ML__SLACK_UNKNOWN 0xffffu
 
-typedef struct {
-    ml__block_t *e;
-    uint64_t cap, count;
-} ml__block_map_t;
+/* The live block maps (a->heap, a->maps): entries keyed by address, in the
+ * analysis layer's one map (ml_map.h). The snapshot saves each block's slot,
+ * so this map's hash and growth are part of the snapshot format. */
+ML_MAP_TYPED(ml__blocks, ml__block_t, 1024)
 
 /* ------------------------------------------------------------------------- */
 /* Stacks                                                                    */
@@ -104,8 +105,7 @@ typedef struct {
 } ml__region_t;
 
 typedef struct {
-    ml__region_t *e;
-    uint64_t cap, count;
+    ml_map_t map;       /* ml__region_t by key */
     ml__region_t *last; /* the region used last (most events hit it again) */
     uint64_t nonzero;   /* edge pages with a non-zero count */
     uint64_t interior;  /* pages entirely inside one live block (never shared) */
@@ -164,8 +164,8 @@ typedef struct {
 
 struct ml_analysis_s {
     ml_totals_t t;
-    ml__block_map_t heap;
-    ml__block_map_t maps;
+    ml_map_t heap; /* ml__block_t: live heap blocks */
+    ml_map_t maps; /* ml__block_t: live anonymous mappings */
     uint64_t last_alloc_ptr; /* for temporary allocations */
     bool last_alloc_live;
     /* realloc: the block freed just before, per thread, restored on failure */
@@ -238,7 +238,12 @@ struct ml_analysis_s {
     /* warnings */
     char **warn;
     size_t nwarn, warn_cap;
-    bool warned_unknown_free;
+    /* Out of memory while feeding (analysis.c, lost()): never silent. */
+    uint64_t lost_blocks; /* heap blocks and mappings not tracked */
+    uint64_t lost_other;  /* records kept incompletely: stack nodes and statistics,
+                           * modules, threads, page counters, the peak's blocks */
+    char *lost_warning;   /* the warning that counts them (one of warn[], rewritten
+                           * in place), NULL before the first loss */
     struct ml_gpu_s *gpu; /* GPU records (gpu.c), NULL until the first one */
 };
 
@@ -256,9 +261,16 @@ struct ml__built_s {
     size_t ntl;
     ml_thread_stats_t *threads;
     size_t nthreads;
-    ml_flame_node_t *flame;
+    ml_calltree_node_t *tree; /* the whole call tree (calltree.c) */
+    size_t ntree;
+    ml_calltree_node_t *flame; /* the tree pruned for the report */
     size_t nflame;
 };
+
+/* Copies the nodes of call tree t[0..n) that the flame tree keeps
+ * (ml_analysis_flame) into a malloc'd array. Returns 0 or -ENOMEM. */
+int ml__calltree_prune(const ml_calltree_node_t *t, size_t n, uint32_t max_nodes,
+                       double min_fraction, ml_calltree_node_t **out, size_t *nout);
 
 void ml__warn(ml_analysis_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -312,51 +324,5 @@ void ml__sort_blocks(ml__block_t *b, uint64_t n);
 void ml__sort_fblocks(ml__fblock_t *b, uint64_t n);
 void ml__sort_blocks_with(ml__block_t *b, uint64_t n, ml__block_t *scratch);
 void ml__sort_fblocks_with(ml__fblock_t *b, uint64_t n, ml__fblock_t *scratch);
-
-/* ------------------------------------------------------------------------- */
-/* Snapshot encoding (snapshot.c), shared with gpu.c for its own state      */
-/* ------------------------------------------------------------------------- */
-
-/* Writing: a growing buffer; out of memory sets `oom` and later puts do
- * nothing, so a writer checks once at the end. LEB128 varints (zig-zag for
- * signed values), doubles as their 64 bits, byte strings length first. */
-typedef struct {
-    uint8_t *p;
-    size_t len, cap;
-    bool oom;
-} ml__obuf_t;
-
-void ml__put_u(ml__obuf_t *b, uint64_t v);
-void ml__put_s(ml__obuf_t *b, int64_t v);
-void ml__put_d(ml__obuf_t *b, double d);
-void ml__put_bytes(ml__obuf_t *b, const void *s, size_t n);
-
-/* Reading: every get checks the bytes left; the first failed check marks
- * the buffer bad (with its reason in `why`) and later gets return 0. */
-typedef struct {
-    const uint8_t *p;
-    size_t len, pos;
-    bool bad;
-    const char *why; /* the first check that failed */
-} ml__ibuf_t;
-
-/* Marks b bad for `why` (the first reason stays); returns false. */
-bool ml__snap_bad(ml__ibuf_t *b, const char *why);
-uint64_t ml__get_u(ml__ibuf_t *b);
-/* An unsigned value that must be at most max (bad, and 0, otherwise). */
-uint64_t ml__get_max(ml__ibuf_t *b, uint64_t max, const char *what);
-int64_t ml__get_s(ml__ibuf_t *b);
-double ml__get_d(ml__ibuf_t *b);
-/* A count of items that take at least `min_bytes` each in the snapshot:
- * never more than the bytes left could hold, so that a corrupt count cannot
- * make the reader ask for memory. */
-uint64_t ml__get_count(ml__ibuf_t *b, size_t min_bytes, const char *what);
-
-/* gpu.c: the GPU state of a session (ml_gpu_t) in a snapshot. Save returns
- * 0, -ENOMEM (b->oom), or -ENOTSUP for a state it cannot restore exactly.
- * Restore allocates *g; on damaged bytes it marks b bad, frees what it built
- * and leaves *g NULL. */
-int ml__gpu_save(const struct ml_gpu_s *g, ml__obuf_t *b);
-void ml__gpu_restore(struct ml_gpu_s **g, ml__ibuf_t *b);
 
 #endif

@@ -1,89 +1,96 @@
-/* calltree.c - the sites' costs arranged along their stacks: the top-down
- * and bottom-up call trees of heaptrack's GUI, for the viewer.
+/* calltree.c - the call tree: the sites' costs arranged along their stacks.
  *
- * Only public types are used (ml_site_t, ml_frame_t): the tree is a view of
- * the site table of the last build, and holds pointers into it.
+ * There is one call tree, and this file builds it. ml_analysis_build() keeps
+ * the whole top-down tree (ml_analysis_calltree) and a pruned copy of it
+ * for the report (ml_analysis_flame: the JSON's "flame" and the HTML flame
+ * graph); the viewer shows the same tree, or, when a filter hides sites or
+ * it is turned bottom-up, a tree built here with the same key from the
+ * sites it keeps (ml_calltree_build). No consumer merges frames or sums
+ * costs itself.
  *
- * A node stands for a function at one position of a call path: frames are
- * merged by function name and module (by address when unsymbolized), so the
- * different call lines of one function in one caller are one node, as in
- * heaptrack. Top-down, a path runs from the outermost frame (main, a thread
- * start) to frames[0], the function that called the allocator; bottom-up it
- * runs the other way. A node's inclusive cost is the sum over the sites
- * whose path passes through it, its self cost the sum over the sites whose
- * path ends there. A site whose stack repeats a function (recursion) counts
- * once per node it passes, so inclusive costs of a recursive path can exceed
- * the total; heaptrack's trees behave the same.
+ * The merge key. A node is a function in its caller's context: the child of
+ * node P for frame f is the one whose first frame has f's function, file
+ * and module. So
+ * - the different lines of one function that reach the same callee are one
+ *   node (its `line` is that of the first frame merged, in site order);
+ * - same-named functions of different files or modules (static functions,
+ *   two libraries' copies of a helper) stay apart;
+ * - inlined frames (ml_frame_t.inlined) are frames like the others, so an
+ *   inlined function is a node of its own under the function it was inlined
+ *   into; an inlined and an out-of-line call of one function from the same
+ *   caller merge (the node's `inlined` is its first frame's);
+ * - without debug info the file is NULL: an ELF symbol still names the
+ *   function, and its calls merge per module; without even a symbol the
+ *   function reads "[module+0xOFFSET]" with the return address's offset, so
+ *   every call site of an unnamed function is a node of its own (nothing
+ *   says which addresses belong to one function).
+ * The strings are compared by address: the symbolizer interns them, so the
+ * frames of one build's sites have one pointer per distinct string.
+ *
+ * Costs. A node's inclusive cost is the sum over the sites whose path passes
+ * through it, its self cost the sum over the sites whose path ends there.
+ * The root, "all", holds every site (a site without frames only there). A
+ * site whose stack repeats a function (recursion) passes through one node
+ * per repetition, each at its own depth, and counts once in each; a node's
+ * inclusive cost never exceeds its parent's.
  */
-#include "ml_analysis.h"
+#include "analysis_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+static const ml_frame_t root_frame = {.function = "all"};
+
+/* ------------------------------------------------------------------------- */
+/* Building                                                                  */
+/* ------------------------------------------------------------------------- */
+
 typedef struct {
     ml_calltree_node_t *v;
     size_t n, cap;
-    uint64_t *key; /* per node: hash of (parent key, frame identity) */
-    int32_t *slot; /* open addressing on key -> node */
+    int32_t *slot; /* open addressing: (parent, function, file, module) -> node; -1: empty */
     size_t slot_cap;
 } tree_t;
 
-static uint64_t mix(uint64_t h, uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 0xff51afd7ed558ccdull;
-    return h ^ (h >> 33);
+static uint64_t key_hash(int32_t parent, const ml_frame_t *f) {
+    uint64_t h = (uint64_t)(uint32_t)parent * 0x9e3779b97f4a7c15ull;
+    h ^= (uint64_t)(uintptr_t)f->function * 0xc2b2ae3d27d4eb4full;
+    h ^= (uint64_t)(uintptr_t)f->file * 0x165667b19e3779f9ull;
+    h ^= (uint64_t)(uintptr_t)f->module * 0x27d4eb2f165667c5ull;
+    return h ^ (h >> 31);
 }
 
-static uint64_t str_hash(const char *s) {
-    uint64_t h = 1469598103934665603ull;
-    while (s && *s)
-        h = (h ^ (unsigned char)*s++) * 1099511628211ull;
-    return h;
-}
-
-static uint64_t frame_id(const ml_frame_t *f) {
-    if (f->function && f->function[0] != '[')
-        return mix(str_hash(f->function), str_hash(f->module));
-    return mix(0x5eedull, f->address);
+static bool same_key(const ml_calltree_node_t *c, int32_t parent, const ml_frame_t *f) {
+    return c->parent == parent && c->frame->function == f->function && c->frame->file == f->file &&
+           c->frame->module == f->module;
 }
 
 static int grow_slots(tree_t *t) {
-    size_t ncap = t->slot_cap ? t->slot_cap * 2 : 1024;
-    int32_t *s = malloc(ncap * sizeof *s);
+    size_t cap = t->slot_cap ? t->slot_cap * 2 : 1024;
+    int32_t *s = malloc(cap * sizeof *s);
     if (!s) return -ENOMEM;
-    memset(s, 0xff, ncap * sizeof *s);
-    for (size_t i = 0; i < t->n; i++) {
-        size_t j = t->key[i] & (ncap - 1);
+    memset(s, 0xff, cap * sizeof *s);
+    for (size_t i = 1; i < t->n; i++) { /* the root is in no slot */
+        size_t j = key_hash(t->v[i].parent, t->v[i].frame) & (cap - 1);
         while (s[j] >= 0)
-            j = (j + 1) & (ncap - 1);
+            j = (j + 1) & (cap - 1);
         s[j] = (int32_t)i;
     }
     free(t->slot);
     t->slot = s;
-    t->slot_cap = ncap;
+    t->slot_cap = cap;
     return 0;
 }
 
-/* The child of `parent` (-1: a root) for frame f, created when missing. */
-static int32_t child(tree_t *t, int32_t parent, const ml_frame_t *f) {
-    uint64_t key = mix(parent < 0 ? 0x7007ull : t->key[parent], frame_id(f));
-    if ((t->n + 1) * 2 > t->slot_cap && grow_slots(t) < 0) return -1;
-    size_t j = key & (t->slot_cap - 1);
-    for (; t->slot[j] >= 0; j = (j + 1) & (t->slot_cap - 1)) {
-        const ml_calltree_node_t *c = &t->v[t->slot[j]];
-        if (t->key[t->slot[j]] == key && c->parent == parent && frame_id(c->frame) == frame_id(f))
-            return t->slot[j];
-    }
+static int32_t new_node(tree_t *t, int32_t parent, const ml_frame_t *f) {
     if (t->n == t->cap) {
-        size_t ncap = t->cap ? t->cap * 2 : 256;
-        ml_calltree_node_t *v = realloc(t->v, ncap * sizeof *v);
+        size_t cap = t->cap ? t->cap * 2 : 1024;
+        if (cap > INT32_MAX) return -1;
+        ml_calltree_node_t *v = realloc(t->v, cap * sizeof *v);
         if (!v) return -1;
         t->v = v;
-        uint64_t *k = realloc(t->key, ncap * sizeof *k);
-        if (!k) return -1;
-        t->key = k;
-        t->cap = ncap;
+        t->cap = cap;
     }
     int32_t id = (int32_t)t->n++;
     ml_calltree_node_t *c = &t->v[id];
@@ -92,63 +99,158 @@ static int32_t child(tree_t *t, int32_t parent, const ml_frame_t *f) {
     c->parent = parent;
     c->first_child = -1;
     c->next_sibling = -1;
-    c->depth = parent < 0 ? 0 : t->v[parent].depth + 1;
-    t->key[id] = key;
-    t->slot[j] = id;
     if (parent >= 0) {
+        /* Newest child first; consumers order children by cost anyway. */
+        c->depth = t->v[parent].depth + 1;
         c->next_sibling = t->v[parent].first_child;
         t->v[parent].first_child = id;
-    } else if (id > 0) {
-        /* Roots form one chain from node 0, the first root. */
-        int32_t r = 0;
-        while (t->v[r].next_sibling >= 0)
-            r = t->v[r].next_sibling;
-        t->v[r].next_sibling = id;
     }
     return id;
 }
 
-static uint64_t site_cost(const ml_site_t *s, int k) {
-    switch (k) {
-    case ML_COST_PEAK:
-        return s->peak_bytes;
-    case ML_COST_LEAKED:
-        return s->leaked_bytes;
-    case ML_COST_ALLOCATED:
-        return s->bytes_allocated;
-    case ML_COST_CALLS:
-        return s->alloc_calls;
-    default:
-        return s->temporary_allocs;
-    }
+/* The child of `parent` for frame f, created when missing; -1: no memory. */
+static int32_t child(tree_t *t, int32_t parent, const ml_frame_t *f) {
+    if ((t->n + 1) * 2 > t->slot_cap && grow_slots(t) < 0) return -1;
+    size_t j = key_hash(parent, f) & (t->slot_cap - 1);
+    for (; t->slot[j] >= 0; j = (j + 1) & (t->slot_cap - 1))
+        if (same_key(&t->v[t->slot[j]], parent, f)) return t->slot[j];
+    int32_t id = new_node(t, parent, f);
+    if (id >= 0) t->slot[j] = id;
+    return id;
+}
+
+static void site_costs(const ml_site_t *s, uint64_t c[ML_COSTS]) {
+    c[ML_COST_PEAK] = s->peak_bytes;
+    c[ML_COST_LEAKED] = s->leaked_bytes;
+    c[ML_COST_ALLOCATED] = s->bytes_allocated;
+    c[ML_COST_CALLS] = s->alloc_calls;
+    c[ML_COST_TEMPORARY] = s->temporary_allocs;
+}
+
+static void add(uint64_t *dst, const uint64_t c[ML_COSTS]) {
+    for (int k = 0; k < ML_COSTS; k++)
+        dst[k] += c[k];
 }
 
 int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use, bool bottom_up,
                           ml_calltree_node_t **out) {
     tree_t t = {0};
     *out = NULL;
+    if (new_node(&t, -1, &root_frame) < 0) goto oom;
     for (size_t i = 0; i < nsites; i++) {
         const ml_site_t *s = &sites[i];
-        if ((use && !use[i]) || !s->nframes) continue;
-        int32_t node = -1;
+        if (use && !use[i]) continue;
+        uint64_t c[ML_COSTS];
+        site_costs(s, c);
+        add(t.v[0].incl, c);
+        int32_t node = 0;
         for (uint32_t k = 0; k < s->nframes; k++) {
             /* frames[] is innermost first: top-down walks it backwards. */
             const ml_frame_t *f = &s->frames[bottom_up ? k : s->nframes - 1 - k];
-            node = child(&t, node, f);
-            if (node < 0) goto oom;
-            for (int c = 0; c < ML_COSTS; c++)
-                t.v[node].incl[c] += site_cost(s, c);
+            if ((node = child(&t, node, f)) < 0) goto oom;
+            add(t.v[node].incl, c);
         }
-        for (int c = 0; c < ML_COSTS; c++)
-            t.v[node].self[c] += site_cost(s, c);
+        add(t.v[node].self, c);
     }
-    free(t.key);
     free(t.slot);
     *out = t.v;
     return (int64_t)t.n;
 oom:
     free(t.v);
-    free(t.key);
     free(t.slot);
     return -ENOMEM;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The flame tree: the call tree pruned for the report                       */
+/* ------------------------------------------------------------------------- */
+
+/* The flame metrics: the four the report's flame graph can size frames by. */
+static const int flame_costs[] = {ML_COST_ALLOCATED, ML_COST_PEAK, ML_COST_LEAKED, ML_COST_CALLS};
+
+typedef struct {
+    double score;
+    uint32_t depth;
+    int32_t node;
+} keep_t;
+
+static int cmp_keep(const void *x, const void *y) {
+    const keep_t *a = x, *b = y;
+    if (a->score != b->score) return a->score > b->score ? -1 : 1;
+    if (a->depth != b->depth) return a->depth < b->depth ? -1 : 1;
+    return a->node < b->node ? -1 : a->node > b->node;
+}
+
+static double frac(uint64_t v, uint64_t total) {
+    return total ? (double)v / (double)total : 0;
+}
+
+int ml__calltree_prune(const ml_calltree_node_t *t, size_t n, uint32_t max_nodes,
+                       double min_fraction, ml_calltree_node_t **out, size_t *nout) {
+    *out = NULL;
+    *nout = 0;
+    if (!n) return 0;
+    double minf = min_fraction > 0 ? min_fraction : 0.001;
+    size_t maxn = max_nodes ? max_nodes : 5000;
+    keep_t *keep = malloc(n * sizeof *keep);
+    int32_t *map = malloc(n * sizeof *map); /* node -> output index, -1: pruned */
+    int32_t *queue = malloc(n * sizeof *queue);
+    ml_calltree_node_t *o = NULL;
+    int rc = -ENOMEM;
+    if (!keep || !map || !queue) goto out;
+    /* Keep the nodes at or above min_fraction of at least one flame metric,
+     * then the max_nodes best. A child never scores above its parent, and
+     * ties go to the shallower node, so the kept set is a subtree. */
+    size_t nk = 0;
+    for (size_t i = 0; i < n; i++) {
+        double sc = 0;
+        for (size_t k = 0; k < sizeof flame_costs / sizeof *flame_costs; k++) {
+            double f = frac(t[i].incl[flame_costs[k]], t[0].incl[flame_costs[k]]);
+            if (f > sc) sc = f;
+        }
+        map[i] = -1;
+        if (i == 0) sc = 2.0;
+        if (i == 0 || sc >= minf) keep[nk++] = (keep_t){sc, t[i].depth, (int32_t)i};
+    }
+    qsort(keep, nk, sizeof *keep, cmp_keep);
+    if (nk > maxn) nk = maxn;
+    for (size_t i = 0; i < nk; i++)
+        map[keep[i].node] = 0;
+    o = calloc(nk, sizeof *o);
+    if (!o) goto out;
+    /* Parents before children (breadth first over the kept nodes). */
+    size_t qh = 0, qt = 0, no = 0;
+    queue[qt++] = 0;
+    map[0] = (int32_t)no;
+    o[no] = t[0];
+    o[no].parent = o[no].first_child = o[no].next_sibling = -1;
+    no++;
+    while (qh < qt) {
+        int32_t in = queue[qh++];
+        int32_t po = map[in], last = -1;
+        for (int32_t c = t[in].first_child; c >= 0; c = t[c].next_sibling) {
+            if (map[c] < 0) continue;
+            int32_t oi = (int32_t)no++;
+            map[c] = oi;
+            o[oi] = t[c];
+            o[oi].parent = po;
+            o[oi].first_child = o[oi].next_sibling = -1;
+            if (last < 0)
+                o[po].first_child = oi;
+            else
+                o[last].next_sibling = oi;
+            last = oi;
+            queue[qt++] = c;
+        }
+    }
+    *out = o;
+    *nout = no;
+    o = NULL;
+    rc = 0;
+out:
+    free(o);
+    free(queue);
+    free(map);
+    free(keep);
+    return rc;
 }

@@ -66,7 +66,8 @@ static uint64_t hash_str(const char *s) {
 
 /* The match table: open addressing over entry indices + 1, for entries
  * whose keys are keys[] and (GPU only) devices devs[]. Returns the slot that
- * holds (key, device) or the empty slot where it belongs. */
+ * holds (key, device) or the empty slot where it belongs. Not an ml_map
+ * (ml_map.h): the key is a string (and a device), compared as text. */
 static size_t table_slot(const size_t *slot, size_t cap, char *const *keys, const int32_t *devs,
                          const char *key, int32_t dev) {
     uint64_t h = hash_str(key) ^ (uint64_t)(uint32_t)dev * 0x9e3779b97f4a7c15ull;

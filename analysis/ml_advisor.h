@@ -15,13 +15,23 @@
  * docs/strategies.md) and the simulation backs it; a program with nothing
  * worth changing gets none. Memory: proportional to the live blocks and the
  * sites, never to the trace length.
+ *
+ * The advisor measures and report/ presents: a suggestion carries its
+ * message and its evidence as plain fields (ml_evidence_t), which the JSON
+ * report writes (report/advice_json.c) and the viewer shows.
+ *
+ * Ownership and threads: ml_advisor_run reads the optional analysis without
+ * changing it (it must stay alive and unchanged during the run) and may run
+ * its replays on worker threads of its own; the ml_advice_t it returns
+ * belongs to the caller and is read-only, so any thread may read it. Errors:
+ * negative errno (-ENOMEM when memory runs out, the trace reader's errors),
+ * with nothing half-made returned.
  */
 #ifndef ML_ADVISOR_H
 #define ML_ADVISOR_H
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "ml_analysis.h"
 #include "ml_sim.h"
@@ -39,19 +49,144 @@ typedef struct {
                                     * (segregated fit, TLSF, buddy, slab, arena) and the real one */
 } ml_advisor_opts_t;
 
+/* ------------------------------------------------------------------------- */
+/* Evidence: the numbers a suggestion rests on                               */
+/* ------------------------------------------------------------------------- */
+
+/* The advisor measures; report/ writes. Each suggestion carries its numbers
+ * as the fields below, and the JSON report writes them as the suggestion's
+ * "evidence" object, one key per field, in the order of the fields
+ * (docs/strategies.md, "Evidence", names every key). */
+
+typedef enum {
+    ML_EVIDENCE_NONE = 0, /* no numbers (written as {}) */
+    ML_EVIDENCE_SITE,     /* a heap site's pattern and its what-if: .site */
+    ML_EVIDENCE_TUNING,   /* allocator_tuning: .tuning */
+    ML_EVIDENCE_GPU,      /* one of the GPU rules (analysis/ml_gpu.h): .gpu */
+} ml_evidence_kind_t;
+
+/* What a site suggestion adds to the pattern, by strategy. */
+typedef enum {
+    ML_FINDING_NONE = 0,    /* pool, slab: the pattern says it all */
+    ML_FINDING_BATCHES,     /* arena: .batches */
+    ML_FINDING_TEMPORARIES, /* stack, reuse_buffer: .temporaries */
+    ML_FINDING_CHAINS,      /* reserve_capacity: .chains */
+    ML_FINDING_PINNED,      /* separate_lifetimes: .pinned */
+    ML_FINDING_POW2,        /* segregated_fit: .pow2 */
+} ml_finding_t;
+
+#define ML_EVIDENCE_TOP_SIZES 4 /* sizes listed in a site's evidence */
+#define ML_EVIDENCE_SITES 8     /* analysis sites listed in a site's evidence */
+
 typedef struct {
+    uint64_t size, calls;
+} ml_size_calls_t;
+
+/* A heap site (the analysis' function, or a stack without an analysis). */
+typedef struct {
+    /* The pattern over the whole trace (pass 1). */
+    uint64_t calls, bytes_allocated, frees;
+    uint32_t stack; /* one recorded stack of the site */
+    uint64_t max_live_bytes, max_live_blocks;
+    struct {
+        uint64_t min, max;    /* requested bytes (min is 0 without calls) */
+        uint32_t distinct;    /* distinct sizes counted, at most 8 ... */
+        bool more_distinct;   /* ... and whether there were more */
+        uint32_t ntop;        /* entries of top[] */
+        ml_size_calls_t top[ML_EVIDENCE_TOP_SIZES]; /* the most frequent sizes, most frequent first */
+    } sizes;
+    struct {
+        uint64_t freed, live_at_end;
+        double mean_ms;       /* mean lifetime of the freed blocks, in milliseconds */
+        uint64_t max_ms;
+        /* Lifetimes in allocations made meanwhile, as the upper bound of a
+         * power-of-two bucket (2^k - 1; UINT64_MAX for the last bucket):
+         * half (nine tenths) of the freed blocks died within this many. */
+        uint64_t median_allocations_at_most, p90_allocations_at_most;
+        double long_lived_fraction; /* of the calls: blocks that lived at least the next
+                                     * number of allocations, or to the end */
+        uint64_t long_lived_at_least_allocations;
+    } lifetimes;
+    /* The what-if (pass 2): the whole heap's peak footprint in the baseline
+     * allocator, and with the site's blocks on the suggestion's what_if. */
+    struct {
+        const char *baseline; /* static: "segregated_fit" */
+        uint64_t baseline_peak_bytes, what_if_peak_bytes;
+    } simulation;
+    uint32_t nsites; /* with an analysis: its sites of this function (up to 8); else 0 */
+    uint32_t sites[ML_EVIDENCE_SITES];
+    ml_finding_t finding;
+    union {
+        struct {
+            uint64_t batches, blocks_in_batches; /* batches freed whole, and their blocks */
+        } batches;
+        struct {
+            uint64_t temporaries;      /* blocks freed before any other allocation */
+            double temporary_fraction; /* of the calls */
+            uint64_t max_temporary_bytes;
+            uint64_t calls_avoided;    /* malloc and free calls a kept buffer saves */
+        } temporaries;
+        struct {
+            uint64_t realloc_calls, chains, realloc_steps, longest_chain;
+            uint64_t small_growth_steps; /* steps that grew by at most max(64, 1/8) */
+            uint64_t mean_growth_bytes, bytes_copied_at_most;
+            uint64_t reallocs_avoided, bytes_not_copied; /* with geometric growth, in the replay */
+        } chains;
+        struct {
+            uint64_t pinned_pages, pinned_bytes; /* held only by the site's blocks ... */
+            uint32_t pinned_at_ms;               /* ... at this time of the trace */
+            uint64_t long_lived_blocks;
+        } pinned;
+        struct {
+            uint64_t just_over_pow2_calls;
+            uint64_t buddy_peak_bytes, waste_under_buddy_bytes; /* the site on a buddy allocator */
+        } pow2;
+    };
+} ml_site_evidence_t;
+
+/* allocator_tuning: the program's real allocator against the best simulated design. */
+typedef struct {
+    uint64_t real_peak_footprint_bytes;
+    uint64_t real_os_held_peak_bytes; /* mallinfo's arena + hblkhd; 0 if never sampled */
+    char best_policy[24];
+    uint64_t best_peak_footprint_bytes;
+    uint32_t threads; /* threads that allocated */
+    uint64_t calls;
+} ml_tuning_evidence_t;
+
+/* A GPU rule's numbers (ml_gpu_suggestion_t). */
+typedef struct {
+    uint32_t device; /* an unknown device reads 0 */
+    uint32_t stack;
+    uint64_t calls, pairs, bytes;
+    double pairs_per_s;
+    uint32_t distinct_sizes, cycles;
+    double share;
+    char summary[256]; /* the rule's numbers in words */
+} ml_gpu_evidence_t;
+
+typedef struct {
+    ml_evidence_kind_t kind;
+    union {
+        ml_site_evidence_t site;
+        ml_tuning_evidence_t tuning;
+        ml_gpu_evidence_t gpu;
+    };
+} ml_evidence_t;
+
+/* ------------------------------------------------------------------------- */
+/* Suggestions                                                               */
+/* ------------------------------------------------------------------------- */
+
+typedef struct ml_suggestion_s {
     const char *strategy;      /* DESIGN.md's vocabulary (docs/strategies.md) */
     char message[1024];        /* what to change in the code, naming the function */
     int64_t site;              /* site id of the analysis (or stack id without one); -1: process-wide */
     uint32_t stack;            /* one recorded stack of the site; 0: process-wide */
     int32_t device;            /* -1: the CPU heap; a GPU device otherwise */
     uint64_t estimated_saving_bytes; /* peak footprint saved in the replay; 0 when the gain is time */
-    char evidence[2048];       /* a JSON object: calls, sizes, lifetimes, the simulation's numbers */
-    /* The evidence's main numbers, for programs and tests. */
-    uint64_t calls, temporaries, realloc_steps, longest_chain;
-    uint64_t pinned_pages;     /* separate_lifetimes: pages the long-lived blocks kept in use */
-    uint64_t baseline_peak, what_if_peak;
-    char what_if[48];          /* the dedicated allocator simulated, e.g. "pool(48)" */
+    char what_if[48];          /* the allocator simulated, e.g. "pool(48)"; "" for GPU advice */
+    ml_evidence_t evidence;
 } ml_suggestion_t;
 
 typedef struct ml_advice_s ml_advice_t;
@@ -72,13 +207,12 @@ const char *ml_advice_baseline(const ml_advice_t *a);
 bool ml_advice_sampled(const ml_advice_t *a);
 /** Replay statistics: ops, seconds of wall time for both passes. */
 void ml_advice_stats(const ml_advice_t *a, uint64_t *ops, double *seconds);
+/** Frees the result and its suggestions. NULL is allowed. */
 void ml_advice_free(ml_advice_t *a);
 
 /** The GPU advice of a built session (analysis/ml_gpu.h) as suggestions;
- * ml_advisor_run merges these already. Returns how many were written. */
+ * ml_advisor_run merges these already. Returns how many were written (0 also
+ * when memory for the GPU rules runs out). */
 size_t ml_advisor_gpu_suggestions(const ml_analysis_t *a, ml_suggestion_t *out, size_t max);
-
-/** Writes `s` as a JSON string (quoted, escaped) - for the evidence objects. */
-void ml_advisor_json_string(FILE *out, const char *s);
 
 #endif

@@ -18,13 +18,45 @@
  * then derives everything that needs names or sorting: it strips the
  * allocator's own frames, merges stacks into sites, symbolizes them with
  * libdw, classifies leaks, computes fragmentation at the peak, the worst
- * moment and the end, and builds the flame tree. build() may be called again
+ * moment and the end, and builds the call tree. build() may be called again
  * after more records were fed (the live viewer does); every pointer returned
  * by the query functions below stays valid until the next build() or free().
  *
  * The algorithms (lazy per-site peak snapshots, the graveyard that
  * reconstructs the heap as it was at the peak, page accounting, the
  * reachability scan) are explained in docs/analysis.md.
+ *
+ * Ownership. A session owns what its queries return: strings, frames, sites,
+ * groups, the timeline, the flame tree, the GPU state. Those pointers stay
+ * valid until the next ml_analysis_build() or ml_analysis_free(); feeding
+ * more records does not move them, it only makes them stale. What a function
+ * hands over says so and is malloc'd (ml_analysis_live_blocks,
+ * ml_analysis_snapshot): free() it. A fed record is read, never kept.
+ *
+ * Errors. Functions that can fail return 0 or a negative errno, with a
+ * message in `err` where they take one; queries cannot fail. Imperfect input
+ * (frees of unknown addresses, a truncated tail, a damaged snapshot) is
+ * counted and reported as a warning, not an error (STYLE.md 10).
+ *
+ * Out of memory. ml_analysis_feed() cannot fail: what memory does not let it
+ * keep (a live block, a stack node or statistics slot, a module, a thread, a
+ * page counter, a block of the peak's graveyard) is counted, and one warning
+ * (ml_analysis_warnings, shown by every report) says how many blocks were not
+ * tracked and how many records were kept incompletely: the numbers are then
+ * known to undercount, never silently wrong. ml_analysis_build() returns
+ * -ENOMEM and leaves empty results; the fed state is intact and a later
+ * build may succeed. The tables the streaming pass grows allocate through
+ * ml_alloc_hooks_t (ml_util.h), which is how tests make them fail.
+ *
+ * Threads. A session is not thread-safe, and neither are its const queries:
+ * ml_analysis_build() replaces what they return, ml_analysis_feed() changes
+ * the totals they point to, and ml_gpu_stack_frames() fills the symbolizer's
+ * cache. A program that feeds in one thread and reads in another holds one
+ * lock around both: the live viewer (viewer/model.c) holds ml_vmodel_lock()
+ * while its collector thread feeds and while its UI thread builds and reads.
+ * Different sessions share nothing and may be used from different threads
+ * at once. ml_analysis_snapshot() runs a helper thread of its own and joins
+ * it before it returns.
  */
 #ifndef ML_ANALYSIS_H
 #define ML_ANALYSIS_H
@@ -33,6 +65,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ml_trace_io.h"
+#include "ml_util.h" /* ml_fmt_bytes, for the tools that print these numbers */
 
 typedef struct {
     uint64_t alloc_calls, free_calls, realloc_calls, bytes_allocated, temporary_allocs;
@@ -57,7 +90,8 @@ typedef struct {
 
 typedef struct ml_analysis_s ml_analysis_t;
 
-/** Creates an empty analysis session. Returns 0 or -ENOMEM. */
+/** Creates an empty analysis session (free it with ml_analysis_free()).
+ * Returns 0 or -ENOMEM. */
 int ml_analysis_new(ml_analysis_t **out);
 
 /** A session that keeps only the totals, the peak (bytes and time) and the
@@ -67,7 +101,8 @@ int ml_analysis_new(ml_analysis_t **out);
  * ml_analysis_totals() and ml_analysis_live_blocks() are not for it. */
 int ml_analysis_new_light(ml_analysis_t **out);
 
-/** Consumes one record, in trace order. */
+/** Consumes one record, in trace order. Never fails; out of memory is
+ * counted and warned about (see the top of this file). */
 void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *rec);
 
 /** Hints that a record about block `ptr` will be fed soon: starts loading
@@ -76,7 +111,9 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *rec);
 void ml_analysis_prefetch(const ml_analysis_t *a, uint64_t ptr);
 
 /** Reads a whole trace file into the session. Returns 0, or a negative errno
- * with a message in err. A truncated trace is not an error (totals say so). */
+ * with a message in err: the file cannot be opened or read, or a structural
+ * record is malformed (what was fed before it stays in the session). A
+ * truncated trace is not an error (totals and a warning say so). */
 int ml_analysis_load(ml_analysis_t *a, const char *path, char *err, size_t errlen);
 
 #define ML_LOAD_PROGRESS 0x1 /* progress bar on stderr when it is a terminal and the trace is big */
@@ -97,13 +134,15 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
 #define ML_ANALYSIS_SNAPSHOT_OLDEST 1
 
 /** Serializes a fed session (not a light one: -ENOTSUP) into a malloc'd
- * buffer, GPU state included. Returns 0 or a negative errno (-ENOTSUP for
- * state it could not restore exactly: the collector then writes none). */
+ * buffer (*out, *len; free() it), GPU state included. Returns 0 or a
+ * negative errno (-ENOMEM; -ENOTSUP for state it could not restore exactly:
+ * the collector then writes none). */
 int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len);
 
-/** Fills a fresh session (nothing fed yet) from snapshot bytes. Every count
- * and index is checked: damaged bytes give -EINVAL and a message in err, and
- * leave `a` as it was. */
+/** Fills a fresh session (nothing fed yet) from snapshot bytes (the caller
+ * keeps them). Every count and index is checked: damaged bytes give -EINVAL
+ * and a message in err (also when memory ran out while restoring, said in
+ * the message), and leave `a` as it was. */
 int ml_analysis_restore(ml_analysis_t *a, const void *data, size_t len, char *err, size_t errlen);
 
 /** True when the session came from a trace's snapshot (no replay). */
@@ -112,10 +151,8 @@ bool ml_analysis_from_snapshot(const ml_analysis_t *a);
 /** Running totals (final once the whole trace was fed). */
 const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a);
 
+/** Frees the session and everything it owns (NULL is fine). */
 void ml_analysis_free(ml_analysis_t *a);
-
-/** Formats a byte count as "12.3 MiB" into buf. */
-const char *ml_fmt_bytes(uint64_t bytes, char *buf, size_t len);
 
 /* ------------------------------------------------------------------------- */
 /* Live blocks (the collector's exit-time reachability scan)                 */
@@ -138,10 +175,13 @@ typedef struct ml_suppressions_s ml_suppressions_t;
 /** Parses suppression text: one `leak:PATTERN` per line, `#` comments, blank
  * lines. PATTERN matches a frame's function, file or module as a substring;
  * `*` matches any run of characters, a leading `^` / trailing `$` anchor it.
- * Other LSan types are refused. Returns 0, or -EINVAL with "line N: why". */
+ * Other LSan types are refused. Returns 0 (*out: free it with
+ * ml_suppressions_free), -EINVAL with "line N: why", or -ENOMEM. A set is
+ * read-only except for its hit counters, which each build that uses it
+ * updates: one build at a time per set. */
 int ml_suppressions_parse(const char *text, ml_suppressions_t **out, char *err, size_t errlen);
 
-/** Reads and parses a suppressions file. */
+/** Reads and parses a suppressions file: as above, or the file's errno. */
 int ml_suppressions_load(const char *path, ml_suppressions_t **out, char *err, size_t errlen);
 
 void ml_suppressions_free(ml_suppressions_t *s);
@@ -156,7 +196,7 @@ const char *ml_suppressions_pattern(const ml_suppressions_t *s, size_t i, uint64
 bool ml_suppression_match(const char *pattern, const char *text);
 
 /* ------------------------------------------------------------------------- */
-/* Build: sites, symbols, leaks, fragmentation, flame tree                   */
+/* Build: sites, symbols, leaks, fragmentation, call tree                    */
 /* ------------------------------------------------------------------------- */
 
 typedef struct {
@@ -166,9 +206,11 @@ typedef struct {
     double flame_min_fraction;            /* 0: 0.001 (0.1 %) */
 } ml_build_opts_t;
 
-/** Derives sites, symbols, leaks, fragmentation and the flame tree from what
- * was fed so far. Returns 0 or -ENOMEM (message in err). Symbolization
- * problems (missing files, build-id mismatches) are warnings, not errors. */
+/** Derives sites, symbols, leaks, fragmentation and the call tree from what
+ * was fed so far, replacing the results of the last build. Returns 0 or
+ * -ENOMEM (message in err; the results are then empty, the fed state
+ * intact). Symbolization problems (missing files, build-id mismatches) are
+ * warnings, not errors. */
 int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, size_t errlen);
 
 /* Leak kinds, as valgrind memcheck and LeakSanitizer name them. */
@@ -311,16 +353,60 @@ typedef struct {
 
 size_t ml_analysis_threads(const ml_analysis_t *a, const ml_thread_stats_t **threads);
 
-/* Flame tree, top-down (the root "all", then outermost frames). Nodes are
- * stored parent before child; children are linked through next_sibling. */
-typedef struct {
-    const char *name, *file;
-    uint32_t line;
-    uint64_t alloc, peak, leaked, calls;
-    int32_t parent, first_child, next_sibling; /* -1: none */
-} ml_flame_node_t;
+/* ------------------------------------------------------------------------- */
+/* The call tree (calltree.c; docs/analysis.md, "Call tree")                 */
+/* ------------------------------------------------------------------------- */
 
-size_t ml_analysis_flame(const ml_analysis_t *a, const ml_flame_node_t **nodes);
+/* The costs of a call-tree node (and the viewer's sort keys, in this order). */
+typedef enum {
+    ML_COST_PEAK = 0,  /* peak_bytes */
+    ML_COST_LEAKED,    /* leaked_bytes */
+    ML_COST_ALLOCATED, /* bytes_allocated */
+    ML_COST_CALLS,     /* alloc_calls */
+    ML_COST_TEMPORARY, /* temporary_allocs */
+    ML_COSTS
+} ml_cost_t;
+
+/* A node is a function in its caller's context. Node 0 is the root, "all";
+ * a child of node P stands for the frames of one function (one function
+ * name, file and module: the merge key) that P's paths reach next, whatever
+ * line they pass through. Without debug info a function with an ELF symbol
+ * merges per module, an unnamed one ("[module+0xOFFSET]") per return
+ * address. Nodes are stored parent before child. */
+typedef struct {
+    const ml_frame_t *frame; /* the first frame merged into the node (it points into the
+                              * sites, and gives the node's line); the root's is named "all"
+                              * with no file and no module */
+    int32_t parent, first_child, next_sibling; /* -1: none */
+    uint32_t depth;          /* 0: the root */
+    uint64_t incl[ML_COSTS]; /* sum over the sites whose path passes through the node */
+    uint64_t self[ML_COSTS]; /* sum over the sites whose path ends at the node */
+} ml_calltree_node_t;
+
+/** The whole call tree of the last build, top-down (from the outermost
+ * frames, a thread's start or main, to the functions that called the
+ * allocator), over every site. Returns the node count (0 before a build). */
+size_t ml_analysis_calltree(const ml_analysis_t *a, const ml_calltree_node_t **nodes);
+
+/** The flame tree: the call tree of ml_analysis_calltree() pruned for the
+ * report (ml_build_opts_t.flame_max_nodes and flame_min_fraction): the nodes
+ * that hold at least that fraction of the root's bytes allocated, peak bytes,
+ * leaked bytes or calls, at most that many, the most important first (a kept
+ * set is always a subtree). Links and depths are those of the pruned tree;
+ * costs are the whole tree's, so a pruned child's cost stays in its parent's
+ * inclusive cost. Returns the node count (0 before a build). */
+size_t ml_analysis_flame(const ml_analysis_t *a, const ml_calltree_node_t **nodes);
+
+/** Builds the call tree of sites[0..nsites) (those with use[i] true; use may
+ * be NULL), with the merge key above, top-down or bottom-up (frames[0], the
+ * allocating function, under the root, then its callers). The sites must
+ * come from one build: frames are compared by their interned strings. The
+ * viewer uses it for the tree of the sites its filter keeps. Writes a
+ * malloc'd node array to *out (free() it; it points into the sites, so it is
+ * valid as long as they are). Returns the node count (at least 1: the root)
+ * or -ENOMEM. */
+int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use, bool bottom_up,
+                          ml_calltree_node_t **out);
 
 /* What ran. */
 typedef struct {
@@ -335,7 +421,8 @@ typedef struct {
 const ml_process_info_t *ml_analysis_process(const ml_analysis_t *a);
 
 /** Warnings collected while feeding and building (build-id mismatches,
- * missing files, unknown frees, truncation). */
+ * missing files, unknown frees, truncation, what out of memory lost), owned
+ * by the session; the array may move when more are added. */
 size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **warnings);
 
 /* ------------------------------------------------------------------------- */
@@ -359,6 +446,8 @@ typedef struct ml_diff_s ml_diff_t;
  * does not break the match) and computes per-site metrics; the same for
  * their GPU sites (matched per device) and GPU device totals. */
 int ml_diff_new(const ml_analysis_t *base, const ml_analysis_t *cur, ml_diff_t **out);
+/* Returns 0 or -ENOMEM. The diff points into both sessions' last builds: free
+ * it (ml_diff_free, NULL is fine) before either is built again or freed. */
 void ml_diff_free(ml_diff_t *d);
 /** Entries sorted by |delta peak| + |delta leaked| + |delta bytes allocated|, largest first. */
 const ml_diff_entry_t *ml_diff_entries(const ml_diff_t *d, size_t *count);
@@ -393,35 +482,8 @@ const ml_diff_gpu_entry_t *ml_diff_gpu_entries(const ml_diff_t *d, size_t *count
 void ml_diff_gpu_leaked(const ml_diff_t *d, uint64_t *base, uint64_t *cur);
 
 /* ------------------------------------------------------------------------- */
-/* For the viewer: call trees and who holds the heap (calltree.c, shares.c)  */
+/* For the viewer: who holds the heap (shares.c)                             */
 /* ------------------------------------------------------------------------- */
-
-/* Costs of a call-tree node, in the order of the viewer's sort keys. */
-typedef enum {
-    ML_COST_PEAK = 0,  /* peak_bytes */
-    ML_COST_LEAKED,    /* leaked_bytes */
-    ML_COST_ALLOCATED, /* bytes_allocated */
-    ML_COST_CALLS,     /* alloc_calls */
-    ML_COST_TEMPORARY, /* temporary_allocs */
-    ML_COSTS
-} ml_cost_t;
-
-typedef struct {
-    const ml_frame_t *frame; /* the first frame merged into the node (points into the sites) */
-    int32_t parent, first_child, next_sibling; /* -1: none; the roots are chained from node 0 */
-    uint32_t depth;
-    uint64_t incl[ML_COSTS]; /* sum over the sites whose path passes through the node */
-    uint64_t self[ML_COSTS]; /* sum over the sites whose path ends at the node */
-} ml_calltree_node_t;
-
-/** Arranges the costs of sites[0..nsites) (those with use[i] true; use may be
- * NULL) along their stacks, top-down (outermost frame first) or bottom-up
- * (frames[0], the allocating function, first), merging frames by function
- * and module. Writes a malloc'd node array to *out (free() it; it points into
- * sites, so it is valid as long as they are). Returns the node count or
- * -ENOMEM. See calltree.c. */
-int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use, bool bottom_up,
-                          ml_calltree_node_t **out);
 
 /* A share of the heap: `id` is a stack id or a site id. */
 typedef struct {

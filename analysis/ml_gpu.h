@@ -1,8 +1,8 @@
 /* ml_gpu.h - GPU memory analysis: what the CUPTI collector's records say.
  *
  * High-level; may allocate. Part of the analysis library: ml_analysis_feed()
- * hands every record to ml_gpu_feed(), which ignores everything but the GPU
- * records (ML_T_GPU_ALLOC / ML_T_GPU_FREE / ML_T_GPU_POOL, docs/gpu.md) and costs nothing for
+ * hands every record to the GPU analysis (analysis/gpu.c), which ignores
+ * everything but the GPU records (ML_T_GPU_ALLOC / ML_T_GPU_FREE / ML_T_GPU_POOL, docs/gpu.md) and costs nothing for
  * traces without them (no state is allocated until the first GPU record).
  * Memory is proportional to the live GPU allocations and the distinct
  * (device, stack, kind) sites, never to the trace length.
@@ -26,6 +26,20 @@
  * Sites are (device, allocation stack, kind). A site's peak bytes are what it
  * held when its device reached its peak (lazily snapshotted at the first
  * decrease after a new peak, so a growth phase costs nothing).
+ *
+ * Ownership: the GPU state belongs to its session (ml_analysis_gpu); the
+ * pointers the queries return point into it. Queries that copy (sites, pools,
+ * suggestions) write into the caller's array and return how many they wrote.
+ * Functions take a NULL state as "no GPU records" (0, NULL), except
+ * ml_gpu_summary, which needs one.
+ *
+ * Errors and out of memory: nothing here returns an error. Out of memory
+ * while feeding drops that record's effect and counts it
+ * (ml_gpu_summary_t.dropped); ml_gpu_sites and ml_gpu_suggest need a
+ * temporary array, and copy nothing (return 0) when they cannot have it.
+ *
+ * Threads: as the session's (ml_analysis.h): the state changes with every
+ * GPU record fed, so readers and the feeder share one lock.
  */
 #ifndef ML_GPU_H
 #define ML_GPU_H
@@ -37,17 +51,9 @@
 
 typedef struct ml_gpu_s ml_gpu_t;
 
-/** Consumes one record (any tag). Allocates *g at the first GPU record.
- * When `t` is given, keeps t->gpu_bytes / t->peak_gpu_bytes (device bytes,
- * all devices) current for the heap timeline. Out of memory drops the record
- * and counts it (ml_gpu_summary_t.dropped). */
-void ml_gpu_feed(ml_gpu_t **g, const ml_record_t *r, ml_totals_t *t);
-
-/** Frees the state (NULL is fine). */
-void ml_gpu_free(ml_gpu_t *g);
-
 /** The GPU state of an analysis session, NULL when its trace has no GPU
- * records. Valid until the session is fed again or freed. */
+ * records. Valid until the session is freed; its numbers change as the
+ * session is fed. */
 const ml_gpu_t *ml_analysis_gpu(const ml_analysis_t *a);
 
 /* ------------------------------------------------------------------------- */
@@ -123,7 +129,7 @@ typedef struct {
     uint64_t contexts_destroyed;
 } ml_gpu_summary_t;
 
-/** Totals over all devices. */
+/** Totals over all devices (g not NULL). */
 const ml_gpu_summary_t *ml_gpu_summary(const ml_gpu_t *g);
 
 /** Devices in ascending ordinal order (the unknown device, if any, first). */
@@ -249,8 +255,9 @@ typedef struct {
 } ml_gpu_suggestion_t;
 
 /** Evaluates the GPU advice rules (docs/gpu.md lists them with their
- * thresholds) and writes up to `max` suggestions, most valuable first.
- * Returns how many were written. Nothing is suggested without evidence. */
+ * thresholds; analysis/gpu_advice.c) and writes up to `max` suggestions, most
+ * valuable first. Returns how many were written. Nothing is suggested
+ * without evidence. */
 size_t ml_gpu_suggest(const ml_gpu_t *g, ml_gpu_suggestion_t *out, size_t max);
 
 #endif

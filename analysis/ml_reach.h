@@ -18,6 +18,12 @@
  * A pointer anywhere inside a block counts (C++ base-class pointers, arrays
  * with a cookie, intrusive lists), except, under glibc, the one offset where
  * glibc's own free lists and top pointer point: the next chunk's header.
+ *
+ * Ownership: the blocks, roots and verdicts are the caller's; the scan keeps
+ * nothing after it returns. Errors: 0 or a negative errno (the verdicts are
+ * then not to be used). Out of memory (the scan's work lists and read
+ * buffers): -ENOMEM. Threads: no shared state, so scans of different inputs
+ * may run at once; the read callback is called from the calling thread.
  */
 #ifndef ML_REACH_H
 #define ML_REACH_H

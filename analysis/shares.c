@@ -115,7 +115,7 @@ int64_t ml_analysis_sites_in_range(const ml_analysis_t *a, ml_moment_t m, uint64
         uint64_t ptr, size;
         uint32_t stack;
         if (i < a->heap.cap) {
-            const ml__block_t *b = &a->heap.e[i];
+            const ml__block_t *b = &ml__blocks_entries(&a->heap)[i];
             if (!b->ptr || (mo && b->seq > mo->seq)) continue;
             ptr = b->ptr, size = b->size, stack = b->stack;
         } else {

@@ -1,5 +1,5 @@
 /* sites.c - ml_analysis_build(): from recorded stacks to sites, leaks,
- * fragmentation moments, timeline, threads and the flame tree.
+ * fragmentation moments, timeline, threads and the call tree.
  *
  * A site is a unique stack once the allocator's own frames are removed.
  * Recorded stacks are leaf node ids in the stack trie; each node's return
@@ -32,6 +32,7 @@ void ml__built_free(struct ml__built_s *b) {
     for (int i = 0; i < ML_MOMENTS; i++) free(b->cells[i]);
     free(b->tl);
     free(b->threads);
+    free(b->tree);
     free(b->flame);
     memset(b, 0, sizeof *b);
 }
@@ -40,40 +41,18 @@ void ml__built_free(struct ml__built_s *b) {
 /* Site keys                                                                 */
 /* ------------------------------------------------------------------------- */
 
+/* A site's key -> its index: the first frame of the site is frame `skip` of
+ * node `node`; the key is (node + 1) << 32 | skip, never 0. */
 typedef struct {
-    uint32_t node, skip; /* first frame of the site: frame `skip` of node `node` */
-    uint32_t site;       /* site index + 1; 0: empty */
+    uint64_t key;
+    uint32_t site;
+    uint32_t unused;
 } keyent_t;
 
-typedef struct {
-    keyent_t *e;
-    uint64_t cap, count;
-} keymap_t;
+ML_MAP_TYPED(site_keys, keyent_t, 1024)
 
-static uint64_t key_hash(uint32_t node, uint32_t skip) {
-    uint64_t h = ((uint64_t)node << 8) ^ skip;
-    h *= 0x9e3779b97f4a7c15ull;
-    return h ^ (h >> 29);
-}
-
-static keyent_t *key_slot(keymap_t *m, uint32_t node, uint32_t skip) {
-    if ((m->count + 1) * 2 > m->cap) {
-        uint64_t cap = m->cap ? m->cap * 2 : 1024;
-        keyent_t *n = calloc(cap, sizeof *n);
-        if (!n) return NULL;
-        for (uint64_t i = 0; i < m->cap; i++) {
-            if (!m->e[i].site) continue;
-            uint64_t j = key_hash(m->e[i].node, m->e[i].skip) & (cap - 1);
-            while (n[j].site) j = (j + 1) & (cap - 1);
-            n[j] = m->e[i];
-        }
-        free(m->e);
-        m->e = n;
-        m->cap = cap;
-    }
-    uint64_t j = key_hash(node, skip) & (m->cap - 1);
-    while (m->e[j].site && (m->e[j].node != node || m->e[j].skip != skip)) j = (j + 1) & (m->cap - 1);
-    return &m->e[j];
+static uint64_t site_key(uint32_t node, uint32_t skip) {
+    return ((uint64_t)node + 1) << 32 | skip;
 }
 
 static int node_frames(ml_analysis_t *a, uint32_t node, ml__pc_frames_t *out) {
@@ -138,187 +117,17 @@ void ml__supp_hit(const ml_suppressions_t *s, size_t i, uint64_t blocks, uint64_
 void ml__supp_reset(const ml_suppressions_t *s);
 
 /* ------------------------------------------------------------------------- */
-/* Flame tree                                                                */
+/* Call tree                                                                 */
 /* ------------------------------------------------------------------------- */
 
-typedef struct {
-    ml_flame_node_t n;
-    uint32_t depth;
-    double score;
-    int32_t out; /* index in the output, -1: pruned */
-} fnode_t;
-
-typedef struct {
-    int32_t parent;
-    const char *name, *file;
-    int32_t idx; /* -1: empty */
-} fkey_t;
-
-typedef struct {
-    fnode_t *v;
-    size_t n, cap;
-    fkey_t *k;
-    uint64_t kcap, kcount;
-} ftree_t;
-
-static uint64_t fkey_hash(int32_t parent, const char *name, const char *file) {
-    uint64_t h = (uint64_t)(uint32_t)parent * 0x9e3779b97f4a7c15ull;
-    h ^= (uint64_t)(uintptr_t)name * 0xc2b2ae3d27d4eb4full;
-    h ^= (uint64_t)(uintptr_t)file * 0x165667b19e3779f9ull;
-    return h ^ (h >> 31);
-}
-
-static int ftree_grow_keys(ftree_t *t) {
-    uint64_t cap = t->kcap ? t->kcap * 2 : 4096;
-    fkey_t *n = malloc(cap * sizeof *n);
-    if (!n) return -ENOMEM;
-    for (uint64_t i = 0; i < cap; i++) n[i].idx = -1;
-    for (uint64_t i = 0; i < t->kcap; i++) {
-        if (t->k[i].idx < 0) continue;
-        uint64_t j = fkey_hash(t->k[i].parent, t->k[i].name, t->k[i].file) & (cap - 1);
-        while (n[j].idx >= 0) j = (j + 1) & (cap - 1);
-        n[j] = t->k[i];
-    }
-    free(t->k);
-    t->k = n;
-    t->kcap = cap;
-    return 0;
-}
-
-static int32_t ftree_child(ftree_t *t, int32_t parent, const ml_frame_t *f) {
-    if ((t->kcount + 1) * 2 > t->kcap && ftree_grow_keys(t) < 0) return -1;
-    uint64_t j = fkey_hash(parent, f->function, f->file) & (t->kcap - 1);
-    while (t->k[j].idx >= 0) {
-        fkey_t *k = &t->k[j];
-        if (k->parent == parent && k->name == f->function && k->file == f->file) return k->idx;
-        j = (j + 1) & (t->kcap - 1);
-    }
-    if (t->n == t->cap) {
-        size_t cap = t->cap * 2;
-        fnode_t *p = realloc(t->v, cap * sizeof *p);
-        if (!p) return -1;
-        t->v = p;
-        t->cap = cap;
-    }
-    int32_t idx = (int32_t)t->n++;
-    fnode_t *c = &t->v[idx];
-    memset(c, 0, sizeof *c);
-    c->n.name = f->function;
-    c->n.file = f->file;
-    c->n.line = f->line;
-    c->n.parent = parent;
-    c->n.first_child = -1;
-    c->n.next_sibling = t->v[parent].n.first_child;
-    c->depth = t->v[parent].depth + 1;
-    t->v[parent].n.first_child = idx;
-    t->k[j] = (fkey_t){parent, f->function, f->file, idx};
-    t->kcount++;
-    return idx;
-}
-
-static int cmp_fnode_ptr(const void *x, const void *y) {
-    const fnode_t *a = *(fnode_t *const *)x, *b = *(fnode_t *const *)y;
-    if (a->score != b->score) return a->score > b->score ? -1 : 1;
-    return a->depth < b->depth ? -1 : a->depth > b->depth;
-}
-
-static double frac(uint64_t v, uint64_t total) {
-    return total ? (double)v / (double)total : 0;
-}
-
-static int build_flame(struct ml__built_s *b, const ml_build_opts_t *o) {
-    ftree_t t = {0};
-    t.cap = 1024;
-    t.v = calloc(t.cap, sizeof *t.v);
-    if (!t.v) return -ENOMEM;
-    t.n = 1;
-    t.v[0].n = (ml_flame_node_t){.name = "all", .parent = -1, .first_child = -1, .next_sibling = -1};
-    for (size_t i = 0; i < b->nsites; i++) {
-        const ml_site_t *s = &b->sites[i];
-        fnode_t *root = &t.v[0];
-        root->n.alloc += s->bytes_allocated;
-        root->n.peak += s->peak_bytes;
-        root->n.leaked += s->leaked_bytes;
-        root->n.calls += s->alloc_calls;
-        int32_t cur = 0;
-        for (uint32_t k = s->nframes; k > 0; k--) {
-            cur = ftree_child(&t, cur, &s->frames[k - 1]);
-            if (cur < 0) {
-                free(t.v);
-                free(t.k);
-                return -ENOMEM;
-            }
-            fnode_t *c = &t.v[cur];
-            c->n.alloc += s->bytes_allocated;
-            c->n.peak += s->peak_bytes;
-            c->n.leaked += s->leaked_bytes;
-            c->n.calls += s->alloc_calls;
-        }
-    }
-    free(t.k);
-    /* Prune: keep nodes at or above min_fraction of at least one metric,
-     * then the max_nodes best. A child never scores above its parent, and
-     * ties go to the shallower node, so the kept set is a subtree. */
-    double minf = o->flame_min_fraction > 0 ? o->flame_min_fraction : 0.001;
-    size_t maxn = o->flame_max_nodes ? o->flame_max_nodes : 5000;
-    const ml_flame_node_t *r = &t.v[0].n;
-    fnode_t **keep = malloc(t.n * sizeof *keep);
-    if (!keep) {
-        free(t.v);
-        return -ENOMEM;
-    }
-    size_t nk = 0;
-    for (size_t i = 0; i < t.n; i++) {
-        fnode_t *x = &t.v[i];
-        double sc = frac(x->n.alloc, r->alloc);
-        double p = frac(x->n.peak, r->peak), l = frac(x->n.leaked, r->leaked),
-               c = frac(x->n.calls, r->calls);
-        if (p > sc) sc = p;
-        if (l > sc) sc = l;
-        if (c > sc) sc = c;
-        x->score = i == 0 ? 2.0 : sc;
-        x->out = -1;
-        if (i == 0 || sc >= minf) keep[nk++] = x;
-    }
-    qsort(keep, nk, sizeof *keep, cmp_fnode_ptr);
-    if (nk > maxn) nk = maxn;
-    for (size_t i = 0; i < nk; i++) keep[i]->out = 0;
-    /* Emit parent before child (breadth first over kept nodes). */
-    b->flame = calloc(nk ? nk : 1, sizeof *b->flame);
-    int32_t *queue = malloc((nk ? nk : 1) * sizeof *queue);
-    if (!b->flame || !queue) {
-        free(queue);
-        free(keep);
-        free(t.v);
-        return -ENOMEM;
-    }
-    size_t qh = 0, qt = 0, no = 0;
-    queue[qt++] = 0;
-    t.v[0].out = (int32_t)no;
-    b->flame[no++] = t.v[0].n;
-    b->flame[0].parent = b->flame[0].first_child = b->flame[0].next_sibling = -1;
-    while (qh < qt) {
-        int32_t in = queue[qh++];
-        int32_t po = t.v[in].out;
-        int32_t last = -1;
-        for (int32_t c = t.v[in].n.first_child; c >= 0; c = t.v[c].n.next_sibling) {
-            if (t.v[c].out < 0) continue;
-            int32_t oi = (int32_t)no++;
-            t.v[c].out = oi;
-            b->flame[oi] = t.v[c].n;
-            b->flame[oi].parent = po;
-            b->flame[oi].first_child = b->flame[oi].next_sibling = -1;
-            if (last < 0) b->flame[po].first_child = oi;
-            else b->flame[last].next_sibling = oi;
-            last = oi;
-            queue[qt++] = c;
-        }
-    }
-    b->nflame = no;
-    free(queue);
-    free(keep);
-    free(t.v);
-    return 0;
+/* The call tree of every site (calltree.c), and its pruned copy for the
+ * report's flame graph. */
+static int build_calltree(struct ml__built_s *b, const ml_build_opts_t *o) {
+    int64_t n = ml_calltree_build(b->sites, b->nsites, NULL, false, &b->tree);
+    if (n < 0) return (int)n;
+    b->ntree = (size_t)n;
+    return ml__calltree_prune(b->tree, b->ntree, o->flame_max_nodes, o->flame_min_fraction,
+                              &b->flame, &b->nflame);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -347,8 +156,9 @@ ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n) {
     ml__block_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
     if (!v) return NULL;
     uint64_t k = 0;
+    const ml__block_t *e = ml__blocks_entries(&a->heap);
     for (uint64_t i = 0; i < a->heap.cap; i++)
-        if (a->heap.e[i].ptr) v[k++] = a->heap.e[i];
+        if (e[i].ptr) v[k++] = e[i];
     ml__sort_blocks(v, k);
     *n = k;
     return v;
@@ -358,7 +168,7 @@ ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n) {
  * moment's graveyard. */
 
 ml__fblock_t *ml__moment_fblocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n) {
-    return ml__moment_fblocks_of(a->heap.e, a->heap.cap, a->heap.count, m, n);
+    return ml__moment_fblocks_of(ml__blocks_entries(&a->heap), a->heap.cap, a->heap.count, m, n);
 }
 
 ml__fblock_t *ml__moment_fblocks_of(const ml__block_t *live, uint64_t nlive, uint64_t count,
@@ -491,7 +301,7 @@ static int build_threads(ml_analysis_t *a, struct ml__built_s *b) {
 
 int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts_t *o) {
     int rc = 0;
-    keymap_t km = {0};
+    ml_map_t km = {0};
     uint32_t *site_node = NULL, *site_skip = NULL;
     size_t *site_off = NULL;
     /* Sites: stacks merged by their key. */
@@ -518,22 +328,19 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
         }
         uint32_t kn = 0, ks = 0;
         if (s != 0 && (rc = stack_key(a, st->node, &kn, &ks)) < 0) break;
-        keyent_t *e = key_slot(&km, kn, ks);
+        bool existed;
+        keyent_t *e = site_keys_put(&km, site_key(kn, ks), &existed);
         if (!e) {
             rc = -ENOMEM;
             break;
         }
-        if (!e->site) {
-            e->node = kn;
-            e->skip = ks;
-            e->site = (uint32_t)++b->nsites;
-            km.count++;
-            ml_site_t *n = &b->sites[e->site - 1];
-            n->min_size = UINT64_MAX;
-            site_node[e->site - 1] = kn;
-            site_skip[e->site - 1] = ks;
+        if (!existed) {
+            e->site = (uint32_t)b->nsites++;
+            b->sites[e->site].min_size = UINT64_MAX;
+            site_node[e->site] = kn;
+            site_skip[e->site] = ks;
         }
-        uint32_t si = e->site - 1;
+        uint32_t si = e->site;
         st->site = si;
         ml_site_t *x = &b->sites[si];
         uint64_t pb = st->last_change <= peak_seq ? st->live_bytes : st->peak_bytes;
@@ -589,7 +396,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
 
     /* Leaks: every block live at the end, by site and kind. */
     for (uint64_t i = 0; i < a->heap.cap; i++) {
-        const ml__block_t *e = &a->heap.e[i];
+        const ml__block_t *e = &ml__blocks_entries(&a->heap)[i];
         if (!e->ptr) continue;
         uint32_t si = a->stats[e->stack < a->nstats ? e->stack : 0].site;
         if (si >= b->nsites) continue;
@@ -669,9 +476,9 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
 
     if ((rc = build_timeline(a, b)) < 0) goto out;
     if ((rc = build_threads(a, b)) < 0) goto out;
-    rc = build_flame(b, o);
+    rc = build_calltree(b, o);
 out:
-    free(km.e);
+    ml_map_free(&km);
     free(site_node);
     free(site_skip);
     free(site_off);
@@ -765,7 +572,12 @@ size_t ml_analysis_threads(const ml_analysis_t *a, const ml_thread_stats_t **t) 
     return built(a)->nthreads;
 }
 
-size_t ml_analysis_flame(const ml_analysis_t *a, const ml_flame_node_t **n) {
+size_t ml_analysis_calltree(const ml_analysis_t *a, const ml_calltree_node_t **n) {
+    *n = built(a)->tree;
+    return built(a)->ntree;
+}
+
+size_t ml_analysis_flame(const ml_analysis_t *a, const ml_calltree_node_t **n) {
     *n = built(a)->flame;
     return built(a)->nflame;
 }

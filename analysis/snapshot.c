@@ -12,22 +12,24 @@
  * peak: millions in some programs) are not saved; their fragmentation is
  * computed here, as build() would, and saved instead.
  *
- * Encoding: LEB128 varints (zig-zag for signed values), doubles as their 64
- * bits, strings as length + bytes. Live blocks go by address, with each
+ * Encoding (snap_codec.h): LEB128 varints (zig-zag for signed values),
+ * doubles as their 64 bits, strings as length + bytes. Live blocks go by address, with each
  * block's map slot, so a restored map iterates in the same order as the
  * collector's and the reports built from either are byte for byte the same
  * (tests/e2e/test_snapshot.c compares them). Everything read is checked -- counts against the bytes
  * left, indexes against their tables -- so a damaged snapshot is refused
  * (the caller then replays the records), never trusted.
  *
- * GPU records: gpu.c saves and restores its own state (ml__gpu_save,
- * ml__gpu_restore) with these primitives, after the warnings.
+ * GPU records: gpu_snapshot.c saves and restores its own state (ml__gpu_save,
+ * ml__gpu_restore) with the same codec, after the warnings.
  *
  * Not saved: the page map (only the counters: a restored session is
  * finished and is not fed again), per-thread realloc stashes.
  */
 #define _GNU_SOURCE
 #include "analysis_internal.h"
+#include "gpu_internal.h" /* ml__gpu_save, ml__gpu_restore */
+#include "snap_codec.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -45,54 +47,6 @@
 /* Writing                                                                   */
 /* ------------------------------------------------------------------------- */
 
-static bool room(ml__obuf_t *b, size_t more) {
-    if (b->oom) return false;
-    if (b->len + more <= b->cap) return true;
-    size_t cap = b->cap ? b->cap * 2 : 65536;
-    while (cap < b->len + more) cap *= 2;
-    uint8_t *p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
-    b->p = p;
-    b->cap = cap;
-    return true;
-}
-
-void ml__put_u(ml__obuf_t *b, uint64_t v) {
-    if (!room(b, 10)) return;
-    while (v >= 0x80) {
-        b->p[b->len++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b->p[b->len++] = (uint8_t)v;
-}
-
-void ml__put_s(ml__obuf_t *b, int64_t v) {
-    ml__put_u(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
-}
-
-void ml__put_d(ml__obuf_t *b, double d) {
-    uint64_t v;
-    memcpy(&v, &d, sizeof v);
-    if (!room(b, 8)) return;
-    for (int i = 0; i < 8; i++) b->p[b->len++] = (uint8_t)(v >> (8 * i));
-}
-
-void ml__put_bytes(ml__obuf_t *b, const void *s, size_t n) {
-    ml__put_u(b, n);
-    if (n && room(b, n)) {
-        memcpy(b->p + b->len, s, n);
-        b->len += n;
-    }
-}
-
-static void put_str(ml__obuf_t *b, const char *s) {
-    s = s ? s : "";
-    ml__put_bytes(b, s, strlen(s));
-}
-
 /* A block without its address (the caller writes it). */
 static void put_block(ml__obuf_t *b, const ml__block_t *e) {
     ml__put_u(b, e->size);
@@ -101,13 +55,6 @@ static void put_block(ml__obuf_t *b, const ml__block_t *e) {
     ml__put_u(b, e->slack);
     ml__put_u(b, e->stack);
     ml__put_u(b, e->time_ms);
-}
-
-static inline uint64_t hash_u64(uint64_t p) { /* analysis.c's */
-    p ^= p >> 33;
-    p *= 0xff51afd7ed558ccdull;
-    p ^= p >> 33;
-    return p;
 }
 
 typedef struct {
@@ -124,7 +71,7 @@ static int cmp_slotted(const void *x, const void *y) {
  * delta from the one before (small, and zstd likes it) and each slot as its
  * distance from the block's home slot (almost always 0), so the restored map
  * has every block in the slot it had. */
-static void put_map(ml__obuf_t *b, const ml__block_map_t *m) {
+static void put_map(ml__obuf_t *b, const ml_map_t *m) {
     ml__put_u(b, m->cap);
     ml__put_u(b, m->count);
     slotted_t *v = m->count ? malloc(m->count * sizeof *v) : NULL;
@@ -132,15 +79,16 @@ static void put_map(ml__obuf_t *b, const ml__block_map_t *m) {
         b->oom = true;
         return;
     }
+    const ml__block_t *e = ml__blocks_entries(m);
     uint64_t n = 0;
     for (uint64_t i = 0; i < m->cap && n < m->count; i++)
-        if (m->e[i].ptr) v[n++] = (slotted_t){m->e[i], i};
+        if (e[i].ptr) v[n++] = (slotted_t){e[i], i};
     if (n > 1) qsort(v, n, sizeof *v, cmp_slotted);
     uint64_t prev = 0;
     for (uint64_t i = 0; i < n; i++) {
         ml__put_u(b, v[i].b.ptr - prev);
         prev = v[i].b.ptr;
-        ml__put_u(b, (v[i].slot - hash_u64(v[i].b.ptr)) & (m->cap - 1));
+        ml__put_u(b, (v[i].slot - ml_map_hash(v[i].b.ptr)) & (m->cap - 1));
         put_block(b, &v[i].b);
     }
     free(v);
@@ -234,8 +182,9 @@ static void *frag_job(void *arg) {
 static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2], ml__block_t **live_out) {
     ml__block_t *live = malloc((a->heap.count ? a->heap.count : 1) * sizeof *live);
     uint64_t nlive = 0;
+    const ml__block_t *e = ml__blocks_entries(&a->heap);
     for (uint64_t i = 0; live && i < a->heap.cap && nlive < a->heap.count; i++)
-        if (a->heap.e[i].ptr) live[nlive++] = a->heap.e[i];
+        if (e[i].ptr) live[nlive++] = e[i];
     *live_out = live;
     for (int i = 0; i < 2; i++)
         j[i] = (frag_job_t){.a = a, .m = &a->mom[i], .live = live, .nlive = nlive};
@@ -318,16 +267,16 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
     ml__put_u(&b, q->sample_bytes);
     ml__put_u(&b, q->unwinder);
     ml__put_u(&b, q->depth);
-    put_str(&b, q->exe);
-    put_str(&b, q->parent_trace);
-    put_str(&b, q->producer);
+    ml__put_str(&b, q->exe);
+    ml__put_str(&b, q->parent_trace);
+    ml__put_str(&b, q->producer);
     ml__put_u(&b, q->argc);
-    for (uint32_t i = 0; i < q->argc; i++) put_str(&b, q->argv[i]);
+    for (uint32_t i = 0; i < q->argc; i++) ml__put_str(&b, q->argv[i]);
 
     ml__put_u(&b, a->nmods);
     for (uint32_t i = 0; i < a->nmods; i++) {
         const ml__module_t *m = &a->mods[i];
-        put_str(&b, m->path);
+        ml__put_str(&b, m->path);
         ml__put_u(&b, m->base);
         ml__put_u(&b, m->lo);
         ml__put_u(&b, m->hi);
@@ -418,7 +367,7 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
         ml__put_u(&b, th->seen);
         if (!th->seen) continue;
         ml__put_u(&b, th->tid);
-        put_str(&b, th->name);
+        ml__put_str(&b, th->name);
         ml__put_u(&b, th->alloc_calls);
         ml__put_u(&b, th->bytes_allocated);
         ml__put_u(&b, th->free_calls);
@@ -435,7 +384,7 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
     ml__put_u(&b, a->scan.scan_duration_us);
 
     ml__put_u(&b, a->nwarn);
-    for (size_t i = 0; i < a->nwarn; i++) put_str(&b, a->warn[i]);
+    for (size_t i = 0; i < a->nwarn; i++) ml__put_str(&b, a->warn[i]);
     ml__put_u(&b, a->gpu != NULL);
     int rc = a->gpu ? ml__gpu_save(a->gpu, &b) : 0;
     ml__put_u(&b, SNAP_MAGIC); /* the end: the reader checks that it got here */
@@ -454,65 +403,6 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
 /* Reading                                                                   */
 /* ------------------------------------------------------------------------- */
 
-bool ml__snap_bad(ml__ibuf_t *b, const char *why) {
-    if (!b->bad) b->why = why;
-    b->bad = true;
-    return false;
-}
-
-uint64_t ml__get_u(ml__ibuf_t *b) {
-    uint64_t x = 0;
-    for (unsigned shift = 0; shift < 64 && !b->bad; shift += 7) {
-        if (b->pos >= b->len) return ml__snap_bad(b, "it ends early"), 0;
-        uint8_t c = b->p[b->pos++];
-        x |= (uint64_t)(c & 0x7f) << shift;
-        if (!(c & 0x80)) return x;
-    }
-    ml__snap_bad(b, "a number is too long");
-    return 0;
-}
-
-/* An unsigned value that must be at most max. */
-uint64_t ml__get_max(ml__ibuf_t *b, uint64_t max, const char *what) {
-    uint64_t v = ml__get_u(b);
-    if (v > max) ml__snap_bad(b, what);
-    return v > max ? 0 : v;
-}
-
-int64_t ml__get_s(ml__ibuf_t *b) {
-    uint64_t v = ml__get_u(b);
-    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-}
-
-double ml__get_d(ml__ibuf_t *b) {
-    if (b->bad || b->len - b->pos < 8) return ml__snap_bad(b, "it ends early"), 0.0;
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)b->p[b->pos++] << (8 * i);
-    double d;
-    memcpy(&d, &v, sizeof d);
-    return d;
-}
-
-/* A count of items that take at least `min_bytes` each: never more than
- * the bytes left could hold, so a corrupt count cannot ask for memory. */
-uint64_t ml__get_count(ml__ibuf_t *b, size_t min_bytes, const char *what) {
-    uint64_t n = ml__get_u(b);
-    if (!b->bad && n > (b->len - b->pos) / min_bytes) return ml__snap_bad(b, what), 0;
-    return b->bad ? 0 : n;
-}
-
-/* A malloc'd NUL-terminated copy (or NULL on failure, marked bad). */
-static char *get_str(ml__ibuf_t *b) {
-    uint64_t n = ml__get_count(b, 1, "a string is longer than the snapshot");
-    if (b->bad) return NULL;
-    char *s = malloc(n + 1);
-    if (!s) return ml__snap_bad(b, "out of memory"), NULL;
-    memcpy(s, b->p + b->pos, n);
-    s[n] = '\0';
-    b->pos += n;
-    return s;
-}
-
 static void get_block(ml__ibuf_t *b, ml__block_t *e, uint32_t nstats) {
     e->size = ml__get_max(b, (1ull << 62) - 1, "a block size is out of range");
     e->reach = ml__get_max(b, 3, "a block's leak kind is out of range");
@@ -522,7 +412,7 @@ static void get_block(ml__ibuf_t *b, ml__block_t *e, uint32_t nstats) {
     e->time_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "a block's time is out of range");
 }
 
-static void get_map(ml__ibuf_t *b, ml__block_map_t *m, uint32_t nstats) {
+static void get_map(ml__ibuf_t *b, ml_map_t *m, uint32_t nstats) {
     uint64_t cap = ml__get_max(b, 1ull << 40, "a map is too large");
     uint64_t count = ml__get_count(b, 8, "a map holds more blocks than the snapshot");
     if (b->bad) return;
@@ -532,12 +422,13 @@ static void get_map(ml__ibuf_t *b, ml__block_map_t *m, uint32_t nstats) {
         return;
     }
     if (!cap) return;
-    m->e = calloc(cap, sizeof *m->e);
-    if (!m->e) {
+    /* The table as the collector's map had it: `cap` slots, each block in
+     * its slot (found from the map's hash). */
+    if (ml_map_grow(m, sizeof(ml__block_t), cap) < 0) {
         ml__snap_bad(b, "out of memory");
         return;
     }
-    m->cap = cap;
+    ml__block_t *e = ml__blocks_entries(m);
     uint64_t ptr = 0;
     for (uint64_t i = 0; i < count && !b->bad; i++) {
         uint64_t d = ml__get_u(b);
@@ -546,14 +437,14 @@ static void get_map(ml__ibuf_t *b, ml__block_map_t *m, uint32_t nstats) {
             return;
         }
         ptr += d;
-        uint64_t slot = (hash_u64(ptr) + ml__get_max(b, cap - 1, "a map slot is out of range")) & (cap - 1);
+        uint64_t slot = (ml_map_hash(ptr) + ml__get_max(b, cap - 1, "a map slot is out of range")) & (cap - 1);
         if (b->bad) return;
-        if (m->e[slot].ptr) {
+        if (e[slot].ptr) {
             ml__snap_bad(b, "two blocks in one map slot");
             return;
         }
-        get_block(b, &m->e[slot], nstats);
-        m->e[slot].ptr = ptr;
+        get_block(b, &e[slot], nstats);
+        e[slot].ptr = ptr;
         m->count++;
     }
 }
@@ -673,11 +564,11 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     q->unwinder = (uint32_t)ml__get_max(b, UINT32_MAX, "bad unwinder");
     q->depth = (uint32_t)ml__get_max(b, UINT32_MAX, "bad depth");
     char **s = a->proc_strings;
-    s[0] = get_str(b);
-    s[1] = get_str(b);
-    s[2] = get_str(b);
+    s[0] = ml__get_str(b);
+    s[1] = ml__get_str(b);
+    s[2] = ml__get_str(b);
     q->argc = (uint32_t)ml__get_max(b, ML_MAX_ARGS, "too many arguments");
-    for (uint32_t i = 0; i < q->argc && !b->bad; i++) s[4 + i] = get_str(b);
+    for (uint32_t i = 0; i < q->argc && !b->bad; i++) s[4 + i] = ml__get_str(b);
     if (b->bad) return;
     q->exe = s[0];
     q->parent_trace = s[1];
@@ -694,7 +585,7 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     }
     for (uint64_t i = 0; i < nmods && !b->bad; i++) {
         ml__module_t *m = &a->mods[a->nmods++];
-        m->path = get_str(b);
+        m->path = ml__get_str(b);
         m->base = ml__get_u(b);
         m->lo = ml__get_u(b);
         m->hi = ml__get_u(b);
@@ -824,7 +715,7 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
         th->seen = ml__get_max(b, 1, "bad flag");
         if (!th->seen) continue;
         th->tid = (uint32_t)ml__get_max(b, UINT32_MAX, "bad tid");
-        th->name = get_str(b);
+        th->name = ml__get_str(b);
         th->alloc_calls = ml__get_u(b);
         th->bytes_allocated = ml__get_u(b);
         th->free_calls = ml__get_u(b);
@@ -844,7 +735,7 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
 
     uint64_t nwarn = ml__get_count(b, 1, "more warnings than the snapshot holds");
     for (uint64_t i = 0; i < nwarn && !b->bad; i++) {
-        char *w = get_str(b);
+        char *w = ml__get_str(b);
         if (w) {
             ml__warn(a, "%s", w);
             free(w);

@@ -92,6 +92,8 @@ static void *arena_alloc(ml__symbolizer_t *s, size_t n) {
     return p;
 }
 
+/* The string pool is not an ml_map (ml_map.h): its key is the string, and
+ * two strings may share any 64-bit hash, so a lookup compares the text. */
 static uint64_t hash_str(const char *str) {
     uint64_t h = 1469598103934665603ull;
     for (; *str; str++) h = (h ^ (unsigned char)*str) * 1099511628211ull;
@@ -301,12 +303,13 @@ static const char *unknown_name(ml__symbolizer_t *s, const ml__module_t *m, uint
 /* Resolution                                                                */
 /* ------------------------------------------------------------------------- */
 
+/* The cache of resolved addresses is not an ml_map: its key is two parts,
+ * the address and the module it was resolved in (one address may belong to
+ * different modules over time, after a dlclose), and a recorded address
+ * may use all 64 bits, so they cannot be folded into one word without
+ * collisions. It hashes with the map's hash all the same. */
 static uint64_t pc_hash(uint64_t pc, int32_t mod) {
-    uint64_t h = pc ^ ((uint64_t)(uint32_t)mod << 48);
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    return h;
+    return ml_map_hash(pc ^ ((uint64_t)(uint32_t)mod << 48));
 }
 
 static pcent_t *pc_slot(ml__symbolizer_t *s, uint64_t pc, int32_t mod) {

@@ -48,7 +48,7 @@ int ml_cmd_diff(int argc, char **argv) {
         if (!strcmp(a, "--json") || !strcmp(a, "--fail-on-increase") || !strcmp(a, "--suppressions") ||
             !strcmp(a, "--top")) {
             if (!val) {
-                ml_die_msg("diff: %s needs a value", a);
+                ml_cli_error("diff: %s needs a value", a);
                 usage_diff(stderr);
                 return ML_EXIT_USAGE;
             }
@@ -60,7 +60,7 @@ int ml_cmd_diff(int argc, char **argv) {
             } else if (!strcmp(a, "--top")) {
                 uint64_t v;
                 if (ml_parse_bytes(val, &v) < 0 || v > 1000000) {
-                    ml_die_msg("diff: --top takes a number");
+                    ml_cli_error("diff: --top takes a number");
                     return ML_EXIT_USAGE;
                 }
                 top = (unsigned)v;
@@ -68,7 +68,7 @@ int ml_cmd_diff(int argc, char **argv) {
                 char *end;
                 pct = strtod(val, &end);
                 if (end == val || *end || pct < 0 || pct != pct) {
-                    ml_die_msg("diff: --fail-on-increase takes a percentage, like 5 or 0.5");
+                    ml_cli_error("diff: --fail-on-increase takes a percentage, like 5 or 0.5");
                     return ML_EXIT_USAGE;
                 }
                 gate = true;
@@ -81,26 +81,26 @@ int ml_cmd_diff(int argc, char **argv) {
             usage_diff(stdout);
             return ML_EXIT_OK;
         } else if (a[0] == '-' && a[1]) {
-            ml_die_msg("diff: unknown option '%s'", a);
+            ml_cli_error("diff: unknown option '%s'", a);
             usage_diff(stderr);
             return ML_EXIT_USAGE;
         } else if (np < 2) {
             paths[np++] = a;
         } else {
-            ml_die_msg("diff: two traces, BASE and NEW");
+            ml_cli_error("diff: two traces, BASE and NEW");
             usage_diff(stderr);
             return ML_EXIT_USAGE;
         }
     }
     if (np != 2) {
-        ml_die_msg("diff: two traces, BASE and NEW");
+        ml_cli_error("diff: two traces, BASE and NEW");
         usage_diff(stderr);
         return ML_EXIT_USAGE;
     }
     char err[1024];
     ml_suppressions_t *supp = NULL;
     if (supp_path && ml_suppressions_load(supp_path, &supp, err, sizeof err) < 0) {
-        ml_die_msg("suppressions: %s", err);
+        ml_cli_error("suppressions: %s", err);
         return ML_EXIT_ERROR;
     }
     ml_analysis_t *base = ml_cli_analyse(paths[0], supp, no_symbols, quiet, false);
@@ -112,7 +112,7 @@ int ml_cmd_diff(int argc, char **argv) {
         goto out;
     }
     if (ml_diff_new(base, cur, &d) < 0) {
-        ml_die_msg("out of memory");
+        ml_cli_error("out of memory");
         code = ML_EXIT_ERROR;
         goto out;
     }
@@ -130,7 +130,7 @@ int ml_cmd_diff(int argc, char **argv) {
             }
         }
         if (rc < 0) {
-            ml_die_msg("%s", err);
+            ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
             goto out;
         }
@@ -161,7 +161,7 @@ int ml_cmd_diff(int argc, char **argv) {
         ml_diff_gpu_devices(d, &nd);
         ml_diff_gpu_gate_t *gx = nd ? calloc(nd + 1, sizeof *gx) : NULL;
         if (nd && !gx) {
-            ml_die_msg("out of memory");
+            ml_cli_error("out of memory");
             code = ML_EXIT_ERROR;
             goto out;
         }

@@ -15,7 +15,7 @@ int ml_cmd_dump(int argc, char **argv) {
     char err[512];
     ml_reader_t *r;
     if (ml_reader_open(argv[1], &r, err, sizeof err) < 0) {
-        ml_die_msg("%s", err);
+        ml_cli_error("%s", err);
         return ML_EXIT_ERROR;
     }
     unsigned major, minor;
@@ -27,7 +27,7 @@ int ml_cmd_dump(int argc, char **argv) {
     int code = ML_EXIT_OK;
     if (rc < 0) {
         fflush(stdout);
-        ml_die_msg("%s: %s", argv[1], ml_reader_error(r));
+        ml_cli_error("%s: %s", argv[1], ml_reader_error(r));
         code = ML_EXIT_ERROR;
     } else if (ml_reader_truncated(r)) {
         printf("# truncated: the trace ends before its end record (the collector was stopped?)\n");

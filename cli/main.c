@@ -1,6 +1,7 @@
 /* main.c - `memlens`: dispatch to the subcommands. */
 #include "ml_cli.h"
 #include "ml_config.h"
+#include "ml_options.h"
 #include "ml_viewer.h"
 
 #include <errno.h>
@@ -10,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-void ml_die_msg(const char *fmt, ...) {
+void ml_cli_error(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     fputs("memlens: error: ", stderr);
@@ -56,6 +57,8 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    ml_options_init(ML_ENV_CLI, "");
+    ml_cli_progress_install();
     if (argc < 2) {
         usage(stderr);
         return ML_EXIT_USAGE;
@@ -75,7 +78,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return ML_EXIT_OK;
     }
-    ml_die_msg("unknown command '%s'", cmd);
+    ml_cli_error("unknown command '%s'", cmd);
     usage(stderr);
     return ML_EXIT_USAGE;
 }

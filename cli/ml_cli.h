@@ -1,8 +1,18 @@
-/* ml_cli.h - the `memlens` subcommands. */
+/* ml_cli.h - the `memlens` subcommands and what their files share.
+ *
+ * The command is a thin front-end: each ml_cmd_* parses its options, wires
+ * the libraries (collector/, analysis/, report/, viewer/) and returns an exit
+ * code (ML_EXIT_*), with any message already on stderr. Single-threaded,
+ * except `run --live`, whose viewer thread the live sink shares the model
+ * with under the model's lock. Out of memory is reported ("memlens: error:
+ * out of memory") and exits with ML_EXIT_ERROR. */
 #ifndef ML_CLI_H
 #define ML_CLI_H
 
 #include <stdint.h>
+
+#include "ml_collector.h"
+#include "ml_viewer_model.h"
 
 /* Exit codes (DESIGN.md). */
 #define ML_EXIT_OK 0
@@ -18,7 +28,16 @@ int ml_cmd_diff(int argc, char **argv);
 /** Parses a byte count with an optional k/M/G (KiB, MiB, GiB) suffix. 0 or -1. */
 int ml_parse_bytes(const char *s, uint64_t *out);
 
-/** Prints "memlens: error: ..." on stderr. */
-void ml_die_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/** Prints "memlens: error: ...", then a newline, on stderr, and returns:
+ * it does not exit; the caller chooses the exit code. */
+void ml_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/** The sink of `memlens run --live` (live_sink.c): the root process' records
+ * into model m, under its lock. m stays the caller's and must outlive the
+ * collector the sink is added to. */
+ml_sink_t ml_cli_live_sink(ml_vmodel_t *m);
+
+/** Installs the stderr progress display for long trace reads (progress.c). */
+void ml_cli_progress_install(void);
 
 #endif

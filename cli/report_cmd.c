@@ -102,7 +102,7 @@ static int parse(int argc, char **argv, report_opts_t *o) {
 #define NEED()                                                                                     \
     do {                                                                                           \
         if (!val) {                                                                                \
-            ml_die_msg("report: %s needs a value", a);                                             \
+            ml_cli_error("report: %s needs a value", a);                                             \
             return -1;                                                                             \
         }                                                                                          \
         i++;                                                                                       \
@@ -119,34 +119,34 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         } else if (!strcmp(a, "--folded-metric")) {
             NEED();
             if (ml_fold_metric_parse(val, &o->metric) < 0) {
-                ml_die_msg("report: --folded-metric takes alloc, calls, peak, leaked or temporary");
+                ml_cli_error("report: --folded-metric takes alloc, calls, peak, leaked or temporary");
                 return -1;
             }
         } else if (!strcmp(a, "--fail-on-leak")) {
             NEED();
             if (ml_parse_bytes(val, &o->fail_on_leak) < 0) {
-                ml_die_msg("report: --fail-on-leak takes a byte count, like 0 or 64k");
+                ml_cli_error("report: --fail-on-leak takes a byte count, like 0 or 64k");
                 return -1;
             }
             o->leak_gate = true;
         } else if (!strcmp(a, "--max-peak")) {
             NEED();
             if (ml_parse_bytes(val, &o->max_peak) < 0) {
-                ml_die_msg("report: --max-peak takes a byte count, like 512M");
+                ml_cli_error("report: --max-peak takes a byte count, like 512M");
                 return -1;
             }
             o->peak_gate = true;
         } else if (!strcmp(a, "--fail-on-gpu-leak")) {
             NEED();
             if (ml_parse_bytes(val, &o->fail_on_gpu_leak) < 0) {
-                ml_die_msg("report: --fail-on-gpu-leak takes a byte count, like 0 or 64M");
+                ml_cli_error("report: --fail-on-gpu-leak takes a byte count, like 0 or 64M");
                 return -1;
             }
             o->gpu_leak_gate = true;
         } else if (!strcmp(a, "--max-gpu-peak")) {
             NEED();
             if (ml_parse_bytes(val, &o->max_gpu_peak) < 0) {
-                ml_die_msg("report: --max-gpu-peak takes a byte count, like 40G");
+                ml_cli_error("report: --max-gpu-peak takes a byte count, like 40G");
                 return -1;
             }
             o->gpu_peak_gate = true;
@@ -157,7 +157,7 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             NEED();
             uint64_t v;
             if (ml_parse_bytes(val, &v) < 0 || v > UINT32_MAX) {
-                ml_die_msg("report: --max-sites takes a number");
+                ml_cli_error("report: --max-sites takes a number");
                 return -1;
             }
             o->max_sites = (uint32_t)v;
@@ -175,19 +175,19 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             usage_report(stdout);
             exit(ML_EXIT_OK);
         } else if (a[0] == '-' && a[1]) {
-            ml_die_msg("report: unknown option '%s'", a);
+            ml_cli_error("report: unknown option '%s'", a);
             return -1;
         } else if (!o->trace) {
             o->trace = a;
         } else {
-            ml_die_msg("report: one trace at a time ('%s' and '%s'); `memlens diff` compares two",
+            ml_cli_error("report: one trace at a time ('%s' and '%s'); `memlens diff` compares two",
                        o->trace, a);
             return -1;
         }
 #undef NEED
     }
     if (!o->trace) {
-        ml_die_msg("report: no trace given");
+        ml_cli_error("report: no trace given");
         return -1;
     }
     return 0;
@@ -200,12 +200,12 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
     ml_analysis_t *a;
     char err[1024];
     if (ml_analysis_new(&a) < 0) {
-        ml_die_msg("out of memory");
+        ml_cli_error("out of memory");
         return NULL;
     }
     if (ml_analysis_load_ex(a, path, ML_LOAD_PROGRESS | (replay ? 0 : ML_LOAD_SNAPSHOT), err,
                             sizeof err) < 0) {
-        ml_die_msg("%s", err);
+        ml_cli_error("%s", err);
         ml_analysis_free(a);
         return NULL;
     }
@@ -217,7 +217,7 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
     }
     ml_build_opts_t bo = {.no_symbols = no_symbols, .suppressions = supp};
     if (ml_analysis_build(a, &bo, err, sizeof err) < 0) {
-        ml_die_msg("%s: %s", path, err);
+        ml_cli_error("%s: %s", path, err);
         ml_analysis_free(a);
         return NULL;
     }
@@ -241,7 +241,7 @@ int ml_cmd_report(int argc, char **argv) {
     char err[1024];
     ml_suppressions_t *supp = NULL;
     if (o.supp && ml_suppressions_load(o.supp, &supp, err, sizeof err) < 0) {
-        ml_die_msg("suppressions: %s", err);
+        ml_cli_error("suppressions: %s", err);
         return ML_EXIT_ERROR;
     }
     int code = ML_EXIT_OK;
@@ -273,7 +273,7 @@ int ml_cmd_report(int argc, char **argv) {
         if (ml_out_open(&out, o.json, err, sizeof err) < 0 ||
             (write_json_to(&out, a, &ro) < 0 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s", o.json), -1)
                                              : ml_out_commit(&out, err, sizeof err)) < 0) {
-            ml_die_msg("%s", err);
+            ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
         }
     }
@@ -286,7 +286,7 @@ int ml_cmd_report(int argc, char **argv) {
         if (rc == 0) rc = ml_report_html_write(doc, len, o.html, err, sizeof err);
         else snprintf(err, sizeof err, "out of memory");
         if (rc < 0) {
-            ml_die_msg("%s", err);
+            ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
         }
         free(doc);
@@ -296,7 +296,7 @@ int ml_cmd_report(int argc, char **argv) {
         if (ml_out_open(&out, o.folded, err, sizeof err) < 0 ||
             (ml_report_folded(out.f, a, o.metric) < 0 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s", o.folded), -1)
                                                        : ml_out_commit(&out, err, sizeof err)) < 0) {
-            ml_die_msg("%s", err);
+            ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
         }
     }

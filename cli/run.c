@@ -1,20 +1,17 @@
-/* run.c - `memlens run`: start the target with the preload library, collect
- * every traced process's ring into its trace file, print a summary.
- *
- * The collector is one thread. Each loop it ticks the shared clock, picks up
- * newly registered processes, drains every ring into its writer (and into an
- * analysis session for the summary), samples RSS, and checks which processes
- * have ended. A process that ended is drained to its last published event;
- * slots it claimed but never published (it died mid-event) are counted in
- * the trace's end record, never silently skipped.
+/* run.c - `memlens run`: the options, the program's environment, fork and
+ * exec, and the summary. The recording itself is the collector's
+ * (collector/ml_collector.h): this file creates it with its sinks -- the
+ * trace writer, the live viewer (--live) and the streaming analysis --,
+ * starts the program with the preload library, and turns the collector's
+ * rounds until every traced process is finished.
  */
 #define _GNU_SOURCE
 #include "ml_cli.h"
 #include "ml_analysis.h"
+#include "ml_collector.h"
 #include "ml_config.h"
 #include "ml_event.h"
-#include "ml_exit_scan.h"
-#include "ml_ring.h"
+#include "ml_options.h"
 #include "ml_trace_io.h"
 #include "ml_viewer.h"
 
@@ -23,26 +20,16 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define RSS_INTERVAL_MS 10
-/* mallinfo2() consolidates glibc's fast bins and takes every arena lock:
- * cheap twice a second, measurable (2-3 %) at ten times a second. */
-#define MALLINFO_INTERVAL_MS 500
-#define DRAIN_BUDGET 65536
-#define PREFETCH_AHEAD 8
 
 typedef struct {
     const char *out;
@@ -56,53 +43,30 @@ typedef struct {
     char **argv;
 } run_opts_t;
 
-typedef struct {
-    uint32_t slot, pid, ppid, parent_slot;
-    ml_ring_hdr_t *ring;
-    size_t ring_bytes;
-    uint64_t pos, events, lost_in_crash;
-    int fd, pidfd;
-    ml_writer_t *w;
-    ml_analysis_t *an;
-    ml_vmodel_t *live; /* --live, root process: `an` is this viewer model's, fed under its lock */
-    char path[PATH_MAX];
-    bool is_root, ended, done;
-    uint32_t end_kind;
-    int32_t end_status;
-    uint32_t last_time, last_thread;
-} proc_t;
-
+/* What `memlens run` holds while the program runs. */
 typedef struct {
     run_opts_t o;
-    ml_ctl_t *ctl;
-    char ctl_path[128];
-    pid_t root_pid;
-    int root_fd;
+    char prog[PATH_MAX];      /* the program as found on PATH */
+    char prog_real[PATH_MAX]; /* its absolute path, "" when unknown */
+    char lib[PATH_MAX];       /* libmemlens.so */
+    ml_collector_t *c;
+    ml_vmodel_t *live_model; /* --live */
+    ml_viewer_live_t *live_ui;
+    char **env;        /* the program's environment */
+    char *env_own[3];  /* the entries of env that were allocated for it */
+    int go[2], err[2]; /* start signal to the child; exec errors back from it */
+    pid_t pid;
     char root_path[PATH_MAX];
     bool root_exited;
     int root_status;
-    ml_vmodel_t *live_model; /* --live */
-    ml_viewer_live_t *live_ui;
-    proc_t *procs[ML_MAX_PROCS];
-    uint32_t nseen;
-    uint32_t free_since_ms; /* when slot nseen was first seen counted but still FREE (+1) */
-    uint64_t t0_ns;
-    char stem[PATH_MAX];
-    char prog[PATH_MAX]; /* the program's absolute path */
-} session_t;
+} run_t;
 
 static volatile sig_atomic_t forward_sig;
 static volatile pid_t child_pid;
 
 /* ------------------------------------------------------------------------- */
-/* Helpers                                                                   */
+/* Options                                                                   */
 /* ------------------------------------------------------------------------- */
-
-static uint64_t mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void usage_run(FILE *f) {
     fprintf(f,
@@ -131,16 +95,15 @@ static void usage_run(FILE *f) {
 static int parse_run(int argc, char **argv, run_opts_t *o) {
     memset(o, 0, sizeof *o);
     o->depth = ML_DEFAULT_DEPTH;
-    o->ring_slots = ML_DEFAULT_RING_SLOTS;
-    const char *rs = getenv("ML_RING_SLOTS");
-    if (rs) {
-        uint64_t v;
-        if (ml_parse_bytes(rs, &v) < 0 || v < 64 || v > (1u << 28) || (v & (v - 1))) {
-            ml_die_msg("ML_RING_SLOTS must be a power of two between 64 and 2^28");
-            return -1;
-        }
-        o->ring_slots = (uint32_t)v;
+    /* The table's default is ML_DEFAULT_RING_SLOTS; a value from the
+     * environment is checked here. */
+    const ml_option_t *rs = ml_option(ML_ENV_RING_SLOTS);
+    uint64_t slots = rs->value;
+    if (!rs->valid || slots < 64 || slots > (1u << 28) || (slots & (slots - 1))) {
+        ml_cli_error("ML_RING_SLOTS must be a power of two between 64 and 2^28");
+        return -1;
     }
+    o->ring_slots = (uint32_t)slots;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -157,7 +120,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
         } else if (!strcmp(a, "--sample")) {
             if (++i >= argc) goto missing;
             if (ml_parse_bytes(argv[i], &o->sample_bytes) < 0 || o->sample_bytes == 0) {
-                ml_die_msg("--sample takes a positive byte count, like 512k");
+                ml_cli_error("--sample takes a positive byte count, like 512k");
                 return -1;
             }
         } else if (!strcmp(a, "--unwind")) {
@@ -165,14 +128,14 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
             if (!strcmp(argv[i], "fp")) o->unwind_fp = true;
             else if (!strcmp(argv[i], "verify")) o->unwind_verify = true;
             else if (strcmp(argv[i], "libunwind")) {
-                ml_die_msg("--unwind takes libunwind or fp");
+                ml_cli_error("--unwind takes libunwind or fp");
                 return -1;
             }
         } else if (!strcmp(a, "--depth")) {
             if (++i >= argc) goto missing;
             uint64_t v;
             if (ml_parse_bytes(argv[i], &v) < 0 || v < 1 || v > ML_MAX_DEPTH) {
-                ml_die_msg("--depth takes a number from 1 to %d", ML_MAX_DEPTH);
+                ml_cli_error("--depth takes a number from 1 to %d", ML_MAX_DEPTH);
                 return -1;
             }
             o->depth = (uint32_t)v;
@@ -190,7 +153,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
             usage_run(stdout);
             exit(ML_EXIT_OK);
         } else {
-            ml_die_msg("run: unknown option '%s'", a);
+            ml_cli_error("run: unknown option '%s'", a);
             usage_run(stderr);
             return -1;
         }
@@ -198,7 +161,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
     if (o->gpu_pools && o->no_gpu)
         fprintf(stderr, "memlens: warning: --gpu-pools does nothing with --no-gpu\n");
     if (i >= argc) {
-        ml_die_msg("run: no program given");
+        ml_cli_error("run: no program given");
         usage_run(stderr);
         return -1;
     }
@@ -206,7 +169,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
     o->argv = argv + i;
     return 0;
 missing:
-    ml_die_msg("run: %s needs a value", argv[i - 1]);
+    ml_cli_error("run: %s needs a value", argv[i - 1]);
     return -1;
 }
 
@@ -289,7 +252,7 @@ static const char *preload_obstacle(const char *path, int depth) {
 }
 
 static int find_preload_lib(char *out, size_t len) {
-    const char *env = getenv("ML_PRELOAD_LIB");
+    const char *env = ml_option_str(ML_ENV_PRELOAD_LIB);
     if (env) {
         snprintf(out, len, "%s", env);
         return access(out, R_OK) == 0 ? 0 : -1;
@@ -310,606 +273,20 @@ static int find_preload_lib(char *out, size_t len) {
 }
 
 /* ------------------------------------------------------------------------- */
-/* Session set-up                                                            */
-/* ------------------------------------------------------------------------- */
-
-static int create_ctl(session_t *s) {
-    uint64_t r = mono_ns() ^ ((uint64_t)getpid() << 20);
-    snprintf(s->ctl_path, sizeof s->ctl_path, "/dev/shm/memlens-%d-%08" PRIx64, (int)getpid(),
-             r & 0xffffffffu);
-    int fd = open(s->ctl_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        ml_die_msg("cannot create %s: %s (memlens needs a writable /dev/shm)", s->ctl_path,
-                   strerror(errno));
-        return -1;
-    }
-    if (ftruncate(fd, sizeof(ml_ctl_t)) < 0) {
-        ml_die_msg("cannot size %s: %s", s->ctl_path, strerror(errno));
-        close(fd);
-        unlink(s->ctl_path);
-        return -1;
-    }
-    ml_ctl_t *c = mmap(NULL, sizeof(ml_ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (c == MAP_FAILED) {
-        ml_die_msg("cannot map %s: %s", s->ctl_path, strerror(errno));
-        unlink(s->ctl_path);
-        return -1;
-    }
-    c->version = ML_SHM_VERSION;
-    c->options = (s->o.follow_fork ? ML_OPT_FOLLOW_FORK : 0) | (s->o.unwind_fp ? ML_OPT_UNWIND_FP : 0) |
-                 (s->o.unwind_verify ? ML_OPT_UNWIND_VERIFY : 0);
-    c->sample_bytes = s->o.sample_bytes;
-    c->collector_pid = (uint32_t)getpid();
-    c->depth = s->o.depth;
-    c->ring_slots = s->o.ring_slots;
-    atomic_thread_fence(memory_order_release);
-    c->magic = ML_CTL_MAGIC;
-    s->ctl = c;
-    return 0;
-}
-
-static void ring_file_path(const session_t *s, uint32_t slot, char *out, size_t len) {
-    snprintf(out, len, "%s.%u", s->ctl_path, slot);
-}
-
-static void cleanup_shm(session_t *s) {
-    if (!s->ctl) return;
-    uint32_t n = ml_atomic_load_acquire(&s->ctl->nprocs);
-    if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
-    char p[256];
-    for (uint32_t i = 0; i < n; i++) {
-        ring_file_path(s, i, p, sizeof p);
-        unlink(p);
-    }
-    unlink(s->ctl_path);
-}
-
-/* ------------------------------------------------------------------------- */
-/* Processes                                                                 */
-/* ------------------------------------------------------------------------- */
-
-static uint32_t now_ms(const session_t *s) {
-    return (uint32_t)((mono_ns() - s->t0_ns) / 1000000u);
-}
-
-static void proc_add(proc_t *p, const ml_record_t *rec) {
-    if (ml_writer_add(p->w, rec) < 0 && !p->done) {
-        /* Reported once at the end from the writer's error state. */
-    }
-    ml_record_t canon;
-    if (rec->tag == ML_T_ALLOC && rec->u.alloc.usable < rec->u.alloc.size) {
-        /* The analysis sees what a reader of the trace will see (the writer
-         * stores usable >= size), so the snapshot saved at the end equals a
-         * replay of the file. */
-        canon = *rec;
-        canon.u.alloc.usable = canon.u.alloc.size;
-        rec = &canon;
-    }
-    if (p->live) {
-        /* The viewer's thread reads the session between records. */
-        ml_vmodel_lock(p->live);
-        ml_vmodel_feed(p->live, rec);
-        ml_vmodel_unlock(p->live);
-        return;
-    }
-    ml_analysis_feed(p->an, rec);
-}
-
-/* The analysis session of a new process: its own, or for the root process
- * under --live the viewer model's. */
-static int proc_analysis(session_t *s, proc_t *p) {
-    if (p->is_root && s->live_model) {
-        p->live = s->live_model;
-        p->an = ml_vmodel_analysis(s->live_model);
-        return 0;
-    }
-    /* The collector runs the whole streaming analysis beside the program
-     * and saves it at the end of the trace (finish_proc), so `memlens
-     * report` starts from it instead of replaying every record. With
-     * --no-snapshot it keeps only what the summary and the exit scan need
-     * (a light session, which cannot be saved). */
-    return s->o.no_snapshot ? ml_analysis_new_light(&p->an) : ml_analysis_new(&p->an);
-}
-
-static void child_trace_path(session_t *s, uint32_t pid, char *out, size_t len) {
-    /* The stem is at most PATH_MAX - 5 bytes: a truncated name still names a
-     * new file of ours, never the parent's trace. */
-    if (snprintf(out, len, "%s.%u.mlt", s->stem, pid) >= (int)len) out[len - 1] = '\0';
-    for (int n = 2; access(out, F_OK) == 0 && n < 1000; n++)
-        if (snprintf(out, len, "%s.%u.%d.mlt", s->stem, pid, n) >= (int)len) out[len - 1] = '\0';
-}
-
-static proc_t *open_proc(session_t *s, uint32_t slot) {
-    ml_ctl_proc_t *cp = &s->ctl->procs[slot];
-    char path[256];
-    ring_file_path(s, slot, path, sizeof path);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return NULL;
-    struct stat st;
-    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < ml_ring_bytes(s->o.ring_slots)) {
-        close(fd);
-        return NULL;
-    }
-    ml_ring_hdr_t *h = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    unlink(path);
-    if (h == MAP_FAILED) return NULL;
-    if (h->magic != ML_RING_MAGIC || h->capacity != s->o.ring_slots) {
-        munmap(h, (size_t)st.st_size);
-        return NULL;
-    }
-    proc_t *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->slot = slot;
-    p->pid = cp->pid;
-    p->ppid = cp->ppid;
-    p->parent_slot = cp->parent_slot;
-    p->ring = h;
-    p->ring_bytes = (size_t)st.st_size;
-    p->pidfd = -1;
-    p->is_root = (pid_t)p->pid == s->root_pid && p->parent_slot == ~0u && s->root_fd >= 0;
-    if (p->is_root) {
-        p->fd = s->root_fd;
-        s->root_fd = -1;
-        snprintf(p->path, sizeof p->path, "%s", s->root_path);
-    } else {
-        child_trace_path(s, p->pid, p->path, sizeof p->path);
-        p->fd = open(p->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (p->fd < 0) {
-            fprintf(stderr, "memlens: warning: cannot write %s: %s; process %u is not recorded\n",
-                    p->path, strerror(errno), p->pid);
-        }
-        p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->pid, 0);
-        if (p->pidfd < 0) p->ended = true, p->end_kind = ML_END_UNKNOWN;
-    }
-    if (p->fd < 0 || ml_writer_new(p->fd, 3, &p->w) < 0 || proc_analysis(s, p) < 0) {
-        if (p->fd >= 0) close(p->fd);
-        munmap(h, p->ring_bytes);
-        free(p);
-        return NULL;
-    }
-
-    /* The first record says which process this is. */
-    ml_record_t r;
-    memset(&r, 0, sizeof r);
-    r.tag = ML_T_PROCESS;
-    r.time_ms = now_ms(s);
-    typeof(r.u.process) *pr = &r.u.process;
-    pr->pid = p->pid;
-    pr->ppid = p->ppid;
-    pr->start_realtime_ns = h->start_realtime_ns;
-    pr->page_size = (uint32_t)sysconf(_SC_PAGESIZE);
-    pr->unwinder = s->o.unwind_fp ? ML_UNWIND_FP : ML_UNWIND_LIBUNWIND;
-    pr->depth = s->o.depth;
-    pr->sample_bytes = s->o.sample_bytes;
-    pr->options = s->ctl->options;
-    pr->parent_trace = (p->parent_slot < ML_MAX_PROCS && s->procs[p->parent_slot])
-                           ? s->procs[p->parent_slot]->path
-                           : "";
-    char cmdline[sizeof h->cmdline + 1];
-    pr->exe = h->exe;
-    if (p->is_root && s->prog[0]) pr->exe = s->prog;
-    if (p->is_root) {
-        pr->argc = (uint32_t)(s->o.argc > ML_MAX_ARGS ? ML_MAX_ARGS : s->o.argc);
-        for (uint32_t i = 0; i < pr->argc; i++) pr->argv[i] = s->o.argv[i];
-    } else {
-        uint32_t n = h->cmdline_len < sizeof h->cmdline ? h->cmdline_len : sizeof h->cmdline;
-        memcpy(cmdline, h->cmdline, n);
-        cmdline[n] = '\0';
-        for (uint32_t i = 0; i < n && pr->argc < ML_MAX_ARGS;) {
-            pr->argv[pr->argc++] = cmdline + i;
-            i += (uint32_t)strlen(cmdline + i) + 1;
-        }
-    }
-    pr->producer = "memlens " ML_VERSION;
-    proc_add(p, &r);
-    p->last_time = r.time_ms;
-
-    /* An image that replaced another by exec ends that one. */
-    if (p->parent_slot < ML_MAX_PROCS && s->procs[p->parent_slot]) {
-        proc_t *q = s->procs[p->parent_slot];
-        if (q->pid == p->pid && !q->ended) {
-            q->ended = true;
-            q->end_kind = ML_END_EXEC;
-        }
-    }
-    return p;
-}
-
-static void discover(session_t *s) {
-    uint32_t n = ml_atomic_load_acquire(&s->ctl->nprocs);
-    if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
-    while (s->nseen < n) {
-        uint32_t st = ml_atomic_load_acquire(&s->ctl->procs[s->nseen].state);
-        if (st == ML_PROC_FREE) {
-            /* A process counts itself in nprocs a moment before it marks its
-             * slot claimed: wait for it, or its whole recording would be
-             * skipped (and the program would wait at exit for a scan that
-             * never comes). Only an owner killed between the two stores
-             * leaves a slot free for good: after 2 s, give up on it. */
-            uint32_t now = now_ms(s);
-            if (!s->free_since_ms) s->free_since_ms = now + 1;
-            if (now + 1 - s->free_since_ms < 2000) break;
-            fprintf(stderr, "memlens: warning: process slot %u was never claimed; skipped\n",
-                    s->nseen);
-            s->free_since_ms = 0;
-            s->nseen++;
-            continue;
-        }
-        s->free_since_ms = 0;
-        if (st == ML_PROC_CLAIMED) {
-            /* Still creating its ring. If it died meanwhile, give up on it. */
-            pid_t pid = (pid_t)s->ctl->procs[s->nseen].pid;
-            if (pid && kill(pid, 0) < 0 && errno == ESRCH) {
-                s->nseen++;
-                continue;
-            }
-            if (pid == s->root_pid && s->root_exited) {
-                s->nseen++;
-                continue;
-            }
-            break;
-        }
-        if (st == ML_PROC_READY) {
-            s->procs[s->nseen] = open_proc(s, s->nseen);
-            if (!s->procs[s->nseen])
-                fprintf(stderr, "memlens: warning: cannot open the event ring of process %u\n",
-                        s->ctl->procs[s->nseen].pid);
-        }
-        s->nseen++;
-    }
-}
-
-/* The process has run its exit handlers and waits in libmemlens' destructor
- * until we answer: its memory is intact, so this is where reachability of
- * the blocks still live can be examined. Then it is released. */
-static void scan_emit(void *ctx, const ml_record_t *rec) {
-    proc_add((proc_t *)ctx, rec);
-}
-
-static void exit_scan(session_t *s, proc_t *p) {
-    (void)s;
-    if (p->w) ml_exit_scan((pid_t)p->pid, p->an, scan_emit, p, p->last_time, p->last_thread);
-    ml_atomic_store_release(&p->ring->exit_scan, ML_EXIT_SCAN_DONE);
-}
-
-/* An ML_BLOB_GPU payload (docs/gpu.md) as an ML_T_GPU_ALLOC/FREE/POOL record.
- * A shorter payload (an older libmemlens, or any op but POOL_STATE, which
- * stops at `handle`) reads as zeros past its end. */
-static bool deliver_gpu(ml_record_t *r, const ml_event_t *ev, const uint8_t *blob) {
-    ml_gpu_event_t g;
-    memset(&g, 0, sizeof g);
-    if (ev->size < offsetof(ml_gpu_event_t, handle)) return false;
-    memcpy(&g, blob, ev->size < sizeof g ? ev->size : sizeof g);
-    if (g.op != ML_GPU_OP_ALLOC && g.op != ML_GPU_OP_FREE && g.op != ML_GPU_OP_FREE_FAILED &&
-        g.op != ML_GPU_OP_CTX_DESTROY && g.op != ML_GPU_OP_POOL_TRIM &&
-        g.op != ML_GPU_OP_POOL_STATE)
-        return false;
-    r->tag = g.op == ML_GPU_OP_ALLOC        ? ML_T_GPU_ALLOC
-             : g.op == ML_GPU_OP_POOL_STATE ? ML_T_GPU_POOL
-                                            : ML_T_GPU_FREE;
-    r->u.gpu.op = g.op;
-    r->u.gpu.kind = g.kind;
-    r->u.gpu.flags = g.flags;
-    r->u.gpu.device = g.device;
-    r->u.gpu.context = g.context;
-    r->u.gpu.stack = g.op == ML_GPU_OP_ALLOC ? g.stack : 0;
-    r->u.gpu.cbid = g.cbid;
-    r->u.gpu.correlation = g.correlation;
-    r->u.gpu.stream = g.stream;
-    r->u.gpu.ptr = g.ptr;
-    r->u.gpu.size = g.size;
-    r->u.gpu.handle = g.handle;
-    r->u.gpu.pool_used = g.pool_used;
-    r->u.gpu.pool_threshold = g.pool_threshold;
-    return true;
-}
-
-/* Translates one ring event (and its blob payload) into a trace record. */
-static void deliver(session_t *s, proc_t *p, const ml_event_t *ev, const uint8_t *blob) {
-    ml_record_t r;
-    /* Only the part an allocation record uses: the whole union is ~1 KiB and
-     * this runs for every event. Other cases clear r.u themselves. */
-    memset(&r, 0, offsetof(ml_record_t, u) + sizeof r.u.alloc);
-    r.time_ms = ev->time;
-    r.thread = ev->thread;
-    r.u.alloc.kind = ev->kind;
-    r.u.alloc.flags = (uint8_t)ml_ev_flags(ev);
-    r.u.alloc.ptr = ev->ptr;
-    r.u.alloc.size = ev->size;
-    r.u.alloc.stack = ev->stack;
-    switch (ml_ev_type(ev)) {
-    case ML_EV_ALLOC:
-        r.tag = ML_T_ALLOC;
-        r.u.alloc.size = ev->size & 0xffffffffffffull;
-        r.u.alloc.usable = r.u.alloc.size + (ev->size >> 48);
-        break;
-    case ML_EV_FREE:
-        r.tag = ML_T_FREE;
-        r.u.alloc.size = 0;
-        r.u.alloc.usable = ev->size;
-        break;
-    case ML_EV_REALLOC_FAIL: r.tag = ML_T_REALLOC_FAIL; break;
-    case ML_EV_MMAP: r.tag = ML_T_MMAP; break;
-    case ML_EV_MUNMAP: r.tag = ML_T_MUNMAP; break;
-    case ML_EV_MMAP_FAIL: r.tag = ML_T_MMAP_FAIL; break;
-    case ML_EV_NODE:
-        memset(&r.u, 0, sizeof r.u);
-        r.tag = ML_T_NODE;
-        r.u.node.id = ev->stack;
-        r.u.node.pc = ev->ptr;
-        r.u.node.parent = (uint32_t)ev->size;
-        break;
-    case ML_EV_BLOB:
-        memset(&r.u, 0, sizeof r.u);
-        switch (ev->kind) {
-        case ML_BLOB_MODULE: {
-            const ml_blob_module_t *m = (const ml_blob_module_t *)blob;
-            static char path[4097];
-            if (ev->size < sizeof *m || sizeof *m + m->path_len + m->build_id_len > ev->size ||
-                m->path_len > 4096)
-                return;
-            memcpy(path, blob + sizeof *m, m->path_len);
-            path[m->path_len] = '\0';
-            r.tag = ML_T_MODULE;
-            r.u.module.base = m->base;
-            r.u.module.path = path;
-            r.u.module.build_id = blob + sizeof *m + m->path_len;
-            r.u.module.build_id_len = m->build_id_len;
-            r.u.module.nsegs = m->nsegs > ML_MAX_SEGMENTS ? ML_MAX_SEGMENTS : m->nsegs;
-            for (uint32_t i = 0; i < r.u.module.nsegs; i++) {
-                r.u.module.segs[i].vaddr = m->segs[i].vaddr;
-                r.u.module.segs[i].memsz = m->segs[i].memsz;
-                r.u.module.segs[i].flags = m->segs[i].flags;
-            }
-            break;
-        }
-        case ML_BLOB_MODULE_UNLOAD:
-            if (ev->size < 8) return;
-            r.tag = ML_T_MODULE_UNLOAD;
-            memcpy(&r.u.module.base, blob, 8);
-            break;
-        case ML_BLOB_THREAD: {
-            ml_blob_thread_t t;
-            static char name[17];
-            if (ev->size < sizeof t) return;
-            memcpy(&t, blob, sizeof t);
-            memcpy(name, t.name, 16);
-            name[16] = '\0';
-            r.tag = ML_T_THREAD;
-            r.u.thread.index = t.index;
-            r.u.thread.tid = t.tid;
-            r.u.thread.name = name;
-            break;
-        }
-        case ML_BLOB_MALLINFO: {
-            ml_blob_mallinfo_t m;
-            if (ev->size < sizeof m) return;
-            memcpy(&m, blob, sizeof m);
-            r.tag = ML_T_MALLINFO;
-            r.u.mallinfo.arena = m.arena;
-            r.u.mallinfo.hblkhd = m.hblkhd;
-            r.u.mallinfo.uordblks = m.uordblks;
-            r.u.mallinfo.fordblks = m.fordblks;
-            r.u.mallinfo.keepcost = m.keepcost;
-            break;
-        }
-        case ML_BLOB_EXIT: {
-            ml_blob_exit_t e;
-            if (ev->size < sizeof e) return;
-            memcpy(&e, blob, sizeof e);
-            r.tag = ML_T_PROC_EXIT;
-            r.u.proc_exit.nested_skipped = e.nested_skipped;
-            break;
-        }
-        case ML_BLOB_GPU:
-            if (!deliver_gpu(&r, ev, blob)) return;
-            break;
-        default:
-            return;
-        }
-        break;
-    default:
-        return;
-    }
-    proc_add(p, &r);
-    p->last_time = r.time_ms;
-    p->last_thread = r.thread;
-    if (r.tag == ML_T_PROC_EXIT) exit_scan(s, p);
-}
-
-/* Drains published events. With `final` the process is gone: positions that
- * were claimed but never published are counted as lost and skipped. Returns
- * the number of events read. */
-static uint64_t drain(session_t *s, proc_t *p, bool final) {
-    static uint8_t blob[sizeof(ml_blob_module_t) + 8192];
-    ml_ring_hdr_t *h = p->ring;
-    uint64_t got = 0;
-    uint64_t head = final ? ml_atomic_load_acquire(&h->head) : 0;
-    for (;;) {
-        if (!final && got >= DRAIN_BUDGET) break;
-        if (final && p->pos >= head) break;
-        ml_slot_t *sl = ml_ring_peek(h, p->pos);
-        if (!sl) {
-            if (!final) break;
-            p->lost_in_crash++;
-            p->pos++;
-            continue;
-        }
-        ml_slot_t *ahead = ml_ring_peek(h, p->pos + PREFETCH_AHEAD);
-        if (ahead && ml_ev_type(&ahead->ev) <= ML_EV_FREE)
-            ml_analysis_prefetch(p->an, ahead->ev.ptr);
-        ml_event_t ev;
-        memcpy(&ev, &sl->ev, sizeof ev);
-        if (ml_ev_type(&ev) == ML_EV_BLOB) {
-            uint32_t need = 1 + ml_blob_slots(ev.size);
-            if (ev.size > sizeof blob) {
-                /* Cannot happen with our producer; skip the claimed run. */
-                for (uint32_t i = 0; i < need; i++) ml_ring_release(h, p->pos + i);
-                p->pos += need;
-                continue;
-            }
-            uint32_t n = ml_ring_read_blob(h, p->pos, (uint32_t)ev.size, blob, sizeof blob);
-            if (!n) {
-                if (!final) break;
-                /* The producer died inside the blob. */
-                p->lost_in_crash += need;
-                p->pos += need;
-                continue;
-            }
-            deliver(s, p, &ev, blob);
-            for (uint32_t i = 0; i < n; i++) ml_ring_release(h, p->pos + i);
-            p->pos += n;
-        } else {
-            deliver(s, p, &ev, NULL);
-            ml_ring_release(h, p->pos);
-            p->pos++;
-        }
-        p->events++;
-        got++;
-    }
-    ml_atomic_store_release(&h->tail, p->pos);
-    return got;
-}
-
-static void sample_rss(session_t *s, proc_t *p) {
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%u/status", p->pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return;
-    buf[n] = '\0';
-    /* RssAnon + RssFile: resident memory without RssShmem, where our own
-     * event ring would otherwise show up as the program's. */
-    uint64_t anon = 0, file = 0;
-    char *a = strstr(buf, "RssAnon:"), *f = strstr(buf, "RssFile:");
-    if (!a || !f) return;
-    anon = strtoull(a + 8, NULL, 10);
-    file = strtoull(f + 8, NULL, 10);
-    ml_record_t r;
-    memset(&r, 0, sizeof r);
-    r.tag = ML_T_RSS;
-    r.time_ms = now_ms(s);
-    if (r.time_ms < p->last_time) r.time_ms = p->last_time;
-    r.thread = p->last_thread;
-    r.u.rss.rss_bytes = (anon + file) * 1024;
-    proc_add(p, &r);
-}
-
-/* Appends the analysis session (GPU state included) to the trace, after the
- * end record. Without it (out of memory, or state the snapshot cannot hold
- * exactly: -ENOTSUP) reports replay the records: slower, the same numbers. */
-static void save_snapshot(const session_t *s, proc_t *p) {
-    void *data;
-    size_t len;
-    if (s->o.no_snapshot) return;
-    if (p->live) ml_vmodel_lock(p->live);
-    int rc = ml_analysis_snapshot(p->an, &data, &len);
-    if (p->live) ml_vmodel_unlock(p->live);
-    if (rc < 0) return;
-    rc = ml_writer_add_snapshot(p->w, data, len, ML_ANALYSIS_SNAPSHOT_VERSION);
-    free(data);
-    (void)rc; /* a write error is in the writer's state: reported by finish_proc */
-}
-
-/* --unwind verify: the recorder's stacks against libunwind's, into the trace
- * and on stderr (docs/recorder.md#stacks). */
-static void unwind_check(const session_t *s, proc_t *p) {
-    if (!s->o.unwind_verify) return;
-    ml_ring_hdr_t *h = p->ring;
-    ml_record_t r;
-    memset(&r, 0, sizeof r);
-    r.tag = ML_T_UNWIND_CHECK;
-    r.time_ms = p->last_time;
-    r.thread = p->last_thread;
-    typeof(r.u.unwind_check) *q = &r.u.unwind_check;
-    q->stacks = ml_atomic_load_relaxed(&h->unwind_checked);
-    q->mismatches = ml_atomic_load_relaxed(&h->unwind_mismatch);
-    q->fallbacks = ml_atomic_load_relaxed(&h->unwind_fallback);
-    q->reused = ml_atomic_load_relaxed(&h->unwind_reused);
-    if (ml_atomic_load_acquire(&h->unwind_bad.set)) {
-        q->first_frame = h->unwind_bad.frame;
-        q->fast_pc = h->unwind_bad.fast_pc;
-        q->full_pc = h->unwind_bad.full_pc;
-    }
-    proc_add(p, &r);
-    if (s->o.quiet) return;
-    fprintf(stderr,
-            "memlens: unwind verify: pid %u: %" PRIu64 " stacks compared (%" PRIu64
-            " taken by libunwind, %" PRIu64 " reusing the previous stack), %" PRIu64 " differ\n",
-            p->pid, q->stacks, q->fallbacks, q->reused, q->mismatches);
-    if (q->mismatches)
-        fprintf(stderr,
-                "memlens: unwind verify: first difference at frame %" PRIu64 ": 0x%" PRIx64
-                " (%u frames%s) against libunwind's 0x%" PRIx64 " (%u frames)\n",
-                q->first_frame, q->fast_pc, h->unwind_bad.fast_frames,
-                h->unwind_bad.fell_back ? ", libunwind's own" : "", q->full_pc,
-                h->unwind_bad.full_frames);
-}
-
-static void finish_proc(session_t *s, proc_t *p) {
-    drain(s, p, true);
-    unwind_check(s, p);
-    ml_record_t r;
-    memset(&r, 0, sizeof r);
-    r.tag = ML_T_END;
-    r.time_ms = p->last_time;
-    r.thread = p->last_thread;
-    ml_rec_end_t *e = &r.u.end;
-    e->status_kind = p->end_kind;
-    e->status = p->end_status;
-    e->events = p->events;
-    e->ring_waits = ml_atomic_load_relaxed(&p->ring->waits);
-    e->ring_wait_ns = ml_atomic_load_relaxed(&p->ring->wait_ns);
-    e->lost_in_crash = p->lost_in_crash;
-    e->lost_dead_collector = ml_atomic_load_relaxed(&p->ring->lost);
-    e->nested_skipped = ml_atomic_load_relaxed(&p->ring->nested_skipped);
-    e->truncated_stacks = ml_atomic_load_relaxed(&p->ring->truncated);
-    e->duration_ms = now_ms(s);
-    proc_add(p, &r);
-    save_snapshot(s, p);
-    int rc = ml_writer_free(p->w);
-    p->w = NULL;
-    if (rc < 0)
-        fprintf(stderr, "memlens: error: writing %s failed: %s; the trace is incomplete\n", p->path,
-                strerror(-rc));
-    if (fsync(p->fd) < 0 && errno != EINVAL && errno != EROFS) { /* best effort */
-    }
-    close(p->fd);
-    munmap(p->ring, p->ring_bytes);
-    p->ring = NULL;
-    if (p->pidfd >= 0) close(p->pidfd);
-    p->done = true;
-}
-
-static bool proc_gone(proc_t *p) {
-    if (p->ended) return true;
-    if (p->is_root) return false; /* decided by waitpid */
-    struct pollfd pf = {p->pidfd, POLLIN, 0};
-    if (poll(&pf, 1, 0) > 0) {
-        p->ended = true;
-        p->end_kind = ML_END_UNKNOWN;
-    }
-    return p->ended;
-}
-
-/* ------------------------------------------------------------------------- */
 /* Summary                                                                   */
 /* ------------------------------------------------------------------------- */
 
-static void print_summary(session_t *s) {
-    proc_t *root = NULL;
-    uint32_t nchild = 0;
-    for (uint32_t i = 0; i < s->nseen; i++) {
-        if (!s->procs[i]) continue;
-        if (s->procs[i]->is_root) root = s->procs[i];
+static void print_summary(const run_t *s) {
+    const ml_proc_info_t *root = NULL;
+    uint32_t nchild = 0, n = ml_collector_nprocs(s->c);
+    for (uint32_t i = 0; i < n; i++) {
+        const ml_proc_info_t *p = ml_collector_proc(s->c, i);
+        if (!p) continue;
+        if (p->is_root) root = p;
         else nchild++;
     }
-    if (!root) return;
-    const ml_totals_t *t = ml_analysis_totals(root->an);
+    if (!root || !root->analysis) return;
+    const ml_totals_t *t = ml_analysis_totals(root->analysis);
     char b1[32], b2[32], b3[32];
     struct stat st;
     uint64_t size = stat(root->path, &st) == 0 ? (uint64_t)st.st_size : 0;
@@ -926,14 +303,16 @@ static void print_summary(session_t *s) {
     fprintf(stderr, ")\n");
     if (nchild) {
         fprintf(stderr, "memlens: %u more trace%s:", nchild, nchild > 1 ? "s" : "");
-        for (uint32_t i = 0; i < s->nseen; i++)
-            if (s->procs[i] && !s->procs[i]->is_root) fprintf(stderr, " %s", s->procs[i]->path);
+        for (uint32_t i = 0; i < n; i++) {
+            const ml_proc_info_t *p = ml_collector_proc(s->c, i);
+            if (p && !p->is_root) fprintf(stderr, " %s", p->path);
+        }
         fprintf(stderr, "\n");
     }
-    for (uint32_t i = 0; i < s->nseen; i++) {
-        proc_t *p = s->procs[i];
-        if (!p) continue;
-        const ml_totals_t *pt = ml_analysis_totals(p->an);
+    for (uint32_t i = 0; i < n; i++) {
+        const ml_proc_info_t *p = ml_collector_proc(s->c, i);
+        if (!p || !p->analysis) continue;
+        const ml_totals_t *pt = ml_analysis_totals(p->analysis);
         if (pt->end.lost_in_crash || pt->end.lost_dead_collector)
             fprintf(stderr,
                     "memlens: %s: %" PRIu64 " events were being written when the process died "
@@ -948,13 +327,8 @@ static void print_summary(session_t *s) {
 }
 
 /* ------------------------------------------------------------------------- */
-/* The command                                                               */
+/* The program's environment                                                 */
 /* ------------------------------------------------------------------------- */
-
-static void on_forward(int sig) {
-    forward_sig = sig;
-    if (child_pid > 0) kill(child_pid, sig);
-}
 
 static char *env_entry(const char *name, const char *value) {
     size_t n = strlen(name) + strlen(value) + 2;
@@ -969,11 +343,11 @@ static char *env_entry(const char *name, const char *value) {
  * to add, or NULL: --no-gpu, a build without CUPTI, or the variable already
  * set by the user or another CUDA tool (Nsight, compute-sanitizer), which is
  * left alone with a warning since only one injection library can be named. */
-static char *gpu_env_entry(const session_t *s, const char *lib) {
+static char *gpu_env_entry(const run_t *s) {
     static char entry[PATH_MAX + 32];
     if (s->o.no_gpu) return NULL;
     char cupti[PATH_MAX];
-    snprintf(cupti, sizeof cupti, "%s", lib);
+    snprintf(cupti, sizeof cupti, "%s", s->lib);
     char *slash = strrchr(cupti, '/');
     size_t dir = slash ? (size_t)(slash - cupti) + 1 : 0;
     if (snprintf(cupti + dir, sizeof cupti - dir, "libmemlens_cupti.so") >= (int)(sizeof cupti - dir) ||
@@ -992,12 +366,25 @@ static char *gpu_env_entry(const session_t *s, const char *lib) {
     return entry;
 }
 
-static char **build_env(const session_t *s, const char *lib) {
+static void free_env(run_t *s) {
+    for (size_t i = 0; i < sizeof s->env_own / sizeof s->env_own[0]; i++) {
+        free(s->env_own[i]);
+        s->env_own[i] = NULL;
+    }
+    free(s->env);
+    s->env = NULL;
+}
+
+/* Ours, and the caller's environment without memlens' own variables:
+ * LD_PRELOAD names libmemlens.so first (then the caller's preloads, which
+ * ML_LD_PRELOAD_ORIG keeps so that libmemlens can restore them), ML_CTL the
+ * session. Returns 0 or -ENOMEM. */
+static int build_env(run_t *s) {
     extern char **environ;
     size_t n = 0;
     while (environ[n]) n++;
-    char **env = calloc(n + 6, sizeof *env);
-    if (!env) return NULL;
+    s->env = calloc(n + 6, sizeof *s->env);
+    if (!s->env) return -ENOMEM;
     const char *orig = getenv("LD_PRELOAD");
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1005,29 +392,38 @@ static char **build_env(const session_t *s, const char *lib) {
             !strncmp(environ[i], "ML_LD_PRELOAD_ORIG=", 19) ||
             !strncmp(environ[i], "ML_GPU_POOLS=", 13))
             continue;
-        env[k++] = environ[i];
+        s->env[k++] = environ[i];
     }
     char pre[PATH_MAX * 2];
-    if (orig && *orig) snprintf(pre, sizeof pre, "%s:%s", lib, orig);
-    else snprintf(pre, sizeof pre, "%s", lib);
-    env[k++] = env_entry("LD_PRELOAD", pre);
-    env[k++] = env_entry("ML_LD_PRELOAD_ORIG", orig ? orig : "");
-    env[k++] = env_entry("ML_CTL", s->ctl_path);
-    char *gpu = gpu_env_entry(s, lib);
-    if (gpu) env[k++] = gpu;
+    if (orig && *orig) snprintf(pre, sizeof pre, "%s:%s", s->lib, orig);
+    else snprintf(pre, sizeof pre, "%s", s->lib);
+    s->env_own[0] = env_entry("LD_PRELOAD", pre);
+    s->env_own[1] = env_entry("ML_LD_PRELOAD_ORIG", orig ? orig : "");
+    s->env_own[2] = env_entry("ML_CTL", ml_collector_ctl_path(s->c));
+    if (!s->env_own[0] || !s->env_own[1] || !s->env_own[2]) {
+        free_env(s);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < 3; i++) s->env[k++] = s->env_own[i];
+    char *gpu = gpu_env_entry(s);
+    if (gpu) s->env[k++] = gpu;
     /* Read by libmemlens_cupti.so at InitializeInjection; only --gpu-pools
      * turns the activity records on, whatever the caller's environment says. */
-    if (gpu && s->o.gpu_pools) env[k++] = (char *)"ML_GPU_POOLS=1";
+    if (gpu && s->o.gpu_pools) s->env[k++] = (char *)"ML_GPU_POOLS=1";
     else if (s->o.gpu_pools && !s->o.no_gpu && !getenv("CUDA_INJECTION64_PATH"))
         fprintf(stderr, "memlens: warning: --gpu-pools does nothing: this memlens was built "
                         "without GPU (CUPTI) support\n");
-    env[k] = NULL;
-    return env;
+    s->env[k] = NULL;
+    return 0;
 }
+
+/* ------------------------------------------------------------------------- */
+/* The live view                                                             */
+/* ------------------------------------------------------------------------- */
 
 /* --live: the viewer runs in a thread of its own on the root process'
  * session (the model's) while this thread collects; see docs/viewer.md. */
-static void live_start(session_t *s) {
+static void live_start(run_t *s) {
     if (!s->live_model) return;
     ml_vmodel_set_path(s->live_model, s->root_path);
     ml_vmodel_set_process_state(s->live_model, ML_VPROC_RUNNING, 0);
@@ -1037,7 +433,7 @@ static void live_start(session_t *s) {
 }
 
 /* The user quit the view while the program runs: recording goes on. */
-static void live_poll(session_t *s) {
+static void live_poll(run_t *s) {
     if (!s->live_ui || ml_viewer_live_open(s->live_ui)) return;
     ml_viewer_live_wait(s->live_ui);
     s->live_ui = NULL;
@@ -1045,7 +441,7 @@ static void live_poll(session_t *s) {
 }
 
 /* The program has ended: the view shows the final data until q. */
-static void live_end(session_t *s) {
+static void live_end(run_t *s) {
     if (!s->live_model) return;
     int st = s->root_status;
     ml_vmodel_set_process_state(s->live_model, WIFSIGNALED(st) ? ML_VPROC_SIGNALED : ML_VPROC_EXITED,
@@ -1054,216 +450,240 @@ static void live_end(session_t *s) {
     s->live_ui = NULL;
 }
 
-int ml_cmd_run(int argc, char **argv) {
-    session_t *s = calloc(1, sizeof *s);
-    if (!s) return ML_EXIT_ERROR;
-    s->root_fd = -1;
-    if (parse_run(argc, argv, &s->o) < 0) {
-        free(s);
-        return ML_EXIT_USAGE;
-    }
-    char prog[PATH_MAX], lib[PATH_MAX];
-    int rc = resolve_program(s->o.argv[0], prog, sizeof prog);
-    if (rc < 0) {
-        ml_die_msg("cannot run '%s': %s", s->o.argv[0], strerror(-rc));
-        free(s);
-        return ML_EXIT_ERROR;
-    }
-    if (!realpath(prog, s->prog)) s->prog[0] = '\0';
-    const char *why = preload_obstacle(prog, 0);
-    if (why) {
-        ml_die_msg("%s", why);
-        free(s);
-        return ML_EXIT_ERROR;
-    }
-    if (find_preload_lib(lib, sizeof lib) < 0) {
-        ml_die_msg("cannot find libmemlens.so beside the memlens binary (set ML_PRELOAD_LIB)");
-        free(s);
-        return ML_EXIT_ERROR;
-    }
-    if (s->o.live) {
-        /* Before the program starts: no terminal is a usage problem to say now. */
-        char why_live[512];
-        if (ml_viewer_live_check(why_live, sizeof why_live) < 0) {
-            ml_die_msg("%s", why_live);
-            free(s);
-            return ML_EXIT_ERROR;
-        }
-        if (ml_vmodel_new(&s->live_model) < 0) {
-            ml_die_msg("out of memory");
-            free(s);
-            return ML_EXIT_ERROR;
-        }
-    }
-    if (create_ctl(s) < 0) {
-        free(s);
-        return ML_EXIT_ERROR;
-    }
-    char **env = build_env(s, lib);
+/* ------------------------------------------------------------------------- */
+/* Steps of the command                                                      */
+/* ------------------------------------------------------------------------- */
 
-    /* The child waits on `go` until its trace file is open; exec failures
-     * come back through the close-on-exec `err` pipe. */
-    int go[2], err[2];
-    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
-        ml_die_msg("pipe: %s", strerror(errno));
-        cleanup_shm(s);
-        return ML_EXIT_ERROR;
+/* The program, the library, and for --live the terminal and the model:
+ * every refusal is said before the program starts. */
+static int prepare(run_t *s) {
+    int rc = resolve_program(s->o.argv[0], s->prog, sizeof s->prog);
+    if (rc < 0) {
+        ml_cli_error("cannot run '%s': %s", s->o.argv[0], strerror(-rc));
+        return -1;
+    }
+    if (!realpath(s->prog, s->prog_real)) s->prog_real[0] = '\0';
+    const char *why = preload_obstacle(s->prog, 0);
+    if (why) {
+        ml_cli_error("%s", why);
+        return -1;
+    }
+    if (find_preload_lib(s->lib, sizeof s->lib) < 0) {
+        ml_cli_error("cannot find libmemlens.so beside the memlens binary (set ML_PRELOAD_LIB)");
+        return -1;
+    }
+    if (!s->o.live) return 0;
+    char why_live[512];
+    if (ml_viewer_live_check(why_live, sizeof why_live) < 0) {
+        ml_cli_error("%s", why_live);
+        return -1;
+    }
+    if (ml_vmodel_new(&s->live_model) < 0) {
+        ml_cli_error("out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* The collector and its sinks, in the order they see each batch: the trace
+ * writer, the live view (which keeps the root's analysis), the analysis. */
+static int start_collector(run_t *s) {
+    ml_collector_opts_t co = {
+        .follow_fork = s->o.follow_fork,
+        .unwind_fp = s->o.unwind_fp,
+        .unwind_verify = s->o.unwind_verify,
+        .verify_out = s->o.quiet ? NULL : stderr,
+        .snapshot = !s->o.no_snapshot,
+        .sample_bytes = s->o.sample_bytes,
+        .depth = s->o.depth,
+        .ring_slots = s->o.ring_slots,
+    };
+    char err[512];
+    if (ml_collector_new(&co, &s->c, err, sizeof err) < 0) {
+        ml_cli_error("%s", err);
+        return -1;
+    }
+    ml_sink_t sink;
+    int rc = ml_trace_sink_new(&sink);
+    if (rc == 0) rc = ml_collector_add_sink(s->c, sink);
+    if (rc == 0 && s->live_model) rc = ml_collector_add_sink(s->c, ml_cli_live_sink(s->live_model));
+    if (rc == 0) rc = ml_analysis_sink_new(s->o.no_snapshot, &sink);
+    if (rc == 0) rc = ml_collector_add_sink(s->c, sink);
+    if (rc < 0) {
+        ml_cli_error("%s", strerror(-rc));
+        return -1;
+    }
+    return 0;
+}
+
+static void on_forward(int sig) {
+    forward_sig = sig;
+    if (child_pid > 0) kill(child_pid, sig);
+}
+
+/* The child waits on `go` until its trace file is open; exec failures come
+ * back through the close-on-exec `err` pipe. */
+static __attribute__((noreturn)) void child(run_t *s, const struct sigaction *old_int,
+                                            const struct sigaction *old_quit) {
+    sigaction(SIGINT, old_int, NULL);
+    sigaction(SIGQUIT, old_quit, NULL);
+    close(s->go[1]);
+    close(s->err[0]);
+    char c;
+    if (read(s->go[0], &c, 1) != 1) _exit(127);
+    execve(s->prog, s->o.argv, s->env);
+    int e = errno;
+    ssize_t w = write(s->err[1], &e, sizeof e);
+    (void)w;
+    _exit(127);
+}
+
+/* Forks the program, held before exec until release_child(). memlens
+ * ignores SIGINT and SIGQUIT from now on (the terminal sends them to the
+ * program too) and forwards SIGTERM and SIGHUP. */
+static int spawn(run_t *s) {
+    if (pipe2(s->go, O_CLOEXEC) < 0 || pipe2(s->err, O_CLOEXEC) < 0) {
+        ml_cli_error("pipe: %s", strerror(errno));
+        return -1;
     }
     struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit, fwd = {.sa_handler = on_forward};
     sigaction(SIGINT, &ign, &old_int);
     sigaction(SIGQUIT, &ign, &old_quit);
-    s->t0_ns = mono_ns();
     fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        ml_die_msg("fork: %s", strerror(errno));
-        cleanup_shm(s);
-        return ML_EXIT_ERROR;
+    s->pid = fork();
+    if (s->pid < 0) {
+        ml_cli_error("fork: %s", strerror(errno));
+        return -1;
     }
-    if (pid == 0) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGQUIT, &old_quit, NULL);
-        close(go[1]);
-        close(err[0]);
-        char c;
-        if (read(go[0], &c, 1) != 1) _exit(127);
-        execve(prog, s->o.argv, env);
-        int e = errno;
-        ssize_t w = write(err[1], &e, sizeof e);
-        (void)w;
-        _exit(127);
-    }
-    child_pid = pid;
-    s->root_pid = pid;
-    close(go[0]);
-    close(err[1]);
+    if (s->pid == 0) child(s, &old_int, &old_quit);
+    child_pid = s->pid;
+    close(s->go[0]);
+    close(s->err[1]);
+    s->go[0] = s->err[1] = -1;
     sigaction(SIGTERM, &fwd, NULL);
     sigaction(SIGHUP, &fwd, NULL);
+    return 0;
+}
 
-    /* The root trace file: opened before the program starts, so that an
-     * unwritable path fails before any work is done. */
+/* The root trace file: opened before the program starts, so that an
+ * unwritable path fails before any work is done. The collector owns it. */
+static int open_root_trace(run_t *s) {
     if (s->o.out) {
         snprintf(s->root_path, sizeof s->root_path, "%s", s->o.out);
     } else {
         const char *base = strrchr(s->o.argv[0], '/');
         base = base ? base + 1 : s->o.argv[0];
-        snprintf(s->root_path, sizeof s->root_path, "memlens.%s.%d.mlt", base, (int)pid);
+        snprintf(s->root_path, sizeof s->root_path, "memlens.%s.%d.mlt", base, (int)s->pid);
     }
-    snprintf(s->stem, sizeof s->stem, "%s", s->root_path);
-    size_t sl = strlen(s->stem);
-    if (sl > 4 && !strcmp(s->stem + sl - 4, ".mlt")) s->stem[sl - 4] = '\0';
-    s->root_fd = open(s->root_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (s->root_fd < 0) {
+    int fd = open(s->root_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
         int e = errno;
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        ml_die_msg("cannot write the trace %s: %s", s->root_path, strerror(e));
-        cleanup_shm(s);
-        return ML_EXIT_ERROR;
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        ml_cli_error("cannot write the trace %s: %s", s->root_path, strerror(e));
+        return -1;
     }
-    if (write(go[1], "g", 1) != 1) { /* the child died: waitpid below reports it */
-    }
-    close(go[1]);
-    int e = 0;
-    if (read(err[0], &e, sizeof e) == (ssize_t)sizeof e) {
-        waitpid(pid, NULL, 0);
-        close(s->root_fd);
-        unlink(s->root_path);
-        ml_die_msg("cannot run '%s': %s", prog, strerror(e));
-        cleanup_shm(s);
-        return ML_EXIT_ERROR;
-    }
-    close(err[0]);
-    live_start(s);
+    ml_collector_root_t root = {s->pid, s->root_path, fd, s->prog_real, s->o.argc, s->o.argv};
+    ml_collector_set_root(s->c, &root);
+    return 0;
+}
 
-    /* Collect. */
-    uint32_t next_rss = 0, next_mallinfo = MALLINFO_INTERVAL_MS;
+/* Lets the program exec; fails when exec did. */
+static int release_child(run_t *s) {
+    if (write(s->go[1], "g", 1) != 1) { /* the child died: waitpid reports it */
+    }
+    close(s->go[1]);
+    s->go[1] = -1;
+    int e = 0;
+    if (read(s->err[0], &e, sizeof e) == (ssize_t)sizeof e) {
+        waitpid(s->pid, NULL, 0);
+        unlink(s->root_path);
+        ml_cli_error("cannot run '%s': %s", s->prog, strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* Turns the collector's rounds until the program and every process it
+ * started are finished. */
+static void collect(run_t *s) {
     for (;;) {
         live_poll(s);
-        uint32_t now = now_ms(s);
-        ml_atomic_store_relaxed(&s->ctl->clock_ms, now);
-        discover(s);
-        uint64_t got = 0;
-        for (uint32_t i = 0; i < s->nseen; i++) {
-            proc_t *p = s->procs[i];
-            if (!p || p->done) continue;
-            got += drain(s, p, false);
-        }
-        if (now >= next_rss) {
-            next_rss = now + RSS_INTERVAL_MS;
-            for (uint32_t i = 0; i < s->nseen; i++)
-                if (s->procs[i] && !s->procs[i]->done && !s->procs[i]->ended)
-                    sample_rss(s, s->procs[i]);
-        }
-        if (now >= next_mallinfo) {
-            next_mallinfo = now + MALLINFO_INTERVAL_MS;
-            ml_atomic_add_relaxed(&s->ctl->mallinfo_gen, 1);
-        }
+        uint64_t got = ml_collector_poll(s->c);
         if (!s->root_exited) {
             int st;
-            pid_t w = waitpid(pid, &st, WNOHANG);
-            if (w == pid) {
+            if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
                 s->root_exited = true;
                 s->root_status = st;
-                discover(s);
-                for (uint32_t i = 0; i < s->nseen; i++) {
-                    proc_t *p = s->procs[i];
-                    if (p && p->is_root && !p->ended) {
-                        p->ended = true;
-                        p->end_kind = WIFSIGNALED(st) ? ML_END_SIGNALED : ML_END_EXITED;
-                        p->end_status = WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
-                    } else if (p && p->pid == (uint32_t)pid && !p->ended) {
-                        /* an exec'd image of the root process */
-                        p->ended = true;
-                        p->end_kind = WIFSIGNALED(st) ? ML_END_SIGNALED : ML_END_EXITED;
-                        p->end_status = WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
-                    }
-                }
+                ml_collector_root_ended(s->c, st);
             }
         }
-        bool active = false;
-        for (uint32_t i = 0; i < s->nseen; i++) {
-            proc_t *p = s->procs[i];
-            if (!p || p->done) continue;
-            if (proc_gone(p)) finish_proc(s, p);
-            else active = true;
-        }
-        if (s->root_exited && !active && s->nseen >= ml_atomic_load_acquire(&s->ctl->nprocs))
-            break;
+        if (ml_collector_reap(s->c)) break;
         if (!got) {
             struct timespec ts = {0, 500000};
             nanosleep(&ts, NULL);
         }
     }
-    live_end(s);
-    if (s->root_fd >= 0) {
+}
+
+/* The summary, and the exit code: the program's status, or ours when it
+ * was never traced. */
+static int report(run_t *s) {
+    if (!ml_collector_root_traced(s->c)) {
         /* The program never registered: it could not be preloaded. */
-        close(s->root_fd);
-        s->root_fd = 0;
         unlink(s->root_path);
         fprintf(stderr,
                 "memlens: error: %s ran but was never traced: libmemlens.so was not loaded into it "
                 "(a static or set-user-ID program behind a script?); no trace written\n",
-                prog);
-    } else if (!s->o.quiet) {
-        print_summary(s);
+                s->prog);
+        return ML_EXIT_ERROR;
     }
+    if (!s->o.quiet) print_summary(s);
     int st = s->root_status;
-    int code = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
-    if (s->root_fd >= 0) code = ML_EXIT_ERROR;
-    for (uint32_t i = 0; i < s->nseen; i++) {
-        if (!s->procs[i]) continue;
-        if (!s->procs[i]->live) ml_analysis_free(s->procs[i]->an);
-        free(s->procs[i]);
+    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+static void close_pipes(run_t *s) {
+    for (int i = 0; i < 2; i++) {
+        if (s->go[i] >= 0) close(s->go[i]);
+        if (s->err[i] >= 0) close(s->err[i]);
     }
+}
+
+/* ------------------------------------------------------------------------- */
+/* The command                                                               */
+/* ------------------------------------------------------------------------- */
+
+int ml_cmd_run(int argc, char **argv) {
+    int code = ML_EXIT_ERROR;
+    run_t *s = calloc(1, sizeof *s);
+    if (!s) goto out;
+    s->go[0] = s->go[1] = s->err[0] = s->err[1] = -1;
+    if (parse_run(argc, argv, &s->o) < 0) {
+        code = ML_EXIT_USAGE;
+        goto free_run;
+    }
+    if (prepare(s) < 0) goto free_model;
+    if (start_collector(s) < 0) goto free_collector;
+    if (build_env(s) < 0) {
+        ml_cli_error("out of memory");
+        goto free_collector;
+    }
+    if (spawn(s) < 0) goto close_pipes;
+    if (open_root_trace(s) < 0 || release_child(s) < 0) goto close_pipes;
+    live_start(s);
+    collect(s);
+    live_end(s);
+    code = report(s);
+close_pipes:
+    close_pipes(s);
+    free_env(s);
+free_collector:
+    ml_collector_free(s->c);
+free_model:
     ml_vmodel_free(s->live_model);
-    cleanup_shm(s);
-    munmap(s->ctl, sizeof(ml_ctl_t));
-    for (char **e2 = env; *e2; e2++)
-        if (!strncmp(*e2, "LD_PRELOAD=", 11) || !strncmp(*e2, "ML_CTL=", 7) ||
-            !strncmp(*e2, "ML_LD_PRELOAD_ORIG=", 19))
-            free(*e2);
-    free(env);
+free_run:
     free(s);
+out:
     return code;
 }

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "cupti_internal.h"
+#include "ml_options.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -73,7 +74,7 @@ static void *loaded_cupti(char *which, size_t len) {
 static void *open_cupti(char *which, size_t len, char *err, size_t errlen) {
     void *h = loaded_cupti(which, len);
     if (h) return h;
-    const char *candidates[] = {getenv("ML_CUPTI_LIB"), ML_CUPTI_SONAME, ML_CUPTI_BUILD_PATH,
+    const char *candidates[] = {ml_option_str(ML_ENV_CUPTI_LIB), ML_CUPTI_SONAME, ML_CUPTI_BUILD_PATH,
                                 "libcupti.so.13", "libcupti.so.12", "libcupti.so"};
     err[0] = '\0';
     for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
@@ -229,7 +230,7 @@ static void attach(ml_gpu_record_fn record) {
         ml__cupti.unsubscribe(subscriber);
         return;
     }
-    const char *td = getenv("TEARDOWN_CUPTI");
+    const char *td = ml_option_str(ML_ENV_TEARDOWN_CUPTI);
     if (td && strcmp(td, "1") == 0)
         ml__cupti_warn("TEARDOWN_CUPTI=1: when torch.profiler stops it will detach CUPTI "
                        "(cuptiFinalize), and GPU allocations after that are not recorded; unset "
@@ -239,8 +240,7 @@ static void attach(ml_gpu_record_fn record) {
     ml_atomic_store_release(&ml__cupti_active, 1);
     /* memlens run --gpu-pools: the activity records of memory pools, after
      * the callbacks, which go on whatever happens here (pools.c). */
-    const char *pools = getenv("ML_GPU_POOLS");
-    if (pools && strcmp(pools, "1") == 0) ml__pools_start(which);
+    if (ml_option_bool(ML_ENV_GPU_POOLS)) ml__pools_start(which);
 }
 
 /** Called by the CUDA driver inside the program's first cuInit (the
@@ -254,6 +254,7 @@ ML_EXPORT int InitializeInjection(void) {
     if (!ml_atomic_cas_strong_acq_rel(&once, &expected, 1)) return 1;
     ml_gpu_record_fn record = (ml_gpu_record_fn)dlsym(RTLD_DEFAULT, "memlens_gpu_record");
     if (!record) return 1; /* not under memlens: stay out of the way entirely */
+    ml_options_init(ML_ENV_CUPTI, "libmemlens_cupti.so");
     /* Loading libcupti and subscribing allocate; those blocks are memlens'
      * own, not the program's. */
     internal(record, ML_GPU_OP_INTERNAL_BEGIN);

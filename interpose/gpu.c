@@ -41,9 +41,9 @@ ML_EXPORT void memlens_gpu_record(const ml_gpu_event_t *ev) {
         if (ml__tls.guard > 0) ml__tls.guard--;
         return;
     }
-    if (ml__state == ML_STATE_UNINIT) ml__init();
+    if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
     if (!ml__recording()) {
-        if (ml__tls.guard && ml__state == ML_STATE_READY && ml__ring)
+        if (ml__tls.guard && ml__state_relaxed() == ML_STATE_READY && ml__ring)
             ml_atomic_add_relaxed(&ml__ring->nested_skipped, 1);
         return;
     }

@@ -80,7 +80,7 @@ static __attribute__((noinline)) void record_mmap(void *p, size_t n, uint8_t kin
 /* A hook called while memlens itself is working (libunwind, dlsym, libc on
  * our behalf) is not the program's: pass it through and count it. */
 static __attribute__((noinline)) void count_nested(void) {
-    if (ml__state == ML_STATE_READY && ml__ring)
+    if (ml__state_relaxed() == ML_STATE_READY && ml__ring)
         ml_atomic_add_relaxed(&ml__ring->nested_skipped, 1);
 }
 
@@ -105,7 +105,7 @@ static inline bool wants_alloc(size_t n) {
  * the caller serves the request from the bootstrap pool. */
 static inline bool ready(void *fn) {
     if (ml_likely(fn != NULL)) return true;
-    if (ml__state == ML_STATE_UNINIT) ml__init();
+    if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
     return false;
 }
 

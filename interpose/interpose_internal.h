@@ -49,7 +49,22 @@ typedef struct {
 } ml_real_t;
 
 extern ml_real_t ml__real;
-extern volatile int ml__state;
+/* The process state (ML_STATE_*). Written by the thread that initialises,
+ * forks or gives up, read by every hook: through these wrappers only. The
+ * hooks' check is a relaxed load (one plain load on x86, as cheap as the
+ * volatile int it replaced); a thread that waits for another's init loads
+ * with acquire, and a new state is stored with release, so that what init
+ * wrote (the real functions, the ring) is visible to whoever sees READY. */
+extern _Atomic int ml__state;
+static inline int ml__state_relaxed(void) {
+    return ml_atomic_load_relaxed(&ml__state);
+}
+static inline int ml__state_acquire(void) {
+    return ml_atomic_load_acquire(&ml__state);
+}
+static inline void ml__state_set(int st) {
+    ml_atomic_store_release(&ml__state, st);
+}
 extern ml_ctl_t *ml__ctl;
 extern ml_ring_hdr_t *ml__ring;
 extern uint64_t ml__sample_bytes;
@@ -116,7 +131,7 @@ void ml__stacks_lock(void);
 void ml__stacks_unlock(void);
 
 static inline bool ml__recording(void) {
-    return ml_likely(ml__state == ML_STATE_READY) && !ml__tls.guard;
+    return ml_likely(ml__state_relaxed() == ML_STATE_READY) && !ml__tls.guard;
 }
 
 #endif

@@ -2,6 +2,7 @@
  * fork and exit handling for libmemlens.so. */
 #define _GNU_SOURCE
 #include "interpose_internal.h"
+#include "../trace/ml_options.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -22,7 +23,7 @@
 #include <unistd.h>
 
 ml_real_t ml__real;
-volatile int ml__state = ML_STATE_UNINIT;
+_Atomic int ml__state = ML_STATE_UNINIT;
 ml_ctl_t *ml__ctl;
 ml_ring_hdr_t *ml__ring;
 uint64_t ml__sample_bytes;
@@ -56,14 +57,6 @@ static size_t ml_strlen(const char *s) {
     size_t n = 0;
     while (s[n]) n++;
     return n;
-}
-
-static const char *ml_getenv(const char *name) {
-    extern char **environ;
-    size_t n = ml_strlen(name);
-    for (char **e = environ; e && *e; e++)
-        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
-    return NULL;
 }
 
 static void warn(const char *msg) {
@@ -125,7 +118,7 @@ bool ml__collector_alive(void) {
 static void give_up(void) {
     /* The collector is gone: nothing can read the ring any more. Stop
      * recording; the program goes on untouched. */
-    ml__state = ML_STATE_OFF;
+    ml__state_set(ML_STATE_OFF);
 }
 
 static void announce_thread(void) {
@@ -275,7 +268,8 @@ static int peek_cb(struct dl_phdr_info *info, size_t size, void *data) {
 }
 
 void ml__modules_scan(bool full) {
-    if (ml__state != ML_STATE_READY && ml__state != ML_STATE_INIT) return;
+    int st = ml__state_relaxed();
+    if (st != ML_STATE_READY && st != ML_STATE_INIT) return;
     int expected = 0;
     /* One scanner at a time; a thread that finds a scan under way skips it
      * (the scanner will see the same list). */
@@ -364,7 +358,7 @@ bool ml__sample_slow(size_t n) {
 /* ------------------------------------------------------------------------- */
 
 static int attach_ctl(void) {
-    const char *p = ml_getenv("ML_CTL");
+    const char *p = ml_option_str(ML_ENV_CTL);
     if (!p || ml_strlen(p) >= sizeof ctl_path - 16) return -1;
     memcpy(ctl_path, p, ml_strlen(p) + 1);
     int fd = open(ctl_path, O_RDWR | O_CLOEXEC);
@@ -381,6 +375,19 @@ static int attach_ctl(void) {
     return 0;
 }
 
+#ifdef ML_TEST_HOOKS
+/* The collector sees a slot counted a moment before its owner marks it
+ * claimed. libmemlens_test.so (never the shipped library) widens that
+ * window with ML_TEST_CLAIM_DELAY_MS, so that test_record's
+ * slot_counted_before_it_is_claimed can check the collector waits. */
+static void test_claim_delay(void) {
+    uint64_t ms = ml_option_uint(ML_ENV_TEST_CLAIM_DELAY_MS);
+    if (ms > 10000) ms = 10000;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+#endif
+
 /* Claims a process slot and creates this image's ring (<ctl>.<slot>). */
 static int register_process(uint32_t parent_slot) {
     ml_ctl_t *c = ml__ctl;
@@ -390,16 +397,9 @@ static int register_process(uint32_t parent_slot) {
         warn("too many traced processes in this session; this one is not recorded");
         return -1;
     }
-    /* The collector sees the slot counted before it is marked claimed; a
-     * test widens that window (ML_TEST_CLAIM_DELAY_MS, test_record's
-     * slot_counted_before_it_is_claimed) to check the collector waits. */
-    const char *delay = ml_getenv("ML_TEST_CLAIM_DELAY_MS");
-    if (delay) {
-        uint32_t ms = 0;
-        for (; *delay >= '0' && *delay <= '9' && ms < 10000; delay++) ms = ms * 10 + (uint32_t)(*delay - '0');
-        struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+#ifdef ML_TEST_HOOKS
+    test_claim_delay();
+#endif
     ml_ctl_proc_t *pr = &c->procs[idx];
     pr->pid = (uint32_t)getpid();
     pr->ppid = (uint32_t)getppid();
@@ -457,18 +457,63 @@ static uint32_t exec_parent_slot(void) {
     return ~0u;
 }
 
-/* Drop our variables from the environment so that children of a program we
- * do not follow start clean, exactly as they would without memlens. */
-static void clean_environment(void) {
-    const char *orig = ml_getenv("ML_LD_PRELOAD_ORIG");
-    if (orig) {
-        if (*orig == '\0') unsetenv("LD_PRELOAD");
-        else setenv("LD_PRELOAD", orig, 1);
-    } else {
-        unsetenv("LD_PRELOAD");
+/* Our variables leave the environment so that children of a program we do
+ * not follow start clean, exactly as they would without memlens. `environ`
+ * is edited in place: entries are dropped by moving the later ones down, and
+ * LD_PRELOAD's entry is replaced by one in memory we map ourselves. Neither
+ * malloc nor setenv/unsetenv is called: those allocate, and a program may
+ * define its own (bash does, for its shell variables) and expect them to
+ * run after its own initialisation, not in our constructor. */
+static bool env_is(const char *entry, const char *name, size_t n) {
+    return strncmp(entry, name, n) == 0 && entry[n] == '=';
+}
+
+static void env_remove(const char *name) {
+    extern char **environ;
+    if (!environ) return;
+    size_t n = ml_strlen(name);
+    char **w = environ;
+    for (char **r = environ; *r; r++)
+        if (!env_is(*r, name, n)) *w++ = *r;
+    *w = NULL;
+}
+
+/* LD_PRELOAD=value in the place of the first LD_PRELOAD entry, the others
+ * dropped. The new entry lives in memory of our own, mapped for the rest of
+ * the process' life; when none can be mapped, the entry stays as it was (a
+ * child then loads libmemlens, which without ML_CTL passes everything
+ * through). */
+static void env_replace_ld_preload(const char *value) {
+    extern char **environ;
+    static const char name[] = "LD_PRELOAD";
+    if (!environ) return;
+    size_t n = sizeof name - 1, len = ml_strlen(value);
+    bool placed = false;
+    char **w = environ;
+    for (char **r = environ; *r; r++) {
+        if (!env_is(*r, name, n)) {
+            *w++ = *r;
+            continue;
+        }
+        if (placed) continue;
+        placed = true;
+        char *entry = ml__raw_alloc(n + 1 + len + 1);
+        if (entry) {
+            memcpy(entry, name, n);
+            entry[n] = '=';
+            memcpy(entry + n + 1, value, len + 1);
+        }
+        *w++ = entry ? entry : *r;
     }
-    unsetenv("ML_CTL");
-    unsetenv("ML_LD_PRELOAD_ORIG");
+    *w = NULL;
+}
+
+static void clean_environment(void) {
+    const char *orig = ml_option_str(ML_ENV_LD_PRELOAD_ORIG);
+    if (orig && *orig) env_replace_ld_preload(orig);
+    else env_remove("LD_PRELOAD");
+    env_remove("ML_CTL");
+    env_remove("ML_LD_PRELOAD_ORIG");
 }
 
 /* ------------------------------------------------------------------------- */
@@ -487,28 +532,15 @@ static void fork_parent(void) {
     ml__tls.guard--;
 }
 
-static void fork_child(void) {
-    ml__sampled_unlock();
-    ml__stacks_unlock();
-    if (ml__state != ML_STATE_READY) {
-        ml__tls.guard--;
-        return;
-    }
-    if (!(ml__ctl->options & ML_OPT_FOLLOW_FORK)) {
-        /* Not followed: the child must never write into the parent's ring. */
-        ml__state = ML_STATE_OFF;
-        ml__tls.guard--;
-        return;
-    }
-    /* Followed: a new ring and a new trace, with its own ids. */
-    ml__state = ML_STATE_INIT;
+/* A followed child: a new ring and a new trace, with its own ids. Returns
+ * the state the child records in. */
+static int follow_child(void) {
+    /* Not followed: the child must never write into the parent's ring. */
+    if (!(ml__ctl->options & ML_OPT_FOLLOW_FORK)) return ML_STATE_OFF;
+    ml__state_set(ML_STATE_INIT);
     uint32_t parent = proc_slot;
     ml__ring = NULL;
-    if (register_process(parent) < 0) {
-        ml__state = ML_STATE_OFF;
-        ml__tls.guard--;
-        return;
-    }
+    if (register_process(parent) < 0) return ML_STATE_OFF;
     ml_atomic_store_relaxed(&next_thread, 0);
     ml__tls.has_thread = 0;
     nknown = 0;
@@ -517,7 +549,13 @@ static void fork_child(void) {
     ml__stacks_reset();
     ml__sampled_reset();
     ml__modules_scan(true);
-    ml__state = ML_STATE_READY;
+    return ML_STATE_READY;
+}
+
+static void fork_child(void) {
+    ml__sampled_unlock();
+    ml__stacks_unlock();
+    if (ml__state_relaxed() == ML_STATE_READY) ml__state_set(follow_child());
     ml__tls.guard--;
 }
 
@@ -527,16 +565,9 @@ static void fork_child(void) {
 
 #define RESOLVE(name) ml__real.name = (typeof(ml__real.name))dlsym(RTLD_NEXT, #name)
 
-void ml__init(void) {
-    static _Atomic int once;
-    int expected = 0;
-    if (!ml_atomic_cas_strong_acq_rel(&once, &expected, 1)) {
-        /* Another thread is initialising: wait for the real functions. */
-        while (ml__state == ML_STATE_INIT && !ml__tls.guard) ml_cpu_relax();
-        return;
-    }
-    ml__tls.guard++;
-    ml__state = ML_STATE_INIT;
+/* The real functions, found once with dlsym(RTLD_NEXT). Without malloc
+ * and free nothing can go on: the one abort (STYLE 8). */
+static void resolve_real(void) {
     RESOLVE(malloc);
     RESOLVE(free);
     RESOLVE(calloc);
@@ -564,38 +595,63 @@ void ml__init(void) {
     Dl_info di;
     if (dladdr((void *)ml__real.malloc, &di) && di.dli_fname && strstr(di.dli_fname, "libc.so"))
         real_mallinfo2 = (typeof(real_mallinfo2))dlsym(RTLD_NEXT, "mallinfo2");
+}
 
-    if (attach_ctl() < 0) {
-        ml__state = ML_STATE_OFF;
-        ml__tls.guard--;
-        return;
-    }
+/* Our environment variables, read once (ml_options.h); ML_VERBOSE prints
+ * them as "memlens: libmemlens.so (pid N): option ...". */
+static void read_options(void) {
+    char who[48] = "libmemlens.so (pid ", num[16];
+    size_t n = ml_strlen(who);
+    const char *pid = u32_to_str(num + sizeof num, (uint32_t)getpid());
+    size_t k = ml_strlen(pid);
+    memcpy(who + n, pid, k);
+    who[n + k] = ')';
+    who[n + k + 1] = '\0';
+    ml_options_init(ML_ENV_PRELOAD, who);
+}
+
+/* Attaches to the session and registers this process image. Returns the
+ * state it records in: READY, or OFF (not under memlens, or no ring). */
+static int start_recording(void) {
+    if (attach_ctl() < 0) return ML_STATE_OFF;
     bool follow = ml__ctl->options & ML_OPT_FOLLOW_FORK;
     uint32_t parent = exec_parent_slot();
     if (!follow) clean_environment();
-    if (register_process(parent) < 0 || ml__stacks_init() < 0) {
-        ml__state = ML_STATE_OFF;
-        ml__tls.guard--;
-        return;
-    }
+    if (register_process(parent) < 0 || ml__stacks_init() < 0) return ML_STATE_OFF;
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     ml__modules_scan(true);
     ml__mallinfo_seen = ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen);
-    ml__state = ML_STATE_READY;
-    ml__tls.guard--;
+    return ML_STATE_READY;
+}
+
+void ml__init(void) {
+    static _Atomic int once;
+    int expected = 0;
+    if (ml_atomic_cas_strong_acq_rel(&once, &expected, 1)) {
+        ml__tls.guard++;
+        ml__state_set(ML_STATE_INIT);
+        resolve_real();
+        read_options();
+        ml__state_set(start_recording());
+        ml__tls.guard--;
+    } else {
+        /* Another thread is initialising: wait for the real functions (the
+         * initialising thread itself gets here with its guard raised). */
+        while (ml__state_acquire() == ML_STATE_INIT && !ml__tls.guard) ml_cpu_relax();
+    }
 }
 
 /* Runs first among constructors we can influence, so that an idle program
  * still registers; allocations made earlier initialise us lazily. */
 __attribute__((constructor(101))) static void ml_ctor(void) {
-    if (ml__state == ML_STATE_UNINIT) ml__init();
+    if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
 }
 
 /* Preloaded first, destroyed last: the program's own destructors have run.
  * Record the final module list and an exit marker; keep recording, since
  * later destructors (libc's, other libraries') may still free memory. */
 __attribute__((destructor(101))) static void ml_dtor(void) {
-    if (ml__state != ML_STATE_READY || ml__tls.guard) return;
+    if (ml__state_relaxed() != ML_STATE_READY || ml__tls.guard) return;
     ml__tls.guard++;
     ml__modules_scan(false);
     ml__mallinfo_seen = ~ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen); /* one last sample */
@@ -605,7 +661,7 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
     /* Let the collector look at the heap before exit tears it down; never
      * wait for a collector that is gone, nor for longer than 30 s. */
     ml_atomic_store_release(&ml__ring->exit_scan, ML_EXIT_SCAN_ASKED);
-    for (int i = 0; i < 30000 && ml__state == ML_STATE_READY; i++) {
+    for (int i = 0; i < 30000 && ml__state_acquire() == ML_STATE_READY; i++) {
         if (ml_atomic_load_acquire(&ml__ring->exit_scan) == ML_EXIT_SCAN_DONE) break;
         if (i % 100 == 99 && !ml__collector_alive()) break;
         struct timespec ts = {0, 1000000};
@@ -617,14 +673,14 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
 /* Called by the dlopen trampoline before it jumps to the real dlopen. */
 void *ml__dlopen_enter(void);
 void *ml__dlopen_enter(void) {
-    if (ml__state == ML_STATE_UNINIT) ml__init();
+    if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
     if (!ml__real.dlopen) ml__real.dlopen = (typeof(ml__real.dlopen))dlsym(RTLD_NEXT, "dlopen");
     ml_atomic_store_relaxed(&ml__modcheck, 4096);
     return (void *)ml__real.dlopen;
 }
 
 ML_EXPORT int dlclose(void *handle) {
-    if (ml__state == ML_STATE_UNINIT) ml__init();
+    if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
     bool rec = ml__recording();
     if (rec) {
         ml__tls.guard++;
@@ -632,7 +688,7 @@ ML_EXPORT int dlclose(void *handle) {
         ml__tls.guard--;
     }
     int rc = ml__real.dlclose(handle);
-    if (rec && ml__state == ML_STATE_READY) {
+    if (rec && ml__state_relaxed() == ML_STATE_READY) {
         ml__tls.guard++;
         ml__modules_scan(false);
         ml__tls.guard--;

@@ -2,7 +2,7 @@
  * and the text table. The deltas come from analysis/diff.c, the heap's and
  * the GPU's; the GPU part of the text appears only when either trace has
  * GPU records, so heap-only diffs read exactly as they did. */
-#include "ml_report.h"
+#include "report_internal.h"
 #include "ml_config.h"
 #include "ml_gpu.h"
 
@@ -48,29 +48,31 @@ size_t ml_diff_gpu_exceeded(const ml_diff_t *d, double percent, ml_diff_gpu_gate
     return k;
 }
 
-static void metrics(FILE *o, const ml_diff_metrics_t *m) {
-    fprintf(o,
-            "{\"peak_bytes\": %" PRIu64 ", \"leaked_bytes\": %" PRIu64 ", \"alloc_calls\": %" PRIu64
-            ", \"bytes_allocated\": %" PRIu64 "}",
-            m->peak_bytes, m->leaked_bytes, m->alloc_calls, m->bytes_allocated);
+static void metrics(ml_json_t *w, const char *key, const ml_diff_metrics_t *m) {
+    ml_json_key(w, key);
+    ml_json_object(w);
+    ml_json_kv_u64(w, "peak_bytes", m->peak_bytes);
+    ml_json_kv_u64(w, "leaked_bytes", m->leaked_bytes);
+    ml_json_kv_u64(w, "alloc_calls", m->alloc_calls);
+    ml_json_kv_u64(w, "bytes_allocated", m->bytes_allocated);
+    ml_json_end(w);
 }
 
-static void deltas(FILE *o, const ml_diff_metrics_t *b, const ml_diff_metrics_t *n) {
-    fprintf(o,
-            "{\"peak_bytes\": %" PRId64 ", \"leaked_bytes\": %" PRId64 ", \"alloc_calls\": %" PRId64
-            ", \"bytes_allocated\": %" PRId64 "}",
-            (int64_t)(n->peak_bytes - b->peak_bytes), (int64_t)(n->leaked_bytes - b->leaked_bytes),
-            (int64_t)(n->alloc_calls - b->alloc_calls), (int64_t)(n->bytes_allocated - b->bytes_allocated));
+static void deltas(ml_json_t *w, const ml_diff_metrics_t *b, const ml_diff_metrics_t *n) {
+    ml_json_key(w, "delta");
+    ml_json_object(w);
+    ml_json_kv_i64(w, "peak_bytes", (int64_t)(n->peak_bytes - b->peak_bytes));
+    ml_json_kv_i64(w, "leaked_bytes", (int64_t)(n->leaked_bytes - b->leaked_bytes));
+    ml_json_kv_i64(w, "alloc_calls", (int64_t)(n->alloc_calls - b->alloc_calls));
+    ml_json_kv_i64(w, "bytes_allocated", (int64_t)(n->bytes_allocated - b->bytes_allocated));
+    ml_json_end(w);
 }
 
-/* `, "base": {...}, "new": {...}, "delta": {...}` of one site. */
-static void base_new_delta(FILE *o, const ml_diff_metrics_t *b, const ml_diff_metrics_t *n) {
-    fputs(", \"base\": ", o);
-    metrics(o, b);
-    fputs(", \"new\": ", o);
-    metrics(o, n);
-    fputs(", \"delta\": ", o);
-    deltas(o, b, n);
+/* `"base": {...}, "new": {...}, "delta": {...}` of a site or a device. */
+static void base_new_delta(ml_json_t *w, const ml_diff_metrics_t *b, const ml_diff_metrics_t *n) {
+    metrics(w, "base", b);
+    metrics(w, "new", n);
+    deltas(w, b, n);
 }
 
 static const char *status_of(bool in_base, bool in_cur, const ml_diff_metrics_t *b,
@@ -89,27 +91,6 @@ static const char *gpu_status(const ml_diff_gpu_entry_t *e) {
     return status_of(e->in_base, e->in_cur, &e->b, &e->n);
 }
 
-static void frame_array(FILE *o, const ml_frame_t *fr, size_t nframes) {
-    fputc('[', o);
-    for (size_t i = 0; i < nframes; i++) {
-        const ml_frame_t *f = &fr[i];
-        fputs(i ? ", {\"function\": " : "{\"function\": ", o);
-        ml_json_string(o, f->function);
-        fputs(", \"file\": ", o);
-        ml_json_string(o, f->file);
-        if (f->line) fprintf(o, ", \"line\": %u", f->line);
-        else fputs(", \"line\": null", o);
-        fputs(", \"module\": ", o);
-        ml_json_string(o, f->module);
-        fprintf(o, ", \"address\": %" PRIu64 "}", f->address);
-    }
-    fputc(']', o);
-}
-
-static void frames(FILE *o, const ml_site_t *s) {
-    frame_array(o, s ? s->frames : NULL, s ? s->nframes : 0);
-}
-
 /* The frames of a GPU entry: the new trace's stack when it has one. */
 #define GPU_FRAMES 64
 static size_t gpu_entry_frames(const ml_analysis_t *base, const ml_analysis_t *cur,
@@ -119,108 +100,145 @@ static size_t gpu_entry_frames(const ml_analysis_t *base, const ml_analysis_t *c
 }
 
 /* "gpu": each device's totals and the GPU sites, in the shape of "sites". */
-static void gpu_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cur, const ml_diff_t *d,
+static void gpu_json(ml_json_t *w, const ml_analysis_t *base, const ml_analysis_t *cur, const ml_diff_t *d,
                      unsigned top) {
     size_t nd, n;
     const ml_diff_gpu_device_t *g = ml_diff_gpu_devices(d, &nd);
-    fputs(",\n\"gpu\": {\"devices\": [", o);
+    ml_json_key(w, "gpu");
+    ml_json_object(w);
+    ml_json_key(w, "devices");
+    ml_json_array(w);
     for (size_t i = 0; i < nd; i++) {
-        fprintf(o, "%s{\"device\": %d, \"base\": ", i ? ",\n  " : "\n  ", (int)g[i].device);
-        metrics(o, &g[i].b);
-        fputs(", \"new\": ", o);
-        metrics(o, &g[i].n);
-        fputs(", \"delta\": ", o);
-        deltas(o, &g[i].b, &g[i].n);
-        fputc('}', o);
+        ml_json_break(w, 2);
+        ml_json_object(w);
+        ml_json_kv_i64(w, "device", g[i].device);
+        base_new_delta(w, &g[i].b, &g[i].n);
+        ml_json_end(w);
     }
-    fputs("],\n\"sites\": [", o);
+    ml_json_end(w);
+    ml_json_break(w, 0);
+    ml_json_key(w, "sites");
+    ml_json_array(w);
     const ml_diff_gpu_entry_t *e = ml_diff_gpu_entries(d, &n);
     if (top && n > top) n = top;
     ml_frame_t f[GPU_FRAMES];
     for (size_t i = 0; i < n; i++) {
-        fprintf(o, "%s{\"status\": \"%s\", \"device\": %d, \"key\": ", i ? ",\n  " : "\n  ",
-                gpu_status(&e[i]), (int)e[i].device);
-        ml_json_string(o, e[i].key);
-        fputs(", \"frames\": ", o);
-        frame_array(o, f, gpu_entry_frames(base, cur, &e[i], f, GPU_FRAMES));
-        base_new_delta(o, &e[i].b, &e[i].n);
-        fputc('}', o);
+        ml_json_break(w, 2);
+        ml_json_object(w);
+        ml_json_kv_str(w, "status", gpu_status(&e[i]));
+        ml_json_kv_i64(w, "device", e[i].device);
+        ml_json_kv_str(w, "key", e[i].key);
+        ml_json_key(w, "frames");
+        ml__json_frames(w, f, gpu_entry_frames(base, cur, &e[i], f, GPU_FRAMES), false);
+        base_new_delta(w, &e[i].b, &e[i].n);
+        ml_json_end(w);
     }
-    fputs("]}", o);
+    ml_json_end(w);
+    ml_json_end(w);
 }
 
-static void side(FILE *o, const char *path, const ml_analysis_t *a) {
+static void side(ml_json_t *w, const char *key, const char *path, const ml_analysis_t *a) {
     const ml_process_info_t *p = ml_analysis_process(a);
-    fputs("{\"path\": ", o);
-    ml_json_string(o, path);
-    fputs(", \"command\": [", o);
-    for (uint32_t i = 0; i < p->argc; i++) {
-        if (i) fputs(", ", o);
-        ml_json_string(o, p->argv[i]);
-    }
-    fputs("]", o);
+    ml_json_key(w, key);
+    ml_json_object(w);
+    ml_json_kv_str(w, "path", path);
+    ml_json_key(w, "command");
+    ml_json_array(w);
+    for (uint32_t i = 0; i < p->argc; i++) ml_json_str(w, p->argv[i]);
+    ml_json_end(w);
     for (int m = 0; m < ML_DIFF_METRICS; m++)
-        fprintf(o, ", \"%s\": %" PRIu64, ml_diff_metric_name((ml_diff_metric_t)m),
-                ml_diff_total(a, (ml_diff_metric_t)m));
-    fputc('}', o);
+        ml_json_kv_u64(w, ml_diff_metric_name((ml_diff_metric_t)m), ml_diff_total(a, (ml_diff_metric_t)m));
+    ml_json_end(w);
 }
 
-int ml_report_diff_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cur,
-                        const ml_diff_t *d, const ml_diff_report_opts_t *ro) {
-    fprintf(o, "{\"schema_version\": %d, \"kind\": \"memlens-diff\", \"generator\": \"memlens %s\",\n",
-            ML_REPORT_SCHEMA_VERSION, ML_VERSION);
-    fputs("\"base\": ", o);
-    side(o, ro->base_path, base);
-    fputs(",\n\"new\": ", o);
-    side(o, ro->new_path, cur);
-    fputs(",\n\"totals\": {", o);
-    for (int m = 0; m < ML_DIFF_METRICS; m++) {
-        uint64_t b = ml_diff_total(base, (ml_diff_metric_t)m), n = ml_diff_total(cur, (ml_diff_metric_t)m);
-        fprintf(o, "%s\"%s\": {\"base\": %" PRIu64 ", \"new\": %" PRIu64 ", \"delta\": %" PRId64 ", \"percent\": ",
-                m ? ", " : "", ml_diff_metric_name((ml_diff_metric_t)m), b, n, (int64_t)(n - b));
-        if (b) fprintf(o, "%.4f}", ((double)n - (double)b) * 100.0 / (double)b);
-        else fputs(n ? "null}" : "0}", o);
-    }
-    fputs("},\n\"gate\": {\"fail_on_increase_percent\": ", o);
-    if (ro->gate) fprintf(o, "%g", ro->gate_percent);
-    else fputs("null", o);
-    fputs(", \"exceeded\": [", o);
-    bool first = true;
+static void gate(ml_json_t *w, const ml_analysis_t *base, const ml_analysis_t *cur, const ml_diff_t *d,
+                 const ml_diff_report_opts_t *ro) {
+    ml_json_key(w, "gate");
+    ml_json_object(w);
+    if (ro->gate) ml_json_kv_double(w, "fail_on_increase_percent", ro->gate_percent);
+    else ml_json_kv_null(w, "fail_on_increase_percent");
+    ml_json_key(w, "exceeded");
+    ml_json_array(w);
     for (int m = 0; ro->gate && m < ML_DIFF_CALLS + 1; m++)
         if (ml_diff_exceeds(ml_diff_total(base, (ml_diff_metric_t)m), ml_diff_total(cur, (ml_diff_metric_t)m),
-                            ro->gate_percent)) {
-            fprintf(o, "%s\"%s\"", first ? "" : ", ", ml_diff_metric_name((ml_diff_metric_t)m));
-            first = false;
-        }
-    fputs("], \"gpu_exceeded\": [", o);
+                            ro->gate_percent))
+            ml_json_str(w, ml_diff_metric_name((ml_diff_metric_t)m));
+    ml_json_end(w);
+    ml_json_key(w, "gpu_exceeded");
+    ml_json_array(w);
     size_t nd;
     ml_diff_gpu_devices(d, &nd);
     ml_diff_gpu_gate_t *gx = ro->gate && nd ? calloc(nd + 1, sizeof *gx) : NULL;
     size_t ngx = gx ? ml_diff_gpu_exceeded(d, ro->gate_percent, gx) : 0;
     for (size_t i = 0; i < ngx; i++) {
-        fprintf(o, "%s{\"metric\": \"%s\", \"device\": ", i ? ", " : "", ml_diff_metric_name(gx[i].metric));
-        if (gx[i].has_device) fprintf(o, "%d}", (int)gx[i].device);
-        else fputs("null}", o);
+        ml_json_object(w);
+        ml_json_kv_str(w, "metric", ml_diff_metric_name(gx[i].metric));
+        if (gx[i].has_device) ml_json_kv_i64(w, "device", gx[i].device);
+        else ml_json_kv_null(w, "device");
+        ml_json_end(w);
     }
     free(gx);
-    fputs("]},\n\"sites\": [", o);
+    ml_json_end(w);
+    ml_json_end(w);
+}
+
+int ml_report_diff_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cur,
+                        const ml_diff_t *d, const ml_diff_report_opts_t *ro) {
+    ml_json_t *w;
+    int rc = ml_json_new(o, &w);
+    if (rc < 0) return rc;
+    ml_json_object(w);
+    ml_json_kv_u64(w, "schema_version", ML_REPORT_SCHEMA_VERSION);
+    ml_json_kv_str(w, "kind", "memlens-diff");
+    ml_json_kv_str(w, "generator", "memlens " ML_VERSION);
+    ml_json_break(w, 0);
+    side(w, "base", ro->base_path, base);
+    ml_json_break(w, 0);
+    side(w, "new", ro->new_path, cur);
+    ml_json_break(w, 0);
+    ml_json_key(w, "totals");
+    ml_json_object(w);
+    for (int m = 0; m < ML_DIFF_METRICS; m++) {
+        uint64_t b = ml_diff_total(base, (ml_diff_metric_t)m), n = ml_diff_total(cur, (ml_diff_metric_t)m);
+        ml_json_key(w, ml_diff_metric_name((ml_diff_metric_t)m));
+        ml_json_object(w);
+        ml_json_kv_u64(w, "base", b);
+        ml_json_kv_u64(w, "new", n);
+        ml_json_kv_i64(w, "delta", (int64_t)(n - b));
+        /* null: grew from nothing; 0: nothing before or after */
+        if (b) ml_json_kv_double(w, "percent", ((double)n - (double)b) * 100.0 / (double)b);
+        else if (n) ml_json_kv_null(w, "percent");
+        else ml_json_kv_u64(w, "percent", 0);
+        ml_json_end(w);
+    }
+    ml_json_end(w);
+    ml_json_break(w, 0);
+    gate(w, base, cur, d, ro);
+    ml_json_break(w, 0);
+    ml_json_key(w, "sites");
+    ml_json_array(w);
     size_t n;
     const ml_diff_entry_t *e = ml_diff_entries(d, &n);
     if (ro->top && n > ro->top) n = ro->top;
     for (size_t i = 0; i < n; i++) {
-        fputs(i ? ",\n  {\"status\": \"" : "\n  {\"status\": \"", o);
-        fputs(status(&e[i]), o);
-        fputs("\", \"key\": ", o);
-        ml_json_string(o, e[i].key);
-        fputs(", \"frames\": ", o);
-        frames(o, e[i].cur ? e[i].cur : e[i].base);
-        base_new_delta(o, &e[i].b, &e[i].n);
-        fputc('}', o);
+        const ml_site_t *s = e[i].cur ? e[i].cur : e[i].base;
+        ml_json_break(w, 2);
+        ml_json_object(w);
+        ml_json_kv_str(w, "status", status(&e[i]));
+        ml_json_kv_str(w, "key", e[i].key);
+        ml_json_key(w, "frames");
+        ml__json_frames(w, s ? s->frames : NULL, s ? s->nframes : 0, false);
+        base_new_delta(w, &e[i].b, &e[i].n);
+        ml_json_end(w);
     }
-    fputc(']', o);
-    gpu_json(o, base, cur, d, ro->top);
-    fputs("}\n", o);
-    return ferror(o) ? -EIO : 0;
+    ml_json_end(w);
+    ml_json_break(w, 0);
+    gpu_json(w, base, cur, d, ro->top);
+    ml_json_end(w);
+    ml_json_newline(w);
+    rc = ml_json_finish(w);
+    ml_json_free(w);
+    return rc;
 }
 
 static void signed_bytes(FILE *o, int64_t v) {

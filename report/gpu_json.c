@@ -9,41 +9,29 @@
  */
 #include "ml_report_gpu.h"
 #include "ml_gpu.h"
-#include "ml_report.h"
+#include "report_internal.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define MAX_SITES 20
 
-static void u64(FILE *out, const char *key, uint64_t v, bool comma) {
-    fprintf(out, "\"%s\": %" PRIu64 "%s", key, v, comma ? ", " : "");
-}
-
-static void seconds(FILE *out, const char *key, uint32_t ms, bool comma) {
-    fprintf(out, "\"%s\": %u.%03u%s", key, ms / 1000, ms % 1000, comma ? ", " : "");
-}
-
-static void ratio(FILE *out, const char *key, double v, bool comma) {
-    fprintf(out, "\"%s\": %.4f%s", key, v, comma ? ", " : "");
-}
-
-static void frag(FILE *out, const char *key, const ml_gpu_frag_t *f) {
-    fprintf(out, "\"%s\": {", key);
+static void frag(ml_json_t *w, const char *key, const ml_gpu_frag_t *f) {
+    ml_json_key(w, key);
+    ml_json_object(w);
     if (f->valid) {
-        seconds(out, "time_s", f->time_ms, true);
-        u64(out, "live_bytes", f->live_bytes, true);
-        u64(out, "blocks", f->blocks, true);
-        u64(out, "span_bytes", f->span_bytes, true);
-        u64(out, "regions", f->regions, true);
-        u64(out, "hole_bytes", f->hole_bytes, true);
-        u64(out, "holes", f->holes, true);
-        u64(out, "largest_hole_bytes", f->largest_hole_bytes, true);
-        ratio(out, "utilization", f->utilization, true);
-        ratio(out, "external", f->external, false);
+        ml_json_kv_ms_as_s(w, "time_s", f->time_ms);
+        ml_json_kv_u64(w, "live_bytes", f->live_bytes);
+        ml_json_kv_u64(w, "blocks", f->blocks);
+        ml_json_kv_u64(w, "span_bytes", f->span_bytes);
+        ml_json_kv_u64(w, "regions", f->regions);
+        ml_json_kv_u64(w, "hole_bytes", f->hole_bytes);
+        ml_json_kv_u64(w, "holes", f->holes);
+        ml_json_kv_u64(w, "largest_hole_bytes", f->largest_hole_bytes);
+        ml_json_kv_double(w, "utilization", f->utilization);
+        ml_json_kv_double(w, "external", f->external);
     }
-    fputc('}', out);
+    ml_json_end(w);
 }
 
 #define MAX_FRAMES 64
@@ -51,190 +39,199 @@ static void frag(FILE *out, const char *key, const ml_gpu_frag_t *f) {
 /* Frames as the report's sites have them: {function, file, line, module,
  * address}, innermost first, CUDA's and memlens' frames removed. Empty when
  * the session was not built (no symbols). */
-static void frames(FILE *out, const ml_analysis_t *a, uint32_t stack) {
+static void frames(ml_json_t *w, const ml_analysis_t *a, uint32_t stack) {
     ml_frame_t f[MAX_FRAMES];
     size_t n = ml_gpu_stack_frames(a, stack, f, MAX_FRAMES);
-    fputs("\"frames\": [", out);
-    for (size_t i = 0; i < n; i++) {
-        fputs(i ? ", {\"function\": " : "{\"function\": ", out);
-        ml_json_string(out, f[i].function);
-        fputs(", \"file\": ", out);
-        ml_json_string(out, f[i].file);
-        if (f[i].line) fprintf(out, ", \"line\": %u", f[i].line);
-        else fputs(", \"line\": null", out);
-        fputs(", \"module\": ", out);
-        ml_json_string(out, f[i].module);
-        fprintf(out, ", \"address\": %" PRIu64 "%s}", f[i].address, f[i].inlined ? ", \"inlined\": true" : "");
-    }
-    fputs("], ", out);
+    ml_json_key(w, "frames");
+    ml__json_frames(w, f, n, true);
 }
 
-static void site(FILE *out, const ml_analysis_t *a, const ml_gpu_t *g, const ml_gpu_site_t *s,
+static void site(ml_json_t *w, const ml_analysis_t *a, const ml_gpu_t *g, const ml_gpu_site_t *s,
                  ml_gpu_order_t o) {
-    fprintf(out, "{\"stack\": %u, \"kind\": \"%s\", ", s->stack, ml_gpu_kind_name(s->kind));
-    frames(out, a, s->stack);
+    ml_json_object(w);
+    ml_json_kv_u64(w, "stack", s->stack);
+    ml_json_kv_str(w, "kind", ml_gpu_kind_name(s->kind));
+    frames(w, a, s->stack);
     switch (o) {
     case ML_GPU_BY_PEAK:
-        u64(out, "bytes", s->peak_bytes, true);
-        u64(out, "blocks", s->peak_blocks, false);
+        ml_json_kv_u64(w, "bytes", s->peak_bytes);
+        ml_json_kv_u64(w, "blocks", s->peak_blocks);
         break;
     case ML_GPU_BY_LEAKED:
-        u64(out, "bytes", s->leaked_bytes, true);
-        u64(out, "blocks", s->leaked_blocks, true);
-        u64(out, "at_context_destroy_bytes", s->ctx_destroy_bytes, false);
+        ml_json_kv_u64(w, "bytes", s->leaked_bytes);
+        ml_json_kv_u64(w, "blocks", s->leaked_blocks);
+        ml_json_kv_u64(w, "at_context_destroy_bytes", s->ctx_destroy_bytes);
         break;
     default:
-        u64(out, "pairs", s->frees, true);
-        ratio(out, "pairs_per_s", ml_gpu_site_pairs_per_s(g, s), true);
-        ratio(out, "mean_lifetime_ms", s->frees ? (double)s->lifetime_ms_sum / (double)s->frees : 0, true);
-        u64(out, "alloc_calls", s->alloc_calls, true);
-        u64(out, "bytes_allocated", s->bytes_allocated, true);
-        u64(out, "distinct_sizes", s->distinct_sizes, true);
-        u64(out, "top_size", s->top_size, false);
+        ml_json_kv_u64(w, "pairs", s->frees);
+        ml_json_kv_double(w, "pairs_per_s", ml_gpu_site_pairs_per_s(g, s));
+        ml_json_kv_double(w, "mean_lifetime_ms",
+                          s->frees ? (double)s->lifetime_ms_sum / (double)s->frees : 0);
+        ml_json_kv_u64(w, "alloc_calls", s->alloc_calls);
+        ml_json_kv_u64(w, "bytes_allocated", s->bytes_allocated);
+        ml_json_kv_u64(w, "distinct_sizes", s->distinct_sizes);
+        ml_json_kv_u64(w, "top_size", s->top_size);
         break;
     }
-    fputc('}', out);
+    ml_json_end(w);
 }
 
-static void sites(FILE *out, const ml_analysis_t *a, const ml_gpu_t *g, size_t di, const char *key,
+static void sites(ml_json_t *w, const ml_analysis_t *a, const ml_gpu_t *g, size_t di, const char *key,
                   ml_gpu_order_t o) {
     ml_gpu_site_t buf[MAX_SITES];
     size_t n = ml_gpu_sites(g, di, o, buf, MAX_SITES);
-    fprintf(out, "\"%s\": [", key);
-    for (size_t i = 0; i < n; i++) {
-        if (i) fputs(", ", out);
-        site(out, a, g, &buf[i], o);
-    }
-    fputs("]", out);
+    ml_json_key(w, key);
+    ml_json_array(w);
+    for (size_t i = 0; i < n; i++) site(w, a, g, &buf[i], o);
+    ml_json_end(w);
 }
 
 /* Memory pools (memlens run --gpu-pools): present only when the trace has
  * pool records. Addresses are numbers, as frames' addresses are. */
-static void pools(FILE *out, const ml_gpu_t *g, size_t di, const ml_gpu_device_t *d) {
+static void pools(ml_json_t *w, const ml_gpu_t *g, size_t di, const ml_gpu_device_t *d) {
     if (!d->pool_records) return;
-    u64(out, "pool_reserved_at_peak_bytes", d->pool_reserved_at_peak_bytes, true);
-    u64(out, "pool_used_at_peak_bytes", d->pool_used_at_peak_bytes, true);
-    u64(out, "pool_unused_at_peak_bytes", d->pool_unused_at_peak_bytes, true);
-    u64(out, "pool_records", d->pool_records, true);
+    ml_json_kv_u64(w, "pool_reserved_at_peak_bytes", d->pool_reserved_at_peak_bytes);
+    ml_json_kv_u64(w, "pool_used_at_peak_bytes", d->pool_used_at_peak_bytes);
+    ml_json_kv_u64(w, "pool_unused_at_peak_bytes", d->pool_unused_at_peak_bytes);
+    ml_json_kv_u64(w, "pool_records", d->pool_records);
     size_t n = ml_gpu_pools(g, di, NULL, 0);
     ml_gpu_pool_t *p = n ? calloc(n, sizeof *p) : NULL;
     if (p) n = ml_gpu_pools(g, di, p, n);
     else n = 0;
-    fputs("\"pools\": [", out);
+    ml_json_key(w, "pools");
+    ml_json_array(w);
     for (size_t i = 0; i < n; i++) {
-        fprintf(out, "%s{\"address\": %" PRIu64 ", \"kind\": \"%s\", ", i ? ", " : "", p[i].address,
-                p[i].explicit_pool ? "explicit" : "default");
-        fprintf(out, "\"imported\": %s, \"managed\": %s, ", p[i].imported ? "true" : "false",
-                p[i].managed ? "true" : "false");
-        u64(out, "peak_reserved_bytes", p[i].peak_reserved_bytes, true);
-        u64(out, "reserved_at_exit_bytes", p[i].reserved_at_exit_bytes, true);
-        u64(out, "peak_used_bytes", p[i].peak_used_bytes, true);
-        u64(out, "used_at_exit_bytes", p[i].used_at_exit_bytes, true);
-        u64(out, "reserved_at_peak_bytes", p[i].reserved_at_peak_bytes, true);
-        u64(out, "used_at_peak_bytes", p[i].used_at_peak_bytes, true);
-        u64(out, "release_threshold_bytes", p[i].release_threshold_bytes, true);
-        u64(out, "trims", p[i].trims, true);
-        u64(out, "reserved_drops_to_zero", p[i].drops_to_zero, true);
-        u64(out, "allocs", p[i].allocs, true);
-        u64(out, "releases", p[i].releases, true);
-        u64(out, "created", p[i].created, true);
-        u64(out, "destroyed", p[i].destroyed, false);
-        fputc('}', out);
+        ml_json_object(w);
+        ml_json_kv_u64(w, "address", p[i].address);
+        ml_json_kv_str(w, "kind", p[i].explicit_pool ? "explicit" : "default");
+        ml_json_kv_bool(w, "imported", p[i].imported);
+        ml_json_kv_bool(w, "managed", p[i].managed);
+        ml_json_kv_u64(w, "peak_reserved_bytes", p[i].peak_reserved_bytes);
+        ml_json_kv_u64(w, "reserved_at_exit_bytes", p[i].reserved_at_exit_bytes);
+        ml_json_kv_u64(w, "peak_used_bytes", p[i].peak_used_bytes);
+        ml_json_kv_u64(w, "used_at_exit_bytes", p[i].used_at_exit_bytes);
+        ml_json_kv_u64(w, "reserved_at_peak_bytes", p[i].reserved_at_peak_bytes);
+        ml_json_kv_u64(w, "used_at_peak_bytes", p[i].used_at_peak_bytes);
+        ml_json_kv_u64(w, "release_threshold_bytes", p[i].release_threshold_bytes);
+        ml_json_kv_u64(w, "trims", p[i].trims);
+        ml_json_kv_u64(w, "reserved_drops_to_zero", p[i].drops_to_zero);
+        ml_json_kv_u64(w, "allocs", p[i].allocs);
+        ml_json_kv_u64(w, "releases", p[i].releases);
+        ml_json_kv_u64(w, "created", p[i].created);
+        ml_json_kv_u64(w, "destroyed", p[i].destroyed);
+        ml_json_end(w);
     }
-    fputs("], ", out);
+    ml_json_end(w);
     free(p);
 }
 
-static void device(FILE *out, const ml_analysis_t *a, const ml_gpu_t *g, size_t di) {
+static void device(ml_json_t *w, const ml_analysis_t *a, const ml_gpu_t *g, size_t di) {
     const ml_gpu_device_t *d = ml_gpu_device(g, di);
-    fprintf(out, "{\"device\": %d, ", (int)d->device);
-    u64(out, "peak_bytes", d->peak_bytes, true);
-    u64(out, "peak_blocks", d->peak_blocks, true);
-    seconds(out, "peak_time_s", d->peak_time_ms, true);
-    u64(out, "leaked_bytes", d->leaked_bytes, true);
-    u64(out, "leaked_blocks", d->leaked_blocks, true);
-    u64(out, "leaked_at_context_destroy_bytes", d->ctx_destroy_bytes, true);
-    u64(out, "live_bytes", d->live_bytes, true);
-    u64(out, "alloc_calls", d->alloc_calls, true);
-    u64(out, "free_calls", d->free_calls, true);
-    u64(out, "bytes_allocated", d->bytes_allocated, true);
-    u64(out, "unknown_frees", d->unknown_frees, true);
-    u64(out, "failed_frees", d->failed_frees, true);
-    u64(out, "empty_cache_cycles", d->empty_cache_cycles, true);
-    u64(out, "pool_trims", d->pool_trims, true);
-    pools(out, g, di, d);
-    fputs("\"pinned_host\": {", out);
-    u64(out, "peak_bytes", d->pinned_peak_bytes, true);
-    u64(out, "live_bytes", d->pinned_live_bytes, true);
-    u64(out, "leaked_bytes", d->pinned_leaked_bytes, true);
-    u64(out, "bytes_allocated", d->pinned_bytes_allocated, true);
-    u64(out, "alloc_calls", d->pinned_alloc_calls, true);
-    u64(out, "free_calls", d->pinned_free_calls, false);
-    fputs("}, \"kinds\": {", out);
-    bool first = true;
+    ml_json_object(w);
+    ml_json_kv_i64(w, "device", d->device);
+    ml_json_kv_u64(w, "peak_bytes", d->peak_bytes);
+    ml_json_kv_u64(w, "peak_blocks", d->peak_blocks);
+    ml_json_kv_ms_as_s(w, "peak_time_s", d->peak_time_ms);
+    ml_json_kv_u64(w, "leaked_bytes", d->leaked_bytes);
+    ml_json_kv_u64(w, "leaked_blocks", d->leaked_blocks);
+    ml_json_kv_u64(w, "leaked_at_context_destroy_bytes", d->ctx_destroy_bytes);
+    ml_json_kv_u64(w, "live_bytes", d->live_bytes);
+    ml_json_kv_u64(w, "alloc_calls", d->alloc_calls);
+    ml_json_kv_u64(w, "free_calls", d->free_calls);
+    ml_json_kv_u64(w, "bytes_allocated", d->bytes_allocated);
+    ml_json_kv_u64(w, "unknown_frees", d->unknown_frees);
+    ml_json_kv_u64(w, "failed_frees", d->failed_frees);
+    ml_json_kv_u64(w, "empty_cache_cycles", d->empty_cache_cycles);
+    ml_json_kv_u64(w, "pool_trims", d->pool_trims);
+    pools(w, g, di, d);
+    ml_json_key(w, "pinned_host");
+    ml_json_object(w);
+    ml_json_kv_u64(w, "peak_bytes", d->pinned_peak_bytes);
+    ml_json_kv_u64(w, "live_bytes", d->pinned_live_bytes);
+    ml_json_kv_u64(w, "leaked_bytes", d->pinned_leaked_bytes);
+    ml_json_kv_u64(w, "bytes_allocated", d->pinned_bytes_allocated);
+    ml_json_kv_u64(w, "alloc_calls", d->pinned_alloc_calls);
+    ml_json_kv_u64(w, "free_calls", d->pinned_free_calls);
+    ml_json_end(w);
+    ml_json_key(w, "kinds");
+    ml_json_object(w);
     for (int k = 0; k < ML_GPU_KIND_COUNT_; k++) {
         const ml_gpu_kind_stats_t *s = &d->kinds[k];
         if (!s->alloc_calls && !s->free_calls) continue;
-        fprintf(out, "%s\"%s\": {", first ? "" : ", ", ml_gpu_kind_name((unsigned)k));
-        first = false;
-        u64(out, "alloc_calls", s->alloc_calls, true);
-        u64(out, "free_calls", s->free_calls, true);
-        u64(out, "bytes_allocated", s->bytes_allocated, true);
-        u64(out, "peak_bytes", s->peak_bytes, true);
-        u64(out, "live_bytes", s->live_bytes, true);
-        u64(out, "leaked_bytes", s->leaked_bytes, true);
-        u64(out, "leaked_blocks", s->leaked_blocks, false);
-        fputc('}', out);
+        ml_json_key(w, ml_gpu_kind_name((unsigned)k));
+        ml_json_object(w);
+        ml_json_kv_u64(w, "alloc_calls", s->alloc_calls);
+        ml_json_kv_u64(w, "free_calls", s->free_calls);
+        ml_json_kv_u64(w, "bytes_allocated", s->bytes_allocated);
+        ml_json_kv_u64(w, "peak_bytes", s->peak_bytes);
+        ml_json_kv_u64(w, "live_bytes", s->live_bytes);
+        ml_json_kv_u64(w, "leaked_bytes", s->leaked_bytes);
+        ml_json_kv_u64(w, "leaked_blocks", s->leaked_blocks);
+        ml_json_end(w);
     }
-    fputs("}, ", out);
-    sites(out, a, g, di, "peak_sites", ML_GPU_BY_PEAK);
-    fputs(", ", out);
-    sites(out, a, g, di, "leak_sites", ML_GPU_BY_LEAKED);
-    fputs(", ", out);
-    sites(out, a, g, di, "churn_sites", ML_GPU_BY_CHURN);
-    fputs(", \"size_classes\": [", out);
-    first = true;
+    ml_json_end(w);
+    sites(w, a, g, di, "peak_sites", ML_GPU_BY_PEAK);
+    sites(w, a, g, di, "leak_sites", ML_GPU_BY_LEAKED);
+    sites(w, a, g, di, "churn_sites", ML_GPU_BY_CHURN);
+    ml_json_key(w, "size_classes");
+    ml_json_array(w);
     for (int k = 0; k < ML_GPU_SIZE_CLASSES; k++) {
         if (!d->size_count[k]) continue;
-        fprintf(out, "%s{\"max_bytes\": %" PRIu64 ", \"allocs\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
-                first ? "" : ", ", k >= 64 ? UINT64_MAX : (uint64_t)1 << k, d->size_count[k],
-                d->size_bytes[k]);
-        first = false;
+        ml_json_object(w);
+        ml_json_kv_u64(w, "max_bytes", k >= 64 ? UINT64_MAX : (uint64_t)1 << k);
+        ml_json_kv_u64(w, "allocs", d->size_count[k]);
+        ml_json_kv_u64(w, "bytes", d->size_bytes[k]);
+        ml_json_end(w);
     }
-    fputs("], \"fragmentation\": {", out);
-    frag(out, "at_peak", &d->frag_peak);
-    fputs(", ", out);
-    frag(out, "at_end", &d->frag_now);
-    fputs("}, \"timeline\": [", out);
+    ml_json_end(w);
+    ml_json_key(w, "fragmentation");
+    ml_json_object(w);
+    frag(w, "at_peak", &d->frag_peak);
+    frag(w, "at_end", &d->frag_now);
+    ml_json_end(w);
+    ml_json_key(w, "timeline");
+    ml_json_array(w);
     const ml_gpu_point_t *pts;
     size_t n = ml_gpu_timeline(g, di, &pts);
-    for (size_t i = 0; i < n; i++)
-        fprintf(out, "%s{\"time_s\": %u.%03u, \"bytes\": %" PRIu64 ", \"last_bytes\": %" PRIu64 "}",
-                i ? ", " : "", pts[i].time_ms / 1000, pts[i].time_ms % 1000, pts[i].max_bytes,
-                pts[i].last_bytes);
-    fputs("]}", out);
+    for (size_t i = 0; i < n; i++) {
+        ml_json_object(w);
+        ml_json_kv_ms_as_s(w, "time_s", pts[i].time_ms);
+        ml_json_kv_u64(w, "bytes", pts[i].max_bytes);
+        ml_json_kv_u64(w, "last_bytes", pts[i].last_bytes);
+        ml_json_end(w);
+    }
+    ml_json_end(w);
+    ml_json_end(w);
 }
 
-void ml_report_json_gpu(FILE *out, const ml_analysis_t *a) {
+void ml__report_json_gpu(ml_json_t *w, const ml_analysis_t *a) {
     const ml_gpu_t *g = ml_analysis_gpu(a);
     size_t n = ml_gpu_device_count(g);
-    fputs("{\"devices\": [", out);
-    for (size_t i = 0; i < n; i++) {
-        if (i) fputs(", ", out);
-        device(out, a, g, i);
-    }
-    fputc(']', out);
+    ml_json_object(w);
+    ml_json_key(w, "devices");
+    ml_json_array(w);
+    for (size_t i = 0; i < n; i++) device(w, a, g, i);
+    ml_json_end(w);
     if (g) {
         const ml_gpu_summary_t *s = ml_gpu_summary(g);
-        fputs(", ", out);
-        u64(out, "peak_bytes", s->peak_bytes, true);
-        seconds(out, "peak_time_s", s->peak_time_ms, true);
-        u64(out, "live_bytes", s->live_bytes, true);
-        u64(out, "pinned_host_peak_bytes", s->pinned_peak_bytes, true);
-        u64(out, "pinned_host_live_bytes", s->pinned_live_bytes, true);
-        u64(out, "contexts_destroyed", s->contexts_destroyed, true);
-        u64(out, "records", s->gpu_records, true);
-        u64(out, "dropped", s->dropped, false);
+        ml_json_kv_u64(w, "peak_bytes", s->peak_bytes);
+        ml_json_kv_ms_as_s(w, "peak_time_s", s->peak_time_ms);
+        ml_json_kv_u64(w, "live_bytes", s->live_bytes);
+        ml_json_kv_u64(w, "pinned_host_peak_bytes", s->pinned_peak_bytes);
+        ml_json_kv_u64(w, "pinned_host_live_bytes", s->pinned_live_bytes);
+        ml_json_kv_u64(w, "contexts_destroyed", s->contexts_destroyed);
+        ml_json_kv_u64(w, "records", s->gpu_records);
+        ml_json_kv_u64(w, "dropped", s->dropped);
     }
-    fputc('}', out);
+    ml_json_end(w);
+}
+
+int ml_report_json_gpu(FILE *out, const ml_analysis_t *a) {
+    ml_json_t *w;
+    int rc = ml_json_new(out, &w);
+    if (rc < 0) return rc;
+    ml__report_json_gpu(w, a);
+    rc = ml_json_finish(w);
+    ml_json_free(w);
+    return rc;
 }

@@ -1,9 +1,11 @@
 /* html.c - the self-contained HTML report: page template + embedded JSON.
  *
  * The page is the template report/assets/report.html with the stylesheet and
- * the script inlined at build time (report/assets/embed.cmake turns it into
+ * the script inlined at build time: report/assets/embed.cmake joins the
+ * script's section files (report/assets/js/NN-name.js) into one script, puts its
+ * SHA-256 into the page's Content-Security-Policy, and turns the page into
  * the two byte arrays below: everything before the data and everything after
- * it). At run time we only check that the document is JSON and copy it
+ * it. At run time we only check that the document is JSON and copy it
  * between the two halves, escaped for the inside of a <script> element.
  *
  * Why escaping '<', '>' and '&' as \u003c, \u003e, \u0026 is enough: in

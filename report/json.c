@@ -5,9 +5,8 @@
  * keys freely, never rename one.
  */
 #define _GNU_SOURCE
-#include "ml_report.h"
+#include "report_internal.h"
 #include "ml_config.h"
-#include "ml_report_gpu.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -19,139 +18,66 @@
 /* Primitives                                                                */
 /* ------------------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s, or 0. */
-static size_t utf8_len(const unsigned char *s) {
-    unsigned c = s[0];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
-    else return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
+/* A ratio or a mean: the report writes 0 where one is not finite. */
+static void kv_d(ml_json_t *w, const char *k, double v) {
+    ml_json_kv_double(w, k, isfinite(v) ? v : 0);
+}
+
+/* A line number, or null without debug information. */
+static void kv_line(ml_json_t *w, const char *k, uint32_t line) {
+    if (line) ml_json_kv_u64(w, k, line);
+    else ml_json_kv_null(w, k);
+}
+
+void ml__json_frames(ml_json_t *w, const ml_frame_t *f, size_t n, bool inlined) {
+    ml_json_array(w);
+    for (size_t i = 0; i < n; i++) {
+        ml_json_object(w);
+        ml_json_kv_str(w, "function", f[i].function);
+        ml_json_kv_str(w, "file", f[i].file);
+        kv_line(w, "line", f[i].line);
+        ml_json_kv_str(w, "module", f[i].module);
+        ml_json_kv_u64(w, "address", f[i].address);
+        if (inlined && f[i].inlined) ml_json_kv_bool(w, "inlined", true);
+        ml_json_end(w);
     }
-    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return n;
+    ml_json_end(w);
 }
 
-void ml_json_string(FILE *out, const char *str) {
-    if (!str) {
-        fputs("null", out);
-        return;
-    }
-    const unsigned char *s = (const unsigned char *)str;
-    fputc('"', out);
-    while (*s) {
-        unsigned c = *s;
-        if (c == '"' || c == '\\') {
-            fputc('\\', out);
-            fputc((int)c, out);
-            s++;
-        } else if (c < 0x20 || c == 0x7f) {
-            if (c == '\n') fputs("\\n", out);
-            else if (c == '\t') fputs("\\t", out);
-            else if (c == '\r') fputs("\\r", out);
-            else fprintf(out, "\\u%04x", c);
-            s++;
-        } else if (c < 0x80) {
-            fputc((int)c, out);
-            s++;
-        } else {
-            size_t n = utf8_len(s);
-            if (n) {
-                fwrite(s, 1, n, out);
-                s += n;
-            } else {
-                fputs("\\ufffd", out);
-                s++;
-            }
-        }
-    }
-    fputc('"', out);
-}
-
-static void key(FILE *o, const char *k) {
-    fprintf(o, "\"%s\": ", k);
-}
-
-static void kv_u(FILE *o, const char *k, uint64_t v, bool more) {
-    fprintf(o, "\"%s\": %" PRIu64 "%s", k, v, more ? ", " : "");
-}
-
-static void kv_s(FILE *o, const char *k, const char *v, bool more) {
-    key(o, k);
-    ml_json_string(o, v);
-    if (more) fputs(", ", o);
-}
-
-static void kv_d(FILE *o, const char *k, double v, bool more) {
-    if (!isfinite(v)) v = 0;
-    fprintf(o, "\"%s\": %.6g%s", k, v, more ? ", " : "");
-}
-
-static void kv_secs(FILE *o, const char *k, uint64_t ms, bool more) {
-    fprintf(o, "\"%s\": %" PRIu64 ".%03u%s", k, ms / 1000, (unsigned)(ms % 1000), more ? ", " : "");
-}
-
-static void kv_b(FILE *o, const char *k, bool v, bool more) {
-    fprintf(o, "\"%s\": %s%s", k, v ? "true" : "false", more ? ", " : "");
-}
-
-static void frames(FILE *o, const ml_frame_t *f, uint32_t n) {
-    fputc('[', o);
-    for (uint32_t i = 0; i < n; i++) {
-        if (i) fputs(", ", o);
-        fputc('{', o);
-        kv_s(o, "function", f[i].function, true);
-        kv_s(o, "file", f[i].file, true);
-        key(o, "line");
-        if (f[i].line) fprintf(o, "%u, ", f[i].line);
-        else fputs("null, ", o);
-        kv_s(o, "module", f[i].module, true);
-        kv_u(o, "address", f[i].address, f[i].inlined);
-        if (f[i].inlined) kv_b(o, "inlined", true, false);
-        fputc('}', o);
-    }
-    fputc(']', o);
+static void frames(ml_json_t *w, const ml_frame_t *f, uint32_t n) {
+    ml__json_frames(w, f, n, true);
 }
 
 /* ------------------------------------------------------------------------- */
 /* Sections                                                                  */
 /* ------------------------------------------------------------------------- */
 
-static void process(FILE *o, const ml_analysis_t *a) {
+static void process(ml_json_t *w, const ml_analysis_t *a) {
     const ml_process_info_t *p = ml_analysis_process(a);
     const ml_totals_t *t = ml_analysis_totals(a);
-    fputs("\"process\": {", o);
-    kv_u(o, "pid", p->pid, true);
-    kv_u(o, "ppid", p->ppid, true);
-    key(o, "command");
-    fputc('[', o);
-    for (uint32_t i = 0; i < p->argc; i++) {
-        if (i) fputs(", ", o);
-        ml_json_string(o, p->argv[i]);
-    }
-    fputs("], ", o);
-    kv_s(o, "exe", p->exe, true);
-    key(o, "exit_code");
-    if (t->complete && t->end.status_kind == ML_END_EXITED) fprintf(o, "%d, ", t->end.status);
-    else fputs("null, ", o);
-    key(o, "signal");
-    if (t->complete && t->end.status_kind == ML_END_SIGNALED) fprintf(o, "%d, ", t->end.status);
-    else fputs("null, ", o);
+    ml_json_key(w, "process");
+    ml_json_object(w);
+    ml_json_kv_u64(w, "pid", p->pid);
+    ml_json_kv_u64(w, "ppid", p->ppid);
+    ml_json_key(w, "command");
+    ml_json_array(w);
+    for (uint32_t i = 0; i < p->argc; i++) ml_json_str(w, p->argv[i]);
+    ml_json_end(w);
+    ml_json_kv_str(w, "exe", p->exe);
+    if (t->complete && t->end.status_kind == ML_END_EXITED) ml_json_kv_i64(w, "exit_code", t->end.status);
+    else ml_json_kv_null(w, "exit_code");
+    if (t->complete && t->end.status_kind == ML_END_SIGNALED) ml_json_kv_i64(w, "signal", t->end.status);
+    else ml_json_kv_null(w, "signal");
     static const char *const ends[] = {"exited", "signaled", "unknown", "exec"};
-    kv_s(o, "end", !t->complete ? "unknown" : t->end.status_kind < 4 ? ends[t->end.status_kind] : "unknown", true);
-    kv_b(o, "sampled", t->sample_bytes != 0, true);
-    kv_u(o, "sample_bytes", t->sample_bytes, true);
-    kv_u(o, "page_size", p->page_size, true);
-    kv_u(o, "start_realtime_ns", p->start_realtime_ns, true);
-    kv_s(o, "parent_trace", p->parent_trace[0] ? p->parent_trace : NULL, true);
-    kv_s(o, "producer", p->producer, false);
-    fputs("}", o);
+    bool known = t->complete && t->end.status_kind < 4;
+    ml_json_kv_str(w, "end", known ? ends[t->end.status_kind] : "unknown");
+    ml_json_kv_bool(w, "sampled", t->sample_bytes != 0);
+    ml_json_kv_u64(w, "sample_bytes", t->sample_bytes);
+    ml_json_kv_u64(w, "page_size", p->page_size);
+    ml_json_kv_u64(w, "start_realtime_ns", p->start_realtime_ns);
+    ml_json_kv_str(w, "parent_trace", p->parent_trace[0] ? p->parent_trace : NULL);
+    ml_json_kv_str(w, "producer", p->producer);
+    ml_json_end(w);
 }
 
 static uint64_t duration_ms(const ml_totals_t *t) {
@@ -160,302 +86,333 @@ static uint64_t duration_ms(const ml_totals_t *t) {
     return d;
 }
 
-static void trace(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) {
+static void trace(ml_json_t *w, const ml_analysis_t *a, const ml_report_opts_t *ro) {
     const ml_totals_t *t = ml_analysis_totals(a);
-    fputs("\"trace\": {", o);
-    kv_s(o, "path", ro->trace_path, true);
-    kv_u(o, "size_bytes", ro->trace_size, true);
-    kv_u(o, "records", t->records, true);
-    kv_b(o, "complete", t->complete, true);
-    kv_b(o, "truncated", t->truncated, true);
-    kv_u(o, "lost_events", t->complete ? t->end.lost_in_crash + t->end.lost_dead_collector : 0, true);
-    kv_u(o, "truncated_stacks", t->complete ? t->end.truncated_stacks : 0, true);
-    kv_u(o, "ring_waits", t->complete ? t->end.ring_waits : 0, false);
-    fputs("}", o);
+    ml_json_key(w, "trace");
+    ml_json_object(w);
+    ml_json_kv_str(w, "path", ro->trace_path);
+    ml_json_kv_u64(w, "size_bytes", ro->trace_size);
+    ml_json_kv_u64(w, "records", t->records);
+    ml_json_kv_bool(w, "complete", t->complete);
+    ml_json_kv_bool(w, "truncated", t->truncated);
+    ml_json_kv_u64(w, "lost_events", t->complete ? t->end.lost_in_crash + t->end.lost_dead_collector : 0);
+    ml_json_kv_u64(w, "truncated_stacks", t->complete ? t->end.truncated_stacks : 0);
+    ml_json_kv_u64(w, "ring_waits", t->complete ? t->end.ring_waits : 0);
+    ml_json_end(w);
 }
 
-static void totals(FILE *o, const ml_analysis_t *a) {
+static void totals(ml_json_t *w, const ml_analysis_t *a) {
     const ml_totals_t *t = ml_analysis_totals(a);
     const ml_leaks_t *L = ml_analysis_leaks(a);
     uint64_t d = duration_ms(t);
-    fputs("\"totals\": {", o);
-    kv_u(o, "alloc_calls", t->alloc_calls, true);
-    kv_u(o, "free_calls", t->free_calls, true);
-    kv_u(o, "realloc_calls", t->realloc_calls, true);
-    kv_u(o, "bytes_allocated", t->bytes_allocated, true);
-    kv_u(o, "temporary_allocs", t->temporary_allocs, true);
-    kv_u(o, "mmap_calls", t->mmap_calls, true);
-    kv_u(o, "munmap_calls", t->munmap_calls, true);
-    kv_u(o, "unknown_frees", t->unknown_frees, true);
-    kv_u(o, "peak_bytes", t->peak_bytes, true);
-    kv_u(o, "peak_blocks", t->peak_blocks, true);
-    kv_u(o, "peak_mmap_bytes", t->peak_mmap_bytes, true);
-    kv_u(o, "peak_rss_bytes", t->peak_rss_bytes, true);
-    kv_u(o, "leaked_bytes", L->bytes, true);
-    kv_u(o, "leaked_blocks", L->blocks, true);
-    kv_secs(o, "duration_s", d, true);
-    kv_d(o, "alloc_calls_per_s", d ? (double)t->alloc_calls * 1000.0 / (double)d : 0, true);
-    kv_d(o, "bytes_allocated_per_s", d ? (double)t->bytes_allocated * 1000.0 / (double)d : 0, true);
-    fputs("\"calls_by_kind\": {", o);
-    bool first = true;
+    ml_json_key(w, "totals");
+    ml_json_object(w);
+    ml_json_kv_u64(w, "alloc_calls", t->alloc_calls);
+    ml_json_kv_u64(w, "free_calls", t->free_calls);
+    ml_json_kv_u64(w, "realloc_calls", t->realloc_calls);
+    ml_json_kv_u64(w, "bytes_allocated", t->bytes_allocated);
+    ml_json_kv_u64(w, "temporary_allocs", t->temporary_allocs);
+    ml_json_kv_u64(w, "mmap_calls", t->mmap_calls);
+    ml_json_kv_u64(w, "munmap_calls", t->munmap_calls);
+    ml_json_kv_u64(w, "unknown_frees", t->unknown_frees);
+    ml_json_kv_u64(w, "peak_bytes", t->peak_bytes);
+    ml_json_kv_u64(w, "peak_blocks", t->peak_blocks);
+    ml_json_kv_u64(w, "peak_mmap_bytes", t->peak_mmap_bytes);
+    ml_json_kv_u64(w, "peak_rss_bytes", t->peak_rss_bytes);
+    ml_json_kv_u64(w, "leaked_bytes", L->bytes);
+    ml_json_kv_u64(w, "leaked_blocks", L->blocks);
+    ml_json_kv_ms_as_s(w, "duration_s", d);
+    kv_d(w, "alloc_calls_per_s", d ? (double)t->alloc_calls * 1000.0 / (double)d : 0);
+    kv_d(w, "bytes_allocated_per_s", d ? (double)t->bytes_allocated * 1000.0 / (double)d : 0);
+    ml_json_key(w, "calls_by_kind");
+    ml_json_object(w);
     for (unsigned k = 0; k < ML_KIND_COUNT_; k++) {
         if (k == ML_KIND_FREE || k == ML_KIND_MUNMAP) continue;
-        if (!first) fputs(", ", o);
-        first = false;
-        kv_u(o, ml_kind_name(k), t->calls_by_kind[k], false);
+        ml_json_kv_u64(w, ml_kind_name(k), t->calls_by_kind[k]);
     }
-    fputs("}}", o);
+    ml_json_end(w);
+    ml_json_end(w);
 }
 
-static void site_obj(FILE *o, const ml_site_t *s) {
-    fputc('{', o);
-    kv_u(o, "id", s->id, true);
-    key(o, "frames");
-    frames(o, s->frames, s->nframes);
-    fputs(", ", o);
-    kv_u(o, "alloc_calls", s->alloc_calls, true);
-    kv_u(o, "bytes_allocated", s->bytes_allocated, true);
-    kv_u(o, "peak_bytes", s->peak_bytes, true);
-    kv_u(o, "peak_blocks", s->peak_blocks, true);
-    kv_u(o, "leaked_bytes", s->leaked_bytes, true);
-    kv_u(o, "leaked_blocks", s->leaked_blocks, true);
-    kv_u(o, "temporary_allocs", s->temporary_allocs, true);
-    kv_u(o, "realloc_calls", s->realloc_calls, true);
-    kv_u(o, "freed_blocks", s->freed_blocks, true);
-    kv_u(o, "min_size", s->min_size, true);
-    kv_u(o, "max_size", s->max_size, true);
-    kv_d(o, "mean_lifetime_ms", s->freed_blocks ? (double)s->lifetime_ms_sum / (double)s->freed_blocks : 0, true);
-    kv_u(o, "max_lifetime_ms", s->lifetime_ms_max, true);
-    kv_u(o, "pinned_pages", s->pinned_pages, true);
-    kv_u(o, "sparse_pinned_pages", s->sparse_pinned_pages, true);
-    fputs("\"leaked_by_kind\": {", o);
+static void site_obj(ml_json_t *w, const ml_site_t *s) {
+    ml_json_object(w);
+    ml_json_kv_u64(w, "id", s->id);
+    ml_json_key(w, "frames");
+    frames(w, s->frames, s->nframes);
+    ml_json_kv_u64(w, "alloc_calls", s->alloc_calls);
+    ml_json_kv_u64(w, "bytes_allocated", s->bytes_allocated);
+    ml_json_kv_u64(w, "peak_bytes", s->peak_bytes);
+    ml_json_kv_u64(w, "peak_blocks", s->peak_blocks);
+    ml_json_kv_u64(w, "leaked_bytes", s->leaked_bytes);
+    ml_json_kv_u64(w, "leaked_blocks", s->leaked_blocks);
+    ml_json_kv_u64(w, "temporary_allocs", s->temporary_allocs);
+    ml_json_kv_u64(w, "realloc_calls", s->realloc_calls);
+    ml_json_kv_u64(w, "freed_blocks", s->freed_blocks);
+    ml_json_kv_u64(w, "min_size", s->min_size);
+    ml_json_kv_u64(w, "max_size", s->max_size);
+    kv_d(w, "mean_lifetime_ms", s->freed_blocks ? (double)s->lifetime_ms_sum / (double)s->freed_blocks : 0);
+    ml_json_kv_u64(w, "max_lifetime_ms", s->lifetime_ms_max);
+    ml_json_kv_u64(w, "pinned_pages", s->pinned_pages);
+    ml_json_kv_u64(w, "sparse_pinned_pages", s->sparse_pinned_pages);
+    ml_json_key(w, "leaked_by_kind");
+    ml_json_object(w);
     for (int k = 0; k < ML_LEAK_KINDS; k++)
-        kv_u(o, ml_leak_kind_name((ml_leak_kind_t)k), s->leaked_kind_bytes[k], k + 1 < ML_LEAK_KINDS);
-    fputs("}, ", o);
-    kv_b(o, "suppressed", s->suppressed, false);
-    fputc('}', o);
+        ml_json_kv_u64(w, ml_leak_kind_name((ml_leak_kind_t)k), s->leaked_kind_bytes[k]);
+    ml_json_end(w);
+    ml_json_kv_bool(w, "suppressed", s->suppressed);
+    ml_json_end(w);
 }
 
-static void sites(FILE *o, const ml_analysis_t *a, uint32_t max) {
+static void sites(ml_json_t *w, const ml_analysis_t *a, uint32_t max) {
     size_t n;
     const ml_site_t *s = ml_analysis_sites(a, &n);
     if (max && n > max) n = max;
-    fputs("\"sites\": [", o);
+    ml_json_key(w, "sites");
+    ml_json_array(w);
     for (size_t i = 0; i < n; i++) {
-        fputs(i ? ",\n  " : "\n  ", o);
-        site_obj(o, &s[i]);
+        ml_json_break(w, 2);
+        site_obj(w, &s[i]);
     }
-    fputs("]", o);
+    ml_json_end(w);
 }
 
-static void peak(FILE *o, const ml_analysis_t *a) {
+static void peak(ml_json_t *w, const ml_analysis_t *a) {
     const ml_totals_t *t = ml_analysis_totals(a);
     size_t n;
     const ml_site_t *s = ml_analysis_sites(a, &n);
-    fputs("\"peak\": {", o);
-    kv_u(o, "bytes", t->peak_bytes, true);
-    kv_u(o, "blocks", t->peak_blocks, true);
-    kv_secs(o, "time_s", t->peak_time_ms, true);
-    fputs("\"sites\": [", o);
-    bool first = true;
+    ml_json_key(w, "peak");
+    ml_json_object(w);
+    ml_json_kv_u64(w, "bytes", t->peak_bytes);
+    ml_json_kv_u64(w, "blocks", t->peak_blocks);
+    ml_json_kv_ms_as_s(w, "time_s", t->peak_time_ms);
+    ml_json_key(w, "sites");
+    ml_json_array(w);
     for (size_t i = 0; i < n; i++) {
         if (!s[i].peak_bytes && !s[i].peak_blocks) continue;
-        fputs(first ? "\n  {" : ",\n  {", o);
-        first = false;
-        kv_u(o, "site", s[i].id, true);
-        kv_u(o, "bytes", s[i].peak_bytes, true);
-        kv_u(o, "blocks", s[i].peak_blocks, true);
-        key(o, "frames");
-        frames(o, s[i].frames, s[i].nframes);
-        fputc('}', o);
+        ml_json_break(w, 2);
+        ml_json_object(w);
+        ml_json_kv_u64(w, "site", s[i].id);
+        ml_json_kv_u64(w, "bytes", s[i].peak_bytes);
+        ml_json_kv_u64(w, "blocks", s[i].peak_blocks);
+        ml_json_key(w, "frames");
+        frames(w, s[i].frames, s[i].nframes);
+        ml_json_end(w);
     }
-    fputs("]}", o);
+    ml_json_end(w);
+    ml_json_end(w);
 }
 
-static void leaks(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) {
+static void leaks(ml_json_t *w, const ml_analysis_t *a, const ml_report_opts_t *ro) {
     const ml_leaks_t *L = ml_analysis_leaks(a);
     size_t n;
     const ml_site_t *s = ml_analysis_sites(a, &n);
-    fputs("\"leaks\": {", o);
-    kv_u(o, "bytes", L->bytes, true);
-    kv_u(o, "blocks", L->blocks, true);
+    ml_json_key(w, "leaks");
+    ml_json_object(w);
+    ml_json_kv_u64(w, "bytes", L->bytes);
+    ml_json_kv_u64(w, "blocks", L->blocks);
     for (int k = 0; k < ML_LEAK_KINDS; k++) {
         char name[40];
         snprintf(name, sizeof name, "%s_bytes", ml_leak_kind_name((ml_leak_kind_t)k));
-        kv_u(o, name, L->kind_bytes[k], true);
+        ml_json_kv_u64(w, name, L->kind_bytes[k]);
         snprintf(name, sizeof name, "%s_blocks", ml_leak_kind_name((ml_leak_kind_t)k));
-        kv_u(o, name, L->kind_blocks[k], true);
+        ml_json_kv_u64(w, name, L->kind_blocks[k]);
     }
-    kv_u(o, "suppressed_bytes", L->suppressed_bytes, true);
-    kv_u(o, "suppressed_blocks", L->suppressed_blocks, true);
-    kv_u(o, "gate_bytes", L->gate_bytes, true);
-    kv_s(o, "reachability", L->scanned ? "scanned" : L->scan_status ? "failed" : "not_scanned", true);
-    fputs("\"scan\": {", o);
-    kv_b(o, "done", L->scanned, true);
-    key(o, "error");
-    if (L->scan_status) ml_json_string(o, strerror(-L->scan_status));
-    else fputs("null", o);
-    fputs(", ", o);
-    kv_u(o, "root_bytes", L->scan_root_bytes, true);
-    kv_u(o, "heap_bytes", L->scan_heap_bytes, true);
-    kv_d(o, "duration_s", (double)L->scan_duration_us / 1e6, true);
-    kv_u(o, "unscanned_blocks", L->unscanned_blocks, false);
-    fputs("}, \"sites\": [", o);
+    ml_json_kv_u64(w, "suppressed_bytes", L->suppressed_bytes);
+    ml_json_kv_u64(w, "suppressed_blocks", L->suppressed_blocks);
+    ml_json_kv_u64(w, "gate_bytes", L->gate_bytes);
+    ml_json_kv_str(w, "reachability", L->scanned ? "scanned" : L->scan_status ? "failed" : "not_scanned");
+    ml_json_key(w, "scan");
+    ml_json_object(w);
+    ml_json_kv_bool(w, "done", L->scanned);
+    ml_json_kv_str(w, "error", L->scan_status ? strerror(-L->scan_status) : NULL);
+    ml_json_kv_u64(w, "root_bytes", L->scan_root_bytes);
+    ml_json_kv_u64(w, "heap_bytes", L->scan_heap_bytes);
+    kv_d(w, "duration_s", (double)L->scan_duration_us / 1e6);
+    ml_json_kv_u64(w, "unscanned_blocks", L->unscanned_blocks);
+    ml_json_end(w);
+    ml_json_key(w, "sites");
+    ml_json_array(w);
     for (size_t i = 0; i < L->ngroups; i++) {
         const ml_leak_group_t *g = &L->groups[i];
-        fputs(i ? ",\n  {" : "\n  {", o);
-        kv_u(o, "site", g->site, true);
-        kv_u(o, "bytes", g->bytes, true);
-        kv_u(o, "blocks", g->blocks, true);
-        kv_s(o, "kind", ml_leak_kind_name(g->kind), true);
-        kv_b(o, "suppressed", g->suppressed, true);
-        if (g->suppressed && g->site < n) kv_s(o, "suppressed_by", s[g->site].suppressed_by, true);
-        key(o, "frames");
-        if (g->site < n) frames(o, s[g->site].frames, s[g->site].nframes);
-        else fputs("[]", o);
-        fputc('}', o);
+        ml_json_break(w, 2);
+        ml_json_object(w);
+        ml_json_kv_u64(w, "site", g->site);
+        ml_json_kv_u64(w, "bytes", g->bytes);
+        ml_json_kv_u64(w, "blocks", g->blocks);
+        ml_json_kv_str(w, "kind", ml_leak_kind_name(g->kind));
+        ml_json_kv_bool(w, "suppressed", g->suppressed);
+        if (g->suppressed && g->site < n) ml_json_kv_str(w, "suppressed_by", s[g->site].suppressed_by);
+        ml_json_key(w, "frames");
+        if (g->site < n) frames(w, s[g->site].frames, s[g->site].nframes);
+        else frames(w, NULL, 0);
+        ml_json_end(w);
     }
-    fputs("], \"suppressions\": [", o);
+    ml_json_end(w);
+    ml_json_key(w, "suppressions");
+    ml_json_array(w);
     size_t ns = ml_suppressions_count(ro->suppressions);
     for (size_t i = 0; i < ns; i++) {
         uint64_t blocks, bytes;
         const char *p = ml_suppressions_pattern(ro->suppressions, i, &blocks, &bytes);
-        fputs(i ? ", {" : "{", o);
-        kv_s(o, "pattern", p, true);
-        kv_u(o, "blocks", blocks, true);
-        kv_u(o, "bytes", bytes, false);
-        fputc('}', o);
+        ml_json_object(w);
+        ml_json_kv_str(w, "pattern", p);
+        ml_json_kv_u64(w, "blocks", blocks);
+        ml_json_kv_u64(w, "bytes", bytes);
+        ml_json_end(w);
     }
-    fputs("]}", o);
+    ml_json_end(w);
+    ml_json_end(w);
 }
 
-static void frag_obj(FILE *o, const ml_frag_t *f) {
-    fputc('{', o);
+static void frag_obj(ml_json_t *w, const ml_frag_t *f) {
+    ml_json_object(w);
+    ml_json_kv_bool(w, "valid", f->valid);
     if (!f->valid) {
-        kv_b(o, "valid", false, false);
-        fputc('}', o);
+        ml_json_end(w);
         return;
     }
-    kv_b(o, "valid", true, true);
-    kv_secs(o, "time_s", f->time_ms, true);
-    kv_u(o, "live_bytes", f->live_bytes, true);
-    kv_u(o, "live_blocks", f->live_blocks, true);
-    kv_u(o, "pages", f->pages, true);
-    kv_u(o, "pages_bytes", f->page_bytes, true);
-    kv_d(o, "page_utilization", f->page_utilization, true);
-    kv_u(o, "free_bytes", f->free_bytes, true);
-    kv_u(o, "largest_free_bytes", f->largest_free_bytes, true);
-    kv_d(o, "external", f->external, true);
-    kv_u(o, "gaps", f->gaps, true);
-    kv_u(o, "regions", f->regions, true);
-    kv_u(o, "span_bytes", f->span_bytes, true);
-    kv_s(o, "allocator_model", f->allocator_model, true);
-    kv_u(o, "usable_bytes", f->usable_bytes, true);
-    kv_u(o, "usable_measured_blocks", f->usable_measured_blocks, true);
-    kv_u(o, "internal_bytes", f->internal_waste_bytes, true);
-    kv_d(o, "internal_ratio", f->internal_ratio, true);
-    key(o, "mallinfo");
+    ml_json_kv_ms_as_s(w, "time_s", f->time_ms);
+    ml_json_kv_u64(w, "live_bytes", f->live_bytes);
+    ml_json_kv_u64(w, "live_blocks", f->live_blocks);
+    ml_json_kv_u64(w, "pages", f->pages);
+    ml_json_kv_u64(w, "pages_bytes", f->page_bytes);
+    kv_d(w, "page_utilization", f->page_utilization);
+    ml_json_kv_u64(w, "free_bytes", f->free_bytes);
+    ml_json_kv_u64(w, "largest_free_bytes", f->largest_free_bytes);
+    kv_d(w, "external", f->external);
+    ml_json_kv_u64(w, "gaps", f->gaps);
+    ml_json_kv_u64(w, "regions", f->regions);
+    ml_json_kv_u64(w, "span_bytes", f->span_bytes);
+    ml_json_kv_str(w, "allocator_model", f->allocator_model);
+    ml_json_kv_u64(w, "usable_bytes", f->usable_bytes);
+    ml_json_kv_u64(w, "usable_measured_blocks", f->usable_measured_blocks);
+    ml_json_kv_u64(w, "internal_bytes", f->internal_waste_bytes);
+    kv_d(w, "internal_ratio", f->internal_ratio);
+    ml_json_key(w, "mallinfo");
     if (f->have_mallinfo) {
-        fputc('{', o);
-        kv_secs(o, "time_s", f->mallinfo_time_ms, true);
-        kv_u(o, "arena", f->arena, true);
-        kv_u(o, "hblkhd", f->hblkhd, true);
-        kv_u(o, "uordblks", f->uordblks, true);
-        kv_u(o, "fordblks", f->fordblks, true);
-        kv_u(o, "keepcost", f->keepcost, false);
-        fputs("}, ", o);
+        ml_json_object(w);
+        ml_json_kv_ms_as_s(w, "time_s", f->mallinfo_time_ms);
+        ml_json_kv_u64(w, "arena", f->arena);
+        ml_json_kv_u64(w, "hblkhd", f->hblkhd);
+        ml_json_kv_u64(w, "uordblks", f->uordblks);
+        ml_json_kv_u64(w, "fordblks", f->fordblks);
+        ml_json_kv_u64(w, "keepcost", f->keepcost);
+        ml_json_end(w);
     } else {
-        fputs("null, ", o);
+        ml_json_null(w);
     }
-    key(o, "rss_bytes");
-    if (f->have_rss) fprintf(o, "%" PRIu64 ", ", f->rss_bytes);
-    else fputs("null, ", o);
-    kv_d(o, "heap_to_rss", f->heap_to_rss, false);
-    fputc('}', o);
+    if (f->have_rss) ml_json_kv_u64(w, "rss_bytes", f->rss_bytes);
+    else ml_json_kv_null(w, "rss_bytes");
+    kv_d(w, "heap_to_rss", f->heap_to_rss);
+    ml_json_end(w);
 }
 
-static void heap_map(FILE *o, const ml_frag_t *f) {
-    fputc('{', o);
-    if (!f->valid || !f->map_ncells) {
-        fputs("\"base\": 0, \"cell_bytes\": 0, \"cells\": []}", o);
-        return;
-    }
-    kv_u(o, "base", f->map_base, true);
-    kv_u(o, "cell_bytes", f->map_cell_bytes, true);
-    fputs("\"cells\": [", o);
-    for (uint32_t i = 0; i < f->map_ncells; i++) fprintf(o, i ? ",%d" : "%d", f->map_cells[i]);
-    fputs("]}", o);
+static void heap_map(ml_json_t *w, const ml_frag_t *f) {
+    bool any = f->valid && f->map_ncells;
+    ml_json_object(w);
+    ml_json_kv_u64(w, "base", any ? f->map_base : 0);
+    ml_json_kv_u64(w, "cell_bytes", any ? f->map_cell_bytes : 0);
+    ml_json_key(w, "cells");
+    ml_json_array(w);
+    ml_json_tight(w);
+    for (uint32_t i = 0; any && i < f->map_ncells; i++) ml_json_i64(w, f->map_cells[i]);
+    ml_json_end(w);
+    ml_json_end(w);
 }
 
-static void fragmentation(FILE *o, const ml_analysis_t *a) {
-    fputs("\"fragmentation\": {\"at_peak\": ", o);
-    frag_obj(o, ml_analysis_frag(a, ML_MOMENT_PEAK));
-    fputs(",\n \"at_end\": ", o);
-    frag_obj(o, ml_analysis_frag(a, ML_MOMENT_END));
-    fputs(",\n \"worst\": ", o);
-    frag_obj(o, ml_analysis_frag(a, ML_MOMENT_WORST));
-    fputs(",\n \"heap_maps\": {\"at_peak\": ", o);
-    heap_map(o, ml_analysis_frag(a, ML_MOMENT_PEAK));
-    fputs(",\n  \"at_end\": ", o);
-    heap_map(o, ml_analysis_frag(a, ML_MOMENT_END));
-    fputs("}}", o);
+static void fragmentation(ml_json_t *w, const ml_analysis_t *a) {
+    ml_json_key(w, "fragmentation");
+    ml_json_object(w);
+    ml_json_key(w, "at_peak");
+    frag_obj(w, ml_analysis_frag(a, ML_MOMENT_PEAK));
+    ml_json_break(w, 1);
+    ml_json_key(w, "at_end");
+    frag_obj(w, ml_analysis_frag(a, ML_MOMENT_END));
+    ml_json_break(w, 1);
+    ml_json_key(w, "worst");
+    frag_obj(w, ml_analysis_frag(a, ML_MOMENT_WORST));
+    ml_json_break(w, 1);
+    ml_json_key(w, "heap_maps");
+    ml_json_object(w);
+    ml_json_key(w, "at_peak");
+    heap_map(w, ml_analysis_frag(a, ML_MOMENT_PEAK));
+    ml_json_break(w, 2);
+    ml_json_key(w, "at_end");
+    heap_map(w, ml_analysis_frag(a, ML_MOMENT_END));
+    ml_json_end(w);
+    ml_json_end(w);
 }
 
-static void timeline(FILE *o, const ml_analysis_t *a) {
+static void timeline(ml_json_t *w, const ml_analysis_t *a) {
     const ml_timeline_point_t *p;
     size_t n = ml_analysis_timeline(a, &p);
-    fputs("\"timeline\": [", o);
+    ml_json_key(w, "timeline");
+    ml_json_array(w);
     for (size_t i = 0; i < n; i++) {
-        fputs(i ? ",\n  {" : "\n  {", o);
-        kv_secs(o, "time_s", p[i].time_ms, true);
-        kv_u(o, "heap_bytes", p[i].heap_bytes, true);
-        kv_u(o, "rss_bytes", p[i].rss_bytes, true);
-        kv_u(o, "mmap_bytes", p[i].mmap_bytes, true);
-        kv_u(o, "gpu_bytes", p[i].gpu_bytes, true);
-        kv_u(o, "alloc_calls", p[i].alloc_calls, false);
-        fputc('}', o);
+        ml_json_break(w, 2);
+        ml_json_object(w);
+        ml_json_kv_ms_as_s(w, "time_s", p[i].time_ms);
+        ml_json_kv_u64(w, "heap_bytes", p[i].heap_bytes);
+        ml_json_kv_u64(w, "rss_bytes", p[i].rss_bytes);
+        ml_json_kv_u64(w, "mmap_bytes", p[i].mmap_bytes);
+        ml_json_kv_u64(w, "gpu_bytes", p[i].gpu_bytes);
+        ml_json_kv_u64(w, "alloc_calls", p[i].alloc_calls);
+        ml_json_end(w);
     }
-    fputs("]", o);
+    ml_json_end(w);
 }
 
-/* Children biggest first (then by name), written depth first with an
- * explicit stack: deep recursion in the program must not become deep
- * recursion here. */
+/* The flame tree (ml_analysis_flame: the call tree, pruned) as nested
+ * objects. Children biggest first (then by name), written depth first with
+ * an explicit stack: deep recursion in the program must not become deep
+ * recursion here. Every number is the node's own (its inclusive costs). */
 typedef struct {
-    const ml_flame_node_t *v;
+    const ml_calltree_node_t *v;
 } fctx_t;
 
 static int cmp_child(const void *x, const void *y, void *ctx) {
-    const ml_flame_node_t *v = ((fctx_t *)ctx)->v;
-    const ml_flame_node_t *a = &v[*(const int32_t *)x], *b = &v[*(const int32_t *)y];
-    if (a->alloc != b->alloc) return a->alloc > b->alloc ? -1 : 1;
-    if (a->peak != b->peak) return a->peak > b->peak ? -1 : 1;
-    if (a->leaked != b->leaked) return a->leaked > b->leaked ? -1 : 1;
-    return strcmp(a->name ? a->name : "", b->name ? b->name : "");
+    const ml_calltree_node_t *v = ((fctx_t *)ctx)->v;
+    const ml_calltree_node_t *a = &v[*(const int32_t *)x], *b = &v[*(const int32_t *)y];
+    static const int order[] = {ML_COST_ALLOCATED, ML_COST_PEAK, ML_COST_LEAKED};
+    for (size_t k = 0; k < sizeof order / sizeof *order; k++)
+        if (a->incl[order[k]] != b->incl[order[k]])
+            return a->incl[order[k]] > b->incl[order[k]] ? -1 : 1;
+    return strcmp(a->frame->function ? a->frame->function : "",
+                  b->frame->function ? b->frame->function : "");
 }
 
-static void flame_node_open(FILE *o, const ml_flame_node_t *n) {
-    fputc('{', o);
-    kv_s(o, "name", n->name, true);
-    kv_s(o, "file", n->file, true);
-    key(o, "line");
-    if (n->line) fprintf(o, "%u, ", n->line);
-    else fputs("null, ", o);
-    kv_u(o, "alloc", n->alloc, true);
-    kv_u(o, "peak", n->peak, true);
-    kv_u(o, "leaked", n->leaked, true);
-    kv_u(o, "calls", n->calls, true);
-    fputs("\"children\": [", o);
+/* A node up to its open list of children. */
+static void flame_node_open(ml_json_t *w, const char *name, const char *file, uint32_t line,
+                            const uint64_t *incl) {
+    ml_json_object(w);
+    ml_json_kv_str(w, "name", name);
+    ml_json_kv_str(w, "file", file);
+    kv_line(w, "line", line);
+    ml_json_kv_u64(w, "alloc", incl[ML_COST_ALLOCATED]);
+    ml_json_kv_u64(w, "peak", incl[ML_COST_PEAK]);
+    ml_json_kv_u64(w, "leaked", incl[ML_COST_LEAKED]);
+    ml_json_kv_u64(w, "calls", incl[ML_COST_CALLS]);
+    ml_json_key(w, "children");
+    ml_json_array(w);
 }
 
-static int flame(FILE *o, const ml_analysis_t *a) {
-    const ml_flame_node_t *v;
+static void flame_node_open_at(ml_json_t *w, const ml_calltree_node_t *n) {
+    flame_node_open(w, n->frame->function, n->frame->file, n->frame->line, n->incl);
+}
+
+static void flame_node_close(ml_json_t *w) {
+    ml_json_end(w);
+    ml_json_end(w);
+}
+
+static int flame(ml_json_t *w, const ml_analysis_t *a) {
+    const ml_calltree_node_t *v;
     size_t n = ml_analysis_flame(a, &v);
-    fputs("\"flame\": ", o);
+    ml_json_key(w, "flame");
     if (!n) {
-        fputs("{\"name\": \"all\", \"file\": null, \"line\": null, \"alloc\": 0, \"peak\": 0, "
-              "\"leaked\": 0, \"calls\": 0, \"children\": []}",
-              o);
+        static const uint64_t zero[ML_COSTS];
+        flame_node_open(w, "all", NULL, 0, zero);
+        flame_node_close(w);
         return 0;
     }
     /* Sorted child lists, then an iterative walk. */
@@ -479,18 +436,17 @@ static int flame(FILE *o, const ml_analysis_t *a) {
     start[n] = (int32_t)k;
     size_t sp = 0;
     stack[sp++] = 0;
-    flame_node_open(o, &v[0]);
+    flame_node_open_at(w, &v[0]);
     while (sp) {
         int32_t cur = stack[sp - 1];
         size_t i = (size_t)start[cur] + pos[cur];
         if (i < (size_t)start[cur + 1]) {
-            if (pos[cur]) fputs(", ", o);
             pos[cur]++;
             int32_t c = kids[i];
-            flame_node_open(o, &v[c]);
+            flame_node_open_at(w, &v[c]);
             stack[sp++] = c;
         } else {
-            fputs("]}", o);
+            flame_node_close(w);
             sp--;
         }
     }
@@ -501,89 +457,115 @@ static int flame(FILE *o, const ml_analysis_t *a) {
     return 0;
 }
 
-static void histograms(FILE *o, const ml_analysis_t *a) {
+static void histograms(ml_json_t *w, const ml_analysis_t *a) {
     const ml_histograms_t *h = ml_analysis_histograms(a);
-    fputs("\"histograms\": {\"sizes\": [", o);
+    ml_json_key(w, "histograms");
+    ml_json_object(w);
+    ml_json_key(w, "sizes");
+    ml_json_array(w);
     for (uint32_t k = h->size_first; k <= h->size_last && k < 64; k++) {
-        if (k > h->size_first) fputs(", ", o);
-        fprintf(o, "{\"le\": %" PRIu64 ", \"count\": %" PRIu64 ", \"bytes\": %" PRIu64 "}",
-                (uint64_t)1 << k, h->size_count[k], h->size_bytes[k]);
+        ml_json_object(w);
+        ml_json_kv_u64(w, "le", (uint64_t)1 << k);
+        ml_json_kv_u64(w, "count", h->size_count[k]);
+        ml_json_kv_u64(w, "bytes", h->size_bytes[k]);
+        ml_json_end(w);
     }
-    fputs("], \"lifetimes_ms\": [", o);
+    ml_json_end(w);
+    ml_json_key(w, "lifetimes_ms");
+    ml_json_array(w);
     for (uint32_t k = 0; k <= h->life_last && k < 64; k++) {
-        if (k) fputs(", ", o);
-        fprintf(o, "{\"le\": %" PRIu64 ", \"count\": %" PRIu64 "}", (uint64_t)1 << k, h->life_count[k]);
+        ml_json_object(w);
+        ml_json_kv_u64(w, "le", (uint64_t)1 << k);
+        ml_json_kv_u64(w, "count", h->life_count[k]);
+        ml_json_end(w);
     }
-    fprintf(o, "], \"live_at_end\": %" PRIu64 "}", h->live_at_end);
+    ml_json_end(w);
+    ml_json_kv_u64(w, "live_at_end", h->live_at_end);
+    ml_json_end(w);
 }
 
-static void threads(FILE *o, const ml_analysis_t *a) {
+static void threads(ml_json_t *w, const ml_analysis_t *a) {
     const ml_thread_stats_t *t;
     size_t n = ml_analysis_threads(a, &t);
-    fputs("\"threads\": [", o);
+    ml_json_key(w, "threads");
+    ml_json_array(w);
     for (size_t i = 0; i < n; i++) {
-        fputs(i ? ", {" : "{", o);
-        kv_u(o, "index", t[i].index, true);
-        kv_u(o, "tid", t[i].tid, true);
-        kv_s(o, "name", t[i].name, true);
-        kv_u(o, "alloc_calls", t[i].alloc_calls, true);
-        kv_u(o, "bytes_allocated", t[i].bytes_allocated, true);
-        kv_u(o, "free_calls", t[i].free_calls, true);
-        kv_u(o, "temporary_allocs", t[i].temporary_allocs, false);
-        fputc('}', o);
+        ml_json_object(w);
+        ml_json_kv_u64(w, "index", t[i].index);
+        ml_json_kv_u64(w, "tid", t[i].tid);
+        ml_json_kv_str(w, "name", t[i].name);
+        ml_json_kv_u64(w, "alloc_calls", t[i].alloc_calls);
+        ml_json_kv_u64(w, "bytes_allocated", t[i].bytes_allocated);
+        ml_json_kv_u64(w, "free_calls", t[i].free_calls);
+        ml_json_kv_u64(w, "temporary_allocs", t[i].temporary_allocs);
+        ml_json_end(w);
     }
-    fputs("]", o);
+    ml_json_end(w);
 }
 
-static void warnings(FILE *o, const ml_analysis_t *a) {
-    const char *const *w;
-    size_t n = ml_analysis_warnings(a, &w);
-    fputs("\"warnings\": [", o);
-    for (size_t i = 0; i < n; i++) {
-        if (i) fputs(", ", o);
-        ml_json_string(o, w[i]);
-    }
-    fputs("]", o);
+static void warnings(ml_json_t *w, const ml_analysis_t *a) {
+    const char *const *msg;
+    size_t n = ml_analysis_warnings(a, &msg);
+    ml_json_key(w, "warnings");
+    ml_json_array(w);
+    for (size_t i = 0; i < n; i++) ml_json_str(w, msg[i]);
+    ml_json_end(w);
 }
 
 /* ------------------------------------------------------------------------- */
 /* The document                                                              */
 /* ------------------------------------------------------------------------- */
 
+/* The top-level keys, one per line. */
+static void section(ml_json_t *w) {
+    ml_json_break(w, 0);
+}
+
 int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) {
     ml_report_opts_t none = {0};
     if (!ro) ro = &none;
-    fprintf(o, "{\"schema_version\": %d,\n", ML_REPORT_SCHEMA_VERSION);
-    kv_s(o, "generator", "memlens " ML_VERSION, false);
-    fputs(",\n", o);
-    process(o, a);
-    fputs(",\n", o);
-    trace(o, a, ro);
-    fputs(",\n", o);
-    totals(o, a);
-    fputs(",\n", o);
-    sites(o, a, ro->max_sites);
-    fputs(",\n", o);
-    peak(o, a);
-    fputs(",\n", o);
-    leaks(o, a, ro);
-    fputs(",\n", o);
-    fragmentation(o, a);
-    fputs(",\n\"gpu\": ", o);
-    ml_report_json_gpu(o, a);
+    ml_json_t *w;
+    int rc = ml_json_new(o, &w);
+    if (rc < 0) return rc;
+    ml_json_object(w);
+    ml_json_kv_u64(w, "schema_version", ML_REPORT_SCHEMA_VERSION);
+    section(w);
+    ml_json_kv_str(w, "generator", "memlens " ML_VERSION);
+    section(w);
+    process(w, a);
+    section(w);
+    trace(w, a, ro);
+    section(w);
+    totals(w, a);
+    section(w);
+    sites(w, a, ro->max_sites);
+    section(w);
+    peak(w, a);
+    section(w);
+    leaks(w, a, ro);
+    section(w);
+    fragmentation(w, a);
+    section(w);
+    ml_json_key(w, "gpu");
+    ml__report_json_gpu(w, a);
     /* The strategy advisor: "suggestions", "policies", "advisor" (advice_json.c). */
-    fputs(",\n", o);
-    ml_report_json_advice(o, a, ro->advice);
-    fputs(",\n", o);
-    timeline(o, a);
-    fputs(",\n", o);
-    if (flame(o, a) < 0) return -ENOMEM;
-    fputs(",\n", o);
-    histograms(o, a);
-    fputs(",\n", o);
-    threads(o, a);
-    fputs(",\n", o);
-    warnings(o, a);
-    fputs("}\n", o);
-    return ferror(o) ? -EIO : 0;
+    section(w);
+    ml__report_json_advice(w, a, ro->advice);
+    section(w);
+    timeline(w, a);
+    section(w);
+    rc = flame(w, a);
+    if (rc == 0) {
+        section(w);
+        histograms(w, a);
+        section(w);
+        threads(w, a);
+        section(w);
+        warnings(w, a);
+        ml_json_end(w);
+        ml_json_newline(w);
+        rc = ml_json_finish(w);
+    }
+    ml_json_free(w);
+    return rc;
 }

@@ -19,6 +19,9 @@
 
 #define ML_REPORT_SCHEMA_VERSION 1
 
+struct ml_advice_s;     /* ml_advisor.h */
+struct ml_suggestion_s; /* ml_advisor.h */
+
 typedef struct {
     const char *trace_path;   /* shown in "trace.path" */
     uint64_t trace_size;      /* bytes of the trace file */
@@ -28,12 +31,15 @@ typedef struct {
                                        * "suggestions" and "policies"; NULL: GPU advice only */
 } ml_report_opts_t;
 
-/** Writes the JSON report of a built session. Returns 0 or -EIO (stream error). */
+/** Writes the JSON report of a built session (through the one JSON writer,
+ * json_write.h: buffered, UTF-8 validated, one number format). Returns 0, or
+ * a negative errno: the stream's write error (-ENOSPC, -EIO) or -ENOMEM. */
 int ml_report_json(FILE *out, const ml_analysis_t *a, const ml_report_opts_t *o);
 
-/** Writes the advisor's keys "suggestions", "policies" and "advisor" (no
- * separators around them); with adv NULL, the GPU suggestions of `a` alone. */
-void ml_report_json_advice(FILE *out, const ml_analysis_t *a, const struct ml_advice_s *adv);
+/** Writes a suggestion's evidence (ml_advisor.h) as the JSON object the
+ * report carries under "evidence", alone (no newline after it): the viewer
+ * shows this text. Returns 0 or a negative errno (-ENOMEM, a write error). */
+int ml_report_json_evidence(FILE *out, const struct ml_suggestion_s *s);
 
 /** Which number folded stacks carry. */
 typedef enum {
@@ -94,6 +100,8 @@ typedef struct {
     unsigned top;             /* sites in the document (0: all), heap and GPU each */
 } ml_diff_report_opts_t;
 
+/** The diff document (docs/diff-schema.json) and the diff table. The JSON
+ * returns as ml_report_json does; the text returns 0 or -EIO. */
 int ml_report_diff_json(FILE *out, const ml_analysis_t *base, const ml_analysis_t *cur,
                         const ml_diff_t *d, const ml_diff_report_opts_t *o);
 int ml_report_diff_text(FILE *out, const ml_analysis_t *base, const ml_analysis_t *cur,
@@ -118,9 +126,5 @@ int ml_out_open(ml_out_t *o, const char *path, char *err, size_t errlen);
 int ml_out_commit(ml_out_t *o, char *err, size_t errlen);
 /** Gives up: removes the temporary file. */
 void ml_out_abort(ml_out_t *o);
-
-/** Writes a JSON string (quotes included), escaping what JSON requires and
- * replacing invalid UTF-8 with U+FFFD; NULL writes null. */
-void ml_json_string(FILE *out, const char *s);
 
 #endif

@@ -5,10 +5,11 @@
 #include <stdio.h>
 #include "ml_analysis.h"
 
-/** Writes the value of the report's "gpu" key: {"devices": [...], ...}
+/** Writes the value of the report's "gpu" key alone: {"devices": [...], ...}
  * (docs/gpu.md describes every field). `a` must have been fed; "devices" is
- * empty when the trace has no GPU records. Never fails; stdio errors show on
- * the stream. */
-void ml_report_json_gpu(FILE *out, const ml_analysis_t *a);
+ * empty when the trace has no GPU records. Returns 0, or a negative errno
+ * (-ENOMEM, a write error of the stream). The report writes the same object
+ * inside its document (report/json.c). */
+int ml_report_json_gpu(FILE *out, const ml_analysis_t *a);
 
 #endif

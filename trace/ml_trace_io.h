@@ -1,10 +1,27 @@
-/* ml_trace_io.h - writing and reading .mlt trace files.
+/* ml_trace_io.h - trace records, and reading and writing .mlt trace files.
  *
  * High-level half of trace/: this code runs in the memlens tools (collector,
  * analysis, dump), never inside a traced process, and may allocate. Records are
  * exchanged as ml_record_t, a decoded, self-contained form of every tag in
  * ml_trace_format.h. The writer owns delta encoding, chunking and zstd; the
  * reader undoes them in one streaming pass with memory bounded by one chunk.
+ *
+ *   event_record.c  ring event -> record (the collector's decode step)
+ *   writer.c        records -> chunks -> file      (address_model.h: shared
+ *   reader.c        file -> chunks -> records       with the reader)
+ *   dump.c          a record as a line of text, names of tags and kinds
+ *   progress.c      the counting half of a progress display for long reads
+ *
+ * Conventions of this header:
+ *   - Errors are negative errno values; 0 (or a count) is success.
+ *   - Out of memory is -ENOMEM from the call that needed memory; a writer or
+ *     reader that hit it stays in that error state (nothing is half-written).
+ *   - Thread-safety: a writer or a reader belongs to one thread at a time;
+ *     distinct writers and readers are independent. The name and print
+ *     functions and ml_event_to_record() are pure. ml_progress_set_display()
+ *     is the one global: set it before starting threads.
+ *   - Strings a record points to are borrowed: from the reader until its next
+ *     call, from the caller's buffers for ml_event_to_record().
  */
 #ifndef ML_TRACE_IO_H
 #define ML_TRACE_IO_H
@@ -114,6 +131,28 @@ typedef struct {
 } ml_record_t;
 
 /* ------------------------------------------------------------------------- */
+/* From ring events                                                          */
+/* ------------------------------------------------------------------------- */
+
+/** Decodes one ring event into a record: what a traced process wrote
+ * (ml_event.h) as what the trace writer and the analysis take.
+ *
+ * `blob` is the payload of an ML_EV_BLOB event, ev->size bytes (ignored for
+ * the other types). Strings the record carries (a module's path and build-id,
+ * a thread's name) are copied, NUL-terminated, into strings[0..cap), and the
+ * record points there; nothing points into `blob` afterwards.
+ *
+ * Returns the bytes of `strings` used (0 for records without strings), or
+ * -EINVAL for an unknown event type, blob kind or GPU op, or a payload too
+ * short for its kind (a module whose path and build-id overrun it, a path
+ * over 4096 bytes): nothing is to be delivered for such an event. -ENOSPC
+ * when the strings do not fit in `cap` bytes (4096 + 1 + 8192 + 1 always
+ * suffice for what the ring can carry). Pure: no state, no allocation,
+ * callable from any thread. */
+int ml_event_to_record(const ml_event_t *ev, const void *blob, ml_record_t *rec, char *strings,
+                       size_t cap);
+
+/* ------------------------------------------------------------------------- */
 /* Writer                                                                    */
 /* ------------------------------------------------------------------------- */
 
@@ -188,24 +227,52 @@ void ml_reader_close(ml_reader_t *r);
  * record stream's position does not move. */
 int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *version);
 
-/* A percentage on stderr while a big trace is read record by record: only
- * when stderr is a terminal and the file is over 64 MiB. The line reads
- * "memlens: WHAT WHERE NN%" and is erased by ml_progress_end(). */
+/* ------------------------------------------------------------------------- */
+/* Progress of long reads                                                    */
+/* ------------------------------------------------------------------------- */
+
+/* A loop that reads a big trace record by record ticks an ml_progress_t.
+ * trace/ draws nothing itself: a program that wants a display installs one
+ * (the memlens command shows "memlens: WHAT WHERE NN%" on stderr when it is
+ * a terminal and the file is over 64 MiB, cli/progress.c). Without one,
+ * ml_progress_tick() costs an increment and a test. */
+typedef struct {
+    /** Whether a read of `size` bytes gets a display at all. */
+    bool (*wanted)(uint64_t size);
+    /** Shows that `pct` percent (0-100) of WHAT WHERE is read; `where` may
+     * be NULL. Called only when the percentage changes. */
+    void (*show)(const char *what, const char *where, int pct);
+    /** Erases what show() drew. */
+    void (*clear)(void);
+} ml_progress_display_t;
+
+/** Installs the display used by every later ml_progress_start() (NULL: none,
+ * the default). The struct is not copied and must outlive its use. Not
+ * thread-safe: call it once at start-up, before any thread reads a trace. */
+void ml_progress_set_display(const ml_progress_display_t *d);
+
 typedef struct {
     const ml_reader_t *r;
     const char *what, *where;
     uint64_t n, size;
     int shown;
-    bool on;
+    bool on; /* a display is installed and wants this read; callers may clear it */
 } ml_progress_t;
 
+/** Starts counting the records read from `r`. `what` and `where` are
+ * borrowed until ml_progress_end(). */
 void ml_progress_start(ml_progress_t *p, const ml_reader_t *r, const char *what, const char *where);
 void ml__progress_show(ml_progress_t *p);
 /** Call once per record; it looks at the file offset every 65536 calls. */
 static inline void ml_progress_tick(ml_progress_t *p) {
     if (p->on && (++p->n & 0xffff) == 0) ml__progress_show(p);
 }
+/** Erases the display, if anything was shown. */
 void ml_progress_end(ml_progress_t *p);
+
+/* ------------------------------------------------------------------------- */
+/* Text form                                                                 */
+/* ------------------------------------------------------------------------- */
 
 /** Prints one record as a line of text (`memlens dump`). */
 void ml_record_print(FILE *out, const ml_record_t *rec);

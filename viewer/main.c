@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "ml_viewer.h"
+#include "ml_options.h"
 #include "viewer_internal.h"
 
 #include <errno.h>
@@ -347,8 +348,7 @@ int ml_viewer_live_start(ml_vmodel_t *m, char *err, size_t errlen, ml_viewer_liv
      * stdout and stderr; SIGINT stays with the program (Ctrl-C stops it and
      * the view stays open on the final data). */
     ml_crt_opts_t co = {.tty = "/dev/tty", .color = true, .mouse = true, .catch_int = false};
-    const char *nm = getenv("ML_VIEW_NO_MOUSE");
-    if (nm && *nm && strcmp(nm, "0")) co.mouse = false;
+    if (ml_option_bool(ML_ENV_VIEW_NO_MOUSE)) co.mouse = false;
     int rc = ml__crt_init(&co, err, errlen);
     if (rc < 0) {
         free(v);

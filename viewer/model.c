@@ -15,6 +15,8 @@
 #include "ml_viewer_model.h"
 #include "ml_advisor.h"
 #include "ml_gpu.h"
+#include "ml_report.h"
+#include "ml_map.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -60,9 +62,12 @@ enum { ADV_IDLE = 0, ADV_RUNNING, ADV_DONE, ADV_FAILED, ADV_OFF };
 
 /* Site identity: a hash of the frames -> the model's id. */
 typedef struct {
-    uint64_t key; /* 0: empty */
+    uint64_t key; /* site_key(), never 0 */
     uint32_t id;
+    uint32_t unused;
 } idslot_t;
+
+ML_MAP_TYPED(site_ids, idslot_t, 1024)
 
 typedef struct {
     uint64_t *keys; /* open addressing, 0 = empty */
@@ -99,7 +104,7 @@ struct ml_vmodel_s {
     size_t an_nsites;
     ml_vsuggestion_t *sugg;
     uint32_t nsugg, cap_sugg;
-    char *sugg_text; /* messages and evidence of the GPU advice */
+    char *sugg_text; /* messages and evidence of the GPU advice, or the advisor's evidence */
     ml_vpoint_t *points;
     uint32_t npoints, cap_points;
     uint64_t generation;
@@ -108,8 +113,8 @@ struct ml_vmodel_s {
     uint32_t refresh_ms;    /* how long the last refresh held the lock */
 
     /* identity */
-    idslot_t *ids;
-    uint32_t cap_ids, nids, next_id;
+    ml_map_t ids; /* idslot_t */
+    uint32_t next_id;
 
     /* strategy advice */
     pthread_t adv_thread;
@@ -135,7 +140,8 @@ struct ml_vmodel_s {
 
     /* call tree */
     bool bottom_up, tree_dirty;
-    ml_calltree_node_t *nodes;
+    const ml_calltree_node_t *nodes; /* the analysis' tree, or own_nodes */
+    ml_calltree_node_t *own_nodes;   /* a tree built for the filter or bottom-up */
     int64_t nnodes;
     uint64_t *node_key; /* path hash per node: keeps expansion across refreshes */
     keyset_t expanded;
@@ -158,15 +164,10 @@ struct ml_vmodel_s {
     uint32_t ngframes, cap_gframes;
 };
 
+/* The array p grown to hold `need` elements (ml_grow), or NULL (p is then
+ * unchanged and still the caller's). */
 static void *grow(void *p, uint32_t *cap, uint32_t need, size_t elem) {
-    if (need <= *cap) return p;
-    uint32_t n = *cap ? *cap : 64;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(p, (size_t)n * elem);
-    if (!q) return NULL;
-    *cap = n;
-    return q;
+    return ml_grow(&p, cap, need, elem, 0) < 0 ? NULL : p;
 }
 
 static uint64_t mono_ms(void) {
@@ -204,29 +205,11 @@ static uint64_t site_key(const ml_site_t *s) {
 }
 
 static uint32_t site_id(ml_vmodel_t *m, uint64_t key) {
-    if ((m->nids + 1) * 2 > m->cap_ids) {
-        uint32_t ncap = m->cap_ids ? m->cap_ids * 2 : 1024;
-        idslot_t *n = calloc(ncap, sizeof *n);
-        if (!n) return ML_VSITE_NONE;
-        for (uint32_t i = 0; i < m->cap_ids; i++) {
-            if (!m->ids[i].key) continue;
-            uint32_t j = (uint32_t)m->ids[i].key & (ncap - 1);
-            while (n[j].key)
-                j = (j + 1) & (ncap - 1);
-            n[j] = m->ids[i];
-        }
-        free(m->ids);
-        m->ids = n;
-        m->cap_ids = ncap;
-    }
-    uint32_t j = (uint32_t)key & (m->cap_ids - 1);
-    while (m->ids[j].key && m->ids[j].key != key)
-        j = (j + 1) & (m->cap_ids - 1);
-    if (!m->ids[j].key) {
-        m->ids[j] = (idslot_t){key, m->next_id++};
-        m->nids++;
-    }
-    return m->ids[j].id;
+    bool existed;
+    idslot_t *e = site_ids_put(&m->ids, key, &existed);
+    if (!e) return ML_VSITE_NONE;
+    if (!existed) e->id = m->next_id++;
+    return e->id;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -350,19 +333,38 @@ static int src_sites(ml_vmodel_t *m) {
 }
 
 /* The strategy advisor's suggestions once its replay is done (they include
- * the GPU advice); before that, the GPU advice the analysis has at once. */
+ * the GPU advice); before that, the GPU advice the analysis has at once.
+ * The evidence is shown as the JSON report writes it (report/advice_json.c),
+ * one NUL-terminated text after the other in sugg_text. */
 static int src_advice(ml_vmodel_t *m) {
     const ml_suggestion_t *a = NULL;
     size_t n = ml_advice_suggestions(m->advice, &a);
     ml_vsuggestion_t *v = grow(m->sugg, &m->cap_sugg, (uint32_t)n + 1, sizeof *v);
     if (!v) return -ENOMEM;
     m->sugg = v;
-    for (size_t i = 0; i < n; i++) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return -ENOMEM;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        rc = ml_report_json_evidence(f, &a[i]);
+        if (rc == 0 && fputc('\0', f) == EOF) rc = -ENOMEM;
+    }
+    if (fclose(f) != 0 && rc == 0) rc = -ENOMEM;
+    if (rc < 0) {
+        free(text);
+        return rc;
+    }
+    free(m->sugg_text);
+    m->sugg_text = text;
+    const char *ev = text;
+    for (size_t i = 0; i < n; i++, ev += strlen(ev) + 1) {
         uint32_t site = ML_VSITE_NONE;
         if (a[i].site >= 0 && (size_t)a[i].site < m->an_nsites)
             site = m->sites[m->by_build[a[i].site]].id;
         m->sugg[m->nsugg++] = (ml_vsuggestion_t){a[i].strategy, a[i].message, site,
-                                                 a[i].estimated_saving_bytes, a[i].evidence};
+                                                 a[i].estimated_saving_bytes, ev};
     }
     return 0;
 }
@@ -549,6 +551,27 @@ static int src_gpu(ml_vmodel_t *m) {
     return 0;
 }
 
+/* The call tree of the last build: the analysis' own (ml_analysis_calltree)
+ * when every site is shown top-down, else one the analysis builds with the
+ * same merge key from the sites the filter keeps, or bottom-up, into
+ * m->own_nodes. Returns the node count, 0 or -ENOMEM. */
+static int64_t src_calltree(ml_vmodel_t *m) {
+    m->nodes = NULL;
+    if (!m->an_nsites) return 0;
+    if (!m->filter[0] && !m->bottom_up) {
+        size_t n = ml_analysis_calltree(m->an, &m->nodes);
+        return (int64_t)n;
+    }
+    bool *use = malloc(m->an_nsites * sizeof *use);
+    if (!use) return -ENOMEM;
+    for (size_t i = 0; i < m->an_nsites; i++)
+        use[i] = ml_vmodel_site_matches(m, &m->sites[m->by_build[i]]);
+    int64_t n = ml_calltree_build(m->an_sites, m->an_nsites, use, m->bottom_up, &m->own_nodes);
+    free(use);
+    m->nodes = m->own_nodes;
+    return n;
+}
+
 /* A snapshot of who holds the heap now (stacks: mapped to sites later). */
 static void src_snapshot(ml_vmodel_t *m, uint32_t time_ms) {
     if (m->nsnaps == SNAP_MAX) {
@@ -645,13 +668,13 @@ void ml_vmodel_free(ml_vmodel_t *m) {
     free(m->sugg);
     free(m->sugg_text);
     free(m->points);
-    free(m->ids);
+    ml_map_free(&m->ids);
     free(m->snaps);
     for (uint32_t i = 0; i < m->nmaps; i++)
         free(m->maps[i].cells);
     free(m->order);
     free(m->sugg_order);
-    free(m->nodes);
+    free(m->own_nodes);
     free(m->node_key);
     free(m->expanded.keys);
     free(m->rows);
@@ -1281,10 +1304,11 @@ uint32_t ml_vmodel_refresh_cost_ms(const ml_vmodel_t *m) {
 /* Call tree                                                                 */
 /* ------------------------------------------------------------------------- */
 
-/* The tree itself comes from the analysis (ml_calltree_build over the sites
- * that pass the filter); the model keeps which nodes are expanded, by a hash
- * of their path so that expansion survives live refreshes, and lists the
- * visible rows with children ordered by the sort key. */
+/* The tree itself comes from the analysis (src_calltree); the model keeps
+ * which nodes are expanded, by a hash of their path so that expansion
+ * survives live refreshes, and lists the visible rows with children ordered
+ * by the sort key. The analysis' root ("all") is not a row: the rows start
+ * with its children, at depth 0. */
 
 static bool keyset_has(const keyset_t *k, uint64_t key) {
     if (!k->cap) return false;
@@ -1330,38 +1354,35 @@ static void keyset_set(keyset_t *k, uint64_t key, bool on) {
     }
 }
 
+/* A node's identity along its path: the analysis' merge key (function,
+ * file, module), as text, so that it is the same in every build. */
 static uint64_t frame_ident(const ml_frame_t *f) {
-    if (f->function && f->function[0] != '[')
-        return hash_mix(hash_str(f->function), hash_str(f->module));
-    return hash_mix(0x5eed, f->address);
+    return hash_mix(hash_mix(hash_str(f->function), hash_str(f->file)), hash_str(f->module));
 }
 
 static void tree_build(ml_vmodel_t *m) {
-    free(m->nodes);
+    free(m->own_nodes);
     free(m->node_key);
+    m->own_nodes = NULL;
     m->nodes = NULL;
     m->node_key = NULL;
     m->nnodes = 0;
-    if (!m->an_nsites) return;
-    bool *use = malloc(m->an_nsites * sizeof *use);
-    if (!use) return;
-    for (size_t i = 0; i < m->an_nsites; i++)
-        use[i] = ml_vmodel_site_matches(m, &m->sites[m->by_build[i]]);
-    int64_t n = ml_calltree_build(m->an_sites, m->an_nsites, use, m->bottom_up, &m->nodes);
-    free(use);
+    ml_vmodel_lock(m);
+    int64_t n = src_calltree(m);
+    ml_vmodel_unlock(m);
     if (n <= 0) return;
     m->node_key = malloc((size_t)n * sizeof *m->node_key);
     if (!m->node_key) {
-        free(m->nodes);
+        free(m->own_nodes);
+        m->own_nodes = NULL;
         m->nodes = NULL;
         return;
     }
     /* Parents come before their children in the node array. */
-    for (int64_t i = 0; i < n; i++) {
+    m->node_key[0] = m->bottom_up ? 0xb0ull : 0x70ull;
+    for (int64_t i = 1; i < n; i++) {
         const ml_calltree_node_t *c = &m->nodes[i];
-        uint64_t k =
-            hash_mix(c->parent < 0 ? (m->bottom_up ? 0xb0ull : 0x70ull) : m->node_key[c->parent],
-                     frame_ident(c->frame));
+        uint64_t k = hash_mix(m->node_key[c->parent], frame_ident(c->frame));
         m->node_key[i] = k ? k : 1;
     }
     m->nnodes = n;
@@ -1394,7 +1415,7 @@ static void tree_emit(ml_vmodel_t *m, int32_t first) {
         m->rows = r;
         r = &m->rows[m->nrows++];
         r->node = (uint32_t)kids[i];
-        r->depth = t->depth;
+        r->depth = t->depth - 1;
         r->has_children = t->first_child >= 0;
         r->expanded = r->has_children && keyset_has(&m->expanded, m->node_key[kids[i]]);
         r->frame = t->frame;
@@ -1409,7 +1430,7 @@ static void tree_update(ml_vmodel_t *m) {
     if (!m->tree_dirty) return;
     tree_build(m);
     m->nrows = 0;
-    if (m->nnodes > 0) tree_emit(m, 0);
+    if (m->nnodes > 0) tree_emit(m, m->nodes[0].first_child);
     m->tree_dirty = false;
 }
 
@@ -1449,14 +1470,14 @@ void ml_vmodel_tree_toggle(ml_vmodel_t *m, uint32_t row, bool expand, bool all) 
         keyset_set(&m->expanded, m->node_key[node], expand);
     /* The node array stays; only the visible rows change. */
     m->nrows = 0;
-    if (m->nnodes > 0) tree_emit(m, 0);
+    if (m->nnodes > 0) tree_emit(m, m->nodes[0].first_child);
 }
 
 uint32_t ml_vmodel_tree_parent_row(ml_vmodel_t *m, uint32_t row) {
     tree_update(m);
     if (row >= m->nrows) return row;
     int32_t parent = m->nodes[m->rows[row].node].parent;
-    if (parent < 0) return row;
+    if (parent <= 0) return row; /* a child of the root: at the top */
     for (uint32_t i = row; i-- > 0;)
         if ((int32_t)m->rows[i].node == parent) return i;
     return row;

@@ -31,6 +31,18 @@
  *
  * Thread-safety: a policy is used by one thread at a time. The replay driver
  * runs different policies on different threads.
+ *
+ * Ownership: a policy owns its tables (ml_sim_policy_free); a replay owns the
+ * policies added to it, and the router and growth wrappers own the policies
+ * they wrap (also when their constructor fails). Names and metrics are
+ * copied out or live as long as their policy.
+ *
+ * Errors and out of memory: functions return 0 or a negative errno. The
+ * simulator running out of memory itself gives -ENOMEM from the operation
+ * that needed it; that policy's numbers are then not to be trusted, and a
+ * replay keeps returning the error to every later feed. The simulator's hash
+ * tables are the analysis layer's (ml_map.h) and grow through its allocator
+ * hook (ml_util.h).
  */
 #ifndef ML_SIM_H
 #define ML_SIM_H

@@ -26,50 +26,29 @@ typedef struct {
 } chunk_t;
 
 typedef struct {
-    uint32_t key; /* site + 1; 0 = empty */
+    uint64_t key; /* site + 1 */
     uint32_t cur; /* current chunk or ML__NIL */
+    uint32_t unused;
 } group_t;
+
+ML_MAP_TYPED(groups, group_t, 256)
 
 typedef struct {
     ml_sim_policy_t base;
     bool single;
     chunk_t *c;
     uint32_t ccap, cused, crecycle;
-    group_t *g;
-    uint64_t gcap, gused;
+    ml_map_t g; /* group_t by site + 1 */
     uint32_t *id_chunk;
     uint32_t idcap;
     uint64_t held_bytes, live_bytes;
 } arena_t;
 
-static inline uint64_t ghash(uint32_t k) {
-    uint64_t x = k * 0x9e3779b97f4a7c15ull;
-    return x ^ (x >> 29);
-}
-
 static group_t *group_of(arena_t *a, uint32_t site) {
-    uint32_t key = (a->single ? 0 : site) + 1;
-    if ((a->gused + 1) * 4 > a->gcap * 3) {
-        uint64_t ncap = a->gcap ? a->gcap * 2 : 256;
-        group_t *n = calloc(ncap, sizeof *n);
-        if (!n) return NULL;
-        for (uint64_t i = 0; i < a->gcap; i++) {
-            if (!a->g[i].key) continue;
-            uint64_t j = ghash(a->g[i].key) & (ncap - 1);
-            while (n[j].key) j = (j + 1) & (ncap - 1);
-            n[j] = a->g[i];
-        }
-        free(a->g);
-        a->g = n;
-        a->gcap = ncap;
-    }
-    uint64_t mask = a->gcap - 1, i = ghash(key) & mask;
-    while (a->g[i].key && a->g[i].key != key) i = (i + 1) & mask;
-    if (!a->g[i].key) {
-        a->g[i] = (group_t){key, ML__NIL};
-        a->gused++;
-    }
-    return &a->g[i];
+    bool existed;
+    group_t *g = groups_put(&a->g, (uint64_t)(a->single ? 0 : site) + 1, &existed);
+    if (g && !existed) g->cur = ML__NIL;
+    return g;
 }
 
 static void chunk_release(arena_t *a, uint32_t x) {
@@ -112,7 +91,7 @@ static int arena_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr
         }
         uint64_t csize = ARENA_CHUNK;
         if (size + align > csize) csize = ml__round_up(size + align, page);
-        a->c[x] = (chunk_t){.size = csize, .group = (uint32_t)(g - a->g), .current = true};
+        a->c[x] = (chunk_t){.size = csize, .group = (uint32_t)(g - groups_entries(&a->g)), .current = true};
         g->cur = x;
         start = 0;
         p->splits++;
@@ -154,13 +133,13 @@ static void arena_summary(const ml_sim_policy_t *p, uint64_t *free_bytes, uint64
 
 static uint64_t arena_state(const ml_sim_policy_t *p) {
     const arena_t *a = (const arena_t *)p;
-    return sizeof *a + (uint64_t)a->ccap * sizeof *a->c + a->gcap * sizeof *a->g + (uint64_t)a->idcap * 4;
+    return sizeof *a + (uint64_t)a->ccap * sizeof *a->c + a->g.cap * sizeof(group_t) + (uint64_t)a->idcap * 4;
 }
 
 static void arena_destroy(ml_sim_policy_t *p) {
     arena_t *a = (arena_t *)p;
     free(a->c);
-    free(a->g);
+    ml_map_free(&a->g);
     free(a->id_chunk);
     free(a);
 }

@@ -19,9 +19,12 @@ typedef struct {
 } bnode_t;
 
 typedef struct {
-    uint64_t key; /* addr + 1; 0 = empty */
+    uint64_t key; /* addr + 1 */
     uint32_t node;
+    uint32_t unused;
 } bslot_t;
+
+ML_MAP_TYPED(bfree, bslot_t, 1024)
 
 typedef struct {
     ml_sim_policy_t base;
@@ -29,8 +32,7 @@ typedef struct {
     uint32_t ncap, nused, nrecycle;
     uint32_t heads[64];
     uint64_t nonempty; /* bit k: list k has a block */
-    bslot_t *h;        /* free blocks by address */
-    uint64_t hcap, hused;
+    ml_map_t h;        /* bslot_t: free blocks by address */
     uint64_t *id_addr;
     uint8_t *id_order;
     uint32_t idcap, idcap2;
@@ -39,54 +41,21 @@ typedef struct {
     uint64_t free_bytes;
 } buddy_t;
 
-static inline uint64_t bhash(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    return x;
-}
-
-static int h_grow(buddy_t *b) {
-    uint64_t ncap = b->hcap ? b->hcap * 2 : 1024;
-    bslot_t *n = calloc(ncap, sizeof *n);
-    if (!n) return -ENOMEM;
-    for (uint64_t i = 0; i < b->hcap; i++) {
-        if (!b->h[i].key) continue;
-        uint64_t j = bhash(b->h[i].key) & (ncap - 1);
-        while (n[j].key) j = (j + 1) & (ncap - 1);
-        n[j] = b->h[i];
-    }
-    free(b->h);
-    b->h = n;
-    b->hcap = ncap;
-    return 0;
-}
-
 static uint32_t h_find(const buddy_t *b, uint64_t addr) {
-    if (!b->hcap) return ML__NIL;
-    uint64_t key = addr + 1, mask = b->hcap - 1;
-    for (uint64_t i = bhash(key) & mask; b->h[i].key; i = (i + 1) & mask)
-        if (b->h[i].key == key) return b->h[i].node;
-    return ML__NIL;
+    const bslot_t *s = bfree_find(&b->h, addr + 1);
+    return s ? s->node : ML__NIL;
 }
 
 static void h_del(buddy_t *b, uint64_t addr) {
-    uint64_t key = addr + 1, mask = b->hcap - 1, i = bhash(key) & mask;
-    while (b->h[i].key != key) i = (i + 1) & mask;
-    b->hused--;
-    for (uint64_t j = (i + 1) & mask; b->h[j].key; j = (j + 1) & mask) {
-        uint64_t home = bhash(b->h[j].key) & mask;
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            b->h[i] = b->h[j];
-            i = j;
-        }
-    }
-    b->h[i].key = 0;
+    bslot_t *s = bfree_find(&b->h, addr + 1);
+    if (s) bfree_remove(&b->h, s);
 }
 
 /* Puts a free block on its list (no merging). */
 static int push_free(buddy_t *b, uint64_t addr, unsigned k) {
-    if ((b->hused + 1) * 4 > b->hcap * 3 && h_grow(b) < 0) return -ENOMEM;
+    bool existed;
+    bslot_t *s = bfree_put(&b->h, addr + 1, &existed);
+    if (!s) return -ENOMEM;
     uint32_t x;
     if (b->nrecycle != ML__NIL) {
         x = b->nrecycle;
@@ -95,7 +64,10 @@ static int push_free(buddy_t *b, uint64_t addr, unsigned k) {
         if (b->nused == b->ncap) {
             uint32_t ncap = b->ncap ? b->ncap * 2 : 1024;
             bnode_t *n = realloc(b->n, (size_t)ncap * sizeof *n);
-            if (!n) return -ENOMEM;
+            if (!n) {
+                bfree_remove(&b->h, s);
+                return -ENOMEM;
+            }
             b->n = n;
             b->ncap = ncap;
         }
@@ -105,10 +77,7 @@ static int push_free(buddy_t *b, uint64_t addr, unsigned k) {
     if (b->heads[k] != ML__NIL) b->n[b->heads[k]].prev = x;
     b->heads[k] = x;
     b->nonempty |= 1ull << k;
-    uint64_t mask = b->hcap - 1, i = bhash(addr + 1) & mask;
-    while (b->h[i].key) i = (i + 1) & mask;
-    b->h[i] = (bslot_t){addr + 1, x};
-    b->hused++;
+    s->node = x;
     b->free_bytes += 1ull << k;
     return 0;
 }
@@ -202,13 +171,13 @@ static void buddy_summary(const ml_sim_policy_t *p, uint64_t *free_bytes, uint64
 
 static uint64_t buddy_state(const ml_sim_policy_t *p) {
     const buddy_t *b = (const buddy_t *)p;
-    return sizeof *b + (uint64_t)b->ncap * sizeof *b->n + b->hcap * sizeof *b->h + (uint64_t)b->idcap * 9;
+    return sizeof *b + (uint64_t)b->ncap * sizeof *b->n + b->h.cap * sizeof(bslot_t) + (uint64_t)b->idcap * 9;
 }
 
 static void buddy_destroy(ml_sim_policy_t *p) {
     buddy_t *b = (buddy_t *)p;
     free(b->n);
-    free(b->h);
+    ml_map_free(&b->h);
     free(b->id_addr);
     free(b->id_order);
     free(b);

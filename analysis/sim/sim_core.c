@@ -1,24 +1,12 @@
 /* sim_core.c - what every policy shares: id checks, live sums, page
- * accounting, step counters, the peak snapshot and the metrics. */
+ * accounting, step counters, the peak snapshot and the metrics. Below the
+ * policies: the registry that names them is sim_registry.c. */
 #include "sim_internal.h"
 
 void ml_sim_config_default(ml_sim_config_t *c) {
     c->page_size = 4096;
     c->align = 16;
     c->header = 8;
-}
-
-int ml__sim_grow(void **arr, uint32_t *cap, uint32_t id, size_t elem, int fill) {
-    if (id < *cap) return 0;
-    uint64_t ncap = *cap ? (uint64_t)*cap * 2 : 64;
-    while (ncap <= id) ncap *= 2;
-    if (ncap > UINT32_MAX) ncap = UINT32_MAX;
-    void *n = realloc(*arr, ncap * elem);
-    if (!n) return -ENOMEM;
-    memset((char *)n + (size_t)*cap * elem, fill, (size_t)(ncap - *cap) * elem);
-    *arr = n;
-    *cap = (uint32_t)ncap;
-    return 0;
 }
 
 void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, const ml_sim_config_t *c,
@@ -37,24 +25,6 @@ void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, 
 /* Pages                                                                      */
 /* ------------------------------------------------------------------------- */
 
-#define hash_page ml__sim_hash_page
-
-static int sparse_grow(ml__pages_t *pg) {
-    uint64_t ncap = pg->scap ? pg->scap * 2 : 1024;
-    struct ml__page_slot *n = calloc(ncap, sizeof *n);
-    if (!n) return -ENOMEM;
-    for (uint64_t i = 0; i < pg->scap; i++) {
-        if (!pg->slots[i].page) continue;
-        uint64_t j = hash_page(pg->slots[i].page) & (ncap - 1);
-        while (n[j].page) j = (j + 1) & (ncap - 1);
-        n[j] = pg->slots[i];
-    }
-    free(pg->slots);
-    pg->slots = n;
-    pg->scap = ncap;
-    return 0;
-}
-
 /* Adds delta (+1/-1) to a page's count; keeps `held` right. */
 static int page_inc(ml__pages_t *pg, uint64_t page) {
     if (!pg->sparse) {
@@ -70,17 +40,11 @@ static int page_inc(ml__pages_t *pg, uint64_t page) {
         if (pg->cnt[page]++ == 0) pg->held++;
         return 0;
     }
-    if ((pg->sused + 1) * 4 > pg->scap * 3 && sparse_grow(pg) < 0) return -ENOMEM;
-    uint64_t key = page + 1, mask = pg->scap - 1;
-    uint64_t i = hash_page(key) & mask;
-    while (pg->slots[i].page && pg->slots[i].page != key) i = (i + 1) & mask;
-    if (!pg->slots[i].page) {
-        pg->slots[i].page = key;
-        pg->slots[i].count = 0;
-        pg->sused++;
-        pg->held++;
-    }
-    pg->slots[i].count++;
+    bool existed;
+    ml__page_slot_t *s = ml__page_slots_put(&pg->slots, page + 1, &existed);
+    if (!s) return -ENOMEM;
+    if (!existed) pg->held++;
+    s->count++;
     return 0;
 }
 
@@ -89,22 +53,10 @@ static void page_dec(ml__pages_t *pg, uint64_t page) {
         if (page < pg->cap && pg->cnt[page] && --pg->cnt[page] == 0) pg->held--;
         return;
     }
-    if (!pg->scap) return;
-    uint64_t key = page + 1, mask = pg->scap - 1;
-    uint64_t i = hash_page(key) & mask;
-    while (pg->slots[i].page && pg->slots[i].page != key) i = (i + 1) & mask;
-    if (!pg->slots[i].page || --pg->slots[i].count) return;
+    ml__page_slot_t *s = ml__page_slots_find(&pg->slots, page + 1);
+    if (!s || --s->count) return;
     pg->held--;
-    pg->sused--;
-    /* backward-shift deletion */
-    for (uint64_t j = (i + 1) & mask; pg->slots[j].page; j = (j + 1) & mask) {
-        uint64_t home = hash_page(pg->slots[j].page) & mask;
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            pg->slots[i] = pg->slots[j];
-            i = j;
-        }
-    }
-    pg->slots[i].page = 0;
+    ml__page_slots_remove(&pg->slots, s);
 }
 
 int ml__sim_extent_add(ml_sim_policy_t *p, uint64_t addr, uint64_t len) {
@@ -267,7 +219,7 @@ void ml_sim_metrics(const ml_sim_policy_t *p, ml_sim_metrics_t *m) {
     m->known_fragmentation = p->known_fragmentation;
     m->known_cost = p->known_cost;
     m->os_held_peak = p->os_held_peak;
-    m->state_bytes = (uint64_t)p->idcap * 16 + p->pages.cap * 4 + p->pages.scap * 16 +
+    m->state_bytes = (uint64_t)p->idcap * 16 + p->pages.cap * 4 + p->pages.slots.cap * sizeof(ml__page_slot_t) +
                      (p->vt->state_bytes ? p->vt->state_bytes(p) : 0);
     m->cpu_seconds = p->cpu_seconds;
 }
@@ -281,35 +233,11 @@ void ml_sim_policy_free(ml_sim_policy_t *p) {
     free(p->req);
     free(p->blk);
     free(p->pages.cnt);
-    free(p->pages.slots);
+    ml_map_free(&p->pages.slots);
     p->vt->destroy(p);
 }
 
 uint64_t ml_sim_pow2_block(uint64_t size) {
     if (size <= 16) return 16;
     return (uint64_t)1 << ml__log2_ceil(size);
-}
-
-/* ------------------------------------------------------------------------- */
-/* Registry                                                                   */
-/* ------------------------------------------------------------------------- */
-
-const char *const ml_sim_policy_names[] = {
-    "first_fit", "next_fit", "best_fit", "worst_fit", "segregated_fit",
-    "tlsf",      "buddy",    "slab",     "bitmap_fit", "arena", NULL,
-};
-
-int ml_sim_policy_new(const char *name, const ml_sim_config_t *c, ml_sim_policy_t **out) {
-    if (!strcmp(name, "first_fit")) return ml_sim_first_fit_new(c, out);
-    if (!strcmp(name, "next_fit")) return ml_sim_next_fit_new(c, out);
-    if (!strcmp(name, "best_fit")) return ml_sim_best_fit_new(c, out);
-    if (!strcmp(name, "worst_fit")) return ml_sim_worst_fit_new(c, out);
-    if (!strcmp(name, "segregated_fit")) return ml_sim_segfit_new(c, out);
-    if (!strcmp(name, "tlsf")) return ml_sim_tlsf_new(c, out);
-    if (!strcmp(name, "buddy")) return ml_sim_buddy_new(c, out);
-    if (!strcmp(name, "slab")) return ml_sim_slab_new(c, out);
-    if (!strcmp(name, "bitmap_fit")) return ml_sim_bitmap_new(c, out);
-    if (!strcmp(name, "arena")) return ml_sim_arena_new(c, false, out);
-    if (!strcmp(name, "real")) return ml_sim_real_new(c, out);
-    return -ENOENT;
 }

@@ -10,7 +10,9 @@
 #ifndef ML_SIM_INTERNAL_H
 #define ML_SIM_INTERNAL_H
 
+#include "ml_map.h"
 #include "ml_sim.h"
+#include "ml_util.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -38,6 +40,14 @@ typedef struct {
     void (*prefetch)(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage);
 } ml__sim_vt_t;
 
+/* A sparse page counter (the analysis layer's map, ml_map.h). */
+typedef struct {
+    uint64_t page; /* page number + 1 */
+    uint64_t count;
+} ml__page_slot_t;
+
+ML_MAP_TYPED(ml__page_slots, ml__page_slot_t, 1024)
+
 /* Pages holding at least one extent. Extents of one policy never overlap, so
  * the pages strictly inside an extent belong to it alone and only the first
  * and last page need a counter. Dense mode: a flat array over the simulated
@@ -48,11 +58,7 @@ typedef struct {
     bool sparse;
     uint32_t *cnt; /* dense */
     uint64_t cap;
-    struct ml__page_slot {
-        uint64_t page; /* page number + 1; 0 = empty */
-        uint64_t count;
-    } *slots;          /* sparse */
-    uint64_t scap, sused;
+    ml_map_t slots;    /* sparse: ml__page_slot_t by page number + 1 */
     uint64_t held;     /* pages */
 } ml__pages_t;
 
@@ -90,21 +96,14 @@ static inline void ml__sim_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t 
     if (p->vt->prefetch) p->vt->prefetch(p, op, stage);
 }
 
-static inline uint64_t ml__sim_hash_page(uint64_t x) {
-    x ^= x >> 31;
-    x *= 0x9e3779b97f4a7c15ull;
-    x ^= x >> 29;
-    return x;
-}
-
 /* The page counter of an address (for the policies' prefetch hooks). */
 static inline void ml__sim_prefetch_page(const ml_sim_policy_t *p, uint64_t addr) {
     const ml__pages_t *pg = &p->pages;
     uint64_t page = addr >> pg->shift;
     if (!pg->sparse) {
         if (page < pg->cap) __builtin_prefetch(&pg->cnt[page], 1);
-    } else if (pg->scap) {
-        __builtin_prefetch(&pg->slots[ml__sim_hash_page(page + 1) & (pg->scap - 1)], 1);
+    } else {
+        ml__page_slots_prefetch(&pg->slots, page + 1);
     }
 }
 
@@ -123,8 +122,10 @@ static inline void ml__sim_pages_sub(ml_sim_policy_t *p, uint64_t n) {
 }
 
 /* Grows a per-id array of `elem` bytes to hold index id; new entries are set
- * to the byte `fill`. Returns 0 or -ENOMEM. */
-int ml__sim_grow(void **arr, uint32_t *cap, uint32_t id, size_t elem, int fill);
+ * to the byte `fill`. Returns 0 or -ENOMEM. ml_grow() with an index. */
+static inline int ml__sim_grow(void **arr, uint32_t *cap, uint32_t id, size_t elem, int fill) {
+    return ml_grow(arr, cap, (uint64_t)id + 1, elem, fill);
+}
 
 static inline uint64_t ml__round_up(uint64_t x, uint64_t a) {
     return (x + a - 1) & ~(a - 1);

@@ -25,9 +25,12 @@
 #define STASH_THREADS 1024
 
 typedef struct {
-    uint64_t ptr; /* 0 = empty */
+    uint64_t ptr;
     uint32_t id;
+    uint32_t unused;
 } idslot_t;
+
+ML_MAP_TYPED(ids, idslot_t, 4096)
 
 typedef struct {
     uint64_t ptr, size;
@@ -41,8 +44,7 @@ struct ml_sim_replay_s {
     uint32_t *order;
     size_t npol, polcap;
     /* id map */
-    idslot_t *map;
-    uint64_t mapcap, mapused;
+    ml_map_t map; /* idslot_t by recorded address */
     uint64_t *id_size;
     uint32_t *id_site, *id_free;
     uint32_t idcap, idcap2, nfree_ids, next_id;
@@ -212,49 +214,6 @@ static ml_sim_op_t *push(ml_sim_replay_t *r) {
 /* Address -> id                                                              */
 /* ------------------------------------------------------------------------- */
 
-static inline uint64_t hptr(uint64_t p) {
-    p ^= p >> 33;
-    p *= 0xff51afd7ed558ccdull;
-    p ^= p >> 33;
-    return p;
-}
-
-static int map_grow(ml_sim_replay_t *r) {
-    uint64_t ncap = r->mapcap ? r->mapcap * 2 : 4096;
-    idslot_t *n = calloc(ncap, sizeof *n);
-    if (!n) return -ENOMEM;
-    for (uint64_t i = 0; i < r->mapcap; i++) {
-        if (!r->map[i].ptr) continue;
-        uint64_t j = hptr(r->map[i].ptr) & (ncap - 1);
-        while (n[j].ptr) j = (j + 1) & (ncap - 1);
-        n[j] = r->map[i];
-    }
-    free(r->map);
-    r->map = n;
-    r->mapcap = ncap;
-    return 0;
-}
-
-static idslot_t *map_find(ml_sim_replay_t *r, uint64_t ptr) {
-    if (!r->mapcap) return NULL;
-    for (uint64_t i = hptr(ptr) & (r->mapcap - 1);; i = (i + 1) & (r->mapcap - 1)) {
-        if (r->map[i].ptr == ptr) return &r->map[i];
-        if (!r->map[i].ptr) return NULL;
-    }
-}
-
-static void map_remove(ml_sim_replay_t *r, idslot_t *e) {
-    uint64_t mask = r->mapcap - 1, i = (uint64_t)(e - r->map);
-    r->mapused--;
-    for (uint64_t j = (i + 1) & mask; r->map[j].ptr; j = (j + 1) & mask) {
-        uint64_t home = hptr(r->map[j].ptr) & mask;
-        if (((j - home) & mask) >= ((j - i) & mask)) {
-            r->map[i] = r->map[j];
-            i = j;
-        }
-    }
-    r->map[i].ptr = 0;
-}
 
 static int new_id(ml_sim_replay_t *r, uint32_t *id) {
     if (r->nfree_ids) {
@@ -309,22 +268,23 @@ static int emit_free(ml_sim_replay_t *r, idslot_t *e, const ml_record_t *rec, ui
         r->buf[r->fill][r->last_alloc].flags |= ML_SIM_F_TEMPORARY;
     }
     if (r->last_alloc != SIZE_MAX && r->last_alloc_id == id) r->last_alloc = SIZE_MAX;
-    map_remove(r, e);
+    ids_remove(&r->map, e);
     r->id_free[r->nfree_ids++] = id;
     return 0;
 }
 
 static int emit_alloc(ml_sim_replay_t *r, uint64_t ptr, uint64_t size, uint32_t site, uint8_t align,
                       uint8_t flags, const ml_record_t *rec) {
-    idslot_t *e = map_find(r, ptr);
+    idslot_t *e = ids_find(&r->map, ptr);
     if (e) emit_free(r, e, rec, 0); /* a free we never saw */
-    if ((r->mapused + 1) * 4 > r->mapcap * 3 && map_grow(r) < 0) return -ENOMEM;
+    bool existed;
+    if (!(e = ids_put(&r->map, ptr, &existed))) return -ENOMEM;
     uint32_t id;
-    if (new_id(r, &id) < 0) return -ENOMEM;
-    uint64_t i = hptr(ptr) & (r->mapcap - 1);
-    while (r->map[i].ptr) i = (i + 1) & (r->mapcap - 1);
-    r->map[i] = (idslot_t){ptr, id};
-    r->mapused++;
+    if (new_id(r, &id) < 0) {
+        ids_remove(&r->map, e);
+        return -ENOMEM;
+    }
+    e->id = id;
     r->id_size[id] = size;
     r->id_site[id] = site;
     ml_sim_op_t *op = push(r);
@@ -365,7 +325,7 @@ int ml_sim_replay_feed(ml_sim_replay_t *r, const ml_record_t *rec) {
         break;
     }
     case ML_T_FREE: {
-        idslot_t *e = map_find(r, rec->u.alloc.ptr);
+        idslot_t *e = ids_find(&r->map, rec->u.alloc.ptr);
         if (!e) break;
         bool re = rec->u.alloc.kind != ML_KIND_FREE;
         if (re) *st = (stash_t){e->ptr, r->id_size[e->id], r->id_site[e->id], rec->thread + 1};
@@ -503,7 +463,7 @@ bool ml_sim_replay_sampled(const ml_sim_replay_t *r) {
 }
 
 uint64_t ml_sim_replay_state_bytes(const ml_sim_replay_t *r) {
-    return sizeof *r + 2 * BATCH_OPS * sizeof(ml_sim_op_t) + r->mapcap * sizeof *r->map +
+    return sizeof *r + 2 * BATCH_OPS * sizeof(ml_sim_op_t) + r->map.cap * sizeof(idslot_t) +
            (uint64_t)r->idcap * 16;
 }
 
@@ -522,7 +482,7 @@ void ml_sim_replay_free(ml_sim_replay_t *r) {
     free(r->pol);
     free(r->cost);
     free(r->order);
-    free(r->map);
+    ml_map_free(&r->map);
     free(r->id_size);
     free(r->id_site);
     free(r->id_free);

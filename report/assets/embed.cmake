@@ -1,12 +1,16 @@
 # embed.cmake - builds the HTML report page into C (run with `cmake -P`).
 #
-#   cmake -DASSETS=<report/assets> -DOUT=<file.c> -DVERSION=<x.y.z> -P embed.cmake
+#   cmake -DASSETS=<report/assets> -DOUT=<file.c> -DVERSION=<x.y.z> [-DJS_OUT=<report.js>] -P embed.cmake
 #
-# Inlines report.css and report.js into report.html, puts the script's SHA-256
-# into the page's Content-Security-Policy (so that the browser runs that
-# script and nothing else: no injected <script>, no inline event handler, no
-# fetch), and writes the page as two byte arrays, before and after the
-# @ML_REPORT_JSON@ marker where html.c copies the report data at run time.
+# Joins the script's section files, report/assets/js/*.js in the order of
+# their names, into one script (wrapped in one strict-mode function, so that
+# they share a scope and leave the page's globals alone; JS_OUT, when given,
+# receives it), inlines report.css and that script into report.html, puts the
+# script's SHA-256 into the page's Content-Security-Policy (so that the
+# browser runs that script and nothing else: no injected <script>, no inline
+# event handler, no fetch), and writes the page as two byte arrays, before and
+# after the @ML_REPORT_JSON@ marker where html.c copies the report data at
+# run time.
 
 foreach(v ASSETS OUT VERSION)
   if(NOT DEFINED ${v})
@@ -16,16 +20,29 @@ endforeach()
 
 file(READ ${ASSETS}/report.html page)
 file(READ ${ASSETS}/report.css css)
-file(READ ${ASSETS}/report.js js)
+file(GLOB parts ${ASSETS}/js/*.js)
+list(SORT parts)
+if(NOT parts)
+  message(FATAL_ERROR "embed.cmake: no script files in ${ASSETS}/js")
+endif()
+set(js "/* memlens report script, joined from report/assets/js/ by report/assets/embed.cmake. */\n")
+string(APPEND js "(function () {\n'use strict';\n")
+foreach(part ${parts})
+  get_filename_component(name ${part} NAME)
+  file(READ ${part} text)
+  string(APPEND js "\n/* ---- js/${name} ---- */\n${text}")
+endforeach()
+string(APPEND js "})();\n")
+if(DEFINED JS_OUT)
+  file(WRITE ${JS_OUT} "${js}")
+endif()
 
-# The inlined assets must not end their own element early or open a comment
-# that changes how the HTML parser reads the rest of the script.
 string(TOLOWER "${js}" js_lower)
 string(TOLOWER "${css}" css_lower)
 foreach(bad "</script" "<!--" "<script")
   string(FIND "${js_lower}" "${bad}" pos)
   if(NOT pos EQUAL -1)
-    message(FATAL_ERROR "report.js must not contain '${bad}' (write '<\\/' in strings)")
+    message(FATAL_ERROR "the script (report/assets/js/) must not contain '${bad}' (write '<\\/' in strings)")
   endif()
 endforeach()
 string(FIND "${css_lower}" "</style" pos)

@@ -9,8 +9,9 @@
  *   page "pools":  fx_gpu_inject pools under --gpu-pools (the fake libcupti);
  *   page "cpu":    a program without GPU allocations.
  * lines: the fixture's source lines the frames must name, read from the
- * source by the shell script. Writes {fails, log} into the pre element
- * "ml-test" (the same as the sample page's driver).
+ * source by the shell script. The flame graph is checked against the JSON
+ * first (html_flame_checks.js, loaded before this file). Writes {fails, log}
+ * into the pre element "ml-test" (the same as the sample page's driver).
  */
 (function () {
   var log = [], fails = [];
@@ -166,6 +167,7 @@
   }
 
   try {
+    mlFlameChecks(ok, 'flame graph: ');
     ({ events: events, busy: busy, pools: pools, cpu: cpu })[ML_CHECK.page]();
   } catch (e) {
     fails.push('driver exception: ' + e.message);

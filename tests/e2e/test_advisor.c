@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "harness.h"
 #include "ml_advisor.h"
+#include "ml_report.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -17,6 +18,17 @@ typedef struct {
     size_t n;
     char trace[4096];
 } adv_run_t;
+
+/* The evidence as the JSON report writes it. */
+static char *evidence_text(const ml_suggestion_t *s) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_assert(f);
+    cr_assert_eq(ml_report_json_evidence(f, s), 0);
+    fclose(f);
+    return text;
+}
 
 static void advise(const char *fixture, adv_run_t *r) {
     memset(r, 0, sizeof *r);
@@ -36,10 +48,13 @@ static void advise(const char *fixture, adv_run_t *r) {
     ml_advisor_opts_t o = {.threads = 2, .analysis = r->a};
     cr_assert_eq(ml_advisor_run(r->trace, &o, &r->adv, err, sizeof err), 0, "advisor: %s", err);
     r->n = ml_advice_suggestions(r->adv, &r->s);
-    for (size_t i = 0; i < r->n; i++)
+    for (size_t i = 0; i < r->n; i++) {
+        char *ev = evidence_text(&r->s[i]);
         cr_log_info("%s: [%s] site %lld saving %llu (%s)\n  %s\n  %s", fixture, r->s[i].strategy,
                     (long long)r->s[i].site, (unsigned long long)r->s[i].estimated_saving_bytes, r->s[i].what_if,
-                    r->s[i].message, r->s[i].evidence);
+                    r->s[i].message, ev);
+        free(ev);
+    }
 }
 
 static void done(adv_run_t *r) {
@@ -70,11 +85,27 @@ static const ml_suggestion_t *find(const adv_run_t *r, const char *strategies, c
     return NULL;
 }
 
-static void expect_evidence(const ml_suggestion_t *s) {
+/* A heap site's evidence: the site's pattern and the what-if that backs
+ * the suggestion, with the finding of its strategy. */
+static void expect_evidence(const ml_suggestion_t *s, ml_finding_t finding) {
     cr_expect_gt(strlen(s->message), 40, "a message in words");
-    cr_expect_eq(s->evidence[0], '{');
-    cr_expect_eq(s->evidence[strlen(s->evidence) - 1], '}');
-    cr_expect(strstr(s->evidence, "\"calls\""), "evidence has calls: %s", s->evidence);
+    const ml_site_evidence_t *e = &s->evidence.site;
+    cr_assert_eq(s->evidence.kind, ML_EVIDENCE_SITE);
+    cr_expect_eq(e->finding, finding);
+    cr_expect_gt(e->calls, 0);
+    cr_expect_eq(e->stack, s->stack);
+    cr_expect_geq(e->sizes.max, e->sizes.min);
+    cr_expect_gt(e->sizes.ntop, 0);
+    cr_expect_eq(e->lifetimes.freed, e->frees);
+    cr_expect_str_eq(e->simulation.baseline, "segregated_fit");
+    cr_expect_gt(e->simulation.baseline_peak_bytes, 0);
+    cr_expect_gt(e->nsites, 0, "the analysis' sites of the function");
+    bool listed = false;
+    for (uint32_t i = 0; i < e->nsites; i++) listed |= e->sites[i] == (uint32_t)s->site;
+    cr_expect(listed || e->nsites == ML_EVIDENCE_SITES, "the suggestion's site is one of its function's");
+    char *text = evidence_text(s);
+    cr_expect(!strncmp(text, "{\"calls\": ", strlen("{\"calls\": ")), "%s", text);
+    free(text);
 }
 
 Test(advisor, fixed_size_churn_gets_a_pool_varied_sizes_do_not, .timeout = 600) {
@@ -83,11 +114,14 @@ Test(advisor, fixed_size_churn_gets_a_pool_varied_sizes_do_not, .timeout = 600) 
     const ml_suggestion_t *s = find(&r, "pool|slab", "make_node");
     cr_assert(s, "no pool/slab suggestion for make_node (%zu suggestions)", r.n);
     cr_expect_gt(s->estimated_saving_bytes, 0);
-    cr_expect_geq(s->calls, 1000000 + 20000);
+    const ml_site_evidence_t *e = &s->evidence.site;
+    cr_expect_geq(e->calls, 1000000 + 20000);
     cr_expect(strstr(s->message, "make_node"), "the message names the function: %s", s->message);
-    cr_expect(strstr(s->evidence, "\"size\": 48"), "%s", s->evidence);
-    cr_expect_lt(s->what_if_peak, s->baseline_peak);
-    expect_evidence(s);
+    cr_expect_eq(e->sizes.top[0].size, 48);
+    cr_expect_lt(e->simulation.what_if_peak_bytes, e->simulation.baseline_peak_bytes);
+    cr_expect_eq(e->simulation.baseline_peak_bytes - e->simulation.what_if_peak_bytes,
+                 s->estimated_saving_bytes);
+    expect_evidence(s, ML_FINDING_NONE);
     cr_expect_null(find(&r, "pool|slab", "make_blob"), "varied sizes get no pool or slab");
     /* The comparison table: every policy and the real allocator. */
     const ml_sim_metrics_t *p;
@@ -96,7 +130,7 @@ Test(advisor, fixed_size_churn_gets_a_pool_varied_sizes_do_not, .timeout = 600) 
     cr_expect_str_eq(p[np - 1].name, "real");
     for (size_t i = 0; i < np; i++) {
         cr_expect_gt(p[i].peak_footprint, 20000 * 48, "%s", p[i].name);
-        cr_expect_eq(p[i].allocs, s->calls + 2000 + 200000, "%s sees every allocation", p[i].name);
+        cr_expect_eq(p[i].allocs, e->calls + 2000 + 200000, "%s sees every allocation", p[i].name);
     }
     done(&r);
 }
@@ -106,10 +140,11 @@ Test(advisor, byte_by_byte_realloc_gets_reserve_capacity, .timeout = 300) {
     advise("fx_adv_realloc", &r);
     const ml_suggestion_t *s = find(&r, "reserve_capacity", "append_byte");
     cr_assert(s, "no reserve_capacity for append_byte (%zu suggestions)", r.n);
-    cr_expect_geq(s->realloc_steps, 5 * 19999 - 5);
-    cr_expect_geq(s->longest_chain, 19999);
-    cr_expect(strstr(s->evidence, "\"reallocs_avoided\""), "%s", s->evidence);
-    expect_evidence(s);
+    const ml_site_evidence_t *e = &s->evidence.site;
+    cr_expect_geq(e->chains.realloc_steps, 5 * 19999 - 5);
+    cr_expect_geq(e->chains.longest_chain, 19999);
+    cr_expect_gt(e->chains.reallocs_avoided, e->chains.realloc_steps / 2);
+    expect_evidence(s, ML_FINDING_CHAINS);
     done(&r);
 }
 
@@ -118,9 +153,10 @@ Test(advisor, malloc_then_free_in_a_loop_gets_stack_or_reuse_buffer, .timeout = 
     advise("fx_adv_temp", &r);
     const ml_suggestion_t *s = find(&r, "stack|reuse_buffer", "format_line");
     cr_assert(s, "no stack/reuse_buffer for format_line (%zu suggestions)", r.n);
-    cr_expect_eq(s->temporaries, 100000);
+    cr_expect_eq(s->evidence.site.temporaries.temporaries, 100000);
+    cr_expect_eq(s->evidence.site.temporaries.calls_avoided, 200000);
     cr_expect_str_eq(s->strategy, "stack", "256 bytes fit on the stack");
-    expect_evidence(s);
+    expect_evidence(s, ML_FINDING_TEMPORARIES);
     done(&r);
 }
 
@@ -132,11 +168,13 @@ Test(advisor, long_lived_blocks_between_short_ones_get_separate_lifetimes, .time
     /* 20000 records of 64 bytes (80 with the header) among 1000-byte blocks:
      * once those are gone, about 5300 pages each hold a record or two, where
      * packed together the records need about 400. */
-    cr_expect_geq(s->pinned_pages, 3000, "pinned pages: %llu", (unsigned long long)s->pinned_pages);
-    cr_expect(strstr(s->evidence, "\"pinned_pages\""), "%s", s->evidence);
+    const ml_site_evidence_t *e = &s->evidence.site;
+    cr_expect_geq(e->pinned.pinned_pages, 3000, "pinned pages: %llu",
+                  (unsigned long long)e->pinned.pinned_pages);
+    cr_expect_eq(e->pinned.pinned_bytes / 4096, e->pinned.pinned_pages);
     cr_expect_gt(s->estimated_saving_bytes, 4 << 20, "the 16 KiB blocks reuse the freed pages");
     cr_expect_null(find(&r, "separate_lifetimes", "scratch"));
-    expect_evidence(s);
+    expect_evidence(s, ML_FINDING_PINNED);
     done(&r);
 }
 
@@ -145,8 +183,11 @@ Test(advisor, batches_that_die_together_get_an_arena, .timeout = 300) {
     advise("fx_adv_arena", &r);
     const ml_suggestion_t *s = find(&r, "arena", "parse_node");
     cr_assert(s, "no arena for parse_node (%zu suggestions)", r.n);
-    cr_expect(strstr(s->evidence, "\"batches\": 500"), "%s", s->evidence);
-    expect_evidence(s);
+    cr_expect_eq(s->evidence.site.batches.batches, 500);
+    expect_evidence(s, ML_FINDING_BATCHES);
+    char *text = evidence_text(s);
+    cr_expect(strstr(text, ", \"batches\": 500, \"blocks_in_batches\": "), "%s", text);
+    free(text);
     done(&r);
 }
 

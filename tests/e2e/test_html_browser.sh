@@ -5,16 +5,21 @@
 #
 # GEN writes the page for a JSON report (ml_html_from_json). Pages checked:
 # - sample: the fixture document (50 sites, 200 timeline points, hostile
-#   strings); also driven: a copy with a test script appended clicks, types
-#   and hovers through the real page (zoom, search, metric switch, tooltips,
-#   sorting, stack rows, suggestion links) and records what it saw;
+#   strings); its one script is the section files of report/assets/js joined
+#   in order, and the CSP names its hash; also driven: a copy with a test
+#   script appended clicks, types and hovers through the real page (zoom,
+#   search, metric switch, tooltips, sorting, stack rows, suggestion links)
+#   and records what it saw, and html_flame_checks.js checks that every drawn
+#   flame frame is a node of the JSON's "flame" with that node's values, for
+#   each metric, before and after a zoom;
 # - empty and odd: "{}" and a document of wrongly shaped values: every
 #   section must say "no data" without an error;
 # - large: 4000 sites, a flame tree far over the 5000-node cap, 5000
 #   timeline points, 20000 heap map cells: caps hold, render time is bounded;
 # - real: when MEMLENS is given and its `report` knows --html, the report of
 #   a real recording of FIXTURE_PROGRAM (a CPU program: its GPU section must
-#   say there were no GPU allocations);
+#   say there were no GPU allocations; its flame graph is the JSON's tree,
+#   whose root holds the report's totals: html_flame_checks.js);
 # - gpu-events, gpu-busy, gpu-pools: with ML_FX_GPU_EVENTS (fx_gpu_events)
 #   in the environment, the pages of real recordings of it, plain and in its
 #   `busy` mode, and with ML_FX_GPU_INJECT and ML_FAKE_LIBCUPTI (the CUPTI
@@ -80,7 +85,8 @@ chrome() { # chrome TAG ARGS... : one fresh browser with its own profile
 # The driver for the "sample" page: runs after the page's own script, in a
 # copy of the page without its Content-Security-Policy (which would rightly
 # refuse a second script), and writes what it saw into <pre id=ml-test>.
-cat >"$WORK/driver.js" <<'JS'
+cp "$HERE/html_flame_checks.js" "$WORK/driver.js" || exit 1
+cat >>"$WORK/driver.js" <<'JS'
 (function () {
   var log = [], fails = [];
   function ok(c, what) { log.push((c ? 'ok   ' : 'FAIL ') + what); if (!c) fails.push(what); }
@@ -95,6 +101,7 @@ cat >"$WORK/driver.js" <<'JS'
   function nodes() { return $$('#flame-chart rect.node'); }
   function num(t) { return +String(t).replace(/[^0-9.]/g, ''); }
   async function run() {
+    mlFlameChecks(ok, 'flame graph: ');
     var W = $('#flame-chart').clientWidth, before = nodes();
     ok(before.length >= 20, 'flame graph: ' + before.length + ' nodes');
     var target = before.filter(function (r) {
@@ -113,6 +120,7 @@ cat >"$WORK/driver.js" <<'JS'
     fire(row4[0], 'click');
     ok(nodes().length !== row4.length && nodes().filter(function (r) { return r.classList.contains('ancestor'); }).length === 3,
        'clicking the zoomed node zooms out one level');
+    mlFlameChecks(ok, 'flame graph zoomed in: ');
     fire($$('#flame button').filter(function (b) { return b.textContent === 'Reset zoom'; })[0], 'click');
     ok(nodes().length === before.length, 'reset zoom restores all ' + before.length + ' nodes');
 
@@ -445,6 +453,25 @@ PY
 
 # 1. The fixture document: ~50 sites, 200 timeline points, hostile strings.
 "$GEN" "$FIXTURE" "$WORK/sample.html" || fail "writing the page for $FIXTURE"
+# One script, joined from the section files in their order, and the CSP's
+# hash is its hash (a wrong hash would also block it: a console message).
+python3 - "$WORK/sample.html" "$HERE/../../report/assets/js" <<'PY' || fail "the page's script"
+import base64, hashlib, os, re, sys
+page = open(sys.argv[1], encoding='utf-8').read()
+csp = re.findall(r"script-src 'sha256-([A-Za-z0-9+/=]+)'", page)
+scripts = re.findall(r'<script>(.*?)</script>', page, re.S)
+assert len(csp) == 1 and len(scripts) == 1, 'one CSP hash (%d) and one script (%d)' % (len(csp), len(scripts))
+digest = base64.b64encode(hashlib.sha256(scripts[0].encode('utf-8')).digest()).decode()
+assert digest == csp[0], 'the CSP allows sha256-%s, the script is sha256-%s' % (csp[0], digest)
+pos = 0
+for name in sorted(os.listdir(sys.argv[2])):
+    text = open(os.path.join(sys.argv[2], name), encoding='utf-8').read()
+    at = scripts[0].find('/* ---- js/%s ---- */\n%s' % (name, text), pos)
+    assert at >= 0, 'js/%s is not in the script after the files before it' % name
+    pos = at + len(text)
+print('sample: one script of %d section files, %d bytes, sha256-%s in the CSP'
+      % (len(os.listdir(sys.argv[2])), len(scripts[0]), digest))
+PY
 check_page sample "$WORK/sample.html" full
 
 # 2. Nothing, and everything in the wrong shape: "no data", never an error.
@@ -526,7 +553,7 @@ if [ -n "$MEMLENS" ] && [ -n "$PROGRAM" ]; then
         [ -s "$WORK/t.mlt" ] || fail "memlens run wrote no trace: $(cat "$WORK/run.log")"
         "$MEMLENS" report "$WORK/t.mlt" --html "$WORK/real.html" >/dev/null 2>"$WORK/report.log" ||
             fail "memlens report --html: $(cat "$WORK/report.log")"
-        echo "var ML_CHECK = {page: 'cpu'};" | cat - "$HERE/html_gpu_checks.js" >"$WORK/gpu-cpu.js"
+        echo "var ML_CHECK = {page: 'cpu'};" | cat - "$HERE/html_flame_checks.js" "$HERE/html_gpu_checks.js" >"$WORK/gpu-cpu.js"
         check_page real "$WORK/real.html" real "$WORK/gpu-cpu.js"
     else
         echo "note: memlens report has no --html yet; the real-recording page was not checked"
@@ -549,7 +576,8 @@ gpu_page() {
         fail "$gname: memlens run: $(cat "$WORK/$gname-run.log")"
     "$MEMLENS" report "$WORK/$gname.mlt" --html "$WORK/$gname.html" >/dev/null 2>"$WORK/$gname-report.log" ||
         fail "$gname: memlens report --html: $(cat "$WORK/$gname-report.log")"
-    echo "var ML_CHECK = {page: '$gcheck', lines: $glines};" | cat - "$HERE/html_gpu_checks.js" >"$WORK/gpu-$gname.js"
+    echo "var ML_CHECK = {page: '$gcheck', lines: $glines};" |
+        cat - "$HERE/html_flame_checks.js" "$HERE/html_gpu_checks.js" >"$WORK/gpu-$gname.js"
     check_page "$gname" "$WORK/$gname.html" real "$WORK/gpu-$gname.js"
 }
 # The source lines the frames must name, so that editing the fixture does

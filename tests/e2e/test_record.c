@@ -370,15 +370,18 @@ Test(record, sampling_is_flagged_and_unbiased) {
  * its slot claimed. A collector that looked in between used to skip the
  * slot: the whole recording was lost, the program waited 30 s at exit for a
  * scan that never came, and `memlens run` said it "was never traced" (seen
- * a few times in loaded ctest -j2 runs). The interposer's test hook holds
- * the window open for 300 ms; every call must still be recorded. */
+ * a few times in loaded ctest -j2 runs). The test build of the interposer
+ * (libmemlens_test.so: the shipped one has no test hooks) holds the window
+ * open for 300 ms; every call must still be recorded. */
 Test(record, slot_counted_before_it_is_claimed) {
     cr_assert_eq(setenv("ML_TEST_CLAIM_DELAY_MS", "300", 1), 0);
+    cr_assert_eq(setenv("ML_PRELOAD_LIB", h_bin("libmemlens_test.so"), 1), 0);
     const char *trace = h_tmp("claim.mlt");
     const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_counts"), NULL};
     h_run_t r;
     h_run(&r, argv);
     unsetenv("ML_TEST_CLAIM_DELAY_MS");
+    unsetenv("ML_PRELOAD_LIB");
     cr_assert_eq(r.status, 7, "stderr: %s", r.err);
     cr_expect_str_eq(r.err, "", "no error or warning");
     h_trace_t t;
@@ -388,6 +391,77 @@ Test(record, slot_counted_before_it_is_claimed) {
     cr_expect_eq(t.totals.free_calls, 152);
     h_trace_free(&t);
     h_run_free(&r);
+}
+
+/* The hook is not in the shipped library: with libmemlens.so the same
+ * variable changes nothing (the run takes no 300 ms pause per process, which
+ * the test cannot time; it checks that the library never reads it instead:
+ * ML_VERBOSE lists what each part read). */
+Test(record, shipped_library_reads_no_test_hook) {
+    cr_assert_eq(setenv("ML_TEST_CLAIM_DELAY_MS", "300", 1), 0);
+    cr_assert_eq(setenv("ML_VERBOSE", "1", 1), 0);
+    const char *trace = h_tmp("hooks.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_counts"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    unsetenv("ML_TEST_CLAIM_DELAY_MS");
+    unsetenv("ML_VERBOSE");
+    cr_assert_eq(r.status, 7, "stderr: %s", r.err);
+    cr_expect(strstr(r.err, "memlens: option ML_RING_SLOTS=1048576 (default)\n") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "): option ML_CTL=/dev/shm/memlens-") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "libmemlens.so (pid ") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "ML_TEST_CLAIM_DELAY_MS") == NULL, "%s", r.err);
+    h_run_free(&r);
+    /* The test build lists it. */
+    cr_assert_eq(setenv("ML_TEST_CLAIM_DELAY_MS", "5", 1), 0);
+    cr_assert_eq(setenv("ML_VERBOSE", "on", 1), 0);
+    cr_assert_eq(setenv("ML_PRELOAD_LIB", h_bin("libmemlens_test.so"), 1), 0);
+    h_run(&r, argv);
+    unsetenv("ML_TEST_CLAIM_DELAY_MS");
+    unsetenv("ML_VERBOSE");
+    unsetenv("ML_PRELOAD_LIB");
+    cr_assert_eq(r.status, 7, "stderr: %s", r.err);
+    cr_expect(strstr(r.err, "): option ML_TEST_CLAIM_DELAY_MS=5 (environment)\n") != NULL, "%s", r.err);
+    h_run_free(&r);
+}
+
+/* The program's environment is the caller's: LD_PRELOAD (the caller's own
+ * value, if any), ML_CTL and ML_LD_PRELOAD_ORIG are taken out again by
+ * libmemlens at start, in place (bash defines its own setenv/unsetenv). */
+static void check_env_of(const char *shell, const char *user_preload) {
+    if (user_preload) cr_assert_eq(setenv("LD_PRELOAD", user_preload, 1), 0);
+    const char *trace = h_tmp("env.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", shell, "-c", "env", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    unsetenv("LD_PRELOAD");
+    cr_assert_eq(r.status, 0, "%s: %s", shell, r.err);
+    cr_expect(strstr(r.out, "PATH=") != NULL, "%s", r.out); /* the rest is there */
+    cr_expect(strstr(r.out, "ML_CTL=") == NULL, "%s: %s", shell, r.out);
+    cr_expect(strstr(r.out, "ML_LD_PRELOAD_ORIG=") == NULL, "%s: %s", shell, r.out);
+    char want[512];
+    snprintf(want, sizeof want, "\nLD_PRELOAD=%s\n", user_preload ? user_preload : "");
+    if (user_preload) {
+        cr_expect(strstr(r.out, want) != NULL || strncmp(r.out, want + 1, strlen(want + 1)) == 0,
+                  "%s: the caller's LD_PRELOAD is restored: %s", shell, r.out);
+        cr_expect(strstr(r.out, "/libmemlens.so") == NULL, "%s: %s", shell, r.out);
+    } else {
+        cr_expect(strstr(r.out, "LD_PRELOAD") == NULL, "%s: %s", shell, r.out);
+    }
+    /* And the shell itself was recorded. */
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect(t.complete);
+    cr_expect_gt(t.totals.alloc_calls, 10);
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
+Test(record, program_environment_has_no_memlens_variables) {
+    check_env_of("/bin/bash", NULL);
+    check_env_of("/bin/sh", NULL);
+    check_env_of("/bin/bash", "/lib/x86_64-linux-gnu/libm.so.6");
+    check_env_of("/bin/sh", "/lib/x86_64-linux-gnu/libm.so.6");
 }
 
 Test(record, default_trace_name_and_summary) {

@@ -8,6 +8,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,6 +188,121 @@ Test(report, inlined_frames_and_their_caller) {
     cr_expect_eq(s->frames[1].line, 10, "at the inlined call's line");
     cr_expect(ends_with(s->frames[1].file, "fx_inline.c"));
     cr_expect_str_eq(s->frames[2].function, "main");
+    ml_analysis_free(a);
+}
+
+/* The child of node p whose function is fn (and, when given, whose file
+ * ends with file); -1 when there is none, -2 when there are several. */
+static int32_t tree_child(const ml_calltree_node_t *t, int32_t p, const char *fn, const char *file) {
+    int32_t found = -1;
+    for (int32_t c = t[p].first_child; c >= 0; c = t[c].next_sibling)
+        if (!strcmp(t[c].frame->function, fn) && (!file || ends_with(t[c].frame->file, file)))
+            found = found == -1 ? c : -2;
+    return found;
+}
+
+static int32_t tree_children(const ml_calltree_node_t *t, int32_t p) {
+    int32_t n = 0;
+    for (int32_t c = t[p].first_child; c >= 0; c = t[c].next_sibling) n++;
+    return n;
+}
+
+/* The node of main: the one child named main along the single path from the root. */
+static int32_t tree_main(const ml_calltree_node_t *t) {
+    int32_t n = 0;
+    for (int guard = 0; guard < 16 && n >= 0; guard++) {
+        int32_t m = tree_child(t, n, "main", NULL);
+        if (m >= 0) return m;
+        cr_assert_eq(tree_children(t, n), 1, "one path from the root to main");
+        n = t[n].first_child;
+    }
+    return -1;
+}
+
+static void expect_costs(const ml_calltree_node_t *n, uint64_t bytes, uint64_t calls) {
+    cr_expect_eq(n->incl[ML_COST_ALLOCATED], bytes, "%s: %" PRIu64 " bytes allocated",
+                 n->frame->function, n->incl[ML_COST_ALLOCATED]);
+    cr_expect_eq(n->incl[ML_COST_CALLS], calls, "%s: calls", n->frame->function);
+    /* Every block is still reachable from keep[] at exit. */
+    cr_expect_eq(n->incl[ML_COST_PEAK], bytes, "%s: peak", n->frame->function);
+    cr_expect_eq(n->incl[ML_COST_LEAKED], bytes, "%s: leaked", n->frame->function);
+}
+
+Test(report, one_call_tree_merges_lines_and_keeps_static_functions_apart) {
+    const char *trace = h_tmp("calltree.mlt");
+    record(trace, "fx_calltree", NULL);
+    ml_analysis_t *a = analyse(trace, NULL);
+    const ml_calltree_node_t *t;
+    size_t n = ml_analysis_calltree(a, &t);
+    cr_assert_gt(n, 8);
+    cr_expect_str_eq(t[0].frame->function, "all");
+    expect_costs(&t[0], 21500, 8);
+    int32_t m = tree_main(t);
+    cr_assert_geq(m, 0, "main is in the tree");
+    expect_costs(&t[m], 21500, 8);
+    cr_expect_eq(tree_children(t, m), 4, "fill, two make() and pick under main");
+
+    /* grow() is called from two lines of fill(): two sites, one node. */
+    size_t ns;
+    const ml_site_t *s = ml_analysis_sites(a, &ns);
+    uint32_t lines[2], nl = 0;
+    for (size_t i = 0; i < ns; i++)
+        if (s[i].nframes > 1 && !strcmp(s[i].frames[0].function, "grow") && nl < 2)
+            lines[nl++] = s[i].frames[1].line;
+    cr_assert_eq(nl, 2, "two sites allocate through grow()");
+    cr_expect_neq(lines[0], lines[1], "from two lines of fill()");
+    int32_t fill = tree_child(t, m, "fill", "fx_calltree.c");
+    cr_assert_geq(fill, 0);
+    expect_costs(&t[fill], 3200, 5);
+    cr_expect_eq(tree_children(t, fill), 1);
+    int32_t grow = tree_child(t, fill, "grow", "fx_calltree.c");
+    cr_assert_geq(grow, 0, "one grow() node under fill()");
+    expect_costs(&t[grow], 3200, 5);
+    cr_expect_eq(t[grow].self[ML_COST_ALLOCATED], 3200, "the sites end in grow()");
+    cr_expect_eq(t[fill].self[ML_COST_ALLOCATED], 0);
+
+    /* Two static functions named make(), one per file: two nodes. */
+    int32_t ma = tree_child(t, m, "make", "fx_calltree.c"), mb = tree_child(t, m, "make", "fx_calltree_b.c");
+    cr_assert_geq(ma, 0, "make() of fx_calltree.c");
+    cr_assert_geq(mb, 0, "make() of fx_calltree_b.c");
+    expect_costs(&t[ma], 7000, 1);
+    expect_costs(&t[mb], 11000, 1);
+
+    /* The inlined function is a node of its own, under the function it was
+     * inlined into. */
+    int32_t pick = tree_child(t, m, "pick", "fx_calltree.c");
+    cr_assert_geq(pick, 0);
+    cr_expect(t[pick].frame->inlined);
+    expect_costs(&t[pick], 300, 1);
+    cr_expect_eq(t[pick].first_child, -1);
+
+    /* The flame tree is the same tree: nothing is pruned here. */
+    const ml_calltree_node_t *f;
+    size_t nf = ml_analysis_flame(a, &f);
+    cr_assert_eq(nf, n, "the flame tree keeps every node of this small tree");
+    int32_t fm = tree_main(f);
+    cr_assert_geq(fm, 0);
+    cr_expect_eq(f[fm].frame, t[m].frame);
+    int32_t fg = tree_child(f, tree_child(f, fm, "fill", NULL), "grow", NULL);
+    cr_assert_geq(fg, 0);
+    cr_expect_eq(f[fg].frame, t[grow].frame);
+    cr_expect_eq(memcmp(f[fg].incl, t[grow].incl, sizeof f[fg].incl), 0);
+    ml_analysis_free(a);
+
+    /* Without symbols a frame is its return address: fill() reached from
+     * one line of main splits at its two call lines. */
+    char err[512];
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_assert_eq(ml_analysis_load(a, trace, err, sizeof err), 0, "%s", err);
+    ml_build_opts_t o = {.no_symbols = true};
+    cr_assert_eq(ml_analysis_build(a, &o, err, sizeof err), 0, "%s", err);
+    n = ml_analysis_calltree(a, &t);
+    size_t two = 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_expect_eq(t[i].frame->file, NULL);
+        if (i && t[i].incl[ML_COST_ALLOCATED] == 3200 && tree_children(t, (int32_t)i) == 2) two++;
+    }
+    cr_expect_eq(two, 1, "one node (main's call of fill) has the two call lines as children");
     ml_analysis_free(a);
 }
 

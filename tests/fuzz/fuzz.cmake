@@ -15,10 +15,14 @@ if(ML_CLANG)
 endif()
 if(ML_FUZZ_OK)
   set(S ${CMAKE_SOURCE_DIR})
-  set(ML_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_reader.c ${S}/trace/ml_trace_io.c
-      ${S}/analysis/analysis.c ${S}/analysis/sites.c ${S}/analysis/symbols.c ${S}/analysis/frag.c
-      ${S}/analysis/suppress.c ${S}/analysis/diff.c ${S}/analysis/reach.c ${S}/analysis/gpu.c
-      ${S}/analysis/snapshot.c)
+  # The libraries' own source lists, so that a new file there is fuzzed too.
+  set(ML_FUZZ_SRC ${CMAKE_CURRENT_SOURCE_DIR}/fuzz/fuzz_reader.c)
+  foreach(lib ml_trace_rt ml_trace_io ml_util ml_analysis)
+    get_target_property(srcs ${lib} SOURCES)
+    get_target_property(dir ${lib} SOURCE_DIR)
+    list(TRANSFORM srcs PREPEND ${dir}/)
+    list(APPEND ML_FUZZ_SRC ${srcs})
+  endforeach()
   add_custom_command(
     OUTPUT ${CMAKE_BINARY_DIR}/fuzz_reader
     COMMAND ${ML_CLANG} -std=gnu11 -g -O1 -fno-omit-frame-pointer

@@ -1,10 +1,11 @@
 /* test_analysis.c - the analysis library on synthetic record streams with
  * known answers: per-site peak snapshots, the peak graveyard, fragmentation,
  * temporary allocations, leak kinds, suppressions, the pointer scan, the
- * timeline bound and the flame tree. */
+ * timeline bound, the flame tree, and what out of memory loses. */
 #define _GNU_SOURCE
 #include "ml_analysis.h"
 #include "ml_reach.h"
+#include "ml_report.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -259,21 +260,21 @@ Test(analysis, flame_tree_sums_and_prunes, .init = setup, .fini = teardown) {
     alloc(0x10000, 1000000, 5);
     alloc(0x20000, 999, 6); /* below 0.1 % of every metric but calls: kept (50 % of calls) */
     build(NULL);
-    const ml_flame_node_t *f;
+    const ml_calltree_node_t *f;
     size_t k = ml_analysis_flame(A, &f);
     cr_assert_eq(k, 4, "all, [0x1000], two children");
-    cr_expect_str_eq(f[0].name, "all");
-    cr_expect_eq(f[0].alloc, 1000999);
-    cr_expect_eq(f[0].calls, 2);
+    cr_expect_str_eq(f[0].frame->function, "all");
+    cr_expect_eq(f[0].incl[ML_COST_ALLOCATED], 1000999);
+    cr_expect_eq(f[0].incl[ML_COST_CALLS], 2);
     cr_expect_eq(f[1].parent, 0);
-    cr_expect_str_eq(f[1].name, "[0x1000]");
-    cr_expect_eq(f[1].alloc, 1000999);
+    cr_expect_str_eq(f[1].frame->function, "[0x1000]");
+    cr_expect_eq(f[1].incl[ML_COST_ALLOCATED], 1000999);
     ml_build_opts_t o = {.no_symbols = true, .flame_max_nodes = 3};
     char err[256];
     cr_assert_eq(ml_analysis_build(A, &o, err, sizeof err), 0);
     k = ml_analysis_flame(A, &f);
     cr_expect_eq(k, 3);
-    cr_expect_str_eq(f[2].name, "[0x5000]", "the biggest child stays");
+    cr_expect_str_eq(f[2].frame->function, "[0x5000]", "the biggest child stays");
 }
 
 Test(analysis, suppression_patterns) {
@@ -414,8 +415,90 @@ Test(analysis, thousands_of_sites, .init = setup, .fini = teardown, .timeout = 3
     const ml_site_t *s = ml_analysis_sites(A, &n);
     cr_expect_eq(n, 6000);
     cr_expect_eq(s[0].peak_bytes, 6004, "ordered by peak: the largest first");
-    const ml_flame_node_t *f;
+    const ml_calltree_node_t *f;
     size_t k = ml_analysis_flame(A, &f);
     cr_expect_leq(k, 5000);
-    cr_expect_eq(f[0].alloc, ml_analysis_totals(A)->bytes_allocated);
+    cr_expect_eq(f[0].incl[ML_COST_ALLOCATED], ml_analysis_totals(A)->bytes_allocated);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Out of memory while feeding: counted and reported, never silent           */
+/* ------------------------------------------------------------------------- */
+
+/* The allocator hook of the analysis' tables (ml_util.h): every calloc of
+ * at least `big` bytes fails. The live block map's first table (1024
+ * entries of 32 bytes) fits under 64 KiB; its first growth (to 2048) does
+ * not, so it stays at 1024 slots, which hold 768 blocks (3/4). */
+static size_t big;
+
+static void *calloc_below(size_t n, size_t size) {
+    return n * size >= big ? NULL : calloc(n, size);
+}
+
+static void starve(void) {
+    big = 64 * 1024;
+    ml_set_alloc_hooks(&(ml_alloc_hooks_t){.calloc = calloc_below});
+}
+
+static const char *lost_warning(void) {
+    const char *const *w;
+    size_t n = ml_analysis_warnings(A, &w);
+    const char *found = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (strstr(w[i], "out of memory")) {
+            cr_assert_null(found, "one warning counts every loss");
+            found = w[i];
+        }
+    return found;
+}
+
+static void feed_1000_blocks(void) {
+    for (uint64_t i = 0; i < 1000; i++) alloc(0x10000000ull + i * 4096, 16, 1);
+}
+
+Test(analysis, out_of_memory_drops_are_counted_and_reported, .init = setup, .fini = teardown) {
+    starve();
+    feed_1000_blocks();
+    ml_set_alloc_hooks(NULL);
+    const ml_totals_t *t = ml_analysis_totals(A);
+    cr_expect_eq(t->alloc_calls, 1000, "every call is counted");
+    cr_expect_eq(t->heap_blocks, 768, "what the map could hold is tracked");
+    cr_expect_eq(t->heap_bytes, 768 * 16);
+    const char *w = lost_warning();
+    cr_assert_not_null(w, "the dropped blocks are not silent");
+    cr_expect(strstr(w, "232 blocks were not tracked") != NULL, "%s", w);
+    cr_expect(strstr(w, " 0 records were kept incompletely") != NULL, "%s", w);
+
+    /* Memory is back: the next block is tracked, the count stays. */
+    alloc(0x20000000ull, 16, 1);
+    cr_expect_eq(t->heap_blocks, 769);
+    cr_expect(strstr(lost_warning(), "232 blocks") != NULL);
+
+    /* The report shows it. */
+    build(NULL);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *o = open_memstream(&text, &len);
+    cr_assert_not_null(o);
+    cr_assert_eq(ml_report_text(o, A, "t.mlt", 10), 0);
+    fclose(o);
+    char *section = strstr(text, "\nwarnings:\n");
+    cr_assert_not_null(section, "%s", text);
+    cr_expect(strstr(section, "out of memory while analysing: 232 blocks were not tracked") != NULL,
+              "%s", section);
+    free(text);
+}
+
+Test(analysis, out_of_memory_in_a_light_session) {
+    cr_assert_eq(ml_analysis_new_light(&A), 0);
+    T = 0;
+    starve();
+    feed_1000_blocks();
+    ml_set_alloc_hooks(NULL);
+    cr_expect_eq(ml_analysis_totals(A)->heap_blocks, 768);
+    cr_expect_eq(ml_analysis_totals(A)->peak_bytes, 768 * 16);
+    const char *w = lost_warning();
+    cr_assert_not_null(w);
+    cr_expect(strstr(w, "232 blocks were not tracked") != NULL, "%s", w);
+    ml_analysis_free(A);
 }

@@ -6,6 +6,7 @@
 #include "ml_gpu.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 
 static char path[64];
@@ -144,6 +145,85 @@ Test(viewer_model, call_tree_top_down_and_bottom_up, .init = setup, .fini = tear
     cr_expect_eq(ml_vmodel_tree_row(M, 1)->frame->address, V_EXE_BASE + 0x3000);
 }
 
+/* The Call tree view shows the analysis' one call tree, the tree of the
+ * report's flame graph: with everything expanded its rows are the nodes of
+ * ml_analysis_calltree() below the root, each with the node's frame, depth,
+ * parent and costs, and those are the numbers vtest.h gives. */
+Test(viewer_model, call_tree_rows_are_the_analysis_tree, .init = setup, .fini = teardown) {
+    static const struct {
+        uint64_t pc, incl[ML_COSTS], self[ML_COSTS]; /* peak, leaked, allocated, calls, temporary */
+    } want[] = {
+        {V_EXE_BASE + 0x1000, {V_PEAK, 2000, 10000, 15, 11}, {0}},  /* main */
+        {A_PC, {4000, 2000, 4000, 4, 0}, {4000, 2000, 4000, 4, 0}}, /* A */
+        {V_EXE_BASE + 0x3000, {5000, 0, 5000, 1, 1}, {0}},          /* helper */
+        {B_PC, {5000, 0, 5000, 1, 1}, {5000, 0, 5000, 1, 1}},       /* B */
+        {C_PC, {0, 0, 1000, 10, 10}, {0, 0, 1000, 10, 10}},         /* C */
+    };
+    const ml_calltree_node_t *t;
+    size_t n = ml_analysis_calltree(ml_vmodel_analysis(M), &t);
+    cr_assert_eq(n, 6, "all, main, A, helper, B, C");
+    cr_expect_str_eq(t[0].frame->function, "all");
+    cr_expect_eq(t[0].incl[ML_COST_ALLOCATED], 10000);
+    ml_vmodel_set_sort(M, ML_VSORT_ALLOCATED);
+    ml_vmodel_tree_toggle(M, 0, true, true);
+    cr_assert_eq(ml_vmodel_tree_nrows(M), n - 1, "every node but the root is a row");
+    bool seen[6] = {false};
+    for (uint32_t i = 0; i < n - 1; i++) {
+        const ml_vtree_row_t *r = ml_vmodel_tree_row(M, i);
+        cr_assert(r->node > 0 && r->node < n, "row %u: node %u", i, r->node);
+        const ml_calltree_node_t *c = &t[r->node];
+        cr_expect_not(seen[r->node], "node %u on two rows", r->node);
+        seen[r->node] = true;
+        cr_expect_eq(r->frame, c->frame, "row %u shows the analysis' own node", i);
+        cr_expect_eq(r->depth, c->depth - 1);
+        cr_expect_eq(r->has_children, c->first_child >= 0);
+        cr_expect(r->expanded || !r->has_children);
+        for (int k = 0; k < ML_COSTS; k++) {
+            cr_expect_eq(r->incl[k], c->incl[k], "row %u cost %d", i, k);
+            cr_expect_eq(r->self[k], c->self[k], "row %u self cost %d", i, k);
+        }
+        uint32_t pr = ml_vmodel_tree_parent_row(M, i);
+        if (c->parent == 0)
+            cr_expect_eq(pr, i);
+        else
+            cr_expect_eq((int32_t)ml_vmodel_tree_row(M, pr)->node, c->parent, "row %u's parent", i);
+        size_t w = 0;
+        while (w < sizeof want / sizeof *want && want[w].pc != r->frame->address)
+            w++;
+        cr_assert_lt(w, sizeof want / sizeof *want, "row %u: unexpected frame %s", i,
+                     r->frame->function);
+        for (int k = 0; k < ML_COSTS; k++) {
+            cr_expect_eq(r->incl[k], want[w].incl[k], "%s: cost %d is %" PRIu64, r->frame->function,
+                         k, r->incl[k]);
+            cr_expect_eq(r->self[k], want[w].self[k], "%s: self cost %d", r->frame->function, k);
+        }
+    }
+    /* The report's flame tree is the same tree (nothing is pruned here). */
+    const ml_calltree_node_t *f;
+    size_t nf = ml_analysis_flame(ml_vmodel_analysis(M), &f);
+    cr_assert_eq(nf, n);
+    for (size_t i = 0; i < nf; i++) {
+        size_t j = 0;
+        while (j < n && t[j].frame != f[i].frame)
+            j++;
+        cr_assert_lt(j, n, "flame node %zu is a call-tree node", i);
+        cr_expect_eq(memcmp(f[i].incl, t[j].incl, sizeof t[j].incl), 0);
+        cr_expect_eq(f[i].depth, t[j].depth);
+        if (i) cr_expect_eq(f[f[i].parent].frame, t[t[j].parent].frame);
+    }
+
+    /* Filtered, the analysis builds the tree of the sites shown, with the
+     * same key: only B's path, and only B's costs. */
+    ml_vmodel_set_filter(M, "widget");
+    cr_assert_eq(ml_vmodel_tree_nrows(M), 3, "main, helper, B (still expanded)");
+    const ml_vtree_row_t *r = ml_vmodel_tree_row(M, 0);
+    cr_expect_eq(r->frame->address, V_EXE_BASE + 0x1000);
+    cr_expect_eq(r->incl[ML_VSORT_ALLOCATED], 5000);
+    cr_expect_eq(r->incl[ML_VSORT_CALLS], 1);
+    cr_expect_eq(ml_vmodel_tree_row(M, 2)->frame->address, B_PC);
+    cr_expect_eq(ml_vmodel_tree_row(M, 2)->self[ML_VSORT_ALLOCATED], 5000);
+}
+
 Test(viewer_model, live_set_at_the_peak_the_end_and_between, .init = setup, .fini = teardown) {
     ml_vlive_t l[8];
     uint32_t as_of;
@@ -223,6 +303,47 @@ Test(viewer_model, the_advisor_runs_in_the_background_once_the_data_is_final, .t
     cr_expect_gt(ml_vmodel_generation(m), gen);
     /* The advisor's answer for this tiny program: nothing worth changing. */
     cr_expect_eq(ml_vmodel_nsuggestions(m), 0);
+    ml_vmodel_free(m);
+    unlink(path);
+}
+
+/* A program that allocates and frees 64 bytes 2000 times in one function
+ * gets the advisor's "stack" suggestion; the panel shows its evidence as the
+ * JSON report writes it. Each block lives one allocation (the bucket of
+ * lifetimes up to 3), and on the stack the site needs no heap page. */
+Test(viewer_model, a_suggestion_shows_the_reports_evidence, .timeout = 60) {
+    int fd = v_begin(path, sizeof path, 77, "/opt/app/bin/shop");
+    v_node(1, 0, V_EXE_BASE + 0x1000);
+    v_node(2, 1, V_EXE_BASE + 0x2000);
+    for (uint32_t i = 0; i < 2000; i++) {
+        v_alloc(i / 100, 0x100000, 64, 2);
+        v_free(i / 100, 0x100000);
+    }
+    v_end(fd, 20);
+
+    ml_vmodel_t *m;
+    cr_assert_eq(ml_vmodel_new(&m), 0);
+    ml_build_opts_t o = {.no_symbols = true};
+    ml_vmodel_set_build_opts(m, &o);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(m, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ml_vmodel_load_all(m), 0);
+    ml_vmodel_wait(m);
+    ml_vmodel_poll(m);
+    cr_assert_eq(ml_vmodel_nsuggestions(m), 1);
+    const ml_vsuggestion_t *g = ml_vmodel_suggestion_at(m, 0);
+    cr_expect_str_eq(g->strategy, "stack");
+    cr_expect_str_eq(g->evidence,
+                     "{\"calls\": 2000, \"bytes_allocated\": 128000, \"frees\": 2000, \"stack\": 2, "
+                     "\"max_live_bytes\": 64, \"max_live_blocks\": 1, \"sizes\": {\"min\": 64, \"max\": 64, "
+                     "\"distinct\": 1, \"more_distinct\": false, \"top\": [{\"size\": 64, \"calls\": 2000}]}, "
+                     "\"lifetimes\": {\"freed\": 2000, \"live_at_end\": 0, \"mean_ms\": 0, \"max_ms\": 0, "
+                     "\"median_allocations_at_most\": 3, \"p90_allocations_at_most\": 3, "
+                     "\"long_lived_fraction\": 0, \"long_lived_at_least_allocations\": 1024}, "
+                     "\"simulation\": {\"baseline\": \"segregated_fit\", \"baseline_peak_bytes\": 4096, "
+                     "\"what_if\": \"stack\", \"what_if_peak_bytes\": 0}, \"sites\": [0], "
+                     "\"temporaries\": 2000, \"temporary_fraction\": 1, \"max_temporary_bytes\": 64, "
+                     "\"calls_avoided\": 4000}");
     ml_vmodel_free(m);
     unlink(path);
 }

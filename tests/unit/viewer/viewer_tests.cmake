@@ -31,7 +31,7 @@ if(NOT ML_SANITIZE)
   target_include_directories(test_viewer_asan PRIVATE ${CRITERION_INCLUDE} ${PROJECT_SOURCE_DIR}/viewer)
   target_compile_options(test_viewer_asan PRIVATE -fsanitize=address -fno-omit-frame-pointer)
   target_link_options(test_viewer_asan PRIVATE -fsanitize=address)
-  target_link_libraries(test_viewer_asan PRIVATE ${CRITERION_LIB} ml_analysis ml_advisor Threads::Threads)
+  target_link_libraries(test_viewer_asan PRIVATE ${CRITERION_LIB} ml_analysis ml_advisor ml_report Threads::Threads)
   add_test(NAME test_viewer_asan COMMAND test_viewer_asan --jobs 2)
   # Leak checking off: Criterion's parallel runner leaks a few bytes of its own.
   set_tests_properties(test_viewer_asan PROPERTIES ENVIRONMENT "ASAN_OPTIONS=detect_leaks=0")

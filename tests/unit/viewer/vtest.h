@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../e2e/trace_build.h"
 #include "ml_trace_io.h"
 #include "ml_viewer_model.h"
 
@@ -37,38 +38,44 @@ static void v_add(ml_record_t *r) {
 }
 
 static void v_module(uint64_t base, const char *path) {
-    ml_record_t r = {.tag = ML_T_MODULE};
-    r.u.module.base = base;
-    r.u.module.path = path;
-    r.u.module.nsegs = 1;
-    r.u.module.segs[0].vaddr = 0;
-    r.u.module.segs[0].memsz = 0x100000;
-    r.u.module.segs[0].flags = 5;
+    ml_record_t r = tb_module(base, path);
     v_add(&r);
 }
 
 static void v_node(uint32_t id, uint32_t parent, uint64_t pc) {
-    ml_record_t r = {.tag = ML_T_NODE};
-    r.u.node.id = id;
-    r.u.node.parent = parent;
-    r.u.node.pc = pc;
+    ml_record_t r = tb_node(id, parent, pc);
     v_add(&r);
 }
 
 static void v_alloc(uint32_t t, uint64_t ptr, uint64_t size, uint32_t stack) {
-    ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = t};
-    r.u.alloc.kind = ML_KIND_MALLOC;
-    r.u.alloc.ptr = ptr;
-    r.u.alloc.size = size;
-    r.u.alloc.stack = stack;
+    ml_record_t r = tb_alloc(t, ML_KIND_MALLOC, ptr, size, stack);
     v_add(&r);
 }
 
 static void v_free(uint32_t t, uint64_t ptr) {
-    ml_record_t r = {.tag = ML_T_FREE, .time_ms = t};
-    r.u.alloc.kind = ML_KIND_FREE;
-    r.u.alloc.ptr = ptr;
+    ml_record_t r = tb_free(t, ML_KIND_FREE, ptr);
     v_add(&r);
+}
+
+/* Opens a fresh temporary trace for writing (v_w) with its process record
+ * (no arguments) and the program's module at V_EXE_BASE; returns the fd. */
+static int v_begin(char *path, size_t len, uint32_t pid, const char *exe) {
+    snprintf(path, len, "/tmp/ml_vtest_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(ml_writer_new(fd, 1, &v_w), 0);
+    ml_record_t p = tb_process(pid, exe, "vtest");
+    v_add(&p);
+    v_module(V_EXE_BASE, exe);
+    return fd;
+}
+
+/* Ends the trace with the process' exit at time t, and closes it. */
+static void v_end(int fd, uint32_t t) {
+    ml_record_t e = tb_end(t, 0);
+    v_add(&e);
+    cr_assert_eq(ml_writer_free(v_w), 0);
+    close(fd);
 }
 
 /* Writes the trace described above into a fresh temporary file; with
@@ -78,15 +85,10 @@ static void v_write_trace(char *path, size_t len, bool cut) {
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     cr_assert_eq(ml_writer_new(fd, 1, &v_w), 0);
-    ml_record_t p = {.tag = ML_T_PROCESS};
-    p.u.process.pid = 4242;
-    p.u.process.page_size = 4096;
-    p.u.process.exe = "/opt/app/bin/shop";
+    ml_record_t p = tb_process(4242, "/opt/app/bin/shop", "vtest");
     p.u.process.argc = 2;
     p.u.process.argv[0] = "shop";
     p.u.process.argv[1] = "--open";
-    p.u.process.parent_trace = "";
-    p.u.process.producer = "vtest";
     v_add(&p);
     v_module(V_EXE_BASE, "/opt/app/bin/shop");
     v_module(V_LIB_BASE, "/opt/app/lib/libwidget.so");
@@ -105,10 +107,7 @@ static void v_write_trace(char *path, size_t len, bool cut) {
     }
     v_free(50, 0x100000);
     v_free(51, 0x101000);
-    ml_record_t e = {.tag = ML_T_END, .time_ms = 60};
-    e.u.end.status_kind = ML_END_EXITED;
-    e.u.end.status = 3;
-    e.u.end.duration_ms = 60;
+    ml_record_t e = tb_end(60, 3);
     if (!cut) v_add(&e);
     cr_assert_eq(ml_writer_free(v_w), 0);
     if (cut) {
@@ -122,18 +121,7 @@ static void v_write_trace(char *path, size_t len, bool cut) {
  * freed 1000 allocations later, one millisecond per 100 records, in chunks
  * of 2000 allocations. */
 __attribute__((unused)) static void v_write_big_trace(char *path, size_t len, uint32_t n) {
-    snprintf(path, len, "/tmp/ml_vtest_XXXXXX");
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    cr_assert_eq(ml_writer_new(fd, 1, &v_w), 0);
-    ml_record_t p = {.tag = ML_T_PROCESS};
-    p.u.process.pid = 7;
-    p.u.process.page_size = 4096;
-    p.u.process.exe = "/opt/app/bin/big";
-    p.u.process.parent_trace = "";
-    p.u.process.producer = "vtest";
-    v_add(&p);
-    v_module(V_EXE_BASE, "/opt/app/bin/big");
+    int fd = v_begin(path, len, 7, "/opt/app/bin/big");
     v_node(1, 0, V_EXE_BASE + 0x1000);
     for (uint32_t s = 0; s < 50; s++)
         v_node(2 + s, 1, V_EXE_BASE + 0x2000 + s * 0x10);
@@ -143,11 +131,7 @@ __attribute__((unused)) static void v_write_big_trace(char *path, size_t len, ui
         if (i % 2000 == 1999)
             cr_assert_eq(ml_writer_flush(v_w), 0); /* many chunks: a fine progress bar */
     }
-    ml_record_t e = {.tag = ML_T_END, .time_ms = n / 100 + 1};
-    e.u.end.status_kind = ML_END_EXITED;
-    v_add(&e);
-    cr_assert_eq(ml_writer_free(v_w), 0);
-    close(fd);
+    v_end(fd, n / 100 + 1);
 }
 
 /* A GPU trace (the CPU part of the one above is left out): the same two
@@ -163,30 +147,12 @@ __attribute__((unused)) static void v_write_big_trace(char *path, size_t len, ui
 
 static void v_gpu(uint8_t tag, uint8_t op, uint8_t kind, uint32_t t, int32_t dev, uint32_t ctx,
                   uint64_t ptr, uint64_t size, uint32_t stack) {
-    ml_record_t r = {.tag = tag, .time_ms = t};
-    r.u.gpu.op = op;
-    r.u.gpu.kind = kind;
-    r.u.gpu.device = dev;
-    r.u.gpu.context = ctx;
-    r.u.gpu.ptr = ptr;
-    r.u.gpu.size = size;
-    r.u.gpu.stack = stack;
+    ml_record_t r = tb_gpu(tag, op, kind, t, dev, ctx, ptr, size, stack);
     v_add(&r);
 }
 
 __attribute__((unused)) static void v_write_gpu_trace(char *path, size_t len) {
-    snprintf(path, len, "/tmp/ml_vtest_XXXXXX");
-    int fd = mkstemp(path);
-    cr_assert(fd >= 0);
-    cr_assert_eq(ml_writer_new(fd, 1, &v_w), 0);
-    ml_record_t p = {.tag = ML_T_PROCESS};
-    p.u.process.pid = 4343;
-    p.u.process.page_size = 4096;
-    p.u.process.exe = "/opt/app/bin/shop";
-    p.u.process.parent_trace = "";
-    p.u.process.producer = "vtest";
-    v_add(&p);
-    v_module(V_EXE_BASE, "/opt/app/bin/shop");
+    int fd = v_begin(path, len, 4343, "/opt/app/bin/shop");
     v_module(V_LIB_BASE, "/opt/app/lib/libwidget.so");
     v_node(1, 0, V_EXE_BASE + 0x1000);
     v_node(2, 1, V_EXE_BASE + 0x2000);
@@ -204,12 +170,7 @@ __attribute__((unused)) static void v_write_gpu_trace(char *path, size_t len) {
     v_gpu(F, ML_GPU_OP_FREE, ML_GPU_KIND_DEVICE, 21, 0, 1, 0x10000000, 0, 0);
     v_gpu(F, ML_GPU_OP_FREE_FAILED, ML_GPU_KIND_DEVICE, 21, 0, 1, 0x10000000, 0, 0);
     v_gpu(F, ML_GPU_OP_CTX_DESTROY, ML_GPU_KIND_DEVICE, 30, 1, 2, 0, 0, 0);
-    ml_record_t e = {.tag = ML_T_END, .time_ms = 40};
-    e.u.end.status_kind = ML_END_EXITED;
-    e.u.end.duration_ms = 40;
-    v_add(&e);
-    cr_assert_eq(ml_writer_free(v_w), 0);
-    close(fd);
+    v_end(fd, 40);
 }
 
 /* A model with a trace loaded: the CPU one, or the GPU one (symbols off). */

@@ -26,8 +26,7 @@
  * make a leak look reachable, as with every conservative scanner.
  */
 #define _GNU_SOURCE
-#include "ml_cli.h"
-#include "ml_exit_scan.h"
+#include "collector_internal.h"
 #include "ml_reach.h"
 
 #include <dirent.h>
@@ -228,8 +227,8 @@ static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, ranges_
 /* The scan                                                                  */
 /* ------------------------------------------------------------------------- */
 
-int ml_exit_scan(pid_t pid, ml_analysis_t *an, ml_exit_scan_emit_t emit, void *ctx,
-                 uint32_t time_ms, uint32_t thread) {
+int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void *ctx,
+                  uint32_t time_ms, uint32_t thread) {
     uint64_t t0 = mono_ns();
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
     ml_live_block_t *b = NULL;

@@ -1,0 +1,65 @@
+/* ml_util.c - byte counts for people, array growth, the allocator hook
+ * (ml_util.h). */
+#include "ml_util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* Allocator hook                                                            */
+/* ------------------------------------------------------------------------- */
+
+static void *libc_calloc(size_t n, size_t size) {
+    return calloc(n, size);
+}
+
+static void *libc_realloc(void *p, size_t size) {
+    return realloc(p, size);
+}
+
+ml_alloc_hooks_t ml__alloc = {libc_calloc, libc_realloc};
+
+void ml_set_alloc_hooks(const ml_alloc_hooks_t *h) {
+    ml__alloc.calloc = h && h->calloc ? h->calloc : libc_calloc;
+    ml__alloc.realloc = h && h->realloc ? h->realloc : libc_realloc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Arrays                                                                    */
+/* ------------------------------------------------------------------------- */
+
+int ml_grow(void **arr, uint32_t *cap, uint64_t need, size_t elem, int fill) {
+    if (need <= *cap) return 0;
+    if (need > UINT32_MAX) return -ENOMEM;
+    uint64_t ncap = *cap ? (uint64_t)*cap * 2 : 64;
+    while (ncap < need) ncap *= 2;
+    if (ncap > UINT32_MAX) ncap = UINT32_MAX;
+    void *n = ml__alloc.realloc(*arr, ncap * elem);
+    if (!n) return -ENOMEM;
+    memset((char *)n + (size_t)*cap * elem, fill, (size_t)(ncap - *cap) * elem);
+    *arr = n;
+    *cap = (uint32_t)ncap;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Formatting                                                                */
+/* ------------------------------------------------------------------------- */
+
+const char *ml_fmt_bytes(uint64_t b, char *buf, size_t len) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    if (b < 1024) {
+        snprintf(buf, len, "%llu B", (unsigned long long)b);
+        return buf;
+    }
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%.1f %s", v, units[u]);
+    return buf;
+}

@@ -1,0 +1,116 @@
+/* snap_codec.c - the byte codec of analysis snapshots (snap_codec.h). */
+#include "snap_codec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* Writing                                                                   */
+/* ------------------------------------------------------------------------- */
+
+static bool room(ml__obuf_t *b, size_t more) {
+    if (b->oom) return false;
+    if (b->len + more <= b->cap) return true;
+    size_t cap = b->cap ? b->cap * 2 : 65536;
+    while (cap < b->len + more) cap *= 2;
+    uint8_t *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->p = p;
+    b->cap = cap;
+    return true;
+}
+
+void ml__put_u(ml__obuf_t *b, uint64_t v) {
+    if (!room(b, 10)) return;
+    while (v >= 0x80) {
+        b->p[b->len++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    b->p[b->len++] = (uint8_t)v;
+}
+
+void ml__put_s(ml__obuf_t *b, int64_t v) {
+    ml__put_u(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+void ml__put_d(ml__obuf_t *b, double d) {
+    uint64_t v;
+    memcpy(&v, &d, sizeof v);
+    if (!room(b, 8)) return;
+    for (int i = 0; i < 8; i++) b->p[b->len++] = (uint8_t)(v >> (8 * i));
+}
+
+void ml__put_bytes(ml__obuf_t *b, const void *s, size_t n) {
+    ml__put_u(b, n);
+    if (n && room(b, n)) {
+        memcpy(b->p + b->len, s, n);
+        b->len += n;
+    }
+}
+
+void ml__put_str(ml__obuf_t *b, const char *s) {
+    s = s ? s : "";
+    ml__put_bytes(b, s, strlen(s));
+}
+
+/* ------------------------------------------------------------------------- */
+/* Reading                                                                   */
+/* ------------------------------------------------------------------------- */
+
+bool ml__snap_bad(ml__ibuf_t *b, const char *why) {
+    if (!b->bad) b->why = why;
+    b->bad = true;
+    return false;
+}
+
+uint64_t ml__get_u(ml__ibuf_t *b) {
+    uint64_t x = 0;
+    for (unsigned shift = 0; shift < 64 && !b->bad; shift += 7) {
+        if (b->pos >= b->len) return ml__snap_bad(b, "it ends early"), 0;
+        uint8_t c = b->p[b->pos++];
+        x |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80)) return x;
+    }
+    ml__snap_bad(b, "a number is too long");
+    return 0;
+}
+
+uint64_t ml__get_max(ml__ibuf_t *b, uint64_t max, const char *what) {
+    uint64_t v = ml__get_u(b);
+    if (v > max) ml__snap_bad(b, what);
+    return v > max ? 0 : v;
+}
+
+int64_t ml__get_s(ml__ibuf_t *b) {
+    uint64_t v = ml__get_u(b);
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+double ml__get_d(ml__ibuf_t *b) {
+    if (b->bad || b->len - b->pos < 8) return ml__snap_bad(b, "it ends early"), 0.0;
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)b->p[b->pos++] << (8 * i);
+    double d;
+    memcpy(&d, &v, sizeof d);
+    return d;
+}
+
+uint64_t ml__get_count(ml__ibuf_t *b, size_t min_bytes, const char *what) {
+    uint64_t n = ml__get_u(b);
+    if (!b->bad && n > (b->len - b->pos) / min_bytes) return ml__snap_bad(b, what), 0;
+    return b->bad ? 0 : n;
+}
+
+char *ml__get_str(ml__ibuf_t *b) {
+    uint64_t n = ml__get_count(b, 1, "a string is longer than the snapshot");
+    if (b->bad) return NULL;
+    char *s = malloc(n + 1);
+    if (!s) return ml__snap_bad(b, "out of memory"), NULL;
+    memcpy(s, b->p + b->pos, n);
+    s[n] = '\0';
+    b->pos += n;
+    return s;
+}

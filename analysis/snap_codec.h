@@ -1,0 +1,60 @@
+/* snap_codec.h - the byte codec of analysis snapshots: what snapshot.c writes
+ * a session with and gpu_snapshot.c its GPU state. Internal to analysis/.
+ *
+ * The lowest layer of the snapshot: it knows bytes, not sessions. LEB128
+ * varints (zig-zag for signed values), doubles as their 64 bits little end
+ * first, byte strings length first.
+ *
+ * Errors are sticky, so a writer or a reader checks once at the end:
+ *   - writing: out of memory sets `oom` and later puts do nothing;
+ *   - reading: every get checks the bytes left; the first failed check marks
+ *     the buffer bad, with its reason in `why`, and later gets return 0.
+ * Ownership: an output buffer's bytes are malloc'd and belong to its user
+ * (free(b.p)); an input buffer only points at the caller's bytes. Neither is
+ * shared between threads.
+ */
+#ifndef ML_SNAP_CODEC_H
+#define ML_SNAP_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Writing: a growing buffer (start from {0}). */
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+    bool oom;
+} ml__obuf_t;
+
+void ml__put_u(ml__obuf_t *b, uint64_t v);
+void ml__put_s(ml__obuf_t *b, int64_t v);
+void ml__put_d(ml__obuf_t *b, double d);
+void ml__put_bytes(ml__obuf_t *b, const void *s, size_t n);
+/* A string as its bytes (NULL as ""). */
+void ml__put_str(ml__obuf_t *b, const char *s);
+
+/* Reading: {.p = bytes, .len = n}. */
+typedef struct {
+    const uint8_t *p;
+    size_t len, pos;
+    bool bad;
+    const char *why; /* the first check that failed */
+} ml__ibuf_t;
+
+/* Marks b bad for `why` (the first reason stays); returns false. */
+bool ml__snap_bad(ml__ibuf_t *b, const char *why);
+uint64_t ml__get_u(ml__ibuf_t *b);
+/* An unsigned value that must be at most max (bad, and 0, otherwise). */
+uint64_t ml__get_max(ml__ibuf_t *b, uint64_t max, const char *what);
+int64_t ml__get_s(ml__ibuf_t *b);
+double ml__get_d(ml__ibuf_t *b);
+/* A count of items that take at least `min_bytes` each in the snapshot:
+ * never more than the bytes left could hold, so that a corrupt count cannot
+ * make the reader ask for memory. */
+uint64_t ml__get_count(ml__ibuf_t *b, size_t min_bytes, const char *what);
+/* A malloc'd NUL-terminated copy of a string (NULL, and b marked bad, when
+ * the bytes are damaged or memory runs out). */
+char *ml__get_str(ml__ibuf_t *b);
+
+#endif

@@ -1,0 +1,119 @@
+/* collector_internal.h - what the files of collector/ share (STYLE 2: never
+ * included from another folder).
+ *
+ *   collector.c  life cycle, the poll loop, RSS, ending processes, queries
+ *   session.c    the control segment in /dev/shm and the session clock
+ *   discover.c   processes that register: their rings, traces, process records
+ *   drain.c      stage 1: ring -> events -> records (into the batch)
+ *   dispatch.c   stage 2: batch -> sinks; opening and ending a process' sinks
+ *   exit_scan.c  leak reachability, read from a process waiting at exit
+ *   sink_trace.c, sink_analysis.c  the two sinks of this folder
+ */
+#ifndef ML_COLLECTOR_INTERNAL_H
+#define ML_COLLECTOR_INTERNAL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ml_collector.h"
+#include "ml_event.h"
+#include "ml_ring.h"
+
+#define ML__MAX_SINKS 8
+
+/* ------------------------------------------------------------------------- */
+/* State                                                                     */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    ml_proc_info_t info; /* what sinks see; info.path is path[] */
+    ml_collector_t *collector;
+    char path[PATH_MAX];
+    char exe[1024];     /* the process record's strings, kept while the */
+    char cmdline[2049]; /* collector lives (ml_batch_t says why) */
+    ml_ring_hdr_t *ring;
+    size_t ring_bytes;
+    uint64_t pos;           /* next ring position to read */
+    uint64_t events;        /* events read */
+    uint64_t lost_in_crash; /* positions claimed but never published */
+    int pidfd;              /* children: readable once the process is gone */
+    bool ended;             /* known to be gone: finish it */
+    bool done;              /* finished: sinks ended, ring unmapped */
+    uint32_t end_kind;      /* ML_END_* */
+    int32_t end_status;
+    uint32_t last_time, last_thread; /* of the last record: the collector's records follow it */
+    void *sink_state[ML__MAX_SINKS];
+    int analysis_sink; /* index of the sink whose analysis() is info.analysis, or -1 */
+} ml__proc_t;
+
+struct ml_collector_s {
+    ml_collector_opts_t o;
+    /* the session (session.c) */
+    ml_ctl_t *ctl;
+    char ctl_path[128];
+    uint64_t t0_ns;
+    /* the root process */
+    pid_t root_pid;
+    int root_fd; /* until the root registers; -1 after */
+    char root_path[PATH_MAX];
+    char root_exe[PATH_MAX];
+    int root_argc;
+    char *const *root_argv;
+    char stem[PATH_MAX]; /* root_path without ".mlt": children's traces are STEM.PID.mlt */
+    bool root_exited;
+    int root_status;
+    /* processes (discover.c) */
+    ml__proc_t *procs[ML_MAX_PROCS];
+    uint32_t nseen;
+    uint32_t free_since_ms; /* when slot nseen was first seen counted but still FREE (+1) */
+    /* sinks and the hand-off between the stages (dispatch.c) */
+    ml_sink_t sinks[ML__MAX_SINKS];
+    int nsinks;
+    ml_batch_t *batch;
+    ml__proc_t *batch_proc; /* whose records the batch holds */
+    /* stage 1's buffer for one blob payload (drain.c) */
+    uint8_t *blob;
+    size_t blob_cap;
+    /* the poll loop's timers (collector.c) */
+    uint32_t next_rss, next_mallinfo;
+};
+
+/* ------------------------------------------------------------------------- */
+/* Functions                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* session.c */
+int ml__session_open(ml_collector_t *c, char *err, size_t errlen);
+void ml__session_close(ml_collector_t *c);
+void ml__ring_file_path(const ml_collector_t *c, uint32_t slot, char *out, size_t len);
+uint32_t ml__now_ms(const ml_collector_t *c);
+
+/* discover.c */
+void ml__discover(ml_collector_t *c);
+bool ml__proc_gone(ml__proc_t *p);
+
+/* drain.c: stage 1. Reads published events of p (all of them up to the
+ * head with `final`, counting the unpublished ones as lost) into the batch.
+ * Returns the number of events read. */
+uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final);
+
+/* dispatch.c: stage 2 and the sinks of a process. */
+ml_record_t *ml__batch_slot(ml_collector_t *c, ml__proc_t *p, size_t strings);
+void ml__batch_commit(ml_collector_t *c, uint32_t strings_used);
+void ml__emit(ml_collector_t *c, ml__proc_t *p, const ml_record_t *rec);
+void ml__flush(ml_collector_t *c);
+int ml__sinks_open(ml_collector_t *c, ml__proc_t *p);
+void ml__sinks_end(ml_collector_t *c, ml__proc_t *p);
+void ml__sinks_release(ml_collector_t *c, ml__proc_t *p);
+
+/* exit_scan.c: classifies the blocks live in `an` (the process' analysis,
+ * fed up to its exit record) by scanning process `pid`'s memory, and emits
+ * one ML_T_BLOCK_REACH record per block and an ML_T_REACH_SCAN summary (only
+ * the summary, with the error, when the scan fails). Returns 0 or a
+ * negative errno. */
+typedef void (*ml__exit_scan_emit_t)(void *ctx, const ml_record_t *rec);
+int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void *ctx,
+                  uint32_t time_ms, uint32_t thread);
+
+#endif

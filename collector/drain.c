@@ -1,0 +1,98 @@
+/* drain.c - stage 1 of the collector: published ring events, in ring order,
+ * decoded into records in the batch (ml_event_to_record), and the exit scan
+ * that one of them triggers.
+ *
+ * A process' ring is read from its tail. A blob (a module, a thread name,
+ * glibc's counters, a GPU event) is a header slot and continuation slots
+ * claimed together: it is read once all of them are published. Each slot is
+ * released right after its event is decoded, and the tail is published once
+ * per drain. With `final` the process is gone: positions that were claimed
+ * but never published (it was killed in the middle of an event) are counted
+ * as lost and skipped, never guessed at.
+ */
+#include "collector_internal.h"
+
+#include <string.h>
+
+#define DRAIN_BUDGET 65536 /* events per process per round: no ring starves the others */
+
+/* The process has run its exit handlers and waits in libmemlens' destructor
+ * until we answer: its memory is intact, so this is where reachability of
+ * the blocks still live can be examined. The sinks must have seen every
+ * record up to the exit record first: the analysis' live blocks are the
+ * scan's input. Then the process is released. */
+static void scan_emit(void *ctx, const ml_record_t *rec) {
+    ml__proc_t *p = ctx;
+    ml__emit(p->collector, p, rec);
+}
+
+static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
+    ml__flush(c);
+    if (p->info.analysis)
+        ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, p, p->last_time, p->last_thread);
+    ml__flush(c);
+    ml_atomic_store_release(&p->ring->exit_scan, ML_EXIT_SCAN_DONE);
+}
+
+/* One event (and its blob payload) as the next record of the batch. An
+ * event that does not decode (an unknown type, a damaged blob) is counted
+ * as read and dropped, as it always was. */
+static void decode(ml_collector_t *c, ml__proc_t *p, const ml_event_t *ev, const uint8_t *blob) {
+    size_t room = ml_ev_type(ev) == ML_EV_BLOB ? (size_t)ev->size + 2 : 0;
+    ml_record_t *r = ml__batch_slot(c, p, room);
+    ml_batch_t *b = c->batch;
+    int used = ml_event_to_record(ev, blob, r, b->strings + b->strings_used,
+                                  ML_BATCH_STRINGS - b->strings_used);
+    if (used < 0) return;
+    ml__batch_commit(c, (uint32_t)used);
+    p->last_time = r->time_ms;
+    p->last_thread = r->thread;
+    if (r->tag == ML_T_PROC_EXIT) exit_scan(c, p);
+}
+
+uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
+    ml_ring_hdr_t *h = p->ring;
+    uint64_t got = 0;
+    uint64_t head = final ? ml_atomic_load_acquire(&h->head) : 0;
+    for (;;) {
+        if (!final && got >= DRAIN_BUDGET) break;
+        if (final && p->pos >= head) break;
+        ml_slot_t *sl = ml_ring_peek(h, p->pos);
+        if (!sl) {
+            if (!final) break;
+            p->lost_in_crash++;
+            p->pos++;
+            continue;
+        }
+        ml_event_t ev;
+        memcpy(&ev, &sl->ev, sizeof ev);
+        uint32_t n = 1;
+        const uint8_t *blob = NULL;
+        if (ml_ev_type(&ev) == ML_EV_BLOB) {
+            uint32_t need = 1 + ml_blob_slots(ev.size);
+            if (ev.size > c->blob_cap) {
+                /* Cannot happen with our producer; skip the claimed run. */
+                for (uint32_t i = 0; i < need; i++) ml_ring_release(h, p->pos + i);
+                p->pos += need;
+                continue;
+            }
+            n = ml_ring_read_blob(h, p->pos, (uint32_t)ev.size, c->blob, c->blob_cap);
+            if (!n) {
+                if (!final) break;
+                /* The producer died inside the blob. */
+                p->lost_in_crash += need;
+                p->pos += need;
+                continue;
+            }
+            blob = c->blob;
+        }
+        decode(c, p, &ev, blob);
+        for (uint32_t i = 0; i < n; i++) ml_ring_release(h, p->pos + i);
+        p->pos += n;
+        p->events++;
+        got++;
+    }
+    ml_atomic_store_release(&h->tail, p->pos);
+    ml__flush(c);
+    return got;
+}

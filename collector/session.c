@@ -1,0 +1,94 @@
+/* session.c - the control segment of a recording session and its clock.
+ *
+ * The collector creates /dev/shm/memlens-PID-RAND (an ml_ctl_t, ml_event.h)
+ * and the program finds it through ML_CTL. It carries the options every
+ * traced process reads, the clock the collector ticks (events read it with
+ * one relaxed load), and the table of process slots. Each process creates
+ * its own ring beside it (<ctl>.<slot>); the collector unlinks a ring as
+ * soon as it has mapped it, and everything else at the end.
+ */
+#define _GNU_SOURCE
+#include "collector_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t ml__now_ms(const ml_collector_t *c) {
+    return (uint32_t)((mono_ns() - c->t0_ns) / 1000000u);
+}
+
+void ml__ring_file_path(const ml_collector_t *c, uint32_t slot, char *out, size_t len) {
+    snprintf(out, len, "%s.%u", c->ctl_path, slot);
+}
+
+int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
+    uint64_t r = mono_ns() ^ ((uint64_t)getpid() << 20);
+    snprintf(c->ctl_path, sizeof c->ctl_path, "/dev/shm/memlens-%d-%08" PRIx64, (int)getpid(),
+             r & 0xffffffffu);
+    int rc = 0;
+    int fd = open(c->ctl_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot create %s: %s (memlens needs a writable /dev/shm)",
+                 c->ctl_path, strerror(-rc));
+        goto fail_open;
+    }
+    if (ftruncate(fd, sizeof(ml_ctl_t)) < 0) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot size %s: %s", c->ctl_path, strerror(-rc));
+        goto fail_map;
+    }
+    ml_ctl_t *ctl = mmap(NULL, sizeof(ml_ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (ctl == MAP_FAILED) {
+        rc = -errno;
+        snprintf(err, errlen, "cannot map %s: %s", c->ctl_path, strerror(-rc));
+        goto fail_map;
+    }
+    close(fd);
+    ctl->version = ML_SHM_VERSION;
+    ctl->options = (c->o.follow_fork ? ML_OPT_FOLLOW_FORK : 0) | (c->o.unwind_fp ? ML_OPT_UNWIND_FP : 0) |
+                   (c->o.unwind_verify ? ML_OPT_UNWIND_VERIFY : 0);
+    ctl->sample_bytes = c->o.sample_bytes;
+    ctl->collector_pid = (uint32_t)getpid();
+    ctl->depth = c->o.depth;
+    ctl->ring_slots = c->o.ring_slots;
+    atomic_thread_fence(memory_order_release);
+    ctl->magic = ML_CTL_MAGIC;
+    c->ctl = ctl;
+    c->t0_ns = mono_ns();
+    return 0;
+fail_map:
+    close(fd);
+    unlink(c->ctl_path);
+fail_open:
+    c->ctl_path[0] = '\0';
+    return rc;
+}
+
+/* Removes the ring files that are still there (their processes never got
+ * mapped) and the control file, and unmaps the segment. */
+void ml__session_close(ml_collector_t *c) {
+    if (!c->ctl) return;
+    uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
+    char p[256];
+    for (uint32_t i = 0; i < n; i++) {
+        ml__ring_file_path(c, i, p, sizeof p);
+        unlink(p);
+    }
+    unlink(c->ctl_path);
+    munmap(c->ctl, sizeof(ml_ctl_t));
+    c->ctl = NULL;
+}

@@ -1,0 +1,27 @@
+/* report_internal.h - shared between the files of report/; never included
+ * from another folder. The document's parts write through one JSON writer
+ * (json_write.h), which keeps the separators between them. */
+#ifndef ML_REPORT_INTERNAL_H
+#define ML_REPORT_INTERNAL_H
+
+#include "json_write.h"
+#include "ml_advisor.h"
+#include "ml_report.h"
+
+/** A frame list: [{function, file, line (null without debug information),
+ * module, address[, inlined: true]}], innermost first. The diff document
+ * leaves "inlined" out (`inlined` false). (json.c) */
+void ml__json_frames(ml_json_t *w, const ml_frame_t *f, size_t n, bool inlined);
+
+/** The value of the report's "gpu" key (gpu_json.c). */
+void ml__report_json_gpu(ml_json_t *w, const ml_analysis_t *a);
+
+/** The advisor's keys "suggestions", "policies" and "advisor", one per line,
+ * in the report's object; with adv NULL, the GPU suggestions of `a` alone
+ * (advice_json.c). */
+void ml__report_json_advice(ml_json_t *w, const ml_analysis_t *a, const struct ml_advice_s *adv);
+
+/** A suggestion's "evidence" object (advice_json.c). */
+void ml__report_json_evidence(ml_json_t *w, const ml_suggestion_t *s);
+
+#endif

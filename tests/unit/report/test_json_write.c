@@ -1,0 +1,241 @@
+/* test_json_write.c - the JSON writer (report/json_write.h): separators,
+ * line breaks, escaping with UTF-8 validation, the number formats, misuse
+ * and write errors, each against literal bytes. */
+#define _GNU_SOURCE
+#include "json_write.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    FILE *f;
+    char *text;
+    size_t len;
+    ml_json_t *w;
+} doc_t;
+
+static void doc_open(doc_t *d) {
+    memset(d, 0, sizeof *d);
+    d->f = open_memstream(&d->text, &d->len);
+    cr_assert(d->f);
+    cr_assert_eq(ml_json_new(d->f, &d->w), 0);
+}
+
+/* Finishes the document; returns ml_json_finish's result. */
+static int doc_close(doc_t *d) {
+    int rc = ml_json_finish(d->w);
+    ml_json_free(d->w);
+    fclose(d->f);
+    return rc;
+}
+
+static void doc_free(doc_t *d) {
+    free(d->text);
+}
+
+Test(json_write, separators_are_the_writers_job) {
+    doc_t d;
+    doc_open(&d);
+    ml_json_object(d.w);
+    ml_json_kv_u64(d.w, "a", 1);
+    ml_json_key(d.w, "list");
+    ml_json_array(d.w);
+    ml_json_u64(d.w, 1);
+    ml_json_str(d.w, "two");
+    ml_json_object(d.w);
+    ml_json_end(d.w);
+    ml_json_array(d.w);
+    ml_json_end(d.w);
+    ml_json_end(d.w);
+    ml_json_kv_bool(d.w, "t", true);
+    ml_json_kv_bool(d.w, "f", false);
+    ml_json_kv_null(d.w, "n");
+    ml_json_kv_str(d.w, "s", NULL);
+    ml_json_end(d.w);
+    ml_json_newline(d.w);
+    cr_assert_eq(doc_close(&d), 0);
+    cr_expect_str_eq(d.text, "{\"a\": 1, \"list\": [1, \"two\", {}, []], \"t\": true, \"f\": false, "
+                             "\"n\": null, \"s\": null}\n");
+    doc_free(&d);
+}
+
+Test(json_write, breaks_and_tight_arrays) {
+    doc_t d;
+    doc_open(&d);
+    ml_json_object(d.w);
+    ml_json_kv_u64(d.w, "first", 1);
+    ml_json_break(d.w, 0);
+    ml_json_key(d.w, "rows");
+    ml_json_array(d.w);
+    for (int i = 0; i < 2; i++) {
+        ml_json_break(d.w, 2);
+        ml_json_object(d.w);
+        ml_json_kv_i64(d.w, "i", -i);
+        ml_json_break(d.w, 3);
+        ml_json_kv_u64(d.w, "x", 7);
+        ml_json_end(d.w);
+    }
+    ml_json_break(d.w, 0);
+    ml_json_end(d.w);
+    ml_json_key(d.w, "empty");
+    ml_json_array(d.w);
+    ml_json_break(d.w, 0); /* an empty container stays [] */
+    ml_json_end(d.w);
+    ml_json_key(d.w, "cells");
+    ml_json_array(d.w);
+    ml_json_tight(d.w);
+    for (int i = 0; i < 4; i++) ml_json_i64(d.w, i - 1);
+    ml_json_end(d.w);
+    ml_json_end(d.w);
+    cr_assert_eq(doc_close(&d), 0);
+    cr_expect_str_eq(d.text, "{\"first\": 1,\n\"rows\": [\n  {\"i\": 0,\n   \"x\": 7},\n  {\"i\": -1,\n   "
+                             "\"x\": 7}\n], \"empty\": [], \"cells\": [-1,0,1,2]}");
+    doc_free(&d);
+}
+
+Test(json_write, strings_are_escaped_and_utf8_is_validated) {
+    doc_t d;
+    doc_open(&d);
+    ml_json_array(d.w);
+    ml_json_str(d.w, "q\"b\\s/");
+    ml_json_str(d.w, "\n\t\r\x01\x1f\x7f");
+    ml_json_str(d.w, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"); /* é € 😀 pass through */
+    ml_json_str(d.w, "bad \xff \xc3( \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 end\xe2\x82");
+    ml_json_end(d.w);
+    cr_assert_eq(doc_close(&d), 0);
+    cr_expect_str_eq(d.text,
+                     "[\"q\\\"b\\\\s/\", \"\\n\\t\\r\\u0001\\u001f\\u007f\", "
+                     "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\", "
+                     /* a lone byte, a cut sequence, an overlong '/', a surrogate, above U+10FFFF, a cut end:
+                      * each invalid byte is one U+FFFD and the writer goes on with the next */
+                     "\"bad \\ufffd \\ufffd( \\ufffd\\ufffd \\ufffd\\ufffd\\ufffd "
+                     "\\ufffd\\ufffd\\ufffd\\ufffd end\\ufffd\\ufffd\"]");
+    doc_free(&d);
+}
+
+Test(json_write, numbers_have_one_format) {
+    doc_t d;
+    doc_open(&d);
+    ml_json_array(d.w);
+    ml_json_u64(d.w, 0);
+    ml_json_u64(d.w, UINT64_MAX);
+    ml_json_i64(d.w, INT64_MIN);
+    ml_json_double(d.w, 0.5);
+    ml_json_double(d.w, 1.0 / 3);
+    ml_json_double(d.w, 12345678.9);
+    ml_json_double(d.w, 100);
+    ml_json_double(d.w, NAN);
+    ml_json_double(d.w, INFINITY);
+    ml_json_ms_as_s(d.w, 0);
+    ml_json_ms_as_s(d.w, 7);
+    ml_json_ms_as_s(d.w, 12345);
+    ml_json_ms_as_s(d.w, 4294967295u);
+    ml_json_end(d.w);
+    cr_assert_eq(doc_close(&d), 0);
+    cr_expect_str_eq(d.text, "[0, 18446744073709551615, -9223372036854775808, 0.5, 0.333333, 1.23457e+07, "
+                             "100, null, null, 0.000, 0.007, 12.345, 4294967.295]");
+    doc_free(&d);
+}
+
+Test(json_write, long_output_crosses_the_buffer) {
+    doc_t d;
+    doc_open(&d);
+    size_t big = 200 * 1024;
+    char *s = malloc(big + 1);
+    memset(s, 'x', big);
+    s[big] = 0;
+    s[big / 2] = '"';
+    ml_json_array(d.w);
+    for (int i = 0; i < 30000; i++) ml_json_u64(d.w, 1000000 + (uint64_t)i);
+    ml_json_str(d.w, s);
+    ml_json_end(d.w);
+    cr_assert_eq(doc_close(&d), 0);
+    /* 30000 numbers of 7 digits, ", " between items, the string with one
+     * escaped quote, brackets. */
+    cr_expect_eq(d.len, 1 + 30000 * 7 + 30000 * 2 + (big + 1 + 2) + 1);
+    cr_expect(!strncmp(d.text, "[1000000, 1000001, ", 19));
+    cr_expect(strstr(d.text, "xx\\\"xx"));
+    cr_expect_eq(d.text[d.len - 1], ']');
+    free(s);
+    doc_free(&d);
+}
+
+Test(json_write, misuse_is_an_error_not_bad_json) {
+    static const int cases = 7;
+    for (int c = 0; c < cases; c++) {
+        doc_t d;
+        doc_open(&d);
+        switch (c) {
+        case 0: /* a value where a key belongs */
+            ml_json_object(d.w);
+            ml_json_u64(d.w, 1);
+            break;
+        case 1: /* a key in an array */
+            ml_json_array(d.w);
+            ml_json_key(d.w, "k");
+            break;
+        case 2: /* two keys in a row */
+            ml_json_object(d.w);
+            ml_json_key(d.w, "a");
+            ml_json_key(d.w, "b");
+            break;
+        case 3: /* an end too many */
+            ml_json_array(d.w);
+            ml_json_end(d.w);
+            ml_json_end(d.w);
+            break;
+        case 4: /* left open */
+            ml_json_object(d.w);
+            break;
+        case 5: /* two root values */
+            ml_json_u64(d.w, 1);
+            ml_json_u64(d.w, 2);
+            break;
+        case 6: /* a key without its value */
+            ml_json_object(d.w);
+            ml_json_key(d.w, "a");
+            ml_json_end(d.w);
+            break;
+        }
+        cr_expect_eq(ml_json_error(d.w), c == 4 ? 0 : -EINVAL, "case %d", c);
+        cr_expect_eq(doc_close(&d), -EINVAL, "case %d", c);
+        doc_free(&d);
+    }
+}
+
+Test(json_write, a_full_disk_is_reported) {
+    FILE *f = fopen("/dev/full", "w");
+    cr_assert(f);
+    ml_json_t *w;
+    cr_assert_eq(ml_json_new(f, &w), 0);
+    ml_json_array(w);
+    for (int i = 0; i < 100000; i++) ml_json_u64(w, (uint64_t)i); /* past the buffer */
+    ml_json_end(w);
+    cr_expect_eq(ml_json_error(w), -ENOSPC);
+    cr_expect_eq(ml_json_finish(w), -ENOSPC);
+    ml_json_free(w);
+    fclose(f);
+    /* A small document fails when it is flushed. */
+    f = fopen("/dev/full", "w");
+    cr_assert_eq(ml_json_new(f, &w), 0);
+    ml_json_u64(w, 1);
+    cr_expect_eq(ml_json_error(w), 0);
+    cr_expect_eq(ml_json_finish(w), -ENOSPC);
+    ml_json_free(w);
+    fclose(f);
+}
+
+Test(json_write, deep_nesting_grows) {
+    doc_t d;
+    doc_open(&d);
+    for (int i = 0; i < 5000; i++) ml_json_array(d.w);
+    for (int i = 0; i < 5000; i++) ml_json_end(d.w);
+    cr_assert_eq(doc_close(&d), 0);
+    cr_expect_eq(d.len, 10000);
+    cr_expect_eq(d.text[4999], '[');
+    cr_expect_eq(d.text[5000], ']');
+    doc_free(&d);
+}
