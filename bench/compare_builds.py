@@ -121,7 +121,10 @@ def main():
         med = {k: statistics.median(v) if v else float("nan") for k, v in wall.items()}
         cmed = {k: statistics.median(v) if v else float("nan") for k, v in cpu.items()}
         rows.append((name, med, cmed))
-        print(f"# {name} done", file=sys.stderr)
+        # Each workload's medians as soon as they are known, so that a run
+        # cut short still says what it measured.
+        print(f"# {name} done: wall " + " ".join(f"{k} {v:.2f}" for k, v in med.items()) +
+              "; cpu " + " ".join(f"{k} {v:.2f}" for k, v in cmed.items()), file=sys.stderr)
 
     print(f"\nmedians of {args.reps} interleaved runs; x = wall time over the plain run;"
           " added = (memlens - plain) / (heaptrack - plain)")
