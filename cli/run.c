@@ -34,6 +34,7 @@
 typedef struct {
     const char *out;
     bool follow_fork, quiet, unwind_fp, no_gpu, no_snapshot;
+    bool unwind_verify; /* --unwind verify (hidden): docs/recorder.md#stacks */
     bool gpu_pools; /* --gpu-pools: CUPTI activity records of memory pools (ML_GPU_POOLS=1) */
     bool live; /* --live: the terminal viewer follows the root process */
     uint64_t sample_bytes;
@@ -125,6 +126,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
         } else if (!strcmp(a, "--unwind")) {
             if (++i >= argc) goto missing;
             if (!strcmp(argv[i], "fp")) o->unwind_fp = true;
+            else if (!strcmp(argv[i], "verify")) o->unwind_verify = true;
             else if (strcmp(argv[i], "libunwind")) {
                 ml_cli_error("--unwind takes libunwind or fp");
                 return -1;
@@ -489,6 +491,8 @@ static int start_collector(run_t *s) {
     ml_collector_opts_t co = {
         .follow_fork = s->o.follow_fork,
         .unwind_fp = s->o.unwind_fp,
+        .unwind_verify = s->o.unwind_verify,
+        .verify_out = s->o.quiet ? NULL : stderr,
         .snapshot = !s->o.no_snapshot,
         .sample_bytes = s->o.sample_bytes,
         .depth = s->o.depth,

@@ -13,6 +13,7 @@
 #include "collector_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -170,11 +171,47 @@ void ml_collector_root_ended(ml_collector_t *c, int st) {
     }
 }
 
+/* --unwind verify: the recorder's stacks against libunwind's, into the trace
+ * and on verify_out (docs/recorder.md#stacks). */
+static void unwind_check(ml_collector_t *c, ml__proc_t *p) {
+    if (!c->o.unwind_verify) return;
+    ml_ring_hdr_t *h = p->ring;
+    ml_record_t r;
+    memset(&r, 0, sizeof r);
+    r.tag = ML_T_UNWIND_CHECK;
+    r.time_ms = p->last_time;
+    r.thread = p->last_thread;
+    typeof(r.u.unwind_check) *q = &r.u.unwind_check;
+    q->stacks = ml_atomic_load_relaxed(&h->unwind_checked);
+    q->mismatches = ml_atomic_load_relaxed(&h->unwind_mismatch);
+    q->fallbacks = ml_atomic_load_relaxed(&h->unwind_fallback);
+    q->reused = ml_atomic_load_relaxed(&h->unwind_reused);
+    if (ml_atomic_load_acquire(&h->unwind_bad.set)) {
+        q->first_frame = h->unwind_bad.frame;
+        q->fast_pc = h->unwind_bad.fast_pc;
+        q->full_pc = h->unwind_bad.full_pc;
+    }
+    ml__emit(c, p, &r);
+    FILE *out = c->o.verify_out;
+    if (!out) return;
+    fprintf(out,
+            "memlens: unwind verify: pid %u: %" PRIu64 " stacks compared (%" PRIu64 " taken by libunwind, %" PRIu64
+            " reusing the previous stack), %" PRIu64 " differ\n",
+            p->info.pid, q->stacks, q->fallbacks, q->reused, q->mismatches);
+    if (q->mismatches)
+        fprintf(out,
+                "memlens: unwind verify: first difference at frame %" PRIu64 ": 0x%" PRIx64
+                " (%u frames%s) against libunwind's 0x%" PRIx64 " (%u frames)\n",
+                q->first_frame, q->fast_pc, h->unwind_bad.fast_frames, h->unwind_bad.fell_back ? ", libunwind's own" : "",
+                q->full_pc, h->unwind_bad.full_frames);
+}
+
 /* Drains what the process published, writes its end record and ends its
  * sinks (the snapshot goes after the end record), then lets go of its
  * trace file and ring. */
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
+    unwind_check(c, p);
     ml_record_t r;
     memset(&r, 0, sizeof r);
     r.tag = ML_T_END;

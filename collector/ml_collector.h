@@ -166,6 +166,9 @@ int ml_analysis_sink_new(bool light, ml_sink_t *out);
 typedef struct {
     bool follow_fork; /* trace forked and exec'd children too */
     bool unwind_fp;   /* frame-pointer unwinding instead of libunwind */
+    bool unwind_verify; /* --unwind verify: each stack also taken by libunwind and compared;
+                         * the counts go into an unwind-check record before the end record */
+    FILE *verify_out;   /* where --unwind verify prints its counts per process (NULL: nowhere) */
     bool snapshot;    /* save the analysis session at the end of each trace */
     uint64_t sample_bytes; /* 0: every allocation; else the mean sampling gap */
     uint32_t depth;        /* deepest stack recorded */

@@ -63,6 +63,7 @@ const char *ml_tag_name(unsigned tag) {
     case ML_T_PROC_EXIT: return "proc-exit";
     case ML_T_BLOCK_REACH: return "block-reach";
     case ML_T_REACH_SCAN: return "reach-scan";
+    case ML_T_UNWIND_CHECK: return "unwind-check";
     case ML_T_END: return "end";
     case ML_T_GPU_ALLOC: return "gpu-alloc";
     case ML_T_GPU_FREE: return "gpu-free";
@@ -143,6 +144,15 @@ static void print_gpu_pool(FILE *out, const ml_record_t *r) {
     fprintf(out, " activity=%u correlation=%u%s%s", g->cbid, g->correlation,
             g->flags & ML_GPU_F_POOL_IMPORTED ? " imported" : "",
             g->flags & ML_GPU_F_POOL_MANAGED ? " managed" : "");
+}
+
+static void print_unwind_check(FILE *out, const ml_record_t *r) {
+    const typeof(r->u.unwind_check) *q = &r->u.unwind_check;
+    fprintf(out, " stacks=%" PRIu64 " mismatches=%" PRIu64 " fallbacks=%" PRIu64 " reused=%" PRIu64, q->stacks,
+            q->mismatches, q->fallbacks, q->reused);
+    if (q->mismatches)
+        fprintf(out, " first_frame=%" PRIu64 " fast_pc=0x%" PRIx64 " full_pc=0x%" PRIx64, q->first_frame, q->fast_pc,
+                q->full_pc);
 }
 
 static void print_end(FILE *out, const ml_record_t *r) {
@@ -226,6 +236,7 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
     case ML_T_GPU_ALLOC:
     case ML_T_GPU_FREE: print_gpu(out, r); break;
     case ML_T_GPU_POOL: print_gpu_pool(out, r); break;
+    case ML_T_UNWIND_CHECK: print_unwind_check(out, r); break;
     case ML_T_END: print_end(out, r); break;
     default:
         break;

@@ -265,6 +265,8 @@ typedef struct {
 /* Options passed from `memlens run` to every traced process. */
 #define ML_OPT_FOLLOW_FORK 0x1
 #define ML_OPT_UNWIND_FP 0x2
+#define ML_OPT_UNWIND_VERIFY 0x4 /* memlens run --unwind verify (hidden): every stack is taken
+                                  * twice and compared, see ml_ring_hdr_t.unwind_* */
 
 typedef struct {
     uint64_t magic;
@@ -298,6 +300,21 @@ typedef struct {
     _Atomic uint64_t nested_skipped; /* hook calls from inside memlens (not the program's) */
     _Atomic uint64_t truncated;      /* stacks cut short */
     _Atomic uint64_t lost;           /* events given up on (collector died) */
+    /* ML_OPT_UNWIND_VERIFY only: stacks taken both ways (the recorder's and
+     * a cache-free libunwind step loop), how many differed, how many of them
+     * the recorder had itself handed to libunwind, and how many kept outer
+     * frames of the thread's previous stack. The first difference is kept. */
+    _Atomic uint64_t unwind_checked;
+    _Atomic uint64_t unwind_mismatch;
+    _Atomic uint64_t unwind_fallback;
+    _Atomic uint64_t unwind_reused;
+    struct {
+        _Atomic uint32_t set;
+        uint32_t frame;                   /* index (leaf = 0) of the first differing frame */
+        uint32_t fast_frames, full_frames; /* frames each way */
+        uint32_t fell_back;               /* the recorder's stack came from libunwind too */
+        uint64_t fast_pc, full_pc;        /* the differing frames (0: none that deep) */
+    } unwind_bad;
     /* Exit handshake: the process sets ML_EXIT_SCAN_ASKED after its last
      * destructor-time event and waits (bounded) for ML_EXIT_SCAN_DONE, so the
      * collector can read its memory while it is still intact (leak

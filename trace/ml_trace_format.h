@@ -27,8 +27,9 @@
 #define ML_TRACE_MAGIC "MLTRACE"
 #define ML_TRACE_MAGIC_LEN 8
 #define ML_TRACE_MAJOR 1
-#define ML_TRACE_MINOR 4 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
-                          * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42) */
+#define ML_TRACE_MINOR 5 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
+                          * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42);
+                          * 5: unwind-check (0x35) */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -73,6 +74,9 @@ typedef enum {
     ML_T_REACH_SCAN = 0x34,  /* status s (0 or -errno), root_bytes u, heap_bytes u, blocks u,
                               * reachable u, indirect u, definite u, duration_us u: written after
                               * the ML_T_BLOCK_REACH records of one scan (since 1.1) */
+    ML_T_UNWIND_CHECK = 0x35, /* stacks u, mismatches u, fallbacks u, reused u, first_frame u,
+                               * fast_pc u, full_pc u: `memlens run --unwind verify` only, before
+                               * ML_T_END (since 1.5; docs/recorder.md#stacks) */
     ML_T_END = 0x3f,         /* see ml_rec_end_t: written last by the collector */
     ML_T_GPU_ALLOC = 0x40,   /* kind u8, flags u, device s, context u, stream u, size u, stack u,
                               * ptr u, handle u, cbid u, correlation u (docs/gpu.md) */

@@ -111,6 +111,13 @@ typedef struct {
         } process;
         ml_rec_end_t end;
         struct {
+            uint64_t stacks;     /* stacks taken both ways */
+            uint64_t mismatches; /* ... that differed */
+            uint64_t fallbacks;  /* ... that the recorder itself took with libunwind */
+            uint64_t reused;     /* ... that kept outer frames of the thread's previous stack */
+            uint64_t first_frame, fast_pc, full_pc; /* the first difference (when mismatches) */
+        } unwind_check;
+        struct {
             uint8_t op;     /* ml_gpu_op_t (ML_GPU_OP_ALLOC for ML_T_GPU_ALLOC) */
             uint8_t kind;   /* ml_gpu_kind_t */
             uint16_t flags; /* ML_GPU_F_* | ML_EVF_* */

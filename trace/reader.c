@@ -354,6 +354,12 @@ static bool get_reach_scan(ml_reader_t *r, ml_record_t *rec) {
     return ok;
 }
 
+static bool get_unwind_check(ml_reader_t *r, ml_record_t *rec) {
+    typeof(rec->u.unwind_check) *q = &rec->u.unwind_check;
+    return r->minor >= 5 && get_u(r, &q->stacks) && get_u(r, &q->mismatches) && get_u(r, &q->fallbacks) &&
+           get_u(r, &q->reused) && get_u(r, &q->first_frame) && get_u(r, &q->fast_pc) && get_u(r, &q->full_pc);
+}
+
 static bool get_process(ml_reader_t *r, ml_record_t *rec) {
     typeof(rec->u.process) *p = &rec->u.process;
     bool ok = get_u32(r, &p->pid) && get_u32(r, &p->ppid) && get_u(r, &p->start_realtime_ns) &&
@@ -472,6 +478,7 @@ static int get_body(ml_reader_t *r, uint8_t tag, ml_record_t *rec, uint8_t *out_
     case ML_T_GPU_ALLOC:
     case ML_T_GPU_FREE: return get_gpu(r, tag, rec);
     case ML_T_GPU_POOL: return get_gpu_pool(r, rec);
+    case ML_T_UNWIND_CHECK: return get_unwind_check(r, rec);
     case ML_T_END: return get_end(r, rec);
     default: return -1;
     }
