@@ -41,7 +41,7 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 1
+#define ML_SHM_VERSION 2 /* 2: the ring's futex words (space_gen, sleepers) */
 #define ML_MAX_PROCS 1024
 #define ML_RING_DATA_OFFSET 4096
 #define ML_MAX_DEPTH 256
@@ -298,6 +298,12 @@ typedef struct {
     _Atomic uint64_t nested_skipped; /* hook calls from inside memlens (not the program's) */
     _Atomic uint64_t truncated;      /* stacks cut short */
     _Atomic uint64_t lost;           /* events given up on (collector died) */
+    /* Backpressure (ml_ring.c): a producer that finds its slot still taken
+     * counts itself in `sleepers` and sleeps on the futex word `space_gen`;
+     * the collector, after releasing slots, bumps space_gen and wakes them
+     * when sleepers is non-zero. */
+    _Alignas(ML_CACHE_LINE) _Atomic uint32_t space_gen;
+    _Atomic uint32_t sleepers;
     /* Exit handshake: the process sets ML_EXIT_SCAN_ASKED after its last
      * destructor-time event and waits (bounded) for ML_EXIT_SCAN_DONE, so the
      * collector can read its memory while it is still intact (leak
