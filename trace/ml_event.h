@@ -42,7 +42,13 @@
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
 #define ML_SHM_VERSION 2 /* 2: the ring's futex words (space_gen, sleepers) */
-#define ML_MAX_PROCS 1024
+/* Process images one session can trace. The table is part of the control
+ * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
+ * when processes register there, so the bound costs address space, not
+ * memory (16 MiB mapped, 16 bytes used per image). An image past it runs
+ * untraced, says so on its stderr, and is counted in ml_ctl_t.procs_refused,
+ * which `memlens run` reports; the session still ends normally. */
+#define ML_MAX_PROCS (1u << 20)
 #define ML_RING_DATA_OFFSET 4096
 #define ML_MAX_DEPTH 256
 #define ML_DEFAULT_DEPTH 64
