@@ -568,6 +568,12 @@ static void heap_add(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
     }
 }
 
+/* The thread's realloc stash is empty again (an allocation came after the
+ * free). */
+static void stash_clear(ml_analysis_t *a, uint32_t thread) {
+    if (thread < a->realloc_stash_cap) a->realloc_stash[thread].ptr = 0;
+}
+
 static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
     ml_totals_t *t = &a->t;
     uint8_t kind = r->u.alloc.kind;
@@ -601,7 +607,7 @@ static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
         if (b.ptr) heap_add_light(a, &b, r->time_ms);
         a->last_alloc_ptr = r->u.alloc.ptr;
         a->last_alloc_live = true;
-        if (r->thread < ML__MAX_THREADS) a->realloc_stash[r->thread].ptr = 0;
+        stash_clear(a, r->thread);
         return;
     }
 
@@ -638,7 +644,7 @@ static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
     if (b.ptr) heap_add(a, &b, r->time_ms);
     a->last_alloc_ptr = r->u.alloc.ptr;
     a->last_alloc_live = true;
-    if (r->thread < ML__MAX_THREADS) a->realloc_stash[r->thread].ptr = 0;
+    stash_clear(a, r->thread);
     worst_check(a, r->time_ms);
     tl_update(a, r->time_ms);
 }
@@ -664,7 +670,13 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
         if (th) th->temporary++;
     }
     if (a->last_alloc_ptr == r->u.alloc.ptr) a->last_alloc_live = false;
-    if (kind != ML_KIND_FREE && r->thread < ML__MAX_THREADS) a->realloc_stash[r->thread] = *e;
+    if (kind != ML_KIND_FREE && r->thread < ML__MAX_THREADS) {
+        if (ml_grow((void **)&a->realloc_stash, &a->realloc_stash_cap, (uint64_t)r->thread + 1,
+                    sizeof *a->realloc_stash, 0) == 0)
+            a->realloc_stash[r->thread] = *e;
+        else
+            lost(a, false);
+    }
     if (a->light) {
         a->t.heap_bytes -= e->size;
         a->t.heap_blocks--;
@@ -678,7 +690,7 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
 }
 
 static void on_realloc_fail(ml_analysis_t *a, const ml_record_t *r) {
-    if (r->thread >= ML__MAX_THREADS) return;
+    if (r->thread >= a->realloc_stash_cap) return;
     ml__block_t *st = &a->realloc_stash[r->thread];
     if (!st->ptr || st->ptr != r->u.alloc.ptr) return;
     ml__block_t b = *st;

@@ -168,8 +168,12 @@ struct ml_analysis_s {
     ml_map_t maps; /* ml__block_t: live anonymous mappings */
     uint64_t last_alloc_ptr; /* for temporary allocations */
     bool last_alloc_live;
-    /* realloc: the block freed just before, per thread, restored on failure */
+    /* realloc: the block freed just before, per thread, restored on failure.
+     * Grown on demand to the highest thread index seen (a session per traced
+     * image: a table of ML__MAX_THREADS each, 2 MiB, cost 10 GiB for 5,000
+     * images under --follow-fork) */
     ml__block_t *realloc_stash;
+    uint32_t realloc_stash_cap;
     /* sampled traces: weighted sums behind the integer totals */
     double w_calls, w_bytes, w_reallocs;
     uint64_t seq; /* events that changed the heap */

@@ -639,6 +639,11 @@ static int report(run_t *s) {
         return ML_EXIT_ERROR;
     }
     if (!s->o.quiet) print_summary(s);
+    uint32_t refused = ml_collector_procs_refused(s->c);
+    if (refused)
+        fprintf(stderr,
+                "memlens: warning: %u process image%s ran untraced: a session traces at most %u\n",
+                refused, refused > 1 ? "s" : "", ML_MAX_PROCS);
     int st = s->root_status;
     return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }

@@ -92,6 +92,8 @@ void ml_collector_free(ml_collector_t *c) {
         }
         free(p);
     }
+    free(c->procs);
+    free(c->active);
     for (int i = 0; i < c->nsinks; i++)
         if (c->sinks[i].ops->free) c->sinks[i].ops->free(c->sinks[i].self);
     if (c->root_fd >= 0) close(c->root_fd);
@@ -135,15 +137,11 @@ uint64_t ml_collector_poll(ml_collector_t *c) {
     ml_atomic_store_relaxed(&c->ctl->clock_ms, now);
     ml__discover(c);
     uint64_t got = 0;
-    for (uint32_t i = 0; i < c->nseen; i++) {
-        ml__proc_t *p = c->procs[i];
-        if (!p || p->done) continue;
-        got += ml__drain(c, p, false);
-    }
+    for (uint32_t i = 0; i < c->nactive; i++) got += ml__drain(c, c->active[i], false);
     if (now >= c->next_rss) {
         c->next_rss = now + RSS_INTERVAL_MS;
-        for (uint32_t i = 0; i < c->nseen; i++)
-            if (c->procs[i] && !c->procs[i]->done && !c->procs[i]->ended) sample_rss(c, c->procs[i]);
+        for (uint32_t i = 0; i < c->nactive; i++)
+            if (!c->active[i]->ended) sample_rss(c, c->active[i]);
         ml__flush(c);
     }
     if (now >= c->next_mallinfo) {
@@ -161,10 +159,10 @@ void ml_collector_root_ended(ml_collector_t *c, int st) {
     c->root_exited = true;
     c->root_status = st;
     ml__discover(c);
-    for (uint32_t i = 0; i < c->nseen; i++) {
-        ml__proc_t *p = c->procs[i];
+    for (uint32_t i = 0; i < c->nactive; i++) {
+        ml__proc_t *p = c->active[i];
         /* The root, or an exec'd image of the root process. */
-        if (!p || p->ended || !(p->info.is_root || p->info.pid == (uint32_t)c->root_pid)) continue;
+        if (p->ended || !(p->info.is_root || p->info.pid == (uint32_t)c->root_pid)) continue;
         p->ended = true;
         p->end_kind = WIFSIGNALED(st) ? ML_END_SIGNALED : ML_END_EXITED;
         p->end_status = WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
@@ -241,15 +239,22 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     p->done = true;
 }
 
+/* Finished processes leave the active list (which keeps its order). The
+ * session is over once the root exited, nothing is active and every slot
+ * that was counted has been looked at: nprocs counts the images refused for
+ * want of a slot too, so it is capped at the table's size (issue 12: past
+ * 1024 images the comparison never held and memlens never exited). */
 bool ml_collector_reap(ml_collector_t *c) {
-    bool active = false;
-    for (uint32_t i = 0; i < c->nseen; i++) {
-        ml__proc_t *p = c->procs[i];
-        if (!p || p->done) continue;
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < c->nactive; i++) {
+        ml__proc_t *p = c->active[i];
         if (ml__proc_gone(p)) finish_proc(c, p);
-        else active = true;
+        else c->active[j++] = p;
     }
-    return c->root_exited && !active && c->nseen >= ml_atomic_load_acquire(&c->ctl->nprocs);
+    c->nactive = j;
+    uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
+    return c->root_exited && !c->nactive && c->nseen >= n;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -262,6 +267,10 @@ bool ml_collector_root_traced(const ml_collector_t *c) {
 
 uint32_t ml_collector_nprocs(const ml_collector_t *c) {
     return c->nseen;
+}
+
+uint32_t ml_collector_procs_refused(const ml_collector_t *c) {
+    return ml_atomic_load_relaxed(&c->ctl->procs_refused);
 }
 
 const ml_proc_info_t *ml_collector_proc(const ml_collector_t *c, uint32_t slot) {

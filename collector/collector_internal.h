@@ -64,7 +64,10 @@ struct ml_collector_s {
     bool root_exited;
     int root_status;
     /* processes (discover.c) */
-    ml__proc_t *procs[ML_MAX_PROCS];
+    ml__proc_t **procs;  /* by slot, 0..nseen-1; NULL: not recorded */
+    uint32_t procs_cap;  /* entries allocated in procs */
+    ml__proc_t **active; /* the processes not finished yet, in slot order */
+    uint32_t nactive;
     uint32_t nseen;
     uint32_t free_since_ms; /* when slot nseen was first seen counted but still FREE (+1) */
     /* sinks and the hand-off between the stages (dispatch.c) */

@@ -89,7 +89,7 @@ static void process_record(ml_collector_t *c, ml__proc_t *p) {
     pr->sample_bytes = c->o.sample_bytes;
     pr->options = c->ctl->options;
     uint32_t parent = c->ctl->procs[p->info.slot].parent_slot;
-    pr->parent_trace = parent < ML_MAX_PROCS && c->procs[parent] ? c->procs[parent]->path : "";
+    pr->parent_trace = parent < c->nseen && c->procs[parent] ? c->procs[parent]->path : "";
     size_t n = strnlen(h->exe, sizeof h->exe - 1);
     memcpy(p->exe, h->exe, n);
     p->exe[n] = '\0';
@@ -138,7 +138,7 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     process_record(c, p);
 
     /* An image that replaced another by exec ends that one. */
-    if (cp->parent_slot < ML_MAX_PROCS && c->procs[cp->parent_slot]) {
+    if (cp->parent_slot < c->nseen && c->procs[cp->parent_slot]) {
         ml__proc_t *q = c->procs[cp->parent_slot];
         if (q->info.pid == p->info.pid && !q->ended) {
             q->ended = true;
@@ -156,10 +156,30 @@ fail_proc:
     return NULL;
 }
 
+/* Room for slot c->nseen in procs and one more entry in active. */
+static int grow(ml_collector_t *c) {
+    if (c->nseen < c->procs_cap) return 0;
+    uint32_t cap = c->procs_cap ? c->procs_cap * 2 : 64;
+    ml__proc_t **procs = realloc(c->procs, cap * sizeof *procs);
+    if (!procs) return -ENOMEM;
+    c->procs = procs;
+    ml__proc_t **active = realloc(c->active, cap * sizeof *active);
+    if (!active) return -ENOMEM;
+    c->active = active;
+    c->procs_cap = cap;
+    return 0;
+}
+
 void ml__discover(ml_collector_t *c) {
     uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
     if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
     while (c->nseen < n) {
+        if (grow(c) < 0) {
+            /* Try again next round; the process waits at exit, bounded. */
+            fprintf(stderr, "memlens: warning: out of memory for the process table\n");
+            break;
+        }
+        c->procs[c->nseen] = NULL;
         uint32_t st = ml_atomic_load_acquire(&c->ctl->procs[c->nseen].state);
         if (st == ML_PROC_FREE) {
             /* A process counts itself in nprocs a moment before it marks its
@@ -191,8 +211,10 @@ void ml__discover(ml_collector_t *c) {
             break;
         }
         if (st == ML_PROC_READY) {
-            c->procs[c->nseen] = open_proc(c, c->nseen);
-            if (!c->procs[c->nseen])
+            ml__proc_t *p = open_proc(c, c->nseen);
+            c->procs[c->nseen] = p;
+            if (p) c->active[c->nactive++] = p;
+            else
                 fprintf(stderr, "memlens: warning: cannot open the event ring of process %u\n",
                         c->ctl->procs[c->nseen].pid);
         }

@@ -6,7 +6,8 @@
  * glibc's counters, a GPU event) is a header slot and continuation slots
  * claimed together: it is read once all of them are published. Each slot is
  * released right after its event is decoded, and the tail is published once
- * per drain. With `final` the process is gone: positions that were claimed
+ * per drain. Producers asleep on a full ring are woken every WAKE_EVERY
+ * released events and at the end of the drain. With `final` the process is gone: positions that were claimed
  * but never published (it was killed in the middle of an event) are counted
  * as lost and skipped, never guessed at.
  */
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #define DRAIN_BUDGET 65536 /* events per process per round: no ring starves the others */
+#define WAKE_EVERY 4096    /* released events between wake-ups of producers asleep on a full ring */
 
 /* The process has run its exit handlers and waits in libmemlens' destructor
  * until we answer: its memory is intact, so this is where reachability of
@@ -91,8 +93,10 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
         p->pos += n;
         p->events++;
         got++;
+        if (got % WAKE_EVERY == 0) ml_ring_wake(h);
     }
     ml_atomic_store_release(&h->tail, p->pos);
+    ml_ring_wake(h);
     ml__flush(c);
     return got;
 }

@@ -230,6 +230,10 @@ bool ml_collector_root_traced(const ml_collector_t *c);
 uint32_t ml_collector_nprocs(const ml_collector_t *c);
 const ml_proc_info_t *ml_collector_proc(const ml_collector_t *c, uint32_t slot);
 
+/** Process images that ran untraced because the session's table of
+ * ML_MAX_PROCS slots was full. */
+uint32_t ml_collector_procs_refused(const ml_collector_t *c);
+
 /** Releases every sink state and sink, unmaps the rings, closes the trace
  * files still open, removes the session's files from /dev/shm. NULL is a
  * no-op. */

@@ -41,8 +41,14 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 1
-#define ML_MAX_PROCS 1024
+#define ML_SHM_VERSION 2 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters */
+/* Process images one session can trace. The table is part of the control
+ * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
+ * when processes register there, so the bound costs address space, not
+ * memory (16 MiB mapped, 16 bytes used per image). An image past it runs
+ * untraced, says so on its stderr, and is counted in ml_ctl_t.procs_refused,
+ * which `memlens run` reports; the session still ends normally. */
+#define ML_MAX_PROCS (1u << 20)
 #define ML_RING_DATA_OFFSET 4096
 #define ML_MAX_DEPTH 256
 #define ML_DEFAULT_DEPTH 64
@@ -315,6 +321,12 @@ typedef struct {
         uint32_t fell_back;               /* the recorder's stack came from libunwind too */
         uint64_t fast_pc, full_pc;        /* the differing frames (0: none that deep) */
     } unwind_bad;
+    /* Backpressure (ml_ring.c): a producer that finds its slot still taken
+     * counts itself in `sleepers` and sleeps on the futex word `space_gen`;
+     * the collector, after releasing slots, bumps space_gen and wakes them
+     * when sleepers is non-zero. */
+    _Alignas(ML_CACHE_LINE) _Atomic uint32_t space_gen;
+    _Atomic uint32_t sleepers;
     /* Exit handshake: the process sets ML_EXIT_SCAN_ASKED after its last
      * destructor-time event and waits (bounded) for ML_EXIT_SCAN_DONE, so the
      * collector can read its memory while it is still intact (leak
