@@ -39,6 +39,7 @@ int ml_collector_new(const ml_collector_opts_t *o, ml_collector_t **out, char *e
     if (!c) goto fail_alloc;
     c->o = *o;
     c->root_fd = -1;
+    c->root_out.fd = -1;
     c->root_pid = -1;
     c->next_mallinfo = MALLINFO_INTERVAL_MS;
     c->blob_cap = BLOB_CAP;
@@ -68,7 +69,10 @@ const char *ml_collector_ctl_path(const ml_collector_t *c) {
 
 void ml_collector_set_root(ml_collector_t *c, const ml_collector_root_t *root) {
     c->root_pid = root->pid;
-    c->root_fd = root->fd;
+    c->root_out = *root->file;
+    memset(root->file, 0, sizeof *root->file);
+    root->file->fd = -1;
+    c->root_fd = c->root_out.fd;
     snprintf(c->root_path, sizeof c->root_path, "%s", root->path);
     snprintf(c->root_exe, sizeof c->root_exe, "%s", root->exe ? root->exe : "");
     c->root_argc = root->argc;
@@ -85,7 +89,8 @@ void ml_collector_free(ml_collector_t *c) {
         if (!p) continue;
         ml__sinks_release(c, p);
         if (!p->done) {
-            if (p->info.fd >= 0) close(p->info.fd);
+            /* Stopped before the process ended: what was written is kept. */
+            if (p->out.fd >= 0) ml__trace_commit(p);
             if (p->ring) munmap(p->ring, p->ring_bytes);
             if (p->pidfd >= 0) close(p->pidfd);
         }
@@ -93,7 +98,7 @@ void ml_collector_free(ml_collector_t *c) {
     }
     for (int i = 0; i < c->nsinks; i++)
         if (c->sinks[i].ops->free) c->sinks[i].ops->free(c->sinks[i].self);
-    if (c->root_fd >= 0) close(c->root_fd);
+    if (c->root_fd >= 0) ml_outfile_abort(&c->root_out); /* never registered: no trace */
     ml__session_close(c);
     free(c->blob);
     free(c->batch);
@@ -170,6 +175,14 @@ void ml_collector_root_ended(ml_collector_t *c, int st) {
     }
 }
 
+/* Syncs the trace file and renames it into place (ml_outfile.h). */
+void ml__trace_commit(ml__proc_t *p) {
+    char err[PATH_MAX * 2 + 256];
+    if (ml_outfile_commit(&p->out, err, sizeof err) < 0)
+        fprintf(stderr, "memlens: error: process %u: %s\n", p->info.pid, err);
+    p->info.fd = -1;
+}
+
 /* Drains what the process published, writes its end record and ends its
  * sinks (the snapshot goes after the end record), then lets go of its
  * trace file and ring. */
@@ -193,10 +206,7 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     e->duration_ms = ml__now_ms(c);
     ml__emit(c, p, &r);
     ml__sinks_end(c, p);
-    if (fsync(p->info.fd) < 0 && errno != EINVAL && errno != EROFS) { /* best effort */
-    }
-    close(p->info.fd);
-    p->info.fd = -1;
+    ml__trace_commit(p);
     munmap(p->ring, p->ring_bytes);
     p->ring = NULL;
     if (p->pidfd >= 0) close(p->pidfd);
@@ -213,6 +223,19 @@ bool ml_collector_reap(ml_collector_t *c) {
         else active = true;
     }
     return c->root_exited && !active && c->nseen >= ml_atomic_load_acquire(&c->ctl->nprocs);
+}
+
+void ml_collector_stop(ml_collector_t *c) {
+    ml__discover(c);
+    for (uint32_t i = 0; i < c->nseen; i++) {
+        ml__proc_t *p = c->procs[i];
+        if (!p || p->done) continue;
+        if (!p->ended) {
+            p->ended = true;
+            p->end_kind = ML_END_UNKNOWN;
+        }
+        finish_proc(c, p);
+    }
 }
 
 /* ------------------------------------------------------------------------- */
