@@ -591,7 +591,12 @@ static int spawn(run_t *s) {
     struct sigaction stop = {.sa_sigaction = on_stop, .sa_flags = SA_SIGINFO | SA_RESTART};
     sigemptyset(&stop.sa_mask);
     for (size_t i = 0; i < NSTOP; i++) sigaddset(&stop.sa_mask, stop_signals[i]);
-    for (size_t i = 0; i < NSTOP; i++) sigaction(stop_signals[i], &stop, &old_stop[i]);
+    /* A signal ignored on entry stays ignored, as in a shell (a background
+     * job of a script ignores SIGINT), for memlens and for the program. */
+    for (size_t i = 0; i < NSTOP; i++) {
+        sigaction(stop_signals[i], NULL, &old_stop[i]);
+        if (old_stop[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &stop, NULL);
+    }
     sigaction(SIGQUIT, &ign, &old_quit);
     /* Held until child_pid is known, so that none is lost or misdirected. */
     sigset_t block, prev;
@@ -715,10 +720,16 @@ static int report(run_t *s) {
     if (!ml_collector_root_traced(s->c)) {
         /* The program never registered: it could not be preloaded. Its
          * trace file is removed by ml_collector_free. */
-        fprintf(stderr,
-                "memlens: error: %s ran but was never traced: libmemlens.so was not loaded into it "
-                "(a static or set-user-ID program behind a script?); no trace written\n",
-                s->prog);
+        if (ml_collector_root_refused(s->c))
+            fprintf(stderr,
+                    "memlens: error: %s ran but could not be recorded (the warning above says "
+                    "why); no trace written\n",
+                    s->prog);
+        else
+            fprintf(stderr,
+                    "memlens: error: %s ran but was never traced: libmemlens.so was not loaded "
+                    "into it (a static or set-user-ID program behind a script?); no trace written\n",
+                    s->prog);
         return ML_EXIT_ERROR;
     }
     if (!s->o.quiet) print_summary(s);

@@ -246,6 +246,16 @@ bool ml_collector_root_traced(const ml_collector_t *c) {
     return c->root_fd < 0;
 }
 
+bool ml_collector_root_refused(const ml_collector_t *c) {
+    uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
+    for (uint32_t i = 0; i < n; i++)
+        if ((pid_t)c->ctl->procs[i].pid == c->root_pid &&
+            ml_atomic_load_acquire(&c->ctl->procs[i].state) == ML_PROC_FAILED)
+            return true;
+    return false;
+}
+
 uint32_t ml_collector_nprocs(const ml_collector_t *c) {
     return c->nseen;
 }

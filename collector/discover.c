@@ -22,8 +22,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* A name nothing holds yet (lstat: a dangling link counts as taken). */
-static bool name_free(const char *path) {
+/* A name nothing holds yet (lstat: a dangling link counts as taken), nor a
+ * trace of this session still written under its temporary name. */
+static bool name_free(const ml_collector_t *c, const char *path) {
+    for (uint32_t i = 0; i < c->nseen; i++)
+        if (c->procs[i] && !strcmp(c->procs[i]->path, path)) return false;
     struct stat st;
     return lstat(path, &st) < 0 && errno == ENOENT;
 }
@@ -32,7 +35,7 @@ static void child_trace_path(const ml_collector_t *c, uint32_t pid, char *out, s
     /* The stem is at most PATH_MAX - 5 bytes: a truncated name still names a
      * new file of ours, never the parent's trace. */
     if (snprintf(out, len, "%s.%u.mlt", c->stem, pid) >= (int)len) out[len - 1] = '\0';
-    for (int n = 2; !name_free(out) && n < 1000; n++)
+    for (int n = 2; !name_free(c, out) && n < 1000; n++)
         if (snprintf(out, len, "%s.%u.%d.mlt", c->stem, pid, n) >= (int)len) out[len - 1] = '\0';
 }
 

@@ -245,6 +245,10 @@ bool ml_collector_root_traced(const ml_collector_t *c);
 /** The process table: slots 0..ml_collector_nprocs()-1, in the order the
  * processes registered; ml_collector_proc() is NULL for a slot that was not
  * recorded. */
+/** True when libmemlens.so was loaded into the root process but could not
+ * register it (its ring could not be created: it said why on stderr). */
+bool ml_collector_root_refused(const ml_collector_t *c);
+
 uint32_t ml_collector_nprocs(const ml_collector_t *c);
 const ml_proc_info_t *ml_collector_proc(const ml_collector_t *c, uint32_t slot);
 
