@@ -12,6 +12,7 @@
 #include "ml_gpu.h"
 #include "ml_report.h"
 #include "ml_report_html.h"
+#include "ml_trace_format.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -219,8 +220,10 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
     const ml_totals_t *t = ml_analysis_totals(a);
     if (t->records == 0 && !t->complete) {
         /* A header and nothing else: nothing to report on. */
+        struct stat st;
+        bool header_only = stat(path, &st) == 0 && (uint64_t)st.st_size <= ML_TRACE_HEADER_LEN;
         if (quiet) {
-        } else if (t->truncated) {
+        } else if (t->truncated && !header_only) {
             fprintf(stderr,
                     "memlens: warning: %s holds no complete record: it was cut inside its first "
                     "chunk (memlens was killed, or the disk filled, while the program ran)\n",
