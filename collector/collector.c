@@ -134,6 +134,47 @@ static void sample_rss(ml_collector_t *c, ml__proc_t *p) {
     ml__emit(c, p, &r);
 }
 
+/* A followed process that exec'd a program without libmemlens.so (its
+ * LD_PRELOAD was replaced, or the program is set-user-ID or static) never
+ * registers its new image: its /proc/PID/exe changed, and no later slot of
+ * the session has its pid. After a second of that, say so and end the old
+ * image's trace there (status exec): memlens does not wait for a program it
+ * does not trace. The root process is only named: its end comes from
+ * waitpid. A re-exec of the same file is not seen. */
+static void check_exec(ml_collector_t *c, ml__proc_t *p) {
+    if (!c->o.follow_fork || !p->exe[0]) return;
+    char link[64], exe[sizeof p->exe];
+    snprintf(link, sizeof link, "/proc/%u/exe", p->info.pid);
+    ssize_t n = readlink(link, exe, sizeof exe - 1);
+    if (n <= 0) return;
+    exe[n] = '\0';
+    size_t k = strlen(p->exe);
+    if (!strcmp(exe, p->exe) || (!strncmp(exe, p->exe, k) && !strcmp(exe + k, " (deleted)"))) {
+        p->exec_seen_ms = 0;
+        return;
+    }
+    uint32_t nprocs = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (nprocs > ML_MAX_PROCS) nprocs = ML_MAX_PROCS;
+    for (uint32_t i = p->info.slot + 1; i < nprocs; i++)
+        if (c->ctl->procs[i].pid == p->info.pid) return; /* a traced image follows */
+    uint32_t now = ml__now_ms(c);
+    if (!p->exec_seen_ms) {
+        p->exec_seen_ms = now + 1;
+        return;
+    }
+    if (p->exec_seen_ms == UINT32_MAX || now + 1 - p->exec_seen_ms < 1000) return;
+    p->exec_seen_ms = UINT32_MAX; /* said once */
+    fprintf(stderr,
+            "memlens: warning: process %u exec'd %s without libmemlens.so (its LD_PRELOAD "
+            "was replaced or emptied, or the program is set-user-ID or static): it is not "
+            "traced from there on\n",
+            p->info.pid, exe);
+    if (!p->info.is_root && p->info.pid != (uint32_t)c->root_pid) {
+        p->ended = true;
+        p->end_kind = ML_END_EXEC;
+    }
+}
+
 uint64_t ml_collector_poll(ml_collector_t *c) {
     uint32_t now = ml__now_ms(c);
     ml_atomic_store_relaxed(&c->ctl->clock_ms, now);
@@ -147,7 +188,10 @@ uint64_t ml_collector_poll(ml_collector_t *c) {
     if (now >= c->next_rss) {
         c->next_rss = now + RSS_INTERVAL_MS;
         for (uint32_t i = 0; i < c->nseen; i++)
-            if (c->procs[i] && !c->procs[i]->done && !c->procs[i]->ended) sample_rss(c, c->procs[i]);
+            if (c->procs[i] && !c->procs[i]->done && !c->procs[i]->ended) {
+                sample_rss(c, c->procs[i]);
+                check_exec(c, c->procs[i]);
+            }
         ml__flush(c);
     }
     if (now >= c->next_mallinfo) {

@@ -46,6 +46,7 @@ typedef struct {
     uint32_t last_time, last_thread; /* of the last record: the collector's records follow it */
     void *sink_state[ML__MAX_SINKS];
     int analysis_sink; /* index of the sink whose analysis() is info.analysis, or -1 */
+    uint32_t exec_seen_ms;  /* when /proc/PID/exe was first seen changed with no new image (+1) */
 } ml__proc_t;
 
 struct ml_collector_s {

@@ -713,6 +713,11 @@ static void check_allocator_order(void) {
     void *m = dlsym(RTLD_DEFAULT, "malloc");
     if (!m || !dladdr((void *)ml__init, &self) || !dladdr(m, &first)) return;
     if (first.dli_fbase == self.dli_fbase) return;
+    /* A program that takes malloc's address makes its PLT entry the
+     * canonical address: an undefined symbol there, whose calls reach us. */
+    Dl_info again;
+    const ElfW(Sym) *sym = NULL;
+    if (dladdr1(m, &again, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_shndx == SHN_UNDEF) return;
     char pnum[16];
     const char *parts[] = {"process ", u32_to_str(pnum + sizeof pnum, (uint32_t)getpid()),
                            ": malloc comes from ", first.dli_fname && *first.dli_fname ? first.dli_fname : "the program itself",

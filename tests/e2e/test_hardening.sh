@@ -257,6 +257,14 @@ if want "$@"; then
             has err.txt "process [0-9]*: malloc comes from $pre, ahead of libmemlens.so"
     fi
 
+    # A followed child exec's a program with LD_PRELOAD taken away.
+    "$ML" run -q --follow-fork -o ex.mlt -- bash -c 'env -u LD_PRELOAD /bin/sleep 3; true' > /dev/null 2> err.txt
+    check "a child exec'd without libmemlens.so is named, with the reason" \
+        has err.txt "process [0-9]* exec'd [^ ]*sleep without libmemlens.so (its LD_PRELOAD was replaced"
+    envtrace=$(for f in ex.*.mlt; do "$ML" dump "$f" | grep -q ' process .*exe="[^"]*/env"' && echo "$f"; done)
+    check "...and env's trace ($envtrace) ends at that exec" \
+        test -n "$envtrace" -a -n "$("$ML" dump "${envtrace:-none}" 2> /dev/null | grep ' end exec ')"
+
     # In a private mount namespace: a /dev/shm without inodes for the ring,
     # and a full disk for the trace.
     if unshare -m true 2> /dev/null; then
