@@ -23,7 +23,8 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
 
 static void usage_diff(FILE *f) {
     fputs("usage: memlens diff BASE.mlt NEW.mlt [--json OUT] [--fail-on-increase PERCENT]\n"
-          "                    [--suppressions FILE] [--top N] [--no-symbols] [-q]\n"
+          "                    [--suppressions FILE] [--top N] [--no-symbols] [--force]\n"
+          "                    [--group-readable] [-q]\n"
           "\n"
           "  Per-site deltas of peak bytes, leaked bytes and calls between two traces,\n"
           "  heap and GPU (per device).\n"
@@ -32,7 +33,9 @@ static void usage_diff(FILE *f) {
           "                           grew by more than PCT %, or a GPU device's peak or the\n"
           "                           GPU leaked bytes did\n"
           "  --suppressions FILE      known leaks (LeakSanitizer `leak:` syntax), for both traces\n"
-          "  --top N                  sites listed (default: 20 in text, all in JSON)\n",
+          "  --top N                  sites listed (default: 20 in text, all in JSON)\n"
+          "  --force                  replace an output file memlens did not write (never a link)\n"
+          "  --group-readable         create the output 0640 instead of 0600\n",
           f);
 }
 
@@ -40,7 +43,7 @@ int ml_cmd_diff(int argc, char **argv) {
     const char *paths[2] = {NULL, NULL}, *json = NULL, *supp_path = NULL;
     bool gate = false, no_symbols = false, quiet = false;
     double pct = 0;
-    unsigned top = 0;
+    unsigned top = 0, out_flags = 0;
     int np = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -75,6 +78,10 @@ int ml_cmd_diff(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--no-symbols")) {
             no_symbols = true;
+        } else if (!strcmp(a, "--force")) {
+            out_flags |= ML_OUTFILE_FORCE;
+        } else if (!strcmp(a, "--group-readable")) {
+            out_flags |= ML_OUTFILE_GROUP;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -119,7 +126,7 @@ int ml_cmd_diff(int argc, char **argv) {
     ml_diff_report_opts_t ro = {paths[0], paths[1], gate, pct, top};
     if (json) {
         ml_out_t out;
-        int rc = ml_out_open(&out, json, err, sizeof err);
+        int rc = ml_out_open_flags(&out, json, out_flags, err, sizeof err);
         if (rc == 0) {
             if (ml_report_diff_json(out.f, base, cur, d, &ro) < 0) {
                 ml_out_abort(&out);

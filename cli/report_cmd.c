@@ -12,6 +12,7 @@
 #include "ml_gpu.h"
 #include "ml_report.h"
 #include "ml_report_html.h"
+#include "ml_trace_format.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,6 +28,7 @@ typedef struct {
     ml_fold_metric_t metric;
     bool leak_gate, peak_gate, gpu_leak_gate, gpu_peak_gate;
     bool no_symbols, quiet, no_advisor, replay, all_policies;
+    unsigned out_flags; /* ML_OUTFILE_*: --force, --group-readable */
     uint64_t fail_on_leak, max_peak, fail_on_gpu_leak, max_gpu_peak;
     uint32_t max_sites;
 } report_opts_t;
@@ -38,7 +40,7 @@ static void usage_report(FILE *f) {
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
           "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
-          "                      [--replay] [-q]\n"
+          "                      [--replay] [--force] [--group-readable] [-q]\n"
           "\n"
           "  Without an output option, prints a summary: the sites holding the peak and the leaks.\n"
           "  --json OUT            the JSON report (docs/report-schema.json); '-' is stdout\n"
@@ -62,6 +64,8 @@ static void usage_report(FILE *f) {
           "                        worst, bitmap) for its table: about five times slower\n"
           "  --replay              analyse every record again, ignoring the analysis the\n"
           "                        collector saved at the end of the trace\n"
+          "  --force               replace output files memlens did not write (never a link)\n"
+          "  --group-readable      create outputs 0640 instead of 0600 (docs/security.md)\n"
           "  -q, --quiet           no warnings on stderr\n"
           "BYTES takes k, M, G suffixes (powers of 1024).\n",
           f);
@@ -112,7 +116,11 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         }                                                                                          \
         i++;                                                                                       \
     } while (0)
-        if (!strcmp(a, "--json")) {
+        if (!strcmp(a, "--force")) {
+            o->out_flags |= ML_OUTFILE_FORCE;
+        } else if (!strcmp(a, "--group-readable")) {
+            o->out_flags |= ML_OUTFILE_GROUP;
+        } else if (!strcmp(a, "--json")) {
             NEED();
             o->json = val;
         } else if (!strcmp(a, "--html")) {
@@ -223,8 +231,20 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
     const ml_totals_t *t = ml_analysis_totals(a);
     if (t->records == 0 && !t->complete) {
         /* A header and nothing else: nothing to report on. */
-        if (!quiet)
-            fprintf(stderr, "memlens: warning: %s holds no records (the program never started?)\n", path);
+        struct stat st;
+        bool header_only = stat(path, &st) == 0 && (uint64_t)st.st_size <= ML_TRACE_HEADER_LEN;
+        if (quiet) {
+        } else if (t->truncated && !header_only) {
+            fprintf(stderr,
+                    "memlens: warning: %s holds no complete record: it was cut inside its first "
+                    "chunk (memlens was killed, or the disk filled, while the program ran)\n",
+                    path);
+        } else {
+            fprintf(stderr,
+                    "memlens: warning: %s holds no records: it ends after its header (the program "
+                    "never started, or memlens stopped before writing anything)\n",
+                    path);
+        }
     }
     ml_build_opts_t bo = {.no_symbols = no_symbols, .suppressions = supp};
     if (ml_analysis_build(a, &bo, err, sizeof err) < 0) {
@@ -297,7 +317,7 @@ int ml_cmd_report(int argc, char **argv) {
 
     if (o.json) {
         ml_out_t out;
-        if (ml_out_open(&out, o.json, err, sizeof err) < 0 ||
+        if (ml_out_open_flags(&out, o.json, o.out_flags, err, sizeof err) < 0 ||
             (write_json_to(&out, a, &ro) < 0 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s", o.json), -1)
                                              : ml_out_commit(&out, err, sizeof err)) < 0) {
             ml_cli_error("%s", err);
@@ -310,7 +330,7 @@ int ml_cmd_report(int argc, char **argv) {
         FILE *m = open_memstream(&doc, &len);
         int rc = m ? ml_report_json(m, a, &ro) : -ENOMEM;
         if (m) fclose(m);
-        if (rc == 0) rc = ml_report_html_write(doc, len, o.html, err, sizeof err);
+        if (rc == 0) rc = ml_report_html_write_flags(doc, len, o.html, o.out_flags, err, sizeof err);
         else snprintf(err, sizeof err, "out of memory");
         if (rc < 0) {
             ml_cli_error("%s", err);
@@ -320,7 +340,7 @@ int ml_cmd_report(int argc, char **argv) {
     }
     if (o.folded && code == ML_EXIT_OK) {
         ml_out_t out;
-        if (ml_out_open(&out, o.folded, err, sizeof err) < 0 ||
+        if (ml_out_open_flags(&out, o.folded, o.out_flags, err, sizeof err) < 0 ||
             (ml_report_folded(out.f, a, o.metric) < 0 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s", o.folded), -1)
                                                        : ml_out_commit(&out, err, sizeof err)) < 0) {
             ml_cli_error("%s", err);

@@ -40,6 +40,7 @@ int ml_collector_new(const ml_collector_opts_t *o, ml_collector_t **out, char *e
     if (!c) goto fail_alloc;
     c->o = *o;
     c->root_fd = -1;
+    c->root_out.fd = -1;
     c->root_pid = -1;
     c->next_mallinfo = MALLINFO_INTERVAL_MS;
     c->blob_cap = BLOB_CAP;
@@ -69,7 +70,10 @@ const char *ml_collector_ctl_path(const ml_collector_t *c) {
 
 void ml_collector_set_root(ml_collector_t *c, const ml_collector_root_t *root) {
     c->root_pid = root->pid;
-    c->root_fd = root->fd;
+    c->root_out = *root->file;
+    memset(root->file, 0, sizeof *root->file);
+    root->file->fd = -1;
+    c->root_fd = c->root_out.fd;
     snprintf(c->root_path, sizeof c->root_path, "%s", root->path);
     snprintf(c->root_exe, sizeof c->root_exe, "%s", root->exe ? root->exe : "");
     c->root_argc = root->argc;
@@ -86,7 +90,8 @@ void ml_collector_free(ml_collector_t *c) {
         if (!p) continue;
         ml__sinks_release(c, p);
         if (!p->done) {
-            if (p->info.fd >= 0) close(p->info.fd);
+            /* Stopped before the process ended: what was written is kept. */
+            if (p->out.fd >= 0) ml__trace_commit(p);
             if (p->ring) munmap(p->ring, p->ring_bytes);
             if (p->pidfd >= 0) close(p->pidfd);
         }
@@ -96,7 +101,7 @@ void ml_collector_free(ml_collector_t *c) {
     free(c->active);
     for (int i = 0; i < c->nsinks; i++)
         if (c->sinks[i].ops->free) c->sinks[i].ops->free(c->sinks[i].self);
-    if (c->root_fd >= 0) close(c->root_fd);
+    if (c->root_fd >= 0) ml_outfile_abort(&c->root_out); /* never registered: no trace */
     ml__session_close(c);
     free(c->blob);
     free(c->batch);
@@ -132,6 +137,47 @@ static void sample_rss(ml_collector_t *c, ml__proc_t *p) {
     ml__emit(c, p, &r);
 }
 
+/* A followed process that exec'd a program without libmemlens.so (its
+ * LD_PRELOAD was replaced, or the program is set-user-ID or static) never
+ * registers its new image: its /proc/PID/exe changed, and no later slot of
+ * the session has its pid. After a second of that, say so and end the old
+ * image's trace there (status exec): memlens does not wait for a program it
+ * does not trace. The root process is only named: its end comes from
+ * waitpid. A re-exec of the same file is not seen. */
+static void check_exec(ml_collector_t *c, ml__proc_t *p) {
+    if (!c->o.follow_fork || !p->exe[0]) return;
+    char link[64], exe[sizeof p->exe];
+    snprintf(link, sizeof link, "/proc/%u/exe", p->info.pid);
+    ssize_t n = readlink(link, exe, sizeof exe - 1);
+    if (n <= 0) return;
+    exe[n] = '\0';
+    size_t k = strlen(p->exe);
+    if (!strcmp(exe, p->exe) || (!strncmp(exe, p->exe, k) && !strcmp(exe + k, " (deleted)"))) {
+        p->exec_seen_ms = 0;
+        return;
+    }
+    uint32_t nprocs = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (nprocs > ML_MAX_PROCS) nprocs = ML_MAX_PROCS;
+    for (uint32_t i = p->info.slot + 1; i < nprocs; i++)
+        if (c->ctl->procs[i].pid == p->info.pid) return; /* a traced image follows */
+    uint32_t now = ml__now_ms(c);
+    if (!p->exec_seen_ms) {
+        p->exec_seen_ms = now + 1;
+        return;
+    }
+    if (p->exec_seen_ms == UINT32_MAX || now + 1 - p->exec_seen_ms < 1000) return;
+    p->exec_seen_ms = UINT32_MAX; /* said once */
+    fprintf(stderr,
+            "memlens: warning: process %u exec'd %s without libmemlens.so (its LD_PRELOAD "
+            "was replaced or emptied, or the program is set-user-ID or static): it is not "
+            "traced from there on\n",
+            p->info.pid, exe);
+    if (!p->info.is_root && p->info.pid != (uint32_t)c->root_pid) {
+        p->ended = true;
+        p->end_kind = ML_END_EXEC;
+    }
+}
+
 uint64_t ml_collector_poll(ml_collector_t *c) {
     uint32_t now = ml__now_ms(c);
     ml_atomic_store_relaxed(&c->ctl->clock_ms, now);
@@ -141,7 +187,10 @@ uint64_t ml_collector_poll(ml_collector_t *c) {
     if (now >= c->next_rss) {
         c->next_rss = now + RSS_INTERVAL_MS;
         for (uint32_t i = 0; i < c->nactive; i++)
-            if (!c->active[i]->ended) sample_rss(c, c->active[i]);
+            if (!c->active[i]->ended) {
+                sample_rss(c, c->active[i]);
+                check_exec(c, c->active[i]);
+            }
         ml__flush(c);
     }
     if (now >= c->next_mallinfo) {
@@ -204,6 +253,14 @@ static void unwind_check(ml_collector_t *c, ml__proc_t *p) {
                 q->full_pc, h->unwind_bad.full_frames);
 }
 
+/* Syncs the trace file and renames it into place (ml_outfile.h). */
+void ml__trace_commit(ml__proc_t *p) {
+    char err[PATH_MAX * 2 + 256];
+    if (ml_outfile_commit(&p->out, err, sizeof err) < 0)
+        fprintf(stderr, "memlens: error: process %u: %s\n", p->info.pid, err);
+    p->info.fd = -1;
+}
+
 /* Drains what the process published, writes its end record and ends its
  * sinks (the snapshot goes after the end record), then lets go of its
  * trace file and ring. */
@@ -228,10 +285,7 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     e->duration_ms = ml__now_ms(c);
     ml__emit(c, p, &r);
     ml__sinks_end(c, p);
-    if (fsync(p->info.fd) < 0 && errno != EINVAL && errno != EROFS) { /* best effort */
-    }
-    close(p->info.fd);
-    p->info.fd = -1;
+    ml__trace_commit(p);
     munmap(p->ring, p->ring_bytes);
     p->ring = NULL;
     if (p->pidfd >= 0) close(p->pidfd);
@@ -257,12 +311,36 @@ bool ml_collector_reap(ml_collector_t *c) {
     return c->root_exited && !c->nactive && c->nseen >= n;
 }
 
+void ml_collector_stop(ml_collector_t *c) {
+    ml__discover(c);
+    for (uint32_t i = 0; i < c->nseen; i++) {
+        ml__proc_t *p = c->procs[i];
+        if (!p || p->done) continue;
+        if (!p->ended) {
+            p->ended = true;
+            p->end_kind = ML_END_UNKNOWN;
+        }
+        finish_proc(c, p);
+    }
+    c->nactive = 0; /* every process is finished */
+}
+
 /* ------------------------------------------------------------------------- */
 /* Queries                                                                   */
 /* ------------------------------------------------------------------------- */
 
 bool ml_collector_root_traced(const ml_collector_t *c) {
     return c->root_fd < 0;
+}
+
+bool ml_collector_root_refused(const ml_collector_t *c) {
+    uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
+    for (uint32_t i = 0; i < n; i++)
+        if ((pid_t)c->ctl->procs[i].pid == c->root_pid &&
+            ml_atomic_load_acquire(&c->ctl->procs[i].state) == ML_PROC_FAILED)
+            return true;
+    return false;
 }
 
 uint32_t ml_collector_nprocs(const ml_collector_t *c) {

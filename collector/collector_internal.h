@@ -32,6 +32,7 @@ typedef struct {
     char path[PATH_MAX];
     char exe[1024];     /* the process record's strings, kept while the */
     char cmdline[2049]; /* collector lives (ml_batch_t says why) */
+    ml_outfile_t out; /* the trace file (info.fd is out.fd): renamed into place at the end */
     ml_ring_hdr_t *ring;
     size_t ring_bytes;
     uint64_t pos;           /* next ring position to read */
@@ -45,6 +46,7 @@ typedef struct {
     uint32_t last_time, last_thread; /* of the last record: the collector's records follow it */
     void *sink_state[ML__MAX_SINKS];
     int analysis_sink; /* index of the sink whose analysis() is info.analysis, or -1 */
+    uint32_t exec_seen_ms;  /* when /proc/PID/exe was first seen changed with no new image (+1) */
 } ml__proc_t;
 
 struct ml_collector_s {
@@ -56,6 +58,7 @@ struct ml_collector_s {
     /* the root process */
     pid_t root_pid;
     int root_fd; /* until the root registers; -1 after */
+    ml_outfile_t root_out; /* root_fd's file, until the root registers */
     char root_path[PATH_MAX];
     char root_exe[PATH_MAX];
     int root_argc;
@@ -91,6 +94,9 @@ int ml__session_open(ml_collector_t *c, char *err, size_t errlen);
 void ml__session_close(ml_collector_t *c);
 void ml__ring_file_path(const ml_collector_t *c, uint32_t slot, char *out, size_t len);
 uint32_t ml__now_ms(const ml_collector_t *c);
+
+/* collector.c: commits p's trace file (a failure is said on stderr). */
+void ml__trace_commit(ml__proc_t *p);
 
 /* discover.c */
 void ml__discover(ml_collector_t *c);

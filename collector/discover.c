@@ -22,11 +22,20 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* A name nothing holds yet (lstat: a dangling link counts as taken), nor a
+ * trace of this session still written under its temporary name. */
+static bool name_free(const ml_collector_t *c, const char *path) {
+    for (uint32_t i = 0; i < c->nseen; i++)
+        if (c->procs[i] && !strcmp(c->procs[i]->path, path)) return false;
+    struct stat st;
+    return lstat(path, &st) < 0 && errno == ENOENT;
+}
+
 static void child_trace_path(const ml_collector_t *c, uint32_t pid, char *out, size_t len) {
     /* The stem is at most PATH_MAX - 5 bytes: a truncated name still names a
      * new file of ours, never the parent's trace. */
     if (snprintf(out, len, "%s.%u.mlt", c->stem, pid) >= (int)len) out[len - 1] = '\0';
-    for (int n = 2; access(out, F_OK) == 0 && n < 1000; n++)
+    for (int n = 2; !name_free(c, out) && n < 1000; n++)
         if (snprintf(out, len, "%s.%u.%d.mlt", c->stem, pid, n) >= (int)len) out[len - 1] = '\0';
 }
 
@@ -55,20 +64,25 @@ static ml_ring_hdr_t *map_ring(const ml_collector_t *c, uint32_t slot, size_t *b
 }
 
 /* The trace file: the root's was opened before the program started; a
- * child's is created here. Returns the descriptor or -1 (with a warning). */
+ * child's is created here, under a free name (ml_outfile.h: privately, never
+ * replacing anything). Returns the descriptor or -1 (with a warning). */
 static int open_trace(ml_collector_t *c, ml__proc_t *p) {
     if (p->info.is_root) {
-        int fd = c->root_fd;
+        p->out = c->root_out;
+        memset(&c->root_out, 0, sizeof c->root_out);
+        c->root_out.fd = -1;
         c->root_fd = -1;
         snprintf(p->path, sizeof p->path, "%s", c->root_path);
-        return fd;
+        return p->out.fd;
     }
     child_trace_path(c, p->info.pid, p->path, sizeof p->path);
-    int fd = open(p->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        fprintf(stderr, "memlens: warning: cannot write %s: %s; process %u is not recorded\n",
-                p->path, strerror(errno), p->info.pid);
-    return fd;
+    char err[PATH_MAX + 256];
+    unsigned flags = (c->o.out_flags & ML_OUTFILE_GROUP) | ML_OUTFILE_NEW | ML_OUTFILE_KEEP;
+    if (ml_outfile_open(&p->out, p->path, flags, err, sizeof err) < 0) {
+        fprintf(stderr, "memlens: warning: %s; process %u is not recorded\n", err, p->info.pid);
+        return -1;
+    }
+    return p->out.fd;
 }
 
 /* The first record says which process this is. Its strings live in p (or
@@ -148,7 +162,7 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     return p;
 fail_sinks:
     if (p->pidfd >= 0) close(p->pidfd);
-    close(p->info.fd);
+    ml_outfile_abort(&p->out);
 fail_trace:
     free(p);
 fail_proc:

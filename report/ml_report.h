@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "ml_analysis.h"
+#include "ml_outfile.h"
 
 #define ML_REPORT_SCHEMA_VERSION 1
 
@@ -130,6 +131,7 @@ int ml_report_diff_text(FILE *out, const ml_analysis_t *base, const ml_analysis_
 typedef struct {
     FILE *f;
     char *path, *tmp; /* tmp: NULL when writing in place (stdout, a device, a pipe) */
+    ml_outfile_t file; /* the file under f (ml_outfile.h); fd -1 for stdout */
 } ml_out_t;
 
 /** Opens an output: "-" is stdout; a regular file (or a new one) is written
@@ -137,6 +139,11 @@ typedef struct {
  * anything else (/dev/null, a FIFO) is written in place. Returns 0 or a
  * negative errno with a message in err. */
 int ml_out_open(ml_out_t *o, const char *path, char *err, size_t errlen);
+/** The same with ML_OUTFILE_* flags: the file is created 0600 (0640 with
+ * ML_OUTFILE_GROUP), a link at path is refused, and an existing file is
+ * replaced only when memlens made it or with ML_OUTFILE_FORCE (ml_outfile.h).
+ * ml_out_open passes 0. */
+int ml_out_open_flags(ml_out_t *o, const char *path, unsigned flags, char *err, size_t errlen);
 /** Flushes, syncs and renames into place. On failure removes the temporary
  * file, leaves the target untouched and returns a negative errno. */
 int ml_out_commit(ml_out_t *o, char *err, size_t errlen);

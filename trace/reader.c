@@ -69,7 +69,9 @@ static int read_full(int fd, void *buf, size_t len, size_t *got) {
 /* ------------------------------------------------------------------------- */
 
 int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer. Only regular
+     * files are read; the flag is cleared for them. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
         if (err) snprintf(err, errlen, "%s: %s", path, strerror(e));
@@ -77,9 +79,24 @@ int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen
     }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        if (err) snprintf(err, errlen, "%s: not a regular file", path);
+        const char *what = S_ISFIFO(st.st_mode)   ? "a FIFO (named pipe)"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                           : S_ISDIR(st.st_mode)  ? "a directory"
+                                                  : "not a regular file";
+        if (err)
+            snprintf(err, errlen, "%s: is %s, not a trace file; memlens reads traces from regular files only", path,
+                     what);
         close(fd);
         return -EINVAL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        if (err) snprintf(err, errlen, "%s: %s", path, strerror(e));
+        close(fd);
+        return -e;
     }
     uint8_t hdr[ML_TRACE_HEADER_LEN];
     size_t got;
