@@ -325,6 +325,8 @@ static void print_summary(const run_t *s) {
             ml_fmt_bytes(t->peak_bytes, b1, sizeof b1), t->peak_time_ms / 1000.0,
             ml_fmt_bytes(t->heap_bytes, b2, sizeof b2), t->heap_blocks,
             s->o.sample_bytes ? " (sampled: estimates)" : "");
+    if (t->hwm_rss_source)
+        fprintf(stderr, "memlens: " ML_LABEL_PEAK_RSS " %s\n", ml_fmt_bytes(t->hwm_rss_bytes, b1, sizeof b1));
     fprintf(stderr, "memlens: trace %s (%s", shown->path, ml_fmt_bytes(size, b3, sizeof b3));
     if (t->alloc_calls) fprintf(stderr, ", %.1f bytes/call", (double)size / (double)t->alloc_calls);
     fprintf(stderr, ")\n");

@@ -275,6 +275,7 @@ static void exec_case(const char *name, const char *const *cmd) {
     snprintf(want, sizeof want, "memlens: trace %s", others[0]);
     cr_expect(strstr(r.err, want), "the summary names fx_counts' trace: %s", r.err);
     cr_expect(strstr(r.err, "memlens: 161 allocation calls"), "fx_counts' numbers: %s", r.err);
+    cr_expect(strstr(r.err, "memlens: peak RSS (kernel high-water mark) "), "%s", r.err);
     h_run_free(&r);
 }
 
