@@ -288,7 +288,9 @@ Test(headlines, exec_from_sh_is_followed, .timeout = 120) {
 
 Test(headlines, exec_from_a_launcher_script_is_followed, .timeout = 120) {
     const char *launcher = h_tmp("launcher.sh");
-    FILE *f = fopen(launcher, "w");
+    /* Close-on-exec ("e"): a test forking meanwhile in another thread must
+     * not keep it open for writing, or its exec fails with ETXTBSY. */
+    FILE *f = fopen(launcher, "we");
     cr_assert_not_null(f);
     fprintf(f, "#!/bin/sh\n# a launcher, as pyenv's shims are\nexec '%s' \"$@\"\n", h_bin("fx_counts"));
     fclose(f);
