@@ -860,6 +860,10 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     case ML_T_PROC_EXIT:
         t->exited = true;
         break;
+    case ML_T_PEAK_RSS:
+        t->hwm_rss_bytes = r->u.peak_rss.bytes;
+        t->hwm_rss_source = r->u.peak_rss.source;
+        break;
     case ML_T_GPU_ALLOC: /* counted by ml__gpu_feed above; the timeline shows gpu_bytes */
     case ML_T_GPU_FREE:
         tl_update(a, r->time_ms);

@@ -86,7 +86,25 @@ typedef struct {
     uint64_t rss_bytes, peak_rss_bytes; /* last and largest RSS sample (0: none) */
     uint64_t gpu_bytes, peak_gpu_bytes; /* live GPU bytes (fed by the GPU collector's records) */
     bool exited;                        /* an ML_T_PROC_EXIT was seen */
+    /* since issue 13: the kernel's high-water mark of the resident set
+     * (ML_T_PEAK_RSS), unlike peak_rss_bytes (the largest of the samples
+     * taken every ML_RSS_SAMPLE_MS, which misses short peaks) */
+    uint64_t hwm_rss_bytes;             /* 0 with hwm_rss_source ML_HWM_NONE: unknown */
+    uint8_t hwm_rss_source;             /* ML_HWM_* */
 } ml_totals_t;
+
+/* How often the collector samples RSS (ML_T_RSS): the labels of the sampled
+ * curve say it. */
+#define ML_RSS_SAMPLE_MS 10
+
+/* What each number of ml_frag_t is, in the words the text report, the JSON
+ * (fragmentation.labels), the HTML page and the viewer all use (issue 13):
+ * page utilization is not heap fragmentation, and says so. */
+#define ML_LABEL_PAGE_UTILIZATION "page utilization (live bytes / bytes of the pages holding them)"
+#define ML_LABEL_EXTERNAL "external fragmentation of free heap (1 - largest free gap / all free)"
+#define ML_LABEL_INTERNAL "internal waste (usable - requested bytes, share of usable)"
+#define ML_LABEL_HEAP_TO_RSS "live heap / RSS (last sample)"
+#define ML_LABEL_PEAK_RSS "peak RSS (kernel high-water mark)"
 
 typedef struct ml_analysis_s ml_analysis_t;
 
@@ -128,7 +146,7 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
  * it at the end of the trace; ml_analysis_load_ex(ML_LOAD_SNAPSHOT) restores
  * it, so a report skips the replay. Builds from a restored session and from
  * a replay are the same (analysis/snapshot.c, tests/e2e/test_snapshot.c). */
-#define ML_ANALYSIS_SNAPSHOT_VERSION 2
+#define ML_ANALYSIS_SNAPSHOT_VERSION 3
 /* Version 1 snapshots (no GPU state: sessions with GPU records had none)
  * restore too; only older versions than this are replayed. */
 #define ML_ANALYSIS_SNAPSHOT_OLDEST 1

@@ -29,6 +29,7 @@ typedef struct {
     bool leak_gate, peak_gate, gpu_leak_gate, gpu_peak_gate;
     bool no_symbols, quiet, no_advisor, replay, all_policies;
     unsigned out_flags; /* ML_OUTFILE_*: --force, --group-readable */
+    bool allow_incomplete; /* --allow-incomplete: gates judge a partial trace too */
     uint64_t fail_on_leak, max_peak, fail_on_gpu_leak, max_gpu_peak;
     uint32_t max_sites;
 } report_opts_t;
@@ -40,7 +41,7 @@ static void usage_report(FILE *f) {
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
           "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
-          "                      [--replay] [--force] [--group-readable] [-q]\n"
+          "                      [--replay] [--allow-incomplete] [--force] [--group-readable] [-q]\n"
           "\n"
           "  Without an output option, prints a summary: the sites holding the peak and the leaks.\n"
           "  --json OUT            the JSON report (docs/report-schema.json); '-' is stdout\n"
@@ -56,6 +57,9 @@ static void usage_report(FILE *f) {
           "                        exit 3 when the GPU memory left allocated at exit (every device;\n"
           "                        freed only by the CUDA context's destruction) exceeds BYTES\n"
           "  --max-gpu-peak BYTES  exit 3 when a GPU device's peak exceeds BYTES\n"
+          "  --allow-incomplete    let the gates judge a trace that holds no records or ended\n"
+          "                        early (cut short, no end record, events lost); without it\n"
+          "                        such a trace fails every gate given (exit 3)\n"
           "  --suppressions FILE   known leaks, one `leak:PATTERN` per line (LeakSanitizer syntax)\n"
           "  --max-sites N         at most N entries in the JSON's sites[] (peak and leak lists stay whole)\n"
           "  --no-symbols          skip symbolization (functions show as [module+offset])\n"
@@ -101,6 +105,21 @@ static bool gpu_gates(const ml_analysis_t *a, const report_opts_t *o) {
         over = true;
     }
     return over;
+}
+
+/* Gates judge only what they can see (issue 13): a trace with no records,
+ * or one that ended early, cannot show that a program stayed under a
+ * threshold. Returns why the trace is incomplete, or NULL when it is whole. */
+static const char *incomplete_reason(const ml_totals_t *t, char *buf, size_t len) {
+    if (t->records == 0) return "it holds no records (the program never started, or the trace was cut before its first record)";
+    if (t->truncated) return "it was cut short (a partial chunk at its end)";
+    if (!t->complete) return "it has no end record (the recording stopped early)";
+    uint64_t lost = t->end.lost_in_crash + t->end.lost_dead_collector;
+    if (lost) {
+        snprintf(buf, len, "%" PRIu64 " events were lost (being written when the process died, or given up by a dead collector)", lost);
+        return buf;
+    }
+    return NULL;
 }
 
 static int parse(int argc, char **argv, report_opts_t *o) {
@@ -188,6 +207,8 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             o->all_policies = true;
         } else if (!strcmp(a, "--replay")) {
             o->replay = true;
+        } else if (!strcmp(a, "--allow-incomplete")) {
+            o->allow_incomplete = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -362,6 +383,22 @@ int ml_cmd_report(int argc, char **argv) {
     }
 
     /* Gates, after the reports: the evidence is on disk. */
+    bool gated = o.leak_gate || o.peak_gate || o.gpu_leak_gate || o.gpu_peak_gate;
+    char why_buf[160];
+    const char *why = gated ? incomplete_reason(ml_analysis_totals(a), why_buf, sizeof why_buf) : NULL;
+    if (code == ML_EXIT_OK && why) {
+        if (o.allow_incomplete) {
+            if (!o.quiet)
+                fprintf(stderr, "memlens: warning: %s is incomplete (%s); the gates judge only what it holds "
+                                "(--allow-incomplete)\n", o.trace, why);
+        } else {
+            fprintf(stderr,
+                    "memlens: gate failed: %s is incomplete: %s. A gate cannot pass on what the trace "
+                    "does not hold; record again, or pass --allow-incomplete to judge what it holds\n",
+                    o.trace, why);
+            code = ML_EXIT_GATE;
+        }
+    }
     if (code == ML_EXIT_OK) {
         char b1[32], b2[32];
         const ml_leaks_t *L = ml_analysis_leaks(a);

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -86,7 +87,8 @@ static void usage_run(FILE *f) {
             "                      an existing file is replaced only if it is a memlens trace\n"
             "  --force             replace FILE even when memlens did not write it\n"
             "  --group-readable    create traces 0640 instead of 0600 (docs/security.md)\n"
-            "  --follow-fork       trace forked and exec'd children too, each into FILE-stem.PID.mlt\n"
+            "  --follow-fork       trace forked children too (and what they exec), each into\n"
+            "                      FILE-stem.PID.mlt; an exec of PROG itself is always followed\n"
             "  --sample BYTES      record one allocation per BYTES allocated on average (Poisson)\n"
             "  --unwind KIND       libunwind (default, exact) or fp (frame pointers, faster)\n"
             "  --depth N           deepest stack recorded (default %d, at most %d)\n"
@@ -291,20 +293,47 @@ static int find_preload_lib(char *out, size_t len) {
 /* Summary                                                                   */
 /* ------------------------------------------------------------------------- */
 
+/* The program that actually ran: the root, or the last image that replaced
+ * it by exec (a launcher script, `sh -c 'exec prog'`); exec'd images
+ * register in order, each in a later slot. */
+static const ml_proc_info_t *final_image(const run_t *s, const ml_proc_info_t *root) {
+    const ml_proc_info_t *last = root;
+    uint32_t n = ml_collector_nprocs(s->c);
+    for (uint32_t i = root->slot + 1; i < n; i++) {
+        const ml_proc_info_t *p = ml_collector_proc(s->c, i);
+        if (p && p->pid == root->pid && p->analysis) last = p;
+    }
+    return last;
+}
+
+static const char *image_name(const ml_proc_info_t *p) {
+    const ml_process_info_t *pi = p->analysis ? ml_analysis_process(p->analysis) : NULL;
+    if (pi && pi->exe && *pi->exe) return pi->exe;
+    return pi && pi->argc ? pi->argv[0] : "?";
+}
+
 static void print_summary(const run_t *s) {
     const ml_proc_info_t *root = NULL;
-    uint32_t nchild = 0, n = ml_collector_nprocs(s->c);
+    uint32_t n = ml_collector_nprocs(s->c);
     for (uint32_t i = 0; i < n; i++) {
         const ml_proc_info_t *p = ml_collector_proc(s->c, i);
-        if (!p) continue;
-        if (p->is_root) root = p;
-        else nchild++;
+        if (p && p->is_root) root = p;
     }
     if (!root || !root->analysis) return;
-    const ml_totals_t *t = ml_analysis_totals(root->analysis);
+    /* The numbers are the final image's: the program the user meant. */
+    const ml_proc_info_t *shown = final_image(s, root);
+    if (shown != root)
+        fprintf(stderr, "memlens: %s replaced itself by exec; the program that ran was %s (pid %u)\n",
+                s->o.argv[0], image_name(shown), shown->pid);
+    uint32_t nchild = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const ml_proc_info_t *p = ml_collector_proc(s->c, i);
+        if (p && p != shown) nchild++;
+    }
+    const ml_totals_t *t = ml_analysis_totals(shown->analysis);
     char b1[32], b2[32], b3[32];
     struct stat st;
-    uint64_t size = stat(root->path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    uint64_t size = stat(shown->path, &st) == 0 ? (uint64_t)st.st_size : 0;
     fprintf(stderr,
             "memlens: %" PRIu64 " allocation calls (%" PRIu64 " temporary), %" PRIu64
             " frees, %" PRIu64 " reallocs, %" PRIu64 " mmaps\n",
@@ -313,14 +342,16 @@ static void print_summary(const run_t *s) {
             ml_fmt_bytes(t->peak_bytes, b1, sizeof b1), t->peak_time_ms / 1000.0,
             ml_fmt_bytes(t->heap_bytes, b2, sizeof b2), t->heap_blocks,
             s->o.sample_bytes ? " (sampled: estimates)" : "");
-    fprintf(stderr, "memlens: trace %s (%s", root->path, ml_fmt_bytes(size, b3, sizeof b3));
+    if (t->hwm_rss_source)
+        fprintf(stderr, "memlens: " ML_LABEL_PEAK_RSS " %s\n", ml_fmt_bytes(t->hwm_rss_bytes, b1, sizeof b1));
+    fprintf(stderr, "memlens: trace %s (%s", shown->path, ml_fmt_bytes(size, b3, sizeof b3));
     if (t->alloc_calls) fprintf(stderr, ", %.1f bytes/call", (double)size / (double)t->alloc_calls);
     fprintf(stderr, ")\n");
     if (nchild) {
         fprintf(stderr, "memlens: %u more trace%s:", nchild, nchild > 1 ? "s" : "");
         for (uint32_t i = 0; i < n; i++) {
             const ml_proc_info_t *p = ml_collector_proc(s->c, i);
-            if (p && !p->is_root) fprintf(stderr, " %s", p->path);
+            if (p && p != shown) fprintf(stderr, " %s", p->path);
         }
         fprintf(stderr, "\n");
     }
@@ -697,9 +728,12 @@ static void collect(run_t *s) {
         uint64_t got = ml_collector_poll(s->c);
         if (!s->root_exited) {
             int st;
-            if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            struct rusage ru;
+            if (wait4(s->pid, &st, WNOHANG, &ru) == s->pid) {
                 s->root_exited = true;
                 s->root_status = st;
+                /* The kernel's high-water mark (ru_maxrss is in KiB on Linux). */
+                ml_collector_root_maxrss(s->c, (uint64_t)ru.ru_maxrss * 1024);
                 ml_collector_root_ended(s->c, st);
             }
         }

@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define RSS_INTERVAL_MS 10
+#define RSS_INTERVAL_MS ML_RSS_SAMPLE_MS /* the reports' labels say it */
 /* mallinfo2() consolidates glibc's fast bins and takes every arena lock:
  * cheap twice a second, measurable (2-3 %) at ten times a second. */
 #define MALLINFO_INTERVAL_MS 500
@@ -112,6 +112,26 @@ void ml_collector_free(ml_collector_t *c) {
 /* One round                                                                 */
 /* ------------------------------------------------------------------------- */
 
+/* The kernel's high-water mark of the resident set (VmHWM) in a
+ * /proc/PID/status text. Unlike the samples below it counts RssShmem too, so
+ * it includes the pages of memlens' event ring the process touched. */
+uint64_t ml__status_hwm(const char *status) {
+    const char *h = strstr(status, "VmHWM:");
+    return h ? strtoull(h + 6, NULL, 10) * 1024 : 0;
+}
+
+uint64_t ml__read_hwm(uint32_t pid) {
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%u/status", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    return ml__status_hwm(buf);
+}
+
 /* RssAnon + RssFile from /proc/PID/status: resident memory without
  * RssShmem, where our own event ring would otherwise show up as the
  * program's. */
@@ -124,6 +144,8 @@ static void sample_rss(ml_collector_t *c, ml__proc_t *p) {
     close(fd);
     if (n <= 0) return;
     buf[n] = '\0';
+    uint64_t hwm = ml__status_hwm(buf);
+    if (hwm > p->hwm_sampled) p->hwm_sampled = hwm;
     char *a = strstr(buf, "RssAnon:"), *f = strstr(buf, "RssFile:");
     if (!a || !f) return;
     uint64_t anon = strtoull(a + 8, NULL, 10), file = strtoull(f + 8, NULL, 10);
@@ -204,6 +226,10 @@ uint64_t ml_collector_poll(ml_collector_t *c) {
 /* Ends                                                                      */
 /* ------------------------------------------------------------------------- */
 
+void ml_collector_root_maxrss(ml_collector_t *c, uint64_t bytes) {
+    c->root_maxrss = bytes;
+}
+
 void ml_collector_root_ended(ml_collector_t *c, int st) {
     c->root_exited = true;
     c->root_status = st;
@@ -264,9 +290,38 @@ void ml__trace_commit(ml__proc_t *p) {
 /* Drains what the process published, writes its end record and ends its
  * sinks (the snapshot goes after the end record), then lets go of its
  * trace file and ring. */
+/* The kernel's peak RSS of p, best source first (ML_HWM_*): VmHWM read
+ * while the process waited at exit (exact, this image alone); else, for
+ * the last image of the root process (it crashed, was killed or called
+ * _exit), wait4's ru_maxrss (the kernel's maximum over the process' whole
+ * life, images before an exec and the children it waited for included);
+ * else the last VmHWM read with the samples (a lower bound). */
+static void emit_peak_rss(ml_collector_t *c, ml__proc_t *p) {
+    ml_record_t r;
+    memset(&r, 0, sizeof r);
+    r.tag = ML_T_PEAK_RSS;
+    r.time_ms = p->last_time;
+    r.thread = p->last_thread;
+    bool last_root_image = p->info.pid == (uint32_t)c->root_pid && p->end_kind != ML_END_EXEC;
+    if (p->hwm_exit) {
+        r.u.peak_rss.bytes = p->hwm_exit;
+        r.u.peak_rss.source = ML_HWM_EXIT;
+    } else if (last_root_image && c->root_maxrss) {
+        r.u.peak_rss.bytes = c->root_maxrss;
+        r.u.peak_rss.source = ML_HWM_WAIT4;
+    } else if (p->hwm_sampled) {
+        r.u.peak_rss.bytes = p->hwm_sampled;
+        r.u.peak_rss.source = ML_HWM_SAMPLED;
+    } else {
+        return;
+    }
+    ml__emit(c, p, &r);
+}
+
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
     unwind_check(c, p);
+    emit_peak_rss(c, p);
     ml_record_t r;
     memset(&r, 0, sizeof r);
     r.tag = ML_T_END;

@@ -44,6 +44,8 @@ typedef struct {
     uint32_t end_kind;      /* ML_END_* */
     int32_t end_status;
     uint32_t last_time, last_thread; /* of the last record: the collector's records follow it */
+    uint64_t hwm_exit;    /* VmHWM read while it waited at exit (0: not read) */
+    uint64_t hwm_sampled; /* VmHWM as last read with the RSS samples (0: never) */
     void *sink_state[ML__MAX_SINKS];
     int analysis_sink; /* index of the sink whose analysis() is info.analysis, or -1 */
     uint32_t exec_seen_ms;  /* when /proc/PID/exe was first seen changed with no new image (+1) */
@@ -66,6 +68,7 @@ struct ml_collector_s {
     char stem[PATH_MAX]; /* root_path without ".mlt": children's traces are STEM.PID.mlt */
     bool root_exited;
     int root_status;
+    uint64_t root_maxrss; /* wait4's ru_maxrss of the root process, bytes (0: unknown) */
     /* processes (discover.c) */
     ml__proc_t **procs;  /* by slot, 0..nseen-1; NULL: not recorded */
     uint32_t procs_cap;  /* entries allocated in procs */
@@ -97,6 +100,9 @@ uint32_t ml__now_ms(const ml_collector_t *c);
 
 /* collector.c: commits p's trace file (a failure is said on stderr). */
 void ml__trace_commit(ml__proc_t *p);
+/* collector.c: VmHWM of /proc/PID/status in bytes, from its text (0: none). */
+uint64_t ml__status_hwm(const char *status);
+uint64_t ml__read_hwm(uint32_t pid);
 
 /* discover.c */
 void ml__discover(ml_collector_t *c);
@@ -111,6 +117,7 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final);
 ml_record_t *ml__batch_slot(ml_collector_t *c, ml__proc_t *p, size_t strings);
 void ml__batch_commit(ml_collector_t *c, uint32_t strings_used);
 void ml__emit(ml_collector_t *c, ml__proc_t *p, const ml_record_t *rec);
+void ml__time_order(ml__proc_t *p, ml_record_t *r); /* no earlier than p's last record */
 void ml__flush(ml_collector_t *c);
 int ml__sinks_open(ml_collector_t *c, ml__proc_t *p);
 void ml__sinks_end(ml_collector_t *c, ml__proc_t *p);

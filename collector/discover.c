@@ -92,7 +92,11 @@ static void process_record(ml_collector_t *c, ml__proc_t *p) {
     ml_record_t r;
     memset(&r, 0, sizeof r);
     r.tag = ML_T_PROCESS;
-    r.time_ms = ml__now_ms(c);
+    /* The time the process registered, not the time we noticed it: the
+     * events already in its ring are older than now (dump times never go
+     * backwards, issue 13). */
+    r.time_ms = h->start_ms;
+    if (r.time_ms > ml__now_ms(c)) r.time_ms = ml__now_ms(c);
     typeof(r.u.process) *pr = &r.u.process;
     pr->pid = p->info.pid;
     pr->ppid = p->info.ppid;
@@ -122,7 +126,6 @@ static void process_record(ml_collector_t *c, ml__proc_t *p) {
     }
     pr->producer = "memlens " ML_VERSION;
     ml__emit(c, p, &r);
-    p->last_time = r.time_ms;
 }
 
 static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {

@@ -29,6 +29,7 @@ static void scan_emit(void *ctx, const ml_record_t *rec) {
 }
 
 static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
+    p->hwm_exit = ml__read_hwm(p->info.pid);
     ml__flush(c);
     if (p->info.analysis)
         ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, p, p->last_time, p->last_thread);
@@ -46,8 +47,8 @@ static void decode(ml_collector_t *c, ml__proc_t *p, const ml_event_t *ev, const
     int used = ml_event_to_record(ev, blob, r, b->strings + b->strings_used,
                                   ML_BATCH_STRINGS - b->strings_used);
     if (used < 0) return;
+    ml__time_order(p, r);
     ml__batch_commit(c, (uint32_t)used);
-    p->last_time = r->time_ms;
     p->last_thread = r->thread;
     if (r->tag == ML_T_PROC_EXIT) exit_scan(c, p);
 }

@@ -225,6 +225,11 @@ void ml_collector_set_root(ml_collector_t *c, const ml_collector_root_t *root);
  * means the caller may sleep a little. */
 uint64_t ml_collector_poll(ml_collector_t *c);
 
+/** The root process' peak resident set, from wait4()'s ru_maxrss (in
+ * bytes): the kernel's high-water mark, recorded in the trace of its last
+ * image (ML_T_PEAK_RSS). Call it before ml_collector_root_ended(). */
+void ml_collector_root_maxrss(ml_collector_t *c, uint64_t bytes);
+
 /** The root process ended with wait(2) status `wstatus`. */
 void ml_collector_root_ended(ml_collector_t *c, int wstatus);
 

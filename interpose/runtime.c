@@ -478,6 +478,8 @@ static int register_process(uint32_t parent_slot) {
     ml_ring_init(h, cap);
     h->pid = pr->pid;
     h->ppid = pr->ppid;
+    /* No event of this image is older: its process record takes this time. */
+    h->start_ms = ml_atomic_load_relaxed(&c->clock_ms);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->start_realtime_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;

@@ -118,7 +118,16 @@ static void totals(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_kv_u64(w, "peak_bytes", t->peak_bytes);
     ml_json_kv_u64(w, "peak_blocks", t->peak_blocks);
     ml_json_kv_u64(w, "peak_mmap_bytes", t->peak_mmap_bytes);
-    ml_json_kv_u64(w, "peak_rss_bytes", t->peak_rss_bytes);
+    ml_json_kv_u64(w, "peak_rss_bytes", t->peak_rss_bytes); /* the largest sample */
+    /* The kernel's high-water mark (issue 13): null in traces before 1.5. */
+    if (t->hwm_rss_source) {
+        ml_json_kv_u64(w, "peak_rss_hwm_bytes", t->hwm_rss_bytes);
+        ml_json_kv_str(w, "peak_rss_hwm_source", ml_hwm_source_name(t->hwm_rss_source));
+    } else {
+        ml_json_kv_null(w, "peak_rss_hwm_bytes");
+        ml_json_kv_null(w, "peak_rss_hwm_source");
+    }
+    ml_json_kv_u64(w, "rss_sample_interval_ms", ML_RSS_SAMPLE_MS);
     ml_json_kv_u64(w, "leaked_bytes", L->bytes);
     ml_json_kv_u64(w, "leaked_blocks", L->blocks);
     ml_json_kv_ms_as_s(w, "duration_s", d);
@@ -320,9 +329,23 @@ static void heap_map(ml_json_t *w, const ml_frag_t *f) {
     ml_json_end(w);
 }
 
+/* What each fragmentation number is, in the words every view uses
+ * (docs/analysis.md): "page utilization" is not heap fragmentation. */
+static void frag_labels(ml_json_t *w) {
+    ml_json_key(w, "labels");
+    ml_json_object(w);
+    ml_json_kv_str(w, "page_utilization", ML_LABEL_PAGE_UTILIZATION);
+    ml_json_kv_str(w, "external", ML_LABEL_EXTERNAL);
+    ml_json_kv_str(w, "internal_ratio", ML_LABEL_INTERNAL);
+    ml_json_kv_str(w, "heap_to_rss", ML_LABEL_HEAP_TO_RSS);
+    ml_json_end(w);
+}
+
 static void fragmentation(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_key(w, "fragmentation");
     ml_json_object(w);
+    frag_labels(w);
+    ml_json_break(w, 1);
     ml_json_key(w, "at_peak");
     frag_obj(w, ml_analysis_frag(a, ML_MOMENT_PEAK));
     ml_json_break(w, 1);

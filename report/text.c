@@ -38,15 +38,37 @@ static void site_lines(FILE *o, const ml_site_t *s) {
     }
 }
 
+/* Each number says what it is (issue 13): page utilization is how full the
+ * pages holding live blocks are, not heap fragmentation; "external" is the
+ * fragmentation of the free heap. */
 static void frag_line(FILE *o, const char *label, const ml_frag_t *f) {
     if (!f->valid) return;
     char b1[32], b2[32], b3[32];
-    fprintf(o, "  %-8s page utilization %5.1f%% (%s live in %s of pages), external %4.1f%%, internal waste %s",
+    fprintf(o, "  %-8s page utilization %5.1f%% (%s live in %s of pages), external fragmentation of free heap %4.1f%%, internal waste %s",
             label, 100 * f->page_utilization, bytes(f->live_bytes, b1, sizeof b1),
             bytes(f->page_bytes, b2, sizeof b2), 100 * f->external,
             bytes(f->internal_waste_bytes, b3, sizeof b3));
-    if (f->have_rss) fprintf(o, ", RSS %s", bytes(f->rss_bytes, b2, sizeof b2));
+    if (f->have_rss) fprintf(o, ", RSS (last sample) %s", bytes(f->rss_bytes, b2, sizeof b2));
     fputc('\n', o);
+}
+
+/* The kernel's high-water mark when the trace has it; the largest of the
+ * samples is labelled as a sample. */
+static void rss_line(FILE *o, const ml_totals_t *t) {
+    char b1[32], b2[32];
+    if (t->hwm_rss_source) {
+        fprintf(o, ML_LABEL_PEAK_RSS ": %s (%s)", bytes(t->hwm_rss_bytes, b1, sizeof b1),
+                t->hwm_rss_source == ML_HWM_EXIT     ? "VmHWM at exit"
+                : t->hwm_rss_source == ML_HWM_WAIT4 ? "wait4 ru_maxrss"
+                                                    : "VmHWM at the last sample: a lower bound");
+        if (t->peak_rss_bytes)
+            fprintf(o, "; largest RSS sample %s (sampled every %d ms)", bytes(t->peak_rss_bytes, b2, sizeof b2),
+                    ML_RSS_SAMPLE_MS);
+        fputc('\n', o);
+    } else if (t->peak_rss_bytes) {
+        fprintf(o, "peak RSS: largest sample %s (sampled every %d ms; this trace has no kernel high-water mark)\n",
+                bytes(t->peak_rss_bytes, b1, sizeof b1), ML_RSS_SAMPLE_MS);
+    }
 }
 
 /* A GPU site: its first program frame and two callers, as site_lines()
@@ -163,6 +185,7 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
             t->realloc_calls, t->mmap_calls);
     fprintf(o, "peak heap: %s in %" PRIu64 " blocks at %.3f s\n", bytes(t->peak_bytes, b1, sizeof b1),
             t->peak_blocks, t->peak_time_ms / 1000.0);
+    rss_line(o, t);
     char b4[32];
     fprintf(o, "live at exit: %s in %" PRIu64 " blocks: %s definite, %s indirect, %s reachable%s\n",
             bytes(L->bytes, b1, sizeof b1), L->blocks, bytes(L->kind_bytes[ML_LEAK_DEFINITE], b2, sizeof b2),

@@ -43,6 +43,12 @@ const char *ml_gpu_op_name(unsigned op) {
     }
 }
 
+const char *ml_hwm_source_name(unsigned source) {
+    static const char *const names[] = {"none", "wait4", "exit", "sampled"};
+    _Static_assert(sizeof names / sizeof names[0] == ML_HWM_SOURCE_COUNT_, "a name per source");
+    return source < sizeof names / sizeof names[0] ? names[source] : "?";
+}
+
 const char *ml_tag_name(unsigned tag) {
     switch (tag) {
     case ML_T_PROCESS: return "process";
@@ -61,6 +67,7 @@ const char *ml_tag_name(unsigned tag) {
     case ML_T_MALLINFO: return "mallinfo";
     case ML_T_RSS: return "rss";
     case ML_T_PROC_EXIT: return "proc-exit";
+    case ML_T_PEAK_RSS: return "peak-rss";
     case ML_T_BLOCK_REACH: return "block-reach";
     case ML_T_REACH_SCAN: return "reach-scan";
     case ML_T_UNWIND_CHECK: return "unwind-check";
@@ -216,6 +223,9 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
         break;
     case ML_T_PROC_EXIT:
         fprintf(out, " nested_skipped=%" PRIu64, r->u.proc_exit.nested_skipped);
+        break;
+    case ML_T_PEAK_RSS:
+        fprintf(out, " bytes=%" PRIu64 " source=%s", r->u.peak_rss.bytes, ml_hwm_source_name(r->u.peak_rss.source));
         break;
     case ML_T_BLOCK_REACH: {
         static const char *const kinds[] = {"unknown", "reachable", "indirect", "definite"};

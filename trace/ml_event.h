@@ -297,7 +297,7 @@ typedef struct {
     uint32_t capacity; /* slots, power of two */
     uint32_t pid;
     uint32_t ppid;
-    uint32_t pad;
+    uint32_t start_ms; /* the session clock (ml_ctl_t.clock_ms) when the process registered */
     uint64_t start_realtime_ns;
     _Alignas(ML_CACHE_LINE) _Atomic uint64_t head; /* next position to claim (producers) */
     _Alignas(ML_CACHE_LINE) _Atomic uint64_t tail; /* next position to read (collector) */

@@ -29,7 +29,7 @@
 #define ML_TRACE_MAJOR 1
 #define ML_TRACE_MINOR 5 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
                           * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42);
-                          * 5: unwind-check (0x35) */
+                          * 5: unwind-check (0x35), peak-rss (0x36) */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -77,6 +77,8 @@ typedef enum {
     ML_T_UNWIND_CHECK = 0x35, /* stacks u, mismatches u, fallbacks u, reused u, first_frame u,
                                * fast_pc u, full_pc u: `memlens run --unwind verify` only, before
                                * ML_T_END (since 1.5; docs/recorder.md#stacks) */
+    ML_T_PEAK_RSS = 0x36,    /* bytes u, source u8 (ML_HWM_*): the kernel's high-water mark of
+                              * the process' resident set, written once before ML_T_END (since 1.5) */
     ML_T_END = 0x3f,         /* see ml_rec_end_t: written last by the collector */
     ML_T_GPU_ALLOC = 0x40,   /* kind u8, flags u, device s, context u, stream u, size u, stack u,
                               * ptr u, handle u, cbid u, correlation u (docs/gpu.md) */
@@ -98,6 +100,16 @@ enum {
 
 /* Unwinders (ML_T_PROCESS.unwinder). */
 enum { ML_UNWIND_LIBUNWIND = 0, ML_UNWIND_FP = 1 };
+
+/* Where ML_T_PEAK_RSS's number comes from (docs/trace-format.md says which is chosen). */
+enum {
+    ML_HWM_NONE = 0,    /* no peak-rss record: the trace predates 1.5, or nothing could be read */
+    ML_HWM_WAIT4 = 1,   /* ru_maxrss from wait4() of memlens' own child (it did not run its exit
+                         * handlers): its whole life, with the children it waited for */
+    ML_HWM_EXIT = 2,    /* VmHWM of /proc/PID/status read while the process waited at exit */
+    ML_HWM_SAMPLED = 3, /* VmHWM as last read with the RSS samples: a lower bound */
+    ML_HWM_SOURCE_COUNT_
+};
 
 /* How the process ended (ML_T_END.status_kind). */
 enum {

@@ -460,6 +460,10 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
         break;
     case ML_T_RSS: put_u(w, r->u.rss.rss_bytes); break;
     case ML_T_PROC_EXIT: put_u(w, r->u.proc_exit.nested_skipped); break;
+    case ML_T_PEAK_RSS:
+        put_u(w, r->u.peak_rss.bytes);
+        put_u8(w, r->u.peak_rss.source);
+        break;
     case ML_T_BLOCK_REACH:
         put_u8(w, r->u.block_reach.reach);
         put_s(w, (int64_t)(r->u.block_reach.ptr - w->st.prev_ptr));

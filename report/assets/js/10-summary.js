@@ -90,9 +90,22 @@ function renderSummary(body) {
 
   cards.appendChild(card('Peak heap', fmtBytes(PK.bytes), [
     PK.time_s != null ? kv('at', fmtTime(PK.time_s)) : null,
-    PK.blocks != null ? kv('blocks', fmtNum(PK.blocks)) : null,
-    num(T.peak_rss_bytes) ? kv('peak RSS', fmtBytes(T.peak_rss_bytes)) : null
+    PK.blocks != null ? kv('blocks', fmtNum(PK.blocks)) : null
   ], null, 'maximum of live requested heap bytes (anonymous mmap excluded)'));
+
+  /* The kernel's high-water mark when the trace has it (issue 13); the
+   * largest RSS sample beside it, labelled as a sample. */
+  var every = num(T.rss_sample_interval_ms) ? 'sampled every ' + T.rss_sample_interval_ms + ' ms' : 'sampled';
+  var hwm = num(T.peak_rss_hwm_bytes), sampledRss = num(T.peak_rss_bytes);
+  if (hwm != null || sampledRss) {
+    var HWM_SOURCE = { exit: 'VmHWM at exit', wait4: 'wait4 ru_maxrss', sampled: 'VmHWM at the last sample (a lower bound)' };
+    cards.appendChild(card('Peak RSS', hwm != null ? fmtBytes(hwm) : '–', [
+      hwm != null ? 'kernel high-water mark' + (HWM_SOURCE[T.peak_rss_hwm_source] ? ' (' + HWM_SOURCE[T.peak_rss_hwm_source] + ')' : '')
+                  : 'no kernel high-water mark in this trace',
+      sampledRss ? kv('largest sample', fmtBytes(sampledRss) + ' (' + every + ')') : null
+    ], null, 'the most resident memory the process ever had, as the kernel counts it (VmHWM / ru_maxrss); ' +
+       'the RSS curve is ' + every + ' and misses short peaks'));
+  }
 
   var lk = leakKinds();
   var leakedBytes = first(L.bytes);
@@ -106,11 +119,12 @@ function renderSummary(body) {
   ], num0(lk.definite.bytes) > 0 ? 'bad' : leakedBytes === 0 ? 'good' : null,
   'definite: no pointer to the block remains; indirect: only reachable from leaked blocks; reachable: still pointed to from globals or stacks at exit'));
 
-  [['at_peak', 'Fragmentation at peak'], ['at_end', 'Fragmentation at exit']].forEach(function (p) {
+  /* Page utilization is not heap fragmentation: the card says which it is. */
+  [['at_peak', 'Page utilization at peak'], ['at_end', 'Page utilization at exit']].forEach(function (p) {
     var f = obj(F[p[0]]);
     cards.appendChild(card(p[1], f.page_utilization != null ? fmtPct(f.page_utilization) : '–', [
-      f.page_utilization != null ? 'page utilization' : 'no data',
-      f.external != null ? kv('external', fmtPct(f.external)) : null,
+      f.page_utilization != null ? 'live bytes ÷ bytes of the pages holding them' : 'no data',
+      f.external != null ? kv('external fragmentation of free heap', fmtPct(f.external)) : null,
       f.free_bytes != null ? kv('free gaps', fmtBytes(f.free_bytes)) : null
     ], null, EXPLAIN.page_utilization));
   });
