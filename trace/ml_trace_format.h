@@ -72,7 +72,8 @@ typedef enum {
                               * verdict for one heap block live at ML_T_PROC_EXIT (since 1.1) */
     ML_T_REACH_SCAN = 0x34,  /* status s (0 or -errno), root_bytes u, heap_bytes u, blocks u,
                               * reachable u, indirect u, definite u, duration_us u: written after
-                              * the ML_T_BLOCK_REACH records of one scan (since 1.1) */
+                              * the ML_T_BLOCK_REACH records of one scan (since 1.1); possibly
+                              * lost blocks = blocks - reachable - indirect - definite */
     ML_T_END = 0x3f,         /* see ml_rec_end_t: written last by the collector */
     ML_T_GPU_ALLOC = 0x40,   /* kind u8, flags u, device s, context u, stream u, size u, stack u,
                               * ptr u, handle u, cbid u, correlation u (docs/gpu.md) */
@@ -90,6 +91,8 @@ enum {
     ML_REACH_REACHABLE = 1, /* a chain of pointers leads to it from a root (globals, stacks) */
     ML_REACH_INDIRECT = 2,  /* only reachable from definitely leaked blocks */
     ML_REACH_DEFINITE = 3,  /* no pointer to it anywhere the scan looked */
+    ML_REACH_POSSIBLE = 4,  /* reached only through interior pointers (valgrind's "possibly
+                             * lost"; since 1.4, read as unknown by older readers) */
 };
 
 /* Unwinders (ML_T_PROCESS.unwinder). */
