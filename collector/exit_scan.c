@@ -183,13 +183,19 @@ static int consider(const mapping_t *m, const ml_live_block_t *b, size_t nb, con
     return push_range(roots, lo, m->hi);
 }
 
-static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, ranges_t *roots) {
+static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_t exit_sp,
+                         ranges_t *roots) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f) return -errno;
-    uint64_t sps[256];
+    uint64_t sps[257];
     size_t nsp = thread_sps(pid, sps, 256);
+    /* The exiting thread's stack counts from exit()'s caller up: below lie
+     * exit's handlers and our destructor, whose never-written slots still
+     * hold whatever earlier calls left there (valgrind sees such slots as
+     * undefined and skips them). The red zone rule below does not apply. */
+    if (exit_sp) sps[nsp++] = exit_sp + 128;
     char line[PATH_MAX + 256];
     int rc = 0;
     mapping_t m = {0};
@@ -228,7 +234,7 @@ static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, ranges_
 /* ------------------------------------------------------------------------- */
 
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void *ctx,
-                  uint32_t time_ms, uint32_t thread) {
+                  uint32_t time_ms, uint32_t thread, uint64_t exit_sp) {
     uint64_t t0 = mono_ns();
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
     ml_live_block_t *b = NULL;
@@ -236,7 +242,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
     ranges_t roots = {0};
     int64_t nb = ml_analysis_live_blocks(an, &b);
     int rc = nb < 0 ? (int)nb : 0;
-    if (rc == 0) rc = collect_roots(pid, b, (size_t)nb, &roots);
+    if (rc == 0) rc = collect_roots(pid, b, (size_t)nb, exit_sp, &roots);
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
         v = malloc((size_t)nb);
