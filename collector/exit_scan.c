@@ -174,10 +174,13 @@ static int consider(const mapping_t *m, const ml_live_block_t *b, size_t nb, con
     if (holds_block(b, nb, m->lo, m->hi)) return 0; /* heap memory: scanned per block */
     uint64_t lo = m->lo;
     /* A stack: only from its thread's stack pointer up (below it lie dead
-     * frames). The 128-byte red zone below the pointer is kept. */
+     * frames). The 128-byte red zone below the pointer is not a root: a
+     * thread waits in a system call wrapper, whose red zone holds nothing of
+     * the program's, while the frames it just returned from lie there (as
+     * valgrind, which sees them as no longer addressable). */
     for (size_t i = 0; i < nsp; i++)
         if (sps[i] >= m->lo && sps[i] < m->hi) {
-            uint64_t from = (sps[i] - 128) & ~7ull;
+            uint64_t from = sps[i] & ~7ull;
             if (from > lo) lo = from;
         }
     return push_range(roots, lo, m->hi);
@@ -195,7 +198,7 @@ static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_
      * exit's handlers and our destructor, whose never-written slots still
      * hold whatever earlier calls left there (valgrind sees such slots as
      * undefined and skips them). The red zone rule below does not apply. */
-    if (exit_sp) sps[nsp++] = exit_sp + 128;
+    if (exit_sp) sps[nsp++] = exit_sp;
     char line[PATH_MAX + 256];
     int rc = 0;
     mapping_t m = {0};
