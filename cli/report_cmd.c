@@ -319,7 +319,8 @@ int ml_cmd_report(int argc, char **argv) {
         const ml_totals_t *t = ml_analysis_totals(a);
         if (o.leak_gate && L->gate_bytes > o.fail_on_leak) {
             fprintf(stderr,
-                    "memlens: gate exceeded: definite leaks %" PRIu64 " bytes (%s) > --fail-on-leak %" PRIu64
+                    "memlens: gate exceeded: leaks (definite + indirect + possible) %" PRIu64
+                    " bytes (%s) > --fail-on-leak %" PRIu64
                     " bytes (%s)\n",
                     L->gate_bytes, ml_fmt_bytes(L->gate_bytes, b1, sizeof b1), o.fail_on_leak,
                     ml_fmt_bytes(o.fail_on_leak, b2, sizeof b2));
