@@ -27,8 +27,9 @@
 #define ML_TRACE_MAGIC "MLTRACE"
 #define ML_TRACE_MAGIC_LEN 8
 #define ML_TRACE_MAJOR 1
-#define ML_TRACE_MINOR 4 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
-                          * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42) */
+#define ML_TRACE_MINOR 5 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
+                          * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42);
+                          * 5: block-reach verdict 4, possibly lost */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -92,7 +93,7 @@ enum {
     ML_REACH_INDIRECT = 2,  /* only reachable from definitely leaked blocks */
     ML_REACH_DEFINITE = 3,  /* no pointer to it anywhere the scan looked */
     ML_REACH_POSSIBLE = 4,  /* reached only through interior pointers (valgrind's "possibly
-                             * lost"; since 1.4, read as unknown by older readers) */
+                             * lost"; since 1.5: a 1.4 reader stops there, "corrupt trace") */
 };
 
 /* Unwinders (ML_T_PROCESS.unwinder). */
