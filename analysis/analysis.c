@@ -183,6 +183,22 @@ const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a) {
     return &a->t;
 }
 
+ml_live_split_t ml_analysis_live_split(const ml_analysis_t *a) {
+    ml_live_split_t s = {.scanned = a->scan.scanned};
+    for (uint64_t i = 0; i < a->heap.cap; i++) {
+        const ml__block_t *e = &ml__blocks_entries(&a->heap)[i];
+        if (!e->ptr) continue;
+        if (s.scanned && e->reach == ML_REACH_REACHABLE) {
+            s.reachable_bytes += e->size;
+            s.reachable_blocks++;
+        } else {
+            s.lost_bytes += e->size;
+            s.lost_blocks++;
+        }
+    }
+    return s;
+}
+
 const ml_process_info_t *ml_analysis_process(const ml_analysis_t *a) {
     return &a->proc;
 }
@@ -598,7 +614,7 @@ static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
         t->bytes_allocated += size;
         if (realloc_kind) t->realloc_calls++;
     }
-    if (size >= (1ull << 62)) size = (1ull << 62) - 1;
+    if (size > ML__SIZE_MAX) size = ML__SIZE_MAX;
     if (kind < ML_KIND_COUNT_) t->calls_by_kind[kind]++;
     a->seq++;
     if (a->light) {
@@ -722,6 +738,7 @@ static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
     if (e) {
         if (existed) t->mmap_bytes -= e->size;
         uint64_t size = r->u.alloc.size & ((1ull << 62) - 1);
+        if (size > ML__SIZE_MAX) size = ML__SIZE_MAX;
         *e = (ml__block_t){.ptr = r->u.alloc.ptr ? r->u.alloc.ptr : 1, .size = size,
                            .stack = r->u.alloc.stack, .time_ms = r->time_ms};
         t->mmap_bytes += size;
@@ -870,7 +887,7 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
         break;
     case ML_T_BLOCK_REACH: {
         ml__block_t *e = ml__blocks_find(&a->heap, r->u.block_reach.ptr);
-        if (e) e->reach = r->u.block_reach.reach & 3;
+        if (e) e->reach = r->u.block_reach.reach <= ML_REACH_POSSIBLE ? r->u.block_reach.reach : 0;
         break;
     }
     case ML_T_REACH_SCAN:

@@ -169,6 +169,18 @@ bool ml_analysis_from_snapshot(const ml_analysis_t *a);
 /** Running totals (final once the whole trace was fed). */
 const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a);
 
+/* Heap blocks live now, split by the exit scan's verdicts: lost (definite,
+ * indirect or possible: what "leaked" means everywhere) and reachable.
+ * Without a scan every live block counts as lost. */
+typedef struct {
+    uint64_t lost_bytes, lost_blocks;
+    uint64_t reachable_bytes, reachable_blocks;
+    bool scanned;
+} ml_live_split_t;
+
+/** The split above, without a build (a pass over the live blocks). */
+ml_live_split_t ml_analysis_live_split(const ml_analysis_t *a);
+
 /** Frees the session and everything it owns (NULL is fine). */
 void ml_analysis_free(ml_analysis_t *a);
 
@@ -236,6 +248,8 @@ typedef enum {
     ML_LEAK_DEFINITE = 0,  /* no pointer to the block anywhere the scan looked */
     ML_LEAK_INDIRECT = 1,  /* pointed to only from definitely leaked blocks */
     ML_LEAK_REACHABLE = 2, /* still pointed to from globals or stacks at exit */
+    ML_LEAK_POSSIBLE = 3,  /* reached only through pointers into its inside (valgrind's
+                            * "possibly lost") */
     ML_LEAK_KINDS
 } ml_leak_kind_t;
 
@@ -290,7 +304,11 @@ typedef struct {
     uint64_t bytes, blocks;                      /* everything live at the end */
     uint64_t kind_bytes[ML_LEAK_KINDS], kind_blocks[ML_LEAK_KINDS];
     uint64_t suppressed_bytes, suppressed_blocks;
-    uint64_t gate_bytes;    /* definite, not suppressed: what --fail-on-leak compares */
+    /* "Leaked" everywhere (run summary, reports, viewer, page, gates): definite +
+     * indirect + possible. Reachable blocks are shown beside it, never in it. */
+    uint64_t lost_bytes, lost_blocks;
+    uint64_t gate_bytes;    /* lost (definite + indirect + possible), not suppressed: what
+                             * --fail-on-leak compares */
     bool scanned;           /* an exit-time reachability scan classified the blocks */
     int32_t scan_status;    /* 0, or -errno when the scan failed */
     uint64_t scan_root_bytes, scan_heap_bytes, scan_duration_us;

@@ -408,8 +408,8 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
 /* ------------------------------------------------------------------------- */
 
 static void get_block(ml__ibuf_t *b, ml__block_t *e, uint32_t nstats) {
-    e->size = ml__get_max(b, (1ull << 62) - 1, "a block size is out of range");
-    e->reach = ml__get_max(b, 3, "a block's leak kind is out of range");
+    e->size = ml__get_max(b, ML__SIZE_MAX, "a block size is out of range");
+    e->reach = ml__get_max(b, ML_REACH_POSSIBLE, "a block's leak kind is out of range");
     e->seq = ml__get_max(b, (1ull << 48) - 1, "a block's event number is out of range");
     e->slack = ml__get_max(b, 0xffff, "a block's slack is out of range");
     e->stack = (uint32_t)ml__get_max(b, nstats ? nstats - 1 : 0, "a block names an unknown stack");

@@ -2,8 +2,8 @@
  *
  * Both traces are analysed in full; their sites are matched by their
  * frames' function names (analysis/diff.c). The gate --fail-on-increase
- * PERCENT compares three totals: the peak heap, definite leaks (not
- * suppressed) and allocation calls; exit 3 when any grew by more than
+ * PERCENT compares three totals: the peak heap, leaks (definite + indirect
+ * + possible, not suppressed) and allocation calls; exit 3 when any grew by more than
  * PERCENT % (growth from zero always counts). When either trace has GPU
  * records it also compares each device's GPU peak and the GPU leaked bytes
  * of all devices together, with the device named on stderr.
@@ -29,7 +29,7 @@ static void usage_diff(FILE *f) {
           "  Per-site deltas of peak bytes, leaked bytes and calls between two traces,\n"
           "  heap and GPU (per device).\n"
           "  --json OUT               the diff as JSON (docs/diff-schema.json); '-' is stdout\n"
-          "  --fail-on-increase PCT   exit 3 when the peak, definite leaks or allocation calls\n"
+          "  --fail-on-increase PCT   exit 3 when the peak, leaks (not reachable) or allocation calls\n"
           "                           grew by more than PCT %, or a GPU device's peak or the\n"
           "                           GPU leaked bytes did\n"
           "  --suppressions FILE      known leaks (LeakSanitizer `leak:` syntax), for both traces\n"

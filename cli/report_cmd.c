@@ -51,7 +51,8 @@ static void usage_report(FILE *f) {
           "  --pprof OUT           a gzipped pprof profile (go tool pprof, Pyroscope, Parca, Grafana):\n"
           "                        alloc, inuse (live at exit) and peak space and objects ('-' is stdout)\n"
           "  --speedscope OUT      a speedscope file: bytes allocated, calls, peak, leaked ('-' is stdout)\n"
-          "  --fail-on-leak BYTES  exit 3 when definite leaks (not suppressed) exceed BYTES\n"
+          "  --fail-on-leak BYTES  exit 3 when leaks (definite + indirect + possible, not\n"
+          "                        suppressed) exceed BYTES\n"
           "  --max-peak BYTES      exit 3 when the peak heap exceeds BYTES\n"
           "  --fail-on-gpu-leak BYTES\n"
           "                        exit 3 when the GPU memory left allocated at exit (every device;\n"
@@ -405,7 +406,8 @@ int ml_cmd_report(int argc, char **argv) {
         const ml_totals_t *t = ml_analysis_totals(a);
         if (o.leak_gate && L->gate_bytes > o.fail_on_leak) {
             fprintf(stderr,
-                    "memlens: gate exceeded: definite leaks %" PRIu64 " bytes (%s) > --fail-on-leak %" PRIu64
+                    "memlens: gate exceeded: leaks (definite + indirect + possible) %" PRIu64
+                    " bytes (%s) > --fail-on-leak %" PRIu64
                     " bytes (%s)\n",
                     L->gate_bytes, ml_fmt_bytes(L->gate_bytes, b1, sizeof b1), o.fail_on_leak,
                     ml_fmt_bytes(o.fail_on_leak, b2, sizeof b2));

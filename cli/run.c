@@ -338,9 +338,16 @@ static void print_summary(const run_t *s) {
             "memlens: %" PRIu64 " allocation calls (%" PRIu64 " temporary), %" PRIu64
             " frees, %" PRIu64 " reallocs, %" PRIu64 " mmaps\n",
             t->alloc_calls, t->temporary_allocs, t->free_calls, t->realloc_calls, t->mmap_calls);
-    fprintf(stderr, "memlens: peak heap %s at %.3f s; leaked %s in %" PRIu64 " blocks%s\n",
+    /* "Leaked" is definite + indirect + possible; reachable is said beside it. */
+    ml_live_split_t ls = ml_analysis_live_split(root->analysis);
+    char b4[32];
+    fprintf(stderr,
+            "memlens: peak heap %s at %.3f s; leaked %s in %" PRIu64 " blocks%s, still reachable %s"
+            " in %" PRIu64 " blocks%s\n",
             ml_fmt_bytes(t->peak_bytes, b1, sizeof b1), t->peak_time_ms / 1000.0,
-            ml_fmt_bytes(t->heap_bytes, b2, sizeof b2), t->heap_blocks,
+            ml_fmt_bytes(ls.lost_bytes, b2, sizeof b2), ls.lost_blocks,
+            ls.scanned ? "" : " (no reachability scan)",
+            ml_fmt_bytes(ls.reachable_bytes, b4, sizeof b4), ls.reachable_blocks,
             s->o.sample_bytes ? " (sampled: estimates)" : "");
     if (t->hwm_rss_source)
         fprintf(stderr, "memlens: " ML_LABEL_PEAK_RSS " %s\n", ml_fmt_bytes(t->hwm_rss_bytes, b1, sizeof b1));

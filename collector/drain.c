@@ -32,7 +32,8 @@ static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
     p->hwm_exit = ml__read_hwm(p->info.pid);
     ml__flush(c);
     if (p->info.analysis)
-        ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, p, p->last_time, p->last_thread);
+        ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, p, p->last_time, p->last_thread,
+                      ml_atomic_load_acquire(&p->ring->exit_sp));
     ml__flush(c);
     ml_atomic_store_release(&p->ring->exit_scan, ML_EXIT_SCAN_DONE);
 }

@@ -776,6 +776,9 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
     ml__modules_scan(false);
     ml__mallinfo_seen = ~ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen); /* one last sample */
     ml__attention();
+    /* Where the program's part of this stack starts, for the exit scan: set
+     * before the exit record, which the collector reads with acquire order. */
+    ml_atomic_store_relaxed(&ml__ring->exit_sp, ml__exit_caller_sp());
     ml_blob_exit_t b = {ml_atomic_load_relaxed(&ml__ring->nested_skipped)};
     ml__emit_blob(ML_BLOB_EXIT, &b, sizeof b);
     /* Let the collector look at the heap before exit tears it down; never

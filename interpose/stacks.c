@@ -411,6 +411,27 @@ static uint32_t intern_pcs(stack_cache_t *c, void *const *pcs, int n, uint8_t *f
     return parent;
 }
 
+uint64_t ml__exit_caller_sp(void) {
+    unw_context_t ctx;
+    unw_cursor_t cur;
+    if (unw_getcontext(&ctx) < 0 || unw_init_local(&cur, &ctx) < 0) return 0;
+    bool in_exit = false;
+    for (int i = 0; i < 64 && unw_step(&cur) > 0; i++) {
+        unw_word_t sp = 0;
+        if (in_exit) return unw_get_reg(&cur, UNW_REG_SP, &sp) == 0 ? (uint64_t)sp : 0;
+        unw_proc_info_t pi;
+        Dl_info di;
+        /* The frame is exit's when its function starts where the dynamic
+         * symbol "exit" does (IPs inside local functions such as
+         * __run_exit_handlers name the nearest export, but not its start). */
+        if (unw_get_proc_info(&cur, &pi) == 0 && pi.start_ip &&
+            dladdr((void *)(uintptr_t)pi.start_ip, &di) && di.dli_sname &&
+            (uintptr_t)di.dli_saddr == (uintptr_t)pi.start_ip && !strcmp(di.dli_sname, "exit"))
+            in_exit = true;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Verification (--unwind verify)                                            */
 /* ------------------------------------------------------------------------- */
@@ -627,6 +648,16 @@ int ml__stacks_init(void) {
             vnode_parent = ml__raw_alloc(VERIFY_NODES * sizeof *vnode_parent);
             if (!vnode_pc || !vnode_parent) return -1;
         }
+        /* unw_backtrace creates its per-thread cache key (pthread_key_create)
+         * on its first call. Made later, inside a hook, after the program
+         * created 32 keys, that key would get an index past glibc's first
+         * level, and its pthread_setspecific would calloc glibc's
+         * second-level key array inside the hook: an allocation we skip,
+         * which the program's own keys then live in (its blocks would look
+         * definitely lost). Created now, before the program runs, the key
+         * is among the first 32 and needs no array. */
+        void *pc[2];
+        unw_backtrace(pc, 2);
     }
     return 0;
 }

@@ -307,7 +307,7 @@ int ml_report_diff_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
     fprintf(o, "memlens diff: %s -> %s\n", ro->base_path, ro->new_path);
     for (int m = 0; m < ML_DIFF_METRICS; m++) {
         uint64_t b = ml_diff_total(base, (ml_diff_metric_t)m), n = ml_diff_total(cur, (ml_diff_metric_t)m);
-        total_line(o, "  ", 16, m == ML_DIFF_LEAKED ? "definite leaks" : ml_diff_metric_name((ml_diff_metric_t)m),
+        total_line(o, "  ", 16, m == ML_DIFF_LEAKED ? "leaked" : ml_diff_metric_name((ml_diff_metric_t)m),
                    b, n);
     }
     size_t n;

@@ -229,6 +229,8 @@ static void leaks(ml_json_t *w, const ml_analysis_t *a, const ml_report_opts_t *
     ml_json_kv_u64(w, "suppressed_bytes", L->suppressed_bytes);
     ml_json_kv_u64(w, "suppressed_blocks", L->suppressed_blocks);
     ml_json_kv_u64(w, "gate_bytes", L->gate_bytes);
+    ml_json_kv_u64(w, "lost_bytes", L->lost_bytes);
+    ml_json_kv_u64(w, "lost_blocks", L->lost_blocks);
     ml_json_kv_str(w, "reachability", L->scanned ? "scanned" : L->scan_status ? "failed" : "not_scanned");
     ml_json_key(w, "scan");
     ml_json_object(w);

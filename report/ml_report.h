@@ -85,8 +85,8 @@ int ml_report_text(FILE *out, const ml_analysis_t *a, const char *trace_path, un
 /* Diff                                                                      */
 /* ------------------------------------------------------------------------- */
 
-/* The totals the diff gate compares: peak heap bytes, definite leaked bytes
- * (not suppressed), allocation calls. */
+/* The totals the diff gate compares: peak heap bytes, leaked (definite +
+ * indirect + possible, not suppressed) bytes, allocation calls. */
 typedef enum { ML_DIFF_PEAK = 0, ML_DIFF_LEAKED, ML_DIFF_CALLS, ML_DIFF_BYTES, ML_DIFF_METRICS } ml_diff_metric_t;
 
 const char *ml_diff_metric_name(ml_diff_metric_t m);

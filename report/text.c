@@ -187,11 +187,16 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
             t->peak_blocks, t->peak_time_ms / 1000.0);
     rss_line(o, t);
     char b4[32];
-    fprintf(o, "live at exit: %s in %" PRIu64 " blocks: %s definite, %s indirect, %s reachable%s\n",
-            bytes(L->bytes, b1, sizeof b1), L->blocks, bytes(L->kind_bytes[ML_LEAK_DEFINITE], b2, sizeof b2),
+    char b5[32];
+    fprintf(o, "leaked at exit: %s in %" PRIu64 " blocks (%s definite, %s indirect, %s possible)%s\n",
+            bytes(L->lost_bytes, b1, sizeof b1), L->lost_blocks,
+            bytes(L->kind_bytes[ML_LEAK_DEFINITE], b2, sizeof b2),
             bytes(L->kind_bytes[ML_LEAK_INDIRECT], b3, sizeof b3),
-            bytes(L->kind_bytes[ML_LEAK_REACHABLE], b4, sizeof b4),
+            bytes(L->kind_bytes[ML_LEAK_POSSIBLE], b4, sizeof b4),
             L->scanned ? "" : " (no reachability scan: all counted as definite)");
+    fprintf(o, "still reachable at exit: %s in %" PRIu64 " blocks (not leaked; live at exit: %s)\n",
+            bytes(L->kind_bytes[ML_LEAK_REACHABLE], b2, sizeof b2), L->kind_blocks[ML_LEAK_REACHABLE],
+            bytes(L->bytes, b5, sizeof b5));
     if (L->suppressed_blocks)
         fprintf(o, "suppressed: %s in %" PRIu64 " blocks\n", bytes(L->suppressed_bytes, b1, sizeof b1),
                 L->suppressed_blocks);

@@ -228,8 +228,11 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
         fprintf(out, " bytes=%" PRIu64 " source=%s", r->u.peak_rss.bytes, ml_hwm_source_name(r->u.peak_rss.source));
         break;
     case ML_T_BLOCK_REACH: {
-        static const char *const kinds[] = {"unknown", "reachable", "indirect", "definite"};
-        fprintf(out, " %s ptr=0x%" PRIx64, kinds[r->u.block_reach.reach & 3], r->u.block_reach.ptr);
+        static const char *const kinds[] = {"unknown", "reachable", "indirect", "definite",
+                                            "possible"};
+        uint8_t k = r->u.block_reach.reach;
+        fprintf(out, " %s ptr=0x%" PRIx64, k <= ML_REACH_POSSIBLE ? kinds[k] : "unknown",
+                r->u.block_reach.ptr);
         break;
     }
     case ML_T_REACH_SCAN: {

@@ -337,6 +337,11 @@ typedef struct {
     uint32_t cmdline_len; /* bytes of NUL-separated argv in cmdline */
     char exe[1024];
     char cmdline[2048];
+    /* Set by the process before its exit record: the stack pointer of the
+     * frame that called exit() (0: not found). Everything deeper belongs to
+     * exit's handlers and memlens, not to the program; the exit scan reads
+     * that thread's stack from here up (docs/analysis.md, root rules). */
+    _Atomic uint64_t exit_sp;
 } ml_ring_hdr_t;
 
 enum { ML_EXIT_SCAN_NONE = 0, ML_EXIT_SCAN_ASKED = 1, ML_EXIT_SCAN_DONE = 2 };

@@ -29,7 +29,7 @@
 #define ML_TRACE_MAJOR 1
 #define ML_TRACE_MINOR 5 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
                           * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42);
-                          * 5: unwind-check (0x35), peak-rss (0x36) */
+                          * 5: unwind-check (0x35), peak-rss (0x36), block-reach verdict 4 */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -73,7 +73,8 @@ typedef enum {
                               * verdict for one heap block live at ML_T_PROC_EXIT (since 1.1) */
     ML_T_REACH_SCAN = 0x34,  /* status s (0 or -errno), root_bytes u, heap_bytes u, blocks u,
                               * reachable u, indirect u, definite u, duration_us u: written after
-                              * the ML_T_BLOCK_REACH records of one scan (since 1.1) */
+                              * the ML_T_BLOCK_REACH records of one scan (since 1.1); possibly
+                              * lost blocks = blocks - reachable - indirect - definite */
     ML_T_UNWIND_CHECK = 0x35, /* stacks u, mismatches u, fallbacks u, reused u, first_frame u,
                                * fast_pc u, full_pc u: `memlens run --unwind verify` only, before
                                * ML_T_END (since 1.5; docs/recorder.md#stacks) */
@@ -96,6 +97,8 @@ enum {
     ML_REACH_REACHABLE = 1, /* a chain of pointers leads to it from a root (globals, stacks) */
     ML_REACH_INDIRECT = 2,  /* only reachable from definitely leaked blocks */
     ML_REACH_DEFINITE = 3,  /* no pointer to it anywhere the scan looked */
+    ML_REACH_POSSIBLE = 4,  /* reached only through interior pointers (valgrind's "possibly
+                             * lost"; since 1.5: a 1.4 reader stops there, "corrupt trace") */
 };
 
 /* Unwinders (ML_T_PROCESS.unwinder). */

@@ -490,7 +490,7 @@ static int get_body(ml_reader_t *r, uint8_t tag, ml_record_t *rec, uint8_t *out_
         return get_u(r, &rec->u.peak_rss.bytes) && get_u8(r, &rec->u.peak_rss.source) &&
                rec->u.peak_rss.source > ML_HWM_NONE && rec->u.peak_rss.source < ML_HWM_SOURCE_COUNT_;
     case ML_T_BLOCK_REACH:
-        ok = get_u8(r, &rec->u.block_reach.reach) && rec->u.block_reach.reach <= 3 && get_s(r, &d);
+        ok = get_u8(r, &rec->u.block_reach.reach) && rec->u.block_reach.reach <= ML_REACH_POSSIBLE && get_s(r, &d);
         if (ok) rec->u.block_reach.ptr = r->st.prev_ptr = r->st.prev_ptr + (uint64_t)d;
         return ok;
     case ML_T_REACH_SCAN: return get_reach_scan(r, rec);

@@ -42,6 +42,8 @@ typedef enum {
     ML_VLEAK_DEFINITE,
     ML_VLEAK_INDIRECT,
     ML_VLEAK_REACHABLE,
+    ML_VLEAK_POSSIBLE,
+    ML_VLEAK_KINDS_
 } ml_vleak_t;
 
 /* One allocation site: a unique allocation stack. */
@@ -183,7 +185,9 @@ typedef struct {
     uint64_t sample_bytes;
     ml_totals_t totals;                     /* a copy of the analysis totals */
     uint64_t peak_rss_bytes;                /* 0 when the trace has no RSS samples */
-    uint64_t leak_bytes[4], leak_blocks[4]; /* by ml_vleak_t (index 0: all kinds) */
+    /* by ml_vleak_t; index 0: leaked = definite + indirect + possible
+     * (reachable is not leaked; without a scan every live block) */
+    uint64_t leak_bytes[ML_VLEAK_KINDS_], leak_blocks[ML_VLEAK_KINDS_];
     bool leaks_scanned; /* an exit-time reachability scan classified the leaks */
     ml_vfrag_t frag_peak, frag_end;
     uint32_t ngpus;

@@ -23,6 +23,8 @@ static const char *leak_kind(ml_vleak_t k) {
         return "indirect";
     case ML_VLEAK_REACHABLE:
         return "reachable";
+    case ML_VLEAK_POSSIBLE:
+        return "possible";
     default:
         return NULL;
     }

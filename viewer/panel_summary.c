@@ -95,12 +95,14 @@ static void build(summary_t *p) {
         ml__lines_add(l, "Leaked", s->leak_bytes[0] ? ML_ST_WARN : ML_ST_GOOD,
                       "%s in %" PRIu64 " blocks",
                       ml__fmt_bytes_long(s->leak_bytes[0], b1, sizeof b1), s->leak_blocks[0]);
-        if (s->leak_bytes[ML_VLEAK_DEFINITE] || s->leak_bytes[ML_VLEAK_INDIRECT] ||
-            s->leak_bytes[ML_VLEAK_REACHABLE])
-            ml__lines_add(l, "", ML_ST_NORMAL, "definite %s, indirect %s, reachable %s",
+        if (s->leak_bytes[0])
+            ml__lines_add(l, "", ML_ST_NORMAL, "definite %s, indirect %s, possible %s",
                           ml__fmt_bytes(s->leak_bytes[ML_VLEAK_DEFINITE], b1, sizeof b1),
                           ml__fmt_bytes(s->leak_bytes[ML_VLEAK_INDIRECT], b2, sizeof b2),
-                          ml__fmt_bytes(s->leak_bytes[ML_VLEAK_REACHABLE], b3, sizeof b3));
+                          ml__fmt_bytes(s->leak_bytes[ML_VLEAK_POSSIBLE], b3, sizeof b3));
+        ml__lines_add(l, "Reachable", ML_ST_NORMAL, "%s in %" PRIu64 " blocks (not leaked)",
+                      ml__fmt_bytes_long(s->leak_bytes[ML_VLEAK_REACHABLE], b1, sizeof b1),
+                      s->leak_blocks[ML_VLEAK_REACHABLE]);
     }
     frag_line(l, "Heap pages", "at peak", &s->frag_peak);
     frag_line(l, "", "at end ", &s->frag_end);

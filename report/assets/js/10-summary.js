@@ -4,12 +4,26 @@
  * here from the per-site rows). */
 function leakKinds() {
   var L = obj(D.leaks), out = {};
-  ['definite', 'indirect', 'reachable'].forEach(function (k) {
+  ['definite', 'indirect', 'possible', 'reachable'].forEach(function (k) {
     var o = obj(L[k]);
     var b = first(o.bytes, L[k + '_bytes']), n = first(o.blocks, L[k + '_blocks']);
     out[k] = { bytes: b, blocks: n };
   });
   return out;
+}
+
+/* "Leaked" = definite + indirect + possible (the analysis' lost_bytes;
+ * reports written before it existed: the kinds they have, added up).
+ * Reachable blocks are never part of it. */
+function leakedTotals(L, lk) {
+  var b = first(L.lost_bytes), n = first(L.lost_blocks);
+  if (b == null && lk.definite.bytes != null)
+    b = num0(lk.definite.bytes) + num0(lk.indirect.bytes) + num0(lk.possible.bytes);
+  if (n == null && lk.definite.blocks != null)
+    n = num0(lk.definite.blocks) + num0(lk.indirect.blocks) + num0(lk.possible.blocks);
+  if (b == null) b = first(L.bytes);
+  if (n == null) n = first(L.blocks);
+  return { bytes: b, blocks: n };
 }
 
 function traceStatus() {
@@ -108,16 +122,17 @@ function renderSummary(body) {
   }
 
   var lk = leakKinds();
-  var leakedBytes = first(L.bytes);
+  var lt = leakedTotals(L, lk), leakedBytes = lt.bytes;
   cards.appendChild(card('Leaked at exit', fmtBytes(leakedBytes), [
-    L.blocks != null ? kv('in', plural(num0(L.blocks), 'block', 'blocks')) : null,
+    lt.blocks != null ? kv('in', plural(num0(lt.blocks), 'block', 'blocks')) : null,
     lk.definite.bytes != null ? kv('definite', fmtBytes(lk.definite.bytes)) : null,
-    lk.indirect.bytes != null || lk.reachable.bytes != null
-      ? [].concat(kv('indirect', fmtBytes(lk.indirect.bytes)), [' · '], kv('reachable', fmtBytes(lk.reachable.bytes)))
+    lk.indirect.bytes != null || lk.possible.bytes != null
+      ? [].concat(kv('indirect', fmtBytes(lk.indirect.bytes)), [' · '], kv('possible', fmtBytes(lk.possible.bytes)))
       : null,
+    lk.reachable.bytes != null ? kv('still reachable (not leaked)', fmtBytes(lk.reachable.bytes)) : null,
     num(L.suppressed_bytes) ? kv('suppressed', fmtBytes(L.suppressed_bytes)) : null
-  ], num0(lk.definite.bytes) > 0 ? 'bad' : leakedBytes === 0 ? 'good' : null,
-  'definite: no pointer to the block remains; indirect: only reachable from leaked blocks; reachable: still pointed to from globals or stacks at exit'));
+  ], num0(leakedBytes) > 0 ? 'bad' : leakedBytes === 0 ? 'good' : null,
+  'leaked = definite + indirect + possible. definite: no pointer to the block remains; indirect: only reachable from leaked blocks; possible: only pointers into its inside remain; reachable (not leaked): still pointed to from globals, stacks or TLS at exit'));
 
   /* Page utilization is not heap fragmentation: the card says which it is. */
   [['at_peak', 'Page utilization at peak'], ['at_end', 'Page utilization at exit']].forEach(function (p) {
