@@ -47,7 +47,18 @@ typedef struct {
                                     * the table gains five rows, the replay takes about five
                                     * times as long. Without it: the designs of real allocators
                                     * (segregated fit, TLSF, buddy, slab, arena) and the real one */
+    /* Budgets (0: the defaults below). Work that would not fit is skipped
+     * before it starts, never cut halfway, and ml_advice_skipped() says what
+     * and why. Both are estimated from the analysis' totals (needs
+     * o->analysis; without one nothing is skipped): */
+    uint64_t budget_bytes; /* memory for the replays: live blocks at the peak times the bytes
+                            * each replayed policy keeps per live block */
+    uint64_t budget_ops;   /* time, as replayed operations summed over the policies (about
+                            * 20-40 M per CPU second on this project's machine) */
 } ml_advisor_opts_t;
+
+#define ML_ADVISOR_BUDGET_BYTES (768ull << 20)
+#define ML_ADVISOR_BUDGET_OPS 40000000ull
 
 /* ------------------------------------------------------------------------- */
 /* Evidence: the numbers a suggestion rests on                               */
@@ -205,6 +216,10 @@ size_t ml_advice_policies(const ml_advice_t *a, const ml_sim_metrics_t **out);
 /** Name of the baseline general allocator of the what-ifs ("segregated_fit"). */
 const char *ml_advice_baseline(const ml_advice_t *a);
 bool ml_advice_sampled(const ml_advice_t *a);
+/** What the budgets made the advisor skip, in words, one entry each
+ * (e.g. "what-ifs: 12 of 24 candidates not priced: over the time budget");
+ * NULL past the last. The result is still right for what it covers. */
+const char *ml_advice_skipped(const ml_advice_t *a, size_t i);
 /** Replay statistics: ops, seconds of wall time for both passes. */
 void ml_advice_stats(const ml_advice_t *a, uint64_t *ops, double *seconds);
 /** Frees the result and its suggestions. NULL is allowed. */
