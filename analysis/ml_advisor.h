@@ -78,7 +78,8 @@ typedef enum {
 
 /* What a site suggestion adds to the pattern, by strategy. */
 typedef enum {
-    ML_FINDING_NONE = 0,    /* pool, slab: the pattern says it all */
+    ML_FINDING_NONE = 0,    /* no numbers beyond the pattern */
+    ML_FINDING_CALLS,       /* pool, slab: .work (the time the strategy saves) */
     ML_FINDING_BATCHES,     /* arena: .batches */
     ML_FINDING_TEMPORARIES, /* stack, reuse_buffer: .temporaries */
     ML_FINDING_CHAINS,      /* reserve_capacity: .chains */
@@ -144,6 +145,12 @@ typedef struct {
             uint64_t reallocs_avoided, bytes_not_copied; /* with geometric growth, in the replay */
         } chains;
         struct {
+            uint64_t calls_avoided;         /* malloc and free calls the pool or slab takes over */
+            uint64_t allocator_steps_saved; /* the general allocator's search steps, splits and
+                                             * merges the replay no longer needed (0 if none) */
+            bool time_only;                 /* the footprint saving is below the minimum: the gain is time */
+        } work;
+        struct {
             uint64_t pinned_pages, pinned_bytes; /* held only by the site's blocks ... */
             uint32_t pinned_at_ms;               /* ... at this time of the trace */
             uint64_t long_lived_blocks;
@@ -195,7 +202,8 @@ typedef struct ml_suggestion_s {
     int64_t site;              /* site id of the analysis (or stack id without one); -1: process-wide */
     uint32_t stack;            /* one recorded stack of the site; 0: process-wide */
     int32_t device;            /* -1: the CPU heap; a GPU device otherwise */
-    uint64_t estimated_saving_bytes; /* peak footprint saved in the replay; 0 when the gain is time */
+    uint64_t estimated_saving_bytes; /* peak footprint saved in the replay, never more than the
+                                      * site's max_live_bytes; 0 when the gain is time */
     char what_if[48];          /* the allocator simulated, e.g. "pool(48)"; "" for GPU advice */
     ml_evidence_t evidence;
 } ml_suggestion_t;

@@ -174,6 +174,11 @@ static void site_evidence(ml_json_t *w, const ml_site_evidence_t *e, const char 
     switch (e->finding) {
     case ML_FINDING_NONE:
         break;
+    case ML_FINDING_CALLS:
+        ml_json_kv_u64(w, "calls_avoided", e->work.calls_avoided);
+        ml_json_kv_u64(w, "allocator_steps_saved", e->work.allocator_steps_saved);
+        ml_json_kv_str(w, "gain", e->work.time_only ? "time" : "memory and time");
+        break;
     case ML_FINDING_BATCHES:
         ml_json_kv_u64(w, "batches", e->batches.batches);
         ml_json_kv_u64(w, "blocks_in_batches", e->batches.blocks_in_batches);
