@@ -332,6 +332,20 @@ static pcent_t *pc_slot(ml__symbolizer_t *s, uint64_t pc, int32_t mod) {
     return &s->pcs[j];
 }
 
+/* The frames of one address with DWARF, innermost first.
+ *
+ * dwarf_getscopes() finds the innermost scope holding the address, but
+ * past the first DW_TAG_inlined_subroutine it continues with the scopes of
+ * that function's abstract definition (where its source is), not with the
+ * code it was inlined into: a chain inlined three deep would lose its middle
+ * levels. So only its first scope is used; dwarf_getscopes_die() then gives
+ * the DIEs that physically contain that one, up to the CU: every inlined
+ * instance and the concrete function, each nested in its caller. An inlined
+ * frame's location is the innermost line (for the first) or the call site
+ * (DW_AT_call_file:DW_AT_call_line) of the inlined frame below it; the
+ * function it is in is the next inlined instance or subprogram outwards
+ * (lexical blocks may sit in between). This is what `eu-addr2line -i` and
+ * `addr2line -i` print. */
 static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__module_t *m,
                               uint64_t pc, ml_frame_t *f) {
     Dwarf_Addr addr = pc - 1; /* the call instruction, not the return address */
@@ -351,18 +365,26 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
     Dwarf_Die *cudie = dwfl_module_addrdie(ms->dm, addr, &bias);
     Dwarf_Die *scopes = NULL;
     int nscopes = cudie ? dwarf_getscopes(cudie, addr - bias, &scopes) : 0;
+    if (nscopes > 0) {
+        Dwarf_Die inner = scopes[0];
+        free(scopes);
+        scopes = NULL;
+        nscopes = dwarf_getscopes_die(&inner, &scopes);
+    }
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
     if (nscopes > 0) dwarf_getsrcfiles(cudie, &files, &nfiles);
     for (int i = 0; i < nscopes && n < MAX_INLINE; i++) {
         int tag = dwarf_tag(&scopes[i]);
-        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
+        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram &&
+            tag != DW_TAG_entry_point)
+            continue;
         ml_frame_t *fr = &f[n++];
         fr->module = module;
         fr->address = pc;
         fr->file = file ? ml__sym_intern(s, file) : NULL;
         fr->line = line > 0 ? (uint32_t)line : 0;
-        if (tag == DW_TAG_subprogram) {
+        if (tag != DW_TAG_inlined_subroutine) {
             fr->function = outer ? outer : die_name(s, &scopes[i]);
             fr->inlined = false;
             break;
@@ -374,15 +396,16 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
         Dwarf_Word cf = 0, cl = 0;
         file = NULL;
         line = 0;
-        if (dwarf_attr(&scopes[i], DW_AT_call_file, &at) && dwarf_formudata(&at, &cf) == 0 && files)
+        if (dwarf_attr(&scopes[i], DW_AT_call_file, &at) && dwarf_formudata(&at, &cf) == 0 &&
+            files && cf < nfiles)
             file = dwarf_filesrc(files, (size_t)cf, NULL, NULL);
         if (dwarf_attr(&scopes[i], DW_AT_call_line, &at) && dwarf_formudata(&at, &cl) == 0)
             line = (int)cl;
     }
     free(scopes);
-    /* dwarf_getscopes may end an inlined chain at the CU without the
-     * concrete function it was inlined into: that function is the ELF
-     * symbol at the address, called at the last inlined call site. */
+    /* An inlined chain with no concrete function around it (DWARF that
+     * describes only part of the code): the function it was inlined into
+     * is the ELF symbol at the address, called at the last call site. */
     if (n > 0 && f[n - 1].inlined && n < MAX_INLINE && outer) {
         ml_frame_t *fr = &f[n++];
         fr->module = module;
