@@ -454,6 +454,8 @@ int ml__sym_resolve(ml__symbolizer_t *s, int32_t mod, const ml__module_t *m, uin
         tmp[0].address = pc;
         n = 1;
     }
+    const char *exe = s->a ? ml_analysis_process(s->a)->exe : NULL;
+    for (uint32_t i = 0; i < n; i++) tmp[i].own = ml_frame_is_own_code(tmp[i].module, tmp[i].file, exe);
     ml_frame_t *f = arena_alloc(s, n * sizeof *f);
     if (!f) return -ENOMEM;
     memcpy(f, tmp, n * sizeof *f);
@@ -503,4 +505,126 @@ bool ml__frame_is_allocator(const ml_frame_t *f) {
     for (size_t i = 0; i < sizeof alloc_exact / sizeof alloc_exact[0]; i++)
         if (!strcmp(fn, alloc_exact[i])) return true;
     return is_cxx_allocator(fn);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The program's own code, and names for display                             */
+/* ------------------------------------------------------------------------- */
+
+static bool under(const char *path, const char *dir) {
+    size_t n = strlen(dir);
+    return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+bool ml_frame_is_own_code(const char *module, const char *file, const char *exe) {
+    if (!module || module[0] != '/') return false; /* unknown, [vdso] */
+    if (file && (under(file, "/usr/include") || under(file, "/usr/lib"))) return false;
+    if (exe && exe[0] && !strcmp(module, exe)) return true;
+    const char *base = strrchr(module, '/') + 1;
+    if (!strncmp(base, "libmemlens", 10)) return false;
+    static const char *const system_dirs[] = {"/usr", "/lib", "/lib32", "/lib64", "/libx32",
+                                              "/bin", "/sbin", "/opt", "/snap", "/nix"};
+    if (under(module, "/usr/local")) return true;
+    for (size_t i = 0; i < sizeof system_dirs / sizeof system_dirs[0]; i++)
+        if (under(module, system_dirs[i])) return false;
+    return true;
+}
+
+/* The symbols of C++ operators, longest first, as the demangler spells
+ * them after "operator". */
+static size_t operator_len(const char *p) {
+    static const char *const ops[] = {
+        " delete[]", " new[]", " delete", " new", "<=>", "<<=", ">>=", "->*", "()", "[]", "<<",
+        ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "--", "->", "+=", "-=", "*=", "/=",
+        "%=", "&=", "|=", "^=", "<", ">", "+", "-", "*", "/", "%", "^", "&", "|", "~", "!",
+        "=", ",", "\"\" "};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (!strncmp(p, ops[i], strlen(ops[i]))) return strlen(ops[i]);
+    return 0;
+}
+
+static bool ident_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* Where the bracketed group that opens at p ('<', '(', '{' or '[') ends:
+ * the character after its closing bracket, or the end of the string. */
+static const char *group_end(const char *p) {
+    int depth = 0;
+    for (; *p; p++) {
+        if (*p == '<' || *p == '(' || *p == '{' || *p == '[') depth++;
+        else if ((*p == '>' || *p == ')' || *p == '}' || *p == ']') && --depth == 0) return p + 1;
+    }
+    return p;
+}
+
+const char *ml_frame_short_name(const char *full, char *buf, size_t len) {
+    if (!len) return buf;
+    buf[0] = '\0';
+    if (!full) return buf;
+    if (full[0] == '[' || !strpbrk(full, "<( ")) {
+        snprintf(buf, len, "%s", full);
+        return buf;
+    }
+    /* Pass 1: collapse templates, drop argument lists and what follows the
+     * last one, keep operators and lambdas. */
+    size_t n = 0, cap = strlen(full) + 8;
+    char *t = malloc(cap);
+    if (!t) {
+        snprintf(buf, len, "%s", full);
+        return buf;
+    }
+    size_t op_at = (size_t)-1; /* where the last "operator" starts in t */
+    const char *p = full;
+    while (*p) {
+        if (!strncmp(p, "operator", 8) && (p == full || !ident_char(p[-1])) && !ident_char(p[8])) {
+            op_at = n;
+            memcpy(t + n, p, 8);
+            n += 8;
+            p += 8;
+            size_t k = operator_len(p);
+            memcpy(t + n, p, k);
+            n += k;
+            p += k;
+        } else if (*p == '<') {
+            memcpy(t + n, "<\xe2\x80\xa6>", 5); /* <…> */
+            n += 5;
+            p = group_end(p);
+        } else if (*p == '(') {
+            const char *e = group_end(p);
+            if (!strncmp(p, "(anonymous namespace)", 21)) {
+                memcpy(t + n, p, (size_t)(e - p));
+                n += (size_t)(e - p);
+            } else if (strncmp(e, "::", 2)) {
+                break; /* the argument list: qualifiers follow, then nothing */
+            }
+            p = e; /* a function's arguments before "::" (a local entity) */
+        } else if (*p == '{') {
+            const char *e = group_end(p); /* {lambda(int)#1}, {unnamed type#1} */
+            memcpy(t + n, p, (size_t)(e - p));
+            n += (size_t)(e - p);
+            p = e;
+        } else {
+            t[n++] = *p++;
+        }
+    }
+    t[n] = '\0';
+    /* Pass 2: the return type is what comes before the last space outside
+     * brackets and before the last operator's name. */
+    size_t start = 0, depth = 0;
+    for (size_t i = 0; i < n && i < op_at; i++) {
+        if (t[i] == '(' || t[i] == '{' || t[i] == '[') depth++;
+        else if ((t[i] == ')' || t[i] == '}' || t[i] == ']') && depth) depth--;
+        else if (t[i] == ' ' && !depth && !(i >= 1 && t[i - 1] == ',')) start = i + 1;
+    }
+    /* Cut at a character boundary (UTF-8). */
+    size_t m = strlen(t + start);
+    if (m >= len) {
+        m = len - 1;
+        while (m && ((unsigned char)t[start + m] & 0xC0) == 0x80) m--;
+    }
+    memcpy(buf, t + start, m);
+    buf[m] = '\0';
+    free(t);
+    return buf;
 }

@@ -17,3 +17,5 @@ add_test(NAME symbols_oracle
           $<TARGET_FILE:fx_cpp_sites_o2> $<TARGET_FILE:fx_cpp_o2> $<TARGET_FILE:fx_cpp_sites>
           $<TARGET_FILE:fx_calltree> $<TARGET_FILE:fx_leaks>)
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
+add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_inline_deep)
