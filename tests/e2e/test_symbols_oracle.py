@@ -110,8 +110,10 @@ def check(memlens, program, work):
             while (j < len(fr) and fr[j]["address"] == fr[i]["address"]
                    and fr[j]["module"] == fr[i]["module"]):
                 j += 1
-            got = [(None if f["function"].startswith("[") else f["function"], f["file"], f["line"])
-                   for f in fr[i:j]]
+            # "function" is shortened for display; "function_full" is the name.
+            names = [f.get("function_full", f["function"]) for f in fr[i:j]]
+            got = [(None if n.startswith("[") else n, f["file"], f["line"])
+                   for n, f in zip(names, fr[i:j])]
             mod = fr[i]["module"]
             if mod and mod.startswith("/") and "libmemlens" not in mod:
                 vaddr = fr[i]["address"] - 1 - (0 if elf_type(mod) == 2 else bases[mod])
