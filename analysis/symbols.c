@@ -41,10 +41,22 @@ extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *st
 #define FRAME_CHUNK 4096
 #define STR_CHUNK (64u << 10)
 
+/* A symbol of a module's table, in the index that replaces libdw's linear
+ * search (elf_symbol()). */
+typedef struct {
+    GElf_Addr value, size;
+    const char *name;
+    int ndx;
+    int bind; /* 3 global, 2 weak, 1 local, 0 other: libdw's preference */
+} symidx_t;
+
 typedef struct {
     Dwfl *dwfl;
     Dwfl_Module *dm;
     int state; /* 0: not tried, 1: usable, -1: no symbols */
+    symidx_t *gsyms; /* the global symbols with a size, by value then index */
+    size_t ngsyms;
+    bool indexed; /* gsyms was built (or there is nothing to index) */
 } modsym_t;
 
 typedef struct {
@@ -144,8 +156,10 @@ int ml__sym_new(ml__symbolizer_t **out, bool no_symbols) {
 
 void ml__sym_free(ml__symbolizer_t *s) {
     if (!s) return;
-    for (uint32_t i = 0; i < s->nms; i++)
+    for (uint32_t i = 0; i < s->nms; i++) {
         if (s->ms[i].dwfl) dwfl_end(s->ms[i].dwfl);
+        free(s->ms[i].gsyms);
+    }
     free(s->ms);
     free(s->pcs);
     free(s->strs);
@@ -332,6 +346,83 @@ static pcent_t *pc_slot(ml__symbolizer_t *s, uint64_t pc, int32_t mod) {
     return &s->pcs[j];
 }
 
+/* The ELF symbol of an address: what dwfl_module_addrinfo() gives, without
+ * its linear scan of the whole symbol table per address (libLLVM's has
+ * hundreds of thousands of entries: that scan was two thirds of `report` on
+ * clang-format). libdw's rules (dwfl_module_addrsym.c) are kept: the
+ * global symbols are searched first, and a local one only when no global
+ * one holds the address; among the symbols that hold it (value <= addr <
+ * value + size) the closest start wins, then at the same start the better
+ * binding (global, weak, local), then the smaller size at no worse binding,
+ * then the first in the table. The index holds the global sized symbols;
+ * whenever it has no answer (no global symbol holds the address: locals,
+ * sizeless assembly labels) libdw itself is asked, so the answer is always
+ * libdw's. */
+static int cmp_symidx(const void *x, const void *y) {
+    const symidx_t *a = x, *b = y;
+    if (a->value != b->value) return a->value < b->value ? -1 : 1;
+    return (a->ndx > b->ndx) - (a->ndx < b->ndx);
+}
+
+static void index_symbols(modsym_t *ms) {
+    ms->indexed = true;
+    int n = dwfl_module_getsymtab(ms->dm);
+    int first = dwfl_module_getsymtab_first_global(ms->dm);
+    if (n <= 0 || first < 0 || n - first < 256) return; /* small: libdw is quick enough */
+    symidx_t *v = malloc((size_t)(n - first) * sizeof *v);
+    if (!v) return;
+    size_t k = 0;
+    for (int i = first > 0 ? first : 1; i < n; i++) {
+        GElf_Sym sym;
+        GElf_Addr value;
+        GElf_Word shndx;
+        const char *name = dwfl_module_getsym_info(ms->dm, i, &sym, &value, &shndx, NULL, NULL);
+        int type = GELF_ST_TYPE(sym.st_info);
+        if (!name || !name[0] || sym.st_shndx == SHN_UNDEF || type == STT_SECTION ||
+            type == STT_FILE || type == STT_TLS || sym.st_size == 0)
+            continue;
+        int b = GELF_ST_BIND(sym.st_info);
+        v[k++] = (symidx_t){value, sym.st_size, name, i,
+                            b == STB_GLOBAL ? 3 : b == STB_WEAK ? 2 : b == STB_LOCAL ? 1 : 0};
+    }
+    qsort(v, k, sizeof *v, cmp_symidx);
+    ms->gsyms = v;
+    ms->ngsyms = k;
+}
+
+static const char *elf_symbol(modsym_t *ms, Dwarf_Addr addr) {
+    if (!ms->indexed) index_symbols(ms);
+    if (ms->ngsyms) {
+        /* The last symbol starting at or before addr. */
+        size_t lo = 0, hi = ms->ngsyms;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (ms->gsyms[mid].value <= addr) lo = mid + 1;
+            else hi = mid;
+        }
+        /* Walk back to the closest start that holds addr (a few steps:
+         * symbols rarely nest), then apply the rules at that start. */
+        for (size_t i = lo, steps = 0; i > 0 && steps < 64; i--, steps++) {
+            const symidx_t *c = &ms->gsyms[i - 1];
+            if (addr - c->value >= c->size) continue;
+            size_t j = i - 1;
+            while (j > 0 && ms->gsyms[j - 1].value == c->value) j--;
+            const symidx_t *best = NULL;
+            for (; j < ms->ngsyms && ms->gsyms[j].value == c->value; j++) {
+                const symidx_t *e = &ms->gsyms[j];
+                if (addr - e->value >= e->size) continue;
+                if (!best || best->bind < e->bind ||
+                    (best->size > e->size && best->bind <= e->bind))
+                    best = e;
+            }
+            return best->name;
+        }
+    }
+    GElf_Off off;
+    GElf_Sym sym;
+    return dwfl_module_addrinfo(ms->dm, addr, &off, &sym, NULL, NULL, NULL);
+}
+
 /* The frames of one address with DWARF, innermost first.
  *
  * dwarf_getscopes() finds the innermost scope holding the address, but
@@ -350,9 +441,7 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
                               uint64_t pc, ml_frame_t *f) {
     Dwarf_Addr addr = pc - 1; /* the call instruction, not the return address */
     const char *module = ml__sym_intern(s, m->path);
-    GElf_Off off;
-    GElf_Sym sym;
-    const char *elfname = dwfl_module_addrinfo(ms->dm, addr, &off, &sym, NULL, NULL, NULL);
+    const char *elfname = elf_symbol(ms, addr);
     const char *outer = elfname ? demangled(s, elfname) : NULL;
 
     const char *file = NULL;
