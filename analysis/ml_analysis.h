@@ -262,7 +262,29 @@ typedef struct {
     const char *module;   /* path of the module holding the address, NULL if none */
     uint64_t address;     /* the return address as recorded (the call is at address - 1) */
     bool inlined;         /* this frame was inlined into the next (outer) one */
+    bool own;             /* in the program's own code (see ml_frame_is_own_code) */
 } ml_frame_t;
+
+/* The program's own code, where a site is named (docs/analysis.md, "Site
+ * names"): a frame is its own when its module is the traced executable or
+ * a shared object outside the system's directories (/usr/ but /usr/local/,
+ * /lib*, /bin, /sbin, /opt), memlens' own library excepted, and its source
+ * file, when known, is not a system header or library source (under
+ * /usr/include/ or /usr/lib/). Inlined std::vector code in the program is
+ * therefore not its own; the program's code that called it is. `exe` is
+ * the traced executable's path (ml_process_info_t.exe), NULL if unknown. */
+bool ml_frame_is_own_code(const char *module, const char *file, const char *exe);
+
+/* A function name shortened for display: template arguments collapsed to
+ * "<…>", the argument list and qualifiers after it dropped, and the return
+ * type in front of it dropped, e.g. "void std::vector<int, std::allocator<int>
+ * >::_M_realloc_insert<int const&>(...)" gives
+ * "std::vector<…>::_M_realloc_insert<…>". Operators keep their symbols
+ * ("operator<<", "operator()", "operator new[]"), "(anonymous namespace)"
+ * and lambdas ("{lambda(int)#1}") stay. Names without '<', '(' or ' ' (C
+ * functions, "[module+0xOFF]") come back unchanged. Writes at most len
+ * bytes with the NUL (cutting at a character boundary) and returns buf. */
+const char *ml_frame_short_name(const char *full, char *buf, size_t len);
 
 /* One allocation site: a unique stack once the allocator's own frames are
  * removed. Metrics are per site; the strategy advisor reads the size and
@@ -271,6 +293,9 @@ typedef struct {
     uint32_t id;              /* index in the site table of this build */
     const ml_frame_t *frames; /* innermost first; frames[0] called the allocator */
     uint32_t nframes;
+    uint32_t headline;        /* the frame that names the site: the first of the program's
+                                 own code (frame.own), 0 when there is none; the frames
+                                 before it (library code) stay in frames[] */
     uint32_t stacks;          /* recorded stacks merged into this site */
     uint64_t alloc_calls, bytes_allocated, temporary_allocs, realloc_calls;
     uint64_t freed_blocks;    /* blocks of this site that were freed (or moved by realloc) */

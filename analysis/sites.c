@@ -392,6 +392,12 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     for (size_t i = 0; i < b->nsites; i++) {
         b->sites[i].frames = b->frames + site_off[i];
         b->sites[i].nframes = (uint32_t)(site_off[i + 1] - site_off[i]);
+        /* Named by the program's own code when some frame is (ml_frame_t.own). */
+        for (uint32_t k = 0; k < b->sites[i].nframes; k++)
+            if (b->sites[i].frames[k].own) {
+                b->sites[i].headline = k;
+                break;
+            }
     }
 
     /* Leaks: every block live at the end, by site and kind. */

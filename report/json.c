@@ -33,7 +33,12 @@ void ml__json_frames(ml_json_t *w, const ml_frame_t *f, size_t n, bool inlined) 
     ml_json_array(w);
     for (size_t i = 0; i < n; i++) {
         ml_json_object(w);
-        ml_json_kv_str(w, "function", f[i].function);
+        /* "function" is the name for display (ml_frame_short_name);
+         * "function_full" the demangled name, when they differ. */
+        char name[512];
+        const char *shown = f[i].function ? ml_frame_short_name(f[i].function, name, sizeof name) : NULL;
+        ml_json_kv_str(w, "function", shown);
+        if (shown && strcmp(shown, f[i].function)) ml_json_kv_str(w, "function_full", f[i].function);
         ml_json_kv_str(w, "file", f[i].file);
         kv_line(w, "line", f[i].line);
         ml_json_kv_str(w, "module", f[i].module);
@@ -148,6 +153,8 @@ static void site_obj(ml_json_t *w, const ml_site_t *s) {
     ml_json_kv_u64(w, "id", s->id);
     ml_json_key(w, "frames");
     frames(w, s->frames, s->nframes);
+    /* The frame that names the site (ml_site_t.headline); absent: 0. */
+    if (s->headline) ml_json_kv_u64(w, "headline", s->headline);
     ml_json_kv_u64(w, "alloc_calls", s->alloc_calls);
     ml_json_kv_u64(w, "bytes_allocated", s->bytes_allocated);
     ml_json_kv_u64(w, "peak_bytes", s->peak_bytes);
@@ -205,6 +212,7 @@ static void peak(ml_json_t *w, const ml_analysis_t *a) {
         ml_json_kv_u64(w, "blocks", s[i].peak_blocks);
         ml_json_key(w, "frames");
         frames(w, s[i].frames, s[i].nframes);
+        if (s[i].headline) ml_json_kv_u64(w, "headline", s[i].headline);
         ml_json_end(w);
     }
     ml_json_end(w);
@@ -256,6 +264,7 @@ static void leaks(ml_json_t *w, const ml_analysis_t *a, const ml_report_opts_t *
         ml_json_key(w, "frames");
         if (g->site < n) frames(w, s[g->site].frames, s[g->site].nframes);
         else frames(w, NULL, 0);
+        if (g->site < n && s[g->site].headline) ml_json_kv_u64(w, "headline", s[g->site].headline);
         ml_json_end(w);
     }
     ml_json_end(w);
@@ -410,7 +419,10 @@ static int cmp_child(const void *x, const void *y, void *ctx) {
 static void flame_node_open(ml_json_t *w, const char *name, const char *file, uint32_t line,
                             const uint64_t *incl) {
     ml_json_object(w);
-    ml_json_kv_str(w, "name", name);
+    char shortname[512];
+    const char *shown = name ? ml_frame_short_name(name, shortname, sizeof shortname) : NULL;
+    ml_json_kv_str(w, "name", shown);
+    if (shown && strcmp(shown, name)) ml_json_kv_str(w, "name_full", name);
     ml_json_kv_str(w, "file", file);
     kv_line(w, "line", line);
     ml_json_kv_u64(w, "alloc", incl[ML_COST_ALLOCATED]);

@@ -13,7 +13,8 @@ static const char *bytes(uint64_t b, char *buf, size_t len) {
 }
 
 static void where(FILE *o, const ml_frame_t *f) {
-    fputs(f->function ? f->function : "?", o);
+    char name[256];
+    fputs(f->function ? ml_frame_short_name(f->function, name, sizeof name) : "?", o);
     if (f->file) {
         const char *base = strrchr(f->file, '/');
         fprintf(o, "  %s:%u", base ? base + 1 : f->file, f->line);
@@ -28,10 +29,12 @@ static void site_lines(FILE *o, const ml_site_t *s) {
         fputs("[no stack]\n", o);
         return;
     }
-    where(o, &s->frames[0]);
+    /* The program's own frame names the site (its headline); two callers
+     * give the context without flooding the screen. */
+    uint32_t h = s->headline < s->nframes ? s->headline : 0;
+    where(o, &s->frames[h]);
     fputc('\n', o);
-    /* Two callers give the context without flooding the screen. */
-    for (uint32_t k = 1; k < s->nframes && k < 3; k++) {
+    for (uint32_t k = h + 1; k < s->nframes && k < h + 3; k++) {
         fputs("        <- ", o);
         where(o, &s->frames[k]);
         fputc('\n', o);

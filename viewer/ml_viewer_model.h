@@ -51,6 +51,7 @@ typedef struct {
     uint32_t id; /* stable across refreshes */
     uint32_t nframes;
     const ml_vframe_t *frames;
+    uint32_t headline; /* the frame that names the site (ml_site_t.headline) */
     uint64_t alloc_calls, bytes_allocated, temporary_allocs;
     uint64_t peak_bytes;                  /* live at the heap peak */
     uint64_t leaked_bytes, leaked_blocks; /* live at exit (live now while running) */

@@ -318,6 +318,7 @@ static int src_sites(ml_vmodel_t *m) {
         o->id = site_id(m, site_key(a));
         o->nframes = a->nframes;
         o->frames = a->frames;
+        o->headline = a->headline < a->nframes ? a->headline : 0;
         o->alloc_calls = a->alloc_calls;
         o->bytes_allocated = a->bytes_allocated;
         o->temporary_allocs = a->temporary_allocs;

@@ -201,7 +201,7 @@ static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
         const ml_vsite_t *st = ml_vmodel_site(m, live[i].site);
         char f[512];
         if (st && st->nframes)
-            ml__fmt_frame(&st->frames[0], f, sizeof f);
+            ml__fmt_frame(&st->frames[st->headline], f, sizeof f);
         else
             snprintf(f, sizeof f, "site %u", live[i].site);
         ml__canvas_printf(c, P->x + 1, yc + 2 + (int)i, P->w - 2, ML_ST_NORMAL,
