@@ -81,7 +81,7 @@ def groups(frames):
 def site_key(frames):
     """What identifies a site in both files: every frame's function, file,
     line and address, innermost first."""
-    return tuple((f["function"], f["file"] or "", f["line"] or 0, f["address"]) for f in frames)
+    return tuple((f.get("function_full", f["function"]), f["file"] or "", f["line"] or 0, f["address"]) for f in frames)
 
 
 def duration_ns(report):
@@ -306,10 +306,10 @@ def check_pprof(path, report, brk, expects=()):
             site["id"], len(smp["location_id"]), len(gs)))
         for lid, g in zip(smp["location_id"], gs):
             loc = locs[lid]
-            expect([fn_of(ln["function_id"])[0] for ln in loc["line"]] == [f["function"] for f in g],
+            expect([fn_of(ln["function_id"])[0] for ln in loc["line"]] == [f.get("function_full", f["function"]) for f in g],
                    "site %d: location %d lines %s, frames %s" % (
                        site["id"], lid, [fn_of(ln["function_id"])[0] for ln in loc["line"]],
-                       [f["function"] for f in g]))
+                       [f.get("function_full", f["function"]) for f in g]))
             mod = g[-1]["module"]
             m = maps.get(loc["mapping_id"])
             if mod:
@@ -439,7 +439,7 @@ def check_speedscope(path, report, brk):
     sites = report["sites"]
 
     def frame(f):
-        out = {"name": f["function"]}
+        out = {"name": f.get("function_full", f["function"])}
         if f["file"] is not None:
             out["file"] = f["file"]
         if f["line"] is not None:
