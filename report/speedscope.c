@@ -8,7 +8,7 @@
  *   0 bytes allocated                        unit "bytes"
  *   1 allocation calls                       unit "none"
  *   2 bytes live at the peak                 unit "bytes" (shown first)
- *   3 bytes leaked (definite + indirect)     unit "bytes"
+ *   3 bytes leaked (definite + indirect + possible)     unit "bytes"
  *   4 bytes live at exit (leaked + reachable) unit "bytes"
  *
  * A sample is a stack of indexes into the shared frame table, outermost
@@ -41,7 +41,7 @@ static const struct {
     {"bytes allocated", "bytes"},
     {"allocation calls", "none"},
     {"bytes live at the peak", "bytes"},
-    {"bytes leaked (definite + indirect)", "bytes"},
+    {"bytes leaked (definite + indirect + possible)", "bytes"},
     {"bytes live at exit (leaked + reachable)", "bytes"},
 };
 
@@ -50,7 +50,9 @@ static uint64_t metric(const ml_site_t *s, int m) {
     case P_ALLOC: return s->bytes_allocated;
     case P_CALLS: return s->alloc_calls;
     case P_PEAK: return s->peak_bytes;
-    case P_LEAKED: return s->leaked_kind_bytes[ML_LEAK_DEFINITE] + s->leaked_kind_bytes[ML_LEAK_INDIRECT];
+    case P_LEAKED:
+        return s->leaked_kind_bytes[ML_LEAK_DEFINITE] + s->leaked_kind_bytes[ML_LEAK_INDIRECT] +
+               s->leaked_kind_bytes[ML_LEAK_POSSIBLE];
     default: return s->leaked_bytes;
     }
 }

@@ -354,8 +354,9 @@ PROFILES = [
     ("bytes allocated", "bytes", lambda s: s["bytes_allocated"]),
     ("allocation calls", "none", lambda s: s["alloc_calls"]),
     ("bytes live at the peak", "bytes", lambda s: s["peak_bytes"]),
-    ("bytes leaked (definite + indirect)", "bytes",
-     lambda s: s["leaked_by_kind"]["definite"] + s["leaked_by_kind"]["indirect"]),
+    ("bytes leaked (definite + indirect + possible)", "bytes",
+     lambda s: s["leaked_by_kind"]["definite"] + s["leaked_by_kind"]["indirect"] +
+     s["leaked_by_kind"].get("possible", 0)),
     ("bytes live at exit (leaked + reachable)", "bytes", lambda s: s["leaked_bytes"]),
 ]
 UNITS = {"none", "nanoseconds", "microseconds", "milliseconds", "seconds", "bytes"}
@@ -463,7 +464,7 @@ def check_speedscope(path, report, brk):
     if len(profs) == len(PROFILES):
         t, L = report["totals"], report["leaks"]
         for i, want in enumerate([t["bytes_allocated"], t["alloc_calls"], report["peak"]["bytes"],
-                                  L["definite_bytes"] + L["indirect_bytes"], L["bytes"]]):
+                                  L["definite_bytes"] + L["indirect_bytes"] + L.get("possible_bytes", 0), L["bytes"]]):
             expect(sum(profs[i]["weights"]) == want, "profile %r: weights add up to %d, the report's total is %d"
                    % (PROFILES[i][0], sum(profs[i]["weights"]), want))
 

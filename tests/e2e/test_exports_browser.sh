@@ -161,7 +161,7 @@ if not title.startswith("memlens: ") or "(pid %s)" % pid not in title:
 profiles = [r for r in ss if len(r) == 3 and r[0].isdigit()]
 names = [r[1] for r in profiles]
 want_names = ["bytes allocated", "allocation calls", "bytes live at the peak",
-              "bytes leaked (definite + indirect)", "bytes live at exit (leaked + reachable)"]
+              "bytes leaked (definite + indirect + possible)", "bytes live at exit (leaked + reachable)"]
 if names != want_names:
     fails.append("speedscope file: profiles %s" % names)
 elif profiles[1][2] != "7":
