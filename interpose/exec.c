@@ -211,14 +211,19 @@ ML_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *co
         va_end(ap_);                                                                               \
     } while (0)
 
+/* argv[0..n] from arg and the variadic arguments (argv[n] is their NULL). */
+static void fill_args(char **argv, size_t n, const char *arg, va_list *ap) {
+    argv[0] = (char *)arg;
+    for (size_t i = 1; i <= n; i++) argv[i] = va_arg(*ap, char *);
+}
+
 ML_EXPORT int execl(const char *path, const char *arg, ...) {
     size_t n;
     COUNT_ARGS(arg, n);
     char *argv[n + 1];
     va_list ap;
     va_start(ap, arg);
-    argv[0] = (char *)arg;
-    for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char *);
+    fill_args(argv, n, arg, &ap);
     va_end(ap);
     return exec_with_env(VIA_EXECVE, -1, path, argv, environ, 0);
 }
@@ -229,8 +234,7 @@ ML_EXPORT int execlp(const char *file, const char *arg, ...) {
     char *argv[n + 1];
     va_list ap;
     va_start(ap, arg);
-    argv[0] = (char *)arg;
-    for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char *);
+    fill_args(argv, n, arg, &ap);
     va_end(ap);
     return exec_with_env(VIA_EXECVPE, -1, file, argv, environ, 0);
 }
@@ -241,8 +245,7 @@ ML_EXPORT int execle(const char *path, const char *arg, ...) {
     char *argv[n + 1];
     va_list ap;
     va_start(ap, arg);
-    argv[0] = (char *)arg;
-    for (size_t i = 1; i <= n; i++) argv[i] = va_arg(ap, char *);
+    fill_args(argv, n, arg, &ap);
     char *const *envp = va_arg(ap, char *const *);
     va_end(ap);
     return exec_with_env(VIA_EXECVE, -1, path, argv, envp, 0);
