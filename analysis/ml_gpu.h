@@ -79,6 +79,15 @@ typedef struct {
  * 126 TiB span, 0 % used". */
 #define ML_GPU_REGION_GAP (1ull << 40) /* 1 TiB: more than any one GPU's memory */
 
+/* What each number of ml_gpu_frag_t is, in the words the text report, the
+ * JSON (gpu devices' fragmentation.labels), the HTML page and the viewer
+ * all use (issue 13, as ML_LABEL_* of ml_analysis.h for the heap): these
+ * are about the device's virtual address space, not its physical memory. */
+#define ML_LABEL_GPU_UTILIZATION                                                                   \
+    "address-space utilization (live bytes / span from the lowest live address to the end of "     \
+    "the highest, gaps between regions left out)"
+#define ML_LABEL_GPU_EXTERNAL "external fragmentation of the holes (1 - largest hole / all holes)"
+
 typedef struct {
     bool valid;
     uint32_t time_ms;

@@ -186,6 +186,11 @@ static void device(ml_json_t *w, const ml_analysis_t *a, const ml_gpu_t *g, size
     ml_json_end(w);
     ml_json_key(w, "fragmentation");
     ml_json_object(w);
+    ml_json_key(w, "labels");
+    ml_json_object(w);
+    ml_json_kv_str(w, "utilization", ML_LABEL_GPU_UTILIZATION);
+    ml_json_kv_str(w, "external", ML_LABEL_GPU_EXTERNAL);
+    ml_json_end(w);
     frag(w, "at_peak", &d->frag_peak);
     frag(w, "at_end", &d->frag_now);
     ml_json_end(w);

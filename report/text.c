@@ -134,6 +134,9 @@ static void gpu_lines(FILE *o, const ml_analysis_t *a, unsigned top) {
             fprintf(o, "    pinned host: peak %s, leaked %s\n",
                     bytes(d->pinned_peak_bytes, b1, sizeof b1),
                     bytes(d->pinned_leaked_bytes, b4, sizeof b4));
+        if (d->frag_peak.valid && d->frag_peak.blocks)
+            fprintf(o, "    at peak: %s %.1f%%, %s %.1f%%\n", ML_LABEL_GPU_UTILIZATION,
+                    100 * d->frag_peak.utilization, ML_LABEL_GPU_EXTERNAL, 100 * d->frag_peak.external);
         gpu_sites(o, a, g, di, ML_GPU_BY_PEAK, "held at the peak", top);
         gpu_sites(o, a, g, di, ML_GPU_BY_LEAKED, "leaked", top);
     }

@@ -176,14 +176,18 @@ function renderGpu(body) {
                'live until the CUDA context was destroyed'),
       countCol('allocs', 'Alloc calls', 'alloc_calls'), countCol('frees', 'Free calls', 'free_calls'),
       bytesCol('bytes', 'Allocated', 'bytes_allocated'),
-      fragCol('util', 'Utilization at peak', 'utilization'), fragCol('ext', 'External at peak', 'external')
+      fragCol('util', 'Address-space utilization at peak', 'utilization'),
+      fragCol('ext', 'External fragmentation of holes at peak', 'external')
     ],
     text: function (r) { return String(r.device).toLowerCase(); },
     expand: function (r) {
       var parts = [];
       if (isObj(r.kinds) && Object.keys(r.kinds).length) parts.push(h('h3', null, 'By kind'), factsOf(r.kinds));
       if (isObj(r.pinned_host)) parts.push(h('h3', null, 'Pinned host memory'), factsOf(r.pinned_host));
-      var fr = obj(r.fragmentation);
+      var fr = obj(r.fragmentation), lb = obj(fr.labels);
+      if (lb.utilization || lb.external)
+        parts.push(h('p', { class: 'note frag-labels' }, 'utilization: ' + (lb.utilization || '') +
+          '; external: ' + (lb.external || '')));
       ['at_peak', 'at_end'].forEach(function (k) {
         if (isObj(fr[k]) && Object.keys(fr[k]).length)
           parts.push(h('h3', null, 'Fragmentation ' + k.replace('_', ' ')), gpuFrag(fr[k]));
