@@ -318,8 +318,27 @@ static void emit_peak_rss(ml_collector_t *c, ml__proc_t *p) {
     ml__emit(c, p, &r);
 }
 
+/* The image exec'd a program that libmemlens.so cannot follow (set-user-ID
+ * or static: the library wrote why into the ring before the exec) and no
+ * traced image came after it: say which program went untraced and which
+ * trace holds the process up to its exec. */
+static void say_exec_untraced(ml_collector_t *c, ml__proc_t *p) {
+    char why[sizeof p->ring->exec_untraced];
+    memcpy(why, p->ring->exec_untraced, sizeof why);
+    why[sizeof why - 1] = '\0';
+    if (!why[0]) return;
+    uint32_t nprocs = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (nprocs > ML_MAX_PROCS) nprocs = ML_MAX_PROCS;
+    for (uint32_t i = p->info.slot + 1; i < nprocs; i++)
+        if (c->ctl->procs[i].pid == p->info.pid) return; /* a traced image follows */
+    fprintf(stderr, "memlens: not traced: process %u exec'd a program memlens cannot follow: %s; %s "
+                    "holds the process up to that exec\n",
+            p->info.pid, why, p->info.path);
+}
+
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
+    say_exec_untraced(c, p);
     unwind_check(c, p);
     emit_peak_rss(c, p);
     ml_record_t r;

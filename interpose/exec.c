@@ -28,8 +28,12 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <elf.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -71,6 +75,8 @@ static const char *self_path(void) {
     if (!dladdr((void *)follows_this_exec, &di) || !di.dli_fname || !*di.dli_fname) return NULL;
     return di.dli_fname;
 }
+
+enum { VIA_EXECVE, VIA_EXECVPE, VIA_FEXECVE, VIA_EXECVEAT };
 
 typedef struct {
     char **envp; /* the new environment, NULL-terminated */
@@ -131,10 +137,124 @@ static bool build_env(char *const envp[], new_env_t *out) {
 }
 
 /* ------------------------------------------------------------------------- */
-/* The hooks                                                                 */
+/* Programs the loader will not preload us into                              */
 /* ------------------------------------------------------------------------- */
 
-enum { VIA_EXECVE, VIA_EXECVPE, VIA_FEXECVE, VIA_EXECVEAT };
+/* An exec memlens cannot follow is said in the run summary, not left
+ * silent: before the exec, the reason goes into the ring header
+ * (exec_untraced), which the collector prints when this image ends with no
+ * traced image after it. The checks are those of `memlens run` for the
+ * program it starts (cli/run.c): a set-user-ID or set-group-ID program
+ * whose IDs differ from ours (the loader runs it in secure-execution mode
+ * and ignores LD_PRELOAD), or an ELF program without PT_INTERP (static: no
+ * loader at all); a "#!" script is judged by its interpreter. */
+
+static void note_cat(char *out, size_t cap, size_t *len, const char *s) {
+    for (; *s && *len + 1 < cap; s++) out[(*len)++] = *s;
+    out[*len] = '\0';
+}
+
+/* Writes why the program at path cannot be traced into out (empty: it can,
+ * or it cannot be read: the exec will say). */
+static void obstacle(int dirfd, const char *path, char *out, size_t cap, int depth) {
+    out[0] = '\0';
+    int fd;
+    if (path[0]) {
+        fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    } else { /* fexecve: the file the descriptor names */
+        char proc[32] = "/proc/self/fd/", num[16], *e = num + sizeof num;
+        *--e = '\0';
+        unsigned v = (unsigned)dirfd;
+        do *--e = (char)('0' + v % 10), v /= 10; while (v);
+        memcpy(proc + strlen(proc), e, strlen(e) + 1);
+        fd = open(proc, O_RDONLY | O_CLOEXEC);
+    }
+    if (fd < 0) return;
+    size_t len = 0;
+    const char *name = path[0] ? path : "the program";
+    struct stat st;
+    struct statvfs sv;
+    /* On a file system mounted nosuid the bits do nothing. */
+    bool nosuid = fstatvfs(fd, &sv) == 0 && (sv.f_flag & ST_NOSUID);
+    if (fstat(fd, &st) == 0 && !nosuid &&
+        (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) ||
+         ((st.st_mode & S_ISGID) && st.st_gid != getegid()))) {
+        close(fd);
+        note_cat(out, cap, &len, name);
+        note_cat(out, cap, &len, st.st_mode & S_ISUID ? " is set-user-ID" : " is set-group-ID");
+        note_cat(out, cap, &len, " (the dynamic loader ignores LD_PRELOAD for it)");
+        return;
+    }
+    unsigned char buf[4096];
+    ssize_t n = pread(fd, buf, sizeof buf, 0);
+    close(fd);
+    if (n >= 2 && buf[0] == '#' && buf[1] == '!') {
+        if (depth) return;
+        char interp[PATH_MAX];
+        ssize_t i = 2, j = 0;
+        while (i < n && (buf[i] == ' ' || buf[i] == '\t')) i++;
+        while (i < n && buf[i] != ' ' && buf[i] != '\t' && buf[i] != '\n' && j < PATH_MAX - 1)
+            interp[j++] = (char)buf[i++];
+        interp[j] = '\0';
+        if (j) obstacle(AT_FDCWD, interp, out, cap, 1);
+        return;
+    }
+    if (n < (ssize_t)sizeof(Elf64_Ehdr) || memcmp(buf, ELFMAG, SELFMAG) != 0 ||
+        buf[EI_CLASS] != ELFCLASS64)
+        return;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)buf;
+    if (eh->e_phoff + (uint64_t)eh->e_phnum * sizeof(Elf64_Phdr) > (uint64_t)n) return;
+    for (int i = 0; i < eh->e_phnum; i++) {
+        const Elf64_Phdr *ph = (const Elf64_Phdr *)(buf + eh->e_phoff + i * sizeof(Elf64_Phdr));
+        if (ph->p_type == PT_INTERP) return;
+    }
+    note_cat(out, cap, &len, name);
+    note_cat(out, cap, &len, " is statically linked (no dynamic loader to preload libmemlens.so)");
+}
+
+/* The file execvp would run for `file`: itself when it holds a '/', else the
+ * first executable one along PATH (glibc's default path when unset). */
+static const char *search_path(const char *file, char *buf, size_t cap) {
+    if (strchr(file, '/')) return file;
+    const char *path = ml_getenv("PATH");
+    if (!path) path = "/bin:/usr/bin";
+    size_t fl = strlen(file);
+    for (const char *p = path;; p++) {
+        const char *end = strchr(p, ':');
+        size_t dl = end ? (size_t)(end - p) : strlen(p);
+        if (dl + 1 + fl + 1 <= cap) {
+            memcpy(buf, dl ? p : ".", dl ? dl : 1);
+            size_t k = dl ? dl : 1;
+            buf[k] = '/';
+            memcpy(buf + k + 1, file, fl + 1);
+            if (access(buf, X_OK) == 0) return buf;
+        }
+        if (!end) return NULL;
+        p = end;
+    }
+}
+
+/* Before a followed exec: the reason the new image will not be traced, in
+ * the ring header (or nothing). */
+static void note_exec(int via, int fd, const char *path) {
+    char found[PATH_MAX], *out = ml__ring->exec_untraced;
+    size_t cap = sizeof ml__ring->exec_untraced;
+    out[0] = '\0';
+    switch (via) {
+    case VIA_EXECVE: obstacle(AT_FDCWD, path, out, cap, 0); break;
+    case VIA_EXECVPE: {
+        const char *f = search_path(path, found, sizeof found);
+        if (f) obstacle(AT_FDCWD, f, out, cap, 0);
+        break;
+    }
+    case VIA_FEXECVE: obstacle(fd, "", out, cap, 0); break;
+    default: obstacle(fd, path, out, cap, 0); break;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* The hooks                                                                 */
+/* ------------------------------------------------------------------------- */
 
 static void *_Atomic real_execve, *_Atomic real_execvpe, *_Atomic real_fexecve, *_Atomic real_execveat;
 
@@ -143,7 +263,13 @@ static int exec_with_env(int via, int fd, const char *path, char *const argv[], 
                          int flags) {
     new_env_t ne = {NULL, NULL, 0};
     char *const *env = envp;
-    if (follows_this_exec() && build_env(envp, &ne)) env = ne.envp;
+    bool follow = follows_this_exec();
+    if (follow) {
+        ml__tls.guard++;
+        note_exec(via, fd, path);
+        ml__tls.guard--;
+    }
+    if (follow && build_env(envp, &ne)) env = ne.envp;
     int rc = -1;
     switch (via) {
     case VIA_EXECVE: {
@@ -168,6 +294,7 @@ static int exec_with_env(int via, int fd, const char *path, char *const argv[], 
     }
     }
     /* Still here: the exec failed, and the program goes on as it was. */
+    if (follow) ml__ring->exec_untraced[0] = '\0';
     if (ne.mem) {
         int e = errno;
         if (ml__real.munmap) ml__real.munmap(ne.mem, ne.len);

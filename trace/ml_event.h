@@ -41,7 +41,7 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 2 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters */
+#define ML_SHM_VERSION 3 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -342,6 +342,11 @@ typedef struct {
      * exit's handlers and memlens, not to the program; the exit scan reads
      * that thread's stack from here up (docs/analysis.md, root rules). */
     _Atomic uint64_t exit_sp;
+    /* Set by the process just before an exec that libmemlens.so cannot
+     * follow (the new program is set-user-ID/-group-ID or statically
+     * linked: the loader will not preload us), cleared when the exec
+     * fails: why the program that ran next is not traced ("" if none). */
+    char exec_untraced[400];
 } ml_ring_hdr_t;
 
 enum { ML_EXIT_SCAN_NONE = 0, ML_EXIT_SCAN_ASKED = 1, ML_EXIT_SCAN_DONE = 2 };

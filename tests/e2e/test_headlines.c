@@ -322,6 +322,55 @@ Test(headlines, a_forked_child_exec_is_still_not_followed, .timeout = 120) {
     h_run_free(&r);
 }
 
+/* fx_exec execs a program the loader will not preload libmemlens.so into:
+ * the run still succeeds with the program's output and status, no second
+ * trace appears, and the summary says which program went untraced, why,
+ * and which trace holds the process up to its exec. */
+static void untraced_exec_case(const char *name, const char *prog, int status, const char *out,
+                               const char *why) {
+    const char *trace = h_tmp(name);
+    const char *argv[] = {h_bin("memlens"), "run", "-o", trace, "--", h_bin("fx_exec"), prog, "execv", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, status, "the program's status: %s", r.err);
+    cr_expect_str_eq(r.out, out);
+    char want[9000];
+    snprintf(want, sizeof want,
+             " exec'd a program memlens cannot follow: %s %s; %s holds the process up to that exec\n",
+             prog, why, trace);
+    const char *line = strstr(r.err, "memlens: not traced: process ");
+    cr_assert(line, "the summary says the exec was not traced: %s", r.err);
+    cr_expect(strstr(line, want), "want '%s' in: %s", want, r.err);
+    char others[4][4096];
+    cr_expect_eq(other_traces(trace, others, 4), 0, "no trace for the untraced program");
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect(strstr(t.exe, "fx_exec"), "exe %s", t.exe);
+    cr_expect_eq(h_allocs_of_size(&t, 333), 5, "fx_exec's own allocations are traced");
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
+Test(headlines, exec_into_a_setuid_program_is_said, .timeout = 120) {
+    if (geteuid() != 0) cr_skip_test("needs root to make a set-user-ID copy owned by another user");
+    /* A copy of fx_counts, set-user-ID to nobody: exec makes euid differ
+     * from uid, so the loader runs it in secure-execution mode. */
+    const char *copy = h_tmp("suid_counts");
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chown 65534 '%s' && chmod 4755 '%s'", h_bin("fx_counts"),
+             copy, copy, copy);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    untraced_exec_case("suid.mlt", copy, 7, "fx_counts done\n",
+                       "is set-user-ID (the dynamic loader ignores LD_PRELOAD for it)");
+}
+
+Test(headlines, exec_into_a_static_program_is_said, .timeout = 120) {
+    /* fx_static (linked -static) frees what it allocates and exits 0. */
+    const char *prog = h_bin("fx_static");
+    untraced_exec_case("static.mlt", prog, 0, "",
+                       "is statically linked (no dynamic loader to preload libmemlens.so)");
+}
+
 /* ------------------------------------------------------------------------- */
 /* dump                                                                      */
 /* ------------------------------------------------------------------------- */
