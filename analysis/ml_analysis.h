@@ -300,7 +300,11 @@ typedef struct {
     uint64_t alloc_calls, bytes_allocated, temporary_allocs, realloc_calls;
     uint64_t freed_blocks;    /* blocks of this site that were freed (or moved by realloc) */
     uint64_t peak_bytes, peak_blocks;     /* live at the global peak */
-    uint64_t leaked_bytes, leaked_blocks; /* live at the end, every kind */
+    /* Leaked: definite + indirect + possible, what "leaked" means
+     * everywhere (the headline ml_leaks_t.lost_bytes is their sum over
+     * sites). Traces without an exit scan count every live block definite. */
+    uint64_t leaked_bytes, leaked_blocks;
+    uint64_t live_at_exit_bytes, live_at_exit_blocks; /* live at the end, every kind (reachable too) */
     uint64_t leaked_kind_bytes[ML_LEAK_KINDS], leaked_kind_blocks[ML_LEAK_KINDS];
     uint64_t min_size, max_size;          /* requested sizes seen (0/0 without allocations) */
     uint64_t size_log2_mask;  /* bit k: a request of (2^(k-1), 2^k] bytes was seen */

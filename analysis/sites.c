@@ -353,8 +353,8 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
         x->freed_blocks += st->freed;
         x->peak_bytes += a->mom[0].set ? pb : 0;
         x->peak_blocks += a->mom[0].set ? pn : 0;
-        x->leaked_bytes += st->live_bytes;
-        x->leaked_blocks += st->live_blocks;
+        x->live_at_exit_bytes += st->live_bytes;
+        x->live_at_exit_blocks += st->live_blocks;
         if (st->min_size < x->min_size) x->min_size = st->min_size;
         if (st->max_size > x->max_size) x->max_size = st->max_size;
         x->size_log2_mask |= st->size_mask;
@@ -418,12 +418,17 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     size_t ng = 0;
     for (size_t i = 0; i < b->nsites; i++) {
         ml_site_t *x = &b->sites[i];
-        if (o->suppressions && x->leaked_blocks) {
+        for (int k = 0; k < ML_LEAK_KINDS; k++) {
+            if (k == ML_LEAK_REACHABLE) continue;
+            x->leaked_bytes += x->leaked_kind_bytes[k];
+            x->leaked_blocks += x->leaked_kind_blocks[k];
+        }
+        if (o->suppressions && x->live_at_exit_blocks) {
             size_t k = ml__supp_match(o->suppressions, x->frames, x->nframes);
             if (k != (size_t)-1) {
                 x->suppressed = true;
                 x->suppressed_by = ml_suppressions_pattern(o->suppressions, k, NULL, NULL);
-                ml__supp_hit(o->suppressions, k, x->leaked_blocks, x->leaked_bytes);
+                ml__supp_hit(o->suppressions, k, x->live_at_exit_blocks, x->live_at_exit_bytes);
             }
         }
         for (int k = 0; k < ML_LEAK_KINDS; k++)

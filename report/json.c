@@ -133,8 +133,12 @@ static void totals(ml_json_t *w, const ml_analysis_t *a) {
         ml_json_kv_null(w, "peak_rss_hwm_source");
     }
     ml_json_kv_u64(w, "rss_sample_interval_ms", ML_RSS_SAMPLE_MS);
-    ml_json_kv_u64(w, "leaked_bytes", L->bytes);
-    ml_json_kv_u64(w, "leaked_blocks", L->blocks);
+    /* leaked: definite + indirect + possible, as everywhere (issue 13);
+     * live_at_exit: every block live at the end, reachable ones too. */
+    ml_json_kv_u64(w, "leaked_bytes", L->lost_bytes);
+    ml_json_kv_u64(w, "leaked_blocks", L->lost_blocks);
+    ml_json_kv_u64(w, "live_at_exit_bytes", L->bytes);
+    ml_json_kv_u64(w, "live_at_exit_blocks", L->blocks);
     ml_json_kv_ms_as_s(w, "duration_s", d);
     kv_d(w, "alloc_calls_per_s", d ? (double)t->alloc_calls * 1000.0 / (double)d : 0);
     kv_d(w, "bytes_allocated_per_s", d ? (double)t->bytes_allocated * 1000.0 / (double)d : 0);
@@ -161,6 +165,8 @@ static void site_obj(ml_json_t *w, const ml_site_t *s) {
     ml_json_kv_u64(w, "peak_blocks", s->peak_blocks);
     ml_json_kv_u64(w, "leaked_bytes", s->leaked_bytes);
     ml_json_kv_u64(w, "leaked_blocks", s->leaked_blocks);
+    ml_json_kv_u64(w, "live_at_exit_bytes", s->live_at_exit_bytes);
+    ml_json_kv_u64(w, "live_at_exit_blocks", s->live_at_exit_blocks);
     ml_json_kv_u64(w, "temporary_allocs", s->temporary_allocs);
     ml_json_kv_u64(w, "realloc_calls", s->realloc_calls);
     ml_json_kv_u64(w, "freed_blocks", s->freed_blocks);

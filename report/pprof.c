@@ -326,8 +326,8 @@ static int build(pprof_t *p, ml__pb_t *out) {
     const ml_site_t *s = ml_analysis_sites(a, &nsites);
     for (size_t i = 0; i < nsites && !p->err; i++) {
         size_t nloc = site_locations(p, &s[i]);
-        uint64_t v[NVALUES] = {s[i].alloc_calls,   s[i].bytes_allocated, s[i].leaked_blocks,
-                               s[i].leaked_bytes,  s[i].peak_blocks,     s[i].peak_bytes};
+        uint64_t v[NVALUES] = {s[i].alloc_calls,   s[i].bytes_allocated, s[i].live_at_exit_blocks,
+                               s[i].live_at_exit_bytes, s[i].peak_blocks, s[i].peak_bytes};
         ml__pb_clear(&msg);
         ml__pb_packed(&msg, SAMPLE_LOCATION_ID, p->ids, nloc);
         ml__pb_packed(&msg, SAMPLE_VALUE, v, NVALUES);

@@ -50,10 +50,8 @@ static uint64_t metric(const ml_site_t *s, int m) {
     case P_ALLOC: return s->bytes_allocated;
     case P_CALLS: return s->alloc_calls;
     case P_PEAK: return s->peak_bytes;
-    case P_LEAKED:
-        return s->leaked_kind_bytes[ML_LEAK_DEFINITE] + s->leaked_kind_bytes[ML_LEAK_INDIRECT] +
-               s->leaked_kind_bytes[ML_LEAK_POSSIBLE];
-    default: return s->leaked_bytes;
+    case P_LEAKED: return s->leaked_bytes; /* definite + indirect + possible */
+    default: return s->live_at_exit_bytes;
     }
 }
 

@@ -282,7 +282,7 @@ static void src_summary(ml_vmodel_t *m, ml_vsummary_t *s) {
 }
 
 static ml_vleak_t dominant_kind(const ml_site_t *s) {
-    if (!s->leaked_bytes) return ML_VLEAK_NONE;
+    if (!s->live_at_exit_bytes) return ML_VLEAK_NONE;
     int best = 0;
     for (int k = 1; k < ML_LEAK_KINDS; k++)
         if (s->leaked_kind_bytes[k] > s->leaked_kind_bytes[best]) best = k;
@@ -328,8 +328,8 @@ static int src_sites(ml_vmodel_t *m) {
         o->leak_kind = dominant_kind(a);
         /* Live now is what the analysis counts as leaked while the program
          * still runs (live at the end of what was read). */
-        o->live_bytes = a->leaked_bytes;
-        o->live_blocks = a->leaked_blocks;
+        o->live_bytes = a->live_at_exit_bytes;
+        o->live_blocks = a->live_at_exit_blocks;
         o->src = a;
     }
     qsort(m->sites, m->nsites, sizeof *m->sites, cmp_vsite_id);

@@ -102,13 +102,13 @@ static void frag_lines(gpu_t *p, const char *label, const char *when, const ml_v
     }
     char regions[48] = "";
     if (f->regions > 1) snprintf(regions, sizeof regions, " in %" PRIu64 " regions", f->regions);
-    add(p, -1, label, ML_ST_NORMAL, "%s: %s in %" PRIu64 " blocks over a %s span%s (%.0f%% address-space utilization)",
+    add(p, -1, label, ML_ST_NORMAL, "%s: %s in %" PRIu64 " blocks over a %s span%s (%.0f%% utilization)",
         when, ml__fmt_bytes(f->live_bytes, b1, sizeof b1), f->blocks,
         ml__fmt_bytes(f->span_bytes, b2, sizeof b2), regions, f->utilization * 100);
     if (!f->holes)
         add(p, -1, "", ML_ST_NORMAL, "%*sno holes", (int)strlen(when) + 2, "");
     else
-        add(p, -1, "", ML_ST_NORMAL, "%*s%" PRIu64 " holes of %s, the largest %s (external fragmentation of the holes %.0f%%)",
+        add(p, -1, "", ML_ST_NORMAL, "%*s%" PRIu64 " holes of %s, the largest %s (external fragmentation %.0f%%)",
             (int)strlen(when) + 2, "", f->holes, ml__fmt_bytes(f->hole_bytes, b3, sizeof b3),
             ml__fmt_bytes(f->largest_hole_bytes, b4, sizeof b4), f->external * 100);
 }

@@ -478,7 +478,7 @@ Test(viewer_keys, gpu_view_devices_sites_and_stacks) {
     cr_expect(screen_has("at context destroy: 0 B in 0 blocks"));
     cr_expect(screen_has("1 failed frees, 1 unknown frees"));
     cr_expect(screen_has("Pinned host    peak 64.0K, live 0B, leaked 0B, 64.0K allocated"));
-    cr_expect(screen_has("at peak: 6.0M in 2 blocks over a 258M span (2% address-space utilization)"));
+    cr_expect(screen_has("at peak: 6.0M in 2 blocks over a 258M span (2% utilization)"));
     cr_expect(screen_has("Empty cache    0 drain/refill cycles, 0 pool trims"));
     cr_expect(screen_has(" device                2      1    6.0M    6.0M    4.0M    4.0M"));
     cr_expect(screen_has(" host_pinned           1      1   64.0K   64.0K      0B      0B"));
