@@ -135,8 +135,9 @@ static void gpu_lines(FILE *o, const ml_analysis_t *a, unsigned top) {
                     bytes(d->pinned_peak_bytes, b1, sizeof b1),
                     bytes(d->pinned_leaked_bytes, b4, sizeof b4));
         if (d->frag_peak.valid && d->frag_peak.blocks)
-            fprintf(o, "    at peak: %s %.1f%%, %s %.1f%%\n", ML_LABEL_GPU_UTILIZATION,
-                    100 * d->frag_peak.utilization, ML_LABEL_GPU_EXTERNAL, 100 * d->frag_peak.external);
+            fprintf(o, "    address space at peak: utilization %.1f%% (live / span), external "
+                       "fragmentation of the holes %.1f%% (1 - largest hole / all holes)\n",
+                    100 * d->frag_peak.utilization, 100 * d->frag_peak.external);
         gpu_sites(o, a, g, di, ML_GPU_BY_PEAK, "held at the peak", top);
         gpu_sites(o, a, g, di, ML_GPU_BY_LEAKED, "leaked", top);
     }
