@@ -56,7 +56,18 @@ typedef struct {
     int state; /* 0: not tried, 1: usable, -1: no symbols */
     symidx_t *gsyms; /* the global symbols with a size, by value then index */
     size_t ngsyms;
-    bool indexed; /* gsyms was built (or there is nothing to index) */
+    symidx_t *lsyms; /* the local symbols with a size, likewise */
+    size_t nlsyms;
+    GElf_Addr *reach; /* reach[i]: the highest end of sized symbols 0..i of
+                         `starts` (every binding), a prefix maximum */
+    GElf_Addr *starts; /* the sized symbols' start values, sorted */
+    size_t nsized;
+    GElf_Addr *labels; /* the sizeless symbols' values, sorted */
+    size_t nlabels;
+    GElf_Addr (*secs)[2]; /* the allocated sections' [start, end), sorted */
+    size_t nsecs;
+    ml_map_t gaps; /* libdw's answers where a label may name an address */
+    bool indexed; /* the index was built (or there is nothing to index) */
 } modsym_t;
 
 typedef struct {
@@ -159,6 +170,12 @@ void ml__sym_free(ml__symbolizer_t *s) {
     for (uint32_t i = 0; i < s->nms; i++) {
         if (s->ms[i].dwfl) dwfl_end(s->ms[i].dwfl);
         free(s->ms[i].gsyms);
+        free(s->ms[i].lsyms);
+        free(s->ms[i].reach);
+        free(s->ms[i].starts);
+        free(s->ms[i].labels);
+        free(s->ms[i].secs);
+        ml_map_free(&s->ms[i].gaps);
     }
     free(s->ms);
     free(s->pcs);
@@ -349,73 +366,214 @@ static pcent_t *pc_slot(ml__symbolizer_t *s, uint64_t pc, int32_t mod) {
 /* The ELF symbol of an address: what dwfl_module_addrinfo() gives, without
  * its linear scan of the whole symbol table per address (libLLVM's has
  * hundreds of thousands of entries: that scan was two thirds of `report` on
- * clang-format). libdw's rules (dwfl_module_addrsym.c) are kept: the
- * global symbols are searched first, and a local one only when no global
- * one holds the address; among the symbols that hold it (value <= addr <
- * value + size) the closest start wins, then at the same start the better
- * binding (global, weak, local), then the smaller size at no worse binding,
- * then the first in the table. The index holds the global sized symbols;
- * whenever it has no answer (no global symbol holds the address: locals,
- * sizeless assembly labels) libdw itself is asked, so the answer is always
- * libdw's. */
+ * clang-format). libdw's rules (dwfl_module_addrsym.c) are kept:
+ *   - the global symbols are searched first, and the local ones only when no
+ *     global symbol holds the address (and no global label is exactly at it);
+ *   - among the symbols that hold it (value <= addr < value + size) the
+ *     closest start wins, then at the same start the better binding (global,
+ *     weak, local), then the smaller size at no worse binding, then the first
+ *     in the table;
+ *   - when no sized symbol holds it, a sizeless symbol (an assembly label)
+ *     may name it, but only one at or above the end of every sized symbol
+ *     that starts at or before the address.
+ * The index answers the first two rules, and the third when no label lies
+ * between that end and the address: the answer is then "no symbol" (a
+ * stripped library's internal functions; the common case on Debian's
+ * libLLVM, where the old index still went to libdw's scan for each such
+ * address). Otherwise, whenever a label could be the answer, libdw itself
+ * is asked, so the answer is always libdw's; that answer is kept for every
+ * address with the same symbols below it and in the same section (`gaps`),
+ * since nothing else enters libdw's choice there. */
 static int cmp_symidx(const void *x, const void *y) {
     const symidx_t *a = x, *b = y;
     if (a->value != b->value) return a->value < b->value ? -1 : 1;
     return (a->ndx > b->ndx) - (a->ndx < b->ndx);
 }
 
+typedef struct {
+    uint64_t key; /* (sized symbols below, labels below, section) + 1 */
+    const char *name;
+} gap_t;
+ML_MAP_TYPED(gap, gap_t, 64)
+
+static int cmp_addr(const void *x, const void *y) {
+    GElf_Addr a = *(const GElf_Addr *)x, b = *(const GElf_Addr *)y;
+    return (a > b) - (a < b);
+}
+
+/* How many values of the sorted array v[0..n) are <= addr. */
+static size_t upto(const GElf_Addr *v, size_t n, GElf_Addr addr) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void index_free(modsym_t *ms) {
+    free(ms->secs);
+    ms->secs = NULL;
+    ms->nsecs = 0;
+    free(ms->gsyms);
+    free(ms->lsyms);
+    free(ms->reach);
+    free(ms->starts);
+    free(ms->labels);
+    ms->gsyms = ms->lsyms = NULL;
+    ms->reach = ms->starts = ms->labels = NULL;
+    ms->ngsyms = ms->nlsyms = ms->nsized = ms->nlabels = 0;
+}
+
 static void index_symbols(modsym_t *ms) {
     ms->indexed = true;
     int n = dwfl_module_getsymtab(ms->dm);
     int first = dwfl_module_getsymtab_first_global(ms->dm);
-    if (n <= 0 || first < 0 || n - first < 256) return; /* small: libdw is quick enough */
-    symidx_t *v = malloc((size_t)(n - first) * sizeof *v);
-    if (!v) return;
-    size_t k = 0;
-    for (int i = first > 0 ? first : 1; i < n; i++) {
+    if (n < 256 || first < 0) return; /* small (libdw is quick enough), or none */
+    /* libdw's global pass is [first, n), or [1, n) when only the dynamic
+     * table is there (first == 0); its local pass [1, first). */
+    int gfirst = first > 0 ? first : 1;
+    size_t cap = (size_t)n;
+    ms->gsyms = malloc(cap * sizeof *ms->gsyms);
+    ms->lsyms = malloc(cap * sizeof *ms->lsyms);
+    ms->starts = malloc(cap * sizeof *ms->starts);
+    ms->reach = malloc(cap * sizeof *ms->reach);
+    ms->labels = malloc(cap * sizeof *ms->labels);
+    symidx_t *all = malloc(cap * sizeof *all);
+    if (!ms->gsyms || !ms->lsyms || !ms->starts || !ms->reach || !ms->labels || !all) {
+        free(all);
+        index_free(ms); /* libdw answers everything */
+        return;
+    }
+    size_t nall = 0;
+    for (int i = 1; i < n; i++) {
         GElf_Sym sym;
         GElf_Addr value;
         GElf_Word shndx;
         const char *name = dwfl_module_getsym_info(ms->dm, i, &sym, &value, &shndx, NULL, NULL);
         int type = GELF_ST_TYPE(sym.st_info);
         if (!name || !name[0] || sym.st_shndx == SHN_UNDEF || type == STT_SECTION ||
-            type == STT_FILE || type == STT_TLS || sym.st_size == 0)
+            type == STT_FILE || type == STT_TLS)
             continue;
+        if (sym.st_size == 0) {
+            ms->labels[ms->nlabels++] = value;
+            continue;
+        }
         int b = GELF_ST_BIND(sym.st_info);
-        v[k++] = (symidx_t){value, sym.st_size, name, i,
-                            b == STB_GLOBAL ? 3 : b == STB_WEAK ? 2 : b == STB_LOCAL ? 1 : 0};
+        symidx_t e = {value, sym.st_size, name, i,
+                      b == STB_GLOBAL ? 3 : b == STB_WEAK ? 2 : b == STB_LOCAL ? 1 : 0};
+        all[nall++] = e;
+        if (i >= gfirst) ms->gsyms[ms->ngsyms++] = e;
+        else ms->lsyms[ms->nlsyms++] = e;
     }
-    qsort(v, k, sizeof *v, cmp_symidx);
-    ms->gsyms = v;
-    ms->ngsyms = k;
+    qsort(ms->gsyms, ms->ngsyms, sizeof *ms->gsyms, cmp_symidx);
+    qsort(ms->lsyms, ms->nlsyms, sizeof *ms->lsyms, cmp_symidx);
+    qsort(all, nall, sizeof *all, cmp_symidx);
+    qsort(ms->labels, ms->nlabels, sizeof *ms->labels, cmp_addr);
+    GElf_Addr hi = 0;
+    for (size_t i = 0; i < nall; i++) {
+        ms->starts[i] = all[i].value;
+        if (all[i].value + all[i].size > hi) hi = all[i].value + all[i].size;
+        ms->reach[i] = hi;
+    }
+    ms->nsized = nall;
+    free(all);
+    GElf_Addr bias;
+    Elf *elf = dwfl_module_getelf(ms->dm, &bias);
+    size_t nscn = 0;
+    if (elf && elf_getshdrnum(elf, &nscn) == 0 && nscn && (ms->secs = malloc(nscn * sizeof *ms->secs))) {
+        for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+            GElf_Shdr sh;
+            if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC) || !sh.sh_size) continue;
+            ms->secs[ms->nsecs][0] = sh.sh_addr + bias;
+            ms->secs[ms->nsecs][1] = sh.sh_addr + bias + sh.sh_size;
+            ms->nsecs++;
+        }
+        qsort(ms->secs, ms->nsecs, sizeof *ms->secs, cmp_addr);
+    }
+}
+
+/* The allocated section holding addr, as an index of ms->secs; -1 when none
+ * (or sections overlap there: then the answer is not memoised). */
+static long section_of(const modsym_t *ms, GElf_Addr addr) {
+    size_t lo = 0, hi = ms->nsecs;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ms->secs[mid][0] <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    if (!lo || addr >= ms->secs[lo - 1][1]) return -1;
+    if (lo >= 2 && ms->secs[lo - 2][1] > addr) return -1;
+    return (long)(lo - 1);
+}
+
+/* libdw's choice among the sized symbols of one pass (v, sorted) that hold
+ * addr; NULL when none does. *unsure when the walk gave up (libdw asks). */
+static const char *held_by(const symidx_t *v, size_t n, GElf_Addr addr, bool *unsure) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) { /* the last symbol starting at or before addr */
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].value <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    /* Walk back to the closest start that holds addr (a few steps: symbols
+     * rarely nest), then apply the rules at that start. */
+    size_t steps = 0;
+    for (size_t i = lo; i > 0; i--, steps++) {
+        if (steps == 64) {
+            *unsure = true;
+            return NULL;
+        }
+        const symidx_t *c = &v[i - 1];
+        if (addr - c->value >= c->size) continue;
+        size_t j = i - 1;
+        while (j > 0 && v[j - 1].value == c->value) j--;
+        const symidx_t *best = NULL;
+        for (; j < n && v[j].value == c->value; j++) {
+            const symidx_t *e = &v[j];
+            if (addr - e->value >= e->size) continue;
+            if (!best || best->bind < e->bind || (best->size > e->size && best->bind <= e->bind))
+                best = e;
+        }
+        return best->name;
+    }
+    return NULL;
 }
 
 static const char *elf_symbol(modsym_t *ms, Dwarf_Addr addr) {
     if (!ms->indexed) index_symbols(ms);
-    if (ms->ngsyms) {
-        /* The last symbol starting at or before addr. */
-        size_t lo = 0, hi = ms->ngsyms;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (ms->gsyms[mid].value <= addr) lo = mid + 1;
-            else hi = mid;
-        }
-        /* Walk back to the closest start that holds addr (a few steps:
-         * symbols rarely nest), then apply the rules at that start. */
-        for (size_t i = lo, steps = 0; i > 0 && steps < 64; i--, steps++) {
-            const symidx_t *c = &ms->gsyms[i - 1];
-            if (addr - c->value >= c->size) continue;
-            size_t j = i - 1;
-            while (j > 0 && ms->gsyms[j - 1].value == c->value) j--;
-            const symidx_t *best = NULL;
-            for (; j < ms->ngsyms && ms->gsyms[j].value == c->value; j++) {
-                const symidx_t *e = &ms->gsyms[j];
-                if (addr - e->value >= e->size) continue;
-                if (!best || best->bind < e->bind ||
-                    (best->size > e->size && best->bind <= e->bind))
-                    best = e;
+    if (ms->gsyms) {
+        bool unsure = false;
+        const char *name = held_by(ms->gsyms, ms->ngsyms, addr, &unsure);
+        if (name) return name;
+        size_t nl = unsure ? 0 : upto(ms->labels, ms->nlabels, addr);
+        /* A label exactly at addr: libdw's local pass depends on its section. */
+        if (!unsure && !(nl && ms->labels[nl - 1] == addr)) {
+            name = held_by(ms->lsyms, ms->nlsyms, addr, &unsure);
+            if (name) return name;
+            if (!unsure) {
+                size_t ns = upto(ms->starts, ms->nsized, addr);
+                GElf_Addr floor = ns ? ms->reach[ns - 1] : 0;
+                /* No label in [floor, addr]: no sizeless symbol can name it. */
+                if (!nl || ms->labels[nl - 1] < floor) return NULL;
+                /* Otherwise libdw's answer depends only on the symbols at
+                 * or below addr (ns sized ones, nl labels) and on addr's
+                 * section: addresses that share all three share it. */
+                long sec = section_of(ms, addr);
+                if (sec >= 0 && sec < 1024 && ns < (1ull << 30) && nl < (1ull << 24)) {
+                    uint64_t key = (((uint64_t)ns << 34) | ((uint64_t)nl << 10) | (uint64_t)sec) + 1;
+                    gap_t *g = gap_find(&ms->gaps, key);
+                    if (g) return g->name;
+                    GElf_Off off;
+                    GElf_Sym sym;
+                    name = dwfl_module_addrinfo(ms->dm, addr, &off, &sym, NULL, NULL, NULL);
+                    bool existed;
+                    g = gap_put(&ms->gaps, key, &existed);
+                    if (g) g->name = name;
+                    return name;
+                }
             }
-            return best->name;
         }
     }
     GElf_Off off;
