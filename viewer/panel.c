@@ -311,13 +311,15 @@ const char *ml__fit_label(const char *name, const char *where, int width, char *
         snprintf(buf, len, "%s  %s", nm, where);
         return buf;
     }
-    ml__fit_name(name, width, nm, sizeof nm);
+    /* The name at its shortest ("…::function"); what is left goes to the
+     * end of the file name (the line number tells places apart). */
+    ml__fit_name(name, wmin < width ? wmin : width, nm, sizeof nm);
     int left = width - ml__utf8_width(nm) - 2;
     if (left < 6) {
+        ml__fit_name(name, width, nm, sizeof nm);
         snprintf(buf, len, "%s", nm);
         return buf;
     }
-    /* The end of the file name (the line number) is what tells places apart. */
     snprintf(buf, len, "%s  " ELLIPSIS "%s", nm, skip_cells(where, ww - (left - 1)));
     return buf;
 }
