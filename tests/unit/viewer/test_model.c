@@ -545,3 +545,54 @@ Test(viewer_model, gpu_devices_sites_and_frames_from_the_analysis) {
     cr_expect_eq(d0->sites[ML_VGPU_PEAK][1].frames[0].address, V_LIB_BASE + 0x4000);
     cr_expect_eq(ml_vmodel_gpu_device(M, 1)->sites[ML_VGPU_LEAK][0].bytes, 1 * V_MiB);
 }
+
+/* A site's number is the analysis' site id of the last build (the JSON
+ * report's sites[].id), not the model's own id, which keeps the order the
+ * sites were first seen in: here the site of stack 2 is seen first, and the
+ * analysis numbers the site of stack 1 first (it orders its sites by peak,
+ * and stack 1's block is the larger). */
+static void feed_alloc(ml_vmodel_t *m, uint32_t t, uint64_t ptr, uint64_t size, uint32_t stack) {
+    ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = t};
+    r.u.alloc.kind = ML_KIND_MALLOC;
+    r.u.alloc.ptr = ptr;
+    r.u.alloc.size = size;
+    r.u.alloc.stack = stack;
+    ml_vmodel_feed(m, &r);
+}
+
+Test(viewer_model, site_numbers_are_the_analysis_ids) {
+    ml_vmodel_t *m;
+    cr_assert_eq(ml_vmodel_new(&m), 0);
+    ml_build_opts_t o = {.no_symbols = true};
+    ml_vmodel_set_build_opts(m, &o);
+    ml_record_t n = {.tag = ML_T_NODE};
+    n.u.node.id = 1;
+    n.u.node.pc = 0x1000;
+    ml_vmodel_feed(m, &n);
+    n.u.node.id = 2;
+    n.u.node.parent = 1;
+    n.u.node.pc = 0x2000;
+    ml_vmodel_feed(m, &n);
+    ml_vmodel_set_process_state(m, ML_VPROC_RUNNING, 0);
+    feed_alloc(m, 1, 0x100000, 64, 2);
+    cr_assert_eq(ml_vmodel_refresh(m), 0);
+    cr_assert_eq(ml_vmodel_nsites(m), 1);
+    feed_alloc(m, 2, 0x200000, 1000, 1);
+    ml_vmodel_set_process_state(m, ML_VPROC_EXITED, 0);
+    cr_assert_eq(ml_vmodel_refresh(m), 0);
+    cr_assert_eq(ml_vmodel_nsites(m), 2);
+    size_t na = 0;
+    const ml_site_t *a = ml_analysis_sites(ml_vmodel_analysis(m), &na);
+    cr_assert_eq(na, 2);
+    int differ = 0;
+    for (uint32_t i = 0; i < 2; i++) {
+        const ml_vsite_t *s = ml_vmodel_site_at(m, i);
+        for (size_t k = 0; k < na; k++)
+            if (a[k].frames[0].address == s->frames[0].address)
+                cr_expect_eq(s->number, a[k].id, "site of pc %#lx: #%u, the analysis says %u",
+                             (unsigned long)s->frames[0].address, s->number, a[k].id);
+        differ += s->number != s->id;
+    }
+    cr_expect(differ > 0, "the model's own ids happen to equal the analysis' (test not telling)");
+    ml_vmodel_free(m);
+}
