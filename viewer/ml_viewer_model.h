@@ -48,7 +48,10 @@ typedef enum {
 
 /* One allocation site: a unique allocation stack. */
 typedef struct {
-    uint32_t id; /* stable across refreshes */
+    uint32_t id;     /* stable across refreshes (the model's own key) */
+    uint32_t number; /* what people see: the analysis' site id of the last build, the
+                        JSON report's sites[].id and the HTML page's "#N" (a live
+                        view's numbers may change while the program runs) */
     uint32_t nframes;
     const ml_vframe_t *frames;
     uint32_t headline; /* the frame that names the site (ml_site_t.headline) */
@@ -213,7 +216,7 @@ typedef struct {
     const char *message;
     uint32_t site; /* ML_VSITE_NONE: program-wide */
     uint64_t estimated_saving_bytes;
-    const char *evidence;
+    const char *evidence; /* the numbers behind it, in words: lines separated by '\n' */
 } ml_vsuggestion_t;
 
 typedef struct {

@@ -17,6 +17,7 @@
 #include "ml_gpu.h"
 #include "ml_report.h"
 #include "ml_map.h"
+#include "viewer_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -316,6 +317,7 @@ static int src_sites(ml_vmodel_t *m) {
         const ml_site_t *a = &s[i];
         ml_vsite_t *o = &m->sites[m->nsites++];
         o->id = site_id(m, site_key(a));
+        o->number = a->id;
         o->nframes = a->nframes;
         o->frames = a->frames;
         o->headline = a->headline < a->nframes ? a->headline : 0;
@@ -341,8 +343,9 @@ static int src_sites(ml_vmodel_t *m) {
 
 /* The strategy advisor's suggestions once its replay is done (they include
  * the GPU advice); before that, the GPU advice the analysis has at once.
- * The evidence is shown as the JSON report writes it (report/advice_json.c),
- * one NUL-terminated text after the other in sugg_text. */
+ * The evidence is put in words for people (evidence.c; the JSON report's
+ * "evidence" object has the same numbers), one NUL-terminated text after the
+ * other in sugg_text. */
 static int src_advice(ml_vmodel_t *m) {
     const ml_suggestion_t *a = NULL;
     size_t n = ml_advice_suggestions(m->advice, &a);
@@ -355,7 +358,7 @@ static int src_advice(ml_vmodel_t *m) {
     if (!f) return -ENOMEM;
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        rc = ml_report_json_evidence(f, &a[i]);
+        rc = ml__evidence_text(f, &a[i]);
         if (rc == 0 && fputc('\0', f) == EOF) rc = -ENOMEM;
     }
     if (fclose(f) != 0 && rc == 0) rc = -ENOMEM;

@@ -93,6 +93,49 @@ void ml__panel_scrollbar(ml_panel_t *p, ml_canvas_t *c) {
                        ML_ST_DIM);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Sideways scrolling                                                        */
+/* ------------------------------------------------------------------------- */
+
+#define HSTEP 8 /* cells per key */
+
+int ml__panel_hscroll_key(ml_panel_t *p, int key, bool arrows) {
+    int d;
+    if (key == '[' || (arrows && (key == ML_KEY_LEFT || key == 'h')))
+        d = -HSTEP;
+    else if (key == ']' || (arrows && (key == ML_KEY_RIGHT || key == 'l')))
+        d = HSTEP;
+    else
+        return ML_IGNORED;
+    if (d < 0 && p->hscroll == 0 && key != '[') return ML_IGNORED;
+    p->hscroll += d;
+    if (p->hscroll > p->hmax) p->hscroll = p->hmax;
+    if (p->hscroll < 0) p->hscroll = 0;
+    return ML_HANDLED | ML_REDRAW;
+}
+
+/* The rest of s after skipping n cells (code points). */
+static const char *skip_cells(const char *s, int n) {
+    while (*s && n > 0) {
+        s++;
+        while ((*s & 0xc0) == 0x80)
+            s++;
+        n--;
+    }
+    return s;
+}
+
+void ml__panel_htext(ml_panel_t *p, ml_canvas_t *c, int x, int y, int w, int style,
+                     const char *fitted, const char *full) {
+    if (w <= 0) return;
+    int need = ml__utf8_width(full) - w;
+    if (need > p->hmax) p->hmax = need;
+    if (p->hscroll <= 0)
+        ml__canvas_text(c, x, y, w, style, fitted);
+    else
+        ml__canvas_text(c, x, y, w, style, skip_cells(full, p->hscroll));
+}
+
 void ml__panel_destroy(ml_panel_t *p) {
     if (!p) return;
     if (p->cls->destroy)
@@ -156,27 +199,204 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
+static void frame_parts(const ml_vframe_t *f, char *name, size_t nlen, char *where, size_t wlen);
+
 const char *ml__fmt_frame(const ml_vframe_t *f, char *buf, size_t len) {
     if (!f) {
         snprintf(buf, len, "?");
         return buf;
     }
-    char where[320];
+    char name[512], where[320];
+    frame_parts(f, name, sizeof name, where, sizeof where);
+    snprintf(buf, len, "%s%s%s", name, where[0] ? "  " : "", where);
+    return buf;
+}
+
+/* Copies at most `cells` cells of s into out (len bytes) and returns the
+ * bytes copied. */
+static size_t copy_cells(char *out, size_t len, const char *s, int cells) {
+    const char *e = skip_cells(s, cells);
+    size_t n = (size_t)(e - s);
+    if (n >= len) n = len - 1;
+    memcpy(out, s, n);
+    out[n] = '\0';
+    return n;
+}
+
+#define ELLIPSIS "\xe2\x80\xa6" /* … */
+
+/* The starts of a qualified name's components: after each "::" that is
+ * outside <>, (), [] and {} ("std::vector<…>::push_back" has three
+ * components, "ns::f(std::string)" two). Returns the number of starts
+ * (the first is 0), at most max. */
+static int components(const char *name, int *start, int max) {
+    int n = 0, depth = 0;
+    start[n++] = 0;
+    for (int i = 0; name[i]; i++) {
+        char ch = name[i];
+        if (ch == '<' || ch == '(' || ch == '[' || ch == '{')
+            depth++;
+        else if ((ch == '>' || ch == ')' || ch == ']' || ch == '}') && depth > 0)
+            depth--;
+        else if (ch == ':' && name[i + 1] == ':' && depth == 0 && n < max) {
+            /* "operator<<" and friends leave depth above 0: whatever follows
+             * belongs to the function, which is right. */
+            start[n++] = i + 2;
+            i++;
+        }
+    }
+    return n;
+}
+
+const char *ml__fit_name(const char *name, int width, char *buf, size_t len) {
+    if (len == 0) return buf;
+    if (width < 1) width = 1;
+    if (ml__utf8_width(name) <= width) {
+        snprintf(buf, len, "%s", name);
+        return buf;
+    }
+    int start[64];
+    int n = components(name, start, 64);
+    const char *fn = name + start[n - 1];
+    int wfn = ml__utf8_width(fn);
+    /* "first::…::tail": the longest tail that fits, the first component kept
+     * (std::, the program's namespace). */
+    if (n >= 3) {
+        int wfirst = ml__utf8_width(name) - ml__utf8_width(name + start[1]); /* with its "::" */
+        for (int j = 2; j < n; j++) {
+            int wt = ml__utf8_width(name + start[j]);
+            if (wfirst + 3 + wt <= width) {
+                snprintf(buf, len, "%.*s" ELLIPSIS "::%s", start[1], name, name + start[j]);
+                return buf;
+            }
+        }
+    }
+    /* "…::tail", the longest tail that fits. */
+    for (int j = 1; j < n; j++) {
+        int wt = ml__utf8_width(name + start[j]);
+        if (wt + 3 <= width) {
+            snprintf(buf, len, ELLIPSIS "::%s", name + start[j]);
+            return buf;
+        }
+    }
+    if (wfn <= width) {
+        snprintf(buf, len, "%s", fn);
+        return buf;
+    }
+    /* The function's own name is longer than the room: its start stays. */
+    size_t o = copy_cells(buf, len, fn, width - 1);
+    snprintf(buf + o, len - o, ELLIPSIS);
+    return buf;
+}
+
+const char *ml__fit_label(const char *name, const char *where, int width, char *buf,
+                          size_t len) {
+    if (len == 0) return buf;
+    if (!where) where = "";
+    int wn = ml__utf8_width(name), ww = ml__utf8_width(where);
+    if (!*where || wn + 2 + ww <= width) {
+        if (!*where)
+            return ml__fit_name(name, width, buf, len);
+        snprintf(buf, len, "%s  %s", name, where);
+        return buf;
+    }
+    /* The name gives way down to its function (with "…::" in front of it
+     * when qualifiers were dropped), then the file does. */
+    int start[64];
+    int n = components(name, start, 64);
+    int wmin = ml__utf8_width(name + start[n - 1]) + (n > 1 ? 3 : 0);
+    char nm[512];
+    if (width - 2 - ww >= wmin) {
+        ml__fit_name(name, width - 2 - ww, nm, sizeof nm);
+        snprintf(buf, len, "%s  %s", nm, where);
+        return buf;
+    }
+    /* The name at its shortest ("…::function"); what is left goes to the
+     * end of the file name (the line number tells places apart). */
+    ml__fit_name(name, wmin < width ? wmin : width, nm, sizeof nm);
+    int left = width - ml__utf8_width(nm) - 2;
+    if (left < 6) {
+        ml__fit_name(name, width, nm, sizeof nm);
+        snprintf(buf, len, "%s", nm);
+        return buf;
+    }
+    snprintf(buf, len, "%s  " ELLIPSIS "%s", nm, skip_cells(where, ww - (left - 1)));
+    return buf;
+}
+
+/* The parts of a frame's label: its short name (or address) and where. */
+static void frame_parts(const ml_vframe_t *f, char *name, size_t nlen, char *where, size_t wlen) {
     if (f->file && f->line)
-        snprintf(where, sizeof where, "%s:%u", base_name(f->file), f->line);
+        snprintf(where, wlen, "%s:%u", base_name(f->file), f->line);
     else if (f->file)
-        snprintf(where, sizeof where, "%s", base_name(f->file));
+        snprintf(where, wlen, "%s", base_name(f->file));
     else if (f->module)
-        snprintf(where, sizeof where, "%s", base_name(f->module));
+        snprintf(where, wlen, "%s", base_name(f->module));
     else
         where[0] = '\0';
-    char name[256];
     if (f->function)
-        snprintf(buf, len, "%s%s%s", ml_frame_short_name(f->function, name, sizeof name),
-                 where[0] ? "  " : "", where);
+        ml_frame_short_name(f->function, name, nlen);
     else
-        snprintf(buf, len, "0x%" PRIx64 "%s%s", f->address, where[0] ? "  " : "", where);
+        snprintf(name, nlen, "0x%" PRIx64, f->address);
+}
+
+const char *ml__fmt_frame_fit(const ml_vframe_t *f, int width, char *buf, size_t len) {
+    if (!f) return ml__fit_name("?", width, buf, len);
+    char name[512], where[320];
+    frame_parts(f, name, sizeof name, where, sizeof where);
+    return ml__fit_label(name, where, width, buf, len);
+}
+
+const char *ml__fmt_group(uint64_t n, char *buf, size_t len) {
+    char d[32];
+    int nd = snprintf(d, sizeof d, "%" PRIu64, n);
+    size_t o = 0;
+    for (int i = 0; i < nd && o + 2 < len; i++) {
+        if (i && (nd - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = d[i];
+    }
+    if (len) buf[o < len ? o : len - 1] = '\0';
     return buf;
+}
+
+int ml__group_width(uint64_t n) {
+    char b[40];
+    return (int)strlen(ml__fmt_group(n, b, sizeof b));
+}
+
+const char *ml__fmt_n(uint64_t n, const char *one, const char *many, char *buf, size_t len) {
+    char g[40];
+    snprintf(buf, len, "%s %s", ml__fmt_group(n, g, sizeof g), n == 1 ? one : many);
+    return buf;
+}
+
+void ml__live_rows(ml_panel_t *p, ml_canvas_t *c, int x, int y, int w, const ml_vlive_t *v,
+                   uint32_t n) {
+    /* The block counts' column is as wide as the widest of them (with
+     * separators), so a row of 1,000,000 blocks lines up with a row of 1. */
+    int bw = 1, nw = 2;
+    for (uint32_t i = 0; i < n; i++) {
+        int k = ml__group_width(v[i].blocks);
+        if (k > bw) bw = k;
+        const ml_vsite_t *s = ml_vmodel_site(p->m, v[i].site);
+        char no[16];
+        k = snprintf(no, sizeof no, "#%u", s ? s->number : 0);
+        if (k > nw) nw = k;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const ml_vsite_t *s = ml_vmodel_site(p->m, v[i].site);
+        char b[16], g[40], no[16], lead[96], f[512];
+        snprintf(no, sizeof no, "#%u", s ? s->number : 0);
+        int k = snprintf(lead, sizeof lead, "%7s %*s %-6s %*s ",
+                         ml__fmt_bytes(v[i].bytes, b, sizeof b), bw,
+                         ml__fmt_group(v[i].blocks, g, sizeof g),
+                         v[i].blocks == 1 ? "block" : "blocks", nw, no);
+        if (s && s->nframes)
+            ml__fmt_frame_fit(&s->frames[s->headline], w - k, f, sizeof f);
+        else
+            snprintf(f, sizeof f, "%s", s ? "(no stack)" : "?");
+        ml__canvas_printf(c, x, y + (int)i, w, ML_ST_NORMAL, "%s%s", lead, f);
+    }
 }
 
 /* ------------------------------------------------------------------------- */
@@ -245,6 +465,7 @@ void ml__lines_clear(ml_lines_t *l) {
     for (int i = 0; i < l->n; i++) {
         free(l->v[i].label);
         free(l->v[i].text);
+        free(l->v[i].full);
     }
     l->n = 0;
 }
@@ -272,6 +493,7 @@ ml_line_t *ml__lines_add(ml_lines_t *l, const char *label, int style, const char
     ml_line_t *ln = &l->v[l->n];
     ln->label = label ? strdup(label) : NULL;
     ln->text = strdup(buf);
+    ln->full = NULL;
     ln->style = style;
     ln->site = ML_VSITE_NONE;
     if (!ln->text) {
@@ -286,24 +508,61 @@ void ml__lines_wrap(ml_lines_t *l, const char *label, int style, const char *tex
     if (width < 10) width = 10;
     bool first = true;
     while (*text || first) {
-        int len = (int)strlen(text), cut = len;
-        if (len > width) {
-            cut = width;
+        const char *nl = strchr(text, '\n');
+        int len = nl ? (int)(nl - text) : (int)strlen(text), cut = len;
+        /* Cells, not bytes: a line may hold "…" or a box character. */
+        const char *e = skip_cells(text, width);
+        if ((int)(e - text) < len) {
+            cut = (int)(e - text);
             while (cut > 0 && text[cut] != ' ')
                 cut--;
-            if (cut == 0) cut = width;
+            if (cut == 0) cut = (int)(e - text);
         }
         ml__lines_add(l, first ? label : (label ? "" : NULL), style, "%.*s", cut, text);
         text += cut;
         while (*text == ' ')
             text++;
+        if (*text == '\n') text++;
         first = false;
     }
+}
+
+void ml__lines_fit(ml_lines_t *l, int width) {
+    bool wide = false;
+    for (int i = 0; i < l->n && !wide; i++)
+        wide = ml__utf8_width(l->v[i].text) > width;
+    if (!wide) return;
+    ml_lines_t out = {0};
+    out.label_w = l->label_w;
+    for (int i = 0; i < l->n; i++) {
+        const ml_line_t *ln = &l->v[i];
+        int first = out.n;
+        if (ml__utf8_width(ln->text) <= width) {
+            ml_line_t *o = ml__lines_add(&out, ln->label, ln->style, "%s", ln->text);
+            if (o && ln->full) o->full = strdup(ln->full);
+        } else {
+            ml__lines_wrap(&out, ln->label, ln->style, ln->text, width);
+        }
+        for (int k = first; k < out.n; k++)
+            out.v[k].site = ln->site;
+    }
+    ml__lines_free(l);
+    *l = out;
 }
 
 void ml__lines_draw(ml_panel_t *p, ml_canvas_t *c, const ml_lines_t *l, bool select) {
     p->count = l->n;
     if (select) ml__panel_clamp(p);
+    /* Sideways, the labels stay and the texts scroll (a Site view's stack
+     * frames show their full names and paths). */
+    p->hmax = 0;
+    for (int i = 0; i < l->n; i++) {
+        int x = p->x + 1 + (l->v[i].label ? l->label_w : 0);
+        int need = ml__utf8_width(l->v[i].full ? l->v[i].full : l->v[i].text) -
+                   (p->x + p->w - 1 - x);
+        if (need > p->hmax) p->hmax = need;
+    }
+    if (p->hscroll > p->hmax) p->hscroll = p->hmax;
     for (int i = 0; i < p->h && p->top + i < l->n; i++) {
         const ml_line_t *ln = &l->v[p->top + i];
         int y = p->y + i, x = p->x + 1;
@@ -311,7 +570,8 @@ void ml__lines_draw(ml_panel_t *p, ml_canvas_t *c, const ml_lines_t *l, bool sel
             ml__canvas_text(c, x, y, l->label_w, ML_ST_BOLD, ln->label);
             x += l->label_w;
         }
-        ml__canvas_text(c, x, y, p->x + p->w - 1 - x, ln->style, ln->text);
+        ml__panel_htext(p, c, x, y, p->x + p->w - 1 - x, ln->style, ln->text,
+                        ln->full ? ln->full : ln->text);
         if (select && p->top + i == p->sel)
             ml__canvas_restyle(c, p->x, y, p->w - 1, ML_ST_SELECTED);
     }

@@ -85,7 +85,7 @@ static void heapmap_draw(ml_panel_t *P, ml_canvas_t *c) {
     }
     bool u = ml__sm_unicode(P->sm);
     int y = P->y + grid_h(P);
-    char b1[16], b3[16];
+    char b1[16];
     ml__canvas_printf(c, P->x + 1, y, P->w - 2, ML_ST_DIM,
                       "pages used: %s none %s <=25%% %s <=50%% %s <=75%% %s more; one cell = %s",
                       u ? "\xc2\xb7" : ".", u ? "\xe2\x96\x91" : ".", u ? "\xe2\x96\x92" : ":",
@@ -112,17 +112,7 @@ static void heapmap_draw(ml_panel_t *P, ml_canvas_t *c) {
                            : 0;
     ml__canvas_text(c, P->x + 1, y + 2, P->w - 2, ML_ST_HEADER,
                     np ? "Pinned by:" : "Pinned by: no live block");
-    for (uint32_t i = 0; i < np; i++) {
-        const ml_vsite_t *s = ml_vmodel_site(P->m, pins[i].site);
-        char f[512];
-        if (s && s->nframes)
-            ml__fmt_frame(&s->frames[s->headline], f, sizeof f);
-        else
-            snprintf(f, sizeof f, "site %u", pins[i].site);
-        ml__canvas_printf(c, P->x + 1, y + 3 + (int)i, P->w - 2, ML_ST_NORMAL,
-                          "%7s %5" PRIu64 " blocks  %s",
-                          ml__fmt_bytes(pins[i].bytes, b3, sizeof b3), pins[i].blocks, f);
-    }
+    ml__live_rows(P, c, P->x + 1, y + 3, P->w - 2, pins, np);
 }
 
 static void heapmap_header(ml_panel_t *P, ml_canvas_t *c, int y) {

@@ -64,6 +64,7 @@ static void build(help_t *p) {
 static void help_draw(ml_panel_t *P, ml_canvas_t *c) {
     help_t *p = (help_t *)P;
     build(p);
+    ml__lines_fit(&p->lines, P->w - 2 - p->lines.label_w);
     ml__lines_draw(P, c, &p->lines, false);
 }
 

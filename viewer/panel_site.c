@@ -94,26 +94,37 @@ static void build(site_t *p, int width) {
         ml__lines_add(l, NULL, ML_ST_DIM, "No site selected (open one from Sites with Enter).");
         return;
     }
-    char b1[48], b2[48], f[640];
+    char b1[48], b2[48], f[640], n1[48], n2[48];
     const ml_vsummary_t *sum = ml_vmodel_summary(m);
     bool running = sum->state == ML_VPROC_RUNNING || sum->state == ML_VPROC_LOADING;
-    ml__lines_add(l, "Function", ML_ST_BOLD, "%s",
-                  s->nframes ? ml__fmt_frame(&s->frames[s->headline], f, sizeof f) : "?");
+    int text_w = width - 2 - l->label_w; /* the text column, right of the labels */
+    ml_line_t *ln = ml__lines_add(
+        l, "Function", ML_ST_BOLD, "%s",
+        s->nframes ? ml__fmt_frame_fit(&s->frames[s->headline], text_w, f, sizeof f) : "?");
+    if (ln && s->nframes && s->frames[s->headline].function) {
+        const ml_vframe_t *h = &s->frames[s->headline];
+        char full[1200];
+        snprintf(full, sizeof full, "%s  %s:%u", h->function, h->file ? h->file : "?", h->line);
+        ln->full = strdup(full);
+    }
     ml__lines_add(l, "Peak", ML_ST_NORMAL, "%s live at the heap peak",
                   ml__fmt_bytes_long(s->peak_bytes, b1, sizeof b1));
     if (running) {
-        ml__lines_add(l, "Live now", ML_ST_NORMAL, "%s in %" PRIu64 " blocks",
-                      ml__fmt_bytes_long(s->live_bytes, b1, sizeof b1), s->live_blocks);
+        ml__lines_add(l, "Live now", ML_ST_NORMAL, "%s in %s",
+                      ml__fmt_bytes_long(s->live_bytes, b1, sizeof b1),
+                      ml__fmt_n(s->live_blocks, "block", "blocks", n1, sizeof n1));
     } else {
         const char *kind = leak_kind(s->leak_kind);
         ml__lines_add(l, "Leaked", s->leaked_bytes ? ML_ST_WARN : ML_ST_NORMAL,
-                      "%s in %" PRIu64 " blocks%s%s%s",
-                      ml__fmt_bytes_long(s->leaked_bytes, b1, sizeof b1), s->leaked_blocks,
+                      "%s in %s%s%s%s",
+                      ml__fmt_bytes_long(s->leaked_bytes, b1, sizeof b1),
+                      ml__fmt_n(s->leaked_blocks, "block", "blocks", n1, sizeof n1),
                       kind ? " (" : "", kind ? kind : "", kind ? ")" : "");
     }
-    ml__lines_add(l, "Allocated", ML_ST_NORMAL, "%s in %" PRIu64 " calls, %" PRIu64 " temporary",
-                  ml__fmt_bytes_long(s->bytes_allocated, b2, sizeof b2), s->alloc_calls,
-                  s->temporary_allocs);
+    ml__lines_add(l, "Allocated", ML_ST_NORMAL, "%s in %s, %s temporary",
+                  ml__fmt_bytes_long(s->bytes_allocated, b2, sizeof b2),
+                  ml__fmt_n(s->alloc_calls, "call", "calls", n1, sizeof n1),
+                  ml__fmt_group(s->temporary_allocs, n2, sizeof n2));
     if (s->src) {
         const ml_site_t *a = s->src;
         char b3[16], b4[16], t1[16], t2[16];
@@ -123,12 +134,12 @@ static void build(site_t *p, int width) {
         if (a->freed_blocks)
             ml__lines_add(
                 l, "Lifetimes", ML_ST_NORMAL,
-                "%s on average, %s at most (%" PRIu64 " freed blocks)",
+                "%s on average, %s at most (%s freed)",
                 ml__fmt_time((uint32_t)(a->lifetime_ms_sum / a->freed_blocks), t1, sizeof t1),
                 ml__fmt_time(
                     (uint32_t)(a->lifetime_ms_max > UINT32_MAX ? UINT32_MAX : a->lifetime_ms_max),
                     t2, sizeof t2),
-                a->freed_blocks);
+                ml__fmt_n(a->freed_blocks, "block", "blocks", n1, sizeof n1));
         if (a->pinned_pages)
             ml__lines_add(l, "Pins", ML_ST_NORMAL,
                           "%u pages at the end, %u of them less than 25%% used", a->pinned_pages,
@@ -147,19 +158,24 @@ static void build(site_t *p, int width) {
         ml__lines_add(l, "Suggestion", ML_ST_DIM, "none for this site");
     }
     ml__lines_add(l, NULL, ML_ST_NORMAL, " ");
-    ml__lines_add(l, "Stack", ML_ST_DIM, "(%u frames, innermost first)", s->nframes);
+    ml__lines_add(l, "Stack", ML_ST_DIM, "(%u frames, innermost first; Left/Right scroll)",
+                  s->nframes);
     for (uint32_t i = 0; i < s->nframes; i++) {
+        /* Fitted: the short name and file:line (frame numbers are not site
+         * numbers: no "#"); sideways: the full name, path and module. */
         const ml_vframe_t *fr = &s->frames[i];
         const char *mod = fr->module ? strrchr(fr->module, '/') : NULL;
         mod = mod ? mod + 1 : fr->module;
-        char where[400];
+        char where[400], full[1600];
         if (fr->file)
             snprintf(where, sizeof where, "%s:%u", fr->file, fr->line);
         else
             snprintf(where, sizeof where, "0x%" PRIx64, fr->address);
-        ml__lines_add(l, "", ML_ST_NORMAL, "#%-2u %s  %s%s%s%s", i,
-                      fr->function ? fr->function : "??", where, mod ? "  [" : "", mod ? mod : "",
-                      mod ? "]" : "");
+        snprintf(full, sizeof full, "%2u  %s  %s%s%s%s", i, fr->function ? fr->function : "??",
+                 where, mod ? "  [" : "", mod ? mod : "", mod ? "]" : "");
+        ml__fmt_frame_fit(fr, text_w - 4, f, sizeof f);
+        ml_line_t *fl = ml__lines_add(l, "", ML_ST_NORMAL, "%2u  %s", i, f);
+        if (fl) fl->full = strdup(full);
     }
     ml__lines_add(l, NULL, ML_ST_NORMAL, " ");
     histogram(p, ML_VHIST_SIZE, "Sizes", width);
@@ -175,10 +191,18 @@ static void site_draw(ml_panel_t *P, ml_canvas_t *c) {
 
 static void site_header(ml_panel_t *P, ml_canvas_t *c, int y) {
     site_t *p = (site_t *)P;
-    ml__canvas_printf(c, 1, y, c->cols - 1, ML_ST_HEADER, "Site %u  (Esc goes back)", p->site);
+    const ml_vsite_t *s = ml_vmodel_site(P->m, p->site);
+    if (s)
+        ml__canvas_printf(c, 1, y, c->cols - 1, ML_ST_HEADER, "Site #%u  (Esc goes back)",
+                          s->number);
+    else
+        ml__canvas_text(c, 1, y, c->cols - 1, ML_ST_HEADER, "Site  (Esc goes back)");
 }
 
 static int site_key(ml_panel_t *P, int key) {
+    /* Left scrolls back first; at the left edge it goes back to the list. */
+    int r = ml__panel_hscroll_key(P, key, true);
+    if (r & ML_HANDLED) return r;
     if (key == ML_KEY_LEFT || key == 'h') {
         ml__sm_back(P->sm);
         return ML_HANDLED | ML_REDRAW;
@@ -194,7 +218,9 @@ static void site_destroy(ml_panel_t *P) {
 
 static const ml_panel_class_t site_class = {
     .name = "Site",
-    .help = "Esc, Left, h\tback to the list\nj/k, PgUp/PgDn\tscroll\n",
+    .help = "Esc, Left, h\tback to the list (Left: once scrolled back to the left)\n"
+            "Right/Left, l/h\tscroll sideways: full names, paths, modules (also ] [)\n"
+            "j/k, PgUp/PgDn\tscroll\n",
     .draw = site_draw,
     .on_key = site_key,
     .print_header = site_header,
@@ -215,4 +241,5 @@ void ml__panel_site_show(ml_panel_t *P, uint32_t site) {
     site_t *p = (site_t *)P;
     p->site = site;
     P->top = 0;
+    P->hscroll = 0;
 }

@@ -12,13 +12,30 @@ typedef struct {
 } sites_t;
 
 /* The frame worth showing for a site: its headline, the first frame of
- * the program's own code (frames[0] when none is). */
-static void site_label(const ml_vsite_t *s, char *buf, size_t len) {
-    if (!s->nframes) {
-        snprintf(buf, len, "(site %u: no stack)", s->id);
-        return;
+ * the program's own code (frames[0] when none is), fitted to width cells
+ * (width < 0: in full, for sideways scrolling). */
+static void site_label(const ml_vsite_t *s, int width, char *buf, size_t len) {
+    if (!s->nframes)
+        snprintf(buf, len, "(no stack)");
+    else if (width < 0)
+        ml__fmt_frame(&s->frames[s->headline], buf, len);
+    else
+        ml__fmt_frame_fit(&s->frames[s->headline], width, buf, len);
+}
+
+/* The site numbers' column: "#" and the digits of the largest number. */
+static int number_width(const ml_panel_t *P) {
+    uint32_t max = 0;
+    for (uint32_t i = 0; i < (uint32_t)P->count; i++) {
+        const ml_vsite_t *s = ml_vmodel_site_at(P->m, i);
+        if (s->number > max) max = s->number;
     }
-    ml__fmt_frame(&s->frames[s->headline], buf, len);
+    int w = 2;
+    while (max >= 10) {
+        max /= 10;
+        w++;
+    }
+    return w;
 }
 
 static void select_site(sites_t *p) {
@@ -54,11 +71,14 @@ static void sites_draw(ml_panel_t *P, ml_canvas_t *c) {
         return;
     }
     ml_vsort_t sort = ml_vmodel_sort(P->m);
-    int text_x = P->x + ML__NCOST * ML__COLW + 2;
+    int num_w = number_width(P);
+    int num_x = P->x + ML__NCOST * ML__COLW + 2, text_x = num_x + num_w + 1;
+    int room = P->x + P->w - 1 - text_x;
+    P->hmax = 0;
     for (int i = 0; i < P->h && P->top + i < P->count; i++) {
         const ml_vsite_t *s = ml_vmodel_site_at(P->m, (uint32_t)(P->top + i));
         int y = P->y + i;
-        char b[16], label[512];
+        char b[16], label[512], full[512];
         for (int k = 0; k < ML__NCOST; k++) {
             uint64_t v = ml_vmodel_site_cost(s, ml__cost_columns[k].key);
             if (ml__cost_columns[k].key == ML_VSORT_CALLS ||
@@ -72,8 +92,11 @@ static void sites_draw(ml_panel_t *P, ml_canvas_t *c) {
             if (ml__cost_columns[k].key == ML_VSORT_LEAKED && v) style = ML_ST_WARN;
             ml__canvas_rtext(c, P->x + (k + 1) * ML__COLW, y, style, b);
         }
-        site_label(s, label, sizeof label);
-        ml__canvas_text(c, text_x, y, P->x + P->w - 1 - text_x, ML_ST_NORMAL, label);
+        snprintf(b, sizeof b, "#%u", s->number);
+        ml__canvas_rtext(c, num_x + num_w, y, ML_ST_DIM, b);
+        site_label(s, room, label, sizeof label);
+        site_label(s, -1, full, sizeof full);
+        ml__panel_htext(P, c, text_x, y, room, ML_ST_NORMAL, label, full);
         if (P->top + i == P->sel) ml__canvas_restyle(c, P->x, y, P->w - 1, ML_ST_SELECTED);
     }
     ml__panel_scrollbar(P, c);
@@ -81,9 +104,12 @@ static void sites_draw(ml_panel_t *P, ml_canvas_t *c) {
 
 static void sites_header(ml_panel_t *P, ml_canvas_t *c, int y) {
     ml__panel_cost_header(P, c, y);
-    char t[64];
-    snprintf(t, sizeof t, "SITE (function, file:line)  %u", ml_vmodel_nsites(P->m));
-    ml__canvas_text(c, P->x + ML__NCOST * ML__COLW + 2, y, P->w - ML__NCOST * ML__COLW - 2,
+    char t[96];
+    uint32_t n = ml_vmodel_nsites(P->m);
+    P->count = (int)n;
+    int num_w = number_width(P);
+    snprintf(t, sizeof t, "%-*s SITE (function, file:line)  %u", num_w, "#", n);
+    ml__canvas_text(c, P->x + ML__NCOST * ML__COLW + 2, y, P->w - ML__NCOST * ML__COLW - 3,
                     ML_ST_HEADER, t);
 }
 
@@ -91,10 +117,13 @@ static int sites_key(ml_panel_t *P, int key) {
     sites_t *p = (sites_t *)P;
     select_site(p);
     ml_vsort_t want = ml__panel_sort_key(ml_vmodel_sort(P->m), key);
+    if (want == ML_VSORT_COUNT_ && (ml__panel_hscroll_key(P, key, true) & ML_HANDLED))
+        return ML_HANDLED | ML_REDRAW;
     if (want == ML_VSORT_COUNT_) switch (key) {
-        case ML_KEY_ENTER:
-        case ML_KEY_RIGHT:
-        case 'l': {
+        case ML_KEY_LEFT:
+        case 'h':
+            return ML_HANDLED; /* already at the left edge */
+        case ML_KEY_ENTER: {
             const ml_vsite_t *s = ml_vmodel_site_at(P->m, (uint32_t)P->sel);
             if (s) ml__sm_open_site(P->sm, s->id);
             return ML_HANDLED | ML_REDRAW;
@@ -118,9 +147,11 @@ static void sites_on_data(ml_panel_t *P) {
 
 static const ml_panel_class_t sites_class = {
     .name = "Sites",
-    .help = "Enter, Right\topen the selected site: stack, histograms, suggestion\n"
+    .help = "Enter\topen the selected site: stack, histograms, suggestion\n"
+            "Left/Right, h/l\tscroll the names sideways (also [ ])\n"
             "P L A C T\tsort by peak, leaked, allocated, calls, temporary\n"
-            "< >, F6\tprevious / next sort column\n",
+            "< >, F6\tprevious / next sort column\n"
+            "#\tthe site's number, as in the JSON and HTML reports\n",
     .draw = sites_draw,
     .on_key = sites_key,
     .print_header = sites_header,

@@ -12,8 +12,12 @@ typedef struct {
     ml_panel_t super;
 } suggest_t;
 
+/* The detail (message and evidence) gets what a short list leaves. */
 static int detail_rows(const ml_panel_t *P) {
-    return P->h / 2 > DETAIL_ROWS ? P->h / 2 : DETAIL_ROWS;
+    int n = (int)ml_vmodel_nsuggestions(P->m), list = n < P->h / 2 ? n : P->h / 2;
+    if (list < 2) list = 2;
+    int d = P->h - list - 1;
+    return d > DETAIL_ROWS ? d : DETAIL_ROWS;
 }
 
 static int list_h(const ml_panel_t *P) {
@@ -21,25 +25,15 @@ static int list_h(const ml_panel_t *P) {
     return h < 2 ? 2 : h;
 }
 
-/* Word-wraps text into at most rows lines of width w, from (x, y). */
+/* Word-wraps text into at most rows lines of width w cells, from (x, y);
+ * a newline starts a new line. */
 static int wrap(ml_canvas_t *c, int x, int y, int w, int rows, int style, const char *text) {
+    ml_lines_t l = {0};
+    ml__lines_wrap(&l, NULL, style, text, w);
     int used = 0;
-    while (*text && used < rows) {
-        int len = (int)strlen(text), cut = len;
-        if (len > w) {
-            cut = w;
-            while (cut > 0 && text[cut] != ' ')
-                cut--;
-            if (cut == 0) cut = w;
-        }
-        char line[512];
-        snprintf(line, sizeof line, "%.*s", cut, text);
-        ml__canvas_text(c, x, y + used, w, style, line);
-        text += cut;
-        while (*text == ' ')
-            text++;
-        used++;
-    }
+    for (; used < l.n && used < rows; used++)
+        ml__canvas_text(c, x, y + used, w, style, l.v[used].text);
+    ml__lines_free(&l);
     return used;
 }
 
@@ -69,19 +63,34 @@ static void suggest_draw(ml_panel_t *P, ml_canvas_t *c) {
         P->h = full_h;
         return;
     }
+    P->hmax = 0;
     for (int i = 0; i < P->h && P->top + i < P->count; i++) {
         const ml_vsuggestion_t *g = ml_vmodel_suggestion_at(m, (uint32_t)(P->top + i));
         int y = P->y + i;
-        char b[16], f[512] = "";
+        char b[16], f[512] = "", full[600] = "", fit[512] = "";
         ml__canvas_text(c, P->x + 1, y, 18, ML_ST_BOLD, g->strategy);
         ml__canvas_rtext(c, P->x + 27, y, ML_ST_GOOD,
                          ml__fmt_bytes(g->estimated_saving_bytes, b, sizeof b));
         const ml_vsite_t *s = g->site == ML_VSITE_NONE ? NULL : ml_vmodel_site(m, g->site);
-        if (s && s->nframes)
-            ml__fmt_frame(&s->frames[s->headline], f, sizeof f);
-        else
-            snprintf(f, sizeof f, "%s", g->site == ML_VSITE_NONE ? "(whole program)" : "");
-        ml__canvas_text(c, P->x + 29, y, P->w - 30, ML_ST_NORMAL, f);
+        int room = P->w - 30;
+        if (s) {
+            /* "#N" as in the Sites view and the reports, then the frame. */
+            char no[16];
+            int nw = snprintf(no, sizeof no, "#%u ", s->number);
+            if (s->nframes) {
+                ml__fmt_frame_fit(&s->frames[s->headline], room - nw, f, sizeof f);
+                snprintf(fit, sizeof fit, "%s%s", no, f);
+                ml__fmt_frame(&s->frames[s->headline], f, sizeof f);
+                snprintf(full, sizeof full, "%s%s", no, f);
+            } else {
+                snprintf(fit, sizeof fit, "%s", no);
+                snprintf(full, sizeof full, "%s", no);
+            }
+        } else {
+            snprintf(fit, sizeof fit, "%s", g->site == ML_VSITE_NONE ? "(whole program)" : "");
+            snprintf(full, sizeof full, "%s", fit);
+        }
+        ml__panel_htext(P, c, P->x + 29, y, room, ML_ST_NORMAL, fit, full);
         if (P->top + i == P->sel) ml__canvas_restyle(c, P->x, y, P->w - 1, ML_ST_SELECTED);
     }
     ml__panel_scrollbar(P, c);
@@ -104,7 +113,14 @@ static int suggest_key(ml_panel_t *P, int key) {
     int full_h = P->h, r;
     P->h = list_h(P);
     P->count = (int)ml_vmodel_nsuggestions(P->m);
-    if (key == ML_KEY_ENTER || key == ML_KEY_RIGHT || key == 'l') {
+    r = ml__panel_hscroll_key(P, key, true);
+    if (r & ML_HANDLED) {
+        P->h = full_h;
+        return r;
+    }
+    if (key == ML_KEY_LEFT || key == 'h') {
+        r = ML_HANDLED; /* already at the left edge */
+    } else if (key == ML_KEY_ENTER) {
         const ml_vsuggestion_t *g = ml_vmodel_suggestion_at(P->m, (uint32_t)P->sel);
         if (g && g->site != ML_VSITE_NONE) ml__sm_open_site(P->sm, g->site);
         r = ML_HANDLED | ML_REDRAW;
@@ -117,7 +133,8 @@ static int suggest_key(ml_panel_t *P, int key) {
 
 static const ml_panel_class_t suggest_class = {
     .name = "Suggestions",
-    .help = "Enter, Right\topen the site a suggestion is about\n",
+    .help = "Enter\topen the site a suggestion is about\n"
+            "Left/Right, h/l\tscroll the site names sideways (also [ ])\n",
     .draw = suggest_draw,
     .on_key = suggest_key,
     .print_header = suggest_header,

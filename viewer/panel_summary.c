@@ -27,12 +27,12 @@ static void frag_line(ml_lines_t *l, const char *label, const char *when, const 
                   ml__fmt_bytes(f->largest_free_bytes, b2, sizeof b2), f->external * 100);
 }
 
-static void build(summary_t *p) {
+static void build(summary_t *p, int width) {
     ml_lines_t *l = &p->lines;
     ml_vmodel_t *m = p->super.m;
     const ml_vsummary_t *s = ml_vmodel_summary(m);
     const ml_totals_t *t = &s->totals;
-    char b1[48], b2[48], b3[48], tm[32];
+    char b1[48], b2[48], b3[48], tm[32], n1[48], n2[48], n3[48], n4[48], n5[48];
     ml__lines_clear(l);
     l->label_w = 15;
 
@@ -64,11 +64,12 @@ static void build(summary_t *p) {
         break;
     }
     ml__lines_add(l, "Duration", ML_ST_NORMAL, "%s", ml__fmt_time(s->duration_ms, tm, sizeof tm));
-    ml__lines_add(l, "Calls", ML_ST_NORMAL,
-                  "%" PRIu64 " allocations (%" PRIu64 " temporary), %" PRIu64 " frees, %" PRIu64
-                  " reallocs, %" PRIu64 " mmaps",
-                  t->alloc_calls, t->temporary_allocs, t->free_calls, t->realloc_calls,
-                  t->mmap_calls);
+    ml__lines_add(l, "Calls", ML_ST_NORMAL, "%s (%s temporary), %s, %s, %s",
+                  ml__fmt_n(t->alloc_calls, "allocation", "allocations", n1, sizeof n1),
+                  ml__fmt_group(t->temporary_allocs, n2, sizeof n2),
+                  ml__fmt_n(t->free_calls, "free", "frees", n3, sizeof n3),
+                  ml__fmt_n(t->realloc_calls, "realloc", "reallocs", n4, sizeof n4),
+                  ml__fmt_n(t->mmap_calls, "mmap", "mmaps", n5, sizeof n5));
     ml__lines_add(l, "Allocated", ML_ST_NORMAL, "%s in total",
                   ml__fmt_bytes_long(t->bytes_allocated, b1, sizeof b1));
     ml__lines_add(l, "Peak heap", ML_ST_BOLD, "%s at %s",
@@ -89,30 +90,33 @@ static void build(summary_t *p) {
         ml__lines_add(l, "Peak mmap", ML_ST_NORMAL, "%s (anonymous mappings)",
                       ml__fmt_bytes_long(t->peak_mmap_bytes, b1, sizeof b1));
     if (s->state == ML_VPROC_RUNNING || s->state == ML_VPROC_LOADING) {
-        ml__lines_add(l, "Live now", ML_ST_NORMAL, "%s in %" PRIu64 " blocks",
-                      ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1), t->heap_blocks);
+        ml__lines_add(l, "Live now", ML_ST_NORMAL, "%s in %s",
+                      ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1),
+                      ml__fmt_n(t->heap_blocks, "block", "blocks", n1, sizeof n1));
     } else {
         ml__lines_add(l, "Leaked", s->leak_bytes[0] ? ML_ST_WARN : ML_ST_GOOD,
-                      "%s in %" PRIu64 " blocks",
-                      ml__fmt_bytes_long(s->leak_bytes[0], b1, sizeof b1), s->leak_blocks[0]);
+                      "%s in %s", ml__fmt_bytes_long(s->leak_bytes[0], b1, sizeof b1),
+                      ml__fmt_n(s->leak_blocks[0], "block", "blocks", n1, sizeof n1));
         if (s->leak_bytes[0])
             ml__lines_add(l, "", ML_ST_NORMAL, "definite %s, indirect %s, possible %s",
                           ml__fmt_bytes(s->leak_bytes[ML_VLEAK_DEFINITE], b1, sizeof b1),
                           ml__fmt_bytes(s->leak_bytes[ML_VLEAK_INDIRECT], b2, sizeof b2),
                           ml__fmt_bytes(s->leak_bytes[ML_VLEAK_POSSIBLE], b3, sizeof b3));
-        ml__lines_add(l, "Reachable", ML_ST_NORMAL, "%s in %" PRIu64 " blocks (not leaked)",
+        ml__lines_add(l, "Reachable", ML_ST_NORMAL, "%s in %s (not leaked)",
                       ml__fmt_bytes_long(s->leak_bytes[ML_VLEAK_REACHABLE], b1, sizeof b1),
-                      s->leak_blocks[ML_VLEAK_REACHABLE]);
+                      ml__fmt_n(s->leak_blocks[ML_VLEAK_REACHABLE], "block", "blocks", n1,
+                                sizeof n1));
     }
     frag_line(l, "Heap pages", "at peak", &s->frag_peak);
     frag_line(l, "", "at end ", &s->frag_end);
     if (!s->ngpus) ml__lines_add(l, "GPU", ML_ST_DIM, "no GPU allocations recorded");
     for (uint32_t i = 0; i < s->ngpus; i++) {
         const ml_vgpu_t *g = &s->gpus[i];
-        ml__lines_add(l, i ? "" : "GPU", ML_ST_NORMAL,
-                      "device %u: peak %s, leaked %s, %" PRIu64 " allocs, %" PRIu64 " frees",
+        ml__lines_add(l, i ? "" : "GPU", ML_ST_NORMAL, "device %u: peak %s, leaked %s, %s, %s",
                       g->device, ml__fmt_bytes(g->peak_bytes, b1, sizeof b1),
-                      ml__fmt_bytes(g->leaked_bytes, b2, sizeof b2), g->alloc_calls, g->free_calls);
+                      ml__fmt_bytes(g->leaked_bytes, b2, sizeof b2),
+                      ml__fmt_n(g->alloc_calls, "alloc", "allocs", n1, sizeof n1),
+                      ml__fmt_n(g->free_calls, "free", "frees", n2, sizeof n2));
     }
     if (s->sampled)
         ml__lines_add(l, "Sampling", ML_ST_WARN,
@@ -120,8 +124,8 @@ static void build(summary_t *p) {
                       s->sample_bytes);
     if (t->unknown_frees)
         ml__lines_add(l, "Note", ML_ST_DIM,
-                      "%" PRIu64 " frees of blocks allocated before tracing began",
-                      t->unknown_frees);
+                      "%s of blocks allocated before tracing began",
+                      ml__fmt_n(t->unknown_frees, "free", "frees", n1, sizeof n1));
     ml__lines_add(l, NULL, ML_ST_NORMAL, " ");
     const char *adv = s->advice == ML_VADVICE_RUNNING ? " (the advisor is replaying the trace...)"
                       : s->advice == ML_VADVICE_PENDING && s->state == ML_VPROC_RUNNING
@@ -134,16 +138,37 @@ static void build(summary_t *p) {
         ml__lines_add(l, "Suggestions", ML_ST_BOLD, "%s%s", adv[0] ? "none yet" : "none", adv);
     for (uint32_t i = 0; i < 3 && i < ml_vmodel_nsuggestions(m); i++) {
         const ml_vsuggestion_t *g = ml_vmodel_suggestion_at(m, i);
-        ml_line_t *ln =
-            ml__lines_add(l, "", ML_ST_NORMAL, "%u. [%s] %s (saves ~%s)", i + 1, g->strategy,
-                          g->message, ml__fmt_bytes(g->estimated_saving_bytes, b1, sizeof b1));
-        if (ln) ln->site = g->site;
+        /* A preview on one line (6 has the whole message); sideways
+         * scrolling shows the rest. */
+        char full[1400], fit[1400];
+        snprintf(full, sizeof full, "%u. [%s] saves ~%s: %s", i + 1, g->strategy,
+                 ml__fmt_bytes(g->estimated_saving_bytes, b1, sizeof b1), g->message);
+        snprintf(fit, sizeof fit, "%s", full);
+        if (ml__utf8_width(full) > width) {
+            int cells = 0;
+            size_t o = 0;
+            while (fit[o] && cells < width - 1) {
+                o++;
+                while ((fit[o] & 0xc0) == 0x80)
+                    o++;
+                cells++;
+            }
+            snprintf(fit + o, sizeof fit - o, "\xe2\x80\xa6");
+        }
+        ml_line_t *ln = ml__lines_add(l, "", ML_ST_NORMAL, "%s", fit);
+        if (ln) {
+            ln->site = g->site;
+            ln->full = strdup(full);
+        }
     }
 }
 
 static void summary_draw(ml_panel_t *super, ml_canvas_t *c) {
     summary_t *p = (summary_t *)super;
-    build(p);
+    build(p, super->w - 2 - 15);
+    /* At 80 columns some values are longer than the text column: they
+     * wrap, never cut ("external fragmentation", the suggestions). */
+    ml__lines_fit(&p->lines, super->w - 2 - p->lines.label_w);
     ml__lines_draw(super, c, &p->lines, false);
 }
 
@@ -153,6 +178,8 @@ static void summary_header(ml_panel_t *super, ml_canvas_t *c, int y) {
 }
 
 static int summary_key(ml_panel_t *super, int key) {
+    int r = ml__panel_hscroll_key(super, key, true);
+    if (r & ML_HANDLED) return r;
     return ml__lines_key(super, key);
 }
 
@@ -164,7 +191,8 @@ static void summary_destroy(ml_panel_t *super) {
 
 static const ml_panel_class_t summary_class = {
     .name = "Summary",
-    .help = "j/k, PgUp/PgDn\tscroll\n",
+    .help = "j/k, PgUp/PgDn\tscroll\n"
+            "Left/Right, h/l\tscroll sideways (the suggestions' whole messages; also [ ])\n",
     .draw = summary_draw,
     .on_key = summary_key,
     .print_header = summary_header,

@@ -161,9 +161,18 @@ static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
         if (px + ml__utf8_width(pk) > x0 + w) px = x0 + peak_col - ml__utf8_width(pk);
         ml__canvas_text(c, px, ya, -1, ML_ST_PEAK, pk);
     }
-    ml__canvas_text(c, x0, ya + 1, -1, ML_ST_DIM, "0s");
-    ml__canvas_rtext(c, x0 + w, ya + 1, ML_ST_DIM, ml__fmt_time(duration(P), t1, sizeof t1));
-    ml__canvas_put(c, x0 + p->cursor_col, ya + 1, '^', ML_ST_CURSOR);
+    /* The time labels under the axis, and the cursor's '^' beside them,
+     * never on them: a label in the cursor's way moves aside (issue 15:
+     * "6.2^2s"). */
+    const char *end = ml__fmt_time(duration(P), t1, sizeof t1);
+    int cur = p->cursor_col, wend = ml__utf8_width(end);
+    int xs = 0, xe = w - wend; /* the labels' columns, relative to x0 */
+    if (cur < xs + 2) xs = cur + 1;
+    if (cur >= xe && cur < w) xe = cur - wend;
+    if (xs + 2 <= xe)
+        ml__canvas_text(c, x0 + xs, ya + 1, 2, ML_ST_DIM, "0s");
+    if (xe >= 0 && xe >= xs + 3) ml__canvas_text(c, x0 + xe, ya + 1, wend, ML_ST_DIM, end);
+    ml__canvas_put(c, x0 + cur, ya + 1, '^', ML_ST_CURSOR);
 
     /* cursor line: every series at the cursor */
     uint64_t v[ML_VSERIES_COUNT_] = {0};
@@ -197,17 +206,7 @@ static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
                  "Live at %s%s, largest sites first:", ml__fmt_time(as_of, t1, sizeof t1),
                  p->cursor_col == peak_col ? " (the peak)" : "");
     ml__canvas_text(c, P->x + 1, yc + 1, P->w - 2, ML_ST_HEADER, hdr);
-    for (uint32_t i = 0; i < n && (int)i < room - 1; i++) {
-        const ml_vsite_t *st = ml_vmodel_site(m, live[i].site);
-        char f[512];
-        if (st && st->nframes)
-            ml__fmt_frame(&st->frames[st->headline], f, sizeof f);
-        else
-            snprintf(f, sizeof f, "site %u", live[i].site);
-        ml__canvas_printf(c, P->x + 1, yc + 2 + (int)i, P->w - 2, ML_ST_NORMAL,
-                          "%7s %6" PRIu64 " blocks  %s",
-                          ml__fmt_bytes(live[i].bytes, b1, sizeof b1), live[i].blocks, f);
-    }
+    ml__live_rows(P, c, P->x + 1, yc + 2, P->w - 2, live, n < (uint32_t)(room - 1) ? n : (uint32_t)(room - 1));
 }
 
 static void timeline_header(ml_panel_t *P, ml_canvas_t *c, int y) {

@@ -22,10 +22,11 @@ static void tree_draw(ml_panel_t *P, ml_canvas_t *c) {
     }
     ml_vsort_t sort = ml_vmodel_sort(P->m);
     int text_x = P->x + ML__NCOST * ML__COLW + 2;
+    P->hmax = 0;
     for (int i = 0; i < P->h && P->top + i < P->count; i++) {
         const ml_vtree_row_t *r = ml_vmodel_tree_row(P->m, (uint32_t)(P->top + i));
         int y = P->y + i;
-        char b[16], f[512];
+        char b[16], f[512], full[512];
         for (int k = 0; k < ML__NCOST; k++) {
             uint64_t v = r->incl[ml__cost_columns[k].key];
             if (ml__cost_columns[k].key == ML_VSORT_CALLS ||
@@ -43,8 +44,10 @@ static void tree_draw(ml_panel_t *P, ml_canvas_t *c) {
         if (indent > room / 2) indent = room / 2; /* deep stacks keep their names visible */
         int x = text_x + indent;
         ml__canvas_put(c, x, y, r->has_children ? (r->expanded ? '-' : '+') : ' ', ML_ST_DIM);
-        ml__fmt_frame(r->frame, f, sizeof f);
-        ml__canvas_text(c, x + 2, y, P->x + P->w - 1 - x - 2, ML_ST_NORMAL, f);
+        int w = P->x + P->w - 1 - x - 2;
+        ml__fmt_frame_fit(r->frame, w, f, sizeof f);
+        ml__fmt_frame(r->frame, full, sizeof full);
+        ml__panel_htext(P, c, x + 2, y, w, ML_ST_NORMAL, f, full);
         if (P->top + i == P->sel) ml__canvas_restyle(c, P->x, y, P->w - 1, ML_ST_SELECTED);
     }
     ml__panel_scrollbar(P, c);
@@ -63,6 +66,9 @@ static int tree_key(ml_panel_t *P, int key) {
     ml__panel_clamp(P);
     const ml_vtree_row_t *r = ml_vmodel_tree_row(P->m, (uint32_t)P->sel);
     ml_vsort_t want = ml__panel_sort_key(ml_vmodel_sort(P->m), key);
+    /* Left and Right fold the tree here: [ and ] scroll sideways. */
+    if (want == ML_VSORT_COUNT_ && (key == '[' || key == ']'))
+        return ml__panel_hscroll_key(P, key, false) | ML_HANDLED;
     if (want == ML_VSORT_COUNT_) switch (key) {
         case ML_KEY_ENTER:
         case ML_KEY_RIGHT:
@@ -114,6 +120,7 @@ static const ml_panel_class_t tree_class = {
             "Left, h, -\tcollapse, or go to the parent\n"
             "* / _\texpand / collapse the whole subtree\n"
             "b\ttop-down <-> bottom-up\n"
+            "[ ]\tscroll the names sideways\n"
             "P L A C T, < >\tsort by a cost column\n",
     .draw = tree_draw,
     .on_key = tree_key,

@@ -24,6 +24,7 @@
 #define ML_VIEWER_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -187,6 +188,8 @@ struct ml_panel_s {
     int count;      /* rows in the list */
     int sel;        /* selected row, 0..count-1 (0 when empty) */
     int top;        /* first row shown */
+    int hscroll;    /* cells scrolled sideways (0: names fitted to the width) */
+    int hmax;       /* how far sideways there is to scroll, as last drawn */
 };
 
 /** Common list keys: Up/Down/j/k, PgUp/PgDn, Home/End/g/G, wheel and
@@ -206,6 +209,16 @@ void ml__panel_cost_header(ml_panel_t *p, ml_canvas_t *c, int y);
 /* The sort a key asks for in a cost-column list (P L A C/N T, < > F6), or
  * ML_VSORT_COUNT_ when the key is not a sort key. */
 ml_vsort_t ml__panel_sort_key(ml_vsort_t current, int key);
+/** Sideways scrolling: `[` `]` always, and Left/Right, h/l when arrows is
+ * true (views where those keys mean nothing else). Returns
+ * ML_HANDLED|ML_REDRAW, or ML_IGNORED. Left at column 0 is ignored, so a
+ * view can give it another meaning there (the Site view goes back). */
+int ml__panel_hscroll_key(ml_panel_t *p, int key, bool arrows);
+/** Draws text in a cell range of width w: at hscroll 0 `fitted` (a name
+ * already fitted to w), scrolled sideways `full` from cell p->hscroll;
+ * raises p->hmax to what `full` needs. */
+void ml__panel_htext(ml_panel_t *p, ml_canvas_t *c, int x, int y, int w, int style,
+                     const char *fitted, const char *full);
 /** Keeps sel within the list and visible in a window of p->h rows. */
 void ml__panel_clamp(ml_panel_t *p);
 /** Draws a vertical scroll indicator at the right edge of the body. */
@@ -237,6 +250,7 @@ void ml__panel_help_for(ml_panel_t *p, const ml_panel_class_t *cls);
  * A line is a label (drawn bold in a column of label_w cells) and a value. */
 typedef struct {
     char *label, *text;
+    char *full; /* NULL, or the unshortened text shown when scrolled sideways */
     int style;
     uint32_t site; /* ML_VSITE_NONE, or the site the line is about (Enter opens it) */
 } ml_line_t;
@@ -254,6 +268,9 @@ ml_line_t *ml__lines_add(ml_lines_t *l, const char *label, int style, const char
     __attribute__((format(printf, 4, 5)));
 /** Adds text word-wrapped to width cells, the label on the first line only. */
 void ml__lines_wrap(ml_lines_t *l, const char *label, int style, const char *text, int width);
+/** Wraps every line wider than width cells (the text column) onto more
+ * lines, so that no value is cut off at the right edge. */
+void ml__lines_fit(ml_lines_t *l, int width);
 /** Draws the lines from p->top, with p->sel highlighted when select is true. */
 void ml__lines_draw(ml_panel_t *p, ml_canvas_t *c, const ml_lines_t *l, bool select);
 /** Scroll keys for a text view without a selection. */
@@ -267,6 +284,38 @@ const char *ml__fmt_time(uint32_t ms, char *buf, size_t len); /* "1.234s", "2m03
 const char *ml__fmt_bytes_long(uint64_t b, char *buf, size_t len);
 /** "function  file:line" or "function (module)" or "0xaddr (module)" for a frame. */
 const char *ml__fmt_frame(const ml_vframe_t *f, char *buf, size_t len);
+/** The same, fitted to width cells: the middle of the name gives way first
+ * ("std::…::push_back"), then the file (its start), and the function's own
+ * name is never cut before it is all that is left (docs/viewer.md,
+ * "Names"). */
+const char *ml__fmt_frame_fit(const ml_vframe_t *f, int width, char *buf, size_t len);
+/** A name (a short display name) fitted to width cells the same way. */
+const char *ml__fit_name(const char *name, int width, char *buf, size_t len);
+/** "name  where" fitted to width cells (where may be NULL or ""). */
+const char *ml__fit_label(const char *name, const char *where, int width, char *buf, size_t len);
+/** Rows of a live set (the timeline's, a heap-map cell's pins) from (x, y),
+ * w cells wide: bytes, blocks (aligned, "1 block"), the site's "#N" and its
+ * frame fitted to what is left. */
+void ml__live_rows(ml_panel_t *p, ml_canvas_t *c, int x, int y, int w, const ml_vlive_t *v,
+                   uint32_t n);
+/** A count with thousands separators: "1,000,000". */
+const char *ml__fmt_group(uint64_t n, char *buf, size_t len);
+/** "1 block", "2 blocks": the count (grouped) and the noun in the right number. */
+const char *ml__fmt_n(uint64_t n, const char *one, const char *many, char *buf, size_t len);
+/** The number of cells the decimal form of n takes with separators. */
+int ml__group_width(uint64_t n);
+
+
+/* ------------------------------------------------------------------------- */
+/* Suggestion evidence in words (evidence.c)                                  */
+/* ------------------------------------------------------------------------- */
+
+struct ml_suggestion_s;
+/** Writes a suggestion's evidence (ml_advisor.h) for people: labelled
+ * numbers with units ("calls avoided 2,000,000", "mean lifetime 0.14 us"),
+ * one topic per line ('\n' between lines, none at the end). Returns 0 or
+ * -EIO. */
+int ml__evidence_text(FILE *out, const struct ml_suggestion_s *s);
 
 /* ------------------------------------------------------------------------- */
 /* Screen manager (screen_manager.c)                                          */

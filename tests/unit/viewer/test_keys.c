@@ -124,8 +124,9 @@ Test(viewer_keys, sites_sort_select_open_and_back, .init = setup, .fini = teardo
     cr_assert_eq(ml__sm_view(S), ML_VIEW_SITE);
     cr_expect(screen_has("Leaked      2000 B (2.0 KiB) in 2 blocks"));
     cr_expect(screen_has("Allocated   4000 B (3.9 KiB) in 4 calls, 0 temporary"));
-    cr_expect(screen_has("#0  [shop+0x2000]"));
-    cr_expect(screen_has("#1  [shop+0x1000]"));
+    /* Frames are numbered without "#": "#N" is a site's number. */
+    cr_expect(screen_has(" 0  [shop+0x2000]"));
+    cr_expect(screen_has(" 1  [shop+0x1000]"));
     cr_expect(screen_has("Sizes"));
     KEYS("Esc");
     cr_expect_eq(ml__sm_view(S), ML_VIEW_SITES);
@@ -250,7 +251,7 @@ Test(viewer_keys, mouse_becomes_keys, .init = setup, .fini = teardown) {
     ml__sm_event(S, &ev);
     ml__sm_draw(S);
     cr_expect_eq(ml__sm_view(S), ML_VIEW_SITE);
-    cr_expect(screen_has("#0  [shop+0x2000]"));
+    cr_expect(screen_has(" 0  [shop+0x2000]"));
     /* q in the bar quits. */
     ml__sm_key(S, ML_KEY_ESC);
     ml__sm_draw(S);
@@ -427,7 +428,7 @@ Test(viewer_keys, gpu_devices_in_the_summary_and_the_timeline) {
     ml_sm_opts_t o = {.cols = 80, .rows = 24, .unicode = true};
     S = ml__sm_new(M, &o);
     ml__sm_draw(S);
-    cr_expect(screen_has("device 0: peak 4.0M, leaked 1.0M, 2 allocs, 1 frees"));
+    cr_expect(screen_has("device 0: peak 4.0M, leaked 1.0M, 2 allocs, 1 free"));
     KEYS("4", "m", "m", "m");
     cr_expect(screen_has("[GPU]"));
     cr_expect(screen_has("4.0M\xe2\x94\x82"), "the GPU series' top on the y axis");
@@ -541,4 +542,61 @@ Test(viewer_keys, gpu_view_devices_sites_and_stacks) {
     cr_expect(screen_has("previous / next GPU device"));
     cr_expect(screen_has("Summary, Sites, Tree, Timeline, Heap map, Suggestions, GPU"));
     teardown();
+}
+
+/* Names at 80 columns (issue 15): the middle of a qualified name gives way,
+ * the function's own name stays; then the file's start. Exact strings. */
+Test(viewer_keys, names_fit_in_the_middle_never_before_the_function) {
+    char b[256];
+    const char *n = "std::vector<…>::_M_realloc_insert<…>";
+    cr_expect_str_eq(ml__fit_name(n, 80, b, sizeof b), n);
+    cr_expect_str_eq(ml__fit_name(n, 30, b, sizeof b), "std::…::_M_realloc_insert<…>");
+    cr_expect_str_eq(ml__fit_name(n, 27, b, sizeof b), "…::_M_realloc_insert<…>");
+    cr_expect_str_eq(ml__fit_name(n, 22, b, sizeof b), "_M_realloc_insert<…>");
+    cr_expect_str_eq(ml__fit_name(n, 10, b, sizeof b), "_M_reallo…");
+    const char *l = "a::b::c::Table<…>::grow";
+    cr_expect_str_eq(ml__fit_name(l, 20, b, sizeof b), "a::…::Table<…>::grow");
+    cr_expect_str_eq(ml__fit_name(l, 16, b, sizeof b), "a::…::grow");
+    /* "::" inside template arguments or parameters does not split. */
+    cr_expect_str_eq(ml__fit_name("ns::f<x::y>::g(std::string)", 20, b, sizeof b),
+                     "…::g(std::string)");
+    cr_expect_str_eq(ml__fit_label("churn::make_msg", "fx_adv_churn.cpp:20", 40, b, sizeof b),
+                     "churn::make_msg  fx_adv_churn.cpp:20");
+    cr_expect_str_eq(ml__fit_label("churn::make_msg", "fx_adv_churn.cpp:20", 34, b, sizeof b),
+                     "…::make_msg  fx_adv_churn.cpp:20");
+    cr_expect_str_eq(ml__fit_label("a::b::c::Table<…>::grow_bucket_array", "fx_longname.cpp:17",
+                                   34, b, sizeof b),
+                     "…::grow_bucket_array  …name.cpp:17");
+    cr_expect_str_eq(ml__fmt_group(1000000, b, sizeof b), "1,000,000");
+    cr_expect_str_eq(ml__fmt_group(1234567890, b, sizeof b), "1,234,567,890");
+    cr_expect_str_eq(ml__fmt_group(999, b, sizeof b), "999");
+    cr_expect_str_eq(ml__fmt_n(1, "block", "blocks", b, sizeof b), "1 block");
+    cr_expect_str_eq(ml__fmt_n(1000000, "block", "blocks", b, sizeof b), "1,000,000 blocks");
+}
+
+/* Sideways scrolling: at 60 columns a site's name is cut; ] and Right
+ * shift it, [ and Left shift it back; Left at the edge is ignored in Sites
+ * and goes back to the list in the Site view. */
+static void setup_narrow(void) {
+    open_screen(60, 20);
+}
+
+Test(viewer_keys, sideways_scrolling, .init = setup_narrow, .fini = teardown) {
+    KEYS("2");
+    int y = row_of("shop+0x3000");
+    cr_assert(y > 0);
+    char before[256];
+    snprintf(before, sizeof before, "%s", row(y));
+    cr_expect(strstr(before, "#0 [shop+0x3000]  shop") == NULL, "cut at 60 columns: %s", before);
+    KEYS("]");
+    ml_panel_t *P = ml__sm_panel(S, ML_VIEW_SITES);
+    cr_expect(P->hscroll > 0 && P->hscroll <= P->hmax, "hscroll %d of %d", P->hscroll, P->hmax);
+    cr_expect(strstr(row(y), "  shop"), "the module came into view: %s", row(y));
+    KEYS("Left");
+    cr_expect_str_eq(row(y), before);
+    KEYS("Left", "Right", "Left");
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_SITES);
+    cr_expect_str_eq(row(y), before);
+    KEYS("Enter", "Left");
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_SITES, "Left at the edge goes back from a site");
 }

@@ -42,3 +42,14 @@ add_test(NAME viewer_gpu_tmux
   COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_viewer_gpu_tmux.sh
           $<TARGET_FILE:memlens> $<TARGET_FILE:fx_gpu_events> $<TARGET_FILE:fx_counts>)
 set_tests_properties(viewer_gpu_tmux PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
+
+# The viewer at 80x24 (issue 15): a long C++ name and 1,000,000 live blocks
+# (fx_longname), the advisor's pool evidence in words (fx_adv_churn).
+add_executable(fx_longname ${FX}/fx_longname.cpp)
+target_compile_options(fx_longname PRIVATE -O0 -g -fno-builtin)
+if(TARGET fx_adv_churn)
+  add_test(NAME viewer_80x24_tmux
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_viewer_80x24_tmux.sh
+            $<TARGET_FILE:memlens> $<TARGET_FILE:fx_longname> $<TARGET_FILE:fx_adv_churn>)
+  set_tests_properties(viewer_80x24_tmux PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
+endif()
