@@ -148,8 +148,7 @@ static void totals(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_end(w);
 }
 
-static void site_obj(ml_json_t *w, const ml_site_t *s) {
-    ml_json_object(w);
+void ml__json_site_fields(ml_json_t *w, const ml_site_t *s) {
     ml_json_kv_u64(w, "id", s->id);
     ml_json_key(w, "frames");
     frames(w, s->frames, s->nframes);
@@ -176,6 +175,11 @@ static void site_obj(ml_json_t *w, const ml_site_t *s) {
         ml_json_kv_u64(w, ml_leak_kind_name((ml_leak_kind_t)k), s->leaked_kind_bytes[k]);
     ml_json_end(w);
     ml_json_kv_bool(w, "suppressed", s->suppressed);
+}
+
+static void site_obj(ml_json_t *w, const ml_site_t *s) {
+    ml_json_object(w);
+    ml__json_site_fields(w, s);
     ml_json_end(w);
 }
 
@@ -442,9 +446,7 @@ static void flame_node_close(ml_json_t *w) {
     ml_json_end(w);
 }
 
-static int flame(ml_json_t *w, const ml_analysis_t *a) {
-    const ml_calltree_node_t *v;
-    size_t n = ml_analysis_flame(a, &v);
+int ml__json_flame(ml_json_t *w, const ml_calltree_node_t *v, size_t n) {
     ml_json_key(w, "flame");
     if (!n) {
         static const uint64_t zero[ML_COSTS];
@@ -492,6 +494,12 @@ static int flame(ml_json_t *w, const ml_analysis_t *a) {
     free(pos);
     free(stack);
     return 0;
+}
+
+static int flame(ml_json_t *w, const ml_analysis_t *a) {
+    const ml_calltree_node_t *v;
+    size_t n = ml_analysis_flame(a, &v);
+    return ml__json_flame(w, v, n);
 }
 
 static void histograms(ml_json_t *w, const ml_analysis_t *a) {
