@@ -28,6 +28,7 @@ typedef struct {
     ml_merge_share_t *shares;  /* owned, by process index (each process adds once, in order) */
     uint32_t cap;
     uint32_t orig;             /* index before the final sort (leak groups refer to it) */
+    uint32_t holder;           /* the process (index at add time) whose frames it holds */
     uint64_t hash;
 } msite_t;
 
@@ -67,7 +68,8 @@ struct ml_merge_s {
     size_t nthreads, threads_cap, thread_proc_cap;
 
     char **warnings;
-    size_t nwarnings, warnings_cap;
+    uint32_t *warning_proc;    /* the process (index at add time) of each warning */
+    size_t nwarnings, warnings_cap, warning_proc_cap;
 
     /* after finish */
     bool finished;
@@ -172,16 +174,27 @@ static int grow_slots(ml_merge_t *m) {
     return 0;
 }
 
-/* The merged site of interned frames f[0..n) (taken over when new, else
- * freed); its index, or -1 out of memory. */
-static int32_t site_for(ml_merge_t *m, ml_frame_t *f, uint32_t n, const ml_site_t *src) {
+static int cmp_proc(const void *x, const void *y);
+
+/* The merged site of interned frames f[0..n) of process pi; f is taken over
+ * (kept, or freed). A site holds the frames of the first process, in the
+ * final order of the processes, that has it, whatever order they were added
+ * in. Returns its index, or -1 out of memory. */
+static int32_t site_for(ml_merge_t *m, ml_frame_t *f, uint32_t n, const ml_site_t *src, uint32_t pi) {
     if ((m->nsites + 1) * 2 > m->slots_cap && grow_slots(m) < 0) return -1;
     uint64_t h = frames_hash(f, n);
     size_t j = h & (m->slots_cap - 1);
     for (; m->slots[j] >= 0; j = (j + 1) & (m->slots_cap - 1)) {
         msite_t *s = &m->sites[m->slots[j]];
         if (s->hash == h && same_frames(s->frames, s->site.nframes, f, n)) {
-            free(f);
+            if (s->holder != pi && cmp_proc(&m->procs[pi], &m->procs[s->holder]) < 0) {
+                free(s->frames);
+                s->frames = f;
+                s->site.headline = src->headline < n ? src->headline : 0;
+                s->holder = pi;
+            } else {
+                free(f);
+            }
             return m->slots[j];
         }
     }
@@ -193,6 +206,7 @@ static int32_t site_for(ml_merge_t *m, ml_frame_t *f, uint32_t n, const ml_site_
     s->frames = f;
     s->hash = h;
     s->orig = (uint32_t)id;
+    s->holder = pi;
     s->site.nframes = n;
     s->site.headline = src->headline < n ? src->headline : 0;
     s->site.min_size = UINT64_MAX;
@@ -333,9 +347,12 @@ static void sum_hist(ml_merge_t *m, const ml_histograms_t *h, bool allocated) {
     m->hist_any = true;
 }
 
-static int add_warning(ml_merge_t *m, const char *fmt, ...) {
-    if (grow((void **)&m->warnings, &m->warnings_cap, m->nwarnings + 1, sizeof *m->warnings) < 0)
+static int add_warning(ml_merge_t *m, uint32_t proc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int add_warning(ml_merge_t *m, uint32_t proc, const char *fmt, ...) {
+    if (grow((void **)&m->warnings, &m->warnings_cap, m->nwarnings + 1, sizeof *m->warnings) < 0 ||
+        grow((void **)&m->warning_proc, &m->warning_proc_cap, m->nwarnings + 1, sizeof *m->warning_proc) < 0)
         return -ENOMEM;
+    m->warning_proc[m->nwarnings] = proc;
     va_list ap;
     va_start(ap, fmt);
     int rc = vasprintf(&m->warnings[m->nwarnings], fmt, ap);
@@ -444,7 +461,7 @@ int ml_merge_add(ml_merge_t *m, const ml_analysis_t *a, const char *trace_path, 
             f[k].file = intern(m, f[k].file, &oom);
             f[k].module = intern(m, f[k].module, &oom);
         }
-        int32_t id = oom ? -1 : site_for(m, f, s[i].nframes, &s[i]);
+        int32_t id = oom ? -1 : site_for(m, f, s[i].nframes, &s[i], pi);
         if (id < 0) {
             if (!oom) free(f);
             rc = -ENOMEM;
@@ -478,7 +495,7 @@ int ml_merge_add(ml_merge_t *m, const ml_analysis_t *a, const char *trace_path, 
     }
     const char *const *w;
     size_t nw = ml_analysis_warnings(a, &w);
-    for (size_t i = 0; i < nw && rc == 0; i++) rc = add_warning(m, "pid %u: %s", p->pid, w[i]);
+    for (size_t i = 0; i < nw && rc == 0; i++) rc = add_warning(m, pi, "pid %u: %s", p->pid, w[i]);
     return rc < 0 || oom ? -ENOMEM : 0;
 }
 
@@ -562,6 +579,19 @@ static int order_processes(ml_merge_t *m) {
     m->threads = th;
     m->thread_proc = tp;
     m->threads_cap = m->thread_proc_cap = m->nthreads;
+    /* Warnings too. */
+    char **wv = m->nwarnings ? malloc(m->nwarnings * sizeof *wv) : NULL;
+    if (m->nwarnings && !wv) {
+        free(to);
+        return -ENOMEM;
+    }
+    k = 0;
+    for (uint32_t p = 0; p < m->nprocs; p++)
+        for (size_t i = 0; i < m->nwarnings; i++)
+            if (to[m->warning_proc[i]] == p) wv[k++] = m->warnings[i];
+    free(m->warnings);
+    m->warnings = wv;
+    m->warnings_cap = m->nwarnings;
     m->tot.max_process = m->nprocs ? to[m->tot.max_process] : 0;
     free(to);
     return 0;
@@ -634,6 +664,7 @@ void ml_merge_free(ml_merge_t *m) {
     free(m->thread_proc);
     for (size_t i = 0; i < m->nwarnings; i++) free(m->warnings[i]);
     free(m->warnings);
+    free(m->warning_proc);
     free(m->leak_groups);
     free(m->flat);
     free(m->flame);

@@ -41,13 +41,14 @@ typedef struct {
 
 static void usage_report(FILE *f) {
     fputs("usage: memlens report FILE [--json OUT] [--html OUT] [--folded OUT]\n"
-          "       memlens report FILE FILE... | DIR [--json OUT] [--html OUT] [--by-process METRIC]\n"
           "                      [--pprof OUT] [--speedscope OUT]\n"
           "                      [--folded-metric alloc|calls|peak|leaked|temporary]\n"
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
           "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
           "                      [--replay] [--allow-incomplete] [--force] [--group-readable] [-q]\n"
+          "       memlens report FILE FILE... | DIR [--json OUT] [--html OUT] [--by-process METRIC]\n"
+          "                      [gates and other options as above]\n"
           "\n"
           "  Without an output option, prints a summary: the sites holding the peak and the leaks.\n"
           "  Several traces, or a directory (its *.mlt files: a --follow-fork tree), give one report\n"

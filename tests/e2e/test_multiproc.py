@@ -176,6 +176,30 @@ def test(w):
         return [x for c in node["children"] for x in find(c, name)]
     eq([n["alloc"] for n in find(fl, "shared_alloc")], [14000], "one flame node for shared_alloc")
 
+    # Child 1 reached child_work from another line of main: the site's
+    # frames are child 1's (the first process that has it).
+    src = open(os.path.join(SRC, "tests/e2e/fixtures/fx_multiproc.c")).read().splitlines()
+    calls = [i + 1 for i, l in enumerate(src) if l.strip() == "child_work(k);"]
+    eq(len(calls), 2, "the fixture calls child_work from two lines")
+    eq(sh["frames"][2]["line"], calls[0], "shared_alloc's main frame is child 1's line")
+
+    # Two runs: other addresses (ASLR moves the program and libc), the same keys.
+    tree2 = os.path.join(w, "tree2")
+    os.mkdir(tree2)
+    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(tree2, "run.mlt"), "--", FX])
+    eq(r.returncode, 0, "second run")
+    both = report_json([tree, tree2], os.path.join(w, "both.json"))
+    eq(len(both["processes"]), 8, "two runs: eight processes")
+    eq(len(both["sites"]), 4, "two runs: still four merged sites")
+    s2 = [s for s in both["sites"] if headline(s) == "shared_alloc"]
+    eq([(s["alloc_calls"], s["bytes_allocated"], len(s["by_process"])) for s in s2], [(12, 28000, 6)],
+       "two runs: shared_alloc over six children")
+    one2 = report_json([os.path.join(tree2, "run.mlt")], os.path.join(w, "one2.json"))
+    a1 = [s for s in report_json([os.path.join(tree, "run.mlt")], os.path.join(w, "one1.json"))["sites"]
+          if headline(s) == "parent_work"][0]["frames"][0]["address"]
+    a2 = [s for s in one2["sites"] if headline(s) == "parent_work"][0]["frames"][0]["address"]
+    check(a1 != a2, "the two runs' addresses differ (ASLR), so the merge did not match addresses")
+
     # ------------------------------------------------------------------
     # The same traces named one by one, in another order: the same report.
     files = [os.path.join(tree, x) for x in reversed(traces)]
