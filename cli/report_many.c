@@ -271,6 +271,9 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
     else snprintf(label, sizeof label, "%zu traces", paths.n);
     ml_report_merge_opts_t ro = {.label = label, .max_sites = o->max_sites};
     code = write_outputs(o, m, &ro);
+    if (code == ML_EXIT_OK && !o->quiet && (o->json || o->html))
+        fputs("memlens: note: the strategy advisor does not run on a report of several processes (it "
+              "replays one heap); `memlens report TRACE` gives one trace's suggestions\n", stderr);
     if (code == ML_EXIT_OK && !o->quiet && (o->json || o->html)) {
         const char *const *w;
         size_t nw = ml_merge_warnings(m, &w);

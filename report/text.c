@@ -13,7 +13,7 @@ static const char *bytes(uint64_t b, char *buf, size_t len) {
     return ml_fmt_bytes(b, buf, len);
 }
 
-void ml__text_where(FILE *o, const ml_frame_t *f) {
+static void where(FILE *o, const ml_frame_t *f) {
     char name[256];
     fputs(f->function ? ml_frame_short_name(f->function, name, sizeof name) : "?", o);
     if (f->file) {
@@ -25,7 +25,7 @@ void ml__text_where(FILE *o, const ml_frame_t *f) {
     }
 }
 
-void ml__text_site_lines(FILE *o, const ml_site_t *s) {
+static void site_lines(FILE *o, const ml_site_t *s) {
     if (!s->nframes) {
         fputs("[no stack]\n", o);
         return;
@@ -33,11 +33,11 @@ void ml__text_site_lines(FILE *o, const ml_site_t *s) {
     /* The program's own frame names the site (its headline); two callers
      * give the context without flooding the screen. */
     uint32_t h = s->headline < s->nframes ? s->headline : 0;
-    ml__text_where(o, &s->frames[h]);
+    where(o, &s->frames[h]);
     fputc('\n', o);
     for (uint32_t k = h + 1; k < s->nframes && k < h + 3; k++) {
         fputs("        <- ", o);
-        ml__text_where(o, &s->frames[k]);
+        where(o, &s->frames[k]);
         fputc('\n', o);
     }
 }
@@ -84,11 +84,11 @@ static void gpu_site_lines(FILE *o, const ml_analysis_t *a, const ml_gpu_site_t 
         fputs("[no stack]\n", o);
         return;
     }
-    ml__text_where(o, &f[0]);
+    where(o, &f[0]);
     fputc('\n', o);
     for (size_t k = 1; k < n; k++) {
         fputs("          <- ", o);
-        ml__text_where(o, &f[k]);
+        where(o, &f[k]);
         fputc('\n', o);
     }
 }
@@ -213,7 +213,7 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
         if (!s[i].peak_bytes) continue;
         fprintf(o, "  %10s %5.1f%% %6" PRIu64 " blocks  ", bytes(s[i].peak_bytes, b1, sizeof b1),
                 t->peak_bytes ? 100.0 * (double)s[i].peak_bytes / (double)t->peak_bytes : 0, s[i].peak_blocks);
-        ml__text_site_lines(o, &s[i]);
+        site_lines(o, &s[i]);
         shown++;
     }
     if (!shown) fputs("  (nothing was live)\n", o);
@@ -224,7 +224,7 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
         const ml_leak_group_t *g = &L->groups[i];
         fprintf(o, "  %10s %-9s %6" PRIu64 " blocks%s  ", bytes(g->bytes, b1, sizeof b1),
                 ml_leak_kind_name(g->kind), g->blocks, g->suppressed ? " (suppressed)" : "");
-        if (g->site < n) ml__text_site_lines(o, &s[g->site]);
+        if (g->site < n) site_lines(o, &s[g->site]);
         else fputc('\n', o);
         shown++;
     }
@@ -243,4 +243,13 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     if (nw) fputs("\nwarnings:\n", o);
     for (size_t i = 0; i < nw; i++) fprintf(o, "  %s\n", w[i]);
     return ferror(o) ? -EIO : 0;
+}
+
+/* For the merged report (text_merged.c): the same lines for its sites. */
+void ml__text_where(FILE *o, const ml_frame_t *f) {
+    where(o, f);
+}
+
+void ml__text_site_lines(FILE *o, const ml_site_t *s) {
+    site_lines(o, s);
 }
