@@ -239,20 +239,7 @@ static void leaks(ml_json_t *w, const ml_merge_t *m) {
     const ml_site_t *s = ml_merge_sites(m, &n);
     ml_json_key(w, "leaks");
     ml_json_object(w);
-    ml_json_kv_u64(w, "bytes", L->bytes);
-    ml_json_kv_u64(w, "blocks", L->blocks);
-    for (int k = 0; k < ML_LEAK_KINDS; k++) {
-        char name[40];
-        snprintf(name, sizeof name, "%s_bytes", ml_leak_kind_name((ml_leak_kind_t)k));
-        ml_json_kv_u64(w, name, L->kind_bytes[k]);
-        snprintf(name, sizeof name, "%s_blocks", ml_leak_kind_name((ml_leak_kind_t)k));
-        ml_json_kv_u64(w, name, L->kind_blocks[k]);
-    }
-    ml_json_kv_u64(w, "suppressed_bytes", L->suppressed_bytes);
-    ml_json_kv_u64(w, "suppressed_blocks", L->suppressed_blocks);
-    ml_json_kv_u64(w, "gate_bytes", L->gate_bytes);
-    ml_json_kv_u64(w, "lost_bytes", L->lost_bytes);
-    ml_json_kv_u64(w, "lost_blocks", L->lost_blocks);
+    ml__json_leak_counts(w, L);
     /* "scanned" only when every process's exit scan ran */
     ml_json_kv_str(w, "reachability", L->scanned ? "scanned" : L->scan_status ? "failed" : "not_scanned");
     ml_json_key(w, "sites");
@@ -342,33 +329,6 @@ static void advisor(ml_json_t *w) {
     ml_json_end(w);
 }
 
-static void histograms(ml_json_t *w, const ml_merge_t *m) {
-    const ml_histograms_t *h = ml_merge_histograms(m);
-    ml_json_key(w, "histograms");
-    ml_json_object(w);
-    ml_json_key(w, "sizes");
-    ml_json_array(w);
-    for (uint32_t k = h->size_first; k <= h->size_last && k < 64; k++) {
-        ml_json_object(w);
-        ml_json_kv_u64(w, "le", (uint64_t)1 << k);
-        ml_json_kv_u64(w, "count", h->size_count[k]);
-        ml_json_kv_u64(w, "bytes", h->size_bytes[k]);
-        ml_json_end(w);
-    }
-    ml_json_end(w);
-    ml_json_key(w, "lifetimes_ms");
-    ml_json_array(w);
-    for (uint32_t k = 0; k <= h->life_last && k < 64; k++) {
-        ml_json_object(w);
-        ml_json_kv_u64(w, "le", (uint64_t)1 << k);
-        ml_json_kv_u64(w, "count", h->life_count[k]);
-        ml_json_end(w);
-    }
-    ml_json_end(w);
-    ml_json_kv_u64(w, "live_at_end", h->live_at_end);
-    ml_json_end(w);
-}
-
 static void threads(ml_json_t *w, const ml_merge_t *m) {
     const ml_thread_stats_t *t;
     const uint32_t *proc;
@@ -378,13 +338,7 @@ static void threads(ml_json_t *w, const ml_merge_t *m) {
     for (size_t i = 0; i < n; i++) {
         ml_json_object(w);
         ml_json_kv_u64(w, "process", proc[i]);
-        ml_json_kv_u64(w, "index", t[i].index);
-        ml_json_kv_u64(w, "tid", t[i].tid);
-        ml_json_kv_str(w, "name", t[i].name);
-        ml_json_kv_u64(w, "alloc_calls", t[i].alloc_calls);
-        ml_json_kv_u64(w, "bytes_allocated", t[i].bytes_allocated);
-        ml_json_kv_u64(w, "free_calls", t[i].free_calls);
-        ml_json_kv_u64(w, "temporary_allocs", t[i].temporary_allocs);
+        ml__json_thread_fields(w, &t[i]);
         ml_json_end(w);
     }
     ml_json_end(w);
@@ -442,7 +396,7 @@ int ml_report_json_merged(FILE *o, const ml_merge_t *m, const ml_report_merge_op
     rc = ml__json_flame(w, v, nv);
     if (rc == 0) {
         ml_json_break(w, 0);
-        histograms(w, m);
+        ml__json_histograms(w, ml_merge_histograms(m));
         ml_json_break(w, 0);
         threads(w, m);
         ml_json_break(w, 0);

@@ -56,14 +56,12 @@ static uint64_t share_value(const ml_merge_share_t *s, ml_fold_metric_t metric) 
     }
 }
 
+/* The same of a merged site (its sums). */
 static uint64_t site_value(const ml_site_t *s, ml_fold_metric_t metric) {
-    switch (metric) {
-    case ML_FOLD_CALLS: return s->alloc_calls;
-    case ML_FOLD_PEAK: return s->peak_bytes;
-    case ML_FOLD_LEAKED: return s->leaked_bytes;
-    case ML_FOLD_TEMPORARY: return s->temporary_allocs;
-    default: return s->bytes_allocated;
-    }
+    ml_merge_share_t sum = {.alloc_calls = s->alloc_calls, .bytes_allocated = s->bytes_allocated,
+                            .temporary_allocs = s->temporary_allocs, .peak_bytes = s->peak_bytes,
+                            .leaked_bytes = s->leaked_bytes};
+    return share_value(&sum, metric);
 }
 
 static bool metric_is_bytes(ml_fold_metric_t metric) {
