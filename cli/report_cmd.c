@@ -13,6 +13,7 @@
 #include "ml_report.h"
 #include "ml_report_html.h"
 #include "ml_trace_format.h"
+#include "report_many.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -32,6 +33,10 @@ typedef struct {
     bool allow_incomplete; /* --allow-incomplete: gates judge a partial trace too */
     uint64_t fail_on_leak, max_peak, fail_on_gpu_leak, max_gpu_peak;
     uint32_t max_sites;
+    const char **traces;     /* every trace or directory given (traces[0] == trace) */
+    size_t ntraces;
+    bool by_process;         /* --by-process METRIC (merged reports) */
+    ml_fold_metric_t by_metric;
 } report_opts_t;
 
 static void usage_report(FILE *f) {
@@ -42,8 +47,15 @@ static void usage_report(FILE *f) {
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
           "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
           "                      [--replay] [--allow-incomplete] [--force] [--group-readable] [-q]\n"
+          "       memlens report FILE FILE... | DIR [--json OUT] [--html OUT] [--by-process METRIC]\n"
+          "                      [gates and other options as above]\n"
           "\n"
           "  Without an output option, prints a summary: the sites holding the peak and the leaks.\n"
+          "  Several traces, or a directory (its *.mlt files: a --follow-fork tree), give one report\n"
+          "  of all their processes: sites merged by their stacks, a processes table, and each\n"
+          "  site's share per process; the gates judge the merged totals (docs/analysis.md).\n"
+          "  --by-process METRIC   merged reports: each site's alloc, calls, peak, leaked or temporary\n"
+          "                        per process, side by side\n"
           "  --json OUT            the JSON report (docs/report-schema.json); '-' is stdout\n"
           "  --html OUT            a self-contained HTML page\n"
           "  --folded OUT          folded stacks for flamegraph.pl or speedscope ('-' is stdout)\n"
@@ -111,7 +123,7 @@ static bool gpu_gates(const ml_analysis_t *a, const report_opts_t *o) {
 /* Gates judge only what they can see (issue 13): a trace with no records,
  * or one that ended early, cannot show that a program stayed under a
  * threshold. Returns why the trace is incomplete, or NULL when it is whole. */
-static const char *incomplete_reason(const ml_totals_t *t, char *buf, size_t len) {
+const char *ml_cli_incomplete_reason(const ml_totals_t *t, char *buf, size_t len) {
     if (t->records == 0) return "it holds no records (the program never started, or the trace was cut before its first record)";
     if (t->truncated) return "it was cut short (a partial chunk at its end)";
     if (!t->complete) return "it has no end record (the recording stopped early)";
@@ -125,6 +137,11 @@ static const char *incomplete_reason(const ml_totals_t *t, char *buf, size_t len
 
 static int parse(int argc, char **argv, report_opts_t *o) {
     memset(o, 0, sizeof *o);
+    o->traces = calloc((size_t)argc, sizeof *o->traces);
+    if (!o->traces) {
+        ml_cli_error("out of memory");
+        return -1;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -189,6 +206,13 @@ static int parse(int argc, char **argv, report_opts_t *o) {
                 return -1;
             }
             o->gpu_peak_gate = true;
+        } else if (!strcmp(a, "--by-process")) {
+            NEED();
+            if (ml_fold_metric_parse(val, &o->by_metric) < 0) {
+                ml_cli_error("report: --by-process takes alloc, calls, peak, leaked or temporary");
+                return -1;
+            }
+            o->by_process = true;
         } else if (!strcmp(a, "--suppressions")) {
             NEED();
             o->supp = val;
@@ -218,12 +242,9 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         } else if (a[0] == '-' && a[1]) {
             ml_cli_error("report: unknown option '%s'", a);
             return -1;
-        } else if (!o->trace) {
-            o->trace = a;
         } else {
-            ml_cli_error("report: one trace at a time ('%s' and '%s'); `memlens diff` compares two",
-                       o->trace, a);
-            return -1;
+            if (!o->trace) o->trace = a;
+            o->traces[o->ntraces++] = a;
         }
 #undef NEED
     }
@@ -301,9 +322,37 @@ static int write_json_to(ml_out_t *out, const ml_analysis_t *a, const ml_report_
     return ml_report_json(out->f, a, ro);
 }
 
+/* Several traces, a directory, or --by-process: the merged report
+ * (report_many.c). */
+static bool is_many(const report_opts_t *o) {
+    struct stat st;
+    return o->ntraces > 1 || o->by_process || (stat(o->trace, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+static int report_many(const report_opts_t *o, const ml_suppressions_t *supp) {
+    ml_report_many_opts_t mo = {
+        .inputs = o->traces, .ninputs = o->ntraces, .json = o->json, .html = o->html,
+        .by_process = o->by_process, .by_metric = o->by_metric,
+        .leak_gate = o->leak_gate, .peak_gate = o->peak_gate, .gpu_leak_gate = o->gpu_leak_gate,
+        .gpu_peak_gate = o->gpu_peak_gate, .fail_on_leak = o->fail_on_leak, .max_peak = o->max_peak,
+        .fail_on_gpu_leak = o->fail_on_gpu_leak, .max_gpu_peak = o->max_gpu_peak,
+        .allow_incomplete = o->allow_incomplete, .quiet = o->quiet, .no_symbols = o->no_symbols,
+        .replay = o->replay, .supp = supp, .out_flags = o->out_flags, .max_sites = o->max_sites};
+    return ml_cli_report_many(&mo);
+}
+
 int ml_cmd_report(int argc, char **argv) {
     report_opts_t o;
     if (parse(argc, argv, &o) < 0) {
+        free(o.traces);
+        usage_report(stderr);
+        return ML_EXIT_USAGE;
+    }
+    bool many = is_many(&o);
+    if (many && (o.folded || o.pprof || o.speedscope)) {
+        ml_cli_error("report: --folded, --pprof and --speedscope take one trace; a report of several "
+                     "traces writes --json, --html or the text summary");
+        free(o.traces);
         usage_report(stderr);
         return ML_EXIT_USAGE;
     }
@@ -311,8 +360,17 @@ int ml_cmd_report(int argc, char **argv) {
     ml_suppressions_t *supp = NULL;
     if (o.supp && ml_suppressions_load(o.supp, &supp, err, sizeof err) < 0) {
         ml_cli_error("suppressions: %s", err);
+        free(o.traces);
         return ML_EXIT_ERROR;
     }
+    if (many) {
+        int rc = report_many(&o, supp);
+        ml_suppressions_free(supp);
+        free(o.traces);
+        return rc;
+    }
+    free(o.traces);
+    o.traces = NULL;
     int code = ML_EXIT_OK;
     ml_analysis_t *a = ml_cli_analyse(o.trace, supp, o.no_symbols, o.quiet, o.replay);
     if (!a) {
@@ -386,7 +444,7 @@ int ml_cmd_report(int argc, char **argv) {
     /* Gates, after the reports: the evidence is on disk. */
     bool gated = o.leak_gate || o.peak_gate || o.gpu_leak_gate || o.gpu_peak_gate;
     char why_buf[160];
-    const char *why = gated ? incomplete_reason(ml_analysis_totals(a), why_buf, sizeof why_buf) : NULL;
+    const char *why = gated ? ml_cli_incomplete_reason(ml_analysis_totals(a), why_buf, sizeof why_buf) : NULL;
     if (code == ML_EXIT_OK && why) {
         if (o.allow_incomplete) {
             if (!o.quiet)

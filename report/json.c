@@ -152,8 +152,7 @@ static void totals(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_end(w);
 }
 
-static void site_obj(ml_json_t *w, const ml_site_t *s) {
-    ml_json_object(w);
+void ml__json_site_fields(ml_json_t *w, const ml_site_t *s) {
     ml_json_kv_u64(w, "id", s->id);
     ml_json_key(w, "frames");
     frames(w, s->frames, s->nframes);
@@ -182,6 +181,11 @@ static void site_obj(ml_json_t *w, const ml_site_t *s) {
         ml_json_kv_u64(w, ml_leak_kind_name((ml_leak_kind_t)k), s->leaked_kind_bytes[k]);
     ml_json_end(w);
     ml_json_kv_bool(w, "suppressed", s->suppressed);
+}
+
+static void site_obj(ml_json_t *w, const ml_site_t *s) {
+    ml_json_object(w);
+    ml__json_site_fields(w, s);
     ml_json_end(w);
 }
 
@@ -225,12 +229,7 @@ static void peak(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_end(w);
 }
 
-static void leaks(ml_json_t *w, const ml_analysis_t *a, const ml_report_opts_t *ro) {
-    const ml_leaks_t *L = ml_analysis_leaks(a);
-    size_t n;
-    const ml_site_t *s = ml_analysis_sites(a, &n);
-    ml_json_key(w, "leaks");
-    ml_json_object(w);
+void ml__json_leak_counts(ml_json_t *w, const ml_leaks_t *L) {
     ml_json_kv_u64(w, "bytes", L->bytes);
     ml_json_kv_u64(w, "blocks", L->blocks);
     for (int k = 0; k < ML_LEAK_KINDS; k++) {
@@ -245,6 +244,15 @@ static void leaks(ml_json_t *w, const ml_analysis_t *a, const ml_report_opts_t *
     ml_json_kv_u64(w, "gate_bytes", L->gate_bytes);
     ml_json_kv_u64(w, "lost_bytes", L->lost_bytes);
     ml_json_kv_u64(w, "lost_blocks", L->lost_blocks);
+}
+
+static void leaks(ml_json_t *w, const ml_analysis_t *a, const ml_report_opts_t *ro) {
+    const ml_leaks_t *L = ml_analysis_leaks(a);
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    ml_json_key(w, "leaks");
+    ml_json_object(w);
+    ml__json_leak_counts(w, L);
     ml_json_kv_str(w, "reachability", L->scanned ? "scanned" : L->scan_status ? "failed" : "not_scanned");
     ml_json_key(w, "scan");
     ml_json_object(w);
@@ -448,9 +456,7 @@ static void flame_node_close(ml_json_t *w) {
     ml_json_end(w);
 }
 
-static int flame(ml_json_t *w, const ml_analysis_t *a) {
-    const ml_calltree_node_t *v;
-    size_t n = ml_analysis_flame(a, &v);
+int ml__json_flame(ml_json_t *w, const ml_calltree_node_t *v, size_t n) {
     ml_json_key(w, "flame");
     if (!n) {
         static const uint64_t zero[ML_COSTS];
@@ -500,8 +506,13 @@ static int flame(ml_json_t *w, const ml_analysis_t *a) {
     return 0;
 }
 
-static void histograms(ml_json_t *w, const ml_analysis_t *a) {
-    const ml_histograms_t *h = ml_analysis_histograms(a);
+static int flame(ml_json_t *w, const ml_analysis_t *a) {
+    const ml_calltree_node_t *v;
+    size_t n = ml_analysis_flame(a, &v);
+    return ml__json_flame(w, v, n);
+}
+
+void ml__json_histograms(ml_json_t *w, const ml_histograms_t *h) {
     ml_json_key(w, "histograms");
     ml_json_object(w);
     ml_json_key(w, "sizes");
@@ -527,6 +538,20 @@ static void histograms(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_end(w);
 }
 
+static void histograms(ml_json_t *w, const ml_analysis_t *a) {
+    ml__json_histograms(w, ml_analysis_histograms(a));
+}
+
+void ml__json_thread_fields(ml_json_t *w, const ml_thread_stats_t *t) {
+    ml_json_kv_u64(w, "index", t->index);
+    ml_json_kv_u64(w, "tid", t->tid);
+    ml_json_kv_str(w, "name", t->name);
+    ml_json_kv_u64(w, "alloc_calls", t->alloc_calls);
+    ml_json_kv_u64(w, "bytes_allocated", t->bytes_allocated);
+    ml_json_kv_u64(w, "free_calls", t->free_calls);
+    ml_json_kv_u64(w, "temporary_allocs", t->temporary_allocs);
+}
+
 static void threads(ml_json_t *w, const ml_analysis_t *a) {
     const ml_thread_stats_t *t;
     size_t n = ml_analysis_threads(a, &t);
@@ -534,13 +559,7 @@ static void threads(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_array(w);
     for (size_t i = 0; i < n; i++) {
         ml_json_object(w);
-        ml_json_kv_u64(w, "index", t[i].index);
-        ml_json_kv_u64(w, "tid", t[i].tid);
-        ml_json_kv_str(w, "name", t[i].name);
-        ml_json_kv_u64(w, "alloc_calls", t[i].alloc_calls);
-        ml_json_kv_u64(w, "bytes_allocated", t[i].bytes_allocated);
-        ml_json_kv_u64(w, "free_calls", t[i].free_calls);
-        ml_json_kv_u64(w, "temporary_allocs", t[i].temporary_allocs);
+        ml__json_thread_fields(w, &t[i]);
         ml_json_end(w);
     }
     ml_json_end(w);

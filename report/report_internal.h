@@ -13,6 +13,31 @@
  * leaves "inlined" out (`inlined` false). (json.c) */
 void ml__json_frames(ml_json_t *w, const ml_frame_t *f, size_t n, bool inlined);
 
+/** A site object's keys, from "id" to "suppressed", without the braces:
+ * the merged report adds "by_process" after them (json_merged.c). (json.c) */
+void ml__json_site_fields(ml_json_t *w, const ml_site_t *s);
+
+/** The "flame" key and its nested nodes (pruned call tree nodes v[0..n),
+ * n = 0: an empty "all"). Returns 0 or -ENOMEM. (json.c) */
+int ml__json_flame(ml_json_t *w, const ml_calltree_node_t *v, size_t n);
+
+/** The leak totals' keys of "leaks", from "bytes" to "lost_blocks". (json.c) */
+void ml__json_leak_counts(ml_json_t *w, const ml_leaks_t *L);
+
+/** The "histograms" key and its object. (json.c) */
+void ml__json_histograms(ml_json_t *w, const ml_histograms_t *h);
+
+/** A "threads" entry's keys, without the braces. (json.c) */
+void ml__json_thread_fields(ml_json_t *w, const ml_thread_stats_t *t);
+
+/** A frame in the text summary: its short name and file:line (or its
+ * module without debug information), no newline. (text.c) */
+void ml__text_where(FILE *o, const ml_frame_t *f);
+
+/** A site in the text summary: the frame that names it (its headline) and
+ * two callers, one per line. (text.c) */
+void ml__text_site_lines(FILE *o, const ml_site_t *s);
+
 /** The value of the report's "gpu" key (gpu_json.c). */
 void ml__report_json_gpu(ml_json_t *w, const ml_analysis_t *a);
 

@@ -2,6 +2,7 @@
  * people, with the sites that hold the peak and the leaks. */
 #include "ml_report.h"
 #include "ml_gpu.h"
+#include "report_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -246,4 +247,13 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     if (nw) fputs("\nwarnings:\n", o);
     for (size_t i = 0; i < nw; i++) fprintf(o, "  %s\n", w[i]);
     return ferror(o) ? -EIO : 0;
+}
+
+/* For the merged report (text_merged.c): the same lines for its sites. */
+void ml__text_where(FILE *o, const ml_frame_t *f) {
+    where(o, f);
+}
+
+void ml__text_site_lines(FILE *o, const ml_site_t *s) {
+    site_lines(o, s);
 }

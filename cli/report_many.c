@@ -1,0 +1,289 @@
+/* report_many.c - `memlens report A.mlt B.mlt ...` and `memlens report DIR`:
+ * many processes in one report (docs/analysis.md, "Many processes").
+ *
+ * Each trace is loaded and built alone, added to the merge
+ * (analysis/ml_merge.h) and freed, so memory holds one process's analysis
+ * at a time plus the merged sites. A directory stands for every `*.mlt`
+ * file in it (not in its subdirectories), in name order; `memlens run
+ * --follow-fork -o DIR/run.mlt` puts a process tree's traces there.
+ *
+ * Errors follow the single-trace rules: a file that is not a trace, or
+ * cannot be read, stops the report (exit 1) and names the file; so does a
+ * directory without traces, and a trace given twice (it would count twice).
+ * A truncated trace is reported with what it holds and marks the report
+ * incomplete: the gates then fail unless --allow-incomplete.
+ */
+#define _GNU_SOURCE
+#include "report_many.h"
+#include "ml_cli.h"
+#include "ml_merge.h"
+#include "ml_report_html.h"
+#include "ml_report_merge.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    char **v;
+    size_t n, cap;
+} paths_t;
+
+static int push(paths_t *p, char *s) {
+    if (!s) return -ENOMEM;
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 16;
+        char **v = realloc(p->v, cap * sizeof *v);
+        if (!v) {
+            free(s);
+            return -ENOMEM;
+        }
+        p->v = v;
+        p->cap = cap;
+    }
+    p->v[p->n++] = s;
+    return 0;
+}
+
+static void paths_free(paths_t *p) {
+    for (size_t i = 0; i < p->n; i++) free(p->v[i]);
+    free(p->v);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Appends the regular files named *.mlt in dir, in name order. Returns
+ * how many, or -1 after printing why. */
+static long expand_dir(const char *dir, paths_t *out) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        ml_cli_error("%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    size_t first = out->n;
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len <= 4 || strcmp(e->d_name + len - 4, ".mlt")) continue;
+        char *path;
+        if (asprintf(&path, "%s/%s", dir, e->d_name) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        struct stat st;
+        if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
+            free(path);
+            continue;
+        }
+        rc = push(out, path);
+    }
+    closedir(d);
+    if (rc < 0) {
+        ml_cli_error("out of memory");
+        return -1;
+    }
+    qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
+    if (out->n == first) {
+        ml_cli_error("report: %s holds no trace (no *.mlt file)", dir);
+        return -1;
+    }
+    return (long)(out->n - first);
+}
+
+/* The traces the inputs stand for; refuses one given twice. */
+static int expand(const ml_report_many_opts_t *o, paths_t *out, bool *any_dir) {
+    *any_dir = false;
+    for (size_t i = 0; i < o->ninputs; i++) {
+        struct stat st;
+        if (stat(o->inputs[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            *any_dir = true;
+            if (expand_dir(o->inputs[i], out) < 0) return -1;
+        } else if (push(out, strdup(o->inputs[i])) < 0) {
+            ml_cli_error("out of memory");
+            return -1;
+        }
+    }
+    /* The same file twice (under two names, say DIR and DIR/x.mlt) would
+     * count its process twice. */
+    char **real = calloc(out->n, sizeof *real);
+    if (!real) {
+        ml_cli_error("out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < out->n && rc == 0; i++) {
+        real[i] = realpath(out->v[i], NULL);
+        for (size_t k = 0; real[i] && k < i; k++)
+            if (real[k] && !strcmp(real[k], real[i])) {
+                ml_cli_error("report: %s is given twice (as %s and %s): its process would count twice",
+                             real[i], out->v[k], out->v[i]);
+                rc = -1;
+                break;
+            }
+    }
+    for (size_t i = 0; i < out->n; i++) free(real[i]);
+    free(real);
+    return rc;
+}
+
+/* Gates on the merged totals; each message says what it compared. */
+static int gates(const ml_report_many_opts_t *o, const ml_merge_t *m) {
+    bool gated = o->leak_gate || o->peak_gate || o->gpu_leak_gate || o->gpu_peak_gate;
+    if (!gated) return ML_EXIT_OK;
+    int code = ML_EXIT_OK;
+    /* Every process must be whole for a gate to pass (as for one trace). */
+    for (size_t i = 0; i < ml_merge_process_count(m); i++) {
+        const ml_merge_process_t *p = ml_merge_process(m, i);
+        char buf[160];
+        const char *why = ml_cli_incomplete_reason(&p->totals, buf, sizeof buf);
+        if (!why) continue;
+        if (o->allow_incomplete) {
+            if (!o->quiet)
+                fprintf(stderr, "memlens: warning: %s (pid %u) is incomplete (%s); the gates judge only what it "
+                                "holds (--allow-incomplete)\n", p->trace_path, p->pid, why);
+        } else {
+            fprintf(stderr,
+                    "memlens: gate failed: %s (pid %u) is incomplete: %s. A gate cannot pass on what the trace "
+                    "does not hold; record again, or pass --allow-incomplete to judge what it holds\n",
+                    p->trace_path, p->pid, why);
+            code = ML_EXIT_GATE;
+        }
+    }
+    if (code != ML_EXIT_OK) return code;
+    const ml_merge_totals_t *T = ml_merge_totals(m);
+    size_t np = ml_merge_process_count(m);
+    char b1[32], b2[32];
+    if (o->leak_gate && T->leaks.gate_bytes > o->fail_on_leak) {
+        fprintf(stderr,
+                "memlens: gate exceeded: leaks (definite + indirect + possible) of all %zu processes together %" PRIu64
+                " bytes (%s) > --fail-on-leak %" PRIu64 " bytes (%s)\n",
+                np, T->leaks.gate_bytes, ml_fmt_bytes(T->leaks.gate_bytes, b1, sizeof b1), o->fail_on_leak,
+                ml_fmt_bytes(o->fail_on_leak, b2, sizeof b2));
+        code = ML_EXIT_GATE;
+    }
+    if (o->peak_gate && T->sum.peak_bytes > o->max_peak) {
+        fprintf(stderr,
+                "memlens: gate exceeded: peak heap, the sum of the %zu processes' peaks (an upper bound of their "
+                "heap at any one moment), %" PRIu64 " bytes (%s) > --max-peak %" PRIu64 " bytes (%s)\n",
+                np, T->sum.peak_bytes, ml_fmt_bytes(T->sum.peak_bytes, b1, sizeof b1), o->max_peak,
+                ml_fmt_bytes(o->max_peak, b2, sizeof b2));
+        code = ML_EXIT_GATE;
+    }
+    const ml_merge_gpu_device_t *d;
+    size_t nd = ml_merge_gpu_devices(m, &d);
+    uint64_t gpu_leaked = 0;
+    for (size_t i = 0; i < nd; i++) {
+        gpu_leaked += d[i].leaked_bytes;
+        if (o->gpu_peak_gate && d[i].peak_bytes > o->max_gpu_peak) {
+            fprintf(stderr,
+                    "memlens: gate exceeded: GPU device %d peak, the sum of its %u processes' peaks, %" PRIu64
+                    " bytes (%s) > --max-gpu-peak %" PRIu64 " bytes (%s)\n",
+                    (int)d[i].device, d[i].processes, d[i].peak_bytes, ml_fmt_bytes(d[i].peak_bytes, b1, sizeof b1),
+                    o->max_gpu_peak, ml_fmt_bytes(o->max_gpu_peak, b2, sizeof b2));
+            code = ML_EXIT_GATE;
+        }
+    }
+    if (o->gpu_leak_gate && gpu_leaked > o->fail_on_gpu_leak) {
+        fprintf(stderr,
+                "memlens: gate exceeded: GPU memory leaked by all %zu processes together %" PRIu64
+                " bytes (%s) > --fail-on-gpu-leak %" PRIu64 " bytes (%s)\n",
+                np, gpu_leaked, ml_fmt_bytes(gpu_leaked, b1, sizeof b1), o->fail_on_gpu_leak,
+                ml_fmt_bytes(o->fail_on_gpu_leak, b2, sizeof b2));
+        code = ML_EXIT_GATE;
+    }
+    return code;
+}
+
+static int write_outputs(const ml_report_many_opts_t *o, const ml_merge_t *m, const ml_report_merge_opts_t *ro) {
+    char err[1024];
+    if (o->json) {
+        ml_out_t out;
+        int rc = ml_out_open_flags(&out, o->json, o->out_flags, err, sizeof err);
+        if (rc == 0 && (rc = ml_report_json_merged(out.f, m, ro)) < 0) {
+            ml_out_abort(&out);
+            snprintf(err, sizeof err, "cannot write %s: %s", o->json, strerror(-rc));
+        } else if (rc == 0) {
+            rc = ml_out_commit(&out, err, sizeof err);
+        }
+        if (rc < 0) {
+            ml_cli_error("%s", err);
+            return ML_EXIT_ERROR;
+        }
+    }
+    if (o->html) {
+        char *doc = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&doc, &len);
+        int rc = f ? ml_report_json_merged(f, m, ro) : -ENOMEM;
+        if (f) fclose(f);
+        if (rc == 0) rc = ml_report_html_write_flags(doc, len, o->html, o->out_flags, err, sizeof err);
+        else snprintf(err, sizeof err, "out of memory");
+        free(doc);
+        if (rc < 0) {
+            ml_cli_error("%s", err);
+            return ML_EXIT_ERROR;
+        }
+    }
+    if (o->by_process) {
+        ml_report_by_process(stdout, m, o->by_metric, 0);
+    } else if (!o->json && !o->html) {
+        ml_report_text_merged(stdout, m, ro, 10);
+    }
+    fflush(stdout);
+    return ML_EXIT_OK;
+}
+
+int ml_cli_report_many(const ml_report_many_opts_t *o) {
+    paths_t paths = {0};
+    bool any_dir;
+    ml_merge_t *m = NULL;
+    int code = ML_EXIT_ERROR;
+    if (expand(o, &paths, &any_dir) < 0) goto out;
+    if (ml_merge_new(&m) < 0) {
+        ml_cli_error("out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < paths.n; i++) {
+        ml_analysis_t *a = ml_cli_analyse(paths.v[i], o->supp, o->no_symbols, o->quiet, o->replay);
+        if (!a) goto out; /* ml_cli_analyse said why, naming the file */
+        struct stat st;
+        int rc = ml_merge_add(m, a, paths.v[i], stat(paths.v[i], &st) == 0 ? (uint64_t)st.st_size : 0);
+        ml_analysis_free(a);
+        if (rc < 0) {
+            ml_cli_error("out of memory merging %s", paths.v[i]);
+            goto out;
+        }
+    }
+    if (ml_merge_finish(m) < 0) {
+        ml_cli_error("out of memory");
+        goto out;
+    }
+    char label[512];
+    if (o->ninputs == 1 && any_dir) snprintf(label, sizeof label, "%s", o->inputs[0]);
+    else snprintf(label, sizeof label, "%zu traces", paths.n);
+    ml_report_merge_opts_t ro = {.label = label, .max_sites = o->max_sites};
+    code = write_outputs(o, m, &ro);
+    if (code == ML_EXIT_OK && !o->quiet && (o->json || o->html))
+        fputs("memlens: note: the strategy advisor does not run on a report of several processes (it "
+              "replays one heap); `memlens report TRACE` gives one trace's suggestions\n", stderr);
+    if (code == ML_EXIT_OK && !o->quiet && (o->json || o->html)) {
+        const char *const *w;
+        size_t nw = ml_merge_warnings(m, &w);
+        for (size_t i = 0; i < nw; i++)
+            if (!strstr(w[i], "truncated") && !strstr(w[i], "ends early"))
+                fprintf(stderr, "memlens: warning: %s\n", w[i]);
+    }
+    if (code == ML_EXIT_OK) code = gates(o, m);
+out:
+    ml_merge_free(m);
+    paths_free(&paths);
+    return code;
+}

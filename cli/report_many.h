@@ -1,0 +1,38 @@
+/* report_many.h - `memlens report` over many traces (report_many.c), called
+ * by report_cmd.c when it is given more than one trace, a directory, or
+ * --by-process. Internal to cli/. */
+#ifndef ML_REPORT_MANY_H
+#define ML_REPORT_MANY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "ml_analysis.h"
+#include "ml_report.h"
+
+typedef struct {
+    const char *const *inputs; /* trace files and directories, as given */
+    size_t ninputs;
+    const char *json, *html;
+    bool by_process;           /* --by-process METRIC: the side-by-side view on stdout */
+    ml_fold_metric_t by_metric;
+    bool leak_gate, peak_gate, gpu_leak_gate, gpu_peak_gate;
+    uint64_t fail_on_leak, max_peak, fail_on_gpu_leak, max_gpu_peak;
+    bool allow_incomplete, quiet, no_symbols, replay;
+    const ml_suppressions_t *supp;
+    unsigned out_flags;        /* ML_OUTFILE_* */
+    uint32_t max_sites;
+} ml_report_many_opts_t;
+
+/** Runs the merged report; returns the exit code (ML_EXIT_*). */
+int ml_cli_report_many(const ml_report_many_opts_t *o);
+
+/** Why a trace with these totals is incomplete (no records, cut short, no
+ * end record, events lost), or NULL when it is whole. (report_cmd.c) */
+const char *ml_cli_incomplete_reason(const ml_totals_t *t, char *buf, size_t len);
+
+/** Loads and builds one trace (report_cmd.c; shared with `memlens diff`). */
+ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
+                              bool quiet, bool replay);
+
+#endif

@@ -1,0 +1,294 @@
+#!/usr/bin/python3
+"""test_multiproc.py BUILD_DIR SRC_DIR - many processes in one report.
+
+Records fx_multiproc (a parent and three forked children with known
+allocations: see its source) with the real `memlens run --follow-fork`,
+then checks `memlens report DIR` and `memlens report A.mlt B.mlt ...`:
+the processes table, the merged sites and their per-process shares, the
+totals and the peak's definition, against the fixture's ground truth and
+the pids it printed; each process's row against the single-trace report of
+its own trace; the text summary and the --by-process view; the gates on
+merged totals; and bad inputs (a file that is not a trace, an empty
+directory, a truncated trace, a trace given twice, a one-trace export).
+Exit 0 when every check passed, 1 otherwise (every failure is printed).
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+B = os.path.realpath(sys.argv[1])
+SRC = os.path.realpath(sys.argv[2])
+MEMLENS = os.path.join(B, "memlens")
+FX = os.path.join(B, "fx_multiproc")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def eq(got, want, what):
+    check(got == want, "%s: got %r, want %r" % (what, got, want))
+
+
+def run(args, **kw):
+    return subprocess.run([MEMLENS] + args, capture_output=True, text=True, timeout=300, **kw)
+
+
+def report_json(args, out):
+    r = run(["report", "-q"] + args + ["--json", out])
+    eq(r.returncode, 0, "report %s --json: exit (stderr %s)" % (args, r.stderr.strip()))
+    with open(out) as f:
+        return json.load(f)
+
+
+def headline(site):
+    f = site["frames"]
+    return f[site.get("headline", 0)]["function"] if f else None
+
+
+def main():
+    w = tempfile.mkdtemp(prefix="ml_multiproc.")
+    try:
+        test(w)
+    finally:
+        if os.environ.get("ML_KEEP_TEST_FILES") != "1":
+            shutil.rmtree(w, ignore_errors=True)
+    if failures:
+        print("%d check(s) failed" % len(failures))
+        return 1
+    print("all checks passed")
+    return 0
+
+
+def test(w):
+    tree = os.path.join(w, "tree")
+    os.mkdir(tree)
+    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(tree, "run.mlt"), "--", FX])
+    eq(r.returncode, 0, "memlens run exit (stderr %s)" % r.stderr.strip())
+    kids = {}
+    for line in r.stdout.splitlines():
+        m = re.fullmatch(r"child (\d) (\d+)", line)
+        if m:
+            kids[int(m.group(1))] = int(m.group(2))
+    eq(sorted(kids), [1, 2, 3], "the fixture named its three children")
+    traces = sorted(os.listdir(tree))
+    eq(len(traces), 4, "one trace per process: %s" % traces)
+
+    # ------------------------------------------------------------------
+    # The directory's report: processes, merged sites, totals.
+    doc = report_json([tree], os.path.join(w, "dir.json"))
+    v = subprocess.run(["/usr/bin/python3", os.path.join(SRC, "tests/e2e/validate_json.py"),
+                        os.path.join(SRC, "docs/report-schema.json"), os.path.join(w, "dir.json")],
+                       capture_output=True, text=True)
+    eq(v.returncode, 0, "the merged JSON follows docs/report-schema.json: %s" % v.stderr.strip())
+    procs = doc["processes"]
+    eq(len(procs), 4, "processes")
+    parent = procs[0]
+    eq([p["pid"] for p in procs[1:]], [kids[1], kids[2], kids[3]],
+       "processes in start order: the parent, then children 1, 2, 3")
+    eq([p["index"] for p in procs], [0, 1, 2, 3], "process indexes")
+    eq([p["ppid"] for p in procs[1:]], [parent["pid"]] * 3, "each child's ppid is the parent")
+    eq(parent["exit_code"], 0, "the parent's exit code")
+    eq(os.path.basename(parent["trace"]), "run.mlt", "the parent's trace")
+    eq(parent["parent_trace"], None, "the parent has no parent trace")
+    for k in (1, 2, 3):
+        p = procs[k]
+        eq(os.path.basename(p["trace"]), "run.%d.mlt" % kids[k], "child %d's trace" % k)
+        check(p["parent_trace"] and p["parent_trace"].endswith("run.mlt"), "child %d names its parent's trace" % k)
+        eq(p["program"], FX, "child %d's program" % k)
+    # The ground truth of each process: calls, bytes, peak, live at exit.
+    want = {0: (1, 500, 500, 0), 1: (1, 1000, 1000, 0), 2: (3, 4000 + 777, 4000, 0), 3: (4, 9000 + 333, 9000, 333)}
+    for i, (calls, allocated, peak, leaked) in want.items():
+        p = procs[i]
+        eq((p["alloc_calls"], p["bytes_allocated"], p["peak_bytes"], p["leaked_bytes"]),
+           (calls, allocated, peak, leaked), "process %d (pid %d): calls, allocated, peak, leaked" % (i, p["pid"]))
+    eq(procs[2]["reachable_bytes"], 777, "child 2 keeps 777 bytes reachable")
+
+    # Each row equals the single-trace report of its own trace.
+    for i, p in enumerate(procs):
+        one = report_json([p["trace"]], os.path.join(w, "one%d.json" % i))
+        t = one["totals"]
+        eq((p["pid"], p["alloc_calls"], p["bytes_allocated"], p["peak_bytes"], p["free_calls"]),
+           (one["process"]["pid"], t["alloc_calls"], t["bytes_allocated"], t["peak_bytes"], t["free_calls"]),
+           "process %d's row equals its single-trace report" % i)
+        eq(p["leaked_bytes"], one["leaks"]["lost_bytes"], "process %d's leaked bytes equal its report's" % i)
+        eq(p["exit_code"], one["process"]["exit_code"], "process %d's exit code equals its report's" % i)
+
+    # Totals: sums; the peak is the sum of the processes' peaks, said so.
+    t = doc["totals"]
+    eq((t["alloc_calls"], t["bytes_allocated"]), (9, 14000 + 777 + 333 + 500), "merged calls and bytes")
+    eq(t["peak_bytes"], 500 + 1000 + 4000 + 9000, "totals.peak_bytes: the sum of the processes' peaks")
+    eq(doc["peak"]["bytes"], 14500, "peak.bytes")
+    eq(doc["peak"]["blocks"], 1 + 1 + 2 + 3, "peak.blocks")
+    eq(doc["peak"]["kind"], "sum_of_process_peaks", "peak.kind")
+    eq(doc["peak"]["time_s"], None, "a merged peak has no one time")
+    eq(doc["merged"]["processes"], 4, "merged.processes")
+    eq(doc["merged"]["max_process_peak_bytes"], 9000, "merged.max_process_peak_bytes")
+    eq(doc["merged"]["max_process_peak_pid"], kids[3], "merged.max_process_peak_pid")
+    eq(doc["merged"]["inputs"], tree, "merged.inputs names the directory")
+    L = doc["leaks"]
+    eq((L["bytes"], L["blocks"], L["definite_bytes"], L["reachable_bytes"], L["lost_bytes"], L["gate_bytes"]),
+       (1110, 2, 333, 777, 333, 333), "merged leaks")
+    eq(doc["advisor"]["ran"], False, "the advisor does not run on a merged report")
+
+    # Sites: one per stack key, whichever process had it.
+    sites = doc["sites"]
+    by_name = {}
+    for s in sites:
+        by_name.setdefault(headline(s), []).append(s)
+    eq(sorted(by_name), sorted(["shared_alloc", "keep_second", "drop_third", "parent_work"]),
+       "the merged sites' functions")
+    eq(len(sites), 4, "four merged sites")
+    eq([s["id"] for s in sites], list(range(len(sites))), "site ids are indexes")
+    sh = by_name["shared_alloc"][0]
+    eq((sh["alloc_calls"], sh["bytes_allocated"], sh["peak_bytes"], sh["peak_blocks"], sh["min_size"], sh["max_size"]),
+       (6, 14000, 14000, 6, 1000, 3000), "shared_alloc merged over the three children")
+    eq([f["function"] for f in sh["frames"][:3]], ["shared_alloc", "child_work", "main"], "shared_alloc's frames")
+    eq([(b["process"], b["pid"], b["alloc_calls"], b["bytes_allocated"], b["peak_bytes"], b["peak_blocks"])
+        for b in sh["by_process"]],
+       [(k, kids[k], k, k * k * 1000, k * k * 1000, k) for k in (1, 2, 3)], "shared_alloc by_process")
+    ks = by_name["keep_second"][0]
+    eq([(b["pid"], b["alloc_calls"], b["leaked_bytes"], b["leaked_blocks"]) for b in ks["by_process"]],
+       [(kids[2], 1, 777, 1)], "keep_second: child 2 alone")
+    eq(ks["leaked_by_kind"]["reachable"], 777, "keep_second is reachable")
+    dt = by_name["drop_third"][0]
+    eq([(b["pid"], b["leaked_bytes"]) for b in dt["by_process"]], [(kids[3], 333)], "drop_third: child 3 alone")
+    eq(dt["leaked_by_kind"]["definite"], 333, "drop_third is a definite leak")
+    pw = by_name["parent_work"][0]
+    eq([(b["pid"], b["peak_bytes"]) for b in pw["by_process"]], [(parent["pid"], 500)], "parent_work: the parent alone")
+    eq([s["site"] for s in doc["peak"]["sites"]], [sh["id"], pw["id"]], "peak.sites")
+    eq([(s["site"], s["kind"], s["bytes"]) for s in L["sites"]],
+       [(ks["id"], "reachable", 777), (dt["id"], "definite", 333)], "leaks.sites")
+    # The flame tree holds every process's bytes, shared_alloc's under one node.
+    fl = doc["flame"]
+    eq((fl["name"], fl["alloc"], fl["peak"]), ("all", 15610, 14500), "flame root")
+
+    def find(node, name):
+        if node["name"] == name:
+            return [node]
+        return [x for c in node["children"] for x in find(c, name)]
+    eq([n["alloc"] for n in find(fl, "shared_alloc")], [14000], "one flame node for shared_alloc")
+
+    # Child 1 reached child_work from another line of main: the site's
+    # frames are child 1's (the first process that has it).
+    src = open(os.path.join(SRC, "tests/e2e/fixtures/fx_multiproc.c")).read().splitlines()
+    calls = [i + 1 for i, l in enumerate(src) if l.strip() == "child_work(k);"]
+    eq(len(calls), 2, "the fixture calls child_work from two lines")
+    eq(sh["frames"][2]["line"], calls[0], "shared_alloc's main frame is child 1's line")
+
+    # Two runs: other addresses (ASLR moves the program and libc), the same keys.
+    tree2 = os.path.join(w, "tree2")
+    os.mkdir(tree2)
+    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(tree2, "run.mlt"), "--", FX])
+    eq(r.returncode, 0, "second run")
+    both = report_json([tree, tree2], os.path.join(w, "both.json"))
+    eq(len(both["processes"]), 8, "two runs: eight processes")
+    eq(len(both["sites"]), 4, "two runs: still four merged sites")
+    s2 = [s for s in both["sites"] if headline(s) == "shared_alloc"]
+    eq([(s["alloc_calls"], s["bytes_allocated"], len(s["by_process"])) for s in s2], [(12, 28000, 6)],
+       "two runs: shared_alloc over six children")
+    one2 = report_json([os.path.join(tree2, "run.mlt")], os.path.join(w, "one2.json"))
+    a1 = [s for s in report_json([os.path.join(tree, "run.mlt")], os.path.join(w, "one1.json"))["sites"]
+          if headline(s) == "parent_work"][0]["frames"][0]["address"]
+    a2 = [s for s in one2["sites"] if headline(s) == "parent_work"][0]["frames"][0]["address"]
+    check(a1 != a2, "the two runs' addresses differ (ASLR), so the merge did not match addresses")
+
+    # ------------------------------------------------------------------
+    # The same traces named one by one, in another order: the same report.
+    files = [os.path.join(tree, x) for x in reversed(traces)]
+    doc2 = report_json(files, os.path.join(w, "files.json"))
+    eq(doc2["merged"]["inputs"], "4 traces", "merged.inputs of files")
+    doc2["merged"]["inputs"] = doc["merged"]["inputs"]
+    check(doc2 == doc, "the files in any order give the directory's report")
+
+    # ------------------------------------------------------------------
+    # Text: the processes table, the peak's words, each site's processes.
+    r = run(["report", tree])
+    eq(r.returncode, 0, "text report exit")
+    out = r.stdout
+    check("4 processes merged" in out, "text title: %s" % out[:200])
+    for k in (1, 2, 3):
+        check(re.search(r"^\s+%d\s+%d\s+%d\s" % (k, kids[k], parent["pid"]), out, re.M),
+              "text: child %d's row" % k)
+    check("the sum of the processes' peaks is 14.2 KiB in 7 blocks, an upper bound" in out, "text: peak words")
+    check("the largest single peak is 8.8 KiB (pid %d)" % kids[3] in out, "text: the largest peak")
+    check(("in 3 processes: pid %d 8.8 KiB, pid %d 3.9 KiB, pid %d 1000 B" % (kids[3], kids[2], kids[1])) in out,
+          "text: shared_alloc's processes, largest first")
+    # --by-process: one column per process, a row per site.
+    r = run(["report", tree, "--by-process", "alloc"])
+    eq(r.returncode, 0, "--by-process exit")
+    rows = {}
+    for line in r.stdout.splitlines()[2:]:
+        cells = line.split()
+        if len(cells) >= 6:
+            rows[cells[-2] if ":" in cells[-1] else cells[-1]] = cells
+    head = r.stdout.splitlines()[1].split()
+    eq(head, ["all"] + [x for p in procs for x in ("pid", str(p["pid"]))] + ["site"], "--by-process header")
+    eq(rows.get("shared_alloc", [])[:9], ["13.7", "KiB", "-", "1000", "B", "3.9", "KiB", "8.8", "KiB"],
+       "--by-process alloc: shared_alloc's row")
+    r = run(["report", tree, "--by-process", "calls"])
+    line = [x for x in r.stdout.splitlines() if "shared_alloc" in x]
+    eq([x.split()[:5] for x in line], [["6", "-", "1", "2", "3"]], "--by-process calls: shared_alloc's row")
+
+    # ------------------------------------------------------------------
+    # Gates judge the merged totals.
+    def gate(args, code, needle, what):
+        g = run(["report", "-q", tree] + args)
+        eq(g.returncode, code, "%s: exit (stderr %s)" % (what, g.stderr.strip()))
+        check(needle in g.stderr, "%s: stderr says %r: %s" % (what, needle, g.stderr.strip()))
+    gate(["--max-peak", "14500"], 0, "", "--max-peak at the sum passes")
+    gate(["--max-peak", "14499"], 3, "the sum of the 4 processes' peaks", "--max-peak under the sum fails")
+    gate(["--fail-on-leak", "333"], 0, "", "--fail-on-leak at the merged leaks passes")
+    gate(["--fail-on-leak", "332"], 3, "of all 4 processes together 333 bytes", "--fail-on-leak under fails")
+
+    # ------------------------------------------------------------------
+    # Bad inputs: clear errors, nothing written.
+    junk = os.path.join(w, "junk.mlt")
+    with open(junk, "w") as f:
+        f.write("this is not a trace\n" * 10)
+    out_json = os.path.join(w, "bad.json")
+    r = run(["report", junk, os.path.join(tree, "run.mlt"), "--json", out_json])
+    eq(r.returncode, 1, "a file that is not a trace: exit 1")
+    check(junk in r.stderr, "the error names the file: %s" % r.stderr.strip())
+    check(not os.path.exists(out_json), "nothing written after an error")
+    empty = os.path.join(w, "empty")
+    os.mkdir(empty)
+    r = run(["report", empty])
+    eq(r.returncode, 1, "an empty directory: exit 1")
+    check("holds no trace" in r.stderr, "an empty directory says so: %s" % r.stderr.strip())
+    r = run(["report", tree, os.path.join(tree, "run.mlt")])
+    eq(r.returncode, 1, "a trace given twice: exit 1")
+    check("given twice" in r.stderr, "a trace given twice says so: %s" % r.stderr.strip())
+    r = run(["report", tree, "--folded", os.path.join(w, "x.folded")])
+    eq(r.returncode, 2, "--folded of many traces: usage error")
+    check("take one trace" in r.stderr, "--folded of many says why: %s" % r.stderr.strip())
+    # A truncated child trace: reported with a warning; gates fail unless allowed.
+    cut = os.path.join(w, "cut")
+    shutil.copytree(tree, cut)
+    victim = os.path.join(cut, "run.%d.mlt" % kids[3])
+    size = os.path.getsize(victim)
+    with open(victim, "r+b") as f:
+        f.truncate(size // 3)  # inside the records' chunk (the snapshot follows it)
+    r = run(["report", cut])
+    eq(r.returncode, 0, "a truncated trace is reported (stderr %s)" % r.stderr.strip())
+    check("truncated" in r.stderr or "cut" in r.stderr, "a truncated trace is warned about: %s" % r.stderr.strip())
+    # Cut inside its first chunk, it holds no process record: no pid, no
+    # start time, so it comes last, marked.
+    check(re.search(r"^\s+3\s+0\s+0\s+cut short\s+0\s.*\(run\.%d\.mlt\)$" % kids[3], r.stdout, re.M),
+          "the processes table marks the truncated trace: %s" % r.stdout[:800])
+    r = run(["report", "-q", cut, "--max-peak", "1G"])
+    eq(r.returncode, 3, "a gate on a truncated merge fails")
+    check("is incomplete" in r.stderr and victim in r.stderr, "the gate names the incomplete trace: %s" % r.stderr)
+    r = run(["report", "-q", cut, "--max-peak", "1G", "--allow-incomplete"])
+    eq(r.returncode, 0, "--allow-incomplete lets the gate judge what the traces hold")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
