@@ -25,7 +25,7 @@ typedef struct {
     const char *trace, *json, *html, *folded, *supp;
     ml_fold_metric_t metric;
     bool leak_gate, peak_gate, gpu_leak_gate, gpu_peak_gate;
-    bool no_symbols, quiet, no_advisor, replay, all_policies;
+    bool no_symbols, quiet, no_advisor, replay, all_policies, summary;
     uint64_t fail_on_leak, max_peak, fail_on_gpu_leak, max_gpu_peak;
     uint32_t max_sites;
 } report_opts_t;
@@ -36,9 +36,10 @@ static void usage_report(FILE *f) {
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
           "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
-          "                      [--replay] [-q]\n"
+          "                      [--replay] [--summary] [-q]\n"
           "\n"
           "  Without an output option, prints a summary: the sites holding the peak and the leaks.\n"
+          "  With one, says on stderr what it wrote (\"memlens: wrote r.html (1.2 MiB)\").\n"
           "  --json OUT            the JSON report (docs/report-schema.json); '-' is stdout\n"
           "  --html OUT            a self-contained HTML page\n"
           "  --folded OUT          folded stacks for flamegraph.pl or speedscope ('-' is stdout)\n"
@@ -57,7 +58,9 @@ static void usage_report(FILE *f) {
           "                        worst, bitmap) for its table: about five times slower\n"
           "  --replay              analyse every record again, ignoring the analysis the\n"
           "                        collector saved at the end of the trace\n"
-          "  -q, --quiet           no warnings on stderr\n"
+          "  --summary             print the summary on stdout also when writing files\n"
+          "  -q, --quiet           nothing on stderr but errors and exceeded gates: no warnings,\n"
+          "                        no progress, no \"wrote\" lines\n"
           "BYTES takes k, M, G suffixes (powers of 1024).\n",
           f);
 }
@@ -169,6 +172,8 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             o->all_policies = true;
         } else if (!strcmp(a, "--replay")) {
             o->replay = true;
+        } else if (!strcmp(a, "--summary")) {
+            o->summary = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -190,6 +195,10 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         ml_cli_error("report: no trace given");
         return -1;
     }
+    if (o->summary && ((o->json && !strcmp(o->json, "-")) || (o->folded && !strcmp(o->folded, "-")))) {
+        ml_cli_error("report: --summary and an output on stdout ('-') cannot share stdout");
+        return -1;
+    }
     return 0;
 }
 
@@ -203,7 +212,7 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
         ml_cli_error("out of memory");
         return NULL;
     }
-    if (ml_analysis_load_ex(a, path, ML_LOAD_PROGRESS | (replay ? 0 : ML_LOAD_SNAPSHOT), err,
+    if (ml_analysis_load_ex(a, path, (quiet ? 0 : ML_LOAD_PROGRESS) | (replay ? 0 : ML_LOAD_SNAPSHOT), err,
                             sizeof err) < 0) {
         ml_cli_error("%s", err);
         ml_analysis_free(a);
@@ -226,6 +235,14 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
                         "reporting what it holds\n",
                 path);
     return a;
+}
+
+/* "memlens: wrote PATH (SIZE)" on stderr, for a file (not stdout). */
+static void say_wrote(const char *path, bool quiet) {
+    struct stat st;
+    char b[32];
+    if (quiet || !strcmp(path, "-") || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return;
+    fprintf(stderr, "memlens: wrote %s (%s)\n", path, ml_fmt_bytes((uint64_t)st.st_size, b, sizeof b));
 }
 
 static int write_json_to(ml_out_t *out, const ml_analysis_t *a, const ml_report_opts_t *ro) {
@@ -275,19 +292,25 @@ int ml_cmd_report(int argc, char **argv) {
                                              : ml_out_commit(&out, err, sizeof err)) < 0) {
             ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
+        } else {
+            say_wrote(o.json, o.quiet);
         }
     }
     if (o.html && code == ML_EXIT_OK) {
         char *doc = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&doc, &len);
-        int rc = m ? ml_report_json(m, a, &ro) : -ENOMEM;
+        ml_report_opts_t hro = ro;
+        hro.frame_table = true; /* the page's form: each frame once */
+        int rc = m ? ml_report_json(m, a, &hro) : -ENOMEM;
         if (m) fclose(m);
         if (rc == 0) rc = ml_report_html_write(doc, len, o.html, err, sizeof err);
         else snprintf(err, sizeof err, "out of memory");
         if (rc < 0) {
             ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
+        } else {
+            say_wrote(o.html, o.quiet);
         }
         free(doc);
     }
@@ -298,12 +321,16 @@ int ml_cmd_report(int argc, char **argv) {
                                                        : ml_out_commit(&out, err, sizeof err)) < 0) {
             ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
+        } else {
+            say_wrote(o.folded, o.quiet);
         }
     }
-    if (!o.json && !o.html && !o.folded) {
+    bool files = o.json || o.html || o.folded;
+    if (!files || (o.summary && code == ML_EXIT_OK)) {
         ml_report_text(stdout, a, o.trace, 10);
         fflush(stdout);
-    } else if (!o.quiet) {
+    }
+    if (files && !o.quiet) {
         const char *const *w;
         size_t nw = ml_analysis_warnings(a, &w);
         for (size_t i = 0; i < nw; i++)
