@@ -397,6 +397,14 @@ size_t ml_analysis_calltree(const ml_analysis_t *a, const ml_calltree_node_t **n
  * inclusive cost. Returns the node count (0 before a build). */
 size_t ml_analysis_flame(const ml_analysis_t *a, const ml_calltree_node_t **nodes);
 
+/** The flame tree bottom-up (inverted): the functions that called the
+ * allocator under the root, then their callers, over every site (the merge
+ * key and costs of ml_calltree_build), pruned like ml_analysis_flame() with
+ * the build's limits. Writes a malloc'd node array to *out (free() it; it
+ * points into the sites). Returns the node count (0 before a build) or
+ * -ENOMEM. */
+int64_t ml_analysis_flame_inverted(const ml_analysis_t *a, ml_calltree_node_t **out);
+
 /** Builds the call tree of sites[0..nsites) (those with use[i] true; use may
  * be NULL), with the merge key above, top-down or bottom-up (frames[0], the
  * allocating function, under the root, then its callers). The sites must

@@ -29,23 +29,232 @@ static void kv_line(ml_json_t *w, const char *k, uint32_t line) {
     else ml_json_kv_null(w, k);
 }
 
-void ml__json_frames(ml_json_t *w, const ml_frame_t *f, size_t n, bool inlined) {
-    ml_json_array(w);
-    for (size_t i = 0; i < n; i++) {
-        ml_json_object(w);
-        ml_json_kv_str(w, "function", f[i].function);
-        ml_json_kv_str(w, "file", f[i].file);
-        kv_line(w, "line", f[i].line);
-        ml_json_kv_str(w, "module", f[i].module);
-        ml_json_kv_u64(w, "address", f[i].address);
-        if (inlined && f[i].inlined) ml_json_kv_bool(w, "inlined", true);
-        ml_json_end(w);
-    }
+static void frame_obj(ml_json_t *w, const ml_frame_t *f, bool inlined) {
+    ml_json_object(w);
+    ml_json_kv_str(w, "function", f->function);
+    ml_json_kv_str(w, "file", f->file);
+    kv_line(w, "line", f->line);
+    ml_json_kv_str(w, "module", f->module);
+    ml_json_kv_u64(w, "address", f->address);
+    if (inlined && f->inlined) ml_json_kv_bool(w, "inlined", true);
     ml_json_end(w);
 }
 
-static void frames(ml_json_t *w, const ml_frame_t *f, uint32_t n) {
-    ml__json_frames(w, f, n, true);
+void ml__json_frames(ml_json_t *w, const ml_frame_t *f, size_t n, bool inlined) {
+    ml_json_array(w);
+    for (size_t i = 0; i < n; i++) frame_obj(w, &f[i], inlined);
+    ml_json_end(w);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The HTML page's shared frame table                                        */
+/* ------------------------------------------------------------------------- */
+
+/* With ml_report_opts_t.frame_table, each frame is written once, in
+ * "frame_table" at the end of the document, and frame lists and flame nodes
+ * name their frames by index (docs/analysis.md, "The HTML page's data"). A
+ * table of frames keyed by their contents (function, file, line, module,
+ * address, inlined), open addressing with linear probing. */
+typedef struct {
+    const ml_frame_t **slot; /* cap entries, NULL: empty */
+    uint32_t *slot_idx;      /* index in list of each slot's frame */
+    size_t cap;
+    const ml_frame_t **list; /* the table, in index order */
+    size_t n, list_cap;
+    /* The stack table: node k is (frame, parent node: the next outer
+     * frame's, -1 for the outermost), a trie of the stacks from their
+     * outermost frame; skey holds (frame << 32 | parent + 1) + 1 per slot,
+     * 0: empty. */
+    uint64_t *skey;
+    uint32_t *sval;
+    size_t scap;
+    uint64_t *stacks; /* node k's key, in index order */
+    size_t ns, stacks_cap;
+    int err; /* -ENOMEM, sticky */
+} ftab_t;
+
+static uint64_t str_hash(uint64_t h, const char *s) {
+    if (!s) return h * 1099511628211u + 1;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return (h ^ 0xffu) * 1099511628211u;
+}
+
+static uint64_t frame_hash(const ml_frame_t *f) {
+    uint64_t h = 14695981039346656037u;
+    h = str_hash(h, f->function);
+    h = str_hash(h, f->file);
+    h = str_hash(h, f->module);
+    h = (h ^ f->line) * 1099511628211u;
+    h = (h ^ f->address) * 1099511628211u;
+    h = (h ^ f->inlined) * 1099511628211u;
+    return h ^ (h >> 29);
+}
+
+static bool str_eq(const char *a, const char *b) {
+    return a == b || (a && b && !strcmp(a, b));
+}
+
+static bool frame_eq(const ml_frame_t *a, const ml_frame_t *b) {
+    return a->line == b->line && a->address == b->address && a->inlined == b->inlined &&
+           str_eq(a->function, b->function) && str_eq(a->file, b->file) && str_eq(a->module, b->module);
+}
+
+static int ftab_grow(ftab_t *t) {
+    size_t ncap = t->cap ? t->cap * 2 : 1024;
+    const ml_frame_t **ns = calloc(ncap, sizeof *ns);
+    uint32_t *ni = malloc(ncap * sizeof *ni);
+    if (!ns || !ni) {
+        free(ns);
+        free(ni);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->slot[i]) continue;
+        size_t k = frame_hash(t->slot[i]) & (ncap - 1);
+        while (ns[k]) k = (k + 1) & (ncap - 1);
+        ns[k] = t->slot[i];
+        ni[k] = t->slot_idx[i];
+    }
+    free(t->slot);
+    free(t->slot_idx);
+    t->slot = ns;
+    t->slot_idx = ni;
+    t->cap = ncap;
+    return 0;
+}
+
+/* The index of f in the table, adding it; -1 when out of memory. */
+static int64_t ftab_index(ftab_t *t, const ml_frame_t *f) {
+    if (t->err) return -1;
+    if ((t->n + 1) * 4 > t->cap * 3 && ftab_grow(t) < 0) goto oom;
+    size_t k = frame_hash(f) & (t->cap - 1);
+    for (; t->slot[k]; k = (k + 1) & (t->cap - 1))
+        if (frame_eq(t->slot[k], f)) return t->slot_idx[k];
+    if (t->n == t->list_cap) {
+        size_t nc = t->list_cap ? t->list_cap * 2 : 1024;
+        const ml_frame_t **nl = realloc(t->list, nc * sizeof *nl);
+        if (!nl) goto oom;
+        t->list = nl;
+        t->list_cap = nc;
+    }
+    t->slot[k] = f;
+    t->slot_idx[k] = (uint32_t)t->n;
+    t->list[t->n] = f;
+    return (int64_t)t->n++;
+oom:
+    t->err = -ENOMEM;
+    return -1;
+}
+
+static uint64_t u64_hash(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdu;
+    x ^= x >> 33;
+    return x;
+}
+
+static int stab_grow(ftab_t *t) {
+    size_t ncap = t->scap ? t->scap * 2 : 1024;
+    uint64_t *nk = calloc(ncap, sizeof *nk);
+    uint32_t *nv = malloc(ncap * sizeof *nv);
+    if (!nk || !nv) {
+        free(nk);
+        free(nv);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < t->scap; i++) {
+        if (!t->skey[i]) continue;
+        size_t k = u64_hash(t->skey[i]) & (ncap - 1);
+        while (nk[k]) k = (k + 1) & (ncap - 1);
+        nk[k] = t->skey[i];
+        nv[k] = t->sval[i];
+    }
+    free(t->skey);
+    free(t->sval);
+    t->skey = nk;
+    t->sval = nv;
+    t->scap = ncap;
+    return 0;
+}
+
+/* The stack node of frame index `frame` under node `parent` (-1: none),
+ * adding it; -1 when out of memory. */
+static int64_t stab_index(ftab_t *t, uint32_t frame, int64_t parent) {
+    if (t->err) return -1;
+    if ((t->ns + 1) * 4 > t->scap * 3 && stab_grow(t) < 0) goto oom;
+    uint64_t key = ((uint64_t)frame << 32 | (uint64_t)(parent + 1)) + 1;
+    size_t k = u64_hash(key) & (t->scap - 1);
+    for (; t->skey[k]; k = (k + 1) & (t->scap - 1))
+        if (t->skey[k] == key) return t->sval[k];
+    if (t->ns == t->stacks_cap) {
+        size_t nc = t->stacks_cap ? t->stacks_cap * 2 : 1024;
+        uint64_t *nl = realloc(t->stacks, nc * sizeof *nl);
+        if (!nl) goto oom;
+        t->stacks = nl;
+        t->stacks_cap = nc;
+    }
+    t->skey[k] = key;
+    t->sval[k] = (uint32_t)t->ns;
+    t->stacks[t->ns] = key - 1;
+    return (int64_t)t->ns++;
+oom:
+    t->err = -ENOMEM;
+    return -1;
+}
+
+/* The stack node of frames f[0..n) (innermost first): -1 for no frames. */
+static int64_t stack_ref(ftab_t *t, const ml_frame_t *f, uint32_t n) {
+    int64_t node = -1;
+    for (uint32_t i = n; i-- > 0;) {
+        int64_t fi = ftab_index(t, &f[i]);
+        if (fi < 0) return -1;
+        node = stab_index(t, (uint32_t)fi, node);
+        if (node < 0) return -1;
+    }
+    return node;
+}
+
+static void ftab_free(ftab_t *t) {
+    free(t->slot);
+    free(t->slot_idx);
+    free(t->list);
+    free(t->skey);
+    free(t->sval);
+    free(t->stacks);
+}
+
+/* A row's frames: "frames": [the frames], or in the page's form
+ * "stack": its node in the stack table (-1: no frames). */
+static void frames(ml_json_t *w, ftab_t *ft, const ml_frame_t *f, uint32_t n) {
+    if (!ft) {
+        ml_json_key(w, "frames");
+        ml__json_frames(w, f, n, true);
+        return;
+    }
+    ml_json_kv_i64(w, "stack", stack_ref(ft, f, n));
+}
+
+static void frame_table(ml_json_t *w, const ftab_t *ft) {
+    ml_json_key(w, "frame_table");
+    ml_json_array(w);
+    for (size_t i = 0; i < ft->n; i++) {
+        ml_json_break(w, 2);
+        frame_obj(w, ft->list[i], true);
+    }
+    ml_json_end(w);
+    ml_json_break(w, 0);
+    ml_json_key(w, "stack_table");
+    ml_json_array(w);
+    ml_json_tight(w);
+    for (size_t i = 0; i < ft->ns; i++) {
+        if (i % 16 == 0) ml_json_break(w, 2);
+        ml_json_array(w);
+        ml_json_tight(w);
+        ml_json_u64(w, ft->stacks[i] >> 32);
+        ml_json_i64(w, (int64_t)(ft->stacks[i] & 0xffffffffu) - 1);
+        ml_json_end(w);
+    }
+    ml_json_end(w);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -134,49 +343,81 @@ static void totals(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_end(w);
 }
 
-static void site_obj(ml_json_t *w, const ml_site_t *s) {
-    ml_json_object(w);
-    ml_json_kv_u64(w, "id", s->id);
-    ml_json_key(w, "frames");
-    frames(w, s->frames, s->nframes);
-    ml_json_kv_u64(w, "alloc_calls", s->alloc_calls);
-    ml_json_kv_u64(w, "bytes_allocated", s->bytes_allocated);
-    ml_json_kv_u64(w, "peak_bytes", s->peak_bytes);
-    ml_json_kv_u64(w, "peak_blocks", s->peak_blocks);
-    ml_json_kv_u64(w, "leaked_bytes", s->leaked_bytes);
-    ml_json_kv_u64(w, "leaked_blocks", s->leaked_blocks);
-    ml_json_kv_u64(w, "temporary_allocs", s->temporary_allocs);
-    ml_json_kv_u64(w, "realloc_calls", s->realloc_calls);
-    ml_json_kv_u64(w, "freed_blocks", s->freed_blocks);
-    ml_json_kv_u64(w, "min_size", s->min_size);
-    ml_json_kv_u64(w, "max_size", s->max_size);
-    kv_d(w, "mean_lifetime_ms", s->freed_blocks ? (double)s->lifetime_ms_sum / (double)s->freed_blocks : 0);
-    ml_json_kv_u64(w, "max_lifetime_ms", s->lifetime_ms_max);
-    ml_json_kv_u64(w, "pinned_pages", s->pinned_pages);
-    ml_json_kv_u64(w, "sparse_pinned_pages", s->sparse_pinned_pages);
-    ml_json_key(w, "leaked_by_kind");
-    ml_json_object(w);
+/* A site's values: an object, or in the page's form a row of values in the
+ * order of site_fields (written once, as "site_fields"). */
+static const char *const site_fields[] = {
+    "id", "stack", "alloc_calls", "bytes_allocated", "peak_bytes", "peak_blocks", "leaked_bytes",
+    "leaked_blocks", "temporary_allocs", "realloc_calls", "freed_blocks", "min_size", "max_size",
+    "mean_lifetime_ms", "max_lifetime_ms", "pinned_pages", "sparse_pinned_pages",
+    "leaked_by_kind.definite", "leaked_by_kind.indirect", "leaked_by_kind.reachable", "suppressed"};
+
+static void f_u64(ml_json_t *w, bool row, const char *k, uint64_t v) {
+    if (row) ml_json_u64(w, v);
+    else ml_json_kv_u64(w, k, v);
+}
+
+static void site_obj(ml_json_t *w, ftab_t *ft, const ml_site_t *s) {
+    bool row = ft != NULL;
+    double mean = s->freed_blocks ? (double)s->lifetime_ms_sum / (double)s->freed_blocks : 0;
+    if (row) {
+        ml_json_array(w);
+        ml_json_tight(w);
+        ml_json_u64(w, s->id);
+        ml_json_i64(w, stack_ref(ft, s->frames, s->nframes));
+    } else {
+        ml_json_object(w);
+        ml_json_kv_u64(w, "id", s->id);
+        frames(w, ft, s->frames, s->nframes);
+    }
+    f_u64(w, row, "alloc_calls", s->alloc_calls);
+    f_u64(w, row, "bytes_allocated", s->bytes_allocated);
+    f_u64(w, row, "peak_bytes", s->peak_bytes);
+    f_u64(w, row, "peak_blocks", s->peak_blocks);
+    f_u64(w, row, "leaked_bytes", s->leaked_bytes);
+    f_u64(w, row, "leaked_blocks", s->leaked_blocks);
+    f_u64(w, row, "temporary_allocs", s->temporary_allocs);
+    f_u64(w, row, "realloc_calls", s->realloc_calls);
+    f_u64(w, row, "freed_blocks", s->freed_blocks);
+    f_u64(w, row, "min_size", s->min_size);
+    f_u64(w, row, "max_size", s->max_size);
+    if (row) ml_json_double(w, isfinite(mean) ? mean : 0);
+    else kv_d(w, "mean_lifetime_ms", mean);
+    f_u64(w, row, "max_lifetime_ms", s->lifetime_ms_max);
+    f_u64(w, row, "pinned_pages", s->pinned_pages);
+    f_u64(w, row, "sparse_pinned_pages", s->sparse_pinned_pages);
+    if (!row) {
+        ml_json_key(w, "leaked_by_kind");
+        ml_json_object(w);
+    }
     for (int k = 0; k < ML_LEAK_KINDS; k++)
-        ml_json_kv_u64(w, ml_leak_kind_name((ml_leak_kind_t)k), s->leaked_kind_bytes[k]);
-    ml_json_end(w);
-    ml_json_kv_bool(w, "suppressed", s->suppressed);
+        f_u64(w, row, ml_leak_kind_name((ml_leak_kind_t)k), s->leaked_kind_bytes[k]);
+    if (!row) ml_json_end(w);
+    if (row) ml_json_bool(w, s->suppressed);
+    else ml_json_kv_bool(w, "suppressed", s->suppressed);
     ml_json_end(w);
 }
 
-static void sites(ml_json_t *w, const ml_analysis_t *a, uint32_t max) {
+static void sites(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a, uint32_t max) {
     size_t n;
     const ml_site_t *s = ml_analysis_sites(a, &n);
     if (max && n > max) n = max;
+    if (ft) {
+        ml_json_key(w, "site_fields");
+        ml_json_array(w);
+        for (size_t i = 0; i < sizeof site_fields / sizeof *site_fields; i++) ml_json_str(w, site_fields[i]);
+        ml_json_end(w);
+        ml_json_break(w, 0);
+    }
     ml_json_key(w, "sites");
     ml_json_array(w);
     for (size_t i = 0; i < n; i++) {
         ml_json_break(w, 2);
-        site_obj(w, &s[i]);
+        site_obj(w, ft, &s[i]);
     }
     ml_json_end(w);
 }
 
-static void peak(ml_json_t *w, const ml_analysis_t *a) {
+static void peak(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a) {
     const ml_totals_t *t = ml_analysis_totals(a);
     size_t n;
     const ml_site_t *s = ml_analysis_sites(a, &n);
@@ -194,15 +435,14 @@ static void peak(ml_json_t *w, const ml_analysis_t *a) {
         ml_json_kv_u64(w, "site", s[i].id);
         ml_json_kv_u64(w, "bytes", s[i].peak_bytes);
         ml_json_kv_u64(w, "blocks", s[i].peak_blocks);
-        ml_json_key(w, "frames");
-        frames(w, s[i].frames, s[i].nframes);
+        frames(w, ft, s[i].frames, s[i].nframes);
         ml_json_end(w);
     }
     ml_json_end(w);
     ml_json_end(w);
 }
 
-static void leaks(ml_json_t *w, const ml_analysis_t *a, const ml_report_opts_t *ro) {
+static void leaks(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a, const ml_report_opts_t *ro) {
     const ml_leaks_t *L = ml_analysis_leaks(a);
     size_t n;
     const ml_site_t *s = ml_analysis_sites(a, &n);
@@ -242,9 +482,8 @@ static void leaks(ml_json_t *w, const ml_analysis_t *a, const ml_report_opts_t *
         ml_json_kv_str(w, "kind", ml_leak_kind_name(g->kind));
         ml_json_kv_bool(w, "suppressed", g->suppressed);
         if (g->suppressed && g->site < n) ml_json_kv_str(w, "suppressed_by", s[g->site].suppressed_by);
-        ml_json_key(w, "frames");
-        if (g->site < n) frames(w, s[g->site].frames, s[g->site].nframes);
-        else frames(w, NULL, 0);
+        if (g->site < n) frames(w, ft, s[g->site].frames, s[g->site].nframes);
+        else frames(w, ft, NULL, 0);
         ml_json_end(w);
     }
     ml_json_end(w);
@@ -381,13 +620,28 @@ static int cmp_child(const void *x, const void *y, void *ctx) {
                   b->frame->function ? b->frame->function : "");
 }
 
-/* A node up to its open list of children. */
-static void flame_node_open(ml_json_t *w, const char *name, const char *file, uint32_t line,
-                            const uint64_t *incl) {
+/* A node up to its open list of children: an object with its frame's
+ * function, file and line, or in the page's form an array [frame index,
+ * alloc, peak, leaked, calls, [children]]. */
+static void flame_node_open(ml_json_t *w, ftab_t *ft, const ml_frame_t *f, const uint64_t *incl) {
+    static const ml_frame_t all = {.function = "all"};
+    if (ft) {
+        int64_t k = ftab_index(ft, f ? f : &all);
+        ml_json_array(w);
+        ml_json_tight(w);
+        ml_json_i64(w, k);
+        ml_json_u64(w, incl[ML_COST_ALLOCATED]);
+        ml_json_u64(w, incl[ML_COST_PEAK]);
+        ml_json_u64(w, incl[ML_COST_LEAKED]);
+        ml_json_u64(w, incl[ML_COST_CALLS]);
+        ml_json_array(w);
+        ml_json_tight(w);
+        return;
+    }
     ml_json_object(w);
-    ml_json_kv_str(w, "name", name);
-    ml_json_kv_str(w, "file", file);
-    kv_line(w, "line", line);
+    ml_json_kv_str(w, "name", f ? f->function : "all");
+    ml_json_kv_str(w, "file", f ? f->file : NULL);
+    kv_line(w, "line", f ? f->line : 0);
     ml_json_kv_u64(w, "alloc", incl[ML_COST_ALLOCATED]);
     ml_json_kv_u64(w, "peak", incl[ML_COST_PEAK]);
     ml_json_kv_u64(w, "leaked", incl[ML_COST_LEAKED]);
@@ -396,22 +650,16 @@ static void flame_node_open(ml_json_t *w, const char *name, const char *file, ui
     ml_json_array(w);
 }
 
-static void flame_node_open_at(ml_json_t *w, const ml_calltree_node_t *n) {
-    flame_node_open(w, n->frame->function, n->frame->file, n->frame->line, n->incl);
-}
-
 static void flame_node_close(ml_json_t *w) {
     ml_json_end(w);
     ml_json_end(w);
 }
 
-static int flame(ml_json_t *w, const ml_analysis_t *a) {
-    const ml_calltree_node_t *v;
-    size_t n = ml_analysis_flame(a, &v);
-    ml_json_key(w, "flame");
+static int flame_tree(ml_json_t *w, ftab_t *ft, const char *key, const ml_calltree_node_t *v, size_t n) {
+    ml_json_key(w, key);
     if (!n) {
         static const uint64_t zero[ML_COSTS];
-        flame_node_open(w, "all", NULL, 0, zero);
+        flame_node_open(w, ft, NULL, zero);
         flame_node_close(w);
         return 0;
     }
@@ -436,14 +684,14 @@ static int flame(ml_json_t *w, const ml_analysis_t *a) {
     start[n] = (int32_t)k;
     size_t sp = 0;
     stack[sp++] = 0;
-    flame_node_open_at(w, &v[0]);
+    flame_node_open(w, ft, v[0].frame, v[0].incl);
     while (sp) {
         int32_t cur = stack[sp - 1];
         size_t i = (size_t)start[cur] + pos[cur];
         if (i < (size_t)start[cur + 1]) {
             pos[cur]++;
             int32_t c = kids[i];
-            flame_node_open_at(w, &v[c]);
+            flame_node_open(w, ft, v[c].frame, v[c].incl);
             stack[sp++] = c;
         } else {
             flame_node_close(w);
@@ -455,6 +703,22 @@ static int flame(ml_json_t *w, const ml_analysis_t *a) {
     free(pos);
     free(stack);
     return 0;
+}
+
+static int flame(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a) {
+    const ml_calltree_node_t *v;
+    size_t n = ml_analysis_flame(a, &v);
+    return flame_tree(w, ft, "flame", v, n);
+}
+
+/* The page's inverted flame graph: the tree bottom-up, pruned alike. */
+static int flame_inverted(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a) {
+    ml_calltree_node_t *v;
+    int64_t n = ml_analysis_flame_inverted(a, &v);
+    if (n < 0) return (int)n;
+    int rc = flame_tree(w, ft, "flame_inverted", v, (size_t)n);
+    free(v);
+    return rc;
 }
 
 static void histograms(ml_json_t *w, const ml_analysis_t *a) {
@@ -524,6 +788,7 @@ static void section(ml_json_t *w) {
 int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) {
     ml_report_opts_t none = {0};
     if (!ro) ro = &none;
+    ftab_t table = {0}, *ft = ro->frame_table ? &table : NULL;
     ml_json_t *w;
     int rc = ml_json_new(o, &w);
     if (rc < 0) return rc;
@@ -538,11 +803,11 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
     section(w);
     totals(w, a);
     section(w);
-    sites(w, a, ro->max_sites);
+    sites(w, ft, a, ro->max_sites);
     section(w);
-    peak(w, a);
+    peak(w, ft, a);
     section(w);
-    leaks(w, a, ro);
+    leaks(w, ft, a, ro);
     section(w);
     fragmentation(w, a);
     section(w);
@@ -554,7 +819,11 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
     section(w);
     timeline(w, a);
     section(w);
-    rc = flame(w, a);
+    rc = flame(w, ft, a);
+    if (rc == 0 && ro->frame_table) {
+        section(w);
+        rc = flame_inverted(w, ft, a);
+    }
     if (rc == 0) {
         section(w);
         histograms(w, a);
@@ -562,10 +831,16 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
         threads(w, a);
         section(w);
         warnings(w, a);
+        if (ft) {
+            section(w);
+            frame_table(w, ft);
+        }
         ml_json_end(w);
         ml_json_newline(w);
         rc = ml_json_finish(w);
+        if (rc == 0 && ft) rc = ft->err;
     }
     ml_json_free(w);
+    if (ft) ftab_free(ft);
     return rc;
 }

@@ -22,6 +22,8 @@ var EXPLAIN = {
   span_bytes: 'Total size of those regions, from their lowest to their highest live address.',
   allocator_model: 'The allocator whose size classes estimate the usable size of each block.',
   usable_bytes: 'Estimated usable size of the live blocks under that allocator\'s size classes.',
+  usable_measured_blocks: 'Live blocks whose usable size the recorder measured (malloc_usable_size at the call); ' +
+    'the others\' usable size is estimated from the allocator model\'s size classes.',
   internal_bytes: 'Internal waste: usable size − requested size, summed over live blocks (size-class rounding).',
   internal_ratio: 'Internal waste ÷ usable bytes.',
   mallinfo_time_s: 'glibc\'s own counters (mallinfo2), from the last sample before this point; taken at:',
@@ -36,7 +38,7 @@ var EXPLAIN = {
 };
 var METRIC_ORDER = ['time_s', 'live_bytes', 'live_blocks', 'page_utilization', 'pages', 'pages_bytes',
   'free_bytes', 'largest_free_bytes', 'external', 'gaps', 'regions', 'span_bytes', 'allocator_model',
-  'usable_bytes', 'internal_bytes', 'internal_ratio', 'rss_bytes', 'heap_to_rss', 'mallinfo_time_s',
+  'usable_bytes', 'usable_measured_blocks', 'internal_bytes', 'internal_ratio', 'rss_bytes', 'heap_to_rss', 'mallinfo_time_s',
   'mallinfo_arena', 'mallinfo_hblkhd', 'mallinfo_uordblks', 'mallinfo_fordblks', 'mallinfo_keepcost'];
 
 function fmtMetric(key, v) {
@@ -94,7 +96,7 @@ function renderFrag(body) {
     flat.forEach(function (f) { Object.keys(f).sort().forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); }); });
     var tb = h('tbody');
     keys.forEach(function (k) {
-      tb.appendChild(h('tr', null, [h('td', { class: 'metric' }, k)].concat(
+      tb.appendChild(h('tr', null, [h('td', { class: 'metric', title: EXPLAIN[k] || null }, k)].concat(
         flat.map(function (f) { return h('td', { class: 'num' }, fmtMetric(k, f[k])); }),
         [h('td', { class: 'explain' }, EXPLAIN[k] || '')])));
     });
