@@ -52,7 +52,7 @@ void ml__json_frames(ml_json_t *w, const ml_frame_t *f, size_t n, bool inlined) 
 
 /* With ml_report_opts_t.frame_table, each frame is written once, in
  * "frame_table" at the end of the document, and frame lists and flame nodes
- * name their frames by index (docs/analysis.md, "The HTML page's data"). A
+ * name their frames by index (docs/html-report.md, "The page's data"). A
  * table of frames keyed by their contents (function, file, line, module,
  * address, inlined), open addressing with linear probing. */
 typedef struct {

@@ -37,7 +37,7 @@ function mlFlameChecks(ok, what, key) {
   }
   function parentOf(path) { var i = path.lastIndexOf('.'); return i < 0 ? '' : path.slice(0, i); }
   function rects() { return Array.prototype.slice.call(document.querySelectorAll('#flame-chart rect.node')); }
-  var before = document.querySelector('#flame button.on');
+  var before = document.querySelector('#flame button[data-metric].on');
 
   if (typeof D.generator === 'string' && /^memlens/.test(D.generator)) {
     var T = D.totals || {};

@@ -26,6 +26,7 @@ var EXPLAIN = {
     'the others\' usable size is estimated from the allocator model\'s size classes.',
   internal_bytes: 'Internal waste: usable size − requested size, summed over live blocks (size-class rounding).',
   internal_ratio: 'Internal waste ÷ usable bytes.',
+  mallinfo: 'glibc\'s own counters (mallinfo2): none was sampled before this point, so they are not shown.',
   mallinfo_time_s: 'glibc\'s own counters (mallinfo2), from the last sample before this point; taken at:',
   mallinfo_arena: 'glibc: bytes the arenas got from the system with brk/sbrk (arena).',
   mallinfo_hblkhd: 'glibc: bytes in blocks served directly by mmap (hblkhd).',
