@@ -172,9 +172,9 @@ int ml_cmd_diff(int argc, char **argv) {
         for (size_t i = 0; i < ngx; i++) {
             char what[64], vb[32], vn[32];
             if (gx[i].has_device)
-                snprintf(what, sizeof what, "GPU device %d %s", (int)gx[i].device, ml_diff_metric_label(gx[i].metric));
+                snprintf(what, sizeof what, "GPU device %d %s", (int)gx[i].device, ml_diff_gpu_metric_label(gx[i].metric));
             else
-                snprintf(what, sizeof what, "GPU %s (all devices)", ml_diff_metric_label(gx[i].metric));
+                snprintf(what, sizeof what, "GPU %s (all devices)", ml_diff_gpu_metric_label(gx[i].metric));
             ml_diff_fmt_value(gx[i].metric, gx[i].base, vb, sizeof vb);
             ml_diff_fmt_value(gx[i].metric, gx[i].cur, vn, sizeof vn);
             if (gx[i].base)

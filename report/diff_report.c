@@ -22,6 +22,11 @@ const char *ml_diff_metric_label(ml_diff_metric_t m) {
     return m < ML_DIFF_METRICS ? n[m] : "?";
 }
 
+const char *ml_diff_gpu_metric_label(ml_diff_metric_t m) {
+    static const char *const n[] = {"peak", "leaked", "allocation calls", "bytes allocated"};
+    return m < ML_DIFF_METRICS ? n[m] : "?";
+}
+
 int ml_diff_fmt_value(ml_diff_metric_t m, uint64_t v, char *buf, size_t len) {
     if (m == ML_DIFF_CALLS) return snprintf(buf, len, "%" PRIu64, v);
     ml_fmt_bytes(v, buf, len);
@@ -265,11 +270,12 @@ static void where(FILE *o, const ml_frame_t *fr, size_t nframes) {
 }
 
 /* One total: its name, base and new values in human units, the change. */
-static void total_line(FILE *o, const char *indent, int width, ml_diff_metric_t m, uint64_t b, uint64_t n) {
+static void total_line(FILE *o, const char *indent, int width, const char *label, ml_diff_metric_t m,
+                       uint64_t b, uint64_t n) {
     char vb[32], vn[32];
     ml_diff_fmt_value(m, b, vb, sizeof vb);
     ml_diff_fmt_value(m, n, vn, sizeof vn);
-    fprintf(o, "%s%-*s %12s -> %12s  ", indent, width, ml_diff_metric_label(m), vb, vn);
+    fprintf(o, "%s%-*s %12s -> %12s  ", indent, width, label, vb, vn);
     if (b) fprintf(o, "%+.1f%%\n", ((double)n - (double)b) * 100.0 / (double)b);
     else fputs(n ? "(new)\n" : "\n", o);
 }
@@ -279,8 +285,9 @@ static void totals_header(FILE *o, const char *indent, int width) {
 }
 
 /* The header of the site lists; the rows line up under it (site_row). */
-static void sites_header(FILE *o) {
-    fprintf(o, "  %10s %12s %10s  %-7s  %s\n", "peak heap", "live at exit", "calls", "status", "site");
+static void sites_header(FILE *o, bool gpu) {
+    fprintf(o, "  %10s %12s %10s  %-7s  %s\n", gpu ? "peak" : "peak heap", gpu ? "leaked" : "live at exit", "calls",
+            "status", "site");
 }
 
 static void site_row(FILE *o, int64_t peak, int64_t leaked, int64_t calls, const char *st) {
@@ -303,15 +310,19 @@ static void gpu_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cu
     size_t nd, n;
     const ml_diff_gpu_device_t *g = ml_diff_gpu_devices(d, &nd);
     if (!nd) return;
-    fputs("\nGPU memory (device bytes; \"definite leaks\": left allocated at exit):\n", o);
+    fputs("\nGPU memory (device bytes; leaked: left allocated at exit):\n", o);
     for (size_t i = 0; i < nd; i++) {
         if (g[i].device == ML_GPU_DEVICE_UNKNOWN) fputs("  device ?:\n", o);
         else fprintf(o, "  device %d:\n", (int)g[i].device);
         totals_header(o, "    ", 16);
-        total_line(o, "    ", 16, ML_DIFF_PEAK, g[i].b.peak_bytes, g[i].n.peak_bytes);
-        total_line(o, "    ", 16, ML_DIFF_LEAKED, g[i].b.leaked_bytes, g[i].n.leaked_bytes);
-        total_line(o, "    ", 16, ML_DIFF_CALLS, g[i].b.alloc_calls, g[i].n.alloc_calls);
-        total_line(o, "    ", 16, ML_DIFF_BYTES, g[i].b.bytes_allocated, g[i].n.bytes_allocated);
+        total_line(o, "    ", 16, ml_diff_gpu_metric_label(ML_DIFF_PEAK), ML_DIFF_PEAK, g[i].b.peak_bytes,
+                   g[i].n.peak_bytes);
+        total_line(o, "    ", 16, ml_diff_gpu_metric_label(ML_DIFF_LEAKED), ML_DIFF_LEAKED, g[i].b.leaked_bytes,
+                   g[i].n.leaked_bytes);
+        total_line(o, "    ", 16, ml_diff_gpu_metric_label(ML_DIFF_CALLS), ML_DIFF_CALLS, g[i].b.alloc_calls,
+                   g[i].n.alloc_calls);
+        total_line(o, "    ", 16, ml_diff_gpu_metric_label(ML_DIFF_BYTES), ML_DIFF_BYTES, g[i].b.bytes_allocated,
+                   g[i].n.bytes_allocated);
     }
     const ml_diff_gpu_entry_t *e = ml_diff_gpu_entries(d, &n);
     fputs("\nGPU sites that changed most (change from base to new):\n", o);
@@ -319,7 +330,7 @@ static void gpu_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cu
     ml_frame_t f[GPU_FRAMES];
     for (size_t i = 0; i < n && shown < top; i++) {
         if (!strcmp(gpu_status(&e[i]), "same")) continue;
-        if (!shown) sites_header(o);
+        if (!shown) sites_header(o, true);
         site_row(o, (int64_t)(e[i].n.peak_bytes - e[i].b.peak_bytes),
                  (int64_t)(e[i].n.leaked_bytes - e[i].b.leaked_bytes),
                  (int64_t)(e[i].n.alloc_calls - e[i].b.alloc_calls), gpu_status(&e[i]));
@@ -339,7 +350,7 @@ int ml_report_diff_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
     totals_header(o, "  ", 16);
     for (int m = 0; m < ML_DIFF_METRICS; m++) {
         uint64_t b = ml_diff_total(base, (ml_diff_metric_t)m), n = ml_diff_total(cur, (ml_diff_metric_t)m);
-        total_line(o, "  ", 16, (ml_diff_metric_t)m, b, n);
+        total_line(o, "  ", 16, ml_diff_metric_label((ml_diff_metric_t)m), (ml_diff_metric_t)m, b, n);
     }
     size_t n;
     const ml_diff_entry_t *e = ml_diff_entries(d, &n);
@@ -348,7 +359,7 @@ int ml_report_diff_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
     unsigned shown = 0;
     for (size_t i = 0; i < n && shown < top; i++) {
         if (!strcmp(status(&e[i]), "same")) continue;
-        if (!shown) sites_header(o);
+        if (!shown) sites_header(o, false);
         site_row(o, (int64_t)(e[i].n.peak_bytes - e[i].b.peak_bytes),
                  (int64_t)(e[i].n.leaked_bytes - e[i].b.leaked_bytes),
                  (int64_t)(e[i].n.alloc_calls - e[i].b.alloc_calls), status(&e[i]));

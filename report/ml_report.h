@@ -81,6 +81,8 @@ const char *ml_diff_metric_name(ml_diff_metric_t m);
 /** The metric's name for people, the words of `memlens report` ("peak heap",
  * "definite leaks", "allocation calls", "bytes allocated"). */
 const char *ml_diff_metric_label(ml_diff_metric_t m);
+/** The same for GPU memory ("peak", "leaked": left allocated at exit, ...). */
+const char *ml_diff_gpu_metric_label(ml_diff_metric_t m);
 /** A value of the metric for people: a count, or bytes in B/KiB/MiB/GiB
  * (ml_fmt_bytes). Returns the length written, like snprintf. */
 int ml_diff_fmt_value(ml_diff_metric_t m, uint64_t v, char *buf, size_t len);
