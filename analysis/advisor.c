@@ -16,12 +16,31 @@
 #include "ml_options.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #define MAX_SUGGESTIONS 20
+
+/* The budgets' cost model (docs/strategies.md, "Budgets"): bytes each
+ * replayed policy keeps per live block (a free-list node of 48 bytes for
+ * about 1.5 nodes per live block, the id tables, growth slack), bytes the
+ * driver keeps per live block (the address map, the ids, pass 1's
+ * per-block statistics), and what a what-if router costs in policies:
+ * the general part sees every op, the dedicated one the site's, a compare
+ * copy (separate_lifetimes) every op again. */
+#define BYTES_PER_LIVE_POLICY 112
+#define BYTES_PER_LIVE_DRIVER 96
+#define ROUTER_UNITS_X2 3 /* 1.5 policies */
+#define SEPARATE_UNITS_X2 5
+
+typedef struct {
+    uint64_t live, ops;       /* live blocks at the peak, ops to replay (0: unknown) */
+    uint64_t bytes, units_x2; /* what is left of the budgets: bytes, and policy-passes x 2 */
+    bool known;
+} budget_t;
 
 static double now_s(void) {
     struct timespec ts;
@@ -82,15 +101,77 @@ static void debug_groups(const ml__adv_t *A, uint64_t long_life) {
     }
 }
 
+static void skip(ml_advice_t *adv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void skip(ml_advice_t *adv, const char *fmt, ...) {
+    if (adv->nskipped >= sizeof adv->skipped / sizeof adv->skipped[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(adv->skipped[adv->nskipped++], sizeof adv->skipped[0], fmt, ap);
+    va_end(ap);
+}
+
+static uint64_t mib(uint64_t b) {
+    return (b + (1u << 20) - 1) >> 20;
+}
+
+/* The budgets from the analysis' totals; unknown without an analysis. */
+static budget_t budget_of(const ml_advisor_opts_t *o) {
+    budget_t b = {0};
+    const ml_totals_t *t = o->analysis ? ml_analysis_totals(o->analysis) : NULL;
+    if (!t) return b;
+    b.known = true;
+    b.live = t->peak_blocks > t->heap_blocks ? t->peak_blocks : t->heap_blocks;
+    b.ops = t->alloc_calls + t->free_calls;
+    b.bytes = o->budget_bytes ? o->budget_bytes : ML_ADVISOR_BUDGET_BYTES;
+    uint64_t ops_budget = o->budget_ops ? o->budget_ops : ML_ADVISOR_BUDGET_OPS;
+    b.units_x2 = b.ops ? 2 * ops_budget / b.ops : UINT64_MAX;
+    return b;
+}
+
+/* How many policies pass 1 may replay: the whole table, or only the
+ * baseline and the real allocator (the what-ifs need the first, tuning
+ * both), or none. Returns the number, 0 when the replay must be skipped. */
+static unsigned pass1_policies(ml_advice_t *adv, budget_t *b, unsigned full) {
+    if (!b->known) return full;
+    uint64_t per_policy = b->live * BYTES_PER_LIVE_POLICY, driver = b->live * BYTES_PER_LIVE_DRIVER;
+    unsigned n = full;
+    while (n >= 2 && (driver + n * per_policy > b->bytes || 2ull * n > b->units_x2)) n = n > 2 ? 2 : 0;
+    if (!n) {
+        bool mem = driver + 2 * per_policy > b->bytes;
+        skip(adv,
+             "the replay: %llu live blocks at the peak and %llu operations need about %llu MiB and %llu "
+             "policy passes, over the budget (%llu MiB, %llu passes); no policy table, no what-ifs",
+             (unsigned long long)b->live, (unsigned long long)b->ops,
+             (unsigned long long)mib(driver + 2 * per_policy), 2ull, (unsigned long long)mib(b->bytes),
+             (unsigned long long)(b->units_x2 / 2));
+        (void)mem;
+        return 0;
+    }
+    if (n < full)
+        skip(adv,
+             "policy table: %u of %u policies not replayed (about %llu MiB and %u passes over %llu "
+             "operations would exceed the budget of %llu MiB and %llu passes); kept the baseline and the "
+             "real allocator",
+             full - n, full, (unsigned long long)mib(driver + full * per_policy), full,
+             (unsigned long long)b->ops, (unsigned long long)mib(b->bytes),
+             (unsigned long long)(b->units_x2 / 2));
+    b->bytes -= driver + n * per_policy < b->bytes ? driver + n * per_policy : b->bytes;
+    b->units_x2 -= 2ull * n;
+    return n;
+}
+
 /* Pass 1: every policy of the comparison table (and the real allocator),
- * with the group statistics fed from the same ops. */
-static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, char *err, size_t errlen) {
+ * with the group statistics fed from the same ops. `npol` > 2 keeps the
+ * whole table, 2 only the baseline and the real allocator. */
+static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, unsigned npol, char *err,
+                 size_t errlen) {
     const ml_advisor_opts_t *o = A->o;
     ml_sim_replay_t *r1 = NULL;
     int rc = ml_sim_replay_new(o->threads, &r1);
     if (rc < 0) return rc;
     for (const char *const *nm = ml_sim_policy_names; *nm && rc == 0; nm++) {
         if (!o->all_policies && is_textbook(*nm)) continue;
+        if (npol <= 2 && strcmp(*nm, ML__ADV_BASELINE)) continue;
         ml_sim_policy_t *p;
         rc = ml_sim_policy_new(*nm, NULL, &p);
         if (rc == 0) rc = ml_sim_replay_add(r1, p);
@@ -114,6 +195,40 @@ static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, char *e
 done:
     ml_sim_replay_free(r1);
     return rc;
+}
+
+/* Keeps the candidates (most important first) whose routers fit what is
+ * left of the budgets; says how many were dropped. Returns how many stay. */
+static size_t fit_candidates(ml_advice_t *adv, budget_t *b, ml__adv_cand_t *cands, size_t nc) {
+    if (!b->known) return nc;
+    size_t k = 0;
+    uint64_t units = 0, bytes = 0;
+    for (size_t i = 0; i < nc; i++) {
+        /* a pow2 pair (buddy, then its segregated-fit twin) is priced together or not at all */
+        bool pair = cands[i].kind == ML__ADV_POW2_BUDDY && cands[i].pair >= 0;
+        uint64_t u = cands[i].kind == ML__ADV_SEPARATE ? SEPARATE_UNITS_X2 : ROUTER_UNITS_X2;
+        if (pair) u *= 2;
+        uint64_t m = b->live * BYTES_PER_LIVE_POLICY * u / 2;
+        bool fits = units + u <= b->units_x2 && bytes + m <= b->bytes;
+        if (fits) {
+            units += u;
+            bytes += m;
+            ml__adv_cand_t c = cands[i];
+            cands[k++] = c;
+            if (pair) {
+                cands[k - 1].pair = (int)k;
+                cands[k++] = cands[++i];
+            }
+        } else if (pair) {
+            i++;
+        }
+    }
+    if (k < nc)
+        skip(adv,
+             "what-ifs: %zu of %zu candidates not priced (each replays %llu operations through a copy of "
+             "the baseline: over the budget)",
+             nc - k, nc, (unsigned long long)b->ops);
+    return k;
 }
 
 /* Pass 2: one router per candidate, all in one replay; then the decisions. */
@@ -163,7 +278,13 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
         rc = -ENOMEM;
         goto fail;
     }
-    if ((rc = pass1(trace_path, adv, &A, err, errlen)) < 0) goto fail;
+    budget_t b = budget_of(o);
+    unsigned full = 1; /* the real allocator */
+    for (const char *const *nm = ml_sim_policy_names; *nm; nm++)
+        if (o->all_policies || !is_textbook(*nm)) full++;
+    unsigned npol = pass1_policies(adv, &b, full);
+    if (!npol) goto done;
+    if ((rc = pass1(trace_path, adv, &A, npol, err, errlen)) < 0) goto fail;
     ml__adv_observe_end(&A);
 
     const ml_sim_metrics_t *base = ml__advice_policy(adv, ML__ADV_BASELINE);
@@ -177,6 +298,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
             rc = nc;
             goto fail;
         }
+        nc = (int)fit_candidates(adv, &b, cands, (size_t)nc);
         if (nc && (rc = pass2(trace_path, adv, &A, cands, (size_t)nc, base_peak, long_life, debug, err,
                               errlen)) < 0)
             goto fail;
@@ -185,6 +307,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
         ml__adv_dedupe(adv);
         ml__adv_decide_tuning(adv, &A);
     }
+done:
     if (o->analysis && !adv->sampled) {
         ml_suggestion_t gpu[16];
         size_t n = ml_advisor_gpu_suggestions(o->analysis, gpu, 16);
@@ -210,6 +333,10 @@ fail:
 size_t ml_advice_suggestions(const ml_advice_t *a, const ml_suggestion_t **out) {
     *out = a->s;
     return a->n;
+}
+
+const char *ml_advice_skipped(const ml_advice_t *a, size_t i) {
+    return a && i < a->nskipped ? a->skipped[i] : NULL;
 }
 
 size_t ml_advice_policies(const ml_advice_t *a, const ml_sim_metrics_t **out) {

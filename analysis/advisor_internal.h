@@ -115,6 +115,8 @@ struct ml_advice_s {
     bool sampled;
     uint64_t ops;
     double seconds;
+    char skipped[4][200]; /* ml_advice_skipped */
+    size_t nskipped;
 };
 
 /** A new, zeroed suggestion (device and site -1) at the end of the list, or

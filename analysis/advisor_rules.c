@@ -109,12 +109,8 @@ int ml__adv_candidates(const ml__adv_t *A, uint64_t long_life, ml__adv_cand_t *c
         if (!temp && g->calls >= LONG_MIN_CALLS && g->max_size <= LONG_MAX_SIZE &&
             (double)ml__adv_lived_at_least(g, long_life) >= LONG_FRACTION * (double)g->calls)
             add_candidate(cands, &nc, ML__ADV_SEPARATE, gi, A);
-        if (g->calls >= 100 && (double)g->pow2_calls >= POW2_FRACTION * (double)g->calls &&
-            nc + 2 <= ML__ADV_MAX_CANDIDATES) {
-            int b = add_candidate(cands, &nc, ML__ADV_POW2_BUDDY, gi, A);
-            int s = add_candidate(cands, &nc, ML__ADV_POW2_SEG, gi, A);
-            if (b >= 0 && s >= 0) cands[b].pair = s;
-        }
+        /* No segregated_fit candidate: it would tell a program on glibc (a
+         * segregated-fit allocator, the baseline) to keep what it has. */
     }
     free(rank);
     return (int)nc;
@@ -206,6 +202,40 @@ int ml__adv_make_router(ml__adv_cand_t *c, const ml__adv_group_t *g) {
 /* Messages and evidence                                                      */
 /* ------------------------------------------------------------------------- */
 
+/* A frame in code the user cannot change: a system library, the C++
+ * standard library or an interpreter. */
+static bool system_frame(const ml_frame_t *f) {
+    static const char *const dirs[] = {"/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/libexec/", NULL};
+    static const char *const interp[] = {"python", "libpython", "perl", "libperl", "ruby", "libruby", "node",
+                                         "lua", "liblua", "java", NULL};
+    if (f->file && (!strncmp(f->file, "/usr/include/", 13) || strstr(f->file, "/c++/"))) return true;
+    if (f->function && (!strncmp(f->function, "std::", 5) || !strncmp(f->function, "__gnu_cxx::", 11)))
+        return true;
+    if (!f->module) return false;
+    for (int i = 0; dirs[i]; i++)
+        if (!strncmp(f->module, dirs[i], strlen(dirs[i]))) return true;
+    const char *base = strrchr(f->module, '/');
+    base = base ? base + 1 : f->module;
+    for (int i = 0; interp[i]; i++)
+        if (!strncmp(base, interp[i], strlen(interp[i]))) return true;
+    return false;
+}
+
+/* "fn() (file:line)": no "()" after a name that has its parameters already
+ * (C++) or is an address ("[module+0x...]"). */
+static void frame_name(const ml_frame_t *f, char *buf, size_t len) {
+    const char *fn = f->function ? f->function : "?";
+    const char *paren = fn[0] == '[' || strchr(fn, '(') ? "" : "()";
+    if (f->file && f->line) {
+        const char *base = strrchr(f->file, '/');
+        snprintf(buf, len, "%s%s (%s:%u)", fn, paren, base ? base + 1 : f->file, f->line);
+    } else {
+        snprintf(buf, len, "%s%s", fn, paren);
+    }
+}
+
+/* The function that called the allocator; when that is library code, also
+ * the first frame of the user's own code that led there. */
 static void site_name(const ml__adv_t *A, const ml__adv_group_t *g, char *buf, size_t len) {
     const ml_analysis_t *a = A->o->analysis;
     if (a && g->key < UINT32_MAX - 1) {
@@ -214,14 +244,17 @@ static void site_name(const ml__adv_t *A, const ml__adv_group_t *g, char *buf, s
         const ml_site_t *s = ml_analysis_sites(a, &n);
         int64_t best = ml__adv_group_sites(A, g->key, ids, 1, &nsite);
         if (best >= 0 && (size_t)best < n && s[best].nframes) {
-            const ml_frame_t *f = &s[best].frames[0];
-            const char *fn = f->function ? f->function : "?";
-            const char *paren = fn[0] == '[' ? "" : "()";
-            if (f->file && f->line) {
-                const char *base = strrchr(f->file, '/');
-                snprintf(buf, len, "%s%s (%s:%u)", fn, paren, base ? base + 1 : f->file, f->line);
-            } else {
-                snprintf(buf, len, "%s%s", fn, paren);
+            const ml_site_t *st = &s[best];
+            frame_name(&st->frames[0], buf, len);
+            if (!system_frame(&st->frames[0])) return;
+            for (uint32_t i = 1; i < st->nframes; i++) {
+                if (system_frame(&st->frames[i])) continue;
+                size_t used = strlen(buf);
+                if (used + 16 >= len) return;
+                snprintf(buf + used, len - used, ", called from ");
+                used = strlen(buf);
+                frame_name(&st->frames[i], buf + used, len - used);
+                return;
             }
             return;
         }
@@ -324,7 +357,15 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
     uint64_t wpeak = m.peak_footprint;
     int64_t saving = (int64_t)base_peak - (int64_t)wpeak;
     uint64_t save = saving > 0 ? (uint64_t)saving : 0;
-    char name[512], b1[32], b2[32], b3[32], n1[32], n2[32];
+    /* Moving a site's blocks elsewhere cannot save more than the site ever
+     * holds live; anything above that is the baseline placing other blocks
+     * differently (noise of the replay), not the strategy. The one
+     * exception is separate_lifetimes, whose point is the pages its blocks
+     * pin: there the bound is the pages those blocks can touch (each of its
+     * blocks is at most 4 KiB, so it touches at most two pages). */
+    uint64_t bound = c->kind == ML__ADV_SEPARATE ? g->max_live * 2 * PAGE : g->max_live_bytes;
+    if (save > bound) save = bound;
+    char name[1024], b1[32], b2[32], b3[32], n1[32], n2[32];
     site_name(A, g, name, sizeof name);
     const char *strategy = NULL;
     char msg[1024] = "";
@@ -332,26 +373,52 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
 
     switch (c->kind) {
     case ML__ADV_POOL:
-    case ML__ADV_SLAB:
-        if (save < min_saving) return;
+    case ML__ADV_SLAB: {
+        /* Memory when the replay shows it, time always: the site is hot
+         * (the candidate rule) and every one of its calls leaves malloc. */
+        bool time_only = save < min_saving;
+        ml_sim_router_gain_t gain;
+        ml_sim_router_gain(c->router, &gain);
+        const ml_sim_metrics_t *bm = ml__advice_policy(adv, ML__ADV_BASELINE);
+        uint64_t bsteps = bm ? bm->search_steps + bm->splits + bm->merges : 0;
+        uint64_t wsteps = gain.general.search_steps + gain.general.splits + gain.general.merges +
+                          gain.dedicated.search_steps + gain.dedicated.splits + gain.dedicated.merges;
+        uint64_t steps_saved = bsteps > wsteps ? bsteps - wsteps : 0;
+        uint64_t avoided = g->calls + g->frees;
+        char gainmsg[256];
+        if (time_only) {
+            save = 0;
+            snprintf(gainmsg, sizeof gainmsg,
+                     "The gain is time, not memory (the replayed peak does not drop): %s malloc and free "
+                     "calls go away, and the general allocator does %s fewer search steps, splits and merges "
+                     "in the replay.",
+                     fmtn(avoided, n1), fmtn(steps_saved, n2));
+        } else {
+            snprintf(gainmsg, sizeof gainmsg,
+                     "Replaying the trace, the heap then needs %s less at its peak, and %s malloc and free "
+                     "calls go away.",
+                     fmtb(save, b1), fmtn(avoided, n1));
+        }
         strategy = c->kind == ML__ADV_POOL ? "pool" : "slab";
         if (c->kind == ML__ADV_POOL)
             snprintf(msg, sizeof msg,
                      "%s allocates %s blocks of %llu bytes (up to %s live) and frees them as it goes. "
                      "Give them a fixed-size pool: keep freed %llu-byte objects on a free list and carve new "
-                     "ones from page-sized slabs instead of calling malloc and free for each. Replaying the "
-                     "trace, the heap then needs %s less at its peak (no per-block header, no mixing with "
-                     "other sizes).",
-                     name, fmtn(g->calls, n1), (unsigned long long)g->size[0], fmtn(g->max_live, n2),
-                     (unsigned long long)g->size[0], fmtb(save, b1));
+                     "ones from page-sized slabs instead of calling malloc and free for each. %s",
+                     name, fmtn(g->calls, b2), (unsigned long long)g->size[0], fmtn(g->max_live, b3),
+                     (unsigned long long)g->size[0], gainmsg);
         else
             snprintf(msg, sizeof msg,
                      "%s allocates %s blocks in only %u sizes (up to %s live) and frees them as it goes. "
                      "Give each size its own slab of fixed-size slots (a slab cache per size) instead of "
-                     "calling malloc and free for each: replaying the trace, the heap needs %s less at its "
-                     "peak.",
-                     name, fmtn(g->calls, n1), g->nsizes, fmtn(g->max_live, n2), fmtb(save, b1));
+                     "calling malloc and free for each. %s",
+                     name, fmtn(g->calls, b2), g->nsizes, fmtn(g->max_live, b3), gainmsg);
+        ev.finding = ML_FINDING_CALLS;
+        ev.work.calls_avoided = avoided;
+        ev.work.allocator_steps_saved = steps_saved;
+        ev.work.time_only = time_only;
         break;
+    }
     case ML__ADV_ARENA:
         if (saving < 0) return;
         strategy = "arena";

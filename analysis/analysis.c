@@ -183,6 +183,22 @@ const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a) {
     return &a->t;
 }
 
+ml_live_split_t ml_analysis_live_split(const ml_analysis_t *a) {
+    ml_live_split_t s = {.scanned = a->scan.scanned};
+    for (uint64_t i = 0; i < a->heap.cap; i++) {
+        const ml__block_t *e = &ml__blocks_entries(&a->heap)[i];
+        if (!e->ptr) continue;
+        if (s.scanned && e->reach == ML_REACH_REACHABLE) {
+            s.reachable_bytes += e->size;
+            s.reachable_blocks++;
+        } else {
+            s.lost_bytes += e->size;
+            s.lost_blocks++;
+        }
+    }
+    return s;
+}
+
 const ml_process_info_t *ml_analysis_process(const ml_analysis_t *a) {
     return &a->proc;
 }
@@ -568,6 +584,12 @@ static void heap_add(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
     }
 }
 
+/* The thread's realloc stash is empty again (an allocation came after the
+ * free). */
+static void stash_clear(ml_analysis_t *a, uint32_t thread) {
+    if (thread < a->realloc_stash_cap) a->realloc_stash[thread].ptr = 0;
+}
+
 static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
     ml_totals_t *t = &a->t;
     uint8_t kind = r->u.alloc.kind;
@@ -592,7 +614,7 @@ static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
         t->bytes_allocated += size;
         if (realloc_kind) t->realloc_calls++;
     }
-    if (size >= (1ull << 62)) size = (1ull << 62) - 1;
+    if (size > ML__SIZE_MAX) size = ML__SIZE_MAX;
     if (kind < ML_KIND_COUNT_) t->calls_by_kind[kind]++;
     a->seq++;
     if (a->light) {
@@ -601,7 +623,7 @@ static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
         if (b.ptr) heap_add_light(a, &b, r->time_ms);
         a->last_alloc_ptr = r->u.alloc.ptr;
         a->last_alloc_live = true;
-        if (r->thread < ML__MAX_THREADS) a->realloc_stash[r->thread].ptr = 0;
+        stash_clear(a, r->thread);
         return;
     }
 
@@ -638,7 +660,7 @@ static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
     if (b.ptr) heap_add(a, &b, r->time_ms);
     a->last_alloc_ptr = r->u.alloc.ptr;
     a->last_alloc_live = true;
-    if (r->thread < ML__MAX_THREADS) a->realloc_stash[r->thread].ptr = 0;
+    stash_clear(a, r->thread);
     worst_check(a, r->time_ms);
     tl_update(a, r->time_ms);
 }
@@ -664,7 +686,13 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
         if (th) th->temporary++;
     }
     if (a->last_alloc_ptr == r->u.alloc.ptr) a->last_alloc_live = false;
-    if (kind != ML_KIND_FREE && r->thread < ML__MAX_THREADS) a->realloc_stash[r->thread] = *e;
+    if (kind != ML_KIND_FREE && r->thread < ML__MAX_THREADS) {
+        if (ml_grow((void **)&a->realloc_stash, &a->realloc_stash_cap, (uint64_t)r->thread + 1,
+                    sizeof *a->realloc_stash, 0) == 0)
+            a->realloc_stash[r->thread] = *e;
+        else
+            lost(a, false);
+    }
     if (a->light) {
         a->t.heap_bytes -= e->size;
         a->t.heap_blocks--;
@@ -678,7 +706,7 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
 }
 
 static void on_realloc_fail(ml_analysis_t *a, const ml_record_t *r) {
-    if (r->thread >= ML__MAX_THREADS) return;
+    if (r->thread >= a->realloc_stash_cap) return;
     ml__block_t *st = &a->realloc_stash[r->thread];
     if (!st->ptr || st->ptr != r->u.alloc.ptr) return;
     ml__block_t b = *st;
@@ -710,6 +738,7 @@ static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
     if (e) {
         if (existed) t->mmap_bytes -= e->size;
         uint64_t size = r->u.alloc.size & ((1ull << 62) - 1);
+        if (size > ML__SIZE_MAX) size = ML__SIZE_MAX;
         *e = (ml__block_t){.ptr = r->u.alloc.ptr ? r->u.alloc.ptr : 1, .size = size,
                            .stack = r->u.alloc.stack, .time_ms = r->time_ms};
         t->mmap_bytes += size;
@@ -848,13 +877,17 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     case ML_T_PROC_EXIT:
         t->exited = true;
         break;
+    case ML_T_PEAK_RSS:
+        t->hwm_rss_bytes = r->u.peak_rss.bytes;
+        t->hwm_rss_source = r->u.peak_rss.source;
+        break;
     case ML_T_GPU_ALLOC: /* counted by ml__gpu_feed above; the timeline shows gpu_bytes */
     case ML_T_GPU_FREE:
         tl_update(a, r->time_ms);
         break;
     case ML_T_BLOCK_REACH: {
         ml__block_t *e = ml__blocks_find(&a->heap, r->u.block_reach.ptr);
-        if (e) e->reach = r->u.block_reach.reach & 3;
+        if (e) e->reach = r->u.block_reach.reach <= ML_REACH_POSSIBLE ? r->u.block_reach.reach : 0;
         break;
     }
     case ML_T_REACH_SCAN:

@@ -17,8 +17,8 @@
  * tells whether it existed at the peak (see the graveyard in analysis.c). */
 typedef struct {
     uint64_t ptr; /* 0: empty slot */
-    uint64_t size : 62;
-    uint64_t reach : 2; /* ML_REACH_* from the exit scan */
+    uint64_t size : 61; /* at most ML__SIZE_MAX */
+    uint64_t reach : 3; /* ML_REACH_* from the exit scan */
     uint64_t seq : 48;
     uint64_t slack : 16; /* recorded usable size - size, ML__SLACK_UNKNOWN if not recorded */
     uint32_t stack; /* index into the stack-statistics table (0: unknown) */
@@ -26,6 +26,7 @@ typedef struct {
 } ml__block_t;
 
 #define ML__SLACK_UNKNOWN 0xffffu
+#define ML__SIZE_MAX ((1ull << 61) - 1) /* larger sizes are clamped (only corrupt traces) */
 
 /* The live block maps (a->heap, a->maps): entries keyed by address, in the
  * analysis layer's one map (ml_map.h). The snapshot saves each block's slot,
@@ -168,8 +169,12 @@ struct ml_analysis_s {
     ml_map_t maps; /* ml__block_t: live anonymous mappings */
     uint64_t last_alloc_ptr; /* for temporary allocations */
     bool last_alloc_live;
-    /* realloc: the block freed just before, per thread, restored on failure */
+    /* realloc: the block freed just before, per thread, restored on failure.
+     * Grown on demand to the highest thread index seen (a session per traced
+     * image: a table of ML__MAX_THREADS each, 2 MiB, cost 10 GiB for 5,000
+     * images under --follow-fork) */
     ml__block_t *realloc_stash;
+    uint32_t realloc_stash_cap;
     /* sampled traces: weighted sums behind the integer totals */
     double w_calls, w_bytes, w_reallocs;
     uint64_t seq; /* events that changed the heap */

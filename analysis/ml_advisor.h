@@ -47,7 +47,18 @@ typedef struct {
                                     * the table gains five rows, the replay takes about five
                                     * times as long. Without it: the designs of real allocators
                                     * (segregated fit, TLSF, buddy, slab, arena) and the real one */
+    /* Budgets (0: the defaults below). Work that would not fit is skipped
+     * before it starts, never cut halfway, and ml_advice_skipped() says what
+     * and why. Both are estimated from the analysis' totals (needs
+     * o->analysis; without one nothing is skipped): */
+    uint64_t budget_bytes; /* memory for the replays: live blocks at the peak times the bytes
+                            * each replayed policy keeps per live block */
+    uint64_t budget_ops;   /* time, as replayed operations summed over the policies (about
+                            * 20-40 M per CPU second on this project's machine) */
 } ml_advisor_opts_t;
+
+#define ML_ADVISOR_BUDGET_BYTES (768ull << 20)
+#define ML_ADVISOR_BUDGET_OPS 40000000ull
 
 /* ------------------------------------------------------------------------- */
 /* Evidence: the numbers a suggestion rests on                               */
@@ -67,7 +78,8 @@ typedef enum {
 
 /* What a site suggestion adds to the pattern, by strategy. */
 typedef enum {
-    ML_FINDING_NONE = 0,    /* pool, slab: the pattern says it all */
+    ML_FINDING_NONE = 0,    /* no numbers beyond the pattern */
+    ML_FINDING_CALLS,       /* pool, slab: .work (the time the strategy saves) */
     ML_FINDING_BATCHES,     /* arena: .batches */
     ML_FINDING_TEMPORARIES, /* stack, reuse_buffer: .temporaries */
     ML_FINDING_CHAINS,      /* reserve_capacity: .chains */
@@ -133,6 +145,12 @@ typedef struct {
             uint64_t reallocs_avoided, bytes_not_copied; /* with geometric growth, in the replay */
         } chains;
         struct {
+            uint64_t calls_avoided;         /* malloc and free calls the pool or slab takes over */
+            uint64_t allocator_steps_saved; /* the general allocator's search steps, splits and
+                                             * merges the replay no longer needed (0 if none) */
+            bool time_only;                 /* the footprint saving is below the minimum: the gain is time */
+        } work;
+        struct {
             uint64_t pinned_pages, pinned_bytes; /* held only by the site's blocks ... */
             uint32_t pinned_at_ms;               /* ... at this time of the trace */
             uint64_t long_lived_blocks;
@@ -184,7 +202,8 @@ typedef struct ml_suggestion_s {
     int64_t site;              /* site id of the analysis (or stack id without one); -1: process-wide */
     uint32_t stack;            /* one recorded stack of the site; 0: process-wide */
     int32_t device;            /* -1: the CPU heap; a GPU device otherwise */
-    uint64_t estimated_saving_bytes; /* peak footprint saved in the replay; 0 when the gain is time */
+    uint64_t estimated_saving_bytes; /* peak footprint saved in the replay, never more than the
+                                      * site's max_live_bytes; 0 when the gain is time */
     char what_if[48];          /* the allocator simulated, e.g. "pool(48)"; "" for GPU advice */
     ml_evidence_t evidence;
 } ml_suggestion_t;
@@ -205,6 +224,10 @@ size_t ml_advice_policies(const ml_advice_t *a, const ml_sim_metrics_t **out);
 /** Name of the baseline general allocator of the what-ifs ("segregated_fit"). */
 const char *ml_advice_baseline(const ml_advice_t *a);
 bool ml_advice_sampled(const ml_advice_t *a);
+/** What the budgets made the advisor skip, in words, one entry each
+ * (e.g. "what-ifs: 12 of 24 candidates not priced: over the time budget");
+ * NULL past the last. The result is still right for what it covers. */
+const char *ml_advice_skipped(const ml_advice_t *a, size_t i);
 /** Replay statistics: ops, seconds of wall time for both passes. */
 void ml_advice_stats(const ml_advice_t *a, uint64_t *ops, double *seconds);
 /** Frees the result and its suggestions. NULL is allowed. */

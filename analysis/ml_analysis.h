@@ -86,7 +86,25 @@ typedef struct {
     uint64_t rss_bytes, peak_rss_bytes; /* last and largest RSS sample (0: none) */
     uint64_t gpu_bytes, peak_gpu_bytes; /* live GPU bytes (fed by the GPU collector's records) */
     bool exited;                        /* an ML_T_PROC_EXIT was seen */
+    /* since issue 13: the kernel's high-water mark of the resident set
+     * (ML_T_PEAK_RSS), unlike peak_rss_bytes (the largest of the samples
+     * taken every ML_RSS_SAMPLE_MS, which misses short peaks) */
+    uint64_t hwm_rss_bytes;             /* 0 with hwm_rss_source ML_HWM_NONE: unknown */
+    uint8_t hwm_rss_source;             /* ML_HWM_* */
 } ml_totals_t;
+
+/* How often the collector samples RSS (ML_T_RSS): the labels of the sampled
+ * curve say it. */
+#define ML_RSS_SAMPLE_MS 10
+
+/* What each number of ml_frag_t is, in the words the text report, the JSON
+ * (fragmentation.labels), the HTML page and the viewer all use (issue 13):
+ * page utilization is not heap fragmentation, and says so. */
+#define ML_LABEL_PAGE_UTILIZATION "page utilization (live bytes / bytes of the pages holding them)"
+#define ML_LABEL_EXTERNAL "external fragmentation of free heap (1 - largest free gap / all free)"
+#define ML_LABEL_INTERNAL "internal waste (usable - requested bytes, share of usable)"
+#define ML_LABEL_HEAP_TO_RSS "live heap / RSS (last sample)"
+#define ML_LABEL_PEAK_RSS "peak RSS (kernel high-water mark)"
 
 typedef struct ml_analysis_s ml_analysis_t;
 
@@ -128,7 +146,7 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
  * it at the end of the trace; ml_analysis_load_ex(ML_LOAD_SNAPSHOT) restores
  * it, so a report skips the replay. Builds from a restored session and from
  * a replay are the same (analysis/snapshot.c, tests/e2e/test_snapshot.c). */
-#define ML_ANALYSIS_SNAPSHOT_VERSION 2
+#define ML_ANALYSIS_SNAPSHOT_VERSION 3
 /* Version 1 snapshots (no GPU state: sessions with GPU records had none)
  * restore too; only older versions than this are replayed. */
 #define ML_ANALYSIS_SNAPSHOT_OLDEST 1
@@ -150,6 +168,18 @@ bool ml_analysis_from_snapshot(const ml_analysis_t *a);
 
 /** Running totals (final once the whole trace was fed). */
 const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a);
+
+/* Heap blocks live now, split by the exit scan's verdicts: lost (definite,
+ * indirect or possible: what "leaked" means everywhere) and reachable.
+ * Without a scan every live block counts as lost. */
+typedef struct {
+    uint64_t lost_bytes, lost_blocks;
+    uint64_t reachable_bytes, reachable_blocks;
+    bool scanned;
+} ml_live_split_t;
+
+/** The split above, without a build (a pass over the live blocks). */
+ml_live_split_t ml_analysis_live_split(const ml_analysis_t *a);
 
 /** Frees the session and everything it owns (NULL is fine). */
 void ml_analysis_free(ml_analysis_t *a);
@@ -218,6 +248,8 @@ typedef enum {
     ML_LEAK_DEFINITE = 0,  /* no pointer to the block anywhere the scan looked */
     ML_LEAK_INDIRECT = 1,  /* pointed to only from definitely leaked blocks */
     ML_LEAK_REACHABLE = 2, /* still pointed to from globals or stacks at exit */
+    ML_LEAK_POSSIBLE = 3,  /* reached only through pointers into its inside (valgrind's
+                            * "possibly lost") */
     ML_LEAK_KINDS
 } ml_leak_kind_t;
 
@@ -230,7 +262,29 @@ typedef struct {
     const char *module;   /* path of the module holding the address, NULL if none */
     uint64_t address;     /* the return address as recorded (the call is at address - 1) */
     bool inlined;         /* this frame was inlined into the next (outer) one */
+    bool own;             /* in the program's own code (see ml_frame_is_own_code) */
 } ml_frame_t;
+
+/* The program's own code, where a site is named (docs/analysis.md, "Site
+ * names"): a frame is its own when its module is the traced executable or
+ * a shared object outside the system's directories (/usr/ but /usr/local/,
+ * /lib*, /bin, /sbin, /opt), memlens' own library excepted, and its source
+ * file, when known, is not a system header or library source (under
+ * /usr/include/ or /usr/lib/). Inlined std::vector code in the program is
+ * therefore not its own; the program's code that called it is. `exe` is
+ * the traced executable's path (ml_process_info_t.exe), NULL if unknown. */
+bool ml_frame_is_own_code(const char *module, const char *file, const char *exe);
+
+/* A function name shortened for display: template arguments collapsed to
+ * "<…>", the argument list and qualifiers after it dropped, and the return
+ * type in front of it dropped, e.g. "void std::vector<int, std::allocator<int>
+ * >::_M_realloc_insert<int const&>(...)" gives
+ * "std::vector<…>::_M_realloc_insert<…>". Operators keep their symbols
+ * ("operator<<", "operator()", "operator new[]"), "(anonymous namespace)"
+ * and lambdas ("{lambda(int)#1}") stay. Names without '<', '(' or ' ' (C
+ * functions, "[module+0xOFF]") come back unchanged. Writes at most len
+ * bytes with the NUL (cutting at a character boundary) and returns buf. */
+const char *ml_frame_short_name(const char *full, char *buf, size_t len);
 
 /* One allocation site: a unique stack once the allocator's own frames are
  * removed. Metrics are per site; the strategy advisor reads the size and
@@ -239,6 +293,9 @@ typedef struct {
     uint32_t id;              /* index in the site table of this build */
     const ml_frame_t *frames; /* innermost first; frames[0] called the allocator */
     uint32_t nframes;
+    uint32_t headline;        /* the frame that names the site: the first of the program's
+                                 own code (frame.own), 0 when there is none; the frames
+                                 before it (library code) stay in frames[] */
     uint32_t stacks;          /* recorded stacks merged into this site */
     uint64_t alloc_calls, bytes_allocated, temporary_allocs, realloc_calls;
     uint64_t freed_blocks;    /* blocks of this site that were freed (or moved by realloc) */
@@ -272,7 +329,11 @@ typedef struct {
     uint64_t bytes, blocks;                      /* everything live at the end */
     uint64_t kind_bytes[ML_LEAK_KINDS], kind_blocks[ML_LEAK_KINDS];
     uint64_t suppressed_bytes, suppressed_blocks;
-    uint64_t gate_bytes;    /* definite, not suppressed: what --fail-on-leak compares */
+    /* "Leaked" everywhere (run summary, reports, viewer, page, gates): definite +
+     * indirect + possible. Reachable blocks are shown beside it, never in it. */
+    uint64_t lost_bytes, lost_blocks;
+    uint64_t gate_bytes;    /* lost (definite + indirect + possible), not suppressed: what
+                             * --fail-on-leak compares */
     bool scanned;           /* an exit-time reachability scan classified the blocks */
     int32_t scan_status;    /* 0, or -errno when the scan failed */
     uint64_t scan_root_bytes, scan_heap_bytes, scan_duration_us;
@@ -427,6 +488,23 @@ typedef struct {
 } ml_process_info_t;
 
 const ml_process_info_t *ml_analysis_process(const ml_analysis_t *a);
+
+/* The modules the trace recorded (the program, its libraries, dlopened
+ * ones, also those dlclosed before the end), in the order it named them. */
+typedef struct {
+    const char *path;          /* as recorded */
+    uint64_t base;             /* load bias: a segment at vaddr V is mapped at base + V */
+    uint64_t lo, hi;           /* [lo, hi): the addresses its loadable segments covered */
+    const uint8_t *build_id;   /* NULL when none was recorded */
+    uint32_t build_id_len;
+    bool loaded;               /* still loaded at the end of what was fed */
+} ml_module_t;
+
+/** How many modules the session knows; ml_analysis_module() copies module i
+ * into *out (-ERANGE past the end). Pointers stay valid until
+ * ml_analysis_free(). (modules.c) */
+size_t ml_analysis_module_count(const ml_analysis_t *a);
+int ml_analysis_module(const ml_analysis_t *a, size_t i, ml_module_t *out);
 
 /** Warnings collected while feeding and building (build-id mismatches,
  * missing files, unknown frees, truncation, what out of memory lost), owned

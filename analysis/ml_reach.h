@@ -7,7 +7,12 @@
  *
  *  1. Every aligned 8-byte word of the roots (writable data of the modules,
  *     thread stacks, other writable private mappings) that points into a live
- *     block marks the block reachable; reachable blocks are scanned in turn.
+ *     block marks it, and marked blocks are scanned in turn (valgrind's
+ *     rule): a pointer to a block's first byte from a root or from a
+ *     reachable block makes it reachable; a pointer into its inside, or any
+ *     pointer from a possibly lost block, makes a block not yet marked
+ *     possibly lost (possible). A possible block later found through a start
+ *     pointer from a reachable one becomes reachable.
  *  2. The remaining blocks are leaked. Their pointer graph is built, and in
  *     address order each block not yet classified becomes a "leader"
  *     (definite); every leaked block reachable from a leader, other than the
@@ -15,9 +20,11 @@
  *     clique rule, so a cycle of leaked blocks reports one definite block and
  *     the rest indirect).
  *
- * A pointer anywhere inside a block counts (C++ base-class pointers, arrays
- * with a cookie, intrusive lists), except, under glibc, the one offset where
- * glibc's own free lists and top pointer point: the next chunk's header.
+ * Between leaked blocks a pointer anywhere inside a block counts (as in
+ * valgrind), except, under glibc, the one offset where glibc's own free lists
+ * and top pointer point: the next chunk's header (that offset never counts).
+ * valgrind's --leak-check-heuristics (std::string, new[] cookies, multiple
+ * inheritance) are not applied: such interior pointers give "possible".
  *
  * Ownership: the blocks, roots and verdicts are the caller's; the scan keeps
  * nothing after it returns. Errors: 0 or a negative errno (the verdicts are
@@ -56,11 +63,11 @@ typedef struct {
 
 typedef struct {
     uint64_t root_bytes, heap_bytes; /* bytes read */
-    uint64_t reachable, indirect, definite;
+    uint64_t reachable, indirect, definite, possible;
 } ml_reach_stats_t;
 
 /** Classifies n blocks (sorted by address, non-overlapping) into verdict[i]
- * (ML_REACH_REACHABLE / _INDIRECT / _DEFINITE). Returns 0 or a negative
+ * (ML_REACH_REACHABLE / _POSSIBLE / _INDIRECT / _DEFINITE). Returns 0 or a negative
  * errno (-ENOMEM, -ETIMEDOUT, or the reader's error). */
 int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t *roots,
                       size_t nroots, const ml_reach_io_t *io, uint8_t *verdict,

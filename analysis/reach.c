@@ -29,7 +29,8 @@ typedef struct {
     size_t nedges, edges_cap;
     uint32_t *start, *end; /* per block: its edges are edges[start, end) */
     bool collecting;
-    uint32_t cur; /* block being scanned in the collecting phase */
+    bool prior_definite; /* marking: the memory being scanned is a root or a reachable block */
+    uint32_t cur; /* block being scanned */
     uint8_t *buf;
     ml_reach_req_t *reqs;
 } scan_t;
@@ -102,9 +103,17 @@ static int scan_words(scan_t *s, const uint8_t *mem, size_t len) {
         if (s->collecting) {
             if (s->v[k] == UNSEEN && (uint32_t)k != s->cur && push_edge(s, (uint32_t)k) < 0)
                 return -ENOMEM;
-        } else if (s->v[k] == UNSEEN) {
-            s->v[k] = ML_REACH_REACHABLE;
-            if (push_work(s, (uint32_t)k) < 0) return -ENOMEM;
+        } else if (s->v[k] != ML_REACH_REACHABLE) {
+            /* valgrind's rule: a start pointer from a root or a reachable
+             * block makes the block reachable; an interior pointer, or any
+             * pointer from a possibly lost block, makes an unseen block
+             * possibly lost. A block whose state changes is (re)scanned. */
+            uint8_t to = w == s->b[k].ptr && s->prior_definite ? ML_REACH_REACHABLE
+                                                               : ML_REACH_POSSIBLE;
+            if (to == ML_REACH_REACHABLE || s->v[k] == UNSEEN) {
+                s->v[k] = to;
+                if (push_work(s, (uint32_t)k) < 0) return -ENOMEM;
+            }
         }
     }
     return 0;
@@ -141,10 +150,9 @@ static int scan_blocks(scan_t *s, const uint32_t *idx, size_t n) {
             if (len > PIECE) {
                 if (k) break;
                 /* A big block alone, in pieces. */
-                if (s->collecting) {
-                    s->cur = idx[i];
-                    s->start[s->cur] = (uint32_t)s->nedges;
-                }
+                s->cur = idx[i];
+                s->prior_definite = s->v[s->cur] == ML_REACH_REACHABLE;
+                if (s->collecting) s->start[s->cur] = (uint32_t)s->nedges;
                 int rc = scan_range(s, b->ptr, b->size & ~7ull, &s->st->heap_bytes);
                 if (rc < 0) return rc;
                 if (s->collecting) s->end[s->cur] = (uint32_t)s->nedges;
@@ -160,10 +168,9 @@ static int scan_blocks(scan_t *s, const uint32_t *idx, size_t n) {
             int rc = s->io->read(s->io->ctx, s->reqs, k);
             if (rc < 0) return rc;
             for (size_t j = 0; j < k; j++) {
-                if (s->collecting) {
-                    s->cur = idx[i + j];
-                    s->start[s->cur] = (uint32_t)s->nedges;
-                }
+                s->cur = idx[i + j];
+                s->prior_definite = s->v[s->cur] == ML_REACH_REACHABLE;
+                if (s->collecting) s->start[s->cur] = (uint32_t)s->nedges;
                 s->st->heap_bytes += s->reqs[j].got;
                 if ((rc = scan_words(s, s->reqs[j].buf, s->reqs[j].got)) < 0) return rc;
                 if (s->collecting) s->end[s->cur] = (uint32_t)s->nedges;
@@ -195,6 +202,7 @@ int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t 
     if (!s.buf || !s.reqs) goto out;
 
     /* 1. Roots, then everything reachable from them. */
+    s.prior_definite = true;
     for (size_t r = 0; r < nroots; r++)
         if ((rc = scan_range(&s, roots[r].lo, roots[r].hi - roots[r].lo, &st->root_bytes)) < 0)
             goto out;
@@ -247,6 +255,7 @@ int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t 
     }
     for (size_t i = 0; i < n; i++) {
         if (verdict[i] == ML_REACH_REACHABLE) st->reachable++;
+        else if (verdict[i] == ML_REACH_POSSIBLE) st->possible++;
         else if (verdict[i] == ML_REACH_INDIRECT) st->indirect++;
         else st->definite++;
     }

@@ -13,11 +13,8 @@
 int ml_analysis_new(ml_analysis_t **out) {
     ml_analysis_t *a = calloc(1, sizeof *a);
     if (!a) return -ENOMEM;
-    a->realloc_stash = calloc(ML__MAX_THREADS, sizeof *a->realloc_stash);
     a->stats = calloc(16, sizeof *a->stats);
-    if (!a->realloc_stash || !a->stats) {
-        free(a->realloc_stash);
-        free(a->stats);
+    if (!a->stats) {
         free(a);
         return -ENOMEM;
     }

@@ -20,7 +20,7 @@
 #define MAX_WALK 1024
 
 const char *ml_leak_kind_name(ml_leak_kind_t k) {
-    static const char *const names[] = {"definite", "indirect", "reachable"};
+    static const char *const names[] = {"definite", "indirect", "reachable", "possible"};
     return k < ML_LEAK_KINDS ? names[k] : "?";
 }
 
@@ -394,6 +394,12 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     for (size_t i = 0; i < b->nsites; i++) {
         b->sites[i].frames = b->frames + site_off[i];
         b->sites[i].nframes = (uint32_t)(site_off[i + 1] - site_off[i]);
+        /* Named by the program's own code when some frame is (ml_frame_t.own). */
+        for (uint32_t k = 0; k < b->sites[i].nframes; k++)
+            if (b->sites[i].frames[k].own) {
+                b->sites[i].headline = k;
+                break;
+            }
     }
 
     /* Leaks: every block live at the end, by site and kind. */
@@ -405,6 +411,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
         ml_leak_kind_t k = ML_LEAK_DEFINITE;
         if (e->reach == ML_REACH_REACHABLE) k = ML_LEAK_REACHABLE;
         else if (e->reach == ML_REACH_INDIRECT) k = ML_LEAK_INDIRECT;
+        else if (e->reach == ML_REACH_POSSIBLE) k = ML_LEAK_POSSIBLE;
         else if (a->scanned && e->reach == ML_REACH_UNKNOWN) b->leaks.unscanned_blocks++;
         b->sites[si].leaked_kind_bytes[k] += e->size;
         b->sites[si].leaked_kind_blocks[k]++;
@@ -444,8 +451,12 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
             if (x->suppressed) {
                 L->suppressed_bytes += x->leaked_kind_bytes[k];
                 L->suppressed_blocks += x->leaked_kind_blocks[k];
-            } else if (k == ML_LEAK_DEFINITE) {
+            } else if (k != ML_LEAK_REACHABLE) {
                 L->gate_bytes += x->leaked_kind_bytes[k];
+            }
+            if (k != ML_LEAK_REACHABLE) {
+                L->lost_bytes += x->leaked_kind_bytes[k];
+                L->lost_blocks += x->leaked_kind_blocks[k];
             }
         }
     }

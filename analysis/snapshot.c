@@ -39,9 +39,11 @@
 
 /* The first and last number of a snapshot, which also says its layout:
  * version 1 ("SNAP", before the GPU state was saved) has no GPU section;
- * version 2 ("SNP2") has one before its last number. Restore reads both. */
+ * version 2 ("SNP2") has one before its last number; version 3 ("SNP3")
+ * adds the kernel's peak RSS (ML_T_PEAK_RSS) after it. Restore reads all. */
 #define SNAP_MAGIC_V1 0x50414e53u /* "SNAP" */
-#define SNAP_MAGIC 0x32504e53u    /* "SNP2" */
+#define SNAP_MAGIC_V2 0x32504e53u /* "SNP2" */
+#define SNAP_MAGIC 0x33504e53u    /* "SNP3" */
 
 /* ------------------------------------------------------------------------- */
 /* Writing                                                                   */
@@ -387,6 +389,8 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
     for (size_t i = 0; i < a->nwarn; i++) ml__put_str(&b, a->warn[i]);
     ml__put_u(&b, a->gpu != NULL);
     int rc = a->gpu ? ml__gpu_save(a->gpu, &b) : 0;
+    ml__put_u(&b, a->t.hwm_rss_bytes);
+    ml__put_u(&b, a->t.hwm_rss_source);
     ml__put_u(&b, SNAP_MAGIC); /* the end: the reader checks that it got here */
 
     if (rc == 0 && b.oom) rc = -ENOMEM;
@@ -404,8 +408,8 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
 /* ------------------------------------------------------------------------- */
 
 static void get_block(ml__ibuf_t *b, ml__block_t *e, uint32_t nstats) {
-    e->size = ml__get_max(b, (1ull << 62) - 1, "a block size is out of range");
-    e->reach = ml__get_max(b, 3, "a block's leak kind is out of range");
+    e->size = ml__get_max(b, ML__SIZE_MAX, "a block size is out of range");
+    e->reach = ml__get_max(b, ML_REACH_POSSIBLE, "a block's leak kind is out of range");
     e->seq = ml__get_max(b, (1ull << 48) - 1, "a block's event number is out of range");
     e->slack = ml__get_max(b, 0xffff, "a block's slack is out of range");
     e->stack = (uint32_t)ml__get_max(b, nstats ? nstats - 1 : 0, "a block names an unknown stack");
@@ -542,7 +546,7 @@ static void get_totals(ml__ibuf_t *b, ml_totals_t *t) {
 /* Fills the fresh session `a` (nothing fed yet) from the bytes. */
 static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     uint64_t magic = ml__get_u(b);
-    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V1) {
+    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V2 && magic != SNAP_MAGIC_V1) {
         ml__snap_bad(b, "it does not start with its magic number");
         return;
     }
@@ -741,8 +745,12 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
             free(w);
         }
     }
-    if (magic == SNAP_MAGIC && !b->bad && ml__get_max(b, 1, "bad flag"))
+    if (magic != SNAP_MAGIC_V1 && !b->bad && ml__get_max(b, 1, "bad flag"))
         ml__gpu_restore(&a->gpu, b);
+    if (magic == SNAP_MAGIC && !b->bad) {
+        a->t.hwm_rss_bytes = ml__get_u(b);
+        a->t.hwm_rss_source = (uint8_t)ml__get_max(b, ML_HWM_SOURCE_COUNT_ - 1, "bad peak RSS source");
+    }
     if (ml__get_u(b) != magic || b->pos != b->len) ml__snap_bad(b, "it does not end where it should");
 }
 

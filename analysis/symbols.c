@@ -41,10 +41,22 @@ extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *st
 #define FRAME_CHUNK 4096
 #define STR_CHUNK (64u << 10)
 
+/* A symbol of a module's table, in the index that replaces libdw's linear
+ * search (elf_symbol()). */
+typedef struct {
+    GElf_Addr value, size;
+    const char *name;
+    int ndx;
+    int bind; /* 3 global, 2 weak, 1 local, 0 other: libdw's preference */
+} symidx_t;
+
 typedef struct {
     Dwfl *dwfl;
     Dwfl_Module *dm;
     int state; /* 0: not tried, 1: usable, -1: no symbols */
+    symidx_t *gsyms; /* the global symbols with a size, by value then index */
+    size_t ngsyms;
+    bool indexed; /* gsyms was built (or there is nothing to index) */
 } modsym_t;
 
 typedef struct {
@@ -144,8 +156,10 @@ int ml__sym_new(ml__symbolizer_t **out, bool no_symbols) {
 
 void ml__sym_free(ml__symbolizer_t *s) {
     if (!s) return;
-    for (uint32_t i = 0; i < s->nms; i++)
+    for (uint32_t i = 0; i < s->nms; i++) {
         if (s->ms[i].dwfl) dwfl_end(s->ms[i].dwfl);
+        free(s->ms[i].gsyms);
+    }
     free(s->ms);
     free(s->pcs);
     free(s->strs);
@@ -332,13 +346,102 @@ static pcent_t *pc_slot(ml__symbolizer_t *s, uint64_t pc, int32_t mod) {
     return &s->pcs[j];
 }
 
+/* The ELF symbol of an address: what dwfl_module_addrinfo() gives, without
+ * its linear scan of the whole symbol table per address (libLLVM's has
+ * hundreds of thousands of entries: that scan was two thirds of `report` on
+ * clang-format). libdw's rules (dwfl_module_addrsym.c) are kept: the
+ * global symbols are searched first, and a local one only when no global
+ * one holds the address; among the symbols that hold it (value <= addr <
+ * value + size) the closest start wins, then at the same start the better
+ * binding (global, weak, local), then the smaller size at no worse binding,
+ * then the first in the table. The index holds the global sized symbols;
+ * whenever it has no answer (no global symbol holds the address: locals,
+ * sizeless assembly labels) libdw itself is asked, so the answer is always
+ * libdw's. */
+static int cmp_symidx(const void *x, const void *y) {
+    const symidx_t *a = x, *b = y;
+    if (a->value != b->value) return a->value < b->value ? -1 : 1;
+    return (a->ndx > b->ndx) - (a->ndx < b->ndx);
+}
+
+static void index_symbols(modsym_t *ms) {
+    ms->indexed = true;
+    int n = dwfl_module_getsymtab(ms->dm);
+    int first = dwfl_module_getsymtab_first_global(ms->dm);
+    if (n <= 0 || first < 0 || n - first < 256) return; /* small: libdw is quick enough */
+    symidx_t *v = malloc((size_t)(n - first) * sizeof *v);
+    if (!v) return;
+    size_t k = 0;
+    for (int i = first > 0 ? first : 1; i < n; i++) {
+        GElf_Sym sym;
+        GElf_Addr value;
+        GElf_Word shndx;
+        const char *name = dwfl_module_getsym_info(ms->dm, i, &sym, &value, &shndx, NULL, NULL);
+        int type = GELF_ST_TYPE(sym.st_info);
+        if (!name || !name[0] || sym.st_shndx == SHN_UNDEF || type == STT_SECTION ||
+            type == STT_FILE || type == STT_TLS || sym.st_size == 0)
+            continue;
+        int b = GELF_ST_BIND(sym.st_info);
+        v[k++] = (symidx_t){value, sym.st_size, name, i,
+                            b == STB_GLOBAL ? 3 : b == STB_WEAK ? 2 : b == STB_LOCAL ? 1 : 0};
+    }
+    qsort(v, k, sizeof *v, cmp_symidx);
+    ms->gsyms = v;
+    ms->ngsyms = k;
+}
+
+static const char *elf_symbol(modsym_t *ms, Dwarf_Addr addr) {
+    if (!ms->indexed) index_symbols(ms);
+    if (ms->ngsyms) {
+        /* The last symbol starting at or before addr. */
+        size_t lo = 0, hi = ms->ngsyms;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (ms->gsyms[mid].value <= addr) lo = mid + 1;
+            else hi = mid;
+        }
+        /* Walk back to the closest start that holds addr (a few steps:
+         * symbols rarely nest), then apply the rules at that start. */
+        for (size_t i = lo, steps = 0; i > 0 && steps < 64; i--, steps++) {
+            const symidx_t *c = &ms->gsyms[i - 1];
+            if (addr - c->value >= c->size) continue;
+            size_t j = i - 1;
+            while (j > 0 && ms->gsyms[j - 1].value == c->value) j--;
+            const symidx_t *best = NULL;
+            for (; j < ms->ngsyms && ms->gsyms[j].value == c->value; j++) {
+                const symidx_t *e = &ms->gsyms[j];
+                if (addr - e->value >= e->size) continue;
+                if (!best || best->bind < e->bind ||
+                    (best->size > e->size && best->bind <= e->bind))
+                    best = e;
+            }
+            return best->name;
+        }
+    }
+    GElf_Off off;
+    GElf_Sym sym;
+    return dwfl_module_addrinfo(ms->dm, addr, &off, &sym, NULL, NULL, NULL);
+}
+
+/* The frames of one address with DWARF, innermost first.
+ *
+ * dwarf_getscopes() finds the innermost scope holding the address, but
+ * past the first DW_TAG_inlined_subroutine it continues with the scopes of
+ * that function's abstract definition (where its source is), not with the
+ * code it was inlined into: a chain inlined three deep would lose its middle
+ * levels. So only its first scope is used; dwarf_getscopes_die() then gives
+ * the DIEs that physically contain that one, up to the CU: every inlined
+ * instance and the concrete function, each nested in its caller. An inlined
+ * frame's location is the innermost line (for the first) or the call site
+ * (DW_AT_call_file:DW_AT_call_line) of the inlined frame below it; the
+ * function it is in is the next inlined instance or subprogram outwards
+ * (lexical blocks may sit in between). This is what `eu-addr2line -i` and
+ * `addr2line -i` print. */
 static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__module_t *m,
                               uint64_t pc, ml_frame_t *f) {
     Dwarf_Addr addr = pc - 1; /* the call instruction, not the return address */
     const char *module = ml__sym_intern(s, m->path);
-    GElf_Off off;
-    GElf_Sym sym;
-    const char *elfname = dwfl_module_addrinfo(ms->dm, addr, &off, &sym, NULL, NULL, NULL);
+    const char *elfname = elf_symbol(ms, addr);
     const char *outer = elfname ? demangled(s, elfname) : NULL;
 
     const char *file = NULL;
@@ -351,18 +454,26 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
     Dwarf_Die *cudie = dwfl_module_addrdie(ms->dm, addr, &bias);
     Dwarf_Die *scopes = NULL;
     int nscopes = cudie ? dwarf_getscopes(cudie, addr - bias, &scopes) : 0;
+    if (nscopes > 0) {
+        Dwarf_Die inner = scopes[0];
+        free(scopes);
+        scopes = NULL;
+        nscopes = dwarf_getscopes_die(&inner, &scopes);
+    }
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
     if (nscopes > 0) dwarf_getsrcfiles(cudie, &files, &nfiles);
     for (int i = 0; i < nscopes && n < MAX_INLINE; i++) {
         int tag = dwarf_tag(&scopes[i]);
-        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
+        if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram &&
+            tag != DW_TAG_entry_point)
+            continue;
         ml_frame_t *fr = &f[n++];
         fr->module = module;
         fr->address = pc;
         fr->file = file ? ml__sym_intern(s, file) : NULL;
         fr->line = line > 0 ? (uint32_t)line : 0;
-        if (tag == DW_TAG_subprogram) {
+        if (tag != DW_TAG_inlined_subroutine) {
             fr->function = outer ? outer : die_name(s, &scopes[i]);
             fr->inlined = false;
             break;
@@ -374,15 +485,16 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
         Dwarf_Word cf = 0, cl = 0;
         file = NULL;
         line = 0;
-        if (dwarf_attr(&scopes[i], DW_AT_call_file, &at) && dwarf_formudata(&at, &cf) == 0 && files)
+        if (dwarf_attr(&scopes[i], DW_AT_call_file, &at) && dwarf_formudata(&at, &cf) == 0 &&
+            files && cf < nfiles)
             file = dwarf_filesrc(files, (size_t)cf, NULL, NULL);
         if (dwarf_attr(&scopes[i], DW_AT_call_line, &at) && dwarf_formudata(&at, &cl) == 0)
             line = (int)cl;
     }
     free(scopes);
-    /* dwarf_getscopes may end an inlined chain at the CU without the
-     * concrete function it was inlined into: that function is the ELF
-     * symbol at the address, called at the last inlined call site. */
+    /* An inlined chain with no concrete function around it (DWARF that
+     * describes only part of the code): the function it was inlined into
+     * is the ELF symbol at the address, called at the last call site. */
     if (n > 0 && f[n - 1].inlined && n < MAX_INLINE && outer) {
         ml_frame_t *fr = &f[n++];
         fr->module = module;
@@ -431,6 +543,8 @@ int ml__sym_resolve(ml__symbolizer_t *s, int32_t mod, const ml__module_t *m, uin
         tmp[0].address = pc;
         n = 1;
     }
+    const char *exe = s->a ? ml_analysis_process(s->a)->exe : NULL;
+    for (uint32_t i = 0; i < n; i++) tmp[i].own = ml_frame_is_own_code(tmp[i].module, tmp[i].file, exe);
     ml_frame_t *f = arena_alloc(s, n * sizeof *f);
     if (!f) return -ENOMEM;
     memcpy(f, tmp, n * sizeof *f);
@@ -480,4 +594,126 @@ bool ml__frame_is_allocator(const ml_frame_t *f) {
     for (size_t i = 0; i < sizeof alloc_exact / sizeof alloc_exact[0]; i++)
         if (!strcmp(fn, alloc_exact[i])) return true;
     return is_cxx_allocator(fn);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The program's own code, and names for display                             */
+/* ------------------------------------------------------------------------- */
+
+static bool under(const char *path, const char *dir) {
+    size_t n = strlen(dir);
+    return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
+}
+
+bool ml_frame_is_own_code(const char *module, const char *file, const char *exe) {
+    if (!module || module[0] != '/') return false; /* unknown, [vdso] */
+    if (file && (under(file, "/usr/include") || under(file, "/usr/lib"))) return false;
+    if (exe && exe[0] && !strcmp(module, exe)) return true;
+    const char *base = strrchr(module, '/') + 1;
+    if (!strncmp(base, "libmemlens", 10)) return false;
+    static const char *const system_dirs[] = {"/usr", "/lib", "/lib32", "/lib64", "/libx32",
+                                              "/bin", "/sbin", "/opt", "/snap", "/nix"};
+    if (under(module, "/usr/local")) return true;
+    for (size_t i = 0; i < sizeof system_dirs / sizeof system_dirs[0]; i++)
+        if (under(module, system_dirs[i])) return false;
+    return true;
+}
+
+/* The symbols of C++ operators, longest first, as the demangler spells
+ * them after "operator". */
+static size_t operator_len(const char *p) {
+    static const char *const ops[] = {
+        " delete[]", " new[]", " delete", " new", "<=>", "<<=", ">>=", "->*", "()", "[]", "<<",
+        ">>", "<=", ">=", "==", "!=", "&&", "||", "++", "--", "->", "+=", "-=", "*=", "/=",
+        "%=", "&=", "|=", "^=", "<", ">", "+", "-", "*", "/", "%", "^", "&", "|", "~", "!",
+        "=", ",", "\"\" "};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (!strncmp(p, ops[i], strlen(ops[i]))) return strlen(ops[i]);
+    return 0;
+}
+
+static bool ident_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* Where the bracketed group that opens at p ('<', '(', '{' or '[') ends:
+ * the character after its closing bracket, or the end of the string. */
+static const char *group_end(const char *p) {
+    int depth = 0;
+    for (; *p; p++) {
+        if (*p == '<' || *p == '(' || *p == '{' || *p == '[') depth++;
+        else if ((*p == '>' || *p == ')' || *p == '}' || *p == ']') && --depth == 0) return p + 1;
+    }
+    return p;
+}
+
+const char *ml_frame_short_name(const char *full, char *buf, size_t len) {
+    if (!len) return buf;
+    buf[0] = '\0';
+    if (!full) return buf;
+    if (full[0] == '[' || !strpbrk(full, "<( ")) {
+        snprintf(buf, len, "%s", full);
+        return buf;
+    }
+    /* Pass 1: collapse templates, drop argument lists and what follows the
+     * last one, keep operators and lambdas. */
+    size_t n = 0, cap = strlen(full) + 8;
+    char *t = malloc(cap);
+    if (!t) {
+        snprintf(buf, len, "%s", full);
+        return buf;
+    }
+    size_t op_at = (size_t)-1; /* where the last "operator" starts in t */
+    const char *p = full;
+    while (*p) {
+        if (!strncmp(p, "operator", 8) && (p == full || !ident_char(p[-1])) && !ident_char(p[8])) {
+            op_at = n;
+            memcpy(t + n, p, 8);
+            n += 8;
+            p += 8;
+            size_t k = operator_len(p);
+            memcpy(t + n, p, k);
+            n += k;
+            p += k;
+        } else if (*p == '<') {
+            memcpy(t + n, "<\xe2\x80\xa6>", 5); /* <…> */
+            n += 5;
+            p = group_end(p);
+        } else if (*p == '(') {
+            const char *e = group_end(p);
+            if (!strncmp(p, "(anonymous namespace)", 21)) {
+                memcpy(t + n, p, (size_t)(e - p));
+                n += (size_t)(e - p);
+            } else if (strncmp(e, "::", 2)) {
+                break; /* the argument list: qualifiers follow, then nothing */
+            }
+            p = e; /* a function's arguments before "::" (a local entity) */
+        } else if (*p == '{') {
+            const char *e = group_end(p); /* {lambda(int)#1}, {unnamed type#1} */
+            memcpy(t + n, p, (size_t)(e - p));
+            n += (size_t)(e - p);
+            p = e;
+        } else {
+            t[n++] = *p++;
+        }
+    }
+    t[n] = '\0';
+    /* Pass 2: the return type is what comes before the last space outside
+     * brackets and before the last operator's name. */
+    size_t start = 0, depth = 0;
+    for (size_t i = 0; i < n && i < op_at; i++) {
+        if (t[i] == '(' || t[i] == '{' || t[i] == '[') depth++;
+        else if ((t[i] == ')' || t[i] == '}' || t[i] == ']') && depth) depth--;
+        else if (t[i] == ' ' && !depth && !(i >= 1 && t[i - 1] == ',')) start = i + 1;
+    }
+    /* Cut at a character boundary (UTF-8). */
+    size_t m = strlen(t + start);
+    if (m >= len) {
+        m = len - 1;
+        while (m && ((unsigned char)t[start + m] & 0xC0) == 0x80) m--;
+    }
+    memcpy(buf, t + start, m);
+    buf[m] = '\0';
+    free(t);
+    return buf;
 }

@@ -4,7 +4,8 @@
 Runs allocation-heavy Debian programs three ways in one session -- plain,
 under `memlens run`, under `heaptrack` -- and prints a table of median wall
 times and their ratios, the time memlens adds relative to the time heaptrack
-adds, trace bytes per allocation call and events per second.
+adds, trace bytes per allocation call and events per second, and the peak RSS of
+the collector (the `memlens` process) beside the program's own (issue 12).
 
     bench/record_bench.py [--build build] [--reps 3] [--only NAME,...]
 
@@ -61,6 +62,32 @@ def prepare(work):
                 f"int check_{i}(int *p, int n) {{ int s = 0; for (int k = 0; k <= n; k++) s += p[k];"
                 f" char buf[{8 + i % 8}]; for (int k = 0; k < n; k++) buf[k] = (char)s; return s + buf[0]; }}\n"
             )
+    # issue 12: many threads on one ring, and a big live heap
+    with open(os.path.join(work, "threads.c"), "w") as f:
+        f.write(
+            "#include <pthread.h>\n#include <stdlib.h>\n"
+            "static void *work(void *a) { (void)a; for (int i = 0; i < 10000; i++) {"
+            " void *p = malloc(16 + (i & 255)); free(p); } return NULL; }\n"
+            "int main(void) { pthread_t t[200]; for (int i = 0; i < 200; i++)"
+            " pthread_create(&t[i], NULL, work, NULL);"
+            " for (int i = 0; i < 200; i++) pthread_join(t[i], NULL); return 0; }\n"
+        )
+    sh(f"cc -O0 -pthread -o {work}/threads200 {work}/threads.c")
+    with open(os.path.join(work, "bigheap.py"), "w") as f:
+        f.write(
+            "class S:\n"
+            "    __slots__ = ('a', 'b')\n"
+            "    def __init__(self, a, b):\n"
+            "        self.a = a\n"
+            "        self.b = b\n"
+            "keep = []\n"
+            "for i in range(2000000):\n"
+            "    keep.append(((i, i + 1), 's%d' % i, S(i, -i), [i]))\n"
+            "d = {}\n"
+            "for i in range(500000):\n"
+            "    d['k%d' % i] = i\n"
+            "print(len(keep), len(d))\n"
+        )
     repo = os.path.join(work, "repo")
     os.makedirs(repo)
     env = dict(os.environ, GIT_AUTHOR_NAME="b", GIT_AUTHOR_EMAIL="b@x", GIT_COMMITTER_NAME="b",
@@ -85,17 +112,47 @@ def workloads(work, repo):
         ("cppcheck", ["/usr/bin/cppcheck", "--quiet", "--enable=warning", os.path.join(work, "check.c")], {}, None),
         ("git-pack-objects", ["/usr/bin/git", "-C", repo, "pack-objects", "--revs", "--all", "--stdout",
                               "--threads=2"], {}, None),
+        ("threads-200x10k", [os.path.join(work, "threads200")], {}, None),
+        ("python3-bigheap", ["/usr/bin/python3", os.path.join(work, "bigheap.py")], {"PYTHONMALLOC": "malloc"},
+         None),
     ]
 
 
-def run_once(argv, env, before, out_path=None):
+def vm_hwm(pid):
+    """VmHWM of a running process in bytes, 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run_once(argv, env, before, out_path=None, stats=None):
+    """Runs argv; `stats`, when given, receives maxrss (wait4: the process,
+    or the largest of it and its children) and hwm (the process' own VmHWM,
+    sampled every 20 ms while it runs: the collector's, for `memlens run`)."""
     if before:
         before()
+    err = tempfile.TemporaryFile()
     t0 = time.perf_counter()
-    r = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE)
+    p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    hwm = 0
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        hwm = max(hwm, vm_hwm(p.pid))
+        time.sleep(0.02)
     t = time.perf_counter() - t0
-    return t, r.returncode, r.stderr.decode(errors="replace")
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if stats is not None:
+        stats["maxrss"] = ru.ru_maxrss * 1024
+        stats["hwm"] = hwm
+    err.seek(0)
+    return t, p.returncode, err.read().decode(errors="replace")
 
 
 def main():
@@ -121,12 +178,16 @@ def main():
         base, ml, ht, mls = [], [], [], []
         ml_calls = ml_bytes = ml_events = 0
         ht_calls = ht_bytes = 0
+        prog_rss, coll_rss = [], []
         for rep in range(args.reps):
-            t, rc, _ = run_once(argv, env, before)
+            st = {}
+            t, rc, _ = run_once(argv, env, before, stats=st)
             base.append(t)
+            prog_rss.append(st["maxrss"])
             trace = os.path.join(work, f"{name}.mlt")
-            t, rc, err = run_once([memlens, "run", "-o", trace, "--"] + argv, env, before)
+            t, rc, err = run_once([memlens, "run", "-o", trace, "--"] + argv, env, before, stats=st)
             ml.append(t)
+            coll_rss.append(st["hwm"])
             m = re.search(r"memlens: (\d+) allocation calls", err)
             ml_calls = int(m.group(1)) if m else 0
             ml_bytes = os.path.getsize(trace)
@@ -160,7 +221,8 @@ def main():
         rows.append(dict(name=name, base=b, ml=m_, ht=h, sampled=s_, ml_calls=ml_calls, ht_calls=ht_calls,
                          ml_bpc=ml_bytes / ml_calls if ml_calls else float("nan"),
                          ht_bpc=ht_bytes / ht_calls if ht_calls else float("nan"),
-                         mevs=ml_events / m_ / 1e6 if m_ else 0))
+                         mevs=ml_events / m_ / 1e6 if m_ else 0,
+                         prog_mib=statistics.median(prog_rss) / 2**20, coll_mib=statistics.median(coll_rss) / 2**20))
     # fixed cost
     tb, tm = [], []
     for _ in range(max(5, args.reps * 3)):
@@ -169,16 +231,20 @@ def main():
         trace = os.path.join(work, "true.mlt")
         t, _, _ = run_once([memlens, "run", "-q", "-o", trace, "--", "/bin/true"], os.environ, None)
         tm.append(t)
-    print(f"\nmedians of {args.reps} runs; ratios are against the uninstrumented run")
+    print(f"\nmedians of {args.reps} runs; ratios are against the uninstrumented run; prog MiB is the "
+          f"program's peak RSS run alone (wait4), coll MiB the collector's VmHWM (memlens run, sampled "
+          f"every 20 ms)")
     hdr = (f"{'workload':18} {'base s':>7} {'memlens':>13} {'heaptrack':>13} {'added ml/ht':>11} "
-           f"{'sampled':>8} {'calls ml':>10} {'calls ht':>10} {'B/call ml':>9} {'B/call ht':>9} {'Mev/s':>6}")
+           f"{'sampled':>8} {'calls ml':>10} {'calls ht':>10} {'B/call ml':>9} {'B/call ht':>9} {'Mev/s':>6} "
+           f"{'prog MiB':>8} {'coll MiB':>8} {'coll/prog':>9}")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         added = (r["ml"] - r["base"]) / (r["ht"] - r["base"]) if r["ht"] == r["ht"] and r["ht"] > r["base"] else float("nan")
         print(f"{r['name']:18} {r['base']:7.2f} {r['ml']:6.2f} ({r['ml'] / r['base']:4.2f}x) "
               f"{r['ht']:6.2f} ({r['ht'] / r['base']:4.2f}x) {added:11.2f} {r['sampled'] / r['base']:7.2f}x "
-              f"{r['ml_calls']:10d} {r['ht_calls']:10d} {r['ml_bpc']:9.3f} {r['ht_bpc']:9.3f} {r['mevs']:6.2f}")
+              f"{r['ml_calls']:10d} {r['ht_calls']:10d} {r['ml_bpc']:9.3f} {r['ht_bpc']:9.3f} {r['mevs']:6.2f} "
+              f"{r['prog_mib']:8.1f} {r['coll_mib']:8.1f} {r['coll_mib'] / r['prog_mib']:9.2f}")
     ratios = sorted(r["ml"] / r["base"] for r in rows)
     if ratios:
         print(f"\nmedian workload under memlens: {statistics.median(ratios):.2f}x")

@@ -2,8 +2,8 @@
  *
  * Both traces are analysed in full; their sites are matched by their
  * frames' function names (analysis/diff.c). The gate --fail-on-increase
- * PERCENT compares three totals: the peak heap, definite leaks (not
- * suppressed) and allocation calls; exit 3 when any grew by more than
+ * PERCENT compares three totals: the peak heap, leaks (definite + indirect
+ * + possible, not suppressed) and allocation calls; exit 3 when any grew by more than
  * PERCENT % (growth from zero always counts). When either trace has GPU
  * records it also compares each device's GPU peak and the GPU leaked bytes
  * of all devices together, with the device named on stderr.
@@ -23,17 +23,20 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
 
 static void usage_diff(FILE *f) {
     fputs("usage: memlens diff BASE.mlt NEW.mlt [--json OUT] [--fail-on-increase PERCENT]\n"
-          "                    [--suppressions FILE] [--top N] [--no-symbols] [-q]\n"
+          "                    [--suppressions FILE] [--top N] [--no-symbols] [--force]\n"
+          "                    [--group-readable] [-q]\n"
           "\n"
           "  Per-site changes of the peak heap, the bytes live at exit and the allocation calls\n"
           "  between two traces, heap and GPU (per device), in KiB/MiB under column headers.\n"
           "  --json OUT               the diff as JSON (docs/diff-schema.json); '-' is stdout\n"
-          "  --fail-on-increase PCT   exit 3 when the peak, definite leaks or allocation calls\n"
-          "                           grew by more than PCT %, or a GPU device's peak or the\n"
-          "                           GPU leaked bytes did\n"
+          "  --fail-on-increase PCT   exit 3 when the peak heap, the bytes leaked at exit (not\n"
+          "                           reachable) or the allocation calls grew by more than\n"
+          "                           PCT %, or a GPU device's peak or the GPU leaked bytes did\n"
           "  --suppressions FILE      known leaks (LeakSanitizer `leak:` syntax), for both traces\n"
           "  --top N                  sites listed (default: 20 in text, all in JSON)\n"
           "  --no-symbols             skip symbolization\n"
+          "  --force                  replace an output file memlens did not write (never a link)\n"
+          "  --group-readable         create the output 0640 instead of 0600\n"
           "  -q, --quiet              no warnings on stderr\n",
           f);
 }
@@ -42,7 +45,7 @@ int ml_cmd_diff(int argc, char **argv) {
     const char *paths[2] = {NULL, NULL}, *json = NULL, *supp_path = NULL;
     bool gate = false, no_symbols = false, quiet = false;
     double pct = 0;
-    unsigned top = 0;
+    unsigned top = 0, out_flags = 0;
     int np = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -77,6 +80,10 @@ int ml_cmd_diff(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--no-symbols")) {
             no_symbols = true;
+        } else if (!strcmp(a, "--force")) {
+            out_flags |= ML_OUTFILE_FORCE;
+        } else if (!strcmp(a, "--group-readable")) {
+            out_flags |= ML_OUTFILE_GROUP;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             quiet = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -121,7 +128,7 @@ int ml_cmd_diff(int argc, char **argv) {
     ml_diff_report_opts_t ro = {paths[0], paths[1], gate, pct, top};
     if (json) {
         ml_out_t out;
-        int rc = ml_out_open(&out, json, err, sizeof err);
+        int rc = ml_out_open_flags(&out, json, out_flags, err, sizeof err);
         if (rc == 0) {
             if (ml_report_diff_json(out.f, base, cur, d, &ro) < 0) {
                 ml_out_abort(&out);

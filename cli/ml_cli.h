@@ -19,6 +19,8 @@
 #define ML_EXIT_ERROR 1
 #define ML_EXIT_USAGE 2
 #define ML_EXIT_GATE 3
+#define ML_EXIT_CANNOT_EXEC 126 /* `memlens run`: PROG is not executable (as shells) */
+#define ML_EXIT_NOT_FOUND 127   /* `memlens run`: PROG was not found (as shells) */
 
 int ml_cmd_run(int argc, char **argv);
 int ml_cmd_dump(int argc, char **argv);

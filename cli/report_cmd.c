@@ -12,6 +12,7 @@
 #include "ml_gpu.h"
 #include "ml_report.h"
 #include "ml_report_html.h"
+#include "ml_trace_format.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -23,20 +24,25 @@
 
 typedef struct {
     const char *trace, *json, *html, *folded, *supp;
+    const char *pprof, *speedscope;
     ml_fold_metric_t metric;
     bool leak_gate, peak_gate, gpu_leak_gate, gpu_peak_gate;
     bool no_symbols, quiet, no_advisor, replay, all_policies, summary;
+    unsigned out_flags; /* ML_OUTFILE_*: --force, --group-readable */
+    bool allow_incomplete; /* --allow-incomplete: gates judge a partial trace too */
     uint64_t fail_on_leak, max_peak, fail_on_gpu_leak, max_gpu_peak;
     uint32_t max_sites;
 } report_opts_t;
 
 static void usage_report(FILE *f) {
     fputs("usage: memlens report FILE [--json OUT] [--html OUT] [--folded OUT]\n"
+          "                      [--pprof OUT] [--speedscope OUT]\n"
           "                      [--folded-metric alloc|calls|peak|leaked|temporary]\n"
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
           "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
-          "                      [--replay] [--summary] [-q]\n"
+          "                      [--replay] [--allow-incomplete] [--summary] [--force]\n"
+          "                      [--group-readable] [-q]\n"
           "\n"
           "  Without an output option, prints a summary: the sites holding the peak and the leaks.\n"
           "  With one, says on stderr what it wrote (\"memlens: wrote r.html (1.2 MiB)\").\n"
@@ -44,12 +50,19 @@ static void usage_report(FILE *f) {
           "  --html OUT            a self-contained HTML page\n"
           "  --folded OUT          folded stacks for flamegraph.pl or speedscope ('-' is stdout)\n"
           "  --folded-metric M     what the folded stacks count (default alloc: bytes allocated)\n"
-          "  --fail-on-leak BYTES  exit 3 when definite leaks (not suppressed) exceed BYTES\n"
+          "  --pprof OUT           a gzipped pprof profile (go tool pprof, Pyroscope, Parca, Grafana):\n"
+          "                        alloc, inuse (live at exit) and peak space and objects ('-' is stdout)\n"
+          "  --speedscope OUT      a speedscope file: bytes allocated, calls, peak, leaked ('-' is stdout)\n"
+          "  --fail-on-leak BYTES  exit 3 when leaks (definite + indirect + possible, not\n"
+          "                        suppressed) exceed BYTES\n"
           "  --max-peak BYTES      exit 3 when the peak heap exceeds BYTES\n"
           "  --fail-on-gpu-leak BYTES\n"
           "                        exit 3 when the GPU memory left allocated at exit (every device;\n"
           "                        freed only by the CUDA context's destruction) exceeds BYTES\n"
           "  --max-gpu-peak BYTES  exit 3 when a GPU device's peak exceeds BYTES\n"
+          "  --allow-incomplete    let the gates judge a trace that holds no records or ended\n"
+          "                        early (cut short, no end record, events lost); without it\n"
+          "                        such a trace fails every gate given (exit 3)\n"
           "  --suppressions FILE   known leaks, one `leak:PATTERN` per line (LeakSanitizer syntax)\n"
           "  --max-sites N         at most N entries in the JSON's sites[] (peak and leak lists stay whole)\n"
           "  --no-symbols          skip symbolization (functions show as [module+offset])\n"
@@ -58,6 +71,8 @@ static void usage_report(FILE *f) {
           "                        worst, bitmap) for its table: about five times slower\n"
           "  --replay              analyse every record again, ignoring the analysis the\n"
           "                        collector saved at the end of the trace\n"
+          "  --force               replace output files memlens did not write (never a link)\n"
+          "  --group-readable      create outputs 0640 instead of 0600 (docs/security.md)\n"
           "  --summary             print the summary on stdout also when writing files\n"
           "  -q, --quiet           nothing on stderr but errors and exceeded gates: no warnings,\n"
           "                        no progress, no \"wrote\" lines\n"
@@ -97,6 +112,21 @@ static bool gpu_gates(const ml_analysis_t *a, const report_opts_t *o) {
     return over;
 }
 
+/* Gates judge only what they can see (issue 13): a trace with no records,
+ * or one that ended early, cannot show that a program stayed under a
+ * threshold. Returns why the trace is incomplete, or NULL when it is whole. */
+static const char *incomplete_reason(const ml_totals_t *t, char *buf, size_t len) {
+    if (t->records == 0) return "it holds no records (the program never started, or the trace was cut before its first record)";
+    if (t->truncated) return "it was cut short (a partial chunk at its end)";
+    if (!t->complete) return "it has no end record (the recording stopped early)";
+    uint64_t lost = t->end.lost_in_crash + t->end.lost_dead_collector;
+    if (lost) {
+        snprintf(buf, len, "%" PRIu64 " events were lost (being written when the process died, or given up by a dead collector)", lost);
+        return buf;
+    }
+    return NULL;
+}
+
 static int parse(int argc, char **argv, report_opts_t *o) {
     memset(o, 0, sizeof *o);
     for (int i = 1; i < argc; i++) {
@@ -110,7 +140,11 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         }                                                                                          \
         i++;                                                                                       \
     } while (0)
-        if (!strcmp(a, "--json")) {
+        if (!strcmp(a, "--force")) {
+            o->out_flags |= ML_OUTFILE_FORCE;
+        } else if (!strcmp(a, "--group-readable")) {
+            o->out_flags |= ML_OUTFILE_GROUP;
+        } else if (!strcmp(a, "--json")) {
             NEED();
             o->json = val;
         } else if (!strcmp(a, "--html")) {
@@ -119,6 +153,12 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         } else if (!strcmp(a, "--folded")) {
             NEED();
             o->folded = val;
+        } else if (!strcmp(a, "--pprof")) {
+            NEED();
+            o->pprof = val;
+        } else if (!strcmp(a, "--speedscope")) {
+            NEED();
+            o->speedscope = val;
         } else if (!strcmp(a, "--folded-metric")) {
             NEED();
             if (ml_fold_metric_parse(val, &o->metric) < 0) {
@@ -174,6 +214,8 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             o->replay = true;
         } else if (!strcmp(a, "--summary")) {
             o->summary = true;
+        } else if (!strcmp(a, "--allow-incomplete")) {
+            o->allow_incomplete = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             o->quiet = true;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -221,8 +263,20 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
     const ml_totals_t *t = ml_analysis_totals(a);
     if (t->records == 0 && !t->complete) {
         /* A header and nothing else: nothing to report on. */
-        if (!quiet)
-            fprintf(stderr, "memlens: warning: %s holds no records (the program never started?)\n", path);
+        struct stat st;
+        bool header_only = stat(path, &st) == 0 && (uint64_t)st.st_size <= ML_TRACE_HEADER_LEN;
+        if (quiet) {
+        } else if (t->truncated && !header_only) {
+            fprintf(stderr,
+                    "memlens: warning: %s holds no complete record: it was cut inside its first "
+                    "chunk (memlens was killed, or the disk filled, while the program ran)\n",
+                    path);
+        } else {
+            fprintf(stderr,
+                    "memlens: warning: %s holds no records: it ends after its header (the program "
+                    "never started, or memlens stopped before writing anything)\n",
+                    path);
+        }
     }
     ml_build_opts_t bo = {.no_symbols = no_symbols, .suppressions = supp};
     if (ml_analysis_build(a, &bo, err, sizeof err) < 0) {
@@ -243,6 +297,22 @@ static void say_wrote(const char *path, bool quiet) {
     char b[32];
     if (quiet || !strcmp(path, "-") || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return;
     fprintf(stderr, "memlens: wrote %s (%s)\n", path, ml_fmt_bytes((uint64_t)st.st_size, b, sizeof b));
+}
+
+/* Writes an export to `path` ('-': stdout) through ml_out (never a half-
+ * written file); on failure prints why and returns -1. */
+static int export_to(const char *path, int (*write)(FILE *, const ml_analysis_t *), const ml_analysis_t *a) {
+    char err[1024];
+    ml_out_t out;
+    int rc = ml_out_open(&out, path, err, sizeof err);
+    if (rc == 0 && (rc = write(out.f, a)) < 0) {
+        ml_out_abort(&out);
+        snprintf(err, sizeof err, "cannot write %s: %s", path, strerror(-rc));
+    } else if (rc == 0) {
+        rc = ml_out_commit(&out, err, sizeof err);
+    }
+    if (rc < 0) ml_cli_error("%s", err);
+    return rc < 0 ? -1 : 0;
 }
 
 static int write_json_to(ml_out_t *out, const ml_analysis_t *a, const ml_report_opts_t *ro) {
@@ -287,7 +357,7 @@ int ml_cmd_report(int argc, char **argv) {
 
     if (o.json) {
         ml_out_t out;
-        if (ml_out_open(&out, o.json, err, sizeof err) < 0 ||
+        if (ml_out_open_flags(&out, o.json, o.out_flags, err, sizeof err) < 0 ||
             (write_json_to(&out, a, &ro) < 0 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s", o.json), -1)
                                              : ml_out_commit(&out, err, sizeof err)) < 0) {
             ml_cli_error("%s", err);
@@ -304,7 +374,7 @@ int ml_cmd_report(int argc, char **argv) {
         hro.frame_table = true; /* the page's form: each frame once */
         int rc = m ? ml_report_json(m, a, &hro) : -ENOMEM;
         if (m) fclose(m);
-        if (rc == 0) rc = ml_report_html_write(doc, len, o.html, err, sizeof err);
+        if (rc == 0) rc = ml_report_html_write_flags(doc, len, o.html, o.out_flags, err, sizeof err);
         else snprintf(err, sizeof err, "out of memory");
         if (rc < 0) {
             ml_cli_error("%s", err);
@@ -316,7 +386,7 @@ int ml_cmd_report(int argc, char **argv) {
     }
     if (o.folded && code == ML_EXIT_OK) {
         ml_out_t out;
-        if (ml_out_open(&out, o.folded, err, sizeof err) < 0 ||
+        if (ml_out_open_flags(&out, o.folded, o.out_flags, err, sizeof err) < 0 ||
             (ml_report_folded(out.f, a, o.metric) < 0 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s", o.folded), -1)
                                                        : ml_out_commit(&out, err, sizeof err)) < 0) {
             ml_cli_error("%s", err);
@@ -325,7 +395,15 @@ int ml_cmd_report(int argc, char **argv) {
             say_wrote(o.folded, o.quiet);
         }
     }
-    bool files = o.json || o.html || o.folded;
+    if (o.pprof && code == ML_EXIT_OK) {
+        if (export_to(o.pprof, ml_report_pprof, a) < 0) code = ML_EXIT_ERROR;
+        else say_wrote(o.pprof, o.quiet);
+    }
+    if (o.speedscope && code == ML_EXIT_OK) {
+        if (export_to(o.speedscope, ml_report_speedscope, a) < 0) code = ML_EXIT_ERROR;
+        else say_wrote(o.speedscope, o.quiet);
+    }
+    bool files = o.json || o.html || o.folded || o.pprof || o.speedscope;
     if (!files || (o.summary && code == ML_EXIT_OK)) {
         ml_report_text(stdout, a, o.trace, 10);
         fflush(stdout);
@@ -339,13 +417,30 @@ int ml_cmd_report(int argc, char **argv) {
     }
 
     /* Gates, after the reports: the evidence is on disk. */
+    bool gated = o.leak_gate || o.peak_gate || o.gpu_leak_gate || o.gpu_peak_gate;
+    char why_buf[160];
+    const char *why = gated ? incomplete_reason(ml_analysis_totals(a), why_buf, sizeof why_buf) : NULL;
+    if (code == ML_EXIT_OK && why) {
+        if (o.allow_incomplete) {
+            if (!o.quiet)
+                fprintf(stderr, "memlens: warning: %s is incomplete (%s); the gates judge only what it holds "
+                                "(--allow-incomplete)\n", o.trace, why);
+        } else {
+            fprintf(stderr,
+                    "memlens: gate failed: %s is incomplete: %s. A gate cannot pass on what the trace "
+                    "does not hold; record again, or pass --allow-incomplete to judge what it holds\n",
+                    o.trace, why);
+            code = ML_EXIT_GATE;
+        }
+    }
     if (code == ML_EXIT_OK) {
         char b1[32], b2[32];
         const ml_leaks_t *L = ml_analysis_leaks(a);
         const ml_totals_t *t = ml_analysis_totals(a);
         if (o.leak_gate && L->gate_bytes > o.fail_on_leak) {
             fprintf(stderr,
-                    "memlens: gate exceeded: definite leaks %" PRIu64 " bytes (%s) > --fail-on-leak %" PRIu64
+                    "memlens: gate exceeded: leaks (definite + indirect + possible) %" PRIu64
+                    " bytes (%s) > --fail-on-leak %" PRIu64
                     " bytes (%s)\n",
                     L->gate_bytes, ml_fmt_bytes(L->gate_bytes, b1, sizeof b1), o.fail_on_leak,
                     ml_fmt_bytes(o.fail_on_leak, b2, sizeof b2));

@@ -12,6 +12,7 @@
 #include "ml_config.h"
 #include "ml_event.h"
 #include "ml_options.h"
+#include "ml_outfile.h"
 #include "ml_trace_io.h"
 #include "ml_viewer.h"
 
@@ -26,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,8 +37,10 @@
 typedef struct {
     const char *out;
     bool follow_fork, quiet, unwind_fp, no_gpu, no_snapshot;
+    bool unwind_verify; /* --unwind verify (hidden): docs/recorder.md#stacks */
     bool gpu_pools; /* --gpu-pools: CUPTI activity records of memory pools (ML_GPU_POOLS=1) */
     bool live; /* --live: the terminal viewer follows the root process */
+    unsigned out_flags; /* ML_OUTFILE_FORCE (--force), ML_OUTFILE_GROUP (--group-readable) */
     uint64_t sample_bytes;
     uint32_t depth, ring_slots;
     int argc;
@@ -49,6 +54,7 @@ typedef struct {
     char prog_real[PATH_MAX]; /* its absolute path, "" when unknown */
     char lib[PATH_MAX];       /* libmemlens.so */
     ml_collector_t *c;
+    ml_sink_t trace_sink;    /* owned by c; kept to ask it about write failures */
     ml_vmodel_t *live_model; /* --live */
     ml_viewer_live_t *live_ui;
     char **env;        /* the program's environment */
@@ -56,11 +62,14 @@ typedef struct {
     int go[2], err[2]; /* start signal to the child; exec errors back from it */
     pid_t pid;
     char root_path[PATH_MAX];
+    ml_outfile_t root_file; /* until the collector takes it over */
     bool root_exited;
     int root_status;
+    int fail_code; /* the exit status when the program could not start (127, 126) */
 } run_t;
 
-static volatile sig_atomic_t forward_sig;
+/* The first of SIGINT, SIGTERM, SIGHUP memlens received, and how many. */
+static volatile sig_atomic_t stop_sig, stop_count;
 static volatile pid_t child_pid;
 
 /* ------------------------------------------------------------------------- */
@@ -71,10 +80,15 @@ static void usage_run(FILE *f) {
     fprintf(f,
             "usage: memlens run [-o FILE] [--follow-fork] [--sample BYTES] [--unwind libunwind|fp]\n"
             "                   [--depth N] [--no-gpu] [--gpu-pools] [--no-snapshot] [--live] [-q]\n"
-            "                   -- PROG [ARGS...]\n"
+            "                   [--force] [--group-readable] -- PROG [ARGS...]\n"
             "\n"
-            "  -o, --output FILE   trace file (default: memlens.PROG.PID.mlt in the current directory)\n"
-            "  --follow-fork       trace forked and exec'd children too, each into FILE-stem.PID.mlt\n"
+            "  -o, --output FILE   trace file (default: memlens.PROG.PID-RANDOM.mlt in the current\n"
+            "                      directory); created 0600, never through a symbolic link, and\n"
+            "                      an existing file is replaced only if it is a memlens trace\n"
+            "  --force             replace FILE even when memlens did not write it\n"
+            "  --group-readable    create traces 0640 instead of 0600 (docs/security.md)\n"
+            "  --follow-fork       trace forked children too (and what they exec), each into\n"
+            "                      FILE-stem.PID.mlt; an exec of PROG itself is always followed\n"
             "  --sample BYTES      record one allocation per BYTES allocated on average (Poisson)\n"
             "  --unwind KIND       libunwind (default, exact) or fp (frame pointers, faster)\n"
             "  --depth N           deepest stack recorded (default %d, at most %d)\n"
@@ -116,6 +130,10 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
             o->out = argv[i];
         } else if (!strcmp(a, "--follow-fork")) {
             o->follow_fork = true;
+        } else if (!strcmp(a, "--force")) {
+            o->out_flags |= ML_OUTFILE_FORCE;
+        } else if (!strcmp(a, "--group-readable")) {
+            o->out_flags |= ML_OUTFILE_GROUP;
         } else if (!strcmp(a, "--sample")) {
             if (++i >= argc) goto missing;
             if (ml_parse_bytes(argv[i], &o->sample_bytes) < 0 || o->sample_bytes == 0) {
@@ -125,6 +143,7 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
         } else if (!strcmp(a, "--unwind")) {
             if (++i >= argc) goto missing;
             if (!strcmp(argv[i], "fp")) o->unwind_fp = true;
+            else if (!strcmp(argv[i], "verify")) o->unwind_verify = true;
             else if (strcmp(argv[i], "libunwind")) {
                 ml_cli_error("--unwind takes libunwind or fp");
                 return -1;
@@ -274,36 +293,72 @@ static int find_preload_lib(char *out, size_t len) {
 /* Summary                                                                   */
 /* ------------------------------------------------------------------------- */
 
+/* The program that actually ran: the root, or the last image that replaced
+ * it by exec (a launcher script, `sh -c 'exec prog'`); exec'd images
+ * register in order, each in a later slot. */
+static const ml_proc_info_t *final_image(const run_t *s, const ml_proc_info_t *root) {
+    const ml_proc_info_t *last = root;
+    uint32_t n = ml_collector_nprocs(s->c);
+    for (uint32_t i = root->slot + 1; i < n; i++) {
+        const ml_proc_info_t *p = ml_collector_proc(s->c, i);
+        if (p && p->pid == root->pid && p->analysis) last = p;
+    }
+    return last;
+}
+
+static const char *image_name(const ml_proc_info_t *p) {
+    const ml_process_info_t *pi = p->analysis ? ml_analysis_process(p->analysis) : NULL;
+    if (pi && pi->exe && *pi->exe) return pi->exe;
+    return pi && pi->argc ? pi->argv[0] : "?";
+}
+
 static void print_summary(const run_t *s) {
     const ml_proc_info_t *root = NULL;
-    uint32_t nchild = 0, n = ml_collector_nprocs(s->c);
+    uint32_t n = ml_collector_nprocs(s->c);
     for (uint32_t i = 0; i < n; i++) {
         const ml_proc_info_t *p = ml_collector_proc(s->c, i);
-        if (!p) continue;
-        if (p->is_root) root = p;
-        else nchild++;
+        if (p && p->is_root) root = p;
     }
     if (!root || !root->analysis) return;
-    const ml_totals_t *t = ml_analysis_totals(root->analysis);
+    /* The numbers are the final image's: the program the user meant. */
+    const ml_proc_info_t *shown = final_image(s, root);
+    if (shown != root)
+        fprintf(stderr, "memlens: %s replaced itself by exec; the program that ran was %s (pid %u)\n",
+                s->o.argv[0], image_name(shown), shown->pid);
+    uint32_t nchild = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const ml_proc_info_t *p = ml_collector_proc(s->c, i);
+        if (p && p != shown) nchild++;
+    }
+    const ml_totals_t *t = ml_analysis_totals(shown->analysis);
     char b1[32], b2[32], b3[32];
     struct stat st;
-    uint64_t size = stat(root->path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    uint64_t size = stat(shown->path, &st) == 0 ? (uint64_t)st.st_size : 0;
     fprintf(stderr,
             "memlens: %" PRIu64 " allocation calls (%" PRIu64 " temporary), %" PRIu64
             " frees, %" PRIu64 " reallocs, %" PRIu64 " mmaps\n",
             t->alloc_calls, t->temporary_allocs, t->free_calls, t->realloc_calls, t->mmap_calls);
-    fprintf(stderr, "memlens: peak heap %s at %.3f s; leaked %s in %" PRIu64 " blocks%s\n",
+    /* "Leaked" is definite + indirect + possible; reachable is said beside it. */
+    ml_live_split_t ls = ml_analysis_live_split(root->analysis);
+    char b4[32];
+    fprintf(stderr,
+            "memlens: peak heap %s at %.3f s; leaked %s in %" PRIu64 " blocks%s, still reachable %s"
+            " in %" PRIu64 " blocks%s\n",
             ml_fmt_bytes(t->peak_bytes, b1, sizeof b1), t->peak_time_ms / 1000.0,
-            ml_fmt_bytes(t->heap_bytes, b2, sizeof b2), t->heap_blocks,
+            ml_fmt_bytes(ls.lost_bytes, b2, sizeof b2), ls.lost_blocks,
+            ls.scanned ? "" : " (no reachability scan)",
+            ml_fmt_bytes(ls.reachable_bytes, b4, sizeof b4), ls.reachable_blocks,
             s->o.sample_bytes ? " (sampled: estimates)" : "");
-    fprintf(stderr, "memlens: trace %s (%s", root->path, ml_fmt_bytes(size, b3, sizeof b3));
+    if (t->hwm_rss_source)
+        fprintf(stderr, "memlens: " ML_LABEL_PEAK_RSS " %s\n", ml_fmt_bytes(t->hwm_rss_bytes, b1, sizeof b1));
+    fprintf(stderr, "memlens: trace %s (%s", shown->path, ml_fmt_bytes(size, b3, sizeof b3));
     if (t->alloc_calls) fprintf(stderr, ", %.1f bytes/call", (double)size / (double)t->alloc_calls);
     fprintf(stderr, ")\n");
     if (nchild) {
         fprintf(stderr, "memlens: %u more trace%s:", nchild, nchild > 1 ? "s" : "");
         for (uint32_t i = 0; i < n; i++) {
             const ml_proc_info_t *p = ml_collector_proc(s->c, i);
-            if (p && !p->is_root) fprintf(stderr, " %s", p->path);
+            if (p && p != shown) fprintf(stderr, " %s", p->path);
         }
         fprintf(stderr, "\n");
     }
@@ -316,11 +371,14 @@ static void print_summary(const run_t *s) {
                     "memlens: %s: %" PRIu64 " events were being written when the process died "
                     "and are missing\n",
                     p->path, pt->end.lost_in_crash + pt->end.lost_dead_collector);
+        /* "Nothing dropped" is said only when every trace was written whole
+         * (a full disk is reported once, by the trace writer). */
         if (pt->end.ring_waits)
             fprintf(stderr,
                     "memlens: %s: the event ring was full %" PRIu64
-                    " times; the program waited %.3f s in total (nothing was dropped)\n",
-                    p->path, pt->end.ring_waits, pt->end.ring_wait_ns / 1e9);
+                    " times; the program waited %.3f s in total%s\n",
+                    p->path, pt->end.ring_waits, pt->end.ring_wait_ns / 1e9,
+                    ml_trace_sink_failures(&s->trace_sink) ? "" : " (nothing was dropped)");
     }
 }
 
@@ -452,11 +510,25 @@ static void live_end(run_t *s) {
 /* Steps of the command                                                      */
 /* ------------------------------------------------------------------------- */
 
+/* Files earlier sessions left in /dev/shm when their memlens was killed. */
+static void sweep_stale(const run_t *s) {
+    uint64_t bytes;
+    uint32_t files;
+    if (ml_collector_sweep(&bytes, &files) < 0 || !files) return;
+    char b[32];
+    if (!s->o.quiet)
+        fprintf(stderr,
+                "memlens: removed %u file%s (%s) that killed memlens sessions left in /dev/shm\n",
+                files, files > 1 ? "s" : "", ml_fmt_bytes(bytes, b, sizeof b));
+}
+
 /* The program, the library, and for --live the terminal and the model:
  * every refusal is said before the program starts. */
 static int prepare(run_t *s) {
     int rc = resolve_program(s->o.argv[0], s->prog, sizeof s->prog);
     if (rc < 0) {
+        /* As shells and env(1) say it: 127 not found, 126 not executable. */
+        s->fail_code = rc == -ENOENT || rc == -ENOTDIR ? ML_EXIT_NOT_FOUND : ML_EXIT_CANNOT_EXEC;
         ml_cli_error("cannot run '%s': %s", s->o.argv[0], strerror(-rc));
         return -1;
     }
@@ -489,10 +561,13 @@ static int start_collector(run_t *s) {
     ml_collector_opts_t co = {
         .follow_fork = s->o.follow_fork,
         .unwind_fp = s->o.unwind_fp,
+        .unwind_verify = s->o.unwind_verify,
+        .verify_out = s->o.quiet ? NULL : stderr,
         .snapshot = !s->o.no_snapshot,
         .sample_bytes = s->o.sample_bytes,
         .depth = s->o.depth,
         .ring_slots = s->o.ring_slots,
+        .out_flags = s->o.out_flags,
     };
     char err[512];
     if (ml_collector_new(&co, &s->c, err, sizeof err) < 0) {
@@ -501,6 +576,7 @@ static int start_collector(run_t *s) {
     }
     ml_sink_t sink;
     int rc = ml_trace_sink_new(&sink);
+    if (rc == 0) s->trace_sink = sink;
     if (rc == 0) rc = ml_collector_add_sink(s->c, sink);
     if (rc == 0 && s->live_model) rc = ml_collector_add_sink(s->c, ml_cli_live_sink(s->live_model));
     if (rc == 0) rc = ml_analysis_sink_new(s->o.no_snapshot, &sink);
@@ -512,16 +588,26 @@ static int start_collector(run_t *s) {
     return 0;
 }
 
-static void on_forward(int sig) {
-    forward_sig = sig;
-    if (child_pid > 0) kill(child_pid, sig);
+/* SIGINT, SIGTERM, SIGHUP: remembered, and passed on to the program when a
+ * process sent them (kill, timeout(1)). A signal from the terminal (Ctrl-C,
+ * a hang-up: si_code SI_KERNEL) reached the program's process group too,
+ * and is not delivered twice. */
+static void on_stop(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    if (!stop_sig) stop_sig = sig;
+    if (stop_count < 100) stop_count++;
+    if (child_pid > 0 && si && si->si_code != SI_KERNEL) kill(child_pid, sig);
 }
 
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define NSTOP (sizeof stop_signals / sizeof stop_signals[0])
+
 /* The child waits on `go` until its trace file is open; exec failures come
- * back through the close-on-exec `err` pipe. */
-static __attribute__((noreturn)) void child(run_t *s, const struct sigaction *old_int,
+ * back through the close-on-exec `err` pipe. It gets back the caller's
+ * dispositions of the signals memlens catches or ignores. */
+static __attribute__((noreturn)) void child(run_t *s, const struct sigaction *old_stop,
                                             const struct sigaction *old_quit) {
-    sigaction(SIGINT, old_int, NULL);
+    (void)old_stop; /* restored by spawn(), before the signals were unblocked */
     sigaction(SIGQUIT, old_quit, NULL);
     close(s->go[1]);
     close(s->err[0]);
@@ -534,52 +620,92 @@ static __attribute__((noreturn)) void child(run_t *s, const struct sigaction *ol
     _exit(127);
 }
 
-/* Forks the program, held before exec until release_child(). memlens
- * ignores SIGINT and SIGQUIT from now on (the terminal sends them to the
- * program too) and forwards SIGTERM and SIGHUP. */
+/* Forks the program, held before exec until release_child(). From now on
+ * memlens catches SIGINT, SIGTERM and SIGHUP (on_stop: the trace is saved,
+ * then memlens dies of the same signal) and ignores SIGQUIT (the terminal
+ * sends it to the program, whose core dump or exit ends the trace). */
 static int spawn(run_t *s) {
     if (pipe2(s->go, O_CLOEXEC) < 0 || pipe2(s->err, O_CLOEXEC) < 0) {
         ml_cli_error("pipe: %s", strerror(errno));
         return -1;
     }
-    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit, fwd = {.sa_handler = on_forward};
-    sigaction(SIGINT, &ign, &old_int);
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_stop[NSTOP], old_quit;
+    struct sigaction stop = {.sa_sigaction = on_stop, .sa_flags = SA_SIGINFO | SA_RESTART};
+    sigemptyset(&stop.sa_mask);
+    for (size_t i = 0; i < NSTOP; i++) sigaddset(&stop.sa_mask, stop_signals[i]);
+    /* A signal ignored on entry stays ignored, as in a shell (a background
+     * job of a script ignores SIGINT), for memlens and for the program. */
+    for (size_t i = 0; i < NSTOP; i++) {
+        sigaction(stop_signals[i], NULL, &old_stop[i]);
+        if (old_stop[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &stop, NULL);
+    }
     sigaction(SIGQUIT, &ign, &old_quit);
+    /* Held until child_pid is known, so that none is lost or misdirected. */
+    sigset_t block, prev;
+    sigemptyset(&block);
+    for (size_t i = 0; i < NSTOP; i++) sigaddset(&block, stop_signals[i]);
+    sigprocmask(SIG_BLOCK, &block, &prev);
     fflush(NULL);
     s->pid = fork();
     if (s->pid < 0) {
-        ml_cli_error("fork: %s", strerror(errno));
+        int e = errno;
+        sigprocmask(SIG_SETMASK, &prev, NULL);
+        ml_cli_error("fork: %s", strerror(e));
         return -1;
     }
-    if (s->pid == 0) child(s, &old_int, &old_quit);
+    if (s->pid == 0) {
+        child_pid = 0;
+        stop_sig = stop_count = 0;
+        for (size_t i = 0; i < NSTOP; i++) sigaction(stop_signals[i], &old_stop[i], NULL);
+        sigprocmask(SIG_SETMASK, &prev, NULL);
+        child(s, old_stop, &old_quit);
+    }
     child_pid = s->pid;
+    sigprocmask(SIG_SETMASK, &prev, NULL);
     close(s->go[0]);
     close(s->err[1]);
     s->go[0] = s->err[1] = -1;
-    sigaction(SIGTERM, &fwd, NULL);
-    sigaction(SIGHUP, &fwd, NULL);
     return 0;
 }
 
-/* The root trace file: opened before the program starts, so that an
- * unwritable path fails before any work is done. The collector owns it. */
+/* A default name nobody can pre-create: memlens.PROG.PID-RANDOM.mlt. */
+static void default_trace_name(run_t *s) {
+    static const char digits[] = "abcdefghijklmnopqrstuvwxyz234567";
+    unsigned char r[6];
+    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t x = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32;
+        memcpy(r, &x, sizeof r);
+    }
+    char rnd[sizeof r + 1];
+    for (size_t i = 0; i < sizeof r; i++) rnd[i] = digits[r[i] & 31];
+    rnd[sizeof r] = '\0';
+    const char *base = strrchr(s->o.argv[0], '/');
+    base = base ? base + 1 : s->o.argv[0];
+    snprintf(s->root_path, sizeof s->root_path, "memlens.%.64s.%d-%s.mlt", base, (int)s->pid, rnd);
+}
+
+/* The root trace file: created (privately, under a temporary name) before
+ * the program starts, so that an unwritable path fails before any work is
+ * done. The collector takes it over and renames it into place at the end. */
 static int open_root_trace(run_t *s) {
+    unsigned flags = s->o.out_flags | ML_OUTFILE_KEEP;
     if (s->o.out) {
         snprintf(s->root_path, sizeof s->root_path, "%s", s->o.out);
     } else {
-        const char *base = strrchr(s->o.argv[0], '/');
-        base = base ? base + 1 : s->o.argv[0];
-        snprintf(s->root_path, sizeof s->root_path, "memlens.%s.%d.mlt", base, (int)s->pid);
+        default_trace_name(s);
+        flags = (flags & ML_OUTFILE_GROUP) | ML_OUTFILE_KEEP | ML_OUTFILE_NEW;
     }
-    int fd = open(s->root_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        int e = errno;
+    char err[PATH_MAX + 256];
+    if (ml_outfile_open(&s->root_file, s->root_path, flags, err, sizeof err) < 0) {
         kill(s->pid, SIGKILL);
         waitpid(s->pid, NULL, 0);
-        ml_cli_error("cannot write the trace %s: %s", s->root_path, strerror(e));
+        ml_cli_error("%s", err);
         return -1;
     }
-    ml_collector_root_t root = {s->pid, s->root_path, fd, s->prog_real, s->o.argc, s->o.argv};
+    ml_collector_root_t root = {s->pid,       s->root_path, &s->root_file,
+                                s->prog_real, s->o.argc,    s->o.argv};
     ml_collector_set_root(s->c, &root);
     return 0;
 }
@@ -593,7 +719,8 @@ static int release_child(run_t *s) {
     int e = 0;
     if (read(s->err[0], &e, sizeof e) == (ssize_t)sizeof e) {
         waitpid(s->pid, NULL, 0);
-        unlink(s->root_path);
+        /* The trace file is removed with the collector (never registered). */
+        s->fail_code = e == ENOENT || e == ENOTDIR ? ML_EXIT_NOT_FOUND : ML_EXIT_CANNOT_EXEC;
         ml_cli_error("cannot run '%s': %s", s->prog, strerror(e));
         return -1;
     }
@@ -608,13 +735,23 @@ static void collect(run_t *s) {
         uint64_t got = ml_collector_poll(s->c);
         if (!s->root_exited) {
             int st;
-            if (waitpid(s->pid, &st, WNOHANG) == s->pid) {
+            struct rusage ru;
+            if (wait4(s->pid, &st, WNOHANG, &ru) == s->pid) {
                 s->root_exited = true;
                 s->root_status = st;
+                /* The kernel's high-water mark (ru_maxrss is in KiB on Linux). */
+                ml_collector_root_maxrss(s->c, (uint64_t)ru.ru_maxrss * 1024);
                 ml_collector_root_ended(s->c, st);
             }
         }
         if (ml_collector_reap(s->c)) break;
+        /* A stop signal: once the program has ended (it got the signal
+         * too), or at a second signal, processes still running are not
+         * waited for: what they recorded is saved as it is. */
+        if (stop_sig && (s->root_exited || stop_count > 1)) {
+            ml_collector_stop(s->c);
+            break;
+        }
         if (!got) {
             struct timespec ts = {0, 500000};
             nanosleep(&ts, NULL);
@@ -626,15 +763,26 @@ static void collect(run_t *s) {
  * was never traced. */
 static int report(run_t *s) {
     if (!ml_collector_root_traced(s->c)) {
-        /* The program never registered: it could not be preloaded. */
-        unlink(s->root_path);
-        fprintf(stderr,
-                "memlens: error: %s ran but was never traced: libmemlens.so was not loaded into it "
-                "(a static or set-user-ID program behind a script?); no trace written\n",
-                s->prog);
+        /* The program never registered: it could not be preloaded. Its
+         * trace file is removed by ml_collector_free. */
+        if (ml_collector_root_refused(s->c))
+            fprintf(stderr,
+                    "memlens: error: %s ran but could not be recorded (the warning above says "
+                    "why); no trace written\n",
+                    s->prog);
+        else
+            fprintf(stderr,
+                    "memlens: error: %s ran but was never traced: libmemlens.so was not loaded "
+                    "into it (a static or set-user-ID program behind a script?); no trace written\n",
+                    s->prog);
         return ML_EXIT_ERROR;
     }
     if (!s->o.quiet) print_summary(s);
+    uint32_t refused = ml_collector_procs_refused(s->c);
+    if (refused)
+        fprintf(stderr,
+                "memlens: warning: %u process image%s ran untraced: a session traces at most %u\n",
+                refused, refused > 1 ? "s" : "", ML_MAX_PROCS);
     int st = s->root_status;
     return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }
@@ -644,6 +792,23 @@ static void close_pipes(run_t *s) {
         if (s->go[i] >= 0) close(s->go[i]);
         if (s->err[i] >= 0) close(s->err[i]);
     }
+}
+
+/* After a stop signal, with everything saved and /dev/shm clean: die of
+ * that signal, so that a calling script stops as it would without memlens.
+ * As a shell does, a SIGINT that the program handled (it exited normally)
+ * does not kill memlens: then its status is the program's. */
+static void die_like_the_program(const run_t *s) {
+    int sig = stop_sig;
+    if (!sig) return;
+    if (sig == SIGINT && s->root_exited && !WIFSIGNALED(s->root_status) && stop_count < 2) return;
+    fflush(NULL);
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -659,18 +824,28 @@ int ml_cmd_run(int argc, char **argv) {
         code = ML_EXIT_USAGE;
         goto free_run;
     }
-    if (prepare(s) < 0) goto free_model;
+    sweep_stale(s);
+    if (prepare(s) < 0) {
+        if (s->fail_code) code = s->fail_code;
+        goto free_model;
+    }
     if (start_collector(s) < 0) goto free_collector;
     if (build_env(s) < 0) {
         ml_cli_error("out of memory");
         goto free_collector;
     }
     if (spawn(s) < 0) goto close_pipes;
-    if (open_root_trace(s) < 0 || release_child(s) < 0) goto close_pipes;
+    if (open_root_trace(s) < 0) goto close_pipes;
+    if (release_child(s) < 0) {
+        if (s->fail_code) code = s->fail_code;
+        goto close_pipes;
+    }
     live_start(s);
     collect(s);
     live_end(s);
     code = report(s);
+    if (stop_sig && code != ML_EXIT_ERROR && !s->o.quiet)
+        fprintf(stderr, "memlens: stopped by %s; the traces are saved\n", strsignal(stop_sig));
 close_pipes:
     close_pipes(s);
     free_env(s);
@@ -679,6 +854,7 @@ free_collector:
 free_model:
     ml_vmodel_free(s->live_model);
 free_run:
+    die_like_the_program(s);
     free(s);
 out:
     return code;

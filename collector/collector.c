@@ -13,6 +13,7 @@
 #include "collector_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define RSS_INTERVAL_MS 10
+#define RSS_INTERVAL_MS ML_RSS_SAMPLE_MS /* the reports' labels say it */
 /* mallinfo2() consolidates glibc's fast bins and takes every arena lock:
  * cheap twice a second, measurable (2-3 %) at ten times a second. */
 #define MALLINFO_INTERVAL_MS 500
@@ -39,6 +40,7 @@ int ml_collector_new(const ml_collector_opts_t *o, ml_collector_t **out, char *e
     if (!c) goto fail_alloc;
     c->o = *o;
     c->root_fd = -1;
+    c->root_out.fd = -1;
     c->root_pid = -1;
     c->next_mallinfo = MALLINFO_INTERVAL_MS;
     c->blob_cap = BLOB_CAP;
@@ -68,7 +70,10 @@ const char *ml_collector_ctl_path(const ml_collector_t *c) {
 
 void ml_collector_set_root(ml_collector_t *c, const ml_collector_root_t *root) {
     c->root_pid = root->pid;
-    c->root_fd = root->fd;
+    c->root_out = *root->file;
+    memset(root->file, 0, sizeof *root->file);
+    root->file->fd = -1;
+    c->root_fd = c->root_out.fd;
     snprintf(c->root_path, sizeof c->root_path, "%s", root->path);
     snprintf(c->root_exe, sizeof c->root_exe, "%s", root->exe ? root->exe : "");
     c->root_argc = root->argc;
@@ -85,15 +90,18 @@ void ml_collector_free(ml_collector_t *c) {
         if (!p) continue;
         ml__sinks_release(c, p);
         if (!p->done) {
-            if (p->info.fd >= 0) close(p->info.fd);
+            /* Stopped before the process ended: what was written is kept. */
+            if (p->out.fd >= 0) ml__trace_commit(p);
             if (p->ring) munmap(p->ring, p->ring_bytes);
             if (p->pidfd >= 0) close(p->pidfd);
         }
         free(p);
     }
+    free(c->procs);
+    free(c->active);
     for (int i = 0; i < c->nsinks; i++)
         if (c->sinks[i].ops->free) c->sinks[i].ops->free(c->sinks[i].self);
-    if (c->root_fd >= 0) close(c->root_fd);
+    if (c->root_fd >= 0) ml_outfile_abort(&c->root_out); /* never registered: no trace */
     ml__session_close(c);
     free(c->blob);
     free(c->batch);
@@ -103,6 +111,26 @@ void ml_collector_free(ml_collector_t *c) {
 /* ------------------------------------------------------------------------- */
 /* One round                                                                 */
 /* ------------------------------------------------------------------------- */
+
+/* The kernel's high-water mark of the resident set (VmHWM) in a
+ * /proc/PID/status text. Unlike the samples below it counts RssShmem too, so
+ * it includes the pages of memlens' event ring the process touched. */
+uint64_t ml__status_hwm(const char *status) {
+    const char *h = strstr(status, "VmHWM:");
+    return h ? strtoull(h + 6, NULL, 10) * 1024 : 0;
+}
+
+uint64_t ml__read_hwm(uint32_t pid) {
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%u/status", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return 0;
+    buf[n] = '\0';
+    return ml__status_hwm(buf);
+}
 
 /* RssAnon + RssFile from /proc/PID/status: resident memory without
  * RssShmem, where our own event ring would otherwise show up as the
@@ -116,6 +144,8 @@ static void sample_rss(ml_collector_t *c, ml__proc_t *p) {
     close(fd);
     if (n <= 0) return;
     buf[n] = '\0';
+    uint64_t hwm = ml__status_hwm(buf);
+    if (hwm > p->hwm_sampled) p->hwm_sampled = hwm;
     char *a = strstr(buf, "RssAnon:"), *f = strstr(buf, "RssFile:");
     if (!a || !f) return;
     uint64_t anon = strtoull(a + 8, NULL, 10), file = strtoull(f + 8, NULL, 10);
@@ -129,20 +159,60 @@ static void sample_rss(ml_collector_t *c, ml__proc_t *p) {
     ml__emit(c, p, &r);
 }
 
+/* A followed process that exec'd a program without libmemlens.so (its
+ * LD_PRELOAD was replaced, or the program is set-user-ID or static) never
+ * registers its new image: its /proc/PID/exe changed, and no later slot of
+ * the session has its pid. After a second of that, say so and end the old
+ * image's trace there (status exec): memlens does not wait for a program it
+ * does not trace. The root process is only named: its end comes from
+ * waitpid. A re-exec of the same file is not seen. */
+static void check_exec(ml_collector_t *c, ml__proc_t *p) {
+    if (!c->o.follow_fork || !p->exe[0]) return;
+    char link[64], exe[sizeof p->exe];
+    snprintf(link, sizeof link, "/proc/%u/exe", p->info.pid);
+    ssize_t n = readlink(link, exe, sizeof exe - 1);
+    if (n <= 0) return;
+    exe[n] = '\0';
+    size_t k = strlen(p->exe);
+    if (!strcmp(exe, p->exe) || (!strncmp(exe, p->exe, k) && !strcmp(exe + k, " (deleted)"))) {
+        p->exec_seen_ms = 0;
+        return;
+    }
+    uint32_t nprocs = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (nprocs > ML_MAX_PROCS) nprocs = ML_MAX_PROCS;
+    for (uint32_t i = p->info.slot + 1; i < nprocs; i++)
+        if (c->ctl->procs[i].pid == p->info.pid) return; /* a traced image follows */
+    uint32_t now = ml__now_ms(c);
+    if (!p->exec_seen_ms) {
+        p->exec_seen_ms = now + 1;
+        return;
+    }
+    if (p->exec_seen_ms == UINT32_MAX || now + 1 - p->exec_seen_ms < 1000) return;
+    p->exec_seen_ms = UINT32_MAX; /* said once */
+    fprintf(stderr,
+            "memlens: warning: process %u exec'd %s without libmemlens.so (its LD_PRELOAD "
+            "was replaced or emptied, or the program is set-user-ID or static): it is not "
+            "traced from there on\n",
+            p->info.pid, exe);
+    if (!p->info.is_root && p->info.pid != (uint32_t)c->root_pid) {
+        p->ended = true;
+        p->end_kind = ML_END_EXEC;
+    }
+}
+
 uint64_t ml_collector_poll(ml_collector_t *c) {
     uint32_t now = ml__now_ms(c);
     ml_atomic_store_relaxed(&c->ctl->clock_ms, now);
     ml__discover(c);
     uint64_t got = 0;
-    for (uint32_t i = 0; i < c->nseen; i++) {
-        ml__proc_t *p = c->procs[i];
-        if (!p || p->done) continue;
-        got += ml__drain(c, p, false);
-    }
+    for (uint32_t i = 0; i < c->nactive; i++) got += ml__drain(c, c->active[i], false);
     if (now >= c->next_rss) {
         c->next_rss = now + RSS_INTERVAL_MS;
-        for (uint32_t i = 0; i < c->nseen; i++)
-            if (c->procs[i] && !c->procs[i]->done && !c->procs[i]->ended) sample_rss(c, c->procs[i]);
+        for (uint32_t i = 0; i < c->nactive; i++)
+            if (!c->active[i]->ended) {
+                sample_rss(c, c->active[i]);
+                check_exec(c, c->active[i]);
+            }
         ml__flush(c);
     }
     if (now >= c->next_mallinfo) {
@@ -156,25 +226,102 @@ uint64_t ml_collector_poll(ml_collector_t *c) {
 /* Ends                                                                      */
 /* ------------------------------------------------------------------------- */
 
+void ml_collector_root_maxrss(ml_collector_t *c, uint64_t bytes) {
+    c->root_maxrss = bytes;
+}
+
 void ml_collector_root_ended(ml_collector_t *c, int st) {
     c->root_exited = true;
     c->root_status = st;
     ml__discover(c);
-    for (uint32_t i = 0; i < c->nseen; i++) {
-        ml__proc_t *p = c->procs[i];
+    for (uint32_t i = 0; i < c->nactive; i++) {
+        ml__proc_t *p = c->active[i];
         /* The root, or an exec'd image of the root process. */
-        if (!p || p->ended || !(p->info.is_root || p->info.pid == (uint32_t)c->root_pid)) continue;
+        if (p->ended || !(p->info.is_root || p->info.pid == (uint32_t)c->root_pid)) continue;
         p->ended = true;
         p->end_kind = WIFSIGNALED(st) ? ML_END_SIGNALED : ML_END_EXITED;
         p->end_status = WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
     }
 }
 
+/* --unwind verify: the recorder's stacks against libunwind's, into the trace
+ * and on verify_out (docs/recorder.md#stacks). */
+static void unwind_check(ml_collector_t *c, ml__proc_t *p) {
+    if (!c->o.unwind_verify) return;
+    ml_ring_hdr_t *h = p->ring;
+    ml_record_t r;
+    memset(&r, 0, sizeof r);
+    r.tag = ML_T_UNWIND_CHECK;
+    r.time_ms = p->last_time;
+    r.thread = p->last_thread;
+    typeof(r.u.unwind_check) *q = &r.u.unwind_check;
+    q->stacks = ml_atomic_load_relaxed(&h->unwind_checked);
+    q->mismatches = ml_atomic_load_relaxed(&h->unwind_mismatch);
+    q->fallbacks = ml_atomic_load_relaxed(&h->unwind_fallback);
+    q->reused = ml_atomic_load_relaxed(&h->unwind_reused);
+    if (ml_atomic_load_acquire(&h->unwind_bad.set)) {
+        q->first_frame = h->unwind_bad.frame;
+        q->fast_pc = h->unwind_bad.fast_pc;
+        q->full_pc = h->unwind_bad.full_pc;
+    }
+    ml__emit(c, p, &r);
+    FILE *out = c->o.verify_out;
+    if (!out) return;
+    fprintf(out,
+            "memlens: unwind verify: pid %u: %" PRIu64 " stacks compared (%" PRIu64 " taken by libunwind, %" PRIu64
+            " reusing the previous stack), %" PRIu64 " differ\n",
+            p->info.pid, q->stacks, q->fallbacks, q->reused, q->mismatches);
+    if (q->mismatches)
+        fprintf(out,
+                "memlens: unwind verify: first difference at frame %" PRIu64 ": 0x%" PRIx64
+                " (%u frames%s) against libunwind's 0x%" PRIx64 " (%u frames)\n",
+                q->first_frame, q->fast_pc, h->unwind_bad.fast_frames, h->unwind_bad.fell_back ? ", libunwind's own" : "",
+                q->full_pc, h->unwind_bad.full_frames);
+}
+
+/* Syncs the trace file and renames it into place (ml_outfile.h). */
+void ml__trace_commit(ml__proc_t *p) {
+    char err[PATH_MAX * 2 + 256];
+    if (ml_outfile_commit(&p->out, err, sizeof err) < 0)
+        fprintf(stderr, "memlens: error: process %u: %s\n", p->info.pid, err);
+    p->info.fd = -1;
+}
+
 /* Drains what the process published, writes its end record and ends its
  * sinks (the snapshot goes after the end record), then lets go of its
  * trace file and ring. */
+/* The kernel's peak RSS of p, best source first (ML_HWM_*): VmHWM read
+ * while the process waited at exit (exact, this image alone); else, for
+ * the last image of the root process (it crashed, was killed or called
+ * _exit), wait4's ru_maxrss (the kernel's maximum over the process' whole
+ * life, images before an exec and the children it waited for included);
+ * else the last VmHWM read with the samples (a lower bound). */
+static void emit_peak_rss(ml_collector_t *c, ml__proc_t *p) {
+    ml_record_t r;
+    memset(&r, 0, sizeof r);
+    r.tag = ML_T_PEAK_RSS;
+    r.time_ms = p->last_time;
+    r.thread = p->last_thread;
+    bool last_root_image = p->info.pid == (uint32_t)c->root_pid && p->end_kind != ML_END_EXEC;
+    if (p->hwm_exit) {
+        r.u.peak_rss.bytes = p->hwm_exit;
+        r.u.peak_rss.source = ML_HWM_EXIT;
+    } else if (last_root_image && c->root_maxrss) {
+        r.u.peak_rss.bytes = c->root_maxrss;
+        r.u.peak_rss.source = ML_HWM_WAIT4;
+    } else if (p->hwm_sampled) {
+        r.u.peak_rss.bytes = p->hwm_sampled;
+        r.u.peak_rss.source = ML_HWM_SAMPLED;
+    } else {
+        return;
+    }
+    ml__emit(c, p, &r);
+}
+
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
+    unwind_check(c, p);
+    emit_peak_rss(c, p);
     ml_record_t r;
     memset(&r, 0, sizeof r);
     r.tag = ML_T_END;
@@ -193,10 +340,7 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     e->duration_ms = ml__now_ms(c);
     ml__emit(c, p, &r);
     ml__sinks_end(c, p);
-    if (fsync(p->info.fd) < 0 && errno != EINVAL && errno != EROFS) { /* best effort */
-    }
-    close(p->info.fd);
-    p->info.fd = -1;
+    ml__trace_commit(p);
     munmap(p->ring, p->ring_bytes);
     p->ring = NULL;
     if (p->pidfd >= 0) close(p->pidfd);
@@ -204,15 +348,36 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     p->done = true;
 }
 
+/* Finished processes leave the active list (which keeps its order). The
+ * session is over once the root exited, nothing is active and every slot
+ * that was counted has been looked at: nprocs counts the images refused for
+ * want of a slot too, so it is capped at the table's size (issue 12: past
+ * 1024 images the comparison never held and memlens never exited). */
 bool ml_collector_reap(ml_collector_t *c) {
-    bool active = false;
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < c->nactive; i++) {
+        ml__proc_t *p = c->active[i];
+        if (ml__proc_gone(p)) finish_proc(c, p);
+        else c->active[j++] = p;
+    }
+    c->nactive = j;
+    uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
+    return c->root_exited && !c->nactive && c->nseen >= n;
+}
+
+void ml_collector_stop(ml_collector_t *c) {
+    ml__discover(c);
     for (uint32_t i = 0; i < c->nseen; i++) {
         ml__proc_t *p = c->procs[i];
         if (!p || p->done) continue;
-        if (ml__proc_gone(p)) finish_proc(c, p);
-        else active = true;
+        if (!p->ended) {
+            p->ended = true;
+            p->end_kind = ML_END_UNKNOWN;
+        }
+        finish_proc(c, p);
     }
-    return c->root_exited && !active && c->nseen >= ml_atomic_load_acquire(&c->ctl->nprocs);
+    c->nactive = 0; /* every process is finished */
 }
 
 /* ------------------------------------------------------------------------- */
@@ -223,8 +388,22 @@ bool ml_collector_root_traced(const ml_collector_t *c) {
     return c->root_fd < 0;
 }
 
+bool ml_collector_root_refused(const ml_collector_t *c) {
+    uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
+    for (uint32_t i = 0; i < n; i++)
+        if ((pid_t)c->ctl->procs[i].pid == c->root_pid &&
+            ml_atomic_load_acquire(&c->ctl->procs[i].state) == ML_PROC_FAILED)
+            return true;
+    return false;
+}
+
 uint32_t ml_collector_nprocs(const ml_collector_t *c) {
     return c->nseen;
+}
+
+uint32_t ml_collector_procs_refused(const ml_collector_t *c) {
+    return ml_atomic_load_relaxed(&c->ctl->procs_refused);
 }
 
 const ml_proc_info_t *ml_collector_proc(const ml_collector_t *c, uint32_t slot) {

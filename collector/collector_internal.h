@@ -32,6 +32,7 @@ typedef struct {
     char path[PATH_MAX];
     char exe[1024];     /* the process record's strings, kept while the */
     char cmdline[2049]; /* collector lives (ml_batch_t says why) */
+    ml_outfile_t out; /* the trace file (info.fd is out.fd): renamed into place at the end */
     ml_ring_hdr_t *ring;
     size_t ring_bytes;
     uint64_t pos;           /* next ring position to read */
@@ -43,8 +44,11 @@ typedef struct {
     uint32_t end_kind;      /* ML_END_* */
     int32_t end_status;
     uint32_t last_time, last_thread; /* of the last record: the collector's records follow it */
+    uint64_t hwm_exit;    /* VmHWM read while it waited at exit (0: not read) */
+    uint64_t hwm_sampled; /* VmHWM as last read with the RSS samples (0: never) */
     void *sink_state[ML__MAX_SINKS];
     int analysis_sink; /* index of the sink whose analysis() is info.analysis, or -1 */
+    uint32_t exec_seen_ms;  /* when /proc/PID/exe was first seen changed with no new image (+1) */
 } ml__proc_t;
 
 struct ml_collector_s {
@@ -56,6 +60,7 @@ struct ml_collector_s {
     /* the root process */
     pid_t root_pid;
     int root_fd; /* until the root registers; -1 after */
+    ml_outfile_t root_out; /* root_fd's file, until the root registers */
     char root_path[PATH_MAX];
     char root_exe[PATH_MAX];
     int root_argc;
@@ -63,8 +68,12 @@ struct ml_collector_s {
     char stem[PATH_MAX]; /* root_path without ".mlt": children's traces are STEM.PID.mlt */
     bool root_exited;
     int root_status;
+    uint64_t root_maxrss; /* wait4's ru_maxrss of the root process, bytes (0: unknown) */
     /* processes (discover.c) */
-    ml__proc_t *procs[ML_MAX_PROCS];
+    ml__proc_t **procs;  /* by slot, 0..nseen-1; NULL: not recorded */
+    uint32_t procs_cap;  /* entries allocated in procs */
+    ml__proc_t **active; /* the processes not finished yet, in slot order */
+    uint32_t nactive;
     uint32_t nseen;
     uint32_t free_since_ms; /* when slot nseen was first seen counted but still FREE (+1) */
     /* sinks and the hand-off between the stages (dispatch.c) */
@@ -89,6 +98,12 @@ void ml__session_close(ml_collector_t *c);
 void ml__ring_file_path(const ml_collector_t *c, uint32_t slot, char *out, size_t len);
 uint32_t ml__now_ms(const ml_collector_t *c);
 
+/* collector.c: commits p's trace file (a failure is said on stderr). */
+void ml__trace_commit(ml__proc_t *p);
+/* collector.c: VmHWM of /proc/PID/status in bytes, from its text (0: none). */
+uint64_t ml__status_hwm(const char *status);
+uint64_t ml__read_hwm(uint32_t pid);
+
 /* discover.c */
 void ml__discover(ml_collector_t *c);
 bool ml__proc_gone(ml__proc_t *p);
@@ -102,6 +117,7 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final);
 ml_record_t *ml__batch_slot(ml_collector_t *c, ml__proc_t *p, size_t strings);
 void ml__batch_commit(ml_collector_t *c, uint32_t strings_used);
 void ml__emit(ml_collector_t *c, ml__proc_t *p, const ml_record_t *rec);
+void ml__time_order(ml__proc_t *p, ml_record_t *r); /* no earlier than p's last record */
 void ml__flush(ml_collector_t *c);
 int ml__sinks_open(ml_collector_t *c, ml__proc_t *p);
 void ml__sinks_end(ml_collector_t *c, ml__proc_t *p);
@@ -110,10 +126,10 @@ void ml__sinks_release(ml_collector_t *c, ml__proc_t *p);
 /* exit_scan.c: classifies the blocks live in `an` (the process' analysis,
  * fed up to its exit record) by scanning process `pid`'s memory, and emits
  * one ML_T_BLOCK_REACH record per block and an ML_T_REACH_SCAN summary (only
- * the summary, with the error, when the scan fails). Returns 0 or a
- * negative errno. */
+ * the summary, with the error, when the scan fails). exit_sp is the ring's
+ * (the SP of exit()'s caller, 0 if unknown). Returns 0 or a negative errno. */
 typedef void (*ml__exit_scan_emit_t)(void *ctx, const ml_record_t *rec);
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void *ctx,
-                  uint32_t time_ms, uint32_t thread);
+                  uint32_t time_ms, uint32_t thread, uint64_t exit_sp);
 
 #endif

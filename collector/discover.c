@@ -22,11 +22,20 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* A name nothing holds yet (lstat: a dangling link counts as taken), nor a
+ * trace of this session still written under its temporary name. */
+static bool name_free(const ml_collector_t *c, const char *path) {
+    for (uint32_t i = 0; i < c->nseen; i++)
+        if (c->procs[i] && !strcmp(c->procs[i]->path, path)) return false;
+    struct stat st;
+    return lstat(path, &st) < 0 && errno == ENOENT;
+}
+
 static void child_trace_path(const ml_collector_t *c, uint32_t pid, char *out, size_t len) {
     /* The stem is at most PATH_MAX - 5 bytes: a truncated name still names a
      * new file of ours, never the parent's trace. */
     if (snprintf(out, len, "%s.%u.mlt", c->stem, pid) >= (int)len) out[len - 1] = '\0';
-    for (int n = 2; access(out, F_OK) == 0 && n < 1000; n++)
+    for (int n = 2; !name_free(c, out) && n < 1000; n++)
         if (snprintf(out, len, "%s.%u.%d.mlt", c->stem, pid, n) >= (int)len) out[len - 1] = '\0';
 }
 
@@ -55,20 +64,25 @@ static ml_ring_hdr_t *map_ring(const ml_collector_t *c, uint32_t slot, size_t *b
 }
 
 /* The trace file: the root's was opened before the program started; a
- * child's is created here. Returns the descriptor or -1 (with a warning). */
+ * child's is created here, under a free name (ml_outfile.h: privately, never
+ * replacing anything). Returns the descriptor or -1 (with a warning). */
 static int open_trace(ml_collector_t *c, ml__proc_t *p) {
     if (p->info.is_root) {
-        int fd = c->root_fd;
+        p->out = c->root_out;
+        memset(&c->root_out, 0, sizeof c->root_out);
+        c->root_out.fd = -1;
         c->root_fd = -1;
         snprintf(p->path, sizeof p->path, "%s", c->root_path);
-        return fd;
+        return p->out.fd;
     }
     child_trace_path(c, p->info.pid, p->path, sizeof p->path);
-    int fd = open(p->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        fprintf(stderr, "memlens: warning: cannot write %s: %s; process %u is not recorded\n",
-                p->path, strerror(errno), p->info.pid);
-    return fd;
+    char err[PATH_MAX + 256];
+    unsigned flags = (c->o.out_flags & ML_OUTFILE_GROUP) | ML_OUTFILE_NEW | ML_OUTFILE_KEEP;
+    if (ml_outfile_open(&p->out, p->path, flags, err, sizeof err) < 0) {
+        fprintf(stderr, "memlens: warning: %s; process %u is not recorded\n", err, p->info.pid);
+        return -1;
+    }
+    return p->out.fd;
 }
 
 /* The first record says which process this is. Its strings live in p (or
@@ -78,7 +92,11 @@ static void process_record(ml_collector_t *c, ml__proc_t *p) {
     ml_record_t r;
     memset(&r, 0, sizeof r);
     r.tag = ML_T_PROCESS;
-    r.time_ms = ml__now_ms(c);
+    /* The time the process registered, not the time we noticed it: the
+     * events already in its ring are older than now (dump times never go
+     * backwards, issue 13). */
+    r.time_ms = h->start_ms;
+    if (r.time_ms > ml__now_ms(c)) r.time_ms = ml__now_ms(c);
     typeof(r.u.process) *pr = &r.u.process;
     pr->pid = p->info.pid;
     pr->ppid = p->info.ppid;
@@ -89,7 +107,7 @@ static void process_record(ml_collector_t *c, ml__proc_t *p) {
     pr->sample_bytes = c->o.sample_bytes;
     pr->options = c->ctl->options;
     uint32_t parent = c->ctl->procs[p->info.slot].parent_slot;
-    pr->parent_trace = parent < ML_MAX_PROCS && c->procs[parent] ? c->procs[parent]->path : "";
+    pr->parent_trace = parent < c->nseen && c->procs[parent] ? c->procs[parent]->path : "";
     size_t n = strnlen(h->exe, sizeof h->exe - 1);
     memcpy(p->exe, h->exe, n);
     p->exe[n] = '\0';
@@ -108,7 +126,6 @@ static void process_record(ml_collector_t *c, ml__proc_t *p) {
     }
     pr->producer = "memlens " ML_VERSION;
     ml__emit(c, p, &r);
-    p->last_time = r.time_ms;
 }
 
 static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
@@ -138,7 +155,7 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     process_record(c, p);
 
     /* An image that replaced another by exec ends that one. */
-    if (cp->parent_slot < ML_MAX_PROCS && c->procs[cp->parent_slot]) {
+    if (cp->parent_slot < c->nseen && c->procs[cp->parent_slot]) {
         ml__proc_t *q = c->procs[cp->parent_slot];
         if (q->info.pid == p->info.pid && !q->ended) {
             q->ended = true;
@@ -148,7 +165,7 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     return p;
 fail_sinks:
     if (p->pidfd >= 0) close(p->pidfd);
-    close(p->info.fd);
+    ml_outfile_abort(&p->out);
 fail_trace:
     free(p);
 fail_proc:
@@ -156,10 +173,30 @@ fail_proc:
     return NULL;
 }
 
+/* Room for slot c->nseen in procs and one more entry in active. */
+static int grow(ml_collector_t *c) {
+    if (c->nseen < c->procs_cap) return 0;
+    uint32_t cap = c->procs_cap ? c->procs_cap * 2 : 64;
+    ml__proc_t **procs = realloc(c->procs, cap * sizeof *procs);
+    if (!procs) return -ENOMEM;
+    c->procs = procs;
+    ml__proc_t **active = realloc(c->active, cap * sizeof *active);
+    if (!active) return -ENOMEM;
+    c->active = active;
+    c->procs_cap = cap;
+    return 0;
+}
+
 void ml__discover(ml_collector_t *c) {
     uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
     if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
     while (c->nseen < n) {
+        if (grow(c) < 0) {
+            /* Try again next round; the process waits at exit, bounded. */
+            fprintf(stderr, "memlens: warning: out of memory for the process table\n");
+            break;
+        }
+        c->procs[c->nseen] = NULL;
         uint32_t st = ml_atomic_load_acquire(&c->ctl->procs[c->nseen].state);
         if (st == ML_PROC_FREE) {
             /* A process counts itself in nprocs a moment before it marks its
@@ -191,8 +228,10 @@ void ml__discover(ml_collector_t *c) {
             break;
         }
         if (st == ML_PROC_READY) {
-            c->procs[c->nseen] = open_proc(c, c->nseen);
-            if (!c->procs[c->nseen])
+            ml__proc_t *p = open_proc(c, c->nseen);
+            c->procs[c->nseen] = p;
+            if (p) c->active[c->nactive++] = p;
+            else
                 fprintf(stderr, "memlens: warning: cannot open the event ring of process %u\n",
                         c->ctl->procs[c->nseen].pid);
         }

@@ -46,10 +46,22 @@ void ml__batch_commit(ml_collector_t *c, uint32_t strings_used) {
     c->batch->n++;
 }
 
+/* A process' records are in time order: a record stamped earlier than the
+ * one before it (threads read the clock before they claim their ring slot;
+ * RSS is sampled at the collector's now, ahead of events still in the ring)
+ * takes the previous record's time. Times move by at most the few
+ * milliseconds of that race, and `memlens dump` never goes backwards. */
+void ml__time_order(ml__proc_t *p, ml_record_t *r) {
+    if (r->time_ms < p->last_time) r->time_ms = p->last_time;
+    p->last_time = r->time_ms;
+}
+
 /* A record the collector makes itself (process, RSS, reachability, end):
  * its strings, if any, must outlive the batch (ml_batch_t). */
 void ml__emit(ml_collector_t *c, ml__proc_t *p, const ml_record_t *rec) {
-    *ml__batch_slot(c, p, 0) = *rec;
+    ml_record_t *r = ml__batch_slot(c, p, 0);
+    *r = *rec;
+    ml__time_order(p, r);
     ml__batch_commit(c, 0);
 }
 

@@ -6,7 +6,8 @@
  * glibc's counters, a GPU event) is a header slot and continuation slots
  * claimed together: it is read once all of them are published. Each slot is
  * released right after its event is decoded, and the tail is published once
- * per drain. With `final` the process is gone: positions that were claimed
+ * per drain. Producers asleep on a full ring are woken every WAKE_EVERY
+ * released events and at the end of the drain. With `final` the process is gone: positions that were claimed
  * but never published (it was killed in the middle of an event) are counted
  * as lost and skipped, never guessed at.
  */
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #define DRAIN_BUDGET 65536 /* events per process per round: no ring starves the others */
+#define WAKE_EVERY 4096    /* released events between wake-ups of producers asleep on a full ring */
 
 /* The process has run its exit handlers and waits in libmemlens' destructor
  * until we answer: its memory is intact, so this is where reachability of
@@ -27,9 +29,11 @@ static void scan_emit(void *ctx, const ml_record_t *rec) {
 }
 
 static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
+    p->hwm_exit = ml__read_hwm(p->info.pid);
     ml__flush(c);
     if (p->info.analysis)
-        ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, p, p->last_time, p->last_thread);
+        ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, p, p->last_time, p->last_thread,
+                      ml_atomic_load_acquire(&p->ring->exit_sp));
     ml__flush(c);
     ml_atomic_store_release(&p->ring->exit_scan, ML_EXIT_SCAN_DONE);
 }
@@ -44,8 +48,8 @@ static void decode(ml_collector_t *c, ml__proc_t *p, const ml_event_t *ev, const
     int used = ml_event_to_record(ev, blob, r, b->strings + b->strings_used,
                                   ML_BATCH_STRINGS - b->strings_used);
     if (used < 0) return;
+    ml__time_order(p, r);
     ml__batch_commit(c, (uint32_t)used);
-    p->last_time = r->time_ms;
     p->last_thread = r->thread;
     if (r->tag == ML_T_PROC_EXIT) exit_scan(c, p);
 }
@@ -91,8 +95,10 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
         p->pos += n;
         p->events++;
         got++;
+        if (got % WAKE_EVERY == 0) ml_ring_wake(h);
     }
     ml_atomic_store_release(&h->tail, p->pos);
+    ml_ring_wake(h);
     ml__flush(c);
     return got;
 }

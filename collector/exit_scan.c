@@ -174,22 +174,31 @@ static int consider(const mapping_t *m, const ml_live_block_t *b, size_t nb, con
     if (holds_block(b, nb, m->lo, m->hi)) return 0; /* heap memory: scanned per block */
     uint64_t lo = m->lo;
     /* A stack: only from its thread's stack pointer up (below it lie dead
-     * frames). The 128-byte red zone below the pointer is kept. */
+     * frames). The 128-byte red zone below the pointer is not a root: a
+     * thread waits in a system call wrapper, whose red zone holds nothing of
+     * the program's, while the frames it just returned from lie there (as
+     * valgrind, which sees them as no longer addressable). */
     for (size_t i = 0; i < nsp; i++)
         if (sps[i] >= m->lo && sps[i] < m->hi) {
-            uint64_t from = (sps[i] - 128) & ~7ull;
+            uint64_t from = sps[i] & ~7ull;
             if (from > lo) lo = from;
         }
     return push_range(roots, lo, m->hi);
 }
 
-static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, ranges_t *roots) {
+static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_t exit_sp,
+                         ranges_t *roots) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f) return -errno;
-    uint64_t sps[256];
+    uint64_t sps[257];
     size_t nsp = thread_sps(pid, sps, 256);
+    /* The exiting thread's stack counts from exit()'s caller up: below lie
+     * exit's handlers and our destructor, whose never-written slots still
+     * hold whatever earlier calls left there (valgrind sees such slots as
+     * undefined and skips them). The red zone rule below does not apply. */
+    if (exit_sp) sps[nsp++] = exit_sp;
     char line[PATH_MAX + 256];
     int rc = 0;
     mapping_t m = {0};
@@ -228,7 +237,7 @@ static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, ranges_
 /* ------------------------------------------------------------------------- */
 
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void *ctx,
-                  uint32_t time_ms, uint32_t thread) {
+                  uint32_t time_ms, uint32_t thread, uint64_t exit_sp) {
     uint64_t t0 = mono_ns();
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
     ml_live_block_t *b = NULL;
@@ -236,7 +245,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
     ranges_t roots = {0};
     int64_t nb = ml_analysis_live_blocks(an, &b);
     int rc = nb < 0 ? (int)nb : 0;
-    if (rc == 0) rc = collect_roots(pid, b, (size_t)nb, &roots);
+    if (rc == 0) rc = collect_roots(pid, b, (size_t)nb, exit_sp, &roots);
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
         v = malloc((size_t)nb);

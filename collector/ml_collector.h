@@ -53,6 +53,7 @@
 
 #include "ml_analysis.h"
 #include "ml_trace_io.h"
+#include "ml_outfile.h"
 
 typedef struct ml_collector_s ml_collector_t;
 
@@ -153,6 +154,10 @@ typedef struct {
  * Returns 0 or -ENOMEM. */
 int ml_trace_sink_new(ml_sink_t *out);
 
+/** How many processes' traces the trace sink `sink` (from ml_trace_sink_new,
+ * still owned by the collector) could not write whole so far. */
+uint32_t ml_trace_sink_failures(const ml_sink_t *sink);
+
 /** The streaming analysis: an ml_analysis_t per process (light: only what
  * the summary and the exit scan need, ml_analysis_new_light, which cannot be
  * saved), unless an earlier sink already keeps one for it. Returns 0 or
@@ -166,11 +171,21 @@ int ml_analysis_sink_new(bool light, ml_sink_t *out);
 typedef struct {
     bool follow_fork; /* trace forked and exec'd children too */
     bool unwind_fp;   /* frame-pointer unwinding instead of libunwind */
+    bool unwind_verify; /* --unwind verify: each stack also taken by libunwind and compared;
+                         * the counts go into an unwind-check record before the end record */
+    FILE *verify_out;   /* where --unwind verify prints its counts per process (NULL: nowhere) */
     bool snapshot;    /* save the analysis session at the end of each trace */
     uint64_t sample_bytes; /* 0: every allocation; else the mean sampling gap */
     uint32_t depth;        /* deepest stack recorded */
     uint32_t ring_slots;   /* events per ring, a power of two */
+    unsigned out_flags;    /* ML_OUTFILE_GROUP for the children's traces (ml_outfile.h) */
 } ml_collector_opts_t;
+
+/** Removes what killed sessions left in /dev/shm: the control files and
+ * rings (memlens-PID-RAND[.SLOT]) that belong to this user and whose
+ * memlens (PID) no longer exists. Says in *files and *bytes (the memory
+ * they held) what was removed. Returns 0 or a negative errno. */
+int ml_collector_sweep(uint64_t *bytes, uint32_t *files);
 
 /** Creates the session: the control segment, whose path
  * (ml_collector_ctl_path) goes into the program's ML_CTL, and the session
@@ -191,7 +206,9 @@ int ml_collector_add_sink(ml_collector_t *c, ml_sink_t sink);
 typedef struct {
     pid_t pid;
     const char *path;  /* its trace file: copied */
-    int fd;            /* that file, open for writing: the collector owns it from now on */
+    ml_outfile_t *file; /* that file, opened with ml_outfile_open: the collector takes it over
+                           (and zeroes *file); committed when the root's trace ends, removed
+                           when the root never registered */
     const char *exe;   /* the program's absolute path ("" when unknown): copied */
     int argc;          /* its arguments, for the process record: borrowed, */
     char *const *argv; /* they must outlive the collector */
@@ -208,6 +225,11 @@ void ml_collector_set_root(ml_collector_t *c, const ml_collector_root_t *root);
  * means the caller may sleep a little. */
 uint64_t ml_collector_poll(ml_collector_t *c);
 
+/** The root process' peak resident set, from wait4()'s ru_maxrss (in
+ * bytes): the kernel's high-water mark, recorded in the trace of its last
+ * image (ML_T_PEAK_RSS). Call it before ml_collector_root_ended(). */
+void ml_collector_root_maxrss(ml_collector_t *c, uint64_t bytes);
+
 /** The root process ended with wait(2) status `wstatus`. */
 void ml_collector_root_ended(ml_collector_t *c, int wstatus);
 
@@ -217,6 +239,13 @@ void ml_collector_root_ended(ml_collector_t *c, int wstatus);
  * and every process of the session is finished. */
 bool ml_collector_reap(ml_collector_t *c);
 
+/** Stops waiting: finishes every process now, ended or not (drains what
+ * its ring holds, writes its end record with status unknown when it is
+ * still running, ends its sinks and renames its trace into place). For a
+ * memlens that was asked to stop (SIGINT, SIGTERM, SIGHUP): the processes
+ * go on unrecorded (they find the collector gone and stop writing). */
+void ml_collector_stop(ml_collector_t *c);
+
 /** False when the root process never registered (libmemlens.so was not
  * loaded into it): then no trace was written into its file. */
 bool ml_collector_root_traced(const ml_collector_t *c);
@@ -224,8 +253,16 @@ bool ml_collector_root_traced(const ml_collector_t *c);
 /** The process table: slots 0..ml_collector_nprocs()-1, in the order the
  * processes registered; ml_collector_proc() is NULL for a slot that was not
  * recorded. */
+/** True when libmemlens.so was loaded into the root process but could not
+ * register it (its ring could not be created: it said why on stderr). */
+bool ml_collector_root_refused(const ml_collector_t *c);
+
 uint32_t ml_collector_nprocs(const ml_collector_t *c);
 const ml_proc_info_t *ml_collector_proc(const ml_collector_t *c, uint32_t slot);
+
+/** Process images that ran untraced because the session's table of
+ * ML_MAX_PROCS slots was full. */
+uint32_t ml_collector_procs_refused(const ml_collector_t *c);
 
 /** Releases every sink state and sink, unmaps the rings, closes the trace
  * files still open, removes the session's files from /dev/shm. NULL is a

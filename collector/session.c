@@ -10,7 +10,11 @@
 #define _GNU_SOURCE
 #include "collector_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -58,7 +62,8 @@ int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
     }
     close(fd);
     ctl->version = ML_SHM_VERSION;
-    ctl->options = (c->o.follow_fork ? ML_OPT_FOLLOW_FORK : 0) | (c->o.unwind_fp ? ML_OPT_UNWIND_FP : 0);
+    ctl->options = (c->o.follow_fork ? ML_OPT_FOLLOW_FORK : 0) | (c->o.unwind_fp ? ML_OPT_UNWIND_FP : 0) |
+                   (c->o.unwind_verify ? ML_OPT_UNWIND_VERIFY : 0);
     ctl->sample_bytes = c->o.sample_bytes;
     ctl->collector_pid = (uint32_t)getpid();
     ctl->depth = c->o.depth;
@@ -90,4 +95,46 @@ void ml__session_close(ml_collector_t *c) {
     unlink(c->ctl_path);
     munmap(c->ctl, sizeof(ml_ctl_t));
     c->ctl = NULL;
+}
+
+/* Files of sessions whose memlens is gone: /dev/shm/memlens-PID-RAND and
+ * its rings (.SLOT), owned by us, where no process PID exists any more.
+ * A PID that was reused keeps its files until that process is gone too. */
+int ml_collector_sweep(uint64_t *bytes, uint32_t *files) {
+    *bytes = 0;
+    *files = 0;
+    DIR *d = opendir("/dev/shm");
+    if (!d) return -errno;
+    int dfd = dirfd(d);
+    uid_t me = geteuid();
+    pid_t self = getpid();
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strncmp(n, "memlens-", 8) != 0) continue;
+        char *end;
+        long pid = strtol(n + 8, &end, 10);
+        if (end == n + 8 || *end != '-' || pid <= 0 || pid == self) continue;
+        /* RAND: 8 hex digits, then nothing or ".SLOT". */
+        const char *r = end + 1;
+        size_t k = 0;
+        while (k < 8 && ((r[k] >= '0' && r[k] <= '9') || (r[k] >= 'a' && r[k] <= 'f'))) k++;
+        if (k != 8 || (r[8] && r[8] != '.')) continue;
+        if (r[8] == '.') {
+            const char *sl = r + 9;
+            if (!*sl) continue;
+            while (*sl >= '0' && *sl <= '9') sl++;
+            if (*sl) continue;
+        }
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        struct stat st;
+        if (fstatat(dfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) || st.st_uid != me)
+            continue;
+        if (unlinkat(dfd, n, 0) == 0) {
+            *bytes += (uint64_t)st.st_blocks * 512u;
+            (*files)++;
+        }
+    }
+    closedir(d);
+    return 0;
 }

@@ -12,6 +12,10 @@ typedef struct {
     const ml_proc_info_t *proc;
 } trace_proc_t;
 
+typedef struct {
+    uint32_t failed; /* processes whose trace could not be written whole */
+} trace_sink_t;
+
 static int trace_open(void *self, const ml_proc_info_t *proc, void **state) {
     (void)self;
     trace_proc_t *t = calloc(1, sizeof *t);
@@ -34,14 +38,18 @@ static void trace_write(void *self, void *state, const ml_batch_t *b) {
 }
 
 static void trace_end(void *self, void *state, const ml_snapshot_t *snap) {
-    (void)self;
+    trace_sink_t *ts = self;
     trace_proc_t *t = state;
     if (snap) (void)ml_writer_add_snapshot(t->w, snap->data, snap->len, snap->version);
     int rc = ml_writer_free(t->w);
     t->w = NULL;
-    if (rc < 0)
-        fprintf(stderr, "memlens: error: writing %s failed: %s; the trace is incomplete\n",
-                t->proc->path, strerror(-rc));
+    if (rc < 0) {
+        ts->failed++;
+        fprintf(stderr,
+                "memlens: error: writing %s failed: %s%s; the trace is incomplete: it holds "
+                "the records written before the failure\n",
+                t->proc->path, strerror(-rc), rc == -ENOSPC ? " (ENOSPC: the disk is full)" : "");
+    }
 }
 
 static void trace_release(void *self, void *state) {
@@ -51,15 +59,26 @@ static void trace_release(void *self, void *state) {
     free(t);
 }
 
+static void trace_free(void *self) {
+    free(self);
+}
+
 static const ml_sink_ops_t trace_ops = {
     .name = "trace",
     .open = trace_open,
     .write = trace_write,
     .end = trace_end,
     .release = trace_release,
+    .free = trace_free,
 };
 
 int ml_trace_sink_new(ml_sink_t *out) {
-    *out = (ml_sink_t){&trace_ops, NULL};
+    trace_sink_t *ts = calloc(1, sizeof *ts);
+    if (!ts) return -ENOMEM;
+    *out = (ml_sink_t){&trace_ops, ts};
     return 0;
+}
+
+uint32_t ml_trace_sink_failures(const ml_sink_t *sink) {
+    return sink->ops == &trace_ops ? ((const trace_sink_t *)sink->self)->failed : 0;
 }

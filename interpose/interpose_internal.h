@@ -127,6 +127,11 @@ void ml__sampled_reset(void);
 int ml__stacks_init(void);
 void ml__stacks_reset(void); /* after fork: new trace, new ids */
 uint32_t ml__stack_capture(uint8_t *flags);
+/* The stack pointer in the frame that called exit() (the caller's SP once
+ * exit returned), found by unwinding from the caller; 0 when no exit frame
+ * is on this thread's stack. Slow (libunwind's proc info, dladdr): once per
+ * process, at exit. */
+uint64_t ml__exit_caller_sp(void);
 void ml__stacks_lock(void);
 void ml__stacks_unlock(void);
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/auxv.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -68,6 +69,36 @@ static void warn(const char *msg) {
     buf[n++] = '\n';
     ssize_t rc = write(2, buf, n);
     (void)rc;
+}
+
+/* "memlens: warning: " and the parts (NULL-terminated) on one line. */
+static void warnv(const char *const *parts) {
+    char buf[512];
+    size_t n = 0;
+    const char *pre = "memlens: warning: ";
+    for (size_t i = 0; pre[i] && n < sizeof buf - 2; i++) buf[n++] = pre[i];
+    for (; *parts; parts++)
+        for (size_t i = 0; (*parts)[i] && n < sizeof buf - 2; i++) buf[n++] = (*parts)[i];
+    buf[n++] = '\n';
+    ssize_t rc = write(2, buf, n);
+    (void)rc;
+}
+
+/* The reason for an errno, without strerror (which may allocate). */
+static const char *errno_reason(int e) {
+    switch (e) {
+    case EEXIST: return "the name is taken (EEXIST)";
+    case EACCES: return "permission denied (EACCES)";
+    case EPERM: return "operation not permitted (EPERM)";
+    case ENOSPC: return "no space left in /dev/shm (ENOSPC)";
+    case ENOMEM: return "out of memory (ENOMEM)";
+    case EMFILE: return "too many open files (EMFILE)";
+    case ENFILE: return "too many open files in the system (ENFILE)";
+    case ENOENT: return "/dev/shm or the session is gone (ENOENT)";
+    case EROFS: return "read-only file system (EROFS)";
+    case EFBIG: return "file too large (EFBIG)";
+    default: return "unexpected error";
+    }
 }
 
 static char *u32_to_str(char *end, uint32_t v) {
@@ -391,6 +422,17 @@ static void test_claim_delay(void) {
 /* Claims a process slot and creates this image's ring (<ctl>.<slot>). */
 static int register_process(uint32_t parent_slot) {
     ml_ctl_t *c = ml__ctl;
+    /* A ring nobody will read (the collector was killed) would stay in
+     * /dev/shm: check first. The next `memlens run` sweeps what a collector
+     * that dies after this check leaves behind. */
+    if (!ml__collector_alive()) {
+        char cnum[16], pnum[16];
+        const char *parts[] = {"memlens (pid ", u32_to_str(cnum + sizeof cnum, c->collector_pid),
+                               ") is gone; process ", u32_to_str(pnum + sizeof pnum, (uint32_t)getpid()),
+                               " is not recorded", NULL};
+        warnv(parts);
+        return -1;
+    }
     uint32_t idx = ml_atomic_add_relaxed(&c->nprocs, 1);
     if (idx >= ML_MAX_PROCS) {
         ml_atomic_add_relaxed(&c->procs_refused, 1);
@@ -414,18 +456,30 @@ static int register_process(uint32_t parent_slot) {
     memcpy(path + n + 1, s, ml_strlen(s) + 1);
 
     uint32_t cap = c->ring_slots;
+    int err = 0;
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) goto fail;
+    if (fd < 0) {
+        err = errno;
+        goto fail;
+    }
     if (ftruncate(fd, (off_t)ml_ring_bytes(cap)) < 0) {
+        err = errno;
         close(fd);
+        unlink(path);
         goto fail;
     }
     ml_ring_hdr_t *h = ml__raw_mmap(ml_ring_bytes(cap), PROT_READ | PROT_WRITE, MAP_SHARED, fd);
     close(fd);
-    if (!h) goto fail;
+    if (!h) {
+        err = ENOMEM;
+        unlink(path);
+        goto fail;
+    }
     ml_ring_init(h, cap);
     h->pid = pr->pid;
     h->ppid = pr->ppid;
+    /* No event of this image is older: its process record takes this time. */
+    h->start_ms = ml_atomic_load_relaxed(&c->clock_ms);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     h->start_realtime_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
@@ -443,7 +497,13 @@ static int register_process(uint32_t parent_slot) {
     return 0;
 fail:
     ml_atomic_store_release(&pr->state, ML_PROC_FAILED);
-    warn("cannot create the event ring in /dev/shm; this process is not recorded");
+    {
+        char pnum[16];
+        const char *parts[] = {"cannot create the event ring ", path, ": ", errno_reason(err),
+                               "; process ", u32_to_str(pnum + sizeof pnum, pr->pid),
+                               " is not recorded", NULL};
+        warnv(parts);
+    }
     return -1;
 }
 
@@ -508,12 +568,48 @@ static void env_replace_ld_preload(const char *value) {
     *w = NULL;
 }
 
+/* CUDA_INJECTION64_PATH as `memlens run` set it (naming our
+ * libmemlens_cupti.so), once it has left the environment: the CUDA driver
+ * of this process still finds it through getenv() below, its children do
+ * not inherit it. NULL when the variable was the user's, or absent. */
+static const char *cuda_injection;
+
+static bool ends_with(const char *s, const char *tail) {
+    size_t n = ml_strlen(s), k = ml_strlen(tail);
+    return n >= k && memcmp(s + n - k, tail, k) == 0;
+}
+
 static void clean_environment(void) {
     const char *orig = ml_option_str(ML_ENV_LD_PRELOAD_ORIG);
     if (orig && *orig) env_replace_ld_preload(orig);
     else env_remove("LD_PRELOAD");
     env_remove("ML_CTL");
     env_remove("ML_LD_PRELOAD_ORIG");
+    const char *cuda = ml_getenv("CUDA_INJECTION64_PATH");
+    if (cuda && ends_with(cuda, "/libmemlens_cupti.so")) {
+        cuda_injection = cuda; /* the string itself stays where it is */
+        env_remove("CUDA_INJECTION64_PATH");
+    }
+}
+
+/* getenv and secure_getenv read `environ` as glibc's do, except that this
+ * process still sees the CUDA_INJECTION64_PATH that clean_environment took
+ * out of the environment: the CUDA driver reads it at cuInit, long after our
+ * constructor. A program that defines its own getenv (bash) keeps its own. */
+static char *env_lookup(const char *name) {
+    if (!name) return NULL;
+    if (cuda_injection && !strcmp(name, "CUDA_INJECTION64_PATH")) return (char *)cuda_injection;
+    return (char *)ml_getenv(name);
+}
+
+ML_EXPORT char *getenv(const char *name);
+ML_EXPORT char *getenv(const char *name) {
+    return env_lookup(name);
+}
+
+ML_EXPORT char *secure_getenv(const char *name);
+ML_EXPORT char *secure_getenv(const char *name) {
+    return getauxval(AT_SECURE) ? NULL : env_lookup(name);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -610,6 +706,29 @@ static void read_options(void) {
     ml_options_init(ML_ENV_PRELOAD, who);
 }
 
+/* When an object ahead of us in the lookup order (another preloaded
+ * allocator, or a program with its own malloc) defines malloc, the
+ * program's calls never reach our hooks: say so, since the trace would
+ * otherwise hold no allocation without a word. */
+static void check_allocator_order(void) {
+    Dl_info self, first;
+    void *m = dlsym(RTLD_DEFAULT, "malloc");
+    if (!m || !dladdr((void *)ml__init, &self) || !dladdr(m, &first)) return;
+    if (first.dli_fbase == self.dli_fbase) return;
+    /* A program that takes malloc's address makes its PLT entry the
+     * canonical address: an undefined symbol there, whose calls reach us. */
+    Dl_info again;
+    const ElfW(Sym) *sym = NULL;
+    if (dladdr1(m, &again, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_shndx == SHN_UNDEF) return;
+    char pnum[16];
+    const char *parts[] = {"process ", u32_to_str(pnum + sizeof pnum, (uint32_t)getpid()),
+                           ": malloc comes from ", first.dli_fname && *first.dli_fname ? first.dli_fname : "the program itself",
+                           ", ahead of libmemlens.so (another allocator preloaded first?): its "
+                           "allocations do not reach memlens and are not recorded",
+                           NULL};
+    warnv(parts);
+}
+
 /* Attaches to the session and registers this process image. Returns the
  * state it records in: READY, or OFF (not under memlens, or no ring). */
 static int start_recording(void) {
@@ -619,6 +738,7 @@ static int start_recording(void) {
     if (!follow) clean_environment();
     if (register_process(parent) < 0 || ml__stacks_init() < 0) return ML_STATE_OFF;
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    check_allocator_order();
     ml__modules_scan(true);
     ml__mallinfo_seen = ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen);
     return ML_STATE_READY;
@@ -656,6 +776,9 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
     ml__modules_scan(false);
     ml__mallinfo_seen = ~ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen); /* one last sample */
     ml__attention();
+    /* Where the program's part of this stack starts, for the exit scan: set
+     * before the exit record, which the collector reads with acquire order. */
+    ml_atomic_store_relaxed(&ml__ring->exit_sp, ml__exit_caller_sp());
     ml_blob_exit_t b = {ml_atomic_load_relaxed(&ml__ring->nested_skipped)};
     ml__emit_blob(ML_BLOB_EXIT, &b, sizeof b);
     /* Let the collector look at the heap before exit tears it down; never

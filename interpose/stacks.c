@@ -18,9 +18,18 @@
  *   - Each thread remembers its previous stack and its node ids. Consecutive
  *     stacks of one thread share their outer frames (main, the event loop,
  *     ...), so only the frames below the first difference are looked up.
+ *
+ * Taking the stack (the default, exact mode) is unwind.c's walker, which
+ * proves the outer frames unchanged instead of walking them again and hands
+ * the stacks it cannot walk exactly to libunwind; `--unwind fp` walks frame
+ * pointers. `--unwind verify` (ML_OPT_UNWIND_VERIFY) takes every stack twice,
+ * the second time with a plain libunwind step loop without caches, and counts
+ * the stacks that differ in the ring header; the collector writes the counts
+ * into the trace (an unwind-check record) and prints them.
  */
 #define _GNU_SOURCE
 #include "interpose_internal.h"
+#include "unwind.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -48,14 +57,15 @@ typedef struct {
 } node_table_t;
 
 #define CACHE_DEPTH ML_MAX_DEPTH
-#define SKIP_MAX 8
+#define SKIP_MAX ML_UW_SKIP_MAX
 
 #define HASH_CACHE 256 /* entries, power of two */
 
+/* The cache of the paths that do not use the walker (--unwind fp, and the
+ * stacks handed to libunwind). */
 typedef struct {
     uint32_t gen;
     uint32_t n;
-    uintptr_t stack_hi; /* for the frame-pointer walker */
     uint64_t pc[CACHE_DEPTH];
     uint32_t id[CACHE_DEPTH];
     /* Whole stacks seen recently by this thread: hash of the PCs -> leaf id.
@@ -67,14 +77,54 @@ typedef struct {
     } seen[HASH_CACHE];
 } stack_cache_t;
 
+/* Everything a thread keeps between two stacks (about 64 KiB, touched as
+ * it is used), in memory
+ * of our own rather than in TLS, which glibc carves out of every thread's
+ * stack. Taken at the thread's first stack, returned to a free list when it
+ * exits (a pthread key's destructor). */
+#define FRAME_SEEN 1024 /* entries, power of two */
+#define SEEN_IDS 4
+#define ID_KNOWN ML_UWF_USER /* ml_uw_frame_t.flags: `id` is the frame's node id */
+
+typedef struct thread_state_s {
+    struct thread_state_s *next_free;
+    uint32_t gen;       /* generation of the node ids below */
+    uint32_t last_kept; /* outer frames the last walk kept from the one before */
+    stack_cache_t cache;
+    ml_uw_thread_t uw;
+    ml_uw_stack_t stack; /* the last walk; a frame's id is known when ID_KNOWN */
+    /* Inner parts seen recently: hash of (the node id of the outer part,
+     * the pcs below it, the generation) -> the node ids of the innermost SEEN_IDS frames. A
+     * hit interns a stack without touching the trie; the ids of frames
+     * further out, if any, stay unknown until a later stack needs one
+     * (frame_id). */
+    struct {
+        uint64_t hash;
+        uint32_t id[SEEN_IDS]; /* id[0]: the leaf, then outward */
+    } seen[FRAME_SEEN];
+} thread_state_t;
+
 static _Atomic(node_table_t *) table;
 static _Atomic uint32_t next_id;
 static _Atomic int lock;
 static _Atomic uint32_t generation = 1;
 static uint32_t depth = ML_DEFAULT_DEPTH;
-static bool use_fp;
+static bool use_fp, verify, fast;
 static uintptr_t self_lo, self_hi, unw_lo, unw_hi;
-static ML_TLS stack_cache_t cache;
+static ML_TLS uintptr_t fp_stack_hi; /* for the frame-pointer walker */
+static ML_TLS thread_state_t *my_state;
+static thread_state_t *free_states;
+static _Atomic int states_lock;
+static pthread_key_t state_key;
+static bool have_key;
+
+/* In verify mode, every node's (parent, pc) by id, so that the check reads
+ * the stack back from the leaf id the event carries: it covers interning
+ * (the trie, the caches of known paths) as well as the walk. */
+#define VERIFY_NODES (1u << 22)
+static uint64_t *vnode_pc;
+static uint32_t *vnode_parent;
+
 
 /* ------------------------------------------------------------------------- */
 /* Table                                                                     */
@@ -114,18 +164,24 @@ static void table_put(node_table_t *t, uint32_t id, uint32_t parent, uint64_t pc
     t->count++;
 }
 
+/* For fork: every lock of this file and of unwind.c, so that the child
+ * never inherits one held by a thread that no longer exists. */
 void ml__stacks_lock(void) {
     ml__spin_lock(&lock);
+    ml__uw_lock();
+    ml__spin_lock(&states_lock);
 }
 
 void ml__stacks_unlock(void) {
+    ml__spin_unlock(&states_lock);
+    ml__uw_unlock();
     ml__spin_unlock(&lock);
 }
 
 /* Slow path: insert (parent, pc) under the lock. Returns 0 if the table
  * cannot grow (the caller truncates the stack there). */
 static uint32_t node_insert(uint32_t parent, uint64_t pc) {
-    ml__stacks_lock();
+    ml__spin_lock(&lock);
     node_table_t *t = ml_atomic_load_acquire(&table);
     uint32_t id = table_find(t, parent, pc);
     if (id) goto out;
@@ -140,10 +196,14 @@ static uint32_t node_insert(uint32_t parent, uint64_t pc) {
         t = n;
     }
     id = ml_atomic_add_relaxed(&next_id, 1) + 1;
+    if (vnode_pc && id < VERIFY_NODES) {
+        vnode_pc[id] = pc;
+        vnode_parent[id] = parent;
+    }
     ml__emit(ML_EV_NODE, 0, 0, pc, parent, id);
     table_put(t, id, parent, pc);
 out:
-    ml__stacks_unlock();
+    ml__spin_unlock(&lock);
     return id;
 }
 
@@ -192,19 +252,12 @@ static inline bool is_own_frame(uintptr_t pc) {
  * built without frame pointers give short stacks; that is the trade-off the
  * user chose with --unwind fp. */
 static int fp_backtrace(void **buf, int max) {
-    if (ml_unlikely(!cache.stack_hi)) {
-        pthread_attr_t a;
-        void *addr;
-        size_t size;
-        cache.stack_hi = (uintptr_t)-1;
-        if (pthread_getattr_np(pthread_self(), &a) == 0) {
-            if (pthread_attr_getstack(&a, &addr, &size) == 0)
-                cache.stack_hi = (uintptr_t)addr + size;
-            pthread_attr_destroy(&a);
-        }
+    if (ml_unlikely(!fp_stack_hi)) {
+        fp_stack_hi = ml__uw_stack_top();
+        if (!fp_stack_hi) fp_stack_hi = (uintptr_t)-1;
     }
     uintptr_t *fp = __builtin_frame_address(0);
-    uintptr_t hi = cache.stack_hi;
+    uintptr_t hi = fp_stack_hi;
     int n = 0;
     while (n < max) {
         if ((uintptr_t)fp & 7 || (uintptr_t)fp + 16 > hi) break;
@@ -218,23 +271,85 @@ static int fp_backtrace(void **buf, int max) {
     return n;
 }
 
-uint32_t ml__stack_capture(uint8_t *flags) {
-    void *buf[ML_MAX_DEPTH + SKIP_MAX];
-    int max = (int)depth + SKIP_MAX;
-    int n = use_fp ? fp_backtrace(buf, max) : unw_backtrace(buf, max);
-    int skip = 0;
-    while (skip < n && is_own_frame((uintptr_t)buf[skip])) skip++;
-    void **pcs = buf + skip;
-    n -= skip;
-    if (n > (int)depth) {
-        n = (int)depth;
-        *flags |= ML_EVF_TRUNCATED;
-    } else if (n + skip == max) {
-        *flags |= ML_EVF_TRUNCATED;
+/* libunwind's own step loop (what unw_backtrace falls back to), for the
+ * stacks unw_backtrace's per-address trace cache may get wrong: that cache
+ * is never invalidated, so once a module has been unloaded, an address
+ * reused by another module could be traced by stale rules. */
+static __attribute__((noinline)) int step_backtrace(void **buf, int max) {
+    unw_context_t uc;
+    unw_cursor_t cur;
+    unw_word_t ip;
+    int n = 0;
+    if (unw_getcontext(&uc) < 0 || unw_init_local(&cur, &uc) < 0) return 0;
+    while (n < max && unw_step(&cur) > 0) {
+        if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0) break;
+        buf[n++] = (void *)(uintptr_t)ip;
     }
-    if (n <= 0) return 0;
+    return n;
+}
 
-    stack_cache_t *c = &cache;
+/* ------------------------------------------------------------------------- */
+/* Per-thread state                                                          */
+/* ------------------------------------------------------------------------- */
+
+static void state_release(void *p) {
+    thread_state_t *s = p;
+    if (my_state == s) my_state = NULL;
+    ml__spin_lock(&states_lock);
+    s->next_free = free_states;
+    free_states = s;
+    ml__spin_unlock(&states_lock);
+}
+
+/* This thread's state, NULL if there is no memory for one. */
+static thread_state_t *state(void) {
+    thread_state_t *s = my_state;
+    if (ml_likely(s != NULL)) return s;
+    ml__spin_lock(&states_lock);
+    s = free_states;
+    if (s) free_states = s->next_free;
+    ml__spin_unlock(&states_lock);
+    if (s) {
+        /* Another thread's: its caches hold facts about code and about the
+         * stack table, true for any thread; its last walk and its stack
+         * bounds are not. Not cleared as a whole: that would touch every
+         * page of it. */
+        s->uw.hi = 0;
+        s->stack.valid = 0;
+        s->stack.n = 0;
+        s->last_kept = 0;
+    } else {
+        s = ml__raw_alloc(sizeof *s); /* zero-filled: a fresh state */
+    }
+    if (!s) return NULL;
+    my_state = s;
+    /* May allocate (glibc's second-level key arrays): passed through, the
+     * guard is raised. */
+    if (have_key) pthread_setspecific(state_key, s);
+    return s;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Interning                                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* Interns the stack pcs[0..n) (leaf first) through the thread's cache `c`
+ * (NULL: none). Returns the leaf id. */
+static uint32_t intern_pcs(stack_cache_t *c, void *const *pcs, int n, uint8_t *flags) {
+    if (n <= 0) return 0;
+    if (ml_unlikely(!c)) {
+        uint32_t parent = 0;
+        for (int i = n - 1; i >= 0; i--) {
+            uint32_t id = node_get(parent, (uint64_t)pcs[i]);
+            if (!id) {
+                *flags |= ML_EVF_TRUNCATED;
+                break;
+            }
+            parent = id;
+        }
+        if (*flags & ML_EVF_TRUNCATED) ml_atomic_add_relaxed(&ml__ring->truncated, 1);
+        return parent;
+    }
     uint32_t gen = ml_atomic_load_relaxed(&generation);
     if (c->gen != gen) {
         c->gen = gen;
@@ -296,6 +411,216 @@ uint32_t ml__stack_capture(uint8_t *flags) {
     return parent;
 }
 
+uint64_t ml__exit_caller_sp(void) {
+    unw_context_t ctx;
+    unw_cursor_t cur;
+    if (unw_getcontext(&ctx) < 0 || unw_init_local(&cur, &ctx) < 0) return 0;
+    bool in_exit = false;
+    for (int i = 0; i < 64 && unw_step(&cur) > 0; i++) {
+        unw_word_t sp = 0;
+        if (in_exit) return unw_get_reg(&cur, UNW_REG_SP, &sp) == 0 ? (uint64_t)sp : 0;
+        unw_proc_info_t pi;
+        Dl_info di;
+        /* The frame is exit's when its function starts where the dynamic
+         * symbol "exit" does (IPs inside local functions such as
+         * __run_exit_handlers name the nearest export, but not its start). */
+        if (unw_get_proc_info(&cur, &pi) == 0 && pi.start_ip &&
+            dladdr((void *)(uintptr_t)pi.start_ip, &di) && di.dli_sname &&
+            (uintptr_t)di.dli_saddr == (uintptr_t)pi.start_ip && !strcmp(di.dli_sname, "exit"))
+            in_exit = true;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Verification (--unwind verify)                                            */
+/* ------------------------------------------------------------------------- */
+
+static int loader_counts_cb(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    ((uint64_t *)data)[0] = info->dlpi_adds;
+    ((uint64_t *)data)[1] = info->dlpi_subs;
+    return 1;
+}
+
+static uint64_t verify_subs0; /* the loader's unload count when we started */
+
+/* Compares the stack recorded as `leaf` (truncated or not) with libunwind's,
+ * and counts the outcome in the ring header. The
+ * reference is unw_backtrace until the loader has unloaded an object (its
+ * per-address trace cache is never invalidated), and libunwind's plain step
+ * loop after that, whose only cache (register states by address) is flushed
+ * whenever the loader's object counts move. Both decisions come from the
+ * loader's counts read here on every stack, not from the recorder's own
+ * bookkeeping of modules. */
+static __attribute__((noinline)) void verify_stack(uint32_t leaf, bool trunc, bool fell_back,
+                                                   bool reused) {
+    void *pcs[ML_MAX_DEPTH];
+    int n = 0;
+    for (uint32_t id = leaf; id && n < (int)depth; id = vnode_parent[id]) {
+        if (id >= VERIFY_NODES) return; /* beyond what we can read back: not counted */
+        pcs[n++] = (void *)(uintptr_t)vnode_pc[id];
+    }
+    static _Atomic uint64_t seen_adds, seen_subs;
+    uint64_t v[2] = {0, 0};
+    dl_iterate_phdr(loader_counts_cb, v);
+    if (v[0] != ml_atomic_load_relaxed(&seen_adds) || v[1] != ml_atomic_load_relaxed(&seen_subs)) {
+        unw_flush_cache(unw_local_addr_space, 0, 0);
+        ml_atomic_store_relaxed(&seen_adds, v[0]);
+        ml_atomic_store_relaxed(&seen_subs, v[1]);
+    }
+    void *buf[ML_UW_CAP];
+    int max = (int)depth + SKIP_MAX + 1;
+    int m = v[1] != verify_subs0 ? step_backtrace(buf, max) : unw_backtrace(buf, max);
+    int skip = 0;
+    while (skip < m && is_own_frame((uintptr_t)buf[skip])) skip++;
+    int want = m - skip > (int)depth ? (int)depth : m - skip;
+    bool want_trunc = m == max || m - skip > (int)depth;
+    ml_ring_hdr_t *h = ml__ring;
+    ml_atomic_add_relaxed(&h->unwind_checked, 1);
+    if (fell_back) ml_atomic_add_relaxed(&h->unwind_fallback, 1);
+    if (reused) ml_atomic_add_relaxed(&h->unwind_reused, 1);
+    int bad = -1;
+    for (int i = 0; i < want && i < n && bad < 0; i++)
+        if (pcs[i] != buf[skip + i]) bad = i;
+    if (bad < 0 && (n != want || trunc != want_trunc)) bad = n < want ? n : want;
+    if (bad < 0) return;
+    ml_atomic_add_relaxed(&h->unwind_mismatch, 1);
+    uint32_t expected = 0;
+    if (ml_atomic_cas_strong_acq_rel(&h->unwind_bad.set, &expected, 1)) {
+        h->unwind_bad.frame = (uint32_t)bad;
+        h->unwind_bad.fast_frames = (uint32_t)n;
+        h->unwind_bad.full_frames = (uint32_t)want;
+        h->unwind_bad.fast_pc = bad < n ? (uint64_t)(uintptr_t)pcs[bad] : 0;
+        h->unwind_bad.full_pc = bad < want ? (uint64_t)(uintptr_t)buf[skip + bad] : 0;
+        h->unwind_bad.fell_back = fell_back;
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Capture                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/* The node id of program frame m of the last walk (outermost first),
+ * interning the frames since the nearest one whose id is known. 0 if the
+ * node table is full. */
+static uint32_t frame_id(ml_uw_stack_t *st, int m) {
+    ml_uw_frame_t *f = st->f;
+    int j = m;
+    while (j >= 0 && !(f[j].flags & ID_KNOWN)) j--;
+    uint32_t parent = j >= 0 ? f[j].id : 0;
+    for (int i = j + 1; i <= m; i++) {
+        parent = node_get(parent, f[i].pc);
+        if (!parent) return 0;
+        f[i].id = parent;
+        f[i].flags |= ID_KNOWN;
+    }
+    return parent;
+}
+
+/* The walker's path: returns the leaf id, or -1 when the stack must be
+ * taken by libunwind. libmemlens is built with frame pointers, so its own
+ * frames (this function, ml__stack_capture, record_*, the hook) are left
+ * through the frame pointer chain, to the first return address outside
+ * libmemlens: the program's frame the walk starts from. */
+static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_t *flags) {
+    uintptr_t *fp = __builtin_frame_address(0);
+    for (int i = 0; is_own_frame(fp[1]); i++) {
+        uintptr_t *next = (uintptr_t *)fp[0];
+        if (i == SKIP_MAX || next <= fp) return -1;
+        fp = next;
+    }
+    ml_uw_stack_t *st = &ts->stack;
+    uint32_t gen = ml_atomic_load_relaxed(&generation);
+    if (ml_unlikely(ts->gen != gen)) { /* after fork: the ids restart */
+        ts->gen = gen;
+        st->valid = 0;
+    }
+    int kept = ml__uw_walk(&ts->uw, st, fp[1], (uint64_t)(uintptr_t)(fp + 2), fp[0],
+                           depth + SKIP_MAX + 1, NULL);
+    ts->last_kept = kept > 0 ? (uint32_t)kept : 0;
+    if (kept < 0) return -1;
+    /* st->f[0..nprog) are the program's frames, outermost first; above them
+     * are ours (the hook, the recorder). */
+    uint32_t n = st->n, own = 0;
+    while (own < n && is_own_frame((uintptr_t)st->f[n - 1 - own].pc)) own++;
+    uint32_t nprog = n - own;
+    if (st->end == ML_UW_END_LIMIT || nprog > depth) {
+        /* Cut: the path in the trie starts at the cut, not at the outermost
+         * frame, so intern the kept leaf part on its own. */
+        void *pcs[ML_MAX_DEPTH];
+        uint32_t cnt = nprog < depth ? nprog : depth;
+        for (uint32_t i = 0; i < cnt; i++) pcs[i] = (void *)(uintptr_t)st->f[nprog - 1 - i].pc;
+        *flags |= ML_EVF_TRUNCATED;
+        return intern_pcs(&ts->cache, pcs, (int)cnt, flags);
+    }
+    uint32_t pk = (uint32_t)kept < nprog ? (uint32_t)kept : nprog; /* program frames kept */
+    uint32_t parent = pk ? frame_id(st, (int)pk - 1) : 0;
+    if (pk && !parent) goto full;
+    if (nprog == pk) return parent;
+    /* The new inner program frames f[pk..nprog), below `parent`. */
+    /* The generation is in the key: entries of the parent's trace (before
+     * a fork) cannot match. */
+    uint64_t h = ((uint64_t)parent << 32 | (nprog - pk)) ^ (uint64_t)gen * 0x9e3779b97f4a7c15ull;
+    for (uint32_t i = pk; i < nprog; i++) h = (h ^ st->f[i].pc) * 0xff51afd7ed558ccdull;
+    h ^= h >> 29;
+    h |= 1; /* 0 marks an empty entry */
+    typeof(ts->seen[0]) *e = &ts->seen[(h >> 40) & (FRAME_SEEN - 1)];
+    uint32_t cnt = nprog - pk < SEEN_IDS ? nprog - pk : SEEN_IDS;
+    if (e->hash == h) {
+        for (uint32_t i = 0; i < cnt; i++) {
+            st->f[nprog - 1 - i].id = e->id[i];
+            st->f[nprog - 1 - i].flags |= ID_KNOWN;
+        }
+        return e->id[0];
+    }
+    for (uint32_t i = pk; i < nprog; i++) {
+        uint32_t id = node_get(parent, st->f[i].pc);
+        if (!id) goto full;
+        st->f[i].id = parent = id;
+        st->f[i].flags |= ID_KNOWN;
+    }
+    e->hash = h;
+    for (uint32_t i = 0; i < cnt; i++) e->id[i] = st->f[nprog - 1 - i].id;
+    return parent;
+full:
+    /* The node table cannot grow: keep the outer part, flag the cut (as
+     * intern_pcs does). */
+    ml_atomic_add_relaxed(&ml__ring->truncated, 1);
+    *flags |= ML_EVF_TRUNCATED;
+    return parent;
+}
+
+uint32_t ml__stack_capture(uint8_t *flags) {
+    thread_state_t *ts = state();
+    if (fast && ts) {
+        int64_t leaf = capture_fast(ts, flags);
+        if (leaf >= 0) {
+            if (ml_unlikely(verify))
+                verify_stack((uint32_t)leaf, *flags & ML_EVF_TRUNCATED, false, ts->last_kept > 0);
+            return (uint32_t)leaf;
+        }
+    }
+    void *buf[ML_UW_CAP];
+    int max = (int)depth + SKIP_MAX + 1;
+    int n = use_fp ? fp_backtrace(buf, max)
+            : ml__uw_unloaded() ? step_backtrace(buf, max)
+                                : unw_backtrace(buf, max);
+    int skip = 0;
+    while (skip < n && is_own_frame((uintptr_t)buf[skip])) skip++;
+    void **pcs = buf + skip;
+    n -= skip;
+    if (n > (int)depth) {
+        n = (int)depth;
+        *flags |= ML_EVF_TRUNCATED;
+    } else if (n + skip == max) {
+        *flags |= ML_EVF_TRUNCATED;
+    }
+    uint32_t leaf = intern_pcs(ts ? &ts->cache : NULL, pcs, n, flags);
+    if (ml_unlikely(verify)) verify_stack(leaf, *flags & ML_EVF_TRUNCATED, true, false);
+    return leaf;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Set-up                                                                    */
 /* ------------------------------------------------------------------------- */
@@ -304,18 +629,38 @@ int ml__stacks_init(void) {
     depth = ml__ctl->depth ? ml__ctl->depth : ML_DEFAULT_DEPTH;
     if (depth > ML_MAX_DEPTH) depth = ML_MAX_DEPTH;
     use_fp = ml__ctl->options & ML_OPT_UNWIND_FP;
+    verify = !use_fp && (ml__ctl->options & ML_OPT_UNWIND_VERIFY);
     node_table_t *t = table_new(1u << 14);
     if (!t) return -1;
     ml_atomic_store_release(&table, t);
     exec_range((void *)ml__stack_capture, &self_lo, &self_hi);
     exec_range((void *)unw_backtrace, &unw_lo, &unw_hi);
     if (!use_fp) {
+        fast = ml__uw_init();
+        have_key = pthread_key_create(&state_key, state_release) == 0;
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
         unw_set_cache_size(unw_local_addr_space, 1024, 0);
+        if (verify) {
+            uint64_t v[2] = {0, 0};
+            dl_iterate_phdr(loader_counts_cb, v);
+            verify_subs0 = v[1];
+            vnode_pc = ml__raw_alloc(VERIFY_NODES * sizeof *vnode_pc);
+            vnode_parent = ml__raw_alloc(VERIFY_NODES * sizeof *vnode_parent);
+            if (!vnode_pc || !vnode_parent) return -1;
+        }
+        /* unw_backtrace creates its per-thread cache key (pthread_key_create)
+         * on its first call. Made later, inside a hook, after the program
+         * created 32 keys, that key would get an index past glibc's first
+         * level, and its pthread_setspecific would calloc glibc's
+         * second-level key array inside the hook: an allocation we skip,
+         * which the program's own keys then live in (its blocks would look
+         * definitely lost). Created now, before the program runs, the key
+         * is among the first 32 and needs no array. */
+        void *pc[2];
+        unw_backtrace(pc, 2);
     }
     return 0;
 }
-
 void ml__stacks_reset(void) {
     /* After fork the child starts a new trace: ids restart at 1 and every
      * node will be written again. The parent's tables are private copies

@@ -107,6 +107,13 @@ void ml__report_json_advice(ml_json_t *w, const ml_analysis_t *a, const struct m
         ml_json_kv_u64(w, "replayed_ops", ops);
         /* wall time, to the millisecond like the report's other times */
         ml_json_kv_ms_as_s(w, "seconds", secs > 0 ? (uint64_t)llround(secs * 1000) : 0);
+        /* what the budgets left out (ml_advisor_opts_t); absent when nothing */
+        if (ml_advice_skipped(adv, 0)) {
+            ml_json_key(w, "skipped");
+            ml_json_array(w);
+            for (size_t i = 0; ml_advice_skipped(adv, i); i++) ml_json_str(w, ml_advice_skipped(adv, i));
+            ml_json_end(w);
+        }
     }
     ml_json_end(w);
 }
@@ -166,6 +173,11 @@ static void site_evidence(ml_json_t *w, const ml_site_evidence_t *e, const char 
     }
     switch (e->finding) {
     case ML_FINDING_NONE:
+        break;
+    case ML_FINDING_CALLS:
+        ml_json_kv_u64(w, "calls_avoided", e->work.calls_avoided);
+        ml_json_kv_u64(w, "allocator_steps_saved", e->work.allocator_steps_saved);
+        ml_json_kv_str(w, "gain", e->work.time_only ? "time" : "memory and time");
         break;
     case ML_FINDING_BATCHES:
         ml_json_kv_u64(w, "batches", e->batches.batches);

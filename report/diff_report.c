@@ -18,7 +18,7 @@ const char *ml_diff_metric_name(ml_diff_metric_t m) {
 }
 
 const char *ml_diff_metric_label(ml_diff_metric_t m) {
-    static const char *const n[] = {"peak heap", "definite leaks", "allocation calls", "bytes allocated"};
+    static const char *const n[] = {"peak heap", "leaked at exit", "allocation calls", "bytes allocated"};
     return m < ML_DIFF_METRICS ? n[m] : "?";
 }
 

@@ -15,9 +15,11 @@
  * Go's html/template and Rails' json_escape do for JSON in script elements.
  */
 #include "ml_report_html.h"
+#include "ml_outfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -326,6 +328,11 @@ static void out_json(out_t *o, const char *text, size_t n) {
 
 int ml_report_html_write(const char *json_text, size_t len, const char *out_path, char *err,
                          size_t errlen) {
+    return ml_report_html_write_flags(json_text, len, out_path, 0, err, errlen);
+}
+
+int ml_report_html_write_flags(const char *json_text, size_t len, const char *out_path,
+                               unsigned flags, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!json_text || !out_path || !*out_path) {
         set_err(err, errlen, "%s%s", "html report: missing document or output path", "");
@@ -345,39 +352,27 @@ int ml_report_html_write(const char *json_text, size_t len, const char *out_path
         return rc;
     }
 
-    /* The temporary file sits beside out_path so that rename() is atomic:
-     * "<dir>/.<name>.<pid>.<n>.tmp", created exclusively (a concurrent
-     * writer of the same path just takes the next n). */
+    /* A private temporary file beside out_path, renamed over it when
+     * complete (ml_outfile.h: no links followed, only our files replaced). */
     const char *slash = strrchr(out_path, '/');
-    size_t dirlen = slash ? (size_t)(slash - out_path) + 1 : 0;
-    const char *base = out_path + dirlen;
-    if (!*base) {
+    if (!*(slash ? slash + 1 : out_path)) {
         set_err(err, errlen, "cannot write '%s': %s", out_path, strerror(EISDIR));
         return -EISDIR;
     }
-    size_t tmpcap = strlen(out_path) + 64;
-    char *tmp = malloc(tmpcap);
     out_t *o = malloc(sizeof *o);
-    if (!tmp || !o) {
-        free(tmp);
-        free(o);
+    if (!o) {
         set_err(err, errlen, "%s%s", "html report: out of memory", "");
         return -ENOMEM;
     }
-    int fd = -1;
-    for (unsigned n = 0; n < 1000; n++) {
-        snprintf(tmp, tmpcap, "%.*s.%s.%ld.%u.tmp", (int)dirlen, out_path, base, (long)getpid(),
-                 n);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0 || errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        rc = -errno;
-        set_err(err, errlen, "cannot create a file beside '%s': %s", out_path, strerror(-rc));
-        free(tmp);
+    char msg[PATH_MAX + 256];
+    ml_outfile_t file;
+    rc = ml_outfile_open(&file, out_path, flags, msg, sizeof msg);
+    if (rc < 0) {
+        set_err(err, errlen, "%s%s", msg, "");
         free(o);
         return rc;
     }
+    int fd = file.fd;
 
     o->fd = fd;
     o->err = 0;
@@ -387,19 +382,13 @@ int ml_report_html_write(const char *json_text, size_t len, const char *out_path
     out_put(o, ml__report_html_tail, ml__report_html_tail_len);
     out_flush(o);
     rc = o->err;
-    const char *what = "write";
-    if (!rc && fsync(fd) != 0 && errno != EINVAL && errno != EROFS) rc = -errno;
-    if (close(fd) != 0 && !rc && errno != EINTR) rc = -errno;
-    if (!rc && rename(tmp, out_path) != 0) {
-        rc = -errno;
-        what = "replace";
-    }
     if (rc) {
-        unlink(tmp);
-        if (err && errlen)
-            snprintf(err, errlen, "cannot %s '%s': %s", what, out_path, strerror(-rc));
+        ml_outfile_abort(&file);
+        set_err(err, errlen, "cannot write '%s': %s", out_path, strerror(-rc));
+    } else {
+        rc = ml_outfile_commit(&file, msg, sizeof msg);
+        if (rc) set_err(err, errlen, "%s%s", msg, "");
     }
-    free(tmp);
     free(o);
     return rc;
 }

@@ -31,7 +31,12 @@ static void kv_line(ml_json_t *w, const char *k, uint32_t line) {
 
 static void frame_obj(ml_json_t *w, const ml_frame_t *f, bool inlined) {
     ml_json_object(w);
-    ml_json_kv_str(w, "function", f->function);
+    /* "function" is the name for display (ml_frame_short_name);
+     * "function_full" the demangled name, when they differ. */
+    char name[512];
+    const char *shown = f->function ? ml_frame_short_name(f->function, name, sizeof name) : NULL;
+    ml_json_kv_str(w, "function", shown);
+    if (shown && strcmp(shown, f->function)) ml_json_kv_str(w, "function_full", f->function);
     ml_json_kv_str(w, "file", f->file);
     kv_line(w, "line", f->line);
     ml_json_kv_str(w, "module", f->module);
@@ -327,7 +332,16 @@ static void totals(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_kv_u64(w, "peak_bytes", t->peak_bytes);
     ml_json_kv_u64(w, "peak_blocks", t->peak_blocks);
     ml_json_kv_u64(w, "peak_mmap_bytes", t->peak_mmap_bytes);
-    ml_json_kv_u64(w, "peak_rss_bytes", t->peak_rss_bytes);
+    ml_json_kv_u64(w, "peak_rss_bytes", t->peak_rss_bytes); /* the largest sample */
+    /* The kernel's high-water mark (issue 13): null in traces before 1.5. */
+    if (t->hwm_rss_source) {
+        ml_json_kv_u64(w, "peak_rss_hwm_bytes", t->hwm_rss_bytes);
+        ml_json_kv_str(w, "peak_rss_hwm_source", ml_hwm_source_name(t->hwm_rss_source));
+    } else {
+        ml_json_kv_null(w, "peak_rss_hwm_bytes");
+        ml_json_kv_null(w, "peak_rss_hwm_source");
+    }
+    ml_json_kv_u64(w, "rss_sample_interval_ms", ML_RSS_SAMPLE_MS);
     ml_json_kv_u64(w, "leaked_bytes", L->bytes);
     ml_json_kv_u64(w, "leaked_blocks", L->blocks);
     ml_json_kv_ms_as_s(w, "duration_s", d);
@@ -346,10 +360,11 @@ static void totals(ml_json_t *w, const ml_analysis_t *a) {
 /* A site's values: an object, or in the page's form a row of values in the
  * order of site_fields (written once, as "site_fields"). */
 static const char *const site_fields[] = {
-    "id", "stack", "alloc_calls", "bytes_allocated", "peak_bytes", "peak_blocks", "leaked_bytes",
+    "id", "stack", "headline", "alloc_calls", "bytes_allocated", "peak_bytes", "peak_blocks", "leaked_bytes",
     "leaked_blocks", "temporary_allocs", "realloc_calls", "freed_blocks", "min_size", "max_size",
     "mean_lifetime_ms", "max_lifetime_ms", "pinned_pages", "sparse_pinned_pages",
-    "leaked_by_kind.definite", "leaked_by_kind.indirect", "leaked_by_kind.reachable", "suppressed"};
+    "leaked_by_kind.definite", "leaked_by_kind.indirect", "leaked_by_kind.reachable",
+    "leaked_by_kind.possible", "suppressed"};
 
 static void f_u64(ml_json_t *w, bool row, const char *k, uint64_t v) {
     if (row) ml_json_u64(w, v);
@@ -364,10 +379,13 @@ static void site_obj(ml_json_t *w, ftab_t *ft, const ml_site_t *s) {
         ml_json_tight(w);
         ml_json_u64(w, s->id);
         ml_json_i64(w, stack_ref(ft, s->frames, s->nframes));
+        ml_json_u64(w, s->headline);
     } else {
         ml_json_object(w);
         ml_json_kv_u64(w, "id", s->id);
         frames(w, ft, s->frames, s->nframes);
+        /* The frame that names the site (ml_site_t.headline); absent: 0. */
+        if (s->headline) ml_json_kv_u64(w, "headline", s->headline);
     }
     f_u64(w, row, "alloc_calls", s->alloc_calls);
     f_u64(w, row, "bytes_allocated", s->bytes_allocated);
@@ -436,6 +454,7 @@ static void peak(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a) {
         ml_json_kv_u64(w, "bytes", s[i].peak_bytes);
         ml_json_kv_u64(w, "blocks", s[i].peak_blocks);
         frames(w, ft, s[i].frames, s[i].nframes);
+        if (s[i].headline) ml_json_kv_u64(w, "headline", s[i].headline);
         ml_json_end(w);
     }
     ml_json_end(w);
@@ -460,6 +479,8 @@ static void leaks(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a, const ml_rep
     ml_json_kv_u64(w, "suppressed_bytes", L->suppressed_bytes);
     ml_json_kv_u64(w, "suppressed_blocks", L->suppressed_blocks);
     ml_json_kv_u64(w, "gate_bytes", L->gate_bytes);
+    ml_json_kv_u64(w, "lost_bytes", L->lost_bytes);
+    ml_json_kv_u64(w, "lost_blocks", L->lost_blocks);
     ml_json_kv_str(w, "reachability", L->scanned ? "scanned" : L->scan_status ? "failed" : "not_scanned");
     ml_json_key(w, "scan");
     ml_json_object(w);
@@ -484,6 +505,7 @@ static void leaks(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a, const ml_rep
         if (g->suppressed && g->site < n) ml_json_kv_str(w, "suppressed_by", s[g->site].suppressed_by);
         if (g->site < n) frames(w, ft, s[g->site].frames, s[g->site].nframes);
         else frames(w, ft, NULL, 0);
+        if (g->site < n && s[g->site].headline) ml_json_kv_u64(w, "headline", s[g->site].headline);
         ml_json_end(w);
     }
     ml_json_end(w);
@@ -559,9 +581,23 @@ static void heap_map(ml_json_t *w, const ml_frag_t *f) {
     ml_json_end(w);
 }
 
+/* What each fragmentation number is, in the words every view uses
+ * (docs/analysis.md): "page utilization" is not heap fragmentation. */
+static void frag_labels(ml_json_t *w) {
+    ml_json_key(w, "labels");
+    ml_json_object(w);
+    ml_json_kv_str(w, "page_utilization", ML_LABEL_PAGE_UTILIZATION);
+    ml_json_kv_str(w, "external", ML_LABEL_EXTERNAL);
+    ml_json_kv_str(w, "internal_ratio", ML_LABEL_INTERNAL);
+    ml_json_kv_str(w, "heap_to_rss", ML_LABEL_HEAP_TO_RSS);
+    ml_json_end(w);
+}
+
 static void fragmentation(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_key(w, "fragmentation");
     ml_json_object(w);
+    frag_labels(w);
+    ml_json_break(w, 1);
     ml_json_key(w, "at_peak");
     frag_obj(w, ml_analysis_frag(a, ML_MOMENT_PEAK));
     ml_json_break(w, 1);
@@ -639,7 +675,11 @@ static void flame_node_open(ml_json_t *w, ftab_t *ft, const ml_frame_t *f, const
         return;
     }
     ml_json_object(w);
-    ml_json_kv_str(w, "name", f ? f->function : "all");
+    const char *name = f ? f->function : "all";
+    char shortname[512];
+    const char *shown = name ? ml_frame_short_name(name, shortname, sizeof shortname) : NULL;
+    ml_json_kv_str(w, "name", shown);
+    if (shown && strcmp(shown, name)) ml_json_kv_str(w, "name_full", name);
     ml_json_kv_str(w, "file", f ? f->file : NULL);
     kv_line(w, "line", f ? f->line : 0);
     ml_json_kv_u64(w, "alloc", incl[ML_COST_ALLOCATED]);

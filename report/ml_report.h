@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "ml_analysis.h"
+#include "ml_outfile.h"
 
 #define ML_REPORT_SCHEMA_VERSION 1
 
@@ -63,6 +64,22 @@ int ml_fold_metric_parse(const char *s, ml_fold_metric_t *out);
  * frames carry flamegraph.pl's "_[i]" suffix. Returns 0 or -EIO. */
 int ml_report_folded(FILE *out, const ml_analysis_t *a, ml_fold_metric_t metric);
 
+/** Writes the pprof export: a gzipped profile.proto (perftools.profiles),
+ * one sample per site with the sample types alloc_objects, alloc_space,
+ * inuse_objects, inuse_space (live at exit), peak_objects and peak_space
+ * (live at the peak, the default), the trace's modules as mappings, and
+ * comments saying what ran and, for sampled traces, that the values are
+ * estimates (docs/exports.md). Flushes the stream. Returns 0, or a negative
+ * errno: -ENOMEM, or the stream's write error (-ENOSPC, -EIO). (pprof.c) */
+int ml_report_pprof(FILE *out, const ml_analysis_t *a);
+
+/** Writes the speedscope export (speedscope's JSON file format): one
+ * sampled profile per metric (bytes allocated, allocation calls, bytes live
+ * at the peak, bytes leaked, bytes live at exit) over a shared frame table
+ * (docs/exports.md). Flushes the stream. Returns as ml_report_pprof().
+ * (speedscope.c) */
+int ml_report_speedscope(FILE *out, const ml_analysis_t *a);
+
 /** Writes the human summary: totals, the top sites by peak and by leaks with
  * function and file:line, fragmentation, warnings. `top` sites per list
  * (0: 10). Returns 0 or -EIO. */
@@ -72,8 +89,8 @@ int ml_report_text(FILE *out, const ml_analysis_t *a, const char *trace_path, un
 /* Diff                                                                      */
 /* ------------------------------------------------------------------------- */
 
-/* The totals the diff gate compares: peak heap bytes, definite leaked bytes
- * (not suppressed), allocation calls. */
+/* The totals the diff gate compares: peak heap bytes, leaked (definite +
+ * indirect + possible, not suppressed) bytes, allocation calls. */
 typedef enum { ML_DIFF_PEAK = 0, ML_DIFF_LEAKED, ML_DIFF_CALLS, ML_DIFF_BYTES, ML_DIFF_METRICS } ml_diff_metric_t;
 
 /** The metric's JSON key ("peak_bytes", "leaked_bytes", ...). */
@@ -127,6 +144,7 @@ int ml_report_diff_text(FILE *out, const ml_analysis_t *base, const ml_analysis_
 typedef struct {
     FILE *f;
     char *path, *tmp; /* tmp: NULL when writing in place (stdout, a device, a pipe) */
+    ml_outfile_t file; /* the file under f (ml_outfile.h); fd -1 for stdout */
 } ml_out_t;
 
 /** Opens an output: "-" is stdout; a regular file (or a new one) is written
@@ -134,6 +152,11 @@ typedef struct {
  * anything else (/dev/null, a FIFO) is written in place. Returns 0 or a
  * negative errno with a message in err. */
 int ml_out_open(ml_out_t *o, const char *path, char *err, size_t errlen);
+/** The same with ML_OUTFILE_* flags: the file is created 0600 (0640 with
+ * ML_OUTFILE_GROUP), a link at path is refused, and an existing file is
+ * replaced only when memlens made it or with ML_OUTFILE_FORCE (ml_outfile.h).
+ * ml_out_open passes 0. */
+int ml_out_open_flags(ml_out_t *o, const char *path, unsigned flags, char *err, size_t errlen);
 /** Flushes, syncs and renames into place. On failure removes the temporary
  * file, leaves the target untouched and returns a negative errno. */
 int ml_out_commit(ml_out_t *o, char *err, size_t errlen);

@@ -32,8 +32,16 @@
  * Returns 0, or a negative errno with a one-line message in err (if err is
  * not NULL): -EINVAL for a NULL argument or a document that is not JSON,
  * -ENOMEM, or the error of creating, writing, syncing or renaming the file.
- * On failure out_path is unchanged and no temporary file is left behind. */
+ * On failure out_path is unchanged and no temporary file is left behind.
+ * Writing follows ml_outfile.h (see ml_report_html_write_flags). */
 int ml_report_html_write(const char *json_text, size_t len, const char *out_path, char *err,
                          size_t errlen);
+
+/** The same, with ML_OUTFILE_* flags (ml_outfile.h: --force, --group-readable).
+ * The file is created privately (0600) and never written through a link;
+ * an existing file is replaced only when memlens made it, or with
+ * ML_OUTFILE_FORCE. ml_report_html_write passes 0. */
+int ml_report_html_write_flags(const char *json_text, size_t len, const char *out_path,
+                               unsigned flags, char *err, size_t errlen);
 
 #endif

@@ -13,7 +13,8 @@ static const char *bytes(uint64_t b, char *buf, size_t len) {
 }
 
 static void where(FILE *o, const ml_frame_t *f) {
-    fputs(f->function ? f->function : "?", o);
+    char name[256];
+    fputs(f->function ? ml_frame_short_name(f->function, name, sizeof name) : "?", o);
     if (f->file) {
         const char *base = strrchr(f->file, '/');
         fprintf(o, "  %s:%u", base ? base + 1 : f->file, f->line);
@@ -28,25 +29,49 @@ static void site_lines(FILE *o, const ml_site_t *s) {
         fputs("[no stack]\n", o);
         return;
     }
-    where(o, &s->frames[0]);
+    /* The program's own frame names the site (its headline); two callers
+     * give the context without flooding the screen. */
+    uint32_t h = s->headline < s->nframes ? s->headline : 0;
+    where(o, &s->frames[h]);
     fputc('\n', o);
-    /* Two callers give the context without flooding the screen. */
-    for (uint32_t k = 1; k < s->nframes && k < 3; k++) {
+    for (uint32_t k = h + 1; k < s->nframes && k < h + 3; k++) {
         fputs("        <- ", o);
         where(o, &s->frames[k]);
         fputc('\n', o);
     }
 }
 
+/* Each number says what it is (issue 13): page utilization is how full the
+ * pages holding live blocks are, not heap fragmentation; "external" is the
+ * fragmentation of the free heap. */
 static void frag_line(FILE *o, const char *label, const ml_frag_t *f) {
     if (!f->valid) return;
     char b1[32], b2[32], b3[32];
-    fprintf(o, "  %-8s page utilization %5.1f%% (%s live in %s of pages), external %4.1f%%, internal waste %s",
+    fprintf(o, "  %-8s page utilization %5.1f%% (%s live in %s of pages), external fragmentation of free heap %4.1f%%, internal waste %s",
             label, 100 * f->page_utilization, bytes(f->live_bytes, b1, sizeof b1),
             bytes(f->page_bytes, b2, sizeof b2), 100 * f->external,
             bytes(f->internal_waste_bytes, b3, sizeof b3));
-    if (f->have_rss) fprintf(o, ", RSS %s", bytes(f->rss_bytes, b2, sizeof b2));
+    if (f->have_rss) fprintf(o, ", RSS (last sample) %s", bytes(f->rss_bytes, b2, sizeof b2));
     fputc('\n', o);
+}
+
+/* The kernel's high-water mark when the trace has it; the largest of the
+ * samples is labelled as a sample. */
+static void rss_line(FILE *o, const ml_totals_t *t) {
+    char b1[32], b2[32];
+    if (t->hwm_rss_source) {
+        fprintf(o, ML_LABEL_PEAK_RSS ": %s (%s)", bytes(t->hwm_rss_bytes, b1, sizeof b1),
+                t->hwm_rss_source == ML_HWM_EXIT     ? "VmHWM at exit"
+                : t->hwm_rss_source == ML_HWM_WAIT4 ? "wait4 ru_maxrss"
+                                                    : "VmHWM at the last sample: a lower bound");
+        if (t->peak_rss_bytes)
+            fprintf(o, "; largest RSS sample %s (sampled every %d ms)", bytes(t->peak_rss_bytes, b2, sizeof b2),
+                    ML_RSS_SAMPLE_MS);
+        fputc('\n', o);
+    } else if (t->peak_rss_bytes) {
+        fprintf(o, "peak RSS: largest sample %s (sampled every %d ms; this trace has no kernel high-water mark)\n",
+                bytes(t->peak_rss_bytes, b1, sizeof b1), ML_RSS_SAMPLE_MS);
+    }
 }
 
 /* A GPU site: its first program frame and two callers, as site_lines()
@@ -163,12 +188,18 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
             t->realloc_calls, t->mmap_calls);
     fprintf(o, "peak heap: %s in %" PRIu64 " blocks at %.3f s\n", bytes(t->peak_bytes, b1, sizeof b1),
             t->peak_blocks, t->peak_time_ms / 1000.0);
+    rss_line(o, t);
     char b4[32];
-    fprintf(o, "live at exit: %s in %" PRIu64 " blocks: %s definite, %s indirect, %s reachable%s\n",
-            bytes(L->bytes, b1, sizeof b1), L->blocks, bytes(L->kind_bytes[ML_LEAK_DEFINITE], b2, sizeof b2),
+    char b5[32];
+    fprintf(o, "leaked at exit: %s in %" PRIu64 " blocks (%s definite, %s indirect, %s possible)%s\n",
+            bytes(L->lost_bytes, b1, sizeof b1), L->lost_blocks,
+            bytes(L->kind_bytes[ML_LEAK_DEFINITE], b2, sizeof b2),
             bytes(L->kind_bytes[ML_LEAK_INDIRECT], b3, sizeof b3),
-            bytes(L->kind_bytes[ML_LEAK_REACHABLE], b4, sizeof b4),
+            bytes(L->kind_bytes[ML_LEAK_POSSIBLE], b4, sizeof b4),
             L->scanned ? "" : " (no reachability scan: all counted as definite)");
+    fprintf(o, "still reachable at exit: %s in %" PRIu64 " blocks (not leaked; live at exit: %s)\n",
+            bytes(L->kind_bytes[ML_LEAK_REACHABLE], b2, sizeof b2), L->kind_blocks[ML_LEAK_REACHABLE],
+            bytes(L->bytes, b5, sizeof b5));
     if (L->suppressed_blocks)
         fprintf(o, "suppressed: %s in %" PRIu64 " blocks\n", bytes(L->suppressed_bytes, b1, sizeof b1),
                 L->suppressed_blocks);

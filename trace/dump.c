@@ -43,6 +43,12 @@ const char *ml_gpu_op_name(unsigned op) {
     }
 }
 
+const char *ml_hwm_source_name(unsigned source) {
+    static const char *const names[] = {"none", "wait4", "exit", "sampled"};
+    _Static_assert(sizeof names / sizeof names[0] == ML_HWM_SOURCE_COUNT_, "a name per source");
+    return source < sizeof names / sizeof names[0] ? names[source] : "?";
+}
+
 const char *ml_tag_name(unsigned tag) {
     switch (tag) {
     case ML_T_PROCESS: return "process";
@@ -61,8 +67,10 @@ const char *ml_tag_name(unsigned tag) {
     case ML_T_MALLINFO: return "mallinfo";
     case ML_T_RSS: return "rss";
     case ML_T_PROC_EXIT: return "proc-exit";
+    case ML_T_PEAK_RSS: return "peak-rss";
     case ML_T_BLOCK_REACH: return "block-reach";
     case ML_T_REACH_SCAN: return "reach-scan";
+    case ML_T_UNWIND_CHECK: return "unwind-check";
     case ML_T_END: return "end";
     case ML_T_GPU_ALLOC: return "gpu-alloc";
     case ML_T_GPU_FREE: return "gpu-free";
@@ -145,6 +153,15 @@ static void print_gpu_pool(FILE *out, const ml_record_t *r) {
             g->flags & ML_GPU_F_POOL_MANAGED ? " managed" : "");
 }
 
+static void print_unwind_check(FILE *out, const ml_record_t *r) {
+    const typeof(r->u.unwind_check) *q = &r->u.unwind_check;
+    fprintf(out, " stacks=%" PRIu64 " mismatches=%" PRIu64 " fallbacks=%" PRIu64 " reused=%" PRIu64, q->stacks,
+            q->mismatches, q->fallbacks, q->reused);
+    if (q->mismatches)
+        fprintf(out, " first_frame=%" PRIu64 " fast_pc=0x%" PRIx64 " full_pc=0x%" PRIx64, q->first_frame, q->fast_pc,
+                q->full_pc);
+}
+
 static void print_end(FILE *out, const ml_record_t *r) {
     const ml_rec_end_t *e = &r->u.end;
     static const char *const kinds[] = {"exited", "signaled", "unknown", "exec"};
@@ -207,9 +224,15 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
     case ML_T_PROC_EXIT:
         fprintf(out, " nested_skipped=%" PRIu64, r->u.proc_exit.nested_skipped);
         break;
+    case ML_T_PEAK_RSS:
+        fprintf(out, " bytes=%" PRIu64 " source=%s", r->u.peak_rss.bytes, ml_hwm_source_name(r->u.peak_rss.source));
+        break;
     case ML_T_BLOCK_REACH: {
-        static const char *const kinds[] = {"unknown", "reachable", "indirect", "definite"};
-        fprintf(out, " %s ptr=0x%" PRIx64, kinds[r->u.block_reach.reach & 3], r->u.block_reach.ptr);
+        static const char *const kinds[] = {"unknown", "reachable", "indirect", "definite",
+                                            "possible"};
+        uint8_t k = r->u.block_reach.reach;
+        fprintf(out, " %s ptr=0x%" PRIx64, k <= ML_REACH_POSSIBLE ? kinds[k] : "unknown",
+                r->u.block_reach.ptr);
         break;
     }
     case ML_T_REACH_SCAN: {
@@ -226,6 +249,7 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
     case ML_T_GPU_ALLOC:
     case ML_T_GPU_FREE: print_gpu(out, r); break;
     case ML_T_GPU_POOL: print_gpu_pool(out, r); break;
+    case ML_T_UNWIND_CHECK: print_unwind_check(out, r); break;
     case ML_T_END: print_end(out, r); break;
     default:
         break;

@@ -41,8 +41,14 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 1
-#define ML_MAX_PROCS 1024
+#define ML_SHM_VERSION 2 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters */
+/* Process images one session can trace. The table is part of the control
+ * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
+ * when processes register there, so the bound costs address space, not
+ * memory (16 MiB mapped, 16 bytes used per image). An image past it runs
+ * untraced, says so on its stderr, and is counted in ml_ctl_t.procs_refused,
+ * which `memlens run` reports; the session still ends normally. */
+#define ML_MAX_PROCS (1u << 20)
 #define ML_RING_DATA_OFFSET 4096
 #define ML_MAX_DEPTH 256
 #define ML_DEFAULT_DEPTH 64
@@ -265,6 +271,8 @@ typedef struct {
 /* Options passed from `memlens run` to every traced process. */
 #define ML_OPT_FOLLOW_FORK 0x1
 #define ML_OPT_UNWIND_FP 0x2
+#define ML_OPT_UNWIND_VERIFY 0x4 /* memlens run --unwind verify (hidden): every stack is taken
+                                  * twice and compared, see ml_ring_hdr_t.unwind_* */
 
 typedef struct {
     uint64_t magic;
@@ -289,7 +297,7 @@ typedef struct {
     uint32_t capacity; /* slots, power of two */
     uint32_t pid;
     uint32_t ppid;
-    uint32_t pad;
+    uint32_t start_ms; /* the session clock (ml_ctl_t.clock_ms) when the process registered */
     uint64_t start_realtime_ns;
     _Alignas(ML_CACHE_LINE) _Atomic uint64_t head; /* next position to claim (producers) */
     _Alignas(ML_CACHE_LINE) _Atomic uint64_t tail; /* next position to read (collector) */
@@ -298,6 +306,27 @@ typedef struct {
     _Atomic uint64_t nested_skipped; /* hook calls from inside memlens (not the program's) */
     _Atomic uint64_t truncated;      /* stacks cut short */
     _Atomic uint64_t lost;           /* events given up on (collector died) */
+    /* ML_OPT_UNWIND_VERIFY only: stacks taken both ways (the recorder's and
+     * a cache-free libunwind step loop), how many differed, how many of them
+     * the recorder had itself handed to libunwind, and how many kept outer
+     * frames of the thread's previous stack. The first difference is kept. */
+    _Atomic uint64_t unwind_checked;
+    _Atomic uint64_t unwind_mismatch;
+    _Atomic uint64_t unwind_fallback;
+    _Atomic uint64_t unwind_reused;
+    struct {
+        _Atomic uint32_t set;
+        uint32_t frame;                   /* index (leaf = 0) of the first differing frame */
+        uint32_t fast_frames, full_frames; /* frames each way */
+        uint32_t fell_back;               /* the recorder's stack came from libunwind too */
+        uint64_t fast_pc, full_pc;        /* the differing frames (0: none that deep) */
+    } unwind_bad;
+    /* Backpressure (ml_ring.c): a producer that finds its slot still taken
+     * counts itself in `sleepers` and sleeps on the futex word `space_gen`;
+     * the collector, after releasing slots, bumps space_gen and wakes them
+     * when sleepers is non-zero. */
+    _Alignas(ML_CACHE_LINE) _Atomic uint32_t space_gen;
+    _Atomic uint32_t sleepers;
     /* Exit handshake: the process sets ML_EXIT_SCAN_ASKED after its last
      * destructor-time event and waits (bounded) for ML_EXIT_SCAN_DONE, so the
      * collector can read its memory while it is still intact (leak
@@ -308,6 +337,11 @@ typedef struct {
     uint32_t cmdline_len; /* bytes of NUL-separated argv in cmdline */
     char exe[1024];
     char cmdline[2048];
+    /* Set by the process before its exit record: the stack pointer of the
+     * frame that called exit() (0: not found). Everything deeper belongs to
+     * exit's handlers and memlens, not to the program; the exit scan reads
+     * that thread's stack from here up (docs/analysis.md, root rules). */
+    _Atomic uint64_t exit_sp;
 } ml_ring_hdr_t;
 
 enum { ML_EXIT_SCAN_NONE = 0, ML_EXIT_SCAN_ASKED = 1, ML_EXIT_SCAN_DONE = 2 };

@@ -1,8 +1,14 @@
 /* ml_ring.c - the slow paths of the event ring (waiting, blobs). */
+#define _GNU_SOURCE
 #include "ml_ring.h"
 
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------- */
 /* Initialisation                                                            */
@@ -27,34 +33,66 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The consumer drains every millisecond or so; a producer that finds its slot
- * still occupied spins briefly (the consumer is usually mid-drain), then
- * sleeps in short steps. The time is charged to h->wait_ns so that the trace
- * can say how long the program was held up by a full ring. */
+/* A producer that finds its slot still taken by the previous lap waits
+ * for the collector. It spins a moment (the collector may be releasing that
+ * very slot), then sleeps on the futex word h->space_gen, which the collector
+ * bumps and wakes after it released slots (ml_ring_wake). Sleeping, not
+ * polling: with hundreds of threads waiting on a full ring, polling with
+ * short sleeps kept them all runnable and starved the collector of the CPU
+ * it needed to empty the ring (issue 12: 200 threads, 95 s of system time).
+ *
+ * No wake-up is lost: the producer reads space_gen, counts itself in
+ * sleepers, then looks at its slot again before it sleeps on the value it
+ * read; the collector releases slots, then reads sleepers. With a full fence
+ * on both sides, either the producer sees the released slot or the collector
+ * sees the sleeper and changes space_gen, so the futex wait returns at once.
+ * The wait has a timeout all the same, to poll `alive`. The time is charged
+ * to h->wait_ns so that the trace can say how long the program was held up
+ * by a full ring. */
+#define SPIN_TRIES 64
+#define SLEEP_NS 5000000L /* also how often `alive` is polled */
+
+static bool slot_free(const ml_slot_t *s, const ml_ring_hdr_t *h, uint64_t pos) {
+    return ml_atomic_load_acquire(&s->seq) == ml_ring__lap(h, pos);
+}
+
 ml_slot_t *ml_ring__slot_wait_slow(ml_ring_hdr_t *h, uint64_t pos, bool (*alive)(void)) {
     ml_slot_t *s = &ml_ring_slots(h)[pos & (h->capacity - 1)];
-    uint64_t start = now_ns(), last_check = start;
+    uint64_t start = now_ns();
     ml_atomic_add_relaxed(&h->waits, 1);
-    for (unsigned spin = 0;; spin++) {
-        if (ml_atomic_load_acquire(&s->seq) == ml_ring__lap(h, pos)) break;
-        if (spin < 256) {
-            ml_cpu_relax();
-            continue;
+    for (unsigned spin = 0; spin < SPIN_TRIES; spin++) {
+        if (slot_free(s, h, pos)) goto done;
+        ml_cpu_relax();
+    }
+    for (;;) {
+        uint32_t gen = ml_atomic_load_acquire(&h->space_gen);
+        ml_atomic_add_relaxed(&h->sleepers, 1);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (slot_free(s, h, pos)) {
+            ml_atomic_add_relaxed(&h->sleepers, (uint32_t)-1);
+            break;
         }
-        struct timespec ts = {0, 50000};
-        nanosleep(&ts, NULL);
-        uint64_t t = now_ns();
-        if (alive && t - last_check > 5000000ull) {
-            last_check = t;
-            if (!alive()) {
-                ml_atomic_add_relaxed(&h->lost, 1);
-                ml_atomic_add_relaxed(&h->wait_ns, t - start);
-                return NULL;
-            }
+        struct timespec ts = {0, SLEEP_NS};
+        long rc = syscall(SYS_futex, &h->space_gen, FUTEX_WAIT, gen, &ts, NULL, 0);
+        int err = rc < 0 ? errno : 0;
+        ml_atomic_add_relaxed(&h->sleepers, (uint32_t)-1);
+        if (slot_free(s, h, pos)) break;
+        if (err == ETIMEDOUT && alive && !alive()) {
+            ml_atomic_add_relaxed(&h->lost, 1);
+            ml_atomic_add_relaxed(&h->wait_ns, now_ns() - start);
+            return NULL;
         }
     }
+done:
     ml_atomic_add_relaxed(&h->wait_ns, now_ns() - start);
     return s;
+}
+
+void ml_ring_wake(ml_ring_hdr_t *h) {
+    atomic_thread_fence(memory_order_seq_cst);
+    if (!ml_atomic_load_relaxed(&h->sleepers)) return;
+    ml_atomic_add_relaxed(&h->space_gen, 1);
+    syscall(SYS_futex, &h->space_gen, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -26,7 +26,8 @@ static inline uint64_t ml_ring_claim(ml_ring_hdr_t *h, uint32_t n) {
 }
 
 /** Returns the slot for position `pos` once the consumer has released it.
- * Waiting is counted in h->waits/h->wait_ns. `alive` is polled every few
+ * Waiting is counted in h->waits/h->wait_ns; a waiting producer sleeps on a
+ * futex until the consumer calls ml_ring_wake(). `alive` is polled every few
  * milliseconds while waiting; when it returns false the wait is abandoned,
  * h->lost is incremented and NULL is returned. */
 ml_slot_t *ml_ring__slot_wait_slow(ml_ring_hdr_t *h, uint64_t pos, bool (*alive)(void));
@@ -36,6 +37,10 @@ static inline ml_slot_t *ml_ring_slot_wait(ml_ring_hdr_t *h, uint64_t pos, bool 
     if (ml_likely(ml_atomic_load_acquire(&s->seq) == ml_ring__lap(h, pos))) return s;
     return ml_ring__slot_wait_slow(h, pos, alive);
 }
+
+/** Consumer: wakes the producers sleeping on a full ring, if any. Call it
+ * after releasing slots; it costs a fence and a load when nobody sleeps. */
+void ml_ring_wake(ml_ring_hdr_t *h);
 
 /** Makes the slot for position `pos` visible to the consumer. */
 static inline void ml_ring_publish(ml_ring_hdr_t *h, ml_slot_t *s, uint64_t pos) {

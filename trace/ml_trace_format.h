@@ -27,8 +27,9 @@
 #define ML_TRACE_MAGIC "MLTRACE"
 #define ML_TRACE_MAGIC_LEN 8
 #define ML_TRACE_MAJOR 1
-#define ML_TRACE_MINOR 4 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
-                          * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42) */
+#define ML_TRACE_MINOR 5 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
+                          * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42);
+                          * 5: unwind-check (0x35), peak-rss (0x36), block-reach verdict 4 */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -72,7 +73,13 @@ typedef enum {
                               * verdict for one heap block live at ML_T_PROC_EXIT (since 1.1) */
     ML_T_REACH_SCAN = 0x34,  /* status s (0 or -errno), root_bytes u, heap_bytes u, blocks u,
                               * reachable u, indirect u, definite u, duration_us u: written after
-                              * the ML_T_BLOCK_REACH records of one scan (since 1.1) */
+                              * the ML_T_BLOCK_REACH records of one scan (since 1.1); possibly
+                              * lost blocks = blocks - reachable - indirect - definite */
+    ML_T_UNWIND_CHECK = 0x35, /* stacks u, mismatches u, fallbacks u, reused u, first_frame u,
+                               * fast_pc u, full_pc u: `memlens run --unwind verify` only, before
+                               * ML_T_END (since 1.5; docs/recorder.md#stacks) */
+    ML_T_PEAK_RSS = 0x36,    /* bytes u, source u8 (ML_HWM_*): the kernel's high-water mark of
+                              * the process' resident set, written once before ML_T_END (since 1.5) */
     ML_T_END = 0x3f,         /* see ml_rec_end_t: written last by the collector */
     ML_T_GPU_ALLOC = 0x40,   /* kind u8, flags u, device s, context u, stream u, size u, stack u,
                               * ptr u, handle u, cbid u, correlation u (docs/gpu.md) */
@@ -90,10 +97,22 @@ enum {
     ML_REACH_REACHABLE = 1, /* a chain of pointers leads to it from a root (globals, stacks) */
     ML_REACH_INDIRECT = 2,  /* only reachable from definitely leaked blocks */
     ML_REACH_DEFINITE = 3,  /* no pointer to it anywhere the scan looked */
+    ML_REACH_POSSIBLE = 4,  /* reached only through interior pointers (valgrind's "possibly
+                             * lost"; since 1.5: a 1.4 reader stops there, "corrupt trace") */
 };
 
 /* Unwinders (ML_T_PROCESS.unwinder). */
 enum { ML_UNWIND_LIBUNWIND = 0, ML_UNWIND_FP = 1 };
+
+/* Where ML_T_PEAK_RSS's number comes from (docs/trace-format.md says which is chosen). */
+enum {
+    ML_HWM_NONE = 0,    /* no peak-rss record: the trace predates 1.5, or nothing could be read */
+    ML_HWM_WAIT4 = 1,   /* ru_maxrss from wait4() of memlens' own child (it did not run its exit
+                         * handlers): its whole life, with the children it waited for */
+    ML_HWM_EXIT = 2,    /* VmHWM of /proc/PID/status read while the process waited at exit */
+    ML_HWM_SAMPLED = 3, /* VmHWM as last read with the RSS samples: a lower bound */
+    ML_HWM_SOURCE_COUNT_
+};
 
 /* How the process ended (ML_T_END.status_kind). */
 enum {

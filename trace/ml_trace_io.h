@@ -93,6 +93,10 @@ typedef struct {
             uint64_t nested_skipped;
         } proc_exit;
         struct {
+            uint64_t bytes;
+            uint8_t source; /* ML_HWM_* */
+        } peak_rss;
+        struct {
             uint8_t reach; /* ML_REACH_* */
             uint64_t ptr;
         } block_reach;
@@ -110,6 +114,13 @@ typedef struct {
             const char *producer;
         } process;
         ml_rec_end_t end;
+        struct {
+            uint64_t stacks;     /* stacks taken both ways */
+            uint64_t mismatches; /* ... that differed */
+            uint64_t fallbacks;  /* ... that the recorder itself took with libunwind */
+            uint64_t reused;     /* ... that kept outer frames of the thread's previous stack */
+            uint64_t first_frame, fast_pc, full_pc; /* the first difference (when mismatches) */
+        } unwind_check;
         struct {
             uint8_t op;     /* ml_gpu_op_t (ML_GPU_OP_ALLOC for ML_T_GPU_ALLOC) */
             uint8_t kind;   /* ml_gpu_kind_t */
@@ -276,5 +287,6 @@ const char *ml_kind_name(unsigned kind);
 const char *ml_gpu_kind_name(unsigned kind); /* ml_gpu_kind_t: "device", "host_pinned", ... */
 const char *ml_gpu_op_name(unsigned op);     /* ml_gpu_op_t: "alloc", "free", ... */
 const char *ml_gpu_pool_op_name(unsigned op); /* ml_gpu_pool_op_t: "created", "trimmed", ... */
+const char *ml_hwm_source_name(unsigned source); /* ML_HWM_*: "wait4", "exit", "sampled" */
 
 #endif

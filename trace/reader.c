@@ -69,7 +69,9 @@ static int read_full(int fd, void *buf, size_t len, size_t *got) {
 /* ------------------------------------------------------------------------- */
 
 int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer. Only regular
+     * files are read; the flag is cleared for them. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
         if (err) snprintf(err, errlen, "%s: %s", path, strerror(e));
@@ -77,9 +79,24 @@ int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen
     }
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        if (err) snprintf(err, errlen, "%s: not a regular file", path);
+        const char *what = S_ISFIFO(st.st_mode)   ? "a FIFO (named pipe)"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                           : S_ISDIR(st.st_mode)  ? "a directory"
+                                                  : "not a regular file";
+        if (err)
+            snprintf(err, errlen, "%s: is %s, not a trace file; memlens reads traces from regular files only", path,
+                     what);
         close(fd);
         return -EINVAL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        if (err) snprintf(err, errlen, "%s: %s", path, strerror(e));
+        close(fd);
+        return -e;
     }
     uint8_t hdr[ML_TRACE_HEADER_LEN];
     size_t got;
@@ -354,6 +371,12 @@ static bool get_reach_scan(ml_reader_t *r, ml_record_t *rec) {
     return ok;
 }
 
+static bool get_unwind_check(ml_reader_t *r, ml_record_t *rec) {
+    typeof(rec->u.unwind_check) *q = &rec->u.unwind_check;
+    return r->minor >= 5 && get_u(r, &q->stacks) && get_u(r, &q->mismatches) && get_u(r, &q->fallbacks) &&
+           get_u(r, &q->reused) && get_u(r, &q->first_frame) && get_u(r, &q->fast_pc) && get_u(r, &q->full_pc);
+}
+
 static bool get_process(ml_reader_t *r, ml_record_t *rec) {
     typeof(rec->u.process) *p = &rec->u.process;
     bool ok = get_u32(r, &p->pid) && get_u32(r, &p->ppid) && get_u(r, &p->start_realtime_ns) &&
@@ -463,8 +486,11 @@ static int get_body(ml_reader_t *r, uint8_t tag, ml_record_t *rec, uint8_t *out_
                get_u(r, &rec->u.mallinfo.keepcost);
     case ML_T_RSS: return get_u(r, &rec->u.rss.rss_bytes);
     case ML_T_PROC_EXIT: return get_u(r, &rec->u.proc_exit.nested_skipped);
+    case ML_T_PEAK_RSS:
+        return get_u(r, &rec->u.peak_rss.bytes) && get_u8(r, &rec->u.peak_rss.source) &&
+               rec->u.peak_rss.source > ML_HWM_NONE && rec->u.peak_rss.source < ML_HWM_SOURCE_COUNT_;
     case ML_T_BLOCK_REACH:
-        ok = get_u8(r, &rec->u.block_reach.reach) && rec->u.block_reach.reach <= 3 && get_s(r, &d);
+        ok = get_u8(r, &rec->u.block_reach.reach) && rec->u.block_reach.reach <= ML_REACH_POSSIBLE && get_s(r, &d);
         if (ok) rec->u.block_reach.ptr = r->st.prev_ptr = r->st.prev_ptr + (uint64_t)d;
         return ok;
     case ML_T_REACH_SCAN: return get_reach_scan(r, rec);
@@ -472,6 +498,7 @@ static int get_body(ml_reader_t *r, uint8_t tag, ml_record_t *rec, uint8_t *out_
     case ML_T_GPU_ALLOC:
     case ML_T_GPU_FREE: return get_gpu(r, tag, rec);
     case ML_T_GPU_POOL: return get_gpu_pool(r, rec);
+    case ML_T_UNWIND_CHECK: return get_unwind_check(r, rec);
     case ML_T_END: return get_end(r, rec);
     default: return -1;
     }

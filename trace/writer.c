@@ -214,6 +214,7 @@ static size_t record_bound(const ml_record_t *r) {
             n += str_len_capped(r->u.process.argv[i]) + 10;
         break;
     case ML_T_END:
+    case ML_T_UNWIND_CHECK:
         n += 12 * 10;
         break;
     case ML_T_GPU_ALLOC:
@@ -387,6 +388,17 @@ static void put_gpu_pool(ml_writer_t *w, const ml_record_t *r) {
     put_u(w, g->correlation);
 }
 
+static void put_unwind_check(ml_writer_t *w, const ml_record_t *r) {
+    const typeof(r->u.unwind_check) *q = &r->u.unwind_check;
+    put_u(w, q->stacks);
+    put_u(w, q->mismatches);
+    put_u(w, q->fallbacks);
+    put_u(w, q->reused);
+    put_u(w, q->first_frame);
+    put_u(w, q->fast_pc);
+    put_u(w, q->full_pc);
+}
+
 static void put_end(ml_writer_t *w, const ml_record_t *r) {
     const ml_rec_end_t *e = &r->u.end;
     put_u(w, e->status_kind);
@@ -448,6 +460,10 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
         break;
     case ML_T_RSS: put_u(w, r->u.rss.rss_bytes); break;
     case ML_T_PROC_EXIT: put_u(w, r->u.proc_exit.nested_skipped); break;
+    case ML_T_PEAK_RSS:
+        put_u(w, r->u.peak_rss.bytes);
+        put_u8(w, r->u.peak_rss.source);
+        break;
     case ML_T_BLOCK_REACH:
         put_u8(w, r->u.block_reach.reach);
         put_s(w, (int64_t)(r->u.block_reach.ptr - w->st.prev_ptr));
@@ -458,6 +474,7 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
     case ML_T_GPU_ALLOC:
     case ML_T_GPU_FREE: put_gpu(w, r); break;
     case ML_T_GPU_POOL: put_gpu_pool(w, r); break;
+    case ML_T_UNWIND_CHECK: put_unwind_check(w, r); break;
     case ML_T_END: put_end(w, r); break;
     default: return w->error = -EINVAL;
     }

@@ -42,6 +42,8 @@ typedef enum {
     ML_VLEAK_DEFINITE,
     ML_VLEAK_INDIRECT,
     ML_VLEAK_REACHABLE,
+    ML_VLEAK_POSSIBLE,
+    ML_VLEAK_KINDS_
 } ml_vleak_t;
 
 /* One allocation site: a unique allocation stack. */
@@ -49,6 +51,7 @@ typedef struct {
     uint32_t id; /* stable across refreshes */
     uint32_t nframes;
     const ml_vframe_t *frames;
+    uint32_t headline; /* the frame that names the site (ml_site_t.headline) */
     uint64_t alloc_calls, bytes_allocated, temporary_allocs;
     uint64_t peak_bytes;                  /* live at the heap peak */
     uint64_t leaked_bytes, leaked_blocks; /* live at exit (live now while running) */
@@ -183,7 +186,9 @@ typedef struct {
     uint64_t sample_bytes;
     ml_totals_t totals;                     /* a copy of the analysis totals */
     uint64_t peak_rss_bytes;                /* 0 when the trace has no RSS samples */
-    uint64_t leak_bytes[4], leak_blocks[4]; /* by ml_vleak_t (index 0: all kinds) */
+    /* by ml_vleak_t; index 0: leaked = definite + indirect + possible
+     * (reachable is not leaked; without a scan every live block) */
+    uint64_t leak_bytes[ML_VLEAK_KINDS_], leak_blocks[ML_VLEAK_KINDS_];
     bool leaks_scanned; /* an exit-time reachability scan classified the leaks */
     ml_vfrag_t frag_peak, frag_end;
     uint32_t ngpus;

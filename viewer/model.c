@@ -251,8 +251,10 @@ static void src_summary(ml_vmodel_t *m, ml_vsummary_t *s) {
     if (m->built) {
         const ml_leaks_t *l = ml_analysis_leaks(m->an);
         if (l) {
-            s->leak_bytes[0] = l->bytes;
-            s->leak_blocks[0] = l->blocks;
+            s->leak_bytes[0] = l->lost_bytes;
+            s->leak_blocks[0] = l->lost_blocks;
+            s->leak_bytes[ML_VLEAK_POSSIBLE] = l->kind_bytes[ML_LEAK_POSSIBLE];
+            s->leak_blocks[ML_VLEAK_POSSIBLE] = l->kind_blocks[ML_LEAK_POSSIBLE];
             s->leak_bytes[ML_VLEAK_DEFINITE] = l->kind_bytes[ML_LEAK_DEFINITE];
             s->leak_bytes[ML_VLEAK_INDIRECT] = l->kind_bytes[ML_LEAK_INDIRECT];
             s->leak_bytes[ML_VLEAK_REACHABLE] = l->kind_bytes[ML_LEAK_REACHABLE];
@@ -264,8 +266,11 @@ static void src_summary(ml_vmodel_t *m, ml_vsummary_t *s) {
         s->frag_peak = vfrag(ml_analysis_frag(m->an, ML_MOMENT_PEAK));
         s->frag_end = vfrag(ml_analysis_frag(m->an, ML_MOMENT_END));
     } else {
-        s->leak_bytes[0] = t->heap_bytes;
-        s->leak_blocks[0] = t->heap_blocks;
+        ml_live_split_t ls = ml_analysis_live_split(m->an);
+        s->leak_bytes[0] = ls.lost_bytes;
+        s->leak_blocks[0] = ls.lost_blocks;
+        s->leak_bytes[ML_VLEAK_REACHABLE] = ls.reachable_bytes;
+        s->leak_blocks[ML_VLEAK_REACHABLE] = ls.reachable_blocks;
     }
     const ml_gpu_t *g = ml_analysis_gpu(m->an);
     s->ngpus = 0;
@@ -284,6 +289,7 @@ static ml_vleak_t dominant_kind(const ml_site_t *s) {
     if (!s->leaked_kind_bytes[best]) return ML_VLEAK_NONE; /* not classified (no exit scan) */
     return best == ML_LEAK_DEFINITE   ? ML_VLEAK_DEFINITE
            : best == ML_LEAK_INDIRECT ? ML_VLEAK_INDIRECT
+           : best == ML_LEAK_POSSIBLE ? ML_VLEAK_POSSIBLE
                                       : ML_VLEAK_REACHABLE;
 }
 
@@ -312,6 +318,7 @@ static int src_sites(ml_vmodel_t *m) {
         o->id = site_id(m, site_key(a));
         o->nframes = a->nframes;
         o->frames = a->frames;
+        o->headline = a->headline < a->nframes ? a->headline : 0;
         o->alloc_calls = a->alloc_calls;
         o->bytes_allocated = a->bytes_allocated;
         o->temporary_allocs = a->temporary_allocs;

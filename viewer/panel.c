@@ -170,8 +170,10 @@ const char *ml__fmt_frame(const ml_vframe_t *f, char *buf, size_t len) {
         snprintf(where, sizeof where, "%s", base_name(f->module));
     else
         where[0] = '\0';
+    char name[256];
     if (f->function)
-        snprintf(buf, len, "%s%s%s", f->function, where[0] ? "  " : "", where);
+        snprintf(buf, len, "%s%s%s", ml_frame_short_name(f->function, name, sizeof name),
+                 where[0] ? "  " : "", where);
     else
         snprintf(buf, len, "0x%" PRIx64 "%s%s", f->address, where[0] ? "  " : "", where);
     return buf;

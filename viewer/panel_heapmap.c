@@ -116,7 +116,7 @@ static void heapmap_draw(ml_panel_t *P, ml_canvas_t *c) {
         const ml_vsite_t *s = ml_vmodel_site(P->m, pins[i].site);
         char f[512];
         if (s && s->nframes)
-            ml__fmt_frame(&s->frames[0], f, sizeof f);
+            ml__fmt_frame(&s->frames[s->headline], f, sizeof f);
         else
             snprintf(f, sizeof f, "site %u", pins[i].site);
         ml__canvas_printf(c, P->x + 1, y + 3 + (int)i, P->w - 2, ML_ST_NORMAL,

@@ -23,6 +23,8 @@ static const char *leak_kind(ml_vleak_t k) {
         return "indirect";
     case ML_VLEAK_REACHABLE:
         return "reachable";
+    case ML_VLEAK_POSSIBLE:
+        return "possible";
     default:
         return NULL;
     }
@@ -96,7 +98,7 @@ static void build(site_t *p, int width) {
     const ml_vsummary_t *sum = ml_vmodel_summary(m);
     bool running = sum->state == ML_VPROC_RUNNING || sum->state == ML_VPROC_LOADING;
     ml__lines_add(l, "Function", ML_ST_BOLD, "%s",
-                  s->nframes ? ml__fmt_frame(&s->frames[0], f, sizeof f) : "?");
+                  s->nframes ? ml__fmt_frame(&s->frames[s->headline], f, sizeof f) : "?");
     ml__lines_add(l, "Peak", ML_ST_NORMAL, "%s live at the heap peak",
                   ml__fmt_bytes_long(s->peak_bytes, b1, sizeof b1));
     if (running) {

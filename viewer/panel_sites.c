@@ -11,14 +11,14 @@ typedef struct {
     uint32_t sel_site; /* keeps the selection on its site across refreshes and sorts */
 } sites_t;
 
-/* The frame worth showing for a site: its innermost one (frames[0], the
- * function that called the allocator). */
+/* The frame worth showing for a site: its headline, the first frame of
+ * the program's own code (frames[0] when none is). */
 static void site_label(const ml_vsite_t *s, char *buf, size_t len) {
     if (!s->nframes) {
         snprintf(buf, len, "(site %u: no stack)", s->id);
         return;
     }
-    ml__fmt_frame(&s->frames[0], buf, len);
+    ml__fmt_frame(&s->frames[s->headline], buf, len);
 }
 
 static void select_site(sites_t *p) {

@@ -78,7 +78,7 @@ static void suggest_draw(ml_panel_t *P, ml_canvas_t *c) {
                          ml__fmt_bytes(g->estimated_saving_bytes, b, sizeof b));
         const ml_vsite_t *s = g->site == ML_VSITE_NONE ? NULL : ml_vmodel_site(m, g->site);
         if (s && s->nframes)
-            ml__fmt_frame(&s->frames[0], f, sizeof f);
+            ml__fmt_frame(&s->frames[s->headline], f, sizeof f);
         else
             snprintf(f, sizeof f, "%s", g->site == ML_VSITE_NONE ? "(whole program)" : "");
         ml__canvas_text(c, P->x + 29, y, P->w - 30, ML_ST_NORMAL, f);

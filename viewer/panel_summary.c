@@ -17,8 +17,12 @@ static void frag_line(ml_lines_t *l, const char *label, const char *when, const 
         ml__lines_add(l, label, ML_ST_DIM, "%s: not available in this trace", when);
         return;
     }
+    /* Page utilization is not heap fragmentation: each number is named
+     * (the words of ML_LABEL_* in ml_analysis.h). */
     ml__lines_add(l, label, ML_ST_NORMAL,
-                  "%s: pages %.0f%% used, free %s, largest free %s, external %.0f%%", when,
+                  "%s: page utilization %.0f%%, free gaps %s (largest %s), external "
+                  "fragmentation of free heap %.0f%%",
+                  when,
                   f->page_utilization * 100, ml__fmt_bytes(f->free_bytes, b1, sizeof b1),
                   ml__fmt_bytes(f->largest_free_bytes, b2, sizeof b2), f->external * 100);
 }
@@ -70,10 +74,16 @@ static void build(summary_t *p) {
     ml__lines_add(l, "Peak heap", ML_ST_BOLD, "%s at %s",
                   ml__fmt_bytes_long(t->peak_bytes, b1, sizeof b1),
                   ml__fmt_time(t->peak_time_ms, tm, sizeof tm));
+    /* The kernel's high-water mark when the trace has it (issue 13); the
+     * samples miss short peaks, and say that they are samples. */
+    if (t->hwm_rss_source)
+        ml__lines_add(l, "Peak RSS", ML_ST_NORMAL, "%s (kernel high-water mark)",
+                      ml__fmt_bytes_long(t->hwm_rss_bytes, b1, sizeof b1));
     if (s->peak_rss_bytes)
-        ml__lines_add(l, "Peak RSS", ML_ST_NORMAL, "%s",
-                      ml__fmt_bytes_long(s->peak_rss_bytes, b1, sizeof b1));
-    else
+        ml__lines_add(l, t->hwm_rss_source ? "" : "Peak RSS", ML_ST_NORMAL,
+                      "largest sample %s (RSS sampled every %d ms)",
+                      ml__fmt_bytes_long(s->peak_rss_bytes, b1, sizeof b1), ML_RSS_SAMPLE_MS);
+    else if (!t->hwm_rss_source)
         ml__lines_add(l, "Peak RSS", ML_ST_DIM, "not available");
     if (t->peak_mmap_bytes)
         ml__lines_add(l, "Peak mmap", ML_ST_NORMAL, "%s (anonymous mappings)",
@@ -85,14 +95,16 @@ static void build(summary_t *p) {
         ml__lines_add(l, "Leaked", s->leak_bytes[0] ? ML_ST_WARN : ML_ST_GOOD,
                       "%s in %" PRIu64 " blocks",
                       ml__fmt_bytes_long(s->leak_bytes[0], b1, sizeof b1), s->leak_blocks[0]);
-        if (s->leak_bytes[ML_VLEAK_DEFINITE] || s->leak_bytes[ML_VLEAK_INDIRECT] ||
-            s->leak_bytes[ML_VLEAK_REACHABLE])
-            ml__lines_add(l, "", ML_ST_NORMAL, "definite %s, indirect %s, reachable %s",
+        if (s->leak_bytes[0])
+            ml__lines_add(l, "", ML_ST_NORMAL, "definite %s, indirect %s, possible %s",
                           ml__fmt_bytes(s->leak_bytes[ML_VLEAK_DEFINITE], b1, sizeof b1),
                           ml__fmt_bytes(s->leak_bytes[ML_VLEAK_INDIRECT], b2, sizeof b2),
-                          ml__fmt_bytes(s->leak_bytes[ML_VLEAK_REACHABLE], b3, sizeof b3));
+                          ml__fmt_bytes(s->leak_bytes[ML_VLEAK_POSSIBLE], b3, sizeof b3));
+        ml__lines_add(l, "Reachable", ML_ST_NORMAL, "%s in %" PRIu64 " blocks (not leaked)",
+                      ml__fmt_bytes_long(s->leak_bytes[ML_VLEAK_REACHABLE], b1, sizeof b1),
+                      s->leak_blocks[ML_VLEAK_REACHABLE]);
     }
-    frag_line(l, "Fragmentation", "at peak", &s->frag_peak);
+    frag_line(l, "Heap pages", "at peak", &s->frag_peak);
     frag_line(l, "", "at end ", &s->frag_end);
     if (!s->ngpus) ml__lines_add(l, "GPU", ML_ST_DIM, "no GPU allocations recorded");
     for (uint32_t i = 0; i < s->ngpus; i++) {

@@ -30,7 +30,7 @@ _memlens() {
         done
     fi
     case $prev in
-    -o | --output | --json | --html | --folded | --suppressions)
+    -o | --output | --json | --html | --folded | --pprof | --speedscope | --suppressions)
         COMPREPLY=($(compgen -f -- "$cur"))
         return ;;
     --unwind) COMPREPLY=($(compgen -W "libunwind fp" -- "$cur")); return ;;
@@ -41,9 +41,9 @@ _memlens() {
     esac
     local opts
     case $verb in
-    run) opts="-o --output --follow-fork --sample --unwind --depth --no-gpu --gpu-pools --no-snapshot --live -q --quiet --help --" ;;
-    report) opts="--json --html --folded --folded-metric --fail-on-leak --max-peak --fail-on-gpu-leak --max-gpu-peak --suppressions --max-sites --no-symbols --no-advisor --all-policies --replay --summary -q --quiet --help" ;;
-    diff) opts="--json --fail-on-increase --suppressions --top --no-symbols -q --quiet --help" ;;
+    run) opts="-o --output --follow-fork --sample --unwind --depth --no-gpu --gpu-pools --no-snapshot --live --force --group-readable -q --quiet --help --" ;;
+    report) opts="--json --html --folded --pprof --speedscope --folded-metric --fail-on-leak --max-peak --fail-on-gpu-leak --max-gpu-peak --suppressions --max-sites --no-symbols --no-advisor --all-policies --replay --allow-incomplete --summary --force --group-readable -q --quiet --help" ;;
+    diff) opts="--json --fail-on-increase --suppressions --top --no-symbols --force --group-readable -q --quiet --help" ;;
     view) opts="--no-color --no-mouse --ascii --no-suggestions --batch --keys --size --help" ;;
     dump) opts="--help" ;;
     esac

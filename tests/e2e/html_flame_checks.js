@@ -36,6 +36,19 @@ function mlFlameChecks(ok, what, key) {
     return n;
   }
   function parentOf(path) { var i = path.lastIndexOf('.'); return i < 0 ? '' : path.slice(0, i); }
+  /* The C runtime's frames (_start, __libc_start_main, ...) are hidden by
+   * default: their children hang from the nearest drawn ancestor. */
+  var showRuntime = document.querySelector('#flame input[aria-label="show runtime frames"]');
+  var RUNTIME = { _start: 1, __libc_start_main: 1, __libc_start_main_impl: 1, __libc_start_call_main: 1,
+                  start_thread: 1, clone: 1, clone3: 1, __clone: 1, __clone3: 1 };
+  function hidden(n) {
+    return !!n && RUNTIME[n.name] === 1 && !(showRuntime && showRuntime.checked);
+  }
+  function drawnParent(drawn, path) {
+    var q = parentOf(path);
+    while (q !== '' && !drawn[q] && hidden(at(q))) q = parentOf(q);
+    return drawn[q];
+  }
   function rects() { return Array.prototype.slice.call(document.querySelectorAll('#flame-chart rect.node')); }
   var before = document.querySelector('#flame button[data-metric].on');
 
@@ -68,7 +81,7 @@ function mlFlameChecks(ok, what, key) {
       if (Math.abs(+r.getAttribute('width') - w) > 0.006)
         bad.push(n.name + ' (' + p + '): width ' + r.getAttribute('width') + ', its ' + metric + ' ' + n[metric] + ' gives ' + w.toFixed(2));
       if (p === zpath) return;
-      var pr = drawn[parentOf(p)];
+      var pr = drawnParent(drawn, p);
       if (!pr) return bad.push(n.name + ' (' + p + ') drawn without its parent');
       var x = +r.getAttribute('x'), px = +pr.getAttribute('x');
       if (+r.getAttribute('y') !== +pr.getAttribute('y') + 18 || x < px - 0.01 ||
@@ -82,7 +95,7 @@ function mlFlameChecks(ok, what, key) {
     while (st.length) {
       var e = st.pop(), v = +e[0][metric];
       if (!(v > 0) || v / total * W < 0.6) continue;
-      want.push(e[1]);
+      if (e[1] === zpath || !hidden(e[0])) want.push(e[1]);
       (Array.isArray(e[0].children) ? e[0].children : []).forEach(function (c, i) {
         if (c && typeof c === 'object') st.push([norm(c), e[1] === '' ? String(i) : e[1] + '.' + i]);
       });

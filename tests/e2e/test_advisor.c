@@ -55,6 +55,16 @@ static void advise(const char *fixture, adv_run_t *r) {
                     r->s[i].message, ev);
         free(ev);
     }
+    /* Right by construction, on every fixture (issue 13, item 7). */
+    for (size_t i = 0; i < r->n; i++) {
+        const ml_suggestion_t *x = &r->s[i];
+        cr_expect_null(strstr(x->message, ")()"), "%s: doubled parentheses: %s", fixture, x->message);
+        cr_expect_str_neq(x->strategy, "segregated_fit", "%s: no suggestion to keep what the program has",
+                          fixture);
+        if (x->evidence.kind == ML_EVIDENCE_SITE && strcmp(x->strategy, "separate_lifetimes"))
+            cr_expect_leq(x->estimated_saving_bytes, x->evidence.site.max_live_bytes,
+                          "%s: %s saves more than its site ever holds live", fixture, x->strategy);
+    }
 }
 
 static void done(adv_run_t *r) {
@@ -121,7 +131,9 @@ Test(advisor, fixed_size_churn_gets_a_pool_varied_sizes_do_not, .timeout = 600) 
     cr_expect_lt(e->simulation.what_if_peak_bytes, e->simulation.baseline_peak_bytes);
     cr_expect_eq(e->simulation.baseline_peak_bytes - e->simulation.what_if_peak_bytes,
                  s->estimated_saving_bytes);
-    expect_evidence(s, ML_FINDING_NONE);
+    expect_evidence(s, ML_FINDING_CALLS);
+    cr_expect_eq(e->work.calls_avoided, e->calls + e->frees);
+    cr_expect_not(e->work.time_only, "the pool saves memory here");
     cr_expect_null(find(&r, "pool|slab", "make_blob"), "varied sizes get no pool or slab");
     /* The comparison table: every policy and the real allocator. */
     const ml_sim_metrics_t *p;
@@ -145,6 +157,37 @@ Test(advisor, byte_by_byte_realloc_gets_reserve_capacity, .timeout = 300) {
     cr_expect_geq(e->chains.longest_chain, 19999);
     cr_expect_gt(e->chains.reallocs_avoided, e->chains.realloc_steps / 2);
     expect_evidence(s, ML_FINDING_CHAINS);
+    done(&r);
+}
+
+/* 1 M fixed 48-byte blocks, <= 1000 live, FIFO, while another function
+ * holds the peak: the pool saves no memory, but time. */
+Test(advisor, hot_fifo_churn_gets_a_pool_for_time_and_library_sites_name_the_caller, .timeout = 600) {
+    adv_run_t r;
+    advise("fx_adv_churn", &r);
+    const ml_suggestion_t *s = find(&r, "pool|slab", "churn::make_msg(int)");
+    cr_assert(s, "no pool for churn::make_msg(int) (%zu suggestions)", r.n);
+    cr_expect_str_eq(s->strategy, "pool");
+    const ml_site_evidence_t *e = &s->evidence.site;
+    expect_evidence(s, ML_FINDING_CALLS);
+    cr_expect_eq(e->calls, 1000000);
+    cr_expect_eq(e->frees, 1000000);
+    cr_expect_eq(e->max_live_blocks, 1000);
+    cr_expect_eq(e->max_live_bytes, 48000);
+    cr_expect_eq(e->sizes.top[0].size, 48);
+    cr_expect(e->work.time_only, "the peak is hold_block's: the gain is time");
+    cr_expect_eq(s->estimated_saving_bytes, 0);
+    cr_expect_eq(e->work.calls_avoided, 2000000);
+    cr_expect(strstr(s->message, "The gain is time"), "%s", s->message);
+    cr_expect(strstr(s->message, "2,000,000 malloc and free calls"), "%s", s->message);
+    cr_expect_null(find(&r, "pool|slab|arena", "churn::hold_block(int)"), "hold_block never churns");
+    /* The std::string temporaries are allocated in libstdc++ code: the
+     * message names the user's function that called it. */
+    const ml_suggestion_t *t = find(&r, "stack|reuse_buffer", NULL);
+    cr_assert(t, "no stack/reuse_buffer for the temporary strings");
+    cr_expect(strstr(t->message, ", called from churn::format_key(int) (fx_adv_churn.cpp:"), "%s", t->message);
+    cr_expect_eq(t->evidence.site.temporaries.temporaries, 20000);
+    cr_expect_eq(r.n, 2, "a pool and a stack, nothing else");
     done(&r);
 }
 

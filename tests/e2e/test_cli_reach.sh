@@ -105,7 +105,7 @@ ok $(($? == 2 ? 0 : 1)) "report --summary --json - is a usage error (both want s
 # --- diff: units, headers, words ---------------------------------------------
 "$ML" diff "$W/a.mlt" "$W/b.mlt" --json "$W/d.json" --fail-on-increase 5 > "$W/d.out" 2> "$W/d.err"
 ok $(($? == 3 ? 0 : 1)) "diff --fail-on-increase 5 exits 3 (the peak doubled)"
-tot() { # tot SIDE: the diff JSON's totals.leaked_bytes.SIDE (definite, not suppressed)
+tot() { # tot SIDE: the diff JSON's totals.leaked_bytes.SIDE (definite + indirect + possible, not suppressed)
     /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["totals"]["leaked_bytes"][sys.argv[2]])' \
         "$W/d.json" "$1"
 }
@@ -117,7 +117,7 @@ elif [ "${ln:-0}" -gt 0 ]; then lpct="(new)"; fi
 want=$(printf '%s\n' "memlens diff: $W/a.mlt -> $W/b.mlt" \
     "$(printf '  %-16s %12s    %12s  %s' '' base new change)" \
     "$(printf '  %-16s %12s -> %12s  %s' 'peak heap' '640.1 KiB' '1.3 MiB' '+100.0%')" \
-    "$(printf '  %-16s %12s -> %12s  %s' 'definite leaks' "$(fmt "$lb")" "$(fmt "$ln")" "$lpct")" \
+    "$(printf '  %-16s %12s -> %12s  %s' 'leaked at exit' "$(fmt "$lb")" "$(fmt "$ln")" "$lpct")" \
     "$(printf '  %-16s %12s -> %12s  %s' 'allocation calls' 11 21 '+90.9%')" \
     "$(printf '  %-16s %12s -> %12s  %s' 'bytes allocated' '640.1 KiB' '1.3 MiB' '+100.0%')" | sed 's/ *$//')
 same "diff: the totals in human units under a header" "$want" "$(head -6 "$W/d.out" | sed 's/ *$//')"
@@ -159,7 +159,7 @@ complete_words() { # complete_words WORD... : COMPREPLY for the last word
         "$W/prefix/share/bash-completion/completions/memlens" "$@"
 }
 same "bash: memlens re<TAB>" "report" "$(complete_words memlens re)"
-same "bash: memlens report --fo<TAB>" "$(printf '%s\n' --folded --folded-metric)" \
+same "bash: memlens report --fo<TAB>" "$(printf '%s\n' --folded --folded-metric --force)" \
     "$(complete_words memlens report x.mlt --fo)"
 same "bash: --folded-metric <TAB>" "$(printf '%s\n' alloc calls leaked peak temporary)" \
     "$(complete_words memlens report x.mlt --folded-metric '')"

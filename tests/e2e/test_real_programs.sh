@@ -3,11 +3,17 @@
 # to an uninstrumented run, and memlens' allocation-call count must equal
 # heaptrack's on the same deterministic run (within 0.1 %).
 #
-# usage: test_real_programs.sh BUILD_DIR     (exit 77 = skipped)
+# With "verify", each runs under `memlens run --unwind verify` instead, and
+# every stack the recorder took must equal libunwind's (the trace's
+# unwind-check record: no stack differs, and the recorder walked some itself;
+# docs/recorder.md, "Stacks"). heaptrack is not needed then.
+#
+# usage: test_real_programs.sh BUILD_DIR [verify]     (exit 77 = skipped)
 set -u
 B=${1:?build dir}
+MODE=${2:-count}
 ML="$B/memlens"
-if ! command -v heaptrack >/dev/null || ! command -v heaptrack_print >/dev/null; then
+if [ "$MODE" != verify ] && { ! command -v heaptrack >/dev/null || ! command -v heaptrack_print >/dev/null; }; then
     echo "SKIP: heaptrack is not installed"
     exit 77
 fi
@@ -52,11 +58,14 @@ mkdir "$W/repo"
 # heaptrack's own preload library is C++: libstdc++'s initializer allocates
 # its exception pool in every program heaptrack runs. Measure that baseline
 # on /bin/true (which allocates nothing itself) and leave it out.
-(cd "$W" && heaptrack -o "$W/true.ht" /bin/true > /dev/null 2>&1)
-HT_SELF=$(heaptrack_print -f "$(ls "$W"/true.ht* | head -1)" -p 0 -a 0 -T 0 -l 0 -n 0 2>/dev/null |
-    sed -n 's/^calls to allocation functions: \([0-9]*\).*/\1/p')
-HT_SELF=${HT_SELF:-0}
-echo "heaptrack's own allocations in every run: $HT_SELF"
+[ "$MODE" = verify ] || (cd "$W" && heaptrack -o "$W/true.ht" /bin/true > /dev/null 2>&1)
+HT_SELF=0
+if [ "$MODE" != verify ]; then
+    HT_SELF=$(heaptrack_print -f "$(ls "$W"/true.ht* | head -1)" -p 0 -a 0 -T 0 -l 0 -n 0 2>/dev/null |
+        sed -n 's/^calls to allocation functions: \([0-9]*\).*/\1/p')
+    HT_SELF=${HT_SELF:-0}
+    echo "heaptrack's own allocations in every run: $HT_SELF"
+fi
 
 fail=0
 pass=0
@@ -65,7 +74,9 @@ check() { # name, command...
     shift
     "$@" > "$W/$name.plain" 2>&1
     local rc_plain=$?
-    "$ML" run -q -o "$W/$name.mlt" -- "$@" > "$W/$name.ml" 2> "$W/$name.mlerr"
+    local unwind=()
+    [ "$MODE" = verify ] && unwind=(--unwind verify)
+    "$ML" run -q "${unwind[@]}" -o "$W/$name.mlt" -- "$@" > "$W/$name.ml" 2> "$W/$name.mlerr"
     local rc_ml=$?
     if [ $rc_plain -ne $rc_ml ]; then
         echo "FAIL $name: exit status $rc_ml under memlens, $rc_plain without"; fail=$((fail + 1)); return
@@ -78,6 +89,25 @@ check() { # name, command...
     fi
     local ml_calls
     ml_calls=$("$ML" dump "$W/$name.mlt" | grep -c ' alloc ')
+    if [ "$MODE" = verify ]; then
+        # Every allocation and mapping has a stack: " unwind-check stacks=N
+        # mismatches=M fallbacks=F reused=R ..." must count them all.
+        local chk stacks bad fb reused
+        ml_calls=$((ml_calls + $("$ML" dump "$W/$name.mlt" | grep -c ' mmap ')))
+        chk=$("$ML" dump "$W/$name.mlt" | grep ' unwind-check ')
+        stacks=$(echo "$chk" | sed -n 's/.* stacks=\([0-9]*\).*/\1/p')
+        bad=$(echo "$chk" | sed -n 's/.* mismatches=\([0-9]*\).*/\1/p')
+        fb=$(echo "$chk" | sed -n 's/.* fallbacks=\([0-9]*\).*/\1/p')
+        reused=$(echo "$chk" | sed -n 's/.* reused=\([0-9]*\).*/\1/p')
+        if [ -z "$stacks" ] || [ "$stacks" -ne "$ml_calls" ] || [ "$bad" -ne 0 ] ||
+            [ $((stacks - fb)) -le 0 ] || [ "$reused" -le 0 ]; then
+            echo "FAIL $name: ${chk:-no unwind-check record} ($ml_calls allocations and mappings)"
+            fail=$((fail + 1)); return
+        fi
+        echo "ok   $name: identical output, $stacks stacks equal libunwind's ($fb taken by libunwind, $reused reusing the previous stack)"
+        pass=$((pass + 1))
+        return
+    fi
     (cd "$W" && heaptrack -o "$W/$name.ht" "$@" > /dev/null 2>&1)
     local ht_file
     ht_file=$(ls "$W/$name".ht* 2>/dev/null | head -1)

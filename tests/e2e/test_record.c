@@ -322,7 +322,8 @@ Test(record, unwritable_output_fails_before_running) {
     h_run_t r;
     h_run(&r, argv);
     cr_expect_eq(r.status, 1);
-    cr_expect(strstr(r.err, "cannot write the trace") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "cannot write /nonexistent-dir/x.mlt: No such file or directory") != NULL,
+              "%s", r.err);
     cr_expect_str_eq(r.out, "", "the program did not run");
     h_run_free(&r);
 }
@@ -331,7 +332,7 @@ Test(record, missing_program_and_bad_usage) {
     const char *argv[] = {h_bin("memlens"), "run", "--", "/no/such/program", NULL};
     h_run_t r;
     h_run(&r, argv);
-    cr_expect_eq(r.status, 1);
+    cr_expect_eq(r.status, 127, "as shells say a missing program");
     cr_expect(strstr(r.err, "cannot run") != NULL, "%s", r.err);
     h_run_free(&r);
     const char *argv2[] = {h_bin("memlens"), "run", "--depth", "0", "--", "/bin/true", NULL};
@@ -477,7 +478,7 @@ Test(record, default_trace_name_and_summary) {
     cr_assert_eq(chdir(old), 0);
     cr_assert_eq(r.status, 7);
     cr_expect(strstr(r.err, "161 allocation calls") != NULL, "%s", r.err);
-    cr_expect(strstr(r.err, "leaked 4.1 KiB in 4 blocks") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "leaked 2.9 KiB in 3 blocks, still reachable 1.2 KiB in 1 blocks") != NULL, "%s", r.err);
     cr_expect(strstr(r.err, "trace memlens.fx_counts.") != NULL, "%s", r.err);
     cr_expect_eq(count_traces(dir, "memlens.fx_counts."), 1);
     h_run_free(&r);

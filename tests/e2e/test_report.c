@@ -120,7 +120,10 @@ Test(report, leak_kinds_per_function) {
     cr_expect_eq(L->kind_bytes[ML_LEAK_DEFINITE], 555);
     cr_expect_eq(L->kind_bytes[ML_LEAK_INDIRECT], 444);
     cr_expect_eq(L->kind_bytes[ML_LEAK_REACHABLE], 111);
-    cr_expect_eq(L->gate_bytes, 555);
+    cr_expect_eq(L->kind_bytes[ML_LEAK_POSSIBLE], 0);
+    cr_expect_eq(L->gate_bytes, 555 + 444, "leaked = definite + indirect (+ possible)");
+    cr_expect_eq(L->lost_bytes, 555 + 444);
+    cr_expect_eq(L->lost_blocks, 3);
     /* Sites carry file:line of the allocating call. */
     const ml_site_t *s = site_of(a, "make_chain", 444);
     cr_assert(s);
@@ -401,12 +404,15 @@ Test(report, text_summary_names_functions_and_lines) {
 
 Test(report, gates_exit_3_over_and_0_under) {
     h_run_t r;
-    const char *ok_leak[] = {leaks_trace(), "--fail-on-leak", "555", "--json", "/dev/null", NULL};
+    /* Leaked = 555 definite + 444 indirect; the 111 reachable bytes are not. */
+    const char *ok_leak[] = {leaks_trace(), "--fail-on-leak", "999", "--json", "/dev/null", NULL};
     cr_expect_eq(report(&r, ok_leak), 0, "%s", r.err);
     h_run_free(&r);
-    const char *bad_leak[] = {leaks_trace(), "--fail-on-leak", "554", "--json", "/dev/null", NULL};
+    const char *bad_leak[] = {leaks_trace(), "--fail-on-leak", "998", "--json", "/dev/null", NULL};
     cr_expect_eq(report(&r, bad_leak), 3);
-    cr_expect(strstr(r.err, "definite leaks 555 bytes") && strstr(r.err, "--fail-on-leak 554"), "%s", r.err);
+    cr_expect(strstr(r.err, "leaks (definite + indirect + possible) 999 bytes") &&
+                  strstr(r.err, "--fail-on-leak 998"),
+              "%s", r.err);
     h_run_free(&r);
     char peak[32], under[32];
     snprintf(peak, sizeof peak, "%d", PEAK_EXPECTED);
@@ -436,7 +442,8 @@ Test(report, suppressions_take_known_leaks_out_of_the_gate) {
     fputs("# known: the block drop_block drops\nleak:drop_block\n", f);
     fclose(f);
     h_run_t r;
-    const char *ok[] = {leaks_trace(), "--suppressions", supp, "--fail-on-leak", "333", "--json", json, NULL};
+    /* 333 definite + 444 indirect stay leaked once drop_block's 222 are suppressed. */
+    const char *ok[] = {leaks_trace(), "--suppressions", supp, "--fail-on-leak", "777", "--json", json, NULL};
     cr_expect_eq(report(&r, ok), 0, "%s", r.err);
     h_run_free(&r);
     char *doc = h_read_file(json);
@@ -444,7 +451,7 @@ Test(report, suppressions_take_known_leaks_out_of_the_gate) {
     cr_expect(strstr(doc, "\"suppressed_bytes\": 222"), "%s", doc);
     cr_expect(strstr(doc, "\"pattern\": \"drop_block\", \"blocks\": 1, \"bytes\": 222"));
     free(doc);
-    const char *bad[] = {leaks_trace(), "--suppressions", supp, "--fail-on-leak", "332", "--json", "/dev/null", NULL};
+    const char *bad[] = {leaks_trace(), "--suppressions", supp, "--fail-on-leak", "776", "--json", "/dev/null", NULL};
     cr_expect_eq(report(&r, bad), 3);
     h_run_free(&r);
     /* Anchors and globs, matched against the file too. */
@@ -496,11 +503,11 @@ Test(report, diff_per_site_deltas_and_gate) {
     cr_assert_not_null(doc, "no JSON written");
     cr_expect(strstr(doc, "\"delta\": {\"peak_bytes\": 444, \"leaked_bytes\": 444, \"alloc_calls\": 2"), "%s", doc);
     free(doc);
-    /* definite leaks 555 -> 999 (+80 %), calls 5 -> 7 (+40 %): over 10 %. */
+    /* leaks (definite + indirect) 999 -> 1443 (+44.44 %), calls 5 -> 7 (+40 %): over 10 %. */
     const char *gate[] = {h_bin("memlens"), "diff", base, cur, "--fail-on-increase", "10", NULL};
     h_run(&r, gate);
     cr_expect_eq(r.status, 3, "%s", r.err);
-    cr_expect(strstr(r.err, "definite leaks grew 80.00% (555 B -> 999 B)"), "%s", r.err);
+    cr_expect(strstr(r.err, "leaked at exit grew 44.44% (999 B -> 1.4 KiB)"), "%s", r.err);
     h_run_free(&r);
     const char *same[] = {h_bin("memlens"), "diff", base, base, "--fail-on-increase", "0", NULL};
     h_run(&r, same);

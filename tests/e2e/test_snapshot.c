@@ -270,7 +270,7 @@ Test(snapshot, dump_names_it) {
     h_run(&r, argv);
     cr_assert_eq(r.status, 0, "%s", r.err);
     const char *line = strstr(r.out, "# analysis snapshot: ");
-    cr_expect(line && strstr(line, " bytes, version 2\n"), "%.200s", line ? line : "(none)");
+    cr_expect(line && strstr(line, " bytes, version 3\n"), "%.200s", line ? line : "(none)");
     cr_expect(strstr(r.out, " end "), "the end record comes before it");
     h_run_free(&r);
 }
@@ -730,9 +730,10 @@ Test(snapshot, gpu_busy_restore_refuses_damaged_bytes, .timeout = 120) {
                         (const char *[]){"fx_gpu_events", "busy", "2000", "100", NULL}, 1500, 300);
 }
 
-/* Snapshots from before the GPU state was saved (version 1: "SNAP" first
- * and last, no GPU flag) still restore; one that claims version 1 but
- * carries the version-2 GPU flag is refused. */
+/* Snapshots from before the kernel's peak RSS was saved (version 2: "SNP2"
+ * first and last, no peak RSS) and before the GPU state was saved (version
+ * 1: "SNAP", no GPU flag either) still restore; one that claims version 1
+ * but carries the GPU flag is refused. */
 Test(snapshot, version_1_still_restores) {
     char trace[4096];
     snprintf(trace, sizeof trace, "%s", h_tmp("v1.mlt"));
@@ -741,34 +742,50 @@ Test(snapshot, version_1_still_restores) {
     char err[512];
     cr_assert_eq(ml_analysis_new(&a), 0);
     cr_assert_eq(ml_analysis_load_ex(a, trace, 0, err, sizeof err), 0, "%s", err);
-    uint64_t allocs = ml_analysis_totals(a)->alloc_calls;
+    uint64_t allocs = ml_analysis_totals(a)->alloc_calls, hwm = ml_analysis_totals(a)->hwm_rss_bytes;
+    cr_assert_gt(hwm, 0, "the trace has the kernel's peak RSS");
     void *data;
     size_t len;
     cr_assert_eq(ml_analysis_snapshot(a, &data, &len), 0);
     ml_analysis_free(a);
-    uint8_t v2[10], v1[10];
-    size_t k = leb(0x32504e53u, v2);
+    uint8_t v3[10], v2[10], v1[10], hb[10];
+    size_t k = leb(0x33504e53u, v3);
+    cr_assert_eq(leb(0x32504e53u, v2), k);
     cr_assert_eq(leb(0x50414e53u, v1), k);
+    size_t hk = leb(hwm, hb) + 1; /* the mark and its source (one byte) */
     uint8_t *p = data;
-    cr_assert_eq(memcmp(p, v2, k), 0, "version 2 starts with SNP2");
-    cr_assert_eq(memcmp(p + len - k, v2, k), 0, "and ends with it");
-    cr_assert_eq(p[len - k - 1], 0, "after a GPU flag of 0");
-    /* The version-1 layout: the same without the flag, "SNAP" around it. */
-    uint8_t *old = malloc(len);
-    memcpy(old, p, len - k - 1);
-    memcpy(old, v1, k);
-    memcpy(old + len - k - 1, v1, k);
+    cr_assert_eq(memcmp(p, v3, k), 0, "version 3 starts with SNP3");
+    cr_assert_eq(memcmp(p + len - k, v3, k), 0, "and ends with it");
+    cr_assert_eq(memcmp(p + len - k - hk, hb, hk - 1), 0, "after the peak RSS");
+    cr_assert_eq(p[len - k - hk - 1], 0, "after a GPU flag of 0");
+    /* The version-2 layout: the same without the peak RSS, "SNP2" around it. */
+    size_t len2 = len - hk;
+    uint8_t *two = malloc(len2);
+    memcpy(two, p, len2 - k);
+    memcpy(two, v2, k);
+    memcpy(two + len2 - k, v2, k);
     cr_assert_eq(ml_analysis_new(&a), 0);
-    cr_expect_eq(ml_analysis_restore(a, old, len - 1, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(ml_analysis_restore(a, two, len2, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(ml_analysis_totals(a)->alloc_calls, allocs);
+    cr_expect_eq(ml_analysis_totals(a)->hwm_rss_source, ML_HWM_NONE, "version 2 knows no peak RSS");
+    ml_analysis_free(a);
+    /* The version-1 layout: without the GPU flag too, "SNAP" around it. */
+    uint8_t *old = malloc(len2);
+    memcpy(old, two, len2 - k - 1);
+    memcpy(old, v1, k);
+    memcpy(old + len2 - k - 1, v1, k);
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_expect_eq(ml_analysis_restore(a, old, len2 - 1, err, sizeof err), 0, "%s", err);
     cr_expect_eq(ml_analysis_totals(a)->alloc_calls, allocs);
     cr_expect_null(ml_analysis_gpu(a));
     ml_analysis_free(a);
     /* Version 1 with the flag left in: not where it should end. */
-    memcpy(p, v1, k);
-    memcpy(p + len - k, v1, k);
+    memcpy(two, v1, k);
+    memcpy(two + len2 - k, v1, k);
     cr_assert_eq(ml_analysis_new(&a), 0);
-    cr_expect_eq(ml_analysis_restore(a, p, len, err, sizeof err), -22);
+    cr_expect_eq(ml_analysis_restore(a, two, len2, err, sizeof err), -22);
     ml_analysis_free(a);
+    free(two);
     free(old);
     free(data);
 }

@@ -67,8 +67,9 @@ wait_for "1Summary"
 wait_for "exited with status 7"
 expect "fx_counts"
 expect "Peak heap      4234 B (4.1 KiB)"
-expect "Leaked         4234 B (4.1 KiB) in 4 blocks"
-ok "summary: peak 4234 B, leaked 4234 B in 4 blocks"
+expect "Leaked         3000 B (2.9 KiB) in 3 blocks"
+expect "Reachable      1234 B (1.2 KiB) in 1 blocks (not leaked)"
+ok "summary: peak 4234 B, leaked 3000 B in 3 blocks, 1234 B reachable beside it"
 
 key 2
 wait_for "SITE (function, file:line)"

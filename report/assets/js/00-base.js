@@ -205,13 +205,24 @@ function frameLocFull(f) {
   if (f.address != null) parts.push(fmtAddr(f.address));
   return parts.join('  ·  ');
 }
+/* The full (demangled) name: "function" is shortened for display. */
+function frameFullName(f) {
+  f = obj(f);
+  return f.function_full != null ? String(f.function_full) : frameName(f);
+}
 function siteFrames(site) { return arr(obj(site).frames); }
+/* The frame that names a site: the first of the program's own code
+ * ("headline", absent: 0); library frames before it stay in the stack. */
+function siteHead(site) {
+  var fr = siteFrames(site), k = num0(obj(site).headline);
+  return fr[k < fr.length ? k : 0];
+}
 function siteText(site) {
   var fr = siteFrames(site);
   var t = [];
   for (var i = 0; i < fr.length; i++) {
     var f = obj(fr[i]);
-    t.push(frameName(f), f.file || '', f.module || '');
+    t.push(frameFullName(f), f.file || '', f.module || '');
   }
   return t.join('\n').toLowerCase();
 }
@@ -219,7 +230,8 @@ function framesList(frames) {
   var ol = h('ol', { class: 'frames' });
   if (!frames.length) return append(ol, h('li', null, 'no stack recorded'));
   frames.forEach(function (f) {
-    ol.appendChild(h('li', null, [frameName(f), h('span', { class: 'loc' }, frameLocFull(f))]));
+    ol.appendChild(h('li', { title: frameFullName(f) },
+                     [frameName(f), h('span', { class: 'loc' }, frameLocFull(f))]));
   });
   return ol;
 }

@@ -53,6 +53,8 @@ function expandPage(d) {
           o[outer][name.slice(dot + 1)] = row[i];
         } else if (name === 'stack') {
           o.frames = stackFrames(row[i]);
+        } else if (name === 'headline' && !row[i]) {
+          /* absent when 0, as in report --json */
         } else {
           o[name] = row[i];
         }
@@ -70,7 +72,7 @@ function expandPage(d) {
   function node(n) {
     if (!Array.isArray(n)) return n;
     var f = frame(n[0]);
-    return { name: f.function, file: f.file, line: f.line, module: f.module,
+    return { name: f.function, name_full: f.function_full, file: f.file, line: f.line, module: f.module,
              alloc: n[1], peak: n[2], leaked: n[3], calls: n[4], children: arr(n[5]) };
   }
   ['flame', 'flame_inverted'].forEach(function (key) {

@@ -4,12 +4,26 @@
  * here from the per-site rows). */
 function leakKinds() {
   var L = obj(D.leaks), out = {};
-  ['definite', 'indirect', 'reachable'].forEach(function (k) {
+  ['definite', 'indirect', 'possible', 'reachable'].forEach(function (k) {
     var o = obj(L[k]);
     var b = first(o.bytes, L[k + '_bytes']), n = first(o.blocks, L[k + '_blocks']);
     out[k] = { bytes: b, blocks: n };
   });
   return out;
+}
+
+/* "Leaked" = definite + indirect + possible (the analysis' lost_bytes;
+ * reports written before it existed: the kinds they have, added up).
+ * Reachable blocks are never part of it. */
+function leakedTotals(L, lk) {
+  var b = first(L.lost_bytes), n = first(L.lost_blocks);
+  if (b == null && lk.definite.bytes != null)
+    b = num0(lk.definite.bytes) + num0(lk.indirect.bytes) + num0(lk.possible.bytes);
+  if (n == null && lk.definite.blocks != null)
+    n = num0(lk.definite.blocks) + num0(lk.indirect.blocks) + num0(lk.possible.blocks);
+  if (b == null) b = first(L.bytes);
+  if (n == null) n = first(L.blocks);
+  return { bytes: b, blocks: n };
 }
 
 function traceStatus() {
@@ -90,27 +104,42 @@ function renderSummary(body) {
 
   cards.appendChild(card('Peak heap', fmtBytes(PK.bytes), [
     PK.time_s != null ? kv('at', fmtTime(PK.time_s)) : null,
-    PK.blocks != null ? kv('blocks', fmtNum(PK.blocks)) : null,
-    num(T.peak_rss_bytes) ? kv('peak RSS', fmtBytes(T.peak_rss_bytes)) : null
+    PK.blocks != null ? kv('blocks', fmtNum(PK.blocks)) : null
   ], null, 'maximum of live requested heap bytes (anonymous mmap excluded)'));
 
-  var lk = leakKinds();
-  var leakedBytes = first(L.bytes);
-  cards.appendChild(card('Leaked at exit', fmtBytes(leakedBytes), [
-    L.blocks != null ? kv('in', plural(num0(L.blocks), 'block', 'blocks')) : null,
-    lk.definite.bytes != null ? kv('definite', fmtBytes(lk.definite.bytes)) : null,
-    lk.indirect.bytes != null || lk.reachable.bytes != null
-      ? [].concat(kv('indirect', fmtBytes(lk.indirect.bytes)), [' · '], kv('reachable', fmtBytes(lk.reachable.bytes)))
-      : null,
-    num(L.suppressed_bytes) ? kv('suppressed', fmtBytes(L.suppressed_bytes)) : null
-  ], num0(lk.definite.bytes) > 0 ? 'bad' : leakedBytes === 0 ? 'good' : null,
-  'definite: no pointer to the block remains; indirect: only reachable from leaked blocks; reachable: still pointed to from globals or stacks at exit'));
+  /* The kernel's high-water mark when the trace has it (issue 13); the
+   * largest RSS sample beside it, labelled as a sample. */
+  var every = num(T.rss_sample_interval_ms) ? 'sampled every ' + T.rss_sample_interval_ms + ' ms' : 'sampled';
+  var hwm = num(T.peak_rss_hwm_bytes), sampledRss = num(T.peak_rss_bytes);
+  if (hwm != null || sampledRss) {
+    var HWM_SOURCE = { exit: 'VmHWM at exit', wait4: 'wait4 ru_maxrss', sampled: 'VmHWM at the last sample (a lower bound)' };
+    cards.appendChild(card('Peak RSS', hwm != null ? fmtBytes(hwm) : '–', [
+      hwm != null ? 'kernel high-water mark' + (HWM_SOURCE[T.peak_rss_hwm_source] ? ' (' + HWM_SOURCE[T.peak_rss_hwm_source] + ')' : '')
+                  : 'no kernel high-water mark in this trace',
+      sampledRss ? kv('largest sample', fmtBytes(sampledRss) + ' (' + every + ')') : null
+    ], null, 'the most resident memory the process ever had, as the kernel counts it (VmHWM / ru_maxrss); ' +
+       'the RSS curve is ' + every + ' and misses short peaks'));
+  }
 
-  [['at_peak', 'Fragmentation at peak'], ['at_end', 'Fragmentation at exit']].forEach(function (p) {
+  var lk = leakKinds();
+  var lt = leakedTotals(L, lk), leakedBytes = lt.bytes;
+  cards.appendChild(card('Leaked at exit', fmtBytes(leakedBytes), [
+    lt.blocks != null ? kv('in', plural(num0(lt.blocks), 'block', 'blocks')) : null,
+    lk.definite.bytes != null ? kv('definite', fmtBytes(lk.definite.bytes)) : null,
+    lk.indirect.bytes != null || lk.possible.bytes != null
+      ? [].concat(kv('indirect', fmtBytes(lk.indirect.bytes)), [' · '], kv('possible', fmtBytes(lk.possible.bytes)))
+      : null,
+    lk.reachable.bytes != null ? kv('still reachable (not leaked)', fmtBytes(lk.reachable.bytes)) : null,
+    num(L.suppressed_bytes) ? kv('suppressed', fmtBytes(L.suppressed_bytes)) : null
+  ], num0(leakedBytes) > 0 ? 'bad' : leakedBytes === 0 ? 'good' : null,
+  'leaked = definite + indirect + possible. definite: no pointer to the block remains; indirect: only reachable from leaked blocks; possible: only pointers into its inside remain; reachable (not leaked): still pointed to from globals, stacks or TLS at exit'));
+
+  /* Page utilization is not heap fragmentation: the card says which it is. */
+  [['at_peak', 'Page utilization at peak'], ['at_end', 'Page utilization at exit']].forEach(function (p) {
     var f = obj(F[p[0]]);
     cards.appendChild(card(p[1], f.page_utilization != null ? fmtPct(f.page_utilization) : '–', [
-      f.page_utilization != null ? 'page utilization' : 'no data',
-      f.external != null ? kv('external', fmtPct(f.external)) : null,
+      f.page_utilization != null ? 'live bytes ÷ bytes of the pages holding them' : 'no data',
+      f.external != null ? kv('external fragmentation of free heap', fmtPct(f.external)) : null,
       f.free_bytes != null ? kv('free gaps', fmtBytes(f.free_bytes)) : null
     ], null, EXPLAIN.page_utilization));
   });

@@ -3,7 +3,7 @@
 
 var SERIES = [
   { key: 'heap_bytes', name: 'Heap (live requested)', color: 'var(--s-heap)', area: true },
-  { key: 'rss_bytes', name: 'RSS', color: 'var(--s-rss)' },
+  { key: 'rss_bytes', name: 'RSS (sampled)', color: 'var(--s-rss)' },
   { key: 'mmap_bytes', name: 'Anonymous mmap', color: 'var(--s-mmap)' },
   { key: 'gpu_bytes', name: 'GPU', color: 'var(--s-gpu)' }
 ];
@@ -13,9 +13,12 @@ function renderTimeline(body) {
   pts.sort(function (a, b) { return num(a.time_s) - num(b.time_s); });
   if (!pts.length) return noData(body, 'No timeline samples in this report.');
   var PK = obj(D.peak);
+  var every = num(obj(D.totals).rss_sample_interval_ms);
   var series = SERIES.map(function (sr) {
     var has = pts.some(function (p) { return num0(p[sr.key]) > 0; });
-    return { key: sr.key, name: sr.name, color: sr.color, area: sr.area, has: has, on: has };
+    /* RSS is a curve of samples, not every change: it says how often. */
+    var name = sr.key === 'rss_bytes' && every ? 'RSS (sampled every ' + every + ' ms)' : sr.name;
+    return { key: sr.key, name: name, color: sr.color, area: sr.area, has: has, on: has };
   });
   var legend = h('div', { class: 'legend' });
   series.forEach(function (sr) {

@@ -20,6 +20,7 @@ function metricFmt(mt, v) { return mt.bytes ? fmtBytes(v) : fmtNum(v); }
 function flameNode(src, parent, path) {
   return {
     name: src.name != null && src.name !== '' ? String(src.name) : '??',
+    full: src.name_full != null ? String(src.name_full) : null,
     file: src.file != null ? String(src.file) : null,
     line: num(src.line),
     module: src.module != null ? String(src.module) : null,
@@ -28,19 +29,31 @@ function flameNode(src, parent, path) {
   };
 }
 
+/* The C runtime's frames above main() and a thread's function: hidden by
+ * default (their children take their place), shown with "runtime frames". */
+var RUNTIME_FRAMES = { _start: 1, __libc_start_main: 1, __libc_start_main_impl: 1,
+                       __libc_start_call_main: 1, start_thread: 1, clone: 1, clone3: 1,
+                       __clone: 1, __clone3: 1 };
+
 /* The tree from D.flame, iteratively (deep recursion in the program means
- * a deep tree here). */
-function flameFromJson(src) {
+ * a deep tree here). With hideRuntime, a runtime frame's children hang
+ * from its parent; paths stay those of the JSON nodes. */
+function flameFromJson(src, hideRuntime, anyDepth) {
   var root = flameNode(src, null, '');
   if (src.name == null || src.name === '') root.name = 'all';
-  var stack = [[src, root]];
+  var stack = [[src, root, '']];
   while (stack.length) {
     var top = stack.pop(), ch = arr(top[0].children);
     for (var i = 0; i < ch.length; i++) {
       if (!ch[i] || typeof ch[i] !== 'object') continue;
-      var n = flameNode(ch[i], top[1], top[1].path === '' ? String(i) : top[1].path + '.' + i);
+      var path = top[2] === '' ? String(i) : top[2] + '.' + i;
+      if (hideRuntime && (anyDepth || top[1].depth < 8) && RUNTIME_FRAMES[ch[i].name] === 1) {
+        stack.push([ch[i], top[1], path]);
+        continue;
+      }
+      var n = flameNode(ch[i], top[1], path);
       top[1].children.push(n);
-      stack.push([ch[i], n]);
+      stack.push([ch[i], n, path]);
     }
   }
   return root;
@@ -78,10 +91,15 @@ var FLAME_VIEWS = [
 function renderFlame(body) {
   if (!isObj(D.flame)) return noData(body, 'No flame graph data (no call tree, "flame") in this report.');
   var roots = {};
+  /* Runtime frames are hidden unless "runtime frames" is ticked: near the
+   * root of the top-down tree, at any depth of the inverted one (there they
+   * are the outermost callers, at the bottom of each chain). */
   function rootOf(key) {
-    if (!roots[key]) roots[key] = flameFromJson(D[key]);
-    return roots[key];
+    var hide = !(runtime && runtime.checked), k = key + (hide ? ':h' : ':s');
+    if (!roots[k]) roots[k] = flameFromJson(D[key], hide, key === 'flame_inverted');
+    return roots[k];
   }
+  var runtime = null;
   var root = rootOf('flame');
   var state = { zoom: root, metric: null, query: null, gen: 0, view: 'flame' };
   state.metric = root.v.peak > 0 ? 'peak' : root.v.alloc > 0 ? 'alloc' : 'calls';
@@ -112,12 +130,20 @@ function renderFlame(body) {
                             'aria-label': 'search the flame graph' });
   var reset = h('button', { type: 'button' }, 'Reset zoom');
   reset.addEventListener('click', function () { state.zoom = root; draw(); });
+  runtime = h('input', { type: 'checkbox', 'aria-label': 'show runtime frames' });
+  runtime.addEventListener('change', function () {
+    root = rootOf(state.view);
+    state.zoom = root;
+    draw();
+  });
+  var runtimeLabel = h('label', { title: '_start, __libc_start_main, start_thread, clone…' },
+                       [runtime, ' runtime frames']);
   var status = h('span', { class: 'status' });
   var crumbs = h('div', { class: 'crumbs' });
   var box = h('div', { class: 'flame chart', id: 'flame-chart' });
   var calls = h('div', { class: 'callers', id: 'flame-callers' });
   append(body, [
-    h('div', { class: 'controls' }, [viewSeg, seg, search, reset, status]),
+    h('div', { class: 'controls' }, [viewSeg, seg, search, reset, runtimeLabel, status]),
     crumbs,
     box,
     calls
@@ -238,7 +264,7 @@ function renderFlame(body) {
       var r = rowOf.get(ev.target);
       if (!r) return hideTip();
       var n = r.n;
-      showTip(ev, [tipTitle(n.name), tipLoc(nodeLoc(n)), tipRows(METRICS.map(function (m2) {
+      showTip(ev, [tipTitle(n.full || n.name), tipLoc(nodeLoc(n)), tipRows(METRICS.map(function (m2) {
         var tv = root.v[m2.key];
         return [m2.label + (m2.key === mt.key ? ' ◀' : ''),
                 metricFmt(m2, n.v[m2.key]) + (tv > 0 ? '  (' + fmtPct(n.v[m2.key] / tv) + ')' : '')];

@@ -171,10 +171,10 @@ function dataTable(parent, opts) {
 
 function frameCols() {
   return [
-    { key: 'fn', label: 'Function', cls: 'fn', value: function (r) { return frameName(siteFrames(r)[0]); },
-      tip: function (r) { return frameName(siteFrames(r)[0]); } },
-    { key: 'loc', label: 'Location', cls: 'loc hide-narrow', thCls: 'hide-narrow', value: function (r) { return frameLoc(siteFrames(r)[0]); },
-      tip: function (r) { return frameLocFull(siteFrames(r)[0]); } }
+    { key: 'fn', label: 'Function', cls: 'fn', value: function (r) { return frameName(siteHead(r)); },
+      tip: function (r) { return frameFullName(siteHead(r)); } },
+    { key: 'loc', label: 'Location', cls: 'loc hide-narrow', thCls: 'hide-narrow', value: function (r) { return frameLoc(siteHead(r)); },
+      tip: function (r) { return frameLocFull(siteHead(r)); } }
   ];
 }
 function bytesCol(key, label, field, title) {

@@ -37,19 +37,23 @@ function renderSites(body) {
 function renderLeaks(body) {
   var L = obj(D.leaks), rows = objs(L.sites), lk = leakKinds();
   var parts = [];
-  ['definite', 'indirect', 'reachable'].forEach(function (k) {
+  ['definite', 'indirect', 'possible', 'reachable'].forEach(function (k) {
     if (lk[k].bytes != null)
       parts.push(h('span', null, [h('span', { class: 'kind ' + k }, k), ' ' + fmtBytes(lk[k].bytes) +
         (lk[k].blocks != null ? ' in ' + plural(lk[k].blocks, 'block', 'blocks') : '') + '   ']));
   });
   append(body, h('p', null, [
-    L.bytes != null ? 'Live at exit: ' + fmtBytes(L.bytes) + (L.blocks != null ? ' in ' + plural(num0(L.blocks), 'block', 'blocks') : '') + '. ' : '',
+    leakedTotals(L, lk).bytes != null ? 'Leaked at exit: ' + fmtBytes(leakedTotals(L, lk).bytes) +
+      (leakedTotals(L, lk).blocks != null ? ' in ' + plural(num0(leakedTotals(L, lk).blocks), 'block', 'blocks') : '') +
+      ' (definite + indirect + possible). ' : '',
+    L.bytes != null ? 'Live at exit: ' + fmtBytes(L.bytes) + (L.blocks != null ? ' in ' + plural(num0(L.blocks), 'block', 'blocks') : '') + ', reachable included. ' : '',
     parts
   ]));
   append(body, h('p', { class: 'note' },
     'definite: no pointer to the block remains anywhere; indirect: only pointed to from leaked blocks ' +
-    '(fixing the definite leak frees them too); reachable: still pointed to from globals, stacks or ' +
-    'registers at exit (often intentional caches, but they hold memory until exit).'));
+    '(fixing the definite leak frees them too); possible: only pointers into its inside remain ' +
+    '(valgrind\'s "possibly lost"); reachable, not counted as leaked: still pointed to from globals, ' +
+    'stacks or TLS at exit (often intentional caches, but they hold memory until exit).'));
   if (L.reachability != null && L.reachability !== 'scanned')
     append(body, h('p', { class: 'note warn' }, 'No exit-time reachability scan ' +
       (L.reachability === 'failed' ? 'could be done' + (obj(L.scan).error ? ' (' + String(L.scan.error) + ')' : '') : 'ran') +
@@ -58,7 +62,7 @@ function renderLeaks(body) {
     append(body, h('p', null, 'Suppressed (known leaks matched by the suppressions file): ' + fmtBytes(L.suppressed_bytes) +
       (num(L.suppressed_blocks) != null ? ' in ' + plural(num(L.suppressed_blocks), 'block', 'blocks') : '') + '.'));
   if (!rows.length) return noData(body, L.bytes === 0 ? 'Nothing leaked.' : 'No leak sites in this report.');
-  var kinds = ['definite', 'indirect', 'reachable'];
+  var kinds = ['definite', 'indirect', 'possible', 'reachable'];
   var anySupp = rows.some(function (r) { return r.suppressed === true; });
   dataTable(body, {
     noun: 'leak sites', one: 'leak site', rows: rows, sort: { key: 'bytes', desc: true },

@@ -33,7 +33,8 @@ var EXPLAIN = {
   mallinfo_uordblks: 'glibc: bytes in use by the program, malloc\'s own view (uordblks).',
   mallinfo_fordblks: 'glibc: free bytes held inside the arenas (fordblks): fragmentation as malloc sees it.',
   mallinfo_keepcost: 'glibc: free bytes at the top of the heap that malloc_trim could return (keepcost).',
-  rss_bytes: 'Resident set size of the whole process at this point (last sample before it).',
+  rss_bytes: 'Resident set size of the whole process at this point (the last sample before it; RSS is sampled, ' +
+    'see the Peak RSS card for the kernel\'s high-water mark).',
   heap_to_rss: 'Live heap bytes ÷ RSS: the share of resident memory that is live heap data. Low values ' +
     'mean fragmentation, allocator caches, or memory that is not heap (code, stacks, mmap).'
 };
@@ -95,9 +96,11 @@ function renderFrag(body) {
     var keys = [];
     METRIC_ORDER.forEach(function (k) { if (flat.some(function (f) { return k in f; })) keys.push(k); });
     flat.forEach(function (f) { Object.keys(f).sort().forEach(function (k) { if (keys.indexOf(k) < 0) keys.push(k); }); });
-    var tb = h('tbody');
+    var tb = h('tbody'), FL = obj(F.labels);
     keys.forEach(function (k) {
-      tb.appendChild(h('tr', null, [h('td', { class: 'metric', title: EXPLAIN[k] || null }, k)].concat(
+      /* The analysis names what each number is (fragmentation.labels). */
+      var name = typeof FL[k] === 'string' ? [k, h('br'), h('small', null, FL[k])] : k;
+      tb.appendChild(h('tr', null, [h('td', { class: 'metric', title: EXPLAIN[k] || null }, name)].concat(
         flat.map(function (f) { return h('td', { class: 'num' }, fmtMetric(k, f[k])); }),
         [h('td', { class: 'explain' }, EXPLAIN[k] || '')])));
     });

@@ -197,7 +197,16 @@ function renderPolicies(body) {
   });
 }
 
+/* What the advisor's budgets left out: said before anything else. */
+function renderSkipped(body) {
+  var sk = obj(D.advisor).skipped;
+  if (!Array.isArray(sk) || !sk.length) return;
+  body.appendChild(h('p', { class: 'note skipped' }, 'Skipped to stay within the advisor\'s budget: ' +
+    sk.map(String).join('; ') + '.'));
+}
+
 function renderSuggestions(body) {
+  renderSkipped(body);
   var list = objs(D.suggestions);
   if (!list.length) {
     noData(body, obj(D.advisor).ran === false ? 'The strategy advisor did not run for this report.'

@@ -195,7 +195,8 @@ Test(analysis, leak_kinds_from_the_scan_and_suppressions, .init = setup, .fini =
     cr_expect_eq(L->kind_bytes[ML_LEAK_REACHABLE], 111);
     cr_expect_eq(L->kind_bytes[ML_LEAK_DEFINITE], 555);
     cr_expect_eq(L->kind_bytes[ML_LEAK_INDIRECT], 444);
-    cr_expect_eq(L->gate_bytes, 555);
+    cr_expect_eq(L->gate_bytes, 555 + 444, "leaked = definite + indirect (+ possible)");
+    cr_expect_eq(L->lost_bytes, 555 + 444);
     cr_expect_eq(L->ngroups, 4);
     cr_expect_eq(L->groups[0].bytes, 444);
     cr_expect_eq(L->groups[0].kind, ML_LEAK_INDIRECT);
@@ -205,7 +206,7 @@ Test(analysis, leak_kinds_from_the_scan_and_suppressions, .init = setup, .fini =
     cr_assert_eq(ml_suppressions_parse("# known\nleak:0x2000]$\n\n", &sp, err, sizeof err), 0, "%s", err);
     build(sp);
     L = ml_analysis_leaks(A);
-    cr_expect_eq(L->gate_bytes, 333);
+    cr_expect_eq(L->gate_bytes, 333 + 444);
     cr_expect_eq(L->suppressed_bytes, 222);
     uint64_t blocks, bytes;
     ml_suppressions_pattern(sp, 0, &blocks, &bytes);
@@ -324,7 +325,9 @@ Test(reach, kinds_cliques_and_the_glibc_alias) {
         {BASE + 0x3000, 64}, /* 2 C: only from B -> indirect */
         {BASE + 0x4000, 24}, /* 3 D: cycle with E; the root holds D's glibc alias */
         {BASE + 0x5000, 64}, /* 4 E */
-        {BASE + 0x6000, 64}, /* 5 F: from A (interior pointer) -> reachable */
+        {BASE + 0x6000, 64}, /* 5 F: from A (interior pointer only) -> possible */
+        {BASE + 0x7000, 64}, /* 6 G: from F (start pointer, but F is possible) -> possible */
+        {BASE + 0x8000, 64}, /* 7 H: from A (start) and from F -> reachable */
     };
     put(BASE + 0x10, BASE + 0x1000);
     put(BASE + 0x18, BASE + 0x4000 + 16); /* 24-byte request: chunk 32, next header at +16 */
@@ -332,26 +335,33 @@ Test(reach, kinds_cliques_and_the_glibc_alias) {
     put(BASE + 0x4008, BASE + 0x5000);
     put(BASE + 0x5000, BASE + 0x4000);
     put(BASE + 0x1008, BASE + 0x6000 + 40);
+    put(BASE + 0x6008, BASE + 0x7000);
+    put(BASE + 0x6010, BASE + 0x8000);
+    put(BASE + 0x1010, BASE + 0x8000);
     ml_range_t roots[] = {{BASE, BASE + 0x100}};
     ml_reach_io_t io = {.read = fake_read, .glibc_chunk_alias = true};
-    uint8_t v[6];
+    uint8_t v[8];
     ml_reach_stats_t st;
-    cr_assert_eq(ml_reach_classify(b, 6, roots, 1, &io, v, &st), 0);
+    cr_assert_eq(ml_reach_classify(b, 8, roots, 1, &io, v, &st), 0);
     cr_expect_eq(v[0], ML_REACH_REACHABLE);
     cr_expect_eq(v[1], ML_REACH_DEFINITE);
     cr_expect_eq(v[2], ML_REACH_INDIRECT);
     cr_expect_eq(v[3], ML_REACH_DEFINITE, "the leader of the D-E cycle");
     cr_expect_eq(v[4], ML_REACH_INDIRECT);
-    cr_expect_eq(v[5], ML_REACH_REACHABLE);
+    cr_expect_eq(v[5], ML_REACH_POSSIBLE, "valgrind: only an interior pointer reaches it");
+    cr_expect_eq(v[6], ML_REACH_POSSIBLE, "valgrind: reached only from a possibly lost block");
+    cr_expect_eq(v[7], ML_REACH_REACHABLE, "a start pointer from a reachable block wins");
     cr_expect_eq(st.reachable, 2);
+    cr_expect_eq(st.possible, 2);
     cr_expect_eq(st.indirect, 2);
     cr_expect_eq(st.definite, 2);
     cr_expect_eq(st.root_bytes, 0x100);
-    /* Without the alias rule, D is reachable through the interior pointer. */
+    /* Without the alias rule, the root's interior pointer makes D possibly
+     * lost, and E, which D points to, too. */
     io.glibc_chunk_alias = false;
-    cr_assert_eq(ml_reach_classify(b, 6, roots, 1, &io, v, &st), 0);
-    cr_expect_eq(v[3], ML_REACH_REACHABLE);
-    cr_expect_eq(v[4], ML_REACH_REACHABLE);
+    cr_assert_eq(ml_reach_classify(b, 8, roots, 1, &io, v, &st), 0);
+    cr_expect_eq(v[3], ML_REACH_POSSIBLE);
+    cr_expect_eq(v[4], ML_REACH_POSSIBLE);
 }
 
 /* A later leader that points at an earlier one takes it into its clique. */

@@ -2,6 +2,7 @@
  * is self-contained, bad documents and bad paths fail cleanly. What the page
  * draws is checked in a real browser by tests/e2e/test_html_browser.sh. */
 #include "ml_report_html.h"
+#include "ml_outfile.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -321,7 +322,10 @@ Test(html, unwritable_paths_fail_with_a_message_and_leave_nothing) {
 Test(html, a_failed_write_leaves_no_file_and_keeps_the_old_one) {
     char err[256];
     const char *out = tpath("r.html");
-    spit(out, "previous report");
+    /* The previous report is a page memlens wrote: only such a file may be
+     * replaced without --force (docs/security.md). */
+    cr_assert_eq(write_html("[\"previous report\"]", out, err, sizeof err), 0, "%s", err);
+    char *prev = slurp(out, NULL);
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit rl = {.rlim_cur = 20000, .rlim_max = RLIM_INFINITY};
     cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
@@ -329,7 +333,7 @@ Test(html, a_failed_write_leaves_no_file_and_keeps_the_old_one) {
     cr_assert_eq(rc, -EFBIG, "rc %d: %s", rc, err);
     cr_assert(strstr(err, "r.html"), "%s", err);
     char *kept = slurp(out, NULL);
-    cr_assert_str_eq(kept, "previous report");
+    cr_assert_str_eq(kept, prev);
     free(kept);
     cr_assert_eq(entries_except("r.html"), 0, "no temporary file left");
 
@@ -338,8 +342,9 @@ Test(html, a_failed_write_leaves_no_file_and_keeps_the_old_one) {
     cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
     cr_assert_eq(write_html("{", out, err, sizeof err), -EINVAL);
     kept = slurp(out, NULL);
-    cr_assert_str_eq(kept, "previous report");
+    cr_assert_str_eq(kept, prev);
     free(kept);
+    free(prev);
     cr_assert_eq(write_html("{}", out, err, sizeof err), 0, "%s", err);
     kept = slurp(out, NULL);
     cr_assert(strstr(kept, "<!DOCTYPE html>"));
@@ -347,12 +352,34 @@ Test(html, a_failed_write_leaves_no_file_and_keeps_the_old_one) {
     cr_assert_eq(entries_except("r.html"), 0);
 }
 
-Test(html, the_page_gets_ordinary_file_permissions) {
-    char err[256];
-    mode_t old = umask(022);
+/* A report holds the command line and every function name: private (0600)
+ * whatever the umask, 0640 when asked (docs/security.md); never written
+ * through a link, and a file memlens did not write is replaced only with
+ * ML_OUTFILE_FORCE. */
+Test(html, the_page_is_private_and_never_written_through_a_link) {
+    char err[512];
+    mode_t old = umask(0);
     cr_assert_eq(write_html("{}", tpath("r.html"), err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ml_report_html_write_flags("{}", 2, tpath("g.html"), ML_OUTFILE_GROUP, err, sizeof err), 0,
+                 "%s", err);
     umask(old);
     struct stat st;
     cr_assert_eq(stat(tpath("r.html"), &st), 0);
-    cr_assert_eq(st.st_mode & 0777, 0644, "mode %o", st.st_mode & 0777);
+    cr_assert_eq(st.st_mode & 0777, 0600, "mode %o", st.st_mode & 0777);
+    cr_assert_eq(stat(tpath("g.html"), &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0640, "mode %o", st.st_mode & 0777);
+
+    spit(tpath("notes.txt"), "my notes");
+    cr_assert_eq(symlink("notes.txt", tpath("link.html")), 0);
+    cr_assert_eq(write_html("{}", tpath("link.html"), err, sizeof err), -ELOOP);
+    cr_assert(strstr(err, "symbolic link"), "%s", err);
+    cr_assert_eq(write_html("{}", tpath("notes.txt"), err, sizeof err), -EEXIST);
+    char *kept = slurp(tpath("notes.txt"), NULL);
+    cr_assert_str_eq(kept, "my notes");
+    free(kept);
+    cr_assert_eq(ml_report_html_write_flags("{}", 2, tpath("notes.txt"), ML_OUTFILE_FORCE, err, sizeof err), 0,
+                 "%s", err);
+    kept = slurp(tpath("notes.txt"), NULL);
+    cr_assert(strstr(kept, "<!DOCTYPE html>"));
+    free(kept);
 }

@@ -104,6 +104,7 @@ Test(ring, producers_never_lose_and_wait_when_full, .timeout = 60) {
         cr_assert_eq(v & 0xffffffffu, next[id], "each producer's events arrive in order");
         next[id]++;
         ml_ring_release(h, tail);
+        ml_ring_wake(h);
         tail++;
     }
     for (int i = 0; i < PRODUCERS; i++) pthread_join(t[i], NULL);

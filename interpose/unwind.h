@@ -1,0 +1,120 @@
+/* unwind.h - the recorder's own x86-64 stack walker (libmemlens.so internal).
+ *
+ * Runs inside the traced program's malloc: no malloc, no stdio, and no lock
+ * on the common path (a spinlock only when a return address is met for the
+ * first time). The design and the proof that its stacks equal libunwind's
+ * are in docs/recorder.md, section "Stacks"; in short:
+ *
+ *   - Each return address gets an unwind rule, derived once from the
+ *     module's .eh_frame_hdr/.eh_frame (DWARF CFI, parsed here) and cached:
+ *     CFA = rsp or rbp + offset, return address at CFA - 8, the caller's rbp
+ *     unchanged or saved at CFA + offset. Anything else (signal frames, CFA
+ *     expressions, missing CFI, code outside any module) is "unsupported"
+ *     and the whole stack is left to libunwind.
+ *   - A walk keeps, per frame, the state (pc, rsp, rbp) and where its step
+ *     read the caller's return address and rbp. The next walk of the same
+ *     thread, on meeting a frame whose state equals a frame of the previous
+ *     walk, re-reads only those stack words: when they are all unchanged,
+ *     the outer frames are the previous ones, by induction over the steps.
+ *
+ * ml_uw_stack_t keeps the frames outermost first, so that the frames kept
+ * from the previous walk stay where they are and only the new inner frames
+ * are written.
+ */
+#ifndef ML_UNWIND_H
+#define ML_UNWIND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "../trace/ml_event.h"
+
+#define ML_UW_SKIP_MAX 8                          /* our own frames at the leaf end, at most */
+#define ML_UW_CAP (ML_MAX_DEPTH + ML_UW_SKIP_MAX + 1) /* frames one walk keeps */
+#define ML_UW_RULE_CACHE 1024                     /* per-thread rule cache entries */
+#define ML_UW_NOSAVE INT16_MIN                    /* ml_uw_frame_t.roff: rbp not saved */
+
+/* ml_uw_frame_t.flags */
+#define ML_UWF_CFA_RBP 0x1 /* this frame's CFA is rbp + offset (else rsp + offset) */
+#define ML_UWF_DEP 0x2     /* the walk outward from this frame depends on its rbp */
+#define ML_UWF_USER 0x80   /* free for the caller (kept by the walker, clear on new frames) */
+
+/* How a walk ended (ml_uw_stack_t.end). */
+enum {
+    ML_UW_END_RULE = 1,  /* the outermost frame's rule says so (return address undefined) */
+    ML_UW_END_LOW = 2,   /* the next return address read was below 0x4000 (libunwind's test) */
+    ML_UW_END_LIMIT = 3, /* `max` frames: the stack may go on (not reusable) */
+};
+
+typedef struct {
+    uint64_t pc;  /* return address (for the first frame, the return address into our caller) */
+    uint64_t rsp; /* stack pointer in this frame: the CFA of the frame inside it */
+    uint64_t rbp;
+    int16_t roff; /* this frame's step read the caller's rbp at CFA + roff, or ML_UW_NOSAVE */
+    uint8_t flags;
+    uint8_t pad;
+    uint32_t id;  /* stacks.c: node id of the path from the outermost frame to this one */
+} ml_uw_frame_t;
+
+typedef struct {
+    uint32_t n;        /* frames in f[], f[0] the outermost */
+    uint8_t valid;     /* the next walk may reuse these frames */
+    uint8_t end;       /* ML_UW_END_* */
+    uint8_t nonperm;   /* a rule came from a module that dlclose can unload */
+    uint8_t pad;
+    uint64_t end_addr; /* ML_UW_END_LOW: the word read at the outermost frame, and its value */
+    uint64_t end_word;
+    ml_uw_frame_t f[ML_UW_CAP];
+} ml_uw_stack_t;
+
+typedef struct {
+    uint64_t pc, rule;
+} ml_uw_rule_entry_t;
+
+/* Per-thread walker state (zero-filled is a valid fresh state). */
+typedef struct {
+    uintptr_t hi;      /* top of this thread's stack; 0: not looked up yet, 1: unknown */
+    /* Rules this thread used recently, direct-mapped: those of permanent
+     * modules (also in the process-wide table) and those of unloadable ones
+     * (only here), valid while the loader's unload count is np_epoch - 1. */
+    uint64_t np_epoch; /* 0: no rule of an unloadable module cached */
+    ml_uw_rule_entry_t rc[ML_UW_RULE_CACHE];
+    ml_uw_frame_t scratch[ML_UW_CAP];
+} ml_uw_thread_t;
+
+/* Walk statistics (--unwind verify only; see ml__uw_walk). */
+typedef struct {
+    uint32_t walked; /* frames stepped with rules */
+    uint32_t kept;   /* outer frames kept from the previous walk */
+} ml_uw_stats_t;
+
+/** Sets the walker up: finds _dl_find_object and records the modules loaded
+ * so far, which glibc never unloads (only dlopen'ed objects can go). Returns
+ * false when the walker cannot run here (then every stack is libunwind's). */
+bool ml__uw_init(void);
+
+/** Whether ml__uw_init succeeded. */
+bool ml__uw_enabled(void);
+
+/** Walks the calling thread's stack, starting from the frame whose state is
+ * (pc, rsp, rbp) (pc a return address), into `st`, reusing the frames of the
+ * previous walk that `st` holds where they are proved unchanged. At most
+ * `max` (<= ML_UW_CAP) frames. Returns the number of outer frames kept from
+ * the previous walk (their `id` fields are left as they were; the others'
+ * are undefined), or -1 when this stack must be taken by libunwind (then
+ * `st` is invalid). Fills `stats` when not NULL. */
+int ml__uw_walk(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t rsp, uint64_t rbp,
+                uint32_t max, ml_uw_stats_t *stats);
+
+/** An upper bound of the calling thread's stack in the mapping of its stack
+ * pointer, found without allocating; 0 when unknown. */
+uintptr_t ml__uw_stack_top(void);
+
+/** Whether some module has been unloaded since start-up (then libunwind's
+ * own per-address trace cache, which nothing invalidates, may be stale). */
+bool ml__uw_unloaded(void);
+
+/** Spinlock of the rule table, for fork (taken in prepare, released after). */
+void ml__uw_lock(void);
+void ml__uw_unlock(void);
+
+#endif

@@ -1,0 +1,139 @@
+#!/bin/sh
+# test_exports.sh - `memlens report --pprof / --speedscope` end to end.
+#
+#   sh test_exports.sh BUILD_DIR
+#
+# Records fixture programs with the real `memlens run` (leaks of each kind
+# with a known peak, a function inlined into its caller, C++, a dlopened
+# plugin, a sampled run, a run without symbols) and takes the four golden
+# traces of tests/golden, writes the JSON report and both exports of each,
+# and checks every export with check_exports.py: the pprof file decoded by a
+# protobuf reader of our own (pprof_decode.py), the speedscope file against
+# its format's rules, both against the JSON report's numbers and frames, the
+# mappings against readelf, and the fixtures' ground truths (sizes and
+# counts from their source, the inlined function's line before its caller's).
+# Then: equal inputs give equal bytes, '-' writes the same bytes to stdout,
+# an unwritable target or a full device fails with exit 1 and the reason,
+# and every deliberate break of check_exports.py (--break) is caught.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+B=$(realpath "${1:?usage: test_exports.sh BUILD_DIR}")
+M=$B/memlens
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=$(command -v python3) || { echo "SKIP: no python3"; exit 77; }
+C=$HERE/check_exports.py
+W=$(mktemp -d "${TMPDIR:-/tmp}/ml_exports.XXXXXX") || exit 1
+trap 'rm -rf "$W"' EXIT INT TERM
+n=0
+
+bad() {
+    echo "FAIL: $*"
+    n=$((n + 1))
+}
+
+# report NAME [REPORT OPTIONS]: the JSON report and both exports of W/NAME.mlt.
+report() {
+    name=$1
+    shift
+    "$M" report "$W/$name.mlt" -q --no-advisor "$@" --json "$W/$name.json" --pprof "$W/$name.pb.gz" \
+        --speedscope "$W/$name.ss.json" || bad "$name: memlens report exited $?"
+}
+
+# check NAME [--expect-leaf SPEC]...
+check() {
+    name=$1
+    shift
+    "$PY" "$C" pprof "$W/$name.pb.gz" "$W/$name.json" "$@" || bad "$name: pprof"
+    "$PY" "$C" speedscope "$W/$name.ss.json" "$W/$name.json" || bad "$name: speedscope"
+}
+
+record() { # record NAME [RUN OPTIONS] -- PROG ARGS...
+    name=$1
+    shift
+    "$M" run -q -o "$W/$name.mlt" "$@" > "$W/$name.out" 2>&1 || bad "$name: memlens run exited $?"
+}
+
+# --- fixtures with known numbers ----------------------------------------------
+# fx_leaks 3 (its header): 111 bytes reachable, 3 x 222 definite, 333 definite
+# holding 444 indirect, 1 MiB freed: live at the peak, not at exit.
+record leaks -- "$B/fx_leaks" 3
+report leaks
+check leaks --expect-leaf peak_holder=1,1048576,0,0,1,1048576 --expect-leaf drop_block=3,666,3,666,3,666 \
+    --expect-leaf make_chain=1,333,1,333,1,333 --expect-leaf make_chain=1,444,1,444,1,444 \
+    --expect-leaf keep_global=1,111,1,111,1,111
+# fx_inline: malloc(4321) at line 6 of make_buffer, inlined at line 10 of
+# outer_function: one location, the inlined function's line first.
+record inline -- "$B/fx_inline"
+report inline
+check inline --expect-leaf 'make_buffer:6>outer_function:10=1,4321,1,4321,1,4321'
+record cpp -- "$B/fx_cpp"
+report cpp
+check cpp
+# A plugin loaded with dlopen: its frames map to its own mapping (readelf
+# checks its build-id and span).
+record dlopen -- "$B/fx_dlopen"
+report dlopen
+check dlopen
+"$PY" "$HERE/pprof_decode.py" "$W/dlopen.pb.gz" > "$W/dlopen.decoded" || bad "dlopen: pprof_decode.py failed"
+grep -q 'fxplugins/libfxplugin.so' "$W/dlopen.decoded" || bad "dlopen: the plugin is not among the mappings"
+# Sampled: the comment and the speedscope names say so (check_exports.py).
+record sample --sample 64k -- "$B/fx_sample"
+report sample
+check sample
+# Without symbols: placeholder names, no files.
+cp "$W/leaks.mlt" "$W/nosym.mlt"
+report nosym --no-symbols
+check nosym
+
+# --- the golden traces (synthetic modules, a cut trace, GPU records) -----------
+mkdir -p "$W/golden"
+if "$B/ml_make_golden" "$W/golden" > /dev/null; then
+    for t in heap gpu cut advice; do
+        cp "$W/golden/$t.mlt" "$W/golden_$t.mlt"
+        report "golden_$t"
+        check "golden_$t"
+    done
+else
+    bad "ml_make_golden failed"
+fi
+
+# --- the same input, the same bytes; '-' is stdout ------------------------------
+"$M" report "$W/leaks.mlt" -q --pprof "$W/again.pb.gz" --speedscope "$W/again.ss.json" || bad "again: exit $?"
+cmp -s "$W/leaks.pb.gz" "$W/again.pb.gz" || bad "two pprof exports of one trace differ"
+cmp -s "$W/leaks.ss.json" "$W/again.ss.json" || bad "two speedscope exports of one trace differ"
+"$M" report "$W/leaks.mlt" -q --pprof - > "$W/stdout.pb.gz" || bad "--pprof -: exit $?"
+cmp -s "$W/leaks.pb.gz" "$W/stdout.pb.gz" || bad "--pprof - wrote other bytes than --pprof FILE"
+"$M" report "$W/leaks.mlt" -q --speedscope - > "$W/stdout.ss.json" || bad "--speedscope -: exit $?"
+cmp -s "$W/leaks.ss.json" "$W/stdout.ss.json" || bad "--speedscope - wrote other bytes than --speedscope FILE"
+
+# --- errors: exit 1 with the reason, nothing half-written ------------------------
+expect_error() { # expect_error OPTION TARGET REASON
+    "$M" report "$W/leaks.mlt" -q "$1" "$2" > /dev/null 2> "$W/err.txt"
+    rc=$?
+    [ "$rc" -eq 1 ] || bad "$1 $2: exit $rc, expected 1"
+    grep -q "cannot write $2: $3" "$W/err.txt" || bad "$1 $2: stderr is '$(cat "$W/err.txt")', expected the reason '$3'"
+}
+for opt in --pprof --speedscope; do
+    expect_error $opt "$W/no/such/dir/out" "No such file or directory"
+    expect_error $opt /dev/full "No space left on device"
+    expect_error $opt "$W" "it is a directory"
+done
+ls "$W" | grep -q '\.tmp\.' && bad "a temporary file was left behind: $(ls "$W" | grep '\.tmp\.')"
+
+# --- every deliberate break is caught --------------------------------------------
+for b in value string empty-first-string location-id line leaf-order inline-order mapping duplicate-id; do
+    if "$PY" "$C" pprof "$W/inline.pb.gz" "$W/inline.json" --break $b > "$W/break.txt" 2>&1; then
+        bad "check_exports.py pprof --break $b passed"
+    fi
+done
+for b in value index order end unit line; do
+    if "$PY" "$C" speedscope "$W/leaks.ss.json" "$W/leaks.json" --break $b > "$W/break.txt" 2>&1; then
+        bad "check_exports.py speedscope --break $b passed"
+    fi
+done
+# A corrupt file must not decode: the decoder is strict.
+head -c 300 "$W/leaks.pb.gz" > "$W/cut.pb.gz"
+"$PY" "$C" pprof "$W/cut.pb.gz" "$W/leaks.json" > "$W/break.txt" 2>&1 && bad "a truncated pprof file passed"
+
+echo "test_exports: $n failed"
+[ "$n" -eq 0 ]

@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# Hardening (issue 14), end to end with the real memlens: output files
+# (symlinks, modes, pre-created names, --force), the program's environment
+# (bash, CUDA_INJECTION64_PATH), background jobs, signals seen from a calling
+# script, FIFO inputs, stale /dev/shm files, messages, and exit statuses
+# 127/126. Each check names what it expects; the script fails when one fails.
+#
+# usage: test_hardening.sh BUILD_DIR [SECTION...]
+set -u
+B=$(cd "${1:?build dir}" && pwd)
+shift
+ML="$B/memlens"
+FX="$B/fx_counts" # exits 7 after 161 allocation calls, leaking 4.1 KiB
+PY=/usr/bin/python3
+W=$(mktemp -d /tmp/memlens-hard-XXXXXX)
+trap 'rm -rf "$W"' EXIT
+cd "$W" || exit 2
+fails=0
+ok() { echo "ok   $*"; }
+bad() {
+    echo "FAIL $*"
+    fails=$((fails + 1))
+}
+check() { # check DESCRIPTION COMMAND...
+    local what=$1
+    shift
+    if "$@"; then ok "$what"; else bad "$what"; fi
+}
+has() { grep -q -- "$2" "$1"; }
+mode() { stat -c %a "$1"; }
+running() { # PID exists and is not a zombie
+    local st
+    st=$(ps -o stat= -p "$1" 2> /dev/null)
+    [ -n "$st" ] && [ "${st#Z}" = "$st" ]
+}
+want() { [ $# -eq 0 ] && return 0; for s in "$@"; do [ "$s" = "$section" ] && return 0; done; return 1; }
+# signal_after SIG COMMAND...: starts COMMAND, sends it SIG (a number) after
+# 1.5 s, and prints its status as its parent sees it: "exit N" or "signal N".
+signal_after() {
+    "$PY" -c 'import subprocess,sys,time
+p = subprocess.Popen(sys.argv[2:])
+time.sleep(1.5)
+p.send_signal(int(sys.argv[1]))
+r = p.wait()
+print("signal %d" % -r if r < 0 else "exit %d" % r)' "$@"
+}
+
+# --- 1. output files ----------------------------------------------------------
+section=files
+if want "$@"; then
+    echo "keep me" > victim.txt
+    ln -s victim.txt link.mlt
+    "$ML" run -q -o link.mlt -- "$FX" > /dev/null 2> err.txt
+    st=$?
+    check "run -o SYMLINK fails (status $st)" test $st -eq 1
+    check "run -o SYMLINK leaves the link's target alone" test "$(cat victim.txt)" = "keep me"
+    check "run -o SYMLINK is still a link" test -L link.mlt
+    check "run -o SYMLINK says why" has err.txt "symbolic link"
+    check "no temporary file is left after a refusal" test -z "$(ls link.mlt.tmp.* 2> /dev/null)"
+
+    echo "my notes" > notes.txt
+    "$ML" run -q -o notes.txt -- "$FX" > /dev/null 2> err.txt
+    check "run -o NOTES (not a trace) is refused" test $? -eq 1
+    check "NOTES is unchanged" test "$(cat notes.txt)" = "my notes"
+    check "the refusal names EEXIST and --force" has err.txt "EEXIST.*--force"
+    : > empty.mlt
+    "$ML" run -q -o empty.mlt -- "$FX" > /dev/null 2>&1
+    check "an empty pre-created file is not taken for a trace" test $? -eq 1 -a ! -s empty.mlt
+    "$ML" run -q --force -o notes.txt -- "$FX" > /dev/null 2>&1
+    check "--force replaces a file that is not a trace" test "$(head -c 7 notes.txt)" = MLTRACE
+
+    "$ML" run -q -o t.mlt -- "$FX" > /dev/null 2>&1
+    old=$(stat -c %i t.mlt)
+    "$ML" run -q -o t.mlt -- "$FX" > /dev/null 2>&1
+    check "an existing trace is replaced (status 7 both times)" test $? -eq 7 -a "$(stat -c %i t.mlt)" != "$old"
+
+    # Modes: 0600 whatever the umask, 0640 when asked, for every output.
+    (umask 000 && "$ML" run -q -o m.mlt -- "$FX" > /dev/null 2>&1)
+    check "trace mode 0600 under umask 000 (got $(mode m.mlt))" test "$(mode m.mlt)" = 600
+    (umask 000 && "$ML" run -q --group-readable -o g.mlt -- "$FX" > /dev/null 2>&1)
+    check "--group-readable trace mode 0640 (got $(mode g.mlt))" test "$(mode g.mlt)" = 640
+    (umask 027 && "$ML" run -q --group-readable -o g2.mlt -- "$FX" > /dev/null 2>&1)
+    check "--group-readable never widens the umask (got $(mode g2.mlt))" test "$(mode g2.mlt)" = 640
+    (umask 000 && "$ML" report -q m.mlt --no-advisor --json r.json --html r.html --folded r.folded > /dev/null 2>&1)
+    check "report outputs are 0600 ($(mode r.json) $(mode r.html) $(mode r.folded))" \
+        test "$(mode r.json)$(mode r.html)$(mode r.folded)" = 600600600
+    "$ML" report -q m.mlt --no-advisor --json r.json --html r.html --folded r.folded > /dev/null 2>&1
+    check "report replaces its own earlier outputs" test $? -eq 0
+    ln -s victim.txt link.json
+    "$ML" report -q m.mlt --no-advisor --json link.json > /dev/null 2> err.txt
+    check "report --json SYMLINK is refused" test $? -eq 1 -a "$(cat victim.txt)" = "keep me"
+    "$ML" report -q m.mlt --no-advisor --html notes2.txt > /dev/null 2>&1 # creates it
+    echo "my notes" > notes2.txt
+    "$ML" report -q m.mlt --no-advisor --html notes2.txt --folded victim.txt > /dev/null 2>&1
+    check "report --html/--folded over other files is refused" \
+        test $? -eq 1 -a "$(cat notes2.txt)" = "my notes" -a "$(cat victim.txt)" = "keep me"
+    "$ML" diff -q m.mlt m.mlt --json victim.txt > /dev/null 2>&1
+    check "diff --json over another file is refused" test $? -eq 1 -a "$(cat victim.txt)" = "keep me"
+    "$ML" report -q m.mlt --no-advisor --json /dev/null > /dev/null 2>&1
+    check "report --json /dev/null still works (written in place)" test $? -eq 0 -a -c /dev/null
+
+    # Pre-created names in a shared sticky directory: the default name has a
+    # random part, and a taken name is never written through.
+    mkdir -m 1777 shared
+    (
+        cd shared || exit 1
+        n=$(sh -c 'echo $$')
+        for i in $(seq "$n" $((n + 300))); do
+            ln -s ../victim.txt "memlens.fx_counts.$i.mlt"
+            : > "memlens.fx_counts.$i-aaaaaa.mlt"
+        done
+        chmod 666 memlens.fx_counts.*-aaaaaa.mlt
+        "$ML" run -q -- "$FX" > /dev/null 2>&1
+    )
+    check "pre-created links and files did not catch the trace" test "$(cat victim.txt)" = "keep me" \
+        -a -z "$(find shared -name '*-aaaaaa.mlt' -size +0)"
+    made=$(ls shared | grep -E '^memlens\.fx_counts\.[0-9]+-[a-z2-7]{6}\.mlt$' | grep -v aaaaaa)
+    check "the default name is memlens.PROG.PID-RANDOM.mlt ($made)" test -n "$made"
+    [ -n "$made" ] && check "the default-name trace is 0600" test "$(mode "shared/$made")" = 600
+fi
+
+# --- 2. environment and background jobs --------------------------------------
+section=env
+if want "$@"; then
+    LD_PRELOAD= "$ML" run -q -o e.mlt -- bash -c 'env; sleep 0' > env.txt 2> err.txt
+    check "bash's children see no LD_PRELOAD of ours" test -z "$(grep '^LD_PRELOAD=.*libmemlens' env.txt)"
+    check "bash's children see no ML_ variable" test -z "$(grep '^ML_' env.txt)"
+    check "bash's children see no CUDA_INJECTION64_PATH of ours" \
+        test -z "$(grep '^CUDA_INJECTION64_PATH=.*libmemlens_cupti' env.txt)"
+    pre=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+    if [ -e "$pre" ]; then
+        LD_PRELOAD=$pre "$ML" run -q -o e2.mlt -- bash -c 'env' > env2.txt 2> /dev/null
+        check "the caller's own LD_PRELOAD is given back" test "$(grep '^LD_PRELOAD=' env2.txt)" = "LD_PRELOAD=$pre"
+    fi
+    # The program's own view (getenv) still has CUDA_INJECTION64_PATH, which
+    # its CUDA driver reads at cuInit; its environment array does not.
+    if [ -e "$B/libmemlens_cupti.so" ]; then
+        "$ML" run -q -o e3.mlt -- "$PY" -c 'import ctypes,os; l=ctypes.CDLL(None); l.getenv.restype=ctypes.c_char_p; print("getenv", l.getenv(b"CUDA_INJECTION64_PATH")); print("environ", "CUDA_INJECTION64_PATH" in os.environ)' > cu.txt 2>&1
+        check "getenv still finds CUDA_INJECTION64_PATH in the program" has cu.txt "getenv b'.*libmemlens_cupti.so'"
+        check "the program's environment no longer holds it" has cu.txt "environ False"
+    fi
+    # A background job is neither traced nor waited for.
+    "$ML" run -q -o bg.mlt -- bash -c 'sleep 20 & echo $!' > bg.txt 2>&1
+    job=$(head -1 bg.txt)
+    check "memlens returned while the background job runs" running "$job"
+    check "the background job is not traced" test -z "$(grep -a libmemlens /proc/"$job"/maps 2> /dev/null)"
+    kill "$job" 2> /dev/null
+    check "no follow-fork trace for the job" test -z "$(ls bg.*.mlt 2> /dev/null)"
+fi
+
+# --- 3. signals seen from a calling script ------------------------------------
+section=signals
+if want "$@"; then
+    # Ctrl-C: the terminal signals the whole foreground process group. The
+    # calling script must stop, as it does without memlens.
+    printf '#!/bin/bash\n"%s" run -q -o int.mlt -- sleep 30\necho after-memlens\n' "$ML" > caller.sh
+    set -m
+    bash caller.sh > caller.txt 2>&1 &
+    p=$!
+    set +m
+    sleep 1.5
+    kill -INT -- -"$p"
+    wait "$p"
+    st=$?
+    check "the calling script died of SIGINT (status $st)" test $st -eq 130
+    check "the calling script did not carry on" test -z "$(grep after-memlens caller.txt)"
+    "$ML" dump int.mlt > int.txt 2>&1
+    check "the trace is saved and complete (end: signaled 2)" has int.txt " end signaled status=2 "
+    # SIGTERM to memlens alone: forwarded to the program, trace saved, and
+    # memlens dies of SIGTERM.
+    st=$(signal_after 15 "$ML" run -q -o term.mlt -- sleep 30)
+    check "memlens died of SIGTERM ($st)" test "$st" = "signal 15"
+    "$ML" dump term.mlt > term.txt 2>&1
+    check "the program got the SIGTERM; the trace is saved" has term.txt " end signaled status=15 "
+    # SIGINT from kill (not a terminal) reaches memlens alone: forwarded.
+    st=$(signal_after 2 "$ML" run -q -o kint.mlt -- sleep 30)
+    check "SIGINT from kill: memlens died of SIGINT ($st)" test "$st" = "signal 2"
+    "$ML" dump kint.mlt > kint.txt 2>&1
+    check "SIGINT from kill was forwarded to the program" has kint.txt " end signaled status=2 "
+    # With --follow-fork and a background child still running, SIGTERM ends
+    # memlens at once with every trace saved and /dev/shm clean.
+    st=$(signal_after 15 "$ML" run -q --follow-fork -o ff.mlt -- bash -c 'sleep 30 & echo $! > ff.pid')
+    check "follow-fork: memlens died of SIGTERM ($st)" test "$st" = "signal 15"
+    check "follow-fork: the root's trace is saved" test -s ff.mlt
+    check "follow-fork: the children's traces are saved" test -n "$(ls ff.*.mlt 2> /dev/null)"
+    check "follow-fork: no temporary file left" test -z "$(ls ./*.tmp.* 2> /dev/null)"
+    [ -s ff.pid ] && kill "$(cat ff.pid)" 2> /dev/null
+fi
+
+# --- 4. inputs that are not regular files --------------------------------------
+section=inputs
+if want "$@"; then
+    mkfifo fifo.mlt
+    for cmd in "report fifo.mlt" "dump fifo.mlt" "diff fifo.mlt fifo.mlt"; do
+        timeout 20 "$ML" $cmd > /dev/null 2> err.txt
+        st=$?
+        check "$cmd is refused at once (status $st)" test $st -eq 1
+        check "$cmd says it is a FIFO" has err.txt "is a FIFO"
+    done
+    timeout 20 "$ML" report /dev/zero > /dev/null 2> err.txt
+    check "report /dev/zero says it is a device" test $? -eq 1 -a -n "$(grep 'character device' err.txt)"
+fi
+
+# --- 5. no leftovers in /dev/shm -------------------------------------------------
+section=shm
+if want "$@"; then
+    # memlens is SIGKILLed while the program runs; the program's later
+    # children must not create rings, and the next run sweeps the rest.
+    "$ML" run -q --follow-fork -o k.mlt -- bash -c 'sleep 2; /bin/true; /bin/true; /bin/true' > /dev/null 2> kill.txt &
+    mp=$!
+    sleep 1
+    kill -KILL "$mp"
+    wait "$mp" 2> /dev/null
+    sleep 2.5
+    left=$(ls /dev/shm | grep "^memlens-$mp-")
+    rings=$(echo "$left" | grep -c '\.[0-9]*$')
+    check "no ring was created after the collector died ($rings)" test "$rings" -eq 0
+    check "the children said why they are not recorded" has kill.txt "memlens (pid $mp) is gone; process [0-9]* is not recorded"
+    check "the killed session left its control file (to sweep)" test -n "$left"
+    "$ML" run -o s.mlt -- "$FX" > /dev/null 2> sweep.txt
+    check "the next run swept it" test -z "$(ls /dev/shm | grep "^memlens-$mp-")"
+    check "the sweep is reported" has sweep.txt "removed [0-9]* file.* that killed memlens sessions left in /dev/shm"
+    # A file that is not ours (another name, or a live session) stays.
+    : > /dev/shm/memlens-notours
+    "$ML" run -q -o s.mlt -- "$FX" > /dev/null 2>&1
+    check "other files in /dev/shm are left alone" test -e /dev/shm/memlens-notours
+    rm -f /dev/shm/memlens-notours
+fi
+
+# --- 6. messages and exit statuses ---------------------------------------------
+section=messages
+if want "$@"; then
+    "$ML" run -q -o x.mlt -- ./no-such-program > /dev/null 2> err.txt
+    check "a missing PROG gives 127 (got $?)" test $? -eq 127
+    "$ML" run -q -o x.mlt -- no-such-program-on-path > /dev/null 2>&1
+    check "a PROG missing on PATH gives 127 (got $?)" test $? -eq 127
+    printf 'x' > noexec
+    chmod 644 noexec
+    "$ML" run -q -o x.mlt -- ./noexec > /dev/null 2>&1
+    check "a non-executable PROG gives 126 (got $?)" test $? -eq 126
+    check "no trace is left for a PROG that did not start" test ! -e x.mlt
+
+    # A trace cut inside its first chunk was cut; a header alone holds nothing.
+    "$ML" run -q -o full.mlt -- "$FX" > /dev/null 2>&1
+    head -c 40 full.mlt > cut.mlt
+    head -c 16 full.mlt > hdr.mlt
+    "$ML" report cut.mlt > /dev/null 2> err.txt
+    check "a cut first chunk says it was cut" has err.txt "cut inside its first chunk"
+    "$ML" report hdr.mlt > /dev/null 2> err.txt
+    check "a header alone says it ends after its header" has err.txt "ends after its header"
+
+    # Another allocator preloaded ahead of memlens in a followed child.
+    pre=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+    if [ -e "$pre" ]; then
+        "$ML" run -q --follow-fork -o je.mlt -- bash -c "LD_PRELOAD=$pre:\$LD_PRELOAD $FX" > /dev/null 2> err.txt
+        check "a child with another allocator ahead is named, with the reason" \
+            has err.txt "process [0-9]*: malloc comes from $pre, ahead of libmemlens.so"
+    fi
+
+    # A followed child exec's a program with LD_PRELOAD taken away.
+    "$ML" run -q --follow-fork -o ex.mlt -- bash -c 'env -u LD_PRELOAD /bin/sleep 3; true' > /dev/null 2> err.txt
+    check "a child exec'd without libmemlens.so is named, with the reason" \
+        has err.txt "process [0-9]* exec'd [^ ]*sleep without libmemlens.so (its LD_PRELOAD was replaced"
+    envtrace=$(for f in ex.*.mlt; do "$ML" dump "$f" | grep -q ' process .*exe="[^"]*/env"' && echo "$f"; done)
+    check "...and env's trace ($envtrace) ends at that exec" \
+        test -n "$envtrace" -a -n "$("$ML" dump "${envtrace:-none}" 2> /dev/null | grep ' end exec ')"
+
+    # In a private mount namespace: a /dev/shm without inodes for the ring,
+    # and a full disk for the trace.
+    if unshare -m true 2> /dev/null; then
+        unshare -m sh -c "mount -t tmpfs -o size=1m,nr_inodes=2 tmpfs /dev/shm && \"$ML\" run -q -o ino.mlt -- \"$FX\"" > /dev/null 2> err.txt
+        check "a ring that cannot be created says why (ENOSPC) and for which process" \
+            has err.txt "cannot create the event ring /dev/shm/memlens-.*: no space left in /dev/shm (ENOSPC); process [0-9]* is not recorded"
+        check "...and memlens says the program could not be recorded" has err.txt "could not be recorded"
+        mkdir small
+        unshare -m sh -c "mount -t tmpfs -o size=32k tmpfs small && \"$ML\" run -o small/t.mlt -- \"$PY\" -c 'import json; [json.dumps(list(range(i))) for i in range(3000)]'" > /dev/null 2> err.txt
+        check "a full disk is said once, with ENOSPC" test "$(grep -c 'ENOSPC' err.txt)" -eq 1
+        check "a full disk never comes with 'nothing was dropped'" test -z "$(grep 'nothing was dropped' err.txt)"
+    else
+        echo "skip mount-namespace checks (unshare -m is not allowed here)"
+    fi
+fi
+
+echo "$fails failed"
+[ $fails -eq 0 ]

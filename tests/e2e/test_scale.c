@@ -1,0 +1,104 @@
+/* test_scale.c - the recorder at scale (issue 12): hundreds of threads on
+ * one ring, thousands of process images in one session. Behaviour only:
+ * exact counts, nothing lost, every image traced; never timing. */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define THREADS 200
+#define PAIRS 2000
+#define KEEP 3
+/* Process images of the follow-fork test; ML_TEST_SCALE_IMAGES overrides it
+ * when trying things out. */
+static int images(void) {
+    const char *v = getenv("ML_TEST_SCALE_IMAGES");
+    return v && atoi(v) > 0 ? atoi(v) : 5000;
+}
+
+static void run_threads(h_trace_t *t, const char *name, const char *keep) {
+    const char *trace = h_tmp(name);
+    char threads[16], pairs[16];
+    snprintf(threads, sizeof threads, "%d", THREADS);
+    snprintf(pairs, sizeof pairs, "%d", PAIRS);
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_scale"),
+                          "threads", threads, pairs, keep, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    h_trace_load(t, trace);
+}
+
+/* 200 threads share one process' ring: every call arrives, and the order of
+ * a free and the allocation that reuses its address in another thread is
+ * kept (a reordering shows as an unknown free and a wrong live set). */
+Test(scale, two_hundred_threads_exact_counts_and_order, .timeout = 600) {
+    h_trace_t t, base;
+    run_threads(&t, "threads.mlt", "3");
+    cr_expect_eq(h_allocs_of_size(&t, 4343), (uint64_t)THREADS * PAIRS);
+    cr_expect_eq(h_allocs_of_size(&t, 5555), (uint64_t)THREADS * KEEP);
+    cr_expect_eq(t.records_by_tag[ML_T_THREAD], THREADS + 1, "main + every thread announced");
+    cr_expect_eq(t.totals.unknown_frees, 0, "no free arrives before its allocation");
+    cr_expect_eq(t.end.lost_in_crash, 0);
+    cr_expect_eq(t.end.lost_dead_collector, 0);
+    cr_expect(t.complete);
+    /* Every call of the hand-off table is counted: 2 per pair, 1 per
+     * hand-off, plus what libc and the loader do (the same in both runs). */
+    run_threads(&base, "threads0.mlt", "0");
+    cr_expect_eq(t.totals.alloc_calls - base.totals.alloc_calls, (uint64_t)THREADS * KEEP);
+    cr_expect_eq(t.totals.free_calls, base.totals.free_calls);
+    cr_expect_eq(base.totals.unknown_frees, 0);
+    /* The live set at the end: exactly the kept blocks more. */
+    cr_expect_eq(t.totals.heap_blocks - base.totals.heap_blocks, (uint64_t)THREADS * KEEP);
+    cr_expect_eq(t.totals.heap_bytes - base.totals.heap_bytes, (uint64_t)THREADS * KEEP * 5555);
+    h_trace_free(&base);
+    h_trace_free(&t);
+}
+
+/* Past the old table of 1024 slots: memlens ends, and every image has a
+ * complete trace of its own. */
+Test(scale, thousands_of_images_under_follow_fork, .timeout = 1200) {
+    const char *trace = h_tmp("spawn.mlt");
+    const int want = images();
+    char n[16];
+    snprintf(n, sizeof n, "%d", want);
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--",
+                          h_bin("fx_scale"), "spawn", n, "4", "/bin/true", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_null(strstr(r.err, "untraced"), "%s", r.err);
+    h_run_free(&r);
+    char dir[4096], path[4096 + 512];
+    snprintf(dir, sizeof dir, "%s", trace);
+    *strrchr(dir, '/') = '\0';
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    struct dirent *e;
+    int children = 0, complete = 0, of_true = 0;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "spawn.", 6) || !strcmp(e->d_name, "spawn.mlt")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        h_trace_t c;
+        h_trace_load(&c, path);
+        children++;
+        complete += c.complete;
+        size_t len = strlen(c.exe);
+        of_true += len >= 5 && !strcmp(c.exe + len - 5, "/true");
+        h_trace_free(&c);
+    }
+    closedir(d);
+    cr_expect_eq(children, want, "one trace per image");
+    cr_expect_eq(complete, want, "each ends with its end record");
+    cr_expect_eq(of_true, want);
+    h_trace_t root;
+    h_trace_load(&root, trace);
+    cr_expect(root.complete);
+    cr_expect_eq(root.end.status, 0);
+    h_trace_free(&root);
+}

@@ -1,0 +1,192 @@
+/* test_symbols.c - sites named where the user's code is (issue 13): the
+ * real `memlens` on fx_cpp_sites (std::vector, std::string, std::map, new)
+ * must name every site by the fixture's own file:line while the libstdc++
+ * frames stay in the stack; C++ names shortened for display; a chain
+ * inlined three deep (fx_inline_deep, -O2) complete, each level at its
+ * line. Every frame against eu-addr2line: symbols_oracle
+ * (test_symbols_oracle.py). */
+#define _GNU_SOURCE
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void record(const char *trace, const char *fixture) {
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin(fixture), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "memlens run %s: status %d: %s", fixture, r.status, r.err);
+    h_run_free(&r);
+}
+
+static ml_analysis_t *analyse(const char *trace) {
+    ml_analysis_t *a;
+    char err[512];
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_assert_eq(ml_analysis_load(a, trace, err, sizeof err), 0, "%s", err);
+    ml_build_opts_t o = {0};
+    cr_assert_eq(ml_analysis_build(a, &o, err, sizeof err), 0, "%s", err);
+    return a;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t a = s ? strlen(s) : 0, b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* The one site that allocated exactly `bytes` in one call. */
+static const ml_site_t *site_of_bytes(const ml_analysis_t *a, uint64_t bytes) {
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n), *found = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (s[i].bytes_allocated == bytes && s[i].alloc_calls == 1) {
+            cr_assert_null(found, "two sites of %llu bytes", (unsigned long long)bytes);
+            found = &s[i];
+        }
+    cr_assert(found, "no site of %llu bytes", (unsigned long long)bytes);
+    return found;
+}
+
+Test(symbols, cpp_sites_named_by_the_users_line) {
+    const char *trace = h_tmp("cpp_sites.mlt");
+    record(trace, "fx_cpp_sites");
+    ml_analysis_t *a = analyse(trace);
+    static const struct {
+        uint64_t bytes;
+        const char *function;
+        uint32_t line;
+        bool library_below; /* libstdc++ frames before the headline */
+    } want[] = {
+        {40000, "main", 25, true},                       /* new std::vector<double>(5000) */
+        {24, "main", 25, false},                         /* the vector object itself */
+        {3001, "main", 26, true},                        /* std::string(3000, 'x') */
+        {32, "main", 26, false},
+        {5600, "main", 27, false},                       /* new long[700] */
+        {7200, "app::Store<long>::fill(int)", 14, true}, /* items.reserve(900) */
+        {48, "main", 30, false},                         /* new std::map */
+        {72, "main", 31, true},                          /* the map's node */
+        {201, "main", 31, true},                         /* std::string(200, 'y') */
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const ml_site_t *s = site_of_bytes(a, want[i].bytes);
+        cr_assert_lt(s->headline, s->nframes);
+        const ml_frame_t *f = &s->frames[s->headline];
+        cr_expect_str_eq(f->function, want[i].function, "%llu B", (unsigned long long)want[i].bytes);
+        cr_expect(ends_with(f->file, "/fx_cpp_sites.cpp"), "%llu B: %s",
+                  (unsigned long long)want[i].bytes, f->file);
+        cr_expect_eq(f->line, want[i].line, "%llu B: line %u", (unsigned long long)want[i].bytes, f->line);
+        cr_expect(f->own);
+        if (want[i].library_below) {
+            /* The library frames stay in the stack, before the headline. */
+            cr_expect_gt(s->headline, 0, "%llu B", (unsigned long long)want[i].bytes);
+            const ml_frame_t *f0 = &s->frames[0];
+            cr_expect((f0->file && !strncmp(f0->file, "/usr/include/", 13)) ||
+                          (f0->module && strstr(f0->module, "/libstdc++.so")),
+                      "%llu B: frames[0] in %s (%s)", (unsigned long long)want[i].bytes, f0->file,
+                      f0->module);
+            cr_expect_not(s->frames[0].own);
+        } else {
+            cr_expect_eq(s->headline, 0, "%llu B", (unsigned long long)want[i].bytes);
+        }
+    }
+    /* printf's stdout buffer: libc's frames, then main's line 32. */
+    const ml_site_t *s = site_of_bytes(a, 4096);
+    cr_expect_str_eq(s->frames[s->headline].function, "main");
+    cr_expect_eq(s->frames[s->headline].line, 32);
+    cr_expect(ends_with(s->frames[0].module, "/libc.so.6"));
+    ml_analysis_free(a);
+}
+
+Test(symbols, json_and_text_show_short_names_and_keep_the_full_one) {
+    const char *trace = h_tmp("cpp_sites_json.mlt");
+    const char *json = h_tmp("cpp_sites.json");
+    record(trace, "fx_cpp_sites");
+    const char *argv[] = {h_bin("memlens"), "report", trace, "--no-advisor", "--json", json, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char *doc = h_read_file(json);
+    cr_assert(doc);
+    cr_expect(strstr(doc, "\"function\": \"app::Store<\xe2\x80\xa6>::fill\", "
+                          "\"function_full\": \"app::Store<long>::fill(int)\""));
+    cr_expect(strstr(doc, "\"function\": \"std::_Vector_base<\xe2\x80\xa6>::_M_allocate\", "
+                          "\"function_full\": \"std::_Vector_base<double, std::allocator<double> "
+                          ">::_M_allocate(unsigned long)\""));
+    cr_expect(strstr(doc, "\"headline\": 4"), "the vector's site: 4 library frames, then main");
+    free(doc);
+    h_run_free(&r);
+    /* The text report names the sites by the program's lines. */
+    const char *targv[] = {h_bin("memlens"), "report", trace, "--no-advisor", NULL};
+    h_run(&r, targv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "app::Store<\xe2\x80\xa6>::fill  fx_cpp_sites.cpp:14\n"
+                            "        <- main  fx_cpp_sites.cpp:29\n"), "%s", r.out);
+    cr_expect(strstr(r.out, "main  fx_cpp_sites.cpp:25\n"), "%s", r.out);
+    cr_expect_null(strstr(r.out, "stl_vector.h"), "%s", r.out);
+    h_run_free(&r);
+}
+
+Test(symbols, inline_chain_three_deep) {
+    const char *trace = h_tmp("inline_deep.mlt");
+    record(trace, "fx_inline_deep");
+    ml_analysis_t *a = analyse(trace);
+    const ml_site_t *s = site_of_bytes(a, 1003);
+    static const struct {
+        const char *function;
+        uint32_t line;
+        bool inlined;
+    } want[] = {{"level3", 7, true}, {"level2", 11, true}, {"level1", 15, true},
+                {"outer", 19, false}, {"main", 27, false}};
+    cr_assert_geq(s->nframes, 5);
+    for (size_t i = 0; i < 5; i++) {
+        cr_expect_str_eq(s->frames[i].function, want[i].function, "level %zu", i);
+        cr_expect_eq(s->frames[i].line, want[i].line, "level %zu: %s", i, s->frames[i].function);
+        cr_expect_eq(s->frames[i].inlined, want[i].inlined, "level %zu", i);
+    }
+    s = site_of_bytes(a, 78); /* level2(77) inlined into main */
+    cr_expect_str_eq(s->frames[1].function, "level2");
+    cr_expect_eq(s->frames[1].line, 11);
+    cr_expect_str_eq(s->frames[2].function, "main");
+    cr_expect_eq(s->frames[2].line, 28);
+    ml_analysis_free(a);
+}
+
+Test(symbols, short_names) {
+    static const char *const cases[][2] = {
+        {"void std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>("
+         "__gnu_cxx::__normal_iterator<int*, std::vector<int, std::allocator<int> > >, int const&)",
+         "std::vector<\xe2\x80\xa6>::_M_realloc_insert<\xe2\x80\xa6>"},
+        {"ns::Factory<int>::make()", "ns::Factory<\xe2\x80\xa6>::make"},
+        {"std::ostream& std::operator<< <std::char_traits<char> >(std::ostream&, char const*)",
+         "std::operator<< <\xe2\x80\xa6>"},
+        {"operator new(unsigned long)", "operator new"},
+        {"operator delete[](void*)", "operator delete[]"},
+        {"(anonymous namespace)::grow(int) const", "(anonymous namespace)::grow"},
+        {"run(int)::{lambda(int)#1}::operator()(int) const", "run::{lambda(int)#1}::operator()"},
+        {"A::operator unsigned long() const", "A::operator unsigned long"},
+        {"bool std::operator< <int>(std::pair<int, int> const&, std::pair<int, int> const&)",
+         "std::operator< <\xe2\x80\xa6>"},
+        {"main", "main"},
+        {"[libc.so.6+0x1234]", "[libc.so.6+0x1234]"},
+    };
+    char buf[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_expect_str_eq(ml_frame_short_name(cases[i][0], buf, sizeof buf), cases[i][1]);
+    /* Cut at a character boundary: never half of "…". */
+    cr_expect_str_eq(ml_frame_short_name("ns::Factory<int>::make()", buf, 14), "ns::Factory<");
+}
+
+Test(symbols, own_code) {
+    const char *exe = "/usr/bin/cppcheck";
+    cr_expect(ml_frame_is_own_code("/usr/bin/cppcheck", "/build/cppcheck/lib/token.cpp", exe));
+    cr_expect_not(ml_frame_is_own_code("/usr/bin/cppcheck", "/usr/include/c++/12/bits/stl_vector.h", exe));
+    cr_expect_not(ml_frame_is_own_code("/lib/x86_64-linux-gnu/libc.so.6", "../csu/libc-start.c", exe));
+    cr_expect_not(ml_frame_is_own_code("/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0", NULL, exe));
+    cr_expect(ml_frame_is_own_code("/home/u/proj/libfoo.so", "/home/u/proj/foo.c", exe));
+    cr_expect(ml_frame_is_own_code("/usr/local/lib/libmine.so", NULL, exe));
+    cr_expect_not(ml_frame_is_own_code("/home/u/build/libmemlens.so", NULL, exe));
+    cr_expect_not(ml_frame_is_own_code("linux-vdso.so.1", NULL, exe));
+    cr_expect_not(ml_frame_is_own_code(NULL, NULL, exe));
+}

@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+"""Every symbolized frame of memlens against eu-addr2line (the oracle).
+
+usage: test_symbols_oracle.py MEMLENS PROGRAM...      (exit 77 = skipped)
+
+Each PROGRAM runs under `memlens run`; `memlens report --json` gives every
+site's frames, innermost first, each with the return address it came from.
+The frames of one return address are its inline chain. For every address,
+`eu-addr2line -i -f -C` on the module file (at the return address minus 1,
+the call instruction, as memlens resolves it) must give the same chain:
+the same number of levels, and at each level the same function, file and
+line. Two conventions are stated rather than papered over:
+
+- the concrete (outermost, non-inlined) function is named by its ELF
+  symbol, as `nm` and the dynamic linker name it (`eu-addr2line -S`), where
+  eu-addr2line -i prints the DWARF name: they differ only for aliases such
+  as glibc's __libc_start_main (DW_AT_name __libc_start_main_impl);
+- a relative source file is printed by eu-addr2line under the compilation
+  directory ("./csu/../csu/libc-start.c"); memlens keeps the line table's
+  name ("../csu/libc-start.c"): the oracle's must end with "/" + memlens's.
+
+A site's first address may start inside its chain (the allocator's own
+inlined frames are dropped): there its frames must be the chain's outer
+levels. Every frame of every module with a file is compared, libc included;
+a frame the oracle cannot name ("??") must be one memlens shows as an
+address ("[module+0x...]").
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+
+def elf_type(path):
+    with open(path, "rb") as f:
+        h = f.read(18)
+    return int.from_bytes(h[16:18], "little")  # 2: ET_EXEC, 3: ET_DYN
+
+
+def eu_addr2line(module, vaddrs, opts):
+    """{vaddr: [output lines]} of one eu-addr2line -a run over many addresses."""
+    out = subprocess.run(["eu-addr2line", "-a", "-C"] + opts + ["-e", module] +
+                         ["0x%x" % v for v in vaddrs], capture_output=True, text=True).stdout
+    res, cur = {}, None
+    for line in out.splitlines():
+        if re.fullmatch(r"0x[0-9a-f]{16}", line):
+            cur = res.setdefault(int(line, 16), [])
+        elif cur is not None:
+            cur.append(line)
+    return res
+
+
+def oracle(module, vaddrs):
+    """{vaddr: [(function, file, line)] innermost first}, from eu-addr2line."""
+    chains = eu_addr2line(module, vaddrs, ["-i", "-f"])
+    syms = eu_addr2line(module, vaddrs, ["-S"])
+    res = {}
+    for v in vaddrs:
+        out, sym = chains.get(v, []), syms.get(v, [])
+        elf = None  # "name+0xOFF", "name@@VERSION+0xOFF"; "??" or "()+0xOFF" when none
+        if sym and not sym[0].startswith(("??", "()")):
+            elf = re.sub(r"\+0x[0-9a-f]+$", "", sym[0]).split("@")[0]
+        chain = []
+        for i in range(0, len(out) - 1, 2):
+            fn = out[i].split(" inlined at ")[0]
+            m = re.match(r"^(.*?):(\d+)(?::\d+)?$", out[i + 1])
+            file, line = (m.group(1), int(m.group(2))) if m else (None, 0)
+            chain.append([None if fn == "??" else fn, None if file in (None, "??") else file,
+                          line or None])
+        if chain and elf:
+            chain[-1][0] = elf  # the concrete function: its ELF symbol (see above)
+        res[v] = [tuple(c) for c in chain]
+    return res
+
+
+def same_file(mine, theirs):
+    if mine == theirs:
+        return True
+    return bool(mine and theirs and not mine.startswith("/") and theirs.endswith("/" + mine))
+
+
+def same_chain(got, want):
+    return len(got) == len(want) and all(
+        g[0] == w[0] and same_file(g[1], w[1]) and g[2] == w[2] for g, w in zip(got, want))
+
+
+def check(memlens, program, work):
+    name = os.path.basename(program)
+    trace = os.path.join(work, name + ".mlt")
+    doc_path = os.path.join(work, name + ".json")
+    subprocess.run([memlens, "run", "-q", "-o", trace, "--", program], check=True,
+                   stdout=subprocess.DEVNULL)
+    subprocess.run([memlens, "report", trace, "-q", "--no-advisor", "--json", doc_path],
+                   check=True, stdout=subprocess.DEVNULL)
+    dump = subprocess.run([memlens, "dump", trace], capture_output=True, text=True,
+                          check=True).stdout
+    bases = {m.group(2): int(m.group(1), 16)
+             for m in re.finditer(r' module base=0x([0-9a-f]+) path="([^"]*)"', dump)}
+    with open(doc_path) as f:
+        doc = json.load(f)
+    todo = []  # (site id, first, frames, module, vaddr)
+    for site in doc["sites"]:
+        fr = site["frames"]
+        i = 0
+        while i < len(fr):
+            j = i
+            while (j < len(fr) and fr[j]["address"] == fr[i]["address"]
+                   and fr[j]["module"] == fr[i]["module"]):
+                j += 1
+            # "function" is shortened for display; "function_full" is the name.
+            names = [f.get("function_full", f["function"]) for f in fr[i:j]]
+            got = [(None if n.startswith("[") else n, f["file"], f["line"])
+                   for n, f in zip(names, fr[i:j])]
+            mod = fr[i]["module"]
+            if mod and mod.startswith("/") and "libmemlens" not in mod:
+                vaddr = fr[i]["address"] - 1 - (0 if elf_type(mod) == 2 else bases[mod])
+                todo.append((site["id"], i == 0, got, mod, vaddr))
+            i = j
+    answers = {}
+    for mod in {t[3] for t in todo}:
+        answers[mod] = oracle(mod, sorted({t[4] for t in todo if t[3] == mod}))
+    checked = bad = inlined = 0
+    for sid, first, got, mod, vaddr in todo:
+        want = answers[mod].get(vaddr, [])
+        if want and want[0][0] is None:
+            want = [(None, w[1], w[2]) for w in want]
+        if first and len(got) < len(want):
+            want = want[len(want) - len(got):]
+        # A recursive call repeats one return address: its chain, again.
+        reps = len(got) // len(want) if want and len(got) % len(want) == 0 else 1
+        checked += 1
+        inlined += len(got) > 1
+        if not same_chain(got, want * reps):
+            bad += 1
+            print(f"MISMATCH {name}: {mod}+0x{vaddr:x} (site {sid})\n"
+                  f"  memlens      {got}\n  eu-addr2line {want}")
+    print(f"{name}: {checked} return addresses compared ({inlined} with inlined frames), "
+          f"{bad} differ")
+    return checked, bad, inlined
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    if not shutil.which("eu-addr2line"):
+        print("SKIP: eu-addr2line (elfutils) is not installed")
+        sys.exit(77)
+    memlens = sys.argv[1]
+    work = tempfile.mkdtemp(prefix="memlens-oracle-")
+    total_bad = total_inlined = 0
+    try:
+        for program in sys.argv[2:]:
+            checked, bad, inlined = check(memlens, program, work)
+            if not checked:
+                print(f"{program}: no frame to compare")
+                bad += 1
+            total_bad += bad
+            total_inlined += inlined
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if not total_inlined:
+        print("no inlined frame anywhere: the fixtures do not test inline chains")
+        total_bad += 1
+    sys.exit(1 if total_bad else 0)
+
+
+if __name__ == "__main__":
+    main()

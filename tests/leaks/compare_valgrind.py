@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+"""Leak kinds of memlens against valgrind memcheck and against each program's
+own expectation (its "expect:" lines), for the programs of tests/leaks.
+
+usage: compare_valgrind.py MEMLENS PROGRAM_DIR SOURCE_DIR [NAME...]
+exit 0 all equal, 1 a difference, 77 valgrind is missing (skipped)."""
+import json, os, re, shutil, subprocess, sys, tempfile
+
+KINDS = ("definite", "indirect", "possible", "reachable")
+VG_NAMES = {"definitely lost": "definite", "indirectly lost": "indirect",
+            "possibly lost": "possible", "still reachable": "reachable"}
+
+
+def expectations(src):
+    """{"": kinds, "child": kinds} from the program's comment."""
+    out = {}
+    for m in re.finditer(r"expect(-child)?: (.*)", open(src).read()):
+        kinds = {}
+        for k, b, n in re.findall(r"(\w+)=(\d+)/(\d+)", m.group(2)):
+            kinds[k] = (int(b), int(n))
+        out["child" if m.group(1) else ""] = kinds
+    return out
+
+
+# glibc's per-thread TLS vector (dtv), allocated by pthread_create: its size
+# grows with the number of modules that have TLS, and libmemlens.so and
+# libunwind add two, so under memlens it is 32 bytes larger. Its kind is
+# compared by block count only.
+DTV = ("_dl_allocate_tls", "allocate_dtv")
+
+
+def valgrind(prog, work):
+    """{pid: (kinds, dtv_blocks)} from the loss records of every process."""
+    log = os.path.join(work, "vg.%p.log")
+    subprocess.run(["valgrind", "--leak-check=full", "--show-leak-kinds=all",
+                    "--errors-for-leak-kinds=none", "--log-file=" + log, prog],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    res = {}
+    rec = re.compile(r"([\d,]+)(?: \(([\d,]+) direct, [\d,]+ indirect\))? bytes in ([\d,]+) blocks are "
+                     r"(definitely lost|indirectly lost|possibly lost|still reachable) in loss record")
+    num = lambda x: int(x.replace(",", ""))
+    for f in os.listdir(work):
+        m = re.match(r"vg\.(\d+)\.log$", f)
+        if not m:
+            continue
+        text = open(os.path.join(work, f)).read()
+        if "LEAK SUMMARY" not in text and "no leaks are possible" not in text:
+            continue
+        kinds = {k: [0, 0] for k in KINDS}
+        dtv = {k: 0 for k in KINDS}
+        # One loss record: its header line, then its "at"/"by" frames.
+        for block in re.split(r"\n==\d+== \n", text):
+            h = rec.search(block)
+            if not h:
+                continue
+            kind = VG_NAMES[h.group(4)]
+            if any(d in block for d in DTV):
+                dtv[kind] += num(h.group(3))
+                continue
+            kinds[kind][0] += num(h.group(2) or h.group(1))
+            kinds[kind][1] += num(h.group(3))
+        res[int(m.group(1))] = ({k: tuple(v) for k, v in kinds.items()}, dtv)
+    return res
+
+
+def memlens(ml, prog, work):
+    """[(is_child, kinds, dtv_blocks, reachability)] from every trace's JSON report."""
+    out = os.path.join(work, "t.mlt")
+    subprocess.run([ml, "run", "-q", "--follow-fork", "-o", out, "--", prog],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+    res = []
+    for f in sorted(os.listdir(work)):
+        if not f.endswith(".mlt"):
+            continue
+        r = subprocess.run([ml, "report", os.path.join(work, f), "-q", "--no-advisor", "--json", "-"],
+                           capture_output=True, text=True, timeout=300)
+        L = json.loads(r.stdout)["leaks"]
+        kinds = {k: [L[k + "_bytes"], L[k + "_blocks"]] for k in KINDS}
+        dtv = {k: 0 for k in KINDS}
+        for g in L["sites"]:
+            if any(any(d in (fr["function"] or "") for d in DTV) for fr in g["frames"]):
+                kinds[g["kind"]][0] -= g["bytes"]
+                kinds[g["kind"]][1] -= g["blocks"]
+                dtv[g["kind"]] += g["blocks"]
+        res.append((f != "t.mlt", {k: tuple(v) for k, v in kinds.items()}, dtv, L["reachability"]))
+    return res
+
+
+def fmt(k):
+    return " ".join("%s=%d/%d" % (n, k[n][0], k[n][1]) for n in KINDS)
+
+
+def main():
+    ml, bindir, srcdir = sys.argv[1:4]
+    names = sys.argv[4:] or sorted(f[:-2] for f in os.listdir(srcdir)
+                                   if f.startswith("lk_") and f.endswith(".c"))
+    have_vg = shutil.which("valgrind") is not None
+    if not have_vg:
+        print("valgrind is not installed: comparing with the programs' own numbers only")
+    bad = 0
+    for name in names:
+        prog = os.path.join(bindir, name)
+        exp = expectations(os.path.join(srcdir, name + ".c"))
+        with tempfile.TemporaryDirectory() as w1, tempfile.TemporaryDirectory() as w2:
+            vg = valgrind(prog, w1) if have_vg else {}
+            mls = memlens(ml, prog, w2)
+        vg_sorted = [vg[p] for p in sorted(vg)]  # the parent has the lower pid
+        if len(mls) != len(exp):
+            print("FAIL %s: %d memlens traces, %d expected" % (name, len(mls), len(exp)))
+            bad += 1
+            continue
+        for child, kinds, dtv, how in mls:
+            want = exp["child" if child else ""]
+            want = {k: want.get(k, (0, 0)) for k in KINDS}
+            line = "%-13s %-6s %s (%s)" % (name, "child" if child else "", fmt(kinds), how)
+            if any(dtv.values()):
+                line += " + glibc dtv blocks %s" % dtv
+            ok = kinds == want and how == "scanned"
+            msgs = []
+            if kinds != want:
+                msgs.append("the program says %s" % fmt(want))
+            if have_vg:
+                if len(vg_sorted) != len(mls):
+                    msgs.append("valgrind ran %d processes" % len(vg_sorted))
+                    ok = False
+                elif vg_sorted[1 if child else 0] != (kinds, dtv):
+                    vk, vd = vg_sorted[1 if child else 0]
+                    msgs.append("valgrind says %s + glibc dtv blocks %s" % (fmt(vk), vd))
+                    ok = False
+            print(("ok   " if ok else "FAIL ") + line)
+            for m in msgs:
+                print("       " + m)
+            bad += not ok
+    print("%d difference(s)" % bad)
+    if bad:
+        return 1
+    if not have_vg:
+        print("SKIP: valgrind is not installed (the programs' own numbers were checked)")
+        return 77
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+# Leak kinds against valgrind memcheck (issue 13): one program per situation,
+# each stating its own expected kinds ("expect:" lines). The test runs each
+# under valgrind and under memlens and requires equal per-kind bytes and
+# blocks, and the program's own numbers. Without valgrind it checks the
+# programs' numbers only and reports itself skipped.
+set(LK ${CMAKE_CURRENT_SOURCE_DIR}/leaks)
+set(LK_PROGRAMS lk_null lk_self lk_deadframe lk_unaligned lk_belowmain lk_fork lk_tsd lk_possible
+    lk_xor lk_cycle lk_tree lk_tls lk_threads)
+foreach(p ${LK_PROGRAMS})
+  add_executable(${p} ${LK}/${p}.c)
+  target_compile_options(${p} PRIVATE -O0 -g -fno-builtin)
+  target_link_libraries(${p} PRIVATE Threads::Threads)
+  set_target_properties(${p} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/leaks)
+endforeach()
+add_custom_target(leak_programs DEPENDS ${LK_PROGRAMS} memlens memlens_preload)
+add_test(NAME leaks_valgrind
+  COMMAND /usr/bin/python3 ${LK}/compare_valgrind.py $<TARGET_FILE:memlens> ${CMAKE_BINARY_DIR}/leaks ${LK})
+set_tests_properties(leaks_valgrind PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)

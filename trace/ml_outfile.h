@@ -1,0 +1,65 @@
+/* ml_outfile.h - every file memlens writes: created privately and
+ * exclusively under a temporary name, renamed into place when complete.
+ *
+ * The rules (docs/security.md):
+ *   - the data goes to PATH.tmp.XXXXXX in the target's directory, created
+ *     with O_EXCL (mkostemp: a name nobody can guess or pre-create), mode
+ *     0600, or 0640 with ML_OUTFILE_GROUP (the umask can only narrow it);
+ *   - a symbolic link at PATH is never followed nor replaced;
+ *   - an existing regular file at PATH is replaced only when memlens made
+ *     it (a trace, a JSON report, an HTML page, folded stacks:
+ *     ml_outfile_is_ours) or with ML_OUTFILE_FORCE; an empty file is not
+ *     ours (another user may have pre-created it);
+ *   - ML_OUTFILE_NEW: PATH must not exist at all (default trace names);
+ *   - a character device or a FIFO at PATH (/dev/null, a pipe) is written in
+ *     place, opened without O_CREAT and without following links;
+ *   - ml_outfile_commit re-checks PATH, then renames (RENAME_NOREPLACE when
+ *     PATH was absent, so a file created meanwhile is never replaced).
+ *
+ * Errors: 0 or a negative errno, with a message naming the path and the
+ * reason in err: -ELOOP for a link, -EEXIST for a file that is not ours
+ * (or any file with ML_OUTFILE_NEW), -EISDIR, and what open/rename said.
+ */
+#ifndef ML_OUTFILE_H
+#define ML_OUTFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define ML_OUTFILE_FORCE 1u /* replace any regular file (--force) */
+#define ML_OUTFILE_GROUP 2u /* mode 0640 instead of 0600 (--group-readable) */
+#define ML_OUTFILE_NEW 4u   /* the name must be free: never replace anything */
+#define ML_OUTFILE_KEEP 8u  /* a failed commit keeps the temporary file (a trace: data) */
+
+typedef struct {
+    int fd;         /* write here; -1 once committed or aborted */
+    unsigned flags; /* ML_OUTFILE_* */
+    char *path;     /* the destination */
+    char *tmp;      /* the temporary file; NULL when writing in place */
+} ml_outfile_t;
+
+/** Whether PATH may be written with these flags, without creating
+ * anything. Returns 0 or a negative errno with a message in err. */
+int ml_outfile_check(const char *path, unsigned flags, char *err, size_t errlen);
+
+/** Checks PATH and creates the temporary file (or opens the device/FIFO).
+ * On failure *o holds nothing (fd -1). */
+int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err, size_t errlen);
+
+/** Syncs and closes the file, re-checks PATH and renames the temporary file
+ * over it. On failure the temporary file is removed, or kept with
+ * ML_OUTFILE_KEEP (the message then says where the data is). Always frees
+ * what *o holds. */
+int ml_outfile_commit(ml_outfile_t *o, char *err, size_t errlen);
+
+/** Gives up: closes and removes the temporary file. No-op on a zeroed or
+ * already finished *o. */
+void ml_outfile_abort(ml_outfile_t *o);
+
+/** True when the open file `fd` (read from offset 0) is one memlens made:
+ * a trace ("MLTRACE"), a JSON report or diff ({"schema_version" with a
+ * "generator": "memlens ..."), an HTML report (<title>memlens), or folded
+ * stacks (every complete line "FRAMES COUNT"). Empty files are not. */
+bool ml_outfile_is_ours(int fd);
+
+#endif

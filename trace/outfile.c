@@ -1,0 +1,223 @@
+/* outfile.c - output files created privately, exclusively and atomically
+ * (ml_outfile.h says the rules). */
+#define _GNU_SOURCE
+#include "ml_outfile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Is this file one of ours?                                                 */
+/* ------------------------------------------------------------------------- */
+
+static bool folded_stacks(const char *b, size_t n) {
+    bool semicolon = false;
+    size_t lines = 0, i = 0;
+    while (i < n) {
+        const char *nl = memchr(b + i, '\n', n - i);
+        if (!nl) break; /* a line cut by the buffer's end is not judged */
+        size_t end = (size_t)(nl - b);
+        size_t sp = end;
+        while (sp > i && b[sp - 1] != ' ') sp--;
+        if (sp == i || sp == end || sp - 1 == i) return false; /* "FRAMES COUNT" */
+        for (size_t k = sp; k < end; k++)
+            if (b[k] < '0' || b[k] > '9') return false;
+        for (size_t k = i; k < sp - 1; k++) {
+            if (b[k] == ';') semicolon = true;
+            if ((unsigned char)b[k] < 0x20) return false;
+        }
+        lines++;
+        i = end + 1;
+    }
+    return lines > 0 && semicolon;
+}
+
+bool ml_outfile_is_ours(int fd) {
+    char b[4096];
+    ssize_t n = pread(fd, b, sizeof b - 1, 0);
+    if (n <= 0) return false;
+    b[n] = '\0';
+    if (n >= 7 && !memcmp(b, "MLTRACE", 7)) return true;
+    if (!strncmp(b, "{\"schema_version\":", 18) && strstr(b, "\"generator\": \"memlens ")) return true;
+    if (!strncmp(b, "<!DOCTYPE html>", 15) && strstr(b, "<title>memlens")) return true;
+    return memchr(b, '\0', (size_t)n) == NULL && folded_stacks(b, (size_t)n);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The destination                                                           */
+/* ------------------------------------------------------------------------- */
+
+/* What is at PATH now: 0 nothing, 1 a regular file we may replace, 2 a
+ * device or FIFO to write in place; or a negative errno with a message. */
+static int inspect(const char *path, unsigned flags, char *err, size_t errlen) {
+    struct stat st;
+    if (lstat(path, &st) < 0) {
+        if (errno == ENOENT) return 0;
+        int e = errno;
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+        return -e;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        snprintf(err, errlen,
+                 "cannot write %s: it is a symbolic link, and memlens never writes through one "
+                 "(ELOOP); give the link's target, or remove the link",
+                 path);
+        return -ELOOP;
+    }
+    if (flags & ML_OUTFILE_NEW) {
+        snprintf(err, errlen, "cannot write %s: the name is taken (EEXIST); nothing was overwritten",
+                 path);
+        return -EEXIST;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "cannot write %s: it is a directory (EISDIR)", path);
+        return -EISDIR;
+    }
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return 2;
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "cannot write %s: it is not a regular file, a device or a FIFO", path);
+        return -EINVAL;
+    }
+    if (flags & ML_OUTFILE_FORCE) return 1;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    bool ours = false;
+    if (fd >= 0) {
+        struct stat now;
+        ours = fstat(fd, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
+               ml_outfile_is_ours(fd);
+        close(fd);
+    }
+    if (!ours) {
+        snprintf(err, errlen,
+                 "cannot write %s: the file exists and is not one memlens wrote (EEXIST); "
+                 "not overwritten (pass --force to replace it)",
+                 path);
+        return -EEXIST;
+    }
+    return 1;
+}
+
+int ml_outfile_check(const char *path, unsigned flags, char *err, size_t errlen) {
+    int rc = inspect(path, flags, err, errlen);
+    return rc < 0 ? rc : 0;
+}
+
+int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err, size_t errlen) {
+    memset(o, 0, sizeof *o);
+    o->fd = -1;
+    int what = inspect(path, flags, err, errlen);
+    if (what < 0) return what;
+    o->flags = flags;
+    o->path = strdup(path);
+    if (!o->path) goto oom;
+    if (what == 2) {
+        o->fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (o->fd < 0) {
+            int e = errno;
+            snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+            free(o->path);
+            o->path = NULL;
+            return -e;
+        }
+        return 0;
+    }
+    if (asprintf(&o->tmp, "%s.tmp.XXXXXX", path) < 0) {
+        o->tmp = NULL;
+        goto oom;
+    }
+    /* mkostemp: O_CREAT|O_EXCL, mode 0600, a random name. */
+    o->fd = mkostemp(o->tmp, O_CLOEXEC);
+    if (o->fd < 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+        free(o->tmp);
+        free(o->path);
+        memset(o, 0, sizeof *o);
+        o->fd = -1;
+        return -e;
+    }
+    if (flags & ML_OUTFILE_GROUP) {
+        mode_t um = umask(0);
+        umask(um);
+        if (fchmod(o->fd, 0640 & ~um) < 0) { /* stays 0600: private is the safe side */
+        }
+    }
+    return 0;
+oom:
+    free(o->path);
+    memset(o, 0, sizeof *o);
+    o->fd = -1;
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+}
+
+static void release(ml_outfile_t *o) {
+    free(o->path);
+    free(o->tmp);
+    memset(o, 0, sizeof *o);
+    o->fd = -1;
+}
+
+void ml_outfile_abort(ml_outfile_t *o) {
+    if (o->fd >= 0) close(o->fd);
+    if (o->tmp) unlink(o->tmp);
+    release(o);
+}
+
+/* Renames tmp to path unless something that may not be replaced appeared. */
+static int place(ml_outfile_t *o, char *err, size_t errlen) {
+    for (int tries = 0; tries < 3; tries++) {
+        int what = inspect(o->path, o->flags, err, errlen);
+        if (what < 0) return what;
+        if (what == 2) {
+            snprintf(err, errlen, "cannot write %s: a device or FIFO appeared there (EEXIST)",
+                     o->path);
+            return -EEXIST;
+        }
+        if (what == 1) return rename(o->tmp, o->path) < 0 ? -errno : 0;
+        if (renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path, RENAME_NOREPLACE) == 0) return 0;
+        if (errno == EEXIST) continue; /* created meanwhile: judge it */
+        if (errno != EINVAL && errno != ENOSYS) return -errno;
+        /* A file system without RENAME_NOREPLACE: link() never replaces. */
+        if (link(o->tmp, o->path) == 0) {
+            unlink(o->tmp);
+            return 0;
+        }
+        if (errno != EEXIST) return -errno;
+    }
+    snprintf(err, errlen, "cannot write %s: the name keeps being taken (EEXIST)", o->path);
+    return -EEXIST;
+}
+
+int ml_outfile_commit(ml_outfile_t *o, char *err, size_t errlen) {
+    int rc = 0;
+    if (o->tmp && fsync(o->fd) < 0 && errno != EINVAL && errno != EROFS) rc = -errno;
+    if (close(o->fd) < 0 && !rc) rc = -errno;
+    o->fd = -1;
+    if (rc) {
+        snprintf(err, errlen, "cannot write %s: %s", o->path, strerror(-rc));
+    } else if (o->tmp) {
+        err[0] = '\0';
+        rc = place(o, err, errlen);
+        if (rc < 0 && !err[0]) snprintf(err, errlen, "cannot write %s: %s", o->path, strerror(-rc));
+    }
+    if (rc < 0 && o->tmp) {
+        if (o->flags & ML_OUTFILE_KEEP) {
+            size_t n = strlen(err);
+            if (n < errlen) snprintf(err + n, errlen - n, "; the data is kept in %s", o->tmp);
+        } else {
+            unlink(o->tmp);
+        }
+    }
+    release(o);
+    return rc;
+}
