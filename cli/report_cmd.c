@@ -315,6 +315,10 @@ static int export_to(const char *path, int (*write)(FILE *, const ml_analysis_t 
     return rc < 0 ? -1 : 0;
 }
 
+/* Time buckets of the page's time-range selection: fine enough to pick a
+ * phase, coarse enough that a 6,000-site page stays small. */
+#define ML_HTML_TIME_BUCKETS 64
+
 static int write_json_to(ml_out_t *out, const ml_analysis_t *a, const ml_report_opts_t *ro) {
     return ml_report_json(out->f, a, ro);
 }
@@ -372,8 +376,15 @@ int ml_cmd_report(int argc, char **argv) {
         FILE *m = open_memstream(&doc, &len);
         ml_report_opts_t hro = ro;
         hro.frame_table = true; /* the page's form: each frame once */
+        /* The time-range selection's per-site buckets; without them the
+         * page draws no selection (and says why). */
+        ml_time_buckets_t *tb = NULL;
+        if (ml_analysis_time_buckets(a, o.trace, ML_HTML_TIME_BUCKETS, &tb, err, sizeof err) < 0 && !o.quiet)
+            fprintf(stderr, "memlens: warning: time-range selection left out: %s\n", err);
+        hro.time_buckets = tb;
         int rc = m ? ml_report_json(m, a, &hro) : -ENOMEM;
         if (m) fclose(m);
+        ml_time_buckets_free(tb);
         if (rc == 0) rc = ml_report_html_write_flags(doc, len, o.html, o.out_flags, err, sizeof err);
         else snprintf(err, sizeof err, "out of memory");
         if (rc < 0) {

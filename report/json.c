@@ -371,7 +371,33 @@ static void f_u64(ml_json_t *w, bool row, const char *k, uint64_t v) {
     else ml_json_kv_u64(w, k, v);
 }
 
-static void site_obj(ml_json_t *w, ftab_t *ft, const ml_site_t *s) {
+/* The page's per-site time buckets (ml_analysis_time_buckets): two flat
+ * arrays closing a site's row, [bucket, calls, bytes, ...] and [bucket,
+ * kind, blocks, bytes, ...] (docs/html-report.md, "Time-range selection"). */
+static void site_buckets(ml_json_t *w, const ml_time_buckets_t *tb, uint32_t site) {
+    size_t n;
+    const ml_bucket_alloc_t *al = ml_time_buckets_alloc(tb, site, &n);
+    ml_json_array(w);
+    ml_json_tight(w);
+    for (size_t i = 0; i < n; i++) {
+        ml_json_u64(w, al[i].bucket);
+        ml_json_u64(w, al[i].calls);
+        ml_json_u64(w, al[i].bytes);
+    }
+    ml_json_end(w);
+    const ml_bucket_live_t *lv = ml_time_buckets_live(tb, site, &n);
+    ml_json_array(w);
+    ml_json_tight(w);
+    for (size_t i = 0; i < n; i++) {
+        ml_json_u64(w, lv[i].bucket);
+        ml_json_u64(w, (uint64_t)lv[i].kind);
+        ml_json_u64(w, lv[i].blocks);
+        ml_json_u64(w, lv[i].bytes);
+    }
+    ml_json_end(w);
+}
+
+static void site_obj(ml_json_t *w, ftab_t *ft, const ml_time_buckets_t *tb, const ml_site_t *s) {
     bool row = ft != NULL;
     double mean = s->freed_blocks ? (double)s->lifetime_ms_sum / (double)s->freed_blocks : 0;
     if (row) {
@@ -412,10 +438,11 @@ static void site_obj(ml_json_t *w, ftab_t *ft, const ml_site_t *s) {
     if (!row) ml_json_end(w);
     if (row) ml_json_bool(w, s->suppressed);
     else ml_json_kv_bool(w, "suppressed", s->suppressed);
+    if (row && tb) site_buckets(w, tb, s->id);
     ml_json_end(w);
 }
 
-static void sites(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a, uint32_t max) {
+static void sites(ml_json_t *w, ftab_t *ft, const ml_time_buckets_t *tb, const ml_analysis_t *a, uint32_t max) {
     size_t n;
     const ml_site_t *s = ml_analysis_sites(a, &n);
     if (max && n > max) n = max;
@@ -423,14 +450,32 @@ static void sites(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a, uint32_t max
         ml_json_key(w, "site_fields");
         ml_json_array(w);
         for (size_t i = 0; i < sizeof site_fields / sizeof *site_fields; i++) ml_json_str(w, site_fields[i]);
+        if (tb) {
+            ml_json_str(w, "alloc_buckets");
+            ml_json_str(w, "live_buckets");
+        }
         ml_json_end(w);
         ml_json_break(w, 0);
+        if (tb) {
+            uint32_t width;
+            uint32_t nb = ml_time_buckets_count(tb, &width);
+            ml_json_key(w, "time_buckets");
+            ml_json_object(w);
+            ml_json_kv_u64(w, "count", nb);
+            ml_json_kv_u64(w, "width_ms", width);
+            ml_json_key(w, "kinds");
+            ml_json_array(w);
+            for (int k = 0; k < ML_LEAK_KINDS; k++) ml_json_str(w, ml_leak_kind_name((ml_leak_kind_t)k));
+            ml_json_end(w);
+            ml_json_end(w);
+            ml_json_break(w, 0);
+        }
     }
     ml_json_key(w, "sites");
     ml_json_array(w);
     for (size_t i = 0; i < n; i++) {
         ml_json_break(w, 2);
-        site_obj(w, ft, &s[i]);
+        site_obj(w, ft, tb, &s[i]);
     }
     ml_json_end(w);
 }
@@ -843,7 +888,7 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
     section(w);
     totals(w, a);
     section(w);
-    sites(w, ft, a, ro->max_sites);
+    sites(w, ft, ro->time_buckets, a, ro->max_sites);
     section(w);
     peak(w, ft, a);
     section(w);

@@ -34,6 +34,9 @@ typedef struct {
                        * frame lists and flame nodes ("f") naming them by index, and
                        * the page's own views ("flame_inverted"); docs/html-report.md.
                        * report --json never sets it */
+    const ml_time_buckets_t *time_buckets; /* with frame_table: each site row ends with its
+                                            * time buckets (ml_analysis_time_buckets), for
+                                            * the page's time-range selection */
 } ml_report_opts_t;
 
 /** Writes the JSON report of a built session (through the one JSON writer,

@@ -154,6 +154,7 @@ cat > "$W/same.js" << 'JS'
       F.forEach(function (name, j) {
         if (name === 'stack') o.frames = frames(row[j]);
         else if (name === 'headline' && !row[j]) return; /* --json: absent when 0 */
+        else if (name === 'alloc_buckets' || name === 'live_buckets') return; /* the page's own (time ranges) */
         else if (name.indexOf('leaked_by_kind.') === 0) o.leaked_by_kind[name.slice(15)] = row[j];
         else o[name] = row[j];
       });
