@@ -270,6 +270,8 @@ struct ml__built_s {
     size_t ntree;
     ml_calltree_node_t *flame; /* the tree pruned for the report */
     size_t nflame;
+    uint32_t flame_max_nodes; /* the build's pruning limits, for ml_analysis_flame_inverted */
+    double flame_min_fraction;
 };
 
 /* Copies the nodes of call tree t[0..n) that the flame tree keeps

@@ -462,6 +462,48 @@ size_t ml_analysis_calltree(const ml_analysis_t *a, const ml_calltree_node_t **n
  * inclusive cost. Returns the node count (0 before a build). */
 size_t ml_analysis_flame(const ml_analysis_t *a, const ml_calltree_node_t **nodes);
 
+/** The flame tree bottom-up (inverted): the functions that called the
+ * allocator under the root, then their callers, over every site (the merge
+ * key and costs of ml_calltree_build), pruned like ml_analysis_flame() with
+ * the build's limits. Writes a malloc'd node array to *out (free() it; it
+ * points into the sites). Returns the node count (0 before a build) or
+ * -ENOMEM. */
+int64_t ml_analysis_flame_inverted(const ml_analysis_t *a, ml_calltree_node_t **out);
+
+/* Per-site time buckets (timebuckets.c): the trace's span [0, last record's
+ * time] cut into `count` equal slices of width_ms (at least 1 ms); for each
+ * site, what it allocated in each slice, and which of those blocks were still
+ * live at the end, by leak kind. Only the non-empty buckets are kept, in
+ * bucket order (live: then kind order). In sampled traces calls and bytes
+ * are weighted like the site's own totals (each bucket rounded). */
+typedef struct {
+    uint32_t bucket;
+    uint64_t calls, bytes;
+} ml_bucket_alloc_t;
+
+typedef struct {
+    uint32_t bucket;
+    ml_leak_kind_t kind;
+    uint64_t blocks, bytes;
+} ml_bucket_live_t;
+
+typedef struct ml_time_buckets_s ml_time_buckets_t;
+
+/** Computes the time buckets of the sites of the last build of `a`, reading
+ * the allocations again from `trace_path` (the trace `a` was loaded from)
+ * and the blocks live at the end from `a`. At most `nbuckets` buckets (1 to
+ * 4096; fewer when the span is shorter than nbuckets ms). 0, or -errno with
+ * a message in err. */
+int ml_analysis_time_buckets(const ml_analysis_t *a, const char *trace_path, uint32_t nbuckets,
+                             ml_time_buckets_t **out, char *err, size_t errlen);
+/** The number of buckets; their width in ms in *width_ms (may be NULL). */
+uint32_t ml_time_buckets_count(const ml_time_buckets_t *tb, uint32_t *width_ms);
+/** A site's non-empty allocation buckets (n in *n; NULL/0 for an unknown site). */
+const ml_bucket_alloc_t *ml_time_buckets_alloc(const ml_time_buckets_t *tb, uint32_t site, size_t *n);
+/** A site's blocks live at the end, by allocation bucket and kind. */
+const ml_bucket_live_t *ml_time_buckets_live(const ml_time_buckets_t *tb, uint32_t site, size_t *n);
+void ml_time_buckets_free(ml_time_buckets_t *tb);
+
 /** Builds the call tree of sites[0..nsites) (those with use[i] true; use may
  * be NULL), with the merge key above, top-down or bottom-up (frames[0], the
  * allocating function, under the root, then its callers). The sites must

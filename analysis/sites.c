@@ -126,6 +126,8 @@ static int build_calltree(struct ml__built_s *b, const ml_build_opts_t *o) {
     int64_t n = ml_calltree_build(b->sites, b->nsites, NULL, false, &b->tree);
     if (n < 0) return (int)n;
     b->ntree = (size_t)n;
+    b->flame_max_nodes = o->flame_max_nodes;
+    b->flame_min_fraction = o->flame_min_fraction;
     return ml__calltree_prune(b->tree, b->ntree, o->flame_max_nodes, o->flame_min_fraction,
                               &b->flame, &b->nflame);
 }
@@ -596,4 +598,17 @@ size_t ml_analysis_calltree(const ml_analysis_t *a, const ml_calltree_node_t **n
 size_t ml_analysis_flame(const ml_analysis_t *a, const ml_calltree_node_t **n) {
     *n = built(a)->flame;
     return built(a)->nflame;
+}
+
+int64_t ml_analysis_flame_inverted(const ml_analysis_t *a, ml_calltree_node_t **out) {
+    const struct ml__built_s *b = built(a);
+    *out = NULL;
+    if (!b->ntree) return 0;
+    ml_calltree_node_t *t;
+    int64_t n = ml_calltree_build(b->sites, b->nsites, NULL, true, &t);
+    if (n < 0) return n;
+    size_t np = 0;
+    int rc = ml__calltree_prune(t, (size_t)n, b->flame_max_nodes, b->flame_min_fraction, out, &np);
+    free(t);
+    return rc < 0 ? rc : (int64_t)np;
 }

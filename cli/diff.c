@@ -26,16 +26,18 @@ static void usage_diff(FILE *f) {
           "                    [--suppressions FILE] [--top N] [--no-symbols] [--force]\n"
           "                    [--group-readable] [-q]\n"
           "\n"
-          "  Per-site deltas of peak bytes, leaked bytes and calls between two traces,\n"
-          "  heap and GPU (per device).\n"
+          "  Per-site changes of the peak heap, the bytes live at exit and the allocation calls\n"
+          "  between two traces, heap and GPU (per device), in KiB/MiB under column headers.\n"
           "  --json OUT               the diff as JSON (docs/diff-schema.json); '-' is stdout\n"
-          "  --fail-on-increase PCT   exit 3 when the peak, leaks (not reachable) or allocation calls\n"
-          "                           grew by more than PCT %, or a GPU device's peak or the\n"
-          "                           GPU leaked bytes did\n"
+          "  --fail-on-increase PCT   exit 3 when the peak heap, the bytes leaked at exit (not\n"
+          "                           reachable) or the allocation calls grew by more than\n"
+          "                           PCT %, or a GPU device's peak or the GPU leaked bytes did\n"
           "  --suppressions FILE      known leaks (LeakSanitizer `leak:` syntax), for both traces\n"
           "  --top N                  sites listed (default: 20 in text, all in JSON)\n"
+          "  --no-symbols             skip symbolization\n"
           "  --force                  replace an output file memlens did not write (never a link)\n"
-          "  --group-readable         create the output 0640 instead of 0600\n",
+          "  --group-readable         create the output 0640 instead of 0600\n"
+          "  -q, --quiet              no warnings on stderr\n",
           f);
 }
 
@@ -151,15 +153,16 @@ int ml_cmd_diff(int argc, char **argv) {
         for (int m = 0; m <= ML_DIFF_CALLS; m++) {
             uint64_t b = ml_diff_total(base, (ml_diff_metric_t)m), n = ml_diff_total(cur, (ml_diff_metric_t)m);
             if (!ml_diff_exceeds(b, n, pct)) continue;
+            char vb[32], vn[32];
+            ml_diff_fmt_value((ml_diff_metric_t)m, b, vb, sizeof vb);
+            ml_diff_fmt_value((ml_diff_metric_t)m, n, vn, sizeof vn);
             if (b)
-                fprintf(stderr,
-                        "memlens: gate exceeded: %s grew %.2f%% (%" PRIu64 " -> %" PRIu64
-                        ") > --fail-on-increase %g%%\n",
-                        ml_diff_metric_name((ml_diff_metric_t)m), ((double)n - (double)b) * 100.0 / (double)b,
-                        b, n, pct);
+                fprintf(stderr, "memlens: gate exceeded: %s grew %.2f%% (%s -> %s) > --fail-on-increase %g%%\n",
+                        ml_diff_metric_label((ml_diff_metric_t)m), ((double)n - (double)b) * 100.0 / (double)b,
+                        vb, vn, pct);
             else
-                fprintf(stderr, "memlens: gate exceeded: %s grew from 0 to %" PRIu64 "\n",
-                        ml_diff_metric_name((ml_diff_metric_t)m), n);
+                fprintf(stderr, "memlens: gate exceeded: %s grew from 0 to %s\n",
+                        ml_diff_metric_label((ml_diff_metric_t)m), vn);
             code = ML_EXIT_GATE;
         }
         /* GPU: each device's peak, then the leaked device bytes of all
@@ -174,19 +177,18 @@ int ml_cmd_diff(int argc, char **argv) {
         }
         size_t ngx = nd ? ml_diff_gpu_exceeded(d, pct, gx) : 0;
         for (size_t i = 0; i < ngx; i++) {
-            char what[64];
+            char what[64], vb[32], vn[32];
             if (gx[i].has_device)
-                snprintf(what, sizeof what, "GPU device %d %s", (int)gx[i].device, ml_diff_metric_name(gx[i].metric));
+                snprintf(what, sizeof what, "GPU device %d %s", (int)gx[i].device, ml_diff_gpu_metric_label(gx[i].metric));
             else
-                snprintf(what, sizeof what, "GPU %s (all devices)", ml_diff_metric_name(gx[i].metric));
+                snprintf(what, sizeof what, "GPU %s (all devices)", ml_diff_gpu_metric_label(gx[i].metric));
+            ml_diff_fmt_value(gx[i].metric, gx[i].base, vb, sizeof vb);
+            ml_diff_fmt_value(gx[i].metric, gx[i].cur, vn, sizeof vn);
             if (gx[i].base)
-                fprintf(stderr,
-                        "memlens: gate exceeded: %s grew %.2f%% (%" PRIu64 " -> %" PRIu64
-                        ") > --fail-on-increase %g%%\n",
-                        what, ((double)gx[i].cur - (double)gx[i].base) * 100.0 / (double)gx[i].base, gx[i].base,
-                        gx[i].cur, pct);
+                fprintf(stderr, "memlens: gate exceeded: %s grew %.2f%% (%s -> %s) > --fail-on-increase %g%%\n",
+                        what, ((double)gx[i].cur - (double)gx[i].base) * 100.0 / (double)gx[i].base, vb, vn, pct);
             else
-                fprintf(stderr, "memlens: gate exceeded: %s grew from 0 to %" PRIu64 "\n", what, gx[i].cur);
+                fprintf(stderr, "memlens: gate exceeded: %s grew from 0 to %s\n", what, vn);
             code = ML_EXIT_GATE;
         }
         free(gx);

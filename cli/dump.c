@@ -7,9 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void usage_dump(FILE *f) {
+    fputs("usage: memlens dump FILE\n"
+          "\n"
+          "  Prints every record of a trace (.mlt) as one line of text, then the size of\n"
+          "  the analysis snapshot the collector saved after them (docs/trace-format.md).\n"
+          "  A trace that ends before its end record is said to be truncated.\n",
+          f);
+}
+
 int ml_cmd_dump(int argc, char **argv) {
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        usage_dump(stdout);
+        return ML_EXIT_OK;
+    }
     if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: memlens dump FILE\n");
+        usage_dump(stderr);
         return ML_EXIT_USAGE;
     }
     char err[512];

@@ -28,7 +28,7 @@ typedef struct {
     const char *pprof, *speedscope;
     ml_fold_metric_t metric;
     bool leak_gate, peak_gate, gpu_leak_gate, gpu_peak_gate;
-    bool no_symbols, quiet, no_advisor, replay, all_policies;
+    bool no_symbols, quiet, no_advisor, replay, all_policies, summary;
     unsigned out_flags; /* ML_OUTFILE_*: --force, --group-readable */
     bool allow_incomplete; /* --allow-incomplete: gates judge a partial trace too */
     uint64_t fail_on_leak, max_peak, fail_on_gpu_leak, max_gpu_peak;
@@ -46,11 +46,13 @@ static void usage_report(FILE *f) {
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
           "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
-          "                      [--replay] [--allow-incomplete] [--force] [--group-readable] [-q]\n"
+          "                      [--replay] [--allow-incomplete] [--summary] [--force]\n"
+          "                      [--group-readable] [-q]\n"
           "       memlens report FILE FILE... | DIR [--json OUT] [--html OUT] [--by-process METRIC]\n"
           "                      [gates and other options as above]\n"
           "\n"
           "  Without an output option, prints a summary: the sites holding the peak and the leaks.\n"
+          "  With one, says on stderr what it wrote (\"memlens: wrote r.html (1.2 MiB)\").\n"
           "  Several traces, or a directory (its *.mlt files: a --follow-fork tree), give one report\n"
           "  of all their processes: sites merged by their stacks, a processes table, and each\n"
           "  site's share per process; the gates judge the merged totals (docs/analysis.md).\n"
@@ -83,7 +85,9 @@ static void usage_report(FILE *f) {
           "                        collector saved at the end of the trace\n"
           "  --force               replace output files memlens did not write (never a link)\n"
           "  --group-readable      create outputs 0640 instead of 0600 (docs/security.md)\n"
-          "  -q, --quiet           no warnings on stderr\n"
+          "  --summary             print the summary on stdout also when writing files\n"
+          "  -q, --quiet           nothing on stderr but errors and exceeded gates: no warnings,\n"
+          "                        no progress, no \"wrote\" lines\n"
           "BYTES takes k, M, G suffixes (powers of 1024).\n",
           f);
 }
@@ -232,6 +236,8 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             o->all_policies = true;
         } else if (!strcmp(a, "--replay")) {
             o->replay = true;
+        } else if (!strcmp(a, "--summary")) {
+            o->summary = true;
         } else if (!strcmp(a, "--allow-incomplete")) {
             o->allow_incomplete = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -252,6 +258,10 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         ml_cli_error("report: no trace given");
         return -1;
     }
+    if (o->summary && ((o->json && !strcmp(o->json, "-")) || (o->folded && !strcmp(o->folded, "-")))) {
+        ml_cli_error("report: --summary and an output on stdout ('-') cannot share stdout");
+        return -1;
+    }
     return 0;
 }
 
@@ -265,7 +275,7 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
         ml_cli_error("out of memory");
         return NULL;
     }
-    if (ml_analysis_load_ex(a, path, ML_LOAD_PROGRESS | (replay ? 0 : ML_LOAD_SNAPSHOT), err,
+    if (ml_analysis_load_ex(a, path, (quiet ? 0 : ML_LOAD_PROGRESS) | (replay ? 0 : ML_LOAD_SNAPSHOT), err,
                             sizeof err) < 0) {
         ml_cli_error("%s", err);
         ml_analysis_free(a);
@@ -302,6 +312,14 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
     return a;
 }
 
+/* "memlens: wrote PATH (SIZE)" on stderr, for a file (not stdout). */
+static void say_wrote(const char *path, bool quiet) {
+    struct stat st;
+    char b[32];
+    if (quiet || !strcmp(path, "-") || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return;
+    fprintf(stderr, "memlens: wrote %s (%s)\n", path, ml_fmt_bytes((uint64_t)st.st_size, b, sizeof b));
+}
+
 /* Writes an export to `path` ('-': stdout) through ml_out (never a half-
  * written file); on failure prints why and returns -1. */
 static int export_to(const char *path, int (*write)(FILE *, const ml_analysis_t *), const ml_analysis_t *a) {
@@ -317,6 +335,10 @@ static int export_to(const char *path, int (*write)(FILE *, const ml_analysis_t 
     if (rc < 0) ml_cli_error("%s", err);
     return rc < 0 ? -1 : 0;
 }
+
+/* Time buckets of the page's time-range selection: fine enough to pick a
+ * phase, coarse enough that a 6,000-site page stays small. */
+#define ML_HTML_TIME_BUCKETS 64
 
 static int write_json_to(ml_out_t *out, const ml_analysis_t *a, const ml_report_opts_t *ro) {
     return ml_report_json(out->f, a, ro);
@@ -402,19 +424,32 @@ int ml_cmd_report(int argc, char **argv) {
                                              : ml_out_commit(&out, err, sizeof err)) < 0) {
             ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
+        } else {
+            say_wrote(o.json, o.quiet);
         }
     }
     if (o.html && code == ML_EXIT_OK) {
         char *doc = NULL;
         size_t len = 0;
         FILE *m = open_memstream(&doc, &len);
-        int rc = m ? ml_report_json(m, a, &ro) : -ENOMEM;
+        ml_report_opts_t hro = ro;
+        hro.frame_table = true; /* the page's form: each frame once */
+        /* The time-range selection's per-site buckets; without them the
+         * page draws no selection (and says why). */
+        ml_time_buckets_t *tb = NULL;
+        if (ml_analysis_time_buckets(a, o.trace, ML_HTML_TIME_BUCKETS, &tb, err, sizeof err) < 0 && !o.quiet)
+            fprintf(stderr, "memlens: warning: time-range selection left out: %s\n", err);
+        hro.time_buckets = tb;
+        int rc = m ? ml_report_json(m, a, &hro) : -ENOMEM;
         if (m) fclose(m);
+        ml_time_buckets_free(tb);
         if (rc == 0) rc = ml_report_html_write_flags(doc, len, o.html, o.out_flags, err, sizeof err);
         else snprintf(err, sizeof err, "out of memory");
         if (rc < 0) {
             ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
+        } else {
+            say_wrote(o.html, o.quiet);
         }
         free(doc);
     }
@@ -425,15 +460,24 @@ int ml_cmd_report(int argc, char **argv) {
                                                        : ml_out_commit(&out, err, sizeof err)) < 0) {
             ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
+        } else {
+            say_wrote(o.folded, o.quiet);
         }
     }
-    if (o.pprof && code == ML_EXIT_OK && export_to(o.pprof, ml_report_pprof, a) < 0) code = ML_EXIT_ERROR;
-    if (o.speedscope && code == ML_EXIT_OK && export_to(o.speedscope, ml_report_speedscope, a) < 0)
-        code = ML_EXIT_ERROR;
-    if (!o.json && !o.html && !o.folded && !o.pprof && !o.speedscope) {
+    if (o.pprof && code == ML_EXIT_OK) {
+        if (export_to(o.pprof, ml_report_pprof, a) < 0) code = ML_EXIT_ERROR;
+        else say_wrote(o.pprof, o.quiet);
+    }
+    if (o.speedscope && code == ML_EXIT_OK) {
+        if (export_to(o.speedscope, ml_report_speedscope, a) < 0) code = ML_EXIT_ERROR;
+        else say_wrote(o.speedscope, o.quiet);
+    }
+    bool files = o.json || o.html || o.folded || o.pprof || o.speedscope;
+    if (!files || (o.summary && code == ML_EXIT_OK)) {
         ml_report_text(stdout, a, o.trace, 10);
         fflush(stdout);
-    } else if (!o.quiet) {
+    }
+    if (files && !o.quiet) {
         const char *const *w;
         size_t nw = ml_analysis_warnings(a, &w);
         for (size_t i = 0; i < nw; i++)

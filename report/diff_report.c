@@ -17,6 +17,22 @@ const char *ml_diff_metric_name(ml_diff_metric_t m) {
     return m < ML_DIFF_METRICS ? n[m] : "?";
 }
 
+const char *ml_diff_metric_label(ml_diff_metric_t m) {
+    static const char *const n[] = {"peak heap", "leaked at exit", "allocation calls", "bytes allocated"};
+    return m < ML_DIFF_METRICS ? n[m] : "?";
+}
+
+const char *ml_diff_gpu_metric_label(ml_diff_metric_t m) {
+    static const char *const n[] = {"peak", "leaked", "allocation calls", "bytes allocated"};
+    return m < ML_DIFF_METRICS ? n[m] : "?";
+}
+
+int ml_diff_fmt_value(ml_diff_metric_t m, uint64_t v, char *buf, size_t len) {
+    if (m == ML_DIFF_CALLS) return snprintf(buf, len, "%" PRIu64, v);
+    ml_fmt_bytes(v, buf, len);
+    return (int)strlen(buf);
+}
+
 uint64_t ml_diff_total(const ml_analysis_t *a, ml_diff_metric_t m) {
     const ml_totals_t *t = ml_analysis_totals(a);
     switch (m) {
@@ -241,11 +257,6 @@ int ml_report_diff_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
     return rc;
 }
 
-static void signed_bytes(FILE *o, int64_t v) {
-    char buf[32];
-    fprintf(o, "%c%s", v < 0 ? '-' : '+', ml_fmt_bytes((uint64_t)(v < 0 ? -v : v), buf, sizeof buf));
-}
-
 /* The first frame with its file:line and its caller, on the current line. */
 static void where(FILE *o, const ml_frame_t *fr, size_t nframes) {
     if (!nframes) return;
@@ -258,10 +269,37 @@ static void where(FILE *o, const ml_frame_t *fr, size_t nframes) {
     if (nframes > 1) fprintf(o, "  <- %s", fr[1].function);
 }
 
-static void total_line(FILE *o, const char *indent, int width, const char *name, uint64_t b, uint64_t n) {
-    fprintf(o, "%s%-*s %14" PRIu64 " -> %14" PRIu64 "  ", indent, width, name, b, n);
+/* One total: its name, base and new values in human units, the change. */
+static void total_line(FILE *o, const char *indent, int width, const char *label, ml_diff_metric_t m,
+                       uint64_t b, uint64_t n) {
+    char vb[32], vn[32];
+    ml_diff_fmt_value(m, b, vb, sizeof vb);
+    ml_diff_fmt_value(m, n, vn, sizeof vn);
+    fprintf(o, "%s%-*s %12s -> %12s  ", indent, width, label, vb, vn);
     if (b) fprintf(o, "%+.1f%%\n", ((double)n - (double)b) * 100.0 / (double)b);
     else fputs(n ? "(new)\n" : "\n", o);
+}
+
+static void totals_header(FILE *o, const char *indent, int width) {
+    fprintf(o, "%s%-*s %12s    %12s  %s\n", indent, width, "", "base", "new", "change");
+}
+
+/* The header of the site lists; the rows line up under it (site_row). */
+static void sites_header(FILE *o, bool gpu) {
+    fprintf(o, "  %10s %12s %10s  %-7s  %s\n", gpu ? "peak" : "peak heap", "leaked", "calls",
+            "status", "site");
+}
+
+static void site_row(FILE *o, int64_t peak, int64_t leaked, int64_t calls, const char *st) {
+    char b1[40], b2[40], num[32];
+    size_t k = 0;
+    b1[k++] = peak < 0 ? '-' : '+';
+    ml_fmt_bytes((uint64_t)(peak < 0 ? -peak : peak), b1 + k, sizeof b1 - k);
+    k = 0;
+    b2[k++] = leaked < 0 ? '-' : '+';
+    ml_fmt_bytes((uint64_t)(leaked < 0 ? -leaked : leaked), b2 + k, sizeof b2 - k);
+    snprintf(num, sizeof num, "%+" PRId64, calls);
+    fprintf(o, "  %10s %12s %10s  %-7s  ", b1, b2, num, st);
 }
 
 /* GPU memory, when either trace has GPU records: each device's four totals
@@ -272,27 +310,31 @@ static void gpu_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cu
     size_t nd, n;
     const ml_diff_gpu_device_t *g = ml_diff_gpu_devices(d, &nd);
     if (!nd) return;
-    fputs("\nGPU memory (device bytes):\n", o);
+    fputs("\nGPU memory (device bytes; leaked: left allocated at exit):\n", o);
     for (size_t i = 0; i < nd; i++) {
         if (g[i].device == ML_GPU_DEVICE_UNKNOWN) fputs("  device ?:\n", o);
         else fprintf(o, "  device %d:\n", (int)g[i].device);
-        total_line(o, "    ", 16, "peak_bytes", g[i].b.peak_bytes, g[i].n.peak_bytes);
-        total_line(o, "    ", 16, "leaked_bytes", g[i].b.leaked_bytes, g[i].n.leaked_bytes);
-        total_line(o, "    ", 16, "alloc_calls", g[i].b.alloc_calls, g[i].n.alloc_calls);
-        total_line(o, "    ", 16, "bytes_allocated", g[i].b.bytes_allocated, g[i].n.bytes_allocated);
+        totals_header(o, "    ", 16);
+        total_line(o, "    ", 16, ml_diff_gpu_metric_label(ML_DIFF_PEAK), ML_DIFF_PEAK, g[i].b.peak_bytes,
+                   g[i].n.peak_bytes);
+        total_line(o, "    ", 16, ml_diff_gpu_metric_label(ML_DIFF_LEAKED), ML_DIFF_LEAKED, g[i].b.leaked_bytes,
+                   g[i].n.leaked_bytes);
+        total_line(o, "    ", 16, ml_diff_gpu_metric_label(ML_DIFF_CALLS), ML_DIFF_CALLS, g[i].b.alloc_calls,
+                   g[i].n.alloc_calls);
+        total_line(o, "    ", 16, ml_diff_gpu_metric_label(ML_DIFF_BYTES), ML_DIFF_BYTES, g[i].b.bytes_allocated,
+                   g[i].n.bytes_allocated);
     }
     const ml_diff_gpu_entry_t *e = ml_diff_gpu_entries(d, &n);
-    fputs("\nGPU sites that changed most (peak, leaked, calls):\n", o);
+    fputs("\nGPU sites that changed most (change from base to new):\n", o);
     unsigned shown = 0;
     ml_frame_t f[GPU_FRAMES];
     for (size_t i = 0; i < n && shown < top; i++) {
         if (!strcmp(gpu_status(&e[i]), "same")) continue;
-        fputs("  ", o);
-        signed_bytes(o, (int64_t)(e[i].n.peak_bytes - e[i].b.peak_bytes));
-        fputs(" ", o);
-        signed_bytes(o, (int64_t)(e[i].n.leaked_bytes - e[i].b.leaked_bytes));
-        fprintf(o, " %+" PRId64 " calls  [%s]  device %d  ", (int64_t)(e[i].n.alloc_calls - e[i].b.alloc_calls),
-                gpu_status(&e[i]), (int)e[i].device);
+        if (!shown) sites_header(o, true);
+        site_row(o, (int64_t)(e[i].n.peak_bytes - e[i].b.peak_bytes),
+                 (int64_t)(e[i].n.leaked_bytes - e[i].b.leaked_bytes),
+                 (int64_t)(e[i].n.alloc_calls - e[i].b.alloc_calls), gpu_status(&e[i]));
+        fprintf(o, "device %d  ", (int)e[i].device);
         size_t nf = gpu_entry_frames(base, cur, &e[i], f, 2);
         if (nf) where(o, f, nf);
         else fputs(e[i].key, o);
@@ -305,23 +347,22 @@ static void gpu_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cu
 int ml_report_diff_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cur,
                         const ml_diff_t *d, const ml_diff_report_opts_t *ro) {
     fprintf(o, "memlens diff: %s -> %s\n", ro->base_path, ro->new_path);
+    totals_header(o, "  ", 16);
     for (int m = 0; m < ML_DIFF_METRICS; m++) {
         uint64_t b = ml_diff_total(base, (ml_diff_metric_t)m), n = ml_diff_total(cur, (ml_diff_metric_t)m);
-        total_line(o, "  ", 16, m == ML_DIFF_LEAKED ? "leaked" : ml_diff_metric_name((ml_diff_metric_t)m),
-                   b, n);
+        total_line(o, "  ", 16, ml_diff_metric_label((ml_diff_metric_t)m), (ml_diff_metric_t)m, b, n);
     }
     size_t n;
     const ml_diff_entry_t *e = ml_diff_entries(d, &n);
     unsigned top = ro->top ? ro->top : 20;
-    fputs("\nsites that changed most (peak, leaked, calls):\n", o);
+    fputs("\nsites that changed most (change from base to new; leaked: definite + indirect + possible):\n", o);
     unsigned shown = 0;
     for (size_t i = 0; i < n && shown < top; i++) {
         if (!strcmp(status(&e[i]), "same")) continue;
-        fputs("  ", o);
-        signed_bytes(o, (int64_t)(e[i].n.peak_bytes - e[i].b.peak_bytes));
-        fputs(" ", o);
-        signed_bytes(o, (int64_t)(e[i].n.leaked_bytes - e[i].b.leaked_bytes));
-        fprintf(o, " %+" PRId64 " calls  [%s]  ", (int64_t)(e[i].n.alloc_calls - e[i].b.alloc_calls), status(&e[i]));
+        if (!shown) sites_header(o, false);
+        site_row(o, (int64_t)(e[i].n.peak_bytes - e[i].b.peak_bytes),
+                 (int64_t)(e[i].n.leaked_bytes - e[i].b.leaked_bytes),
+                 (int64_t)(e[i].n.alloc_calls - e[i].b.alloc_calls), status(&e[i]));
         const ml_site_t *s = e[i].cur ? e[i].cur : e[i].base;
         if (s) where(o, s->frames, s->nframes);
         fputc('\n', o);

@@ -29,28 +29,237 @@ static void kv_line(ml_json_t *w, const char *k, uint32_t line) {
     else ml_json_kv_null(w, k);
 }
 
-void ml__json_frames(ml_json_t *w, const ml_frame_t *f, size_t n, bool inlined) {
-    ml_json_array(w);
-    for (size_t i = 0; i < n; i++) {
-        ml_json_object(w);
-        /* "function" is the name for display (ml_frame_short_name);
-         * "function_full" the demangled name, when they differ. */
-        char name[512];
-        const char *shown = f[i].function ? ml_frame_short_name(f[i].function, name, sizeof name) : NULL;
-        ml_json_kv_str(w, "function", shown);
-        if (shown && strcmp(shown, f[i].function)) ml_json_kv_str(w, "function_full", f[i].function);
-        ml_json_kv_str(w, "file", f[i].file);
-        kv_line(w, "line", f[i].line);
-        ml_json_kv_str(w, "module", f[i].module);
-        ml_json_kv_u64(w, "address", f[i].address);
-        if (inlined && f[i].inlined) ml_json_kv_bool(w, "inlined", true);
-        ml_json_end(w);
-    }
+static void frame_obj(ml_json_t *w, const ml_frame_t *f, bool inlined) {
+    ml_json_object(w);
+    /* "function" is the name for display (ml_frame_short_name);
+     * "function_full" the demangled name, when they differ. */
+    char name[512];
+    const char *shown = f->function ? ml_frame_short_name(f->function, name, sizeof name) : NULL;
+    ml_json_kv_str(w, "function", shown);
+    if (shown && strcmp(shown, f->function)) ml_json_kv_str(w, "function_full", f->function);
+    ml_json_kv_str(w, "file", f->file);
+    kv_line(w, "line", f->line);
+    ml_json_kv_str(w, "module", f->module);
+    ml_json_kv_u64(w, "address", f->address);
+    if (inlined && f->inlined) ml_json_kv_bool(w, "inlined", true);
     ml_json_end(w);
 }
 
-static void frames(ml_json_t *w, const ml_frame_t *f, uint32_t n) {
-    ml__json_frames(w, f, n, true);
+void ml__json_frames(ml_json_t *w, const ml_frame_t *f, size_t n, bool inlined) {
+    ml_json_array(w);
+    for (size_t i = 0; i < n; i++) frame_obj(w, &f[i], inlined);
+    ml_json_end(w);
+}
+
+/* ------------------------------------------------------------------------- */
+/* The HTML page's shared frame table                                        */
+/* ------------------------------------------------------------------------- */
+
+/* With ml_report_opts_t.frame_table, each frame is written once, in
+ * "frame_table" at the end of the document, and frame lists and flame nodes
+ * name their frames by index (docs/html-report.md, "The page's data"). A
+ * table of frames keyed by their contents (function, file, line, module,
+ * address, inlined), open addressing with linear probing. */
+typedef struct {
+    const ml_frame_t **slot; /* cap entries, NULL: empty */
+    uint32_t *slot_idx;      /* index in list of each slot's frame */
+    size_t cap;
+    const ml_frame_t **list; /* the table, in index order */
+    size_t n, list_cap;
+    /* The stack table: node k is (frame, parent node: the next outer
+     * frame's, -1 for the outermost), a trie of the stacks from their
+     * outermost frame; skey holds (frame << 32 | parent + 1) + 1 per slot,
+     * 0: empty. */
+    uint64_t *skey;
+    uint32_t *sval;
+    size_t scap;
+    uint64_t *stacks; /* node k's key, in index order */
+    size_t ns, stacks_cap;
+    int err; /* -ENOMEM, sticky */
+} ftab_t;
+
+static uint64_t str_hash(uint64_t h, const char *s) {
+    if (!s) return h * 1099511628211u + 1;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
+    return (h ^ 0xffu) * 1099511628211u;
+}
+
+static uint64_t frame_hash(const ml_frame_t *f) {
+    uint64_t h = 14695981039346656037u;
+    h = str_hash(h, f->function);
+    h = str_hash(h, f->file);
+    h = str_hash(h, f->module);
+    h = (h ^ f->line) * 1099511628211u;
+    h = (h ^ f->address) * 1099511628211u;
+    h = (h ^ f->inlined) * 1099511628211u;
+    return h ^ (h >> 29);
+}
+
+static bool str_eq(const char *a, const char *b) {
+    return a == b || (a && b && !strcmp(a, b));
+}
+
+static bool frame_eq(const ml_frame_t *a, const ml_frame_t *b) {
+    return a->line == b->line && a->address == b->address && a->inlined == b->inlined &&
+           str_eq(a->function, b->function) && str_eq(a->file, b->file) && str_eq(a->module, b->module);
+}
+
+static int ftab_grow(ftab_t *t) {
+    size_t ncap = t->cap ? t->cap * 2 : 1024;
+    const ml_frame_t **ns = calloc(ncap, sizeof *ns);
+    uint32_t *ni = malloc(ncap * sizeof *ni);
+    if (!ns || !ni) {
+        free(ns);
+        free(ni);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < t->cap; i++) {
+        if (!t->slot[i]) continue;
+        size_t k = frame_hash(t->slot[i]) & (ncap - 1);
+        while (ns[k]) k = (k + 1) & (ncap - 1);
+        ns[k] = t->slot[i];
+        ni[k] = t->slot_idx[i];
+    }
+    free(t->slot);
+    free(t->slot_idx);
+    t->slot = ns;
+    t->slot_idx = ni;
+    t->cap = ncap;
+    return 0;
+}
+
+/* The index of f in the table, adding it; -1 when out of memory. */
+static int64_t ftab_index(ftab_t *t, const ml_frame_t *f) {
+    if (t->err) return -1;
+    if ((t->n + 1) * 4 > t->cap * 3 && ftab_grow(t) < 0) goto oom;
+    size_t k = frame_hash(f) & (t->cap - 1);
+    for (; t->slot[k]; k = (k + 1) & (t->cap - 1))
+        if (frame_eq(t->slot[k], f)) return t->slot_idx[k];
+    if (t->n == t->list_cap) {
+        size_t nc = t->list_cap ? t->list_cap * 2 : 1024;
+        const ml_frame_t **nl = realloc(t->list, nc * sizeof *nl);
+        if (!nl) goto oom;
+        t->list = nl;
+        t->list_cap = nc;
+    }
+    t->slot[k] = f;
+    t->slot_idx[k] = (uint32_t)t->n;
+    t->list[t->n] = f;
+    return (int64_t)t->n++;
+oom:
+    t->err = -ENOMEM;
+    return -1;
+}
+
+static uint64_t u64_hash(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdu;
+    x ^= x >> 33;
+    return x;
+}
+
+static int stab_grow(ftab_t *t) {
+    size_t ncap = t->scap ? t->scap * 2 : 1024;
+    uint64_t *nk = calloc(ncap, sizeof *nk);
+    uint32_t *nv = malloc(ncap * sizeof *nv);
+    if (!nk || !nv) {
+        free(nk);
+        free(nv);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < t->scap; i++) {
+        if (!t->skey[i]) continue;
+        size_t k = u64_hash(t->skey[i]) & (ncap - 1);
+        while (nk[k]) k = (k + 1) & (ncap - 1);
+        nk[k] = t->skey[i];
+        nv[k] = t->sval[i];
+    }
+    free(t->skey);
+    free(t->sval);
+    t->skey = nk;
+    t->sval = nv;
+    t->scap = ncap;
+    return 0;
+}
+
+/* The stack node of frame index `frame` under node `parent` (-1: none),
+ * adding it; -1 when out of memory. */
+static int64_t stab_index(ftab_t *t, uint32_t frame, int64_t parent) {
+    if (t->err) return -1;
+    if ((t->ns + 1) * 4 > t->scap * 3 && stab_grow(t) < 0) goto oom;
+    uint64_t key = ((uint64_t)frame << 32 | (uint64_t)(parent + 1)) + 1;
+    size_t k = u64_hash(key) & (t->scap - 1);
+    for (; t->skey[k]; k = (k + 1) & (t->scap - 1))
+        if (t->skey[k] == key) return t->sval[k];
+    if (t->ns == t->stacks_cap) {
+        size_t nc = t->stacks_cap ? t->stacks_cap * 2 : 1024;
+        uint64_t *nl = realloc(t->stacks, nc * sizeof *nl);
+        if (!nl) goto oom;
+        t->stacks = nl;
+        t->stacks_cap = nc;
+    }
+    t->skey[k] = key;
+    t->sval[k] = (uint32_t)t->ns;
+    t->stacks[t->ns] = key - 1;
+    return (int64_t)t->ns++;
+oom:
+    t->err = -ENOMEM;
+    return -1;
+}
+
+/* The stack node of frames f[0..n) (innermost first): -1 for no frames. */
+static int64_t stack_ref(ftab_t *t, const ml_frame_t *f, uint32_t n) {
+    int64_t node = -1;
+    for (uint32_t i = n; i-- > 0;) {
+        int64_t fi = ftab_index(t, &f[i]);
+        if (fi < 0) return -1;
+        node = stab_index(t, (uint32_t)fi, node);
+        if (node < 0) return -1;
+    }
+    return node;
+}
+
+static void ftab_free(ftab_t *t) {
+    free(t->slot);
+    free(t->slot_idx);
+    free(t->list);
+    free(t->skey);
+    free(t->sval);
+    free(t->stacks);
+}
+
+/* A row's frames: "frames": [the frames], or in the page's form
+ * "stack": its node in the stack table (-1: no frames). */
+static void frames(ml_json_t *w, ftab_t *ft, const ml_frame_t *f, uint32_t n) {
+    if (!ft) {
+        ml_json_key(w, "frames");
+        ml__json_frames(w, f, n, true);
+        return;
+    }
+    ml_json_kv_i64(w, "stack", stack_ref(ft, f, n));
+}
+
+static void frame_table(ml_json_t *w, const ftab_t *ft) {
+    ml_json_key(w, "frame_table");
+    ml_json_array(w);
+    for (size_t i = 0; i < ft->n; i++) {
+        ml_json_break(w, 2);
+        frame_obj(w, ft->list[i], true);
+    }
+    ml_json_end(w);
+    ml_json_break(w, 0);
+    ml_json_key(w, "stack_table");
+    ml_json_array(w);
+    ml_json_tight(w);
+    for (size_t i = 0; i < ft->ns; i++) {
+        if (i % 16 == 0) ml_json_break(w, 2);
+        ml_json_array(w);
+        ml_json_tight(w);
+        ml_json_u64(w, ft->stacks[i] >> 32);
+        ml_json_i64(w, (int64_t)(ft->stacks[i] & 0xffffffffu) - 1);
+        ml_json_end(w);
+    }
+    ml_json_end(w);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -152,57 +361,144 @@ static void totals(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_end(w);
 }
 
-void ml__json_site_fields(ml_json_t *w, const ml_site_t *s) {
-    ml_json_kv_u64(w, "id", s->id);
-    ml_json_key(w, "frames");
-    frames(w, s->frames, s->nframes);
-    /* The frame that names the site (ml_site_t.headline); absent: 0. */
-    if (s->headline) ml_json_kv_u64(w, "headline", s->headline);
-    ml_json_kv_u64(w, "alloc_calls", s->alloc_calls);
-    ml_json_kv_u64(w, "bytes_allocated", s->bytes_allocated);
-    ml_json_kv_u64(w, "peak_bytes", s->peak_bytes);
-    ml_json_kv_u64(w, "peak_blocks", s->peak_blocks);
-    ml_json_kv_u64(w, "leaked_bytes", s->leaked_bytes);
-    ml_json_kv_u64(w, "leaked_blocks", s->leaked_blocks);
-    ml_json_kv_u64(w, "live_at_exit_bytes", s->live_at_exit_bytes);
-    ml_json_kv_u64(w, "live_at_exit_blocks", s->live_at_exit_blocks);
-    ml_json_kv_u64(w, "temporary_allocs", s->temporary_allocs);
-    ml_json_kv_u64(w, "realloc_calls", s->realloc_calls);
-    ml_json_kv_u64(w, "freed_blocks", s->freed_blocks);
-    ml_json_kv_u64(w, "min_size", s->min_size);
-    ml_json_kv_u64(w, "max_size", s->max_size);
-    kv_d(w, "mean_lifetime_ms", s->freed_blocks ? (double)s->lifetime_ms_sum / (double)s->freed_blocks : 0);
-    ml_json_kv_u64(w, "max_lifetime_ms", s->lifetime_ms_max);
-    ml_json_kv_u64(w, "pinned_pages", s->pinned_pages);
-    ml_json_kv_u64(w, "sparse_pinned_pages", s->sparse_pinned_pages);
-    ml_json_key(w, "leaked_by_kind");
-    ml_json_object(w);
-    for (int k = 0; k < ML_LEAK_KINDS; k++)
-        ml_json_kv_u64(w, ml_leak_kind_name((ml_leak_kind_t)k), s->leaked_kind_bytes[k]);
-    ml_json_end(w);
-    ml_json_kv_bool(w, "suppressed", s->suppressed);
+/* A site's values: an object, or in the page's form a row of values in the
+ * order of site_fields (written once, as "site_fields"). */
+static const char *const site_fields[] = {
+    "id", "stack", "headline", "alloc_calls", "bytes_allocated", "peak_bytes", "peak_blocks", "leaked_bytes",
+    "leaked_blocks", "live_at_exit_bytes", "live_at_exit_blocks", "temporary_allocs", "realloc_calls", "freed_blocks", "min_size", "max_size",
+    "mean_lifetime_ms", "max_lifetime_ms", "pinned_pages", "sparse_pinned_pages",
+    "leaked_by_kind.definite", "leaked_by_kind.indirect", "leaked_by_kind.reachable",
+    "leaked_by_kind.possible", "suppressed"};
+
+static void f_u64(ml_json_t *w, bool row, const char *k, uint64_t v) {
+    if (row) ml_json_u64(w, v);
+    else ml_json_kv_u64(w, k, v);
 }
 
-static void site_obj(ml_json_t *w, const ml_site_t *s) {
-    ml_json_object(w);
-    ml__json_site_fields(w, s);
-    ml_json_end(w);
-}
-
-static void sites(ml_json_t *w, const ml_analysis_t *a, uint32_t max) {
+/* The page's per-site time buckets (ml_analysis_time_buckets): two flat
+ * arrays closing a site's row, [bucket, calls, bytes, ...] and [bucket,
+ * kind, blocks, bytes, ...] (docs/html-report.md, "Time-range selection"). */
+static void site_buckets(ml_json_t *w, const ml_time_buckets_t *tb, uint32_t site) {
     size_t n;
-    const ml_site_t *s = ml_analysis_sites(a, &n);
-    if (max && n > max) n = max;
-    ml_json_key(w, "sites");
+    const ml_bucket_alloc_t *al = ml_time_buckets_alloc(tb, site, &n);
     ml_json_array(w);
+    ml_json_tight(w);
     for (size_t i = 0; i < n; i++) {
-        ml_json_break(w, 2);
-        site_obj(w, &s[i]);
+        ml_json_u64(w, al[i].bucket);
+        ml_json_u64(w, al[i].calls);
+        ml_json_u64(w, al[i].bytes);
+    }
+    ml_json_end(w);
+    const ml_bucket_live_t *lv = ml_time_buckets_live(tb, site, &n);
+    ml_json_array(w);
+    ml_json_tight(w);
+    for (size_t i = 0; i < n; i++) {
+        ml_json_u64(w, lv[i].bucket);
+        ml_json_u64(w, (uint64_t)lv[i].kind);
+        ml_json_u64(w, lv[i].blocks);
+        ml_json_u64(w, lv[i].bytes);
     }
     ml_json_end(w);
 }
 
-static void peak(ml_json_t *w, const ml_analysis_t *a) {
+/* A site's values, inside its row (ft: the page's form) or object. */
+static void site_values(ml_json_t *w, ftab_t *ft, const ml_time_buckets_t *tb, const ml_site_t *s) {
+    bool row = ft != NULL;
+    double mean = s->freed_blocks ? (double)s->lifetime_ms_sum / (double)s->freed_blocks : 0;
+    if (row) {
+        ml_json_u64(w, s->id);
+        ml_json_i64(w, stack_ref(ft, s->frames, s->nframes));
+        ml_json_u64(w, s->headline);
+    } else {
+        ml_json_kv_u64(w, "id", s->id);
+        frames(w, ft, s->frames, s->nframes);
+        /* The frame that names the site (ml_site_t.headline); absent: 0. */
+        if (s->headline) ml_json_kv_u64(w, "headline", s->headline);
+    }
+    f_u64(w, row, "alloc_calls", s->alloc_calls);
+    f_u64(w, row, "bytes_allocated", s->bytes_allocated);
+    f_u64(w, row, "peak_bytes", s->peak_bytes);
+    f_u64(w, row, "peak_blocks", s->peak_blocks);
+    f_u64(w, row, "leaked_bytes", s->leaked_bytes);
+    f_u64(w, row, "leaked_blocks", s->leaked_blocks);
+    f_u64(w, row, "live_at_exit_bytes", s->live_at_exit_bytes);
+    f_u64(w, row, "live_at_exit_blocks", s->live_at_exit_blocks);
+    f_u64(w, row, "temporary_allocs", s->temporary_allocs);
+    f_u64(w, row, "realloc_calls", s->realloc_calls);
+    f_u64(w, row, "freed_blocks", s->freed_blocks);
+    f_u64(w, row, "min_size", s->min_size);
+    f_u64(w, row, "max_size", s->max_size);
+    if (row) ml_json_double(w, isfinite(mean) ? mean : 0);
+    else kv_d(w, "mean_lifetime_ms", mean);
+    f_u64(w, row, "max_lifetime_ms", s->lifetime_ms_max);
+    f_u64(w, row, "pinned_pages", s->pinned_pages);
+    f_u64(w, row, "sparse_pinned_pages", s->sparse_pinned_pages);
+    if (!row) {
+        ml_json_key(w, "leaked_by_kind");
+        ml_json_object(w);
+    }
+    for (int k = 0; k < ML_LEAK_KINDS; k++)
+        f_u64(w, row, ml_leak_kind_name((ml_leak_kind_t)k), s->leaked_kind_bytes[k]);
+    if (!row) ml_json_end(w);
+    if (row) ml_json_bool(w, s->suppressed);
+    else ml_json_kv_bool(w, "suppressed", s->suppressed);
+    if (row && tb) site_buckets(w, tb, s->id);
+}
+
+void ml__json_site_fields(ml_json_t *w, const ml_site_t *s) {
+    site_values(w, NULL, NULL, s);
+}
+
+static void site_obj(ml_json_t *w, ftab_t *ft, const ml_time_buckets_t *tb, const ml_site_t *s) {
+    if (ft) {
+        ml_json_array(w);
+        ml_json_tight(w);
+    } else {
+        ml_json_object(w);
+    }
+    site_values(w, ft, tb, s);
+    ml_json_end(w);
+}
+
+static void sites(ml_json_t *w, ftab_t *ft, const ml_time_buckets_t *tb, const ml_analysis_t *a, uint32_t max) {
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    if (max && n > max) n = max;
+    if (ft) {
+        ml_json_key(w, "site_fields");
+        ml_json_array(w);
+        for (size_t i = 0; i < sizeof site_fields / sizeof *site_fields; i++) ml_json_str(w, site_fields[i]);
+        if (tb) {
+            ml_json_str(w, "alloc_buckets");
+            ml_json_str(w, "live_buckets");
+        }
+        ml_json_end(w);
+        ml_json_break(w, 0);
+        if (tb) {
+            uint32_t width;
+            uint32_t nb = ml_time_buckets_count(tb, &width);
+            ml_json_key(w, "time_buckets");
+            ml_json_object(w);
+            ml_json_kv_u64(w, "count", nb);
+            ml_json_kv_u64(w, "width_ms", width);
+            ml_json_key(w, "kinds");
+            ml_json_array(w);
+            for (int k = 0; k < ML_LEAK_KINDS; k++) ml_json_str(w, ml_leak_kind_name((ml_leak_kind_t)k));
+            ml_json_end(w);
+            ml_json_end(w);
+            ml_json_break(w, 0);
+        }
+    }
+    ml_json_key(w, "sites");
+    ml_json_array(w);
+    for (size_t i = 0; i < n; i++) {
+        ml_json_break(w, 2);
+        site_obj(w, ft, tb, &s[i]);
+    }
+    ml_json_end(w);
+}
+
+static void peak(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a) {
     const ml_totals_t *t = ml_analysis_totals(a);
     size_t n;
     const ml_site_t *s = ml_analysis_sites(a, &n);
@@ -220,8 +516,7 @@ static void peak(ml_json_t *w, const ml_analysis_t *a) {
         ml_json_kv_u64(w, "site", s[i].id);
         ml_json_kv_u64(w, "bytes", s[i].peak_bytes);
         ml_json_kv_u64(w, "blocks", s[i].peak_blocks);
-        ml_json_key(w, "frames");
-        frames(w, s[i].frames, s[i].nframes);
+        frames(w, ft, s[i].frames, s[i].nframes);
         if (s[i].headline) ml_json_kv_u64(w, "headline", s[i].headline);
         ml_json_end(w);
     }
@@ -246,7 +541,7 @@ void ml__json_leak_counts(ml_json_t *w, const ml_leaks_t *L) {
     ml_json_kv_u64(w, "lost_blocks", L->lost_blocks);
 }
 
-static void leaks(ml_json_t *w, const ml_analysis_t *a, const ml_report_opts_t *ro) {
+static void leaks(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a, const ml_report_opts_t *ro) {
     const ml_leaks_t *L = ml_analysis_leaks(a);
     size_t n;
     const ml_site_t *s = ml_analysis_sites(a, &n);
@@ -275,9 +570,8 @@ static void leaks(ml_json_t *w, const ml_analysis_t *a, const ml_report_opts_t *
         ml_json_kv_str(w, "kind", ml_leak_kind_name(g->kind));
         ml_json_kv_bool(w, "suppressed", g->suppressed);
         if (g->suppressed && g->site < n) ml_json_kv_str(w, "suppressed_by", s[g->site].suppressed_by);
-        ml_json_key(w, "frames");
-        if (g->site < n) frames(w, s[g->site].frames, s[g->site].nframes);
-        else frames(w, NULL, 0);
+        if (g->site < n) frames(w, ft, s[g->site].frames, s[g->site].nframes);
+        else frames(w, ft, NULL, 0);
         if (g->site < n && s[g->site].headline) ml_json_kv_u64(w, "headline", s[g->site].headline);
         ml_json_end(w);
     }
@@ -429,16 +723,32 @@ static int cmp_child(const void *x, const void *y, void *ctx) {
                   b->frame->function ? b->frame->function : "");
 }
 
-/* A node up to its open list of children. */
-static void flame_node_open(ml_json_t *w, const char *name, const char *file, uint32_t line,
-                            const uint64_t *incl) {
+/* A node up to its open list of children: an object with its frame's
+ * function, file and line, or in the page's form an array [frame index,
+ * alloc, peak, leaked, calls, [children]]. */
+static void flame_node_open(ml_json_t *w, ftab_t *ft, const ml_frame_t *f, const uint64_t *incl) {
+    static const ml_frame_t all = {.function = "all"};
+    if (ft) {
+        int64_t k = ftab_index(ft, f ? f : &all);
+        ml_json_array(w);
+        ml_json_tight(w);
+        ml_json_i64(w, k);
+        ml_json_u64(w, incl[ML_COST_ALLOCATED]);
+        ml_json_u64(w, incl[ML_COST_PEAK]);
+        ml_json_u64(w, incl[ML_COST_LEAKED]);
+        ml_json_u64(w, incl[ML_COST_CALLS]);
+        ml_json_array(w);
+        ml_json_tight(w);
+        return;
+    }
     ml_json_object(w);
+    const char *name = f ? f->function : "all";
     char shortname[512];
     const char *shown = name ? ml_frame_short_name(name, shortname, sizeof shortname) : NULL;
     ml_json_kv_str(w, "name", shown);
     if (shown && strcmp(shown, name)) ml_json_kv_str(w, "name_full", name);
-    ml_json_kv_str(w, "file", file);
-    kv_line(w, "line", line);
+    ml_json_kv_str(w, "file", f ? f->file : NULL);
+    kv_line(w, "line", f ? f->line : 0);
     ml_json_kv_u64(w, "alloc", incl[ML_COST_ALLOCATED]);
     ml_json_kv_u64(w, "peak", incl[ML_COST_PEAK]);
     ml_json_kv_u64(w, "leaked", incl[ML_COST_LEAKED]);
@@ -447,20 +757,16 @@ static void flame_node_open(ml_json_t *w, const char *name, const char *file, ui
     ml_json_array(w);
 }
 
-static void flame_node_open_at(ml_json_t *w, const ml_calltree_node_t *n) {
-    flame_node_open(w, n->frame->function, n->frame->file, n->frame->line, n->incl);
-}
-
 static void flame_node_close(ml_json_t *w) {
     ml_json_end(w);
     ml_json_end(w);
 }
 
-int ml__json_flame(ml_json_t *w, const ml_calltree_node_t *v, size_t n) {
-    ml_json_key(w, "flame");
+static int flame_tree(ml_json_t *w, ftab_t *ft, const char *key, const ml_calltree_node_t *v, size_t n) {
+    ml_json_key(w, key);
     if (!n) {
         static const uint64_t zero[ML_COSTS];
-        flame_node_open(w, "all", NULL, 0, zero);
+        flame_node_open(w, ft, NULL, zero);
         flame_node_close(w);
         return 0;
     }
@@ -485,14 +791,14 @@ int ml__json_flame(ml_json_t *w, const ml_calltree_node_t *v, size_t n) {
     start[n] = (int32_t)k;
     size_t sp = 0;
     stack[sp++] = 0;
-    flame_node_open_at(w, &v[0]);
+    flame_node_open(w, ft, v[0].frame, v[0].incl);
     while (sp) {
         int32_t cur = stack[sp - 1];
         size_t i = (size_t)start[cur] + pos[cur];
         if (i < (size_t)start[cur + 1]) {
             pos[cur]++;
             int32_t c = kids[i];
-            flame_node_open_at(w, &v[c]);
+            flame_node_open(w, ft, v[c].frame, v[c].incl);
             stack[sp++] = c;
         } else {
             flame_node_close(w);
@@ -506,10 +812,24 @@ int ml__json_flame(ml_json_t *w, const ml_calltree_node_t *v, size_t n) {
     return 0;
 }
 
-static int flame(ml_json_t *w, const ml_analysis_t *a) {
+int ml__json_flame(ml_json_t *w, const ml_calltree_node_t *v, size_t n) {
+    return flame_tree(w, NULL, "flame", v, n);
+}
+
+static int flame(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a) {
     const ml_calltree_node_t *v;
     size_t n = ml_analysis_flame(a, &v);
-    return ml__json_flame(w, v, n);
+    return flame_tree(w, ft, "flame", v, n);
+}
+
+/* The page's inverted flame graph: the tree bottom-up, pruned alike. */
+static int flame_inverted(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a) {
+    ml_calltree_node_t *v;
+    int64_t n = ml_analysis_flame_inverted(a, &v);
+    if (n < 0) return (int)n;
+    int rc = flame_tree(w, ft, "flame_inverted", v, (size_t)n);
+    free(v);
+    return rc;
 }
 
 void ml__json_histograms(ml_json_t *w, const ml_histograms_t *h) {
@@ -586,6 +906,7 @@ static void section(ml_json_t *w) {
 int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) {
     ml_report_opts_t none = {0};
     if (!ro) ro = &none;
+    ftab_t table = {0}, *ft = ro->frame_table ? &table : NULL;
     ml_json_t *w;
     int rc = ml_json_new(o, &w);
     if (rc < 0) return rc;
@@ -600,11 +921,11 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
     section(w);
     totals(w, a);
     section(w);
-    sites(w, a, ro->max_sites);
+    sites(w, ft, ro->time_buckets, a, ro->max_sites);
     section(w);
-    peak(w, a);
+    peak(w, ft, a);
     section(w);
-    leaks(w, a, ro);
+    leaks(w, ft, a, ro);
     section(w);
     fragmentation(w, a);
     section(w);
@@ -616,7 +937,11 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
     section(w);
     timeline(w, a);
     section(w);
-    rc = flame(w, a);
+    rc = flame(w, ft, a);
+    if (rc == 0 && ro->frame_table) {
+        section(w);
+        rc = flame_inverted(w, ft, a);
+    }
     if (rc == 0) {
         section(w);
         histograms(w, a);
@@ -624,10 +949,16 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
         threads(w, a);
         section(w);
         warnings(w, a);
+        if (ft) {
+            section(w);
+            frame_table(w, ft);
+        }
         ml_json_end(w);
         ml_json_newline(w);
         rc = ml_json_finish(w);
+        if (rc == 0 && ft) rc = ft->err;
     }
     ml_json_free(w);
+    if (ft) ftab_free(ft);
     return rc;
 }

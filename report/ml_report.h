@@ -30,6 +30,13 @@ typedef struct {
     const ml_suppressions_t *suppressions; /* listed in "leaks.suppressions" */
     const struct ml_advice_s *advice; /* the strategy advisor's result (ml_advisor.h) for
                                        * "suggestions" and "policies"; NULL: GPU advice only */
+    bool frame_table; /* the HTML page's form: every frame once, in "frame_table", and
+                       * frame lists and flame nodes ("f") naming them by index, and
+                       * the page's own views ("flame_inverted"); docs/html-report.md.
+                       * report --json never sets it */
+    const ml_time_buckets_t *time_buckets; /* with frame_table: each site row ends with its
+                                            * time buckets (ml_analysis_time_buckets), for
+                                            * the page's time-range selection */
 } ml_report_opts_t;
 
 /** Writes the JSON report of a built session (through the one JSON writer,
@@ -89,7 +96,16 @@ int ml_report_text(FILE *out, const ml_analysis_t *a, const char *trace_path, un
  * indirect + possible, not suppressed) bytes, allocation calls. */
 typedef enum { ML_DIFF_PEAK = 0, ML_DIFF_LEAKED, ML_DIFF_CALLS, ML_DIFF_BYTES, ML_DIFF_METRICS } ml_diff_metric_t;
 
+/** The metric's JSON key ("peak_bytes", "leaked_bytes", ...). */
 const char *ml_diff_metric_name(ml_diff_metric_t m);
+/** The metric's name for people, the words of `memlens report` ("peak heap",
+ * "definite leaks", "allocation calls", "bytes allocated"). */
+const char *ml_diff_metric_label(ml_diff_metric_t m);
+/** The same for GPU memory ("peak", "leaked": left allocated at exit, ...). */
+const char *ml_diff_gpu_metric_label(ml_diff_metric_t m);
+/** A value of the metric for people: a count, or bytes in B/KiB/MiB/GiB
+ * (ml_fmt_bytes). Returns the length written, like snprintf. */
+int ml_diff_fmt_value(ml_diff_metric_t m, uint64_t v, char *buf, size_t len);
 /** The value of a total of one built session. */
 uint64_t ml_diff_total(const ml_analysis_t *a, ml_diff_metric_t m);
 /** True when `cur` exceeds `base` by more than `percent` % (any increase

@@ -1,7 +1,8 @@
 /* html_flame_checks.js - the flame graph draws the JSON's call tree and
  * nothing else; run by test_html_browser.sh inside a copy of a page (after
  * the page's own script), before the page's driver, which calls
- * mlFlameChecks(ok, what) with its own ok(condition, message).
+ * mlFlameChecks(ok, what[, key]) with its own ok(condition, message); key
+ * names the tree drawn: "flame" (the default) or "flame_inverted".
  *
  * For each of the four metrics (its button clicked), at the current zoom:
  * - every drawn frame (a rect.node; ancestors above the zoomed frame aside)
@@ -19,11 +20,19 @@
  *   and calls.
  * The metric that was on is on again afterwards.
  */
-function mlFlameChecks(ok, what) {
+function mlFlameChecks(ok, what, key) {
   var D = JSON.parse(document.getElementById('ml-data').textContent);
+  /* The JSON's nodes, in either form: objects {name, alloc, ..., children}
+   * (report --json, fixtures), or the page's arrays [frame index in
+   * "frame_table", alloc, peak, leaked, calls, [children]] (report --html). */
+  var KEY = key || 'flame';
+  function norm(n) {
+    if (!Array.isArray(n)) return n;
+    return { name: D.frame_table[n[0]].function, alloc: n[1], peak: n[2], leaked: n[3], calls: n[4], children: n[5] };
+  }
   function at(path) {
-    var n = D.flame;
-    if (path) path.split('.').forEach(function (i) { n = n && Array.isArray(n.children) ? n.children[+i] : null; });
+    var n = norm(D[KEY]);
+    if (path) path.split('.').forEach(function (i) { n = n && Array.isArray(n.children) ? norm(n.children[+i]) : null; });
     return n;
   }
   function parentOf(path) { var i = path.lastIndexOf('.'); return i < 0 ? '' : path.slice(0, i); }
@@ -41,12 +50,13 @@ function mlFlameChecks(ok, what) {
     return drawn[q];
   }
   function rects() { return Array.prototype.slice.call(document.querySelectorAll('#flame-chart rect.node')); }
-  var before = document.querySelector('#flame button.on');
+  var before = document.querySelector('#flame button[data-metric].on');
 
   if (typeof D.generator === 'string' && /^memlens/.test(D.generator)) {
     var T = D.totals || {};
     var want = [T.bytes_allocated, T.alloc_calls, (D.peak || {}).bytes, (D.leaks || {}).bytes];
-    var got = [D.flame.alloc, D.flame.calls, D.flame.peak, D.flame.leaked];
+    var R = at('');
+    var got = [R.alloc, R.calls, R.peak, R.leaked];
     ok(JSON.stringify(got) === JSON.stringify(want),
        what + 'the JSON tree\'s root holds the totals: ' + JSON.stringify(got) + ' (totals: ' + JSON.stringify(want) + ')');
   }
@@ -87,7 +97,7 @@ function mlFlameChecks(ok, what) {
       if (!(v > 0) || v / total * W < 0.6) continue;
       if (e[1] === zpath || !hidden(e[0])) want.push(e[1]);
       (Array.isArray(e[0].children) ? e[0].children : []).forEach(function (c, i) {
-        if (c && typeof c === 'object') st.push([c, e[1] === '' ? String(i) : e[1] + '.' + i]);
+        if (c && typeof c === 'object') st.push([norm(c), e[1] === '' ? String(i) : e[1] + '.' + i]);
       });
     }
     var missing = want.filter(function (p) { return !drawn[p]; });

@@ -509,7 +509,7 @@ Test(report, diff_per_site_deltas_and_gate) {
     const char *gate[] = {h_bin("memlens"), "diff", base, cur, "--fail-on-increase", "10", NULL};
     h_run(&r, gate);
     cr_expect_eq(r.status, 3, "%s", r.err);
-    cr_expect(strstr(r.err, "leaked_bytes grew 44.44%"), "%s", r.err);
+    cr_expect(strstr(r.err, "leaked at exit grew 44.44% (999 B -> 1.4 KiB)"), "%s", r.err);
     h_run_free(&r);
     const char *same[] = {h_bin("memlens"), "diff", base, base, "--fail-on-increase", "0", NULL};
     h_run(&r, same);
@@ -590,20 +590,24 @@ Test(report, diff_gpu_devices_sites_and_gate) {
     h_run_t r;
     cr_expect_eq(diff_run(&r, base, cur, "--json", json, NULL, NULL), 0, "%s", r.err);
     cr_expect_str_eq(r.err, "");
-    /* The text: each device's totals, then the site, named by its caller. */
+    /* The text: each device's totals in KiB/MiB under a header (15.1 MiB is
+     * GPU_D0_PEAK, 5.1 MiB GPU_D0_LEAK, 15.2 MiB GPU_D0_BYTES), then the
+     * site, named by its caller. */
     char want[1024];
     snprintf(want, sizeof want,
-             "\nGPU memory (device bytes):\n  device 0:\n"
-             "    peak_bytes       %14llu -> %14llu  +19.9%%\n"
-             "    leaked_bytes     %14llu -> %14llu  +58.9%%\n"
-             "    alloc_calls                  13 ->             13  +0.0%%\n"
-             "    bytes_allocated  %14llu -> %14llu  +19.7%%\n"
-             "  device 1:\n    peak_bytes              3145728 ->        3145728  +0.0%%\n",
-             GPU_D0_PEAK, GPU_D0_PEAK + 3 * GPU_MiB, GPU_D0_LEAK, GPU_D0_LEAK + 3 * GPU_MiB, GPU_D0_BYTES,
-             GPU_D0_BYTES + 3 * GPU_MiB);
+             "\nGPU memory (device bytes; leaked: left allocated at exit):\n  device 0:\n"
+             "                             base             new  change\n"
+             "    peak                 15.1 MiB ->     18.1 MiB  +19.9%%\n"
+             "    leaked                5.1 MiB ->      8.1 MiB  +58.9%%\n"
+             "    allocation calls           13 ->           13  +0.0%%\n"
+             "    bytes allocated      15.2 MiB ->     18.2 MiB  +19.7%%\n"
+             "  device 1:\n"
+             "                             base             new  change\n"
+             "    peak                  3.0 MiB ->      3.0 MiB  +0.0%%\n");
     cr_expect(strstr(r.out, want), "want:%s\ngot:\n%s", want, r.out);
-    const char *sites = strstr(r.out, "\nGPU sites that changed most (peak, leaked, calls):\n"
-                                      "  +3.0 MiB +3.0 MiB +0 calls  [changed]  device 0  ev  fx_gpu_events.c:");
+    const char *sites = strstr(r.out, "\nGPU sites that changed most (change from base to new):\n"
+                                      "        peak       leaked      calls  status   site\n"
+                                      "    +3.0 MiB     +3.0 MiB         +0  changed  device 0  ev  fx_gpu_events.c:");
     cr_expect(sites, "%s", r.out);
     if (sites) {
         const char *nl = strstr(sites, "  <- gpu_leaky_site\n");
@@ -642,15 +646,15 @@ Test(report, diff_gpu_devices_sites_and_gate) {
     /* The gate: device 0's peak grew 19.85 %, the GPU leaks of both devices
      * 8 MiB + 100 KiB -> 11 MiB + 100 KiB, 37.05 %; the heap not at all. */
     cr_expect_eq(diff_run(&r, base, cur, "--fail-on-increase", "19", NULL, NULL), 3, "%s", r.err);
-    cr_expect(strstr(r.err, "memlens: gate exceeded: GPU device 0 peak_bytes grew 19.85% (15847424 -> 18993152) > "
+    cr_expect(strstr(r.err, "memlens: gate exceeded: GPU device 0 peak grew 19.85% (15.1 MiB -> 18.1 MiB) > "
                             "--fail-on-increase 19%\n"), "%s", r.err);
-    cr_expect(strstr(r.err, "memlens: gate exceeded: GPU leaked_bytes (all devices) grew 37.05% (8491008 -> "
-                            "11636736) > --fail-on-increase 19%\n"), "%s", r.err);
+    cr_expect(strstr(r.err, "memlens: gate exceeded: GPU leaked (all devices) grew 37.05% (8.1 MiB -> "
+                            "11.1 MiB) > --fail-on-increase 19%\n"), "%s", r.err);
     cr_expect(!strstr(r.err, "device 1"), "%s", r.err);
     h_run_free(&r);
     cr_expect_eq(diff_run(&r, base, cur, "--fail-on-increase", "20", "--json", json), 3, "%s", r.err);
-    cr_expect(!strstr(r.err, "peak_bytes"), "the peak grew less than 20 %%: %s", r.err);
-    cr_expect(strstr(r.err, "GPU leaked_bytes (all devices) grew 37.05%"), "%s", r.err);
+    cr_expect(!strstr(r.err, "GPU device 0 peak"), "the peak grew less than 20 %%: %s", r.err);
+    cr_expect(strstr(r.err, "GPU leaked (all devices) grew 37.05%"), "%s", r.err);
     h_run_free(&r);
     doc = h_read_file(json);
     cr_assert_not_null(doc);
@@ -663,7 +667,7 @@ Test(report, diff_gpu_devices_sites_and_gate) {
     h_run_free(&r);
     /* The other way round nothing grew on the GPU: deltas are new - base. */
     cr_expect_eq(diff_run(&r, cur, base, "--fail-on-increase", "0", NULL, NULL), 0, "%s", r.err);
-    cr_expect(strstr(r.out, "\n  -3.0 MiB -3.0 MiB +0 calls  [changed]  device 0  ev  "), "%s", r.out);
+    cr_expect(strstr(r.out, "\n    -3.0 MiB     -3.0 MiB         +0  changed  device 0  ev  "), "%s", r.out);
     h_run_free(&r);
 }
 

@@ -143,11 +143,19 @@ function fmtPct(frac, digits) {
   if (frac == null) return '–';
   return (frac * 100).toFixed(digits == null ? 1 : digits) + '%';
 }
+/* Below a millisecond, microseconds or nanoseconds: "0.14 µs", never
+ * "0.00014 ms". */
+function fmtSub(ms) {
+  var a = Math.abs(ms);
+  if (a >= 1) return +ms.toPrecision(3) + ' ms';
+  if (a >= 0.001) return +(ms * 1000).toPrecision(3) + ' µs';
+  return +(ms * 1e6).toPrecision(3) + ' ns';
+}
 function fmtTime(sec) {
   sec = num(sec);
   if (sec == null) return '–';
   if (sec === 0) return '0 s';
-  if (Math.abs(sec) < 1) return +(sec * 1000).toPrecision(3) + ' ms';
+  if (Math.abs(sec) < 1) return fmtSub(sec * 1000);
   if (Math.abs(sec) < 120) return +sec.toFixed(2) + ' s';
   var m = Math.floor(sec / 60);
   return m + ' min ' + Math.round(sec - m * 60) + ' s';
@@ -155,7 +163,8 @@ function fmtTime(sec) {
 function fmtMs(ms) {
   ms = num(ms);
   if (ms == null) return '–';
-  return ms >= 1000 ? fmtTime(ms / 1000) : +ms.toPrecision(3) + ' ms';
+  if (ms === 0) return '0 ms';
+  return ms >= 1000 ? fmtTime(ms / 1000) : fmtSub(ms);
 }
 function fmtAddr(a) {
   if (typeof a === 'string') return a;

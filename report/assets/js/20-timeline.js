@@ -36,7 +36,24 @@ function renderTimeline(body) {
     legend.appendChild(h('span', { class: 'item fixed' },
       [h('span', { class: 'swatch', style: 'background:var(--bad)' }), 'peak']));
   var box = h('div', { class: 'chart', id: 'timeline-chart' });
-  append(body, [legend, box]);
+  /* Time-range selection (25-range.js): drag across the chart. */
+  var rangeCtl = h('div', { class: 'range-ctl', id: 'timeline-range' });
+  function drawRangeCtl() {
+    clear(rangeCtl);
+    if (!rangeInfo()) {
+      append(rangeCtl, h('span', { class: 'note' }, 'No time buckets in this report: no time-range selection.'));
+    } else if (!RANGE) {
+      append(rangeCtl, h('span', { class: 'note' }, 'Drag across the chart to show only the allocations made in a time range ' +
+        '(flame graph, sites, leaks).'));
+    } else {
+      var clr = h('button', { type: 'button', class: 'range-clear' }, 'clear');
+      clr.addEventListener('click', function () { setRange(null); });
+      append(rangeCtl, [h('strong', null, 'range ' + rangeLabel(RANGE)), ' ', clr]);
+    }
+  }
+  drawRangeCtl();
+  rangeBars.push(function () { drawRangeCtl(); draw(); });
+  append(body, [legend, rangeCtl, box]);
 
   function draw() {
     clear(box);
@@ -91,11 +108,42 @@ function renderTimeline(body) {
 
     var guide = s('line', { class: 'guide', y1: m.t, y2: m.t + ph, visibility: 'hidden' });
     svg.appendChild(guide);
+    var RI = rangeInfo();
+    if (RANGE && RI) {
+      var xa = X(RANGE.k0 * RI.width_ms / 1000), xb = X(Math.min(t1, (RANGE.k1 + 1) * RI.width_ms / 1000));
+      svg.appendChild(s('rect', { class: 'range-sel', x: xa, y: m.t, width: Math.max(1, xb - xa), height: ph }));
+    }
+    var drag = s('rect', { class: 'range-sel dragging', x: 0, y: m.t, width: 0, height: ph, visibility: 'hidden' });
+    svg.appendChild(drag);
     var hit = s('rect', { class: 'hit', x: m.l, y: m.t, width: pw, height: ph });
     svg.appendChild(hit);
+    function timeAt(ev) {
+      var r = svg.getBoundingClientRect();
+      return t0 + Math.max(0, Math.min(pw, ev.clientX - r.left - m.l)) / pw * (t1 - t0);
+    }
+    var dragFrom = null;
+    hit.addEventListener('mousedown', function (ev) {
+      if (!RI || ev.button !== 0) return;
+      dragFrom = timeAt(ev);
+      ev.preventDefault();
+    });
+    hit.addEventListener('mouseup', function (ev) {
+      if (dragFrom == null) return;
+      var ta = dragFrom, tb = timeAt(ev);
+      dragFrom = null;
+      drag.setAttribute('visibility', 'hidden');
+      if (Math.abs(X(tb) - X(ta)) < 3) return; /* a click, not a drag */
+      setRange(rangeBuckets(ta, tb));
+    });
     hit.addEventListener('mousemove', function (ev) {
       var r = svg.getBoundingClientRect();
       var t = t0 + (ev.clientX - r.left - m.l) / pw * (t1 - t0);
+      if (dragFrom != null) {
+        var a = X(dragFrom), b = X(timeAt(ev));
+        drag.setAttribute('x', Math.min(a, b));
+        drag.setAttribute('width', Math.abs(b - a));
+        drag.setAttribute('visibility', 'visible');
+      }
       var i = nearest(pts, t);
       var p = pts[i];
       guide.setAttribute('x1', X(num(p.time_s)));
@@ -104,7 +152,11 @@ function renderTimeline(body) {
       showTip(ev, [tipTitle(fmtTime(p.time_s)), tipRows(series.filter(function (sr) { return sr.has; })
         .map(function (sr) { return [sr.name, fmtBytes(p[sr.key])]; }))]);
     });
-    hit.addEventListener('mouseleave', function () { guide.setAttribute('visibility', 'hidden'); hideTip(); });
+    hit.addEventListener('mouseleave', function () {
+      guide.setAttribute('visibility', 'hidden');
+      hideTip();
+      if (dragFrom != null) { dragFrom = null; drag.setAttribute('visibility', 'hidden'); }
+    });
     box.appendChild(svg);
   }
   draw();

@@ -38,7 +38,7 @@ var RUNTIME_FRAMES = { _start: 1, __libc_start_main: 1, __libc_start_main_impl: 
 /* The tree from D.flame, iteratively (deep recursion in the program means
  * a deep tree here). With hideRuntime, a runtime frame's children hang
  * from its parent; paths stay those of the JSON nodes. */
-function flameFromJson(src, hideRuntime) {
+function flameFromJson(src, hideRuntime, anyDepth) {
   var root = flameNode(src, null, '');
   if (src.name == null || src.name === '') root.name = 'all';
   var stack = [[src, root, '']];
@@ -47,7 +47,7 @@ function flameFromJson(src, hideRuntime) {
     for (var i = 0; i < ch.length; i++) {
       if (!ch[i] || typeof ch[i] !== 'object') continue;
       var path = top[2] === '' ? String(i) : top[2] + '.' + i;
-      if (hideRuntime && top[1].depth < 8 && RUNTIME_FRAMES[ch[i].name] === 1) {
+      if (hideRuntime && (anyDepth || top[1].depth < 8) && RUNTIME_FRAMES[ch[i].name] === 1) {
         stack.push([ch[i], top[1], path]);
         continue;
       }
@@ -79,11 +79,46 @@ function nodeLoc(n) {
   return t;
 }
 
+/* The two trees the page can draw: the call tree top-down ("flame": from
+ * main and the threads' starts down to the functions that called the
+ * allocator) and bottom-up ("flame_inverted", which only report --html
+ * writes: the allocating functions first, then their callers). */
+var FLAME_VIEWS = [
+  { key: 'flame', label: 'Top-down', what: 'callers above their callees' },
+  { key: 'flame_inverted', label: 'Inverted', what: 'the functions that called the allocator on top, their callers below' }
+];
+
 function renderFlame(body) {
   if (!isObj(D.flame)) return noData(body, 'No flame graph data (no call tree, "flame") in this report.');
-  var root = flameFromJson(D.flame, true);
-  var state = { zoom: root, metric: null, query: null, gen: 0 };
+  var roots = {};
+  /* Runtime frames are hidden unless "runtime frames" is ticked: near the
+   * root of the top-down tree, at any depth of the inverted one (there they
+   * are the outermost callers, at the bottom of each chain). */
+  function rootOf(key) {
+    var hide = !(runtime && runtime.checked), k = key + (hide ? ':h' : ':s');
+    if (!roots[k]) roots[k] = flameFromJson(D[key], hide, key === 'flame_inverted');
+    return roots[k];
+  }
+  var runtime = null;
+  var root = rootOf('flame');
+  var state = { zoom: root, metric: null, query: null, gen: 0, view: 'flame' };
   state.metric = root.v.peak > 0 ? 'peak' : root.v.alloc > 0 ? 'alloc' : 'calls';
+  var views = FLAME_VIEWS.filter(function (fv) { return isObj(D[fv.key]); });
+  var viewSeg = null;
+  if (views.length > 1) {
+    viewSeg = h('div', { class: 'seg', role: 'group', 'aria-label': 'tree' });
+    views.forEach(function (fv) {
+      var b = h('button', { type: 'button', 'data-view': fv.key, title: fv.what }, fv.label);
+      b.addEventListener('click', function () {
+        if (state.view === fv.key) return;
+        state.view = fv.key;
+        root = rootOf(fv.key);
+        state.zoom = root;
+        draw();
+      });
+      viewSeg.appendChild(b);
+    });
+  }
 
   var seg = h('div', { class: 'seg', role: 'group', 'aria-label': 'metric' });
   METRICS.forEach(function (mt) {
@@ -95,9 +130,9 @@ function renderFlame(body) {
                             'aria-label': 'search the flame graph' });
   var reset = h('button', { type: 'button' }, 'Reset zoom');
   reset.addEventListener('click', function () { state.zoom = root; draw(); });
-  var runtime = h('input', { type: 'checkbox', 'aria-label': 'show runtime frames' });
+  runtime = h('input', { type: 'checkbox', 'aria-label': 'show runtime frames' });
   runtime.addEventListener('change', function () {
-    root = flameFromJson(D.flame, !runtime.checked);
+    root = rootOf(state.view);
     state.zoom = root;
     draw();
   });
@@ -106,10 +141,12 @@ function renderFlame(body) {
   var status = h('span', { class: 'status' });
   var crumbs = h('div', { class: 'crumbs' });
   var box = h('div', { class: 'flame chart', id: 'flame-chart' });
+  var calls = h('div', { class: 'callers', id: 'flame-callers' });
   append(body, [
-    h('div', { class: 'controls' }, [seg, search, reset, runtimeLabel, status]),
+    h('div', { class: 'controls' }, [viewSeg, seg, search, reset, runtimeLabel, status]),
     crumbs,
-    box
+    box,
+    calls
   ]);
   var timer = 0;
   search.addEventListener('input', function () {
@@ -143,6 +180,10 @@ function renderFlame(body) {
     Array.prototype.forEach.call(seg.children, function (b) {
       b.classList.toggle('on', b.getAttribute('data-metric') === state.metric);
     });
+    if (viewSeg) Array.prototype.forEach.call(viewSeg.children, function (b) {
+      b.classList.toggle('on', b.getAttribute('data-view') === state.view);
+    });
+    callersOf(state.zoom, mt);
     var zoom = state.zoom, total = zoom.v[mt.key];
     clear(crumbs);
     var path = [];
@@ -259,6 +300,48 @@ function renderFlame(body) {
     }
     status.textContent = txt;
   }
+  /* The caller/callee view of the chosen frame (the zoomed one: a function
+   * in its calling context): who called it and what it called, each with
+   * its own value from the tree. Top-down, the callers are the path above
+   * it and the callees its children; inverted, the other way round. */
+  function callersOf(n, mt) {
+    clear(calls);
+    if (!n.parent) {
+      append(calls, h('p', { class: 'note' }, 'Click a frame to see its callers and callees here.'));
+      return;
+    }
+    var inv = state.view === 'flame_inverted';
+    var path = [];
+    for (var a = n.parent; a && a.parent; a = a.parent) path.push(a);
+    var kids = n.children.filter(function (c) { return c.v[mt.key] > 0; })
+      .sort(function (p, q) { return q.v[mt.key] - p.v[mt.key] || (p.name < q.name ? -1 : 1); });
+    function row(x, share) {
+      var link = h('a', { class: 'jump' }, x.name);
+      link.addEventListener('click', function () { state.zoom = x; draw(); });
+      return h('tr', null, [h('td', { class: 'fn' }, link), h('td', { class: 'loc hide-narrow' }, nodeLoc(x)),
+        h('td', { class: 'num' }, metricFmt(mt, x.v[mt.key])),
+        h('td', { class: 'num' }, share && n.v[mt.key] > 0 ? fmtPct(x.v[mt.key] / n.v[mt.key]) : '')]);
+    }
+    function list(title, note, rows, share, empty) {
+      append(calls, [h('h3', null, title), h('p', { class: 'note' }, note)]);
+      if (!rows.length) return append(calls, h('p', { class: 'nodata' }, empty));
+      append(calls, h('div', { class: 'tablewrap' }, h('table', { class: 'data callers-table' }, [
+        h('thead', null, h('tr', null, [h('th', { scope: 'col' }, 'Function'), h('th', { class: 'hide-narrow', scope: 'col' }, 'Location'),
+          h('th', { class: 'num', scope: 'col' }, mt.label), h('th', { class: 'num', scope: 'col' }, share ? 'Share' : '')])),
+        h('tbody', null, rows.map(function (x) { return row(x, share); }))])));
+    }
+    append(calls, h('h3', { class: 'chosen' }, [mt.label + ' through ', h('code', null, n.name), ': ' + metricFmt(mt, n.v[mt.key])]));
+    var up = inv ? 'the calls that reach the allocator through the chosen frame: each is a frame of the inverted tree under it, with its own value; Share is of the chosen frame\'s'
+                 : 'each frame below the chosen one in the tree, with its own value; Share is of the chosen frame\'s';
+    if (inv) {
+      list('Callers', 'Who called ' + n.name + ' on the way to the allocator: ' + up + '.', kids, true, 'No recorded caller (a thread start or main).');
+      list('Callees', 'What ' + n.name + ' called on the way to the allocator, nearest first, with each frame\'s own value.', path, false, 'It called the allocator itself.');
+    } else {
+      list('Callers', 'The calling context of ' + n.name + ', nearest caller first, with each frame\'s own value.', path, false, 'None: it is an outermost frame.');
+      list('Callees', 'What ' + n.name + ' called that allocated: ' + up + '.', kids, true, 'None: it called the allocator itself.');
+    }
+  }
+
   draw();
   redraws.push(draw);
 }

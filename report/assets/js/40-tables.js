@@ -46,7 +46,7 @@ function dataTable(parent, opts) {
   var thead = h('thead'), tbody = h('tbody');
   var headRow = h('tr');
   cols.forEach(function (c) {
-    var th = h('th', { class: (c.num ? 'num ' : '') + (c.value ? 'sortable' : ''), title: c.title || null,
+    var th = h('th', { class: (c.num ? 'num ' : '') + (c.value ? 'sortable ' : '') + (c.thCls || ''), title: c.title || null,
                        scope: 'col' }, c.label);
     if (c.value) th.addEventListener('click', function () {
       if (state.key === c.key) state.desc = !state.desc;
@@ -173,7 +173,7 @@ function frameCols() {
   return [
     { key: 'fn', label: 'Function', cls: 'fn', value: function (r) { return frameName(siteHead(r)); },
       tip: function (r) { return frameFullName(siteHead(r)); } },
-    { key: 'loc', label: 'Location', cls: 'loc', value: function (r) { return frameLoc(siteHead(r)); },
+    { key: 'loc', label: 'Location', cls: 'loc hide-narrow', thCls: 'hide-narrow', value: function (r) { return frameLoc(siteHead(r)); },
       tip: function (r) { return frameLocFull(siteHead(r)); } }
   ];
 }

@@ -22,8 +22,11 @@ var EXPLAIN = {
   span_bytes: 'Total size of those regions, from their lowest to their highest live address.',
   allocator_model: 'The allocator whose size classes estimate the usable size of each block.',
   usable_bytes: 'Estimated usable size of the live blocks under that allocator\'s size classes.',
+  usable_measured_blocks: 'Live blocks whose usable size the recorder measured (malloc_usable_size at the call); ' +
+    'the others\' usable size is estimated from the allocator model\'s size classes.',
   internal_bytes: 'Internal waste: usable size − requested size, summed over live blocks (size-class rounding).',
   internal_ratio: 'Internal waste ÷ usable bytes.',
+  mallinfo: 'glibc\'s own counters (mallinfo2): none was sampled before this point, so they are not shown.',
   mallinfo_time_s: 'glibc\'s own counters (mallinfo2), from the last sample before this point; taken at:',
   mallinfo_arena: 'glibc: bytes the arenas got from the system with brk/sbrk (arena).',
   mallinfo_hblkhd: 'glibc: bytes in blocks served directly by mmap (hblkhd).',
@@ -37,7 +40,7 @@ var EXPLAIN = {
 };
 var METRIC_ORDER = ['time_s', 'live_bytes', 'live_blocks', 'page_utilization', 'pages', 'pages_bytes',
   'free_bytes', 'largest_free_bytes', 'external', 'gaps', 'regions', 'span_bytes', 'allocator_model',
-  'usable_bytes', 'internal_bytes', 'internal_ratio', 'rss_bytes', 'heap_to_rss', 'mallinfo_time_s',
+  'usable_bytes', 'usable_measured_blocks', 'internal_bytes', 'internal_ratio', 'rss_bytes', 'heap_to_rss', 'mallinfo_time_s',
   'mallinfo_arena', 'mallinfo_hblkhd', 'mallinfo_uordblks', 'mallinfo_fordblks', 'mallinfo_keepcost'];
 
 function fmtMetric(key, v) {
@@ -97,7 +100,7 @@ function renderFrag(body) {
     keys.forEach(function (k) {
       /* The analysis names what each number is (fragmentation.labels). */
       var name = typeof FL[k] === 'string' ? [k, h('br'), h('small', null, FL[k])] : k;
-      tb.appendChild(h('tr', null, [h('td', { class: 'metric' }, name)].concat(
+      tb.appendChild(h('tr', null, [h('td', { class: 'metric', title: EXPLAIN[k] || null }, name)].concat(
         flat.map(function (f) { return h('td', { class: 'num' }, fmtMetric(k, f[k])); }),
         [h('td', { class: 'explain' }, EXPLAIN[k] || '')])));
     });

@@ -51,6 +51,78 @@ function siteLink(id) {
   return a;
 }
 
+/* The advisor's evidence keys (docs/strategies.md) in words: [label, what
+ * it means], shown as the label with the meaning as its tooltip. "stack" is
+ * the trace's internal stack id: not shown (the sites are linked instead). */
+var EVIDENCE = {
+  calls: ['allocation calls', 'allocation calls from this function'],
+  bytes_allocated: ['bytes allocated', 'sum of the sizes it requested'],
+  frees: ['frees', 'its blocks that were freed'],
+  max_live_bytes: ['most live bytes', 'the most bytes of its blocks alive at one time'],
+  max_live_blocks: ['most live blocks', 'the most of its blocks alive at one time'],
+  sizes: ['request sizes', 'the sizes it asked for'],
+  min: ['smallest', 'the smallest request'],
+  max: ['largest', 'the largest request'],
+  distinct: ['distinct sizes', 'how many different sizes it requested (counted up to 8)'],
+  more_distinct: ['more than 8 sizes', 'whether it requested more than 8 different sizes'],
+  top: ['most frequent sizes', 'its most requested sizes, with their calls'],
+  lifetimes: ['lifetimes', 'how long its blocks lived'],
+  freed: ['blocks freed', 'its blocks freed before the end'],
+  live_at_end: ['live at exit', 'its blocks still allocated when the program ended'],
+  mean_ms: ['mean lifetime', 'mean time from allocation to free, over the freed blocks'],
+  max_ms: ['longest lifetime', 'the longest time a freed block lived'],
+  median_allocations_at_most: ['median lifetime (allocations)', 'half of its blocks were freed before the program made this many other allocations (a power of two minus one)'],
+  p90_allocations_at_most: ['90th percentile lifetime (allocations)', '90% of its blocks were freed before the program made this many other allocations (a power of two minus one)'],
+  long_lived_fraction: ['long-lived share', 'share of its blocks that outlived the threshold below (or the program)'],
+  long_lived_at_least_allocations: ['long-lived threshold (allocations)', 'a block is long-lived when at least this many other allocations happen while it is alive'],
+  simulation: ['simulation', 'the allocator simulator\'s replay of the whole trace, as it is and with this change'],
+  baseline: ['baseline policy', 'the simulated allocator standing for the program\'s own'],
+  baseline_peak_bytes: ['baseline peak', 'peak bytes the baseline allocator held from the system'],
+  what_if: ['with the change', 'the change the simulator replayed'],
+  what_if_peak_bytes: ['peak with the change', 'peak bytes held from the system with the change'],
+  sites: ['sites', 'the allocation sites of this function (links to the site table)'],
+  batches: ['batches', 'groups of its blocks that were freed together, whole'],
+  blocks_in_batches: ['blocks in batches', 'its blocks that belong to such a batch'],
+  temporaries: ['temporary allocations', 'blocks freed before any other allocation happened'],
+  temporary_fraction: ['temporary share', 'temporary allocations ÷ allocation calls'],
+  max_temporary_bytes: ['largest temporary', 'the largest temporary block'],
+  calls_avoided: ['calls avoided', 'allocation calls the change would save'],
+  realloc_calls: ['realloc calls', 'realloc calls on its blocks'],
+  chains: ['realloc chains', 'blocks grown by realloc one step after another'],
+  realloc_steps: ['realloc steps', 'the growth steps of those chains'],
+  longest_chain: ['longest chain', 'the most steps one block grew by'],
+  small_growth_steps: ['small steps', 'steps that grew the block by at most max(64 B, 1/8 of its size)'],
+  mean_growth_bytes: ['mean growth', 'mean bytes added per step'],
+  bytes_copied_at_most: ['bytes copied, at most', 'bytes realloc may have copied, if every step moved the block'],
+  reallocs_avoided: ['reallocs avoided', 'steps that reserving capacity up front would save'],
+  bytes_not_copied: ['bytes not copied', 'bytes realloc would not have to copy with the capacity reserved up front'],
+  pinned_pages: ['pinned pages', 'pages held only by its long-lived blocks at the time below'],
+  pinned_bytes: ['pinned bytes', 'bytes of those pages'],
+  pinned_at_s: ['pinned at', 'when those pages were counted, since the program started'],
+  long_lived_blocks: ['long-lived blocks', 'its blocks that outlived the long-lived threshold'],
+  just_over_pow2_calls: ['just over a power of two', 'requests slightly above a power of two, which a buddy allocator would nearly double'],
+  buddy_peak_bytes: ['peak with a buddy allocator', 'simulated peak bytes under a buddy allocator'],
+  waste_under_buddy_bytes: ['waste under buddy', 'bytes a buddy allocator would round away'],
+  real_peak_footprint_bytes: ['real peak footprint', 'the most bytes of pages holding live blocks, from the recorded addresses'],
+  real_os_held_peak_bytes: ['held from the system (mallinfo)', 'glibc\'s arena + hblkhd at their peak (mallinfo2); 0 when never sampled'],
+  best_policy: ['best simulated policy', 'the replayed allocator design with the smallest peak'],
+  best_peak_footprint_bytes: ['its peak', 'the peak bytes of the best simulated policy'],
+  threads: ['threads', 'threads that allocated'],
+  device: ['device', 'the CUDA device'],
+  pairs: ['alloc/free pairs', 'allocations freed again'],
+  bytes: ['bytes', 'device bytes involved'],
+  pairs_per_s: ['pairs per second', 'alloc/free pairs per second of the run'],
+  distinct_sizes: ['distinct sizes', 'different sizes requested'],
+  cycles: ['cycles', 'repeated alloc/free cycles'],
+  share: ['share', 'share of the device\'s allocations'],
+  summary: ['summary', 'the rule\'s numbers in words']
+};
+var EVIDENCE_HIDDEN = { stack: true };
+function evidenceLabel(k) { return EVIDENCE[k] ? EVIDENCE[k][0] : k.replace(/_/g, ' '); }
+function evidenceTitle(k) {
+  return EVIDENCE[k] ? EVIDENCE[k][1] : 'as the advisor reported it (docs/strategies.md)';
+}
+
 /* The advisor's evidence: numbers formatted by their key, nested objects
  * as nested lists, "sites" as links to the site table. */
 function evidence(ev, depth) {
@@ -61,6 +133,7 @@ function evidence(ev, depth) {
   var dl = h('dl', { class: depth ? 'nested' : null });
   Object.keys(ev).forEach(function (k) {
     var v = ev[k], dd;
+    if (EVIDENCE_HIDDEN[k]) return;
     if (k === 'sites' && Array.isArray(v)) {
       dd = [];
       v.forEach(function (id, i) { dd.push(i ? ', ' : '', siteLink(id)); });
@@ -76,7 +149,7 @@ function evidence(ev, depth) {
     } else {
       dd = fmtMetric(k === 'min' || k === 'max' ? k + '_bytes' : k, v);
     }
-    append(dl, [h('dt', null, k.replace(/_/g, ' ')), h('dd', null, dd)]);
+    append(dl, [h('dt', { title: evidenceTitle(k) }, evidenceLabel(k)), h('dd', null, dd)]);
   });
   return dl;
 }

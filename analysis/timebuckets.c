@@ -1,0 +1,194 @@
+/* timebuckets.c - per-site time buckets: what each site allocated in each of
+ * N equal slices of the trace's span, and which of those blocks were still
+ * live at the end (by leak kind). The HTML page's time-range selection sums
+ * them (docs/html-report.md, "Time-range selection"); nothing here is needed
+ * by the other reports.
+ *
+ * The allocations come from a second read of the trace's records (a session
+ * restored from the trace's snapshot holds no per-allocation times); the
+ * blocks live at the end come from the session's live map, which keeps each
+ * block's allocation time. Sites are those of the last ml_analysis_build. */
+#include "analysis_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ml_time_buckets_s {
+    uint32_t count, width_ms;
+    size_t nsites;
+    size_t *alloc_off; /* nsites + 1: site i's entries are alloc[alloc_off[i] .. alloc_off[i+1]) */
+    ml_bucket_alloc_t *alloc;
+    size_t *live_off;  /* the same for live */
+    ml_bucket_live_t *live;
+};
+
+/* A block live at the end, for sorting into (site, bucket, kind) runs. */
+typedef struct {
+    uint32_t site, bucket, kind;
+    uint64_t size;
+} live_item_t;
+
+static int cmp_live_item(const void *x, const void *y) {
+    const live_item_t *a = x, *b = y;
+    if (a->site != b->site) return a->site < b->site ? -1 : 1;
+    if (a->bucket != b->bucket) return a->bucket < b->bucket ? -1 : 1;
+    if (a->kind != b->kind) return a->kind < b->kind ? -1 : 1;
+    return 0;
+}
+
+static uint32_t site_of_stat(const ml_analysis_t *a, uint32_t stat) {
+    return a->stats[stat < a->nstats ? stat : 0].site;
+}
+
+static ml_leak_kind_t kind_of(const ml__block_t *e) {
+    if (e->reach == ML_REACH_REACHABLE) return ML_LEAK_REACHABLE;
+    if (e->reach == ML_REACH_INDIRECT) return ML_LEAK_INDIRECT;
+    if (e->reach == ML_REACH_POSSIBLE) return ML_LEAK_POSSIBLE;
+    return ML_LEAK_DEFINITE;
+}
+
+/* Dense (site, bucket) sums of the allocations, read from the trace. */
+static int read_allocs(const ml_analysis_t *a, const char *path, uint32_t nb, uint32_t width,
+                       size_t nsites, double *calls, double *bytes, char *err, size_t errlen) {
+    ml_reader_t *r;
+    int rc = ml_reader_open(path, &r, err, errlen);
+    if (rc < 0) return rc;
+    uint64_t sample = a->t.sample_bytes;
+    ml_record_t rec;
+    while ((rc = ml_reader_next(r, &rec)) > 0) {
+        if (rec.tag != ML_T_ALLOC) continue;
+        uint32_t stack = rec.u.alloc.stack;
+        uint32_t stat = stack && stack < a->nnodes ? a->node_stat[stack] : 0;
+        uint32_t si = site_of_stat(a, stat);
+        if (si >= nsites) continue;
+        uint32_t k = rec.time_ms / width;
+        if (k >= nb) k = nb - 1;
+        double w = 1.0, raw = (double)rec.u.alloc.size;
+        if ((rec.u.alloc.flags & ML_EVF_SAMPLED) && sample) w = 1.0 / -expm1(-raw / (double)sample);
+        calls[(size_t)si * nb + k] += w;
+        bytes[(size_t)si * nb + k] += w * raw;
+    }
+    if (rc < 0) snprintf(err, errlen, "%s: %s", path, ml_reader_error(r));
+    ml_reader_close(r);
+    return rc < 0 ? rc : 0;
+}
+
+int ml_analysis_time_buckets(const ml_analysis_t *a, const char *trace_path, uint32_t nbuckets,
+                             ml_time_buckets_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    size_t nsites;
+    const ml_site_t *sites = ml_analysis_sites(a, &nsites);
+    if (!sites && nsites) return -EINVAL;
+    if (nbuckets < 1 || nbuckets > 4096) {
+        snprintf(err, errlen, "time buckets: %u buckets (1 to 4096)", nbuckets);
+        return -EINVAL;
+    }
+    uint64_t span = (uint64_t)a->t.last_time_ms + 1;
+    uint32_t width = (uint32_t)((span + nbuckets - 1) / nbuckets);
+    if (!width) width = 1;
+    uint32_t nb = (uint32_t)((span + width - 1) / width);
+    if (!nb) nb = 1;
+
+    int rc = -ENOMEM;
+    double *calls = NULL, *bytes = NULL;
+    live_item_t *items = NULL;
+    ml_time_buckets_t *tb = calloc(1, sizeof *tb);
+    if (!tb) goto out;
+    tb->count = nb;
+    tb->width_ms = width;
+    tb->nsites = nsites;
+    tb->alloc_off = calloc(nsites + 1, sizeof *tb->alloc_off);
+    tb->live_off = calloc(nsites + 1, sizeof *tb->live_off);
+    calls = calloc(nsites * nb + 1, sizeof *calls);
+    bytes = calloc(nsites * nb + 1, sizeof *bytes);
+    if (!tb->alloc_off || !tb->live_off || !calls || !bytes) goto out;
+    if ((rc = read_allocs(a, trace_path, nb, width, nsites, calls, bytes, err, errlen)) < 0) goto out;
+
+    /* Allocations: the non-empty buckets of each site, in bucket order. */
+    size_t n = 0;
+    for (size_t i = 0; i < nsites * nb; i++)
+        if (calls[i] > 0) n++;
+    rc = -ENOMEM;
+    tb->alloc = calloc(n + 1, sizeof *tb->alloc);
+    if (!tb->alloc) goto out;
+    n = 0;
+    for (size_t s = 0; s < nsites; s++) {
+        tb->alloc_off[s] = n;
+        for (uint32_t k = 0; k < nb; k++) {
+            size_t i = s * nb + k;
+            if (!(calls[i] > 0)) continue;
+            tb->alloc[n++] = (ml_bucket_alloc_t){k, (uint64_t)llround(calls[i]), (uint64_t)llround(bytes[i])};
+        }
+    }
+    tb->alloc_off[nsites] = n;
+
+    /* Blocks live at the end, by the bucket of their allocation and kind. */
+    size_t nl = 0;
+    const ml__block_t *e = ml__blocks_entries(&a->heap);
+    items = malloc((a->heap.count + 1) * sizeof *items);
+    if (!items) goto out;
+    for (uint64_t i = 0; i < a->heap.cap; i++) {
+        if (!e[i].ptr) continue;
+        uint32_t si = site_of_stat(a, e[i].stack);
+        if (si >= nsites || nl >= a->heap.count) continue;
+        uint32_t k = e[i].time_ms / width;
+        items[nl++] = (live_item_t){si, k < nb ? k : nb - 1, kind_of(&e[i]), e[i].size};
+    }
+    qsort(items, nl, sizeof *items, cmp_live_item);
+    tb->live = calloc(nl + 1, sizeof *tb->live);
+    if (!tb->live) goto out;
+    n = 0;
+    size_t s = 0;
+    for (size_t i = 0; i < nl; i++) {
+        while (s <= items[i].site) tb->live_off[s++] = n;
+        ml_bucket_live_t *L = n ? &tb->live[n - 1] : NULL;
+        if (!L || i == 0 || cmp_live_item(&items[i - 1], &items[i]) != 0)
+            L = &tb->live[n++], *L = (ml_bucket_live_t){items[i].bucket, (ml_leak_kind_t)items[i].kind, 0, 0};
+        L->blocks++;
+        L->bytes += items[i].size;
+    }
+    while (s <= nsites) tb->live_off[s++] = n;
+    rc = 0;
+out:
+    free(calls);
+    free(bytes);
+    free(items);
+    if (rc < 0) {
+        if (rc == -ENOMEM) snprintf(err, errlen, "time buckets: out of memory");
+        ml_time_buckets_free(tb);
+        return rc;
+    }
+    *out = tb;
+    return 0;
+}
+
+uint32_t ml_time_buckets_count(const ml_time_buckets_t *tb, uint32_t *width_ms) {
+    if (width_ms) *width_ms = tb ? tb->width_ms : 0;
+    return tb ? tb->count : 0;
+}
+
+const ml_bucket_alloc_t *ml_time_buckets_alloc(const ml_time_buckets_t *tb, uint32_t site, size_t *n) {
+    *n = 0;
+    if (!tb || site >= tb->nsites) return NULL;
+    *n = tb->alloc_off[site + 1] - tb->alloc_off[site];
+    return tb->alloc + tb->alloc_off[site];
+}
+
+const ml_bucket_live_t *ml_time_buckets_live(const ml_time_buckets_t *tb, uint32_t site, size_t *n) {
+    *n = 0;
+    if (!tb || site >= tb->nsites) return NULL;
+    *n = tb->live_off[site + 1] - tb->live_off[site];
+    return tb->live + tb->live_off[site];
+}
+
+void ml_time_buckets_free(ml_time_buckets_t *tb) {
+    if (!tb) return;
+    free(tb->alloc_off);
+    free(tb->alloc);
+    free(tb->live_off);
+    free(tb->live);
+    free(tb);
+}
