@@ -13,6 +13,7 @@
 #include "ml_report.h"
 #include "ml_report_html.h"
 #include "ml_trace_format.h"
+#include "ml_trace_io.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,7 +28,7 @@ typedef struct {
     const char *pprof, *speedscope;
     ml_fold_metric_t metric;
     bool leak_gate, peak_gate, gpu_leak_gate, gpu_peak_gate;
-    bool no_symbols, quiet, no_advisor, replay, all_policies;
+    bool no_symbols, quiet, no_advisor, replay, all_policies, no_save_advice;
     unsigned out_flags; /* ML_OUTFILE_*: --force, --group-readable */
     bool allow_incomplete; /* --allow-incomplete: gates judge a partial trace too */
     uint64_t fail_on_leak, max_peak, fail_on_gpu_leak, max_gpu_peak;
@@ -41,7 +42,8 @@ static void usage_report(FILE *f) {
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
           "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
-          "                      [--replay] [--allow-incomplete] [--force] [--group-readable] [-q]\n"
+          "                      [--replay] [--no-save-advice] [--allow-incomplete] [--force]\n"
+          "                      [--group-readable] [-q]\n"
           "\n"
           "  Without an output option, prints a summary: the sites holding the peak and the leaks.\n"
           "  --json OUT            the JSON report (docs/report-schema.json); '-' is stdout\n"
@@ -68,7 +70,9 @@ static void usage_report(FILE *f) {
           "  --all-policies        the advisor also replays the textbook fits (first, next, best,\n"
           "                        worst, bitmap) for its table: about five times slower\n"
           "  --replay              analyse every record again, ignoring the analysis the\n"
-          "                        collector saved at the end of the trace\n"
+          "                        collector and the advice an earlier report saved in the trace\n"
+          "  --no-save-advice      leave the trace unchanged: do not save the advisor's result\n"
+          "                        in it for later reports and the viewer (docs/trace-format.md)\n"
           "  --force               replace output files memlens did not write (never a link)\n"
           "  --group-readable      create outputs 0640 instead of 0600 (docs/security.md)\n"
           "  -q, --quiet           no warnings on stderr\n"
@@ -208,6 +212,8 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             o->all_policies = true;
         } else if (!strcmp(a, "--replay")) {
             o->replay = true;
+        } else if (!strcmp(a, "--no-save-advice")) {
+            o->no_save_advice = true;
         } else if (!strcmp(a, "--allow-incomplete")) {
             o->allow_incomplete = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -319,10 +325,17 @@ int ml_cmd_report(int argc, char **argv) {
         ml_suppressions_free(supp);
         return ML_EXIT_ERROR;
     }
-    struct stat st;
+    /* The trace's size as recorded: advice a report saved after it is not
+     * counted, so that every report of a trace says the same. */
+    uint64_t trace_size = 0;
+    ml_reader_t *size_reader;
+    if (ml_reader_open(o.trace, &size_reader, NULL, 0) == 0) {
+        trace_size = ml_reader_recorded_size(size_reader);
+        ml_reader_close(size_reader);
+    }
     ml_report_opts_t ro = {
         .trace_path = o.trace,
-        .trace_size = stat(o.trace, &st) == 0 ? (uint64_t)st.st_size : 0,
+        .trace_size = trace_size,
         .max_sites = o.max_sites,
         .suppressions = supp,
     };
@@ -332,8 +345,14 @@ int ml_cmd_report(int argc, char **argv) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         ml_advisor_opts_t ao = {.threads = cpus > 1 ? (unsigned)(cpus < 4 ? cpus : 4) : 0, .analysis = a,
                                 .all_policies = o.all_policies, .progress = !o.quiet};
-        if (ml_advisor_run(o.trace, &ao, &advice, err, sizeof err) < 0 && !o.quiet)
+        /* Saved advice is read unless --replay, and a fresh result saved
+         * unless --no-save-advice (ml_advisor_run_cached). */
+        unsigned cache = (o.replay ? 0 : ML_ADVICE_CACHE_READ) | (o.no_save_advice ? 0 : ML_ADVICE_CACHE_WRITE);
+        char warn[1024];
+        if (ml_advisor_run_cached(o.trace, &ao, cache, &advice, err, sizeof err, warn, sizeof warn) < 0 &&
+            !o.quiet)
             fprintf(stderr, "memlens: warning: strategy advisor: %s\n", err);
+        if (warn[0] && !o.quiet) fprintf(stderr, "memlens: warning: %s\n", warn);
         ro.advice = advice;
     }
 
