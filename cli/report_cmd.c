@@ -250,8 +250,13 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
         ml_cli_error("out of memory");
         return NULL;
     }
-    if (ml_analysis_load_ex(a, path, ML_LOAD_PROGRESS | (replay ? 0 : ML_LOAD_SNAPSHOT), err,
-                            sizeof err) < 0) {
+    char stage[160];
+    snprintf(stage, sizeof stage, "loading %s", path);
+    if (!quiet) ml_cli_stage_begin(stage);
+    int rc = ml_analysis_load_ex(a, path, ML_LOAD_PROGRESS | (replay ? 0 : ML_LOAD_SNAPSHOT), err,
+                                 sizeof err);
+    ml_cli_stage_end();
+    if (rc < 0) {
         ml_cli_error("%s", err);
         ml_analysis_free(a);
         return NULL;
@@ -275,7 +280,11 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
         }
     }
     ml_build_opts_t bo = {.no_symbols = no_symbols, .suppressions = supp};
-    if (ml_analysis_build(a, &bo, err, sizeof err) < 0) {
+    snprintf(stage, sizeof stage, "analysing %s (symbols, leaks, fragmentation)", path);
+    if (!quiet) ml_cli_stage_begin(stage);
+    rc = ml_analysis_build(a, &bo, err, sizeof err);
+    ml_cli_stage_end();
+    if (rc < 0) {
         ml_cli_error("%s: %s", path, err);
         ml_analysis_free(a);
         return NULL;
@@ -349,8 +358,10 @@ int ml_cmd_report(int argc, char **argv) {
          * unless --no-save-advice (ml_advisor_run_cached). */
         unsigned cache = (o.replay ? 0 : ML_ADVICE_CACHE_READ) | (o.no_save_advice ? 0 : ML_ADVICE_CACHE_WRITE);
         char warn[1024];
-        if (ml_advisor_run_cached(o.trace, &ao, cache, &advice, err, sizeof err, warn, sizeof warn) < 0 &&
-            !o.quiet)
+        if (!o.quiet) ml_cli_stage_begin("strategy advisor");
+        int arc = ml_advisor_run_cached(o.trace, &ao, cache, &advice, err, sizeof err, warn, sizeof warn);
+        ml_cli_stage_end();
+        if (arc < 0 && !o.quiet)
             fprintf(stderr, "memlens: warning: strategy advisor: %s\n", err);
         if (warn[0] && !o.quiet) fprintf(stderr, "memlens: warning: %s\n", warn);
         ro.advice = advice;
@@ -371,8 +382,10 @@ int ml_cmd_report(int argc, char **argv) {
         FILE *m = open_memstream(&doc, &len);
         int rc = m ? ml_report_json(m, a, &ro) : -ENOMEM;
         if (m) fclose(m);
+        if (!o.quiet) ml_cli_stage_begin("writing the HTML page");
         if (rc == 0) rc = ml_report_html_write_flags(doc, len, o.html, o.out_flags, err, sizeof err);
         else snprintf(err, sizeof err, "out of memory");
+        ml_cli_stage_end();
         if (rc < 0) {
             ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;

@@ -250,6 +250,11 @@ int ml_reader_advice(ml_reader_t *r, void **data, size_t *len, uint64_t *key, ui
  * the trace as it was recorded (what reports call its size). */
 uint64_t ml_reader_recorded_size(ml_reader_t *r);
 
+/** The file's size without the advice saved after the trailer (or a save of
+ * it cut short): the size of the trace as it was recorded (what reports call
+ * its size). */
+uint64_t ml_reader_recorded_size(ml_reader_t *r);
+
 /** Saves `len` bytes of advice (format `version`, under `key`) at the end of
  * the trace at `path`, replacing the advice it had. Only when the trace's
  * trailer still holds `records_hash` (else -ESTALE), and only into a regular

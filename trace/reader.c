@@ -748,8 +748,8 @@ int ml_reader_records_hash(ml_reader_t *r, uint64_t *hash) {
 
 uint64_t ml_reader_recorded_size(ml_reader_t *r) {
     uint64_t tpos, adv_off = 0, adv_key;
-    if (find_trailers(r, &tpos, &adv_off, &adv_key) < 0 || !adv_off) return r->size;
-    return adv_off;
+    if (find_trailers(r, &tpos, &adv_off, &adv_key) < 0) return r->size;
+    return tpos + ML_TRAILER_LEN; /* advice, or a save of it cut short, follows */
 }
 
 int ml_reader_advice(ml_reader_t *r, void **data, size_t *len, uint64_t *key, uint32_t *version) {
@@ -816,10 +816,18 @@ int ml_trace_save_advice(const char *path, uint64_t records_hash, const void *da
         size_t bound = ZSTD_compressBound(len) + ML_CHUNK_HEADER_LEN + ML_TRAILER_LEN;
         buf = malloc(bound);
         if (!buf) rc = -ENOMEM;
-        size_t n = buf ? ZSTD_compress(buf + ML_CHUNK_HEADER_LEN, bound - ML_CHUNK_HEADER_LEN - ML_TRAILER_LEN,
-                                       data, len, 3)
-                       : 0;
-        if (buf && ZSTD_isError(n)) rc = -EIO;
+        /* with the content checksum, as the chunks: damage is refused, not read */
+        ZSTD_CCtx *cctx = buf ? ZSTD_createCCtx() : NULL;
+        if (buf && !cctx) rc = -ENOMEM;
+        size_t n = 0;
+        if (cctx) {
+            ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 3);
+            ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+            n = ZSTD_compress2(cctx, buf + ML_CHUNK_HEADER_LEN, bound - ML_CHUNK_HEADER_LEN - ML_TRAILER_LEN,
+                               data, len);
+            if (ZSTD_isError(n)) rc = -EIO;
+            ZSTD_freeCCtx(cctx);
+        }
         if (rc == 0) {
             uint64_t at = tpos + ML_TRAILER_LEN; /* where the advice goes */
             ml__put_le32(buf, ML_SNAPSHOT_MAGIC);
