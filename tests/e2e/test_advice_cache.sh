@@ -116,6 +116,20 @@ report graft.mlt graft2.json
 check "... which replaces the foreign advice" used_cache graft2.json.err
 check "... and is the trace's own, byte for byte" cmp -s graft2.json graft.json
 
+# the same program recorded again: the same sites, other records (times, addresses)
+"$ML" run -q -o again.mlt -- "$B/fx_adv_temp" > /dev/null 2>&1
+"$PY" - temp.mlt "$rec" again.mlt again_graft.mlt << 'EOF'
+import struct, sys
+src, rec, base, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+tail = bytearray(open(src, 'rb').read()[rec:])
+head = open(base, 'rb').read()
+struct.pack_into('<Q', tail, len(tail) - 8, len(head))
+open(out, 'wb').write(head + bytes(tail))
+EOF
+chmod 600 again_graft.mlt
+report again_graft.mlt again.json
+check "advice saved for a recording of the same program is not used for another" ran_advisor again.json.err
+
 # --- the records changed under their checksum ---------------------------------
 cp temp.mlt flip.mlt
 # byte 12 of the header (flags) is covered by the records' checksum and read by nobody
