@@ -360,6 +360,7 @@ void ml_advice_stats(const ml_advice_t *a, uint64_t *ops, double *seconds) {
 
 void ml_advice_free(ml_advice_t *a) {
     if (!a) return;
+    free(a->strategies);
     free(a->s);
     free(a);
 }

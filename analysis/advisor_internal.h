@@ -117,7 +117,24 @@ struct ml_advice_s {
     double seconds;
     char skipped[4][200]; /* ml_advice_skipped */
     size_t nskipped;
+    bool from_cache;          /* read back from the trace (advice_cache.c) */
+    char (*strategies)[32];   /* read back: s[i].strategy points into strategies[i] */
 };
+
+/* ------------------------------------------------------------------------- */
+/* The saved advice (advice_cache.c)                                         */
+/* ------------------------------------------------------------------------- */
+
+/* The layout of the saved advice block (its header's version field). */
+#define ML_ADVICE_BLOCK_VERSION 1
+
+/** The key the advice of a trace whose records have `records_hash` is
+ * saved under, for these options (and o->analysis' sites). */
+uint64_t ml__advice_key(uint64_t records_hash, const ml_advisor_opts_t *o);
+/** The advice as bytes (malloc'd), and back. Decoding checks everything and
+ * returns -EINVAL with a reason in err for damaged bytes. */
+int ml__advice_encode(const ml_advice_t *adv, void **out, size_t *len);
+int ml__advice_decode(const void *data, size_t len, ml_advice_t **out, char *err, size_t errlen);
 
 /** A new, zeroed suggestion (device and site -1) at the end of the list, or
  * NULL when memory runs out. */

@@ -230,6 +230,39 @@ bool ml_advice_sampled(const ml_advice_t *a);
 const char *ml_advice_skipped(const ml_advice_t *a, size_t i);
 /** Replay statistics: ops, seconds of wall time for both passes. */
 void ml_advice_stats(const ml_advice_t *a, uint64_t *ops, double *seconds);
+/* ------------------------------------------------------------------------- */
+/* Advice saved in the trace                                                 */
+/* ------------------------------------------------------------------------- */
+
+/* `memlens report` saves the advisor's result at the end of the trace, keyed
+ * by what it depends on: the records (the trailer's checksum, checked
+ * against the file), the advisor (ML_ADVICE_CACHE_VERSION and the memlens
+ * version), the options that change it (all_policies, no_what_if, the
+ * budgets) and the analysis' sites (their frames: symbols). A later run with
+ * the same key reads it back instead of replaying the trace; any other key
+ * ignores it. Only traces with an analysis trailer (every complete trace of
+ * `memlens run`) can hold advice. docs/trace-format.md, "The saved advice". */
+
+/** Raise it whenever a change of the advisor or the simulator changes its
+ * results: saved advice of another version is not used. */
+#define ML_ADVICE_CACHE_VERSION 1
+
+#define ML_ADVICE_CACHE_READ 1u  /* use advice saved in the trace under the same key */
+#define ML_ADVICE_CACHE_WRITE 2u /* save a fresh result in the trace when it may be written */
+
+/** ml_advisor_run() through the advice saved in the trace: returns the saved
+ * result when its key matches (ml_advice_from_cache() is then true), else
+ * runs the advisor and, with ML_ADVICE_CACHE_WRITE, saves the result
+ * (ml_trace_save_advice: only into a regular file of the caller's that its
+ * owner may write, never through a link). Damaged saved advice, or a save
+ * that failed for another reason than "not ours to write", leaves a message
+ * in warn[0..warnlen) (else warn[0] is NUL); neither is an error. Returns
+ * what ml_advisor_run() returns. */
+int ml_advisor_run_cached(const char *trace_path, const ml_advisor_opts_t *o, unsigned flags,
+                          ml_advice_t **out, char *err, size_t errlen, char *warn, size_t warnlen);
+/** True when the result was read back from the trace. */
+bool ml_advice_from_cache(const ml_advice_t *a);
+
 /** Frees the result and its suggestions. NULL is allowed. */
 void ml_advice_free(ml_advice_t *a);
 

@@ -29,7 +29,7 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, shell=True, check=True, **kw)
 
 
-def prepare(work):
+def prepare(work, bigheap=2000000):
     """Creates the inputs of every workload in `work`."""
     with open(os.path.join(work, "dicts.py"), "w") as f:
         f.write(
@@ -81,10 +81,10 @@ def prepare(work):
             "        self.a = a\n"
             "        self.b = b\n"
             "keep = []\n"
-            "for i in range(2000000):\n"
+            f"for i in range({bigheap}):\n"
             "    keep.append(((i, i + 1), 's%d' % i, S(i, -i), [i]))\n"
             "d = {}\n"
-            "for i in range(500000):\n"
+            f"for i in range({bigheap // 4}):\n"
             "    d['k%d' % i] = i\n"
             "print(len(keep), len(d))\n"
         )
@@ -161,6 +161,9 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--only", default="")
     ap.add_argument("--no-heaptrack", action="store_true")
+    ap.add_argument("--bigheap", type=int, default=2000000,
+                    help="objects of each of 4 kinds python3-bigheap keeps (then a dict of a quarter as many); "
+                         "the issue's 2000000 takes over 20 minutes on a loaded 2-core machine")
     args = ap.parse_args()
     memlens = os.path.abspath(os.path.join(args.build, "memlens"))
     if not os.access(memlens, os.X_OK):
@@ -168,7 +171,7 @@ def main():
     heaptrack = shutil.which("heaptrack") if not args.no_heaptrack else None
     work = tempfile.mkdtemp(prefix="memlens-bench-")
     print(f"# inputs in {work}", file=sys.stderr)
-    repo = prepare(work)
+    repo = prepare(work, args.bigheap)
     rows = []
     only = set(filter(None, args.only.split(",")))
     for name, argv, extra, before in workloads(work, repo):

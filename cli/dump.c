@@ -57,6 +57,16 @@ int ml_cmd_dump(int argc, char **argv) {
         } else if (s != -ENOENT) {
             printf("# analysis snapshot unusable: %s\n", ml_reader_error(r));
         }
+        /* The strategy advice an earlier `memlens report` saved after it. */
+        uint64_t key;
+        s = ml_reader_advice(r, &snap, &len, &key, &version);
+        if (s == 0) {
+            printf("# saved strategy advice: %zu bytes, version %u, key %016llx\n", len, version,
+                   (unsigned long long)key);
+            free(snap);
+        } else if (s != -ENOENT) {
+            printf("# saved strategy advice unusable: %s\n", ml_reader_error(r));
+        }
     }
     ml_reader_close(r);
     return code;

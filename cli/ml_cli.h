@@ -41,5 +41,11 @@ ml_sink_t ml_cli_live_sink(ml_vmodel_t *m);
 
 /** Installs the stderr progress display for long trace reads (progress.c). */
 void ml_cli_progress_install(void);
+/** A stage of work without a loop to count: once it has taken a second, and
+ * only when stderr is a terminal, "memlens: WHAT..." shows on stderr until
+ * ml_cli_stage_end() erases it. One stage at a time (a nested begin is
+ * ignored); the main thread's calls only. */
+void ml_cli_stage_begin(const char *what);
+void ml_cli_stage_end(void);
 
 #endif

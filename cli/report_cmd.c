@@ -14,6 +14,7 @@
 #include "ml_report_html.h"
 #include "ml_trace_format.h"
 #include "report_many.h"
+#include "ml_trace_io.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -28,7 +29,7 @@ typedef struct {
     const char *pprof, *speedscope;
     ml_fold_metric_t metric;
     bool leak_gate, peak_gate, gpu_leak_gate, gpu_peak_gate;
-    bool no_symbols, quiet, no_advisor, replay, all_policies, summary;
+    bool no_symbols, quiet, no_advisor, replay, all_policies, summary, no_save_advice;
     unsigned out_flags; /* ML_OUTFILE_*: --force, --group-readable */
     bool allow_incomplete; /* --allow-incomplete: gates judge a partial trace too */
     uint64_t fail_on_leak, max_peak, fail_on_gpu_leak, max_gpu_peak;
@@ -46,7 +47,7 @@ static void usage_report(FILE *f) {
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
           "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
-          "                      [--replay] [--allow-incomplete] [--summary] [--force]\n"
+          "                      [--replay] [--no-save-advice] [--allow-incomplete] [--summary] [--force]\n"
           "                      [--group-readable] [-q]\n"
           "       memlens report FILE FILE... | DIR [--json OUT] [--html OUT] [--by-process METRIC]\n"
           "                      [gates and other options as above]\n"
@@ -82,7 +83,9 @@ static void usage_report(FILE *f) {
           "  --all-policies        the advisor also replays the textbook fits (first, next, best,\n"
           "                        worst, bitmap) for its table: about five times slower\n"
           "  --replay              analyse every record again, ignoring the analysis the\n"
-          "                        collector saved at the end of the trace\n"
+          "                        collector and the advice an earlier report saved in the trace\n"
+          "  --no-save-advice      leave the trace unchanged: do not save the advisor's result\n"
+          "                        in it for later reports and the viewer (docs/trace-format.md)\n"
           "  --force               replace output files memlens did not write (never a link)\n"
           "  --group-readable      create outputs 0640 instead of 0600 (docs/security.md)\n"
           "  --summary             print the summary on stdout also when writing files\n"
@@ -238,6 +241,8 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             o->replay = true;
         } else if (!strcmp(a, "--summary")) {
             o->summary = true;
+        } else if (!strcmp(a, "--no-save-advice")) {
+            o->no_save_advice = true;
         } else if (!strcmp(a, "--allow-incomplete")) {
             o->allow_incomplete = true;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
@@ -275,8 +280,13 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
         ml_cli_error("out of memory");
         return NULL;
     }
-    if (ml_analysis_load_ex(a, path, (quiet ? 0 : ML_LOAD_PROGRESS) | (replay ? 0 : ML_LOAD_SNAPSHOT), err,
-                            sizeof err) < 0) {
+    char stage[160];
+    snprintf(stage, sizeof stage, "loading %s", path);
+    if (!quiet) ml_cli_stage_begin(stage);
+    int rc = ml_analysis_load_ex(a, path, (quiet ? 0 : ML_LOAD_PROGRESS) | (replay ? 0 : ML_LOAD_SNAPSHOT), err,
+                                 sizeof err);
+    ml_cli_stage_end();
+    if (rc < 0) {
         ml_cli_error("%s", err);
         ml_analysis_free(a);
         return NULL;
@@ -300,7 +310,11 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
         }
     }
     ml_build_opts_t bo = {.no_symbols = no_symbols, .suppressions = supp};
-    if (ml_analysis_build(a, &bo, err, sizeof err) < 0) {
+    snprintf(stage, sizeof stage, "analysing %s (symbols, leaks, fragmentation)", path);
+    if (!quiet) ml_cli_stage_begin(stage);
+    rc = ml_analysis_build(a, &bo, err, sizeof err);
+    ml_cli_stage_end();
+    if (rc < 0) {
         ml_cli_error("%s: %s", path, err);
         ml_analysis_free(a);
         return NULL;
@@ -399,10 +413,17 @@ int ml_cmd_report(int argc, char **argv) {
         ml_suppressions_free(supp);
         return ML_EXIT_ERROR;
     }
-    struct stat st;
+    /* The trace's size as recorded: advice a report saved after it is not
+     * counted, so that every report of a trace says the same. */
+    uint64_t trace_size = 0;
+    ml_reader_t *size_reader;
+    if (ml_reader_open(o.trace, &size_reader, NULL, 0) == 0) {
+        trace_size = ml_reader_recorded_size(size_reader);
+        ml_reader_close(size_reader);
+    }
     ml_report_opts_t ro = {
         .trace_path = o.trace,
-        .trace_size = stat(o.trace, &st) == 0 ? (uint64_t)st.st_size : 0,
+        .trace_size = trace_size,
         .max_sites = o.max_sites,
         .suppressions = supp,
     };
@@ -412,8 +433,16 @@ int ml_cmd_report(int argc, char **argv) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         ml_advisor_opts_t ao = {.threads = cpus > 1 ? (unsigned)(cpus < 4 ? cpus : 4) : 0, .analysis = a,
                                 .all_policies = o.all_policies, .progress = !o.quiet};
-        if (ml_advisor_run(o.trace, &ao, &advice, err, sizeof err) < 0 && !o.quiet)
+        /* Saved advice is read unless --replay, and a fresh result saved
+         * unless --no-save-advice (ml_advisor_run_cached). */
+        unsigned cache = (o.replay ? 0 : ML_ADVICE_CACHE_READ) | (o.no_save_advice ? 0 : ML_ADVICE_CACHE_WRITE);
+        char warn[1024];
+        if (!o.quiet) ml_cli_stage_begin("strategy advisor");
+        int arc = ml_advisor_run_cached(o.trace, &ao, cache, &advice, err, sizeof err, warn, sizeof warn);
+        ml_cli_stage_end();
+        if (arc < 0 && !o.quiet)
             fprintf(stderr, "memlens: warning: strategy advisor: %s\n", err);
+        if (warn[0] && !o.quiet) fprintf(stderr, "memlens: warning: %s\n", warn);
         ro.advice = advice;
     }
 
@@ -443,8 +472,10 @@ int ml_cmd_report(int argc, char **argv) {
         int rc = m ? ml_report_json(m, a, &hro) : -ENOMEM;
         if (m) fclose(m);
         ml_time_buckets_free(tb);
+        if (!o.quiet) ml_cli_stage_begin("writing the HTML page");
         if (rc == 0) rc = ml_report_html_write_flags(doc, len, o.html, o.out_flags, err, sizeof err);
         else snprintf(err, sizeof err, "out of memory");
+        ml_cli_stage_end();
         if (rc < 0) {
             ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;

@@ -10,10 +10,17 @@
  *   record  := u8 tag  body                                    (body: LEB128 varints, strings)
  *   snapshot := "MLSN" u32 comp_len u32 raw_len u32 version  zstd_frame[comp_len]  (since 1.3)
  *   trailer  := "MLIX" u32 1 u64 body_hash u64 snapshot_offset   (the last 24 bytes)
+ *   [advice advice_trailer]                                    (since 1.6, after the trailer)
+ *   advice   := "MLSN" u32 comp_len u32 raw_len u32 version  zstd_frame[comp_len]
+ *   advice_trailer := "MLIX" u32 2 u64 key u64 advice_offset  (then the last 24 bytes)
  *
  * The optional snapshot, written by the collector after the end record, is
  * the analysis session it kept while recording (analysis/snapshot.c): a
- * report can start from it instead of replaying every record.
+ * report can start from it instead of replaying every record. The optional
+ * advice, appended by `memlens report`, is the strategy advisor's result
+ * (analysis/advice_cache.c), valid for the records and advisor of its key.
+ * It is framed as a snapshot block and a trailer so that every reader since
+ * 1.3 skips it when it reads records.
  *
  * Every chunk is an independent zstd frame with a content checksum, so a trace
  * cut short (the collector was killed, the disk filled) reads up to its last
@@ -27,9 +34,10 @@
 #define ML_TRACE_MAGIC "MLTRACE"
 #define ML_TRACE_MAGIC_LEN 8
 #define ML_TRACE_MAJOR 1
-#define ML_TRACE_MINOR 5 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
+#define ML_TRACE_MINOR 6 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
                           * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42);
-                          * 5: unwind-check (0x35), peak-rss (0x36), block-reach verdict 4 */
+                          * 5: unwind-check (0x35), peak-rss (0x36), block-reach verdict 4;
+                          * 6: saved strategy advice after the trailer */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -37,6 +45,7 @@
 #define ML_SNAPSHOT_MAGIC 0x4e534c4du /* "MLSN" */
 #define ML_TRAILER_MAGIC 0x58494c4du  /* "MLIX" */
 #define ML_TRAILER_LEN 24
+#define ML_ADVICE_TRAILER_VERSION 2 /* the second field of the advice's trailer */
 #define ML_SNAPSHOT_MAX_RAW (1u << 31)
 
 /* Record tags. Bodies are listed as field(type); u = unsigned LEB128,

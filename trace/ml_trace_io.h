@@ -231,6 +231,40 @@ void ml_reader_close(ml_reader_t *r);
  * record stream's position does not move. */
 int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *version);
 
+/** The checksum of the records (the header and every chunk) that the
+ * trailer holds, after checking it against the file (a read of every chunk,
+ * no decompression). Returns 0, -ENOENT when the trace has no trailer, or
+ * another negative errno (message in ml_reader_error()) when the records do
+ * not match it. */
+int ml_reader_records_hash(ml_reader_t *r, uint64_t *hash);
+
+/** The strategy advice `memlens report` saved after the trailer, if any: a
+ * malloc'd copy of its bytes in *data (free() it), its length, the key it was
+ * saved under and its format version. Returns 0, -ENOENT when there is none,
+ * or another negative errno (message in ml_reader_error()) when it is there
+ * but damaged. The key is not checked here: its meaning is the caller's
+ * (analysis/advice_cache.c). */
+int ml_reader_advice(ml_reader_t *r, void **data, size_t *len, uint64_t *key, uint32_t *version);
+
+/** The file's size without the advice saved after the trailer: the size of
+ * the trace as it was recorded (what reports call its size). */
+uint64_t ml_reader_recorded_size(ml_reader_t *r);
+
+/** The file's size without the advice saved after the trailer (or a save of
+ * it cut short): the size of the trace as it was recorded (what reports call
+ * its size). */
+uint64_t ml_reader_recorded_size(ml_reader_t *r);
+
+/** Saves `len` bytes of advice (format `version`, under `key`) at the end of
+ * the trace at `path`, replacing the advice it had. Only when the trace's
+ * trailer still holds `records_hash` (else -ESTALE), and only into a regular
+ * file that belongs to the caller, has one name, is writable by its owner
+ * and is not locked, never through a symbolic link (else -ELOOP, -EPERM,
+ * -EWOULDBLOCK; docs/security.md). The mode of the file does not change.
+ * Returns 0 or a negative errno with a message in err. */
+int ml_trace_save_advice(const char *path, uint64_t records_hash, const void *data, size_t len,
+                         uint32_t version, uint64_t key, char *err, size_t errlen);
+
 /* ------------------------------------------------------------------------- */
 /* Progress of long reads                                                    */
 /* ------------------------------------------------------------------------- */

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -68,6 +69,10 @@ static int read_full(int fd, void *buf, size_t len, size_t *got) {
 /* Opening and chunks                                                        */
 /* ------------------------------------------------------------------------- */
 
+/* A reader on `fd` (opened with O_NONBLOCK), which it takes over: closed on
+ * failure, by ml_reader_close() otherwise. */
+static int reader_from_fd(int fd, const char *path, ml_reader_t **out, char *err, size_t errlen);
+
 int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen) {
     /* O_NONBLOCK: opening a FIFO must not wait for a writer. Only regular
      * files are read; the flag is cleared for them. */
@@ -77,6 +82,10 @@ int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen
         if (err) snprintf(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
+    return reader_from_fd(fd, path, out, err, errlen);
+}
+
+static int reader_from_fd(int fd, const char *path, ml_reader_t **out, char *err, size_t errlen) {
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         const char *what = S_ISFIFO(st.st_mode)   ? "a FIFO (named pipe)"
@@ -597,28 +606,88 @@ static int check_body(ml_reader_t *r, uint64_t end, uint64_t want) {
     return 0;
 }
 
-int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *version) {
-    *data = NULL;
-    *len = 0;
-    uint8_t t[ML_TRAILER_LEN], h[ML_CHUNK_HEADER_LEN];
+/* The analysis trailer of a file that does not end with one: a save of
+ * advice that was cut short (a crash in its one write) leaves the advice's
+ * start after it. Walks the block headers from the start (one 16-byte read
+ * per chunk, no decompression) to the last analysis trailer, and accepts it
+ * only when nothing but a block cut short follows it. -ENOENT otherwise. */
+static int walk_to_trailer(ml_reader_t *r, uint64_t *tpos) {
+    uint64_t pos = ML_TRACE_HEADER_LEN, found = 0;
+    uint8_t h[ML_CHUNK_HEADER_LEN];
+    while (pos + ML_CHUNK_HEADER_LEN <= r->size) {
+        if (pread_full(r->fd, h, sizeof h, pos) < 0) return -ENOENT;
+        uint32_t magic = ml__get_le32(h);
+        uint64_t n;
+        if (magic == ML_CHUNK_MAGIC && !found) {
+            n = ML_CHUNK_HEADER_LEN + (uint64_t)ml__get_le32(h + 4);
+        } else if (magic == ML_SNAPSHOT_MAGIC) {
+            n = ML_CHUNK_HEADER_LEN + (uint64_t)ml__get_le32(h + 4);
+        } else if (magic == ML_TRAILER_MAGIC && ml__get_le32(h + 4) == 1) {
+            n = ML_TRAILER_LEN;
+            if (pos + n <= r->size) found = pos;
+        } else if (magic == ML_TRAILER_MAGIC && ml__get_le32(h + 4) == ML_ADVICE_TRAILER_VERSION) {
+            n = ML_TRAILER_LEN;
+        } else {
+            return -ENOENT; /* not a block cut short: something else */
+        }
+        if (pos + n > r->size) break; /* the block cut short */
+        pos += n;
+    }
+    if (!found || pos == r->size) return -ENOENT; /* nothing was cut: no trailer at the end */
+    *tpos = found;
+    return 0;
+}
+
+/* Where the trailers are. The snapshot's trailer ("MLIX" 1) is the file's
+ * last 24 bytes, or, when `memlens report` saved strategy advice after it,
+ * the 24 bytes before the advice block, whose own trailer ("MLIX" 2) is then
+ * the last 24 bytes. Sets *tpos to the snapshot trailer's offset and, when
+ * there is advice, *adv_off and *adv_key (else both 0). Returns 0, -ENOENT
+ * when the file has no trailer, or an error (message in r->err). */
+static int find_trailers(ml_reader_t *r, uint64_t *tpos, uint64_t *adv_off, uint64_t *adv_key) {
+    uint8_t t[ML_TRAILER_LEN];
+    *adv_off = *adv_key = 0;
     if (r->minor < 3 || r->size < ML_TRACE_HEADER_LEN + ML_CHUNK_HEADER_LEN + ML_TRAILER_LEN)
         return -ENOENT;
-    uint64_t tpos = r->size - ML_TRAILER_LEN;
-    int rc = pread_full(r->fd, t, sizeof t, tpos);
-    if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", tpos, strerror(-rc));
-    if (ml__get_le32(t) != ML_TRAILER_MAGIC || ml__get_le32(t + 4) != 1) return -ENOENT;
-    uint64_t off = ml__get_le64(t + 16);
-    if (off < ML_TRACE_HEADER_LEN || off > tpos - ML_CHUNK_HEADER_LEN)
-        return fail(r, -EINVAL, "corrupt trace: the trailer points outside the file (%" PRIu64 ")",
-                    off);
-    rc = pread_full(r->fd, h, sizeof h, off);
+    uint64_t pos = r->size - ML_TRAILER_LEN;
+    int rc = pread_full(r->fd, t, sizeof t, pos);
+    if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", pos, strerror(-rc));
+    if (ml__get_le32(t) != ML_TRAILER_MAGIC || (ml__get_le32(t + 4) != 1 &&
+                                                ml__get_le32(t + 4) != ML_ADVICE_TRAILER_VERSION))
+        return walk_to_trailer(r, tpos);
+    if (ml__get_le32(t + 4) == ML_ADVICE_TRAILER_VERSION) {
+        uint64_t off = ml__get_le64(t + 16);
+        if (off < ML_TRACE_HEADER_LEN + ML_CHUNK_HEADER_LEN + ML_TRAILER_LEN ||
+            off > pos - ML_CHUNK_HEADER_LEN)
+            return fail(r, -EINVAL, "corrupt trace: the advice trailer points outside the file (%" PRIu64 ")",
+                        off);
+        *adv_off = off;
+        *adv_key = ml__get_le64(t + 8);
+        pos = off - ML_TRAILER_LEN;
+        rc = pread_full(r->fd, t, sizeof t, pos);
+        if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", pos, strerror(-rc));
+        if (ml__get_le32(t) != ML_TRAILER_MAGIC || ml__get_le32(t + 4) != 1)
+            return fail(r, -EINVAL, "corrupt trace: no analysis trailer before the advice at offset %" PRIu64,
+                        off);
+    } else if (ml__get_le32(t + 4) != 1) {
+        return -ENOENT;
+    }
+    *tpos = pos;
+    return 0;
+}
+
+/* Reads the block ("MLSN" header + zstd frame) at `off` that must end at
+ * `end`, and decompresses it into a malloc'd *data. `what` names it in
+ * messages. */
+static int read_block(ml_reader_t *r, uint64_t off, uint64_t end, const char *what, void **data,
+                      size_t *len, uint32_t *version) {
+    uint8_t h[ML_CHUNK_HEADER_LEN];
+    int rc = pread_full(r->fd, h, sizeof h, off);
     if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", off, strerror(-rc));
     uint32_t comp_len = ml__get_le32(h + 4), raw_len = ml__get_le32(h + 8);
-    if (ml__get_le32(h) != ML_SNAPSHOT_MAGIC || off + ML_CHUNK_HEADER_LEN + comp_len != tpos ||
+    if (ml__get_le32(h) != ML_SNAPSHOT_MAGIC || off + ML_CHUNK_HEADER_LEN + comp_len != end ||
         raw_len == 0 || raw_len > ML_SNAPSHOT_MAX_RAW)
-        return fail(r, -EINVAL, "corrupt trace: bad analysis snapshot at offset %" PRIu64, off);
-    rc = check_body(r, off, ml__get_le64(t + 8));
-    if (rc < 0) return rc;
+        return fail(r, -EINVAL, "corrupt trace: bad %s at offset %" PRIu64, what, off);
     uint8_t *comp = malloc(comp_len ? comp_len : 1), *raw = malloc(raw_len);
     if (!comp || !raw) {
         free(comp);
@@ -634,9 +703,8 @@ int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *versi
     free(comp);
     if (rc < 0 || ZSTD_isError(n) || n != raw_len) {
         free(raw);
-        return fail(r, rc < 0 ? rc : -EINVAL,
-                    "corrupt trace: the analysis snapshot at offset %" PRIu64 " does not decompress",
-                    off);
+        return fail(r, rc < 0 ? rc : -EINVAL, "corrupt trace: the %s at offset %" PRIu64 " does not decompress",
+                    what, off);
     }
     *data = raw;
     *len = raw_len;
@@ -644,6 +712,158 @@ int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *versi
     return 0;
 }
 
+int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *version) {
+    *data = NULL;
+    *len = 0;
+    uint64_t tpos, adv_off, adv_key;
+    int rc = find_trailers(r, &tpos, &adv_off, &adv_key);
+    if (rc < 0) return rc;
+    uint8_t t[ML_TRAILER_LEN];
+    if ((rc = pread_full(r->fd, t, sizeof t, tpos)) < 0)
+        return fail(r, rc, "read error at offset %" PRIu64 ": %s", tpos, strerror(-rc));
+    uint64_t off = ml__get_le64(t + 16);
+    if (off < ML_TRACE_HEADER_LEN || off > tpos - ML_CHUNK_HEADER_LEN)
+        return fail(r, -EINVAL, "corrupt trace: the trailer points outside the file (%" PRIu64 ")",
+                    off);
+    rc = check_body(r, off, ml__get_le64(t + 8));
+    if (rc < 0) return rc;
+    return read_block(r, off, tpos, "analysis snapshot", data, len, version);
+}
+
+int ml_reader_records_hash(ml_reader_t *r, uint64_t *hash) {
+    uint64_t tpos, adv_off, adv_key;
+    int rc = find_trailers(r, &tpos, &adv_off, &adv_key);
+    if (rc < 0) return rc;
+    uint8_t t[ML_TRAILER_LEN];
+    if ((rc = pread_full(r->fd, t, sizeof t, tpos)) < 0)
+        return fail(r, rc, "read error at offset %" PRIu64 ": %s", tpos, strerror(-rc));
+    uint64_t off = ml__get_le64(t + 16);
+    if (off < ML_TRACE_HEADER_LEN || off > tpos - ML_CHUNK_HEADER_LEN)
+        return fail(r, -EINVAL, "corrupt trace: the trailer points outside the file (%" PRIu64 ")",
+                    off);
+    if ((rc = check_body(r, off, ml__get_le64(t + 8))) < 0) return rc;
+    *hash = ml__get_le64(t + 8);
+    return 0;
+}
+
+uint64_t ml_reader_recorded_size(ml_reader_t *r) {
+    uint64_t tpos, adv_off = 0, adv_key;
+    if (find_trailers(r, &tpos, &adv_off, &adv_key) < 0) return r->size;
+    return tpos + ML_TRAILER_LEN; /* advice, or a save of it cut short, follows */
+}
+
+int ml_reader_advice(ml_reader_t *r, void **data, size_t *len, uint64_t *key, uint32_t *version) {
+    *data = NULL;
+    *len = 0;
+    uint64_t tpos, adv_off, adv_key;
+    int rc = find_trailers(r, &tpos, &adv_off, &adv_key);
+    if (rc < 0) return rc;
+    if (!adv_off) return -ENOENT;
+    *key = adv_key;
+    return read_block(r, adv_off, r->size - ML_TRAILER_LEN, "saved strategy advice", data, len, version);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Saving advice in a trace                                                  */
+/* ------------------------------------------------------------------------- */
+
+/* The advice goes in place, at the end of the file, under the rules of
+ * docs/security.md: never through a symbolic link, only into a regular file
+ * with one name that belongs to the caller and whose owner may write it
+ * (mode u+w: a trace made read-only stays unchanged, even for root), under
+ * an exclusive lock, and only while the file still has the records the
+ * advice was keyed on. The mode stays what it was (0600 for memlens' own
+ * traces). The old advice, if any, is cut off first, then the new block and
+ * its trailer go in one write: a crash between leaves a trace without
+ * advice, or with a partial tail that readers skip (no trailer at the end,
+ * so the next report replays the records and writes the advice again). */
+int ml_trace_save_advice(const char *path, uint64_t records_hash, const void *data, size_t len,
+                         uint32_t version, uint64_t key, char *err, size_t errlen) {
+    if (len == 0 || len > ML_SNAPSHOT_MAX_RAW) return -EINVAL;
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW);
+    if (fd < 0) {
+        int e = errno;
+        if (err) snprintf(err, errlen, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
+        !(st.st_mode & S_IWUSR)) {
+        if (err) snprintf(err, errlen, "%s: not a trace file of ours that we may write", path);
+        close(fd);
+        return -EPERM;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        if (err) snprintf(err, errlen, "%s: locked by another process", path);
+        close(fd);
+        return -e;
+    }
+    ml_reader_t *r;
+    int rc = reader_from_fd(fd, path, &r, err, errlen); /* takes the fd (and the lock) */
+    if (rc < 0) return rc;
+    /* The trailer must still hold the records' checksum the advice was keyed
+     * on (the caller had it checked against the records: reading them all
+     * again is not needed, as every reader checks them against it). */
+    uint64_t tpos = 0, adv_off, adv_key;
+    uint8_t t0[ML_TRAILER_LEN];
+    rc = find_trailers(r, &tpos, &adv_off, &adv_key);
+    if (rc == 0 && (rc = pread_full(r->fd, t0, sizeof t0, tpos)) == 0 && ml__get_le64(t0 + 8) != records_hash)
+        rc = -ESTALE; /* the file changed since it was read */
+    uint8_t *buf = NULL;
+    size_t total = 0;
+    if (rc == 0) {
+        size_t bound = ZSTD_compressBound(len) + ML_CHUNK_HEADER_LEN + ML_TRAILER_LEN;
+        buf = malloc(bound);
+        if (!buf) rc = -ENOMEM;
+        /* with the content checksum, as the chunks: damage is refused, not read */
+        ZSTD_CCtx *cctx = buf ? ZSTD_createCCtx() : NULL;
+        if (buf && !cctx) rc = -ENOMEM;
+        size_t n = 0;
+        if (cctx) {
+            ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 3);
+            ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+            n = ZSTD_compress2(cctx, buf + ML_CHUNK_HEADER_LEN, bound - ML_CHUNK_HEADER_LEN - ML_TRAILER_LEN,
+                               data, len);
+            if (ZSTD_isError(n)) rc = -EIO;
+            ZSTD_freeCCtx(cctx);
+        }
+        if (rc == 0) {
+            uint64_t at = tpos + ML_TRAILER_LEN; /* where the advice goes */
+            ml__put_le32(buf, ML_SNAPSHOT_MAGIC);
+            ml__put_le32(buf + 4, (uint32_t)n);
+            ml__put_le32(buf + 8, (uint32_t)len);
+            ml__put_le32(buf + 12, version);
+            uint8_t *t = buf + ML_CHUNK_HEADER_LEN + n;
+            ml__put_le32(t, ML_TRAILER_MAGIC);
+            ml__put_le32(t + 4, ML_ADVICE_TRAILER_VERSION);
+            ml__put_le64(t + 8, key);
+            ml__put_le64(t + 16, at);
+            total = ML_CHUNK_HEADER_LEN + n + ML_TRAILER_LEN;
+            if (r->size > at && ftruncate(r->fd, (off_t)at) < 0) rc = -errno;
+            for (size_t done = 0; rc == 0 && done < total;) {
+                ssize_t w = pwrite(r->fd, buf + done, total - done, (off_t)(at + done));
+                if (w < 0 && errno == EINTR) continue;
+                if (w <= 0) {
+                    rc = w < 0 ? -errno : -EIO;
+                    if (ftruncate(r->fd, (off_t)at) < 0) { /* the trace stays as it was, without advice */
+                    }
+                    break;
+                }
+                done += (size_t)w;
+            }
+        }
+    }
+    free(buf);
+    if (rc < 0 && err)
+        snprintf(err, errlen, "%s: %s", path,
+                 rc == -ESTALE ? "the trace changed while the advisor ran"
+                 : rc == -ENOENT ? "the trace has no analysis trailer (advice is saved only after one)"
+                 : r->err[0] ? r->err
+                             : strerror(-rc));
+    ml_reader_close(r);
+    return rc;
+}
 
 /* ------------------------------------------------------------------------- */
 /* State                                                                     */

@@ -1178,7 +1178,11 @@ uint32_t ml_vmodel_cell_sites(ml_vmodel_t *m, ml_vmap_at_t at, uint64_t addr, ui
 static void *advice_main(void *arg) {
     ml_vmodel_t *m = arg;
     ml_advisor_opts_t o = {.threads = 0, .analysis = m->an};
-    int rc = ml_advisor_run(m->path, &o, &m->advice, m->adv_error, sizeof m->adv_error);
+    /* The advice a report saved in the trace when it is there (no replay),
+     * else a fresh run; the viewer reads the trace and never writes it. */
+    char warn[256];
+    int rc = ml_advisor_run_cached(m->path, &o, ML_ADVICE_CACHE_READ, &m->advice, m->adv_error,
+                                   sizeof m->adv_error, warn, sizeof warn);
     atomic_store(&m->adv_state, rc < 0 ? ADV_FAILED : ADV_DONE);
     return NULL;
 }

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# The strategy advice saved in the trace (issue 12, item 5; docs/trace-format.md,
+# "The saved advice"), end to end with the real memlens on fixtures whose advice
+# is known (fx_adv_temp, fx_adv_slab: docs/strategies.md):
+#   - the first `report --json` runs the advisor and saves its result; the second
+#     reads it back (ML_ADVISOR_DEBUG says which) and writes the same JSON byte
+#     for byte; the trace keeps its mode and its size in the report;
+#   - the saved advice equals a fresh run's (--replay, --no-save-advice), but for
+#     the advisor's own run time;
+#   - advice grafted from another trace (other records), a flipped byte under the
+#     records' checksum, and damaged advice are all discarded, the last with a
+#     warning, never a crash; a save cut short is repaired by the next report;
+#   - never written through a symbolic link, nor into a read-only trace.
+# usage: test_advice_cache.sh BUILD_DIR
+set -u
+B=$(cd "${1:?build dir}" && pwd)
+ML="$B/memlens"
+PY=/usr/bin/python3
+W=$(mktemp -d /tmp/memlens-advcache-XXXXXX)
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir $W"
+cd "$W" || exit 2
+fails=0
+ok() { echo "ok   $*"; }
+bad() {
+    echo "FAIL $*"
+    fails=$((fails + 1))
+}
+check() { # check DESCRIPTION COMMAND...
+    local what=$1
+    shift
+    if "$@"; then ok "$what"; else bad "$what"; fi
+}
+# The advisor's run time is the one field two fresh runs differ in.
+# Reports of copies of a trace also differ in its path.
+noseconds() { sed 's/"seconds": [0-9.e+-]*/"seconds": _/; s/"path": "[^"]*"/"path": _/' "$1"; }
+same_but_time() { cmp -s <(noseconds "$1") <(noseconds "$2"); }
+# The advisor's keys only (suggestions, policies, advisor), but its run time.
+same_advice() {
+    "$PY" - "$1" "$2" << 'EOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for r in (a, b):
+    r["advisor"].pop("seconds", None)
+sys.exit(0 if all(a[k] == b[k] for k in ("suggestions", "policies", "advisor")) else 1)
+EOF
+}
+has_advice() { "$ML" dump "$1" | grep -q '^# saved strategy advice: '; }
+used_cache() { grep -q 'advisor: the advice saved in .* is used' "$1"; }
+ran_advisor() { grep -q '^advisor: group key\|^advisor: candidate' "$1"; }
+size_in_report() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["trace"]["size_bytes"])' "$1"; }
+nsugg() { "$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["suggestions"]))' "$1"; }
+# report TRACE OUT [ARGS...]: the JSON report with the advisor's debug lines in OUT.err
+report() {
+    local t=$1 out=$2
+    shift 2
+    ML_ADVISOR_DEBUG=1 "$ML" report "$t" --json "$out" "$@" > /dev/null 2> "$out.err"
+}
+
+"$ML" run -q -o temp.mlt -- "$B/fx_adv_temp" > /dev/null 2>&1 || { echo "cannot record fx_adv_temp"; exit 1; }
+"$ML" run -q -o slab.mlt -- "$B/fx_adv_slab" > /dev/null 2>&1 || { echo "cannot record fx_adv_slab"; exit 1; }
+cp temp.mlt temp.orig
+cp slab.mlt slab.orig
+
+# --- saving and reading back --------------------------------------------------
+report temp.mlt fresh.json --no-save-advice
+check "--no-save-advice leaves the trace byte for byte as recorded" cmp -s temp.mlt temp.orig
+check "the fixture has suggestions (temporaries: stack / reuse_buffer)" [ "$(nsugg fresh.json)" -ge 1 ]
+report temp.mlt first.json
+check "the first report runs the advisor" ran_advisor first.json.err
+check "... and saves its result in the trace" has_advice temp.mlt
+check "... keeping the trace's mode (0600)" [ "$(stat -c %a temp.mlt)" = 600 ]
+check "... and the rest of the file as it was" cmp -s -n "$(stat -c %s temp.orig)" temp.mlt temp.orig
+check "its JSON equals a fresh run's (but the advisor's run time)" same_but_time first.json fresh.json
+report temp.mlt second.json
+check "the second report uses the saved advice" used_cache second.json.err
+check "... without running the advisor" bash -c "! grep -q '^advisor: group key' second.json.err"
+check "... and writes the same JSON, byte for byte" cmp -s second.json first.json
+check "the report's trace size is the recorded one" [ "$(size_in_report second.json)" = "$(stat -c %s temp.orig)" ]
+report temp.mlt html.json --html page.html
+check "--html with --json reads it too" used_cache html.json.err
+check "... same JSON" cmp -s html.json first.json
+report temp.mlt replay.json --replay
+check "--replay runs the advisor again" ran_advisor replay.json.err
+check "... with the same result" same_but_time replay.json first.json
+report temp.mlt all.json --all-policies
+check "--all-policies (another key) runs the advisor" ran_advisor all.json.err
+report temp.mlt all2.json --all-policies
+check "... and then has its own saved advice" used_cache all2.json.err
+check "... with its table of more policies" cmp -s all2.json all.json
+report temp.mlt third.json
+check "the default key runs again after another key replaced it" ran_advisor third.json.err
+"$ML" report -q temp.mlt > text.out 2>&1
+check "the text report is unchanged by the saved advice" \
+    cmp -s <(tail -n +2 text.out) <("$ML" report -q temp.orig 2>&1 | tail -n +2)
+check "dump reads every record of a trace with advice" \
+    cmp -s <("$ML" dump temp.mlt | grep -v '^# saved strategy advice') <("$ML" dump temp.orig)
+
+# --- another trace's advice: other records, another key ----------------------
+report slab.mlt slab_fresh.json --no-save-advice
+# the recorded slab trace followed by the temp trace's saved advice (block and trailer)
+rec=$(stat -c %s temp.orig)
+"$PY" - temp.mlt "$rec" slab.orig graft.mlt << 'EOF'
+import struct, sys
+src, rec, base, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+tail = bytearray(open(src, 'rb').read()[rec:])
+head = open(base, 'rb').read()
+struct.pack_into('<Q', tail, len(tail) - 8, len(head))  # the advice trailer's offset
+open(out, 'wb').write(head + bytes(tail))
+EOF
+chmod 600 graft.mlt
+check "the grafted trace carries advice" has_advice graft.mlt
+report graft.mlt graft.json
+check "advice saved for other records is not used" ran_advisor graft.json.err
+check "... the report is the trace's own" same_but_time graft.json slab_fresh.json
+report graft.mlt graft2.json
+check "... which replaces the foreign advice" used_cache graft2.json.err
+check "... and is the trace's own, byte for byte" cmp -s graft2.json graft.json
+
+# the same program recorded again: the same sites, other records (times, addresses)
+"$ML" run -q -o again.mlt -- "$B/fx_adv_temp" > /dev/null 2>&1
+"$PY" - temp.mlt "$rec" again.mlt again_graft.mlt << 'EOF'
+import struct, sys
+src, rec, base, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+tail = bytearray(open(src, 'rb').read()[rec:])
+head = open(base, 'rb').read()
+struct.pack_into('<Q', tail, len(tail) - 8, len(head))
+open(out, 'wb').write(head + bytes(tail))
+EOF
+chmod 600 again_graft.mlt
+report again_graft.mlt again.json
+check "advice saved for a recording of the same program is not used for another" ran_advisor again.json.err
+
+# --- the records changed under their checksum ---------------------------------
+cp temp.mlt flip.mlt
+# byte 12 of the header (flags) is covered by the records' checksum and read by nobody
+printf '\x01' | dd of=flip.mlt bs=1 seek=12 conv=notrunc status=none
+report flip.mlt flip.json
+check "a changed trace discards the saved advice (the advisor runs)" ran_advisor flip.json.err
+check "... says why the saved analysis is not used" grep -q 'do not match the checksum' flip.json.err
+check "... and advises what a fresh run does" same_advice flip.json fresh.json
+check "... and saves nothing on a trace whose checksum is wrong" bash -c "cmp -s <(tail -c 64 flip.mlt) <(tail -c 64 temp.mlt)"
+
+# --- damaged advice ---------------------------------------------------------------
+cp temp.mlt bad.mlt
+size=$(stat -c %s bad.mlt)
+# the middle of the advice's zstd frame: between the block header and the trailer
+off=$((rec + 16 + (size - rec - 16 - 24) / 2))
+printf '\xff' | dd of=bad.mlt bs=1 seek=$off conv=notrunc status=none
+report bad.mlt bad.json
+rc=$?
+check "damaged advice: the report still succeeds" [ $rc -eq 0 ]
+check "... warns that the saved advice is unusable" grep -q 'warning: .*saved strategy advice.*the advisor ran again' bad.json.err
+check "... runs the advisor" ran_advisor bad.json.err
+check "... and reports what a fresh run does" same_but_time bad.json fresh.json
+report bad.mlt bad2.json
+check "... and the fresh result replaced it" used_cache bad2.json.err
+cp temp.mlt bad3.mlt
+printf '\xff' | dd of=bad3.mlt bs=1 seek=$off conv=notrunc status=none
+"$ML" dump bad3.mlt > bad3.dump 2>&1
+check "dump says when the saved advice is unusable" grep -q '^# saved strategy advice unusable' bad3.dump
+# a save cut short (a crash in its write): the block without its trailer
+head -c $((size - 10)) temp.mlt > cut.mlt
+chmod 600 cut.mlt
+report cut.mlt cut.json
+check "a save cut short: the report still uses the saved analysis" bash -c "! grep -q 'replayed instead' cut.json.err"
+check "... runs the advisor" ran_advisor cut.json.err
+check "... with the same result" same_but_time cut.json fresh.json
+check "... and saves it again, whole" has_advice cut.mlt
+check "... after the recorded trace, unchanged" cmp -s -n "$rec" cut.mlt temp.orig
+report cut.mlt cut2.json
+check "... readable back" used_cache cut2.json.err
+
+# --- where it is never written ----------------------------------------------------
+cp temp.orig ro.mlt
+chmod 400 ro.mlt
+report ro.mlt ro.json
+check "a read-only trace is not written (even by root)" cmp -s ro.mlt temp.orig
+check "... silently" bash -c "! grep -q warning ro.json.err"
+cp temp.orig target.mlt
+chmod 600 target.mlt
+ln -s target.mlt link.mlt
+report link.mlt link.json
+check "a trace named through a symbolic link is not written" cmp -s target.mlt temp.orig
+check "... and its report is right" same_but_time link.json fresh.json
+cp temp.orig hard1.mlt
+chmod 600 hard1.mlt
+ln hard1.mlt hard2.mlt
+report hard1.mlt hard.json
+check "a trace with two names is not written" cmp -s hard1.mlt temp.orig
+
+if [ $fails -ne 0 ]; then
+    echo "$fails check(s) failed"
+    exit 1
+fi
+echo "all checks passed"
