@@ -677,6 +677,7 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
     ml__block_t *e = ml__blocks_find(&a->heap, r->u.alloc.ptr);
     if (!e) {
         t->unknown_frees++;
+        t->unknown_free_bytes += r->u.alloc.usable;
         return;
     }
     a->seq++;
@@ -801,6 +802,7 @@ static void on_process(ml_analysis_t *a, const ml_record_t *r) {
     q->sample_bytes = p->sample_bytes;
     q->unwinder = p->unwinder;
     q->depth = p->depth;
+    q->options = p->options;
     char **s = a->proc_strings;
     q->exe = s[0] = dup_str(p->exe);
     q->parent_trace = s[1] = dup_str(p->parent_trace);

@@ -91,6 +91,9 @@ typedef struct {
      * taken every ML_RSS_SAMPLE_MS, which misses short peaks) */
     uint64_t hwm_rss_bytes;             /* 0 with hwm_rss_source ML_HWM_NONE: unknown */
     uint8_t hwm_rss_source;             /* ML_HWM_* */
+    /* since `memlens attach`: the usable bytes of the unknown frees, where
+     * the free record carries them (0 when unknown) */
+    uint64_t unknown_free_bytes;
 } ml_totals_t;
 
 /* How often the collector samples RSS (ML_T_RSS): the labels of the sampled
@@ -146,7 +149,7 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
  * it at the end of the trace; ml_analysis_load_ex(ML_LOAD_SNAPSHOT) restores
  * it, so a report skips the replay. Builds from a restored session and from
  * a replay are the same (analysis/snapshot.c, tests/e2e/test_snapshot.c). */
-#define ML_ANALYSIS_SNAPSHOT_VERSION 3
+#define ML_ANALYSIS_SNAPSHOT_VERSION 4
 /* Version 1 snapshots (no GPU state: sessions with GPU records had none)
  * restore too; only older versions than this are replayed. */
 #define ML_ANALYSIS_SNAPSHOT_OLDEST 1
@@ -523,6 +526,7 @@ typedef struct {
     uint32_t argc;
     const char *const *argv;
     uint32_t unwinder, depth;
+    uint32_t options; /* ML_OPT_* of the process record: ML_OPT_ATTACHED for `memlens attach` */
 } ml_process_info_t;
 
 const ml_process_info_t *ml_analysis_process(const ml_analysis_t *a);

@@ -526,7 +526,12 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
         snprintf(err, errlen, "out of memory while building the report");
         return rc;
     }
-    if (a->t.unknown_frees)
+    bool attached = a->proc.options & ML_OPT_ATTACHED;
+    if (a->t.unknown_frees && attached)
+        ml__warn(a, "%llu frees of blocks allocated before memlens attached (or by an allocator "
+                    "memlens does not see): not counted at any site",
+                 (unsigned long long)a->t.unknown_frees);
+    else if (a->t.unknown_frees)
         ml__warn(a, "%llu frees of addresses never seen allocated (allocated before memlens "
                     "started, or by an allocator memlens does not see)",
                  (unsigned long long)a->t.unknown_frees);
@@ -536,7 +541,7 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
     if (a->t.complete && a->t.end.truncated_stacks)
         ml__warn(a, "%llu stacks were cut at the depth limit (--depth)",
                  (unsigned long long)a->t.end.truncated_stacks);
-    if (!a->scan.scanned && a->t.heap_blocks) {
+    if (!a->scan.scanned && a->t.heap_blocks && !attached) {
         if (a->scan.scan_status)
             ml__warn(a, "the exit-time reachability scan failed (%s): every block live at the end "
                         "is reported as a definite leak",

@@ -40,10 +40,14 @@
 /* The first and last number of a snapshot, which also says its layout:
  * version 1 ("SNAP", before the GPU state was saved) has no GPU section;
  * version 2 ("SNP2") has one before its last number; version 3 ("SNP3")
- * adds the kernel's peak RSS (ML_T_PEAK_RSS) after it. Restore reads all. */
+ * adds the kernel's peak RSS (ML_T_PEAK_RSS) after it; version 4 ("SNP4")
+ * the process record's options (ML_OPT_*: attached) and the unknown frees'
+ * usable bytes after that. Restore
+ * reads all. */
 #define SNAP_MAGIC_V1 0x50414e53u /* "SNAP" */
 #define SNAP_MAGIC_V2 0x32504e53u /* "SNP2" */
-#define SNAP_MAGIC 0x33504e53u    /* "SNP3" */
+#define SNAP_MAGIC_V3 0x33504e53u /* "SNP3" */
+#define SNAP_MAGIC 0x34504e53u    /* "SNP4" */
 
 /* ------------------------------------------------------------------------- */
 /* Writing                                                                   */
@@ -391,6 +395,8 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
     int rc = a->gpu ? ml__gpu_save(a->gpu, &b) : 0;
     ml__put_u(&b, a->t.hwm_rss_bytes);
     ml__put_u(&b, a->t.hwm_rss_source);
+    ml__put_u(&b, a->proc.options);
+    ml__put_u(&b, a->t.unknown_free_bytes);
     ml__put_u(&b, SNAP_MAGIC); /* the end: the reader checks that it got here */
 
     if (rc == 0 && b.oom) rc = -ENOMEM;
@@ -546,7 +552,7 @@ static void get_totals(ml__ibuf_t *b, ml_totals_t *t) {
 /* Fills the fresh session `a` (nothing fed yet) from the bytes. */
 static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     uint64_t magic = ml__get_u(b);
-    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V2 && magic != SNAP_MAGIC_V1) {
+    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V3 && magic != SNAP_MAGIC_V2 && magic != SNAP_MAGIC_V1) {
         ml__snap_bad(b, "it does not start with its magic number");
         return;
     }
@@ -747,9 +753,13 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     }
     if (magic != SNAP_MAGIC_V1 && !b->bad && ml__get_max(b, 1, "bad flag"))
         ml__gpu_restore(&a->gpu, b);
-    if (magic == SNAP_MAGIC && !b->bad) {
+    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V3) && !b->bad) {
         a->t.hwm_rss_bytes = ml__get_u(b);
         a->t.hwm_rss_source = (uint8_t)ml__get_max(b, ML_HWM_SOURCE_COUNT_ - 1, "bad peak RSS source");
+    }
+    if (magic == SNAP_MAGIC && !b->bad) {
+        a->proc.options = (uint32_t)ml__get_max(b, UINT32_MAX, "bad options");
+        a->t.unknown_free_bytes = ml__get_u(b);
     }
     if (ml__get_u(b) != magic || b->pos != b->len) ml__snap_bad(b, "it does not end where it should");
 }

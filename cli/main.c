@@ -43,6 +43,8 @@ static void usage(FILE *f) {
           "\n"
           "  run [-o FILE] [--follow-fork] [--sample BYTES] [--unwind libunwind|fp] [--depth N] [--live] -- PROG [ARGS...]\n"
           "                 record every heap allocation of PROG into a trace (.mlt)\n"
+          "  attach [-o FILE] [--duration SECONDS] [-q] PID\n"
+          "                 record a running process from now until Ctrl-C or SECONDS (x86-64)\n"
           "  report FILE [--json OUT] [--html OUT] [--folded OUT] [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                 analyse a trace; CI gates exit 3 when exceeded\n"
           "  diff BASE NEW [--json OUT] [--fail-on-increase PERCENT]\n"
@@ -65,6 +67,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "run")) return ml_cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "attach")) return ml_cmd_attach(argc - 1, argv + 1);
     if (!strcmp(cmd, "dump")) return ml_cmd_dump(argc - 1, argv + 1);
     if (!strcmp(cmd, "view")) return ml_cmd_view(argc - 1, argv + 1);
     if (!strcmp(cmd, "report")) return ml_cmd_report(argc - 1, argv + 1);

@@ -23,6 +23,12 @@
 #define ML_EXIT_NOT_FOUND 127   /* `memlens run`: PROG was not found (as shells) */
 
 int ml_cmd_run(int argc, char **argv);
+int ml_cmd_attach(int argc, char **argv);
+/* run.c, shared with attach.c: libmemlens.so (ML_PRELOAD_LIB, beside the
+ * binary, or ../lib/memlens/), and the default trace name
+ * memlens.PROG.PID-RANDOM.mlt. */
+int ml_cli_find_preload_lib(char *out, size_t len);
+void ml_cli_default_trace_name(char *out, size_t len, const char *prog, int pid);
 int ml_cmd_dump(int argc, char **argv);
 int ml_cmd_report(int argc, char **argv);
 int ml_cmd_diff(int argc, char **argv);

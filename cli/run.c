@@ -268,7 +268,7 @@ static const char *preload_obstacle(const char *path, int depth) {
     return NULL;
 }
 
-static int find_preload_lib(char *out, size_t len) {
+int ml_cli_find_preload_lib(char *out, size_t len) {
     const char *env = ml_option_str(ML_ENV_PRELOAD_LIB);
     if (env) {
         snprintf(out, len, "%s", env);
@@ -538,7 +538,7 @@ static int prepare(run_t *s) {
         ml_cli_error("%s", why);
         return -1;
     }
-    if (find_preload_lib(s->lib, sizeof s->lib) < 0) {
+    if (ml_cli_find_preload_lib(s->lib, sizeof s->lib) < 0) {
         ml_cli_error("cannot find libmemlens.so beside the memlens binary (set ML_PRELOAD_LIB)");
         return -1;
     }
@@ -669,7 +669,7 @@ static int spawn(run_t *s) {
 }
 
 /* A default name nobody can pre-create: memlens.PROG.PID-RANDOM.mlt. */
-static void default_trace_name(run_t *s) {
+void ml_cli_default_trace_name(char *out, size_t len, const char *prog, int pid) {
     static const char digits[] = "abcdefghijklmnopqrstuvwxyz234567";
     unsigned char r[6];
     if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
@@ -681,9 +681,9 @@ static void default_trace_name(run_t *s) {
     char rnd[sizeof r + 1];
     for (size_t i = 0; i < sizeof r; i++) rnd[i] = digits[r[i] & 31];
     rnd[sizeof r] = '\0';
-    const char *base = strrchr(s->o.argv[0], '/');
-    base = base ? base + 1 : s->o.argv[0];
-    snprintf(s->root_path, sizeof s->root_path, "memlens.%.64s.%d-%s.mlt", base, (int)s->pid, rnd);
+    const char *base = strrchr(prog, '/');
+    base = base ? base + 1 : prog;
+    snprintf(out, len, "memlens.%.64s.%d-%s.mlt", base, pid, rnd);
 }
 
 /* The root trace file: created (privately, under a temporary name) before
@@ -694,7 +694,7 @@ static int open_root_trace(run_t *s) {
     if (s->o.out) {
         snprintf(s->root_path, sizeof s->root_path, "%s", s->o.out);
     } else {
-        default_trace_name(s);
+        ml_cli_default_trace_name(s->root_path, sizeof s->root_path, s->o.argv[0], (int)s->pid);
         flags = (flags & ML_OUTFILE_GROUP) | ML_OUTFILE_KEEP | ML_OUTFILE_NEW;
     }
     char err[PATH_MAX + 256];

@@ -63,7 +63,7 @@ int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
     close(fd);
     ctl->version = ML_SHM_VERSION;
     ctl->options = (c->o.follow_fork ? ML_OPT_FOLLOW_FORK : 0) | (c->o.unwind_fp ? ML_OPT_UNWIND_FP : 0) |
-                   (c->o.unwind_verify ? ML_OPT_UNWIND_VERIFY : 0);
+                   (c->o.unwind_verify ? ML_OPT_UNWIND_VERIFY : 0) | (c->o.attached ? ML_OPT_ATTACHED : 0);
     ctl->sample_bytes = c->o.sample_bytes;
     ctl->collector_pid = (uint32_t)getpid();
     ctl->depth = c->o.depth;

@@ -372,3 +372,27 @@ ML_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
     }
     return p;
 }
+
+/* ------------------------------------------------------------------------- */
+/* The hooks' own addresses, for `memlens attach` (attach.c)                 */
+/* ------------------------------------------------------------------------- */
+
+/* Inside the library a reference to `malloc` goes through the GOT to the
+ * first definition in the process, which in an attached process is the
+ * program's allocator, not these hooks. attach.c writes these hidden aliases
+ * into the program's GOT entries instead. */
+#define ML_HOOK_ALIAS(name) extern __typeof(name) ml__hook_##name __attribute__((alias(#name), visibility("hidden")));
+ML_HOOK_ALIAS(malloc)
+ML_HOOK_ALIAS(free)
+ML_HOOK_ALIAS(calloc)
+ML_HOOK_ALIAS(realloc)
+ML_HOOK_ALIAS(reallocarray)
+ML_HOOK_ALIAS(posix_memalign)
+ML_HOOK_ALIAS(aligned_alloc)
+ML_HOOK_ALIAS(memalign)
+ML_HOOK_ALIAS(valloc)
+ML_HOOK_ALIAS(pvalloc)
+ML_HOOK_ALIAS(mmap)
+ML_HOOK_ALIAS(mmap64)
+ML_HOOK_ALIAS(munmap)
+ML_HOOK_ALIAS(mremap)

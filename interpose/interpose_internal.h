@@ -104,6 +104,8 @@ void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t 
 void ml__emit_blob(uint8_t kind, const void *payload, uint32_t len);
 void ml__attention(void);
 void ml__modules_scan(bool full);
+int ml__attach_session(const char *ctl); /* attach.c's start: 0 or -errno */
+void ml__attach_mallinfo(void *fn);
 bool ml__sample_slow(size_t n);
 
 /* Sampling's fast path, inlined into the hooks: one subtraction and a branch

@@ -388,8 +388,7 @@ bool ml__sample_slow(size_t n) {
 /* Registration with the collector                                           */
 /* ------------------------------------------------------------------------- */
 
-static int attach_ctl(void) {
-    const char *p = ml_option_str(ML_ENV_CTL);
+static int attach_ctl(const char *p) {
     if (!p || ml_strlen(p) >= sizeof ctl_path - 16) return -1;
     memcpy(ctl_path, p, ml_strlen(p) + 1);
     int fd = open(ctl_path, O_RDWR | O_CLOEXEC);
@@ -732,7 +731,7 @@ static void check_allocator_order(void) {
 /* Attaches to the session and registers this process image. Returns the
  * state it records in: READY, or OFF (not under memlens, or no ring). */
 static int start_recording(void) {
-    if (attach_ctl() < 0) return ML_STATE_OFF;
+    if (attach_ctl(ml_option_str(ML_ENV_CTL)) < 0) return ML_STATE_OFF;
     bool follow = ml__ctl->options & ML_OPT_FOLLOW_FORK;
     uint32_t parent = exec_parent_slot();
     if (!follow) clean_environment();
@@ -744,10 +743,47 @@ static int start_recording(void) {
     return ML_STATE_READY;
 }
 
-void ml__init(void) {
-    static _Atomic int once;
+/* Set by the first ml__init, or by ml__attach_session. */
+static _Atomic int init_once;
+
+/* `memlens attach` (attach.c): libmemlens.so was dlopen'd into a running
+ * process, whose ml_ctor found no ML_CTL and left it uninitialised. Joins the
+ * session at `ctl` as a preloaded process would at start-up, with the
+ * environment left alone (the program's children never saw our variables).
+ * Returns 0 (the state is then READY) or a negative errno (still OFF). */
+int ml__attach_session(const char *ctl) {
+    static bool atfork_done;
     int expected = 0;
-    if (ml_atomic_cas_strong_acq_rel(&once, &expected, 1)) {
+    /* ml__init (dlsym(RTLD_NEXT), which glibc cannot do for a library
+     * dlopen'd by code outside any module) must never run from now on. */
+    if (!ml_atomic_cas_strong_acq_rel(&init_once, &expected, 1) && !atfork_done) return -EBUSY;
+    ml__tls.guard++;
+    int rc = -ENOENT;
+    ml__state_set(ML_STATE_INIT);
+    if (attach_ctl(ctl) < 0) goto off;
+    rc = -EAGAIN;
+    if (register_process(~0u) < 0 || ml__stacks_init() < 0) goto off;
+    if (!atfork_done) pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atfork_done = true;
+    ml__modules_scan(true);
+    ml__mallinfo_seen = ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen);
+    ml__state_set(ML_STATE_READY);
+    ml__tls.guard--;
+    return 0;
+off:
+    ml__state_set(ML_STATE_OFF);
+    ml__tls.guard--;
+    return rc;
+}
+
+/* glibc's counters, for an attached process whose allocator is glibc's. */
+void ml__attach_mallinfo(void *fn) {
+    real_mallinfo2 = (typeof(real_mallinfo2))fn;
+}
+
+void ml__init(void) {
+    int expected = 0;
+    if (ml_atomic_cas_strong_acq_rel(&init_once, &expected, 1)) {
         ml__tls.guard++;
         ml__state_set(ML_STATE_INIT);
         resolve_real();
@@ -764,6 +800,11 @@ void ml__init(void) {
 /* Runs first among constructors we can influence, so that an idle program
  * still registers; allocations made earlier initialise us lazily. */
 __attribute__((constructor(101))) static void ml_ctor(void) {
+    /* Without ML_CTL there is no session to join now (a library dlopen'd by
+     * `memlens attach` waits for ml_attach_start; glibc's dlsym(RTLD_NEXT)
+     * would even crash there, its caller being outside any module): the
+     * first hook call, if any, initialises, and finds no session. */
+    if (!ml_getenv("ML_CTL")) return;
     if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
 }
 

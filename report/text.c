@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *bytes(uint64_t b, char *buf, size_t len) {
     return ml_fmt_bytes(b, buf, len);
@@ -175,6 +176,61 @@ static void gpu_pool_lines(FILE *o, const ml_gpu_t *g) {
     }
 }
 
+/* A trace of `memlens attach` (ML_OPT_ATTACHED) starts in the middle of
+ * the program's life and ends before its exit: what it shows is the growth
+ * of the window (allocated in it and still live when memlens detached), by
+ * site. Leak kinds need an exit scan and every allocation: not shown. */
+static int cmp_growth(const void *x, const void *y) {
+    const ml_site_t *l = *(const ml_site_t *const *)x, *r = *(const ml_site_t *const *)y;
+    if (l->leaked_bytes != r->leaked_bytes) return l->leaked_bytes < r->leaked_bytes ? 1 : -1;
+    return l->id < r->id ? -1 : l->id > r->id;
+}
+
+static void attached_head(FILE *o, const ml_analysis_t *a) {
+    const ml_totals_t *t = ml_analysis_totals(a);
+    const ml_process_info_t *p = ml_analysis_process(a);
+    time_t at = (time_t)(p->start_realtime_ns / 1000000000ull);
+    struct tm tm;
+    char when[64] = "?";
+    if (gmtime_r(&at, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    uint32_t ms = t->complete ? t->end.duration_ms : t->last_time_ms;
+    fprintf(o, "attached at %s for %.1f s (memlens attach: allocations made before are unknown)\n", when,
+            ms / 1000.0);
+}
+
+static void attached_growth(FILE *o, const ml_analysis_t *a) {
+    const ml_totals_t *t = ml_analysis_totals(a);
+    const ml_leaks_t *L = ml_analysis_leaks(a);
+    char b1[32], b2[32];
+    fprintf(o, "grown in the window: %s in %" PRIu64 " blocks allocated while attached and still live at detach\n",
+            bytes(L->bytes, b1, sizeof b1), L->blocks);
+    fprintf(o, "frees of blocks allocated before the attach: %" PRIu64 " (%s usable; not counted at any site)\n",
+            t->unknown_frees, bytes(t->unknown_free_bytes, b2, sizeof b2));
+    fputs("leaks: not reported: the program did not exit while attached (no exit scan, and blocks "
+          "allocated before the attach are unknown)\n",
+          o);
+}
+
+static void attached_sites(FILE *o, const ml_analysis_t *a, unsigned top) {
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    const ml_site_t **v = n ? malloc(n * sizeof *v) : NULL;
+    size_t m = 0;
+    for (size_t i = 0; v && i < n; i++)
+        if (s[i].leaked_blocks) v[m++] = &s[i];
+    if (m) qsort(v, m, sizeof *v, cmp_growth);
+    const ml_leaks_t *L = ml_analysis_leaks(a);
+    fputs("\ngrowth by site (allocated in the window, live at detach):\n", o);
+    for (size_t i = 0; i < m && i < top; i++) {
+        char b1[32];
+        fprintf(o, "  %10s %5.1f%% %6" PRIu64 " blocks  ", bytes(v[i]->leaked_bytes, b1, sizeof b1),
+                L->bytes ? 100.0 * (double)v[i]->leaked_bytes / (double)L->bytes : 0, v[i]->leaked_blocks);
+        site_lines(o, v[i]);
+    }
+    if (!m) fputs("  (nothing allocated in the window is still live)\n", o);
+    free(v);
+}
+
 int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned top) {
     if (!top) top = 10;
     const ml_totals_t *t = ml_analysis_totals(a);
@@ -186,6 +242,8 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     if (t->complete && t->end.status_kind == ML_END_EXITED) fprintf(o, ", exit code %d", t->end.status);
     else if (t->complete && t->end.status_kind == ML_END_SIGNALED) fprintf(o, ", killed by signal %d", t->end.status);
     fprintf(o, "%s\n", t->truncated ? " (trace truncated)" : "");
+    bool attached = p->options & ML_OPT_ATTACHED;
+    if (attached) attached_head(o, a);
     if (t->sample_bytes) fprintf(o, "sampled: one allocation per %" PRIu64 " bytes; numbers are estimates\n", t->sample_bytes);
     fprintf(o, "allocations: %" PRIu64 " calls (%" PRIu64 " temporary), %s allocated; %" PRIu64 " frees, %" PRIu64
                " reallocs, %" PRIu64 " mmaps\n",
@@ -194,15 +252,16 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     fprintf(o, "peak heap: %s in %" PRIu64 " blocks at %.3f s\n", bytes(t->peak_bytes, b1, sizeof b1),
             t->peak_blocks, t->peak_time_ms / 1000.0);
     rss_line(o, t);
+    if (attached) attached_growth(o, a);
     char b4[32];
     char b5[32];
-    fprintf(o, "leaked at exit: %s in %" PRIu64 " blocks (%s definite, %s indirect, %s possible)%s\n",
+    if (!attached) fprintf(o, "leaked at exit: %s in %" PRIu64 " blocks (%s definite, %s indirect, %s possible)%s\n",
             bytes(L->lost_bytes, b1, sizeof b1), L->lost_blocks,
             bytes(L->kind_bytes[ML_LEAK_DEFINITE], b2, sizeof b2),
             bytes(L->kind_bytes[ML_LEAK_INDIRECT], b3, sizeof b3),
             bytes(L->kind_bytes[ML_LEAK_POSSIBLE], b4, sizeof b4),
             L->scanned ? "" : " (no reachability scan: all counted as definite)");
-    fprintf(o, "still reachable at exit: %s in %" PRIu64 " blocks (not leaked; live at exit: %s)\n",
+    if (!attached) fprintf(o, "still reachable at exit: %s in %" PRIu64 " blocks (not leaked; live at exit: %s)\n",
             bytes(L->kind_bytes[ML_LEAK_REACHABLE], b2, sizeof b2), L->kind_blocks[ML_LEAK_REACHABLE],
             bytes(L->bytes, b5, sizeof b5));
     if (L->suppressed_blocks)
@@ -222,9 +281,10 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     }
     if (!shown) fputs("  (nothing was live)\n", o);
 
-    fputs("\ntop leaks:\n", o);
+    if (attached) attached_sites(o, a, top);
+    else fputs("\ntop leaks:\n", o);
     shown = 0;
-    for (size_t i = 0; i < L->ngroups && shown < top; i++) {
+    for (size_t i = 0; i < L->ngroups && shown < top && !attached; i++) {
         const ml_leak_group_t *g = &L->groups[i];
         fprintf(o, "  %10s %-9s %6" PRIu64 " blocks%s  ", bytes(g->bytes, b1, sizeof b1),
                 ml_leak_kind_name(g->kind), g->blocks, g->suppressed ? " (suppressed)" : "");
@@ -232,7 +292,7 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
         else fputc('\n', o);
         shown++;
     }
-    if (!shown) fputs("  (none)\n", o);
+    if (!shown && !attached) fputs("  (none)\n", o);
 
     fputs("\nfragmentation:\n", o);
     frag_line(o, "at peak", ml_analysis_frag(a, ML_MOMENT_PEAK));

@@ -273,6 +273,8 @@ typedef struct {
 #define ML_OPT_UNWIND_FP 0x2
 #define ML_OPT_UNWIND_VERIFY 0x4 /* memlens run --unwind verify (hidden): every stack is taken
                                   * twice and compared, see ml_ring_hdr_t.unwind_* */
+#define ML_OPT_ATTACHED 0x8 /* memlens attach: recorded from the middle of the process' life
+                             * (allocations made before are unknown; no exit scan) */
 
 typedef struct {
     uint64_t magic;

@@ -270,7 +270,7 @@ Test(snapshot, dump_names_it) {
     h_run(&r, argv);
     cr_assert_eq(r.status, 0, "%s", r.err);
     const char *line = strstr(r.out, "# analysis snapshot: ");
-    cr_expect(line && strstr(line, " bytes, version 3\n"), "%.200s", line ? line : "(none)");
+    cr_expect(line && strstr(line, " bytes, version 4\n"), "%.200s", line ? line : "(none)");
     cr_expect(strstr(r.out, " end "), "the end record comes before it");
     h_run_free(&r);
 }
@@ -730,7 +730,8 @@ Test(snapshot, gpu_busy_restore_refuses_damaged_bytes, .timeout = 120) {
                         (const char *[]){"fx_gpu_events", "busy", "2000", "100", NULL}, 1500, 300);
 }
 
-/* Snapshots from before the kernel's peak RSS was saved (version 2: "SNP2"
+/* Snapshots from before the process options were saved (version 3: "SNP3",
+ * no options), before the kernel's peak RSS was saved (version 2: "SNP2"
  * first and last, no peak RSS) and before the GPU state was saved (version
  * 1: "SNAP", no GPU flag either) still restore; one that claims version 1
  * but carries the GPU flag is refused. */
@@ -743,19 +744,36 @@ Test(snapshot, version_1_still_restores) {
     cr_assert_eq(ml_analysis_new(&a), 0);
     cr_assert_eq(ml_analysis_load_ex(a, trace, 0, err, sizeof err), 0, "%s", err);
     uint64_t allocs = ml_analysis_totals(a)->alloc_calls, hwm = ml_analysis_totals(a)->hwm_rss_bytes;
+    uint64_t unknown_bytes = ml_analysis_totals(a)->unknown_free_bytes;
     cr_assert_gt(hwm, 0, "the trace has the kernel's peak RSS");
     void *data;
     size_t len;
     cr_assert_eq(ml_analysis_snapshot(a, &data, &len), 0);
     ml_analysis_free(a);
-    uint8_t v3[10], v2[10], v1[10], hb[10];
-    size_t k = leb(0x33504e53u, v3);
+    uint8_t v4[10], v3[10], v2[10], v1[10], hb[10];
+    size_t k = leb(0x34504e53u, v4);
+    cr_assert_eq(leb(0x33504e53u, v3), k);
     cr_assert_eq(leb(0x32504e53u, v2), k);
     cr_assert_eq(leb(0x50414e53u, v1), k);
     size_t hk = leb(hwm, hb) + 1; /* the mark and its source (one byte) */
-    uint8_t *p = data;
-    cr_assert_eq(memcmp(p, v3, k), 0, "version 3 starts with SNP3");
-    cr_assert_eq(memcmp(p + len - k, v3, k), 0, "and ends with it");
+    uint8_t *p4 = data;
+    cr_assert_eq(memcmp(p4, v4, k), 0, "version 4 starts with SNP4");
+    cr_assert_eq(memcmp(p4 + len - k, v4, k), 0, "and ends with it");
+    uint8_t ub[10];
+    size_t uk = leb(unknown_bytes, ub);
+    cr_assert_eq(memcmp(p4 + len - k - uk, ub, uk), 0, "after the unknown frees' bytes");
+    cr_assert_eq(p4[len - k - uk - 1], 0, "after the process options (0: not attached)");
+    /* The version-3 layout: the same without those two, "SNP3" around it. */
+    len -= 1 + uk;
+    uint8_t *p = malloc(len);
+    memcpy(p, p4, len - k);
+    memcpy(p, v3, k);
+    memcpy(p + len - k, v3, k);
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_expect_eq(ml_analysis_restore(a, p, len, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(ml_analysis_totals(a)->alloc_calls, allocs);
+    cr_expect_eq(ml_analysis_totals(a)->hwm_rss_bytes, hwm, "version 3 has the peak RSS");
+    ml_analysis_free(a);
     cr_assert_eq(memcmp(p + len - k - hk, hb, hk - 1), 0, "after the peak RSS");
     cr_assert_eq(p[len - k - hk - 1], 0, "after a GPU flag of 0");
     /* The version-2 layout: the same without the peak RSS, "SNP2" around it. */
@@ -787,5 +805,6 @@ Test(snapshot, version_1_still_restores) {
     ml_analysis_free(a);
     free(two);
     free(old);
+    free(p);
     free(data);
 }

@@ -1,0 +1,745 @@
+/* attach.c - `memlens attach PID`: record a process that is already running.
+ *
+ * memlens creates a session (collector, trace writer, analysis) as `run`
+ * does, then, through ptrace on the target's main thread, makes the program
+ * call dlopen("…/libmemlens.so", RTLD_NOW) and ml_attach_start(CTL) (the
+ * library's side is interpose/attach.c: it joins the session and rewrites
+ * the program's GOT entries of the allocation functions), and lets it go.
+ * At Ctrl-C (SIGINT, SIGTERM, SIGHUP) or after --duration, it calls
+ * ml_attach_stop() the same way (every GOT entry put back), finishes the
+ * trace, and leaves the program running. docs/recorder.md#attach says how,
+ * and what is left out.
+ *
+ * A remote call: the thread's registers and extended state are saved; the
+ * call's registers are the saved ones with rip = the function, the
+ * arguments in rdi/rsi, a stack below the red zone (the strings it needs are
+ * written there too) and a return address of 0, so that the return faults
+ * and ptrace reports a SIGSEGV with rip 0, where rax is the result. Then
+ * every register is restored. orig_rax is -1 during the call, so that a
+ * thread stopped inside a system call does not have the call's rip moved
+ * back by the kernel's restart logic; restoring the saved orig_rax and rax
+ * (-ERESTARTSYS...) at the end restarts that system call as the signal
+ * path would have. The main thread is only interrupted where it holds no
+ * libc lock we might need: not inside libc or the loader, nor in a memory
+ * system call (malloc may be making it); otherwise it runs on for a
+ * millisecond and is interrupted again.
+ */
+#define _GNU_SOURCE
+#include "ml_cli.h"
+#include "ml_analysis.h"
+#include "ml_collector.h"
+#include "ml_config.h"
+#include "ml_event.h"
+#include "ml_options.h"
+#include "ml_outfile.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *out;
+    double duration; /* seconds; 0: until a signal */
+    bool quiet;
+    unsigned out_flags;
+    pid_t pid;
+} attach_opts_t;
+
+static volatile sig_atomic_t stop_sig;
+
+static void usage_attach(FILE *f) {
+    fprintf(f,
+            "usage: memlens attach [-o FILE] [--duration SECONDS] [-q] [--force] [--group-readable] PID\n"
+            "\n"
+            "Records the allocations of running process PID from now until Ctrl-C (or SIGTERM)\n"
+            "or SECONDS, then leaves it running as it was. The trace is marked as attached: its\n"
+            "report shows what was allocated in the window and is still live at the end, by site.\n"
+            "Needs ptrace permission over PID (docs/recorder.md#attach); x86-64 only.\n"
+            "\n"
+            "  -o, --output FILE   trace file (default: memlens.PROG.PID-RANDOM.mlt here)\n"
+            "  --duration SECONDS  stop after SECONDS (decimals allowed)\n"
+            "  --force             replace FILE even when memlens did not write it\n"
+            "  --group-readable    create the trace 0640 instead of 0600\n"
+            "  -q, --quiet         no summary on stderr\n");
+}
+
+static int parse_attach(int argc, char **argv, attach_opts_t *o) {
+    memset(o, 0, sizeof *o);
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (a[0] != '-') break;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (++i >= argc) goto missing;
+            o->out = argv[i];
+        } else if (!strcmp(a, "--duration")) {
+            if (++i >= argc) goto missing;
+            char *end;
+            errno = 0;
+            o->duration = strtod(argv[i], &end);
+            if (errno || *end || end == argv[i] || !(o->duration > 0) || o->duration > 1e9) {
+                ml_cli_error("--duration takes a positive number of seconds, like 30 or 0.5");
+                return -1;
+            }
+        } else if (!strcmp(a, "--force")) {
+            o->out_flags |= ML_OUTFILE_FORCE;
+        } else if (!strcmp(a, "--group-readable")) {
+            o->out_flags |= ML_OUTFILE_GROUP;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            o->quiet = true;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_attach(stdout);
+            exit(ML_EXIT_OK);
+        } else {
+            ml_cli_error("attach: unknown option '%s'", a);
+            usage_attach(stderr);
+            return -1;
+        }
+    }
+    if (i != argc - 1) {
+        ml_cli_error(i >= argc ? "attach: no PID given" : "attach: one PID, after the options");
+        usage_attach(stderr);
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(argv[i], &end, 10);
+    if (errno || *end || end == argv[i] || v <= 0 || v > INT32_MAX) {
+        ml_cli_error("attach: '%s' is not a process id", argv[i]);
+        return -1;
+    }
+    o->pid = (pid_t)v;
+    return 0;
+missing:
+    ml_cli_error("attach: %s needs a value", argv[i - 1]);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Can this process be attached?                                             */
+/* ------------------------------------------------------------------------- */
+
+/* The target and what memlens found out about it. */
+typedef struct {
+    pid_t pid;
+    char exe[PATH_MAX];
+    char cmdline[8192];
+    char *argv[ML_MAX_ARGS + 1];
+    int argc;
+    char libc_path[PATH_MAX];
+    uint64_t libc_base; /* its mapping at file offset 0 */
+    int mem;            /* /proc/PID/mem */
+    bool seized;
+    /* the main thread as it was when interrupted */
+    struct user_regs_struct regs;
+    uint8_t *xstate;
+    size_t xstate_len; /* 0: extended state not saved, the FP registers are */
+    struct user_fpregs_struct fpregs;
+    /* remote addresses */
+    uint64_t r_dlopen, r_dlerror, r_dlsym;
+    uint64_t r_start, r_stop;
+} target_t;
+
+#define REFUSE(...)                                                                                \
+    do {                                                                                           \
+        ml_cli_error(__VA_ARGS__);                                                                 \
+        return -1;                                                                                 \
+    } while (0)
+
+static bool have_cap_sys_ptrace(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return false;
+    char line[256];
+    bool cap = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long v;
+        if (sscanf(line, "CapEff: %llx", &v) == 1) cap = v >> 19 & 1; /* CAP_SYS_PTRACE */
+    }
+    fclose(f);
+    return cap;
+}
+
+static int read_small(const char *path, char *buf, size_t len) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -errno;
+    ssize_t n = read(fd, buf, len - 1);
+    int e = errno;
+    close(fd);
+    if (n < 0) return -e;
+    buf[n] = '\0';
+    return (int)n;
+}
+
+static const char *how_to_allow =
+    "to allow it: run memlens as root or give it CAP_SYS_PTRACE (sudo setcap cap_sys_ptrace+ep "
+    "$(command -v memlens)), or lower Yama's setting (sudo sysctl kernel.yama.ptrace_scope=0)";
+
+/* Yama's ptrace_scope (0 when Yama is not there) against our capability. */
+static int check_ptrace_policy(pid_t pid) {
+    char buf[32];
+    int scope = 0;
+    if (read_small("/proc/sys/kernel/yama/ptrace_scope", buf, sizeof buf) > 0) scope = atoi(buf);
+    bool cap = have_cap_sys_ptrace();
+    if (scope >= 3)
+        REFUSE("cannot attach to process %d: ptrace is disabled on this system "
+               "(/proc/sys/kernel/yama/ptrace_scope is 3, which only a reboot undoes)",
+               (int)pid);
+    if (scope == 2 && !cap)
+        REFUSE("cannot attach to process %d: /proc/sys/kernel/yama/ptrace_scope is 2 (only "
+               "CAP_SYS_PTRACE may trace); %s",
+               (int)pid, how_to_allow);
+    return 0;
+}
+
+static int check_alive(pid_t pid) {
+    if (kill(pid, 0) < 0 && errno == ESRCH) REFUSE("cannot attach to process %d: no such process", (int)pid);
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    if (read_small(path, buf, sizeof buf) < 0) REFUSE("cannot attach to process %d: no such process", (int)pid);
+    char *rp = strrchr(buf, ')');
+    if (rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'))
+        REFUSE("cannot attach to process %d: it has exited (a zombie waiting for its parent)", (int)pid);
+    if (pid == getpid()) REFUSE("cannot attach to memlens itself");
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (read_small(path, buf, sizeof buf) > 0) {
+        const char *tp = strstr(buf, "TracerPid:");
+        int tracer = tp ? atoi(tp + 10) : 0;
+        if (tracer)
+            REFUSE("cannot attach to process %d: it is already traced by process %d (a debugger, "
+                   "strace, or another memlens attach); only one tracer at a time",
+                   (int)pid, tracer);
+    }
+    return 0;
+}
+
+/* The executable: a 64-bit x86-64 ELF with a dynamic loader. */
+static int check_exe(target_t *t) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/exe", (int)t->pid);
+    ssize_t n = readlink(path, t->exe, sizeof t->exe - 1);
+    if (n <= 0) {
+        if (errno == EACCES || errno == EPERM)
+            REFUSE("cannot attach to process %d: permission denied reading /proc/%d (it belongs to "
+                   "another user?); %s",
+                   (int)t->pid, (int)t->pid, how_to_allow);
+        REFUSE("cannot attach to process %d: cannot read %s: %s", (int)t->pid, path, strerror(errno));
+    }
+    t->exe[n] = '\0';
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) REFUSE("cannot attach to process %d: cannot open %s: %s", (int)t->pid, path, strerror(errno));
+    Elf64_Ehdr eh;
+    bool ok = pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG);
+    if (!ok || eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64) {
+        close(fd);
+        REFUSE("cannot attach to process %d (%s): not a 64-bit x86-64 program", (int)t->pid, t->exe);
+    }
+    bool interp = false;
+    for (int i = 0; i < eh.e_phnum && !interp; i++) {
+        Elf64_Phdr ph;
+        if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize)) != (ssize_t)sizeof ph)
+            break;
+        interp = ph.p_type == PT_INTERP;
+    }
+    close(fd);
+    if (!interp)
+        REFUSE("cannot attach to process %d (%s): it is statically linked, so there is no dlopen to "
+               "load libmemlens.so with",
+               (int)t->pid, t->exe);
+    /* Its arguments, for the process record. */
+    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)t->pid);
+    int len = read_small(path, t->cmdline, sizeof t->cmdline);
+    for (int i = 0; i < len && t->argc < ML_MAX_ARGS; i += (int)strlen(t->cmdline + i) + 1)
+        t->argv[t->argc++] = t->cmdline + i;
+    t->argv[t->argc] = NULL;
+    return 0;
+}
+
+/* libc.so.6 in the target's maps, and the same file as ours (so that the
+ * offsets of dlopen & co. in our libc are theirs). */
+static int find_libc(target_t *t) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)t->pid);
+    FILE *f = fopen(path, "r");
+    if (!f) REFUSE("cannot attach to process %d: cannot read %s: %s", (int)t->pid, path, strerror(errno));
+    char line[PATH_MAX + 128];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, off;
+        int pos = 0;
+        if (sscanf(line, "%lx-%*x %*s %lx %*s %*s %n", &lo, &off, &pos) < 2 || !pos) continue;
+        char *file = line + pos;
+        file[strcspn(file, "\n")] = '\0';
+        const char *base = strrchr(file, '/');
+        if (!base || strncmp(base + 1, "libc.so.6", 9) || off != 0) continue;
+        if (!t->libc_base || lo < t->libc_base) {
+            t->libc_base = lo;
+            snprintf(t->libc_path, sizeof t->libc_path, "%s", file);
+        }
+    }
+    fclose(f);
+    if (!t->libc_base)
+        REFUSE("cannot attach to process %d (%s): it does not use glibc's libc.so.6, whose dlopen "
+               "loads libmemlens.so",
+               (int)t->pid, t->exe);
+    void *self = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+    void *f_dlopen = self ? dlsym(self, "dlopen") : NULL;
+    void *f_dlerror = self ? dlsym(self, "dlerror") : NULL;
+    void *f_dlsym = self ? dlsym(self, "dlsym") : NULL;
+    Dl_info di;
+    if (!f_dlopen || !f_dlerror || !f_dlsym || !dladdr(f_dlopen, &di) || !di.dli_fname) {
+        if (self) dlclose(self);
+        REFUSE("cannot find dlopen in memlens' own libc.so.6");
+    }
+    char theirs[PATH_MAX + 64];
+    snprintf(theirs, sizeof theirs, "/proc/%d/root%s", (int)t->pid, t->libc_path);
+    struct stat a, b;
+    if (stat(di.dli_fname, &a) < 0 || stat(theirs, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+        dlclose(self);
+        REFUSE("cannot attach to process %d: it uses %s, not the libc.so.6 memlens runs with (%s); "
+               "run the memlens built for that system (in its container)",
+               (int)t->pid, t->libc_path, di.dli_fname);
+    }
+    uint64_t ours = (uint64_t)(uintptr_t)di.dli_fbase;
+    t->r_dlopen = t->libc_base + ((uint64_t)(uintptr_t)f_dlopen - ours);
+    t->r_dlerror = t->libc_base + ((uint64_t)(uintptr_t)f_dlerror - ours);
+    t->r_dlsym = t->libc_base + ((uint64_t)(uintptr_t)f_dlsym - ours);
+    dlclose(self);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* ptrace                                                                    */
+/* ------------------------------------------------------------------------- */
+
+typedef void (*idle_fn)(void *ctx);
+
+static void sleep_us(long us) {
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits for the next stop of the main thread, running idle(ctx) meanwhile
+ * (the collector keeps draining while the program runs our call). Returns
+ * the wait status, or -1 when the process is gone or wait failed. */
+static int wait_stop(target_t *t, idle_fn idle, void *ctx) {
+    for (;;) {
+        int st;
+        pid_t r = waitpid(t->pid, &st, __WALL | WNOHANG);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == t->pid) {
+            if (WIFEXITED(st) || WIFSIGNALED(st)) return -1;
+            return st;
+        }
+        if (idle) idle(ctx);
+        sleep_us(200);
+    }
+}
+
+static int mem_write(target_t *t, uint64_t addr, const void *buf, size_t len) {
+    return pwrite(t->mem, buf, len, (off_t)addr) == (ssize_t)len ? 0 : -1;
+}
+
+/* Interrupts the main thread where it is safe to call into libc. */
+static bool in_range_of(const target_t *t, uint64_t rip, bool *in_libc) {
+    char path[64], line[PATH_MAX + 128];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)t->pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        int pos = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &pos) < 2) continue;
+        if (rip < lo || rip >= hi) continue;
+        found = true;
+        const char *file = pos ? line + pos : "";
+        const char *base = strrchr(file, '/');
+        base = base ? base + 1 : file;
+        *in_libc = !strncmp(base, "libc.so", 7) || !strncmp(base, "ld-linux", 8) ||
+                   !strncmp(base, "libmemlens.so", 13);
+    }
+    fclose(f);
+    return found;
+}
+
+static bool safe_point(const target_t *t, const struct user_regs_struct *r) {
+    long nr = (long)r->orig_rax;
+    if (nr >= 0) /* blocked in a system call: not malloc's, which may hold its lock */
+        return nr != SYS_mmap && nr != SYS_munmap && nr != SYS_mremap && nr != SYS_brk &&
+               nr != SYS_mprotect && nr != SYS_madvise;
+    bool in_libc = false;
+    return in_range_of(t, r->rip, &in_libc) && !in_libc;
+}
+
+static int save_state(target_t *t) {
+    if (ptrace(PTRACE_GETREGS, t->pid, 0, &t->regs) < 0) return -1;
+    if (!t->xstate) t->xstate = malloc(65536);
+    struct iovec iov = {t->xstate, 65536};
+    if (t->xstate && ptrace(PTRACE_GETREGSET, t->pid, (void *)NT_X86_XSTATE, &iov) == 0) {
+        t->xstate_len = iov.iov_len;
+        return 0;
+    }
+    t->xstate_len = 0;
+    return ptrace(PTRACE_GETFPREGS, t->pid, 0, &t->fpregs) < 0 ? -1 : 0;
+}
+
+static int restore_state(target_t *t) {
+    int rc = ptrace(PTRACE_SETREGS, t->pid, 0, &t->regs) < 0 ? -1 : 0;
+    if (t->xstate_len) {
+        struct iovec iov = {t->xstate, t->xstate_len};
+        if (ptrace(PTRACE_SETREGSET, t->pid, (void *)NT_X86_XSTATE, &iov) < 0) rc = -1;
+    } else if (ptrace(PTRACE_SETFPREGS, t->pid, 0, &t->fpregs) < 0) {
+        rc = -1;
+    }
+    return rc;
+}
+
+/* Seizes the process and stops its main thread at a safe point, with its
+ * state saved. On failure says why. */
+static int stop_target(target_t *t, idle_fn idle, void *ctx) {
+    if (!t->seized) {
+        if (ptrace(PTRACE_SEIZE, t->pid, 0, 0) < 0) {
+            int e = errno;
+            if (e == EPERM || e == EACCES)
+                REFUSE("cannot attach to process %d: ptrace is not permitted (%s); %s", (int)t->pid,
+                       strerror(e), how_to_allow);
+            if (e == ESRCH) REFUSE("cannot attach to process %d: no such process", (int)t->pid);
+            REFUSE("cannot attach to process %d: ptrace: %s", (int)t->pid, strerror(e));
+        }
+        t->seized = true;
+    }
+    for (int tries = 0; tries < 5000; tries++) {
+        if (ptrace(PTRACE_INTERRUPT, t->pid, 0, 0) < 0) REFUSE("process %d: ptrace interrupt: %s", (int)t->pid, strerror(errno));
+        int st = wait_stop(t, idle, ctx);
+        if (st < 0) REFUSE("process %d ended", (int)t->pid);
+        if (st >> 16 != PTRACE_EVENT_STOP) {
+            /* A signal on its way to the program: let it have it. */
+            ptrace(PTRACE_CONT, t->pid, 0, (void *)(uintptr_t)WSTOPSIG(st));
+            continue;
+        }
+        if (save_state(t) < 0) REFUSE("process %d: cannot read its registers: %s", (int)t->pid, strerror(errno));
+        if (safe_point(t, &t->regs)) return 0;
+        ptrace(PTRACE_CONT, t->pid, 0, 0);
+        if (idle) idle(ctx);
+        sleep_us(1000);
+    }
+    REFUSE("process %d: its main thread stayed inside libc or a memory system call for 5 s; "
+           "try again",
+           (int)t->pid);
+}
+
+/* Lets the program go on exactly where it was. */
+static void release_target(target_t *t) {
+    if (!t->seized) return;
+    if (restore_state(t) < 0)
+        fprintf(stderr, "memlens: warning: process %d: could not restore its registers: %s\n", (int)t->pid,
+                strerror(errno));
+    ptrace(PTRACE_DETACH, t->pid, 0, 0);
+    t->seized = false;
+}
+
+/* Calls fn(a0, a1) in the stopped main thread; `data` (len bytes), when
+ * given, is copied below the red zone first and its address passed as the
+ * argument that is 0 (a0, else a1). Returns 0 with the result in *ret, or
+ * -1 (said why). */
+static int remote_call(target_t *t, uint64_t fn, uint64_t a0, uint64_t a1, const void *data, size_t len,
+                       uint64_t *ret, idle_fn idle, void *ctx) {
+    struct user_regs_struct r = t->regs;
+    uint64_t sp = t->regs.rsp - 128; /* the red zone stays as it is */
+    if (data) {
+        sp = (sp - len) & ~(uint64_t)15;
+        if (mem_write(t, sp, data, len) < 0)
+            REFUSE("process %d: cannot write to its stack: %s", (int)t->pid, strerror(errno));
+        if (!a0) a0 = sp;
+        else a1 = sp;
+    }
+    sp = (sp - 256) & ~(uint64_t)15;
+    sp -= 8; /* the return address: as after a call instruction */
+    uint64_t zero = 0;
+    if (mem_write(t, sp, &zero, sizeof zero) < 0)
+        REFUSE("process %d: cannot write to its stack: %s", (int)t->pid, strerror(errno));
+    r.rip = fn;
+    r.rsp = sp;
+    r.rdi = a0;
+    r.rsi = a1;
+    r.rax = 0;
+    r.orig_rax = (unsigned long long)-1; /* no system call restart on the way */
+    r.eflags &= ~(1ull << 10);           /* the ABI's direction flag: clear */
+    if (ptrace(PTRACE_SETREGS, t->pid, 0, &r) < 0) REFUSE("process %d: cannot set its registers: %s", (int)t->pid, strerror(errno));
+    int sig = 0;
+    for (;;) {
+        if (ptrace(PTRACE_CONT, t->pid, 0, (void *)(uintptr_t)sig) < 0)
+            REFUSE("process %d: ptrace: %s", (int)t->pid, strerror(errno));
+        int st = wait_stop(t, idle, ctx);
+        if (st < 0) REFUSE("process %d ended during memlens' call into it", (int)t->pid);
+        sig = 0;
+        if (st >> 16 == PTRACE_EVENT_STOP) continue; /* a group stop: the call goes on */
+        if (WSTOPSIG(st) == SIGSEGV) {
+            struct user_regs_struct now;
+            if (ptrace(PTRACE_GETREGS, t->pid, 0, &now) < 0) REFUSE("process %d: ptrace: %s", (int)t->pid, strerror(errno));
+            if (now.rip == 0) {
+                *ret = now.rax;
+                return 0;
+            }
+            /* A fault inside the call: memlens' doing. The program gets its
+             * registers back and goes on as if nothing ran. */
+            REFUSE("process %d: the call at 0x%" PRIx64 " faulted at 0x%llx; the process was put "
+                   "back as it was",
+                   (int)t->pid, fn, now.rip);
+        }
+        sig = WSTOPSIG(st); /* the program's signal: delivered */
+    }
+}
+
+static int read_remote_str(target_t *t, uint64_t addr, char *out, size_t len) {
+    if (!addr) return -1;
+    ssize_t n = pread(t->mem, out, len - 1, (off_t)addr);
+    if (n <= 0) return -1;
+    out[n] = '\0';
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The session                                                               */
+/* ------------------------------------------------------------------------- */
+
+typedef struct {
+    attach_opts_t o;
+    target_t t;
+    char lib[PATH_MAX];
+    char trace[PATH_MAX];
+    ml_outfile_t file;
+    ml_collector_t *c;
+    int pidfd;
+} attach_t;
+
+static void idle_poll(void *ctx) {
+    attach_t *s = ctx;
+    ml_collector_poll(s->c);
+}
+
+static int start_collector(attach_t *s) {
+    ml_collector_opts_t co = {
+        .snapshot = true,
+        .depth = ML_DEFAULT_DEPTH,
+        .ring_slots = (uint32_t)ml_option(ML_ENV_RING_SLOTS)->value,
+        .out_flags = s->o.out_flags,
+        .attached = true,
+    };
+    uint32_t slots = co.ring_slots;
+    if (!ml_option(ML_ENV_RING_SLOTS)->valid || slots < 64 || slots > (1u << 28) || (slots & (slots - 1)))
+        REFUSE("ML_RING_SLOTS must be a power of two between 64 and 2^28");
+    char err[512];
+    if (ml_collector_new(&co, &s->c, err, sizeof err) < 0) REFUSE("%s", err);
+    ml_sink_t sink;
+    int rc = ml_trace_sink_new(&sink);
+    if (rc == 0) rc = ml_collector_add_sink(s->c, sink);
+    if (rc == 0) rc = ml_analysis_sink_new(false, &sink);
+    if (rc == 0) rc = ml_collector_add_sink(s->c, sink);
+    if (rc < 0) REFUSE("%s", strerror(-rc));
+    unsigned flags = s->o.out_flags | ML_OUTFILE_KEEP;
+    if (s->o.out) {
+        snprintf(s->trace, sizeof s->trace, "%s", s->o.out);
+    } else {
+        ml_cli_default_trace_name(s->trace, sizeof s->trace, s->t.argc ? s->t.argv[0] : s->t.exe, (int)s->t.pid);
+        flags = (flags & ML_OUTFILE_GROUP) | ML_OUTFILE_KEEP | ML_OUTFILE_NEW;
+    }
+    char ferr[PATH_MAX + 256];
+    if (ml_outfile_open(&s->file, s->trace, flags, ferr, sizeof ferr) < 0) REFUSE("%s", ferr);
+    ml_collector_root_t root = {s->t.pid, s->trace, &s->file, s->t.exe, s->t.argc, s->t.argv};
+    ml_collector_set_root(s->c, &root);
+    return 0;
+}
+
+static const char *start_error(int rc) {
+    switch (rc) {
+    case -EALREADY: return "memlens was attached to this process before; it attaches once per process";
+    case -EBUSY: return "libmemlens.so is already preloaded in it (memlens run records it)";
+    case -ENOENT: return "it could not open the session in /dev/shm";
+    case -EAGAIN: return "it could not create its event ring (see its stderr)";
+    case -ENOMEM: return "out of memory";
+    default: return "unexpected error";
+    }
+}
+
+/* Loads the library into the stopped target and starts recording. Leaves
+ * the target stopped (the caller restores it and detaches). */
+static int inject(attach_t *s) {
+    target_t *t = &s->t;
+    uint64_t handle = 0, rc = 0;
+    if (remote_call(t, t->r_dlopen, 0, RTLD_NOW, s->lib, strlen(s->lib) + 1, &handle, idle_poll, s) < 0)
+        return -1;
+    if (!handle) {
+        char msg[512] = "";
+        uint64_t e = 0;
+        if (remote_call(t, t->r_dlerror, 0, 0, NULL, 0, &e, idle_poll, s) == 0) read_remote_str(t, e, msg, sizeof msg);
+        REFUSE("process %d could not load %s: %s", (int)t->pid, s->lib, *msg ? msg : "dlopen failed");
+    }
+    static const char start[] = "ml_attach_start", stop[] = "ml_attach_stop";
+    if (remote_call(t, t->r_dlsym, handle, 0, start, sizeof start, &t->r_start, idle_poll, s) < 0 ||
+        remote_call(t, t->r_dlsym, handle, 0, stop, sizeof stop, &t->r_stop, idle_poll, s) < 0)
+        return -1;
+    if (!t->r_start || !t->r_stop) REFUSE("%s does not export ml_attach_start/ml_attach_stop", s->lib);
+    const char *ctl = ml_collector_ctl_path(s->c);
+    if (remote_call(t, t->r_start, 0, 0, ctl, strlen(ctl) + 1, &rc, idle_poll, s) < 0) return -1;
+    int r = (int)(int32_t)rc;
+    if (r < 0) REFUSE("cannot record process %d: %s", (int)t->pid, start_error(r));
+    if (r == 0 && !s->o.quiet)
+        fprintf(stderr, "memlens: warning: process %d: no module calls malloc & co. through its GOT; "
+                        "nothing will be recorded\n", (int)t->pid);
+    return 0;
+}
+
+static void on_stop(int sig) {
+    if (!stop_sig) stop_sig = sig;
+}
+
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Records until a signal, --duration, or the end of the target. Returns
+ * true when the target is still there. */
+static bool record(attach_t *s) {
+    double end = s->o.duration > 0 ? now_s() + s->o.duration : INFINITY;
+    while (!stop_sig && now_s() < end) {
+        uint64_t got = ml_collector_poll(s->c);
+        if (s->pidfd >= 0) {
+            struct pollfd pf = {s->pidfd, POLLIN, 0};
+            if (poll(&pf, 1, 0) > 0) return false;
+        } else if (kill(s->t.pid, 0) < 0 && errno == ESRCH) {
+            return false;
+        }
+        if (!got) sleep_us(1000);
+    }
+    return true;
+}
+
+static void print_summary(attach_t *s, double window) {
+    const ml_proc_info_t *p = ml_collector_nprocs(s->c) ? ml_collector_proc(s->c, 0) : NULL;
+    if (!p || !p->analysis) return;
+    const ml_totals_t *tt = ml_analysis_totals(p->analysis);
+    char b1[32], b2[32];
+    fprintf(stderr,
+            "memlens: attached to process %d (%s) for %.1f s: %" PRIu64 " allocation calls, %" PRIu64
+            " frees, %" PRIu64 " frees of blocks allocated before the attach\n",
+            (int)s->t.pid, s->t.exe, window, tt->alloc_calls, tt->free_calls, tt->unknown_frees);
+    fprintf(stderr, "memlens: allocated in the window and still live: %s in %" PRIu64 " blocks (peak %s)\n",
+            ml_fmt_bytes(tt->heap_bytes, b1, sizeof b1), tt->heap_blocks, ml_fmt_bytes(tt->peak_bytes, b2, sizeof b2));
+    fprintf(stderr, "memlens: trace %s\n", p->path);
+}
+
+int ml_cmd_attach(int argc, char **argv) {
+    attach_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        ml_cli_error("out of memory");
+        return ML_EXIT_ERROR;
+    }
+    int code = ML_EXIT_USAGE;
+    s->t.mem = -1;
+    s->pidfd = -1;
+    s->file.fd = -1;
+    if (parse_attach(argc, argv, &s->o) < 0) goto out;
+#if !defined(__x86_64__)
+    ml_cli_error("memlens attach supports x86-64 only (it sets up a function call in the target's registers)");
+    goto out;
+#endif
+    s->t.pid = s->o.pid;
+    /* Refusals (exit 2): what makes attaching impossible, said before
+     * anything is touched. */
+    if (check_alive(s->t.pid) < 0 || check_ptrace_policy(s->t.pid) < 0 || check_exe(&s->t) < 0 ||
+        find_libc(&s->t) < 0)
+        goto out;
+    code = ML_EXIT_ERROR;
+    if (ml_cli_find_preload_lib(s->lib, sizeof s->lib) < 0) {
+        ml_cli_error("cannot find libmemlens.so beside the memlens binary (set ML_PRELOAD_LIB)");
+        goto out;
+    }
+    char real[PATH_MAX];
+    if (realpath(s->lib, real)) snprintf(s->lib, sizeof s->lib, "%s", real);
+    if (start_collector(s) < 0) goto out;
+    struct sigaction sa = {.sa_handler = on_stop}, old[3];
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; i++) sigaction(stop_signals[i], &sa, &old[i]);
+    s->pidfd = (int)syscall(SYS_pidfd_open, s->t.pid, 0);
+    char mem[64];
+    snprintf(mem, sizeof mem, "/proc/%d/mem", (int)s->t.pid);
+    if (stop_target(&s->t, idle_poll, s) < 0) {
+        code = ML_EXIT_USAGE; /* not permitted, or gone: a refusal */
+        goto restore_signals;
+    }
+    s->t.mem = open(mem, O_RDWR | O_CLOEXEC);
+    if (s->t.mem < 0) {
+        ml_cli_error("cannot open %s: %s", mem, strerror(errno));
+        release_target(&s->t);
+        goto restore_signals;
+    }
+    int irc = inject(s);
+    release_target(&s->t);
+    if (irc < 0) goto restore_signals;
+    double t0 = now_s();
+    if (!s->o.quiet)
+        fprintf(stderr, "memlens: attached to process %d (%s); recording %s\n", (int)s->t.pid, s->t.exe,
+                s->o.duration > 0 ? "for the given duration" : "until Ctrl-C");
+    bool alive = record(s);
+    double window = now_s() - t0;
+    if (alive) {
+        /* Stop: the hooks out, the ring read to its end. */
+        if (stop_target(&s->t, idle_poll, s) == 0) {
+            uint64_t restored = 0;
+            int rc = remote_call(&s->t, s->t.r_stop, 0, 0, NULL, 0, &restored, idle_poll, s);
+            release_target(&s->t);
+            if (rc < 0) fprintf(stderr, "memlens: warning: process %d: the hooks may still be in place\n", (int)s->t.pid);
+        } else {
+            fprintf(stderr, "memlens: warning: process %d: could not stop it to take the hooks out; "
+                            "they stay, recording into nothing\n", (int)s->t.pid);
+        }
+    } else if (!s->o.quiet) {
+        fprintf(stderr, "memlens: process %d ended during the window\n", (int)s->t.pid);
+    }
+    for (int i = 0; i < 20; i++) {
+        if (!ml_collector_poll(s->c)) break;
+    }
+    ml_collector_stop(s->c);
+    if (!ml_collector_root_traced(s->c)) {
+        ml_cli_error("process %d never joined the session; no trace written", (int)s->t.pid);
+        goto restore_signals;
+    }
+    if (!s->o.quiet) print_summary(s, window);
+    code = ML_EXIT_OK;
+restore_signals:
+    for (int i = 0; i < 3; i++) sigaction(stop_signals[i], &old[i], NULL);
+out:
+    if (s->t.mem >= 0) close(s->t.mem);
+    if (s->pidfd >= 0) close(s->pidfd);
+    ml_collector_free(s->c);
+    free(s->t.xstate);
+    free(s);
+    return code;
+}

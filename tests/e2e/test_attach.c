@@ -1,0 +1,271 @@
+/* test_attach.c - `memlens attach PID` on a running fixture (fx_attach).
+ *
+ * The fixture allocates before the attach, then does exactly known steps
+ * on command (its stdin), so the window's counts are exact: per step and
+ * worker, 3 mallocs (4001, 4002, 4003 bytes, kept), calloc(5, 1001) (kept),
+ * malloc(4007) freed at once, realloc(NULL, 4009) grown to 4011 (kept);
+ * 'f' frees its 10 blocks of 1000 bytes made before the attach. After the
+ * detach it must go on with its own output and exit status (7).
+ *
+ * Tests skip (with the reason) when this system refuses ptrace.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+typedef struct {
+    pid_t pid;
+    int in;     /* its stdin */
+    FILE *out;  /* its stdout */
+} fx_t;
+
+static void fx_start(fx_t *f, const char *bin, const char *threads) {
+    int i[2], o[2];
+    cr_assert_eq(pipe(i), 0);
+    cr_assert_eq(pipe(o), 0);
+    f->pid = fork();
+    cr_assert_geq(f->pid, 0);
+    if (f->pid == 0) {
+        dup2(i[0], 0);
+        dup2(o[1], 1);
+        close(i[0]), close(i[1]), close(o[0]), close(o[1]);
+        execl(h_bin(bin), bin, threads, (char *)NULL);
+        _exit(127);
+    }
+    close(i[0]);
+    close(o[1]);
+    f->in = i[1];
+    f->out = fdopen(o[0], "r");
+    char line[256];
+    cr_assert(fgets(line, sizeof line, f->out), "fx_attach says ready");
+    cr_assert(!strncmp(line, "ready ", 6), "%s", line);
+}
+
+/* Sends one command and returns its answer line. */
+static const char *fx_cmd(fx_t *f, char c) {
+    static char line[256];
+    cr_assert_eq(write(f->in, &c, 1), 1);
+    cr_assert(fgets(line, sizeof line, f->out), "an answer to '%c'", c);
+    line[strcspn(line, "\n")] = '\0';
+    return line;
+}
+
+/* Ends the fixture: its last line and its exit status. */
+static int fx_finish(fx_t *f, char *last, size_t len) {
+    char c = 'q';
+    cr_assert_eq(write(f->in, &c, 1), 1);
+    close(f->in);
+    last[0] = '\0';
+    char line[256];
+    while (fgets(line, sizeof line, f->out)) snprintf(last, len, "%s", line);
+    fclose(f->out);
+    int st;
+    cr_assert_eq(waitpid(f->pid, &st, 0), f->pid);
+    return st;
+}
+
+typedef struct {
+    pid_t pid;
+    int err; /* its stderr */
+} ml_t;
+
+/* Starts `memlens attach -o TRACE PID` and waits for it to say that it is
+ * recording (or to end: returns false with its stderr in *why). */
+static bool attach_start(ml_t *m, const char *trace, pid_t pid, char *why, size_t len) {
+    int e[2];
+    cr_assert_eq(pipe(e), 0);
+    char spid[32];
+    snprintf(spid, sizeof spid, "%d", (int)pid);
+    m->pid = fork();
+    cr_assert_geq(m->pid, 0);
+    if (m->pid == 0) {
+        dup2(e[1], 2);
+        close(e[0]), close(e[1]);
+        execl(h_bin("memlens"), "memlens", "attach", "-o", trace, spid, (char *)NULL);
+        _exit(127);
+    }
+    close(e[1]);
+    m->err = e[0];
+    size_t n = 0;
+    why[0] = '\0';
+    while (n < len - 1) {
+        ssize_t k = read(m->err, why + n, len - 1 - n);
+        if (k <= 0) break;
+        n += (size_t)k;
+        why[n] = '\0';
+        if (strstr(why, "recording until Ctrl-C")) return true;
+    }
+    return false;
+}
+
+static int attach_stop(ml_t *m, char *err, size_t len) {
+    kill(m->pid, SIGINT);
+    size_t n = strlen(err);
+    ssize_t k;
+    while (n < len - 1 && (k = read(m->err, err + n, len - 1 - n)) > 0) n += (size_t)k;
+    err[n] = '\0';
+    close(m->err);
+    int st;
+    cr_assert_eq(waitpid(m->pid, &st, 0), m->pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Whether this system lets us trace a process we did not start as a
+ * tracer (Yama, seccomp, containers): checked on a child, like the real
+ * case. Skips the test when not, saying why. */
+static void skip_unless_ptrace(void) {
+    pid_t p = fork();
+    if (p == 0) {
+        pause();
+        _exit(0);
+    }
+    long r = ptrace(PTRACE_SEIZE, p, 0, 0);
+    int e = errno;
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    if (r < 0) cr_skip_test("ptrace is not permitted here (%s): memlens attach cannot be tested", strerror(e));
+}
+
+static void attach_window(const char *threads, int workers) {
+    skip_unless_ptrace();
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s", h_tmp(workers ? "attach_mt.mlt" : "attach.mlt"));
+    fx_t f;
+    fx_start(&f, "fx_attach", threads);
+    cr_assert_str_eq(fx_cmd(&f, 's'), "step 1", "a step before the attach (not recorded)");
+    ml_t m;
+    char err[8192];
+    cr_assert(attach_start(&m, trace, f.pid, err, sizeof err), "memlens attach: %s", err);
+    const int steps = 3;
+    for (int i = 0; i < steps; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "step %d", i + 2);
+        cr_assert_str_eq(fx_cmd(&f, 's'), want);
+    }
+    cr_assert_str_eq(fx_cmd(&f, 'f'), "freed");
+    int rc = attach_stop(&m, err, sizeof err);
+    cr_assert_eq(rc, 0, "memlens attach: %s", err);
+    /* After the detach: not recorded, and the program goes on. */
+    cr_assert_str_eq(fx_cmd(&f, 's'), "step 5");
+    char last[256];
+    int st = fx_finish(&f, last, sizeof last);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 7, "its own exit status (status 0x%x)", st);
+    int w = workers ? workers : 1;
+    char want[128];
+    snprintf(want, sizeof want, "bye steps=5 blocks=%d checksum=%d\n", 5 * 5 * w, 5 * w);
+    cr_assert_str_eq(last, want, "its own output");
+
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    uint64_t n = (uint64_t)steps * w;
+    for (uint64_t size = 4001; size <= 4003; size++)
+        cr_expect_eq(h_allocs_of_size(&t, size), n, "malloc(%lu) in the window", (unsigned long)size);
+    cr_expect_eq(h_allocs_of_size(&t, 5005), n, "calloc(5, 1001)");
+    cr_expect_eq(h_allocs_of_size(&t, 4007), n, "the temporary malloc(4007)");
+    cr_expect_eq(h_allocs_of_size(&t, 4009), n, "realloc(NULL, 4009)");
+    cr_expect_eq(h_allocs_of_size(&t, 4011), n, "realloc to 4011");
+    cr_expect_eq(h_allocs_of_size(&t, 1000), 0, "nothing from before the attach");
+    cr_expect_eq(t.pid, (uint32_t)f.pid);
+    h_trace_free(&t);
+
+    ml_analysis_t *a;
+    char aerr[512];
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_assert_eq(ml_analysis_load(a, trace, aerr, sizeof aerr), 0, "%s", aerr);
+    cr_assert_eq(ml_analysis_build(a, NULL, aerr, sizeof aerr), 0, "%s", aerr);
+    const ml_totals_t *tt = ml_analysis_totals(a);
+    void *probe = malloc(1000); /* the same glibc: the usable size of a 1000-byte block */
+    cr_expect(ml_analysis_process(a)->options & ML_OPT_ATTACHED, "the trace is marked attached");
+    cr_expect_eq(tt->unknown_frees, 10, "the 10 blocks of before the attach");
+    cr_expect_eq(tt->unknown_free_bytes, 10 * malloc_usable_size(probe), "their usable bytes (%lu)", (unsigned long)tt->unknown_free_bytes);
+    cr_expect_eq(tt->heap_blocks, 5 * n, "live at detach: 5 blocks per step");
+    cr_expect_eq(tt->heap_bytes, (4001 + 4002 + 4003 + 5005 + 4011) * n);
+    cr_expect_eq(tt->free_calls, n + 10, "the temporary frees and the 10 unknown ones");
+    free(probe);
+    ml_analysis_free(a);
+
+    const char *argv[] = {h_bin("memlens"), "report", trace, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\nattached at "), "%s", r.out);
+    cr_expect(strstr(r.out, "frees of blocks allocated before the attach: 10 ("), "%s", r.out);
+    cr_expect(strstr(r.out, "leaks: not reported"), "%s", r.out);
+    cr_expect(!strstr(r.out, "leaked at exit"), "%s", r.out);
+    cr_expect(strstr(r.out, "growth by site"), "%s", r.out);
+    h_run_free(&r);
+}
+
+Test(attach, single_thread_window, .timeout = 120) {
+    attach_window("0", 0);
+}
+
+Test(attach, four_threads_window, .timeout = 120) {
+    attach_window("4", 4);
+}
+
+Test(attach, no_such_process_exits_2, .timeout = 60) {
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    waitpid(p, NULL, 0); /* a pid that was just freed */
+    char spid[32];
+    snprintf(spid, sizeof spid, "%d", (int)p);
+    const char *argv[] = {h_bin("memlens"), "attach", "-o", h_tmp("none.mlt"), spid, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "no such process"), "%s", r.err);
+    cr_expect(!h_file_exists(h_tmp("none.mlt")), "no trace");
+    h_run_free(&r);
+}
+
+/* A process already under ptrace (this test is its tracer): the kernel
+ * would say EPERM; memlens says who traces it. */
+Test(attach, already_traced_process_exits_2, .timeout = 60) {
+    skip_unless_ptrace();
+    pid_t p = fork();
+    if (p == 0) {
+        pause();
+        _exit(0);
+    }
+    cr_assert_eq(ptrace(PTRACE_SEIZE, p, 0, 0), 0, "%s", strerror(errno));
+    char spid[32];
+    snprintf(spid, sizeof spid, "%d", (int)p);
+    const char *argv[] = {h_bin("memlens"), "attach", "-o", h_tmp("traced.mlt"), spid, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "already traced by process"), "%s", r.err);
+    h_run_free(&r);
+}
+
+/* A static program has no dlopen: refused before anything is touched
+ * (fx_attach_static is fx_attach linked -static). */
+Test(attach, static_program_exits_2, .timeout = 60) {
+    fx_t f;
+    fx_start(&f, "fx_attach_static", "0");
+    char spid[32];
+    snprintf(spid, sizeof spid, "%d", (int)f.pid);
+    const char *argv[] = {h_bin("memlens"), "attach", "-o", h_tmp("static.mlt"), spid, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "statically linked"), "%s", r.err);
+    h_run_free(&r);
+    cr_expect_str_eq(fx_cmd(&f, 's'), "step 1", "untouched");
+    char last[256];
+    int st = fx_finish(&f, last, sizeof last);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+}
