@@ -9,11 +9,11 @@ _memlens() {
     verb=
     for ((i = 1; i < COMP_CWORD; i++)); do
         case ${COMP_WORDS[i]} in
-        run | report | diff | view | dump) verb=${COMP_WORDS[i]}; break ;;
+        run | attach | report | diff | view | dump) verb=${COMP_WORDS[i]}; break ;;
         esac
     done
     if [[ -z $verb ]]; then
-        COMPREPLY=($(compgen -W "run report diff view dump --version --help" -- "$cur"))
+        COMPREPLY=($(compgen -W "run attach report diff view dump --version --help" -- "$cur"))
         return
     fi
     # After `run ... --` the words are the program's: complete commands, then files.
@@ -34,21 +34,24 @@ _memlens() {
         COMPREPLY=($(compgen -f -- "$cur"))
         return ;;
     --unwind) COMPREPLY=($(compgen -W "libunwind fp" -- "$cur")); return ;;
-    --folded-metric) COMPREPLY=($(compgen -W "alloc calls peak leaked temporary" -- "$cur")); return ;;
+    --folded-metric | --by-process) COMPREPLY=($(compgen -W "alloc calls peak leaked temporary" -- "$cur")); return ;;
     --sample | --depth | --fail-on-leak | --max-peak | --fail-on-gpu-leak | --max-gpu-peak | \
-    --max-sites | --fail-on-increase | --top | --keys | --size)
+    --max-sites | --fail-on-increase | --top | --keys | --size | --duration)
         return ;;
     esac
     local opts
     case $verb in
     run) opts="-o --output --follow-fork --sample --unwind --depth --no-gpu --gpu-pools --no-snapshot --live --force --group-readable -q --quiet --help --" ;;
-    report) opts="--json --html --folded --pprof --speedscope --folded-metric --fail-on-leak --max-peak --fail-on-gpu-leak --max-gpu-peak --suppressions --max-sites --no-symbols --no-advisor --all-policies --replay --allow-incomplete --summary --force --group-readable -q --quiet --help" ;;
+    attach) opts="-o --output --duration --force --group-readable -q --quiet --help" ;;
+    report) opts="--json --html --folded --pprof --speedscope --folded-metric --fail-on-leak --max-peak --fail-on-gpu-leak --max-gpu-peak --suppressions --max-sites --no-symbols --no-advisor --all-policies --replay --no-save-advice --by-process --allow-incomplete --summary --force --group-readable -q --quiet --help" ;;
     diff) opts="--json --fail-on-increase --suppressions --top --no-symbols --force --group-readable -q --quiet --help" ;;
     view) opts="--no-color --no-mouse --ascii --no-suggestions --batch --keys --size --help" ;;
     dump) opts="--help" ;;
     esac
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+    elif [[ $verb == attach ]]; then
+        COMPREPLY=($(compgen -W "$(cd /proc && ls -d [0-9]* 2>/dev/null)" -- "$cur"))
     elif [[ $verb != run ]]; then
         COMPREPLY=($(compgen -o plusdirs -f -X '!*.mlt' -- "$cur"))
     fi

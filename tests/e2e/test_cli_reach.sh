@@ -48,7 +48,7 @@ same() { # same MESSAGE EXPECTED ACTUAL
 MAN=$SRC/docs/man/memlens.1
 BASHC=$SRC/docs/completion/memlens.bash
 ZSHC=$SRC/docs/completion/_memlens
-for verb in "" run report diff view dump; do
+for verb in "" run attach report diff view dump; do
     for h in -h --help; do
         "$ML" $verb $h > "$W/help.out" 2> "$W/help.err"
         rc=$?
@@ -122,7 +122,7 @@ want=$(printf '%s\n' "memlens diff: $W/a.mlt -> $W/b.mlt" \
     "$(printf '  %-16s %12s -> %12s  %s' 'bytes allocated' '640.1 KiB' '1.3 MiB' '+100.0%')" | sed 's/ *$//')
 same "diff: the totals in human units under a header" "$want" "$(head -6 "$W/d.out" | sed 's/ *$//')"
 check "diff: the site list has column headers" \
-    grep -q '^   peak heap live at exit      calls  status   site$' "$W/d.out"
+    grep -q '^   peak heap       leaked      calls  status   site$' "$W/d.out"
 check "diff: grow_heap's row: +640.0 KiB at the peak, +320.0 KiB live at exit, +10 calls" \
     grep -q '^ *+640.0 KiB *+320.0 KiB *+10  changed  grow_heap  fx_grow.c:12  <- main$' "$W/d.out"
 check "diff: no raw byte counts" test -z "$(grep -E '[0-9]{6,}' "$W/d.out")"
