@@ -19,6 +19,7 @@
 #include "ml_merge.h"
 #include "ml_report_html.h"
 #include "ml_report_merge.h"
+#include "ml_trace_io.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -254,8 +255,15 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
     for (size_t i = 0; i < paths.n; i++) {
         ml_analysis_t *a = ml_cli_analyse(paths.v[i], o->supp, o->no_symbols, o->quiet, o->replay);
         if (!a) goto out; /* ml_cli_analyse said why, naming the file */
-        struct stat st;
-        int rc = ml_merge_add(m, a, paths.v[i], stat(paths.v[i], &st) == 0 ? (uint64_t)st.st_size : 0);
+        /* As recorded: strategy advice a report saved after the records is
+         * not counted (the single-trace report says the same). */
+        uint64_t size = 0;
+        ml_reader_t *r;
+        if (ml_reader_open(paths.v[i], &r, NULL, 0) == 0) {
+            size = ml_reader_recorded_size(r);
+            ml_reader_close(r);
+        }
+        int rc = ml_merge_add(m, a, paths.v[i], size);
         ml_analysis_free(a);
         if (rc < 0) {
             ml_cli_error("out of memory merging %s", paths.v[i]);

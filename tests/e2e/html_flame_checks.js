@@ -54,7 +54,7 @@ function mlFlameChecks(ok, what, key) {
 
   if (typeof D.generator === 'string' && /^memlens/.test(D.generator)) {
     var T = D.totals || {};
-    var want = [T.bytes_allocated, T.alloc_calls, (D.peak || {}).bytes, (D.leaks || {}).bytes];
+    var want = [T.bytes_allocated, T.alloc_calls, (D.peak || {}).bytes, (D.leaks || {}).lost_bytes]; // leaked: definite + indirect + possible
     var R = at('');
     var got = [R.alloc, R.calls, R.peak, R.leaked];
     ok(JSON.stringify(got) === JSON.stringify(want),

@@ -156,7 +156,7 @@ def test(w):
        [(k, kids[k], k, k * k * 1000, k * k * 1000, k) for k in (1, 2, 3)], "shared_alloc by_process")
     ks = by_name["keep_second"][0]
     eq([(b["pid"], b["alloc_calls"], b["leaked_bytes"], b["leaked_blocks"]) for b in ks["by_process"]],
-       [(kids[2], 1, 777, 1)], "keep_second: child 2 alone")
+       [(kids[2], 1, 0, 0)], "keep_second: child 2 alone (reachable: not leaked)")
     eq(ks["leaked_by_kind"]["reachable"], 777, "keep_second is reachable")
     dt = by_name["drop_third"][0]
     eq([(b["pid"], b["leaked_bytes"]) for b in dt["by_process"]], [(kids[3], 333)], "drop_third: child 3 alone")
