@@ -527,6 +527,10 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
         return rc;
     }
     bool attached = a->proc.options & ML_OPT_ATTACHED;
+    if (attached)
+        ml__warn(a, "attached trace (memlens attach): it covers the window from the attach to the detach; "
+                    "\"leaked\" is what was allocated in the window and still live at detach (growth), "
+                    "since leak kinds need the program's exit");
     if (a->t.unknown_frees && attached)
         ml__warn(a, "%llu frees of blocks allocated before memlens attached (or by an allocator "
                     "memlens does not see): not counted at any site",

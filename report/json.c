@@ -291,6 +291,9 @@ static void process(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_kv_u64(w, "start_realtime_ns", p->start_realtime_ns);
     ml_json_kv_str(w, "parent_trace", p->parent_trace[0] ? p->parent_trace : NULL);
     ml_json_kv_str(w, "producer", p->producer);
+    /* `memlens attach`: the trace covers the window from the attach
+     * (start_realtime_ns) to the detach, and "leaked" is the window's growth. */
+    ml_json_kv_bool(w, "attached", (p->options & ML_OPT_ATTACHED) != 0);
     ml_json_end(w);
 }
 
@@ -329,6 +332,7 @@ static void totals(ml_json_t *w, const ml_analysis_t *a) {
     ml_json_kv_u64(w, "mmap_calls", t->mmap_calls);
     ml_json_kv_u64(w, "munmap_calls", t->munmap_calls);
     ml_json_kv_u64(w, "unknown_frees", t->unknown_frees);
+    ml_json_kv_u64(w, "unknown_free_bytes", t->unknown_free_bytes);
     ml_json_kv_u64(w, "peak_bytes", t->peak_bytes);
     ml_json_kv_u64(w, "peak_blocks", t->peak_blocks);
     ml_json_kv_u64(w, "peak_mmap_bytes", t->peak_mmap_bytes);
