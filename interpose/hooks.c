@@ -10,6 +10,9 @@
  */
 #define _GNU_SOURCE
 #include "interpose_internal.h"
+#ifdef ML_TEST_HOOKS
+#include "../trace/ml_options.h"
+#endif
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -97,11 +100,57 @@ typedef struct {
 
 enum { PRE_NONE, PRE_RECORD, PRE_NESTED };
 
+#ifdef ML_TEST_HOOKS
+static void test_nested(void);
+#endif
+
 static __attribute__((noinline)) uint32_t take_stack(uint8_t *flags) {
     ml__tls.guard++;
     uint32_t stack = ml__stack_capture(flags);
+#ifdef ML_TEST_HOOKS
+    test_nested();
+#endif
     ml__tls.guard--;
     return stack;
+}
+
+/* An allocation or free made while memlens works (the guard is up): kept
+ * for nest_flush, or counted as skipped when the stash is full. */
+static __attribute__((noinline)) void nest_push(uint8_t type, uint8_t kind, void *p, uint64_t size) {
+    ml_tls_t *t = &ml__tls;
+    if (ml__state_relaxed() != ML_STATE_READY || !ml__ring) return;
+    if (t->nnest == sizeof t->nest / sizeof *t->nest) {
+        ml_atomic_add_relaxed(&ml__ring->nested_skipped, 1);
+        return;
+    }
+    t->nest[t->nnest].ptr = (uint64_t)(uintptr_t)p;
+    t->nest[t->nnest].size = size;
+    t->nest[t->nnest].type = type;
+    t->nest[t->nnest].kind = kind;
+    t->nnest++;
+}
+
+/* Records what nest_push kept, in order, once the hook has left memlens;
+ * allocations get the stack of the program's call that was being recorded. */
+static __attribute__((noinline)) void nest_flush(uint32_t stack) {
+    ml_tls_t *t = &ml__tls;
+    t->guard++;
+    for (uint32_t i = 0; i < t->nnest; i++) {
+        uint8_t type = t->nest[i].type;
+        ml__emit(type, t->nest[i].kind, 0, t->nest[i].ptr, t->nest[i].size, type == ML_EV_ALLOC ? stack : 0);
+    }
+    t->nnest = 0;
+    t->guard--;
+}
+
+/* The size word of an allocation event: requested size, slack on top. */
+static inline uint64_t alloc_size_word(void *p, size_t n) {
+    uint64_t size = n;
+    if (size >> 48 == 0) {
+        uint64_t u = usable_size(p), slack = u > n ? u - n : 0;
+        size |= (slack > 0xffff ? 0xffff : slack) << 48;
+    }
+    return size;
 }
 
 /* Returns how deep the caller scrubs (SCRUB_*). */
@@ -115,12 +164,7 @@ static __attribute__((noinline)) int record_alloc(void *p, size_t n, uint8_t kin
         flags |= ML_EVF_SAMPLED;
         ml__sampled_add(p);
     }
-    uint64_t size = n;
-    if (size >> 48 == 0) {
-        uint64_t u = usable_size(p), slack = u > n ? u - n : 0;
-        size |= (slack > 0xffff ? 0xffff : slack) << 48;
-    }
-    ml__emit(ML_EV_ALLOC, kind, flags, (uint64_t)(uintptr_t)p, size, pre.stack);
+    ml__emit(ML_EV_ALLOC, kind, flags, (uint64_t)(uintptr_t)p, alloc_size_word(p, n), pre.stack);
     if (ml_unlikely(ml_atomic_load_relaxed(&ml__ring->waits) != waits)) depth = SCRUB_SLOW;
     if (ml_unlikely(ml_atomic_load_relaxed(&ml__modcheck) > 0 ||
                     ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen) != ml__mallinfo_seen)) {
@@ -172,6 +216,7 @@ static inline pre_t before_alloc(size_t n) {
         if (wants_alloc(n)) {
             pre.what = PRE_RECORD;
             pre.stack = take_stack(&pre.flags);
+            if (ml_unlikely(ml__tls.nnest)) nest_flush(pre.stack);
         }
     } else if (ml__tls.guard) {
         pre.what = PRE_NESTED;
@@ -183,11 +228,12 @@ static inline void after_alloc(void *p, size_t n, uint8_t kind, pre_t pre) {
     if (ml_unlikely(p == NULL)) return;
     if (ml_likely(pre.what == PRE_RECORD)) {
         int depth = record_alloc(p, n, kind, pre);
+        if (ml_unlikely(ml__tls.nnest)) nest_flush(pre.stack);
         if (ml_likely(depth == SCRUB_USUAL)) scrub();
         else if (depth == SCRUB_SLOW) scrub_slow();
         else scrub_deep();
     } else if (pre.what == PRE_NESTED) {
-        count_nested();
+        nest_push(ML_EV_ALLOC, kind, p, alloc_size_word(p, n));
     }
 }
 
@@ -217,8 +263,9 @@ ML_EXPORT void free(void *p) {
     if (ml_unlikely(!ml__real.free)) ml__init();
     if (ml__recording()) {
         if (wants_free(p)) record_free(p, ML_KIND_FREE);
+        if (ml_unlikely(ml__tls.nnest)) nest_flush(0);
     }
-    else if (ml__tls.guard) count_nested();
+    else if (ml__tls.guard) nest_push(ML_EV_FREE, ML_KIND_FREE, p, usable_size(p));
     ml__real.free(p);
 }
 
@@ -254,10 +301,15 @@ static void *realloc_impl(void *old, size_t n, uint8_t kind) {
     bool rec = ml__recording();
     bool freed = old && rec && wants_free(old);
     if (freed) record_free(old, kind);
+    /* Inside memlens: the old block's end waits in the stash with the new one. */
+    bool nested_old = old && !rec && ml__tls.guard && ml__state_relaxed() == ML_STATE_READY;
+    uint32_t mark = ml__tls.nnest;
+    if (nested_old) nest_push(ML_EV_FREE, kind, old, usable_size(old));
     pre_t pre = before_alloc(n);
     void *p = ml__real.realloc(old, n);
     if (p) after_alloc(p, n, kind, pre);
     else if (freed && n) record_plain(ML_EV_REALLOC_FAIL, kind, old, 0);
+    else if (nested_old && n && ml__tls.nnest > mark) ml__tls.nnest = mark; /* failed: old stays */
     return p;
 }
 
@@ -396,3 +448,21 @@ ML_HOOK_ALIAS(mmap)
 ML_HOOK_ALIAS(mmap64)
 ML_HOOK_ALIAS(munmap)
 ML_HOOK_ALIAS(mremap)
+
+#ifdef ML_TEST_HOOKS
+/* ML_TEST_NESTED_ALLOC=N (test builds only): every stack capture also
+ * allocates N bytes through malloc, as libc does when it allocates inside
+ * our hook, and frees the one it made 16 captures before; the last 16 stay
+ * in this array. Lets test_record check that such blocks are recorded. */
+void *ml__test_nested_keep[16];
+static void test_nested(void) {
+    static uint64_t n = ~0ull;
+    static unsigned i;
+    if (n == ~0ull) n = ml_option_uint(ML_ENV_TEST_NESTED_ALLOC);
+    if (!n) return;
+    void *old = ml__test_nested_keep[i % 16];
+    ml__test_nested_keep[i % 16] = malloc(n);
+    i++;
+    free(old);
+}
+#endif

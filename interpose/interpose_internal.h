@@ -3,8 +3,14 @@
  * Everything here runs inside the traced program, often inside its malloc.
  * Rules (STYLE 11-16): no malloc, no stdio, no locks on the hot path; our own
  * memory comes from raw mmap; all internal work runs with the per-thread
- * guard raised so that allocations made by libc or libunwind on our behalf are
- * passed through (and counted as nested_skipped), never recorded.
+ * guard raised. An allocation or free that libc (or libunwind) makes while
+ * the guard is raised is not recorded on the spot (we may be inside
+ * ml__emit): it waits in the thread's small stash (ml_tls_t.nest) and is
+ * recorded as soon as the hook that was running leaves memlens, attributed
+ * to the program's call that was being recorded (issue 13: memory libc
+ * allocates inside the hook on the program's behalf, e.g. a pthread key
+ * array, is then a block like any other, scanned at exit). Only what does
+ * not fit in the stash is passed through and counted as nested_skipped.
  */
 #ifndef ML_INTERPOSE_INTERNAL_H
 #define ML_INTERPOSE_INTERNAL_H
@@ -79,6 +85,11 @@ typedef struct {
     uint8_t has_sample;
     int64_t sample_left; /* bytes until the next sampled allocation */
     uint64_t rng;
+    uint32_t nnest; /* events waiting in nest */
+    struct {
+        uint64_t ptr, size; /* size: as ml__emit takes it (slack in the top 16 bits for an alloc) */
+        uint8_t type, kind;
+    } nest[8]; /* allocations and frees made inside memlens (see above) */
 } ml_tls_t;
 
 extern ML_TLS ml_tls_t ml__tls;

@@ -44,7 +44,9 @@
 #ifdef ML_TEST_HOOKS
 #define ML_TEST_OPTIONS(X)                                                                         \
     X(TEST_CLAIM_DELAY_MS, "ML_TEST_CLAIM_DELAY_MS", UINT, "0", ML_ENV_PRELOAD,                    \
-      "test builds only: sleep this long between counting a process slot and claiming it")
+      "test builds only: sleep this long between counting a process slot and claiming it")         \
+    X(TEST_NESTED_ALLOC, "ML_TEST_NESTED_ALLOC", UINT, "0", ML_ENV_PRELOAD,                        \
+      "test builds only: each stack capture also mallocs this many bytes (a nested allocation)")
 #else
 #define ML_TEST_OPTIONS(X)
 #endif

@@ -483,3 +483,35 @@ Test(record, default_trace_name_and_summary) {
     cr_expect_eq(count_traces(dir, "memlens.fx_counts."), 1);
     h_run_free(&r);
 }
+
+/* Allocations that libc makes while memlens's hook runs (issue 13, item 1:
+ * e.g. glibc's second-level pthread key array) are recorded once the hook
+ * leaves memlens, not skipped. The test build of the interposer makes one of
+ * 77 bytes in each stack capture (ML_TEST_NESTED_ALLOC), and frees the one
+ * it made 16 captures before: fx_counts' 161 recorded allocations bring 161
+ * nested ones and 145 nested frees, all in the trace, none skipped, no free
+ * of an unknown block. */
+Test(record, allocations_inside_the_hook_are_recorded) {
+    cr_assert_eq(setenv("ML_TEST_NESTED_ALLOC", "77", 1), 0);
+    cr_assert_eq(setenv("ML_PRELOAD_LIB", h_bin("libmemlens_test.so"), 1), 0);
+    const char *trace = h_tmp("nested.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_counts"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    unsetenv("ML_TEST_NESTED_ALLOC");
+    unsetenv("ML_PRELOAD_LIB");
+    cr_assert_eq(r.status, 7, "stderr: %s", r.err);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect(t.complete);
+    cr_expect_eq(t.end.nested_skipped, 0, "nothing skipped");
+    cr_expect_eq(t.totals.alloc_calls, 161 + 161);
+    cr_expect_eq(t.totals.free_calls, 152 + 145);
+    cr_expect_eq(t.totals.unknown_frees, 0);
+    uint64_t n77 = 0;
+    for (int i = 0; i < t.nsizes; i++)
+        if (t.sizes[i].size == 77) n77 = t.sizes[i].allocs;
+    cr_expect_eq(n77, 161, "one nested 77-byte block per recorded allocation");
+    h_trace_free(&t);
+    h_run_free(&r);
+}
