@@ -147,7 +147,12 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     p->info.is_root = (pid_t)cp->pid == c->root_pid && cp->parent_slot == ~0u && c->root_fd >= 0;
     p->info.fd = open_trace(c, p);
     if (p->info.fd < 0) goto fail_trace;
-    if (!p->info.is_root) {
+    /* The root process is memlens's child: its end, and that of every image
+     * it exec'd, comes from waitpid (ml_collector_root_ended), with the exit
+     * status. A pidfd for an exec'd image would race with it and could end
+     * the image as "unknown" first. */
+    bool waited = (pid_t)cp->pid == c->root_pid && !c->o.attached;
+    if (!p->info.is_root && !waited) {
         p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->info.pid, 0);
         if (p->pidfd < 0) p->ended = true, p->end_kind = ML_END_UNKNOWN;
     }
@@ -243,7 +248,7 @@ void ml__discover(ml_collector_t *c) {
  * it) when waitpid does (ml_collector_root_ended). */
 bool ml__proc_gone(ml__proc_t *p) {
     if (p->ended) return true;
-    if (p->info.is_root) return false;
+    if (p->info.is_root || p->pidfd < 0) return false; /* waitpid ends it */
     struct pollfd pf = {p->pidfd, POLLIN, 0};
     if (poll(&pf, 1, 0) > 0) {
         p->ended = true;
