@@ -326,6 +326,42 @@ void ml__modules_scan(bool full) {
     ml_atomic_store_release(&scan_lock, 0);
 }
 
+/* glibc's mallinfo2() walks every chunk of every free list under each
+ * arena's lock: microseconds on a fresh heap, but seconds once a program
+ * has freed millions of small blocks (Python's teardown of a 7 M-object
+ * heap made the program spend all its time there when called twice a
+ * second). So a sample is taken only when the time since the last one is at
+ * least MALLINFO_COST_FACTOR times what the last one cost: mallinfo2 never
+ * takes more than about 1 % of the program's time, and a cheap call keeps
+ * the collector's rate. Races between threads only move a sample by one
+ * request. The timeline's mallinfo samples thin out accordingly. */
+#define MALLINFO_COST_FACTOR 100
+/* The sample at exit is taken anyway when the last one took at most this. */
+#define MALLINFO_FINAL_MAX_NS 10000000u
+static uint64_t mallinfo_next_ns; /* monotonic time before which requests are skipped */
+static uint64_t mallinfo_cost_ns; /* what the last sample took */
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool mallinfo_due(void) {
+    uint64_t next = ml_atomic_load_relaxed(&mallinfo_next_ns);
+    return !next || mono_ns() >= next;
+}
+
+static void mallinfo_sample(void) {
+    uint64_t t0 = mono_ns();
+    struct mallinfo2 mi = real_mallinfo2();
+    uint64_t t1 = mono_ns();
+    ml_atomic_store_relaxed(&mallinfo_cost_ns, t1 - t0);
+    ml_atomic_store_relaxed(&mallinfo_next_ns, t1 + MALLINFO_COST_FACTOR * (t1 - t0));
+    ml_blob_mallinfo_t b = {mi.arena, mi.hblkhd, mi.uordblks, mi.fordblks, mi.keepcost};
+    ml__emit_blob(ML_BLOB_MALLINFO, &b, sizeof b);
+}
+
 /* Called after an event when the cheap attention checks fire: after a dlopen
  * (a bounded number of re-checks, since the new module may be added to the
  * link map after the first allocation inside dlopen) or when the collector
@@ -338,13 +374,11 @@ void ml__attention(void) {
     uint32_t gen = ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen);
     if (gen != ml__mallinfo_seen) {
         ml__mallinfo_seen = gen;
-        if (real_mallinfo2) {
-            struct mallinfo2 mi = real_mallinfo2();
-            ml_blob_mallinfo_t b = {mi.arena, mi.hblkhd, mi.uordblks, mi.fordblks, mi.keepcost};
-            ml__emit_blob(ML_BLOB_MALLINFO, &b, sizeof b);
-        }
+        if (real_mallinfo2 && mallinfo_due()) mallinfo_sample();
     }
 }
+
+
 
 /* ------------------------------------------------------------------------- */
 /* Sampling                                                                  */
@@ -815,8 +849,9 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
     if (ml__state_relaxed() != ML_STATE_READY || ml__tls.guard) return;
     ml__tls.guard++;
     ml__modules_scan(false);
-    ml__mallinfo_seen = ~ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen); /* one last sample */
-    ml__attention();
+    /* One last sample, unless the last one was slow (then only when due). */
+    if (real_mallinfo2 && (mallinfo_due() || ml_atomic_load_relaxed(&mallinfo_cost_ns) <= MALLINFO_FINAL_MAX_NS))
+        mallinfo_sample();
     /* Where the program's part of this stack starts, for the exit scan: set
      * before the exit record, which the collector reads with acquire order. */
     ml_atomic_store_relaxed(&ml__ring->exit_sp, ml__exit_caller_sp());
