@@ -448,6 +448,13 @@ static void tl_update(ml_analysis_t *a, uint32_t time_ms) {
 /* ------------------------------------------------------------------------- */
 
 static void moment_set(ml_analysis_t *a, ml__moment_t *m, uint32_t time_ms) {
+    if (m->closed) {
+        int mi = m == &a->mom[0] ? 0 : 1;
+        m->closed = false;
+        a->snap_frag_set[mi] = false;
+        free(a->snap_cells[mi]);
+        a->snap_cells[mi] = NULL;
+    }
     m->set = true;
     m->seq = a->seq;
     m->ngrave = 0;
@@ -462,8 +469,44 @@ static void moment_set(ml_analysis_t *a, ml__moment_t *m, uint32_t time_ms) {
     m->rss_bytes = a->t.rss_bytes;
 }
 
+/* Closing a moment. A graveyard can grow to every block live at its moment
+ * (a program that frees its heap before exit: 7 M blocks, 24 bytes each, for
+ * each of the two moments). Once it holds a quarter of the moment's blocks,
+ * and at least GRAVE_CLOSE_MIN, the moment's fragmentation is computed at
+ * once -- from the live blocks allocated by then plus the graveyard, exactly
+ * what the end would compute from them -- and kept as a restored snapshot
+ * keeps it (snap_frag); the graveyard is released and later frees leave the
+ * moment alone. A new peak (or worst moment) opens it again. A replay of the
+ * same records closes it at the same record, so reports from a snapshot and
+ * from a replay stay identical; "who pins this cell" at a closed moment is
+ * not available, as after a snapshot. Each close costs the moment's blocks,
+ * and at least a quarter of them were freed since it was set. */
+#define GRAVE_CLOSE_MIN (1u << 20)
+
+static int moment_close(ml_analysis_t *a, ml__moment_t *m) {
+    int mi = m == &a->mom[0] ? 0 : 1;
+    uint64_t n;
+    ml__fblock_t *v = ml__moment_fblocks(a, m, &n);
+    if (!v) return -ENOMEM;
+    ml_frag_t f = {0};
+    int8_t *cells = NULL;
+    ml__frag_compute(a, v, n, &f, &cells);
+    free(v);
+    free(a->snap_cells[mi]);
+    a->snap_frag[mi] = f;
+    a->snap_cells[mi] = cells;
+    a->snap_frag_set[mi] = true;
+    m->closed = true;
+    free(m->grave);
+    m->grave = NULL;
+    m->ngrave = m->grave_cap = 0;
+    return 0;
+}
+
 static void grave_add(ml_analysis_t *a, ml__moment_t *m, const ml__block_t *b) {
-    if (!m->set || b->seq > m->seq) return;
+    if (!m->set || m->closed || b->seq > m->seq) return;
+    uint64_t close_at = m->heap_blocks / 4 > GRAVE_CLOSE_MIN ? m->heap_blocks / 4 : GRAVE_CLOSE_MIN;
+    if (m->ngrave >= close_at && moment_close(a, m) == 0) return;
     if (m->ngrave == m->grave_cap) {
         uint64_t cap = m->grave_cap ? m->grave_cap * 2 : 256;
         ml__grave_t *p = realloc(m->grave, cap * sizeof *p);

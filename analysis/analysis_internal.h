@@ -81,6 +81,7 @@ typedef struct {
     uint64_t seq;            /* blocks with seq <= this existed then ... */
     ml__grave_t *grave;      /* ... and these were freed after it */
     uint64_t ngrave, grave_cap;
+    bool closed;             /* its fragmentation is computed (snap_frag): no graveyard kept */
     uint32_t time_ms;
     uint64_t heap_bytes, heap_blocks;
     uint64_t page_waste;     /* the worst moment's criterion */

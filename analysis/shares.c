@@ -106,7 +106,7 @@ int64_t ml_analysis_sites_in_range(const ml_analysis_t *a, ml_moment_t m, uint64
     if (mo && !mo->set) return 0;
     /* A restored snapshot has the fragmentation of the peak and worst
      * moments, not their blocks. */
-    if (mo && a->from_snapshot) return -ENOTSUP;
+    if (mo && (a->from_snapshot || mo->closed)) return -ENOTSUP; /* and a closed moment (analysis.c) */
     size_t ns = nsites(a), cap = 64, k = 0;
     ml_share_t *v = malloc(cap * sizeof *v);
     if (!v) return -ENOMEM;

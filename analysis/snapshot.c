@@ -186,21 +186,30 @@ static void *frag_job(void *arg) {
  * peak). The live map, as large as the largest live set ever was, is
  * walked once for both. */
 static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2], ml__block_t **live_out) {
-    ml__block_t *live = malloc((a->heap.count ? a->heap.count : 1) * sizeof *live);
+    /* A moment closed while feeding (analysis.c) has its fragmentation
+     * already: only the others are computed. */
+    bool need[2];
+    for (int i = 0; i < 2; i++) need[i] = a->mom[i].set && !a->snap_frag_set[i];
+    ml__block_t *live = need[0] || need[1] ? malloc((a->heap.count ? a->heap.count : 1) * sizeof *live) : NULL;
     uint64_t nlive = 0;
     const ml__block_t *e = ml__blocks_entries(&a->heap);
     for (uint64_t i = 0; live && i < a->heap.cap && nlive < a->heap.count; i++)
         if (e[i].ptr) live[nlive++] = e[i];
     *live_out = live;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         j[i] = (frag_job_t){.a = a, .m = &a->mom[i], .live = live, .nlive = nlive};
-    bool same = a->mom[0].set && a->mom[1].set && a->mom[0].seq == a->mom[1].seq;
+        if (!a->mom[i].set || need[i]) continue;
+        j[i].f = a->snap_frag[i];
+        j[i].cells = a->snap_cells[i] && j[i].f.map_ncells ? malloc(j[i].f.map_ncells) : NULL;
+        if (j[i].cells) memcpy(j[i].cells, a->snap_cells[i], j[i].f.map_ncells);
+        j[i].ok = !a->snap_cells[i] || !j[i].f.map_ncells || j[i].cells;
+    }
+    bool same = need[0] && need[1] && a->mom[0].seq == a->mom[1].seq;
     bool small = a->mom[0].ngrave + a->mom[1].ngrave + 2 * a->heap.count < (1u << 21);
     pthread_t t;
-    bool threaded = !same && small && a->mom[0].set && a->mom[1].set &&
-                    pthread_create(&t, NULL, frag_job, &j[1]) == 0;
+    bool threaded = !same && small && need[0] && need[1] && pthread_create(&t, NULL, frag_job, &j[1]) == 0;
     ml__fblock_t *v = NULL, *scratch = NULL;
-    if (!threaded && live) {
+    if (!threaded && live && (need[0] || need[1])) {
         /* One after the other: one pair of arrays for both (each fresh
          * one costs its pages' faults and zeroing). */
         uint64_t cap = nlive + (a->mom[0].ngrave > a->mom[1].ngrave ? a->mom[0].ngrave : a->mom[1].ngrave);
@@ -209,14 +218,14 @@ static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2], ml__block_t **liv
         if (v && scratch)
             for (int i = 0; i < 2; i++) j[i].v = v, j[i].scratch = scratch;
     }
-    if (a->mom[0].set) frag_job(&j[0]);
+    if (need[0]) frag_job(&j[0]);
     if (threaded) pthread_join(t, NULL);
     else if (same && j[0].ok) {
         j[1].f = j[0].f;
         j[1].cells = j[0].cells && j[0].f.map_ncells ? malloc(j[0].f.map_ncells) : NULL;
         if (j[1].cells) memcpy(j[1].cells, j[0].cells, j[0].f.map_ncells);
         j[1].ok = !j[0].cells || j[1].cells;
-    } else if (a->mom[1].set) {
+    } else if (need[1]) {
         frag_job(&j[1]);
     }
     free(v);

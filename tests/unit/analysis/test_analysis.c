@@ -512,3 +512,56 @@ Test(analysis, out_of_memory_in_a_light_session) {
     cr_expect(strstr(w, "232 blocks were not tracked") != NULL, "%s", w);
     ml_analysis_free(A);
 }
+
+/* A program that frees most of its heap after the peak: once the peak's
+ * graveyard holds 2^20 blocks (analysis.c, GRAVE_CLOSE_MIN), the peak's
+ * fragmentation is computed on the spot and the graveyard dropped. It must
+ * be what a session that stopped at the peak computes for its end. */
+Test(analysis, a_freed_heap_closes_the_peak_with_the_same_fragmentation, .init = setup, .fini = teardown,
+     .timeout = 60) {
+    const uint64_t n = 1500000, base = 0x10000000;
+    ml_analysis_t *stop;
+    cr_assert_eq(ml_analysis_new(&stop), 0);
+    ml_record_t pr = {.tag = ML_T_PROCESS};
+    pr.u.process.page_size = 4096;
+    pr.u.process.exe = pr.u.process.parent_trace = pr.u.process.producer = "";
+    ml_analysis_feed(stop, &pr);
+    for (uint64_t i = 0; i < n; i++) {
+        /* 48 bytes every 64, and a 1 KiB hole every 100 blocks */
+        uint64_t ptr = base + i * 64 + (i / 100) * 1024;
+        ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = T};
+        r.u.alloc.kind = ML_KIND_MALLOC;
+        r.u.alloc.ptr = ptr;
+        r.u.alloc.size = 48;
+        r.u.alloc.stack = 1;
+        ml_analysis_feed(stop, &r);
+        alloc(ptr, 48, 1);
+    }
+    cr_assert_eq(ml_analysis_sites_in_range(A, ML_MOMENT_PEAK, base, base + 4096, NULL, 0), 0,
+                 "the peak's blocks are there before the frees");
+    for (uint64_t i = 0; i < 1200000; i++) dealloc(base + i * 64 + (i / 100) * 1024);
+    alloc(0x900000000, 4096, 2); /* below the peak: it stays where it was */
+    ml_share_t sh[4];
+    cr_expect_eq(ml_analysis_sites_in_range(A, ML_MOMENT_PEAK, base, base + 4096, sh, 4), -ENOTSUP,
+                 "the peak was closed: its graveyard is gone");
+    build(NULL);
+    ml_build_opts_t o = {.no_symbols = true};
+    char err[256];
+    cr_assert_eq(ml_analysis_build(stop, &o, err, sizeof err), 0, "%s", err);
+    const ml_frag_t *p = ml_analysis_frag(A, ML_MOMENT_PEAK), *q = ml_analysis_frag(stop, ML_MOMENT_END);
+    cr_expect_eq(p->live_blocks, n);
+    cr_expect_eq(p->live_bytes, n * 48);
+    cr_expect_eq(p->map_base, base);
+    cr_expect_eq(p->live_blocks, q->live_blocks);
+    cr_expect_eq(p->live_bytes, q->live_bytes);
+    cr_expect_eq(p->pages, q->pages);
+    cr_expect_eq(p->page_bytes, q->page_bytes);
+    cr_expect_eq(p->free_bytes, q->free_bytes);
+    cr_expect_eq(p->usable_bytes, q->usable_bytes);
+    cr_expect_eq(p->largest_free_bytes, q->largest_free_bytes);
+    cr_expect_eq(p->gaps, q->gaps);
+    cr_expect_eq(p->map_ncells, q->map_ncells);
+    cr_expect(p->page_utilization == q->page_utilization, "%f vs %f", p->page_utilization, q->page_utilization);
+    cr_expect(p->map_cells && q->map_cells && !memcmp(p->map_cells, q->map_cells, p->map_ncells));
+    ml_analysis_free(stop);
+}
