@@ -97,6 +97,7 @@ void ml_collector_free(ml_collector_t *c) {
         }
         free(p);
     }
+    ml__stage2_stop(c);
     free(c->procs);
     free(c->active);
     for (int i = 0; i < c->nsinks; i++)
@@ -426,5 +427,9 @@ uint32_t ml_collector_procs_refused(const ml_collector_t *c) {
 }
 
 const ml_proc_info_t *ml_collector_proc(const ml_collector_t *c, uint32_t slot) {
+    /* The caller may read the analysis session: stage 2 must be done with
+     * what was handed to it (a const query that waits, on the caller's
+     * thread, which is stage 1's). */
+    ml__stage2_wait((ml_collector_t *)c);
     return slot < c->nseen && c->procs[slot] ? &c->procs[slot]->info : NULL;
 }

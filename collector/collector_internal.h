@@ -13,6 +13,7 @@
 #define ML_COLLECTOR_INTERNAL_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -21,6 +22,9 @@
 #include "ml_ring.h"
 
 #define ML__MAX_SINKS 8
+/* Batches in flight between stage 1 and the stage-2 thread (dispatch.c):
+ * 64 x 256 records. */
+#define ML__POOL 64
 
 /* ------------------------------------------------------------------------- */
 /* State                                                                     */
@@ -81,6 +85,25 @@ struct ml_collector_s {
     int nsinks;
     ml_batch_t *batch;
     ml__proc_t *batch_proc; /* whose records the batch holds */
+    /* Stage 2 on a thread of its own (dispatch.c): the sinks whose ops are
+     * `threaded` write there. Full batches queue up in order, in `q`, and
+     * come back to `pool`; stage 1 waits for a batch when none is free. */
+    bool stage2_tried;      /* ml__stage2_start ran (at the first process) */
+    bool threaded;          /* the stage-2 thread runs */
+    pthread_t worker;
+    pthread_mutex_t q_lock;
+    pthread_cond_t q_cond;  /* stage 1 waits: a batch back, or stage 2 idle */
+    pthread_cond_t q_work;  /* stage 2 waits: a batch queued, or stop */
+    bool s1_waiting, w_waiting; /* who sleeps on them (signals only then) */
+    ml_batch_t *pool[ML__POOL];
+    uint32_t npool;
+    struct {
+        ml_batch_t *b;
+        ml__proc_t *p;
+    } q[ML__POOL];
+    uint32_t q_head, q_n;
+    bool q_busy, q_stop;    /* stage 2 holds a batch; it is asked to end */
+    uint64_t q_waits;       /* times stage 1 waited for a free batch */
     /* stage 1's buffer for one blob payload (drain.c) */
     uint8_t *blob;
     size_t blob_cap;
@@ -119,6 +142,14 @@ void ml__batch_commit(ml_collector_t *c, uint32_t strings_used);
 void ml__emit(ml_collector_t *c, ml__proc_t *p, const ml_record_t *rec);
 void ml__time_order(ml__proc_t *p, ml_record_t *r); /* no earlier than p's last record */
 void ml__flush(ml_collector_t *c);
+/* Starts the stage-2 thread when a sink is threaded and there are three
+ * CPUs or more (else, or when it cannot, every sink writes on stage 1). */
+void ml__stage2_start(ml_collector_t *c);
+/* Waits until stage 2 has written every batch handed to it: before stage 1
+ * reads an analysis session or ends a process' sinks. */
+void ml__stage2_wait(ml_collector_t *c);
+/* Stops and joins the stage-2 thread and frees the pool (ml_collector_free). */
+void ml__stage2_stop(ml_collector_t *c);
 int ml__sinks_open(ml_collector_t *c, ml__proc_t *p);
 void ml__sinks_end(ml_collector_t *c, ml__proc_t *p);
 void ml__sinks_release(ml_collector_t *c, ml__proc_t *p);

@@ -31,6 +31,7 @@ static void scan_emit(void *ctx, const ml_record_t *rec) {
 static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
     p->hwm_exit = ml__read_hwm(p->info.pid);
     ml__flush(c);
+    ml__stage2_wait(c); /* the analysis has every record up to the exit */
     if (p->info.analysis)
         ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, p, p->last_time, p->last_thread,
                       ml_atomic_load_acquire(&p->ring->exit_sp));

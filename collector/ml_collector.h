@@ -114,8 +114,9 @@ typedef struct {
 
 /** What a sink does. `self` is the sink's own object (ml_sink_t.self),
  * `state` what its open() made for one process. Every callback runs on the
- * collector's thread, for one process at a time, in this order: open, then
- * write for each batch, then end, then (at ml_collector_free) release. */
+ * collector's thread (write: see `threaded`), for one process at a time, in
+ * this order: open, then write for each batch, then end, then (at
+ * ml_collector_free) release. */
 typedef struct {
     const char *name;
     /** A process appeared. Sets *state (NULL: this sink takes no part in this
@@ -140,6 +141,11 @@ typedef struct {
     void (*release)(void *self, void *state);
     /** Frees the sink itself (ml_collector_free). May be NULL. */
     void (*free)(void *self);
+    /** write() may run on the collector's stage-2 thread, batches in order,
+     * while stage 1 decodes the next ones. Every other callback stays on the
+     * collector's thread, which waits for stage 2 to finish the process'
+     * batches first (and before reading analysis()). */
+    bool threaded;
 } ml_sink_ops_t;
 
 typedef struct {

@@ -77,6 +77,7 @@ static const ml_sink_ops_t analysis_ops = {
     .end = an_end,
     .release = an_release,
     .free = an_free,
+    .threaded = true,
 };
 
 int ml_analysis_sink_new(bool light, ml_sink_t *out) {
