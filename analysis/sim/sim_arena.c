@@ -153,7 +153,7 @@ static void arena_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int 
         return;
     }
     uint32_t x = a->id_chunk[op->id];
-    if (x < a->ccap) __builtin_prefetch(&a->c[x], 1);
+    if (x < a->ccap) __builtin_prefetch(&a->c[x], 0);
 }
 static const ml__sim_vt_t arena_vt = {
     .prefetch = arena_prefetch,

@@ -381,13 +381,13 @@ static void fl_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int sta
     uint32_t x = f->id2n[op->id];
     if (x >= f->ncap) return;
     if (stage == 1) {
-        __builtin_prefetch(&f->n[x], 1);
+        __builtin_prefetch(&f->n[x], 0);
         return;
     }
     const ml__fl_node_t *nd = &f->n[x];
     ml__sim_prefetch_page(p, nd->addr);
-    if (nd->pprev < f->ncap) __builtin_prefetch(&f->n[nd->pprev], 1);
-    if (nd->pnext < f->ncap) __builtin_prefetch(&f->n[nd->pnext], 1);
+    if (nd->pprev < f->ncap) __builtin_prefetch(&f->n[nd->pprev], 0);
+    if (nd->pnext < f->ncap) __builtin_prefetch(&f->n[nd->pnext], 0);
 }
 
 static const ml__sim_vt_t fl_vt = {

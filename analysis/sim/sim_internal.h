@@ -90,8 +90,8 @@ struct ml_sim_policy_s {
  * could guess, and a miss per table per op was most of the replay's time. */
 static inline void ml__sim_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage) {
     if (stage == 0 && op->id < p->idcap) {
-        __builtin_prefetch(&p->req[op->id], 1);
-        __builtin_prefetch(&p->blk[op->id], 1);
+        __builtin_prefetch(&p->req[op->id], 0);
+        __builtin_prefetch(&p->blk[op->id], 0);
     }
     if (p->vt->prefetch) p->vt->prefetch(p, op, stage);
 }
@@ -101,7 +101,7 @@ static inline void ml__sim_prefetch_page(const ml_sim_policy_t *p, uint64_t addr
     const ml__pages_t *pg = &p->pages;
     uint64_t page = addr >> pg->shift;
     if (!pg->sparse) {
-        if (page < pg->cap) __builtin_prefetch(&pg->cnt[page], 1);
+        if (page < pg->cap) __builtin_prefetch(&pg->cnt[page], 0);
     } else {
         ml__page_slots_prefetch(&pg->slots, page + 1);
     }

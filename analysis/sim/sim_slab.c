@@ -263,7 +263,7 @@ static void slab_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int s
     uint32_t x = sp->id_slab[op->id];
     if (x >= sp->scap) return;
     if (stage == 1) {
-        __builtin_prefetch(&sp->s[x], 1);
+        __builtin_prefetch(&sp->s[x], 0);
         return;
     }
     const slab_t *sl = &sp->s[x];
