@@ -33,6 +33,11 @@ typedef struct {
  * so this map's hash and growth are part of the snapshot format. */
 ML_MAP_TYPED(ml__blocks, ml__block_t, 1024)
 
+struct ml_analysis_s;
+/* analysis.c: both live maps to the smallest tables that hold them (at the
+ * end record, and after restoring a snapshot). */
+void ml__shrink_live(struct ml_analysis_s *a);
+
 /* ------------------------------------------------------------------------- */
 /* Stacks                                                                    */
 /* ------------------------------------------------------------------------- */

@@ -23,12 +23,12 @@ static void advise_huge(void *p, size_t len) {
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
 }
 
-int ml_map_grow(ml_map_t *m, size_t esize, uint64_t first_cap) {
-    uint64_t ncap = m->cap ? m->cap * 2 : first_cap;
+/* Re-inserts every entry, in slot order, into a table of ncap slots: the
+ * new layout follows from the old one. */
+static int rehash(ml_map_t *m, size_t esize, uint64_t ncap) {
     void *n = ml__alloc.calloc(ncap, esize);
     if (!n) return -ENOMEM;
     if (ncap * esize >= HUGE_TABLE_BYTES) advise_huge(n, ncap * esize);
-    /* Re-insert in slot order: the new layout follows from the old one. */
     for (uint64_t i = 0; i < m->cap; i++) {
         const uint64_t *k = ml__map_key(m, i, esize);
         if (!*k) continue;
@@ -40,6 +40,17 @@ int ml_map_grow(ml_map_t *m, size_t esize, uint64_t first_cap) {
     m->e = n;
     m->cap = ncap;
     return 0;
+}
+
+int ml_map_grow(ml_map_t *m, size_t esize, uint64_t first_cap) {
+    return rehash(m, esize, m->cap ? m->cap * 2 : first_cap);
+}
+
+int ml_map_shrink(ml_map_t *m, size_t esize, uint64_t first_cap) {
+    uint64_t ncap = first_cap;
+    while ((m->count + 1) * 4 > ncap * 3) ncap *= 2;
+    if (ncap >= m->cap) return 0;
+    return rehash(m, esize, ncap);
 }
 
 void ml_map_free(ml_map_t *m) {

@@ -75,6 +75,13 @@ static inline uint64_t ml_map_hash(uint64_t x) {
  * unchanged). Inserts call it; call it directly only to size a map ahead. */
 int ml_map_grow(ml_map_t *m, size_t esize, uint64_t first_cap);
 
+/** Moves the entries to the smallest table (at least `first_cap` slots) that
+ * takes one more insert without growing, re-inserting them in slot order,
+ * when that is smaller than the table now: the layout is again a function
+ * of the layout before. Returns 0 (also when nothing was done) or -ENOMEM
+ * (the map is then unchanged). A map keeps its largest size otherwise. */
+int ml_map_shrink(ml_map_t *m, size_t esize, uint64_t first_cap);
+
 /** Releases the table; the map is empty (and usable) again. */
 void ml_map_free(ml_map_t *m);
 

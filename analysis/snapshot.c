@@ -683,6 +683,9 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
 
     get_map(b, &a->heap, a->nstats);
     get_map(b, &a->maps, UINT32_MAX);
+    /* Saved before the maps were shrunk at the end record (older traces):
+     * shrunk now, as a replay does (analysis.c, ml__shrink_live). */
+    if (!b->bad && a->t.complete) ml__shrink_live(a);
     for (int i = 0; i < 2 && !b->bad; i++) {
         get_moment(b, &a->mom[i]);
         get_frag(b, &a->snap_frag_set[i], &a->snap_frag[i], &a->snap_cells[i]);

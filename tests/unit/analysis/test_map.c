@@ -175,3 +175,39 @@ Test(grow, doubles_from_64_and_fills_the_new_elements) {
     cr_expect_eq(cap, 512);
     free(v);
 }
+
+/* ml_map_shrink: the smallest table that takes one more insert, every entry
+ * still found with its value, the invariants, a second map fed the same
+ * operations shrunk to the same layout slot for slot (the analysis snapshot
+ * saves slots), and nothing done when the table is already that small. */
+Test(map, shrink_fits_the_entries_and_keeps_the_layout_a_function_of_the_operations) {
+    ml_map_t m[2] = {{0}, {0}};
+    for (int w = 0; w < 2; w++) {
+        for (uint64_t k = 1; k <= 100000; k++) {
+            bool existed;
+            ent_t *e = ents_put(&m[w], 0x7f0000000000ull + k * 48, &existed);
+            cr_assert(e && !existed);
+            e->value = k;
+        }
+        for (uint64_t k = 1; k <= 100000; k++)
+            if (k % 1000) ents_remove(&m[w], ents_find(&m[w], 0x7f0000000000ull + k * 48));
+        cr_assert_eq(m[w].count, 100);
+        cr_assert_eq(m[w].cap, 262144);
+        cr_assert_eq(ml_map_shrink(&m[w], sizeof(ent_t), 16), 0);
+        cr_assert_eq(m[w].cap, 256, "101 entries fit 3/4 of 256 slots, not of 128");
+        check_invariants(&m[w]);
+        for (uint64_t k = 1000; k <= 100000; k += 1000) {
+            const ent_t *e = ents_find(&m[w], 0x7f0000000000ull + k * 48);
+            cr_assert(e && e->value == k);
+        }
+    }
+    cr_expect(!memcmp(m[0].e, m[1].e, m[0].cap * sizeof(ent_t)), "the same operations, the same slots");
+    void *before = m[0].e;
+    cr_assert_eq(ml_map_shrink(&m[0], sizeof(ent_t), 16), 0);
+    cr_expect_eq(m[0].e, before, "already the smallest: left alone");
+    ml_map_t empty = {0};
+    cr_assert_eq(ml_map_shrink(&empty, sizeof(ent_t), 16), 0);
+    cr_expect_eq(empty.cap, 0);
+    ml_map_free(&m[0]);
+    ml_map_free(&m[1]);
+}
