@@ -82,8 +82,12 @@ void ml__stage2_start(ml_collector_t *c) {
     bool on = env && *env ? strcmp(env, "1") != 0 : sysconf(_SC_NPROCESSORS_ONLN) >= 3;
     if (!want || !on) return;
     for (c->npool = 0; c->npool < ML__POOL - 1; c->npool++) {
-        c->pool[c->npool] = malloc(sizeof(ml_batch_t));
-        if (!c->pool[c->npool]) goto nomem;
+        ml_batch_t *b = malloc(sizeof(ml_batch_t));
+        if (!b) goto nomem;
+        b->n = 0; /* stage 1 fills a batch from the pool from its first record */
+        b->strings_used = 0;
+        b->proc = NULL;
+        c->pool[c->npool] = b;
     }
     if (pthread_mutex_init(&c->q_lock, NULL)) goto nomem;
     if (pthread_cond_init(&c->q_cond, NULL)) {
