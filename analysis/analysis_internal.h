@@ -142,6 +142,16 @@ typedef struct {
 } ml__pc_frames_t;
 
 int ml__sym_new(ml__symbolizer_t **out, bool no_symbols);
+/* The debug cache (debug_cache.c): uncompressed copies of files whose
+ * debug sections are compressed, by build-id.
+ * ml__debug_cache_find: an fd of the copy for this build-id, with *path its
+ * malloc'd path; -1 when there is none (or the cache is off).
+ * ml__debug_cache_open: when the ELF file open at `fd` has compressed debug
+ * sections and a build-id, makes its copy if there is none yet; with
+ * `keep`, returns an fd of the copy and *path as above, else 0. -1 when the
+ * file needs no copy or none could be made: then read the file itself. */
+int ml__debug_cache_find(const unsigned char *id, int len, char **path);
+int ml__debug_cache_open(int fd, char **path, bool keep);
 void ml__sym_free(ml__symbolizer_t *s);
 /* Warnings (build-id mismatches, missing files) go to this session. */
 void ml__sym_set_owner(ml__symbolizer_t *s, ml_analysis_t *a);

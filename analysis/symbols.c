@@ -197,9 +197,39 @@ void ml__sym_set_owner(ml__symbolizer_t *s, ml_analysis_t *a) {
 /* ------------------------------------------------------------------------- */
 
 static char *debuginfo_path = NULL;
+
+/* A separate debug file: its uncompressed copy from the debug cache
+ * (debug_cache.c) when there is one; else libdw's own search (build-id,
+ * debuglink), after which a copy is made for the next reports. The copy
+ * cannot replace the file libdw just found: its build-id search keeps the
+ * Elf handle it opened to check the file, whatever fd is returned here. */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+                          const char *file_name, const char *debuglink_file,
+                          GElf_Word debuglink_crc, char **debuginfo_file_name) {
+    const unsigned char *bits;
+    GElf_Addr vaddr;
+    int len = dwfl_module_build_id(mod, &bits, &vaddr);
+    if (len > 0) {
+        char *copy;
+        int cfd = ml__debug_cache_find(bits, len, &copy);
+        if (cfd >= 0) {
+            free(*debuginfo_file_name);
+            *debuginfo_file_name = copy;
+            return cfd;
+        }
+    }
+    int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                          debuglink_crc, debuginfo_file_name);
+    if (fd >= 0) {
+        char *unused;
+        ml__debug_cache_open(fd, &unused, false);
+    }
+    return fd;
+}
+
 static const Dwfl_Callbacks callbacks = {
     .find_elf = dwfl_build_id_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_debuginfo = find_debuginfo,
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };
@@ -223,7 +253,18 @@ static Dwfl_Module *report(modsym_t *ms, const ml__module_t *m, const char *file
     if (!ms->dwfl) return NULL;
     dwfl_report_begin(ms->dwfl);
     const char *base = strrchr(m->path, '/');
-    Dwfl_Module *dm = dwfl_report_elf(ms->dwfl, base ? base + 1 : m->path, file, -1, m->base, false);
+    /* A file whose own debug sections are compressed is read from its
+     * uncompressed copy (same build-id, same program headers). */
+    char *copy = NULL;
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        int cfd = ml__debug_cache_open(fd, &copy, true);
+        if (cfd >= 0) close(cfd);
+        close(fd);
+    }
+    Dwfl_Module *dm =
+        dwfl_report_elf(ms->dwfl, base ? base + 1 : m->path, copy ? copy : file, -1, m->base, false);
+    free(copy);
     dwfl_report_end(ms->dwfl, NULL, NULL);
     return dm;
 }
