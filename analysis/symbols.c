@@ -198,6 +198,78 @@ void ml__sym_set_owner(ml__symbolizer_t *s, ml_analysis_t *a) {
 
 static char *debuginfo_path = NULL;
 
+static bool is_regular_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+
+/* When every local place libdw's search looks at is empty, and no debuginfod
+ * server is configured, the answer is "none" without asking libdw: its last
+ * resort, debuginfod, loads libdebuginfod and with it curl, gnutls, kerberos
+ * and a dozen more libraries (about 15 ms) even with no server to ask. The
+ * places (libdwfl's find-debuginfo.c, default path ":.debug:/usr/lib/debug"):
+ * the build-id file; the debuglink name (or the file's base name with and
+ * without ".debug") beside the file, under .debug/ beside it, and under
+ * /usr/lib/debug followed by each tail of the file's directory, for the file
+ * and for the target of its link. When one of them exists, libdw searches. */
+static bool debuginfod_servers(void) {
+    const char *u = getenv("DEBUGINFOD_URLS");
+    return u && u[0];
+}
+
+static bool exists_in(const char *dir, const char *sub, const char *name, const char *self) {
+    char p[4096];
+    int n = snprintf(p, sizeof p, "%s%s/%s", dir, sub, name);
+    if (n < 0 || (size_t)n >= sizeof p) return true; /* cannot tell: let libdw look */
+    if (!is_regular_file(p)) return false;
+    struct stat a, b;
+    /* The file itself (its base name, beside it) is not a debug file. */
+    return !(self && stat(p, &a) == 0 && stat(self, &b) == 0 && a.st_dev == b.st_dev &&
+             a.st_ino == b.st_ino);
+}
+
+static bool names_in(const char *dir, const char *sub, const char *link, const char *base,
+                     const char *self) {
+    char dbg[1024];
+    if (link) return exists_in(dir, sub, link, self);
+    snprintf(dbg, sizeof dbg, "%s.debug", base);
+    return exists_in(dir, sub, dbg, self) || exists_in(dir, sub, base, self);
+}
+
+static bool candidates_of(const char *file, const char *link) {
+    char dir[4096];
+    const char *slash = strrchr(file, '/');
+    if (!slash || (size_t)(slash - file) >= sizeof dir) return true;
+    memcpy(dir, file, (size_t)(slash - file));
+    dir[slash - file] = '\0';
+    const char *base = slash + 1;
+    if (names_in(dir, "", link, base, file) || names_in(dir, "/.debug", link, base, file)) return true;
+    for (const char *tail = dir; tail; tail = strchr(tail + 1, '/')) {
+        char sys[4200];
+        snprintf(sys, sizeof sys, "/usr/lib/debug%s", tail);
+        if (names_in(sys, "", link, base, file)) return true;
+    }
+    return names_in("/usr/lib/debug", "", link, base, file);
+}
+
+static bool local_candidate(const unsigned char *bits, int len, const char *file, const char *link) {
+    if (bits && len >= 2) {
+        char p[600];
+        int k = snprintf(p, sizeof p, "/usr/lib/debug/.build-id/%02x/", bits[0]);
+        for (int i = 1; i < len && k < (int)sizeof p - 8; i++)
+            k += snprintf(p + k, sizeof p - (size_t)k, "%02x", bits[i]);
+        snprintf(p + k, sizeof p - (size_t)k, ".debug");
+        if (is_regular_file(p)) return true;
+    }
+    if (!file || file[0] != '/') return true;
+    if (candidates_of(file, link)) return true;
+    char *real = realpath(file, NULL);
+    bool r = real && strcmp(real, file) && candidates_of(real, link);
+    free(real);
+    return r;
+}
+
 /* A separate debug file: its uncompressed copy from the debug cache
  * (debug_cache.c) when there is one; else libdw's own search (build-id,
  * debuglink), after which a copy is made for the next reports. The copy
@@ -218,6 +290,8 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
             return cfd;
         }
     }
+    if (!debuginfod_servers() && !local_candidate(len > 0 ? bits : NULL, len, file_name, debuglink_file))
+        return -1;
     int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
                                           debuglink_crc, debuginfo_file_name);
     if (fd >= 0) {
@@ -233,11 +307,6 @@ static const Dwfl_Callbacks callbacks = {
     .section_address = dwfl_offline_section_address,
     .debuginfo_path = &debuginfo_path,
 };
-
-static bool is_regular_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
 
 static bool build_id_matches(Dwfl_Module *dm, const ml__module_t *m) {
     if (!m->build_id_len) return true; /* nothing recorded to compare with */

@@ -153,5 +153,23 @@ report link.mlt open.json MEMLENS_DEBUG_CACHE="$W/open" || bad "report with a wo
 check "a world-writable cache directory: nothing written, same JSON" \
     bash -c "cmp -s link.off.json open.json && test -z \"\$(ls open)\""
 
+# Where libdw looks for a separate debug file, memlens still finds it (its
+# own check skips libdw's search only when every place is empty): under
+# .debug/ beside the program.
+mkdir -p sub/.debug && cp link/prog sub/prog && cp link/prog.debug sub/.debug/prog.debug
+"$ML" run -q -o sub.mlt -- ./sub/prog || bad "sub: memlens run"
+report sub.mlt sub.json MEMLENS_DEBUG_CACHE=off || bad "sub: report"
+frames sub.json > sub.txt
+check "a debug file under .debug/: the source's functions and lines" has_truth sub.txt
+# With no debuginfod server configured and no debug file anywhere, libdw's
+# last resort (libdebuginfod, curl, gnutls...) is not even loaded.
+mkdir -p bare && cp link/prog bare/prog
+"$ML" run -q -o bare.mlt -- ./bare/prog || bad "bare: memlens run"
+env -u DEBUGINFOD_URLS LD_DEBUG=files "$ML" report bare.mlt --no-advisor --json bare.json -q --force 2> ld.log ||
+    bad "bare: report"
+check "no debug file, no server: libdebuginfod is not loaded" bash -c "! grep -q libdebuginfod ld.log"
+frames bare.json > bare.txt
+check "no debug file: ELF names, no lines" bash -c "grep -qx 'make_name None None' bare.txt"
+
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]
