@@ -211,3 +211,69 @@ Test(map, shrink_fits_the_entries_and_keeps_the_layout_a_function_of_the_operati
     ml_map_free(&m[0]);
     ml_map_free(&m[1]);
 }
+
+/* ------------------------------------------------------------------------- */
+/* The block sorts (analysis.c): in place from 2^16 blocks, LSD below        */
+/* ------------------------------------------------------------------------- */
+
+#include "analysis_internal.h"
+
+static int cmp_fb(const void *x, const void *y) {
+    const ml__fblock_t *a = x, *b = y;
+    if (a->ptr != b->ptr) return a->ptr < b->ptr ? -1 : 1;
+    return 0;
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* Sorted by address, and the same multiset of blocks (each block's other
+ * fields travel with its address). */
+static void check_sorted(ml__fblock_t *v, uint64_t n, const char *what) {
+    ml__fblock_t *ref = malloc((n ? n : 1) * sizeof *ref);
+    cr_assert(ref);
+    memcpy(ref, v, n * sizeof *v);
+    qsort(ref, n, sizeof *ref, cmp_fb);
+    ml__sort_fblocks(v, n);
+    for (uint64_t i = 0; i < n; i++) {
+        cr_assert_eq(v[i].ptr, ref[i].ptr, "%s, n=%llu: block %llu", what, (unsigned long long)n,
+                     (unsigned long long)i);
+        /* The size is a function of the address here: it moved with it. */
+        cr_assert_eq(v[i].size, (v[i].ptr * 7) & 0xffff, "%s: block %llu carried its size", what,
+                     (unsigned long long)i);
+    }
+    free(ref);
+}
+
+Test(sort, blocks_sort_like_qsort_on_both_paths_and_every_address_layout) {
+    /* Sizes around the in-place threshold (2^16) and the insertion sort's (32). */
+    const uint64_t sizes[] = {0, 1, 2, 31, 33, 1000, 65535, 65536, 65537, 300000};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        uint64_t n = sizes[si];
+        ml__fblock_t *v = calloc(n ? n : 1, sizeof *v);
+        cr_assert(v);
+        for (int layout = 0; layout < 5; layout++) {
+            for (uint64_t i = 0; i < n; i++) {
+                uint64_t p;
+                switch (layout) {
+                case 0: p = 0x7f0000000000ull + (rnd() & 0x3fffffff) * 16; break; /* a heap */
+                case 1: p = rnd() | 1; break;                                      /* all 64 bits */
+                case 2: p = 0x555555550000ull + (rnd() % 7) * 16; break;          /* many equal */
+                case 3: p = 0x1000 + (n - i) * 32; break;                          /* descending */
+                default: p = (i & 1) ? 0x7ffff0000000ull + i * 48 : 0x10000 + i * 16; break; /* two ranges */
+                }
+                v[i].ptr = p;
+                v[i].size = (p * 7) & 0xffff;
+            }
+            char what[32];
+            snprintf(what, sizeof what, "layout %d", layout);
+            check_sorted(v, n, what);
+        }
+        free(v);
+    }
+}
