@@ -194,6 +194,15 @@ void ml_sim_mallinfo(ml_sim_policy_t *p, uint64_t held_bytes) {
     if (held_bytes > p->os_held_peak) p->os_held_peak = held_bytes;
 }
 
+int ml_sim_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    uint32_t cap = p->idcap;
+    if (ml__sim_reserve_ids((void **)&p->req, &cap, ids, sizeof *p->req, 0) < 0) return -ENOMEM;
+    cap = p->idcap;
+    if (ml__sim_reserve_ids((void **)&p->blk, &cap, ids, sizeof *p->blk, 0) < 0) return -ENOMEM;
+    p->idcap = cap;
+    return p->vt->reserve ? p->vt->reserve(p, ids) : 0;
+}
+
 int ml_sim_block(const ml_sim_policy_t *p, uint32_t id, uint64_t *block) {
     if (id >= p->idcap || !p->req[id]) return -ENOENT;
     if (block) *block = p->blk[id];

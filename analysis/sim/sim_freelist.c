@@ -390,7 +390,24 @@ static void fl_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int sta
     if (nd->pnext < f->ncap) __builtin_prefetch(&f->n[nd->pnext], 0);
 }
 
+/* id2n for the ids, and the node table for as many nodes (every live
+ * block is a node; free holes add some). */
+static int fl_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    ml__fl_t *f = (ml__fl_t *)p;
+    if (ml__sim_reserve_ids((void **)&f->id2n, &f->idcap, ids, sizeof *f->id2n, 0xff) < 0) return -ENOMEM;
+    uint32_t ncap = f->ncap ? f->ncap : 1024;
+    while (ncap < ids && ncap <= UINT32_MAX / 2) ncap *= 2;
+    if (ncap > f->ncap) {
+        ml__fl_node_t *n = realloc(f->n, (size_t)ncap * sizeof *n);
+        if (!n) return -ENOMEM;
+        f->n = n;
+        f->ncap = ncap;
+    }
+    return 0;
+}
+
 static const ml__sim_vt_t fl_vt = {
+    .reserve = fl_reserve,
     .prefetch = fl_prefetch,
     .alloc = fl_alloc,
     .free = fl_free,

@@ -38,6 +38,9 @@ typedef struct {
      * point to, stage 2 (4 ahead) reads that and loads the next level (the
      * page counters of the block's address). */
     void (*prefetch)(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage);
+    /* Optional: make room in the policy's own per-id tables for ids
+     * [0, ids) now (ml_sim_reserve). Returns 0 or -ENOMEM. */
+    int (*reserve)(ml_sim_policy_t *p, uint32_t ids);
 } ml__sim_vt_t;
 
 /* A sparse page counter (the analysis layer's map, ml_map.h). */
@@ -125,6 +128,24 @@ static inline void ml__sim_pages_sub(ml_sim_policy_t *p, uint64_t n) {
  * to the byte `fill`. Returns 0 or -ENOMEM. ml_grow() with an index. */
 static inline int ml__sim_grow(void **arr, uint32_t *cap, uint32_t id, size_t elem, int fill) {
     return ml_grow(arr, cap, (uint64_t)id + 1, elem, fill);
+}
+
+/* Makes room in a per-id array for ids [0, ids) at once: the capacity
+ * ml__sim_grow() would reach by doubling, without the copies of the
+ * doublings. A fresh zero-filled array comes from calloc, whose pages of a
+ * large table are zero already and only touched where used. Returns 0 or
+ * -ENOMEM. */
+static inline int ml__sim_reserve_ids(void **arr, uint32_t *cap, uint32_t ids, size_t elem, int fill) {
+    if (!ids || ids <= *cap) return 0;
+    if (*arr || fill) return ml__sim_grow(arr, cap, ids - 1, elem, fill);
+    uint64_t ncap = 64;
+    while (ncap < ids) ncap *= 2;
+    if (ncap > UINT32_MAX) ncap = UINT32_MAX;
+    void *n = ml__alloc.calloc(ncap, elem);
+    if (!n) return -ENOMEM;
+    *arr = n;
+    *cap = (uint32_t)ncap;
+    return 0;
 }
 
 static inline uint64_t ml__round_up(uint64_t x, uint64_t a) {

@@ -437,6 +437,22 @@ int ml_sim_replay_add(ml_sim_replay_t *r, ml_sim_policy_t *p) {
     return 0;
 }
 
+int ml_sim_replay_reserve(ml_sim_replay_t *r, uint32_t live) {
+    if (!live) return 0;
+    while ((uint64_t)(live + 1) * 4 > r->map.cap * 3)
+        if (ml_map_grow(&r->map, sizeof(idslot_t), 4096) < 0) return -ENOMEM;
+    uint32_t cap = r->idcap;
+    if (ml__sim_reserve_ids((void **)&r->id_size, &cap, live, sizeof *r->id_size, 0) < 0) return -ENOMEM;
+    cap = r->idcap;
+    if (ml__sim_reserve_ids((void **)&r->id_site, &cap, live, sizeof *r->id_site, 0) < 0) return -ENOMEM;
+    cap = r->idcap;
+    if (ml__sim_reserve_ids((void **)&r->id_free, &cap, live, sizeof *r->id_free, 0) < 0) return -ENOMEM;
+    r->idcap = cap;
+    for (size_t i = 0; i < r->npol; i++)
+        if (ml_sim_reserve(r->pol[i], live) < 0) return -ENOMEM;
+    return 0;
+}
+
 void ml_sim_replay_observe(ml_sim_replay_t *r, ml_sim_observer_fn fn, void *ctx) {
     r->observe = fn;
     r->observe_ctx = ctx;

@@ -102,7 +102,17 @@ static void router_destroy(ml_sim_policy_t *p) {
     free(r);
 }
 
+/* The parts see the same ids (the dedicated one only some of them). */
+static int router_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    router_t *r = (router_t *)p;
+    if (ml__sim_reserve_ids((void **)&r->where, &r->idcap, ids, 1, 0) < 0 || ml_sim_reserve(r->g, ids) < 0 ||
+        ml_sim_reserve(r->d, ids) < 0 || (r->cmp && ml_sim_reserve(r->cmp, ids) < 0))
+        return -ENOMEM;
+    return 0;
+}
+
 static const ml__sim_vt_t router_vt = {
+    .reserve = router_reserve,
     .alloc = router_alloc,
     .free = router_free,
     .free_summary = router_summary,
