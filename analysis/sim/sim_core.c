@@ -25,8 +25,9 @@ void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, 
 /* Pages                                                                      */
 /* ------------------------------------------------------------------------- */
 
-/* Adds delta (+1/-1) to a page's count; keeps `held` right. */
-static int page_inc(ml__pages_t *pg, uint64_t page) {
+/* The page counter's paths that sim_internal.h does not inline: the
+ * first use of a page past the dense table, and the sparse hash. */
+int ml__sim_page_inc_slow(ml__pages_t *pg, uint64_t page) {
     if (!pg->sparse) {
         if (page >= pg->cap) {
             uint64_t ncap = pg->cap ? pg->cap * 2 : 1024;
@@ -48,7 +49,7 @@ static int page_inc(ml__pages_t *pg, uint64_t page) {
     return 0;
 }
 
-static void page_dec(ml__pages_t *pg, uint64_t page) {
+void ml__sim_page_dec_slow(ml__pages_t *pg, uint64_t page) {
     if (!pg->sparse) {
         if (page < pg->cap && pg->cnt[page] && --pg->cnt[page] == 0) pg->held--;
         return;
@@ -57,33 +58,6 @@ static void page_dec(ml__pages_t *pg, uint64_t page) {
     if (!s || --s->count) return;
     pg->held--;
     ml__page_slots_remove(&pg->slots, s);
-}
-
-int ml__sim_extent_add(ml_sim_policy_t *p, uint64_t addr, uint64_t len) {
-    ml__pages_t *pg = &p->pages;
-    if (!len) len = 1;
-    if (addr + len > p->max_end) p->max_end = addr + len;
-    uint64_t first = addr >> pg->shift, last = (addr + len - 1) >> pg->shift;
-    if (page_inc(pg, first) < 0) return -ENOMEM;
-    if (last != first) {
-        if (page_inc(pg, last) < 0) {
-            page_dec(pg, first);
-            return -ENOMEM;
-        }
-        pg->held += last - first - 1;
-    }
-    return 0;
-}
-
-void ml__sim_extent_remove(ml_sim_policy_t *p, uint64_t addr, uint64_t len) {
-    ml__pages_t *pg = &p->pages;
-    if (!len) len = 1;
-    uint64_t first = addr >> pg->shift, last = (addr + len - 1) >> pg->shift;
-    page_dec(pg, first);
-    if (last != first) {
-        page_dec(pg, last);
-        pg->held -= last - first - 1;
-    }
 }
 
 /* ------------------------------------------------------------------------- */

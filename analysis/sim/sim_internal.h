@@ -32,11 +32,13 @@ typedef struct {
     void (*destroy)(ml_sim_policy_t *p);
     /* Optional: total footprint when the policy does not use the page counter (router). */
     uint64_t (*footprint)(const ml_sim_policy_t *p);
-    /* Optional: start loading what applying `op` will touch. Called for the
-     * same op three times as it comes closer: stage 0 (16 ops ahead) loads
-     * the per-id tables, stage 1 (8 ahead) reads them and loads what they
-     * point to, stage 2 (4 ahead) reads that and loads the next level (the
-     * page counters of the block's address). */
+    /* Optional: start loading what applying free `op` will touch (frees
+     * only: an allocation's id was freed a moment ago, or is new, and its
+     * tables are warm). Called for the same op three times as it comes
+     * closer: stage 0 (16 ops ahead) loads the per-id tables, stage 1 (8
+     * ahead) reads them and loads what they point to, stage 2 (4 ahead)
+     * reads that and loads the next level (the page counters of the block's
+     * address). */
     void (*prefetch)(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage);
     /* Optional: make room in the policy's own per-id tables for ids
      * [0, ids) now (ml_sim_reserve). Returns 0 or -ENOMEM. */
@@ -87,16 +89,19 @@ struct ml_sim_policy_s {
     double cpu_seconds;
 };
 
-/* Starts loading what ml_sim_apply(p, op) will touch: the per-id tables,
- * then the policy's own (vt->prefetch). The replay calls it for ops ahead
- * of the one it applies: the ids of a trace are in no order the caches
- * could guess, and a miss per table per op was most of the replay's time. */
-static inline void ml__sim_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage) {
+/* Starts loading what ml_sim_apply(p, op) will touch: the per-id tables
+ * (stage 0), then, for a free, the policy's own (vt->prefetch). The replay
+ * calls it for ops ahead of the one it applies: the ids of a trace are in
+ * no order the caches could guess, and a miss per table per op was most of
+ * the replay's time. `pf` is p->vt->prefetch, loaded once by the caller. */
+static inline void ml__sim_prefetch(const ml_sim_policy_t *p,
+                                    void (*pf)(const ml_sim_policy_t *, const ml_sim_op_t *, int),
+                                    const ml_sim_op_t *op, int stage) {
     if (stage == 0 && op->id < p->idcap) {
         __builtin_prefetch(&p->req[op->id], 0);
         __builtin_prefetch(&p->blk[op->id], 0);
     }
-    if (p->vt->prefetch) p->vt->prefetch(p, op, stage);
+    if (pf && op->type == ML_SIM_FREE) pf(p, op, stage);
 }
 
 /* The page counter of an address (for the policies' prefetch hooks). */
@@ -114,9 +119,55 @@ static inline void ml__sim_prefetch_page(const ml_sim_policy_t *p, uint64_t addr
 void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, const ml_sim_config_t *c,
                   bool sparse_pages);
 
-/* Page accounting, called by policies. Return 0 or -ENOMEM. */
-int ml__sim_extent_add(ml_sim_policy_t *p, uint64_t addr, uint64_t len);
-void ml__sim_extent_remove(ml_sim_policy_t *p, uint64_t addr, uint64_t len);
+/* Page accounting, called by policies for every block: inline, with the
+ * dense counter's common case here and the rest in sim_core.c. Adds one to
+ * (removes one from) a page's count and keeps `held` right. */
+int ml__sim_page_inc_slow(ml__pages_t *pg, uint64_t page);
+void ml__sim_page_dec_slow(ml__pages_t *pg, uint64_t page);
+
+static inline int ml__sim_page_inc(ml__pages_t *pg, uint64_t page) {
+    if (!pg->sparse && page < pg->cap) {
+        if (pg->cnt[page]++ == 0) pg->held++;
+        return 0;
+    }
+    return ml__sim_page_inc_slow(pg, page);
+}
+
+static inline void ml__sim_page_dec(ml__pages_t *pg, uint64_t page) {
+    if (!pg->sparse && page < pg->cap) {
+        if (pg->cnt[page] && --pg->cnt[page] == 0) pg->held--;
+        return;
+    }
+    ml__sim_page_dec_slow(pg, page);
+}
+
+/* The pages of extent [addr, addr + len) (at least one byte). Return 0 or -ENOMEM. */
+static inline int ml__sim_extent_add(ml_sim_policy_t *p, uint64_t addr, uint64_t len) {
+    ml__pages_t *pg = &p->pages;
+    if (!len) len = 1;
+    if (addr + len > p->max_end) p->max_end = addr + len;
+    uint64_t first = addr >> pg->shift, last = (addr + len - 1) >> pg->shift;
+    if (ml__sim_page_inc(pg, first) < 0) return -ENOMEM;
+    if (last != first) {
+        if (ml__sim_page_inc(pg, last) < 0) {
+            ml__sim_page_dec(pg, first);
+            return -ENOMEM;
+        }
+        pg->held += last - first - 1;
+    }
+    return 0;
+}
+
+static inline void ml__sim_extent_remove(ml_sim_policy_t *p, uint64_t addr, uint64_t len) {
+    ml__pages_t *pg = &p->pages;
+    if (!len) len = 1;
+    uint64_t first = addr >> pg->shift, last = (addr + len - 1) >> pg->shift;
+    ml__sim_page_dec(pg, first);
+    if (last != first) {
+        ml__sim_page_dec(pg, last);
+        pg->held -= last - first - 1;
+    }
+}
 static inline void ml__sim_pages_add(ml_sim_policy_t *p, uint64_t n) {
     p->direct_pages += n;
 }
