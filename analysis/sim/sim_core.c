@@ -65,8 +65,7 @@ void ml__sim_page_dec_slow(ml__pages_t *pg, uint64_t page) {
 /* ------------------------------------------------------------------------- */
 
 uint64_t ml_sim_footprint(const ml_sim_policy_t *p) {
-    if (p->vt->footprint) return p->vt->footprint(p);
-    return (p->pages.held + p->direct_pages) << p->pages.shift;
+    return ml__sim_footprint(p);
 }
 
 static void snapshot(const ml_sim_policy_t *p, ml_sim_frag_t *s) {
@@ -95,14 +94,14 @@ static inline void after_op(ml_sim_policy_t *p, uint64_t steps_before) {
         uint64_t ext = ml__round_up(p->max_end, p->cfg.page_size) + (p->direct_pages << p->pages.shift);
         if (ext > p->peak_extent) p->peak_extent = ext;
     }
-    uint64_t fp = ml_sim_footprint(p);
+    uint64_t fp = ml__sim_footprint(p);
     if (fp > p->peak_footprint) {
         p->peak_footprint = fp;
         snapshot(p, &p->at_peak);
     }
 }
 
-static int do_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr_out) {
+static inline int do_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr_out) {
     uint32_t id = op->id;
     if (id >= p->idcap) {
         uint32_t cap = p->idcap;
@@ -136,7 +135,7 @@ int ml_sim_alloc(ml_sim_policy_t *p, uint32_t id, uint64_t size, uint32_t align,
     return do_alloc(p, &op, addr);
 }
 
-int ml_sim_free(ml_sim_policy_t *p, uint32_t id) {
+static inline int do_free(ml_sim_policy_t *p, uint32_t id) {
     if (id >= p->idcap || !p->req[id]) return -ENOENT;
     uint64_t before = steps_now(p);
     p->vt->free(p, id);
@@ -149,6 +148,10 @@ int ml_sim_free(ml_sim_policy_t *p, uint32_t id) {
     return 0;
 }
 
+int ml_sim_free(ml_sim_policy_t *p, uint32_t id) {
+    return do_free(p, id);
+}
+
 int ml_sim_apply(ml_sim_policy_t *p, const ml_sim_op_t *op) {
     int rc = 0;
     p->cur_op = op;
@@ -158,7 +161,7 @@ int ml_sim_apply(ml_sim_policy_t *p, const ml_sim_op_t *op) {
         ml_sim_mallinfo(p, op->size);
     } else {
         p->now_ms = op->time_ms;
-        rc = ml_sim_free(p, op->id);
+        rc = do_free(p, op->id);
     }
     p->cur_op = NULL;
     return rc;

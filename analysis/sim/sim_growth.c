@@ -118,7 +118,7 @@ static void growth_summary(const ml_sim_policy_t *p, uint64_t *free_bytes, uint6
 }
 
 static uint64_t growth_footprint(const ml_sim_policy_t *p) {
-    return ml_sim_footprint(((const growth_t *)p)->in);
+    return ml__sim_footprint(((const growth_t *)p)->in);
 }
 
 static uint64_t growth_state(const ml_sim_policy_t *p) {

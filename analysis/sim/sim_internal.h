@@ -115,6 +115,13 @@ static inline void ml__sim_prefetch_page(const ml_sim_policy_t *p, uint64_t addr
     }
 }
 
+/* ml_sim_footprint(), inline for the per-op paths (after every op, and the
+ * router's sums). */
+static inline uint64_t ml__sim_footprint(const ml_sim_policy_t *p) {
+    if (p->vt->footprint) return p->vt->footprint(p);
+    return (p->pages.held + p->direct_pages) << p->pages.shift;
+}
+
 /* Sets up the generic part. */
 void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, const ml_sim_config_t *c,
                   bool sparse_pages);
@@ -220,15 +227,22 @@ static inline uint64_t ml__op_align(const ml_sim_policy_t *p, const ml_sim_op_t 
 /* Every block, allocated or free, is a node on the physical list (the
  * boundary tags a real allocator keeps in memory), so coalescing finds its
  * neighbours in O(1). Free nodes are also in the policy's index: a treap for
- * the fits, class lists for segfit and TLSF (l/r are then prev/next). */
+ * the fits, class lists for segfit and TLSF (l/r are then prev/next). The
+ * treap's own fields are in a parallel table that list policies do not
+ * have: their nodes are 40 bytes instead of 56, and every node is touched
+ * once per op. */
 typedef struct {
-    uint64_t addr, size, maxsz; /* maxsz: largest size in the treap subtree */
-    uint32_t pprev, pnext;      /* physical neighbours */
+    uint64_t addr, size;
+    uint32_t pprev, pnext; /* physical neighbours */
     uint32_t l, r;
-    uint32_t prio, cnt;         /* treap priority, subtree node count */
-    uint32_t cls;               /* class of a free node in a list index */
+    uint32_t cls;          /* class of a free node in a list index */
     uint8_t free;
 } ml__fl_node_t;
+
+typedef struct {
+    uint64_t maxsz;      /* largest size in the treap subtree */
+    uint32_t prio, cnt;  /* treap priority, subtree node count */
+} ml__fl_tnode_t;
 
 typedef struct ml__fl_s ml__fl_t;
 
@@ -248,6 +262,7 @@ struct ml__fl_s {
     ml_sim_policy_t base;
     const ml__fl_ops_t *ops;
     ml__fl_node_t *n;
+    ml__fl_tnode_t *t;              /* treap fields of n[i] (NULL with lists) */
     uint32_t ncap, nused, nrecycle; /* nrecycle: list of unused nodes through .l */
     uint32_t *id2n;
     uint32_t idcap;
@@ -272,7 +287,7 @@ uint32_t ml__fl_tree_lower_bound_size(const ml__fl_t *f, uint64_t need); /* by s
 uint64_t ml__fl_tree_rank(const ml__fl_t *f, uint64_t addr); /* free nodes below addr (by addr) */
 uint32_t ml__fl_tree_first_fit(const ml__fl_t *f, uint64_t lo, uint64_t need); /* by addr */
 static inline uint64_t ml__fl_tree_max(const ml__fl_t *f) {
-    return f->root == ML__NIL ? 0 : f->n[f->root].maxsz;
+    return f->root == ML__NIL ? 0 : f->t[f->root].maxsz;
 }
 /* Class lists: the first non-empty list with index >= c, or NIL; counts bitmap words. */
 uint32_t ml__fl_list_next_nonempty(ml__fl_t *f, uint32_t c);

@@ -204,10 +204,10 @@ static void flush_full(ml_sim_replay_t *r) {
     r->last_alloc = keep ? 0 : SIZE_MAX;
 }
 
-static ml_sim_op_t *push(ml_sim_replay_t *r) {
+static inline ml_sim_op_t *push(ml_sim_replay_t *r) {
     if (r->len == BATCH_OPS) flush_full(r);
     ml_sim_op_t *op = &r->buf[r->fill][r->len++];
-    memset(op, 0, sizeof *op);
+    *op = (ml_sim_op_t){0};
     return op;
 }
 

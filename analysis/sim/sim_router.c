@@ -29,7 +29,7 @@ static void sync_counters(router_t *r) {
 
 static void check_gain(router_t *r) {
     if (!r->cmp) return;
-    uint64_t mine = ml_sim_footprint(r->g) + ml_sim_footprint(r->d), theirs = ml_sim_footprint(r->cmp);
+    uint64_t mine = ml__sim_footprint(r->g) + ml__sim_footprint(r->d), theirs = ml__sim_footprint(r->cmp);
     if (theirs > mine && theirs - mine > r->max_gain) {
         r->max_gain = theirs - mine;
         r->max_gain_ms = r->base.now_ms;
@@ -75,7 +75,7 @@ static void router_summary(const ml_sim_policy_t *p, uint64_t *free_bytes, uint6
 
 static uint64_t router_footprint(const ml_sim_policy_t *p) {
     const router_t *r = (const router_t *)p;
-    return ml_sim_footprint(r->g) + ml_sim_footprint(r->d);
+    return ml__sim_footprint(r->g) + ml__sim_footprint(r->d);
 }
 
 static uint64_t router_state(const ml_sim_policy_t *p) {
