@@ -169,15 +169,15 @@ static unsigned pass1_policies(ml_advice_t *adv, budget_t *b, unsigned full) {
     return n;
 }
 
-/* Pass 1: every policy of the comparison table (and the real allocator),
- * with the group statistics fed from the same ops. `npol` > 2 keeps the
- * whole table, 2 only the baseline and the real allocator. */
 /* The ids to make room for at once: the live blocks at the peak, when the
  * analysis knows them (ml_sim_replay_reserve). */
 static uint32_t reserve_ids(const budget_t *b) {
     return b->known && b->live < UINT32_MAX ? (uint32_t)b->live : 0;
 }
 
+/* Pass 1: every policy of the comparison table (and the real allocator),
+ * with the group statistics fed from the same ops. `npol` > 2 keeps the
+ * whole table, 2 only the baseline and the real allocator. */
 static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, unsigned npol, uint32_t ids,
                  char *err, size_t errlen) {
     const ml_advisor_opts_t *o = A->o;
