@@ -101,6 +101,15 @@ static void debug_groups(const ml__adv_t *A, uint64_t long_life) {
     }
 }
 
+/* ML_ADVISOR_DEBUG=1: the CPU time each replayed policy took. */
+static void debug_cpu(const char *pass, const ml_sim_replay_t *r) {
+    for (size_t i = 0; i < ml_sim_replay_count(r); i++) {
+        ml_sim_metrics_t m;
+        ml_sim_replay_metrics(r, i, &m);
+        fprintf(stderr, "advisor: %s: %s %.3f s CPU\n", pass, m.name, m.cpu_seconds);
+    }
+}
+
 static void skip(ml_advice_t *adv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void skip(ml_advice_t *adv, const char *fmt, ...) {
     if (adv->nskipped >= sizeof adv->skipped / sizeof adv->skipped[0]) return;
@@ -160,11 +169,17 @@ static unsigned pass1_policies(ml_advice_t *adv, budget_t *b, unsigned full) {
     return n;
 }
 
+/* The ids to make room for at once: the live blocks at the peak, when the
+ * analysis knows them (ml_sim_replay_reserve). */
+static uint32_t reserve_ids(const budget_t *b) {
+    return b->known && b->live < UINT32_MAX ? (uint32_t)b->live : 0;
+}
+
 /* Pass 1: every policy of the comparison table (and the real allocator),
  * with the group statistics fed from the same ops. `npol` > 2 keeps the
  * whole table, 2 only the baseline and the real allocator. */
-static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, unsigned npol, char *err,
-                 size_t errlen) {
+static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, unsigned npol, uint32_t ids,
+                 char *err, size_t errlen) {
     const ml_advisor_opts_t *o = A->o;
     ml_sim_replay_t *r1 = NULL;
     int rc = ml_sim_replay_new(o->threads, &r1);
@@ -181,12 +196,15 @@ static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, unsigne
         rc = ml_sim_real_new(NULL, &p);
         if (rc == 0) rc = ml_sim_replay_add(r1, p);
     }
+    if (rc == 0) rc = ml_sim_replay_reserve(r1, ids);
+    if (rc == 0 && !o->no_what_if) rc = ml__adv_observe_reserve(A, ids);
     if (rc < 0) goto done;
     if (!o->no_what_if) ml_sim_replay_observe(r1, ml__adv_observe, A);
     if ((rc = ml_sim_replay_file_progress(r1, trace_path, o->progress ? "simulating allocators" : NULL,
                                           err, errlen)) < 0)
         goto done;
     if ((rc = ml_sim_replay_finish(r1)) < 0) goto done;
+    if (ml_option_bool(ML_ENV_ADVISOR_DEBUG)) debug_cpu("pass 1", r1);
     adv->npol = ml_sim_replay_count(r1);
     for (size_t i = 0; i < adv->npol && i < 16; i++) ml_sim_replay_metrics(r1, i, &adv->pol[i]);
     adv->sampled = ml_sim_replay_sampled(r1);
@@ -233,7 +251,8 @@ static size_t fit_candidates(ml_advice_t *adv, budget_t *b, ml__adv_cand_t *cand
 
 /* Pass 2: one router per candidate, all in one replay; then the decisions. */
 static int pass2(const char *trace_path, ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
-                 size_t nc, uint64_t base_peak, uint64_t long_life, bool debug, char *err, size_t errlen) {
+                 size_t nc, uint64_t base_peak, uint64_t long_life, uint32_t ids, bool debug, char *err,
+                 size_t errlen) {
     uint64_t min_saving = ml__adv_min_saving(base_peak);
     ml_sim_replay_t *r2 = NULL;
     int rc = ml_sim_replay_new(A->o->threads, &r2);
@@ -241,10 +260,12 @@ static int pass2(const char *trace_path, ml_advice_t *adv, const ml__adv_t *A, m
         rc = ml__adv_make_router(&cands[i], &A->g[cands[i].gi]);
         if (rc == 0) rc = ml_sim_replay_add(r2, cands[i].router);
     }
+    if (rc == 0) rc = ml_sim_replay_reserve(r2, ids);
     if (rc == 0)
         rc = ml_sim_replay_file_progress(r2, trace_path, A->o->progress ? "pricing what-ifs" : NULL, err,
                                          errlen);
     if (rc == 0) rc = ml_sim_replay_finish(r2);
+    if (rc == 0 && debug) debug_cpu("pass 2", r2);
     if (rc == 0) {
         for (size_t i = 0; i < nc; i++) {
             if (debug) {
@@ -284,7 +305,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
         if (o->all_policies || !is_textbook(*nm)) full++;
     unsigned npol = pass1_policies(adv, &b, full);
     if (!npol) goto done;
-    if ((rc = pass1(trace_path, adv, &A, npol, err, errlen)) < 0) goto fail;
+    if ((rc = pass1(trace_path, adv, &A, npol, reserve_ids(&b), err, errlen)) < 0) goto fail;
     ml__adv_observe_end(&A);
 
     const ml_sim_metrics_t *base = ml__advice_policy(adv, ML__ADV_BASELINE);
@@ -299,8 +320,8 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
             goto fail;
         }
         nc = (int)fit_candidates(adv, &b, cands, (size_t)nc);
-        if (nc && (rc = pass2(trace_path, adv, &A, cands, (size_t)nc, base_peak, long_life, debug, err,
-                              errlen)) < 0)
+        if (nc && (rc = pass2(trace_path, adv, &A, cands, (size_t)nc, base_peak, long_life, reserve_ids(&b),
+                              debug, err, errlen)) < 0)
             goto fail;
         free(cands);
         cands = NULL;

@@ -188,6 +188,10 @@ static int grow_ids(ml__adv_t *A, uint32_t id) {
     return 0;
 }
 
+int ml__adv_observe_reserve(ml__adv_t *A, uint32_t ids) {
+    return ids ? grow_ids(A, ids - 1) : 0;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Pass 1: the summaries                                                      */
 /* ------------------------------------------------------------------------- */

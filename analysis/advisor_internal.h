@@ -85,6 +85,9 @@ typedef struct {
 /** Groups by the function that called the allocator (needs o->analysis).
  * Returns 0 or -ENOMEM. */
 int ml__adv_build_site_keys(ml__adv_t *A);
+/** Makes room for `ids` block ids in pass 1's per-block tables at once (a
+ * hint, as ml_sim_replay_reserve). Returns 0 or -ENOMEM. */
+int ml__adv_observe_reserve(ml__adv_t *A, uint32_t ids);
 /** Pass 1's observer (ml_sim_replay_observe): sets A->oom when memory runs out. */
 void ml__adv_observe(void *ctx, const ml_sim_op_t *ops, size_t n);
 /** After pass 1: closes the realloc chains of the blocks still live and

@@ -211,6 +211,11 @@ int ml_sim_apply(ml_sim_policy_t *p, const ml_sim_op_t *op);
 /** A mallinfo sample (the "real" policy keeps the maximum; others ignore it). */
 void ml_sim_mallinfo(ml_sim_policy_t *p, uint64_t held_bytes);
 
+/** A hint: makes room for block ids [0, ids) in the policy's tables now,
+ * so that they do not grow (copying) op by op. Changes no result. Returns 0
+ * or -ENOMEM. */
+int ml_sim_reserve(ml_sim_policy_t *p, uint32_t ids);
+
 /** Block size (with header and rounding) of a live block: 0 or -ENOENT. */
 int ml_sim_block(const ml_sim_policy_t *p, uint32_t id, uint64_t *block);
 /** Current footprint in bytes. */
@@ -237,6 +242,13 @@ int ml_sim_replay_new(unsigned threads, ml_sim_replay_t **out);
 /** Adds a policy (owned by the replay from now on, also on failure). */
 int ml_sim_replay_add(ml_sim_replay_t *r, ml_sim_policy_t *p);
 void ml_sim_replay_observe(ml_sim_replay_t *r, ml_sim_observer_fn fn, void *ctx);
+/** A hint, after the policies are added and before the first record: the
+ * trace keeps about `live` blocks live at its peak (the analysis' count).
+ * Sizes the address map and every per-id table for it at once (ids are
+ * recycled, so they stay below the largest number of live blocks), instead
+ * of doubling and copying them while the trace is read. Changes no result.
+ * Returns 0 or -ENOMEM. */
+int ml_sim_replay_reserve(ml_sim_replay_t *r, uint32_t live);
 /** Consumes one record in trace order. Returns 0 or -ENOMEM. */
 int ml_sim_replay_feed(ml_sim_replay_t *r, const ml_record_t *rec);
 /** Feeds a whole trace file. Returns 0, or a negative errno with a message in err. */

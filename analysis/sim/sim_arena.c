@@ -155,7 +155,13 @@ static void arena_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int 
     uint32_t x = a->id_chunk[op->id];
     if (x < a->ccap) __builtin_prefetch(&a->c[x], 0);
 }
+static int arena_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    arena_t *a = (arena_t *)p;
+    return ml__sim_reserve_ids((void **)&a->id_chunk, &a->idcap, ids, sizeof *a->id_chunk, 0xff);
+}
+
 static const ml__sim_vt_t arena_vt = {
+    .reserve = arena_reserve,
     .prefetch = arena_prefetch,
     .alloc = arena_alloc,
     .free = arena_free,

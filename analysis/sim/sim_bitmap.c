@@ -225,7 +225,13 @@ static void bm_destroy(ml_sim_policy_t *p) {
     free(b);
 }
 
+static int bm_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    bitmap_t *b = (bitmap_t *)p;
+    return ml__sim_reserve_ids((void **)&b->id_start, &b->idcap, ids, sizeof *b->id_start, 0);
+}
+
 static const ml__sim_vt_t bm_vt = {
+    .reserve = bm_reserve,
     .alloc = bm_alloc,
     .free = bm_free,
     .free_summary = bm_summary,

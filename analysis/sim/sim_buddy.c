@@ -195,7 +195,17 @@ static void buddy_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int 
     }
     ml__sim_prefetch_page(p, b->id_addr[op->id]);
 }
+static int buddy_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    buddy_t *b = (buddy_t *)p;
+    uint32_t cap = b->idcap;
+    if (ml__sim_reserve_ids((void **)&b->id_addr, &cap, ids, sizeof *b->id_addr, 0) < 0) return -ENOMEM;
+    if (ml__sim_reserve_ids((void **)&b->id_order, &b->idcap2, ids, 1, 0) < 0) return -ENOMEM;
+    b->idcap = cap;
+    return 0;
+}
+
 static const ml__sim_vt_t buddy_vt = {
+    .reserve = buddy_reserve,
     .prefetch = buddy_prefetch,
     .alloc = buddy_alloc,
     .free = buddy_free,

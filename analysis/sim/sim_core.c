@@ -25,8 +25,9 @@ void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, 
 /* Pages                                                                      */
 /* ------------------------------------------------------------------------- */
 
-/* Adds delta (+1/-1) to a page's count; keeps `held` right. */
-static int page_inc(ml__pages_t *pg, uint64_t page) {
+/* The page counter's paths that sim_internal.h does not inline: the
+ * first use of a page past the dense table, and the sparse hash. */
+int ml__sim_page_inc_slow(ml__pages_t *pg, uint64_t page) {
     if (!pg->sparse) {
         if (page >= pg->cap) {
             uint64_t ncap = pg->cap ? pg->cap * 2 : 1024;
@@ -48,7 +49,7 @@ static int page_inc(ml__pages_t *pg, uint64_t page) {
     return 0;
 }
 
-static void page_dec(ml__pages_t *pg, uint64_t page) {
+void ml__sim_page_dec_slow(ml__pages_t *pg, uint64_t page) {
     if (!pg->sparse) {
         if (page < pg->cap && pg->cnt[page] && --pg->cnt[page] == 0) pg->held--;
         return;
@@ -59,40 +60,12 @@ static void page_dec(ml__pages_t *pg, uint64_t page) {
     ml__page_slots_remove(&pg->slots, s);
 }
 
-int ml__sim_extent_add(ml_sim_policy_t *p, uint64_t addr, uint64_t len) {
-    ml__pages_t *pg = &p->pages;
-    if (!len) len = 1;
-    if (addr + len > p->max_end) p->max_end = addr + len;
-    uint64_t first = addr >> pg->shift, last = (addr + len - 1) >> pg->shift;
-    if (page_inc(pg, first) < 0) return -ENOMEM;
-    if (last != first) {
-        if (page_inc(pg, last) < 0) {
-            page_dec(pg, first);
-            return -ENOMEM;
-        }
-        pg->held += last - first - 1;
-    }
-    return 0;
-}
-
-void ml__sim_extent_remove(ml_sim_policy_t *p, uint64_t addr, uint64_t len) {
-    ml__pages_t *pg = &p->pages;
-    if (!len) len = 1;
-    uint64_t first = addr >> pg->shift, last = (addr + len - 1) >> pg->shift;
-    page_dec(pg, first);
-    if (last != first) {
-        page_dec(pg, last);
-        pg->held -= last - first - 1;
-    }
-}
-
 /* ------------------------------------------------------------------------- */
 /* Operations                                                                 */
 /* ------------------------------------------------------------------------- */
 
 uint64_t ml_sim_footprint(const ml_sim_policy_t *p) {
-    if (p->vt->footprint) return p->vt->footprint(p);
-    return (p->pages.held + p->direct_pages) << p->pages.shift;
+    return ml__sim_footprint(p);
 }
 
 static void snapshot(const ml_sim_policy_t *p, ml_sim_frag_t *s) {
@@ -121,14 +94,14 @@ static inline void after_op(ml_sim_policy_t *p, uint64_t steps_before) {
         uint64_t ext = ml__round_up(p->max_end, p->cfg.page_size) + (p->direct_pages << p->pages.shift);
         if (ext > p->peak_extent) p->peak_extent = ext;
     }
-    uint64_t fp = ml_sim_footprint(p);
+    uint64_t fp = ml__sim_footprint(p);
     if (fp > p->peak_footprint) {
         p->peak_footprint = fp;
         snapshot(p, &p->at_peak);
     }
 }
 
-static int do_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr_out) {
+static inline int do_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr_out) {
     uint32_t id = op->id;
     if (id >= p->idcap) {
         uint32_t cap = p->idcap;
@@ -162,7 +135,7 @@ int ml_sim_alloc(ml_sim_policy_t *p, uint32_t id, uint64_t size, uint32_t align,
     return do_alloc(p, &op, addr);
 }
 
-int ml_sim_free(ml_sim_policy_t *p, uint32_t id) {
+static inline int do_free(ml_sim_policy_t *p, uint32_t id) {
     if (id >= p->idcap || !p->req[id]) return -ENOENT;
     uint64_t before = steps_now(p);
     p->vt->free(p, id);
@@ -175,6 +148,10 @@ int ml_sim_free(ml_sim_policy_t *p, uint32_t id) {
     return 0;
 }
 
+int ml_sim_free(ml_sim_policy_t *p, uint32_t id) {
+    return do_free(p, id);
+}
+
 int ml_sim_apply(ml_sim_policy_t *p, const ml_sim_op_t *op) {
     int rc = 0;
     p->cur_op = op;
@@ -184,7 +161,7 @@ int ml_sim_apply(ml_sim_policy_t *p, const ml_sim_op_t *op) {
         ml_sim_mallinfo(p, op->size);
     } else {
         p->now_ms = op->time_ms;
-        rc = ml_sim_free(p, op->id);
+        rc = do_free(p, op->id);
     }
     p->cur_op = NULL;
     return rc;
@@ -192,6 +169,15 @@ int ml_sim_apply(ml_sim_policy_t *p, const ml_sim_op_t *op) {
 
 void ml_sim_mallinfo(ml_sim_policy_t *p, uint64_t held_bytes) {
     if (held_bytes > p->os_held_peak) p->os_held_peak = held_bytes;
+}
+
+int ml_sim_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    uint32_t cap = p->idcap;
+    if (ml__sim_reserve_ids((void **)&p->req, &cap, ids, sizeof *p->req, 0) < 0) return -ENOMEM;
+    cap = p->idcap;
+    if (ml__sim_reserve_ids((void **)&p->blk, &cap, ids, sizeof *p->blk, 0) < 0) return -ENOMEM;
+    p->idcap = cap;
+    return p->vt->reserve ? p->vt->reserve(p, ids) : 0;
 }
 
 int ml_sim_block(const ml_sim_policy_t *p, uint32_t id, uint64_t *block) {

@@ -8,18 +8,18 @@
 
 static uint32_t ff_find(ml__fl_t *f, uint64_t need) {
     uint32_t t = f->root;
-    if (t == ML__NIL || f->n[t].maxsz < need) {
+    if (t == ML__NIL || f->t[t].maxsz < need) {
         f->base.search_steps += f->free_count;
         return ML__NIL;
     }
     uint64_t rank = 0;
     for (;;) {
         uint32_t l = f->n[t].l;
-        if (l != ML__NIL && f->n[l].maxsz >= need) {
+        if (l != ML__NIL && f->t[l].maxsz >= need) {
             t = l;
             continue;
         }
-        uint64_t lc = l != ML__NIL ? f->n[l].cnt : 0;
+        uint64_t lc = l != ML__NIL ? f->t[l].cnt : 0;
         if (f->n[t].size >= need) {
             f->base.search_steps += rank + lc + 1;
             return t;

@@ -21,6 +21,21 @@
 #include "sim_internal.h"
 
 #define N(x) (f->n[(x)])
+#define T(x) (f->t[(x)])
+
+/* The node tables (and the treap's) for ncap nodes. */
+static int nodes_grow(ml__fl_t *f, uint32_t ncap) {
+    ml__fl_node_t *n = realloc(f->n, (size_t)ncap * sizeof *n);
+    if (!n) return -ENOMEM;
+    f->n = n;
+    if (!f->ops->lists) {
+        ml__fl_tnode_t *t = realloc(f->t, (size_t)ncap * sizeof *t);
+        if (!t) return -ENOMEM;
+        f->t = t;
+    }
+    f->ncap = ncap;
+    return 0;
+}
 
 static uint32_t node_new(ml__fl_t *f) {
     if (f->nrecycle != ML__NIL) {
@@ -28,13 +43,7 @@ static uint32_t node_new(ml__fl_t *f) {
         f->nrecycle = N(x).l;
         return x;
     }
-    if (f->nused == f->ncap) {
-        uint32_t ncap = f->ncap ? f->ncap * 2 : 1024;
-        ml__fl_node_t *n = realloc(f->n, (size_t)ncap * sizeof *n);
-        if (!n) return ML__NIL;
-        f->n = n;
-        f->ncap = ncap;
-    }
+    if (f->nused == f->ncap && nodes_grow(f, f->ncap ? f->ncap * 2 : 1024) < 0) return ML__NIL;
     return f->nused++;
 }
 
@@ -57,15 +66,15 @@ static inline void upd(ml__fl_t *f, uint32_t x) {
     uint64_t m = N(x).size;
     uint32_t c = 1, l = N(x).l, r = N(x).r;
     if (l != ML__NIL) {
-        if (N(l).maxsz > m) m = N(l).maxsz;
-        c += N(l).cnt;
+        if (T(l).maxsz > m) m = T(l).maxsz;
+        c += T(l).cnt;
     }
     if (r != ML__NIL) {
-        if (N(r).maxsz > m) m = N(r).maxsz;
-        c += N(r).cnt;
+        if (T(r).maxsz > m) m = T(r).maxsz;
+        c += T(r).cnt;
     }
-    N(x).maxsz = m;
-    N(x).cnt = c;
+    T(x).maxsz = m;
+    T(x).cnt = c;
 }
 
 /* Splits t into the nodes ordered before x (*a) and the others (*b). */
@@ -93,7 +102,7 @@ static void split(ml__fl_t *f, uint32_t t, uint32_t x, uint32_t *a, uint32_t *b)
 static uint32_t merge(ml__fl_t *f, uint32_t a, uint32_t b) {
     if (a == ML__NIL) return b;
     if (b == ML__NIL) return a;
-    if (N(a).prio > N(b).prio) {
+    if (T(a).prio > T(b).prio) {
         N(a).r = merge(f, N(a).r, b);
         upd(f, a);
         return a;
@@ -108,7 +117,7 @@ static uint32_t insert(ml__fl_t *f, uint32_t t, uint32_t x) {
         upd(f, x);
         return x;
     }
-    if (N(x).prio > N(t).prio) {
+    if (T(x).prio > T(t).prio) {
         uint32_t a, b;
         split(f, t, x, &a, &b);
         N(x).l = a;
@@ -149,7 +158,7 @@ uint64_t ml__fl_tree_rank(const ml__fl_t *f, uint64_t addr) {
     while (t != ML__NIL) {
         if (f->n[t].addr < addr) {
             uint32_t l = f->n[t].l;
-            rank += 1 + (l != ML__NIL ? f->n[l].cnt : 0);
+            rank += 1 + (l != ML__NIL ? f->t[l].cnt : 0);
             t = f->n[t].r;
         } else {
             t = f->n[t].l;
@@ -159,7 +168,7 @@ uint64_t ml__fl_tree_rank(const ml__fl_t *f, uint64_t addr) {
 }
 
 static uint32_t first_fit_rec(const ml__fl_t *f, uint32_t t, uint64_t lo, uint64_t need) {
-    while (t != ML__NIL && f->n[t].maxsz >= need) {
+    while (t != ML__NIL && f->t[t].maxsz >= need) {
         if (f->n[t].addr < lo) {
             t = f->n[t].r;
             continue;
@@ -209,7 +218,7 @@ static void index_insert(ml__fl_t *f, uint32_t x) {
     f->rng ^= f->rng << 13;
     f->rng ^= f->rng >> 7;
     f->rng ^= f->rng << 17;
-    N(x).prio = (uint32_t)f->rng;
+    T(x).prio = (uint32_t)f->rng;
     N(x).l = N(x).r = ML__NIL;
     f->root = insert(f, f->root, x);
 }
@@ -277,6 +286,7 @@ static int fl_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr, u
         x = node_new(f);
         if (x == ML__NIL) return -ENOMEM;
         memset(&N(x), 0, sizeof N(x));
+        if (f->t) memset(&T(x), 0, sizeof T(x));
         N(x).addr = f->top;
         N(x).size = need;
         N(x).pprev = f->tail;
@@ -293,6 +303,7 @@ static int fl_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr, u
                 return -ENOMEM;
             }
             memset(&N(y), 0, sizeof N(y));
+            if (f->t) memset(&T(y), 0, sizeof T(y));
             N(y).addr = N(x).addr + need;
             N(y).size = N(x).size - need;
             N(y).pprev = x;
@@ -359,12 +370,14 @@ static void fl_free_summary(const ml_sim_policy_t *p, uint64_t *free_bytes, uint
 
 static uint64_t fl_state_bytes(const ml_sim_policy_t *p) {
     const ml__fl_t *f = (const ml__fl_t *)p;
-    return (uint64_t)f->ncap * sizeof *f->n + (uint64_t)f->idcap * sizeof *f->id2n + sizeof *f;
+    return (uint64_t)f->ncap * (sizeof *f->n + (f->t ? sizeof *f->t : 0)) + (uint64_t)f->idcap * sizeof *f->id2n +
+           sizeof *f;
 }
 
 static void fl_destroy(ml_sim_policy_t *p) {
     ml__fl_t *f = (ml__fl_t *)p;
     free(f->n);
+    free(f->t);
     free(f->id2n);
     free(f);
 }
@@ -390,7 +403,18 @@ static void fl_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int sta
     if (nd->pnext < f->ncap) __builtin_prefetch(&f->n[nd->pnext], 0);
 }
 
+/* id2n for the ids, and the node table for as many nodes (every live
+ * block is a node; free holes add some). */
+static int fl_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    ml__fl_t *f = (ml__fl_t *)p;
+    if (ml__sim_reserve_ids((void **)&f->id2n, &f->idcap, ids, sizeof *f->id2n, 0xff) < 0) return -ENOMEM;
+    uint32_t ncap = f->ncap ? f->ncap : 1024;
+    while (ncap < ids && ncap <= UINT32_MAX / 2) ncap *= 2;
+    return ncap > f->ncap ? nodes_grow(f, ncap) : 0;
+}
+
 static const ml__sim_vt_t fl_vt = {
+    .reserve = fl_reserve,
     .prefetch = fl_prefetch,
     .alloc = fl_alloc,
     .free = fl_free,

@@ -118,7 +118,7 @@ static void growth_summary(const ml_sim_policy_t *p, uint64_t *free_bytes, uint6
 }
 
 static uint64_t growth_footprint(const ml_sim_policy_t *p) {
-    return ml_sim_footprint(((const growth_t *)p)->in);
+    return ml__sim_footprint(((const growth_t *)p)->in);
 }
 
 static uint64_t growth_state(const ml_sim_policy_t *p) {
@@ -137,7 +137,17 @@ static void growth_destroy(ml_sim_policy_t *p) {
     free(g);
 }
 
+/* Inner ids are recycled too, so as many as the outer ones. */
+static int growth_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    growth_t *g = (growth_t *)p;
+    if (ml__sim_reserve_ids((void **)&g->o2i, &g->ocap, ids, sizeof *g->o2i, 0xff) < 0 ||
+        ml__sim_reserve_ids((void **)&g->cap, &g->icap, ids, sizeof *g->cap, 0) < 0)
+        return -ENOMEM;
+    return ml_sim_reserve(g->in, ids);
+}
+
 static const ml__sim_vt_t growth_vt = {
+    .reserve = growth_reserve,
     .alloc = growth_alloc,
     .free = growth_free,
     .free_summary = growth_summary,

@@ -32,12 +32,17 @@ typedef struct {
     void (*destroy)(ml_sim_policy_t *p);
     /* Optional: total footprint when the policy does not use the page counter (router). */
     uint64_t (*footprint)(const ml_sim_policy_t *p);
-    /* Optional: start loading what applying `op` will touch. Called for the
-     * same op three times as it comes closer: stage 0 (16 ops ahead) loads
-     * the per-id tables, stage 1 (8 ahead) reads them and loads what they
-     * point to, stage 2 (4 ahead) reads that and loads the next level (the
-     * page counters of the block's address). */
+    /* Optional: start loading what applying free `op` will touch (frees
+     * only: an allocation's id was freed a moment ago, or is new, and its
+     * tables are warm). Called for the same op three times as it comes
+     * closer: stage 0 (16 ops ahead) loads the per-id tables, stage 1 (8
+     * ahead) reads them and loads what they point to, stage 2 (4 ahead)
+     * reads that and loads the next level (the page counters of the block's
+     * address). */
     void (*prefetch)(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage);
+    /* Optional: make room in the policy's own per-id tables for ids
+     * [0, ids) now (ml_sim_reserve). Returns 0 or -ENOMEM. */
+    int (*reserve)(ml_sim_policy_t *p, uint32_t ids);
 } ml__sim_vt_t;
 
 /* A sparse page counter (the analysis layer's map, ml_map.h). */
@@ -84,16 +89,19 @@ struct ml_sim_policy_s {
     double cpu_seconds;
 };
 
-/* Starts loading what ml_sim_apply(p, op) will touch: the per-id tables,
- * then the policy's own (vt->prefetch). The replay calls it for ops ahead
- * of the one it applies: the ids of a trace are in no order the caches
- * could guess, and a miss per table per op was most of the replay's time. */
-static inline void ml__sim_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int stage) {
+/* Starts loading what ml_sim_apply(p, op) will touch: the per-id tables
+ * (stage 0), then, for a free, the policy's own (vt->prefetch). The replay
+ * calls it for ops ahead of the one it applies: the ids of a trace are in
+ * no order the caches could guess, and a miss per table per op was most of
+ * the replay's time. `pf` is p->vt->prefetch, loaded once by the caller. */
+static inline void ml__sim_prefetch(const ml_sim_policy_t *p,
+                                    void (*pf)(const ml_sim_policy_t *, const ml_sim_op_t *, int),
+                                    const ml_sim_op_t *op, int stage) {
     if (stage == 0 && op->id < p->idcap) {
         __builtin_prefetch(&p->req[op->id], 0);
         __builtin_prefetch(&p->blk[op->id], 0);
     }
-    if (p->vt->prefetch) p->vt->prefetch(p, op, stage);
+    if (pf && op->type == ML_SIM_FREE) pf(p, op, stage);
 }
 
 /* The page counter of an address (for the policies' prefetch hooks). */
@@ -107,13 +115,66 @@ static inline void ml__sim_prefetch_page(const ml_sim_policy_t *p, uint64_t addr
     }
 }
 
+/* ml_sim_footprint(), inline for the per-op paths (after every op, and the
+ * router's sums). */
+static inline uint64_t ml__sim_footprint(const ml_sim_policy_t *p) {
+    if (p->vt->footprint) return p->vt->footprint(p);
+    return (p->pages.held + p->direct_pages) << p->pages.shift;
+}
+
 /* Sets up the generic part. */
 void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, const ml_sim_config_t *c,
                   bool sparse_pages);
 
-/* Page accounting, called by policies. Return 0 or -ENOMEM. */
-int ml__sim_extent_add(ml_sim_policy_t *p, uint64_t addr, uint64_t len);
-void ml__sim_extent_remove(ml_sim_policy_t *p, uint64_t addr, uint64_t len);
+/* Page accounting, called by policies for every block: inline, with the
+ * dense counter's common case here and the rest in sim_core.c. Adds one to
+ * (removes one from) a page's count and keeps `held` right. */
+int ml__sim_page_inc_slow(ml__pages_t *pg, uint64_t page);
+void ml__sim_page_dec_slow(ml__pages_t *pg, uint64_t page);
+
+static inline int ml__sim_page_inc(ml__pages_t *pg, uint64_t page) {
+    if (!pg->sparse && page < pg->cap) {
+        if (pg->cnt[page]++ == 0) pg->held++;
+        return 0;
+    }
+    return ml__sim_page_inc_slow(pg, page);
+}
+
+static inline void ml__sim_page_dec(ml__pages_t *pg, uint64_t page) {
+    if (!pg->sparse && page < pg->cap) {
+        if (pg->cnt[page] && --pg->cnt[page] == 0) pg->held--;
+        return;
+    }
+    ml__sim_page_dec_slow(pg, page);
+}
+
+/* The pages of extent [addr, addr + len) (at least one byte). Return 0 or -ENOMEM. */
+static inline int ml__sim_extent_add(ml_sim_policy_t *p, uint64_t addr, uint64_t len) {
+    ml__pages_t *pg = &p->pages;
+    if (!len) len = 1;
+    if (addr + len > p->max_end) p->max_end = addr + len;
+    uint64_t first = addr >> pg->shift, last = (addr + len - 1) >> pg->shift;
+    if (ml__sim_page_inc(pg, first) < 0) return -ENOMEM;
+    if (last != first) {
+        if (ml__sim_page_inc(pg, last) < 0) {
+            ml__sim_page_dec(pg, first);
+            return -ENOMEM;
+        }
+        pg->held += last - first - 1;
+    }
+    return 0;
+}
+
+static inline void ml__sim_extent_remove(ml_sim_policy_t *p, uint64_t addr, uint64_t len) {
+    ml__pages_t *pg = &p->pages;
+    if (!len) len = 1;
+    uint64_t first = addr >> pg->shift, last = (addr + len - 1) >> pg->shift;
+    ml__sim_page_dec(pg, first);
+    if (last != first) {
+        ml__sim_page_dec(pg, last);
+        pg->held -= last - first - 1;
+    }
+}
 static inline void ml__sim_pages_add(ml_sim_policy_t *p, uint64_t n) {
     p->direct_pages += n;
 }
@@ -125,6 +186,24 @@ static inline void ml__sim_pages_sub(ml_sim_policy_t *p, uint64_t n) {
  * to the byte `fill`. Returns 0 or -ENOMEM. ml_grow() with an index. */
 static inline int ml__sim_grow(void **arr, uint32_t *cap, uint32_t id, size_t elem, int fill) {
     return ml_grow(arr, cap, (uint64_t)id + 1, elem, fill);
+}
+
+/* Makes room in a per-id array for ids [0, ids) at once: the capacity
+ * ml__sim_grow() would reach by doubling, without the copies of the
+ * doublings. A fresh zero-filled array comes from calloc, whose pages of a
+ * large table are zero already and only touched where used. Returns 0 or
+ * -ENOMEM. */
+static inline int ml__sim_reserve_ids(void **arr, uint32_t *cap, uint32_t ids, size_t elem, int fill) {
+    if (!ids || ids <= *cap) return 0;
+    if (*arr || fill) return ml__sim_grow(arr, cap, ids - 1, elem, fill);
+    uint64_t ncap = 64;
+    while (ncap < ids) ncap *= 2;
+    if (ncap > UINT32_MAX) ncap = UINT32_MAX;
+    void *n = ml__alloc.calloc(ncap, elem);
+    if (!n) return -ENOMEM;
+    *arr = n;
+    *cap = (uint32_t)ncap;
+    return 0;
 }
 
 static inline uint64_t ml__round_up(uint64_t x, uint64_t a) {
@@ -148,15 +227,22 @@ static inline uint64_t ml__op_align(const ml_sim_policy_t *p, const ml_sim_op_t 
 /* Every block, allocated or free, is a node on the physical list (the
  * boundary tags a real allocator keeps in memory), so coalescing finds its
  * neighbours in O(1). Free nodes are also in the policy's index: a treap for
- * the fits, class lists for segfit and TLSF (l/r are then prev/next). */
+ * the fits, class lists for segfit and TLSF (l/r are then prev/next). The
+ * treap's own fields are in a parallel table that list policies do not
+ * have: their nodes are 40 bytes instead of 56, and every node is touched
+ * once per op. */
 typedef struct {
-    uint64_t addr, size, maxsz; /* maxsz: largest size in the treap subtree */
-    uint32_t pprev, pnext;      /* physical neighbours */
+    uint64_t addr, size;
+    uint32_t pprev, pnext; /* physical neighbours */
     uint32_t l, r;
-    uint32_t prio, cnt;         /* treap priority, subtree node count */
-    uint32_t cls;               /* class of a free node in a list index */
+    uint32_t cls;          /* class of a free node in a list index */
     uint8_t free;
 } ml__fl_node_t;
+
+typedef struct {
+    uint64_t maxsz;      /* largest size in the treap subtree */
+    uint32_t prio, cnt;  /* treap priority, subtree node count */
+} ml__fl_tnode_t;
 
 typedef struct ml__fl_s ml__fl_t;
 
@@ -176,6 +262,7 @@ struct ml__fl_s {
     ml_sim_policy_t base;
     const ml__fl_ops_t *ops;
     ml__fl_node_t *n;
+    ml__fl_tnode_t *t;              /* treap fields of n[i] (NULL with lists) */
     uint32_t ncap, nused, nrecycle; /* nrecycle: list of unused nodes through .l */
     uint32_t *id2n;
     uint32_t idcap;
@@ -200,7 +287,7 @@ uint32_t ml__fl_tree_lower_bound_size(const ml__fl_t *f, uint64_t need); /* by s
 uint64_t ml__fl_tree_rank(const ml__fl_t *f, uint64_t addr); /* free nodes below addr (by addr) */
 uint32_t ml__fl_tree_first_fit(const ml__fl_t *f, uint64_t lo, uint64_t need); /* by addr */
 static inline uint64_t ml__fl_tree_max(const ml__fl_t *f) {
-    return f->root == ML__NIL ? 0 : f->n[f->root].maxsz;
+    return f->root == ML__NIL ? 0 : f->t[f->root].maxsz;
 }
 /* Class lists: the first non-empty list with index >= c, or NIL; counts bitmap words. */
 uint32_t ml__fl_list_next_nonempty(ml__fl_t *f, uint32_t c);

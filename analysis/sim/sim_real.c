@@ -50,7 +50,13 @@ static void real_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int s
     if (op->type == ML_SIM_FREE && stage == 0) ml__sim_prefetch_page(p, op->ptr);
 }
 
+static int real_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    real_t *r = (real_t *)p;
+    return ml__sim_reserve_ids((void **)&r->id_ptr, &r->idcap, ids, sizeof *r->id_ptr, 0);
+}
+
 static const ml__sim_vt_t real_vt = {
+    .reserve = real_reserve,
     .prefetch = real_prefetch,
     .alloc = real_alloc,
     .free = real_free,

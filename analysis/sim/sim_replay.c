@@ -83,12 +83,13 @@ static double thread_cpu(void) {
 static void run_policy(ml_sim_replay_t *r, uint32_t k, const ml_sim_op_t *ops, size_t n) {
     ml_sim_policy_t *p = r->pol[k];
     double t0 = thread_cpu();
+    void (*pf)(const ml_sim_policy_t *, const ml_sim_op_t *, int) = p->vt->prefetch;
     /* Prefetch in three stages (sim_internal.h): the per-id tables 16 ops
      * ahead, what they point to 8 ahead, the next level 4 ahead. */
     for (size_t i = 0; i < n; i++) {
-        if (i + 16 < n) ml__sim_prefetch(p, &ops[i + 16], 0);
-        if (i + 8 < n) ml__sim_prefetch(p, &ops[i + 8], 1);
-        if (i + 4 < n) ml__sim_prefetch(p, &ops[i + 4], 2);
+        if (i + 16 < n) ml__sim_prefetch(p, pf, &ops[i + 16], 0);
+        if (i + 8 < n) ml__sim_prefetch(p, pf, &ops[i + 8], 1);
+        if (i + 4 < n) ml__sim_prefetch(p, pf, &ops[i + 4], 2);
         ml_sim_apply(p, &ops[i]);
     }
     double dt = thread_cpu() - t0;
@@ -203,10 +204,10 @@ static void flush_full(ml_sim_replay_t *r) {
     r->last_alloc = keep ? 0 : SIZE_MAX;
 }
 
-static ml_sim_op_t *push(ml_sim_replay_t *r) {
+static inline ml_sim_op_t *push(ml_sim_replay_t *r) {
     if (r->len == BATCH_OPS) flush_full(r);
     ml_sim_op_t *op = &r->buf[r->fill][r->len++];
-    memset(op, 0, sizeof *op);
+    *op = (ml_sim_op_t){0};
     return op;
 }
 
@@ -253,12 +254,13 @@ static unsigned kind_align(unsigned kind, uint64_t ptr, unsigned page_log2) {
     }
 }
 
-static int emit_free(ml_sim_replay_t *r, idslot_t *e, const ml_record_t *rec, uint8_t flags) {
-    uint32_t id = e->id;
+/* The free op of live block `id` at `ptr`; its id goes back to the pool (the
+ * caller removes or reuses its map entry). */
+static void emit_free_op(ml_sim_replay_t *r, uint32_t id, uint64_t ptr, const ml_record_t *rec, uint8_t flags) {
     ml_sim_op_t *op = push(r);
     op->type = ML_SIM_FREE;
     op->id = id;
-    op->ptr = e->ptr;
+    op->ptr = ptr;
     op->size = r->id_size[id];
     op->site = r->id_site[id];
     op->time_ms = rec->time_ms;
@@ -268,17 +270,20 @@ static int emit_free(ml_sim_replay_t *r, idslot_t *e, const ml_record_t *rec, ui
         r->buf[r->fill][r->last_alloc].flags |= ML_SIM_F_TEMPORARY;
     }
     if (r->last_alloc != SIZE_MAX && r->last_alloc_id == id) r->last_alloc = SIZE_MAX;
-    ids_remove(&r->map, e);
     r->id_free[r->nfree_ids++] = id;
-    return 0;
+}
+
+static void emit_free(ml_sim_replay_t *r, idslot_t *e, const ml_record_t *rec, uint8_t flags) {
+    emit_free_op(r, e->id, e->ptr, rec, flags);
+    ids_remove(&r->map, e);
 }
 
 static int emit_alloc(ml_sim_replay_t *r, uint64_t ptr, uint64_t size, uint32_t site, uint8_t align,
                       uint8_t flags, const ml_record_t *rec) {
-    idslot_t *e = ids_find(&r->map, ptr);
-    if (e) emit_free(r, e, rec, 0); /* a free we never saw */
     bool existed;
-    if (!(e = ids_put(&r->map, ptr, &existed))) return -ENOMEM;
+    idslot_t *e = ids_put(&r->map, ptr, &existed); /* one probe: the entry is reused */
+    if (!e) return -ENOMEM;
+    if (existed) emit_free_op(r, e->id, ptr, rec, 0); /* a free we never saw */
     uint32_t id;
     if (new_id(r, &id) < 0) {
         ids_remove(&r->map, e);
@@ -434,6 +439,22 @@ int ml_sim_replay_add(ml_sim_replay_t *r, ml_sim_policy_t *p) {
     r->cost[r->npol] = 0;
     r->order[r->npol] = (uint32_t)r->npol;
     r->pol[r->npol++] = p;
+    return 0;
+}
+
+int ml_sim_replay_reserve(ml_sim_replay_t *r, uint32_t live) {
+    if (!live) return 0;
+    while ((uint64_t)(live + 1) * 4 > r->map.cap * 3)
+        if (ml_map_grow(&r->map, sizeof(idslot_t), 4096) < 0) return -ENOMEM;
+    uint32_t cap = r->idcap;
+    if (ml__sim_reserve_ids((void **)&r->id_size, &cap, live, sizeof *r->id_size, 0) < 0) return -ENOMEM;
+    cap = r->idcap;
+    if (ml__sim_reserve_ids((void **)&r->id_site, &cap, live, sizeof *r->id_site, 0) < 0) return -ENOMEM;
+    cap = r->idcap;
+    if (ml__sim_reserve_ids((void **)&r->id_free, &cap, live, sizeof *r->id_free, 0) < 0) return -ENOMEM;
+    r->idcap = cap;
+    for (size_t i = 0; i < r->npol; i++)
+        if (ml_sim_reserve(r->pol[i], live) < 0) return -ENOMEM;
     return 0;
 }
 

@@ -29,7 +29,7 @@ static void sync_counters(router_t *r) {
 
 static void check_gain(router_t *r) {
     if (!r->cmp) return;
-    uint64_t mine = ml_sim_footprint(r->g) + ml_sim_footprint(r->d), theirs = ml_sim_footprint(r->cmp);
+    uint64_t mine = ml__sim_footprint(r->g) + ml__sim_footprint(r->d), theirs = ml__sim_footprint(r->cmp);
     if (theirs > mine && theirs - mine > r->max_gain) {
         r->max_gain = theirs - mine;
         r->max_gain_ms = r->base.now_ms;
@@ -75,7 +75,7 @@ static void router_summary(const ml_sim_policy_t *p, uint64_t *free_bytes, uint6
 
 static uint64_t router_footprint(const ml_sim_policy_t *p) {
     const router_t *r = (const router_t *)p;
-    return ml_sim_footprint(r->g) + ml_sim_footprint(r->d);
+    return ml__sim_footprint(r->g) + ml__sim_footprint(r->d);
 }
 
 static uint64_t router_state(const ml_sim_policy_t *p) {
@@ -102,7 +102,17 @@ static void router_destroy(ml_sim_policy_t *p) {
     free(r);
 }
 
+/* The parts see the same ids (the dedicated one only some of them). */
+static int router_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    router_t *r = (router_t *)p;
+    if (ml__sim_reserve_ids((void **)&r->where, &r->idcap, ids, 1, 0) < 0 || ml_sim_reserve(r->g, ids) < 0 ||
+        ml_sim_reserve(r->d, ids) < 0 || (r->cmp && ml_sim_reserve(r->cmp, ids) < 0))
+        return -ENOMEM;
+    return 0;
+}
+
 static const ml__sim_vt_t router_vt = {
+    .reserve = router_reserve,
     .alloc = router_alloc,
     .free = router_free,
     .free_summary = router_summary,

@@ -269,7 +269,18 @@ static void slab_prefetch(const ml_sim_policy_t *p, const ml_sim_op_t *op, int s
     const slab_t *sl = &sp->s[x];
     if (sl->cls < sp->ncls) ml__sim_prefetch_page(p, sl->base + (uint64_t)sp->id_slot[op->id] * sp->cls[sl->cls].size);
 }
+static int slab_reserve(ml_sim_policy_t *p, uint32_t ids) {
+    slab_policy_t *sp = (slab_policy_t *)p;
+    uint32_t cap = sp->idcap;
+    if (ml__sim_reserve_ids((void **)&sp->id_slab, &cap, ids, sizeof *sp->id_slab, 0xff) < 0) return -ENOMEM;
+    if (ml__sim_reserve_ids((void **)&sp->id_slot, &sp->idcap2, ids, sizeof *sp->id_slot, 0) < 0)
+        return -ENOMEM;
+    sp->idcap = cap;
+    return 0;
+}
+
 static const ml__sim_vt_t slab_vt = {
+    .reserve = slab_reserve,
     .prefetch = slab_prefetch,
     .alloc = slab_alloc,
     .free = slab_free,

@@ -161,3 +161,124 @@ Test(replay, threads_change_nothing_but_time, .timeout = 120) {
         cr_expect_gt(a[i].allocs, 100000, "%s", a[i].name);
     }
 }
+
+/* ml_sim_replay_reserve is a hint: sizing every table for the live blocks at
+ * once (or for fewer, which then grow, or for more) changes no number of any
+ * policy, the what-ifs (a router with a compare copy, reserved capacity)
+ * included. */
+static bool route_site5(void *ctx, const ml_sim_op_t *op) {
+    (void)ctx;
+    return op->site % 5 == 0;
+}
+
+static void realloc_trace(ml_sim_replay_t *r, int n) {
+    uint64_t seed = 11, live[3000] = {0}, size[3000] = {0};
+    uint32_t stack[3000] = {0};
+    for (int i = 0; i < n; i++) {
+        int k = (int)(st_rand(&seed) % 3000);
+        uint64_t ptr = 0x20000000 + (uint64_t)k * 131072 + 16 * (st_rand(&seed) % 64);
+        if (live[k] && st_rand(&seed) % 3 == 0) { /* grow it: the realloc's free and alloc */
+            feed(r, rec_free(live[k], ML_KIND_REALLOC));
+            size[k] += 1 + st_rand(&seed) % 200;
+            live[k] = ptr != live[k] ? ptr : ptr + 16;
+            feed(r, rec_alloc(live[k], size[k], stack[k], ML_KIND_REALLOC));
+        } else if (live[k]) {
+            feed(r, rec_free(live[k], ML_KIND_FREE));
+            live[k] = 0;
+        } else {
+            live[k] = ptr;
+            size[k] = 8 + st_rand(&seed) % (st_rand(&seed) % 8 ? 300 : 30000);
+            stack[k] = 1 + (uint32_t)(st_rand(&seed) % 40);
+            feed(r, rec_alloc(ptr, size[k], stack[k], st_rand(&seed) % 50 ? ML_KIND_MALLOC : ML_KIND_MEMALIGN));
+        }
+    }
+}
+
+typedef struct {
+    ml_sim_metrics_t m[16];
+    ml_sim_router_gain_t gain;
+    uint64_t avoided, avoided_bytes, moves;
+    size_t n;
+} replayed_t;
+
+static void replay_reserved(uint32_t reserve, replayed_t *out) {
+    ml_sim_replay_t *r;
+    cr_assert_eq(ml_sim_replay_new(0, &r), 0);
+    for (const char *const *nm = ml_sim_policy_names; *nm; nm++) {
+        ml_sim_policy_t *p;
+        cr_assert_eq(ml_sim_policy_new(*nm, NULL, &p), 0);
+        cr_assert_eq(ml_sim_replay_add(r, p), 0);
+    }
+    ml_sim_policy_t *real, *g, *d, *cmp, *router, *in, *growth;
+    cr_assert_eq(ml_sim_real_new(NULL, &real), 0);
+    cr_assert_eq(ml_sim_replay_add(r, real), 0);
+    cr_assert_eq(ml_sim_segfit_new(NULL, &g), 0);
+    cr_assert_eq(ml_sim_slab_new(NULL, &d), 0);
+    cr_assert_eq(ml_sim_segfit_new(NULL, &cmp), 0);
+    cr_assert_eq(ml_sim_router_new("slab(site%5)", route_site5, NULL, g, d, cmp, &router), 0);
+    cr_assert_eq(ml_sim_replay_add(r, router), 0);
+    cr_assert_eq(ml_sim_segfit_new(NULL, &in), 0);
+    cr_assert_eq(ml_sim_growth_new(in, 2.0, &growth), 0);
+    cr_assert_eq(ml_sim_replay_add(r, growth), 0);
+    cr_assert_eq(ml_sim_replay_reserve(r, reserve), 0);
+    realloc_trace(r, 200000);
+    cr_assert_eq(ml_sim_replay_finish(r), 0);
+    out->n = ml_sim_replay_count(r);
+    for (size_t i = 0; i < out->n; i++) ml_sim_replay_metrics(r, i, &out->m[i]);
+    ml_sim_router_gain(router, &out->gain);
+    ml_sim_growth_stats(growth, &out->avoided, &out->avoided_bytes, &out->moves);
+    ml_sim_replay_free(r);
+}
+
+static void expect_same_frag(const ml_sim_frag_t *a, const ml_sim_frag_t *b, const char *what) {
+    cr_expect_eq(a->live_requested, b->live_requested, "%s", what);
+    cr_expect_eq(a->live_blocks, b->live_blocks, "%s", what);
+    cr_expect_eq(a->live_count, b->live_count, "%s", what);
+    cr_expect_eq(a->footprint, b->footprint, "%s", what);
+    cr_expect_eq(a->free_bytes, b->free_bytes, "%s", what);
+    cr_expect_eq(a->largest_free, b->largest_free, "%s", what);
+    cr_expect_eq(a->op, b->op, "%s", what);
+}
+
+static void expect_same_metrics(const ml_sim_metrics_t *a, const ml_sim_metrics_t *b) {
+    cr_expect_str_eq(a->name, b->name);
+    cr_expect_eq(a->peak_footprint, b->peak_footprint, "%s", a->name);
+    cr_expect_eq(a->peak_extent, b->peak_extent, "%s", a->name);
+    cr_expect_eq(a->allocs, b->allocs, "%s", a->name);
+    cr_expect_eq(a->frees, b->frees, "%s", a->name);
+    cr_expect_eq(a->failed, b->failed, "%s", a->name);
+    cr_expect_eq(a->search_steps, b->search_steps, "%s", a->name);
+    cr_expect_eq(a->splits, b->splits, "%s", a->name);
+    cr_expect_eq(a->merges, b->merges, "%s", a->name);
+    cr_expect_eq(a->max_op_steps, b->max_op_steps, "%s", a->name);
+    expect_same_frag(&a->at_peak, &b->at_peak, a->name);
+    expect_same_frag(&a->at_end, &b->at_end, a->name);
+}
+
+Test(replay, reserving_changes_no_result, .timeout = 120) {
+    static replayed_t plain, fewer, exact, more;
+    replay_reserved(0, &plain);
+    replay_reserved(500, &fewer);  /* the tables grow past it */
+    replay_reserved(1600, &exact); /* about the live blocks at the peak */
+    replay_reserved(20000, &more);
+    cr_assert_eq(plain.n, 13);
+    cr_expect_gt(plain.m[11].allocs, 100000, "the router saw the trace");
+    cr_expect_gt(plain.gain.max_gain_bytes, 0, "the compare copy ran");
+    cr_expect_gt(plain.avoided, 1000, "reallocs fitted the reserve");
+    cr_expect_eq(plain.m[12].failed, 0);
+    const replayed_t *other[] = {&fewer, &exact, &more};
+    for (int v = 0; v < 3; v++) {
+        const replayed_t *o = other[v];
+        cr_assert_eq(o->n, plain.n);
+        for (size_t i = 0; i < plain.n; i++) expect_same_metrics(&plain.m[i], &o->m[i]);
+        cr_expect_eq(o->gain.max_gain_bytes, plain.gain.max_gain_bytes);
+        cr_expect_eq(o->gain.max_gain_time_ms, plain.gain.max_gain_time_ms);
+        cr_expect_eq(o->gain.dedicated_live_blocks, plain.gain.dedicated_live_blocks);
+        cr_expect_eq(o->gain.compare_peak, plain.gain.compare_peak);
+        expect_same_metrics(&plain.gain.dedicated, &o->gain.dedicated);
+        expect_same_metrics(&plain.gain.general, &o->gain.general);
+        cr_expect_eq(o->avoided, plain.avoided);
+        cr_expect_eq(o->avoided_bytes, plain.avoided_bytes);
+        cr_expect_eq(o->moves, plain.moves);
+    }
+}
