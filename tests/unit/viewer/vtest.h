@@ -32,9 +32,13 @@
 #define V_PEAK_MS 20u
 
 static ml_writer_t *v_w;
+/* When set, every record written is fed to it too (a trace with the
+ * collector's analysis snapshot: test_model.c). */
+static ml_analysis_t *v_an;
 
 static void v_add(ml_record_t *r) {
     cr_assert_eq(ml_writer_add(v_w, r), 0);
+    if (v_an) ml_analysis_feed(v_an, r);
 }
 
 static void v_module(uint64_t base, const char *path) {
