@@ -87,6 +87,12 @@ typedef struct {
     travel_t tt;
     uint32_t covered_ms; /* the replay read the records up to this instant */
     char why[256];       /* HIST_DAMAGED, HIST_FAILED: the message */
+    /* A replay that finished within its budget is kept: unlike the restored
+     * session it has the blocks of the peak and worst moments, so it says
+     * who pins a heap-map cell there. Built on first use (UI thread). */
+    ml_analysis_t *an;
+    int an_built; /* 0: not yet, 1: built, -1: the build failed */
+    int pins[2];  /* per moment (peak, worst): 0 unknown, 1 known, -1 not kept */
 } hist_t;
 
 /* The strategy advisor replays the whole trace (twice) in a thread of its
@@ -728,6 +734,7 @@ void ml_vmodel_free(ml_vmodel_t *m) {
         pthread_join(m->hist.thread, NULL);
     }
     if (m->hist.reader) ml_reader_close(m->hist.reader);
+    ml_analysis_free(m->hist.an);
     ml_advice_free(m->advice);
     if (m->reader) ml_reader_close(m->reader);
     ml_analysis_free(m->an);
@@ -1012,11 +1019,15 @@ static void *hist_main(void *arg) {
         st = HIST_DAMAGED;
         snprintf(h->why, sizeof h->why, "%s", ml_reader_error(h->reader));
     }
-    ml_analysis_free(an);
     ml_reader_close(h->reader);
     h->reader = NULL;
-    malloc_trim(0); /* give the replay's pages back now, not at the next big free */
-    atomic_store(&h->held, false);
+    if (st == HIST_DONE && !atomic_load(&h->stop)) {
+        h->an = an; /* within its budget: kept for the peak's and worst moment's blocks */
+    } else {
+        ml_analysis_free(an);
+        malloc_trim(0); /* give the replay's pages back now, not at the next big free */
+        atomic_store(&h->held, false);
+    }
     atomic_store(&h->state, st);
     return NULL;
 }
@@ -1361,6 +1372,42 @@ static ml_moment_t moment_of(ml_vmap_at_t at) {
                                  : ML_MOMENT_END;
 }
 
+/* Whether the kept history session knows who pins the cells at the peak or
+ * the worst moment: 1 yes, -1 no (none kept, or a closed moment). Builds
+ * it the first time, with the model's options, so that its sites are the
+ * model's sites. */
+static int hist_pins(ml_vmodel_t *m, ml_vmap_at_t at) {
+    hist_t *h = &m->hist;
+    if (!h->an || !h->imported || (at != ML_VMAP_PEAK && at != ML_VMAP_WORST)) return -1;
+    int *known = &h->pins[at == ML_VMAP_WORST];
+    if (*known) return *known;
+    if (!h->an_built) {
+        char err[256];
+        h->an_built = ml_analysis_build(h->an, &m->build_opts, err, sizeof err) == 0 ? 1 : -1;
+    }
+    ml_share_t probe;
+    *known = h->an_built > 0 &&
+                     ml_analysis_sites_in_range(h->an, moment_of(at), 0, 0, &probe, 1) >= 0
+                 ? 1
+                 : -1;
+    return *known;
+}
+
+/* Shares of the history session's sites as the model's sites: the same
+ * stack, the same site (site_key), whatever each build numbered it. */
+static uint32_t hist_shares_out(ml_vmodel_t *m, const ml_share_t *v, uint32_t n, ml_vlive_t *out,
+                                uint32_t max) {
+    size_t ns = 0;
+    const ml_site_t *hs = ml_analysis_sites(m->hist.an, &ns);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n && k < max; i++) {
+        if (v[i].id >= ns) continue;
+        const idslot_t *e = site_ids_find(&m->ids, site_key(&hs[v[i].id]));
+        if (e) out[k++] = (ml_vlive_t){e->id, v[i].bytes, v[i].blocks};
+    }
+    return k;
+}
+
 /* Merges the analysis' cells k at a time into at most ncells view cells; a
  * merged cell shows the average utilization of its cells that hold pages
  * (this is scaling a picture down, not a new measure). */
@@ -1411,14 +1458,22 @@ int ml_vmodel_heapmap(ml_vmodel_t *m, ml_vmap_at_t at, uint32_t time_ms, uint32_
     out->time_ms = f->time_ms;
     out->frag = vfrag(f);
     /* A restored snapshot keeps the peak's and the worst moment's layout,
-     * not their blocks (ml_analysis_sites_in_range: -ENOTSUP). */
-    out->sites_known = !m->from_snapshot || at == ML_VMAP_END;
+     * not their blocks (ml_analysis_sites_in_range: -ENOTSUP); a finished
+     * history replay has them. */
+    out->sites_known = !m->from_snapshot || at == ML_VMAP_END || hist_pins(m, at) > 0;
     return fill_cells(m, f->map_base, f->map_cell_bytes, f->map_cells, f->map_ncells, ncells, out);
 }
 
 uint32_t ml_vmodel_cell_sites(ml_vmodel_t *m, ml_vmap_at_t at, uint64_t addr, uint64_t span,
                               ml_vlive_t *out, uint32_t max) {
     if (!m->built || at == ML_VMAP_CURSOR || !max) return 0;
+    if (m->from_snapshot && at != ML_VMAP_END) {
+        if (hist_pins(m, at) <= 0) return 0;
+        ml_share_t v[64];
+        int64_t n = ml_analysis_sites_in_range(m->hist.an, moment_of(at), addr, addr + span, v,
+                                               max < 64 ? max : 64);
+        return n > 0 ? hist_shares_out(m, v, (uint32_t)n, out, max) : 0;
+    }
     ml_share_t v[64];
     ml_vmodel_lock(m);
     int64_t n =

@@ -729,8 +729,17 @@ Test(viewer_snapshot, opens_with_the_final_results_then_builds_the_history, .tim
     tv = ml_vmodel_travel(m);
     cr_expect_eq(tv.state, ML_VTRAVEL_FULL);
     cr_expect_eq(tv.until_ms, 200);
-    cr_expect_not(tv.session_held);
+    cr_expect(tv.session_held); /* kept, within its budget: it has the peak's blocks */
     cr_expect_gt(tv.used_bytes, 0);
+    /* Who pins the heap at the peak: the finished replay knows, as the
+     * replay load does. */
+    cr_expect_eq(ml_vmodel_heapmap(m, ML_VMAP_PEAK, 0, 64, &map), 0);
+    cr_expect(map.sites_known);
+    cr_assert_eq(ml_vmodel_cell_sites(m, ML_VMAP_PEAK, 0, UINT64_MAX / 2, l, 8), 1);
+    cr_assert_eq(ml_vmodel_cell_sites(r, ML_VMAP_PEAK, 0, UINT64_MAX / 2, k, 8), 1);
+    cr_expect_eq(ml_vmodel_site(m, l[0].site)->frames[0].address, Y_PC);
+    cr_expect_eq(l[0].bytes, k[0].bytes);
+    cr_expect_eq(l[0].blocks, PH_N);
     /* The history's snapshots are the replay's, taken at the same records:
      * the same live sets at every instant. */
     uint32_t seen_x = 0, seen_both = 0;
