@@ -25,7 +25,8 @@
 #define EXIT_USAGE 2
 
 static void usage(FILE *f) {
-    fputs("usage: memlens view [--no-color] [--no-mouse] [--ascii] [--no-suggestions] FILE\n"
+    fputs("usage: memlens view [--no-color] [--no-mouse] [--ascii] [--no-suggestions] [--replay]\n"
+          "                    [--history-mb N] FILE\n"
           "       memlens view --batch [--keys \"KEY ...\"] [--size COLSxROWS] [--ascii] FILE\n"
           "\n"
           "Opens a trace in the terminal UI (keys: ? in the viewer, or docs/viewer.md).\n"

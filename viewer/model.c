@@ -976,9 +976,9 @@ static void *hist_main(void *arg) {
     atomic_store(&h->held, true);
     /* Snapshots as a replay load takes them (load_snapshots): every few
      * permille of the file, a heap map as often as the build budget allows.
-     * The builds are for the heap maps only: no symbols. */
-    ml_build_opts_t bo = h->opts;
-    bo.no_symbols = true;
+     * The builds use the model's options: a session's symbolizer is made by
+     * its first build, and a kept session's sites must be the model's. */
+    const ml_build_opts_t *bo = &h->opts;
     uint64_t size = ml_reader_size(h->reader), t0 = mono_ms(), build_ms = 0;
     uint32_t next_pm = SNAP_EVERY_PERMILLE;
     ml_record_t rec;
@@ -1000,7 +1000,7 @@ static void *hist_main(void *arg) {
             uint64_t now = mono_ms();
             if ((double)build_ms <= MAP_BUILD_BUDGET * (double)(now - t0)) {
                 char err[64];
-                if (ml_analysis_build(an, &bo, err, sizeof err) == 0) tt_mapsnap(&h->tt, an);
+                if (ml_analysis_build(an, bo, err, sizeof err) == 0) tt_mapsnap(&h->tt, an);
                 build_ms += mono_ms() - now + 1;
             }
         }
