@@ -722,17 +722,24 @@ void ml_vmodel_free(ml_vmodel_t *m) {
     if (!m) return;
     /* The advisor cannot be interrupted, and it reads the session: when it
      * still runs, the model is left to it (the process is about to exit). */
+    atomic_store(&m->hist.stop, true);
     int st = atomic_load(&m->adv_state);
     if (st == ADV_RUNNING) {
         pthread_detach(m->adv_thread);
+        if (m->hist.started && !m->hist.joined) pthread_detach(m->hist.thread);
         return;
     }
-    if ((st == ADV_DONE || st == ADV_FAILED) && !m->adv_joined) pthread_join(m->adv_thread, NULL);
     if (m->hist.started && !m->hist.joined) {
-        /* The history replay looks at `stop` every 1024 records. */
-        atomic_store(&m->hist.stop, true);
+        /* The history replay looks at `stop` every 1024 records, but not
+         * inside a build (seconds on a big heap): `q` must not wait for one.
+         * When it still runs, the model is left to it, as to the advisor. */
+        if (atomic_load(&m->hist.state) == HIST_RUNNING) {
+            pthread_detach(m->hist.thread);
+            return;
+        }
         pthread_join(m->hist.thread, NULL);
     }
+    if ((st == ADV_DONE || st == ADV_FAILED) && !m->adv_joined) pthread_join(m->adv_thread, NULL);
     if (m->hist.reader) ml_reader_close(m->hist.reader);
     ml_analysis_free(m->hist.an);
     ml_advice_free(m->advice);

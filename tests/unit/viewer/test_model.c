@@ -601,49 +601,6 @@ Test(viewer_model, site_numbers_are_the_analysis_ids) {
 /* Opening from the analysis snapshot (issue 12, item 5)                     */
 /* ------------------------------------------------------------------------- */
 
-#define X_PC (V_EXE_BASE + 0x2000) /* stack X: node 2, 100 B blocks */
-#define Y_PC (V_EXE_BASE + 0x3000) /* stack Y: node 3, 300 B blocks */
-#define PH_N 6000u
-
-/* A trace in two phases, with the analysis snapshot at its end as the
- * collector writes it. X allocates PH_N blocks of 100 B over 0..59 ms and
- * keeps them; from 100 ms each X block is freed and a Y block of 300 B
- * allocated in its place (100..159 ms: the peak, 1.8 MB, at the last one);
- * at 170 ms the first half of the Y blocks is freed; the end at 200 ms. */
-static void write_phases(char *p, size_t len, bool snapshot) {
-    ml_analysis_t *a = NULL;
-    if (snapshot) cr_assert_eq(ml_analysis_new(&a), 0);
-    v_an = a;
-    int fd = v_begin(p, len, 77, "/opt/app/bin/phases");
-    v_node(1, 0, V_EXE_BASE + 0x1000);
-    v_node(2, 1, X_PC);
-    v_node(3, 1, Y_PC);
-    for (uint32_t i = 0; i < PH_N; i++) {
-        v_alloc(i / 100, 0x1000000 + (uint64_t)i * 128, 100, 2);
-        if (i % 1000 == 999) cr_assert_eq(ml_writer_flush(v_w), 0);
-    }
-    for (uint32_t i = 0; i < PH_N; i++) {
-        v_free(100 + i / 100, 0x1000000 + (uint64_t)i * 128);
-        v_alloc(100 + i / 100, 0x4000000 + (uint64_t)i * 512, 300, 3);
-        if (i % 1000 == 999) cr_assert_eq(ml_writer_flush(v_w), 0);
-    }
-    for (uint32_t i = 0; i < PH_N / 2; i++)
-        v_free(170, 0x4000000 + (uint64_t)i * 512);
-    ml_record_t e = tb_end(200, 0);
-    v_add(&e);
-    v_an = NULL;
-    if (a) {
-        void *data;
-        size_t n;
-        cr_assert_eq(ml_analysis_snapshot(a, &data, &n), 0);
-        cr_assert_eq(ml_writer_add_snapshot(v_w, data, n, ML_ANALYSIS_SNAPSHOT_VERSION), 0);
-        free(data);
-        ml_analysis_free(a);
-    }
-    cr_assert_eq(ml_writer_free(v_w), 0);
-    close(fd);
-}
-
 static ml_vmodel_t *open_phases(const char *p, bool snapshot, uint64_t budget) {
     ml_vmodel_t *m;
     cr_assert_eq(ml_vmodel_new(&m), 0);
@@ -689,7 +646,7 @@ static void expect_same_results(ml_vmodel_t *a, ml_vmodel_t *b) {
 
 Test(viewer_snapshot, opens_with_the_final_results_then_builds_the_history, .timeout = 60) {
     char p[64];
-    write_phases(p, sizeof p, true);
+    v_write_phases(p, sizeof p, true);
     ml_vmodel_t *r = open_phases(p, false, ML_VHISTORY_BUDGET_DEFAULT); /* the replay */
     cr_assert_eq(ml_vmodel_load_all(r), 0);
     cr_expect_not(ml_vmodel_from_snapshot(r));
@@ -786,7 +743,7 @@ Test(viewer_snapshot, opens_with_the_final_results_then_builds_the_history, .tim
 
 Test(viewer_snapshot, a_history_over_its_budget_is_stopped_freed_and_said, .timeout = 60) {
     char p[64];
-    write_phases(p, sizeof p, true);
+    v_write_phases(p, sizeof p, true);
     ml_vmodel_t *m = open_phases(p, true, 1); /* one byte: any growth is too much */
     cr_assert_eq(ml_vmodel_load_step(m, 1), 0);
     ml_vmodel_wait(m);
@@ -821,7 +778,7 @@ Test(viewer_snapshot, a_history_over_its_budget_is_stopped_freed_and_said, .time
 /* A trace without a snapshot loads by replay, in steps, as before. */
 Test(viewer_snapshot, a_trace_without_one_is_replayed) {
     char p[64];
-    write_phases(p, sizeof p, false);
+    v_write_phases(p, sizeof p, false);
     ml_vmodel_t *m = open_phases(p, true, ML_VHISTORY_BUDGET_DEFAULT);
     cr_expect_not(ml_vmodel_from_snapshot(m));
     int rc, steps = 0;
