@@ -170,6 +170,9 @@ struct ml_vmodel_s {
     hist_t hist;
     char travel_why[320];
     unsigned hist_shown_pm;
+    uint64_t nbuilds;     /* analysis builds so far */
+    uint64_t pins_of[2];  /* pins[] below holds for build number ... (0: unknown) */
+    bool pins[2];         /* the peak's, the worst moment's blocks are there */
 
     /* presentation */
     ml_vsort_t sort;
@@ -687,6 +690,7 @@ static int src_build(ml_vmodel_t *m) {
         return rc;
     }
     m->built = true;
+    m->nbuilds++;
     return 0;
 }
 
@@ -1166,6 +1170,10 @@ static int cmp_sites(const void *a, const void *b) {
     uint64_t cx = ml_vmodel_site_cost(x, sort_model->sort),
              cy = ml_vmodel_site_cost(y, sort_model->sort);
     if (cx != cy) return cx > cy ? -1 : 1;
+    /* Ties in the report's order (the analysis' site numbers) once the data
+     * is final, so that a trace opened from its snapshot and one replayed
+     * list them alike; live, where every build renumbers, by the model's id. */
+    if (!sort_model->live && x->number != y->number) return x->number < y->number ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
@@ -1400,6 +1408,25 @@ static int hist_pins(ml_vmodel_t *m, ml_vmap_at_t at) {
     return *known;
 }
 
+/* Whether "who pins this cell" has an answer at a moment. A restored
+ * snapshot keeps the peak's and the worst moment's layout, not their blocks
+ * (ml_analysis_sites_in_range: -ENOTSUP), nor does a moment the analysis
+ * closed to bound its memory; a finished history replay has the blocks
+ * unless it closed the moment too. One probe per build. */
+static bool moment_pins(ml_vmodel_t *m, ml_vmap_at_t at) {
+    if (at != ML_VMAP_PEAK && at != ML_VMAP_WORST) return true;
+    if (m->from_snapshot) return hist_pins(m, at) > 0;
+    int i = at == ML_VMAP_WORST;
+    if (m->pins_of[i] != m->nbuilds) {
+        ml_share_t probe;
+        ml_vmodel_lock(m);
+        m->pins[i] = ml_analysis_sites_in_range(m->an, moment_of(at), 0, 0, &probe, 1) >= 0;
+        ml_vmodel_unlock(m);
+        m->pins_of[i] = m->nbuilds;
+    }
+    return m->pins[i];
+}
+
 /* Shares of the history session's sites as the model's sites: the same
  * stack, the same site (site_key), whatever each build numbered it. */
 static uint32_t hist_shares_out(ml_vmodel_t *m, const ml_share_t *v, uint32_t n, ml_vlive_t *out,
@@ -1464,10 +1491,7 @@ int ml_vmodel_heapmap(ml_vmodel_t *m, ml_vmap_at_t at, uint32_t time_ms, uint32_
     if (!f || !f->valid || !f->map_cells) return -ENOENT;
     out->time_ms = f->time_ms;
     out->frag = vfrag(f);
-    /* A restored snapshot keeps the peak's and the worst moment's layout,
-     * not their blocks (ml_analysis_sites_in_range: -ENOTSUP); a finished
-     * history replay has them. */
-    out->sites_known = !m->from_snapshot || at == ML_VMAP_END || hist_pins(m, at) > 0;
+    out->sites_known = moment_pins(m, at);
     return fill_cells(m, f->map_base, f->map_cell_bytes, f->map_cells, f->map_ncells, ncells, out);
 }
 
