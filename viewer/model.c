@@ -27,7 +27,6 @@
 #include <string.h>
 #include <time.h>
 #include <malloc.h>
-#include <unistd.h>
 
 /* Snapshots: how many stacks each keeps, how many of them at most (thinned
  * by halves beyond), and how often. */
@@ -956,28 +955,44 @@ int ml_vmodel_load_all(ml_vmodel_t *m) {
 /* The history replay (opened from the snapshot)                             */
 /* ------------------------------------------------------------------------- */
 
-/* The process' resident memory, from /proc/self/statm (0 when unreadable).
- * The replay's cost is how much it grows while the replay runs: the
- * session's tables live on the heap with everything else, so this is the
- * number the user sees (top, VmRSS), not an estimate. */
-static uint64_t rss_bytes(void) {
-    FILE *f = fopen("/proc/self/statm", "re");
-    if (!f) return 0;
-    unsigned long long size = 0, res = 0;
-    int n = fscanf(f, "%llu %llu", &size, &res);
+/* The process' resident memory now and its high-water mark (VmRSS, VmHWM
+ * of /proc/self/status; 0 when unreadable). The replay's cost is how much
+ * the process grows while it runs: the session's tables live on the heap
+ * with everything else, so this is the number the user sees, not an
+ * estimate. The high-water mark also catches what a build allocates and
+ * frees between two checks. */
+static void rss_read(uint64_t *rss, uint64_t *hwm) {
+    *rss = *hwm = 0;
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f) return;
+    char line[128];
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) *rss = kb << 10;
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) *hwm = kb << 10;
+    }
     fclose(f);
-    long page = sysconf(_SC_PAGESIZE);
-    return n == 2 && page > 0 ? res * (uint64_t)page : 0;
 }
 
-/* Checks the memory every this many records (a read of statm costs ~10 us). */
+/* How much the process grew since the replay started: its resident memory,
+ * or its high-water mark once that passed the one before the replay (from
+ * then on it was reached while the replay ran). */
+static uint64_t hist_grew(uint64_t rss0, uint64_t hwm0) {
+    uint64_t r, hwm;
+    rss_read(&r, &hwm);
+    if (hwm > hwm0 && hwm > r) r = hwm;
+    return r > rss0 ? r - rss0 : 0;
+}
+
+/* Checks the memory every this many records (a read costs ~20 us). */
 #define HIST_CHECK_RECORDS 16384
 
 static void *hist_main(void *arg) {
     ml_vmodel_t *m = arg;
     hist_t *h = &m->hist;
     ml_analysis_t *an = NULL;
-    uint64_t rss0 = rss_bytes(), used = 0;
+    uint64_t rss0, hwm0, used = 0;
+    rss_read(&rss0, &hwm0);
     int st = HIST_DONE;
     if (ml_analysis_new(&an) < 0) {
         snprintf(h->why, sizeof h->why, "out of memory");
@@ -990,7 +1005,8 @@ static void *hist_main(void *arg) {
      * The builds use the model's options: a session's symbolizer is made by
      * its first build, and a kept session's sites must be the model's. */
     const ml_build_opts_t *bo = &h->opts;
-    uint64_t size = ml_reader_size(h->reader), t0 = mono_ms(), build_ms = 0;
+    uint64_t size = ml_reader_size(h->reader), t0 = mono_ms(), build_ms = 0, build_spike = 0;
+    bool mapsnap = false;
     uint32_t next_pm = SNAP_EVERY_PERMILLE;
     ml_record_t rec;
     int rc;
@@ -1003,26 +1019,37 @@ static void *hist_main(void *arg) {
         double f = size ? (double)ml_reader_offset(h->reader) / (double)size : 1.0;
         uint32_t pm = f >= 1 ? 1000 : (uint32_t)(f * 1000);
         atomic_store(&h->permille, pm);
-        bool took = false;
-        if (pm >= next_pm) {
-            next_pm = pm + SNAP_EVERY_PERMILLE;
-            tt_snapshot(&h->tt, an, ml_analysis_totals(an)->last_time_ms);
-            took = true;
-            uint64_t now = mono_ms();
-            if ((double)build_ms <= MAP_BUILD_BUDGET * (double)(now - t0)) {
-                char err[64];
-                if (ml_analysis_build(an, bo, err, sizeof err) == 0) tt_mapsnap(&h->tt, an);
-                build_ms += mono_ms() - now + 1;
-            }
-        }
-        if (took || n % HIST_CHECK_RECORDS == 0) {
-            uint64_t r = rss_bytes();
-            uint64_t grew = r > rss0 ? r - rss0 : 0;
+        bool snap = pm >= next_pm;
+        if (snap || n % HIST_CHECK_RECORDS == 0) {
+            uint64_t grew = hist_grew(rss0, hwm0);
             if (grew > used) atomic_store(&h->used, used = grew);
             if (grew > m->hist_budget) {
                 st = HIST_BUDGET;
                 break;
             }
+            /* A build (for a heap map) allocates and frees a good share of
+             * the live set's size again: one that would not fit beside what
+             * the replay holds is skipped. Its cost is the last one's,
+             * doubled, since the live set may have grown since. */
+            uint64_t now = mono_ms();
+            if (snap && (double)build_ms <= MAP_BUILD_BUDGET * (double)(now - t0) &&
+                grew + 2 * build_spike <= m->hist_budget) {
+                uint64_t before, hwm;
+                rss_read(&before, &hwm);
+                char err[64];
+                if (ml_analysis_build(an, bo, err, sizeof err) == 0) mapsnap = true;
+                build_ms += mono_ms() - now + 1;
+                uint64_t after, hwm2;
+                rss_read(&after, &hwm2);
+                uint64_t top = hwm2 > hwm ? hwm2 : after;
+                if (top > before && top - before > build_spike) build_spike = top - before;
+            }
+        }
+        if (snap) {
+            next_pm = pm + SNAP_EVERY_PERMILLE;
+            tt_snapshot(&h->tt, an, ml_analysis_totals(an)->last_time_ms);
+            if (mapsnap) tt_mapsnap(&h->tt, an);
+            mapsnap = false;
         }
     }
     h->covered_ms = ml_analysis_totals(an)->last_time_ms;
