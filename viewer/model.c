@@ -169,9 +169,9 @@ struct ml_vmodel_s {
     hist_t hist;
     char travel_why[320];
     unsigned hist_shown_pm;
-    uint64_t nbuilds;     /* analysis builds so far */
-    uint64_t pins_of[2];  /* pins[] below holds for build number ... (0: unknown) */
-    bool pins[2];         /* the peak's, the worst moment's blocks are there */
+    uint64_t nbuilds;    /* analysis builds so far */
+    uint64_t pins_of[2]; /* the build pins[] was probed on (peak, worst moment) */
+    bool pins[2];        /* that build has the moment's blocks */
 
     /* presentation */
     ml_vsort_t sort;
