@@ -1128,7 +1128,7 @@ ml_vtravel_t ml_vmodel_travel(const ml_vmodel_t *m) {
     if (!m->hist_budget) {
         t.state = ML_VTRAVEL_OFF;
         t.until_ms = 0;
-        t.reason = "the history replay is off (a memory budget of 0)";
+        t.reason = "the history replay is off (a memory budget of 0: --history-mb)";
         return t;
     }
     int st = atomic_load(&h->state);
@@ -1586,9 +1586,9 @@ bool ml_vmodel_poll(ml_vmodel_t *m) {
         char b1[16], b2[16];
         if (atomic_load(&h->state) == HIST_BUDGET)
             snprintf(m->travel_why, sizeof m->travel_why,
-                     "the replay outgrew its %s budget (%s; --history-mb) and was freed",
-                     ml_fmt_bytes(m->hist_budget, b2, sizeof b2),
-                     ml_fmt_bytes(atomic_load(&h->used), b1, sizeof b1));
+                     "the replay used %s, over its %s budget (--history-mb); freed",
+                     ml_fmt_bytes(atomic_load(&h->used), b1, sizeof b1),
+                     ml_fmt_bytes(m->hist_budget, b2, sizeof b2));
         else
             snprintf(m->travel_why, sizeof m->travel_why, "the history replay stopped: %s", h->why);
         redraw = true;

@@ -121,7 +121,8 @@ static void draw_chart(timeline_t *p, ml_canvas_t *c, int x0, int y0, int w, int
     }
 }
 
-/* The line that says how far time travel reaches and why. */
+/* The line that says how far time travel reaches; the reason, if any, goes
+ * on a line of its own (it must fit in 80 columns too). */
 static void travel_note(const ml_vtravel_t *tv, uint32_t dur_ms, char *out, size_t len) {
     char t1[16], t2[16];
     switch (tv->state) {
@@ -133,12 +134,11 @@ static void travel_note(const ml_vtravel_t *tv, uint32_t dur_ms, char *out, size
         break;
     case ML_VTRAVEL_PARTIAL:
     case ML_VTRAVEL_FAILED:
-        snprintf(out, len, "Time travel covers 0s-%s of %s; the rest was skipped: %s",
-                 ml__fmt_time(tv->until_ms, t1, sizeof t1), ml__fmt_time(dur_ms, t2, sizeof t2),
-                 tv->reason);
+        snprintf(out, len, "Time travel covers 0s-%s of %s; the rest was skipped:",
+                 ml__fmt_time(tv->until_ms, t1, sizeof t1), ml__fmt_time(dur_ms, t2, sizeof t2));
         break;
     default:
-        snprintf(out, len, "Time travel: only the peak and the end (%s)", tv->reason);
+        snprintf(out, len, "Time travel: only the peak and the end:");
         break;
     }
 }
@@ -216,6 +216,7 @@ static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
         char note[400];
         travel_note(&tv, duration(P), note, sizeof note);
         ml__canvas_text(c, P->x + 1, ++yc, P->w - 2, ML_ST_DIM, note);
+        if (tv.reason[0]) ml__canvas_text(c, P->x + 3, ++yc, P->w - 4, ML_ST_DIM, tv.reason);
     }
 
     /* the live set at the cursor (exact at the peak and the end) */
