@@ -49,6 +49,11 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
         ml_reader_close(r);
         return 0;
     }
+    if (flags & ML_LOAD_NO_REPLAY) {
+        snprintf(err, errlen, "%s: no analysis snapshot to restore", path);
+        ml_reader_close(r);
+        return -ENOENT;
+    }
     ml_progress_t progress;
     ml_progress_start(&progress, r, "reading", path);
     progress.on = progress.on && (flags & ML_LOAD_PROGRESS);

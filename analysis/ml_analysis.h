@@ -140,6 +140,8 @@ int ml_analysis_load(ml_analysis_t *a, const char *path, char *err, size_t errle
 #define ML_LOAD_PROGRESS 0x1 /* progress bar on stderr when it is a terminal and the trace is big */
 #define ML_LOAD_SNAPSHOT 0x2 /* start from the trace's analysis snapshot, when it has a sound one,
                               * instead of replaying its records (see below) */
+#define ML_LOAD_NO_REPLAY 0x4 /* with ML_LOAD_SNAPSHOT: when the trace has no sound snapshot, feed
+                               * nothing and return -ENOENT (the viewer then replays in steps) */
 
 /** ml_analysis_load() with ML_LOAD_* flags. */
 int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char *err,

@@ -25,7 +25,8 @@
 #define EXIT_USAGE 2
 
 static void usage(FILE *f) {
-    fputs("usage: memlens view [--no-color] [--no-mouse] [--ascii] [--no-suggestions] FILE\n"
+    fputs("usage: memlens view [--no-color] [--no-mouse] [--ascii] [--no-suggestions] [--replay]\n"
+          "                    [--history-mb N] FILE\n"
           "       memlens view --batch [--keys \"KEY ...\"] [--size COLSxROWS] [--ascii] FILE\n"
           "\n"
           "Opens a trace in the terminal UI (keys: ? in the viewer, or docs/viewer.md).\n"
@@ -39,7 +40,11 @@ static void usage(FILE *f) {
           "                  text:WORD types WORD; click:X,Y and dclick:X,Y click; "
           "resize:COLSxROWS;\n"
           "                  print prints the screen at that point (the last screen always is)\n"
-          "  --size CxR      virtual screen for --batch (default 80x24)\n",
+          "  --size CxR      virtual screen for --batch (default 80x24)\n"
+          "  --replay        replay the records instead of restoring the trace's analysis snapshot\n"
+          "  --history-mb N  memory the background history replay (time travel of a trace opened\n"
+          "                  from its snapshot) may use, in MiB (default 512, also\n"
+          "                  MEMLENS_VIEW_HISTORY_MB; 0: none, only the peak and the end)\n",
           f);
 }
 
@@ -179,7 +184,8 @@ static int run_batch(ml_vmodel_t *m, const char *keys, int cols, int rows, bool 
 
 int ml_cmd_view(int argc, char **argv) {
     bool batch = false, ascii = false, no_color = false, no_mouse = false, advice = true;
-    const char *keys = NULL, *path = NULL;
+    const char *keys = NULL, *path = NULL, *history = getenv("MEMLENS_VIEW_HISTORY_MB");
+    bool replay = false;
     int cols = 80, rows = 24;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -193,6 +199,10 @@ int ml_cmd_view(int argc, char **argv) {
             no_mouse = true;
         else if (!strcmp(a, "--no-suggestions"))
             advice = false;
+        else if (!strcmp(a, "--replay"))
+            replay = true;
+        else if (!strcmp(a, "--history-mb") && i + 1 < argc)
+            history = argv[++i];
         else if (!strcmp(a, "--keys") && i + 1 < argc)
             keys = argv[++i];
         else if (!strcmp(a, "--size") && i + 1 < argc) {
@@ -224,6 +234,19 @@ int ml_cmd_view(int argc, char **argv) {
         err_msg("--keys goes with --batch");
         return EXIT_USAGE;
     }
+    uint64_t history_mb = ML_VHISTORY_BUDGET_DEFAULT >> 20;
+    if (history && history[0]) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(history, &end, 10);
+        if (errno || *end || history[0] == '-' || v > (1ull << 30)) {
+            err_msg("--history-mb (MEMLENS_VIEW_HISTORY_MB) takes a number of MiB, like 512; got "
+                    "'%s'",
+                    history);
+            return EXIT_USAGE;
+        }
+        history_mb = v;
+    }
     /* Check the terminal before reading anything: the common mistake of
      * piping the viewer gets its answer at once. */
     if (!batch && !isatty(STDOUT_FILENO)) {
@@ -238,6 +261,8 @@ int ml_cmd_view(int argc, char **argv) {
         return EXIT_ERROR;
     }
     ml_vmodel_set_advice(m, advice);
+    ml_vmodel_set_snapshot(m, !replay);
+    ml_vmodel_set_history_budget(m, history_mb << 20);
     char err[1024];
     int rc = ml_vmodel_open(m, path, err, sizeof err);
     if (rc < 0) {

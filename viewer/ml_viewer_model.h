@@ -288,13 +288,15 @@ void ml_vmodel_set_build_opts(ml_vmodel_t *m, const ml_build_opts_t *o);
 
 /** Runs the strategy advisor once the data is final (default on). */
 void ml_vmodel_set_advice(ml_vmodel_t *m, bool on);
-/** Takes in what background work finished (the advisor's suggestions).
+/** Takes in what background work finished (the advisor's suggestions, the
+ * history replay's snapshots) and notices its progress.
  * Returns true when the views must be drawn again. UI thread. */
 bool ml_vmodel_poll(ml_vmodel_t *m);
 /** True while background work runs (the loop keeps polling). */
 bool ml_vmodel_busy(const ml_vmodel_t *m);
 const char *ml_vmodel_advice_error(const ml_vmodel_t *m);
-/** Waits for background work to finish and takes it in (batch mode). */
+/** Waits for background work (the advisor, the history replay) to finish
+ * and takes it in (batch mode). */
 void ml_vmodel_wait(ml_vmodel_t *m);
 
 /** Opens a trace for step-wise loading. Returns 0, or a negative errno with a
@@ -304,8 +306,54 @@ int ml_vmodel_open(ml_vmodel_t *m, const char *path, char *err, size_t errlen);
 /** Feeds records for about max_ms milliseconds (at least one chunk of
  * records). Returns 1 while more remains, 0 once the trace was read (the
  * snapshot is then refreshed), or a negative errno for a corrupted trace
- * (message in ml_vmodel_error()). */
+ * (message in ml_vmodel_error()). A trace opened from its analysis snapshot
+ * (ml_vmodel_from_snapshot) needs one step: it builds the final results and
+ * starts the history replay in the background. */
 int ml_vmodel_load_step(ml_vmodel_t *m, uint32_t max_ms);
+
+/* Opening from the analysis snapshot. A trace the collector saved its
+ * analysis session in (docs/trace-format.md, "The analysis snapshot") opens
+ * with that session restored, as `memlens report` does: every view shows the
+ * final results at once, without a replay. Time travel (the live set and the
+ * heap map at earlier instants) needs the records replayed: a second analysis
+ * session on a thread of its own does it, within a memory budget, while the
+ * views are in use (ml_vmodel_travel). Traces without a sound snapshot load
+ * by replay, in steps, as before. */
+
+/** Use the snapshot when the trace has one (default true; false replays, as
+ * `report --replay`). Before ml_vmodel_open. */
+void ml_vmodel_set_snapshot(ml_vmodel_t *m, bool use);
+/** True when ml_vmodel_open restored the trace's snapshot. */
+bool ml_vmodel_from_snapshot(const ml_vmodel_t *m);
+
+/** What the history replay may make the process grow by (its resident
+ * memory, VmRSS, over what it was when the replay started), in bytes;
+ * 0: no history replay. Before the first load step. */
+#define ML_VHISTORY_BUDGET_DEFAULT (512ull << 20)
+void ml_vmodel_set_history_budget(ml_vmodel_t *m, uint64_t bytes);
+
+typedef enum {
+    ML_VTRAVEL_FULL = 0, /* the snapshots cover the whole run (a replay load, a live view,
+                            or the history replay finished) */
+    ML_VTRAVEL_BUILDING, /* the history replay runs: `progress` */
+    ML_VTRAVEL_PARTIAL,  /* it stopped at its budget: [0, until_ms] only */
+    ML_VTRAVEL_OFF,      /* budget 0: only the peak and the end */
+    ML_VTRAVEL_FAILED,   /* it stopped on an error: [0, until_ms] */
+} ml_vtravel_state_t;
+
+typedef struct {
+    ml_vtravel_state_t state;
+    double progress;       /* BUILDING: share of the records replayed, 0..1 */
+    uint32_t until_ms;     /* the snapshots cover [0, until_ms] */
+    uint64_t budget_bytes; /* ml_vmodel_set_history_budget */
+    uint64_t used_bytes;   /* the most the process grew by while the replay ran */
+    bool session_held;     /* the replay's analysis session is allocated now */
+    const char *reason;    /* PARTIAL, OFF, FAILED: why, in words ("" otherwise) */
+} ml_vtravel_t;
+
+/** Where time travel stands. UI thread (ml_vmodel_poll takes the finished
+ * replay in). */
+ml_vtravel_t ml_vmodel_travel(const ml_vmodel_t *m);
 
 /** Loads the whole opened trace. Same returns as ml_vmodel_load_step. */
 int ml_vmodel_load_all(ml_vmodel_t *m);

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <malloc.h>
 
 /* Snapshots: how many stacks each keeps, how many of them at most (thinned
  * by halves beyond), and how often. */
@@ -55,6 +56,43 @@ typedef struct {
     int8_t *cells;
     ml_vfrag_t frag;
 } mapsnap_t;
+
+/* The time-travel snapshots: who held the heap, and heap maps, over time. */
+typedef struct {
+    snap_t *snaps;
+    uint32_t nsnaps, cap_snaps;
+    uint32_t last_snap_ms;
+    mapsnap_t maps[MAPS_MAX];
+    uint32_t nmaps;
+} travel_t;
+
+/* The history replay (a trace opened from its analysis snapshot): a second
+ * analysis session on a thread of its own reads the records from the start
+ * and takes the time-travel snapshots, within a memory budget. The thread
+ * owns `tt`, the reader and its session until it sets `state` to an end
+ * state; the UI thread then takes `tt` in (ml_vmodel_poll). */
+enum { HIST_NONE = 0, HIST_RUNNING, HIST_DONE, HIST_BUDGET, HIST_DAMAGED, HIST_FAILED };
+
+typedef struct {
+    pthread_t thread;
+    atomic_int state;
+    atomic_bool stop;     /* the model is being freed */
+    atomic_uint permille; /* records replayed, share of the file */
+    atomic_bool held;     /* the replay's session is alive */
+    atomic_ullong used;   /* the most the process grew by while it ran */
+    bool started, joined, imported;
+    ml_reader_t *reader;
+    ml_build_opts_t opts;
+    travel_t tt;
+    uint32_t covered_ms; /* the replay read the records up to this instant */
+    char why[256];       /* HIST_DAMAGED, HIST_FAILED: the message */
+    /* A replay that finished within its budget is kept: unlike the restored
+     * session it has the blocks of the peak and worst moments, so it says
+     * who pins a heap-map cell there. Built on first use (UI thread). */
+    ml_analysis_t *an;
+    int an_built; /* 0: not yet, 1: built, -1: the build failed */
+    int pins[2];  /* per moment (peak, worst): 0 unknown, 1 known, -1 not kept */
+} hist_t;
 
 /* The strategy advisor replays the whole trace (twice) in a thread of its
  * own once the data is final; until it is done the views show the GPU advice
@@ -125,11 +163,15 @@ struct ml_vmodel_s {
     char adv_error[256];
 
     /* snapshots over time */
-    snap_t *snaps;
-    uint32_t nsnaps, cap_snaps;
-    uint32_t last_snap_ms;
-    mapsnap_t maps[MAPS_MAX];
-    uint32_t nmaps;
+    travel_t tt;
+    bool use_snapshot, from_snapshot;
+    uint64_t hist_budget;
+    hist_t hist;
+    char travel_why[320];
+    unsigned hist_shown_pm;
+    uint64_t nbuilds;    /* analysis builds so far */
+    uint64_t pins_of[2]; /* the build pins[] was probed on (peak, worst moment) */
+    bool pins[2];        /* that build has the moment's blocks */
 
     /* presentation */
     ml_vsort_t sort;
@@ -582,44 +624,61 @@ static int64_t src_calltree(ml_vmodel_t *m) {
     return n;
 }
 
-/* A snapshot of who holds the heap now (stacks: mapped to sites later). */
-static void src_snapshot(ml_vmodel_t *m, uint32_t time_ms) {
-    if (m->nsnaps == SNAP_MAX) {
+/* A snapshot of who holds the heap now in session `an` (stacks: mapped to
+ * sites later; stack ids are the order in which stacks first allocated, so a
+ * replay's ids are the restored session's too). */
+static void tt_snapshot(travel_t *tt, const ml_analysis_t *an, uint32_t time_ms) {
+    if (tt->nsnaps == SNAP_MAX) {
         /* Thin out: keep every other snapshot, so they still cover the run. */
         uint32_t k = 0;
-        for (uint32_t i = 0; i < m->nsnaps; i += 2)
-            m->snaps[k++] = m->snaps[i];
-        m->nsnaps = k;
+        for (uint32_t i = 0; i < tt->nsnaps; i += 2)
+            tt->snaps[k++] = tt->snaps[i];
+        tt->nsnaps = k;
     }
-    snap_t *v = grow(m->snaps, &m->cap_snaps, m->nsnaps + 1, sizeof *v);
+    snap_t *v = grow(tt->snaps, &tt->cap_snaps, tt->nsnaps + 1, sizeof *v);
     if (!v) return;
-    m->snaps = v;
-    snap_t *s = &m->snaps[m->nsnaps++];
+    tt->snaps = v;
+    snap_t *s = &tt->snaps[tt->nsnaps++];
     s->time_ms = time_ms;
-    s->n = (uint32_t)ml_analysis_top_stacks(m->an, s->stacks, SNAP_STACKS);
-    m->last_snap_ms = time_ms;
+    s->n = (uint32_t)ml_analysis_top_stacks(an, s->stacks, SNAP_STACKS);
+    tt->last_snap_ms = time_ms;
 }
 
-/* A copy of the heap map at the end of what was built (needs a build). */
-static void src_mapsnap(ml_vmodel_t *m) {
-    const ml_frag_t *f = ml_analysis_frag(m->an, ML_MOMENT_END);
+/* A copy of the heap map at the end of what `an` built (needs a build). */
+static void tt_mapsnap(travel_t *tt, const ml_analysis_t *an) {
+    const ml_frag_t *f = ml_analysis_frag(an, ML_MOMENT_END);
     if (!f || !f->valid || !f->map_ncells || !f->map_cells) return;
-    if (m->nmaps && m->maps[m->nmaps - 1].time_ms == f->time_ms) return;
-    if (m->nmaps == MAPS_MAX) {
+    if (tt->nmaps && tt->maps[tt->nmaps - 1].time_ms == f->time_ms) return;
+    if (tt->nmaps == MAPS_MAX) {
         uint32_t k = 0;
-        for (uint32_t i = 0; i < m->nmaps; i++) {
+        for (uint32_t i = 0; i < tt->nmaps; i++) {
             if (i % 2 == 0)
-                m->maps[k++] = m->maps[i];
+                tt->maps[k++] = tt->maps[i];
             else
-                free(m->maps[i].cells);
+                free(tt->maps[i].cells);
         }
-        m->nmaps = k;
+        tt->nmaps = k;
     }
     int8_t *c = malloc(f->map_ncells);
     if (!c) return;
     memcpy(c, f->map_cells, f->map_ncells);
-    m->maps[m->nmaps++] =
+    tt->maps[tt->nmaps++] =
         (mapsnap_t){f->time_ms, f->map_base, f->map_cell_bytes, f->map_ncells, c, vfrag(f)};
+}
+
+static void tt_free(travel_t *tt) {
+    free(tt->snaps);
+    for (uint32_t i = 0; i < tt->nmaps; i++)
+        free(tt->maps[i].cells);
+    memset(tt, 0, sizeof *tt);
+}
+
+static void src_snapshot(ml_vmodel_t *m, uint32_t time_ms) {
+    tt_snapshot(&m->tt, m->an, time_ms);
+}
+
+static void src_mapsnap(ml_vmodel_t *m) {
+    tt_mapsnap(&m->tt, m->an);
 }
 
 static int src_build(ml_vmodel_t *m) {
@@ -630,6 +689,7 @@ static int src_build(ml_vmodel_t *m) {
         return rc;
     }
     m->built = true;
+    m->nbuilds++;
     return 0;
 }
 
@@ -653,6 +713,8 @@ int ml_vmodel_new(ml_vmodel_t **out) {
     pthread_mutex_init(&m->lock, &attr);
     pthread_mutexattr_destroy(&attr);
     m->sort = ML_VSORT_PEAK;
+    m->use_snapshot = true;
+    m->hist_budget = ML_VHISTORY_BUDGET_DEFAULT;
     m->tree_dirty = true;
     m->sum.state = ML_VPROC_LOADING;
     *out = m;
@@ -663,12 +725,26 @@ void ml_vmodel_free(ml_vmodel_t *m) {
     if (!m) return;
     /* The advisor cannot be interrupted, and it reads the session: when it
      * still runs, the model is left to it (the process is about to exit). */
+    atomic_store(&m->hist.stop, true);
     int st = atomic_load(&m->adv_state);
     if (st == ADV_RUNNING) {
         pthread_detach(m->adv_thread);
+        if (m->hist.started && !m->hist.joined) pthread_detach(m->hist.thread);
         return;
     }
+    if (m->hist.started && !m->hist.joined) {
+        /* The history replay looks at `stop` every 1024 records, but not
+         * inside a build (seconds on a big heap): `q` must not wait for one.
+         * When it still runs, the model is left to it, as to the advisor. */
+        if (atomic_load(&m->hist.state) == HIST_RUNNING) {
+            pthread_detach(m->hist.thread);
+            return;
+        }
+        pthread_join(m->hist.thread, NULL);
+    }
     if ((st == ADV_DONE || st == ADV_FAILED) && !m->adv_joined) pthread_join(m->adv_thread, NULL);
+    if (m->hist.reader) ml_reader_close(m->hist.reader);
+    ml_analysis_free(m->hist.an);
     ml_advice_free(m->advice);
     if (m->reader) ml_reader_close(m->reader);
     ml_analysis_free(m->an);
@@ -679,9 +755,8 @@ void ml_vmodel_free(ml_vmodel_t *m) {
     free(m->sugg_text);
     free(m->points);
     ml_map_free(&m->ids);
-    free(m->snaps);
-    for (uint32_t i = 0; i < m->nmaps; i++)
-        free(m->maps[i].cells);
+    tt_free(&m->tt);
+    tt_free(&m->hist.tt);
     free(m->order);
     free(m->sugg_order);
     free(m->own_nodes);
@@ -771,7 +846,26 @@ int ml_vmodel_open(ml_vmodel_t *m, const char *path, char *err, size_t errlen) {
     m->progress = 0;
     m->error[0] = '\0';
     m->next_snap_permille = SNAP_EVERY_PERMILLE;
+    /* The analysis snapshot the collector saved at the end of the trace
+     * gives the final results without reading a record (what `memlens
+     * report` does); without a sound one the steps below replay. */
+    char e[256];
+    m->from_snapshot =
+        m->use_snapshot && ml_analysis_load_ex(m->an, path, ML_LOAD_SNAPSHOT | ML_LOAD_NO_REPLAY, e,
+                                               sizeof e) == 0;
     return 0;
+}
+
+void ml_vmodel_set_snapshot(ml_vmodel_t *m, bool use) {
+    m->use_snapshot = use;
+}
+
+bool ml_vmodel_from_snapshot(const ml_vmodel_t *m) {
+    return m->from_snapshot;
+}
+
+void ml_vmodel_set_history_budget(ml_vmodel_t *m, uint64_t bytes) {
+    m->hist_budget = bytes;
 }
 
 static void finish_load(ml_vmodel_t *m) {
@@ -804,8 +898,23 @@ static void load_snapshots(ml_vmodel_t *m) {
     }
 }
 
+static void hist_start(ml_vmodel_t *m);
+static bool adv_poll(ml_vmodel_t *m);
+
 int ml_vmodel_load_step(ml_vmodel_t *m, uint32_t max_ms) {
     if (!m->reader) return 0;
+    if (m->from_snapshot) {
+        /* The results are final: build them, and replay for time travel in
+         * the background, with the reader (at the first record). */
+        m->truncated = false; /* a snapshot is written after the end record */
+        m->hist.reader = m->reader;
+        m->reader = NULL;
+        m->loading = false;
+        m->progress = 1;
+        ml_vmodel_refresh(m);
+        hist_start(m);
+        return 0;
+    }
     uint64_t t0 = mono_ms(), end = t0 + max_ms;
     ml_record_t rec;
     int rc;
@@ -840,6 +949,200 @@ int ml_vmodel_load_all(ml_vmodel_t *m) {
     while ((rc = ml_vmodel_load_step(m, 1000)) > 0) {
     }
     return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The history replay (opened from the snapshot)                             */
+/* ------------------------------------------------------------------------- */
+
+/* The process' resident memory now and its high-water mark (VmRSS, VmHWM
+ * of /proc/self/status; 0 when unreadable). The replay's cost is how much
+ * the process grows while it runs: the session's tables live on the heap
+ * with everything else, so this is the number the user sees, not an
+ * estimate. The high-water mark also catches what a build allocates and
+ * frees between two checks. */
+static void rss_read(uint64_t *rss, uint64_t *hwm) {
+    *rss = *hwm = 0;
+    FILE *f = fopen("/proc/self/status", "re");
+    if (!f) return;
+    char line[128];
+    unsigned long long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) *rss = kb << 10;
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) *hwm = kb << 10;
+    }
+    fclose(f);
+}
+
+/* How much the process grew since the replay started: its resident memory,
+ * or its high-water mark once that passed the one before the replay (from
+ * then on it was reached while the replay ran). */
+static uint64_t hist_grew(uint64_t rss0, uint64_t hwm0) {
+    uint64_t r, hwm;
+    rss_read(&r, &hwm);
+    if (hwm > hwm0 && hwm > r) r = hwm;
+    return r > rss0 ? r - rss0 : 0;
+}
+
+/* Checks the memory every this many records (a read costs ~20 us). */
+#define HIST_CHECK_RECORDS 16384
+
+static void *hist_main(void *arg) {
+    ml_vmodel_t *m = arg;
+    hist_t *h = &m->hist;
+    ml_analysis_t *an = NULL;
+    uint64_t rss0, hwm0, used = 0;
+    rss_read(&rss0, &hwm0);
+    int st = HIST_DONE;
+    if (ml_analysis_new(&an) < 0) {
+        snprintf(h->why, sizeof h->why, "out of memory");
+        atomic_store(&h->state, HIST_FAILED);
+        return NULL;
+    }
+    atomic_store(&h->held, true);
+    /* Snapshots as a replay load takes them (load_snapshots): every few
+     * permille of the file, a heap map as often as the build budget allows.
+     * The builds use the model's options: a session's symbolizer is made by
+     * its first build, and a kept session's sites must be the model's. */
+    const ml_build_opts_t *bo = &h->opts;
+    uint64_t size = ml_reader_size(h->reader), t0 = mono_ms(), build_ms = 0, build_spike = 0;
+    bool mapsnap = false;
+    uint32_t next_pm = SNAP_EVERY_PERMILLE;
+    ml_record_t rec;
+    int rc;
+    for (uint64_t n = 1;; n++) {
+        rc = ml_reader_next(h->reader, &rec);
+        if (rc <= 0) break;
+        ml_analysis_feed(an, &rec);
+        if (n & 1023) continue;
+        if (atomic_load(&h->stop)) break;
+        double f = size ? (double)ml_reader_offset(h->reader) / (double)size : 1.0;
+        uint32_t pm = f >= 1 ? 1000 : (uint32_t)(f * 1000);
+        atomic_store(&h->permille, pm);
+        bool snap = pm >= next_pm;
+        if (snap || n % HIST_CHECK_RECORDS == 0) {
+            uint64_t grew = hist_grew(rss0, hwm0);
+            if (grew > used) atomic_store(&h->used, used = grew);
+            if (grew > m->hist_budget) {
+                st = HIST_BUDGET;
+                break;
+            }
+            /* A build (for a heap map) allocates and frees a good share of
+             * the live set's size again: one that would not fit beside what
+             * the replay holds is skipped. Its cost is the last one's,
+             * doubled, since the live set may have grown since. */
+            uint64_t now = mono_ms();
+            if (snap && (double)build_ms <= MAP_BUILD_BUDGET * (double)(now - t0) &&
+                grew + 2 * build_spike <= m->hist_budget) {
+                uint64_t before, hwm;
+                rss_read(&before, &hwm);
+                char err[64];
+                if (ml_analysis_build(an, bo, err, sizeof err) == 0) mapsnap = true;
+                build_ms += mono_ms() - now + 1;
+                uint64_t after, hwm2;
+                rss_read(&after, &hwm2);
+                uint64_t top = hwm2 > hwm ? hwm2 : after;
+                if (top > before && top - before > build_spike) build_spike = top - before;
+            }
+        }
+        if (snap) {
+            next_pm = pm + SNAP_EVERY_PERMILLE;
+            tt_snapshot(&h->tt, an, ml_analysis_totals(an)->last_time_ms);
+            if (mapsnap) tt_mapsnap(&h->tt, an);
+            mapsnap = false;
+        }
+    }
+    h->covered_ms = ml_analysis_totals(an)->last_time_ms;
+    if (rc < 0 && st == HIST_DONE) {
+        st = HIST_DAMAGED;
+        snprintf(h->why, sizeof h->why, "%s", ml_reader_error(h->reader));
+    }
+    ml_reader_close(h->reader);
+    h->reader = NULL;
+    if (st == HIST_DONE && !atomic_load(&h->stop)) {
+        h->an = an; /* within its budget: kept for the peak's and worst moment's blocks */
+    } else {
+        ml_analysis_free(an);
+        malloc_trim(0); /* give the replay's pages back now, not at the next big free */
+        atomic_store(&h->held, false);
+    }
+    atomic_store(&h->state, st);
+    return NULL;
+}
+
+static void hist_start(ml_vmodel_t *m) {
+    hist_t *h = &m->hist;
+    if (!m->hist_budget) {
+        ml_reader_close(h->reader);
+        h->reader = NULL;
+        return;
+    }
+    h->opts = m->build_opts;
+    atomic_store(&h->state, HIST_RUNNING);
+    if (pthread_create(&h->thread, NULL, hist_main, m) != 0) {
+        snprintf(h->why, sizeof h->why, "cannot start a thread");
+        atomic_store(&h->state, HIST_FAILED);
+        ml_reader_close(h->reader);
+        h->reader = NULL;
+        return;
+    }
+    h->started = true;
+}
+
+/* Takes in the finished replay's snapshots: they go before the ones the
+ * model has (the heap map at the end, taken by the last refresh). */
+static bool hist_poll(ml_vmodel_t *m) {
+    hist_t *h = &m->hist;
+    int st = atomic_load(&h->state);
+    if (st == HIST_NONE || st == HIST_RUNNING || h->imported) return false;
+    if (h->started && !h->joined) {
+        pthread_join(h->thread, NULL);
+        h->joined = true;
+    }
+    h->imported = true;
+    travel_t *a = &h->tt, *b = &m->tt;
+    uint32_t last = a->nmaps ? a->maps[a->nmaps - 1].time_ms : 0;
+    for (uint32_t i = 0; i < b->nmaps; i++) {
+        if (a->nmaps < MAPS_MAX && (!a->nmaps || b->maps[i].time_ms > last))
+            a->maps[a->nmaps++] = b->maps[i];
+        else
+            free(b->maps[i].cells);
+    }
+    b->nmaps = 0;
+    free(b->snaps);
+    *b = *a;
+    memset(a, 0, sizeof *a);
+    m->generation++;
+    return true;
+}
+
+ml_vtravel_t ml_vmodel_travel(const ml_vmodel_t *m) {
+    const hist_t *h = &m->hist;
+    ml_vtravel_t t = {.state = ML_VTRAVEL_FULL,
+                      .until_ms = m->sum.duration_ms,
+                      .budget_bytes = m->hist_budget,
+                      .used_bytes = atomic_load(&h->used),
+                      .session_held = atomic_load(&h->held),
+                      .reason = ""};
+    if (!m->from_snapshot) return t;
+    if (!m->hist_budget) {
+        t.state = ML_VTRAVEL_OFF;
+        t.until_ms = 0;
+        t.reason = "the history replay is off (a memory budget of 0: --history-mb)";
+        return t;
+    }
+    int st = atomic_load(&h->state);
+    if (st == HIST_NONE || st == HIST_RUNNING || !h->imported) {
+        t.state = ML_VTRAVEL_BUILDING;
+        t.until_ms = 0;
+        t.progress = atomic_load(&h->permille) / 1000.0;
+        return t;
+    }
+    if (st == HIST_DONE) return t;
+    t.state = st == HIST_BUDGET ? ML_VTRAVEL_PARTIAL : ML_VTRAVEL_FAILED;
+    t.until_ms = h->covered_ms;
+    t.reason = m->travel_why;
+    return t;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -894,6 +1197,10 @@ static int cmp_sites(const void *a, const void *b) {
     uint64_t cx = ml_vmodel_site_cost(x, sort_model->sort),
              cy = ml_vmodel_site_cost(y, sort_model->sort);
     if (cx != cy) return cx > cy ? -1 : 1;
+    /* Ties in the report's order (the analysis' site numbers) once the data
+     * is final, so that a trace opened from its snapshot and one replayed
+     * list them alike; live, where every build renumbers, by the model's id. */
+    if (!sort_model->live && x->number != y->number) return x->number < y->number ? -1 : 1;
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
@@ -1090,8 +1397,8 @@ uint32_t ml_vmodel_live_at(ml_vmodel_t *m, uint32_t time_ms, ml_vlive_t *out, ui
         return k;
     }
     const snap_t *best = NULL;
-    for (uint32_t i = 0; i < m->nsnaps && m->snaps[i].time_ms <= time_ms; i++)
-        best = &m->snaps[i];
+    for (uint32_t i = 0; i < m->tt.nsnaps && m->tt.snaps[i].time_ms <= time_ms; i++)
+        best = &m->tt.snaps[i];
     if (!best) return 0;
     ml_share_t v[SNAP_STACKS];
     ml_vmodel_lock(m);
@@ -1105,6 +1412,61 @@ static ml_moment_t moment_of(ml_vmap_at_t at) {
     return at == ML_VMAP_PEAK    ? ML_MOMENT_PEAK
            : at == ML_VMAP_WORST ? ML_MOMENT_WORST
                                  : ML_MOMENT_END;
+}
+
+/* Whether the kept history session knows who pins the cells at the peak or
+ * the worst moment: 1 yes, -1 no (none kept, or a closed moment). Builds
+ * it the first time, with the model's options, so that its sites are the
+ * model's sites. */
+static int hist_pins(ml_vmodel_t *m, ml_vmap_at_t at) {
+    hist_t *h = &m->hist;
+    if (!h->an || !h->imported || (at != ML_VMAP_PEAK && at != ML_VMAP_WORST)) return -1;
+    int *known = &h->pins[at == ML_VMAP_WORST];
+    if (*known) return *known;
+    if (!h->an_built) {
+        char err[256];
+        h->an_built = ml_analysis_build(h->an, &m->build_opts, err, sizeof err) == 0 ? 1 : -1;
+    }
+    ml_share_t probe;
+    *known = h->an_built > 0 &&
+                     ml_analysis_sites_in_range(h->an, moment_of(at), 0, 0, &probe, 1) >= 0
+                 ? 1
+                 : -1;
+    return *known;
+}
+
+/* Whether "who pins this cell" has an answer at a moment. A restored
+ * snapshot keeps the peak's and the worst moment's layout, not their blocks
+ * (ml_analysis_sites_in_range: -ENOTSUP), nor does a moment the analysis
+ * closed to bound its memory; a finished history replay has the blocks
+ * unless it closed the moment too. One probe per build. */
+static bool moment_pins(ml_vmodel_t *m, ml_vmap_at_t at) {
+    if (at != ML_VMAP_PEAK && at != ML_VMAP_WORST) return true;
+    if (m->from_snapshot) return hist_pins(m, at) > 0;
+    int i = at == ML_VMAP_WORST;
+    if (m->pins_of[i] != m->nbuilds) {
+        ml_share_t probe;
+        ml_vmodel_lock(m);
+        m->pins[i] = ml_analysis_sites_in_range(m->an, moment_of(at), 0, 0, &probe, 1) >= 0;
+        ml_vmodel_unlock(m);
+        m->pins_of[i] = m->nbuilds;
+    }
+    return m->pins[i];
+}
+
+/* Shares of the history session's sites as the model's sites: the same
+ * stack, the same site (site_key), whatever each build numbered it. */
+static uint32_t hist_shares_out(ml_vmodel_t *m, const ml_share_t *v, uint32_t n, ml_vlive_t *out,
+                                uint32_t max) {
+    size_t ns = 0;
+    const ml_site_t *hs = ml_analysis_sites(m->hist.an, &ns);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n && k < max; i++) {
+        if (v[i].id >= ns) continue;
+        const idslot_t *e = site_ids_find(&m->ids, site_key(&hs[v[i].id]));
+        if (e) out[k++] = (ml_vlive_t){e->id, v[i].bytes, v[i].blocks};
+    }
+    return k;
 }
 
 /* Merges the analysis' cells k at a time into at most ncells view cells; a
@@ -1139,8 +1501,8 @@ int ml_vmodel_heapmap(ml_vmodel_t *m, ml_vmap_at_t at, uint32_t time_ms, uint32_
     if (!m->built) return -ENOENT;
     if (at == ML_VMAP_CURSOR) {
         const mapsnap_t *best = NULL;
-        for (uint32_t i = 0; i < m->nmaps && m->maps[i].time_ms <= time_ms; i++)
-            best = &m->maps[i];
+        for (uint32_t i = 0; i < m->tt.nmaps && m->tt.maps[i].time_ms <= time_ms; i++)
+            best = &m->tt.maps[i];
         if (best) {
             out->time_ms = best->time_ms;
             out->frag = best->frag;
@@ -1156,13 +1518,20 @@ int ml_vmodel_heapmap(ml_vmodel_t *m, ml_vmap_at_t at, uint32_t time_ms, uint32_
     if (!f || !f->valid || !f->map_cells) return -ENOENT;
     out->time_ms = f->time_ms;
     out->frag = vfrag(f);
-    out->sites_known = true;
+    out->sites_known = moment_pins(m, at);
     return fill_cells(m, f->map_base, f->map_cell_bytes, f->map_cells, f->map_ncells, ncells, out);
 }
 
 uint32_t ml_vmodel_cell_sites(ml_vmodel_t *m, ml_vmap_at_t at, uint64_t addr, uint64_t span,
                               ml_vlive_t *out, uint32_t max) {
     if (!m->built || at == ML_VMAP_CURSOR || !max) return 0;
+    if (m->from_snapshot && at != ML_VMAP_END) {
+        if (hist_pins(m, at) <= 0) return 0;
+        ml_share_t v[64];
+        int64_t n = ml_analysis_sites_in_range(m->hist.an, moment_of(at), addr, addr + span, v,
+                                               max < 64 ? max : 64);
+        return n > 0 ? hist_shares_out(m, v, (uint32_t)n, out, max) : 0;
+    }
     ml_share_t v[64];
     ml_vmodel_lock(m);
     int64_t n =
@@ -1211,6 +1580,29 @@ static ml_vadvice_t advice_state(const ml_vmodel_t *m) {
 }
 
 bool ml_vmodel_poll(ml_vmodel_t *m) {
+    bool redraw = false;
+    if (hist_poll(m)) {
+        const hist_t *h = &m->hist;
+        char b1[16], b2[16];
+        if (atomic_load(&h->state) == HIST_BUDGET)
+            snprintf(m->travel_why, sizeof m->travel_why,
+                     "the replay used %s, over its %s budget (--history-mb); freed",
+                     ml_fmt_bytes(atomic_load(&h->used), b1, sizeof b1),
+                     ml_fmt_bytes(m->hist_budget, b2, sizeof b2));
+        else
+            snprintf(m->travel_why, sizeof m->travel_why, "the history replay stopped: %s", h->why);
+        redraw = true;
+    } else if (m->hist.started && !m->hist.imported) {
+        unsigned pm = atomic_load(&m->hist.permille);
+        if (pm != m->hist_shown_pm) {
+            m->hist_shown_pm = pm;
+            redraw = true;
+        }
+    }
+    return adv_poll(m) || redraw;
+}
+
+static bool adv_poll(ml_vmodel_t *m) {
     int st = atomic_load(&m->adv_state);
     if ((st == ADV_DONE || st == ADV_FAILED) && !m->adv_joined) {
         pthread_join(m->adv_thread, NULL);
@@ -1235,6 +1627,7 @@ bool ml_vmodel_poll(ml_vmodel_t *m) {
 }
 
 bool ml_vmodel_busy(const ml_vmodel_t *m) {
+    if (m->hist.started && !m->hist.imported) return true;
     return atomic_load(&m->adv_state) == ADV_RUNNING ||
            (atomic_load(&m->adv_state) == ADV_DONE && !m->adv_imported);
 }
@@ -1244,6 +1637,10 @@ const char *ml_vmodel_advice_error(const ml_vmodel_t *m) {
 }
 
 void ml_vmodel_wait(ml_vmodel_t *m) {
+    if (m->hist.started && !m->hist.joined) {
+        pthread_join(m->hist.thread, NULL);
+        m->hist.joined = true;
+    }
     int st = atomic_load(&m->adv_state);
     if ((st == ADV_RUNNING || st == ADV_DONE || st == ADV_FAILED) && !m->adv_joined) {
         pthread_join(m->adv_thread, NULL);
@@ -1268,7 +1665,7 @@ int ml_vmodel_refresh(ml_vmodel_t *m) {
         m->built_records = t->records;
     }
     bool final = !m->loading && (!m->live || m->live_state != ML_VPROC_RUNNING);
-    if (m->live && t->last_time_ms >= m->last_snap_ms + SNAP_EVERY_MS) {
+    if (m->live && t->last_time_ms >= m->tt.last_snap_ms + SNAP_EVERY_MS) {
         src_snapshot(m, t->last_time_ms);
         if (m->built) src_mapsnap(m);
     } else if (!m->loading && !m->live && m->built) {

@@ -103,7 +103,10 @@ static void heapmap_draw(ml_panel_t *P, ml_canvas_t *c) {
     int room = P->y + P->h - (y + 3);
     if (!p->map.sites_known) {
         ml__canvas_text(c, P->x + 1, y + 2, P->w - 2, ML_ST_DIM,
-                        "Pinned by: known at the peak, the worst moment and the end (p, w, e)");
+                        p->map.at == ML_VMAP_CURSOR
+                            ? "Pinned by: known at the peak, the worst moment and the end (p, w, e)"
+                            : "Pinned by: not kept for this moment (its layout was kept, not its "
+                              "blocks); known at the end (e)");
         return;
     }
     ml_vlive_t pins[MAX_PINS];

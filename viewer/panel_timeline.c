@@ -121,6 +121,28 @@ static void draw_chart(timeline_t *p, ml_canvas_t *c, int x0, int y0, int w, int
     }
 }
 
+/* The line that says how far time travel reaches; the reason, if any, goes
+ * on a line of its own (it must fit in 80 columns too). */
+static void travel_note(const ml_vtravel_t *tv, uint32_t dur_ms, char *out, size_t len) {
+    char t1[16], t2[16];
+    switch (tv->state) {
+    case ML_VTRAVEL_BUILDING:
+        snprintf(out, len,
+                 "Time travel: building the history, %d%% (a replay in the background; the peak "
+                 "and the end are exact now)",
+                 (int)(tv->progress * 100));
+        break;
+    case ML_VTRAVEL_PARTIAL:
+    case ML_VTRAVEL_FAILED:
+        snprintf(out, len, "Time travel covers 0s-%s of %s; the rest was skipped:",
+                 ml__fmt_time(tv->until_ms, t1, sizeof t1), ml__fmt_time(dur_ms, t2, sizeof t2));
+        break;
+    default:
+        snprintf(out, len, "Time travel: only the peak and the end:");
+        break;
+    }
+}
+
 static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
     timeline_t *p = (timeline_t *)P;
     ml_vmodel_t *m = P->m;
@@ -187,6 +209,16 @@ static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
                       ml__fmt_bytes(v[1], b2, sizeof b2), ML_RSS_SAMPLE_MS, ml__fmt_bytes(v[2], b3, sizeof b3),
                       ml__fmt_bytes(v[3], b4, sizeof b4));
 
+    /* How far time travel reaches, when not over the whole run (a trace
+     * opened from its snapshot replays its history in the background). */
+    ml_vtravel_t tv = ml_vmodel_travel(m);
+    if (tv.state != ML_VTRAVEL_FULL) {
+        char note[400];
+        travel_note(&tv, duration(P), note, sizeof note);
+        ml__canvas_text(c, P->x + 1, ++yc, P->w - 2, ML_ST_DIM, note);
+        if (tv.reason[0]) ml__canvas_text(c, P->x + 3, ++yc, P->w - 4, ML_ST_DIM, tv.reason);
+    }
+
     /* the live set at the cursor (exact at the peak and the end) */
     ml_vlive_t live[MAX_LIVE];
     int room = P->y + P->h - (yc + 1);
@@ -194,8 +226,12 @@ static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
     uint32_t at = cur_ms, as_of;
     uint32_t n = ml_vmodel_live_at(m, at, live,
                                    room - 1 < MAX_LIVE ? (uint32_t)(room - 1) : MAX_LIVE, &as_of);
-    char hdr[128];
-    if (!n)
+    char hdr[160];
+    if (!n && tv.state == ML_VTRAVEL_BUILDING)
+        snprintf(hdr, sizeof hdr, "Live at the cursor: when the history is built (p: the peak, G: the end)");
+    else if (!n && tv.state != ML_VTRAVEL_FULL && at > tv.until_ms)
+        snprintf(hdr, sizeof hdr, "Live at the cursor: not kept (p: the peak, G: the end)");
+    else if (!n)
         snprintf(hdr, sizeof hdr, "Live at the cursor: %s",
                  ml_vmodel_loading(m) ? "after loading" : "nothing recorded");
     else if (as_of != at)

@@ -600,3 +600,66 @@ Test(viewer_keys, sideways_scrolling, .init = setup_narrow, .fini = teardown) {
     KEYS("Enter", "Left");
     cr_expect_eq(ml__sm_view(S), ML_VIEW_SITES, "Left at the edge goes back from a site");
 }
+
+/* A trace opened from its analysis snapshot: the Timeline says while the
+ * history is being built, and what time travel covers when its replay
+ * stopped at its budget, or was off. */
+static void open_phases_screen(const char *p, uint64_t budget, bool wait) {
+    cr_assert_eq(ml_vmodel_new(&M), 0);
+    ml_build_opts_t o = {.no_symbols = true};
+    ml_vmodel_set_build_opts(M, &o);
+    ml_vmodel_set_advice(M, false);
+    ml_vmodel_set_history_budget(M, budget);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(M, p, err, sizeof err), 0, "%s", err);
+    cr_assert(ml_vmodel_from_snapshot(M));
+    cr_assert_eq(ml_vmodel_load_step(M, 1), 0);
+    if (wait) ml_vmodel_wait(M);
+    ml_sm_opts_t so = {.cols = 120, .rows = 40, .unicode = true};
+    S = ml__sm_new(M, &so);
+    cr_assert(S);
+    ml__sm_draw(S);
+}
+
+static void close_screen(void) {
+    ml__sm_free(S);
+    ml_vmodel_free(M);
+}
+
+Test(viewer_keys, the_timeline_says_how_far_time_travel_reaches, .timeout = 60) {
+    char p[64];
+    v_write_phases(p, sizeof p, true);
+    /* Building: the views have the final data, the Timeline says so. */
+    open_phases_screen(p, ML_VHISTORY_BUDGET_DEFAULT, false);
+    KEYS("4");
+    cr_expect(screen_has("Time travel: building the history, "));
+    cr_expect(screen_has("peak 1.7M"));
+    KEYS("g"); /* the start: not built yet */
+    cr_expect(screen_has("Live at the cursor: when the history is built"));
+    close_screen();
+
+    /* Stopped at a budget of one byte. */
+    open_phases_screen(p, 1, true);
+    KEYS("4");
+    cr_expect(screen_has("Time travel covers 0s-"));
+    cr_expect(screen_has(" of 0.200s; the rest was skipped:"));
+    cr_expect(screen_has("the replay used "));
+    cr_expect(screen_has(", over its 1 B budget (--history-mb); freed"));
+    KEYS("l"); /* off the peak's column, past what was covered */
+    cr_expect(screen_has("not kept") || screen_has("(the nearest snapshot)"));
+    close_screen();
+
+    /* Off. */
+    open_phases_screen(p, 0, false);
+    KEYS("4");
+    cr_expect(screen_has("Time travel: only the peak and the end:"));
+    cr_expect(screen_has("the history replay is off (a memory budget of 0: --history-mb)"));
+    close_screen();
+
+    /* Finished: no line, as after a replay load. */
+    open_phases_screen(p, ML_VHISTORY_BUDGET_DEFAULT, true);
+    KEYS("4");
+    cr_expect_not(screen_has("Time travel"));
+    close_screen();
+    unlink(p);
+}

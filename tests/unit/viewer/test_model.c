@@ -596,3 +596,198 @@ Test(viewer_model, site_numbers_are_the_analysis_ids) {
     cr_expect(differ > 0, "the model's own ids happen to equal the analysis' (test not telling)");
     ml_vmodel_free(m);
 }
+
+/* ------------------------------------------------------------------------- */
+/* Opening from the analysis snapshot (issue 12, item 5)                     */
+/* ------------------------------------------------------------------------- */
+
+static ml_vmodel_t *open_phases(const char *p, bool snapshot, uint64_t budget) {
+    ml_vmodel_t *m;
+    cr_assert_eq(ml_vmodel_new(&m), 0);
+    ml_build_opts_t o = {.no_symbols = true};
+    ml_vmodel_set_build_opts(m, &o);
+    ml_vmodel_set_advice(m, false);
+    ml_vmodel_set_snapshot(m, snapshot);
+    ml_vmodel_set_history_budget(m, budget);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(m, p, err, sizeof err), 0, "%s", err);
+    return m;
+}
+
+/* Every number of the summary and of every site, a model against another. */
+static void expect_same_results(ml_vmodel_t *a, ml_vmodel_t *b) {
+    const ml_vsummary_t *x = ml_vmodel_summary(a), *y = ml_vmodel_summary(b);
+    cr_expect_eq(memcmp(&x->totals, &y->totals, sizeof x->totals), 0, "the totals differ");
+    cr_expect_eq(x->state, y->state);
+    cr_expect_eq(x->duration_ms, y->duration_ms);
+    cr_expect_eq(x->nsites, y->nsites);
+    cr_expect_eq(memcmp(x->leak_bytes, y->leak_bytes, sizeof x->leak_bytes), 0);
+    cr_expect_eq(memcmp(x->leak_blocks, y->leak_blocks, sizeof x->leak_blocks), 0);
+    cr_expect_eq(x->frag_peak.valid, y->frag_peak.valid);
+    cr_expect_float_eq(x->frag_peak.page_utilization, y->frag_peak.page_utilization, 1e-12);
+    cr_expect_float_eq(x->frag_end.page_utilization, y->frag_end.page_utilization, 1e-12);
+    cr_assert_eq(ml_vmodel_nsites(a), ml_vmodel_nsites(b));
+    for (uint32_t i = 0; i < ml_vmodel_nsites(a); i++) {
+        const ml_vsite_t *s = ml_vmodel_site_at(a, i), *t = ml_vmodel_site_at(b, i);
+        cr_assert_eq(s->nframes, t->nframes);
+        cr_expect_eq(s->frames[0].address, t->frames[0].address);
+        cr_expect_eq(s->number, t->number);
+        cr_expect_eq(s->alloc_calls, t->alloc_calls);
+        cr_expect_eq(s->bytes_allocated, t->bytes_allocated);
+        cr_expect_eq(s->temporary_allocs, t->temporary_allocs);
+        cr_expect_eq(s->peak_bytes, t->peak_bytes);
+        cr_expect_eq(s->leaked_bytes, t->leaked_bytes);
+        cr_expect_eq(s->leaked_blocks, t->leaked_blocks);
+        cr_expect_eq(s->live_bytes, t->live_bytes);
+        cr_expect_eq(s->live_blocks, t->live_blocks);
+    }
+    cr_expect_eq(ml_vmodel_npoints(a), ml_vmodel_npoints(b));
+}
+
+Test(viewer_snapshot, opens_with_the_final_results_then_builds_the_history, .timeout = 60) {
+    char p[64];
+    v_write_phases(p, sizeof p, true);
+    ml_vmodel_t *r = open_phases(p, false, ML_VHISTORY_BUDGET_DEFAULT); /* the replay */
+    cr_assert_eq(ml_vmodel_load_all(r), 0);
+    cr_expect_not(ml_vmodel_from_snapshot(r));
+    cr_expect_eq(ml_vmodel_travel(r).state, ML_VTRAVEL_FULL);
+
+    ml_vmodel_t *m = open_phases(p, true, ML_VHISTORY_BUDGET_DEFAULT);
+    cr_assert(ml_vmodel_from_snapshot(m));
+    cr_assert(ml_analysis_from_snapshot(ml_vmodel_analysis(m)));
+    /* One step: no record is read before the views have their numbers. */
+    cr_assert_eq(ml_vmodel_load_step(m, 1), 0);
+    cr_expect_not(ml_vmodel_loading(m));
+    ml_vtravel_t tv = ml_vmodel_travel(m);
+    cr_expect_eq(tv.state, ML_VTRAVEL_BUILDING); /* taken in by poll, not yet */
+    const ml_vsummary_t *s = ml_vmodel_summary(m);
+    cr_expect_eq(s->totals.peak_bytes, PH_N * 300ull);
+    cr_expect_eq(s->totals.peak_time_ms, 159);
+    cr_expect_eq(s->totals.alloc_calls, 2 * PH_N);
+    cr_expect_eq(s->leak_bytes[0], PH_N / 2 * 300ull);
+    cr_expect_eq(s->state, ML_VPROC_EXITED);
+    cr_expect_eq(s->duration_ms, 200);
+    expect_same_results(m, r);
+    /* The peak and the end are exact before the history; between them
+     * there is nothing yet. */
+    ml_vlive_t l[8], k[8];
+    uint32_t as_of, as_of2;
+    cr_assert_eq(ml_vmodel_live_at(m, 159, l, 8, &as_of), 1);
+    cr_expect_eq(l[0].bytes, PH_N * 300ull);
+    cr_expect_eq(ml_vmodel_live_at(m, 30, l, 8, &as_of), 0);
+    ml_vheapmap_t map;
+    cr_expect_eq(ml_vmodel_heapmap(m, ML_VMAP_PEAK, 0, 64, &map), 0);
+    cr_expect(map.valid);
+    cr_expect_not(map.sites_known); /* the snapshot has the peak's layout, not its blocks */
+    cr_expect_eq(ml_vmodel_heapmap(m, ML_VMAP_END, 0, 64, &map), 0);
+    cr_expect(map.sites_known);
+
+    ml_vmodel_wait(m);
+    tv = ml_vmodel_travel(m);
+    cr_expect_eq(tv.state, ML_VTRAVEL_FULL);
+    cr_expect_eq(tv.until_ms, 200);
+    cr_expect(tv.session_held); /* kept, within its budget: it has the peak's blocks */
+    cr_expect_gt(tv.used_bytes, 0);
+    /* Who pins the heap at the peak: the finished replay knows, as the
+     * replay load does. */
+    cr_expect_eq(ml_vmodel_heapmap(m, ML_VMAP_PEAK, 0, 64, &map), 0);
+    cr_expect(map.sites_known);
+    cr_assert_eq(ml_vmodel_cell_sites(m, ML_VMAP_PEAK, 0, UINT64_MAX / 2, l, 8), 1);
+    cr_assert_eq(ml_vmodel_cell_sites(r, ML_VMAP_PEAK, 0, UINT64_MAX / 2, k, 8), 1);
+    cr_expect_eq(ml_vmodel_site(m, l[0].site)->frames[0].address, Y_PC);
+    cr_expect_eq(l[0].bytes, k[0].bytes);
+    cr_expect_eq(l[0].blocks, PH_N);
+    /* The history's snapshots are the replay's, taken at the same records:
+     * the same live sets at every instant. */
+    uint32_t seen_x = 0, seen_both = 0;
+    for (uint32_t t = 0; t <= 200; t += 5) {
+        uint32_t n = ml_vmodel_live_at(m, t, l, 8, &as_of);
+        uint32_t n2 = ml_vmodel_live_at(r, t, k, 8, &as_of2);
+        cr_assert_eq(n, n2, "at %u ms", t);
+        cr_expect_eq(as_of, as_of2, "at %u ms", t);
+        for (uint32_t i = 0; i < n; i++) {
+            cr_expect_eq(l[i].bytes, k[i].bytes, "at %u ms", t);
+            cr_expect_eq(l[i].blocks, k[i].blocks, "at %u ms", t);
+            const ml_vsite_t *a = ml_vmodel_site(m, l[i].site), *b = ml_vmodel_site(r, k[i].site);
+            cr_expect_eq(a->frames[0].address, b->frames[0].address, "at %u ms", t);
+        }
+        /* ... and they are right: X's blocks are 100 B, Y's 300 B, and in
+         * the second phase one replaces the other. */
+        if (t > 5 && t < 60 && n) {
+            cr_assert_eq(n, 1);
+            cr_expect_eq(ml_vmodel_site(m, l[0].site)->frames[0].address, X_PC);
+            cr_expect_eq(l[0].bytes, 100 * l[0].blocks);
+            cr_expect_lt(as_of, t + 1);
+            seen_x++;
+        }
+        if (t > 105 && t < 155 && n == 2) {
+            uint64_t blocks = l[0].blocks + l[1].blocks;
+            cr_expect(blocks == PH_N || blocks == PH_N - 1, "%" PRIu64 " blocks", blocks);
+            for (int i = 0; i < 2; i++) {
+                uint64_t pc = ml_vmodel_site(m, l[i].site)->frames[0].address;
+                cr_expect_eq(l[i].bytes, (pc == X_PC ? 100 : 300) * l[i].blocks);
+            }
+            seen_both++;
+        }
+    }
+    cr_expect_gt(seen_x, 3);
+    cr_expect_gt(seen_both, 3);
+    /* The cursor's heap map comes from the history too. */
+    cr_expect_eq(ml_vmodel_heapmap(m, ML_VMAP_CURSOR, 130, 64, &map), 0);
+    cr_expect_eq(map.at, ML_VMAP_CURSOR);
+    cr_expect_leq(map.time_ms, 130);
+    ml_vmodel_free(m);
+    ml_vmodel_free(r);
+    unlink(p);
+}
+
+Test(viewer_snapshot, a_history_over_its_budget_is_stopped_freed_and_said, .timeout = 60) {
+    char p[64];
+    v_write_phases(p, sizeof p, true);
+    ml_vmodel_t *m = open_phases(p, true, 1); /* one byte: any growth is too much */
+    cr_assert_eq(ml_vmodel_load_step(m, 1), 0);
+    ml_vmodel_wait(m);
+    ml_vtravel_t tv = ml_vmodel_travel(m);
+    cr_assert_eq(tv.state, ML_VTRAVEL_PARTIAL);
+    cr_expect_lt(tv.until_ms, 200);
+    cr_expect_gt(tv.used_bytes, 1);
+    cr_expect_eq(tv.budget_bytes, 1);
+    cr_expect_not(tv.session_held, "the replay's session must be freed");
+    cr_expect(strstr(tv.reason, "budget"), "%s", tv.reason);
+    cr_expect(strstr(tv.reason, "freed"), "%s", tv.reason);
+    /* The final results stay whole. */
+    cr_expect_eq(ml_vmodel_summary(m)->totals.peak_bytes, PH_N * 300ull);
+    cr_expect_eq(ml_vmodel_nsites(m), 2);
+    ml_vmodel_free(m);
+
+    /* A budget of 0: no history replay at all, and it says so. */
+    m = open_phases(p, true, 0);
+    cr_assert_eq(ml_vmodel_load_step(m, 1), 0);
+    cr_expect_not(ml_vmodel_busy(m));
+    tv = ml_vmodel_travel(m);
+    cr_expect_eq(tv.state, ML_VTRAVEL_OFF);
+    cr_expect_not(tv.session_held);
+    ml_vlive_t l[4];
+    uint32_t as_of;
+    cr_expect_eq(ml_vmodel_live_at(m, 30, l, 4, &as_of), 0);
+    cr_expect_eq(ml_vmodel_live_at(m, 200, l, 4, &as_of), 1); /* the end is exact */
+    ml_vmodel_free(m);
+    unlink(p);
+}
+
+/* A trace without a snapshot loads by replay, in steps, as before. */
+Test(viewer_snapshot, a_trace_without_one_is_replayed) {
+    char p[64];
+    v_write_phases(p, sizeof p, false);
+    ml_vmodel_t *m = open_phases(p, true, ML_VHISTORY_BUDGET_DEFAULT);
+    cr_expect_not(ml_vmodel_from_snapshot(m));
+    int rc, steps = 0;
+    while ((rc = ml_vmodel_load_step(m, 0)) > 0)
+        steps++;
+    cr_expect_eq(rc, 0);
+    cr_expect_gt(steps, 1);
+    cr_expect_eq(ml_vmodel_travel(m).state, ML_VTRAVEL_FULL);
+    cr_expect_eq(ml_vmodel_summary(m)->totals.peak_bytes, PH_N * 300ull);
+    ml_vmodel_free(m);
+    unlink(p);
+}

@@ -32,9 +32,13 @@
 #define V_PEAK_MS 20u
 
 static ml_writer_t *v_w;
+/* When set, every record written is fed to it too (a trace with the
+ * collector's analysis snapshot: test_model.c). */
+static ml_analysis_t *v_an;
 
 static void v_add(ml_record_t *r) {
     cr_assert_eq(ml_writer_add(v_w, r), 0);
+    if (v_an) ml_analysis_feed(v_an, r);
 }
 
 static void v_module(uint64_t base, const char *path) {
@@ -171,6 +175,49 @@ __attribute__((unused)) static void v_write_gpu_trace(char *path, size_t len) {
     v_gpu(F, ML_GPU_OP_FREE_FAILED, ML_GPU_KIND_DEVICE, 21, 0, 1, 0x10000000, 0, 0);
     v_gpu(F, ML_GPU_OP_CTX_DESTROY, ML_GPU_KIND_DEVICE, 30, 1, 2, 0, 0, 0);
     v_end(fd, 40);
+}
+
+#define X_PC (V_EXE_BASE + 0x2000) /* stack X: node 2, 100 B blocks */
+#define Y_PC (V_EXE_BASE + 0x3000) /* stack Y: node 3, 300 B blocks */
+#define PH_N 6000u
+
+/* A trace in two phases (test_model.c, test_keys.c), with the analysis snapshot at its end as the
+ * collector writes it. X allocates PH_N blocks of 100 B over 0..59 ms and
+ * keeps them; from 100 ms each X block is freed and a Y block of 300 B
+ * allocated in its place (100..159 ms: the peak, 1.8 MB, at the last one);
+ * at 170 ms the first half of the Y blocks is freed; the end at 200 ms. */
+__attribute__((unused)) static void v_write_phases(char *p, size_t len, bool snapshot) {
+    ml_analysis_t *a = NULL;
+    if (snapshot) cr_assert_eq(ml_analysis_new(&a), 0);
+    v_an = a;
+    int fd = v_begin(p, len, 77, "/opt/app/bin/phases");
+    v_node(1, 0, V_EXE_BASE + 0x1000);
+    v_node(2, 1, X_PC);
+    v_node(3, 1, Y_PC);
+    for (uint32_t i = 0; i < PH_N; i++) {
+        v_alloc(i / 100, 0x1000000 + (uint64_t)i * 128, 100, 2);
+        if (i % 1000 == 999) cr_assert_eq(ml_writer_flush(v_w), 0);
+    }
+    for (uint32_t i = 0; i < PH_N; i++) {
+        v_free(100 + i / 100, 0x1000000 + (uint64_t)i * 128);
+        v_alloc(100 + i / 100, 0x4000000 + (uint64_t)i * 512, 300, 3);
+        if (i % 1000 == 999) cr_assert_eq(ml_writer_flush(v_w), 0);
+    }
+    for (uint32_t i = 0; i < PH_N / 2; i++)
+        v_free(170, 0x4000000 + (uint64_t)i * 512);
+    ml_record_t e = tb_end(200, 0);
+    v_add(&e);
+    v_an = NULL;
+    if (a) {
+        void *data;
+        size_t n;
+        cr_assert_eq(ml_analysis_snapshot(a, &data, &n), 0);
+        cr_assert_eq(ml_writer_add_snapshot(v_w, data, n, ML_ANALYSIS_SNAPSHOT_VERSION), 0);
+        free(data);
+        ml_analysis_free(a);
+    }
+    cr_assert_eq(ml_writer_free(v_w), 0);
+    close(fd);
 }
 
 /* A model with a trace loaded: the CPU one, or the GPU one (symbols off). */
