@@ -343,7 +343,9 @@ static int find_hex(int dfd, const char *hex, char **path) {
 static int add_copy(int dfd, Elf *e, const char *hex) {
     char name[300], tmp[340];
     snprintf(name, sizeof name, "%s.debug", hex);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", name, (long)getpid());
+    /* Per thread: the viewer's history replay may symbolize beside the main
+     * session (a second thread that finds the name taken just skips). */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%ld", name, (long)getpid(), (long)gettid());
     int t = openat(dfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (t < 0) return -1;
     prune(dfd, 0);
