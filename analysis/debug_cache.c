@@ -145,7 +145,7 @@ static void prune(int dfd, uint64_t incoming) {
         n++;
     }
     closedir(d);
-    qsort(v, n, sizeof *v, cmp_used);
+    if (n > 1) qsort(v, n, sizeof *v, cmp_used);
     for (size_t i = 0; i < n && total + incoming > ML_DEBUG_CACHE_MAX; i++) {
         if (unlinkat(dfd, v[i].name, 0) == 0) total -= v[i].bytes;
     }
