@@ -91,7 +91,7 @@ static long expand_dir(const char *dir, paths_t *out) {
         ml_cli_error("out of memory");
         return -1;
     }
-    qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
+    if (out->n - first > 1) qsort(out->v + first, out->n - first, sizeof *out->v, cmp_str);
     if (out->n == first) {
         ml_cli_error("report: %s holds no trace (no *.mlt file)", dir);
         return -1;
