@@ -57,17 +57,17 @@
 /* Opens (creating the missing levels 0700) the directory `path`; -1 when
  * it cannot, or when the last level is a link, not ours, or writable by
  * others. */
-static int open_dir(const char *path) {
+static int open_dir(const char *path, bool create) {
     char buf[4096];
     if (!path[0] || strlen(path) >= sizeof buf) return -1;
     memcpy(buf, path, strlen(path) + 1);
-    for (char *p = buf + 1; *p; p++) {
+    for (char *p = buf + 1; create && *p; p++) {
         if (*p != '/') continue;
         *p = '\0';
         if (mkdir(buf, 0700) < 0 && errno != EEXIST) return -1;
         *p = '/';
     }
-    if (mkdir(buf, 0700) < 0 && errno != EEXIST) return -1;
+    if (create && mkdir(buf, 0700) < 0 && errno != EEXIST) return -1;
     int fd = open(buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat st;
@@ -78,7 +78,9 @@ static int open_dir(const char *path) {
     return fd;
 }
 
-static int cache_dir(void) {
+/* The cache directory; made only when a copy is to be written, so a
+ * lookup leaves no directory behind. */
+static int cache_dir(bool create) {
     const char *env = getenv("MEMLENS_DEBUG_CACHE");
     char path[4096];
     if (env && (!strcmp(env, "off") || !strcmp(env, "0") || !env[0])) return -1;
@@ -93,7 +95,7 @@ static int cache_dir(void) {
         else
             return -1;
     }
-    return open_dir(path);
+    return open_dir(path, create);
 }
 
 /* Removes the least recently used copies until the cache holds at most
@@ -364,7 +366,7 @@ int ml__debug_cache_find(const unsigned char *id, int len, char **path) {
     if (len < 2 || (size_t)len * 2 + 1 > sizeof hex) return -1;
     for (int i = 0; i < len; i++) snprintf(hex + 2 * i, 3, "%02x", id[i]);
     elf_version(EV_CURRENT);
-    int dfd = cache_dir();
+    int dfd = cache_dir(false);
     if (dfd < 0) return -1;
     int out = find_hex(dfd, hex, path);
     close(dfd);
@@ -380,7 +382,7 @@ int ml__debug_cache_open(int fd, char **path, bool keep) {
     bool compressed;
     int out = -1, dfd = -1;
     if (!inspect(e, hex, sizeof hex, &compressed) || !compressed) goto done;
-    if ((dfd = cache_dir()) < 0) goto done;
+    if ((dfd = cache_dir(true)) < 0) goto done;
     out = find_hex(dfd, hex, path);
     if (out < 0 && add_copy(dfd, e, hex) == 0) {
         out = find_hex(dfd, hex, path);

@@ -153,6 +153,13 @@ report link.mlt open.json MEMLENS_DEBUG_CACHE="$W/open" || bad "report with a wo
 check "a world-writable cache directory: nothing written, same JSON" \
     bash -c "cmp -s link.off.json open.json && test -z \"\$(ls open)\""
 
+# A program whose DWARF is not compressed: read as it is, names and lines.
+cc -O0 -g -fno-builtin -o plain prog.c || exit 2
+"$ML" run -q -o plain.mlt -- ./plain || bad "plain: memlens run"
+report plain.mlt plain.json MEMLENS_DEBUG_CACHE="$W/cache-plain" || bad "plain: report"
+frames plain.json > plain.txt
+check "uncompressed DWARF: names and lines" has_truth plain.txt
+
 # Where libdw looks for a separate debug file, memlens still finds it (its
 # own check skips libdw's search only when every place is empty): under
 # .debug/ beside the program.
