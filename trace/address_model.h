@@ -47,10 +47,19 @@
 #define ML__CODE_GLOBAL ML__CLASS_DEPTH
 #define ML__CURSORS 4
 
+/* The lists below are rings of 16 entries, the most recent first: entry i
+ * of a list is v[(h + i) & 15], so a push is a store and the head moving
+ * back, and a drop moves only the entries in front of the dropped one
+ * (usually few: allocators and programs reuse what they touched last). The
+ * order of the entries, which the codes index, is the same as that of a
+ * plain array shifted on every push. */
+#define ML__RING 16
+_Static_assert(ML__CLASS_DEPTH == ML__RING && ML__RECENT == ML__RING, "the model's lists are rings of 16");
+
 typedef struct {
     uint64_t usable;
     uint64_t ptr[ML__CLASS_DEPTH];
-    uint8_t n;
+    uint8_t n, h;
 } ml__size_class_t;
 
 typedef struct {
@@ -61,10 +70,8 @@ typedef struct {
 typedef struct {
     ml__cursors_t alloc_cur, free_cur;
     uint64_t freed[ML__RECENT];
-    uint8_t nfreed, nlive;
-    struct {
-        uint64_t ptr, usable;
-    } live[ML__RECENT];
+    uint8_t nfreed, hfreed, nlive, hlive;
+    uint64_t live_ptr[ML__RECENT], live_usable[ML__RECENT];
     ml__size_class_t cls[ML__CLASSES];      /* per usable size, the last blocks freed */
     ml__size_class_t live_cls[ML__CLASSES]; /* per usable size, the last blocks allocated, still live */
 } ml__model_t;
@@ -119,7 +126,7 @@ static inline void ml__cursor_set(ml__cursors_t *c, int i, uint64_t v) {
 }
 
 /* ------------------------------------------------------------------------- */
-/* Small ordered lists                                                       */
+/* Rings: small ordered lists, the most recent first                         */
 /* ------------------------------------------------------------------------- */
 
 static inline unsigned ml__class_of(uint64_t usable) {
@@ -127,22 +134,29 @@ static inline unsigned ml__class_of(uint64_t usable) {
     return (unsigned)((usable * 0x9e3779b97f4a7c15ull) >> 54);
 }
 
-static inline int ml__find_u64(const uint64_t *v, int n, uint64_t p) {
+static inline unsigned ml__ring_slot(uint8_t h, int i) {
+    return (unsigned)(h + i) & (ML__RING - 1);
+}
+
+/* The position of p in the list (0: the most recent), or -1. */
+static inline int ml__ring_find(const uint64_t *v, uint8_t n, uint8_t h, uint64_t p) {
     for (int i = 0; i < n; i++)
-        if (v[i] == p) return i;
+        if (v[ml__ring_slot(h, i)] == p) return i;
     return -1;
 }
 
-static inline void ml__drop_u64(uint64_t *v, uint8_t *n, int k) {
-    memmove(v + k, v + k + 1, (size_t)(*n - k - 1) * sizeof *v);
-    (*n)--;
+/* p becomes entry 0; when the list was full, its oldest entry is gone. */
+static inline void ml__ring_push(uint64_t *v, uint8_t *n, uint8_t *h, uint64_t p) {
+    *h = (uint8_t)((*h - 1) & (ML__RING - 1));
+    v[*h] = p;
+    if (*n < ML__RING) (*n)++;
 }
 
-static inline void ml__push_u64(uint64_t *v, uint8_t *n, int cap, uint64_t p) {
-    int keep = *n < cap ? *n : cap - 1;
-    memmove(v + 1, v, (size_t)keep * sizeof *v);
-    v[0] = p;
-    *n = (uint8_t)(keep + 1);
+/* Removes entry k: the k entries before it move one place back. */
+static inline void ml__ring_drop(uint64_t *v, uint8_t *n, uint8_t *h, int k) {
+    for (int i = k; i > 0; i--) v[ml__ring_slot(*h, i)] = v[ml__ring_slot(*h, i - 1)];
+    *h = (uint8_t)((*h + 1) & (ML__RING - 1));
+    (*n)--;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -153,56 +167,67 @@ static inline void ml__push_u64(uint64_t *v, uint8_t *n, int cap, uint64_t p) {
 static inline int ml__model_predict(const ml__model_t *m, uint64_t usable, uint64_t ptr) {
     const ml__size_class_t *c = &m->cls[ml__class_of(usable)];
     if (c->usable == usable) {
-        int k = ml__find_u64(c->ptr, c->n, ptr);
+        int k = ml__ring_find(c->ptr, c->n, c->h, ptr);
         if (k >= 0) return k;
     }
-    int k = ml__find_u64(m->freed, m->nfreed, ptr);
+    int k = ml__ring_find(m->freed, m->nfreed, m->hfreed, ptr);
     return k >= 0 ? ML__CODE_GLOBAL + k : -1;
 }
 
 /* The address a code stands for (the reader's side), or 0 if invalid. */
 static inline uint64_t ml__model_resolve(const ml__model_t *m, uint64_t usable, unsigned code) {
     const ml__size_class_t *c = &m->cls[ml__class_of(usable)];
-    if (code < ML__CODE_GLOBAL) return c->usable == usable && code < c->n ? c->ptr[code] : 0;
+    if (code < ML__CODE_GLOBAL) return c->usable == usable && code < c->n ? c->ptr[ml__ring_slot(c->h, (int)code)] : 0;
     code -= ML__CODE_GLOBAL;
-    return code < m->nfreed ? m->freed[code] : 0;
+    return code < m->nfreed ? m->freed[ml__ring_slot(m->hfreed, (int)code)] : 0;
 }
 
 static inline void ml__model_alloc(ml__model_t *m, uint64_t ptr, uint64_t usable) {
-    ml__size_class_t *c = &m->cls[ml__class_of(usable)];
+    unsigned cl = ml__class_of(usable);
+    ml__size_class_t *c = &m->cls[cl];
     int k;
-    if (c->usable == usable && (k = ml__find_u64(c->ptr, c->n, ptr)) >= 0)
-        ml__drop_u64(c->ptr, &c->n, k);
-    ml__size_class_t *lc = &m->live_cls[ml__class_of(usable)];
+    if (c->usable == usable && (k = ml__ring_find(c->ptr, c->n, c->h, ptr)) >= 0)
+        ml__ring_drop(c->ptr, &c->n, &c->h, k);
+    ml__size_class_t *lc = &m->live_cls[cl];
     if (lc->usable != usable) {
         lc->usable = usable;
         lc->n = 0;
     }
-    ml__push_u64(lc->ptr, &lc->n, ML__CLASS_DEPTH, ptr);
-    if ((k = ml__find_u64(m->freed, m->nfreed, ptr)) >= 0) ml__drop_u64(m->freed, &m->nfreed, k);
-    int keep = m->nlive < ML__RECENT ? m->nlive : ML__RECENT - 1;
-    memmove(m->live + 1, m->live, (size_t)keep * sizeof m->live[0]);
-    m->live[0].ptr = ptr;
-    m->live[0].usable = usable;
-    m->nlive = (uint8_t)(keep + 1);
+    ml__ring_push(lc->ptr, &lc->n, &lc->h, ptr);
+    if ((k = ml__ring_find(m->freed, m->nfreed, m->hfreed, ptr)) >= 0)
+        ml__ring_drop(m->freed, &m->nfreed, &m->hfreed, k);
+    uint8_t n = m->nlive;
+    ml__ring_push(m->live_ptr, &n, &m->hlive, ptr);
+    m->live_usable[m->hlive] = usable;
+    m->nlive = n;
 }
 
 /* Index of `ptr` among the last RECENT allocations still live, or -1. */
 static inline int ml__model_find_live(const ml__model_t *m, uint64_t ptr) {
-    for (int i = 0; i < m->nlive; i++)
-        if (m->live[i].ptr == ptr) return i;
-    return -1;
+    return ml__ring_find(m->live_ptr, m->nlive, m->hlive, ptr);
+}
+
+/* The k-th of the last RECENT allocations still live (k < nlive). */
+static inline void ml__model_live_at(const ml__model_t *m, int k, uint64_t *ptr, uint64_t *usable) {
+    unsigned s = ml__ring_slot(m->hlive, k);
+    *ptr = m->live_ptr[s];
+    *usable = m->live_usable[s];
 }
 
 static inline void ml__model_drop_live(ml__model_t *m, int k) {
-    memmove(m->live + k, m->live + k + 1, (size_t)(m->nlive - k - 1) * sizeof m->live[0]);
+    for (int i = k; i > 0; i--) {
+        unsigned to = ml__ring_slot(m->hlive, i), from = ml__ring_slot(m->hlive, i - 1);
+        m->live_ptr[to] = m->live_ptr[from];
+        m->live_usable[to] = m->live_usable[from];
+    }
+    m->hlive = (uint8_t)((m->hlive + 1) & (ML__RING - 1));
     m->nlive--;
 }
 
 /* Position of a live block in its size class's list, or -1. */
 static inline int ml__model_find_live_class(const ml__model_t *m, uint64_t ptr, uint64_t usable) {
     const ml__size_class_t *lc = &m->live_cls[ml__class_of(usable)];
-    return usable && lc->usable == usable ? ml__find_u64(lc->ptr, lc->n, ptr) : -1;
+    return usable && lc->usable == usable ? ml__ring_find(lc->ptr, lc->n, lc->h, ptr) : -1;
 }
 
 /* The reader's side of ml__model_find_live_class: the k-th live block of
@@ -211,23 +236,24 @@ static inline bool ml__model_live_class_at(const ml__model_t *m, uint64_t usable
                                            uint64_t *ptr) {
     const ml__size_class_t *lc = &m->live_cls[ml__class_of(usable)];
     if (!usable || lc->usable != usable || k >= lc->n) return false;
-    *ptr = lc->ptr[k];
+    *ptr = lc->ptr[ml__ring_slot(lc->h, (int)k)];
     return true;
 }
 
 static inline void ml__model_free(ml__model_t *m, uint64_t ptr, uint64_t usable) {
-    ml__push_u64(m->freed, &m->nfreed, ML__RECENT, ptr);
+    ml__ring_push(m->freed, &m->nfreed, &m->hfreed, ptr);
     if (!usable) return;
-    ml__size_class_t *lc = &m->live_cls[ml__class_of(usable)];
+    unsigned cl = ml__class_of(usable);
+    ml__size_class_t *lc = &m->live_cls[cl];
     int k;
-    if (lc->usable == usable && (k = ml__find_u64(lc->ptr, lc->n, ptr)) >= 0)
-        ml__drop_u64(lc->ptr, &lc->n, k);
-    ml__size_class_t *c = &m->cls[ml__class_of(usable)];
+    if (lc->usable == usable && (k = ml__ring_find(lc->ptr, lc->n, lc->h, ptr)) >= 0)
+        ml__ring_drop(lc->ptr, &lc->n, &lc->h, k);
+    ml__size_class_t *c = &m->cls[cl];
     if (c->usable != usable) {
         c->usable = usable;
         c->n = 0;
     }
-    ml__push_u64(c->ptr, &c->n, ML__CLASS_DEPTH, ptr);
+    ml__ring_push(c->ptr, &c->n, &c->h, ptr);
 }
 
 #endif

@@ -321,8 +321,7 @@ static bool get_free(ml_reader_t *r, uint8_t tag, ml_record_t *rec) {
     } else if (ok && tag == ML_T_FREE_RECENT) {
         ok = get_u8(r, &k) && k < r->st.model.nlive;
         if (ok) {
-            rec->u.alloc.ptr = r->st.model.live[k].ptr;
-            rec->u.alloc.usable = r->st.model.live[k].usable;
+            ml__model_live_at(&r->st.model, k, &rec->u.alloc.ptr, &rec->u.alloc.usable);
             ml__model_drop_live(&r->st.model, k);
         }
     } else if (ok) {

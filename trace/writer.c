@@ -278,7 +278,8 @@ static void put_free(ml_writer_t *w, const ml_record_t *r) {
         w->raw[w->raw_len - 1] = ML_T_FREE_RECENT;
         put_u8(w, r->u.alloc.kind);
         put_u8(w, (uint8_t)k);
-        usable = w->st.model.live[k].usable;
+        uint64_t ptr;
+        ml__model_live_at(&w->st.model, k, &ptr, &usable);
         ml__model_drop_live(&w->st.model, k);
     } else if (!ml__near_cursor(&w->st.model.free_cur, r->u.alloc.ptr) &&
                (k = ml__model_find_live_class(&w->st.model, r->u.alloc.ptr, usable)) >= 0) {
