@@ -5,30 +5,16 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-
-/* A table this large asks for transparent huge pages. Its probes go to
- * random slots: with 4 KiB pages a table of millions of live blocks misses
- * the TLB on nearly every event, and the page walk misses the cache too
- * (the collector's per-event cost on a 7 M-block heap was mostly that one
- * load). With 2 MiB pages a GiB of table needs 512 TLB entries. Only the
- * whole 2 MiB pages inside the table are advised; a kernel without THP, or
- * with it off, ignores the advice. */
-#define HUGE_TABLE_BYTES (8u << 20)
-#define HUGE_PAGE (2u << 20)
-
-static void advise_huge(void *p, size_t len) {
-    uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
-    uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(HUGE_PAGE - 1);
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-}
 
 /* Re-inserts every entry, in slot order, into a table of ncap slots: the
  * new layout follows from the old one. */
 static int rehash(ml_map_t *m, size_t esize, uint64_t ncap) {
     void *n = ml__alloc.calloc(ncap, esize);
     if (!n) return -ENOMEM;
-    if (ncap * esize >= HUGE_TABLE_BYTES) advise_huge(n, ncap * esize);
+    /* The hooks' calloc asks for huge pages for a large table: its probes
+     * go to random slots, and with 4 KiB pages a table of millions of live
+     * blocks missed the TLB on nearly every event (the collector's per-event
+     * cost on a 7 M-block heap was mostly that one load). */
     for (uint64_t i = 0; i < m->cap; i++) {
         const uint64_t *k = ml__map_key(m, i, esize);
         if (!*k) continue;

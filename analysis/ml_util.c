@@ -6,17 +6,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+/* ------------------------------------------------------------------------- */
+/* Huge pages                                                                */
+/* ------------------------------------------------------------------------- */
+
+#define HUGE_PAGE (2u << 20)
+
+void ml_advise_huge(void *p, size_t len) {
+    if (!p || len < ML_HUGE_TABLE_BYTES) return;
+    uintptr_t lo = ((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uintptr_t hi = ((uintptr_t)p + len) & ~(uintptr_t)(HUGE_PAGE - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+}
 
 /* ------------------------------------------------------------------------- */
 /* Allocator hook                                                            */
 /* ------------------------------------------------------------------------- */
 
 static void *libc_calloc(size_t n, size_t size) {
-    return calloc(n, size);
+    void *p = calloc(n, size);
+    if (p && size && n <= SIZE_MAX / size) ml_advise_huge(p, n * size);
+    return p;
 }
 
 static void *libc_realloc(void *p, size_t size) {
-    return realloc(p, size);
+    void *n = realloc(p, size);
+    ml_advise_huge(n, size);
+    return n;
 }
 
 ml_alloc_hooks_t ml__alloc = {libc_calloc, libc_realloc};

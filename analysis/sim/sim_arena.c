@@ -84,6 +84,7 @@ static int arena_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr
                 uint32_t ncap = a->ccap ? a->ccap * 2 : 256;
                 chunk_t *n = realloc(a->c, (size_t)ncap * sizeof *n);
                 if (!n) return -ENOMEM;
+                ml_advise_huge(n, (size_t)ncap * sizeof *n);
                 a->c = n;
                 a->ccap = ncap;
             }

@@ -81,9 +81,11 @@ static int resize(bitmap_t *b, uint64_t nleaves) {
     uint64_t *w = realloc(b->w, nleaves * LEAF_WORDS * sizeof *w);
     if (!w) return -ENOMEM;
     memset(w + b->nleaves * LEAF_WORDS, 0, (nleaves - b->nleaves) * LEAF_WORDS * sizeof *w);
+    ml_advise_huge(w, nleaves * LEAF_WORDS * sizeof *w);
     b->w = w;
     run_t *t = realloc(b->t, 2 * nleaves * sizeof *t);
     if (!t) return -ENOMEM;
+    ml_advise_huge(t, 2 * nleaves * sizeof *t);
     b->t = t;
     b->nleaves = nleaves;
     for (uint64_t i = 0; i < nleaves; i++) leaf_update(b, i);

@@ -68,6 +68,7 @@ static int push_free(buddy_t *b, uint64_t addr, unsigned k) {
                 bfree_remove(&b->h, s);
                 return -ENOMEM;
             }
+            ml_advise_huge(n, (size_t)ncap * sizeof *n);
             b->n = n;
             b->ncap = ncap;
         }

@@ -35,6 +35,7 @@ int ml__sim_page_inc_slow(ml__pages_t *pg, uint64_t page) {
             uint32_t *n = realloc(pg->cnt, ncap * sizeof *n);
             if (!n) return -ENOMEM;
             memset(n + pg->cap, 0, (ncap - pg->cap) * sizeof *n);
+            ml_advise_huge(n, ncap * sizeof *n);
             pg->cnt = n;
             pg->cap = ncap;
         }

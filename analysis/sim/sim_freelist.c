@@ -27,10 +27,12 @@
 static int nodes_grow(ml__fl_t *f, uint32_t ncap) {
     ml__fl_node_t *n = realloc(f->n, (size_t)ncap * sizeof *n);
     if (!n) return -ENOMEM;
+    ml_advise_huge(n, (size_t)ncap * sizeof *n);
     f->n = n;
     if (!f->ops->lists) {
         ml__fl_tnode_t *t = realloc(f->t, (size_t)ncap * sizeof *t);
         if (!t) return -ENOMEM;
+        ml_advise_huge(t, (size_t)ncap * sizeof *t);
         f->t = t;
     }
     f->ncap = ncap;

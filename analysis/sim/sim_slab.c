@@ -79,6 +79,7 @@ static uint32_t new_slab(slab_policy_t *sp, uint32_t c) {
             uint32_t ncap = sp->scap ? sp->scap * 2 : 256;
             slab_t *n = realloc(sp->s, (size_t)ncap * sizeof *n);
             if (!n) return ML__NIL;
+            ml_advise_huge(n, (size_t)ncap * sizeof *n);
             sp->s = n;
             sp->scap = ncap;
         }
