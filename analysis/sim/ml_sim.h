@@ -246,8 +246,11 @@ void ml_sim_replay_observe(ml_sim_replay_t *r, ml_sim_observer_fn fn, void *ctx)
  * trace keeps about `live` blocks live at its peak (the analysis' count).
  * Sizes the address map and every per-id table for it at once (ids are
  * recycled, so they stay below the largest number of live blocks), instead
- * of doubling and copying them while the trace is read. Changes no result.
- * Returns 0 or -ENOMEM. */
+ * of doubling and copying them while the trace is read. The replay's own
+ * tables are sized now; each policy's are sized by the thread that runs it,
+ * before its first op, so that the policies fill their tables in parallel
+ * while the trace is read (a policy whose tables cannot be made larger then
+ * grows them as it goes). Changes no result. Returns 0 or -ENOMEM. */
 int ml_sim_replay_reserve(ml_sim_replay_t *r, uint32_t live);
 /** Consumes one record in trace order. Returns 0 or -ENOMEM. */
 int ml_sim_replay_feed(ml_sim_replay_t *r, const ml_record_t *rec);

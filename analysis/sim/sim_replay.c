@@ -60,6 +60,11 @@ struct ml_sim_replay_s {
     bool sampled;
     ml_sim_observer_fn observe;
     void *observe_ctx;
+    /* ml_sim_replay_reserve's size, for the policies whose flag is set:
+     * each is sized by the thread that runs its first batch */
+    uint32_t reserve_live;
+    uint8_t *reserve_pending; /* reserve_n flags */
+    size_t reserve_n;
     /* workers */
     unsigned nthreads;
     pthread_t *th;
@@ -83,6 +88,11 @@ static double thread_cpu(void) {
 static void run_policy(ml_sim_replay_t *r, uint32_t k, const ml_sim_op_t *ops, size_t n) {
     ml_sim_policy_t *p = r->pol[k];
     double t0 = thread_cpu();
+    if (k < r->reserve_n && r->reserve_pending[k]) {
+        /* A hint only: on failure the tables grow as the ops need them. */
+        (void)ml_sim_reserve(p, r->reserve_live);
+        r->reserve_pending[k] = 0;
+    }
     void (*pf)(const ml_sim_policy_t *, const ml_sim_op_t *, int) = p->vt->prefetch;
     /* Prefetch in three stages (sim_internal.h): the per-id tables 16 ops
      * ahead, what they point to 8 ahead, the next level 4 ahead. */
@@ -453,8 +463,13 @@ int ml_sim_replay_reserve(ml_sim_replay_t *r, uint32_t live) {
     cap = r->idcap;
     if (ml__sim_reserve_ids((void **)&r->id_free, &cap, live, sizeof *r->id_free, 0) < 0) return -ENOMEM;
     r->idcap = cap;
-    for (size_t i = 0; i < r->npol; i++)
-        if (ml_sim_reserve(r->pol[i], live) < 0) return -ENOMEM;
+    if (!r->npol) return 0;
+    uint8_t *pend = realloc(r->reserve_pending, r->npol);
+    if (!pend) return -ENOMEM;
+    memset(pend, 1, r->npol);
+    r->reserve_pending = pend;
+    r->reserve_n = r->npol;
+    r->reserve_live = live;
     return 0;
 }
 
@@ -503,6 +518,7 @@ void ml_sim_replay_free(ml_sim_replay_t *r) {
     free(r->pol);
     free(r->cost);
     free(r->order);
+    free(r->reserve_pending);
     ml_map_free(&r->map);
     free(r->id_size);
     free(r->id_site);
