@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +355,42 @@ static int export_to(const char *path, int (*write)(FILE *, const ml_analysis_t 
  * phase, coarse enough that a 6,000-site page stays small. */
 #define ML_HTML_TIME_BUCKETS 64
 
+/* The page's time buckets read the trace once more. They need the analysis
+ * only (read-only), so they are computed on a thread of their own while the
+ * advisor replays the trace and the JSON is written, and joined before the
+ * page. */
+typedef struct {
+    const ml_analysis_t *a;
+    const char *trace;
+    ml_time_buckets_t *tb;
+    int rc;
+    char err[1024];
+    pthread_t thread;
+    bool running, joined;
+} buckets_job_t;
+
+static void *buckets_main(void *arg) {
+    buckets_job_t *j = arg;
+    j->rc = ml_analysis_time_buckets(j->a, j->trace, ML_HTML_TIME_BUCKETS, &j->tb, j->err, sizeof j->err);
+    return NULL;
+}
+
+static void buckets_start(buckets_job_t *j, const ml_analysis_t *a, const char *trace) {
+    *j = (buckets_job_t){.a = a, .trace = trace};
+    j->running = pthread_create(&j->thread, NULL, buckets_main, j) == 0;
+}
+
+/* The buckets (NULL, with the error in j->err, when they could not be
+ * made); computed here when no thread could start. */
+static ml_time_buckets_t *buckets_join(buckets_job_t *j) {
+    if (j->joined) return NULL; /* handed over already */
+    if (j->running) pthread_join(j->thread, NULL);
+    else buckets_main(j);
+    j->running = false;
+    j->joined = true;
+    return j->rc < 0 ? NULL : j->tb;
+}
+
 static int write_json_to(ml_out_t *out, const ml_analysis_t *a, const ml_report_opts_t *ro) {
     return ml_report_json(out->f, a, ro);
 }
@@ -413,6 +450,8 @@ int ml_cmd_report(int argc, char **argv) {
         ml_suppressions_free(supp);
         return ML_EXIT_ERROR;
     }
+    buckets_job_t buckets;
+    if (o.html) buckets_start(&buckets, a, o.trace);
     /* The trace's size as recorded: advice a report saved after it is not
      * counted, so that every report of a trace says the same. */
     uint64_t trace_size = 0;
@@ -465,9 +504,8 @@ int ml_cmd_report(int argc, char **argv) {
         hro.frame_table = true; /* the page's form: each frame once */
         /* The time-range selection's per-site buckets; without them the
          * page draws no selection (and says why). */
-        ml_time_buckets_t *tb = NULL;
-        if (ml_analysis_time_buckets(a, o.trace, ML_HTML_TIME_BUCKETS, &tb, err, sizeof err) < 0 && !o.quiet)
-            fprintf(stderr, "memlens: warning: time-range selection left out: %s\n", err);
+        ml_time_buckets_t *tb = buckets_join(&buckets);
+        if (!tb && !o.quiet) fprintf(stderr, "memlens: warning: time-range selection left out: %s\n", buckets.err);
         hro.time_buckets = tb;
         int rc = m ? ml_report_json(m, a, &hro) : -ENOMEM;
         if (m) fclose(m);
@@ -484,6 +522,7 @@ int ml_cmd_report(int argc, char **argv) {
         }
         free(doc);
     }
+    if (o.html && code != ML_EXIT_OK) ml_time_buckets_free(buckets_join(&buckets)); /* the page was not written */
     if (o.folded && code == ML_EXIT_OK) {
         ml_out_t out;
         if (ml_out_open_flags(&out, o.folded, o.out_flags, err, sizeof err) < 0 ||
