@@ -25,9 +25,20 @@ void ml_advise_huge(void *p, size_t len) {
 /* Allocator hook                                                            */
 /* ------------------------------------------------------------------------- */
 
+/* Tables from one huge page on start at a huge page boundary and span whole
+ * huge pages, all of them advised: most of the advisor's per-id tables are
+ * 1-4 MiB, which calloc places anywhere, so that no whole 2 MiB page lies in
+ * them. The pages are zeroed here (the kernel zeroes a huge page when it
+ * maps it; this touches it once more). */
 static void *libc_calloc(size_t n, size_t size) {
-    void *p = calloc(n, size);
-    if (p && size && n <= SIZE_MAX / size) ml_advise_huge(p, n * size);
+    if (!size || n > SIZE_MAX / size) return calloc(n, size);
+    size_t bytes = n * size;
+    if (bytes < HUGE_PAGE || bytes > SIZE_MAX - HUGE_PAGE) return calloc(n, size);
+    size_t whole = (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+    void *p = aligned_alloc(HUGE_PAGE, whole);
+    if (!p) return NULL;
+    (void)madvise(p, whole, MADV_HUGEPAGE);
+    memset(p, 0, bytes);
     return p;
 }
 
