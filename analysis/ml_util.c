@@ -25,15 +25,24 @@ void ml_advise_huge(void *p, size_t len) {
 /* Allocator hook                                                            */
 /* ------------------------------------------------------------------------- */
 
-/* Tables from one huge page on start at a huge page boundary and span whole
- * huge pages, all of them advised: most of the advisor's per-id tables are
- * 1-4 MiB, which calloc places anywhere, so that no whole 2 MiB page lies in
- * them. The pages are zeroed here (the kernel zeroes a huge page when it
- * maps it; this touches it once more). */
+/* Tables of 2 to 32 MiB start at a huge page boundary and span whole huge
+ * pages, all of them advised: most of the advisor's per-id tables are 1-4
+ * MiB, which calloc places anywhere, so that no whole 2 MiB page lies in
+ * them. Those pages are zeroed here (the kernel zeroes a huge page when it
+ * maps it: this writes it once more, which only a small table can afford).
+ * Larger tables come from calloc, which leaves fresh pages to the kernel,
+ * and are advised inside: at most their first and last 2 MiB are left out. */
+#define ALIGNED_TABLE_MAX ((size_t)32 << 20)
+
 static void *libc_calloc(size_t n, size_t size) {
     if (!size || n > SIZE_MAX / size) return calloc(n, size);
     size_t bytes = n * size;
-    if (bytes < HUGE_PAGE || bytes > SIZE_MAX - HUGE_PAGE) return calloc(n, size);
+    if (bytes > ALIGNED_TABLE_MAX) {
+        void *p = calloc(n, size);
+        ml_advise_huge(p, bytes);
+        return p;
+    }
+    if (bytes < HUGE_PAGE) return calloc(n, size);
     size_t whole = (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
     void *p = aligned_alloc(HUGE_PAGE, whole);
     if (!p) return NULL;
