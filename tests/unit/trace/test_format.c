@@ -2,6 +2,7 @@
  * corruption and version checks. */
 #define _GNU_SOURCE
 #include "ml_trace_io.h"
+#include "address_model.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -385,6 +386,143 @@ Test(format, not_a_trace, .init = setup, .fini = teardown) {
     cr_expect_eq(ml_reader_open(path, &rd, err, sizeof err), -EINVAL);
     cr_expect(strstr(err, "not a memlens trace") != NULL, "%s", err);
     cr_expect_eq(ml_reader_open("/nonexistent/x.mlt", &rd, err, sizeof err), -ENOENT);
+}
+
+/* The address model's lists are rings; what the codes index is the order of
+ * a plain array that every push shifts by one (the most recent first, the
+ * oldest falling off at 16) and every drop closes up. This reference model
+ * is that array, written out; after every alloc and free of a random
+ * sequence (few sizes and addresses, so that the lists fill, wrap, drop
+ * from every position and get reused by other sizes), each query of the
+ * real model must answer as the reference does: a different answer would
+ * write other bytes than earlier writers and misread their traces. */
+typedef struct {
+    uint64_t usable, ptr[ML__RING];
+    int n;
+} ref_list_t;
+typedef struct {
+    ref_list_t cls[ML__CLASSES], live_cls[ML__CLASSES];
+    uint64_t freed[ML__RING], live_ptr[ML__RING], live_usable[ML__RING];
+    int nfreed, nlive;
+} ref_model_t;
+
+static int ref_find(const uint64_t *v, int n, uint64_t p) {
+    for (int i = 0; i < n; i++)
+        if (v[i] == p) return i;
+    return -1;
+}
+static void ref_drop(uint64_t *v, int *n, int k) {
+    for (int i = k; i + 1 < *n; i++) v[i] = v[i + 1];
+    (*n)--;
+}
+static void ref_push(uint64_t *v, int *n, uint64_t p) {
+    int keep = *n < ML__RING ? *n : ML__RING - 1;
+    for (int i = keep; i > 0; i--) v[i] = v[i - 1];
+    v[0] = p;
+    *n = keep + 1;
+}
+static void ref_alloc(ref_model_t *m, uint64_t ptr, uint64_t usable) {
+    ref_list_t *c = &m->cls[ml__class_of(usable)], *lc = &m->live_cls[ml__class_of(usable)];
+    int k;
+    if (c->usable == usable && (k = ref_find(c->ptr, c->n, ptr)) >= 0) ref_drop(c->ptr, &c->n, k);
+    if (lc->usable != usable) {
+        lc->usable = usable;
+        lc->n = 0;
+    }
+    ref_push(lc->ptr, &lc->n, ptr);
+    if ((k = ref_find(m->freed, m->nfreed, ptr)) >= 0) ref_drop(m->freed, &m->nfreed, k);
+    int n = m->nlive, keep = n < ML__RING ? n : ML__RING - 1;
+    for (int i = keep; i > 0; i--) {
+        m->live_ptr[i] = m->live_ptr[i - 1];
+        m->live_usable[i] = m->live_usable[i - 1];
+    }
+    m->live_ptr[0] = ptr;
+    m->live_usable[0] = usable;
+    m->nlive = keep + 1;
+}
+static void ref_drop_live(ref_model_t *m, int k) {
+    for (int i = k; i + 1 < m->nlive; i++) {
+        m->live_ptr[i] = m->live_ptr[i + 1];
+        m->live_usable[i] = m->live_usable[i + 1];
+    }
+    m->nlive--;
+}
+static void ref_free(ref_model_t *m, uint64_t ptr, uint64_t usable) {
+    ref_push(m->freed, &m->nfreed, ptr);
+    if (!usable) return;
+    ref_list_t *lc = &m->live_cls[ml__class_of(usable)], *c = &m->cls[ml__class_of(usable)];
+    int k;
+    if (lc->usable == usable && (k = ref_find(lc->ptr, lc->n, ptr)) >= 0) ref_drop(lc->ptr, &lc->n, k);
+    if (c->usable != usable) {
+        c->usable = usable;
+        c->n = 0;
+    }
+    ref_push(c->ptr, &c->n, ptr);
+}
+
+Test(format, address_model_lists_keep_the_array_order) {
+    ml__model_t *m = calloc(1, sizeof *m);
+    ref_model_t *ref = calloc(1, sizeof *ref);
+    cr_assert(m && ref);
+    /* usable sizes: three that share a class (16 + k * 16 * ML__CLASSES) and a few others */
+    const uint64_t sizes[] = {32, 32 + 16 * ML__CLASSES, 32 + 32 * ML__CLASSES, 48, 64, 4096};
+    srand(11);
+    for (int step = 0; step < 400000; step++) {
+        uint64_t usable = sizes[rand() % 6];
+        uint64_t ptr = 0x1000 + (uint64_t)(rand() % 40) * 0x40;
+        bool alloc = rand() % 2;
+        /* the queries a writer and a reader make, before the op */
+        cr_assert_eq(ml__model_predict(m, usable, ptr),
+                     ref->cls[ml__class_of(usable)].usable == usable &&
+                             ref_find(ref->cls[ml__class_of(usable)].ptr, ref->cls[ml__class_of(usable)].n, ptr) >= 0
+                         ? ref_find(ref->cls[ml__class_of(usable)].ptr, ref->cls[ml__class_of(usable)].n, ptr)
+                     : ref_find(ref->freed, ref->nfreed, ptr) >= 0
+                         ? ML__CODE_GLOBAL + ref_find(ref->freed, ref->nfreed, ptr)
+                         : -1,
+                     "step %d: predict", step);
+        for (unsigned code = 0; code < ML__CODE_GLOBAL + ML__RING; code++) {
+            const ref_list_t *c = &ref->cls[ml__class_of(usable)];
+            uint64_t want = code < ML__CODE_GLOBAL
+                                ? (c->usable == usable && (int)code < c->n ? c->ptr[code] : 0)
+                                : ((int)(code - ML__CODE_GLOBAL) < ref->nfreed ? ref->freed[code - ML__CODE_GLOBAL] : 0);
+            cr_assert_eq(ml__model_resolve(m, usable, code), want, "step %d: code %u", step, code);
+        }
+        cr_assert_eq(m->nlive, ref->nlive, "step %d", step);
+        cr_assert_eq(ml__model_find_live(m, ptr), ref_find(ref->live_ptr, ref->nlive, ptr), "step %d", step);
+        for (int k = 0; k < ref->nlive; k++) {
+            uint64_t p, u;
+            ml__model_live_at(m, k, &p, &u);
+            cr_assert(p == ref->live_ptr[k] && u == ref->live_usable[k], "step %d: live %d", step, k);
+        }
+        const ref_list_t *lc = &ref->live_cls[ml__class_of(usable)];
+        int want_lc = lc->usable == usable ? ref_find(lc->ptr, lc->n, ptr) : -1;
+        cr_assert_eq(ml__model_find_live_class(m, ptr, usable), want_lc, "step %d", step);
+        for (unsigned k = 0; k < ML__RING; k++) {
+            uint64_t p = 0;
+            bool have = ml__model_live_class_at(m, usable, k, &p);
+            cr_assert_eq(have, lc->usable == usable && (int)k < lc->n, "step %d: class entry %u", step, k);
+            if (have) cr_assert_eq(p, lc->ptr[k], "step %d: class entry %u", step, k);
+        }
+        /* the op, as put_alloc / put_free and the reader apply it */
+        if (alloc) {
+            ml__model_alloc(m, ptr, usable);
+            ref_alloc(ref, ptr, usable);
+        } else if (rand() % 3 == 0 && ref->nlive) {
+            int k = rand() % ref->nlive; /* a free of a recent block: ML_T_FREE_RECENT */
+            uint64_t p, u;
+            ml__model_live_at(m, k, &p, &u);
+            ml__model_drop_live(m, k);
+            ref_drop_live(ref, k);
+            ml__model_free(m, p, u);
+            ref_free(ref, p, u);
+        } else {
+            uint64_t u = rand() % 8 ? usable : 0; /* a free whose size was not recorded */
+            ml__model_free(m, ptr, u);
+            ref_free(ref, ptr, u);
+        }
+    }
+    free(m);
+    free(ref);
 }
 
 /* The address model must give back every pointer exactly, whatever the
