@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MAX_WALK 1024
 
@@ -82,30 +83,40 @@ static int stack_key(ml_analysis_t *a, uint32_t leaf, uint32_t *knode, uint32_t 
     return 0;
 }
 
-static int push_frame(struct ml__built_s *b, const ml_frame_t *f) {
-    if (b->nframes == b->frames_cap) {
-        size_t cap = b->frames_cap ? b->frames_cap * 2 : 4096;
-        ml_frame_t *p = realloc(b->frames, cap * sizeof *p);
-        if (!p) return -ENOMEM;
-        b->frames = p;
-        b->frames_cap = cap;
-    }
-    b->frames[b->nframes++] = *f;
-    return 0;
-}
-
-/* Appends the frames of a site starting at (node, skip) up to the root. */
-static int site_frames(ml_analysis_t *a, struct ml__built_s *b, uint32_t node, uint32_t skip) {
+/* The frames of a site starting at (node, skip) up to the root: written
+ * to out (NULL: only counted); returns how many, or a negative errno. */
+static int64_t site_frames(ml_analysis_t *a, uint32_t node, uint32_t skip, ml_frame_t *out) {
     uint32_t n = node;
+    int64_t k = 0;
     for (int guard = 0; n && n < a->nnodes && guard < MAX_WALK; guard++) {
         ml__pc_frames_t pf;
         int rc = node_frames(a, n, &pf);
         if (rc < 0) return rc;
-        for (uint32_t j = n == node ? skip : 0; j < pf.n; j++)
-            if ((rc = push_frame(b, &pf.f[j])) < 0) return rc;
+        uint32_t from = n == node ? skip : 0;
+        if (out && pf.n > from) memcpy(out + k, pf.f + from, (pf.n - from) * sizeof *out);
+        k += pf.n > from ? pf.n - from : 0;
         n = a->node_parent[n];
     }
-    return 0;
+    return k;
+}
+
+/* The frames of every site, one array. Its size is counted first (the
+ * symbolizer's answers are cached by then, so the second walk is cheap):
+ * python3-dicts' 200,000 frames are 10 MB, and an array grown by doubling
+ * copied them over and over. Arrays of 2 MB and more ask for transparent
+ * huge pages: the first touch of each 4 KiB page was a page fault, and
+ * faults are what this array cost most (a fifth of `report` on a VM where
+ * each one is slow). */
+static ml_frame_t *frames_alloc(size_t n) {
+    size_t bytes = (n ? n : 1) * sizeof(ml_frame_t);
+    const size_t huge = 2u << 20;
+    if (bytes < huge) return malloc(bytes);
+    void *p = NULL;
+    if (posix_memalign(&p, huge, bytes) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, (bytes + 4095) & ~(size_t)4095, MADV_HUGEPAGE); /* advice: failure is harmless */
+#endif
+    return p;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -381,16 +392,34 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
         rc = -ENOMEM;
         goto out;
     }
+    size_t total = 0;
     for (size_t i = 0; i < b->nsites; i++) {
-        site_off[i] = b->nframes;
+        site_off[i] = total;
+        int64_t k = site_node[i] == 0 ? 1 : site_frames(a, site_node[i], site_skip[i], NULL);
+        if (k < 0) {
+            rc = (int)k;
+            goto out;
+        }
+        total += (size_t)k;
+    }
+    site_off[b->nsites] = total;
+    if (!(b->frames = frames_alloc(total))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    b->nframes = b->frames_cap = total;
+    for (size_t i = 0; i < b->nsites; i++) {
+        ml_frame_t *f = b->frames + site_off[i];
         if (site_node[i] == 0) {
-            ml_frame_t f = {.function = ml__sym_intern(a->sym, "[no stack]")};
-            if ((rc = push_frame(b, &f)) < 0) goto out;
-        } else if ((rc = site_frames(a, b, site_node[i], site_skip[i])) < 0) {
+            *f = (ml_frame_t){.function = ml__sym_intern(a->sym, "[no stack]")};
+            continue;
+        }
+        int64_t k = site_frames(a, site_node[i], site_skip[i], f);
+        if (k < 0) {
+            rc = (int)k;
             goto out;
         }
     }
-    site_off[b->nsites] = b->nframes;
     for (size_t i = 0; i < b->nsites; i++) {
         b->sites[i].frames = b->frames + site_off[i];
         b->sites[i].nframes = (uint32_t)(site_off[i + 1] - site_off[i]);
