@@ -159,6 +159,9 @@ void ml__sym_set_owner(ml__symbolizer_t *s, ml_analysis_t *a);
  * frames; results are cached per (module, pc). */
 int ml__sym_resolve(ml__symbolizer_t *s, int32_t mod, const ml__module_t *m, uint64_t pc,
                     ml__pc_frames_t *out);
+/* With ML_SYM_VERIFY=1 in the environment, a warning that says how many ELF
+ * symbol lookups were checked against libdw and how many differed. */
+void ml__sym_verify_summary(ml__symbolizer_t *s);
 /* Interns a string in the symbolizer's pool. */
 const char *ml__sym_intern(ml__symbolizer_t *s, const char *str);
 /* True if the frame belongs to the allocator (malloc family, operator new,

@@ -550,6 +550,7 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
     }
     a->hist.live_at_end = a->t.heap_blocks;
     int rc = ml__build_sites(a, a->b, opts);
+    ml__sym_verify_summary(a->sym);
     if (rc < 0) {
         ml__built_free(a->b);
         snprintf(err, errlen, "out of memory while building the report");

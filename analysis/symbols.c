@@ -94,6 +94,8 @@ struct ml__symbolizer_s {
     const char **strs; /* interned strings, open addressing */
     uint64_t strs_cap, strs_count;
     chunk_t *chunks;
+    bool verify; /* ML_SYM_VERIFY: see elf_symbol() */
+    uint64_t verify_asked, verify_differ;
 };
 
 /* ------------------------------------------------------------------------- */
@@ -162,6 +164,8 @@ int ml__sym_new(ml__symbolizer_t **out, bool no_symbols) {
     ml__symbolizer_t *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
     s->no_symbols = no_symbols;
+    const char *v = getenv("ML_SYM_VERIFY");
+    s->verify = v && v[0] && strcmp(v, "0");
     *out = s;
     return 0;
 }
@@ -717,37 +721,32 @@ static const char *elf_symbol_indexed(modsym_t *ms, Dwarf_Addr addr) {
     return dwfl_module_addrinfo(ms->dm, addr, &off, &sym, NULL, NULL, NULL);
 }
 
-#ifdef ML_SYM_VERIFY
-/* The proof build (cmake -DCMAKE_C_FLAGS=-DML_SYM_VERIFY): every answer of
- * the index is compared with libdw's own (dwfl_module_addrinfo), and each
- * difference is printed to stderr; `report` then exits with status 70 when
- * there was one. Slow (libdw's linear scan per address). */
-static unsigned long verify_asked, verify_differ;
-
-static void verify_summary(void) {
-    fprintf(stderr, "ML_SYM_VERIFY: %lu addresses, %lu differ\n", verify_asked, verify_differ);
-    if (verify_differ) _exit(70);
-}
-
-static const char *elf_symbol(modsym_t *ms, Dwarf_Addr addr) {
-    if (!verify_asked++) atexit(verify_summary);
+/* ML_SYM_VERIFY=1 in the environment: every answer of the index is
+ * compared with libdw's own (dwfl_module_addrinfo), each difference is a
+ * warning, and ml__sym_verify_summary() tells how many were checked. Slow
+ * (libdw's linear scan per address): for tests and proofs only. */
+static const char *elf_symbol(ml__symbolizer_t *s, modsym_t *ms, Dwarf_Addr addr) {
     const char *mine = elf_symbol_indexed(ms, addr);
+    if (!s->verify) return mine;
+    s->verify_asked++;
     GElf_Off off;
     GElf_Sym sym;
     const char *theirs = dwfl_module_addrinfo(ms->dm, addr, &off, &sym, NULL, NULL, NULL);
     if (!(mine == theirs || (mine && theirs && !strcmp(mine, theirs)))) {
-        verify_differ++;
-        fprintf(stderr, "ML_SYM_VERIFY: %s+0x%" PRIx64 ": index %s, libdw %s\n",
-                dwfl_module_info(ms->dm, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
-                (uint64_t)addr, mine ? mine : "(none)", theirs ? theirs : "(none)");
+        s->verify_differ++;
+        if (s->a)
+            ml__warn(s->a, "ML_SYM_VERIFY: %s+0x%" PRIx64 ": the index says %s, libdw %s",
+                     dwfl_module_info(ms->dm, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+                     (uint64_t)addr, mine ? mine : "(none)", theirs ? theirs : "(none)");
     }
     return mine;
 }
-#else
-static const char *elf_symbol(modsym_t *ms, Dwarf_Addr addr) {
-    return elf_symbol_indexed(ms, addr);
+
+void ml__sym_verify_summary(ml__symbolizer_t *s) {
+    if (s->verify && s->a)
+        ml__warn(s->a, "ML_SYM_VERIFY: %" PRIu64 " addresses checked against libdw, %" PRIu64 " differ",
+                 s->verify_asked, s->verify_differ);
 }
-#endif
 
 /* The frames of one address with DWARF, innermost first.
  *
@@ -767,7 +766,7 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
                               uint64_t pc, ml_frame_t *f) {
     Dwarf_Addr addr = pc - 1; /* the call instruction, not the return address */
     const char *module = ml__sym_intern(s, m->path);
-    const char *elfname = elf_symbol(ms, addr);
+    const char *elfname = elf_symbol(s, ms, addr);
     const char *outer = elfname ? demangled(s, elfname) : NULL;
 
     const char *file = NULL;
