@@ -404,7 +404,12 @@ void ml_json_i64(ml_json_t *w, int64_t v) {
 
 void ml_json_double(ml_json_t *w, double v) {
     if (!before(w, false)) return;
-    if (isfinite(v)) {
+    if (fabs(v) < 1e6 && v == (double)(int64_t)v && !(v == 0 && signbit(v))) {
+        /* An integer of at most six digits: "%.6g" writes it as one (and
+         * snprintf was most of the report's doubles, mostly whole means). */
+        if (v < 0) putc1(w, '-');
+        put_u64(w, (uint64_t)fabs(v));
+    } else if (isfinite(v)) {
         char t[32];
         int n = snprintf(t, sizeof t, "%.6g", v);
         put(w, t, (size_t)n);

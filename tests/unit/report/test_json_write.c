@@ -355,3 +355,27 @@ Test(json_write, a_text_writer_refuses_an_unfinished_value) {
     cr_expect_eq(doc_close(&d), -EINVAL);
     doc_free(&d);
 }
+
+/* Whole doubles below a million are written without snprintf: each must
+ * read as "%.6g" writes it, at the edges too. */
+Test(json_write, whole_doubles_read_as_printf_writes_them) {
+    static const double v[] = {0.0, -0.0, 1.0, -1.0, 7.0, 999999.0, -999999.0, 1e6, -1e6, 123456.0,
+                               100000.0, 0.5, -0.5, 999999.5, 1e-300, 4503599627370497.0, -1e18};
+    doc_t d;
+    doc_open(&d);
+    ml_json_array(d.w);
+    ml_json_tight(d.w);
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) ml_json_double(d.w, v[i]);
+    ml_json_end(d.w);
+    cr_assert_eq(doc_close(&d), 0);
+    char want[1024];
+    size_t k = 0;
+    want[k++] = '[';
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        k += (size_t)snprintf(want + k, sizeof want - k, "%s%.6g", i ? "," : "", v[i]);
+    snprintf(want + k, sizeof want - k, "]");
+    cr_expect_str_eq(d.text, want);
+    cr_expect_str_eq(d.text, "[0,-0,1,-1,7,999999,-999999,1e+06,-1e+06,123456,100000,0.5,-0.5,1e+06,"
+                             "1e-300,4.5036e+15,-1e+18]");
+    doc_free(&d);
+}
