@@ -89,7 +89,7 @@ static bool fmemo_same(const fmemo_ent_t *a, const fmemo_ent_t *b) {
 }
 
 static int fmemo_grow(fmemo_t *m) {
-    size_t ncap = m->cap ? m->cap * 2 : 4096;
+    size_t ncap = m->cap ? m->cap * 2 : 256;
     fmemo_ent_t *ns = calloc(ncap, sizeof *ns);
     if (!ns) return -ENOMEM;
     for (size_t i = 0; i < m->cap; i++) {
