@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MAX_WALK 1024
 
@@ -82,30 +83,41 @@ static int stack_key(ml_analysis_t *a, uint32_t leaf, uint32_t *knode, uint32_t 
     return 0;
 }
 
-static int push_frame(struct ml__built_s *b, const ml_frame_t *f) {
-    if (b->nframes == b->frames_cap) {
-        size_t cap = b->frames_cap ? b->frames_cap * 2 : 4096;
-        ml_frame_t *p = realloc(b->frames, cap * sizeof *p);
-        if (!p) return -ENOMEM;
-        b->frames = p;
-        b->frames_cap = cap;
-    }
-    b->frames[b->nframes++] = *f;
-    return 0;
-}
-
-/* Appends the frames of a site starting at (node, skip) up to the root. */
-static int site_frames(ml_analysis_t *a, struct ml__built_s *b, uint32_t node, uint32_t skip) {
+/* The frames of a site starting at (node, skip) up to the root: written
+ * to out (NULL: only counted); returns how many, or a negative errno. */
+static int64_t site_frames(ml_analysis_t *a, uint32_t node, uint32_t skip, ml_frame_t *out) {
     uint32_t n = node;
+    int64_t k = 0;
     for (int guard = 0; n && n < a->nnodes && guard < MAX_WALK; guard++) {
         ml__pc_frames_t pf;
         int rc = node_frames(a, n, &pf);
         if (rc < 0) return rc;
-        for (uint32_t j = n == node ? skip : 0; j < pf.n; j++)
-            if ((rc = push_frame(b, &pf.f[j])) < 0) return rc;
+        uint32_t from = n == node ? skip : 0;
+        if (out && pf.n > from) memcpy(out + k, pf.f + from, (pf.n - from) * sizeof *out);
+        k += pf.n > from ? pf.n - from : 0;
         n = a->node_parent[n];
     }
-    return 0;
+    return k;
+}
+
+/* analysis_internal.h. From 1 MiB the array is taken in whole 2 MiB pages
+ * and advised to transparent huge pages: the first touch of each 4 KiB page
+ * is a page fault, and faults were what these arrays cost most
+ * (python3-dicts' 200,000 frames are 10 MB: 2,000 of the report's 5,400
+ * faults, each slow on a VM). */
+void *ml__big_alloc(size_t bytes, bool zero) {
+    const size_t huge = 2u << 20;
+    if (!bytes) bytes = 1;
+    if (bytes < huge / 2) return zero ? calloc(1, bytes) : malloc(bytes);
+    size_t whole = (bytes + huge - 1) & ~(huge - 1);
+    if (whole < bytes) return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, huge, whole) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, whole, MADV_HUGEPAGE); /* advice: failure is harmless */
+#endif
+    if (zero) memset(p, 0, bytes);
+    return p;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -307,7 +319,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     uint32_t *site_node = NULL, *site_skip = NULL;
     size_t *site_off = NULL;
     /* Sites: stacks merged by their key. */
-    b->sites = calloc(a->nstats, sizeof *b->sites);
+    b->sites = ml__big_alloc((size_t)a->nstats * sizeof *b->sites, true);
     site_node = calloc(a->nstats, sizeof *site_node);
     site_skip = calloc(a->nstats, sizeof *site_skip);
     if (!b->sites || !site_node || !site_skip) {
@@ -381,16 +393,37 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
         rc = -ENOMEM;
         goto out;
     }
+    size_t total = 0;
     for (size_t i = 0; i < b->nsites; i++) {
-        site_off[i] = b->nframes;
+        site_off[i] = total;
+        int64_t k = site_node[i] == 0 ? 1 : site_frames(a, site_node[i], site_skip[i], NULL);
+        if (k < 0) {
+            rc = (int)k;
+            goto out;
+        }
+        total += (size_t)k;
+    }
+    site_off[b->nsites] = total;
+    /* Its size is counted first (the symbolizer's answers are cached by
+     * then, so the second walk is cheap): an array grown by doubling
+     * copied python3-dicts' 10 MB over and over. */
+    if (total > SIZE_MAX / sizeof *b->frames || !(b->frames = ml__big_alloc(total * sizeof *b->frames, false))) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    b->nframes = b->frames_cap = total;
+    for (size_t i = 0; i < b->nsites; i++) {
+        ml_frame_t *f = b->frames + site_off[i];
         if (site_node[i] == 0) {
-            ml_frame_t f = {.function = ml__sym_intern(a->sym, "[no stack]")};
-            if ((rc = push_frame(b, &f)) < 0) goto out;
-        } else if ((rc = site_frames(a, b, site_node[i], site_skip[i])) < 0) {
+            *f = (ml_frame_t){.function = ml__sym_intern(a->sym, "[no stack]")};
+            continue;
+        }
+        int64_t k = site_frames(a, site_node[i], site_skip[i], f);
+        if (k < 0) {
+            rc = (int)k;
             goto out;
         }
     }
-    site_off[b->nsites] = b->nframes;
     for (size_t i = 0; i < b->nsites; i++) {
         b->sites[i].frames = b->frames + site_off[i];
         b->sites[i].nframes = (uint32_t)(site_off[i + 1] - site_off[i]);
@@ -521,6 +554,7 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
     }
     a->hist.live_at_end = a->t.heap_blocks;
     int rc = ml__build_sites(a, a->b, opts);
+    ml__sym_verify_summary(a->sym);
     if (rc < 0) {
         ml__built_free(a->b);
         snprintf(err, errlen, "out of memory while building the report");

@@ -58,6 +58,7 @@ typedef struct {
     size_t ngsyms;
     symidx_t *lsyms; /* the local symbols with a size, likewise */
     size_t nlsyms;
+    GElf_Addr *greach, *lreach; /* prefix maxima of the ends of gsyms, lsyms */
     GElf_Addr *reach; /* reach[i]: the highest end of sized symbols 0..i of
                          `starts` (every binding), a prefix maximum */
     GElf_Addr *starts; /* the sized symbols' start values, sorted */
@@ -93,6 +94,8 @@ struct ml__symbolizer_s {
     const char **strs; /* interned strings, open addressing */
     uint64_t strs_cap, strs_count;
     chunk_t *chunks;
+    bool verify; /* ML_SYM_VERIFY: see elf_symbol() */
+    uint64_t verify_asked, verify_differ;
 };
 
 /* ------------------------------------------------------------------------- */
@@ -161,6 +164,8 @@ int ml__sym_new(ml__symbolizer_t **out, bool no_symbols) {
     ml__symbolizer_t *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
     s->no_symbols = no_symbols;
+    const char *v = getenv("ML_SYM_VERIFY");
+    s->verify = v && v[0] && strcmp(v, "0");
     *out = s;
     return 0;
 }
@@ -171,6 +176,8 @@ void ml__sym_free(ml__symbolizer_t *s) {
         if (s->ms[i].dwfl) dwfl_end(s->ms[i].dwfl);
         free(s->ms[i].gsyms);
         free(s->ms[i].lsyms);
+        free(s->ms[i].greach);
+        free(s->ms[i].lreach);
         free(s->ms[i].reach);
         free(s->ms[i].starts);
         free(s->ms[i].labels);
@@ -528,12 +535,27 @@ static void index_free(modsym_t *ms) {
     ms->nsecs = 0;
     free(ms->gsyms);
     free(ms->lsyms);
+    free(ms->greach);
+    free(ms->lreach);
     free(ms->reach);
     free(ms->starts);
     free(ms->labels);
     ms->gsyms = ms->lsyms = NULL;
-    ms->reach = ms->starts = ms->labels = NULL;
+    ms->greach = ms->lreach = ms->reach = ms->starts = ms->labels = NULL;
     ms->ngsyms = ms->nlsyms = ms->nsized = ms->nlabels = 0;
+}
+
+/* reach[i]: the highest end of the symbols v[0..i] (sorted by value), a
+ * prefix maximum; an end past 2^64 counts as 2^64 - 1. No symbol of v[0..i]
+ * holds an address at or above reach[i]. */
+static void prefix_reach(const symidx_t *v, size_t n, GElf_Addr *reach) {
+    GElf_Addr hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Addr end = v[i].value + v[i].size;
+        if (end < v[i].value) end = UINT64_MAX;
+        if (end > hi) hi = end;
+        reach[i] = hi;
+    }
 }
 
 static void index_symbols(modsym_t *ms) {
@@ -550,8 +572,11 @@ static void index_symbols(modsym_t *ms) {
     ms->starts = malloc(cap * sizeof *ms->starts);
     ms->reach = malloc(cap * sizeof *ms->reach);
     ms->labels = malloc(cap * sizeof *ms->labels);
+    ms->greach = malloc(cap * sizeof *ms->greach);
+    ms->lreach = malloc(cap * sizeof *ms->lreach);
     symidx_t *all = malloc(cap * sizeof *all);
-    if (!ms->gsyms || !ms->lsyms || !ms->starts || !ms->reach || !ms->labels || !all) {
+    if (!ms->gsyms || !ms->lsyms || !ms->starts || !ms->reach || !ms->labels || !ms->greach ||
+        !ms->lreach || !all) {
         free(all);
         index_free(ms); /* libdw answers everything */
         return;
@@ -581,12 +606,10 @@ static void index_symbols(modsym_t *ms) {
     qsort(ms->lsyms, ms->nlsyms, sizeof *ms->lsyms, cmp_symidx);
     qsort(all, nall, sizeof *all, cmp_symidx);
     qsort(ms->labels, ms->nlabels, sizeof *ms->labels, cmp_addr);
-    GElf_Addr hi = 0;
-    for (size_t i = 0; i < nall; i++) {
-        ms->starts[i] = all[i].value;
-        if (all[i].value + all[i].size > hi) hi = all[i].value + all[i].size;
-        ms->reach[i] = hi;
-    }
+    for (size_t i = 0; i < nall; i++) ms->starts[i] = all[i].value;
+    prefix_reach(all, nall, ms->reach);
+    prefix_reach(ms->gsyms, ms->ngsyms, ms->greach);
+    prefix_reach(ms->lsyms, ms->nlsyms, ms->lreach);
     ms->nsized = nall;
     free(all);
     GElf_Addr bias;
@@ -618,9 +641,11 @@ static long section_of(const modsym_t *ms, GElf_Addr addr) {
     return (long)(lo - 1);
 }
 
-/* libdw's choice among the sized symbols of one pass (v, sorted) that hold
- * addr; NULL when none does. *unsure when the walk gave up (libdw asks). */
-static const char *held_by(const symidx_t *v, size_t n, GElf_Addr addr, bool *unsure) {
+/* libdw's choice among the sized symbols of one pass (v, sorted, reach its
+ * prefix maxima of ends) that hold addr; NULL when none does. *unsure when
+ * the walk gave up (libdw asks). */
+static const char *held_by(const symidx_t *v, const GElf_Addr *reach, size_t n, GElf_Addr addr,
+                           bool *unsure) {
     size_t lo = 0, hi = n;
     while (lo < hi) { /* the last symbol starting at or before addr */
         size_t mid = lo + (hi - lo) / 2;
@@ -628,9 +653,14 @@ static const char *held_by(const symidx_t *v, size_t n, GElf_Addr addr, bool *un
         else hi = mid;
     }
     /* Walk back to the closest start that holds addr (a few steps: symbols
-     * rarely nest), then apply the rules at that start. */
+     * rarely nest), then apply the rules at that start. The walk ends as
+     * soon as no symbol below can reach addr: in a stripped module (only
+     * .dynsym) most addresses lie in functions that have no symbol, and
+     * without that bound each of them walked the 64 steps and went to
+     * libdw's linear scan. */
     size_t steps = 0;
     for (size_t i = lo; i > 0; i--, steps++) {
+        if (reach[i - 1] <= addr) return NULL;
         if (steps == 64) {
             *unsure = true;
             return NULL;
@@ -651,16 +681,16 @@ static const char *held_by(const symidx_t *v, size_t n, GElf_Addr addr, bool *un
     return NULL;
 }
 
-static const char *elf_symbol(modsym_t *ms, Dwarf_Addr addr) {
+static const char *elf_symbol_indexed(modsym_t *ms, Dwarf_Addr addr) {
     if (!ms->indexed) index_symbols(ms);
     if (ms->gsyms) {
         bool unsure = false;
-        const char *name = held_by(ms->gsyms, ms->ngsyms, addr, &unsure);
+        const char *name = held_by(ms->gsyms, ms->greach, ms->ngsyms, addr, &unsure);
         if (name) return name;
         size_t nl = unsure ? 0 : upto(ms->labels, ms->nlabels, addr);
         /* A label exactly at addr: libdw's local pass depends on its section. */
         if (!unsure && !(nl && ms->labels[nl - 1] == addr)) {
-            name = held_by(ms->lsyms, ms->nlsyms, addr, &unsure);
+            name = held_by(ms->lsyms, ms->lreach, ms->nlsyms, addr, &unsure);
             if (name) return name;
             if (!unsure) {
                 size_t ns = upto(ms->starts, ms->nsized, addr);
@@ -691,6 +721,33 @@ static const char *elf_symbol(modsym_t *ms, Dwarf_Addr addr) {
     return dwfl_module_addrinfo(ms->dm, addr, &off, &sym, NULL, NULL, NULL);
 }
 
+/* ML_SYM_VERIFY=1 in the environment: every answer of the index is
+ * compared with libdw's own (dwfl_module_addrinfo), each difference is a
+ * warning, and ml__sym_verify_summary() tells how many were checked. Slow
+ * (libdw's linear scan per address): for tests and proofs only. */
+static const char *elf_symbol(ml__symbolizer_t *s, modsym_t *ms, Dwarf_Addr addr) {
+    const char *mine = elf_symbol_indexed(ms, addr);
+    if (!s->verify) return mine;
+    s->verify_asked++;
+    GElf_Off off;
+    GElf_Sym sym;
+    const char *theirs = dwfl_module_addrinfo(ms->dm, addr, &off, &sym, NULL, NULL, NULL);
+    if (!(mine == theirs || (mine && theirs && !strcmp(mine, theirs)))) {
+        s->verify_differ++;
+        if (s->a)
+            ml__warn(s->a, "ML_SYM_VERIFY: %s+0x%" PRIx64 ": the index says %s, libdw %s",
+                     dwfl_module_info(ms->dm, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+                     (uint64_t)addr, mine ? mine : "(none)", theirs ? theirs : "(none)");
+    }
+    return mine;
+}
+
+void ml__sym_verify_summary(ml__symbolizer_t *s) {
+    if (s->verify && s->a)
+        ml__warn(s->a, "ML_SYM_VERIFY: %" PRIu64 " addresses checked against libdw, %" PRIu64 " differ",
+                 s->verify_asked, s->verify_differ);
+}
+
 /* The frames of one address with DWARF, innermost first.
  *
  * dwarf_getscopes() finds the innermost scope holding the address, but
@@ -709,7 +766,7 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
                               uint64_t pc, ml_frame_t *f) {
     Dwarf_Addr addr = pc - 1; /* the call instruction, not the return address */
     const char *module = ml__sym_intern(s, m->path);
-    const char *elfname = elf_symbol(ms, addr);
+    const char *elfname = elf_symbol(s, ms, addr);
     const char *outer = elfname ? demangled(s, elfname) : NULL;
 
     const char *file = NULL;

@@ -28,7 +28,9 @@ enum {
 };
 
 struct ml_json_s {
-    FILE *out;
+    FILE *out;        /* NULL: a text writer (ml_json_new_text) */
+    char *text;       /* a text writer's document, flushed from buf */
+    size_t text_len, text_cap;
     int err;
     bool after_key;   /* a key was written; its value comes next */
     bool root_done;   /* the root value is complete */
@@ -48,8 +50,30 @@ static void fail(ml_json_t *w, int err) {
     if (!w->err) w->err = err;
 }
 
+/* A text writer keeps what it flushes. */
+static void keep(ml_json_t *w, const char *s, size_t n) {
+    if (n > w->text_cap - w->text_len) {
+        size_t cap = w->text_cap ? w->text_cap : 1024;
+        while (cap - w->text_len < n) cap *= 2;
+        char *t = realloc(w->text, cap);
+        if (!t) {
+            fail(w, -ENOMEM);
+            return;
+        }
+        w->text = t;
+        w->text_cap = cap;
+    }
+    memcpy(w->text + w->text_len, s, n);
+    w->text_len += n;
+}
+
 static void flush(ml_json_t *w) {
     if (!w->len || w->err) {
+        w->len = 0;
+        return;
+    }
+    if (!w->out) {
+        keep(w, w->buf, w->len);
         w->len = 0;
         return;
     }
@@ -62,6 +86,10 @@ static void put(ml_json_t *w, const char *s, size_t n) {
     if (n > BUF_BYTES - w->len) {
         flush(w);
         if (n > BUF_BYTES) { /* larger than the buffer: straight through */
+            if (!w->out) {
+                if (!w->err) keep(w, s, n);
+                return;
+            }
             errno = 0;
             if (!w->err && fwrite(s, 1, n, w->out) != n) fail(w, -(errno ? errno : EIO));
             return;
@@ -227,6 +255,8 @@ int ml_json_new(FILE *out, ml_json_t **wp) {
     ml_json_t *w = malloc(sizeof *w);
     if (!w) return -ENOMEM;
     w->out = out;
+    w->text = NULL;
+    w->text_len = w->text_cap = 0;
     w->err = 0;
     w->after_key = w->root_done = w->newline_done = false;
     w->brk = -1;
@@ -237,9 +267,37 @@ int ml_json_new(FILE *out, ml_json_t **wp) {
     return 0;
 }
 
+int ml_json_new_text(ml_json_t **w) {
+    return ml_json_new(NULL, w);
+}
+
+const char *ml_json_text(ml_json_t *w, size_t *len) {
+    *len = 0;
+    if (w->out || w->depth || w->after_key) fail(w, -EINVAL);
+    flush(w);
+    if (w->err) return NULL;
+    if (!w->text_len) return "";
+    *len = w->text_len;
+    return w->text;
+}
+
+void ml_json_text_reset(ml_json_t *w) {
+    if (w->out) {
+        fail(w, -EINVAL);
+        return;
+    }
+    w->err = 0;
+    w->after_key = w->root_done = w->newline_done = false;
+    w->brk = -1;
+    w->depth = 0;
+    w->len = 0;
+    w->text_len = 0;
+}
+
 int ml_json_finish(ml_json_t *w) {
     if (w->depth || w->after_key) fail(w, -EINVAL);
     flush(w);
+    if (!w->out) return w->err;
     errno = 0;
     if (!w->err && (fflush(w->out) != 0 || ferror(w->out))) fail(w, -(errno ? errno : EIO));
     return w->err;
@@ -248,6 +306,7 @@ int ml_json_finish(ml_json_t *w) {
 void ml_json_free(ml_json_t *w) {
     if (!w) return;
     free(w->lv);
+    free(w->text);
     free(w);
 }
 
@@ -345,7 +404,12 @@ void ml_json_i64(ml_json_t *w, int64_t v) {
 
 void ml_json_double(ml_json_t *w, double v) {
     if (!before(w, false)) return;
-    if (isfinite(v)) {
+    if (fabs(v) < 1e6 && v == (double)(int64_t)v && !(v == 0 && signbit(v))) {
+        /* An integer of at most six digits: "%.6g" writes it as one (and
+         * snprintf was most of the report's doubles, mostly whole means). */
+        if (v < 0) putc1(w, '-');
+        put_u64(w, (uint64_t)fabs(v));
+    } else if (isfinite(v)) {
         char t[32];
         int n = snprintf(t, sizeof t, "%.6g", v);
         put(w, t, (size_t)n);
@@ -381,6 +445,12 @@ void ml_json_str(ml_json_t *w, const char *s) {
     if (!before(w, false)) return;
     if (s) put_quoted(w, s);
     else put(w, "null", 4);
+    after(w);
+}
+
+void ml_json_raw(ml_json_t *w, const char *text, size_t len) {
+    if (!before(w, false)) return;
+    put(w, text, len);
     after(w);
 }
 

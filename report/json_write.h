@@ -58,6 +58,32 @@ void ml_json_free(ml_json_t *w);
 int ml_json_error(const ml_json_t *w);
 
 /* ------------------------------------------------------------------------- */
+/* Text writers                                                              */
+/* ------------------------------------------------------------------------- */
+
+/* A text writer keeps its document in memory instead of writing it to a
+ * stream: a caller renders a value once and copies it wherever the same
+ * value recurs (ml_json_raw), which is how the report writes each distinct
+ * frame object once however many stacks hold it. A value's text does not
+ * depend on where it is written: the separators and line breaks around it
+ * are the writer's that copies it. */
+
+/** Creates a text writer. Returns 0, or -ENOMEM. Free it with ml_json_free. */
+int ml_json_new_text(ml_json_t **w);
+
+/** The document written so far and its length (no terminating NUL), valid
+ * until the next call on w; NULL when the writer has failed (or is not a
+ * text writer, or a container is still open: -EINVAL). */
+const char *ml_json_text(ml_json_t *w, size_t *len);
+
+/** Empties a text writer for a new document, clearing its error. */
+void ml_json_text_reset(ml_json_t *w);
+
+/** Writes a complete JSON value given as its text, as written by a text
+ * writer (the caller answers for its validity), as the next value. */
+void ml_json_raw(ml_json_t *w, const char *text, size_t len);
+
+/* ------------------------------------------------------------------------- */
 /* Structure                                                                 */
 /* ------------------------------------------------------------------------- */
 

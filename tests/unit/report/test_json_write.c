@@ -239,3 +239,143 @@ Test(json_write, deep_nesting_grows) {
     cr_expect_eq(d.text[5000], ']');
     doc_free(&d);
 }
+
+/* Writes the object {"f": name, "n": [1, 2]} as the next value. */
+static void small_obj(ml_json_t *w, const char *name) {
+    ml_json_object(w);
+    ml_json_kv_str(w, "f", name);
+    ml_json_key(w, "n");
+    ml_json_array(w);
+    ml_json_u64(w, 1);
+    ml_json_u64(w, 2);
+    ml_json_end(w);
+    ml_json_end(w);
+}
+
+Test(json_write, a_text_writer_renders_a_value_once_for_raw_copies) {
+    ml_json_t *tw;
+    cr_assert_eq(ml_json_new_text(&tw), 0);
+    size_t n;
+    const char *t = ml_json_text(tw, &n);
+    cr_assert(t);
+    cr_expect_eq(n, 0);
+    small_obj(tw, "a\"b\x01");
+    t = ml_json_text(tw, &n);
+    cr_assert(t);
+    cr_expect_eq(n, strlen("{\"f\": \"a\\\"b\\u0001\", \"n\": [1, 2]}"));
+    cr_expect(!memcmp(t, "{\"f\": \"a\\\"b\\u0001\", \"n\": [1, 2]}", n));
+    char *first = malloc(n);
+    memcpy(first, t, n);
+    size_t nfirst = n;
+    /* Reset: a new document, the old text gone. */
+    ml_json_text_reset(tw);
+    small_obj(tw, "c");
+    t = ml_json_text(tw, &n);
+    cr_assert(t);
+    cr_expect_eq(n, strlen("{\"f\": \"c\", \"n\": [1, 2]}"));
+    cr_expect(!memcmp(t, "{\"f\": \"c\", \"n\": [1, 2]}", n));
+
+    /* Copied into a document with breaks and separators, the bytes are
+     * those of writing the values directly. */
+    doc_t raw, direct;
+    doc_open(&raw);
+    doc_open(&direct);
+    for (int k = 0; k < 2; k++) {
+        ml_json_t *w = k ? direct.w : raw.w;
+        ml_json_object(w);
+        ml_json_key(w, "list");
+        ml_json_array(w);
+        for (int i = 0; i < 3; i++) {
+            ml_json_break(w, 2);
+            if (k) small_obj(w, i == 1 ? "c" : "a\"b\x01");
+            else if (i == 1) ml_json_raw(w, t, n);
+            else ml_json_raw(w, first, nfirst);
+        }
+        ml_json_end(w);
+        ml_json_key(w, "one");
+        if (k) small_obj(w, "c");
+        else ml_json_raw(w, t, n);
+        ml_json_end(w);
+    }
+    cr_assert_eq(doc_close(&raw), 0);
+    cr_assert_eq(doc_close(&direct), 0);
+    cr_expect_str_eq(raw.text, direct.text);
+    cr_expect(strstr(raw.text, "\n  {\"f\": \"c\", \"n\": [1, 2]},\n"));
+    doc_free(&raw);
+    doc_free(&direct);
+    free(first);
+    ml_json_free(tw);
+}
+
+Test(json_write, a_text_writer_holds_more_than_its_buffer) {
+    ml_json_t *tw;
+    cr_assert_eq(ml_json_new_text(&tw), 0);
+    size_t big = 150 * 1024;
+    char *s = malloc(big + 1);
+    memset(s, 'y', big);
+    s[big] = 0;
+    ml_json_array(tw);
+    for (int i = 0; i < 20000; i++) ml_json_u64(tw, 1000000 + (uint64_t)i);
+    ml_json_str(tw, s);
+    ml_json_end(tw);
+    size_t n;
+    const char *t = ml_json_text(tw, &n);
+    cr_assert(t);
+    cr_expect_eq(n, 1 + 20000 * 7 + 20000 * 2 + (big + 2) + 1);
+    cr_expect(!strncmp(t, "[1000000, 1000001, ", 19));
+    cr_expect_eq(t[n - 1], ']');
+    cr_expect_eq(t[n - 2], '"');
+    cr_expect_eq(t[n - 3], 'y');
+    free(s);
+    ml_json_free(tw);
+}
+
+Test(json_write, a_text_writer_refuses_an_unfinished_value) {
+    ml_json_t *tw;
+    cr_assert_eq(ml_json_new_text(&tw), 0);
+    ml_json_object(tw);
+    size_t n = 99;
+    cr_expect_null(ml_json_text(tw, &n));
+    cr_expect_eq(n, 0);
+    cr_expect_eq(ml_json_error(tw), -EINVAL);
+    /* A reset clears the error. */
+    ml_json_text_reset(tw);
+    cr_expect_eq(ml_json_error(tw), 0);
+    ml_json_u64(tw, 7);
+    const char *t = ml_json_text(tw, &n);
+    cr_assert(t);
+    cr_expect_eq(n, 1);
+    cr_expect_eq(t[0], '7');
+    ml_json_free(tw);
+    /* A stream writer has no text. */
+    doc_t d;
+    doc_open(&d);
+    ml_json_u64(d.w, 1);
+    cr_expect_null(ml_json_text(d.w, &n));
+    cr_expect_eq(doc_close(&d), -EINVAL);
+    doc_free(&d);
+}
+
+/* Whole doubles below a million are written without snprintf: each must
+ * read as "%.6g" writes it, at the edges too. */
+Test(json_write, whole_doubles_read_as_printf_writes_them) {
+    static const double v[] = {0.0, -0.0, 1.0, -1.0, 7.0, 999999.0, -999999.0, 1e6, -1e6, 123456.0,
+                               100000.0, 0.5, -0.5, 999999.5, 1e-300, 4503599627370497.0, -1e18};
+    doc_t d;
+    doc_open(&d);
+    ml_json_array(d.w);
+    ml_json_tight(d.w);
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) ml_json_double(d.w, v[i]);
+    ml_json_end(d.w);
+    cr_assert_eq(doc_close(&d), 0);
+    char want[1024];
+    size_t k = 0;
+    want[k++] = '[';
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++)
+        k += (size_t)snprintf(want + k, sizeof want - k, "%s%.6g", i ? "," : "", v[i]);
+    snprintf(want + k, sizeof want - k, "]");
+    cr_expect_str_eq(d.text, want);
+    cr_expect_str_eq(d.text, "[0,-0,1,-1,7,999999,-999999,1e+06,-1e+06,123456,100000,0.5,-0.5,1e+06,"
+                             "1e-300,4.5036e+15,-1e+18]");
+    doc_free(&d);
+}
