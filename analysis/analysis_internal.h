@@ -159,10 +159,6 @@ void ml__sym_set_owner(ml__symbolizer_t *s, ml_analysis_t *a);
  * frames; results are cached per (module, pc). */
 int ml__sym_resolve(ml__symbolizer_t *s, int32_t mod, const ml__module_t *m, uint64_t pc,
                     ml__pc_frames_t *out);
-/* A large array that is written from its start right away (the sites,
- * their frames, the call tree's nodes), zeroed when `zero`; free() and
- * realloc() take it. NULL when out of memory. */
-void *ml__big_alloc(size_t bytes, bool zero);
 /* With ML_SYM_VERIFY=1 in the environment, a warning that says how many ELF
  * symbol lookups were checked against libdw and how many differed. */
 void ml__sym_verify_summary(ml__symbolizer_t *s);

@@ -137,14 +137,14 @@ int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use
     tree_t t = {0};
     *out = NULL;
     /* Each node is made by a frame of a site: their count bounds the tree,
-     * and the array is taken once (ml__big_alloc: in huge pages when large),
+     * and the array is taken once (ml_huge_alloc: in huge pages when large),
      * then trimmed to what was used. Where that much address space is
      * refused (strict overcommit), the array grows as the tree does. */
     size_t bound = 1;
     for (size_t i = 0; i < nsites; i++)
         if (!use || use[i]) bound += sites[i].nframes;
     if (bound > (size_t)INT32_MAX) bound = (size_t)INT32_MAX;
-    if ((t.v = ml__big_alloc(bound * sizeof *t.v, false))) t.cap = bound;
+    if ((t.v = ml_huge_alloc(bound * sizeof *t.v, false))) t.cap = bound;
     if (new_node(&t, -1, &root_frame) < 0) goto oom;
     for (size_t i = 0; i < nsites; i++) {
         const ml_site_t *s = &sites[i];

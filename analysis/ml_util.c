@@ -25,30 +25,42 @@ void ml_advise_huge(void *p, size_t len) {
 /* Allocator hook                                                            */
 /* ------------------------------------------------------------------------- */
 
-/* Tables of 2 to 32 MiB start at a huge page boundary and span whole huge
- * pages, all of them advised: most of the advisor's per-id tables are 1-4
- * MiB, which calloc places anywhere, so that no whole 2 MiB page lies in
- * them. Those pages are zeroed here (the kernel zeroes a huge page when it
- * maps it: this writes it once more, which only a small table can afford).
- * Larger tables come from calloc, which leaves fresh pages to the kernel,
- * and are advised inside: at most their first and last 2 MiB are left out. */
-#define ALIGNED_TABLE_MAX ((size_t)32 << 20)
+/* From 1 MiB, an array is taken in whole 2 MiB pages at a 2 MiB boundary and
+ * advised: calloc places a 1-4 MiB table anywhere, so that no whole huge page
+ * lies in it. Such a table is zeroed here when asked (the kernel zeroes a
+ * huge page when it maps it: this writes it once more, which only a table of
+ * up to 32 MiB can afford). A larger zeroed table comes from calloc, whose
+ * fresh pages the kernel zeroes, and is advised inside: at most its first
+ * and last 2 MiB are left out. */
+#define HUGE_ALLOC_MIN ((size_t)1 << 20)
+#define ALIGNED_ZERO_MAX ((size_t)32 << 20)
 
-static void *libc_calloc(size_t n, size_t size) {
-    if (!size || n > SIZE_MAX / size) return calloc(n, size);
-    size_t bytes = n * size;
-    if (bytes > ALIGNED_TABLE_MAX) {
-        void *p = calloc(n, size);
+void *ml_huge_alloc(size_t bytes, bool zero) {
+    if (!bytes) bytes = 1;
+    if (bytes < HUGE_ALLOC_MIN) return zero ? calloc(1, bytes) : malloc(bytes);
+    if (zero && bytes > ALIGNED_ZERO_MAX) {
+        void *p = calloc(1, bytes);
         ml_advise_huge(p, bytes);
         return p;
     }
-    if (bytes < HUGE_PAGE) return calloc(n, size);
     size_t whole = (bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
-    void *p = aligned_alloc(HUGE_PAGE, whole);
-    if (!p) return NULL;
-    (void)madvise(p, whole, MADV_HUGEPAGE);
-    memset(p, 0, bytes);
+    if (whole < bytes) return NULL;
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, whole) != 0) return NULL;
+    (void)madvise(p, whole, MADV_HUGEPAGE); /* advice: failure is harmless */
+    if (zero) memset(p, 0, bytes);
     return p;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Allocator hook                                                            */
+/* ------------------------------------------------------------------------- */
+
+/* Tables of a huge page or more (the advisor's per-id tables, the maps) come
+ * from ml_huge_alloc; smaller ones from calloc. */
+static void *libc_calloc(size_t n, size_t size) {
+    if (!size || n > SIZE_MAX / size || n * size < HUGE_PAGE) return calloc(n, size);
+    return ml_huge_alloc(n * size, true);
 }
 
 static void *libc_realloc(void *p, size_t size) {

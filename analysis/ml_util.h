@@ -8,6 +8,7 @@
 #ifndef ML_UTIL_H
 #define ML_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,6 +42,14 @@ int ml_grow(void **arr, uint32_t *cap, uint64_t need, size_t elem, int fill);
  * functions below call it for what they allocate; tables grown with plain
  * realloc() call it themselves. */
 void ml_advise_huge(void *p, size_t len);
+
+/** A large array, zeroed when `zero`: from 1 MiB in whole 2 MiB pages at a
+ * 2 MiB boundary, advised for transparent huge pages (zeroed arrays over 32
+ * MiB come from calloc, advised inside). For arrays written or probed right
+ * away (the sites, their frames, the call tree's nodes, the advisor's and the
+ * maps' tables): the first touch of each 4 KiB page is a page fault, slow on
+ * a VM. free() and realloc() take it. NULL when out of memory. */
+void *ml_huge_alloc(size_t bytes, bool zero);
 
 /* ------------------------------------------------------------------------- */
 /* The allocator hook (STYLE 23)                                             */

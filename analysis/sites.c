@@ -100,26 +100,6 @@ static int64_t site_frames(ml_analysis_t *a, uint32_t node, uint32_t skip, ml_fr
     return k;
 }
 
-/* analysis_internal.h. From 1 MiB the array is taken in whole 2 MiB pages
- * and advised to transparent huge pages: the first touch of each 4 KiB page
- * is a page fault, and faults were what these arrays cost most
- * (python3-dicts' 200,000 frames are 10 MB: 2,000 of the report's 5,400
- * faults, each slow on a VM). */
-void *ml__big_alloc(size_t bytes, bool zero) {
-    const size_t huge = 2u << 20;
-    if (!bytes) bytes = 1;
-    if (bytes < huge / 2) return zero ? calloc(1, bytes) : malloc(bytes);
-    size_t whole = (bytes + huge - 1) & ~(huge - 1);
-    if (whole < bytes) return NULL;
-    void *p = NULL;
-    if (posix_memalign(&p, huge, whole) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, whole, MADV_HUGEPAGE); /* advice: failure is harmless */
-#endif
-    if (zero) memset(p, 0, bytes);
-    return p;
-}
-
 /* ------------------------------------------------------------------------- */
 /* Suppressions                                                              */
 /* ------------------------------------------------------------------------- */
@@ -319,7 +299,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     uint32_t *site_node = NULL, *site_skip = NULL;
     size_t *site_off = NULL;
     /* Sites: stacks merged by their key. */
-    b->sites = ml__big_alloc((size_t)a->nstats * sizeof *b->sites, true);
+    b->sites = ml_huge_alloc((size_t)a->nstats * sizeof *b->sites, true);
     site_node = calloc(a->nstats, sizeof *site_node);
     site_skip = calloc(a->nstats, sizeof *site_skip);
     if (!b->sites || !site_node || !site_skip) {
@@ -407,7 +387,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     /* Its size is counted first (the symbolizer's answers are cached by
      * then, so the second walk is cheap): an array grown by doubling
      * copied python3-dicts' 10 MB over and over. */
-    if (total > SIZE_MAX / sizeof *b->frames || !(b->frames = ml__big_alloc(total * sizeof *b->frames, false))) {
+    if (total > SIZE_MAX / sizeof *b->frames || !(b->frames = ml_huge_alloc(total * sizeof *b->frames, false))) {
         rc = -ENOMEM;
         goto out;
     }
