@@ -21,10 +21,6 @@ void ml_advise_huge(void *p, size_t len) {
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
 }
 
-/* ------------------------------------------------------------------------- */
-/* Allocator hook                                                            */
-/* ------------------------------------------------------------------------- */
-
 /* From 1 MiB, an array is taken in whole 2 MiB pages at a 2 MiB boundary and
  * advised: calloc places a 1-4 MiB table anywhere, so that no whole huge page
  * lies in it. Such a table is zeroed here when asked (the kernel zeroes a

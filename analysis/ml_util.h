@@ -38,9 +38,9 @@ int ml_grow(void **arr, uint32_t *cap, uint64_t need, size_t elem, int fill);
  * analysis' large tables are probed at random places: with 4 KiB pages
  * nearly every probe of a table of millions of entries misses the TLB, and
  * first touching it costs a page fault per 4 KiB (the advisor's replays of a
- * 2 M-call trace spent 15 % of their CPU time on both). The hooks' libc
- * functions below call it for what they allocate; tables grown with plain
- * realloc() call it themselves. */
+ * 2 M-call trace spent about 10 % of their CPU time on both). The hooks'
+ * realloc and ml_huge_alloc call it for what they allocate; tables grown
+ * with plain realloc() call it themselves. */
 void ml_advise_huge(void *p, size_t len);
 
 /** A large array, zeroed when `zero`: from 1 MiB in whole 2 MiB pages at a

@@ -421,15 +421,19 @@ static void ref_push(uint64_t *v, int *n, uint64_t p) {
     v[0] = p;
     *n = keep + 1;
 }
+/* A size class's list takes p; a list of another usable size starts over. */
+static void ref_push_sized(ref_list_t *l, uint64_t usable, uint64_t p) {
+    if (l->usable != usable) {
+        l->usable = usable;
+        l->n = 0;
+    }
+    ref_push(l->ptr, &l->n, p);
+}
 static void ref_alloc(ref_model_t *m, uint64_t ptr, uint64_t usable) {
     ref_list_t *c = &m->cls[ml__class_of(usable)], *lc = &m->live_cls[ml__class_of(usable)];
     int k;
     if (c->usable == usable && (k = ref_find(c->ptr, c->n, ptr)) >= 0) ref_drop(c->ptr, &c->n, k);
-    if (lc->usable != usable) {
-        lc->usable = usable;
-        lc->n = 0;
-    }
-    ref_push(lc->ptr, &lc->n, ptr);
+    ref_push_sized(lc, usable, ptr);
     if ((k = ref_find(m->freed, m->nfreed, ptr)) >= 0) ref_drop(m->freed, &m->nfreed, k);
     int n = m->nlive, keep = n < ML__RING ? n : ML__RING - 1;
     for (int i = keep; i > 0; i--) {
@@ -453,11 +457,7 @@ static void ref_free(ref_model_t *m, uint64_t ptr, uint64_t usable) {
     ref_list_t *lc = &m->live_cls[ml__class_of(usable)], *c = &m->cls[ml__class_of(usable)];
     int k;
     if (lc->usable == usable && (k = ref_find(lc->ptr, lc->n, ptr)) >= 0) ref_drop(lc->ptr, &lc->n, k);
-    if (c->usable != usable) {
-        c->usable = usable;
-        c->n = 0;
-    }
-    ref_push(c->ptr, &c->n, ptr);
+    ref_push_sized(c, usable, ptr);
 }
 
 Test(format, address_model_lists_keep_the_array_order) {
