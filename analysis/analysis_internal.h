@@ -28,13 +28,70 @@ typedef struct {
 #define ML__SLACK_UNKNOWN 0xffffu
 #define ML__SIZE_MAX ((1ull << 61) - 1) /* larger sizes are clamped (only corrupt traces) */
 
-/* The live block maps (a->heap, a->maps): entries keyed by address, in the
- * analysis layer's one map (ml_map.h). The snapshot saves each block's slot,
- * so this map's hash and growth are part of the snapshot format. */
+/* The live mappings (a->maps), and the heap blocks of version 1-4
+ * snapshots: entries keyed by address, in the analysis layer's one map
+ * (ml_map.h). The snapshot saves each entry's slot, so this map's hash and
+ * growth are part of the snapshot format. */
 ML_MAP_TYPED(ml__blocks, ml__block_t, 1024)
 
+/* The live heap blocks (live.c): 22 bytes a block, by address. A block is
+ * stored as a record and its offset in its 4 KiB page; the full
+ * ml__block_t is what the functions below take and give. */
+typedef struct {
+    uint32_t stack;
+    uint32_t size; /* UINT32_MAX: the size is in the side map */
+    uint32_t time_ms;
+    uint32_t seq_lo;
+    uint16_t seq_hi;
+    uint16_t slack;
+} ml__lrec_t;
+_Static_assert(sizeof(ml__lrec_t) == 20, "a live block's record is 20 bytes");
+
+typedef struct ml__lchunk_s ml__lchunk_t;
+
+/* An all-zero ml__live_t is an empty set. One writer at a time; readers
+ * (get, cursors) may run together when nobody writes. */
+typedef struct {
+    ml_map_t dir;       /* page + 1 -> its chunk */
+    ml_map_t big;       /* the sizes that do not fit 32 bits, by address */
+    uint64_t count;     /* blocks */
+    uint64_t bytes;     /* the chunks' bytes (the directory not counted) */
+    uint64_t last_key;  /* the chunk used last (writers' cache) */
+    ml__lchunk_t *last;
+} ml__live_t;
+
+/* Inserts b (b->ptr != 0), or replaces the block at its address: then
+ * *existed is true and *old is the block replaced. 0 or -ENOMEM (the set is
+ * unchanged). */
+int ml__live_put(ml__live_t *L, const ml__block_t *b, ml__block_t *old, bool *existed);
+/* The block at ptr into *out: false when there is none. */
+bool ml__live_get(const ml__live_t *L, uint64_t ptr, ml__block_t *out);
+/* Removes the block at ptr, its value into *out: false when there is none. */
+bool ml__live_take(ml__live_t *L, uint64_t ptr, ml__block_t *out);
+/* Sets the leak kind (ML_REACH_*) of the block at ptr: false when none. */
+bool ml__live_set_reach(ml__live_t *L, uint64_t ptr, unsigned reach);
+/* Starts loading what a lookup of ptr reads first. */
+void ml__live_prefetch(const ml__live_t *L, uint64_t ptr);
+void ml__live_shrink(ml__live_t *L);
+void ml__live_free(ml__live_t *L);
+
+/* Walks the blocks in address order. The set must not change meanwhile. */
+typedef struct {
+    const ml__live_t *L;
+    uint64_t *keys, nkeys, k; /* the chunks' keys, sorted */
+    ml__lchunk_t *c;
+    uint32_t i;
+} ml__live_cursor_t;
+int ml__live_cursor_init(ml__live_cursor_t *cur, const ml__live_t *L); /* 0 or -ENOMEM */
+bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out);
+void ml__live_cursor_rewind(ml__live_cursor_t *cur); /* from the first block again */
+void ml__live_cursor_free(ml__live_cursor_t *cur);
+/* Every block, in address order, into a malloc'd array: the count, or
+ * -ENOMEM. */
+int64_t ml__live_gather(const ml__live_t *L, ml__block_t **out);
+
 struct ml_analysis_s;
-/* analysis.c: both live maps to the smallest tables that hold them (at the
+/* analysis.c: the live set and map to the smallest tables that hold them (at the
  * end record, and after restoring a snapshot). */
 void ml__shrink_live(struct ml_analysis_s *a);
 
@@ -184,7 +241,7 @@ typedef struct {
 
 struct ml_analysis_s {
     ml_totals_t t;
-    ml_map_t heap; /* ml__block_t: live heap blocks */
+    ml__live_t heap; /* live heap blocks (live.c) */
     ml_map_t maps; /* ml__block_t: live anonymous mappings */
     uint64_t last_alloc_ptr; /* for temporary allocations */
     bool last_alloc_live;
@@ -317,9 +374,6 @@ static inline ml__fblock_t ml__fblock_of_grave(const ml__grave_t *g) {
     return (ml__fblock_t){.ptr = g->ptr, .size = g->size, .slack = g->slack};
 }
 
-/* frag.c: fragmentation of one set of live blocks (sorted by address). */
-void ml__frag_compute(const ml_analysis_t *a, const ml__fblock_t *blocks, uint64_t n,
-                      ml_frag_t *out, int8_t **cells);
 /* The estimated usable size of a request under the detected allocator. */
 const char *ml__allocator_model(const ml_analysis_t *a);
 uint64_t ml__usable_size(const char *model, uint64_t size);
@@ -333,17 +387,25 @@ void ml__built_free(struct ml__built_s *b);
 
 /* The blocks live now, sorted by address; malloc'd. */
 ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n);
-/* The blocks live at a moment (m NULL: now) as fragmentation blocks, sorted
- * by address; malloc'd. */
-ml__fblock_t *ml__moment_fblocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n);
-/* The same from `live[0..nlive)` (entries with ptr 0 skipped; at most
- * `count` of them are blocks) instead of the session's live map. */
-ml__fblock_t *ml__moment_fblocks_of(const ml__block_t *live, uint64_t nlive, uint64_t count,
-                                    const ml__moment_t *m, uint64_t *n);
-/* The same into v (room for count + m->ngrave), sorted through scratch (as
- * large, or NULL); returns how many. */
-uint64_t ml__moment_fblocks_into(const ml__block_t *live, uint64_t nlive, uint64_t count,
-                                 const ml__moment_t *m, ml__fblock_t *v, ml__fblock_t *scratch);
+/* The blocks live at a moment (m NULL: now) as fragmentation blocks, one
+ * at a time by address (sites.c): no array of them is made. Opening copies
+ * and sorts the moment's graveyard (16 bytes a block); the session must not
+ * change until the stream is closed. */
+typedef struct {
+    const ml__moment_t *m;
+    ml__fblock_t *g; /* the graveyard, sorted */
+    uint64_t ng, gi;
+    ml__live_cursor_t cur;
+    bool have, live_done;
+    ml__fblock_t live; /* the next live block, when `have` */
+} ml__mstream_t;
+int ml__mstream_open(ml__mstream_t *s, const ml_analysis_t *a, const ml__moment_t *m); /* 0 or -ENOMEM */
+bool ml__mstream_next(ml__mstream_t *s, ml__fblock_t *out);
+void ml__mstream_rewind(ml__mstream_t *s);
+void ml__mstream_close(ml__mstream_t *s);
+/* frag.c: fragmentation of one set of live blocks, streamed in address
+ * order (walked twice: the stream is rewound). */
+void ml__frag_compute(const ml_analysis_t *a, ml__mstream_t *s, ml_frag_t *out, int8_t **cells);
 
 /* Sorting helpers by address (radix sorts). */
 void ml__sort_blocks(ml__block_t *b, uint64_t n);

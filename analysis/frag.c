@@ -74,8 +74,7 @@ static uint64_t fblock_end(const ml__fblock_t *b) {
     return e < b->ptr ? UINT64_MAX : e;
 }
 
-void ml__frag_compute(const ml_analysis_t *a, const ml__fblock_t *v, uint64_t n, ml_frag_t *f,
-                      int8_t **cells) {
+void ml__frag_compute(const ml_analysis_t *a, ml__mstream_t *s, ml_frag_t *f, int8_t **cells) {
     const uint64_t ps = a->page_size;
     memset(f, 0, sizeof *f);
     f->valid = true;
@@ -84,8 +83,10 @@ void ml__frag_compute(const ml_analysis_t *a, const ml__fblock_t *v, uint64_t n,
     bool any_page = false;
     uint64_t end = 0, region_start = 0, region_live = 0;
     uint64_t best_live = 0, best_lo = 0, best_hi = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        const ml__fblock_t *b = &v[i];
+    uint64_t n = 0;
+    ml__fblock_t blk;
+    for (uint64_t i = 0; ml__mstream_next(s, &blk); i++, n++) {
+        const ml__fblock_t *b = &blk;
         f->live_bytes += b->size;
         f->live_blocks++;
         if (b->slack != ML__SLACK_UNKNOWN) {
@@ -152,8 +153,9 @@ void ml__frag_compute(const ml_analysis_t *a, const ml__fblock_t *v, uint64_t n,
         return;
     }
     any_page = false;
-    for (uint64_t i = 0; i < n; i++) {
-        const ml__fblock_t *b = &v[i];
+    ml__mstream_rewind(s);
+    while (ml__mstream_next(s, &blk)) {
+        const ml__fblock_t *b = &blk;
         if (b->ptr < base || b->ptr >= top) continue;
         uint64_t e = fblock_end(b);
         if (e > top) e = top;

@@ -151,7 +151,7 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
  * it at the end of the trace; ml_analysis_load_ex(ML_LOAD_SNAPSHOT) restores
  * it, so a report skips the replay. Builds from a restored session and from
  * a replay are the same (analysis/snapshot.c, tests/e2e/test_snapshot.c). */
-#define ML_ANALYSIS_SNAPSHOT_VERSION 4
+#define ML_ANALYSIS_SNAPSHOT_VERSION 5
 /* Version 1 snapshots (no GPU state: sessions with GPU records had none)
  * restore too; only older versions than this are replayed. */
 #define ML_ANALYSIS_SNAPSHOT_OLDEST 1
@@ -161,6 +161,11 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
  * negative errno (-ENOMEM; -ENOTSUP for state it could not restore exactly:
  * the collector then writes none). */
 int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len);
+/** The same in the layout of `version`: ML_ANALYSIS_SNAPSHOT_VERSION, or 4
+ * (the live heap blocks as a hash map with slots, as memlens wrote them
+ * before version 5), which the tests of older snapshots start from.
+ * -EINVAL for another version. */
+int ml_analysis_snapshot_version(const ml_analysis_t *a, uint32_t version, void **out, size_t *len);
 
 /** Fills a fresh session (nothing fed yet) from snapshot bytes (the caller
  * keeps them). Every count and index is checked: damaged bytes give -EINVAL

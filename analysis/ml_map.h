@@ -2,15 +2,16 @@
  * the value stored inline in an entry of the caller's type.
  *
  * High-level (analysis/); may allocate. One map, one hash, one growth rule
- * for every table keyed by a 64-bit word: the live heap blocks (32-byte
- * entries, one lookup per event of a trace), the page regions, the GPU sites,
- * the site keys of a build, the simulator's address and page tables.
+ * for every table keyed by a 64-bit word: the live set's page directory
+ * (one lookup per event of a trace, live.c), the live mappings, the page
+ * regions, the GPU sites, the site keys of a build, the simulator's address
+ * and page tables.
  *
  * An entry is a struct of the caller whose FIRST member is the key, a
  * uint64_t; the rest of the entry is the value. Its size is a multiple of 8
  * bytes. ML_MAP_TYPED() below makes typed functions for one entry type, so
  * the entry size is a constant at every call and the compiler inlines the
- * probes with it (the live block map is on the collector's per-event path).
+ * probes with it (the live set's directory is on the collector's per-event path).
  *
  * Invariants:
  *   - key 0 is the empty slot and is never stored: a table whose keys may be

@@ -45,7 +45,7 @@ void ml_analysis_free(ml_analysis_t *a) {
         free(a->b);
     }
     ml__sym_free(a->sym);
-    ml_map_free(&a->heap);
+    ml__live_free(&a->heap);
     ml_map_free(&a->maps);
     free(a->realloc_stash);
     free(a->node_parent);

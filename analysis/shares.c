@@ -110,16 +110,23 @@ int64_t ml_analysis_sites_in_range(const ml_analysis_t *a, ml_moment_t m, uint64
     size_t ns = nsites(a), cap = 64, k = 0;
     ml_share_t *v = malloc(cap * sizeof *v);
     if (!v) return -ENOMEM;
-    uint64_t count = a->heap.cap + (mo ? mo->ngrave : 0);
-    for (uint64_t i = 0; i < count; i++) {
+    ml__live_cursor_t cur;
+    if (ml__live_cursor_init(&cur, &a->heap) < 0) {
+        free(v);
+        return -ENOMEM;
+    }
+    bool live_done = false;
+    for (uint64_t gi = 0;;) {
         uint64_t ptr, size;
         uint32_t stack;
-        if (i < a->heap.cap) {
-            const ml__block_t *b = &ml__blocks_entries(&a->heap)[i];
-            if (!b->ptr || (mo && b->seq > mo->seq)) continue;
-            ptr = b->ptr, size = b->size, stack = b->stack;
+        ml__block_t b;
+        if (!live_done && ml__live_next(&cur, &b)) {
+            if (mo && b.seq > mo->seq) continue;
+            ptr = b.ptr, size = b.size, stack = b.stack;
         } else {
-            const ml__grave_t *g = &mo->grave[i - a->heap.cap];
+            live_done = true;
+            if (!mo || gi >= mo->ngrave) break;
+            const ml__grave_t *g = &mo->grave[gi++];
             ptr = g->ptr, size = g->size, stack = g->stack;
         }
         if (ptr >= hi || ptr + size <= lo) continue;
@@ -129,6 +136,7 @@ int64_t ml_analysis_sites_in_range(const ml_analysis_t *a, ml_moment_t m, uint64
             ml_share_t *nv = realloc(v, cap * 2 * sizeof *nv);
             if (!nv) {
                 free(v);
+                ml__live_cursor_free(&cur);
                 return -ENOMEM;
             }
             v = nv;
@@ -136,6 +144,7 @@ int64_t ml_analysis_sites_in_range(const ml_analysis_t *a, ml_moment_t m, uint64
         }
         v[k++] = (ml_share_t){s, size, 1};
     }
+    ml__live_cursor_free(&cur);
     size_t r = merge_top(v, k, out, max);
     free(v);
     return (int64_t)r;

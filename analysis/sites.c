@@ -147,44 +147,56 @@ static int cmp_group(const void *x, const void *y) {
 
 /* The blocks live now, sorted by address. */
 ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n) {
-    ml__block_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
-    if (!v) return NULL;
-    uint64_t k = 0;
-    const ml__block_t *e = ml__blocks_entries(&a->heap);
-    for (uint64_t i = 0; i < a->heap.cap; i++)
-        if (e[i].ptr) v[k++] = e[i];
-    ml__sort_blocks(v, k);
-    *n = k;
+    ml__block_t *v;
+    int64_t k = ml__live_gather(&a->heap, &v); /* in address order */
+    if (k < 0) return NULL;
+    *n = (uint64_t)k;
     return v;
 }
 
-/* Blocks live at a moment: live now and allocated by then, plus the
- * moment's graveyard. */
-
-ml__fblock_t *ml__moment_fblocks(const ml_analysis_t *a, const ml__moment_t *m, uint64_t *n) {
-    return ml__moment_fblocks_of(ml__blocks_entries(&a->heap), a->heap.cap, a->heap.count, m, n);
-}
-
-ml__fblock_t *ml__moment_fblocks_of(const ml__block_t *live, uint64_t nlive, uint64_t count,
-                                    const ml__moment_t *m, uint64_t *n) {
-    uint64_t cap = count + (m ? m->ngrave : 0);
-    ml__fblock_t *v = malloc((cap ? cap : 1) * sizeof *v);
-    if (!v) return NULL;
-    *n = ml__moment_fblocks_into(live, nlive, count, m, v, NULL);
-    return v;
-}
-
-uint64_t ml__moment_fblocks_into(const ml__block_t *live, uint64_t nlive, uint64_t count,
-                                 const ml__moment_t *m, ml__fblock_t *v, ml__fblock_t *scratch) {
-    uint64_t k = 0;
-    for (uint64_t i = 0; i < nlive && k < count; i++) {
-        const ml__block_t *e = &live[i];
-        if (e->ptr && (!m || e->seq <= m->seq)) v[k++] = ml__fblock_of(e);
+/* Blocks live at a moment, one at a time by address: the live blocks
+ * allocated by then, in the live set's (address) order, merged with the
+ * moment's graveyard, which alone is copied and sorted. */
+int ml__mstream_open(ml__mstream_t *s, const ml_analysis_t *a, const ml__moment_t *m) {
+    memset(s, 0, sizeof *s);
+    s->m = m;
+    s->ng = m ? m->ngrave : 0;
+    s->g = s->ng ? malloc(s->ng * sizeof *s->g) : NULL;
+    if ((s->ng && !s->g) || ml__live_cursor_init(&s->cur, &a->heap) < 0) {
+        free(s->g);
+        return -ENOMEM;
     }
-    if (m)
-        for (uint64_t i = 0; i < m->ngrave; i++) v[k++] = ml__fblock_of_grave(&m->grave[i]);
-    ml__sort_fblocks_with(v, k, scratch);
-    return k;
+    for (uint64_t i = 0; i < s->ng; i++) s->g[i] = ml__fblock_of_grave(&m->grave[i]);
+    ml__sort_fblocks(s->g, s->ng);
+    return 0;
+}
+
+bool ml__mstream_next(ml__mstream_t *s, ml__fblock_t *out) {
+    while (!s->have && !s->live_done) {
+        ml__block_t b;
+        if (!ml__live_next(&s->cur, &b)) s->live_done = true;
+        else if (!s->m || b.seq <= s->m->seq) s->live = ml__fblock_of(&b), s->have = true;
+    }
+    if (s->gi < s->ng && (!s->have || s->g[s->gi].ptr <= s->live.ptr)) {
+        *out = s->g[s->gi++];
+        return true;
+    }
+    if (!s->have) return false;
+    *out = s->live;
+    s->have = false;
+    return true;
+}
+
+void ml__mstream_rewind(ml__mstream_t *s) {
+    ml__live_cursor_rewind(&s->cur);
+    s->gi = 0;
+    s->have = s->live_done = false;
+}
+
+void ml__mstream_close(ml__mstream_t *s) {
+    ml__live_cursor_free(&s->cur);
+    free(s->g);
+    memset(s, 0, sizeof *s);
 }
 
 static void fill_moment(ml_frag_t *f, const ml__moment_t *m) {
@@ -220,24 +232,17 @@ static int build_frag(ml_analysis_t *a, struct ml__built_s *b) {
             fill_moment(&b->frag[w], m);
             continue;
         }
-        uint64_t n;
+        ml__mstream_t st;
+        if (ml__mstream_open(&st, a, m) < 0) return -ENOMEM;
+        ml__frag_compute(a, &st, &b->frag[w], &b->cells[w]);
+        ml__mstream_close(&st);
         if (m) {
-            ml__fblock_t *fv = ml__moment_fblocks(a, m, &n);
-            if (!fv) return -ENOMEM;
-            ml__frag_compute(a, fv, n, &b->frag[w], &b->cells[w]);
-            free(fv);
             fill_moment(&b->frag[w], m);
             continue;
         }
+        uint64_t n;
         ml__block_t *v = ml__live_blocks_sorted(a, &n);
-        ml__fblock_t *fv = v ? malloc((n ? n : 1) * sizeof *fv) : NULL;
-        if (!fv) {
-            free(v);
-            return -ENOMEM;
-        }
-        for (uint64_t i = 0; i < n; i++) fv[i] = ml__fblock_of(&v[i]);
-        ml__frag_compute(a, fv, n, &b->frag[w], &b->cells[w]);
-        free(fv);
+        if (!v) return -ENOMEM;
         /* The end: its moment is now, and its blocks also pin pages per site. */
         ml__moment_t now = {.time_ms = a->t.last_time_ms,
                             .have_mallinfo = a->have_mallinfo,
@@ -416,9 +421,10 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     }
 
     /* Leaks: every block live at the end, by site and kind. */
-    for (uint64_t i = 0; i < a->heap.cap; i++) {
-        const ml__block_t *e = &ml__blocks_entries(&a->heap)[i];
-        if (!e->ptr) continue;
+    ml__live_cursor_t cur;
+    if (ml__live_cursor_init(&cur, &a->heap) < 0) return -ENOMEM;
+    ml__block_t blk, *e = &blk;
+    while (ml__live_next(&cur, e)) {
         uint32_t si = a->stats[e->stack < a->nstats ? e->stack : 0].site;
         if (si >= b->nsites) continue;
         ml_leak_kind_t k = ML_LEAK_DEFINITE;
@@ -429,6 +435,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
         b->sites[si].leaked_kind_bytes[k] += e->size;
         b->sites[si].leaked_kind_blocks[k]++;
     }
+    ml__live_cursor_free(&cur);
     if (o->suppressions) ml__supp_reset(o->suppressions);
     size_t ng = 0;
     for (size_t i = 0; i < b->nsites; i++) {

@@ -42,12 +42,13 @@
  * version 2 ("SNP2") has one before its last number; version 3 ("SNP3")
  * adds the kernel's peak RSS (ML_T_PEAK_RSS) after it; version 4 ("SNP4")
  * the process record's options (ML_OPT_*: attached) and the unknown frees'
- * usable bytes after that. Restore
- * reads all. */
+ * usable bytes after that; version 5 ("SNP5") saves the live heap blocks
+ * without map slots (the live set has none: live.c). Restore reads all. */
 #define SNAP_MAGIC_V1 0x50414e53u /* "SNAP" */
 #define SNAP_MAGIC_V2 0x32504e53u /* "SNP2" */
 #define SNAP_MAGIC_V3 0x33504e53u /* "SNP3" */
-#define SNAP_MAGIC 0x34504e53u    /* "SNP4" */
+#define SNAP_MAGIC_V4 0x34504e53u /* "SNP4" */
+#define SNAP_MAGIC 0x35504e53u    /* "SNP5" */
 
 /* ------------------------------------------------------------------------- */
 /* Writing                                                                   */
@@ -98,6 +99,26 @@ static void put_map(ml__obuf_t *b, const ml_map_t *m) {
         put_block(b, &v[i].b);
     }
     free(v);
+}
+
+/* The live heap blocks (version 5): their count, then each block by
+ * address, the address as the delta from the one before. */
+static void put_live(ml__obuf_t *b, const ml__live_t *L) {
+    ml__put_u(b, L->count);
+    ml__live_cursor_t cur;
+    if (ml__live_cursor_init(&cur, L) < 0) {
+        b->oom = true;
+        return;
+    }
+    ml__block_t e;
+    uint64_t prev = 0, n = 0;
+    while (n < L->count && ml__live_next(&cur, &e)) {
+        ml__put_u(b, e.ptr - prev);
+        prev = e.ptr;
+        put_block(b, &e);
+        n++;
+    }
+    ml__live_cursor_free(&cur);
 }
 
 static void put_totals(ml__obuf_t *b, const ml_totals_t *t) {
@@ -158,9 +179,6 @@ static void put_moment(ml__obuf_t *b, const ml__moment_t *m) {
 typedef struct {
     const ml_analysis_t *a;
     const ml__moment_t *m;
-    const ml__block_t *live; /* the live blocks, gathered once for both jobs */
-    uint64_t nlive;
-    ml__fblock_t *v, *scratch; /* when given: shared by jobs that run one after the other */
     ml_frag_t f;
     int8_t *cells;
     bool ok;
@@ -168,36 +186,24 @@ typedef struct {
 
 static void *frag_job(void *arg) {
     frag_job_t *j = arg;
-    uint64_t n;
-    ml__fblock_t *v = j->v;
-    if (v) n = ml__moment_fblocks_into(j->live, j->nlive, j->nlive, j->m, v, j->scratch);
-    else if (j->live) v = ml__moment_fblocks_of(j->live, j->nlive, j->nlive, j->m, &n);
-    else v = ml__moment_fblocks(j->a, j->m, &n);
-    if (!v) return NULL;
-    ml__frag_compute(j->a, v, n, &j->f, &j->cells);
-    if (v != j->v) free(v);
+    ml__mstream_t st;
+    if (ml__mstream_open(&st, j->a, j->m) < 0) return NULL;
+    ml__frag_compute(j->a, &st, &j->f, &j->cells);
+    ml__mstream_close(&st);
     j->ok = true;
     return NULL;
 }
 
 /* Both moments: the same one computed once, two different ones in two
  * threads (the program has exited: its core is free), unless their blocks
- * are very many: each job copies and sorts them (32 bytes a block at its
- * peak). The live map, as large as the largest live set ever was, is
- * walked once for both. */
-static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2], ml__block_t **live_out) {
+ * are very many. Both walk the live set, which nobody changes meanwhile. */
+static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2]) {
     /* A moment closed while feeding (analysis.c) has its fragmentation
      * already: only the others are computed. */
     bool need[2];
     for (int i = 0; i < 2; i++) need[i] = a->mom[i].set && !a->snap_frag_set[i];
-    ml__block_t *live = need[0] || need[1] ? malloc((a->heap.count ? a->heap.count : 1) * sizeof *live) : NULL;
-    uint64_t nlive = 0;
-    const ml__block_t *e = ml__blocks_entries(&a->heap);
-    for (uint64_t i = 0; live && i < a->heap.cap && nlive < a->heap.count; i++)
-        if (e[i].ptr) live[nlive++] = e[i];
-    *live_out = live;
     for (int i = 0; i < 2; i++) {
-        j[i] = (frag_job_t){.a = a, .m = &a->mom[i], .live = live, .nlive = nlive};
+        j[i] = (frag_job_t){.a = a, .m = &a->mom[i]};
         if (!a->mom[i].set || need[i]) continue;
         j[i].f = a->snap_frag[i];
         j[i].cells = a->snap_cells[i] && j[i].f.map_ncells ? malloc(j[i].f.map_ncells) : NULL;
@@ -208,16 +214,6 @@ static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2], ml__block_t **liv
     bool small = a->mom[0].ngrave + a->mom[1].ngrave + 2 * a->heap.count < (1u << 21);
     pthread_t t;
     bool threaded = !same && small && need[0] && need[1] && pthread_create(&t, NULL, frag_job, &j[1]) == 0;
-    ml__fblock_t *v = NULL, *scratch = NULL;
-    if (!threaded && live && (need[0] || need[1])) {
-        /* One after the other: one pair of arrays for both (each fresh
-         * one costs its pages' faults and zeroing). */
-        uint64_t cap = nlive + (a->mom[0].ngrave > a->mom[1].ngrave ? a->mom[0].ngrave : a->mom[1].ngrave);
-        v = malloc((cap ? cap : 1) * sizeof *v);
-        scratch = malloc((cap ? cap : 1) * sizeof *scratch);
-        if (v && scratch)
-            for (int i = 0; i < 2; i++) j[i].v = v, j[i].scratch = scratch;
-    }
     if (need[0]) frag_job(&j[0]);
     if (threaded) pthread_join(t, NULL);
     else if (same && j[0].ok) {
@@ -228,8 +224,6 @@ static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2], ml__block_t **liv
     } else if (need[1]) {
         frag_job(&j[1]);
     }
-    free(v);
-    free(scratch);
 }
 
 static void put_frag(ml__obuf_t *b, const ml__moment_t *m, frag_job_t *j) {
@@ -262,12 +256,42 @@ static void put_frag(ml__obuf_t *b, const ml__moment_t *m, frag_job_t *j) {
     for (uint32_t i = 0; cells && i < f.map_ncells; i++) ml__put_s(b, cells[i]);
 }
 
+/* Version 4's live heap: the blocks in a map with slots (read by
+ * get_live_map). The map is made here, by address. */
+static void put_live_as_map(ml__obuf_t *b, const ml__live_t *L) {
+    ml_map_t m = {0};
+    ml__live_cursor_t cur;
+    if (ml__live_cursor_init(&cur, L) < 0) {
+        b->oom = true;
+        return;
+    }
+    ml__block_t e;
+    while (ml__live_next(&cur, &e)) {
+        bool existed;
+        ml__block_t *slot = ml__blocks_put(&m, e.ptr, &existed);
+        if (!slot) {
+            b->oom = true;
+            break;
+        }
+        *slot = e;
+    }
+    ml__live_cursor_free(&cur);
+    put_map(b, &m);
+    ml_map_free(&m);
+}
+
 int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
+    return ml_analysis_snapshot_version(a, ML_ANALYSIS_SNAPSHOT_VERSION, out, len);
+}
+
+int ml_analysis_snapshot_version(const ml_analysis_t *a, uint32_t version, void **out, size_t *len) {
+    if (version != 4 && version != ML_ANALYSIS_SNAPSHOT_VERSION) return -EINVAL;
+    const uint64_t magic = version == 4 ? SNAP_MAGIC_V4 : SNAP_MAGIC;
     *out = NULL;
     *len = 0;
     if (a->light) return -ENOTSUP;
     ml__obuf_t b = {0};
-    ml__put_u(&b, SNAP_MAGIC);
+    ml__put_u(&b, magic);
     put_totals(&b, &a->t);
     ml__put_d(&b, a->w_calls);
     ml__put_d(&b, a->w_bytes);
@@ -333,17 +357,16 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
         ml__put_u(&b, a->node_stat[i]);
     }
 
-    put_map(&b, &a->heap);
+    if (version == 4) put_live_as_map(&b, &a->heap);
+    else put_live(&b, &a->heap);
     put_map(&b, &a->maps);
     frag_job_t jobs[2];
-    ml__block_t *live;
-    frag_jobs(a, jobs, &live);
+    frag_jobs(a, jobs);
     for (int i = 0; i < 2; i++) {
         put_moment(&b, &a->mom[i]);
         put_frag(&b, &a->mom[i], &jobs[i]);
         free(jobs[i].cells);
     }
-    free(live);
     ml__put_u(&b, a->pages.nonzero);
     ml__put_u(&b, a->pages.interior);
 
@@ -406,7 +429,7 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
     ml__put_u(&b, a->t.hwm_rss_source);
     ml__put_u(&b, a->proc.options);
     ml__put_u(&b, a->t.unknown_free_bytes);
-    ml__put_u(&b, SNAP_MAGIC); /* the end: the reader checks that it got here */
+    ml__put_u(&b, magic); /* the end: the reader checks that it got here */
 
     if (rc == 0 && b.oom) rc = -ENOMEM;
     if (rc < 0) {
@@ -466,6 +489,38 @@ static void get_map(ml__ibuf_t *b, ml_map_t *m, uint32_t nstats) {
         e[slot].ptr = ptr;
         m->count++;
     }
+}
+
+static void get_live(ml__ibuf_t *b, ml__live_t *L, uint32_t nstats) {
+    uint64_t count = ml__get_count(b, 8, "the live set holds more blocks than the snapshot");
+    uint64_t ptr = 0;
+    for (uint64_t i = 0; i < count && !b->bad; i++) {
+        uint64_t d = ml__get_u(b);
+        if (d == 0 || d > UINT64_MAX - ptr) {
+            ml__snap_bad(b, "the blocks' addresses are not increasing");
+            return;
+        }
+        ptr += d;
+        ml__block_t e = {.ptr = ptr}, old;
+        get_block(b, &e, nstats);
+        bool existed;
+        if (!b->bad && ml__live_put(L, &e, &old, &existed) < 0) ml__snap_bad(b, "out of memory");
+    }
+}
+
+/* The live heap blocks of a version 1-4 snapshot: a map with slots, read
+ * as a map and moved into the live set. */
+static void get_live_map(ml__ibuf_t *b, ml__live_t *L, uint32_t nstats) {
+    ml_map_t m = {0};
+    get_map(b, &m, nstats);
+    const ml__block_t *e = ml__blocks_entries(&m);
+    for (uint64_t i = 0; i < m.cap && !b->bad; i++) {
+        if (!e[i].ptr) continue;
+        ml__block_t old;
+        bool existed;
+        if (ml__live_put(L, &e[i], &old, &existed) < 0) ml__snap_bad(b, "out of memory");
+    }
+    ml_map_free(&m);
 }
 
 static void get_moment(ml__ibuf_t *b, ml__moment_t *m) {
@@ -561,7 +616,8 @@ static void get_totals(ml__ibuf_t *b, ml_totals_t *t) {
 /* Fills the fresh session `a` (nothing fed yet) from the bytes. */
 static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     uint64_t magic = ml__get_u(b);
-    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V3 && magic != SNAP_MAGIC_V2 && magic != SNAP_MAGIC_V1) {
+    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V4 && magic != SNAP_MAGIC_V3 && magic != SNAP_MAGIC_V2 &&
+        magic != SNAP_MAGIC_V1) {
         ml__snap_bad(b, "it does not start with its magic number");
         return;
     }
@@ -681,7 +737,8 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
         if (a->stats[i].node == 0 || a->stats[i].node >= a->nnodes)
             return (void)ml__snap_bad(b, "a stack names an unknown node");
 
-    get_map(b, &a->heap, a->nstats);
+    if (magic == SNAP_MAGIC) get_live(b, &a->heap, a->nstats);
+    else get_live_map(b, &a->heap, a->nstats);
     get_map(b, &a->maps, UINT32_MAX);
     /* Saved before the maps were shrunk at the end record (older traces):
      * shrunk now, as a replay does (analysis.c, ml__shrink_live). */
@@ -765,11 +822,11 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     }
     if (magic != SNAP_MAGIC_V1 && !b->bad && ml__get_max(b, 1, "bad flag"))
         ml__gpu_restore(&a->gpu, b);
-    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V3) && !b->bad) {
+    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V4 || magic == SNAP_MAGIC_V3) && !b->bad) {
         a->t.hwm_rss_bytes = ml__get_u(b);
         a->t.hwm_rss_source = (uint8_t)ml__get_max(b, ML_HWM_SOURCE_COUNT_ - 1, "bad peak RSS source");
     }
-    if (magic == SNAP_MAGIC && !b->bad) {
+    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V4) && !b->bad) {
         a->proc.options = (uint32_t)ml__get_max(b, UINT32_MAX, "bad options");
         a->t.unknown_free_bytes = ml__get_u(b);
     }

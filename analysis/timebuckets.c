@@ -6,7 +6,7 @@
  *
  * The allocations come from a second read of the trace's records (a session
  * restored from the trace's snapshot holds no per-allocation times); the
- * blocks live at the end come from the session's live map, which keeps each
+ * blocks live at the end come from the session's live set, which keeps each
  * block's allocation time. Sites are those of the last ml_analysis_build. */
 #include "analysis_internal.h"
 
@@ -127,16 +127,18 @@ int ml_analysis_time_buckets(const ml_analysis_t *a, const char *trace_path, uin
 
     /* Blocks live at the end, by the bucket of their allocation and kind. */
     size_t nl = 0;
-    const ml__block_t *e = ml__blocks_entries(&a->heap);
     items = malloc((a->heap.count + 1) * sizeof *items);
     if (!items) goto out;
-    for (uint64_t i = 0; i < a->heap.cap; i++) {
-        if (!e[i].ptr) continue;
-        uint32_t si = site_of_stat(a, e[i].stack);
+    ml__live_cursor_t cur;
+    if (ml__live_cursor_init(&cur, &a->heap) < 0) goto out;
+    ml__block_t blk, *e = &blk;
+    while (ml__live_next(&cur, e)) {
+        uint32_t si = site_of_stat(a, e->stack);
         if (si >= nsites || nl >= a->heap.count) continue;
-        uint32_t k = e[i].time_ms / width;
-        items[nl++] = (live_item_t){si, k < nb ? k : nb - 1, kind_of(&e[i]), e[i].size};
+        uint32_t k = e->time_ms / width;
+        items[nl++] = (live_item_t){si, k < nb ? k : nb - 1, kind_of(e), e->size};
     }
+    ml__live_cursor_free(&cur);
     qsort(items, nl, sizeof *items, cmp_live_item);
     tb->live = calloc(nl + 1, sizeof *tb->live);
     if (!tb->live) goto out;

@@ -270,7 +270,7 @@ Test(snapshot, dump_names_it) {
     h_run(&r, argv);
     cr_assert_eq(r.status, 0, "%s", r.err);
     const char *line = strstr(r.out, "# analysis snapshot: ");
-    cr_expect(line && strstr(line, " bytes, version 4\n"), "%.200s", line ? line : "(none)");
+    cr_expect(line && strstr(line, " bytes, version 5\n"), "%.200s", line ? line : "(none)");
     cr_expect(strstr(r.out, " end "), "the end record comes before it");
     h_run_free(&r);
 }
@@ -730,7 +730,8 @@ Test(snapshot, gpu_busy_restore_refuses_damaged_bytes, .timeout = 120) {
                         (const char *[]){"fx_gpu_events", "busy", "2000", "100", NULL}, 1500, 300);
 }
 
-/* Snapshots from before the process options were saved (version 3: "SNP3",
+/* Snapshots from before the live set (version 4: "SNP4", the live heap
+ * blocks as a map with slots), from before the process options were saved (version 3: "SNP3",
  * no options), before the kernel's peak RSS was saved (version 2: "SNP2"
  * first and last, no peak RSS) and before the GPU state was saved (version
  * 1: "SNAP", no GPU flag either) still restore; one that claims version 1
@@ -748,10 +749,33 @@ Test(snapshot, version_1_still_restores) {
     cr_assert_gt(hwm, 0, "the trace has the kernel's peak RSS");
     void *data;
     size_t len;
-    cr_assert_eq(ml_analysis_snapshot(a, &data, &len), 0);
-    ml_analysis_free(a);
-    uint8_t v4[10], v3[10], v2[10], v1[10], hb[10];
+    /* Version 5 restores to the same session as version 4 */
+    uint8_t v5[10], v4[10], v3[10], v2[10], v1[10], hb[10];
     size_t k = leb(0x34504e53u, v4);
+    cr_assert_eq(leb(0x35504e53u, v5), k);
+    void *five;
+    size_t len5;
+    cr_assert_eq(ml_analysis_snapshot(a, &five, &len5), 0);
+    cr_assert_eq(memcmp(five, v5, k), 0, "version 5 starts with SNP5");
+    cr_assert_eq(ml_analysis_snapshot_version(a, 4, &data, &len), 0);
+    cr_assert_eq(ml_analysis_snapshot_version(a, 3, &data, &len), -22, "only 4 and 5 are written");
+    ml_analysis_free(a);
+    ml_analysis_t *a4, *a5;
+    cr_assert_eq(ml_analysis_new(&a4), 0);
+    cr_assert_eq(ml_analysis_new(&a5), 0);
+    cr_assert_eq(ml_analysis_restore(a4, data, len, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ml_analysis_restore(a5, five, len5, err, sizeof err), 0, "%s", err);
+    ml_live_block_t *b4, *b5;
+    int64_t n4 = ml_analysis_live_blocks(a4, &b4), n5 = ml_analysis_live_blocks(a5, &b5);
+    cr_assert_gt(n4, 0, "fx_leaks leaves blocks live");
+    cr_assert_eq(n4, n5);
+    cr_expect_eq(memcmp(b4, b5, (size_t)n4 * sizeof *b4), 0, "the same live blocks");
+    cr_expect_eq(ml_analysis_totals(a4)->heap_bytes, ml_analysis_totals(a5)->heap_bytes);
+    free(b4);
+    free(b5);
+    free(five);
+    ml_analysis_free(a4);
+    ml_analysis_free(a5);
     cr_assert_eq(leb(0x33504e53u, v3), k);
     cr_assert_eq(leb(0x32504e53u, v2), k);
     cr_assert_eq(leb(0x50414e53u, v1), k);

@@ -1,0 +1,371 @@
+/* live.c - the live heap blocks, kept compact (ml__live_t in
+ * analysis_internal.h).
+ *
+ * Why not a hash map of blocks: the collector keeps every live block of the
+ * program, one lookup per event. As a map of 32-byte entries at most 3/4
+ * full, 19 M live blocks took a 1 GiB table (2 GiB while it doubled), twice
+ * the program's own RSS, and each event paid a cache and TLB miss somewhere
+ * in that gigabyte (issue 12).
+ *
+ * Layout. Blocks are grouped by the 4 KiB page their address is in (a
+ * chunk). A directory (ml_map.h) finds a page's chunk; a chunk is one
+ * allocation holding two arrays sorted by address: the 12-bit offsets in
+ * the page (with the leak kind in the 3 bits above), and a 20-byte record
+ * per block. A block costs 22 bytes plus the chunks' spare room (an eighth
+ * at most, after growth), against 32 bytes in a table half empty on
+ * average. Sizes of 4 GiB - 1 and more (only huge blocks and corrupt
+ * traces) keep the record's marker and live in a small side map.
+ *
+ * Heap addresses are dense and programs free near where they allocate, so
+ * most events land in the chunk of the event before (kept in `last`) or in
+ * a directory slot that is cached; a chunk's offsets are a few cache lines.
+ * Inserting in a chunk moves the entries after it: at most 4096, usually a
+ * few dozen (a page holds 256 blocks of 16 bytes).
+ *
+ * Order. The layout is a function of the set of live blocks, not of the
+ * history that led to it, and walking it (ml__live_cursor_t) gives blocks
+ * in address order: snapshots store blocks in that order, and a restored
+ * set is the same set.
+ */
+#include "analysis_internal.h"
+#include "ml_util.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK_SHIFT 12
+#define CHUNK_MASK ((1u << CHUNK_SHIFT) - 1)
+#define REACH_SHIFT 12
+#define BIG_SIZE UINT32_MAX /* the record's size when the block's is in `big` */
+
+typedef struct {
+    uint64_t key; /* page number + 1 */
+    ml__lchunk_t *c;
+} dir_t;
+ML_MAP_TYPED(dir, dir_t, 64)
+
+typedef struct {
+    uint64_t ptr;
+    uint64_t size;
+} big_t;
+ML_MAP_TYPED(bigs, big_t, 16)
+
+struct ml__lchunk_s {
+    uint16_t n, cap;
+    uint32_t pad;
+    /* uint16_t off[cap]; then ml__lrec_t rec[cap] */
+};
+
+static inline uint16_t *offs(ml__lchunk_t *c) {
+    return (uint16_t *)(c + 1);
+}
+static inline ml__lrec_t *recs(ml__lchunk_t *c) {
+    return (ml__lrec_t *)((char *)(c + 1) + (size_t)c->cap * sizeof(uint16_t));
+}
+
+static size_t chunk_bytes(uint32_t cap) {
+    return sizeof(ml__lchunk_t) + (size_t)cap * (sizeof(uint16_t) + sizeof(ml__lrec_t));
+}
+
+/* A chunk of `cap` slots holding c's entries (c may be NULL: empty). */
+static ml__lchunk_t *chunk_resize(ml__lchunk_t *c, uint32_t cap) {
+    ml__lchunk_t *n = ml__alloc.realloc(NULL, chunk_bytes(cap)); /* tests can starve it */
+    if (!n) return NULL;
+    n->n = c ? c->n : 0;
+    n->cap = (uint16_t)cap;
+    n->pad = 0;
+    if (c && c->n) {
+        memcpy(offs(n), offs(c), (size_t)c->n * sizeof(uint16_t));
+        memcpy(recs(n), recs(c), (size_t)c->n * sizeof(ml__lrec_t));
+    }
+    free(c);
+    return n;
+}
+
+/* The first index whose offset is >= off (n: none). */
+static inline uint32_t lower(ml__lchunk_t *c, uint32_t off) {
+    const uint16_t *o = offs(c);
+    uint32_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if ((o[mid] & CHUNK_MASK) < off) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The chunk of a page (NULL: none), through the one-entry cache that
+ * writers keep; readers (ml__live_get) leave the cache alone, so that
+ * concurrent readers share nothing they write. */
+static ml__lchunk_t *chunk_of(ml__live_t *L, uint64_t key) {
+    if (L->last && L->last_key == key) return L->last;
+    dir_t *d = dir_find(&L->dir, key);
+    if (!d) return NULL;
+    L->last = d->c;
+    L->last_key = key;
+    return d->c;
+}
+
+static ml__lchunk_t *chunk_find(const ml__live_t *L, uint64_t key) {
+    if (L->last && L->last_key == key) return L->last;
+    const dir_t *d = dir_find(&L->dir, key);
+    return d ? d->c : NULL;
+}
+
+static void decode(const ml__live_t *L, ml__lchunk_t *c, uint32_t i, uint64_t ptr, ml__block_t *out) {
+    const ml__lrec_t *r = &recs(c)[i];
+    uint64_t size = r->size;
+    if (size == BIG_SIZE) {
+        const big_t *b = bigs_find(&L->big, ptr);
+        size = b ? b->size : BIG_SIZE;
+    }
+    *out = (ml__block_t){
+        .ptr = ptr,
+        .size = size,
+        .reach = offs(c)[i] >> REACH_SHIFT,
+        .seq = (uint64_t)r->seq_hi << 32 | r->seq_lo,
+        .slack = r->slack,
+        .stack = r->stack,
+        .time_ms = r->time_ms,
+    };
+}
+
+/* Stores b (size included) at index i of c; -ENOMEM when a big size found
+ * no room (nothing changed then). */
+static int encode(ml__live_t *L, ml__lchunk_t *c, uint32_t i, const ml__block_t *b, bool was_big) {
+    uint32_t size32 = b->size >= BIG_SIZE ? BIG_SIZE : (uint32_t)b->size;
+    if (size32 == BIG_SIZE) {
+        bool existed;
+        big_t *e = bigs_put(&L->big, b->ptr, &existed);
+        if (!e) return -ENOMEM;
+        e->size = b->size;
+    } else if (was_big) {
+        big_t *e = bigs_find(&L->big, b->ptr);
+        if (e) bigs_remove(&L->big, e);
+    }
+    offs(c)[i] = (uint16_t)((b->ptr & CHUNK_MASK) | (uint32_t)b->reach << REACH_SHIFT);
+    recs(c)[i] = (ml__lrec_t){
+        .stack = b->stack,
+        .size = size32,
+        .time_ms = b->time_ms,
+        .seq_lo = (uint32_t)b->seq,
+        .seq_hi = (uint16_t)(b->seq >> 32),
+        .slack = (uint16_t)b->slack,
+    };
+    return 0;
+}
+
+int ml__live_put(ml__live_t *L, const ml__block_t *b, ml__block_t *old, bool *existed) {
+    *existed = false;
+    uint64_t key = (b->ptr >> CHUNK_SHIFT) + 1;
+    uint32_t off = (uint32_t)(b->ptr & CHUNK_MASK);
+    ml__lchunk_t *c = chunk_of(L, key);
+    if (c) {
+        uint32_t i = lower(c, off);
+        if (i < c->n && (offs(c)[i] & CHUNK_MASK) == off) {
+            decode(L, c, i, b->ptr, old);
+            *existed = true;
+            return encode(L, c, i, b, old->size >= BIG_SIZE);
+        }
+    }
+    /* A new block: the chunk may need to be made, or to grow. */
+    if (!c || c->n == c->cap) {
+        uint32_t n = c ? c->n : 0;
+        /* An eighth more: a chunk holds 6 % spare room on average. Even:
+         * the records stay 4-aligned. */
+        uint32_t cap = n < 4 ? 4 : (n + n / 8 + 2) & ~1u;
+        if (cap > CHUNK_MASK + 1) cap = CHUNK_MASK + 1;
+        bool fresh = !c;
+        dir_t *d = NULL;
+        if (fresh) {
+            bool e;
+            d = dir_put(&L->dir, key, &e);
+            if (!d) return -ENOMEM;
+        } else {
+            d = dir_find(&L->dir, key);
+        }
+        ml__lchunk_t *nc = chunk_resize(c, cap);
+        if (!nc) {
+            if (fresh) dir_remove(&L->dir, d);
+            return -ENOMEM;
+        }
+        d->c = nc;
+        c = nc;
+        L->last = c;
+        L->last_key = key;
+        L->bytes += chunk_bytes(cap) - (fresh ? 0 : chunk_bytes(n));
+    }
+    uint32_t i = lower(c, off);
+    uint32_t tail = c->n - i;
+    if (tail) {
+        memmove(&offs(c)[i + 1], &offs(c)[i], tail * sizeof(uint16_t));
+        memmove(&recs(c)[i + 1], &recs(c)[i], tail * sizeof(ml__lrec_t));
+    }
+    c->n++;
+    if (encode(L, c, i, b, false) < 0) {
+        c->n--;
+        if (tail) {
+            memmove(&offs(c)[i], &offs(c)[i + 1], tail * sizeof(uint16_t));
+            memmove(&recs(c)[i], &recs(c)[i + 1], tail * sizeof(ml__lrec_t));
+        }
+        return -ENOMEM;
+    }
+    L->count++;
+    return 0;
+}
+
+bool ml__live_get(const ml__live_t *L, uint64_t ptr, ml__block_t *out) {
+    ml__lchunk_t *c = chunk_find(L, (ptr >> CHUNK_SHIFT) + 1);
+    if (!c) return false;
+    uint32_t off = (uint32_t)(ptr & CHUNK_MASK);
+    uint32_t i = lower(c, off);
+    if (i >= c->n || (offs(c)[i] & CHUNK_MASK) != off) return false;
+    decode(L, c, i, ptr, out);
+    return true;
+}
+
+bool ml__live_take(ml__live_t *L, uint64_t ptr, ml__block_t *out) {
+    uint64_t key = (ptr >> CHUNK_SHIFT) + 1;
+    ml__lchunk_t *c = chunk_of(L, key);
+    if (!c) return false;
+    uint32_t off = (uint32_t)(ptr & CHUNK_MASK);
+    uint32_t i = lower(c, off);
+    if (i >= c->n || (offs(c)[i] & CHUNK_MASK) != off) return false;
+    decode(L, c, i, ptr, out);
+    if (recs(c)[i].size == BIG_SIZE) {
+        big_t *e = bigs_find(&L->big, ptr);
+        if (e) bigs_remove(&L->big, e);
+    }
+    uint32_t tail = c->n - i - 1;
+    if (tail) {
+        memmove(&offs(c)[i], &offs(c)[i + 1], tail * sizeof(uint16_t));
+        memmove(&recs(c)[i], &recs(c)[i + 1], tail * sizeof(ml__lrec_t));
+    }
+    c->n--;
+    L->count--;
+    if (c->n == 0) {
+        dir_t *d = dir_find(&L->dir, key);
+        L->bytes -= chunk_bytes(c->cap);
+        free(c);
+        dir_remove(&L->dir, d);
+        L->last = NULL;
+    } else if (c->cap > 8 && c->n < c->cap / 4) {
+        /* Give the room back once three quarters are free (growth leaves an
+         * eighth spare: no chunk flips between the two). */
+        uint32_t cap = (c->n + c->n / 8 + 2) & ~1u;
+        uint32_t was = c->cap;
+        ml__lchunk_t *nc = chunk_resize(NULL, cap);
+        if (nc) {
+            nc->n = c->n;
+            memcpy(offs(nc), offs(c), (size_t)c->n * sizeof(uint16_t));
+            memcpy(recs(nc), recs(c), (size_t)c->n * sizeof(ml__lrec_t));
+            free(c);
+            dir_find(&L->dir, key)->c = nc;
+            L->last = nc;
+            L->last_key = key;
+            L->bytes -= chunk_bytes(was) - chunk_bytes(cap);
+        }
+    }
+    return true;
+}
+
+bool ml__live_set_reach(ml__live_t *L, uint64_t ptr, unsigned reach) {
+    ml__lchunk_t *c = chunk_of(L, (ptr >> CHUNK_SHIFT) + 1);
+    if (!c) return false;
+    uint32_t off = (uint32_t)(ptr & CHUNK_MASK);
+    uint32_t i = lower(c, off);
+    if (i >= c->n || (offs(c)[i] & CHUNK_MASK) != off) return false;
+    offs(c)[i] = (uint16_t)(off | (reach & 7u) << REACH_SHIFT);
+    return true;
+}
+
+void ml__live_prefetch(const ml__live_t *L, uint64_t ptr) {
+    dir_prefetch(&L->dir, (ptr >> CHUNK_SHIFT) + 1);
+}
+
+void ml__live_free(ml__live_t *L) {
+    dir_t *d = dir_entries(&L->dir);
+    for (uint64_t i = 0; i < L->dir.cap; i++)
+        if (d[i].key) free(d[i].c);
+    ml_map_free(&L->dir);
+    ml_map_free(&L->big);
+    memset(L, 0, sizeof *L);
+}
+
+void ml__live_shrink(ml__live_t *L) {
+    (void)ml_map_shrink(&L->dir, sizeof(dir_t), 64);
+    (void)ml_map_shrink(&L->big, sizeof(big_t), 16);
+    L->last = NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Walking in address order                                                  */
+/* ------------------------------------------------------------------------- */
+
+static int cmp_key(const void *x, const void *y) {
+    uint64_t l = *(const uint64_t *)x, r = *(const uint64_t *)y;
+    return l < r ? -1 : l > r;
+}
+
+int ml__live_cursor_init(ml__live_cursor_t *cur, const ml__live_t *L) {
+    memset(cur, 0, sizeof *cur);
+    cur->L = L;
+    uint64_t n = L->dir.count;
+    if (!n) return 0;
+    cur->keys = malloc(n * sizeof *cur->keys);
+    if (!cur->keys) return -ENOMEM;
+    const dir_t *d = dir_entries(&L->dir);
+    for (uint64_t i = 0; i < L->dir.cap && cur->nkeys < n; i++)
+        if (d[i].key) cur->keys[cur->nkeys++] = d[i].key;
+    qsort(cur->keys, cur->nkeys, sizeof *cur->keys, cmp_key);
+    return 0;
+}
+
+bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out) {
+    for (;;) {
+        if (cur->k >= cur->nkeys) return false;
+        if (!cur->c) {
+            const dir_t *d = dir_find(&cur->L->dir, cur->keys[cur->k]);
+            cur->c = d ? d->c : NULL;
+            cur->i = 0;
+            if (!cur->c) {
+                cur->k++;
+                continue;
+            }
+        }
+        if (cur->i < cur->c->n) {
+            uint64_t base = (cur->keys[cur->k] - 1) << CHUNK_SHIFT;
+            uint32_t i = cur->i++;
+            decode(cur->L, cur->c, i, base | (offs(cur->c)[i] & CHUNK_MASK), out);
+            return true;
+        }
+        cur->c = NULL;
+        cur->k++;
+    }
+}
+
+void ml__live_cursor_rewind(ml__live_cursor_t *cur) {
+    cur->k = 0;
+    cur->c = NULL;
+    cur->i = 0;
+}
+
+void ml__live_cursor_free(ml__live_cursor_t *cur) {
+    free(cur->keys);
+    memset(cur, 0, sizeof *cur);
+}
+
+int64_t ml__live_gather(const ml__live_t *L, ml__block_t **out) {
+    ml__block_t *v = malloc((L->count ? L->count : 1) * sizeof *v);
+    ml__live_cursor_t cur;
+    if (!v || ml__live_cursor_init(&cur, L) < 0) {
+        free(v);
+        return -ENOMEM;
+    }
+    uint64_t n = 0;
+    while (n < L->count && ml__live_next(&cur, &v[n])) n++;
+    ml__live_cursor_free(&cur);
+    *out = v;
+    return (int64_t)n;
+}

@@ -1,0 +1,231 @@
+/* test_live.c - the compact live set of heap blocks (analysis/live.c)
+ * against a plain hash map of whole blocks as the reference: random
+ * inserts, replacements, removals and leak kinds over addresses that crowd
+ * a few pages (up to every byte of one), spread over many, or sit at the
+ * ends of the address space; sizes that do not fit 32 bits; walks in
+ * address order, rewound; and an allocation that fails. */
+#include "analysis_internal.h"
+#include "ml_util.h"
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static int cmp_ptr(const void *x, const void *y) {
+    uint64_t l = ((const ml__block_t *)x)->ptr, r = ((const ml__block_t *)y)->ptr;
+    return l < r ? -1 : l > r;
+}
+
+static void same_block(const ml__block_t *a, const ml__block_t *b, const char *what) {
+    cr_assert_eq(a->ptr, b->ptr, "%s: address", what);
+    cr_assert_eq(a->size, b->size, "%s: size of %#llx", what, (unsigned long long)a->ptr);
+    cr_assert_eq(a->reach, b->reach, "%s: kind of %#llx", what, (unsigned long long)a->ptr);
+    cr_assert_eq(a->seq, b->seq, "%s: seq of %#llx", what, (unsigned long long)a->ptr);
+    cr_assert_eq(a->slack, b->slack, "%s: slack of %#llx", what, (unsigned long long)a->ptr);
+    cr_assert_eq(a->stack, b->stack, "%s: stack of %#llx", what, (unsigned long long)a->ptr);
+    cr_assert_eq(a->time_ms, b->time_ms, "%s: time of %#llx", what, (unsigned long long)a->ptr);
+}
+
+/* Every block of the reference, by address, is what a walk of the set
+ * gives (twice: the second after a rewind), and what ml__live_gather gives. */
+static void check_walk(const ml__live_t *L, const ml_map_t *ref) {
+    cr_assert_eq(L->count, ref->count);
+    ml__block_t *v = malloc((ref->count + 1) * sizeof *v);
+    cr_assert(v);
+    uint64_t n = 0;
+    const ml__block_t *e = ml__blocks_entries(ref);
+    for (uint64_t i = 0; i < ref->cap; i++)
+        if (e[i].ptr) v[n++] = e[i];
+    qsort(v, n, sizeof *v, cmp_ptr);
+    ml__live_cursor_t cur;
+    cr_assert_eq(ml__live_cursor_init(&cur, L), 0);
+    for (int pass = 0; pass < 2; pass++) {
+        ml__block_t b;
+        uint64_t k = 0;
+        while (ml__live_next(&cur, &b)) {
+            cr_assert_lt(k, n, "the walk gives more blocks than there are");
+            same_block(&b, &v[k], "walk");
+            k++;
+        }
+        cr_assert_eq(k, n, "the walk gives every block");
+        ml__live_cursor_rewind(&cur);
+    }
+    ml__live_cursor_free(&cur);
+    ml__block_t *g;
+    int64_t gn = ml__live_gather(L, &g);
+    cr_assert_eq(gn, (int64_t)n);
+    for (uint64_t i = 0; i < n; i++) same_block(&g[i], &v[i], "gather");
+    free(g);
+    free(v);
+}
+
+/* An address from one of four neighbourhoods: a few crowded pages (any
+ * byte), a wide heap (16-byte steps), the first pages of the address space
+ * and its last ones. */
+static uint64_t some_ptr(void) {
+    uint64_t r = next();
+    switch (r % 4) {
+    case 0: return 0x5500000000ull + (next() % (3 * 4096));
+    case 1: return 0x7f0000000000ull + (next() % (1u << 22)) * 16;
+    case 2: return 1 + next() % (8 * 4096);
+    default: return UINT64_MAX - next() % (4 * 4096);
+    }
+}
+
+static ml__block_t some_block(uint64_t ptr, uint64_t seq) {
+    uint64_t r = next();
+    uint64_t size = r % 8 == 0 ? (1ull << 32) + next() % (1ull << 40) /* over 32 bits */
+                    : r % 8 == 1 ? UINT32_MAX - 1 + next() % 3   /* at the edge */
+                                 : next() % 5000;
+    return (ml__block_t){
+        .ptr = ptr,
+        .size = size,
+        .reach = (unsigned)(next() % 5),
+        .seq = seq & ((1ull << 48) - 1),
+        .slack = (uint16_t)next(),
+        .stack = (uint32_t)next(),
+        .time_ms = (uint32_t)next(),
+    };
+}
+
+Test(live, matches_a_map_of_whole_blocks_under_random_churn, .timeout = 120) {
+    ml__live_t L = {0};
+    ml_map_t ref = {0};
+    uint64_t seq = (1ull << 40) - 1000; /* crosses 2^40: the record's high bits */
+    for (int round = 0; round < 400000; round++) {
+        uint64_t r = next() % 100;
+        uint64_t ptr = some_ptr();
+        if (r < 55) {
+            ml__block_t b = some_block(ptr, seq += next() % 5000);
+            ml__block_t old;
+            bool existed;
+            cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
+            ml__block_t *e = ml__blocks_find(&ref, ptr);
+            cr_assert_eq(existed, e != NULL, "put of %#llx", (unsigned long long)ptr);
+            if (e) same_block(&old, e, "replaced");
+            bool x;
+            *ml__blocks_put(&ref, ptr, &x) = b;
+        } else if (r < 90) {
+            ml__block_t got;
+            bool found = ml__live_take(&L, ptr, &got);
+            ml__block_t *e = ml__blocks_find(&ref, ptr);
+            cr_assert_eq(found, e != NULL, "take of %#llx", (unsigned long long)ptr);
+            if (e) {
+                same_block(&got, e, "taken");
+                ml__blocks_remove(&ref, e);
+            }
+        } else if (r < 95) {
+            unsigned k = (unsigned)(next() % 5);
+            ml__block_t *e = ml__blocks_find(&ref, ptr);
+            cr_assert_eq(ml__live_set_reach(&L, ptr, k), e != NULL);
+            if (e) e->reach = k;
+        } else {
+            ml__block_t got;
+            ml__block_t *e = ml__blocks_find(&ref, ptr);
+            cr_assert_eq(ml__live_get(&L, ptr, &got), e != NULL, "get of %#llx", (unsigned long long)ptr);
+            if (e) same_block(&got, e, "got");
+        }
+        if (round % 50000 == 0) check_walk(&L, &ref);
+    }
+    check_walk(&L, &ref);
+    /* Empty it: every chunk goes, and the walk is empty. */
+    const ml__block_t *e = ml__blocks_entries(&ref);
+    for (uint64_t i = 0; i < ref.cap; i++) {
+        ml__block_t got;
+        if (e[i].ptr) cr_assert(ml__live_take(&L, e[i].ptr, &got));
+    }
+    cr_assert_eq(L.count, 0);
+    cr_assert_eq(L.bytes, 0, "no chunk is left");
+    cr_assert_eq(L.big.count, 0, "no big size is left");
+    ml__live_free(&L);
+    ml_map_free(&ref);
+}
+
+/* Every byte of one page holds a block: 4096 blocks in one chunk, in
+ * any order, then removed in any order. */
+Test(live, a_page_full_of_one_byte_blocks) {
+    ml__live_t L = {0};
+    const uint64_t base = 0x123456000ull;
+    uint32_t order[4096];
+    for (uint32_t i = 0; i < 4096; i++) order[i] = i;
+    for (uint32_t i = 4095; i > 0; i--) {
+        uint32_t j = (uint32_t)(next() % (i + 1)), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    for (uint32_t i = 0; i < 4096; i++) {
+        ml__block_t b = {.ptr = base + order[i], .size = 1, .seq = i, .stack = order[i]}, old;
+        bool existed;
+        cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
+        cr_assert(!existed);
+    }
+    cr_assert_eq(L.count, 4096);
+    ml__live_cursor_t cur;
+    cr_assert_eq(ml__live_cursor_init(&cur, &L), 0);
+    ml__block_t b;
+    for (uint32_t i = 0; i < 4096; i++) {
+        cr_assert(ml__live_next(&cur, &b));
+        cr_assert_eq(b.ptr, base + i);
+        cr_assert_eq(b.stack, i);
+    }
+    cr_assert(!ml__live_next(&cur, &b));
+    ml__live_cursor_free(&cur);
+    for (uint32_t i = 0; i < 4096; i++) {
+        cr_assert(ml__live_take(&L, base + order[(i * 7) % 4096], &b));
+        cr_assert_eq(b.stack, order[(i * 7) % 4096]);
+    }
+    cr_assert_eq(L.count, 0);
+    cr_assert_eq(L.bytes, 0);
+    ml__live_free(&L);
+}
+
+static bool fail_all;
+static void *realloc_maybe(void *p, size_t n) {
+    return fail_all ? NULL : realloc(p, n);
+}
+static void *calloc_maybe(size_t n, size_t size) {
+    return fail_all ? NULL : calloc(n, size);
+}
+
+/* A put that cannot get memory (a chunk, its growth, the directory, the
+ * side map of big sizes) says so and changes nothing. */
+Test(live, a_put_without_memory_changes_nothing) {
+    ml__live_t L = {0};
+    ml_set_alloc_hooks(&(ml_alloc_hooks_t){.calloc = calloc_maybe, .realloc = realloc_maybe});
+    const uint64_t base = 0x7000000000ull;
+    /* 4 blocks fill a new chunk's first room; the fifth needs growth. */
+    for (uint64_t i = 0; i < 4; i++) {
+        ml__block_t b = {.ptr = base + i * 16, .size = 16, .stack = (uint32_t)i}, old;
+        bool existed;
+        cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
+    }
+    fail_all = true;
+    ml__block_t b = {.ptr = base + 100 * 16, .size = 16}, old;
+    bool existed;
+    cr_expect_eq(ml__live_put(&L, &b, &old, &existed), -ENOMEM, "growth fails");
+    b.ptr = base + 1000 * 4096;
+    cr_expect_eq(ml__live_put(&L, &b, &old, &existed), -ENOMEM, "a new chunk fails");
+    b.ptr = base + 16; /* replacing needs no room, unless the size is big */
+    b.size = 1ull << 33;
+    cr_expect_eq(ml__live_put(&L, &b, &old, &existed), -ENOMEM, "the side map fails");
+    b.size = 77;
+    cr_expect_eq(ml__live_put(&L, &b, &old, &existed), 0, "a replacement needs nothing");
+    cr_expect(existed);
+    fail_all = false;
+    ml_set_alloc_hooks(NULL);
+    cr_assert_eq(L.count, 4);
+    ml__block_t got;
+    cr_expect(ml__live_get(&L, base + 16, &got));
+    cr_expect_eq(got.size, 77);
+    cr_expect(!ml__live_get(&L, base + 100 * 16, &got));
+    cr_expect(!ml__live_get(&L, base + 1000 * 4096, &got));
+    ml__live_free(&L);
+}
