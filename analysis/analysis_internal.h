@@ -58,6 +58,7 @@ typedef struct {
     uint64_t bytes;     /* the chunks' bytes (the directory not counted) */
     uint64_t last_key;  /* the chunk used last (writers' cache) */
     ml__lchunk_t *last;
+    struct ml__lslab_s *slab; /* the chunks' memory (live.c) */
 } ml__live_t;
 
 /* Inserts b (b->ptr != 0), or replaces the block at its address: then

@@ -195,25 +195,37 @@ static void *calloc_maybe(size_t n, size_t size) {
     return fail_all ? NULL : calloc(n, size);
 }
 
-/* A put that cannot get memory (a chunk, its growth, the directory, the
- * side map of big sizes) says so and changes nothing. */
+/* A put that cannot get memory (the first chunk, a chunk's growth, the side
+ * map of big sizes) says so and changes nothing. Chunks are carved from
+ * arenas (the first is 64 KiB): one page filled byte by byte outgrows it. */
 Test(live, a_put_without_memory_changes_nothing) {
     ml__live_t L = {0};
     ml_set_alloc_hooks(&(ml_alloc_hooks_t){.calloc = calloc_maybe, .realloc = realloc_maybe});
     const uint64_t base = 0x7000000000ull;
-    /* 4 blocks fill a new chunk's first room; the fifth needs growth. */
-    for (uint64_t i = 0; i < 4; i++) {
-        ml__block_t b = {.ptr = base + i * 16, .size = 16, .stack = (uint32_t)i}, old;
-        bool existed;
-        cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
-    }
-    fail_all = true;
-    ml__block_t b = {.ptr = base + 100 * 16, .size = 16}, old;
+    ml__block_t b = {.ptr = base, .size = 1}, old, got;
     bool existed;
-    cr_expect_eq(ml__live_put(&L, &b, &old, &existed), -ENOMEM, "growth fails");
-    b.ptr = base + 1000 * 4096;
-    cr_expect_eq(ml__live_put(&L, &b, &old, &existed), -ENOMEM, "a new chunk fails");
-    b.ptr = base + 16; /* replacing needs no room, unless the size is big */
+    fail_all = true;
+    cr_expect_eq(ml__live_put(&L, &b, &old, &existed), -ENOMEM, "no arena for the first chunk");
+    cr_expect_eq(L.count, 0);
+    cr_expect(!ml__live_get(&L, base, &got));
+    fail_all = false;
+    cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
+    fail_all = true;
+    uint32_t n = 1;
+    int rc = 0;
+    for (; n < 4096; n++) {
+        b.ptr = base + n;
+        b.stack = n;
+        if ((rc = ml__live_put(&L, &b, &old, &existed)) < 0) break;
+    }
+    cr_assert_eq(rc, -ENOMEM, "the first arena ran out at %u blocks", n);
+    cr_assert_eq(L.count, n, "the block that failed is not counted");
+    cr_expect(!ml__live_get(&L, base + n, &got), "nor there");
+    for (uint32_t i = 1; i < n; i++) {
+        cr_assert(ml__live_get(&L, base + i, &got));
+        cr_assert_eq(got.stack, i, "the others are intact");
+    }
+    b.ptr = base + 1; /* replacing needs no room, unless the size is big */
     b.size = 1ull << 33;
     cr_expect_eq(ml__live_put(&L, &b, &old, &existed), -ENOMEM, "the side map fails");
     b.size = 77;
@@ -221,11 +233,13 @@ Test(live, a_put_without_memory_changes_nothing) {
     cr_expect(existed);
     fail_all = false;
     ml_set_alloc_hooks(NULL);
-    cr_assert_eq(L.count, 4);
-    ml__block_t got;
-    cr_expect(ml__live_get(&L, base + 16, &got));
+    cr_expect(ml__live_get(&L, base + 1, &got));
     cr_expect_eq(got.size, 77);
-    cr_expect(!ml__live_get(&L, base + 100 * 16, &got));
-    cr_expect(!ml__live_get(&L, base + 1000 * 4096, &got));
+    /* With memory back, the page fills up. */
+    for (uint32_t i = n; i < 4096; i++) {
+        b.ptr = base + i;
+        cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
+    }
+    cr_expect_eq(L.count, 4096);
     ml__live_free(&L);
 }
