@@ -79,9 +79,9 @@ void ml__live_free(ml__live_t *L);
 /* Walks the blocks in address order. The set must not change meanwhile. */
 typedef struct {
     const ml__live_t *L;
-    uint64_t *keys, nkeys, k; /* the chunks' keys, sorted */
-    ml__lchunk_t *c;
-    uint32_t i;
+    void *pages;      /* the directory's entries, sorted by page */
+    uint64_t nkeys, k; /* how many; the one walked now */
+    uint32_t i;       /* the next entry of its chunk */
 } ml__live_cursor_t;
 int ml__live_cursor_init(ml__live_cursor_t *cur, const ml__live_t *L); /* 0 or -ENOMEM */
 bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out);
@@ -392,6 +392,11 @@ ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n);
  * at a time by address (sites.c): no array of them is made. Opening copies
  * and sorts the moment's graveyard (16 bytes a block); the session must not
  * change until the stream is closed. */
+/* live.c: the next live block allocated at or before event max_seq, as
+ * a fragmentation block (what a moment's walk reads, without decoding the
+ * rest); false at the end. */
+bool ml__live_next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out);
+
 typedef struct {
     const ml__moment_t *m;
     ml__fblock_t *g; /* the graveyard, sorted */

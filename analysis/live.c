@@ -38,6 +38,7 @@
 #define CHUNK_MASK ((1u << CHUNK_SHIFT) - 1)
 #define REACH_SHIFT 12
 #define BIG_SIZE UINT32_MAX /* the record's size when the block's is in `big` */
+#define DEAD 0x8000u        /* an offset's mark: the block was removed (below) */
 
 typedef struct {
     uint64_t key; /* page number + 1 */
@@ -51,9 +52,16 @@ typedef struct {
 } big_t;
 ML_MAP_TYPED(bigs, big_t, 16)
 
+/* Removal marks the entry DEAD instead of moving the entries after it: a
+ * program that frees its heap in address order (Python's teardown) removed
+ * each chunk's first entry, and moved all the others, once per free. Dead
+ * entries keep their offset, so the array stays sorted; an insert at a dead
+ * entry's offset takes it over, a full chunk drops its dead entries before
+ * it grows, and a chunk whose live entries are all gone is freed. */
 struct ml__lchunk_s {
-    uint16_t n, cap;
-    uint32_t pad;
+    uint16_t n, cap; /* entries (dead ones included), room */
+    uint16_t nlive;  /* entries not DEAD */
+    uint16_t pad;
     /* uint16_t off[cap]; then ml__lrec_t rec[cap] */
 };
 
@@ -154,20 +162,37 @@ static void slab_free(ml__live_t *L, ml__lchunk_t *c) {
     L->slab->free[k] = c;
 }
 
-/* A chunk of `cap` slots (a class capacity) holding c's entries (c may be
- * NULL: empty); c goes back to its class. */
+/* A chunk of `cap` slots (a class capacity, at least c's live entries)
+ * holding c's live entries (c may be NULL: empty); c goes back to its
+ * class. */
 static ml__lchunk_t *chunk_resize(ml__live_t *L, ml__lchunk_t *c, uint32_t cap) {
     ml__lchunk_t *n = slab_alloc(L, cap);
     if (!n) return NULL;
-    n->n = c ? c->n : 0;
+    n->n = n->nlive = 0;
     n->cap = (uint16_t)cap;
     n->pad = 0;
-    if (c && c->n) {
-        memcpy(offs(n), offs(c), (size_t)c->n * sizeof(uint16_t));
-        memcpy(recs(n), recs(c), (size_t)c->n * sizeof(ml__lrec_t));
+    for (uint32_t i = 0; c && i < c->n; i++) {
+        if (offs(c)[i] & DEAD) continue;
+        offs(n)[n->n] = offs(c)[i];
+        recs(n)[n->n++] = recs(c)[i];
     }
+    n->nlive = n->n;
     if (c) slab_free(L, c);
     return n;
+}
+
+/* Drops the dead entries in place. */
+static void compact(ml__lchunk_t *c) {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (offs(c)[i] & DEAD) continue;
+        if (k != i) {
+            offs(c)[k] = offs(c)[i];
+            recs(c)[k] = recs(c)[i];
+        }
+        k++;
+    }
+    c->n = c->nlive = (uint16_t)k;
 }
 
 /* The first index whose offset is >= off (n: none). */
@@ -210,7 +235,7 @@ static void decode(const ml__live_t *L, ml__lchunk_t *c, uint32_t i, uint64_t pt
     *out = (ml__block_t){
         .ptr = ptr,
         .size = size,
-        .reach = offs(c)[i] >> REACH_SHIFT,
+        .reach = (offs(c)[i] >> REACH_SHIFT) & 7u,
         .seq = (uint64_t)r->seq_hi << 32 | r->seq_lo,
         .slack = r->slack,
         .stack = r->stack,
@@ -251,10 +276,17 @@ int ml__live_put(ml__live_t *L, const ml__block_t *b, ml__block_t *old, bool *ex
     if (c) {
         uint32_t i = lower(c, off);
         if (i < c->n && (offs(c)[i] & CHUNK_MASK) == off) {
+            if (offs(c)[i] & DEAD) { /* the slot of a removed block */
+                if (encode(L, c, i, b, false) < 0) return -ENOMEM;
+                c->nlive++;
+                L->count++;
+                return 0;
+            }
             decode(L, c, i, b->ptr, old);
             *existed = true;
             return encode(L, c, i, b, old->size >= BIG_SIZE);
         }
+        if (c->n == c->cap && c->nlive < c->n) compact(c);
     }
     /* A new block: the chunk may need to be made, or to grow. */
     if (!c || c->n == c->cap) {
@@ -295,17 +327,24 @@ int ml__live_put(ml__live_t *L, const ml__block_t *b, ml__block_t *old, bool *ex
         }
         return -ENOMEM;
     }
+    c->nlive++;
     L->count++;
     return 0;
+}
+
+/* The index of the live block at offset `off` of c, or -1. */
+static inline int32_t index_of(ml__lchunk_t *c, uint32_t off) {
+    uint32_t i = lower(c, off);
+    if (i >= c->n || (offs(c)[i] & (CHUNK_MASK | DEAD)) != off) return -1;
+    return (int32_t)i;
 }
 
 bool ml__live_get(const ml__live_t *L, uint64_t ptr, ml__block_t *out) {
     ml__lchunk_t *c = chunk_find(L, (ptr >> CHUNK_SHIFT) + 1);
     if (!c) return false;
-    uint32_t off = (uint32_t)(ptr & CHUNK_MASK);
-    uint32_t i = lower(c, off);
-    if (i >= c->n || (offs(c)[i] & CHUNK_MASK) != off) return false;
-    decode(L, c, i, ptr, out);
+    int32_t i = index_of(c, (uint32_t)(ptr & CHUNK_MASK));
+    if (i < 0) return false;
+    decode(L, c, (uint32_t)i, ptr, out);
     return true;
 }
 
@@ -313,38 +352,29 @@ bool ml__live_take(ml__live_t *L, uint64_t ptr, ml__block_t *out) {
     uint64_t key = (ptr >> CHUNK_SHIFT) + 1;
     ml__lchunk_t *c = chunk_of(L, key);
     if (!c) return false;
-    uint32_t off = (uint32_t)(ptr & CHUNK_MASK);
-    uint32_t i = lower(c, off);
-    if (i >= c->n || (offs(c)[i] & CHUNK_MASK) != off) return false;
-    decode(L, c, i, ptr, out);
+    int32_t i = index_of(c, (uint32_t)(ptr & CHUNK_MASK));
+    if (i < 0) return false;
+    decode(L, c, (uint32_t)i, ptr, out);
     if (recs(c)[i].size == BIG_SIZE) {
         big_t *e = bigs_find(&L->big, ptr);
         if (e) bigs_remove(&L->big, e);
     }
-    uint32_t tail = c->n - i - 1;
-    if (tail) {
-        memmove(&offs(c)[i], &offs(c)[i + 1], tail * sizeof(uint16_t));
-        memmove(&recs(c)[i], &recs(c)[i + 1], tail * sizeof(ml__lrec_t));
-    }
-    c->n--;
+    offs(c)[i] |= DEAD;
+    c->nlive--;
     L->count--;
-    if (c->n == 0) {
+    if (c->nlive == 0) {
         dir_t *d = dir_find(&L->dir, key);
         L->bytes -= chunk_bytes(c->cap);
         slab_free(L, c);
         dir_remove(&L->dir, d);
         L->last = NULL;
-    } else if (c->cap > 8 && c->n < c->cap / 4) {
+    } else if (c->cap > 8 && c->nlive < c->cap / 4) {
         /* Give the room back once three quarters are free (growth leaves an
          * eighth spare: no chunk flips between the two). */
-        uint32_t cap = class_cap(c->n + c->n / 8 + 1);
+        uint32_t cap = class_cap(c->nlive + c->nlive / 8 + 1);
         uint32_t was = c->cap;
-        ml__lchunk_t *nc = chunk_resize(L, NULL, cap);
+        ml__lchunk_t *nc = chunk_resize(L, c, cap);
         if (nc) {
-            nc->n = c->n;
-            memcpy(offs(nc), offs(c), (size_t)c->n * sizeof(uint16_t));
-            memcpy(recs(nc), recs(c), (size_t)c->n * sizeof(ml__lrec_t));
-            slab_free(L, c);
             dir_find(&L->dir, key)->c = nc;
             L->last = nc;
             L->last_key = key;
@@ -358,8 +388,8 @@ bool ml__live_set_reach(ml__live_t *L, uint64_t ptr, unsigned reach) {
     ml__lchunk_t *c = chunk_of(L, (ptr >> CHUNK_SHIFT) + 1);
     if (!c) return false;
     uint32_t off = (uint32_t)(ptr & CHUNK_MASK);
-    uint32_t i = lower(c, off);
-    if (i >= c->n || (offs(c)[i] & CHUNK_MASK) != off) return false;
+    int32_t i = index_of(c, off);
+    if (i < 0) return false;
     offs(c)[i] = (uint16_t)(off | (reach & 7u) << REACH_SHIFT);
     return true;
 }
@@ -390,7 +420,7 @@ void ml__live_shrink(ml__live_t *L) {
 /* ------------------------------------------------------------------------- */
 
 static int cmp_key(const void *x, const void *y) {
-    uint64_t l = *(const uint64_t *)x, r = *(const uint64_t *)y;
+    uint64_t l = ((const dir_t *)x)->key, r = ((const dir_t *)y)->key;
     return l < r ? -1 : l > r;
 }
 
@@ -399,46 +429,70 @@ int ml__live_cursor_init(ml__live_cursor_t *cur, const ml__live_t *L) {
     cur->L = L;
     uint64_t n = L->dir.count;
     if (!n) return 0;
-    cur->keys = malloc(n * sizeof *cur->keys);
-    if (!cur->keys) return -ENOMEM;
+    /* The directory's entries (page, chunk), sorted by page. */
+    dir_t *v = malloc(n * sizeof *v);
+    if (!v) return -ENOMEM;
     const dir_t *d = dir_entries(&L->dir);
     for (uint64_t i = 0; i < L->dir.cap && cur->nkeys < n; i++)
-        if (d[i].key) cur->keys[cur->nkeys++] = d[i].key;
-    qsort(cur->keys, cur->nkeys, sizeof *cur->keys, cmp_key);
+        if (d[i].key) v[cur->nkeys++] = d[i];
+    qsort(v, cur->nkeys, sizeof *v, cmp_key);
+    cur->pages = v;
     return 0;
 }
 
-bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out) {
+/* The next live entry's index in the cursor's chunk (moving on to the next
+ * chunk as needed), or false at the end. */
+static inline bool cursor_step(ml__live_cursor_t *cur, uint32_t *at) {
+    const dir_t *pages = cur->pages;
     for (;;) {
         if (cur->k >= cur->nkeys) return false;
-        if (!cur->c) {
-            const dir_t *d = dir_find(&cur->L->dir, cur->keys[cur->k]);
-            cur->c = d ? d->c : NULL;
-            cur->i = 0;
-            if (!cur->c) {
-                cur->k++;
-                continue;
-            }
-        }
-        if (cur->i < cur->c->n) {
-            uint64_t base = (cur->keys[cur->k] - 1) << CHUNK_SHIFT;
-            uint32_t i = cur->i++;
-            decode(cur->L, cur->c, i, base | (offs(cur->c)[i] & CHUNK_MASK), out);
+        ml__lchunk_t *c = pages[cur->k].c;
+        const uint16_t *o = offs(c);
+        while (cur->i < c->n && (o[cur->i] & DEAD)) cur->i++;
+        if (cur->i < c->n) {
+            *at = cur->i++;
             return true;
         }
-        cur->c = NULL;
+        cur->i = 0;
         cur->k++;
+    }
+}
+
+bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out) {
+    uint32_t i;
+    if (!cursor_step(cur, &i)) return false;
+    const dir_t *p = &((const dir_t *)cur->pages)[cur->k];
+    decode(cur->L, p->c, i, (p->key - 1) << CHUNK_SHIFT | (offs(p->c)[i] & CHUNK_MASK), out);
+    return true;
+}
+
+bool ml__live_next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out) {
+    const dir_t *pages = cur->pages;
+    for (;;) {
+        uint32_t i;
+        if (!cursor_step(cur, &i)) return false;
+        ml__lchunk_t *c = pages[cur->k].c;
+        const ml__lrec_t *r = &recs(c)[i];
+        if (((uint64_t)r->seq_hi << 32 | r->seq_lo) > max_seq) continue;
+        uint64_t ptr = (pages[cur->k].key - 1) << CHUNK_SHIFT | (offs(c)[i] & CHUNK_MASK);
+        uint64_t size = r->size;
+        if (size == BIG_SIZE) {
+            const big_t *b = bigs_find(&cur->L->big, ptr);
+            size = b ? b->size : BIG_SIZE;
+        }
+        *out = (ml__fblock_t){.ptr = ptr, .size = size < (1ull << 48) ? size : (1ull << 48) - 1,
+                              .slack = r->slack};
+        return true;
     }
 }
 
 void ml__live_cursor_rewind(ml__live_cursor_t *cur) {
     cur->k = 0;
-    cur->c = NULL;
     cur->i = 0;
 }
 
 void ml__live_cursor_free(ml__live_cursor_t *cur) {
-    free(cur->keys);
+    free(cur->pages);
     memset(cur, 0, sizeof *cur);
 }
 

@@ -172,10 +172,9 @@ int ml__mstream_open(ml__mstream_t *s, const ml_analysis_t *a, const ml__moment_
 }
 
 bool ml__mstream_next(ml__mstream_t *s, ml__fblock_t *out) {
-    while (!s->have && !s->live_done) {
-        ml__block_t b;
-        if (!ml__live_next(&s->cur, &b)) s->live_done = true;
-        else if (!s->m || b.seq <= s->m->seq) s->live = ml__fblock_of(&b), s->have = true;
+    if (!s->have && !s->live_done) {
+        if (ml__live_next_fblock(&s->cur, s->m ? s->m->seq : UINT64_MAX, &s->live)) s->have = true;
+        else s->live_done = true;
     }
     if (s->gi < s->ng && (!s->have || s->g[s->gi].ptr <= s->live.ptr)) {
         *out = s->g[s->gi++];

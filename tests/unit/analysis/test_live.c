@@ -59,6 +59,21 @@ static void check_walk(const ml__live_t *L, const ml_map_t *ref) {
         cr_assert_eq(k, n, "the walk gives every block");
         ml__live_cursor_rewind(&cur);
     }
+    /* A moment's walk: the blocks allocated by an event number, as
+     * fragmentation blocks (sizes clamped to 48 bits). */
+    uint64_t max_seq = n ? v[n / 2].seq : 0;
+    ml__fblock_t f;
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (v[i].seq > max_seq) continue;
+        cr_assert(ml__live_next_fblock(&cur, max_seq, &f), "a moment's walk gives block %llu",
+                  (unsigned long long)i);
+        cr_assert_eq(f.ptr, v[i].ptr);
+        cr_assert_eq(f.size, v[i].size < (1ull << 48) ? v[i].size : (1ull << 48) - 1);
+        cr_assert_eq(f.slack, v[i].slack);
+        k++;
+    }
+    cr_assert(!ml__live_next_fblock(&cur, max_seq, &f), "and no more");
     ml__live_cursor_free(&cur);
     ml__block_t *g;
     int64_t gn = ml__live_gather(L, &g);
@@ -184,6 +199,38 @@ Test(live, a_page_full_of_one_byte_blocks) {
     }
     cr_assert_eq(L.count, 0);
     cr_assert_eq(L.bytes, 0);
+    ml__live_free(&L);
+}
+
+/* A block put where a removed one was takes its slot back, and counts as
+ * live: removing its neighbours leaves it there. */
+Test(live, a_block_put_where_one_was_removed_stays) {
+    ml__live_t L = {0};
+    const uint64_t base = 0x40000000ull;
+    ml__block_t b = {.size = 8}, old, got;
+    bool existed;
+    for (uint32_t i = 0; i < 3; i++) {
+        b.ptr = base + i * 16;
+        b.stack = i;
+        cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
+    }
+    cr_assert(ml__live_take(&L, base + 16, &got));
+    cr_assert(!ml__live_get(&L, base + 16, &got), "removed");
+    b.ptr = base + 16;
+    b.stack = 7;
+    cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
+    cr_assert(!existed, "a removed block is not replaced");
+    cr_assert(ml__live_take(&L, base, &got));
+    cr_assert(ml__live_take(&L, base + 32, &got));
+    cr_assert_eq(L.count, 1);
+    cr_assert(ml__live_get(&L, base + 16, &got), "it stays when its neighbours go");
+    cr_assert_eq(got.stack, 7);
+    ml__live_cursor_t cur;
+    cr_assert_eq(ml__live_cursor_init(&cur, &L), 0);
+    cr_assert(ml__live_next(&cur, &got));
+    cr_assert_eq(got.ptr, base + 16);
+    cr_assert(!ml__live_next(&cur, &got));
+    ml__live_cursor_free(&cur);
     ml__live_free(&L);
 }
 
