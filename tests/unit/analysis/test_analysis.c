@@ -515,7 +515,8 @@ Test(analysis, out_of_memory_in_a_light_session) {
 }
 
 /* A program that frees most of its heap after the peak: once the peak's
- * graveyard holds 2^20 blocks (analysis.c, GRAVE_CLOSE_MIN), the peak's
+ * graveyard holds a sixteenth of its blocks, 93,750 here (analysis.c,
+ * GRAVE_CLOSE_MIN is less), the peak's
  * fragmentation is computed on the spot and the graveyard dropped. It must
  * be what a session that stopped at the peak computes for its end. */
 Test(analysis, a_freed_heap_closes_the_peak_with_the_same_fragmentation, .init = setup, .fini = teardown,
