@@ -518,22 +518,11 @@ static int moment_close(ml_analysis_t *a, ml__moment_t *m) {
     return 0;
 }
 
-/* b has left the live set already: the graveyard takes it before a close,
- * so that the close counts it. */
+/* b has left the live set already: the graveyard takes it first, so that a
+ * close on this very free counts it (it closes on the graveyard's
+ * close_at + 1st block, as it always did). */
 static void grave_add(ml_analysis_t *a, ml__moment_t *m, const ml__block_t *b) {
     if (!m->set || m->closed || b->seq > m->seq) return;
-    uint64_t close_at = m->heap_blocks / 16 > GRAVE_CLOSE_MIN ? m->heap_blocks / 16 : GRAVE_CLOSE_MIN;
-    if (m->ngrave >= close_at && m->ngrave < m->grave_cap) {
-        m->grave[m->ngrave++] = (ml__grave_t){
-            .ptr = b->ptr,
-            .size = b->size < (1ull << 48) ? b->size : (1ull << 48) - 1,
-            .slack = b->slack,
-            .stack = b->stack,
-            .seq_lo = (uint32_t)b->seq,
-        };
-        if (moment_close(a, m) == 0) return;
-        m->ngrave--;
-    }
     if (m->ngrave == m->grave_cap) {
         uint64_t cap = m->grave_cap ? m->grave_cap * 2 : 256;
         ml__grave_t *p = realloc(m->grave, cap * sizeof *p);
@@ -546,11 +535,13 @@ static void grave_add(ml_analysis_t *a, ml__moment_t *m, const ml__block_t *b) {
     }
     m->grave[m->ngrave++] = (ml__grave_t){
         .ptr = b->ptr,
-        .size = b->size < (1ull << 48) ? b->size : (1ull << 48) - 1,
+        .size = ml__size48(b->size),
         .slack = b->slack,
         .stack = b->stack,
         .seq_lo = (uint32_t)b->seq,
     };
+    uint64_t close_at = m->heap_blocks / 16 > GRAVE_CLOSE_MIN ? m->heap_blocks / 16 : GRAVE_CLOSE_MIN;
+    if (m->ngrave > close_at) (void)moment_close(a, m); /* out of memory: it stays open */
 }
 
 /* A realloc that failed gives its block back: take it out of the graveyards
@@ -991,18 +982,14 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
     }
 }
 
-static int cmp_block(const void *x, const void *y) {
-    uint64_t l = ((const ml__block_t *)x)->ptr, r = ((const ml__block_t *)y)->ptr;
-    return l < r ? -1 : l > r;
-}
-
 static int cmp_fblock(const void *x, const void *y) {
     uint64_t l = ((const ml__fblock_t *)x)->ptr, r = ((const ml__fblock_t *)y)->ptr;
     return l < r ? -1 : l > r;
 }
 
-/* Radix sorts on the address. O(n), where qsort's comparisons dominated the
- * report's time. One body for both block types.
+/* A radix sort on the address. O(n), where qsort's comparisons dominated the
+ * report's time. (A macro: it sorted the 32-byte live blocks too, until the
+ * live set made that unneeded.)
  *
  * From 2^16 blocks on, the sort is in place (no second array: at a moment
  * of 24 M blocks the copy cost 384 MB beside the then 1 GiB live map, issue 12
@@ -1096,7 +1083,6 @@ static int cmp_fblock(const void *x, const void *y) {
         NAME##_with(b, n, NULL);                                                                   \
     }
 
-RADIX_SORT(ml__sort_blocks, ml__block_t, cmp_block)
 RADIX_SORT(ml__sort_fblocks, ml__fblock_t, cmp_fblock)
 
 int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {

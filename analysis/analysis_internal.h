@@ -362,13 +362,13 @@ void ml__warn(ml_analysis_t *a, const char *fmt, ...) __attribute__((format(prin
  * live at a moment (millions, at some peaks) sort in less time and memory. */
 typedef struct {
     uint64_t ptr;
-    uint64_t size : 48; /* clamped (ml__fblock_of): no real block reaches 256 TiB */
+    uint64_t size : 48; /* clamped (ml__size48): no real block reaches 256 TiB */
     uint64_t slack : 16;
 } ml__fblock_t;
 
-static inline ml__fblock_t ml__fblock_of(const ml__block_t *b) {
-    uint64_t size = b->size < (1ull << 48) ? b->size : (1ull << 48) - 1;
-    return (ml__fblock_t){.ptr = b->ptr, .size = size, .slack = b->slack};
+/* A size as fragmentation blocks and graveyards keep it. */
+static inline uint64_t ml__size48(uint64_t size) {
+    return size < (1ull << 48) ? size : (1ull << 48) - 1;
 }
 
 static inline ml__fblock_t ml__fblock_of_grave(const ml__grave_t *g) {
@@ -413,10 +413,9 @@ void ml__mstream_close(ml__mstream_t *s);
  * order (walked twice: the stream is rewound). */
 void ml__frag_compute(const ml_analysis_t *a, ml__mstream_t *s, ml_frag_t *out, int8_t **cells);
 
-/* Sorting helpers by address (radix sorts). */
-void ml__sort_blocks(ml__block_t *b, uint64_t n);
+/* Sorting fragmentation blocks by address (a radix sort; the live set needs
+ * none, it is walked in address order). */
 void ml__sort_fblocks(ml__fblock_t *b, uint64_t n);
-void ml__sort_blocks_with(ml__block_t *b, uint64_t n, ml__block_t *scratch);
 void ml__sort_fblocks_with(ml__fblock_t *b, uint64_t n, ml__fblock_t *scratch);
 
 #endif

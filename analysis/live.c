@@ -480,8 +480,7 @@ bool ml__live_next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t
             const big_t *b = bigs_find(&cur->L->big, ptr);
             size = b ? b->size : BIG_SIZE;
         }
-        *out = (ml__fblock_t){.ptr = ptr, .size = size < (1ull << 48) ? size : (1ull << 48) - 1,
-                              .slack = r->slack};
+        *out = (ml__fblock_t){.ptr = ptr, .size = ml__size48(size), .slack = r->slack};
         return true;
     }
 }
