@@ -271,6 +271,8 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data) {
         ml_blob_module_t m;
         uint8_t tail[4096 + 64];
     } b;
+    _Static_assert((sizeof b + ML_SLOT_PAYLOAD - 1) / ML_SLOT_PAYLOAD + 1 < ML_MIN_RING_SLOTS,
+                   "a module blob must fit in the smallest ring");
     memset(&b.m, 0, sizeof b.m);
     b.m.base = info->dlpi_addr;
     for (int i = 0; i < info->dlpi_phnum && b.m.nsegs < ML_MAX_SEGMENTS; i++) {

@@ -52,7 +52,12 @@
 #define ML_RING_DATA_OFFSET 4096
 #define ML_MAX_DEPTH 256
 #define ML_DEFAULT_DEPTH 64
-#define ML_DEFAULT_RING_SLOTS (1u << 20) /* 32 MiB of events per process */
+#define ML_DEFAULT_RING_SLOTS (1u << 16) /* 2 MiB of events per process (docs/recorder.md: why small) */
+/* The smallest ring: a blob's slots are claimed together and the collector
+ * reads a blob only once all of them are published, so a blob longer than
+ * the ring would wait for itself forever. The largest is a module (a 4 KiB
+ * path, 160 slots); runtime.c checks it against this. */
+#define ML_MIN_RING_SLOTS 1024u
 
 /* Event types written into the ring (ml_event_t.type). */
 typedef enum {

@@ -56,8 +56,8 @@
 #define ML_OPTIONS(X)                                                                              \
     X(VERBOSE, "ML_VERBOSE", BOOL, "0", ML_ENV_ALL,                                                \
       "print the effective value of every variable read, at start")                               \
-    X(RING_SLOTS, "ML_RING_SLOTS", UINT, "1048576", ML_ENV_CLI,                                    \
-      "events per process ring, a power of two from 64 to 2^28 (32 bytes each)")                   \
+    X(RING_SLOTS, "ML_RING_SLOTS", UINT, "65536", ML_ENV_CLI,                                    \
+      "events per process ring, a power of two from 1024 to 2^28 (32 bytes each)")                   \
     X(PRELOAD_LIB, "ML_PRELOAD_LIB", STR, NULL, ML_ENV_CLI,                                        \
       "the libmemlens.so to preload, instead of the one beside memlens")                          \
     X(ADVISOR_DEBUG, "ML_ADVISOR_DEBUG", BOOL, "0", ML_ENV_CLI,                                    \

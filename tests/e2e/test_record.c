@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -328,6 +329,63 @@ Test(record, unwritable_output_fails_before_running) {
     h_run_free(&r);
 }
 
+/* A blob's slots are claimed together and read once all are published, so
+ * a ring shorter than the longest blob used to wait for itself forever: a
+ * 64-slot ring hung on a program whose path is 3.6 KB (a module record of
+ * 130 slots). The smallest ring memlens accepts now holds the longest module
+ * record, and a smaller one is refused before the program runs. */
+Test(record, smallest_ring_holds_the_longest_module_path, .timeout = 60) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", h_tmp("deep"));
+    cr_assert_eq(mkdir(dir, 0700), 0);
+    char comp[201];
+    memset(comp, 'p', 200);
+    comp[200] = '\0';
+    while (strlen(dir) + 1 + 200 + sizeof "/fx_counts" < 3900) {
+        strcat(dir, "/");
+        strcat(dir, comp);
+        cr_assert_eq(mkdir(dir, 0700), 0, "%s", strerror(errno));
+    }
+    char exe[4096];
+    snprintf(exe, sizeof exe, "%s/fx_counts", dir);
+    cr_assert_gt(strlen(exe), 3600);
+    FILE *in = fopen(h_bin("fx_counts"), "rb"), *out = fopen(exe, "wb");
+    cr_assert(in && out);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0) cr_assert_eq(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    cr_assert_eq(fclose(out), 0);
+    cr_assert_eq(chmod(exe, 0755), 0);
+
+    const char *trace = h_tmp("deep.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", exe, NULL};
+    cr_assert_eq(setenv("ML_RING_SLOTS", "1024", 1), 0);
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 7, "stderr: %s", r.err);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(t.totals.alloc_calls, 161);
+    cr_expect_eq(t.totals.free_calls, 152);
+    char head[400];
+    snprintf(head, sizeof head, "%s", exe); /* the harness keeps a module's first 511 bytes */
+    int m = h_module(&t, head);
+    cr_expect_geq(m, 0, "the program's module is in the trace");
+    cr_expect(h_stack_in_module(&t, h_stack_of_size(&t, 1000), m));
+    cr_expect(t.complete);
+    h_trace_free(&t);
+    h_run_free(&r);
+
+    cr_assert_eq(setenv("ML_RING_SLOTS", "512", 1), 0);
+    h_run(&r, argv);
+    unsetenv("ML_RING_SLOTS");
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "ML_RING_SLOTS must be a power of two between 1024 and 2^28") != NULL, "%s", r.err);
+    cr_expect_str_eq(r.out, "", "the program did not run");
+    h_run_free(&r);
+}
+
 Test(record, missing_program_and_bad_usage) {
     const char *argv[] = {h_bin("memlens"), "run", "--", "/no/such/program", NULL};
     h_run_t r;
@@ -408,7 +466,7 @@ Test(record, shipped_library_reads_no_test_hook) {
     unsetenv("ML_TEST_CLAIM_DELAY_MS");
     unsetenv("ML_VERBOSE");
     cr_assert_eq(r.status, 7, "stderr: %s", r.err);
-    cr_expect(strstr(r.err, "memlens: option ML_RING_SLOTS=1048576 (default)\n") != NULL, "%s", r.err);
+    cr_expect(strstr(r.err, "memlens: option ML_RING_SLOTS=65536 (default)\n") != NULL, "%s", r.err);
     cr_expect(strstr(r.err, "): option ML_CTL=/dev/shm/memlens-") != NULL, "%s", r.err);
     cr_expect(strstr(r.err, "libmemlens.so (pid ") != NULL, "%s", r.err);
     cr_expect(strstr(r.err, "ML_TEST_CLAIM_DELAY_MS") == NULL, "%s", r.err);

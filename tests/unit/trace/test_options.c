@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ml_event.h"
 #include "ml_options.h"
 
 Test(options, booleans) {
@@ -53,22 +54,22 @@ Test(options, defaults_when_unset) {
     cr_expect(o->initialized);
     cr_expect_not(o->from_env);
     cr_expect(o->valid);
-    cr_expect_eq(o->value, 1u << 20, "the default is ML_DEFAULT_RING_SLOTS");
+    cr_expect_eq(o->value, ML_DEFAULT_RING_SLOTS, "the table's default is ML_DEFAULT_RING_SLOTS");
     cr_expect_null(ml_option_str(ML_ENV_PRELOAD_LIB));
     cr_expect_not(ml_option_bool(ML_ENV_VERBOSE));
 }
 
 Test(options, read_once_from_the_environment) {
-    setenv("ML_RING_SLOTS", "64k", 1);
+    setenv("ML_RING_SLOTS", "256k", 1);
     setenv("ML_PRELOAD_LIB", "/x/libmemlens.so", 1);
     setenv("ML_VIEW_NO_MOUSE", "yes", 1);
-    cr_expect_eq(ml_option_uint(ML_ENV_RING_SLOTS), 65536);
+    cr_expect_eq(ml_option_uint(ML_ENV_RING_SLOTS), 262144);
     cr_expect(ml_option(ML_ENV_RING_SLOTS)->from_env);
     cr_expect_str_eq(ml_option_str(ML_ENV_PRELOAD_LIB), "/x/libmemlens.so");
     cr_expect(ml_option_bool(ML_ENV_VIEW_NO_MOUSE));
     /* Read once: a later change of the environment is not seen. */
     setenv("ML_RING_SLOTS", "128", 1);
-    cr_expect_eq(ml_option_uint(ML_ENV_RING_SLOTS), 65536);
+    cr_expect_eq(ml_option_uint(ML_ENV_RING_SLOTS), 262144);
 }
 
 Test(options, invalid_and_empty_values) {
@@ -82,7 +83,7 @@ Test(options, invalid_and_empty_values) {
     cr_expect_not(ml_option_bool(ML_ENV_GPU_POOLS), "an invalid boolean is its default");
     o = ml_option(ML_ENV_RING_SLOTS);
     cr_expect_not(o->valid, "the reader refuses it (memlens run does)");
-    cr_expect_eq(o->value, 1u << 20);
+    cr_expect_eq(o->value, ML_DEFAULT_RING_SLOTS);
     o = ml_option(ML_ENV_VERBOSE);
     cr_expect(o->valid, "an empty boolean counts as unset");
     cr_expect_not(ml_option_bool(ML_ENV_VERBOSE));
