@@ -6,8 +6,8 @@
  * glibc's counters, a GPU event) is a header slot and continuation slots
  * claimed together: it is read once all of them are published. Each slot is
  * released right after its event is decoded, and the tail is published once
- * per drain. Producers asleep on a full ring are woken every WAKE_EVERY
- * released events and at the end of the drain. With `final` the process is gone: positions that were claimed
+ * per drain. Producers asleep on a full ring are woken after a number of
+ * released slots that grows with the sleepers, and at the end of the drain. With `final` the process is gone: positions that were claimed
  * but never published (it was killed in the middle of an event) are counted
  * as lost and skipped, never guessed at.
  */
@@ -16,7 +16,15 @@
 #include <string.h>
 
 #define DRAIN_BUDGET 65536 /* events per process per round: no ring starves the others */
-#define WAKE_EVERY 4096    /* released events between wake-ups of producers asleep on a full ring */
+/* Producers asleep on a full ring are woken once WAKE_PER_SLEEPER slots per
+ * sleeper are free again (at least WAKE_MIN, at most a quarter of the ring).
+ * Every sleeper pays a futex round trip per wake-up, so with 200 threads
+ * asleep a wake-up after 4096 slots bought each of them 20 events: 140,000
+ * sleeps and a second of system time for 2 M events. A single thread is
+ * woken as soon as it was before; the rest of the ring keeps the collector
+ * busy while the sleepers refill it. */
+#define WAKE_MIN 4096
+#define WAKE_PER_SLEEPER 256
 
 /* The process has run its exit handlers and waits in libmemlens' destructor
  * until we answer: its memory is intact, so this is where reachability of
@@ -55,9 +63,18 @@ static void decode(ml_collector_t *c, ml__proc_t *p, const ml_event_t *ev, const
     if (r->tag == ML_T_PROC_EXIT) exit_scan(c, p);
 }
 
+/* Whether `released` slots are enough to wake the sleepers for. */
+static bool time_to_wake(ml_ring_hdr_t *h, uint64_t released) {
+    uint64_t most = h->capacity / 4;
+    if (released < (WAKE_MIN < most ? WAKE_MIN : most)) return false;
+    uint64_t want = (uint64_t)ml_atomic_load_relaxed(&h->sleepers) * WAKE_PER_SLEEPER;
+    return released >= (want < most ? want : most);
+}
+
 uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
     ml_ring_hdr_t *h = p->ring;
     uint64_t got = 0;
+    uint64_t released = 0; /* since the last wake-up */
     uint64_t head = final ? ml_atomic_load_acquire(&h->head) : 0;
     for (;;) {
         if (!final && got >= DRAIN_BUDGET) break;
@@ -96,7 +113,11 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
         p->pos += n;
         p->events++;
         got++;
-        if (got % WAKE_EVERY == 0) ml_ring_wake(h);
+        released += n;
+        if (time_to_wake(h, released)) {
+            ml_ring_wake(h);
+            released = 0;
+        }
     }
     ml_atomic_store_release(&h->tail, p->pos);
     ml_ring_wake(h);
