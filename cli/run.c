@@ -727,13 +727,26 @@ static int release_child(run_t *s) {
     return 0;
 }
 
+static uint64_t coarse_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* Turns the collector's rounds until the program and every process it
- * started are finished. */
+ * started are finished. While events keep coming, the program is asked
+ * about every WAIT_EVERY_MS, not after every round: a busy collector
+ * turned 13,000 rounds on clang-format, and their wait4 calls were 3 % of
+ * its time. Its exit is seen at the next idle round in any case. */
+#define WAIT_EVERY_MS 10
 static void collect(run_t *s) {
+    uint64_t asked = 0;
     for (;;) {
         live_poll(s);
         uint64_t got = ml_collector_poll(s->c);
-        if (!s->root_exited) {
+        uint64_t now = got ? coarse_ms() : 0;
+        if (!s->root_exited && (!got || now - asked >= WAIT_EVERY_MS)) {
+            asked = now;
             int st;
             struct rusage ru;
             if (wait4(s->pid, &st, WNOHANG, &ru) == s->pid) {
