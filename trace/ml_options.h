@@ -58,6 +58,9 @@
       "print the effective value of every variable read, at start")                               \
     X(RING_SLOTS, "ML_RING_SLOTS", UINT, "65536", ML_ENV_CLI,                                    \
       "events per process ring, a power of two from 1024 to 2^28 (32 bytes each)")                   \
+    X(COLLECTOR_RT, "ML_COLLECTOR_RT", BOOL, "1", ML_ENV_CLI,                                      \
+      "memlens run: the collector runs at the lowest real-time priority while the program runs, "  \
+      "where it may")                                                                              \
     X(PRELOAD_LIB, "ML_PRELOAD_LIB", STR, NULL, ML_ENV_CLI,                                        \
       "the libmemlens.so to preload, instead of the one beside memlens")                          \
     X(ADVISOR_DEBUG, "ML_ADVISOR_DEBUG", BOOL, "0", ML_ENV_CLI,                                    \

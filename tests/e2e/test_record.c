@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -346,7 +347,7 @@ Test(record, smallest_ring_holds_the_longest_module_path, .timeout = 60) {
         strcat(dir, comp);
         cr_assert_eq(mkdir(dir, 0700), 0, "%s", strerror(errno));
     }
-    char exe[4096];
+    char exe[4096 + 16];
     snprintf(exe, sizeof exe, "%s/fx_counts", dir);
     cr_assert_gt(strlen(exe), 3600);
     FILE *in = fopen(h_bin("fx_counts"), "rb"), *out = fopen(exe, "wb");
@@ -383,6 +384,49 @@ Test(record, smallest_ring_holds_the_longest_module_path, .timeout = 60) {
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "ML_RING_SLOTS must be a power of two between 1024 and 2^28") != NULL, "%s", r.err);
     cr_expect_str_eq(r.out, "", "the program did not run");
+    h_run_free(&r);
+}
+
+/* Whether this test may take a real-time policy itself (root, or
+ * RLIMIT_RTPRIO): memlens run may then too. Tried in a child. */
+static bool may_take_rt(void) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct sched_param sp = {.sched_priority = 1};
+        _exit(sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) == 0 ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* The collector runs first in line while the program runs (200 threads on
+ * two CPUs starved it: docs/recorder.md), and the program keeps its own
+ * policy. The kernel says both: chrt -p reads sched_getscheduler. */
+Test(record, collector_first_in_line_program_as_before) {
+    const char *trace = h_tmp("sched.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", "/bin/sh", "-c",
+                          "chrt -p $$; chrt -p $PPID", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    char prog[64], coll[64];
+    snprintf(prog, sizeof prog, "'s current scheduling policy: SCHED_OTHER\n");
+    cr_expect(strstr(r.out, prog) != NULL && strstr(r.out, prog) < strstr(r.out, "priority: 0\n"),
+              "the program keeps SCHED_OTHER: %s", r.out);
+    snprintf(coll, sizeof coll, "'s current scheduling policy: %s\n",
+             may_take_rt() ? "SCHED_FIFO|SCHED_RESET_ON_FORK" : "SCHED_OTHER");
+    const char *second = strstr(strstr(r.out, "priority: ") + 1, "policy: ");
+    cr_expect(second && strstr(second - 30, coll) != NULL, "the collector: %s", r.out);
+    h_run_free(&r);
+
+    cr_assert_eq(setenv("ML_COLLECTOR_RT", "0", 1), 0);
+    h_run(&r, argv);
+    unsetenv("ML_COLLECTOR_RT");
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    const char *first = strstr(r.out, "policy: SCHED_OTHER\n");
+    cr_expect(first && strstr(first + 1, "policy: SCHED_OTHER\n"), "ML_COLLECTOR_RT=0: %s", r.out);
+    cr_expect(strstr(r.out, "FIFO") == NULL, "%s", r.out);
     h_run_free(&r);
 }
 
