@@ -734,23 +734,16 @@ static uint64_t coarse_ms(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Turns the collector's rounds until the program and every process it
- * started are finished. While events keep coming, the program is asked
- * about every WAIT_EVERY_MS, not after every round: a busy collector
- * turned 13,000 rounds on clang-format, and their wait4 calls were 3 % of
- * its time. Its exit is seen at the next idle round in any case. */
-#define WAIT_EVERY_MS 10
-
 /* The collector's priority while the program runs. A program with more
  * busy threads than CPUs leaves the collector a thread's share of them: with
  * 200 threads it ran between their bursts, the threads stampeded onto a
- * full ring, and 200 x 10 k malloc/free took 1.05 s; with the collector
- * first in line (SCHED_FIFO at the lowest real-time priority), 0.44 s
+ * full ring, and 200 x 10 k malloc/free took 1.09 s; with the collector
+ * first in line (SCHED_FIFO at the lowest real-time priority), 0.47 s
  * (docs/recorder.md). SCHED_RESET_ON_FORK: the program, forked before this,
  * and anything forked after run at their normal policy. Without the
  * privilege (CAP_SYS_NICE or RLIMIT_RTPRIO), or with ML_COLLECTOR_RT=0, the
  * collector stays a normal thread. Given back when the program has exited:
- * what follows (exit scans, the snapshot) can take seconds and needs no
+ * what follows (the snapshot, the summary) can take seconds and needs no
  * priority. */
 static bool rt_raise(void) {
     if (!ml_option_bool(ML_ENV_COLLECTOR_RT)) return false;
@@ -765,6 +758,12 @@ static void rt_drop(bool *rt) {
     *rt = false;
 }
 
+/* Turns the collector's rounds until the program and every process it
+ * started are finished. While events keep coming, the program is asked
+ * about every WAIT_EVERY_MS, not after every round: a busy collector
+ * turned 13,000 rounds on clang-format, and their wait4 calls were 3 % of
+ * its time. Its exit is seen at the next idle round in any case. */
+#define WAIT_EVERY_MS 10
 static void collect(run_t *s) {
     uint64_t asked = 0;
     bool rt = rt_raise();
