@@ -549,8 +549,8 @@ static int start_collector(attach_t *s) {
         .attached = true,
     };
     uint32_t slots = co.ring_slots;
-    if (!ml_option(ML_ENV_RING_SLOTS)->valid || slots < ML_MIN_RING_SLOTS || slots > (1u << 28) || (slots & (slots - 1)))
-        REFUSE("ML_RING_SLOTS must be a power of two between 1024 and 2^28");
+    if (!ml_option(ML_ENV_RING_SLOTS)->valid || !ml_ring_slots_ok(slots))
+        REFUSE("ML_RING_SLOTS must be a power of two between %u and 2^28", ML_MIN_RING_SLOTS);
     char err[512];
     if (ml_collector_new(&co, &s->c, err, sizeof err) < 0) REFUSE("%s", err);
     ml_sink_t sink;

@@ -113,8 +113,8 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
      * environment is checked here. */
     const ml_option_t *rs = ml_option(ML_ENV_RING_SLOTS);
     uint64_t slots = rs->value;
-    if (!rs->valid || slots < ML_MIN_RING_SLOTS || slots > (1u << 28) || (slots & (slots - 1))) {
-        ml_cli_error("ML_RING_SLOTS must be a power of two between 1024 and 2^28");
+    if (!rs->valid || !ml_ring_slots_ok(slots)) {
+        ml_cli_error("ML_RING_SLOTS must be a power of two between %u and 2^28", ML_MIN_RING_SLOTS);
         return -1;
     }
     o->ring_slots = (uint32_t)slots;

@@ -58,6 +58,11 @@
  * the ring would wait for itself forever. The largest is a module (a 4 KiB
  * path, 160 slots); runtime.c checks it against this. */
 #define ML_MIN_RING_SLOTS 1024u
+#define ML_MAX_RING_SLOTS (1u << 28)
+/* A ring size memlens accepts: a power of two in [ML_MIN_RING_SLOTS, ML_MAX_RING_SLOTS]. */
+static inline int ml_ring_slots_ok(uint64_t n) {
+    return n >= ML_MIN_RING_SLOTS && n <= ML_MAX_RING_SLOTS && !(n & (n - 1));
+}
 
 /* Event types written into the ring (ml_event_t.type). */
 typedef enum {
