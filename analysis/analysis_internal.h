@@ -396,6 +396,9 @@ ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n);
  * a fragmentation block (what a moment's walk reads, without decoding the
  * rest); false at the end. */
 bool ml__live_next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out);
+/* The same, with the block's event number. */
+bool ml__live_next_fblock_seq(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out,
+                              uint64_t *seq);
 
 typedef struct {
     const ml__moment_t *m;
@@ -406,12 +409,44 @@ typedef struct {
     ml__fblock_t live; /* the next live block, when `have` */
 } ml__mstream_t;
 int ml__mstream_open(ml__mstream_t *s, const ml_analysis_t *a, const ml__moment_t *m); /* 0 or -ENOMEM */
+/* The moment's graveyard alone, sorted: a stream without the live set. */
+int ml__mstream_open_graves(ml__mstream_t *s, const ml__moment_t *m); /* 0 or -ENOMEM */
 bool ml__mstream_next(ml__mstream_t *s, ml__fblock_t *out);
 void ml__mstream_rewind(ml__mstream_t *s);
 void ml__mstream_close(ml__mstream_t *s);
 /* frag.c: fragmentation of one set of live blocks, streamed in address
- * order (walked twice: the stream is rewound). */
+ * order (walked once; again, rewound, only for a heap map whose region's
+ * pages did not fit a list). */
 void ml__frag_compute(const ml_analysis_t *a, ml__mstream_t *s, ml_frag_t *out, int8_t **cells);
+/* Both moments in one walk of the live set: the same results as
+ * ml__frag_compute on each. 0 or -ENOMEM. */
+int ml__frag_compute2(const ml_analysis_t *a, const ml__moment_t *m[2], ml_frag_t f[2],
+                      int8_t *cells[2]);
+/* The same, one block at a time (by address): begin, add each block, end.
+ * end's stream s gives the blocks again for a heap map without a page
+ * list; NULL: a stream of moment m is opened for it. */
+typedef struct {
+    uint64_t page;   /* the first page */
+    uint32_t npages; /* 1: one page with `live` bytes; more: whole pages */
+    uint32_t live;
+} ml__pg_run_t;
+typedef struct {
+    ml__pg_run_t *v;
+    uint64_t n, cap;
+    bool over; /* no list for this region */
+} ml__pg_list_t;
+typedef struct {
+    const ml_analysis_t *a;
+    ml_frag_t *f;
+    uint64_t ps;
+    int shift;
+    bool any_page;
+    uint64_t n, last_page, end, region_start, region_live, best_live, best_lo, best_hi;
+    ml__pg_list_t pl[2], *cur, *best; /* the region's pages; the busiest region's */
+} ml__frag_acc_t;
+void ml__frag_begin(ml__frag_acc_t *acc, const ml_analysis_t *a, ml_frag_t *out);
+void ml__frag_add(ml__frag_acc_t *acc, const ml__fblock_t *b);
+void ml__frag_end(ml__frag_acc_t *acc, ml__mstream_t *s, const ml__moment_t *m, int8_t **cells);
 
 /* Sorting fragmentation blocks by address (a radix sort; the live set needs
  * none, it is walked in address order). */

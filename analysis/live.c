@@ -470,14 +470,16 @@ bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out) {
     return true;
 }
 
-bool ml__live_next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out) {
+static inline bool next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out,
+                               uint64_t *seq) {
     const dir_t *pages = cur->pages;
     for (;;) {
         uint32_t i;
         if (!cursor_step(cur, &i)) return false;
         ml__lchunk_t *c = pages[cur->k].c;
         const ml__lrec_t *r = &recs(c)[i];
-        if (((uint64_t)r->seq_hi << 32 | r->seq_lo) > max_seq) continue;
+        uint64_t q = (uint64_t)r->seq_hi << 32 | r->seq_lo;
+        if (q > max_seq) continue;
         uint64_t ptr = (pages[cur->k].key - 1) << CHUNK_SHIFT | (offs(c)[i] & CHUNK_MASK);
         uint64_t size = r->size;
         if (size == BIG_SIZE) {
@@ -485,8 +487,19 @@ bool ml__live_next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t
             size = b ? b->size : BIG_SIZE;
         }
         *out = (ml__fblock_t){.ptr = ptr, .size = ml__size48(size), .slack = r->slack};
+        *seq = q;
         return true;
     }
+}
+
+bool ml__live_next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out) {
+    uint64_t seq;
+    return next_fblock(cur, max_seq, out, &seq);
+}
+
+bool ml__live_next_fblock_seq(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out,
+                              uint64_t *seq) {
+    return next_fblock(cur, max_seq, out, seq);
 }
 
 void ml__live_cursor_rewind(ml__live_cursor_t *cur) {

@@ -97,6 +97,147 @@ Test(analysis, per_site_peak_is_the_value_at_the_global_peak, .init = setup, .fi
     cr_expect_eq(b->id, 1);
 }
 
+/* The heap map's cells, worked out by hand. Region B (the busiest) holds a
+ * block over three pages (its middle page whole), a block sharing the last
+ * of them, an empty block alone in its page, a hole of one page, and a
+ * block of six pages starting on a page boundary; region A, 256 MiB away,
+ * one small block. The map (frag.c) is made from the list of B's pages
+ * gathered on the one walk. */
+Test(analysis, heap_map_from_the_pages_of_one_walk, .init = setup, .fini = teardown) {
+    const uint64_t B = 0x10000000, P = 4096;
+    alloc(0x100000, 64, 1);               /* region A */
+    alloc(B + 0x100, 0x2000, 2);          /* pages 0 (3840 live), 1 (whole), 2 (256) */
+    alloc(B + 0x2100, 0x100, 2);          /* page 2: 256 more */
+    alloc(B + 0x3000, 0, 3);              /* page 3: held, nothing live */
+    alloc(B + 5 * P, 5 * P + 8, 4);       /* pages 5-9 whole, page 10: 8 bytes */
+    build(NULL);
+    const ml_frag_t *e = ml_analysis_frag(A, ML_MOMENT_END);
+    cr_assert(e->valid);
+    cr_expect_eq(e->regions, 2);
+    cr_expect_eq(e->map_base, B);
+    cr_expect_eq(e->map_cell_bytes, P);
+    cr_assert_eq(e->map_ncells, 11);
+    /* round(live * 100 / held): 3840 -> 94, 512 -> 13, 8 -> 0; page 4: none held */
+    const int8_t want[11] = {94, 100, 13, 0, -1, 100, 100, 100, 100, 100, 0};
+    for (int c = 0; c < 11; c++) cr_expect_eq(e->map_cells[c], want[c], "cell %d: %d, not %d", c, e->map_cells[c], want[c]);
+    cr_expect_eq(e->pages, 1 + 10);
+}
+
+/* A region whose blocks lie one every other page, 600,000 of them: more
+ * pages than frag.c keeps in a list (PG_MAX), so its map is made by a
+ * second walk. The cells are checked against a plain count of each page. */
+Test(analysis, heap_map_of_a_region_too_sparse_for_the_page_list, .init = setup, .fini = teardown,
+     .timeout = 60) {
+    const uint64_t B = 0x10000000, P = 4096, n = 600000;
+    for (uint64_t i = 0; i < n; i++) alloc(B + i * 2 * P, 1024 + (i % 5) * 512, 1);
+    build(NULL);
+    const ml_frag_t *e = ml_analysis_frag(A, ML_MOMENT_END);
+    uint64_t npages = 2 * (n - 1) + 1, cell_pages = (npages + ML_HEAP_MAP_CELLS - 1) / ML_HEAP_MAP_CELLS;
+    cr_assert_eq(e->map_base, B);
+    cr_assert_eq(e->map_cell_bytes, cell_pages * P);
+    cr_assert_eq(e->map_ncells, (npages + cell_pages - 1) / cell_pages);
+    uint64_t *live = calloc(e->map_ncells, 8), *held = calloc(e->map_ncells, 8);
+    cr_assert(live && held);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t c = 2 * i / cell_pages;
+        live[c] += 1024 + (i % 5) * 512;
+        held[c] += P;
+    }
+    uint32_t bad = 0;
+    for (uint32_t c = 0; c < e->map_ncells; c++) {
+        int want = held[c] ? (int)((live[c] * 100 + held[c] / 2) / held[c]) : -1;
+        if (e->map_cells[c] != want && bad++ < 5) cr_expect_eq(e->map_cells[c], want, "cell %u", c);
+    }
+    cr_expect_eq(bad, 0);
+    free(live);
+    free(held);
+}
+
+static void alloc_in(ml_analysis_t *x, uint64_t ptr, uint64_t size) {
+    ml_record_t r = {.tag = ML_T_ALLOC};
+    r.u.alloc.kind = ML_KIND_MALLOC;
+    r.u.alloc.ptr = ptr;
+    r.u.alloc.size = size;
+    r.u.alloc.stack = 1;
+    ml_analysis_feed(x, &r);
+}
+
+static void dealloc_in(ml_analysis_t *x, uint64_t ptr) {
+    ml_record_t r = {.tag = ML_T_FREE};
+    r.u.alloc.kind = ML_KIND_FREE;
+    r.u.alloc.ptr = ptr;
+    ml_analysis_feed(x, &r);
+}
+
+static ml_analysis_t *session_4k(void) {
+    ml_analysis_t *x;
+    cr_assert_eq(ml_analysis_new(&x), 0);
+    ml_record_t pr = {.tag = ML_T_PROCESS};
+    pr.u.process.page_size = 4096;
+    pr.u.process.exe = pr.u.process.parent_trace = pr.u.process.producer = "";
+    ml_analysis_feed(x, &pr);
+    return x;
+}
+
+static void expect_same_frag(const ml_frag_t *p, const ml_frag_t *q, const char *what) {
+    cr_expect_eq(p->live_blocks, q->live_blocks, "%s", what);
+    cr_expect_eq(p->live_bytes, q->live_bytes, "%s", what);
+    cr_expect_eq(p->pages, q->pages, "%s", what);
+    cr_expect_eq(p->free_bytes, q->free_bytes, "%s", what);
+    cr_expect_eq(p->largest_free_bytes, q->largest_free_bytes, "%s", what);
+    cr_expect_eq(p->gaps, q->gaps, "%s", what);
+    cr_expect_eq(p->regions, q->regions, "%s", what);
+    cr_expect_eq(p->span_bytes, q->span_bytes, "%s", what);
+    cr_expect_eq(p->usable_bytes, q->usable_bytes, "%s", what);
+    cr_expect_eq(p->map_base, q->map_base, "%s", what);
+    cr_expect_eq(p->map_cell_bytes, q->map_cell_bytes, "%s", what);
+    cr_assert_eq(p->map_ncells, q->map_ncells, "%s", what);
+    cr_expect(p->map_cells && q->map_cells && !memcmp(p->map_cells, q->map_cells, p->map_ncells), "%s", what);
+}
+
+/* The worst moment and the peak close together (analysis.c, moment_close):
+ * 1.2 M page-sized blocks, then small blocks with every other one freed
+ * (the worst moment: the most page bytes held and not used), then 20 more
+ * pages (the peak: 80 KiB more than the 48 KiB freed), then the page-sized
+ * blocks freed. Freeing a whole page leaves the waste as it was, so both
+ * moments stay. The worst closes on its graveyard's 75,063rd block; the
+ * peak's graveyard of the same blocks is one short of its own threshold
+ * but past half of it: one walk closes both. Each must be what a session
+ * that stopped at its moment computes for its end. */
+Test(analysis, the_peak_and_the_worst_moment_close_in_one_walk, .init = setup, .fini = teardown,
+     .timeout = 120) {
+    const uint64_t pages = 1200000, PB = 0x100000000, SB = 0x10000000, P = 4096;
+    /* the worst moment's threshold is passed; the peak's alone would take one more */
+    const uint64_t frees = (pages + 1000) / 16 + 1;
+    ml_analysis_t *at_worst = session_4k(), *at_peak = session_4k();
+    ml_analysis_t *all[3] = {A, at_worst, at_peak};
+    for (int k = 0; k < 3; k++) {
+        ml_analysis_t *x = all[k];
+        for (uint64_t i = 0; i < pages; i++) alloc_in(x, PB + i * P, P);
+        for (uint64_t i = 0; i < 2000; i++) alloc_in(x, SB + i * 64, 48);
+        for (uint64_t i = 0; i < 2000; i += 2) dealloc_in(x, SB + i * 64);
+        if (x == at_worst) continue;
+        for (uint64_t i = 0; i < 20; i++) alloc_in(x, PB + (pages + 10 + i) * P, P);
+        if (x == at_peak) continue;
+        for (uint64_t i = 0; i < frees; i++) dealloc_in(x, PB + i * P);
+    }
+    ml_share_t sh[4];
+    cr_expect_eq(ml_analysis_sites_in_range(A, ML_MOMENT_PEAK, PB, PB + P, sh, 4), -ENOTSUP, "the peak closed");
+    cr_expect_eq(ml_analysis_sites_in_range(A, ML_MOMENT_WORST, PB, PB + P, sh, 4), -ENOTSUP, "the worst closed");
+    build(NULL);
+    ml_build_opts_t o = {.no_symbols = true};
+    char err[256];
+    cr_assert_eq(ml_analysis_build(at_worst, &o, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ml_analysis_build(at_peak, &o, err, sizeof err), 0, "%s", err);
+    const ml_frag_t *p = ml_analysis_frag(A, ML_MOMENT_PEAK), *w = ml_analysis_frag(A, ML_MOMENT_WORST);
+    cr_expect_eq(p->live_blocks, pages + 1000 + 20);
+    cr_expect_eq(w->live_blocks, pages + 1000);
+    expect_same_frag(p, ml_analysis_frag(at_peak, ML_MOMENT_END), "the peak");
+    expect_same_frag(w, ml_analysis_frag(at_worst, ML_MOMENT_END), "the worst moment");
+    ml_analysis_free(at_worst);
+    ml_analysis_free(at_peak);
+}
+
 Test(analysis, temporary_allocations, .init = setup, .fini = teardown) {
     alloc(0x10000, 8, 1);
     dealloc(0x10000); /* temporary */
