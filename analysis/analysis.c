@@ -525,7 +525,7 @@ static uint64_t close_at(const ml__moment_t *m) {
 static int moment_close(ml_analysis_t *a, ml__moment_t *m) {
     ml__moment_t *o = m == &a->mom[0] ? &a->mom[1] : &a->mom[0];
     if (o->set && !o->closed && o->ngrave > close_at(o) / 2) {
-        const ml__moment_t *two[2] = {m, o};
+        ml__moment_t *two[2] = {m, o};
         ml_frag_t f[2];
         int8_t *cells[2];
         if (ml__frag_compute2(a, two, f, cells) < 0) return -ENOMEM;
@@ -533,8 +533,11 @@ static int moment_close(ml_analysis_t *a, ml__moment_t *m) {
         moment_closed(a, o, &f[1], cells[1]);
         return 0;
     }
+    ml__live_cursor_t cur;
+    if (ml__live_cursor_init(&cur, &a->heap) < 0) return -ENOMEM;
     ml__mstream_t st;
-    if (ml__mstream_open(&st, a, m) < 0) return -ENOMEM;
+    ml__mstream_take_graves(&st, m);
+    st.cur = cur;
     ml_frag_t f = {0};
     int8_t *cells = NULL;
     ml__frag_compute(a, &st, &f, &cells);
@@ -1019,102 +1022,6 @@ static int cmp_fblock(const void *x, const void *y) {
     uint64_t l = ((const ml__fblock_t *)x)->ptr, r = ((const ml__fblock_t *)y)->ptr;
     return l < r ? -1 : l > r;
 }
-
-/* A radix sort on the address. O(n), where qsort's comparisons dominated the
- * report's time. (A macro: it sorted the 32-byte live blocks too, until the
- * live set made that unneeded.)
- *
- * From 2^16 blocks on, the sort is in place (no second array: at a moment
- * of 24 M blocks the copy cost 384 MB beside the then 1 GiB live map, issue 12
- * item 1): an MSD radix sort on 8-bit digits from the highest bit in which
- * the addresses differ, each bucket permuted in place (American flag sort)
- * and sorted on the next digit down, with an insertion sort for buckets of
- * 32 blocks or fewer. Below that, an LSD radix sort of 16 bits a pass
- * through a scratch array (the caller's, with the _with form); passes whose
- * digit is the same for every block (the high bits of user-space
- * addresses) are skipped. */
-#define MSD_SMALL 32
-#define RADIX_SORT(NAME, T, CMP)                                                                   \
-    static void NAME##_msd(T *b, uint64_t n, unsigned shift) {                                     \
-        if (n <= MSD_SMALL) {                                                                      \
-            for (uint64_t i = 1; i < n; i++) {                                                     \
-                T x = b[i];                                                                        \
-                uint64_t j = i;                                                                    \
-                for (; j > 0 && b[j - 1].ptr > x.ptr; j--) b[j] = b[j - 1];                        \
-                b[j] = x;                                                                          \
-            }                                                                                      \
-            return;                                                                                \
-        }                                                                                          \
-        uint64_t next[256] = {0}, end[256];                                                        \
-        for (uint64_t i = 0; i < n; i++) next[(b[i].ptr >> shift) & 0xff]++;                       \
-        uint64_t sum = 0;                                                                          \
-        for (unsigned d = 0; d < 256; d++) {                                                       \
-            uint64_t c = next[d];                                                                  \
-            next[d] = sum;                                                                         \
-            end[d] = sum += c;                                                                     \
-        }                                                                                          \
-        for (unsigned d = 0; d < 256; d++) {                                                       \
-            while (next[d] < end[d]) {                                                             \
-                T x = b[next[d]];                                                                  \
-                unsigned e = (x.ptr >> shift) & 0xff;                                              \
-                while (e != d) {                                                                   \
-                    T y = b[next[e]];                                                              \
-                    b[next[e]++] = x;                                                              \
-                    x = y;                                                                         \
-                    e = (x.ptr >> shift) & 0xff;                                                   \
-                }                                                                                  \
-                b[next[d]++] = x;                                                                  \
-            }                                                                                      \
-        }                                                                                          \
-        if (!shift) return;                                                                        \
-        unsigned down = shift > 8 ? shift - 8 : 0;                                                 \
-        for (unsigned d = 0; d < 256; d++) {                                                       \
-            uint64_t lo = d ? end[d - 1] : 0;                                                      \
-            if (end[d] - lo > 1) NAME##_msd(b + lo, end[d] - lo, down);                            \
-        }                                                                                          \
-    }                                                                                              \
-    void NAME##_with(T *b, uint64_t n, T *scratch) {                                               \
-        if (n >= (1u << 16)) {                                                                     \
-            uint64_t lo = b[0].ptr, hi = b[0].ptr;                                                 \
-            for (uint64_t i = 1; i < n; i++) {                                                     \
-                lo = b[i].ptr < lo ? b[i].ptr : lo;                                                \
-                hi = b[i].ptr > hi ? b[i].ptr : hi;                                                \
-            }                                                                                      \
-            if (lo == hi) return;                                                                  \
-            unsigned top = 63u - (unsigned)__builtin_clzll(lo ^ hi);                               \
-            NAME##_msd(b, n, top >= 7 ? top - 7 : 0);                                              \
-            return;                                                                                \
-        }                                                                                          \
-        T *tmp = scratch ? scratch : n >= 1024 ? malloc(n * sizeof *tmp) : NULL;                   \
-        uint64_t *cnt = tmp ? malloc(65536 * sizeof *cnt) : NULL;                                  \
-        if (!cnt) {                                                                                \
-            if (tmp != scratch) free(tmp);                                                         \
-            if (n > 1) qsort(b, n, sizeof *b, CMP);                                                \
-            return;                                                                                \
-        }                                                                                          \
-        T *src = b, *dst = tmp;                                                                    \
-        for (unsigned shift = 0; shift < 64; shift += 16) {                                        \
-            memset(cnt, 0, 65536 * sizeof *cnt);                                                   \
-            for (uint64_t i = 0; i < n; i++) cnt[(src[i].ptr >> shift) & 0xffff]++;                \
-            if (cnt[(src[0].ptr >> shift) & 0xffff] == n) continue;                                \
-            uint64_t sum = 0;                                                                      \
-            for (uint32_t d = 0; d < 65536; d++) {                                                 \
-                uint64_t c = cnt[d];                                                               \
-                cnt[d] = sum;                                                                      \
-                sum += c;                                                                          \
-            }                                                                                      \
-            for (uint64_t i = 0; i < n; i++) dst[cnt[(src[i].ptr >> shift) & 0xffff]++] = src[i];  \
-            T *t = src;                                                                            \
-            src = dst;                                                                             \
-            dst = t;                                                                               \
-        }                                                                                          \
-        if (src != b) memcpy(b, src, n * sizeof *b);                                               \
-        free(cnt);                                                                                 \
-        if (tmp != scratch) free(tmp);                                                             \
-    }                                                                                              \
-    void NAME(T *b, uint64_t n) {                                                                  \
-        NAME##_with(b, n, NULL);                                                                   \
-    }
 
 RADIX_SORT(ml__sort_fblocks, ml__fblock_t, cmp_fblock)
 

@@ -319,7 +319,7 @@ void ml__frag_add(ml__frag_acc_t *acc, const ml__fblock_t *b) {
     acc->n++;
 }
 
-void ml__frag_end(ml__frag_acc_t *acc, ml__mstream_t *s, const ml__moment_t *m, int8_t **cells) {
+void ml__frag_end(ml__frag_acc_t *acc, ml__mstream_t *s, int8_t **cells) {
     ml_frag_t *f = acc->f;
     const uint64_t ps = acc->ps;
     const int shift = acc->shift;
@@ -338,8 +338,6 @@ void ml__frag_end(ml__frag_acc_t *acc, ml__mstream_t *s, const ml__moment_t *m, 
     *cells = NULL;
     uint64_t *live = NULL, *held = NULL;
     int8_t *out = NULL;
-    ml__mstream_t own;
-    bool opened = false;
     if (!acc->n || acc->best_hi <= acc->best_lo) goto done;
     uint64_t base = acc->best_lo / ps * ps, top = (acc->best_hi + ps - 1) / ps * ps;
     uint64_t npages = (top - base) / ps;
@@ -353,21 +351,12 @@ void ml__frag_end(ml__frag_acc_t *acc, ml__mstream_t *s, const ml__moment_t *m, 
         free(out);
         goto done;
     }
-    bool verify = !acc->best->over && getenv("ML_FRAG_VERIFY");
-    if (!acc->best->over) pg_cells(acc->best, base, cb, ps, live, held);
-    if (!s && (acc->best->over || verify)) {
-        /* a joint walk (ml__frag_compute2): this moment's blocks alone */
-        if (ml__mstream_open(&own, acc->a, m) < 0) {
-            free(out);
-            goto done;
-        }
-        opened = true;
-        s = &own;
-    }
-    if (acc->best->over)
+    if (acc->best->over) {
         walk_cells(s, base, top, cb, ps, shift, live, held);
-    else if (verify)
-        verify_cells(s, base, top, cb, ps, shift, ncells, live, held);
+    } else {
+        pg_cells(acc->best, base, cb, ps, live, held);
+        if (getenv("ML_FRAG_VERIFY")) verify_cells(s, base, top, cb, ps, shift, ncells, live, held);
+    }
     for (uint32_t c = 0; c < ncells; c++) {
         if (!held[c]) {
             out[c] = -1;
@@ -382,7 +371,6 @@ void ml__frag_end(ml__frag_acc_t *acc, ml__mstream_t *s, const ml__moment_t *m, 
     f->map_cells = out;
     *cells = out;
 done:
-    if (opened) ml__mstream_close(&own);
     free(live);
     free(held);
     free(acc->pl[0].v);
@@ -396,17 +384,16 @@ void ml__frag_compute(const ml_analysis_t *a, ml__mstream_t *s, ml_frag_t *f, in
     ml__fblock_t b;
     while (ml__mstream_next(s, &b))
         ml__frag_add(&acc, &b);
-    ml__frag_end(&acc, s, s->m, cells);
+    ml__frag_end(&acc, s, cells);
 }
 
-/* ML_FRAG_VERIFY: a moment closed in the joint walk against its own walk. */
-static void verify_moment(const ml_analysis_t *a, const ml__moment_t *m, const ml_frag_t *f) {
-    ml__mstream_t st;
-    if (ml__mstream_open(&st, a, m) < 0) return;
+/* ML_FRAG_VERIFY: a moment closed in the joint walk against its own walk
+ * (the stream of its blocks alone, rewound). */
+static void verify_moment(const ml_analysis_t *a, ml__mstream_t *st, const ml_frag_t *f) {
     ml_frag_t g;
     int8_t *cells = NULL;
-    ml__frag_compute(a, &st, &g, &cells);
-    ml__mstream_close(&st);
+    ml__mstream_rewind(st);
+    ml__frag_compute(a, st, &g, &cells);
     bool same = f->live_bytes == g.live_bytes && f->live_blocks == g.live_blocks &&
                 f->pages == g.pages && f->free_bytes == g.free_bytes &&
                 f->largest_free_bytes == g.largest_free_bytes && f->gaps == g.gaps &&
@@ -420,7 +407,7 @@ static void verify_moment(const ml_analysis_t *a, const ml__moment_t *m, const m
     fprintf(stderr,
             "memlens: ML_FRAG_VERIFY: the moment at event %" PRIu64 ", %" PRIu64
             " blocks: the joint walk %s its own walk\n",
-            m->seq, g.live_blocks, same ? "agrees with" : "DIFFERS from");
+            st->m->seq, g.live_blocks, same ? "agrees with" : "DIFFERS from");
     free(cells);
 }
 
@@ -428,20 +415,14 @@ static void verify_moment(const ml_analysis_t *a, const ml__moment_t *m, const m
  * moments it was live at (allocated by then), and each moment's graveyard
  * is merged in by address as ml__mstream_next merges it, so each moment
  * gets its blocks in the order, and with the result, of its own walk. */
-int ml__frag_compute2(const ml_analysis_t *a, const ml__moment_t *m[2], ml_frag_t f[2],
+int ml__frag_compute2(const ml_analysis_t *a, ml__moment_t *m[2], ml_frag_t f[2],
                       int8_t *cells[2]) {
-    ml__mstream_t g[2];
     ml__live_cursor_t cur;
-    if (ml__mstream_open_graves(&g[0], m[0]) < 0) return -ENOMEM;
-    if (ml__mstream_open_graves(&g[1], m[1]) < 0) {
-        ml__mstream_close(&g[0]);
-        return -ENOMEM;
-    }
-    if (ml__live_cursor_init(&cur, &a->heap) < 0) {
-        ml__mstream_close(&g[0]);
-        ml__mstream_close(&g[1]);
-        return -ENOMEM;
-    }
+    if (ml__live_cursor_init(&cur, &a->heap) < 0) return -ENOMEM;
+    /* from here on nothing fails: the moments give up their graveyards */
+    ml__mstream_t g[2];
+    ml__mstream_take_graves(&g[0], m[0]);
+    ml__mstream_take_graves(&g[1], m[1]);
     ml__frag_acc_t acc[2];
     ml__frag_begin(&acc[0], a, &f[0]);
     ml__frag_begin(&acc[1], a, &f[1]);
@@ -458,13 +439,18 @@ int ml__frag_compute2(const ml_analysis_t *a, const ml__moment_t *m[2], ml_frag_
         if (seq <= m[1]->seq) ml__frag_add(&acc[1], &lb);
         have = ml__live_next_fblock_seq(&cur, max_seq, &lb, &seq);
     }
+    /* Each moment's own stream (for a heap map without a page list, and
+     * ML_FRAG_VERIFY): its graveyard and the walk's directory, shared. */
+    bool verify = getenv("ML_FRAG_VERIFY") != NULL;
+    for (int k = 0; k < 2; k++) {
+        g[k].cur = cur;
+        ml__mstream_rewind(&g[k]);
+        ml__frag_end(&acc[k], &g[k], &cells[k]);
+        if (verify) verify_moment(a, &g[k], &f[k]);
+        g[k].cur.pages = NULL; /* cur's */
+        ml__mstream_close(&g[k]);
+    }
     ml__live_cursor_free(&cur);
-    ml__mstream_close(&g[0]);
-    ml__mstream_close(&g[1]);
-    ml__frag_end(&acc[0], NULL, m[0], &cells[0]);
-    ml__frag_end(&acc[1], NULL, m[1], &cells[1]);
-    if (getenv("ML_FRAG_VERIFY"))
-        for (int k = 0; k < 2; k++) verify_moment(a, m[k], &f[k]);
     return 0;
 }
 

@@ -423,23 +423,32 @@ void ml__live_shrink(ml__live_t *L) {
 /* Walking in address order                                                  */
 /* ------------------------------------------------------------------------- */
 
-static int cmp_key(const void *x, const void *y) {
-    uint64_t l = ((const dir_t *)x)->key, r = ((const dir_t *)y)->key;
+/* The cursor's copy of the directory: a chunk and its page number + 1
+ * (named ptr for the radix sort), sorted by page. qsort took 45-75 ms of
+ * each moment's close on the big heap (600,000 chunks). */
+typedef struct {
+    uint64_t ptr; /* the directory's key */
+    ml__lchunk_t *c;
+} cpage_t;
+
+static int cmp_cpage(const void *x, const void *y) {
+    uint64_t l = ((const cpage_t *)x)->ptr, r = ((const cpage_t *)y)->ptr;
     return l < r ? -1 : l > r;
 }
+
+RADIX_SORT(ml__sort_cpages, cpage_t, cmp_cpage)
 
 int ml__live_cursor_init(ml__live_cursor_t *cur, const ml__live_t *L) {
     memset(cur, 0, sizeof *cur);
     cur->L = L;
     uint64_t n = L->dir.count;
     if (!n) return 0;
-    /* The directory's entries (page, chunk), sorted by page. */
-    dir_t *v = malloc(n * sizeof *v);
+    cpage_t *v = malloc(n * sizeof *v);
     if (!v) return -ENOMEM;
     const dir_t *d = dir_entries(&L->dir);
     for (uint64_t i = 0; i < L->dir.cap && cur->nkeys < n; i++)
-        if (d[i].key) v[cur->nkeys++] = d[i];
-    qsort(v, cur->nkeys, sizeof *v, cmp_key);
+        if (d[i].key) v[cur->nkeys++] = (cpage_t){d[i].key, d[i].c};
+    ml__sort_cpages(v, cur->nkeys);
     cur->pages = v;
     return 0;
 }
@@ -447,7 +456,7 @@ int ml__live_cursor_init(ml__live_cursor_t *cur, const ml__live_t *L) {
 /* The next live entry's index in the cursor's chunk (moving on to the next
  * chunk as needed), or false at the end. */
 static inline bool cursor_step(ml__live_cursor_t *cur, uint32_t *at) {
-    const dir_t *pages = cur->pages;
+    const cpage_t *pages = cur->pages;
     for (;;) {
         if (cur->k >= cur->nkeys) return false;
         ml__lchunk_t *c = pages[cur->k].c;
@@ -465,14 +474,14 @@ static inline bool cursor_step(ml__live_cursor_t *cur, uint32_t *at) {
 bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out) {
     uint32_t i;
     if (!cursor_step(cur, &i)) return false;
-    const dir_t *p = &((const dir_t *)cur->pages)[cur->k];
-    decode(cur->L, p->c, i, (p->key - 1) << CHUNK_SHIFT | (offs(p->c)[i] & CHUNK_MASK), out);
+    const cpage_t *p = &((const cpage_t *)cur->pages)[cur->k];
+    decode(cur->L, p->c, i, (p->ptr - 1) << CHUNK_SHIFT | (offs(p->c)[i] & CHUNK_MASK), out);
     return true;
 }
 
 static inline bool next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out,
                                uint64_t *seq) {
-    const dir_t *pages = cur->pages;
+    const cpage_t *pages = cur->pages;
     for (;;) {
         uint32_t i;
         if (!cursor_step(cur, &i)) return false;
@@ -480,7 +489,7 @@ static inline bool next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fbl
         const ml__lrec_t *r = &recs(c)[i];
         uint64_t q = (uint64_t)r->seq_hi << 32 | r->seq_lo;
         if (q > max_seq) continue;
-        uint64_t ptr = (pages[cur->k].key - 1) << CHUNK_SHIFT | (offs(c)[i] & CHUNK_MASK);
+        uint64_t ptr = (pages[cur->k].ptr - 1) << CHUNK_SHIFT | (offs(c)[i] & CHUNK_MASK);
         uint64_t size = r->size;
         if (size == BIG_SIZE) {
             const big_t *b = bigs_find(&cur->L->big, ptr);
