@@ -220,7 +220,7 @@ static void walk_cells(ml__mstream_t *s, uint64_t base, uint64_t top, uint64_t c
 
 /* ML_FRAG_VERIFY=1 in the environment: every heap map made from a page
  * list is made again by the second walk, and stderr says whether the two
- * agree (tests/e2e/test_frag_single_walk.sh). The walk's cells are kept. */
+ * agree (tests/e2e/test_frag_verify.sh). The walk's cells are kept. */
 static void verify_cells(ml__mstream_t *s, uint64_t base, uint64_t top, uint64_t cb, uint64_t ps,
                          int shift, uint32_t ncells, uint64_t *live, uint64_t *held) {
     uint64_t *l2 = calloc(ncells, sizeof *l2), *h2 = calloc(ncells, sizeof *h2);
