@@ -37,20 +37,40 @@ static void teardown(void) {
     ml_analysis_free(A);
 }
 
-static void alloc(uint64_t ptr, uint64_t size, uint32_t stack) {
-    ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = T++};
+/* An allocation or a free fed to session x at time t. */
+static void alloc_in(ml_analysis_t *x, uint64_t ptr, uint64_t size, uint32_t stack, uint32_t t) {
+    ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = t};
     r.u.alloc.kind = ML_KIND_MALLOC;
     r.u.alloc.ptr = ptr;
     r.u.alloc.size = size;
     r.u.alloc.stack = stack;
-    ml_analysis_feed(A, &r);
+    ml_analysis_feed(x, &r);
+}
+
+static void dealloc_in(ml_analysis_t *x, uint64_t ptr, uint32_t t) {
+    ml_record_t r = {.tag = ML_T_FREE, .time_ms = t};
+    r.u.alloc.kind = ML_KIND_FREE;
+    r.u.alloc.ptr = ptr;
+    ml_analysis_feed(x, &r);
+}
+
+static void alloc(uint64_t ptr, uint64_t size, uint32_t stack) {
+    alloc_in(A, ptr, size, stack, T++);
 }
 
 static void dealloc(uint64_t ptr) {
-    ml_record_t r = {.tag = ML_T_FREE, .time_ms = T++};
-    r.u.alloc.kind = ML_KIND_FREE;
-    r.u.alloc.ptr = ptr;
-    ml_analysis_feed(A, &r);
+    dealloc_in(A, ptr, T++);
+}
+
+/* A second session with 4 KiB pages and no stacks, to compare with A. */
+static ml_analysis_t *session_4k(void) {
+    ml_analysis_t *x;
+    cr_assert_eq(ml_analysis_new(&x), 0);
+    ml_record_t pr = {.tag = ML_T_PROCESS};
+    pr.u.process.page_size = 4096;
+    pr.u.process.exe = pr.u.process.parent_trace = pr.u.process.producer = "";
+    ml_analysis_feed(x, &pr);
+    return x;
 }
 
 static void build(const ml_suppressions_t *s) {
@@ -153,32 +173,6 @@ Test(analysis, heap_map_of_a_region_too_sparse_for_the_page_list, .init = setup,
     free(held);
 }
 
-static void alloc_in(ml_analysis_t *x, uint64_t ptr, uint64_t size) {
-    ml_record_t r = {.tag = ML_T_ALLOC};
-    r.u.alloc.kind = ML_KIND_MALLOC;
-    r.u.alloc.ptr = ptr;
-    r.u.alloc.size = size;
-    r.u.alloc.stack = 1;
-    ml_analysis_feed(x, &r);
-}
-
-static void dealloc_in(ml_analysis_t *x, uint64_t ptr) {
-    ml_record_t r = {.tag = ML_T_FREE};
-    r.u.alloc.kind = ML_KIND_FREE;
-    r.u.alloc.ptr = ptr;
-    ml_analysis_feed(x, &r);
-}
-
-static ml_analysis_t *session_4k(void) {
-    ml_analysis_t *x;
-    cr_assert_eq(ml_analysis_new(&x), 0);
-    ml_record_t pr = {.tag = ML_T_PROCESS};
-    pr.u.process.page_size = 4096;
-    pr.u.process.exe = pr.u.process.parent_trace = pr.u.process.producer = "";
-    ml_analysis_feed(x, &pr);
-    return x;
-}
-
 static void expect_same_frag(const ml_frag_t *p, const ml_frag_t *q, const char *what) {
     cr_expect_eq(p->live_blocks, q->live_blocks, "%s", what);
     cr_expect_eq(p->live_bytes, q->live_bytes, "%s", what);
@@ -213,13 +207,13 @@ Test(analysis, the_peak_and_the_worst_moment_close_in_one_walk, .init = setup, .
     ml_analysis_t *all[3] = {A, at_worst, at_peak};
     for (int k = 0; k < 3; k++) {
         ml_analysis_t *x = all[k];
-        for (uint64_t i = 0; i < pages; i++) alloc_in(x, PB + i * P, P);
-        for (uint64_t i = 0; i < 2000; i++) alloc_in(x, SB + i * 64, 48);
-        for (uint64_t i = 0; i < 2000; i += 2) dealloc_in(x, SB + i * 64);
+        for (uint64_t i = 0; i < pages; i++) alloc_in(x, PB + i * P, P, 1, 0);
+        for (uint64_t i = 0; i < 2000; i++) alloc_in(x, SB + i * 64, 48, 1, 0);
+        for (uint64_t i = 0; i < 2000; i += 2) dealloc_in(x, SB + i * 64, 0);
         if (x == at_worst) continue;
-        for (uint64_t i = 0; i < 20; i++) alloc_in(x, PB + (pages + 10 + i) * P, P);
+        for (uint64_t i = 0; i < 20; i++) alloc_in(x, PB + (pages + 10 + i) * P, P, 1, 0);
         if (x == at_peak) continue;
-        for (uint64_t i = 0; i < frees; i++) dealloc_in(x, PB + i * P);
+        for (uint64_t i = 0; i < frees; i++) dealloc_in(x, PB + i * P, 0);
     }
     ml_share_t sh[4];
     cr_expect_eq(ml_analysis_sites_in_range(A, ML_MOMENT_PEAK, PB, PB + P, sh, 4), -ENOTSUP, "the peak closed");
@@ -663,21 +657,11 @@ Test(analysis, out_of_memory_in_a_light_session) {
 Test(analysis, a_freed_heap_closes_the_peak_with_the_same_fragmentation, .init = setup, .fini = teardown,
      .timeout = 60) {
     const uint64_t n = 1500000, base = 0x10000000;
-    ml_analysis_t *stop;
-    cr_assert_eq(ml_analysis_new(&stop), 0);
-    ml_record_t pr = {.tag = ML_T_PROCESS};
-    pr.u.process.page_size = 4096;
-    pr.u.process.exe = pr.u.process.parent_trace = pr.u.process.producer = "";
-    ml_analysis_feed(stop, &pr);
+    ml_analysis_t *stop = session_4k();
     for (uint64_t i = 0; i < n; i++) {
         /* 48 bytes every 64, and a 1 KiB hole every 100 blocks */
         uint64_t ptr = base + i * 64 + (i / 100) * 1024;
-        ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = T};
-        r.u.alloc.kind = ML_KIND_MALLOC;
-        r.u.alloc.ptr = ptr;
-        r.u.alloc.size = 48;
-        r.u.alloc.stack = 1;
-        ml_analysis_feed(stop, &r);
+        alloc_in(stop, ptr, 48, 1, T);
         alloc(ptr, 48, 1);
     }
     cr_assert_eq(ml_analysis_sites_in_range(A, ML_MOMENT_PEAK, base, base + 4096, NULL, 0), 0,
