@@ -425,7 +425,7 @@ void ml__live_shrink(ml__live_t *L) {
 
 /* The cursor's copy of the directory: a chunk and its page number + 1
  * (named ptr for the radix sort), sorted by page. qsort took 45-75 ms of
- * each moment's close on the big heap (600,000 chunks). */
+ * each moment's close on the big heap (257,631 chunks, a perf probe). */
 typedef struct {
     uint64_t ptr; /* the directory's key */
     ml__lchunk_t *c;
