@@ -34,18 +34,19 @@ typedef struct {
  * growth are part of the snapshot format. */
 ML_MAP_TYPED(ml__blocks, ml__block_t, 1024)
 
-/* The live heap blocks (live.c): 22 bytes a block, by address. A block is
+/* The live heap blocks (live.c): 20 bytes a block, by address. A block is
  * stored as a record and its offset in its 4 KiB page; the full
- * ml__block_t is what the functions below take and give. */
-typedef struct {
+ * ml__block_t is what the functions below take and give. The record packs
+ * the size (24 bits) and the slack (8) into one word; a block whose size or
+ * slack does not fit keeps both in a side map (live.c). */
+typedef struct __attribute__((packed, aligned(2))) {
     uint32_t stack;
-    uint32_t size; /* UINT32_MAX: the size is in the side map */
+    uint32_t size_slack; /* size in the low 24 bits, a slack code above (live.c) */
     uint32_t time_ms;
     uint32_t seq_lo;
     uint16_t seq_hi;
-    uint16_t slack;
 } ml__lrec_t;
-_Static_assert(sizeof(ml__lrec_t) == 20, "a live block's record is 20 bytes");
+_Static_assert(sizeof(ml__lrec_t) == 18, "a live block's record is 18 bytes");
 
 typedef struct ml__lchunk_s ml__lchunk_t;
 
@@ -53,7 +54,7 @@ typedef struct ml__lchunk_s ml__lchunk_t;
  * (get, cursors) may run together when nobody writes. */
 typedef struct {
     ml_map_t dir;       /* page + 1 -> its chunk */
-    ml_map_t big;       /* the sizes that do not fit 32 bits, by address */
+    ml_map_t big;       /* the sizes and slacks that do not fit the record, by address */
     uint64_t count;     /* blocks */
     uint64_t bytes;     /* the chunks' bytes (the directory not counted) */
     uint64_t last_key;  /* the chunk used last (writers' cache) */

@@ -96,17 +96,25 @@ static uint64_t some_ptr(void) {
     }
 }
 
+/* Sizes and slacks on both sides of what the record holds itself (24 bits
+ * of size, slacks 0-253 and "unknown") and of what it used to (32 bits). */
 static ml__block_t some_block(uint64_t ptr, uint64_t seq) {
     uint64_t r = next();
     uint64_t size = r % 8 == 0 ? (1ull << 32) + next() % (1ull << 40) /* over 32 bits */
-                    : r % 8 == 1 ? UINT32_MAX - 1 + next() % 3   /* at the edge */
+                    : r % 8 == 1 ? UINT32_MAX - 1 + next() % 3   /* at that edge */
+                    : r % 8 == 2 ? (1u << 24) - 2 + next() % 4   /* at the record's edge */
                                  : next() % 5000;
+    uint64_t s = next();
+    uint16_t slack = s % 5 == 0 ? (uint16_t)next()                       /* any */
+                     : s % 5 == 1 ? (uint16_t)(252 + next() % 4)        /* at the edge */
+                     : s % 5 == 2 ? (uint16_t)(ML__SLACK_UNKNOWN - next() % 2) /* unknown, or not */
+                                  : (uint16_t)(next() % 24);             /* glibc's */
     return (ml__block_t){
         .ptr = ptr,
         .size = size,
         .reach = (unsigned)(next() % 5),
         .seq = seq & ((1ull << 48) - 1),
-        .slack = (uint16_t)next(),
+        .slack = slack,
         .stack = (uint32_t)next(),
         .time_ms = (uint32_t)next(),
     };
