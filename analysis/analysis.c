@@ -567,7 +567,6 @@ static void grave_add(ml_analysis_t *a, ml__moment_t *m, const ml__block_t *b) {
         .size = ml__size48(b->size),
         .slack = b->slack,
         .stack = b->stack,
-        .seq_lo = (uint32_t)b->seq,
     };
 }
 
@@ -580,11 +579,15 @@ static void graves_check(ml_analysis_t *a) {
 }
 
 /* A realloc that failed gives its block back: take it out of the graveyards
- * again (it is one of the last entries). */
+ * again. Only a block allocated by the moment went in (grave_add); then it
+ * is one of the last entries, and the last one at its address: the block
+ * stayed the program's, so no block came and went there since, and an
+ * earlier block at that address was gone before this one came. */
 static void grave_undo(ml__moment_t *m, const ml__block_t *b) {
+    if (b->seq > m->seq) return; /* an earlier block at its address may be there */
     for (uint64_t k = 0; k < 64 && k < m->ngrave; k++) {
         ml__grave_t *g = &m->grave[m->ngrave - 1 - k];
-        if (g->ptr == b->ptr && g->seq_lo == (uint32_t)b->seq) {
+        if (g->ptr == b->ptr) {
             *g = m->grave[--m->ngrave];
             return;
         }

@@ -130,15 +130,17 @@ typedef struct {
 /* ------------------------------------------------------------------------- */
 
 /* A block in a graveyard: what fragmentation and "who pins this cell"
- * read, in 24 bytes instead of 40 (a graveyard can hold every block live at
- * the peak). */
-typedef struct {
+ * read, in 20 bytes instead of 40 (a graveyard can hold a sixteenth of the
+ * blocks live at its moment, two graveyards are open at a time). It held
+ * the low bits of the allocation's event number too, for grave_undo only,
+ * which finds its entry by address (analysis.c). */
+typedef struct __attribute__((packed, aligned(4))) {
     uint64_t ptr;
     uint64_t size : 48; /* clamped, as ml__fblock_t */
     uint64_t slack : 16;
     uint32_t stack;
-    uint32_t seq_lo;    /* the low bits of the allocation's event number */
 } ml__grave_t;
+_Static_assert(sizeof(ml__grave_t) == 20, "a grave is 20 bytes");
 
 typedef struct {
     bool set;

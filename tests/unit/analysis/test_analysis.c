@@ -308,6 +308,37 @@ Test(analysis, graveyard_rebuilds_the_peak, .init = setup, .fini = teardown) {
     cr_expect_eq(p->map_base, 0x300000);
 }
 
+/* The free half of a realloc (kind ML_KIND_REALLOC) at time T, and the
+ * record that says the realloc failed: the block stays. */
+static void realloc_fails(uint64_t ptr) {
+    ml_record_t r = {.tag = ML_T_FREE, .time_ms = T++};
+    r.u.alloc.kind = ML_KIND_REALLOC;
+    r.u.alloc.ptr = ptr;
+    ml_analysis_feed(A, &r);
+    ml_record_t f = {.tag = ML_T_REALLOC_FAIL, .time_ms = T++};
+    f.u.alloc.kind = ML_KIND_REALLOC;
+    f.u.alloc.ptr = ptr;
+    ml_analysis_feed(A, &f);
+}
+
+/* A failed realloc takes its block out of the peak's graveyard again, and
+ * only its own: not the entry of an earlier block at the same address,
+ * freed after the peak. */
+Test(analysis, a_failed_realloc_leaves_the_graveyard_as_it_was, .init = setup, .fini = teardown) {
+    alloc(0x100000, 1000, 1);
+    alloc(0x200000, 3000, 2); /* the peak: 4000 in 2 blocks */
+    dealloc(0x100000);        /* the peak's graveyard holds it */
+    alloc(0x100000, 500, 3);  /* after the peak: not in the graveyard */
+    realloc_fails(0x100000);
+    realloc_fails(0x200000); /* in the graveyard, and out again */
+    build(NULL);
+    const ml_totals_t *t = ml_analysis_totals(A);
+    cr_expect_eq(t->heap_bytes, 3500, "both blocks came back");
+    const ml_frag_t *p = ml_analysis_frag(A, ML_MOMENT_PEAK);
+    cr_expect_eq(p->live_blocks, 2);
+    cr_expect_eq(p->live_bytes, 4000);
+}
+
 Test(analysis, leak_kinds_from_the_scan_and_suppressions, .init = setup, .fini = teardown) {
     alloc(0x10000, 111, 1); /* reachable */
     alloc(0x20000, 222, 2); /* definite */
