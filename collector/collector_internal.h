@@ -53,6 +53,10 @@ typedef struct {
     void *sink_state[ML__MAX_SINKS];
     int analysis_sink; /* index of the sink whose analysis() is info.analysis, or -1 */
     uint32_t exec_seen_ms;  /* when /proc/PID/exe was first seen changed with no new image (+1) */
+    /* heap blocks allocated minus freed, as read (drain.c): now, and the
+     * most since the last mallinfo sample: ml_ring_hdr_t.heap_drop */
+    int64_t net_blocks, net_high;
+    uint64_t heap_drop; /* the value last written there */
 } ml__proc_t;
 
 struct ml_collector_s {

@@ -62,7 +62,23 @@ static void decode(ml_collector_t *c, ml__proc_t *p, const ml_event_t *ev, const
     ml__time_order(p, r);
     ml__batch_commit(c, (uint32_t)used);
     p->last_thread = r->thread;
-    if (r->tag == ML_T_PROC_EXIT) exit_scan(c, p);
+    switch (r->tag) {
+    case ML_T_ALLOC:
+        if (++p->net_blocks > p->net_high) p->net_high = p->net_blocks;
+        break;
+    case ML_T_FREE: p->net_blocks--; break;
+    case ML_T_MALLINFO: p->net_high = p->net_blocks; break;
+    case ML_T_PROC_EXIT: exit_scan(c, p); break;
+    default: break;
+    }
+}
+
+/* ml_ring_hdr_t.heap_drop, written when it changes. */
+static void publish_heap_drop(ml__proc_t *p) {
+    uint64_t drop = (uint64_t)(p->net_high - p->net_blocks); /* net_high >= net_blocks */
+    if (drop == p->heap_drop) return;
+    p->heap_drop = drop;
+    ml_atomic_store_relaxed(&p->ring->heap_drop, drop);
 }
 
 /* Whether `released` slots are enough to wake the sleepers for. */
@@ -123,6 +139,7 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
     }
     ml_atomic_store_release(&h->tail, p->pos);
     ml_ring_wake(h);
+    publish_heap_drop(p);
     ml__flush(c);
     return got;
 }

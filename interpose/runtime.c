@@ -340,6 +340,14 @@ void ml__modules_scan(bool full) {
 #define MALLINFO_COST_FACTOR 100
 /* The sample at exit is taken anyway when the last one took at most this. */
 #define MALLINFO_FINAL_MAX_NS 10000000u
+/* The cost of the last sample does not tell the cost of the next one after
+ * the heap lost millions of blocks: the python3 big heap's teardown made the
+ * sample at exit take 381 ms (700,000 objects; perf probe on mallinfo2),
+ * the one before 1.4 ms: about 0.13 us per block freed. So no sample is
+ * taken while the heap holds more than this many blocks fewer than it held
+ * at most since the last one (ml_ring_hdr_t.heap_drop, the collector's
+ * count): about 10 ms. */
+#define MALLINFO_DROP_MAX 65536u
 static uint64_t mallinfo_next_ns; /* monotonic time before which requests are skipped */
 static uint64_t mallinfo_cost_ns; /* what the last sample took */
 
@@ -352,6 +360,10 @@ static uint64_t mono_ns(void) {
 static bool mallinfo_due(void) {
     uint64_t next = ml_atomic_load_relaxed(&mallinfo_next_ns);
     return !next || mono_ns() >= next;
+}
+
+static bool heap_dropped(void) {
+    return ml__ring && ml_atomic_load_relaxed(&ml__ring->heap_drop) > MALLINFO_DROP_MAX;
 }
 
 static void mallinfo_sample(void) {
@@ -376,7 +388,7 @@ void ml__attention(void) {
     uint32_t gen = ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen);
     if (gen != ml__mallinfo_seen) {
         ml__mallinfo_seen = gen;
-        if (real_mallinfo2 && mallinfo_due()) mallinfo_sample();
+        if (real_mallinfo2 && mallinfo_due() && !heap_dropped()) mallinfo_sample();
     }
 }
 
@@ -851,8 +863,10 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
     if (ml__state_relaxed() != ML_STATE_READY || ml__tls.guard) return;
     ml__tls.guard++;
     ml__modules_scan(false);
-    /* One last sample, unless the last one was slow (then only when due). */
-    if (real_mallinfo2 && (mallinfo_due() || ml_atomic_load_relaxed(&mallinfo_cost_ns) <= MALLINFO_FINAL_MAX_NS))
+    /* One last sample, unless the last one was slow (then only when due), or
+     * the heap lost many blocks since (then it would be slow). */
+    if (real_mallinfo2 && !heap_dropped() &&
+        (mallinfo_due() || ml_atomic_load_relaxed(&mallinfo_cost_ns) <= MALLINFO_FINAL_MAX_NS))
         mallinfo_sample();
     /* Where the program's part of this stack starts, for the exit scan: set
      * before the exit record, which the collector reads with acquire order. */

@@ -41,7 +41,8 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 3 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced */
+#define ML_SHM_VERSION 4 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+                          * 4: heap_drop */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -344,6 +345,13 @@ typedef struct {
      * collector can read its memory while it is still intact (leak
      * reachability). */
     _Alignas(ML_CACHE_LINE) _Atomic uint32_t exit_scan;
+    /* Written by the collector after each drain: how many heap blocks fewer
+     * the process holds than it held at most since its last mallinfo sample
+     * (0 while the heap grows). glibc's mallinfo2 walks every free chunk:
+     * after a program freed millions of blocks one call takes a large
+     * fraction of a second, so the process skips samples while this is
+     * large (interpose/runtime.c). The count lags the ring. */
+    _Atomic uint64_t heap_drop;
     /* Filled by the process before it marks its slot ready, so that the
      * collector knows what ran even if the process is gone by then. */
     uint32_t cmdline_len; /* bytes of NUL-separated argv in cmdline */

@@ -154,6 +154,7 @@ void h_trace_load(h_trace_t *t, const char *path) {
     while ((rc = ml_reader_next(r, &rec)) > 0) {
         ml_analysis_feed(a, &rec);
         t->records_by_tag[rec.tag]++;
+        t->last_by_tag[rec.tag] = ++t->nrecords;
         switch (rec.tag) {
         case ML_T_ALLOC: {
             if (rec.u.alloc.flags & ML_EVF_SAMPLED) t->sampled_allocs++;

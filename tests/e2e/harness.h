@@ -34,6 +34,8 @@ typedef struct {
 typedef struct {
     ml_totals_t totals;
     uint64_t records_by_tag[256];
+    uint64_t last_by_tag[256]; /* the position (from 1) of the tag's last record; 0: none */
+    uint64_t nrecords;
     struct {
         uint64_t size, allocs;
         uint32_t last_stack;
