@@ -341,12 +341,13 @@ void ml__modules_scan(bool full) {
 /* The sample at exit is taken anyway when the last one took at most this. */
 #define MALLINFO_FINAL_MAX_NS 10000000u
 /* The cost of the last sample does not tell the cost of the next one after
- * the heap lost millions of blocks: the python3 big heap's teardown made the
- * sample at exit take 381 ms (700,000 objects; perf probe on mallinfo2),
- * the one before 1.4 ms: about 0.13 us per block freed. So no sample is
- * taken while the heap holds more than this many blocks fewer than it held
- * at most since the last one (ml_ring_hdr_t.heap_drop, the collector's
- * count): about 10 ms. */
+ * the heap lost millions of blocks: on a 700,000-object copy of the python3
+ * big heap the sample at exit, after the teardown freed its 6.66 M blocks,
+ * took 381 ms, the one before it 1.4 ms (perf probe on mallinfo2); on the
+ * whole heap, 19.0 M blocks, 1.25-1.28 s: about 0.06 us per block freed.
+ * So no sample is taken while the heap holds more than this many blocks
+ * fewer than it held at most since the last one (ml_ring_hdr_t.heap_drop,
+ * the collector's count): about 4 ms of mallinfo2. */
 #define MALLINFO_DROP_MAX 65536u
 static uint64_t mallinfo_next_ns; /* monotonic time before which requests are skipped */
 static uint64_t mallinfo_cost_ns; /* what the last sample took */
