@@ -544,6 +544,64 @@ Test(reach, earlier_leader_joins_a_later_clique) {
     cr_expect_eq(v[1], ML_REACH_DEFINITE);
 }
 
+/* Neighbouring blocks are read as one span (reach.c, SPAN_GAP), and a span
+ * that cannot be read whole is read block by block: the verdicts and the
+ * bytes scanned are those of one request per block. */
+static size_t reads_n;
+static uint64_t hole = 0; /* an address no request may cover (0: none) */
+
+static int span_read(void *ctx, ml_reach_req_t *r, size_t n) {
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) {
+        reads_n++;
+        if (hole && r[i].addr <= hole && hole < r[i].addr + r[i].len) {
+            r[i].got = 0;
+            continue;
+        }
+        fake_read(NULL, &r[i], 1);
+    }
+    return 0;
+}
+
+static void chain_of_1000(ml_live_block_t *b, uint8_t *v, ml_reach_stats_t *st) {
+    memset(MEM, 0, sizeof MEM);
+    for (int i = 0; i < 1000; i++) b[i] = (ml_live_block_t){BASE + 0x1000 + 32 * (uint64_t)i, 16};
+    put(BASE + 0x10, b[0].ptr); /* 0: held by the root */
+    for (int i = 1; i < 999; i++) put(b[i].ptr + 8, b[i + 1].ptr); /* 1 -> 2 -> ... -> 999 */
+    ml_range_t roots[] = {{BASE, BASE + 0x100}};
+    ml_reach_io_t io = {.read = span_read};
+    reads_n = 0;
+    cr_assert_eq(ml_reach_classify(b, 1000, roots, 1, &io, v, st), 0);
+    cr_expect_eq(v[0], ML_REACH_REACHABLE);
+    cr_expect_eq(v[1], ML_REACH_DEFINITE);
+    for (int i = 2; i < 1000; i++) cr_expect_eq(v[i], ML_REACH_INDIRECT, "block %d", i);
+    cr_expect_eq(st->reachable, 1);
+    cr_expect_eq(st->definite, 1);
+    cr_expect_eq(st->indirect, 998);
+    cr_expect_eq(st->heap_bytes, 1000 * 16);
+}
+
+Test(reach, neighbours_share_one_read) {
+    static ml_live_block_t b[1000];
+    uint8_t v[1000];
+    ml_reach_stats_t st;
+    hole = 0;
+    chain_of_1000(b, v, &st);
+    /* the root, block 0 (reached), then blocks 1-999 (the leaked graph) */
+    cr_expect_eq(reads_n, 3, "%zu requests", reads_n);
+}
+
+Test(reach, a_span_that_cannot_be_read_is_read_block_by_block) {
+    static ml_live_block_t b[1000];
+    uint8_t v[1000];
+    ml_reach_stats_t st;
+    hole = BASE + 0x1000 + 32 * 500 + 16; /* the gap after block 500 */
+    chain_of_1000(b, v, &st);
+    hole = 0;
+    /* the root, block 0, the failed span, then each of its 999 blocks */
+    cr_expect_eq(reads_n, 3 + 999, "%zu requests", reads_n);
+}
+
 Test(analysis, per_thread_split, .init = setup, .fini = teardown) {
     ml_record_t th = {.tag = ML_T_THREAD};
     th.u.thread.index = 1;

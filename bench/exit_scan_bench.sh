@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# exit_scan_bench.sh - what a program that exits with millions of live blocks
+# costs under memlens (the exit scan that gives leak kinds) against the
+# uninstrumented run and heaptrack, on the same workload in the same run
+# (bench/exit_scan_workload.c: N blocks in lists, half of them leaked; N
+# blocks held by one leaked array).
+# Median wall time of RUNS runs of each; memlens' own duration of the scan
+# (the trace's reach-scan record) and its verdicts. Not part of ctest.
+#
+# usage: bench/exit_scan_bench.sh [BUILD_DIR] [RUNS] [BLOCKS...]
+#   BUILD_DIR  the memlens build (default: build)
+#   RUNS       runs of each tool per size (default: 5)
+#   BLOCKS     live blocks at exit (default: 200000 2000000)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:-$here/../build}" && pwd)
+runs=${2:-5}
+shift $(( $# > 2 ? 2 : $# ))
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(200000 2000000)
+memlens=$build/memlens
+for tool in heaptrack cc; do
+  command -v "$tool" >/dev/null || { echo "exit_scan_bench: $tool is not installed" >&2; exit 1; }
+done
+[ -x "$memlens" ] || { echo "exit_scan_bench: no $memlens (build first)" >&2; exit 1; }
+work=$(mktemp -d /tmp/memlens-exit-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cc -O2 -g -o "$work/workload" "$here/exit_scan_workload.c"
+
+now() { date +%s.%N; }
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+printf '%-6s %-9s %9s %16s %16s %10s  %s\n' shape blocks plain_s memlens_s heaptrack_s scan_s "memlens verdicts"
+for shape in lists array; do
+for n in "${sizes[@]}"; do
+  : >"$work/p"; : >"$work/m"; : >"$work/h"; : >"$work/s"
+  for _ in $(seq "$runs"); do
+    # the three tools in turn, so that the machine's load touches each alike
+    t=$(now); "$work/workload" "$n" "$shape" >/dev/null; echo "$(now) - $t" | bc >>"$work/p"
+    t=$(now); "$memlens" run -q --force -o "$work/w.mlt" -- "$work/workload" "$n" "$shape" >/dev/null
+    echo "$(now) - $t" | bc >>"$work/m"
+    rm -f "$work"/w.heaptrack*
+    t=$(now); (cd "$work" && heaptrack -o "$work/w.heaptrack" "$work/workload" "$n" "$shape" >/dev/null 2>&1)
+    echo "$(now) - $t" | bc >>"$work/h"
+    scan=$("$memlens" dump "$work/w.mlt" | grep ' reach-scan ')
+    echo "$scan" | sed 's/.*duration_us=\([0-9]*\).*/\1/' | awk '{ print $1 / 1e6 }' >>"$work/s"
+  done
+  p=$(median <"$work/p"); m=$(median <"$work/m"); h=$(median <"$work/h"); s=$(median <"$work/s")
+  printf '%-6s %-9s %9.3f %8.3f (%5.2fx) %8.3f (%5.2fx) %10.3f  %s\n' "$shape" "$n" "$p" "$m" \
+    "$(echo "$m / $p" | bc -l)" "$h" "$(echo "$h / $p" | bc -l)" "$s" \
+    "$(echo "$scan" | grep -o 'reachable=.*definite=[0-9]*')"
+done
+done
+echo "plain/memlens/heaptrack: median wall seconds of $runs runs (x: against plain); scan_s: memlens' exit scan"
