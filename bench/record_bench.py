@@ -130,27 +130,59 @@ def vm_hwm(pid):
     return 0
 
 
-def run_once(argv, env, before, out_path=None, stats=None):
+def helper_hwm(root, comm):
+    """The largest VmHWM of root's descendants whose name is `comm` (as
+    /proc/PID/stat gives it, 15 characters at most), in bytes."""
+    parent, name = {}, {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        r = st.rfind(")")
+        name[int(d)] = st[st.find("(") + 1:r]
+        parent[int(d)] = int(st[r + 2:].split()[1])
+    best = 0
+    for pid, n in name.items():
+        if n != comm[:15]:
+            continue
+        q, hops = pid, 0
+        while q in parent and q != root and hops < 16:
+            q, hops = parent[q], hops + 1
+        if q == root:
+            best = max(best, vm_hwm(pid))
+    return best
+
+
+def run_once(argv, env, before, out_path=None, stats=None, helper=None):
     """Runs argv; `stats`, when given, receives maxrss (wait4) and hwm (the
     process' own VmHWM, sampled every 20 ms while it runs: the program's for
-    a plain run, the collector's for `memlens run`)."""
+    a plain run, the collector's for `memlens run`), and with `helper` (a
+    process name) helper_hwm: the VmHWM of that descendant (heaptrack's
+    heaptrack_interpret, which does the collector's work)."""
     if before:
         before()
     err = tempfile.TemporaryFile()
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
-    hwm = 0
+    hwm = hhwm = 0
     while True:
         pid, status, ru = os.wait4(p.pid, os.WNOHANG)
         if pid:
             break
         hwm = max(hwm, vm_hwm(p.pid))
+        if helper:
+            hhwm = max(hhwm, helper_hwm(p.pid, helper))
         time.sleep(0.02)
     t = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
     if stats is not None:
         stats["maxrss"] = ru.ru_maxrss * 1024
         stats["hwm"] = hwm
+        stats["helper_hwm"] = hhwm
     err.seek(0)
     return t, p.returncode, err.read().decode(errors="replace")
 
@@ -181,7 +213,7 @@ def main():
         base, ml, ht, mls = [], [], [], []
         ml_calls = ml_bytes = ml_events = 0
         ht_calls = ht_bytes = 0
-        prog_rss, coll_rss = [], []
+        prog_rss, coll_rss, helper_rss = [], [], []
         for rep in range(args.reps):
             st = {}
             t, rc, _ = run_once(argv, env, before, stats=st)
@@ -216,8 +248,10 @@ def main():
                 for f in os.listdir(work):
                     if f.startswith(f"{name}.ht"):
                         os.unlink(os.path.join(work, f))
-                t, rc, err = run_once([heaptrack, "-o", hpath] + argv, env, before)
+                t, rc, err = run_once([heaptrack, "-o", hpath] + argv, env, before, stats=st,
+                                      helper="heaptrack_interpret")
                 ht.append(t)
+                helper_rss.append(st["helper_hwm"])
                 zst = [f for f in os.listdir(work) if f.startswith(f"{name}.ht")]
                 if zst:
                     hfile = os.path.join(work, zst[0])
@@ -234,7 +268,8 @@ def main():
                          ml_bpc=ml_bytes / ml_calls if ml_calls else float("nan"),
                          ht_bpc=ht_bytes / ht_calls if ht_calls else float("nan"),
                          mevs=ml_events / m_ / 1e6 if m_ else 0,
-                         prog_mib=statistics.median(prog_rss) / 2**20, coll_mib=statistics.median(coll_rss) / 2**20))
+                         prog_mib=statistics.median(prog_rss) / 2**20, coll_mib=statistics.median(coll_rss) / 2**20,
+                         ht_mib=statistics.median(helper_rss) / 2**20 if helper_rss else float("nan")))
     # fixed cost
     tb, tm = [], []
     for _ in range(max(5, args.reps * 3)):
@@ -244,11 +279,11 @@ def main():
         t, _, _ = run_once([memlens, "run", "-q", "-o", trace, "--", "/bin/true"], os.environ, None)
         tm.append(t)
     print(f"\nmedians of {args.reps} runs; ratios are against the uninstrumented run; prog MiB is the "
-          f"program's VmHWM run alone, coll MiB the collector's VmHWM (memlens run), both sampled "
-          f"every 20 ms")
+          f"program's VmHWM run alone, coll MiB the collector's VmHWM (memlens run), ht MiB that of "
+          f"heaptrack_interpret (heaptrack's collector), all sampled every 20 ms")
     hdr = (f"{'workload':18} {'base s':>7} {'memlens':>13} {'heaptrack':>13} {'added ml/ht':>11} "
            f"{'sampled':>8} {'calls ml':>10} {'calls ht':>10} {'B/call ml':>9} {'B/call ht':>9} {'Mev/s':>6} "
-           f"{'prog MiB':>8} {'coll MiB':>8} {'coll/prog':>9}")
+           f"{'prog MiB':>8} {'coll MiB':>8} {'coll/prog':>9} {'ht MiB':>7} {'coll/ht':>7}")
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
@@ -256,7 +291,8 @@ def main():
         print(f"{r['name']:18} {r['base']:7.2f} {r['ml']:6.2f} ({r['ml'] / r['base']:4.2f}x) "
               f"{r['ht']:6.2f} ({r['ht'] / r['base']:4.2f}x) {added:11.2f} {r['sampled'] / r['base']:7.2f}x "
               f"{r['ml_calls']:10d} {r['ht_calls']:10d} {r['ml_bpc']:9.3f} {r['ht_bpc']:9.3f} {r['mevs']:6.2f} "
-              f"{r['prog_mib']:8.1f} {r['coll_mib']:8.1f} {r['coll_mib'] / r['prog_mib']:9.2f}")
+              f"{r['prog_mib']:8.1f} {r['coll_mib']:8.1f} {r['coll_mib'] / r['prog_mib']:9.2f} "
+              f"{r['ht_mib']:7.1f} {r['coll_mib'] / r['ht_mib'] if r['ht_mib'] > 0 else float('nan'):7.2f}")
     ratios = sorted(r["ml"] / r["base"] for r in rows)
     if ratios:
         print(f"\nmedian workload under memlens: {statistics.median(ratios):.2f}x")
