@@ -544,34 +544,40 @@ Test(reach, earlier_leader_joins_a_later_clique) {
     cr_expect_eq(v[1], ML_REACH_DEFINITE);
 }
 
-/* Neighbouring blocks are read as one span (reach.c, SPAN_GAP), and a span
- * that cannot be read whole is read block by block: the verdicts and the
- * bytes scanned are those of one request per block. */
+/* Neighbouring blocks are read as one span (reach.c, SPAN_GAP); a span that
+ * cannot be read whole is read block by block, and a block that cannot be
+ * read is not scanned: the verdicts and the bytes scanned are those of one
+ * request per block. */
 static size_t reads_n;
-static uint64_t hole = 0; /* an address no request may cover (0: none) */
+static uint64_t bad_page;  /* a page no request may cover (0: none) */
+static size_t longest_ok;  /* requests longer than this fail (0: no limit) */
 
-static int span_read(void *ctx, ml_reach_req_t *r, size_t n) {
+static int page_read(void *ctx, ml_reach_req_t *r, size_t n) {
     (void)ctx;
     for (size_t i = 0; i < n; i++) {
         reads_n++;
-        if (hole && r[i].addr <= hole && hole < r[i].addr + r[i].len) {
-            r[i].got = 0;
-            continue;
-        }
-        fake_read(NULL, &r[i], 1);
+        bool bad = (bad_page && r[i].addr < bad_page + 4096 && bad_page < r[i].addr + r[i].len) ||
+                   (longest_ok && r[i].len > longest_ok);
+        if (bad) r[i].got = 0;
+        else fake_read(NULL, &r[i], 1);
     }
     return 0;
 }
 
+/* Blocks 0-999 of 16 bytes, 32 apart from BASE + 0x1000: the root holds
+ * block 0; 1 -> 2 -> ... -> 999. */
 static void chain_of_1000(ml_live_block_t *b, uint8_t *v, ml_reach_stats_t *st) {
     memset(MEM, 0, sizeof MEM);
     for (int i = 0; i < 1000; i++) b[i] = (ml_live_block_t){BASE + 0x1000 + 32 * (uint64_t)i, 16};
-    put(BASE + 0x10, b[0].ptr); /* 0: held by the root */
-    for (int i = 1; i < 999; i++) put(b[i].ptr + 8, b[i + 1].ptr); /* 1 -> 2 -> ... -> 999 */
+    put(BASE + 0x10, b[0].ptr);
+    for (int i = 1; i < 999; i++) put(b[i].ptr + 8, b[i + 1].ptr);
     ml_range_t roots[] = {{BASE, BASE + 0x100}};
-    ml_reach_io_t io = {.read = span_read};
+    ml_reach_io_t io = {.read = page_read};
     reads_n = 0;
     cr_assert_eq(ml_reach_classify(b, 1000, roots, 1, &io, v, st), 0);
+}
+
+static void expect_whole_chain(const uint8_t *v, const ml_reach_stats_t *st) {
     cr_expect_eq(v[0], ML_REACH_REACHABLE);
     cr_expect_eq(v[1], ML_REACH_DEFINITE);
     for (int i = 2; i < 1000; i++) cr_expect_eq(v[i], ML_REACH_INDIRECT, "block %d", i);
@@ -585,8 +591,10 @@ Test(reach, neighbours_share_one_read) {
     static ml_live_block_t b[1000];
     uint8_t v[1000];
     ml_reach_stats_t st;
-    hole = 0;
+    bad_page = 0;
+    longest_ok = 0;
     chain_of_1000(b, v, &st);
+    expect_whole_chain(v, &st);
     /* the root, block 0 (reached), then blocks 1-999 (the leaked graph) */
     cr_expect_eq(reads_n, 3, "%zu requests", reads_n);
 }
@@ -595,11 +603,59 @@ Test(reach, a_span_that_cannot_be_read_is_read_block_by_block) {
     static ml_live_block_t b[1000];
     uint8_t v[1000];
     ml_reach_stats_t st;
-    hole = BASE + 0x1000 + 32 * 500 + 16; /* the gap after block 500 */
+    bad_page = 0;
+    longest_ok = 256; /* the root, or a few blocks */
     chain_of_1000(b, v, &st);
-    hole = 0;
-    /* the root, block 0, the failed span, then each of its 999 blocks */
+    longest_ok = 0;
+    expect_whole_chain(v, &st);
+    /* the root, block 0, the span of blocks 1-999 that failed, each again */
     cr_expect_eq(reads_n, 3 + 999, "%zu requests", reads_n);
+}
+
+Test(reach, blocks_on_an_unreadable_page_are_not_scanned) {
+    static ml_live_block_t b[1000];
+    uint8_t v[1000];
+    ml_reach_stats_t st;
+    bad_page = BASE + 0x4000; /* blocks 384-511 */
+    longest_ok = 0;
+    chain_of_1000(b, v, &st);
+    bad_page = 0;
+    /* 1 leads 2-384 (383's pointer is readable); 385-511 are reached by
+     * nothing readable and point nowhere: each its own leader; 512 leads
+     * 513-999. */
+    cr_expect_eq(v[0], ML_REACH_REACHABLE);
+    cr_expect_eq(v[1], ML_REACH_DEFINITE);
+    for (int i = 2; i <= 384; i++) cr_expect_eq(v[i], ML_REACH_INDIRECT, "block %d", i);
+    for (int i = 385; i <= 512; i++) cr_expect_eq(v[i], ML_REACH_DEFINITE, "block %d", i);
+    for (int i = 513; i < 1000; i++) cr_expect_eq(v[i], ML_REACH_INDIRECT, "block %d", i);
+    cr_expect_eq(st.definite, 129);
+    cr_expect_eq(st.indirect, 870);
+    cr_expect_eq(st.heap_bytes, (1000 - 128) * 16);
+}
+
+/* Blocks that cross a page boundary, 8-byte aligned or not, are scanned
+ * whole, every word from the block's start. */
+Test(reach, blocks_across_pages) {
+    memset(MEM, 0, sizeof MEM);
+    ml_live_block_t b[] = {
+        {BASE + 0x1ff8, 32}, /* 0: aligned, words on pages 0x101 and 0x102 */
+        {BASE + 0x2ffc, 16}, /* 1: 4-aligned, its first word straddles 0x102/0x103 */
+        {BASE + 0x5000, 16}, /* 2: from 0's first word */
+        {BASE + 0x6000, 16}, /* 3: from 0's last word */
+        {BASE + 0x7000, 16}, /* 4: from 1's straddling word */
+    };
+    put(BASE + 0x10, b[0].ptr);
+    put(BASE + 0x18, b[1].ptr);
+    put(b[0].ptr, b[2].ptr);
+    put(b[0].ptr + 24, b[3].ptr);
+    put(b[1].ptr, b[4].ptr);
+    ml_range_t roots[] = {{BASE, BASE + 0x100}};
+    ml_reach_io_t io = {.read = fake_read};
+    uint8_t v[5];
+    ml_reach_stats_t st;
+    cr_assert_eq(ml_reach_classify(b, 5, roots, 1, &io, v, &st), 0);
+    for (int i = 0; i < 5; i++) cr_expect_eq(v[i], ML_REACH_REACHABLE, "block %d", i);
+    cr_expect_eq(st.heap_bytes, 32 + 4 * 16);
 }
 
 Test(analysis, per_thread_split, .init = setup, .fini = teardown) {
