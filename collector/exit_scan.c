@@ -63,13 +63,20 @@ static int vm_read(void *ctx, ml_reach_req_t *reqs, size_t n) {
     struct iovec loc[MAX_IOV], rem[MAX_IOV];
     size_t i = 0;
     while (i < n) {
-        size_t k = n - i > MAX_IOV ? MAX_IOV : n - i;
+        size_t k = n - i > MAX_IOV ? MAX_IOV : n - i, nloc = 0;
         for (size_t j = 0; j < k; j++) {
-            loc[j] = (struct iovec){reqs[i + j].buf, reqs[i + j].len};
+            /* Buffers that follow each other are one local element: the
+             * kernel's copy goes element by element, so that halves its
+             * work per small block. Which requests were read whole is
+             * counted on the remote side (below). */
+            if (nloc && (uint8_t *)loc[nloc - 1].iov_base + loc[nloc - 1].iov_len == reqs[i + j].buf)
+                loc[nloc - 1].iov_len += reqs[i + j].len;
+            else
+                loc[nloc++] = (struct iovec){reqs[i + j].buf, reqs[i + j].len};
             rem[j] = (struct iovec){(void *)(uintptr_t)reqs[i + j].addr, reqs[i + j].len};
             reqs[i + j].got = 0;
         }
-        ssize_t r = process_vm_readv(rd->pid, loc, k, rem, k, 0);
+        ssize_t r = process_vm_readv(rd->pid, loc, nloc, rem, k, 0);
         if (r < 0) {
             if (errno == EPERM || errno == ESRCH || errno == ENOSYS) {
                 rd->fatal = -errno;
