@@ -12,6 +12,7 @@
 #   blocks at the peak), once under memlens and once under heaptrack.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench_lib.sh" # median
 build=$(cd "${1:-$here/../build}" && pwd)
 runs=${2:-3}
 shift $(( $# > 2 ? 2 : $# ))
@@ -57,7 +58,6 @@ measure() {
     /User time/ { u = $2 } /System time/ { s = $2 } /Maximum resident/ { m = $2 }
     END { printf "%.3f %.3f %d\n", w, u + s, m }' "$work/time.txt"
 }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 printf '%-10s %-22s %8s %8s %12s %8s\n' trace tool wall_s cpu_s peak_RSS_MiB cpu_x
 for pair in "${pairs[@]}"; do

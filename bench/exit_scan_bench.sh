@@ -13,12 +13,8 @@
 #   BLOCKS     live blocks at exit (default: 200000 2000000)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build=$(cd "${1:-$here/../build}" && pwd)
-runs=${2:-5}
-shift $(( $# > 2 ? 2 : $# ))
-sizes=("$@")
-[ ${#sizes[@]} -gt 0 ] || sizes=(200000 2000000)
-memlens=$build/memlens
+. "$here/bench_lib.sh"
+bench_args 5 "200000 2000000" "$@"
 for tool in heaptrack cc; do
   command -v "$tool" >/dev/null || { echo "exit_scan_bench: $tool is not installed" >&2; exit 1; }
 done
@@ -28,7 +24,6 @@ trap 'rm -rf "$work"' EXIT
 cc -O2 -g -o "$work/workload" "$here/exit_scan_workload.c"
 
 now() { date +%s.%N; }
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 printf '%-6s %-9s %9s %16s %16s %10s  %s\n' shape blocks plain_s memlens_s heaptrack_s scan_s "memlens verdicts"
 for shape in lists array; do

@@ -25,12 +25,8 @@
 #   SIZES      allocation counts of the workload (default: 1000000 5000000)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build=$(cd "${1:-$here/../build}" && pwd)
-runs=${2:-5}
-shift $(( $# > 2 ? 2 : $# ))
-sizes=("$@")
-[ ${#sizes[@]} -gt 0 ] || sizes=(1000000 5000000)
-memlens=$build/memlens
+. "$here/bench_lib.sh"
+bench_args 5 "1000000 5000000" "$@"
 for tool in heaptrack heaptrack_print /usr/bin/time cc; do
   command -v "$tool" >/dev/null || { echo "report_bench: $tool is not installed" >&2; exit 1; }
 done
@@ -49,7 +45,6 @@ measure() {
     END { printf "%.3f %.3f %d\n", w, u + s, m }' "$work/time.txt"
 }
 
-median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 printf '%-16s %-17s %10s %9s %10s %10s %12s %9s %9s\n' trace tool trace_MiB record_s wall_s cpu_s \
   peak_RSS_MiB cpu_x wall_x

@@ -1,0 +1,20 @@
+# bench_lib.sh - sourced by the bench scripts: their common arguments and
+# the median. Not a script of its own.
+
+# bench_args DEFAULT_RUNS "DEFAULT_SIZES" [BUILD_DIR] [RUNS] [SIZES...]
+# sets build (default: build next to bench/), runs, sizes (an array) and
+# memlens; `here` must be bench/.
+bench_args() {
+  local def_runs=$1 def_sizes=$2
+  shift 2
+  build=$(cd "${1:-$here/../build}" && pwd)
+  runs=${2:-$def_runs}
+  shift $(( $# > 2 ? 2 : $# ))
+  sizes=("$@")
+  [ ${#sizes[@]} -gt 0 ] || read -r -a sizes <<<"$def_sizes"
+  memlens=$build/memlens
+}
+
+# The median of the numbers on stdin, one a line (the mean of the middle
+# two when there is an even count).
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
