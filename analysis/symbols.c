@@ -38,7 +38,7 @@
 
 /* __cxa_demangle, from libstdc++ (the Itanium C++ ABI), loaded at the first
  * C++ name rather than linked: `memlens run`'s collector never demangles,
- * and libstdc++ mapped and relocated in it was 0.9 MB of its RSS (issue 12). */
+ * and libstdc++ mapped and relocated in it was about 1 MB of its RSS (issue 12). */
 typedef char *(*demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
 static demangle_fn cxa_demangle;
 static pthread_once_t demangle_once = PTHREAD_ONCE_INIT;
