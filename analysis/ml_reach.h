@@ -59,11 +59,16 @@ typedef struct {
     void *ctx;
     bool glibc_chunk_alias; /* ignore pointers at the next glibc chunk header */
     uint64_t deadline_ns;   /* CLOCK_MONOTONIC; 0: none. Past it: -ETIMEDOUT */
+    /* The pointer graph of all blocks is kept while it has at most this many
+     * edges: 0 is the default (4 a block, and at least 16 M), -1 none. Past
+     * it, blocks are read as the marks reach them. Tests set it. */
+    int64_t max_edges;
 } ml_reach_io_t;
 
 typedef struct {
     uint64_t root_bytes, heap_bytes; /* bytes read */
     uint64_t reachable, indirect, definite, possible;
+    bool graph_given_up; /* the graph outgrew max_edges: blocks were read as reached */
 } ml_reach_stats_t;
 
 /** Classifies n blocks (sorted by address, non-overlapping) into verdict[i]

@@ -482,7 +482,10 @@ static void put(uint64_t at, uint64_t v) {
     memcpy(MEM + (at - BASE), &v, 8);
 }
 
-Test(reach, kinds_cliques_and_the_glibc_alias) {
+/* The scan keeps the whole pointer graph when it fits (reach.c), and
+ * otherwise reads blocks as the marks reach them: every verdict test runs
+ * both ways (max_edges -1: never the graph). */
+static void kinds_cliques_and_the_glibc_alias(int64_t max_edges) {
     memset(MEM, 0, sizeof MEM);
     /* root: [BASE, BASE+0x100); blocks from BASE+0x1000 */
     ml_live_block_t b[] = {
@@ -505,10 +508,11 @@ Test(reach, kinds_cliques_and_the_glibc_alias) {
     put(BASE + 0x6010, BASE + 0x8000);
     put(BASE + 0x1010, BASE + 0x8000);
     ml_range_t roots[] = {{BASE, BASE + 0x100}};
-    ml_reach_io_t io = {.read = fake_read, .glibc_chunk_alias = true};
+    ml_reach_io_t io = {.read = fake_read, .glibc_chunk_alias = true, .max_edges = max_edges};
     uint8_t v[8];
     ml_reach_stats_t st;
     cr_assert_eq(ml_reach_classify(b, 8, roots, 1, &io, v, &st), 0);
+    cr_expect_eq(st.graph_given_up, max_edges < 0);
     cr_expect_eq(v[0], ML_REACH_REACHABLE);
     cr_expect_eq(v[1], ML_REACH_DEFINITE);
     cr_expect_eq(v[2], ML_REACH_INDIRECT);
@@ -530,18 +534,28 @@ Test(reach, kinds_cliques_and_the_glibc_alias) {
     cr_expect_eq(v[4], ML_REACH_POSSIBLE);
 }
 
+Test(reach, kinds_cliques_and_the_glibc_alias) {
+    kinds_cliques_and_the_glibc_alias(0);
+}
+
+Test(reach, kinds_cliques_and_the_glibc_alias_without_the_graph) {
+    kinds_cliques_and_the_glibc_alias(-1);
+}
+
 /* A later leader that points at an earlier one takes it into its clique. */
 Test(reach, earlier_leader_joins_a_later_clique) {
     memset(MEM, 0, sizeof MEM);
     ml_live_block_t b[] = {{BASE + 0x1000, 64}, {BASE + 0x2000, 64}};
     put(BASE + 0x2000, BASE + 0x1000);
     ml_range_t roots[] = {{BASE, BASE + 0x100}};
-    ml_reach_io_t io = {.read = fake_read};
-    uint8_t v[2];
-    ml_reach_stats_t st;
-    cr_assert_eq(ml_reach_classify(b, 2, roots, 1, &io, v, &st), 0);
-    cr_expect_eq(v[0], ML_REACH_INDIRECT);
-    cr_expect_eq(v[1], ML_REACH_DEFINITE);
+    for (int64_t max_edges = 0; max_edges >= -1; max_edges--) {
+        ml_reach_io_t io = {.read = fake_read, .max_edges = max_edges};
+        uint8_t v[2];
+        ml_reach_stats_t st;
+        cr_assert_eq(ml_reach_classify(b, 2, roots, 1, &io, v, &st), 0);
+        cr_expect_eq(v[0], ML_REACH_INDIRECT);
+        cr_expect_eq(v[1], ML_REACH_DEFINITE);
+    }
 }
 
 /* Neighbouring blocks are read as one span (reach.c, SPAN_GAP); a span that
@@ -551,6 +565,7 @@ Test(reach, earlier_leader_joins_a_later_clique) {
 static size_t reads_n;
 static uint64_t bad_page;  /* a page no request may cover (0: none) */
 static size_t longest_ok;  /* requests longer than this fail (0: no limit) */
+static int64_t graph_cap;  /* ml_reach_io_t.max_edges of the next scan */
 
 static int page_read(void *ctx, ml_reach_req_t *r, size_t n) {
     (void)ctx;
@@ -572,7 +587,7 @@ static void chain_of_1000(ml_live_block_t *b, uint8_t *v, ml_reach_stats_t *st) 
     put(BASE + 0x10, b[0].ptr);
     for (int i = 1; i < 999; i++) put(b[i].ptr + 8, b[i + 1].ptr);
     ml_range_t roots[] = {{BASE, BASE + 0x100}};
-    ml_reach_io_t io = {.read = page_read};
+    ml_reach_io_t io = {.read = page_read, .max_edges = graph_cap};
     reads_n = 0;
     cr_assert_eq(ml_reach_classify(b, 1000, roots, 1, &io, v, st), 0);
 }
@@ -593,10 +608,20 @@ Test(reach, neighbours_share_one_read) {
     ml_reach_stats_t st;
     bad_page = 0;
     longest_ok = 0;
+    graph_cap = 0;
     chain_of_1000(b, v, &st);
     expect_whole_chain(v, &st);
-    /* the root, block 0 (reached), then blocks 1-999 (the leaked graph) */
-    cr_expect_eq(reads_n, 3, "%zu requests", reads_n);
+    cr_expect_not(st.graph_given_up);
+    /* the whole graph (blocks 0-999 in one span), then the root */
+    cr_expect_eq(reads_n, 2, "%zu requests", reads_n);
+    /* Without the graph: the root, block 0 (reached), then blocks 1-999
+     * (the leaked graph). */
+    graph_cap = -1;
+    chain_of_1000(b, v, &st);
+    graph_cap = 0;
+    expect_whole_chain(v, &st);
+    cr_expect(st.graph_given_up);
+    cr_expect_eq(reads_n, 1 + 3, "%zu requests", reads_n);
 }
 
 Test(reach, a_span_that_cannot_be_read_is_read_block_by_block) {
@@ -605,20 +630,31 @@ Test(reach, a_span_that_cannot_be_read_is_read_block_by_block) {
     ml_reach_stats_t st;
     bad_page = 0;
     longest_ok = 256; /* the root, or a few blocks */
+    graph_cap = 0;
     chain_of_1000(b, v, &st);
+    expect_whole_chain(v, &st);
+    /* the span of blocks 0-999 that failed, each again, the root */
+    cr_expect_eq(reads_n, 1 + 1000 + 1, "%zu requests", reads_n);
+    /* Without the graph: its failed span and blocks 0 and 1 again (1 holds
+     * the first edge: the graph is given up), then the root, block 0, the
+     * span of blocks 1-999 that failed, each again. */
+    graph_cap = -1;
+    chain_of_1000(b, v, &st);
+    graph_cap = 0;
     longest_ok = 0;
     expect_whole_chain(v, &st);
-    /* the root, block 0, the span of blocks 1-999 that failed, each again */
-    cr_expect_eq(reads_n, 3 + 999, "%zu requests", reads_n);
+    cr_expect_eq(reads_n, 3 + 3 + 999, "%zu requests", reads_n);
 }
 
-Test(reach, blocks_on_an_unreadable_page_are_not_scanned) {
+static void unreadable_page(int64_t cap) {
     static ml_live_block_t b[1000];
     uint8_t v[1000];
     ml_reach_stats_t st;
     bad_page = BASE + 0x4000; /* blocks 384-511 */
     longest_ok = 0;
+    graph_cap = cap;
     chain_of_1000(b, v, &st);
+    graph_cap = 0;
     bad_page = 0;
     /* 1 leads 2-384 (383's pointer is readable); 385-511 are reached by
      * nothing readable and point nowhere: each its own leader; 512 leads
@@ -631,6 +667,56 @@ Test(reach, blocks_on_an_unreadable_page_are_not_scanned) {
     cr_expect_eq(st.definite, 129);
     cr_expect_eq(st.indirect, 870);
     cr_expect_eq(st.heap_bytes, (1000 - 128) * 16);
+}
+
+Test(reach, blocks_on_an_unreadable_page_are_not_scanned) {
+    unreadable_page(0);
+    unreadable_page(-1);
+}
+
+/* Lists as bench/exit_scan_workload.c makes them: 16 lists of 32 blocks of
+ * 16 bytes, 64 apart, each list in a 2 KiB run of its own, each block
+ * pointing at the one before it; the root holds the last block of every
+ * even list. Read as the marks reach them, the lists' blocks of one level
+ * lie 2 KiB apart: a request each (exit_scan_bench's lists: most of the
+ * scan's time). The whole graph reads them in one span. */
+static void lists(int64_t cap, ml_reach_stats_t *st, uint8_t *v) {
+    static ml_live_block_t b[512];
+    memset(MEM, 0, sizeof MEM);
+    for (int i = 0; i < 512; i++) b[i] = (ml_live_block_t){BASE + 0x1000 + 64 * (uint64_t)i, 16};
+    for (int l = 0; l < 16; l++) {
+        for (int i = 1; i < 32; i++) put(b[l * 32 + i].ptr, b[l * 32 + i - 1].ptr);
+        if (l % 2 == 0) put(BASE + 8 * (uint64_t)l, b[l * 32 + 31].ptr);
+    }
+    ml_range_t roots[] = {{BASE, BASE + 0x100}};
+    ml_reach_io_t io = {.read = page_read, .max_edges = cap};
+    bad_page = 0;
+    longest_ok = 0;
+    reads_n = 0;
+    cr_assert_eq(ml_reach_classify(b, 512, roots, 1, &io, v, st), 0);
+    cr_expect_eq(st->reachable, 8 * 32);
+    cr_expect_eq(st->definite, 8);
+    cr_expect_eq(st->indirect, 8 * 31);
+    cr_expect_eq(st->possible, 0);
+    for (int l = 0; l < 16; l++)
+        for (int i = 0; i < 32; i++)
+            cr_expect_eq(v[l * 32 + i],
+                         l % 2 == 0 ? ML_REACH_REACHABLE : i == 31 ? ML_REACH_DEFINITE : ML_REACH_INDIRECT,
+                         "list %d block %d", l, i);
+}
+
+Test(reach, lists_are_read_in_one_span) {
+    ml_reach_stats_t st;
+    uint8_t v[512];
+    lists(0, &st, v);
+    cr_expect_not(st.graph_given_up);
+    cr_expect_eq(reads_n, 1 + 1, "%zu requests", reads_n); /* the graph, the root */
+    cr_expect_eq(st.heap_bytes, 512 * 16);
+    /* Without the graph: the graph's span (given up at its first edge), the
+     * root, 8 requests a level for 32 levels, and a span per leaked list. */
+    lists(-1, &st, v);
+    cr_expect(st.graph_given_up);
+    cr_expect_eq(reads_n, 1 + 1 + 8 * 32 + 8, "%zu requests", reads_n);
 }
 
 /* Blocks that cross a page boundary, 8-byte aligned or not, are scanned
