@@ -705,6 +705,38 @@ static void lists(int64_t cap, ml_reach_stats_t *st, uint8_t *v) {
                          "list %d block %d", l, i);
 }
 
+/* find()'s page index: 400 blocks of 48 bytes, 80 apart, so that some
+ * start on one page and end on the next. The root points into each block
+ * at its last word (an interior pointer: possible) -- for the blocks that
+ * straddle a page, that word is on the next page, where only the index's
+ * "block before the page" finds them -- and at the first byte of every
+ * tenth (reachable). Pointers into the gaps find nothing. */
+Test(reach, words_on_the_next_page_find_their_block) {
+    static ml_live_block_t b[401];
+    memset(MEM, 0, sizeof MEM);
+    for (int i = 0; i < 400; i++) b[i] = (ml_live_block_t){BASE + 0x2000 + 80 * (uint64_t)i, 48};
+    int straddle = 0;
+    for (int i = 0; i < 400; i++) {
+        uint64_t w = i % 10 ? b[i].ptr + 40 : b[i].ptr;
+        put(BASE + 8 * (uint64_t)i, w);
+        straddle += (b[i].ptr >> 12) != ((b[i].ptr + 47) >> 12) && (w >> 12) != (b[i].ptr >> 12);
+    }
+    for (int i = 0; i < 40; i++) put(BASE + 0x1000 + 8 * (uint64_t)i, b[i].ptr + 60); /* gaps */
+    cr_assert_geq(straddle, 3, "blocks whose pointed-to word is on their next page: %d", straddle);
+    /* A block over three pages, pointed into on its middle page, where no
+     * block starts. */
+    b[400] = (ml_live_block_t){BASE + 0xa000, 0x3000};
+    put(BASE + 0x1800, BASE + 0xb800);
+    ml_range_t roots[] = {{BASE, BASE + 0x2000}};
+    ml_reach_io_t io = {.read = fake_read};
+    uint8_t v[401];
+    ml_reach_stats_t st;
+    cr_assert_eq(ml_reach_classify(b, 401, roots, 1, &io, v, &st), 0);
+    for (int i = 0; i < 400; i++)
+        cr_expect_eq(v[i], i % 10 ? ML_REACH_POSSIBLE : ML_REACH_REACHABLE, "block %d", i);
+    cr_expect_eq(v[400], ML_REACH_POSSIBLE, "the big block");
+}
+
 Test(reach, lists_are_read_in_one_span) {
     ml_reach_stats_t st;
     uint8_t v[512];
