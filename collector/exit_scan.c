@@ -267,8 +267,9 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
         rc = v ? ml_reach_classify(b, (size_t)nb, roots.v, roots.n, &io, v, &st) : -ENOMEM;
     }
     if (rc == 0) {
+        /* Set up once: a record is ~600 bytes, and there is one per live block. */
+        ml_record_t r = {.tag = ML_T_BLOCK_REACH, .time_ms = time_ms, .thread = thread};
         for (int64_t i = 0; i < nb; i++) {
-            ml_record_t r = {.tag = ML_T_BLOCK_REACH, .time_ms = time_ms, .thread = thread};
             r.u.block_reach.ptr = b[i].ptr;
             r.u.block_reach.reach = v[i];
             emit(ctx, &r);
