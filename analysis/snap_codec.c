@@ -23,7 +23,7 @@ static bool room(ml__obuf_t *b, size_t more) {
     return true;
 }
 
-void ml__put_u(ml__obuf_t *b, uint64_t v) {
+void ml__put_u_slow(ml__obuf_t *b, uint64_t v) {
     if (!room(b, 10)) return;
     while (v >= 0x80) {
         b->p[b->len++] = (uint8_t)(v | 0x80);

@@ -27,7 +27,25 @@ typedef struct {
     bool oom;
 } ml__obuf_t;
 
-void ml__put_u(ml__obuf_t *b, uint64_t v);
+/* ml__put_u when the buffer may have to grow (or has failed). */
+void ml__put_u_slow(ml__obuf_t *b, uint64_t v);
+
+/* Inline: a snapshot puts seven of them per block live at the end
+ * (millions, for a program that exits with its heap), and a call per
+ * varint was a third of writing the snapshot. */
+static inline void ml__put_u(ml__obuf_t *b, uint64_t v) {
+    if (__builtin_expect(b->len + 10 > b->cap || b->oom, 0)) {
+        ml__put_u_slow(b, v);
+        return;
+    }
+    uint8_t *p = b->p + b->len, *q = p;
+    while (v >= 0x80) {
+        *q++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *q++ = (uint8_t)v;
+    b->len += (size_t)(q - p);
+}
 void ml__put_s(ml__obuf_t *b, int64_t v);
 void ml__put_d(ml__obuf_t *b, double d);
 void ml__put_bytes(ml__obuf_t *b, const void *s, size_t n);
