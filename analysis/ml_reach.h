@@ -20,6 +20,12 @@
  *     clique rule, so a cycle of leaked blocks reports one definite block and
  *     the rest indirect).
  *
+ * How (docs/analysis.md, "Leak kinds"): every block is read once, in
+ * address order, into the graph of the pointers between blocks, and both
+ * steps work on the graph; when it would hold more than 4 edges per block
+ * (16 M at least), blocks are read as step 1 reaches them, and the leaked
+ * ones again for step 2. The verdicts are the same either way.
+ *
  * Between leaked blocks a pointer anywhere inside a block counts (as in
  * valgrind), except, under glibc, the one offset where glibc's own free lists
  * and top pointer point: the next chunk's header (that offset never counts).

@@ -321,9 +321,10 @@ static void page_index(scan_t *s) {
     s->phi = phi;
 }
 
-/* Sets the block of every queued block whose mark rises, from the
- * whole graph (EDGES_ALL), as scanning its memory would: valgrind's rule of
- * scan_words, with the pointer's start-or-inside from its edge. */
+/* Marks what the queued blocks reach, from the whole graph (EDGES_ALL)
+ * instead of their memory: scan_words' rule (valgrind's), with whether a
+ * pointer is to the block's start taken from its edge. A block whose mark
+ * rises is queued again, as it would be scanned again. */
 static int mark_from_graph(scan_t *s) {
     while (s->nwork) {
         uint32_t j = s->work[--s->nwork];
@@ -453,7 +454,7 @@ int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t 
             /* With the whole graph, edges to blocks that are not leaked
              * are there too: neither test below takes them. */
             for (uint32_t e = s.start[j]; e < s.end[j]; e++) {
-                uint32_t t = s.edges[e] & ~START_EDGE;
+                uint32_t t = graph ? s.edges[e] & ~START_EDGE : s.edges[e];
                 if (t == i) continue;
                 if (verdict[t] == UNSEEN) {
                     verdict[t] = ML_REACH_INDIRECT;
