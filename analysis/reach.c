@@ -140,6 +140,20 @@ static int push_edge(scan_t *s, uint32_t to) {
 }
 
 /* Scans len bytes of memory for pointers into blocks. */
+/* valgrind's rule, for a pointer to block k (to its first byte when
+ * `start`) found in memory that is a root or a reachable block (`prior`
+ * definite) or not: a start pointer from a root or a reachable block makes
+ * the block reachable; an interior pointer, or any pointer from a possibly
+ * lost block, makes an unseen block possibly lost. A block whose state
+ * changes is queued, to be scanned (again). */
+static inline int mark(scan_t *s, uint32_t k, bool start, bool prior_definite) {
+    if (s->v[k] == ML_REACH_REACHABLE) return 0;
+    uint8_t to = start && prior_definite ? ML_REACH_REACHABLE : ML_REACH_POSSIBLE;
+    if (to != ML_REACH_REACHABLE && s->v[k] != UNSEEN) return 0;
+    s->v[k] = to;
+    return push_work(s, k);
+}
+
 static int scan_words(scan_t *s, const uint8_t *mem, size_t len) {
     for (size_t off = 0; off + 8 <= len; off += 8) {
         uint64_t w;
@@ -155,17 +169,8 @@ static int scan_words(scan_t *s, const uint8_t *mem, size_t len) {
         } else if (s->mode == EDGES_UNSEEN) {
             if (s->v[k] == UNSEEN && (uint32_t)k != s->cur && push_edge(s, (uint32_t)k) < 0)
                 return -ENOMEM;
-        } else if (s->v[k] != ML_REACH_REACHABLE) {
-            /* valgrind's rule: a start pointer from a root or a reachable
-             * block makes the block reachable; an interior pointer, or any
-             * pointer from a possibly lost block, makes an unseen block
-             * possibly lost. A block whose state changes is (re)scanned. */
-            uint8_t to = w == s->b[k].ptr && s->prior_definite ? ML_REACH_REACHABLE
-                                                               : ML_REACH_POSSIBLE;
-            if (to == ML_REACH_REACHABLE || s->v[k] == UNSEEN) {
-                s->v[k] = to;
-                if (push_work(s, (uint32_t)k) < 0) return -ENOMEM;
-            }
+        } else if (mark(s, (uint32_t)k, w == s->b[k].ptr, s->prior_definite) < 0) {
+            return -ENOMEM;
         }
     }
     return 0;
@@ -322,22 +327,15 @@ static void page_index(scan_t *s) {
 }
 
 /* Marks what the queued blocks reach, from the whole graph (EDGES_ALL)
- * instead of their memory: scan_words' rule (valgrind's), with whether a
- * pointer is to the block's start taken from its edge. A block whose mark
- * rises is queued again, as it would be scanned again. */
+ * instead of their memory: mark(), scan_words' rule, with whether a pointer
+ * is to the block's start taken from its edge. */
 static int mark_from_graph(scan_t *s) {
     while (s->nwork) {
         uint32_t j = s->work[--s->nwork];
         bool prior_definite = s->v[j] == ML_REACH_REACHABLE;
-        for (uint32_t e = s->start[j]; e < s->end[j]; e++) {
-            uint32_t k = s->edges[e] & ~START_EDGE;
-            if (s->v[k] == ML_REACH_REACHABLE) continue;
-            uint8_t to = (s->edges[e] & START_EDGE) && prior_definite ? ML_REACH_REACHABLE : ML_REACH_POSSIBLE;
-            if (to == ML_REACH_REACHABLE || s->v[k] == UNSEEN) {
-                s->v[k] = to;
-                if (push_work(s, k) < 0) return -ENOMEM;
-            }
-        }
+        for (uint32_t e = s->start[j]; e < s->end[j]; e++)
+            if (mark(s, s->edges[e] & ~START_EDGE, s->edges[e] & START_EDGE, prior_definite) < 0)
+                return -ENOMEM;
     }
     return 0;
 }
