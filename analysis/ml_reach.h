@@ -36,7 +36,8 @@
  * nothing after it returns. Errors: 0 or a negative errno (the verdicts are
  * then not to be used). Out of memory (the scan's work lists and read
  * buffers): -ENOMEM. Threads: no shared state, so scans of different inputs
- * may run at once; the read callback is called from the calling thread.
+ * may run at once; the read callback is called from the calling thread, or
+ * from io->threads threads at once while the graph is read.
  */
 #ifndef ML_REACH_H
 #define ML_REACH_H
@@ -69,6 +70,10 @@ typedef struct {
      * edges: 0 is the default (4 a block, and at least 16 M), -1 none. Past
      * it, blocks are read as the marks reach them. Tests set it. */
     int64_t max_edges;
+    /* Threads that may read the graph at once (0 or 1: the calling thread
+     * only). Above 1, `read` must be safe to call from several threads at
+     * once. The verdicts do not depend on it. */
+    int threads;
 } ml_reach_io_t;
 
 typedef struct {

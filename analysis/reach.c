@@ -4,6 +4,7 @@
 #include "analysis_internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +13,8 @@
 #define BATCH_REQS 1024
 #define PIECE (1u << 20) /* big blocks and roots are read in pieces */
 #define TOP_STEP 32
+#define READ_THREADS_MAX 8
+#define PART_MIN_BLOCKS 65536 /* fewer blocks a thread, and the graph is read on one */
 
 enum { UNSEEN = 0 };
 
@@ -340,19 +343,118 @@ static int mark_from_graph(scan_t *s) {
     return 0;
 }
 
-/* Reads every block once, in address order, into the whole pointer graph
- * (EDGES_ALL). Returns 0, -E2BIG when the graph outgrew max_edges, or
- * another negative errno. */
-static int read_graph(scan_t *s) {
+/* Reads blocks [from, to) into the whole pointer graph (EDGES_ALL). */
+static int read_graph_range(scan_t *s, size_t from, size_t to) {
     s->mode = EDGES_ALL;
     int rc = 0;
-    for (size_t i = 0; i < s->n && rc == 0;) {
+    for (size_t i = from; i < to && rc == 0;) {
         uint32_t batch[BATCH_REQS];
         size_t k = 0;
-        for (; i < s->n && k < BATCH_REQS; i++) batch[k++] = (uint32_t)i;
+        for (; i < to && k < BATCH_REQS; i++) batch[k++] = (uint32_t)i;
         rc = scan_blocks(s, batch, k);
     }
     s->mode = MARK;
+    return rc;
+}
+
+/* One more thread's share of read_graph: its own buffers, edges and byte
+ * count; the blocks, the indexes and start/end (its own indices) shared. */
+typedef struct {
+    scan_t s;
+    ml_reach_stats_t st;
+    size_t from, to;
+    int rc;
+    pthread_t t;
+    bool running;
+} part_t;
+
+static void *part_main(void *arg) {
+    part_t *p = arg;
+    p->rc = read_graph_range(&p->s, p->from, p->to);
+    return NULL;
+}
+
+/* Appends part p's edges to s's: its blocks' offsets move by what s has. */
+static int join_part(scan_t *s, const part_t *p) {
+    size_t base = s->nedges, total = base + p->s.nedges;
+    if (total > s->max_edges || total >= UINT32_MAX) return -E2BIG;
+    if (total > s->edges_cap) {
+        uint32_t *e = realloc(s->edges, total * sizeof *e);
+        if (!e) return -ENOMEM;
+        s->edges = e;
+        s->edges_cap = total;
+    }
+    if (p->s.nedges) memcpy(s->edges + base, p->s.edges, p->s.nedges * sizeof *s->edges);
+    s->nedges = total;
+    for (size_t i = p->from; i < p->to; i++) {
+        s->start[i] += (uint32_t)base;
+        s->end[i] += (uint32_t)base;
+    }
+    s->st->heap_bytes += p->st.heap_bytes;
+    return 0;
+}
+
+/* Reads every block once, in address order, into the whole pointer graph
+ * (EDGES_ALL). Returns 0, -E2BIG when the graph outgrew max_edges, or
+ * another negative errno.
+ *
+ * With io->threads > 1 the blocks are cut into that many runs of about
+ * the same bytes, read at once: the calling thread takes the first, a
+ * thread each the others, and their edges are appended in address order,
+ * so the graph is the one a single thread builds. At exit the target is
+ * stopped and the collector otherwise idle: on 7.5 M blocks (380 MB) this
+ * read was 1.05 s of the scan's 1.15 s. */
+static int read_graph(scan_t *s) {
+    int nt = s->io->threads > 1 ? s->io->threads : 1;
+    if (nt > READ_THREADS_MAX) nt = READ_THREADS_MAX;
+    if ((uint64_t)nt > s->n / PART_MIN_BLOCKS) nt = (int)(s->n / PART_MIN_BLOCKS);
+    if (nt <= 1) return read_graph_range(s, 0, s->n);
+    part_t *parts = calloc((size_t)nt, sizeof *parts);
+    if (!parts) return read_graph_range(s, 0, s->n);
+    /* Cut points: equal shares of the bytes to read. */
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < s->n; i++) bytes += s->b[i].size;
+    size_t at = 0;
+    uint64_t acc = 0;
+    for (int t = 0; t < nt; t++) {
+        parts[t].from = at;
+        uint64_t want = bytes / (uint64_t)nt * (uint64_t)(t + 1);
+        if (t == nt - 1) at = s->n;
+        else
+            while (at < s->n && (acc < want || at == parts[t].from)) acc += s->b[at++].size;
+        parts[t].to = at;
+    }
+    int rc = 0;
+    for (int t = 1; t < nt; t++) {
+        part_t *p = &parts[t];
+        p->s = *s;
+        p->s.st = &p->st;
+        p->s.edges = NULL;
+        p->s.nedges = p->s.edges_cap = 0;
+        p->s.work = NULL;
+        p->s.nwork = p->s.work_cap = 0;
+        p->s.buf = malloc(BATCH_BYTES > PIECE ? BATCH_BYTES : PIECE);
+        p->s.reqs = malloc(BATCH_REQS * sizeof *p->s.reqs);
+        p->s.span = malloc(BATCH_REQS * sizeof *p->s.span);
+        p->running = p->s.buf && p->s.reqs && p->s.span && pthread_create(&p->t, NULL, part_main, p) == 0;
+    }
+    rc = read_graph_range(s, parts[0].from, parts[0].to);
+    for (int t = 1; t < nt; t++) {
+        part_t *p = &parts[t];
+        if (p->running) pthread_join(p->t, NULL);
+        else if (p->s.buf && p->s.reqs && p->s.span && rc == 0)
+            p->rc = read_graph_range(&p->s, p->from, p->to); /* no thread: here, in turn */
+        else
+            p->rc = -ENOMEM;
+        /* The parts in address order: any part's -E2BIG gives the graph up. */
+        if (p->rc == -E2BIG || (rc == 0 && p->rc < 0)) rc = p->rc;
+        if (rc == 0) rc = join_part(s, p);
+        free(p->s.buf);
+        free(p->s.reqs);
+        free(p->s.span);
+        free(p->s.edges);
+    }
+    free(parts);
     return rc;
 }
 

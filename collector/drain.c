@@ -32,10 +32,15 @@
  * until we answer: its memory is intact, so this is where reachability of
  * the blocks still live can be examined. The sinks must have seen every
  * record up to the exit record first: the analysis' live blocks are the
- * scan's input. Then the process is released. */
+ * scan's input. The process is released as soon as its memory is read. */
 static void scan_emit(void *ctx, const ml_record_t *rec) {
     ml__proc_t *p = ctx;
     ml__emit(p->collector, p, rec);
+}
+
+static void scan_release(void *ctx) {
+    ml__proc_t *p = ctx;
+    ml_atomic_store_release(&p->ring->exit_scan, ML_EXIT_SCAN_DONE);
 }
 
 static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
@@ -43,10 +48,10 @@ static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
     ml__flush(c);
     ml__stage2_wait(c); /* the analysis has every record up to the exit */
     if (p->info.analysis)
-        ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, p, p->last_time, p->last_thread,
-                      ml_atomic_load_acquire(&p->ring->exit_sp));
+        ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, scan_release, p, p->last_time,
+                      p->last_thread, ml_atomic_load_acquire(&p->ring->exit_sp));
     ml__flush(c);
-    ml_atomic_store_release(&p->ring->exit_scan, ML_EXIT_SCAN_DONE);
+    scan_release(p); /* without an analysis, nothing was scanned */
 }
 
 /* One event (and its blob payload) as the next record of the batch. An

@@ -9,6 +9,8 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -774,6 +776,122 @@ Test(reach, blocks_across_pages) {
     cr_assert_eq(ml_reach_classify(b, 5, roots, 1, &io, v, &st), 0);
     for (int i = 0; i < 5; i++) cr_expect_eq(v[i], ML_REACH_REACHABLE, "block %d", i);
     cr_expect_eq(st.heap_bytes, 32 + 4 * 16);
+}
+
+/* The graph read on several threads (ml_reach_io_t.threads) is the one a
+ * single thread reads: 300,000 blocks 64 bytes apart, with pointers across
+ * the whole range (so across every thread's share), in ten kinds by index
+ * mod 10:
+ *   0: the spine, reachable from the root: its words point at the start of
+ *      block i+10, inside block i+3, and at the start of block i+6;
+ *   1: leaked, points at the start of the kind-2 block half the heap away;
+ *   2: indirect (only kind 1 points at it, from below or above);
+ *   3: possible (only an interior pointer from the spine);
+ *   4, 5: a leaked pair pointing at each other: 4 definite, 5 indirect;
+ *   6: reachable;
+ *   7: leaked, points at a spine block;
+ *   8, 9: leaked, no pointers. */
+#define WIDE_N 300000u
+#define WIDE_BASE 0x10000000ull
+static uint8_t *wide_mem;   /* WIDE_N * 64 bytes from WIDE_BASE */
+static uint64_t wide_root;  /* the root: one word, block 0's address */
+static pthread_t wide_main;
+static _Atomic int wide_elsewhere; /* reads made on another thread than the test's */
+
+static int wide_read(void *ctx, ml_reach_req_t *r, size_t n) {
+    (void)ctx;
+    if (!pthread_equal(pthread_self(), wide_main)) atomic_fetch_add(&wide_elsewhere, 1);
+    for (size_t i = 0; i < n; i++) {
+        r[i].got = 0;
+        if (r[i].addr == 0x1000 && r[i].len == 8) {
+            memcpy(r[i].buf, &wide_root, 8);
+            r[i].got = 8;
+        } else if (r[i].addr >= WIDE_BASE && r[i].addr + r[i].len <= WIDE_BASE + 64ull * WIDE_N) {
+            memcpy(r[i].buf, wide_mem + (r[i].addr - WIDE_BASE), r[i].len);
+            r[i].got = r[i].len;
+        }
+    }
+    return 0;
+}
+
+static void wide_put(uint64_t at, uint64_t v) {
+    memcpy(wide_mem + (at - WIDE_BASE), &v, 8);
+}
+
+static void wide_heap(ml_live_block_t *b) {
+    memset(wide_mem, 0, 64ull * WIDE_N);
+    for (uint32_t i = 0; i < WIDE_N; i++)
+        b[i] = (ml_live_block_t){WIDE_BASE + 64ull * i, i % 10 == 0 ? 48 : 16 + (i % 3) * 16};
+    wide_root = b[0].ptr;
+    for (uint32_t i = 0; i < WIDE_N; i++) {
+        switch (i % 10) {
+        case 0:
+            if (i + 10 < WIDE_N) wide_put(b[i].ptr, b[i + 10].ptr);
+            wide_put(b[i].ptr + 8, b[i + 3].ptr + 8);
+            wide_put(b[i].ptr + 16, b[i + 6].ptr);
+            break;
+        case 1: wide_put(b[i].ptr, b[(i + 1 + WIDE_N / 2) % WIDE_N].ptr); break;
+        case 4: wide_put(b[i].ptr, b[i + 1].ptr); break;
+        case 5: wide_put(b[i].ptr + 8, b[i - 1].ptr); break;
+        case 7: wide_put(b[i].ptr, b[i - 7].ptr); break;
+        case 8: wide_put(b[i].ptr, 12345); break;
+        default: break;
+        }
+    }
+}
+
+static void wide_scan(const ml_live_block_t *b, int threads, int64_t max_edges, uint8_t *v,
+                      ml_reach_stats_t *st) {
+    ml_range_t roots[] = {{0x1000, 0x1008}};
+    ml_reach_io_t io = {.read = wide_read, .threads = threads, .max_edges = max_edges};
+    wide_main = pthread_self();
+    atomic_store(&wide_elsewhere, 0);
+    cr_assert_eq(ml_reach_classify(b, WIDE_N, roots, 1, &io, v, st), 0, "threads %d", threads);
+}
+
+Test(reach, the_graph_read_on_threads_is_the_same_graph) {
+    wide_mem = malloc(64ull * WIDE_N);
+    ml_live_block_t *b = malloc(WIDE_N * sizeof *b);
+    uint8_t *one = malloc(WIDE_N), *many = malloc(WIDE_N);
+    cr_assert(wide_mem && b && one && many);
+    wide_heap(b);
+    static const uint8_t want[10] = {ML_REACH_REACHABLE, ML_REACH_DEFINITE, ML_REACH_INDIRECT,
+                                     ML_REACH_POSSIBLE,  ML_REACH_DEFINITE, ML_REACH_INDIRECT,
+                                     ML_REACH_REACHABLE, ML_REACH_DEFINITE, ML_REACH_DEFINITE,
+                                     ML_REACH_DEFINITE};
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < WIDE_N; i++) bytes += b[i].size;
+    ml_reach_stats_t s1, sn;
+    wide_scan(b, 1, 0, one, &s1);
+    cr_expect_eq(atomic_load(&wide_elsewhere), 0);
+    for (uint32_t i = 0; i < WIDE_N; i++)
+        if (one[i] != want[i % 10]) cr_assert_fail("block %u: verdict %u, not %u", i, one[i], want[i % 10]);
+    cr_expect_not(s1.graph_given_up);
+    cr_expect_eq(s1.reachable, 2 * WIDE_N / 10);
+    cr_expect_eq(s1.possible, WIDE_N / 10);
+    cr_expect_eq(s1.indirect, 2 * WIDE_N / 10);
+    cr_expect_eq(s1.definite, 5 * WIDE_N / 10);
+    cr_expect_eq(s1.heap_bytes, bytes);
+    /* 2 to 4 threads take shares of at least 65,536 blocks; 8 asks for
+     * more than that allows (4 are used). */
+    for (int threads = 2; threads <= 8; threads *= 2) {
+        wide_scan(b, threads, 0, many, &sn);
+        cr_expect_gt(atomic_load(&wide_elsewhere), 0, "threads %d: all read on one", threads);
+        cr_expect_eq(memcmp(one, many, WIDE_N), 0, "threads %d: other verdicts", threads);
+        cr_expect_not(sn.graph_given_up);
+        cr_expect_eq(sn.heap_bytes, bytes, "threads %d", threads);
+        cr_expect_eq(sn.definite, s1.definite);
+        cr_expect_eq(sn.indirect, s1.indirect);
+    }
+    /* 210,000 edges in all: past a cap of 100,000 the threads' graph is
+     * given up as one thread's is, and the verdicts stay. */
+    wide_scan(b, 3, 100000, many, &sn);
+    cr_expect(sn.graph_given_up);
+    cr_expect_eq(memcmp(one, many, WIDE_N), 0, "the fallback's verdicts differ");
+    free(wide_mem);
+    free(b);
+    free(one);
+    free(many);
 }
 
 Test(analysis, per_thread_split, .init = setup, .fini = teardown) {
