@@ -11,6 +11,7 @@
 #include "trace_internal.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -153,6 +154,14 @@ uint64_t ml_writer_bytes(const ml_writer_t *w) {
     return w->bytes + 0;
 }
 
+#define SNAPSHOT_MT_MIN (8u << 20) /* raw snapshot bytes from which zstd's workers help */
+#define SNAPSHOT_MT_MAX 4          /* workers at most */
+
+static int snapshot_workers(void) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > SNAPSHOT_MT_MAX ? SNAPSHOT_MT_MAX : cpus < 1 ? 1 : (int)cpus;
+}
+
 int ml_writer_add_snapshot(ml_writer_t *w, const void *data, size_t len, uint32_t version) {
     int rc = ml_writer_flush(w);
     if (rc < 0) return rc;
@@ -160,8 +169,16 @@ int ml_writer_add_snapshot(ml_writer_t *w, const void *data, size_t len, uint32_
     size_t bound = ZSTD_compressBound(len) + ML_CHUNK_HEADER_LEN + ML_TRAILER_LEN;
     uint8_t *buf = malloc(bound);
     if (!buf) return -ENOMEM;
+    /* A big snapshot is written once its process is gone, whose CPU is
+     * then free: zstd's workers share its compression (one frame all the
+     * same; a libzstd without threads refuses the parameter, and one
+     * thread does it as before). On 7.5 M live blocks (an 82 MB snapshot)
+     * this took 0.27-0.37 s on one thread and 0.19-0.21 s on two. */
+    bool workers = len >= SNAPSHOT_MT_MIN && snapshot_workers() > 1 &&
+                   !ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_nbWorkers, snapshot_workers()));
     size_t n = ZSTD_compress2(w->cctx, buf + ML_CHUNK_HEADER_LEN,
                               bound - ML_CHUNK_HEADER_LEN - ML_TRAILER_LEN, data, len);
+    if (workers) ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_nbWorkers, 0);
     if (ZSTD_isError(n)) {
         free(buf);
         return -EIO;

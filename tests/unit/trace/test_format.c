@@ -691,6 +691,62 @@ Test(format, snapshot_and_trailer, .init = setup, .fini = teardown) {
     free(full);
 }
 
+/* A snapshot of 8 MiB or more is compressed by zstd's workers where there
+ * are CPUs for them (writer.c): it reads back byte for byte, and a byte
+ * changed in its compressed frame is refused, as in a small one. */
+Test(format, big_snapshot_round_trip, .init = setup, .fini = teardown) {
+    ml_record_t r[20];
+    int n = sample_records(r);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert(fd >= 0);
+    ml_writer_t *w;
+    cr_assert_eq(ml_writer_new(fd, 3, &w), 0);
+    for (int i = 0; i < n; i++) cr_assert_eq(ml_writer_add(w, &r[i]), 0);
+    size_t big = (12u << 20) + 12345;
+    uint8_t *snap = malloc(big);
+    cr_assert(snap);
+    uint64_t x = 88172645463325252ull; /* xorshift: compressible runs and noise */
+    for (size_t i = 0; i < big; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        snap[i] = (i / 4096) % 3 ? (uint8_t)(i / 64) : (uint8_t)x;
+    }
+    cr_assert_eq(ml_writer_flush(w), 0);
+    uint64_t body = ml_writer_bytes(w);
+    cr_assert_eq(ml_writer_add_snapshot(w, snap, big, 7), 0);
+    cr_assert_eq(ml_writer_free(w), 0);
+    close(fd);
+
+    ml_reader_t *rd;
+    char err[256];
+    void *got;
+    size_t len;
+    uint32_t version;
+    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
+    cr_assert_eq(ml_reader_snapshot(rd, &got, &len, &version), 0, "%s", ml_reader_error(rd));
+    cr_expect_eq(len, big);
+    cr_expect_eq(version, 7);
+    cr_expect_eq(memcmp(got, snap, big), 0);
+    free(got);
+    ml_reader_close(rd);
+
+    /* A byte in the middle of the compressed snapshot. */
+    struct stat st;
+    stat(path, &st);
+    fd = open(path, O_RDWR);
+    off_t at = (off_t)body + (st.st_size - (off_t)body) / 2;
+    uint8_t c;
+    cr_assert_eq(pread(fd, &c, 1, at), 1);
+    c ^= 0x5a;
+    cr_assert_eq(pwrite(fd, &c, 1, at), 1);
+    close(fd);
+    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
+    cr_expect_lt(ml_reader_snapshot(rd, &got, &len, &version), 0);
+    ml_reader_close(rd);
+    free(snap);
+}
+
 /* The gpu-pool record (since 1.4): literal bytes, and every field back. */
 Test(format, gpu_pool_record_bytes_and_round_trip, .init = setup, .fini = teardown) {
     ml_record_t w;
