@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The first and last number of a snapshot, which also says its layout:
  * version 1 ("SNAP", before the GPU state was saved) has no GPU section;
@@ -226,6 +227,32 @@ static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2]) {
     }
 }
 
+/* frag_jobs on a thread of its own, while the caller writes the live
+ * blocks: on 7.5 M blocks each took about a third of the snapshot's time
+ * (the two only read the analysis). */
+typedef struct {
+    const ml_analysis_t *a;
+    frag_job_t j[2];
+    pthread_t t;
+    bool running;
+} frag_bg_t;
+
+static void *frag_bg_main(void *arg) {
+    frag_bg_t *f = arg;
+    frag_jobs(f->a, f->j);
+    return NULL;
+}
+
+static void frag_bg_start(frag_bg_t *f, const ml_analysis_t *a) {
+    f->a = a;
+    f->running = sysconf(_SC_NPROCESSORS_ONLN) > 1 && pthread_create(&f->t, NULL, frag_bg_main, f) == 0;
+}
+
+static void frag_bg_finish(frag_bg_t *f) {
+    if (f->running) pthread_join(f->t, NULL);
+    else frag_jobs(f->a, f->j);
+}
+
 static void put_frag(ml__obuf_t *b, const ml__moment_t *m, frag_job_t *j) {
     ml__put_u(b, m->set);
     if (!m->set) return;
@@ -290,6 +317,8 @@ int ml_analysis_snapshot_version(const ml_analysis_t *a, uint32_t version, void 
     *out = NULL;
     *len = 0;
     if (a->light) return -ENOTSUP;
+    frag_bg_t frag = {0};
+    frag_bg_start(&frag, a);
     ml__obuf_t b = {0};
     ml__put_u(&b, magic);
     put_totals(&b, &a->t);
@@ -360,12 +389,11 @@ int ml_analysis_snapshot_version(const ml_analysis_t *a, uint32_t version, void 
     if (version == 4) put_live_as_map(&b, &a->heap);
     else put_live(&b, &a->heap);
     put_map(&b, &a->maps);
-    frag_job_t jobs[2];
-    frag_jobs(a, jobs);
+    frag_bg_finish(&frag);
     for (int i = 0; i < 2; i++) {
         put_moment(&b, &a->mom[i]);
-        put_frag(&b, &a->mom[i], &jobs[i]);
-        free(jobs[i].cells);
+        put_frag(&b, &a->mom[i], &frag.j[i]);
+        free(frag.j[i].cells);
     }
     ml__put_u(&b, a->pages.nonzero);
     ml__put_u(&b, a->pages.interior);
