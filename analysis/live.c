@@ -187,10 +187,17 @@ static ml__lchunk_t *chunk_resize(ml__live_t *L, ml__lchunk_t *c, uint32_t cap) 
     n->n = n->nlive = 0;
     n->cap = (uint16_t)cap;
     n->pad = 0;
-    for (uint32_t i = 0; c && i < c->n; i++) {
-        if (offs(c)[i] & DEAD) continue;
-        offs(n)[n->n] = offs(c)[i];
-        recs(n)[n->n++] = recs(c)[i];
+    if (c && c->nlive == c->n) {
+        /* No dead entries (a page being filled): two copies. */
+        memcpy(offs(n), offs(c), (size_t)c->n * sizeof(uint16_t));
+        memcpy(recs(n), recs(c), (size_t)c->n * sizeof(ml__lrec_t));
+        n->n = c->n;
+    } else {
+        for (uint32_t i = 0; c && i < c->n; i++) {
+            if (offs(c)[i] & DEAD) continue;
+            offs(n)[n->n] = offs(c)[i];
+            recs(n)[n->n++] = recs(c)[i];
+        }
     }
     n->nlive = n->n;
     if (c) slab_free(L, c);
