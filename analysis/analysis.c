@@ -736,7 +736,7 @@ static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
     if (k < 3) k = 3;
     st->size_mask |= 1ull << (k > 63 ? 63 : k);
     st->thread_mask |= 1ull << (r->thread < 63 ? r->thread : 63);
-    a->hist.size_count[k] += (uint64_t)llround(w);
+    a->hist.size_count[k] += w == 1.0 ? 1 : (uint64_t)llround(w); /* no libm call per unsampled event */
     a->hist.size_bytes[k] += size;
     if (k > a->hist.size_last) a->hist.size_last = k;
 
