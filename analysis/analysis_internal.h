@@ -427,6 +427,9 @@ void ml__frag_compute(const ml_analysis_t *a, ml__mstream_t *s, ml_frag_t *out, 
  * results as ml__frag_compute on each; both give up their graveyards
  * (ml__mstream_take_graves). 0 or -ENOMEM (nothing taken). */
 int ml__frag_compute2(const ml_analysis_t *a, ml__moment_t *m[2], ml_frag_t f[2], int8_t *cells[2]);
+/* The same, leaving the moments as they are (their graveyards are copied,
+ * both at once): for a snapshot. 0 or -ENOMEM. */
+int ml__frag_compute2_keep(const ml_analysis_t *a, const ml__moment_t *m[2], ml_frag_t f[2], int8_t *cells[2]);
 /* The same, one block at a time (by address): begin, add each block, end.
  * end's stream s gives the blocks again (rewound) for a heap map without
  * a page list. */

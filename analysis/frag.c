@@ -415,6 +415,40 @@ static void verify_moment(const ml_analysis_t *a, ml__mstream_t *st, const ml_fr
  * moments it was live at (allocated by then), and each moment's graveyard
  * is merged in by address as ml__mstream_next merges it, so each moment
  * gets its blocks in the order, and with the result, of its own walk. */
+/* The joint walk over the live set (cur, which it frees) and the two
+ * moments' graveyard streams g (which it closes). */
+static void frag_walk2(const ml_analysis_t *a, ml__live_cursor_t *cur, ml__mstream_t g[2], uint64_t seq0,
+                       uint64_t seq1, ml_frag_t f[2], int8_t *cells[2]) {
+    ml__frag_acc_t acc[2];
+    ml__frag_begin(&acc[0], a, &f[0]);
+    ml__frag_begin(&acc[1], a, &f[1]);
+    uint64_t max_seq = seq0 > seq1 ? seq0 : seq1;
+    ml__fblock_t lb;
+    uint64_t seq;
+    bool have = ml__live_next_fblock_seq(cur, max_seq, &lb, &seq);
+    for (;;) {
+        for (int k = 0; k < 2; k++)
+            while (g[k].gi < g[k].ng && (!have || g[k].g[g[k].gi].ptr <= lb.ptr))
+                ml__frag_add(&acc[k], &g[k].g[g[k].gi++]);
+        if (!have) break;
+        if (seq <= seq0) ml__frag_add(&acc[0], &lb);
+        if (seq <= seq1) ml__frag_add(&acc[1], &lb);
+        have = ml__live_next_fblock_seq(cur, max_seq, &lb, &seq);
+    }
+    /* Each moment's own stream (for a heap map without a page list, and
+     * ML_FRAG_VERIFY): its graveyard and the walk's directory, shared. */
+    bool verify = getenv("ML_FRAG_VERIFY") != NULL;
+    for (int k = 0; k < 2; k++) {
+        g[k].cur = *cur;
+        ml__mstream_rewind(&g[k]);
+        ml__frag_end(&acc[k], &g[k], &cells[k]);
+        if (verify) verify_moment(a, &g[k], &f[k]);
+        g[k].cur.pages = NULL; /* cur's */
+        ml__mstream_close(&g[k]);
+    }
+    ml__live_cursor_free(cur);
+}
+
 int ml__frag_compute2(const ml_analysis_t *a, ml__moment_t *m[2], ml_frag_t f[2],
                       int8_t *cells[2]) {
     ml__live_cursor_t cur;
@@ -423,34 +457,32 @@ int ml__frag_compute2(const ml_analysis_t *a, ml__moment_t *m[2], ml_frag_t f[2]
     ml__mstream_t g[2];
     ml__mstream_take_graves(&g[0], m[0]);
     ml__mstream_take_graves(&g[1], m[1]);
-    ml__frag_acc_t acc[2];
-    ml__frag_begin(&acc[0], a, &f[0]);
-    ml__frag_begin(&acc[1], a, &f[1]);
-    uint64_t max_seq = m[0]->seq > m[1]->seq ? m[0]->seq : m[1]->seq;
-    ml__fblock_t lb;
-    uint64_t seq;
-    bool have = ml__live_next_fblock_seq(&cur, max_seq, &lb, &seq);
-    for (;;) {
-        for (int k = 0; k < 2; k++)
-            while (g[k].gi < g[k].ng && (!have || g[k].g[g[k].gi].ptr <= lb.ptr))
-                ml__frag_add(&acc[k], &g[k].g[g[k].gi++]);
-        if (!have) break;
-        if (seq <= m[0]->seq) ml__frag_add(&acc[0], &lb);
-        if (seq <= m[1]->seq) ml__frag_add(&acc[1], &lb);
-        have = ml__live_next_fblock_seq(&cur, max_seq, &lb, &seq);
-    }
-    /* Each moment's own stream (for a heap map without a page list, and
-     * ML_FRAG_VERIFY): its graveyard and the walk's directory, shared. */
-    bool verify = getenv("ML_FRAG_VERIFY") != NULL;
+    frag_walk2(a, &cur, g, m[0]->seq, m[1]->seq, f, cells);
+    return 0;
+}
+
+int ml__frag_compute2_keep(const ml_analysis_t *a, const ml__moment_t *m[2], ml_frag_t f[2],
+                           int8_t *cells[2]) {
+    ml__mstream_t g[2];
+    memset(g, 0, sizeof g);
     for (int k = 0; k < 2; k++) {
-        g[k].cur = cur;
-        ml__mstream_rewind(&g[k]);
-        ml__frag_end(&acc[k], &g[k], &cells[k]);
-        if (verify) verify_moment(a, &g[k], &f[k]);
-        g[k].cur.pages = NULL; /* cur's */
-        ml__mstream_close(&g[k]);
+        g[k].m = m[k];
+        g[k].ng = m[k]->ngrave;
+        g[k].g = g[k].ng ? malloc(g[k].ng * sizeof *g[k].g) : NULL;
+        if (g[k].ng && !g[k].g) {
+            free(g[0].g);
+            return -ENOMEM;
+        }
+        for (uint64_t i = 0; i < g[k].ng; i++) g[k].g[i] = ml__fblock_of_grave(&m[k]->grave[i]);
+        ml__sort_fblocks(g[k].g, g[k].ng);
     }
-    ml__live_cursor_free(&cur);
+    ml__live_cursor_t cur;
+    if (ml__live_cursor_init(&cur, &a->heap) < 0) {
+        free(g[0].g);
+        free(g[1].g);
+        return -ENOMEM;
+    }
+    frag_walk2(a, &cur, g, m[0]->seq, m[1]->seq, f, cells);
     return 0;
 }
 

@@ -195,6 +195,8 @@ static void *frag_job(void *arg) {
     return NULL;
 }
 
+#define JOINT_GRAVES_MAX (1u << 20) /* graves of both moments, copied at once */
+
 /* Both moments: the same one computed once, two different ones in two
  * threads (the program has exited: its core is free), unless their blocks
  * are very many. Both walk the live set, which nobody changes meanwhile. */
@@ -212,6 +214,22 @@ static void frag_jobs(const ml_analysis_t *a, frag_job_t j[2]) {
         j[i].ok = !a->snap_cells[i] || !j[i].f.map_ncells || j[i].cells;
     }
     bool same = need[0] && need[1] && a->mom[0].seq == a->mom[1].seq;
+    /* Two different moments with few graves between them (a heap that
+     * grew to its end): both in one walk of the live set, as their close
+     * does it. On 7.5 M live blocks the two walks took 0.37-0.42 s. */
+    if (need[0] && need[1] && !same && a->mom[0].ngrave + a->mom[1].ngrave < JOINT_GRAVES_MAX) {
+        const ml__moment_t *m[2] = {&a->mom[0], &a->mom[1]};
+        ml_frag_t f[2];
+        int8_t *cells[2] = {NULL, NULL};
+        if (ml__frag_compute2_keep(a, m, f, cells) == 0) {
+            for (int i = 0; i < 2; i++) {
+                j[i].f = f[i];
+                j[i].cells = cells[i];
+                j[i].ok = true;
+            }
+            return;
+        }
+    }
     bool small = a->mom[0].ngrave + a->mom[1].ngrave + 2 * a->heap.count < (1u << 21);
     pthread_t t;
     bool threaded = !same && small && need[0] && need[1] && pthread_create(&t, NULL, frag_job, &j[1]) == 0;
