@@ -612,17 +612,24 @@ Test(format, address_model_round_trip, .init = setup, .fini = teardown) {
     free(in);
 }
 
+/* A writer on `path` (its fd in *fd) that holds the sample records (*n). */
+static ml_writer_t *sample_writer(int level, int *fd, int *n) {
+    ml_record_t r[20];
+    *n = sample_records(r);
+    *fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    cr_assert(*fd >= 0);
+    ml_writer_t *w;
+    cr_assert_eq(ml_writer_new(*fd, level, &w), 0);
+    for (int i = 0; i < *n; i++) cr_assert_eq(ml_writer_add(w, &r[i]), 0);
+    return w;
+}
+
 /* The analysis snapshot after the records: readers skip it, the trailer
  * finds it, every cut of it loses no record and yields no snapshot, and a
  * changed byte of the records makes the checksum refuse it. */
 Test(format, snapshot_and_trailer, .init = setup, .fini = teardown) {
-    ml_record_t r[20];
-    int n = sample_records(r);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    cr_assert(fd >= 0);
-    ml_writer_t *w;
-    cr_assert_eq(ml_writer_new(fd, 1, &w), 0);
-    for (int i = 0; i < n; i++) cr_assert_eq(ml_writer_add(w, &r[i]), 0);
+    int fd, n;
+    ml_writer_t *w = sample_writer(1, &fd, &n);
     uint8_t snap[5000];
     for (size_t i = 0; i < sizeof snap; i++) snap[i] = (uint8_t)(i * 7 + i / 13);
     uint64_t body = 0;
@@ -695,13 +702,8 @@ Test(format, snapshot_and_trailer, .init = setup, .fini = teardown) {
  * are CPUs for them (writer.c): it reads back byte for byte, and a byte
  * changed in its compressed frame is refused, as in a small one. */
 Test(format, big_snapshot_round_trip, .init = setup, .fini = teardown) {
-    ml_record_t r[20];
-    int n = sample_records(r);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    cr_assert(fd >= 0);
-    ml_writer_t *w;
-    cr_assert_eq(ml_writer_new(fd, 3, &w), 0);
-    for (int i = 0; i < n; i++) cr_assert_eq(ml_writer_add(w, &r[i]), 0);
+    int fd, n;
+    ml_writer_t *w = sample_writer(3, &fd, &n);
     size_t big = (12u << 20) + 12345;
     uint8_t *snap = malloc(big);
     cr_assert(snap);
