@@ -624,6 +624,22 @@ static ml_writer_t *sample_writer(int level, int *fd, int *n) {
     return w;
 }
 
+/* The file at `path` gives back this snapshot. */
+static void expect_snapshot(const void *snap, size_t want_len, uint32_t want_version) {
+    ml_reader_t *rd;
+    char err[256];
+    void *got;
+    size_t len;
+    uint32_t version;
+    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
+    cr_assert_eq(ml_reader_snapshot(rd, &got, &len, &version), 0, "%s", ml_reader_error(rd));
+    cr_assert_eq(len, want_len);
+    cr_expect_eq(version, want_version);
+    cr_expect_eq(memcmp(got, snap, want_len), 0);
+    free(got);
+    ml_reader_close(rd);
+}
+
 /* The analysis snapshot after the records: readers skip it, the trailer
  * finds it, every cut of it loses no record and yields no snapshot, and a
  * changed byte of the records makes the checksum refuse it. */
@@ -655,18 +671,12 @@ Test(format, snapshot_and_trailer, .init = setup, .fini = teardown) {
     memcpy(&off, full + st.st_size - 8, 8);
     cr_expect_eq(off, body);
 
+    expect_snapshot(snap, sizeof snap, 42);
     ml_reader_t *rd;
     char err[256];
     void *got;
     size_t len;
     uint32_t version;
-    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
-    cr_assert_eq(ml_reader_snapshot(rd, &got, &len, &version), 0, "%s", ml_reader_error(rd));
-    cr_expect_eq(len, sizeof snap);
-    cr_expect_eq(version, 42);
-    cr_expect_eq(memcmp(got, snap, sizeof snap), 0);
-    free(got);
-    ml_reader_close(rd);
 
     /* Cut anywhere in the snapshot or trailer: all records, no snapshot. */
     for (off_t cut = (off_t)body; cut < st.st_size; cut += 3) {
@@ -720,18 +730,12 @@ Test(format, big_snapshot_round_trip, .init = setup, .fini = teardown) {
     cr_assert_eq(ml_writer_free(w), 0);
     close(fd);
 
+    expect_snapshot(snap, big, 7);
     ml_reader_t *rd;
     char err[256];
     void *got;
     size_t len;
     uint32_t version;
-    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
-    cr_assert_eq(ml_reader_snapshot(rd, &got, &len, &version), 0, "%s", ml_reader_error(rd));
-    cr_expect_eq(len, big);
-    cr_expect_eq(version, 7);
-    cr_expect_eq(memcmp(got, snap, big), 0);
-    free(got);
-    ml_reader_close(rd);
 
     /* A byte in the middle of the compressed snapshot. */
     struct stat st;
