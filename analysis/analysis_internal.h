@@ -59,6 +59,7 @@ typedef struct {
     uint64_t bytes;     /* the chunks' bytes (the directory not counted) */
     uint64_t last_key;  /* the chunk used last (writers' cache) */
     ml__lchunk_t *last;
+    uint32_t reach_next; /* ml__live_set_reach's guess: the index after the last one set */
     struct ml__lslab_s *slab; /* the chunks' memory (live.c) */
 } ml__live_t;
 
