@@ -413,6 +413,9 @@ typedef struct {
     ml__fblock_t live; /* the next live block, when `have` */
 } ml__mstream_t;
 int ml__mstream_open(ml__mstream_t *s, const ml_analysis_t *a, const ml__moment_t *m); /* 0 or -ENOMEM */
+/* The same without the live set: a sorted copy of m's graveyard only (the
+ * stream's cursor is empty). 0 or -ENOMEM. */
+int ml__mstream_copy_graves(ml__mstream_t *s, const ml__moment_t *m);
 /* A closing moment's graveyard, sorted in the moment's own buffer, which
  * the stream takes (the moment keeps none): a stream without the live set
  * (s->cur is empty). Cannot fail. */

@@ -464,17 +464,10 @@ int ml__frag_compute2(const ml_analysis_t *a, ml__moment_t *m[2], ml_frag_t f[2]
 int ml__frag_compute2_keep(const ml_analysis_t *a, const ml__moment_t *m[2], ml_frag_t f[2],
                            int8_t *cells[2]) {
     ml__mstream_t g[2];
-    memset(g, 0, sizeof g);
-    for (int k = 0; k < 2; k++) {
-        g[k].m = m[k];
-        g[k].ng = m[k]->ngrave;
-        g[k].g = g[k].ng ? malloc(g[k].ng * sizeof *g[k].g) : NULL;
-        if (g[k].ng && !g[k].g) {
-            free(g[0].g);
-            return -ENOMEM;
-        }
-        for (uint64_t i = 0; i < g[k].ng; i++) g[k].g[i] = ml__fblock_of_grave(&m[k]->grave[i]);
-        ml__sort_fblocks(g[k].g, g[k].ng);
+    if (ml__mstream_copy_graves(&g[0], m[0]) < 0) return -ENOMEM;
+    if (ml__mstream_copy_graves(&g[1], m[1]) < 0) {
+        free(g[0].g);
+        return -ENOMEM;
     }
     ml__live_cursor_t cur;
     if (ml__live_cursor_init(&cur, &a->heap) < 0) {

@@ -343,6 +343,15 @@ static int mark_from_graph(scan_t *s) {
     return 0;
 }
 
+/* The buffers one reading thread needs; false when one is missing (the
+ * caller frees what was made). */
+static bool read_buffers(scan_t *s) {
+    s->buf = malloc(BATCH_BYTES > PIECE ? BATCH_BYTES : PIECE);
+    s->reqs = malloc(BATCH_REQS * sizeof *s->reqs);
+    s->span = malloc(BATCH_REQS * sizeof *s->span);
+    return s->buf && s->reqs && s->span;
+}
+
 /* Reads blocks [from, to) into the whole pointer graph (EDGES_ALL). */
 static int read_graph_range(scan_t *s, size_t from, size_t to) {
     s->mode = EDGES_ALL;
@@ -365,7 +374,7 @@ typedef struct {
     size_t from, to;
     int rc;
     pthread_t t;
-    bool running;
+    bool ready, running; /* its buffers are made; its thread runs */
 } part_t;
 
 static void *part_main(void *arg) {
@@ -433,16 +442,14 @@ static int read_graph(scan_t *s) {
         p->s.nedges = p->s.edges_cap = 0;
         p->s.work = NULL;
         p->s.nwork = p->s.work_cap = 0;
-        p->s.buf = malloc(BATCH_BYTES > PIECE ? BATCH_BYTES : PIECE);
-        p->s.reqs = malloc(BATCH_REQS * sizeof *p->s.reqs);
-        p->s.span = malloc(BATCH_REQS * sizeof *p->s.span);
-        p->running = p->s.buf && p->s.reqs && p->s.span && pthread_create(&p->t, NULL, part_main, p) == 0;
+        p->ready = read_buffers(&p->s);
+        p->running = p->ready && pthread_create(&p->t, NULL, part_main, p) == 0;
     }
     rc = read_graph_range(s, parts[0].from, parts[0].to);
     for (int t = 1; t < nt; t++) {
         part_t *p = &parts[t];
         if (p->running) pthread_join(p->t, NULL);
-        else if (p->s.buf && p->s.reqs && p->s.span && rc == 0)
+        else if (p->ready && rc == 0)
             p->rc = read_graph_range(&p->s, p->from, p->to); /* no thread: here, in turn */
         else
             p->rc = -ENOMEM;
@@ -472,10 +479,7 @@ int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t 
         if (e > s.hi) s.hi = e;
     }
     int rc = -ENOMEM;
-    s.buf = malloc(BATCH_BYTES > PIECE ? BATCH_BYTES : PIECE);
-    s.reqs = malloc(BATCH_REQS * sizeof *s.reqs);
-    s.span = malloc(BATCH_REQS * sizeof *s.span);
-    if (!s.buf || !s.reqs || !s.span) goto out;
+    if (!read_buffers(&s)) goto out;
     s.ntop = (n + TOP_STEP - 1) / TOP_STEP;
     s.top = malloc(s.ntop * sizeof *s.top);
     for (size_t j = 0; s.top && j < s.ntop; j++) s.top[j] = blocks[j * TOP_STEP].ptr;

@@ -179,17 +179,23 @@ void ml__mstream_take_graves(ml__mstream_t *s, ml__moment_t *m) {
     ml__sort_fblocks(s->g, s->ng);
 }
 
-int ml__mstream_open(ml__mstream_t *s, const ml_analysis_t *a, const ml__moment_t *m) {
+int ml__mstream_copy_graves(ml__mstream_t *s, const ml__moment_t *m) {
     memset(s, 0, sizeof *s);
     s->m = m;
     s->ng = m ? m->ngrave : 0;
     s->g = s->ng ? malloc(s->ng * sizeof *s->g) : NULL;
-    if ((s->ng && !s->g) || ml__live_cursor_init(&s->cur, &a->heap) < 0) {
+    if (s->ng && !s->g) return -ENOMEM;
+    for (uint64_t i = 0; i < s->ng; i++) s->g[i] = ml__fblock_of_grave(&m->grave[i]);
+    ml__sort_fblocks(s->g, s->ng);
+    return 0;
+}
+
+int ml__mstream_open(ml__mstream_t *s, const ml_analysis_t *a, const ml__moment_t *m) {
+    if (ml__mstream_copy_graves(s, m) < 0) return -ENOMEM;
+    if (ml__live_cursor_init(&s->cur, &a->heap) < 0) {
         free(s->g);
         return -ENOMEM;
     }
-    for (uint64_t i = 0; i < s->ng; i++) s->g[i] = ml__fblock_of_grave(&m->grave[i]);
-    ml__sort_fblocks(s->g, s->ng);
     return 0;
 }
 
