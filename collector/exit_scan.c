@@ -9,11 +9,11 @@
  *     stream up to the exit record);
  *  2. reads /proc/PID/smaps and takes as roots every private, readable and
  *     writable mapping with resident (or swapped) pages - modules' .data/.bss,
- *     thread stacks, anonymous memory - except the brk heap, mappings that
- *     hold a live block (malloc arenas, mmapped chunks: their contents are
- *     scanned block by block, not as roots) and memlens' own library. Stacks
- *     are scanned from each thread's stack pointer (from
- *     /proc/PID/task/TID/syscall) upwards;
+ *     thread stacks, anonymous memory - except the brk heap, the heap parts
+ *     of mappings that hold a live block (malloc arenas, mmapped chunks:
+ *     their contents are scanned block by block, not as roots;
+ *     glibc_heap_parts) and memlens' own library. Stacks are scanned from
+ *     each thread's stack pointer (from /proc/PID/task/TID/syscall) upwards;
  *  3. runs the conservative pointer scan of analysis/ml_reach.h over them
  *     with process_vm_readv, and
  *  4. writes one ML_T_BLOCK_REACH record per live block and an
@@ -119,14 +119,15 @@ static int push_range(ranges_t *r, uint64_t lo, uint64_t hi) {
     return 0;
 }
 
-static bool holds_block(const ml_live_block_t *b, size_t n, uint64_t lo, uint64_t hi) {
+/* The index of the first block at or above lo. */
+static size_t first_block(const ml_live_block_t *b, size_t n, uint64_t lo) {
     size_t l = 0, h = n;
     while (l < h) {
         size_t m = (l + h) / 2;
         if (b[m].ptr < lo) l = m + 1;
         else h = m;
     }
-    return l < n && b[l].ptr < hi;
+    return l;
 }
 
 /* Stack pointers of the target's threads (a thread blocked in a system call,
@@ -173,27 +174,108 @@ typedef struct {
     bool candidate;
 } mapping_t;
 
-static int consider(const mapping_t *m, const ml_live_block_t *b, size_t nb, const uint64_t *sps,
-                    size_t nsp, ranges_t *roots) {
+/* What every mapping is decided with. */
+typedef struct {
+    pid_t pid;
+    const ml_live_block_t *b;
+    size_t nb;
+    const uint64_t *sps;
+    size_t nsp;
+    bool glibc;       /* the program's allocator is glibc's (its chunk headers are read) */
+    uint64_t page;    /* the page size */
+    size_t reads;     /* chunk headers read so far */
+    ranges_t parts;   /* scratch: the heap parts of one mapping */
+    ranges_t *roots;  /* the result */
+} roots_ctx_t;
+
+/* glibc's malloc (malloc/malloc.c, malloc/arena.c): a block is preceded by
+ * its chunk's prev_size and size words; IS_MMAPPED in the size word marks a
+ * chunk served by an mmap of its own (prev_size is then its offset in that
+ * mapping), NON_MAIN_ARENA one of a thread arena, whose memory is a heap
+ * aligned to HEAP_MAX_SIZE (64 MiB on 64-bit) that starts with its heap_info
+ * {ar_ptr, prev, size, mprotect_size}. */
+#define GLIBC_HEAP_MAX (64ull << 20)
+#define GLIBC_IS_MMAPPED 2u
+#define GLIBC_NON_MAIN_ARENA 4u
+#define HEADER_READS_MAX 65536 /* a scan's chunk-header reads, at most */
+
+static bool read_words(pid_t pid, uint64_t addr, uint64_t *w, size_t n) {
+    struct iovec l = {w, n * sizeof *w}, r = {(void *)(uintptr_t)addr, n * sizeof *w};
+    return process_vm_readv(pid, &l, 1, &r, 1, 0) == (ssize_t)(n * sizeof *w);
+}
+
+/* The heap inside a mapping that holds blocks: the thread-arena heaps and
+ * mmapped chunks its blocks lie in, into ctx->parts in address order. The
+ * kernel merges neighbouring anonymous mappings, so one mapping can hold a
+ * chunk of glibc's and, next to it, memory the program mapped itself (a
+ * pool, an interpreter's arena): that memory is a root, as valgrind sees it.
+ * False when a block lies in neither kind of part, or a header cannot be
+ * read or does not hold together: the whole mapping is then heap. */
+static bool glibc_heap_parts(roots_ctx_t *x, const mapping_t *m) {
+    x->parts.n = 0;
+    size_t i = first_block(x->b, x->nb, m->lo);
+    while (i < x->nb && x->b[i].ptr < m->hi) {
+        uint64_t p = x->b[i].ptr, end = p + x->b[i].size, hdr[2], lo, hi;
+        if (++x->reads > HEADER_READS_MAX || p < 16 || !read_words(x->pid, p - 16, hdr, 2)) return false;
+        if (hdr[1] & GLIBC_IS_MMAPPED) {
+            uint64_t chunk = p - 16;
+            lo = chunk - hdr[0];
+            hi = chunk + (hdr[1] & ~7ull);
+            if (lo > chunk || hi < end || (lo | hi) & (x->page - 1)) return false;
+        } else if (hdr[1] & GLIBC_NON_MAIN_ARENA) {
+            uint64_t info[4]; /* ar_ptr, prev, size, mprotect_size */
+            lo = p & ~(GLIBC_HEAP_MAX - 1);
+            if (++x->reads > HEADER_READS_MAX || !read_words(x->pid, lo, info, 4)) return false;
+            hi = lo + info[2];
+            if (!info[0] || info[1] & (GLIBC_HEAP_MAX - 1) || !info[2] || info[2] > GLIBC_HEAP_MAX ||
+                info[2] & (x->page - 1) || info[3] < info[2] || hi < end)
+                return false;
+        } else {
+            return false; /* the main arena outside [heap], or not glibc's */
+        }
+        if (lo < m->lo) lo = m->lo;
+        if (hi > m->hi) hi = m->hi;
+        if (x->parts.n && lo <= x->parts.v[x->parts.n - 1].hi) {
+            if (hi > x->parts.v[x->parts.n - 1].hi) x->parts.v[x->parts.n - 1].hi = hi;
+        } else if (push_range(&x->parts, lo, hi) < 0) {
+            return false;
+        }
+        while (i < x->nb && x->b[i].ptr < hi) i++;
+    }
+    return true;
+}
+
+static int consider(roots_ctx_t *x, const mapping_t *m) {
     /* Never touched (reserved address space: sanitizer shadows, GPU
      * apertures, thread-stack guards): only zeros, nothing to read. */
     if (!m->candidate || !m->resident) return 0;
-    if (holds_block(b, nb, m->lo, m->hi)) return 0; /* heap memory: scanned per block */
     uint64_t lo = m->lo;
     /* A stack: only from its thread's stack pointer up (below it lie dead
      * frames). The 128-byte red zone below the pointer is not a root: a
      * thread waits in a system call wrapper, whose red zone holds nothing of
      * the program's, while the frames it just returned from lie there (as
      * valgrind, which sees them as no longer addressable). */
-    for (size_t i = 0; i < nsp; i++)
-        if (sps[i] >= m->lo && sps[i] < m->hi) {
-            uint64_t from = sps[i] & ~7ull;
+    for (size_t i = 0; i < x->nsp; i++)
+        if (x->sps[i] >= m->lo && x->sps[i] < m->hi) {
+            uint64_t from = x->sps[i] & ~7ull;
             if (from > lo) lo = from;
         }
-    return push_range(roots, lo, m->hi);
+    size_t first = first_block(x->b, x->nb, m->lo);
+    if (first == x->nb || x->b[first].ptr >= m->hi) return push_range(x->roots, lo, m->hi);
+    /* Heap memory is scanned per block, not as a root: free chunks hold
+     * stale pointers. Only what lies beside glibc's parts is a root. */
+    if (!x->glibc || !glibc_heap_parts(x, m)) return 0;
+    for (size_t k = 0; k < x->parts.n; k++) {
+        if (x->parts.v[k].lo > lo) {
+            int rc = push_range(x->roots, lo, x->parts.v[k].lo);
+            if (rc < 0) return rc;
+        }
+        if (x->parts.v[k].hi > lo) lo = x->parts.v[k].hi;
+    }
+    return lo < m->hi ? push_range(x->roots, lo, m->hi) : 0;
 }
 
-static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_t exit_sp,
+static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_t exit_sp, bool glibc,
                          ranges_t *roots) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
@@ -206,6 +288,9 @@ static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_
      * hold whatever earlier calls left there (valgrind sees such slots as
      * undefined and skips them). The red zone rule below does not apply. */
     if (exit_sp) sps[nsp++] = exit_sp;
+    long page = sysconf(_SC_PAGESIZE);
+    roots_ctx_t x = {.pid = pid, .b = b, .nb = nb, .sps = sps, .nsp = nsp, .glibc = glibc,
+                     .page = page > 0 ? (uint64_t)page : 4096, .roots = roots};
     char line[PATH_MAX + 256];
     int rc = 0;
     mapping_t m = {0};
@@ -223,7 +308,7 @@ static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_
                    &name_at) < 6 ||
             !strchr(line, '-') || line[0] == ' ')
             continue;
-        if (have) rc = consider(&m, b, nb, sps, nsp, roots);
+        if (have) rc = consider(&x, &m);
         have = true;
         char *name = line + name_at;
         name[strcspn(name, "\n")] = '\0';
@@ -234,8 +319,9 @@ static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_
             !strcmp(name, "[vdso]") || !strncmp(base, "libmemlens", 10)) /* ours, or not roots */
             m.candidate = false;
     }
-    if (have && rc == 0) rc = consider(&m, b, nb, sps, nsp, roots);
+    if (have && rc == 0) rc = consider(&x, &m);
     fclose(f);
+    free(x.parts.v);
     return rc;
 }
 
@@ -252,7 +338,8 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
     ranges_t roots = {0};
     int64_t nb = ml_analysis_live_blocks(an, &b);
     int rc = nb < 0 ? (int)nb : 0;
-    if (rc == 0) rc = collect_roots(pid, b, (size_t)nb, exit_sp, &roots);
+    bool glibc = !strcmp(ml_analysis_allocator_model(an), "glibc");
+    if (rc == 0) rc = collect_roots(pid, b, (size_t)nb, exit_sp, glibc, &roots);
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
         v = malloc((size_t)nb);
@@ -261,7 +348,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
         ml_reach_io_t io = {
             .read = vm_read,
             .ctx = &rd,
-            .glibc_chunk_alias = !strcmp(ml_analysis_allocator_model(an), "glibc"),
+            .glibc_chunk_alias = glibc,
             .deadline_ns = t0 + SCAN_BUDGET_NS,
             /* The target waits for the scan: its CPU is free. */
             .threads = cpus > SCAN_THREADS ? SCAN_THREADS : (int)cpus,
