@@ -14,7 +14,11 @@
  */
 #include "collector_internal.h"
 
+#include <linux/futex.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define DRAIN_BUDGET 65536 /* events per process per round: no ring starves the others */
 /* Producers asleep on a full ring are woken once WAKE_PER_SLEEPER slots per
@@ -41,6 +45,8 @@ static void scan_emit(void *ctx, const ml_record_t *rec) {
 static void scan_release(void *ctx) {
     ml__proc_t *p = ctx;
     ml_atomic_store_release(&p->ring->exit_scan, ML_EXIT_SCAN_DONE);
+    /* The process waits on this word (interpose/runtime.c, exit_handshake). */
+    syscall(SYS_futex, &p->ring->exit_scan, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 }
 
 static void exit_scan(ml_collector_t *c, ml__proc_t *p) {

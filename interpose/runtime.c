@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <linux/futex.h>
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
@@ -33,6 +34,8 @@ uint32_t ml__mallinfo_seen;
 ML_TLS ml_tls_t ml__tls;
 
 static uint32_t proc_slot = ~0u;
+static _Atomic uint32_t recorded_pid; /* the pid this image registered with */
+static _Atomic int exit_asked;        /* the exit handshake was made (exit_handshake) */
 static char ctl_path[256];
 static _Atomic uint32_t next_thread;
 static struct mallinfo2 (*real_mallinfo2)(void);
@@ -492,6 +495,8 @@ static int register_process(uint32_t parent_slot) {
 #endif
     ml_ctl_proc_t *pr = &c->procs[idx];
     pr->pid = (uint32_t)getpid();
+    ml_atomic_store_relaxed(&recorded_pid, pr->pid);
+    ml_atomic_store_relaxed(&exit_asked, 0);
     pr->ppid = (uint32_t)getppid();
     pr->parent_slot = parent_slot;
     ml_atomic_store_release(&pr->state, ML_PROC_CLAIMED);
@@ -857,33 +862,72 @@ __attribute__((constructor(101))) static void ml_ctor(void) {
     if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
 }
 
-/* Preloaded first, destroyed last: the program's own destructors have run.
- * Record the final module list and an exit marker; keep recording, since
- * later destructors (libc's, other libraries') may still free memory. */
-__attribute__((destructor(101))) static void ml_dtor(void) {
-    if (ml__state_relaxed() != ML_STATE_READY || ml__tls.guard) return;
-    ml__tls.guard++;
+/* The exit handshake, once per process image: the final module list, a last
+ * mallinfo sample, the exit record, and the wait for the collector's exit
+ * scan. `sp` is where the program's part of this thread's stack starts. */
+static void exit_handshake(uint64_t sp) {
     ml__modules_scan(false);
     /* One last sample, unless the last one was slow (then only when due), or
      * the heap lost many blocks since (then it would be slow). */
     if (real_mallinfo2 && !heap_dropped() &&
         (mallinfo_due() || ml_atomic_load_relaxed(&mallinfo_cost_ns) <= MALLINFO_FINAL_MAX_NS))
         mallinfo_sample();
-    /* Where the program's part of this stack starts, for the exit scan: set
-     * before the exit record, which the collector reads with acquire order. */
-    ml_atomic_store_relaxed(&ml__ring->exit_sp, ml__exit_caller_sp());
+    /* Set before the exit record, which the collector reads with acquire
+     * order. */
+    ml_atomic_store_relaxed(&ml__ring->exit_sp, sp);
     ml_blob_exit_t b = {ml_atomic_load_relaxed(&ml__ring->nested_skipped)};
     ml__emit_blob(ML_BLOB_EXIT, &b, sizeof b);
     /* Let the collector look at the heap before exit tears it down; never
      * wait for a collector that is gone, nor for longer than 30 s. */
     ml_atomic_store_release(&ml__ring->exit_scan, ML_EXIT_SCAN_ASKED);
+    /* The collector wakes the futex when it is done: a small process' scan
+     * takes well under a millisecond, and every process that ends pays this
+     * wait (thousands of them under --follow-fork). */
     for (int i = 0; i < 30000 && ml__state_acquire() == ML_STATE_READY; i++) {
         if (ml_atomic_load_acquire(&ml__ring->exit_scan) == ML_EXIT_SCAN_DONE) break;
         if (i % 100 == 99 && !ml__collector_alive()) break;
         struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        syscall(SYS_futex, &ml__ring->exit_scan, FUTEX_WAIT, ML_EXIT_SCAN_ASKED, &ts, NULL, 0);
     }
+}
+
+/* Preloaded first, destroyed last: the program's own destructors have run.
+ * Keep recording after the handshake, since later destructors (libc's,
+ * other libraries') may still free memory. */
+__attribute__((destructor(101))) static void ml_dtor(void) {
+    if (ml__state_relaxed() != ML_STATE_READY || ml__tls.guard) return;
+    ml__tls.guard++;
+    if (!ml_atomic_exchange_acq_rel(&exit_asked, 1)) exit_handshake(ml__exit_caller_sp());
     ml__tls.guard--;
+}
+
+/* A program that ends with _exit or _Exit (dash does, and so do forked
+ * children that did not exec) runs no destructor: the handshake is made
+ * here, before the process is gone, with its memory as it was (valgrind
+ * checks leaks at that point too). glibc's exit() reaches its own _exit
+ * without the PLT, so this is not called twice. A vfork child shares its
+ * parent's memory and must leave it alone: its pid is not the one this
+ * image registered with. */
+static _Noreturn void exit_now(int status, uint64_t sp) {
+    if (ml__state_relaxed() == ML_STATE_READY && !ml__tls.guard &&
+        (uint32_t)getpid() == ml_atomic_load_relaxed(&recorded_pid) && !ml_atomic_exchange_acq_rel(&exit_asked, 1)) {
+        ml__tls.guard++;
+        exit_handshake(sp);
+        ml__tls.guard--;
+    }
+    for (;;) syscall(SYS_exit_group, status);
+}
+
+/* The caller's stack starts right above the return address: libmemlens.so
+ * keeps frame pointers. */
+#define CALLER_SP() ((uint64_t)(uintptr_t)__builtin_frame_address(0) + 2 * sizeof(void *))
+
+ML_EXPORT _Noreturn void _exit(int status) {
+    exit_now(status, CALLER_SP());
+}
+
+ML_EXPORT _Noreturn void _Exit(int status) {
+    exit_now(status, CALLER_SP());
 }
 
 /* Called by the dlopen trampoline before it jumps to the real dlopen. */
