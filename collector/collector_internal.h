@@ -163,10 +163,11 @@ void ml__sinks_release(ml_collector_t *c, ml__proc_t *p);
  * release(ctx) once that memory is no longer needed (the process may then
  * go on exiting), and emits one ML_T_BLOCK_REACH record per block and an
  * ML_T_REACH_SCAN summary (only the summary, with the error, when the scan
- * fails). exit_sp is the ring's (the SP of exit()'s caller, 0 if unknown).
+ * fails). exit_sp is the ring's (the SP of exit()'s caller, 0 if unknown),
+ * raw_registry too (libmemlens.so's own mappings, never roots).
  * Returns 0 or a negative errno. */
 typedef void (*ml__exit_scan_emit_t)(void *ctx, const ml_record_t *rec);
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void (*release)(void *ctx),
-                  void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp);
+                  void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, uint64_t raw_registry);
 
 #endif

@@ -55,7 +55,8 @@ static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
     ml__stage2_wait(c); /* the analysis has every record up to the exit */
     if (p->info.analysis)
         ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, scan_release, p, p->last_time,
-                      p->last_thread, ml_atomic_load_acquire(&p->ring->exit_sp));
+                      p->last_thread, ml_atomic_load_acquire(&p->ring->exit_sp),
+                      ml_atomic_load_acquire(&p->ring->raw_registry));
     ml__flush(c);
     scan_release(p); /* without an analysis, nothing was scanned */
 }

@@ -184,7 +184,8 @@ typedef struct {
     bool glibc;       /* the program's allocator is glibc's (its chunk headers are read) */
     uint64_t page;    /* the page size */
     size_t reads;     /* chunk headers read so far */
-    ranges_t parts;   /* scratch: the heap parts of one mapping */
+    ranges_t parts;   /* scratch: the parts of one mapping that are not roots */
+    ranges_t raw;     /* libmemlens.so's own mappings, sorted and merged */
     ranges_t *roots;  /* the result */
 } roots_ctx_t;
 
@@ -212,7 +213,6 @@ static bool read_words(pid_t pid, uint64_t addr, uint64_t *w, size_t n) {
  * False when a block lies in neither kind of part, or a header cannot be
  * read or does not hold together: the whole mapping is then heap. */
 static bool glibc_heap_parts(roots_ctx_t *x, const mapping_t *m) {
-    x->parts.n = 0;
     size_t i = first_block(x->b, x->nb, m->lo);
     while (i < x->nb && x->b[i].ptr < m->hi) {
         uint64_t p = x->b[i].ptr, end = p + x->b[i].size, hdr[2], lo, hi;
@@ -245,6 +245,49 @@ static bool glibc_heap_parts(roots_ctx_t *x, const mapping_t *m) {
     return true;
 }
 
+static int cmp_range(const void *a, const void *b) {
+    uint64_t x = ((const ml_range_t *)a)->lo, y = ((const ml_range_t *)b)->lo;
+    return x < y ? -1 : x > y;
+}
+
+/* The index of the first range of r (sorted, disjoint) that ends above lo. */
+static size_t first_range(const ranges_t *r, uint64_t lo) {
+    size_t l = 0, h = r->n;
+    while (l < h) {
+        size_t m = (l + h) / 2;
+        if (r->v[m].hi <= lo) l = m + 1;
+        else h = m;
+    }
+    return l;
+}
+
+/* libmemlens.so's own mappings in the target (ml_raw_registry_t at addr),
+ * sorted and merged into out. Unreadable or implausible: none, and that
+ * memory is scanned as roots, as before the registry. */
+#define RAW_MAX (1u << 20)
+static void read_raw_registry(pid_t pid, uint64_t addr, ranges_t *out) {
+    uint64_t hdr[2]; /* n, cap */
+    if (!addr || !read_words(pid, addr, hdr, 2) || !hdr[0] || hdr[0] > hdr[1] || hdr[0] > RAW_MAX) return;
+    ml_range_t *v = malloc(hdr[0] * sizeof *v);
+    _Static_assert(sizeof *v == 2 * sizeof(uint64_t), "a registry entry is lo, hi");
+    if (!v || !read_words(pid, addr + sizeof hdr, (uint64_t *)v, 2 * hdr[0])) {
+        free(v);
+        return;
+    }
+    qsort(v, hdr[0], sizeof *v, cmp_range);
+    size_t n = 0;
+    for (size_t i = 0; i < hdr[0]; i++) {
+        if (v[i].hi <= v[i].lo) continue;
+        if (n && v[i].lo <= v[n - 1].hi) {
+            if (v[i].hi > v[n - 1].hi) v[n - 1].hi = v[i].hi;
+        } else {
+            v[n++] = v[i];
+        }
+    }
+    out->v = v;
+    out->n = out->cap = n;
+}
+
 static int consider(roots_ctx_t *x, const mapping_t *m) {
     /* Never touched (reserved address space: sanitizer shadows, GPU
      * apertures, thread-stack guards): only zeros, nothing to read. */
@@ -260,11 +303,20 @@ static int consider(roots_ctx_t *x, const mapping_t *m) {
             uint64_t from = x->sps[i] & ~7ull;
             if (from > lo) lo = from;
         }
+    x->parts.n = 0;
     size_t first = first_block(x->b, x->nb, m->lo);
-    if (first == x->nb || x->b[first].ptr >= m->hi) return push_range(x->roots, lo, m->hi);
     /* Heap memory is scanned per block, not as a root: free chunks hold
      * stale pointers. Only what lies beside glibc's parts is a root. */
-    if (!x->glibc || !glibc_heap_parts(x, m)) return 0;
+    if (first < x->nb && x->b[first].ptr < m->hi && (!x->glibc || !glibc_heap_parts(x, m))) return 0;
+    /* Nor is memlens' own memory. */
+    size_t nheap = x->parts.n;
+    for (size_t k = first_range(&x->raw, m->lo); k < x->raw.n && x->raw.v[k].lo < m->hi; k++) {
+        uint64_t a = x->raw.v[k].lo > m->lo ? x->raw.v[k].lo : m->lo;
+        uint64_t z = x->raw.v[k].hi < m->hi ? x->raw.v[k].hi : m->hi;
+        int rc = push_range(&x->parts, a, z);
+        if (rc < 0) return rc;
+    }
+    if (nheap && x->parts.n > nheap) qsort(x->parts.v, x->parts.n, sizeof *x->parts.v, cmp_range);
     for (size_t k = 0; k < x->parts.n; k++) {
         if (x->parts.v[k].lo > lo) {
             int rc = push_range(x->roots, lo, x->parts.v[k].lo);
@@ -276,7 +328,7 @@ static int consider(roots_ctx_t *x, const mapping_t *m) {
 }
 
 static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_t exit_sp, bool glibc,
-                         ranges_t *roots) {
+                         uint64_t raw_registry, ranges_t *roots) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
     FILE *f = fopen(path, "r");
@@ -291,6 +343,7 @@ static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_
     long page = sysconf(_SC_PAGESIZE);
     roots_ctx_t x = {.pid = pid, .b = b, .nb = nb, .sps = sps, .nsp = nsp, .glibc = glibc,
                      .page = page > 0 ? (uint64_t)page : 4096, .roots = roots};
+    read_raw_registry(pid, raw_registry, &x.raw);
     char line[PATH_MAX + 256];
     int rc = 0;
     mapping_t m = {0};
@@ -322,6 +375,7 @@ static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_
     if (have && rc == 0) rc = consider(&x, &m);
     fclose(f);
     free(x.parts.v);
+    free(x.raw.v);
     return rc;
 }
 
@@ -330,7 +384,7 @@ static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_
 /* ------------------------------------------------------------------------- */
 
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void (*release)(void *ctx),
-                  void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp) {
+                  void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, uint64_t raw_registry) {
     uint64_t t0 = mono_ns();
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
     ml_live_block_t *b = NULL;
@@ -339,7 +393,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
     int64_t nb = ml_analysis_live_blocks(an, &b);
     int rc = nb < 0 ? (int)nb : 0;
     bool glibc = !strcmp(ml_analysis_allocator_model(an), "glibc");
-    if (rc == 0) rc = collect_roots(pid, b, (size_t)nb, exit_sp, glibc, &roots);
+    if (rc == 0) rc = collect_roots(pid, b, (size_t)nb, exit_sp, glibc, raw_registry, &roots);
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
         v = malloc((size_t)nb);

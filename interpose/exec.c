@@ -117,7 +117,7 @@ static bool build_env(char *const envp[], new_env_t *out) {
     size_t strings = sizeof "LD_PRELOAD=" + lib_len + 1 + up_len + sizeof "ML_LD_PRELOAD_ORIG=" +
                      up_len + sizeof "ML_CTL=" + ctl_len;
     size_t len = (n + 4) * sizeof(char *) + strings;
-    void *mem = ml__raw_alloc(len);
+    void *mem = ml__raw_alloc_unlisted(len);
     if (!mem) return false;
     char **v = mem, *w = (char *)mem + (n + 4) * sizeof(char *);
     size_t k = 0;

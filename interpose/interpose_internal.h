@@ -96,7 +96,12 @@ extern ML_TLS ml_tls_t ml__tls;
 
 /* Our own memory and locks (never the program's malloc, never traced). */
 void *ml__raw_mmap(size_t len, int prot, int flags, int fd); /* NULL on failure */
-static inline void *ml__raw_alloc(size_t len) { /* zeroed, private, anonymous */
+/* Zeroed, private, anonymous, and listed in the registry the exit scan
+ * leaves out of the roots (ml_ring_hdr_t.raw_registry). */
+void *ml__raw_alloc(size_t len);
+/* The same, unlisted: memory that holds nothing of the program's and is
+ * unmapped again (exec's environment). */
+static inline void *ml__raw_alloc_unlisted(size_t len) {
     return ml__raw_mmap(len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
 }
 void ml__spin_lock(_Atomic int *lock); /* for the rare paths: new stack nodes, sampled blocks */

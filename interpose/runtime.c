@@ -49,6 +49,55 @@ void *ml__raw_mmap(size_t len, int prot, int flags, int fd) {
     return (r < 0 && r > -4096) ? NULL : (void *)r;
 }
 
+/* The registry of our own mappings (ml_raw_registry_t), grown by doubling
+ * under raw_lock; the ring header of each process image points to it. */
+static ml_raw_registry_t *raw_reg;
+static _Atomic int raw_lock;
+
+static void raw_publish(void) {
+    if (ml__ring) ml_atomic_store_release(&ml__ring->raw_registry, (uint64_t)(uintptr_t)raw_reg);
+}
+
+static uint64_t page_up(uint64_t v) {
+    uint64_t page = (uint64_t)getauxval(AT_PAGESZ);
+    if (!page) page = 4096;
+    return (v + page - 1) & ~(page - 1);
+}
+
+static void raw_list(uint64_t lo, uint64_t hi) {
+    ml__spin_lock(&raw_lock);
+    ml_raw_registry_t *g = raw_reg;
+    if (!g || g->n + 2 > g->cap) { /* room for the entry and the new registry */
+        uint64_t cap = g ? g->cap * 2 : 256;
+        size_t bytes = sizeof *g + cap * sizeof g->r[0];
+        ml_raw_registry_t *ng = ml__raw_mmap(bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1);
+        if (!ng) {
+            ml__spin_unlock(&raw_lock);
+            return; /* unlisted: scanned as a root, as before the registry */
+        }
+        ng->cap = cap;
+        if (g) {
+            memcpy(ng->r, g->r, g->n * sizeof g->r[0]);
+            ng->n = g->n;
+        }
+        ng->r[ng->n].lo = (uint64_t)(uintptr_t)ng;
+        ng->r[ng->n].hi = page_up((uint64_t)(uintptr_t)ng + bytes);
+        ng->n++;
+        raw_reg = g = ng;
+        raw_publish();
+    }
+    g->r[g->n].lo = lo;
+    g->r[g->n].hi = hi;
+    g->n++;
+    ml__spin_unlock(&raw_lock);
+}
+
+void *ml__raw_alloc(size_t len) {
+    void *p = ml__raw_alloc_unlisted(len);
+    if (p) raw_list((uint64_t)(uintptr_t)p, page_up((uint64_t)(uintptr_t)p + len));
+    return p;
+}
+
 void ml__spin_lock(_Atomic int *lock) {
     int expected = 0;
     while (!ml_atomic_cas_strong_acq_rel(lock, &expected, 1)) {
@@ -139,6 +188,28 @@ size_t ml__boot_avail(const void *p) {
 
 bool ml__is_boot(const void *p) {
     return (const char *)p >= boot_pool && (const char *)p < boot_pool + sizeof boot_pool;
+}
+
+/* libmemlens.so's writable segments (.data, and .bss, whose part past the
+ * file is an anonymous mapping without a name) are ours too, except the
+ * boot pool, which holds blocks the loader and libc allocated before we
+ * could record them (they may point to the program's). */
+static int list_own_segments(struct dl_phdr_info *info, size_t size, void *self) {
+    (void)size;
+    if ((void *)info->dlpi_addr != self) return 0;
+    uint64_t pool_lo = (uint64_t)(uintptr_t)boot_pool, pool_hi = pool_lo + sizeof boot_pool;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_W)) continue;
+        uint64_t lo = info->dlpi_addr + ph->p_vaddr, hi = page_up(lo + ph->p_memsz);
+        if (pool_lo >= lo && pool_hi <= hi) {
+            raw_list(lo, pool_lo);
+            raw_list(pool_hi, hi);
+        } else {
+            raw_list(lo, hi);
+        }
+    }
+    return 1;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -545,6 +616,7 @@ static int register_process(uint32_t parent_slot) {
         close(cfd);
     }
     ml__ring = h;
+    raw_publish();
     proc_slot = idx;
     ml_atomic_store_release(&pr->state, ML_PROC_READY);
     return 0;
@@ -673,9 +745,11 @@ static void fork_prepare(void) {
     ml__tls.guard++;
     ml__stacks_lock();
     ml__sampled_lock();
+    ml__spin_lock(&raw_lock);
 }
 
 static void fork_parent(void) {
+    ml__spin_unlock(&raw_lock);
     ml__sampled_unlock();
     ml__stacks_unlock();
     ml__tls.guard--;
@@ -702,6 +776,7 @@ static int follow_child(void) {
 }
 
 static void fork_child(void) {
+    ml__spin_unlock(&raw_lock);
     ml__sampled_unlock();
     ml__stacks_unlock();
     if (ml__state_relaxed() == ML_STATE_READY) ml__state_set(follow_child());
@@ -789,6 +864,8 @@ static int start_recording(void) {
     bool follow = ml__ctl->options & ML_OPT_FOLLOW_FORK;
     uint32_t parent = exec_parent_slot();
     if (!follow) clean_environment();
+    Dl_info self;
+    if (dladdr((void *)ml__init, &self)) dl_iterate_phdr(list_own_segments, self.dli_fbase);
     if (register_process(parent) < 0 || ml__stacks_init() < 0) return ML_STATE_OFF;
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     check_allocator_order();

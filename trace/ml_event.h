@@ -367,7 +367,21 @@ typedef struct {
      * linked: the loader will not preload us), cleared when the exec
      * fails: why the program that ran next is not traced ("" if none). */
     char exec_untraced[400];
+    /* The address, in the process, of its ml_raw_registry_t: the mappings
+     * libmemlens.so made for itself (0: none). The exit scan does not take
+     * them for roots: the unwinder keeps each frame's rbp, which optimised
+     * code uses for anything, a heap pointer included. */
+    _Atomic uint64_t raw_registry;
 } ml_ring_hdr_t;
+
+/* libmemlens.so's own private mappings, [lo, hi) each; the registry lists
+ * itself (and the registries it replaced as it grew). */
+typedef struct {
+    uint64_t n, cap;
+    struct {
+        uint64_t lo, hi;
+    } r[];
+} ml_raw_registry_t;
 
 enum { ML_EXIT_SCAN_NONE = 0, ML_EXIT_SCAN_ASKED = 1, ML_EXIT_SCAN_DONE = 2 };
 
