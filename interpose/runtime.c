@@ -942,7 +942,7 @@ __attribute__((constructor(101))) static void ml_ctor(void) {
 /* The exit handshake, once per process image: the final module list, a last
  * mallinfo sample, the exit record, and the wait for the collector's exit
  * scan. `sp` is where the program's part of this thread's stack starts. */
-static void exit_handshake(uint64_t sp) {
+static __attribute__((noinline)) void exit_handshake(uint64_t sp) {
     ml__modules_scan(false);
     /* One last sample, unless the last one was slow (then only when due), or
      * the heap lost many blocks since (then it would be slow). */
@@ -985,7 +985,7 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
  * without the PLT, so this is not called twice. A vfork child shares its
  * parent's memory and must leave it alone: its pid is not the one this
  * image registered with. */
-static _Noreturn void exit_now(int status, uint64_t sp) {
+static __attribute__((noinline)) _Noreturn void exit_now(int status, uint64_t sp) {
     if (ml__state_relaxed() == ML_STATE_READY && !ml__tls.guard &&
         (uint32_t)getpid() == ml_atomic_load_relaxed(&recorded_pid) && !ml_atomic_exchange_acq_rel(&exit_asked, 1)) {
         ml__tls.guard++;
@@ -996,7 +996,9 @@ static _Noreturn void exit_now(int status, uint64_t sp) {
 }
 
 /* The caller's stack starts right above the return address: libmemlens.so
- * keeps frame pointers. */
+ * keeps frame pointers. Registers are not roots: valgrind, which checks at
+ * the exit_group system call, does not read them either (a block held only
+ * in a callee-saved register at _exit is definitely lost for it). */
 #define CALLER_SP() ((uint64_t)(uintptr_t)__builtin_frame_address(0) + 2 * sizeof(void *))
 
 ML_EXPORT _Noreturn void _exit(int status) {
