@@ -1003,6 +1003,9 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
                            r->u.block_reach.reach <= ML_REACH_POSSIBLE ? r->u.block_reach.reach : 0);
         break;
     }
+    case ML_T_REACH_REST:
+        ml__live_set_reach_rest(&a->heap, r->u.block_reach.reach <= ML_REACH_POSSIBLE ? r->u.block_reach.reach : 0);
+        break;
     case ML_T_REACH_SCAN:
         a->scanned = r->u.reach_scan.status == 0;
         a->scan.scanned = a->scanned;

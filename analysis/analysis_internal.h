@@ -73,6 +73,8 @@ bool ml__live_get(const ml__live_t *L, uint64_t ptr, ml__block_t *out);
 bool ml__live_take(ml__live_t *L, uint64_t ptr, ml__block_t *out);
 /* Sets the leak kind (ML_REACH_*) of the block at ptr: false when none. */
 bool ml__live_set_reach(ml__live_t *L, uint64_t ptr, unsigned reach);
+/* Gives every live block without a kind (ML_REACH_UNKNOWN) `reach`; returns how many. */
+uint64_t ml__live_set_reach_rest(ml__live_t *L, unsigned reach);
 /* Starts loading what a lookup of ptr reads first. */
 void ml__live_prefetch(const ml__live_t *L, uint64_t ptr);
 void ml__live_shrink(ml__live_t *L);

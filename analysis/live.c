@@ -448,6 +448,23 @@ bool ml__live_set_reach(ml__live_t *L, uint64_t ptr, unsigned reach) {
     return true;
 }
 
+uint64_t ml__live_set_reach_rest(ml__live_t *L, unsigned reach) {
+    const dir_t *d = dir_entries(&L->dir);
+    uint16_t mark = (uint16_t)((reach & 7u) << REACH_SHIFT);
+    uint64_t n = 0;
+    for (uint64_t k = 0; k < L->dir.cap; k++) {
+        if (!d[k].key) continue;
+        ml__lchunk_t *c = d[k].c;
+        uint16_t *o = offs(c);
+        for (uint32_t i = 0; i < c->n; i++)
+            if (!(o[i] & (DEAD | 7u << REACH_SHIFT))) {
+                o[i] |= mark;
+                n++;
+            }
+    }
+    return n;
+}
+
 void ml__live_prefetch(const ml__live_t *L, uint64_t ptr) {
     dir_prefetch(&L->dir, (ptr >> CHUNK_SHIFT) + 1);
 }

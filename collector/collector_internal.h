@@ -161,7 +161,8 @@ void ml__sinks_release(ml_collector_t *c, ml__proc_t *p);
 /* exit_scan.c: classifies the blocks live in `an` (the process' analysis,
  * fed up to its exit record) by scanning process `pid`'s memory, calls
  * release(ctx) once that memory is no longer needed (the process may then
- * go on exiting), and emits one ML_T_BLOCK_REACH record per block and an
+ * go on exiting), and emits the verdicts (ML_T_BLOCK_REACH for the blocks
+ * whose kind is not the most common one, ML_T_REACH_REST for the rest) and an
  * ML_T_REACH_SCAN summary (only the summary, with the error, when the scan
  * fails). exit_sp is the ring's (the SP of exit()'s caller, 0 if unknown),
  * raw_registry too (libmemlens.so's own mappings, never roots).

@@ -208,7 +208,8 @@ void ml__emit(ml_collector_t *c, ml__proc_t *p, const ml_record_t *rec) {
      * uses the allocation part of the union, as the reader's records of
      * those tags do; the whole record is ~600 bytes. */
     _Static_assert(sizeof rec->u.block_reach <= sizeof rec->u.alloc, "block_reach fits the alloc part");
-    if (rec->tag == ML_T_BLOCK_REACH) memcpy(r, rec, offsetof(ml_record_t, u) + sizeof rec->u.alloc);
+    if (rec->tag == ML_T_BLOCK_REACH || rec->tag == ML_T_REACH_REST)
+        memcpy(r, rec, offsetof(ml_record_t, u) + sizeof rec->u.alloc);
     else *r = *rec;
     ml__time_order(p, r);
     ml__batch_commit(c, 0);

@@ -69,6 +69,7 @@ const char *ml_tag_name(unsigned tag) {
     case ML_T_PROC_EXIT: return "proc-exit";
     case ML_T_PEAK_RSS: return "peak-rss";
     case ML_T_BLOCK_REACH: return "block-reach";
+    case ML_T_REACH_REST: return "reach-rest";
     case ML_T_REACH_SCAN: return "reach-scan";
     case ML_T_UNWIND_CHECK: return "unwind-check";
     case ML_T_END: return "end";
@@ -227,12 +228,13 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
     case ML_T_PEAK_RSS:
         fprintf(out, " bytes=%" PRIu64 " source=%s", r->u.peak_rss.bytes, ml_hwm_source_name(r->u.peak_rss.source));
         break;
-    case ML_T_BLOCK_REACH: {
+    case ML_T_BLOCK_REACH:
+    case ML_T_REACH_REST: {
         static const char *const kinds[] = {"unknown", "reachable", "indirect", "definite",
                                             "possible"};
         uint8_t k = r->u.block_reach.reach;
-        fprintf(out, " %s ptr=0x%" PRIx64, k <= ML_REACH_POSSIBLE ? kinds[k] : "unknown",
-                r->u.block_reach.ptr);
+        fprintf(out, " %s", k <= ML_REACH_POSSIBLE ? kinds[k] : "unknown");
+        if (r->tag == ML_T_BLOCK_REACH) fprintf(out, " ptr=0x%" PRIx64, r->u.block_reach.ptr);
         break;
     }
     case ML_T_REACH_SCAN: {

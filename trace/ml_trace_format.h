@@ -34,10 +34,10 @@
 #define ML_TRACE_MAGIC "MLTRACE"
 #define ML_TRACE_MAGIC_LEN 8
 #define ML_TRACE_MAJOR 1
-#define ML_TRACE_MINOR 6 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
+#define ML_TRACE_MINOR 7 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
                           * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42);
                           * 5: unwind-check (0x35), peak-rss (0x36), block-reach verdict 4;
-                          * 6: saved strategy advice after the trailer */
+                          * 6: saved strategy advice after the trailer; 7: reach-rest (0x37) */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -89,6 +89,10 @@ typedef enum {
                                * ML_T_END (since 1.5; docs/recorder.md#stacks) */
     ML_T_PEAK_RSS = 0x36,    /* bytes u, source u8 (ML_HWM_*): the kernel's high-water mark of
                               * the process' resident set, written once before ML_T_END (since 1.5) */
+    ML_T_REACH_REST = 0x37,  /* reach u8 (ML_REACH_REACHABLE..POSSIBLE): every block live at this
+                              * point that no ML_T_BLOCK_REACH of this scan named has this verdict:
+                              * the scan names only the blocks whose verdict is not the most common
+                              * one (since 1.7), before its ML_T_REACH_SCAN */
     ML_T_END = 0x3f,         /* see ml_rec_end_t: written last by the collector */
     ML_T_GPU_ALLOC = 0x40,   /* kind u8, flags u, device s, context u, stream u, size u, stack u,
                               * ptr u, handle u, cbid u, correlation u (docs/gpu.md) */

@@ -447,7 +447,8 @@ static bool get_end(ml_reader_t *r, ml_record_t *rec) {
  * use the start of the union only: clearing all 600 bytes of the record for
  * each of them was a tenth of the analysis time. */
 static void clear_record(ml_record_t *rec, uint8_t tag) {
-    if ((tag >= ML_T_ALLOC && tag <= ML_T_FREE_CLASS) || tag == ML_T_NODE || tag == ML_T_BLOCK_REACH)
+    if ((tag >= ML_T_ALLOC && tag <= ML_T_FREE_CLASS) || tag == ML_T_NODE || tag == ML_T_BLOCK_REACH ||
+        tag == ML_T_REACH_REST)
         memset(rec, 0, offsetof(ml_record_t, u) + sizeof rec->u.alloc);
     else if (tag != ML_T_TIME && tag != ML_T_THREAD_SWITCH)
         memset(rec, 0, sizeof *rec);
@@ -501,6 +502,9 @@ static int get_body(ml_reader_t *r, uint8_t tag, ml_record_t *rec, uint8_t *out_
         ok = get_u8(r, &rec->u.block_reach.reach) && rec->u.block_reach.reach <= ML_REACH_POSSIBLE && get_s(r, &d);
         if (ok) rec->u.block_reach.ptr = r->st.prev_ptr = r->st.prev_ptr + (uint64_t)d;
         return ok;
+    case ML_T_REACH_REST:
+        return get_u8(r, &rec->u.block_reach.reach) && rec->u.block_reach.reach >= ML_REACH_REACHABLE &&
+               rec->u.block_reach.reach <= ML_REACH_POSSIBLE;
     case ML_T_REACH_SCAN: return get_reach_scan(r, rec);
     case ML_T_PROCESS: return get_process(r, rec);
     case ML_T_GPU_ALLOC:

@@ -487,6 +487,7 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
         put_s(w, (int64_t)(r->u.block_reach.ptr - w->st.prev_ptr));
         w->st.prev_ptr = r->u.block_reach.ptr;
         break;
+    case ML_T_REACH_REST: put_u8(w, r->u.block_reach.reach); break;
     case ML_T_REACH_SCAN: put_reach_scan(w, r); break;
     case ML_T_PROCESS: put_process(w, r); break;
     case ML_T_GPU_ALLOC:

@@ -335,3 +335,53 @@ Test(live, kinds_set_in_any_order) {
     ml__live_free(&L);
     ml_map_free(&ref);
 }
+
+/* The exit scan names the blocks whose kind is not the most common one,
+ * then gives the rest that kind (ML_T_REACH_REST): only blocks still without
+ * a kind take it, removed ones stay removed, and blocks added after have
+ * none. */
+Test(live, the_rest_takes_the_common_kind) {
+    ml__live_t L = {0};
+    ml_map_t ref = {0};
+    const uint64_t base = 0x7f0000000000ull;
+    uint64_t n = 5 * 4096 / 32;
+    for (uint64_t i = 0; i < n; i++) {
+        ml__block_t b = {.ptr = base + 32 * i, .size = 24, .seq = i + 1, .slack = 8, .stack = 3};
+        ml__block_t old;
+        bool existed, x;
+        cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
+        *ml__blocks_put(&ref, b.ptr, &x) = b;
+    }
+    for (uint64_t i = 0; i < n; i += 4) { /* removed: DEAD entries the rest must skip */
+        ml__block_t got;
+        cr_assert(ml__live_take(&L, base + 32 * i, &got));
+        ml__blocks_remove(&ref, ml__blocks_find(&ref, base + 32 * i));
+    }
+    uint64_t named = 0, live = 0;
+    for (uint64_t i = 1; i < n; i += 7) {
+        ml__block_t *e = ml__blocks_find(&ref, base + 32 * i);
+        if (!e) continue;
+        cr_assert(ml__live_set_reach(&L, e->ptr, ML_REACH_DEFINITE));
+        e->reach = ML_REACH_DEFINITE;
+        named++;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        ml__block_t *e = ml__blocks_find(&ref, base + 32 * i);
+        if (!e) continue;
+        live++;
+        if (!e->reach) e->reach = ML_REACH_REACHABLE;
+    }
+    cr_assert_eq(ml__live_set_reach_rest(&L, ML_REACH_REACHABLE), live - named);
+    check_walk(&L, &ref);
+    /* A block added afterwards has no kind, and a second rest finds nothing. */
+    ml__block_t b = {.ptr = base + 32 * n, .size = 24, .seq = n + 1, .slack = 8, .stack = 3}, old;
+    bool existed, x;
+    cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
+    *ml__blocks_put(&ref, b.ptr, &x) = b;
+    check_walk(&L, &ref);
+    cr_assert_eq(ml__live_set_reach_rest(&L, ML_REACH_INDIRECT), 1);
+    ml__blocks_find(&ref, b.ptr)->reach = ML_REACH_INDIRECT;
+    check_walk(&L, &ref);
+    ml__live_free(&L);
+    ml_map_free(&ref);
+}

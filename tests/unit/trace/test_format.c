@@ -28,7 +28,7 @@ static const uint8_t bid[4] = {0xde, 0xad, 0xbe, 0xef};
 /* One record of every tag. */
 static int sample_records(ml_record_t *r) {
     int n = 0;
-    memset(r, 0, 20 * sizeof *r);
+    memset(r, 0, 24 * sizeof *r);
     r[n].tag = ML_T_PROCESS;
     r[n].u.process.pid = 1234;
     r[n].u.process.ppid = 1;
@@ -151,6 +151,10 @@ static int sample_records(ml_record_t *r) {
     r[n].u.block_reach.reach = ML_REACH_INDIRECT;
     r[n].u.block_reach.ptr = 0x5555aaaa0040ull;
     n++;
+    r[n].tag = ML_T_REACH_REST;
+    r[n].time_ms = 9;
+    r[n].u.block_reach.reach = ML_REACH_REACHABLE;
+    n++;
     r[n].tag = ML_T_REACH_SCAN;
     r[n].time_ms = 9;
     r[n].u.reach_scan.status = -1;
@@ -226,13 +230,14 @@ static const char *const golden =
     "stream=0x0 cbid=2 correlation=78\n"
     "0.009 t0 proc-exit nested_skipped=3\n"
     "0.009 t0 block-reach indirect ptr=0x5555aaaa0040\n"
+    "0.009 t0 reach-rest reachable\n"
     "0.009 t0 reach-scan status=-1 root_bytes=8192 heap_bytes=300 blocks=3 reachable=1 "
     "indirect=1 definite=1 duration_us=42\n"
     "0.009 t0 end signaled status=11 events=12 ring_waits=0 ring_wait_ns=0 lost_in_crash=0 "
     "lost_dead_collector=0 nested_skipped=0 truncated_stacks=0 duration_ms=9\n";
 
 Test(format, round_trip_every_record, .init = setup, .fini = teardown) {
-    ml_record_t r[20];
+    ml_record_t r[24];
     int n = sample_records(r);
     write_trace(r, n, false);
     char *d = dump_file();
@@ -291,7 +296,7 @@ Test(format, literal_bytes, .init = setup, .fini = teardown) {
 }
 
 Test(format, every_truncation_reads_cleanly, .init = setup, .fini = teardown) {
-    ml_record_t r[20];
+    ml_record_t r[24];
     int n = sample_records(r);
     write_trace(r, n, true);
     struct stat st;
@@ -327,7 +332,7 @@ Test(format, every_truncation_reads_cleanly, .init = setup, .fini = teardown) {
 }
 
 Test(format, corruption_never_crashes, .init = setup, .fini = teardown) {
-    ml_record_t r[20];
+    ml_record_t r[24];
     int n = sample_records(r);
     write_trace(r, n, false);
     struct stat st;
@@ -364,7 +369,7 @@ Test(format, corruption_never_crashes, .init = setup, .fini = teardown) {
 }
 
 Test(format, unknown_major_version_is_refused, .init = setup, .fini = teardown) {
-    ml_record_t r[20];
+    ml_record_t r[24];
     int n = sample_records(r);
     write_trace(r, n, false);
     int fd = open(path, O_WRONLY);
@@ -614,7 +619,7 @@ Test(format, address_model_round_trip, .init = setup, .fini = teardown) {
 
 /* A writer on `path` (its fd in *fd) that holds the sample records (*n). */
 static ml_writer_t *sample_writer(int level, int *fd, int *n) {
-    ml_record_t r[20];
+    ml_record_t r[24];
     *n = sample_records(r);
     *fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     cr_assert(*fd >= 0);
