@@ -857,6 +857,8 @@ static void check_allocator_order(void) {
     warnv(parts);
 }
 
+static void ml_quick_exit(void);
+
 /* Attaches to the session and registers this process image. Returns the
  * state it records in: READY, or OFF (not under memlens, or no ring). */
 static int start_recording(void) {
@@ -868,6 +870,9 @@ static int start_recording(void) {
     if (dladdr((void *)ml__init, &self)) dl_iterate_phdr(list_own_segments, self.dli_fbase);
     if (register_process(parent) < 0 || ml__stacks_init() < 0) return ML_STATE_OFF;
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+    /* quick_exit runs no destructor either; registered first, this runs
+     * after the program's own at_quick_exit handlers. */
+    (void)at_quick_exit(ml_quick_exit);
     check_allocator_order();
     ml__modules_scan(true);
     ml__mallinfo_seen = ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen);
@@ -993,6 +998,18 @@ static __attribute__((noinline)) _Noreturn void exit_now(int status, uint64_t sp
         ml__tls.guard--;
     }
     for (;;) syscall(SYS_exit_group, status);
+}
+
+/* quick_exit's last handler: the program's handlers have run, and glibc
+ * goes on to _exit without the PLT. The stack is scanned from this
+ * thread's stack pointer, as valgrind scans it at exit_group. */
+static void ml_quick_exit(void) {
+    if (ml__state_relaxed() == ML_STATE_READY && !ml__tls.guard &&
+        (uint32_t)getpid() == ml_atomic_load_relaxed(&recorded_pid) && !ml_atomic_exchange_acq_rel(&exit_asked, 1)) {
+        ml__tls.guard++;
+        exit_handshake(0);
+        ml__tls.guard--;
+    }
 }
 
 /* The caller's stack starts right above the return address: libmemlens.so

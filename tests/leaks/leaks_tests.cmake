@@ -4,7 +4,7 @@
 # blocks, and the program's own numbers. Without valgrind it checks the
 # programs' numbers only and reports itself skipped.
 set(LK ${CMAKE_CURRENT_SOURCE_DIR}/leaks)
-set(LK_PROGRAMS lk_null lk_self lk_deadframe lk_unaligned lk_belowmain lk_fork lk_tsd lk_possible lk_pool lk_exit lk_rbp
+set(LK_PROGRAMS lk_null lk_self lk_deadframe lk_unaligned lk_belowmain lk_fork lk_tsd lk_possible lk_pool lk_exit lk_quickexit lk_rbp
     lk_xor lk_cycle lk_tree lk_tls lk_threads lk_waitframe)
 foreach(p ${LK_PROGRAMS})
   add_executable(${p} ${LK}/${p}.c)
