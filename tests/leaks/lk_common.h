@@ -20,4 +20,14 @@ static __attribute__((noinline, unused)) void *lk_alloc(size_t n) {
     lk_use(p);
     return p;
 }
+/* Clears the caller-saved registers: valgrind reads the registers of a
+ * thread still alive at exit as roots (not those of the thread that ends
+ * the process), and none may still hold a pointer a test drops. */
+#define LK_CLEAR_REGISTERS()                                                                       \
+    __asm__ volatile("xor %%eax, %%eax\n\txor %%edi, %%edi\n\txor %%esi, %%esi\n\t"            \
+                     "xor %%edx, %%edx\n\txor %%ecx, %%ecx\n\txor %%r8d, %%r8d\n\t"            \
+                     "xor %%r9d, %%r9d\n\txor %%r10d, %%r10d\n\txor %%r11d, %%r11d"             \
+                     :                                                                             \
+                     :                                                                             \
+                     : "rax", "rdi", "rsi", "rdx", "rcx", "r8", "r9", "r10", "r11", "memory")
 #endif

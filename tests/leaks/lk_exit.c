@@ -16,19 +16,12 @@ static __attribute__((noinline)) void drop(size_t n) {
     void *volatile p = lk_alloc(n);
     p = NULL;
 }
-/* Registers are roots for valgrind: none may still hold the dropped block. */
-#define CLEAR_REGISTERS()                                                                          \
-    __asm__ volatile("xor %%eax, %%eax\n\txor %%esi, %%esi\n\txor %%edx, %%edx\n\t"              \
-                     "xor %%ecx, %%ecx\n\txor %%r8d, %%r8d\n\txor %%r9d, %%r9d\n\t"              \
-                     "xor %%r10d, %%r10d\n\txor %%r11d, %%r11d"                                    \
-                     : : : "rax", "rsi", "rdx", "rcx", "r8", "r9", "r10", "r11", "memory")
 int main(void) {
     pid_t pid = fork();
     if (pid < 0) return 1;
     if (pid == 0) {
         keep = lk_alloc(96);
         drop(256);
-        CLEAR_REGISTERS();
         _exit(0);
     }
     keep = lk_alloc(48);
@@ -37,6 +30,5 @@ int main(void) {
     int st;
     if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 1;
     __asm__ volatile("" : "+r"(lost));
-    CLEAR_REGISTERS();
     _Exit(0);
 }

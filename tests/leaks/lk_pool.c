@@ -61,10 +61,7 @@ static void *thread_arena(void *arg) {
     drop();
     __atomic_store_n(&ready, 1, __ATOMIC_SEQ_CST);
     /* Registers are roots for valgrind: none may still hold w (lk_threads). */
-    __asm__ volatile("xor %%eax, %%eax\n\txor %%edi, %%edi\n\txor %%esi, %%esi\n\t"
-                     "xor %%edx, %%edx\n\txor %%ecx, %%ecx\n\txor %%r8d, %%r8d\n\t"
-                     "xor %%r9d, %%r9d\n\txor %%r10d, %%r10d\n\txor %%r11d, %%r11d"
-                     : : : "rax", "rdi", "rsi", "rdx", "rcx", "r8", "r9", "r10", "r11", "memory");
+    LK_CLEAR_REGISTERS();
     for (;;) pause();
     return NULL;
 }

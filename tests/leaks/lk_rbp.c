@@ -20,10 +20,5 @@ static __attribute__((noinline, optimize("omit-frame-pointer"))) void outer(void
 }
 int main(void) {
     outer();
-    /* Registers are roots for valgrind: none may still hold the block. */
-    __asm__ volatile("xor %%eax, %%eax\n\txor %%edi, %%edi\n\txor %%esi, %%esi\n\t"
-                     "xor %%edx, %%edx\n\txor %%ecx, %%ecx\n\txor %%r8d, %%r8d\n\t"
-                     "xor %%r9d, %%r9d\n\txor %%r10d, %%r10d\n\txor %%r11d, %%r11d"
-                     : : : "rax", "rdi", "rsi", "rdx", "rcx", "r8", "r9", "r10", "r11", "memory");
     return 0;
 }

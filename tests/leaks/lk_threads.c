@@ -32,10 +32,7 @@ static __attribute__((noinline)) void *dropper(void *arg) {
     __atomic_add_fetch(&ready, 1, __ATOMIC_SEQ_CST);
     /* Registers are roots (valgrind reads them): none may still hold the
      * pointer memset and lk_alloc returned. */
-    __asm__ volatile("xor %%eax, %%eax\n\txor %%edi, %%edi\n\txor %%esi, %%esi\n\t"
-                     "xor %%edx, %%edx\n\txor %%ecx, %%ecx\n\txor %%r8d, %%r8d\n\t"
-                     "xor %%r9d, %%r9d\n\txor %%r10d, %%r10d\n\txor %%r11d, %%r11d"
-                     : : : "rax", "rdi", "rsi", "rdx", "rcx", "r8", "r9", "r10", "r11", "memory");
+    LK_CLEAR_REGISTERS();
     for (;;) pause();
     return NULL;
 }

@@ -299,6 +299,29 @@ Test(live, a_put_without_memory_changes_nothing) {
     ml__live_free(&L);
 }
 
+/* Puts n blocks of `size` bytes every `step` bytes from `base` into both
+ * the set and the reference map. */
+static void put_blocks(ml__live_t *L, ml_map_t *ref, uint64_t base, uint64_t n, uint64_t step,
+                       uint64_t size) {
+    for (uint64_t i = 0; i < n; i++) {
+        ml__block_t b = {.ptr = base + step * i, .size = size, .seq = i + 1, .slack = 8, .stack = 7};
+        ml__block_t old;
+        bool existed, x;
+        cr_assert_eq(ml__live_put(L, &b, &old, &existed), 0);
+        *ml__blocks_put(ref, b.ptr, &x) = b;
+    }
+}
+
+/* Removes every `every`-th of those blocks from both, the first included. */
+static void take_blocks(ml__live_t *L, ml_map_t *ref, uint64_t base, uint64_t n, uint64_t step,
+                        uint64_t every) {
+    for (uint64_t i = 0; i < n; i += every) {
+        ml__block_t got;
+        cr_assert(ml__live_take(L, base + step * i, &got));
+        ml__blocks_remove(ref, ml__blocks_find(ref, base + step * i));
+    }
+}
+
 /* Leak kinds set in address order (as the exit scan's records come), in
  * reverse, and past removed blocks: ml__live_set_reach's guess of the next
  * entry is checked, so each order sets the kinds a map of whole blocks
@@ -308,18 +331,8 @@ Test(live, kinds_set_in_any_order) {
     ml_map_t ref = {0};
     const uint64_t base = 0x7f0000000000ull;
     uint64_t n = 3 * 4096 / 48;
-    for (uint64_t i = 0; i < n; i++) {
-        ml__block_t b = {.ptr = base + 48 * i, .size = 40, .seq = i + 1, .slack = 8, .stack = 7};
-        ml__block_t old;
-        bool existed, x;
-        cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
-        *ml__blocks_put(&ref, b.ptr, &x) = b;
-    }
-    for (uint64_t i = 0; i < n; i += 3) {
-        ml__block_t got;
-        cr_assert(ml__live_take(&L, base + 48 * i, &got));
-        ml__blocks_remove(&ref, ml__blocks_find(&ref, base + 48 * i));
-    }
+    put_blocks(&L, &ref, base, n, 48, 40);
+    take_blocks(&L, &ref, base, n, 48, 3);
     for (int order = 0; order < 3; order++) {
         for (uint64_t k = 0; k < n; k++) {
             uint64_t i = order == 1 ? n - 1 - k : k;
@@ -345,18 +358,8 @@ Test(live, the_rest_takes_the_common_kind) {
     ml_map_t ref = {0};
     const uint64_t base = 0x7f0000000000ull;
     uint64_t n = 5 * 4096 / 32;
-    for (uint64_t i = 0; i < n; i++) {
-        ml__block_t b = {.ptr = base + 32 * i, .size = 24, .seq = i + 1, .slack = 8, .stack = 3};
-        ml__block_t old;
-        bool existed, x;
-        cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
-        *ml__blocks_put(&ref, b.ptr, &x) = b;
-    }
-    for (uint64_t i = 0; i < n; i += 4) { /* removed: DEAD entries the rest must skip */
-        ml__block_t got;
-        cr_assert(ml__live_take(&L, base + 32 * i, &got));
-        ml__blocks_remove(&ref, ml__blocks_find(&ref, base + 32 * i));
-    }
+    put_blocks(&L, &ref, base, n, 32, 24);
+    take_blocks(&L, &ref, base, n, 32, 4); /* DEAD entries, which the rest must skip */
     uint64_t named = 0, live = 0;
     for (uint64_t i = 1; i < n; i += 7) {
         ml__block_t *e = ml__blocks_find(&ref, base + 32 * i);
@@ -373,14 +376,11 @@ Test(live, the_rest_takes_the_common_kind) {
     }
     cr_assert_eq(ml__live_set_reach_rest(&L, ML_REACH_REACHABLE), live - named);
     check_walk(&L, &ref);
-    /* A block added afterwards has no kind, and a second rest finds nothing. */
-    ml__block_t b = {.ptr = base + 32 * n, .size = 24, .seq = n + 1, .slack = 8, .stack = 3}, old;
-    bool existed, x;
-    cr_assert_eq(ml__live_put(&L, &b, &old, &existed), 0);
-    *ml__blocks_put(&ref, b.ptr, &x) = b;
+    /* A block added afterwards has no kind, and a second rest finds only it. */
+    put_blocks(&L, &ref, base + 32 * n, 1, 32, 24);
     check_walk(&L, &ref);
     cr_assert_eq(ml__live_set_reach_rest(&L, ML_REACH_INDIRECT), 1);
-    ml__blocks_find(&ref, b.ptr)->reach = ML_REACH_INDIRECT;
+    ml__blocks_find(&ref, base + 32 * n)->reach = ML_REACH_INDIRECT;
     check_walk(&L, &ref);
     ml__live_free(&L);
     ml_map_free(&ref);
