@@ -990,13 +990,17 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
  * without the PLT, so this is not called twice. A vfork child shares its
  * parent's memory and must leave it alone: its pid is not the one this
  * image registered with. */
-static __attribute__((noinline)) _Noreturn void exit_now(int status, uint64_t sp) {
+static void handshake_here(uint64_t sp) {
     if (ml__state_relaxed() == ML_STATE_READY && !ml__tls.guard &&
         (uint32_t)getpid() == ml_atomic_load_relaxed(&recorded_pid) && !ml_atomic_exchange_acq_rel(&exit_asked, 1)) {
         ml__tls.guard++;
         exit_handshake(sp);
         ml__tls.guard--;
     }
+}
+
+static __attribute__((noinline)) _Noreturn void exit_now(int status, uint64_t sp) {
+    handshake_here(sp);
     for (;;) syscall(SYS_exit_group, status);
 }
 
@@ -1004,12 +1008,7 @@ static __attribute__((noinline)) _Noreturn void exit_now(int status, uint64_t sp
  * goes on to _exit without the PLT. The stack is scanned from this
  * thread's stack pointer, as valgrind scans it at exit_group. */
 static void ml_quick_exit(void) {
-    if (ml__state_relaxed() == ML_STATE_READY && !ml__tls.guard &&
-        (uint32_t)getpid() == ml_atomic_load_relaxed(&recorded_pid) && !ml_atomic_exchange_acq_rel(&exit_asked, 1)) {
-        ml__tls.guard++;
-        exit_handshake(0);
-        ml__tls.guard--;
-    }
+    handshake_here(0);
 }
 
 /* The caller's stack starts right above the return address: libmemlens.so
