@@ -201,9 +201,21 @@ typedef struct {
 #define GLIBC_NON_MAIN_ARENA 4u
 #define HEADER_READS_MAX 65536 /* a scan's chunk-header reads, at most */
 
+/* n words at addr, all of them or false (the scan's own reader). */
 static bool read_words(pid_t pid, uint64_t addr, uint64_t *w, size_t n) {
-    struct iovec l = {w, n * sizeof *w}, r = {(void *)(uintptr_t)addr, n * sizeof *w};
-    return process_vm_readv(pid, &l, 1, &r, 1, 0) == (ssize_t)(n * sizeof *w);
+    reader_t rd = {pid};
+    ml_reach_req_t q = {.addr = addr, .len = n * sizeof *w, .buf = w};
+    return vm_read(&rd, &q, 1) == 0 && q.got == q.len;
+}
+
+/* Appends [lo, hi) to ranges given in address order, joining it to the last
+ * one when they touch. */
+static int push_joined(ranges_t *r, uint64_t lo, uint64_t hi) {
+    if (r->n && lo <= r->v[r->n - 1].hi) {
+        if (hi > r->v[r->n - 1].hi) r->v[r->n - 1].hi = hi;
+        return 0;
+    }
+    return push_range(r, lo, hi);
 }
 
 /* The heap inside a mapping that holds blocks: the thread-arena heaps and
@@ -236,11 +248,7 @@ static bool glibc_heap_parts(roots_ctx_t *x, const mapping_t *m) {
         }
         if (lo < m->lo) lo = m->lo;
         if (hi > m->hi) hi = m->hi;
-        if (x->parts.n && lo <= x->parts.v[x->parts.n - 1].hi) {
-            if (hi > x->parts.v[x->parts.n - 1].hi) x->parts.v[x->parts.n - 1].hi = hi;
-        } else if (push_range(&x->parts, lo, hi) < 0) {
-            return false;
-        }
+        if (push_joined(&x->parts, lo, hi) < 0) return false;
         while (i < x->nb && x->b[i].ptr < hi) i++;
     }
     return true;
@@ -276,17 +284,9 @@ static void read_raw_registry(pid_t pid, uint64_t addr, ranges_t *out) {
         return;
     }
     qsort(v, hdr[0], sizeof *v, cmp_range);
-    size_t n = 0;
-    for (size_t i = 0; i < hdr[0]; i++) {
-        if (v[i].hi <= v[i].lo) continue;
-        if (n && v[i].lo <= v[n - 1].hi) {
-            if (v[i].hi > v[n - 1].hi) v[n - 1].hi = v[i].hi;
-        } else {
-            v[n++] = v[i];
-        }
-    }
-    out->v = v;
-    out->n = out->cap = n;
+    for (size_t i = 0; i < hdr[0]; i++)
+        if (v[i].hi > v[i].lo && push_joined(out, v[i].lo, v[i].hi) < 0) break;
+    free(v);
 }
 
 static int consider(roots_ctx_t *x, const mapping_t *m) {

@@ -947,7 +947,7 @@ __attribute__((constructor(101))) static void ml_ctor(void) {
 /* The exit handshake, once per process image: the final module list, a last
  * mallinfo sample, the exit record, and the wait for the collector's exit
  * scan. `sp` is where the program's part of this thread's stack starts. */
-static __attribute__((noinline)) void exit_handshake(uint64_t sp) {
+static void exit_handshake(uint64_t sp) {
     ml__modules_scan(false);
     /* One last sample, unless the last one was slow (then only when due), or
      * the heap lost many blocks since (then it would be slow). */
@@ -999,7 +999,7 @@ static void handshake_here(uint64_t sp) {
     }
 }
 
-static __attribute__((noinline)) _Noreturn void exit_now(int status, uint64_t sp) {
+static _Noreturn void exit_now(int status, uint64_t sp) {
     handshake_here(sp);
     for (;;) syscall(SYS_exit_group, status);
 }
