@@ -41,8 +41,8 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 4 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
-                          * 4: heap_drop */
+#define ML_SHM_VERSION 5 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+                          * 4: heap_drop; 5: wake_mask */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -336,10 +336,13 @@ typedef struct {
     } unwind_bad;
     /* Backpressure (ml_ring.c): a producer that finds its slot still taken
      * counts itself in `sleepers` and sleeps on the futex word `space_gen`;
-     * the collector, after releasing slots, bumps space_gen and wakes them
-     * when sleepers is non-zero. */
+     * the collector, after releasing slots, bumps space_gen and wakes the
+     * first of them whose slot is free (a futex bitset: `wake_mask` holds
+     * the segments of the ring released) when sleepers is non-zero; each
+     * producer woken wakes the next (ml_ring.c). */
     _Alignas(ML_CACHE_LINE) _Atomic uint32_t space_gen;
     _Atomic uint32_t sleepers;
+    _Atomic uint32_t wake_mask;
     /* Exit handshake: the process sets ML_EXIT_SCAN_ASKED after its last
      * destructor-time event and waits (bounded) for ML_EXIT_SCAN_DONE, so the
      * collector can read its memory while it is still intact (leak

@@ -27,10 +27,15 @@ static inline uint64_t ml_ring_claim(ml_ring_hdr_t *h, uint32_t n) {
 
 /** Returns the slot for position `pos` once the consumer has released it.
  * Waiting is counted in h->waits/h->wait_ns; a waiting producer sleeps on a
- * futex until the consumer calls ml_ring_wake(). `alive` is polled every few
- * milliseconds while waiting; when it returns false the wait is abandoned,
- * h->lost is incremented and NULL is returned. */
+ * futex until the consumer calls ml_ring_wake(). `alive` is polled after 5 ms
+ * of waiting, then at intervals that double up to 320 ms; when it returns
+ * false the wait is abandoned, h->lost is incremented and NULL is returned. */
 ml_slot_t *ml_ring__slot_wait_slow(ml_ring_hdr_t *h, uint64_t pos, bool (*alive)(void));
+
+/** How long one futex sleep of a waiting producer lasts before it polls
+ * `alive` (5 ms). Tests only: a test that must see every wake-up arrive
+ * without the timeout's help sets it longer than the test may run. */
+extern long ml_ring__sleep_ns;
 
 static inline ml_slot_t *ml_ring_slot_wait(ml_ring_hdr_t *h, uint64_t pos, bool (*alive)(void)) {
     ml_slot_t *s = &ml_ring_slots(h)[pos & (h->capacity - 1)];
@@ -38,9 +43,11 @@ static inline ml_slot_t *ml_ring_slot_wait(ml_ring_hdr_t *h, uint64_t pos, bool 
     return ml_ring__slot_wait_slow(h, pos, alive);
 }
 
-/** Consumer: wakes the producers sleeping on a full ring, if any. Call it
- * after releasing slots; it costs a fence and a load when nobody sleeps. */
-void ml_ring_wake(ml_ring_hdr_t *h);
+/** Consumer: wakes the first producer asleep on a full ring whose slot is
+ * free now that every position below `frontier` is released, if any; it
+ * wakes the next such, and so on (ml_ring.c). Call it after releasing
+ * slots; it costs a fence and a load when nobody sleeps. */
+void ml_ring_wake(ml_ring_hdr_t *h, uint64_t frontier);
 
 /** Makes the slot for position `pos` visible to the consumer. */
 static inline void ml_ring_publish(ml_ring_hdr_t *h, ml_slot_t *s, uint64_t pos) {

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static ml_ring_hdr_t *ring_new(uint32_t cap) {
     ml_ring_hdr_t *h = calloc(1, ml_ring_bytes(cap));
@@ -104,13 +105,62 @@ Test(ring, producers_never_lose_and_wait_when_full, .timeout = 60) {
         cr_assert_eq(v & 0xffffffffu, next[id], "each producer's events arrive in order");
         next[id]++;
         ml_ring_release(h, tail);
-        ml_ring_wake(h);
         tail++;
+        ml_ring_wake(h, tail);
     }
     for (int i = 0; i < PRODUCERS; i++) pthread_join(t[i], NULL);
     for (int i = 0; i < PRODUCERS; i++) cr_expect_eq(next[i], PER_PRODUCER);
     cr_expect_gt(ml_atomic_load_relaxed(&h->waits), 0, "a 64-slot ring fills up");
     cr_expect_eq(ml_atomic_load_relaxed(&h->lost), 0);
+    free(h);
+}
+
+/* Sleepers of the relay test: each claims one position past a full ring,
+ * waits for its slot and publishes. */
+#define SLEEPERS 8
+
+static void *sleeper(void *p) {
+    ml_ring_hdr_t *h = p;
+    uint64_t pos = ml_ring_claim(h, 1);
+    ml_slot_t *s = ml_ring_slot_wait(h, pos, NULL);
+    if (!s) return NULL;
+    memset(&s->ev, 0, sizeof s->ev);
+    s->ev.ptr = pos;
+    ml_ring_publish(h, s, pos);
+    return s;
+}
+
+/* The consumer wakes one sleeper; the rest must be woken by the relay
+ * (ml_ring.c), not by their timeout: it is set far past the test's own
+ * time limit, so a wake-up that is not passed on hangs the test. */
+Test(ring, one_wake_reaches_every_sleeper_whose_slot_is_free, .timeout = 30) {
+    long saved = ml_ring__sleep_ns;
+    ml_ring__sleep_ns = 600L * 1000000000L;
+    ml_ring_hdr_t *h = ring_new(16);
+    for (int i = 0; i < 16; i++) put(h, (uint64_t)i);
+    pthread_t t[SLEEPERS];
+    for (int i = 0; i < SLEEPERS; i++) pthread_create(&t[i], NULL, sleeper, h);
+    while (ml_atomic_load_relaxed(&h->sleepers) < SLEEPERS) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    struct timespec settle = {0, 20000000}; /* from counted to asleep in the futex */
+    nanosleep(&settle, NULL);
+    for (uint64_t pos = 0; pos < 16; pos++) ml_ring_release(h, pos);
+    ml_ring_wake(h, 16);
+    for (int i = 0; i < SLEEPERS; i++) {
+        void *got;
+        pthread_join(t[i], &got);
+        cr_expect_not_null(got);
+    }
+    for (uint64_t pos = 16; pos < 16 + SLEEPERS; pos++) {
+        ml_slot_t *s = ml_ring_peek(h, pos);
+        cr_assert_not_null(s, "position %lu published", (unsigned long)pos);
+        cr_expect_eq(s->ev.ptr, pos);
+    }
+    cr_expect_eq(ml_atomic_load_relaxed(&h->sleepers), 0);
+    cr_expect_eq(ml_atomic_load_relaxed(&h->waits), SLEEPERS);
+    ml_ring__sleep_ns = saved;
     free(h);
 }
 
