@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# threads_bench.sh - many threads allocating at once (issue 12): THREADS
+# threads released together by a barrier, each doing PAIRS malloc/free
+# (bench/threads_workload.c), under memlens, heaptrack and alone, in turn in
+# the same run. Prints the median wall and system seconds of RUNS runs of
+# each, the slowest memlens run (a full ring with thousands of sleepers has
+# a long tail), memlens' wall time over heaptrack's, and whether memlens'
+# call count matches heaptrack's (less heaptrack's own start-up call). Not
+# part of ctest.
+#
+# usage: bench/threads_bench.sh [BUILD_DIR] [RUNS] [THREADS...]
+#   BUILD_DIR  the memlens build (default: build)
+#   RUNS       runs of each tool per size (default: 5)
+#   THREADS    thread counts (default: 200 1000 3000); PAIRS=N sets the pairs (default 2000)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench_lib.sh"
+bench_args 5 "200 1000 3000" "$@"
+for tool in heaptrack heaptrack_print cc /usr/bin/time; do
+  command -v "$tool" >/dev/null || { echo "threads_bench: $tool is not installed" >&2; exit 1; }
+done
+[ -x "$memlens" ] || { echo "threads_bench: no $memlens (build first)" >&2; exit 1; }
+work=$(mktemp -d /tmp/memlens-threads-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cc -O0 -pthread -o "$work/workload" "$here/threads_workload.c"
+pairs=${PAIRS:-2000}
+
+# timed RESULT_FILE CMD...: appends "wall sys" of one run.
+timed() {
+  local out=$1
+  shift
+  /usr/bin/time -o "$work/t" -f '%e %S' "$@" >/dev/null 2>"$work/err" ||
+    { echo "threads_bench: failed: $*" >&2; cat "$work/err" >&2; exit 1; }
+  cat "$work/t" >>"$out"
+}
+col() { cut -d' ' -f"$1" "$2" | median; }
+
+printf '%-7s %-7s %12s %12s %12s %10s %10s %9s  %s\n' threads pairs plain_s heaptrack_s memlens_s \
+  ml_sys_s ml_max_s ml/ht "calls memlens/heaptrack"
+for n in "${sizes[@]}"; do
+  : >"$work/p"; : >"$work/h"; : >"$work/m"
+  for _ in $(seq "$runs"); do
+    timed "$work/p" "$work/workload" "$n" "$pairs"
+    rm -f "$work"/w.heaptrack*
+    (cd "$work" && timed "$work/h" heaptrack -o "$work/w.heaptrack" "$work/workload" "$n" "$pairs")
+    timed "$work/m" "$memlens" run -q --force -o "$work/w.mlt" -- "$work/workload" "$n" "$pairs"
+  done
+  mc=$("$memlens" report "$work/w.mlt" 2>/dev/null | awk '/^allocations:/ { print $2 }')
+  hc=$(heaptrack_print -f "$work"/w.heaptrack.*zst 2>/dev/null | awk '/^calls to allocation functions/ { print $5; exit }')
+  p=$(col 1 "$work/p"); h=$(col 1 "$work/h"); m=$(col 1 "$work/m")
+  printf '%-7s %-7s %12s %12s %12s %10s %10s %9.2f  %s/%s\n' "$n" "$pairs" "$p" "$h" "$m" \
+    "$(col 2 "$work/m")" "$(cut -d' ' -f1 "$work/m" | sort -n | tail -1)" "$(echo "$m / $h" | bc -l)" "$mc" "$hc"
+done
