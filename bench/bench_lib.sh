@@ -18,3 +18,16 @@ bench_args() {
 # The median of the numbers on stdin, one a line (the mean of the middle
 # two when there is an even count).
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# bench_setup NAME TOOL...: stops with a message when a tool or the memlens
+# build is missing; sets `work` to a fresh directory, removed on exit.
+bench_setup() {
+  local name=$1 tool
+  shift
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || { echo "$name: $tool is not installed" >&2; exit 1; }
+  done
+  [ -x "$memlens" ] || { echo "$name: no $memlens (build first)" >&2; exit 1; }
+  work=$(mktemp -d "/tmp/memlens-$name.XXXXXX")
+  trap 'rm -rf "$work"' EXIT
+}

@@ -15,12 +15,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench_lib.sh"
 bench_args 5 "200000 2000000" "$@"
-for tool in heaptrack cc; do
-  command -v "$tool" >/dev/null || { echo "exit_scan_bench: $tool is not installed" >&2; exit 1; }
-done
-[ -x "$memlens" ] || { echo "exit_scan_bench: no $memlens (build first)" >&2; exit 1; }
-work=$(mktemp -d /tmp/memlens-exit-bench.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+bench_setup exit_scan_bench heaptrack cc
 cc -O2 -g -o "$work/workload" "$here/exit_scan_workload.c"
 
 now() { date +%s.%N; }

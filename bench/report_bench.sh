@@ -27,12 +27,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench_lib.sh"
 bench_args 5 "1000000 5000000" "$@"
-for tool in heaptrack heaptrack_print /usr/bin/time cc; do
-  command -v "$tool" >/dev/null || { echo "report_bench: $tool is not installed" >&2; exit 1; }
-done
-[ -x "$memlens" ] || { echo "report_bench: no $memlens (build first)" >&2; exit 1; }
-work=$(mktemp -d /tmp/memlens-report-bench.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+bench_setup report_bench heaptrack heaptrack_print /usr/bin/time cc
 cc -O2 -g -fno-omit-frame-pointer -o "$work/workload" "$here/report_workload.c"
 
 # One timed run: prints "wall_s cpu_s maxrss_kb".

@@ -16,12 +16,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench_lib.sh"
 bench_args 5 "200 1000 3000" "$@"
-for tool in heaptrack heaptrack_print cc /usr/bin/time; do
-  command -v "$tool" >/dev/null || { echo "threads_bench: $tool is not installed" >&2; exit 1; }
-done
-[ -x "$memlens" ] || { echo "threads_bench: no $memlens (build first)" >&2; exit 1; }
-work=$(mktemp -d /tmp/memlens-threads-bench.XXXXXX)
-trap 'rm -rf "$work"' EXIT
+bench_setup threads_bench heaptrack heaptrack_print cc /usr/bin/time
 cc -O0 -pthread -o "$work/workload" "$here/threads_workload.c"
 pairs=${PAIRS:-2000}
 
