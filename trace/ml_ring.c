@@ -58,9 +58,9 @@ static uint64_t now_ns(void) {
  * free. Waking every sleeper from the collector made the one thread that
  * empties the ring spend its time in the scheduler, and woke threads whose
  * slots were still taken only to put them back to sleep: with 1,000 threads
- * on a full ring a third of the run's samples were the collector's futex
- * wake-ups, and with 3,000 the run took 45-95 s, most of it system time
- * (docs/recorder.md). So:
+ * on a full ring a sixth of the run's samples were the collector's futex
+ * wake-ups, and with 3,000 the run took 28-95 s (medians of three calls),
+ * most of it system time (docs/recorder.md). So:
  *   - a producer sleeps with a futex bitset: the bit of the ring segment
  *     (a sixteenth of the ring) that holds the position it waits for, the
  *     one a lap before its own;
