@@ -66,6 +66,18 @@ static void *thread_arena(void *arg) {
     return NULL;
 }
 
+/* In a function of its own: main, compiled -O0, kept lost + 56 in a
+ * callee-saved register across pthread_create, and a thread starts with its
+ * creator's registers. One valgrind run in about twenty found that interior
+ * pointer and called lost "possibly lost". Here the register is restored on
+ * return and the frame is dead (below the stack pointer, not scanned). */
+static __attribute__((noinline)) void lose(void) {
+    void *volatile lost = lk_alloc(MIB);
+    ((void **)lost)[7] = lk_alloc(24);
+    lost = NULL;
+    LK_CLEAR_REGISTERS();
+}
+
 int main(void) {
     big = lk_alloc(MIB);
     ((void **)big)[100] = lk_alloc(48);
@@ -73,9 +85,7 @@ int main(void) {
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (pool == MAP_FAILED) pool = mmap(NULL, 64 * 1024, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     for (int i = 0; i < 4; i++) pool[i * 50] = lk_alloc(40);
-    void *volatile lost = lk_alloc(MIB);
-    ((void **)lost)[7] = lk_alloc(24);
-    lost = NULL;
+    lose();
 
     pthread_t t;
     if (pthread_create(&t, NULL, thread_arena, NULL)) return 1;
