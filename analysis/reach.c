@@ -30,8 +30,18 @@ enum {
 #define EDGES_PER_BLOCK 4
 #define MIN_EDGES (1u << 24)
 
+/* The edges one reading thread found for blocks [from, to): block j's are
+ * edges[start[j], start[j + 1]), or up to nedges for the run's last block.
+ * The runs are not joined into one array: that copy doubled the graph's
+ * memory for a moment (issue 12). */
 typedef struct {
-    const ml_live_block_t *b;
+    size_t from, to;
+    uint32_t *edges;
+    size_t nedges;
+} edge_run_t;
+
+typedef struct {
+    const ml_reach_blocks_t *t;
     size_t n;
     uint64_t lo, hi; /* address range covered by blocks */
     const ml_reach_io_t *io;
@@ -43,7 +53,12 @@ typedef struct {
     /* leaked graph, CSR */
     uint32_t *edges;
     size_t nedges, edges_cap;
-    uint32_t *start, *end; /* per block: its edges are edges[start, end) */
+    /* Per block, where its edges start (n + 1 entries: a block's end is
+     * the next one's start, or its run's end). 4 bytes a block, not the 8
+     * of a start and an end. */
+    uint32_t *start;
+    edge_run_t runs[READ_THREADS_MAX]; /* nruns 0 or 1: edges[] alone */
+    int nruns;
     size_t max_edges;      /* EDGES_ALL: more than this, and the graph is given up */
     int mode;              /* MARK, EDGES_UNSEEN, EDGES_ALL */
     bool prior_definite; /* marking: the memory being scanned is a root or a reachable block */
@@ -65,6 +80,73 @@ static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The block table (ml_reach.h)                                              */
+/* ------------------------------------------------------------------------- */
+
+int ml_reach_blocks_init(ml_reach_blocks_t *t, size_t n, uint64_t or_ptrs, uint64_t max_ptr) {
+    memset(t, 0, sizeof *t);
+    unsigned shift = or_ptrs ? (unsigned)__builtin_ctzll(or_ptrs) : 0;
+    if (shift > 4) shift = 4;
+    uint64_t top = max_ptr >> shift;
+    unsigned bits = top ? 64u - (unsigned)__builtin_clzll(top) : 1u;
+    unsigned size_bits = 64u - bits;
+    if (size_bits > 32) size_bits = 32;
+    if (size_bits < 8) shift = size_bits = 0; /* every block in `big` */
+    t->shift = shift;
+    t->size_bits = size_bits;
+    t->n = n;
+    t->w = malloc((n ? n : 1) * sizeof *t->w);
+    return t->w ? 0 : -ENOMEM;
+}
+
+int ml_reach_blocks_set(ml_reach_blocks_t *t, size_t i, uint64_t ptr, uint64_t size) {
+    uint64_t mask = t->size_bits ? (1ull << t->size_bits) - 1 : 0;
+    bool big = !t->size_bits || size >= mask;
+    if (big) {
+        if (t->nbig == t->big_cap) {
+            size_t cap = t->big_cap ? t->big_cap * 2 : 64;
+            ml_live_block_t *p = realloc(t->big, cap * sizeof *p);
+            if (!p) return -ENOMEM;
+            t->big = p;
+            t->big_cap = cap;
+        }
+        t->big[t->nbig++] = (ml_live_block_t){ptr, size};
+    }
+    t->w[i] = t->size_bits ? (ptr >> t->shift) << t->size_bits | (big ? mask : size) : ptr;
+    return 0;
+}
+
+void ml_reach_blocks_free(ml_reach_blocks_t *t) {
+    free(t->w);
+    free(t->big);
+    memset(t, 0, sizeof *t);
+}
+
+uint64_t ml_reach_block_size(const ml_reach_blocks_t *t, size_t i) {
+    if (!t->size_bits) return t->big[i].size;
+    uint64_t mask = (1ull << t->size_bits) - 1, code = t->w[i] & mask;
+    if (ml_likely(code != mask)) return code;
+    uint64_t ptr = ml_reach_block_ptr(t, i);
+    size_t lo = 0, hi = t->nbig;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t->big[mid].ptr < ptr) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < t->nbig && t->big[lo].ptr == ptr ? t->big[lo].size : 0;
+}
+
+size_t ml_reach_blocks_first(const ml_reach_blocks_t *t, uint64_t lo) {
+    size_t l = 0, h = t->n;
+    while (l < h) {
+        size_t m = (l + h) / 2;
+        if (ml_reach_block_ptr(t, m) < lo) l = m + 1;
+        else h = m;
+    }
+    return l;
 }
 
 /* The block holding address p, or -1. The search goes through `top`
@@ -96,21 +178,28 @@ static int64_t find(const scan_t *s, uint64_t p) {
         lo = (tl - 1) * TOP_STEP;
         n = lo + TOP_STEP < s->n ? TOP_STEP : s->n - lo;
     }
-    const ml_live_block_t *g = s->b + lo;
+    /* The largest word a block at or below p can have. */
+    const ml_reach_blocks_t *t = s->t;
+    uint64_t key = p;
+    if (t->size_bits) {
+        uint64_t k = p >> t->shift;
+        key = k > UINT64_MAX >> t->size_bits ? UINT64_MAX : (k << t->size_bits) | ((1ull << t->size_bits) - 1);
+    }
+    const uint64_t *g = t->w + lo;
     while (n > 1) {
         size_t half = n / 2;
-        g = g[half].ptr <= p ? g + half : g;
+        g = g[half] <= key ? g + half : g;
         n -= half;
     }
-    lo = (size_t)(g - s->b) + (g->ptr <= p);
+    lo = (size_t)(g - t->w) + (*g <= key);
     if (!lo) return -1;
-    const ml_live_block_t *b = &s->b[lo - 1];
-    uint64_t size = b->size ? b->size : 1;
-    if (p - b->ptr >= size) return -1;
-    if (s->io->glibc_chunk_alias && p != b->ptr) {
-        uint64_t chunk = (b->size + 8 + 15) & ~15ull;
+    uint64_t ptr = ml_reach_block_ptr(t, lo - 1), bsize = ml_reach_block_size(t, lo - 1);
+    uint64_t size = bsize ? bsize : 1;
+    if (p - ptr >= size) return -1;
+    if (s->io->glibc_chunk_alias && p != ptr) {
+        uint64_t chunk = (bsize + 8 + 15) & ~15ull;
         if (chunk < 32) chunk = 32;
-        if (p - b->ptr == chunk - 16) return -1; /* glibc's pointer to the next chunk */
+        if (p - ptr == chunk - 16) return -1; /* glibc's pointer to the next chunk */
     }
     return (int64_t)(lo - 1);
 }
@@ -167,12 +256,12 @@ static int scan_words(scan_t *s, const uint8_t *mem, size_t len) {
         if (s->mode == EDGES_ALL) {
             /* A block's pointers to itself change no verdict. */
             if ((uint32_t)k == s->cur) continue;
-            int rc = push_edge(s, (uint32_t)k | (w == s->b[k].ptr ? START_EDGE : 0));
+            int rc = push_edge(s, (uint32_t)k | (w == ml_reach_block_ptr(s->t, (size_t)k) ? START_EDGE : 0));
             if (rc < 0) return rc;
         } else if (s->mode == EDGES_UNSEEN) {
             if (s->v[k] == UNSEEN && (uint32_t)k != s->cur && push_edge(s, (uint32_t)k) < 0)
                 return -ENOMEM;
-        } else if (mark(s, (uint32_t)k, w == s->b[k].ptr, s->prior_definite) < 0) {
+        } else if (mark(s, (uint32_t)k, w == ml_reach_block_ptr(s->t, (size_t)k), s->prior_definite) < 0) {
             return -ENOMEM;
         }
     }
@@ -220,9 +309,7 @@ static int scan_block(scan_t *s, uint32_t idx, const uint8_t *mem, size_t got) {
     s->prior_definite = s->v[idx] == ML_REACH_REACHABLE;
     if (s->mode != MARK) s->start[idx] = (uint32_t)s->nedges;
     s->st->heap_bytes += got;
-    int rc = scan_words(s, mem, got);
-    if (s->mode != MARK) s->end[idx] = (uint32_t)s->nedges;
-    return rc;
+    return scan_words(s, mem, got);
 }
 
 /* Reads and scans a batch of blocks (indices in increasing order, so in
@@ -233,30 +320,30 @@ static int scan_blocks(scan_t *s, const uint32_t *idx, size_t n) {
         size_t k = 0, nreq = 0, used = 0;
         uint64_t span_end = 0;
         while (i + k < n && k < BATCH_REQS) {
-            const ml_live_block_t *b = &s->b[idx[i + k]];
-            size_t len = (size_t)(b->size & ~7ull);
+            uint64_t ptr = ml_reach_block_ptr(s->t, idx[i + k]);
+            uint64_t size = ml_reach_block_size(s->t, idx[i + k]);
+            size_t len = (size_t)(size & ~7ull);
             if (len > PIECE) {
                 if (k) break;
                 /* A big block alone, in pieces. */
                 s->cur = idx[i];
                 s->prior_definite = s->v[s->cur] == ML_REACH_REACHABLE;
                 if (s->mode != MARK) s->start[s->cur] = (uint32_t)s->nedges;
-                int rc = scan_range(s, b->ptr, b->size & ~7ull, &s->st->heap_bytes);
+                int rc = scan_range(s, ptr, size & ~7ull, &s->st->heap_bytes);
                 if (rc < 0) return rc;
-                if (s->mode != MARK) s->end[s->cur] = (uint32_t)s->nedges;
                 i++;
                 goto next;
             }
-            bool join = nreq && b->ptr >= span_end && b->ptr - span_end < SPAN_GAP;
-            size_t add = join ? (size_t)(b->ptr - span_end) + len : len;
+            bool join = nreq && ptr >= span_end && ptr - span_end < SPAN_GAP;
+            size_t add = join ? (size_t)(ptr - span_end) + len : len;
             if (used + add > BATCH_BYTES) break;
             if (join) {
                 s->reqs[nreq - 1].len += add;
             } else {
-                s->reqs[nreq++] = (ml_reach_req_t){b->ptr, len, s->buf + used, 0};
+                s->reqs[nreq++] = (ml_reach_req_t){ptr, len, s->buf + used, 0};
             }
             used += add;
-            span_end = b->ptr + len;
+            span_end = ptr + len;
             s->span[k] = (uint32_t)(nreq - 1);
             k++;
         }
@@ -264,15 +351,15 @@ static int scan_blocks(scan_t *s, const uint32_t *idx, size_t n) {
             int rc = s->io->read(s->io->ctx, s->reqs, nreq);
             if (rc < 0) return rc;
             for (size_t j = 0; j < k; j++) {
-                const ml_live_block_t *b = &s->b[idx[i + j]];
+                uint64_t ptr = ml_reach_block_ptr(s->t, idx[i + j]);
                 const ml_reach_req_t *r = &s->reqs[s->span[j]];
-                size_t len = (size_t)(b->size & ~7ull);
-                uint8_t *mem = (uint8_t *)r->buf + (b->ptr - r->addr);
+                size_t len = (size_t)(ml_reach_block_size(s->t, idx[i + j]) & ~7ull);
+                uint8_t *mem = (uint8_t *)r->buf + (ptr - r->addr);
                 size_t got = len;
                 if (r->got < r->len) {
                     /* Part of the span could not be read: this block on its
                      * own, as if it had been a request of its own. */
-                    ml_reach_req_t one = {b->ptr, len, mem, 0};
+                    ml_reach_req_t one = {ptr, len, mem, 0};
                     if ((rc = s->io->read(s->io->ctx, &one, 1)) < 0) return rc;
                     got = one.got;
                 }
@@ -284,6 +371,19 @@ static int scan_blocks(scan_t *s, const uint32_t *idx, size_t n) {
     next:;
     }
     return 0;
+}
+
+/* Block j's edges: edges_of(...)[*from, *to). */
+static inline const uint32_t *edges_of(const scan_t *s, uint32_t j, uint32_t *from, uint32_t *to) {
+    *from = s->start[j];
+    if (s->nruns > 1) {
+        int r = 0;
+        while (r + 1 < s->nruns && j >= s->runs[r + 1].from) r++;
+        *to = j + 1 == s->runs[r].to ? (uint32_t)s->runs[r].nedges : s->start[j + 1];
+        return s->runs[r].edges;
+    }
+    *to = s->start[j + 1];
+    return s->edges;
 }
 
 /* Regions of blocks further apart than this are searched apart. */
@@ -299,10 +399,13 @@ static int scan_blocks(scan_t *s, const uint32_t *idx, size_t n) {
  * memory, or no dense region: blocks scattered over a wide range), find()
  * searches as before. */
 static void page_index(scan_t *s) {
+    const ml_reach_blocks_t *t = s->t;
     size_t best = 0, best_n = 0;
+    uint64_t prev_end = 0;
     for (size_t i = 0, start = 0; i <= s->n; i++) {
-        bool cut = i == s->n ||
-                   (i > start && s->b[i].ptr - (s->b[i - 1].ptr + s->b[i - 1].size) > REGION_GAP);
+        uint64_t ptr = i < s->n ? ml_reach_block_ptr(t, i) : 0;
+        bool cut = i == s->n || (i > start && ptr - prev_end > REGION_GAP);
+        if (i < s->n) prev_end = ptr + ml_reach_block_size(t, i);
         if (!cut) continue;
         if (i - start > best_n) {
             best = start;
@@ -311,9 +414,10 @@ static void page_index(scan_t *s) {
         start = i;
     }
     if (best_n < 64 || s->n >= UINT32_MAX) return; /* below 64, the plain search is as quick */
-    const ml_live_block_t *first = &s->b[best], *last = &s->b[best + best_n - 1];
-    uint64_t plo = first->ptr & ~4095ull;
-    uint64_t phi = (last->ptr + (last->size ? last->size : 1) + 4095) & ~4095ull;
+    uint64_t last_ptr = ml_reach_block_ptr(t, best + best_n - 1);
+    uint64_t last_size = ml_reach_block_size(t, best + best_n - 1);
+    uint64_t plo = ml_reach_block_ptr(t, best) & ~4095ull;
+    uint64_t phi = (last_ptr + (last_size ? last_size : 1) + 4095) & ~4095ull;
     uint64_t npg = (phi - plo) >> 12;
     if (npg > 2 * (uint64_t)best_n) return;
     uint32_t *pg = malloc((size_t)(npg + 1) * sizeof *pg);
@@ -321,7 +425,7 @@ static void page_index(scan_t *s) {
     size_t i = best;
     for (uint64_t k = 0; k <= npg; k++) {
         uint64_t at = plo + (k << 12);
-        while (i < s->n && s->b[i].ptr < at) i++;
+        while (i < s->n && ml_reach_block_ptr(t, i) < at) i++;
         pg[k] = (uint32_t)i;
     }
     s->pg = pg;
@@ -334,10 +438,11 @@ static void page_index(scan_t *s) {
  * is to the block's start taken from its edge. */
 static int mark_from_graph(scan_t *s) {
     while (s->nwork) {
-        uint32_t j = s->work[--s->nwork];
+        uint32_t j = s->work[--s->nwork], e, end;
+        const uint32_t *edges = edges_of(s, j, &e, &end);
         bool prior_definite = s->v[j] == ML_REACH_REACHABLE;
-        for (uint32_t e = s->start[j]; e < s->end[j]; e++)
-            if (mark(s, s->edges[e] & ~START_EDGE, s->edges[e] & START_EDGE, prior_definite) < 0)
+        for (; e < end; e++)
+            if (mark(s, edges[e] & ~START_EDGE, edges[e] & START_EDGE, prior_definite) < 0)
                 return -ENOMEM;
     }
     return 0;
@@ -383,26 +488,6 @@ static void *part_main(void *arg) {
     return NULL;
 }
 
-/* Appends part p's edges to s's: its blocks' offsets move by what s has. */
-static int join_part(scan_t *s, const part_t *p) {
-    size_t base = s->nedges, total = base + p->s.nedges;
-    if (total > s->max_edges || total >= UINT32_MAX) return -E2BIG;
-    if (total > s->edges_cap) {
-        uint32_t *e = realloc(s->edges, total * sizeof *e);
-        if (!e) return -ENOMEM;
-        s->edges = e;
-        s->edges_cap = total;
-    }
-    if (p->s.nedges) memcpy(s->edges + base, p->s.edges, p->s.nedges * sizeof *s->edges);
-    s->nedges = total;
-    for (size_t i = p->from; i < p->to; i++) {
-        s->start[i] += (uint32_t)base;
-        s->end[i] += (uint32_t)base;
-    }
-    s->st->heap_bytes += p->st.heap_bytes;
-    return 0;
-}
-
 /* Reads every block once, in address order, into the whole pointer graph
  * (EDGES_ALL). Returns 0, -E2BIG when the graph outgrew max_edges, or
  * another negative errno.
@@ -422,7 +507,7 @@ static int read_graph(scan_t *s) {
     if (!parts) return read_graph_range(s, 0, s->n);
     /* Cut points: equal shares of the bytes to read. */
     uint64_t bytes = 0;
-    for (size_t i = 0; i < s->n; i++) bytes += s->b[i].size;
+    for (size_t i = 0; i < s->n; i++) bytes += ml_reach_block_size(s->t, i);
     size_t at = 0;
     uint64_t acc = 0;
     for (int t = 0; t < nt; t++) {
@@ -430,7 +515,7 @@ static int read_graph(scan_t *s) {
         uint64_t want = bytes / (uint64_t)nt * (uint64_t)(t + 1);
         if (t == nt - 1) at = s->n;
         else
-            while (at < s->n && (acc < want || at == parts[t].from)) acc += s->b[at++].size;
+            while (at < s->n && (acc < want || at == parts[t].from)) acc += ml_reach_block_size(s->t, at++);
         parts[t].to = at;
     }
     int rc = 0;
@@ -446,6 +531,9 @@ static int read_graph(scan_t *s) {
         p->running = p->ready && pthread_create(&p->t, NULL, part_main, p) == 0;
     }
     rc = read_graph_range(s, parts[0].from, parts[0].to);
+    s->runs[0] = (edge_run_t){parts[0].from, parts[0].to, NULL, s->nedges};
+    s->nruns = 1;
+    size_t total = s->nedges;
     for (int t = 1; t < nt; t++) {
         part_t *p = &parts[t];
         if (p->running) pthread_join(p->t, NULL);
@@ -455,38 +543,53 @@ static int read_graph(scan_t *s) {
             p->rc = -ENOMEM;
         /* The parts in address order: any part's -E2BIG gives the graph up. */
         if (p->rc == -E2BIG || (rc == 0 && p->rc < 0)) rc = p->rc;
-        if (rc == 0) rc = join_part(s, p);
+        total += p->s.nedges;
+        if (rc == 0 && total > s->max_edges) rc = -E2BIG;
+        /* The run keeps the part's edges (s frees them), with its own
+         * indices: start[] of its blocks count from its first edge. */
+        s->runs[s->nruns++] = (edge_run_t){p->from, p->to, p->s.edges, p->s.nedges};
+        s->st->heap_bytes += p->st.heap_bytes;
         free(p->s.buf);
         free(p->s.reqs);
         free(p->s.span);
-        free(p->s.edges);
+        free(p->s.work);
     }
     free(parts);
+    s->runs[0].edges = s->edges;
     return rc;
 }
 
-int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t *roots,
-                      size_t nroots, const ml_reach_io_t *io, uint8_t *verdict,
-                      ml_reach_stats_t *st) {
+/* The runs' edges, and edges[] (the first run's), freed. */
+static void free_graph(scan_t *s) {
+    for (int r = 1; r < s->nruns; r++) free(s->runs[r].edges);
+    s->nruns = 0;
+    free(s->edges);
+    s->edges = NULL;
+    s->nedges = s->edges_cap = 0;
+}
+
+int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots, size_t nroots,
+                             const ml_reach_io_t *io, uint8_t *verdict, ml_reach_stats_t *st) {
+    size_t n = t->n;
     memset(st, 0, sizeof *st);
     memset(verdict, UNSEEN, n);
     if (!n) return 0;
-    scan_t s = {.b = blocks, .n = n, .io = io, .v = verdict, .st = st};
-    s.lo = blocks[0].ptr;
+    scan_t s = {.t = t, .n = n, .io = io, .v = verdict, .st = st};
+    s.lo = ml_reach_block_ptr(t, 0);
     s.hi = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t e = blocks[i].ptr + (blocks[i].size ? blocks[i].size : 1);
+        uint64_t size = ml_reach_block_size(t, i);
+        uint64_t e = ml_reach_block_ptr(t, i) + (size ? size : 1);
         if (e > s.hi) s.hi = e;
     }
     int rc = -ENOMEM;
     if (!read_buffers(&s)) goto out;
     s.ntop = (n + TOP_STEP - 1) / TOP_STEP;
     s.top = malloc(s.ntop * sizeof *s.top);
-    for (size_t j = 0; s.top && j < s.ntop; j++) s.top[j] = blocks[j * TOP_STEP].ptr;
+    for (size_t j = 0; s.top && j < s.ntop; j++) s.top[j] = ml_reach_block_ptr(t, j * TOP_STEP);
     page_index(&s);
-    s.start = malloc(n * sizeof *s.start);
-    s.end = malloc(n * sizeof *s.end);
-    if (!s.start || !s.end) goto out;
+    s.start = malloc((n + 1) * sizeof *s.start);
+    if (!s.start) goto out;
 
     /* 1. The whole graph, when it is small enough to keep (below), and the
      * blocks reachable from the roots, marked from it. Each block is read
@@ -503,12 +606,11 @@ int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t 
         s.max_edges = n * EDGES_PER_BLOCK > MIN_EDGES ? n * EDGES_PER_BLOCK : MIN_EDGES;
         if (io->max_edges) s.max_edges = io->max_edges > 0 ? (size_t)io->max_edges : 0;
         rc = read_graph(&s);
+        if (s.nruns <= 1) s.start[n] = (uint32_t)s.nedges;
         if (rc == -E2BIG) {
             /* Too many pointers to keep: read blocks as they are reached. */
             graph = false;
-            free(s.edges);
-            s.edges = NULL;
-            s.nedges = s.edges_cap = 0;
+            free_graph(&s);
             st->heap_bytes = 0;
             st->graph_given_up = true;
         } else if (rc < 0) {
@@ -536,8 +638,11 @@ int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t 
             if ((rc = scan_blocks(&s, batch, k)) < 0) goto out;
         }
 
-        /* 2. The leaked blocks' pointer graph (edges between unreached blocks). */
+        /* 2. The leaked blocks' pointer graph (edges between unreached
+         * blocks). Blocks not read have no edges: their start is the next
+         * one's (filled in below). */
         s.mode = EDGES_UNSEEN;
+        memset(s.start, 0xff, (n + 1) * sizeof *s.start);
         for (size_t i = 0; i < n;) {
             uint32_t batch[BATCH_REQS];
             size_t k = 0;
@@ -545,6 +650,9 @@ int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t 
                 if (verdict[i] == UNSEEN) batch[k++] = (uint32_t)i;
             if (k && (rc = scan_blocks(&s, batch, k)) < 0) goto out;
         }
+        s.start[n] = (uint32_t)s.nedges;
+        for (size_t i = n; i-- > 0;)
+            if (s.start[i] == UINT32_MAX) s.start[i] = s.start[i + 1];
     }
 
     /* 3. Leaders and their cliques, in address order. */
@@ -554,19 +662,20 @@ int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t 
         s.nwork = 0;
         if ((rc = push_work(&s, (uint32_t)i)) < 0) goto out;
         while (s.nwork) {
-            uint32_t j = s.work[--s.nwork];
+            uint32_t j = s.work[--s.nwork], e, end;
+            const uint32_t *edges = edges_of(&s, j, &e, &end);
             /* With the whole graph, edges to blocks that are not leaked
              * are there too: neither test below takes them. */
-            for (uint32_t e = s.start[j]; e < s.end[j]; e++) {
-                uint32_t t = graph ? s.edges[e] & ~START_EDGE : s.edges[e];
-                if (t == i) continue;
-                if (verdict[t] == UNSEEN) {
-                    verdict[t] = ML_REACH_INDIRECT;
-                    if ((rc = push_work(&s, t)) < 0) goto out;
-                } else if (verdict[t] == ML_REACH_DEFINITE) {
+            for (; e < end; e++) {
+                uint32_t to = graph ? edges[e] & ~START_EDGE : edges[e];
+                if (to == i) continue;
+                if (verdict[to] == UNSEEN) {
+                    verdict[to] = ML_REACH_INDIRECT;
+                    if ((rc = push_work(&s, to)) < 0) goto out;
+                } else if (verdict[to] == ML_REACH_DEFINITE) {
                     /* An earlier leader hangs off this one: it joins this clique
                      * (its own clique is already indirect). */
-                    verdict[t] = ML_REACH_INDIRECT;
+                    verdict[to] = ML_REACH_INDIRECT;
                 }
             }
         }
@@ -585,8 +694,24 @@ out:
     free(s.top);
     free(s.pg);
     free(s.work);
-    free(s.edges);
+    free_graph(&s);
     free(s.start);
-    free(s.end);
+    return rc;
+}
+
+int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t *roots,
+                      size_t nroots, const ml_reach_io_t *io, uint8_t *verdict,
+                      ml_reach_stats_t *st) {
+    uint64_t or_ptrs = 0, max_ptr = 0;
+    for (size_t i = 0; i < n; i++) {
+        or_ptrs |= blocks[i].ptr;
+        if (blocks[i].ptr > max_ptr) max_ptr = blocks[i].ptr;
+    }
+    ml_reach_blocks_t t;
+    int rc = ml_reach_blocks_init(&t, n, or_ptrs, max_ptr);
+    for (size_t i = 0; rc == 0 && i < n; i++) rc = ml_reach_blocks_set(&t, i, blocks[i].ptr, blocks[i].size);
+    if (rc == 0) rc = ml_reach_classify_blocks(&t, roots, nroots, io, verdict, st);
+    else memset(st, 0, sizeof *st);
+    ml_reach_blocks_free(&t);
     return rc;
 }

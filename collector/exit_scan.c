@@ -120,17 +120,6 @@ static int push_range(ranges_t *r, uint64_t lo, uint64_t hi) {
     return 0;
 }
 
-/* The index of the first block at or above lo. */
-static size_t first_block(const ml_live_block_t *b, size_t n, uint64_t lo) {
-    size_t l = 0, h = n;
-    while (l < h) {
-        size_t m = (l + h) / 2;
-        if (b[m].ptr < lo) l = m + 1;
-        else h = m;
-    }
-    return l;
-}
-
 /* Stack pointers of the target's threads (a thread blocked in a system call,
  * as all are while the main thread waits in our destructor, shows it in
  * /proc/PID/task/TID/syscall: "nr args... sp pc"). */
@@ -178,7 +167,7 @@ typedef struct {
 /* What every mapping is decided with. */
 typedef struct {
     pid_t pid;
-    const ml_live_block_t *b;
+    const ml_reach_blocks_t *b;
     size_t nb;
     const uint64_t *sps;
     size_t nsp;
@@ -226,9 +215,9 @@ static int push_joined(ranges_t *r, uint64_t lo, uint64_t hi) {
  * False when a block lies in neither kind of part, or a header cannot be
  * read or does not hold together: the whole mapping is then heap. */
 static bool glibc_heap_parts(roots_ctx_t *x, const mapping_t *m) {
-    size_t i = first_block(x->b, x->nb, m->lo);
-    while (i < x->nb && x->b[i].ptr < m->hi) {
-        uint64_t p = x->b[i].ptr, end = p + x->b[i].size, hdr[2], lo, hi;
+    size_t i = ml_reach_blocks_first(x->b, m->lo);
+    while (i < x->nb && ml_reach_block_ptr(x->b, i) < m->hi) {
+        uint64_t p = ml_reach_block_ptr(x->b, i), end = p + ml_reach_block_size(x->b, i), hdr[2], lo, hi;
         if (++x->reads > HEADER_READS_MAX || p < 16 || !read_words(x->pid, p - 16, hdr, 2)) return false;
         if (hdr[1] & GLIBC_IS_MMAPPED) {
             uint64_t chunk = p - 16;
@@ -249,7 +238,7 @@ static bool glibc_heap_parts(roots_ctx_t *x, const mapping_t *m) {
         if (lo < m->lo) lo = m->lo;
         if (hi > m->hi) hi = m->hi;
         if (push_joined(&x->parts, lo, hi) < 0) return false;
-        while (i < x->nb && x->b[i].ptr < hi) i++;
+        while (i < x->nb && ml_reach_block_ptr(x->b, i) < hi) i++;
     }
     return true;
 }
@@ -305,10 +294,10 @@ static int consider(roots_ctx_t *x, const mapping_t *m) {
             if (from > lo) lo = from;
         }
     x->parts.n = 0;
-    size_t first = first_block(x->b, x->nb, m->lo);
+    size_t first = ml_reach_blocks_first(x->b, m->lo);
     /* Heap memory is scanned per block, not as a root: free chunks hold
      * stale pointers. Only what lies beside glibc's parts is a root. */
-    if (first < x->nb && x->b[first].ptr < m->hi && (!x->glibc || !glibc_heap_parts(x, m))) return 0;
+    if (first < x->nb && ml_reach_block_ptr(x->b, first) < m->hi && (!x->glibc || !glibc_heap_parts(x, m))) return 0;
     /* Nor is memlens' own memory. */
     size_t nheap = x->parts.n;
     for (size_t k = first_range(&x->raw, m->lo); k < x->raw.n && x->raw.v[k].lo < m->hi; k++) {
@@ -328,7 +317,7 @@ static int consider(roots_ctx_t *x, const mapping_t *m) {
     return lo < m->hi ? push_range(x->roots, lo, m->hi) : 0;
 }
 
-static int collect_roots(pid_t pid, const ml_live_block_t *b, size_t nb, uint64_t exit_sp, bool glibc,
+static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint64_t exit_sp, bool glibc,
                          uint64_t raw_registry, ranges_t *roots) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
@@ -388,13 +377,13 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
                   void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, uint64_t raw_registry) {
     uint64_t t0 = mono_ns();
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
-    ml_live_block_t *b = NULL;
+    ml_reach_blocks_t b;
     uint8_t *v = NULL;
     ranges_t roots = {0};
-    int64_t nb = ml_analysis_live_blocks(an, &b);
+    int64_t nb = ml_analysis_live_reach_blocks(an, &b);
     int rc = nb < 0 ? (int)nb : 0;
     bool glibc = !strcmp(ml_analysis_allocator_model(an), "glibc");
-    if (rc == 0) rc = collect_roots(pid, b, (size_t)nb, exit_sp, glibc, raw_registry, &roots);
+    if (rc == 0) rc = collect_roots(pid, &b, (size_t)nb, exit_sp, glibc, raw_registry, &roots);
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
         v = malloc((size_t)nb);
@@ -408,7 +397,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
             /* The target waits for the scan: its CPU is free. */
             .threads = cpus > SCAN_THREADS ? SCAN_THREADS : (int)cpus,
         };
-        rc = v ? ml_reach_classify(b, (size_t)nb, roots.v, roots.n, &io, v, &st) : -ENOMEM;
+        rc = v ? ml_reach_classify_blocks(&b, roots.v, roots.n, &io, v, &st) : -ENOMEM;
     }
     /* The verdicts are made: the process need not wait while they are
      * written (on 7.5 M blocks, 0.3 s; its own exit then overlaps it). */
@@ -428,7 +417,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
         ml_record_t r = {.tag = ML_T_BLOCK_REACH, .time_ms = time_ms, .thread = thread};
         for (int64_t i = 0; i < nb; i++) {
             if (v[i] == most) continue;
-            r.u.block_reach.ptr = b[i].ptr;
+            r.u.block_reach.ptr = ml_reach_block_ptr(&b, (size_t)i);
             r.u.block_reach.reach = v[i];
             emit(ctx, &r);
         }
@@ -448,7 +437,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
     sum.u.reach_scan.status = rc;
     sum.u.reach_scan.duration_us = (mono_ns() - t0) / 1000;
     emit(ctx, &sum);
-    free(b);
+    ml_reach_blocks_free(&b);
     free(v);
     free(roots.v);
     return rc;

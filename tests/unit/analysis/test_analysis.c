@@ -849,6 +849,96 @@ static void wide_scan(const ml_live_block_t *b, int threads, int64_t max_edges, 
     cr_assert_eq(ml_reach_classify(b, WIDE_N, roots, 1, &io, v, st), 0, "threads %d", threads);
 }
 
+/* A list through every block: read on threads, each thread's last block
+ * points into the next one's share, and its edge must survive (the runs'
+ * edges are kept apart, reach.c). */
+Test(reach, a_list_across_the_threads_shares_stays_reachable) {
+    wide_mem = malloc(64ull * WIDE_N);
+    ml_live_block_t *b = malloc(WIDE_N * sizeof *b);
+    uint8_t *v = malloc(WIDE_N);
+    cr_assert(wide_mem && b && v);
+    memset(wide_mem, 0, 64ull * WIDE_N);
+    for (uint32_t i = 0; i < WIDE_N; i++) b[i] = (ml_live_block_t){WIDE_BASE + 64ull * i, 16 + (i % 3) * 16};
+    for (uint32_t i = 0; i + 1 < WIDE_N; i++) wide_put(b[i].ptr + 8 * (i % 2), b[i + 1].ptr);
+    wide_root = b[0].ptr;
+    for (int threads = 1; threads <= 4; threads *= 2) {
+        ml_reach_stats_t st;
+        wide_scan(b, threads, 0, v, &st);
+        cr_expect_not(st.graph_given_up);
+        cr_expect_eq(st.reachable, WIDE_N, "threads %d: %llu reachable", threads, (unsigned long long)st.reachable);
+    }
+    free(v);
+    free(b);
+    free(wide_mem);
+}
+
+/* The block table keeps an address in the bits its addresses need, and a
+ * size in the bits left; sizes that do not fit are kept beside it. */
+Test(reach, the_block_table_keeps_every_address_and_size) {
+    ml_reach_blocks_t t;
+    /* 16-byte aligned, 47-bit addresses: 43 bits, 21 for sizes. */
+    const uint64_t hi = 0x7ff000000000ull;
+    const ml_live_block_t a[] = {{hi, 0}, {hi + 0x10, (1u << 21) - 2}, {hi + 0x20, (1u << 21) - 1},
+                                 {hi + 0x30, 5ull << 30}, {hi + 0x40, 1}};
+    cr_assert_eq(ml_reach_blocks_init(&t, 5, hi | 0x10 | 0x20 | 0x30 | 0x40, hi + 0x40), 0);
+    for (size_t i = 0; i < 5; i++) cr_assert_eq(ml_reach_blocks_set(&t, i, a[i].ptr, a[i].size), 0);
+    cr_expect_eq(t.shift, 4);
+    cr_expect_eq(t.size_bits, 21);
+    cr_expect_eq(t.nbig, 2);
+    for (size_t i = 0; i < 5; i++) {
+        cr_expect_eq(ml_reach_block_ptr(&t, i), a[i].ptr, "block %zu", i);
+        cr_expect_eq(ml_reach_block_size(&t, i), a[i].size, "block %zu", i);
+    }
+    cr_expect_eq(ml_reach_blocks_first(&t, hi + 0x11), 2);
+    cr_expect_eq(ml_reach_blocks_first(&t, hi + 0x41), 5);
+    ml_reach_blocks_free(&t);
+    /* Tagged pointers leave no room: every block is kept beside. */
+    const uint64_t tag = 0xff00000000001000ull;
+    cr_assert_eq(ml_reach_blocks_init(&t, 2, tag, tag + 0x10), 0);
+    cr_assert_eq(ml_reach_blocks_set(&t, 0, tag, 24), 0);
+    cr_assert_eq(ml_reach_blocks_set(&t, 1, tag + 0x10, 7), 0);
+    cr_expect_eq(t.size_bits, 0);
+    cr_expect_eq(ml_reach_block_ptr(&t, 1), tag + 0x10);
+    cr_expect_eq(ml_reach_block_size(&t, 0), 24);
+    cr_expect_eq(ml_reach_block_size(&t, 1), 7);
+    ml_reach_blocks_free(&t);
+}
+
+/* A block whose size is kept beside the table is scanned and searched
+ * whole: with an odd address among the blocks (no low bit is free), 47-bit
+ * addresses leave 17 bits, and block A's 150,000 bytes do not fit them. */
+static uint8_t HMEM[0x40000];
+#define HBASE 0x7ff000000000ull
+static int high_read(void *ctx, ml_reach_req_t *r, size_t n) {
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) {
+        r[i].got = 0;
+        if (r[i].addr < HBASE || r[i].addr + r[i].len > HBASE + sizeof HMEM) continue;
+        memcpy(r[i].buf, HMEM + (r[i].addr - HBASE), r[i].len);
+        r[i].got = r[i].len;
+    }
+    return 0;
+}
+Test(reach, a_block_too_big_for_the_table_is_scanned_whole) {
+    memset(HMEM, 0, sizeof HMEM);
+    const uint64_t A = HBASE + 0x1000, B = HBASE + 0x30001, C = HBASE + 0x30101;
+    ml_live_block_t b[] = {{A, 150000}, {B, 8}, {C, 16}};
+    uint64_t w = A + 140000; /* the root: into A, past its first 2^17 bytes */
+    memcpy(HMEM + 0x10, &w, 8);
+    memcpy(HMEM + (A + 140000 - HBASE), &B, 8); /* A's word there: B's start */
+    ml_range_t roots[] = {{HBASE, HBASE + 0x100}};
+    for (int64_t max_edges = 0; max_edges >= -1; max_edges--) {
+        ml_reach_io_t io = {.read = high_read, .max_edges = max_edges};
+        uint8_t v[3];
+        ml_reach_stats_t st;
+        cr_assert_eq(ml_reach_classify(b, 3, roots, 1, &io, v, &st), 0);
+        cr_expect_eq(v[0], ML_REACH_POSSIBLE, "max_edges %d", (int)max_edges);
+        cr_expect_eq(v[1], ML_REACH_POSSIBLE, "max_edges %d", (int)max_edges);
+        cr_expect_eq(v[2], ML_REACH_DEFINITE, "max_edges %d", (int)max_edges);
+        cr_expect_eq(st.heap_bytes, 150000 + 8 + 16);
+    }
+}
+
 Test(reach, the_graph_read_on_threads_is_the_same_graph) {
     wide_mem = malloc(64ull * WIDE_N);
     ml_live_block_t *b = malloc(WIDE_N * sizeof *b);
