@@ -1032,29 +1032,16 @@ static int cmp_fblock(const void *x, const void *y) {
 
 RADIX_SORT(ml__sort_fblocks, ml__fblock_t, cmp_fblock)
 
-int64_t ml_analysis_live_reach_blocks(const ml_analysis_t *a, ml_reach_blocks_t *t) {
+int64_t ml_analysis_live_reach_blocks(ml_analysis_t *a, ml_reach_blocks_t *t) {
     memset(t, 0, sizeof *t);
-    ml__live_cursor_t cur;
-    if (ml__live_cursor_init(&cur, &a->heap) < 0) return -ENOMEM;
-    /* Two walks: the first finds what the table's layout depends on. */
-    uint64_t n = 0, or_ptrs = 0, max_ptr = 0;
-    ml__fblock_t b;
-    while (n < a->heap.count && ml__live_next_fblock(&cur, UINT64_MAX, &b)) {
-        or_ptrs |= b.ptr;
-        if (b.ptr > max_ptr) max_ptr = b.ptr;
-        n++;
+    t->live = malloc(sizeof *t->live);
+    if (!t->live || ml__live_index_init(t->live, &a->heap) < 0) {
+        free(t->live);
+        t->live = NULL;
+        return -ENOMEM;
     }
-    int rc = ml_reach_blocks_init(t, n, or_ptrs, max_ptr);
-    ml__live_cursor_rewind(&cur);
-    ml__block_t e;
-    for (uint64_t i = 0; rc == 0 && i < n && ml__live_next(&cur, &e); i++)
-        rc = ml_reach_blocks_set(t, i, e.ptr, e.size);
-    ml__live_cursor_free(&cur);
-    if (rc < 0) {
-        ml_reach_blocks_free(t);
-        return rc;
-    }
-    return (int64_t)n;
+    t->n = t->live->n;
+    return (int64_t)t->n;
 }
 
 int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {

@@ -95,6 +95,32 @@ void ml__live_cursor_free(ml__live_cursor_t *cur);
  * -ENOMEM. */
 int64_t ml__live_gather(const ml__live_t *L, ml__block_t **out);
 
+/* The blocks by their index in address order, read in place (the exit
+ * scan's block table, ml_reach.h): the chunks sorted by page and the index
+ * of each one's first block, 24 bytes a chunk and nothing a block. Init
+ * drops the chunks' dead entries (the set stays the same set); the set must
+ * not change until the index is freed. */
+struct ml__live_index_s {
+    ml__live_t *L;
+    void *pages;    /* the cursor's sorted directory */
+    uint64_t *base; /* base[k]: the index of chunk k's first block; base[npages] = n */
+    uint64_t npages, n;
+    /* For the region of pages that holds the most chunks: pgk[j] is the
+     * first chunk at or after page plo + j (NULL: none, search the pages). */
+    uint32_t *pgk;
+    uint64_t plo, npg;
+};
+typedef struct ml__live_index_s ml__live_index_t;
+int ml__live_index_init(ml__live_index_t *x, ml__live_t *L); /* 0 or -ENOMEM */
+void ml__live_index_free(ml__live_index_t *x);
+/* Block i's address and size; *hint (any value at first) is the chunk
+ * looked at last, which makes a walk in index order cheap. */
+void ml__live_index_block(const ml__live_index_t *x, uint64_t i, uint64_t *hint, uint64_t *ptr,
+                          uint64_t *size);
+/* The last block at or below address p: its index, address and size; -1
+ * when there is none. */
+int64_t ml__live_index_floor(const ml__live_index_t *x, uint64_t p, uint64_t *ptr, uint64_t *size);
+
 struct ml_analysis_s;
 /* analysis.c: the live set and map to the smallest tables that hold them (at the
  * end record, and after restoring a snapshot). */

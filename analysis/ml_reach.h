@@ -92,12 +92,16 @@ typedef struct {
  * the copy was 120 MB on top of the collector's live set when a program
  * exited with 7.5 M blocks (issue 12). With addresses too wide to leave 8
  * bits (tagged pointers), size_bits is 0 and `big` holds every block. */
+struct ml__live_index_s;
 typedef struct {
     uint64_t *w;
     size_t n;
     unsigned shift, size_bits;
     ml_live_block_t *big;
     size_t nbig, big_cap;
+    /* Or (w NULL) the blocks read in place from the analysis session's live
+     * set (analysis_internal.h): nothing a block. */
+    struct ml__live_index_s *live;
 } ml_reach_blocks_t;
 
 /** Sets up t for n blocks whose addresses, ORed together, give or_ptrs and
@@ -108,10 +112,11 @@ int ml_reach_blocks_init(ml_reach_blocks_t *t, size_t n, uint64_t or_ptrs, uint6
 int ml_reach_blocks_set(ml_reach_blocks_t *t, size_t i, uint64_t ptr, uint64_t size);
 void ml_reach_blocks_free(ml_reach_blocks_t *t);
 
-static inline uint64_t ml_reach_block_ptr(const ml_reach_blocks_t *t, size_t i) {
-    return t->size_bits ? (t->w[i] >> t->size_bits) << t->shift : t->w[i];
-}
-/** Block i's size. */
+/** Block i's address and size. *hint (0 at first) makes a walk in index
+ * order cheap. */
+void ml_reach_block_at(const ml_reach_blocks_t *t, size_t i, uint64_t *hint, uint64_t *ptr,
+                       uint64_t *size);
+uint64_t ml_reach_block_ptr(const ml_reach_blocks_t *t, size_t i);
 uint64_t ml_reach_block_size(const ml_reach_blocks_t *t, size_t i);
 /** The index of the first block at or above address lo (n: none). */
 size_t ml_reach_blocks_first(const ml_reach_blocks_t *t, uint64_t lo);
@@ -123,9 +128,10 @@ int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t 
                       size_t nroots, const ml_reach_io_t *io, uint8_t *verdict,
                       ml_reach_stats_t *st);
 
-/** The session's live heap blocks, in address order, into t (free it with
- * ml_reach_blocks_free): the count, or -ENOMEM. */
-int64_t ml_analysis_live_reach_blocks(const ml_analysis_t *a, ml_reach_blocks_t *t);
+/** The session's live heap blocks, in address order, as a table read in
+ * place (free it with ml_reach_blocks_free; the session must not change
+ * meanwhile): the count, or -ENOMEM. */
+int64_t ml_analysis_live_reach_blocks(ml_analysis_t *a, ml_reach_blocks_t *t);
 
 /** ml_reach_classify() on a block table. */
 int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots, size_t nroots,

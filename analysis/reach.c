@@ -63,6 +63,7 @@ typedef struct {
     int mode;              /* MARK, EDGES_UNSEEN, EDGES_ALL */
     bool prior_definite; /* marking: the memory being scanned is a root or a reachable block */
     uint32_t cur; /* block being scanned */
+    uint64_t hint; /* blk()'s: the chunk of the block read last (per thread) */
     uint8_t *buf;
     ml_reach_req_t *reqs;
     uint32_t *span; /* per block of a batch: its request */
@@ -122,14 +123,20 @@ int ml_reach_blocks_set(ml_reach_blocks_t *t, size_t i, uint64_t ptr, uint64_t s
 void ml_reach_blocks_free(ml_reach_blocks_t *t) {
     free(t->w);
     free(t->big);
+    if (t->live) ml__live_index_free(t->live);
+    free(t->live);
     memset(t, 0, sizeof *t);
 }
 
-uint64_t ml_reach_block_size(const ml_reach_blocks_t *t, size_t i) {
+static inline uint64_t packed_ptr(const ml_reach_blocks_t *t, size_t i) {
+    return t->size_bits ? (t->w[i] >> t->size_bits) << t->shift : t->w[i];
+}
+
+static uint64_t packed_size(const ml_reach_blocks_t *t, size_t i) {
     if (!t->size_bits) return t->big[i].size;
     uint64_t mask = (1ull << t->size_bits) - 1, code = t->w[i] & mask;
     if (ml_likely(code != mask)) return code;
-    uint64_t ptr = ml_reach_block_ptr(t, i);
+    uint64_t ptr = packed_ptr(t, i);
     size_t lo = 0, hi = t->nbig;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
@@ -139,11 +146,42 @@ uint64_t ml_reach_block_size(const ml_reach_blocks_t *t, size_t i) {
     return lo < t->nbig && t->big[lo].ptr == ptr ? t->big[lo].size : 0;
 }
 
+static inline void blk(const ml_reach_blocks_t *t, size_t i, uint64_t *hint, uint64_t *ptr,
+                       uint64_t *size) {
+    if (t->w) {
+        *ptr = packed_ptr(t, i);
+        *size = packed_size(t, i);
+    } else {
+        ml__live_index_block(t->live, i, hint, ptr, size);
+    }
+}
+
+void ml_reach_block_at(const ml_reach_blocks_t *t, size_t i, uint64_t *hint, uint64_t *ptr,
+                       uint64_t *size) {
+    blk(t, i, hint, ptr, size);
+}
+
+uint64_t ml_reach_block_ptr(const ml_reach_blocks_t *t, size_t i) {
+    uint64_t hint = 0, ptr, size;
+    blk(t, i, &hint, &ptr, &size);
+    return ptr;
+}
+
+uint64_t ml_reach_block_size(const ml_reach_blocks_t *t, size_t i) {
+    uint64_t hint = 0, ptr, size;
+    blk(t, i, &hint, &ptr, &size);
+    return size;
+}
+
 size_t ml_reach_blocks_first(const ml_reach_blocks_t *t, uint64_t lo) {
+    if (!t->w) {
+        uint64_t ptr, size;
+        return lo ? (size_t)(ml__live_index_floor(t->live, lo - 1, &ptr, &size) + 1) : 0;
+    }
     size_t l = 0, h = t->n;
     while (l < h) {
         size_t m = (l + h) / 2;
-        if (ml_reach_block_ptr(t, m) < lo) l = m + 1;
+        if (packed_ptr(t, m) < lo) l = m + 1;
         else h = m;
     }
     return l;
@@ -153,8 +191,16 @@ size_t ml_reach_blocks_first(const ml_reach_blocks_t *t, uint64_t lo) {
  * first, the address of every TOP_STEP-th block, which stays in the caches,
  * and ends among TOP_STEP neighbours: in one search over millions of blocks,
  * each of the last dozen steps was a cache miss. */
-static int64_t find(const scan_t *s, uint64_t p) {
+static int64_t find(const scan_t *s, uint64_t p, uint64_t *start) {
     if (p < s->lo || p >= s->hi) return -1;
+    const ml_reach_blocks_t *t = s->t;
+    uint64_t ptr, bsize;
+    int64_t at;
+    if (!t->w) {
+        /* In place: the live set finds p's page, then the block. */
+        if ((at = ml__live_index_floor(t->live, p, &ptr, &bsize)) < 0) return -1;
+        goto found;
+    }
     /* Both searches count the entries <= p without a branch on the data (a
      * conditional move per step): the branches mispredicted half the time. */
     size_t lo = 0, n = s->n;
@@ -166,20 +212,19 @@ static int64_t find(const scan_t *s, uint64_t p) {
         if (s->pg[k + 1] <= lo) return -1; /* no block starts at or below p */
         n = s->pg[k + 1] - lo;
     } else if (s->top) {
-        const uint64_t *t = s->top;
+        const uint64_t *q = s->top;
         size_t m = s->ntop;
         while (m > 1) {
             size_t half = m / 2;
-            t = t[half] <= p ? t + half : t;
+            q = q[half] <= p ? q + half : q;
             m -= half;
         }
-        size_t tl = (size_t)(t - s->top) + (*t <= p);
+        size_t tl = (size_t)(q - s->top) + (*q <= p);
         if (!tl) return -1;
         lo = (tl - 1) * TOP_STEP;
         n = lo + TOP_STEP < s->n ? TOP_STEP : s->n - lo;
     }
     /* The largest word a block at or below p can have. */
-    const ml_reach_blocks_t *t = s->t;
     uint64_t key = p;
     if (t->size_bits) {
         uint64_t k = p >> t->shift;
@@ -193,7 +238,10 @@ static int64_t find(const scan_t *s, uint64_t p) {
     }
     lo = (size_t)(g - t->w) + (*g <= key);
     if (!lo) return -1;
-    uint64_t ptr = ml_reach_block_ptr(t, lo - 1), bsize = ml_reach_block_size(t, lo - 1);
+    at = (int64_t)(lo - 1);
+    ptr = packed_ptr(t, lo - 1);
+    bsize = packed_size(t, lo - 1);
+found:;
     uint64_t size = bsize ? bsize : 1;
     if (p - ptr >= size) return -1;
     if (s->io->glibc_chunk_alias && p != ptr) {
@@ -201,7 +249,8 @@ static int64_t find(const scan_t *s, uint64_t p) {
         if (chunk < 32) chunk = 32;
         if (p - ptr == chunk - 16) return -1; /* glibc's pointer to the next chunk */
     }
-    return (int64_t)(lo - 1);
+    *start = ptr;
+    return at;
 }
 
 static int push_work(scan_t *s, uint32_t i) {
@@ -251,17 +300,18 @@ static int scan_words(scan_t *s, const uint8_t *mem, size_t len) {
         uint64_t w;
         memcpy(&w, mem + off, 8);
         if (w < s->lo || w >= s->hi) continue;
-        int64_t k = find(s, w);
+        uint64_t start;
+        int64_t k = find(s, w, &start);
         if (k < 0) continue;
         if (s->mode == EDGES_ALL) {
             /* A block's pointers to itself change no verdict. */
             if ((uint32_t)k == s->cur) continue;
-            int rc = push_edge(s, (uint32_t)k | (w == ml_reach_block_ptr(s->t, (size_t)k) ? START_EDGE : 0));
+            int rc = push_edge(s, (uint32_t)k | (w == start ? START_EDGE : 0));
             if (rc < 0) return rc;
         } else if (s->mode == EDGES_UNSEEN) {
             if (s->v[k] == UNSEEN && (uint32_t)k != s->cur && push_edge(s, (uint32_t)k) < 0)
                 return -ENOMEM;
-        } else if (mark(s, (uint32_t)k, w == ml_reach_block_ptr(s->t, (size_t)k), s->prior_definite) < 0) {
+        } else if (mark(s, (uint32_t)k, w == start, s->prior_definite) < 0) {
             return -ENOMEM;
         }
     }
@@ -320,8 +370,8 @@ static int scan_blocks(scan_t *s, const uint32_t *idx, size_t n) {
         size_t k = 0, nreq = 0, used = 0;
         uint64_t span_end = 0;
         while (i + k < n && k < BATCH_REQS) {
-            uint64_t ptr = ml_reach_block_ptr(s->t, idx[i + k]);
-            uint64_t size = ml_reach_block_size(s->t, idx[i + k]);
+            uint64_t ptr, size;
+            blk(s->t, idx[i + k], &s->hint, &ptr, &size);
             size_t len = (size_t)(size & ~7ull);
             if (len > PIECE) {
                 if (k) break;
@@ -351,9 +401,10 @@ static int scan_blocks(scan_t *s, const uint32_t *idx, size_t n) {
             int rc = s->io->read(s->io->ctx, s->reqs, nreq);
             if (rc < 0) return rc;
             for (size_t j = 0; j < k; j++) {
-                uint64_t ptr = ml_reach_block_ptr(s->t, idx[i + j]);
+                uint64_t ptr, size;
+                blk(s->t, idx[i + j], &s->hint, &ptr, &size);
                 const ml_reach_req_t *r = &s->reqs[s->span[j]];
-                size_t len = (size_t)(ml_reach_block_size(s->t, idx[i + j]) & ~7ull);
+                size_t len = (size_t)(size & ~7ull);
                 uint8_t *mem = (uint8_t *)r->buf + (ptr - r->addr);
                 size_t got = len;
                 if (r->got < r->len) {
@@ -400,12 +451,13 @@ static inline const uint32_t *edges_of(const scan_t *s, uint32_t j, uint32_t *fr
  * searches as before. */
 static void page_index(scan_t *s) {
     const ml_reach_blocks_t *t = s->t;
+    if (!t->w) return; /* the live set has its own pages */
     size_t best = 0, best_n = 0;
     uint64_t prev_end = 0;
     for (size_t i = 0, start = 0; i <= s->n; i++) {
-        uint64_t ptr = i < s->n ? ml_reach_block_ptr(t, i) : 0;
+        uint64_t ptr = i < s->n ? packed_ptr(t, i) : 0;
         bool cut = i == s->n || (i > start && ptr - prev_end > REGION_GAP);
-        if (i < s->n) prev_end = ptr + ml_reach_block_size(t, i);
+        if (i < s->n) prev_end = ptr + packed_size(t, i);
         if (!cut) continue;
         if (i - start > best_n) {
             best = start;
@@ -414,9 +466,9 @@ static void page_index(scan_t *s) {
         start = i;
     }
     if (best_n < 64 || s->n >= UINT32_MAX) return; /* below 64, the plain search is as quick */
-    uint64_t last_ptr = ml_reach_block_ptr(t, best + best_n - 1);
-    uint64_t last_size = ml_reach_block_size(t, best + best_n - 1);
-    uint64_t plo = ml_reach_block_ptr(t, best) & ~4095ull;
+    uint64_t last_ptr = packed_ptr(t, best + best_n - 1);
+    uint64_t last_size = packed_size(t, best + best_n - 1);
+    uint64_t plo = packed_ptr(t, best) & ~4095ull;
     uint64_t phi = (last_ptr + (last_size ? last_size : 1) + 4095) & ~4095ull;
     uint64_t npg = (phi - plo) >> 12;
     if (npg > 2 * (uint64_t)best_n) return;
@@ -425,7 +477,7 @@ static void page_index(scan_t *s) {
     size_t i = best;
     for (uint64_t k = 0; k <= npg; k++) {
         uint64_t at = plo + (k << 12);
-        while (i < s->n && ml_reach_block_ptr(t, i) < at) i++;
+        while (i < s->n && packed_ptr(t, i) < at) i++;
         pg[k] = (uint32_t)i;
     }
     s->pg = pg;
@@ -507,7 +559,11 @@ static int read_graph(scan_t *s) {
     if (!parts) return read_graph_range(s, 0, s->n);
     /* Cut points: equal shares of the bytes to read. */
     uint64_t bytes = 0;
-    for (size_t i = 0; i < s->n; i++) bytes += ml_reach_block_size(s->t, i);
+    uint64_t hint = 0, ptr, size;
+    for (size_t i = 0; i < s->n; i++) {
+        blk(s->t, i, &hint, &ptr, &size);
+        bytes += size;
+    }
     size_t at = 0;
     uint64_t acc = 0;
     for (int t = 0; t < nt; t++) {
@@ -515,7 +571,10 @@ static int read_graph(scan_t *s) {
         uint64_t want = bytes / (uint64_t)nt * (uint64_t)(t + 1);
         if (t == nt - 1) at = s->n;
         else
-            while (at < s->n && (acc < want || at == parts[t].from)) acc += ml_reach_block_size(s->t, at++);
+            while (at < s->n && (acc < want || at == parts[t].from)) {
+                blk(s->t, at++, &hint, &ptr, &size);
+                acc += size;
+            }
         parts[t].to = at;
     }
     int rc = 0;
@@ -577,16 +636,19 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
     scan_t s = {.t = t, .n = n, .io = io, .v = verdict, .st = st};
     s.lo = ml_reach_block_ptr(t, 0);
     s.hi = 0;
+    uint64_t hint = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t size = ml_reach_block_size(t, i);
-        uint64_t e = ml_reach_block_ptr(t, i) + (size ? size : 1);
-        if (e > s.hi) s.hi = e;
+        uint64_t ptr, size;
+        blk(t, i, &hint, &ptr, &size);
+        if (ptr + (size ? size : 1) > s.hi) s.hi = ptr + (size ? size : 1);
     }
     int rc = -ENOMEM;
     if (!read_buffers(&s)) goto out;
-    s.ntop = (n + TOP_STEP - 1) / TOP_STEP;
-    s.top = malloc(s.ntop * sizeof *s.top);
-    for (size_t j = 0; s.top && j < s.ntop; j++) s.top[j] = ml_reach_block_ptr(t, j * TOP_STEP);
+    if (t->w) {
+        s.ntop = (n + TOP_STEP - 1) / TOP_STEP;
+        s.top = malloc(s.ntop * sizeof *s.top);
+        for (size_t j = 0; s.top && j < s.ntop; j++) s.top[j] = packed_ptr(t, j * TOP_STEP);
+    }
     page_index(&s);
     s.start = malloc((n + 1) * sizeof *s.start);
     if (!s.start) goto out;

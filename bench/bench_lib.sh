@@ -31,3 +31,28 @@ bench_setup() {
   work=$(mktemp -d "/tmp/memlens-$name.XXXXXX")
   trap 'rm -rf "$work"' EXIT
 }
+
+# hwm_run OUT CMD...: runs CMD (its output to /dev/null) and appends its
+# VmHWM in MiB to OUT: the peak resident memory of that process alone (not
+# of its children, as wait4's maxrss would count them), sampled every 10 ms.
+hwm_run() {
+  local out=$1
+  shift
+  python3 - "$out" "$@" <<'PY'
+import subprocess, sys, time
+out, argv = sys.argv[1], sys.argv[2:]
+p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+hwm = 0
+while p.poll() is None:
+    try:
+        with open(f"/proc/{p.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    hwm = max(hwm, int(line.split()[1]))
+    except OSError:
+        pass
+    time.sleep(0.01)
+with open(out, "a") as f:
+    print(f"{hwm / 1024:.1f}", file=f)
+PY
+}

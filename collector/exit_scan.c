@@ -238,7 +238,7 @@ static bool glibc_heap_parts(roots_ctx_t *x, const mapping_t *m) {
         if (lo < m->lo) lo = m->lo;
         if (hi > m->hi) hi = m->hi;
         if (push_joined(&x->parts, lo, hi) < 0) return false;
-        while (i < x->nb && ml_reach_block_ptr(x->b, i) < hi) i++;
+        i = ml_reach_blocks_first(x->b, hi);
     }
     return true;
 }
@@ -415,9 +415,10 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
             if (count[k] > count[most]) most = k;
         /* Set up once: a record is ~600 bytes. */
         ml_record_t r = {.tag = ML_T_BLOCK_REACH, .time_ms = time_ms, .thread = thread};
+        uint64_t hint = 0, size;
         for (int64_t i = 0; i < nb; i++) {
             if (v[i] == most) continue;
-            r.u.block_reach.ptr = ml_reach_block_ptr(&b, (size_t)i);
+            ml_reach_block_at(&b, (size_t)i, &hint, &r.u.block_reach.ptr, &size);
             r.u.block_reach.reach = v[i];
             emit(ctx, &r);
         }

@@ -872,6 +872,74 @@ Test(reach, a_list_across_the_threads_shares_stays_reachable) {
     free(wide_mem);
 }
 
+/* The collector's table reads the blocks in place from the session's live
+ * set: the same blocks, addresses and sizes as an array of them, and the
+ * same verdicts, after frees left dead entries in the set's pages. */
+Test(reach, the_live_set_read_in_place_is_the_same_table) {
+    wide_mem = malloc(64ull * WIDE_N);
+    ml_live_block_t *b = malloc(WIDE_N * sizeof *b), *kept = malloc(WIDE_N * sizeof *kept);
+    uint8_t *v1 = malloc(WIDE_N), *v2 = malloc(WIDE_N);
+    cr_assert(wide_mem && b && kept && v1 && v2);
+    wide_heap(b);
+    ml_analysis_t *x = session_4k();
+    for (uint32_t i = 0; i < WIDE_N; i++) alloc_in(x, b[i].ptr, b[i].size, 0, 1);
+    /* Every 13th block freed, and a run of 100 pages' worth, where one
+     * block of those 100 pages then lies; a block held by the root points
+     * into its 74th page, whose page has no block starting in it. */
+    size_t n = 0, big_at = 0;
+    for (uint32_t i = 0; i < WIDE_N; i++) {
+        if (i % 13 == 5 || (i >= 1000 && i < 7400)) dealloc_in(x, b[i].ptr, 2);
+        else kept[n++] = b[i];
+        if (i == 7399) {
+            big_at = n;
+            kept[n++] = (ml_live_block_t){b[1000].ptr, 6400 * 64};
+            alloc_in(x, b[1000].ptr, 6400 * 64, 0, 3);
+        }
+    }
+    memset(wide_mem + 64 * 1000, 0, 6400 * 64);
+    wide_put(b[0].ptr + 24, b[1000].ptr + 300000);
+    ml_reach_blocks_t t;
+    cr_assert_eq(ml_analysis_live_reach_blocks(x, &t), (int64_t)n);
+    cr_assert_null(t.w);
+    uint64_t hint = 0, ptr, size;
+    for (size_t i = 0; i < n; i++) {
+        ml_reach_block_at(&t, i, &hint, &ptr, &size);
+        if (ptr != kept[i].ptr || size != kept[i].size)
+            cr_assert_fail("block %zu: %#llx/%llu, not %#llx/%llu", i, (unsigned long long)ptr,
+                           (unsigned long long)size, (unsigned long long)kept[i].ptr,
+                           (unsigned long long)kept[i].size);
+    }
+    for (size_t i = 0; i < n; i += 997) {
+        cr_expect_eq(ml_reach_block_ptr(&t, i), kept[i].ptr, "block %zu", i);
+        cr_expect_eq(ml_reach_blocks_first(&t, kept[i].ptr), i);
+        cr_expect_eq(ml_reach_blocks_first(&t, kept[i].ptr + 1), i + 1);
+    }
+    cr_expect_eq(ml_reach_blocks_first(&t, 0), 0);
+    cr_expect_eq(ml_reach_blocks_first(&t, kept[n - 1].ptr + 1), n);
+    for (int threads = 1; threads <= 2; threads++) {
+        ml_range_t roots[] = {{0x1000, 0x1008}};
+        ml_reach_io_t io = {.read = wide_read, .threads = threads};
+        ml_reach_stats_t s1, s2;
+        cr_assert_eq(ml_reach_classify(kept, n, roots, 1, &io, v1, &s1), 0);
+        cr_assert_eq(ml_reach_classify_blocks(&t, roots, 1, &io, v2, &s2), 0);
+        cr_expect_eq(memcmp(v1, v2, n), 0, "threads %d: other verdicts", threads);
+        cr_expect_eq(v2[big_at], ML_REACH_POSSIBLE);
+        cr_expect_eq(s1.definite, s2.definite);
+        cr_expect_eq(s1.indirect, s2.indirect);
+        cr_expect_eq(s1.possible, s2.possible);
+        cr_expect_gt(s1.possible, 0);
+        cr_expect_gt(s1.indirect, 0);
+        cr_expect_eq(s1.heap_bytes, s2.heap_bytes);
+    }
+    ml_reach_blocks_free(&t);
+    ml_analysis_free(x);
+    free(v1);
+    free(v2);
+    free(kept);
+    free(b);
+    free(wide_mem);
+}
+
 /* The block table keeps an address in the bits its addresses need, and a
  * size in the bits left; sizes that do not fit are kept beside it. */
 Test(reach, the_block_table_keeps_every_address_and_size) {
