@@ -3,7 +3,8 @@
 # costs under memlens (the exit scan that gives leak kinds) against the
 # uninstrumented run and heaptrack, on the same workload in the same run
 # (bench/exit_scan_workload.c: N blocks in lists, half of them leaked; N
-# blocks held by one leaked array).
+# blocks held by one leaked array; the same after freeing half and making a
+# quarter again).
 # Median wall time of RUNS runs of each; memlens' own duration of the scan
 # (the trace's reach-scan record) and its verdicts; the program's VmHWM run
 # alone and the collector's (the memlens process) in a run of its own, and
@@ -24,7 +25,7 @@ now() { date +%s.%N; }
 
 printf '%-6s %-9s %9s %16s %16s %10s %9s %9s %9s  %s\n' shape blocks plain_s memlens_s heaptrack_s scan_s \
   prog_MiB coll_MiB coll/prog "memlens verdicts"
-for shape in lists array; do
+for shape in lists array churn; do
 for n in "${sizes[@]}"; do
   : >"$work/p"; : >"$work/m"; : >"$work/h"; : >"$work/s"; : >"$work/ph"; : >"$work/ch"
   for _ in $(seq "$runs"); do
