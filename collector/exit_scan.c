@@ -413,21 +413,36 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
         uint8_t most = ML_REACH_REACHABLE;
         for (uint8_t k = ML_REACH_REACHABLE; k <= ML_REACH_POSSIBLE; k++)
             if (count[k] > count[most]) most = k;
+        /* The addresses first, and the table freed: it reads the live set
+         * in place, and the records emitted go to the analysis on the
+         * stage-2 thread, which writes the verdicts into that same set. */
+        uint64_t others = (uint64_t)nb - count[most], k = 0, hint = 0, size;
+        uint64_t *at = others ? malloc(others * sizeof *at) : NULL;
+        if (others && !at) {
+            rc = -ENOMEM;
+            others = 0;
+            count[most] = 0;
+        }
+        for (int64_t i = 0; k < others && i < nb; i++)
+            if (v[i] != most) ml_reach_block_at(&b, (size_t)i, &hint, &at[k++], &size);
+        ml_reach_blocks_free(&b);
         /* Set up once: a record is ~600 bytes. */
         ml_record_t r = {.tag = ML_T_BLOCK_REACH, .time_ms = time_ms, .thread = thread};
-        uint64_t hint = 0, size;
-        for (int64_t i = 0; i < nb; i++) {
+        for (int64_t i = 0, j = 0; j < (int64_t)k && i < nb; i++) {
             if (v[i] == most) continue;
-            ml_reach_block_at(&b, (size_t)i, &hint, &r.u.block_reach.ptr, &size);
+            r.u.block_reach.ptr = at[j++];
             r.u.block_reach.reach = v[i];
             emit(ctx, &r);
         }
+        free(at);
         if (count[most]) {
             r.tag = ML_T_REACH_REST;
             r.u.block_reach.ptr = 0;
             r.u.block_reach.reach = most;
             emit(ctx, &r);
         }
+    }
+    if (rc == 0) {
         sum.u.reach_scan.root_bytes = st.root_bytes;
         sum.u.reach_scan.heap_bytes = st.heap_bytes;
         sum.u.reach_scan.blocks = (uint64_t)nb;
