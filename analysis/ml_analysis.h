@@ -167,6 +167,21 @@ int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len);
  * -EINVAL for another version. */
 int ml_analysis_snapshot_version(const ml_analysis_t *a, uint32_t version, void **out, size_t *len);
 
+/** Where ml_analysis_snapshot_stream() hands its bytes: 0 to go on, or a
+ * negative errno that stops it (and is returned by it). */
+typedef int (*ml_analysis_out_fn)(void *ctx, const void *p, size_t n);
+
+/** The same bytes as ml_analysis_snapshot_version(), handed to out(ctx,
+ * ...) in order, in pieces of up to about 1 MiB (one piece may be longer:
+ * a long string), through a buffer of that size instead of one that holds
+ * them all: the collector writes a snapshot of millions of live blocks with
+ * bounded memory (issue 12). Sets *raw_len to the bytes handed. Returns 0,
+ * out's error, or the errors of ml_analysis_snapshot_version(); after an
+ * error, the pieces already handed are not a snapshot and must be dropped.
+ * Not thread-safe with feeding `a` (as the buffer variant). */
+int ml_analysis_snapshot_stream(const ml_analysis_t *a, uint32_t version, ml_analysis_out_fn out, void *ctx,
+                                uint64_t *raw_len);
+
 /** Fills a fresh session (nothing fed yet) from snapshot bytes (the caller
  * keeps them). Every count and index is checked: damaged bytes give -EINVAL
  * and a message in err (also when memory ran out while restoring, said in

@@ -1,6 +1,7 @@
 /* snap_codec.c - the byte codec of analysis snapshots (snap_codec.h). */
 #include "snap_codec.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,9 +9,37 @@
 /* Writing                                                                   */
 /* ------------------------------------------------------------------------- */
 
+/* Hands the buffered bytes to the spill hook and empties the buffer. */
+static bool spill(ml__obuf_t *b) {
+    if (!b->len) return true;
+    int rc = b->spill(b->spill_ctx, b->p, b->len);
+    if (rc < 0) {
+        b->err = rc;
+        b->oom = true;
+        return false;
+    }
+    b->spilled += b->len;
+    b->len = 0;
+    return true;
+}
+
+/* Room for `more` bytes at b->p + b->len: the buffer grows, or a spilling
+ * one is emptied first (it then fits any put but ml__put_bytes' long
+ * strings, which that function hands on itself). */
 static bool room(ml__obuf_t *b, size_t more) {
     if (b->oom) return false;
     if (b->len + more <= b->cap) return true;
+    if (b->spill) {
+        if (!b->p) {
+            b->p = malloc(ML__SPILL_AT);
+            if (!b->p) {
+                b->oom = true;
+                return false;
+            }
+            b->cap = ML__SPILL_AT;
+        }
+        return spill(b) && more <= b->cap;
+    }
     size_t cap = b->cap ? b->cap * 2 : 65536;
     while (cap < b->len + more) cap *= 2;
     uint8_t *p = realloc(b->p, cap);
@@ -21,6 +50,20 @@ static bool room(ml__obuf_t *b, size_t more) {
     b->p = p;
     b->cap = cap;
     return true;
+}
+
+void ml__obuf_spill_init(ml__obuf_t *b, ml__spill_fn fn, void *ctx) {
+    *b = (ml__obuf_t){.spill = fn, .spill_ctx = ctx};
+}
+
+int ml__obuf_spill_finish(ml__obuf_t *b, bool ok, uint64_t *total) {
+    if (ok && !b->oom) spill(b);
+    int rc = b->err ? b->err : b->oom ? -ENOMEM : 0;
+    if (ok && rc == 0) *total = b->spilled;
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return rc;
 }
 
 void ml__put_u_slow(ml__obuf_t *b, uint64_t v) {
@@ -45,7 +88,24 @@ void ml__put_d(ml__obuf_t *b, double d) {
 
 void ml__put_bytes(ml__obuf_t *b, const void *s, size_t n) {
     ml__put_u(b, n);
-    if (n && room(b, n)) {
+    if (!n || b->oom) return;
+    /* Bytes that do not fit a spilling buffer even when it is empty (a
+     * long string) go to the hook straight from the caller's memory, after
+     * the bytes buffered before them. */
+    if (b->spill && b->len + n > ML__SPILL_AT) {
+        if (!spill(b)) return;
+        if (n > ML__SPILL_AT) {
+            int rc = b->spill(b->spill_ctx, s, n);
+            if (rc < 0) {
+                b->err = rc;
+                b->oom = true;
+            } else {
+                b->spilled += n;
+            }
+            return;
+        }
+    }
+    if (room(b, n)) {
         memcpy(b->p + b->len, s, n);
         b->len += n;
     }

@@ -6,7 +6,8 @@
  * first, byte strings length first.
  *
  * Errors are sticky, so a writer or a reader checks once at the end:
- *   - writing: out of memory sets `oom` and later puts do nothing;
+ *   - writing: out of memory (or a failed spill, below) sets `oom` and
+ *     later puts do nothing;
  *   - reading: every get checks the bytes left; the first failed check marks
  *     the buffer bad, with its reason in `why`, and later gets return 0.
  * Ownership: an output buffer's bytes are malloc'd and belong to its user
@@ -20,19 +21,45 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Writing: a growing buffer (start from {0}). */
+/* Where a spilling buffer hands its bytes: 0, or a negative errno that
+ * stops the writing (it becomes the buffer's `err`). */
+typedef int (*ml__spill_fn)(void *ctx, const void *p, size_t n);
+
+/* Bytes a spilling buffer holds at most before it hands them on. */
+#define ML__SPILL_AT (1u << 20)
+
+/* Writing: a growing buffer (start from {0}), or, with a spill hook
+ * (ml__obuf_spill_init), a fixed one of ML__SPILL_AT bytes that hands its
+ * bytes to the hook whenever it is full and starts again from len 0: the
+ * snapshot of a big live heap is streamed to the trace that way instead of
+ * being held whole (issue 12: the collector's peak RSS). The bytes the hook
+ * gets, in order, are exactly those the growing buffer would hold. */
 typedef struct {
     uint8_t *p;
     size_t len, cap;
     bool oom;
+    ml__spill_fn spill; /* NULL: the buffer grows */
+    void *spill_ctx;
+    int err;            /* the first error of `spill` (oom is then set too) */
+    uint64_t spilled;   /* bytes handed to `spill` so far */
 } ml__obuf_t;
 
-/* ml__put_u when the buffer may have to grow (or has failed). */
+/* Makes b (not used yet) a spilling buffer; its memory comes with the
+ * first put. */
+void ml__obuf_spill_init(ml__obuf_t *b, ml__spill_fn fn, void *ctx);
+/* Ends a spilling buffer: when `ok`, hands what is left to the hook and
+ * sets *total to every byte handed; frees the buffer either way. Returns 0,
+ * the hook's error, or -ENOMEM. */
+int ml__obuf_spill_finish(ml__obuf_t *b, bool ok, uint64_t *total);
+
+/* ml__put_u when the buffer may have to grow or spill (or has failed). */
 void ml__put_u_slow(ml__obuf_t *b, uint64_t v);
 
 /* Inline: a snapshot puts seven of them per block live at the end
  * (millions, for a program that exits with its heap), and a call per
- * varint was a third of writing the snapshot. */
+ * varint was a third of writing the snapshot. A spilling buffer's `cap` is
+ * its size, so the same check sends the put to the slow path, which
+ * spills, when the buffer is full. */
 static inline void ml__put_u(ml__obuf_t *b, uint64_t v) {
     if (__builtin_expect(b->len + 10 > b->cap || b->oom, 0)) {
         ml__put_u_slow(b, v);

@@ -2,7 +2,9 @@
  *
  * The collector feeds every record to an analysis session while it writes
  * the trace (cli/run.c). At the end it saves that session's state after the
- * end record (ml_writer_add_snapshot); `memlens report` restores it instead
+ * end record, streamed into the trace as it is made
+ * (ml_analysis_snapshot_stream, collector/sink_trace.c: a buffer of 1 MiB,
+ * not one of the whole snapshot); `memlens report` restores it instead
  * of decoding and replaying every record again, which is most of a report's
  * time. The state is what ml_analysis_build() reads: totals, the live blocks,
  * the stack trie and per-stack statistics, modules, the peak and worst
@@ -325,158 +327,174 @@ static void put_live_as_map(ml__obuf_t *b, const ml__live_t *L) {
     ml_map_free(&m);
 }
 
-int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
-    return ml_analysis_snapshot_version(a, ML_ANALYSIS_SNAPSHOT_VERSION, out, len);
-}
-
-int ml_analysis_snapshot_version(const ml_analysis_t *a, uint32_t version, void **out, size_t *len) {
-    if (version != 4 && version != ML_ANALYSIS_SNAPSHOT_VERSION) return -EINVAL;
+/* The one writer of a snapshot's bytes, into a growing buffer or a
+ * spilling one (the two callers below), so that both are the same bytes.
+ * `version` is checked by the callers. Returns 0 or a negative errno (the
+ * GPU state's); b->oom says whether the bytes are whole. */
+static int put_session(const ml_analysis_t *a, uint32_t version, ml__obuf_t *b) {
     const uint64_t magic = version == 4 ? SNAP_MAGIC_V4 : SNAP_MAGIC;
-    *out = NULL;
-    *len = 0;
-    if (a->light) return -ENOTSUP;
     frag_bg_t frag = {0};
     frag_bg_start(&frag, a);
-    ml__obuf_t b = {0};
-    ml__put_u(&b, magic);
-    put_totals(&b, &a->t);
-    ml__put_d(&b, a->w_calls);
-    ml__put_d(&b, a->w_bytes);
-    ml__put_d(&b, a->w_reallocs);
-    ml__put_u(&b, a->seq);
+    ml__put_u(b, magic);
+    put_totals(b, &a->t);
+    ml__put_d(b, a->w_calls);
+    ml__put_d(b, a->w_bytes);
+    ml__put_d(b, a->w_reallocs);
+    ml__put_u(b, a->seq);
 
     const ml_process_info_t *q = &a->proc;
-    ml__put_u(&b, q->pid);
-    ml__put_u(&b, q->ppid);
-    ml__put_u(&b, a->page_size);
-    ml__put_u(&b, q->start_realtime_ns);
-    ml__put_u(&b, q->sample_bytes);
-    ml__put_u(&b, q->unwinder);
-    ml__put_u(&b, q->depth);
-    ml__put_str(&b, q->exe);
-    ml__put_str(&b, q->parent_trace);
-    ml__put_str(&b, q->producer);
-    ml__put_u(&b, q->argc);
-    for (uint32_t i = 0; i < q->argc; i++) ml__put_str(&b, q->argv[i]);
+    ml__put_u(b, q->pid);
+    ml__put_u(b, q->ppid);
+    ml__put_u(b, a->page_size);
+    ml__put_u(b, q->start_realtime_ns);
+    ml__put_u(b, q->sample_bytes);
+    ml__put_u(b, q->unwinder);
+    ml__put_u(b, q->depth);
+    ml__put_str(b, q->exe);
+    ml__put_str(b, q->parent_trace);
+    ml__put_str(b, q->producer);
+    ml__put_u(b, q->argc);
+    for (uint32_t i = 0; i < q->argc; i++) ml__put_str(b, q->argv[i]);
 
-    ml__put_u(&b, a->nmods);
+    ml__put_u(b, a->nmods);
     for (uint32_t i = 0; i < a->nmods; i++) {
         const ml__module_t *m = &a->mods[i];
-        ml__put_str(&b, m->path);
-        ml__put_u(&b, m->base);
-        ml__put_u(&b, m->lo);
-        ml__put_u(&b, m->hi);
-        ml__put_bytes(&b, m->build_id, m->build_id_len);
-        ml__put_u(&b, m->loaded);
+        ml__put_str(b, m->path);
+        ml__put_u(b, m->base);
+        ml__put_u(b, m->lo);
+        ml__put_u(b, m->hi);
+        ml__put_bytes(b, m->build_id, m->build_id_len);
+        ml__put_u(b, m->loaded);
     }
 
-    ml__put_u(&b, a->nstats);
+    ml__put_u(b, a->nstats);
     for (uint32_t i = 0; i < a->nstats; i++) {
         const ml__stack_stats_t *st = &a->stats[i];
-        ml__put_u(&b, st->node);
-        ml__put_d(&b, st->w_calls);
-        ml__put_d(&b, st->w_bytes);
-        ml__put_u(&b, st->temporary);
-        ml__put_u(&b, st->reallocs);
-        ml__put_u(&b, st->freed);
-        ml__put_u(&b, st->live_bytes);
-        ml__put_u(&b, st->live_blocks);
-        ml__put_u(&b, st->peak_bytes);
-        ml__put_u(&b, st->peak_blocks);
-        ml__put_u(&b, st->last_change);
-        ml__put_u(&b, st->min_size);
-        ml__put_u(&b, st->max_size);
-        ml__put_u(&b, st->size_mask);
-        ml__put_u(&b, st->life_sum);
-        ml__put_u(&b, st->life_max);
-        ml__put_u(&b, st->life_mask);
-        ml__put_u(&b, st->thread_mask);
+        ml__put_u(b, st->node);
+        ml__put_d(b, st->w_calls);
+        ml__put_d(b, st->w_bytes);
+        ml__put_u(b, st->temporary);
+        ml__put_u(b, st->reallocs);
+        ml__put_u(b, st->freed);
+        ml__put_u(b, st->live_bytes);
+        ml__put_u(b, st->live_blocks);
+        ml__put_u(b, st->peak_bytes);
+        ml__put_u(b, st->peak_blocks);
+        ml__put_u(b, st->last_change);
+        ml__put_u(b, st->min_size);
+        ml__put_u(b, st->max_size);
+        ml__put_u(b, st->size_mask);
+        ml__put_u(b, st->life_sum);
+        ml__put_u(b, st->life_max);
+        ml__put_u(b, st->life_mask);
+        ml__put_u(b, st->thread_mask);
     }
 
     /* Nodes 1..nnodes-1 (0 is the root); the pc as a delta from the last. */
-    ml__put_u(&b, a->nnodes);
+    ml__put_u(b, a->nnodes);
     uint64_t prev_pc = 0;
     for (uint32_t i = 1; i < a->nnodes; i++) {
-        ml__put_u(&b, i - a->node_parent[i]);
-        ml__put_s(&b, (int64_t)(a->node_pc[i] - prev_pc));
+        ml__put_u(b, i - a->node_parent[i]);
+        ml__put_s(b, (int64_t)(a->node_pc[i] - prev_pc));
         prev_pc = a->node_pc[i];
-        ml__put_s(&b, a->node_module[i]);
-        ml__put_u(&b, a->node_stat[i]);
+        ml__put_s(b, a->node_module[i]);
+        ml__put_u(b, a->node_stat[i]);
     }
 
-    if (version == 4) put_live_as_map(&b, &a->heap);
-    else put_live(&b, &a->heap);
-    put_map(&b, &a->maps);
+    if (version == 4) put_live_as_map(b, &a->heap);
+    else put_live(b, &a->heap);
+    put_map(b, &a->maps);
     frag_bg_finish(&frag);
     for (int i = 0; i < 2; i++) {
-        put_moment(&b, &a->mom[i]);
-        put_frag(&b, &a->mom[i], &frag.j[i]);
+        put_moment(b, &a->mom[i]);
+        put_frag(b, &a->mom[i], &frag.j[i]);
         free(frag.j[i].cells);
     }
-    ml__put_u(&b, a->pages.nonzero);
-    ml__put_u(&b, a->pages.interior);
+    ml__put_u(b, a->pages.nonzero);
+    ml__put_u(b, a->pages.interior);
 
-    ml__put_u(&b, a->have_mallinfo);
-    ml__put_u(&b, a->have_rss);
-    ml__put_u(&b, a->mallinfo_time_ms);
-    for (int i = 0; i < 5; i++) ml__put_u(&b, a->mallinfo[i]);
+    ml__put_u(b, a->have_mallinfo);
+    ml__put_u(b, a->have_rss);
+    ml__put_u(b, a->mallinfo_time_ms);
+    for (int i = 0; i < 5; i++) ml__put_u(b, a->mallinfo[i]);
 
-    ml__put_u(&b, a->tl_width);
+    ml__put_u(b, a->tl_width);
     for (uint32_t i = 0; i < ML_TIMELINE_MAX; i++) {
         const ml__tl_bucket_t *k = &a->tl[i];
-        ml__put_u(&b, k->used);
+        ml__put_u(b, k->used);
         if (!k->used) continue;
-        ml__put_u(&b, k->t_max);
-        ml__put_u(&b, k->heap_max);
-        ml__put_u(&b, k->rss);
-        ml__put_u(&b, k->mmap_max);
-        ml__put_u(&b, k->gpu_max);
-        ml__put_u(&b, k->calls);
+        ml__put_u(b, k->t_max);
+        ml__put_u(b, k->heap_max);
+        ml__put_u(b, k->rss);
+        ml__put_u(b, k->mmap_max);
+        ml__put_u(b, k->gpu_max);
+        ml__put_u(b, k->calls);
     }
 
     const ml_histograms_t *h = &a->hist;
     for (int i = 0; i < 64; i++) {
-        ml__put_u(&b, h->size_count[i]);
-        ml__put_u(&b, h->size_bytes[i]);
-        ml__put_u(&b, h->life_count[i]);
+        ml__put_u(b, h->size_count[i]);
+        ml__put_u(b, h->size_bytes[i]);
+        ml__put_u(b, h->life_count[i]);
     }
-    ml__put_u(&b, h->size_first);
-    ml__put_u(&b, h->size_last);
-    ml__put_u(&b, h->life_last);
-    ml__put_u(&b, h->live_at_end);
+    ml__put_u(b, h->size_first);
+    ml__put_u(b, h->size_last);
+    ml__put_u(b, h->life_last);
+    ml__put_u(b, h->live_at_end);
 
-    ml__put_u(&b, a->nthreads);
+    ml__put_u(b, a->nthreads);
     for (uint32_t i = 0; i < a->nthreads; i++) {
         const ml__thread_t *th = &a->threads[i];
-        ml__put_u(&b, th->seen);
+        ml__put_u(b, th->seen);
         if (!th->seen) continue;
-        ml__put_u(&b, th->tid);
-        ml__put_str(&b, th->name);
-        ml__put_u(&b, th->alloc_calls);
-        ml__put_u(&b, th->bytes_allocated);
-        ml__put_u(&b, th->free_calls);
-        ml__put_u(&b, th->temporary);
-        ml__put_d(&b, th->w_calls);
-        ml__put_d(&b, th->w_bytes);
+        ml__put_u(b, th->tid);
+        ml__put_str(b, th->name);
+        ml__put_u(b, th->alloc_calls);
+        ml__put_u(b, th->bytes_allocated);
+        ml__put_u(b, th->free_calls);
+        ml__put_u(b, th->temporary);
+        ml__put_d(b, th->w_calls);
+        ml__put_d(b, th->w_bytes);
     }
 
-    ml__put_u(&b, a->scanned);
-    ml__put_u(&b, a->scan.scanned);
-    ml__put_s(&b, a->scan.scan_status);
-    ml__put_u(&b, a->scan.scan_root_bytes);
-    ml__put_u(&b, a->scan.scan_heap_bytes);
-    ml__put_u(&b, a->scan.scan_duration_us);
+    ml__put_u(b, a->scanned);
+    ml__put_u(b, a->scan.scanned);
+    ml__put_s(b, a->scan.scan_status);
+    ml__put_u(b, a->scan.scan_root_bytes);
+    ml__put_u(b, a->scan.scan_heap_bytes);
+    ml__put_u(b, a->scan.scan_duration_us);
 
-    ml__put_u(&b, a->nwarn);
-    for (size_t i = 0; i < a->nwarn; i++) ml__put_str(&b, a->warn[i]);
-    ml__put_u(&b, a->gpu != NULL);
-    int rc = a->gpu ? ml__gpu_save(a->gpu, &b) : 0;
-    ml__put_u(&b, a->t.hwm_rss_bytes);
-    ml__put_u(&b, a->t.hwm_rss_source);
-    ml__put_u(&b, a->proc.options);
-    ml__put_u(&b, a->t.unknown_free_bytes);
-    ml__put_u(&b, magic); /* the end: the reader checks that it got here */
+    ml__put_u(b, a->nwarn);
+    for (size_t i = 0; i < a->nwarn; i++) ml__put_str(b, a->warn[i]);
+    ml__put_u(b, a->gpu != NULL);
+    int rc = a->gpu ? ml__gpu_save(a->gpu, b) : 0;
+    ml__put_u(b, a->t.hwm_rss_bytes);
+    ml__put_u(b, a->t.hwm_rss_source);
+    ml__put_u(b, a->proc.options);
+    ml__put_u(b, a->t.unknown_free_bytes);
+    ml__put_u(b, magic); /* the end: the reader checks that it got here */
 
+    return rc;
+}
+
+
+int ml_analysis_snapshot(const ml_analysis_t *a, void **out, size_t *len) {
+    return ml_analysis_snapshot_version(a, ML_ANALYSIS_SNAPSHOT_VERSION, out, len);
+}
+
+/* An unknown version leaves the caller's out-params as they were (as it
+ * always did: tests/e2e/test_snapshot.c relies on it). */
+static bool known_version(uint32_t version) {
+    return version == 4 || version == ML_ANALYSIS_SNAPSHOT_VERSION;
+}
+
+int ml_analysis_snapshot_version(const ml_analysis_t *a, uint32_t version, void **out, size_t *len) {
+    if (!known_version(version)) return -EINVAL;
+    *out = NULL;
+    *len = 0;
+    if (a->light) return -ENOTSUP;
+    ml__obuf_t b = {0};
+    int rc = put_session(a, version, &b);
     if (rc == 0 && b.oom) rc = -ENOMEM;
     if (rc < 0) {
         free(b.p);
@@ -485,6 +503,19 @@ int ml_analysis_snapshot_version(const ml_analysis_t *a, uint32_t version, void 
     *out = b.p;
     *len = b.len;
     return 0;
+}
+
+int ml_analysis_snapshot_stream(const ml_analysis_t *a, uint32_t version, ml_analysis_out_fn out, void *ctx,
+                                uint64_t *raw_len) {
+    if (!known_version(version)) return -EINVAL;
+    *raw_len = 0;
+    if (a->light) return -ENOTSUP;
+    ml__obuf_t b;
+    ml__obuf_spill_init(&b, out, ctx);
+    int rc = put_session(a, version, &b);
+    /* The hook's error first: the GPU state's -ENOMEM only echoes it. */
+    int done = ml__obuf_spill_finish(&b, rc == 0, raw_len);
+    return done < 0 ? done : rc;
 }
 
 /* ------------------------------------------------------------------------- */
