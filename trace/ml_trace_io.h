@@ -188,6 +188,31 @@ uint64_t ml_writer_bytes(const ml_writer_t *w);
  * without a trailer, never a half one. Returns 0 or a negative errno. */
 int ml_writer_add_snapshot(ml_writer_t *w, const void *data, size_t len, uint32_t version);
 
+/** The same snapshot block and trailer as ml_writer_add_snapshot, written
+ * as the snapshot is made, with bounded memory (a zstd stream and an output
+ * buffer of a few hundred KiB, whatever the snapshot's size):
+ *   ml_writer_snapshot_begin(w, version) flushes the pending chunk and
+ *     writes the block's header with its lengths still open;
+ *   ml_writer_snapshot_write(w, p, n), for each piece in order, compresses
+ *     and writes it;
+ *   ml_writer_snapshot_end(w, status) ends the frame, fills in the
+ *     header's lengths in place and writes the trailer.
+ * The frame carries no content size (nobody knows it when it starts); the
+ * reader checks the size it decompresses to against the header's raw_len.
+ * The file must be seekable and not in append mode: begin returns -ESPIPE
+ * otherwise, having written nothing but the pending chunk. A negative
+ * `status` (the producer failed), an error of a write, more than
+ * ML_SNAPSHOT_MAX_RAW bytes (-EFBIG) or none (-EINVAL) make end drop the
+ * snapshot: the file is cut back to where it began, and the trace ends as
+ * one written without a snapshot (a trailer is only ever written after a
+ * whole snapshot). Begin and write errors are returned again by end, which
+ * must be called after a successful begin. No records between begin and
+ * end. Returns 0 or a negative errno; the writer's own state (its error,
+ * ml_writer_free) is not touched by a dropped snapshot. */
+int ml_writer_snapshot_begin(ml_writer_t *w, uint32_t version);
+int ml_writer_snapshot_write(ml_writer_t *w, const void *p, size_t n);
+int ml_writer_snapshot_end(ml_writer_t *w, int status);
+
 /* ------------------------------------------------------------------------- */
 /* Reader                                                                    */
 /* ------------------------------------------------------------------------- */

@@ -158,6 +158,8 @@ static int load_chunk(ml_reader_t *r) {
         /* The analysis snapshot and its trailer follow the records: not
          * records themselves (ml_reader_snapshot() reads them). */
         uint64_t skip = magic == ML_TRAILER_MAGIC ? ML_TRAILER_LEN - ML_CHUNK_HEADER_LEN : comp_len;
+        /* A streamed snapshot's header says UINT32_MAX bytes until the
+         * snapshot is whole (writer.c): a file cut before reads as here. */
         if (r->offset + ML_CHUNK_HEADER_LEN + skip > r->size) {
             if (!r->complete) r->truncated = true; /* a cut snapshot loses no record */
             return 0;
@@ -681,8 +683,11 @@ static int find_trailers(ml_reader_t *r, uint64_t *tpos, uint64_t *adv_off, uint
 
 /* Reads the block ("MLSN" header + zstd frame) at `off` that must end at
  * `end`, and decompresses it into a malloc'd *data. `what` names it in
- * messages. */
-static int read_block(ml_reader_t *r, uint64_t off, uint64_t end, const char *what, void **data,
+ * messages. The frame must say it holds raw_len bytes, or, with
+ * `streamed` (the analysis snapshot, which the collector writes as a
+ * stream: ml_writer_snapshot_begin), may leave its size unsaid; either way
+ * it must decompress to exactly raw_len bytes. */
+static int read_block(ml_reader_t *r, uint64_t off, uint64_t end, const char *what, bool streamed, void **data,
                       size_t *len, uint32_t *version) {
     uint8_t h[ML_CHUNK_HEADER_LEN];
     int rc = pread_full(r->fd, h, sizeof h, off);
@@ -701,7 +706,8 @@ static int read_block(ml_reader_t *r, uint64_t off, uint64_t end, const char *wh
     size_t n = 0;
     if (rc == 0) {
         unsigned long long content = ZSTD_getFrameContentSize(comp, comp_len);
-        n = content == raw_len ? ZSTD_decompressDCtx(r->dctx, raw, raw_len, comp, comp_len) : 0;
+        bool sound = content == raw_len || (streamed && content == ZSTD_CONTENTSIZE_UNKNOWN);
+        n = sound ? ZSTD_decompressDCtx(r->dctx, raw, raw_len, comp, comp_len) : 0;
     }
     free(comp);
     if (rc < 0 || ZSTD_isError(n) || n != raw_len) {
@@ -730,7 +736,7 @@ int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *versi
                     off);
     rc = check_body(r, off, ml__get_le64(t + 8));
     if (rc < 0) return rc;
-    return read_block(r, off, tpos, "analysis snapshot", data, len, version);
+    return read_block(r, off, tpos, "analysis snapshot", true, data, len, version);
 }
 
 int ml_reader_records_hash(ml_reader_t *r, uint64_t *hash) {
@@ -763,7 +769,8 @@ int ml_reader_advice(ml_reader_t *r, void **data, size_t *len, uint64_t *key, ui
     if (rc < 0) return rc;
     if (!adv_off) return -ENOENT;
     *key = adv_key;
-    return read_block(r, adv_off, r->size - ML_TRAILER_LEN, "saved strategy advice", data, len, version);
+    return read_block(r, adv_off, r->size - ML_TRAILER_LEN, "saved strategy advice", false, data, len,
+                      version);
 }
 
 /* ------------------------------------------------------------------------- */

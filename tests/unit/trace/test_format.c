@@ -758,6 +758,178 @@ Test(format, big_snapshot_round_trip, .init = setup, .fini = teardown) {
     free(snap);
 }
 
+/* The file at `path`, whole, in *size bytes (free() it). */
+static uint8_t *read_whole(off_t *size) {
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    uint8_t *p = malloc((size_t)st.st_size + 1);
+    int fd = open(path, O_RDONLY);
+    cr_assert_eq(read(fd, p, (size_t)st.st_size), st.st_size);
+    close(fd);
+    *size = st.st_size;
+    return p;
+}
+
+/* Every record of `path` reads back, the trace is complete, and it has no
+ * snapshot. */
+static void expect_records_only(int n, const char *what) {
+    ml_reader_t *rd;
+    char err[256];
+    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
+    ml_record_t rec;
+    int k = 0, rc;
+    while ((rc = ml_reader_next(rd, &rec)) > 0) k++;
+    cr_expect_eq(rc, 0, "%s: %s", what, ml_reader_error(rd));
+    cr_expect_eq(k, n, "%s", what);
+    cr_expect(ml_reader_complete(rd) && !ml_reader_truncated(rd), "%s", what);
+    void *got;
+    size_t len;
+    uint32_t version;
+    rc = ml_reader_snapshot(rd, &got, &len, &version);
+    cr_expect_lt(rc, 0, "%s: a snapshot", what);
+    if (rc == 0) free(got);
+    ml_reader_close(rd);
+}
+
+/* The streamed snapshot (ml_writer_snapshot_begin/write/end, what the
+ * collector writes): given in pieces of all sizes, it reads back byte for
+ * byte; its block and trailer are laid out as ml_writer_add_snapshot's;
+ * its frame has no content size, and a wrong raw_len is refused; a file
+ * cut anywhere in it, before or after its header was filled in, loses no
+ * record and gives no snapshot. */
+Test(format, streamed_snapshot_round_trip, .init = setup, .fini = teardown) {
+    int fd, n;
+    ml_writer_t *w = sample_writer(3, &fd, &n);
+    size_t big = (5u << 20) + 12345;
+    uint8_t *snap = malloc(big);
+    cr_assert(snap);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < big; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        snap[i] = (i / 4096) % 3 ? (uint8_t)(i / 64) : (uint8_t)x;
+    }
+    cr_assert_eq(ml_writer_flush(w), 0);
+    uint64_t body = ml_writer_bytes(w);
+    cr_assert_eq(ml_writer_snapshot_begin(w, 9), 0);
+    off_t mid_size = 0;
+    uint8_t *mid = NULL;
+    size_t piece[] = {1, 1 << 20, 7, 300000, 1 << 20, 0, 65536};
+    for (size_t at = 0, k = 0; at < big; k++) {
+        size_t m = piece[k % 7] < big - at ? piece[k % 7] : big - at;
+        cr_assert_eq(ml_writer_snapshot_write(w, snap + at, m), 0);
+        at += m;
+        if (!mid && at > big / 2) mid = read_whole(&mid_size); /* as a crash would leave it */
+    }
+    cr_assert_eq(ml_writer_snapshot_end(w, 0), 0);
+    uint64_t total = ml_writer_bytes(w);
+    cr_assert_eq(ml_writer_free(w), 0);
+    close(fd);
+
+    expect_snapshot(snap, big, 9);
+    off_t size;
+    uint8_t *full = read_whole(&size);
+    cr_expect_eq((uint64_t)size, total, "ml_writer_bytes counts the snapshot and trailer");
+    cr_expect_eq(memcmp(full + body, "MLSN", 4), 0, "the snapshot follows the records");
+    uint32_t comp, raw;
+    memcpy(&comp, full + body + 4, 4);
+    memcpy(&raw, full + body + 8, 4);
+    cr_expect_eq(raw, big);
+    cr_expect_eq(body + 16 + comp + 24, (uint64_t)size, "comp_len is filled in");
+    cr_expect_eq(memcmp(full + size - 24, "MLIX", 4), 0, "the trailer ends the file");
+    uint64_t off;
+    memcpy(&off, full + size - 8, 8);
+    cr_expect_eq(off, body);
+    cr_expect_eq(ZSTD_getFrameContentSize(full + body + 16, comp), ZSTD_CONTENTSIZE_UNKNOWN);
+
+    /* Cut anywhere in the snapshot or trailer, and the file as it was half
+     * way (its header still open): all records, no snapshot. */
+    for (off_t cut = (off_t)body; cut < size; cut += cut < (off_t)body + 64 ? 1 : 4099) {
+        fd = open(path, O_WRONLY | O_TRUNC);
+        cr_assert_eq(write(fd, full, (size_t)cut), cut);
+        close(fd);
+        char what[64];
+        snprintf(what, sizeof what, "cut at %ld", (long)cut);
+        expect_records_only(n, what);
+    }
+    cr_assert(mid && mid_size > (off_t)body + 16);
+    fd = open(path, O_WRONLY | O_TRUNC);
+    cr_assert_eq(write(fd, mid, (size_t)mid_size), mid_size);
+    close(fd);
+    expect_records_only(n, "half written");
+
+    /* raw_len one more or one less than the frame holds: refused. */
+    for (int d = -1; d <= 1; d += 2) {
+        uint32_t wrong = raw + (uint32_t)d;
+        memcpy(full + body + 8, &wrong, 4);
+        fd = open(path, O_WRONLY | O_TRUNC);
+        cr_assert_eq(write(fd, full, (size_t)size), size);
+        close(fd);
+        ml_reader_t *rd;
+        char err[256];
+        void *got;
+        size_t len;
+        uint32_t version;
+        cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
+        cr_expect_lt(ml_reader_snapshot(rd, &got, &len, &version), 0, "raw_len %+d accepted", d);
+        ml_reader_close(rd);
+    }
+    free(full);
+    free(mid);
+    free(snap);
+}
+
+/* A streamed snapshot that fails (its producer's error, or none given)
+ * leaves the trace as one written without a snapshot: the file cut back,
+ * every record there, no trailer; the writer itself is fine. A pipe takes
+ * no streamed snapshot (-ESPIPE) and gets the records whole. */
+Test(format, streamed_snapshot_dropped, .init = setup, .fini = teardown) {
+    for (int how = 0; how < 3; how++) {
+        int fd, n;
+        ml_writer_t *w = sample_writer(3, &fd, &n);
+        cr_assert_eq(ml_writer_flush(w), 0);
+        uint64_t body = ml_writer_bytes(w);
+        cr_assert_eq(ml_writer_snapshot_begin(w, 9), 0);
+        static uint8_t junk[3 << 20];
+        for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(i * 131 + i / 977);
+        if (how != 2) cr_assert_eq(ml_writer_snapshot_write(w, junk, sizeof junk), 0);
+        int want = how == 0 ? -ENOMEM : -EINVAL;
+        if (how == 1) { /* a piece, then the writer is freed without an end */
+            cr_assert_eq(ml_writer_free(w), 0);
+        } else {
+            cr_expect_eq(ml_writer_snapshot_end(w, how == 0 ? -ENOMEM : 0), want);
+            cr_expect_eq(ml_writer_bytes(w), body);
+            cr_expect_eq(ml_writer_free(w), 0, "a dropped snapshot is no write error");
+        }
+        close(fd);
+        struct stat st;
+        cr_assert_eq(stat(path, &st), 0);
+        cr_expect_eq((uint64_t)st.st_size, body, "case %d: the file is cut back", how);
+        char what[32];
+        snprintf(what, sizeof what, "dropped, case %d", how);
+        expect_records_only(n, what);
+    }
+
+    int p[2];
+    cr_assert_eq(pipe(p), 0);
+    ml_writer_t *w;
+    cr_assert_eq(ml_writer_new(p[1], 3, &w), 0);
+    ml_record_t r[24];
+    int n = sample_records(r);
+    for (int i = 0; i < n; i++) cr_assert_eq(ml_writer_add(w, &r[i]), 0);
+    cr_expect_eq(ml_writer_snapshot_begin(w, 9), -ESPIPE);
+    cr_expect_eq(ml_writer_free(w), 0);
+    close(p[1]);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    uint8_t buf[65536];
+    ssize_t got;
+    while ((got = read(p[0], buf, sizeof buf)) > 0) cr_assert_eq(write(fd, buf, (size_t)got), got);
+    close(fd);
+    close(p[0]);
+    expect_records_only(n, "from a pipe");
+}
+
 /* The gpu-pool record (since 1.4): literal bytes, and every field back. */
 Test(format, gpu_pool_record_bytes_and_round_trip, .init = setup, .fini = teardown) {
     ml_record_t w;
