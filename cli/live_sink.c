@@ -31,11 +31,14 @@ static ml_analysis_t *live_analysis(void *self, void *state) {
     return ml_vmodel_analysis(state);
 }
 
-static int live_snapshot(void *self, void *state, void **data, size_t *len) {
+/* The lock is held while the snapshot streams into the trace, the
+ * viewer's reads wait meanwhile: the session must not change under it. */
+static int live_snapshot(void *self, void *state, uint32_t version, ml_analysis_out_fn out, void *ctx,
+                         uint64_t *raw_len) {
     (void)self;
     ml_vmodel_t *m = state;
     ml_vmodel_lock(m);
-    int rc = ml_analysis_snapshot(ml_vmodel_analysis(m), data, len);
+    int rc = ml_analysis_snapshot_stream(ml_vmodel_analysis(m), version, out, ctx, raw_len);
     ml_vmodel_unlock(m);
     return rc;
 }

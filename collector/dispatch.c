@@ -256,25 +256,24 @@ int ml__sinks_open(ml_collector_t *c, ml__proc_t *p) {
     return 0;
 }
 
-/* Every record of p is in the batch: hands it on, saves the analysis
- * session when the options ask for it, and ends every sink with it. Without
- * a snapshot (out of memory, or state the snapshot cannot hold exactly:
- * -ENOTSUP) reports replay the records: slower, the same numbers. */
+/* Every record of p is in the batch: hands it on, and ends every sink,
+ * offering them the analysis session to save when the options ask for it.
+ * The snapshot is offered as a stream (ml_snapshot_t), made while the trace
+ * sink writes it, never held whole. Without a snapshot (out of memory, or
+ * state the snapshot cannot hold exactly: -ENOTSUP) reports replay the
+ * records: slower, the same numbers. */
 void ml__sinks_end(ml_collector_t *c, ml__proc_t *p) {
     ml__flush(c);
     ml__stage2_wait(c);
-    void *data = NULL;
-    ml_snapshot_t snap = {NULL, 0, ML_ANALYSIS_SNAPSHOT_VERSION};
+    ml_snapshot_t snap = {0};
     bool have = false;
     if (c->o.snapshot && p->analysis_sink >= 0) {
         const ml_sink_t *s = &c->sinks[p->analysis_sink];
-        have = s->ops->snapshot &&
-               s->ops->snapshot(s->self, p->sink_state[p->analysis_sink], &data, &snap.len) == 0;
-        snap.data = data;
+        have = s->ops->snapshot != NULL;
+        snap = (ml_snapshot_t){s->ops, s->self, p->sink_state[p->analysis_sink], ML_ANALYSIS_SNAPSHOT_VERSION};
     }
     for (int i = 0; i < c->nsinks; i++)
         if (p->sink_state[i]) c->sinks[i].ops->end(c->sinks[i].self, p->sink_state[i], have ? &snap : NULL);
-    free(data);
 }
 
 /* ------------------------------------------------------------------------- */

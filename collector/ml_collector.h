@@ -105,11 +105,17 @@ static inline const ml_record_t *ml_record_as_stored(const ml_record_t *rec, ml_
 /* Sinks                                                                     */
 /* ------------------------------------------------------------------------- */
 
-/** A saved analysis session, as ml_analysis_snapshot() makes it. */
+/** The analysis session to save at a process' end, offered as a stream
+ * rather than bytes: a snapshot of millions of live blocks is written
+ * through a small buffer instead of being held whole (issue 12). A sink's
+ * end() that stores it calls ml_snapshot_stream(); one that does not,
+ * ignores it. Valid only during that end() call. */
 typedef struct {
-    const void *data;
-    size_t len;
-    uint32_t version; /* ML_ANALYSIS_SNAPSHOT_VERSION */
+    /** The sink that keeps the session, and its state for the process: its
+     * snapshot() op makes the bytes. */
+    const struct ml_sink_ops_s *ops;
+    void *self, *state;
+    uint32_t version; /* its layout: ML_ANALYSIS_SNAPSHOT_VERSION */
 } ml_snapshot_t;
 
 /** What a sink does. `self` is the sink's own object (ml_sink_t.self),
@@ -117,7 +123,7 @@ typedef struct {
  * collector's thread (write: see `threaded`), for one process at a time, in
  * this order: open, then write for each batch, then end, then (at
  * ml_collector_free) release. */
-typedef struct {
+typedef struct ml_sink_ops_s {
     const char *name;
     /** A process appeared. Sets *state (NULL: this sink takes no part in this
      * process, and gets no other call for it). Returns 0, or a negative errno:
@@ -130,11 +136,18 @@ typedef struct {
      * becomes ml_proc_info_t.analysis when it is the first), or NULL. The
      * collector reads it between writes: the exit scan's live blocks. */
     ml_analysis_t *(*analysis)(void *self, void *state);
-    /** Optional, with analysis(): that session saved into malloc'd bytes
-     * (ml_analysis_snapshot). Returns 0 or a negative errno (no snapshot). */
-    int (*snapshot)(void *self, void *state, void **data, size_t *len);
+    /** Optional, with analysis(): that session saved as a stream in the
+     * layout of `version` (ml_analysis_snapshot_stream: out(ctx, ...) for
+     * each piece of the snapshot, in order; *raw_len the bytes handed). A sink that shares
+     * the session with another thread holds its lock until it returns.
+     * Returns 0, out's error, or a negative errno: the pieces handed are
+     * then no snapshot. */
+    int (*snapshot)(void *self, void *state, uint32_t version, ml_analysis_out_fn out, void *ctx,
+                    uint64_t *raw_len);
     /** Every record of the process has been written (the last one is
-     * ML_T_END); `snap` is the analysis snapshot to store, or NULL. */
+     * ML_T_END); `snap` is the analysis snapshot to store, or NULL. The
+     * sinks are ended in order, the snapshot's source among them: end()
+     * must leave the session as it was (a later sink may stream it). */
     void (*end)(void *self, void *state, const ml_snapshot_t *snap);
     /** Frees what open() made. Also called for a process that never ended
      * (the session was stopped). */
@@ -152,6 +165,16 @@ typedef struct {
     const ml_sink_ops_t *ops;
     void *self;
 } ml_sink_t;
+
+/** Makes the snapshot `snap` offered to a sink's end(), handing its bytes
+ * to out(ctx, p, n) in order (pieces of up to about 1 MiB), and sets
+ * *raw_len to their count. Each call makes the whole snapshot again.
+ * Returns 0, out's error or a negative errno (-ENOTSUP, -ENOMEM): the
+ * pieces already handed are then no snapshot. */
+static inline int ml_snapshot_stream(const ml_snapshot_t *snap, ml_analysis_out_fn out, void *ctx,
+                                     uint64_t *raw_len) {
+    return snap->ops->snapshot(snap->self, snap->state, snap->version, out, ctx, raw_len);
+}
 
 /** The trace writer: one .mlt file per process, into ml_proc_info_t.fd
  * (zstd level 3), the analysis snapshot after the end record. A write error

@@ -48,9 +48,10 @@ static ml_analysis_t *an_analysis(void *self, void *state) {
     return state;
 }
 
-static int an_snapshot(void *self, void *state, void **data, size_t *len) {
+static int an_snapshot(void *self, void *state, uint32_t version, ml_analysis_out_fn out, void *ctx,
+                       uint64_t *raw_len) {
     (void)self;
-    return ml_analysis_snapshot(state, data, len);
+    return ml_analysis_snapshot_stream(state, version, out, ctx, raw_len);
 }
 
 static void an_end(void *self, void *state, const ml_snapshot_t *snap) {

@@ -37,10 +37,33 @@ static void trace_write(void *self, void *state, const ml_batch_t *b) {
     for (uint32_t i = 0; i < b->n; i++) (void)ml_writer_add(t->w, &b->rec[i]);
 }
 
+/* Where the snapshot's pieces go: compressed into the trace as they come. */
+static int snap_out(void *ctx, const void *p, size_t n) {
+    return ml_writer_snapshot_write(ctx, p, n);
+}
+
+/* The snapshot streams from the analysis session into the writer (a few
+ * MiB of buffers, whatever its size: issue 12). When it cannot be written
+ * whole the writer cuts the file back, and the trace ends as one without a
+ * snapshot (reports replay it): said on stderr, unless the session simply
+ * cannot be saved (-ENOTSUP), the file cannot take a streamed snapshot
+ * (-ESPIPE: a pipe) or the writer had failed already. */
+static void write_snapshot(trace_proc_t *t, const ml_snapshot_t *snap) {
+    int rc = ml_writer_snapshot_begin(t->w, snap->version);
+    if (rc == 0) {
+        uint64_t raw_len = 0;
+        rc = ml_writer_snapshot_end(t->w, ml_snapshot_stream(snap, snap_out, t->w, &raw_len));
+    }
+    /* A writer that failed before says so itself (trace_end). */
+    if (rc < 0 && rc != -ENOTSUP && rc != -ESPIPE && ml_writer_flush(t->w) == 0)
+        fprintf(stderr, "memlens: warning: %s: no analysis snapshot (%s); reports will replay its records\n",
+                t->proc->path, strerror(-rc));
+}
+
 static void trace_end(void *self, void *state, const ml_snapshot_t *snap) {
     trace_sink_t *ts = self;
     trace_proc_t *t = state;
-    if (snap) (void)ml_writer_add_snapshot(t->w, snap->data, snap->len, snap->version);
+    if (snap) write_snapshot(t, snap);
     int rc = ml_writer_free(t->w);
     t->w = NULL;
     if (rc < 0) {
