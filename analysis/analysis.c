@@ -1041,6 +1041,7 @@ int64_t ml_analysis_live_reach_blocks(ml_analysis_t *a, ml_reach_blocks_t *t) {
         return -ENOMEM;
     }
     t->n = t->live->n;
+    t->bytes = a->t.heap_bytes;
     return (int64_t)t->n;
 }
 

@@ -118,8 +118,10 @@ void ml__live_index_free(ml__live_index_t *x);
 void ml__live_index_block(const ml__live_index_t *x, uint64_t i, uint64_t *hint, uint64_t *ptr,
                           uint64_t *size);
 /* The last block at or below address p: its index, address and size; -1
- * when there is none. */
-int64_t ml__live_index_floor(const ml__live_index_t *x, uint64_t p, uint64_t *ptr, uint64_t *size);
+ * when there is none. *hint (or NULL) is the chunk looked at last, tried
+ * first. */
+int64_t ml__live_index_floor(const ml__live_index_t *x, uint64_t p, uint64_t *hint, uint64_t *ptr,
+                             uint64_t *size);
 
 struct ml_analysis_s;
 /* analysis.c: the live set and map to the smallest tables that hold them (at the

@@ -102,6 +102,7 @@ typedef struct {
     /* Or (w NULL) the blocks read in place from the analysis session's live
      * set (analysis_internal.h): nothing a block. */
     struct ml__live_index_s *live;
+    uint64_t bytes; /* the blocks' bytes, when known (0: counted; only shares the work out) */
 } ml_reach_blocks_t;
 
 /** Sets up t for n blocks whose addresses, ORed together, give or_ptrs and

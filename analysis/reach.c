@@ -65,6 +65,7 @@ typedef struct {
     bool prior_definite; /* marking: the memory being scanned is a root or a reachable block */
     uint32_t cur; /* block being scanned */
     uint64_t hint; /* blk()'s: the chunk of the block read last (per thread) */
+    uint64_t fhint; /* find()'s: the chunk of the word looked up last */
     uint8_t *buf;
     ml_reach_req_t *reqs;
     uint32_t *span; /* per block of a batch: its request */
@@ -177,7 +178,7 @@ uint64_t ml_reach_block_size(const ml_reach_blocks_t *t, size_t i) {
 size_t ml_reach_blocks_first(const ml_reach_blocks_t *t, uint64_t lo) {
     if (!t->w) {
         uint64_t ptr, size;
-        return lo ? (size_t)(ml__live_index_floor(t->live, lo - 1, &ptr, &size) + 1) : 0;
+        return lo ? (size_t)(ml__live_index_floor(t->live, lo - 1, NULL, &ptr, &size) + 1) : 0;
     }
     size_t l = 0, h = t->n;
     while (l < h) {
@@ -192,14 +193,14 @@ size_t ml_reach_blocks_first(const ml_reach_blocks_t *t, uint64_t lo) {
  * first, the address of every TOP_STEP-th block, which stays in the caches,
  * and ends among TOP_STEP neighbours: in one search over millions of blocks,
  * each of the last dozen steps was a cache miss. */
-static int64_t find(const scan_t *s, uint64_t p, uint64_t *start) {
+static int64_t find(scan_t *s, uint64_t p, uint64_t *start) {
     if (p < s->lo || p >= s->hi) return -1;
     const ml_reach_blocks_t *t = s->t;
     uint64_t ptr, bsize;
     int64_t at;
     if (!t->w) {
         /* In place: the live set finds p's page, then the block. */
-        if ((at = ml__live_index_floor(t->live, p, &ptr, &bsize)) < 0) return -1;
+        if ((at = ml__live_index_floor(t->live, p, &s->fhint, &ptr, &bsize)) < 0) return -1;
         goto found;
     }
     /* Both searches count the entries <= p without a branch on the data (a
@@ -574,9 +575,9 @@ static int read_graph(scan_t *s) {
     part_t *parts = calloc((size_t)nt, sizeof *parts);
     if (!parts) return read_graph_range(s, 0, s->n);
     /* Cut points: equal shares of the bytes to read. */
-    uint64_t bytes = 0;
+    uint64_t bytes = s->t->bytes;
     uint64_t hint = 0, ptr, size;
-    for (size_t i = 0; i < s->n; i++) {
+    for (size_t i = 0; !s->t->bytes && i < s->n; i++) {
         blk(s->t, i, &hint, &ptr, &size);
         bytes += size;
     }
@@ -652,8 +653,11 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
     scan_t s = {.t = t, .n = n, .io = io, .v = verdict, .st = st};
     s.lo = ml_reach_block_ptr(t, 0);
     s.hi = 0;
+    /* Blocks do not overlap: the last one ends highest. The array of
+     * ml_reach_classify's callers is searched for the highest end all the
+     * same (a walk of the live set in place costs a pass over its pages). */
     uint64_t hint = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = t->w ? 0 : n - 1; i < n; i++) {
         uint64_t ptr, size;
         blk(t, i, &hint, &ptr, &size);
         if (ptr + (size ? size : 1) > s.hi) s.hi = ptr + (size ? size : 1);
