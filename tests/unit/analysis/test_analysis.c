@@ -469,12 +469,20 @@ Test(analysis, suppression_patterns) {
 static uint8_t MEM[1 << 16];
 #define BASE 0x100000ull
 
+/* An address space of its own for a test (io.ctx), instead of MEM at BASE. */
+typedef struct {
+    uint64_t base;
+    uint8_t *mem;
+    size_t len;
+} space_t;
+
 static int fake_read(void *ctx, ml_reach_req_t *r, size_t n) {
-    (void)ctx;
+    const space_t *sp = ctx, dflt = {BASE, MEM, sizeof MEM};
+    if (!sp) sp = &dflt;
     for (size_t i = 0; i < n; i++) {
         r[i].got = 0;
-        if (r[i].addr < BASE || r[i].addr + r[i].len > BASE + sizeof MEM) continue;
-        memcpy(r[i].buf, MEM + (r[i].addr - BASE), r[i].len);
+        if (r[i].addr < sp->base || r[i].addr + r[i].len > sp->base + sp->len) continue;
+        memcpy(r[i].buf, sp->mem + (r[i].addr - sp->base), r[i].len);
         r[i].got = r[i].len;
     }
     return 0;
@@ -977,16 +985,6 @@ Test(reach, the_block_table_keeps_every_address_and_size) {
  * addresses leave 17 bits, and block A's 150,000 bytes do not fit them. */
 static uint8_t HMEM[0x40000];
 #define HBASE 0x7ff000000000ull
-static int high_read(void *ctx, ml_reach_req_t *r, size_t n) {
-    (void)ctx;
-    for (size_t i = 0; i < n; i++) {
-        r[i].got = 0;
-        if (r[i].addr < HBASE || r[i].addr + r[i].len > HBASE + sizeof HMEM) continue;
-        memcpy(r[i].buf, HMEM + (r[i].addr - HBASE), r[i].len);
-        r[i].got = r[i].len;
-    }
-    return 0;
-}
 Test(reach, a_block_too_big_for_the_table_is_scanned_whole) {
     memset(HMEM, 0, sizeof HMEM);
     const uint64_t A = HBASE + 0x1000, B = HBASE + 0x30001, C = HBASE + 0x30101;
@@ -996,7 +994,8 @@ Test(reach, a_block_too_big_for_the_table_is_scanned_whole) {
     memcpy(HMEM + (A + 140000 - HBASE), &B, 8); /* A's word there: B's start */
     ml_range_t roots[] = {{HBASE, HBASE + 0x100}};
     for (int64_t max_edges = 0; max_edges >= -1; max_edges--) {
-        ml_reach_io_t io = {.read = high_read, .max_edges = max_edges};
+        space_t high = {HBASE, HMEM, sizeof HMEM};
+        ml_reach_io_t io = {.read = fake_read, .ctx = &high, .max_edges = max_edges};
         uint8_t v[3];
         ml_reach_stats_t st;
         cr_assert_eq(ml_reach_classify(b, 3, roots, 1, &io, v, &st), 0);
