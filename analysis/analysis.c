@@ -128,6 +128,10 @@ static uint64_t page_waste(const ml_analysis_t *a) {
 static bool warn_room(ml_analysis_t *a) {
     if (a->nwarn < a->warn_cap) return true;
     size_t cap = a->warn_cap ? a->warn_cap * 2 : 8;
+    uint8_t *f = realloc(a->warn_built, cap);
+    if (!f) return false;
+    memset(f + a->warn_cap, 0, cap - a->warn_cap);
+    a->warn_built = f;
     char **p = realloc(a->warn, cap * sizeof *p);
     if (!p) return false;
     a->warn = p;
@@ -135,17 +139,43 @@ static bool warn_room(ml_analysis_t *a) {
     return true;
 }
 
-void ml__warn(ml_analysis_t *a, const char *fmt, ...) {
+static void vwarn(ml_analysis_t *a, bool built, const char *fmt, va_list ap) {
     if (a->nwarn >= 200 || !warn_room(a)) return;
     char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
     for (size_t i = 0; i < a->nwarn; i++)
         if (!strcmp(a->warn[i], buf)) return;
     char *s = strdup(buf);
-    if (s) a->warn[a->nwarn++] = s;
+    if (!s) return;
+    a->warn_built[a->nwarn] = built;
+    a->warn[a->nwarn++] = s;
+}
+
+void ml__warn(ml_analysis_t *a, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(a, false, fmt, ap);
+    va_end(ap);
+}
+
+void ml__warn_built(ml_analysis_t *a, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(a, true, fmt, ap);
+    va_end(ap);
+}
+
+void ml__warn_unbuild(ml_analysis_t *a) {
+    size_t k = 0;
+    for (size_t i = 0; i < a->nwarn; i++) {
+        if (a->warn_built[i]) {
+            free(a->warn[i]);
+            continue;
+        }
+        a->warn_built[k] = 0;
+        a->warn[k++] = a->warn[i];
+    }
+    a->nwarn = k;
 }
 
 /* Out of memory while feeding: part of a record's effect is lost (a block
@@ -160,8 +190,10 @@ void ml__warn(ml_analysis_t *a, const char *fmt, ...) {
 static void lost(ml_analysis_t *a, bool block) {
     if (block) a->lost_blocks++;
     else a->lost_other++;
-    if (!a->lost_warning && warn_room(a) && (a->lost_warning = calloc(1, LOST_WARNING_LEN)))
+    if (!a->lost_warning && warn_room(a) && (a->lost_warning = calloc(1, LOST_WARNING_LEN))) {
+        a->warn_built[a->nwarn] = 0;
         a->warn[a->nwarn++] = a->lost_warning;
+    }
     if (a->lost_warning)
         snprintf(a->lost_warning, LOST_WARNING_LEN,
                  "out of memory while analysing: %llu blocks were not tracked (their bytes are "

@@ -354,6 +354,12 @@ struct ml_analysis_s {
     /* warnings */
     char **warn;
     size_t nwarn, warn_cap;
+    /* warn_built[i]: warning i says something of the state at the last
+     * build (ml__warn_built), and the next build says it again or not: it
+     * is dropped then, and never saved in a snapshot. A session built while
+     * it was fed (the live viewer's) said "no exit-time reachability scan"
+     * before the scan came, and its snapshot kept saying it (issue 12). */
+    uint8_t *warn_built;
     /* Out of memory while feeding (analysis.c, lost()): never silent. */
     uint64_t lost_blocks; /* heap blocks and mappings not tracked */
     uint64_t lost_other;  /* records kept incompletely: stack nodes and statistics,
@@ -391,6 +397,9 @@ int ml__calltree_prune(const ml_calltree_node_t *t, size_t n, uint32_t max_nodes
                        double min_fraction, ml_calltree_node_t **out, size_t *nout);
 
 void ml__warn(ml_analysis_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ml__warn_built(ml_analysis_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Drops the warnings of the last build (ml_analysis_build, before it builds). */
+void ml__warn_unbuild(ml_analysis_t *a);
 
 /* A block as fragmentation needs it: 16 bytes instead of 40, so the blocks
  * live at a moment (millions, at some peaks) sort in less time and memory. */

@@ -72,5 +72,6 @@ void ml_analysis_free(ml_analysis_t *a) {
         free(a->proc_strings[i]);
     for (size_t i = 0; i < a->nwarn; i++) free(a->warn[i]);
     free(a->warn);
+    free(a->warn_built);
     free(a);
 }

@@ -553,6 +553,7 @@ out:
 int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, size_t errlen) {
     ml_build_opts_t none = {0};
     if (!opts) opts = &none;
+    ml__warn_unbuild(a); /* this build says what holds now */
     if (!a->sym) {
         int rc = ml__sym_new(&a->sym, opts->no_symbols);
         if (rc < 0) {
@@ -576,35 +577,35 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
     }
     bool attached = a->proc.options & ML_OPT_ATTACHED;
     if (attached)
-        ml__warn(a, "attached trace (memlens attach): it covers the window from the attach to the detach; "
+        ml__warn_built(a, "attached trace (memlens attach): it covers the window from the attach to the detach; "
                     "\"leaked\" is what was allocated in the window and still live at detach (growth), "
                     "since leak kinds need the program's exit");
     if (a->t.unknown_frees && attached)
-        ml__warn(a, "%llu frees of blocks allocated before memlens attached (or by an allocator "
+        ml__warn_built(a, "%llu frees of blocks allocated before memlens attached (or by an allocator "
                     "memlens does not see): not counted at any site",
                  (unsigned long long)a->t.unknown_frees);
     else if (a->t.unknown_frees)
-        ml__warn(a, "%llu frees of addresses never seen allocated (allocated before memlens "
+        ml__warn_built(a, "%llu frees of addresses never seen allocated (allocated before memlens "
                     "started, or by an allocator memlens does not see)",
                  (unsigned long long)a->t.unknown_frees);
     if (a->t.complete && (a->t.end.lost_in_crash || a->t.end.lost_dead_collector))
-        ml__warn(a, "%llu events were lost when the process died mid-event",
+        ml__warn_built(a, "%llu events were lost when the process died mid-event",
                  (unsigned long long)(a->t.end.lost_in_crash + a->t.end.lost_dead_collector));
     if (a->t.complete && a->t.end.truncated_stacks)
-        ml__warn(a, "%llu stacks were cut at the depth limit (--depth)",
+        ml__warn_built(a, "%llu stacks were cut at the depth limit (--depth)",
                  (unsigned long long)a->t.end.truncated_stacks);
     if (!a->scan.scanned && a->t.heap_blocks && !attached) {
         if (a->scan.scan_status)
-            ml__warn(a, "the exit-time reachability scan failed (%s): every block live at the end "
+            ml__warn_built(a, "the exit-time reachability scan failed (%s): every block live at the end "
                         "is reported as a definite leak",
                      strerror(-a->scan.scan_status));
         else
-            ml__warn(a, "no exit-time reachability scan (the process did not exit normally, or "
+            ml__warn_built(a, "no exit-time reachability scan (the process did not exit normally, or "
                         "the trace predates it): every block live at the end is reported as a "
                         "definite leak");
     }
     if (a->t.sample_bytes)
-        ml__warn(a, "sampled trace (one allocation per %llu bytes on average): counts and bytes "
+        ml__warn_built(a, "sampled trace (one allocation per %llu bytes on average): counts and bytes "
                     "are estimates, fragmentation is of the sampled blocks only",
                  (unsigned long long)a->t.sample_bytes);
     return 0;

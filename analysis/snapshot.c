@@ -464,8 +464,13 @@ static int put_session(const ml_analysis_t *a, uint32_t version, ml__obuf_t *b) 
     ml__put_u(b, a->scan.scan_heap_bytes);
     ml__put_u(b, a->scan.scan_duration_us);
 
-    ml__put_u(b, a->nwarn);
-    for (size_t i = 0; i < a->nwarn; i++) ml__put_str(b, a->warn[i]);
+    /* Not those of a build: the restored session's build says them again,
+     * as they hold then. */
+    size_t nwarn = 0;
+    for (size_t i = 0; i < a->nwarn; i++) nwarn += !a->warn_built[i];
+    ml__put_u(b, nwarn);
+    for (size_t i = 0; i < a->nwarn; i++)
+        if (!a->warn_built[i]) ml__put_str(b, a->warn[i]);
     ml__put_u(b, a->gpu != NULL);
     int rc = a->gpu ? ml__gpu_save(a->gpu, b) : 0;
     ml__put_u(b, a->t.hwm_rss_bytes);
