@@ -713,6 +713,21 @@ Test(format, snapshot_and_trailer, .init = setup, .fini = teardown) {
     free(full);
 }
 
+/* `big` malloc'd bytes standing for a snapshot: xorshift noise in every
+ * third page, compressible runs in the others. */
+static uint8_t *sample_snapshot(size_t big) {
+    uint8_t *snap = malloc(big);
+    cr_assert(snap);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < big; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        snap[i] = (i / 4096) % 3 ? (uint8_t)(i / 64) : (uint8_t)x;
+    }
+    return snap;
+}
+
 /* A snapshot of 8 MiB or more is compressed by zstd's workers where there
  * are CPUs for them (writer.c): it reads back byte for byte, and a byte
  * changed in its compressed frame is refused, as in a small one. */
@@ -720,15 +735,7 @@ Test(format, big_snapshot_round_trip, .init = setup, .fini = teardown) {
     int fd, n;
     ml_writer_t *w = sample_writer(3, &fd, &n);
     size_t big = (12u << 20) + 12345;
-    uint8_t *snap = malloc(big);
-    cr_assert(snap);
-    uint64_t x = 88172645463325252ull; /* xorshift: compressible runs and noise */
-    for (size_t i = 0; i < big; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        snap[i] = (i / 4096) % 3 ? (uint8_t)(i / 64) : (uint8_t)x;
-    }
+    uint8_t *snap = sample_snapshot(big);
     cr_assert_eq(ml_writer_flush(w), 0);
     uint64_t body = ml_writer_bytes(w);
     cr_assert_eq(ml_writer_add_snapshot(w, snap, big, 7), 0);
@@ -801,15 +808,7 @@ Test(format, streamed_snapshot_round_trip, .init = setup, .fini = teardown) {
     int fd, n;
     ml_writer_t *w = sample_writer(3, &fd, &n);
     size_t big = (5u << 20) + 12345;
-    uint8_t *snap = malloc(big);
-    cr_assert(snap);
-    uint64_t x = 88172645463325252ull;
-    for (size_t i = 0; i < big; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        snap[i] = (i / 4096) % 3 ? (uint8_t)(i / 64) : (uint8_t)x;
-    }
+    uint8_t *snap = sample_snapshot(big);
     cr_assert_eq(ml_writer_flush(w), 0);
     uint64_t body = ml_writer_bytes(w);
     cr_assert_eq(ml_writer_snapshot_begin(w, 9), 0);
