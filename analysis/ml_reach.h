@@ -82,35 +82,20 @@ typedef struct {
     bool graph_given_up; /* the graph outgrew max_edges: blocks were read as reached */
 } ml_reach_stats_t;
 
-/* The blocks a scan works on, 8 bytes a block: block i is the word
- * w[i] = (ptr >> shift) << size_bits | size code, so the words are in
- * address order and a search compares words. `shift` is how many low bits
- * every block's address has clear (at most 4), and size_bits what the
- * highest address leaves of the 64 (21 with 47-bit addresses aligned to
- * 16). A size that does not fit the code (the all-ones code, 2 MiB and more
- * at 21 bits) is in `big`, by address. With 16 bytes a block (ptr, size)
- * the copy was 120 MB on top of the collector's live set when a program
- * exited with 7.5 M blocks (issue 12). With addresses too wide to leave 8
- * bits (tagged pointers), size_bits is 0 and `big` holds every block. */
+/* The blocks a scan works on, in address order: the caller's array
+ * (ml_reach_classify), or the analysis session's live set read in place
+ * (the collector: ml_analysis_live_reach_blocks), which costs nothing a
+ * block. A copy of 16-byte (address, size) pairs was 120 MB on top of the
+ * collector's live set when a program exited with 7.5 M blocks (issue 12). */
 struct ml__live_index_s;
 typedef struct {
-    uint64_t *w;
+    const ml_live_block_t *arr; /* or NULL: `live` */
     size_t n;
-    unsigned shift, size_bits;
-    ml_live_block_t *big;
-    size_t nbig, big_cap;
-    /* Or (w NULL) the blocks read in place from the analysis session's live
-     * set (analysis_internal.h): nothing a block. */
     struct ml__live_index_s *live;
     uint64_t bytes; /* the blocks' bytes, when known (0: counted; only shares the work out) */
 } ml_reach_blocks_t;
 
-/** Sets up t for n blocks whose addresses, ORed together, give or_ptrs and
- * whose highest is max_ptr; 0 or -ENOMEM. ml_reach_blocks_set() then fills
- * it, block i after block i - 1. */
-int ml_reach_blocks_init(ml_reach_blocks_t *t, size_t n, uint64_t or_ptrs, uint64_t max_ptr);
-/** Stores block i; 0 or -ENOMEM. */
-int ml_reach_blocks_set(ml_reach_blocks_t *t, size_t i, uint64_t ptr, uint64_t size);
+/** Frees what ml_analysis_live_reach_blocks made (the array is the caller's). */
 void ml_reach_blocks_free(ml_reach_blocks_t *t);
 
 /** Block i's address and size. *hint (0 at first) makes a walk in index

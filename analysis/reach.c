@@ -89,70 +89,17 @@ static uint64_t now_ns(void) {
 /* The block table (ml_reach.h)                                              */
 /* ------------------------------------------------------------------------- */
 
-int ml_reach_blocks_init(ml_reach_blocks_t *t, size_t n, uint64_t or_ptrs, uint64_t max_ptr) {
-    memset(t, 0, sizeof *t);
-    unsigned shift = or_ptrs ? (unsigned)__builtin_ctzll(or_ptrs) : 0;
-    if (shift > 4) shift = 4;
-    uint64_t top = max_ptr >> shift;
-    unsigned bits = top ? 64u - (unsigned)__builtin_clzll(top) : 1u;
-    unsigned size_bits = 64u - bits;
-    if (size_bits > 32) size_bits = 32;
-    if (size_bits < 8) shift = size_bits = 0; /* every block in `big` */
-    t->shift = shift;
-    t->size_bits = size_bits;
-    t->n = n;
-    t->w = malloc((n ? n : 1) * sizeof *t->w);
-    return t->w ? 0 : -ENOMEM;
-}
-
-int ml_reach_blocks_set(ml_reach_blocks_t *t, size_t i, uint64_t ptr, uint64_t size) {
-    uint64_t mask = t->size_bits ? (1ull << t->size_bits) - 1 : 0;
-    bool big = !t->size_bits || size >= mask;
-    if (big) {
-        if (t->nbig == t->big_cap) {
-            size_t cap = t->big_cap ? t->big_cap * 2 : 64;
-            ml_live_block_t *p = realloc(t->big, cap * sizeof *p);
-            if (!p) return -ENOMEM;
-            t->big = p;
-            t->big_cap = cap;
-        }
-        t->big[t->nbig++] = (ml_live_block_t){ptr, size};
-    }
-    t->w[i] = t->size_bits ? (ptr >> t->shift) << t->size_bits | (big ? mask : size) : ptr;
-    return 0;
-}
-
 void ml_reach_blocks_free(ml_reach_blocks_t *t) {
-    free(t->w);
-    free(t->big);
     if (t->live) ml__live_index_free(t->live);
     free(t->live);
     memset(t, 0, sizeof *t);
 }
 
-static inline uint64_t packed_ptr(const ml_reach_blocks_t *t, size_t i) {
-    return t->size_bits ? (t->w[i] >> t->size_bits) << t->shift : t->w[i];
-}
-
-static uint64_t packed_size(const ml_reach_blocks_t *t, size_t i) {
-    if (!t->size_bits) return t->big[i].size;
-    uint64_t mask = (1ull << t->size_bits) - 1, code = t->w[i] & mask;
-    if (ml_likely(code != mask)) return code;
-    uint64_t ptr = packed_ptr(t, i);
-    size_t lo = 0, hi = t->nbig;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (t->big[mid].ptr < ptr) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < t->nbig && t->big[lo].ptr == ptr ? t->big[lo].size : 0;
-}
-
 static inline void blk(const ml_reach_blocks_t *t, size_t i, uint64_t *hint, uint64_t *ptr,
                        uint64_t *size) {
-    if (t->w) {
-        *ptr = packed_ptr(t, i);
-        *size = packed_size(t, i);
+    if (t->arr) {
+        *ptr = t->arr[i].ptr;
+        *size = t->arr[i].size;
     } else {
         ml__live_index_block(t->live, i, hint, ptr, size);
     }
@@ -176,14 +123,14 @@ uint64_t ml_reach_block_size(const ml_reach_blocks_t *t, size_t i) {
 }
 
 size_t ml_reach_blocks_first(const ml_reach_blocks_t *t, uint64_t lo) {
-    if (!t->w) {
+    if (!t->arr) {
         uint64_t ptr, size;
         return lo ? (size_t)(ml__live_index_floor(t->live, lo - 1, NULL, &ptr, &size) + 1) : 0;
     }
     size_t l = 0, h = t->n;
     while (l < h) {
         size_t m = (l + h) / 2;
-        if (packed_ptr(t, m) < lo) l = m + 1;
+        if (t->arr[m].ptr < lo) l = m + 1;
         else h = m;
     }
     return l;
@@ -198,7 +145,7 @@ static int64_t find(scan_t *s, uint64_t p, uint64_t *start) {
     const ml_reach_blocks_t *t = s->t;
     uint64_t ptr, bsize;
     int64_t at;
-    if (!t->w) {
+    if (!t->arr) {
         /* In place: the live set finds p's page, then the block. */
         if ((at = ml__live_index_floor(t->live, p, &s->fhint, &ptr, &bsize)) < 0) return -1;
         goto found;
@@ -226,23 +173,17 @@ static int64_t find(scan_t *s, uint64_t p, uint64_t *start) {
         lo = (tl - 1) * TOP_STEP;
         n = lo + TOP_STEP < s->n ? TOP_STEP : s->n - lo;
     }
-    /* The largest word a block at or below p can have. */
-    uint64_t key = p;
-    if (t->size_bits) {
-        uint64_t k = p >> t->shift;
-        key = k > UINT64_MAX >> t->size_bits ? UINT64_MAX : (k << t->size_bits) | ((1ull << t->size_bits) - 1);
-    }
-    const uint64_t *g = t->w + lo;
+    const ml_live_block_t *g = t->arr + lo;
     while (n > 1) {
         size_t half = n / 2;
-        g = g[half] <= key ? g + half : g;
+        g = g[half].ptr <= p ? g + half : g;
         n -= half;
     }
-    lo = (size_t)(g - t->w) + (*g <= key);
+    lo = (size_t)(g - t->arr) + (g->ptr <= p);
     if (!lo) return -1;
     at = (int64_t)(lo - 1);
-    ptr = packed_ptr(t, lo - 1);
-    bsize = packed_size(t, lo - 1);
+    ptr = t->arr[lo - 1].ptr;
+    bsize = t->arr[lo - 1].size;
 found:;
     uint64_t size = bsize ? bsize : 1;
     if (p - ptr >= size) return -1;
@@ -468,13 +409,13 @@ static inline const uint32_t *edges_of(const scan_t *s, uint32_t j, uint32_t *fr
  * searches as before. */
 static void page_index(scan_t *s) {
     const ml_reach_blocks_t *t = s->t;
-    if (!t->w) return; /* the live set has its own pages */
+    if (!t->arr) return; /* the live set has its own pages */
     size_t best = 0, best_n = 0;
     uint64_t prev_end = 0;
     for (size_t i = 0, start = 0; i <= s->n; i++) {
-        uint64_t ptr = i < s->n ? packed_ptr(t, i) : 0;
+        uint64_t ptr = i < s->n ? t->arr[i].ptr : 0;
         bool cut = i == s->n || (i > start && ptr - prev_end > REGION_GAP);
-        if (i < s->n) prev_end = ptr + packed_size(t, i);
+        if (i < s->n) prev_end = ptr + t->arr[i].size;
         if (!cut) continue;
         if (i - start > best_n) {
             best = start;
@@ -483,9 +424,9 @@ static void page_index(scan_t *s) {
         start = i;
     }
     if (best_n < 64 || s->n >= UINT32_MAX) return; /* below 64, the plain search is as quick */
-    uint64_t last_ptr = packed_ptr(t, best + best_n - 1);
-    uint64_t last_size = packed_size(t, best + best_n - 1);
-    uint64_t plo = packed_ptr(t, best) & ~4095ull;
+    uint64_t last_ptr = t->arr[best + best_n - 1].ptr;
+    uint64_t last_size = t->arr[best + best_n - 1].size;
+    uint64_t plo = t->arr[best].ptr & ~4095ull;
     uint64_t phi = (last_ptr + (last_size ? last_size : 1) + 4095) & ~4095ull;
     uint64_t npg = (phi - plo) >> 12;
     if (npg > 2 * (uint64_t)best_n) return;
@@ -494,7 +435,7 @@ static void page_index(scan_t *s) {
     size_t i = best;
     for (uint64_t k = 0; k <= npg; k++) {
         uint64_t at = plo + (k << 12);
-        while (i < s->n && packed_ptr(t, i) < at) i++;
+        while (i < s->n && t->arr[i].ptr < at) i++;
         pg[k] = (uint32_t)i;
     }
     s->pg = pg;
@@ -657,17 +598,17 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
      * ml_reach_classify's callers is searched for the highest end all the
      * same (a walk of the live set in place costs a pass over its pages). */
     uint64_t hint = 0;
-    for (size_t i = t->w ? 0 : n - 1; i < n; i++) {
+    for (size_t i = t->arr ? 0 : n - 1; i < n; i++) {
         uint64_t ptr, size;
         blk(t, i, &hint, &ptr, &size);
         if (ptr + (size ? size : 1) > s.hi) s.hi = ptr + (size ? size : 1);
     }
     int rc = -ENOMEM;
     if (!read_buffers(&s)) goto out;
-    if (t->w) {
+    if (t->arr) {
         s.ntop = (n + TOP_STEP - 1) / TOP_STEP;
         s.top = malloc(s.ntop * sizeof *s.top);
-        for (size_t j = 0; s.top && j < s.ntop; j++) s.top[j] = packed_ptr(t, j * TOP_STEP);
+        for (size_t j = 0; s.top && j < s.ntop; j++) s.top[j] = t->arr[j * TOP_STEP].ptr;
     }
     page_index(&s);
     s.start = malloc((n + 1) * sizeof *s.start);
@@ -784,16 +725,6 @@ out:
 int ml_reach_classify(const ml_live_block_t *blocks, size_t n, const ml_range_t *roots,
                       size_t nroots, const ml_reach_io_t *io, uint8_t *verdict,
                       ml_reach_stats_t *st) {
-    uint64_t or_ptrs = 0, max_ptr = 0;
-    for (size_t i = 0; i < n; i++) {
-        or_ptrs |= blocks[i].ptr;
-        if (blocks[i].ptr > max_ptr) max_ptr = blocks[i].ptr;
-    }
-    ml_reach_blocks_t t;
-    int rc = ml_reach_blocks_init(&t, n, or_ptrs, max_ptr);
-    for (size_t i = 0; rc == 0 && i < n; i++) rc = ml_reach_blocks_set(&t, i, blocks[i].ptr, blocks[i].size);
-    if (rc == 0) rc = ml_reach_classify_blocks(&t, roots, nroots, io, verdict, st);
-    else memset(st, 0, sizeof *st);
-    ml_reach_blocks_free(&t);
-    return rc;
+    const ml_reach_blocks_t t = {.arr = blocks, .n = n};
+    return ml_reach_classify_blocks(&t, roots, nroots, io, verdict, st);
 }

@@ -469,20 +469,12 @@ Test(analysis, suppression_patterns) {
 static uint8_t MEM[1 << 16];
 #define BASE 0x100000ull
 
-/* An address space of its own for a test (io.ctx), instead of MEM at BASE. */
-typedef struct {
-    uint64_t base;
-    uint8_t *mem;
-    size_t len;
-} space_t;
-
 static int fake_read(void *ctx, ml_reach_req_t *r, size_t n) {
-    const space_t *sp = ctx, dflt = {BASE, MEM, sizeof MEM};
-    if (!sp) sp = &dflt;
+    (void)ctx;
     for (size_t i = 0; i < n; i++) {
         r[i].got = 0;
-        if (r[i].addr < sp->base || r[i].addr + r[i].len > sp->base + sp->len) continue;
-        memcpy(r[i].buf, sp->mem + (r[i].addr - sp->base), r[i].len);
+        if (r[i].addr < BASE || r[i].addr + r[i].len > BASE + sizeof MEM) continue;
+        memcpy(r[i].buf, MEM + (r[i].addr - BASE), r[i].len);
         r[i].got = r[i].len;
     }
     return 0;
@@ -945,7 +937,7 @@ Test(reach, the_live_set_read_in_place_is_the_same_table) {
     wide_put(b[0].ptr + 24, b[1000].ptr + 300000);
     ml_reach_blocks_t t;
     cr_assert_eq(ml_analysis_live_reach_blocks(x, &t), (int64_t)n);
-    cr_assert_null(t.w);
+    cr_assert_null(t.arr);
     uint64_t hint = 0, ptr, size;
     for (size_t i = 0; i < n; i++) {
         ml_reach_block_at(&t, i, &hint, &ptr, &size);
@@ -983,64 +975,6 @@ Test(reach, the_live_set_read_in_place_is_the_same_table) {
     free(kept);
     free(b);
     free(wide_mem);
-}
-
-/* The block table keeps an address in the bits its addresses need, and a
- * size in the bits left; sizes that do not fit are kept beside it. */
-Test(reach, the_block_table_keeps_every_address_and_size) {
-    ml_reach_blocks_t t;
-    /* 16-byte aligned, 47-bit addresses: 43 bits, 21 for sizes. */
-    const uint64_t hi = 0x7ff000000000ull;
-    const ml_live_block_t a[] = {{hi, 0}, {hi + 0x10, (1u << 21) - 2}, {hi + 0x20, (1u << 21) - 1},
-                                 {hi + 0x30, 5ull << 30}, {hi + 0x40, 1}};
-    cr_assert_eq(ml_reach_blocks_init(&t, 5, hi | 0x10 | 0x20 | 0x30 | 0x40, hi + 0x40), 0);
-    for (size_t i = 0; i < 5; i++) cr_assert_eq(ml_reach_blocks_set(&t, i, a[i].ptr, a[i].size), 0);
-    cr_expect_eq(t.shift, 4);
-    cr_expect_eq(t.size_bits, 21);
-    cr_expect_eq(t.nbig, 2);
-    for (size_t i = 0; i < 5; i++) {
-        cr_expect_eq(ml_reach_block_ptr(&t, i), a[i].ptr, "block %zu", i);
-        cr_expect_eq(ml_reach_block_size(&t, i), a[i].size, "block %zu", i);
-    }
-    cr_expect_eq(ml_reach_blocks_first(&t, hi + 0x11), 2);
-    cr_expect_eq(ml_reach_blocks_first(&t, hi + 0x41), 5);
-    ml_reach_blocks_free(&t);
-    /* Tagged pointers leave no room: every block is kept beside. */
-    const uint64_t tag = 0xff00000000001000ull;
-    cr_assert_eq(ml_reach_blocks_init(&t, 2, tag, tag + 0x10), 0);
-    cr_assert_eq(ml_reach_blocks_set(&t, 0, tag, 24), 0);
-    cr_assert_eq(ml_reach_blocks_set(&t, 1, tag + 0x10, 7), 0);
-    cr_expect_eq(t.size_bits, 0);
-    cr_expect_eq(ml_reach_block_ptr(&t, 1), tag + 0x10);
-    cr_expect_eq(ml_reach_block_size(&t, 0), 24);
-    cr_expect_eq(ml_reach_block_size(&t, 1), 7);
-    ml_reach_blocks_free(&t);
-}
-
-/* A block whose size is kept beside the table is scanned and searched
- * whole: with an odd address among the blocks (no low bit is free), 47-bit
- * addresses leave 17 bits, and block A's 150,000 bytes do not fit them. */
-static uint8_t HMEM[0x40000];
-#define HBASE 0x7ff000000000ull
-Test(reach, a_block_too_big_for_the_table_is_scanned_whole) {
-    memset(HMEM, 0, sizeof HMEM);
-    const uint64_t A = HBASE + 0x1000, B = HBASE + 0x30001, C = HBASE + 0x30101;
-    ml_live_block_t b[] = {{A, 150000}, {B, 8}, {C, 16}};
-    uint64_t w = A + 140000; /* the root: into A, past its first 2^17 bytes */
-    memcpy(HMEM + 0x10, &w, 8);
-    memcpy(HMEM + (A + 140000 - HBASE), &B, 8); /* A's word there: B's start */
-    ml_range_t roots[] = {{HBASE, HBASE + 0x100}};
-    for (int64_t max_edges = 0; max_edges >= -1; max_edges--) {
-        space_t high = {HBASE, HMEM, sizeof HMEM};
-        ml_reach_io_t io = {.read = fake_read, .ctx = &high, .max_edges = max_edges};
-        uint8_t v[3];
-        ml_reach_stats_t st;
-        cr_assert_eq(ml_reach_classify(b, 3, roots, 1, &io, v, &st), 0);
-        cr_expect_eq(v[0], ML_REACH_POSSIBLE, "max_edges %d", (int)max_edges);
-        cr_expect_eq(v[1], ML_REACH_POSSIBLE, "max_edges %d", (int)max_edges);
-        cr_expect_eq(v[2], ML_REACH_DEFINITE, "max_edges %d", (int)max_edges);
-        cr_expect_eq(st.heap_bytes, 150000 + 8 + 16);
-    }
 }
 
 Test(reach, the_graph_read_on_threads_is_the_same_graph) {
