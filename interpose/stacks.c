@@ -12,9 +12,10 @@
  *     (once per distinct call path), so the lock is off the hot path. The
  *     NODE event is put into the ring before the entry is published, so no
  *     thread can use an id whose NODE event comes later in the ring.
- *   - The table grows by allocating a larger one, copying, and publishing the
- *     new pointer. Old tables stay mapped: a reader may still be probing one,
- *     and missing there only sends it to the locked path.
+ *   - The table doubles once three quarters full, by allocating a larger
+ *     one, copying, and publishing the new pointer. Old tables stay mapped,
+ *     their entries' pages given back (table_drop): a reader may still be
+ *     probing one, and missing there only sends it to the locked path.
  *   - Each thread remembers its previous stack and its node ids. Consecutive
  *     stacks of one thread share their outer frames (main, the event loop,
  *     ...), so only the frames below the first difference are looked up.
@@ -36,6 +37,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -164,6 +166,19 @@ static void table_put(node_table_t *t, uint32_t id, uint32_t parent, uint64_t pc
     t->count++;
 }
 
+/* Gives the entries of a table that is no longer current back to the
+ * kernel. Its mapping stays: a thread may still be probing it, lock-free.
+ * Such a probe reads the dropped pages as zeros, that is as empty slots, and
+ * ends in node_insert, which looks again in the current table under the
+ * lock. The header page (cap, read once before probing) is kept. */
+static void table_drop(node_table_t *t) {
+    uintptr_t page = (uintptr_t)getauxval(AT_PAGESZ);
+    if (!page) page = 4096;
+    uintptr_t lo = ((uintptr_t)t->e + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)t + t->bytes) & ~(page - 1);
+    if (hi > lo) syscall(SYS_madvise, lo, hi - lo, MADV_DONTNEED);
+}
+
 /* For fork: every lock of this file and of unwind.c, so that the child
  * never inherits one held by a thread that no longer exists. */
 void ml__stacks_lock(void) {
@@ -185,14 +200,15 @@ static uint32_t node_insert(uint32_t parent, uint64_t pc) {
     node_table_t *t = ml_atomic_load_acquire(&table);
     uint32_t id = table_find(t, parent, pc);
     if (id) goto out;
-    if ((t->count + 1) * 2 > t->cap) {
-        node_table_t *n = table_new(t->cap * 4);
+    if ((t->count + 1) * 4 > t->cap * 3) {
+        node_table_t *n = table_new(t->cap * 2);
         if (!n) goto out;
         for (uint64_t i = 0; i < t->cap; i++) {
             uint32_t eid = ml_atomic_load_relaxed(&t->e[i].id);
             if (eid) table_put(n, eid, t->e[i].parent, t->e[i].pc);
         }
         ml_atomic_store_release(&table, n);
+        table_drop(t);
         t = n;
     }
     id = ml_atomic_add_relaxed(&next_id, 1) + 1;

@@ -102,3 +102,56 @@ Test(scale, thousands_of_images_under_follow_fork, .timeout = 1200) {
     cr_expect_eq(root.end.status, 0);
     h_trace_free(&root);
 }
+
+typedef struct {
+    uint64_t parent, pc;
+} h_edge_t;
+
+static int cmp_edge(const void *a, const void *b) {
+    const h_edge_t *x = a, *y = b;
+    if (x->parent != y->parent) return x->parent < y->parent ? -1 : 1;
+    return x->pc < y->pc ? -1 : x->pc > y->pc;
+}
+
+/* 2^15 distinct call paths, taken by four threads at once, each in its own
+ * order, while the stack table doubles (and gives back the tables it
+ * outgrew) under their lookups: each path ends in exactly one node, and no
+ * (parent, return address) is interned twice. */
+Test(scale, distinct_stacks_interned_once_while_the_table_grows, .timeout = 300) {
+    const int levels = 15, threads = 4;
+    const char *trace = h_tmp("stacks.mlt");
+    char d[16], n[16];
+    snprintf(d, sizeof d, "%d", levels);
+    snprintf(n, sizeof n, "%d", threads);
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_scale"), "stacks", d, n, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect(t.complete);
+    cr_expect_not(t.truncated);
+    cr_expect_eq(h_allocs_of_size(&t, 7777), (uint64_t)threads << levels);
+    /* The leaf of every path is the same return address (after malloc in
+     * down()), under a different parent. */
+    uint32_t leaf = h_stack_of_size(&t, 7777);
+    cr_assert(leaf && leaf < t.nnodes);
+    uint64_t leaf_pc = t.node_pc[leaf], leaves = 0;
+    h_edge_t *key = calloc(t.nnodes, sizeof *key);
+    cr_assert_not_null(key);
+    size_t nk = 0;
+    for (uint32_t id = 1; id < t.nnodes; id++) {
+        if (!t.node_pc[id]) continue;
+        leaves += t.node_pc[id] == leaf_pc;
+        key[nk++] = (h_edge_t){t.node_parent[id], t.node_pc[id]};
+    }
+    cr_expect_eq(leaves, (uint64_t)1 << levels, "one leaf node per path");
+    cr_expect_gt(nk, (size_t)4 << levels, "enough nodes to make the table grow several times");
+    qsort(key, nk, sizeof *key, cmp_edge);
+    size_t dup = 0;
+    for (size_t i = 1; i < nk; i++) dup += !cmp_edge(&key[i], &key[i - 1]);
+    cr_expect_eq(dup, 0, "%zu nodes interned twice", dup);
+    free(key);
+    h_trace_free(&t);
+}
