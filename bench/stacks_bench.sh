@@ -10,11 +10,11 @@
 # usage: bench/stacks_bench.sh [BUILD_DIR] [RUNS] [LEVELS...]
 #   BUILD_DIR  the memlens build (default: build)
 #   RUNS       runs of each tool per size (default: 3)
-#   LEVELS     recursion depths (default: 16 20); REPS=N sets the repeats (default 2)
+#   LEVELS     recursion depths (default: 16 21); REPS=N sets the repeats (default 2)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench_lib.sh"
-bench_args 3 "16 20" "$@"
+bench_args 3 "16 21" "$@"
 bench_setup stacks_bench heaptrack cc
 cc -O1 -g -o "$work/stacks_workload" "$here/stacks_workload.c"
 reps=${REPS:-2}
