@@ -283,12 +283,12 @@ const char *ml_leak_kind_name(ml_leak_kind_t k);
 typedef struct {
     const char *function; /* demangled; "[module+0xOFF]" or "[0xADDR]" when unknown */
     const char *file;     /* source file, NULL without debug info */
-    uint32_t line;        /* 0 without debug info */
     const char *module;   /* path of the module holding the address, NULL if none */
     uint64_t address;     /* the return address as recorded (the call is at address - 1) */
+    uint32_t line;        /* 0 without debug info */
     bool inlined;         /* this frame was inlined into the next (outer) one */
     bool own;             /* in the program's own code (see ml_frame_is_own_code) */
-} ml_frame_t;
+} ml_frame_t;             /* 40 bytes: one per frame of every site */
 
 /* The program's own code, where a site is named (docs/analysis.md, "Site
  * names"): a frame is its own when its module is the traced executable or
