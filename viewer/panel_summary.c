@@ -42,8 +42,10 @@ static void build(summary_t *p, int width) {
     if (path[0]) ml__lines_add(l, "Trace", ML_ST_NORMAL, "%s", path);
     switch (s->state) {
     case ML_VPROC_LOADING:
-        ml__lines_add(l, "State", ML_ST_WARN, "loading the trace (%d%%)",
-                      (int)(ml_vmodel_progress(m) * 100));
+        if (ml_vmodel_from_snapshot(m))
+            ml__lines_add(l, "State", ML_ST_WARN, "loading: building the results from the saved analysis");
+        else
+            ml__lines_add(l, "State", ML_ST_WARN, "loading the trace (%d%%)", (int)(ml_vmodel_progress(m) * 100));
         break;
     case ML_VPROC_RUNNING:
         ml__lines_add(l, "State", ML_ST_GOOD, "running (live)");

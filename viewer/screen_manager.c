@@ -185,7 +185,10 @@ static void draw_title(ml_screen_t *sm) {
     prog = prog ? prog + 1 : (s->exe[0] ? s->exe : ml_vmodel_path(sm->m));
     switch (s->state) {
     case ML_VPROC_LOADING:
-        snprintf(state, sizeof state, "loading %d%%", (int)(ml_vmodel_progress(sm->m) * 100));
+        if (ml_vmodel_from_snapshot(sm->m))
+            snprintf(state, sizeof state, "loading (saved analysis)");
+        else
+            snprintf(state, sizeof state, "loading %d%%", (int)(ml_vmodel_progress(sm->m) * 100));
         break;
     case ML_VPROC_RUNNING:
         snprintf(state, sizeof state, "LIVE, running");
@@ -501,6 +504,13 @@ void ml__sm_run(ml_screen_t *sm, const ml_sm_io_t *io) {
     bool dirty = true;
     uint64_t next_refresh = 0;
     ml_vproc_state_t last_state = ml_vmodel_summary(sm->m)->state;
+    /* A frame before the first load step: that step can build the whole
+     * analysis from the snapshot (a minute for a trace of a million sites),
+     * and the screen says "loading" meanwhile rather than staying blank. */
+    if (ml_vmodel_loading(sm->m)) {
+        ml__sm_draw(sm);
+        if (io->present) io->present(io->ctx, &sm->canvas);
+    }
     for (;;) {
         int timeout = -1;
         if (ml_vmodel_loading(sm->m)) {

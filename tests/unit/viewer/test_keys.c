@@ -663,3 +663,47 @@ Test(viewer_keys, the_timeline_says_how_far_time_travel_reaches, .timeout = 60) 
     close_screen();
     unlink(p);
 }
+
+/* Opening from the saved analysis builds every result in the loop's first
+ * load step, which takes a minute on a trace of a million sites: the loop
+ * shows a frame saying so before that step, not a blank terminal. */
+typedef struct {
+    int presents;
+    bool first_while_loading;
+    char *first;
+} first_frame_t;
+
+static void ff_present(void *ctx, const ml_canvas_t *c) {
+    first_frame_t *f = ctx;
+    if (f->presents++) return;
+    f->first_while_loading = ml_vmodel_loading(M);
+    f->first = ml__canvas_dump(c);
+}
+
+static void ff_next(void *ctx, int timeout_ms, ml_uievent_t *ev) {
+    (void)timeout_ms;
+    first_frame_t *f = ctx;
+    ev->type = f->presents >= 2 ? ML_UI_QUIT : ML_UI_NONE;
+}
+
+Test(viewer_keys, a_frame_before_building_from_the_saved_analysis, .timeout = 60) {
+    v_write_phases(path, sizeof path, true);
+    cr_assert_eq(ml_vmodel_new(&M), 0);
+    ml_build_opts_t bo = {.no_symbols = true};
+    ml_vmodel_set_build_opts(M, &bo);
+    ml_vmodel_set_advice(M, false);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(M, path, err, sizeof err), 0, "%s", err);
+    cr_assert(ml_vmodel_from_snapshot(M));
+    ml_sm_opts_t o = {.cols = 100, .rows = 24, .unicode = true};
+    S = ml__sm_new(M, &o);
+    cr_assert(S);
+    first_frame_t f = {0};
+    ml_sm_io_t io = {.ctx = &f, .next = ff_next, .present = ff_present};
+    ml__sm_run(S, &io);
+    cr_expect(f.first_while_loading, "the first frame came after the build");
+    cr_expect(f.first && strstr(f.first, "building the results from the saved analysis"), "%s", f.first);
+    cr_expect_not(ml_vmodel_loading(M));
+    free(f.first);
+    teardown();
+}
