@@ -22,7 +22,9 @@
  *
  * Limits (docs/analysis.md): registers are not roots (the program's code has
  * returned from main, so they hold nothing of its own); other threads still
- * running may change memory during the scan; stale pointers left in dead
+ * running may store pointers during the scan, but not allocate or free: the
+ * recorder holds them at their next allocation call (interpose/runtime.c,
+ * ml__exit_hold); stale pointers left in dead
  * stack slots above the stack pointer or in free memory inside a root can
  * make a leak look reachable, as with every conservative scanner.
  */

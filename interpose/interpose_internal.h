@@ -83,6 +83,7 @@ typedef struct {
     uint16_t thread;    /* per-process thread index */
     uint8_t has_thread; /* thread index assigned and announced */
     uint8_t has_sample;
+    uint8_t exiting; /* this thread made the exit handshake: never held (ml__exit_hold) */
     int64_t sample_left; /* bytes until the next sampled allocation */
     uint64_t rng;
     uint32_t nnest; /* events waiting in nest */
@@ -153,8 +154,19 @@ uint64_t ml__exit_caller_sp(void);
 void ml__stacks_lock(void);
 void ml__stacks_unlock(void);
 
+/* runtime.c: set while the collector scans this process at exit. The
+ * program's other threads wait at their next hook call until it is done, so
+ * the heap the scan reads is the one the exit record describes (valgrind
+ * and LeakSanitizer stop every thread for their scan too). */
+extern _Atomic uint32_t ml__exit_hold;
+void ml__exit_hold_wait(void);
+
 static inline bool ml__recording(void) {
-    return ml_likely(ml__state_relaxed() == ML_STATE_READY) && !ml__tls.guard;
+    if (ml_likely(ml__state_relaxed() == ML_STATE_READY) && !ml__tls.guard) {
+        if (ml_unlikely(ml_atomic_load_relaxed(&ml__exit_hold))) ml__exit_hold_wait();
+        return true;
+    }
+    return false;
 }
 
 #endif

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <linux/futex.h>
+#include <sys/single_threaded.h>
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
@@ -776,6 +777,10 @@ static int follow_child(void) {
 }
 
 static void fork_child(void) {
+    /* A thread that forked while its parent's exit scan held the others:
+     * the child's own exit comes later, with a hold of its own. */
+    ml_atomic_store_relaxed(&ml__exit_hold, 0);
+    ml__tls.exiting = 0;
     ml__spin_unlock(&raw_lock);
     ml__sampled_unlock();
     ml__stacks_unlock();
@@ -944,9 +949,52 @@ __attribute__((constructor(101))) static void ml_ctor(void) {
     if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
 }
 
+_Atomic uint32_t ml__exit_hold;
+
+/* Another thread's hook call once the process is exiting: wait while the
+ * hold lasts, then go on as usual. Only the program's calls get here: the
+ * exiting thread's guard is up while it sets the hold, and memlens' own
+ * calls are nested. After a scan the hold lasts until the process is gone
+ * (exit_group ends the waiting threads), so the live set at the trace's end
+ * is the one the scan judged; the wait still ends after HOLD_MAX_S, in case
+ * something in the rest of exit() waits for one of these threads. */
+#define HOLD_MAX_S 10
+void ml__exit_hold_wait(void) {
+    if (ml__tls.exiting) return;
+    ml__tls.guard++;
+    for (int i = 0; i < HOLD_MAX_S * 10 && ml_atomic_load_acquire(&ml__exit_hold); i++) {
+        struct timespec ts = {0, 100000000};
+        syscall(SYS_futex, &ml__exit_hold, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
+    }
+    ml__tls.guard--;
+}
+
+/* Lets the calls other threads were in the middle of when the hold began
+ * claim their slots before the exit record: it waits until no slot was
+ * claimed for 1 ms (five periods of 200 us; 20 ms at most). A call that
+ * has not claimed its slot by then (its thread preempted between the
+ * hold's check and the record) comes after the exit record, and its block
+ * has no verdict from the scan (docs/analysis.md). */
+static void settle(void) {
+    uint64_t last = ml_atomic_load_acquire(&ml__ring->head);
+    for (int i = 0, quiet = 0; i < 100 && quiet < 5; i++) {
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+        uint64_t now = ml_atomic_load_acquire(&ml__ring->head);
+        quiet = now == last ? quiet + 1 : 0;
+        last = now;
+    }
+}
+
 /* The exit handshake, once per process image: the final module list, a last
  * mallinfo sample, the exit record, and the wait for the collector's exit
- * scan. `sp` is where the program's part of this thread's stack starts. */
+ * scan. `sp` is where the program's part of this thread's stack starts.
+ * The other threads' allocation calls are held from just before the exit
+ * record on (ml__exit_hold): not before the module scan and the mallinfo
+ * sample, which take the loader's and the arenas' locks that a held thread
+ * might own. What runs after this destructor (libc's own clean-up) takes
+ * no lock a held thread could own: it runs in the exiting thread, and held
+ * threads wait before the real allocator is called. */
 static void exit_handshake(uint64_t sp) {
     ml__modules_scan(false);
     /* One last sample, unless the last one was slow (then only when due), or
@@ -957,6 +1005,9 @@ static void exit_handshake(uint64_t sp) {
     /* Set before the exit record, which the collector reads with acquire
      * order. */
     ml_atomic_store_relaxed(&ml__ring->exit_sp, sp);
+    ml__tls.exiting = 1;
+    ml_atomic_store_release(&ml__exit_hold, 1);
+    if (!__libc_single_threaded) settle();
     ml_blob_exit_t b = {ml_atomic_load_relaxed(&ml__ring->nested_skipped)};
     ml__emit_blob(ML_BLOB_EXIT, &b, sizeof b);
     /* Let the collector look at the heap before exit tears it down; never
@@ -970,6 +1021,11 @@ static void exit_handshake(uint64_t sp) {
         if (i % 100 == 99 && !ml__collector_alive()) break;
         struct timespec ts = {0, 1000000};
         syscall(SYS_futex, &ml__ring->exit_scan, FUTEX_WAIT, ML_EXIT_SCAN_ASKED, &ts, NULL, 0);
+    }
+    if (ml_atomic_load_acquire(&ml__ring->exit_scan) != ML_EXIT_SCAN_DONE) {
+        /* No scan (the collector is gone, or took too long): nothing to keep still. */
+        ml_atomic_store_release(&ml__exit_hold, 0);
+        syscall(SYS_futex, &ml__exit_hold, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
     }
 }
 
