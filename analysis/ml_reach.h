@@ -74,7 +74,19 @@ typedef struct {
      * only). Above 1, `read` must be safe to call from several threads at
      * once. The verdicts do not depend on it. */
     int threads;
+    /* valgrind memcheck's leak-check heuristics (its default, "all"): an
+     * interior pointer that one of them explains counts as a pointer to the
+     * block's start (reach.c, "Heuristics"). Off when false. */
+    bool heuristics;
+    /* For the multiple-inheritance heuristic: ML_REACH_MAP_* flags of the
+     * file-backed mapping holding addr, its end in *end; 0 when addr is in
+     * no file-backed mapping. NULL: that heuristic is off. Called from the
+     * reading threads at once. */
+    unsigned (*map_flags)(void *ctx, uint64_t addr, uint64_t *end);
 } ml_reach_io_t;
+
+#define ML_REACH_MAP_R 1u /* readable */
+#define ML_REACH_MAP_X 2u /* executable */
 
 typedef struct {
     uint64_t root_bytes, heap_bytes; /* bytes read */

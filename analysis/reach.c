@@ -73,7 +73,118 @@ typedef struct {
     size_t ntop;
     uint32_t *pg;      /* pages of [plo, phi): pg[k] the first block at or after page k */
     uint64_t plo, phi; /* (NULL: no page index) */
+    uint8_t *heur;     /* per block, H_* (NULL: heuristics off); shared by the reading threads */
+    uint64_t *vt; /* is_vtable's answers (with heur) */
 } scan_t;
+
+#define VT_CACHE_BITS 10
+
+/* ------------------------------------------------------------------------- */
+/* Heuristics                                                                */
+/* ------------------------------------------------------------------------- */
+
+/* valgrind memcheck (--leak-check-heuristics, default "all") counts an
+ * interior pointer as a pointer to the block's start when the block looks
+ * like one of four C++ (or sqlite) layouts, and so calls such blocks still
+ * reachable where the plain rule says possibly lost:
+ *   - stdstring: the pointer is 24 bytes in, where the old libstdc++
+ *     string's characters follow its length, capacity and refcount: the
+ *     block is 24 + capacity + 1 bytes and length <= capacity;
+ *   - length64: 8 bytes in, after a length that is the block's size - 8
+ *     (sqlite's allocator);
+ *   - newarray: 8 bytes in, after the element count of a new[] of objects
+ *     with a destructor: a count n > 0 that divides the size - 8 (this
+ *     covers length64 too);
+ *   - multipleinheritance: an aligned pointer to a word holding a vtable
+ *     address, in a block whose first word holds one too (a base class'
+ *     subobject). A vtable address lies in a readable file-backed mapping
+ *     and its table holds at least 2 non-null words among its first 20
+ *     (in that mapping), each into an executable file-backed mapping, and
+ *     nothing else non-null.
+ * The block's words are read once for the first two rules and the first
+ * word (cached per block); the third rule reads the word pointed at. Sizes
+ * are the requested ones, as valgrind's. */
+enum { H_DONE = 1, H_AT8 = 2, H_AT24 = 4, H_VT0 = 8 };
+
+/* Reads of target memory the heuristics may make in one scan (each a system
+ * call in the collector, about a microsecond): past it, interior pointers
+ * are judged by the plain rule again, so that a heap of millions of blocks
+ * reached only through interior pointers cannot push the scan past its
+ * deadline. The count lives in the last entry of scan_t.vt. */
+#define HEUR_READS_MAX 2000000u
+
+static bool heur_budget(const scan_t *s) {
+    return __atomic_add_fetch(&s->vt[(size_t)1 << VT_CACHE_BITS], 1, __ATOMIC_RELAXED) <= HEUR_READS_MAX;
+}
+
+static bool read_word(const scan_t *s, uint64_t addr, uint64_t *w) {
+    ml_reach_req_t r = {addr, 8, w, 0};
+    return heur_budget(s) && s->io->read(s->io->ctx, &r, 1) == 0 && r.got == 8;
+}
+
+static bool is_vtable_uncached(const scan_t *s, uint64_t addr);
+
+/* is_vtable's answers by address (scan_t.vt, VT_CACHE entries shared by the
+ * reading threads): the address with bit 0 set (known) and bit 1 the
+ * answer, in one word. */
+static bool is_vtable(const scan_t *s, uint64_t addr) {
+    if ((addr & 7) || addr < 4096 || !s->io->map_flags) return false;
+    uint64_t *e = &s->vt[(addr >> 3) * 0x9e3779b97f4a7c15ull >> (64 - VT_CACHE_BITS)];
+    uint64_t c = __atomic_load_n(e, __ATOMIC_RELAXED);
+    if ((c & ~7ull) == addr && (c & 1)) return (c & 2) != 0;
+    bool yes = is_vtable_uncached(s, addr);
+    __atomic_store_n(e, addr | 1 | (yes ? 2 : 0), __ATOMIC_RELAXED);
+    return yes;
+}
+
+static bool is_vtable_uncached(const scan_t *s, uint64_t addr) {
+    uint64_t end;
+    unsigned f = s->io->map_flags(s->io->ctx, addr, &end);
+    if (!(f & ML_REACH_MAP_R)) return false;
+    uint64_t words[20];
+    size_t n = 20;
+    if (addr + n * 8 > end) n = (size_t)((end - addr) / 8);
+    if (n < 2) return false;
+    ml_reach_req_t r = {addr, n * 8, words, 0};
+    if (!heur_budget(s) || s->io->read(s->io->ctx, &r, 1) < 0) return false;
+    int fns = 0;
+    for (size_t i = 0; i < r.got / 8; i++) {
+        if (!words[i]) continue;
+        uint64_t e2;
+        if (!(s->io->map_flags(s->io->ctx, words[i], &e2) & ML_REACH_MAP_X)) return false;
+        if (++fns == 2) return true;
+    }
+    return false;
+}
+
+/* The block's own rules, read once (a racing thread may read them too, and
+ * finds the same). */
+static uint8_t heur_of(scan_t *s, uint32_t k, uint64_t start) {
+    uint8_t h = __atomic_load_n(&s->heur[k], __ATOMIC_RELAXED);
+    if (h & H_DONE) return h;
+    if (!heur_budget(s)) return H_DONE; /* not stored: a later look finds the budget spent too */
+    h = H_DONE;
+    uint64_t size = ml_reach_block_size(s->t, k), w[2] = {0, 0};
+    ml_reach_req_t r = {start, size >= 16 ? 16 : (size >= 8 ? 8 : 0), w, 0};
+    if (r.len && s->io->read(s->io->ctx, &r, 1) == 0) {
+        if (r.got >= 8 && size > 8 && w[0] && (size - 8) % w[0] == 0) h |= H_AT8;
+        if (r.got == 16 && size > 24 && w[1] == size - 25 && w[0] <= w[1]) h |= H_AT24;
+        if (r.got >= 8 && is_vtable(s, w[0])) h |= H_VT0;
+    }
+    __atomic_store_n(&s->heur[k], h, __ATOMIC_RELAXED);
+    return h;
+}
+
+/* Whether interior pointer w into block k (which starts at start) counts as
+ * a start pointer. */
+static bool heur_start(scan_t *s, uint32_t k, uint64_t start, uint64_t w) {
+    uint64_t off = w - start;
+    if (off & 7) return false;
+    uint8_t h = heur_of(s, k, start);
+    if ((off == 8 && (h & H_AT8)) || (off == 24 && (h & H_AT24))) return true;
+    uint64_t inner;
+    return (h & H_VT0) && read_word(s, w, &inner) && is_vtable(s, inner);
+}
 
 const char *ml_analysis_allocator_model(const ml_analysis_t *a) {
     return ml__allocator_model(a);
@@ -261,6 +372,12 @@ static int scan_words(scan_t *s, const uint8_t *mem, size_t len) {
         uint64_t start;
         int64_t k = find(s, w, &start);
         if (k < 0) continue;
+        /* An interior pointer a heuristic explains counts as a start: in the
+         * graph always, when marking only where it could change the mark. */
+        if (w != start && s->heur && s->mode != EDGES_UNSEEN &&
+            (s->mode == EDGES_ALL || (s->prior_definite && s->v[k] != ML_REACH_REACHABLE)) &&
+            heur_start(s, (uint32_t)k, start, w))
+            start = w;
         if (s->mode == EDGES_ALL) {
             /* A block's pointers to itself change no verdict. */
             if ((uint32_t)k == s->cur) continue;
@@ -613,6 +730,9 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
     page_index(&s);
     s.start = malloc((n + 1) * sizeof *s.start);
     if (!s.start) goto out;
+    if (io->heuristics &&
+        (!(s.heur = calloc(n, 1)) || !(s.vt = calloc(((size_t)1 << VT_CACHE_BITS) + 1, sizeof *s.vt))))
+        goto out;
 
     /* 1. The whole graph, when it is small enough to keep (below), and the
      * blocks reachable from the roots, marked from it. Each block is read
@@ -719,6 +839,8 @@ out:
     free(s.work);
     free_graph(&s);
     free(s.start);
+    free(s.heur);
+    free(s.vt);
     return rc;
 }
 

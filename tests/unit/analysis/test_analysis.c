@@ -544,6 +544,92 @@ Test(reach, kinds_cliques_and_the_glibc_alias_without_the_graph) {
     kinds_cliques_and_the_glibc_alias(-1);
 }
 
+/* valgrind's leak-check heuristics (reach.c, "Heuristics"), in a fake
+ * address space: [BASE + 0xf000, +0x100) is a "file-backed" readable
+ * mapping holding two tables, and [BASE + 0xe000, +0x100) an executable
+ * one; the first table holds two pointers to code, the second two to data. */
+static unsigned fake_maps(void *ctx, uint64_t addr, uint64_t *end) {
+    (void)ctx;
+    if (addr >= BASE + 0xf000 && addr < BASE + 0xf100) {
+        *end = BASE + 0xf100;
+        return ML_REACH_MAP_R;
+    }
+    if (addr >= BASE + 0xe000 && addr < BASE + 0xe100) {
+        *end = BASE + 0xe100;
+        return ML_REACH_MAP_R | ML_REACH_MAP_X;
+    }
+    return 0;
+}
+
+static void heuristics(int64_t max_edges) {
+    memset(MEM, 0, sizeof MEM);
+    const uint64_t vt = BASE + 0xf000, data_table = BASE + 0xf080;
+    put(vt, BASE + 0xe010);
+    put(vt + 8, 0);
+    put(vt + 16, BASE + 0xe020);
+    put(data_table, BASE + 0xf0f0);
+    put(data_table + 8, BASE + 0xf0f8);
+    ml_live_block_t b[] = {
+        {BASE + 0x1000, 65}, /* 0 string: length 10, capacity 40; pointer at +24 */
+        {BASE + 0x2000, 88}, /* 1 new[] of 5 x 16; pointer at +8 */
+        {BASE + 0x3000, 48}, /* 2 vtables at +0 and +16; pointer at +16 */
+        {BASE + 0x4000, 40}, /* 3 count 3 does not divide 32; pointer at +8 */
+        {BASE + 0x5000, 32}, /* 4 tables of data pointers at +0 and +16; pointer at +16 */
+        {BASE + 0x6000, 64}, /* 5 string-like, but reached from a possibly lost block */
+        {BASE + 0x7000, 64}, /* 6 holds the pointer to 5; itself reached at +40 */
+        {BASE + 0x8000, 64}, /* 7 reachable (start pointer), holds a pointer to 8 at +8 */
+        {BASE + 0x9000, 40}, /* 8 new[] of 2 x 16, reached from a reachable block */
+    };
+    put(BASE + 0x1000, 10);
+    put(BASE + 0x1008, 40);
+    put(BASE + 0x2000, 5);
+    put(BASE + 0x3000, vt);
+    put(BASE + 0x3010, vt);
+    put(BASE + 0x4000, 3);
+    put(BASE + 0x5000, data_table);
+    put(BASE + 0x5010, data_table);
+    put(BASE + 0x6000, 5);
+    put(BASE + 0x6008, 39); /* 64 = 24 + 39 + 1 */
+    put(BASE + 0x7000, BASE + 0x6000 + 24);
+    put(BASE + 0x10, BASE + 0x1000 + 24);
+    put(BASE + 0x18, BASE + 0x2000 + 8);
+    put(BASE + 0x20, BASE + 0x3000 + 16);
+    put(BASE + 0x28, BASE + 0x4000 + 8);
+    put(BASE + 0x30, BASE + 0x5000 + 16);
+    put(BASE + 0x38, BASE + 0x7000 + 40);
+    put(BASE + 0x40, BASE + 0x8000);
+    put(BASE + 0x8000, BASE + 0x9000 + 8);
+    put(BASE + 0x9000, 2);
+    ml_range_t roots[] = {{BASE, BASE + 0x100}};
+    ml_reach_io_t io = {.read = fake_read, .max_edges = max_edges, .heuristics = true, .map_flags = fake_maps};
+    uint8_t v[9];
+    ml_reach_stats_t st;
+    cr_assert_eq(ml_reach_classify(b, 9, roots, 1, &io, v, &st), 0);
+    cr_expect_eq(st.graph_given_up, max_edges < 0);
+    cr_expect_eq(v[0], ML_REACH_REACHABLE, "stdstring");
+    cr_expect_eq(v[1], ML_REACH_REACHABLE, "newarray");
+    cr_expect_eq(v[2], ML_REACH_REACHABLE, "multipleinheritance");
+    cr_expect_eq(v[3], ML_REACH_POSSIBLE, "a count that does not divide the rest");
+    cr_expect_eq(v[4], ML_REACH_POSSIBLE, "tables of data pointers are no vtables");
+    cr_expect_eq(v[6], ML_REACH_POSSIBLE, "an interior pointer no rule explains");
+    cr_expect_eq(v[5], ML_REACH_POSSIBLE, "from a possibly lost block, as valgrind");
+    cr_expect_eq(v[7], ML_REACH_REACHABLE);
+    cr_expect_eq(v[8], ML_REACH_REACHABLE, "newarray, from a reachable block");
+    /* Without the heuristics every one of them is possibly lost. */
+    io.heuristics = false;
+    cr_assert_eq(ml_reach_classify(b, 9, roots, 1, &io, v, &st), 0);
+    for (int i = 0; i < 9; i++)
+        cr_expect_eq(v[i], i == 7 ? ML_REACH_REACHABLE : ML_REACH_POSSIBLE, "block %d", i);
+}
+
+Test(reach, valgrinds_heuristics_for_interior_pointers) {
+    heuristics(0);
+}
+
+Test(reach, valgrinds_heuristics_for_interior_pointers_without_the_graph) {
+    heuristics(-1);
+}
+
 /* A later leader that points at an earlier one takes it into its clique. */
 Test(reach, earlier_leader_joins_a_later_clique) {
     memset(MEM, 0, sizeof MEM);
