@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # stacks_bench.sh - programs with many distinct call stacks (issue 12):
-# bench/stacks_workload.c allocates from 2^LEVELS distinct paths about
-# 2 * LEVELS frames deep, REPS times over, alone, under heaptrack and under
-# memlens, in turn in the same run. Prints the median wall seconds of RUNS
-# runs of each, memlens' over heaptrack's, and the median VmHWM of the
-# program's own process under each tool (the stack table the recorder keeps
-# inside the program; the collector is not counted). Not part of ctest.
+# the test fixture `fx_scale stacks LEVELS THREADS` (tests/e2e/fixtures)
+# allocates from each of 2^LEVELS distinct paths about 2 * LEVELS frames
+# deep, once a thread, alone, under heaptrack and under memlens, in turn in
+# the same run. Prints the median wall seconds of RUNS runs of each,
+# memlens' over heaptrack's, and the median VmHWM of the program's own
+# process under each tool (the stack table the recorder keeps inside the
+# program; the collector is not counted). Not part of ctest.
 #
 # usage: bench/stacks_bench.sh [BUILD_DIR] [RUNS] [LEVELS...]
-#   BUILD_DIR  the memlens build (default: build)
+#   BUILD_DIR  the memlens build, tests included (default: build)
 #   RUNS       runs of each tool per size (default: 3)
-#   LEVELS     recursion depths (default: 16 21); REPS=N sets the repeats (default 2)
+#   LEVELS     recursion depths (default: 16 21); THREADS=N sets the threads (default 2)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench_lib.sh"
 bench_args 3 "16 21" "$@"
-bench_setup stacks_bench heaptrack cc
-cc -O1 -g -o "$work/stacks_workload" "$here/stacks_workload.c"
-reps=${REPS:-2}
+bench_setup stacks_bench heaptrack
+fx=${FX:-$build/fx_scale} # FX=PATH: the fixture of another build (to bench an older memlens)
+[ -x "$fx" ] || { echo "stacks_bench: no $fx (build the tests first)" >&2; exit 1; }
+threads=${THREADS:-2}
 
 # run OUT CMD...: appends "wall_s program_VmHWM_MiB" of one run. The
 # program is found by its name among the processes CMD starts.
@@ -39,7 +41,7 @@ while p.poll() is None:
                 st = f.read()
         except OSError:
             continue
-        if st.split("\n", 1)[0].split()[-1] != "stacks_workload":
+        if st.split("\n", 1)[0].split()[-1] != "fx_scale":
             continue
         for line in st.split("\n"):
             if line.startswith("VmHWM:"):
@@ -54,17 +56,17 @@ PY
 }
 col() { cut -d' ' -f"$1" "$2" | median; }
 
-printf '%-7s %-5s %9s %12s %10s %7s %11s %13s %11s\n' levels reps plain_s heaptrack_s memlens_s ml/ht \
+printf '%-7s %-7s %9s %12s %10s %7s %11s %13s %11s\n' levels threads plain_s heaptrack_s memlens_s ml/ht \
   plain_MiB heaptrack_MiB memlens_MiB
 for d in "${sizes[@]}"; do
   : >"$work/p"; : >"$work/h"; : >"$work/m"
   for _ in $(seq "$runs"); do
-    run "$work/p" "$work/stacks_workload" "$d" "$reps"
+    run "$work/p" "$fx" stacks "$d" "$threads"
     rm -f "$work"/w.heaptrack*
-    (cd "$work" && run "$work/h" heaptrack -o "$work/w.heaptrack" "$work/stacks_workload" "$d" "$reps")
-    run "$work/m" "$memlens" run -q --force -o "$work/w.mlt" -- "$work/stacks_workload" "$d" "$reps"
+    (cd "$work" && run "$work/h" heaptrack -o "$work/w.heaptrack" "$fx" stacks "$d" "$threads")
+    run "$work/m" "$memlens" run -q --force -o "$work/w.mlt" -- "$fx" stacks "$d" "$threads"
   done
   h=$(col 1 "$work/h"); m=$(col 1 "$work/m")
-  printf '%-7s %-5s %9s %12s %10s %7.2f %11s %13s %11s\n' "$d" "$reps" "$(col 1 "$work/p")" "$h" "$m" \
+  printf '%-7s %-7s %9s %12s %10s %7.2f %11s %13s %11s\n' "$d" "$threads" "$(col 1 "$work/p")" "$h" "$m" \
     "$(echo "$m / $h" | bc -l)" "$(col 2 "$work/p")" "$(col 2 "$work/h")" "$(col 2 "$work/m")"
 done
