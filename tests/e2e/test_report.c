@@ -147,11 +147,7 @@ Test(report, leak_kinds_per_function) {
  * up to four. */
 Test(report, threads_allocating_at_exit_are_held_for_the_scan, .timeout = 120) {
     const char *trace = h_tmp("exitchurn.mlt");
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_exitchurn"), NULL};
-    h_run_t r;
-    h_run(&r, argv);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    h_run_free(&r);
+    record(trace, "fx_exitchurn", NULL); /* no argument: the NULL ends argv */
     ml_analysis_t *a = analyse(trace, NULL);
     const ml_leaks_t *L = ml_analysis_leaks(a);
     cr_assert(L->scanned);
