@@ -638,17 +638,6 @@ Test(viewer_keys, the_timeline_says_how_far_time_travel_reaches, .timeout = 60) 
     cr_expect(screen_has("Live at the cursor: when the history is built"));
     close_screen();
 
-    /* Stopped at a budget of one byte. */
-    open_phases_screen(p, 1, true);
-    KEYS("4");
-    cr_expect(screen_has("Time travel covers 0s-"));
-    cr_expect(screen_has(" of 0.200s; the rest was skipped:"));
-    cr_expect(screen_has("the replay used "));
-    cr_expect(screen_has(", over its 1 B budget (--history-mb); freed"));
-    KEYS("l"); /* off the peak's column, past what was covered */
-    cr_expect(screen_has("not kept") || screen_has("(the nearest snapshot)"));
-    close_screen();
-
     /* Off. */
     open_phases_screen(p, 0, false);
     KEYS("4");
@@ -660,6 +649,27 @@ Test(viewer_keys, the_timeline_says_how_far_time_travel_reaches, .timeout = 60) 
     open_phases_screen(p, ML_VHISTORY_BUDGET_DEFAULT, true);
     KEYS("4");
     cr_expect_not(screen_has("Time travel"));
+    close_screen();
+    unlink(p);
+}
+
+/* Stopped at a budget of one byte. The budget is the growth of the
+ * process' resident memory while the replay runs, so this runs in a process
+ * of its own (a test), and the heap's free memory is given back first: a
+ * replay that found enough freed memory still resident (the earlier
+ * replays' of the test above, once) grew nothing and was not stopped. */
+Test(viewer_keys, the_timeline_says_time_travel_stopped_at_its_budget, .timeout = 60) {
+    char p[64];
+    v_write_phases(p, sizeof p, true);
+    malloc_trim(0);
+    open_phases_screen(p, 1, true);
+    KEYS("4");
+    cr_expect(screen_has("Time travel covers 0s-"));
+    cr_expect(screen_has(" of 0.200s; the rest was skipped:"));
+    cr_expect(screen_has("the replay used "));
+    cr_expect(screen_has(", over its 1 B budget (--history-mb); freed"));
+    KEYS("l"); /* off the peak's column, past what was covered */
+    cr_expect(screen_has("not kept") || screen_has("(the nearest snapshot)"));
     close_screen();
     unlink(p);
 }
