@@ -37,6 +37,7 @@ ML_TLS ml_tls_t ml__tls;
 static uint32_t proc_slot = ~0u;
 static _Atomic uint32_t recorded_pid; /* the pid this image registered with */
 static _Atomic int exit_asked;        /* the exit handshake was made (exit_handshake) */
+static _Atomic uint64_t hold_until_ns; /* the end of ml__exit_hold (CLOCK_MONOTONIC); 0: scan not done */
 static char ctl_path[256];
 static _Atomic uint32_t next_thread;
 static struct mallinfo2 (*real_mallinfo2)(void);
@@ -780,6 +781,7 @@ static void fork_child(void) {
     /* A thread that forked while its parent's exit scan held the others:
      * the child's own exit comes later, with a hold of its own. */
     ml_atomic_store_relaxed(&ml__exit_hold, 0);
+    ml_atomic_store_relaxed(&hold_until_ns, 0);
     ml__tls.exiting = 0;
     ml__spin_unlock(&raw_lock);
     ml__sampled_unlock();
@@ -954,16 +956,25 @@ _Atomic uint32_t ml__exit_hold;
 /* Another thread's hook call once the process is exiting: wait while the
  * hold lasts, then go on as usual. Only the program's calls get here: the
  * exiting thread's guard is up while it sets the hold, and memlens' own
- * calls are nested. After a scan the hold lasts until the process is gone
- * (exit_group ends the waiting threads), so the live set at the trace's end
- * is the one the scan judged; the wait still ends after HOLD_MAX_S, in case
- * something in the rest of exit() waits for one of these threads. */
-#define HOLD_MAX_S 10
+ * calls are nested. The hold lasts while the collector scans (at most
+ * HOLD_SCAN_NS, as long as the exiting thread waits for it), then
+ * HOLD_AFTER_NS more: the process usually ends within it (exit_group ends
+ * the waiting threads), so the live set at the trace's end is the one the
+ * scan judged. A destructor that runs after ours and waits for one of these
+ * threads (a library's thread pool joined at exit) waits that long, no
+ * more: the thread then goes on, and its blocks from then on have no
+ * verdict. */
+#define HOLD_SCAN_NS (30ull * 1000000000ull)
+#define HOLD_AFTER_NS (100ull * 1000000ull)
 void ml__exit_hold_wait(void) {
     if (ml__tls.exiting) return;
     ml__tls.guard++;
-    for (int i = 0; i < HOLD_MAX_S * 10 && ml_atomic_load_acquire(&ml__exit_hold); i++) {
-        struct timespec ts = {0, 100000000};
+    uint64_t t0 = mono_ns();
+    while (ml_atomic_load_acquire(&ml__exit_hold)) {
+        uint64_t now = mono_ns(), until = ml_atomic_load_acquire(&hold_until_ns);
+        if ((until && now >= until) || now - t0 >= HOLD_SCAN_NS) break;
+        uint64_t slice = until && until - now < 10000000ull ? until - now : 10000000ull;
+        struct timespec ts = {0, (long)slice};
         syscall(SYS_futex, &ml__exit_hold, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
     }
     ml__tls.guard--;
@@ -1026,6 +1037,8 @@ static void exit_handshake(uint64_t sp) {
         /* No scan (the collector is gone, or took too long): nothing to keep still. */
         ml_atomic_store_release(&ml__exit_hold, 0);
         syscall(SYS_futex, &ml__exit_hold, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+    } else {
+        ml_atomic_store_release(&hold_until_ns, mono_ns() + HOLD_AFTER_NS);
     }
 }
 

@@ -164,6 +164,18 @@ Test(report, threads_allocating_at_exit_are_held_for_the_scan, .timeout = 120) {
     ml_analysis_free(a);
 }
 
+/* The hold ends soon after the scan: a library destructor that runs after
+ * memlens' and joins threads that allocate (fx_pool) gets them back, and
+ * the program exits as it does alone (status 0; 3 if the join took over
+ * 5 s, as it did when the hold lasted to the end: 20 s). */
+Test(report, a_library_joining_its_threads_at_exit_gets_them_back, .timeout = 120) {
+    const char *trace = h_tmp("poolexit.mlt");
+    record(trace, "fx_poolexit", NULL);
+    ml_analysis_t *a = analyse(trace, NULL);
+    cr_expect(ml_analysis_leaks(a)->scanned);
+    ml_analysis_free(a);
+}
+
 Test(report, exact_peak_and_the_function_holding_it) {
     ml_analysis_t *a = analyse(leaks_trace(), NULL);
     const ml_totals_t *t = ml_analysis_totals(a);
