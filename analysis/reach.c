@@ -74,10 +74,16 @@ typedef struct {
     uint32_t *pg;      /* pages of [plo, phi): pg[k] the first block at or after page k */
     uint64_t plo, phi; /* (NULL: no page index) */
     uint8_t *heur;     /* per block, H_* (NULL: heuristics off); shared by the reading threads */
-    uint64_t *vt; /* is_vtable's answers (with heur) */
+    struct heur_shared_s *hs; /* with heur: the reads made and is_vtable's answers */
 } scan_t;
 
 #define VT_CACHE_BITS 10
+
+/* What the reading threads share for the heuristics (one allocation). */
+struct heur_shared_s {
+    uint64_t reads;                          /* reads of target memory so far */
+    uint64_t vt[(size_t)1 << VT_CACHE_BITS]; /* is_vtable's answers */
+};
 
 /* ------------------------------------------------------------------------- */
 /* Heuristics                                                                */
@@ -110,11 +116,11 @@ enum { H_DONE = 1, H_AT8 = 2, H_AT24 = 4, H_VT0 = 8 };
  * call in the collector, about a microsecond): past it, interior pointers
  * are judged by the plain rule again, so that a heap of millions of blocks
  * reached only through interior pointers cannot push the scan past its
- * deadline. The count lives in the last entry of scan_t.vt. */
+ * deadline. */
 #define HEUR_READS_MAX 2000000u
 
 static bool heur_budget(const scan_t *s) {
-    return __atomic_add_fetch(&s->vt[(size_t)1 << VT_CACHE_BITS], 1, __ATOMIC_RELAXED) <= HEUR_READS_MAX;
+    return __atomic_add_fetch(&s->hs->reads, 1, __ATOMIC_RELAXED) <= HEUR_READS_MAX;
 }
 
 static bool read_word(const scan_t *s, uint64_t addr, uint64_t *w) {
@@ -124,12 +130,11 @@ static bool read_word(const scan_t *s, uint64_t addr, uint64_t *w) {
 
 static bool is_vtable_uncached(const scan_t *s, uint64_t addr);
 
-/* is_vtable's answers by address (scan_t.vt, VT_CACHE entries shared by the
- * reading threads): the address with bit 0 set (known) and bit 1 the
- * answer, in one word. */
+/* is_vtable's answers by address (heur_shared_s.vt): the address with
+ * bit 0 set (known) and bit 1 the answer, in one word. */
 static bool is_vtable(const scan_t *s, uint64_t addr) {
     if ((addr & 7) || addr < 4096 || !s->io->map_flags) return false;
-    uint64_t *e = &s->vt[(addr >> 3) * 0x9e3779b97f4a7c15ull >> (64 - VT_CACHE_BITS)];
+    uint64_t *e = &s->hs->vt[(addr >> 3) * 0x9e3779b97f4a7c15ull >> (64 - VT_CACHE_BITS)];
     uint64_t c = __atomic_load_n(e, __ATOMIC_RELAXED);
     if ((c & ~7ull) == addr && (c & 1)) return (c & 2) != 0;
     bool yes = is_vtable_uncached(s, addr);
@@ -731,7 +736,7 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
     s.start = malloc((n + 1) * sizeof *s.start);
     if (!s.start) goto out;
     if (io->heuristics &&
-        (!(s.heur = calloc(n, 1)) || !(s.vt = calloc(((size_t)1 << VT_CACHE_BITS) + 1, sizeof *s.vt))))
+        (!(s.heur = calloc(n, 1)) || !(s.hs = calloc(1, sizeof *s.hs))))
         goto out;
 
     /* 1. The whole graph, when it is small enough to keep (below), and the
@@ -840,7 +845,7 @@ out:
     free_graph(&s);
     free(s.start);
     free(s.heur);
-    free(s.vt);
+    free(s.hs);
     return rc;
 }
 
