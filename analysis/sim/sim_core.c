@@ -17,6 +17,7 @@ void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, 
     else ml_sim_config_default(&p->cfg);
     p->pages.shift = ml__log2_floor(p->cfg.page_size);
     p->pages.sparse = sparse_pages;
+    p->pages.addresses = sparse_pages;
     p->known_fragmentation = true;
     p->known_cost = true;
 }
@@ -25,9 +26,33 @@ void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, 
 /* Pages                                                                      */
 /* ------------------------------------------------------------------------- */
 
+/* The dense table covers the simulated address space from 0, a counter (4
+ * bytes) per page. A program that asks for a few huge blocks (malloc of
+ * 16 GiB that it never touches) spreads the simulated heap over a range
+ * whose table would be hundreds of MiB per policy, with few counters in
+ * use: past this many pages (16 GiB of address space, a 16 MiB table) the
+ * counter moves its non-zero counts to the sparse hash and stays there. */
+#define DENSE_PAGES_MAX ((uint64_t)1 << 22)
+
+static int pages_to_sparse(ml__pages_t *pg) {
+    for (uint64_t i = 0; i < pg->cap; i++) {
+        if (!pg->cnt[i]) continue;
+        bool existed;
+        ml__page_slot_t *s = ml__page_slots_put(&pg->slots, i + 1, &existed);
+        if (!s) return -ENOMEM;
+        s->count = pg->cnt[i];
+    }
+    free(pg->cnt);
+    pg->cnt = NULL;
+    pg->cap = 0;
+    pg->sparse = true;
+    return 0;
+}
+
 /* The page counter's paths that sim_internal.h does not inline: the
  * first use of a page past the dense table, and the sparse hash. */
 int ml__sim_page_inc_slow(ml__pages_t *pg, uint64_t page) {
+    if (!pg->sparse && page >= pg->cap && page >= DENSE_PAGES_MAX && pages_to_sparse(pg) < 0) return -ENOMEM;
     if (!pg->sparse) {
         if (page >= pg->cap) {
             uint64_t ncap = pg->cap ? pg->cap * 2 : 1024;
@@ -91,7 +116,7 @@ static inline void after_op(ml_sim_policy_t *p, uint64_t steps_before) {
     uint64_t d = steps_now(p) - steps_before;
     if (d > p->max_op_steps) p->max_op_steps = d;
     p->ops++;
-    if (!p->pages.sparse) {
+    if (!p->pages.addresses) { /* also a dense counter that went sparse (sim_core.c) */
         uint64_t ext = ml__round_up(p->max_end, p->cfg.page_size) + (p->direct_pages << p->pages.shift);
         if (ext > p->peak_extent) p->peak_extent = ext;
     }

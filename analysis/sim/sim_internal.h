@@ -61,6 +61,7 @@ ML_MAP_TYPED(ml__page_slots, ml__page_slot_t, 1024)
 typedef struct {
     uint32_t shift;
     bool sparse;
+    bool addresses; /* the pages of recorded addresses ("real"): no extent is measured */
     uint32_t *cnt; /* dense */
     uint64_t cap;
     ml_map_t slots;    /* sparse: ml__page_slot_t by page number + 1 */

@@ -282,3 +282,39 @@ Test(replay, reserving_changes_no_result, .timeout = 120) {
         cr_expect_eq(o->moves, plain.moves);
     }
 }
+
+/* A program that asks for a few huge blocks it never touches (malloc of
+ * 16 GiB each) spreads the simulated heap over 128 GiB of addresses. The
+ * page counter then leaves its dense table (a counter per page: 128 MiB per
+ * policy, 800 MB for the advisor's table) for its sparse hash, and the
+ * extent is still measured. */
+Test(replay, huge_blocks_cost_no_memory_per_address, .timeout = 60) {
+    ml_sim_replay_t *r;
+    cr_assert_eq(ml_sim_replay_new(0, &r), 0);
+    for (const char *const *nm = ml_sim_policy_names; *nm; nm++) {
+        if (!strcmp(*nm, "bitmap_fit")) continue; /* a bit per granule: --all-policies only */
+        ml_sim_policy_t *p;
+        cr_assert_eq(ml_sim_policy_new(*nm, NULL, &p), 0);
+        cr_assert_eq(ml_sim_replay_add(r, p), 0);
+    }
+    const uint64_t huge = (uint64_t)16 << 30;
+    for (uint64_t i = 0; i < 8; i++) {
+        feed(r, rec_alloc(0x7f0000000000 + i * (huge + 4096), huge, 1, ML_KIND_MALLOC));
+        for (uint64_t k = 0; k < 1000; k++) feed(r, rec_alloc(0x1000000 + (i * 1000 + k) * 64, 48, 2, ML_KIND_MALLOC));
+    }
+    cr_assert_eq(ml_sim_replay_finish(r), 0);
+    for (size_t i = 0; i < ml_sim_replay_count(r); i++) {
+        ml_sim_metrics_t m;
+        ml_sim_replay_metrics(r, i, &m);
+        cr_expect_eq(m.failed, 0, "%s", m.name);
+        cr_expect_eq(m.at_end.live_count, 8008, "%s", m.name);
+        cr_expect_geq(m.peak_footprint, 8 * huge, "%s", m.name);
+        cr_expect_lt(m.state_bytes, 24u << 20, "%s holds %llu bytes", m.name, (unsigned long long)m.state_bytes);
+        if (!strcmp(m.name, "segregated_fit") || !strcmp(m.name, "first_fit")) {
+            /* the free lists place the blocks one after the other */
+            cr_expect_geq(m.peak_extent, 8 * huge, "%s", m.name);
+            cr_expect_lt(m.peak_extent, 8 * huge + (1u << 20), "%s", m.name);
+        }
+    }
+    ml_sim_replay_free(r);
+}
