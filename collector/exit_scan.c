@@ -7,8 +7,9 @@
  *
  *  1. lists the blocks still live (the collector's own analysis of the
  *     stream up to the exit record);
- *  2. reads /proc/PID/smaps and takes as roots every private, readable and
- *     writable mapping with resident (or swapped) pages - modules' .data/.bss,
+ *  2. reads /proc/PID/smaps and takes as roots every readable and writable
+ *     mapping, private or shared (not memlens' rings, not devices), with
+ *     resident (or swapped) pages - modules' .data/.bss,
  *     thread stacks, anonymous memory - except the brk heap, the heap parts
  *     of mappings that hold a live block (malloc arenas, mmapped chunks:
  *     their contents are scanned block by block, not as roots;
@@ -408,9 +409,18 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
         name[strcspn(name, "\n")] = '\0';
         const char *base = strrchr(name, '/');
         base = base ? base + 1 : name;
-        m = (mapping_t){lo, hi, 0, perms[0] == 'r' && perms[1] == 'w' && perms[3] == 'p'};
+        m = (mapping_t){lo, hi, 0, perms[0] == 'r' && perms[1] == 'w' && (perms[3] == 'p' || perms[3] == 's')};
         if (!strcmp(name, "[heap]") || !strcmp(name, "[vvar]") || !strcmp(name, "[vsyscall]") ||
             !strcmp(name, "[vdso]") || !strncmp(base, "libmemlens", 10)) /* ours, or not roots */
+            m.candidate = false;
+        /* Shared mappings are roots as valgrind's (anonymous MAP_SHARED,
+         * memfd, SysV, /dev/shm files), except memlens' own session and
+         * rings, whose events name every block, and device memory (GPU
+         * apertures, /dev/mem...: valgrind skips those too; /dev/zero is
+         * plain memory, and names an anonymous MAP_SHARED mapping). */
+        if (perms[3] == 's' &&
+            (!strncmp(name, "/dev/shm/memlens-", 17) || !strncmp(name, "anon_inode:", 11) ||
+             (!strncmp(name, "/dev/", 5) && strncmp(name, "/dev/shm/", 9) && strncmp(name, "/dev/zero", 9))))
             m.candidate = false;
     }
     if (have && rc == 0) rc = consider(&x, &m);
