@@ -665,6 +665,9 @@ int ml_cmd_attach(int argc, char **argv) {
     s->t.mem = -1;
     s->pidfd = -1;
     s->file.fd = -1;
+    /* As `memlens run`: a reader of stderr gone before the last line must
+     * not kill memlens with the target stopped or its session in /dev/shm. */
+    signal(SIGPIPE, SIG_IGN);
     if (parse_attach(argc, argv, &s->o) < 0) goto out;
 #if !defined(__x86_64__)
     ml_cli_error("memlens attach supports x86-64 only (it sets up a function call in the target's registers)");

@@ -601,6 +601,9 @@ static void on_stop(int sig, siginfo_t *si, void *uc) {
 }
 
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+/* The caller's SIGPIPE disposition: memlens ignores SIGPIPE (ml_cmd_run),
+ * the program gets it back. */
+static struct sigaction old_pipe;
 #define NSTOP (sizeof stop_signals / sizeof stop_signals[0])
 
 /* The child waits on `go` until its trace file is open; exec failures come
@@ -610,6 +613,7 @@ static __attribute__((noreturn)) void child(run_t *s, const struct sigaction *ol
                                             const struct sigaction *old_quit) {
     (void)old_stop; /* restored by spawn(), before the signals were unblocked */
     sigaction(SIGQUIT, old_quit, NULL);
+    sigaction(SIGPIPE, &old_pipe, NULL);
     close(s->go[1]);
     close(s->err[0]);
     char c;
@@ -862,6 +866,14 @@ int ml_cmd_run(int argc, char **argv) {
     run_t *s = calloc(1, sizeof *s);
     if (!s) goto out;
     s->go[0] = s->go[1] = s->err[0] = s->err[1] = -1;
+    /* memlens writes its summary and warnings to stderr, which is often a
+     * pipe (`memlens run ... 2>&1 | head`). A reader gone before memlens'
+     * last line must not kill it with SIGPIPE: that left the session's
+     * files in /dev/shm and made memlens' status 141 instead of the
+     * program's. A failed write to stderr is dropped. */
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, &old_pipe);
     if (parse_run(argc, argv, &s->o) < 0) {
         code = ML_EXIT_USAGE;
         goto free_run;

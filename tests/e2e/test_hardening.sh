@@ -185,6 +185,22 @@ if want "$@"; then
     check "follow-fork: the children's traces are saved" test -n "$(ls ff.*.mlt 2> /dev/null)"
     check "follow-fork: no temporary file left" test -z "$(ls ./*.tmp.* 2> /dev/null)"
     [ -s ff.pid ] && kill "$(cat ff.pid)" 2> /dev/null
+    # A reader of memlens' stderr gone before its summary (`2>&1 | head`):
+    # memlens' status is still the program's, /dev/shm is clean, the trace
+    # is saved, and the program gets SIGPIPE's disposition as the caller had
+    # it (memlens itself ignores it).
+    rm -f /dev/shm/memlens-*
+    printf 'sleep 0.3; grep SigIgn /proc/self/status > pipe-sigign.txt; exit 7\n' > pipe-prog.sh
+    "$ML" run -o pipe.mlt -- sh pipe-prog.sh 2>&1 | true
+    st=${PIPESTATUS[0]}
+    check "stderr's reader gone: memlens' status is the program's ($st)" test "$st" -eq 7
+    check "stderr's reader gone: nothing left in /dev/shm" test -z "$(ls /dev/shm | grep memlens-)"
+    "$ML" dump pipe.mlt > pipe.txt 2>&1
+    check "stderr's reader gone: the trace is saved and complete" has pipe.txt " end exited status=7 "
+    pipe_ignored() { echo $(((0x$(awk '{print $2}' pipe-sigign.txt) >> 12) & 1)); } # SIGPIPE is 13
+    check "the program's SIGPIPE is not ignored" test "$(pipe_ignored)" = 0
+    (trap '' PIPE; "$ML" run -q -o pipe2.mlt -- sh pipe-prog.sh)
+    check "a caller's ignored SIGPIPE stays ignored for the program" test "$(pipe_ignored)" = 1
 fi
 
 # --- 4. inputs that are not regular files --------------------------------------
