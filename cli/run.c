@@ -340,7 +340,7 @@ static void print_summary(const run_t *s) {
             " frees, %" PRIu64 " reallocs, %" PRIu64 " mmaps\n",
             t->alloc_calls, t->temporary_allocs, t->free_calls, t->realloc_calls, t->mmap_calls);
     /* "Leaked" is definite + indirect + possible; reachable is said beside it. */
-    ml_live_split_t ls = ml_analysis_live_split(root->analysis);
+    ml_live_split_t ls = ml_analysis_live_split(shown->analysis);
     char b4[32];
     fprintf(stderr,
             "memlens: peak heap %s at %.3f s; leaked %s in %" PRIu64 " blocks%s, still reachable %s"
