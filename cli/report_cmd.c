@@ -61,7 +61,7 @@ static void usage_report(FILE *f) {
           "  --by-process METRIC   merged reports: each site's alloc, calls, peak, leaked or temporary\n"
           "                        per process, side by side\n"
           "  --json OUT            the JSON report (docs/report-schema.json); '-' is stdout\n"
-          "  --html OUT            a self-contained HTML page\n"
+          "  --html OUT            a self-contained HTML page ('-' is stdout)\n"
           "  --folded OUT          folded stacks for flamegraph.pl or speedscope ('-' is stdout)\n"
           "  --folded-metric M     what the folded stacks count (default alloc: bytes allocated)\n"
           "  --pprof OUT           a gzipped pprof profile (go tool pprof, Pyroscope, Parca, Grafana):\n"
@@ -264,7 +264,16 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         ml_cli_error("report: no trace given");
         return -1;
     }
-    if (o->summary && ((o->json && !strcmp(o->json, "-")) || (o->folded && !strcmp(o->folded, "-")))) {
+    /* stdout holds one document: two of them there would be neither. */
+    const char *outs[] = {o->json, o->html, o->folded, o->pprof, o->speedscope};
+    int on_stdout = 0;
+    for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++)
+        if (outs[k] && !strcmp(outs[k], "-")) on_stdout++;
+    if (on_stdout > 1) {
+        ml_cli_error("report: only one output can go to stdout ('-'); give the others file names");
+        return -1;
+    }
+    if (o->summary && on_stdout) {
         ml_cli_error("report: --summary and an output on stdout ('-') cannot share stdout");
         return -1;
     }

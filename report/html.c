@@ -352,6 +352,27 @@ int ml_report_html_write_flags(const char *json_text, size_t len, const char *ou
         return rc;
     }
 
+    /* "-" is stdout, as for every other report (ml_out_open). */
+    if (!strcmp(out_path, "-")) {
+        out_t *so = malloc(sizeof *so);
+        if (!so) {
+            set_err(err, errlen, "%s%s", "html report: out of memory", "");
+            return -ENOMEM;
+        }
+        fflush(stdout); /* what went to stdout before stays before */
+        so->fd = STDOUT_FILENO;
+        so->err = 0;
+        so->n = 0;
+        out_put(so, ml__report_html_head, ml__report_html_head_len);
+        out_json(so, json_text, len);
+        out_put(so, ml__report_html_tail, ml__report_html_tail_len);
+        out_flush(so);
+        rc = so->err;
+        free(so);
+        if (rc) set_err(err, errlen, "cannot write the output: %s%s", strerror(-rc), "");
+        return rc;
+    }
+
     /* A private temporary file beside out_path, renamed over it when
      * complete (ml_outfile.h: no links followed, only our files replaced). */
     const char *slash = strrchr(out_path, '/');

@@ -60,6 +60,10 @@ bool ml_outfile_is_ours(int fd) {
  * device or FIFO to write in place; or a negative errno with a message. */
 static int inspect(const char *path, unsigned flags, char *err, size_t errlen) {
     struct stat st;
+    if (!*path) { /* lstat("") fails with ENOENT: it would pass for a new name */
+        snprintf(err, errlen, "cannot write to an empty file name (ENOENT)");
+        return -ENOENT;
+    }
     if (lstat(path, &st) < 0) {
         if (errno == ENOENT) return 0;
         int e = errno;

@@ -98,6 +98,25 @@ if want "$@"; then
     check "diff --json over another file is refused" test $? -eq 1 -a "$(cat victim.txt)" = "keep me"
     "$ML" report -q m.mlt --no-advisor --json /dev/null > /dev/null 2>&1
     check "report --json /dev/null still works (written in place)" test $? -eq 0 -a -c /dev/null
+    # '-' is stdout for every report, the page included, and stdout holds
+    # one document.
+    rm -f ./-
+    "$ML" report -q m.mlt --no-advisor --html - > page.out 2> err.txt
+    check "report --html - writes the page on stdout" test $? -eq 0 -a -n "$(grep -m1 '<title>memlens' page.out)"
+    check "report --html - creates no file named '-'" test ! -e ./-
+    "$ML" report -q m.mlt --no-advisor --json - --html - > two.out 2> err.txt
+    check "two outputs on stdout are refused (status 2)" test $? -eq 2 -a ! -s two.out -a ! -e ./-
+    check "...saying why" has err.txt "only one output can go to stdout"
+    "$ML" report -q m.mlt --no-advisor --summary --html - > /dev/null 2> err.txt
+    check "--summary with --html - is refused as with --json -" test $? -eq 2
+    # An empty name is no file: refused before the program runs.
+    rm -f .tmp.* ran.txt
+    "$ML" run -q -o '' -- sh -c 'echo ran > ran.txt' > /dev/null 2> err.txt
+    check "run -o '' is refused (status 1)" test $? -eq 1
+    check "...before the program runs" test ! -e ran.txt
+    check "...leaving no hidden temporary file" test -z "$(ls -A | grep '^\.tmp\.')"
+    "$ML" report -q m.mlt --no-advisor --json '' > /dev/null 2> err.txt
+    check "report --json '' is refused, saying the name is empty" has err.txt "empty"
 
     # Pre-created names in a shared sticky directory: the default name has a
     # random part, and a taken name is never written through.
