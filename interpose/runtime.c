@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -788,6 +789,56 @@ static void fork_child(void) {
     ml__stacks_unlock();
     if (ml__state_relaxed() == ML_STATE_READY) ml__state_set(follow_child());
     ml__tls.guard--;
+}
+
+/* glibc's clone() runs no atfork handler: a child made by it without
+ * CLONE_VM (fork semantics: a copy of our memory, our ring's mapping
+ * included) would record its allocations and frees into this process'
+ * ring, as if they were ours (a block the child frees would no longer be
+ * leaked here). Such a clone is a fork to us: the same handlers run around
+ * it, so the child is followed with --follow-fork and silent without. A
+ * clone sharing our memory (CLONE_VM: its heap is ours) or setting up a
+ * thread of its own (CLONE_THREAD, CLONE_SETTLS) is left as it is. The raw
+ * system call cannot be seen. */
+typedef int (*clone_fn_t)(int (*)(void *), void *, int, void *, ...);
+static void *_Atomic real_clone;
+
+typedef struct {
+    int (*fn)(void *);
+    void *arg;
+} clone_start_t;
+
+static int clone_child_start(void *p) {
+    clone_start_t cs = *(clone_start_t *)p; /* our copy of the parent's stack */
+    fork_child();
+    return cs.fn(cs.arg);
+}
+
+ML_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...) {
+    va_list ap;
+    va_start(ap, arg);
+    pid_t *ptid = va_arg(ap, pid_t *);
+    void *tls = va_arg(ap, void *);
+    pid_t *ctid = va_arg(ap, pid_t *);
+    va_end(ap);
+    clone_fn_t f = (clone_fn_t)ml_atomic_load_acquire(&real_clone);
+    if (!f) {
+        f = (clone_fn_t)dlsym(RTLD_NEXT, "clone");
+        ml_atomic_store_release(&real_clone, (void *)f);
+    }
+    if (!f) {
+        errno = ENOSYS;
+        return -1;
+    }
+    if ((flags & (CLONE_VM | CLONE_THREAD | CLONE_SETTLS)) || !fn || ml__state_relaxed() != ML_STATE_READY)
+        return f(fn, stack, flags, arg, ptid, tls, ctid);
+    clone_start_t cs = {fn, arg};
+    fork_prepare();
+    int rc = f(clone_child_start, stack, flags, &cs, ptid, tls, ctid);
+    int e = errno;
+    fork_parent();
+    errno = e;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------- */

@@ -189,6 +189,49 @@ Test(record, follow_fork_gives_the_child_its_own_trace) {
     h_run_free(&r);
 }
 
+/* A child made by clone() without CLONE_VM is a fork: glibc runs no atfork
+ * handler for it, yet it must not write into the parent's ring. */
+Test(record, clone_child_is_a_fork) {
+    const char *trace = h_tmp("clone0.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_clone"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(h_allocs_of_size(&t, 111), 11);
+    cr_expect_eq(h_allocs_of_size(&t, 222), 0, "the clone child never writes into the parent's trace");
+    cr_expect_eq(t.totals.free_calls, 11, "the child's frees are not the parent's (its 333 B block stays live)");
+    h_trace_free(&t);
+    h_run_free(&r);
+
+    const char *ftrace = h_tmp("clonef.mlt");
+    const char *fargv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", ftrace, "--", h_bin("fx_clone"), NULL};
+    h_run(&r, fargv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_trace_load(&t, ftrace);
+    cr_expect_eq(h_allocs_of_size(&t, 222), 0);
+    cr_expect_eq(t.totals.free_calls, 11);
+    h_trace_free(&t);
+    char dir[4096], child[4096 + 512];
+    snprintf(dir, sizeof dir, "%s", ftrace);
+    *strrchr(dir, '/') = '\0';
+    cr_assert_eq(count_traces(dir, "clonef."), 2, "the clone child is followed");
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    child[0] = '\0';
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, "clonef.", 7) && strcmp(e->d_name, "clonef.mlt"))
+            snprintf(child, sizeof child, "%s/%s", dir, e->d_name);
+    closedir(d);
+    h_trace_t c;
+    h_trace_load(&c, child);
+    cr_expect_eq(h_allocs_of_size(&c, 222), 22);
+    cr_expect_str_eq(c.parent_trace, ftrace);
+    h_trace_free(&c);
+    h_run_free(&r);
+}
+
 Test(record, exec_of_a_child_program) {
     /* Without --follow-fork the exec'd program is neither traced nor changed. */
     const char *trace = h_tmp("exec0.mlt");
