@@ -455,13 +455,17 @@ static int build_env(run_t *s) {
     if (orig && *orig) snprintf(pre, sizeof pre, "%s:%s", s->lib, orig);
     else snprintf(pre, sizeof pre, "%s", s->lib);
     s->env_own[0] = env_entry("LD_PRELOAD", pre);
-    s->env_own[1] = env_entry("ML_LD_PRELOAD_ORIG", orig ? orig : "");
+    /* Only when the caller had LD_PRELOAD, even empty: libmemlens restores
+     * it then, and removes it otherwise (an empty value and none are two
+     * environments). */
+    s->env_own[1] = orig ? env_entry("ML_LD_PRELOAD_ORIG", orig) : NULL;
     s->env_own[2] = env_entry("ML_CTL", ml_collector_ctl_path(s->c));
-    if (!s->env_own[0] || !s->env_own[1] || !s->env_own[2]) {
+    if (!s->env_own[0] || (orig && !s->env_own[1]) || !s->env_own[2]) {
         free_env(s);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < 3; i++) s->env[k++] = s->env_own[i];
+    for (size_t i = 0; i < 3; i++)
+        if (s->env_own[i]) s->env[k++] = s->env_own[i];
     char *gpu = gpu_env_entry(s);
     if (gpu) s->env[k++] = gpu;
     /* Read by libmemlens_cupti.so at InitializeInjection; only --gpu-pools

@@ -98,7 +98,8 @@ static void put(char **w, const char *a, const char *b, const char *c, const cha
 
 /* envp with LD_PRELOAD = libmemlens.so[:the preloads envp asks for],
  * ML_LD_PRELOAD_ORIG = those preloads (restored in the new image when our
- * variables are removed again) and ML_CTL = this session. Returns false
+ * variables are removed again; only when envp has LD_PRELOAD, even empty)
+ * and ML_CTL = this session. Returns false
  * (and leaves envp to be used as it is) when there is nothing to do or no
  * memory for it. */
 static bool build_env(char *const envp[], new_env_t *out) {
@@ -106,9 +107,13 @@ static bool build_env(char *const envp[], new_env_t *out) {
     if (!ctl || !*ctl || !lib) return false;
     size_t n = 0, ctl_len = strlen(ctl), lib_len = strlen(lib);
     const char *user_preload = "";
+    bool had_preload = false;
     for (char *const *e = envp; e && *e; e++, n++) {
         if (env_is(*e, "ML_CTL", 6) && !strcmp(*e + 7, ctl)) return false; /* already there */
-        if (env_is(*e, "LD_PRELOAD", 10)) user_preload = *e + 11;
+        if (env_is(*e, "LD_PRELOAD", 10)) {
+            user_preload = *e + 11;
+            had_preload = true;
+        }
     }
     /* An LD_PRELOAD that already names us first keeps the rest. */
     if (!strncmp(user_preload, lib, lib_len) && (user_preload[lib_len] == ':' || !user_preload[lib_len]))
@@ -127,8 +132,10 @@ static bool build_env(char *const envp[], new_env_t *out) {
             v[k++] = *e;
     v[k++] = w;
     put(&w, "LD_PRELOAD=", lib, *user_preload ? ":" : NULL, user_preload);
-    v[k++] = w;
-    put(&w, "ML_LD_PRELOAD_ORIG=", user_preload, NULL, NULL);
+    if (had_preload) {
+        v[k++] = w;
+        put(&w, "ML_LD_PRELOAD_ORIG=", user_preload, NULL, NULL);
+    }
     v[k++] = w;
     put(&w, "ML_CTL=", ctl, NULL, NULL);
     v[k] = NULL;

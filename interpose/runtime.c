@@ -708,8 +708,10 @@ static bool ends_with(const char *s, const char *tail) {
 }
 
 static void clean_environment(void) {
+    /* ML_LD_PRELOAD_ORIG is there when the caller had LD_PRELOAD, even
+     * empty (`LD_PRELOAD= prog` is not `prog`). */
     const char *orig = ml_option_str(ML_ENV_LD_PRELOAD_ORIG);
-    if (orig && *orig) env_replace_ld_preload(orig);
+    if (orig) env_replace_ld_preload(orig);
     else env_remove("LD_PRELOAD");
     env_remove("ML_CTL");
     env_remove("ML_LD_PRELOAD_ORIG");

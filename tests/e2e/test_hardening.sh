@@ -146,6 +146,16 @@ if want "$@"; then
     check "bash's children see no ML_ variable" test -z "$(grep '^ML_' env.txt)"
     check "bash's children see no CUDA_INJECTION64_PATH of ours" \
         test -z "$(grep '^CUDA_INJECTION64_PATH=.*libmemlens_cupti' env.txt)"
+    # An empty LD_PRELOAD and none are two environments: each is given back
+    # as it was, in the program and in what it execs.
+    printf 'echo "[${LD_PRELOAD-unset}]"\n' > show-preload.sh
+    printf 'sh show-preload.sh; exec sh show-preload.sh\n' > show-preload2.sh
+    LD_PRELOAD= "$ML" run -q -o e3.mlt -- sh show-preload2.sh > env3.txt 2> /dev/null
+    check "LD_PRELOAD empty: the program sees it empty" test "$(sed -n 1p env3.txt)" = "[]"
+    check "LD_PRELOAD empty: the program it execs sees it empty" test "$(sed -n 2p env3.txt)" = "[]"
+    env -u LD_PRELOAD "$ML" run -q -o e4.mlt -- sh show-preload2.sh > env4.txt 2> /dev/null
+    check "LD_PRELOAD unset: the program sees it unset" test "$(sed -n 1p env4.txt)" = "[unset]"
+    check "LD_PRELOAD unset: the program it execs sees it unset" test "$(sed -n 2p env4.txt)" = "[unset]"
     pre=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
     if [ -e "$pre" ]; then
         LD_PRELOAD=$pre "$ML" run -q -o e2.mlt -- bash -c 'env' > env2.txt 2> /dev/null
