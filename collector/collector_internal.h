@@ -36,6 +36,7 @@ typedef struct {
     char path[PATH_MAX];
     char exe[1024];     /* the process record's strings, kept while the */
     char cmdline[2049]; /* collector lives (ml_batch_t says why) */
+    char argv_more[80]; /* the last argv entry when the command line was cut */
     ml_outfile_t out; /* the trace file (info.fd is out.fd): renamed into place at the end */
     ml_ring_hdr_t *ring;
     size_t ring_bytes;

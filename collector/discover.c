@@ -112,17 +112,36 @@ static void process_record(ml_collector_t *c, ml__proc_t *p) {
     memcpy(p->exe, h->exe, n);
     p->exe[n] = '\0';
     pr->exe = p->info.is_root && c->root_exe[0] ? c->root_exe : p->exe;
+    /* A record keeps ML_MAX_ARGS entries, and a child's command line what
+     * fits the ring header: what is left out is said in the last entry,
+     * never dropped silently. */
     if (p->info.is_root) {
-        pr->argc = (uint32_t)(c->root_argc > ML_MAX_ARGS ? ML_MAX_ARGS : c->root_argc);
+        pr->argc = (uint32_t)(c->root_argc > ML_MAX_ARGS ? ML_MAX_ARGS - 1 : c->root_argc);
         for (uint32_t i = 0; i < pr->argc; i++) pr->argv[i] = c->root_argv[i];
+        if (c->root_argc > ML_MAX_ARGS) {
+            snprintf(p->argv_more, sizeof p->argv_more, "... (%d more arguments not kept)",
+                     c->root_argc - (int)pr->argc);
+            pr->argv[pr->argc++] = p->argv_more;
+        }
     } else {
-        n = h->cmdline_len < sizeof h->cmdline ? h->cmdline_len : sizeof h->cmdline;
+        bool cut = h->cmdline_len > sizeof h->cmdline;
+        n = cut ? sizeof h->cmdline : h->cmdline_len;
         memcpy(p->cmdline, h->cmdline, n);
         p->cmdline[n] = '\0';
-        for (uint32_t i = 0; i < n && pr->argc < ML_MAX_ARGS;) {
+        uint32_t total = 0;
+        for (uint32_t i = 0; i < n; i += (uint32_t)strlen(p->cmdline + i) + 1) total++;
+        uint32_t keep = cut || total > ML_MAX_ARGS ? (total < ML_MAX_ARGS ? total : ML_MAX_ARGS - 1) : total;
+        if (cut && keep == total && keep) keep--; /* the last one kept would be cut short */
+        for (uint32_t i = 0; i < n && pr->argc < keep;) {
             pr->argv[pr->argc++] = p->cmdline + i;
             i += (uint32_t)strlen(p->cmdline + i) + 1;
         }
+        if (cut)
+            snprintf(p->argv_more, sizeof p->argv_more, "... (command line cut: arguments after the first %u not kept)",
+                     keep);
+        else if (total > keep)
+            snprintf(p->argv_more, sizeof p->argv_more, "... (%u more arguments not kept)", total - keep);
+        if (cut || total > keep) pr->argv[pr->argc++] = p->argv_more;
     }
     pr->producer = "memlens " ML_VERSION;
     ml__emit(c, p, &r);

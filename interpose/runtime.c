@@ -616,6 +616,9 @@ static int register_process(uint32_t parent_slot) {
     if (cfd >= 0) {
         ssize_t m = read(cfd, h->cmdline, sizeof h->cmdline);
         h->cmdline_len = m > 0 ? (uint32_t)m : 0;
+        char more;
+        /* longer than the buffer: a length past it says the line was cut */
+        if (m == (ssize_t)sizeof h->cmdline && read(cfd, &more, 1) == 1) h->cmdline_len = sizeof h->cmdline + 1;
         close(cfd);
     }
     ml__ring = h;

@@ -357,7 +357,7 @@ typedef struct {
     _Atomic uint64_t heap_drop;
     /* Filled by the process before it marks its slot ready, so that the
      * collector knows what ran even if the process is gone by then. */
-    uint32_t cmdline_len; /* bytes of NUL-separated argv in cmdline */
+    uint32_t cmdline_len; /* bytes of NUL-separated argv in cmdline; more than fit: cut */
     char exe[1024];
     char cmdline[2048];
     /* Set by the process before its exit record: the stack pointer of the

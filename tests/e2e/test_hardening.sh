@@ -285,6 +285,17 @@ if want "$@"; then
     check "a non-executable PROG gives 126 (got $?)" test $? -eq 126
     check "no trace is left for a PROG that did not start" test ! -e x.mlt
 
+    # A command line longer than a trace keeps says so in its last entry.
+    "$ML" run -q -o args.mlt -- /bin/true $(seq 1 100) > /dev/null 2>&1
+    "$ML" report args.mlt --json args.json 2> /dev/null
+    check "100 arguments: 63 kept and the rest said" test \
+        "$(python3 -c 'import json,sys; c=json.load(open("args.json"))["process"]["command"]; print(len(c), c[62], c[-1])')" \
+        = "64 62 ... (38 more arguments not kept)"
+    "$ML" run -q -o argx.mlt -- sh -c 'exec /bin/true $(seq 1 1000)' > /dev/null 2>&1
+    "$ML" dump "$(ls argx.*.mlt | head -1)" > argx.txt 2>&1
+    check "an exec'd image's command line cut at 2 KiB says so" \
+        has argx.txt 'argv=\[.*"... (command line cut: arguments after the first [0-9]* not kept)"\]'
+
     # A trace cut inside its first chunk was cut; a header alone holds nothing.
     "$ML" run -q -o full.mlt -- "$FX" > /dev/null 2>&1
     head -c 40 full.mlt > cut.mlt
