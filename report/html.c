@@ -331,6 +331,19 @@ int ml_report_html_write(const char *json_text, size_t len, const char *out_path
     return ml_report_html_write_flags(json_text, len, out_path, 0, err, errlen);
 }
 
+/* The page (head, the JSON, tail) written to fd through o; 0 or the first
+ * write's negative errno. */
+static int write_page(out_t *o, int fd, const char *json_text, size_t len) {
+    o->fd = fd;
+    o->err = 0;
+    o->n = 0;
+    out_put(o, ml__report_html_head, ml__report_html_head_len);
+    out_json(o, json_text, len);
+    out_put(o, ml__report_html_tail, ml__report_html_tail_len);
+    out_flush(o);
+    return o->err;
+}
+
 int ml_report_html_write_flags(const char *json_text, size_t len, const char *out_path,
                                unsigned flags, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
@@ -360,14 +373,7 @@ int ml_report_html_write_flags(const char *json_text, size_t len, const char *ou
             return -ENOMEM;
         }
         fflush(stdout); /* what went to stdout before stays before */
-        so->fd = STDOUT_FILENO;
-        so->err = 0;
-        so->n = 0;
-        out_put(so, ml__report_html_head, ml__report_html_head_len);
-        out_json(so, json_text, len);
-        out_put(so, ml__report_html_tail, ml__report_html_tail_len);
-        out_flush(so);
-        rc = so->err;
+        rc = write_page(so, STDOUT_FILENO, json_text, len);
         free(so);
         if (rc) set_err(err, errlen, "cannot write the output: %s%s", strerror(-rc), "");
         return rc;
@@ -395,14 +401,7 @@ int ml_report_html_write_flags(const char *json_text, size_t len, const char *ou
     }
     int fd = file.fd;
 
-    o->fd = fd;
-    o->err = 0;
-    o->n = 0;
-    out_put(o, ml__report_html_head, ml__report_html_head_len);
-    out_json(o, json_text, len);
-    out_put(o, ml__report_html_tail, ml__report_html_tail_len);
-    out_flush(o);
-    rc = o->err;
+    rc = write_page(o, fd, json_text, len);
     if (rc) {
         ml_outfile_abort(&file);
         set_err(err, errlen, "cannot write '%s': %s", out_path, strerror(-rc));

@@ -139,6 +139,33 @@ static int count_traces(const char *dir, const char *prefix) {
     return n;
 }
 
+/* memlens run [--follow-fork] -o trace -- FIXTURE, which must exit 0; its
+ * trace loaded into t. */
+static void record_fixture(const char *trace, const char *fixture, bool follow, h_run_t *r, h_trace_t *t) {
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin(fixture), NULL, NULL};
+    const char *fargv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--", h_bin(fixture), NULL};
+    h_run(r, follow ? fargv : argv);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+    h_trace_load(t, trace);
+}
+
+/* The path of the one trace in `trace`'s directory named PREFIX* other than
+ * `trace` itself (a followed child's), in child (empty when none). */
+static void child_trace(const char *trace, const char *prefix, char *child, size_t len) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", trace);
+    *strrchr(dir, '/') = '\0';
+    const char *self = strrchr(trace, '/') + 1;
+    size_t n = strlen(prefix);
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    struct dirent *e;
+    child[0] = '\0';
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, n) && strcmp(e->d_name, self)) snprintf(child, len, "%s/%s", dir, e->d_name);
+    closedir(d);
+}
+
 Test(record, fork_without_follow_is_not_traced) {
     const char *trace = h_tmp("nofollow.mlt");
     const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_fork"), NULL};
@@ -171,13 +198,7 @@ Test(record, follow_fork_gives_the_child_its_own_trace) {
     snprintf(dir, sizeof dir, "%s", trace);
     *strrchr(dir, '/') = '\0';
     cr_assert_eq(count_traces(dir, "follow."), 2);
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    child[0] = '\0';
-    while ((e = readdir(d)))
-        if (!strncmp(e->d_name, "follow.", 7) && strcmp(e->d_name, "follow.mlt"))
-            snprintf(child, sizeof child, "%s/%s", dir, e->d_name);
-    closedir(d);
+    child_trace(trace, "follow.", child, sizeof child);
     h_trace_t c;
     h_trace_load(&c, child);
     cr_expect_eq(h_allocs_of_size(&c, 222), 22);
@@ -193,12 +214,9 @@ Test(record, follow_fork_gives_the_child_its_own_trace) {
  * handler for it, yet it must not write into the parent's ring. */
 Test(record, clone_child_is_a_fork) {
     const char *trace = h_tmp("clone0.mlt");
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_clone"), NULL};
     h_run_t r;
-    h_run(&r, argv);
-    cr_assert_eq(r.status, 0, "%s", r.err);
     h_trace_t t;
-    h_trace_load(&t, trace);
+    record_fixture(trace, "fx_clone", false, &r, &t);
     cr_expect_eq(h_allocs_of_size(&t, 111), 11);
     cr_expect_eq(h_allocs_of_size(&t, 222), 0, "the clone child never writes into the parent's trace");
     cr_expect_eq(t.totals.free_calls, 11, "the child's frees are not the parent's (its 333 B block stays live)");
@@ -206,10 +224,7 @@ Test(record, clone_child_is_a_fork) {
     h_run_free(&r);
 
     const char *ftrace = h_tmp("clonef.mlt");
-    const char *fargv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", ftrace, "--", h_bin("fx_clone"), NULL};
-    h_run(&r, fargv);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    h_trace_load(&t, ftrace);
+    record_fixture(ftrace, "fx_clone", true, &r, &t);
     cr_expect_eq(h_allocs_of_size(&t, 222), 0);
     cr_expect_eq(t.totals.free_calls, 11);
     h_trace_free(&t);
@@ -217,13 +232,7 @@ Test(record, clone_child_is_a_fork) {
     snprintf(dir, sizeof dir, "%s", ftrace);
     *strrchr(dir, '/') = '\0';
     cr_assert_eq(count_traces(dir, "clonef."), 2, "the clone child is followed");
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    child[0] = '\0';
-    while ((e = readdir(d)))
-        if (!strncmp(e->d_name, "clonef.", 7) && strcmp(e->d_name, "clonef.mlt"))
-            snprintf(child, sizeof child, "%s/%s", dir, e->d_name);
-    closedir(d);
+    child_trace(ftrace, "clonef.", child, sizeof child);
     h_trace_t c;
     h_trace_load(&c, child);
     cr_expect_eq(h_allocs_of_size(&c, 222), 22);
