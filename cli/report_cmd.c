@@ -78,7 +78,8 @@ static void usage_report(FILE *f) {
           "                        early (cut short, no end record, events lost); without it\n"
           "                        such a trace fails every gate given (exit 3)\n"
           "  --suppressions FILE   known leaks, one `leak:PATTERN` per line (LeakSanitizer syntax)\n"
-          "  --max-sites N         at most N entries in the JSON's sites[] (peak and leak lists stay whole)\n"
+          "  --max-sites N         at most N entries in the JSON's sites[] (0: all; peak and leak lists\n"
+          "                        stay whole)\n"
           "  --no-symbols          skip symbolization (functions show as [module+offset])\n"
           "  --no-advisor          skip the strategy advisor's replay (no suggestions, faster)\n"
           "  --all-policies        the advisor also replays the textbook fits (first, next, best,\n"
@@ -496,9 +497,11 @@ int ml_cmd_report(int argc, char **argv) {
 
     if (o.json) {
         ml_out_t out;
+        int wrc = 0;
         if (ml_out_open_flags(&out, o.json, o.out_flags, err, sizeof err) < 0 ||
-            (write_json_to(&out, a, &ro) < 0 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s", o.json), -1)
-                                             : ml_out_commit(&out, err, sizeof err)) < 0) {
+            ((wrc = write_json_to(&out, a, &ro)) < 0
+                 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s: %s", o.json, strerror(-wrc)), -1)
+                 : ml_out_commit(&out, err, sizeof err)) < 0) {
             ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
         } else {

@@ -104,6 +104,11 @@ if want "$@"; then
     "$ML" report -q m.mlt --no-advisor --html - > page.out 2> err.txt
     check "report --html - writes the page on stdout" test $? -eq 0 -a -n "$(grep -m1 '<title>memlens' page.out)"
     check "report --html - creates no file named '-'" test ! -e ./-
+    if [ -w /dev/full ]; then
+        "$ML" report -q m.mlt --no-advisor --json - > /dev/full 2> err.txt
+        check "report --json - to a full stdout fails (status $?)" test $? -eq 1
+        check "...saying why" has err.txt "cannot write -: No space left on device"
+    fi
     "$ML" report -q m.mlt --no-advisor --json - --html - > two.out 2> err.txt
     check "two outputs on stdout are refused (status 2)" test $? -eq 2 -a ! -s two.out -a ! -e ./-
     check "...saying why" has err.txt "only one output can go to stdout"
