@@ -166,10 +166,12 @@ void ml__sinks_release(ml_collector_t *c, ml__proc_t *p);
  * whose kind is not the most common one, ML_T_REACH_REST for the rest) and an
  * ML_T_REACH_SCAN summary (only the summary, with the error, when the scan
  * fails). exit_sp is the ring's (the SP of exit()'s caller, 0 if unknown),
- * raw_registry too (libmemlens.so's own mappings, never roots).
+ * raw_registry too (libmemlens.so's own mappings, never roots), and
+ * sbrk_registry (the program's own sbrk memory in the brk heap: roots).
  * Returns 0 or a negative errno. */
 typedef void (*ml__exit_scan_emit_t)(void *ctx, const ml_record_t *rec);
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void (*release)(void *ctx),
-                  void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, uint64_t raw_registry);
+                  void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, uint64_t raw_registry,
+                  uint64_t sbrk_registry);
 
 #endif

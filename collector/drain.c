@@ -56,7 +56,8 @@ static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
     if (p->info.analysis)
         ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, scan_release, p, p->last_time,
                       p->last_thread, ml_atomic_load_acquire(&p->ring->exit_sp),
-                      ml_atomic_load_acquire(&p->ring->raw_registry));
+                      ml_atomic_load_acquire(&p->ring->raw_registry),
+                      ml_atomic_load_acquire(&p->ring->sbrk_registry));
     ml__flush(c);
     scan_release(p); /* without an analysis, nothing was scanned */
 }

@@ -369,8 +369,24 @@ static int consider(roots_ctx_t *x, const mapping_t *m) {
     return lo < m->hi ? push_range(x->roots, lo, m->hi) : 0;
 }
 
+/* The program's own sbrk memory (ml_sbrk_registry_t at addr) that lies in
+ * [lo, hi), the brk heap, as roots. Unreadable or implausible: none. */
+static int sbrk_roots(pid_t pid, uint64_t addr, uint64_t lo, uint64_t hi, ranges_t *roots) {
+    uint64_t w[1 + 2 * ML_SBRK_RANGES];
+    _Static_assert(sizeof w == sizeof(ml_sbrk_registry_t), "the registry is n, then lo, hi pairs");
+    if (!addr || !read_words(pid, addr, w, 1 + 2 * ML_SBRK_RANGES) || w[0] > ML_SBRK_RANGES) return 0;
+    for (uint64_t i = 0; i < w[0]; i++) {
+        uint64_t a = w[1 + 2 * i] > lo ? w[1 + 2 * i] : lo, z = w[2 + 2 * i] < hi ? w[2 + 2 * i] : hi;
+        if (a < z) {
+            int rc = push_range(roots, a & ~7ull, z);
+            if (rc < 0) return rc;
+        }
+    }
+    return 0;
+}
+
 static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint64_t exit_sp, bool glibc,
-                         uint64_t raw_registry, ranges_t *roots) {
+                         uint64_t raw_registry, uint64_t sbrk_registry, ranges_t *roots) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
     FILE *f = fopen(path, "r");
@@ -410,6 +426,9 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
         const char *base = strrchr(name, '/');
         base = base ? base + 1 : name;
         m = (mapping_t){lo, hi, 0, perms[0] == 'r' && perms[1] == 'w' && (perms[3] == 'p' || perms[3] == 's')};
+        /* The brk heap is glibc's main arena, scanned block by block, but
+         * for what the program took with sbrk itself. */
+        if (!strcmp(name, "[heap]") && (rc = sbrk_roots(pid, sbrk_registry, lo, hi, x.roots)) < 0) break;
         if (!strcmp(name, "[heap]") || !strcmp(name, "[vvar]") || !strcmp(name, "[vsyscall]") ||
             !strcmp(name, "[vdso]") || !strncmp(base, "libmemlens", 10)) /* ours, or not roots */
             m.candidate = false;
@@ -435,7 +454,8 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
 /* ------------------------------------------------------------------------- */
 
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void (*release)(void *ctx),
-                  void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, uint64_t raw_registry) {
+                  void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, uint64_t raw_registry,
+                  uint64_t sbrk_registry) {
     uint64_t t0 = mono_ns();
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
     ml_reach_blocks_t b;
@@ -444,7 +464,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
     int64_t nb = ml_analysis_live_reach_blocks(an, &b);
     int rc = nb < 0 ? (int)nb : 0;
     bool glibc = !strcmp(ml_analysis_allocator_model(an), "glibc");
-    if (rc == 0) rc = collect_roots(pid, &b, (size_t)nb, exit_sp, glibc, raw_registry, &roots);
+    if (rc == 0) rc = collect_roots(pid, &b, (size_t)nb, exit_sp, glibc, raw_registry, sbrk_registry, &roots);
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
         v = malloc((size_t)nb);

@@ -57,8 +57,15 @@ void *ml__raw_mmap(size_t len, int prot, int flags, int fd) {
 static ml_raw_registry_t *raw_reg;
 static _Atomic int raw_lock;
 
+/* The brk heap memory the program took with sbrk/brk itself (the sbrk and
+ * brk hooks below): roots for the exit scan, which otherwise leaves the brk
+ * heap to the block-by-block scan of glibc's main arena. */
+static ml_sbrk_registry_t sbrk_reg;
+
 static void raw_publish(void) {
-    if (ml__ring) ml_atomic_store_release(&ml__ring->raw_registry, (uint64_t)(uintptr_t)raw_reg);
+    if (!ml__ring) return;
+    ml_atomic_store_release(&ml__ring->raw_registry, (uint64_t)(uintptr_t)raw_reg);
+    ml_atomic_store_release(&ml__ring->sbrk_registry, (uint64_t)(uintptr_t)&sbrk_reg);
 }
 
 static uint64_t page_up(uint64_t v) {
@@ -843,6 +850,70 @@ ML_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...) {
     int e = errno;
     fork_parent();
     errno = e;
+    return rc;
+}
+
+/* sbrk and brk as the program calls them (glibc's malloc grows the heap
+ * through its internal __sbrk, which does not come here): the range the
+ * break moved up over is noted in sbrk_reg, a range it moved back down over
+ * is taken out. Programs call them from one thread (they are not
+ * thread-safe), so the notes take no lock; a reader (the exit scan) sees
+ * `n` only after the entry it counts. */
+static void sbrk_note(uint64_t before, uint64_t after) {
+    uint64_t n = ml_atomic_load_relaxed(&sbrk_reg.n);
+    if (after < before) { /* down: trim what lies above the new break */
+        while (n && sbrk_reg.r[n - 1].lo >= after) n--;
+        if (n && sbrk_reg.r[n - 1].hi > after) sbrk_reg.r[n - 1].hi = after;
+        ml_atomic_store_release(&sbrk_reg.n, n);
+        return;
+    }
+    if (after == before) return;
+    if (n && sbrk_reg.r[n - 1].hi == before) { /* contiguous with the last */
+        sbrk_reg.r[n - 1].hi = after;
+        return;
+    }
+    if (n == ML_SBRK_RANGES) { /* full: the last range grows over the gap */
+        sbrk_reg.r[n - 1].hi = after;
+        return;
+    }
+    sbrk_reg.r[n].lo = before;
+    sbrk_reg.r[n].hi = after;
+    ml_atomic_store_release(&sbrk_reg.n, n + 1);
+}
+
+static void *_Atomic real_sbrk, *_Atomic real_brk;
+
+static void *next_symbol(void *_Atomic *slot, const char *name) {
+    void *f = ml_atomic_load_acquire(slot);
+    if (!f) {
+        f = dlsym(RTLD_NEXT, name);
+        ml_atomic_store_release(slot, f);
+    }
+    return f;
+}
+
+ML_EXPORT void *sbrk(intptr_t inc) {
+    void *(*f)(intptr_t) = (void *(*)(intptr_t))next_symbol(&real_sbrk, "sbrk");
+    if (!f) {
+        errno = ENOMEM;
+        return (void *)-1;
+    }
+    void *old = f(inc);
+    if (old != (void *)-1 && inc)
+        sbrk_note((uint64_t)(uintptr_t)old, (uint64_t)(uintptr_t)old + (uint64_t)inc);
+    return old;
+}
+
+ML_EXPORT int brk(void *addr) {
+    void *(*s)(intptr_t) = (void *(*)(intptr_t))next_symbol(&real_sbrk, "sbrk");
+    int (*f)(void *) = (int (*)(void *))next_symbol(&real_brk, "brk");
+    if (!f || !s) {
+        errno = ENOMEM;
+        return -1;
+    }
+    void *before = s(0);
+    int rc = f(addr);
+    if (rc == 0 && before != (void *)-1) sbrk_note((uint64_t)(uintptr_t)before, (uint64_t)(uintptr_t)addr);
     return rc;
 }
 

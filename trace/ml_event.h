@@ -41,8 +41,8 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 5 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
-                          * 4: heap_drop; 5: wake_mask */
+#define ML_SHM_VERSION 6 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+                          * 4: heap_drop; 5: wake_mask; 6: sbrk_registry */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -375,7 +375,24 @@ typedef struct {
      * them for roots: the unwinder keeps each frame's rbp, which optimised
      * code uses for anything, a heap pointer included. */
     _Atomic uint64_t raw_registry;
+    /* The address, in the process, of its ml_sbrk_registry_t: the memory
+     * the program took with sbrk/brk itself (0: none). The brk heap is not a
+     * root (glibc's main arena is scanned block by block), except these. */
+    _Atomic uint64_t sbrk_registry;
 } ml_ring_hdr_t;
+
+/* Ranges [lo, hi) of the brk heap that the program, not glibc's malloc,
+ * took with sbrk or brk (libmemlens.so interposes both; malloc calls the
+ * kernel through glibc's internal __sbrk, which it does not see). At most
+ * ML_SBRK_RANGES: a program that grows the break more often than that in
+ * between malloc's own growth gets its last range extended over the gap. */
+#define ML_SBRK_RANGES 32
+typedef struct {
+    _Atomic uint64_t n;
+    struct {
+        uint64_t lo, hi;
+    } r[ML_SBRK_RANGES];
+} ml_sbrk_registry_t;
 
 /* libmemlens.so's own private mappings, [lo, hi) each; the registry lists
  * itself (and the registries it replaced as it grew). */
