@@ -21,8 +21,11 @@
  *     is not the most common one, an ML_T_REACH_REST record that gives the
  *     others that one, and an ML_T_REACH_SCAN summary into the trace.
  *
- * Limits (docs/analysis.md): registers are not roots (the program's code has
- * returned from main, so they hold nothing of its own); other threads still
+ * Other threads' registers are roots too, read with ptrace where stopping
+ * the thread cannot show (thread_registers); the exiting thread's are not
+ * (the program's code has returned from main).
+ *
+ * Limits (docs/analysis.md): other threads still
  * running may store pointers during the scan, but not allocate or free: the
  * recorder holds them at their next allocation call (interpose/runtime.c,
  * ml__exit_hold); stale pointers left in dead
@@ -40,7 +43,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,7 +77,14 @@ typedef struct {
     pid_t pid;
     filemap_t *maps; /* sorted by address */
     size_t nmaps;
+    const uint64_t *regs; /* other threads' registers, read at REGS_AT (thread_registers) */
+    size_t nregs;
 } reader_t;
+
+/* Where the scan reads the registers of the target's other threads: an
+ * address no user mapping can have (the kernel's half), served from
+ * reader_t.regs instead of the target's memory. */
+#define REGS_AT 0xffff900000000000ull
 
 static unsigned map_flags(void *ctx, uint64_t addr, uint64_t *end) {
     const reader_t *rd = ctx;
@@ -149,6 +162,132 @@ static int vm_read(void *ctx, ml_reach_req_t *reqs, size_t n) {
         i += j < k ? j + 1 : k;
     }
     return 0;
+}
+
+/* vm_read, with the registers' pseudo-range served from memory. */
+static bool in_regs(const reader_t *rd, const ml_reach_req_t *q) {
+    return rd->nregs && q->addr >= REGS_AT && q->addr + q->len <= REGS_AT + rd->nregs * 8;
+}
+
+static int scan_read(void *ctx, ml_reach_req_t *reqs, size_t n) {
+    const reader_t *rd = ctx;
+    size_t i = 0;
+    while (i < n) {
+        if (in_regs(rd, &reqs[i])) {
+            memcpy(reqs[i].buf, (const char *)rd->regs + (reqs[i].addr - REGS_AT), reqs[i].len);
+            reqs[i].got = reqs[i].len;
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < n && !in_regs(rd, &reqs[j])) j++;
+        int rc = vm_read(ctx, reqs + i, j - i);
+        if (rc < 0) return rc;
+        i = j;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Other threads' registers                                                  */
+/* ------------------------------------------------------------------------- */
+
+/* valgrind and LeakSanitizer take every thread's registers for roots: a
+ * thread blocked in a system call keeps its callee-saved registers on its
+ * kernel stack, which process_vm_readv cannot read, and a pointer held only
+ * there (python's daemon threads waiting for the GIL: each thread's
+ * bootstate) made a block look leaked. The collector, the program's parent,
+ * stops each other thread briefly with ptrace (PTRACE_SEIZE, then
+ * PTRACE_INTERRUPT) and reads them. Only threads whose stop the program
+ * cannot notice: running, or blocked in a call the kernel restarts by
+ * itself after the stop (futex, nanosleep, clock_nanosleep, pause). A
+ * thread in epoll_wait, a socket read with a timeout and the like would get
+ * EINTR: those are left as they are, and their registers are not read. Not
+ * the exiting thread (its registers hold memlens' destructor), nor the
+ * main thread unless it is the exiting one (its ptrace stops would reach
+ * the `wait4` with which memlens waits for the program). Returns the number
+ * of words in *out (15 a thread), 0 when none could be read. */
+#define REGS_THREADS_MAX 4096
+#define REGS_STOP_WAIT_NS (200ull * 1000000ull)
+
+static bool restarts_by_itself(const char *syscall_line) {
+    if (!strncmp(syscall_line, "running", 7)) return true;
+    long nr = strtol(syscall_line, NULL, 10);
+    return nr == 202 /* futex */ || nr == 35 /* nanosleep */ || nr == 230 /* clock_nanosleep */ ||
+           nr == 34 /* pause */;
+}
+
+static bool stop_and_read(pid_t tid, struct user_regs_struct *regs) {
+    if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0) return false;
+    bool ok = false;
+    if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) == 0) {
+        uint64_t t0 = mono_ns();
+        int st;
+        for (;;) {
+            pid_t w = waitpid(tid, &st, __WALL | WNOHANG);
+            if (w == tid) {
+                ok = WIFSTOPPED(st);
+                break;
+            }
+            if (w < 0 || mono_ns() - t0 > REGS_STOP_WAIT_NS) break;
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+        if (ok) ok = ptrace(PTRACE_GETREGS, tid, NULL, regs) == 0;
+    }
+    /* Not stopped in time: the stop comes later and ends when memlens
+     * exits (the process is ending anyway). */
+    ptrace(PTRACE_DETACH, tid, NULL, NULL);
+    return ok;
+}
+
+static size_t thread_registers(pid_t pid, uint64_t exit_sp, uint64_t **out) {
+    *out = NULL;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    uint64_t *v = NULL;
+    size_t n = 0, cap = 0, threads = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && threads < REGS_THREADS_MAX) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        pid_t tid = (pid_t)strtol(e->d_name, NULL, 10);
+        if (tid == pid) continue;
+        char p2[320], buf[512];
+        snprintf(p2, sizeof p2, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+        FILE *f = fopen(p2, "r");
+        if (!f) continue;
+        size_t got = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[got] = '\0';
+        if (!restarts_by_itself(buf)) continue;
+        /* the exiting thread: its stack pointer just below exit_sp */
+        char *tok[16];
+        int nt = 0;
+        for (char *s = strtok(buf, " \n"); s && nt < 16; s = strtok(NULL, " \n")) tok[nt++] = s;
+        if (nt >= 3 && strncmp(tok[0], "running", 7)) {
+            uint64_t sp = strtoull(tok[nt - 2], NULL, 16);
+            if (exit_sp && sp <= exit_sp && exit_sp - sp < (1u << 20)) continue;
+        }
+        struct user_regs_struct r;
+        if (!stop_and_read(tid, &r)) continue;
+        threads++;
+        if (n + 15 > cap) {
+            size_t ncap = cap ? cap * 2 : 15 * 16;
+            uint64_t *nv = realloc(v, ncap * sizeof *nv);
+            if (!nv) break;
+            v = nv;
+            cap = ncap;
+        }
+        const uint64_t w[15] = {r.rax, r.rbx, r.rcx, r.rdx, r.rsi, r.rdi, r.rbp, r.r8,
+                                r.r9,  r.r10, r.r11, r.r12, r.r13, r.r14, r.r15};
+        memcpy(v + n, w, sizeof w);
+        n += 15;
+    }
+    closedir(d);
+    *out = v;
+    return n;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -244,7 +383,7 @@ typedef struct {
 
 /* n words at addr, all of them or false (the scan's own reader). */
 static bool read_words(pid_t pid, uint64_t addr, uint64_t *w, size_t n) {
-    reader_t rd = {pid, NULL, 0};
+    reader_t rd = {.pid = pid};
     ml_reach_req_t q = {.addr = addr, .len = n * sizeof *w, .buf = w};
     return vm_read(&rd, &q, 1) == 0 && q.got == q.len;
 }
@@ -465,14 +604,17 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
     int rc = nb < 0 ? (int)nb : 0;
     bool glibc = !strcmp(ml_analysis_allocator_model(an), "glibc");
     if (rc == 0) rc = collect_roots(pid, &b, (size_t)nb, exit_sp, glibc, raw_registry, sbrk_registry, &roots);
+    uint64_t *regs = NULL;
+    size_t nregs = rc == 0 && nb > 0 ? thread_registers(pid, exit_sp, &regs) : 0;
+    if (nregs && push_range(&roots, REGS_AT, REGS_AT + nregs * 8) < 0) nregs = 0;
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
         v = malloc((size_t)nb);
-        reader_t rd = {pid, NULL, 0};
+        reader_t rd = {pid, NULL, 0, regs, nregs};
         read_filemaps(&rd);
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         ml_reach_io_t io = {
-            .read = vm_read,
+            .read = scan_read,
             .ctx = &rd,
             .glibc_chunk_alias = glibc,
             .deadline_ns = t0 + SCAN_BUDGET_NS,
@@ -484,6 +626,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
         rc = v ? ml_reach_classify_blocks(&b, roots.v, roots.n, &io, v, &st) : -ENOMEM;
         free(rd.maps);
     }
+    free(regs);
     /* The verdicts are made: the process need not wait while they are
      * written (on 7.5 M blocks, 0.3 s; its own exit then overlaps it). */
     release(ctx);
