@@ -108,9 +108,15 @@ static void sites_header(ml_panel_t *P, ml_canvas_t *c, int y) {
     uint32_t n = ml_vmodel_nsites(P->m);
     P->count = (int)n;
     int num_w = number_width(P);
-    snprintf(t, sizeof t, "%-*s SITE (function, file:line)  %u", num_w, "#", n);
-    ml__canvas_text(c, P->x + ML__NCOST * ML__COLW + 2, y, P->w - ML__NCOST * ML__COLW - 3,
-                    ML_ST_HEADER, t);
+    int room = P->w - ML__NCOST * ML__COLW - 3;
+    /* The number of sites is never cut: on a narrow screen (80 columns and
+     * a thousand sites, 60 columns and any) the column's name gives way. */
+    static const char *const names[] = {" SITE (function, file:line)  ", " SITE  ", " "};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(t, sizeof t, "%-*s%s%u", num_w, "#", names[i], n);
+        if ((int)strlen(t) <= room) break;
+    }
+    ml__canvas_text(c, P->x + ML__NCOST * ML__COLW + 2, y, room, ML_ST_HEADER, t);
 }
 
 static int sites_key(ml_panel_t *P, int key) {

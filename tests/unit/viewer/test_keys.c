@@ -346,6 +346,35 @@ Test(viewer_keys, views_stay_valid_while_loading, .timeout = 60) {
     teardown();
 }
 
+/* The Sites header's count of sites is whole at any width: at 80 columns
+ * 1,500 sites read "1500", not "150"; at the smallest size the column's
+ * name gives way to it. */
+Test(viewer_keys, sites_header_count_is_never_cut, .timeout = 60) {
+    cr_assert_eq(ml_vmodel_new(&M), 0);
+    ml_build_opts_t bo = {.no_symbols = true};
+    ml_vmodel_set_build_opts(M, &bo);
+    v_write_many_sites(path, sizeof path, 1500);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(M, path, err, sizeof err), 0, "%s", err);
+    while (ml_vmodel_load_step(M, 100) > 0) {}
+    cr_assert_eq(ml_vmodel_nsites(M), 1500);
+    ml_sm_opts_t o = {.cols = 80, .rows = 24, .unicode = true};
+    S = ml__sm_new(M, &o);
+    ml__sm_data_changed(S);
+    KEYS("2");
+    const char *h = row(1);
+    size_t n = strlen(h);
+    while (n && h[n - 1] == ' ') n--;
+    cr_expect(n >= 6 && strncmp(h + n - 6, "  1500", 6) == 0, "header: %s", h);
+    ml__sm_resize(S, ML_MIN_COLS, ML_MIN_ROWS);
+    ml__sm_draw(S);
+    h = row(1);
+    n = strlen(h);
+    while (n && h[n - 1] == ' ') n--;
+    cr_expect(n >= 5 && strncmp(h + n - 5, " 1500", 5) == 0, "header at the smallest size: %s", h);
+    teardown();
+}
+
 Test(viewer_keys, ascii_terminals_get_ascii) {
     M = v_model(path, sizeof path);
     ml_sm_opts_t o = {.cols = 80, .rows = 24, .unicode = false};

@@ -138,6 +138,17 @@ __attribute__((unused)) static void v_write_big_trace(char *path, size_t len, ui
     v_end(fd, n / 100 + 1);
 }
 
+/* nsites allocation sites, one 32-byte block each, none freed. */
+__attribute__((unused)) static void v_write_many_sites(char *path, size_t len, uint32_t nsites) {
+    int fd = v_begin(path, len, 7, "/opt/app/bin/many");
+    v_node(1, 0, V_EXE_BASE + 0x1000);
+    for (uint32_t s = 0; s < nsites; s++) {
+        v_node(2 + s, 1, V_EXE_BASE + 0x2000 + s * 0x10);
+        v_alloc(1 + s / 100, 0x1000000 + (uint64_t)s * 64, 32, 2 + s);
+    }
+    v_end(fd, nsites / 100 + 2);
+}
+
 /* A GPU trace (the CPU part of the one above is left out): the same two
  * modules and stacks A (node 2), B (node 4) and C (node 5).
  *   device 0, context 1: A cudaMalloc 4 MiB at 10 ms, never freed (the leak);
