@@ -178,6 +178,8 @@ typedef enum {
     ML_VADVICE_OFF,
 } ml_vadvice_t;
 
+#define ML_VMAX_WARNINGS 8
+
 typedef struct {
     char exe[512];
     char cmdline[1024];
@@ -199,6 +201,11 @@ typedef struct {
     uint32_t nsites; /* all sites, before the filter */
     uint32_t nsuggestions;
     ml_vadvice_t advice;
+    /* The analysis' warnings (ml_analysis_warnings: stacks cut at --depth,
+     * events lost, no reachability scan, attached, out of memory, symbols),
+     * the first ML_VMAX_WARNINGS of nwarnings, each cut to fit. */
+    uint32_t nwarnings;
+    char warnings[ML_VMAX_WARNINGS][400];
 } ml_vsummary_t;
 
 /* A histogram bucket: (lo, hi] in bytes or milliseconds. `count` is the

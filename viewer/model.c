@@ -315,6 +315,11 @@ static void src_summary(ml_vmodel_t *m, ml_vsummary_t *s) {
         s->leak_bytes[ML_VLEAK_REACHABLE] = ls.reachable_bytes;
         s->leak_blocks[ML_VLEAK_REACHABLE] = ls.reachable_blocks;
     }
+    const char *const *w;
+    size_t nw = ml_analysis_warnings(m->an, &w);
+    s->nwarnings = (uint32_t)nw;
+    for (size_t i = 0; i < nw && i < ML_VMAX_WARNINGS; i++)
+        snprintf(s->warnings[i], sizeof s->warnings[i], "%s", w[i] ? w[i] : "");
     const ml_gpu_t *g = ml_analysis_gpu(m->an);
     s->ngpus = 0;
     for (size_t i = 0; g && i < ml_gpu_device_count(g) && s->ngpus < ML_VMAX_GPUS; i++) {

@@ -120,14 +120,22 @@ static void build(summary_t *p, int width) {
                       ml__fmt_n(g->alloc_calls, "alloc", "allocs", n1, sizeof n1),
                       ml__fmt_n(g->free_calls, "free", "frees", n2, sizeof n2));
     }
-    if (s->sampled)
+    /* Before the first build (loading) the warnings below are not there
+     * yet; these two say the most important of them meanwhile. */
+    if (s->sampled && !s->nwarnings)
         ml__lines_add(l, "Sampling", ML_ST_WARN,
                       "one allocation per %" PRIu64 " bytes: numbers are estimates",
                       s->sample_bytes);
-    if (t->unknown_frees)
+    if (t->unknown_frees && !s->nwarnings)
         ml__lines_add(l, "Note", ML_ST_DIM,
                       "%s of blocks allocated before tracing began",
                       ml__fmt_n(t->unknown_frees, "free", "frees", n1, sizeof n1));
+    /* What the reports list under "warnings": never left out here. */
+    for (uint32_t i = 0; i < s->nwarnings && i < ML_VMAX_WARNINGS; i++)
+        ml__lines_add(l, i ? "" : "Warnings", ML_ST_WARN, "%s", s->warnings[i]);
+    if (s->nwarnings > ML_VMAX_WARNINGS)
+        ml__lines_add(l, "", ML_ST_WARN, "and %u more (memlens report lists them all)",
+                      s->nwarnings - ML_VMAX_WARNINGS);
     ml__lines_add(l, NULL, ML_ST_NORMAL, " ");
     const char *adv = s->advice == ML_VADVICE_RUNNING ? " (the advisor is replaying the trace...)"
                       : s->advice == ML_VADVICE_PENDING && s->state == ML_VPROC_RUNNING

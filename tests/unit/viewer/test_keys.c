@@ -346,6 +346,19 @@ Test(viewer_keys, views_stay_valid_while_loading, .timeout = 60) {
     teardown();
 }
 
+/* The analysis' warnings, which every report lists, are in the Summary
+ * too: the synthetic trace has no exit-time reachability scan, so each
+ * block live at the end counts as a definite leak, and the user must be
+ * told. */
+Test(viewer_keys, summary_lists_the_analysis_warnings) {
+    open_screen(80, 60);
+    cr_assert_gt(ml_vmodel_summary(M)->nwarnings, 0);
+    int y = row_of(" Warnings ");
+    cr_expect_geq(y, 0, "no Warnings line in the Summary");
+    cr_expect(screen_has("no exit-time reachability scan"));
+    teardown();
+}
+
 /* The Sites header's count of sites is whole at any width: at 80 columns
  * 1,500 sites read "1500", not "150"; at the smallest size the column's
  * name gives way to it. */
