@@ -282,6 +282,7 @@ static void src_summary(ml_vmodel_t *m, ml_vsummary_t *s) {
     const ml_process_info_t *p = ml_analysis_process(m->an);
     if (p) {
         s->pid = p->pid;
+        s->attached = (p->options & ML_OPT_ATTACHED) != 0;
         snprintf(s->exe, sizeof s->exe, "%s", p->exe ? p->exe : "");
         size_t o = 0;
         for (uint32_t i = 0; i < p->argc && o + 1 < sizeof s->cmdline; i++) {

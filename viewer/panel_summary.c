@@ -80,8 +80,11 @@ static void build(summary_t *p, int width) {
     /* The kernel's high-water mark when the trace has it (issue 13); the
      * samples miss short peaks, and say that they are samples. */
     if (t->hwm_rss_source)
-        ml__lines_add(l, "Peak RSS", ML_ST_NORMAL, "%s (kernel high-water mark)",
-                      ml__fmt_bytes_long(t->hwm_rss_bytes, b1, sizeof b1));
+        ml__lines_add(l, "Peak RSS", ML_ST_NORMAL, "%s (kernel high-water mark%s)",
+                      ml__fmt_bytes_long(t->hwm_rss_bytes, b1, sizeof b1),
+                      t->hwm_rss_source == ML_HWM_EXIT || t->hwm_rss_source == ML_HWM_WAIT4
+                          ? ""
+                          : " at the last sample: a lower bound");
     if (s->peak_rss_bytes)
         ml__lines_add(l, t->hwm_rss_source ? "" : "Peak RSS", ML_ST_NORMAL,
                       "largest sample %s (RSS sampled every %d ms)",
@@ -91,7 +94,16 @@ static void build(summary_t *p, int width) {
     if (t->peak_mmap_bytes)
         ml__lines_add(l, "Peak mmap", ML_ST_NORMAL, "%s (anonymous mappings)",
                       ml__fmt_bytes_long(t->peak_mmap_bytes, b1, sizeof b1));
-    if (s->state == ML_VPROC_RUNNING || s->state == ML_VPROC_LOADING) {
+    if (s->attached && s->state != ML_VPROC_RUNNING && s->state != ML_VPROC_LOADING) {
+        /* As memlens report says: without the program's exit there are no
+         * leak kinds, only what the window added and left live. */
+        ml__lines_add(l, "Grown", ML_ST_NORMAL,
+                      "%s in %s allocated while attached and still live at detach",
+                      ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1),
+                      ml__fmt_n(t->heap_blocks, "block", "blocks", n1, sizeof n1));
+        ml__lines_add(l, "Leaked", ML_ST_DIM,
+                      "not known: the program did not exit while attached");
+    } else if (s->state == ML_VPROC_RUNNING || s->state == ML_VPROC_LOADING) {
         ml__lines_add(l, "Live now", ML_ST_NORMAL, "%s in %s",
                       ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1),
                       ml__fmt_n(t->heap_blocks, "block", "blocks", n1, sizeof n1));

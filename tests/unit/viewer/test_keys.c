@@ -359,6 +359,44 @@ Test(viewer_keys, summary_lists_the_analysis_warnings) {
     teardown();
 }
 
+/* An attached trace (memlens attach) has no leak kinds: the blocks live at
+ * the detach are what the window added, in a program that still runs. The
+ * Summary says so, as memlens report does, instead of calling them
+ * definite leaks. */
+Test(viewer_keys, attached_summary_has_growth_not_leaks) {
+    snprintf(path, sizeof path, "/tmp/ml_vtest_XXXXXX");
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    cr_assert_eq(ml_writer_new(fd, 1, &v_w), 0);
+    ml_record_t p = tb_process(7, "/opt/app/bin/att", "vtest");
+    p.u.process.options = ML_OPT_ATTACHED;
+    v_add(&p);
+    v_module(V_EXE_BASE, "/opt/app/bin/att");
+    v_node(1, 0, V_EXE_BASE + 0x1000);
+    v_node(2, 1, V_EXE_BASE + 0x2000);
+    for (uint32_t i = 0; i < 3; i++)
+        v_alloc(10 + i, 0x100000 + i * 0x1000, 1000, 2);
+    ml_record_t e = tb_end(60, 0);
+    e.u.end.status_kind = ML_END_UNKNOWN;
+    v_add(&e);
+    cr_assert_eq(ml_writer_free(v_w), 0);
+    close(fd);
+    cr_assert_eq(ml_vmodel_new(&M), 0);
+    ml_build_opts_t bo = {.no_symbols = true};
+    ml_vmodel_set_build_opts(M, &bo);
+    ml_vmodel_set_advice(M, false);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(M, path, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ml_vmodel_load_all(M), 0, "%s", ml_vmodel_error(M));
+    ml_sm_opts_t o = {.cols = 80, .rows = 40, .unicode = true};
+    S = ml__sm_new(M, &o);
+    ml__sm_draw(S);
+    cr_expect(screen_has("Grown          3000 B (2.9 KiB) in 3 blocks allocated while attached"));
+    cr_expect(screen_has("Leaked         not known"));
+    cr_expect(!screen_has("definite"));
+    teardown();
+}
+
 /* The Sites header's count of sites is whole at any width: at 80 columns
  * 1,500 sites read "1500", not "150"; at the smallest size the column's
  * name gives way to it. */
