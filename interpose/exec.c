@@ -44,15 +44,6 @@ typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
 
-/* The real function `name`, found on first use. */
-static void *real(void *_Atomic *slot, const char *name) {
-    void *f = ml_atomic_load_acquire(slot);
-    if (!f) {
-        f = dlsym(RTLD_NEXT, name);
-        ml_atomic_store_release(slot, f);
-    }
-    return f;
-}
 
 /* ------------------------------------------------------------------------- */
 /* The environment of the new image                                          */
@@ -280,22 +271,22 @@ static int exec_with_env(int via, int fd, const char *path, char *const argv[], 
     int rc = -1;
     switch (via) {
     case VIA_EXECVE: {
-        execve_fn f = (execve_fn)real(&real_execve, "execve");
+        execve_fn f = (execve_fn)ml__next_symbol(&real_execve, "execve");
         rc = f ? f(path, argv, env) : (errno = ENOSYS, -1);
         break;
     }
     case VIA_EXECVPE: {
-        execvpe_fn f = (execvpe_fn)real(&real_execvpe, "execvpe");
+        execvpe_fn f = (execvpe_fn)ml__next_symbol(&real_execvpe, "execvpe");
         rc = f ? f(path, argv, env) : (errno = ENOSYS, -1);
         break;
     }
     case VIA_FEXECVE: {
-        fexecve_fn f = (fexecve_fn)real(&real_fexecve, "fexecve");
+        fexecve_fn f = (fexecve_fn)ml__next_symbol(&real_fexecve, "fexecve");
         rc = f ? f(fd, argv, env) : (errno = ENOSYS, -1);
         break;
     }
     default: {
-        execveat_fn f = (execveat_fn)real(&real_execveat, "execveat");
+        execveat_fn f = (execveat_fn)ml__next_symbol(&real_execveat, "execveat");
         rc = f ? f(fd, path, argv, env, flags) : (errno = ENOSYS, -1);
         break;
     }

@@ -15,6 +15,7 @@
 #ifndef ML_INTERPOSE_INTERNAL_H
 #define ML_INTERPOSE_INTERNAL_H
 
+#include <dlfcn.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +25,17 @@
 #include "../trace/ml_ring.h"
 
 #define ML_EXPORT __attribute__((visibility("default")))
+
+/* The next definition of `name` after libmemlens.so (the real execve, sbrk,
+ * ...), looked up on first use and kept in *slot. NULL when there is none. */
+static inline void *ml__next_symbol(void *_Atomic *slot, const char *name) {
+    void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!f) {
+        f = dlsym(RTLD_NEXT, name);
+        __atomic_store_n(slot, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
 #define ML_TLS __attribute__((tls_model("initial-exec"))) __thread
 
 /* Process state. */

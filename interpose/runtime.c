@@ -833,11 +833,7 @@ ML_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...) {
     void *tls = va_arg(ap, void *);
     pid_t *ctid = va_arg(ap, pid_t *);
     va_end(ap);
-    clone_fn_t f = (clone_fn_t)ml_atomic_load_acquire(&real_clone);
-    if (!f) {
-        f = (clone_fn_t)dlsym(RTLD_NEXT, "clone");
-        ml_atomic_store_release(&real_clone, (void *)f);
-    }
+    clone_fn_t f = (clone_fn_t)ml__next_symbol(&real_clone, "clone");
     if (!f) {
         errno = ENOSYS;
         return -1;
@@ -883,17 +879,9 @@ static void sbrk_note(uint64_t before, uint64_t after) {
 
 static void *_Atomic real_sbrk, *_Atomic real_brk;
 
-static void *next_symbol(void *_Atomic *slot, const char *name) {
-    void *f = ml_atomic_load_acquire(slot);
-    if (!f) {
-        f = dlsym(RTLD_NEXT, name);
-        ml_atomic_store_release(slot, f);
-    }
-    return f;
-}
 
 ML_EXPORT void *sbrk(intptr_t inc) {
-    void *(*f)(intptr_t) = (void *(*)(intptr_t))next_symbol(&real_sbrk, "sbrk");
+    void *(*f)(intptr_t) = (void *(*)(intptr_t))ml__next_symbol(&real_sbrk, "sbrk");
     if (!f) {
         errno = ENOMEM;
         return (void *)-1;
@@ -905,8 +893,8 @@ ML_EXPORT void *sbrk(intptr_t inc) {
 }
 
 ML_EXPORT int brk(void *addr) {
-    void *(*s)(intptr_t) = (void *(*)(intptr_t))next_symbol(&real_sbrk, "sbrk");
-    int (*f)(void *) = (int (*)(void *))next_symbol(&real_brk, "brk");
+    void *(*s)(intptr_t) = (void *(*)(intptr_t))ml__next_symbol(&real_sbrk, "sbrk");
+    int (*f)(void *) = (int (*)(void *))ml__next_symbol(&real_brk, "brk");
     if (!f || !s) {
         errno = ENOMEM;
         return -1;

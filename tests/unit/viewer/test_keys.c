@@ -28,6 +28,16 @@ static void teardown(void) {
     unlink(path);
 }
 
+/* A model of the trace at p, without symbols or the advisor. */
+static void model_open(const char *p) {
+    cr_assert_eq(ml_vmodel_new(&M), 0);
+    ml_build_opts_t bo = {.no_symbols = true};
+    ml_vmodel_set_build_opts(M, &bo);
+    ml_vmodel_set_advice(M, false);
+    char err[256];
+    cr_assert_eq(ml_vmodel_open(M, p, err, sizeof err), 0, "%s", err);
+}
+
 /* Feeds keys like the loop does, drawing after each. */
 static int keys(const char *const *k) {
     int r = 0;
@@ -381,12 +391,7 @@ Test(viewer_keys, attached_summary_has_growth_not_leaks) {
     v_add(&e);
     cr_assert_eq(ml_writer_free(v_w), 0);
     close(fd);
-    cr_assert_eq(ml_vmodel_new(&M), 0);
-    ml_build_opts_t bo = {.no_symbols = true};
-    ml_vmodel_set_build_opts(M, &bo);
-    ml_vmodel_set_advice(M, false);
-    char err[256];
-    cr_assert_eq(ml_vmodel_open(M, path, err, sizeof err), 0, "%s", err);
+    model_open(path);
     cr_assert_eq(ml_vmodel_load_all(M), 0, "%s", ml_vmodel_error(M));
     ml_sm_opts_t o = {.cols = 80, .rows = 40, .unicode = true};
     S = ml__sm_new(M, &o);
@@ -778,12 +783,7 @@ static void ff_next(void *ctx, int timeout_ms, ml_uievent_t *ev) {
 
 Test(viewer_keys, a_frame_before_building_from_the_saved_analysis, .timeout = 60) {
     v_write_phases(path, sizeof path, true);
-    cr_assert_eq(ml_vmodel_new(&M), 0);
-    ml_build_opts_t bo = {.no_symbols = true};
-    ml_vmodel_set_build_opts(M, &bo);
-    ml_vmodel_set_advice(M, false);
-    char err[256];
-    cr_assert_eq(ml_vmodel_open(M, path, err, sizeof err), 0, "%s", err);
+    model_open(path);
     cr_assert(ml_vmodel_from_snapshot(M));
     ml_sm_opts_t o = {.cols = 100, .rows = 24, .unicode = true};
     S = ml__sm_new(M, &o);
