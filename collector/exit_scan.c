@@ -188,6 +188,31 @@ static int scan_read(void *ctx, ml_reach_req_t *reqs, size_t n) {
     return 0;
 }
 
+/* A thread's /proc/PID/task/TID/syscall into buf: "running", or "nr args...
+ * sp pc" for a thread in a system call. False when it cannot be read. */
+static bool read_syscall_line(pid_t pid, const char *tid, char *buf, size_t len) {
+    char path[320];
+    snprintf(path, sizeof path, "/proc/%d/task/%s/syscall", (int)pid, tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    size_t got = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    return true;
+}
+
+/* The stack pointer in such a line (its second-to-last field); false for a
+ * thread that was running. Takes the line apart. */
+static bool syscall_line_sp(char *line, uint64_t *sp) {
+    char *tok[16];
+    int nt = 0;
+    char *save = NULL;
+    for (char *s = strtok_r(line, " \n", &save); s && nt < 16; s = strtok_r(NULL, " \n", &save)) tok[nt++] = s;
+    if (nt < 3 || !strncmp(tok[0], "running", 7)) return false;
+    *sp = strtoull(tok[nt - 2], NULL, 16);
+    return true;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Other threads' registers                                                  */
 /* ------------------------------------------------------------------------- */
@@ -195,8 +220,7 @@ static int scan_read(void *ctx, ml_reach_req_t *reqs, size_t n) {
 /* valgrind and LeakSanitizer take every thread's registers for roots: a
  * thread blocked in a system call keeps its callee-saved registers on its
  * kernel stack, which process_vm_readv cannot read, and a pointer held only
- * there (python's daemon threads waiting for the GIL: each thread's
- * bootstate) made a block look leaked. The collector, the program's parent,
+ * there made a block look leaked (tests/leaks/lk_regs.c). The collector, the program's parent,
  * stops each other thread briefly with ptrace (PTRACE_SEIZE, then
  * PTRACE_INTERRUPT) and reads them. Only threads whose stop the program
  * cannot notice: running, or blocked in a call the kernel restarts by
@@ -210,6 +234,7 @@ static int scan_read(void *ctx, ml_reach_req_t *reqs, size_t n) {
 #define REGS_THREADS_MAX 4096
 #define REGS_STOP_WAIT_NS (200ull * 1000000ull)
 
+#if defined(__x86_64__)
 static bool restarts_by_itself(const char *syscall_line) {
     if (!strncmp(syscall_line, "running", 7)) return true;
     long nr = strtol(syscall_line, NULL, 10);
@@ -253,23 +278,12 @@ static size_t thread_registers(pid_t pid, uint64_t exit_sp, uint64_t **out) {
     while ((e = readdir(d)) && threads < REGS_THREADS_MAX) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
         pid_t tid = (pid_t)strtol(e->d_name, NULL, 10);
-        if (tid == pid) continue;
-        char p2[320], buf[512];
-        snprintf(p2, sizeof p2, "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
-        FILE *f = fopen(p2, "r");
-        if (!f) continue;
-        size_t got = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[got] = '\0';
-        if (!restarts_by_itself(buf)) continue;
+        char buf[512];
+        uint64_t sp;
+        if (tid == pid || !read_syscall_line(pid, e->d_name, buf, sizeof buf) || !restarts_by_itself(buf))
+            continue;
         /* the exiting thread: its stack pointer just below exit_sp */
-        char *tok[16];
-        int nt = 0;
-        for (char *s = strtok(buf, " \n"); s && nt < 16; s = strtok(NULL, " \n")) tok[nt++] = s;
-        if (nt >= 3 && strncmp(tok[0], "running", 7)) {
-            uint64_t sp = strtoull(tok[nt - 2], NULL, 16);
-            if (exit_sp && sp <= exit_sp && exit_sp - sp < (1u << 20)) continue;
-        }
+        if (syscall_line_sp(buf, &sp) && exit_sp && sp <= exit_sp && exit_sp - sp < (1u << 20)) continue;
         struct user_regs_struct r;
         if (!stop_and_read(tid, &r)) continue;
         threads++;
@@ -289,6 +303,14 @@ static size_t thread_registers(pid_t pid, uint64_t exit_sp, uint64_t **out) {
     *out = v;
     return n;
 }
+#else /* the system call numbers and registers above are x86-64's */
+static size_t thread_registers(pid_t pid, uint64_t exit_sp, uint64_t **out) {
+    (void)pid;
+    (void)exit_sp;
+    *out = NULL;
+    return 0;
+}
+#endif
 
 /* ------------------------------------------------------------------------- */
 /* Roots                                                                     */
@@ -323,22 +345,12 @@ static size_t thread_sps(pid_t pid, uint64_t *sps, size_t max) {
     struct dirent *e;
     while ((e = readdir(d)) && n < max) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        char p2[320], buf[512];
-        snprintf(p2, sizeof p2, "/proc/%d/task/%s/syscall", (int)pid, e->d_name);
+        char buf[512];
         /* A thread caught between two system calls reads "running"; the
          * waiting main thread is back in nanosleep within a millisecond. */
-        for (int tries = 0; tries < 100; tries++) {
-            FILE *f = fopen(p2, "r");
-            if (!f) break;
-            size_t got = fread(buf, 1, sizeof buf - 1, f);
-            fclose(f);
-            buf[got] = '\0';
-            /* The second-to-last field is the stack pointer. */
-            char *tok[16];
-            int nt = 0;
-            for (char *s = strtok(buf, " \n"); s && nt < 16; s = strtok(NULL, " \n")) tok[nt++] = s;
-            if (nt >= 3 && strncmp(tok[0], "running", 7) != 0) {
-                sps[n++] = strtoull(tok[nt - 2], NULL, 16);
+        for (int tries = 0; tries < 100 && read_syscall_line(pid, e->d_name, buf, sizeof buf); tries++) {
+            if (syscall_line_sp(buf, &sps[n])) {
+                n++;
                 break;
             }
             struct timespec ts = {0, 200000};

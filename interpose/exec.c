@@ -44,7 +44,6 @@ typedef int (*execvpe_fn)(const char *, char *const[], char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
 typedef int (*execveat_fn)(int, const char *, char *const[], char *const[], int);
 
-
 /* ------------------------------------------------------------------------- */
 /* The environment of the new image                                          */
 /* ------------------------------------------------------------------------- */

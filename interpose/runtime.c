@@ -879,7 +879,6 @@ static void sbrk_note(uint64_t before, uint64_t after) {
 
 static void *_Atomic real_sbrk, *_Atomic real_brk;
 
-
 ML_EXPORT void *sbrk(intptr_t inc) {
     void *(*f)(intptr_t) = (void *(*)(intptr_t))ml__next_symbol(&real_sbrk, "sbrk");
     if (!f) {
