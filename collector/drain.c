@@ -146,12 +146,12 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
         got++;
         released += n;
         if (time_to_wake(h, released)) {
-            ml_ring_wake(h, p->pos);
+            ml_ring_wake(h);
             released = 0;
         }
     }
     ml_atomic_store_release(&h->tail, p->pos);
-    ml_ring_wake(h, p->pos);
+    ml_ring_wake(h);
     publish_heap_drop(p);
     ml__flush(c);
     return got;

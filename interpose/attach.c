@@ -270,7 +270,7 @@ ML_EXPORT int ml_attach_stop(void) {
         }
         /* The slots only: the header (capacity, counters) stays, so that a
          * late writer finds a ring whose slots are not free and gives up
-         * once memlens is gone (ml_ring_slot_wait). */
+         * once memlens is gone (ml_ring_claim). */
         uintptr_t lo = ((uintptr_t)ml_ring_slots(h) + 4095) & ~(uintptr_t)4095;
         uintptr_t hi = ((uintptr_t)h + ml_ring_bytes(h->capacity)) & ~(uintptr_t)4095;
         if (hi > lo) madvise((void *)lo, hi - lo, MADV_REMOVE);

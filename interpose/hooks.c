@@ -56,7 +56,7 @@ static inline bool wants_free(const void *p) {
  * path is record_alloc (80 bytes) -> ml__emit (80), glibc's
  * malloc_usable_size and ml__sampled_add (48): about 210 bytes. The deepest
  * other chain is record_alloc -> ml__emit -> announce_thread (64) ->
- * ml__emit_blob (80) -> ml_ring_write_blob (96) -> ml_ring__slot_wait_slow
+ * ml__emit_blob (80) -> ml_ring_write_blob (96) -> ml_ring__claim_slow
  * (144) -> ml__collector_alive (16) and a system call wrapper: about 620
  * bytes. ml__attention (a module scan after dlopen, a glibc counter sample)
  * goes deeper still: dl_iterate_phdr and a 4 KiB path buffer.

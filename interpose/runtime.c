@@ -253,12 +253,12 @@ void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t 
               uint32_t stack) {
     if (ml_unlikely(!ml__tls.has_thread)) announce_thread();
     ml_ring_hdr_t *h = ml__ring;
-    uint64_t pos = ml_ring_claim(h, 1);
-    ml_slot_t *s = ml_ring_slot_wait(h, pos, ml__collector_alive);
-    if (ml_unlikely(!s)) {
+    uint64_t pos = ml_ring_claim(h, 1, ml__collector_alive);
+    if (ml_unlikely(pos == ML_RING_GONE)) {
         give_up();
         return;
     }
+    ml_slot_t *s = ml_ring_slot(h, pos);
     s->ev.type = (uint8_t)(type | flags << 4);
     s->ev.kind = kind;
     s->ev.thread = ml__tls.thread;

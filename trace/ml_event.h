@@ -17,10 +17,12 @@
  *   - slot p % cap is free for position p when seq == lap(p). A zero-filled
  *     file is therefore a valid empty ring: nothing is written at creation and
  *     pages are touched only as the ring fills.
- *   - A producer claims n consecutive positions with one fetch_add on head.
- *     For each position p it waits until the slot is free for p (the consumer
- *     has released the previous lap; waiting is backpressure and is counted),
- *     writes the event and publishes it with a release store of lap(p) + 1.
+ *   - A producer claims n consecutive positions from head, with a
+ *     compare-and-swap, once the slot of the last is free for it (the
+ *     consumer has released the previous lap, in order, so all n are free).
+ *     Without room it waits (backpressure, counted) holding no position. It
+ *     writes the events and publishes each with a release store of
+ *     lap(p) + 1.
  *   - The consumer reads position t once seq == lap(t) + 1 and releases the
  *     slot with seq = lap(t + cap).
  *
@@ -41,8 +43,8 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 6 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
-                          * 4: heap_drop; 5: wake_mask; 6: sbrk_registry */
+#define ML_SHM_VERSION 7 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+                          * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -334,15 +336,13 @@ typedef struct {
         uint32_t fell_back;               /* the recorder's stack came from libunwind too */
         uint64_t fast_pc, full_pc;        /* the differing frames (0: none that deep) */
     } unwind_bad;
-    /* Backpressure (ml_ring.c): a producer that finds its slot still taken
-     * counts itself in `sleepers` and sleeps on the futex word `space_gen`;
-     * the collector, after releasing slots, bumps space_gen and wakes the
-     * first of them whose slot is free (a futex bitset: `wake_mask` holds
-     * the segments of the ring released) when sleepers is non-zero; each
-     * producer woken wakes the next (ml_ring.c). */
+    /* Backpressure (ml_ring.c): a producer that finds no room counts itself
+     * in `sleepers` and sleeps on the futex word `space_gen`; the collector,
+     * after releasing slots, bumps space_gen and wakes one of them when
+     * sleepers is non-zero; a producer woken wakes the next while the ring
+     * is more than half free. */
     _Alignas(ML_CACHE_LINE) _Atomic uint32_t space_gen;
     _Atomic uint32_t sleepers;
-    _Atomic uint32_t wake_mask;
     /* Exit handshake: the process sets ML_EXIT_SCAN_ASKED after its last
      * destructor-time event and waits (bounded) for ML_EXIT_SCAN_DONE, so the
      * collector can read its memory while it is still intact (leak

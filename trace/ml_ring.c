@@ -33,94 +33,82 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* A producer that finds its slot still taken by the previous lap waits
- * for the collector. It spins a moment (the collector may be releasing that
- * very slot) unless other producers already sleep: then the ring is full
- * and spinning only takes CPU from the collector (without root, where the
- * collector has no real-time priority, 1,000 threads took 0.80x the time
- * without the spin). Then it sleeps on the futex word h->space_gen, which
- * the collector bumps after it released slots (ml_ring_wake). Sleeping, not
- * polling: with hundreds of threads waiting on a full ring, polling with
- * short sleeps kept them all runnable and starved the collector of the CPU
- * it needed to empty the ring (issue 12: 200 threads, 95 s of system time).
+/* A producer that finds no room in the ring waits for the collector. It
+ * spins a moment (the collector may be releasing that very slot) unless
+ * other producers already sleep: then the ring is full and spinning only
+ * takes CPU from the collector (without root, where the collector has no
+ * real-time priority, 1,000 threads took 0.80x the time without the spin).
+ * Then it sleeps on the futex word h->space_gen, which the collector bumps
+ * after it released slots (ml_ring_wake). Sleeping, not polling: with
+ * hundreds of threads waiting on a full ring, polling with short sleeps kept
+ * them all runnable and starved the collector of the CPU it needed to empty
+ * the ring (issue 12: 200 threads, 95 s of system time).
+ *
+ * A waiting producer holds no position. It used to claim its position first
+ * (one fetch_add on head) and then wait for that slot: the consumer reads in
+ * position order, so it then had to wait in turn for every sleeper ahead of
+ * it to be woken, scheduled and publish. With 3,000 threads on two CPUs and
+ * a collector without real-time priority, the run was a chain of thousands
+ * of futex round trips per lap: 42-48 s with 60 s of system time, against
+ * heaptrack's 6-8 s. Now a producer claims only slots that are free
+ * (ml_ring_claim: a compare-and-swap on head after it saw the last slot
+ * free), so the consumer only ever waits for a producer that is between
+ * its claim and its publish, a few stores, never for one that sleeps.
  *
  * No wake-up is lost: the producer reads space_gen, counts itself in
- * sleepers, then looks at its slot again before it sleeps on the value it
+ * sleepers, then looks for room again before it sleeps on the value it
  * read; the collector releases slots, then reads sleepers. With a full fence
- * on both sides, either the producer sees the released slot or the collector
- * sees the sleeper and changes space_gen, so the futex wait returns at once.
- * The wait has a timeout all the same, to poll `alive`: 5 ms, doubled after
- * every timeout up to 64 times that, so that thousands of threads waiting
- * on a slow collector do not wake every 5 ms (with 3,000 threads those
- * wake-ups, each with its kill(2) to poll the collector, were most of the
- * system time of a run that took minutes). The time is charged to
- * h->wait_ns so that the trace can say how long the program was held up by
- * a full ring.
+ * on both sides, either the producer sees the room or the collector sees the
+ * sleeper and changes space_gen, so the futex wait returns at once. The wait
+ * has a timeout all the same, to poll `alive`: 5 ms, doubled after every
+ * timeout up to 64 times that, so that thousands of threads waiting on a
+ * slow collector do not wake every 5 ms (with 3,000 threads those wake-ups,
+ * each with its kill(2) to poll the collector, were most of the system time
+ * of a run that took minutes). The time is charged to h->wait_ns so that
+ * the trace can say how long the program was held up by a full ring.
  *
- * The wake-up is relayed, and goes only to producers whose slots are
- * free. Waking every sleeper from the collector made the one thread that
- * empties the ring spend its time in the scheduler, and woke threads whose
- * slots were still taken only to put them back to sleep: with 1,000 threads
- * on a full ring a sixth of the run's samples were the collector's futex
- * wake-ups, and with 3,000 the run took 28-95 s (medians of three calls),
- * most of it system time (docs/recorder.md). So:
- *   - a producer sleeps with a futex bitset: the bit of the ring segment
- *     (a sixteenth of the ring) that holds the position it waits for, the
- *     one a lap before its own;
- *   - the collector, having released every position below `frontier`, puts
- *     the bits of the segments wholly below it in h->wake_mask and wakes the
- *     first sleeper (first in, first out) whose bit is in the mask;
- *   - a producer woken so passes the wake-up on to the next such sleeper.
- * The bits name segments modulo 32 and sleepers wait for positions within
- * a lap of the frontier, so a bit in the mask is never that of a segment
- * still in use (more threads than the ring has slots can alias: a thread
- * woken too early sleeps again and passes nothing on). One thread is woken
- * at a time, each by the one before: no crowd of runnable threads keeps the
- * collector from the CPU, and no thread is woken for nothing. */
+ * The collector wakes one sleeper, and a woken producer that got its room
+ * wakes the next while more than RELAY_ROOM of the ring is free. Waking
+ * every sleeper made the one thread that empties the ring spend its time in
+ * the scheduler, and a crowd of runnable threads keeps a collector of normal
+ * priority from the CPU; a chain that stops once the ring is half full
+ * wakes as many producers as there is room for, and leaves the rest asleep
+ * (they hold nothing) until the collector has made room again. */
 #define SPIN_TRIES 64
 #define SLEEP_NS 5000000L /* also how often `alive` is polled */
 /* A wait that keeps timing out sleeps up to 64 x longer. */
 #define SLEEP_BACKOFF 64
-#define SEGMENTS_PER_LAP 16
 
 long ml_ring__sleep_ns = SLEEP_NS;
 
-static bool slot_free(const ml_slot_t *s, const ml_ring_hdr_t *h, uint64_t pos) {
-    return ml_atomic_load_acquire(&s->seq) == ml_ring__lap(h, pos);
+/* The room a woken producer leaves for the next: half the ring. */
+static uint64_t relay_room(const ml_ring_hdr_t *h) {
+    return h->capacity / 2;
 }
 
-/* The segment of a position: the ring's lap in SEGMENTS_PER_LAP parts. */
-static uint64_t segment(const ml_ring_hdr_t *h, uint64_t pos) {
-    unsigned lap_bits = (unsigned)__builtin_ctz(h->capacity);
-    return pos >> (lap_bits > 4 ? lap_bits - 4 : 0);
+/* One try at claiming n slots; false if there is no room for them. */
+static bool try_claim(ml_ring_hdr_t *h, uint32_t n, uint64_t *pos) {
+    uint64_t p = ml_atomic_load_relaxed(&h->head);
+    while (ml_ring__free(h, p + n - 1))
+        if (atomic_compare_exchange_weak_explicit(&h->head, &p, p + n, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *pos = p;
+            return true;
+        }
+    return false;
 }
 
-static uint32_t segment_bit(uint64_t seg) {
-    return 1u << (seg & 31);
+static void wake_one(ml_ring_hdr_t *h) {
+    syscall(SYS_futex, &h->space_gen, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
-/* The bits of the segments wholly released when every position below
- * `frontier` is: all but the SEGMENTS_PER_LAP segments from the frontier's
- * own on, which sleepers may still be waiting for. */
-static uint32_t released_mask(const ml_ring_hdr_t *h, uint64_t frontier) {
-    unsigned r = (unsigned)(segment(h, frontier) & 31);
-    uint32_t busy = (uint32_t)((1u << SEGMENTS_PER_LAP) - 1);
-    busy = r ? (busy << r) | (busy >> (32 - r)) : busy;
-    return ~busy;
-}
-
-static void wake_next(ml_ring_hdr_t *h, uint32_t mask) {
-    if (mask) syscall(SYS_futex, &h->space_gen, FUTEX_WAKE_BITSET, 1, NULL, NULL, mask);
-}
-
-ml_slot_t *ml_ring__slot_wait_slow(ml_ring_hdr_t *h, uint64_t pos, bool (*alive)(void)) {
-    ml_slot_t *s = &ml_ring_slots(h)[pos & (h->capacity - 1)];
+uint64_t ml_ring__claim_slow(ml_ring_hdr_t *h, uint32_t n, bool (*alive)(void)) {
     uint64_t start = now_ns();
-    uint32_t bit = segment_bit(segment(h, pos - h->capacity));
+    uint64_t pos;
     ml_atomic_add_relaxed(&h->waits, 1);
     unsigned spins = ml_atomic_load_relaxed(&h->sleepers) ? 0 : SPIN_TRIES;
     for (unsigned spin = 0; spin < spins; spin++) {
-        if (slot_free(s, h, pos)) goto done;
+        if (try_claim(h, n, &pos)) goto done;
         ml_cpu_relax();
     }
     long sleep_ns = ml_ring__sleep_ns;
@@ -128,41 +116,39 @@ ml_slot_t *ml_ring__slot_wait_slow(ml_ring_hdr_t *h, uint64_t pos, bool (*alive)
         uint32_t gen = ml_atomic_load_acquire(&h->space_gen);
         ml_atomic_add_relaxed(&h->sleepers, 1);
         atomic_thread_fence(memory_order_seq_cst);
-        if (slot_free(s, h, pos)) {
+        if (try_claim(h, n, &pos)) {
             ml_atomic_add_relaxed(&h->sleepers, (uint32_t)-1);
             break;
         }
-        /* FUTEX_WAIT_BITSET's timeout is a point in CLOCK_MONOTONIC time. */
-        uint64_t until = now_ns() + (uint64_t)sleep_ns;
-        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
-        long rc = syscall(SYS_futex, &h->space_gen, FUTEX_WAIT_BITSET, gen, &ts, NULL, bit);
+        struct timespec ts = {(time_t)(sleep_ns / 1000000000L), sleep_ns % 1000000000L};
+        long rc = syscall(SYS_futex, &h->space_gen, FUTEX_WAIT, gen, &ts, NULL, 0);
         int err = rc < 0 ? errno : 0;
         ml_atomic_add_relaxed(&h->sleepers, (uint32_t)-1);
-        if (slot_free(s, h, pos)) {
-            if (rc == 0 && ml_atomic_load_relaxed(&h->sleepers))
-                wake_next(h, ml_atomic_load_relaxed(&h->wake_mask));
+        if (try_claim(h, n, &pos)) {
+            /* Pass the wake-up on while there is room for more. */
+            if (rc == 0 && ml_atomic_load_relaxed(&h->sleepers) &&
+                ml_ring__free(h, pos + n + relay_room(h)))
+                wake_one(h);
             break;
         }
         if (err != ETIMEDOUT) continue;
         if (alive && !alive()) {
             ml_atomic_add_relaxed(&h->lost, 1);
             ml_atomic_add_relaxed(&h->wait_ns, now_ns() - start);
-            return NULL;
+            return ML_RING_GONE;
         }
         if (sleep_ns < ml_ring__sleep_ns * SLEEP_BACKOFF) sleep_ns *= 2;
     }
 done:
     ml_atomic_add_relaxed(&h->wait_ns, now_ns() - start);
-    return s;
+    return pos;
 }
 
-void ml_ring_wake(ml_ring_hdr_t *h, uint64_t frontier) {
+void ml_ring_wake(ml_ring_hdr_t *h) {
     atomic_thread_fence(memory_order_seq_cst);
     if (!ml_atomic_load_relaxed(&h->sleepers)) return;
-    uint32_t mask = released_mask(h, frontier);
-    ml_atomic_store_relaxed(&h->wake_mask, mask);
     ml_atomic_add_relaxed(&h->space_gen, 1);
-    wake_next(h, mask);
+    wake_one(h);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -172,9 +158,9 @@ void ml_ring_wake(ml_ring_hdr_t *h, uint64_t frontier) {
 bool ml_ring_write_blob(ml_ring_hdr_t *h, const ml_event_t *hdr, const void *payload,
                         uint32_t len, bool (*alive)(void)) {
     uint32_t n = ml_blob_slots(len);
-    uint64_t pos = ml_ring_claim(h, n + 1);
-    ml_slot_t *s = ml_ring_slot_wait(h, pos, alive);
-    if (!s) return false;
+    uint64_t pos = ml_ring_claim(h, n + 1, alive);
+    if (pos == ML_RING_GONE) return false;
+    ml_slot_t *s = ml_ring_slot(h, pos);
     s->ev = *hdr;
     s->ev.type = ML_EV_BLOB;
     s->ev.size = len;
@@ -182,8 +168,7 @@ bool ml_ring_write_blob(ml_ring_hdr_t *h, const ml_event_t *hdr, const void *pay
     const uint8_t *p = payload;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t q = pos + 1 + i;
-        ml_slot_t *c = ml_ring_slot_wait(h, q, alive);
-        if (!c) return false;
+        ml_slot_t *c = ml_ring_slot(h, q);
         uint32_t off = i * ML_SLOT_PAYLOAD;
         uint32_t k = len - off < ML_SLOT_PAYLOAD ? len - off : ML_SLOT_PAYLOAD;
         memcpy(c->raw, p + off, k);

@@ -15,9 +15,9 @@ static ml_ring_hdr_t *ring_new(uint32_t cap) {
 }
 
 static void put(ml_ring_hdr_t *h, uint64_t v) {
-    uint64_t pos = ml_ring_claim(h, 1);
-    ml_slot_t *s = ml_ring_slot_wait(h, pos, NULL);
-    cr_assert(s);
+    uint64_t pos = ml_ring_claim(h, 1, NULL);
+    cr_assert_neq(pos, ML_RING_GONE);
+    ml_slot_t *s = ml_ring_slot(h, pos);
     memset(&s->ev, 0, sizeof s->ev);
     s->ev.type = ML_EV_ALLOC;
     s->ev.ptr = v;
@@ -45,7 +45,7 @@ Test(ring, fifo_across_many_laps) {
 
 Test(ring, unpublished_slot_is_not_visible) {
     ml_ring_hdr_t *h = ring_new(16);
-    uint64_t a = ml_ring_claim(h, 1);
+    uint64_t a = ml_ring_claim(h, 1, NULL);
     put(h, 42);
     cr_expect_null(ml_ring_peek(h, a), "claimed but not published");
     cr_expect_not_null(ml_ring_peek(h, a + 1));
@@ -106,7 +106,7 @@ Test(ring, producers_never_lose_and_wait_when_full, .timeout = 60) {
         next[id]++;
         ml_ring_release(h, tail);
         tail++;
-        ml_ring_wake(h, tail);
+        ml_ring_wake(h);
     }
     for (int i = 0; i < PRODUCERS; i++) pthread_join(t[i], NULL);
     for (int i = 0; i < PRODUCERS; i++) cr_expect_eq(next[i], PER_PRODUCER);
@@ -115,51 +115,90 @@ Test(ring, producers_never_lose_and_wait_when_full, .timeout = 60) {
     free(h);
 }
 
-/* Sleepers of the relay test: each claims one position past a full ring,
- * waits for its slot and publishes. */
+/* Sleepers of the relay test: each finds the ring full, waits for room,
+ * then claims one position and publishes it. */
 #define SLEEPERS 8
 
 static void *sleeper(void *p) {
     ml_ring_hdr_t *h = p;
-    uint64_t pos = ml_ring_claim(h, 1);
-    ml_slot_t *s = ml_ring_slot_wait(h, pos, NULL);
-    if (!s) return NULL;
+    uint64_t pos = ml_ring_claim(h, 1, NULL);
+    if (pos == ML_RING_GONE) return NULL;
+    ml_slot_t *s = ml_ring_slot(h, pos);
     memset(&s->ev, 0, sizeof s->ev);
     s->ev.ptr = pos;
     ml_ring_publish(h, s, pos);
     return s;
 }
 
-/* The consumer wakes one sleeper; the rest must be woken by the relay
- * (ml_ring.c), not by their timeout: it is set far past the test's own
- * time limit, so a wake-up that is not passed on hangs the test. */
-Test(ring, one_wake_reaches_every_sleeper_whose_slot_is_free, .timeout = 30) {
-    long saved = ml_ring__sleep_ns;
-    ml_ring__sleep_ns = 600L * 1000000000L;
-    ml_ring_hdr_t *h = ring_new(16);
-    for (int i = 0; i < 16; i++) put(h, (uint64_t)i);
-    pthread_t t[SLEEPERS];
-    for (int i = 0; i < SLEEPERS; i++) pthread_create(&t[i], NULL, sleeper, h);
-    while (ml_atomic_load_relaxed(&h->sleepers) < SLEEPERS) {
+static void wait_for_sleepers(ml_ring_hdr_t *h, uint32_t n) {
+    while (ml_atomic_load_relaxed(&h->sleepers) < n) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
     struct timespec settle = {0, 20000000}; /* from counted to asleep in the futex */
     nanosleep(&settle, NULL);
-    for (uint64_t pos = 0; pos < 16; pos++) ml_ring_release(h, pos);
-    ml_ring_wake(h, 16);
+}
+
+/* The consumer wakes one sleeper; while the ring has room the rest must be
+ * woken by the relay (ml_ring.c), not by their timeout: it is set far past
+ * the test's own time limit, so a wake-up that is not passed on hangs the
+ * test. */
+Test(ring, one_wake_reaches_every_sleeper_while_there_is_room, .timeout = 30) {
+    long saved = ml_ring__sleep_ns;
+    ml_ring__sleep_ns = 600L * 1000000000L;
+    ml_ring_hdr_t *h = ring_new(32);
+    for (int i = 0; i < 32; i++) put(h, (uint64_t)i);
+    pthread_t t[SLEEPERS];
+    for (int i = 0; i < SLEEPERS; i++) pthread_create(&t[i], NULL, sleeper, h);
+    wait_for_sleepers(h, SLEEPERS);
+    cr_expect_eq(ml_atomic_load_relaxed(&h->head), 32, "a sleeper holds no position");
+    for (uint64_t pos = 0; pos < 32; pos++) ml_ring_release(h, pos);
+    ml_ring_wake(h);
     for (int i = 0; i < SLEEPERS; i++) {
         void *got;
         pthread_join(t[i], &got);
         cr_expect_not_null(got);
     }
-    for (uint64_t pos = 16; pos < 16 + SLEEPERS; pos++) {
+    for (uint64_t pos = 32; pos < 32 + SLEEPERS; pos++) {
         ml_slot_t *s = ml_ring_peek(h, pos);
         cr_assert_not_null(s, "position %lu published", (unsigned long)pos);
         cr_expect_eq(s->ev.ptr, pos);
     }
     cr_expect_eq(ml_atomic_load_relaxed(&h->sleepers), 0);
     cr_expect_eq(ml_atomic_load_relaxed(&h->waits), SLEEPERS);
+    ml_ring__sleep_ns = saved;
+    free(h);
+}
+
+/* The point of claiming only room: the consumer never waits for a producer
+ * that sleeps. With the ring full and a producer asleep, the consumer frees
+ * one slot at a time and never wakes anyone; another producer that comes
+ * along takes each free slot at once, and everything it publishes can be
+ * read, while the sleeper, which holds nothing, stays asleep. */
+Test(ring, a_sleeping_producer_holds_up_nobody, .timeout = 30) {
+    long saved = ml_ring__sleep_ns;
+    ml_ring__sleep_ns = 600L * 1000000000L;
+    ml_ring_hdr_t *h = ring_new(16);
+    for (int i = 0; i < 16; i++) put(h, (uint64_t)i);
+    pthread_t t;
+    pthread_create(&t, NULL, sleeper, h);
+    wait_for_sleepers(h, 1);
+    uint64_t tail = 0;
+    for (uint64_t v = 100; v < 140; v++) {
+        cr_assert_not_null(ml_ring_peek(h, tail));
+        ml_ring_release(h, tail++);
+        put(h, v); /* the free slot; the ring is full again */
+        ml_slot_t *s = ml_ring_peek(h, tail + 15);
+        cr_assert_not_null(s, "what the awake producer wrote is readable at once");
+        cr_expect_eq(s->ev.ptr, v);
+    }
+    cr_expect_eq(ml_atomic_load_relaxed(&h->sleepers), 1, "the sleeper was never woken, and held nothing");
+    /* Now let it in. */
+    for (uint64_t end = tail + 16; tail < end; tail++) ml_ring_release(h, tail);
+    ml_ring_wake(h);
+    void *got;
+    pthread_join(t, &got);
+    cr_expect_not_null(got);
     ml_ring__sleep_ns = saved;
     free(h);
 }
@@ -171,8 +210,8 @@ static bool dead(void) {
 Test(ring, producer_gives_up_when_the_collector_is_gone, .timeout = 30) {
     ml_ring_hdr_t *h = ring_new(4);
     for (int i = 0; i < 4; i++) put(h, (uint64_t)i);
-    uint64_t pos = ml_ring_claim(h, 1);
-    cr_expect_null(ml_ring_slot_wait(h, pos, dead));
+    cr_expect_eq(ml_ring_claim(h, 1, dead), ML_RING_GONE);
     cr_expect_eq(ml_atomic_load_relaxed(&h->lost), 1);
+    cr_expect_eq(ml_atomic_load_relaxed(&h->head), 4, "nothing claimed that nobody will publish");
     free(h);
 }
