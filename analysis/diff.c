@@ -318,3 +318,23 @@ void ml_diff_gpu_leaked(const ml_diff_t *d, uint64_t *base, uint64_t *cur) {
         *cur += d->gdev[i].n.leaked_bytes;
     }
 }
+
+/* The file name of an executable's path, without the " (deleted)" that
+ * /proc/PID/exe shows for a binary replaced while it ran; its length in *len. */
+static const char *exe_name(const char *exe, size_t *len) {
+    const char *slash = strrchr(exe, '/');
+    const char *name = slash ? slash + 1 : exe;
+    size_t n = strlen(name);
+    static const char deleted[] = " (deleted)";
+    if (n > sizeof deleted - 1 && !strcmp(name + n - (sizeof deleted - 1), deleted)) n -= sizeof deleted - 1;
+    *len = n;
+    return name;
+}
+
+ml_diff_program_t ml_diff_program(const ml_analysis_t *base, const ml_analysis_t *cur) {
+    const char *b = ml_analysis_process(base)->exe, *c = ml_analysis_process(cur)->exe;
+    if (!b || !*b || !c || !*c) return ML_DIFF_PROGRAM_UNKNOWN;
+    size_t bl, cl;
+    const char *bn = exe_name(b, &bl), *cn = exe_name(c, &cl);
+    return bl == cl && !memcmp(bn, cn, bl) ? ML_DIFF_PROGRAM_SAME : ML_DIFF_PROGRAM_DIFFERENT;
+}

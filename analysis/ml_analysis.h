@@ -631,6 +631,20 @@ const ml_diff_gpu_entry_t *ml_diff_gpu_entries(const ml_diff_t *d, size_t *count
  * GPU leak total). */
 void ml_diff_gpu_leaked(const ml_diff_t *d, uint64_t *base, uint64_t *cur);
 
+/* Whether two sessions recorded the same program. */
+typedef enum {
+    ML_DIFF_PROGRAM_SAME = 0,      /* their executables have the same file name */
+    ML_DIFF_PROGRAM_DIFFERENT = 1, /* they do not: the diff compares two different programs */
+    ML_DIFF_PROGRAM_UNKNOWN = 2,   /* a trace names no executable */
+} ml_diff_program_t;
+
+/** Compares the executables the two traces' process records name
+ * (ml_process_info_t.exe) by their file names: the folders are left out,
+ * since a program rebuilt in another folder (two worktrees, two CI builds)
+ * is what a diff usually compares, and a " (deleted)" the kernel added to a
+ * binary replaced while it ran is ignored. */
+ml_diff_program_t ml_diff_program(const ml_analysis_t *base, const ml_analysis_t *cur);
+
 /* ------------------------------------------------------------------------- */
 /* For the viewer: who holds the heap (shares.c)                             */
 /* ------------------------------------------------------------------------- */

@@ -6,7 +6,10 @@
  * + possible, not suppressed) and allocation calls; exit 3 when any grew by more than
  * PERCENT % (growth from zero always counts). When either trace has GPU
  * records it also compares each device's GPU peak and the GPU leaked bytes
- * of all devices together, with the device named on stderr.
+ * of all devices together, with the device named on stderr. Two traces of
+ * different programs (their executables' file names differ) are diffed
+ * anyway, with a warning on stderr and in the JSON; the exit status is
+ * unchanged.
  */
 #define _GNU_SOURCE
 #include "ml_cli.h"
@@ -14,6 +17,7 @@
 #include "ml_report.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,6 +124,11 @@ int ml_cmd_diff(int argc, char **argv) {
         code = ML_EXIT_ERROR;
         goto out;
     }
+    /* Two different programs: a diff still runs (sites are matched by
+     * function name), but the user is told; the JSON says it too. */
+    char warning[2 * PATH_MAX + 256];
+    if (!quiet && ml_report_diff_program_warning(base, cur, warning, sizeof warning))
+        fprintf(stderr, "memlens: warning: %s\n", warning);
     if (ml_diff_new(base, cur, &d) < 0) {
         ml_cli_error("out of memory");
         code = ML_EXIT_ERROR;

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,11 +154,24 @@ static void gpu_json(ml_json_t *w, const ml_analysis_t *base, const ml_analysis_
     ml_json_end(w);
 }
 
+bool ml_report_diff_program_warning(const ml_analysis_t *base, const ml_analysis_t *cur, char *buf,
+                                    size_t len) {
+    if (len) buf[0] = '\0';
+    if (ml_diff_program(base, cur) != ML_DIFF_PROGRAM_DIFFERENT) return false;
+    snprintf(buf, len,
+             "BASE and NEW are traces of different programs (%s and %s): their sites are matched by "
+             "function names only, and the totals compare two programs, not two runs of one",
+             ml_analysis_process(base)->exe, ml_analysis_process(cur)->exe);
+    return true;
+}
+
 static void side(ml_json_t *w, const char *key, const char *path, const ml_analysis_t *a) {
     const ml_process_info_t *p = ml_analysis_process(a);
     ml_json_key(w, key);
     ml_json_object(w);
     ml_json_kv_str(w, "path", path);
+    if (p->exe && *p->exe) ml_json_kv_str(w, "exe", p->exe);
+    else ml_json_kv_null(w, "exe");
     ml_json_key(w, "command");
     ml_json_array(w);
     for (uint32_t i = 0; i < p->argc; i++) ml_json_str(w, p->argv[i]);
@@ -211,6 +225,16 @@ int ml_report_diff_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
     side(w, "base", ro->base_path, base);
     ml_json_break(w, 0);
     side(w, "new", ro->new_path, cur);
+    ml_json_break(w, 0);
+    /* Two different programs: said here as on stderr (cli/diff.c). */
+    ml_diff_program_t prog = ml_diff_program(base, cur);
+    if (prog == ML_DIFF_PROGRAM_UNKNOWN) ml_json_kv_null(w, "same_program");
+    else ml_json_kv_bool(w, "same_program", prog == ML_DIFF_PROGRAM_SAME);
+    ml_json_key(w, "warnings");
+    ml_json_array(w);
+    char warning[2 * PATH_MAX + 256];
+    if (ml_report_diff_program_warning(base, cur, warning, sizeof warning)) ml_json_str(w, warning);
+    ml_json_end(w);
     ml_json_break(w, 0);
     ml_json_key(w, "totals");
     ml_json_object(w);

@@ -139,6 +139,13 @@ int ml_report_diff_json(FILE *out, const ml_analysis_t *base, const ml_analysis_
                         const ml_diff_t *d, const ml_diff_report_opts_t *o);
 int ml_report_diff_text(FILE *out, const ml_analysis_t *base, const ml_analysis_t *cur,
                         const ml_diff_t *d, const ml_diff_report_opts_t *o);
+/** The warning a diff of two different programs carries (ml_diff_program
+ * says ML_DIFF_PROGRAM_DIFFERENT), in buf (len bytes at most, NUL
+ * included): `memlens diff` prints it on stderr, and the JSON lists it in
+ * "warnings". Returns false, with buf empty, when the programs are the same
+ * or unknown. */
+bool ml_report_diff_program_warning(const ml_analysis_t *base, const ml_analysis_t *cur, char *buf,
+                                    size_t len);
 
 /* ------------------------------------------------------------------------- */
 /* Output files: never half-written                                          */

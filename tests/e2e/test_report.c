@@ -561,6 +561,73 @@ Test(report, diff_per_site_deltas_and_gate) {
     h_run_free(&r);
 }
 
+/* Two different programs (fx_leaks and fx_frag): the diff runs with its
+ * usual exit status, says so on stderr, and its JSON carries both
+ * executables, "same_program": false and the same warning. Two runs of one
+ * program (fx_leaks 1 and 3) say nothing and have "same_program": true. */
+Test(report, diff_of_two_different_programs_warns) {
+    const char *base = leaks_trace(), *frag = h_tmp("frag_diff.mlt"), *json = h_tmp("progdiff.json");
+    record(frag, "fx_frag", "alternate");
+    char leaks_exe[4096], frag_exe[4096];
+    cr_assert_not_null(realpath(h_bin("fx_leaks"), leaks_exe));
+    cr_assert_not_null(realpath(h_bin("fx_frag"), frag_exe));
+    char sentence[9000], line[9100], jline[9200];
+    snprintf(sentence, sizeof sentence,
+             "BASE and NEW are traces of different programs (%s and %s): their sites are matched by "
+             "function names only, and the totals compare two programs, not two runs of one",
+             leaks_exe, frag_exe);
+    snprintf(line, sizeof line, "memlens: warning: %s\n", sentence);
+    h_run_t r;
+    const char *argv[] = {h_bin("memlens"), "diff", "--no-symbols", base, frag, "--json", json, NULL};
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 0, "the exit status is unchanged: %s", r.err);
+    cr_expect_str_eq(r.err, line, "the warning, and nothing else, on stderr");
+    cr_expect(strstr(r.out, "memlens diff: "), "the diff is still printed: %s", r.out);
+    h_run_free(&r);
+    validate("diff-schema.json", json);
+    char *doc = h_read_file(json);
+    cr_assert_not_null(doc);
+    snprintf(jline, sizeof jline, "\"exe\": \"%s\"", leaks_exe);
+    cr_expect(strstr(doc, jline), "base.exe: %s", doc);
+    snprintf(jline, sizeof jline, "\"exe\": \"%s\"", frag_exe);
+    cr_expect(strstr(doc, jline), "new.exe: %s", doc);
+    cr_expect(strstr(doc, "\"same_program\": false"), "%s", doc);
+    snprintf(jline, sizeof jline, "\"warnings\": [\"%s\"]", sentence);
+    cr_expect(strstr(doc, jline), "want %s in %s", jline, doc);
+    free(doc);
+    /* The gate judges as before: 5 -> 4096 allocation calls is over 10 %. */
+    const char *gate[] = {h_bin("memlens"), "diff", "--no-symbols", base, frag, "--fail-on-increase", "10", NULL};
+    h_run(&r, gate);
+    cr_expect_eq(r.status, 3, "%s", r.err);
+    cr_expect(strstr(r.err, line), "%s", r.err);
+    snprintf(jline, sizeof jline, "%smemlens: gate exceeded: allocation calls grew 81820.00%% (5 -> 4096) > "
+             "--fail-on-increase 10%%\n", line);
+    cr_expect_str_eq(r.err, jline);
+    h_run_free(&r);
+    /* -q: no warnings on stderr; the JSON still says it. */
+    const char *quiet[] = {h_bin("memlens"), "diff", "-q", "--no-symbols", base, frag, "--json", "-", NULL};
+    h_run(&r, quiet);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "");
+    cr_expect(strstr(r.out, "\"same_program\": false"), "%s", r.out);
+    h_run_free(&r);
+
+    /* One program twice: nothing said. */
+    const char *cur = h_tmp("leaks3_same.mlt"), *sjson = h_tmp("samediff.json");
+    record(cur, "fx_leaks", "3");
+    const char *same[] = {h_bin("memlens"), "diff", "--no-symbols", base, cur, "--json", sjson, NULL};
+    h_run(&r, same);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "", "no warning for one program");
+    h_run_free(&r);
+    validate("diff-schema.json", sjson);
+    doc = h_read_file(sjson);
+    cr_assert_not_null(doc);
+    cr_expect(strstr(doc, "\"same_program\": true"), "%s", doc);
+    cr_expect(strstr(doc, "\"warnings\": []"), "%s", doc);
+    free(doc);
+}
+
 /* GPU memory in the diff: fx_gpu_events twice, the second with
  * gpu_leaky_site's cudaMalloc leak 8 MiB instead of 5 (`leak 8`), so device
  * 0's peak, leaked bytes and bytes allocated grow by exactly 3 MiB, its calls
