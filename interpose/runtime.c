@@ -645,14 +645,29 @@ fail:
     return -1;
 }
 
-/* The slot of the image this process replaced by exec, if any. */
-static uint32_t exec_parent_slot(void) {
+/* The slot of the image this one comes from (its trace is named as the
+ * parent's): the image this process replaced by exec (the latest slot with
+ * our pid), else the traced image of the process that started this one
+ * (the latest ready slot with our parent's pid). The second covers every
+ * child memlens saw no fork of: posix_spawn and vfork+exec (glibc's
+ * posix_spawn is a clone(CLONE_VM | CLONE_VFORK) and its internal execve;
+ * a vfork child shares its parent's memory and registers nothing), system()
+ * and popen() (posix_spawn inside glibc), a raw clone. A followed fork child
+ * registered its own slot (follow_child) and is found by its pid. ~0 for
+ * neither: the root, or a process whose parent is not traced (or has
+ * already exited: the child then belongs to init or a subreaper). */
+static uint32_t parent_image_slot(void) {
     uint32_t n = ml_atomic_load_acquire(&ml__ctl->nprocs);
     if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
-    uint32_t pid = (uint32_t)getpid();
-    for (uint32_t i = n; i-- > 0;)
-        if (ml__ctl->procs[i].pid == pid) return i;
-    return ~0u;
+    uint32_t pid = (uint32_t)getpid(), ppid = (uint32_t)getppid(), by_ppid = ~0u;
+    for (uint32_t i = n; i-- > 0;) {
+        ml_ctl_proc_t *p = &ml__ctl->procs[i];
+        if (p->pid == pid) return i;
+        if (by_ppid == ~0u && p->pid == ppid &&
+            ml_atomic_load_acquire(&p->state) == ML_PROC_READY)
+            by_ppid = i;
+    }
+    return by_ppid;
 }
 
 /* Our variables leave the environment so that children of a program we do
@@ -985,7 +1000,7 @@ static void ml_quick_exit(void);
 static int start_recording(void) {
     if (attach_ctl(ml_option_str(ML_ENV_CTL)) < 0) return ML_STATE_OFF;
     bool follow = ml__ctl->options & ML_OPT_FOLLOW_FORK;
-    uint32_t parent = exec_parent_slot();
+    uint32_t parent = parent_image_slot();
     if (!follow) clean_environment();
     Dl_info self;
     if (dladdr((void *)ml__init, &self)) dl_iterate_phdr(list_own_segments, self.dli_fbase);

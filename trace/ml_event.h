@@ -278,7 +278,8 @@ typedef struct {
     _Atomic uint32_t state;
     uint32_t pid;
     uint32_t ppid;
-    uint32_t parent_slot; /* slot of the process image it forked from or exec'd from, or ~0 */
+    uint32_t parent_slot; /* slot of the process image it forked from or exec'd from, else of
+                           * its parent process' image (posix_spawn, vfork), or ~0 */
 } ml_ctl_proc_t;
 
 /* Options passed from `memlens run` to every traced process. */

@@ -288,6 +288,93 @@ Test(record, exec_of_a_child_program) {
     h_run_free(&r);
 }
 
+/* The traces in `trace`'s folder named PREFIX* other than `trace` itself,
+ * into out (at most max); returns how many there are. */
+static int other_traces(const char *trace, const char *prefix, char out[][4096], int max) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", trace);
+    *strrchr(dir, '/') = '\0';
+    const char *self = strrchr(trace, '/') + 1;
+    size_t n = strlen(prefix);
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d);
+    struct dirent *e;
+    int k = 0;
+    while ((e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, n) && strcmp(e->d_name, self)) {
+            if (k < max) snprintf(out[k], 4096, "%.3800s/%.255s", dir, e->d_name);
+            k++;
+        }
+    closedir(d);
+    return k;
+}
+
+static const char *const spawn_ways[] = {"vfork_execve", "vfork_execvp", "posix_spawn", "posix_spawnp"};
+
+/* fx_spawn 4441 HOW fx_spawn 4442 HOW2 fx_counts under --follow-fork: the
+ * child (started by HOW, no fork memlens sees) and the grandchild (by HOW2)
+ * each have a trace that names the trace of the image that started it, in
+ * the trace itself, in `memlens dump` and in the JSON report. */
+static void spawn_case(const char *how, const char *how2) {
+    char name[64], prefix[64];
+    snprintf(name, sizeof name, "sp_%s.mlt", how);
+    snprintf(prefix, sizeof prefix, "sp_%s.", how);
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s", h_tmp(name));
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--", h_bin("fx_spawn"), "4441",
+                          how, h_bin("fx_spawn"), "4442", how2, h_bin("fx_counts"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 7, "%s/%s: fx_counts' status through both: %s", how, how2, r.err);
+    cr_expect_str_eq(r.out, "fx_counts done\n");
+    h_trace_t root;
+    h_trace_load(&root, trace);
+    cr_expect_eq(h_allocs_of_size(&root, 4441), 5);
+    cr_expect_str_eq(root.parent_trace, "", "the root has no parent trace");
+    char others[4][4096];
+    cr_assert_eq(other_traces(trace, prefix, others, 4), 2, "%s/%s: the child and the grandchild", how, how2);
+    int ci = -1, gi = -1;
+    h_trace_t t[2];
+    for (int i = 0; i < 2; i++) {
+        h_trace_load(&t[i], others[i]);
+        if (h_allocs_of_size(&t[i], 4442) == 5) ci = i;
+        else if (strstr(t[i].exe, "/fx_counts")) gi = i;
+    }
+    cr_assert(ci >= 0 && gi >= 0, "%s/%s: one trace is fx_spawn 4442, one fx_counts", how, how2);
+    h_trace_t *c = &t[ci], *g = &t[gi];
+    cr_expect_eq(h_allocs_of_size(c, 4441), 0);
+    cr_expect_str_eq(c->parent_trace, trace, "%s: the child names the root's trace", how);
+    cr_expect_eq(g->totals.alloc_calls, 161, "fx_counts' exact counts");
+    cr_expect_eq(g->totals.calls_by_kind[ML_KIND_PVALLOC], 9);
+    cr_expect_str_eq(g->parent_trace, others[ci], "%s: the grandchild names the child's trace", how2);
+    /* As the user sees it: dump and the JSON report. */
+    char cmd[9000], want[4200];
+    snprintf(cmd, sizeof cmd, "'%s' dump '%s' | grep -c 'parent_trace=\"%s\"'", h_bin("memlens"), others[gi],
+             others[ci]);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    int hits = 0;
+    cr_expect_eq(fscanf(p, "%d", &hits), 1);
+    pclose(p);
+    cr_expect_eq(hits, 1, "dump names the parent trace: %s", cmd);
+    const char *rep[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", others[gi], "--json", "-", NULL};
+    h_run_t j;
+    h_run(&j, rep);
+    cr_expect_eq(j.status, 0, "%s", j.err);
+    snprintf(want, sizeof want, "\"parent_trace\": \"%s\"", others[ci]);
+    cr_expect(strstr(j.out, want), "JSON: want %s", want);
+    h_run_free(&j);
+    h_trace_free(&t[0]);
+    h_trace_free(&t[1]);
+    h_trace_free(&root);
+    h_run_free(&r);
+}
+
+Test(record, spawned_children_name_their_parents_trace, .timeout = 240) {
+    /* Every way for the child, and another for the grandchild. */
+    for (int i = 0; i < 4; i++) spawn_case(spawn_ways[i], spawn_ways[(i + 1) % 4]);
+}
+
 Test(record, dlopen_by_runpath_and_dlclose) {
     const char *trace = h_tmp("dlopen.mlt");
     const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_dlopen"), NULL};
