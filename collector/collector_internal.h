@@ -135,6 +135,9 @@ uint64_t ml__read_hwm(uint32_t pid);
 /* discover.c */
 void ml__discover(ml_collector_t *c);
 bool ml__proc_gone(ml__proc_t *p);
+/* Ends p, which is gone and not memlens' child: exited with the status its
+ * ring header holds (ml_ring_hdr_t.end_status), else unknown. */
+void ml__proc_end_unwaited(ml__proc_t *p);
 
 /* drain.c: stage 1. Reads published events of p (all of them up to the
  * head with `final`, counting the unpublished ones as lost) into the batch.

@@ -173,7 +173,7 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     bool waited = (pid_t)cp->pid == c->root_pid && !c->o.attached;
     if (!p->info.is_root && !waited) {
         p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->info.pid, 0);
-        if (p->pidfd < 0) p->ended = true, p->end_kind = ML_END_UNKNOWN;
+        if (p->pidfd < 0) ml__proc_end_unwaited(p);
     }
     if (ml__sinks_open(c, p) < 0) goto fail_sinks;
     process_record(c, p);
@@ -263,15 +263,27 @@ void ml__discover(ml_collector_t *c) {
     }
 }
 
+/* A process that is gone and was not memlens' child: the status it wrote
+ * into its ring header as it ended by exit, _exit or quick_exit (or a
+ * return from main), else unknown (a fatal signal, SIGKILL: no process
+ * gets to say it). */
+void ml__proc_end_unwaited(ml__proc_t *p) {
+    uint32_t st = ml_atomic_load_acquire(&p->ring->end_status);
+    p->ended = true;
+    if (st & ML_END_STATUS_SET) {
+        p->end_kind = ML_END_EXITED;
+        p->end_status = (int32_t)(st & 0xffu);
+    } else {
+        p->end_kind = ML_END_UNKNOWN;
+    }
+}
+
 /* Children end when their pidfd says so; the root (and an exec'd image of
  * it) when waitpid does (ml_collector_root_ended). */
 bool ml__proc_gone(ml__proc_t *p) {
     if (p->ended) return true;
     if (p->info.is_root || p->pidfd < 0) return false; /* waitpid ends it */
     struct pollfd pf = {p->pidfd, POLLIN, 0};
-    if (poll(&pf, 1, 0) > 0) {
-        p->ended = true;
-        p->end_kind = ML_END_UNKNOWN;
-    }
+    if (poll(&pf, 1, 0) > 0) ml__proc_end_unwaited(p);
     return p->ended;
 }

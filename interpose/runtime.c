@@ -994,6 +994,7 @@ static void check_allocator_order(void) {
 }
 
 static void ml_quick_exit(void);
+static void ml_on_exit(int status, void *arg);
 
 /* Attaches to the session and registers this process image. Returns the
  * state it records in: READY, or OFF (not under memlens, or no ring). */
@@ -1009,6 +1010,8 @@ static int start_recording(void) {
     /* quick_exit runs no destructor either; registered first, this runs
      * after the program's own at_quick_exit handlers. */
     (void)at_quick_exit(ml_quick_exit);
+    /* The exit status of exit() and of a return from main (note_end_status). */
+    (void)on_exit(ml_on_exit, NULL);
     check_allocator_order();
     ml__modules_scan(true);
     ml__mallinfo_seen = ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen);
@@ -1197,16 +1200,43 @@ static void handshake_here(uint64_t sp) {
     }
 }
 
+/* The exit status, into the ring header (ml_ring_hdr_t.end_status) for
+ * the collector, which is not a followed child's parent and so has no
+ * other way to learn it: written at the last moment memlens sees, so that
+ * a process killed before (in a destructor, during the exit scan) stays
+ * "unknown". Only by this image's own process: a vfork child shares our
+ * memory, ring included, and must not write its status there. */
+static void note_end_status(int status) {
+    if (ml__state_relaxed() != ML_STATE_READY || !ml__ring ||
+        (uint32_t)getpid() != ml_atomic_load_relaxed(&recorded_pid))
+        return;
+    ml_atomic_store_release(&ml__ring->end_status, ML_END_STATUS_SET | ((uint32_t)status & 0xffu));
+}
+
+/* exit() and a return from main (glibc's start code calls exit with main's
+ * result): registered in the constructor, before glibc's start code
+ * registers the loader's destructor pass, so it runs after every
+ * destructor (ours too), just before stdio's last flush and _exit. */
+static void ml_on_exit(int status, void *arg) {
+    (void)arg;
+    note_end_status(status);
+}
+
 static _Noreturn void exit_now(int status, uint64_t sp) {
     handshake_here(sp);
+    note_end_status(status);
     for (;;) syscall(SYS_exit_group, status);
 }
+
+/* quick_exit's status, kept by its hook until its last handler runs. */
+static _Atomic int quick_exit_status;
 
 /* quick_exit's last handler: the program's handlers have run, and glibc
  * goes on to _exit without the PLT. The stack is scanned from this
  * thread's stack pointer, as valgrind scans it at exit_group. */
 static void ml_quick_exit(void) {
     handshake_here(0);
+    note_end_status(ml_atomic_load_relaxed(&quick_exit_status));
 }
 
 /* The caller's stack starts right above the return address: libmemlens.so
@@ -1221,6 +1251,16 @@ ML_EXPORT _Noreturn void _exit(int status) {
 
 ML_EXPORT _Noreturn void _Exit(int status) {
     exit_now(status, CALLER_SP());
+}
+
+/* quick_exit(status): the status for ml_quick_exit, then glibc's. */
+static void *_Atomic real_quick_exit;
+
+ML_EXPORT _Noreturn void quick_exit(int status) {
+    ml_atomic_store_relaxed(&quick_exit_status, status);
+    void (*f)(int) = (void (*)(int))ml__next_symbol(&real_quick_exit, "quick_exit");
+    if (f) f(status);
+    for (;;) syscall(SYS_exit_group, status); /* no quick_exit in this libc: as _exit */
 }
 
 /* Called by the dlopen trampoline before it jumps to the real dlopen. */

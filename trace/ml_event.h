@@ -43,8 +43,9 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 7 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
-                          * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask */
+#define ML_SHM_VERSION 8 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+                          * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
+                          * 8: end_status */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -380,7 +381,19 @@ typedef struct {
      * the program took with sbrk/brk itself (0: none). The brk heap is not a
      * root (glibc's main arena is scanned block by block), except these. */
     _Atomic uint64_t sbrk_registry;
+    /* How the process ends, when it ends by a call memlens sees: written
+     * by the process as the last thing it does before the kernel takes it
+     * (exit() and a return from main: an on_exit handler, which glibc runs
+     * after the destructors; _exit, _Exit: their hooks; quick_exit: its
+     * last handler), as ML_END_STATUS_SET | (status & 0xff), the exit
+     * status the parent's wait sees. 0: not known (still running, killed
+     * by a signal, or exec'd). The collector, which is not the parent of a
+     * followed child and gets no status from its pidfd, reads it once the
+     * process is gone (docs/recorder.md#exit). */
+    _Atomic uint32_t end_status;
 } ml_ring_hdr_t;
+
+#define ML_END_STATUS_SET 0x100u
 
 /* Ranges [lo, hi) of the brk heap that the program, not glibc's malloc,
  * took with sbrk or brk (libmemlens.so interposes both; malloc calls the

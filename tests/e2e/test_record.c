@@ -274,7 +274,9 @@ Test(record, exec_of_a_child_program) {
         if (strstr(c.exe, "fx_counts")) {
             found_exec++;
             cr_expect_eq(c.totals.calls_by_kind[ML_KIND_PVALLOC], 9);
-            cr_expect_eq(c.end.status_kind, ML_END_UNKNOWN);
+            /* Not memlens' child: its status comes from the process itself. */
+            cr_expect_eq(c.end.status_kind, ML_END_EXITED);
+            cr_expect_eq(c.end.status, 7);
         } else {
             found_child++;
             cr_expect_eq(h_allocs_of_size(&c, 222), 22);
@@ -347,6 +349,11 @@ static void spawn_case(const char *how, const char *how2) {
     cr_expect_eq(g->totals.alloc_calls, 161, "fx_counts' exact counts");
     cr_expect_eq(g->totals.calls_by_kind[ML_KIND_PVALLOC], 9);
     cr_expect_str_eq(g->parent_trace, others[ci], "%s: the grandchild names the child's trace", how2);
+    /* Neither is memlens' child: each said its own exit status. */
+    cr_expect_eq(c->end.status_kind, ML_END_EXITED, "%s: the child's end", how);
+    cr_expect_eq(c->end.status, 7);
+    cr_expect_eq(g->end.status_kind, ML_END_EXITED, "%s: the grandchild's end", how2);
+    cr_expect_eq(g->end.status, 7);
     /* As the user sees it: dump and the JSON report. */
     char cmd[9000], want[4200];
     snprintf(cmd, sizeof cmd, "'%s' dump '%s' | grep -c 'parent_trace=\"%s\"'", h_bin("memlens"), others[gi],
@@ -373,6 +380,59 @@ static void spawn_case(const char *how, const char *how2) {
 Test(record, spawned_children_name_their_parents_trace, .timeout = 240) {
     /* Every way for the child, and another for the grandchild. */
     for (int i = 0; i < 4; i++) spawn_case(spawn_ways[i], spawn_ways[(i + 1) % 4]);
+}
+
+/* fx_exit forks eight children, each ending its own way (the fixture's
+ * comment): those that end by a return from main, exit, _exit, _Exit or
+ * quick_exit end "exited" with the status their parent's wait saw (exit(271)
+ * is 15), those killed by a signal stay "unknown" -- in the trace, the JSON
+ * report and the text report. */
+Test(record, followed_children_end_with_their_exit_status, .timeout = 120) {
+    const char *trace = h_tmp("ends.mlt");
+    h_run_t r;
+    h_trace_t root;
+    record_fixture(trace, "fx_exit", true, &r, &root);
+    cr_expect_eq(root.end.status_kind, ML_END_EXITED, "every child ended as planned (fx_exit's own check)");
+    cr_expect_eq(root.end.status, 0);
+    h_trace_free(&root);
+    char others[12][4096];
+    cr_assert_eq(other_traces(trace, "ends.", others, 12), 8, "one trace per child");
+    char path_of[8][4096] = {{0}};
+    for (int k = 0; k < 8; k++) {
+        h_trace_t c;
+        h_trace_load(&c, others[k]);
+        int i = -1;
+        for (int j = 0; j < 8; j++)
+            if (h_allocs_of_size(&c, 500 + (uint64_t)j) == 1) i = j;
+        cr_assert(i >= 0, "%s is one of fx_exit's children", others[k]);
+        snprintf(path_of[i], sizeof path_of[i], "%s", others[k]);
+        cr_expect(c.complete, "child %d", i);
+        if (i < 6) {
+            cr_expect_eq(c.end.status_kind, ML_END_EXITED, "child %d ended by a call memlens sees", i);
+            cr_expect_eq(c.end.status, 10 + i, "child %d: status %d", i, c.end.status);
+        } else {
+            cr_expect_eq(c.end.status_kind, ML_END_UNKNOWN, "child %d was killed: memlens cannot see it", i);
+            cr_expect_eq(c.end.status, 0);
+        }
+        h_trace_free(&c);
+    }
+    h_run_free(&r);
+    /* As the reports say it: exit(256 + 15), and SIGKILL. */
+    const char *json5[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", path_of[5], "--json", "-", NULL};
+    h_run(&r, json5);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\"exit_code\": 15, \"signal\": null, \"end\": \"exited\""), "%s", r.out);
+    h_run_free(&r);
+    const char *json6[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", path_of[6], "--json", "-", NULL};
+    h_run(&r, json6);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\"exit_code\": null, \"signal\": null, \"end\": \"unknown\""), "%s", r.out);
+    h_run_free(&r);
+    const char *text1[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", path_of[1], NULL};
+    h_run(&r, text1);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "/fx_exit (pid ") && strstr(r.out, "), exit code 11\n"), "%s", r.out);
+    h_run_free(&r);
 }
 
 Test(record, dlopen_by_runpath_and_dlclose) {
