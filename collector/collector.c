@@ -95,6 +95,7 @@ void ml_collector_free(ml_collector_t *c) {
             if (p->ring) munmap(p->ring, p->ring_bytes);
             if (p->pidfd >= 0) close(p->pidfd);
         }
+        free(p->untraced);
         free(p);
     }
     ml__stage2_stop(c);
@@ -337,9 +338,74 @@ static void say_exec_untraced(ml_collector_t *c, ml__proc_t *p) {
             p->info.pid, why, p->info.path);
 }
 
+/* One child started without a fork that runs a program memlens cannot
+ * follow (ML_BLOB_UNTRACED). */
+struct ml__untraced_s {
+    uint32_t pid;
+    uint16_t via;
+    char why[ML_UNTRACED_REASON_MAX + 1];
+};
+
+void ml__untraced_note(ml__proc_t *p, const uint8_t *blob, uint32_t len) {
+    ml_blob_untraced_t u;
+    if (len < sizeof u) return;
+    memcpy(&u, blob, sizeof u);
+    if (u.op == ML_UNTRACED_CANCEL) {
+        /* The vfork child's exec failed: nothing ran. */
+        for (uint32_t i = p->nuntraced; i-- > 0;)
+            if (p->untraced[i].pid == u.pid) {
+                memmove(&p->untraced[i], &p->untraced[i + 1], (p->nuntraced - i - 1) * sizeof *p->untraced);
+                p->nuntraced--;
+                return;
+            }
+        if (p->untraced_more) p->untraced_more--; /* one of those not kept */
+        return;
+    }
+    if (!p->untraced) p->untraced = calloc(ML__UNTRACED_KEEP, sizeof *p->untraced);
+    if (!p->untraced || p->nuntraced == ML__UNTRACED_KEEP) {
+        p->untraced_more++; /* counted, and said as a number */
+        return;
+    }
+    struct ml__untraced_s *e = &p->untraced[p->nuntraced++];
+    e->pid = u.pid;
+    e->via = u.via;
+    size_t n = len - sizeof u;
+    if (n > ML_UNTRACED_REASON_MAX) n = ML_UNTRACED_REASON_MAX;
+    memcpy(e->why, blob + sizeof u, n);
+    e->why[n] = '\0';
+}
+
+/* The children of p that run a program memlens cannot follow (started by
+ * posix_spawn or a vfork and exec), said as an exec of p itself is. */
+static void say_untraced_children(ml__proc_t *p) {
+    for (uint32_t i = 0; i < p->nuntraced; i++) {
+        const struct ml__untraced_s *e = &p->untraced[i];
+        if (e->via == ML_UNTRACED_VIA_VFORK)
+            fprintf(stderr,
+                    "memlens: not traced: process %u, a vfork child of process %u, exec'd a program memlens "
+                    "cannot follow: %s; %s holds process %u\n",
+                    e->pid, p->info.pid, e->why, p->info.path, p->info.pid);
+        else
+            fprintf(stderr,
+                    "memlens: not traced: process %u, started by process %u with %s, runs a program memlens "
+                    "cannot follow: %s; %s holds process %u\n",
+                    e->pid, p->info.pid, e->via == ML_UNTRACED_VIA_POSIX_SPAWNP ? "posix_spawnp" : "posix_spawn",
+                    e->why, p->info.path, p->info.pid);
+    }
+    if (p->untraced_more)
+        fprintf(stderr,
+                "memlens: not traced: %u more programs started by process %u (posix_spawn or vfork) that "
+                "memlens cannot follow (set-user-ID or static)\n",
+                p->untraced_more, p->info.pid);
+    free(p->untraced);
+    p->untraced = NULL;
+    p->nuntraced = p->untraced_more = 0;
+}
+
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
     say_exec_untraced(c, p);
+    say_untraced_children(p);
     unwind_check(c, p);
     emit_peak_rss(c, p);
     ml_record_t r;

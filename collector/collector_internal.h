@@ -58,7 +58,15 @@ typedef struct {
      * most since the last mallinfo sample: ml_ring_hdr_t.heap_drop */
     int64_t net_blocks, net_high;
     uint64_t heap_drop; /* the value last written there */
+    /* Children this image started without a fork (posix_spawn, vfork) that
+     * run a program memlens cannot follow (ML_BLOB_UNTRACED), said on
+     * stderr when this image ends: the first ML__UNTRACED_KEEP of them,
+     * and how many more. */
+    struct ml__untraced_s *untraced;
+    uint32_t nuntraced, untraced_more;
 } ml__proc_t;
+
+#define ML__UNTRACED_KEEP 64
 
 struct ml_collector_s {
     ml_collector_opts_t o;
@@ -131,6 +139,9 @@ void ml__trace_commit(ml__proc_t *p);
 /* collector.c: VmHWM of /proc/PID/status in bytes, from its text (0: none). */
 uint64_t ml__status_hwm(const char *status);
 uint64_t ml__read_hwm(uint32_t pid);
+/* collector.c: an ML_BLOB_UNTRACED payload of p's ring (len bytes), kept
+ * until p ends (or dropped, when it cancels one of them). */
+void ml__untraced_note(ml__proc_t *p, const uint8_t *blob, uint32_t len);
 
 /* discover.c */
 void ml__discover(ml_collector_t *c);

@@ -139,7 +139,9 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
             }
             blob = c->blob;
         }
-        decode(c, p, &ev, blob);
+        /* A child memlens cannot follow is said on stderr, not recorded. */
+        if (blob && ev.kind == ML_BLOB_UNTRACED) ml__untraced_note(p, blob, (uint32_t)ev.size);
+        else decode(c, p, &ev, blob);
         for (uint32_t i = 0; i < n; i++) ml_ring_release(h, p->pos + i);
         p->pos += n;
         p->events++;

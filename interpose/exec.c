@@ -15,7 +15,17 @@
  * the PLT, so hooking execve alone would miss execvp, execl and the others:
  * each is hooked and funnels into exec_with_env(). posix_spawn makes a new
  * process (not an exec of this one) and calls the internal execve too: it
- * is not followed, as fork is not.
+ * is not followed without --follow-fork, as fork is not.
+ *
+ * With --follow-fork, a child started without a fork memlens sees is
+ * followed as a forked one is: posix_spawn and posix_spawnp are hooked
+ * (spawn_with_env), and an exec in a vfork child (getpid() differs, the
+ * state is still this image's READY: it shares our memory) is handled in
+ * exec_with_env. Both put our variables back into the environment the
+ * program chose, as a followed fork child's exec does, and check the
+ * program: one the loader will not preload us into is said (an
+ * ML_BLOB_UNTRACED blob in this image's ring, which the collector prints),
+ * never silently left untraced.
  *
  * Nothing here allocates with malloc: exec runs in vfork children and after
  * fork in threaded programs, where malloc may deadlock. The new environment
@@ -30,6 +40,7 @@
 #include <fcntl.h>
 #include <elf.h>
 #include <limits.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -57,6 +68,15 @@ static bool env_is(const char *entry, const char *name, size_t n) {
 static bool follows_this_exec(void) {
     if (ml__state_acquire() != ML_STATE_READY || !ml__ring || !ml__ctl) return false;
     return (uint32_t)syscall(SYS_getpid) == ml__ring->pid;
+}
+
+/* The exec is one of a child that shares this image's memory (vfork, or
+ * clone with CLONE_VM), under --follow-fork: it is followed, as a forked
+ * child's exec is. Such a child has our state and ring, not our pid. */
+static bool follows_vfork_child(void) {
+    if (ml__state_acquire() != ML_STATE_READY || !ml__ring || !ml__ctl) return false;
+    if (!(ml__ctl->options & ML_OPT_FOLLOW_FORK)) return false;
+    return (uint32_t)syscall(SYS_getpid) != ml__ring->pid;
 }
 
 /* The path of this library, as the loader knows it. */
@@ -89,17 +109,24 @@ static void put(char **w, const char *a, const char *b, const char *c, const cha
 /* envp with LD_PRELOAD = libmemlens.so[:the preloads envp asks for],
  * ML_LD_PRELOAD_ORIG = those preloads (restored in the new image when our
  * variables are removed again; only when envp has LD_PRELOAD, even empty)
- * and ML_CTL = this session. Returns false
- * (and leaves envp to be used as it is) when there is nothing to do or no
- * memory for it. */
-static bool build_env(char *const envp[], new_env_t *out) {
+ * and ML_CTL = this session: env_plan measures it, env_fill writes it into
+ * memory of env_plan's size. */
+typedef struct {
+    const char *ctl, *lib, *user_preload;
+    size_t n; /* entries of envp */
+    bool had_preload;
+} env_plan_t;
+
+/* The bytes the new environment takes, 0 when there is nothing to do (envp
+ * names this session already, or we cannot tell our own path). */
+static size_t env_plan(char *const envp[], env_plan_t *pl) {
     const char *ctl = ml_option_str(ML_ENV_CTL), *lib = self_path();
-    if (!ctl || !*ctl || !lib) return false;
+    if (!ctl || !*ctl || !lib) return 0;
     size_t n = 0, ctl_len = strlen(ctl), lib_len = strlen(lib);
     const char *user_preload = "";
     bool had_preload = false;
     for (char *const *e = envp; e && *e; e++, n++) {
-        if (env_is(*e, "ML_CTL", 6) && !strcmp(*e + 7, ctl)) return false; /* already there */
+        if (env_is(*e, "ML_CTL", 6) && !strcmp(*e + 7, ctl)) return 0; /* already there */
         if (env_is(*e, "LD_PRELOAD", 10)) {
             user_preload = *e + 11;
             had_preload = true;
@@ -111,25 +138,38 @@ static bool build_env(char *const envp[], new_env_t *out) {
     size_t up_len = strlen(user_preload);
     size_t strings = sizeof "LD_PRELOAD=" + lib_len + 1 + up_len + sizeof "ML_LD_PRELOAD_ORIG=" +
                      up_len + sizeof "ML_CTL=" + ctl_len;
-    size_t len = (n + 4) * sizeof(char *) + strings;
-    void *mem = ml__raw_alloc_unlisted(len);
-    if (!mem) return false;
-    char **v = mem, *w = (char *)mem + (n + 4) * sizeof(char *);
+    *pl = (env_plan_t){ctl, lib, user_preload, n, had_preload};
+    return (n + 4) * sizeof(char *) + strings;
+}
+
+static char **env_fill(char *const envp[], const env_plan_t *pl, void *mem) {
+    char **v = mem, *w = (char *)mem + (pl->n + 4) * sizeof(char *);
     size_t k = 0;
     for (char *const *e = envp; e && *e; e++)
         if (!env_is(*e, "LD_PRELOAD", 10) && !env_is(*e, "ML_CTL", 6) &&
             !env_is(*e, "ML_LD_PRELOAD_ORIG", 18))
             v[k++] = *e;
     v[k++] = w;
-    put(&w, "LD_PRELOAD=", lib, *user_preload ? ":" : NULL, user_preload);
-    if (had_preload) {
+    put(&w, "LD_PRELOAD=", pl->lib, *pl->user_preload ? ":" : NULL, pl->user_preload);
+    if (pl->had_preload) {
         v[k++] = w;
-        put(&w, "ML_LD_PRELOAD_ORIG=", user_preload, NULL, NULL);
+        put(&w, "ML_LD_PRELOAD_ORIG=", pl->user_preload, NULL, NULL);
     }
     v[k++] = w;
-    put(&w, "ML_CTL=", ctl, NULL, NULL);
+    put(&w, "ML_CTL=", pl->ctl, NULL, NULL);
     v[k] = NULL;
-    *out = (new_env_t){v, mem, len};
+    return v;
+}
+
+/* The new environment in memory of our own (mmap; out->mem is to be
+ * unmapped). Returns false (and leaves envp to be used as it is) when there
+ * is nothing to do or no memory for it. */
+static bool build_env(char *const envp[], new_env_t *out) {
+    env_plan_t pl;
+    size_t len = env_plan(envp, &pl);
+    void *mem = len ? ml__raw_alloc_unlisted(len) : NULL;
+    if (!mem) return false;
+    *out = (new_env_t){env_fill(envp, &pl, mem), mem, len};
     return true;
 }
 
@@ -231,11 +271,10 @@ static const char *search_path(const char *file, char *buf, size_t cap) {
     }
 }
 
-/* Before a followed exec: the reason the new image will not be traced, in
- * the ring header (or nothing). */
-static void note_exec(int via, int fd, const char *path) {
-    char found[PATH_MAX], *out = ml__ring->exec_untraced;
-    size_t cap = sizeof ml__ring->exec_untraced;
+/* Why the program an exec through `via` would run cannot be traced, into
+ * out (empty: it can). */
+static void exec_obstacle(int via, int fd, const char *path, char *out, size_t cap) {
+    char found[PATH_MAX];
     out[0] = '\0';
     switch (via) {
     case VIA_EXECVE: obstacle(AT_FDCWD, path, out, cap, 0); break;
@@ -249,11 +288,36 @@ static void note_exec(int via, int fd, const char *path) {
     }
 }
 
+/* Before a followed exec: the reason the new image will not be traced, in
+ * the ring header (or nothing). */
+static void note_exec(int via, int fd, const char *path) {
+    exec_obstacle(via, fd, path, ml__ring->exec_untraced, sizeof ml__ring->exec_untraced);
+}
+
+/* A child of this image (pid) runs a program memlens cannot follow, `why`
+ * (or, with ML_UNTRACED_CANCEL, it does not after all): an
+ * ML_BLOB_UNTRACED blob in this image's ring, for the collector to say. */
+static void note_untraced(uint32_t pid, uint16_t op, uint16_t via, const char *why) {
+    struct {
+        ml_blob_untraced_t u;
+        char why[ML_UNTRACED_REASON_MAX];
+    } b;
+    b.u = (ml_blob_untraced_t){pid, op, via};
+    size_t n = op == ML_UNTRACED_SAID ? strnlen(why, sizeof b.why) : 0;
+    memcpy(b.why, why, n);
+    ml__emit_blob(ML_BLOB_UNTRACED, &b, (uint32_t)(sizeof b.u + n));
+}
+
 /* ------------------------------------------------------------------------- */
 /* The hooks                                                                 */
 /* ------------------------------------------------------------------------- */
 
 static void *_Atomic real_execve, *_Atomic real_execvpe, *_Atomic real_fexecve, *_Atomic real_execveat;
+
+/* The environment a vfork child builds lives on its stack, up to this
+ * size; a larger one (thousands of variables, and no ML_CTL of ours among
+ * them) is passed as the program gave it. */
+#define VFORK_ENV_MAX (32 * 1024)
 
 /* Every exec function ends here with the environment the program chose. */
 static int exec_with_env(int via, int fd, const char *path, char *const argv[], char *const envp[],
@@ -261,12 +325,28 @@ static int exec_with_env(int via, int fd, const char *path, char *const argv[], 
     new_env_t ne = {NULL, NULL, 0};
     char *const *env = envp;
     bool follow = follows_this_exec();
+    bool vchild = !follow && follows_vfork_child();
+    char why[ML_UNTRACED_REASON_MAX];
+    why[0] = '\0';
     if (follow) {
         ml__tls.guard++;
         note_exec(via, fd, path);
         ml__tls.guard--;
     }
     if (follow && build_env(envp, &ne)) env = ne.envp;
+    if (vchild) {
+        /* The guard is this thread's of the parent (we share its memory and
+         * TLS): it is lowered again before the exec, which may not return. */
+        ml__tls.guard++;
+        exec_obstacle(via, fd, path, why, sizeof why);
+        if (why[0]) note_untraced((uint32_t)syscall(SYS_getpid), ML_UNTRACED_SAID, ML_UNTRACED_VIA_VFORK, why);
+        ml__tls.guard--;
+        /* Not mapped: a mapping made here would stay in the parent after
+         * the exec. On this stack, which the exec discards. */
+        env_plan_t pl;
+        size_t len = env_plan(envp, &pl);
+        if (len && len <= VFORK_ENV_MAX) env = env_fill(envp, &pl, __builtin_alloca(len));
+    }
     int rc = -1;
     switch (via) {
     case VIA_EXECVE: {
@@ -292,6 +372,13 @@ static int exec_with_env(int via, int fd, const char *path, char *const argv[], 
     }
     /* Still here: the exec failed, and the program goes on as it was. */
     if (follow) ml__ring->exec_untraced[0] = '\0';
+    if (vchild && why[0]) {
+        int e = errno;
+        ml__tls.guard++;
+        note_untraced((uint32_t)syscall(SYS_getpid), ML_UNTRACED_CANCEL, ML_UNTRACED_VIA_VFORK, "");
+        ml__tls.guard--;
+        errno = e;
+    }
     if (ne.mem) {
         int e = errno;
         if (ml__real.munmap) ml__real.munmap(ne.mem, ne.len);
@@ -373,4 +460,63 @@ ML_EXPORT int execle(const char *path, const char *arg, ...) {
     char *const *envp = va_arg(ap, char *const *);
     va_end(ap);
     return exec_with_env(VIA_EXECVE, -1, path, argv, envp, 0);
+}
+
+/* ------------------------------------------------------------------------- */
+/* posix_spawn                                                               */
+/* ------------------------------------------------------------------------- */
+
+/* glibc's posix_spawn and posix_spawnp start the child with
+ * clone(CLONE_VM | CLONE_VFORK) and exec in it through the internal execve:
+ * no atfork handler and no exec hook of ours runs. Without --follow-fork
+ * they pass straight through (the environment was cleaned at start: the
+ * child runs as it would without memlens). With it, the child is followed
+ * as a forked child's exec is: the environment the program chose gets our
+ * variables back (build_env), and a program the loader will not preload us
+ * into is said (ML_BLOB_UNTRACED with the child's pid), once the spawn has
+ * succeeded: glibc reports a failed exec as the spawn's error. posix_spawnp
+ * searches the PATH of this process, as glibc does. */
+typedef int (*spawn_fn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+                        const posix_spawnattr_t *, char *const[], char *const[]);
+static void *_Atomic real_posix_spawn, *_Atomic real_posix_spawnp;
+
+static int spawn_with_env(bool search, pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                          const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+    spawn_fn f = search ? (spawn_fn)ml__next_symbol(&real_posix_spawnp, "posix_spawnp")
+                        : (spawn_fn)ml__next_symbol(&real_posix_spawn, "posix_spawn");
+    if (!f) return ENOSYS;
+    if (!follows_this_exec() || !(ml__ctl->options & ML_OPT_FOLLOW_FORK))
+        return f(pid, file, fa, attr, argv, envp);
+    char why[ML_UNTRACED_REASON_MAX];
+    new_env_t ne = {NULL, NULL, 0};
+    char *const *env = envp;
+    ml__tls.guard++;
+    exec_obstacle(search ? VIA_EXECVPE : VIA_EXECVE, -1, file, why, sizeof why);
+    if (build_env(envp, &ne)) env = ne.envp;
+    ml__tls.guard--;
+    pid_t child = 0;
+    int rc = f(&child, file, fa, attr, argv, env);
+    if (rc == 0 && pid) *pid = child;
+    if (rc == 0 && why[0] && ml__state_acquire() == ML_STATE_READY) {
+        ml__tls.guard++;
+        note_untraced((uint32_t)child, ML_UNTRACED_SAID,
+                      search ? ML_UNTRACED_VIA_POSIX_SPAWNP : ML_UNTRACED_VIA_POSIX_SPAWN, why);
+        ml__tls.guard--;
+    }
+    if (ne.mem && ml__real.munmap) {
+        int e = errno;
+        ml__real.munmap(ne.mem, ne.len);
+        errno = e;
+    }
+    return rc;
+}
+
+ML_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+                          const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+    return spawn_with_env(false, pid, path, fa, attr, argv, envp);
+}
+
+ML_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+                           const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
+    return spawn_with_env(true, pid, file, fa, attr, argv, envp);
 }

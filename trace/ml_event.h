@@ -43,9 +43,9 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 8 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 9 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                           * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
-                          * 8: end_status */
+                          * 8: end_status; 9: ML_BLOB_UNTRACED */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -113,7 +113,27 @@ typedef enum {
     ML_BLOB_MALLINFO = 4,      /* ml_blob_mallinfo_t */
     ML_BLOB_EXIT = 5,          /* ml_blob_exit_t: the process ran its destructors */
     ML_BLOB_GPU = 6,           /* ml_gpu_event_t: a GPU allocation or free (cupti/, docs/gpu.md) */
+    ML_BLOB_UNTRACED = 7,      /* ml_blob_untraced_t, then the reason: a child started without
+                                * fork runs a program memlens cannot follow (for the collector's
+                                * stderr; no trace record) */
 } ml_blob_kind_t;
+
+/* ML_BLOB_UNTRACED: under --follow-fork, a child this image started with
+ * posix_spawn/posix_spawnp, or a vfork child of it about to exec, runs a
+ * program the loader will not preload libmemlens.so into (set-user-ID or
+ * set-group-ID, statically linked: interpose/exec.c). The reason follows the
+ * struct (at most ML_UNTRACED_REASON_MAX bytes, no NUL). A vfork child writes
+ * SAID before its exec and CANCEL when the exec failed (nothing ran). The
+ * collector says it on stderr when this image ends, as it does for an exec
+ * of the image itself (ml_ring_hdr_t.exec_untraced). */
+enum { ML_UNTRACED_SAID = 0, ML_UNTRACED_CANCEL = 1 };
+enum { ML_UNTRACED_VIA_POSIX_SPAWN = 1, ML_UNTRACED_VIA_POSIX_SPAWNP = 2, ML_UNTRACED_VIA_VFORK = 3 };
+#define ML_UNTRACED_REASON_MAX 400
+typedef struct {
+    uint32_t pid; /* the child */
+    uint16_t op;  /* ML_UNTRACED_SAID or ML_UNTRACED_CANCEL */
+    uint16_t via; /* ML_UNTRACED_VIA_* */
+} ml_blob_untraced_t;
 
 /* GPU events. libmemlens_cupti.so (loaded by the CUDA driver) translates
  * CUPTI callbacks into ml_gpu_event_t and hands each to memlens_gpu_record(),

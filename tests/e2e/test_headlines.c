@@ -375,6 +375,120 @@ Test(headlines, exec_into_a_static_program_is_said, .timeout = 120) {
                        "is statically linked (no dynamic loader to preload libmemlens.so)");
 }
 
+/* fx_spawn starts PROG without a fork memlens sees (HOW: vfork and exec,
+ * posix_spawn, posix_spawnp) under --follow-fork, and PROG is one the loader
+ * will not preload libmemlens.so into: the run keeps the program's output
+ * and status, no trace appears for PROG, and memlens says on stderr, once,
+ * which child runs which program untraced and why, and which trace holds
+ * its parent, as it says it for an exec of the traced process itself. */
+static void untraced_spawn_case(const char *how, const char *prog, int status, const char *out,
+                                const char *why) {
+    char name[96];
+    snprintf(name, sizeof name, "usp_%s_%s.mlt", how, strrchr(prog, '/') + 1);
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s", h_tmp(name));
+    const char *argv[] = {h_bin("memlens"), "run", "--follow-fork", "-o", trace, "--", h_bin("fx_spawn"), "4441", how,
+                          prog, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, status, "%s %s: the program's status: %s", how, prog, r.err);
+    cr_expect_str_eq(r.out, out);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(h_allocs_of_size(&t, 4441), 5, "fx_spawn's own allocations are traced");
+    const char *line = strstr(r.err, "memlens: not traced: process ");
+    cr_assert(line, "%s %s: the run says the child was not traced: %s", how, prog, r.err);
+    cr_expect_null(strstr(line + 1, "memlens: not traced:"), "said once: %s", r.err);
+    unsigned child = 0;
+    cr_assert_eq(sscanf(line, "memlens: not traced: process %u,", &child), 1);
+    cr_expect(child && child != t.pid, "the child's pid, not the parent's: %u", child);
+    char want[9000];
+    if (!strncmp(how, "vfork", 5))
+        snprintf(want, sizeof want,
+                 "memlens: not traced: process %u, a vfork child of process %u, exec'd a program memlens cannot "
+                 "follow: %s %s; %s holds process %u\n",
+                 child, t.pid, prog, why, trace, t.pid);
+    else
+        snprintf(want, sizeof want,
+                 "memlens: not traced: process %u, started by process %u with %s, runs a program memlens cannot "
+                 "follow: %s %s; %s holds process %u\n",
+                 child, t.pid, how, prog, why, trace, t.pid);
+    cr_expect(!strncmp(line, want, strlen(want)), "%s: want '%s' in: %s", how, want, r.err);
+    char others[4][4096];
+    cr_expect_eq(other_traces(trace, others, 4), 0, "no trace for the untraced program");
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
+static const char *const spawn_ways[] = {"vfork_execve", "vfork_execvp", "posix_spawn", "posix_spawnp"};
+
+Test(headlines, spawn_of_a_static_program_is_said, .timeout = 120) {
+    for (int i = 0; i < 4; i++)
+        untraced_spawn_case(spawn_ways[i], h_bin("fx_static"), 0, "",
+                            "is statically linked (no dynamic loader to preload libmemlens.so)");
+}
+
+Test(headlines, spawn_of_a_setuid_program_is_said, .timeout = 120) {
+    if (geteuid() != 0) cr_skip_test("needs root to make a set-user-ID copy owned by another user");
+    const char *copy = h_tmp("suid_spawned");
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chown 65534 '%s' && chmod 4755 '%s'", h_bin("fx_counts"), copy, copy,
+             copy);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    for (int i = 0; i < 4; i++)
+        untraced_spawn_case(spawn_ways[i], copy, 7, "fx_counts done\n",
+                            "is set-user-ID (the dynamic loader ignores LD_PRELOAD for it)");
+}
+
+/* A static program that cannot be run (not executable): the vfork child's
+ * exec, or the spawn, fails, nothing ran, and nothing is said. */
+Test(headlines, a_failed_spawn_says_nothing, .timeout = 120) {
+    const char *copy = h_tmp("noexec_static");
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod 644 '%s'", h_bin("fx_static"), copy, copy);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    static const char *const ways[] = {"vfork_execve", "posix_spawn"};
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "nospawn_%s.mlt", ways[i]);
+        const char *trace = h_tmp(name);
+        const char *argv[] = {h_bin("memlens"), "run", "--follow-fork", "-o", trace, "--", h_bin("fx_spawn"), "4441",
+                              ways[i], copy, NULL};
+        h_run_t r;
+        h_run(&r, argv);
+        cr_expect_eq(r.status, 98, "%s: fx_spawn's status for a child that did not start: %s", ways[i], r.err);
+        cr_expect_null(strstr(r.err, "not traced"), "%s: %s", ways[i], r.err);
+        h_run_free(&r);
+    }
+}
+
+/* A child started without fork with an environment of its own (no
+ * LD_PRELOAD, no ML_CTL) is followed as a forked child's exec is: memlens
+ * puts its variables back, and the child has its trace. */
+Test(headlines, spawn_with_an_environment_of_its_own_is_followed, .timeout = 120) {
+    static const char *const ways[] = {"vfork_execve_env", "posix_spawn_env"};
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "envsp_%s.mlt", ways[i]);
+        char trace[4096];
+        snprintf(trace, sizeof trace, "%s", h_tmp(name));
+        const char *argv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--", h_bin("fx_spawn"),
+                              "4441", ways[i], h_bin("fx_counts"), NULL};
+        h_run_t r;
+        h_run(&r, argv);
+        cr_assert_eq(r.status, 7, "%s: %s", ways[i], r.err);
+        cr_expect_str_eq(r.out, "fx_counts done\n");
+        char others[4][4096];
+        cr_assert_eq(other_traces(trace, others, 4), 1, "%s: fx_counts has a trace", ways[i]);
+        expect_fx_counts(others[0]);
+        h_trace_t c;
+        h_trace_load(&c, others[0]);
+        cr_expect_str_eq(c.parent_trace, trace);
+        h_trace_free(&c);
+        h_run_free(&r);
+    }
+}
+
 /* ------------------------------------------------------------------------- */
 /* dump                                                                      */
 /* ------------------------------------------------------------------------- */
