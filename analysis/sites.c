@@ -594,7 +594,11 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
     if (a->t.complete && a->t.end.truncated_stacks)
         ml__warn_built(a, "%llu stacks were cut at the depth limit (--depth)",
                  (unsigned long long)a->t.end.truncated_stacks);
-    if (!a->scan.scanned && a->t.heap_blocks && !attached) {
+    bool running = a->t.complete && a->t.end.status_kind == ML_END_RUNNING;
+    if (running)
+        ml__warn_built(a, "the program was still running when recording stopped (memlens was stopped): "
+                          "the blocks live then are not leaks, and the leak gate refuses the trace");
+    else if (!a->scan.scanned && a->t.heap_blocks && !attached) {
         if (a->scan.scan_status)
             ml__warn_built(a, "the exit-time reachability scan failed (%s): every block live at the end "
                         "is reported as a definite leak",

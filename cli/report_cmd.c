@@ -136,6 +136,8 @@ const char *ml_cli_incomplete_reason(const ml_totals_t *t, char *buf, size_t len
     if (t->records == 0) return "it holds no records (the program never started, or the trace was cut before its first record)";
     if (t->truncated) return "it was cut short (a partial chunk at its end)";
     if (!t->complete) return "it has no end record (the recording stopped early)";
+    if (t->end.status_kind == ML_END_RUNNING)
+        return "the program was still running when recording stopped: the blocks live then are not leaks";
     uint64_t lost = t->end.lost_in_crash + t->end.lost_dead_collector;
     if (lost) {
         snprintf(buf, len, "%" PRIu64 " events were lost (being written when the process died, or given up by a dead collector)", lost);

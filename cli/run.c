@@ -343,14 +343,24 @@ static void print_summary(const run_t *s) {
     /* "Leaked" is definite + indirect + possible; reachable is said beside it. */
     ml_live_split_t ls = ml_analysis_live_split(shown->analysis);
     char b4[32];
-    fprintf(stderr,
-            "memlens: peak heap %s at %.3f s; leaked %s in %" PRIu64 " blocks%s, still reachable %s"
-            " in %" PRIu64 " blocks%s\n",
-            ml_fmt_bytes(t->peak_bytes, b1, sizeof b1), t->peak_time_ms / 1000.0,
-            ml_fmt_bytes(ls.lost_bytes, b2, sizeof b2), ls.lost_blocks,
-            ls.scanned ? "" : " (no reachability scan)",
-            ml_fmt_bytes(ls.reachable_bytes, b4, sizeof b4), ls.reachable_blocks,
-            s->o.sample_bytes ? " (sampled: estimates)" : "");
+    const char *sampled = s->o.sample_bytes ? " (sampled: estimates)" : "";
+    if (t->complete && t->end.status_kind == ML_END_RUNNING) {
+        /* Recording stopped while the program ran: what is live is not leaked. */
+        fprintf(stderr,
+                "memlens: peak heap %s at %.3f s; %s live in %" PRIu64 " blocks when recording stopped "
+                "(the program was still running: not leaks)%s\n",
+                ml_fmt_bytes(t->peak_bytes, b1, sizeof b1), t->peak_time_ms / 1000.0,
+                ml_fmt_bytes(ls.lost_bytes + ls.reachable_bytes, b2, sizeof b2),
+                ls.lost_blocks + ls.reachable_blocks, sampled);
+    } else {
+        fprintf(stderr,
+                "memlens: peak heap %s at %.3f s; leaked %s in %" PRIu64 " blocks%s, still reachable %s"
+                " in %" PRIu64 " blocks%s\n",
+                ml_fmt_bytes(t->peak_bytes, b1, sizeof b1), t->peak_time_ms / 1000.0,
+                ml_fmt_bytes(ls.lost_bytes, b2, sizeof b2), ls.lost_blocks,
+                ls.scanned ? "" : " (no reachability scan)",
+                ml_fmt_bytes(ls.reachable_bytes, b4, sizeof b4), ls.reachable_blocks, sampled);
+    }
     if (t->hwm_rss_source)
         fprintf(stderr, "memlens: " ML_LABEL_PEAK_RSS " %s\n", ml_fmt_bytes(t->hwm_rss_bytes, b1, sizeof b1));
     fprintf(stderr, "memlens: trace %s (%s", shown->path, ml_fmt_bytes(size, b3, sizeof b3));

@@ -459,7 +459,7 @@ void ml_collector_stop(ml_collector_t *c) {
         if (!p || p->done) continue;
         if (!p->ended) {
             p->ended = true;
-            p->end_kind = ML_END_UNKNOWN;
+            p->end_kind = ML_END_RUNNING;
         }
         finish_proc(c, p);
     }

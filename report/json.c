@@ -404,9 +404,7 @@ static void process(ml_json_t *w, const ml_analysis_t *a) {
     else ml_json_kv_null(w, "exit_code");
     if (t->complete && t->end.status_kind == ML_END_SIGNALED) ml_json_kv_i64(w, "signal", t->end.status);
     else ml_json_kv_null(w, "signal");
-    static const char *const ends[] = {"exited", "signaled", "unknown", "exec"};
-    bool known = t->complete && t->end.status_kind < 4;
-    ml_json_kv_str(w, "end", known ? ends[t->end.status_kind] : "unknown");
+    ml_json_kv_str(w, "end", t->complete ? ml_end_name(t->end.status_kind) : "unknown");
     ml_json_kv_bool(w, "sampled", t->sample_bytes != 0);
     ml_json_kv_u64(w, "sample_bytes", t->sample_bytes);
     ml_json_kv_u64(w, "page_size", p->page_size);

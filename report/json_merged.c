@@ -17,8 +17,7 @@
 #include <string.h>
 
 static const char *end_name(const ml_totals_t *t) {
-    static const char *const ends[] = {"exited", "signaled", "unknown", "exec"};
-    return t->complete && t->end.status_kind < 4 ? ends[t->end.status_kind] : "unknown";
+    return t->complete ? ml_end_name(t->end.status_kind) : "unknown";
 }
 
 static void exit_keys(ml_json_t *w, const ml_totals_t *t) {

@@ -211,7 +211,10 @@ static void attached_growth(FILE *o, const ml_analysis_t *a) {
           o);
 }
 
-static void attached_sites(FILE *o, const ml_analysis_t *a, unsigned top) {
+/* The sites of the blocks live at the end, biggest first, for a trace whose
+ * end is not an exit: attached (what grew in the window) or stopped while
+ * the program ran. */
+static void live_sites(FILE *o, const ml_analysis_t *a, unsigned top, const char *title) {
     size_t n;
     const ml_site_t *s = ml_analysis_sites(a, &n);
     const ml_site_t **v = n ? malloc(n * sizeof *v) : NULL;
@@ -220,14 +223,14 @@ static void attached_sites(FILE *o, const ml_analysis_t *a, unsigned top) {
         if (s[i].leaked_blocks) v[m++] = &s[i];
     if (m) qsort(v, m, sizeof *v, cmp_growth);
     const ml_leaks_t *L = ml_analysis_leaks(a);
-    fputs("\ngrowth by site (allocated in the window, live at detach):\n", o);
+    fprintf(o, "\n%s:\n", title);
     for (size_t i = 0; i < m && i < top; i++) {
         char b1[32];
         fprintf(o, "  %10s %5.1f%% %6" PRIu64 " blocks  ", bytes(v[i]->leaked_bytes, b1, sizeof b1),
                 L->bytes ? 100.0 * (double)v[i]->leaked_bytes / (double)L->bytes : 0, v[i]->leaked_blocks);
         site_lines(o, v[i]);
     }
-    if (!m) fputs("  (nothing allocated in the window is still live)\n", o);
+    if (!m) fputs("  (nothing is live)\n", o);
     free(v);
 }
 
@@ -255,13 +258,19 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     if (attached) attached_growth(o, a);
     char b4[32];
     char b5[32];
-    if (!attached) fprintf(o, "leaked at exit: %s in %" PRIu64 " blocks (%s definite, %s indirect, %s possible)%s\n",
+    /* Recording stopped while the program ran: what is live is not leaked. */
+    bool running = t->complete && t->end.status_kind == ML_END_RUNNING;
+    if (running)
+        fprintf(o, "live when recording stopped: %s in %" PRIu64 " blocks (the program was still running: "
+                   "not leaks, and no leak kinds)\n",
+                bytes(L->bytes, b1, sizeof b1), L->blocks);
+    else if (!attached) fprintf(o, "leaked at exit: %s in %" PRIu64 " blocks (%s definite, %s indirect, %s possible)%s\n",
             bytes(L->lost_bytes, b1, sizeof b1), L->lost_blocks,
             bytes(L->kind_bytes[ML_LEAK_DEFINITE], b2, sizeof b2),
             bytes(L->kind_bytes[ML_LEAK_INDIRECT], b3, sizeof b3),
             bytes(L->kind_bytes[ML_LEAK_POSSIBLE], b4, sizeof b4),
             L->scanned ? "" : " (no reachability scan: all counted as definite)");
-    if (!attached) fprintf(o, "still reachable at exit: %s in %" PRIu64 " blocks (not leaked; live at exit: %s)\n",
+    if (!attached && !running) fprintf(o, "still reachable at exit: %s in %" PRIu64 " blocks (not leaked; live at exit: %s)\n",
             bytes(L->kind_bytes[ML_LEAK_REACHABLE], b2, sizeof b2), L->kind_blocks[ML_LEAK_REACHABLE],
             bytes(L->bytes, b5, sizeof b5));
     if (L->suppressed_blocks)
@@ -281,10 +290,11 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     }
     if (!shown) fputs("  (nothing was live)\n", o);
 
-    if (attached) attached_sites(o, a, top);
+    if (attached) live_sites(o, a, top, "growth by site (allocated in the window, live at detach)");
+    else if (running) live_sites(o, a, top, "live by site when recording stopped");
     else fputs("\ntop leaks:\n", o);
     shown = 0;
-    for (size_t i = 0; i < L->ngroups && shown < top && !attached; i++) {
+    for (size_t i = 0; i < L->ngroups && shown < top && !attached && !running; i++) {
         const ml_leak_group_t *g = &L->groups[i];
         fprintf(o, "  %10s %-9s %6" PRIu64 " blocks%s  ", bytes(g->bytes, b1, sizeof b1),
                 ml_leak_kind_name(g->kind), g->blocks, g->suppressed ? " (suppressed)" : "");
@@ -292,7 +302,7 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
         else fputc('\n', o);
         shown++;
     }
-    if (!shown && !attached) fputs("  (none)\n", o);
+    if (!shown && !attached && !running) fputs("  (none)\n", o);
 
     fputs("\nfragmentation:\n", o);
     frag_line(o, "at peak", ml_analysis_frag(a, ML_MOMENT_PEAK));

@@ -25,8 +25,7 @@ static const char *ended(const ml_totals_t *t, char *buf, size_t len) {
     if (!t->complete) snprintf(buf, len, "%s", t->truncated ? "cut short" : "no end");
     else if (t->end.status_kind == ML_END_EXITED) snprintf(buf, len, "exit %d", t->end.status);
     else if (t->end.status_kind == ML_END_SIGNALED) snprintf(buf, len, "signal %d", t->end.status);
-    else if (t->end.status_kind == ML_END_EXEC) snprintf(buf, len, "exec");
-    else snprintf(buf, len, "unknown");
+    else snprintf(buf, len, "%s", ml_end_name(t->end.status_kind));
     return buf;
 }
 

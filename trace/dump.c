@@ -163,14 +163,18 @@ static void print_unwind_check(FILE *out, const ml_record_t *r) {
                 q->full_pc);
 }
 
+const char *ml_end_name(uint32_t kind) {
+    static const char *const kinds[] = {"exited", "signaled", "unknown", "exec", "running"};
+    return kind < sizeof kinds / sizeof kinds[0] ? kinds[kind] : "unknown";
+}
+
 static void print_end(FILE *out, const ml_record_t *r) {
     const ml_rec_end_t *e = &r->u.end;
-    static const char *const kinds[] = {"exited", "signaled", "unknown", "exec"};
     fprintf(out,
             " %s status=%d events=%" PRIu64 " ring_waits=%" PRIu64 " ring_wait_ns=%" PRIu64
             " lost_in_crash=%" PRIu64 " lost_dead_collector=%" PRIu64
             " nested_skipped=%" PRIu64 " truncated_stacks=%" PRIu64 " duration_ms=%" PRIu64,
-            e->status_kind < 4 ? kinds[e->status_kind] : "?", e->status, e->events,
+            ml_end_name(e->status_kind), e->status, e->events,
             e->ring_waits, e->ring_wait_ns, e->lost_in_crash, e->lost_dead_collector,
             e->nested_skipped, e->truncated_stacks, e->duration_ms);
 }

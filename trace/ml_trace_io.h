@@ -342,6 +342,9 @@ void ml_record_print(FILE *out, const ml_record_t *rec);
 
 /** Names of tags and kinds, for messages and dumps. */
 const char *ml_tag_name(unsigned tag);
+/** How a process ended (ML_END_*), as the JSON and `dump` say it; "unknown"
+ * for a kind this build does not know. */
+const char *ml_end_name(uint32_t kind);
 const char *ml_kind_name(unsigned kind);
 const char *ml_gpu_kind_name(unsigned kind); /* ml_gpu_kind_t: "device", "host_pinned", ... */
 const char *ml_gpu_op_name(unsigned op);     /* ml_gpu_op_t: "alloc", "free", ... */

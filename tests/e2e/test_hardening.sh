@@ -200,6 +200,39 @@ if want "$@"; then
     check "the calling script did not carry on" test -z "$(grep after-memlens caller.txt)"
     "$ML" dump int.mlt > int.txt 2>&1
     check "the trace is saved and complete (end: signaled 2)" has int.txt " end signaled status=2 "
+    # Ctrl-C twice to a program that ignores SIGINT: memlens stops recording
+    # at the second while the program goes on. Nothing live then is a leak:
+    # the trace ends "running", the reports say what was live at the stop,
+    # and the leak gate refuses the trace.
+    cat > stop2.py << 'EOF'
+import os, signal, subprocess, sys, time
+p = subprocess.Popen([sys.argv[1], "run", "-o", "stop2.mlt", "--", "bash", "-c",
+                      "trap '' INT; x=$(printf '%2000s' y); sleep 30; true"],
+                     stderr=open("stop2.err", "w"), start_new_session=True,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+time.sleep(1.5)
+os.killpg(p.pid, signal.SIGINT)
+time.sleep(0.5)
+os.killpg(p.pid, signal.SIGINT)
+r = p.wait()
+print("signal %d" % -r if r < 0 else "exit %d" % r)
+os.killpg(p.pid, signal.SIGKILL)
+EOF
+    st=$("$PY" stop2.py "$ML")
+    check "two Ctrl-Cs: memlens died of SIGINT ($st)" test "$st" = "signal 2"
+    "$ML" dump stop2.mlt > stop2.txt 2>&1
+    check "two Ctrl-Cs: the trace ends running" has stop2.txt " end running status=0 "
+    check "two Ctrl-Cs: the summary says live at the stop, not leaked" \
+        sh -c 'grep -q "live in [0-9]* blocks when recording stopped (the program was still running: not leaks)" stop2.err && ! grep -q leaked stop2.err'
+    "$ML" report stop2.mlt > stop2.rep 2>&1
+    check "two Ctrl-Cs: the report says live when recording stopped" has stop2.rep "^live when recording stopped: "
+    check "two Ctrl-Cs: the report has no leaks at exit" sh -c '! grep -q "leaked at exit\|top leaks" stop2.rep'
+    "$ML" report stop2.mlt --json - 2> /dev/null | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["process"]["end"])' > stop2.end
+    check "two Ctrl-Cs: the JSON's end is running" test "$(cat stop2.end)" = running
+    "$ML" report stop2.mlt --fail-on-leak 0 > /dev/null 2> stop2.gate
+    st=$?
+    check "two Ctrl-Cs: the leak gate refuses the trace (status $st)" test $st -eq 3
+    check "two Ctrl-Cs: the gate says why" has stop2.gate "still running when recording stopped"
     # SIGTERM to memlens alone: forwarded to the program, trace saved, and
     # memlens dies of SIGTERM.
     st=$(signal_after 15 "$ML" run -q -o term.mlt -- sleep 30)

@@ -369,17 +369,16 @@ Test(viewer_keys, summary_lists_the_analysis_warnings) {
     teardown();
 }
 
-/* An attached trace (memlens attach) has no leak kinds: the blocks live at
- * the detach are what the window added, in a program that still runs. The
- * Summary says so, as memlens report does, instead of calling them
- * definite leaks. */
-Test(viewer_keys, attached_summary_has_growth_not_leaks) {
+/* A trace of three 1000-byte blocks live at its end, which ends as
+ * `end_kind` says, its process record carrying `options`; opened and drawn
+ * at 80 x 40. */
+static void open_three_blocks(uint32_t options, uint32_t end_kind) {
     snprintf(path, sizeof path, "/tmp/ml_vtest_XXXXXX");
     int fd = mkstemp(path);
     cr_assert(fd >= 0);
     cr_assert_eq(ml_writer_new(fd, 1, &v_w), 0);
     ml_record_t p = tb_process(7, "/opt/app/bin/att", "vtest");
-    p.u.process.options = ML_OPT_ATTACHED;
+    p.u.process.options = options;
     v_add(&p);
     v_module(V_EXE_BASE, "/opt/app/bin/att");
     v_node(1, 0, V_EXE_BASE + 0x1000);
@@ -387,7 +386,7 @@ Test(viewer_keys, attached_summary_has_growth_not_leaks) {
     for (uint32_t i = 0; i < 3; i++)
         v_alloc(10 + i, 0x100000 + i * 0x1000, 1000, 2);
     ml_record_t e = tb_end(60, 0);
-    e.u.end.status_kind = ML_END_UNKNOWN;
+    e.u.end.status_kind = end_kind;
     v_add(&e);
     cr_assert_eq(ml_writer_free(v_w), 0);
     close(fd);
@@ -396,8 +395,28 @@ Test(viewer_keys, attached_summary_has_growth_not_leaks) {
     ml_sm_opts_t o = {.cols = 80, .rows = 40, .unicode = true};
     S = ml__sm_new(M, &o);
     ml__sm_draw(S);
+}
+
+/* An attached trace (memlens attach) has no leak kinds: the blocks live at
+ * the detach are what the window added, in a program that still runs. The
+ * Summary says so, as memlens report does, instead of calling them
+ * definite leaks. */
+Test(viewer_keys, attached_summary_has_growth_not_leaks) {
+    open_three_blocks(ML_OPT_ATTACHED, ML_END_UNKNOWN);
     cr_expect(screen_has("Grown          3000 B (2.9 KiB) in 3 blocks allocated while attached"));
     cr_expect(screen_has("Leaked         not known"));
+    cr_expect(!screen_has("definite"));
+    teardown();
+}
+
+/* A trace whose recording stopped while the program still ran (two
+ * Ctrl-Cs to a program that ignores SIGINT) has no leaks either: the
+ * Summary shows what was live at the stop, as memlens report does. */
+Test(viewer_keys, a_trace_stopped_while_running_has_no_leaks) {
+    open_three_blocks(0, ML_END_RUNNING);
+    cr_expect(screen_has("still running when recording stopped"));
+    cr_expect(screen_has("Live at stop   3000 B (2.9 KiB) in 3 blocks"));
+    cr_expect(screen_has("Leaked         not known: the program was still running"));
     cr_expect(!screen_has("definite"));
     teardown();
 }
