@@ -149,9 +149,9 @@ static void record_fixture(const char *trace, const char *fixture, bool follow, 
     h_trace_load(t, trace);
 }
 
-/* The path of the one trace in `trace`'s directory named PREFIX* other than
- * `trace` itself (a followed child's), in child (empty when none). */
-static void child_trace(const char *trace, const char *prefix, char *child, size_t len) {
+/* The traces in `trace`'s folder named PREFIX* other than `trace` itself,
+ * into out (at most max); returns how many there are. */
+static int other_traces(const char *trace, const char *prefix, char out[][4096], int max) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", trace);
     *strrchr(dir, '/') = '\0';
@@ -160,10 +160,22 @@ static void child_trace(const char *trace, const char *prefix, char *child, size
     DIR *d = opendir(dir);
     cr_assert_not_null(d);
     struct dirent *e;
-    child[0] = '\0';
+    int k = 0;
     while ((e = readdir(d)))
-        if (!strncmp(e->d_name, prefix, n) && strcmp(e->d_name, self)) snprintf(child, len, "%s/%s", dir, e->d_name);
+        if (!strncmp(e->d_name, prefix, n) && strcmp(e->d_name, self)) {
+            if (k < max) snprintf(out[k], 4096, "%.3800s/%.255s", dir, e->d_name);
+            k++;
+        }
     closedir(d);
+    return k;
+}
+
+/* The path of the one trace in `trace`'s directory named PREFIX* other than
+ * `trace` itself (a followed child's), in child (empty when none). */
+static void child_trace(const char *trace, const char *prefix, char *child, size_t len) {
+    char found[1][4096];
+    child[0] = '\0';
+    if (other_traces(trace, prefix, found, 1) > 0) snprintf(child, len, "%s", found[0]);
 }
 
 Test(record, fork_without_follow_is_not_traced) {
@@ -290,26 +302,6 @@ Test(record, exec_of_a_child_program) {
     h_run_free(&r);
 }
 
-/* The traces in `trace`'s folder named PREFIX* other than `trace` itself,
- * into out (at most max); returns how many there are. */
-static int other_traces(const char *trace, const char *prefix, char out[][4096], int max) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", trace);
-    *strrchr(dir, '/') = '\0';
-    const char *self = strrchr(trace, '/') + 1;
-    size_t n = strlen(prefix);
-    DIR *d = opendir(dir);
-    cr_assert_not_null(d);
-    struct dirent *e;
-    int k = 0;
-    while ((e = readdir(d)))
-        if (!strncmp(e->d_name, prefix, n) && strcmp(e->d_name, self)) {
-            if (k < max) snprintf(out[k], 4096, "%.3800s/%.255s", dir, e->d_name);
-            k++;
-        }
-    closedir(d);
-    return k;
-}
 
 static const char *const spawn_ways[] = {"vfork_execve", "vfork_execvp", "posix_spawn", "posix_spawnp"};
 
@@ -405,7 +397,7 @@ Test(record, followed_children_end_with_their_exit_status, .timeout = 120) {
         for (int j = 0; j < 8; j++)
             if (h_allocs_of_size(&c, 500 + (uint64_t)j) == 1) i = j;
         cr_assert(i >= 0, "%s is one of fx_exit's children", others[k]);
-        snprintf(path_of[i], sizeof path_of[i], "%s", others[k]);
+        snprintf(path_of[i], sizeof path_of[i], "%.4095s", others[k]);
         cr_expect(c.complete, "child %d", i);
         if (i < 6) {
             cr_expect_eq(c.end.status_kind, ML_END_EXITED, "child %d ended by a call memlens sees", i);
