@@ -21,14 +21,15 @@
 #include <unistd.h>
 
 #define DRAIN_BUDGET 65536 /* events per process per round: no ring starves the others */
-/* Producers asleep on a full ring are woken once WAKE_PER_SLEEPER slots per
- * sleeper are free again (at least WAKE_MIN, at most a quarter of the ring).
- * Every sleeper pays a futex round trip per wake-up, so with 200 threads
- * asleep a wake-up after 4096 slots bought each of them 20 events: the
- * ring was full 140,000 times, and the run took a second of system time,
- * for 2 M events (now about 30,000 times and 0.3 s). A single thread is
- * woken as soon as it was before; the rest of the ring keeps the collector
- * busy while the sleepers refill it. */
+/* Producers asleep on a full ring are woken (one, which passes the wake-up
+ * on while the ring is more than half free: ml_ring.c) once WAKE_PER_SLEEPER
+ * slots per sleeper are free again (at least WAKE_MIN, at most a quarter of
+ * the ring), and at the end of each drain. With many sleepers the room
+ * released before a wake-up is a quarter of the ring, so the woken ones
+ * have room for many events each (waking 200 threads every 4096 slots, as
+ * this once did, bought each of them 20 events: the ring was full 140,000
+ * times in 2 M events). A single thread is woken after 4096 slots; the
+ * rest of the ring keeps the collector busy while it refills it. */
 #define WAKE_MIN 4096
 #define WAKE_PER_SLEEPER 256
 

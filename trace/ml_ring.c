@@ -68,7 +68,7 @@ static uint64_t now_ns(void) {
  * the trace can say how long the program was held up by a full ring.
  *
  * The collector wakes one sleeper, and a woken producer that got its room
- * wakes the next while more than RELAY_ROOM of the ring is free. Waking
+ * wakes the next while more than relay_room() of it (half) is free. Waking
  * every sleeper made the one thread that empties the ring spend its time in
  * the scheduler, and a crowd of runnable threads keeps a collector of normal
  * priority from the CPU; a chain that stops once the ring is half full
@@ -86,18 +86,6 @@ static uint64_t relay_room(const ml_ring_hdr_t *h) {
     return h->capacity / 2;
 }
 
-/* One try at claiming n slots; false if there is no room for them. */
-static bool try_claim(ml_ring_hdr_t *h, uint32_t n, uint64_t *pos) {
-    uint64_t p = ml_atomic_load_relaxed(&h->head);
-    while (ml_ring__free(h, p + n - 1))
-        if (atomic_compare_exchange_weak_explicit(&h->head, &p, p + n, memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-            *pos = p;
-            return true;
-        }
-    return false;
-}
-
 static void wake_one(ml_ring_hdr_t *h) {
     syscall(SYS_futex, &h->space_gen, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
@@ -108,7 +96,7 @@ uint64_t ml_ring__claim_slow(ml_ring_hdr_t *h, uint32_t n, bool (*alive)(void)) 
     ml_atomic_add_relaxed(&h->waits, 1);
     unsigned spins = ml_atomic_load_relaxed(&h->sleepers) ? 0 : SPIN_TRIES;
     for (unsigned spin = 0; spin < spins; spin++) {
-        if (try_claim(h, n, &pos)) goto done;
+        if (ml_ring__try_claim(h, n, &pos)) goto done;
         ml_cpu_relax();
     }
     long sleep_ns = ml_ring__sleep_ns;
@@ -116,7 +104,7 @@ uint64_t ml_ring__claim_slow(ml_ring_hdr_t *h, uint32_t n, bool (*alive)(void)) 
         uint32_t gen = ml_atomic_load_acquire(&h->space_gen);
         ml_atomic_add_relaxed(&h->sleepers, 1);
         atomic_thread_fence(memory_order_seq_cst);
-        if (try_claim(h, n, &pos)) {
+        if (ml_ring__try_claim(h, n, &pos)) {
             ml_atomic_add_relaxed(&h->sleepers, (uint32_t)-1);
             break;
         }
@@ -124,7 +112,7 @@ uint64_t ml_ring__claim_slow(ml_ring_hdr_t *h, uint32_t n, bool (*alive)(void)) 
         long rc = syscall(SYS_futex, &h->space_gen, FUTEX_WAIT, gen, &ts, NULL, 0);
         int err = rc < 0 ? errno : 0;
         ml_atomic_add_relaxed(&h->sleepers, (uint32_t)-1);
-        if (try_claim(h, n, &pos)) {
+        if (ml_ring__try_claim(h, n, &pos)) {
             /* Pass the wake-up on while there is room for more. */
             if (rc == 0 && ml_atomic_load_relaxed(&h->sleepers) &&
                 ml_ring__free(h, pos + n + relay_room(h)))

@@ -53,12 +53,20 @@ extern long ml_ring__sleep_ns;
  * room is claimed, never a position the consumer has yet to release, so a
  * producer that has to wait holds nothing the consumer waits for (ml_ring.c
  * says why that matters). */
+static inline bool ml_ring__try_claim(ml_ring_hdr_t *h, uint32_t n, uint64_t *pos) {
+    uint64_t p = ml_atomic_load_relaxed(&h->head);
+    while (ml_likely(ml_ring__free(h, p + n - 1)))
+        if (ml_likely(atomic_compare_exchange_weak_explicit(&h->head, &p, p + n, memory_order_relaxed,
+                                                            memory_order_relaxed))) {
+            *pos = p;
+            return true;
+        }
+    return false; /* no room for n slots */
+}
+
 static inline uint64_t ml_ring_claim(ml_ring_hdr_t *h, uint32_t n, bool (*alive)(void)) {
-    uint64_t pos = ml_atomic_load_relaxed(&h->head);
-    while (ml_likely(ml_ring__free(h, pos + n - 1)))
-        if (ml_likely(atomic_compare_exchange_weak_explicit(&h->head, &pos, pos + n, memory_order_relaxed,
-                                                            memory_order_relaxed)))
-            return pos;
+    uint64_t pos;
+    if (ml_likely(ml_ring__try_claim(h, n, &pos))) return pos;
     return ml_ring__claim_slow(h, n, alive);
 }
 
