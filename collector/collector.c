@@ -458,8 +458,11 @@ void ml_collector_stop(ml_collector_t *c) {
         ml__proc_t *p = c->procs[i];
         if (!p || p->done) continue;
         if (!p->ended) {
+            /* An attached trace has its own mark (ML_OPT_ATTACHED) and its
+             * own rules for what is live at the detach (docs/recorder.md,
+             * attach): its end stays unknown. */
             p->ended = true;
-            p->end_kind = ML_END_RUNNING;
+            p->end_kind = c->o.attached ? ML_END_UNKNOWN : ML_END_RUNNING;
         }
         finish_proc(c, p);
     }

@@ -133,8 +133,9 @@ enum {
     ML_END_SIGNALED = 1, /* status = signal number */
     ML_END_UNKNOWN = 2,  /* not our child (a followed process): we saw it go away */
     ML_END_EXEC = 3,     /* the image was replaced by exec (followed) */
-    ML_END_RUNNING = 4,  /* still running when memlens stopped recording (a second
-                          * Ctrl-C, SIGTERM or SIGHUP): its live blocks are not leaks */
+    ML_END_RUNNING = 4,  /* still running when `memlens run` stopped recording (a
+                          * second Ctrl-C, SIGTERM or SIGHUP): its live blocks are not
+                          * leaks. Not for attached traces, which stay unknown. */
 };
 
 #endif

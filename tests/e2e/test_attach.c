@@ -204,6 +204,16 @@ static void attach_window(const char *threads, int workers) {
     cr_expect(!strstr(r.out, "leaked at exit"), "%s", r.out);
     cr_expect(strstr(r.out, "growth by site"), "%s", r.out);
     h_run_free(&r);
+
+    /* The gates judge what the window knows (docs/recorder.md, attach):
+     * --fail-on-leak the growth live at the detach, not a refusal of the
+     * trace as one of a program still running. */
+    const char *gate[] = {h_bin("memlens"), "report", trace, "--fail-on-leak", "0", NULL};
+    h_run(&r, gate);
+    cr_expect_eq(r.status, 3, "%s", r.err);
+    cr_expect(strstr(r.err, "gate exceeded: leaks"), "%s", r.err);
+    cr_expect(!strstr(r.err, "incomplete"), "%s", r.err);
+    h_run_free(&r);
 }
 
 Test(attach, single_thread_window, .timeout = 120) {
