@@ -216,6 +216,16 @@ const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a) {
     return &a->t;
 }
 
+bool ml_totals_unjudged(const ml_totals_t *t, ml_unjudged_t *out) {
+    ml_unjudged_t u = {NULL, NULL};
+    if (t->complete && t->end.status_kind == ML_END_RUNNING)
+        u = (ml_unjudged_t){"when recording stopped", "the program was still running"};
+    else if (t->complete && t->end.status_kind == ML_END_EXEC)
+        u = (ml_unjudged_t){"when the image was replaced by exec", "exec gave its memory back"};
+    if (out) *out = u;
+    return u.when != NULL;
+}
+
 ml_live_split_t ml_analysis_live_split(const ml_analysis_t *a) {
     ml_live_split_t s = {.scanned = a->scan.scanned};
     ml__live_cursor_t cur;

@@ -194,6 +194,21 @@ bool ml_analysis_from_snapshot(const ml_analysis_t *a);
 /** Running totals (final once the whole trace was fed). */
 const ml_totals_t *ml_analysis_totals(const ml_analysis_t *a);
 
+/* Why the blocks live at the end of a trace are not leaks: the process did
+ * not exit. `when` completes "live ..." and `why` says what happened. */
+typedef struct {
+    const char *when; /* "when the image was replaced by exec" */
+    const char *why;  /* "exec gave its memory back" */
+} ml_unjudged_t;
+
+/** Whether the blocks live at the end of the trace with totals `t` go
+ * unjudged: its image was replaced by exec, or memlens stopped recording
+ * while the program still ran (valgrind reports no leaks for either). Then
+ * the analysis counts no leak and no leak kind (ml_leaks_t.judged is
+ * false) and says so; otherwise (an exit, a death by a signal, an end
+ * memlens did not see) returns false. `out` may be NULL. */
+bool ml_totals_unjudged(const ml_totals_t *t, ml_unjudged_t *out);
+
 /* Heap blocks live now, split by the exit scan's verdicts: lost (definite,
  * indirect or possible: what "leaked" means everywhere) and reachable.
  * Without a scan every live block counts as lost. */
@@ -363,6 +378,9 @@ typedef struct {
     uint64_t lost_bytes, lost_blocks;
     uint64_t gate_bytes;    /* lost (definite + indirect + possible), not suppressed: what
                              * --fail-on-leak compares */
+    bool judged;            /* false: the process did not exit (ml_totals_unjudged), so
+                             * nothing is lost and no kind is given; bytes/blocks
+                             * still count what was live at the end */
     bool scanned;           /* an exit-time reachability scan classified the blocks */
     int32_t scan_status;    /* 0, or -errno when the scan failed */
     uint64_t scan_root_bytes, scan_heap_bytes, scan_duration_us;

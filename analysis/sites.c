@@ -447,13 +447,21 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
             }
     }
 
-    /* Leaks: every block live at the end, by site and kind. */
+    /* Leaks: every block live at the end, by site and kind; when the
+     * process did not exit, only counted (no kind, nothing lost). */
+    bool judged = !ml_totals_unjudged(&a->t, NULL);
+    b->leaks.judged = judged;
     ml__live_cursor_t cur;
     if (ml__live_cursor_init(&cur, &a->heap) < 0) return -ENOMEM;
     ml__block_t blk, *e = &blk;
     while (ml__live_next(&cur, e)) {
         uint32_t si = a->stats[e->stack < a->nstats ? e->stack : 0].site;
         if (si >= b->nsites) continue;
+        if (!judged) {
+            b->leaks.bytes += e->size;
+            b->leaks.blocks++;
+            continue;
+        }
         ml_leak_kind_t k = ML_LEAK_DEFINITE;
         if (e->reach == ML_REACH_REACHABLE) k = ML_LEAK_REACHABLE;
         else if (e->reach == ML_REACH_INDIRECT) k = ML_LEAK_INDIRECT;
@@ -594,10 +602,12 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
     if (a->t.complete && a->t.end.truncated_stacks)
         ml__warn_built(a, "%llu stacks were cut at the depth limit (--depth)",
                  (unsigned long long)a->t.end.truncated_stacks);
-    bool running = a->t.complete && a->t.end.status_kind == ML_END_RUNNING;
-    if (running)
+    ml_unjudged_t u;
+    if (ml_totals_unjudged(&a->t, &u) && a->t.end.status_kind == ML_END_RUNNING)
         ml__warn_built(a, "the program was still running when recording stopped (memlens was stopped): "
                           "the blocks live then are not leaks, and the leak gate refuses the trace");
+    else if (u.when)
+        ml__warn_built(a, "the blocks live %s are not leaks (%s) and have no leak kinds", u.when, u.why);
     else if (!a->scan.scanned && a->t.heap_blocks && !attached) {
         if (a->scan.scan_status)
             ml__warn_built(a, "the exit-time reachability scan failed (%s): every block live at the end "

@@ -125,14 +125,17 @@ int ml_analysis_time_buckets(const ml_analysis_t *a, const char *trace_path, uin
     }
     tb->alloc_off[nsites] = n;
 
-    /* Blocks live at the end, by the bucket of their allocation and kind. */
+    /* Blocks live at the end, by the bucket of their allocation and kind;
+     * none when they have no kind (the process did not exit: the page's
+     * time ranges then count no leak, as the whole run does). */
     size_t nl = 0;
     items = malloc((a->heap.count + 1) * sizeof *items);
     if (!items) goto out;
     ml__live_cursor_t cur;
     if (ml__live_cursor_init(&cur, &a->heap) < 0) goto out;
     ml__block_t blk, *e = &blk;
-    while (ml__live_next(&cur, e)) {
+    bool judged = !ml_totals_unjudged(&a->t, NULL);
+    while (judged && ml__live_next(&cur, e)) {
         uint32_t si = site_of_stat(a, e->stack);
         if (si >= nsites || nl >= a->heap.count) continue;
         uint32_t k = e->time_ms / width;

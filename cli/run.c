@@ -344,14 +344,16 @@ static void print_summary(const run_t *s) {
     ml_live_split_t ls = ml_analysis_live_split(shown->analysis);
     char b4[32];
     const char *sampled = s->o.sample_bytes ? " (sampled: estimates)" : "";
-    if (t->complete && t->end.status_kind == ML_END_RUNNING) {
-        /* Recording stopped while the program ran: what is live is not leaked. */
+    ml_unjudged_t u;
+    if (ml_totals_unjudged(t, &u)) {
+        /* The process did not exit (exec, or recording stopped while it
+         * ran): what is live is not leaked. */
         fprintf(stderr,
-                "memlens: peak heap %s at %.3f s; %s live in %" PRIu64 " blocks when recording stopped "
-                "(the program was still running: not leaks)%s\n",
+                "memlens: peak heap %s at %.3f s; %s live in %" PRIu64 " blocks %s "
+                "(%s: not leaks)%s\n",
                 ml_fmt_bytes(t->peak_bytes, b1, sizeof b1), t->peak_time_ms / 1000.0,
                 ml_fmt_bytes(ls.lost_bytes + ls.reachable_bytes, b2, sizeof b2),
-                ls.lost_blocks + ls.reachable_blocks, sampled);
+                ls.lost_blocks + ls.reachable_blocks, u.when, u.why, sampled);
     } else {
         fprintf(stderr,
                 "memlens: peak heap %s at %.3f s; leaked %s in %" PRIu64 " blocks%s, still reachable %s"

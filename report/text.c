@@ -182,7 +182,7 @@ static void gpu_pool_lines(FILE *o, const ml_gpu_t *g) {
  * site. Leak kinds need an exit scan and every allocation: not shown. */
 static int cmp_growth(const void *x, const void *y) {
     const ml_site_t *l = *(const ml_site_t *const *)x, *r = *(const ml_site_t *const *)y;
-    if (l->leaked_bytes != r->leaked_bytes) return l->leaked_bytes < r->leaked_bytes ? 1 : -1;
+    if (l->live_at_exit_bytes != r->live_at_exit_bytes) return l->live_at_exit_bytes < r->live_at_exit_bytes ? 1 : -1;
     return l->id < r->id ? -1 : l->id > r->id;
 }
 
@@ -220,14 +220,15 @@ static void live_sites(FILE *o, const ml_analysis_t *a, unsigned top, const char
     const ml_site_t **v = n ? malloc(n * sizeof *v) : NULL;
     size_t m = 0;
     for (size_t i = 0; v && i < n; i++)
-        if (s[i].leaked_blocks) v[m++] = &s[i];
+        if (s[i].live_at_exit_blocks) v[m++] = &s[i];
     if (m) qsort(v, m, sizeof *v, cmp_growth);
     const ml_leaks_t *L = ml_analysis_leaks(a);
     fprintf(o, "\n%s:\n", title);
     for (size_t i = 0; i < m && i < top; i++) {
         char b1[32];
-        fprintf(o, "  %10s %5.1f%% %6" PRIu64 " blocks  ", bytes(v[i]->leaked_bytes, b1, sizeof b1),
-                L->bytes ? 100.0 * (double)v[i]->leaked_bytes / (double)L->bytes : 0, v[i]->leaked_blocks);
+        fprintf(o, "  %10s %5.1f%% %6" PRIu64 " blocks  ", bytes(v[i]->live_at_exit_bytes, b1, sizeof b1),
+                L->bytes ? 100.0 * (double)v[i]->live_at_exit_bytes / (double)L->bytes : 0,
+                v[i]->live_at_exit_blocks);
         site_lines(o, v[i]);
     }
     if (!m) fputs("  (nothing is live)\n", o);
@@ -244,6 +245,7 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     fprintf(o, "program: %s (pid %u)", p->exe[0] ? p->exe : "?", p->pid);
     if (t->complete && t->end.status_kind == ML_END_EXITED) fprintf(o, ", exit code %d", t->end.status);
     else if (t->complete && t->end.status_kind == ML_END_SIGNALED) fprintf(o, ", killed by signal %d", t->end.status);
+    else if (t->complete && t->end.status_kind == ML_END_EXEC) fputs(", replaced itself by exec", o);
     fprintf(o, "%s\n", t->truncated ? " (trace truncated)" : "");
     bool attached = p->options & ML_OPT_ATTACHED;
     if (attached) attached_head(o, a);
@@ -258,19 +260,20 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     if (attached) attached_growth(o, a);
     char b4[32];
     char b5[32];
-    /* Recording stopped while the program ran: what is live is not leaked. */
-    bool running = t->complete && t->end.status_kind == ML_END_RUNNING;
-    if (running)
-        fprintf(o, "live when recording stopped: %s in %" PRIu64 " blocks (the program was still running: "
-                   "not leaks, and no leak kinds)\n",
-                bytes(L->bytes, b1, sizeof b1), L->blocks);
+    /* The process did not exit (exec, or recording stopped while it ran):
+     * what is live is not leaked. */
+    ml_unjudged_t u;
+    bool unjudged = ml_totals_unjudged(t, &u);
+    if (unjudged)
+        fprintf(o, "live %s: %s in %" PRIu64 " blocks (%s: not leaks, and no leak kinds)\n", u.when,
+                bytes(L->bytes, b1, sizeof b1), L->blocks, u.why);
     else if (!attached) fprintf(o, "leaked at exit: %s in %" PRIu64 " blocks (%s definite, %s indirect, %s possible)%s\n",
             bytes(L->lost_bytes, b1, sizeof b1), L->lost_blocks,
             bytes(L->kind_bytes[ML_LEAK_DEFINITE], b2, sizeof b2),
             bytes(L->kind_bytes[ML_LEAK_INDIRECT], b3, sizeof b3),
             bytes(L->kind_bytes[ML_LEAK_POSSIBLE], b4, sizeof b4),
             L->scanned ? "" : " (no reachability scan: all counted as definite)");
-    if (!attached && !running) fprintf(o, "still reachable at exit: %s in %" PRIu64 " blocks (not leaked; live at exit: %s)\n",
+    if (!attached && !unjudged) fprintf(o, "still reachable at exit: %s in %" PRIu64 " blocks (not leaked; live at exit: %s)\n",
             bytes(L->kind_bytes[ML_LEAK_REACHABLE], b2, sizeof b2), L->kind_blocks[ML_LEAK_REACHABLE],
             bytes(L->bytes, b5, sizeof b5));
     if (L->suppressed_blocks)
@@ -291,10 +294,14 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     if (!shown) fputs("  (nothing was live)\n", o);
 
     if (attached) live_sites(o, a, top, "growth by site (allocated in the window, live at detach)");
-    else if (running) live_sites(o, a, top, "live by site when recording stopped");
+    else if (unjudged) {
+        char title[96];
+        snprintf(title, sizeof title, "live by site %s", u.when);
+        live_sites(o, a, top, title);
+    }
     else fputs("\ntop leaks:\n", o);
     shown = 0;
-    for (size_t i = 0; i < L->ngroups && shown < top && !attached && !running; i++) {
+    for (size_t i = 0; i < L->ngroups && shown < top && !attached && !unjudged; i++) {
         const ml_leak_group_t *g = &L->groups[i];
         fprintf(o, "  %10s %-9s %6" PRIu64 " blocks%s  ", bytes(g->bytes, b1, sizeof b1),
                 ml_leak_kind_name(g->kind), g->blocks, g->suppressed ? " (suppressed)" : "");
@@ -302,7 +309,7 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
         else fputc('\n', o);
         shown++;
     }
-    if (!shown && !attached && !running) fputs("  (none)\n", o);
+    if (!shown && !attached && !unjudged) fputs("  (none)\n", o);
 
     fputs("\nfragmentation:\n", o);
     frag_line(o, "at peak", ml_analysis_frag(a, ML_MOMENT_PEAK));

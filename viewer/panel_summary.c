@@ -59,6 +59,8 @@ static void build(summary_t *p, int width) {
     case ML_VPROC_ENDED:
         if (t->end.status_kind == ML_END_RUNNING)
             ml__lines_add(l, "State", ML_ST_WARN, "still running when recording stopped (memlens was stopped)");
+        else if (t->end.status_kind == ML_END_EXEC)
+            ml__lines_add(l, "State", ML_ST_NORMAL, "replaced itself by exec");
         else
             ml__lines_add(l, "State", ML_ST_NORMAL, "ended");
         break;
@@ -106,14 +108,15 @@ static void build(summary_t *p, int width) {
                       ml__fmt_n(t->heap_blocks, "block", "blocks", n1, sizeof n1));
         ml__lines_add(l, "Leaked", ML_ST_DIM,
                       "not known: the program did not exit while attached");
-    } else if (s->state == ML_VPROC_ENDED && t->end.status_kind == ML_END_RUNNING) {
-        /* As memlens report says: the program had not exited, so nothing
-         * live is a leak yet. */
-        ml__lines_add(l, "Live at stop", ML_ST_NORMAL, "%s in %s",
+    } else if (s->state == ML_VPROC_ENDED && ml_totals_unjudged(t, NULL)) {
+        /* As memlens report says: the program had not exited (it was still
+         * running, or exec replaced it), so nothing live is a leak. */
+        bool exec = t->end.status_kind == ML_END_EXEC;
+        ml__lines_add(l, exec ? "Live at exec" : "Live at stop", ML_ST_NORMAL, "%s in %s",
                       ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1),
                       ml__fmt_n(t->heap_blocks, "block", "blocks", n1, sizeof n1));
-        ml__lines_add(l, "Leaked", ML_ST_DIM,
-                      "not known: the program was still running when recording stopped");
+        ml__lines_add(l, "Leaked", ML_ST_DIM, "not known: %s", exec ? "exec gave the image's memory back"
+                                                                    : "the program was still running when recording stopped");
     } else if (s->state == ML_VPROC_RUNNING || s->state == ML_VPROC_LOADING) {
         ml__lines_add(l, "Live now", ML_ST_NORMAL, "%s in %s",
                       ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1),

@@ -227,8 +227,10 @@ EOF
     "$ML" report stop2.mlt > stop2.rep 2>&1
     check "two Ctrl-Cs: the report says live when recording stopped" has stop2.rep "^live when recording stopped: "
     check "two Ctrl-Cs: the report has no leaks at exit" sh -c '! grep -q "leaked at exit\|top leaks" stop2.rep'
-    "$ML" report stop2.mlt --json - 2> /dev/null | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["process"]["end"])' > stop2.end
-    check "two Ctrl-Cs: the JSON's end is running" test "$(cat stop2.end)" = running
+    "$ML" report stop2.mlt --json - 2> /dev/null | "$PY" -c 'import json,sys; d = json.load(sys.stdin); L = d["leaks"]
+print(d["process"]["end"], L["judged"], L["lost_bytes"], L["gate_bytes"], len(L["sites"]), L["bytes"] > 0)' > stop2.end
+    check "two Ctrl-Cs: the JSON's end is running, its live blocks unjudged ($(cat stop2.end))" \
+        test "$(cat stop2.end)" = "running False 0 0 0 True"
     "$ML" report stop2.mlt --fail-on-leak 0 > /dev/null 2> stop2.gate
     st=$?
     check "two Ctrl-Cs: the leak gate refuses the trace (status $st)" test $st -eq 3
