@@ -232,6 +232,22 @@ void ml_collector_root_maxrss(ml_collector_t *c, uint64_t bytes) {
     c->root_maxrss = bytes;
 }
 
+/* The reason libmemlens.so wrote before p's image exec'd a program it
+ * cannot follow (set-user-ID or static; cleared when the exec failed), when
+ * no traced image of the process came after it; else NULL. `why` holds
+ * what the ring header said. */
+static const char *exec_untraced(const ml_collector_t *c, const ml__proc_t *p,
+                                 char why[sizeof p->ring->exec_untraced]) {
+    memcpy(why, p->ring->exec_untraced, sizeof p->ring->exec_untraced);
+    why[sizeof p->ring->exec_untraced - 1] = '\0';
+    if (!why[0]) return NULL;
+    uint32_t nprocs = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (nprocs > ML_MAX_PROCS) nprocs = ML_MAX_PROCS;
+    for (uint32_t i = p->info.slot + 1; i < nprocs; i++)
+        if (c->ctl->procs[i].pid == p->info.pid) return NULL; /* a traced image follows */
+    return why;
+}
+
 void ml_collector_root_ended(ml_collector_t *c, int st) {
     c->root_exited = true;
     c->root_status = st;
@@ -241,6 +257,14 @@ void ml_collector_root_ended(ml_collector_t *c, int st) {
         /* The root, or an exec'd image of the root process. */
         if (p->ended || !(p->info.is_root || p->info.pid == (uint32_t)c->root_pid)) continue;
         p->ended = true;
+        char why[sizeof p->ring->exec_untraced];
+        if (exec_untraced(c, p, why)) {
+            /* The status is the untraced program's; this image ended by
+             * its exec (what it held then is no leak). */
+            p->end_kind = ML_END_EXEC;
+            p->end_status = 0;
+            continue;
+        }
         p->end_kind = WIFSIGNALED(st) ? ML_END_SIGNALED : ML_END_EXITED;
         p->end_status = WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
     }
@@ -326,13 +350,7 @@ static void emit_peak_rss(ml_collector_t *c, ml__proc_t *p) {
  * trace holds the process up to its exec. */
 static void say_exec_untraced(ml_collector_t *c, ml__proc_t *p) {
     char why[sizeof p->ring->exec_untraced];
-    memcpy(why, p->ring->exec_untraced, sizeof why);
-    why[sizeof why - 1] = '\0';
-    if (!why[0]) return;
-    uint32_t nprocs = ml_atomic_load_acquire(&c->ctl->nprocs);
-    if (nprocs > ML_MAX_PROCS) nprocs = ML_MAX_PROCS;
-    for (uint32_t i = p->info.slot + 1; i < nprocs; i++)
-        if (c->ctl->procs[i].pid == p->info.pid) return; /* a traced image follows */
+    if (!exec_untraced(c, p, why)) return;
     fprintf(stderr, "memlens: not traced: process %u exec'd a program memlens cannot follow: %s; %s "
                     "holds the process up to that exec\n",
             p->info.pid, why, p->info.path);

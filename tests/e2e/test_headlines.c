@@ -352,6 +352,21 @@ static void untraced_exec_case(const char *name, const char *prog, int status, c
     cr_expect(strstr(t.exe, "fx_exec"), "exe %s", t.exe);
     cr_expect_eq(h_allocs_of_size(&t, 333), 5, "fx_exec's own allocations are traced");
     h_trace_free(&t);
+    /* Its block live at the exec is no leak (valgrind reports none for an
+     * image exec replaced: tests/leaks/lk_exec.c): the summary, the report
+     * and the leak gate say so. */
+    cr_expect(strstr(r.err, "; 444 B live in 1 blocks when the image was replaced by exec (exec gave its "
+                            "memory back: not leaks)\n"),
+              "%s", r.err);
+    cr_expect(!strstr(r.err, "leaked"), "%s", r.err);
+    h_run_free(&r);
+    const char *rep[] = {h_bin("memlens"), "report", trace, "--no-advisor", "--fail-on-leak", "0", NULL};
+    h_run(&r, rep);
+    cr_expect_eq(r.status, 0, "the leak gate passes: %s", r.err);
+    cr_expect(strstr(r.out, "\nlive when the image was replaced by exec: 444 B in 1 blocks (exec gave its memory "
+                            "back: not leaks, and no leak kinds)\n"),
+              "%s", r.out);
+    cr_expect(!strstr(r.out, "leaked at exit") && !strstr(r.out, "top leaks"), "%s", r.out);
     h_run_free(&r);
 }
 
