@@ -96,8 +96,10 @@ void ml_collector_free(ml_collector_t *c) {
             if (p->pidfd >= 0) close(p->pidfd);
         }
         free(p->untraced);
+        ml__inherit_release(c, p);
         free(p);
     }
+    ml__inherit_free_all(c);
     ml__stage2_stop(c);
     free(c->procs);
     free(c->active);
@@ -449,6 +451,7 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     p->ring = NULL;
     if (p->pidfd >= 0) close(p->pidfd);
     p->pidfd = -1;
+    ml__inherit_release(c, p);
     p->done = true;
 }
 

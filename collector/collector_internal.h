@@ -30,6 +30,9 @@
 /* State                                                                     */
 /* ------------------------------------------------------------------------- */
 
+/* The parent's live blocks a followed fork child holds (inherit.c). */
+typedef struct ml__inherit_s ml__inherit_t;
+
 typedef struct {
     ml_proc_info_t info; /* what sinks see; info.path is path[] */
     ml_collector_t *collector;
@@ -64,6 +67,9 @@ typedef struct {
      * and how many more. */
     struct ml__untraced_s *untraced;
     uint32_t nuntraced, untraced_more;
+    /* A fork child: its parent's live blocks at the fork, for its exit
+     * scan (inherit.c); NULL otherwise. */
+    ml__inherit_t *inh;
 } ml__proc_t;
 
 #define ML__UNTRACED_KEEP 64
@@ -117,6 +123,10 @@ struct ml_collector_s {
     uint32_t q_head, q_n;
     bool q_busy, q_stop;    /* stage 2 holds a batch; it is asked to end */
     uint64_t q_waits;       /* times stage 1 waited for a free batch */
+    /* copies of parents' live blocks at their forks, not yet taken by the
+     * child (inherit.c); the bytes of all copies; forks given none */
+    ml__inherit_t *inherit;
+    uint64_t inherit_bytes, inherit_skipped;
     /* stage 1's buffer for one blob payload (drain.c) */
     uint8_t *blob;
     size_t blob_cap;
@@ -142,6 +152,21 @@ uint64_t ml__read_hwm(uint32_t pid);
 /* collector.c: an ML_BLOB_UNTRACED payload of p's ring (len bytes), kept
  * until p ends (or dropped, when it cancels one of them). */
 void ml__untraced_note(ml__proc_t *p, const uint8_t *blob, uint32_t len);
+
+/* inherit.c: an ML_BLOB_FORK of p (its live blocks as the child's copy);
+ * the copy a new image takes, if it is a fork child (reading its parent's
+ * ring up to the blob); a free (or, freed false, a failed realloc) of the
+ * child at ptr; the child's live blocks `own` (by address) merged with the
+ * inherited ones it still holds and that no block of its own overlaps,
+ * is_own[i] telling which (returns the count, -1 out of memory; e may be
+ * NULL); freeing. */
+void ml__inherit_fork(ml_collector_t *c, ml__proc_t *p, const uint8_t *blob, uint32_t len);
+void ml__inherit_take(ml_collector_t *c, ml__proc_t *p);
+void ml__inherit_freed(ml__inherit_t *e, uint64_t ptr, bool freed);
+int64_t ml__inherit_merge(const ml__inherit_t *e, const ml_live_block_t *own, size_t nown,
+                          ml_live_block_t **out, uint8_t **is_own);
+void ml__inherit_release(ml_collector_t *c, ml__proc_t *p);
+void ml__inherit_free_all(ml_collector_t *c);
 
 /* discover.c */
 void ml__discover(ml_collector_t *c);
@@ -184,7 +209,10 @@ void ml__sinks_release(ml_collector_t *c, ml__proc_t *p);
  * sbrk_registry (the program's own sbrk memory in the brk heap: roots).
  * Returns 0 or a negative errno. */
 typedef void (*ml__exit_scan_emit_t)(void *ctx, const ml_record_t *rec);
-int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void (*release)(void *ctx),
+/* inh: a fork child's inherited blocks (inherit.c), nodes of the pointer
+ * graph with no verdict of their own; NULL for none. */
+int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__exit_scan_emit_t emit,
+                  void (*release)(void *ctx),
                   void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, uint64_t raw_registry,
                   uint64_t sbrk_registry);
 

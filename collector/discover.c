@@ -177,6 +177,7 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     }
     if (ml__sinks_open(c, p) < 0) goto fail_sinks;
     process_record(c, p);
+    ml__inherit_take(c, p);
 
     /* An image that replaced another by exec ends that one. */
     if (cp->parent_slot < c->nseen && c->procs[cp->parent_slot]) {

@@ -55,7 +55,7 @@ static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
     ml__flush(c);
     ml__stage2_wait(c); /* the analysis has every record up to the exit */
     if (p->info.analysis)
-        ml__exit_scan((pid_t)p->info.pid, p->info.analysis, scan_emit, scan_release, p, p->last_time,
+        ml__exit_scan((pid_t)p->info.pid, p->info.analysis, p->inh, scan_emit, scan_release, p, p->last_time,
                       p->last_thread, ml_atomic_load_acquire(&p->ring->exit_sp),
                       ml_atomic_load_acquire(&p->ring->raw_registry),
                       ml_atomic_load_acquire(&p->ring->sbrk_registry));
@@ -80,7 +80,13 @@ static void decode(ml_collector_t *c, ml__proc_t *p, const ml_event_t *ev, const
     case ML_T_ALLOC:
         if (++p->net_blocks > p->net_high) p->net_high = p->net_blocks;
         break;
-    case ML_T_FREE: p->net_blocks--; break;
+    case ML_T_FREE:
+        p->net_blocks--;
+        if (p->inh) ml__inherit_freed(p->inh, r->u.alloc.ptr, true);
+        break;
+    case ML_T_REALLOC_FAIL:
+        if (p->inh) ml__inherit_freed(p->inh, r->u.alloc.ptr, false);
+        break;
     case ML_T_MALLINFO: p->net_high = p->net_blocks; break;
     case ML_T_PROC_EXIT: exit_scan(c, p); break;
     default: break;
@@ -142,6 +148,7 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
         }
         /* A child memlens cannot follow is said on stderr, not recorded. */
         if (blob && ev.kind == ML_BLOB_UNTRACED) ml__untraced_note(p, blob, (uint32_t)ev.size);
+        else if (blob && ev.kind == ML_BLOB_FORK) ml__inherit_fork(c, p, blob, (uint32_t)ev.size);
         else decode(c, p, &ev, blob);
         for (uint32_t i = 0; i < n; i++) ml_ring_release(h, p->pos + i);
         p->pos += n;

@@ -37,6 +37,7 @@
 #include "ml_reach.h"
 
 #include <dirent.h>
+#include <malloc.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -604,15 +605,38 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
 /* The scan                                                                  */
 /* ------------------------------------------------------------------------- */
 
-int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void (*release)(void *ctx),
-                  void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, uint64_t raw_registry,
-                  uint64_t sbrk_registry) {
+/* A fork child's own live blocks merged with those it inherited (inherit.c)
+ * into *b, as an array (*merged, is_own[i] for each); the count of its own
+ * in *nown. */
+static int64_t merged_blocks(ml_analysis_t *an, const ml__inherit_t *inh, ml_reach_blocks_t *b,
+                             ml_live_block_t **merged, uint8_t **is_own, int64_t *nown) {
+    ml_live_block_t *own = NULL;
+    *nown = ml_analysis_live_blocks(an, &own);
+    if (*nown < 0) return *nown;
+    int64_t n = ml__inherit_merge(inh, own, (size_t)*nown, merged, is_own);
+    free(own);
+    if (n < 0) return -ENOMEM;
+    memset(b, 0, sizeof *b);
+    b->arr = *merged;
+    b->n = (size_t)n;
+    return n;
+}
+
+int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__exit_scan_emit_t emit,
+                  void (*release)(void *ctx), void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp,
+                  uint64_t raw_registry, uint64_t sbrk_registry) {
     uint64_t t0 = mono_ns();
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
-    ml_reach_blocks_t b;
+    ml_reach_blocks_t b = {0};
     uint8_t *v = NULL;
     ranges_t roots = {0};
-    int64_t nb = ml_analysis_live_reach_blocks(an, &b);
+    /* A fork child's inherited blocks are nodes of the graph like its own,
+     * but get no verdict: is_own says which are its own (all when NULL). */
+    ml_live_block_t *merged = NULL;
+    uint8_t *is_own = NULL;
+    int64_t nown = 0;
+    int64_t nb = inh ? merged_blocks(an, inh, &b, &merged, &is_own, &nown) : ml_analysis_live_reach_blocks(an, &b);
+    if (!inh) nown = nb;
     int rc = nb < 0 ? (int)nb : 0;
     bool glibc = !strcmp(ml_analysis_allocator_model(an), "glibc");
     if (rc == 0) rc = collect_roots(pid, &b, (size_t)nb, exit_sp, glibc, raw_registry, sbrk_registry, &roots);
@@ -649,14 +673,15 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
          * 0.25-0.4 s of the collector's time after the program's exit, and
          * every report read them back. */
         uint64_t count[ML_REACH_POSSIBLE + 1] = {0};
-        for (int64_t i = 0; i < nb; i++) count[v[i] <= ML_REACH_POSSIBLE ? v[i] : 0]++;
+        for (int64_t i = 0; i < nb; i++)
+            if (!is_own || is_own[i]) count[v[i] <= ML_REACH_POSSIBLE ? v[i] : 0]++;
         uint8_t most = ML_REACH_REACHABLE;
         for (uint8_t k = ML_REACH_REACHABLE; k <= ML_REACH_POSSIBLE; k++)
             if (count[k] > count[most]) most = k;
         /* The addresses first, and the table freed: it reads the live set
          * in place, and the records emitted go to the analysis on the
          * stage-2 thread, which writes the verdicts into that same set. */
-        uint64_t others = (uint64_t)nb - count[most], k = 0, hint = 0, size;
+        uint64_t others = (uint64_t)nown - count[most], k = 0, hint = 0, size;
         uint64_t *at = others ? malloc(others * sizeof *at) : NULL;
         if (others && !at) {
             rc = -ENOMEM;
@@ -664,12 +689,12 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
             count[most] = 0;
         }
         for (int64_t i = 0; k < others && i < nb; i++)
-            if (v[i] != most) ml_reach_block_at(&b, (size_t)i, &hint, &at[k++], &size);
+            if (v[i] != most && (!is_own || is_own[i])) ml_reach_block_at(&b, (size_t)i, &hint, &at[k++], &size);
         ml_reach_blocks_free(&b);
         /* Set up once: a record is ~600 bytes. */
         ml_record_t r = {.tag = ML_T_BLOCK_REACH, .time_ms = time_ms, .thread = thread};
         for (int64_t i = 0, j = 0; j < (int64_t)k && i < nb; i++) {
-            if (v[i] == most) continue;
+            if (v[i] == most || (is_own && !is_own[i])) continue;
             r.u.block_reach.ptr = at[j++];
             r.u.block_reach.reach = v[i];
             emit(ctx, &r);
@@ -682,10 +707,21 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
             emit(ctx, &r);
         }
     }
+    if (rc == 0 && is_own) {
+        /* The summary counts the child's own blocks (ML_T_REACH_SCAN). */
+        st.reachable = st.indirect = st.definite = st.possible = 0;
+        for (int64_t i = 0; i < nb; i++) {
+            if (!is_own[i]) continue;
+            if (v[i] == ML_REACH_REACHABLE) st.reachable++;
+            else if (v[i] == ML_REACH_INDIRECT) st.indirect++;
+            else if (v[i] == ML_REACH_DEFINITE) st.definite++;
+            else if (v[i] == ML_REACH_POSSIBLE) st.possible++;
+        }
+    }
     if (rc == 0) {
         sum.u.reach_scan.root_bytes = st.root_bytes;
         sum.u.reach_scan.heap_bytes = st.heap_bytes;
-        sum.u.reach_scan.blocks = (uint64_t)nb;
+        sum.u.reach_scan.blocks = (uint64_t)nown;
         sum.u.reach_scan.reachable = st.reachable;
         sum.u.reach_scan.indirect = st.indirect;
         sum.u.reach_scan.definite = st.definite;
@@ -694,7 +730,13 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, ml__exit_scan_emit_t emit, void 
     sum.u.reach_scan.duration_us = (mono_ns() - t0) / 1000;
     emit(ctx, &sum);
     ml_reach_blocks_free(&b);
+    free(merged);
+    free(is_own);
     free(v);
     free(roots.v);
+    /* The scan's tables for a fork child's inherited blocks come and go with
+     * each child: 1,300 forks of a bash holding 12.8 k blocks left the
+     * collector's heap 25 MB larger without this. */
+    if (inh && nb > 4096) malloc_trim(0);
     return rc;
 }

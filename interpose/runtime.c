@@ -552,7 +552,9 @@ static void test_claim_delay(void) {
 #endif
 
 /* Claims a process slot and creates this image's ring (<ctl>.<slot>). */
-static int register_process(uint32_t parent_slot) {
+/* fork_seq: the number of the parent's fork this child came from, 0 for
+ * an image that is not a fork child (ml_ring_hdr_t.fork_seq). */
+static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
     ml_ctl_t *c = ml__ctl;
     /* A ring nobody will read (the collector was killed) would stay in
      * /dev/shm: check first. The next `memlens run` sweeps what a collector
@@ -612,6 +614,7 @@ static int register_process(uint32_t parent_slot) {
     ml_ring_init(h, cap);
     h->pid = pr->pid;
     h->ppid = pr->ppid;
+    h->fork_seq = fork_seq;
     /* No event of this image is older: its process record takes this time. */
     h->start_ms = ml_atomic_load_relaxed(&c->clock_ms);
     struct timespec ts;
@@ -771,7 +774,17 @@ ML_EXPORT char *secure_getenv(const char *name) {
 /* fork                                                                      */
 /* ------------------------------------------------------------------------- */
 
+/* This image's forks so far (ML_BLOB_FORK): the child reads the number of
+ * its own fork here, in its copy of the variable. */
+static uint32_t forks;
+
 static void fork_prepare(void) {
+    /* The collector keeps the live blocks as of here for the child's exit
+     * scan (ml_blob_fork_t). Nothing is written without --follow-fork. */
+    if ((ml__ctl->options & ML_OPT_FOLLOW_FORK) && ml__state_relaxed() == ML_STATE_READY && ml__ring) {
+        ml_blob_fork_t b = {++forks};
+        ml__emit_blob(ML_BLOB_FORK, &b, sizeof b);
+    }
     ml__tls.guard++;
     ml__stacks_lock();
     ml__sampled_lock();
@@ -793,7 +806,8 @@ static int follow_child(void) {
     ml__state_set(ML_STATE_INIT);
     uint32_t parent = proc_slot;
     ml__ring = NULL;
-    if (register_process(parent) < 0) return ML_STATE_OFF;
+    if (register_process(parent, forks) < 0) return ML_STATE_OFF;
+    forks = 0; /* this image's own forks */
     ml_atomic_store_relaxed(&next_thread, 0);
     ml__tls.has_thread = 0;
     nknown = 0;
@@ -1005,7 +1019,7 @@ static int start_recording(void) {
     if (!follow) clean_environment();
     Dl_info self;
     if (dladdr((void *)ml__init, &self)) dl_iterate_phdr(list_own_segments, self.dli_fbase);
-    if (register_process(parent) < 0 || ml__stacks_init() < 0) return ML_STATE_OFF;
+    if (register_process(parent, 0) < 0 || ml__stacks_init() < 0) return ML_STATE_OFF;
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     /* quick_exit runs no destructor either; registered first, this runs
      * after the program's own at_quick_exit handlers. */
@@ -1037,7 +1051,7 @@ int ml__attach_session(const char *ctl) {
     ml__state_set(ML_STATE_INIT);
     if (attach_ctl(ctl) < 0) goto off;
     rc = -EAGAIN;
-    if (register_process(~0u) < 0 || ml__stacks_init() < 0) goto off;
+    if (register_process(~0u, 0) < 0 || ml__stacks_init() < 0) goto off;
     if (!atfork_done) pthread_atfork(fork_prepare, fork_parent, fork_child);
     atfork_done = true;
     ml__modules_scan(true);

@@ -43,9 +43,9 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 9 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
-                          * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
-                          * 8: end_status; 9: ML_BLOB_UNTRACED */
+#define ML_SHM_VERSION 10 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+                           * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
+                           * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -116,7 +116,19 @@ typedef enum {
     ML_BLOB_UNTRACED = 7,      /* ml_blob_untraced_t, then the reason: a child started without
                                 * fork runs a program memlens cannot follow (for the collector's
                                 * stderr; no trace record) */
+    ML_BLOB_FORK = 8,          /* ml_blob_fork_t: this image is about to fork a child that
+                                * will be followed (for the collector: no trace record) */
 } ml_blob_kind_t;
+
+/* ML_BLOB_FORK: written by the forking thread just before fork() (an
+ * atfork prepare handler) under --follow-fork. `seq` counts this image's
+ * forks from 1; the child finds it in its own ring header (fork_seq). The
+ * collector keeps the image's live blocks as of this point for the child's
+ * exit scan: the child holds copies of them, and a block it allocates may
+ * be reachable only through one (docs/analysis.md, "Forked children"). */
+typedef struct {
+    uint32_t seq;
+} ml_blob_fork_t;
 
 /* ML_BLOB_UNTRACED: under --follow-fork, a child this image started with
  * posix_spawn/posix_spawnp, or a vfork child of it about to exec, runs a
@@ -411,6 +423,10 @@ typedef struct {
      * followed child and gets no status from its pidfd, reads it once the
      * process is gone (docs/recorder.md#exit). */
     _Atomic uint32_t end_status;
+    /* Set by a followed fork child before it marks its slot ready: the
+     * `seq` of the ML_BLOB_FORK its parent image wrote before the fork (the
+     * parent is ml_ctl_proc_t.parent_slot). 0: not a fork child. */
+    uint32_t fork_seq;
 } ml_ring_hdr_t;
 
 #define ML_END_STATUS_SET 0x100u
