@@ -26,6 +26,7 @@
  */
 #include "collector_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,22 +57,23 @@ void ml__inherit_fork(ml_collector_t *c, ml__proc_t *p, const uint8_t *blob, uin
     memcpy(&f, blob, sizeof f);
     ml__flush(c);
     ml__stage2_wait(c); /* the analysis has every record before the fork */
-    uint64_t live = ml_analysis_totals(p->info.analysis)->heap_blocks;
-    if (c->inherit_bytes + live * (sizeof(ml_live_block_t) + 1) > ML__INHERIT_MAX_BYTES) {
-        c->inherit_skipped++;
-        return;
-    }
     ml__inherit_t *e = calloc(1, sizeof *e);
-    int64_t n = e ? ml_analysis_live_blocks(p->info.analysis, &e->b) : -1;
-    if (n > 0) e->freed = calloc((size_t)n, 1);
-    if (n < 0 || (n > 0 && !e->freed)) {
-        if (e) free(e->b);
-        free(e);
-        c->inherit_skipped++;
-        return;
-    }
+    if (!e) return; /* the child finds no copy: as without one */
     e->slot = p->info.slot;
     e->seq = f.seq;
+    /* Over the bound (or out of memory) the copy is empty: the child still
+     * finds it, and does not look for it further. */
+    uint64_t live = ml_analysis_totals(p->info.analysis)->heap_blocks;
+    int64_t n = 0;
+    if (c->inherit_bytes + live * (sizeof(ml_live_block_t) + 1) <= ML__INHERIT_MAX_BYTES)
+        n = ml_analysis_live_blocks(p->info.analysis, &e->b);
+    if (n > 0 && !(e->freed = calloc((size_t)n, 1))) n = -1;
+    if (n <= 0 && live) {
+        free(e->b);
+        e->b = NULL;
+        n = 0;
+        c->inherit_skipped++;
+    }
     e->n = (size_t)n;
     c->inherit_bytes += e->n * (sizeof *e->b + 1);
     e->next = c->inherit;
@@ -97,9 +99,11 @@ void ml__inherit_take(ml_collector_t *c, ml__proc_t *p) {
     uint32_t ps = c->ctl->procs[p->info.slot].parent_slot;
     ml__proc_t *q = ps < c->nseen ? c->procs[ps] : NULL;
     /* The parent wrote the blob before it forked, so before this image
-     * registered: it is in the parent's ring, if not read yet. */
-    while (!(p->inh = unlink_copy(c, ps, seq)) && q && q->ring && !q->done)
+     * registered: below the parent's head now, if not read yet. */
+    uint64_t until = q && q->ring && !q->done ? ml_atomic_load_acquire(&q->ring->head) : 0;
+    while (!(p->inh = unlink_copy(c, ps, seq)) && q && q->ring && !q->done && q->pos < until)
         if (!ml__drain(c, q, false)) break;
+    if (p->inh && !p->inh->n) ml__inherit_release(c, p); /* none was kept */
 }
 
 void ml__inherit_freed(ml__inherit_t *e, uint64_t ptr, bool freed) {
@@ -155,6 +159,12 @@ void ml__inherit_release(ml_collector_t *c, ml__proc_t *p) {
 }
 
 void ml__inherit_free_all(ml_collector_t *c) {
+    if (c->inherit_skipped)
+        fprintf(stderr,
+                "memlens: warning: %llu forks kept no copy of their parent's blocks (over %llu MiB at once): "
+                "a block those children held only through an inherited one is reported as definitely "
+                "lost (docs/analysis.md, \"Forked children\")\n",
+                (unsigned long long)c->inherit_skipped, (unsigned long long)(ML__INHERIT_MAX_BYTES >> 20));
     while (c->inherit) {
         ml__inherit_t *e = c->inherit;
         c->inherit = e->next;
