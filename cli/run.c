@@ -378,20 +378,20 @@ static void print_summary(const run_t *s) {
     }
     for (uint32_t i = 0; i < n; i++) {
         const ml_proc_info_t *p = ml_collector_proc(s->c, i);
-        if (!p || !p->analysis) continue;
-        const ml_totals_t *pt = ml_analysis_totals(p->analysis);
-        if (pt->end.lost_in_crash || pt->end.lost_dead_collector)
+        if (!p || !p->ended) continue;
+        const ml_rec_end_t *e = &p->end;
+        if (e->lost_in_crash || e->lost_dead_collector)
             fprintf(stderr,
                     "memlens: %s: %" PRIu64 " events were being written when the process died "
                     "and are missing\n",
-                    p->path, pt->end.lost_in_crash + pt->end.lost_dead_collector);
+                    p->path, e->lost_in_crash + e->lost_dead_collector);
         /* "Nothing dropped" is said only when every trace was written whole
          * (a full disk is reported once, by the trace writer). */
-        if (pt->end.ring_waits)
+        if (e->ring_waits)
             fprintf(stderr,
                     "memlens: %s: the event ring was full %" PRIu64
                     " times; the program waited %.3f s in total%s\n",
-                    p->path, pt->end.ring_waits, pt->end.ring_wait_ns / 1e9,
+                    p->path, e->ring_waits, e->ring_wait_ns / 1e9,
                     ml_trace_sink_failures(&s->trace_sink) ? "" : " (nothing was dropped)");
     }
 }

@@ -445,8 +445,14 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     e->truncated_stacks = ml_atomic_load_relaxed(&p->ring->truncated);
     e->duration_ms = ml__now_ms(c);
     ml__emit(c, p, &r);
+    p->info.end = *e;
+    p->info.ended = true;
     ml__sinks_end(c, p);
     ml__trace_commit(p);
+    /* Only the root process' images are summarised from their analysis:
+     * another's session goes now, or thousands of images would hold
+     * hundreds of MB (200 KB each for /bin/true). */
+    if (p->info.pid != (uint32_t)c->root_pid) ml__sinks_release_analysis(c, p);
     munmap(p->ring, p->ring_bytes);
     p->ring = NULL;
     if (p->pidfd >= 0) close(p->pidfd);

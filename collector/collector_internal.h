@@ -197,6 +197,9 @@ void ml__stage2_stop(ml_collector_t *c);
 int ml__sinks_open(ml_collector_t *c, ml__proc_t *p);
 void ml__sinks_end(ml_collector_t *c, ml__proc_t *p);
 void ml__sinks_release(ml_collector_t *c, ml__proc_t *p);
+/* Frees p's analysis session when it is the collector's own analysis sink's
+ * (a sink whose ops say owns_analysis), after p's sinks ended. */
+void ml__sinks_release_analysis(ml_collector_t *c, ml__proc_t *p);
 
 /* exit_scan.c: classifies the blocks live in `an` (the process' analysis,
  * fed up to its exit record) by scanning process `pid`'s memory, calls

@@ -230,6 +230,16 @@ void ml__sinks_release(ml_collector_t *c, ml__proc_t *p) {
     p->analysis_sink = -1;
 }
 
+void ml__sinks_release_analysis(ml_collector_t *c, ml__proc_t *p) {
+    int i = p->analysis_sink;
+    if (i < 0 || !c->sinks[i].ops->release || !c->sinks[i].ops->owns_analysis) return;
+    ml__stage2_wait(c);
+    c->sinks[i].ops->release(c->sinks[i].self, p->sink_state[i]);
+    p->sink_state[i] = NULL;
+    p->info.analysis = NULL;
+    p->analysis_sink = -1;
+}
+
 /* Opens every sink for p, in order; the first one that keeps an analysis
  * session for it provides ml_proc_info_t.analysis to the later ones. */
 int ml__sinks_open(ml_collector_t *c, ml__proc_t *p) {

@@ -71,8 +71,14 @@ typedef struct {
     int fd;           /* the trace file, open for writing; the collector closes it */
     /** The analysis session that follows this process' records, kept by
      * the first sink whose analysis() returned one, or NULL. A sink opened
-     * later sees it set, and need not keep one of its own. */
+     * later sees it set, and need not keep one of its own. Once an image of
+     * another process than the root's has ended (its trace is written), the
+     * collector's own analysis sink frees its session and this is NULL:
+     * memory does not grow with the images of a session. */
     ml_analysis_t *analysis;
+    /** Its end record, once it ended (`ended`): what was lost or waited. */
+    bool ended;
+    ml_rec_end_t end;
 } ml_proc_info_t;
 
 #define ML_BATCH_RECORDS 256
@@ -159,6 +165,11 @@ typedef struct ml_sink_ops_s {
      * collector's thread, which waits for stage 2 to finish the process'
      * batches first (and before reading analysis()). */
     bool threaded;
+    /** Its state is nothing but the analysis session: once a process other
+     * than the root's has ended, the collector releases it early (the
+     * summary reads only the root's images; ml_proc_info_t.end keeps the
+     * rest). A sink that shows processes (the live viewer) says false. */
+    bool owns_analysis;
 } ml_sink_ops_t;
 
 typedef struct {

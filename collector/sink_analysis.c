@@ -57,7 +57,7 @@ static int an_snapshot(void *self, void *state, uint32_t version, ml_analysis_ou
 static void an_end(void *self, void *state, const ml_snapshot_t *snap) {
     (void)self;
     (void)state;
-    (void)snap; /* the session stays for the summary until the collector is freed */
+    (void)snap; /* the session stays for the summary: released later (owns_analysis) */
 }
 
 static void an_release(void *self, void *state) {
@@ -79,6 +79,7 @@ static const ml_sink_ops_t analysis_ops = {
     .release = an_release,
     .free = an_free,
     .threaded = true,
+    .owns_analysis = true,
 };
 
 int ml_analysis_sink_new(bool light, ml_sink_t *out) {
