@@ -97,6 +97,8 @@ void ml_collector_free(ml_collector_t *c) {
         }
         free(p->untraced);
         ml__inherit_release(c, p);
+        free(p->str);
+        free(p->path);
         free(p);
     }
     ml__inherit_free_all(c);
@@ -171,14 +173,14 @@ static void sample_rss(ml_collector_t *c, ml__proc_t *p) {
  * does not trace. The root process is only named: its end comes from
  * waitpid. A re-exec of the same file is not seen. */
 static void check_exec(ml_collector_t *c, ml__proc_t *p) {
-    if (!c->o.follow_fork || !p->exe[0]) return;
-    char link[64], exe[sizeof p->exe];
+    if (!c->o.follow_fork || !p->str || !p->str->exe[0]) return;
+    char link[64], exe[sizeof p->str->exe];
     snprintf(link, sizeof link, "/proc/%u/exe", p->info.pid);
     ssize_t n = readlink(link, exe, sizeof exe - 1);
     if (n <= 0) return;
     exe[n] = '\0';
-    size_t k = strlen(p->exe);
-    if (!strcmp(exe, p->exe) || (!strncmp(exe, p->exe, k) && !strcmp(exe + k, " (deleted)"))) {
+    size_t k = strlen(p->str->exe);
+    if (!strcmp(exe, p->str->exe) || (!strncmp(exe, p->str->exe, k) && !strcmp(exe + k, " (deleted)"))) {
         p->exec_seen_ms = 0;
         return;
     }
@@ -452,7 +454,13 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     /* Only the root process' images are summarised from their analysis:
      * another's session goes now, or thousands of images would hold
      * hundreds of MB (200 KB each for /bin/true). */
-    if (p->info.pid != (uint32_t)c->root_pid) ml__sinks_release_analysis(c, p);
+    if (p->info.pid != (uint32_t)c->root_pid) {
+        ml__sinks_release_analysis(c, p);
+        if (!p->info.analysis) { /* nothing points at its record's strings now */
+            free(p->str);
+            p->str = NULL;
+        }
+    }
     munmap(p->ring, p->ring_bytes);
     p->ring = NULL;
     if (p->pidfd >= 0) close(p->pidfd);

@@ -33,13 +33,21 @@
 /* The parent's live blocks a followed fork child holds (inherit.c). */
 typedef struct ml__inherit_s ml__inherit_t;
 
+/* The process record's strings (ml_batch_t says why they must outlive the
+ * record): kept while the image's analysis session may point at them, so
+ * until the collector is freed for the root process' images, until the
+ * image is finished for the others. */
 typedef struct {
-    ml_proc_info_t info; /* what sinks see; info.path is path[] */
-    ml_collector_t *collector;
-    char path[PATH_MAX];
-    char exe[1024];     /* the process record's strings, kept while the */
-    char cmdline[2049]; /* collector lives (ml_batch_t says why) */
+    char exe[1024];
+    char cmdline[2049];
     char argv_more[80]; /* the last argv entry when the command line was cut */
+} ml__proc_strings_t;
+
+typedef struct {
+    ml_proc_info_t info; /* what sinks see; info.path is path */
+    ml_collector_t *collector;
+    char *path;               /* the trace file (malloc'd; a child's record names its parent's) */
+    ml__proc_strings_t *str;  /* NULL once freed */
     ml_outfile_t out; /* the trace file (info.fd is out.fd): renamed into place at the end */
     ml_ring_hdr_t *ring;
     size_t ring_bytes;

@@ -26,7 +26,7 @@
  * trace of this session still written under its temporary name. */
 static bool name_free(const ml_collector_t *c, const char *path) {
     for (uint32_t i = 0; i < c->nseen; i++)
-        if (c->procs[i] && !strcmp(c->procs[i]->path, path)) return false;
+        if (c->procs[i] && c->procs[i]->path && !strcmp(c->procs[i]->path, path)) return false;
     struct stat st;
     return lstat(path, &st) < 0 && errno == ENOENT;
 }
@@ -68,14 +68,19 @@ static ml_ring_hdr_t *map_ring(const ml_collector_t *c, uint32_t slot, size_t *b
  * replacing anything). Returns the descriptor or -1 (with a warning). */
 static int open_trace(ml_collector_t *c, ml__proc_t *p) {
     if (p->info.is_root) {
+        if (!(p->path = strdup(c->root_path))) return -1;
         p->out = c->root_out;
         memset(&c->root_out, 0, sizeof c->root_out);
         c->root_out.fd = -1;
         c->root_fd = -1;
-        snprintf(p->path, sizeof p->path, "%s", c->root_path);
         return p->out.fd;
     }
-    child_trace_path(c, p->info.pid, p->path, sizeof p->path);
+    char path[PATH_MAX];
+    child_trace_path(c, p->info.pid, path, sizeof path);
+    if (!(p->path = strdup(path))) {
+        fprintf(stderr, "memlens: warning: out of memory; process %u is not recorded\n", p->info.pid);
+        return -1;
+    }
     char err[PATH_MAX + 256];
     unsigned flags = (c->o.out_flags & ML_OUTFILE_GROUP) | ML_OUTFILE_NEW | ML_OUTFILE_KEEP;
     if (ml_outfile_open(&p->out, p->path, flags, err, sizeof err) < 0) {
@@ -108,10 +113,11 @@ static void process_record(ml_collector_t *c, ml__proc_t *p) {
     pr->options = c->ctl->options;
     uint32_t parent = c->ctl->procs[p->info.slot].parent_slot;
     pr->parent_trace = parent < c->nseen && c->procs[parent] ? c->procs[parent]->path : "";
+    ml__proc_strings_t *str = p->str;
     size_t n = strnlen(h->exe, sizeof h->exe - 1);
-    memcpy(p->exe, h->exe, n);
-    p->exe[n] = '\0';
-    pr->exe = p->info.is_root && c->root_exe[0] ? c->root_exe : p->exe;
+    memcpy(str->exe, h->exe, n);
+    str->exe[n] = '\0';
+    pr->exe = p->info.is_root && c->root_exe[0] ? c->root_exe : str->exe;
     /* A record keeps ML_MAX_ARGS entries, and a child's command line what
      * fits the ring header: what is left out is said in the last entry,
      * never dropped silently. */
@@ -119,29 +125,29 @@ static void process_record(ml_collector_t *c, ml__proc_t *p) {
         pr->argc = (uint32_t)(c->root_argc > ML_MAX_ARGS ? ML_MAX_ARGS - 1 : c->root_argc);
         for (uint32_t i = 0; i < pr->argc; i++) pr->argv[i] = c->root_argv[i];
         if (c->root_argc > ML_MAX_ARGS) {
-            snprintf(p->argv_more, sizeof p->argv_more, "... (%d more arguments not kept)",
+            snprintf(str->argv_more, sizeof str->argv_more, "... (%d more arguments not kept)",
                      c->root_argc - (int)pr->argc);
-            pr->argv[pr->argc++] = p->argv_more;
+            pr->argv[pr->argc++] = str->argv_more;
         }
     } else {
         bool cut = h->cmdline_len > sizeof h->cmdline;
         n = cut ? sizeof h->cmdline : h->cmdline_len;
-        memcpy(p->cmdline, h->cmdline, n);
-        p->cmdline[n] = '\0';
+        memcpy(str->cmdline, h->cmdline, n);
+        str->cmdline[n] = '\0';
         uint32_t total = 0;
-        for (uint32_t i = 0; i < n; i += (uint32_t)strlen(p->cmdline + i) + 1) total++;
+        for (uint32_t i = 0; i < n; i += (uint32_t)strlen(str->cmdline + i) + 1) total++;
         uint32_t keep = cut || total > ML_MAX_ARGS ? (total < ML_MAX_ARGS ? total : ML_MAX_ARGS - 1) : total;
         if (cut && keep == total && keep) keep--; /* the last one kept would be cut short */
         for (uint32_t i = 0; i < n && pr->argc < keep;) {
-            pr->argv[pr->argc++] = p->cmdline + i;
-            i += (uint32_t)strlen(p->cmdline + i) + 1;
+            pr->argv[pr->argc++] = str->cmdline + i;
+            i += (uint32_t)strlen(str->cmdline + i) + 1;
         }
         if (cut)
-            snprintf(p->argv_more, sizeof p->argv_more, "... (command line cut: arguments after the first %u not kept)",
+            snprintf(str->argv_more, sizeof str->argv_more, "... (command line cut: arguments after the first %u not kept)",
                      keep);
         else if (total > keep)
-            snprintf(p->argv_more, sizeof p->argv_more, "... (%u more arguments not kept)", total - keep);
-        if (cut || total > keep) pr->argv[pr->argc++] = p->argv_more;
+            snprintf(str->argv_more, sizeof str->argv_more, "... (%u more arguments not kept)", total - keep);
+        if (cut || total > keep) pr->argv[pr->argc++] = str->argv_more;
     }
     pr->producer = "memlens " ML_VERSION;
     ml__emit(c, p, &r);
@@ -155,10 +161,10 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     ml__proc_t *p = calloc(1, sizeof *p);
     if (!p) goto fail_proc;
     p->collector = c;
+    if (!(p->str = calloc(1, sizeof *p->str))) goto fail_trace;
     p->info.slot = slot;
     p->info.pid = cp->pid;
     p->info.ppid = cp->ppid;
-    p->info.path = p->path;
     p->ring = h;
     p->ring_bytes = ring_bytes;
     p->pidfd = -1;
@@ -166,6 +172,7 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     p->info.is_root = (pid_t)cp->pid == c->root_pid && cp->parent_slot == ~0u && c->root_fd >= 0;
     p->info.fd = open_trace(c, p);
     if (p->info.fd < 0) goto fail_trace;
+    p->info.path = p->path;
     /* The root process is memlens's child: its end, and that of every image
      * it exec'd, comes from waitpid (ml_collector_root_ended), with the exit
      * status. A pidfd for an exec'd image would race with it and could end
@@ -192,6 +199,8 @@ fail_sinks:
     if (p->pidfd >= 0) close(p->pidfd);
     ml_outfile_abort(&p->out);
 fail_trace:
+    free(p->str);
+    free(p->path);
     free(p);
 fail_proc:
     munmap(h, ring_bytes);
