@@ -31,9 +31,11 @@
 #include <string.h>
 
 /* Memory all copies may hold at once: 4 M blocks of 16 bytes (and a byte
- * each for the marks). A parent with more live blocks than fit gives its
- * children no copy. */
+ * each for the marks), and the blocks of one copy: each child's exit scan
+ * reads them all (about 0.15 s a million blocks). A parent with more live
+ * blocks than fit gives its children no copy. */
 #define ML__INHERIT_MAX_BYTES (64ull << 20)
+#define ML__INHERIT_MAX_BLOCKS (1ull << 20)
 
 struct ml__inherit_s {
     uint32_t slot, seq;   /* the parent image's slot, and the fork's number */
@@ -65,7 +67,8 @@ void ml__inherit_fork(ml_collector_t *c, ml__proc_t *p, const uint8_t *blob, uin
      * finds it, and does not look for it further. */
     uint64_t live = ml_analysis_totals(p->info.analysis)->heap_blocks;
     int64_t n = 0;
-    if (c->inherit_bytes + live * (sizeof(ml_live_block_t) + 1) <= ML__INHERIT_MAX_BYTES)
+    if (live <= ML__INHERIT_MAX_BLOCKS &&
+        c->inherit_bytes + live * (sizeof(ml_live_block_t) + 1) <= ML__INHERIT_MAX_BYTES)
         n = ml_analysis_live_blocks(p->info.analysis, &e->b);
     if (n > 0 && !(e->freed = calloc((size_t)n, 1))) n = -1;
     if (n <= 0 && live) {
@@ -161,10 +164,12 @@ void ml__inherit_release(ml_collector_t *c, ml__proc_t *p) {
 void ml__inherit_free_all(ml_collector_t *c) {
     if (c->inherit_skipped)
         fprintf(stderr,
-                "memlens: warning: %llu forks kept no copy of their parent's blocks (over %llu MiB at once): "
+                "memlens: warning: forked children given no copy of their parent's blocks: %llu (over %llu M "
+                "blocks, or %llu MiB at once): "
                 "a block those children held only through an inherited one is reported as definitely "
                 "lost (docs/analysis.md, \"Forked children\")\n",
-                (unsigned long long)c->inherit_skipped, (unsigned long long)(ML__INHERIT_MAX_BYTES >> 20));
+                (unsigned long long)c->inherit_skipped, (unsigned long long)(ML__INHERIT_MAX_BLOCKS >> 20),
+                (unsigned long long)(ML__INHERIT_MAX_BYTES >> 20));
     while (c->inherit) {
         ml__inherit_t *e = c->inherit;
         c->inherit = e->next;

@@ -839,3 +839,41 @@ Test(record, no_mallinfo_sample_at_exit_after_a_heap_was_freed, .timeout = 120) 
         h_run_free(&r);
     }
 }
+
+/* A fork child's exit scan holds the blocks it inherited (collector/inherit.c),
+ * up to 1 M blocks a copy: fx_bigfork's child stores its block in its copy
+ * of a table the parent made, which makes it reachable; past the bound the
+ * child gets no copy, the block is reported definite as before, and memlens
+ * says how many forks kept none. */
+static void bigfork_case(const char *name, const char *n, bool copied) {
+    const char *trace = h_tmp(name);
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--",
+                          h_bin("fx_bigfork"), n, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *warn = "memlens: warning: forked children given no copy of their parent's blocks: 1 (over 1 M "
+                       "blocks, or 64 MiB at once)";
+    if (copied) cr_expect(!strstr(r.err, "given no copy"), "%s", r.err);
+    else cr_expect(strstr(r.err, warn), "%s", r.err);
+    h_run_free(&r);
+    char child[4096];
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%.*s", (int)(strlen(name) - 4), name);
+    child_trace(trace, prefix, child, sizeof child);
+    cr_assert(child[0], "the child's trace");
+    const char *json[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", "-q", child, "--json", "-", NULL};
+    h_run(&r, json);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *want = copied ? "\"definite_bytes\": 0, \"definite_blocks\": 0, \"indirect_bytes\": 0, "
+                                "\"indirect_blocks\": 0, \"reachable_bytes\": 256, \"reachable_blocks\": 1,"
+                              : "\"definite_bytes\": 256, \"definite_blocks\": 1, \"indirect_bytes\": 0, "
+                                "\"indirect_blocks\": 0, \"reachable_bytes\": 0, \"reachable_blocks\": 0,";
+    cr_expect(strstr(r.out, want), "want %s in the child's leaks", want);
+    h_run_free(&r);
+}
+
+Test(record, a_fork_childs_scan_holds_what_it_inherited, .timeout = 300) {
+    bigfork_case("bigfork_small.mlt", "1000", true);
+    bigfork_case("bigfork_big.mlt", "1100000", false);
+}
