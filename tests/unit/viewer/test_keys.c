@@ -421,6 +421,18 @@ Test(viewer_keys, a_trace_stopped_while_running_has_no_leaks) {
     teardown();
 }
 
+/* An image replaced by exec (--follow-fork) did not exit either: exec gave
+ * its memory back, and valgrind reports no leak for it (tests/leaks/lk_exec.c).
+ * The Summary shows what was live at the exec. */
+Test(viewer_keys, an_image_replaced_by_exec_has_no_leaks) {
+    open_three_blocks(0, ML_END_EXEC);
+    cr_expect(screen_has("replaced itself by exec"));
+    cr_expect(screen_has("Live at exec   3000 B (2.9 KiB) in 3 blocks"));
+    cr_expect(screen_has("Leaked         not known: exec gave the image's memory back"));
+    cr_expect(!screen_has("definite"));
+    teardown();
+}
+
 /* The Sites header's count of sites is whole at any width: at 80 columns
  * 1,500 sites read "1500", not "150"; at the smallest size the column's
  * name gives way to it. */
