@@ -369,10 +369,24 @@ static void print_summary(const run_t *s) {
     if (t->alloc_calls) fprintf(stderr, ", %.1f bytes/call", (double)size / (double)t->alloc_calls);
     fprintf(stderr, ")\n");
     if (nchild) {
+        /* Thousands of images under --follow-fork: the first few, and how
+         * to see them all (a line of 10,000 paths helps nobody). */
+        enum { LISTED = 16 };
         fprintf(stderr, "memlens: %u more trace%s:", nchild, nchild > 1 ? "s" : "");
-        for (uint32_t i = 0; i < n; i++) {
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < n && k < LISTED; i++) {
             const ml_proc_info_t *p = ml_collector_proc(s->c, i);
-            if (p && p != shown) fprintf(stderr, " %s", p->path);
+            if (p && p != shown) {
+                fprintf(stderr, " %s", p->path);
+                k++;
+            }
+        }
+        if (nchild > LISTED) {
+            const char *slash = strrchr(shown->path, '/');
+            int dlen = slash ? (int)(slash - shown->path) : 1;
+            const char *dir = slash ? shown->path : ".";
+            fprintf(stderr, " ... and %u more in %.*s (`memlens report %.*s` reports the folder's traces as one)",
+                    nchild - LISTED, dlen ? dlen : 1, dlen ? dir : "/", dlen ? dlen : 1, dlen ? dir : "/");
         }
         fprintf(stderr, "\n");
     }

@@ -67,16 +67,25 @@ Test(scale, thousands_of_images_under_follow_fork, .timeout = 1200) {
     const int want = images();
     char n[16];
     snprintf(n, sizeof n, "%d", want);
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--",
+    const char *argv[] = {h_bin("memlens"), "run", "--follow-fork", "-o", trace, "--",
                           h_bin("fx_scale"), "spawn", n, "4", "/bin/true", NULL};
     h_run_t r;
     h_run(&r, argv);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect_null(strstr(r.err, "untraced"), "%s", r.err);
-    h_run_free(&r);
     char dir[4096], path[4096 + 512];
     snprintf(dir, sizeof dir, "%s", trace);
     *strrchr(dir, '/') = '\0';
+    /* The summary names 16 of the other traces and says where the rest are,
+     * not a line of thousands of paths. */
+    char want_more[9000];
+    snprintf(want_more, sizeof want_more,
+             " ... and %d more in %s (`memlens report %s` reports the folder's traces as one)\n", want - 16, dir,
+             dir);
+    const char *more = strstr(r.err, "more traces: ");
+    cr_expect(more && strstr(more, want_more) && strlen(more) < 16 * 4200 + sizeof want_more, "%.2000s",
+              more ? more : r.err);
+    h_run_free(&r);
     DIR *d = opendir(dir);
     cr_assert_not_null(d);
     struct dirent *e;
