@@ -99,6 +99,7 @@ typedef struct {
     int64_t sample_left; /* bytes until the next sampled allocation */
     uint64_t rng;
     uint32_t nnest; /* events waiting in nest */
+    uint32_t fork_seq; /* the number of this thread's last fork (ML_BLOB_FORK): its child reads it */
     struct {
         uint64_t ptr, size; /* size: as ml__emit takes it (slack in the top 16 bits for an alloc) */
         uint8_t type, kind;

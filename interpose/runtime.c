@@ -774,16 +774,19 @@ ML_EXPORT char *secure_getenv(const char *name) {
 /* fork                                                                      */
 /* ------------------------------------------------------------------------- */
 
-/* This image's forks so far (ML_BLOB_FORK): the child reads the number of
- * its own fork here, in its copy of the variable. */
-static uint32_t forks;
+/* This image's forks so far (ML_BLOB_FORK). Threads may fork at once: each
+ * keeps the number of its own in ml__tls.fork_seq, where its child (that
+ * thread alone) reads it. */
+static _Atomic uint32_t forks;
 
 static void fork_prepare(void) {
     /* The collector keeps the live blocks as of here for the child's exit
      * scan (ml_blob_fork_t). Nothing is written without --follow-fork. */
+    ml__tls.fork_seq = 0;
     if ((ml__ctl->options & ML_OPT_FOLLOW_FORK) && ml__state_relaxed() == ML_STATE_READY && ml__ring) {
-        ml_blob_fork_t b = {++forks};
+        ml_blob_fork_t b = {ml_atomic_add_relaxed(&forks, 1) + 1};
         ml__emit_blob(ML_BLOB_FORK, &b, sizeof b);
+        ml__tls.fork_seq = b.seq;
     }
     ml__tls.guard++;
     ml__stacks_lock();
@@ -806,8 +809,8 @@ static int follow_child(void) {
     ml__state_set(ML_STATE_INIT);
     uint32_t parent = proc_slot;
     ml__ring = NULL;
-    if (register_process(parent, forks) < 0) return ML_STATE_OFF;
-    forks = 0; /* this image's own forks */
+    if (register_process(parent, ml__tls.fork_seq) < 0) return ML_STATE_OFF;
+    ml_atomic_store_relaxed(&forks, 0); /* this image's own forks */
     ml_atomic_store_relaxed(&next_thread, 0);
     ml__tls.has_thread = 0;
     nknown = 0;
