@@ -65,11 +65,21 @@ void ml__inherit_fork(ml_collector_t *c, ml__proc_t *p, const uint8_t *blob, uin
     e->seq = f.seq;
     /* Over the bound (or out of memory) the copy is empty: the child still
      * finds it, and does not look for it further. */
-    uint64_t live = ml_analysis_totals(p->info.analysis)->heap_blocks;
+    /* A fork child that forks passes on what it inherited and still holds,
+     * with its own blocks (a subshell of a subshell). */
+    uint64_t live = ml_analysis_totals(p->info.analysis)->heap_blocks + (p->inh ? p->inh->n : 0);
     int64_t n = 0;
-    if (live <= ML__INHERIT_MAX_BLOCKS &&
-        c->inherit_bytes + live * (sizeof(ml_live_block_t) + 1) <= ML__INHERIT_MAX_BYTES)
-        n = ml_analysis_live_blocks(p->info.analysis, &e->b);
+    bool fits = live <= ML__INHERIT_MAX_BLOCKS &&
+                c->inherit_bytes + live * (sizeof(ml_live_block_t) + 1) <= ML__INHERIT_MAX_BYTES;
+    if (fits) n = ml_analysis_live_blocks(p->info.analysis, &e->b);
+    if (fits && n >= 0 && p->inh) {
+        ml_live_block_t *own = e->b, *all = NULL;
+        uint8_t *is_own = NULL;
+        n = ml__inherit_merge(p->inh, own, (size_t)n, &all, &is_own);
+        free(own);
+        free(is_own);
+        e->b = all;
+    }
     if (n > 0 && !(e->freed = calloc((size_t)n, 1))) n = -1;
     if (n <= 0 && live) {
         free(e->b);

@@ -877,3 +877,28 @@ Test(record, a_fork_childs_scan_holds_what_it_inherited, .timeout = 300) {
     bigfork_case("bigfork_small.mlt", "1000", true);
     bigfork_case("bigfork_big.mlt", "1100000", false);
 }
+
+/* A fork child that forks passes on what it inherited: the grandchild's
+ * block stored in the grandparent's table is reachable too (a subshell of
+ * a subshell; before, only the middle child's own blocks were passed on). */
+Test(record, a_grandchild_holds_what_its_parent_inherited, .timeout = 120) {
+    const char *trace = h_tmp("bignest.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--",
+                          h_bin("fx_bigfork"), "1000", "nested", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    char others[4][4096];
+    cr_assert_eq(other_traces(trace, "bignest.", others, 4), 2, "the child and the grandchild");
+    int holding = 0;
+    for (int i = 0; i < 2; i++) {
+        const char *json[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", "-q", others[i], "--json", "-", NULL};
+        h_run(&r, json);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cr_expect(strstr(r.out, "\"definite_bytes\": 0, \"definite_blocks\": 0,"), "%s: nothing definite", others[i]);
+        holding += strstr(r.out, "\"reachable_bytes\": 256, \"reachable_blocks\": 1,") != NULL;
+        h_run_free(&r);
+    }
+    cr_expect_eq(holding, 1, "the grandchild's block is reachable through the grandparent's table");
+}
