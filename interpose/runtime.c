@@ -783,7 +783,10 @@ static void fork_prepare(void) {
     /* The collector keeps the live blocks as of here for the child's exit
      * scan (ml_blob_fork_t). Nothing is written without --follow-fork. */
     ml__tls.fork_seq = 0;
-    if ((ml__ctl->options & ML_OPT_FOLLOW_FORK) && ml__state_relaxed() == ML_STATE_READY && ml__ring) {
+    /* Not from inside memlens (a signal handler that forks while this thread
+     * writes an event): the child then gets no copy, as before. */
+    if ((ml__ctl->options & ML_OPT_FOLLOW_FORK) && ml__state_relaxed() == ML_STATE_READY && ml__ring &&
+        !ml__tls.guard) {
         ml_blob_fork_t b = {ml_atomic_add_relaxed(&forks, 1) + 1};
         ml__emit_blob(ML_BLOB_FORK, &b, sizeof b);
         ml__tls.fork_seq = b.seq;
