@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# images_bench.sh - thousands of process images under --follow-fork (issue
+# 12, item 3): a bash loop that runs /bin/true N times, so 2N + 1 images
+# (each fork of bash, and the /bin/true it execs). Alone, under heaptrack,
+# and under `memlens run --follow-fork`, in turn in the same run. Prints the
+# median wall seconds of RUNS runs of each, memlens' over the plain run's
+# and heaptrack's, the memlens process' peak RSS (its VmHWM alone, sampled:
+# the collector's memory, which must not grow with the images), and the
+# traces written. heaptrack follows no child: it records bash alone, so its
+# column is what tracing the parent costs, not a like-for-like total. Not
+# part of ctest.
+#
+# usage: bench/images_bench.sh [BUILD_DIR] [RUNS] [N...]
+#   BUILD_DIR  the memlens build (default: build)
+#   RUNS       runs of each tool per size (default: 3)
+#   N          loop counts (default: 800 5000)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/bench_lib.sh"
+bench_args 3 "800 5000" "$@"
+bench_setup images_bench heaptrack bash /usr/bin/time
+
+# timed RESULT_FILE CMD...: appends the wall seconds of one run.
+timed() {
+  local out=$1
+  shift
+  /usr/bin/time -o "$work/t" -f '%e' "$@" >/dev/null 2>"$work/err" ||
+    { echo "images_bench: failed: $*" >&2; cat "$work/err" >&2; exit 1; }
+  cat "$work/t" >>"$out"
+}
+
+printf '%-6s %7s %9s %12s %10s %9s %9s %14s\n' n images plain_s heaptrack_s memlens_s ml/plain ml/ht \
+  "collector MiB"
+for n in "${sizes[@]}"; do
+  loop="for i in \$(seq $n); do /bin/true; done"
+  : >"$work/p"; : >"$work/h"; : >"$work/m"; : >"$work/r"
+  for _ in $(seq "$runs"); do
+    timed "$work/p" bash -c "$loop"
+    rm -rf "$work/ht" && mkdir "$work/ht"
+    timed "$work/h" heaptrack -o "$work/ht/w" bash -c "$loop"
+    rm -rf "$work/ml" && mkdir "$work/ml"
+    start=$(date +%s.%N)
+    hwm_run "$work/r" "$memlens" run -q --follow-fork -o "$work/ml/w.mlt" -- bash -c "$loop"
+    echo "$(date +%s.%N) - $start" | bc -l >>"$work/m"
+  done
+  images=$(find "$work/ml" -name '*.mlt' | wc -l)
+  p=$(median <"$work/p"); h=$(median <"$work/h"); m=$(median <"$work/m")
+  printf '%-6s %7s %9.2f %12.2f %10.2f %9.2f %9.2f %14s\n' "$n" "$images" "$p" "$h" "$m" \
+    "$(echo "$m / $p" | bc -l)" "$(echo "$m / $h" | bc -l)" "$(median <"$work/r")"
+done
