@@ -63,10 +63,11 @@ void ml__inherit_fork(ml_collector_t *c, ml__proc_t *p, const uint8_t *blob, uin
     if (!e) return; /* the child finds no copy: as without one */
     e->slot = p->info.slot;
     e->seq = f.seq;
-    /* Over the bound (or out of memory) the copy is empty: the child still
-     * finds it, and does not look for it further. */
     /* A fork child that forks passes on what it inherited and still holds,
-     * with its own blocks (a subshell of a subshell). */
+     * with its own blocks (a subshell of a subshell). Over the bound (or out
+     * of memory) the copy is empty: the child still finds it, and does not
+     * look for it further. A copy whose child never comes (the fork failed)
+     * stays until the collector ends, counted in the bound. */
     uint64_t live = ml_analysis_totals(p->info.analysis)->heap_blocks + (p->inh ? p->inh->n : 0);
     int64_t n = 0;
     bool fits = live <= ML__INHERIT_MAX_BLOCKS &&
