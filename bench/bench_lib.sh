@@ -19,10 +19,23 @@ bench_args() {
 # two when there is an even count).
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+# timed FORMAT OUT CMD...: runs CMD (its output to /dev/null) under
+# /usr/bin/time and appends the fields FORMAT asks for (`%e`: wall seconds,
+# `%S`: system seconds) as one line to OUT; stops with CMD's stderr when it
+# fails. `bench_name` (set by bench_setup) names the script.
+timed() {
+  local fmt=$1 out=$2
+  shift 2
+  /usr/bin/time -o "$work/t" -f "$fmt" "$@" >/dev/null 2>"$work/err" ||
+    { echo "$bench_name: failed: $*" >&2; cat "$work/err" >&2; exit 1; }
+  cat "$work/t" >>"$out"
+}
+
 # bench_setup NAME TOOL...: stops with a message when a tool or the memlens
 # build is missing; sets `work` to a fresh directory, removed on exit.
 bench_setup() {
   local name=$1 tool
+  bench_name=$name
   shift
   for tool in "$@"; do
     command -v "$tool" >/dev/null || { echo "$name: $tool is not installed" >&2; exit 1; }

@@ -20,24 +20,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 bench_args 3 "800 5000" "$@"
 bench_setup images_bench heaptrack bash /usr/bin/time
 
-# timed RESULT_FILE CMD...: appends the wall seconds of one run.
-timed() {
-  local out=$1
-  shift
-  /usr/bin/time -o "$work/t" -f '%e' "$@" >/dev/null 2>"$work/err" ||
-    { echo "images_bench: failed: $*" >&2; cat "$work/err" >&2; exit 1; }
-  cat "$work/t" >>"$out"
-}
-
 printf '%-6s %7s %9s %12s %10s %9s %9s %14s\n' n images plain_s heaptrack_s memlens_s ml/plain ml/ht \
   "collector MiB"
 for n in "${sizes[@]}"; do
   loop="for i in \$(seq $n); do /bin/true; done"
   : >"$work/p"; : >"$work/h"; : >"$work/m"; : >"$work/r"
   for _ in $(seq "$runs"); do
-    timed "$work/p" bash -c "$loop"
+    timed %e "$work/p" bash -c "$loop"
     rm -rf "$work/ht" && mkdir "$work/ht"
-    timed "$work/h" heaptrack -o "$work/ht/w" bash -c "$loop"
+    timed %e "$work/h" heaptrack -o "$work/ht/w" bash -c "$loop"
     rm -rf "$work/ml" && mkdir "$work/ml"
     start=$(date +%s.%N)
     hwm_run "$work/r" "$memlens" run -q --follow-fork -o "$work/ml/w.mlt" -- bash -c "$loop"

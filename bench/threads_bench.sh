@@ -20,14 +20,6 @@ bench_setup threads_bench heaptrack heaptrack_print cc /usr/bin/time
 cc -O0 -pthread -o "$work/workload" "$here/threads_workload.c"
 pairs=${PAIRS:-2000}
 
-# timed RESULT_FILE CMD...: appends "wall sys" of one run.
-timed() {
-  local out=$1
-  shift
-  /usr/bin/time -o "$work/t" -f '%e %S' "$@" >/dev/null 2>"$work/err" ||
-    { echo "threads_bench: failed: $*" >&2; cat "$work/err" >&2; exit 1; }
-  cat "$work/t" >>"$out"
-}
 col() { cut -d' ' -f"$1" "$2" | median; }
 
 printf '%-7s %-7s %12s %12s %12s %10s %10s %9s  %s\n' threads pairs plain_s heaptrack_s memlens_s \
@@ -35,10 +27,10 @@ printf '%-7s %-7s %12s %12s %12s %10s %10s %9s  %s\n' threads pairs plain_s heap
 for n in "${sizes[@]}"; do
   : >"$work/p"; : >"$work/h"; : >"$work/m"
   for _ in $(seq "$runs"); do
-    timed "$work/p" "$work/workload" "$n" "$pairs"
+    timed "%e %S" "$work/p" "$work/workload" "$n" "$pairs"
     rm -f "$work"/w.heaptrack*
-    (cd "$work" && timed "$work/h" heaptrack -o "$work/w.heaptrack" "$work/workload" "$n" "$pairs")
-    timed "$work/m" "$memlens" run -q --force -o "$work/w.mlt" -- "$work/workload" "$n" "$pairs"
+    (cd "$work" && timed "%e %S" "$work/h" heaptrack -o "$work/w.heaptrack" "$work/workload" "$n" "$pairs")
+    timed "%e %S" "$work/m" "$memlens" run -q --force -o "$work/w.mlt" -- "$work/workload" "$n" "$pairs"
   done
   mc=$("$memlens" report "$work/w.mlt" 2>/dev/null | awk '/^allocations:/ { print $2 }')
   hc=$(heaptrack_print -f "$work"/w.heaptrack.*zst 2>/dev/null | awk '/^calls to allocation functions/ { print $5; exit }')
