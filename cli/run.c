@@ -382,11 +382,13 @@ static void print_summary(const run_t *s) {
             }
         }
         if (nchild > LISTED) {
-            const char *slash = strrchr(shown->path, '/');
-            int dlen = slash ? (int)(slash - shown->path) : 1;
-            const char *dir = slash ? shown->path : ".";
-            fprintf(stderr, " ... and %u more in %.*s (`memlens report %.*s` reports the folder's traces as one)",
-                    nchild - LISTED, dlen ? dlen : 1, dlen ? dir : "/", dlen ? dlen : 1, dlen ? dir : "/");
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof dir, "%s", shown->path);
+            char *slash = strrchr(dir, '/');
+            if (!slash) snprintf(dir, sizeof dir, ".");
+            else slash[slash == dir] = '\0'; /* "/x.mlt": "/" */
+            fprintf(stderr, " ... and %u more in %s (`memlens report %s` reports the folder's traces as one)",
+                    nchild - LISTED, dir, dir);
         }
         fprintf(stderr, "\n");
     }
