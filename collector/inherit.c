@@ -32,7 +32,7 @@
 
 /* Memory all copies may hold at once: 4 M blocks of 16 bytes (and a byte
  * each for the marks), and the blocks of one copy: each child's exit scan
- * reads them all (about 0.15 s a million blocks). A parent with more live
+ * reads them all (about 0.1 s a million 16-byte blocks). A parent with more live
  * blocks than fit gives its children no copy. */
 #define ML__INHERIT_MAX_BYTES (64ull << 20)
 #define ML__INHERIT_MAX_BLOCKS (1ull << 20)
