@@ -878,6 +878,45 @@ Test(record, a_fork_childs_scan_holds_what_it_inherited, .timeout = 300) {
     bigfork_case("bigfork_big.mlt", "1100000", false);
 }
 
+/* The copies held at once are bounded too (64 MiB, 17 bytes a block): with
+ * 1 M blocks a copy (17 MB), three children alive at once all get one, and
+ * of four the last one forked gets none and is counted in the warning. */
+static void bigfork_wide(const char *name, const char *k, int copies, int skipped) {
+    const char *trace = h_tmp(name);
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--",
+                          h_bin("fx_bigfork"), "1000000", "wide", k, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char warn[256];
+    snprintf(warn, sizeof warn, "memlens: warning: forked children given no copy of their parent's blocks: %d (", skipped);
+    if (skipped) cr_expect(strstr(r.err, warn), "want \"%s\" in %s", warn, r.err);
+    else cr_expect(!strstr(r.err, "given no copy"), "%s", r.err);
+    h_run_free(&r);
+    char prefix[64], others[8][4096];
+    snprintf(prefix, sizeof prefix, "%.*s.", (int)(strlen(name) - 4), name);
+    int n = other_traces(trace, prefix, others, 8);
+    cr_assert_eq(n, copies + skipped, "one trace per child");
+    int held = 0, lost = 0;
+    for (int i = 0; i < n; i++) {
+        const char *json[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", "-q", others[i], "--json", "-", NULL};
+        h_run(&r, json);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        held += strstr(r.out, "\"definite_bytes\": 0, \"definite_blocks\": 0, \"indirect_bytes\": 0, \"indirect_blocks\": 0, "
+                              "\"reachable_bytes\": 256, \"reachable_blocks\": 1,") != NULL;
+        lost += strstr(r.out, "\"definite_bytes\": 256, \"definite_blocks\": 1, \"indirect_bytes\": 0, \"indirect_blocks\": 0, "
+                              "\"reachable_bytes\": 0, \"reachable_blocks\": 0,") != NULL;
+        h_run_free(&r);
+    }
+    cr_expect_eq(held, copies, "children whose block is reachable through their copy");
+    cr_expect_eq(lost, skipped, "children given no copy, whose block is definite");
+}
+
+Test(record, the_copies_held_at_once_are_bounded, .timeout = 300) {
+    bigfork_wide("bigwide3.mlt", "3", 3, 0);
+    bigfork_wide("bigwide4.mlt", "4", 3, 1);
+}
+
 /* A fork child that forks passes on what it inherited: the grandchild's
  * block stored in the grandparent's table is reachable too (a subshell of
  * a subshell; before, only the middle child's own blocks were passed on). */
