@@ -83,6 +83,13 @@ typedef struct {
      * no file-backed mapping. NULL: that heuristic is off. Called from the
      * reading threads at once. */
     unsigned (*map_flags)(void *ctx, uint64_t addr, uint64_t *end);
+    /* Roots whose every pointer into a block counts as a pointer to its
+     * start: memory of glibc's own that holds aligned or offset pointers
+     * into blocks glibc allocated for itself and frees in __libc_freeres,
+     * which valgrind runs at exit (the dynamic loader's data: its
+     * _dl_find_object tables). Scanned after `roots`. */
+    const ml_range_t *owned;
+    size_t nowned;
 } ml_reach_io_t;
 
 #define ML_REACH_MAP_R 1u /* readable */

@@ -63,6 +63,7 @@ typedef struct {
     size_t max_edges;      /* EDGES_ALL: more than this, and the graph is given up */
     int mode;              /* MARK, EDGES_UNSEEN, EDGES_ALL */
     bool prior_definite; /* marking: the memory being scanned is a root or a reachable block */
+    bool owned;          /* marking: the root is io->owned, where any pointer counts as a start */
     uint32_t cur; /* block being scanned */
     uint64_t hint; /* blk()'s: the chunk of the block read last (per thread) */
     uint64_t fhint; /* find()'s: the chunk of the word looked up last */
@@ -377,6 +378,7 @@ static int scan_words(scan_t *s, const uint8_t *mem, size_t len) {
         uint64_t start;
         int64_t k = find(s, w, &start);
         if (k < 0) continue;
+        if (s->owned) start = w;
         /* An interior pointer a heuristic explains counts as a start: in the
          * graph always, when marking only where it could change the mark. */
         if (w != start && s->heur && s->mode != EDGES_UNSEEN &&
@@ -769,6 +771,11 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
     for (size_t r = 0; r < nroots; r++)
         if ((rc = scan_range(&s, roots[r].lo, roots[r].hi - roots[r].lo, &st->root_bytes)) < 0)
             goto out;
+    s.owned = true;
+    for (size_t r = 0; r < io->nowned; r++)
+        if ((rc = scan_range(&s, io->owned[r].lo, io->owned[r].hi - io->owned[r].lo, &st->root_bytes)) < 0)
+            goto out;
+    s.owned = false;
     if (graph) {
         if ((rc = mark_from_graph(&s)) < 0) goto out;
     } else {

@@ -536,6 +536,44 @@ static void kinds_cliques_and_the_glibc_alias(int64_t max_edges) {
     cr_expect_eq(v[4], ML_REACH_POSSIBLE);
 }
 
+/* Owned roots (ml_reach_io_t.owned: glibc's own data): any pointer from
+ * them into a block counts as a start pointer, and what that block points
+ * to is reached from a reachable block; the same word in a plain root
+ * reaches the block only through its inside (possible). */
+static void owned_roots(int64_t max_edges) {
+    memset(MEM, 0, sizeof MEM);
+    ml_live_block_t b[] = {
+        {BASE + 0x1000, 64}, /* 0: an aligned pointer 16 bytes in */
+        {BASE + 0x2000, 64}, /* 1: from block 0 (start) */
+        {BASE + 0x3000, 64}, /* 2: nothing points to it */
+    };
+    put(BASE + 0x40, BASE + 0x1000 + 16);
+    put(BASE + 0x1020, BASE + 0x2000);
+    ml_range_t plain[] = {{BASE, BASE + 0x100}}, none[] = {{BASE + 0x100, BASE + 0x108}};
+    ml_reach_io_t io = {.read = fake_read, .max_edges = max_edges};
+    uint8_t v[3];
+    ml_reach_stats_t st;
+    cr_assert_eq(ml_reach_classify(b, 3, plain, 1, &io, v, &st), 0);
+    cr_expect_eq(v[0], ML_REACH_POSSIBLE);
+    cr_expect_eq(v[1], ML_REACH_POSSIBLE);
+    cr_expect_eq(v[2], ML_REACH_DEFINITE);
+    io.owned = plain;
+    io.nowned = 1;
+    cr_assert_eq(ml_reach_classify(b, 3, none, 1, &io, v, &st), 0);
+    cr_expect_eq(v[0], ML_REACH_REACHABLE, "an owned root's interior pointer counts as a start");
+    cr_expect_eq(v[1], ML_REACH_REACHABLE);
+    cr_expect_eq(v[2], ML_REACH_DEFINITE);
+    cr_expect_eq(st.root_bytes, 0x108, "owned roots are read as roots");
+}
+
+Test(reach, owned_roots) {
+    owned_roots(0);
+}
+
+Test(reach, owned_roots_without_the_graph) {
+    owned_roots(-1);
+}
+
 Test(reach, kinds_cliques_and_the_glibc_alias) {
     kinds_cliques_and_the_glibc_alias(0);
 }
