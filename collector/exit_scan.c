@@ -366,6 +366,7 @@ static size_t thread_sps(pid_t pid, uint64_t *sps, size_t max) {
 typedef struct {
     uint64_t lo, hi, resident;
     bool candidate;
+    bool loader; /* writable data of glibc's dynamic loader: an owned root */
 } mapping_t;
 
 /* What every mapping is decided with. */
@@ -381,6 +382,7 @@ typedef struct {
     ranges_t parts;   /* scratch: the parts of one mapping that are not roots */
     ranges_t raw;     /* libmemlens.so's own mappings, sorted and merged */
     ranges_t *roots;  /* the result */
+    ranges_t *owned;  /* the result's owned roots (ml_reach_io_t.owned) */
 } roots_ctx_t;
 
 /* glibc's malloc (malloc/malloc.c, malloc/arena.c): a block is preceded by
@@ -486,6 +488,7 @@ static int consider(roots_ctx_t *x, const mapping_t *m) {
     /* Never touched (reserved address space: sanitizer shadows, GPU
      * apertures, thread-stack guards): only zeros, nothing to read. */
     if (!m->candidate || !m->resident) return 0;
+    if (m->loader) return push_range(x->owned, m->lo, m->hi);
     uint64_t lo = m->lo;
     /* A stack: only from its thread's stack pointer up (below it lie dead
      * frames). The 128-byte red zone below the pointer is not a root: a
@@ -537,8 +540,21 @@ static int sbrk_roots(pid_t pid, uint64_t addr, uint64_t lo, uint64_t hi, ranges
     return 0;
 }
 
+/* glibc's dynamic loader (ld-linux-x86-64.so.2, ld-linux.so.2, ld-2.31.so
+ * ...): its data holds the loader's tables, among them pointers into blocks
+ * it allocated for itself at an aligned offset (dl-find_object.c aligns the
+ * segments it mallocs), which only interior pointers reach. valgrind's
+ * default run frees those blocks at exit (__libc_freeres) and so reports
+ * nothing; LeakSanitizer takes interior pointers as references. Scanned as
+ * an owned root (ml_reach_io_t.owned), they are reachable, and a program
+ * that loads a library with dlopen has no "possibly lost" blocks of the
+ * loader's (tests/leaks/lk_dlopen.c). */
+static bool is_glibc_loader(const char *base) {
+    return !strncmp(base, "ld-linux", 8) || (!strncmp(base, "ld-2.", 5) && strstr(base, ".so"));
+}
+
 static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint64_t exit_sp, bool glibc,
-                         uint64_t raw_registry, uint64_t sbrk_registry, ranges_t *roots) {
+                         uint64_t raw_registry, uint64_t sbrk_registry, ranges_t *roots, ranges_t *owned) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
     FILE *f = fopen(path, "r");
@@ -552,7 +568,7 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
     if (exit_sp) sps[nsp++] = exit_sp;
     long page = sysconf(_SC_PAGESIZE);
     roots_ctx_t x = {.pid = pid, .b = b, .nb = nb, .sps = sps, .nsp = nsp, .glibc = glibc,
-                     .page = page > 0 ? (uint64_t)page : 4096, .roots = roots};
+                     .page = page > 0 ? (uint64_t)page : 4096, .roots = roots, .owned = owned};
     read_raw_registry(pid, raw_registry, &x.raw);
     char line[PATH_MAX + 256];
     int rc = 0;
@@ -577,7 +593,8 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
         name[strcspn(name, "\n")] = '\0';
         const char *base = strrchr(name, '/');
         base = base ? base + 1 : name;
-        m = (mapping_t){lo, hi, 0, perms[0] == 'r' && perms[1] == 'w' && (perms[3] == 'p' || perms[3] == 's')};
+        m = (mapping_t){lo, hi, 0, perms[0] == 'r' && perms[1] == 'w' && (perms[3] == 'p' || perms[3] == 's'),
+                        inode != 0 && perms[3] == 'p' && is_glibc_loader(base)};
         /* The brk heap is glibc's main arena, scanned block by block, but
          * for what the program took with sbrk itself. */
         if (!strcmp(name, "[heap]") && (rc = sbrk_roots(pid, sbrk_registry, lo, hi, x.roots)) < 0) break;
@@ -630,7 +647,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
     ml_reach_blocks_t b = {0};
     uint8_t *v = NULL;
-    ranges_t roots = {0};
+    ranges_t roots = {0}, owned = {0};
     /* A fork child's inherited blocks are nodes of the graph like its own,
      * but get no verdict: is_own says which are its own (all when NULL). */
     ml_live_block_t *merged = NULL;
@@ -640,7 +657,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     if (!inh) nown = nb;
     int rc = nb < 0 ? (int)nb : 0;
     bool glibc = !strcmp(ml_analysis_allocator_model(an), "glibc");
-    if (rc == 0) rc = collect_roots(pid, &b, (size_t)nb, exit_sp, glibc, raw_registry, sbrk_registry, &roots);
+    if (rc == 0) rc = collect_roots(pid, &b, (size_t)nb, exit_sp, glibc, raw_registry, sbrk_registry, &roots, &owned);
     uint64_t *regs = NULL;
     size_t nregs = rc == 0 && nb > 0 ? thread_registers(pid, exit_sp, &regs) : 0;
     if (nregs && push_range(&roots, REGS_AT, REGS_AT + nregs * 8) < 0) nregs = 0;
@@ -659,6 +676,8 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
             .threads = cpus > SCAN_THREADS ? SCAN_THREADS : (int)cpus,
             .heuristics = true, /* as valgrind's default */
             .map_flags = map_flags,
+            .owned = owned.v,
+            .nowned = owned.n,
         };
         rc = v ? ml_reach_classify_blocks(&b, roots.v, roots.n, &io, v, &st) : -ENOMEM;
         free(rd.maps);
@@ -735,6 +754,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     free(is_own);
     free(v);
     free(roots.v);
+    free(owned.v);
     /* The scan's tables for a fork child's inherited blocks come and go with
      * each child: 1,300 forks of a bash holding 12.8 k blocks left the
      * collector's heap 25 MB larger without this. */

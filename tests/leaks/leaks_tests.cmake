@@ -5,14 +5,18 @@
 # programs' numbers only and reports itself skipped.
 set(LK ${CMAKE_CURRENT_SOURCE_DIR}/leaks)
 set(LK_PROGRAMS lk_null lk_self lk_deadframe lk_unaligned lk_belowmain lk_fork lk_tsd lk_possible lk_pool lk_exit lk_quickexit lk_rbp
-    lk_xor lk_cycle lk_tree lk_tls lk_threads lk_waitframe lk_heuristics lk_shared lk_sbrk lk_regs lk_exec lk_forkref)
+    lk_xor lk_cycle lk_tree lk_tls lk_threads lk_waitframe lk_heuristics lk_shared lk_sbrk lk_regs lk_exec lk_forkref lk_dlopen)
 foreach(p ${LK_PROGRAMS})
   add_executable(${p} ${LK}/${p}.c)
   target_compile_options(${p} PRIVATE -O0 -g -fno-builtin)
-  target_link_libraries(${p} PRIVATE Threads::Threads)
+  target_link_libraries(${p} PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
   set_target_properties(${p} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/leaks)
 endforeach()
-add_custom_target(leak_programs DEPENDS ${LK_PROGRAMS} scrub_probe memlens memlens_preload)
+# lk_dlopen loads this one from its own directory.
+add_library(lk_dlopen_lib SHARED ${LK}/lk_dlopen_lib.c)
+set_target_properties(lk_dlopen_lib PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/leaks)
+add_dependencies(lk_dlopen lk_dlopen_lib)
+add_custom_target(leak_programs DEPENDS ${LK_PROGRAMS} lk_dlopen_lib scrub_probe memlens memlens_preload)
 add_test(NAME leaks_valgrind
   COMMAND /usr/bin/python3 ${LK}/compare_valgrind.py $<TARGET_FILE:memlens> ${CMAKE_BINARY_DIR}/leaks ${LK})
 set_tests_properties(leaks_valgrind PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
