@@ -337,15 +337,19 @@ static int push_range(ranges_t *r, uint64_t lo, uint64_t hi) {
 /* Stack pointers of the target's threads (a thread blocked in a system call,
  * as all are while the main thread waits in our destructor, shows it in
  * /proc/PID/task/TID/syscall: "nr args... sp pc"). */
-static size_t thread_sps(pid_t pid, uint64_t *sps, size_t max) {
+static size_t thread_sps(pid_t pid, uint64_t *sps, size_t max, size_t *ntasks) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    *ntasks = SIZE_MAX; /* unknown */
     DIR *d = opendir(path);
     if (!d) return 0;
     size_t n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
+    *ntasks = 0;
+    while ((e = readdir(d))) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        ++*ntasks;
+        if (n == max) continue;
         char buf[512];
         /* A thread caught between two system calls reads "running"; the
          * waiting main thread is back in nanosleep within a millisecond. */
@@ -367,6 +371,7 @@ typedef struct {
     uint64_t lo, hi, resident;
     bool candidate;
     bool loader; /* writable data of glibc's dynamic loader: an owned root */
+    bool stack;  /* anonymous, right above a guard page: maybe a thread stack glibc keeps */
 } mapping_t;
 
 /* What every mapping is decided with. */
@@ -383,6 +388,7 @@ typedef struct {
     ranges_t raw;     /* libmemlens.so's own mappings, sorted and merged */
     ranges_t *roots;  /* the result */
     ranges_t *owned;  /* the result's owned roots (ml_reach_io_t.owned) */
+    bool all_sps;     /* every thread of the target has its stack pointer in sps */
 } roots_ctx_t;
 
 /* glibc's malloc (malloc/malloc.c, malloc/arena.c): a block is preceded by
@@ -484,11 +490,40 @@ static void read_raw_registry(pid_t pid, uint64_t addr, ranges_t *out) {
     free(v);
 }
 
+/* The stacks of threads that ended stay mapped in glibc's stack cache, for
+ * threads to come (nptl/allocatestack.c), and each keeps its thread
+ * descriptor at its top, which points to the thread's TLS vector (dtv), a
+ * block ld.so allocated, 16 bytes into it: only an interior pointer reaches
+ * it, so a program that joined its threads had one "possibly lost" block
+ * per cached stack, where valgrind's default run, which frees the cache at
+ * exit (__libc_freeres), reports none, and LeakSanitizer takes the interior
+ * pointer. The descriptor's dtv slot is an owned root. A descriptor is
+ * known by the x86-64 TCB header that starts it: its first and third words
+ * (tcb, self) hold its own address and the second the dtv, in the last page
+ * of an anonymous mapping right above a guard page that holds no live
+ * thread's stack pointer; when a thread's stack pointer is unknown (it was
+ * running), no stack is taken for cached. A thread that ended and was not
+ * joined keeps its stack the same way (valgrind, whose freeres leaves it,
+ * calls its dtv possibly lost). */
+static int cached_stack_dtv(roots_ctx_t *x, const mapping_t *m) {
+    if (!m->stack || !x->all_sps || m->hi - m->lo < 2 * x->page) return 0;
+    for (size_t i = 0; i < x->nsp; i++)
+        if (x->sps[i] >= m->lo && x->sps[i] < m->hi) return 0;
+    uint64_t w[512], at = m->hi - sizeof w;
+    if (!read_words(x->pid, at, w, 512)) return 0;
+    for (size_t i = 0; i + 2 < 512; i++)
+        if (w[i] == at + 8 * i && w[i + 2] == w[i] && w[i + 1]) return push_range(x->owned, at + 8 * i + 8, at + 8 * i + 16);
+    return 0;
+}
+
 static int consider(roots_ctx_t *x, const mapping_t *m) {
     /* Never touched (reserved address space: sanitizer shadows, GPU
      * apertures, thread-stack guards): only zeros, nothing to read. */
     if (!m->candidate || !m->resident) return 0;
     if (m->loader) return push_range(x->owned, m->lo, m->hi);
+#if defined(__x86_64__)
+    if (cached_stack_dtv(x, m) < 0) return -ENOMEM;
+#endif
     uint64_t lo = m->lo;
     /* A stack: only from its thread's stack pointer up (below it lie dead
      * frames). The 128-byte red zone below the pointer is not a root: a
@@ -560,7 +595,9 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
     FILE *f = fopen(path, "r");
     if (!f) return -errno;
     uint64_t sps[257];
-    size_t nsp = thread_sps(pid, sps, 256);
+    size_t ntasks;
+    size_t nsp = thread_sps(pid, sps, 256, &ntasks);
+    bool all_sps = nsp == ntasks;
     /* The exiting thread's stack counts from exit()'s caller up: below lie
      * exit's handlers and our destructor, whose never-written slots still
      * hold whatever earlier calls left there (valgrind sees such slots as
@@ -568,12 +605,14 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
     if (exit_sp) sps[nsp++] = exit_sp;
     long page = sysconf(_SC_PAGESIZE);
     roots_ctx_t x = {.pid = pid, .b = b, .nb = nb, .sps = sps, .nsp = nsp, .glibc = glibc,
-                     .page = page > 0 ? (uint64_t)page : 4096, .roots = roots, .owned = owned};
+                     .page = page > 0 ? (uint64_t)page : 4096, .roots = roots, .owned = owned,
+                     .all_sps = all_sps};
     read_raw_registry(pid, raw_registry, &x.raw);
     char line[PATH_MAX + 256];
     int rc = 0;
     mapping_t m = {0};
     bool have = false;
+    uint64_t guard_hi = 0; /* the end of the mapping before, when it was a guard page (---p) */
     while (rc == 0 && fgets(line, sizeof line, f)) {
         unsigned long long lo, hi, off, kb;
         char perms[8] = "", dev[16];
@@ -594,7 +633,9 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
         const char *base = strrchr(name, '/');
         base = base ? base + 1 : name;
         m = (mapping_t){lo, hi, 0, perms[0] == 'r' && perms[1] == 'w' && (perms[3] == 'p' || perms[3] == 's'),
-                        inode != 0 && perms[3] == 'p' && is_glibc_loader(base)};
+                        inode != 0 && perms[3] == 'p' && is_glibc_loader(base),
+                        inode == 0 && !name[0] && !strcmp(perms, "rw-p") && lo == guard_hi};
+        guard_hi = !strcmp(perms, "---p") ? hi : 0;
         /* The brk heap is glibc's main arena, scanned block by block, but
          * for what the program took with sbrk itself. */
         if (!strcmp(name, "[heap]") && (rc = sbrk_roots(pid, sbrk_registry, lo, hi, x.roots)) < 0) break;
