@@ -189,6 +189,24 @@ static int scan_read(void *ctx, ml_reach_req_t *reqs, size_t n) {
     return 0;
 }
 
+/* A task's state letter from /proc/PID/task/TID/stat ('R', 'S', 'Z'...),
+ * or 0 when it cannot be read. */
+static char task_state(pid_t pid, const char *tid) {
+    char path[320], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/task/%s/stat", (int)pid, tid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    const char *paren = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return paren && paren[1] == ' ' ? paren[2] : 0;
+}
+
+static bool task_gone(char state) {
+    return state == 'Z' || state == 'X' || state == 'x';
+}
+
 /* A thread's /proc/PID/task/TID/syscall into buf: "running", or "nr args...
  * sp pc" for a thread in a system call. False when it cannot be read. */
 static bool read_syscall_line(pid_t pid, const char *tid, char *buf, size_t len) {
@@ -348,6 +366,9 @@ static size_t thread_sps(pid_t pid, uint64_t *sps, size_t max, size_t *ntasks) {
     *ntasks = 0;
     while ((e = readdir(d))) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        /* A thread that ended (the main thread after pthread_exit stays a
+         * zombie until the last one ends) has no stack any more. */
+        if (task_gone(task_state(pid, e->d_name))) continue;
         ++*ntasks;
         if (n == max) continue;
         char buf[512];
@@ -588,10 +609,16 @@ static bool is_glibc_loader(const char *base) {
     return !strncmp(base, "ld-linux", 8) || (!strncmp(base, "ld-2.", 5) && strstr(base, ".so"));
 }
 
-static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint64_t exit_sp, bool glibc,
-                         uint64_t raw_registry, uint64_t sbrk_registry, ranges_t *roots, ranges_t *owned) {
+/* pid names the process (its threads); mem_pid a live thread of it, whose
+ * /proc entry and process_vm_readv show its memory: the process' own entry
+ * shows none once its main thread has ended (pthread_exit in main), though
+ * the others still run. leader_gone: that main thread's stack is then no
+ * root (valgrind does not scan the stack of a thread that ended). */
+static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const ml_reach_blocks_t *b, size_t nb,
+                         uint64_t exit_sp, bool glibc, uint64_t raw_registry, uint64_t sbrk_registry,
+                         ranges_t *roots, ranges_t *owned) {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/smaps", (int)pid);
+    snprintf(path, sizeof path, "/proc/%d/smaps", (int)mem_pid);
     FILE *f = fopen(path, "r");
     if (!f) return -errno;
     uint64_t sps[257];
@@ -604,10 +631,10 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
      * undefined and skips them). The red zone rule below does not apply. */
     if (exit_sp) sps[nsp++] = exit_sp;
     long page = sysconf(_SC_PAGESIZE);
-    roots_ctx_t x = {.pid = pid, .b = b, .nb = nb, .sps = sps, .nsp = nsp, .glibc = glibc,
+    roots_ctx_t x = {.pid = mem_pid, .b = b, .nb = nb, .sps = sps, .nsp = nsp, .glibc = glibc,
                      .page = page > 0 ? (uint64_t)page : 4096, .roots = roots, .owned = owned,
                      .all_sps = all_sps};
-    read_raw_registry(pid, raw_registry, &x.raw);
+    read_raw_registry(mem_pid, raw_registry, &x.raw);
     char line[PATH_MAX + 256];
     int rc = 0;
     mapping_t m = {0};
@@ -638,10 +665,11 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
         guard_hi = !strcmp(perms, "---p") ? hi : 0;
         /* The brk heap is glibc's main arena, scanned block by block, but
          * for what the program took with sbrk itself. */
-        if (!strcmp(name, "[heap]") && (rc = sbrk_roots(pid, sbrk_registry, lo, hi, x.roots)) < 0) break;
+        if (!strcmp(name, "[heap]") && (rc = sbrk_roots(mem_pid, sbrk_registry, lo, hi, x.roots)) < 0) break;
         if (!strcmp(name, "[heap]") || !strcmp(name, "[vvar]") || !strcmp(name, "[vsyscall]") ||
             !strcmp(name, "[vdso]") || !strncmp(base, "libmemlens", 10)) /* ours, or not roots */
             m.candidate = false;
+        if (leader_gone && !strcmp(name, "[stack]")) m.candidate = false;
         /* Shared mappings are roots as valgrind's (anonymous MAP_SHARED,
          * memfd, SysV, /dev/shm files), except memlens' own session and
          * rings, whose events name every block, and device memory (GPU
@@ -662,6 +690,28 @@ static int collect_roots(pid_t pid, const ml_reach_blocks_t *b, size_t nb, uint6
 /* ------------------------------------------------------------------------- */
 /* The scan                                                                  */
 /* ------------------------------------------------------------------------- */
+
+/* The process itself, or when its main thread has ended (a zombie until
+ * the last thread ends: main called pthread_exit), the first of its threads
+ * still alive, whose /proc entry shows the memory; *leader_gone says which. */
+static pid_t live_task(pid_t pid, bool *leader_gone) {
+    char self[24];
+    snprintf(self, sizeof self, "%d", (int)pid);
+    *leader_gone = task_gone(task_state(pid, self));
+    if (!*leader_gone) return pid;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    pid_t found = pid;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && !task_gone(task_state(pid, e->d_name))) {
+            found = (pid_t)atoi(e->d_name);
+            break;
+        }
+    if (d) closedir(d);
+    return found;
+}
 
 /* A fork child's own live blocks merged with those it inherited (inherit.c)
  * into *b, as an array (*merged, is_own[i] for each); the count of its own
@@ -698,14 +748,17 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     if (!inh) nown = nb;
     int rc = nb < 0 ? (int)nb : 0;
     bool glibc = !strcmp(ml_analysis_allocator_model(an), "glibc");
-    if (rc == 0) rc = collect_roots(pid, &b, (size_t)nb, exit_sp, glibc, raw_registry, sbrk_registry, &roots, &owned);
+    bool leader_gone = false;
+    pid_t mem_pid = live_task(pid, &leader_gone);
+    if (rc == 0) rc = collect_roots(pid, mem_pid, leader_gone, &b, (size_t)nb, exit_sp, glibc, raw_registry,
+                                    sbrk_registry, &roots, &owned);
     uint64_t *regs = NULL;
     size_t nregs = rc == 0 && nb > 0 ? thread_registers(pid, exit_sp, &regs) : 0;
     if (nregs && push_range(&roots, REGS_AT, REGS_AT + nregs * 8) < 0) nregs = 0;
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
         v = malloc((size_t)nb);
-        reader_t rd = {pid, NULL, 0, regs, nregs};
+        reader_t rd = {mem_pid, NULL, 0, regs, nregs};
         read_filemaps(&rd);
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         ml_reach_io_t io = {
