@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,30 +127,57 @@ uint64_t ml__status_hwm(const char *status) {
     return h ? strtoull(h + 6, NULL, 10) * 1024 : 0;
 }
 
-uint64_t ml__read_hwm(uint32_t pid) {
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%u/status", pid);
+/* /proc/PID/status (tid 0) or /proc/PID/task/TID/status into buf. */
+static bool read_status(uint32_t pid, uint32_t tid, char *buf, size_t len) {
+    char path[64];
+    if (tid) snprintf(path, sizeof path, "/proc/%u/task/%u/status", pid, tid);
+    else snprintf(path, sizeof path, "/proc/%u/status", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    if (fd < 0) return false;
+    ssize_t n = read(fd, buf, len - 1);
     close(fd);
-    if (n <= 0) return 0;
+    if (n <= 0) return false;
     buf[n] = '\0';
+    return true;
+}
+
+/* A thread of pid other than the main one whose status shows the
+ * process' memory, or 0. */
+static uint32_t memory_thread(uint32_t pid, char *buf, size_t len) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%u/task", pid);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    uint32_t found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        uint32_t tid = (uint32_t)strtoul(e->d_name, NULL, 10);
+        if (tid && tid != pid && read_status(pid, tid, buf, len) && strstr(buf, "RssAnon:")) found = tid;
+    }
+    closedir(d);
+    return found;
+}
+
+uint64_t ml__read_hwm(uint32_t pid) {
+    char buf[4096];
+    if (!read_status(pid, 0, buf, sizeof buf)) return 0;
+    if (!strstr(buf, "VmHWM:") && !memory_thread(pid, buf, sizeof buf)) return 0; /* main ended */
     return ml__status_hwm(buf);
 }
 
 /* RssAnon + RssFile from /proc/PID/status: resident memory without
  * RssShmem, where our own event ring would otherwise show up as the
- * program's. */
+ * program's. A process whose main thread ended (pthread_exit in main) and
+ * whose other threads run on shows no memory there any more: it is read
+ * through one of those threads (the samples stopped at the main thread's
+ * end before 2026-12-04). */
 static void sample_rss(ml_collector_t *c, ml__proc_t *p) {
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%u/status", p->info.pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return;
-    buf[n] = '\0';
+    char buf[4096];
+    if (!read_status(p->info.pid, p->rss_tid, buf, sizeof buf)) {
+        if (!p->rss_tid || !(p->rss_tid = memory_thread(p->info.pid, buf, sizeof buf))) return;
+    } else if (!strstr(buf, "RssAnon:")) {
+        if (!(p->rss_tid = memory_thread(p->info.pid, buf, sizeof buf))) return;
+    }
     uint64_t hwm = ml__status_hwm(buf);
     if (hwm > p->hwm_sampled) p->hwm_sampled = hwm;
     char *a = strstr(buf, "RssAnon:"), *f = strstr(buf, "RssFile:");

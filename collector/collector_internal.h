@@ -62,6 +62,7 @@ typedef struct {
     uint32_t last_time, last_thread; /* of the last record: the collector's records follow it */
     uint64_t hwm_exit;    /* VmHWM read while it waited at exit (0: not read) */
     uint64_t hwm_sampled; /* VmHWM as last read with the RSS samples (0: never) */
+    uint32_t rss_tid;     /* the thread the samples read, once the main one ended (0: the process) */
     void *sink_state[ML__MAX_SINKS];
     int analysis_sink; /* index of the sink whose analysis() is info.analysis, or -1 */
     uint32_t exec_seen_ms;  /* when /proc/PID/exe was first seen changed with no new image (+1) */

@@ -138,6 +138,28 @@ Test(headlines, peak_rss_is_the_kernels_high_water_mark, .timeout = 120) {
     h_run_free(&r);
 }
 
+/* A process whose main thread ended (pthread_exit) runs on in another: the
+ * kernel shows its memory only through a thread still alive, and the RSS
+ * samples and the high-water mark at exit read it there (they stopped at
+ * main's end before). */
+Test(headlines, rss_after_main_called_pthread_exit, .timeout = 120) {
+    const char *trace = h_tmp("rss_thread.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_rss"), "thread", NULL};
+    uint64_t maxrss = 0;
+    int st = run_wait4(argv, &maxrss);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(t.totals.hwm_rss_source, ML_HWM_EXIT, "VmHWM read at exit: %u", t.totals.hwm_rss_source);
+    cr_expect_eq(t.totals.hwm_rss_bytes, maxrss, "recorded %lu, wait4 says %lu", (unsigned long)t.totals.hwm_rss_bytes,
+                 (unsigned long)maxrss);
+    cr_expect_geq(t.totals.peak_rss_bytes, 128ull << 20, "the samples saw the 128 MiB: %lu",
+                  (unsigned long)t.totals.peak_rss_bytes);
+    cr_expect_leq(t.totals.peak_rss_bytes, t.totals.hwm_rss_bytes + 64 * 4096, "sampled %lu, mark %lu",
+                  (unsigned long)t.totals.peak_rss_bytes, (unsigned long)t.totals.hwm_rss_bytes);
+    h_trace_free(&t);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Gates                                                                     */
 /* ------------------------------------------------------------------------- */
