@@ -253,6 +253,24 @@ static bool syscall_line_sp(char *line, uint64_t *sp) {
 #define REGS_THREADS_MAX 4096
 #define REGS_STOP_WAIT_NS (200ull * 1000000ull)
 
+/* Threads whose stack pointer is known: from ptrace (thread_registers) or
+ * from /proc/PID/task/TID/syscall (thread_sps). */
+#define KNOWN_MAX 256
+typedef struct {
+    pid_t tid[KNOWN_MAX];
+    uint64_t sp[KNOWN_MAX];
+    size_t n;
+} known_sps_t;
+
+static bool known_sp(const known_sps_t *k, pid_t tid, uint64_t *sp) {
+    for (size_t i = 0; i < k->n; i++)
+        if (k->tid[i] == tid) {
+            *sp = k->sp[i];
+            return true;
+        }
+    return false;
+}
+
 #if defined(__x86_64__)
 static bool restarts_by_itself(const char *syscall_line) {
     if (!strncmp(syscall_line, "running", 7)) return true;
@@ -285,7 +303,7 @@ static bool stop_and_read(pid_t tid, struct user_regs_struct *regs) {
     return ok;
 }
 
-static size_t thread_registers(pid_t pid, uint64_t exit_sp, uint64_t **out) {
+static size_t thread_registers(pid_t pid, uint64_t exit_sp, uint64_t **out, known_sps_t *known) {
     *out = NULL;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
@@ -306,6 +324,14 @@ static size_t thread_registers(pid_t pid, uint64_t exit_sp, uint64_t **out) {
         struct user_regs_struct r;
         if (!stop_and_read(tid, &r)) continue;
         threads++;
+        /* A thread that was running has no stack pointer in /proc: this one
+         * is, and its stack is a root from it up, red zone included (a leaf
+         * function may keep its locals there); one stopped in a system call
+         * is found again by thread_sps. */
+        if (known->n < KNOWN_MAX && !strncmp(buf, "running", 7)) {
+            known->tid[known->n] = tid;
+            known->sp[known->n++] = r.rsp > 128 ? r.rsp - 128 : 0;
+        }
         if (n + 15 > cap) {
             size_t ncap = cap ? cap * 2 : 15 * 16;
             uint64_t *nv = realloc(v, ncap * sizeof *nv);
@@ -323,9 +349,10 @@ static size_t thread_registers(pid_t pid, uint64_t exit_sp, uint64_t **out) {
     return n;
 }
 #else /* the system call numbers and registers above are x86-64's */
-static size_t thread_registers(pid_t pid, uint64_t exit_sp, uint64_t **out) {
+static size_t thread_registers(pid_t pid, uint64_t exit_sp, uint64_t **out, known_sps_t *known) {
     (void)pid;
     (void)exit_sp;
+    (void)known;
     *out = NULL;
     return 0;
 }
@@ -355,7 +382,7 @@ static int push_range(ranges_t *r, uint64_t lo, uint64_t hi) {
 /* Stack pointers of the target's threads (a thread blocked in a system call,
  * as all are while the main thread waits in our destructor, shows it in
  * /proc/PID/task/TID/syscall: "nr args... sp pc"). */
-static size_t thread_sps(pid_t pid, uint64_t *sps, size_t max, size_t *ntasks) {
+static size_t thread_sps(pid_t pid, const known_sps_t *known, uint64_t *sps, size_t max, size_t *ntasks) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
     *ntasks = SIZE_MAX; /* unknown */
@@ -371,6 +398,10 @@ static size_t thread_sps(pid_t pid, uint64_t *sps, size_t max, size_t *ntasks) {
         if (task_gone(task_state(pid, e->d_name))) continue;
         ++*ntasks;
         if (n == max) continue;
+        if (known_sp(known, (pid_t)strtol(e->d_name, NULL, 10), &sps[n])) { /* read with ptrace */
+            n++;
+            continue;
+        }
         char buf[512];
         /* A thread caught between two system calls reads "running"; the
          * waiting main thread is back in nanosleep within a millisecond. */
@@ -614,16 +645,16 @@ static bool is_glibc_loader(const char *base) {
  * shows none once its main thread has ended (pthread_exit in main), though
  * the others still run. leader_gone: that main thread's stack is then no
  * root (valgrind does not scan the stack of a thread that ended). */
-static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const ml_reach_blocks_t *b, size_t nb,
-                         uint64_t exit_sp, bool glibc, uint64_t raw_registry, uint64_t sbrk_registry,
-                         ranges_t *roots, ranges_t *owned) {
+static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known_sps_t *known,
+                         const ml_reach_blocks_t *b, size_t nb, uint64_t exit_sp, bool glibc,
+                         uint64_t raw_registry, uint64_t sbrk_registry, ranges_t *roots, ranges_t *owned) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps", (int)mem_pid);
     FILE *f = fopen(path, "r");
     if (!f) return -errno;
     uint64_t sps[257];
     size_t ntasks;
-    size_t nsp = thread_sps(pid, sps, 256, &ntasks);
+    size_t nsp = thread_sps(pid, known, sps, 256, &ntasks);
     bool all_sps = nsp == ntasks;
     /* The exiting thread's stack counts from exit()'s caller up: below lie
      * exit's handlers and our destructor, whose never-written slots still
@@ -750,11 +781,13 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     bool glibc = !strcmp(ml_analysis_allocator_model(an), "glibc");
     bool leader_gone = false;
     pid_t mem_pid = live_task(pid, &leader_gone);
-    if (rc == 0) rc = collect_roots(pid, mem_pid, leader_gone, &b, (size_t)nb, exit_sp, glibc, raw_registry,
-                                    sbrk_registry, &roots, &owned);
+    /* Registers first: they give the stack pointers of running threads. */
     uint64_t *regs = NULL;
-    size_t nregs = rc == 0 && nb > 0 ? thread_registers(pid, exit_sp, &regs) : 0;
-    if (nregs && push_range(&roots, REGS_AT, REGS_AT + nregs * 8) < 0) nregs = 0;
+    known_sps_t known = {.n = 0};
+    size_t nregs = rc == 0 && nb > 0 ? thread_registers(pid, exit_sp, &regs, &known) : 0;
+    if (rc == 0) rc = collect_roots(pid, mem_pid, leader_gone, &known, &b, (size_t)nb, exit_sp, glibc,
+                                    raw_registry, sbrk_registry, &roots, &owned);
+    if (rc == 0 && nregs && push_range(&roots, REGS_AT, REGS_AT + nregs * 8) < 0) nregs = 0;
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
         v = malloc((size_t)nb);
