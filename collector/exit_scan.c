@@ -563,8 +563,21 @@ static int cached_stack_dtv(roots_ctx_t *x, const mapping_t *m) {
         if (x->sps[i] >= m->lo && x->sps[i] < m->hi) return 0;
     uint64_t w[512], at = m->hi - sizeof w;
     if (!read_words(x->pid, at, w, 512)) return 0;
-    for (size_t i = 0; i + 2 < 512; i++)
-        if (w[i] == at + 8 * i && w[i + 2] == w[i] && w[i + 1]) return push_range(x->owned, at + 8 * i + 8, at + 8 * i + 16);
+    for (size_t i = 0; i + 2 < 512; i++) {
+        if (w[i] != at + 8 * i || w[i + 2] != w[i] || w[i + 1] < 16) continue;
+        /* glibc's vector is a block of (length + 2) 16-byte entries whose
+         * first holds the length, and the descriptor points at the second
+         * (elf/dl-tls.c, allocate_dtv and _dl_resize_dtv). A slot that
+         * points anywhere else, or into a block of another shape (a stack
+         * glibc did not keep, the program's own, whose vector was freed and
+         * its memory given to another block), is left alone. */
+        uint64_t blk = w[i + 1] - 16, len;
+        size_t k = ml_reach_blocks_first(x->b, blk);
+        if (k < x->nb && ml_reach_block_ptr(x->b, k) == blk && read_words(x->pid, blk, &len, 1) &&
+            len < (1u << 20) && (len + 2) * 16 == ml_reach_block_size(x->b, k))
+            return push_range(x->owned, at + 8 * i + 8, at + 8 * i + 16);
+        return 0;
+    }
     return 0;
 }
 

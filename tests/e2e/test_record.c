@@ -917,6 +917,27 @@ Test(record, the_copies_held_at_once_are_bounded, .timeout = 300) {
     bigfork_wide("bigwide4.mlt", "4", 3, 1);
 }
 
+/* A thread stack of the program's own is not one glibc keeps: the stale
+ * TLS-vector slot of its descriptor gives a block that took the vector's
+ * place no more than an interior pointer (collector/exit_scan.c,
+ * cached_stack_dtv, which checks the vector's shape). */
+Test(record, a_stale_dtv_slot_on_a_stack_of_the_programs_own, .timeout = 120) {
+    const char *trace = h_tmp("userstack.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_userstack"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    const char *json[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", "-q", trace, "--json", "-", NULL};
+    h_run(&r, json);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "\"definite_blocks\": 0, \"indirect_bytes\": 0, \"indirect_blocks\": 0, "
+                            "\"reachable_bytes\": 0, \"reachable_blocks\": 0,"),
+              "nothing reachable");
+    cr_expect(strstr(r.out, "\"possible_blocks\": 1"), "the dropped block is possibly lost");
+    h_run_free(&r);
+}
+
 /* A fork child that forks passes on what it inherited: the grandchild's
  * block stored in the grandparent's table is reachable too (a subshell of
  * a subshell; before, only the middle child's own blocks were passed on). */
