@@ -141,9 +141,8 @@ static bool read_status(uint32_t pid, uint32_t tid, char *buf, size_t len) {
     return true;
 }
 
-/* A thread of pid other than the main one whose status shows the
- * process' memory, or 0. */
-static uint32_t memory_thread(uint32_t pid, char *buf, size_t len) {
+uint32_t ml__memory_task(uint32_t pid, char *buf, size_t len) {
+    if (read_status(pid, 0, buf, len) && strstr(buf, "RssAnon:")) return pid;
     char path[64];
     snprintf(path, sizeof path, "/proc/%u/task", pid);
     DIR *d = opendir(path);
@@ -160,9 +159,7 @@ static uint32_t memory_thread(uint32_t pid, char *buf, size_t len) {
 
 uint64_t ml__read_hwm(uint32_t pid) {
     char buf[4096];
-    if (!read_status(pid, 0, buf, sizeof buf)) return 0;
-    if (!strstr(buf, "VmHWM:") && !memory_thread(pid, buf, sizeof buf)) return 0; /* main ended */
-    return ml__status_hwm(buf);
+    return ml__memory_task(pid, buf, sizeof buf) ? ml__status_hwm(buf) : 0;
 }
 
 /* RssAnon + RssFile from /proc/PID/status: resident memory without
@@ -173,10 +170,10 @@ uint64_t ml__read_hwm(uint32_t pid) {
  * end before 2026-12-04). */
 static void sample_rss(ml_collector_t *c, ml__proc_t *p) {
     char buf[4096];
-    if (!read_status(p->info.pid, p->rss_tid, buf, sizeof buf)) {
-        if (!p->rss_tid || !(p->rss_tid = memory_thread(p->info.pid, buf, sizeof buf))) return;
-    } else if (!strstr(buf, "RssAnon:")) {
-        if (!(p->rss_tid = memory_thread(p->info.pid, buf, sizeof buf))) return;
+    if (!p->rss_tid || !read_status(p->info.pid, p->rss_tid, buf, sizeof buf) || !strstr(buf, "RssAnon:")) {
+        uint32_t t = ml__memory_task(p->info.pid, buf, sizeof buf);
+        if (!t) return;
+        p->rss_tid = t == p->info.pid ? 0 : t;
     }
     uint64_t hwm = ml__status_hwm(buf);
     if (hwm > p->hwm_sampled) p->hwm_sampled = hwm;

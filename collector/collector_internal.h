@@ -158,6 +158,11 @@ void ml__trace_commit(ml__proc_t *p);
 /* collector.c: VmHWM of /proc/PID/status in bytes, from its text (0: none). */
 uint64_t ml__status_hwm(const char *status);
 uint64_t ml__read_hwm(uint32_t pid);
+/* The task whose /proc status shows pid's memory, its text in buf: pid
+ * itself, or once its main thread has ended (pthread_exit in main, a zombie
+ * until the last thread ends) the first other thread that does; 0 when
+ * none can be read. */
+uint32_t ml__memory_task(uint32_t pid, char *buf, size_t len);
 /* collector.c: an ML_BLOB_UNTRACED payload of p's ring (len bytes), kept
  * until p ends (or dropped, when it cancels one of them). */
 void ml__untraced_note(ml__proc_t *p, const uint8_t *blob, uint32_t len);

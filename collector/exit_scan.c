@@ -396,8 +396,11 @@ static size_t thread_sps(pid_t pid, const known_sps_t *known, uint64_t *sps, siz
         /* A thread that ended (the main thread after pthread_exit stays a
          * zombie until the last one ends) has no stack any more. */
         if (task_gone(task_state(pid, e->d_name))) continue;
+        if (n == max) { /* more threads than are looked at: not all known */
+            *ntasks = SIZE_MAX;
+            break;
+        }
         ++*ntasks;
-        if (n == max) continue;
         if (known_sp(known, (pid_t)strtol(e->d_name, NULL, 10), &sps[n])) { /* read with ptrace */
             n++;
             continue;
@@ -735,28 +738,6 @@ static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known
 /* The scan                                                                  */
 /* ------------------------------------------------------------------------- */
 
-/* The process itself, or when its main thread has ended (a zombie until
- * the last thread ends: main called pthread_exit), the first of its threads
- * still alive, whose /proc entry shows the memory; *leader_gone says which. */
-static pid_t live_task(pid_t pid, bool *leader_gone) {
-    char self[24];
-    snprintf(self, sizeof self, "%d", (int)pid);
-    *leader_gone = task_gone(task_state(pid, self));
-    if (!*leader_gone) return pid;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-    DIR *d = opendir(path);
-    pid_t found = pid;
-    struct dirent *e;
-    while (d && (e = readdir(d)))
-        if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && !task_gone(task_state(pid, e->d_name))) {
-            found = (pid_t)atoi(e->d_name);
-            break;
-        }
-    if (d) closedir(d);
-    return found;
-}
-
 /* A fork child's own live blocks merged with those it inherited (inherit.c)
  * into *b, as an array (*merged, is_own[i] for each); the count of its own
  * in *nown. */
@@ -792,8 +773,10 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     if (!inh) nown = nb;
     int rc = nb < 0 ? (int)nb : 0;
     bool glibc = !strcmp(ml_analysis_allocator_model(an), "glibc");
-    bool leader_gone = false;
-    pid_t mem_pid = live_task(pid, &leader_gone);
+    char status[4096];
+    uint32_t mem_task = ml__memory_task((uint32_t)pid, status, sizeof status);
+    bool leader_gone = mem_task && mem_task != (uint32_t)pid; /* main ended: read through another thread */
+    pid_t mem_pid = leader_gone ? (pid_t)mem_task : pid;
     /* Registers first: they give the stack pointers of running threads. */
     uint64_t *regs = NULL;
     known_sps_t known = {.n = 0};
