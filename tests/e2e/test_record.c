@@ -149,6 +149,14 @@ static void record_fixture(const char *trace, const char *fixture, bool follow, 
     h_trace_load(t, trace);
 }
 
+/* memlens report --no-symbols --no-advisor -q TRACE --json -, which must
+ * exit 0: the JSON in r->out. */
+static void report_json(const char *trace, h_run_t *r) {
+    const char *argv[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", "-q", trace, "--json", "-", NULL};
+    h_run(r, argv);
+    cr_assert_eq(r->status, 0, "%s", r->err);
+}
+
 /* The traces in `trace`'s folder named PREFIX* other than `trace` itself,
  * into out (at most max); returns how many there are. */
 static int other_traces(const char *trace, const char *prefix, char out[][4096], int max) {
@@ -862,9 +870,7 @@ static void bigfork_case(const char *name, const char *n, bool copied) {
     snprintf(prefix, sizeof prefix, "%.*s", (int)(strlen(name) - 4), name);
     child_trace(trace, prefix, child, sizeof child);
     cr_assert(child[0], "the child's trace");
-    const char *json[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", "-q", child, "--json", "-", NULL};
-    h_run(&r, json);
-    cr_assert_eq(r.status, 0, "%s", r.err);
+    report_json(child, &r);
     const char *want = copied ? "\"definite_bytes\": 0, \"definite_blocks\": 0, \"indirect_bytes\": 0, "
                                 "\"indirect_blocks\": 0, \"reachable_bytes\": 256, \"reachable_blocks\": 1,"
                               : "\"definite_bytes\": 256, \"definite_blocks\": 1, \"indirect_bytes\": 0, "
@@ -899,9 +905,7 @@ static void bigfork_wide(const char *name, const char *k, int copies, int skippe
     cr_assert_eq(n, copies + skipped, "one trace per child");
     int held = 0, lost = 0;
     for (int i = 0; i < n; i++) {
-        const char *json[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", "-q", others[i], "--json", "-", NULL};
-        h_run(&r, json);
-        cr_assert_eq(r.status, 0, "%s", r.err);
+        report_json(others[i], &r);
         held += strstr(r.out, "\"definite_bytes\": 0, \"definite_blocks\": 0, \"indirect_bytes\": 0, \"indirect_blocks\": 0, "
                               "\"reachable_bytes\": 256, \"reachable_blocks\": 1,") != NULL;
         lost += strstr(r.out, "\"definite_bytes\": 256, \"definite_blocks\": 1, \"indirect_bytes\": 0, \"indirect_blocks\": 0, "
@@ -923,14 +927,12 @@ Test(record, the_copies_held_at_once_are_bounded, .timeout = 300) {
  * cached_stack_dtv, which checks the vector's shape). */
 Test(record, a_stale_dtv_slot_on_a_stack_of_the_programs_own, .timeout = 120) {
     const char *trace = h_tmp("userstack.mlt");
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_userstack"), NULL};
     h_run_t r;
-    h_run(&r, argv);
-    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_trace_t t;
+    record_fixture(trace, "fx_userstack", false, &r, &t);
+    h_trace_free(&t);
     h_run_free(&r);
-    const char *json[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", "-q", trace, "--json", "-", NULL};
-    h_run(&r, json);
-    cr_assert_eq(r.status, 0, "%s", r.err);
+    report_json(trace, &r);
     cr_expect(strstr(r.out, "\"definite_blocks\": 0, \"indirect_bytes\": 0, \"indirect_blocks\": 0, "
                             "\"reachable_bytes\": 0, \"reachable_blocks\": 0,"),
               "nothing reachable");
@@ -953,9 +955,7 @@ Test(record, a_grandchild_holds_what_its_parent_inherited, .timeout = 120) {
     cr_assert_eq(other_traces(trace, "bignest.", others, 4), 2, "the child and the grandchild");
     int holding = 0;
     for (int i = 0; i < 2; i++) {
-        const char *json[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", "-q", others[i], "--json", "-", NULL};
-        h_run(&r, json);
-        cr_assert_eq(r.status, 0, "%s", r.err);
+        report_json(others[i], &r);
         cr_expect(strstr(r.out, "\"definite_bytes\": 0, \"definite_blocks\": 0,"), "%s: nothing definite", others[i]);
         holding += strstr(r.out, "\"reachable_bytes\": 256, \"reachable_blocks\": 1,") != NULL;
         h_run_free(&r);

@@ -540,7 +540,7 @@ static void kinds_cliques_and_the_glibc_alias(int64_t max_edges) {
  * them into a block counts as a start pointer, and what that block points
  * to is reached from a reachable block; the same word in a plain root
  * reaches the block only through its inside (possible). */
-static void owned_roots(int64_t max_edges) {
+Test(reach, owned_roots) {
     memset(MEM, 0, sizeof MEM);
     ml_live_block_t b[] = {
         {BASE + 0x1000, 64}, /* 0: an aligned pointer 16 bytes in */
@@ -550,28 +550,23 @@ static void owned_roots(int64_t max_edges) {
     put(BASE + 0x40, BASE + 0x1000 + 16);
     put(BASE + 0x1020, BASE + 0x2000);
     ml_range_t plain[] = {{BASE, BASE + 0x100}}, none[] = {{BASE + 0x100, BASE + 0x108}};
-    ml_reach_io_t io = {.read = fake_read, .max_edges = max_edges};
-    uint8_t v[3];
-    ml_reach_stats_t st;
-    cr_assert_eq(ml_reach_classify(b, 3, plain, 1, &io, v, &st), 0);
-    cr_expect_eq(v[0], ML_REACH_POSSIBLE);
-    cr_expect_eq(v[1], ML_REACH_POSSIBLE);
-    cr_expect_eq(v[2], ML_REACH_DEFINITE);
-    io.owned = plain;
-    io.nowned = 1;
-    cr_assert_eq(ml_reach_classify(b, 3, none, 1, &io, v, &st), 0);
-    cr_expect_eq(v[0], ML_REACH_REACHABLE, "an owned root's interior pointer counts as a start");
-    cr_expect_eq(v[1], ML_REACH_REACHABLE);
-    cr_expect_eq(v[2], ML_REACH_DEFINITE);
-    cr_expect_eq(st.root_bytes, 0x108, "owned roots are read as roots");
-}
-
-Test(reach, owned_roots) {
-    owned_roots(0);
-}
-
-Test(reach, owned_roots_without_the_graph) {
-    owned_roots(-1);
+    for (int64_t max_edges = 0; max_edges >= -1; max_edges--) { /* with the graph, and without */
+        ml_reach_io_t io = {.read = fake_read, .max_edges = max_edges};
+        uint8_t v[3];
+        ml_reach_stats_t st;
+        cr_assert_eq(ml_reach_classify(b, 3, plain, 1, &io, v, &st), 0);
+        cr_expect_eq(v[0], ML_REACH_POSSIBLE);
+        cr_expect_eq(v[1], ML_REACH_POSSIBLE);
+        cr_expect_eq(v[2], ML_REACH_DEFINITE);
+        io.owned = plain;
+        io.nowned = 1;
+        cr_assert_eq(ml_reach_classify(b, 3, none, 1, &io, v, &st), 0);
+        cr_expect_eq(v[0], ML_REACH_REACHABLE, "an owned root's interior pointer counts as a start");
+        cr_expect_eq(v[1], ML_REACH_REACHABLE);
+        cr_expect_eq(v[2], ML_REACH_DEFINITE);
+        cr_expect_eq(st.root_bytes, 0x108, "owned roots are read as roots");
+        cr_expect_eq(st.graph_given_up, max_edges < 0);
+    }
 }
 
 Test(reach, kinds_cliques_and_the_glibc_alias) {
