@@ -86,8 +86,9 @@ typedef struct {
     /* Roots whose every pointer into a block counts as a pointer to its
      * start: memory of glibc's own that holds aligned or offset pointers
      * into blocks glibc allocated for itself and frees in __libc_freeres,
-     * which valgrind runs at exit (the dynamic loader's data: its
-     * _dl_find_object tables). Scanned after `roots`. */
+     * which valgrind runs at exit (the dynamic loader's data, which holds
+     * its _dl_find_object tables; the TLS-vector slot of a thread
+     * descriptor left in glibc's stack cache). Scanned after `roots`. */
     const ml_range_t *owned;
     size_t nowned;
 } ml_reach_io_t;
