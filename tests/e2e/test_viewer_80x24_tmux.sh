@@ -65,6 +65,7 @@ ok "summary: '1 block', the fragmentation line whole"
 # Sites: the long name cut in its middle, the JSON's site numbers.
 key 2
 wait_for "SITE (function, file:line)"
+expect "grow_bucket_array" "in Sites"
 narrow "the Sites view"
 row=$(grep -F "grow_bucket_array" "$T/screen") || fail "grow_bucket_array is not visible in Sites"
 echo "$row" | grep -qF "…::grow_bucket_array" || fail "the long name is not cut in its middle: $row"
@@ -77,7 +78,7 @@ ok "sites: …::grow_bucket_array is #$ID_LONG and make_many #$ID_MANY, as in th
 # Sideways: the qualifiers come into view.
 key L
 wait_for "Sorted by leaked."
-line 3 | grep -qF "grow_bucket_array" || fail "grow_bucket_array is not the first site by leaked: $(line 3)"
+line_has 3 F "grow_bucket_array" || fail "grow_bucket_array is not the first site by leaked: $(line 3)"
 key Right Right Right Right
 wait_for "detail::SegmentedHashTable"
 narrow "Sites scrolled sideways"
@@ -112,6 +113,8 @@ dur=$(sed -n 's/^ Duration  *\([0-9.ms]*\).*/\1/p' "$T/screen")
 [ -n "$dur" ] || fail "no duration on the Summary"
 key 4
 wait_for "(the peak)"
+expect "1,000,000 blocks" "at the peak"
+expect_re " 1 block  #" "at the peak"
 narrow "the Timeline"
 # The live set at the peak: 1,000,000 blocks and 1 block, aligned.
 rm=$(grep -F "1,000,000 blocks" "$T/screen") || fail "no '1,000,000 blocks' row at the peak"
@@ -148,7 +151,7 @@ key "clear; $MEMLENS view $T/churn.mlt; echo churn-exit=\$?" Enter
 wait_for "1Summary"
 key 6
 wait_for "make_msg"
-line 3 | grep -qE "^ pool .*#[0-9]+ churn::make_msg" || fail "no pool suggestion for make_msg: $(line 3)"
+line_has 3 E "^ pool .*#[0-9]+ churn::make_msg" || fail "no pool suggestion for make_msg: $(line 3)"
 wait_for "calls avoided 2,000,000"
 expect "sizes: 48 B only"
 expect_re "lifetimes: mean [0-9.]+ (ns|us|ms|s), longest"

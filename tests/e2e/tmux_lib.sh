@@ -70,6 +70,18 @@ screen_has() {
         i=$((i + 1))
     done
 }
+# Line $1 of the screen holds $3 (grep -q$2: F fixed, E regex), waiting up
+# to 5 s as screen_has does: a view's rows may be drawn a moment after the
+# line a test waited for.
+line_has() {
+    local i=0
+    until line "$1" | grep -q"$2" -- "$3"; do
+        [ $i -lt 50 ] || return 1
+        sleep 0.1
+        capture
+        i=$((i + 1))
+    done
+}
 # A fixed string on screen.
 expect() { screen_has F "$1" || fail "expected '$1' on screen${2:+ ($2)}"; }
 # A line matching an extended regular expression.
