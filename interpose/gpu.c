@@ -65,4 +65,5 @@ ML_EXPORT void memlens_gpu_record(const ml_gpu_event_t *ev) {
      * ring slots. */
     ml__emit_blob(ML_BLOB_GPU, &e, e.op == ML_GPU_OP_POOL_STATE ? sizeof e : ML_GPU_EVENT_BASE_SIZE);
     ml__tls.guard--;
+    ml__call_done();
 }

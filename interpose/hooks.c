@@ -96,6 +96,7 @@ typedef struct {
     uint32_t stack;
     uint8_t flags;
     uint8_t what; /* PRE_* */
+    bool busy;    /* ml__recording said yes: ml__call_done when the call ends */
 } pre_t;
 
 enum { PRE_NONE, PRE_RECORD, PRE_NESTED };
@@ -211,8 +212,9 @@ static inline bool wants_alloc(size_t n) {
 /* Before the real call: record (and take the stack now), count as nested,
  * or nothing. */
 static inline pre_t before_alloc(size_t n) {
-    pre_t pre = {0, 0, PRE_NONE};
+    pre_t pre = {0, 0, PRE_NONE, false};
     if (ml__recording()) {
+        pre.busy = true;
         if (wants_alloc(n)) {
             pre.what = PRE_RECORD;
             pre.stack = take_stack(&pre.flags);
@@ -225,16 +227,21 @@ static inline pre_t before_alloc(size_t n) {
 }
 
 static inline void after_alloc(void *p, size_t n, uint8_t kind, pre_t pre) {
-    if (ml_unlikely(p == NULL)) return;
+    if (ml_unlikely(p == NULL)) {
+        if (pre.busy) ml__call_done();
+        return;
+    }
     if (ml_likely(pre.what == PRE_RECORD)) {
         int depth = record_alloc(p, n, kind, pre);
         if (ml_unlikely(ml__tls.nnest)) nest_flush(pre.stack);
+        ml__call_done();
         if (ml_likely(depth == SCRUB_USUAL)) scrub();
         else if (depth == SCRUB_SLOW) scrub_slow();
         else scrub_deep();
-    } else if (pre.what == PRE_NESTED) {
-        nest_push(ML_EV_ALLOC, kind, p, alloc_size_word(p, n));
+        return;
     }
+    if (pre.what == PRE_NESTED) nest_push(ML_EV_ALLOC, kind, p, alloc_size_word(p, n));
+    if (pre.busy) ml__call_done();
 }
 
 /* Makes sure the real function is known; during start-up returns false and
@@ -264,6 +271,7 @@ ML_EXPORT void free(void *p) {
     if (ml__recording()) {
         if (wants_free(p)) record_free(p, ML_KIND_FREE);
         if (ml_unlikely(ml__tls.nnest)) nest_flush(0);
+        ml__call_done();
     }
     else if (ml__tls.guard) nest_push(ML_EV_FREE, ML_KIND_FREE, p, usable_size(p));
     ml__real.free(p);
@@ -307,9 +315,13 @@ static void *realloc_impl(void *old, size_t n, uint8_t kind) {
     if (nested_old) nest_push(ML_EV_FREE, kind, old, usable_size(old));
     pre_t pre = before_alloc(n);
     void *p = ml__real.realloc(old, n);
-    if (p) after_alloc(p, n, kind, pre);
-    else if (freed && n) record_plain(ML_EV_REALLOC_FAIL, kind, old, 0);
-    else if (nested_old && n && ml__tls.nnest > mark) ml__tls.nnest = mark; /* failed: old stays */
+    if (p) {
+        after_alloc(p, n, kind, pre);
+    } else {
+        if (freed && n) record_plain(ML_EV_REALLOC_FAIL, kind, old, 0);
+        else if (nested_old && n && ml__tls.nnest > mark) ml__tls.nnest = mark; /* failed: old stays */
+        if (pre.busy) ml__call_done();
+    }
     return p;
 }
 
@@ -333,7 +345,7 @@ ML_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     }
     pre_t pre = before_alloc(n);
     int rc = ml__real.posix_memalign(out, align, n);
-    if (rc == 0) after_alloc(*out, n, ML_KIND_POSIX_MEMALIGN, pre);
+    after_alloc(rc == 0 ? *out : NULL, n, ML_KIND_POSIX_MEMALIGN, pre);
     return rc;
 }
 
@@ -379,11 +391,13 @@ ML_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
     if (p != MAP_FAILED && (flags & MAP_ANONYMOUS)) {
         if (rec) {
             record_mmap(p, len, ML_KIND_MMAP, stack, sflags);
+            ml__call_done();
             scrub_slow(); /* rare: the deeper one costs nothing that counts */
         } else if (ml__tls.guard) {
             count_nested();
         }
     }
+    if (rec) ml__call_done(); /* (again, or a failed call's) */
     return p;
 }
 
@@ -396,7 +410,10 @@ ML_EXPORT int munmap(void *addr, size_t len) {
         ml__init();
         if (!ml__real.munmap) return -1;
     }
-    if (ml__recording()) record_plain(ML_EV_MUNMAP, ML_KIND_MUNMAP, addr, len);
+    if (ml__recording()) {
+        record_plain(ML_EV_MUNMAP, ML_KIND_MUNMAP, addr, len);
+        ml__call_done();
+    }
     return ml__real.munmap(addr, len);
 }
 
@@ -420,6 +437,7 @@ ML_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
     if (rec) {
         if (p != MAP_FAILED) record_mmap(p, new_len, ML_KIND_MREMAP, stack, sflags);
         else record_plain(ML_EV_MMAP_FAIL, ML_KIND_MREMAP, old, old_len);
+        ml__call_done();
         scrub_slow();
     }
     return p;

@@ -96,6 +96,7 @@ typedef struct {
     uint8_t has_thread; /* thread index assigned and announced */
     uint8_t has_sample;
     uint8_t exiting; /* this thread made the exit handshake: never held (ml__exit_hold) */
+    _Atomic uint32_t *busy; /* this thread's flag in ml__busy (NULL until its first hook call) */
     int64_t sample_left; /* bytes until the next sampled allocation */
     uint64_t rng;
     uint32_t nnest; /* events waiting in nest */
@@ -174,12 +175,38 @@ void ml__stacks_unlock(void);
 extern _Atomic uint32_t ml__exit_hold;
 void ml__exit_hold_wait(void);
 
+/* A hook call that is to record something is "busy" from its check of the
+ * hold (ml__recording) until it has claimed its ring slots (ml__call_done):
+ * the thread's flag in ml__busy is 1 meanwhile. The exiting thread sets the
+ * hold, then waits until no other thread's flag is up before it writes the
+ * exit record (runtime.c, settle), so that a call which passed the check
+ * just before the hold, and was then preempted, still lands before the exit
+ * record and the scan judges its block. The fast path is two plain stores
+ * to the thread's own cache line; the ordering a store followed by a load
+ * needs is given by the exiting side (membarrier), not paid on every call. */
+#define ML_BUSY_SLOTS 4096
+typedef struct {
+    _Atomic uint32_t flag;
+    char pad[60];
+} ml_busy_t;
+extern ml_busy_t ml__busy[ML_BUSY_SLOTS];
+_Atomic uint32_t *ml__busy_assign(void);
+
 static inline bool ml__recording(void) {
     if (ml_likely(ml__state_relaxed() == ML_STATE_READY) && !ml__tls.guard) {
+        _Atomic uint32_t *b = ml__tls.busy;
+        if (ml_unlikely(!b)) b = ml__busy_assign();
+        ml_atomic_store_relaxed(b, 1);
+        __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the store before the load below */
         if (ml_unlikely(ml_atomic_load_relaxed(&ml__exit_hold))) ml__exit_hold_wait();
         return true;
     }
     return false;
+}
+
+/* The end of a call ml__recording said yes to: its records are in the ring. */
+static inline void ml__call_done(void) {
+    ml_atomic_store_release(ml__tls.busy, 0);
 }
 
 #endif

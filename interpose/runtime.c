@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/single_threaded.h>
 #include <malloc.h>
 #include <math.h>
@@ -42,6 +43,21 @@ static _Atomic uint64_t hold_until_ns; /* the end of ml__exit_hold (CLOCK_MONOTO
 static char ctl_path[256];
 static _Atomic uint32_t next_thread;
 static struct mallinfo2 (*real_mallinfo2)(void);
+
+/* The busy flags (interpose_internal.h): one cache line a thread, in .bss,
+ * so that only the pages of threads that ran are ever touched. A process
+ * that starts more than ML_BUSY_SLOTS threads shares slots between them
+ * (counted modulo): the exit settle then cannot tell two such threads
+ * apart, and a call of one may come after the exit record, as it could
+ * before the flags existed. */
+ml_busy_t ml__busy[ML_BUSY_SLOTS] __attribute__((aligned(64)));
+static _Atomic uint32_t busy_next; /* slots handed out (modulo ML_BUSY_SLOTS) */
+
+_Atomic uint32_t *ml__busy_assign(void) {
+    uint32_t i = ml_atomic_add_relaxed(&busy_next, 1) % ML_BUSY_SLOTS;
+    ml__tls.busy = &ml__busy[i].flag;
+    return ml__tls.busy;
+}
 
 /* ------------------------------------------------------------------------- */
 /* Small libc-free helpers                                                   */
@@ -831,6 +847,9 @@ static void fork_child(void) {
     ml_atomic_store_relaxed(&ml__exit_hold, 0);
     ml_atomic_store_relaxed(&hold_until_ns, 0);
     ml__tls.exiting = 0;
+    /* The parent's other threads are not here: neither are their calls. */
+    uint32_t nbusy = ml_atomic_load_relaxed(&busy_next);
+    for (uint32_t i = 0; i < nbusy && i < ML_BUSY_SLOTS; i++) ml_atomic_store_relaxed(&ml__busy[i].flag, 0);
     ml__spin_unlock(&raw_lock);
     ml__sampled_unlock();
     ml__stacks_unlock();
@@ -1120,6 +1139,7 @@ _Atomic uint32_t ml__exit_hold;
 #define HOLD_AFTER_NS (100ull * 1000000ull)
 void ml__exit_hold_wait(void) {
     if (ml__tls.exiting) return;
+    ml_atomic_store_release(ml__tls.busy, 0); /* waiting here is not being in a call */
     ml__tls.guard++;
     uint64_t t0 = mono_ns();
     while (ml_atomic_load_acquire(&ml__exit_hold)) {
@@ -1133,12 +1153,36 @@ void ml__exit_hold_wait(void) {
 }
 
 /* Lets the calls other threads were in the middle of when the hold began
- * claim their slots before the exit record: it waits until no slot was
- * claimed for 1 ms (five periods of 200 us; 20 ms at most). A call that
- * has not claimed its slot by then (its thread preempted between the
- * hold's check and the record) comes after the exit record, and its block
- * has no verdict from the scan (docs/analysis.md). */
+ * claim their slots before the exit record. Each such call has its busy flag
+ * up (interpose_internal.h) from before its check of the hold until its
+ * records are in the ring: this waits until every flag but this thread's is
+ * down, however long the kernel keeps a preempted thread off the CPU (a
+ * 2-core machine running other work: a 1 ms quiet period, what this waited
+ * for before, was not enough there). membarrier makes every other thread's
+ * flag store visible before the flags are read (the hooks pay no fence for
+ * it); where the kernel refuses it, the head of the ring must also stay
+ * still for 1 ms. The wait ends after SETTLE_MAX_NS in any case (a thread
+ * stopped inside a hook by a debugger or SIGSTOP): that call then comes
+ * after the exit record, and its block has no verdict from the scan
+ * (docs/analysis.md). */
+#define SETTLE_MAX_NS (2ull * 1000000000ull)
 static void settle(void) {
+    bool fenced = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+                  syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+    if (!fenced) fenced = syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0;
+    if (!fenced) atomic_thread_fence(memory_order_seq_cst);
+    const _Atomic uint32_t *own = ml__tls.busy;
+    uint32_t n = ml_atomic_load_relaxed(&busy_next);
+    if (n > ML_BUSY_SLOTS) n = ML_BUSY_SLOTS;
+    uint64_t t0 = mono_ns();
+    for (uint32_t i = 0; i < n; i++) {
+        if (&ml__busy[i].flag == own) continue;
+        while (ml_atomic_load_acquire(&ml__busy[i].flag) && mono_ns() - t0 < SETTLE_MAX_NS) {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (fenced) return;
     uint64_t last = ml_atomic_load_acquire(&ml__ring->head);
     for (int i = 0, quiet = 0; i < 100 && quiet < 5; i++) {
         struct timespec ts = {0, 200000};
@@ -1295,6 +1339,9 @@ void *ml__dlopen_enter(void) {
 ML_EXPORT int dlclose(void *handle) {
     if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
     bool rec = ml__recording();
+    /* Module records carry no block: the exit settle need not wait for them
+     * (nor for the library's destructors, which may wait for anything). */
+    if (rec) ml__call_done();
     if (rec) {
         ml__tls.guard++;
         ml__modules_scan(false);
