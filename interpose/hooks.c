@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------- */
@@ -103,6 +104,7 @@ enum { PRE_NONE, PRE_RECORD, PRE_NESTED };
 
 #ifdef ML_TEST_HOOKS
 static void test_nested(void);
+static void test_slow(size_t n);
 #endif
 
 static __attribute__((noinline)) uint32_t take_stack(uint8_t *flags) {
@@ -216,6 +218,9 @@ static inline pre_t before_alloc(size_t n) {
     if (ml__recording()) {
         pre.busy = true;
         if (wants_alloc(n)) {
+#ifdef ML_TEST_HOOKS
+            test_slow(n);
+#endif
             pre.what = PRE_RECORD;
             pre.stack = take_stack(&pre.flags);
             if (ml_unlikely(ml__tls.nnest)) nest_flush(pre.stack);
@@ -482,5 +487,23 @@ static void test_nested(void) {
     ml__test_nested_keep[i % 16] = malloc(n);
     i++;
     free(old);
+}
+
+/* A call preempted between its check of the exit hold and its record, for
+ * as long as a loaded machine may keep a thread off the CPU: the exit
+ * settle must wait for it (test_report's
+ * a_call_under_way_at_exit_lands_before_the_exit_record). The program's
+ * ml_test_slow_entered, if it exports one, learns that the call is past its
+ * check. */
+static void test_slow(size_t n) {
+    static uint64_t size = ~0ull;
+    if (size == ~0ull) size = ml_option_uint(ML_ENV_TEST_SLOW_SIZE);
+    if (!size || n != size) return;
+    ml__tls.guard++;
+    void (*entered)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "ml_test_slow_entered");
+    ml__tls.guard--;
+    if (entered) entered();
+    struct timespec ts = {0, 300000000L};
+    nanosleep(&ts, NULL);
 }
 #endif

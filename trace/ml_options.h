@@ -46,7 +46,9 @@
     X(TEST_CLAIM_DELAY_MS, "ML_TEST_CLAIM_DELAY_MS", UINT, "0", ML_ENV_PRELOAD,                    \
       "test builds only: sleep this long between counting a process slot and claiming it")         \
     X(TEST_NESTED_ALLOC, "ML_TEST_NESTED_ALLOC", UINT, "0", ML_ENV_PRELOAD,                        \
-      "test builds only: each stack capture also mallocs this many bytes (a nested allocation)")
+      "test builds only: each stack capture also mallocs this many bytes (a nested allocation)")    \
+    X(TEST_SLOW_SIZE, "ML_TEST_SLOW_SIZE", UINT, "0", ML_ENV_PRELOAD,                              \
+      "test builds only: an allocation of this many bytes sleeps 300 ms after the hook's check")
 #else
 #define ML_TEST_OPTIONS(X)
 #endif

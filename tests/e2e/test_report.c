@@ -164,6 +164,34 @@ Test(report, threads_allocating_at_exit_are_held_for_the_scan, .timeout = 120) {
     ml_analysis_free(a);
 }
 
+/* A call already past its check of the hold when the exit begins, and kept
+ * off the CPU for 300 ms there (fx_exitslow, with the test build of the
+ * interposer: ML_TEST_SLOW_SIZE), must still land before the exit record:
+ * the exiting thread waits for it. Before, it waited until the ring had
+ * been still for 1 ms, and the block came after the exit record with no
+ * verdict (on a loaded machine, fx_exitchurn above lost blocks that way). */
+Test(report, a_call_under_way_at_exit_lands_before_the_exit_record, .timeout = 120) {
+    cr_assert_eq(setenv("ML_TEST_SLOW_SIZE", "4321", 1), 0);
+    cr_assert_eq(setenv("ML_PRELOAD_LIB", h_bin("libmemlens_test.so"), 1), 0);
+    const char *trace = h_tmp("exitslow.mlt");
+    record(trace, "fx_exitslow", NULL);
+    unsetenv("ML_TEST_SLOW_SIZE");
+    unsetenv("ML_PRELOAD_LIB");
+    ml_analysis_t *a = analyse(trace, NULL);
+    const ml_leaks_t *L = ml_analysis_leaks(a);
+    cr_assert(L->scanned);
+    cr_expect_eq(L->unscanned_blocks, 0, "the slow call's block came after the exit record");
+    uint64_t bytes = 0, blocks = 0;
+    for (int k = 0; k < ML_LEAK_KINDS; k++) {
+        uint64_t b;
+        bytes += leaked(a, "worker", (ml_leak_kind_t)k, &b);
+        blocks += b;
+    }
+    cr_expect_eq(bytes, 4321, "the worker's block is live at exit, judged");
+    cr_expect_eq(blocks, 1);
+    ml_analysis_free(a);
+}
+
 /* The hold ends soon after the scan: a library destructor that runs after
  * memlens' and joins threads that allocate (fx_pool) gets them back, and
  * the program exits as it does alone (status 0; 3 if the join took over
