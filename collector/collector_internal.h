@@ -7,6 +7,7 @@
  *   drain.c      stage 1: ring -> events -> records (into the batch)
  *   dispatch.c   stage 2: batch -> sinks; opening and ending a process' sinks
  *   exit_scan.c  leak reachability, read from a process waiting at exit
+ *   glibc_stacks.c  the thread descriptors on glibc's list of used stacks
  *   sink_trace.c, sink_analysis.c  the two sinks of this folder
  */
 #ifndef ML_COLLECTOR_INTERNAL_H
@@ -232,5 +233,15 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
                   void (*release)(void *ctx),
                   void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, uint64_t raw_registry,
                   uint64_t sbrk_registry);
+
+/* glibc_stacks.c: the addresses of the thread descriptors on glibc's list
+ * of stacks in use (threads that run, and those that ended unjoined) in
+ * process pid (a live thread of it, whose maps and memory show), its memory
+ * read with read_words; sorted, into *out (free it), *n of them. -1 when
+ * the list cannot be found or read (not glibc 2.34 or later, say): *out is
+ * then NULL. */
+typedef bool (*ml__read_words_fn)(pid_t pid, uint64_t addr, uint64_t *w, size_t n);
+int ml__glibc_used_stacks(pid_t pid, ml__read_words_fn read_words, uint64_t **out, size_t *n);
+bool ml__glibc_stack_used(const uint64_t *v, size_t n, uint64_t descriptor);
 
 #endif

@@ -444,6 +444,9 @@ typedef struct {
     ranges_t *roots;  /* the result */
     ranges_t *owned;  /* the result's owned roots (ml_reach_io_t.owned) */
     bool all_sps;     /* every thread of the target has its stack pointer in sps */
+    int used_state;   /* glibc's used stacks: 0 not read yet, 1 in used/nused, -1 unknown */
+    uint64_t *used;   /* their descriptors (glibc_stacks.c), sorted */
+    size_t nused;
 } roots_ctx_t;
 
 /* glibc's malloc (malloc/malloc.c, malloc/arena.c): a block is preceded by
@@ -558,8 +561,11 @@ static void read_raw_registry(pid_t pid, uint64_t addr, ranges_t *out) {
  * of an anonymous mapping right above a guard page that holds no live
  * thread's stack pointer; when a thread's stack pointer is unknown (it was
  * running), no stack is taken for cached. A thread that ended and was not
- * joined keeps its stack the same way (valgrind, whose freeres leaves it,
- * calls its dtv possibly lost). */
+ * joined keeps its stack the same way, but on glibc's list of stacks in
+ * use, not in the cache, and freeres leaves it: valgrind calls its dtv
+ * possibly lost. Such a descriptor (glibc_stacks.c) is an ordinary root, so
+ * its interior pointer makes the vector possibly lost here too; where the
+ * list cannot be read, it is taken as cached. */
 static int cached_stack_dtv(roots_ctx_t *x, const mapping_t *m) {
     if (!m->stack || !x->all_sps || m->hi - m->lo < 2 * x->page) return 0;
     for (size_t i = 0; i < x->nsp; i++)
@@ -576,10 +582,12 @@ static int cached_stack_dtv(roots_ctx_t *x, const mapping_t *m) {
          * its memory given to another block), is left alone. */
         uint64_t blk = w[i + 1] - 16, len;
         size_t k = ml_reach_blocks_first(x->b, blk);
-        if (k < x->nb && ml_reach_block_ptr(x->b, k) == blk && read_words(x->pid, blk, &len, 1) &&
-            len < (1u << 20) && (len + 2) * 16 == ml_reach_block_size(x->b, k))
-            return push_range(x->owned, at + 8 * i + 8, at + 8 * i + 16);
-        return 0;
+        if (!(k < x->nb && ml_reach_block_ptr(x->b, k) == blk && read_words(x->pid, blk, &len, 1) &&
+              len < (1u << 20) && (len + 2) * 16 == ml_reach_block_size(x->b, k)))
+            return 0;
+        if (!x->used_state) x->used_state = ml__glibc_used_stacks(x->pid, read_words, &x->used, &x->nused) ? -1 : 1;
+        if (x->used_state > 0 && ml__glibc_stack_used(x->used, x->nused, at + 8 * i)) return 0;
+        return push_range(x->owned, at + 8 * i + 8, at + 8 * i + 16);
     }
     return 0;
 }
@@ -731,6 +739,7 @@ static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known
     fclose(f);
     free(x.parts.v);
     free(x.raw.v);
+    free(x.used);
     return rc;
 }
 
