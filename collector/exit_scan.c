@@ -755,7 +755,10 @@ static int64_t merged_blocks(ml_analysis_t *an, const ml__inherit_t *inh, ml_rea
     ml_live_block_t *own = NULL;
     *nown = ml_analysis_live_blocks(an, &own);
     if (*nown < 0) return *nown;
-    if (!*nown) return ml_analysis_live_reach_blocks(an, b); /* nothing of its own to judge */
+    if (!*nown) {
+        free(own);
+        return ml_analysis_live_reach_blocks(an, b); /* nothing of its own to judge */
+    }
     memset(b, 0, sizeof *b);
     int64_t n = ml__inherit_merge(inh, own, (size_t)*nown, merged, is_own);
     free(own);
