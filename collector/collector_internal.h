@@ -231,8 +231,8 @@ typedef void (*ml__exit_scan_emit_t)(void *ctx, const ml_record_t *rec);
  * graph with no verdict of their own; NULL for none. */
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__exit_scan_emit_t emit,
                   void (*release)(void *ctx),
-                  void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, uint64_t raw_registry,
-                  uint64_t sbrk_registry);
+                  void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, const uint64_t *exit_regs,
+                  uint32_t exit_nregs, uint64_t raw_registry, uint64_t sbrk_registry);
 
 /* glibc_stacks.c: the addresses of the thread descriptors on glibc's list
  * of stacks in use (threads that run, and those that ended unjoined) in

@@ -770,7 +770,7 @@ static int64_t merged_blocks(ml_analysis_t *an, const ml__inherit_t *inh, ml_rea
 
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__exit_scan_emit_t emit,
                   void (*release)(void *ctx), void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp,
-                  uint64_t raw_registry, uint64_t sbrk_registry) {
+                  const uint64_t *exit_regs, uint32_t exit_nregs, uint64_t raw_registry, uint64_t sbrk_registry) {
     uint64_t t0 = mono_ns();
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
     ml_reach_blocks_t b = {0};
@@ -793,6 +793,15 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     uint64_t *regs = NULL;
     known_sps_t known = {.n = 0};
     size_t nregs = rc == 0 && nb > 0 ? thread_registers(pid, exit_sp, &regs, &known) : 0;
+    /* The exiting thread's registers the process saved (a death in abort). */
+    if (rc == 0 && nb > 0 && exit_nregs) {
+        uint64_t *nv = realloc(regs, (nregs + exit_nregs) * sizeof *nv);
+        if (nv) {
+            memcpy(nv + nregs, exit_regs, exit_nregs * sizeof *nv);
+            regs = nv;
+            nregs += exit_nregs;
+        }
+    }
     if (rc == 0) rc = collect_roots(pid, mem_pid, leader_gone, &known, &b, (size_t)nb, exit_sp, glibc,
                                     raw_registry, sbrk_registry, &roots, &owned);
     if (rc == 0 && nregs && push_range(&roots, REGS_AT, REGS_AT + nregs * 8) < 0) nregs = 0;

@@ -165,6 +165,11 @@ uint32_t ml__stack_capture(uint8_t *flags);
  * is on this thread's stack. Slow (libunwind's proc info, dladdr): once per
  * process, at exit. */
 uint64_t ml__exit_caller_sp(void);
+/* The same for the exported function `fn`, from wherever this is called
+ * (a signal handler included: libunwind steps through the signal frame);
+ * with regs, also the callee-saved registers (rbx, rbp, r12-r15) of fn's
+ * caller as fn received them. */
+uint64_t ml__caller_sp(const char *fn, uint64_t regs[6]);
 void ml__stacks_lock(void);
 void ml__stacks_unlock(void);
 

@@ -428,21 +428,33 @@ static uint32_t intern_pcs(stack_cache_t *c, void *const *pcs, int n, uint8_t *f
 }
 
 uint64_t ml__exit_caller_sp(void) {
+    return ml__caller_sp("exit", NULL);
+}
+
+uint64_t ml__caller_sp(const char *fn, uint64_t regs[6]) {
     unw_context_t ctx;
     unw_cursor_t cur;
     if (unw_getcontext(&ctx) < 0 || unw_init_local(&cur, &ctx) < 0) return 0;
     bool in_exit = false;
     for (int i = 0; i < 64 && unw_step(&cur) > 0; i++) {
         unw_word_t sp = 0;
-        if (in_exit) return unw_get_reg(&cur, UNW_REG_SP, &sp) == 0 ? (uint64_t)sp : 0;
+        if (in_exit) {
+            static const int saved[6] = {UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_R12,
+                                         UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15};
+            for (int k = 0; regs && k < 6; k++) {
+                unw_word_t r = 0;
+                regs[k] = unw_get_reg(&cur, saved[k], &r) == 0 ? (uint64_t)r : 0;
+            }
+            return unw_get_reg(&cur, UNW_REG_SP, &sp) == 0 ? (uint64_t)sp : 0;
+        }
         unw_proc_info_t pi;
         Dl_info di;
-        /* The frame is exit's when its function starts where the dynamic
-         * symbol "exit" does (IPs inside local functions such as
+        /* The frame is fn's when its function starts where the dynamic
+         * symbol does (IPs inside local functions such as
          * __run_exit_handlers name the nearest export, but not its start). */
         if (unw_get_proc_info(&cur, &pi) == 0 && pi.start_ip &&
             dladdr((void *)(uintptr_t)pi.start_ip, &di) && di.dli_sname &&
-            (uintptr_t)di.dli_saddr == (uintptr_t)pi.start_ip && !strcmp(di.dli_sname, "exit"))
+            (uintptr_t)di.dli_saddr == (uintptr_t)pi.start_ip && !strcmp(di.dli_sname, fn))
             in_exit = true;
     }
     return 0;

@@ -17,6 +17,8 @@
 #define ml_atomic_store_release(p, x) atomic_store_explicit((p), (x), memory_order_release)
 #define ml_atomic_add_relaxed(p, x) atomic_fetch_add_explicit((p), (x), memory_order_relaxed)
 #define ml_atomic_add_acq_rel(p, x) atomic_fetch_add_explicit((p), (x), memory_order_acq_rel)
+#define ml_atomic_or_relaxed(p, x) atomic_fetch_or_explicit((p), (x), memory_order_relaxed)
+#define ml_atomic_and_relaxed(p, x) atomic_fetch_and_explicit((p), (x), memory_order_relaxed)
 #define ml_atomic_exchange_acq_rel(p, x) atomic_exchange_explicit((p), (x), memory_order_acq_rel)
 #define ml_atomic_cas_strong_acq_rel(p, expected, desired)                                         \
     atomic_compare_exchange_strong_explicit((p), (expected), (desired), memory_order_acq_rel,      \

@@ -43,9 +43,9 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 10 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 11 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
-                           * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq */
+                           * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -427,6 +427,14 @@ typedef struct {
      * `seq` of the ML_BLOB_FORK its parent image wrote before the fork (the
      * parent is ml_ctl_proc_t.parent_slot). 0: not a fork child. */
     uint32_t fork_seq;
+    /* Set by the process before its exit record when it dies inside
+     * abort() (interpose/runtime.c, crash_handler): the callee-saved
+     * registers (rbx, rbp, r12-r15) of abort()'s caller, recovered by
+     * unwinding, which abort's frames kept and exit_sp (the caller's frame)
+     * leaves out. Roots, as the registers of a thread valgrind stops.
+     * exit_nregs: how many (0: none). */
+    uint64_t exit_regs[6];
+    _Atomic uint32_t exit_nregs;
 } ml_ring_hdr_t;
 
 #define ML_END_STATUS_SET 0x100u
