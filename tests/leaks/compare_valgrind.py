@@ -52,7 +52,7 @@ def valgrind(prog, work):
     log = os.path.join(work, "vg.%p.log")
     subprocess.run(["valgrind", "--leak-check=full", "--show-leak-kinds=all", "--trace-children=yes",
                     "--errors-for-leak-kinds=none", "--log-file=" + log, prog],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, cwd=work)
     res = {}
     rec = re.compile(r"([\d,]+)(?: \(([\d,]+) direct, [\d,]+ indirect\))? bytes in ([\d,]+) blocks are "
                      r"(definitely lost|indirectly lost|possibly lost|still reachable) in loss record")
@@ -88,8 +88,9 @@ def valgrind(prog, work):
 def memlens(ml, prog, work):
     """[(is_child, kinds, dtv_blocks, reachability, leaks)] from every trace's JSON report."""
     out = os.path.join(work, "t.mlt")
+    # (in work: the programs that die of a signal may leave a core there)
     subprocess.run([ml, "run", "-q", "--follow-fork", "-o", out, "--", prog],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, cwd=work)
     res = []
     for f in sorted(os.listdir(work)):
         if not f.endswith(".mlt"):
