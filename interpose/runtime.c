@@ -1338,9 +1338,10 @@ ML_EXPORT _Noreturn void quick_exit(int status) {
 /* A process that dies by a signal                                           */
 /* ------------------------------------------------------------------------- */
 
-/* A program killed by SIGABRT (abort, a failed assert, an uncaught C++
- * exception, glibc's heap checks), SIGSEGV, SIGBUS, SIGFPE or SIGILL runs no
- * destructor, and used to end with no scan: every live block counted
+/* A program killed by a signal runs no destructor: SIGABRT (abort, a failed
+ * assert, an uncaught C++ exception, glibc's heap checks), SIGSEGV, SIGBUS,
+ * SIGFPE, SIGILL, SIGTRAP and SIGSYS, the signals a program raises on
+ * itself by what it does. It used to end with no scan: every live block counted
  * definite, where valgrind scans at the signal (73 KiB "definite" for a
  * C++ program that threw, against valgrind's 64 B). memlens installs its
  * own handler for each of these signals whose action is the default: it
@@ -1357,7 +1358,11 @@ ML_EXPORT _Noreturn void quick_exit(int status) {
  * bsd_signal, sysv_signal and sigset, which return memlens' handler.
  * x86-64 only (the stack pointer is read from the signal's context). */
 #if defined(__x86_64__)
-#define CRASH_SIGNALS(X) X(SIGABRT) X(SIGSEGV) X(SIGBUS) X(SIGFPE) X(SIGILL)
+/* Not the signals sent from outside (SIGTERM, SIGINT, SIGHUP, SIGPIPE...):
+ * with `timeout -s TERM 1 memlens run -- PROG` the program sometimes died of
+ * SIGTERM with memlens' handler installed but never run, a cause not found
+ * in the time there was (docs/analysis.md). */
+#define CRASH_SIGNALS(X) X(SIGABRT) X(SIGSEGV) X(SIGBUS) X(SIGFPE) X(SIGILL) X(SIGTRAP) X(SIGSYS)
 #define CRASH_BIT(sig) | (1u << (sig))
 static const uint32_t crash_set = 0 CRASH_SIGNALS(CRASH_BIT);
 static _Atomic uint32_t crash_ours; /* bit per signal: memlens' handler is the one installed */
