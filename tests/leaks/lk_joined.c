@@ -17,7 +17,7 @@ static void *work(void *arg) {
 int main(void) {
     pthread_t t[4];
     for (long i = 0; i < 4; i++)
-        if (pthread_create(&t[i], NULL, work, (void *)i)) abort();
+        if (pthread_create(&t[i], NULL, work, (void *)i)) LK_FAIL();
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
     dropped = lk_alloc(40);
     dropped = NULL;

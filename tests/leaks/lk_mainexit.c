@@ -29,7 +29,7 @@ static __attribute__((noinline)) void deep(void) {
 int main(void) {
     deep();
     pthread_t t;
-    if (pthread_create(&t, NULL, last, NULL)) abort();
+    if (pthread_create(&t, NULL, last, NULL)) LK_FAIL();
     void *volatile local = lk_alloc(32);
     lk_use((void *)&local);
     pthread_exit(NULL);

@@ -13,8 +13,9 @@
  *   - a one-page pool mapped right below the thread arena's heap (one
  *     mapping with it), the only holder of an 80-byte block of the main
  *     heap; a 32-byte block of the thread arena is dropped (definite).
- * Under memlens the program checks that both merges happened, and aborts
- * (no exit scan: the test fails) if not; valgrind lays memory out itself.
+ * Under memlens the program checks that both merges happened, and ends by
+ * SIGKILL (no exit scan: the test fails) if not; valgrind lays memory out
+ * itself.
  * expect: definite=1048608/2 indirect=24/1 possible=0/0 reachable=1048928/8 */
 #define _GNU_SOURCE
 #include "lk_common.h"
@@ -101,6 +102,6 @@ int main(void) {
     const char *pre = getenv("LD_PRELOAD");
     if (pre && strstr(pre, "libmemlens") &&
         (!one_mapping((uintptr_t)pool, (uintptr_t)big) || !one_mapping((uintptr_t)page, heap)))
-        abort();
+        LK_FAIL();
     return 0;
 }

@@ -34,9 +34,9 @@ static void *spin(void *arg) {
 int main(void) {
     pthread_t t[4], s;
     for (long i = 0; i < 4; i++)
-        if (pthread_create(&t[i], NULL, work, (void *)i)) abort();
+        if (pthread_create(&t[i], NULL, work, (void *)i)) LK_FAIL();
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
-    if (pthread_create(&s, NULL, spin, NULL)) abort();
+    if (pthread_create(&s, NULL, spin, NULL)) LK_FAIL();
     usleep(100000);
     LK_CLEAR_REGISTERS();
     return 0;

@@ -10,11 +10,11 @@ void **volatile b;
 int main(void) {
     free(lk_alloc(16)); /* glibc's arena first, then ours after it */
     b = sbrk(8192);
-    if (b == (void *)-1) abort();
+    if (b == (void *)-1) LK_FAIL();
     b[5] = lk_alloc(1006);
     void **top = (void **)((char *)b + 4096);
     top[7] = lk_alloc(33); /* in the half given back below */
-    if (sbrk(-4096) == (void *)-1) abort();
+    if (sbrk(-4096) == (void *)-1) LK_FAIL();
     LK_CLEAR_REGISTERS();
     return 0;
 }

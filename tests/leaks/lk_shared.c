@@ -12,9 +12,9 @@
 #include <unistd.h>
 #define LEN 65536
 static void *map_shared(int fd) {
-    if (fd >= 0 && ftruncate(fd, LEN)) abort();
+    if (fd >= 0 && ftruncate(fd, LEN)) LK_FAIL();
     void *m = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED | (fd < 0 ? MAP_ANONYMOUS : 0), fd, 0);
-    if (m == MAP_FAILED) abort();
+    if (m == MAP_FAILED) LK_FAIL();
     if (fd >= 0) close(fd);
     return m;
 }
@@ -26,7 +26,7 @@ int main(void) {
     char name[64];
     snprintf(name, sizeof name, "/dev/shm/lk_shared-%d", (int)getpid());
     int fd = open(name, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0) abort();
+    if (fd < 0) LK_FAIL();
     unlink(name);
     void **file = map_shared(fd);
     file[30] = lk_alloc(40);

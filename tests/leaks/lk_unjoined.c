@@ -35,7 +35,7 @@ static void wait_gone(long tid) {
 int main(void) {
     pthread_t t[4];
     for (long i = 0; i < 4; i++)
-        if (pthread_create(&t[i], NULL, work, (void *)i)) abort();
+        if (pthread_create(&t[i], NULL, work, (void *)i)) LK_FAIL();
     for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
     for (int i = 2; i < 4; i++) {
         while (!tids[i]) usleep(1000);

@@ -12,7 +12,7 @@
 static volatile int ready;
 static __attribute__((noinline, optimize("O2"))) void drop(void) {
     void *p = malloc(72);
-    if (!p) abort();
+    if (!p) LK_FAIL();
     __asm__ volatile("" : : "r"(p) : "memory"); /* lk_use would spill it at -O0 */
 }
 static __attribute__((noinline)) void wait_deep(void) {
