@@ -622,12 +622,31 @@ static int start_collector(run_t *s) {
     return 0;
 }
 
+/* A process that sends the same stop signal twice within this time sent
+ * it once to memlens and once to its process group: timeout(1) does, kill
+ * of a pid and then of a group does. That is one request to stop, not the
+ * second signal that means "stop waiting for the program". */
+#define STOP_ECHO_NS 250000000ll
+
 /* SIGINT, SIGTERM, SIGHUP: remembered, and passed on to the program when a
  * process sent them (kill, timeout(1)). A signal from the terminal (Ctrl-C,
  * a hang-up: si_code SI_KERNEL) reached the program's process group too,
- * and is not delivered twice. */
+ * and is not delivered twice; nor is the echo of a sender's signal to the
+ * group (STOP_ECHO_NS), which the program got from the sender. */
 static void on_stop(int sig, siginfo_t *si, void *uc) {
     (void)uc;
+    static pid_t last_pid;
+    static int last_sig;
+    static long long last_ns;
+    if (si && si->si_code <= 0 && si->si_pid > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        long long now = (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+        if (si->si_pid == last_pid && sig == last_sig && now - last_ns < STOP_ECHO_NS) return;
+        last_pid = si->si_pid;
+        last_sig = sig;
+        last_ns = now;
+    }
     if (!stop_sig) stop_sig = sig;
     if (stop_count < 100) stop_count++;
     if (child_pid > 0 && si && si->si_code != SI_KERNEL) kill(child_pid, sig);

@@ -241,6 +241,17 @@ print(d["process"]["end"], L["judged"], L["lost_bytes"], L["gate_bytes"], len(L[
     check "memlens died of SIGTERM ($st)" test "$st" = "signal 15"
     "$ML" dump term.mlt > term.txt 2>&1
     check "the program got the SIGTERM; the trace is saved" has term.txt " end signaled status=15 "
+    # timeout(1) sends its signal to memlens and then to its whole process
+    # group: one request to stop, not two. memlens must wait for the
+    # program, which here takes 0.4 s to exit after SIGTERM, and save a
+    # complete trace, as a single SIGTERM does.
+    timeout -s TERM 1 "$ML" run -q -o tmo.mlt -- bash -c \
+        "trap 'sleep 0.4; exit 5' TERM; sleep 30 & echo \$! > tmo.pid; wait"
+    st=$?
+    [ -s tmo.pid ] && kill "$(cat tmo.pid)" 2> /dev/null
+    check "timeout(1): its status is 124 ($st)" test "$st" -eq 124
+    "$ML" dump tmo.mlt > tmo.txt 2>&1
+    check "timeout(1): memlens waited for the program (end: exited 5)" has tmo.txt " end exited status=5 "
     # SIGINT from kill (not a terminal) reaches memlens alone: forwarded.
     st=$(signal_after 2 "$ML" run -q -o kint.mlt -- sleep 30)
     check "SIGINT from kill: memlens died of SIGINT ($st)" test "$st" = "signal 2"
