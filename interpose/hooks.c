@@ -15,6 +15,7 @@
 #endif
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
@@ -105,6 +106,8 @@ enum { PRE_NONE, PRE_RECORD, PRE_NESTED };
 #ifdef ML_TEST_HOOKS
 static void test_nested(void);
 static void test_slow(size_t n);
+static void test_signal_arm(size_t n);
+static void test_signal(void);
 #endif
 
 static __attribute__((noinline)) uint32_t take_stack(uint8_t *flags) {
@@ -112,6 +115,7 @@ static __attribute__((noinline)) uint32_t take_stack(uint8_t *flags) {
     uint32_t stack = ml__stack_capture(flags);
 #ifdef ML_TEST_HOOKS
     test_nested();
+    test_signal();
 #endif
     ml__tls.guard--;
     return stack;
@@ -220,6 +224,7 @@ static inline pre_t before_alloc(size_t n) {
         if (wants_alloc(n)) {
 #ifdef ML_TEST_HOOKS
             test_slow(n);
+            test_signal_arm(n);
 #endif
             pre.what = PRE_RECORD;
             pre.stack = take_stack(&pre.flags);
@@ -505,5 +510,23 @@ static void test_slow(size_t n) {
     if (entered) entered();
     struct timespec ts = {0, 300000000L};
     nanosleep(&ts, NULL);
+}
+
+/* A SIGTERM sent from outside that lands while memlens is inside a
+ * recording call, taking the stack: the handler must put it off until the
+ * call is done, then scan (test_report's
+ * a_sigterm_inside_memlens_waits_for_the_call_then_scans). kill(), as
+ * another process would send it: the kernel delivers it to this thread on
+ * the way back from the system call, with the guard up. */
+static ML_TLS int test_signal_armed;
+static void test_signal_arm(size_t n) {
+    static uint64_t size = ~0ull;
+    if (size == ~0ull) size = ml_option_uint(ML_ENV_TEST_SIGNAL_SIZE);
+    test_signal_armed = size && n == size;
+}
+static void test_signal(void) {
+    if (!test_signal_armed) return;
+    test_signal_armed = 0;
+    kill(getpid(), SIGTERM);
 }
 #endif

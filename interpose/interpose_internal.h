@@ -96,6 +96,8 @@ typedef struct {
     uint8_t has_thread; /* thread index assigned and announced */
     uint8_t has_sample;
     uint8_t exiting; /* this thread made the exit handshake: never held (ml__exit_hold) */
+    uint8_t holding; /* waiting in ml__exit_hold_wait */
+    volatile uint8_t deferred_sig; /* a fatal signal that came inside memlens (runtime.c) */
     _Atomic uint32_t *busy; /* this thread's flag in ml__busy (NULL until its first hook call) */
     int64_t sample_left; /* bytes until the next sampled allocation */
     uint64_t rng;
@@ -209,9 +211,14 @@ static inline bool ml__recording(void) {
     return false;
 }
 
+/* runtime.c: sends this thread the signal its handler put off while the
+ * thread was inside memlens (ml_tls_t.deferred_sig). */
+void ml__deferred_signal(void);
+
 /* The end of a call ml__recording said yes to: its records are in the ring. */
 static inline void ml__call_done(void) {
     ml_atomic_store_release(ml__tls.busy, 0);
+    if (ml_unlikely(ml__tls.deferred_sig)) ml__deferred_signal();
 }
 
 #endif

@@ -40,6 +40,7 @@ ML_TLS ml_tls_t ml__tls;
 static uint32_t proc_slot = ~0u;
 static _Atomic uint32_t recorded_pid; /* the pid this image registered with */
 static _Atomic int exit_asked;        /* the exit handshake was made (exit_handshake) */
+static _Atomic int exit_over;         /* ... and has ended */
 static _Atomic uint64_t hold_until_ns; /* the end of ml__exit_hold (CLOCK_MONOTONIC); 0: scan not done */
 static char ctl_path[256];
 static _Atomic uint32_t next_thread;
@@ -597,6 +598,7 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
     pr->pid = (uint32_t)getpid();
     ml_atomic_store_relaxed(&recorded_pid, pr->pid);
     ml_atomic_store_relaxed(&exit_asked, 0);
+    ml_atomic_store_relaxed(&exit_over, 0);
     pr->ppid = (uint32_t)getppid();
     pr->parent_slot = parent_slot;
     ml_atomic_store_release(&pr->state, ML_PROC_CLAIMED);
@@ -1145,6 +1147,7 @@ void ml__exit_hold_wait(void) {
     if (ml__tls.exiting) return;
     ml_atomic_store_release(ml__tls.busy, 0); /* waiting here is not being in a call */
     ml__tls.guard++;
+    ml__tls.holding = 1;
     uint64_t t0 = mono_ns();
     while (ml_atomic_load_acquire(&ml__exit_hold)) {
         uint64_t now = mono_ns(), until = ml_atomic_load_acquire(&hold_until_ns);
@@ -1153,6 +1156,7 @@ void ml__exit_hold_wait(void) {
         struct timespec ts = {0, (long)slice};
         syscall(SYS_futex, &ml__exit_hold, FUTEX_WAIT_PRIVATE, 1, &ts, NULL, 0);
     }
+    ml__tls.holding = 0;
     ml__tls.guard--;
 }
 
@@ -1243,6 +1247,7 @@ static void exit_handshake(uint64_t sp, bool crash, const uint64_t *regs, uint32
     } else {
         ml_atomic_store_release(&hold_until_ns, mono_ns() + HOLD_AFTER_NS);
     }
+    ml_atomic_store_release(&exit_over, 1);
 }
 
 /* Preloaded first, destroyed last: the program's own destructors have run.
@@ -1253,6 +1258,7 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
     ml__tls.guard++;
     if (!ml_atomic_exchange_acq_rel(&exit_asked, 1)) exit_handshake(ml__exit_caller_sp(), false, NULL, 0);
     ml__tls.guard--;
+    if (ml__tls.deferred_sig) ml__deferred_signal();
 }
 
 /* A program that ends with _exit or _Exit (dash does, and so do forked
@@ -1262,13 +1268,16 @@ __attribute__((destructor(101))) static void ml_dtor(void) {
  * without the PLT, so this is not called twice. A vfork child shares its
  * parent's memory and must leave it alone: its pid is not the one this
  * image registered with. */
-static void handshake_here(uint64_t sp, bool crash, const uint64_t *regs, uint32_t nregs) {
+static bool handshake_here(uint64_t sp, bool crash, const uint64_t *regs, uint32_t nregs) {
     if (ml__state_relaxed() == ML_STATE_READY && !ml__tls.guard &&
         (uint32_t)getpid() == ml_atomic_load_relaxed(&recorded_pid) && !ml_atomic_exchange_acq_rel(&exit_asked, 1)) {
         ml__tls.guard++;
         exit_handshake(sp, crash, regs, nregs);
         ml__tls.guard--;
+        if (ml__tls.deferred_sig) ml__deferred_signal();
+        return true;
     }
+    return false;
 }
 
 /* The exit status, into the ring header (ml_ring_hdr_t.end_status) for
@@ -1341,7 +1350,8 @@ ML_EXPORT _Noreturn void quick_exit(int status) {
 /* A program killed by a signal runs no destructor: SIGABRT (abort, a failed
  * assert, an uncaught C++ exception, glibc's heap checks), SIGSEGV, SIGBUS,
  * SIGFPE, SIGILL, SIGTRAP and SIGSYS, the signals a program raises on
- * itself by what it does. It used to end with no scan: every live block counted
+ * itself by what it does, and those sent to it (SIGTERM...). It used to end
+ * with no scan: every live block counted
  * definite, where valgrind scans at the signal (73 KiB "definite" for a
  * C++ program that threw, against valgrind's 64 B). memlens installs its
  * own handler for each of these signals whose action is the default: it
@@ -1358,13 +1368,20 @@ ML_EXPORT _Noreturn void quick_exit(int status) {
  * bsd_signal, sysv_signal and sigset, which return memlens' handler.
  * x86-64 only (the stack pointer is read from the signal's context). */
 #if defined(__x86_64__)
-/* Not the signals sent from outside (SIGTERM, SIGINT, SIGHUP, SIGPIPE...):
- * with `timeout -s TERM 1 memlens run -- PROG` the program sometimes died of
- * SIGTERM with memlens' handler installed but never run, a cause not found
- * in the time there was (docs/analysis.md). */
-#define CRASH_SIGNALS(X) X(SIGABRT) X(SIGSEGV) X(SIGBUS) X(SIGFPE) X(SIGILL) X(SIGTRAP) X(SIGSYS)
+/* Also every signal whose default action ends the process and that comes
+ * from outside (SENT_SIGNALS below): SIGTERM from timeout(1), kill or a CI
+ * runner, SIGINT and SIGHUP from a terminal, SIGPIPE from a reader gone...
+ * valgrind scans at those too. Not SIGKILL, which nothing can catch. */
+#define CRASH_SIGNALS(X)                                                                            \
+    X(SIGABRT) X(SIGSEGV) X(SIGBUS) X(SIGFPE) X(SIGILL) X(SIGTRAP) X(SIGSYS) X(SIGTERM) X(SIGINT) X(SIGHUP) \
+    X(SIGQUIT) X(SIGPIPE) X(SIGALRM) X(SIGUSR1) X(SIGUSR2) X(SIGXCPU) X(SIGXFSZ) X(SIGVTALRM) X(SIGPROF)
 #define CRASH_BIT(sig) | (1u << (sig))
 static const uint32_t crash_set = 0 CRASH_SIGNALS(CRASH_BIT);
+/* those that only come from outside (kill, the terminal, a timer, a limit) */
+#define SENT_SIGNALS(X)                                                                             \
+    X(SIGTERM) X(SIGINT) X(SIGHUP) X(SIGQUIT) X(SIGPIPE) X(SIGALRM) X(SIGUSR1) X(SIGUSR2) X(SIGXCPU) \
+    X(SIGXFSZ) X(SIGVTALRM) X(SIGPROF)
+static const uint32_t sent_set = 0 SENT_SIGNALS(CRASH_BIT);
 static _Atomic uint32_t crash_ours; /* bit per signal: memlens' handler is the one installed */
 static void *_Atomic real_sigaction_fn, *_Atomic real_signal_fn;
 typedef int (*sigaction_fn_t)(int, const struct sigaction *, struct sigaction *);
@@ -1373,10 +1390,38 @@ static bool is_crash_signal(int sig) {
     return sig > 0 && sig < 32 && (crash_set >> sig & 1);
 }
 
+/* Another thread is making the exit handshake (a second signal, or a
+ * fault while the program exits): the scan it asked for ends before this
+ * thread's signal ends the process, at most 30 s later. Not from inside
+ * memlens (the guard is up), where the thread may hold what the scan
+ * needs, except from the exit hold's wait, which holds nothing. */
+static void wait_for_the_scan(void) {
+    if (ml__state_relaxed() != ML_STATE_READY || (ml__tls.guard && !ml__tls.holding) ||
+        (uint32_t)getpid() != ml_atomic_load_relaxed(&recorded_pid) || !ml_atomic_load_acquire(&exit_asked))
+        return;
+    for (int i = 0; i < 30000 && !ml_atomic_load_acquire(&exit_over); i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void crash_handler(int sig, siginfo_t *si, void *ucv) {
     (void)si;
     int saved = errno;
     const ucontext_t *uc = ucv;
+    /* A signal sent from outside that finds the thread inside memlens, in a
+     * recording call (its busy flag up) or in its own exit handshake: the
+     * thread may hold a ring slot or a lock the handshake needs. Put off
+     * until the call is done (ml__call_done) or the handshake over; both
+     * are moments away. Elsewhere inside memlens (the guard up otherwise),
+     * the process dies unscanned, as before. */
+    if ((sent_set >> sig & 1) && ml__tls.guard && !ml__tls.holding && !ml__tls.deferred_sig &&
+        ((ml__tls.busy && ml_atomic_load_relaxed(ml__tls.busy)) ||
+         (ml__tls.exiting && !ml_atomic_load_acquire(&exit_over)))) {
+        ml__tls.deferred_sig = (uint8_t)sig;
+        errno = saved;
+        return;
+    }
     /* abort()'s own frames (raise, pthread_kill, and the loader's lazy
      * binding before them) lie below its caller's and hold slots they never
      * wrote, with stale pointers of calls that returned before; valgrind
@@ -1391,10 +1436,23 @@ static void crash_handler(int sig, siginfo_t *si, void *ucv) {
         sp = ml__caller_sp("abort", regs);
         ml__tls.guard--;
     }
-    if (sp) handshake_here(sp, true, regs, 6);
-    else handshake_here((uint64_t)uc->uc_mcontext.gregs[REG_RSP], true, NULL, 0);
-    /* SA_RESETHAND made the action the default again; the signal is
-     * blocked while this runs, and arrives as it returns. */
+    bool made = sp ? handshake_here(sp, true, regs, 6)
+                   : handshake_here((uint64_t)uc->uc_mcontext.gregs[REG_RSP], true, NULL, 0);
+    if (!made) wait_for_the_scan();
+    /* The default action again, then the signal once more: it is blocked
+     * while this runs, and arrives as this returns (a fault, as the
+     * instruction runs again). Not SA_RESETHAND: that resets the action
+     * when the signal is delivered, before the kernel blocks it for the
+     * handler, and a second one sent meanwhile (timeout(1) signals the
+     * program, and memlens forwards its own) killed the process before the
+     * handler ran, in about 1 run of 8. */
+    sigaction_fn_t real = (sigaction_fn_t)ml_atomic_load_relaxed(&real_sigaction_fn);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    ml_atomic_and_relaxed(&crash_ours, ~(1u << sig));
+    if (real) real(sig, &dfl, NULL); /* known: it installed this handler */
     syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
     errno = saved;
 }
@@ -1404,8 +1462,12 @@ static bool crash_install(sigaction_fn_t real, int sig) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = crash_handler;
-    sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_ONSTACK | SA_RESTART;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+    /* the others wait until this one has made the handshake */
     sigemptyset(&sa.sa_mask);
+#define CRASH_MASK(s) sigaddset(&sa.sa_mask, s);
+    CRASH_SIGNALS(CRASH_MASK)
+#undef CRASH_MASK
     if (real(sig, &sa, NULL) != 0) return false;
     ml_atomic_or_relaxed(&crash_ours, 1u << sig);
     return true;
@@ -1473,6 +1535,14 @@ ML_EXPORT sighandler_t signal(int sig, sighandler_t handler) {
 static void crash_handlers_install(void) {
 }
 #endif
+
+/* The signal crash_handler put off: sent again now that the thread is out
+ * of memlens, where its handler makes the handshake. */
+void ml__deferred_signal(void) {
+    int sig = ml__tls.deferred_sig;
+    ml__tls.deferred_sig = 0;
+    if (sig) syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
+}
 
 /* Called by the dlopen trampoline before it jumps to the real dlopen. */
 void *ml__dlopen_enter(void);

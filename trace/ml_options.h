@@ -48,7 +48,10 @@
     X(TEST_NESTED_ALLOC, "ML_TEST_NESTED_ALLOC", UINT, "0", ML_ENV_PRELOAD,                        \
       "test builds only: each stack capture also mallocs this many bytes (a nested allocation)")    \
     X(TEST_SLOW_SIZE, "ML_TEST_SLOW_SIZE", UINT, "0", ML_ENV_PRELOAD,                              \
-      "test builds only: an allocation of this many bytes sleeps 300 ms after the hook's check")
+      "test builds only: an allocation of this many bytes sleeps 300 ms after the hook's check")   \
+    X(TEST_SIGNAL_SIZE, "ML_TEST_SIGNAL_SIZE", UINT, "0", ML_ENV_PRELOAD,                          \
+      "test builds only: an allocation of this many bytes sends its process SIGTERM while memlens " \
+      "takes its stack")
 #else
 #define ML_TEST_OPTIONS(X)
 #endif

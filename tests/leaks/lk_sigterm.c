@@ -1,0 +1,24 @@
+/* A program killed by SIGTERM, as timeout(1), kill and a CI runner's stop
+ * end one: no destructor runs, and valgrind checks the leaks at the signal.
+ * memlens' handler for the signals sent from outside (interpose/runtime.c,
+ * installed where the action is the default) makes the exit handshake, then
+ * sends the signal again with the default action. Before, nothing was
+ * scanned and every live block counted definite (96 B here). The signal is
+ * sent by the program itself so that both tools get it at the same point.
+ * expect: definite=48/1 indirect=16/1 possible=0/0 reachable=32/1 */
+#include "lk_common.h"
+struct node {
+    struct node *next;
+    char pad[40];
+};
+void *volatile held;
+int main(void) {
+    held = lk_alloc(32);
+    struct node *n = lk_alloc(sizeof *n);
+    n->next = lk_alloc(16);
+    n = NULL;
+    lk_use(n);
+    LK_CLEAR_REGISTERS();
+    kill(getpid(), SIGTERM);
+    return 3;
+}
