@@ -245,7 +245,7 @@ print(d["process"]["end"], L["judged"], L["lost_bytes"], L["gate_bytes"], len(L[
     # group: one request to stop, not two. memlens must wait for the
     # program, which here takes 0.4 s to exit after SIGTERM, and save a
     # complete trace, as a single SIGTERM does.
-    timeout -s TERM 1 "$ML" run -q -o tmo.mlt -- bash -c \
+    timeout -s TERM 2 "$ML" run -q -o tmo.mlt -- bash -c \
         "trap 'sleep 0.4; exit 5' TERM; sleep 30 & echo \$! > tmo.pid; wait"
     st=$?
     [ -s tmo.pid ] && kill "$(cat tmo.pid)" 2> /dev/null
