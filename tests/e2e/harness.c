@@ -73,6 +73,14 @@ void h_run(h_run_t *r, const char *const argv[]) {
     r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+void h_run_test_lib(h_run_t *r, const char *const argv[], const char *var, const char *value) {
+    cr_assert_eq(setenv(var, value, 1), 0);
+    cr_assert_eq(setenv("ML_PRELOAD_LIB", h_bin("libmemlens_test.so"), 1), 0);
+    h_run(r, argv);
+    unsetenv(var);
+    unsetenv("ML_PRELOAD_LIB");
+}
+
 void h_run_free(h_run_t *r) {
     free(r->out);
     free(r->err);

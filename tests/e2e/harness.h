@@ -17,6 +17,10 @@ typedef struct {
 /* Runs argv (argv[0] is looked up as given) with stdout/stderr captured. */
 void h_run(h_run_t *r, const char *const argv[]);
 void h_run_free(h_run_t *r);
+/* h_run with the test build of the interposer (libmemlens_test.so, which
+ * has the test hooks) and its variable `var` set to `value`; both are unset
+ * again after. */
+void h_run_test_lib(h_run_t *r, const char *const argv[], const char *var, const char *value);
 
 /* Path of a built binary (memlens, a fixture) in the build folder. */
 const char *h_bin(const char *name);

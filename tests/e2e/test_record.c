@@ -690,14 +690,10 @@ Test(record, sampling_is_flagged_and_unbiased) {
  * (libmemlens_test.so: the shipped one has no test hooks) holds the window
  * open for 300 ms; every call must still be recorded. */
 Test(record, slot_counted_before_it_is_claimed) {
-    cr_assert_eq(setenv("ML_TEST_CLAIM_DELAY_MS", "300", 1), 0);
-    cr_assert_eq(setenv("ML_PRELOAD_LIB", h_bin("libmemlens_test.so"), 1), 0);
     const char *trace = h_tmp("claim.mlt");
     const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_counts"), NULL};
     h_run_t r;
-    h_run(&r, argv);
-    unsetenv("ML_TEST_CLAIM_DELAY_MS");
-    unsetenv("ML_PRELOAD_LIB");
+    h_run_test_lib(&r, argv, "ML_TEST_CLAIM_DELAY_MS", "300");
     cr_assert_eq(r.status, 7, "stderr: %s", r.err);
     cr_expect_str_eq(r.err, "", "no error or warning");
     h_trace_t t;
@@ -807,14 +803,10 @@ Test(record, default_trace_name_and_summary) {
  * nested ones and 145 nested frees, all in the trace, none skipped, no free
  * of an unknown block. */
 Test(record, allocations_inside_the_hook_are_recorded) {
-    cr_assert_eq(setenv("ML_TEST_NESTED_ALLOC", "77", 1), 0);
-    cr_assert_eq(setenv("ML_PRELOAD_LIB", h_bin("libmemlens_test.so"), 1), 0);
     const char *trace = h_tmp("nested.mlt");
     const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_counts"), NULL};
     h_run_t r;
-    h_run(&r, argv);
-    unsetenv("ML_TEST_NESTED_ALLOC");
-    unsetenv("ML_PRELOAD_LIB");
+    h_run_test_lib(&r, argv, "ML_TEST_NESTED_ALLOC", "77");
     cr_assert_eq(r.status, 7, "stderr: %s", r.err);
     h_trace_t t;
     h_trace_load(&t, trace);

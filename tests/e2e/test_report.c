@@ -202,14 +202,10 @@ Test(report, a_call_under_way_at_exit_lands_before_the_exit_record, .timeout = 1
  * definite. valgrind's numbers for the three first blocks (tests/leaks has
  * the same shapes, compared with valgrind: lk_sigterm). */
 Test(report, a_sigterm_inside_memlens_waits_for_the_call_then_scans, .timeout = 120) {
-    cr_assert_eq(setenv("ML_TEST_SIGNAL_SIZE", "5555", 1), 0);
-    cr_assert_eq(setenv("ML_PRELOAD_LIB", h_bin("libmemlens_test.so"), 1), 0);
     const char *trace = h_tmp("sigterm.mlt");
     const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_sigterm"), NULL};
     h_run_t r;
-    h_run(&r, argv);
-    unsetenv("ML_TEST_SIGNAL_SIZE");
-    unsetenv("ML_PRELOAD_LIB");
+    h_run_test_lib(&r, argv, "ML_TEST_SIGNAL_SIZE", "5555");
     cr_expect_eq(r.status, 128 + SIGTERM, "memlens' status is the program's: %d: %s", r.status, r.err);
     h_run_free(&r);
     ml_analysis_t *a = analyse(trace, NULL);
