@@ -275,13 +275,13 @@ void ml__discover(ml_collector_t *c) {
 
 /* A process that is gone and was not memlens' child: the status it wrote
  * into its ring header as it ended by exit, _exit or quick_exit (or a
- * return from main), else unknown (a fatal signal, SIGKILL: no process
- * gets to say it). */
+ * return from main), or the signal memlens' handler let end it, else
+ * unknown (SIGKILL: no process gets to say it). */
 void ml__proc_end_unwaited(ml__proc_t *p) {
     uint32_t st = ml_atomic_load_acquire(&p->ring->end_status);
     p->ended = true;
     if (st & ML_END_STATUS_SET) {
-        p->end_kind = ML_END_EXITED;
+        p->end_kind = st & ML_END_STATUS_SIGNALED ? ML_END_SIGNALED : ML_END_EXITED;
         p->end_status = (int32_t)(st & 0xffu);
     } else {
         p->end_kind = ML_END_UNKNOWN;

@@ -1286,11 +1286,12 @@ static bool handshake_here(uint64_t sp, bool crash, const uint64_t *regs, uint32
  * a process killed before (in a destructor, during the exit scan) stays
  * "unknown". Only by this image's own process: a vfork child shares our
  * memory, ring included, and must not write its status there. */
-static void note_end_status(int status) {
+static void note_end_status(int status, bool signaled) {
     if (ml__state_relaxed() != ML_STATE_READY || !ml__ring ||
         (uint32_t)getpid() != ml_atomic_load_relaxed(&recorded_pid))
         return;
-    ml_atomic_store_release(&ml__ring->end_status, ML_END_STATUS_SET | ((uint32_t)status & 0xffu));
+    ml_atomic_store_release(&ml__ring->end_status, ML_END_STATUS_SET | (signaled ? ML_END_STATUS_SIGNALED : 0) |
+                                                        ((uint32_t)status & 0xffu));
 }
 
 /* exit() and a return from main (glibc's start code calls exit with main's
@@ -1299,12 +1300,12 @@ static void note_end_status(int status) {
  * destructor (ours too), just before stdio's last flush and _exit. */
 static void ml_on_exit(int status, void *arg) {
     (void)arg;
-    note_end_status(status);
+    note_end_status(status, false);
 }
 
 static _Noreturn void exit_now(int status, uint64_t sp) {
     handshake_here(sp, false, NULL, 0);
-    note_end_status(status);
+    note_end_status(status, false);
     for (;;) syscall(SYS_exit_group, status);
 }
 
@@ -1316,7 +1317,7 @@ static _Atomic int quick_exit_status;
  * thread's stack pointer, as valgrind scans it at exit_group. */
 static void ml_quick_exit(void) {
     handshake_here(0, false, NULL, 0);
-    note_end_status(ml_atomic_load_relaxed(&quick_exit_status));
+    note_end_status(ml_atomic_load_relaxed(&quick_exit_status), false);
 }
 
 /* The caller's stack starts right above the return address: libmemlens.so
@@ -1453,6 +1454,7 @@ static void crash_handler(int sig, siginfo_t *si, void *ucv) {
     sigemptyset(&dfl.sa_mask);
     ml_atomic_and_relaxed(&crash_ours, ~(1u << sig));
     if (real) real(sig, &dfl, NULL); /* known: it installed this handler */
+    note_end_status(sig, true);
     syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
     errno = saved;
 }

@@ -43,9 +43,10 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 11 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 12 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
-                           * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs */
+                           * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
+                           * 12: ML_END_STATUS_SIGNALED */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -418,8 +419,11 @@ typedef struct {
      * (exit() and a return from main: an on_exit handler, which glibc runs
      * after the destructors; _exit, _Exit: their hooks; quick_exit: its
      * last handler), as ML_END_STATUS_SET | (status & 0xff), the exit
-     * status the parent's wait sees. 0: not known (still running, killed
-     * by a signal, or exec'd). The collector, which is not the parent of a
+     * status the parent's wait sees; by a signal memlens' handler caught
+     * (interpose/runtime.c, crash_handler), as ML_END_STATUS_SET |
+     * ML_END_STATUS_SIGNALED | signal, just before the handler sends it
+     * again with the default action. 0: not known (still running, killed
+     * by SIGKILL or a signal the program handles, or exec'd). The collector, which is not the parent of a
      * followed child and gets no status from its pidfd, reads it once the
      * process is gone (docs/recorder.md#exit). */
     _Atomic uint32_t end_status;
@@ -438,6 +442,7 @@ typedef struct {
 } ml_ring_hdr_t;
 
 #define ML_END_STATUS_SET 0x100u
+#define ML_END_STATUS_SIGNALED 0x200u
 
 /* Ranges [lo, hi) of the brk heap that the program, not glibc's malloc,
  * took with sbrk or brk (libmemlens.so interposes both; malloc calls the

@@ -424,9 +424,12 @@ Test(record, followed_children_end_with_their_exit_status, .timeout = 120) {
         if (i < 6) {
             cr_expect_eq(c.end.status_kind, ML_END_EXITED, "child %d ended by a call memlens sees", i);
             cr_expect_eq(c.end.status, 10 + i, "child %d: status %d", i, c.end.status);
-        } else {
+        } else if (i == 6) {
             cr_expect_eq(c.end.status_kind, ML_END_UNKNOWN, "child %d was killed: memlens cannot see it", i);
             cr_expect_eq(c.end.status, 0);
+        } else {
+            cr_expect_eq(c.end.status_kind, ML_END_SIGNALED, "child %d: SIGTERM, through memlens' handler", i);
+            cr_expect_eq(c.end.status, SIGTERM);
         }
         h_trace_free(&c);
     }
