@@ -15,8 +15,8 @@
 #endif
 
 #include <dlfcn.h>
-#include <signal.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/mman.h>
