@@ -243,7 +243,8 @@ static bool syscall_line_sp(char *line, uint64_t *sp) {
  * stops each other thread briefly with ptrace (PTRACE_SEIZE, then
  * PTRACE_INTERRUPT) and reads them. Only threads whose stop the program
  * cannot notice: running, or blocked in a call the kernel restarts by
- * itself after the stop (futex, nanosleep, clock_nanosleep, pause). A
+ * itself after the stop (futex, nanosleep, clock_nanosleep, pause, poll,
+ * ppoll, select, pselect6, wait4, waitid). A
  * thread in epoll_wait, a socket read with a timeout and the like would get
  * EINTR: those are left as they are, and their registers are not read. Not
  * the exiting thread (its registers hold memlens' destructor), nor the
@@ -275,8 +276,14 @@ static bool known_sp(const known_sps_t *k, pid_t tid, uint64_t *sp) {
 static bool restarts_by_itself(const char *syscall_line) {
     if (!strncmp(syscall_line, "running", 7)) return true;
     long nr = strtol(syscall_line, NULL, 10);
+    /* Each returns -ERESTARTNOHAND, -ERESTARTSYS or -ERESTART_RESTARTBLOCK
+     * when a stop interrupts it, which the kernel turns into a restart when
+     * no handler runs (poll and select with the time left). Not epoll_wait,
+     * which returns -EINTR, nor read, recv or accept, which return -EINTR
+     * on a socket with a receive timeout. */
     return nr == 202 /* futex */ || nr == 35 /* nanosleep */ || nr == 230 /* clock_nanosleep */ ||
-           nr == 34 /* pause */;
+           nr == 34 /* pause */ || nr == 7 /* poll */ || nr == 271 /* ppoll */ || nr == 23 /* select */ ||
+           nr == 270 /* pselect6 */ || nr == 61 /* wait4 */ || nr == 247 /* waitid */;
 }
 
 static bool stop_and_read(pid_t tid, struct user_regs_struct *regs) {
