@@ -14,121 +14,48 @@
 static volatile int ready;
 static int never; /* the futex word: 0 forever */
 
-/* malloc(size), the result kept in r12 only, then pause() forever. */
-static void *in_r12(void *arg) {
-    (void)arg;
-    __asm__ volatile("mov %%rsp, %%rbx\n\t"
-                     "and $-16, %%rsp\n\t"
-                     "mov $1006, %%edi\n\t"
-                     "call malloc@PLT\n\t"
-                     "mov %%rbx, %%rsp\n\t"
-                     "mov %%rax, %%r12\n\t"
-                     "lock incl %[ready]\n\t"
-                     "1:\n\t"
-                     "xor %%eax, %%eax\n\t"
-                     "xor %%ecx, %%ecx\n\t"
-                     "xor %%edx, %%edx\n\t"
-                     "xor %%esi, %%esi\n\t"
-                     "xor %%edi, %%edi\n\t"
-                     "xor %%r8d, %%r8d\n\t"
-                     "xor %%r9d, %%r9d\n\t"
-                     "xor %%r10d, %%r10d\n\t"
-                     "xor %%r11d, %%r11d\n\t"
-                     "mov $34, %%eax\n\t" /* pause */
-                     "syscall\n\t"
-                     "jmp 1b"
-                     : [ready] "+m"(ready)
-                     :
-                     : "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "memory");
-    return NULL;
-}
+/* A thread function that mallocs 1006 bytes, keeps the pointer in register
+ * REG only (SCRATCH holds the stack pointer around the call, then is
+ * cleared), says it is ready, then waits in a system call forever: ARGS
+ * sets the call's number and arguments, the other argument registers are
+ * cleared first. */
+#define HOLD_AND_WAIT(name, REG, SCRATCH, ARGS)                                                    \
+    static void *name(void *arg) {                                                                 \
+        (void)arg;                                                                                 \
+        __asm__ volatile("mov %%rsp, %%" SCRATCH "\n\t"                                            \
+                         "and $-16, %%rsp\n\t"                                                     \
+                         "mov $1006, %%edi\n\t"                                                    \
+                         "call malloc@PLT\n\t"                                                     \
+                         "mov %%" SCRATCH ", %%rsp\n\t"                                            \
+                         "mov %%rax, %%" REG "\n\t"                                                \
+                         "xor %%" SCRATCH ", %%" SCRATCH "\n\t"                                    \
+                         "lock incl %[ready]\n\t"                                                  \
+                         "1:\n\t"                                                                  \
+                         "xor %%eax, %%eax\n\t"                                                    \
+                         "xor %%ecx, %%ecx\n\t"                                                    \
+                         "xor %%edx, %%edx\n\t"                                                    \
+                         "xor %%esi, %%esi\n\t"                                                    \
+                         "xor %%edi, %%edi\n\t"                                                    \
+                         "xor %%r8d, %%r8d\n\t"                                                    \
+                         "xor %%r9d, %%r9d\n\t"                                                    \
+                         "xor %%r10d, %%r10d\n\t"                                                  \
+                         "xor %%r11d, %%r11d\n\t" ARGS "syscall\n\t"                               \
+                         "jmp 1b"                                                                  \
+                         : [ready] "+m"(ready)                                                     \
+                         : [never] "m"(never)                                                      \
+                         : "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", \
+                           "r13", "r14", "memory");                                                \
+        return NULL;                                                                               \
+    }
 
-/* The same in rbx, waiting in futex(FUTEX_WAIT) on a word that stays 0. */
-static void *in_rbx(void *arg) {
-    (void)arg;
-    __asm__ volatile("mov %%rsp, %%r12\n\t"
-                     "and $-16, %%rsp\n\t"
-                     "mov $1006, %%edi\n\t"
-                     "call malloc@PLT\n\t"
-                     "mov %%r12, %%rsp\n\t"
-                     "mov %%rax, %%rbx\n\t"
-                     "xor %%r12d, %%r12d\n\t"
-                     "lock incl %[ready]\n\t"
-                     "1:\n\t"
-                     "xor %%ecx, %%ecx\n\t"
-                     "xor %%r8d, %%r8d\n\t"
-                     "xor %%r9d, %%r9d\n\t"
-                     "xor %%r10d, %%r10d\n\t"
-                     "xor %%r11d, %%r11d\n\t"
-                     "lea %[never], %%rdi\n\t"
-                     "xor %%esi, %%esi\n\t" /* FUTEX_WAIT */
-                     "xor %%edx, %%edx\n\t" /* while the word is 0 */
-                     "mov $202, %%eax\n\t"
-                     "syscall\n\t"
-                     "jmp 1b"
-                     : [ready] "+m"(ready)
-                     : [never] "m"(never)
-                     : "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "memory");
-    return NULL;
-}
-
-/* The same in r13, waiting in poll() with no descriptor and no timeout. */
-static void *in_r13_poll(void *arg) {
-    (void)arg;
-    __asm__ volatile("mov %%rsp, %%r12\n\t"
-                     "and $-16, %%rsp\n\t"
-                     "mov $1006, %%edi\n\t"
-                     "call malloc@PLT\n\t"
-                     "mov %%r12, %%rsp\n\t"
-                     "mov %%rax, %%r13\n\t"
-                     "xor %%r12d, %%r12d\n\t"
-                     "lock incl %[ready]\n\t"
-                     "1:\n\t"
-                     "xor %%ecx, %%ecx\n\t"
-                     "xor %%r8d, %%r8d\n\t"
-                     "xor %%r9d, %%r9d\n\t"
-                     "xor %%r10d, %%r10d\n\t"
-                     "xor %%r11d, %%r11d\n\t"
-                     "xor %%edi, %%edi\n\t" /* no fds */
-                     "xor %%esi, %%esi\n\t" /* nfds 0 */
-                     "mov $-1, %%rdx\n\t"   /* no timeout */
-                     "mov $7, %%eax\n\t"    /* poll */
-                     "syscall\n\t"
-                     "jmp 1b"
-                     : [ready] "+m"(ready)
-                     :
-                     : "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", "memory");
-    return NULL;
-}
-
-/* The same in r14, waiting in select() with no descriptor and no timeout. */
-static void *in_r14_select(void *arg) {
-    (void)arg;
-    __asm__ volatile("mov %%rsp, %%r12\n\t"
-                     "and $-16, %%rsp\n\t"
-                     "mov $1006, %%edi\n\t"
-                     "call malloc@PLT\n\t"
-                     "mov %%r12, %%rsp\n\t"
-                     "mov %%rax, %%r14\n\t"
-                     "xor %%r12d, %%r12d\n\t"
-                     "lock incl %[ready]\n\t"
-                     "1:\n\t"
-                     "xor %%ecx, %%ecx\n\t"
-                     "xor %%r9d, %%r9d\n\t"
-                     "xor %%r11d, %%r11d\n\t"
-                     "xor %%edi, %%edi\n\t" /* nfds 0 */
-                     "xor %%esi, %%esi\n\t" /* no sets */
-                     "xor %%edx, %%edx\n\t"
-                     "xor %%r10d, %%r10d\n\t"
-                     "xor %%r8d, %%r8d\n\t" /* no timeout */
-                     "mov $23, %%eax\n\t"   /* select */
-                     "syscall\n\t"
-                     "jmp 1b"
-                     : [ready] "+m"(ready)
-                     :
-                     : "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r14", "memory");
-    return NULL;
-}
+/* in r12, in pause() */
+HOLD_AND_WAIT(in_r12, "r12", "rbx", "mov $34, %%eax\n\t")
+/* in rbx, in futex(FUTEX_WAIT) on a word that stays 0 */
+HOLD_AND_WAIT(in_rbx, "rbx", "r12", "lea %[never], %%rdi\n\tmov $202, %%eax\n\t")
+/* in r13, in poll() with no descriptor and no timeout */
+HOLD_AND_WAIT(in_r13_poll, "r13", "r12", "mov $-1, %%rdx\n\tmov $7, %%eax\n\t")
+/* in r14, in select() with no descriptor and no timeout */
+HOLD_AND_WAIT(in_r14_select, "r14", "r12", "mov $23, %%eax\n\t")
 
 static __attribute__((noinline)) void drop(void) {
     void *volatile p = lk_alloc(40);
