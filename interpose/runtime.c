@@ -567,6 +567,16 @@ static void test_claim_delay(void) {
     struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
+
+/* An exit handshake that takes its time (a big heap's settle and scan):
+ * ML_TEST_EXIT_DELAY_MS, for test_report's
+ * a_signal_on_another_thread_waits_for_the_exit_scan. */
+static void test_exit_delay(void) {
+    uint64_t ms = ml_option_uint(ML_ENV_TEST_EXIT_DELAY_MS);
+    if (ms > 10000) ms = 10000;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
 #endif
 
 /* Claims a process slot and creates this image's ring (<ctl>.<slot>). */
@@ -1211,6 +1221,9 @@ static void settle(void) {
  * no lock a held thread could own: it runs in the exiting thread, and held
  * threads wait before the real allocator is called. */
 static void exit_handshake(uint64_t sp, bool crash, const uint64_t *regs, uint32_t nregs) {
+#ifdef ML_TEST_HOOKS
+    test_exit_delay();
+#endif
     ml__modules_scan(false);
     /* One last sample, unless the last one was slow (then only when due), or
      * the heap lost many blocks since (then it would be slow). Never in a

@@ -51,7 +51,9 @@
       "test builds only: an allocation of this many bytes sleeps 300 ms after the hook's check")   \
     X(TEST_SIGNAL_SIZE, "ML_TEST_SIGNAL_SIZE", UINT, "0", ML_ENV_PRELOAD,                          \
       "test builds only: an allocation of this many bytes sends its process SIGTERM while memlens " \
-      "takes its stack")
+      "takes its stack")                                                                           \
+    X(TEST_EXIT_DELAY_MS, "ML_TEST_EXIT_DELAY_MS", UINT, "0", ML_ENV_PRELOAD,                      \
+      "test builds only: the exit handshake sleeps this long before its exit record")
 #else
 #define ML_TEST_OPTIONS(X)
 #endif

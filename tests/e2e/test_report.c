@@ -229,6 +229,33 @@ Test(report, a_sigterm_inside_memlens_waits_for_the_call_then_scans, .timeout = 
     ml_analysis_free(a);
 }
 
+/* SIGTERM on another thread while the program exits and memlens' exit
+ * handshake is under way (fx_exitsignal; ML_TEST_EXIT_DELAY_MS makes the
+ * handshake last 600 ms, as a big heap's does). The thread's handler waits
+ * for the scan before the signal ends the process; before, the process
+ * died in the middle of the handshake, unscanned. Whether the process then
+ * ends by the signal or by main's exit is a race, as it is without
+ * memlens; the scan and its verdicts are not. */
+Test(report, a_signal_on_another_thread_waits_for_the_exit_scan, .timeout = 120) {
+    const char *trace = h_tmp("exitsignal.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_exitsignal"), NULL};
+    h_run_t r;
+    h_run_test_lib(&r, argv, "ML_TEST_EXIT_DELAY_MS", "600");
+    cr_expect(r.status == 0 || r.status == 128 + SIGTERM, "status %d: %s", r.status, r.err);
+    h_run_free(&r);
+    ml_analysis_t *a = analyse(trace, NULL);
+    const ml_leaks_t *L = ml_analysis_leaks(a);
+    cr_assert(L->scanned, "the process died during its exit handshake");
+    uint64_t blocks;
+    cr_expect_eq(leaked(a, "make_pair", ML_LEAK_DEFINITE, &blocks), 48);
+    cr_expect_eq(blocks, 1);
+    cr_expect_eq(leaked(a, "make_pair", ML_LEAK_INDIRECT, &blocks), 16);
+    cr_expect_eq(blocks, 1);
+    cr_expect_eq(leaked(a, "keep", ML_LEAK_REACHABLE, &blocks), 32);
+    cr_expect_eq(blocks, 1);
+    ml_analysis_free(a);
+}
+
 /* The hold ends soon after the scan: a library destructor that runs after
  * memlens' and joins threads that allocate (fx_pool) gets them back, and
  * the program exits as it does alone (status 0; 3 if the join took over
