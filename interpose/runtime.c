@@ -557,25 +557,27 @@ static int attach_ctl(const char *p) {
 }
 
 #ifdef ML_TEST_HOOKS
+/* Sleeps as many milliseconds as the test variable `id` says (at most 10 s). */
+static void test_sleep_ms(ml_env_id_t id) {
+    uint64_t ms = ml_option_uint(id);
+    if (ms > 10000) ms = 10000;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
 /* The collector sees a slot counted a moment before its owner marks it
  * claimed. libmemlens_test.so (never the shipped library) widens that
  * window with ML_TEST_CLAIM_DELAY_MS, so that test_record's
  * slot_counted_before_it_is_claimed can check the collector waits. */
 static void test_claim_delay(void) {
-    uint64_t ms = ml_option_uint(ML_ENV_TEST_CLAIM_DELAY_MS);
-    if (ms > 10000) ms = 10000;
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    test_sleep_ms(ML_ENV_TEST_CLAIM_DELAY_MS);
 }
 
 /* An exit handshake that takes its time (a big heap's settle and scan):
  * ML_TEST_EXIT_DELAY_MS, for test_report's
  * a_signal_on_another_thread_waits_for_the_exit_scan. */
 static void test_exit_delay(void) {
-    uint64_t ms = ml_option_uint(ML_ENV_TEST_EXIT_DELAY_MS);
-    if (ms > 10000) ms = 10000;
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    test_sleep_ms(ML_ENV_TEST_EXIT_DELAY_MS);
 }
 #endif
 
