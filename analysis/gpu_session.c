@@ -13,8 +13,10 @@ const ml_gpu_t *ml_analysis_gpu(const ml_analysis_t *a) {
 }
 
 /* CUDA's own frames between the callback and the program: the driver, CUPTI
- * and the runtime as shared libraries, and the runtime's entry points when
- * it is linked statically (nvcc's default) and so lives in the program. */
+ * and the runtime as shared libraries, and the runtime when it is linked
+ * statically (nvcc's default) and so lives in the program: its entry points
+ * (cudaMalloc) and its internal functions, which CUDA 12 and 13 name
+ * libcudart_static_<40 hex digits> (local symbols, one per function). */
 static bool is_cuda_frame(const ml_frame_t *f) {
     if (ml__frame_is_allocator(f)) return true; /* memlens' own (libmemlens*) */
     if (f->module) {
@@ -26,7 +28,9 @@ static bool is_cuda_frame(const ml_frame_t *f) {
     }
     const char *fn = f->function;
     if (!fn || fn[0] == '[') return false;
-    if (!strncmp(fn, "cuda", 4) || !strncmp(fn, "__cuda", 6) || !strncmp(fn, "cudart::", 8)) return true;
+    if (!strncmp(fn, "cuda", 4) || !strncmp(fn, "__cuda", 6) || !strncmp(fn, "cudart::", 8) ||
+        !strncmp(fn, "libcudart_static_", 17))
+        return true;
     /* Driver entry points: cuMemAlloc_v2, cuMemCreate, ... */
     return fn[0] == 'c' && fn[1] == 'u' && fn[2] >= 'A' && fn[2] <= 'Z';
 }
