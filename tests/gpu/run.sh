@@ -15,7 +15,9 @@
 # 4. times 100k cudaMallocAsync/cudaFreeAsync pairs (tests/gpu/bench_async.cu)
 #    without memlens, under memlens, and under memlens --no-gpu (median of 3);
 #    the target is <= 1.2x;
-# 5. prints a table; exits 0 when every check passed, 1 otherwise.
+# 5. prints a table, with each section's seconds; exits 0 when every check
+#    passed, 1 otherwise (also when it is stopped by a signal: the table of
+#    what ran is printed first).
 #
 # Where there is no GPU (no nvidia-smi, or it lists no device) it prints
 # "SKIP: no GPU (...)" and exits 0.
@@ -26,7 +28,10 @@
 # one, kept), ML_GPU_PREBUILT (a folder made by tests/gpu/bundle.sh: use that
 # memlens instead of building one; the lent GPU machines cannot build it),
 # ML_CUPTI_LIB (the libcupti to load; found in the toolkit or PyTorch's
-# nvidia-cuda-cupti when the loader has none).
+# nvidia-cuda-cupti when the loader has none), ML_GPU_ONLY (the sections to
+# run, of: kinds pools torch bench; default all of them: a device lease is
+# short, and one torch mode under memlens takes minutes),
+# ML_GPU_TORCH_MODES (default "native async expandable").
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,6 +39,10 @@ BUILD=${1:-$ROOT/build-gpu-check}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 NVCC=${NVCC:-$CUDA_HOME/bin/nvcc}
 PAIRS=${ML_GPU_BENCH_PAIRS:-100000}
+ONLY=" ${ML_GPU_ONLY:-kinds pools torch bench} "
+ONLY=${ONLY//,/ }
+TORCH_MODES=${ML_GPU_TORCH_MODES:-native async expandable}
+wanted() { [[ "$ONLY" == *" $1 "* ]]; }
 MAXRATIO=${ML_GPU_OVERHEAD_MAX:-1.2}
 
 # --- is there a GPU? -----------------------------------------------------------
@@ -57,6 +66,17 @@ die() {
     row "$1" "${2:-ok}" "${3:-failed}" FAIL
     finish
 }
+T0=$SECONDS
+timed() { # timed SECTION: the seconds since the last call, as an info row
+    row "time: $1" - "$((SECONDS - T0)) s" info
+    T0=$SECONDS
+}
+stopped() {
+    trap - TERM INT HUP
+    row "run.sh" finished "stopped by a signal" FAIL
+    finish
+}
+trap stopped TERM INT HUP
 finish() {
     echo
     echo "== memlens GPU check ($WORK)"
@@ -98,6 +118,7 @@ else
     fi
     ML=$BUILD/memlens
 fi
+timed "memlens ready"
 # The collector dlopen()s libcupti by its soname. Where the loader cannot find
 # one (PyTorch keeps its own inside site-packages, the toolkit's sits in
 # extras/), name one explicitly.
@@ -118,19 +139,23 @@ else
 fi
 
 # --- 2. every allocation kind --------------------------------------------------
-echo "== alloc_kinds"
 if ! "$NVCC" -O1 -g -o "$WORK/alloc_kinds" "$ROOT/tests/gpu/alloc_kinds.cu" \
         -L"$CUDA_HOME/lib64/stubs" -lcuda -lpthread >"$WORK/nvcc.log" 2>&1 ||
    ! "$NVCC" -O2 -o "$WORK/bench_async" "$ROOT/tests/gpu/bench_async.cu" >>"$WORK/nvcc.log" 2>&1; then
     cat "$WORK/nvcc.log"
     die "nvcc: test programs" ok "failed (see nvcc.log)"
 fi
+timed "nvcc"
+if wanted kinds || wanted pools; then
 "$WORK/alloc_kinds" >"$WORK/plain.out" 2>&1
 rc=$?
 if [ $rc != 0 ]; then
     cat "$WORK/plain.out"
     die "alloc_kinds without memlens (is CUDA usable?)" "exit 0" "exit $rc"
 fi
+fi
+if wanted kinds; then
+echo "== alloc_kinds"
 "$ML" run -q -o "$WORK/kinds.mlt" -- "$WORK/alloc_kinds" >"$WORK/kinds.out" 2>"$WORK/kinds.err"
 rc=$?
 row "alloc_kinds under memlens: exit status" 0 "$rc" "$([ $rc = 0 ] && echo ok || echo FAIL)"
@@ -145,8 +170,12 @@ else
     cat "$WORK/report.err"
     row "memlens report (alloc_kinds)" ok failed FAIL
 fi
+timed "alloc_kinds"
+fi
+
 
 # --- 2b. memory pools (--gpu-pools) --------------------------------------------
+if wanted pools; then
 echo "== alloc_kinds --gpu-pools"
 # The explicit pool (cudaMemPoolCreate, 4 MiB from it) must show up in the
 # CUPTI activity records with at least those 4 MiB reserved.
@@ -161,13 +190,17 @@ if "$ML" report "$WORK/pools.mlt" --json "$WORK/pools.json" >/dev/null 2>&1; the
 else
     row "memlens report (alloc_kinds --gpu-pools)" ok failed FAIL
 fi
+timed "alloc_kinds --gpu-pools"
+fi
 
 # --- 3. PyTorch ----------------------------------------------------------------
 
-if [ "${ML_GPU_SKIP_TORCH:-0}" = 1 ]; then
+if ! wanted torch; then
+    :
+elif [ "${ML_GPU_SKIP_TORCH:-0}" = 1 ]; then
     row "PyTorch" - "skipped (ML_GPU_SKIP_TORCH=1)" info
 elif python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    for mode in native async expandable; do
+    for mode in $TORCH_MODES; do
         case $mode in
         native) conf="" ;;
         async) conf="backend:cudaMallocAsync" ;;
@@ -178,6 +211,7 @@ elif python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else
             python3 "$ROOT/tests/gpu/torch_allocs.py" "$mode" >"$WORK/torch-$mode.out" 2>"$WORK/torch-$mode.err"
         rc=$?
         row "torch $mode under memlens: exit status" 0 "$rc" "$([ $rc = 0 ] && echo ok || echo FAIL)"
+        timed "torch $mode: memlens run"
         if [ $rc != 0 ]; then
             tail -20 "$WORK/torch-$mode.err"
             continue
@@ -185,15 +219,24 @@ elif python3 -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else
         warn=$(grep -c 'memlens: warning' "$WORK/torch-$mode.err")
         row "torch $mode: memlens warnings" 0 "$warn" "$([ "$warn" = 0 ] && echo ok || echo FAIL)"
         tail -1 "$WORK/torch-$mode.out" >"$WORK/torch-$mode.json"
-        "$ML" report "$WORK/torch-$mode.mlt" --json "$WORK/torch-$mode.report.json" >/dev/null 2>&1 &&
+        # The advisor (CPU strategy replay) is not judged here and is most
+        # of a report's time on an interpreter's millions of allocations.
+        if "$ML" report --no-advisor "$WORK/torch-$mode.mlt" --json "$WORK/torch-$mode.report.json" \
+                >/dev/null 2>"$WORK/torch-$mode.report.err"; then
             python3 "$ROOT/tests/gpu/check.py" torch "$mode" "$WORK/torch-$mode.report.json" \
                 "$WORK/torch-$mode.json" >>"$TABLE"
+        else
+            tail -5 "$WORK/torch-$mode.report.err"
+            row "memlens report (torch $mode)" ok failed FAIL
+        fi
+        timed "torch $mode: memlens report"
     done
 else
     row "PyTorch" - "not importable with CUDA: skipped" info
 fi
 
 # --- 4. overhead ---------------------------------------------------------------
+if wanted bench; then
 echo "== overhead: $PAIRS cudaMallocAsync/cudaFreeAsync pairs"
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 bench() { # prints the loop's seconds, or nothing when it failed
@@ -216,6 +259,8 @@ if [ -n "$plain" ] && [ -n "$withgpu" ] && [ -n "$nogpu" ]; then
 else
     cat "$WORK/bench.err"
     row "async pairs benchmark" ran failed FAIL
+fi
+timed "overhead benchmark"
 fi
 
 finish

@@ -140,6 +140,22 @@ else
     echo "ok: check.py torch native catches a wrong reserved_at_exit"
 fi
 
+# The async and expandable checks read real keys too: with native's numbers
+# they may judge rows FAIL (exit 1), but must not break (a traceback exits 1
+# without rows, so the row count is checked as well).
+for mode in async expandable; do
+    sed "s/\"native\"/\"$mode\"/" "$WORK/torch.json" >"$WORK/torch-$mode.json"
+    python3 "$HERE/check.py" torch "$mode" "$WORK/fx.json" "$WORK/torch-$mode.json" >"$WORK/torch-$mode.tsv" 2>"$WORK/torch-$mode.err"
+    rc=$?
+    n=$(grep -c "^$mode: " "$WORK/torch-$mode.tsv")
+    if [ $rc -gt 1 ] || [ -s "$WORK/torch-$mode.err" ] || [ "$n" -lt 4 ]; then
+        cat "$WORK/torch-$mode.tsv" "$WORK/torch-$mode.err"
+        fail "check.py torch $mode: exit $rc, $n rows of its own (expected at least 4, no error output)"
+    else
+        echo "ok: check.py torch $mode reads the report ($n rows)"
+    fi
+done
+
 # --- 5. check.py's pool check reads real keys (CUPTI builds) -----------------------
 # fx_gpu_inject's "pools" mode has the fake libcupti deliver activity
 # records: an explicit pool peaks at 8 MiB reserved.

@@ -22,6 +22,7 @@ x = torch.empty(64 * MB, dtype=torch.uint8, device="cuda")  # a large-pool segme
 y = torch.empty(100, device="cuda")  # a small-pool segment
 torch.cuda.synchronize()
 out["reserved_with_x_y"] = torch.cuda.memory_reserved()
+out["allocated_with_x_y"] = torch.cuda.memory_allocated()
 del x, y
 torch.cuda.empty_cache()
 h = torch.empty(8 * MB, dtype=torch.uint8, pin_memory=True)  # CachingHostAllocator: pinned host
