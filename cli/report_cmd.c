@@ -38,12 +38,13 @@ typedef struct {
     const char **traces;     /* every trace or directory given (traces[0] == trace) */
     size_t ntraces;
     bool by_process;         /* --by-process METRIC (merged reports) */
+    bool json_compact;       /* --json-compact: --json in the page's form */
     ml_fold_metric_t by_metric;
 } report_opts_t;
 
 static void usage_report(FILE *f) {
     fputs("usage: memlens report FILE [--json OUT] [--html OUT] [--folded OUT]\n"
-          "                      [--pprof OUT] [--speedscope OUT]\n"
+          "                      [--json-compact] [--pprof OUT] [--speedscope OUT]\n"
           "                      [--folded-metric alloc|calls|peak|leaked|temporary]\n"
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
@@ -61,6 +62,10 @@ static void usage_report(FILE *f) {
           "  --by-process METRIC   merged reports: each site's alloc, calls, peak, leaked or temporary\n"
           "                        per process, side by side\n"
           "  --json OUT            the JSON report (docs/report-schema.json); '-' is stdout\n"
+          "  --json-compact        write --json in the HTML page's compact form: every frame and\n"
+          "                        every stack once (frame_table, stack_table), sites and flame\n"
+          "                        nodes as rows (docs/html-report.md); the full form lists each\n"
+          "                        site's whole stack, gigabytes for a C++ or Python program\n"
           "  --html OUT            a self-contained HTML page ('-' is stdout)\n"
           "  --folded OUT          folded stacks for flamegraph.pl or speedscope ('-' is stdout)\n"
           "  --folded-metric M     what the folded stacks count (default alloc: bytes allocated)\n"
@@ -171,6 +176,8 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         } else if (!strcmp(a, "--json")) {
             NEED();
             o->json = val;
+        } else if (!strcmp(a, "--json-compact")) {
+            o->json_compact = true;
         } else if (!strcmp(a, "--html")) {
             NEED();
             o->html = val;
@@ -267,6 +274,10 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         ml_cli_error("report: no trace given");
         return -1;
     }
+    if (o->json_compact && !o->json) {
+        ml_cli_error("report: --json-compact is the form of --json OUT; give --json");
+        return -1;
+    }
     /* stdout holds one document: two of them there would be neither. */
     const char *outs[] = {o->json, o->html, o->folded, o->pprof, o->speedscope};
     int on_stdout = 0;
@@ -345,6 +356,19 @@ static void say_wrote(const char *path, bool quiet) {
     char b[32];
     if (quiet || !strcmp(path, "-") || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return;
     fprintf(stderr, "memlens: wrote %s (%s)\n", path, ml_fmt_bytes((uint64_t)st.st_size, b, sizeof b));
+}
+
+/* A full-form JSON report of 256 MiB or more: each site repeats its whole
+ * stack (a C++ or Python program's reach gigabytes), which the compact form
+ * writes once. */
+static void hint_compact(const char *path, bool quiet) {
+    struct stat st;
+    if (quiet || !strcmp(path, "-") || stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_size < (off_t)256 << 20)
+        return;
+    fprintf(stderr, "memlens: note: %s lists every site's whole stack; --json-compact writes each frame and "
+                    "stack once (docs/html-report.md)\n",
+            path);
 }
 
 /* Writes an export to `path` ('-': stdout) through ml_out (never a half-
@@ -434,6 +458,12 @@ int ml_cmd_report(int argc, char **argv) {
         return ML_EXIT_USAGE;
     }
     bool many = is_many(&o);
+    if (many && o.json_compact) {
+        ml_cli_error("report: --json-compact takes one trace; a report of several traces writes the full form");
+        free(o.traces);
+        usage_report(stderr);
+        return ML_EXIT_USAGE;
+    }
     if (many && (o.folded || o.pprof || o.speedscope)) {
         ml_cli_error("report: --folded, --pprof and --speedscope take one trace; a report of several "
                      "traces writes --json, --html or the text summary");
@@ -500,14 +530,17 @@ int ml_cmd_report(int argc, char **argv) {
     if (o.json) {
         ml_out_t out;
         int wrc = 0;
+        ml_report_opts_t jro = ro;
+        jro.frame_table = o.json_compact;
         if (ml_out_open_flags(&out, o.json, o.out_flags, err, sizeof err) < 0 ||
-            ((wrc = write_json_to(&out, a, &ro)) < 0
+            ((wrc = write_json_to(&out, a, &jro)) < 0
                  ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s: %s", o.json, strerror(-wrc)), -1)
                  : ml_out_commit(&out, err, sizeof err)) < 0) {
             ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
         } else {
             say_wrote(o.json, o.quiet);
+            if (!o.json_compact) hint_compact(o.json, o.quiet);
         }
     }
     if (o.html && code == ML_EXIT_OK) {

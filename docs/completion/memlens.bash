@@ -43,7 +43,7 @@ _memlens() {
     case $verb in
     run) opts="-o --output --follow-fork --sample --unwind --depth --no-gpu --gpu-pools --no-snapshot --live --force --group-readable -q --quiet --help --" ;;
     attach) opts="-o --output --duration --force --group-readable -q --quiet --help" ;;
-    report) opts="--json --html --folded --pprof --speedscope --folded-metric --fail-on-leak --max-peak --fail-on-gpu-leak --max-gpu-peak --suppressions --max-sites --no-symbols --no-advisor --all-policies --replay --no-save-advice --by-process --allow-incomplete --summary --force --group-readable -q --quiet --help" ;;
+    report) opts="--json --json-compact --html --folded --pprof --speedscope --folded-metric --fail-on-leak --max-peak --fail-on-gpu-leak --max-gpu-peak --suppressions --max-sites --no-symbols --no-advisor --all-policies --replay --no-save-advice --by-process --allow-incomplete --summary --force --group-readable -q --quiet --help" ;;
     diff) opts="--json --fail-on-increase --suppressions --top --no-symbols --force --group-readable -q --quiet --help" ;;
     view) opts="--no-color --no-mouse --ascii --no-suggestions --batch --keys --size --replay --history-mb --help" ;;
     dump) opts="--help" ;;

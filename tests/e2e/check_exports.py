@@ -5,6 +5,7 @@ same trace (test_exports.sh runs it).
     check_exports.py pprof FILE.pb.gz REPORT.json [--break WHAT]
     check_exports.py speedscope FILE.json REPORT.json [--break WHAT]
     check_exports.py same-pprof FILE.pb.gz OTHER.json
+    check_exports.py compact COMPACT.json REPORT.json [--break WHAT]
 
 same-pprof: OTHER.json is the same file as another decoder read it
 (pprof_format_dump.mjs, Datadog's pprof-format); every field must equal
@@ -28,6 +29,14 @@ profiles, each with one sample per site whose metric is not 0, in the
 report's order, outermost frame first, frames equal to the report's, weights
 equal to the site's numbers, and weights that add up to endValue and to the
 report's totals.
+
+compact: COMPACT.json is `report --json-compact`'s form of REPORT.json
+(docs/html-report.md, "The page's data"). It is turned back into the full
+form here, independently of the page's reader: each site row by
+site_fields, each stack followed through stack_table to frame_table's
+objects, each flame node's frame index to its name, file and line. Every
+key of the full form must then be equal, value for value, and every stack
+entry and frame must be reachable and in range.
 
 --expect-leaf 'FUNC[:LINE][>FUNC[:LINE]...]=V1,...,V6' (pprof, repeatable)
 states a ground truth of the fixture program, independent of the report:
@@ -531,6 +540,114 @@ def same_pprof(path, other):
             k, str(ours.get(k))[:200], str(theirs.get(k))[:200]))
 
 
+def break_compact(c, what):
+    if what == "stack":  # one entry's parent: a stack that skips a frame
+        k = next(i for i, e in enumerate(c["stack_table"]) if e[1] >= 0 and c["stack_table"][e[1]][1] >= 0)
+        c["stack_table"][k][1] = c["stack_table"][c["stack_table"][k][1]][1]
+    elif what == "frame":  # one stack entry names another frame
+        c["stack_table"][0][0] = (c["stack_table"][0][0] + 1) % len(c["frame_table"])
+    elif what == "value":  # one site row's bytes_allocated
+        c["sites"][0][c["site_fields"].index("bytes_allocated")] += 1
+    elif what == "fields":  # two columns swapped in site_fields
+        f = c["site_fields"]
+        i, j = f.index("alloc_calls"), f.index("leaked_blocks")
+        f[i], f[j] = f[j], f[i]
+    elif what == "flame":  # a flame node's frame
+        c["flame"][5][0][0] = (c["flame"][5][0][0] + 1) % len(c["frame_table"])
+    elif what == "key":  # a top-level value
+        c["totals"]["alloc_calls"] += 1
+    else:
+        raise SystemExit("unknown --break " + what)
+
+
+def check_compact(path, report, brk):
+    with open(path) as f:
+        c = json.load(f)
+    if brk:
+        break_compact(c, brk)
+    ft, st = c.get("frame_table"), c.get("stack_table")
+    if not isinstance(ft, list) or not isinstance(st, list) or not isinstance(c.get("site_fields"), list):
+        fail("frame_table, stack_table or site_fields is missing")
+        return
+    for k, e in enumerate(st):
+        if not (isinstance(e, list) and len(e) == 2 and 0 <= e[0] < len(ft) and -1 <= e[1] < k):
+            fail("stack_table[%d] = %r: not [frame index, an earlier entry or -1]" % (k, e))
+            return
+
+    def frames(k):
+        out = []
+        while k >= 0:
+            out.append(ft[st[k][0]])
+            k = st[k][1]
+        return out
+
+    fields = c["site_fields"]
+    sites = []
+    for i, row in enumerate(c["sites"]):
+        if len(row) != len(fields):
+            fail("site row %d has %d values for %d fields" % (i, len(row), len(fields)))
+            continue
+        d = {}
+        for name, v in zip(fields, row):
+            if name == "stack":
+                d["frames"] = frames(v)
+            elif name == "headline":
+                if v:  # the full form leaves a 0 out
+                    d[name] = v
+            elif "." in name:
+                outer, inner = name.split(".", 1)
+                d.setdefault(outer, {})[inner] = v
+            else:
+                d[name] = v
+        sites.append(d)
+
+    def same(what, got, want):
+        if got == want:
+            return
+        if isinstance(got, list) and isinstance(want, list) and len(got) == len(want):
+            for i, (g, w) in enumerate(zip(got, want)):
+                if g != w:
+                    keys = sorted(k for k in set(g) | set(w) if g.get(k) != w.get(k)) if isinstance(g, dict) else []
+                    fail("%s[%d] differs from the full form%s" % (what, i, (" in " + ", ".join(keys)) if keys else ""))
+                    return
+        fail("%s differs from the full form (%s entries, expected %s)" %
+             (what, len(got) if isinstance(got, list) else "-", len(want) if isinstance(want, list) else "-"))
+
+    same("sites", sites, report["sites"])
+    for sec in ("peak", "leaks"):
+        got = dict(c[sec])
+        got["sites"] = []
+        for e in c[sec]["sites"]:
+            e = dict(e)
+            e["frames"] = frames(e.pop("stack"))
+            got["sites"].append(e)
+        same(sec + ".sites", got["sites"], report[sec]["sites"])
+        got.pop("sites")
+        want = {k: v for k, v in report[sec].items() if k != "sites"}
+        same(sec, got, want)
+
+    def node(n):
+        fr = ft[n[0]]
+        d = {"name": fr["function"]}
+        if "function_full" in fr:
+            d["name_full"] = fr["function_full"]
+        d.update({"file": fr["file"], "line": fr["line"], "alloc": n[1], "peak": n[2], "leaked": n[3],
+                  "calls": n[4], "children": [node(x) for x in n[5]]})
+        return d
+
+    same("flame", [node(c["flame"])], [report["flame"]])
+    extra = {"site_fields", "frame_table", "stack_table", "flame_inverted"}
+    for k in sorted(set(c) | set(report)):
+        if k in extra or k in ("sites", "peak", "leaks", "flame", "_text"):
+            continue
+        if k not in c or k not in report:
+            fail("key %r is in only one form" % k)
+        else:
+            same(k, [c[k]], [report[k]])
+    expect(isinstance(c.get("flame_inverted"), list), "flame_inverted is missing")
+    return len(sites)
+
+
 def main():
     args = sys.argv[1:]
     brk, expects = None, []
@@ -542,13 +659,17 @@ def main():
         i = args.index("--expect-leaf")
         expects.append(args[i + 1])
         del args[i:i + 2]
-    if len(args) != 3 or args[0] not in ("pprof", "speedscope", "same-pprof"):
+    if len(args) != 3 or args[0] not in ("pprof", "speedscope", "same-pprof", "compact"):
         print(__doc__, file=sys.stderr)
         return 2
     kind, path, rep = args
     if kind == "same-pprof":
         same_pprof(path, rep)
         what = "equal to " + rep
+    elif kind == "compact":
+        report = load_report(rep)
+        n = check_compact(path, report, brk)
+        what = "%s sites, every key equal to the full form's" % n
     elif kind == "pprof":
         report = load_report(rep)
         checked = check_pprof(path, report, brk, expects)

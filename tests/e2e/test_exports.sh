@@ -1,5 +1,6 @@
 #!/bin/sh
-# test_exports.sh - `memlens report --pprof / --speedscope` end to end.
+# test_exports.sh - `memlens report --pprof / --speedscope / --json-compact`
+# end to end.
 #
 #   sh test_exports.sh BUILD_DIR
 #
@@ -10,7 +11,8 @@
 # and checks every export with check_exports.py: the pprof file decoded by a
 # protobuf reader of our own (pprof_decode.py), the speedscope file against
 # its format's rules, both against the JSON report's numbers and frames, the
-# mappings against readelf, and the fixtures' ground truths (sizes and
+# mappings against readelf, the compact JSON turned back into the full form
+# and compared key by key, and the fixtures' ground truths (sizes and
 # counts from their source, the inlined function's line before its caller's).
 # Then: equal inputs give equal bytes, '-' writes the same bytes to stdout,
 # an unwritable target or a full device fails with exit 1 and the reason,
@@ -37,6 +39,8 @@ report() {
     shift
     "$M" report "$W/$name.mlt" -q --no-advisor "$@" --json "$W/$name.json" --pprof "$W/$name.pb.gz" \
         --speedscope "$W/$name.ss.json" || bad "$name: memlens report exited $?"
+    "$M" report "$W/$name.mlt" -q --no-advisor "$@" --json "$W/$name.compact.json" --json-compact ||
+        bad "$name: memlens report --json-compact exited $?"
 }
 
 # check NAME [--expect-leaf SPEC]...
@@ -45,6 +49,7 @@ check() {
     shift
     "$PY" "$C" pprof "$W/$name.pb.gz" "$W/$name.json" "$@" || bad "$name: pprof"
     "$PY" "$C" speedscope "$W/$name.ss.json" "$W/$name.json" || bad "$name: speedscope"
+    "$PY" "$C" compact "$W/$name.compact.json" "$W/$name.json" || bad "$name: --json-compact"
 }
 
 record() { # record NAME [RUN OPTIONS] -- PROG ARGS...
@@ -131,6 +136,20 @@ for b in value index order end unit line; do
         bad "check_exports.py speedscope --break $b passed"
     fi
 done
+for b in stack frame value fields flame key; do
+    if "$PY" "$C" compact "$W/cpp.compact.json" "$W/cpp.json" --break $b > "$W/break.txt" 2>&1; then
+        bad "check_exports.py compact --break $b passed"
+    fi
+done
+# --json-compact is a form of --json, for one trace.
+"$M" report "$W/leaks.mlt" -q --json-compact > /dev/null 2> "$W/err.txt"
+rc=$?
+[ $rc -eq 2 ] && grep -q -- '--json-compact is the form of --json OUT' "$W/err.txt" ||
+    bad "--json-compact without --json: exit $rc, '$(head -1 "$W/err.txt")'"
+"$M" report "$W/leaks.mlt" "$W/cpp.mlt" -q --json "$W/two.json" --json-compact > /dev/null 2> "$W/err.txt"
+rc=$?
+[ $rc -eq 2 ] && grep -q -- '--json-compact takes one trace' "$W/err.txt" && [ ! -e "$W/two.json" ] ||
+    bad "--json-compact with two traces: exit $rc, '$(head -1 "$W/err.txt")'"
 # A corrupt file must not decode: the decoder is strict.
 head -c 300 "$W/leaks.pb.gz" > "$W/cut.pb.gz"
 "$PY" "$C" pprof "$W/cut.pb.gz" "$W/leaks.json" > "$W/break.txt" 2>&1 && bad "a truncated pprof file passed"
