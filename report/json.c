@@ -189,6 +189,12 @@ typedef struct {
     size_t scap;
     uint64_t *stacks; /* node k's key, in index order */
     size_t ns, stacks_cap;
+    /* In front of the table, keyed by the fields with strings by pointer
+     * (the symbolizer interns them, so one return address always brings the
+     * same pointers): the contents of a frame's strings are hashed once per
+     * distinct frame, not at each of its occurrences. */
+    fmemo_ent_t *pslot; /* off: the frame's index; len 1: in use */
+    size_t pcap, pn;
     int err; /* -ENOMEM, sticky */
     bool page; /* the page's form (ml_report_opts_t.frame_table) */
     fmemo_t memo; /* the text of frame objects, for the other form */
@@ -249,8 +255,45 @@ static int ftab_grow(ftab_t *t) {
     return 0;
 }
 
+static int64_t ftab_index_slow(ftab_t *t, const ml_frame_t *f);
+
+static int ptab_grow(ftab_t *t) {
+    size_t ncap = t->pcap ? t->pcap * 2 : 1024;
+    fmemo_ent_t *ns = calloc(ncap, sizeof *ns);
+    if (!ns) return -ENOMEM;
+    for (size_t i = 0; i < t->pcap; i++) {
+        if (!t->pslot[i].len) continue;
+        size_t k = fmemo_hash(&t->pslot[i]) & (ncap - 1);
+        while (ns[k].len) k = (k + 1) & (ncap - 1);
+        ns[k] = t->pslot[i];
+    }
+    free(t->pslot);
+    t->pslot = ns;
+    t->pcap = ncap;
+    return 0;
+}
+
 /* The index of f in the table, adding it; -1 when out of memory. */
 static int64_t ftab_index(ftab_t *t, const ml_frame_t *f) {
+    if (t->err) return -1;
+    if ((t->pn + 1) * 2 > t->pcap && ptab_grow(t) < 0) {
+        t->err = -ENOMEM;
+        return -1;
+    }
+    fmemo_ent_t key = {f->function, f->file, f->module, f->address, f->line, f->inlined, 0, 1};
+    size_t k = fmemo_hash(&key) & (t->pcap - 1);
+    for (; t->pslot[k].len; k = (k + 1) & (t->pcap - 1))
+        if (fmemo_same(&t->pslot[k], &key)) return (int64_t)t->pslot[k].off;
+    int64_t idx = ftab_index_slow(t, f);
+    if (idx < 0) return -1;
+    key.off = (size_t)idx;
+    t->pslot[k] = key;
+    t->pn++;
+    return idx;
+}
+
+/* The same, by the frame's contents. */
+static int64_t ftab_index_slow(ftab_t *t, const ml_frame_t *f) {
     if (t->err) return -1;
     if ((t->n + 1) * 4 > t->cap * 3 && ftab_grow(t) < 0) goto oom;
     size_t k = frame_hash(f) & (t->cap - 1);
@@ -341,6 +384,7 @@ static int64_t stack_ref(ftab_t *t, const ml_frame_t *f, uint32_t n) {
 }
 
 static void ftab_free(ftab_t *t) {
+    free(t->pslot);
     free(t->slot);
     free(t->slot_idx);
     free(t->list);
