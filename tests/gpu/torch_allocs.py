@@ -23,6 +23,8 @@ y = torch.empty(100, device="cuda")  # a small-pool segment
 torch.cuda.synchronize()
 out["reserved_with_x_y"] = torch.cuda.memory_reserved()
 out["allocated_with_x_y"] = torch.cuda.memory_allocated()
+# What the script asked for, independent of the allocator's rounding.
+out["asked_x_y"] = x.numel() * x.element_size() + y.numel() * y.element_size()
 del x, y
 torch.cuda.empty_cache()
 h = torch.empty(8 * MB, dtype=torch.uint8, pin_memory=True)  # CachingHostAllocator: pinned host
@@ -35,6 +37,7 @@ p = ctypes.c_uint64(0)
 out["managed_rc"] = cuda.cuMemAllocManaged(ctypes.byref(p), ctypes.c_size_t(4 * MB), ctypes.c_uint(1))
 cuda.cuMemFree_v2(p)
 keep = torch.empty(16 * MB, dtype=torch.uint8, device="cuda")  # alive at exit
+out["asked_keep"] = keep.numel() * keep.element_size()
 torch.cuda.synchronize()
 stats = torch.cuda.memory_stats()
 out["num_device_alloc"] = stats.get("num_device_alloc", 0)
