@@ -252,6 +252,12 @@ if [ -n "$plain" ] && [ -n "$withgpu" ] && [ -n "$nogpu" ]; then
     ratio_cpu=$(awk -v a="$nogpu" -v b="$plain" 'BEGIN { printf "%.3f", a / b }')
     row "async pairs: seconds without memlens" - "$plain" info
     row "async pairs: seconds under memlens --no-gpu" - "$nogpu (${ratio_cpu}x)" info
+    # What --no-gpu costs is the CPU heap: the host allocations CUDA makes
+    # per pair (the H200 run of 2026-12-04 measured 1.51x without them told).
+    hostper=$("$ML" report --no-advisor "$WORK/bench-nogpu.mlt" --json "$WORK/bench-nogpu.json" >/dev/null 2>&1 &&
+        python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print("%.2f" % (t["alloc_calls"] / float(sys.argv[2])))' \
+            "$WORK/bench-nogpu.json" "$PAIRS" 2>/dev/null)
+    row "async pairs: host allocations per pair (--no-gpu)" - "${hostper:-?}" info
     ok=$(awk -v r="$ratio" -v m="$MAXRATIO" 'BEGIN { print (r <= m) ? "ok" : "FAIL" }')
     row "async pairs: overhead under memlens" "<= ${MAXRATIO}x" "${ratio}x (${withgpu} s)" "$ok"
     pairs=$("$ML" report "$WORK/bench.mlt" --json "$WORK/bench.json" >/dev/null 2>&1 &&
