@@ -12,7 +12,9 @@
 # kinds, fragmentation, flame tree, JSON), started from the analysis
 # snapshot the collector saved at the end of the trace; "memlens-replay"
 # is that analysis with --replay: every record decoded and analysed again
-# (what a trace without a snapshot costs); "heaptrack_print" runs with its
+# (what a trace without a snapshot costs); "memlens-compact" is the analysis
+# with the JSON in its compact form (--json-compact: each frame and stack
+# once); "heaptrack_print" runs with its
 # defaults (peaks, allocators, temporaries, summary).
 #
 # Rows "memlens" and "memlens-saved" are the whole report (--json --html,
@@ -56,7 +58,7 @@ bench() {
   for f in "$work"/w.heaptrack*.zst "$work"/w.heaptrack*.gz; do [ -e "$f" ] && ht=$f; done
   [ -n "$ht" ] || { echo "report_bench: heaptrack wrote no trace" >&2; exit 1; }
   declare -A wall cpu rss size
-  tools=(memlens memlens-saved memlens-analysis memlens-replay heaptrack_print)
+  tools=(memlens memlens-saved memlens-analysis memlens-compact memlens-replay heaptrack_print)
   for tool in "${tools[@]}"; do
     # memlens-saved reads the advice a first report saved in the trace
     [ "$tool" = memlens-saved ] && "$memlens" report "$work/w.mlt" --json "$work/r.json" -q
@@ -67,6 +69,7 @@ bench() {
                          --no-save-advice) ;;
         memlens-saved) out=$(measure "$memlens" report "$work/w.mlt" --json "$work/r.json" --html "$work/r.html" -q) ;;
         memlens-analysis) out=$(measure "$memlens" report "$work/w.mlt" --json "$work/r.json" -q --no-advisor) ;;
+        memlens-compact) out=$(measure "$memlens" report "$work/w.mlt" --json "$work/r.json" -q --no-advisor --json-compact) ;;
         memlens-replay) out=$(measure "$memlens" report "$work/w.mlt" --json "$work/r.json" -q --no-advisor --replay) ;;
         *) out=$(measure heaptrack_print -f "$ht") ;;
       esac
