@@ -88,20 +88,26 @@ static bool fmemo_same(const fmemo_ent_t *a, const fmemo_ent_t *b) {
            a->address == b->address && a->line == b->line && a->inlined == b->inlined;
 }
 
-static int fmemo_grow(fmemo_t *m) {
-    size_t ncap = m->cap ? m->cap * 2 : 256;
+/* Doubles an open-addressed table of entries keyed by fmemo_hash (len 0:
+ * an empty slot), starting at `first` slots. */
+static int fmemo_slots_grow(fmemo_ent_t **slot, size_t *cap, size_t first) {
+    size_t ncap = *cap ? *cap * 2 : first;
     fmemo_ent_t *ns = calloc(ncap, sizeof *ns);
     if (!ns) return -ENOMEM;
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->slot[i].len) continue;
-        size_t k = fmemo_hash(&m->slot[i]) & (ncap - 1);
+    for (size_t i = 0; i < *cap; i++) {
+        if (!(*slot)[i].len) continue;
+        size_t k = fmemo_hash(&(*slot)[i]) & (ncap - 1);
         while (ns[k].len) k = (k + 1) & (ncap - 1);
-        ns[k] = m->slot[i];
+        ns[k] = (*slot)[i];
     }
-    free(m->slot);
-    m->slot = ns;
-    m->cap = ncap;
+    free(*slot);
+    *slot = ns;
+    *cap = ncap;
     return 0;
+}
+
+static int fmemo_grow(fmemo_t *m) {
+    return fmemo_slots_grow(&m->slot, &m->cap, 256);
 }
 
 /* The text of frame f's object, rendering it the first time; NULL when out
@@ -257,26 +263,10 @@ static int ftab_grow(ftab_t *t) {
 
 static int64_t ftab_index_slow(ftab_t *t, const ml_frame_t *f);
 
-static int ptab_grow(ftab_t *t) {
-    size_t ncap = t->pcap ? t->pcap * 2 : 1024;
-    fmemo_ent_t *ns = calloc(ncap, sizeof *ns);
-    if (!ns) return -ENOMEM;
-    for (size_t i = 0; i < t->pcap; i++) {
-        if (!t->pslot[i].len) continue;
-        size_t k = fmemo_hash(&t->pslot[i]) & (ncap - 1);
-        while (ns[k].len) k = (k + 1) & (ncap - 1);
-        ns[k] = t->pslot[i];
-    }
-    free(t->pslot);
-    t->pslot = ns;
-    t->pcap = ncap;
-    return 0;
-}
-
 /* The index of f in the table, adding it; -1 when out of memory. */
 static int64_t ftab_index(ftab_t *t, const ml_frame_t *f) {
     if (t->err) return -1;
-    if ((t->pn + 1) * 2 > t->pcap && ptab_grow(t) < 0) {
+    if ((t->pn + 1) * 2 > t->pcap && fmemo_slots_grow(&t->pslot, &t->pcap, 1024) < 0) {
         t->err = -ENOMEM;
         return -1;
     }

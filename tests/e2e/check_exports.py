@@ -460,11 +460,17 @@ def break_speedscope(d, what):
         raise SystemExit("unknown --break " + what)
 
 
-def check_speedscope(path, report, brk):
+def load_json(path, brk, breaker):
+    """The JSON file at path, changed by breaker(d, brk) when brk is given."""
     with open(path) as f:
         d = json.load(f)
     if brk:
-        break_speedscope(d, brk)
+        breaker(d, brk)
+    return d
+
+
+def check_speedscope(path, report, brk):
+    d = load_json(path, brk, break_speedscope)
     if not check_format(d):
         return
     frames = d["shared"]["frames"]
@@ -561,10 +567,7 @@ def break_compact(c, what):
 
 
 def check_compact(path, report, brk):
-    with open(path) as f:
-        c = json.load(f)
-    if brk:
-        break_compact(c, brk)
+    c = load_json(path, brk, break_compact)
     ft, st = c.get("frame_table"), c.get("stack_table")
     if not isinstance(ft, list) or not isinstance(st, list) or not isinstance(c.get("site_fields"), list):
         fail("frame_table, stack_table or site_fields is missing")
