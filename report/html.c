@@ -393,7 +393,7 @@ int ml_report_html_write_flags(const char *json_text, size_t len, const char *ou
     }
     char msg[PATH_MAX + 256];
     ml_outfile_t file;
-    rc = ml_outfile_open(&file, out_path, flags, msg, sizeof msg);
+    rc = ml_outfile_open(&file, out_path, flags | ML_OUTFILE_NOSYNC, msg, sizeof msg); /* made from a trace */
     if (rc < 0) {
         set_err(err, errlen, "%s%s", msg, "");
         free(o);

@@ -26,7 +26,8 @@ int ml_out_open_flags(ml_out_t *o, const char *path, unsigned flags, char *err, 
         o->f = stdout;
         return 0;
     }
-    int rc = ml_outfile_open(&o->file, path, flags, err, errlen);
+    /* Every file here is made from a trace: no fsync (ml_outfile.h). */
+    int rc = ml_outfile_open(&o->file, path, flags | ML_OUTFILE_NOSYNC, err, errlen);
     if (rc < 0) return rc;
     o->f = fdopen(o->file.fd, "w");
     if (!o->f) {

@@ -14,7 +14,10 @@
  *   - a character device or a FIFO at PATH (/dev/null, a pipe) is written in
  *     place, opened without O_CREAT and without following links;
  *   - ml_outfile_commit re-checks PATH, then renames (RENAME_NOREPLACE when
- *     PATH was absent, so a file created meanwhile is never replaced).
+ *     PATH was absent, so a file created meanwhile is never replaced);
+ *     before that it fsyncs the data, except with ML_OUTFILE_NOSYNC (reports:
+ *     the trace makes them again, and the rename alone already shows
+ *     readers the old file or the whole new one).
  *
  * Errors: 0 or a negative errno, with a message naming the path and the
  * reason in err: -ELOOP for a link, -EEXIST for a file that is not ours
@@ -30,6 +33,7 @@
 #define ML_OUTFILE_GROUP 2u /* mode 0640 instead of 0600 (--group-readable) */
 #define ML_OUTFILE_NEW 4u   /* the name must be free: never replace anything */
 #define ML_OUTFILE_KEEP 8u  /* a failed commit keeps the temporary file (a trace: data) */
+#define ML_OUTFILE_NOSYNC 16u /* a file made from a trace (a report): no fsync before the rename */
 
 typedef struct {
     int fd;         /* write here; -1 once committed or aborted */

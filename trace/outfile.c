@@ -204,7 +204,8 @@ static int place(ml_outfile_t *o, char *err, size_t errlen) {
 
 int ml_outfile_commit(ml_outfile_t *o, char *err, size_t errlen) {
     int rc = 0;
-    if (o->tmp && fsync(o->fd) < 0 && errno != EINVAL && errno != EROFS) rc = -errno;
+    if (o->tmp && !(o->flags & ML_OUTFILE_NOSYNC) && fsync(o->fd) < 0 && errno != EINVAL && errno != EROFS)
+        rc = -errno;
     if (close(o->fd) < 0 && !rc) rc = -errno;
     o->fd = -1;
     if (rc) {

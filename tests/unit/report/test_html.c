@@ -3,6 +3,7 @@
  * draws is checked in a real browser by tests/e2e/test_html_browser.sh. */
 #include "ml_report_html.h"
 #include "ml_outfile.h"
+#include "ml_report.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -382,4 +383,33 @@ Test(html, the_page_is_private_and_never_written_through_a_link) {
     kept = slurp(tpath("notes.txt"), NULL);
     cr_assert(strstr(kept, "<!DOCTYPE html>"));
     free(kept);
+}
+
+/* fsync, counted: this definition in the program takes the calls that the
+ * report and trace libraries, linked in statically, make. */
+static int fsyncs;
+int fsync(int fd) {
+    fsyncs++;
+    return fdatasync(fd);
+}
+
+Test(html, reports_are_renamed_into_place_without_fsync_traces_with_it) {
+    char err[512];
+    fsyncs = 0;
+    cr_assert_eq(write_html("{}", tpath("r.html"), err, sizeof err), 0, "%s", err);
+    ml_out_t out;
+    cr_assert_eq(ml_out_open(&out, tpath("r.json"), err, sizeof err), 0, "%s", err);
+    fputs("{}\n", out.f);
+    cr_assert_eq(ml_out_commit(&out, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(fsyncs, 0, "a report is made again from its trace: no fsync (%d)", fsyncs);
+    /* A trace (ml_outfile without ML_OUTFILE_NOSYNC) is synced before the
+     * rename. */
+    ml_outfile_t f;
+    cr_assert_eq(ml_outfile_open(&f, tpath("t.mlt"), ML_OUTFILE_NEW, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(write(f.fd, "x", 1), 1);
+    cr_assert_eq(ml_outfile_commit(&f, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(fsyncs, 1, "the trace is synced once (%d)", fsyncs);
+    char *j = slurp(tpath("r.json"), NULL);
+    cr_expect_str_eq(j, "{}\n");
+    free(j);
 }
