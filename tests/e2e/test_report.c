@@ -78,6 +78,27 @@ static void expect_pair_and_keep(const ml_analysis_t *a) {
     cr_expect_eq(blocks, 1);
 }
 
+/* Records a fixture built on fx_pair.h with the test build's hook `var` set
+ * to `value`, and returns its analysis once the scan is known to have run
+ * and judged fx_pair.h's blocks as valgrind does; *status is memlens'. */
+static ml_analysis_t *record_pair_fixture(const char *fixture, const char *var, const char *value, int *status) {
+    char name[64];
+    snprintf(name, sizeof name, "%s.mlt", fixture);
+    const char *trace = h_tmp(name);
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin(fixture), NULL};
+    h_run_t r;
+    h_run_test_lib(&r, argv, var, value);
+    *status = r.status;
+    if (r.status != 0 && r.status != 128 + SIGTERM) cr_log_error("%s: status %d: %s", fixture, r.status, r.err);
+    h_run_free(&r);
+    ml_analysis_t *a = analyse(trace, NULL);
+    const ml_leaks_t *L = ml_analysis_leaks(a);
+    cr_assert(L->scanned, "%s ended without its exit scan", fixture);
+    cr_expect_eq(L->unscanned_blocks, 0);
+    expect_pair_and_keep(a);
+    return a;
+}
+
 static const ml_site_t *site_of(const ml_analysis_t *a, const char *fn, uint64_t leaked_bytes) {
     size_t n;
     const ml_site_t *s = ml_analysis_sites(a, &n);
@@ -220,17 +241,9 @@ Test(report, a_call_under_way_at_exit_lands_before_the_exit_record, .timeout = 1
  * definite. valgrind's numbers for the three first blocks (tests/leaks has
  * the same shapes, compared with valgrind: lk_sigterm). */
 Test(report, a_sigterm_inside_memlens_waits_for_the_call_then_scans, .timeout = 120) {
-    const char *trace = h_tmp("sigterm.mlt");
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_sigterm"), NULL};
-    h_run_t r;
-    h_run_test_lib(&r, argv, "ML_TEST_SIGNAL_SIZE", "5555");
-    cr_expect_eq(r.status, 128 + SIGTERM, "memlens' status is the program's: %d: %s", r.status, r.err);
-    h_run_free(&r);
-    ml_analysis_t *a = analyse(trace, NULL);
-    const ml_leaks_t *L = ml_analysis_leaks(a);
-    cr_assert(L->scanned, "the process died of SIGTERM without its exit scan");
-    cr_expect_eq(L->unscanned_blocks, 0);
-    expect_pair_and_keep(a);
+    int status;
+    ml_analysis_t *a = record_pair_fixture("fx_sigterm", "ML_TEST_SIGNAL_SIZE", "5555", &status);
+    cr_expect_eq(status, 128 + SIGTERM, "memlens' status is the program's: %d", status);
     uint64_t blocks;
     cr_expect_eq(judged(a, "signal_here", &blocks), 5555, "the call the signal came in is recorded, and judged");
     cr_expect_eq(blocks, 1);
@@ -245,16 +258,9 @@ Test(report, a_sigterm_inside_memlens_waits_for_the_call_then_scans, .timeout = 
  * ends by the signal or by main's exit is a race, as it is without
  * memlens; the scan and its verdicts are not. */
 Test(report, a_signal_on_another_thread_waits_for_the_exit_scan, .timeout = 120) {
-    const char *trace = h_tmp("exitsignal.mlt");
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_exitsignal"), NULL};
-    h_run_t r;
-    h_run_test_lib(&r, argv, "ML_TEST_EXIT_DELAY_MS", "600");
-    cr_expect(r.status == 0 || r.status == 128 + SIGTERM, "status %d: %s", r.status, r.err);
-    h_run_free(&r);
-    ml_analysis_t *a = analyse(trace, NULL);
-    const ml_leaks_t *L = ml_analysis_leaks(a);
-    cr_assert(L->scanned, "the process died during its exit handshake");
-    expect_pair_and_keep(a);
+    int status;
+    ml_analysis_t *a = record_pair_fixture("fx_exitsignal", "ML_TEST_EXIT_DELAY_MS", "600", &status);
+    cr_expect(status == 0 || status == 128 + SIGTERM, "status %d", status);
     ml_analysis_free(a);
 }
 
