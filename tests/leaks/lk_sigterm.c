@@ -7,18 +7,8 @@
  * sent by the program itself so that both tools get it at the same point.
  * expect: definite=48/1 indirect=16/1 possible=0/0 reachable=32/1 */
 #include "lk_common.h"
-struct node {
-    struct node *next;
-    char pad[40];
-};
-void *volatile held;
 int main(void) {
-    held = lk_alloc(32);
-    struct node *n = lk_alloc(sizeof *n);
-    n->next = lk_alloc(16);
-    n = NULL;
-    lk_use(n);
-    LK_CLEAR_REGISTERS();
+    LK_PAIR_AND_KEEP();
     kill(getpid(), SIGTERM);
     return 3;
 }
