@@ -1,6 +1,7 @@
 /* test_html.c - the HTML report writer: hostile strings stay data, the page
  * is self-contained, bad documents and bad paths fail cleanly. What the page
  * draws is checked in a real browser by tests/e2e/test_html_browser.sh. */
+#define _GNU_SOURCE
 #include "ml_report_html.h"
 #include "ml_outfile.h"
 #include "ml_report.h"
@@ -14,7 +15,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------- */
@@ -412,4 +415,45 @@ Test(html, reports_are_renamed_into_place_without_fsync_traces_with_it) {
     char *j = slurp(tpath("r.json"), NULL);
     cr_expect_str_eq(j, "{}\n");
     free(j);
+}
+
+/* renameat2, counted by its flags: the same way as fsync above. */
+static int exchanges, plain_renames;
+int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags) {
+    if (flags & RENAME_EXCHANGE) exchanges++;
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags);
+}
+int rename(const char *oldpath, const char *newpath) {
+    plain_renames++;
+    return (int)syscall(SYS_renameat2, AT_FDCWD, oldpath, AT_FDCWD, newpath, 0);
+}
+
+static int dir_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (e->d_name[0] != '.' || (e->d_name[1] && (e->d_name[1] != '.' || e->d_name[2]))) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+Test(html, a_report_replaces_its_old_self_by_exchanging_names_and_leaves_no_temporary) {
+    char err[512];
+    cr_assert_eq(write_html("{}", tpath("x.html"), err, sizeof err), 0, "%s", err);
+    struct stat st0, st1;
+    cr_assert_eq(stat(tpath("x.html"), &st0), 0);
+    int before = dir_entries(tmpdir);
+    exchanges = plain_renames = 0;
+    cr_assert_eq(write_html("{\"a\": 1}", tpath("x.html"), err, sizeof err), 0, "%s", err);
+    /* ext4 writes the data out before a rename over an existing file; the
+     * exchange does not (outfile.c, replace) */
+    cr_expect_eq(exchanges, 1, "the new report took the old one's name by RENAME_EXCHANGE (%d)", exchanges);
+    cr_expect_eq(plain_renames, 0, "no rename over the old report (%d)", plain_renames);
+    cr_assert_eq(stat(tpath("x.html"), &st1), 0);
+    cr_expect_neq(st0.st_ino, st1.st_ino, "a new file, not the old one rewritten");
+    cr_expect_eq(st1.st_mode & 0777, 0600);
+    cr_expect_eq(dir_entries(tmpdir), before, "the old report went with the exchange: nothing left over");
+    char *h = slurp(tpath("x.html"), NULL);
+    cr_expect(strstr(h, "\"a\": 1") != NULL, "the new data is in place");
+    free(h);
 }
