@@ -179,7 +179,7 @@ static uint32_t reserve_ids(const budget_t *b) {
  * with the group statistics fed from the same ops. `npol` > 2 keeps the
  * whole table, 2 only the baseline and the real allocator. */
 static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, unsigned npol, uint32_t ids,
-                 char *err, size_t errlen) {
+                 ml_sim_oplog_t *log, char *err, size_t errlen) {
     const ml_advisor_opts_t *o = A->o;
     ml_sim_replay_t *r1 = NULL;
     int rc = ml_sim_replay_new(o->threads, &r1);
@@ -200,6 +200,7 @@ static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, unsigne
     if (rc == 0 && !o->no_what_if) rc = ml__adv_observe_reserve(A, ids);
     if (rc < 0) goto done;
     if (!o->no_what_if) ml_sim_replay_observe(r1, ml__adv_observe, A);
+    if (log) ml_sim_replay_log(r1, log);
     if ((rc = ml_sim_replay_file_progress(r1, trace_path, o->progress ? "simulating allocators" : NULL,
                                           err, errlen)) < 0)
         goto done;
@@ -250,9 +251,9 @@ static size_t fit_candidates(ml_advice_t *adv, budget_t *b, ml__adv_cand_t *cand
 }
 
 /* Pass 2: one router per candidate, all in one replay; then the decisions. */
-static int pass2(const char *trace_path, ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
-                 size_t nc, uint64_t base_peak, uint64_t long_life, uint32_t ids, bool debug, char *err,
-                 size_t errlen) {
+static int pass2(const char *trace_path, ml_sim_oplog_t *log, ml_advice_t *adv, const ml__adv_t *A,
+                 ml__adv_cand_t *cands, size_t nc, uint64_t base_peak, uint64_t long_life, uint32_t ids,
+                 bool debug, char *err, size_t errlen) {
     uint64_t min_saving = ml__adv_min_saving(base_peak);
     ml_sim_replay_t *r2 = NULL;
     int rc = ml_sim_replay_new(A->o->threads, &r2);
@@ -261,9 +262,10 @@ static int pass2(const char *trace_path, ml_advice_t *adv, const ml__adv_t *A, m
         if (rc == 0) rc = ml_sim_replay_add(r2, cands[i].router);
     }
     if (rc == 0) rc = ml_sim_replay_reserve(r2, ids);
-    if (rc == 0)
-        rc = ml_sim_replay_file_progress(r2, trace_path, A->o->progress ? "pricing what-ifs" : NULL, err,
-                                         errlen);
+    /* Pass 1's ops when they were logged; the trace again otherwise. */
+    const char *label = A->o->progress ? "pricing what-ifs" : NULL;
+    if (rc == 0 && ml_sim_oplog_ok(log)) rc = ml_sim_replay_oplog(r2, log, label, err, errlen);
+    else if (rc == 0) rc = ml_sim_replay_file_progress(r2, trace_path, label, err, errlen);
     if (rc == 0) rc = ml_sim_replay_finish(r2);
     if (rc == 0 && debug) debug_cpu("pass 2", r2);
     if (rc == 0) {
@@ -292,6 +294,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
     if (!adv) return -ENOMEM;
     ml__adv_t A = {.o = o};
     ml__adv_cand_t *cands = NULL;
+    ml_sim_oplog_t *log = NULL;
     int rc = 0;
     bool debug = ml_option_bool(ML_ENV_ADVISOR_DEBUG);
 
@@ -305,7 +308,10 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
         if (o->all_policies || !is_textbook(*nm)) full++;
     unsigned npol = pass1_policies(adv, &b, full);
     if (!npol) goto done;
-    if ((rc = pass1(trace_path, adv, &A, npol, reserve_ids(&b), err, errlen)) < 0) goto fail;
+    /* Pass 2 reads pass 1's ops back from a log rather than decoding the
+     * trace again, when a temporary file can be had (ml_sim.h). */
+    if (!o->no_what_if && ml_sim_oplog_new(&log) < 0) log = NULL;
+    if ((rc = pass1(trace_path, adv, &A, npol, reserve_ids(&b), log, err, errlen)) < 0) goto fail;
     ml__adv_observe_end(&A);
 
     const ml_sim_metrics_t *base = ml__advice_policy(adv, ML__ADV_BASELINE);
@@ -320,8 +326,8 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
             goto fail;
         }
         nc = (int)fit_candidates(adv, &b, cands, (size_t)nc);
-        if (nc && (rc = pass2(trace_path, adv, &A, cands, (size_t)nc, base_peak, long_life, reserve_ids(&b),
-                              debug, err, errlen)) < 0)
+        if (nc && (rc = pass2(trace_path, log, adv, &A, cands, (size_t)nc, base_peak, long_life,
+                              reserve_ids(&b), debug, err, errlen)) < 0)
             goto fail;
         free(cands);
         cands = NULL;
@@ -341,10 +347,12 @@ done:
     if (adv->n > MAX_SUGGESTIONS) adv->n = MAX_SUGGESTIONS;
     adv->seconds = now_s() - t0;
     ml__adv_state_free(&A);
+    ml_sim_oplog_free(log);
     *out = adv;
     return 0;
 fail:
     free(cands);
+    ml_sim_oplog_free(log);
     ml__adv_state_free(&A);
     ml_advice_free(adv);
     if (rc == -ENOMEM && err && errlen && !err[0]) snprintf(err, errlen, "out of memory");

@@ -316,6 +316,7 @@ void ml_progress_set_display(const ml_progress_display_t *d);
 
 typedef struct {
     const ml_reader_t *r;
+    const uint64_t *at; /* instead of r: bytes read so far of `size` */
     const char *what, *where;
     uint64_t n, size;
     int shown;
@@ -325,6 +326,9 @@ typedef struct {
 /** Starts counting the records read from `r`. `what` and `where` are
  * borrowed until ml_progress_end(). */
 void ml_progress_start(ml_progress_t *p, const ml_reader_t *r, const char *what, const char *where);
+/** The same for a read of something else: *at bytes of `size` are read. */
+void ml_progress_start_at(ml_progress_t *p, const uint64_t *at, uint64_t size, const char *what,
+                          const char *where);
 void ml__progress_show(ml_progress_t *p);
 /** Call once per record; it looks at the file offset every 65536 calls. */
 static inline void ml_progress_tick(ml_progress_t *p) {

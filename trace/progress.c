@@ -18,8 +18,15 @@ void ml_progress_start(ml_progress_t *p, const ml_reader_t *r, const char *what,
     p->on = display && display->wanted(p->size);
 }
 
+void ml_progress_start_at(ml_progress_t *p, const uint64_t *at, uint64_t size, const char *what,
+                          const char *where) {
+    *p = (ml_progress_t){.at = at, .what = what, .where = where, .size = size, .shown = -1};
+    p->on = display && size && display->wanted(size);
+}
+
 void ml__progress_show(ml_progress_t *p) {
-    int pct = (int)(ml_reader_offset(p->r) * 100 / p->size);
+    uint64_t off = p->at ? *p->at : ml_reader_offset(p->r);
+    int pct = (int)(off * 100 / p->size);
     if (pct == p->shown) return;
     display->show(p->what, p->where, pct);
     p->shown = pct;

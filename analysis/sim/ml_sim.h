@@ -262,6 +262,27 @@ int ml_sim_replay_file(ml_sim_replay_t *r, const char *path, char *err, size_t e
  * larger than 64 MiB; the line is erased at the end. */
 int ml_sim_replay_file_progress(ml_sim_replay_t *r, const char *path, const char *label, char *err,
                                 size_t errlen);
+/** A log of the ops a replay hands to its policies, so that another replay
+ * of the same trace reads them back instead of decoding the trace again
+ * (sim_oplog.c): kept in an unlinked temporary file in $TMPDIR or /tmp,
+ * with a 1 MiB buffer and a table of the live ids in memory. Returns 0, or
+ * a negative errno when no temporary file can be made. */
+typedef struct ml_sim_oplog_s ml_sim_oplog_t;
+int ml_sim_oplog_new(ml_sim_oplog_t **out);
+void ml_sim_oplog_free(ml_sim_oplog_t *log);
+/** False once writing it failed (a full disk, its 4 GiB cap): replay the
+ * trace instead. */
+bool ml_sim_oplog_ok(const ml_sim_oplog_t *log);
+uint64_t ml_sim_oplog_bytes(const ml_sim_oplog_t *log);
+/** Appends every op this replay dispatches to `log` (borrowed), from now on:
+ * set it before the first record. */
+void ml_sim_replay_log(ml_sim_replay_t *r, ml_sim_oplog_t *log);
+/** Feeds a fresh replay the ops of `log`, written by an earlier replay that
+ * has finished: the same ops, with the same ids and flags, as feeding it
+ * the trace would. `label` as in ml_sim_replay_file_progress(). Returns 0,
+ * or a negative errno with a message in err. */
+int ml_sim_replay_oplog(ml_sim_replay_t *r, ml_sim_oplog_t *log, const char *label, char *err,
+                        size_t errlen);
 /** Runs what is pending and waits for the workers. Call once, after the last feed. */
 int ml_sim_replay_finish(ml_sim_replay_t *r);
 size_t ml_sim_replay_count(const ml_sim_replay_t *r);

@@ -124,6 +124,14 @@ static inline uint64_t ml__sim_footprint(const ml_sim_policy_t *p) {
 }
 
 /* Sets up the generic part. */
+/* sim_oplog.c: the replay appends each batch it dispatches; rewinding
+ * flushes what is buffered and readies the log for reading, and reading
+ * calls `each` with every op in order (at: bytes read so far). */
+void ml__sim_oplog_append(ml_sim_oplog_t *l, const ml_sim_op_t *ops, size_t n);
+int ml__sim_oplog_rewind(ml_sim_oplog_t *l);
+int ml__sim_oplog_read(ml_sim_oplog_t *l, void (*each)(void *ctx, const ml_sim_op_t *op), void *ctx,
+                       uint64_t *at, ml_progress_t *progress);
+
 void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, const ml_sim_config_t *c,
                   bool sparse_pages);
 

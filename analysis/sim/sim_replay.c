@@ -8,6 +8,10 @@
  * the ops from the last allocation on when it is handed over, so that the
  * flag can still be set.
  *
+ * A replay may log every op it dispatches (ml_sim_replay_log, sim_oplog.c);
+ * a later replay of the same trace is then fed from the log
+ * (ml_sim_replay_oplog) and decodes nothing.
+ *
  * Dispatch: two op buffers. While the workers run the policies over one
  * batch, the caller fills the other. Within a batch, workers take whole
  * policies from a shared counter, slowest first (by the previous batch), so
@@ -61,6 +65,7 @@ struct ml_sim_replay_s {
     bool sampled;
     ml_sim_observer_fn observe;
     void *observe_ctx;
+    ml_sim_oplog_t *log; /* every dispatched op is appended (sim_oplog.c) */
     /* ml_sim_replay_reserve's size, for the policies whose flag is set:
      * each is sized by the thread that runs its first batch */
     uint32_t reserve_live;
@@ -160,6 +165,7 @@ static int start_workers(ml_sim_replay_t *r) {
 static void dispatch(ml_sim_replay_t *r, size_t n) {
     ml_sim_op_t *ops = r->buf[r->fill];
     if (r->observe) r->observe(r->observe_ctx, ops, n);
+    if (r->log) ml__sim_oplog_append(r->log, ops, n);
     r->ops += n;
     if (!r->nthreads || !r->npol) {
         for (uint32_t k = 0; k < r->npol; k++) run_policy(r, k, ops, n);
@@ -419,6 +425,46 @@ int ml_sim_replay_file_progress(ml_sim_replay_t *r, const char *path, const char
 
 int ml_sim_replay_file(ml_sim_replay_t *r, const char *path, char *err, size_t errlen) {
     return ml_sim_replay_file_progress(r, path, NULL, err, errlen);
+}
+
+void ml_sim_replay_log(ml_sim_replay_t *r, ml_sim_oplog_t *log) {
+    r->log = log;
+}
+
+/* An op read back from a log: its flags are final, so a full batch goes
+ * whole. */
+static void feed_logged(void *ctx, const ml_sim_op_t *op) {
+    ml_sim_replay_t *r = ctx;
+    if (r->len == BATCH_OPS) {
+        dispatch(r, r->len);
+        r->len = 0;
+    }
+    r->buf[r->fill][r->len++] = *op;
+    if (op->flags & ML_SIM_F_SAMPLED) r->sampled = true;
+}
+
+int ml_sim_replay_oplog(ml_sim_replay_t *r, ml_sim_oplog_t *log, const char *label, char *err,
+                        size_t errlen) {
+    if (r->err) return r->err;
+    if (r->ops || r->len) {
+        snprintf(err, errlen, "a replay reads a log only from its start");
+        return -EINVAL;
+    }
+    int rc = ml__sim_oplog_rewind(log);
+    if (rc < 0) {
+        snprintf(err, errlen, "the replay's log of operations is not usable");
+        return rc;
+    }
+    uint64_t at = 0;
+    ml_progress_t progress;
+    ml_progress_start_at(&progress, &at, ml_sim_oplog_bytes(log), label ? label : "", NULL);
+    progress.on = progress.on && label;
+    rc = ml__sim_oplog_read(log, feed_logged, r, &at, &progress);
+    ml_progress_end(&progress);
+    if (rc < 0)
+        snprintf(err, errlen, "reading the replay's log of operations back: %s",
+                 rc == -ENOMEM ? "out of memory" : "it is shorter than written");
+    return rc;
 }
 
 int ml_sim_replay_finish(ml_sim_replay_t *r) {

@@ -221,6 +221,44 @@ Test(advisor, long_lived_blocks_between_short_ones_get_separate_lifetimes, .time
     done(&r);
 }
 
+/* Pass 2 reads pass 1's ops back from a log in a temporary file; where no
+ * temporary file can be made ($TMPDIR is not a directory) it decodes the
+ * trace again. Both give the same advice, number for number, on a fixture
+ * whose what-if runs a compare copy (separate_lifetimes) beside routers. */
+Test(advisor, the_second_pass_gives_the_same_advice_from_the_op_log_as_from_the_trace, .timeout = 300) {
+    adv_run_t logged;
+    advise("fx_adv_lifetimes", &logged);
+    const char *old = getenv("TMPDIR");
+    char *keep = old ? strdup(old) : NULL;
+    setenv("TMPDIR", "/nonexistent/memlens-no-tmp", 1);
+    ml_advisor_opts_t o = {.threads = 2, .analysis = logged.a};
+    ml_advice_t *adv = NULL;
+    char err[1024] = "";
+    int rc = ml_advisor_run(logged.trace, &o, &adv, err, sizeof err);
+    if (keep) setenv("TMPDIR", keep, 1);
+    else unsetenv("TMPDIR");
+    free(keep);
+    cr_assert_eq(rc, 0, "advisor without a temporary file: %s", err);
+    const ml_suggestion_t *rs;
+    size_t rn = ml_advice_suggestions(adv, &rs);
+    cr_assert_eq(logged.n, rn, "%zu suggestions from the log, %zu from the trace", logged.n, rn);
+    cr_assert_gt(logged.n, 0);
+    for (size_t i = 0; i < logged.n; i++) {
+        const ml_suggestion_t *a = &logged.s[i], *b = &rs[i];
+        cr_expect_str_eq(a->strategy, b->strategy);
+        cr_expect_eq(a->site, b->site);
+        cr_expect_eq(a->estimated_saving_bytes, b->estimated_saving_bytes, "%s", a->strategy);
+        cr_expect_str_eq(a->what_if, b->what_if);
+        char *ea = evidence_text(a), *eb = evidence_text(b);
+        cr_expect_str_eq(ea, eb, "%s:\n%s\n%s", a->strategy, ea, eb);
+        free(ea);
+        free(eb);
+    }
+    cr_expect_not_null(find(&logged, "separate_lifetimes", "keep_record"));
+    ml_advice_free(adv);
+    done(&logged);
+}
+
 Test(advisor, batches_that_die_together_get_an_arena, .timeout = 300) {
     adv_run_t r;
     advise("fx_adv_arena", &r);

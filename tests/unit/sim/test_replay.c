@@ -318,3 +318,135 @@ Test(replay, huge_blocks_cost_no_memory_per_address, .timeout = 60) {
     }
     ml_sim_replay_free(r);
 }
+
+/* The op log (sim_oplog.c): a replay fed from the log another replay wrote
+ * sees the very ops, field by field, that feeding it the trace gives, and
+ * its policies end with the same numbers. The trace mixes what the encoding
+ * has to carry: threads, a clock that goes back as well as forward,
+ * reallocs and a failed one, aligned and sampled allocations, an address
+ * allocated again without its free, mallinfo samples, and enough ops for
+ * several batches and several of the log's buffers. */
+static void varied_trace(ml_sim_replay_t *r, int n) {
+    uint64_t seed = 23, live[5000] = {0}, size[5000] = {0};
+    uint32_t stack[5000] = {0}, t = 1000;
+    for (int i = 0; i < n; i++) {
+        int k = (int)(st_rand(&seed) % 5000);
+        uint64_t ptr = 0x7f0000000000ull + (uint64_t)k * 1048576 + 16 * (st_rand(&seed) % 4096);
+        t += (uint32_t)(st_rand(&seed) % 3);
+        uint16_t thread = (uint16_t)(st_rand(&seed) % 7 ? 1 : 1 + st_rand(&seed) % 300);
+        uint32_t time_ms = st_rand(&seed) % 97 ? t : t - 5;
+        ml_record_t rec;
+        if (i % 50000 == 7) {
+            memset(&rec, 0, sizeof rec);
+            rec.tag = ML_T_MALLINFO;
+            rec.u.mallinfo.arena = 1000000 + (uint64_t)i;
+            rec.u.mallinfo.hblkhd = 4096;
+        } else if (live[k] && st_rand(&seed) % 4 == 0) {
+            rec = rec_free(live[k], ML_KIND_REALLOC);
+            rec.thread = thread;
+            rec.time_ms = time_ms;
+            feed(r, rec);
+            if (st_rand(&seed) % 20 == 0) { /* the realloc failed: the old block is back */
+                memset(&rec, 0, sizeof rec);
+                rec.tag = ML_T_REALLOC_FAIL;
+                rec.u.alloc.ptr = live[k];
+            } else {
+                size[k] += 1 + st_rand(&seed) % 5000;
+                live[k] = ptr != live[k] ? ptr : ptr + 16;
+                rec = rec_alloc(live[k], size[k], stack[k], ML_KIND_REALLOC);
+            }
+        } else if (live[k] && st_rand(&seed) % 10) {
+            rec = rec_free(live[k], ML_KIND_FREE);
+            live[k] = 0;
+        } else { /* a new block, or one at a live address whose free the trace lacks */
+            live[k] = live[k] ? live[k] : ptr;
+            size[k] = 1 + st_rand(&seed) % (st_rand(&seed) % 8 ? 300 : 3000000);
+            stack[k] = (uint32_t)(st_rand(&seed) % 100000);
+            uint64_t kk = st_rand(&seed) % 40;
+            rec = rec_alloc(live[k], size[k], stack[k],
+                            kk == 0 ? ML_KIND_MEMALIGN : kk == 1 ? ML_KIND_PVALLOC : ML_KIND_MALLOC);
+            if (kk == 2) rec.u.alloc.flags |= ML_EVF_SAMPLED;
+        }
+        rec.thread = thread;
+        rec.time_ms = time_ms;
+        feed(r, rec);
+    }
+}
+
+static void add_table(ml_sim_replay_t *r) {
+    for (const char *const *nm = ml_sim_policy_names; *nm; nm++) {
+        ml_sim_policy_t *p;
+        cr_assert_eq(ml_sim_policy_new(*nm, NULL, &p), 0);
+        cr_assert_eq(ml_sim_replay_add(r, p), 0);
+    }
+    ml_sim_policy_t *real;
+    cr_assert_eq(ml_sim_real_new(NULL, &real), 0);
+    cr_assert_eq(ml_sim_replay_add(r, real), 0);
+}
+
+Test(replay, a_replay_from_the_op_log_sees_every_op_the_trace_gives, .timeout = 120) {
+    enum { N = 400000 };
+    seen_t a = {.ops = malloc(2 * N * sizeof(ml_sim_op_t)), .cap = 2 * N};
+    seen_t b = {.ops = malloc(2 * N * sizeof(ml_sim_op_t)), .cap = 2 * N};
+    cr_assert(a.ops && b.ops);
+    ml_sim_oplog_t *log;
+    cr_assert_eq(ml_sim_oplog_new(&log), 0);
+
+    ml_sim_replay_t *r1;
+    cr_assert_eq(ml_sim_replay_new(2, &r1), 0);
+    add_table(r1);
+    ml_sim_replay_observe(r1, observe, &a);
+    ml_sim_replay_log(r1, log);
+    varied_trace(r1, N);
+    cr_assert_eq(ml_sim_replay_finish(r1), 0);
+    cr_assert(ml_sim_oplog_ok(log));
+
+    char err[256] = "";
+    ml_sim_replay_t *r2;
+    cr_assert_eq(ml_sim_replay_new(2, &r2), 0);
+    add_table(r2);
+    ml_sim_replay_observe(r2, observe, &b);
+    cr_assert_eq(ml_sim_replay_oplog(r2, log, NULL, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ml_sim_replay_finish(r2), 0);
+
+    cr_assert_gt(a.n, (size_t)N, "reallocs make more ops than records (%zu)", a.n);
+    cr_assert_lt(a.n, a.cap);
+    cr_assert_eq(b.n, a.n, "ops: %zu from the log, %zu from the trace", b.n, a.n);
+    cr_expect_eq(b.temps, a.temps);
+    cr_expect_gt(a.temps, 0);
+    size_t differ = 0, first = SIZE_MAX;
+    for (size_t i = 0; i < a.n; i++) {
+        const ml_sim_op_t *x = &a.ops[i], *y = &b.ops[i];
+        if (x->ptr != y->ptr || x->size != y->size || x->id != y->id || x->site != y->site ||
+            x->time_ms != y->time_ms || x->thread != y->thread || x->type != y->type || x->align != y->align ||
+            x->flags != y->flags) {
+            if (first == SIZE_MAX) first = i;
+            differ++;
+        }
+    }
+    cr_expect_eq(differ, 0, "%zu ops differ, the first at %zu", differ, first);
+    cr_expect_eq(ml_sim_replay_ops(r2), ml_sim_replay_ops(r1));
+    cr_expect_eq(ml_sim_replay_sampled(r2), ml_sim_replay_sampled(r1));
+    cr_expect(ml_sim_replay_sampled(r1));
+    /* about 9 bytes an allocation and 2 a free, against 32 in memory */
+    cr_expect_lt(ml_sim_oplog_bytes(log), a.n * 12, "%llu bytes for %zu ops",
+                 (unsigned long long)ml_sim_oplog_bytes(log), a.n);
+    size_t kinds[4] = {0};
+    for (size_t i = 0; i < a.n; i++) kinds[a.ops[i].type & 3]++;
+    cr_expect_gt(kinds[ML_SIM_MALLINFO], 5);
+    for (size_t i = 0; i < ml_sim_replay_count(r1); i++) {
+        ml_sim_metrics_t m1, m2;
+        ml_sim_replay_metrics(r1, i, &m1);
+        ml_sim_replay_metrics(r2, i, &m2);
+        cr_expect_eq(m1.peak_footprint, m2.peak_footprint, "%s", m1.name);
+        cr_expect_eq(m1.search_steps, m2.search_steps, "%s", m1.name);
+        cr_expect_eq(m1.at_end.live_requested, m2.at_end.live_requested, "%s", m1.name);
+    }
+    /* a log is read from the start of a fresh replay only */
+    cr_expect_eq(ml_sim_replay_oplog(r2, log, NULL, err, sizeof err), -EINVAL);
+    ml_sim_replay_free(r1);
+    ml_sim_replay_free(r2);
+    ml_sim_oplog_free(log);
+    free(a.ops);
+    free(b.ops);
+}

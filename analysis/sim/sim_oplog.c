@@ -1,0 +1,341 @@
+/* sim_oplog.c - the ops of one replay, kept for a second replay of the same
+ * trace (ml_sim.h).
+ *
+ * The advisor replays a trace twice: once through the comparison table's
+ * policies, then, once the rules have picked candidates, through a router
+ * per candidate. Decoding the trace (reading the records, mapping addresses
+ * to ids, flagging temporaries) was two fifths of the first replay's
+ * caller-thread time and had to be done again for the second. The log keeps
+ * the first replay's ops as they were handed to the policies (their flags
+ * final), so the second reads them back in order and decodes nothing.
+ *
+ * Where: an unlinked temporary file (O_TMPFILE, else mkstemp and unlink) in
+ * $TMPDIR or /tmp, so the memory it takes is a write buffer and a table
+ * per live id, never the trace's length. About 9 bytes per allocation and 2
+ * per free. Any failure (no temporary file, a full disk, the size cap) only
+ * marks the log unusable: the caller then replays the trace again.
+ *
+ * Encoding, per op: a head byte (type: 2 bits, flags: 3 bits, thread
+ * changed, time changed, extra byte follows), then as needed the thread
+ * (varint), the time's change (zigzag varint), the extra byte (bit 0: align
+ * follows, bit 1: a free's ptr/size/site follow explicitly) and the align;
+ * then
+ *   - alloc: the id's change (zigzag), size, site, the ptr's change (zigzag);
+ *   - free: the id's change; ptr, size and site are those of the id's last
+ *     allocation (which is what the replay gives a free), or explicit;
+ *   - mallinfo: size.
+ * Every field round-trips: test_replay.c compares both replays op by op. */
+#define _GNU_SOURCE
+#include "sim_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LOG_BUF (1u << 20)
+#define LOG_MAX_BYTES (4ull << 30) /* past this, the trace is read again instead */
+#define OP_MAX 64                  /* an op's largest encoding */
+
+typedef struct {
+    uint64_t ptr, size;
+    uint32_t site;
+} idval_t;
+
+struct ml_sim_oplog_s {
+    int fd;
+    bool failed;
+    uint8_t *buf;
+    size_t len;
+    uint64_t bytes, ops;
+    /* the previous op's fields (encoder and decoder alike) */
+    uint64_t ptr;
+    uint32_t id, time_ms;
+    uint16_t thread;
+    idval_t *tab; /* by id: its last allocation */
+    uint32_t tabcap;
+};
+
+static int tmp_fd(void) {
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    int fd = open(dir, O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0600);
+    if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s/memlens-ops.XXXXXX", dir) >= sizeof path) return -1;
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd >= 0) unlink(path);
+    return fd;
+}
+
+int ml_sim_oplog_new(ml_sim_oplog_t **out) {
+    *out = NULL;
+    ml_sim_oplog_t *l = calloc(1, sizeof *l);
+    if (!l) return -ENOMEM;
+    l->buf = malloc(LOG_BUF);
+    if (!l->buf) {
+        free(l);
+        return -ENOMEM;
+    }
+    if ((l->fd = tmp_fd()) < 0) {
+        int e = errno ? errno : EIO;
+        free(l->buf);
+        free(l);
+        return -e;
+    }
+    *out = l;
+    return 0;
+}
+
+void ml_sim_oplog_free(ml_sim_oplog_t *l) {
+    if (!l) return;
+    if (l->fd >= 0) close(l->fd);
+    free(l->buf);
+    free(l->tab);
+    free(l);
+}
+
+bool ml_sim_oplog_ok(const ml_sim_oplog_t *l) {
+    return l && !l->failed;
+}
+
+uint64_t ml_sim_oplog_bytes(const ml_sim_oplog_t *l) {
+    return l ? l->bytes + l->len : 0;
+}
+
+static void fail(ml_sim_oplog_t *l) {
+    l->failed = true;
+    l->len = 0;
+    free(l->tab);
+    l->tab = NULL;
+    l->tabcap = 0;
+}
+
+static bool flush(ml_sim_oplog_t *l) {
+    size_t off = 0;
+    while (off < l->len) {
+        ssize_t w = write(l->fd, l->buf + off, l->len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        off += (size_t)w;
+    }
+    l->bytes += l->len;
+    l->len = 0;
+    return l->bytes <= LOG_MAX_BYTES;
+}
+
+static inline uint8_t *put_v(uint8_t *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline uint64_t zz(int64_t v) {
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int64_t unzz(uint64_t v) {
+    return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+void ml__sim_oplog_append(ml_sim_oplog_t *l, const ml_sim_op_t *ops, size_t n) {
+    if (l->failed) return;
+    for (size_t i = 0; i < n; i++) {
+        const ml_sim_op_t *op = &ops[i];
+        if (l->len + OP_MAX > LOG_BUF && !flush(l)) {
+            fail(l);
+            return;
+        }
+        uint8_t *p = l->buf + l->len, *head = p++;
+        uint8_t h = (uint8_t)((op->type & 3) | (op->flags & 7) << 2), extra = 0;
+        if (op->thread != l->thread) {
+            h |= 0x20;
+            p = put_v(p, op->thread);
+            l->thread = op->thread;
+        }
+        if (op->time_ms != l->time_ms) {
+            h |= 0x40;
+            p = put_v(p, zz((int64_t)op->time_ms - (int64_t)l->time_ms));
+            l->time_ms = op->time_ms;
+        }
+        bool explicit_free = false;
+        if (op->type == ML_SIM_FREE) {
+            const idval_t *v = op->id < l->tabcap ? &l->tab[op->id] : NULL;
+            explicit_free = !v || v->ptr != op->ptr || v->size != op->size || v->site != op->site;
+        }
+        if (op->align) extra |= 1;
+        if (explicit_free) extra |= 2;
+        uint8_t *xb = NULL;
+        if (extra || op->type > ML_SIM_MALLINFO || op->type == 0) {
+            h |= 0x80;
+            xb = p++;
+        }
+        if (op->align) *p++ = op->align;
+        switch (op->type) {
+        case ML_SIM_ALLOC:
+            if (op->id >= l->tabcap && ml__sim_grow((void **)&l->tab, &l->tabcap, op->id, sizeof *l->tab, 0) < 0) {
+                fail(l);
+                return;
+            }
+            l->tab[op->id] = (idval_t){op->ptr, op->size, op->site};
+            p = put_v(p, zz((int64_t)op->id - (int64_t)l->id));
+            p = put_v(p, op->size);
+            p = put_v(p, op->site);
+            p = put_v(p, zz((int64_t)(op->ptr - l->ptr)));
+            l->id = op->id;
+            l->ptr = op->ptr;
+            break;
+        case ML_SIM_FREE:
+            p = put_v(p, zz((int64_t)op->id - (int64_t)l->id));
+            l->id = op->id;
+            if (explicit_free) {
+                p = put_v(p, op->ptr);
+                p = put_v(p, op->size);
+                p = put_v(p, op->site);
+            }
+            break;
+        case ML_SIM_MALLINFO:
+            p = put_v(p, op->size);
+            break;
+        default: /* no such op is made; kept whole so nothing is lost */
+            extra |= 4;
+            p = put_v(p, op->id);
+            p = put_v(p, op->size);
+            p = put_v(p, op->site);
+            p = put_v(p, op->ptr);
+            break;
+        }
+        if (xb) *xb = extra;
+        *head = h;
+        l->len = (size_t)(p - l->buf);
+        l->ops++;
+    }
+}
+
+/* Reading back ------------------------------------------------------------ */
+
+static inline const uint8_t *get_v(const uint8_t *p, uint64_t *v) {
+    uint64_t x = 0;
+    for (unsigned s = 0; s < 64; s += 7) {
+        uint8_t b = *p++;
+        x |= (uint64_t)(b & 0x7f) << s;
+        if (!(b & 0x80)) break;
+    }
+    *v = x;
+    return p;
+}
+
+/* One op from p (at least OP_MAX bytes readable, or the end of the log). */
+static const uint8_t *decode(ml_sim_oplog_t *l, const uint8_t *p, ml_sim_op_t *op) {
+    uint8_t h = *p++, extra = 0;
+    uint64_t v;
+    *op = (ml_sim_op_t){0};
+    op->type = h & 3;
+    op->flags = (h >> 2) & 7;
+    if (h & 0x20) {
+        p = get_v(p, &v);
+        l->thread = (uint16_t)v;
+    }
+    if (h & 0x40) {
+        p = get_v(p, &v);
+        l->time_ms = (uint32_t)((int64_t)l->time_ms + unzz(v));
+    }
+    if (h & 0x80) extra = *p++;
+    op->thread = l->thread;
+    op->time_ms = l->time_ms;
+    if (extra & 1) op->align = *p++;
+    if (extra & 4) {
+        p = get_v(p, &v);
+        op->id = (uint32_t)v;
+        p = get_v(p, &op->size);
+        p = get_v(p, &v);
+        op->site = (uint32_t)v;
+        p = get_v(p, &op->ptr);
+        return p;
+    }
+    switch (op->type) {
+    case ML_SIM_ALLOC:
+        p = get_v(p, &v);
+        op->id = (uint32_t)((int64_t)l->id + unzz(v));
+        p = get_v(p, &op->size);
+        p = get_v(p, &v);
+        op->site = (uint32_t)v;
+        p = get_v(p, &v);
+        op->ptr = l->ptr + (uint64_t)unzz(v);
+        l->id = op->id;
+        l->ptr = op->ptr;
+        if (op->id >= l->tabcap && ml__sim_grow((void **)&l->tab, &l->tabcap, op->id, sizeof *l->tab, 0) < 0)
+            return NULL;
+        l->tab[op->id] = (idval_t){op->ptr, op->size, op->site};
+        break;
+    case ML_SIM_FREE:
+        p = get_v(p, &v);
+        op->id = (uint32_t)((int64_t)l->id + unzz(v));
+        l->id = op->id;
+        if (extra & 2) {
+            p = get_v(p, &op->ptr);
+            p = get_v(p, &op->size);
+            p = get_v(p, &v);
+            op->site = (uint32_t)v;
+        } else if (op->id < l->tabcap) {
+            op->ptr = l->tab[op->id].ptr;
+            op->size = l->tab[op->id].size;
+            op->site = l->tab[op->id].site;
+        }
+        break;
+    case ML_SIM_MALLINFO:
+        p = get_v(p, &op->size);
+        break;
+    }
+    return p;
+}
+
+int ml__sim_oplog_rewind(ml_sim_oplog_t *l) {
+    if (l->failed) return -EIO;
+    if (l->len && !flush(l)) {
+        fail(l);
+        return -EIO;
+    }
+    l->ptr = 0;
+    l->id = l->time_ms = 0;
+    l->thread = 0;
+    memset(l->tab, 0, (size_t)l->tabcap * sizeof *l->tab);
+    return 0;
+}
+
+int ml__sim_oplog_read(ml_sim_oplog_t *l, void (*each)(void *ctx, const ml_sim_op_t *op), void *ctx,
+                       uint64_t *at, ml_progress_t *progress) {
+    uint64_t off = 0, left = l->bytes, ops = 0;
+    size_t have = 0, pos = 0;
+    while (ops < l->ops) {
+        if (have - pos < OP_MAX && left) {
+            memmove(l->buf, l->buf + pos, have - pos);
+            have -= pos;
+            pos = 0;
+            size_t want = LOG_BUF - have;
+            if (want > left) want = (size_t)left;
+            ssize_t r = pread(l->fd, l->buf + have, want, (off_t)off);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) return -EIO;
+            have += (size_t)r;
+            off += (uint64_t)r;
+            left -= (uint64_t)r;
+            if (at) *at = off;
+        }
+        if (pos >= have) return -EIO; /* shorter than its count of ops */
+        ml_sim_op_t op;
+        const uint8_t *p = decode(l, l->buf + pos, &op);
+        if (!p) return -ENOMEM;
+        pos = (size_t)(p - l->buf);
+        if (pos > have) return -EIO;
+        each(ctx, &op);
+        ops++;
+        if (progress) ml_progress_tick(progress);
+    }
+    return 0;
+}
