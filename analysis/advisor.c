@@ -267,7 +267,12 @@ static int pass2(const char *trace_path, ml_sim_oplog_t *log, ml_advice_t *adv, 
     if (rc == 0 && ml_sim_oplog_ok(log)) rc = ml_sim_replay_oplog(r2, log, label, err, errlen);
     else if (rc == 0) rc = ml_sim_replay_file_progress(r2, trace_path, label, err, errlen);
     if (rc == 0) rc = ml_sim_replay_finish(r2);
-    if (rc == 0 && debug) debug_cpu("pass 2", r2);
+    if (rc == 0 && debug) {
+        debug_cpu("pass 2", r2);
+        fprintf(stderr, "advisor: pass 2 read %s (%llu bytes)\n",
+                ml_sim_oplog_ok(log) ? "pass 1's op log" : "the trace",
+                (unsigned long long)ml_sim_oplog_bytes(log));
+    }
     if (rc == 0) {
         for (size_t i = 0; i < nc; i++) {
             if (debug) {
