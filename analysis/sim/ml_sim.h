@@ -264,13 +264,13 @@ int ml_sim_replay_file_progress(ml_sim_replay_t *r, const char *path, const char
                                 size_t errlen);
 /** A log of the ops a replay hands to its policies, so that another replay
  * of the same trace reads them back instead of decoding the trace again
- * (sim_oplog.c): kept in an unlinked temporary file in $TMPDIR or /tmp,
+ * (sim_oplog.c): kept in an unlinked temporary file in $TMPDIR, /var/tmp or /tmp,
  * with a 1 MiB buffer and a table of the live ids in memory. Returns 0, or
  * a negative errno when no temporary file can be made. */
 typedef struct ml_sim_oplog_s ml_sim_oplog_t;
 int ml_sim_oplog_new(ml_sim_oplog_t **out);
 void ml_sim_oplog_free(ml_sim_oplog_t *log);
-/** False once writing it failed (a full disk, its 4 GiB cap): replay the
+/** False once writing it failed (a full disk, its 4 GiB cap, 256 MiB on tmpfs): replay the
  * trace instead. */
 bool ml_sim_oplog_ok(const ml_sim_oplog_t *log);
 uint64_t ml_sim_oplog_bytes(const ml_sim_oplog_t *log);

@@ -10,10 +10,11 @@
  * final), so the second reads them back in order and decodes nothing.
  *
  * Where: an unlinked temporary file (O_TMPFILE, else mkstemp and unlink) in
- * $TMPDIR or /tmp, so the memory it takes is a write buffer and a table
- * per live id, never the trace's length. About 9 bytes per allocation and 2
- * per free. Any failure (no temporary file, a full disk, the size cap) only
- * marks the log unusable: the caller then replays the trace again.
+ * $TMPDIR, else /var/tmp, else /tmp, so the memory it takes is a write
+ * buffer and a table per live id, never the trace's length. About 9 bytes
+ * per allocation and 2 per free, up to 4 GiB (256 MiB on tmpfs, where a file
+ * is memory). Any failure (no temporary file, a full disk, the size cap)
+ * only marks the log unusable: the caller then replays the trace again.
  *
  * Encoding, per op: a head byte (type: 2 bits, flags: 3 bits, thread
  * changed, time changed, extra byte follows), then as needed the thread
@@ -32,12 +33,15 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #define LOG_BUF (1u << 20)
-#define LOG_MAX_BYTES (4ull << 30) /* past this, the trace is read again instead */
-#define OP_MAX 64                  /* an op's largest encoding */
+#define LOG_MAX_BYTES (4ull << 30)   /* past this, the trace is read again instead */
+#define LOG_MAX_TMPFS (256ull << 20) /* the same on a file system in memory */
+#define OP_MAX 64                    /* an op's largest encoding */
 
 typedef struct {
     uint64_t ptr, size;
@@ -47,6 +51,7 @@ typedef struct {
 struct ml_sim_oplog_s {
     int fd;
     bool failed;
+    uint64_t cap; /* LOG_MAX_BYTES or LOG_MAX_TMPFS */
     uint8_t *buf;
     size_t len;
     uint64_t bytes, ops;
@@ -58,15 +63,26 @@ struct ml_sim_oplog_s {
     uint32_t tabcap;
 };
 
-static int tmp_fd(void) {
-    const char *dir = getenv("TMPDIR");
-    if (!dir || !*dir) dir = "/tmp";
+static int tmp_fd_in(const char *dir) {
     int fd = open(dir, O_TMPFILE | O_RDWR | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
     char path[4096];
     if ((size_t)snprintf(path, sizeof path, "%s/memlens-ops.XXXXXX", dir) >= sizeof path) return -1;
     fd = mkostemp(path, O_CLOEXEC);
     if (fd >= 0) unlink(path);
+    return fd;
+}
+
+/* $TMPDIR when set; else /var/tmp, which is on disk by convention, before
+ * /tmp, which many systems keep in memory (tmpfs). */
+static int tmp_fd(uint64_t *cap) {
+    const char *dir = getenv("TMPDIR");
+    int fd = dir && *dir ? tmp_fd_in(dir) : tmp_fd_in("/var/tmp");
+    if (fd < 0 && !(dir && *dir)) fd = tmp_fd_in("/tmp");
+    if (fd < 0) return fd;
+    /* In memory, the log would be memory after all: kept small there. */
+    struct statfs fs;
+    *cap = fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC ? LOG_MAX_TMPFS : LOG_MAX_BYTES;
     return fd;
 }
 
@@ -79,7 +95,7 @@ int ml_sim_oplog_new(ml_sim_oplog_t **out) {
         free(l);
         return -ENOMEM;
     }
-    if ((l->fd = tmp_fd()) < 0) {
+    if ((l->fd = tmp_fd(&l->cap)) < 0) {
         int e = errno ? errno : EIO;
         free(l->buf);
         free(l);
@@ -123,7 +139,7 @@ static bool flush(ml_sim_oplog_t *l) {
     }
     l->bytes += l->len;
     l->len = 0;
-    return l->bytes <= LOG_MAX_BYTES;
+    return l->bytes <= l->cap;
 }
 
 static inline uint8_t *put_v(uint8_t *p, uint64_t v) {
@@ -178,7 +194,8 @@ void ml__sim_oplog_append(ml_sim_oplog_t *l, const ml_sim_op_t *ops, size_t n) {
         if (op->align) *p++ = op->align;
         switch (op->type) {
         case ML_SIM_ALLOC:
-            if (op->id >= l->tabcap && ml__sim_grow((void **)&l->tab, &l->tabcap, op->id, sizeof *l->tab, 0) < 0) {
+            if (op->id >= l->tabcap &&
+                ml__sim_grow((void **)&l->tab, &l->tabcap, op->id, sizeof *l->tab, 0) < 0) {
                 fail(l);
                 return;
             }
@@ -269,7 +286,8 @@ static const uint8_t *decode(ml_sim_oplog_t *l, const uint8_t *p, ml_sim_op_t *o
         op->ptr = l->ptr + (uint64_t)unzz(v);
         l->id = op->id;
         l->ptr = op->ptr;
-        if (op->id >= l->tabcap && ml__sim_grow((void **)&l->tab, &l->tabcap, op->id, sizeof *l->tab, 0) < 0)
+        if (op->id >= l->tabcap &&
+            ml__sim_grow((void **)&l->tab, &l->tabcap, op->id, sizeof *l->tab, 0) < 0)
             return NULL;
         l->tab[op->id] = (idval_t){op->ptr, op->size, op->site};
         break;
