@@ -136,6 +136,15 @@ int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use
                           ml_calltree_node_t **out) {
     tree_t t = {0};
     *out = NULL;
+    /* The last site's path: its frames (in walk order) and their nodes.
+     * Consecutive sites mostly share the start of their walk (clang-format:
+     * 97 % of the frames top-down, 86 % bottom-up), and where the frames
+     * have the same key as the last site's, so do the nodes: the lookups
+     * are skipped, which changes no node. */
+    const ml_frame_t **last = NULL;
+    int32_t *last_node = NULL;
+    uint32_t nlast = 0, last_cap = 0;
+
     /* Each node is made by a frame of a site: their count bounds the tree,
      * and the array is taken once (ml_huge_alloc: in huge pages when large),
      * then trimmed to what was used. Where that much address space is
@@ -148,19 +157,46 @@ int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use
     if (new_node(&t, -1, &root_frame) < 0) goto oom;
     for (size_t i = 0; i < nsites; i++) {
         const ml_site_t *s = &sites[i];
+        if (i + 2 < nsites) { /* the frames of sites further on are elsewhere: ask for them now */
+            const ml_site_t *n2 = &sites[i + 2];
+            const char *fp = (const char *)n2->frames, *end = fp + (size_t)n2->nframes * sizeof *n2->frames;
+            for (int l = 0; l < 16 && fp < end; l++, fp += 64) __builtin_prefetch(fp);
+        }
         if (use && !use[i]) continue;
+        if (s->nframes > last_cap) {
+            uint32_t cap = last_cap ? last_cap : 64;
+            while (cap < s->nframes) cap *= 2;
+            const ml_frame_t **l = realloc(last, cap * sizeof *l);
+            if (l) last = l;
+            int32_t *ln = l ? realloc(last_node, cap * sizeof *ln) : NULL;
+            if (ln) last_node = ln;
+            if (!l || !ln) goto oom;
+            last_cap = cap;
+        }
         uint64_t c[ML_COSTS];
         site_costs(s, c);
         add(t.v[0].incl, c);
         int32_t node = 0;
+        bool same = true;
         for (uint32_t k = 0; k < s->nframes; k++) {
             /* frames[] is innermost first: top-down walks it backwards. */
             const ml_frame_t *f = &s->frames[bottom_up ? k : s->nframes - 1 - k];
-            if ((node = child(&t, node, f)) < 0) goto oom;
+            if (same && k < nlast && last[k]->function == f->function && last[k]->file == f->file &&
+                last[k]->module == f->module) {
+                node = last_node[k];
+            } else {
+                same = false;
+                if ((node = child(&t, node, f)) < 0) goto oom;
+                last[k] = f;
+                last_node[k] = node;
+            }
             add(t.v[node].incl, c);
         }
+        nlast = s->nframes;
         add(t.v[node].self, c);
     }
+    free(last);
+    free(last_node);
     free(t.slot);
     if (t.n < t.cap) {
         ml_calltree_node_t *v = realloc(t.v, t.n * sizeof *t.v);
@@ -169,6 +205,8 @@ int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use
     *out = t.v;
     return (int64_t)t.n;
 oom:
+    free(last);
+    free(last_node);
     free(t.v);
     free(t.slot);
     return -ENOMEM;

@@ -619,7 +619,14 @@ static void index_symbols(modsym_t *ms) {
     }
     qsort(ms->gsyms, ms->ngsyms, sizeof *ms->gsyms, cmp_symidx);
     qsort(ms->lsyms, ms->nlsyms, sizeof *ms->lsyms, cmp_symidx);
-    qsort(all, nall, sizeof *all, cmp_symidx);
+    /* all = gsyms + lsyms: merged, in the order a sort would give (the
+     * comparison is total: no two entries share ndx). */
+    for (size_t i = 0, j = 0, k = 0; k < nall; k++) {
+        if (j >= ms->nlsyms || (i < ms->ngsyms && cmp_symidx(&ms->gsyms[i], &ms->lsyms[j]) < 0))
+            all[k] = ms->gsyms[i++];
+        else
+            all[k] = ms->lsyms[j++];
+    }
     qsort(ms->labels, ms->nlabels, sizeof *ms->labels, cmp_addr);
     for (size_t i = 0; i < nall; i++) ms->starts[i] = all[i].value;
     prefix_reach(all, nall, ms->reach);

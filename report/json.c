@@ -201,6 +201,10 @@ typedef struct {
      * distinct frame, not at each of its occurrences. */
     fmemo_ent_t *pslot; /* off: the frame's index; len 1: in use */
     size_t pcap, pn;
+    /* The last stack_ref's frames, outermost first, with their nodes: the
+     * next stack usually shares its outer part (off: the node). */
+    fmemo_ent_t *last;
+    size_t nlast, last_cap;
     int err; /* -ENOMEM, sticky */
     bool page; /* the page's form (ml_report_opts_t.frame_table) */
     fmemo_t memo; /* the text of frame objects, for the other form */
@@ -361,19 +365,47 @@ oom:
     return -1;
 }
 
-/* The stack node of frames f[0..n) (innermost first): -1 for no frames. */
+/* The stack node of frames f[0..n) (innermost first): -1 for no frames.
+ * Consecutive stacks mostly share their outer frames (clang-format's 48,835
+ * sites: 86 % of their frames are the previous site's), and while the
+ * frames are the last call's, so are the nodes: those lookups are skipped,
+ * which changes neither table. */
 static int64_t stack_ref(ftab_t *t, const ml_frame_t *f, uint32_t n) {
+    if (t->err) return -1;
+    if (n > t->last_cap) {
+        size_t cap = t->last_cap ? t->last_cap : 64;
+        while (cap < n) cap *= 2;
+        fmemo_ent_t *l = realloc(t->last, cap * sizeof *l);
+        if (!l) {
+            t->err = -ENOMEM;
+            return -1;
+        }
+        t->last = l;
+        t->last_cap = cap;
+    }
     int64_t node = -1;
-    for (uint32_t i = n; i-- > 0;) {
-        int64_t fi = ftab_index(t, &f[i]);
+    bool same = true;
+    for (uint32_t d = 0; d < n; d++) {
+        const ml_frame_t *fr = &f[n - 1 - d];
+        fmemo_ent_t key = {fr->function, fr->file, fr->module, fr->address, fr->line, fr->inlined, 0, 1};
+        if (same && d < t->nlast && fmemo_same(&t->last[d], &key)) {
+            node = (int64_t)t->last[d].off;
+            continue;
+        }
+        same = false;
+        int64_t fi = ftab_index(t, fr);
         if (fi < 0) return -1;
         node = stab_index(t, (uint32_t)fi, node);
         if (node < 0) return -1;
+        key.off = (size_t)node;
+        t->last[d] = key;
     }
+    t->nlast = n;
     return node;
 }
 
 static void ftab_free(ftab_t *t) {
+    free(t->last);
     free(t->pslot);
     free(t->slot);
     free(t->slot_idx);
