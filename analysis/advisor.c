@@ -201,6 +201,13 @@ static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, unsigne
     if (rc < 0) goto done;
     if (!o->no_what_if) ml_sim_replay_observe(r1, ml__adv_observe, A);
     if (log) ml_sim_replay_log(r1, log);
+    /* The baseline's footprint, op by op, for pass 2's separate_lifetimes
+     * routers; without a temporary file each runs its own copy instead. */
+    for (size_t i = 0; A->base_series && i < ml_sim_replay_count(r1); i++) {
+        ml_sim_metrics_t m;
+        ml_sim_replay_metrics(r1, i, &m);
+        if (!strcmp(m.name, ML__ADV_BASELINE)) ml_sim_replay_series(r1, i, A->base_series);
+    }
     if ((rc = ml_sim_replay_file_progress(r1, trace_path, o->progress ? "simulating allocators" : NULL,
                                           err, errlen)) < 0)
         goto done;
@@ -258,7 +265,7 @@ static int pass2(const char *trace_path, ml_sim_oplog_t *log, ml_advice_t *adv, 
     ml_sim_replay_t *r2 = NULL;
     int rc = ml_sim_replay_new(A->o->threads, &r2);
     for (size_t i = 0; i < nc && rc == 0; i++) {
-        rc = ml__adv_make_router(&cands[i], &A->g[cands[i].gi]);
+        rc = ml__adv_make_router(&cands[i], &A->g[cands[i].gi], A->base_series);
         if (rc == 0) rc = ml_sim_replay_add(r2, cands[i].router);
     }
     if (rc == 0) rc = ml_sim_replay_reserve(r2, ids);
@@ -316,6 +323,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
     /* Pass 2 reads pass 1's ops back from a log rather than decoding the
      * trace again, when a temporary file can be had (ml_sim.h). */
     if (!o->no_what_if && ml_sim_oplog_new(&log) < 0) log = NULL;
+    if (!o->no_what_if && ml_sim_fpseries_new(&A.base_series) < 0) A.base_series = NULL;
     if ((rc = pass1(trace_path, adv, &A, npol, reserve_ids(&b), log, err, errlen)) < 0) goto fail;
     ml__adv_observe_end(&A);
 

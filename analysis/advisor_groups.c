@@ -372,4 +372,5 @@ void ml__adv_state_free(ml__adv_t *A) {
     free(A->id_seq);
     free(A->id_live);
     free(A->site_key);
+    ml_sim_fpseries_free(A->base_series);
 }

@@ -79,6 +79,9 @@ typedef struct {
     uint64_t threads_mask;
     uint32_t *site_key; /* analysis site -> group key */
     uint32_t nsites;
+    /* pass 1's baseline footprint, op by op (NULL: none), which pass 2's
+     * separate_lifetimes routers read instead of running a copy */
+    ml_sim_fpseries_t *base_series;
     bool oom;
 } ml__adv_t;
 
@@ -181,7 +184,7 @@ uint64_t ml__adv_long_life(const ml__adv_t *A);
  * first. Returns how many, or -ENOMEM. */
 int ml__adv_candidates(const ml__adv_t *A, uint64_t long_life, ml__adv_cand_t *cands);
 /** The router policy that prices candidate `c`. Returns 0 or a negative errno. */
-int ml__adv_make_router(ml__adv_cand_t *c, const ml__adv_group_t *g);
+int ml__adv_make_router(ml__adv_cand_t *c, const ml__adv_group_t *g, const ml_sim_fpseries_t *base_series);
 /** Adds the suggestion of candidate `i` after pass 2, when its evidence holds. */
 void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands, size_t i, uint64_t base_peak,
                     uint64_t min_saving, uint64_t long_life);

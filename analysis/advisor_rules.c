@@ -130,7 +130,7 @@ static bool route_temporaries(void *ctx, const ml_sim_op_t *op) {
     return (op->flags & ML_SIM_F_TEMPORARY) && ml__adv_group_lookup(c->A, op->site) == c->gi;
 }
 
-int ml__adv_make_router(ml__adv_cand_t *c, const ml__adv_group_t *g) {
+int ml__adv_make_router(ml__adv_cand_t *c, const ml__adv_group_t *g, const ml_sim_fpseries_t *base_series) {
     ml_sim_policy_t *gen = NULL, *ded = NULL, *cmp = NULL;
     int rc = ml_sim_policy_new(ML__ADV_BASELINE, NULL, &gen);
     if (rc < 0) return rc;
@@ -176,9 +176,12 @@ int ml__adv_make_router(ml__adv_cand_t *c, const ml__adv_group_t *g) {
         break;
     }
     case ML__ADV_SEPARATE:
+        /* The compare copy is the baseline fed every op, which pass 1 ran:
+         * its footprint series stands in for it when it was recorded. */
         rc = ml_sim_policy_new(ML__ADV_BASELINE, NULL, &ded);
-        if (rc == 0) rc = ml_sim_policy_new(ML__ADV_BASELINE, NULL, &cmp);
+        if (rc == 0 && !ml_sim_fpseries_ok(base_series)) rc = ml_sim_policy_new(ML__ADV_BASELINE, NULL, &cmp);
         snprintf(c->name, sizeof c->name, "own %s heap", ML__ADV_BASELINE);
+        if (rc == 0 && !cmp) return ml_sim_router_new_series(c->name, route, c, gen, ded, base_series, &c->router);
         break;
     case ML__ADV_POW2_BUDDY:
         rc = ml_sim_buddy_new(NULL, &ded);
@@ -488,6 +491,7 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
     case ML__ADV_SEPARATE: {
         ml_sim_router_gain_t gain;
         ml_sim_router_gain(c->router, &gain);
+        if (gain.compare_failed) return; /* the series did not read back: nothing is known */
         uint64_t pinned = gain.max_gain_bytes / PAGE;
         /* The site's blocks must be alive when the pages are pinned: routing
          * away the short-lived neighbours separates the lifetimes as well,

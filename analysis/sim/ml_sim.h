@@ -117,6 +117,7 @@ typedef struct {
 } ml_sim_metrics_t;
 
 typedef struct ml_sim_policy_s ml_sim_policy_t;
+typedef struct ml_sim_fpseries_s ml_sim_fpseries_t; /* a footprint series, below */
 
 /* --- policies ----------------------------------------------------------- */
 /* Each constructor returns 0 or -ENOMEM (-EINVAL for a bad config).
@@ -168,6 +169,11 @@ int ml_sim_real_new(const ml_sim_config_t *c, ml_sim_policy_t **out);
 typedef bool (*ml_sim_route_fn)(void *ctx, const ml_sim_op_t *op);
 int ml_sim_router_new(const char *name, ml_sim_route_fn route, void *ctx, ml_sim_policy_t *general,
                       ml_sim_policy_t *dedicated, ml_sim_policy_t *compare, ml_sim_policy_t **out);
+/** The same with a recorded footprint series (ml_sim_fpseries_ok) in place
+ * of the compare policy: the same numbers, without running the copy. */
+int ml_sim_router_new_series(const char *name, ml_sim_route_fn route, void *ctx, ml_sim_policy_t *general,
+                             ml_sim_policy_t *dedicated, const ml_sim_fpseries_t *compare,
+                             ml_sim_policy_t **out);
 /** Largest (compare footprint - router footprint) seen, its time, and the
  * dedicated part's own metrics. */
 typedef struct {
@@ -175,6 +181,7 @@ typedef struct {
     uint32_t max_gain_time_ms;
     uint64_t dedicated_live_blocks, dedicated_live_bytes; /* in the dedicated part at that moment */
     uint64_t compare_peak;
+    bool compare_failed; /* the series could not be read back: the gain is not known */
     ml_sim_metrics_t dedicated;
     ml_sim_metrics_t general;
 } ml_sim_router_gain_t;
@@ -283,6 +290,21 @@ void ml_sim_replay_log(ml_sim_replay_t *r, ml_sim_oplog_t *log);
  * or a negative errno with a message in err. */
 int ml_sim_replay_oplog(ml_sim_replay_t *r, ml_sim_oplog_t *log, const char *label, char *err,
                         size_t errlen);
+/** A footprint series (sim_oplog.c): one policy's footprint after every op
+ * of a replay, kept as its changes in an unlinked temporary file like the
+ * op log's, so that a router of a later replay of the same ops compares
+ * itself with it instead of running a copy of that policy
+ * (ml_sim_router_new_series). Returns 0, or a negative errno when no
+ * temporary file can be made. */
+int ml_sim_fpseries_new(ml_sim_fpseries_t **out);
+void ml_sim_fpseries_free(ml_sim_fpseries_t *s);
+/** True once the replay that recorded it has finished and every change was
+ * written. */
+bool ml_sim_fpseries_ok(const ml_sim_fpseries_t *s);
+uint64_t ml_sim_fpseries_bytes(const ml_sim_fpseries_t *s);
+/** Records the footprint of policy `i` of this replay into `s` (borrowed),
+ * from now on: set it before the first record. */
+void ml_sim_replay_series(ml_sim_replay_t *r, size_t i, ml_sim_fpseries_t *s);
 /** Runs what is pending and waits for the workers. Call once, after the last feed. */
 int ml_sim_replay_finish(ml_sim_replay_t *r);
 size_t ml_sim_replay_count(const ml_sim_replay_t *r);

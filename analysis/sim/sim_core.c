@@ -181,6 +181,7 @@ int ml_sim_free(ml_sim_policy_t *p, uint32_t id) {
 int ml_sim_apply(ml_sim_policy_t *p, const ml_sim_op_t *op) {
     int rc = 0;
     p->cur_op = op;
+    if (op->type != ML_SIM_MALLINFO) p->seq++;
     if (op->type == ML_SIM_ALLOC) {
         rc = do_alloc(p, op, NULL);
     } else if (op->type == ML_SIM_MALLINFO) {

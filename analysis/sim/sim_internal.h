@@ -85,6 +85,7 @@ struct ml_sim_policy_s {
     ml_sim_frag_t at_peak;
     uint32_t now_ms;
     const ml_sim_op_t *cur_op; /* the op being applied (NULL from ml_sim_alloc/free) */
+    uint64_t seq;              /* allocs and frees given to ml_sim_apply(), this one included */
     bool known_fragmentation, known_cost;
     uint64_t os_held_peak;
     double cpu_seconds;
@@ -131,6 +132,17 @@ void ml__sim_oplog_append(ml_sim_oplog_t *l, const ml_sim_op_t *ops, size_t n);
 int ml__sim_oplog_rewind(ml_sim_oplog_t *l);
 int ml__sim_oplog_read(ml_sim_oplog_t *l, void (*each)(void *ctx, const ml_sim_op_t *op), void *ctx,
                        uint64_t *at, ml_progress_t *progress);
+/* sim_oplog.c: a footprint series. note() records the value after op
+ * `seq` (only changes are kept); finish() flushes it (the replay calls it
+ * at its end). A reader answers "the value after op seq" for increasing
+ * seq; it reads nothing else of the series. */
+void ml__sim_fpseries_note(ml_sim_fpseries_t *s, uint64_t seq, uint64_t value);
+void ml__sim_fpseries_finish(ml_sim_fpseries_t *s);
+uint64_t ml__sim_fpseries_max(const ml_sim_fpseries_t *s);
+void *ml__sim_series_reader_new(const ml_sim_fpseries_t *s);
+void ml__sim_series_reader_free(void *rd);
+uint64_t ml__sim_series_at(void *rd, uint64_t seq);
+bool ml__sim_series_reader_failed(const void *rd);
 
 void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, const ml_sim_config_t *c,
                   bool sparse_pages);

@@ -357,3 +357,177 @@ int ml__sim_oplog_read(ml_sim_oplog_t *l, void (*each)(void *ctx, const ml_sim_o
     }
     return 0;
 }
+
+/* ------------------------------------------------------------------------- */
+/* A policy's footprint, op by op                                            */
+/* ------------------------------------------------------------------------- */
+
+/* The advisor's separate_lifetimes what-if compares a router's footprint,
+ * after every op, with the baseline's fed every op: it used to run its own
+ * copy of the baseline for that, the same policy on the same ops as pass
+ * 1's. Pass 1 now records its baseline's footprint whenever it changes, as
+ * (ops since the last change, the change) varint pairs in a temporary file
+ * like the op log's, and such a router reads the series back instead of
+ * running the copy. An op is counted by the policy's `seq` (every alloc and
+ * free ml_sim_apply() is given), which is the same number in both passes. */
+#define SERIES_BUF (256u << 10)
+#define READER_BUF (64u << 10)
+
+struct ml_sim_fpseries_s {
+    int fd;
+    bool failed, finished;
+    uint64_t cap;
+    uint8_t *buf;
+    size_t len;
+    uint64_t bytes;
+    uint64_t seq, value, max; /* the last change recorded, and the largest value */
+};
+
+typedef struct {
+    const ml_sim_fpseries_t *s;
+    bool failed; /* a read failed: the values from there on are not the series' */
+    uint8_t *buf;
+    size_t have, pos;
+    uint64_t off;
+    uint64_t value;          /* the footprint up to next_seq */
+    uint64_t next_seq, next; /* the next change; next_seq 0: none left */
+} series_reader_t;
+
+int ml_sim_fpseries_new(ml_sim_fpseries_t **out) {
+    *out = NULL;
+    ml_sim_fpseries_t *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    s->buf = malloc(SERIES_BUF);
+    if (!s->buf) {
+        free(s);
+        return -ENOMEM;
+    }
+    if ((s->fd = tmp_fd(&s->cap)) < 0) {
+        int e = errno ? errno : EIO;
+        free(s->buf);
+        free(s);
+        return -e;
+    }
+    *out = s;
+    return 0;
+}
+
+void ml_sim_fpseries_free(ml_sim_fpseries_t *s) {
+    if (!s) return;
+    if (s->fd >= 0) close(s->fd);
+    free(s->buf);
+    free(s);
+}
+
+bool ml_sim_fpseries_ok(const ml_sim_fpseries_t *s) {
+    return s && s->finished && !s->failed;
+}
+
+uint64_t ml_sim_fpseries_bytes(const ml_sim_fpseries_t *s) {
+    return s ? s->bytes + s->len : 0;
+}
+
+static bool series_flush(ml_sim_fpseries_t *s) {
+    size_t off = 0;
+    while (off < s->len) {
+        ssize_t w = write(s->fd, s->buf + off, s->len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        off += (size_t)w;
+    }
+    s->bytes += s->len;
+    s->len = 0;
+    return s->bytes <= s->cap;
+}
+
+void ml__sim_fpseries_note(ml_sim_fpseries_t *s, uint64_t seq, uint64_t value) {
+    if (s->failed || value == s->value) return;
+    if (s->len + 24 > SERIES_BUF && !series_flush(s)) {
+        s->failed = true;
+        return;
+    }
+    uint8_t *p = s->buf + s->len;
+    p = put_v(p, seq - s->seq);
+    p = put_v(p, zz((int64_t)(value - s->value)));
+    s->len = (size_t)(p - s->buf);
+    s->seq = seq;
+    s->value = value;
+    if (value > s->max) s->max = value;
+}
+
+void ml__sim_fpseries_finish(ml_sim_fpseries_t *s) {
+    if (s->finished) return;
+    s->finished = true;
+    if (!s->failed && s->len && !series_flush(s)) s->failed = true;
+}
+
+uint64_t ml__sim_fpseries_max(const ml_sim_fpseries_t *s) {
+    return s->max;
+}
+
+/* The next change into r->next_seq / r->next (next_seq 0 at the end, or on
+ * a read error, which ml__sim_series_at reports). */
+static bool reader_advance(series_reader_t *r) {
+    if (r->have - r->pos < 20 && r->off < r->s->bytes) {
+        memmove(r->buf, r->buf + r->pos, r->have - r->pos);
+        r->have -= r->pos;
+        r->pos = 0;
+        uint64_t want = READER_BUF - r->have;
+        if (want > r->s->bytes - r->off) want = r->s->bytes - r->off;
+        ssize_t n;
+        do
+            n = pread(r->s->fd, r->buf + r->have, (size_t)want, (off_t)r->off);
+        while (n < 0 && errno == EINTR);
+        if (n <= 0) {
+            r->next_seq = 0;
+            r->failed = true;
+            return false;
+        }
+        r->have += (size_t)n;
+        r->off += (uint64_t)n;
+    }
+    if (r->pos >= r->have) {
+        r->next_seq = 0;
+        return true;
+    }
+    uint64_t d, v;
+    const uint8_t *p = get_v(r->buf + r->pos, &d);
+    p = get_v(p, &v);
+    r->pos = (size_t)(p - r->buf);
+    r->next_seq += d;
+    r->next = r->value + (uint64_t)unzz(v);
+    return true;
+}
+
+void *ml__sim_series_reader_new(const ml_sim_fpseries_t *s) {
+    series_reader_t *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    if (!(r->buf = malloc(READER_BUF))) {
+        free(r);
+        return NULL;
+    }
+    r->s = s;
+    reader_advance(r);
+    return r;
+}
+
+void ml__sim_series_reader_free(void *rd) {
+    series_reader_t *r = rd;
+    if (!r) return;
+    free(r->buf);
+    free(r);
+}
+
+/* The footprint after op `seq` (asked in increasing order). */
+uint64_t ml__sim_series_at(void *rd, uint64_t seq) {
+    series_reader_t *r = rd;
+    while (r->next_seq && r->next_seq <= seq) {
+        r->value = r->next;
+        if (!reader_advance(r)) break;
+    }
+    return r->value;
+}
+
+bool ml__sim_series_reader_failed(const void *rd) {
+    return ((const series_reader_t *)rd)->failed;
+}

@@ -66,6 +66,8 @@ struct ml_sim_replay_s {
     ml_sim_observer_fn observe;
     void *observe_ctx;
     ml_sim_oplog_t *log; /* every dispatched op is appended (sim_oplog.c) */
+    ml_sim_fpseries_t *series; /* policy series_pol's footprint, op by op */
+    size_t series_pol;
     /* ml_sim_replay_reserve's size, for the policies whose flag is set:
      * each is sized by the thread that runs its first batch */
     uint32_t reserve_live;
@@ -102,11 +104,13 @@ static void run_policy(ml_sim_replay_t *r, uint32_t k, const ml_sim_op_t *ops, s
     void (*pf)(const ml_sim_policy_t *, const ml_sim_op_t *, int) = p->vt->prefetch;
     /* Prefetch in three stages (sim_internal.h): the per-id tables 16 ops
      * ahead, what they point to 8 ahead, the next level 4 ahead. */
+    ml_sim_fpseries_t *series = r->series && k == r->series_pol ? r->series : NULL;
     for (size_t i = 0; i < n; i++) {
         if (i + 16 < n) ml__sim_prefetch(p, pf, &ops[i + 16], 0);
         if (i + 8 < n) ml__sim_prefetch(p, pf, &ops[i + 8], 1);
         if (i + 4 < n) ml__sim_prefetch(p, pf, &ops[i + 4], 2);
         ml_sim_apply(p, &ops[i]);
+        if (series) ml__sim_fpseries_note(series, p->seq, ml__sim_footprint(p));
     }
     double dt = thread_cpu() - t0;
     p->cpu_seconds += dt;
@@ -431,6 +435,11 @@ void ml_sim_replay_log(ml_sim_replay_t *r, ml_sim_oplog_t *log) {
     r->log = log;
 }
 
+void ml_sim_replay_series(ml_sim_replay_t *r, size_t i, ml_sim_fpseries_t *s) {
+    r->series = i < r->npol ? s : NULL;
+    r->series_pol = i;
+}
+
 /* An op read back from a log: its flags are final, so a full batch goes
  * whole. */
 static void feed_logged(void *ctx, const ml_sim_op_t *op) {
@@ -474,6 +483,7 @@ int ml_sim_replay_finish(ml_sim_replay_t *r) {
     r->len = 0;
     r->last_alloc = SIZE_MAX;
     wait_idle(r);
+    if (r->series) ml__sim_fpseries_finish(r->series);
     return r->err;
 }
 

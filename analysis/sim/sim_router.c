@@ -7,6 +7,9 @@
  * general allocator fed every op) it also records the largest gap between
  * the two footprints and when it happened: the pages the routed blocks made
  * the general allocator hold at that moment (the advisor's pinned pages).
+ * In place of the compare policy, a router may read that policy's footprint
+ * back from a series recorded when the same ops went through it before
+ * (ml_sim_router_new_series): the same numbers, without the copy's work.
  */
 #include "sim_internal.h"
 
@@ -15,6 +18,8 @@ typedef struct {
     ml_sim_route_fn route;
     void *ctx;
     ml_sim_policy_t *g, *d, *cmp;
+    void *series;        /* in place of cmp: its footprint, read back (sim_oplog.c) */
+    uint64_t series_max; /* its largest value: cmp's peak */
     uint8_t *where;
     uint32_t idcap;
     uint64_t max_gain, d_live, d_bytes;
@@ -28,8 +33,9 @@ static void sync_counters(router_t *r) {
 }
 
 static void check_gain(router_t *r) {
-    if (!r->cmp) return;
-    uint64_t mine = ml__sim_footprint(r->g) + ml__sim_footprint(r->d), theirs = ml__sim_footprint(r->cmp);
+    if (!r->cmp && !r->series) return;
+    uint64_t mine = ml__sim_footprint(r->g) + ml__sim_footprint(r->d);
+    uint64_t theirs = r->cmp ? ml__sim_footprint(r->cmp) : ml__sim_series_at(r->series, r->base.seq);
     if (theirs > mine && theirs - mine > r->max_gain) {
         r->max_gain = theirs - mine;
         r->max_gain_ms = r->base.now_ms;
@@ -98,6 +104,7 @@ static void router_destroy(ml_sim_policy_t *p) {
     ml_sim_policy_free(r->g);
     ml_sim_policy_free(r->d);
     ml_sim_policy_free(r->cmp);
+    ml__sim_series_reader_free(r->series);
     free(r->where);
     free(r);
 }
@@ -141,6 +148,26 @@ int ml_sim_router_new(const char *name, ml_sim_route_fn route, void *ctx, ml_sim
     return 0;
 }
 
+int ml_sim_router_new_series(const char *name, ml_sim_route_fn route, void *ctx, ml_sim_policy_t *general,
+                             ml_sim_policy_t *dedicated, const ml_sim_fpseries_t *compare,
+                             ml_sim_policy_t **out) {
+    void *rd = ml_sim_fpseries_ok(compare) ? ml__sim_series_reader_new(compare) : NULL;
+    if (!rd) {
+        ml_sim_policy_free(general);
+        ml_sim_policy_free(dedicated);
+        return ml_sim_fpseries_ok(compare) ? -ENOMEM : -EINVAL;
+    }
+    int rc = ml_sim_router_new(name, route, ctx, general, dedicated, NULL, out);
+    if (rc < 0) {
+        ml__sim_series_reader_free(rd);
+        return rc;
+    }
+    router_t *r = (router_t *)*out;
+    r->series = rd;
+    r->series_max = ml__sim_fpseries_max(compare);
+    return 0;
+}
+
 void ml_sim_router_gain(const ml_sim_policy_t *p, ml_sim_router_gain_t *out) {
     const router_t *r = (const router_t *)p;
     memset(out, 0, sizeof *out);
@@ -152,6 +179,9 @@ void ml_sim_router_gain(const ml_sim_policy_t *p, ml_sim_router_gain_t *out) {
         ml_sim_metrics_t m;
         ml_sim_metrics(r->cmp, &m);
         out->compare_peak = m.peak_footprint;
+    } else if (r->series) {
+        out->compare_peak = r->series_max;
+        out->compare_failed = ml__sim_series_reader_failed(r->series);
     }
     ml_sim_metrics(r->d, &out->dedicated);
     ml_sim_metrics(r->g, &out->general);

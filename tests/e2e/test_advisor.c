@@ -221,10 +221,12 @@ Test(advisor, long_lived_blocks_between_short_ones_get_separate_lifetimes, .time
     done(&r);
 }
 
-/* Pass 2 reads pass 1's ops back from a log in a temporary file; where no
- * temporary file can be made ($TMPDIR is not a directory) it decodes the
- * trace again. Both give the same advice, number for number, on a fixture
- * whose what-if runs a compare copy (separate_lifetimes) beside routers. */
+/* Pass 2 reads pass 1's ops back from a log in a temporary file, and its
+ * separate_lifetimes routers read pass 1's baseline footprint from another;
+ * where no temporary file can be made ($TMPDIR is not a directory) it
+ * decodes the trace again and each such router runs its own copy of the
+ * baseline. Both give the same advice, number for number, on a fixture
+ * whose advice includes separate_lifetimes. */
 Test(advisor, the_second_pass_gives_the_same_advice_from_the_op_log_as_from_the_trace, .timeout = 300) {
     adv_run_t logged;
     advise("fx_adv_lifetimes", &logged);

@@ -450,3 +450,72 @@ Test(replay, a_replay_from_the_op_log_sees_every_op_the_trace_gives, .timeout = 
     free(a.ops);
     free(b.ops);
 }
+
+/* A router whose compare policy is a footprint series (recorded when the
+ * same ops went through the same policy) finds what the router with its own
+ * compare copy finds: the largest gain, when, and what the dedicated part
+ * held then. Both routers run in one replay, after the replay that recorded
+ * the series; the trace has reallocs, so that frees and allocations
+ * interleave in every way. */
+Test(replay, a_recorded_footprint_series_stands_in_for_the_compare_copy, .timeout = 120) {
+    ml_sim_fpseries_t *series;
+    cr_assert_eq(ml_sim_fpseries_new(&series), 0);
+    ml_sim_replay_t *r1;
+    cr_assert_eq(ml_sim_replay_new(2, &r1), 0);
+    add_table(r1); /* segregated_fit among them */
+    size_t base = SIZE_MAX;
+    for (size_t i = 0; i < ml_sim_replay_count(r1); i++) {
+        ml_sim_metrics_t m;
+        ml_sim_replay_metrics(r1, i, &m);
+        if (!strcmp(m.name, "segregated_fit")) base = i;
+    }
+    cr_assert_neq(base, SIZE_MAX);
+    ml_sim_replay_series(r1, base, series);
+    cr_expect(!ml_sim_fpseries_ok(series), "not before its replay has finished");
+    realloc_trace(r1, 200000);
+    cr_assert_eq(ml_sim_replay_finish(r1), 0);
+    cr_assert(ml_sim_fpseries_ok(series));
+    ml_sim_metrics_t bm;
+    ml_sim_replay_metrics(r1, base, &bm);
+    cr_expect_gt(ml_sim_fpseries_bytes(series), 0);
+
+    ml_sim_replay_t *r2;
+    cr_assert_eq(ml_sim_replay_new(2, &r2), 0);
+    ml_sim_policy_t *g1, *d1, *cmp, *with_copy, *g2, *d2, *with_series;
+    cr_assert_eq(ml_sim_segfit_new(NULL, &g1), 0);
+    cr_assert_eq(ml_sim_segfit_new(NULL, &d1), 0);
+    cr_assert_eq(ml_sim_segfit_new(NULL, &cmp), 0);
+    cr_assert_eq(ml_sim_router_new("copy", route_site5, NULL, g1, d1, cmp, &with_copy), 0);
+    cr_assert_eq(ml_sim_segfit_new(NULL, &g2), 0);
+    cr_assert_eq(ml_sim_segfit_new(NULL, &d2), 0);
+    cr_assert_eq(ml_sim_router_new_series("series", route_site5, NULL, g2, d2, series, &with_series), 0);
+    cr_assert_eq(ml_sim_replay_add(r2, with_copy), 0);
+    cr_assert_eq(ml_sim_replay_add(r2, with_series), 0);
+    realloc_trace(r2, 200000);
+    cr_assert_eq(ml_sim_replay_finish(r2), 0);
+
+    ml_sim_router_gain_t a, b;
+    ml_sim_router_gain(with_copy, &a);
+    ml_sim_router_gain(with_series, &b);
+    cr_expect_gt(a.max_gain_bytes, 0, "the trace must make the question worth asking");
+    cr_expect_eq(b.max_gain_bytes, a.max_gain_bytes);
+    cr_expect_eq(b.max_gain_time_ms, a.max_gain_time_ms);
+    cr_expect_eq(b.dedicated_live_blocks, a.dedicated_live_blocks);
+    cr_expect_eq(b.dedicated_live_bytes, a.dedicated_live_bytes);
+    cr_expect_eq(b.compare_peak, a.compare_peak);
+    cr_expect_eq(a.compare_peak, bm.peak_footprint, "the copy is pass 1's baseline over again");
+    cr_expect(!b.compare_failed);
+    ml_sim_metrics_t ma, mb;
+    ml_sim_replay_metrics(r2, 0, &ma);
+    ml_sim_replay_metrics(r2, 1, &mb);
+    cr_expect_eq(mb.peak_footprint, ma.peak_footprint);
+
+    /* no series, or one still being recorded: refused, and the parts freed */
+    ml_sim_policy_t *g3, *d3, *x = NULL;
+    cr_assert_eq(ml_sim_segfit_new(NULL, &g3), 0);
+    cr_assert_eq(ml_sim_segfit_new(NULL, &d3), 0);
+    cr_expect_eq(ml_sim_router_new_series("none", route_site5, NULL, g3, d3, NULL, &x), -EINVAL);
+    ml_sim_replay_free(r1);
+    ml_sim_replay_free(r2);
+    ml_sim_fpseries_free(series);
+}
