@@ -48,13 +48,19 @@ typedef struct {
     uint32_t site;
 } idval_t;
 
-struct ml_sim_oplog_s {
+/* A temporary file written through a buffer: the op log's and the series'. */
+typedef struct {
     int fd;
-    bool failed;
-    uint64_t cap; /* LOG_MAX_BYTES or LOG_MAX_TMPFS */
+    uint64_t cap;   /* LOG_MAX_BYTES or LOG_MAX_TMPFS */
+    uint64_t bytes; /* in the file */
     uint8_t *buf;
-    size_t len;
-    uint64_t bytes, ops;
+    size_t len; /* in buf */
+} spool_t;
+
+struct ml_sim_oplog_s {
+    spool_t sp;
+    bool failed;
+    uint64_t ops;
     /* the previous op's fields (encoder and decoder alike) */
     uint64_t ptr;
     uint32_t id, time_ms;
@@ -86,20 +92,48 @@ static int tmp_fd(uint64_t *cap) {
     return fd;
 }
 
+/* Opens the file and takes a buffer of `size` bytes: 0, or a negative errno
+ * with nothing held. */
+static int spool_open(spool_t *sp, size_t size) {
+    *sp = (spool_t){.fd = -1};
+    if (!(sp->buf = malloc(size))) return -ENOMEM;
+    if ((sp->fd = tmp_fd(&sp->cap)) < 0) {
+        int e = errno ? errno : EIO;
+        free(sp->buf);
+        *sp = (spool_t){.fd = -1};
+        return -e;
+    }
+    return 0;
+}
+
+static void spool_close(spool_t *sp) {
+    if (sp->fd >= 0) close(sp->fd);
+    free(sp->buf);
+    *sp = (spool_t){.fd = -1};
+}
+
+/* Writes the buffer out; false on a write error or past the cap. */
+static bool spool_flush(spool_t *sp) {
+    size_t off = 0;
+    while (off < sp->len) {
+        ssize_t w = write(sp->fd, sp->buf + off, sp->len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        off += (size_t)w;
+    }
+    sp->bytes += sp->len;
+    sp->len = 0;
+    return sp->bytes <= sp->cap;
+}
+
 int ml_sim_oplog_new(ml_sim_oplog_t **out) {
     *out = NULL;
     ml_sim_oplog_t *l = calloc(1, sizeof *l);
     if (!l) return -ENOMEM;
-    l->buf = malloc(LOG_BUF);
-    if (!l->buf) {
+    int rc = spool_open(&l->sp, LOG_BUF);
+    if (rc < 0) {
         free(l);
-        return -ENOMEM;
-    }
-    if ((l->fd = tmp_fd(&l->cap)) < 0) {
-        int e = errno ? errno : EIO;
-        free(l->buf);
-        free(l);
-        return -e;
+        return rc;
     }
     *out = l;
     return 0;
@@ -107,8 +141,7 @@ int ml_sim_oplog_new(ml_sim_oplog_t **out) {
 
 void ml_sim_oplog_free(ml_sim_oplog_t *l) {
     if (!l) return;
-    if (l->fd >= 0) close(l->fd);
-    free(l->buf);
+    spool_close(&l->sp);
     free(l->tab);
     free(l);
 }
@@ -118,28 +151,15 @@ bool ml_sim_oplog_ok(const ml_sim_oplog_t *l) {
 }
 
 uint64_t ml_sim_oplog_bytes(const ml_sim_oplog_t *l) {
-    return l ? l->bytes + l->len : 0;
+    return l ? l->sp.bytes + l->sp.len : 0;
 }
 
 static void fail(ml_sim_oplog_t *l) {
     l->failed = true;
-    l->len = 0;
+    l->sp.len = 0;
     free(l->tab);
     l->tab = NULL;
     l->tabcap = 0;
-}
-
-static bool flush(ml_sim_oplog_t *l) {
-    size_t off = 0;
-    while (off < l->len) {
-        ssize_t w = write(l->fd, l->buf + off, l->len - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        off += (size_t)w;
-    }
-    l->bytes += l->len;
-    l->len = 0;
-    return l->bytes <= l->cap;
 }
 
 static inline uint8_t *put_v(uint8_t *p, uint64_t v) {
@@ -163,11 +183,11 @@ void ml__sim_oplog_append(ml_sim_oplog_t *l, const ml_sim_op_t *ops, size_t n) {
     if (l->failed) return;
     for (size_t i = 0; i < n; i++) {
         const ml_sim_op_t *op = &ops[i];
-        if (l->len + OP_MAX > LOG_BUF && !flush(l)) {
+        if (l->sp.len + OP_MAX > LOG_BUF && !spool_flush(&l->sp)) {
             fail(l);
             return;
         }
-        uint8_t *p = l->buf + l->len, *head = p++;
+        uint8_t *p = l->sp.buf + l->sp.len, *head = p++;
         uint8_t h = (uint8_t)((op->type & 3) | (op->flags & 7) << 2), extra = 0;
         if (op->thread != l->thread) {
             h |= 0x20;
@@ -229,7 +249,7 @@ void ml__sim_oplog_append(ml_sim_oplog_t *l, const ml_sim_op_t *ops, size_t n) {
         }
         if (xb) *xb = extra;
         *head = h;
-        l->len = (size_t)(p - l->buf);
+        l->sp.len = (size_t)(p - l->sp.buf);
         l->ops++;
     }
 }
@@ -315,7 +335,7 @@ static const uint8_t *decode(ml_sim_oplog_t *l, const uint8_t *p, ml_sim_op_t *o
 
 int ml__sim_oplog_rewind(ml_sim_oplog_t *l) {
     if (l->failed) return -EIO;
-    if (l->len && !flush(l)) {
+    if (l->sp.len && !spool_flush(&l->sp)) {
         fail(l);
         return -EIO;
     }
@@ -328,16 +348,17 @@ int ml__sim_oplog_rewind(ml_sim_oplog_t *l) {
 
 int ml__sim_oplog_read(ml_sim_oplog_t *l, void (*each)(void *ctx, const ml_sim_op_t *op), void *ctx,
                        uint64_t *at, ml_progress_t *progress) {
-    uint64_t off = 0, left = l->bytes, ops = 0;
+    uint64_t off = 0, left = l->sp.bytes, ops = 0;
+    uint8_t *buf = l->sp.buf;
     size_t have = 0, pos = 0;
     while (ops < l->ops) {
         if (have - pos < OP_MAX && left) {
-            memmove(l->buf, l->buf + pos, have - pos);
+            memmove(buf, buf + pos, have - pos);
             have -= pos;
             pos = 0;
             size_t want = LOG_BUF - have;
             if (want > left) want = (size_t)left;
-            ssize_t r = pread(l->fd, l->buf + have, want, (off_t)off);
+            ssize_t r = pread(l->sp.fd, buf + have, want, (off_t)off);
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0) return -EIO;
             have += (size_t)r;
@@ -347,9 +368,9 @@ int ml__sim_oplog_read(ml_sim_oplog_t *l, void (*each)(void *ctx, const ml_sim_o
         }
         if (pos >= have) return -EIO; /* shorter than its count of ops */
         ml_sim_op_t op;
-        const uint8_t *p = decode(l, l->buf + pos, &op);
+        const uint8_t *p = decode(l, buf + pos, &op);
         if (!p) return -ENOMEM;
-        pos = (size_t)(p - l->buf);
+        pos = (size_t)(p - buf);
         if (pos > have) return -EIO;
         each(ctx, &op);
         ops++;
@@ -374,12 +395,8 @@ int ml__sim_oplog_read(ml_sim_oplog_t *l, void (*each)(void *ctx, const ml_sim_o
 #define READER_BUF (64u << 10)
 
 struct ml_sim_fpseries_s {
-    int fd;
+    spool_t sp;
     bool failed, finished;
-    uint64_t cap;
-    uint8_t *buf;
-    size_t len;
-    uint64_t bytes;
     uint64_t seq, value, max; /* the last change recorded, and the largest value */
 };
 
@@ -397,16 +414,10 @@ int ml_sim_fpseries_new(ml_sim_fpseries_t **out) {
     *out = NULL;
     ml_sim_fpseries_t *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
-    s->buf = malloc(SERIES_BUF);
-    if (!s->buf) {
+    int rc = spool_open(&s->sp, SERIES_BUF);
+    if (rc < 0) {
         free(s);
-        return -ENOMEM;
-    }
-    if ((s->fd = tmp_fd(&s->cap)) < 0) {
-        int e = errno ? errno : EIO;
-        free(s->buf);
-        free(s);
-        return -e;
+        return rc;
     }
     *out = s;
     return 0;
@@ -414,8 +425,7 @@ int ml_sim_fpseries_new(ml_sim_fpseries_t **out) {
 
 void ml_sim_fpseries_free(ml_sim_fpseries_t *s) {
     if (!s) return;
-    if (s->fd >= 0) close(s->fd);
-    free(s->buf);
+    spool_close(&s->sp);
     free(s);
 }
 
@@ -424,32 +434,19 @@ bool ml_sim_fpseries_ok(const ml_sim_fpseries_t *s) {
 }
 
 uint64_t ml_sim_fpseries_bytes(const ml_sim_fpseries_t *s) {
-    return s ? s->bytes + s->len : 0;
-}
-
-static bool series_flush(ml_sim_fpseries_t *s) {
-    size_t off = 0;
-    while (off < s->len) {
-        ssize_t w = write(s->fd, s->buf + off, s->len - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        off += (size_t)w;
-    }
-    s->bytes += s->len;
-    s->len = 0;
-    return s->bytes <= s->cap;
+    return s ? s->sp.bytes + s->sp.len : 0;
 }
 
 void ml__sim_fpseries_note(ml_sim_fpseries_t *s, uint64_t seq, uint64_t value) {
     if (s->failed || value == s->value) return;
-    if (s->len + 24 > SERIES_BUF && !series_flush(s)) {
+    if (s->sp.len + 24 > SERIES_BUF && !spool_flush(&s->sp)) {
         s->failed = true;
         return;
     }
-    uint8_t *p = s->buf + s->len;
+    uint8_t *p = s->sp.buf + s->sp.len;
     p = put_v(p, seq - s->seq);
     p = put_v(p, zz((int64_t)(value - s->value)));
-    s->len = (size_t)(p - s->buf);
+    s->sp.len = (size_t)(p - s->sp.buf);
     s->seq = seq;
     s->value = value;
     if (value > s->max) s->max = value;
@@ -458,7 +455,7 @@ void ml__sim_fpseries_note(ml_sim_fpseries_t *s, uint64_t seq, uint64_t value) {
 void ml__sim_fpseries_finish(ml_sim_fpseries_t *s) {
     if (s->finished) return;
     s->finished = true;
-    if (!s->failed && s->len && !series_flush(s)) s->failed = true;
+    if (!s->failed && s->sp.len && !spool_flush(&s->sp)) s->failed = true;
 }
 
 uint64_t ml__sim_fpseries_max(const ml_sim_fpseries_t *s) {
@@ -468,15 +465,15 @@ uint64_t ml__sim_fpseries_max(const ml_sim_fpseries_t *s) {
 /* The next change into r->next_seq / r->next (next_seq 0 at the end, or on
  * a read error, which ml__sim_series_at reports). */
 static bool reader_advance(series_reader_t *r) {
-    if (r->have - r->pos < 20 && r->off < r->s->bytes) {
+    if (r->have - r->pos < 20 && r->off < r->s->sp.bytes) {
         memmove(r->buf, r->buf + r->pos, r->have - r->pos);
         r->have -= r->pos;
         r->pos = 0;
         uint64_t want = READER_BUF - r->have;
-        if (want > r->s->bytes - r->off) want = r->s->bytes - r->off;
+        if (want > r->s->sp.bytes - r->off) want = r->s->sp.bytes - r->off;
         ssize_t n;
         do
-            n = pread(r->s->fd, r->buf + r->have, (size_t)want, (off_t)r->off);
+            n = pread(r->s->sp.fd, r->buf + r->have, (size_t)want, (off_t)r->off);
         while (n < 0 && errno == EINTR);
         if (n <= 0) {
             r->next_seq = 0;

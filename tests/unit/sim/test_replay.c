@@ -117,6 +117,18 @@ Test(replay, temporary_flags_survive_batch_boundaries) {
     ml_sim_replay_free(r);
 }
 
+/* Every policy of the table, and the real allocator. */
+static void add_table(ml_sim_replay_t *r) {
+    for (const char *const *nm = ml_sim_policy_names; *nm; nm++) {
+        ml_sim_policy_t *p;
+        cr_assert_eq(ml_sim_policy_new(*nm, NULL, &p), 0);
+        cr_assert_eq(ml_sim_replay_add(r, p), 0);
+    }
+    ml_sim_policy_t *real;
+    cr_assert_eq(ml_sim_real_new(NULL, &real), 0);
+    cr_assert_eq(ml_sim_replay_add(r, real), 0);
+}
+
 static void random_trace(ml_sim_replay_t *r, int n) {
     uint64_t seed = 7, live[4096] = {0};
     for (int i = 0; i < n; i++) {
@@ -138,14 +150,7 @@ Test(replay, threads_change_nothing_but_time, .timeout = 120) {
     for (int pass = 0; pass < 2; pass++) {
         ml_sim_replay_t *r;
         cr_assert_eq(ml_sim_replay_new(pass ? 2 : 0, &r), 0);
-        for (const char *const *nm = ml_sim_policy_names; *nm; nm++) {
-            ml_sim_policy_t *p;
-            cr_assert_eq(ml_sim_policy_new(*nm, NULL, &p), 0);
-            cr_assert_eq(ml_sim_replay_add(r, p), 0);
-        }
-        ml_sim_policy_t *real;
-        cr_assert_eq(ml_sim_real_new(NULL, &real), 0);
-        cr_assert_eq(ml_sim_replay_add(r, real), 0);
+        add_table(r);
         random_trace(r, 300000);
         cr_assert_eq(ml_sim_replay_finish(r), 0);
         n = ml_sim_replay_count(r);
@@ -371,17 +376,6 @@ static void varied_trace(ml_sim_replay_t *r, int n) {
         rec.time_ms = time_ms;
         feed(r, rec);
     }
-}
-
-static void add_table(ml_sim_replay_t *r) {
-    for (const char *const *nm = ml_sim_policy_names; *nm; nm++) {
-        ml_sim_policy_t *p;
-        cr_assert_eq(ml_sim_policy_new(*nm, NULL, &p), 0);
-        cr_assert_eq(ml_sim_replay_add(r, p), 0);
-    }
-    ml_sim_policy_t *real;
-    cr_assert_eq(ml_sim_real_new(NULL, &real), 0);
-    cr_assert_eq(ml_sim_replay_add(r, real), 0);
 }
 
 Test(replay, a_replay_from_the_op_log_sees_every_op_the_trace_gives, .timeout = 120) {
