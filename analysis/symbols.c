@@ -516,6 +516,47 @@ static pcent_t *pc_slot(ml__symbolizer_t *s, uint64_t pc, int32_t mod) {
  * is asked, so the answer is always libdw's; that answer is kept for every
  * address with the same symbols below it and in the same section (`gaps`),
  * since nothing else enters libdw's choice there. */
+/* Sorts v by value, keeping the order of equal values: for entries made in
+ * increasing ndx, that is cmp_symidx's order (value, then ndx). An LSD radix
+ * sort on (value - the smallest), 11 bits a pass, as many passes as the span
+ * of the values needs: libclang's and libLLVM's tables took 11 % of a
+ * report through qsort. Falls back to qsort without memory. */
+static int cmp_symidx(const void *x, const void *y);
+static void sort_symidx(symidx_t *v, size_t n) {
+    if (n < 64) {
+        qsort(v, n, sizeof *v, cmp_symidx);
+        return;
+    }
+    GElf_Addr lo = v[0].value, hi = v[0].value;
+    for (size_t i = 1; i < n; i++) {
+        if (v[i].value < lo) lo = v[i].value;
+        if (v[i].value > hi) hi = v[i].value;
+    }
+    symidx_t *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) {
+        qsort(v, n, sizeof *v, cmp_symidx);
+        return;
+    }
+    unsigned bits = hi > lo ? 64 - (unsigned)__builtin_clzll(hi - lo) : 0;
+    symidx_t *src = v, *dst = tmp;
+    for (unsigned shift = 0; shift < bits; shift += 11) {
+        size_t count[2048] = {0};
+        for (size_t i = 0; i < n; i++) count[((src[i].value - lo) >> shift) & 2047]++;
+        size_t sum = 0;
+        for (size_t d = 0; d < 2048; d++) {
+            size_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) dst[count[((src[i].value - lo) >> shift) & 2047]++] = src[i];
+        symidx_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v) memcpy(v, src, n * sizeof *v);
+    free(tmp);
+}
+
 static int cmp_symidx(const void *x, const void *y) {
     const symidx_t *a = x, *b = y;
     if (a->value != b->value) return a->value < b->value ? -1 : 1;
@@ -617,8 +658,8 @@ static void index_symbols(modsym_t *ms) {
         if (i >= gfirst) ms->gsyms[ms->ngsyms++] = e;
         else ms->lsyms[ms->nlsyms++] = e;
     }
-    qsort(ms->gsyms, ms->ngsyms, sizeof *ms->gsyms, cmp_symidx);
-    qsort(ms->lsyms, ms->nlsyms, sizeof *ms->lsyms, cmp_symidx);
+    sort_symidx(ms->gsyms, ms->ngsyms); /* both were filled in increasing ndx */
+    sort_symidx(ms->lsyms, ms->nlsyms);
     /* all = gsyms + lsyms: merged, in the order a sort would give (the
      * comparison is total: no two entries share ndx). */
     for (size_t i = 0, j = 0, k = 0; k < nall; k++) {
