@@ -190,8 +190,8 @@ static int replace(ml_outfile_t *o) {
     if (renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path, RENAME_EXCHANGE) == 0) {
         if (unlink(o->tmp) == 0) return 0;
         int e = errno; /* a directory was put there meanwhile: give it back */
-        if (renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path, RENAME_EXCHANGE) < 0) return -e;
-        return e == EISDIR ? -EISDIR : -e;
+        (void)renameat2(AT_FDCWD, o->tmp, AT_FDCWD, o->path, RENAME_EXCHANGE);
+        return -e;
     }
     if (errno != EINVAL && errno != ENOSYS) return -errno;
     return rename(o->tmp, o->path) < 0 ? -errno : 0;
