@@ -162,6 +162,10 @@ int ml_event_to_record(const ml_event_t *ev, const void *blob, ml_record_t *rec,
 
 typedef struct ml_writer_s ml_writer_t;
 
+/** Writes all `len` bytes to fd, again after EINTR and short writes.
+ * Returns 0 or a negative errno. */
+int ml_write_all(int fd, const void *buf, size_t len);
+
 /** Creates a writer on `fd` (not closed by the writer) and writes the file
  * header. `level` is the zstd level (1 is the collector's default).
  * Returns 0 or a negative errno. */

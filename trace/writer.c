@@ -44,7 +44,7 @@ struct ml_writer_s {
 /* Output                                                                    */
 /* ------------------------------------------------------------------------- */
 
-static int write_all(int fd, const void *buf, size_t len) {
+int ml_write_all(int fd, const void *buf, size_t len) {
     const uint8_t *p = buf;
     while (len > 0) {
         ssize_t n = write(fd, p, len);
@@ -115,7 +115,7 @@ int ml_writer_new(int fd, int level, ml_writer_t **out) {
     ml__put_le16(hdr + 8, ML_TRACE_MAJOR);
     ml__put_le16(hdr + 10, ML_TRACE_MINOR);
     ml__put_le32(hdr + 12, 0);
-    int rc = write_all(fd, hdr, sizeof hdr);
+    int rc = ml_write_all(fd, hdr, sizeof hdr);
     if (rc < 0) {
         ml_writer_free(w);
         return rc;
@@ -149,7 +149,7 @@ int ml_writer_flush(ml_writer_t *w) {
     ml__put_le32(w->comp + 12, w->nrecords);
     /* One write per chunk: a crash leaves either the whole chunk or a short
      * file that the reader recognises as truncated. */
-    int rc = write_all(w->fd, w->comp, n + ML_CHUNK_HEADER_LEN);
+    int rc = ml_write_all(w->fd, w->comp, n + ML_CHUNK_HEADER_LEN);
     if (rc < 0) return w->error = rc;
     w->bytes += n + ML_CHUNK_HEADER_LEN;
     w->body_hash = ml__fold_hash(w->body_hash, w->comp, n + ML_CHUNK_HEADER_LEN);
@@ -203,7 +203,7 @@ int ml_writer_add_snapshot(ml_writer_t *w, const void *data, size_t len, uint32_
     ml__put_le64(t + 8, w->body_hash);
     ml__put_le64(t + 16, w->bytes);
     size_t total = ML_CHUNK_HEADER_LEN + n + ML_TRAILER_LEN;
-    rc = write_all(w->fd, buf, total);
+    rc = ml_write_all(w->fd, buf, total);
     free(buf);
     if (rc < 0) return w->error = rc;
     w->bytes += total;
@@ -242,7 +242,7 @@ int ml_writer_add_snapshot(ml_writer_t *w, const void *data, size_t len, uint32_
 static int snap_write_out(ml_writer_t *w) {
     if (!w->snap_out_len) return 0;
     if (w->snap_comp + w->snap_out_len > UINT32_MAX) return -EFBIG; /* comp_len is 32 bits */
-    int rc = write_all(w->fd, w->snap_out, w->snap_out_len);
+    int rc = ml_write_all(w->fd, w->snap_out, w->snap_out_len);
     if (rc < 0) return rc;
     w->snap_comp += w->snap_out_len;
     w->snap_out_len = 0;
@@ -302,7 +302,7 @@ int ml_writer_snapshot_begin(ml_writer_t *w, uint32_t version) {
     ml__put_le32(h + 8, 0);
     ml__put_le32(h + 12, version);
     ZSTD_CCtx_reset(w->cctx, ZSTD_reset_session_only);
-    rc = write_all(w->fd, h, sizeof h);
+    rc = ml_write_all(w->fd, h, sizeof h);
     if (rc < 0) {
         snap_close(w, true);
         return rc;
@@ -343,7 +343,7 @@ int ml_writer_snapshot_end(ml_writer_t *w, int status) {
         ml__put_le32(t + 4, 1);
         ml__put_le64(t + 8, w->body_hash);
         ml__put_le64(t + 16, w->bytes);
-        rc = write_all(w->fd, t, sizeof t);
+        rc = ml_write_all(w->fd, t, sizeof t);
     }
     if (rc == 0) w->bytes += ML_CHUNK_HEADER_LEN + w->snap_comp + ML_TRAILER_LEN;
     snap_close(w, rc < 0);

@@ -114,13 +114,7 @@ static void spool_close(spool_t *sp) {
 
 /* Writes the buffer out; false on a write error or past the cap. */
 static bool spool_flush(spool_t *sp) {
-    size_t off = 0;
-    while (off < sp->len) {
-        ssize_t w = write(sp->fd, sp->buf + off, sp->len - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return false;
-        off += (size_t)w;
-    }
+    if (ml_write_all(sp->fd, sp->buf, sp->len) < 0) return false;
     sp->bytes += sp->len;
     sp->len = 0;
     return sp->bytes <= sp->cap;
