@@ -66,16 +66,20 @@ static uint64_t judged(const ml_analysis_t *a, const char *fn, uint64_t *blocks)
     return bytes;
 }
 
+/* `function` leaked exactly `bytes` in `blocks` blocks of this kind. */
+static void expect_leaked(const ml_analysis_t *a, const char *function, ml_leak_kind_t kind, uint64_t bytes,
+                          uint64_t blocks) {
+    uint64_t n;
+    cr_expect_eq(leaked(a, function, kind, &n), bytes, "%s, kind %d", function, (int)kind);
+    cr_expect_eq(n, blocks, "%s, kind %d: blocks", function, (int)kind);
+}
+
 /* The kinds of fixtures/fx_pair.h's blocks, as valgrind gives them for the
  * same shapes (tests/leaks/lk_sigterm.c). */
 static void expect_pair_and_keep(const ml_analysis_t *a) {
-    uint64_t blocks;
-    cr_expect_eq(leaked(a, "make_pair", ML_LEAK_DEFINITE, &blocks), 48);
-    cr_expect_eq(blocks, 1);
-    cr_expect_eq(leaked(a, "make_pair", ML_LEAK_INDIRECT, &blocks), 16);
-    cr_expect_eq(blocks, 1);
-    cr_expect_eq(leaked(a, "keep", ML_LEAK_REACHABLE, &blocks), 32);
-    cr_expect_eq(blocks, 1);
+    expect_leaked(a, "make_pair", ML_LEAK_DEFINITE, 48, 1);
+    expect_leaked(a, "make_pair", ML_LEAK_INDIRECT, 16, 1);
+    expect_leaked(a, "keep", ML_LEAK_REACHABLE, 32, 1);
 }
 
 /* Records a fixture built on fx_pair.h with the test build's hook `var` set
@@ -151,15 +155,10 @@ Test(report, leak_kinds_per_function) {
     ml_analysis_t *a = analyse(leaks_trace(), NULL);
     const ml_leaks_t *L = ml_analysis_leaks(a);
     cr_expect(L->scanned, "the exit scan ran");
-    uint64_t blocks;
-    cr_expect_eq(leaked(a, "keep_global", ML_LEAK_REACHABLE, &blocks), 111);
-    cr_expect_eq(blocks, 1);
-    cr_expect_eq(leaked(a, "drop_block", ML_LEAK_DEFINITE, &blocks), 222);
-    cr_expect_eq(blocks, 1);
-    cr_expect_eq(leaked(a, "make_chain", ML_LEAK_DEFINITE, &blocks), 333);
-    cr_expect_eq(blocks, 1);
-    cr_expect_eq(leaked(a, "make_chain", ML_LEAK_INDIRECT, &blocks), 444);
-    cr_expect_eq(blocks, 1);
+    expect_leaked(a, "keep_global", ML_LEAK_REACHABLE, 111, 1);
+    expect_leaked(a, "drop_block", ML_LEAK_DEFINITE, 222, 1);
+    expect_leaked(a, "make_chain", ML_LEAK_DEFINITE, 333, 1);
+    expect_leaked(a, "make_chain", ML_LEAK_INDIRECT, 444, 1);
     cr_expect_eq(L->bytes, 111 + 222 + 333 + 444, "nothing else is live: %lu", (unsigned long)L->bytes);
     cr_expect_eq(L->blocks, 4);
     cr_expect_eq(L->kind_bytes[ML_LEAK_DEFINITE], 555);
