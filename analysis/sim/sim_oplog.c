@@ -17,13 +17,12 @@
  * only marks the log unusable: the caller then replays the trace again.
  *
  * Encoding, per op: a head byte (type: 2 bits, flags: 3 bits, thread
- * changed, time changed, extra byte follows), then as needed the thread
- * (varint), the time's change (zigzag varint), the extra byte (bit 0: align
- * follows, bit 1: a free's ptr/size/site follow explicitly) and the align;
- * then
+ * changed, time changed, align follows), then as needed the thread
+ * (varint), the time's change (zigzag varint) and the align byte; then
  *   - alloc: the id's change (zigzag), size, site, the ptr's change (zigzag);
  *   - free: the id's change; ptr, size and site are those of the id's last
- *     allocation (which is what the replay gives a free), or explicit;
+ *     allocation, which is what the replay gives a free (one that differs
+ *     makes the log unusable rather than wrong);
  *   - mallinfo: size.
  * Every field round-trips: test_replay.c compares both replays op by op. */
 #define _GNU_SOURCE
@@ -182,7 +181,19 @@ void ml__sim_oplog_append(ml_sim_oplog_t *l, const ml_sim_op_t *ops, size_t n) {
             return;
         }
         uint8_t *p = l->sp.buf + l->sp.len, *head = p++;
-        uint8_t h = (uint8_t)((op->type & 3) | (op->flags & 7) << 2), extra = 0;
+        /* Only what the replay makes fits the encoding: anything else (a
+         * free whose fields are not its allocation's, another type, more
+         * flags) leaves the log unusable, and pass 2 reads the trace. */
+        bool fits = op->type == ML_SIM_ALLOC || op->type == ML_SIM_MALLINFO;
+        if (op->type == ML_SIM_FREE && op->id < l->tabcap) {
+            const idval_t *v = &l->tab[op->id];
+            fits = v->ptr == op->ptr && v->size == op->size && v->site == op->site;
+        }
+        if (!fits || op->flags > 7) {
+            fail(l);
+            return;
+        }
+        uint8_t h = (uint8_t)(op->type | op->flags << 2);
         if (op->thread != l->thread) {
             h |= 0x20;
             p = put_v(p, op->thread);
@@ -193,19 +204,10 @@ void ml__sim_oplog_append(ml_sim_oplog_t *l, const ml_sim_op_t *ops, size_t n) {
             p = put_v(p, zz((int64_t)op->time_ms - (int64_t)l->time_ms));
             l->time_ms = op->time_ms;
         }
-        bool explicit_free = false;
-        if (op->type == ML_SIM_FREE) {
-            const idval_t *v = op->id < l->tabcap ? &l->tab[op->id] : NULL;
-            explicit_free = !v || v->ptr != op->ptr || v->size != op->size || v->site != op->site;
-        }
-        if (op->align) extra |= 1;
-        if (explicit_free) extra |= 2;
-        uint8_t *xb = NULL;
-        if (extra || op->type > ML_SIM_MALLINFO || op->type == 0) {
+        if (op->align) {
             h |= 0x80;
-            xb = p++;
+            *p++ = op->align;
         }
-        if (op->align) *p++ = op->align;
         switch (op->type) {
         case ML_SIM_ALLOC:
             if (op->id >= l->tabcap &&
@@ -224,24 +226,11 @@ void ml__sim_oplog_append(ml_sim_oplog_t *l, const ml_sim_op_t *ops, size_t n) {
         case ML_SIM_FREE:
             p = put_v(p, zz((int64_t)op->id - (int64_t)l->id));
             l->id = op->id;
-            if (explicit_free) {
-                p = put_v(p, op->ptr);
-                p = put_v(p, op->size);
-                p = put_v(p, op->site);
-            }
             break;
-        case ML_SIM_MALLINFO:
+        default: /* ML_SIM_MALLINFO */
             p = put_v(p, op->size);
-            break;
-        default: /* no such op is made; kept whole so nothing is lost */
-            extra |= 4;
-            p = put_v(p, op->id);
-            p = put_v(p, op->size);
-            p = put_v(p, op->site);
-            p = put_v(p, op->ptr);
             break;
         }
-        if (xb) *xb = extra;
         *head = h;
         l->sp.len = (size_t)(p - l->sp.buf);
         l->ops++;
@@ -263,7 +252,7 @@ static inline const uint8_t *get_v(const uint8_t *p, uint64_t *v) {
 
 /* One op from p (at least OP_MAX bytes readable, or the end of the log). */
 static const uint8_t *decode(ml_sim_oplog_t *l, const uint8_t *p, ml_sim_op_t *op) {
-    uint8_t h = *p++, extra = 0;
+    uint8_t h = *p++;
     uint64_t v;
     *op = (ml_sim_op_t){0};
     op->type = h & 3;
@@ -276,19 +265,9 @@ static const uint8_t *decode(ml_sim_oplog_t *l, const uint8_t *p, ml_sim_op_t *o
         p = get_v(p, &v);
         l->time_ms = (uint32_t)((int64_t)l->time_ms + unzz(v));
     }
-    if (h & 0x80) extra = *p++;
     op->thread = l->thread;
     op->time_ms = l->time_ms;
-    if (extra & 1) op->align = *p++;
-    if (extra & 4) {
-        p = get_v(p, &v);
-        op->id = (uint32_t)v;
-        p = get_v(p, &op->size);
-        p = get_v(p, &v);
-        op->site = (uint32_t)v;
-        p = get_v(p, &op->ptr);
-        return p;
-    }
+    if (h & 0x80) op->align = *p++;
     switch (op->type) {
     case ML_SIM_ALLOC:
         p = get_v(p, &v);
@@ -309,12 +288,7 @@ static const uint8_t *decode(ml_sim_oplog_t *l, const uint8_t *p, ml_sim_op_t *o
         p = get_v(p, &v);
         op->id = (uint32_t)((int64_t)l->id + unzz(v));
         l->id = op->id;
-        if (extra & 2) {
-            p = get_v(p, &op->ptr);
-            p = get_v(p, &op->size);
-            p = get_v(p, &v);
-            op->site = (uint32_t)v;
-        } else if (op->id < l->tabcap) {
+        if (op->id < l->tabcap) {
             op->ptr = l->tab[op->id].ptr;
             op->size = l->tab[op->id].size;
             op->site = l->tab[op->id].site;
