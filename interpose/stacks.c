@@ -19,6 +19,11 @@
  *   - Each thread remembers its previous stack and its node ids. Consecutive
  *     stacks of one thread share their outer frames (main, the event loop,
  *     ...), so only the frames below the first difference are looked up.
+ * *   - Each thread also remembers, for the last few hundred places it
+ *     allocated from (return address and stack pointer at the call), the
+ *     whole walk made there and the leaf id it gave (unwind.h,
+ *     ml_uw_memo_t). A call from such a place whose stack words are all as
+ *     they were gets that leaf id without a walk, a hash or the trie.
  *
  * Taking the stack (the default, exact mode) is unwind.c's walker, which
  * proves the outer frames unchanged instead of walking them again and hands
@@ -79,13 +84,22 @@ typedef struct {
     } seen[HASH_CACHE];
 } stack_cache_t;
 
-/* Everything a thread keeps between two stacks (about 64 KiB, touched as
- * it is used), in memory
+/* Everything a thread keeps between two stacks (about 330 KiB, of which
+ * 260 KiB are the memo; pages are touched as they are used), in memory
  * of our own rather than in TLS, which glibc carves out of every thread's
  * stack. Taken at the thread's first stack, returned to a free list when it
  * exits (a pthread key's destructor). */
 #define FRAME_SEEN 1024 /* entries, power of two */
 #define SEEN_IDS 4
+#define MEMO_SETS 64 /* power of two */
+#define MEMO_WAYS 8
+/* The keys (a hash of the start's pc and rsp) of one memo set's ways, in
+ * one cache line, so that a lookup reads one entry at most (the key only
+ * filters: the entry compares pc and rsp themselves). */
+typedef struct {
+    uint32_t key[MEMO_WAYS];
+    uint32_t next; /* the way to replace next */
+} memo_set_t;
 #define ID_KNOWN ML_UWF_USER /* ml_uw_frame_t.flags: `id` is the frame's node id */
 
 typedef struct thread_state_s {
@@ -95,6 +109,12 @@ typedef struct thread_state_s {
     stack_cache_t cache;
     ml_uw_thread_t uw;
     ml_uw_stack_t stack; /* the last walk; a frame's id is known when ID_KNOWN */
+    /* Whole walks by their start (see ml_uw_memo_t), with the stack's leaf
+     * id. An entry counts only under the current memo_tag, which moves when
+     * the ids restart (fork) and when another thread takes this state over. */
+    uint32_t memo_tag;
+    memo_set_t memo_set[MEMO_SETS];
+    ml_uw_memo_t memo[MEMO_SETS][MEMO_WAYS];
     /* Inner parts seen recently: hash of (the node id of the outer part,
      * the pcs below it, the generation) -> the node ids of the innermost SEEN_IDS frames. A
      * hit interns a stack without touching the trie; the ids of frames
@@ -331,6 +351,7 @@ static thread_state_t *state(void) {
          * bounds are not. Not cleared as a whole: that would touch every
          * page of it. */
         s->uw.hi = 0;
+        s->memo_tag++;
         s->stack.valid = 0;
         s->stack.n = 0;
         s->last_kept = 0;
@@ -546,28 +567,11 @@ static uint32_t frame_id(ml_uw_stack_t *st, int m) {
     return parent;
 }
 
-/* The walker's path: returns the leaf id, or -1 when the stack must be
- * taken by libunwind. libmemlens is built with frame pointers, so its own
- * frames (this function, ml__stack_capture, record_*, the hook) are left
- * through the frame pointer chain, to the first return address outside
- * libmemlens: the program's frame the walk starts from. */
-static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_t *flags) {
-    uintptr_t *fp = __builtin_frame_address(0);
-    for (int i = 0; is_own_frame(fp[1]); i++) {
-        uintptr_t *next = (uintptr_t *)fp[0];
-        if (i == SKIP_MAX || next <= fp) return -1;
-        fp = next;
-    }
+/* The leaf id of the stack the walker just took into ts->stack, `kept` of
+ * its outer frames from the walk before. */
+static inline int64_t walk_leaf(thread_state_t *ts, int kept, uint8_t *flags) {
     ml_uw_stack_t *st = &ts->stack;
-    uint32_t gen = ml_atomic_load_relaxed(&generation);
-    if (ml_unlikely(ts->gen != gen)) { /* after fork: the ids restart */
-        ts->gen = gen;
-        st->valid = 0;
-    }
-    int kept = ml__uw_walk(&ts->uw, st, fp[1], (uint64_t)(uintptr_t)(fp + 2), fp[0],
-                           depth + SKIP_MAX + 1, NULL);
-    ts->last_kept = kept > 0 ? (uint32_t)kept : 0;
-    if (kept < 0) return -1;
+    uint32_t gen = ts->gen;
     /* st->f[0..nprog) are the program's frames, outermost first; above them
      * are ours (the hook, the recorder). */
     uint32_t n = st->n, own = 0;
@@ -617,6 +621,51 @@ full:
     ml_atomic_add_relaxed(&ml__ring->truncated, 1);
     *flags |= ML_EVF_TRUNCATED;
     return parent;
+}
+
+/* The walker's path: returns the leaf id, or -1 when the stack must be
+ * taken by libunwind. libmemlens is built with frame pointers, so its own
+ * frames (this function, ml__stack_capture, record_*, the hook) are left
+ * through the frame pointer chain, to the first return address outside
+ * libmemlens: the program's frame the walk starts from. */
+static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_t *flags) {
+    uintptr_t *fp = __builtin_frame_address(0);
+    for (int i = 0; is_own_frame(fp[1]); i++) {
+        uintptr_t *next = (uintptr_t *)fp[0];
+        if (i == SKIP_MAX || next <= fp) return -1;
+        fp = next;
+    }
+    ml_uw_stack_t *st = &ts->stack;
+    uint32_t gen = ml_atomic_load_relaxed(&generation);
+    if (ml_unlikely(ts->gen != gen)) { /* after fork: the ids restart */
+        ts->gen = gen;
+        ts->memo_tag++;
+        st->valid = 0;
+    }
+    uint64_t pc = fp[1], rsp = (uint64_t)(uintptr_t)(fp + 2), rbp = fp[0];
+    /* A stack taken before from this very place? */
+    uint64_t mh = (pc ^ (rsp << 20 | rsp >> 44)) * 0x9e3779b97f4a7c15ull;
+    uint32_t key = (uint32_t)(mh ^ mh >> 29) | 1; /* 0 marks an empty way */
+    memo_set_t *set = &ts->memo_set[(mh >> 40) & (MEMO_SETS - 1)];
+    ml_uw_memo_t *ways = ts->memo[set - ts->memo_set];
+    for (unsigned w = 0; w < MEMO_WAYS; w++) {
+        if (set->key[w] == key && ml__uw_memo_match(&ways[w], ts->memo_tag, pc, rsp, rbp)) {
+            ts->last_kept = 1;
+            return ways[w].leaf;
+        }
+    }
+    int kept = ml__uw_walk(&ts->uw, st, pc, rsp, rbp, depth + SKIP_MAX + 1, NULL);
+    ts->last_kept = kept > 0 ? (uint32_t)kept : 0;
+    if (kept < 0) return -1;
+    int64_t leaf = walk_leaf(ts, kept, flags);
+    if (!(*flags & ML_EVF_TRUNCATED)) {
+        /* Replaces the set's ways in turn. The key is cleared first: a way
+         * is never matched while it is half written. */
+        unsigned w = set->next++ % MEMO_WAYS;
+        set->key[w] = 0;
+        if (ml__uw_memo_put(&ways[w], st, (uint32_t)leaf, ts->memo_tag)) set->key[w] = key;
+    }
+    return leaf;
 }
 
 uint32_t ml__stack_capture(uint8_t *flags) {

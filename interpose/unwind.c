@@ -916,3 +916,52 @@ fail:
     st->n = 0;
     return -1;
 }
+
+/* ------------------------------------------------------------------------- */
+/* Memo of whole walks                                                       */
+/* ------------------------------------------------------------------------- */
+
+/* The words are those validate() reads for the whole stack, f[st->n - 1]
+ * standing for the matched frame: the return address slot of every step,
+ * the caller's rbp slot where the rest of the walk depends on that rbp,
+ * and the word that ended the walk below 0x4000. Their addresses lie at or
+ * above the start's stack pointer (the walk checks that each step moves
+ * outward and reads only between rsp and the stack's top). */
+bool ml__uw_memo_put(ml_uw_memo_t *e, const ml_uw_stack_t *st, uint32_t leaf, uint32_t tag) {
+    if (!st->valid || st->nonperm || st->n == 0 || st->end == ML_UW_END_LIMIT) return false;
+    const ml_uw_frame_t *f = st->f;
+    uint32_t n = st->n;
+    uint64_t base = f[n - 1].rsp;
+    uint64_t addr[ML_UW_MEMO_WORDS], val[ML_UW_MEMO_WORDS];
+    unsigned k = 0;
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uint64_t cfa = f[i - 1].rsp;
+        if (k == ML_UW_MEMO_WORDS) return false;
+        addr[k] = cfa - 8;
+        val[k++] = f[i - 1].pc;
+        if (f[i].roff != ML_UW_NOSAVE && (f[i - 1].flags & ML_UWF_DEP)) {
+            if (k == ML_UW_MEMO_WORDS) return false;
+            addr[k] = cfa + (uint64_t)(int64_t)f[i].roff;
+            val[k++] = f[i - 1].rbp;
+        }
+    }
+    if (st->end == ML_UW_END_LOW) {
+        if (k == ML_UW_MEMO_WORDS) return false;
+        addr[k] = st->end_addr;
+        val[k++] = st->end_word;
+    }
+    for (unsigned i = 0; i < k; i++)
+        if (addr[i] < base || addr[i] - base > UINT32_MAX) return false;
+    for (unsigned i = 0; i < k; i++) {
+        e->w[i].off = (uint32_t)(addr[i] - base);
+        e->w[i].val = val[i];
+    }
+    e->n = (uint8_t)k;
+    e->pc = f[n - 1].pc;
+    e->rsp = base;
+    e->rbp = f[n - 1].rbp;
+    e->rbp_dep = (f[n - 1].flags & ML_UWF_DEP) != 0;
+    e->leaf = leaf;
+    e->tag = tag;
+    return true;
+}

@@ -16,6 +16,10 @@
  *     thread, on meeting a frame whose state equals a frame of the previous
  *     walk, re-reads only those stack words: when they are all unchanged,
  *     the outer frames are the previous ones, by induction over the steps.
+ *   - A whole walk is also remembered by its start (return address and
+ *     stack pointer), as the list of the words it read (ml_uw_memo_t): a
+ *     later call from the same place whose words are all unchanged has the
+ *     same stack, and needs no rule and no step.
  *
  * ml_uw_stack_t keeps the frames outermost first, so that the frames kept
  * from the previous walk stay where they are and only the new inner frames
@@ -80,6 +84,48 @@ typedef struct {
     ml_uw_rule_entry_t rc[ML_UW_RULE_CACHE];
     ml_uw_frame_t scratch[ML_UW_CAP];
 } ml_uw_thread_t;
+
+/* A whole walk remembered by its start state, for the next call made from
+ * the same place (same return address, same stack pointer): every stack
+ * word the walk read, at its offset from the start's stack pointer, with
+ * the value it had. When the start state and all those words are the same
+ * again, each step of a new walk would read the same words and give the
+ * same frame, so the stack is the same, and so is whatever the caller
+ * derived from it (`leaf`). This is validate()'s argument (unwind.c) with
+ * the whole stack in place of the outer part kept from the previous walk.
+ * Only walks whose rules cannot change are remembered (none from a module
+ * that dlclose can unload), none cut at `max`, and none with more than
+ * ML_UW_MEMO_WORDS words to check. */
+#define ML_UW_MEMO_WORDS 39
+typedef struct {
+    uint64_t pc, rsp, rbp; /* the start state; rbp compared only when rbp_dep */
+    uint32_t leaf;         /* the caller's result for this stack */
+    uint32_t tag;          /* the caller's epoch: an entry matches only in its own */
+    uint8_t n;             /* words in w[] */
+    uint8_t rbp_dep;       /* the walk depends on the start's rbp */
+    uint8_t pad[6];
+    struct __attribute__((packed)) {
+        uint32_t off; /* from rsp */
+        uint64_t val;
+    } w[ML_UW_MEMO_WORDS];
+} __attribute__((aligned(64))) ml_uw_memo_t;
+
+/** Fills `e` from the walk `st` just made (its frames and how it ended),
+ * with the caller's `leaf` and `tag`. Returns false, leaving `e` as it
+ * was, when that walk cannot be remembered. */
+bool ml__uw_memo_put(ml_uw_memo_t *e, const ml_uw_stack_t *st, uint32_t leaf, uint32_t tag);
+
+/** Whether a walk from (pc, rsp, rbp), on the thread that filled `e` and in
+ * epoch `tag`, gives the stack `e` remembers. The words are all read and
+ * compared without branching on each: they are independent loads. */
+static inline bool ml__uw_memo_match(const ml_uw_memo_t *e, uint32_t tag, uint64_t pc, uint64_t rsp,
+                                     uint64_t rbp) {
+    if (e->pc != pc || e->rsp != rsp || e->tag != tag || (e->rbp_dep && e->rbp != rbp)) return false;
+    uint64_t diff = 0;
+    for (unsigned i = 0; i < e->n; i++)
+        diff |= *(const uint64_t *)(uintptr_t)(rsp + e->w[i].off) ^ e->w[i].val;
+    return diff == 0;
+}
 
 /* Walk statistics (--unwind verify only; see ml__uw_walk). */
 typedef struct {
