@@ -93,6 +93,9 @@ typedef struct {
 #define SEEN_IDS 4
 #define MEMO_SETS 64 /* power of two */
 #define MEMO_WAYS 8
+#ifndef MEMO_MIN_WALK
+#define MEMO_MIN_WALK 4 /* the memo is used while walks step this many frames on average */
+#endif
 /* The keys (a hash of the start's pc and rsp) of one memo set's ways, in
  * one cache line, so that a lookup reads one entry at most (the key only
  * filters: the entry compares pc and rsp themselves). */
@@ -113,6 +116,7 @@ typedef struct thread_state_s {
      * id. An entry counts only under the current memo_tag, which moves when
      * the ids restart (fork) and when another thread takes this state over. */
     uint32_t memo_tag;
+    int32_t walk_avg;  /* frames a stack costs to walk, x16: moving average of 32 stacks */
     memo_set_t memo_set[MEMO_SETS];
     ml_uw_memo_t memo[MEMO_SETS][MEMO_WAYS];
     /* Inner parts seen recently: hash of (the node id of the outer part,
@@ -643,13 +647,18 @@ static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_
         st->valid = 0;
     }
     uint64_t pc = fp[1], rsp = (uint64_t)(uintptr_t)(fp + 2), rbp = fp[0];
-    /* A stack taken before from this very place? */
+    /* A stack taken before from this very place? Asked only while this
+     * thread's stacks cost enough to walk: where the previous walk leaves
+     * few frames to step, the walk is about as cheap as checking an entry,
+     * and the entries' cache lines would be taken from the program. */
+    bool memo = verify || ts->walk_avg >= MEMO_MIN_WALK * 16; /* verify: always, to check it */
     uint64_t mh = (pc ^ (rsp << 20 | rsp >> 44)) * 0x9e3779b97f4a7c15ull;
     uint32_t key = (uint32_t)(mh ^ mh >> 29) | 1; /* 0 marks an empty way */
     memo_set_t *set = &ts->memo_set[(mh >> 40) & (MEMO_SETS - 1)];
     ml_uw_memo_t *ways = ts->memo[set - ts->memo_set];
-    for (unsigned w = 0; w < MEMO_WAYS; w++) {
+    for (unsigned w = 0; memo && w < MEMO_WAYS; w++) {
         if (set->key[w] == key && ml__uw_memo_match(&ways[w], ts->memo_tag, pc, rsp, rbp)) {
+            ts->walk_avg += (ways[w].walked * 16 - ts->walk_avg) >> 5; /* what it saved */
             ts->last_kept = 1;
             return ways[w].leaf;
         }
@@ -657,13 +666,18 @@ static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_
     int kept = ml__uw_walk(&ts->uw, st, pc, rsp, rbp, depth + SKIP_MAX + 1, NULL);
     ts->last_kept = kept > 0 ? (uint32_t)kept : 0;
     if (kept < 0) return -1;
+    uint32_t walked = st->n - (uint32_t)kept < 255 ? st->n - (uint32_t)kept : 255;
+    ts->walk_avg += ((int32_t)walked * 16 - ts->walk_avg) >> 5;
     int64_t leaf = walk_leaf(ts, kept, flags);
-    if (!(*flags & ML_EVF_TRUNCATED)) {
+    if (memo && !(*flags & ML_EVF_TRUNCATED)) {
         /* Replaces the set's ways in turn. The key is cleared first: a way
          * is never matched while it is half written. */
         unsigned w = set->next++ % MEMO_WAYS;
         set->key[w] = 0;
-        if (ml__uw_memo_put(&ways[w], st, (uint32_t)leaf, ts->memo_tag)) set->key[w] = key;
+        if (ml__uw_memo_put(&ways[w], st, (uint32_t)leaf, ts->memo_tag)) {
+            ways[w].walked = (uint8_t)walked;
+            set->key[w] = key;
+        }
     }
     return leaf;
 }

@@ -103,7 +103,8 @@ typedef struct {
     uint32_t tag;          /* the caller's epoch: an entry matches only in its own */
     uint8_t n;             /* words in w[] */
     uint8_t rbp_dep;       /* the walk depends on the start's rbp */
-    uint8_t pad[6];
+    uint8_t walked;        /* the caller's: frames its walk stepped (at most 255) */
+    uint8_t pad[5];
     struct __attribute__((packed)) {
         uint32_t off; /* from rsp */
         uint64_t val;

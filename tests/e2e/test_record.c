@@ -241,21 +241,8 @@ Test(record, follow_fork_gives_the_child_its_own_trace) {
     cr_expect(c.complete);
     /* The child's blocks come from the call site and the stack of the
      * parent's (fx_fork's churn), and each trace names them with its own
-     * nodes: the same return addresses, frame by frame, from the leaf out. */
-    uint32_t ps = h_stack_of_size(&t, 111), cs = h_stack_of_size(&c, 222);
-    cr_assert_gt(ps, 0);
-    cr_assert_gt(cs, 0);
-    int depth = h_stack_depth(&t, ps);
-    cr_expect_geq(depth, 3, "parent's stack: %d frames", depth);
-    cr_expect_eq(h_stack_depth(&c, cs), depth, "the child's stack is not the parent's one");
-    for (int i = 0; i < depth && ps && cs; i++) {
-        cr_expect(cs < c.nnodes && c.node_pc[cs] != 0, "frame %d: node %u not in the child's trace", i, cs);
-        if (cs >= c.nnodes) break;
-        cr_expect_eq(c.node_pc[cs], t.node_pc[ps], "frame %d: 0x%lx in the child, 0x%lx in the parent", i,
-                     (unsigned long)c.node_pc[cs], (unsigned long)t.node_pc[ps]);
-        ps = t.node_parent[ps];
-        cs = c.node_parent[cs];
-    }
+     * nodes. */
+    h_expect_same_stack(&t, h_stack_of_size(&t, 111), &c, h_stack_of_size(&c, 222), 3);
     h_trace_free(&c);
     h_trace_free(&t);
     h_run_free(&r);

@@ -52,12 +52,12 @@ static void read_check(const char *path, check_t *c) {
 /* Runs `memlens run -q --unwind verify [extra] -- fixture args...` into a
  * folder of its own and adds up the unwind-check records of every trace
  * written there (one per process image with --follow-fork). */
-static void verify_run(const char *name, const char *const *extra, const char *const *args,
-                       int status, check_t *c, h_run_t *out) {
+static void verify_run_in(char *dir, const char *name, const char *const *extra, const char *const *args,
+                          int status, check_t *c, h_run_t *out) {
     static int runs;
-    char dir[512], sub[128];
+    char sub[128];
     snprintf(sub, sizeof sub, "%s.%d", name, runs++);
-    snprintf(dir, sizeof dir, "%s", h_tmp(sub));
+    snprintf(dir, 512, "%s", h_tmp(sub));
     cr_assert_eq(mkdir(dir, 0700), 0);
     char trace[600];
     snprintf(trace, sizeof trace, "%s/t.mlt", dir);
@@ -91,6 +91,12 @@ static void verify_run(const char *name, const char *const *extra, const char *c
     closedir(d);
     if (out) *out = r;
     else h_run_free(&r);
+}
+
+static void verify_run(const char *name, const char *const *extra, const char *const *args,
+                       int status, check_t *c, h_run_t *out) {
+    char dir[512];
+    verify_run_in(dir, name, extra, args, status, c, out);
 }
 
 static void expect_exact(const char *name, const check_t *c) {
@@ -202,4 +208,33 @@ Test(unwind, plugin_at_a_reused_address_keeps_its_frames) {
     cr_expect_eq(nb, 1);
     h_trace_free(&t);
     h_run_free(&r);
+}
+
+/* Under --unwind verify the memo of whole walks is asked for every stack
+ * (docs/recorder.md). fx_fork's child allocates where its parent did last,
+ * with the same stack: the memo must not hand the child the parent's node
+ * ids, which restart in the child's trace. */
+Test(unwind, a_forked_child_does_not_take_its_parents_remembered_stacks) {
+    char dir[512];
+    check_t c;
+    static const char *const follow[] = {"--follow-fork", NULL};
+    verify_run_in(dir, "fx_fork", follow, NULL, 0, &c, NULL);
+    expect_exact("fx_fork", &c);
+    cr_expect_eq(c.records, 2, "parent and child");
+    char parent[600], child[900] = "";
+    snprintf(parent, sizeof parent, "%s/t.mlt", dir);
+    DIR *d = opendir(dir);
+    cr_assert(d);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".mlt") && strcmp(e->d_name, "t.mlt")) snprintf(child, sizeof child, "%s/%s", dir, e->d_name);
+    closedir(d);
+    cr_assert(child[0], "no child trace in %s", dir);
+    h_trace_t t, k;
+    h_trace_load(&t, parent);
+    h_trace_load(&k, child);
+    cr_expect_eq(h_allocs_of_size(&k, 222), 22);
+    h_expect_same_stack(&t, h_stack_of_size(&t, 111), &k, h_stack_of_size(&k, 222), 3);
+    h_trace_free(&k);
+    h_trace_free(&t);
 }
