@@ -163,15 +163,31 @@ static inline void ml__ring_drop(uint64_t *v, uint8_t *n, uint8_t *h, int k) {
 /* The model                                                                 */
 /* ------------------------------------------------------------------------- */
 
+/* Where `ptr`, about to be allocated with `usable` bytes, stands in the
+ * model's lists of freed blocks: its size class's (-1 if not there) and the
+ * global one (-1). The writer predicts from it, and both sides then update
+ * the model with it (ml__model_alloc_at), so the lists are searched once. */
+typedef struct {
+    int cls, freed;
+} ml__model_pos_t;
+
+static inline ml__model_pos_t ml__model_find_freed(const ml__model_t *m, uint64_t usable, uint64_t ptr) {
+    const ml__size_class_t *c = &m->cls[ml__class_of(usable)];
+    ml__model_pos_t at = {-1, -1};
+    if (c->usable == usable) at.cls = ml__ring_find(c->ptr, c->n, c->h, ptr);
+    at.freed = ml__ring_find(m->freed, m->nfreed, m->hfreed, ptr);
+    return at;
+}
+
+/* The code that predicts the allocation found at `at`, or -1. */
+static inline int ml__model_code(ml__model_pos_t at) {
+    if (at.cls >= 0) return at.cls;
+    return at.freed >= 0 ? ML__CODE_GLOBAL + at.freed : -1;
+}
+
 /* The code that predicts `ptr` for an allocation of `usable` bytes, or -1. */
 static inline int ml__model_predict(const ml__model_t *m, uint64_t usable, uint64_t ptr) {
-    const ml__size_class_t *c = &m->cls[ml__class_of(usable)];
-    if (c->usable == usable) {
-        int k = ml__ring_find(c->ptr, c->n, c->h, ptr);
-        if (k >= 0) return k;
-    }
-    int k = ml__ring_find(m->freed, m->nfreed, m->hfreed, ptr);
-    return k >= 0 ? ML__CODE_GLOBAL + k : -1;
+    return ml__model_code(ml__model_find_freed(m, usable, ptr));
 }
 
 /* The address a code stands for (the reader's side), or 0 if invalid. */
@@ -182,24 +198,27 @@ static inline uint64_t ml__model_resolve(const ml__model_t *m, uint64_t usable, 
     return code < m->nfreed ? m->freed[ml__ring_slot(m->hfreed, (int)code)] : 0;
 }
 
-static inline void ml__model_alloc(ml__model_t *m, uint64_t ptr, uint64_t usable) {
+/* The model after an allocation of `ptr` that ml__model_find_freed placed
+ * at `at` (nothing changed the model in between). */
+static inline void ml__model_alloc_at(ml__model_t *m, uint64_t ptr, uint64_t usable, ml__model_pos_t at) {
     unsigned cl = ml__class_of(usable);
     ml__size_class_t *c = &m->cls[cl];
-    int k;
-    if (c->usable == usable && (k = ml__ring_find(c->ptr, c->n, c->h, ptr)) >= 0)
-        ml__ring_drop(c->ptr, &c->n, &c->h, k);
+    if (at.cls >= 0) ml__ring_drop(c->ptr, &c->n, &c->h, at.cls);
     ml__size_class_t *lc = &m->live_cls[cl];
     if (lc->usable != usable) {
         lc->usable = usable;
         lc->n = 0;
     }
     ml__ring_push(lc->ptr, &lc->n, &lc->h, ptr);
-    if ((k = ml__ring_find(m->freed, m->nfreed, m->hfreed, ptr)) >= 0)
-        ml__ring_drop(m->freed, &m->nfreed, &m->hfreed, k);
+    if (at.freed >= 0) ml__ring_drop(m->freed, &m->nfreed, &m->hfreed, at.freed);
     uint8_t n = m->nlive;
     ml__ring_push(m->live_ptr, &n, &m->hlive, ptr);
     m->live_usable[m->hlive] = usable;
     m->nlive = n;
+}
+
+static inline void ml__model_alloc(ml__model_t *m, uint64_t ptr, uint64_t usable) {
+    ml__model_alloc_at(m, ptr, usable, ml__model_find_freed(m, usable, ptr));
 }
 
 /* Index of `ptr` among the last RECENT allocations still live, or -1. */

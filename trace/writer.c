@@ -417,7 +417,8 @@ static void put_context(ml_writer_t *w, const ml_record_t *r) {
  * ML_T_ALLOC_RECENT. */
 static void put_alloc(ml_writer_t *w, const ml_record_t *r) {
     uint64_t usable = r->u.alloc.usable > r->u.alloc.size ? r->u.alloc.usable : r->u.alloc.size;
-    int code = ml__model_predict(&w->st.model, usable, r->u.alloc.ptr);
+    ml__model_pos_t at = ml__model_find_freed(&w->st.model, usable, r->u.alloc.ptr);
+    int code = ml__model_code(at);
     if (code >= 0) w->raw[w->raw_len - 1] = ML_T_ALLOC_RECENT;
     /* New memory carved from a region follows the previous new chunk
      * there: alloc cursors hold chunk ends, so the delta is then 0. */
@@ -433,7 +434,7 @@ static void put_alloc(ml_writer_t *w, const ml_record_t *r) {
         put_s(w, (int64_t)(r->u.alloc.ptr - w->st.model.alloc_cur.v[cur]));
         ml__cursor_set(&w->st.model.alloc_cur, cur, r->u.alloc.ptr + usable + 8);
     }
-    ml__model_alloc(&w->st.model, r->u.alloc.ptr, usable);
+    ml__model_alloc_at(&w->st.model, r->u.alloc.ptr, usable, at);
     w->st.prev_ptr = r->u.alloc.ptr;
 }
 
