@@ -19,7 +19,7 @@
  *   - Each thread remembers its previous stack and its node ids. Consecutive
  *     stacks of one thread share their outer frames (main, the event loop,
  *     ...), so only the frames below the first difference are looked up.
- * *   - Each thread also remembers, for the last few hundred places it
+ *   - Each thread also remembers, for the last few hundred places it
  *     allocated from (return address and stack pointer at the call), the
  *     whole walk made there and the leaf id it gave (unwind.h,
  *     ml_uw_memo_t). A call from such a place whose stack words are all as

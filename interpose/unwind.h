@@ -121,7 +121,8 @@ bool ml__uw_memo_put(ml_uw_memo_t *e, const ml_uw_stack_t *st, uint32_t leaf, ui
  * compared without branching on each: they are independent loads. */
 static inline bool ml__uw_memo_match(const ml_uw_memo_t *e, uint32_t tag, uint64_t pc, uint64_t rsp,
                                      uint64_t rbp) {
-    if (e->pc != pc || e->rsp != rsp || e->tag != tag || (e->rbp_dep && e->rbp != rbp)) return false;
+    if (e->pc != pc || e->rsp != rsp || e->tag != tag || (e->rbp_dep && e->rbp != rbp))
+        return false;
     uint64_t diff = 0;
     for (unsigned i = 0; i < e->n; i++)
         diff |= *(const uint64_t *)(uintptr_t)(rsp + e->w[i].off) ^ e->w[i].val;

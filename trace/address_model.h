@@ -171,7 +171,8 @@ typedef struct {
     int cls, freed;
 } ml__model_pos_t;
 
-static inline ml__model_pos_t ml__model_find_freed(const ml__model_t *m, uint64_t usable, uint64_t ptr) {
+static inline ml__model_pos_t ml__model_find_freed(const ml__model_t *m, uint64_t usable,
+                                                   uint64_t ptr) {
     const ml__size_class_t *c = &m->cls[ml__class_of(usable)];
     ml__model_pos_t at = {-1, -1};
     if (c->usable == usable) at.cls = ml__ring_find(c->ptr, c->n, c->h, ptr);
@@ -200,7 +201,8 @@ static inline uint64_t ml__model_resolve(const ml__model_t *m, uint64_t usable, 
 
 /* The model after an allocation of `ptr` that ml__model_find_freed placed
  * at `at` (nothing changed the model in between). */
-static inline void ml__model_alloc_at(ml__model_t *m, uint64_t ptr, uint64_t usable, ml__model_pos_t at) {
+static inline void ml__model_alloc_at(ml__model_t *m, uint64_t ptr, uint64_t usable,
+                                      ml__model_pos_t at) {
     unsigned cl = ml__class_of(usable);
     ml__size_class_t *c = &m->cls[cl];
     if (at.cls >= 0) ml__ring_drop(c->ptr, &c->n, &c->h, at.cls);

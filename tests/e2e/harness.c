@@ -268,17 +268,19 @@ int h_stack_depth(const h_trace_t *t, uint32_t stack) {
     return d;
 }
 
-void h_expect_same_stack(const h_trace_t *a, uint32_t sa, const h_trace_t *b, uint32_t sb, int min_depth) {
+void h_expect_same_stack(const h_trace_t *a, uint32_t sa, const h_trace_t *b, uint32_t sb,
+                         int min_depth) {
     cr_assert_gt(sa, 0);
     cr_assert_gt(sb, 0);
     int depth = h_stack_depth(a, sa);
     cr_expect_geq(depth, min_depth, "%d frames", depth);
     cr_expect_eq(h_stack_depth(b, sb), depth, "%d frames, not %d", h_stack_depth(b, sb), depth);
     for (int i = 0; i < depth && sa && sb; i++) {
-        cr_expect(sb < b->nnodes && b->node_pc[sb] != 0, "frame %d: node %u not in its trace", i, sb);
+        cr_expect(sb < b->nnodes && b->node_pc[sb] != 0, "frame %d: node %u not in its trace", i,
+                  sb);
         if (sb >= b->nnodes) break;
-        cr_expect_eq(b->node_pc[sb], a->node_pc[sa], "frame %d: 0x%lx, not 0x%lx", i, (unsigned long)b->node_pc[sb],
-                     (unsigned long)a->node_pc[sa]);
+        cr_expect_eq(b->node_pc[sb], a->node_pc[sa], "frame %d: 0x%lx, not 0x%lx", i,
+                     (unsigned long)b->node_pc[sb], (unsigned long)a->node_pc[sa]);
         sa = a->node_parent[sa];
         sb = b->node_parent[sb];
     }

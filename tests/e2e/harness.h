@@ -78,7 +78,8 @@ int h_stack_depth(const h_trace_t *t, uint32_t stack);
 /* Checks (cr_expect) that stack sa of trace a and stack sb of trace b are
  * the same return addresses, frame by frame from the leaf out, each named
  * by a node its own trace defines; at least min_depth frames. */
-void h_expect_same_stack(const h_trace_t *a, uint32_t sa, const h_trace_t *b, uint32_t sb, int min_depth);
+void h_expect_same_stack(const h_trace_t *a, uint32_t sa, const h_trace_t *b, uint32_t sb,
+                         int min_depth);
 
 bool h_file_exists(const char *path);
 char *h_read_file(const char *path);

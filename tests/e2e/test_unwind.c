@@ -51,9 +51,10 @@ static void read_check(const char *path, check_t *c) {
 
 /* Runs `memlens run -q --unwind verify [extra] -- fixture args...` into a
  * folder of its own and adds up the unwind-check records of every trace
- * written there (one per process image with --follow-fork). */
-static void verify_run_in(char *dir, const char *name, const char *const *extra, const char *const *args,
-                          int status, check_t *c, h_run_t *out) {
+ * written there (one per process image with --follow-fork), whose path
+ * goes into dir (512 bytes). */
+static void verify_run_in(char *dir, const char *name, const char *const *extra,
+                          const char *const *args, int status, check_t *c, h_run_t *out) {
     static int runs;
     char sub[128];
     snprintf(sub, sizeof sub, "%s.%d", name, runs++);
@@ -227,7 +228,8 @@ Test(unwind, a_forked_child_does_not_take_its_parents_remembered_stacks) {
     cr_assert(d);
     struct dirent *e;
     while ((e = readdir(d)))
-        if (strstr(e->d_name, ".mlt") && strcmp(e->d_name, "t.mlt")) snprintf(child, sizeof child, "%s/%s", dir, e->d_name);
+        if (strstr(e->d_name, ".mlt") && strcmp(e->d_name, "t.mlt"))
+            snprintf(child, sizeof child, "%s/%s", dir, e->d_name);
     closedir(d);
     cr_assert(child[0], "no child trace in %s", dir);
     h_trace_t t, k;
