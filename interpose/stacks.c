@@ -652,15 +652,20 @@ static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_
      * few frames to step, the walk is about as cheap as checking an entry,
      * and the entries' cache lines would be taken from the program. */
     bool memo = verify || ts->walk_avg >= MEMO_MIN_WALK * 16; /* verify: always, to check it */
-    uint64_t mh = (pc ^ (rsp << 20 | rsp >> 44)) * 0x9e3779b97f4a7c15ull;
-    uint32_t key = (uint32_t)(mh ^ mh >> 29) | 1; /* 0 marks an empty way */
-    memo_set_t *set = &ts->memo_set[(mh >> 40) & (MEMO_SETS - 1)];
-    ml_uw_memo_t *ways = ts->memo[set - ts->memo_set];
-    for (unsigned w = 0; memo && w < MEMO_WAYS; w++) {
-        if (set->key[w] == key && ml__uw_memo_match(&ways[w], ts->memo_tag, pc, rsp, rbp)) {
-            ts->walk_avg += (ways[w].walked * 16 - ts->walk_avg) >> 5; /* what it saved */
-            ts->last_kept = 1;
-            return ways[w].leaf;
+    memo_set_t *set = NULL; /* the memo's set for this start, when asked */
+    ml_uw_memo_t *ways = NULL;
+    uint32_t key = 0;
+    if (memo) {
+        uint64_t mh = (pc ^ (rsp << 20 | rsp >> 44)) * 0x9e3779b97f4a7c15ull;
+        key = (uint32_t)(mh ^ mh >> 29) | 1; /* 0 marks an empty way */
+        set = &ts->memo_set[(mh >> 40) & (MEMO_SETS - 1)];
+        ways = ts->memo[set - ts->memo_set];
+        for (unsigned w = 0; w < MEMO_WAYS; w++) {
+            if (set->key[w] == key && ml__uw_memo_match(&ways[w], ts->memo_tag, pc, rsp, rbp)) {
+                ts->walk_avg += (ways[w].walked * 16 - ts->walk_avg) >> 5; /* what it saved */
+                ts->last_kept = 1;
+                return ways[w].leaf;
+            }
         }
     }
     int kept = ml__uw_walk(&ts->uw, st, pc, rsp, rbp, depth + SKIP_MAX + 1, NULL);
@@ -669,7 +674,7 @@ static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_
     uint32_t walked = st->n - (uint32_t)kept < 255 ? st->n - (uint32_t)kept : 255;
     ts->walk_avg += ((int32_t)walked * 16 - ts->walk_avg) >> 5;
     int64_t leaf = walk_leaf(ts, kept, flags);
-    if (memo && !(*flags & ML_EVF_TRUNCATED)) {
+    if (set && !(*flags & ML_EVF_TRUNCATED)) {
         /* Replaces the set's ways in turn. The key is cleared first: a way
          * is never matched while it is half written. */
         unsigned w = set->next++ % MEMO_WAYS;
