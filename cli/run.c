@@ -59,7 +59,7 @@ typedef struct {
     ml_vmodel_t *live_model; /* --live */
     ml_viewer_live_t *live_ui;
     char **env;        /* the program's environment */
-    char *env_own[3];  /* the entries of env that were allocated for it */
+    char *env_own[4];  /* the entries of env that were allocated for it */
     int go[2], err[2]; /* start signal to the child; exec errors back from it */
     pid_t pid;
     char root_path[PATH_MAX];
@@ -461,10 +461,17 @@ static void free_env(run_t *s) {
     s->env = NULL;
 }
 
+/* Whether `path` is this memlens executable (what a shell puts in `_`). */
+static bool names_memlens(const char *path) {
+    char a[PATH_MAX], b[PATH_MAX];
+    return *path && realpath(path, a) && realpath("/proc/self/exe", b) && !strcmp(a, b);
+}
+
 /* Ours, and the caller's environment without memlens' own variables:
  * LD_PRELOAD names libmemlens.so first (then the caller's preloads, which
  * ML_LD_PRELOAD_ORIG keeps so that libmemlens can restore them), ML_CTL the
- * session. Returns 0 or -ENOMEM. */
+ * session; `_` names the program where the shell made it name memlens.
+ * Returns 0 or -ENOMEM. */
 static int build_env(run_t *s) {
     extern char **environ;
     size_t n = 0;
@@ -478,6 +485,17 @@ static int build_env(run_t *s) {
             !strncmp(environ[i], "ML_LD_PRELOAD_ORIG=", 19) ||
             !strncmp(environ[i], "ML_GPU_POOLS=", 13))
             continue;
+        if (!strncmp(environ[i], "_=", 2) && names_memlens(environ[i] + 2)) {
+            /* The shell that started memlens set `_` to memlens' path; it
+             * would have set it to the program's (bash and zsh: the path
+             * the command was run from). */
+            if (!(s->env_own[3] = env_entry("_", s->prog))) {
+                free_env(s);
+                return -ENOMEM;
+            }
+            s->env[k++] = s->env_own[3];
+            continue;
+        }
         s->env[k++] = environ[i];
     }
     char pre[PATH_MAX * 2];

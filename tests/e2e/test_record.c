@@ -783,6 +783,42 @@ Test(record, program_environment_has_no_memlens_variables) {
     check_env_of("/bin/sh", "/lib/x86_64-linux-gnu/libm.so.6");
 }
 
+/* A shell sets `_` to the path of the command it runs: memlens' own, here.
+ * The program gets the value the shell would have given it; a `_` that
+ * does not name memlens (its caller is not a shell) is left as it is. */
+static void check_underscore(const char *given, const char *want) {
+    cr_assert_eq(setenv("_", given, 1), 0);
+    const char *trace = h_tmp("underscore.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", "env", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    unsetenv("_");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char line[4200];
+    snprintf(line, sizeof line, "\n_=%s\n", want);
+    cr_expect(strstr(r.out, line) != NULL || strncmp(r.out, line + 1, strlen(line + 1)) == 0,
+              "want %s in: %s", want, r.out);
+    h_run_free(&r);
+}
+
+Test(record, underscore_names_the_program_as_a_shell_would) {
+    char env_path[4096];
+    const char *path = getenv("PATH");
+    cr_assert(path);
+    /* The first env on PATH, as memlens (and a shell) find it. */
+    env_path[0] = '\0';
+    for (const char *p = path; *p && !env_path[0];) {
+        const char *c = strchr(p, ':');
+        size_t n = c ? (size_t)(c - p) : strlen(p);
+        snprintf(env_path, sizeof env_path, "%.*s/env", (int)n, p);
+        if (access(env_path, X_OK) != 0) env_path[0] = '\0';
+        p += n + (c != NULL);
+    }
+    cr_assert(env_path[0], "no env on PATH");
+    check_underscore(h_bin("memlens"), env_path);
+    check_underscore("/bin/true", "/bin/true");
+}
+
 Test(record, default_trace_name_and_summary) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", h_tmp("cwd"));
