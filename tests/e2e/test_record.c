@@ -395,6 +395,48 @@ static void spawn_case(const char *how, const char *how2) {
     h_run_free(&r);
 }
 
+/* glibc's system() and popen() start /bin/sh through its internal
+ * posix_spawn, past every hook: under --follow-fork the shell and what it
+ * runs are traced because they inherit LD_PRELOAD and ML_CTL
+ * (docs/recorder.md, "fork, exec, environment"). fx_counts, run by the
+ * shell, has its own trace with its exact counts. */
+Test(record, system_and_popen_children_are_followed, .timeout = 120) {
+    static const char *const ways[] = {"system", "popen"};
+    for (int i = 0; i < 2; i++) {
+        char name[64], prefix[64], trace[4096];
+        snprintf(name, sizeof name, "sys_%s.mlt", ways[i]);
+        snprintf(prefix, sizeof prefix, "sys_%s.", ways[i]);
+        snprintf(trace, sizeof trace, "%s", h_tmp(name));
+        const char *argv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--",
+                              h_bin("fx_spawn"), "4441", ways[i], h_bin("fx_counts"), NULL};
+        h_run_t r;
+        h_run(&r, argv);
+        cr_assert_eq(r.status, 7, "%s: fx_counts' status through the shell: %s", ways[i], r.err);
+        cr_expect_str_eq(r.out, "fx_counts done\n");
+        h_trace_t root;
+        h_trace_load(&root, trace);
+        cr_expect_eq(h_allocs_of_size(&root, 4441), 5);
+        char others[8][4096];
+        int n = other_traces(trace, prefix, others, 8);
+        int counts = -1;
+        for (int k = 0; k < n; k++) {
+            h_trace_t t;
+            h_trace_load(&t, others[k]);
+            if (strstr(t.exe, "/fx_counts")) {
+                cr_expect_eq(counts, -1, "%s: one trace of fx_counts", ways[i]);
+                counts = k;
+                cr_expect_eq(t.totals.alloc_calls, 161, "%s: fx_counts' exact counts", ways[i]);
+                cr_expect_eq(t.end.status_kind, ML_END_EXITED);
+                cr_expect_eq(t.end.status, 7);
+            }
+            h_trace_free(&t);
+        }
+        cr_expect_geq(counts, 0, "%s: fx_counts, started by the shell, was traced (%d other traces)", ways[i], n);
+        h_trace_free(&root);
+        h_run_free(&r);
+    }
+}
+
 Test(record, spawned_children_name_their_parents_trace, .timeout = 240) {
     /* Every way for the child, and another for the grandchild. */
     for (int i = 0; i < 4; i++) spawn_case(spawn_ways[i], spawn_ways[(i + 1) % 4]);
