@@ -485,7 +485,7 @@ static int build_env(run_t *s) {
             !strncmp(environ[i], "ML_LD_PRELOAD_ORIG=", 19) ||
             !strncmp(environ[i], "ML_GPU_POOLS=", 13))
             continue;
-        if (!strncmp(environ[i], "_=", 2) && names_memlens(environ[i] + 2)) {
+        if (!s->env_own[3] && !strncmp(environ[i], "_=", 2) && names_memlens(environ[i] + 2)) {
             /* The shell that started memlens set `_` to memlens' path; it
              * would have set it to the program's (bash and zsh: the path
              * the command was run from). */
