@@ -728,7 +728,7 @@ static void heap_add(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
 /* The thread's realloc stash is empty again (an allocation came after the
  * free). */
 static void stash_clear(ml_analysis_t *a, uint32_t thread) {
-    if (thread < a->realloc_stash_cap) a->realloc_stash[thread].ptr = 0;
+    if (thread < a->realloc_stash_cap) a->realloc_stash[thread].b.ptr = 0;
 }
 
 static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
@@ -822,16 +822,21 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
         return;
     }
     a->seq++;
-    if (kind == ML_KIND_FREE && a->last_alloc_live && a->last_alloc_ptr == r->u.alloc.ptr) {
+    /* heaptrack's temporary: freed by the very next heap event after its
+     * allocation, by free() or by a realloc that moves or resizes it. Any
+     * free in between, as any allocation, ends the chance. */
+    bool was_last = a->last_alloc_live && a->last_alloc_ptr == r->u.alloc.ptr;
+    if (was_last) {
         t->temporary_allocs++;
         if (e->stack < a->nstats) a->stats[e->stack].temporary++;
         if (th) th->temporary++;
     }
-    if (a->last_alloc_ptr == r->u.alloc.ptr) a->last_alloc_live = false;
+    a->last_alloc_live = false;
     if (kind != ML_KIND_FREE && r->thread < ML__MAX_THREADS) {
         if (ml_grow((void **)&a->realloc_stash, &a->realloc_stash_cap, (uint64_t)r->thread + 1,
                     sizeof *a->realloc_stash, 0) == 0)
-            a->realloc_stash[r->thread] = *e;
+            a->realloc_stash[r->thread] = (struct ml__realloc_stash){.b = *e, .temporary = was_last,
+                                                                      .was_last = was_last};
         else
             lost(a, false);
     }
@@ -847,10 +852,19 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
 
 static void on_realloc_fail(ml_analysis_t *a, const ml_record_t *r) {
     if (r->thread >= a->realloc_stash_cap) return;
-    ml__block_t *st = &a->realloc_stash[r->thread];
-    if (!st->ptr || st->ptr != r->u.alloc.ptr) return;
-    ml__block_t b = *st;
-    st->ptr = 0;
+    struct ml__realloc_stash *st = &a->realloc_stash[r->thread];
+    if (!st->b.ptr || st->b.ptr != r->u.alloc.ptr) return;
+    ml__block_t b = st->b;
+    st->b.ptr = 0;
+    /* The block lives on: its end was not a temporary's after all, and
+     * it is the last allocation again if nothing came in between. */
+    if (st->temporary) {
+        if (a->t.temporary_allocs) a->t.temporary_allocs--;
+        if (b.stack < a->nstats && a->stats[b.stack].temporary) a->stats[b.stack].temporary--;
+        ml__thread_t *th = thread_of(a, r->thread);
+        if (th && th->temporary) th->temporary--;
+    }
+    if (st->was_last && a->last_alloc_ptr == b.ptr) a->last_alloc_live = true;
     if (a->light) {
         heap_add_light(a, &b, r->time_ms);
         return;

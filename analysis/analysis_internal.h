@@ -278,13 +278,20 @@ struct ml_analysis_s {
     ml_totals_t t;
     ml__live_t heap; /* live heap blocks (live.c) */
     ml_map_t maps; /* ml__block_t: live anonymous mappings */
-    uint64_t last_alloc_ptr; /* for temporary allocations */
+    /* Temporary allocations, as heaptrack counts them: a block whose free
+     * (or realloc) is the next heap event after its allocation. Any other
+     * allocation or free in between clears last_alloc_live. */
+    uint64_t last_alloc_ptr;
     bool last_alloc_live;
     /* realloc: the block freed just before, per thread, restored on failure.
      * Grown on demand to the highest thread index seen (a session per traced
      * image: a table of ML__MAX_THREADS each, 2 MiB, cost 10 GiB for 5,000
      * images under --follow-fork) */
-    ml__block_t *realloc_stash;
+    struct ml__realloc_stash {
+        ml__block_t b;
+        bool temporary; /* its end counted as a temporary allocation */
+        bool was_last;  /* it was the last allocation, still live */
+    } *realloc_stash;
     uint32_t realloc_stash_cap;
     /* sampled traces: weighted sums behind the integer totals */
     double w_calls, w_bytes, w_reallocs;
