@@ -43,6 +43,10 @@ Test(record, exact_counts_for_every_hooked_function) {
     cr_expect_eq(t.totals.alloc_calls, 161);
     cr_expect_eq(t.totals.free_calls, 152);
     cr_expect_eq(t.totals.realloc_calls, 8);
+    /* Every block freed right after its allocation; each realloc'd block
+     * too, and the block that replaced it (docs/analysis.md, "Counting"). */
+    cr_expect_eq(t.totals.temporary_allocs, 100 + 10 + 2 * 5 + 3 + 4 + 6 + 7 + 8 + 9, "temporary: %lu",
+                 (unsigned long)t.totals.temporary_allocs);
     cr_expect_eq(t.totals.heap_bytes, 1234 + 3 * 1000, "leaked bytes: %lu",
                  (unsigned long)t.totals.heap_bytes);
     cr_expect_eq(t.totals.heap_blocks, 4);
@@ -61,6 +65,32 @@ Test(record, exact_counts_for_every_hooked_function) {
     cr_expect_eq(t.end.lost_in_crash, 0);
     h_trace_free(&t);
     h_run_free(&r);
+}
+
+/* Temporary allocations as heaptrack counts them (fx_temps' table): a
+ * block freed, or replaced by a realloc, as the very next heap event after
+ * its allocation; a free of any other block in between ends the chance.
+ * heaptrack gives the same numbers for patterns 1-6 (test_real_programs.sh
+ * compares them). */
+Test(record, temporary_allocations_are_heaptracks, .timeout = 120) {
+    static const uint64_t want[8] = {245, 100, 50, 0, 60, 10, 0, 25};
+    for (int k = 0; k <= 7; k++) {
+        char arg[4], name[32];
+        snprintf(arg, sizeof arg, "%d", k);
+        snprintf(name, sizeof name, "temps%d.mlt", k);
+        const char *trace = h_tmp(name);
+        const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_temps"),
+                              k ? arg : NULL, NULL};
+        h_run_t r;
+        h_run(&r, argv);
+        cr_assert_eq(r.status, 0, "pattern %d: stderr %s", k, r.err);
+        h_trace_t t;
+        h_trace_load(&t, trace);
+        cr_expect_eq(t.totals.temporary_allocs, want[k], "pattern %d: %lu temporary, want %lu", k,
+                     (unsigned long)t.totals.temporary_allocs, (unsigned long)want[k]);
+        h_trace_free(&t);
+        h_run_free(&r);
+    }
 }
 
 Test(record, eight_threads_exact_without_deadlock, .timeout = 300) {
