@@ -825,7 +825,7 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
     /* heaptrack's temporary: freed by the very next heap event after its
      * allocation, by free() or by a realloc that moves or resizes it. Any
      * free in between, as any allocation, ends the chance. */
-    bool was_last = a->last_alloc_live && a->last_alloc_ptr == r->u.alloc.ptr;
+    bool was_live = a->last_alloc_live, was_last = was_live && a->last_alloc_ptr == r->u.alloc.ptr;
     if (was_last) {
         t->temporary_allocs++;
         if (e->stack < a->nstats) a->stats[e->stack].temporary++;
@@ -835,8 +835,8 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
     if (kind != ML_KIND_FREE && r->thread < ML__MAX_THREADS) {
         if (ml_grow((void **)&a->realloc_stash, &a->realloc_stash_cap, (uint64_t)r->thread + 1,
                     sizeof *a->realloc_stash, 0) == 0)
-            a->realloc_stash[r->thread] = (struct ml__realloc_stash){.b = *e, .temporary = was_last,
-                                                                      .was_last = was_last};
+            a->realloc_stash[r->thread] =
+                (struct ml__realloc_stash){.b = *e, .seq = a->seq, .temporary = was_last, .was_live = was_live};
         else
             lost(a, false);
     }
@@ -856,15 +856,16 @@ static void on_realloc_fail(ml_analysis_t *a, const ml_record_t *r) {
     if (!st->b.ptr || st->b.ptr != r->u.alloc.ptr) return;
     ml__block_t b = st->b;
     st->b.ptr = 0;
-    /* The block lives on: its end was not a temporary's after all, and
-     * it is the last allocation again if nothing came in between. */
+    /* The block lives on: its end was not a temporary's after all, and a
+     * failed realloc is no heap event (heaptrack records none): if nothing
+     * happened since, the last allocation keeps its chance. */
     if (st->temporary) {
         if (a->t.temporary_allocs) a->t.temporary_allocs--;
         if (b.stack < a->nstats && a->stats[b.stack].temporary) a->stats[b.stack].temporary--;
         ml__thread_t *th = thread_of(a, r->thread);
         if (th && th->temporary) th->temporary--;
     }
-    if (st->was_last && a->last_alloc_ptr == b.ptr) a->last_alloc_live = true;
+    if (st->seq == a->seq) a->last_alloc_live = st->was_live;
     if (a->light) {
         heap_add_light(a, &b, r->time_ms);
         return;

@@ -289,8 +289,9 @@ struct ml_analysis_s {
      * images under --follow-fork) */
     struct ml__realloc_stash {
         ml__block_t b;
+        uint64_t seq;   /* a->seq after its free: nothing happened since while equal */
         bool temporary; /* its end counted as a temporary allocation */
-        bool was_last;  /* it was the last allocation, still live */
+        bool was_live;  /* last_alloc_live before its free */
     } *realloc_stash;
     uint32_t realloc_stash_cap;
     /* sampled traces: weighted sums behind the integer totals */

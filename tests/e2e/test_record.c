@@ -70,11 +70,11 @@ Test(record, exact_counts_for_every_hooked_function) {
 /* Temporary allocations as heaptrack counts them (fx_temps' table): a
  * block freed, or replaced by a realloc, as the very next heap event after
  * its allocation; a free of any other block in between ends the chance.
- * heaptrack gives the same numbers for patterns 1-6 (test_real_programs.sh
- * compares them). */
+ * heaptrack gives the same numbers for all but pattern 7
+ * (test_real_programs.sh compares them). */
 Test(record, temporary_allocations_are_heaptracks, .timeout = 120) {
-    static const uint64_t want[8] = {245, 100, 50, 0, 60, 10, 0, 25};
-    for (int k = 0; k <= 7; k++) {
+    static const uint64_t want[9] = {295, 100, 50, 0, 60, 10, 0, 25, 50};
+    for (int k = 0; k <= 8; k++) {
         char arg[4], name[32];
         snprintf(arg, sizeof arg, "%d", k);
         snprintf(name, sizeof name, "temps%d.mlt", k);
