@@ -145,7 +145,9 @@ bool ml__sample_slow(size_t n);
  * for the allocations that are not sampled. */
 static inline bool ml__sample_hit(size_t n) {
     ml_tls_t *t = &ml__tls;
-    t->sample_left -= (int64_t)n;
+    /* sample_left is between 0 and 10^15 here: no overflow, and a
+     * request past INT64_MAX (malloc(-1)) counts as INT64_MAX bytes. */
+    t->sample_left -= n < (size_t)INT64_MAX ? (int64_t)n : INT64_MAX;
     if (ml_likely(t->sample_left > 0)) return false;
     return ml__sample_slow(n);
 }

@@ -519,7 +519,12 @@ static int64_t draw_interval(ml_tls_t *t) {
 }
 
 /* The countdown crossed zero (ml__sample_hit already subtracted n), or the
- * thread has not drawn its first interval yet. */
+ * thread has not drawn its first interval yet. The next sample point is a
+ * fresh draw from the end of this allocation: the gaps are exponential, so
+ * what is left of the crossed one past the allocation has the same law as a
+ * new gap (memoryless). Stepping through the gaps the allocation covers
+ * instead took a draw per sample_bytes of it: 2^56 logarithms for a
+ * malloc(2^62) that fails anyway, sampled at 64 bytes. */
 bool ml__sample_slow(size_t n) {
     ml_tls_t *t = &ml__tls;
     if (ml_unlikely(!t->has_sample)) {
@@ -528,10 +533,13 @@ bool ml__sample_slow(size_t n) {
         t->rng = ((uint64_t)syscall(SYS_gettid) << 32) ^ (uint64_t)ts.tv_nsec ^ 0x9e3779b97f4a7c15ull;
         if (!t->rng) t->rng = 1;
         t->has_sample = 1;
-        t->sample_left = draw_interval(t) - (int64_t)n;
-        if (t->sample_left > 0) return false;
+        int64_t gap = draw_interval(t);
+        if ((uint64_t)gap > n) {
+            t->sample_left = gap - (int64_t)n;
+            return false;
+        }
     }
-    while (t->sample_left <= 0) t->sample_left += draw_interval(t);
+    t->sample_left = draw_interval(t);
     return true;
 }
 

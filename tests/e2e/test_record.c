@@ -761,6 +761,30 @@ Test(record, sampling_is_flagged_and_unbiased) {
     h_run_free(&r);
 }
 
+/* Requests of 2^62 bytes and more, which fail, and a 64 MiB block, under
+ * a 64-byte sampling interval: one decision each. Stepping through the
+ * sampling intervals a request covers took 2^56 draws for each failing
+ * one, and the program never ended. The run's own 20000 allocations are
+ * still estimated. */
+Test(record, sampling_a_huge_request_is_one_decision, .timeout = 60) {
+    const char *trace = h_tmp("sample_huge.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--sample", "64", "-o", trace, "--",
+                          h_bin("fx_sample"), "huge", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "the program's own status; stderr: %s", r.err);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect(t.complete);
+    cr_expect_eq(h_allocs_of_size(&t, (uint64_t)64 << 20), 1, "the 64 MiB block is always sampled");
+    /* 20000 x 1000 bytes, 16 bytes and 64 MiB: at a 64-byte interval
+     * nearly every allocation is sampled, so the estimate is close. */
+    cr_expect(t.totals.alloc_calls > 19500 && t.totals.alloc_calls < 20500, "calls %lu",
+              (unsigned long)t.totals.alloc_calls);
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
 /* A process counts itself in the session (nprocs) a moment before it marks
  * its slot claimed. A collector that looked in between used to skip the
  * slot: the whole recording was lost, the program waited 30 s at exit for a
