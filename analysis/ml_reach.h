@@ -91,6 +91,13 @@ typedef struct {
      * descriptor left in glibc's stack cache). Scanned after `roots`. */
     const ml_range_t *owned;
     size_t nowned;
+    /* Optional: how many bytes from addr (at most len, 0 < result) lie in
+     * pages that are all in memory or swap (*resident true: read them), or
+     * all never touched (*resident false: they hold zeros, no pointer, and
+     * are skipped unread; reading them would make the target's kernel
+     * back them with memory). NULL: everything is read. Called from the
+     * reading threads at once. */
+    uint64_t (*resident_run)(void *ctx, uint64_t addr, uint64_t len, bool *resident);
 } ml_reach_io_t;
 
 #define ML_REACH_MAP_R 1u /* readable */
@@ -98,6 +105,7 @@ typedef struct {
 
 typedef struct {
     uint64_t root_bytes, heap_bytes; /* bytes read */
+    uint64_t untouched_bytes;        /* bytes of big blocks and roots skipped: never touched */
     uint64_t reachable, indirect, definite, possible;
     bool graph_given_up; /* the graph outgrew max_edges: blocks were read as reached */
 } ml_reach_stats_t;

@@ -404,10 +404,29 @@ static int check_deadline(const scan_t *s) {
     return s->io->deadline_ns && now_ns() > s->io->deadline_ns ? -ETIMEDOUT : 0;
 }
 
-/* Reads [addr, addr + len) in pieces and scans it. */
+/* Reads [addr, addr + len) in pieces and scans it, but for the pages the
+ * reader says were never touched (ml_reach_io_t.resident_run). */
 static int scan_range(scan_t *s, uint64_t addr, uint64_t len, uint64_t *counter) {
+    uint64_t run = 0; /* what is left of the run of pages asked about last */
+    bool resident = true;
     while (len > 0) {
-        size_t piece = len > PIECE ? PIECE : (size_t)len;
+        if (!run) { /* asked once per run, not per piece: the answer walks the whole run */
+            run = len;
+            resident = true;
+            if (s->io->resident_run) {
+                run = s->io->resident_run(s->io->ctx, addr, len, &resident);
+                if (!run || run > len) run = len, resident = true;
+            }
+        }
+        if (!resident) {
+            s->st->untouched_bytes += run;
+            addr += run;
+            len -= run;
+            run = 0;
+            continue;
+        }
+        size_t piece = run > PIECE ? PIECE : (size_t)run;
+        run -= piece;
         ml_reach_req_t r = {addr, piece, s->buf, 0};
         int rc = s->io->read(s->io->ctx, &r, 1);
         if (rc < 0) return rc;
@@ -690,6 +709,7 @@ static int read_graph(scan_t *s) {
          * indices: start[] of its blocks count from its first edge. */
         s->runs[s->nruns++] = (edge_run_t){p->from, p->to, p->s.edges, p->s.nedges, p->s.edges_cap};
         s->st->heap_bytes += p->st.heap_bytes;
+        s->st->untouched_bytes += p->st.untouched_bytes;
         free(p->s.buf);
         free(p->s.reqs);
         free(p->s.span);
@@ -762,6 +782,7 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
             graph = false;
             free_graph(&s);
             st->heap_bytes = 0;
+            st->untouched_bytes = 0;
             st->graph_given_up = true;
         } else if (rc < 0) {
             goto out;

@@ -37,6 +37,7 @@
 #include "ml_reach.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -80,6 +81,10 @@ typedef struct {
     size_t nmaps;
     const uint64_t *regs; /* other threads' registers, read at REGS_AT (thread_registers) */
     size_t nregs;
+    ml_range_t *anon; /* private anonymous mappings, sorted (resident_run) */
+    size_t nanon;
+    int pagemap;      /* /proc/PID/pagemap, or -1 */
+    uint64_t page;
 } reader_t;
 
 /* Where the scan reads the registers of the target's other threads: an
@@ -101,19 +106,30 @@ static unsigned map_flags(void *ctx, uint64_t addr, uint64_t *end) {
 }
 
 /* The target's file-backed mappings, from /proc/PID/maps (in address
- * order). Without them the heuristic that needs them is off. */
+ * order). Without them the heuristic that needs them is off. Its private
+ * anonymous ones too, for resident_run. */
 static void read_filemaps(reader_t *rd) {
     char path[64], line[PATH_MAX + 256];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)rd->pid);
     FILE *f = fopen(path, "r");
     if (!f) return;
-    size_t cap = 0;
+    size_t cap = 0, acap = 0;
     while (fgets(line, sizeof line, f)) {
         unsigned long long lo, hi, off;
         unsigned long inode;
         char perms[8], dev[16];
-        if (sscanf(line, "%llx-%llx %7s %llx %15s %lu", &lo, &hi, perms, &off, dev, &inode) != 6 || !inode)
-            continue;
+        if (sscanf(line, "%llx-%llx %7s %llx %15s %lu", &lo, &hi, perms, &off, dev, &inode) != 6) continue;
+        if (!inode && perms[3] == 'p') {
+            if (rd->nanon == acap) {
+                size_t nc = acap ? acap * 2 : 64;
+                ml_range_t *a = realloc(rd->anon, nc * sizeof *a);
+                if (!a) continue;
+                rd->anon = a;
+                acap = nc;
+            }
+            rd->anon[rd->nanon++] = (ml_range_t){lo, hi};
+        }
+        if (!inode) continue;
         if (rd->nmaps == cap) {
             size_t nc = cap ? cap * 2 : 64;
             filemap_t *m = realloc(rd->maps, nc * sizeof *m);
@@ -125,6 +141,54 @@ static void read_filemaps(reader_t *rd) {
                                                         (perms[2] == 'x' ? ML_REACH_MAP_X : 0u)};
     }
     fclose(f);
+}
+
+/* Pages of private anonymous memory that are neither in memory nor in
+ * swap were never written (or were given back with MADV_DONTNEED): they
+ * read as zeros. Reading them through process_vm_readv would make the
+ * target's kernel back each with memory: a program that exits with eight
+ * untouched 16 GiB blocks grew by 430 MB/s while the scan read them, until
+ * the scan's 20 s were up (and the verdicts lost). So big blocks and roots
+ * are read run by run of /proc/PID/pagemap: bit 63 present, 62 swapped.
+ * Anything else (file or shared memory, no pagemap) is read whole. */
+#define PAGEMAP_BATCH 4096 /* entries read at once */
+
+static uint64_t resident_run(void *ctx, uint64_t addr, uint64_t len, bool *resident) {
+    const reader_t *rd = ctx;
+    *resident = true;
+    if (rd->pagemap < 0 || !rd->page || !len) return len;
+    size_t lo = 0, hi = rd->nanon;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (rd->anon[mid].hi <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo == rd->nanon || addr < rd->anon[lo].lo) return len;
+    uint64_t end = addr + len < rd->anon[lo].hi ? addr + len : rd->anon[lo].hi;
+    uint64_t first = addr / rd->page, last = (end - 1) / rd->page;
+    uint64_t e[PAGEMAP_BATCH];
+    bool state = true;
+    uint64_t pg = first;
+    while (pg <= last) {
+        size_t want = last - pg + 1 > PAGEMAP_BATCH ? PAGEMAP_BATCH : (size_t)(last - pg + 1);
+        ssize_t r = pread(rd->pagemap, e, want * sizeof *e, (off_t)(pg * sizeof *e));
+        if (r < (ssize_t)sizeof *e) { /* unreadable from here: read the rest */
+            if (pg == first) return len;
+            *resident = state;
+            return pg * rd->page - addr;
+        }
+        size_t got = (size_t)r / sizeof *e;
+        for (size_t k = 0; k < got; k++, pg++) {
+            bool in = (e[k] >> 62) & 3u; /* present or swapped */
+            if (pg == first) state = in;
+            else if (in != state) {
+                *resident = state;
+                return pg * rd->page - addr;
+            }
+        }
+    }
+    *resident = state;
+    return end - addr;
 }
 
 static int vm_read(void *ctx, ml_reach_req_t *reqs, size_t n) {
@@ -815,7 +879,11 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
         v = malloc((size_t)nb);
-        reader_t rd = {mem_pid, NULL, 0, regs, nregs};
+        long page = sysconf(_SC_PAGESIZE);
+        char pm[64];
+        snprintf(pm, sizeof pm, "/proc/%d/pagemap", (int)mem_pid);
+        reader_t rd = {mem_pid, NULL, 0, regs, nregs, NULL, 0, open(pm, O_RDONLY | O_CLOEXEC),
+                       page > 0 ? (uint64_t)page : 4096};
         read_filemaps(&rd);
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         ml_reach_io_t io = {
@@ -829,9 +897,12 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
             .map_flags = map_flags,
             .owned = owned.v,
             .nowned = owned.n,
+            .resident_run = resident_run,
         };
         rc = v ? ml_reach_classify_blocks(&b, roots.v, roots.n, &io, v, &st) : -ENOMEM;
         free(rd.maps);
+        free(rd.anon);
+        if (rd.pagemap >= 0) close(rd.pagemap);
     }
     free(regs);
     /* The verdicts are made: the process need not wait while they are
