@@ -109,6 +109,21 @@ def memlens(ml, prog, work):
     return res
 
 
+def read_limit(src):
+    """The most bytes of blocks the exit scan may read ("expect-read:
+    heap<=N"), or None."""
+    m = re.search(r"^ \* expect-read: heap<=(\d+)", open(src).read(), re.M)
+    return int(m.group(1)) if m else None
+
+
+def scan_heap_bytes(ml, trace):
+    """heap_bytes of the trace's reach-scan record: what the scan read of
+    the blocks."""
+    r = subprocess.run([ml, "dump", trace], capture_output=True, text=True, timeout=300)
+    m = re.search(r" reach-scan .*\bheap_bytes=(\d+)", r.stdout)
+    return int(m.group(1)) if m else None
+
+
 def fmt(k):
     return " ".join("%s=%d/%d" % (n, k[n][0], k[n][1]) if k[n] is not None else "%s=any" % n for n in KINDS)
 
@@ -140,9 +155,16 @@ def main():
         prog = os.path.join(bindir, name)
         exp = expectations(os.path.join(srcdir, name + ".c"))
         skip_reach = any_reachable(os.path.join(srcdir, name + ".c"))
+        limit = read_limit(os.path.join(srcdir, name + ".c"))
         with tempfile.TemporaryDirectory() as w1, tempfile.TemporaryDirectory() as w2:
             vg = valgrind(prog, w1) if have_vg else {}
             mls = memlens(ml, prog, w2)
+            read = scan_heap_bytes(ml, os.path.join(w2, "t.mlt")) if limit is not None else None
+        if limit is not None:
+            ok = read is not None and read <= limit
+            print(("ok   " if ok else "FAIL ") + "%-13s the scan read %s bytes of blocks (at most %d)" %
+                  (name, read, limit))
+            bad += not ok
         vg_sorted = by_process(vg, skip_reach)
         # valgrind's verdict can vary from run to run (a thread's registers
         # at its scan): a run whose first process disagrees with the
