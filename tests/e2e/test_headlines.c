@@ -84,6 +84,18 @@ static int other_traces(const char *trace, char out[][4096], int max) {
 /* Peak RSS                                                                  */
 /* ------------------------------------------------------------------------- */
 
+/* How far a sample of VmRSS may lie above the VmHWM read later. Since
+ * Linux 6.2 ("mm: convert mm's rss stats into percpu_counter") a process'
+ * RSS is three per-CPU counters (file, anonymous, shared memory pages),
+ * read without folding the CPUs' parts: each may be off by the counter
+ * batch, max(32, 2 x CPUs), on every CPU. Both numbers are such reads.
+ * 64 pages, the tolerance before, was passed by 3 pages under ctest -j2. */
+static uint64_t rss_slack(void) {
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    uint64_t n = cpus > 0 ? (uint64_t)cpus : 1, batch = 2 * n > 32 ? 2 * n : 32;
+    return 2 * 3 * batch * n * 4096;
+}
+
 Test(headlines, peak_rss_is_the_kernels_high_water_mark, .timeout = 120) {
     const char *trace = h_tmp("rss.mlt");
     const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_rss"), NULL};
@@ -101,10 +113,9 @@ Test(headlines, peak_rss_is_the_kernels_high_water_mark, .timeout = 120) {
      * above what memlens itself holds for so small a trace. */
     cr_expect_eq(t.totals.hwm_rss_bytes, maxrss, "recorded %lu, wait4 says %lu",
                  (unsigned long)t.totals.hwm_rss_bytes, (unsigned long)maxrss);
-    /* The sampled curve sees no more, within the kernel's own counting:
-     * it syncs a thread's cached RSS counters every 64 page faults, so a
-     * sample may run ahead of VmHWM by up to 64 pages. */
-    cr_expect_leq(t.totals.peak_rss_bytes, t.totals.hwm_rss_bytes + 64 * 4096, "sampled %lu, mark %lu",
+    /* The sampled curve sees no more, within the kernel's own counting
+     * (rss_slack). */
+    cr_expect_leq(t.totals.peak_rss_bytes, t.totals.hwm_rss_bytes + rss_slack(), "sampled %lu, mark %lu",
                   (unsigned long)t.totals.peak_rss_bytes, (unsigned long)t.totals.hwm_rss_bytes);
     h_trace_free(&t);
 
@@ -155,7 +166,7 @@ Test(headlines, rss_after_main_called_pthread_exit, .timeout = 120) {
                  (unsigned long)maxrss);
     cr_expect_geq(t.totals.peak_rss_bytes, 128ull << 20, "the samples saw the 128 MiB: %lu",
                   (unsigned long)t.totals.peak_rss_bytes);
-    cr_expect_leq(t.totals.peak_rss_bytes, t.totals.hwm_rss_bytes + 64 * 4096, "sampled %lu, mark %lu",
+    cr_expect_leq(t.totals.peak_rss_bytes, t.totals.hwm_rss_bytes + rss_slack(), "sampled %lu, mark %lu",
                   (unsigned long)t.totals.peak_rss_bytes, (unsigned long)t.totals.hwm_rss_bytes);
     h_trace_free(&t);
 }
