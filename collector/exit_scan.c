@@ -35,6 +35,7 @@
 #define _GNU_SOURCE
 #include "collector_internal.h"
 #include "ml_reach.h"
+#include "ml_util.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -113,30 +114,16 @@ static void read_filemaps(reader_t *rd) {
     snprintf(path, sizeof path, "/proc/%d/maps", (int)rd->pid);
     FILE *f = fopen(path, "r");
     if (!f) return;
-    size_t cap = 0, acap = 0;
+    uint32_t cap = 0, acap = 0;
     while (fgets(line, sizeof line, f)) {
         unsigned long long lo, hi, off;
         unsigned long inode;
         char perms[8], dev[16];
         if (sscanf(line, "%llx-%llx %7s %llx %15s %lu", &lo, &hi, perms, &off, dev, &inode) != 6) continue;
-        if (!inode && perms[3] == 'p') {
-            if (rd->nanon == acap) {
-                size_t nc = acap ? acap * 2 : 64;
-                ml_range_t *a = realloc(rd->anon, nc * sizeof *a);
-                if (!a) continue;
-                rd->anon = a;
-                acap = nc;
-            }
+        if (!inode && perms[3] == 'p' && ml_grow((void **)&rd->anon, &acap, rd->nanon + 1, sizeof *rd->anon, 0) == 0)
             rd->anon[rd->nanon++] = (ml_range_t){lo, hi};
-        }
         if (!inode) continue;
-        if (rd->nmaps == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            filemap_t *m = realloc(rd->maps, nc * sizeof *m);
-            if (!m) break;
-            rd->maps = m;
-            cap = nc;
-        }
+        if (ml_grow((void **)&rd->maps, &cap, rd->nmaps + 1, sizeof *rd->maps, 0) < 0) break;
         rd->maps[rd->nmaps++] = (filemap_t){lo, hi, (perms[0] == 'r' ? ML_REACH_MAP_R : 0u) |
                                                         (perms[2] == 'x' ? ML_REACH_MAP_X : 0u)};
     }
