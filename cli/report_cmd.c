@@ -373,10 +373,11 @@ static void hint_compact(const char *path, bool quiet) {
 
 /* Writes an export to `path` ('-': stdout) through ml_out (never a half-
  * written file); on failure prints why and returns -1. */
-static int export_to(const char *path, int (*write)(FILE *, const ml_analysis_t *), const ml_analysis_t *a) {
+static int export_to(const char *path, int (*write)(FILE *, const ml_analysis_t *), const ml_analysis_t *a,
+                     unsigned flags) {
     char err[1024];
     ml_out_t out;
-    int rc = ml_out_open(&out, path, err, sizeof err);
+    int rc = ml_out_open_flags(&out, path, flags, err, sizeof err); /* --force, --group-readable */
     if (rc == 0 && (rc = write(out.f, a)) < 0) {
         ml_out_abort(&out);
         snprintf(err, sizeof err, "cannot write %s: %s", path, strerror(-rc));
@@ -582,11 +583,11 @@ int ml_cmd_report(int argc, char **argv) {
         }
     }
     if (o.pprof && code == ML_EXIT_OK) {
-        if (export_to(o.pprof, ml_report_pprof, a) < 0) code = ML_EXIT_ERROR;
+        if (export_to(o.pprof, ml_report_pprof, a, o.out_flags) < 0) code = ML_EXIT_ERROR;
         else say_wrote(o.pprof, o.quiet);
     }
     if (o.speedscope && code == ML_EXIT_OK) {
-        if (export_to(o.speedscope, ml_report_speedscope, a) < 0) code = ML_EXIT_ERROR;
+        if (export_to(o.speedscope, ml_report_speedscope, a, o.out_flags) < 0) code = ML_EXIT_ERROR;
         else say_wrote(o.speedscope, o.quiet);
     }
     bool files = o.json || o.html || o.folded || o.pprof || o.speedscope;

@@ -31,11 +31,13 @@
  *
  * The message is assembled in memory, its fields in field-number order, and
  * gzipped (zlib, level 6, no name and no time in the gzip header, so equal
- * inputs give equal files) onto the stream.
+ * inputs give equal files; its comment says memlens wrote it) onto the
+ * stream.
  */
 #define _GNU_SOURCE
 #include "export_internal.h"
 #include "ml_config.h"
+#include "ml_outfile.h"
 #include "ml_report.h"
 
 #include <errno.h>
@@ -426,6 +428,17 @@ static int gzip_to(FILE *f, const uint8_t *data, size_t len) {
     memset(&z, 0, sizeof z);
     /* windowBits 15 + 16: a gzip header and trailer instead of zlib's. */
     if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -ENOMEM;
+    /* No name, no time; the comment ML_PPROF_GZIP_COMMENT names the file
+     * memlens' own, so that writing it again needs no --force
+     * (ml_outfile_is_ours). gzip readers skip comments (RFC 1952). */
+    gz_header h;
+    memset(&h, 0, sizeof h);
+    h.os = 3; /* Unix, as zlib writes without a header of ours */
+    h.comment = (Bytef *)ML_PPROF_GZIP_COMMENT;
+    if (deflateSetHeader(&z, &h) != Z_OK) {
+        deflateEnd(&z);
+        return -EIO;
+    }
     unsigned char buf[1 << 16];
     int rc = 0, zr;
     do {

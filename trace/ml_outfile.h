@@ -62,8 +62,14 @@ void ml_outfile_abort(ml_outfile_t *o);
 
 /** True when the open file `fd` (read from offset 0) is one memlens made:
  * a trace ("MLTRACE"), a JSON report or diff ({"schema_version" with a
- * "generator": "memlens ..."), an HTML report (<title>memlens), or folded
- * stacks (every complete line "FRAMES COUNT"). Empty files are not. */
+ * "generator": "memlens ..."), an HTML report (<title>memlens), a
+ * speedscope file ("exporter": "memlens ..."), a pprof profile (gzip whose
+ * header comment is ML_PPROF_GZIP_COMMENT), or folded stacks (every
+ * complete line "FRAMES COUNT"). Empty files are not. */
 bool ml_outfile_is_ours(int fd);
+
+/** The comment in the gzip header of memlens' pprof profiles. */
+#define ML_PPROF_GZIP_COMMENT "memlens pprof profile"
+
 
 #endif

@@ -52,6 +52,15 @@ bool ml_outfile_is_ours(int fd) {
     if (n >= 7 && !memcmp(b, "MLTRACE", 7)) return true;
     if (!strncmp(b, "{\"schema_version\":", 18) && strstr(b, "\"generator\": \"memlens ")) return true;
     if (!strncmp(b, "<!DOCTYPE html>", 15) && strstr(b, "<title>memlens")) return true;
+    if (!strncmp(b, "{\"$schema\": \"https://www.speedscope.app/", 40) && strstr(b, "\"exporter\": \"memlens "))
+        return true;
+    /* gzip (RFC 1952): ID1 ID2, deflate, FLG with FCOMMENT (0x10) and
+     * neither FEXTRA (0x04) nor FNAME (0x08); the comment follows the
+     * 10-byte header. */
+    static const char comment[] = ML_PPROF_GZIP_COMMENT;
+    if (n >= 10 + (ssize_t)sizeof comment && (unsigned char)b[0] == 0x1f && (unsigned char)b[1] == 0x8b &&
+        b[2] == 8 && (b[3] & 0x1c) == 0x10 && !memcmp(b + 10, comment, sizeof comment))
+        return true;
     return memchr(b, '\0', (size_t)n) == NULL && folded_stacks(b, (size_t)n);
 }
 

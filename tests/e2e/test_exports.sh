@@ -111,6 +111,22 @@ cmp -s "$W/leaks.pb.gz" "$W/stdout.pb.gz" || bad "--pprof - wrote other bytes th
 "$M" report "$W/leaks.mlt" -q --speedscope - > "$W/stdout.ss.json" || bad "--speedscope -: exit $?"
 cmp -s "$W/leaks.ss.json" "$W/stdout.ss.json" || bad "--speedscope - wrote other bytes than --speedscope FILE"
 
+# --- writing again: memlens' own files are replaced, others only with --force ----
+# (the same command run twice failed with EEXIST, and --force did not help)
+for opt in --pprof --speedscope; do
+    out="$W/twice$opt"
+    "$M" report "$W/leaks.mlt" -q $opt "$out" || bad "$opt, first write: exit $?"
+    "$M" report "$W/leaks.mlt" -q $opt "$out" 2> "$W/err.txt" ||
+        bad "$opt over its own file: exit $?, $(cat "$W/err.txt")"
+    echo "not memlens'" > "$out"
+    "$M" report "$W/leaks.mlt" -q $opt "$out" 2> "$W/err.txt" && bad "$opt replaced a file memlens did not write"
+    grep -q "is not one memlens wrote" "$W/err.txt" || bad "$opt over a foreign file: '$(cat "$W/err.txt")'"
+    [ "$(cat "$out")" = "not memlens'" ] || bad "$opt changed the foreign file"
+    "$M" report "$W/leaks.mlt" -q $opt "$out" --force --group-readable || bad "$opt --force: exit $?"
+    [ "$(stat -c %a "$out")" = 640 ] || bad "$opt --group-readable: mode $(stat -c %a "$out")"
+done
+cmp -s "$W/leaks.pb.gz" "$W/twice--pprof" || bad "the pprof written with --force differs"
+
 # --- errors: exit 1 with the reason, nothing half-written ------------------------
 expect_error() { # expect_error OPTION TARGET REASON
     "$M" report "$W/leaks.mlt" -q "$1" "$2" > /dev/null 2> "$W/err.txt"
