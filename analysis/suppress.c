@@ -11,9 +11,13 @@
 #include "analysis_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct {
     char *pattern;
@@ -114,13 +118,52 @@ int ml_suppressions_parse(const char *text, ml_suppressions_t **out, char *err, 
     return 0;
 }
 
-int ml_suppressions_load(const char *path, ml_suppressions_t **out, char *err, size_t errlen) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        int e = errno;
-        snprintf(err, errlen, "%s: %s", path, strerror(e));
-        return -e;
+/* How long a FIFO may stay without a writer before the file is refused:
+ * opened plainly, a FIFO nobody writes blocks forever. */
+#define FIFO_WAIT_MS 10000
+
+/* Opens the suppressions file: a regular file, a character device
+ * (/dev/null, a terminal) or a pipe or FIFO that someone writes (bash's
+ * `--suppressions <(...)`). A directory, a socket, or a FIFO with no
+ * writer within FIFO_WAIT_MS is refused with the reason. */
+static FILE *open_input(const char *path, char *err, size_t errlen, int *rc) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        *rc = -errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
     }
+    const char *why = S_ISDIR(st.st_mode) ? "is a directory" : S_ISSOCK(st.st_mode) ? "is a socket" : NULL;
+    if (!why && S_ISFIFO(st.st_mode)) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int n;
+        while ((n = poll(&p, 1, FIFO_WAIT_MS)) < 0 && errno == EINTR) {
+        }
+        if (n == 0) why = "is a FIFO (named pipe) that nobody wrote to within 10 s";
+    }
+    if (why) {
+        *rc = -EINVAL;
+        snprintf(err, errlen, "%s: %s; suppressions are read from a regular file or a pipe", path, why);
+        close(fd);
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK); /* a pipe is read to its end */
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        *rc = -errno;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+int ml_suppressions_load(const char *path, ml_suppressions_t **out, char *err, size_t errlen) {
+    int orc = 0;
+    FILE *f = open_input(path, err, errlen, &orc);
+    if (!f) return orc;
     char *buf = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&buf, &len);

@@ -295,6 +295,24 @@ if want "$@"; then
     done
     timeout 20 "$ML" report /dev/zero > /dev/null 2> err.txt
     check "report /dev/zero says it is a device" test $? -eq 1 -a -n "$(grep 'character device' err.txt)"
+    # --suppressions: a FIFO nobody writes is refused after 10 s (it blocked
+    # for ever); one that is written, and a pipe (<(...)), are read.
+    "$ML" run -q -o supp.mlt -- /bin/true
+    printf 'leak:main\n' > supp.txt
+    mkfifo supp.fifo
+    timeout 30 "$ML" report supp.mlt -q --no-advisor --suppressions supp.fifo > /dev/null 2> err.txt
+    st=$?
+    check "--suppressions FIFO without a writer is refused (status $st)" test $st -eq 1
+    check "--suppressions FIFO without a writer says why" has err.txt "nobody wrote to within"
+    (sleep 1; cat supp.txt > supp.fifo) &
+    timeout 30 "$ML" report supp.mlt -q --no-advisor --suppressions supp.fifo > /dev/null 2> err.txt
+    st=$?
+    wait
+    check "--suppressions FIFO with a writer is read (status $st)" test $st -eq 0
+    timeout 30 "$ML" report supp.mlt -q --no-advisor --suppressions <(cat supp.txt) > /dev/null 2> err.txt
+    check "--suppressions <(...) is read (status $?)" test -z "$(cat err.txt)"
+    timeout 30 "$ML" report supp.mlt -q --no-advisor --suppressions . > /dev/null 2> err.txt
+    check "--suppressions DIR says it is a directory" has err.txt "is a directory"
 fi
 
 # --- 5. no leftovers in /dev/shm -------------------------------------------------
