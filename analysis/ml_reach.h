@@ -105,7 +105,6 @@ typedef struct {
 
 typedef struct {
     uint64_t root_bytes, heap_bytes; /* bytes read */
-    uint64_t untouched_bytes;        /* bytes of big blocks and roots skipped: never touched */
     uint64_t reachable, indirect, definite, possible;
     bool graph_given_up; /* the graph outgrew max_edges: blocks were read as reached */
 } ml_reach_stats_t;

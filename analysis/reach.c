@@ -419,7 +419,6 @@ static int scan_range(scan_t *s, uint64_t addr, uint64_t len, uint64_t *counter)
             }
         }
         if (!resident) {
-            s->st->untouched_bytes += run;
             addr += run;
             len -= run;
             run = 0;
@@ -709,7 +708,6 @@ static int read_graph(scan_t *s) {
          * indices: start[] of its blocks count from its first edge. */
         s->runs[s->nruns++] = (edge_run_t){p->from, p->to, p->s.edges, p->s.nedges, p->s.edges_cap};
         s->st->heap_bytes += p->st.heap_bytes;
-        s->st->untouched_bytes += p->st.untouched_bytes;
         free(p->s.buf);
         free(p->s.reqs);
         free(p->s.span);
@@ -782,7 +780,6 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
             graph = false;
             free_graph(&s);
             st->heap_bytes = 0;
-            st->untouched_bytes = 0;
             st->graph_given_up = true;
         } else if (rc < 0) {
             goto out;
