@@ -119,10 +119,6 @@ static void skip(ml_advice_t *adv, const char *fmt, ...) {
     va_end(ap);
 }
 
-static uint64_t mib(uint64_t b) {
-    return (b + (1u << 20) - 1) >> 20;
-}
-
 /* The budgets from the analysis' totals; unknown without an analysis. */
 static budget_t budget_of(const ml_advisor_opts_t *o) {
     budget_t b = {0};
@@ -145,24 +141,24 @@ static unsigned pass1_policies(ml_advice_t *adv, budget_t *b, unsigned full) {
     uint64_t per_policy = b->live * BYTES_PER_LIVE_POLICY, driver = b->live * BYTES_PER_LIVE_DRIVER;
     unsigned n = full;
     while (n >= 2 && (driver + n * per_policy > b->bytes || 2ull * n > b->units_x2)) n = n > 2 ? 2 : 0;
+    char need[32], have[32];
     if (!n) {
-        bool mem = driver + 2 * per_policy > b->bytes;
         skip(adv,
-             "the replay: %llu live blocks at the peak and %llu operations need about %llu MiB and %llu "
-             "policy passes, over the budget (%llu MiB, %llu passes); no policy table, no what-ifs",
+             "the replay: %llu live blocks at the peak and %llu operations need about %s and %llu "
+             "policy passes, over the budget (%s, %llu passes: --advisor-mem, --advisor-ops); no "
+             "policy table, no what-ifs",
              (unsigned long long)b->live, (unsigned long long)b->ops,
-             (unsigned long long)mib(driver + 2 * per_policy), 2ull, (unsigned long long)mib(b->bytes),
-             (unsigned long long)(b->units_x2 / 2));
-        (void)mem;
+             ml_fmt_bytes(driver + 2 * per_policy, need, sizeof need), 2ull,
+             ml_fmt_bytes(b->bytes, have, sizeof have), (unsigned long long)(b->units_x2 / 2));
         return 0;
     }
     if (n < full)
         skip(adv,
-             "policy table: %u of %u policies not replayed (about %llu MiB and %u passes over %llu "
-             "operations would exceed the budget of %llu MiB and %llu passes); kept the baseline and the "
-             "real allocator",
-             full - n, full, (unsigned long long)mib(driver + full * per_policy), full,
-             (unsigned long long)b->ops, (unsigned long long)mib(b->bytes),
+             "policy table: %u of %u policies not replayed (about %s and %u passes over %llu "
+             "operations would exceed the budget of %s and %llu passes: --advisor-mem, "
+             "--advisor-ops); kept the baseline and the real allocator",
+             full - n, full, ml_fmt_bytes(driver + full * per_policy, need, sizeof need), full,
+             (unsigned long long)b->ops, ml_fmt_bytes(b->bytes, have, sizeof have),
              (unsigned long long)(b->units_x2 / 2));
     b->bytes -= driver + n * per_policy < b->bytes ? driver + n * per_policy : b->bytes;
     b->units_x2 -= 2ull * n;
@@ -252,7 +248,7 @@ static size_t fit_candidates(ml_advice_t *adv, budget_t *b, ml__adv_cand_t *cand
     if (k < nc)
         skip(adv,
              "what-ifs: %zu of %zu candidates not priced (each replays %llu operations through a copy of "
-             "the baseline: over the budget)",
+             "the baseline: over the budget, --advisor-mem and --advisor-ops)",
              nc - k, nc, (unsigned long long)b->ops);
     return k;
 }

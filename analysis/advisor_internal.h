@@ -121,7 +121,7 @@ struct ml_advice_s {
     bool sampled;
     uint64_t ops;
     double seconds;
-    char skipped[4][200]; /* ml_advice_skipped */
+    char skipped[4][320]; /* ml_advice_skipped */
     size_t nskipped;
     bool from_cache;          /* read back from the trace (advice_cache.c) */
     char (*strategies)[32];   /* read back: s[i].strategy points into strategies[i] */

@@ -35,6 +35,7 @@ typedef struct {
     bool allow_incomplete; /* --allow-incomplete: gates judge a partial trace too */
     uint64_t fail_on_leak, max_peak, fail_on_gpu_leak, max_gpu_peak;
     uint32_t max_sites;
+    uint64_t advisor_mem, advisor_ops; /* --advisor-mem, --advisor-ops (0: the defaults) */
     const char **traces;     /* every trace or directory given (traces[0] == trace) */
     size_t ntraces;
     bool by_process;         /* --by-process METRIC (merged reports) */
@@ -49,6 +50,7 @@ static void usage_report(FILE *f) {
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
           "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
+          "                      [--advisor-mem BYTES] [--advisor-ops N]\n"
           "                      [--replay] [--no-save-advice] [--allow-incomplete] [--summary] [--force]\n"
           "                      [--group-readable] [-q]\n"
           "       memlens report FILE FILE... | DIR [--json OUT] [--html OUT] [--by-process METRIC]\n"
@@ -89,6 +91,10 @@ static void usage_report(FILE *f) {
           "  --no-advisor          skip the strategy advisor's replay (no suggestions, faster)\n"
           "  --all-policies        the advisor also replays the textbook fits (first, next, best,\n"
           "                        worst, bitmap) for its table: about five times slower\n"
+          "  --advisor-mem BYTES   the memory the advisor's replays may take (default 768M); work\n"
+          "                        that would need more is skipped and the reports say what\n"
+          "  --advisor-ops N       the operations the replays may simulate, summed over the\n"
+          "                        allocators replayed (default 40M, about two CPU seconds)\n"
           "  --replay              analyse every record again, ignoring the analysis the\n"
           "                        collector and the advice an earlier report saved in the trace\n"
           "  --no-save-advice      leave the trace unchanged: do not save the advisor's result\n"
@@ -248,6 +254,16 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             o->no_advisor = true;
         } else if (!strcmp(a, "--all-policies")) {
             o->all_policies = true;
+        } else if (!strcmp(a, "--advisor-mem") || !strcmp(a, "--advisor-ops")) {
+            NEED();
+            bool mem = !strcmp(a, "--advisor-mem");
+            uint64_t v;
+            if (ml_parse_bytes(val, &v) < 0 || !v) {
+                ml_cli_error(mem ? "report: --advisor-mem takes a byte count over 0, like 4G"
+                                 : "report: --advisor-ops takes a count over 0, like 200M");
+                return -1;
+            }
+            *(mem ? &o->advisor_mem : &o->advisor_ops) = v;
         } else if (!strcmp(a, "--replay")) {
             o->replay = true;
         } else if (!strcmp(a, "--summary")) {
@@ -514,7 +530,8 @@ int ml_cmd_report(int argc, char **argv) {
     if ((o.json || o.html) && !o.no_advisor) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         ml_advisor_opts_t ao = {.threads = cpus > 1 ? (unsigned)(cpus < 4 ? cpus : 4) : 0, .analysis = a,
-                                .all_policies = o.all_policies, .progress = !o.quiet};
+                                .all_policies = o.all_policies, .progress = !o.quiet,
+                                .budget_bytes = o.advisor_mem, .budget_ops = o.advisor_ops};
         /* Saved advice is read unless --replay, and a fresh result saved
          * unless --no-save-advice (ml_advisor_run_cached). */
         unsigned cache = (o.replay ? 0 : ML_ADVICE_CACHE_READ) | (o.no_save_advice ? 0 : ML_ADVICE_CACHE_WRITE);

@@ -26,7 +26,7 @@
 
 static void usage(FILE *f) {
     fputs("usage: memlens view [--no-color] [--no-mouse] [--ascii] [--no-suggestions] [--replay]\n"
-          "                    [--history-mb N] FILE\n"
+          "                    [--history-mb N] [--advisor-mem BYTES] [--advisor-ops N] FILE\n"
           "       memlens view --batch [--keys \"KEY ...\"] [--size COLSxROWS] [--ascii] FILE\n"
           "\n"
           "Opens a trace in the terminal UI (keys: ? in the viewer, or docs/viewer.md).\n"
@@ -34,6 +34,9 @@ static void usage(FILE *f) {
           "  --no-mouse      leave the mouse to the terminal (for selecting text)\n"
           "  --ascii         ASCII instead of block, braille and line characters\n"
           "  --no-suggestions  skip the strategy advisor (it replays the trace in the background)\n"
+          "  --advisor-mem BYTES, --advisor-ops N\n"
+          "                  the advisor's budgets, as `memlens report` takes them (default 768M\n"
+          "                  and 40M); advice a report saved is found under the same budgets\n"
           "  --batch         no terminal: run the keys on a virtual screen and print it\n"
           "  --keys KEYS     space-separated keys for --batch: a character, Enter, Esc, Tab, Up,\n"
           "                  Down, Left, Right, PgUp, PgDn, Home, End, BS, F1..F12, C-x, Space;\n"
@@ -186,6 +189,7 @@ int ml_cmd_view(int argc, char **argv) {
     bool batch = false, ascii = false, no_color = false, no_mouse = false, advice = true;
     const char *keys = NULL, *path = NULL, *history = getenv("MEMLENS_VIEW_HISTORY_MB");
     bool replay = false;
+    uint64_t adv_mem = 0, adv_ops = 0; /* --advisor-mem, --advisor-ops (0: the defaults) */
     int cols = 80, rows = 24;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -203,6 +207,16 @@ int ml_cmd_view(int argc, char **argv) {
             replay = true;
         else if (!strcmp(a, "--history-mb") && i + 1 < argc)
             history = argv[++i];
+        else if ((!strcmp(a, "--advisor-mem") || !strcmp(a, "--advisor-ops")) && i + 1 < argc) {
+            bool mem = !strcmp(a, "--advisor-mem");
+            uint64_t v;
+            if (ml_parse_uint(argv[++i], &v) < 0 || !v) {
+                err_msg(mem ? "--advisor-mem takes a byte count over 0, like 4G"
+                            : "--advisor-ops takes a count over 0, like 200M");
+                return EXIT_USAGE;
+            }
+            *(mem ? &adv_mem : &adv_ops) = v;
+        }
         else if (!strcmp(a, "--keys") && i + 1 < argc)
             keys = argv[++i];
         else if (!strcmp(a, "--size") && i + 1 < argc) {
@@ -261,6 +275,7 @@ int ml_cmd_view(int argc, char **argv) {
         return EXIT_ERROR;
     }
     ml_vmodel_set_advice(m, advice);
+    ml_vmodel_set_advisor_budget(m, adv_mem, adv_ops);
     ml_vmodel_set_snapshot(m, !replay);
     ml_vmodel_set_history_budget(m, history_mb << 20);
     char err[1024];

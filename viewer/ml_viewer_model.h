@@ -296,6 +296,13 @@ void ml_vmodel_set_build_opts(ml_vmodel_t *m, const ml_build_opts_t *o);
 
 /** Runs the strategy advisor once the data is final (default on). */
 void ml_vmodel_set_advice(ml_vmodel_t *m, bool on);
+/** The advisor's budgets (ml_advisor_opts_t; 0: its defaults), as
+ * `memlens report --advisor-mem/--advisor-ops` give them: saved advice is
+ * found only under the budgets it was made with. Before the first load step. */
+void ml_vmodel_set_advisor_budget(ml_vmodel_t *m, uint64_t bytes, uint64_t ops);
+/** What the advisor left out to stay within its budgets, in words (i from
+ * 0; NULL past the last, and before the advice is taken in). */
+const char *ml_vmodel_advice_skipped(const ml_vmodel_t *m, size_t i);
 /** Takes in what background work finished (the advisor's suggestions, the
  * history replay's snapshots) and notices its progress.
  * Returns true when the views must be drawn again. UI thread. */

@@ -160,6 +160,7 @@ struct ml_vmodel_s {
     atomic_int adv_state;
     ml_advice_t *advice;
     bool adv_imported, adv_joined;
+    uint64_t adv_budget_bytes, adv_budget_ops; /* ml_vmodel_set_advisor_budget */
     char adv_error[256];
 
     /* snapshots over time */
@@ -1552,7 +1553,8 @@ uint32_t ml_vmodel_cell_sites(ml_vmodel_t *m, ml_vmap_at_t at, uint64_t addr, ui
 
 static void *advice_main(void *arg) {
     ml_vmodel_t *m = arg;
-    ml_advisor_opts_t o = {.threads = 0, .analysis = m->an};
+    ml_advisor_opts_t o = {.threads = 0, .analysis = m->an, .budget_bytes = m->adv_budget_bytes,
+                           .budget_ops = m->adv_budget_ops};
     /* The advice a report saved in the trace when it is there (no replay),
      * else a fresh run; the viewer reads the trace and never writes it. */
     char warn[256];
@@ -1640,6 +1642,15 @@ bool ml_vmodel_busy(const ml_vmodel_t *m) {
 
 const char *ml_vmodel_advice_error(const ml_vmodel_t *m) {
     return m->adv_error;
+}
+
+void ml_vmodel_set_advisor_budget(ml_vmodel_t *m, uint64_t bytes, uint64_t ops) {
+    m->adv_budget_bytes = bytes;
+    m->adv_budget_ops = ops;
+}
+
+const char *ml_vmodel_advice_skipped(const ml_vmodel_t *m, size_t i) {
+    return m->adv_imported ? ml_advice_skipped(m->advice, i) : NULL;
 }
 
 void ml_vmodel_wait(ml_vmodel_t *m) {

@@ -37,6 +37,19 @@ static int wrap(ml_canvas_t *c, int x, int y, int w, int rows, int style, const 
     return used;
 }
 
+/* What the advisor left out to stay within its budgets, one "Left out:"
+ * paragraph each, from (x, y) in at most rows lines. */
+static void skipped_lines(ml_canvas_t *c, const ml_vmodel_t *m, int x, int y, int w, int rows) {
+    const char *why;
+    for (size_t i = 0; rows > 0 && (why = ml_vmodel_advice_skipped(m, i)); i++) {
+        char line[1100];
+        snprintf(line, sizeof line, "Left out: %s", why);
+        int used = wrap(c, x, y, w, rows, ML_ST_WARN, line);
+        y += used;
+        rows -= used;
+    }
+}
+
 static void suggest_draw(ml_panel_t *P, ml_canvas_t *c) {
     ml_vmodel_t *m = P->m;
     int full_h = P->h;
@@ -53,13 +66,17 @@ static void suggest_draw(ml_panel_t *P, ml_canvas_t *c) {
                 ? "Suggestions come once the program has ended (the advisor replays the whole "
                   "trace)."
             : s->advice == ML_VADVICE_FAILED ? "The strategy advisor failed:"
-            : s->advice == ML_VADVICE_OFF
-                ? "The strategy advisor is off (--no-suggestions)."
+            : s->advice == ML_VADVICE_OFF ? "The strategy advisor is off (--no-suggestions)."
+            : ml_vmodel_advice_skipped(m, 0)
+                ? "No suggestions: the advisor left out work that would not fit its budgets "
+                  "(--advisor-mem, --advisor-ops):"
                 : "No suggestions: nothing in this trace calls for a different strategy.";
-        ml__canvas_text(c, P->x + 1, P->y, P->w - 1, ML_ST_DIM, why);
+        int used = wrap(c, P->x + 1, P->y, P->w - 2, full_h, ML_ST_DIM, why);
         if (s->advice == ML_VADVICE_FAILED)
-            ml__canvas_text(c, P->x + 1, P->y + 1, P->w - 1, ML_ST_ERROR,
+            ml__canvas_text(c, P->x + 1, P->y + used, P->w - 1, ML_ST_ERROR,
                             ml_vmodel_advice_error(m));
+        else
+            skipped_lines(c, m, P->x + 1, P->y + used, P->w - 2, full_h - used);
         P->h = full_h;
         return;
     }
@@ -99,7 +116,9 @@ static void suggest_draw(ml_panel_t *P, ml_canvas_t *c) {
     ml__canvas_fill(c, P->x, y, P->w, 1, ML_G_HLINE, ML_ST_DIM);
     int used = wrap(c, P->x + 1, y + 1, P->w - 2, rows, ML_ST_NORMAL, g->message);
     if (g->evidence && used < rows)
-        wrap(c, P->x + 1, y + 1 + used, P->w - 2, rows - used, ML_ST_DIM, g->evidence);
+        used += wrap(c, P->x + 1, y + 1 + used, P->w - 2, rows - used, ML_ST_DIM, g->evidence);
+    if (ml_vmodel_advice_skipped(m, 0) && used + 1 < rows)
+        skipped_lines(c, m, P->x + 1, y + 2 + used, P->w - 2, rows - used - 1);
     P->h = full_h;
 }
 

@@ -197,6 +197,11 @@ static void build(summary_t *p, int width) {
             ln->full = strdup(full);
         }
     }
+    /* Work the budgets made the advisor leave out: "none" is not the whole
+     * answer then. */
+    const char *left;
+    for (size_t i = 0; (left = ml_vmodel_advice_skipped(m, i)); i++)
+        ml__lines_add(l, i ? "" : "Left out", ML_ST_WARN, "%s", left);
 }
 
 static void summary_draw(ml_panel_t *super, ml_canvas_t *c) {

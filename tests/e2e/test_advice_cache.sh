@@ -10,7 +10,9 @@
 #   - advice grafted from another trace (other records), a flipped byte under the
 #     records' checksum, and damaged advice are all discarded, the last with a
 #     warning, never a crash; a save cut short is repaired by the next report;
-#   - never written through a symbolic link, nor into a read-only trace.
+#   - never written through a symbolic link, nor into a read-only trace;
+#   - the budgets (--advisor-mem, --advisor-ops): what does not fit is left out
+#     and said, in the JSON and in the viewer; advice is saved per budget.
 # usage: test_advice_cache.sh BUILD_DIR
 set -u
 B=$(cd "${1:?build dir}" && pwd)
@@ -169,6 +171,60 @@ check "... and saves it again, whole" has_advice cut.mlt
 check "... after the recorded trace, unchanged" cmp -s -n "$rec" cut.mlt temp.orig
 report cut.mlt cut2.json
 check "... readable back" used_cache cut2.json.err
+
+# --- the budgets: what does not fit is left out, and said (--advisor-mem/-ops) ------
+skipped() { "$PY" -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["advisor"].get("skipped", [])))' "$1"; }
+npol() { "$PY" -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["policies"]))' "$1"; }
+heap_sugg() { "$PY" -c 'import json,sys; print(sum(1 for s in json.load(open(sys.argv[1]))["suggestions"] if not s["strategy"].startswith("gpu_")))' "$1"; }
+ops=$("$PY" -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print(t["alloc_calls"] + t["free_calls"])' fresh.json)
+check "the default budgets leave nothing out on the fixture" [ -z "$(skipped fresh.json)" ]
+check "... and replay the whole table (5 designs and the real allocator)" [ "$(npol fresh.json)" = 6 ]
+skipped_has() { skipped "$1" | grep -q "$2"; }
+# the fixture's one live block takes about 700 bytes of replay state (docs/strategies.md)
+report temp.mlt mem.json --no-save-advice --advisor-mem 100
+check "--advisor-mem 100: no replay, and the JSON says why" \
+    skipped_has mem.json '^the replay: .* over the budget (.*--advisor-mem, --advisor-ops); no policy table, no what-ifs$'
+check "... no policy table, no heap suggestion" [ "$(npol mem.json):$(heap_sugg mem.json)" = "0:0" ]
+# room for three passes over the trace's operations: the baseline and the real allocator only
+report temp.mlt ops3.json --no-save-advice --advisor-ops $((3 * ops))
+check "--advisor-ops for 3 passes: 4 of 6 policies left out, and said" \
+    skipped_has ops3.json '^policy table: 4 of 6 policies not replayed .*kept the baseline and the real allocator$'
+report temp.mlt ops1.json --no-save-advice --advisor-ops $((ops + 1))
+check "--advisor-ops for 1 pass: no replay at all" skipped_has ops1.json '^the replay: .*no policy table, no what-ifs$'
+check "... no policy table" [ "$(npol ops1.json)" = 0 ]
+check "... the table keeps the baseline and the real allocator" \
+    [ "$("$PY" -c 'import json,sys; print(" ".join(p["name"] for p in json.load(open(sys.argv[1]))["policies"]))' ops3.json)" = "segregated_fit real" ]
+for bad_arg in "--advisor-mem 0" "--advisor-ops x" "--advisor-mem -5"; do
+    # shellcheck disable=SC2086
+    "$ML" report temp.mlt --json usage.json $bad_arg > /dev/null 2> usage.err
+    check "report $bad_arg: a usage error (exit 2)" [ $? -eq 2 ]
+done
+cp temp.orig budget.mlt
+chmod 600 budget.mlt
+report budget.mlt b1.json --advisor-mem 100
+check "advice saved under a budget ..." has_advice budget.mlt
+report budget.mlt b2.json
+check "... is not used under another (the advisor runs)" ran_advisor b2.json.err
+check "... which advises in full" [ -z "$(skipped b2.json)" ]
+report budget.mlt b3.json --advisor-mem 100
+check "... and the same budget runs it again, the default's advice being the one saved" bash -c "! grep -q 'advisor: the advice saved in' b3.json.err"
+check "... (left out as before)" skipped_has b3.json '^the replay: '
+
+report budget.mlt b4.json --advisor-mem 100
+check "... then reads it back" used_cache b4.json.err
+check "... the same JSON" cmp -s b4.json b3.json
+# The viewer says what its advisor left out (it read "none" before).
+"$ML" view --batch --size 120x40 --keys "6" --advisor-mem 100 temp.orig > view6.txt 2>&1
+check "view --advisor-mem 100: Suggestions says the advisor left work out" \
+    grep -q 'No suggestions: the advisor left out work that would not fit its budgets' view6.txt
+check "... and what" grep -q 'Left out: the replay: 1 live blocks at the peak and 200000 operations need about' view6.txt
+"$ML" view --batch --size 120x40 --advisor-mem 100 temp.orig > view1.txt 2>&1
+check "... the summary lists it under Left out" grep -q '^ Left out  *the replay: ' view1.txt
+"$ML" view --batch --size 120x40 --keys "6" temp.orig > view6d.txt 2>&1
+check "with the default budgets nothing is left out" bash -c "! grep -q 'Left out' view6d.txt"
+check "... and the suggestions are listed" grep -q 'reuse_buffer\|stack' view6d.txt
+"$ML" view --batch --advisor-ops 0 temp.orig > /dev/null 2>&1
+check "view --advisor-ops 0: a usage error (exit 2)" [ $? -eq 2 ]
 
 # --- where it is never written ----------------------------------------------------
 cp temp.orig ro.mlt
