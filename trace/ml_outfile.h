@@ -68,6 +68,13 @@ void ml_outfile_abort(ml_outfile_t *o);
  * complete line "FRAMES COUNT"). Empty files are not. */
 bool ml_outfile_is_ours(int fd);
 
+/** The temporary file of a PATH not written yet: PATH.tmp.XXXXXX in PATH's
+ * directory, the most recently modified when there are several (a
+ * recording still running, or one that was killed before its rename).
+ * Returns true and its name in out; false when there is none, or when PATH
+ * exists. For the messages about a trace that is not there. */
+bool ml_outfile_pending(const char *path, char *out, size_t len);
+
 /** The comment in the gzip header of memlens' pprof profiles. */
 #define ML_PPROF_GZIP_COMMENT "memlens pprof profile"
 

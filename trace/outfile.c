@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "ml_outfile.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -254,4 +255,41 @@ int ml_outfile_commit(ml_outfile_t *o, char *err, size_t errlen) {
     }
     release(o);
     return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* A file still being written                                                */
+/* ------------------------------------------------------------------------- */
+
+bool ml_outfile_pending(const char *path, char *out, size_t len) {
+    struct stat st;
+    if (!path || !*path || lstat(path, &st) == 0 || errno != ENOENT) return false;
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    const char *base = slash ? slash + 1 : path;
+    int dn = slash ? snprintf(dir, sizeof dir, "%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path)
+                   : snprintf(dir, sizeof dir, ".");
+    if (dn < 0 || (size_t)dn >= sizeof dir || !*base) return false;
+    DIR *d = opendir(dir);
+    if (!d) return false;
+    size_t bl = strlen(base);
+    bool found = false;
+    struct timespec newest = {0, 0};
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        /* mkostemp's name: PATH, ".tmp.", six characters */
+        if (strncmp(e->d_name, base, bl) || strncmp(e->d_name + bl, ".tmp.", 5) || strlen(e->d_name + bl + 5) != 6)
+            continue;
+        struct stat fs;
+        if (fstatat(dirfd(d), e->d_name, &fs, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(fs.st_mode)) continue;
+        if (found && (fs.st_mtim.tv_sec < newest.tv_sec ||
+                      (fs.st_mtim.tv_sec == newest.tv_sec && fs.st_mtim.tv_nsec <= newest.tv_nsec)))
+            continue;
+        int n = slash ? snprintf(out, len, "%s/%s", dir, e->d_name) : snprintf(out, len, "%s", e->d_name);
+        if (n < 0 || (size_t)n >= len) continue;
+        newest = fs.st_mtim;
+        found = true;
+    }
+    closedir(d);
+    return found;
 }

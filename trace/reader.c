@@ -9,6 +9,7 @@
  */
 #include "ml_trace_io.h"
 #include "address_model.h"
+#include "ml_outfile.h"
 #include "trace_internal.h"
 
 #include <errno.h>
@@ -79,7 +80,15 @@ int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
         int e = errno;
-        if (err) snprintf(err, errlen, "%s: %s", path, strerror(e));
+        char tmp[4096];
+        if (err && e == ENOENT && ml_outfile_pending(path, tmp, sizeof tmp))
+            /* `memlens run` writes PATH.tmp.XXXXXX and renames it at the end */
+            snprintf(err, errlen,
+                     "%s: no such file yet: its recording is still running, or was killed before it "
+                     "could be renamed; %s holds what was recorded so far (memlens report reads it)",
+                     path, tmp);
+        else if (err)
+            snprintf(err, errlen, "%s: %s", path, strerror(e));
         return -e;
     }
     return reader_from_fd(fd, path, out, err, errlen);

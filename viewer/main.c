@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "ml_viewer.h"
 #include "ml_options.h"
+#include "ml_outfile.h"
 #include "viewer_internal.h"
 
 #include <errno.h>
@@ -281,7 +282,8 @@ int ml_cmd_view(int argc, char **argv) {
     char err[1024];
     int rc = ml_vmodel_open(m, path, err, sizeof err);
     if (rc < 0) {
-        if (rc == -ENOENT)
+        char tmp[4096];
+        if (rc == -ENOENT && !ml_outfile_pending(path, tmp, sizeof tmp))
             err_msg("%s: no such trace file", path);
         else
             err_msg("%s", err);

@@ -313,6 +313,35 @@ if want "$@"; then
     check "--suppressions <(...) is read (status $?)" test -z "$(cat err.txt)"
     timeout 30 "$ML" report supp.mlt -q --no-advisor --suppressions . > /dev/null 2> err.txt
     check "--suppressions DIR says it is a directory" has err.txt "is a directory"
+    # A trace still being recorded is PATH.tmp.XXXXXX until the program ends:
+    # asked for PATH meanwhile, every reader names that file (it said "No such
+    # file or directory"), which reads as a trace cut short.
+    "$ML" run -q -o live.mlt -- sh -c 'sleep 4' &
+    runpid=$!
+    for _ in $(seq 50); do ls live.mlt.tmp.?????? > /dev/null 2>&1 && break; sleep 0.1; done
+    sleep 0.5
+    for cmd in "report live.mlt" "dump live.mlt" "view --batch live.mlt" "diff live.mlt supp.mlt"; do
+        timeout 20 "$ML" $cmd > /dev/null 2> err.txt
+        st=$?
+        check "$cmd while it is recorded: an error (status $st)" test $st -eq 1
+        check "... naming the file being written" grep -q "live.mlt: no such file yet: its recording is still running, .*; live.mlt.tmp.[A-Za-z0-9]\{6\} holds what was recorded so far" err.txt
+    done
+    tmp=$(ls live.mlt.tmp.?????? 2> /dev/null | head -1)
+    "$ML" report "$tmp" > /dev/null 2> err.txt
+    check "report of that file reads it (status $?)" has err.txt "is truncated (the recording was cut short)"
+    wait $runpid
+    "$ML" report live.mlt > /dev/null 2> err.txt
+    check "once the program ended the trace is there" test $? -eq 0 -a ! -e "$tmp"
+    # One left by a recording that was killed (SIGKILL): the newest is named.
+    cp supp.mlt gone.mlt.tmp.AAAAAA
+    cp supp.mlt gone.mlt.tmp.BBBBBB
+    touch -d '1 hour ago' gone.mlt.tmp.AAAAAA
+    "$ML" report gone.mlt > /dev/null 2> err.txt
+    check "a killed recording's file is named, the newest of two" has err.txt "gone.mlt.tmp.BBBBBB holds"
+    "$ML" report "$W/gone.mlt" > /dev/null 2> err.txt
+    check "... also through a directory" has err.txt "$W/gone.mlt.tmp.BBBBBB holds"
+    "$ML" report nothing.mlt > /dev/null 2> err.txt
+    check "a name with no such file says so plainly" has err.txt "nothing.mlt: No such file or directory"
 fi
 
 # --- 5. no leftovers in /dev/shm -------------------------------------------------
