@@ -547,6 +547,7 @@ static int start_collector(attach_t *s) {
         .ring_slots = (uint32_t)ml_option(ML_ENV_RING_SLOTS)->value,
         .out_flags = s->o.out_flags,
         .attached = true,
+        .quiet = s->o.quiet,
     };
     uint32_t slots = co.ring_slots;
     if (!ml_option(ML_ENV_RING_SLOTS)->valid || !ml_ring_slots_ok(slots))

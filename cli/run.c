@@ -620,6 +620,7 @@ static int start_collector(run_t *s) {
         .depth = s->o.depth,
         .ring_slots = s->o.ring_slots,
         .out_flags = s->o.out_flags,
+        .quiet = s->o.quiet,
     };
     char err[512];
     if (ml_collector_new(&co, &s->c, err, sizeof err) < 0) {

@@ -449,10 +449,22 @@ static void say_untraced_children(ml__proc_t *p) {
     p->nuntraced = p->untraced_more = 0;
 }
 
+/* Without --follow-fork: the children p started, not traced (their
+ * allocations are not in any trace), said once as a number. */
+static void say_unfollowed_children(const ml_collector_t *c, const ml__proc_t *p) {
+    uint32_t n = ml_atomic_load_relaxed(&p->ring->children_unfollowed);
+    if (!n || c->o.quiet) return;
+    fprintf(stderr,
+            "memlens: not traced: %u child process%s started by process %u (%s); --follow-fork traces "
+            "them\n",
+            n, n == 1 ? "" : "es", p->info.pid, p->ring->exe[0] ? p->ring->exe : "?");
+}
+
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
     say_exec_untraced(c, p);
     say_untraced_children(p);
+    say_unfollowed_children(c, p);
     unwind_check(c, p);
     emit_peak_rss(c, p);
     ml_record_t r;

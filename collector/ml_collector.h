@@ -220,6 +220,7 @@ typedef struct {
     uint32_t ring_slots;   /* events per ring, a power of two */
     unsigned out_flags;    /* ML_OUTFILE_GROUP for the children's traces (ml_outfile.h) */
     bool attached;         /* memlens attach: the root was running before (ML_OPT_ATTACHED) */
+    bool quiet;            /* -q: no note of the children not followed (--follow-fork not given) */
 } ml_collector_opts_t;
 
 /** Removes what killed sessions left in /dev/shm: the control files and

@@ -41,6 +41,7 @@
 #include <elf.h>
 #include <limits.h>
 #include <spawn.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -76,6 +77,14 @@ static bool follows_this_exec(void) {
 static bool follows_vfork_child(void) {
     if (ml__state_acquire() != ML_STATE_READY || !ml__ring || !ml__ctl) return false;
     if (!(ml__ctl->options & ML_OPT_FOLLOW_FORK)) return false;
+    return (uint32_t)syscall(SYS_getpid) != ml__ring->pid;
+}
+
+/* A child that shares this image's memory (vfork, clone with CLONE_VM)
+ * about to exec, without --follow-fork: not traced, but counted. */
+static bool unfollowed_vfork_child(void) {
+    if (ml__state_acquire() != ML_STATE_READY || !ml__ring || !ml__ctl) return false;
+    if (ml__ctl->options & ML_OPT_FOLLOW_FORK) return false;
     return (uint32_t)syscall(SYS_getpid) != ml__ring->pid;
 }
 
@@ -326,6 +335,7 @@ static int exec_with_env(int via, int fd, const char *path, char *const argv[], 
     char *const *env = envp;
     bool follow = follows_this_exec();
     bool vchild = !follow && follows_vfork_child();
+    if (!follow && !vchild && unfollowed_vfork_child()) ml__note_unfollowed_child();
     char why[ML_UNTRACED_REASON_MAX];
     why[0] = '\0';
     if (follow) {
@@ -485,8 +495,12 @@ static int spawn_with_env(bool search, pid_t *pid, const char *file, const posix
     spawn_fn f = search ? (spawn_fn)ml__next_symbol(&real_posix_spawnp, "posix_spawnp")
                         : (spawn_fn)ml__next_symbol(&real_posix_spawn, "posix_spawn");
     if (!f) return ENOSYS;
-    if (!follows_this_exec() || !(ml__ctl->options & ML_OPT_FOLLOW_FORK))
-        return f(pid, file, fa, attr, argv, envp);
+    if (!follows_this_exec() || !(ml__ctl->options & ML_OPT_FOLLOW_FORK)) {
+        bool count = follows_this_exec(); /* recording, without --follow-fork */
+        int rc = f(pid, file, fa, attr, argv, envp);
+        if (rc == 0 && count) ml__note_unfollowed_child();
+        return rc;
+    }
     char why[ML_UNTRACED_REASON_MAX];
     new_env_t ne = {NULL, NULL, 0};
     char *const *env = envp;
@@ -519,4 +533,34 @@ ML_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_a
 ML_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
                            const posix_spawnattr_t *attr, char *const argv[], char *const envp[]) {
     return spawn_with_env(true, pid, file, fa, attr, argv, envp);
+}
+
+/* ------------------------------------------------------------------------- */
+/* system, popen                                                             */
+/* ------------------------------------------------------------------------- */
+
+/* glibc starts their /bin/sh with its internal posix_spawn, where no hook
+ * of ours runs. With --follow-fork the shell is followed through the
+ * environment (it still holds our variables); without, it is only counted
+ * for the run summary (ml__note_unfollowed_child). */
+typedef int (*system_fn)(const char *);
+typedef FILE *(*popen_fn)(const char *, const char *);
+static void *_Atomic real_system, *_Atomic real_popen;
+
+ML_EXPORT int system(const char *command) {
+    system_fn f = (system_fn)ml__next_symbol(&real_system, "system");
+    if (!f) return -1;
+    bool count = follows_this_exec();
+    int rc = f(command);
+    if (count && rc != -1) ml__note_unfollowed_child();
+    return rc;
+}
+
+ML_EXPORT FILE *popen(const char *command, const char *type) {
+    popen_fn f = (popen_fn)ml__next_symbol(&real_popen, "popen");
+    if (!f) return NULL;
+    bool count = follows_this_exec();
+    FILE *p = f(command, type);
+    if (count && p) ml__note_unfollowed_child();
+    return p;
 }

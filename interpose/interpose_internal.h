@@ -135,6 +135,9 @@ bool ml__collector_alive(void);
 void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t size,
               uint32_t stack);
 void ml__emit_blob(uint8_t kind, const void *payload, uint32_t len);
+/* Without --follow-fork: one more child process this image started, which
+ * is not traced (ml_ring_hdr_t.children_unfollowed; exec.c). */
+void ml__note_unfollowed_child(void);
 void ml__attention(void);
 void ml__modules_scan(bool full);
 int ml__attach_session(const char *ctl); /* attach.c's start: 0 or -errno */

@@ -818,6 +818,11 @@ ML_EXPORT char *secure_getenv(const char *name) {
  * thread alone) reads it. */
 static _Atomic uint32_t forks;
 
+void ml__note_unfollowed_child(void) {
+    if (ml__ring && ml__ctl && !(ml__ctl->options & ML_OPT_FOLLOW_FORK))
+        ml_atomic_add_relaxed(&ml__ring->children_unfollowed, 1);
+}
+
 static void fork_prepare(void) {
     /* The collector keeps the live blocks as of here for the child's exit
      * scan (ml_blob_fork_t). Nothing is written without --follow-fork. */
@@ -829,6 +834,8 @@ static void fork_prepare(void) {
         ml_blob_fork_t b = {ml_atomic_add_relaxed(&forks, 1) + 1};
         ml__emit_blob(ML_BLOB_FORK, &b, sizeof b);
         ml__tls.fork_seq = b.seq;
+    } else if (ml__state_relaxed() == ML_STATE_READY && ml__ring && !ml__tls.guard) {
+        ml__note_unfollowed_child(); /* counted for the run summary */
     }
     ml__tls.guard++;
     ml__stacks_lock();

@@ -43,10 +43,10 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 12 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 13 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
                            * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
-                           * 12: ML_END_STATUS_SIGNALED */
+                           * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -439,6 +439,12 @@ typedef struct {
      * exit_nregs: how many (0: none). */
     uint64_t exit_regs[6];
     _Atomic uint32_t exit_nregs;
+    /* Without --follow-fork: the child processes this image started, which
+     * are not traced (fork, vfork and exec, posix_spawn, system, popen; a
+     * child that calls clone or spawns through glibc's internals by other
+     * ways is not seen). The collector says the number in the run summary,
+     * so that their allocations are not missing silently. */
+    _Atomic uint32_t children_unfollowed;
 } ml_ring_hdr_t;
 
 #define ML_END_STATUS_SET 0x100u

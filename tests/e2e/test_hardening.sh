@@ -394,6 +394,25 @@ if want "$@"; then
     check "an exec'd image's command line cut at 2 KiB says so" \
         has argx.txt 'argv=\[.*"... (command line cut: arguments after the first [0-9]* not kept)"\]'
 
+    # Without --follow-fork a child's allocations are in no trace: the run
+    # summary says how many children were left out (it said nothing).
+    "$ML" run -o ch.mlt -- bash -c '/bin/true; /bin/true; /bin/true; :' > /dev/null 2> err.txt
+    check "3 children of bash, not followed, are counted" \
+        has err.txt "^memlens: not traced: 3 child processes started by process [0-9]* (/usr/bin/bash); --follow-fork traces them$"
+    for how in vfork_execve posix_spawnp system popen; do
+        "$ML" run -o ch.mlt -- "$B/fx_spawn" 64 $how /bin/true > /dev/null 2> err.txt
+        check "a child started by $how is counted" \
+            has err.txt "^memlens: not traced: 1 child process started by process [0-9]* ([^)]*fx_spawn); --follow-fork"
+    done
+    "$ML" run -o ch.mlt -- "$B/fx_fork" > /dev/null 2> err.txt
+    check "a forked child that does not exec is counted" has err.txt "not traced: 1 child process started by"
+    "$ML" run -o ch.mlt -- "$FX" > /dev/null 2> err.txt
+    check "no child, no such line" bash -c "! grep -q 'child process' err.txt"
+    "$ML" run -q -o ch.mlt -- bash -c '/bin/true; :' > /dev/null 2> err.txt
+    check "-q leaves it out" test ! -s err.txt
+    "$ML" run --follow-fork -o chf.mlt -- bash -c '/bin/true; :' > /dev/null 2> err.txt
+    check "--follow-fork traces them instead" bash -c "! grep -q 'child process' err.txt && [ -e chf.mlt ]"
+
     # A trace cut inside its first chunk was cut; a header alone holds nothing.
     "$ML" run -q -o full.mlt -- "$FX" > /dev/null 2>&1
     head -c 40 full.mlt > cut.mlt
