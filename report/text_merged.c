@@ -117,10 +117,25 @@ int ml_report_text_merged(FILE *o, const ml_merge_t *m, const ml_report_merge_op
                "process peaked at its own time); the largest single peak is %s (pid %u)\n",
             bytes(t->peak_bytes, b1, sizeof b1), t->peak_blocks, bytes(T->max_process_peak_bytes, b2, sizeof b2),
             ml_merge_process(m, T->max_process)->pid);
+    /* The processes whose leaks are unscanned blocks: an image replaced by
+     * exec, or one with nothing live, has no scan and nothing to qualify. */
+    size_t unscanned = 0, first = 0;
+    for (size_t i = 0; i < np; i++) {
+        const ml_merge_process_t *P = ml_merge_process(m, i);
+        if (P->scanned || !P->leaked_blocks) continue;
+        if (!unscanned++) first = i;
+    }
+    char note[160] = "";
+    if (unscanned == 1)
+        snprintf(note, sizeof note, " (pid %u had no reachability scan: its live blocks count as definite)",
+                 ml_merge_process(m, first)->pid);
+    else if (unscanned)
+        snprintf(note, sizeof note,
+                 " (%zu processes had no reachability scan: their live blocks count as definite)", unscanned);
     fprintf(o, "leaked at exit: %s in %" PRIu64 " blocks (%s definite, %s indirect, %s possible)%s\n",
             bytes(L->lost_bytes, b1, sizeof b1), L->lost_blocks, bytes(L->kind_bytes[ML_LEAK_DEFINITE], b2, sizeof b2),
             bytes(L->kind_bytes[ML_LEAK_INDIRECT], b3, sizeof b3), bytes(L->kind_bytes[ML_LEAK_POSSIBLE], b4, sizeof b4),
-            L->scanned ? "" : " (a process had no reachability scan: its live blocks count as definite)");
+            note);
     fprintf(o, "still reachable at exit: %s in %" PRIu64 " blocks (not leaked; live at exit: %s)\n",
             bytes(L->kind_bytes[ML_LEAK_REACHABLE], b2, sizeof b2), L->kind_blocks[ML_LEAK_REACHABLE],
             bytes(L->bytes, b5, sizeof b5));

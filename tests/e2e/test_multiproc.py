@@ -221,6 +221,29 @@ def test(w):
     check("the largest single peak is 8.8 KiB (pid %d)" % kids[3] in out, "text: the largest peak")
     check(("in 3 processes: pid %d 8.8 KiB, pid %d 3.9 KiB, pid %d 1000 B" % (kids[3], kids[2], kids[1])) in out,
           "text: shared_alloc's processes, largest first")
+    check("reachability scan" not in out, "text: every process was scanned, no note: %s" % out[:600])
+    # The note on unscanned leaks names the process it is about, and none
+    # comes for an image that exec replaced (it has no scan and no leaks).
+    execd = os.path.join(w, "execd")
+    os.mkdir(execd)
+    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(execd, "run.mlt"), "--",
+             "/bin/bash", "-c", "/bin/ls / > /dev/null; :"])
+    eq(r.returncode, 0, "bash running ls under --follow-fork (stderr %s)" % r.stderr.strip())
+    r = run(["report", execd])
+    check(re.search(r"^\s+\d+\s+\d+\s+\d+\s+exec\s", r.stdout, re.M), "execd: a row ends in exec: %s" % r.stdout[:800])
+    check("reachability scan" not in r.stdout, "execd: no note for an image exec replaced: %s" % r.stdout[:900])
+    killed = os.path.join(w, "killed")
+    os.mkdir(killed)
+    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(killed, "run.mlt"), "--", "/bin/bash", "-c",
+             "/usr/bin/python3 -c 'import os, signal; x = [bytes(10) for _ in range(100)]; "
+             "os.kill(os.getpid(), signal.SIGKILL)'; :"])
+    doc3 = report_json([killed], os.path.join(w, "killed.json"))
+    unscanned = [p for p in doc3["processes"] if not p["scanned"] and p["leaked_blocks"] > 0]
+    eq(len(unscanned), 1, "killed: one process with unscanned leaks (python3)")
+    r = run(["report", killed])
+    if unscanned:
+        check(("(pid %d had no reachability scan: its live blocks count as definite)" % unscanned[0]["pid"])
+              in r.stdout, "killed: the note names python3's pid %d: %s" % (unscanned[0]["pid"], r.stdout[:900]))
     # --by-process: one column per process, a row per site.
     r = run(["report", tree, "--by-process", "alloc"])
     eq(r.returncode, 0, "--by-process exit")
