@@ -281,16 +281,21 @@ int ml_report_diff_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
     return rc;
 }
 
-/* The first frame with its file:line and its caller, on the current line. */
-static void where(FILE *o, const ml_frame_t *fr, size_t nframes) {
+/* The site's headline frame (the program's own, as `memlens report` names
+ * the site) with its file:line and its caller, on the current line; C++
+ * names shortened as the report's (ml_frame_short_name). */
+static void where(FILE *o, const ml_frame_t *fr, size_t nframes, uint32_t headline) {
     if (!nframes) return;
-    const ml_frame_t *f = &fr[0];
-    fputs(f->function, o);
+    size_t h = headline < nframes ? headline : 0;
+    const ml_frame_t *f = &fr[h];
+    char name[256];
+    fputs(f->function ? ml_frame_short_name(f->function, name, sizeof name) : "?", o);
     if (f->file) {
         const char *b = strrchr(f->file, '/');
         fprintf(o, "  %s:%u", b ? b + 1 : f->file, f->line);
     }
-    if (nframes > 1) fprintf(o, "  <- %s", fr[1].function);
+    if (h + 1 < nframes)
+        fprintf(o, "  <- %s", fr[h + 1].function ? ml_frame_short_name(fr[h + 1].function, name, sizeof name) : "?");
 }
 
 /* One total: its name, base and new values in human units, the change. */
@@ -360,7 +365,7 @@ static void gpu_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t *cu
                  (int64_t)(e[i].n.alloc_calls - e[i].b.alloc_calls), gpu_status(&e[i]));
         fprintf(o, "device %d  ", (int)e[i].device);
         size_t nf = gpu_entry_frames(base, cur, &e[i], f, 2);
-        if (nf) where(o, f, nf);
+        if (nf) where(o, f, nf, 0);
         else fputs(e[i].key, o);
         fputc('\n', o);
         shown++;
@@ -388,7 +393,7 @@ int ml_report_diff_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
                  (int64_t)(e[i].n.leaked_bytes - e[i].b.leaked_bytes),
                  (int64_t)(e[i].n.alloc_calls - e[i].b.alloc_calls), status(&e[i]));
         const ml_site_t *s = e[i].cur ? e[i].cur : e[i].base;
-        if (s) where(o, s->frames, s->nframes);
+        if (s) where(o, s->frames, s->nframes, s->headline);
         fputc('\n', o);
         shown++;
     }

@@ -126,6 +126,20 @@ Test(symbols, json_and_text_show_short_names_and_keep_the_full_one) {
     cr_expect(strstr(r.out, "main  fx_cpp_sites.cpp:25\n"), "%s", r.out);
     cr_expect_null(strstr(r.out, "stl_vector.h"), "%s", r.out);
     h_run_free(&r);
+    /* memlens diff names the sites as the report does: its headline frame,
+     * short names (it printed std::_Vector_base<double, std::allocator<...
+     * in full, from stl_vector.h). Against another program every site of
+     * fx_cpp_sites is gone. */
+    const char *other = h_tmp("cpp_sites_other.mlt");
+    record(other, "fx_inline");
+    const char *dargv[] = {h_bin("memlens"), "diff", trace, other, NULL};
+    h_run(&r, dargv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "  gone     app::Store<\xe2\x80\xa6>::fill  fx_cpp_sites.cpp:14  <- main\n"), "%s", r.out);
+    cr_expect(strstr(r.out, "  gone     main  fx_cpp_sites.cpp:25  <- __libc_start_call_main\n"), "%s", r.out);
+    cr_expect_null(strstr(r.out, "stl_vector.h"), "%s", r.out);
+    cr_expect_null(strstr(r.out, "std::allocator<double>"), "%s", r.out);
+    h_run_free(&r);
 }
 
 Test(symbols, inline_chain_three_deep) {
