@@ -63,6 +63,15 @@ static const hooked_fn_t fns[] = {
 #undef FN
 #define NFNS (sizeof fns / sizeof fns[0])
 
+/* The address the program's lookups give for each function when it is not
+ * the function itself: a non-PIE program whose code takes the address of
+ * malloc (`mov $malloc, %eax`: Debian's python3.11 does) has a "canonical
+ * PLT entry", an undefined dynamic symbol whose value is its own PLT stub,
+ * and every lookup, dlsym(RTLD_DEFAULT) and other modules' GOT entries
+ * included, answers that stub, which jumps through the program's own GOT
+ * entry. NULL: none. */
+static void *canonical[NFNS];
+
 /* One GOT entry we changed: where, and what it held. */
 typedef struct {
     void **slot;
@@ -140,7 +149,9 @@ static void patch_relocs(const struct dl_phdr_info *info, const ElfW(Rela) *rel,
             /* Bound to the program's function, or not bound yet (lazy
              * binding: the module's own PLT stub). Anything else is an
              * entry this module binds elsewhere on purpose: left alone. */
-            if (cur != *fns[f].real && !module_contains(info, (uintptr_t)cur)) break;
+            if (cur != *fns[f].real && (!canonical[f] || cur != canonical[f]) &&
+                !module_contains(info, (uintptr_t)cur))
+                break;
             if (npatches == MAX_PATCHES) break;
             patch_t *p = &patches[npatches];
             *p = (patch_t){slot, cur, fns[f].hook, rlo, rhi};
@@ -191,11 +202,66 @@ static int patch_module(struct dl_phdr_info *info, size_t size, void *data) {
 /* Start and stop                                                            */
 /* ------------------------------------------------------------------------- */
 
+/* The modules of the global scope after the program, in lookup order. */
+#define MAX_SCOPE 256
+typedef struct {
+    const char *name[MAX_SCOPE];
+    uint32_t n;
+    bool first;
+} scope_t;
+
+static int collect_scope(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    scope_t *s = data;
+    if (s->first) { /* the program itself */
+        s->first = false;
+        return 0;
+    }
+    if (module_contains(info, (uintptr_t)ml__attach_session)) return 0; /* this library: RTLD_LOCAL */
+    if (info->dlpi_name && info->dlpi_name[0] && s->n < MAX_SCOPE) s->name[s->n++] = info->dlpi_name;
+    return 0;
+}
+
+/* The definition behind a canonical PLT entry (see `canonical`): the first
+ * module after the program whose lookup finds `name` elsewhere than `stub`.
+ * The names are collected first: dlopen is not called under
+ * dl_iterate_phdr's lock. NULL when none. */
+static void *definition_after_program(const char *name, void *stub) {
+    scope_t s = {.first = true};
+    dl_iterate_phdr(collect_scope, &s);
+    for (uint32_t i = 0; i < s.n; i++) {
+        void *h = dlopen(s.name[i], RTLD_NOLOAD | RTLD_LAZY);
+        if (!h) continue;
+        void *p = dlsym(h, name);
+        dlclose(h);
+        if (p && p != stub) return p;
+    }
+    return NULL;
+}
+
+/* Whether p is a canonical PLT entry: its symbol, in the module holding
+ * it, is undefined there. */
+static bool is_canonical_plt(void *p) {
+    Dl_info di;
+    const ElfW(Sym) *sym = NULL;
+    return p && dladdr1(p, &di, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_shndx == SHN_UNDEF;
+}
+
 /* The program's own functions, as its modules' lookups find them. */
 static bool resolve_program_functions(void) {
     for (size_t f = 0; f < NFNS; f++) {
         void *p = dlsym(RTLD_DEFAULT, fns[f].name);
         if (p == fns[f].hook) return false; /* we are preloaded: `memlens run` records it */
+        canonical[f] = NULL;
+        if (is_canonical_plt(p)) {
+            /* Calling the stub would go through the program's GOT entry,
+             * which is about to point at our hook: the real function is the
+             * one the stub reaches. */
+            void *def = definition_after_program(fns[f].name, p);
+            if (!def) return false;
+            canonical[f] = p;
+            p = def;
+        }
         *fns[f].real = p;
     }
     ml__real.malloc_usable_size = (typeof(ml__real.malloc_usable_size))dlsym(RTLD_DEFAULT, "malloc_usable_size");
