@@ -94,6 +94,12 @@ static int parse_attach(int argc, char **argv, attach_opts_t *o) {
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (++i >= argc) goto missing;
             o->out = argv[i];
+            if (!strcmp(o->out, "-")) {
+                /* The reports' "-" is stdout; a file named "-" surprises. */
+                ml_cli_error("attach: -o - is not a trace file: a trace goes to a file; name one, such "
+                             "as -o ./-");
+                return -1;
+            }
         } else if (!strcmp(a, "--duration")) {
             if (++i >= argc) goto missing;
             char *end;

@@ -130,6 +130,13 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             if (++i >= argc) goto missing;
             o->out = argv[i];
+            if (!strcmp(o->out, "-")) {
+                /* The reports' "-" is stdout; a trace there would mix with
+                 * the program's output, and a file named "-" surprises. */
+                ml_cli_error("run: -o - is not a trace file: a trace goes to a file (stdout is the "
+                             "program's); name one, such as -o ./-");
+                return -1;
+            }
         } else if (!strcmp(a, "--follow-fork")) {
             o->follow_fork = true;
         } else if (!strcmp(a, "--force")) {

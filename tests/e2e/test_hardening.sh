@@ -413,6 +413,10 @@ if want "$@"; then
     "$ML" run --follow-fork -o chf.mlt -- bash -c '/bin/true; :' > /dev/null 2> err.txt
     check "--follow-fork traces them instead" bash -c "! grep -q 'child process' err.txt && [ -e chf.mlt ]"
 
+    # -o - : the reports' stdout, but a trace is a file (it made one named "-").
+    "$ML" run -o - -- "$FX" > /dev/null 2> err.txt
+    check "run -o - is a usage error (exit $?)" test $? -eq 2 -a ! -e ./-
+    check "... saying how to name a file called -" has err.txt "run: -o - is not a trace file: .* such as -o ./-"
     # A trace cut inside its first chunk was cut; a header alone holds nothing.
     "$ML" run -q -o full.mlt -- "$FX" > /dev/null 2>&1
     head -c 40 full.mlt > cut.mlt
