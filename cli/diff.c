@@ -110,6 +110,7 @@ int ml_cmd_diff(int argc, char **argv) {
         usage_diff(stderr);
         return ML_EXIT_USAGE;
     }
+    if (ml_cli_output_clobbers_input("diff", "--json", json, paths, 2)) return ML_EXIT_USAGE;
     char err[1024];
     ml_suppressions_t *supp = NULL;
     if (supp_path && ml_suppressions_load(supp_path, &supp, err, sizeof err) < 0) {

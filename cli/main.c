@@ -5,7 +5,10 @@
 #include "ml_viewer.h"
 
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -36,6 +39,51 @@ int ml_parse_bytes(const char *s, uint64_t *out) {
     if (*end || (mul > 1 && v > UINT64_MAX / mul)) return -1;
     *out = v * mul;
     return 0;
+}
+
+/* The resolved directory of path and its last name, joined. */
+static bool canonical(const char *path, char *out, size_t len) {
+    char d[PATH_MAX], b[PATH_MAX], dir[PATH_MAX];
+    snprintf(d, sizeof d, "%s", path);
+    snprintf(b, sizeof b, "%s", path);
+    if (!realpath(dirname(d), dir)) return false;
+    int n = snprintf(out, len, "%s/%s", dir, basename(b));
+    return n > 0 && (size_t)n < len;
+}
+
+bool ml_cli_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea != eb) return false;
+    char ca[PATH_MAX + 1], cb[PATH_MAX + 1];
+    return canonical(a, ca, sizeof ca) && canonical(b, cb, sizeof cb) && !strcmp(ca, cb);
+}
+
+bool ml_cli_output_clobbers_input(const char *cmd, const char *option, const char *out,
+                                  const char *const *inputs, size_t ninputs) {
+    if (!out || !strcmp(out, "-")) return false;
+    for (size_t i = 0; i < ninputs; i++) {
+        struct stat st;
+        if (stat(inputs[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            /* a merged report reads every *.mlt file of the directory */
+            size_t n = strlen(out);
+            char od[PATH_MAX], in[PATH_MAX], o2[PATH_MAX];
+            snprintf(o2, sizeof o2, "%s", out);
+            if (n >= 4 && !strcmp(out + n - 4, ".mlt") && realpath(dirname(o2), od) && realpath(inputs[i], in) &&
+                !strcmp(od, in)) {
+                ml_cli_error("%s: %s %s is a trace file of %s, an input of this report: it would be "
+                             "replaced; give another name",
+                             cmd, option, out, inputs[i]);
+                return true;
+            }
+        } else if (ml_cli_same_file(out, inputs[i])) {
+            ml_cli_error("%s: %s %s is the trace %s: it would be replaced by the report; give another name",
+                         cmd, option, out, inputs[i]);
+            return true;
+        }
+    }
+    return false;
 }
 
 static void usage(FILE *f) {

@@ -36,6 +36,16 @@ int ml_cmd_diff(int argc, char **argv);
 /** Parses a byte count with an optional k/M/G (KiB, MiB, GiB) suffix. 0 or -1. */
 int ml_parse_bytes(const char *s, uint64_t *out);
 
+/** Whether the paths a and b name one file: the same inode when both exist,
+ * else the same directory (resolved) and last name. */
+bool ml_cli_same_file(const char *a, const char *b);
+
+/** Whether the output path `out` would take the place of an input: one of
+ * the traces (a file given, or a *.mlt file in a directory given, which a
+ * merged report reads). Says which on stderr as "CMD: OPTION OUT ...". */
+bool ml_cli_output_clobbers_input(const char *cmd, const char *option, const char *out,
+                                  const char *const *inputs, size_t ninputs);
+
 /** Prints "memlens: error: ...", then a newline, on stderr, and returns:
  * it does not exit; the caller chooses the exit code. */
 void ml_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -467,11 +467,34 @@ static int report_many(const report_opts_t *o, const ml_suppressions_t *supp) {
     return ml_cli_report_many(&mo);
 }
 
+/* Each output a file of its own: not a trace read, not another output
+ * (the second would replace the first without a word). Says why. */
+static bool outputs_clash(const report_opts_t *o) {
+    const char *outs[] = {o->json, o->html, o->folded, o->pprof, o->speedscope};
+    static const char *const names[] = {"--json", "--html", "--folded", "--pprof", "--speedscope"};
+    for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++) {
+        if (!outs[k] || !strcmp(outs[k], "-")) continue;
+        if (ml_cli_output_clobbers_input("report", names[k], outs[k], o->traces, o->ntraces)) return true;
+        for (size_t j = 0; j < k; j++) {
+            if (outs[j] && strcmp(outs[j], "-") && ml_cli_same_file(outs[j], outs[k])) {
+                ml_cli_error("report: %s and %s name the same file (%s); give each its own", names[j], names[k],
+                             outs[k]);
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 int ml_cmd_report(int argc, char **argv) {
     report_opts_t o;
     if (parse(argc, argv, &o) < 0) {
         free(o.traces);
         usage_report(stderr);
+        return ML_EXIT_USAGE;
+    }
+    if (outputs_clash(&o)) {
+        free(o.traces);
         return ML_EXIT_USAGE;
     }
     bool many = is_many(&o);

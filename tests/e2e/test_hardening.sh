@@ -141,6 +141,31 @@ if want "$@"; then
     made=$(ls shared | grep -E '^memlens\.fx_counts\.[0-9]+-[a-z2-7]{6}\.mlt$' | grep -v aaaaaa)
     check "the default name is memlens.PROG.PID-RANDOM.mlt ($made)" test -n "$made"
     [ -n "$made" ] && check "the default-name trace is 0600" test "$(mode "shared/$made")" = 600
+
+    # An output that names an input trace, or another output: refused before
+    # anything is written (--json t.mlt replaced the trace with its report,
+    # --json x --html x kept the page alone).
+    "$ML" run -q -o in.mlt -- "$FX" > /dev/null 2>&1
+    cp in.mlt in.bak
+    mkdir -p tree
+    cp in.mlt tree/run.mlt
+    for args in "in.mlt --json in.mlt" "in.mlt --html ./in.mlt" "in.mlt --pprof $W/in.mlt" "tree --json tree/run.mlt" \
+        "tree --html tree/new.mlt"; do
+        # shellcheck disable=SC2086
+        "$ML" report $args --no-advisor > /dev/null 2> err.txt
+        check "report $args is refused (status $?)" test $? -eq 2
+        check "... saying it would replace a trace" has err.txt "would be replaced"
+    done
+    check "... and the trace is as recorded" cmp -s in.mlt in.bak
+    check "... the directory's too, with nothing added" bash -c "cmp -s tree/run.mlt in.bak && [ \"\$(ls tree)\" = run.mlt ]"
+    "$ML" report in.mlt --json same.out --html same.out --no-advisor > /dev/null 2> err.txt
+    check "--json and --html naming one file is refused (status $?)" test $? -eq 2 -a ! -e same.out
+    check "... saying so" has err.txt "report: --json and --html name the same file (same.out)"
+    "$ML" diff in.mlt tree/run.mlt --json in.mlt > /dev/null 2> err.txt
+    check "diff --json BASE is refused (status $?)" test $? -eq 2
+    check "... and BASE is as recorded" cmp -s in.mlt in.bak
+    "$ML" report in.mlt --json tree/run.json --html in.html --no-advisor > /dev/null 2>&1
+    check "other names are written" test $? -eq 0 -a -s tree/run.json -a -s in.html
 fi
 
 # --- 2. environment and background jobs --------------------------------------
