@@ -87,10 +87,16 @@ typedef struct {
      * start: memory of glibc's own that holds aligned or offset pointers
      * into blocks glibc allocated for itself and frees in __libc_freeres,
      * which valgrind runs at exit (the dynamic loader's data, which holds
-     * its _dl_find_object tables; the TLS-vector slot of a thread
-     * descriptor left in glibc's stack cache). Scanned after `roots`. */
+     * its _dl_find_object tables). Scanned after `roots`. */
     const ml_range_t *owned;
     size_t nowned;
+    /* Blocks glibc frees at exit (__libc_freeres, as valgrind runs it) with
+     * the memory that points to them: the TLS vector and dynamic TLS blocks
+     * of threads whose stacks glibc's cache keeps. Each range's lo is a
+     * block's first byte. Such a block is reachable (no leak, as valgrind
+     * reports none) but never scanned: what only it points to is lost. */
+    const ml_range_t *freed;
+    size_t nfreed;
     /* Optional: how many bytes from addr (at most len, 0 < result) lie in
      * pages that are all in memory or swap (*resident true: read them), or
      * all never touched (*resident false: they hold zeros, no pointer, and

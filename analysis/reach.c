@@ -785,6 +785,13 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
             goto out;
         }
     }
+    /* Blocks glibc frees at exit: reachable, and never queued to be scanned
+     * (mark() stops at a reachable block). */
+    for (size_t r = 0; r < io->nfreed; r++) {
+        uint64_t start;
+        int64_t k = io->freed[r].lo >= s.lo && io->freed[r].lo < s.hi ? find(&s, io->freed[r].lo, &start) : -1;
+        if (k >= 0 && start == io->freed[r].lo) verdict[k] = ML_REACH_REACHABLE;
+    }
     s.prior_definite = true;
     for (size_t r = 0; r < nroots; r++)
         if ((rc = scan_range(&s, roots[r].lo, roots[r].hi - roots[r].lo, &st->root_bytes)) < 0)

@@ -501,6 +501,7 @@ typedef struct {
     ranges_t raw;     /* libmemlens.so's own mappings, sorted and merged */
     ranges_t *roots;  /* the result */
     ranges_t *owned;  /* the result's owned roots (ml_reach_io_t.owned) */
+    ranges_t *freed;  /* blocks glibc frees at exit (ml_reach_io_t.freed) */
     bool all_sps;     /* every thread of the target has its stack pointer in sps */
     int used_state;   /* glibc's used stacks: 0 not read yet, 1 in used/nused, -1 unknown */
     uint64_t *used;   /* their descriptors (glibc_stacks.c), sorted */
@@ -623,7 +624,16 @@ static void read_raw_registry(pid_t pid, uint64_t addr, ranges_t *out) {
  * use, not in the cache, and freeres leaves it: valgrind calls its dtv
  * possibly lost. Such a descriptor (glibc_stacks.c) is an ordinary root, so
  * its interior pointer makes the vector possibly lost here too; where the
- * list cannot be read, it is taken as cached. */
+ * list cannot be read, it is taken as cached.
+ *
+ * A cached stack is no root at all: valgrind's freeres unmaps the cache and
+ * frees each vector and the dynamic TLS blocks its entries hold (to_free),
+ * so a block that only a joined thread's __thread variable pointed to is
+ * definitely lost there (and to LeakSanitizer, which scans live threads
+ * only); here the stack was scanned and made it reachable. The vector and
+ * those dynamic TLS blocks go to x->freed: reachable, never scanned.
+ * Returns 1 for a cached stack, 0 for any other mapping, -ENOMEM. */
+#define DTV_ENTRIES_MAX 65536 /* entries of a vector read for its dynamic TLS blocks */
 static int cached_stack_dtv(roots_ctx_t *x, const mapping_t *m) {
     if (!m->stack || !x->all_sps || m->hi - m->lo < 2 * x->page) return 0;
     for (size_t i = 0; i < x->nsp; i++)
@@ -645,7 +655,22 @@ static int cached_stack_dtv(roots_ctx_t *x, const mapping_t *m) {
             return 0;
         if (!x->used_state) x->used_state = ml__glibc_used_stacks(x->pid, read_words, &x->used, &x->nused) ? -1 : 1;
         if (x->used_state > 0 && ml__glibc_stack_used(x->used, x->nused, at + 8 * i)) return 0;
-        return push_range(x->owned, at + 8 * i + 8, at + 8 * i + 16);
+        if (push_range(x->freed, blk, blk + 1) < 0) return -ENOMEM;
+        /* Entries 1..len follow the length and the generation: {val,
+         * to_free}; to_free is the block malloc gave for a module's dynamic
+         * TLS (NULL for static TLS). */
+        uint64_t e[512];
+        for (uint64_t first = 0; first < len && first < DTV_ENTRIES_MAX; first += 256) {
+            size_t cnt = len - first < 256 ? (size_t)(len - first) : 256;
+            if (!read_words(x->pid, blk + 32 + 16 * first, e, 2 * cnt)) break;
+            for (size_t j = 0; j < cnt; j++) {
+                uint64_t tf = e[2 * j + 1];
+                size_t q = tf ? ml_reach_blocks_first(x->b, tf) : x->nb;
+                if (q < x->nb && ml_reach_block_ptr(x->b, q) == tf && push_range(x->freed, tf, tf + 1) < 0)
+                    return -ENOMEM;
+            }
+        }
+        return 1;
     }
     return 0;
 }
@@ -656,7 +681,9 @@ static int consider(roots_ctx_t *x, const mapping_t *m) {
     if (!m->candidate || !m->resident) return 0;
     if (m->loader) return push_range(x->owned, m->lo, m->hi);
 #if defined(__x86_64__)
-    if (cached_stack_dtv(x, m) < 0) return -ENOMEM;
+    int cached = cached_stack_dtv(x, m);
+    if (cached < 0) return -ENOMEM;
+    if (cached) return 0; /* glibc's cache of stacks: freed at exit, no root */
 #endif
     uint64_t lo = m->lo;
     /* A stack: only from its thread's stack pointer up (below it lie dead
@@ -729,7 +756,8 @@ static bool is_glibc_loader(const char *base) {
  * root (valgrind does not scan the stack of a thread that ended). */
 static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known_sps_t *known,
                          const ml_reach_blocks_t *b, size_t nb, uint64_t exit_sp, bool glibc,
-                         uint64_t raw_registry, uint64_t sbrk_registry, ranges_t *roots, ranges_t *owned) {
+                         uint64_t raw_registry, uint64_t sbrk_registry, ranges_t *roots, ranges_t *owned,
+                         ranges_t *freed) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps", (int)mem_pid);
     FILE *f = fopen(path, "r");
@@ -745,7 +773,7 @@ static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known
     if (exit_sp) sps[nsp++] = exit_sp;
     long page = sysconf(_SC_PAGESIZE);
     roots_ctx_t x = {.pid = mem_pid, .b = b, .nb = nb, .sps = sps, .nsp = nsp, .glibc = glibc,
-                     .page = page > 0 ? (uint64_t)page : 4096, .roots = roots, .owned = owned,
+                     .page = page > 0 ? (uint64_t)page : 4096, .roots = roots, .owned = owned, .freed = freed,
                      .all_sps = all_sps};
     read_raw_registry(mem_pid, raw_registry, &x.raw);
     char line[PATH_MAX + 256];
@@ -833,7 +861,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
     ml_reach_blocks_t b = {0};
     uint8_t *v = NULL;
-    ranges_t roots = {0}, owned = {0};
+    ranges_t roots = {0}, owned = {0}, freed = {0};
     /* A fork child's inherited blocks are nodes of the graph like its own,
      * but get no verdict: is_own says which are its own (all when NULL). */
     ml_live_block_t *merged = NULL;
@@ -861,7 +889,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
         }
     }
     if (rc == 0) rc = collect_roots(pid, mem_pid, leader_gone, &known, &b, (size_t)nb, exit_sp, glibc,
-                                    raw_registry, sbrk_registry, &roots, &owned);
+                                    raw_registry, sbrk_registry, &roots, &owned, &freed);
     if (rc == 0 && nregs && push_range(&roots, REGS_AT, REGS_AT + nregs * 8) < 0) nregs = 0;
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
@@ -884,6 +912,8 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
             .map_flags = map_flags,
             .owned = owned.v,
             .nowned = owned.n,
+            .freed = freed.v,
+            .nfreed = freed.n,
             .resident_run = resident_run,
         };
         rc = v ? ml_reach_classify_blocks(&b, roots.v, roots.n, &io, v, &st) : -ENOMEM;
@@ -964,6 +994,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     free(v);
     free(roots.v);
     free(owned.v);
+    free(freed.v);
     /* The scan's tables for a fork child's inherited blocks come and go with
      * each child: 1,300 forks of a bash holding 12.8 k blocks left the
      * collector's heap 25 MB larger without this. */

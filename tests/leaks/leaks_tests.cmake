@@ -6,7 +6,7 @@
 set(LK ${CMAKE_CURRENT_SOURCE_DIR}/leaks)
 set(LK_PROGRAMS lk_null lk_self lk_deadframe lk_unaligned lk_belowmain lk_fork lk_tsd lk_possible lk_pool lk_exit lk_quickexit lk_rbp
     lk_xor lk_cycle lk_tree lk_tls lk_threads lk_waitframe lk_heuristics lk_shared lk_sbrk lk_regs lk_exec lk_forkref lk_dlopen lk_joined lk_mainexit lk_running lk_unjoined lk_abort lk_abortreg lk_segvhandler lk_sigterm
-    lk_untouched)
+    lk_untouched lk_deadtls)
 foreach(p ${LK_PROGRAMS})
   add_executable(${p} ${LK}/${p}.c)
   target_compile_options(${p} PRIVATE -O0 -g -fno-builtin)
@@ -17,6 +17,7 @@ endforeach()
 add_library(lk_dlopen_lib SHARED ${LK}/lk_dlopen_lib.c)
 set_target_properties(lk_dlopen_lib PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/leaks)
 add_dependencies(lk_dlopen lk_dlopen_lib)
+add_dependencies(lk_deadtls lk_dlopen_lib)
 add_custom_target(leak_programs DEPENDS ${LK_PROGRAMS} lk_dlopen_lib scrub_probe memlens memlens_preload)
 add_test(NAME leaks_valgrind
   COMMAND /usr/bin/python3 ${LK}/compare_valgrind.py $<TARGET_FILE:memlens> ${CMAKE_BINARY_DIR}/leaks ${LK})
