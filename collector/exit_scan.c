@@ -614,7 +614,7 @@ static void read_raw_registry(pid_t pid, uint64_t addr, ranges_t *out) {
  * it, so a program that joined its threads had one "possibly lost" block
  * per cached stack, where valgrind's default run, which frees the cache at
  * exit (__libc_freeres), reports none, and LeakSanitizer takes the interior
- * pointer. The descriptor's dtv slot is an owned root. A descriptor is
+ * pointer. The vector is marked reachable (below). A descriptor is
  * known by the x86-64 TCB header that starts it: its first and third words
  * (tcb, self) hold its own address and the second the dtv, in the last page
  * of an anonymous mapping right above a guard page that holds no live
