@@ -3,6 +3,7 @@
  * at exit (--run-libc-freeres) and memlens sees live. */
 #ifndef LK_COMMON_H
 #define LK_COMMON_H
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -27,6 +28,18 @@ static __attribute__((noinline, unused)) void *lk_alloc(size_t n) {
     lk_use(p);
     return p;
 }
+/* dlopen of liblk_dlopen_lib.so, beside the program (lk_dlopen, lk_deadtls). */
+static __attribute__((noinline, unused)) void *lk_dlopen_lib(void) {
+    static char path[4096 + 32];
+    ssize_t n = readlink("/proc/self/exe", path, 4096);
+    if (n <= 0) LK_FAIL();
+    while (n > 0 && path[n - 1] != '/') n--;
+    memcpy(path + n, "liblk_dlopen_lib.so", sizeof "liblk_dlopen_lib.so");
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) LK_FAIL();
+    return h;
+}
+
 /* Clears the caller-saved registers: valgrind reads the registers of a
  * thread still alive at exit as roots (not those of the thread that ends
  * the process), and none may still hold a pointer a test drops. */

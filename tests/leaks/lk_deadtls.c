@@ -25,13 +25,8 @@ static void *work(void *arg) {
     return NULL;
 }
 int main(void) {
-    static char path[4096 + 32];
-    ssize_t n = readlink("/proc/self/exe", path, 4096);
-    if (n <= 0) LK_FAIL();
-    while (n > 0 && path[n - 1] != '/') n--;
-    memcpy(path + n, "liblk_dlopen_lib.so", sizeof "liblk_dlopen_lib.so");
-    void *volatile h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h || !(set_lib_tls = (void (*)(void *))dlsym(h, "lk_dlopen_lib_tls_set"))) LK_FAIL();
+    void *volatile h = lk_dlopen_lib();
+    if (!(set_lib_tls = (void (*)(void *))dlsym(h, "lk_dlopen_lib_tls_set"))) LK_FAIL();
     mine = lk_alloc(100);
     set_lib_tls(lk_alloc(200));
     pthread_t t[2];

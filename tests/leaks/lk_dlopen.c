@@ -13,13 +13,7 @@
 #include <unistd.h>
 void *volatile kept, *volatile dropped;
 int main(void) {
-    static char path[4096 + 32];
-    ssize_t n = readlink("/proc/self/exe", path, 4096);
-    if (n <= 0) LK_FAIL();
-    while (n > 0 && path[n - 1] != '/') n--;
-    memcpy(path + n, "liblk_dlopen_lib.so", sizeof "liblk_dlopen_lib.so");
-    void *volatile h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!h) LK_FAIL();
+    void *volatile h = lk_dlopen_lib();
     kept = lk_alloc(48);
     dropped = lk_alloc(32);
     dropped = NULL;
