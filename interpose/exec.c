@@ -72,19 +72,10 @@ static bool follows_this_exec(void) {
 }
 
 /* The exec is one of a child that shares this image's memory (vfork, or
- * clone with CLONE_VM), under --follow-fork: it is followed, as a forked
- * child's exec is. Such a child has our state and ring, not our pid. */
-static bool follows_vfork_child(void) {
+ * clone with CLONE_VM): such a child has our state and ring, not our pid.
+ * Under --follow-fork it is followed, as a forked child's exec is. */
+static bool vfork_child(void) {
     if (ml__state_acquire() != ML_STATE_READY || !ml__ring || !ml__ctl) return false;
-    if (!(ml__ctl->options & ML_OPT_FOLLOW_FORK)) return false;
-    return (uint32_t)syscall(SYS_getpid) != ml__ring->pid;
-}
-
-/* A child that shares this image's memory (vfork, clone with CLONE_VM)
- * about to exec, without --follow-fork: not traced, but counted. */
-static bool unfollowed_vfork_child(void) {
-    if (ml__state_acquire() != ML_STATE_READY || !ml__ring || !ml__ctl) return false;
-    if (ml__ctl->options & ML_OPT_FOLLOW_FORK) return false;
     return (uint32_t)syscall(SYS_getpid) != ml__ring->pid;
 }
 
@@ -334,8 +325,9 @@ static int exec_with_env(int via, int fd, const char *path, char *const argv[], 
     new_env_t ne = {NULL, NULL, 0};
     char *const *env = envp;
     bool follow = follows_this_exec();
-    bool vchild = !follow && follows_vfork_child();
-    if (!follow && !vchild && unfollowed_vfork_child()) ml__note_unfollowed_child();
+    bool shared = !follow && vfork_child();
+    bool vchild = shared && (ml__ctl->options & ML_OPT_FOLLOW_FORK);
+    if (shared && !vchild) ml__note_unfollowed_child(); /* counted for the run summary */
     char why[ML_UNTRACED_REASON_MAX];
     why[0] = '\0';
     if (follow) {
@@ -495,10 +487,10 @@ static int spawn_with_env(bool search, pid_t *pid, const char *file, const posix
     spawn_fn f = search ? (spawn_fn)ml__next_symbol(&real_posix_spawnp, "posix_spawnp")
                         : (spawn_fn)ml__next_symbol(&real_posix_spawn, "posix_spawn");
     if (!f) return ENOSYS;
-    if (!follows_this_exec() || !(ml__ctl->options & ML_OPT_FOLLOW_FORK)) {
-        bool count = follows_this_exec(); /* recording, without --follow-fork */
+    bool recording = follows_this_exec();
+    if (!recording || !(ml__ctl->options & ML_OPT_FOLLOW_FORK)) {
         int rc = f(pid, file, fa, attr, argv, envp);
-        if (rc == 0 && count) ml__note_unfollowed_child();
+        if (rc == 0 && recording) ml__note_unfollowed_child(); /* counted for the run summary */
         return rc;
     }
     char why[ML_UNTRACED_REASON_MAX];

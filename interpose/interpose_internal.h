@@ -136,7 +136,8 @@ void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t 
               uint32_t stack);
 void ml__emit_blob(uint8_t kind, const void *payload, uint32_t len);
 /* Without --follow-fork: one more child process this image started, which
- * is not traced (ml_ring_hdr_t.children_unfollowed; exec.c). */
+ * is not traced (ml_ring_hdr_t.children_unfollowed). Counted by the fork
+ * handler (runtime.c) and the exec, spawn, system and popen hooks (exec.c). */
 void ml__note_unfollowed_child(void);
 void ml__attention(void);
 void ml__modules_scan(bool full);
