@@ -23,22 +23,10 @@ void ml_cli_error(const char *fmt, ...) {
     va_end(ap);
 }
 
-/* A byte count with an optional k, M or G suffix (powers of 1024). */
+/* A byte count with an optional k, M or G suffix (powers of 1024): the
+ * environment's syntax (ml_options.c), so options and variables agree. */
 int ml_parse_bytes(const char *s, uint64_t *out) {
-    char *end;
-    errno = 0;
-    if (!*s || *s == '-') return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s) return -1;
-    uint64_t mul = 1;
-    if (*end == 'k' || *end == 'K') mul = 1024, end++;
-    else if (*end == 'm' || *end == 'M') mul = 1024 * 1024, end++;
-    else if (*end == 'g' || *end == 'G') mul = 1024ull * 1024 * 1024, end++;
-    if (mul > 1 && (*end == 'i' || *end == 'I')) end++;
-    if (*end == 'b' || *end == 'B') end++;
-    if (*end || (mul > 1 && v > UINT64_MAX / mul)) return -1;
-    *out = v * mul;
-    return 0;
+    return ml_parse_uint(s, out);
 }
 
 /* The resolved directory of path and its last name, joined. */
