@@ -846,9 +846,44 @@ static void rt_drop(bool *rt) {
  * turned 13,000 rounds on clang-format, and their wait4 calls were 3 % of
  * its time. Its exit is seen at the next idle round in any case. */
 #define WAIT_EVERY_MS 10
+
+/* The program ended, and processes it started run on and are traced
+ * (--follow-fork): a daemon, a job left in the background. memlens waits
+ * for them, as strace -f does; once they have run WAITING_NOTE_MS past the
+ * program's end it says so, with how to stop waiting, rather than seem to
+ * hang. */
+#define WAITING_NOTE_MS 1000
+#define WAITING_NOTE_PIDS 3
+
+static void note_waiting(const run_t *s) {
+    pid_t pids[WAITING_NOTE_PIDS];
+    uint32_t n = ml_collector_running(s->c, pids, WAITING_NOTE_PIDS);
+    if (!n) return;
+    char status[48];
+    int st = s->root_status;
+    if (WIFSIGNALED(st)) snprintf(status, sizeof status, "was killed by signal %d", WTERMSIG(st));
+    else snprintf(status, sizeof status, "exited with status %d", WEXITSTATUS(st));
+    fprintf(stderr, "memlens: %s %s; %u process%s it started %s still running and traced: ", s->prog, status,
+            n, n > 1 ? "es" : "", n > 1 ? "are" : "is");
+    for (uint32_t i = 0; i < n && i < WAITING_NOTE_PIDS; i++) {
+        char path[64], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/%d/comm", (int)pids[i]);
+        FILE *f = fopen(path, "re");
+        if (f) {
+            if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
+            fclose(f);
+        }
+        fprintf(stderr, "%spid %d%s%s%s", i ? ", " : "", (int)pids[i], *comm ? " (" : "", comm, *comm ? ")" : "");
+    }
+    if (n > WAITING_NOTE_PIDS) fprintf(stderr, " and %u more", n - WAITING_NOTE_PIDS);
+    fprintf(stderr, ". memlens waits for %s; Ctrl-C or SIGTERM stops waiting and saves %s as recorded "
+                    "so far\n",
+            n > 1 ? "them" : "it", n > 1 ? "their traces" : "its trace");
+}
+
 static void collect(run_t *s) {
-    uint64_t asked = 0;
-    bool rt = rt_raise();
+    uint64_t asked = 0, root_end_ms = 0;
+    bool rt = rt_raise(), noted = false;
     for (;;) {
         live_poll(s);
         uint64_t got = ml_collector_poll(s->c);
@@ -864,9 +899,14 @@ static void collect(run_t *s) {
                 /* The kernel's high-water mark (ru_maxrss is in KiB on Linux). */
                 ml_collector_root_maxrss(s->c, (uint64_t)ru.ru_maxrss * 1024);
                 ml_collector_root_ended(s->c, st);
+                root_end_ms = coarse_ms();
             }
         }
         if (ml_collector_reap(s->c)) break;
+        if (s->root_exited && !noted && !s->o.quiet && coarse_ms() - root_end_ms >= WAITING_NOTE_MS) {
+            noted = true;
+            note_waiting(s);
+        }
         /* A stop signal: once the program has ended (it got the signal
          * too), or at a second signal, processes still running are not
          * waited for: what they recorded is saved as it is. */

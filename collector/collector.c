@@ -563,6 +563,17 @@ uint32_t ml_collector_nprocs(const ml_collector_t *c) {
     return c->nseen;
 }
 
+uint32_t ml_collector_running(const ml_collector_t *c, pid_t *pids, uint32_t max) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < c->nactive; i++) {
+        const ml__proc_t *p = c->active[i];
+        if (p->ended) continue;
+        if (n < max) pids[n] = (pid_t)p->info.pid;
+        n++;
+    }
+    return n;
+}
+
 uint32_t ml_collector_procs_refused(const ml_collector_t *c) {
     return ml_atomic_load_relaxed(&c->ctl->procs_refused);
 }

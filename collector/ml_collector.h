@@ -302,6 +302,10 @@ bool ml_collector_root_refused(const ml_collector_t *c);
 uint32_t ml_collector_nprocs(const ml_collector_t *c);
 const ml_proc_info_t *ml_collector_proc(const ml_collector_t *c, uint32_t slot);
 
+/** The processes still running (not ended), in slot order: up to `max`
+ * pids into pids[]. Returns how many there are. Caller's thread. */
+uint32_t ml_collector_running(const ml_collector_t *c, pid_t *pids, uint32_t max);
+
 /** Process images that ran untraced because the session's table of
  * ML_MAX_PROCS slots was full. */
 uint32_t ml_collector_procs_refused(const ml_collector_t *c);

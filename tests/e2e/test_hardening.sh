@@ -290,6 +290,26 @@ print(d["process"]["end"], L["judged"], L["lost_bytes"], L["gate_bytes"], len(L[
     check "follow-fork: the children's traces are saved" test -n "$(ls ff.*.mlt 2> /dev/null)"
     check "follow-fork: no temporary file left" test -z "$(ls ./*.tmp.* 2> /dev/null)"
     [ -s ff.pid ] && kill "$(cat ff.pid)" 2> /dev/null
+    # The program ends and leaves a traced child running (a daemon, a job in
+    # the background): memlens waits for it, and says so a second later,
+    # naming the child and how to stop waiting; SIGTERM then stops it.
+    st=$("$PY" -c 'import subprocess,sys,time
+p = subprocess.Popen(sys.argv[1:], stderr=open("ffw.err", "w"))
+for _ in range(200):
+    time.sleep(0.05)
+    if "memlens waits" in open("ffw.err").read() or p.poll() is not None: break
+alive = p.poll() is None
+p.terminate()
+r = p.wait()
+print("%s %s" % ("waiting" if alive else "ended", "signal %d" % -r if r < 0 else "exit %d" % r))' \
+        "$ML" run --follow-fork -o ffw.mlt -- bash -c 'sleep 30 & echo $! > ffw.pid; exit 4')
+    cpid=$(cat ffw.pid 2> /dev/null)
+    [ -n "$cpid" ] && kill "$cpid" 2> /dev/null
+    check "a child outlives the program: memlens waits, then SIGTERM ends it ($st)" test "$st" = "waiting signal 15"
+    check "... saying why it waits, naming the child and how to stop" has ffw.err \
+        "^memlens: /usr/bin/bash exited with status 4; 1 process it started is still running and traced: pid $cpid (sleep)\. memlens waits for it; Ctrl-C or SIGTERM stops waiting and saves its trace as recorded so far$"
+    "$ML" dump "ffw.$cpid.2.mlt" > ffw.txt 2>&1 # the image after the exec
+    check "... and the child's trace is saved, ending running" has ffw.txt " end running "
     # A reader of memlens' stderr gone before its summary (`2>&1 | head`):
     # memlens' status is still the program's, /dev/shm is clean, the trace
     # is saved, and the program gets SIGPIPE's disposition as the caller had
