@@ -43,7 +43,10 @@
 #include <sched.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -715,6 +718,54 @@ uint32_t ml__stack_capture(uint8_t *flags) {
     uint32_t leaf = intern_pcs(ts ? &ts->cache : NULL, pcs, n, flags);
     if (ml_unlikely(verify)) verify_stack(leaf, *flags & ML_EVF_TRUNCATED, true, false);
     return leaf;
+}
+
+/* ------------------------------------------------------------------------- */
+/* libunwind's pipe                                                          */
+/* ------------------------------------------------------------------------- */
+
+/* libunwind keeps a pipe to check that an address is readable (it writes a
+ * byte of it there: write_validate, in x86_64/Ginit.c), opened with pipe2
+ * when it initialises, in ml__stacks_init, and again whenever a read from
+ * it fails (the program closed it). pipe2 takes the lowest free
+ * descriptors: the program's own open() then returned two more than
+ * without memlens, and a program started with stdin and stdout closed
+ * found them open, ends of that pipe (its writes to stdout filled the pipe
+ * instead of failing with EBADF). So the pipe that libunwind asks for is
+ * moved to the top of the first 1024 descriptors, where a program that
+ * opens its files from the lowest up does not come; anyone else's pipe2
+ * is glibc's, untouched. (Under `memlens attach` libunwind binds pipe2 to
+ * glibc's first: its pipe stays where it was opened.) */
+#define PIPE_TOP 1024
+#define PIPE_BELOW_TOP 16
+
+static void move_up(int fds[2]) {
+    struct rlimit rl;
+    rlim_t top = PIPE_TOP;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < top) top = rl.rlim_cur;
+    if (top < 3 + 2 * PIPE_BELOW_TOP) return; /* no room above the program's */
+    for (int i = 0; i < 2; i++) {
+        int fd = (int)syscall(SYS_fcntl, fds[i], F_DUPFD_CLOEXEC, (long)(top - PIPE_BELOW_TOP));
+        if (fd < 0) continue; /* it stays where it is */
+        syscall(SYS_close, fds[i]);
+        fds[i] = fd;
+    }
+}
+
+ML_EXPORT int pipe2(int fds[2], int flags);
+ML_EXPORT int pipe2(int fds[2], int flags) {
+    uintptr_t from = (uintptr_t)__builtin_return_address(0);
+    if (unw_hi && from >= unw_lo && from < unw_hi) {
+        int e = errno;
+        if (syscall(SYS_pipe2, fds, flags) < 0) return -1;
+        move_up(fds);
+        errno = e;
+        return 0;
+    }
+    static void *_Atomic real;
+    int (*f)(int *, int) = (int (*)(int *, int))ml__next_symbol(&real, "pipe2");
+    if (!f) return (int)syscall(SYS_pipe2, fds, flags);
+    return f(fds, flags);
 }
 
 /* ------------------------------------------------------------------------- */

@@ -198,6 +198,20 @@ if want "$@"; then
         check "getenv still finds CUDA_INJECTION64_PATH in the program" has cu.txt "getenv b'.*libmemlens_cupti.so'"
         check "the program's environment no longer holds it" has cu.txt "environ False"
     fi
+    # Descriptors: libunwind's pipe (libmemlens' unwinder) must not take the
+    # program's lowest free descriptors, nor become a stdin or stdout the
+    # program was started without. The program's own run is the oracle.
+    printf '%s\n' 'import os' 'def st(fd):' '    try: os.fstat(fd); return "open"' \
+        '    except OSError: return "closed"' \
+        'os.write(2, ("%s %s %d\n" % (st(0), st(1), os.open("/dev/null", os.O_RDONLY))).encode())' > fds.py
+    "$PY" fds.py 0<&- 1>&- 2> fd-plain.txt
+    "$ML" run -q -o fd.mlt -- "$PY" fds.py 0<&- 1>&- 2> fd-ml.txt
+    check "stdin and stdout closed: the program finds them closed, as without memlens ($(cat fd-ml.txt))" \
+        test "$(cat fd-ml.txt)" = "$(cat fd-plain.txt)" -a "$(cat fd-plain.txt)" = "closed closed 0"
+    "$PY" fds.py 2> fd-plain2.txt < /dev/null > /dev/null
+    "$ML" run -q -o fd2.mlt -- "$PY" fds.py 2> fd-ml2.txt < /dev/null > /dev/null
+    check "the program's first open() gets the descriptor it gets without memlens ($(cat fd-ml2.txt))" \
+        test "$(cat fd-ml2.txt)" = "$(cat fd-plain2.txt)" -a "$(cat fd-plain2.txt)" = "open open 3"
     # A background job is neither traced nor waited for.
     "$ML" run -q -o bg.mlt -- bash -c 'sleep 20 & echo $!' > bg.txt 2>&1
     job=$(head -1 bg.txt)
