@@ -551,7 +551,25 @@ static int attach_ctl(const char *p) {
     if (!p || ml_strlen(p) >= sizeof ctl_path - 16) return -1;
     memcpy(ctl_path, p, ml_strlen(p) + 1);
     int fd = open(ctl_path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (fd < 0) {
+        /* The session is there, but not for this user: a followed process
+         * that changed its user (runuser, setpriv, a server dropping root)
+         * and then exec'd. Said rather than left out silently. A session
+         * that is gone (ENOENT: a process that outlived memlens with our
+         * variables) is no news to its users: nothing is said. */
+        int e = errno;
+        if (e == EACCES || e == EPERM) {
+            char exe[256], num[16];
+            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            exe[n > 0 ? n : 0] = '\0';
+            const char *parts[] = {"process ", u32_to_str(num + sizeof num, (uint32_t)syscall(SYS_getpid)), " (",
+                                   exe, ") is not traced: it cannot open the session's control file (",
+                                   errno_reason(e), "): it runs as another user than memlens", NULL};
+            warnv(parts);
+        }
+        errno = e;
+        return -1;
+    }
     ml_ctl_t *c = ml__raw_mmap(sizeof(ml_ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd);
     close(fd);
     if (!c) return -1;

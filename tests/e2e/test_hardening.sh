@@ -472,6 +472,14 @@ if want "$@"; then
     "$ML" run --follow-fork -o chf.mlt -- bash -c '/bin/true; :' > /dev/null 2> err.txt
     check "--follow-fork traces them instead" bash -c "! grep -q 'child process' err.txt && [ -e chf.mlt ]"
 
+    # A followed process that changes its user and execs cannot join the
+    # session (its control file is memlens' user's): said, not silent.
+    if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
+        "$ML" run -q --follow-fork -o su.mlt -- setpriv --reuid=65534 --regid=65534 --clear-groups \
+            sh -c 'exit 0' > /dev/null 2> err.txt
+        check "an image that changed its user is named as not traced" has err.txt \
+            "^memlens: warning: process [0-9]* (/usr/bin/dash) is not traced: it cannot open the session's control file (permission denied (EACCES)): it runs as another user than memlens$"
+    fi
     # -o - : the reports' stdout, but a trace is a file (it made one named "-").
     "$ML" run -o - -- "$FX" > /dev/null 2> err.txt
     check "run -o - is a usage error (exit $?)" test $? -eq 2 -a ! -e ./-
