@@ -207,11 +207,11 @@ if want "$@"; then
     "$PY" fds.py 0<&- 1>&- 2> fd-plain.txt
     "$ML" run -q -o fd.mlt -- "$PY" fds.py 0<&- 1>&- 2> fd-ml.txt
     check "stdin and stdout closed: the program finds them closed, as without memlens ($(cat fd-ml.txt))" \
-        test "$(cat fd-ml.txt)" = "$(cat fd-plain.txt)" -a "$(cat fd-plain.txt)" = "closed closed 0"
+        test "$(cat fd-ml.txt)" = "$(cat fd-plain.txt)" -a "$(cut -d' ' -f1-2 fd-plain.txt)" = "closed closed"
     "$PY" fds.py 2> fd-plain2.txt < /dev/null > /dev/null
     "$ML" run -q -o fd2.mlt -- "$PY" fds.py 2> fd-ml2.txt < /dev/null > /dev/null
     check "the program's first open() gets the descriptor it gets without memlens ($(cat fd-ml2.txt))" \
-        test "$(cat fd-ml2.txt)" = "$(cat fd-plain2.txt)" -a "$(cat fd-plain2.txt)" = "open open 3"
+        test "$(cat fd-ml2.txt)" = "$(cat fd-plain2.txt)" -a "$(cut -d' ' -f1-2 fd-plain2.txt)" = "open open"
     # A background job is neither traced nor waited for.
     "$ML" run -q -o bg.mlt -- bash -c 'sleep 20 & echo $!' > bg.txt 2>&1
     job=$(head -1 bg.txt)
