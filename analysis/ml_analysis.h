@@ -326,6 +326,12 @@ bool ml_frame_is_own_code(const char *module, const char *file, const char *exe)
  * bytes with the NUL (cutting at a character boundary) and returns buf. */
 const char *ml_frame_short_name(const char *full, char *buf, size_t len);
 
+/** Symbol tables and debug info shared by the analyses that follow (on:
+ * `memlens report` of many traces), by module path and build-id, instead of
+ * opened by each analysis; off frees them. The analyses that share them
+ * must be built one at a time (not from two threads). */
+void ml_symbols_share(bool on);
+
 /* One allocation site: a unique stack once the allocator's own frames are
  * removed. Metrics are per site; the strategy advisor reads the size and
  * lifetime summaries. */

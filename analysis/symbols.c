@@ -83,6 +83,9 @@ typedef struct {
     size_t nsecs;
     ml_map_t gaps; /* libdw's answers where a label may name an address */
     bool indexed; /* the index was built (or there is nothing to index) */
+    uint64_t base0; /* where the module is reported in `dwfl`: the load base
+                       of the trace that opened it (shared ones: see below) */
+    bool shared;    /* owned by the shared cache, not by a symbolizer */
 } modsym_t;
 
 typedef struct {
@@ -101,7 +104,7 @@ typedef struct chunk_s {
 struct ml__symbolizer_s {
     ml_analysis_t *a;
     bool no_symbols;
-    modsym_t *ms;
+    modsym_t **ms; /* by module index; NULL: not opened yet */
     uint32_t nms;
     pcent_t *pcs;
     uint64_t pcs_cap, pcs_count;
@@ -174,6 +177,9 @@ const char *ml__sym_intern(ml__symbolizer_t *s, const char *str) {
 /* Lifecycle                                                                 */
 /* ------------------------------------------------------------------------- */
 
+static void modsym_free(modsym_t *ms);
+static void index_free(modsym_t *ms);
+
 int ml__sym_new(ml__symbolizer_t **out, bool no_symbols) {
     ml__symbolizer_t *s = calloc(1, sizeof *s);
     if (!s) return -ENOMEM;
@@ -186,18 +192,8 @@ int ml__sym_new(ml__symbolizer_t **out, bool no_symbols) {
 
 void ml__sym_free(ml__symbolizer_t *s) {
     if (!s) return;
-    for (uint32_t i = 0; i < s->nms; i++) {
-        if (s->ms[i].dwfl) dwfl_end(s->ms[i].dwfl);
-        free(s->ms[i].gsyms);
-        free(s->ms[i].lsyms);
-        free(s->ms[i].greach);
-        free(s->ms[i].lreach);
-        free(s->ms[i].reach);
-        free(s->ms[i].starts);
-        free(s->ms[i].labels);
-        free(s->ms[i].secs);
-        ml_map_free(&s->ms[i].gaps);
-    }
+    for (uint32_t i = 0; i < s->nms; i++)
+        if (s->ms[i] && !s->ms[i]->shared) modsym_free(s->ms[i]);
     free(s->ms);
     free(s->pcs);
     free(s->strs);
@@ -359,17 +355,97 @@ static Dwfl_Module *report(modsym_t *ms, const ml__module_t *m, const char *file
     return dm;
 }
 
+static void modsym_free(modsym_t *ms) {
+    if (ms->dwfl) dwfl_end(ms->dwfl);
+    index_free(ms);
+    ml_map_free(&ms->gaps);
+    free(ms);
+}
+
+/* Modules shared by the symbolizers of one process (ml_symbols_share):
+ * `memlens report DIR` analyses thousands of traces of the same programs,
+ * one after the other, and opened and indexed libc, ld.so and the shell
+ * again for each (2,003 small traces took 12 s, a fifth of it in libdw).
+ * A module is shared by its path and build-id; it stays reported at the
+ * load base of the trace that opened it, and a trace whose copy was loaded
+ * elsewhere asks for its addresses moved by the difference. Only modules
+ * that opened are shared (a failure says its warning in every trace). The
+ * symbolizers that use them must run one at a time: libdw's lookups and
+ * the lazily built index are not safe from two threads. */
+typedef struct {
+    char *path;
+    uint8_t *build_id;
+    uint32_t build_id_len;
+    modsym_t *ms;
+} shared_mod_t;
+
+static bool share_on;
+static shared_mod_t *shared_mods;
+static size_t nshared, shared_cap;
+
+void ml_symbols_share(bool on) {
+    share_on = on;
+    if (on) return;
+    for (size_t i = 0; i < nshared; i++) {
+        modsym_free(shared_mods[i].ms);
+        free(shared_mods[i].path);
+        free(shared_mods[i].build_id);
+    }
+    free(shared_mods);
+    shared_mods = NULL;
+    nshared = shared_cap = 0;
+}
+
+static modsym_t *shared_find(const ml__module_t *m) {
+    for (size_t i = 0; i < nshared; i++) {
+        const shared_mod_t *e = &shared_mods[i];
+        if (e->build_id_len == m->build_id_len && !memcmp(e->build_id, m->build_id, m->build_id_len) &&
+            !strcmp(e->path, m->path))
+            return e->ms;
+    }
+    return NULL;
+}
+
+static void shared_add(const ml__module_t *m, modsym_t *ms) {
+    if (nshared == shared_cap) {
+        size_t cap = shared_cap ? shared_cap * 2 : 32;
+        shared_mod_t *p = realloc(shared_mods, cap * sizeof *p);
+        if (!p) return;
+        shared_mods = p;
+        shared_cap = cap;
+    }
+    char *path = strdup(m->path);
+    uint8_t *id = malloc(m->build_id_len);
+    if (!path || !id) {
+        free(path);
+        free(id);
+        return;
+    }
+    memcpy(id, m->build_id, m->build_id_len);
+    shared_mod_t *e = &shared_mods[nshared++];
+    e->path = path;
+    e->build_id = id;
+    e->build_id_len = m->build_id_len;
+    e->ms = ms;
+    ms->shared = true;
+}
+
 static modsym_t *open_module(ml__symbolizer_t *s, int32_t idx, const ml__module_t *m) {
     if ((uint32_t)idx >= s->nms) {
         uint32_t n = (uint32_t)idx + 16;
-        modsym_t *p = realloc(s->ms, n * sizeof *p);
+        modsym_t **p = realloc(s->ms, n * sizeof *p);
         if (!p) return NULL;
         memset(p + s->nms, 0, (n - s->nms) * sizeof *p);
         s->ms = p;
         s->nms = n;
     }
-    modsym_t *ms = &s->ms[idx];
-    if (ms->state) return ms;
+    if (s->ms[idx]) return s->ms[idx];
+    bool share = share_on && !s->no_symbols && m->build_id_len > 0;
+    modsym_t *ms = share ? shared_find(m) : NULL;
+    if (ms) return s->ms[idx] = ms;
+    if (!(ms = calloc(1, sizeof *ms))) return NULL;
+    s->ms[idx] = ms;
+    ms->base0 = m->base;
     ms->state = -1;
     if (s->no_symbols || !m->path[0] || m->path[0] != '/') return ms; /* vdso and friends */
     char dbg[512];
@@ -410,6 +486,7 @@ static modsym_t *open_module(ml__symbolizer_t *s, int32_t idx, const ml__module_
     }
     ms->dm = dm;
     ms->state = 1;
+    if (share) shared_add(m, ms);
     return ms;
 }
 
@@ -827,7 +904,9 @@ void ml__sym_verify_summary(ml__symbolizer_t *s) {
  * `addr2line -i` print. */
 static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__module_t *m,
                               uint64_t pc, ml_frame_t *f) {
-    Dwarf_Addr addr = pc - 1; /* the call instruction, not the return address */
+    /* The call instruction, not the return address; where the module sits
+     * in ms' libdw session (base0: another trace's load base, when shared). */
+    Dwarf_Addr addr = pc - m->base + ms->base0 - 1;
     const char *module = ml__sym_intern(s, m->path);
     const char *elfname = elf_symbol(s, ms, addr);
     const char *outer = elfname ? demangled(s, elfname) : NULL;

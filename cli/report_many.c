@@ -252,6 +252,7 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
         ml_cli_error("out of memory");
         goto out;
     }
+    ml_symbols_share(true); /* the traces' modules are opened once (analysed one at a time) */
     for (size_t i = 0; i < paths.n; i++) {
         ml_analysis_t *a = ml_cli_analyse(paths.v[i], o->supp, o->no_symbols, o->quiet, o->replay);
         if (!a) goto out; /* ml_cli_analyse said why, naming the file */
@@ -291,6 +292,7 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
     }
     if (code == ML_EXIT_OK) code = gates(o, m);
 out:
+    ml_symbols_share(false);
     ml_merge_free(m);
     paths_free(&paths);
     return code;
