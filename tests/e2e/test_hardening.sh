@@ -474,9 +474,14 @@ if want "$@"; then
 
     # A followed process that changes its user and execs cannot join the
     # session (its control file is memlens' user's): said, not silent.
+    # memlens and libmemlens.so are copied where that user can load the
+    # library from (the build may sit in a directory only root can enter).
     if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
-        "$ML" run -q --follow-fork -o su.mlt -- setpriv --reuid=65534 --regid=65534 --clear-groups \
+        pub=$(mktemp -d /tmp/memlens-pub.XXXXXX)
+        cp "$ML" "$B/libmemlens.so" "$pub/" && chmod 755 "$pub" "$pub/memlens" "$pub/libmemlens.so"
+        "$pub/memlens" run -q --follow-fork -o su.mlt -- setpriv --reuid=65534 --regid=65534 --clear-groups \
             sh -c 'exit 0' > /dev/null 2> err.txt
+        rm -rf "$pub"
         check "an image that changed its user is named as not traced" has err.txt \
             "^memlens: warning: process [0-9]* (/usr/bin/dash) is not traced: it cannot open the session's control file (permission denied (EACCES)): it runs as another user than memlens$"
     fi
