@@ -10,7 +10,12 @@
 # column is what tracing the parent costs, not a like-for-like total. Not
 # part of ctest.
 #
-# usage: bench/images_bench.sh [BUILD_DIR] [RUNS] [N...]
+# With CONCURRENT=1 the loop starts N `sleep 2` in the background and waits
+# for them all: N + 1 processes traced at once (2N + 1 images), what a
+# server's workers or a parallel test runner give. The collector then holds
+# a trace writer and an analysis session per live process.
+#
+# usage: [CONCURRENT=1] bench/images_bench.sh [BUILD_DIR] [RUNS] [N...]
 #   BUILD_DIR  the memlens build (default: build)
 #   RUNS       runs of each tool per size (default: 3)
 #   N          loop counts (default: 800 5000)
@@ -24,6 +29,7 @@ printf '%-6s %7s %9s %12s %10s %9s %9s %14s\n' n images plain_s heaptrack_s meml
   "collector MiB"
 for n in "${sizes[@]}"; do
   loop="for i in \$(seq $n); do /bin/true; done"
+  [ "${CONCURRENT:-0}" = 1 ] && loop="for i in \$(seq $n); do sleep 2 & done; wait"
   : >"$work/p"; : >"$work/h"; : >"$work/m"; : >"$work/r"
   for _ in $(seq "$runs"); do
     timed %e "$work/p" bash -c "$loop"
