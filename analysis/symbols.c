@@ -381,12 +381,12 @@ typedef struct {
 
 static bool share_on;
 static shared_mod_t *shared_mods;
-static size_t nshared, shared_cap;
+static uint32_t nshared, shared_cap;
 
 void ml_symbols_share(bool on) {
     share_on = on;
     if (on) return;
-    for (size_t i = 0; i < nshared; i++) {
+    for (uint32_t i = 0; i < nshared; i++) {
         modsym_free(shared_mods[i].ms);
         free(shared_mods[i].path);
         free(shared_mods[i].build_id);
@@ -397,7 +397,7 @@ void ml_symbols_share(bool on) {
 }
 
 static modsym_t *shared_find(const ml__module_t *m) {
-    for (size_t i = 0; i < nshared; i++) {
+    for (uint32_t i = 0; i < nshared; i++) {
         const shared_mod_t *e = &shared_mods[i];
         if (e->build_id_len == m->build_id_len && !memcmp(e->build_id, m->build_id, m->build_id_len) &&
             !strcmp(e->path, m->path))
@@ -407,13 +407,7 @@ static modsym_t *shared_find(const ml__module_t *m) {
 }
 
 static void shared_add(const ml__module_t *m, modsym_t *ms) {
-    if (nshared == shared_cap) {
-        size_t cap = shared_cap ? shared_cap * 2 : 32;
-        shared_mod_t *p = realloc(shared_mods, cap * sizeof *p);
-        if (!p) return;
-        shared_mods = p;
-        shared_cap = cap;
-    }
+    if (ml_grow((void **)&shared_mods, &shared_cap, (uint64_t)nshared + 1, sizeof *shared_mods, 0) < 0) return;
     char *path = strdup(m->path);
     uint8_t *id = malloc(m->build_id_len);
     if (!path || !id) {
