@@ -365,7 +365,8 @@ static void modsym_free(modsym_t *ms) {
 /* Modules shared by the symbolizers of one process (ml_symbols_share):
  * `memlens report DIR` analyses thousands of traces of the same programs,
  * one after the other, and opened and indexed libc, ld.so and the shell
- * again for each (2,003 small traces took 12 s, a fifth of it in libdw).
+ * again for each (2,003 small traces took 12-14 s, a fifth of it in libdw;
+ * now 1.9 s).
  * A module is shared by its path and build-id; it stays reported at the
  * load base of the trace that opened it, and a trace whose copy was loaded
  * elsewhere asks for its addresses moved by the difference. Only modules
