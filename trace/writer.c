@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -38,6 +39,9 @@ struct ml_writer_s {
     uint64_t snap_comp; /* compressed bytes written so far */
     uint8_t *snap_out; /* compressed bytes on their way to the file */
     size_t snap_out_len;
+    uint8_t *snap_first; /* the first bytes given, not compressed yet (NULL: none held) */
+    size_t snap_first_len;
+    bool snap_started;   /* bytes went to zstd */
 };
 
 /* ------------------------------------------------------------------------- */
@@ -100,8 +104,18 @@ static void put_str(ml_writer_t *w, const char *s) {
 /* Life cycle                                                                */
 /* ------------------------------------------------------------------------- */
 
+/* A writer is mostly its address model (300 KB), of which a trace touches
+ * the classes of the sizes it uses: its own mapping, whose pages are zero
+ * until written, rather than calloc, which zeroes (and so touches) every
+ * page of memory malloc had used before. The collector holds one writer per
+ * live traced process. */
+static ml_writer_t *writer_alloc(void) {
+    void *p = mmap(NULL, sizeof(ml_writer_t), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
 int ml_writer_new(int fd, int level, ml_writer_t **out) {
-    ml_writer_t *w = calloc(1, sizeof *w);
+    ml_writer_t *w = writer_alloc();
     if (!w) return -ENOMEM;
     w->fd = fd;
     w->raw_cap = ML__CHUNK_TARGET + 65536;
@@ -225,7 +239,8 @@ int ml_writer_add_snapshot(ml_writer_t *w, const void *data, size_t len, uint32_
  * then the header's lengths in place (pwrite) and the trailer last, so a
  * trailer is only ever written after a whole snapshot. The frame has no
  * content size in its header, since nobody knows it when the header is
- * written; the reader checks the size it decompresses to against raw_len.
+ * written (but a snapshot of one write, SNAP_HOLD below, has it); the
+ * reader checks the size it decompresses to against raw_len.
  *
  * One thread compresses: zstd's workers, which ml_writer_add_snapshot
  * uses, hold their jobs' input and output buffers (measured on 7.5 M live
@@ -237,6 +252,13 @@ int ml_writer_add_snapshot(ml_writer_t *w, const void *data, size_t len, uint32_
  * CPU meanwhile. */
 
 #define SNAP_OUT (256u << 10) /* compressed bytes written at a time */
+/* The first bytes given, up to this many, wait: when the end comes next,
+ * the whole snapshot is known and zstd is told its size, so it sizes its
+ * window and tables for it. Without a size it takes those of an endless
+ * stream, 3 MB it zeroes on each writer: with many short processes that was
+ * most of the collector's time. The analysis hands its bytes on in pieces
+ * of 1 MiB (ML__SPILL_AT), so a snapshot of one piece is one write. */
+#define SNAP_HOLD (1u << 20)
 
 /* Writes the compressed bytes waiting in snap_out. */
 static int snap_write_out(ml_writer_t *w) {
@@ -267,6 +289,17 @@ static int snap_compress(ml_writer_t *w, const void *p, size_t n, ZSTD_EndDirect
     }
 }
 
+/* Compresses the bytes held back: the whole snapshot when `last` (zstd is
+ * told their size first), else its beginning. */
+static int snap_flush_first(ml_writer_t *w, bool last) {
+    if (!w->snap_first) return 0;
+    if (last) ZSTD_CCtx_setPledgedSrcSize(w->cctx, w->snap_first_len);
+    int rc = snap_compress(w, w->snap_first, w->snap_first_len, last ? ZSTD_e_end : ZSTD_e_continue);
+    free(w->snap_first);
+    w->snap_first = NULL;
+    return rc;
+}
+
 /* Puts the file back as it was before the snapshot (the trace then ends
  * as one written without a snapshot: with its last chunk) and the stream
  * back to the chunks' one-shot use. When the file cannot be cut, what stays
@@ -277,6 +310,8 @@ static void snap_close(ml_writer_t *w, bool drop) {
     ZSTD_CCtx_reset(w->cctx, ZSTD_reset_session_only);
     free(w->snap_out);
     w->snap_out = NULL;
+    free(w->snap_first);
+    w->snap_first = NULL;
     w->snap_on = false;
 }
 
@@ -296,6 +331,7 @@ int ml_writer_snapshot_begin(ml_writer_t *w, uint32_t version) {
     w->snap_at = at;
     w->snap_raw = w->snap_comp = 0;
     w->snap_out_len = 0;
+    w->snap_started = false;
     uint8_t h[ML_CHUNK_HEADER_LEN];
     ml__put_le32(h, ML_SNAPSHOT_MAGIC);
     ml__put_le32(h + 4, UINT32_MAX); /* until the end: a cut file reads as a cut snapshot */
@@ -315,7 +351,16 @@ int ml_writer_snapshot_write(ml_writer_t *w, const void *p, size_t n) {
     if (w->snap_error) return w->snap_error;
     if (n > ML_SNAPSHOT_MAX_RAW - w->snap_raw) return w->snap_error = -EFBIG;
     w->snap_raw += n;
-    int rc = snap_compress(w, p, n, ZSTD_e_continue);
+    if (!w->snap_started && !w->snap_first && n && n <= SNAP_HOLD) {
+        if ((w->snap_first = malloc(n))) {
+            memcpy(w->snap_first, p, n);
+            w->snap_first_len = n;
+            return 0;
+        }
+    }
+    int rc = snap_flush_first(w, false);
+    w->snap_started = true;
+    if (rc == 0) rc = snap_compress(w, p, n, ZSTD_e_continue);
     if (rc < 0) w->snap_error = rc;
     return rc;
 }
@@ -324,7 +369,8 @@ int ml_writer_snapshot_end(ml_writer_t *w, int status) {
     if (!w->snap_on) return -EINVAL;
     int rc = status < 0 ? status : w->snap_error;
     if (rc == 0 && w->snap_raw == 0) rc = -EINVAL;
-    if (rc == 0) rc = snap_compress(w, NULL, 0, ZSTD_e_end);
+    if (rc == 0 && w->snap_first) rc = snap_flush_first(w, true);
+    else if (rc == 0) rc = snap_compress(w, NULL, 0, ZSTD_e_end);
     if (rc == 0) {
         uint8_t h[8];
         ml__put_le32(h, (uint32_t)w->snap_comp);
@@ -357,7 +403,7 @@ int ml_writer_free(ml_writer_t *w) {
     ZSTD_freeCCtx(w->cctx);
     free(w->raw);
     free(w->comp);
-    free(w);
+    munmap(w, sizeof *w);
     return rc;
 }
 

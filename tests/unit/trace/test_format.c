@@ -466,14 +466,26 @@ static void ref_free(ref_model_t *m, uint64_t ptr, uint64_t usable) {
 }
 
 Test(format, address_model_lists_keep_the_array_order) {
-    ml__model_t *m = calloc(1, sizeof *m);
+    ml__chunk_state_t *st = calloc(1, sizeof *st), *zero = calloc(1, sizeof *zero);
+    ml__model_t *m = &st->model;
     ref_model_t *ref = calloc(1, sizeof *ref);
-    cr_assert(m && ref);
+    cr_assert(st && zero && ref);
     /* usable sizes: three that share a class (16 + k * 16 * ML__CLASSES) and a few others */
     const uint64_t sizes[] = {32, 32 + 16 * ML__CLASSES, 32 + 32 * ML__CLASSES, 48, 64, 4096};
     srand(11);
     for (int step = 0; step < 400000; step++) {
-        uint64_t usable = sizes[rand() % 6];
+        /* A chunk's end: the state must be all zero again, as at the
+         * start (the reset zeroes only the classes written). */
+        if (step % 50000 == 49999) {
+            st->time_ms = 1;
+            st->prev_ptr = 2;
+            ml__chunk_state_reset(st);
+            cr_assert_eq(memcmp(st, zero, sizeof *st), 0, "step %d: the reset state is zero", step);
+            memset(ref, 0, sizeof *ref);
+        }
+        /* now and then a size of any class, so that every word of the
+         * classes' written-bits is used */
+        uint64_t usable = rand() % 16 ? sizes[rand() % 6] : 16 * (1 + (uint64_t)(rand() % 5000));
         uint64_t ptr = 0x1000 + (uint64_t)(rand() % 40) * 0x40;
         bool alloc = rand() % 2;
         /* the queries a writer and a reader make, before the op */
@@ -526,7 +538,8 @@ Test(format, address_model_lists_keep_the_array_order) {
             ref_free(ref, ptr, u);
         }
     }
-    free(m);
+    free(st);
+    free(zero);
     free(ref);
 }
 
