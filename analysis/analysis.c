@@ -1043,6 +1043,7 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
         a->have_rss = true;
         t->rss_bytes = r->u.rss.rss_bytes;
         if (t->rss_bytes > t->peak_rss_bytes) t->peak_rss_bytes = t->rss_bytes;
+        if (r->u.rss.interval_ms > t->rss_interval_ms) t->rss_interval_ms = r->u.rss.interval_ms;
         tl_update(a, r->time_ms);
         break;
     case ML_T_PROC_EXIT:

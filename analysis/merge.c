@@ -298,6 +298,7 @@ static void sum_totals(ml_totals_t *d, const ml_totals_t *t, bool first) {
     d->records += t->records;
     d->rss_bytes += t->rss_bytes;
     d->peak_rss_bytes += t->peak_rss_bytes;
+    if (t->rss_interval_ms > d->rss_interval_ms) d->rss_interval_ms = t->rss_interval_ms;
     d->gpu_bytes += t->gpu_bytes;
     d->peak_gpu_bytes += t->peak_gpu_bytes;
     /* The high-water marks sum only when every process has one. */

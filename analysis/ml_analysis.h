@@ -94,11 +94,21 @@ typedef struct {
     /* since `memlens attach`: the usable bytes of the unknown frees, where
      * the free record carries them (0 when unknown) */
     uint64_t unknown_free_bytes;
+    /* since 1.8: the longest interval the collector said it sampled RSS at
+     * (ML_T_RSS.interval_ms: longer than ML_RSS_SAMPLE_MS when many traced
+     * processes were alive at once); 0: not said. ml_rss_interval_ms(). */
+    uint32_t rss_interval_ms;
 } ml_totals_t;
 
 /* How often the collector samples RSS (ML_T_RSS): the labels of the sampled
  * curve say it. */
 #define ML_RSS_SAMPLE_MS 10
+
+/** The interval the labels of the sampled RSS curve give: the trace's own
+ * (ml_totals_t.rss_interval_ms), else ML_RSS_SAMPLE_MS. */
+static inline uint32_t ml_rss_interval_ms(const ml_totals_t *t) {
+    return t->rss_interval_ms > ML_RSS_SAMPLE_MS ? t->rss_interval_ms : ML_RSS_SAMPLE_MS;
+}
 
 /* What each number of ml_frag_t is, in the words the text report, the JSON
  * (fragmentation.labels), the HTML page and the viewer all use (issue 13):
@@ -151,7 +161,7 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
  * it at the end of the trace; ml_analysis_load_ex(ML_LOAD_SNAPSHOT) restores
  * it, so a report skips the replay. Builds from a restored session and from
  * a replay are the same (analysis/snapshot.c, tests/e2e/test_snapshot.c). */
-#define ML_ANALYSIS_SNAPSHOT_VERSION 5
+#define ML_ANALYSIS_SNAPSHOT_VERSION 6
 /* Version 1 snapshots (no GPU state: sessions with GPU records had none)
  * restore too; only older versions than this are replayed. */
 #define ML_ANALYSIS_SNAPSHOT_OLDEST 1

@@ -24,6 +24,13 @@
 #include <unistd.h>
 
 #define RSS_INTERVAL_MS ML_RSS_SAMPLE_MS /* the reports' labels say it */
+/* A tick reads at most this many processes' /proc/PID/status (and checks as
+ * many for an exec without libmemlens.so): with more traced processes alive
+ * at once, they take turns, and each sample says how often its process is
+ * sampled (ML_T_RSS.interval_ms), so the reports' labels stay true. Reading
+ * every one of 1,000 live processes every 10 ms took a whole CPU from the
+ * program (docs/recorder.md, "RSS samples"). */
+#define RSS_PER_TICK 32
 /* mallinfo2() consolidates glibc's fast bins and takes every arena lock:
  * cheap twice a second, measurable (2-3 %) at ten times a second. */
 #define MALLINFO_INTERVAL_MS 500
@@ -168,7 +175,7 @@ uint64_t ml__read_hwm(uint32_t pid) {
  * whose other threads run on shows no memory there any more: it is read
  * through one of those threads (the samples stopped at the main thread's
  * end before 2026-12-04). */
-static void sample_rss(ml_collector_t *c, ml__proc_t *p) {
+static void sample_rss(ml_collector_t *c, ml__proc_t *p, uint32_t interval_ms) {
     char buf[4096];
     if (!p->rss_tid || !read_status(p->info.pid, p->rss_tid, buf, sizeof buf) || !strstr(buf, "RssAnon:")) {
         uint32_t t = ml__memory_task(p->info.pid, buf, sizeof buf);
@@ -187,6 +194,7 @@ static void sample_rss(ml_collector_t *c, ml__proc_t *p) {
     if (r.time_ms < p->last_time) r.time_ms = p->last_time;
     r.thread = p->last_thread;
     r.u.rss.rss_bytes = (anon + file) * 1024;
+    r.u.rss.interval_ms = interval_ms;
     ml__emit(c, p, &r);
 }
 
@@ -231,6 +239,28 @@ static void check_exec(ml_collector_t *c, ml__proc_t *p) {
     }
 }
 
+/* One tick of the RSS samples: every live process when there are at most
+ * RSS_PER_TICK, else the next RSS_PER_TICK in turn from where the last tick
+ * stopped (ml_collector_reap keeps the place when processes leave), so each
+ * is read once every ceil(live / RSS_PER_TICK) ticks. */
+static void sample_tick(ml_collector_t *c) {
+    uint32_t n = c->nactive, live = 0;
+    for (uint32_t i = 0; i < n; i++) live += !c->active[i]->ended;
+    if (!live) return;
+    uint32_t interval = RSS_INTERVAL_MS * ((live + RSS_PER_TICK - 1) / RSS_PER_TICK);
+    if (c->rss_next >= n) c->rss_next = 0;
+    uint32_t k = 0, budget = RSS_PER_TICK;
+    for (; k < n && budget; k++) {
+        ml__proc_t *p = c->active[(c->rss_next + k) % n];
+        if (p->ended) continue;
+        sample_rss(c, p, interval);
+        check_exec(c, p);
+        budget--;
+    }
+    c->rss_next = (c->rss_next + k) % n;
+    ml__flush(c);
+}
+
 uint64_t ml_collector_poll(ml_collector_t *c) {
     uint32_t now = ml__now_ms(c);
     ml_atomic_store_relaxed(&c->ctl->clock_ms, now);
@@ -239,12 +269,7 @@ uint64_t ml_collector_poll(ml_collector_t *c) {
     for (uint32_t i = 0; i < c->nactive; i++) got += ml__drain(c, c->active[i], false);
     if (now >= c->next_rss) {
         c->next_rss = now + RSS_INTERVAL_MS;
-        for (uint32_t i = 0; i < c->nactive; i++)
-            if (!c->active[i]->ended) {
-                sample_rss(c, c->active[i]);
-                check_exec(c, c->active[i]);
-            }
-        ml__flush(c);
+        sample_tick(c);
     }
     if (now >= c->next_mallinfo) {
         c->next_mallinfo = now + MALLINFO_INTERVAL_MS;
@@ -512,13 +537,18 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
  * want of a slot too, so it is capped at the table's size (issue 12: past
  * 1024 images the comparison never held and memlens never exited). */
 bool ml_collector_reap(ml_collector_t *c) {
-    uint32_t j = 0;
+    uint32_t j = 0, before = 0; /* finished ones before the RSS samples' turn */
     for (uint32_t i = 0; i < c->nactive; i++) {
         ml__proc_t *p = c->active[i];
-        if (ml__proc_gone(p)) finish_proc(c, p);
-        else c->active[j++] = p;
+        if (ml__proc_gone(p)) {
+            finish_proc(c, p);
+            before += i < c->rss_next;
+        } else {
+            c->active[j++] = p;
+        }
     }
     c->nactive = j;
+    c->rss_next -= before;
     uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
     if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
     return c->root_exited && !c->nactive && c->nseen >= n;

@@ -142,6 +142,7 @@ struct ml_collector_s {
     size_t blob_cap;
     /* the poll loop's timers (collector.c) */
     uint32_t next_rss, next_mallinfo;
+    uint32_t rss_next; /* the index in active of the next process whose RSS is read */
 };
 
 /* ------------------------------------------------------------------------- */

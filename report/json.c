@@ -531,7 +531,7 @@ static void totals(ml_json_t *w, const ml_analysis_t *a) {
         ml_json_kv_null(w, "peak_rss_hwm_bytes");
         ml_json_kv_null(w, "peak_rss_hwm_source");
     }
-    ml_json_kv_u64(w, "rss_sample_interval_ms", ML_RSS_SAMPLE_MS);
+    ml_json_kv_u64(w, "rss_sample_interval_ms", ml_rss_interval_ms(t));
     /* leaked: definite + indirect + possible, as everywhere (issue 13);
      * live_at_exit: every block live at the end, reachable ones too. */
     ml_json_kv_u64(w, "leaked_bytes", L->lost_bytes);

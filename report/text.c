@@ -67,12 +67,12 @@ static void rss_line(FILE *o, const ml_totals_t *t) {
                 : t->hwm_rss_source == ML_HWM_WAIT4 ? "wait4 ru_maxrss"
                                                     : "VmHWM at the last sample: a lower bound");
         if (t->peak_rss_bytes)
-            fprintf(o, "; largest RSS sample %s (sampled every %d ms)", bytes(t->peak_rss_bytes, b2, sizeof b2),
-                    ML_RSS_SAMPLE_MS);
+            fprintf(o, "; largest RSS sample %s (sampled every %u ms)", bytes(t->peak_rss_bytes, b2, sizeof b2),
+                    ml_rss_interval_ms(t));
         fputc('\n', o);
     } else if (t->peak_rss_bytes) {
-        fprintf(o, "peak RSS: largest sample %s (sampled every %d ms; this trace has no kernel high-water mark)\n",
-                bytes(t->peak_rss_bytes, b1, sizeof b1), ML_RSS_SAMPLE_MS);
+        fprintf(o, "peak RSS: largest sample %s (sampled every %u ms; this trace has no kernel high-water mark)\n",
+                bytes(t->peak_rss_bytes, b1, sizeof b1), ml_rss_interval_ms(t));
     }
 }
 

@@ -225,6 +225,7 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
         break;
     case ML_T_RSS:
         fprintf(out, " rss=%" PRIu64, r->u.rss.rss_bytes);
+        if (r->u.rss.interval_ms) fprintf(out, " interval_ms=%" PRIu32, r->u.rss.interval_ms);
         break;
     case ML_T_PROC_EXIT:
         fprintf(out, " nested_skipped=%" PRIu64, r->u.proc_exit.nested_skipped);

@@ -34,10 +34,11 @@
 #define ML_TRACE_MAGIC "MLTRACE"
 #define ML_TRACE_MAGIC_LEN 8
 #define ML_TRACE_MAJOR 1
-#define ML_TRACE_MINOR 7 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
+#define ML_TRACE_MINOR 8 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
                           * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42);
                           * 5: unwind-check (0x35), peak-rss (0x36), block-reach verdict 4;
-                          * 6: saved strategy advice after the trailer; 7: reach-rest (0x37) */
+                          * 6: saved strategy advice after the trailer; 7: reach-rest (0x37);
+                          * 8: rss's interval_ms */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -76,7 +77,8 @@ typedef enum {
     ML_T_MODULE_UNLOAD = 0x22, /* base u */
     ML_T_THREAD = 0x23,      /* index u, tid u, name str */
     ML_T_MALLINFO = 0x30,    /* arena u, hblkhd u, uordblks u, fordblks u, keepcost u */
-    ML_T_RSS = 0x31,         /* rss_bytes u (sampled by the collector from /proc) */
+    ML_T_RSS = 0x31,         /* rss_bytes u (sampled by the collector from /proc), interval_ms u
+                              * (since 1.8: how often this process is sampled now) */
     ML_T_PROC_EXIT = 0x32,   /* the process ran its exit handlers: nested_skipped u */
     ML_T_BLOCK_REACH = 0x33, /* reach u8 (ML_REACH_*), ptr s (delta): the exit-time pointer scan's
                               * verdict for one heap block live at ML_T_PROC_EXIT (since 1.1) */

@@ -88,6 +88,8 @@ typedef struct {
         } mallinfo;
         struct {
             uint64_t rss_bytes;
+            uint32_t interval_ms; /* how often the collector samples this process now (since
+                                   * 1.8; 0: not said, ML_RSS_SAMPLE_MS) */
         } rss;
         struct {
             uint64_t nested_skipped;

@@ -504,7 +504,9 @@ static int get_body(ml_reader_t *r, uint8_t tag, ml_record_t *rec, uint8_t *out_
         return get_u(r, &rec->u.mallinfo.arena) && get_u(r, &rec->u.mallinfo.hblkhd) &&
                get_u(r, &rec->u.mallinfo.uordblks) && get_u(r, &rec->u.mallinfo.fordblks) &&
                get_u(r, &rec->u.mallinfo.keepcost);
-    case ML_T_RSS: return get_u(r, &rec->u.rss.rss_bytes);
+    case ML_T_RSS:
+        rec->u.rss.interval_ms = 0;
+        return get_u(r, &rec->u.rss.rss_bytes) && (r->minor < 8 || get_u32(r, &rec->u.rss.interval_ms));
     case ML_T_PROC_EXIT: return get_u(r, &rec->u.proc_exit.nested_skipped);
     case ML_T_PEAK_RSS:
         return get_u(r, &rec->u.peak_rss.bytes) && get_u8(r, &rec->u.peak_rss.source) &&

@@ -674,7 +674,10 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
         put_u(w, r->u.mallinfo.fordblks);
         put_u(w, r->u.mallinfo.keepcost);
         break;
-    case ML_T_RSS: put_u(w, r->u.rss.rss_bytes); break;
+    case ML_T_RSS:
+        put_u(w, r->u.rss.rss_bytes);
+        put_u(w, r->u.rss.interval_ms);
+        break;
     case ML_T_PROC_EXIT: put_u(w, r->u.proc_exit.nested_skipped); break;
     case ML_T_PEAK_RSS:
         put_u(w, r->u.peak_rss.bytes);

@@ -92,8 +92,8 @@ static void build(summary_t *p, int width) {
                           : " at the last sample: a lower bound");
     if (s->peak_rss_bytes)
         ml__lines_add(l, t->hwm_rss_source ? "" : "Peak RSS", ML_ST_NORMAL,
-                      "largest sample %s (RSS sampled every %d ms)",
-                      ml__fmt_bytes_long(s->peak_rss_bytes, b1, sizeof b1), ML_RSS_SAMPLE_MS);
+                      "largest sample %s (RSS sampled every %u ms)",
+                      ml__fmt_bytes_long(s->peak_rss_bytes, b1, sizeof b1), ml_rss_interval_ms(t));
     else if (!t->hwm_rss_source)
         ml__lines_add(l, "Peak RSS", ML_ST_DIM, "not available");
     if (t->peak_mmap_bytes)

@@ -312,6 +312,32 @@ def test(w):
     r = run(["report", "-q", cut, "--max-peak", "1G", "--allow-incomplete"])
     eq(r.returncode, 0, "--allow-incomplete lets the gate judge what the traces hold")
 
+    # ------------------------------------------------------------------
+    # Many processes alive at once: the collector reads at most 32 RSS
+    # samples per 10 ms tick, so with 71 processes alive (bash and 70
+    # sleeps) each is sampled every 10 * ceil(71 / 32) = 30 ms, and the
+    # samples and the reports say so; a lone process is sampled every 10 ms.
+    many = os.path.join(w, "many")
+    os.mkdir(many)
+    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(many, "m.mlt"), "--", "bash", "-c",
+             "for i in $(seq 70); do sleep 4 & done; wait"])
+    eq(r.returncode, 0, "70 sleeps at once: exit (stderr %s)" % r.stderr.strip())
+    root = os.path.join(many, "m.mlt")
+    d = subprocess.run([MEMLENS, "dump", root], capture_output=True, text=True, timeout=300)
+    intervals = sorted({int(x) for x in re.findall(r" rss rss=\d+ interval_ms=(\d+)$", d.stdout, re.M)})
+    check(intervals and intervals[0] == 10 and intervals[-1] == 30,
+          "the root's RSS samples say 10 ms alone and 30 ms with 71 alive: %s" % intervals)
+    check(all(i in (10, 20, 30) for i in intervals), "no other interval: %s" % intervals)
+    doc = report_json([root], os.path.join(w, "many.json"))
+    eq(doc["totals"]["rss_sample_interval_ms"], 30, "the root's report: its longest interval")
+    r = run(["report", root])
+    check("sampled every 30 ms" in r.stdout, "the text report says 30 ms: %s" % r.stdout[:600])
+    lone = os.path.join(w, "lone.mlt")
+    r = run(["run", "-q", "-o", lone, "--", "sleep", "0.3"])
+    eq(r.returncode, 0, "a lone sleep: exit")
+    doc = report_json([lone], os.path.join(w, "lone.json"))
+    eq(doc["totals"]["rss_sample_interval_ms"], 10, "a lone process is sampled every 10 ms")
+
 
 if __name__ == "__main__":
     sys.exit(main())

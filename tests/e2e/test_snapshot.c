@@ -270,7 +270,7 @@ Test(snapshot, dump_names_it) {
     h_run(&r, argv);
     cr_assert_eq(r.status, 0, "%s", r.err);
     const char *line = strstr(r.out, "# analysis snapshot: ");
-    cr_expect(line && strstr(line, " bytes, version 5\n"), "%.200s", line ? line : "(none)");
+    cr_expect(line && strstr(line, " bytes, version 6\n"), "%.200s", line ? line : "(none)");
     cr_expect(strstr(r.out, " end "), "the end record comes before it");
     h_run_free(&r);
 }
@@ -730,7 +730,8 @@ Test(snapshot, gpu_busy_restore_refuses_damaged_bytes, .timeout = 120) {
                         (const char *[]){"fx_gpu_events", "busy", "2000", "100", NULL}, 1500, 300);
 }
 
-/* Snapshots from before the live set (version 4: "SNP4", the live heap
+/* Snapshots from before the RSS samples' interval (version 5: "SNP5"),
+ * from before the live set (version 4: "SNP4", the live heap
  * blocks as a map with slots), from before the process options were saved (version 3: "SNP3",
  * no options), before the kernel's peak RSS was saved (version 2: "SNP2"
  * first and last, no peak RSS) and before the GPU state was saved (version
@@ -749,22 +750,41 @@ Test(snapshot, version_1_still_restores) {
     cr_assert_gt(hwm, 0, "the trace has the kernel's peak RSS");
     void *data;
     size_t len;
-    /* Version 5 restores to the same session as version 4 */
-    uint8_t v5[10], v4[10], v3[10], v2[10], v1[10], hb[10];
+    /* Version 6 ends with the RSS samples' interval; version 5, the same
+     * without it, restores with the interval unsaid (0) */
+    uint8_t v6[10], v5[10], v4[10], v3[10], v2[10], v1[10], hb[10], ib[10];
     size_t k = leb(0x34504e53u, v4);
     cr_assert_eq(leb(0x35504e53u, v5), k);
-    void *five;
-    size_t len5;
-    cr_assert_eq(ml_analysis_snapshot(a, &five, &len5), 0);
-    cr_assert_eq(memcmp(five, v5, k), 0, "version 5 starts with SNP5");
+    cr_assert_eq(leb(0x36504e53u, v6), k);
+    void *six;
+    size_t len6;
+    cr_assert_eq(ml_analysis_snapshot(a, &six, &len6), 0);
+    cr_assert_eq(memcmp(six, v6, k), 0, "version 6 starts with SNP6");
+    uint32_t interval = ml_analysis_totals(a)->rss_interval_ms;
+    cr_assert(interval == 0 || interval == ML_RSS_SAMPLE_MS, "one process: sampled every %d ms, not %u",
+              ML_RSS_SAMPLE_MS, interval);
+    size_t ik = leb(interval, ib);
+    cr_assert_eq(memcmp((uint8_t *)six + len6 - k - ik, ib, ik), 0, "the interval comes before the end");
+    size_t len5 = len6 - ik;
+    uint8_t *five = malloc(len5);
+    memcpy(five, six, len5 - k);
+    memcpy(five, v5, k);
+    memcpy(five + len5 - k, v5, k);
     cr_assert_eq(ml_analysis_snapshot_version(a, 4, &data, &len), 0);
-    cr_assert_eq(ml_analysis_snapshot_version(a, 3, &data, &len), -22, "only 4 and 5 are written");
+    cr_assert_eq(ml_analysis_snapshot_version(a, 3, &data, &len), -22, "only 4 and 6 are written");
     ml_analysis_free(a);
+    ml_analysis_t *a6;
+    cr_assert_eq(ml_analysis_new(&a6), 0);
+    cr_assert_eq(ml_analysis_restore(a6, six, len6, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(ml_analysis_totals(a6)->rss_interval_ms, interval);
+    ml_analysis_free(a6);
+    free(six);
     ml_analysis_t *a4, *a5;
     cr_assert_eq(ml_analysis_new(&a4), 0);
     cr_assert_eq(ml_analysis_new(&a5), 0);
     cr_assert_eq(ml_analysis_restore(a4, data, len, err, sizeof err), 0, "%s", err);
     cr_assert_eq(ml_analysis_restore(a5, five, len5, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(ml_analysis_totals(a5)->rss_interval_ms, 0, "version 5 does not say it");
     ml_live_block_t *b4, *b5;
     int64_t n4 = ml_analysis_live_blocks(a4, &b4), n5 = ml_analysis_live_blocks(a5, &b5);
     cr_assert_gt(n4, 0, "fx_leaks leaves blocks live");

@@ -114,6 +114,7 @@ static int sample_records(ml_record_t *r) {
     r[n].tag = ML_T_RSS;
     r[n].time_ms = 8;
     r[n].u.rss.rss_bytes = 4 << 20;
+    r[n].u.rss.interval_ms = 30; /* since 1.8 */
     n++;
     r[n].tag = ML_T_GPU_ALLOC;
     r[n].time_ms = 8;
@@ -223,7 +224,7 @@ static const char *const golden =
     "0.006 t0 mremap-fail mremap ptr=0x7f0000001000 size=4096\n"
     "0.007 t0 module-unload base=0x555500000000\n"
     "0.007 t0 mallinfo arena=135168 hblkhd=0 uordblks=100 fordblks=135068 keepcost=0\n"
-    "0.008 t0 rss rss=4194304\n"
+    "0.008 t0 rss rss=4194304 interval_ms=30\n"
     "0.008 t2 gpu-alloc pool ptr=0x7f1200000000 size=4194304 device=1 context=3 stream=0x5555deadbeef "
     "handle=0x1234 stack=1 cbid=611 correlation=77 truncated estimated\n"
     "0.008 t2 gpu-free context-destroy device ptr=0x7f1200000000 size=0 device=-1 context=3 "
