@@ -197,6 +197,7 @@ static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, unsigne
     if (rc < 0) goto done;
     if (!o->no_what_if) ml_sim_replay_observe(r1, ml__adv_observe, A);
     if (log) ml_sim_replay_log(r1, log);
+    ml_sim_replay_records(r1, o->on_record, o->on_record_ctx);
     /* The baseline's footprint, op by op, for pass 2's separate_lifetimes
      * routers; without a temporary file each runs its own copy instead. */
     for (size_t i = 0; A->base_series && i < ml_sim_replay_count(r1); i++) {

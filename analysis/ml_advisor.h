@@ -55,6 +55,11 @@ typedef struct {
                             * each replayed policy keeps per live block */
     uint64_t budget_ops;   /* time, as replayed operations summed over the policies (about
                             * 20-40 M per CPU second on this project's machine) */
+    /* Optional: every record the first pass reads from the trace, then NULL
+     * once it read the trace to its end (ml_sim_replay_records). Nothing
+     * when no pass reads the trace (saved advice, or the replay skipped). */
+    ml_sim_record_fn on_record;
+    void *on_record_ctx;
 } ml_advisor_opts_t;
 
 #define ML_ADVISOR_BUDGET_BYTES (768ull << 20)

@@ -562,6 +562,21 @@ const ml_bucket_alloc_t *ml_time_buckets_alloc(const ml_time_buckets_t *tb, uint
 /** A site's blocks live at the end, by allocation bucket and kind. */
 const ml_bucket_live_t *ml_time_buckets_live(const ml_time_buckets_t *tb, uint32_t site, size_t *n);
 void ml_time_buckets_free(ml_time_buckets_t *tb);
+/** The same in steps, for a caller whose own read of the trace can feed the
+ * allocations (`memlens report`: the strategy advisor's first pass): new,
+ * then every record of the trace to ml_time_buckets_acc_record and NULL
+ * after the last (or ml_time_buckets_acc_read, which reads the trace from
+ * its start itself), then finish. Finish refuses an accumulator that was
+ * not fed to the end. ml_time_buckets_acc_record takes the accumulator as
+ * a void * so that it can be passed as a record hook. */
+typedef struct ml_time_buckets_acc_s ml_time_buckets_acc_t;
+int ml_time_buckets_acc_new(const ml_analysis_t *a, uint32_t nbuckets, ml_time_buckets_acc_t **out, char *err,
+                            size_t errlen);
+void ml_time_buckets_acc_record(void *acc, const ml_record_t *rec);
+bool ml_time_buckets_acc_complete(const ml_time_buckets_acc_t *acc);
+int ml_time_buckets_acc_read(ml_time_buckets_acc_t *acc, const char *trace_path, char *err, size_t errlen);
+int ml_time_buckets_acc_finish(ml_time_buckets_acc_t *acc, ml_time_buckets_t **out, char *err, size_t errlen);
+void ml_time_buckets_acc_free(ml_time_buckets_acc_t *acc);
 
 /** Builds the call tree of sites[0..nsites) (those with use[i] true; use may
  * be NULL), with the merge key above, top-down or bottom-up (frames[0], the

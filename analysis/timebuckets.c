@@ -5,9 +5,10 @@
  * by the other reports.
  *
  * The allocations come from a second read of the trace's records (a session
- * restored from the trace's snapshot holds no per-allocation times); the
- * blocks live at the end come from the session's live set, which keeps each
- * block's allocation time. Sites are those of the last ml_analysis_build. */
+ * restored from the trace's snapshot holds no per-allocation times), their
+ * own or one that runs anyway (ml_time_buckets_acc_t); the blocks live at
+ * the end come from the session's live set, which keeps each block's
+ * allocation time. Sites are those of the last ml_analysis_build. */
 #include "analysis_internal.h"
 
 #include <errno.h>
@@ -50,34 +51,20 @@ static ml_leak_kind_t kind_of(const ml__block_t *e) {
     return ML_LEAK_DEFINITE;
 }
 
-/* Dense (site, bucket) sums of the allocations, read from the trace. */
-static int read_allocs(const ml_analysis_t *a, const char *path, uint32_t nb, uint32_t width,
-                       size_t nsites, double *calls, double *bytes, char *err, size_t errlen) {
-    ml_reader_t *r;
-    int rc = ml_reader_open(path, &r, err, errlen);
-    if (rc < 0) return rc;
-    uint64_t sample = a->t.sample_bytes;
-    ml_record_t rec;
-    while ((rc = ml_reader_next(r, &rec)) > 0) {
-        if (rec.tag != ML_T_ALLOC) continue;
-        uint32_t stack = rec.u.alloc.stack;
-        uint32_t stat = stack && stack < a->nnodes ? a->node_stat[stack] : 0;
-        uint32_t si = site_of_stat(a, stat);
-        if (si >= nsites) continue;
-        uint32_t k = rec.time_ms / width;
-        if (k >= nb) k = nb - 1;
-        double w = 1.0, raw = (double)rec.u.alloc.size;
-        if ((rec.u.alloc.flags & ML_EVF_SAMPLED) && sample) w = 1.0 / -expm1(-raw / (double)sample);
-        calls[(size_t)si * nb + k] += w;
-        bytes[(size_t)si * nb + k] += w * raw;
-    }
-    if (rc < 0) snprintf(err, errlen, "%s: %s", path, ml_reader_error(r));
-    ml_reader_close(r);
-    return rc < 0 ? rc : 0;
-}
+/* The allocations' dense (site, bucket) sums, fed record by record: by
+ * their own read of the trace, or by a reader of the same trace that runs
+ * anyway (the strategy advisor's first pass), which saves a read. */
+struct ml_time_buckets_acc_s {
+    const ml_analysis_t *a;
+    uint32_t nb, width;
+    size_t nsites;
+    uint64_t sample;
+    double *calls, *bytes; /* nsites * nb */
+    bool complete;         /* every record of the trace was fed */
+};
 
-int ml_analysis_time_buckets(const ml_analysis_t *a, const char *trace_path, uint32_t nbuckets,
-                             ml_time_buckets_t **out, char *err, size_t errlen) {
+int ml_time_buckets_acc_new(const ml_analysis_t *a, uint32_t nbuckets, ml_time_buckets_acc_t **out, char *err,
+                            size_t errlen) {
     *out = NULL;
     size_t nsites;
     const ml_site_t *sites = ml_analysis_sites(a, &nsites);
@@ -91,9 +78,80 @@ int ml_analysis_time_buckets(const ml_analysis_t *a, const char *trace_path, uin
     if (!width) width = 1;
     uint32_t nb = (uint32_t)((span + width - 1) / width);
     if (!nb) nb = 1;
+    ml_time_buckets_acc_t *c = calloc(1, sizeof *c);
+    if (c) {
+        *c = (ml_time_buckets_acc_t){.a = a, .nb = nb, .width = width, .nsites = nsites,
+                                     .sample = a->t.sample_bytes};
+        c->calls = calloc(nsites * nb + 1, sizeof *c->calls);
+        c->bytes = calloc(nsites * nb + 1, sizeof *c->bytes);
+    }
+    if (!c || !c->calls || !c->bytes) {
+        ml_time_buckets_acc_free(c);
+        snprintf(err, errlen, "time buckets: out of memory");
+        return -ENOMEM;
+    }
+    *out = c;
+    return 0;
+}
 
+void ml_time_buckets_acc_record(void *acc, const ml_record_t *rec) {
+    ml_time_buckets_acc_t *c = acc;
+    if (!rec) {
+        c->complete = true;
+        return;
+    }
+    if (rec->tag != ML_T_ALLOC) return;
+    const ml_analysis_t *a = c->a;
+    uint32_t stack = rec->u.alloc.stack;
+    uint32_t stat = stack && stack < a->nnodes ? a->node_stat[stack] : 0;
+    uint32_t si = site_of_stat(a, stat);
+    if (si >= c->nsites) return;
+    uint32_t k = rec->time_ms / c->width;
+    if (k >= c->nb) k = c->nb - 1;
+    double w = 1.0, raw = (double)rec->u.alloc.size;
+    if ((rec->u.alloc.flags & ML_EVF_SAMPLED) && c->sample) w = 1.0 / -expm1(-raw / (double)c->sample);
+    c->calls[(size_t)si * c->nb + k] += w;
+    c->bytes[(size_t)si * c->nb + k] += w * raw;
+}
+
+bool ml_time_buckets_acc_complete(const ml_time_buckets_acc_t *acc) {
+    return acc && acc->complete;
+}
+
+int ml_time_buckets_acc_read(ml_time_buckets_acc_t *c, const char *path, char *err, size_t errlen) {
+    /* from the start: a reader that stopped halfway may have fed some */
+    memset(c->calls, 0, (c->nsites * c->nb + 1) * sizeof *c->calls);
+    memset(c->bytes, 0, (c->nsites * c->nb + 1) * sizeof *c->bytes);
+    c->complete = false;
+    ml_reader_t *r;
+    int rc = ml_reader_open(path, &r, err, errlen);
+    if (rc < 0) return rc;
+    ml_record_t rec;
+    while ((rc = ml_reader_next(r, &rec)) > 0) ml_time_buckets_acc_record(c, &rec);
+    if (rc < 0) snprintf(err, errlen, "%s: %s", path, ml_reader_error(r));
+    else ml_time_buckets_acc_record(c, NULL);
+    ml_reader_close(r);
+    return rc < 0 ? rc : 0;
+}
+
+void ml_time_buckets_acc_free(ml_time_buckets_acc_t *acc) {
+    if (!acc) return;
+    free(acc->calls);
+    free(acc->bytes);
+    free(acc);
+}
+
+int ml_time_buckets_acc_finish(ml_time_buckets_acc_t *c, ml_time_buckets_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!c->complete) {
+        snprintf(err, errlen, "time buckets: the trace was not read to its end");
+        return -EINVAL;
+    }
+    const ml_analysis_t *a = c->a;
+    size_t nsites = c->nsites;
+    uint32_t nb = c->nb, width = c->width;
+    const double *calls = c->calls, *bytes = c->bytes;
     int rc = -ENOMEM;
-    double *calls = NULL, *bytes = NULL;
     live_item_t *items = NULL;
     ml_time_buckets_t *tb = calloc(1, sizeof *tb);
     if (!tb) goto out;
@@ -102,16 +160,12 @@ int ml_analysis_time_buckets(const ml_analysis_t *a, const char *trace_path, uin
     tb->nsites = nsites;
     tb->alloc_off = calloc(nsites + 1, sizeof *tb->alloc_off);
     tb->live_off = calloc(nsites + 1, sizeof *tb->live_off);
-    calls = calloc(nsites * nb + 1, sizeof *calls);
-    bytes = calloc(nsites * nb + 1, sizeof *bytes);
-    if (!tb->alloc_off || !tb->live_off || !calls || !bytes) goto out;
-    if ((rc = read_allocs(a, trace_path, nb, width, nsites, calls, bytes, err, errlen)) < 0) goto out;
+    if (!tb->alloc_off || !tb->live_off) goto out;
 
     /* Allocations: the non-empty buckets of each site, in bucket order. */
     size_t n = 0;
     for (size_t i = 0; i < nsites * nb; i++)
         if (calls[i] > 0) n++;
-    rc = -ENOMEM;
     tb->alloc = calloc(n + 1, sizeof *tb->alloc);
     if (!tb->alloc) goto out;
     n = 0;
@@ -158,16 +212,25 @@ int ml_analysis_time_buckets(const ml_analysis_t *a, const char *trace_path, uin
     while (s <= nsites) tb->live_off[s++] = n;
     rc = 0;
 out:
-    free(calls);
-    free(bytes);
     free(items);
     if (rc < 0) {
-        if (rc == -ENOMEM) snprintf(err, errlen, "time buckets: out of memory");
+        snprintf(err, errlen, "time buckets: out of memory");
         ml_time_buckets_free(tb);
         return rc;
     }
     *out = tb;
     return 0;
+}
+
+int ml_analysis_time_buckets(const ml_analysis_t *a, const char *trace_path, uint32_t nbuckets,
+                             ml_time_buckets_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    ml_time_buckets_acc_t *c;
+    int rc = ml_time_buckets_acc_new(a, nbuckets, &c, err, errlen);
+    if (rc == 0) rc = ml_time_buckets_acc_read(c, trace_path, err, errlen);
+    if (rc == 0) rc = ml_time_buckets_acc_finish(c, out, err, errlen);
+    ml_time_buckets_acc_free(c);
+    return rc;
 }
 
 uint32_t ml_time_buckets_count(const ml_time_buckets_t *tb, uint32_t *width_ms) {

@@ -249,6 +249,12 @@ int ml_sim_replay_new(unsigned threads, ml_sim_replay_t **out);
 /** Adds a policy (owned by the replay from now on, also on failure). */
 int ml_sim_replay_add(ml_sim_replay_t *r, ml_sim_policy_t *p);
 void ml_sim_replay_observe(ml_sim_replay_t *r, ml_sim_observer_fn fn, void *ctx);
+/** Hands every record ml_sim_replay_file_progress() reads to fn, on the
+ * reading thread as it reads it (its strings valid only during the call),
+ * then NULL once the trace was read to its end without an error: a caller
+ * that needs the trace's records too reads them once. NULL fn: none. */
+typedef void (*ml_sim_record_fn)(void *ctx, const ml_record_t *rec);
+void ml_sim_replay_records(ml_sim_replay_t *r, ml_sim_record_fn fn, void *ctx);
 /** A hint, after the policies are added and before the first record: the
  * trace keeps about `live` blocks live at its peak (the analysis' count).
  * Sizes the address map and every per-id table for it at once (ids are

@@ -65,6 +65,8 @@ struct ml_sim_replay_s {
     bool sampled;
     ml_sim_observer_fn observe;
     void *observe_ctx;
+    ml_sim_record_fn on_record;
+    void *on_record_ctx;
     ml_sim_oplog_t *log; /* every dispatched op is appended (sim_oplog.c) */
     ml_sim_fpseries_t *series; /* policy series_pol's footprint, op by op */
     size_t series_pol;
@@ -406,6 +408,7 @@ int ml_sim_replay_file_progress(ml_sim_replay_t *r, const char *path, const char
                 eof = true;
                 break;
             }
+            if (r->on_record) r->on_record(r->on_record_ctx, rec);
             if (rec->tag == ML_T_ALLOC || rec->tag == ML_T_FREE) ids_prefetch(&r->map, rec->u.alloc.ptr);
             n++;
         }
@@ -422,6 +425,7 @@ int ml_sim_replay_file_progress(ml_sim_replay_t *r, const char *path, const char
     }
     free(ahead);
     ml_progress_end(&progress);
+    if (rc == 0 && r->on_record) r->on_record(r->on_record_ctx, NULL);
     if (rc < 0 && rc != -ENOMEM) snprintf(err, errlen, "%s: %s", path, ml_reader_error(rd));
     ml_reader_close(rd);
     return rc < 0 ? rc : 0;
@@ -556,6 +560,11 @@ int ml_sim_replay_reserve(ml_sim_replay_t *r, uint32_t live) {
     r->reserve_n = r->npol;
     r->reserve_live = live;
     return 0;
+}
+
+void ml_sim_replay_records(ml_sim_replay_t *r, ml_sim_record_fn fn, void *ctx) {
+    r->on_record = fn;
+    r->on_record_ctx = ctx;
 }
 
 void ml_sim_replay_observe(ml_sim_replay_t *r, ml_sim_observer_fn fn, void *ctx) {
