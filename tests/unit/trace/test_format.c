@@ -296,6 +296,80 @@ Test(format, literal_bytes, .init = setup, .fini = teardown) {
     cr_expect_eq(memcmp(out, expect, sizeof expect), 0);
 }
 
+/* Since 1.8 an rss record carries the collector's sampling interval after
+ * the bytes; a 1.7 trace has the bytes alone, and must read as before (the
+ * interval 0: not said) with the records after it intact. The 1.7 file is
+ * the 1.8 one with the interval's byte taken out and the minor set to 7. */
+Test(format, rss_interval_since_1_8, .init = setup, .fini = teardown) {
+    ml_record_t r[2];
+    memset(r, 0, sizeof r);
+    r[0].tag = ML_T_RSS;
+    r[0].time_ms = 3;
+    r[0].u.rss.rss_bytes = 300;
+    r[0].u.rss.interval_ms = 40;
+    r[1].tag = ML_T_MALLINFO;
+    r[1].time_ms = 3;
+    r[1].u.mallinfo.arena = 5;
+    write_trace(r, 2, false);
+    int fd = open(path, O_RDONLY);
+    uint8_t buf[4096];
+    ssize_t len = read(fd, buf, sizeof buf);
+    close(fd);
+    cr_assert_gt(len, 32);
+    uint32_t comp;
+    memcpy(&comp, buf + 20, 4);
+    uint8_t raw[64];
+    size_t got = ZSTD_decompress(raw, sizeof raw, buf + 32, comp);
+    static const uint8_t expect[] = {
+        0x02, 0x03,             /* time 3 ms */
+        0x31, 0xac, 0x02, 0x28, /* rss 300, interval 40 */
+        0x30, 0x05, 0, 0, 0, 0, /* mallinfo arena 5 */
+    };
+    cr_assert_eq(got, sizeof expect);
+    cr_assert_eq(memcmp(raw, expect, sizeof expect), 0);
+
+    /* the 1.7 form */
+    uint8_t old_raw[sizeof expect - 1];
+    memcpy(old_raw, expect, 5);
+    memcpy(old_raw + 5, expect + 6, sizeof expect - 6);
+    uint8_t file[4096];
+    memcpy(file, buf, 16);
+    file[10] = 7;
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+    size_t n = ZSTD_compress2(cc, file + 32, sizeof file - 32, old_raw, sizeof old_raw);
+    ZSTD_freeCCtx(cc);
+    cr_assert(!ZSTD_isError(n));
+    memcpy(file + 16, "MLCK", 4);
+    uint32_t v = (uint32_t)n;
+    memcpy(file + 20, &v, 4);
+    v = sizeof old_raw;
+    memcpy(file + 24, &v, 4);
+    memcpy(file + 28, buf + 28, 4); /* the record count */
+    fd = open(path, O_WRONLY | O_TRUNC);
+    cr_assert_eq(write(fd, file, 32 + n), (ssize_t)(32 + n));
+    close(fd);
+
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) write_trace(r, 2, false); /* and the 1.8 file reads back whole */
+        ml_reader_t *rd;
+        char err[256];
+        cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0, "%s", err);
+        unsigned major, minor;
+        ml_reader_version(rd, &major, &minor);
+        cr_expect_eq(minor, pass ? ML_TRACE_MINOR : 7);
+        ml_record_t got_r;
+        cr_assert_eq(ml_reader_next(rd, &got_r), 1, "%s", ml_reader_error(rd));
+        cr_expect_eq(got_r.tag, ML_T_RSS);
+        cr_expect_eq(got_r.u.rss.rss_bytes, 300);
+        cr_expect_eq(got_r.u.rss.interval_ms, pass ? 40u : 0u, "pass %d", pass);
+        cr_assert_eq(ml_reader_next(rd, &got_r), 1, "%s", ml_reader_error(rd));
+        cr_expect_eq(got_r.tag, ML_T_MALLINFO);
+        cr_expect_eq(got_r.u.mallinfo.arena, 5);
+        ml_reader_close(rd);
+    }
+}
+
 Test(format, every_truncation_reads_cleanly, .init = setup, .fini = teardown) {
     ml_record_t r[24];
     int n = sample_records(r);
