@@ -258,7 +258,6 @@ static void sample_tick(ml_collector_t *c) {
         budget--;
     }
     c->rss_next = (c->rss_next + k) % n;
-    ml__flush(c);
 }
 
 uint64_t ml_collector_poll(ml_collector_t *c) {
@@ -270,6 +269,7 @@ uint64_t ml_collector_poll(ml_collector_t *c) {
     if (now >= c->next_rss) {
         c->next_rss = now + RSS_INTERVAL_MS;
         sample_tick(c);
+        ml__flush(c);
     }
     if (now >= c->next_mallinfo) {
         c->next_mallinfo = now + MALLINFO_INTERVAL_MS;
