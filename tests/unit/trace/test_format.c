@@ -177,6 +177,18 @@ static int sample_records(ml_record_t *r) {
     return n;
 }
 
+/* Reads the trace at `path` (one chunk) into buf and its first chunk's
+ * records, decompressed, into out; returns their length. */
+static size_t first_chunk(uint8_t *buf, size_t bufsz, uint8_t *out, size_t outsz) {
+    int fd = open(path, O_RDONLY);
+    ssize_t len = read(fd, buf, bufsz);
+    close(fd);
+    cr_assert_gt(len, 32);
+    uint32_t comp;
+    memcpy(&comp, buf + 20, 4);
+    return ZSTD_decompress(out, outsz, buf + 32, comp);
+}
+
 static void write_trace(const ml_record_t *r, int n, bool flush_each) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     cr_assert(fd >= 0);
@@ -311,15 +323,8 @@ Test(format, rss_interval_since_1_8, .init = setup, .fini = teardown) {
     r[1].time_ms = 3;
     r[1].u.mallinfo.arena = 5;
     write_trace(r, 2, false);
-    int fd = open(path, O_RDONLY);
-    uint8_t buf[4096];
-    ssize_t len = read(fd, buf, sizeof buf);
-    close(fd);
-    cr_assert_gt(len, 32);
-    uint32_t comp;
-    memcpy(&comp, buf + 20, 4);
-    uint8_t raw[64];
-    size_t got = ZSTD_decompress(raw, sizeof raw, buf + 32, comp);
+    uint8_t buf[4096], raw[64];
+    size_t got = first_chunk(buf, sizeof buf, raw, sizeof raw);
     static const uint8_t expect[] = {
         0x02, 0x03,             /* time 3 ms */
         0x31, 0xac, 0x02, 0x28, /* rss 300, interval 40 */
@@ -346,7 +351,7 @@ Test(format, rss_interval_since_1_8, .init = setup, .fini = teardown) {
     v = sizeof old_raw;
     memcpy(file + 24, &v, 4);
     memcpy(file + 28, buf + 28, 4); /* the record count */
-    fd = open(path, O_WRONLY | O_TRUNC);
+    int fd = open(path, O_WRONLY | O_TRUNC);
     cr_assert_eq(write(fd, file, 32 + n), (ssize_t)(32 + n));
     close(fd);
 
@@ -1036,15 +1041,8 @@ Test(format, gpu_pool_record_bytes_and_round_trip, .init = setup, .fini = teardo
     w.u.gpu.cbid = 50;
     w.u.gpu.correlation = 300;
     write_trace(&w, 1, false);
-    int fd = open(path, O_RDONLY);
-    uint8_t buf[4096];
-    ssize_t len = read(fd, buf, sizeof buf);
-    close(fd);
-    cr_assert_gt(len, 32);
-    uint32_t comp;
-    memcpy(&comp, buf + 20, 4);
-    uint8_t out[64];
-    size_t got = ZSTD_decompress(out, sizeof out, buf + 32, comp);
+    uint8_t buf[4096], out[64];
+    size_t got = first_chunk(buf, sizeof buf, out, sizeof out);
     static const uint8_t expect[] = {
         0x42, 0x03,       /* gpu-pool, trimmed */
         0x80, 0x10,       /* flags 0x800 */
