@@ -242,7 +242,9 @@ static void check_exec(ml_collector_t *c, ml__proc_t *p) {
 /* One tick of the RSS samples: every live process when there are at most
  * RSS_PER_TICK, else the next RSS_PER_TICK in turn from where the last tick
  * stopped (ml_collector_reap keeps the place when processes leave), so each
- * is read once every ceil(live / RSS_PER_TICK) ticks. */
+ * is read at least once every ceil(live / RSS_PER_TICK) ticks (a turn that
+ * wraps round the list reads some sooner): the interval the samples say is
+ * a bound, never shorter than a gap between them. */
 static void sample_tick(ml_collector_t *c) {
     uint32_t n = c->nactive, live = 0;
     for (uint32_t i = 0; i < n; i++) live += !c->active[i]->ended;

@@ -315,7 +315,7 @@ def test(w):
     # ------------------------------------------------------------------
     # Many processes alive at once: the collector reads at most 32 RSS
     # samples per 10 ms tick, so with 71 processes alive (bash and 70
-    # sleeps) each is sampled every 10 * ceil(71 / 32) = 30 ms, and the
+    # sleeps) each is sampled at least every 10 * ceil(71 / 32) = 30 ms, and the
     # samples and the reports say so; a lone process is sampled every 10 ms.
     many = os.path.join(w, "many")
     os.mkdir(many)
