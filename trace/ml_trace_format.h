@@ -48,6 +48,13 @@
 #define ML_TRAILER_LEN 24
 #define ML_ADVICE_TRAILER_VERSION 2 /* the second field of the advice's trailer */
 #define ML_SNAPSHOT_MAX_RAW (1u << 31)
+/* Sizes of blocks, mappings and GPU allocations are below 2^57 bytes: no
+ * address space is that large (x86-64 with five-level paging gives a
+ * process 2^56 bytes, AArch64 2^52). The reader refuses a record with a
+ * larger one as corrupt: only a damaged or forged trace holds it, and its
+ * sums would wrap the totals. munmap's and failed calls' lengths are what
+ * the program passed, and are not bounded. */
+#define ML_TRACE_SIZE_LIMIT ((uint64_t)1 << 57)
 
 /* Record tags. Bodies are listed as field(type); u = unsigned LEB128,
  * s = zig-zag signed LEB128, str = u length + bytes. */

@@ -301,7 +301,8 @@ static bool get_alloc(ml_reader_t *r, uint8_t tag, ml_record_t *rec) {
     uint8_t code = 0;
     int64_t d = 0;
     bool ok = get_u8(r, &rec->u.alloc.kind) && get_u8(r, &rec->u.alloc.flags) &&
-              get_u(r, &rec->u.alloc.size) && get_u(r, &slack) && get_u32(r, &rec->u.alloc.stack);
+              get_u(r, &rec->u.alloc.size) && get_u(r, &slack) && get_u32(r, &rec->u.alloc.stack) &&
+              rec->u.alloc.size < ML_TRACE_SIZE_LIMIT && slack < ML_TRACE_SIZE_LIMIT - rec->u.alloc.size;
     uint64_t usable = rec->u.alloc.size + slack;
     int cur = rec->u.alloc.kind >> 4;
     rec->u.alloc.kind &= 0x0f;
@@ -416,7 +417,7 @@ static bool get_gpu(ml_reader_t *r, uint8_t tag, ml_record_t *rec) {
               get_u(r, &flags) && flags <= UINT16_MAX && get_s32(r, &g->device) &&
               get_u32(r, &g->context) && get_u(r, &g->stream);
     if (ok && tag == ML_T_GPU_ALLOC)
-        ok = get_u(r, &g->size) && get_u32(r, &g->stack) && get_u(r, &g->ptr);
+        ok = get_u(r, &g->size) && g->size < ML_TRACE_SIZE_LIMIT && get_u32(r, &g->stack) && get_u(r, &g->ptr);
     else if (ok)
         ok = get_u(r, &g->ptr) && get_u(r, &g->size);
     ok = ok && get_u(r, &g->handle) && get_u32(r, &g->cbid) && get_u32(r, &g->correlation);
@@ -488,8 +489,8 @@ static int get_body(ml_reader_t *r, uint8_t tag, ml_record_t *rec, uint8_t *out_
         return ok;
     case ML_T_MMAP:
         return get_u8(r, &rec->u.alloc.kind) && get_u8(r, &rec->u.alloc.flags) &&
-               get_u(r, &rec->u.alloc.size) && get_u32(r, &rec->u.alloc.stack) &&
-               get_u(r, &rec->u.alloc.ptr);
+               get_u(r, &rec->u.alloc.size) && rec->u.alloc.size < ML_TRACE_SIZE_LIMIT &&
+               get_u32(r, &rec->u.alloc.stack) && get_u(r, &rec->u.alloc.ptr);
     case ML_T_MUNMAP:
     case ML_T_MMAP_FAIL:
         return get_u8(r, &rec->u.alloc.kind) && get_u(r, &rec->u.alloc.ptr) &&

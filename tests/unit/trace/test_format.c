@@ -448,6 +448,64 @@ Test(format, corruption_never_crashes, .init = setup, .fini = teardown) {
     free(buf);
 }
 
+/* No address space holds a block of 2^57 bytes (ML_TRACE_SIZE_LIMIT): a
+ * size that large can only come from a damaged or forged trace, whose
+ * checksum may still match. It is refused as corrupt, where before it
+ * wrapped the totals ("14680064.0 TiB"); a size just under the limit
+ * reads. */
+static int read_sized(int tag, uint64_t size, uint64_t usable, char *err, size_t errlen) {
+    ml_record_t r[24];
+    int n = sample_records(r);
+    for (int i = 0; i < n; i++) {
+        if (r[i].tag != tag) continue;
+        if (tag == ML_T_GPU_ALLOC) {
+            r[i].u.gpu.size = size;
+            break;
+        }
+        r[i].u.alloc.size = size;
+        r[i].u.alloc.usable = usable;
+        if (tag == ML_T_ALLOC) { /* its free follows: the same block */
+            for (int k = i + 1; k < n; k++)
+                if (r[k].tag == ML_T_FREE) r[k].u.alloc.usable = usable;
+        }
+        break;
+    }
+    write_trace(r, n, false);
+    ml_reader_t *rd;
+    cr_assert_eq(ml_reader_open(path, &rd, err, errlen), 0, "%s", err);
+    ml_record_t rec;
+    int rc;
+    while ((rc = ml_reader_next(rd, &rec)) > 0) {
+    }
+    snprintf(err, errlen, "%s", rc < 0 ? ml_reader_error(rd) : "");
+    ml_reader_close(rd);
+    return rc;
+}
+
+Test(format, impossible_sizes_are_corrupt, .init = setup, .fini = teardown) {
+    char err[256];
+    uint64_t lim = ML_TRACE_SIZE_LIMIT;
+    cr_expect_eq(read_sized(ML_T_ALLOC, lim - 8, lim - 1, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(read_sized(ML_T_MMAP, lim - 1, lim - 1, err, sizeof err), 0, "%s", err);
+    cr_expect_eq(read_sized(ML_T_GPU_ALLOC, lim - 1, 0, err, sizeof err), 0, "%s", err);
+    struct {
+        int tag;
+        uint64_t size, usable;
+    } bad[] = {
+        {ML_T_ALLOC, UINT64_MAX - 7, UINT64_MAX},
+        {ML_T_ALLOC, lim, lim},
+        {ML_T_ALLOC, 100, lim}, /* the slack */
+        {ML_T_MMAP, lim, 0},
+        {ML_T_GPU_ALLOC, UINT64_MAX, 0},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_expect_lt(read_sized(bad[i].tag, bad[i].size, bad[i].usable, err, sizeof err), 0,
+                     "tag 0x%02x size %llu usable %llu read", bad[i].tag, (unsigned long long)bad[i].size,
+                     (unsigned long long)bad[i].usable);
+        cr_expect(strstr(err, "corrupt trace") != NULL, "%s", err);
+    }
+}
+
 Test(format, unknown_major_version_is_refused, .init = setup, .fini = teardown) {
     ml_record_t r[24];
     int n = sample_records(r);
