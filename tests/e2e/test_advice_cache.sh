@@ -132,6 +132,23 @@ chmod 600 again_graft.mlt
 report again_graft.mlt again.json
 check "advice saved for a recording of the same program is not used for another" ran_advisor again.json.err
 
+# --- the same records, other names: the key covers the symbols ---------------
+# A copy of the fixture without debug info: its own frames differ between a
+# symbolized report and --no-symbols only in their names (libc's may have
+# lines too). The key hashes each distinct string once
+# (tests/unit/analysis/test_advice_key.c checks it against hashing them all).
+strip --strip-debug -o fx_nodebug "$B/fx_adv_temp"
+"$ML" run -q -o nodebug.mlt -- ./fx_nodebug > /dev/null 2>&1
+report nodebug.mlt nodebug.json
+check "without debug info: the first report saves advice" has_advice nodebug.mlt
+report nodebug.mlt nosym.json --no-symbols
+check "... which --no-symbols (other function names) does not use" ran_advisor nosym.json.err
+report nodebug.mlt nosym2.json --no-symbols
+check "... then its own advice is saved and used" used_cache nosym2.json.err
+report nodebug.mlt named.json
+check "... and the named report's key differs from it again" ran_advisor named.json.err
+check "... with the same advice as the first time" same_but_time named.json nodebug.json
+
 # --- the records changed under their checksum ---------------------------------
 cp temp.mlt flip.mlt
 # byte 12 of the header (flags) is covered by the records' checksum and read by nobody
