@@ -1320,3 +1320,63 @@ Test(analysis, a_freed_heap_closes_the_peak_with_the_same_fragmentation, .init =
     cr_expect(p->map_cells && q->map_cells && !memcmp(p->map_cells, q->map_cells, p->map_ncells));
     ml_analysis_free(stop);
 }
+
+/* The page's per-site time buckets (ml_time_buckets_acc_*), fed the same
+ * records as the session: a site's allocations in several buckets, a clock
+ * that goes back (one pair's allocations on both sides of another's), and
+ * the sums of each non-empty bucket in bucket order. */
+Test(analysis, time_buckets_per_site, .init = setup, .fini = teardown) {
+    static const struct {
+        uint32_t t, stack;
+        uint64_t size;
+    } rec[] = {
+        {0, 1, 10}, {5, 1, 20},  {40, 2, 100}, {50, 1, 30}, {10, 2, 200}, /* the clock goes back */
+        {45, 2, 300}, {95, 1, 40}, {99, 2, 400}, {99, 3, 7},
+    };
+    ml_record_t r[sizeof rec / sizeof *rec];
+    for (size_t i = 0; i < sizeof rec / sizeof *rec; i++) {
+        r[i] = (ml_record_t){.tag = ML_T_ALLOC, .time_ms = rec[i].t};
+        r[i].u.alloc.kind = ML_KIND_MALLOC;
+        r[i].u.alloc.ptr = 0x10000 + 0x100 * i;
+        r[i].u.alloc.size = rec[i].size;
+        r[i].u.alloc.stack = rec[i].stack;
+        ml_analysis_feed(A, &r[i]);
+    }
+    build(NULL);
+    ml_time_buckets_acc_t *c;
+    char err[256];
+    cr_assert_eq(ml_time_buckets_acc_new(A, 10, &c, err, sizeof err), 0, "%s", err);
+    for (size_t i = 0; i < sizeof r / sizeof *r; i++) ml_time_buckets_acc_record(c, &r[i]);
+    ml_time_buckets_acc_record(c, NULL);
+    ml_time_buckets_t *tb;
+    cr_assert_eq(ml_time_buckets_acc_finish(c, &tb, err, sizeof err), 0, "%s", err);
+    ml_time_buckets_acc_free(c);
+    uint32_t width;
+    cr_expect_eq(ml_time_buckets_count(tb, &width), 10);
+    cr_expect_eq(width, 10);
+    static const struct {
+        uint64_t pc;
+        size_t n;
+        ml_bucket_alloc_t b[4];
+    } want[] = {
+        {0x1000, 3, {{0, 2, 30}, {5, 1, 30}, {9, 1, 40}}},
+        {0x2000, 3, {{1, 1, 200}, {4, 2, 400}, {9, 1, 400}}},
+        {0x3000, 1, {{9, 1, 7}}},
+    };
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++) {
+        const ml_site_t *s = site_at(want[w].pc);
+        cr_assert_not_null(s, "the site of pc %#lx", (unsigned long)want[w].pc);
+        size_t n;
+        const ml_bucket_alloc_t *b = ml_time_buckets_alloc(tb, s->id, &n);
+        cr_expect_eq(n, want[w].n, "pc %#lx: %zu buckets", (unsigned long)want[w].pc, n);
+        for (size_t i = 0; i < n && i < want[w].n; i++) {
+            cr_expect_eq(b[i].bucket, want[w].b[i].bucket, "pc %#lx [%zu]: bucket %u", (unsigned long)want[w].pc, i,
+                         b[i].bucket);
+            cr_expect_eq(b[i].calls, want[w].b[i].calls, "pc %#lx [%zu]: calls %lu", (unsigned long)want[w].pc, i,
+                         (unsigned long)b[i].calls);
+            cr_expect_eq(b[i].bytes, want[w].b[i].bytes, "pc %#lx [%zu]: bytes %lu", (unsigned long)want[w].pc, i,
+                         (unsigned long)b[i].bytes);
+        }
+    }
+    ml_time_buckets_free(tb);
+}
