@@ -84,6 +84,7 @@ struct ml_sim_replay_s {
     const ml_sim_op_t *cur;
     size_t cur_n;
     atomic_uint next_task;
+    unsigned nextra; /* the batch's tasks before the policies (run_extra) */
     unsigned done;
     bool busy, quit, started, finished;
     int err;
@@ -119,6 +120,20 @@ static void run_policy(ml_sim_replay_t *r, uint32_t k, const ml_sim_op_t *ops, s
     r->cost[k] = dt;
 }
 
+/* The tasks of a batch besides the policies, first (the longest): the
+ * observer and the log read the batch as the policies do, and running them
+ * on the workers leaves the caller's thread to decode the next batch
+ * (clang-format's pass 1 waited on that thread, the two policies' workers
+ * mostly idle). */
+static unsigned extra_tasks(const ml_sim_replay_t *r) {
+    return (r->observe != NULL) + (r->log != NULL);
+}
+
+static void run_extra(ml_sim_replay_t *r, unsigned t, const ml_sim_op_t *ops, size_t n) {
+    if (t == 0 && r->observe) r->observe(r->observe_ctx, ops, n);
+    else ml__sim_oplog_append(r->log, ops, n);
+}
+
 static void *worker(void *arg) {
     ml_sim_replay_t *r = arg;
     uint64_t seen = 0;
@@ -135,8 +150,9 @@ static void *worker(void *arg) {
         pthread_mutex_unlock(&r->mu);
         for (;;) {
             unsigned t = atomic_fetch_add(&r->next_task, 1);
-            if (t >= r->npol) break;
-            run_policy(r, r->order[t], ops, n);
+            if (t >= r->nextra + r->npol) break;
+            if (t < r->nextra) run_extra(r, t, ops, n);
+            else run_policy(r, r->order[t - r->nextra], ops, n);
         }
         pthread_mutex_lock(&r->mu);
         if (++r->done == r->nthreads) {
@@ -170,19 +186,15 @@ static int start_workers(ml_sim_replay_t *r) {
 /* Hands the first n ops of the fill buffer to the policies. */
 static void dispatch(ml_sim_replay_t *r, size_t n) {
     ml_sim_op_t *ops = r->buf[r->fill];
-    if (r->observe) r->observe(r->observe_ctx, ops, n);
-    if (r->log) ml__sim_oplog_append(r->log, ops, n);
     r->ops += n;
-    if (!r->nthreads || !r->npol) {
-        for (uint32_t k = 0; k < r->npol; k++) run_policy(r, k, ops, n);
-        return;
-    }
-    if (!r->started && start_workers(r) < 0) r->nthreads = 0;
+    if (r->nthreads && r->npol && !r->started && start_workers(r) < 0) r->nthreads = 0;
     if (!r->started) {
+        for (unsigned t = 0; t < extra_tasks(r); t++) run_extra(r, t, ops, n);
         for (uint32_t k = 0; k < r->npol; k++) run_policy(r, k, ops, n);
         return;
     }
     wait_idle(r);
+    r->nextra = extra_tasks(r);
     /* slowest first (longest processing time first) */
     for (size_t i = 1; i < r->npol; i++) {
         uint32_t x = r->order[i];
