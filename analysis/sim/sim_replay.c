@@ -12,10 +12,13 @@
  * a later replay of the same trace is then fed from the log
  * (ml_sim_replay_oplog) and decodes nothing.
  *
- * Dispatch: two op buffers. While the workers run the policies over one
- * batch, the caller fills the other. Within a batch, workers take whole
- * policies from a shared counter, slowest first (by the previous batch), so
- * each policy still sees every op in order and needs no locking.
+ * Dispatch: NBUF op buffers. The caller fills one while the workers run
+ * the tasks (each policy, the observer, the log) over the batches handed
+ * over before it. A task is run by one worker at a time and takes the
+ * batches in order, so each policy still sees every op in order and needs
+ * no locking; but the tasks go at their own pace, so a worker that is done
+ * with one takes another's next batch instead of waiting for the slowest
+ * at a barrier after every batch.
  */
 #define _GNU_SOURCE
 #include "sim_internal.h"
@@ -26,6 +29,7 @@
 #include <unistd.h>
 
 #define BATCH_OPS 65536
+#define NBUF 4 /* batches in flight: one filled, three for the workers */
 #define FEED_AHEAD 8
 #define STASH_THREADS 1024
 
@@ -45,8 +49,7 @@ typedef struct {
 
 struct ml_sim_replay_s {
     ml_sim_policy_t **pol;
-    double *cost;     /* CPU seconds of each policy in the last batch */
-    uint32_t *order;
+    double *cost;     /* CPU seconds of each policy's last batch (under mu) */
     size_t npol, polcap;
     /* id map */
     ml_map_t map; /* idslot_t by recorded address */
@@ -54,8 +57,9 @@ struct ml_sim_replay_s {
     uint32_t *id_site, *id_free;
     uint32_t idcap, idcap2, nfree_ids, next_id;
     stash_t stash[STASH_THREADS];
-    /* batches */
-    ml_sim_op_t *buf[2];
+    /* batches: batch b (from 0) is filled in buf[b % NBUF] */
+    ml_sim_op_t *buf[NBUF];
+    size_t buf_n[NBUF]; /* the ops handed over in each buffer */
     size_t len;  /* ops in buf[fill] */
     int fill;
     size_t last_alloc; /* index in buf[fill] of the last alloc, or SIZE_MAX */
@@ -75,18 +79,22 @@ struct ml_sim_replay_s {
     uint32_t reserve_live;
     uint8_t *reserve_pending; /* reserve_n flags */
     size_t reserve_n;
-    /* workers */
+    /* workers. A task is a policy, or the observer or the log (run_extra),
+     * which see every batch in order as a policy does. Each task goes
+     * through the batches at its own pace: a worker takes any task that is
+     * not running and has a batch it has not done, so a slow policy does
+     * not hold the others at a barrier after every batch. A buffer is
+     * filled again once every task is past the batch it held. */
     unsigned nthreads;
     pthread_t *th;
     pthread_mutex_t mu;
     pthread_cond_t cv_work, cv_done;
-    uint64_t gen;
-    const ml_sim_op_t *cur;
-    size_t cur_n;
-    atomic_uint next_task;
-    unsigned nextra; /* the batch's tasks before the policies (run_extra) */
-    unsigned done;
-    bool busy, quit, started, finished;
+    uint64_t published;  /* batches handed over */
+    unsigned nextra;     /* tasks before the policies (run_extra) */
+    unsigned ntasks;     /* nextra + npol */
+    uint64_t *task_done; /* ntasks: batches each task has done */
+    uint8_t *task_busy;  /* ntasks: a worker runs it */
+    bool quit, started, finished;
     int err;
 };
 
@@ -96,7 +104,7 @@ static double thread_cpu(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void run_policy(ml_sim_replay_t *r, uint32_t k, const ml_sim_op_t *ops, size_t n) {
+static double run_policy(ml_sim_replay_t *r, uint32_t k, const ml_sim_op_t *ops, size_t n) {
     ml_sim_policy_t *p = r->pol[k];
     double t0 = thread_cpu();
     if (k < r->reserve_n && r->reserve_pending[k]) {
@@ -117,7 +125,7 @@ static void run_policy(ml_sim_replay_t *r, uint32_t k, const ml_sim_op_t *ops, s
     }
     double dt = thread_cpu() - t0;
     p->cpu_seconds += dt;
-    r->cost[k] = dt;
+    return dt;
 }
 
 /* The tasks of a batch besides the policies, first (the longest): the
@@ -134,45 +142,87 @@ static void run_extra(ml_sim_replay_t *r, unsigned t, const ml_sim_op_t *ops, si
     else ml__sim_oplog_append(r->log, ops, n);
 }
 
-static void *worker(void *arg) {
-    ml_sim_replay_t *r = arg;
-    uint64_t seen = 0;
-    for (;;) {
-        pthread_mutex_lock(&r->mu);
-        while (r->gen == seen && !r->quit) pthread_cond_wait(&r->cv_work, &r->mu);
-        if (r->quit) {
-            pthread_mutex_unlock(&r->mu);
-            return NULL;
-        }
-        seen = r->gen;
-        const ml_sim_op_t *ops = r->cur;
-        size_t n = r->cur_n;
-        pthread_mutex_unlock(&r->mu);
-        for (;;) {
-            unsigned t = atomic_fetch_add(&r->next_task, 1);
-            if (t >= r->nextra + r->npol) break;
-            if (t < r->nextra) run_extra(r, t, ops, n);
-            else run_policy(r, r->order[t - r->nextra], ops, n);
-        }
-        pthread_mutex_lock(&r->mu);
-        if (++r->done == r->nthreads) {
-            r->busy = false;
-            pthread_cond_signal(&r->cv_done);
-        }
-        pthread_mutex_unlock(&r->mu);
+/* Runs task t (an extra, then the policies) over ops; its CPU seconds for
+ * a policy, 0 for an extra. */
+static double run_task(ml_sim_replay_t *r, unsigned t, const ml_sim_op_t *ops, size_t n) {
+    if (t < r->nextra) {
+        run_extra(r, t, ops, n);
+        return 0;
     }
+    return run_policy(r, t - r->nextra, ops, n);
 }
 
-static void wait_idle(ml_sim_replay_t *r) {
+/* The task a worker should take now, or -1: of those not running and with
+ * a batch to do, the one furthest behind, then the costliest (its last
+ * batch's CPU time) -- the extras first, being the longest. Under mu. */
+static int pick_task(const ml_sim_replay_t *r) {
+    int best = -1;
+    for (unsigned t = 0; t < r->ntasks; t++) {
+        if (r->task_busy[t] || r->task_done[t] >= r->published) continue;
+        if (best < 0 || r->task_done[t] < r->task_done[best]) {
+            best = (int)t;
+            continue;
+        }
+        if (r->task_done[t] == r->task_done[best] && t >= r->nextra && best >= (int)r->nextra &&
+            r->cost[t - r->nextra] > r->cost[best - r->nextra])
+            best = (int)t;
+    }
+    return best;
+}
+
+static void *worker(void *arg) {
+    ml_sim_replay_t *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        int t;
+        while ((t = pick_task(r)) < 0 && !r->quit) pthread_cond_wait(&r->cv_work, &r->mu);
+        if (t < 0) break; /* quit, and nothing left to do */
+        uint64_t b = r->task_done[t];
+        const ml_sim_op_t *ops = r->buf[b % NBUF];
+        size_t n = r->buf_n[b % NBUF];
+        r->task_busy[t] = 1;
+        pthread_mutex_unlock(&r->mu);
+        double dt = run_task(r, (unsigned)t, ops, n);
+        pthread_mutex_lock(&r->mu);
+        if ((unsigned)t >= r->nextra) r->cost[t - r->nextra] = dt;
+        r->task_busy[t] = 0;
+        r->task_done[t]++;
+        /* the caller may wait for a buffer, or for the end; the other
+         * workers for this task */
+        pthread_cond_broadcast(&r->cv_done);
+        pthread_cond_broadcast(&r->cv_work);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+/* The fewest batches any task has done. Under mu. */
+static uint64_t slowest(const ml_sim_replay_t *r) {
+    uint64_t m = UINT64_MAX;
+    for (unsigned t = 0; t < r->ntasks; t++)
+        if (r->task_done[t] < m) m = r->task_done[t];
+    return m == UINT64_MAX ? r->published : m;
+}
+
+/* Waits until every task has done at least `batches` batches. */
+static void wait_done(ml_sim_replay_t *r, uint64_t batches) {
     if (!r->started) return;
     pthread_mutex_lock(&r->mu);
-    while (r->busy) pthread_cond_wait(&r->cv_done, &r->mu);
+    while (slowest(r) < batches) pthread_cond_wait(&r->cv_done, &r->mu);
     pthread_mutex_unlock(&r->mu);
 }
 
+static void wait_idle(ml_sim_replay_t *r) {
+    wait_done(r, r->published);
+}
+
 static int start_workers(ml_sim_replay_t *r) {
+    r->nextra = extra_tasks(r);
+    r->ntasks = r->nextra + (unsigned)r->npol;
+    r->task_done = calloc(r->ntasks, sizeof *r->task_done);
+    r->task_busy = calloc(r->ntasks, sizeof *r->task_busy);
     r->th = calloc(r->nthreads, sizeof *r->th);
-    if (!r->th) return -ENOMEM;
+    if (!r->th || !r->task_done || !r->task_busy) return -ENOMEM;
     for (unsigned i = 0; i < r->nthreads; i++) {
         if (pthread_create(&r->th[i], NULL, worker, r) != 0) {
             r->nthreads = i; /* run with the ones that started */
@@ -183,7 +233,8 @@ static int start_workers(ml_sim_replay_t *r) {
     return 0;
 }
 
-/* Hands the first n ops of the fill buffer to the policies. */
+/* Hands the first n ops of the fill buffer to the tasks, and moves the fill
+ * buffer on to the next, once every task is past the batch it held. */
 static void dispatch(ml_sim_replay_t *r, size_t n) {
     ml_sim_op_t *ops = r->buf[r->fill];
     r->ops += n;
@@ -193,28 +244,14 @@ static void dispatch(ml_sim_replay_t *r, size_t n) {
         for (uint32_t k = 0; k < r->npol; k++) run_policy(r, k, ops, n);
         return;
     }
-    wait_idle(r);
-    r->nextra = extra_tasks(r);
-    /* slowest first (longest processing time first) */
-    for (size_t i = 1; i < r->npol; i++) {
-        uint32_t x = r->order[i];
-        size_t j = i;
-        while (j > 0 && r->cost[r->order[j - 1]] < r->cost[x]) {
-            r->order[j] = r->order[j - 1];
-            j--;
-        }
-        r->order[j] = x;
-    }
     pthread_mutex_lock(&r->mu);
-    r->cur = ops;
-    r->cur_n = n;
-    atomic_store(&r->next_task, 0);
-    r->done = 0;
-    r->busy = true;
-    r->gen++;
+    r->buf_n[r->fill] = n;
+    r->published++;
     pthread_cond_broadcast(&r->cv_work);
     pthread_mutex_unlock(&r->mu);
-    r->fill ^= 1;
+    r->fill = (int)(r->published % NBUF);
+    /* the next batch's buffer held batch published - NBUF */
+    if (r->published >= NBUF) wait_done(r, r->published - NBUF + 1);
 }
 
 /* The fill buffer is full: hand it over, keeping the ops from the last
@@ -510,11 +547,10 @@ int ml_sim_replay_finish(ml_sim_replay_t *r) {
 int ml_sim_replay_new(unsigned threads, ml_sim_replay_t **out) {
     ml_sim_replay_t *r = calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
-    r->buf[0] = malloc(BATCH_OPS * sizeof(ml_sim_op_t));
-    r->buf[1] = malloc(BATCH_OPS * sizeof(ml_sim_op_t));
-    if (!r->buf[0] || !r->buf[1]) {
-        free(r->buf[0]);
-        free(r->buf[1]);
+    bool ok = true;
+    for (int i = 0; i < NBUF; i++) ok = (r->buf[i] = malloc(BATCH_OPS * sizeof(ml_sim_op_t))) && ok;
+    if (!ok) {
+        for (int i = 0; i < NBUF; i++) free(r->buf[i]);
         free(r);
         return -ENOMEM;
     }
@@ -537,18 +573,15 @@ int ml_sim_replay_add(ml_sim_replay_t *r, ml_sim_policy_t *p) {
         size_t ncap = r->polcap ? r->polcap * 2 : 16;
         ml_sim_policy_t **n = realloc(r->pol, ncap * sizeof *n);
         double *c = realloc(r->cost, ncap * sizeof *c);
-        uint32_t *o = realloc(r->order, ncap * sizeof *o);
         if (n) r->pol = n;
         if (c) r->cost = c;
-        if (o) r->order = o;
-        if (!n || !c || !o) {
+        if (!n || !c) {
             ml_sim_policy_free(p);
             return -ENOMEM;
         }
         r->polcap = ncap;
     }
     r->cost[r->npol] = 0;
-    r->order[r->npol] = (uint32_t)r->npol;
     r->pol[r->npol++] = p;
     return 0;
 }
@@ -605,7 +638,7 @@ bool ml_sim_replay_sampled(const ml_sim_replay_t *r) {
 }
 
 uint64_t ml_sim_replay_state_bytes(const ml_sim_replay_t *r) {
-    return sizeof *r + 2 * BATCH_OPS * sizeof(ml_sim_op_t) + r->map.cap * sizeof(idslot_t) +
+    return sizeof *r + NBUF * BATCH_OPS * sizeof(ml_sim_op_t) + r->map.cap * sizeof(idslot_t) +
            (uint64_t)r->idcap * 16;
 }
 
@@ -623,14 +656,14 @@ void ml_sim_replay_free(ml_sim_replay_t *r) {
     for (size_t i = 0; i < r->npol; i++) ml_sim_policy_free(r->pol[i]);
     free(r->pol);
     free(r->cost);
-    free(r->order);
     free(r->reserve_pending);
     ml_map_free(&r->map);
     free(r->id_size);
     free(r->id_site);
     free(r->id_free);
-    free(r->buf[0]);
-    free(r->buf[1]);
+    for (int i = 0; i < NBUF; i++) free(r->buf[i]);
+    free(r->task_done);
+    free(r->task_busy);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv_work);
     pthread_cond_destroy(&r->cv_done);

@@ -144,26 +144,32 @@ static void random_trace(ml_sim_replay_t *r, int n) {
     }
 }
 
-Test(replay, threads_change_nothing_but_time, .timeout = 120) {
+/* Workers take the policies' batches at each policy's own pace, several
+ * batches in flight (sim_replay.c, "Dispatch"): with 1, 2 or 3 workers
+ * every policy still sees every op in order, as with none. */
+Test(replay, threads_change_nothing_but_time, .timeout = 240) {
+    static const unsigned workers[] = {0, 1, 2, 3};
     ml_sim_metrics_t a[16], b[16];
     size_t n = 0;
-    for (int pass = 0; pass < 2; pass++) {
+    for (size_t pass = 0; pass < sizeof workers / sizeof *workers; pass++) {
         ml_sim_replay_t *r;
-        cr_assert_eq(ml_sim_replay_new(pass ? 2 : 0, &r), 0);
+        cr_assert_eq(ml_sim_replay_new(workers[pass], &r), 0);
         add_table(r);
         random_trace(r, 300000);
         cr_assert_eq(ml_sim_replay_finish(r), 0);
         n = ml_sim_replay_count(r);
         for (size_t i = 0; i < n; i++) ml_sim_replay_metrics(r, i, pass ? &b[i] : &a[i]);
         ml_sim_replay_free(r);
-    }
-    cr_assert_eq(n, 11);
-    for (size_t i = 0; i < n; i++) {
-        cr_expect_str_eq(a[i].name, b[i].name);
-        cr_expect_eq(a[i].peak_footprint, b[i].peak_footprint, "%s", a[i].name);
-        cr_expect_eq(a[i].search_steps, b[i].search_steps, "%s", a[i].name);
-        cr_expect_eq(a[i].at_end.live_requested, b[i].at_end.live_requested, "%s", a[i].name);
-        cr_expect_gt(a[i].allocs, 100000, "%s", a[i].name);
+        if (!pass) continue;
+        cr_assert_eq(n, 11);
+        for (size_t i = 0; i < n; i++) {
+            cr_expect_str_eq(a[i].name, b[i].name);
+            cr_expect_eq(a[i].peak_footprint, b[i].peak_footprint, "%s, %u workers", a[i].name, workers[pass]);
+            cr_expect_eq(a[i].search_steps, b[i].search_steps, "%s, %u workers", a[i].name, workers[pass]);
+            cr_expect_eq(a[i].at_end.live_requested, b[i].at_end.live_requested, "%s, %u workers", a[i].name,
+                         workers[pass]);
+            cr_expect_gt(a[i].allocs, 100000, "%s", a[i].name);
+        }
     }
 }
 
