@@ -24,7 +24,6 @@
 #include "sim_internal.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
