@@ -145,8 +145,9 @@ compare() {
     outputs "$NEW" "$D" "$R/new"
     local nfiles ndiff=0
     nfiles=$(ls "$R/old" | wc -l)
-    # The advisor's own run time is the one field that differs between two runs.
-    for f in "$R"/old/*.json "$R"/new/*.json; do
+    # The advisor's own run time is the one field that differs between two
+    # runs, in the JSON and in the page's data.
+    for f in "$R"/old/*.json "$R"/new/*.json "$R"/old/*.html "$R"/new/*.html; do
         [ -e "$f" ] && sed -i 's/"seconds": [0-9.e+-]*/"seconds": _/g' "$f"
     done
     for f in "$R"/old/*; do
