@@ -1321,6 +1321,76 @@ Test(analysis, a_freed_heap_closes_the_peak_with_the_same_fragmentation, .init =
     ml_analysis_free(stop);
 }
 
+/* The page's blocks live at the end, by site, allocation bucket and leak
+ * kind: each site's entries in (bucket, kind) order with their blocks and
+ * bytes summed, whatever the order the live set holds the blocks in (the
+ * addresses below are not in time order, and one site's clock goes back);
+ * a block freed before the end is in none. */
+Test(analysis, time_buckets_live_at_the_end, .init = setup, .fini = teardown) {
+    static const struct {
+        uint32_t t, stack;
+        uint64_t ptr, size;
+        uint8_t reach;
+    } blk[] = {
+        {0, 1, 0x90000, 10, ML_REACH_DEFINITE},   {3, 1, 0x20000, 20, ML_REACH_REACHABLE},
+        {5, 1, 0x70000, 30, ML_REACH_DEFINITE},   {20, 2, 0x10000, 100, ML_REACH_DEFINITE},
+        {1, 2, 0xa0000, 200, ML_REACH_DEFINITE},  {21, 2, 0x30000, 300, ML_REACH_REACHABLE},
+        {22, 2, 0xb0000, 400, ML_REACH_DEFINITE}, {55, 1, 0x40000, 40, ML_REACH_POSSIBLE},
+        {57, 1, 0x80000, 50, ML_REACH_INDIRECT},  {58, 1, 0x50000, 60, ML_REACH_POSSIBLE},
+        {98, 3, 0x60000, 7, ML_REACH_INDIRECT},   {99, 1, 0xc0000, 70, ML_REACH_REACHABLE},
+    };
+    for (size_t i = 0; i < sizeof blk / sizeof *blk; i++) alloc_in(A, blk[i].ptr, blk[i].size, blk[i].stack, blk[i].t);
+    dealloc_in(A, 0xb0000, 23);
+    ml_record_t r = {.tag = ML_T_BLOCK_REACH};
+    for (size_t i = 0; i < sizeof blk / sizeof *blk; i++) {
+        if (blk[i].ptr == 0xb0000) continue;
+        r.u.block_reach.ptr = blk[i].ptr;
+        r.u.block_reach.reach = blk[i].reach;
+        ml_analysis_feed(A, &r);
+    }
+    ml_record_t scan = {.tag = ML_T_REACH_SCAN};
+    ml_analysis_feed(A, &scan);
+    build(NULL);
+    ml_time_buckets_acc_t *c;
+    char err[256];
+    cr_assert_eq(ml_time_buckets_acc_new(A, 10, &c, err, sizeof err), 0, "%s", err);
+    ml_time_buckets_acc_record(c, NULL);
+    ml_time_buckets_t *tb;
+    cr_assert_eq(ml_time_buckets_acc_finish(c, &tb, err, sizeof err), 0, "%s", err);
+    ml_time_buckets_acc_free(c);
+    uint32_t width;
+    cr_expect_eq(ml_time_buckets_count(tb, &width), 10);
+    cr_expect_eq(width, 10);
+    static const struct {
+        uint64_t pc;
+        size_t n;
+        ml_bucket_live_t b[5];
+    } want[] = {
+        {0x1000, 5, {{0, ML_LEAK_DEFINITE, 2, 40}, {0, ML_LEAK_REACHABLE, 1, 20}, {5, ML_LEAK_INDIRECT, 1, 50},
+                     {5, ML_LEAK_POSSIBLE, 2, 100}, {9, ML_LEAK_REACHABLE, 1, 70}}},
+        {0x2000, 3, {{0, ML_LEAK_DEFINITE, 1, 200}, {2, ML_LEAK_DEFINITE, 1, 100}, {2, ML_LEAK_REACHABLE, 1, 300}}},
+        {0x3000, 1, {{9, ML_LEAK_INDIRECT, 1, 7}}},
+    };
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++) {
+        const ml_site_t *s = site_at(want[w].pc);
+        cr_assert_not_null(s, "the site of pc %#lx", (unsigned long)want[w].pc);
+        size_t n;
+        const ml_bucket_live_t *b = ml_time_buckets_live(tb, s->id, &n);
+        cr_expect_eq(n, want[w].n, "pc %#lx: %zu entries", (unsigned long)want[w].pc, n);
+        for (size_t i = 0; i < n && i < want[w].n; i++) {
+            cr_expect_eq(b[i].bucket, want[w].b[i].bucket, "pc %#lx [%zu]: bucket %u", (unsigned long)want[w].pc, i,
+                         b[i].bucket);
+            cr_expect_eq(b[i].kind, want[w].b[i].kind, "pc %#lx [%zu]: kind %d", (unsigned long)want[w].pc, i,
+                         (int)b[i].kind);
+            cr_expect_eq(b[i].blocks, want[w].b[i].blocks, "pc %#lx [%zu]: blocks %lu", (unsigned long)want[w].pc,
+                         i, (unsigned long)b[i].blocks);
+            cr_expect_eq(b[i].bytes, want[w].b[i].bytes, "pc %#lx [%zu]: bytes %lu", (unsigned long)want[w].pc, i,
+                         (unsigned long)b[i].bytes);
+        }
+    }
+    ml_time_buckets_free(tb);
+}
+
 /* The page's per-site time buckets (ml_time_buckets_acc_*), fed the same
  * records as the session: a site's allocations in several buckets, a clock
  * that goes back (one pair's allocations on both sides of another's), and
