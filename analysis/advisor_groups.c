@@ -165,6 +165,7 @@ static int grow_arr(void **arr, uint32_t *cap, uint32_t id, size_t elem) {
     while (ncap <= id) ncap *= 2;
     void *n = realloc(*arr, ncap * elem);
     if (!n) return -ENOMEM;
+    ml_advise_huge(n, ncap * elem); /* before the new part is zeroed: in huge pages */
     memset((char *)n + (size_t)*cap * elem, 0, (size_t)(ncap - *cap) * elem);
     *arr = n;
     *cap = (uint32_t)ncap;

@@ -586,7 +586,7 @@ void ml__live_cursor_free(ml__live_cursor_t *cur) {
 }
 
 int64_t ml__live_gather(const ml__live_t *L, ml__block_t **out) {
-    ml__block_t *v = malloc((L->count ? L->count : 1) * sizeof *v);
+    ml__block_t *v = ml_huge_alloc((L->count ? L->count : 1) * sizeof *v, false);
     ml__live_cursor_t cur;
     if (!v || ml__live_cursor_init(&cur, L) < 0) {
         free(v);
