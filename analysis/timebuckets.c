@@ -36,49 +36,10 @@ typedef struct {
     uint64_t key, blocks, bytes;
 } live_sum_t;
 
-typedef struct {
-    live_sum_t *slot;
-    size_t cap, n; /* cap: a power of two */
-} live_sums_t;
+ML_MAP_TYPED(live_sums, live_sum_t, 1024)
 
 static uint64_t live_key(uint32_t site, uint32_t bucket, uint32_t kind) {
     return ((uint64_t)site << 32 | (uint64_t)bucket << 8 | kind) + 1;
-}
-
-static size_t live_slot(uint64_t key, size_t cap) {
-    key *= 0x9e3779b97f4a7c15u;
-    return (size_t)(key ^ key >> 29) & (cap - 1);
-}
-
-static int live_sums_grow(live_sums_t *m) {
-    size_t ncap = m->cap ? m->cap * 2 : 1024;
-    live_sum_t *ns = calloc(ncap, sizeof *ns);
-    if (!ns) return -ENOMEM;
-    for (size_t i = 0; i < m->cap; i++) {
-        if (!m->slot[i].key) continue;
-        size_t k = live_slot(m->slot[i].key, ncap);
-        while (ns[k].key) k = (k + 1) & (ncap - 1);
-        ns[k] = m->slot[i];
-    }
-    free(m->slot);
-    m->slot = ns;
-    m->cap = ncap;
-    return 0;
-}
-
-static int live_sums_add(live_sums_t *m, uint64_t key, uint64_t bytes) {
-    if ((m->n + 1) * 2 > m->cap && live_sums_grow(m) < 0) return -ENOMEM;
-    size_t k = live_slot(key, m->cap);
-    for (; m->slot[k].key; k = (k + 1) & (m->cap - 1))
-        if (m->slot[k].key == key) break;
-    live_sum_t *e = &m->slot[k];
-    if (!e->key) {
-        e->key = key;
-        m->n++;
-    }
-    e->blocks++;
-    e->bytes += bytes;
-    return 0;
 }
 
 static int cmp_live_sum(const void *x, const void *y) {
@@ -233,7 +194,7 @@ int ml_time_buckets_acc_finish(ml_time_buckets_acc_t *c, ml_time_buckets_t **out
     size_t nsites = c->nsites;
     uint32_t nb = c->nb, width = c->width;
     int rc = -ENOMEM;
-    live_sums_t sums = {NULL, 0, 0};
+    ml_map_t sums = {NULL, 0, 0};
     run_t *by_site = NULL;
     ml_time_buckets_t *tb = calloc(1, sizeof *tb);
     if (!tb || c->err) goto out;
@@ -291,20 +252,26 @@ int ml_time_buckets_acc_finish(ml_time_buckets_acc_t *c, ml_time_buckets_t **out
         uint32_t si = site_of_stat(a, e->stack);
         if (si >= nsites) continue;
         uint32_t k = e->time_ms / width;
-        oom = live_sums_add(&sums, live_key(si, k < nb ? k : nb - 1, kind_of(e)), e->size) < 0;
+        bool existed;
+        live_sum_t *x = live_sums_put(&sums, live_key(si, k < nb ? k : nb - 1, kind_of(e)), &existed);
+        if (!(oom = !x)) {
+            x->blocks++;
+            x->bytes += e->size;
+        }
     }
     ml__live_cursor_free(&cur);
     if (oom) goto out;
-    /* The sums in key order: packed to the front, then sorted. */
+    /* The sums in key order: packed to the front of the table, then sorted. */
+    live_sum_t *v = live_sums_entries(&sums);
     size_t nl = 0;
-    for (size_t i = 0; i < sums.cap; i++)
-        if (sums.slot[i].key) sums.slot[nl++] = sums.slot[i];
-    qsort(sums.slot, nl, sizeof *sums.slot, cmp_live_sum);
+    for (uint64_t i = 0; i < sums.cap; i++)
+        if (v[i].key) v[nl++] = v[i];
+    qsort(v, nl, sizeof *v, cmp_live_sum);
     tb->live = calloc(nl + 1, sizeof *tb->live);
     if (!tb->live) goto out;
     size_t s = 0;
     for (size_t i = 0; i < nl; i++) {
-        const live_sum_t *x = &sums.slot[i];
+        const live_sum_t *x = &v[i];
         uint32_t site = (uint32_t)((x->key - 1) >> 32);
         while (s <= site) tb->live_off[s++] = i;
         tb->live[i] = (ml_bucket_live_t){(uint32_t)((x->key - 1) >> 8 & 0xffffff),
@@ -313,7 +280,7 @@ int ml_time_buckets_acc_finish(ml_time_buckets_acc_t *c, ml_time_buckets_t **out
     while (s <= nsites) tb->live_off[s++] = nl;
     rc = 0;
 out:
-    free(sums.slot);
+    ml_map_free(&sums);
     free(by_site);
     if (rc < 0) {
         snprintf(err, errlen, "time buckets: out of memory");
