@@ -110,9 +110,9 @@ static void usage(FILE *f) {
  * instead of 1.4-2.0 s (50 k page faults to 12 k), cppcheck's 0.90 s
  * instead of 1.00 s, clang-format's 1.7-1.9 s instead of 2.1-2.2 s.
  *
- * Not done when it cannot help or would get in the way: the kernel's huge
- * pages are off or already on for every mapping ("always"); the user's
- * GLIBC_TUNABLES already says glibc.malloc.hugetlb (=0 turns this off);
+ * Not done with ML_HUGE_PAGES=0, nor when it cannot help or would get in
+ * the way: the kernel's huge pages are off or already on for every mapping
+ * ("always"); the user's GLIBC_TUNABLES says glibc.malloc.hugetlb already;
  * memlens runs under valgrind (its preload in LD_PRELOAD: the new image
  * would run outside it); a sanitizer build (its allocator is not glibc's).
  * When the new start fails, the command goes on as it is. */
@@ -139,7 +139,7 @@ static void restart_with_huge_pages(char **argv) {
     return;
 #endif
     const char *pre = getenv("LD_PRELOAD"), *tun = getenv("GLIBC_TUNABLES");
-    if ((pre && strstr(pre, "vgpreload")) || (tun && strstr(tun, "glibc.malloc.hugetlb")) || !thp_on_request())
+    if (!ml_option_bool(ML_ENV_HUGE_PAGES) || (pre && strstr(pre, "vgpreload")) || (tun && strstr(tun, "glibc.malloc.hugetlb")) || !thp_on_request())
         return;
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -74,6 +74,9 @@
       "the strategy advisor prints its summaries and decisions on stderr")                        \
     X(VIEW_NO_MOUSE, "ML_VIEW_NO_MOUSE", BOOL, "0", ML_ENV_CLI,                                    \
       "the live viewer leaves the mouse to the terminal")                                         \
+    X(HUGE_PAGES, "ML_HUGE_PAGES", BOOL, "1", ML_ENV_CLI,                                          \
+      "memlens report, view and diff start once more with glibc's malloc in transparent huge "     \
+      "pages (GLIBC_TUNABLES)")                                                                    \
     X(CTL, "ML_CTL", STR, NULL, ML_ENV_PRELOAD,                                                     \
       "set by memlens run: the session's control segment in /dev/shm")                           \
     X(LD_PRELOAD_ORIG, "ML_LD_PRELOAD_ORIG", STR, NULL, ML_ENV_PRELOAD,                            \

@@ -2,7 +2,7 @@
 # The analysis commands restart themselves once with glibc's malloc in
 # transparent huge pages (cli/main.c, restart_with_huge_pages): GLIBC_TUNABLES
 # gains glibc.malloc.hugetlb=1 for the second start and the variable the user
-# gave is carried along; the user's own glibc.malloc.hugetlb, valgrind's
+# gave is carried along; ML_HUGE_PAGES=0, the user's own glibc.malloc.hugetlb, valgrind's
 # preload and a kernel without huge pages on request each mean no restart;
 # the report is the same either way.
 # usage: test_huge_restart.sh MEMLENS FX_COUNTS
@@ -28,6 +28,10 @@ env_of() { grep -o "\"$1=[^\"]*\"" | tr -d '"'; }
 starts env GLIBC_TUNABLES=glibc.malloc.hugetlb=0 "$ML" report t.mlt --json off.json --no-advisor -q >s.txt
 n=$(wc -l <s.txt)
 [ "$n" -eq 1 ] && ok "the user's glibc.malloc.hugetlb: one start" || bad "the user's glibc.malloc.hugetlb: $n starts"
+
+starts env ML_HUGE_PAGES=0 "$ML" report t.mlt --json off0.json --no-advisor -q >s.txt
+n=$(wc -l <s.txt)
+[ "$n" -eq 1 ] && ok "ML_HUGE_PAGES=0: one start" || bad "ML_HUGE_PAGES=0: $n starts"
 
 gcc -shared -fPIC -o libvgpreload_fake.so -x c /dev/null 2>/dev/null || { echo "cannot build a library"; exit 2; }
 starts env LD_PRELOAD="$W/libvgpreload_fake.so" "$ML" report t.mlt --json vg.json --no-advisor -q >s.txt
