@@ -139,7 +139,8 @@ static void restart_with_huge_pages(char **argv) {
     return;
 #endif
     const char *pre = getenv("LD_PRELOAD"), *tun = getenv("GLIBC_TUNABLES");
-    if (!ml_option_bool(ML_ENV_HUGE_PAGES) || (pre && strstr(pre, "vgpreload")) || (tun && strstr(tun, "glibc.malloc.hugetlb")) || !thp_on_request())
+    if (!ml_option_bool(ML_ENV_HUGE_PAGES) || (pre && strstr(pre, "vgpreload")) ||
+        (tun && strstr(tun, "glibc.malloc.hugetlb")) || !thp_on_request())
         return;
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
