@@ -8,6 +8,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdint.h>
@@ -114,7 +115,8 @@ static void usage(FILE *f) {
  * the way: the kernel's huge pages are off or already on for every mapping
  * ("always"); the user's GLIBC_TUNABLES says glibc.malloc.hugetlb already;
  * memlens runs under valgrind (its preload in LD_PRELOAD: the new image
- * would run outside it); a sanitizer build (its allocator is not glibc's).
+ * would run outside it) or was started through ld.so; a sanitizer build
+ * (its allocator is not glibc's).
  * When the new start fails, the command goes on as it is. */
 #define HUGE_MARK "ML__HUGE_RESTART" /* "-": GLIBC_TUNABLES was unset; "=V": it was V */
 
@@ -139,8 +141,11 @@ static void restart_with_huge_pages(char **argv) {
     return;
 #endif
     const char *pre = getenv("LD_PRELOAD"), *tun = getenv("GLIBC_TUNABLES");
+    /* AT_BASE 0: no interpreter was loaded for us, so the dynamic linker is
+     * the program the kernel ran (`ld.so memlens report ...`), and
+     * /proc/self/exe is ld.so, which would take "report" for the program. */
     if (!ml_option_bool(ML_ENV_HUGE_PAGES) || (pre && strstr(pre, "vgpreload")) ||
-        (tun && strstr(tun, "glibc.malloc.hugetlb")) || !thp_on_request())
+        (tun && strstr(tun, "glibc.malloc.hugetlb")) || !getauxval(AT_BASE) || !thp_on_request())
         return;
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

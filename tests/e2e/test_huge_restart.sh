@@ -3,7 +3,8 @@
 # transparent huge pages (cli/main.c, restart_with_huge_pages): GLIBC_TUNABLES
 # gains glibc.malloc.hugetlb=1 for the second start and the variable the user
 # gave is carried along; ML_HUGE_PAGES=0, the user's own glibc.malloc.hugetlb, valgrind's
-# preload and a kernel without huge pages on request each mean no restart;
+# preload, a start through ld.so and a kernel without huge pages on request
+# each mean no restart;
 # the report is the same either way.
 # usage: test_huge_restart.sh MEMLENS FX_COUNTS
 set -u
@@ -32,6 +33,20 @@ n=$(wc -l <s.txt)
 starts env ML_HUGE_PAGES=0 "$ML" report t.mlt --json off0.json --no-advisor -q >s.txt
 n=$(wc -l <s.txt)
 [ "$n" -eq 1 ] && ok "ML_HUGE_PAGES=0: one start" || bad "ML_HUGE_PAGES=0: $n starts"
+
+# Started through the dynamic linker: /proc/self/exe is ld.so, no restart.
+interp=$(readelf -l "$ML" 2>/dev/null | sed -n 's/.*interpreter: \(.*\)]/\1/p')
+if [ -x "$interp" ]; then
+  starts "$interp" "$ML" report t.mlt --json ld.json --no-advisor -q >s.txt
+  n=$(grep -F 'execve(' trace.txt | grep -cF '= 0')
+  if [ "$n" -eq 1 ] && cmp -s off0.json ld.json; then
+    ok "started through $interp: no restart, the same report"
+  else
+    bad "started through $interp: $n programs started; $(head -c 300 err.txt)"
+  fi
+else
+  echo "skip started through ld.so: no interpreter found"
+fi
 
 gcc -shared -fPIC -o libvgpreload_fake.so -x c /dev/null 2>/dev/null || { echo "cannot build a library"; exit 2; }
 starts env LD_PRELOAD="$W/libvgpreload_fake.so" "$ML" report t.mlt --json vg.json --no-advisor -q >s.txt
