@@ -1357,6 +1357,23 @@ Test(analysis, a_freed_heap_closes_the_peak_with_the_same_fragmentation, .init =
     ml_analysis_free(stop);
 }
 
+/* The session's time buckets (ml_time_buckets_acc_*) in 10 slices of 10 ms,
+ * fed records r[0..n) and the end. */
+static ml_time_buckets_t *ten_buckets(const ml_record_t *r, size_t n) {
+    ml_time_buckets_acc_t *c;
+    char err[256];
+    cr_assert_eq(ml_time_buckets_acc_new(A, 10, &c, err, sizeof err), 0, "%s", err);
+    for (size_t i = 0; i < n; i++) ml_time_buckets_acc_record(c, &r[i]);
+    ml_time_buckets_acc_record(c, NULL);
+    ml_time_buckets_t *tb;
+    cr_assert_eq(ml_time_buckets_acc_finish(c, &tb, err, sizeof err), 0, "%s", err);
+    ml_time_buckets_acc_free(c);
+    uint32_t width;
+    cr_expect_eq(ml_time_buckets_count(tb, &width), 10);
+    cr_expect_eq(width, 10);
+    return tb;
+}
+
 /* The page's blocks live at the end, by site, allocation bucket and leak
  * kind: each site's entries in (bucket, kind) order with their blocks and
  * bytes summed, whatever the order the live set holds the blocks in (the
@@ -1387,16 +1404,7 @@ Test(analysis, time_buckets_live_at_the_end, .init = setup, .fini = teardown) {
     ml_record_t scan = {.tag = ML_T_REACH_SCAN};
     ml_analysis_feed(A, &scan);
     build(NULL);
-    ml_time_buckets_acc_t *c;
-    char err[256];
-    cr_assert_eq(ml_time_buckets_acc_new(A, 10, &c, err, sizeof err), 0, "%s", err);
-    ml_time_buckets_acc_record(c, NULL);
-    ml_time_buckets_t *tb;
-    cr_assert_eq(ml_time_buckets_acc_finish(c, &tb, err, sizeof err), 0, "%s", err);
-    ml_time_buckets_acc_free(c);
-    uint32_t width;
-    cr_expect_eq(ml_time_buckets_count(tb, &width), 10);
-    cr_expect_eq(width, 10);
+    ml_time_buckets_t *tb = ten_buckets(NULL, 0);
     static const struct {
         uint64_t pc;
         size_t n;
@@ -1449,17 +1457,7 @@ Test(analysis, time_buckets_per_site, .init = setup, .fini = teardown) {
         ml_analysis_feed(A, &r[i]);
     }
     build(NULL);
-    ml_time_buckets_acc_t *c;
-    char err[256];
-    cr_assert_eq(ml_time_buckets_acc_new(A, 10, &c, err, sizeof err), 0, "%s", err);
-    for (size_t i = 0; i < sizeof r / sizeof *r; i++) ml_time_buckets_acc_record(c, &r[i]);
-    ml_time_buckets_acc_record(c, NULL);
-    ml_time_buckets_t *tb;
-    cr_assert_eq(ml_time_buckets_acc_finish(c, &tb, err, sizeof err), 0, "%s", err);
-    ml_time_buckets_acc_free(c);
-    uint32_t width;
-    cr_expect_eq(ml_time_buckets_count(tb, &width), 10);
-    cr_expect_eq(width, 10);
+    ml_time_buckets_t *tb = ten_buckets(r, sizeof r / sizeof *r);
     static const struct {
         uint64_t pc;
         size_t n;
