@@ -735,9 +735,24 @@ uint32_t ml__stack_capture(uint8_t *flags) {
  * moved to the top of the first 1024 descriptors, where a program that
  * opens its files from the lowest up does not come; anyone else's pipe2
  * is glibc's, untouched. (Under `memlens attach` libunwind binds pipe2 to
- * glibc's first: its pipe stays where it was opened.) */
+ * glibc's first: its pipe stays where it was opened.)
+ *
+ * Nor is that pipe opened before libunwind needs it. It checks addresses
+ * only while it unwinds a frame that has no unwind information (it then
+ * follows rbp); most programs never have one. Opened at start, the pipe
+ * was two descriptors more in every traced process, and a program that
+ * lists its own (/proc/self/fd; CPython's test_subprocess,
+ * test_pass_fds_redirected, checks that a child has exactly the
+ * descriptors it passed) saw them. So the pipe2 that libunwind makes while
+ * it initialises, in ml__stacks_init, opens nothing: it succeeds with -1
+ * for both ends. libunwind's first check then reads from -1, takes the
+ * EBADF for a closed pipe and asks again (open_pipe), and that pipe is
+ * opened, and moved up. Until then libunwind's close() of its ends is
+ * close(-1), which closes nothing of the program's. */
 #define PIPE_TOP 1024
 #define PIPE_BELOW_TOP 16
+
+static bool unw_pipe_later; /* set while libunwind initialises (ml__stacks_init) */
 
 static void move_up(int fds[2]) {
     struct rlimit rl;
@@ -756,6 +771,10 @@ ML_EXPORT int pipe2(int fds[2], int flags);
 ML_EXPORT int pipe2(int fds[2], int flags) {
     uintptr_t from = (uintptr_t)__builtin_return_address(0);
     if (unw_hi && from >= unw_lo && from < unw_hi) {
+        if (unw_pipe_later) {
+            fds[0] = fds[1] = -1;
+            return 0;
+        }
         int e = errno;
         if (syscall(SYS_pipe2, fds, flags) < 0) return -1;
         move_up(fds);
@@ -785,6 +804,7 @@ int ml__stacks_init(void) {
     if (!use_fp) {
         fast = ml__uw_init();
         have_key = pthread_key_create(&state_key, state_release) == 0;
+        unw_pipe_later = true; /* libunwind initialises below */
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
         unw_set_cache_size(unw_local_addr_space, 1024, 0);
         if (verify) {
@@ -793,7 +813,10 @@ int ml__stacks_init(void) {
             verify_subs0 = v[1];
             vnode_pc = ml__raw_alloc(VERIFY_NODES * sizeof *vnode_pc);
             vnode_parent = ml__raw_alloc(VERIFY_NODES * sizeof *vnode_parent);
-            if (!vnode_pc || !vnode_parent) return -1;
+            if (!vnode_pc || !vnode_parent) {
+                unw_pipe_later = false;
+                return -1;
+            }
         }
         /* unw_backtrace creates its per-thread cache key (pthread_key_create)
          * on its first call. Made later, inside a hook, after the program
@@ -805,6 +828,7 @@ int ml__stacks_init(void) {
          * is among the first 32 and needs no array. */
         void *pc[2];
         unw_backtrace(pc, 2);
+        unw_pipe_later = false;
     }
     return 0;
 }

@@ -212,6 +212,18 @@ if want "$@"; then
     "$ML" run -q -o fd2.mlt -- "$PY" fds.py 2> fd-ml2.txt < /dev/null > /dev/null
     check "the program's first open() gets the descriptor it gets without memlens ($(cat fd-ml2.txt))" \
         test "$(cat fd-ml2.txt)" = "$(cat fd-plain2.txt)" -a "$(cut -d' ' -f1-2 fd-plain2.txt)" = "open open"
+    # Nor does the program find any descriptor it would not have: the list
+    # of its open descriptors is the plain run's, in the program and in a
+    # child it starts (CPython's test_subprocess checks that a child has
+    # exactly the descriptors it was passed; libunwind's pipe was two more).
+    printf '%s\n' 'import os' 'print(sorted(int(x) for x in os.listdir("/proc/self/fd")))' > fdlist.py
+    "$PY" fdlist.py > fdl-plain.txt 2>&1
+    "$ML" run -q -o fdl.mlt -- "$PY" fdlist.py > fdl-ml.txt 2>&1
+    check "the program's open descriptors are the plain run's ($(cat fdl-ml.txt))" \
+        test "$(cat fdl-ml.txt)" = "$(cat fdl-plain.txt)"
+    "$ML" run -q --follow-fork -o fdl2.mlt -- sh -c "\"$PY\" fdlist.py; true" > fdl-ml2.txt 2>&1
+    check "a traced child's open descriptors are the plain run's ($(cat fdl-ml2.txt))" \
+        test "$(cat fdl-ml2.txt)" = "$(cat fdl-plain.txt)" -a -n "$(ls fdl2.*.mlt 2> /dev/null)"
     # A background job is neither traced nor waited for.
     "$ML" run -q -o bg.mlt -- bash -c 'sleep 20 & echo $!' > bg.txt 2>&1
     job=$(head -1 bg.txt)
