@@ -180,7 +180,7 @@ void ml__json_frames(ml_json_t *w, const ml_frame_t *f, size_t n, bool inlined) 
  * name their frames by index (docs/html-report.md, "The page's data"). A
  * table of frames keyed by their contents (function, file, line, module,
  * address, inlined), open addressing with linear probing. */
-typedef struct {
+typedef struct ml__ftab {
     const ml_frame_t **slot; /* cap entries, NULL: empty */
     uint32_t *slot_idx;      /* index in list of each slot's frame */
     size_t cap;
@@ -450,6 +450,30 @@ static void frame_table(ml_json_t *w, const ftab_t *ft) {
     ml_json_end(w);
 }
 
+ml__ftab_t *ml__ftab_new_page(void) {
+    ftab_t *t = calloc(1, sizeof *t);
+    if (t) t->page = true;
+    return t;
+}
+
+void ml__ftab_delete(ml__ftab_t *t) {
+    if (!t) return;
+    ftab_free(t);
+    free(t);
+}
+
+int ml__ftab_error(const ml__ftab_t *t) {
+    return t ? t->err : 0;
+}
+
+void ml__json_frames_ft(ml_json_t *w, ml__ftab_t *ft, const ml_frame_t *f, uint32_t n) {
+    frames(w, ft, f, n);
+}
+
+void ml__json_frame_tables(ml_json_t *w, const ml__ftab_t *ft) {
+    frame_table(w, ft);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Sections                                                                  */
 /* ------------------------------------------------------------------------- */
@@ -592,8 +616,7 @@ static void site_buckets(ml_json_t *w, const ml_time_buckets_t *tb, uint32_t sit
 }
 
 /* A site's values, inside its row (ft: the page's form) or object. */
-static void site_values(ml_json_t *w, ftab_t *ft, const ml_time_buckets_t *tb, const ml_site_t *s) {
-    bool row = page(ft);
+static void site_values(ml_json_t *w, ftab_t *ft, const ml_time_buckets_t *tb, const ml_site_t *s, bool row) {
     double mean = s->freed_blocks ? (double)s->lifetime_ms_sum / (double)s->freed_blocks : 0;
     if (row) {
         ml_json_u64(w, s->id);
@@ -636,7 +659,11 @@ static void site_values(ml_json_t *w, ftab_t *ft, const ml_time_buckets_t *tb, c
 }
 
 void ml__json_site_fields(ml_json_t *w, const ml_site_t *s) {
-    site_values(w, NULL, NULL, s);
+    site_values(w, NULL, NULL, s, false);
+}
+
+void ml__json_site_fields_ft(ml_json_t *w, ml__ftab_t *ft, const ml_site_t *s) {
+    site_values(w, ft, NULL, s, false);
 }
 
 static void site_obj(ml_json_t *w, ftab_t *ft, const ml_time_buckets_t *tb, const ml_site_t *s) {
@@ -646,7 +673,7 @@ static void site_obj(ml_json_t *w, ftab_t *ft, const ml_time_buckets_t *tb, cons
     } else {
         ml_json_object(w);
     }
-    site_values(w, ft, tb, s);
+    site_values(w, ft, tb, s, page(ft));
     ml_json_end(w);
 }
 

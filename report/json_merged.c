@@ -1,6 +1,8 @@
 /* json_merged.c - the JSON report of many processes (ml_report_merge.h):
  * the single-trace document's keys, filled from the merge, plus "merged",
- * "processes" and each site's "by_process" (docs/report-schema.json).
+ * "processes" and each site's "by_process" (docs/report-schema.json). With
+ * ml_report_merge_opts_t.frame_table, the HTML page's form: frames and stacks
+ * once, in "frame_table" and "stack_table", named by "stack"; no "by_process".
  *
  * What a merge cannot say is written as such, never made up: the peak is
  * the sum of the processes' own peaks (an upper bound, "merged.peak"), the
@@ -184,7 +186,7 @@ static void by_process(ml_json_t *w, const ml_merge_t *m, size_t site) {
     ml_json_end(w);
 }
 
-static void sites(ml_json_t *w, const ml_merge_t *m, uint32_t max) {
+static void sites(ml_json_t *w, ml__ftab_t *ft, const ml_merge_t *m, uint32_t max) {
     size_t n;
     const ml_site_t *s = ml_merge_sites(m, &n);
     if (max && n > max) n = max;
@@ -193,20 +195,25 @@ static void sites(ml_json_t *w, const ml_merge_t *m, uint32_t max) {
     for (size_t i = 0; i < n; i++) {
         ml_json_break(w, 2);
         ml_json_object(w);
-        ml__json_site_fields(w, &s[i]);
-        by_process(w, m, i);
+        /* The page reads no "by_process": its form leaves it out (it was
+         * three quarters of a merged page's data). */
+        if (ft) {
+            ml__json_site_fields_ft(w, ft, &s[i]);
+        } else {
+            ml__json_site_fields(w, &s[i]);
+            by_process(w, m, i);
+        }
         ml_json_end(w);
     }
     ml_json_end(w);
 }
 
-static void site_ref(ml_json_t *w, const ml_site_t *s) {
-    ml_json_key(w, "frames");
-    ml__json_frames(w, s->frames, s->nframes, true);
+static void site_ref(ml_json_t *w, ml__ftab_t *ft, const ml_site_t *s) {
+    ml__json_frames_ft(w, ft, s->frames, s->nframes);
     if (s->headline) ml_json_kv_u64(w, "headline", s->headline);
 }
 
-static void peak(ml_json_t *w, const ml_merge_t *m) {
+static void peak(ml_json_t *w, ml__ftab_t *ft, const ml_merge_t *m) {
     const ml_merge_totals_t *T = ml_merge_totals(m);
     size_t n;
     const ml_site_t *s = ml_merge_sites(m, &n);
@@ -225,14 +232,14 @@ static void peak(ml_json_t *w, const ml_merge_t *m) {
         ml_json_kv_u64(w, "site", s[i].id);
         ml_json_kv_u64(w, "bytes", s[i].peak_bytes);
         ml_json_kv_u64(w, "blocks", s[i].peak_blocks);
-        site_ref(w, &s[i]);
+        site_ref(w, ft, &s[i]);
         ml_json_end(w);
     }
     ml_json_end(w);
     ml_json_end(w);
 }
 
-static void leaks(ml_json_t *w, const ml_merge_t *m) {
+static void leaks(ml_json_t *w, ml__ftab_t *ft, const ml_merge_t *m) {
     const ml_leaks_t *L = &ml_merge_totals(m)->leaks;
     size_t n;
     const ml_site_t *s = ml_merge_sites(m, &n);
@@ -252,11 +259,8 @@ static void leaks(ml_json_t *w, const ml_merge_t *m) {
         ml_json_kv_u64(w, "blocks", g->blocks);
         ml_json_kv_str(w, "kind", ml_leak_kind_name(g->kind));
         ml_json_kv_bool(w, "suppressed", g->suppressed);
-        if (g->site < n) site_ref(w, &s[g->site]);
-        else {
-            ml_json_key(w, "frames");
-            ml__json_frames(w, NULL, 0, true);
-        }
+        if (g->site < n) site_ref(w, ft, &s[g->site]);
+        else ml__json_frames_ft(w, ft, NULL, 0);
         ml_json_end(w);
     }
     ml_json_end(w);
@@ -356,9 +360,14 @@ int ml_report_json_merged(FILE *o, const ml_merge_t *m, const ml_report_merge_op
     ml_report_merge_opts_t none = {0};
     if (!ro) ro = &none;
     if (!ml_merge_process_count(m)) return -EINVAL;
+    ml__ftab_t *ft = NULL;
+    if (ro->frame_table && !(ft = ml__ftab_new_page())) return -ENOMEM;
     ml_json_t *w;
     int rc = ml_json_new(o, &w);
-    if (rc < 0) return rc;
+    if (rc < 0) {
+        ml__ftab_delete(ft);
+        return rc;
+    }
     ml_json_object(w);
     ml_json_kv_u64(w, "schema_version", ML_REPORT_SCHEMA_VERSION);
     ml_json_break(w, 0);
@@ -374,11 +383,11 @@ int ml_report_json_merged(FILE *o, const ml_merge_t *m, const ml_report_merge_op
     ml_json_break(w, 0);
     totals(w, m);
     ml_json_break(w, 0);
-    sites(w, m, ro->max_sites);
+    sites(w, ft, m, ro->max_sites);
     ml_json_break(w, 0);
-    peak(w, m);
+    peak(w, ft, m);
     ml_json_break(w, 0);
-    leaks(w, m);
+    leaks(w, ft, m);
     ml_json_break(w, 0);
     fragmentation(w);
     ml_json_break(w, 0);
@@ -400,10 +409,16 @@ int ml_report_json_merged(FILE *o, const ml_merge_t *m, const ml_report_merge_op
         threads(w, m);
         ml_json_break(w, 0);
         warnings(w, m);
+        if (ft) {
+            ml_json_break(w, 0);
+            ml__json_frame_tables(w, ft);
+        }
         ml_json_end(w);
         ml_json_newline(w);
         rc = ml_json_finish(w);
+        if (rc == 0) rc = ml__ftab_error(ft);
     }
     ml_json_free(w);
+    ml__ftab_delete(ft);
     return rc;
 }

@@ -19,6 +19,9 @@ typedef struct {
     const char *label;        /* what was merged, shown in "merged.inputs" and the text title:
                                * the directory, or "N traces" */
     uint32_t max_sites;       /* 0: every merged site in "sites" */
+    bool frame_table;         /* the HTML page's form: sites, peak and leak rows name their
+                               * frames by "stack" in "stack_table" and "frame_table", each
+                               * frame and stack written once (docs/html-report.md) */
 } ml_report_merge_opts_t;
 
 /** Writes the merged JSON report. Returns as ml_report_json(). */

@@ -17,6 +17,23 @@ void ml__json_frames(ml_json_t *w, const ml_frame_t *f, size_t n, bool inlined);
  * the merged report adds "by_process" after them (json_merged.c). (json.c) */
 void ml__json_site_fields(ml_json_t *w, const ml_site_t *s);
 
+/** The HTML page's table of frames and stacks (docs/html-report.md, "The
+ * page's data"), for the merged report's page (json_merged.c): each frame
+ * and each stack written once, at the end of the document, and named by
+ * index where they are used. NULL when out of memory. (json.c) */
+typedef struct ml__ftab ml__ftab_t;
+ml__ftab_t *ml__ftab_new_page(void);
+void ml__ftab_delete(ml__ftab_t *t);
+/** -ENOMEM once the table could not grow (its indices are then wrong), else 0. */
+int ml__ftab_error(const ml__ftab_t *t);
+/** A row's frames: "frames": [...], or with t (the page's form) "stack":
+ * its node in the stack table (-1: no frames). */
+void ml__json_frames_ft(ml_json_t *w, ml__ftab_t *t, const ml_frame_t *f, uint32_t n);
+/** ml__json_site_fields, with the site's frames as ml__json_frames_ft writes them. */
+void ml__json_site_fields_ft(ml_json_t *w, ml__ftab_t *t, const ml_site_t *s);
+/** "frame_table" and "stack_table". */
+void ml__json_frame_tables(ml_json_t *w, const ml__ftab_t *t);
+
 /** The "flame" key and its nested nodes (pruned call tree nodes v[0..n),
  * n = 0: an empty "all"). Returns 0 or -ENOMEM. (json.c) */
 int ml__json_flame(ml_json_t *w, const ml_calltree_node_t *v, size_t n);

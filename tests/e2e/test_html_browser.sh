@@ -310,13 +310,20 @@ if mode in ('graceful', 'empty'):
     if mode == 'empty' and nodata < 10:
         problems.append('only %d sections say "no data"' % nodata)
 else:
-    min_rects = {'full': 20, 'real': 3, 'large': 1000}[mode]
+    min_rects = {'full': 20, 'real': 3, 'large': 1000, 'merged': 3}[mode]
     if nrect < min_rects:
         problems.append('flame graph: %d <rect> elements, expected at least %d' % (nrect, min_rects))
     if nrect > 5000:
         problems.append('flame graph: %d <rect> elements, over the 5000-node cap' % nrect)
-    if npath < 1:
+    if npath < 1 and mode != 'merged':  # a merged report has no timeline (per process)
         problems.append('timeline: no series <path> drawn')
+if mode == 'merged':
+    # The page's form names each site's frames by its stack: the table must
+    # show the function and line that fx_counts' leaking site has.
+    text = re.sub(r'<[^>]+>', ' ', section('sites'))
+    if nrows < 3 or 'leaky_function' not in text or 'fx_counts.c:' not in text:
+        problems.append('sites table of the merged page: %d rows, no leaky_function at fx_counts.c: %s'
+                        % (nrows, ' '.join(text.split())[:300]))
 if mode == 'large':
     if nrows != 500:
         problems.append('sites table: %d rows shown, expected the first 500' % nrows)
@@ -419,6 +426,8 @@ if mode not in ('graceful', 'empty'):
 
     # minimum share of coloured pixels per chart (an empty one scores 0)
     must = {'timeline-chart': 0.002, 'flame-chart': 0.05}
+    if mode == 'merged':  # no timeline: it is per process
+        del must['timeline-chart']
     optional = {'heapmap-at_peak': 0.2, 'heapmap-at_end': 0.2, 'hist-sizes': 0.01}
     shot = []
     for cid, need in list(must.items()) + list(optional.items()):
@@ -558,6 +567,14 @@ if [ -n "$MEMLENS" ] && [ -n "$PROGRAM" ]; then
             fail "memlens report --html: $(cat "$WORK/report.log")"
         echo "var ML_CHECK = {page: 'cpu'};" | cat - "$HERE/html_flame_checks.js" "$HERE/html_gpu_checks.js" >"$WORK/gpu-cpu.js"
         check_page real "$WORK/real.html" real "$WORK/gpu-cpu.js"
+        # Two traces in one report (a folder): the merged page, in the
+        # page's form (each frame and stack once, sites naming theirs).
+        mkdir -p "$WORK/two"
+        "$MEMLENS" run -q -o "$WORK/two/a.mlt" -- "$PROGRAM" >/dev/null 2>&1
+        "$MEMLENS" run -q -o "$WORK/two/b.mlt" -- "$PROGRAM" >/dev/null 2>&1
+        "$MEMLENS" report -q "$WORK/two" --html "$WORK/merged.html" >/dev/null 2>"$WORK/merged.log" ||
+            fail "memlens report DIR --html: $(cat "$WORK/merged.log")"
+        check_page merged "$WORK/merged.html" merged
     else
         echo "note: memlens report has no --html yet; the real-recording page was not checked"
     fi

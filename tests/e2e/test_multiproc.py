@@ -48,6 +48,15 @@ def report_json(args, out):
         return json.load(f)
 
 
+def page_data(path):
+    """The document embedded in a report page (its "ml-data" element)."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    m = re.search(r'<script type="application/json" id="ml-data">(.*?)</script>', text, re.S)
+    check(m is not None, "%s holds an ml-data element" % path)
+    return json.loads(m.group(1)) if m else {}
+
+
 def headline(site):
     f = site["frames"]
     return f[site.get("headline", 0)]["function"] if f else None
@@ -137,6 +146,35 @@ def test(w):
     eq((L["bytes"], L["blocks"], L["definite_bytes"], L["reachable_bytes"], L["lost_bytes"], L["gate_bytes"]),
        (1110, 2, 333, 777, 333, 333), "merged leaks")
     eq(doc["advisor"]["ran"], False, "the advisor does not run on a merged report")
+
+    # The page (--html) holds the same document in the page's form: each
+    # frame and stack once, sites, peak and leak rows naming theirs by
+    # "stack", and no "by_process" (the page does not read it). Rebuilt from
+    # the tables, it is the --json document without "by_process".
+    page_html = os.path.join(w, "dir.html")
+    r = run(["report", "-q", tree, "--html", page_html])
+    eq(r.returncode, 0, "report DIR --html: exit (stderr %s)" % r.stderr.strip())
+    page = page_data(page_html)
+    ft, st = page.pop("frame_table", None), page.pop("stack_table", None)
+    check(isinstance(ft, list) and isinstance(st, list) and len(ft) > 0 and len(st) > 0,
+          "the page's data has a frame table and a stack table")
+    if isinstance(ft, list) and isinstance(st, list):
+        def frames(k):
+            out = []
+            while k >= 0:
+                out.append(ft[st[k][0]])
+                k = st[k][1]
+            return out
+
+        for rows in (page["sites"], page["peak"]["sites"], page["leaks"]["sites"]):
+            for row in rows:
+                check("frames" not in row and isinstance(row.get("stack"), int), "a page row names its stack")
+                row["frames"] = frames(row.pop("stack"))
+        want = json.loads(json.dumps(doc))
+        for s in want["sites"]:
+            del s["by_process"]
+        for k in sorted(set(want) | set(page)):
+            eq(page.get(k), want.get(k), "the page's %r, rebuilt, equals the --json document's" % k)
 
     # Sites: one per stack key, whichever process had it.
     sites = doc["sites"]

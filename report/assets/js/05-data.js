@@ -40,7 +40,11 @@ function expandPage(d) {
     }
     return out;
   }
-  if (Array.isArray(d.site_fields)) {
+  if (!Array.isArray(d.site_fields)) {
+    /* A merged report's page (memlens report DIR --html): site objects,
+     * with "stack" for their frames. */
+    rows(d.sites);
+  } else {
     var F = d.site_fields.map(String);
     d.sites = arr(d.sites).map(function (row) {
       if (!Array.isArray(row)) return row;
