@@ -566,6 +566,16 @@ def break_compact(c, what):
         raise SystemExit("unknown --break " + what)
 
 
+def stack_frames(ft, st, k):
+    """The frames of stack k of the page's form, innermost first: its
+    frame_table entries, following stack_table from k to the outermost."""
+    out = []
+    while k >= 0:
+        out.append(ft[st[k][0]])
+        k = st[k][1]
+    return out
+
+
 def check_compact(path, report, brk):
     c = load_json(path, brk, break_compact)
     ft, st = c.get("frame_table"), c.get("stack_table")
@@ -578,11 +588,7 @@ def check_compact(path, report, brk):
             return
 
     def frames(k):
-        out = []
-        while k >= 0:
-            out.append(ft[st[k][0]])
-            k = st[k][1]
-        return out
+        return stack_frames(ft, st, k)
 
     fields = c["site_fields"]
     sites = []

@@ -20,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+import check_exports  # noqa: E402  (the page form's stack_frames)
+
 B = os.path.realpath(sys.argv[1])
 SRC = os.path.realpath(sys.argv[2])
 MEMLENS = os.path.join(B, "memlens")
@@ -159,17 +162,10 @@ def test(w):
     check(isinstance(ft, list) and isinstance(st, list) and len(ft) > 0 and len(st) > 0,
           "the page's data has a frame table and a stack table")
     if isinstance(ft, list) and isinstance(st, list):
-        def frames(k):
-            out = []
-            while k >= 0:
-                out.append(ft[st[k][0]])
-                k = st[k][1]
-            return out
-
         for rows in (page["sites"], page["peak"]["sites"], page["leaks"]["sites"]):
             for row in rows:
                 check("frames" not in row and isinstance(row.get("stack"), int), "a page row names its stack")
-                row["frames"] = frames(row.pop("stack"))
+                row["frames"] = check_exports.stack_frames(ft, st, row.pop("stack"))
         want = json.loads(json.dumps(doc))
         for s in want["sites"]:
             del s["by_process"]
