@@ -86,7 +86,20 @@ typedef struct {
     uint64_t base0; /* where the module is reported in `dwfl`: the load base
                        of the trace that opened it (shared ones: see below) */
     bool shared;    /* owned by the shared cache, not by a symbolizer */
+    /* The compilation units by their address ranges, built the first time
+     * libdw finds no unit for an address (cu_of()). */
+    struct curange *cus;
+    size_t ncus;
+    bool cus_built;
 } modsym_t;
+
+/* One address range of one compilation unit; `reach` is the highest end of
+ * this range and every range sorted before it. */
+typedef struct curange {
+    Dwarf_Addr lo, hi, reach;
+    Dwarf_Die *cudie;
+    Dwarf_Addr bias;
+} curange_t;
 
 typedef struct {
     uint64_t pc;
@@ -358,6 +371,7 @@ static Dwfl_Module *report(modsym_t *ms, const ml__module_t *m, const char *file
 static void modsym_free(modsym_t *ms) {
     if (ms->dwfl) dwfl_end(ms->dwfl);
     index_free(ms);
+    free(ms->cus);
     ml_map_free(&ms->gaps);
     free(ms);
 }
@@ -883,6 +897,141 @@ void ml__sym_verify_summary(ml__symbolizer_t *s) {
                  s->verify_asked, s->verify_differ);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Units and scopes libdw 0.188 does not find                                */
+/* ------------------------------------------------------------------------- */
+
+static int curange_cmp(const void *a, const void *b) {
+    const curange_t *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : (x->hi > y->hi) - (x->hi < y->hi);
+}
+
+/* Every compilation unit's address ranges, sorted. libdw finds the unit of
+ * an address through .debug_aranges only, and LLVM (clang, rustc with some
+ * settings) writes no such section unless asked (-gdwarf-aranges): without
+ * this, a clang-built program got no file, no line and no inlined frame. */
+static void build_cus(modsym_t *ms) {
+    ms->cus_built = true;
+    size_t cap = 0;
+    Dwarf_Die *cu = NULL;
+    Dwarf_Addr bias;
+    while ((cu = dwfl_module_nextcu(ms->dm, cu, &bias)) != NULL) {
+        if (dwarf_tag(cu) != DW_TAG_compile_unit) continue; /* partial and type units hold no code */
+        Dwarf_Addr base, lo, hi;
+        ptrdiff_t off = 0;
+        while ((off = dwarf_ranges(cu, off, &base, &lo, &hi)) > 0) {
+            if (hi <= lo) continue;
+            if (ms->ncus == cap) {
+                size_t ncap = cap ? cap * 2 : 64;
+                curange_t *n = realloc(ms->cus, ncap * sizeof *n);
+                if (!n) { /* out of memory: no fallback, as before */
+                    free(ms->cus);
+                    ms->cus = NULL;
+                    ms->ncus = 0;
+                    return;
+                }
+                ms->cus = n;
+                cap = ncap;
+            }
+            ms->cus[ms->ncus++] = (curange_t){.lo = lo, .hi = hi, .cudie = cu, .bias = bias};
+        }
+    }
+    if (!ms->ncus) return;
+    qsort(ms->cus, ms->ncus, sizeof *ms->cus, curange_cmp);
+    Dwarf_Addr reach = 0;
+    for (size_t i = 0; i < ms->ncus; i++) {
+        if (ms->cus[i].hi > reach) reach = ms->cus[i].hi;
+        ms->cus[i].reach = reach;
+    }
+}
+
+/* The unit holding `addr` (in the module's libdw address space): libdw's
+ * answer, or else the one whose ranges hold it. */
+static Dwarf_Die *cu_of(modsym_t *ms, Dwarf_Addr addr, Dwarf_Addr *bias) {
+    Dwarf_Die *cu = dwfl_module_addrdie(ms->dm, addr, bias);
+    if (cu) return cu;
+    if (!ms->cus_built) build_cus(ms);
+    if (!ms->ncus) return NULL;
+    /* The last range starting at or below the address, then back while an
+     * earlier range may still reach it (nested or overlapping units). */
+    size_t lo = 0, hi = ms->ncus;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ms->cus[mid].lo + ms->cus[mid].bias <= addr) lo = mid + 1;
+        else hi = mid;
+    }
+    for (size_t i = lo; i-- > 0;) {
+        const curange_t *r = &ms->cus[i];
+        if (r->reach + r->bias <= addr) break;
+        if (addr < r->hi + r->bias) {
+            *bias = r->bias;
+            return r->cudie;
+        }
+    }
+    return NULL;
+}
+
+/* The scopes holding `pc`, outermost first, below `parent`: functions,
+ * inlined instances and lexical blocks whose ranges hold it, looked for
+ * through the DIEs that have no address but hold functions (namespaces,
+ * types, imported units). dwarf_getscopes() in libdw 0.188 does not look
+ * inside a DIE without an address, so it misses every function rustc or
+ * clang puts in a DW_TAG_namespace (most of a Rust program, clang's C++ in
+ * a namespace): their frames lost their inlined callers. Returns how many
+ * were stored in chain[] (at most max). */
+static int scopes_under(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, int max, int depth) {
+    Dwarf_Die child;
+    if (depth > 64 || dwarf_child(parent, &child) != 0) return 0;
+    do {
+        switch (dwarf_tag(&child)) {
+        case DW_TAG_subprogram:
+        case DW_TAG_inlined_subroutine:
+        case DW_TAG_lexical_block:
+        case DW_TAG_entry_point:
+        case DW_TAG_try_block:
+        case DW_TAG_catch_block:
+        case DW_TAG_with_stmt:
+            if (dwarf_haspc(&child, pc) > 0) {
+                if (max <= 0) return 0;
+                chain[0] = child;
+                return 1 + scopes_under(&child, pc, chain + 1, max - 1, depth + 1);
+            }
+            break;
+        case DW_TAG_namespace:
+        case DW_TAG_module:
+        case DW_TAG_class_type:
+        case DW_TAG_structure_type:
+        case DW_TAG_union_type: {
+            int n = scopes_under(&child, pc, chain, max, depth + 1);
+            if (n > 0) return n;
+            break;
+        }
+        case DW_TAG_imported_unit: {
+            Dwarf_Attribute at;
+            Dwarf_Die unit;
+            if (dwarf_attr(&child, DW_AT_import, &at) && dwarf_formref_die(&at, &unit)) {
+                int n = scopes_under(&unit, pc, chain, max, depth + 1);
+                if (n > 0) return n;
+            }
+            break;
+        }
+        default:
+            break;
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return 0;
+}
+
+static bool has_function_scope(const Dwarf_Die *scopes, int n) {
+    for (int i = 0; i < n; i++) {
+        int tag = dwarf_tag((Dwarf_Die *)&scopes[i]);
+        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+            tag == DW_TAG_entry_point)
+            return true;
+    }
+    return false;
+}
+
 /* The frames of one address with DWARF, innermost first.
  *
  * dwarf_getscopes() finds the innermost scope holding the address, but
@@ -913,7 +1062,15 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
 
     uint32_t n = 0;
     Dwarf_Addr bias;
-    Dwarf_Die *cudie = dwfl_module_addrdie(ms->dm, addr, &bias);
+    Dwarf_Die *cudie = cu_of(ms, addr, &bias);
+    if (!dl && cudie) {
+        /* dwfl_module_getsrc() finds the unit as dwfl_module_addrdie() does. */
+        Dwarf_Line *l = dwarf_getsrc_die(cudie, addr - bias);
+        if (l) {
+            file = dwarf_linesrc(l, NULL, NULL);
+            if (dwarf_lineno(l, &line) != 0) line = 0;
+        }
+    }
     Dwarf_Die *scopes = NULL;
     int nscopes = cudie ? dwarf_getscopes(cudie, addr - bias, &scopes) : 0;
     if (nscopes > 0) {
@@ -921,6 +1078,20 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
         free(scopes);
         scopes = NULL;
         nscopes = dwarf_getscopes_die(&inner, &scopes);
+    }
+    if (cudie && !has_function_scope(scopes, nscopes > 0 ? nscopes : 0)) {
+        /* libdw's walk did not look inside namespaces: walk them here. */
+        Dwarf_Die chain[MAX_INLINE * 2];
+        int nchain = scopes_under(cudie, addr - bias, chain, (int)(sizeof chain / sizeof chain[0]), 0);
+        if (nchain > 0) {
+            Dwarf_Die *inner_first = malloc((size_t)nchain * sizeof *inner_first);
+            if (inner_first) {
+                for (int i = 0; i < nchain; i++) inner_first[i] = chain[nchain - 1 - i];
+                free(scopes);
+                scopes = inner_first;
+                nscopes = nchain;
+            }
+        }
     }
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;

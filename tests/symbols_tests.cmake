@@ -11,11 +11,49 @@ add_executable(fx_cpp_sites_o2 ${FX}/fx_cpp_sites.cpp)
 target_compile_options(fx_cpp_sites_o2 PRIVATE -O2 -g)
 add_executable(fx_cpp_o2 ${FX}/fx_cpp.cpp)
 target_compile_options(fx_cpp_o2 PRIVATE -O2 -g)
+add_executable(fx_ns_inline ${FX}/fx_ns_inline.cpp)
+target_compile_options(fx_ns_inline PRIVATE -O2 -g)
+# The same fixtures built by clang (DWARF 5, no .debug_aranges, functions
+# inside DW_TAG_namespace), compared with llvm-symbolizer: "llvm:" below.
+# fx_ns_inline_clang_ar has .debug_aranges, so that libdw finds its units
+# and only the walk into namespaces is tested there.
+find_program(ML_CLANG NAMES clang clang-14)
+find_program(ML_CLANGXX NAMES clang++ clang++-14)
+set(ML_CLANG_FX "")
+if(ML_CLANG AND ML_CLANGXX)
+  foreach(fx inline_deep:c: ns_inline:cpp: ns_inline:cpp:-gdwarf-aranges cpp_sites:cpp: cpp:cpp:)
+    string(REPLACE ":" ";" parts "${fx}")
+    list(GET parts 0 base)
+    list(GET parts 1 ext)
+    list(LENGTH parts nparts)
+    set(extra "")
+    set(out fx_${base}_clang)
+    if(nparts GREATER 2)
+      list(GET parts 2 extra)
+      if(extra)
+        set(out fx_${base}_clang_ar)
+      endif()
+    endif()
+    if(ext STREQUAL "c")
+      set(cc ${ML_CLANG})
+    else()
+      set(cc ${ML_CLANGXX})
+    endif()
+    add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/${out}
+      COMMAND ${cc} -O2 -g -fno-builtin-malloc ${extra} ${FX}/fx_${base}.${ext}
+              -o ${CMAKE_BINARY_DIR}/${out}
+      DEPENDS ${FX}/fx_${base}.${ext} VERBATIM)
+    list(APPEND ML_CLANG_FX ${CMAKE_BINARY_DIR}/${out})
+  endforeach()
+  add_custom_target(fx_clang ALL DEPENDS ${ML_CLANG_FX})
+  list(TRANSFORM ML_CLANG_FX PREPEND "llvm:")
+endif()
 add_test(NAME symbols_oracle
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_symbols_oracle.py
           $<TARGET_FILE:memlens> $<TARGET_FILE:fx_inline_deep> $<TARGET_FILE:fx_inline>
           $<TARGET_FILE:fx_cpp_sites_o2> $<TARGET_FILE:fx_cpp_o2> $<TARGET_FILE:fx_cpp_sites>
-          $<TARGET_FILE:fx_calltree> $<TARGET_FILE:fx_leaks>)
+          $<TARGET_FILE:fx_calltree> $<TARGET_FILE:fx_leaks> $<TARGET_FILE:fx_ns_inline>
+          ${ML_CLANG_FX})
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
 add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_inline_deep)
