@@ -259,6 +259,9 @@ const char *ml__sym_intern(ml__symbolizer_t *s, const char *str);
 /* True if the frame belongs to the allocator (malloc family, operator new,
  * std::allocator::allocate, memlens itself). */
 bool ml__frame_is_allocator(const ml_frame_t *f);
+/* A Rust symbol (legacy "_ZN...17h<hash>E" or v0 "_R...") as rustc's short
+ * form prints it, malloc'd; NULL when `sym` is not one (rust_demangle.c). */
+char *ml_rust_demangle(const char *sym);
 
 /* ------------------------------------------------------------------------- */
 /* Session                                                                   */

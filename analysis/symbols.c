@@ -513,6 +513,14 @@ static const char *demangled(ml__symbolizer_t *s, const char *name) {
         plain[at - name] = '\0';
         name = plain;
     }
+    if (name[0] == '_' && (name[1] == 'R' || (name[1] == 'Z' && name[2] == 'N'))) {
+        char *r = ml_rust_demangle(name);
+        if (r) {
+            const char *i = ml__sym_intern(s, r);
+            free(r);
+            return i;
+        }
+    }
     if (name[0] == '_' && name[1] == 'Z') {
         int status = 0;
         pthread_once(&demangle_once, demangle_load);
@@ -1216,6 +1224,23 @@ static bool is_cxx_allocator(const char *fn) {
     return false;
 }
 
+/* Rust's allocation plumbing, the counterpart of operator new: the global
+ * allocator's entry points (__rust_alloc and the shims rustc generates for
+ * them), alloc::alloc's functions and the Global and System allocators'
+ * methods, in the names both manglings demangle to. RawVec and Box stay:
+ * like std::vector's _M_allocate they are where the program's own call is
+ * turned into a request, and the site is named past them (own code). */
+static bool is_rust_allocator(const char *fn) {
+    static const char *const prefixes[] = {
+        "__rust_alloc", "__rust_realloc", "__rdl_alloc", "__rdl_realloc", "__rg_alloc",
+        "__rg_realloc", "alloc::alloc::", "<alloc::alloc::Global", "std::alloc::System::",
+        "<std::alloc::System", "std::sys::alloc::", "std::sys::unix::alloc::",
+        "std::sys::pal::unix::alloc::"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (!strncmp(fn, prefixes[i], strlen(prefixes[i]))) return true;
+    return false;
+}
+
 bool ml__frame_is_allocator(const ml_frame_t *f) {
     if (f->module) {
         const char *base = strrchr(f->module, '/');
@@ -1226,7 +1251,7 @@ bool ml__frame_is_allocator(const ml_frame_t *f) {
     if (!fn || fn[0] == '[') return false;
     for (size_t i = 0; i < sizeof alloc_exact / sizeof alloc_exact[0]; i++)
         if (!strcmp(fn, alloc_exact[i])) return true;
-    return is_cxx_allocator(fn);
+    return is_cxx_allocator(fn) || is_rust_allocator(fn);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1238,9 +1263,29 @@ static bool under(const char *path, const char *dir) {
     return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0');
 }
 
+/* Rust's standard library and the crates Cargo downloads: compiled into
+ * the program, but library code as much as a header under /usr/include.
+ * rustup's toolchains name their sources /rustc/<commit>/library/... (and
+ * /rust/deps/... for what they vendor), Debian's /usr/src/rustc-<version>/,
+ * and a prebuilt standard library keeps relative library/<crate>/src/...;
+ * Cargo unpacks dependencies under $CARGO_HOME/registry/src/<index>/ and
+ * git ones under $CARGO_HOME/git/checkouts/. */
+static bool rust_library_file(const char *file) {
+    if (under(file, "/rustc") || under(file, "/rust/deps") || !strncmp(file, "/usr/src/rustc-", 15))
+        return true;
+    static const char *const rel[] = {"library/alloc/", "library/core/", "library/std/",
+                                      "library/panic_unwind/", "library/proc_macro/"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++)
+        if (!strncmp(file, rel[i], strlen(rel[i]))) return true;
+    return strstr(file, "/.cargo/registry/src/") || strstr(file, "/.cargo/git/checkouts/") ||
+           strstr(file, "/registry/src/index.crates.io-") ||
+           strstr(file, "/registry/src/github.com-");
+}
+
 bool ml_frame_is_own_code(const char *module, const char *file, const char *exe) {
     if (!module || module[0] != '/') return false; /* unknown, [vdso] */
-    if (file && (under(file, "/usr/include") || under(file, "/usr/lib"))) return false;
+    if (file && (under(file, "/usr/include") || under(file, "/usr/lib") || rust_library_file(file)))
+        return false;
     if (exe && exe[0] && !strcmp(module, exe)) return true;
     const char *base = strrchr(module, '/') + 1;
     if (!strncmp(base, "libmemlens", 10)) return false;
@@ -1284,6 +1329,28 @@ const char *ml_frame_short_name(const char *full, char *buf, size_t len) {
     if (!len) return buf;
     buf[0] = '\0';
     if (!full) return buf;
+    if (full[0] == '<' && full[1]) {
+        /* A Rust qualified path ("<alloc::vec::Vec<u8> as core::ops::Drop>::drop",
+         * "<str>::trim"): no C++ name starts with '<'. The type and trait in
+         * front say which method this is, so they stay, with their own
+         * generic arguments collapsed; the rest is shortened as usual. */
+        const char *e = group_end(full);
+        size_t n = 0;
+        if (len > 1) buf[n++] = '<';
+        for (const char *p = full + 1; p < e - 1 && n + 5 < len;) {
+            if (*p == '<') {
+                memcpy(buf + n, "<\xe2\x80\xa6>", 5);
+                n += 5;
+                p = group_end(p);
+            } else {
+                buf[n++] = *p++;
+            }
+        }
+        if (n + 1 < len && e[-1] == '>') buf[n++] = '>';
+        buf[n] = '\0';
+        if (*e && n + 1 < len) ml_frame_short_name(e, buf + n, len - n);
+        return buf;
+    }
     if (full[0] == '[' || !strpbrk(full, "<( ")) {
         snprintf(buf, len, "%s", full);
         return buf;

@@ -48,6 +48,33 @@ if(ML_CLANG AND ML_CLANGXX)
   add_custom_target(fx_clang ALL DEPENDS ${ML_CLANG_FX})
   list(TRANSFORM ML_CLANG_FX PREPEND "llvm:")
 endif()
+# fx_rust.rs by rustc, with its default (legacy) symbol mangling and with v0:
+# frames against llvm-symbolizer and c++filt, sites against the source, and
+# leak kinds against valgrind (test_rust_sites.py).
+find_program(ML_RUSTC NAMES rustc)
+set(ML_RUST_FX "")
+if(ML_RUSTC)
+  foreach(mangling legacy v0)
+    set(out ${CMAKE_BINARY_DIR}/fx_rust_${mangling})
+    set(flag "")
+    if(mangling STREQUAL "v0")
+      set(flag -Csymbol-mangling-version=v0)
+    endif()
+    add_custom_command(OUTPUT ${out}
+      COMMAND ${CMAKE_COMMAND} -E env --unset=MAKEFLAGS --unset=MFLAGS
+              ${ML_RUSTC} -g -O ${flag} ${FX}/fx_rust.rs -o ${out}
+      DEPENDS ${FX}/fx_rust.rs VERBATIM)
+    list(APPEND ML_RUST_FX ${out})
+  endforeach()
+  add_custom_target(fx_rust ALL DEPENDS ${ML_RUST_FX})
+  add_test(NAME rust_sites
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_rust_sites.py
+            $<TARGET_FILE:memlens> ${ML_RUST_FX})
+  set_tests_properties(rust_sites PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  set(ML_RUST_ORACLE ${ML_RUST_FX})
+  list(TRANSFORM ML_RUST_ORACLE PREPEND "llvm:")
+  list(APPEND ML_CLANG_FX ${ML_RUST_ORACLE})
+endif()
 add_test(NAME symbols_oracle
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_symbols_oracle.py
           $<TARGET_FILE:memlens> $<TARGET_FILE:fx_inline_deep> $<TARGET_FILE:fx_inline>

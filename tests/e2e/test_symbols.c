@@ -184,6 +184,13 @@ Test(symbols, short_names) {
          "std::operator< <\xe2\x80\xa6>"},
         {"main", "main"},
         {"[libc.so.6+0x1234]", "[libc.so.6+0x1234]"},
+        /* Rust: a qualified path keeps its type and trait. */
+        {"<fx_rust::Square as fx_rust::Shape>::area_table",
+         "<fx_rust::Square as fx_rust::Shape>::area_table"},
+        {"<alloc::vec::Vec<u8> as core::ops::drop::Drop>::drop",
+         "<alloc::vec::Vec<\xe2\x80\xa6> as core::ops::drop::Drop>::drop"},
+        {"<str>::trim_start_matches::<&str>", "<str>::trim_start_matches::<\xe2\x80\xa6>"},
+        {"fx_rust::main::{closure#0}", "fx_rust::main::{closure#0}"},
     };
     char buf[256];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
@@ -203,4 +210,51 @@ Test(symbols, own_code) {
     cr_expect_not(ml_frame_is_own_code("/home/u/build/libmemlens.so", NULL, exe));
     cr_expect_not(ml_frame_is_own_code("linux-vdso.so.1", NULL, exe));
     cr_expect_not(ml_frame_is_own_code(NULL, NULL, exe));
+    /* Rust's standard library and Cargo's crates, compiled into the program. */
+    const char *rs = "/home/u/proj/target/release/tool";
+    cr_expect(ml_frame_is_own_code(rs, "/home/u/proj/src/main.rs", rs));
+    cr_expect_not(ml_frame_is_own_code(rs, "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/alloc/src/raw_vec/mod.rs", rs));
+    cr_expect_not(ml_frame_is_own_code(rs, "/usr/src/rustc-1.63.0/library/alloc/src/vec/mod.rs", rs));
+    cr_expect_not(ml_frame_is_own_code(rs, "/usr/src/rustc-1.63.0/vendor/hashbrown/src/map.rs", rs));
+    cr_expect_not(ml_frame_is_own_code(rs, "library/std/src/rt.rs", rs));
+    cr_expect_not(ml_frame_is_own_code(rs, "/home/u/.cargo/registry/src/index.crates.io-6f17d22bba15001f/serde_json-1.0.1/src/de.rs", rs));
+    cr_expect(ml_frame_is_own_code(rs, "/home/u/proj/library/alloc.rs", rs));
+}
+
+char *ml_rust_demangle(const char *sym); /* analysis/rust_demangle.c */
+
+Test(symbols, rust_names) {
+    static const char *const cases[][2] = {
+        /* legacy: the hash goes, the escapes are read */
+        {"_ZN4leak4main17h68d97aefc12db3cbE", "leak::main"},
+        {"_ZN3std2rt10lang_start28_$u7b$$u7b$closure$u7d$$u7d$17h71acb6ed29efb28bE",
+         "std::rt::lang_start::{{closure}}"},
+        {"_ZN63_$LT$alloc..alloc..Global$u20$as$u20$core..alloc..Allocator$GT$8allocate17h9d999105ada8a6a4E",
+         "<alloc::alloc::Global as core::alloc::Allocator>::allocate"},
+        {"_ZN4leak4main17h68d97aefc12db3cbE.llvm.123", "leak::main"},
+        /* v0: paths, impls, generic arguments, back-references, closures */
+        {"_RNvMNtCslNYArtu3iFV_5alloc5allocNtB2_6Global18alloc_impl_runtime",
+         "<alloc::alloc::Global>::alloc_impl_runtime"},
+        {"_RINvMNtCsgEmfK2I1SDS_4core3stre18trim_start_matchesReECsgY6Mt91CT9J_14rustc_demangle",
+         "<str>::trim_start_matches::<&str>"},
+        {"_RNCNvCs1234_7fx_rust4main0B3_", "fx_rust::main::{closure#0}"},
+        {"_RNvXCs1234_7fx_rustNtB2_6SquareNtB2_5Shape10area_table",
+         "<fx_rust::Square as fx_rust::Shape>::area_table"},
+        {"_RINvCs1234_7fx_rust5tableKj10_EB2_", "fx_rust::table::<16>"},
+        {"_RINvCs1234_7fx_rust5tableTmhEEB2_", "fx_rust::table::<(u32, u8)>"},
+        {"_RINvCs1234_7fx_rust5tableFUKCRmEuEB2_", "fx_rust::table::<unsafe extern \"C\" fn(&u32)>"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *d = ml_rust_demangle(cases[i][0]);
+        cr_expect_str_eq(d ? d : "(null)", cases[i][1], "%s", cases[i][0]);
+        free(d);
+    }
+    /* Not Rust, or not whole: no name (the caller keeps the symbol). */
+    static const char *const no[] = {"_ZN3app4makeEm", "_ZN3foo3barE", "main", "_R", "_RNvC",
+                                     "_RNvCs1234_7fx_rust4ma", "_RB_", "_RNvB0_1x"};
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        char *d = ml_rust_demangle(no[i]);
+        cr_expect_null(d, "%s gave %s", no[i], d ? d : "");
+        free(d);
+    }
 }
