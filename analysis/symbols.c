@@ -1212,9 +1212,17 @@ static const char *const alloc_exact[] = {
 };
 
 /* C++ allocation plumbing: operator new and the standard allocators'
- * allocate(), so that frames[0] is the code that wanted the memory. */
+ * allocate(), so that frames[0] is the code that wanted the memory. libc++
+ * (clang's -stdlib=libc++) spells them in std::__1 and adds two helpers
+ * (its template ones demangle with their return type in front). */
 static bool is_cxx_allocator(const char *fn) {
     if (!strncmp(fn, "operator new", 12)) return true;
+    if (!strncmp(fn, "void* ", 6)) fn += 6;
+    if (!strncmp(fn, "std::__1::__libcpp_operator_new<", 32) ||
+        !strncmp(fn, "std::__1::__libcpp_allocate(", 28))
+        return true;
+    if (!strncmp(fn, "std::__1::allocator<", 20) || !strncmp(fn, "std::__1::allocator_traits<", 27))
+        return strstr(fn, "::allocate(") != NULL;
     static const char *const prefixes[] = {"__gnu_cxx::new_allocator<", "std::__new_allocator<",
                                            "std::allocator<", "std::allocator_traits<",
                                            "__gnu_cxx::__alloc_traits<"};

@@ -222,6 +222,38 @@ Test(symbols, own_code) {
 }
 
 char *ml_rust_demangle(const char *sym); /* analysis/rust_demangle.c */
+bool ml__frame_is_allocator(const ml_frame_t *f); /* analysis/symbols.c */
+
+Test(symbols, allocator_frames) {
+    static const char *const yes[] = {
+        "malloc", "operator new(unsigned long)", "operator new[](unsigned long)",
+        "std::__new_allocator<int>::allocate(unsigned long, void const*)",
+        "std::allocator_traits<std::allocator<int> >::allocate(std::allocator<int>&, unsigned long)",
+        /* libc++ */
+        "void* std::__1::__libcpp_operator_new<unsigned long>(unsigned long)",
+        "std::__1::__libcpp_allocate(unsigned long, unsigned long)",
+        "std::__1::allocator<double>::allocate(unsigned long)",
+        "std::__1::allocator_traits<std::__1::allocator<double> >::allocate(std::__1::allocator<double>&, unsigned long)",
+        /* Rust */
+        "__rust_alloc", "__rust_realloc", "__rdl_alloc", "alloc::alloc::alloc", "alloc::alloc::exchange_malloc",
+        "<alloc::alloc::Global as core::alloc::Allocator>::allocate", "<alloc::alloc::Global>::alloc_impl",
+        "alloc::alloc::Global::grow_impl", "<std::alloc::System as core::alloc::global::GlobalAlloc>::alloc",
+        "std::sys::pal::unix::alloc::realloc_fallback"};
+    static const char *const no[] = {
+        "main", "strdup", "std::vector<int, std::allocator<int> >::_M_realloc_insert(int const&)",
+        "std::__1::vector<double, std::__1::allocator<double> >::__vallocate(unsigned long)",
+        "std::__1::allocator<double>::deallocate(double*, unsigned long)",
+        "<alloc::raw_vec::RawVec<u8>>::reserve", "alloc::raw_vec::finish_grow::<alloc::alloc::Global>",
+        "fx_rust::main", "allocate"};
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
+        ml_frame_t f = {.function = yes[i], .module = "/usr/bin/prog"};
+        cr_expect(ml__frame_is_allocator(&f), "%s", yes[i]);
+    }
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
+        ml_frame_t f = {.function = no[i], .module = "/usr/bin/prog"};
+        cr_expect_not(ml__frame_is_allocator(&f), "%s", no[i]);
+    }
+}
 
 Test(symbols, rust_names) {
     static const char *const cases[][2] = {
