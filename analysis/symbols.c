@@ -91,21 +91,23 @@ typedef struct {
     struct curange *cus;
     size_t ncus;
     bool cus_built;
-    /* The units where libdw's scopes miss the functions (in namespaces),
-     * each with its functions' ranges, by unit offset (unit_fns()). */
+    /* The units whose scopes were indexed, by unit offset (unit_fns()). */
     struct cufns *cufns;
     size_t ncufns, cufns_cap;
 } modsym_t;
 
-/* One address range of one function (DW_TAG_subprogram) of a unit. */
+/* One address range of one scope of a unit (a function, an inlined
+ * instance, a lexical block), and the innermost range that holds it. */
 typedef struct {
-    Dwarf_Addr lo, hi, reach; /* reach: the highest end up to this one */
+    Dwarf_Addr lo, hi;
     Dwarf_Die die;
-} fnrange_t;
+    uint32_t parent; /* index + 1 in the unit's array; 0: none */
+    uint32_t depth;  /* of the DIE, for ranges that are equal */
+} scoperange_t;
 
 typedef struct cufns {
     Dwarf_Off cu; /* the unit DIE's offset */
-    fnrange_t *fns;
+    scoperange_t *v;
     size_t n;
 } cufns_t;
 
@@ -388,7 +390,7 @@ static void modsym_free(modsym_t *ms) {
     if (ms->dwfl) dwfl_end(ms->dwfl);
     index_free(ms);
     free(ms->cus);
-    for (size_t i = 0; i < ms->ncufns; i++) free(ms->cufns[i].fns);
+    for (size_t i = 0; i < ms->ncufns; i++) free(ms->cufns[i].v);
     free(ms->cufns);
     ml_map_free(&ms->gaps);
     free(ms);
@@ -1049,27 +1051,35 @@ static int scopes_under(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, int 
 }
 
 typedef struct {
-    fnrange_t *v;
+    scoperange_t *v;
     size_t n, cap;
     bool oom;
-} fnvec_t;
+} scopevec_t;
 
-/* Every function with code under `parent`, through the DIEs that hold
- * functions without having an address themselves. Functions are not
- * descended: what is nested in one is found from it (scopes_under()). */
-static void collect_fns(Dwarf_Die *parent, fnvec_t *out, int depth) {
+static bool is_scope_tag(int tag) {
+    return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+           tag == DW_TAG_lexical_block || tag == DW_TAG_entry_point || tag == DW_TAG_try_block ||
+           tag == DW_TAG_catch_block || tag == DW_TAG_with_stmt;
+}
+
+/* Every scope with code under `parent`: functions, the inlined instances
+ * and lexical blocks inside them, found also through the DIEs that hold
+ * functions without having an address themselves (namespaces, types,
+ * imported units). */
+static void collect_scopes(Dwarf_Die *parent, scopevec_t *out, uint32_t depth) {
     Dwarf_Die child;
-    if (depth > 64 || dwarf_child(parent, &child) != 0) return;
+    if (depth > 256 || dwarf_child(parent, &child) != 0) return;
     do {
-        switch (dwarf_tag(&child)) {
-        case DW_TAG_subprogram: {
+        int tag = dwarf_tag(&child);
+        if (is_scope_tag(tag)) {
             Dwarf_Addr base, lo, hi;
             ptrdiff_t off = 0;
+            bool any = false;
             while ((off = dwarf_ranges(&child, off, &base, &lo, &hi)) > 0) {
                 if (hi <= lo) continue;
                 if (out->n == out->cap) {
                     size_t cap = out->cap ? out->cap * 2 : 256;
-                    fnrange_t *v = realloc(out->v, cap * sizeof *v);
+                    scoperange_t *v = realloc(out->v, cap * sizeof *v);
                     if (!v) {
                         out->oom = true;
                         return;
@@ -1077,39 +1087,35 @@ static void collect_fns(Dwarf_Die *parent, fnvec_t *out, int depth) {
                     out->v = v;
                     out->cap = cap;
                 }
-                out->v[out->n++] = (fnrange_t){.lo = lo, .hi = hi, .die = child};
+                out->v[out->n++] = (scoperange_t){.lo = lo, .hi = hi, .die = child, .depth = depth};
+                any = true;
             }
-            break;
-        }
-        case DW_TAG_namespace:
-        case DW_TAG_module:
-        case DW_TAG_class_type:
-        case DW_TAG_structure_type:
-        case DW_TAG_union_type:
-            collect_fns(&child, out, depth + 1);
-            break;
-        case DW_TAG_imported_unit: {
+            /* A declaration or an abstract instance holds no code. */
+            if (any && dwarf_haschildren(&child)) collect_scopes(&child, out, depth + 1);
+        } else if (tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_class_type ||
+                   tag == DW_TAG_structure_type || tag == DW_TAG_union_type) {
+            collect_scopes(&child, out, depth + 1);
+        } else if (tag == DW_TAG_imported_unit) {
             Dwarf_Attribute at;
             Dwarf_Die unit;
             if (dwarf_attr(&child, DW_AT_import, &at) && dwarf_formref_die(&at, &unit))
-                collect_fns(&unit, out, depth + 1);
-            break;
-        }
-        default:
-            break;
+                collect_scopes(&unit, out, depth + 1);
         }
     } while (!out->oom && dwarf_siblingof(&child, &child) == 0);
 }
 
-static int fnrange_cmp(const void *a, const void *b) {
-    const fnrange_t *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : (x->hi > y->hi) - (x->hi < y->hi);
+/* Outer first: by start, then the longer, then the shallower DIE. */
+static int scoperange_cmp(const void *a, const void *b) {
+    const scoperange_t *x = a, *y = b;
+    if (x->lo != y->lo) return x->lo < y->lo ? -1 : 1;
+    if (x->hi != y->hi) return x->hi > y->hi ? -1 : 1;
+    return (x->depth > y->depth) - (x->depth < y->depth);
 }
 
-/* The unit's functions by address, built the first time one of its
- * addresses needs them; NULL when it is not built (`build` false) or
- * memory ran out. */
-static cufns_t *unit_fns(modsym_t *ms, Dwarf_Die *cudie, bool build) {
+/* The unit's scopes by address, built the first time one of its addresses
+ * is resolved; NULL when memory ran out. Each range's parent is the
+ * innermost range before it that holds it (a sweep with a stack). */
+static cufns_t *unit_fns(modsym_t *ms, Dwarf_Die *cudie) {
     Dwarf_Off off = dwarf_dieoffset(cudie);
     size_t lo = 0, hi = ms->ncufns;
     while (lo < hi) {
@@ -1118,19 +1124,22 @@ static cufns_t *unit_fns(modsym_t *ms, Dwarf_Die *cudie, bool build) {
         else hi = mid;
     }
     if (lo < ms->ncufns && ms->cufns[lo].cu == off) return &ms->cufns[lo];
-    if (!build) return NULL;
-    fnvec_t v = {0};
-    collect_fns(cudie, &v, 0);
-    if (v.oom) {
+    scopevec_t v = {0};
+    collect_scopes(cudie, &v, 0);
+    uint32_t *stack = v.oom || v.n > UINT32_MAX - 1 ? NULL : malloc((v.n + 1) * sizeof *stack);
+    if (!stack) {
         free(v.v);
         return NULL;
     }
-    qsort(v.v, v.n, sizeof *v.v, fnrange_cmp);
-    Dwarf_Addr reach = 0;
+    qsort(v.v, v.n, sizeof *v.v, scoperange_cmp);
+    size_t top = 0;
     for (size_t i = 0; i < v.n; i++) {
-        if (v.v[i].hi > reach) reach = v.v[i].hi;
-        v.v[i].reach = reach;
+        while (top && !(v.v[stack[top - 1]].lo <= v.v[i].lo && v.v[i].hi <= v.v[stack[top - 1]].hi))
+            top--;
+        v.v[i].parent = top ? stack[top - 1] + 1 : 0;
+        stack[top++] = (uint32_t)i;
     }
+    free(stack);
     if (ms->ncufns == ms->cufns_cap) {
         size_t cap = ms->cufns_cap ? ms->cufns_cap * 2 : 16;
         cufns_t *n = realloc(ms->cufns, cap * sizeof *n);
@@ -1142,29 +1151,26 @@ static cufns_t *unit_fns(modsym_t *ms, Dwarf_Die *cudie, bool build) {
         ms->cufns_cap = cap;
     }
     memmove(&ms->cufns[lo + 1], &ms->cufns[lo], (ms->ncufns - lo) * sizeof *ms->cufns);
-    ms->cufns[lo] = (cufns_t){.cu = off, .fns = v.v, .n = v.n};
+    ms->cufns[lo] = (cufns_t){.cu = off, .v = v.v, .n = v.n};
     ms->ncufns++;
     return &ms->cufns[lo];
 }
 
-/* The scopes holding `pc` in a unit indexed by unit_fns(), outermost first:
- * the smallest function range holding it, then what is inside. */
+/* The scopes holding `pc` in an indexed unit, innermost first: the
+ * innermost range holding it is the last range starting at or before it,
+ * or one of that range's parents. */
 static int unit_scopes(const cufns_t *u, Dwarf_Addr pc, Dwarf_Die *chain, int max) {
     size_t lo = 0, hi = u->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (u->fns[mid].lo <= pc) lo = mid + 1;
+        if (u->v[mid].lo <= pc) lo = mid + 1;
         else hi = mid;
     }
-    const fnrange_t *best = NULL;
-    for (size_t i = lo; i-- > 0;) {
-        const fnrange_t *r = &u->fns[i];
-        if (r->reach <= pc) break;
-        if (pc < r->hi && (!best || r->hi - r->lo < best->hi - best->lo)) best = r;
-    }
-    if (!best || max < 1) return 0;
-    chain[0] = best->die;
-    return 1 + scopes_under(&chain[0], pc, chain + 1, max - 1, 1);
+    uint32_t at = (uint32_t)lo; /* index + 1 of the last range starting at or before pc */
+    while (at && !(pc < u->v[at - 1].hi)) at = u->v[at - 1].parent;
+    int n = 0;
+    for (; at && n < max; at = u->v[at - 1].parent) chain[n++] = u->v[at - 1].die;
+    return n;
 }
 
 static bool has_function_scope(const Dwarf_Die *scopes, int n) {
@@ -1220,13 +1226,21 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
     int nscopes = 0;
     Dwarf_Die chain[MAX_INLINE * 2];
     int max = (int)(sizeof chain / sizeof chain[0]), nchain = -1;
-    /* The unit's functions, indexed once, then what the one holding the
-     * address holds. libdw's dwarf_getscopes() walks the unit from its top
-     * for every address (12,000 addresses in a unit of 3,000 functions took
-     * 213 s), and does not look inside namespaces (clang, rustc). */
-    cufns_t *u = cudie ? unit_fns(ms, cudie, true) : NULL;
+    /* The unit's scopes, indexed once by address range: the innermost one
+     * holding the address, and those holding it. libdw's dwarf_getscopes()
+     * walks the unit from its top for every address (12,000 addresses in a
+     * unit of 3,000 functions took 213 s), and does not look inside
+     * namespaces (clang, rustc). */
+    cufns_t *u = cudie ? unit_fns(ms, cudie) : NULL;
     if (u) {
-        nchain = unit_scopes(u, addr - bias, chain, max);
+        int k = unit_scopes(u, addr - bias, chain, max);
+        if (k > 0) {
+            scopes = malloc((size_t)k * sizeof *scopes);
+            if (scopes) {
+                memcpy(scopes, chain, (size_t)k * sizeof *scopes);
+                nscopes = k;
+            }
+        }
     } else if (cudie) { /* out of memory for the index: libdw's walk, then ours */
         nscopes = dwarf_getscopes(cudie, addr - bias, &scopes);
         if (nscopes > 0) {
@@ -1331,7 +1345,8 @@ int ml__sym_resolve(ml__symbolizer_t *s, int32_t mod, const ml__module_t *m, uin
         n = 1;
     }
     const char *exe = s->a ? ml_analysis_process(s->a)->exe : NULL;
-    for (uint32_t i = 0; i < n; i++) tmp[i].own = ml_frame_is_own_code(tmp[i].module, tmp[i].file, exe);
+    for (uint32_t i = 0; i < n; i++)
+        tmp[i].own = ml_frame_is_own_code(tmp[i].module, tmp[i].file, exe);
     ml_frame_t *f = arena_alloc(s, n * sizeof *f);
     if (!f) return -ENOMEM;
     memcpy(f, tmp, n * sizeof *f);
