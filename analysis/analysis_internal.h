@@ -400,6 +400,9 @@ struct ml__built_s {
     size_t nflame;
     uint32_t flame_max_nodes; /* the build's pruning limits, for ml_analysis_flame_inverted */
     double flame_min_fraction;
+    const char *const *alloc_fns; /* the build's --alloc-fn patterns (ml_build_opts_t) */
+    size_t nalloc_fns;
+    uint64_t *alloc_fn_hits; /* per pattern: the stacks it dropped a frame of */
 };
 
 /* Copies the nodes of call tree t[0..n) that the flame tree keeps

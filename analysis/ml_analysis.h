@@ -284,7 +284,23 @@ typedef struct {
     const ml_suppressions_t *suppressions; /* may be NULL; its hit counters are updated */
     uint32_t flame_max_nodes;             /* 0: 5000 */
     double flame_min_fraction;            /* 0: 0.001 (0.1 %) */
+    /* Functions the program allocates through (--alloc-fn), treated as the
+     * allocator: their frames at the top of a stack are dropped as malloc's
+     * are, so that a site is named by their caller. Each is a function's
+     * name, whole or as shown (ml_frame_short_name), `*` matching any run of
+     * characters. The strings must outlive the analysis' builds. */
+    const char *const *alloc_fns;
+    size_t nalloc_fns;
 } ml_build_opts_t;
+
+/** The --alloc-fn patterns of the last build, and for pattern i how many
+ * distinct recorded stacks had a frame it dropped (0: it named nothing). */
+size_t ml_analysis_alloc_fns(const ml_analysis_t *a, const char *const **patterns,
+                             const uint64_t **hits);
+
+/** True if `pattern` (an --alloc-fn: `*` matches any run, nothing else is
+ * special) matches the whole of `name`. */
+bool ml_alloc_fn_match(const char *pattern, const char *name);
 
 /** Derives sites, symbols, leaks, fragmentation and the call tree from what
  * was fed so far, replacing the results of the last build. Returns 0 or

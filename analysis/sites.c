@@ -35,6 +35,7 @@ void ml__built_free(struct ml__built_s *b) {
     free(b->threads);
     free(b->tree);
     free(b->flame);
+    free(b->alloc_fn_hits);
     memset(b, 0, sizeof *b);
 }
 
@@ -62,19 +63,65 @@ static int node_frames(ml_analysis_t *a, uint32_t node, ml__pc_frames_t *out) {
     return ml__sym_resolve(a->sym, mod, m, node < a->nnodes ? a->node_pc[node] : 0, out);
 }
 
-/* The key of a recorded stack: see the comment at the top. */
-static int stack_key(ml_analysis_t *a, uint32_t leaf, uint32_t *knode, uint32_t *kskip) {
+bool ml_alloc_fn_match(const char *p, const char *s) {
+    /* Glob with '*' only, backtracking to the last star. */
+    const char *star = NULL, *resume = NULL;
+    while (*s) {
+        if (*p == '*') {
+            star = p++;
+            resume = s;
+        } else if (*p == *s) {
+            p++;
+            s++;
+        } else if (star) {
+            p = star + 1;
+            s = ++resume;
+        } else {
+            return false;
+        }
+    }
+    while (*p == '*') p++;
+    return *p == '\0';
+}
+
+/* Which --alloc-fn pattern names frame f (its whole name or the name shown),
+ * or -1. */
+static int alloc_fn_of(const struct ml__built_s *b, const ml_frame_t *f) {
+    if (!b->nalloc_fns || !f->function) return -1;
+    char shown[1024];
+    ml_frame_short_name(f->function, shown, sizeof shown);
+    for (size_t i = 0; i < b->nalloc_fns; i++)
+        if (ml_alloc_fn_match(b->alloc_fns[i], f->function) ||
+            ml_alloc_fn_match(b->alloc_fns[i], shown))
+            return (int)i;
+    return -1;
+}
+
+/* The key of a recorded stack: see the comment at the top. Frames of the
+ * --alloc-fn functions count as the allocator's; each pattern that dropped
+ * one is counted once for the stack. */
+static int stack_key(ml_analysis_t *a, struct ml__built_s *b, uint32_t leaf, uint32_t *knode,
+                     uint32_t *kskip) {
     uint32_t n = leaf;
     for (int guard = 0; n && n < a->nnodes && guard < MAX_WALK; guard++) {
         ml__pc_frames_t pf;
         int rc = node_frames(a, n, &pf);
         if (rc < 0) return rc;
-        for (uint32_t j = 0; j < pf.n; j++)
-            if (!ml__frame_is_allocator(&pf.f[j])) {
-                *knode = n;
-                *kskip = j;
-                return 0;
+        for (uint32_t j = 0; j < pf.n; j++) {
+            if (ml__frame_is_allocator(&pf.f[j])) continue;
+            int k = alloc_fn_of(b, &pf.f[j]);
+            if (k >= 0) {
+                /* hits[n..2n): the last stack counted for each pattern */
+                if (b->alloc_fn_hits[b->nalloc_fns + (size_t)k] != (uint64_t)leaf + 1) {
+                    b->alloc_fn_hits[b->nalloc_fns + (size_t)k] = (uint64_t)leaf + 1;
+                    b->alloc_fn_hits[k]++;
+                }
+                continue;
             }
+            *knode = n;
+            *kskip = j;
+            return 0;
+        }
         n = a->node_parent[n];
     }
     /* Nothing but allocator frames (or no stack): keep it whole. */
@@ -331,6 +378,15 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     uint32_t *site_node = NULL, *site_skip = NULL;
     size_t *site_off = NULL;
     /* Sites: stacks merged by their key. */
+    if (o && o->nalloc_fns) {
+        b->alloc_fns = o->alloc_fns;
+        b->nalloc_fns = o->nalloc_fns;
+        b->alloc_fn_hits = calloc(2 * o->nalloc_fns, sizeof *b->alloc_fn_hits);
+        if (!b->alloc_fn_hits) {
+            rc = -ENOMEM;
+            goto out;
+        }
+    }
     b->sites = ml_huge_alloc((size_t)a->nstats * sizeof *b->sites, true);
     site_node = calloc(a->nstats, sizeof *site_node);
     site_skip = calloc(a->nstats, sizeof *site_skip);
@@ -353,7 +409,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
             continue;
         }
         uint32_t kn = 0, ks = 0;
-        if (s != 0 && (rc = stack_key(a, st->node, &kn, &ks)) < 0) break;
+        if (s != 0 && (rc = stack_key(a, b, st->node, &kn, &ks)) < 0) break;
         bool existed;
         keyent_t *e = site_keys_put(&km, site_key(kn, ks), &existed);
         if (!e) {
@@ -683,4 +739,12 @@ int64_t ml_analysis_flame_inverted(const ml_analysis_t *a, ml_calltree_node_t **
     int rc = ml__calltree_prune(t, (size_t)n, b->flame_max_nodes, b->flame_min_fraction, out, &np);
     free(t);
     return rc < 0 ? rc : (int64_t)np;
+}
+
+size_t ml_analysis_alloc_fns(const ml_analysis_t *a, const char *const **patterns,
+                             const uint64_t **hits) {
+    const struct ml__built_s *b = a ? a->b : NULL;
+    if (patterns) *patterns = b ? b->alloc_fns : NULL;
+    if (hits) *hits = b ? b->alloc_fn_hits : NULL;
+    return b && b->alloc_fn_hits ? b->nalloc_fns : 0;
 }

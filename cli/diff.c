@@ -24,10 +24,12 @@
 
 ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
                               bool quiet, bool replay);
+int ml_cli_add_alloc_fn(const char *cmd, const char *pattern);
+void ml_cli_warn_alloc_fns(const ml_analysis_t *a, const char *path);
 
 static void usage_diff(FILE *f) {
     fputs("usage: memlens diff BASE.mlt NEW.mlt [--json OUT] [--fail-on-increase PERCENT]\n"
-          "                    [--suppressions FILE] [--top N] [--no-symbols] [--force]\n"
+          "                    [--suppressions FILE] [--alloc-fn NAME]... [--top N] [--no-symbols] [--force]\n"
           "                    [--group-readable] [-q]\n"
           "\n"
           "  Per-site changes of the peak heap, the bytes live at exit and the allocation calls\n"
@@ -37,6 +39,8 @@ static void usage_diff(FILE *f) {
           "                           reachable) or the allocation calls grew by more than\n"
           "                           PCT %, or a GPU device's peak or the GPU leaked bytes did\n"
           "  --suppressions FILE      known leaks (LeakSanitizer `leak:` syntax), for both traces\n"
+          "  --alloc-fn NAME          a function the program allocates through: sites are named\n"
+          "                           by its callers (as in report), for both traces\n"
           "  --top N                  sites listed (default: 20 in text, all in JSON)\n"
           "  --no-symbols             skip symbolization\n"
           "  --force                  replace an output file memlens did not write (never a link)\n"
@@ -55,7 +59,7 @@ int ml_cmd_diff(int argc, char **argv) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json") || !strcmp(a, "--fail-on-increase") || !strcmp(a, "--suppressions") ||
-            !strcmp(a, "--top")) {
+            !strcmp(a, "--top") || !strcmp(a, "--alloc-fn")) {
             if (!val) {
                 ml_cli_error("diff: %s needs a value", a);
                 usage_diff(stderr);
@@ -66,6 +70,8 @@ int ml_cmd_diff(int argc, char **argv) {
                 json = val;
             } else if (!strcmp(a, "--suppressions")) {
                 supp_path = val;
+            } else if (!strcmp(a, "--alloc-fn")) {
+                if (ml_cli_add_alloc_fn("diff", val) < 0) return ML_EXIT_USAGE;
             } else if (!strcmp(a, "--top")) {
                 uint64_t v;
                 if (ml_parse_bytes(val, &v) < 0 || v > 1000000) {
@@ -119,6 +125,10 @@ int ml_cmd_diff(int argc, char **argv) {
     }
     ml_analysis_t *base = ml_cli_analyse(paths[0], supp, no_symbols, quiet, false);
     ml_analysis_t *cur = base ? ml_cli_analyse(paths[1], supp, no_symbols, quiet, false) : NULL;
+    if (base && cur && !quiet) {
+        ml_cli_warn_alloc_fns(base, paths[0]);
+        ml_cli_warn_alloc_fns(cur, paths[1]);
+    }
     int code = ML_EXIT_OK;
     ml_diff_t *d = NULL;
     if (!base || !cur) {

@@ -49,7 +49,7 @@ static void usage_report(FILE *f) {
           "                      [--folded-metric alloc|calls|peak|leaked|temporary]\n"
           "                      [--fail-on-leak BYTES] [--max-peak BYTES]\n"
           "                      [--fail-on-gpu-leak BYTES] [--max-gpu-peak BYTES] [--suppressions FILE]\n"
-          "                      [--max-sites N] [--no-symbols] [--no-advisor] [--all-policies]\n"
+          "                      [--max-sites N] [--alloc-fn NAME]... [--no-symbols] [--no-advisor] [--all-policies]\n"
           "                      [--advisor-mem BYTES] [--advisor-ops N]\n"
           "                      [--replay] [--no-save-advice] [--allow-incomplete] [--summary] [--force]\n"
           "                      [--group-readable] [-q]\n"
@@ -85,6 +85,10 @@ static void usage_report(FILE *f) {
           "                        early (cut short, no end record, events lost); without it\n"
           "                        such a trace fails every gate given (exit 3)\n"
           "  --suppressions FILE   known leaks, one `leak:PATTERN` per line (LeakSanitizer syntax)\n"
+          "  --alloc-fn NAME       a function the program allocates through (xmalloc, a pool's\n"
+          "                        get): its frames at the top of a stack count as the\n"
+          "                        allocator's, so sites are named by its callers; `*` matches\n"
+          "                        any run of characters; repeat it for each level of wrappers\n"
           "  --max-sites N         at most N entries in the JSON's sites[] (0: all; peak and leak lists\n"
           "                        stay whole)\n"
           "  --no-symbols          skip symbolization (functions show as [module+offset])\n"
@@ -240,6 +244,9 @@ static int parse(int argc, char **argv, report_opts_t *o) {
         } else if (!strcmp(a, "--suppressions")) {
             NEED();
             o->supp = val;
+        } else if (!strcmp(a, "--alloc-fn")) {
+            NEED();
+            if (ml_cli_add_alloc_fn("report", val) < 0) return -1;
         } else if (!strcmp(a, "--max-sites")) {
             NEED();
             uint64_t v;
@@ -310,6 +317,36 @@ static int parse(int argc, char **argv, report_opts_t *o) {
     return 0;
 }
 
+const char **ml_cli_alloc_fns;
+size_t ml_cli_nalloc_fns;
+
+int ml_cli_add_alloc_fn(const char *cmd, const char *pattern) {
+    if (!pattern[0]) {
+        ml_cli_error("%s: --alloc-fn takes a function's name (`*` matches any run of characters)", cmd);
+        return -1;
+    }
+    const char **v = realloc(ml_cli_alloc_fns, (ml_cli_nalloc_fns + 1) * sizeof *v);
+    if (!v) {
+        ml_cli_error("out of memory");
+        return -1;
+    }
+    v[ml_cli_nalloc_fns++] = pattern;
+    ml_cli_alloc_fns = v;
+    return 0;
+}
+
+void ml_cli_warn_alloc_fns(const ml_analysis_t *a, const char *path) {
+    const char *const *p;
+    const uint64_t *hits;
+    size_t n = ml_analysis_alloc_fns(a, &p, &hits);
+    for (size_t i = 0; i < n; i++)
+        if (!hits[i])
+            fprintf(stderr,
+                    "memlens: warning: %s: --alloc-fn '%s' names no frame at the top of any "
+                    "stack (nor just below another allocation function)\n",
+                    path, p[i]);
+}
+
 /* Loads and builds one trace; shared with `memlens diff`. Prints the error
  * and returns NULL on failure. */
 ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
@@ -349,7 +386,8 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
                     path);
         }
     }
-    ml_build_opts_t bo = {.no_symbols = no_symbols, .suppressions = supp};
+    ml_build_opts_t bo = {.no_symbols = no_symbols, .suppressions = supp,
+                          .alloc_fns = ml_cli_alloc_fns, .nalloc_fns = ml_cli_nalloc_fns};
     snprintf(stage, sizeof stage, "analysing %s (symbols, leaks, fragmentation)", path);
     if (!quiet) ml_cli_stage_begin(stage);
     rc = ml_analysis_build(a, &bo, err, sizeof err);
@@ -544,6 +582,7 @@ int ml_cmd_report(int argc, char **argv) {
         ml_suppressions_free(supp);
         return ML_EXIT_ERROR;
     }
+    if (!o.quiet) ml_cli_warn_alloc_fns(a, o.trace);
     buckets_job_t buckets;
     bool advise = (o.json || o.html) && !o.no_advisor;
     if (o.html) buckets_init(&buckets, a, o.trace);

@@ -35,4 +35,16 @@ const char *ml_cli_incomplete_reason(const ml_totals_t *t, char *buf, size_t len
 ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
                               bool quiet, bool replay);
 
+/** The --alloc-fn patterns of `report` and `diff` (argv's strings), for
+ * every ml_cli_analyse() of the command. */
+extern const char **ml_cli_alloc_fns;
+extern size_t ml_cli_nalloc_fns;
+
+/** Warns of each --alloc-fn pattern that named no frame of a's stacks. */
+void ml_cli_warn_alloc_fns(const ml_analysis_t *a, const char *path);
+
+/** Adds one --alloc-fn pattern (argv's string); -1 when it is empty or
+ * memory ran out, having said why. */
+int ml_cli_add_alloc_fn(const char *cmd, const char *pattern);
+
 #endif

@@ -1137,6 +1137,24 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
     section(w);
     ml_json_kv_str(w, "generator", "memlens " ML_VERSION);
     section(w);
+    {
+        /* --alloc-fn: only when given, so that other reports stay as they were */
+        const char *const *pat;
+        const uint64_t *hits;
+        size_t n = ml_analysis_alloc_fns(a, &pat, &hits);
+        if (n) {
+            ml_json_key(w, "alloc_fns");
+            ml_json_array(w);
+            for (size_t i = 0; i < n; i++) {
+                ml_json_object(w);
+                ml_json_kv_str(w, "pattern", pat[i]);
+                ml_json_kv_u64(w, "stacks", hits[i]);
+                ml_json_end(w);
+            }
+            ml_json_end(w);
+            section(w);
+        }
+    }
     process(w, a);
     section(w);
     trace(w, a, ro);

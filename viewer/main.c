@@ -27,7 +27,8 @@
 
 static void usage(FILE *f) {
     fputs("usage: memlens view [--no-color] [--no-mouse] [--ascii] [--no-suggestions] [--replay]\n"
-          "                    [--history-mb N] [--advisor-mem BYTES] [--advisor-ops N] FILE\n"
+          "                    [--history-mb N] [--advisor-mem BYTES] [--advisor-ops N]\n"
+          "                    [--alloc-fn NAME]... FILE\n"
           "       memlens view --batch [--keys \"KEY ...\"] [--size COLSxROWS] [--ascii] FILE\n"
           "\n"
           "Opens a trace in the terminal UI (keys: ? in the viewer, or docs/viewer.md).\n"
@@ -46,6 +47,8 @@ static void usage(FILE *f) {
           "                  print prints the screen at that point (the last screen always is)\n"
           "  --size CxR      virtual screen for --batch (default 80x24)\n"
           "  --replay        replay the records instead of restoring the trace's analysis snapshot\n"
+          "  --alloc-fn NAME a function the program allocates through: sites are named by its\n"
+          "                  callers (as in memlens report; `*` matches any run of characters)\n"
           "  --history-mb N  memory the background history replay (time travel of a trace opened\n"
           "                  from its snapshot) may use, in MiB (default 512, also\n"
           "                  MEMLENS_VIEW_HISTORY_MB; 0: none, only the peak and the end)\n",
@@ -192,6 +195,8 @@ int ml_cmd_view(int argc, char **argv) {
     bool replay = false;
     uint64_t adv_mem = 0, adv_ops = 0; /* --advisor-mem, --advisor-ops (0: the defaults) */
     int cols = 80, rows = 24;
+    static const char *alloc_fns[64]; /* --alloc-fn: argv's strings */
+    size_t nalloc_fns = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--batch"))
@@ -208,6 +213,14 @@ int ml_cmd_view(int argc, char **argv) {
             replay = true;
         else if (!strcmp(a, "--history-mb") && i + 1 < argc)
             history = argv[++i];
+        else if (!strcmp(a, "--alloc-fn") && i + 1 < argc) {
+            if (!argv[i + 1][0] || nalloc_fns == sizeof alloc_fns / sizeof alloc_fns[0]) {
+                err_msg("--alloc-fn takes a function's name (`*` matches any run), at most %zu times",
+                        sizeof alloc_fns / sizeof alloc_fns[0]);
+                return EXIT_USAGE;
+            }
+            alloc_fns[nalloc_fns++] = argv[++i];
+        }
         else if ((!strcmp(a, "--advisor-mem") || !strcmp(a, "--advisor-ops")) && i + 1 < argc) {
             bool mem = !strcmp(a, "--advisor-mem");
             uint64_t v;
@@ -279,6 +292,10 @@ int ml_cmd_view(int argc, char **argv) {
     ml_vmodel_set_advisor_budget(m, adv_mem, adv_ops);
     ml_vmodel_set_snapshot(m, !replay);
     ml_vmodel_set_history_budget(m, history_mb << 20);
+    if (nalloc_fns) {
+        ml_build_opts_t bo = {.alloc_fns = alloc_fns, .nalloc_fns = nalloc_fns};
+        ml_vmodel_set_build_opts(m, &bo);
+    }
     char err[1024];
     int rc = ml_vmodel_open(m, path, err, sizeof err);
     if (rc < 0) {
