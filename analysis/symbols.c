@@ -1322,6 +1322,21 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
     return n;
 }
 
+/* A function of a standard library compiled into the program, known by its
+ * name where no source file tells (a prebuilt Rust standard library has no
+ * line table for much of itself): Rust's std, core and alloc, the crates
+ * std vendors, and C++'s std. */
+static bool library_name(const char *fn) {
+    if (!fn) return false;
+    if (fn[0] == '<') fn++; /* "<alloc::vec::Vec<u8> as ...>::..." */
+    static const char *const prefixes[] = {"std::", "core::", "alloc::", "hashbrown::", "gimli::",
+                                           "addr2line::", "miniz_oxide::", "rustc_demangle::",
+                                           "object::", "memchr::", "__gnu_cxx::"};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (!strncmp(fn, prefixes[i], strlen(prefixes[i]))) return true;
+    return false;
+}
+
 int ml__sym_resolve(ml__symbolizer_t *s, int32_t mod, const ml__module_t *m, uint64_t pc,
                     ml__pc_frames_t *out) {
     if (!m) mod = -1;
@@ -1346,7 +1361,8 @@ int ml__sym_resolve(ml__symbolizer_t *s, int32_t mod, const ml__module_t *m, uin
     }
     const char *exe = s->a ? ml_analysis_process(s->a)->exe : NULL;
     for (uint32_t i = 0; i < n; i++)
-        tmp[i].own = ml_frame_is_own_code(tmp[i].module, tmp[i].file, exe);
+        tmp[i].own = ml_frame_is_own_code(tmp[i].module, tmp[i].file, exe) &&
+                     !(!tmp[i].file && library_name(tmp[i].function));
     ml_frame_t *f = arena_alloc(s, n * sizeof *f);
     if (!f) return -ENOMEM;
     memcpy(f, tmp, n * sizeof *f);
@@ -1436,14 +1452,16 @@ static bool under(const char *path, const char *dir) {
  * the program, but library code as much as a header under /usr/include.
  * rustup's toolchains name their sources /rustc/<commit>/library/... (and
  * /rust/deps/... for what they vendor), Debian's /usr/src/rustc-<version>/,
- * and a prebuilt standard library keeps relative library/<crate>/src/...;
+ * and a prebuilt standard library keeps relative library/<crate>/src/...
+ * and vendor/<crate>-<version>/... for the crates it vendors (gimli, ...);
  * Cargo unpacks dependencies under $CARGO_HOME/registry/src/<index>/ and
  * git ones under $CARGO_HOME/git/checkouts/. */
 static bool rust_library_file(const char *file) {
     if (under(file, "/rustc") || under(file, "/rust/deps") || !strncmp(file, "/usr/src/rustc-", 15))
         return true;
     static const char *const rel[] = {"library/alloc/", "library/core/", "library/std/",
-                                      "library/panic_unwind/", "library/proc_macro/"};
+                                      "library/panic_unwind/", "library/proc_macro/",
+                                      "vendor/"};
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++)
         if (!strncmp(file, rel[i], strlen(rel[i]))) return true;
     return strstr(file, "/.cargo/registry/src/") || strstr(file, "/.cargo/git/checkouts/") ||

@@ -219,6 +219,7 @@ Test(symbols, own_code) {
     cr_expect_not(ml_frame_is_own_code(rs, "library/std/src/rt.rs", rs));
     cr_expect_not(ml_frame_is_own_code(rs, "/home/u/.cargo/registry/src/index.crates.io-6f17d22bba15001f/serde_json-1.0.1/src/de.rs", rs));
     cr_expect(ml_frame_is_own_code(rs, "/home/u/proj/library/alloc.rs", rs));
+    cr_expect_not(ml_frame_is_own_code(rs, "vendor/gimli-0.25.0/src/read/abbrev.rs", rs));
 }
 
 char *ml_rust_demangle(const char *sym); /* analysis/rust_demangle.c */
