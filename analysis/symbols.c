@@ -94,7 +94,28 @@ typedef struct {
     /* The units whose scopes were indexed, by unit offset (unit_fns()). */
     struct cufns *cufns;
     size_t ncufns, cufns_cap;
+    size_t cufns_bytes; /* their ranges' memory, held under SCOPE_INDEX_BUDGET */
 } modsym_t;
+
+/* The memory one module's unit indexes may hold. A -g build of a program
+ * with large units (56 bytes a scope range: a unit of 130,000 inlined
+ * instances and blocks takes 7 MB) could otherwise hold them all; past the
+ * budget the indexes built so far are dropped, and rebuilt if needed. */
+#define SCOPE_INDEX_BUDGET (256u << 20)
+
+/* ML_SYM_SCOPE_BUDGET=BYTES in the environment replaces the budget (tests:
+ * a budget of 1 drops every index at the next unit, and the frames must not
+ * change). */
+static size_t scope_budget(void) {
+    static size_t budget;
+    if (!budget) {
+        const char *e = getenv("ML_SYM_SCOPE_BUDGET");
+        char *end;
+        unsigned long long v = e && e[0] ? strtoull(e, &end, 10) : 0;
+        budget = v && !*end ? (size_t)v : SCOPE_INDEX_BUDGET;
+    }
+    return budget;
+}
 
 /* One address range of one scope of a unit (a function, an inlined
  * instance, a lexical block), and the innermost range that holds it. */
@@ -1140,6 +1161,13 @@ static cufns_t *unit_fns(modsym_t *ms, Dwarf_Die *cudie) {
         stack[top++] = (uint32_t)i;
     }
     free(stack);
+    size_t bytes = v.n * sizeof *v.v;
+    if (ms->ncufns && ms->cufns_bytes + bytes > scope_budget()) {
+        for (size_t i = 0; i < ms->ncufns; i++) free(ms->cufns[i].v);
+        ms->ncufns = 0;
+        ms->cufns_bytes = 0;
+        lo = 0;
+    }
     if (ms->ncufns == ms->cufns_cap) {
         size_t cap = ms->cufns_cap ? ms->cufns_cap * 2 : 16;
         cufns_t *n = realloc(ms->cufns, cap * sizeof *n);
@@ -1152,6 +1180,7 @@ static cufns_t *unit_fns(modsym_t *ms, Dwarf_Die *cudie) {
     }
     memmove(&ms->cufns[lo + 1], &ms->cufns[lo], (ms->ncufns - lo) * sizeof *ms->cufns);
     ms->cufns[lo] = (cufns_t){.cu = off, .v = v.v, .n = v.n};
+    ms->cufns_bytes += bytes;
     ms->ncufns++;
     return &ms->cufns[lo];
 }

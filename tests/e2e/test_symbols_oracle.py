@@ -150,6 +150,13 @@ def check(memlens, program, work):
                    stdout=subprocess.DEVNULL)
     subprocess.run([memlens, "report", trace, "-q", "--no-advisor", "--json", doc_path],
                    check=True, stdout=subprocess.DEVNULL)
+    # Each unit's scope index dropped as the next unit is indexed (a budget
+    # of one byte): the same report, byte for byte.
+    tight = doc_path + ".tight"
+    subprocess.run([memlens, "report", trace, "-q", "--no-advisor", "--json", tight],
+                   check=True, stdout=subprocess.DEVNULL, env=dict(os.environ, ML_SYM_SCOPE_BUDGET="1"))
+    with open(doc_path, "rb") as a, open(tight, "rb") as b:
+        same_tight = a.read() == b.read()
     dump = subprocess.run([memlens, "dump", trace], capture_output=True, text=True,
                           check=True).stdout
     bases = {m.group(2): int(m.group(1), 16)
@@ -194,6 +201,10 @@ def check(memlens, program, work):
             bad += 1
             print(f"MISMATCH {name}: {mod}+0x{vaddr:x} (site {sid})\n"
                   f"  memlens      {got}\n  {'llvm-symbolizer' if llvm else 'eu-addr2line'} {want}")
+    if not same_tight:
+        bad += 1
+        print(f"MISMATCH {name}: the report differs when the scope indexes are dropped "
+              f"(ML_SYM_SCOPE_BUDGET=1)")
     print(f"{name}: {checked} return addresses compared ({inlined} with inlined frames), "
           f"{bad} differ")
     return checked, bad, inlined
