@@ -15,18 +15,13 @@
 #     and said, in the JSON and in the viewer; advice is saved per budget.
 # usage: test_advice_cache.sh BUILD_DIR
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/checks_lib.sh" # ok, bad, fails
 B=$(cd "${1:?build dir}" && pwd)
 ML="$B/memlens"
 PY=/usr/bin/python3
 W=$(mktemp -d /tmp/memlens-advcache-XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir $W"
 cd "$W" || exit 2
-fails=0
-ok() { echo "ok   $*"; }
-bad() {
-    echo "FAIL $*"
-    fails=$((fails + 1))
-}
 check() { # check DESCRIPTION COMMAND...
     local what=$1
     shift

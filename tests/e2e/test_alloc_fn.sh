@@ -12,17 +12,12 @@
 #   - the same sites in `memlens diff` and `memlens view --batch`.
 # usage: test_alloc_fn.sh BUILD_DIR
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/checks_lib.sh" # ok, bad, fails
 B=$(cd "${1:?build dir}" && pwd)
 ML="$B/memlens"
 W=$(mktemp -d /tmp/memlens-allocfn-XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$W"' EXIT
 cd "$W" || exit 2
-fails=0
-ok() { echo "ok   $*"; }
-bad() {
-    echo "FAIL $*"
-    fails=$((fails + 1))
-}
 
 "$ML" run -q -o t.mlt -- "$B/fx_alloc_fn" >/dev/null || { echo "FAIL memlens run"; exit 1; }
 

@@ -14,18 +14,13 @@
 #   - MEMLENS_DEBUG_CACHE=off writes nothing.
 # usage: test_debug_cache.sh BUILD_DIR
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/checks_lib.sh" # ok, bad, fails
 B=$(cd "${1:?build dir}" && pwd)
 ML="$B/memlens"
 PY=/usr/bin/python3
 W=$(mktemp -d /tmp/memlens-dbgcache-XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir $W"
 cd "$W" || exit 2
-fails=0
-ok() { echo "ok   $*"; }
-bad() {
-    echo "FAIL $*"
-    fails=$((fails + 1))
-}
 check() { # check DESCRIPTION COMMAND...
     local what=$1
     shift

@@ -7,6 +7,7 @@
 #
 # usage: test_hardening.sh BUILD_DIR [SECTION...]
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/checks_lib.sh" # ok, bad, fails
 B=$(cd "${1:?build dir}" && pwd)
 shift
 ML="$B/memlens"
@@ -15,12 +16,6 @@ PY=/usr/bin/python3
 W=$(mktemp -d /tmp/memlens-hard-XXXXXX)
 trap 'rm -rf "$W"' EXIT
 cd "$W" || exit 2
-fails=0
-ok() { echo "ok   $*"; }
-bad() {
-    echo "FAIL $*"
-    fails=$((fails + 1))
-}
 check() { # check DESCRIPTION COMMAND...
     local what=$1
     shift
