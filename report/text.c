@@ -43,6 +43,95 @@ static void site_lines(FILE *o, const ml_site_t *s) {
     }
 }
 
+/* The hint for --alloc-fn: the function of the program's own that calls
+ * the allocator itself (it is frames[0] and the headline) for the most
+ * allocation calls, when it does so in several sites for several callers:
+ * an allocation wrapper names all those sites with one line. The chain of
+ * frames every such site shares above it (a wrapper of the wrapper) goes
+ * into the suggestion; the callers are where the chain's sites part. */
+typedef struct {
+    const char *fn;
+    size_t site;
+} hubent_t;
+
+static int hubent_cmp(const void *x, const void *y) {
+    const hubent_t *a = x, *b = y;
+    if (a->fn != b->fn) return (uintptr_t)a->fn < (uintptr_t)b->fn ? -1 : 1;
+    return (a->site > b->site) - (a->site < b->site);
+}
+
+#define HINT_CHAIN 4
+
+static void alloc_fn_hint(FILE *o, const ml_site_t *s, size_t n, uint64_t total_calls) {
+    hubent_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) return;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i].nframes > 1 && s[i].headline == 0 && s[i].frames[0].own && s[i].frames[0].function &&
+            s[i].frames[0].function[0] != '[') /* a name, not an address */
+            v[m++] = (hubent_t){s[i].frames[0].function, i};
+    qsort(v, m, sizeof *v, hubent_cmp);
+    size_t best = 0, best_n = 0;
+    uint64_t best_calls = 0;
+    for (size_t i = 0; i < m;) {
+        size_t j = i;
+        uint64_t calls = 0;
+        while (j < m && v[j].fn == v[i].fn) calls += s[v[j++].site].alloc_calls;
+        if (j - i >= 3 && calls > best_calls) {
+            best = i;
+            best_n = j - i;
+            best_calls = calls;
+        }
+        i = j;
+    }
+    if (!best_n || best_calls * 20 < total_calls) { /* under 5 % of the calls: no hint */
+        free(v);
+        return;
+    }
+    /* The chain above the function that every one of its sites shares. */
+    const ml_frame_t *chain[HINT_CHAIN];
+    uint32_t k = 0;
+    chain[0] = &s[v[best].site].frames[0];
+    for (;;) {
+        const ml_site_t *first = &s[v[best].site];
+        if (k + 1 >= HINT_CHAIN || k + 1 >= first->nframes) break;
+        const ml_frame_t *f = &first->frames[k + 1];
+        bool same = f->own && f->function && f->function[0] != '[';
+        for (size_t j = 1; same && j < best_n; j++) {
+            const ml_site_t *x = &s[v[best + j].site];
+            same = k + 1 < x->nframes && x->frames[k + 1].function == f->function;
+        }
+        if (!same) break;
+        chain[++k] = f;
+    }
+    /* Its callers: the distinct functions just above the chain. */
+    const char *callers[3];
+    size_t ncallers = 0;
+    for (size_t j = 0; j < best_n && ncallers < 3; j++) {
+        const ml_site_t *x = &s[v[best + j].site];
+        const char *c = k + 1 < x->nframes ? x->frames[k + 1].function : NULL;
+        bool seen = false;
+        for (size_t q = 0; q < ncallers; q++) seen |= callers[q] == c;
+        if (c && !seen) callers[ncallers++] = c;
+    }
+    free(v);
+    if (ncallers < 3) return;
+    char name[256];
+    fprintf(o, "\nhint: ");
+    where(o, chain[0]);
+    fprintf(o, " names %zu sites and %.0f%% of the allocation calls", best_n,
+            total_calls ? 100.0 * (double)best_calls / (double)total_calls : 0);
+    if (k) {
+        fputs(", always called through ", o);
+        for (uint32_t q = 1; q <= k; q++)
+            fprintf(o, "%s%s", q > 1 ? " <- " : "", ml_frame_short_name(chain[q]->function, name, sizeof name));
+    }
+    fputs(".\n      If it allocates for its callers, name the sites by them with", o);
+    for (uint32_t q = 0; q <= k; q++)
+        fprintf(o, " --alloc-fn '%s'", ml_frame_short_name(chain[q]->function, name, sizeof name));
+    fputc('\n', o);
+}
+
 /* Each number says what it is (issue 13): page utilization is how full the
  * pages holding live blocks are, not heap fragmentation; "external" is the
  * fragmentation of the free heap. */
@@ -292,6 +381,7 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
         shown++;
     }
     if (!shown) fputs("  (nothing was live)\n", o);
+    if (!attached) alloc_fn_hint(o, s, n, t->alloc_calls);
 
     if (attached) live_sites(o, a, top, "growth by site (allocated in the window, live at detach)");
     else if (unjudged) {

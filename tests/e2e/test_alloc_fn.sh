@@ -7,6 +7,7 @@
 #     the four lines that asked: load_index :28 (4 x 1000 B), parse_names
 #     :32 (6 B) and :33 (11 B), main :39 (300 B); each pattern's count of
 #     stacks is in the JSON; the totals do not change;
+#   - the plain text report suggests the two patterns, and stops once given;
 #   - a pattern that names nothing is said, and a lone '*' (every frame)
 #     keeps the stacks whole rather than losing them;
 #   - the same sites in `memlens diff` and `memlens view --batch`.
@@ -66,6 +67,15 @@ $(echo "$want_plain" | tail -1)"
 "$ML" report t.mlt --alloc-fn pool_raw --alloc-fn 'x*' >text.txt 2>&1
 grep -q 'load_index  fx_alloc_fn.c:28' text.txt && ! grep -q 'pool_raw  fx_alloc_fn.c:11' text.txt &&
     ok "text report: load_index fx_alloc_fn.c:28, no pool_raw site" || bad "text report: $(grep -A3 'top sites' text.txt)"
+
+# The plain text report suggests the patterns: the function that names the
+# sites, and the chain all of them share above it.
+"$ML" report t.mlt >hint.txt 2>&1
+grep -qx "hint: pool_raw  fx_alloc_fn.c:11 names 4 sites and 88% of the allocation calls, always called through xmalloc." hint.txt &&
+    grep -q -- "name the sites by them with --alloc-fn 'pool_raw' --alloc-fn 'xmalloc'\$" hint.txt &&
+    ok "the text report suggests --alloc-fn 'pool_raw' --alloc-fn 'xmalloc' (4 sites, 88% of the calls)" ||
+    bad "hint: $(grep -A1 '^hint' hint.txt)"
+! grep -q '^hint' text.txt && ok "and not once they are given" || bad "hint with --alloc-fn: $(grep -A1 '^hint' text.txt)"
 
 # Only the first level: xmalloc's callers are not reached past xstrdup.
 "$ML" report t.mlt -q --no-advisor --alloc-fn pool_raw --alloc-fn xmalloc --json lvl.json
