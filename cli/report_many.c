@@ -258,9 +258,18 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
         goto out;
     }
     ml_symbols_share(true); /* the traces' modules are opened once (analysed one at a time) */
+    /* --alloc-fn: a pattern that names no frame in any of the traces is
+     * said once at the end (one program's wrapper is not expected in all). */
+    uint64_t *fn_hits = ml_cli_nalloc_fns ? calloc(ml_cli_nalloc_fns, sizeof *fn_hits) : NULL;
     for (size_t i = 0; i < paths.n; i++) {
         ml_analysis_t *a = ml_cli_analyse(paths.v[i], o->supp, o->no_symbols, o->quiet, o->replay);
-        if (!a) goto out; /* ml_cli_analyse said why, naming the file */
+        if (!a) {
+            free(fn_hits);
+            goto out; /* ml_cli_analyse said why, naming the file */
+        }
+        const uint64_t *hits;
+        size_t nh = ml_analysis_alloc_fns(a, NULL, &hits);
+        for (size_t k = 0; fn_hits && k < nh && k < ml_cli_nalloc_fns; k++) fn_hits[k] += hits[k];
         /* As recorded: strategy advice a report saved after the records is
          * not counted (the single-trace report says the same). */
         uint64_t size = 0;
@@ -273,9 +282,17 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
         ml_analysis_free(a);
         if (rc < 0) {
             ml_cli_error("out of memory merging %s", paths.v[i]);
+            free(fn_hits);
             goto out;
         }
     }
+    for (size_t k = 0; fn_hits && !o->quiet && k < ml_cli_nalloc_fns; k++)
+        if (!fn_hits[k])
+            fprintf(stderr,
+                    "memlens: warning: --alloc-fn '%s' names no frame at the top of any stack of "
+                    "the %zu traces\n",
+                    ml_cli_alloc_fns[k], paths.n);
+    free(fn_hits);
     if (ml_merge_finish(m) < 0) {
         ml_cli_error("out of memory");
         goto out;

@@ -10,7 +10,8 @@
 #   - the plain text report suggests the two patterns, and stops once given;
 #   - a pattern that names nothing is said, and a lone '*' (every frame)
 #     keeps the stacks whole rather than losing them;
-#   - the same sites in `memlens diff` and `memlens view --batch`.
+#   - the same sites in `memlens report DIR` (an unmatched pattern said once),
+#     `memlens diff` and `memlens view --batch`.
 # usage: test_alloc_fn.sh BUILD_DIR
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/checks_lib.sh" # ok, bad, fails
@@ -90,6 +91,16 @@ grep -q "alloc-fn 'xmaloc' names no frame" err.txt && ok "an unmatched pattern i
     bad "unmatched pattern: $(cat err.txt)"
 python3 -c 'import json,sys; d=json.load(open("typo.json")); sys.exit(0 if d["alloc_fns"] == [{"pattern": "pool_raw", "stacks": 4}, {"pattern": "xmaloc", "stacks": 0}] else 1)' &&
     ok "and counted 0 in the JSON (pool_raw 4 stacks)" || bad "typo JSON: $(grep -o '"alloc_fns".\{0,120\}' typo.json)"
+
+# Many traces at once: the patterns apply to each; one that names nothing in
+# any of them is said once.
+mkdir many && cp t.mlt many/a.mlt && cp t.mlt many/b.mlt
+"$ML" report many --alloc-fn pool_raw --alloc-fn 'x*' --alloc-fn xmaloc >many.txt 2>many.err
+grep -q 'load_index  fx_alloc_fn.c:28' many.txt && ! grep -q 'pool_raw  fx_alloc_fn.c:11' many.txt &&
+    ok "report DIR: the sites are the callers' too" || bad "report DIR: $(grep -A3 'top sites' many.txt)"
+[ "$(grep -c "alloc-fn 'xmaloc' names no frame at the top of any stack of the 2 traces" many.err)" = 1 ] &&
+    [ "$(grep -c 'alloc-fn' many.err)" = 1 ] &&
+    ok "report DIR: the unmatched pattern is said once, for the 2 traces" || bad "report DIR warnings: $(cat many.err)"
 
 # '*' drops every frame: the stacks are kept whole, as a stack of malloc frames is.
 "$ML" report t.mlt -q --no-advisor --alloc-fn '*' --json all.json || bad "report --alloc-fn '*'"
