@@ -63,27 +63,6 @@ static int node_frames(ml_analysis_t *a, uint32_t node, ml__pc_frames_t *out) {
     return ml__sym_resolve(a->sym, mod, m, node < a->nnodes ? a->node_pc[node] : 0, out);
 }
 
-bool ml_alloc_fn_match(const char *p, const char *s) {
-    /* Glob with '*' only, backtracking to the last star. */
-    const char *star = NULL, *resume = NULL;
-    while (*s) {
-        if (*p == '*') {
-            star = p++;
-            resume = s;
-        } else if (*p == *s) {
-            p++;
-            s++;
-        } else if (star) {
-            p = star + 1;
-            s = ++resume;
-        } else {
-            return false;
-        }
-    }
-    while (*p == '*') p++;
-    return *p == '\0';
-}
-
 /* Which --alloc-fn pattern names frame f (its whole name or the name shown),
  * or -1. */
 static int alloc_fn_of(const struct ml__built_s *b, const ml_frame_t *f) {

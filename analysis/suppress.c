@@ -51,6 +51,10 @@ static bool glob(const char *p, size_t pn, const char *t) {
     return i == pn;
 }
 
+bool ml_alloc_fn_match(const char *pattern, const char *name) {
+    return pattern && name && glob(pattern, strlen(pattern), name);
+}
+
 bool ml_suppression_match(const char *pattern, const char *text) {
     if (!pattern || !text) return false;
     size_t n = strlen(pattern);
