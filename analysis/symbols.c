@@ -1020,57 +1020,6 @@ static Dwarf_Die *cu_of(modsym_t *ms, Dwarf_Addr addr, Dwarf_Addr *bias) {
     return NULL;
 }
 
-/* The scopes holding `pc`, outermost first, below `parent`: functions,
- * inlined instances and lexical blocks whose ranges hold it, looked for
- * through the DIEs that have no address but hold functions (namespaces,
- * types, imported units). dwarf_getscopes() in libdw 0.188 does not look
- * inside a DIE without an address, so it misses every function rustc or
- * clang puts in a DW_TAG_namespace (most of a Rust program, clang's C++ in
- * a namespace): their frames lost their inlined callers. Returns how many
- * were stored in chain[] (at most max). */
-static int scopes_under(Dwarf_Die *parent, Dwarf_Addr pc, Dwarf_Die *chain, int max, int depth) {
-    Dwarf_Die child;
-    if (depth > 64 || dwarf_child(parent, &child) != 0) return 0;
-    do {
-        switch (dwarf_tag(&child)) {
-        case DW_TAG_subprogram:
-        case DW_TAG_inlined_subroutine:
-        case DW_TAG_lexical_block:
-        case DW_TAG_entry_point:
-        case DW_TAG_try_block:
-        case DW_TAG_catch_block:
-        case DW_TAG_with_stmt:
-            if (dwarf_haspc(&child, pc) > 0) {
-                if (max <= 0) return 0;
-                chain[0] = child;
-                return 1 + scopes_under(&child, pc, chain + 1, max - 1, depth + 1);
-            }
-            break;
-        case DW_TAG_namespace:
-        case DW_TAG_module:
-        case DW_TAG_class_type:
-        case DW_TAG_structure_type:
-        case DW_TAG_union_type: {
-            int n = scopes_under(&child, pc, chain, max, depth + 1);
-            if (n > 0) return n;
-            break;
-        }
-        case DW_TAG_imported_unit: {
-            Dwarf_Attribute at;
-            Dwarf_Die unit;
-            if (dwarf_attr(&child, DW_AT_import, &at) && dwarf_formref_die(&at, &unit)) {
-                int n = scopes_under(&unit, pc, chain, max, depth + 1);
-                if (n > 0) return n;
-            }
-            break;
-        }
-        default:
-            break;
-        }
-    } while (dwarf_siblingof(&child, &child) == 0);
-    return 0;
-}
-
 typedef struct {
     scoperange_t *v;
     size_t n, cap;
@@ -1202,16 +1151,6 @@ static int unit_scopes(const cufns_t *u, Dwarf_Addr pc, Dwarf_Die *chain, int ma
     return n;
 }
 
-static bool has_function_scope(const Dwarf_Die *scopes, int n) {
-    for (int i = 0; i < n; i++) {
-        int tag = dwarf_tag((Dwarf_Die *)&scopes[i]);
-        if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
-            tag == DW_TAG_entry_point)
-            return true;
-    }
-    return false;
-}
-
 /* The frames of one address with DWARF, innermost first.
  *
  * dwarf_getscopes() finds the innermost scope holding the address, but
@@ -1254,7 +1193,7 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
     Dwarf_Die *scopes = NULL;
     int nscopes = 0;
     Dwarf_Die chain[MAX_INLINE * 2];
-    int max = (int)(sizeof chain / sizeof chain[0]), nchain = -1;
+    int max = (int)(sizeof chain / sizeof chain[0]);
     /* The unit's scopes, indexed once by address range: the innermost one
      * holding the address, and those holding it. libdw's dwarf_getscopes()
      * walks the unit from its top for every address (12,000 addresses in a
@@ -1262,15 +1201,8 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
      * namespaces (clang, rustc). */
     cufns_t *u = cudie ? unit_fns(ms, cudie) : NULL;
     if (u) {
-        int k = unit_scopes(u, addr - bias, chain, max);
-        if (k > 0) {
-            scopes = malloc((size_t)k * sizeof *scopes);
-            if (scopes) {
-                memcpy(scopes, chain, (size_t)k * sizeof *scopes);
-                nscopes = k;
-            }
-        }
-    } else if (cudie) { /* out of memory for the index: libdw's walk, then ours */
+        nscopes = unit_scopes(u, addr - bias, chain, max);
+    } else if (cudie) { /* out of memory for the index: libdw's walk (no namespaces) */
         nscopes = dwarf_getscopes(cudie, addr - bias, &scopes);
         if (nscopes > 0) {
             Dwarf_Die inner = scopes[0];
@@ -1278,23 +1210,13 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
             scopes = NULL;
             nscopes = dwarf_getscopes_die(&inner, &scopes);
         }
-        if (!has_function_scope(scopes, nscopes > 0 ? nscopes : 0))
-            nchain = scopes_under(cudie, addr - bias, chain, max, 0);
     }
-    if (nchain > 0) {
-        Dwarf_Die *inner_first = malloc((size_t)nchain * sizeof *inner_first);
-        if (inner_first) {
-            for (int i = 0; i < nchain; i++) inner_first[i] = chain[nchain - 1 - i];
-            free(scopes);
-            scopes = inner_first;
-            nscopes = nchain;
-        }
-    }
+    Dwarf_Die *sc = u ? chain : scopes; /* libdw's is malloc'd, freed below */
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
     if (nscopes > 0) dwarf_getsrcfiles(cudie, &files, &nfiles);
     for (int i = 0; i < nscopes && n < MAX_INLINE; i++) {
-        int tag = dwarf_tag(&scopes[i]);
+        int tag = dwarf_tag(&sc[i]);
         if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram &&
             tag != DW_TAG_entry_point)
             continue;
@@ -1304,21 +1226,21 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
         fr->file = file ? ml__sym_intern(s, file) : NULL;
         fr->line = line > 0 ? (uint32_t)line : 0;
         if (tag != DW_TAG_inlined_subroutine) {
-            fr->function = outer ? outer : die_name(s, &scopes[i]);
+            fr->function = outer ? outer : die_name(s, &sc[i]);
             fr->inlined = false;
             break;
         }
-        fr->function = die_name(s, &scopes[i]);
+        fr->function = die_name(s, &sc[i]);
         fr->inlined = true;
         /* The caller's location is where this inlined call was made. */
         Dwarf_Attribute at;
         Dwarf_Word cf = 0, cl = 0;
         file = NULL;
         line = 0;
-        if (dwarf_attr(&scopes[i], DW_AT_call_file, &at) && dwarf_formudata(&at, &cf) == 0 &&
+        if (dwarf_attr(&sc[i], DW_AT_call_file, &at) && dwarf_formudata(&at, &cf) == 0 &&
             files && cf < nfiles)
             file = dwarf_filesrc(files, (size_t)cf, NULL, NULL);
-        if (dwarf_attr(&scopes[i], DW_AT_call_line, &at) && dwarf_formudata(&at, &cl) == 0)
+        if (dwarf_attr(&sc[i], DW_AT_call_line, &at) && dwarf_formudata(&at, &cl) == 0)
             line = (int)cl;
     }
     free(scopes);
