@@ -348,6 +348,32 @@ static uint32_t find_build_id(struct dl_phdr_info *info, uint8_t *out) {
     return 0;
 }
 
+static bool has_slash(const char *s) {
+    for (; *s; s++)
+        if (*s == '/') return true;
+    return false;
+}
+
+/* A library opened by a relative path (dlopen("./plugin.so"), or a relative
+ * entry of LD_LIBRARY_PATH) is listed by the loader under that path, which
+ * means nothing to a report run in another directory. It is made absolute
+ * against the working directory now, when the scan follows the dlopen that
+ * loaded it; leading "./" components are dropped. false when it does not
+ * fit: the path is then recorded as the loader gives it. */
+static bool absolute_path(const char *rel, char *out, size_t cap) {
+    if (!getcwd(out, cap) || out[0] != '/') return false;
+    size_t n = ml_strlen(out);
+    while (rel[0] == '.' && rel[1] == '/') {
+        rel += 2;
+        while (*rel == '/') rel++;
+    }
+    size_t len = ml_strlen(rel);
+    if (n > 1) out[n++] = '/';
+    if (n + len + 1 > cap) return false;
+    memcpy(out + n, rel, len + 1);
+    return true;
+}
+
 static int scan_cb(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     (void)data;
@@ -358,6 +384,8 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data) {
         ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (n <= 0) return 0;
         exe[n] = '\0';
+        name = exe;
+    } else if (name[0] != '/' && has_slash(name) && absolute_path(name, exe, sizeof exe)) {
         name = exe;
     }
     uint64_t h = hash_str(name);

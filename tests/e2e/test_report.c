@@ -450,15 +450,18 @@ Test(report, one_call_tree_merges_lines_and_keeps_static_functions_apart) {
     ml_analysis_free(a);
 }
 
-Test(report, dlclosed_plugin_resolved_from_its_file) {
-    const char *trace = h_tmp("dlopen.mlt");
-    record(trace, "fx_dlopen", NULL);
+/* The plugin's site, named from its file after dlclose; `arg` as for
+ * fx_dlopen. */
+static void check_plugin(const char *trace, const char *arg) {
+    record(trace, "fx_dlopen", arg);
     ml_analysis_t *a = analyse(trace, NULL);
     const ml_site_t *s = site_of(a, "plugin_alloc", UINT64_MAX);
     cr_assert(s, "the plugin's function is named although it was unloaded before exit");
     cr_expect(ends_with(s->frames[0].file, "fx_plugin.c"), "%s", s->frames[0].file);
     cr_expect_eq(s->frames[0].line, 7);
-    cr_expect(ends_with(s->frames[0].module, "libfxplugin.so"), "%s", s->frames[0].module);
+    cr_expect(ends_with(s->frames[0].module, "/fxplugins/libfxplugin.so"), "%s", s->frames[0].module);
+    cr_expect_eq(s->frames[0].module[0], '/', "an absolute path: %s", s->frames[0].module);
+    cr_expect_eq(strstr(s->frames[0].module, "/./"), NULL, "%s", s->frames[0].module);
     cr_expect_eq(s->alloc_calls, 3);
     cr_expect_eq(s->leaked_bytes, 999);
     /* Its globals went away with it: nothing points to the blocks any more. */
@@ -466,6 +469,16 @@ Test(report, dlclosed_plugin_resolved_from_its_file) {
     cr_expect_eq(leaked(a, "plugin_alloc", ML_LEAK_DEFINITE, &blocks), 999);
     cr_expect_eq(blocks, 3);
     ml_analysis_free(a);
+}
+
+Test(report, dlclosed_plugin_resolved_from_its_file) {
+    check_plugin(h_tmp("dlopen.mlt"), NULL);
+}
+
+/* dlopen("./libfxplugin.so") from the plugin's directory: the loader lists
+ * that relative path; the report runs elsewhere and still finds the file. */
+Test(report, plugin_opened_by_relative_path_resolved) {
+    check_plugin(h_tmp("dlopen_rel.mlt"), "relative");
 }
 
 Test(report, alternating_frees_fragment_pages) {
