@@ -165,6 +165,13 @@ void ml__warn_built(ml_analysis_t *a, const char *fmt, ...) {
     va_end(ap);
 }
 
+void ml_analysis_warn_report(ml_analysis_t *a, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(a, true, fmt, ap);
+    va_end(ap);
+}
+
 void ml__warn_unbuild(ml_analysis_t *a) {
     size_t k = 0;
     for (size_t i = 0; i < a->nwarn; i++) {

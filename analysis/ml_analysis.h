@@ -640,6 +640,11 @@ int ml_analysis_module(const ml_analysis_t *a, size_t i, ml_module_t *out);
  * by the session; the array may move when more are added. */
 size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **warnings);
 
+/** Adds a warning of this report (the caller's knowledge, such as the trace
+ * an exec led to): shown with the others, dropped by the next build and
+ * never saved in a snapshot. */
+void ml_analysis_warn_report(ml_analysis_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ------------------------------------------------------------------------- */
 /* Diff of two built sessions                                                */
 /* ------------------------------------------------------------------------- */

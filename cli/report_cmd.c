@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,6 +348,99 @@ void ml_cli_warn_alloc_fns(const ml_analysis_t *a, const char *path) {
                     path, p[i]);
 }
 
+/* ------------------------------------------------------------------------- */
+/* The program an exec led to                                                */
+/* ------------------------------------------------------------------------- */
+
+static const char *base_of(const char *p) {
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* The pid, parent trace and program of the trace at `path`, from its
+ * process record (the first records). */
+static bool trace_process(const char *path, uint32_t *pid, char *parent, size_t plen, char *exe, size_t elen) {
+    ml_reader_t *r;
+    if (ml_reader_open(path, &r, NULL, 0) < 0) return false;
+    ml_record_t rec;
+    bool found = false;
+    for (int i = 0; i < 4096 && !found && ml_reader_next(r, &rec) == 1; i++) {
+        if (rec.tag != ML_T_PROCESS) continue;
+        *pid = rec.u.process.pid;
+        snprintf(parent, plen, "%s", rec.u.process.parent_trace);
+        snprintf(exe, elen, "%s", rec.u.process.exe);
+        found = true;
+    }
+    ml_reader_close(r);
+    return found;
+}
+
+/* The collector names the trace of every later process image STEM.PID.mlt,
+ * or STEM.PID.N.mlt (N = 2, 3, ...) when that name is taken, STEM being the
+ * first trace's name less ".mlt" (collector/discover.c). The trace of the
+ * image that replaced `path`'s process (pid) by exec is the one of those
+ * whose process record has that pid and names `path` as its parent (by file
+ * name: the directory may have moved). */
+static bool exec_next_in(const char *stem, const char *path, uint32_t pid, char *out, size_t len, char *exe,
+                         size_t elen) {
+    for (int n = 1; n < 1000; n++) {
+        char cand[PATH_MAX], parent[PATH_MAX], cexe[PATH_MAX];
+        int w = n == 1 ? snprintf(cand, sizeof cand, "%s.%u.mlt", stem, pid)
+                       : snprintf(cand, sizeof cand, "%s.%u.%d.mlt", stem, pid, n);
+        if (w < 0 || (size_t)w >= sizeof cand) return false;
+        struct stat st;
+        if (lstat(cand, &st) < 0) return false; /* the names are taken in order */
+        uint32_t cpid;
+        if (!S_ISREG(st.st_mode) || !strcmp(cand, path) ||
+            !trace_process(cand, &cpid, parent, sizeof parent, cexe, sizeof cexe))
+            continue;
+        if (cpid == pid && !strcmp(base_of(parent), base_of(path))) {
+            snprintf(out, len, "%s", cand);
+            snprintf(exe, elen, "%s", cexe);
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool exec_next(const char *path, uint32_t pid, char *out, size_t len, char *exe, size_t elen) {
+    size_t n = strlen(path);
+    char stem[PATH_MAX];
+    if (n < 5 || n - 4 >= sizeof stem || strcmp(path + n - 4, ".mlt")) return false;
+    memcpy(stem, path, n - 4);
+    stem[n - 4] = '\0';
+    if (exec_next_in(stem, path, pid, out, len, exe, elen)) return true;
+    /* A later image's own trace: its ".PID" or ".PID.N" is not the stem's. */
+    char own[24];
+    size_t k = (size_t)snprintf(own, sizeof own, ".%u", pid);
+    char *dot = strrchr(stem, '.');
+    if (dot && dot[1] && strspn(dot + 1, "0123456789") == strlen(dot + 1) && (size_t)(dot - stem) >= k &&
+        !strncmp(dot - k, own, k) && strcmp(dot, own))
+        *dot = '\0'; /* STEM.PID.N */
+    size_t sl = strlen(stem);
+    if (sl <= k || strcmp(stem + sl - k, own)) return false;
+    stem[sl - k] = '\0';
+    return exec_next_in(stem, path, pid, out, len, exe, elen);
+}
+
+/* Follows the traces of the images that replaced `path`'s process by exec:
+ * the first and the last of them (the same when there is one). The number
+ * of steps; 0 when none was found. */
+static int exec_chain(const char *path, uint32_t pid, char *first, char *first_exe, char *last, char *last_exe,
+                      size_t len) {
+    char cur[PATH_MAX];
+    snprintf(cur, sizeof cur, "%s", path);
+    int steps = 0;
+    while (steps < 256 && exec_next(cur, pid, last, len, last_exe, len)) {
+        if (!steps++) {
+            snprintf(first, len, "%s", last);
+            snprintf(first_exe, len, "%s", last_exe);
+        }
+        snprintf(cur, sizeof cur, "%s", last);
+    }
+    return steps;
+}
+
 /* Loads and builds one trace; shared with `memlens diff`. Prints the error
  * and returns NULL on failure. */
 ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
@@ -583,6 +677,22 @@ int ml_cmd_report(int argc, char **argv) {
         return ML_EXIT_ERROR;
     }
     if (!o.quiet) ml_cli_warn_alloc_fns(a, o.trace);
+    /* A launcher (a pyenv shim, `sh -c 'exec prog'`) replaced itself: say
+     * where the program it became was traced. */
+    char exec_first[PATH_MAX], exec_first_exe[PATH_MAX], exec_last[PATH_MAX], exec_last_exe[PATH_MAX];
+    const ml_totals_t *tot = ml_analysis_totals(a);
+    bool exec_ended = tot->complete && tot->end.status_kind == ML_END_EXEC;
+    int exec_steps = exec_ended ? exec_chain(o.trace, ml_analysis_process(a)->pid, exec_first, exec_first_exe,
+                                             exec_last, exec_last_exe, PATH_MAX)
+                                : 0;
+    if (exec_steps == 1)
+        ml_analysis_warn_report(a, "this process replaced itself by exec: the program it became, %s, is traced in %s",
+                                exec_first_exe, exec_first);
+    else if (exec_steps > 1)
+        ml_analysis_warn_report(a,
+                                "this process replaced itself by exec: the program it became, %s, is traced in %s; "
+                                "the last of the %d programs it became, %s, in %s",
+                                exec_first_exe, exec_first, exec_steps, exec_last_exe, exec_last);
     buckets_job_t buckets;
     bool advise = (o.json || o.html) && !o.no_advisor;
     if (o.html) buckets_init(&buckets, a, o.trace);
@@ -715,6 +825,26 @@ int ml_cmd_report(int argc, char **argv) {
                     "memlens: gate failed: %s is incomplete: %s. A gate cannot pass on what the trace "
                     "does not hold; record again, or pass --allow-incomplete to judge what it holds\n",
                     o.trace, why);
+            code = ML_EXIT_GATE;
+        }
+    }
+    if (code == ML_EXIT_OK && o.leak_gate && exec_steps) {
+        /* Nothing it held at the exec is a leak, and the program it became
+         * (the one the user meant: the launcher's target) is in another
+         * trace: passing here would judge the wrong process. An exec into
+         * a program memlens could not follow leaves no other trace, and the
+         * gate passes on this image's verdict, none (as valgrind's). */
+        char where[PATH_MAX + 64];
+        snprintf(where, sizeof where, "; the program it became is traced in %s", exec_steps > 1 ? exec_last : exec_first);
+        if (o.allow_incomplete) {
+            if (!o.quiet)
+                fprintf(stderr, "memlens: warning: %s: its process replaced itself by exec, so it holds no leak verdict%s; "
+                                "--fail-on-leak passes (--allow-incomplete)\n", o.trace, where);
+        } else {
+            fprintf(stderr,
+                    "memlens: gate failed: %s holds no leak verdict: its process replaced itself by exec, and what "
+                    "it held then is not leaked%s. Gate that trace, or the directory (memlens report DIR)\n",
+                    o.trace, where);
             code = ML_EXIT_GATE;
         }
     }

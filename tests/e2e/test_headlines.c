@@ -276,6 +276,44 @@ static void expect_fx_counts(const char *path) {
     h_trace_free(&t);
 }
 
+/* The report of a trace whose process replaced itself by exec names the
+ * trace of the last program it became (`last`, `steps` execs on), and its
+ * leak gate fails rather than pass on the launcher's lack of a verdict. */
+static void expect_report_points_to(const char *trace, const char *first, const char *last, int steps) {
+    const char *rep[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", trace, "--fail-on-leak", "0", NULL};
+    h_run_t r;
+    h_run(&r, rep);
+    cr_expect_eq(r.status, 3, "the leak gate fails: %s", r.err);
+    char want[9000];
+    snprintf(want, sizeof want,
+             "memlens: gate failed: %s holds no leak verdict: its process replaced itself by exec, and what it "
+             "held then is not leaked; the program it became is traced in %s. Gate that trace",
+             trace, last);
+    cr_expect(strstr(r.err, want), "want '%s' in: %s", want, r.err);
+    if (steps == 1)
+        snprintf(want, sizeof want, ", is traced in %s\n", last);
+    else
+        snprintf(want, sizeof want, ", is traced in %s; the last of the %d programs it became, ", first, steps);
+    cr_expect(strstr(r.out, "  this process replaced itself by exec: the program it became, ") && strstr(r.out, want),
+              "want '%s' in: %s", want, r.out);
+    if (steps > 1) {
+        snprintf(want, sizeof want, "fx_counts, in %s\n", last);
+        cr_expect(strstr(r.out, want), "want '%s' in: %s", want, r.out);
+    }
+    h_run_free(&r);
+    const char *allow[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", trace,
+                           "--fail-on-leak", "0", "--allow-incomplete", NULL};
+    h_run(&r, allow);
+    cr_expect_eq(r.status, 0, "--allow-incomplete lets it pass: %s", r.err);
+    h_run_free(&r);
+    /* The last program's own report points nowhere. */
+    const char *own[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", last, NULL};
+    h_run(&r, own);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(!strstr(r.out, "replaced itself by exec"), "%s", r.out);
+    h_run_free(&r);
+}
+
 /* `memlens run -- LAUNCHER...` where the launcher execs fx_counts: the
  * root trace holds the launcher (ended by exec), one more trace holds
  * fx_counts with its exact counts, and the summary says so. */
@@ -303,6 +341,7 @@ static void exec_case(const char *name, const char *const *cmd) {
     h_trace_load(&x, others[0]);
     cr_expect_str_eq(x.parent_trace, trace, "it names the trace of the image it replaced");
     h_trace_free(&x);
+    expect_report_points_to(trace, others[0], others[0], 1);
     cr_expect(strstr(r.err, "replaced itself by exec") && strstr(r.err, "fx_counts"), "%s", r.err);
     char want[4200];
     snprintf(want, sizeof want, "memlens: trace %s", others[0]);
@@ -321,6 +360,28 @@ Test(headlines, exec_from_sh_is_followed, .timeout = 120) {
     snprintf(script, sizeof script, "exec '%s'", h_bin("fx_counts"));
     const char *cmd[] = {"/bin/sh", "-c", script, NULL};
     exec_case("sh_exec.mlt", cmd);
+}
+
+/* sh execs sh, which execs fx_counts: three images, three traces; the
+ * first one's report names the second's trace and the last one's. */
+Test(headlines, a_chain_of_execs_is_followed_to_its_last_program, .timeout = 120) {
+    const char *trace = h_tmp("chain.mlt");
+    char script[4200];
+    snprintf(script, sizeof script, "exec /bin/sh -c \"exec '%s'\"", h_bin("fx_counts"));
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", "/bin/sh", "-c", script, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 7, "the program's status: %s", r.err);
+    h_run_free(&r);
+    char others[4][4096];
+    cr_assert_eq(other_traces(trace, others, 4), 2, "the second sh and fx_counts");
+    /* Which is which: the second image's trace names the first's. */
+    h_trace_t x;
+    h_trace_load(&x, others[0]);
+    int mid = strcmp(x.parent_trace, trace) ? 1 : 0;
+    h_trace_free(&x);
+    expect_fx_counts(others[1 - mid]);
+    expect_report_points_to(trace, others[mid], others[1 - mid], 2);
 }
 
 Test(headlines, exec_from_a_launcher_script_is_followed, .timeout = 120) {
