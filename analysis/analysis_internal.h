@@ -263,6 +263,10 @@ bool ml__frame_is_allocator(const ml_frame_t *f);
  * form prints it, malloc'd; NULL when `sym` is not one (rust_demangle.c). */
 char *ml_rust_demangle(const char *sym);
 
+/* gfortran's symbol `__M_MOD_P` of a module procedure the report names
+ * "M::P"; false for any other name. */
+bool ml__fortran_symbol(const char *function, char *out, size_t len);
+
 /* ------------------------------------------------------------------------- */
 /* Session                                                                   */
 /* ------------------------------------------------------------------------- */

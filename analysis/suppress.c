@@ -215,11 +215,13 @@ const char *ml_suppressions_pattern(const ml_suppressions_t *s, size_t i, uint64
 /* The first pattern matching any frame of the site, or (size_t)-1. */
 size_t ml__supp_match(const ml_suppressions_t *s, const ml_frame_t *f, uint32_t n);
 size_t ml__supp_match(const ml_suppressions_t *s, const ml_frame_t *f, uint32_t n) {
+    char sym[1024];
     for (size_t i = 0; i < s->n; i++)
         for (uint32_t k = 0; k < n; k++)
             if (ml_suppression_match(s->v[i].pattern, f[k].function) ||
                 ml_suppression_match(s->v[i].pattern, f[k].file) ||
-                ml_suppression_match(s->v[i].pattern, f[k].module))
+                ml_suppression_match(s->v[i].pattern, f[k].module) ||
+                (ml__fortran_symbol(f[k].function, sym, sizeof sym) && ml_suppression_match(s->v[i].pattern, sym)))
                 return i;
     return (size_t)-1;
 }

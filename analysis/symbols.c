@@ -544,6 +544,33 @@ static modsym_t *open_module(ml__symbolizer_t *s, int32_t idx, const ml__module_
 /* Names                                                                     */
 /* ------------------------------------------------------------------------- */
 
+/* gfortran names a procedure of module M `__M_MOD_P` (identifiers are
+ * lowercased, so "_MOD_" is never part of one); gdb shows it as `M::P`, and
+ * so does memlens. valgrind and heaptrack print the symbol. */
+static bool fortran_module_procedure(const char *name, char *out, size_t len) {
+    if (name[0] != '_' || name[1] != '_') return false;
+    const char *mod = name + 2, *sep = strstr(mod, "_MOD_");
+    if (!sep || sep == mod || !sep[5]) return false;
+    for (const char *c = mod; c < sep; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_')) return false;
+    int n = snprintf(out, len, "%.*s::%s", (int)(sep - mod), mod, sep + 5);
+    return n > 0 && (size_t)n < len;
+}
+
+/* The symbol of a name fortran_module_procedure() made: "M::P" with
+ * gfortran's lowercase identifiers, for patterns written against the
+ * symbol (valgrind's and LeakSanitizer's suppressions, --alloc-fn). */
+bool ml__fortran_symbol(const char *function, char *out, size_t len) {
+    const char *sep = function ? strstr(function, "::") : NULL;
+    if (!sep || sep == function || !sep[2]) return false;
+    for (const char *c = function; *c; c++) {
+        if (c == sep || c == sep + 1) continue;
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_')) return false;
+    }
+    int n = snprintf(out, len, "__%.*s_MOD_%s", (int)(sep - function), function, sep + 2);
+    return n > 0 && (size_t)n < len;
+}
+
 static const char *demangled(ml__symbolizer_t *s, const char *name) {
     if (!name) return NULL;
     /* ELF symbol versions ("_IO_file_overflow@@GLIBC_2.2.5") are not part of the name. */
@@ -554,6 +581,8 @@ static const char *demangled(ml__symbolizer_t *s, const char *name) {
         plain[at - name] = '\0';
         name = plain;
     }
+    char fortran[1024];
+    if (fortran_module_procedure(name, fortran, sizeof fortran)) return ml__sym_intern(s, fortran);
     if (name[0] == '_' && (name[1] == 'R' || (name[1] == 'Z' && name[2] == 'N'))) {
         char *r = ml_rust_demangle(name);
         if (r) {

@@ -75,12 +75,31 @@ if(ML_RUSTC)
   list(TRANSFORM ML_RUST_ORACLE PREPEND "llvm:")
   list(APPEND ML_CLANG_FX ${ML_RUST_ORACLE})
 endif()
+# fx_fortran.f90 by gfortran at -O0 and -O2: module procedures named as gdb
+# names them (M::P), sites and leak kinds against valgrind
+# (test_fortran_sites.py), frames against eu-addr2line.
+find_program(ML_GFORTRAN NAMES gfortran)
+set(ML_FORTRAN_FX "")
+if(ML_GFORTRAN)
+  foreach(opt O0 O2)
+    set(out ${CMAKE_BINARY_DIR}/fx_fortran_${opt})
+    add_custom_command(OUTPUT ${out}
+      COMMAND ${ML_GFORTRAN} -g -${opt} ${FX}/fx_fortran.f90 -o ${out}
+      DEPENDS ${FX}/fx_fortran.f90 VERBATIM)
+    list(APPEND ML_FORTRAN_FX ${out})
+  endforeach()
+  add_custom_target(fx_fortran ALL DEPENDS ${ML_FORTRAN_FX})
+  add_test(NAME fortran_sites
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_fortran_sites.py
+            $<TARGET_FILE:memlens> ${ML_FORTRAN_FX})
+  set_tests_properties(fortran_sites PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endif()
 add_test(NAME symbols_oracle
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_symbols_oracle.py
           $<TARGET_FILE:memlens> $<TARGET_FILE:fx_inline_deep> $<TARGET_FILE:fx_inline>
           $<TARGET_FILE:fx_cpp_sites_o2> $<TARGET_FILE:fx_cpp_o2> $<TARGET_FILE:fx_cpp_sites>
           $<TARGET_FILE:fx_calltree> $<TARGET_FILE:fx_leaks> $<TARGET_FILE:fx_ns_inline>
-          ${ML_CLANG_FX})
+          ${ML_FORTRAN_FX} ${ML_CLANG_FX})
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
 add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_inline_deep)

@@ -15,6 +15,8 @@ line. Two conventions are stated rather than papered over:
   symbol, as `nm` and the dynamic linker name it (`eu-addr2line -S`), where
   eu-addr2line -i prints the DWARF name: they differ only for aliases such
   as glibc's __libc_start_main (DW_AT_name __libc_start_main_impl);
+- a gfortran module procedure, symbol `__M_MOD_P`, is named `M::P`, as gdb
+  names it (tests/e2e/test_fortran_sites.py);
 - a relative source file is printed by eu-addr2line under the compilation
   directory ("./csu/../csu/libc-start.c"); memlens keeps the line table's
   name ("../csu/libc-start.c"): the oracle's must end with "/" + memlens's.
@@ -124,6 +126,10 @@ def oracle(module, vaddrs, llvm=False):
                           line or None])
         if chain and elf:
             chain[-1][0] = elf  # the concrete function: its ELF symbol (see above)
+        for c in chain:  # gfortran's module procedures, as gdb names them
+            m = re.fullmatch(r"__([a-z0-9_]+)_MOD_(.+)", c[0] or "")
+            if m:
+                c[0] = m.group(1) + "::" + m.group(2)
         res[v] = [tuple(c) for c in chain]
     return res
 

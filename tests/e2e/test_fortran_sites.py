@@ -1,0 +1,118 @@
+#!/usr/bin/python3
+"""A Fortran program's sites, in the names gdb gives them.
+
+usage: test_fortran_sites.py MEMLENS PROGRAM...      (exit 77 = skipped)
+
+Each PROGRAM is tests/e2e/fixtures/fx_fortran.f90 built by gfortran -g (at
+-O0 and -O2). gfortran names a procedure P of module M `__M_MOD_P`; valgrind
+and heaptrack print that symbol, gdb prints `M::P`, and so must memlens.
+`memlens report --json` must:
+
+- head every site of the fixture by the line that allocated, named M::P,
+  with the calls and bytes the source implies (three builds of 100 cells of
+  16+i reals, 100 cells of 64 bytes, five arrays of 1000 reals);
+- show no `_MOD_` symbol in any frame;
+- agree with valgrind memcheck (the oracle) on the definite and indirect
+  leaks;
+- still honour patterns written against the symbol, as valgrind and
+  LeakSanitizer users write them: `leak:__grid_MOD_leaky` suppresses the
+  five lost arrays, and `--alloc-fn __grid_MOD_fill` names the cells' 300
+  components by the line of build that called fill.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+FILL = 3 * 4 * sum(16 + i for i in range(1, 101))  # 79,800 bytes
+WANT = {  # (headline function, line): (calls, bytes, leaked bytes, definite bytes)
+    ("grid::fill", 17): (300, FILL, FILL // 3, 0),
+    ("grid::build", 25): (3, 3 * 6400, 6400, 6400),
+    ("grid::leaky", 34): (5, 5 * 4000, 20000, 20000),
+}
+
+
+def report(memlens, trace, out, *extra):
+    subprocess.run([memlens, "report", trace, "-q", "--no-advisor", "--json", out] + list(extra),
+                   check=True)
+    with open(out) as f:
+        return json.load(f)
+
+
+def table(doc):
+    rows = {}
+    for s in doc["sites"]:
+        h = s["frames"][s.get("headline", 0)]
+        if (h.get("file") or "").endswith("/fx_fortran.f90"):
+            row = rows.setdefault((h["function"], h["line"]), [0, 0, 0, 0])
+            for k, v in enumerate((s["alloc_calls"], s["bytes_allocated"], s["leaked_bytes"],
+                                   s["leaked_by_kind"]["definite"])):
+                row[k] += v
+    return {k: tuple(v) for k, v in rows.items()}
+
+
+def valgrind_lost(program):
+    err = subprocess.run(["valgrind", "--leak-check=full", program], capture_output=True,
+                         text=True, timeout=300).stderr
+    got = [re.search(rf"{kind} lost: ([\d,]+) bytes in ([\d,]+) blocks", err)
+           for kind in ("definitely", "indirectly")]
+    if not all(got):
+        return None
+    return tuple(int(x.replace(",", "")) for m in got for x in m.groups())
+
+
+def check(memlens, program, work):
+    name = os.path.basename(program)
+    trace = os.path.join(work, name + ".mlt")
+    subprocess.run([memlens, "run", "-q", "-o", trace, "--", program], check=True,
+                   stdout=subprocess.DEVNULL)
+    doc = report(memlens, trace, trace + ".json")
+    fails = []
+    got = table(doc)
+    for key, want in WANT.items():
+        if got.get(key) != want:
+            fails.append(f"site {key[0]} :{key[1]}: want {want}, got {got.get(key)}")
+    symbols = sorted({f["function"] for s in doc["sites"] for f in s["frames"] if "_MOD_" in f["function"]})
+    if symbols:
+        fails.append(f"gfortran symbols shown as they are: {symbols[:4]}")
+    lk = doc["leaks"]
+    mine = (lk["definite_bytes"], lk["definite_blocks"], lk["indirect_bytes"], lk["indirect_blocks"])
+    theirs = valgrind_lost(program)
+    if mine != theirs:
+        fails.append(f"lost (definite bytes, blocks, indirect bytes, blocks): memlens {mine}, valgrind {theirs}")
+    supp = os.path.join(work, "fortran.supp")
+    for pattern in ("__grid_MOD_leaky", "grid::leaky"):
+        with open(supp, "w") as f:
+            f.write(f"leak:{pattern}\n")
+        sup = report(memlens, trace, trace + ".supp.json", "--suppressions", supp)["leaks"]
+        if (sup["suppressed_bytes"], sup["suppressed_blocks"]) != (20000, 5):
+            fails.append(f"leak:{pattern} suppressed {sup['suppressed_bytes']} bytes in "
+                         f"{sup['suppressed_blocks']} blocks, not 20000 in 5")
+    wrapped = table(report(memlens, trace, trace + ".fn.json", "--alloc-fn", "__grid_MOD_fill"))
+    if wrapped.get(("grid::build", 27)) != (300, FILL, FILL // 3, 0):
+        fails.append(f"--alloc-fn __grid_MOD_fill: grid::build :27 is {wrapped.get(('grid::build', 27))}")
+    print(f"{name}: {len(fails)} problems")
+    for f in fails:
+        print("  BAD " + f)
+    return len(fails)
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    if not shutil.which("valgrind"):
+        print("SKIP: valgrind is not installed")
+        sys.exit(77)
+    work = tempfile.mkdtemp(prefix="memlens-fortran-")
+    try:
+        bad = sum(check(sys.argv[1], p, work) for p in sys.argv[2:])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
