@@ -896,6 +896,69 @@ static void fork_parent(void) {
     ml__tls.guard--;
 }
 
+/* ------------------------------------------------------------------------- */
+/* The loader's list lock after fork                                         */
+/* ------------------------------------------------------------------------- */
+
+/* dl_iterate_phdr holds the loader's recursive lock over its list of
+ * modules (_dl_load_write_lock, in ld.so's _rtld_global) while it runs,
+ * and dlopen and dlclose take it to change the list. glibc's fork resets
+ * the loader's other locks in the child, not this one (2.36): when a
+ * thread of the parent holds it as another thread forks, the child's next
+ * dl_iterate_phdr waits forever, as no thread of the child can release it.
+ * Under memlens that is likely in a threaded program that forks: the hooks
+ * of its other threads call dl_iterate_phdr (module scans, and libunwind at
+ * code it meets for the first time), and a followed child calls it at once
+ * (its module scan). So the lock is found once, at start: the one mutex of
+ * _rtld_global that this thread holds while inside dl_iterate_phdr (locked,
+ * count 1, owner this thread, recursive: the fields of glibc's
+ * pthread_mutex_t, part of its ABI). A forked child whose lock is held by
+ * a thread not its own resets it, as glibc resets the others. Found more or
+ * less than once: nothing is done. */
+static int *loader_list_lock; /* the mutex's first int (__lock); NULL: not found */
+
+typedef struct {
+    const char *lo;
+    size_t len;
+    int tid;
+    int *found;
+    int matches;
+} lock_search_t;
+
+static int find_list_lock_cb(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)info;
+    (void)size;
+    lock_search_t *q = data;
+    for (size_t off = 0; off + 5 * sizeof(int) <= q->len; off += 8) {
+        const int *m = (const int *)(const void *)(q->lo + off);
+        /* __lock, __count, __owner, __nusers, __kind */
+        if (m[0] != 0 && m[1] == 1 && m[2] == q->tid && (m[4] & 3) == PTHREAD_MUTEX_RECURSIVE_NP) {
+            q->found = (int *)m;
+            q->matches++;
+        }
+    }
+    return 1; /* once is enough */
+}
+
+static void find_loader_list_lock(void) {
+    void *g = dlsym(RTLD_DEFAULT, "_rtld_global");
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (!g || !dladdr1(g, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || sym->st_size < 64) return;
+    lock_search_t q = {g, (size_t)sym->st_size, (int)syscall(SYS_gettid), NULL, 0};
+    dl_iterate_phdr(find_list_lock_cb, &q);
+    if (q.matches == 1) loader_list_lock = q.found;
+}
+
+static void reset_loader_list_lock(void) {
+    int *m = loader_list_lock;
+    if (!m || m[0] == 0 || m[2] == (int)syscall(SYS_gettid)) return;
+    m[1] = 0; /* __count */
+    m[2] = 0; /* __owner */
+    m[3] = 0; /* __nusers */
+    ml_atomic_store_release((_Atomic int *)m, 0);
+}
+
 /* A followed child: a new ring and a new trace, with its own ids. Returns
  * the state the child records in. */
 static int follow_child(void) {
@@ -929,6 +992,7 @@ static void fork_child(void) {
     ml__spin_unlock(&raw_lock);
     ml__sampled_unlock();
     ml__stacks_unlock();
+    reset_loader_list_lock();
     if (ml__state_relaxed() == ML_STATE_READY) ml__state_set(follow_child());
     ml__tls.guard--;
 }
@@ -1123,6 +1187,7 @@ static int start_recording(void) {
     Dl_info self;
     if (dladdr((void *)ml__init, &self)) dl_iterate_phdr(list_own_segments, self.dli_fbase);
     if (register_process(parent, 0) < 0 || ml__stacks_init() < 0) return ML_STATE_OFF;
+    find_loader_list_lock();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     /* quick_exit runs no destructor either; registered first, this runs
      * after the program's own at_quick_exit handlers. */
@@ -1156,7 +1221,10 @@ int ml__attach_session(const char *ctl) {
     if (attach_ctl(ctl) < 0) goto off;
     rc = -EAGAIN;
     if (register_process(~0u, 0) < 0 || ml__stacks_init() < 0) goto off;
-    if (!atfork_done) pthread_atfork(fork_prepare, fork_parent, fork_child);
+    if (!atfork_done) {
+        find_loader_list_lock();
+        pthread_atfork(fork_prepare, fork_parent, fork_child);
+    }
     atfork_done = true;
     ml__modules_scan(true);
     ml__mallinfo_seen = ml_atomic_load_relaxed(&ml__ctl->mallinfo_gen);

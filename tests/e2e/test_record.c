@@ -248,6 +248,31 @@ Test(record, fork_without_follow_is_not_traced) {
     h_run_free(&r);
 }
 
+/* fx_forklock forks while its other thread is inside dl_iterate_phdr: the
+ * loader's list lock is held at the fork by a thread the child does not
+ * have. The followed child's recorder scans the module list at once; it
+ * must not wait forever on that lock (glibc resets the loader's other locks
+ * in a child, not this one). */
+Test(record, a_followed_child_forked_while_the_loader_lock_was_held, .timeout = 120) {
+    const char *trace = h_tmp("forklock.mlt");
+    const char *argv[] = {"/usr/bin/timeout", "60", h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--",
+                          h_bin("fx_forklock"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "the run ends (124: it hung): %d %s", r.status, r.err);
+    h_run_free(&r);
+    char child[4096 + 512];
+    child_trace(trace, "forklock.", child, sizeof child);
+    cr_assert(child[0], "the child has a trace");
+    h_trace_t c;
+    h_trace_load(&c, child);
+    cr_expect(c.complete, "the child's trace is whole");
+    cr_expect_eq(h_allocs_of_size(&c, 1000), 1);
+    cr_expect_eq(h_allocs_of_size(&c, 2000), 1);
+    cr_expect_eq(c.end.status_kind, ML_END_EXITED);
+    h_trace_free(&c);
+}
+
 Test(record, follow_fork_gives_the_child_its_own_trace) {
     const char *trace = h_tmp("follow.mlt");
     const char *argv[] = {h_bin("memlens"), "run", "-q", "--follow-fork", "-o", trace, "--", h_bin("fx_fork"), NULL};
