@@ -15,6 +15,7 @@
 #include "ml_cli.h"
 #include "ml_analysis.h"
 #include "ml_report.h"
+#include "report_many.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -22,10 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
-                              bool quiet, bool replay);
-int ml_cli_add_alloc_fn(const char *cmd, const char *pattern);
-void ml_cli_warn_alloc_fns(const ml_analysis_t *a, const char *path);
 
 static void usage_diff(FILE *f) {
     fputs("usage: memlens diff BASE.mlt NEW.mlt [--json OUT] [--fail-on-increase PERCENT]\n"
@@ -140,6 +137,16 @@ int ml_cmd_diff(int argc, char **argv) {
     char warning[2 * PATH_MAX + 256];
     if (!quiet && ml_report_diff_program_warning(base, cur, warning, sizeof warning))
         fprintf(stderr, "memlens: warning: %s\n", warning);
+    /* A launcher's trace (a pyenv shim, `sh -c 'exec prog'`): the program
+     * it became is in another trace, which is what a diff should compare. */
+    for (int k = 0; k < 2 && !quiet; k++) {
+        char first[PATH_MAX], first_exe[PATH_MAX], last[PATH_MAX], last_exe[PATH_MAX];
+        if (ml_cli_exec_chain(paths[k], k ? cur : base, first, first_exe, last, last_exe, PATH_MAX))
+            fprintf(stderr,
+                    "memlens: warning: %s: its process replaced itself by exec; the program it became, %s, "
+                    "is traced in %s: diff that trace\n",
+                    paths[k], last_exe, last);
+    }
     if (ml_diff_new(base, cur, &d) < 0) {
         ml_cli_error("out of memory");
         code = ML_EXIT_ERROR;

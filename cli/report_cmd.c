@@ -423,9 +423,6 @@ static bool exec_next(const char *path, uint32_t pid, char *out, size_t len, cha
     return exec_next_in(stem, path, pid, out, len, exe, elen);
 }
 
-/* Follows the traces of the images that replaced `path`'s process by exec:
- * the first and the last of them (the same when there is one). The number
- * of steps; 0 when none was found. */
 static int exec_chain(const char *path, uint32_t pid, char *first, char *first_exe, char *last, char *last_exe,
                       size_t len) {
     char cur[PATH_MAX];
@@ -439,6 +436,13 @@ static int exec_chain(const char *path, uint32_t pid, char *first, char *first_e
         snprintf(cur, sizeof cur, "%s", last);
     }
     return steps;
+}
+
+int ml_cli_exec_chain(const char *path, const ml_analysis_t *a, char *first, char *first_exe, char *last,
+                      char *last_exe, size_t len) {
+    const ml_totals_t *t = ml_analysis_totals(a);
+    if (!t->complete || t->end.status_kind != ML_END_EXEC) return 0;
+    return exec_chain(path, ml_analysis_process(a)->pid, first, first_exe, last, last_exe, len);
 }
 
 /* Loads and builds one trace; shared with `memlens diff`. Prints the error
@@ -680,11 +684,7 @@ int ml_cmd_report(int argc, char **argv) {
     /* A launcher (a pyenv shim, `sh -c 'exec prog'`) replaced itself: say
      * where the program it became was traced. */
     char exec_first[PATH_MAX], exec_first_exe[PATH_MAX], exec_last[PATH_MAX], exec_last_exe[PATH_MAX];
-    const ml_totals_t *tot = ml_analysis_totals(a);
-    bool exec_ended = tot->complete && tot->end.status_kind == ML_END_EXEC;
-    int exec_steps = exec_ended ? exec_chain(o.trace, ml_analysis_process(a)->pid, exec_first, exec_first_exe,
-                                             exec_last, exec_last_exe, PATH_MAX)
-                                : 0;
+    int exec_steps = ml_cli_exec_chain(o.trace, a, exec_first, exec_first_exe, exec_last, exec_last_exe, PATH_MAX);
     if (exec_steps == 1)
         ml_analysis_warn_report(a, "this process replaced itself by exec: the program it became, %s, is traced in %s",
                                 exec_first_exe, exec_first);

@@ -31,6 +31,15 @@ int ml_cli_report_many(const ml_report_many_opts_t *o);
  * end record, events lost), or NULL when it is whole. (report_cmd.c) */
 const char *ml_cli_incomplete_reason(const ml_totals_t *t, char *buf, size_t len);
 
+/** When the process of the trace at `path` (analysed into a) replaced itself
+ * by exec and the program it became was traced: follows the traces of the
+ * images it became (the collector names them STEM.PID[.N].mlt, and each
+ * names the one before as its parent) and gives the first and the last,
+ * with their programs, in buffers of `len` bytes. Returns the number of
+ * execs followed; 0 when none. */
+int ml_cli_exec_chain(const char *path, const ml_analysis_t *a, char *first, char *first_exe, char *last,
+                      char *last_exe, size_t len);
+
 /** Loads and builds one trace (report_cmd.c; shared with `memlens diff`). */
 ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
                               bool quiet, bool replay);

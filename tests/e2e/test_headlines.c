@@ -306,6 +306,19 @@ static void expect_report_points_to(const char *trace, const char *first, const 
     h_run(&r, allow);
     cr_expect_eq(r.status, 0, "--allow-incomplete lets it pass: %s", r.err);
     h_run_free(&r);
+    /* A diff of the launcher against the program says which trace to diff. */
+    const char *dif[] = {h_bin("memlens"), "diff", "--no-symbols", trace, last, NULL};
+    h_run(&r, dif);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    snprintf(want, sizeof want,
+             "memlens: warning: %s: its process replaced itself by exec; the program it became, ", trace);
+    const char *w = strstr(r.err, want);
+    cr_expect(w, "want '%s' in: %s", want, r.err);
+    snprintf(want, sizeof want, "fx_counts, is traced in %s: diff that trace\n", last);
+    cr_expect(w && strstr(w, want), "want '%s' in: %s", want, r.err);
+    snprintf(want, sizeof want, "memlens: warning: %s: its process", last);
+    cr_expect_eq(strstr(r.err, want), NULL, "the program's own trace is not a launcher's: %s", r.err);
+    h_run_free(&r);
     /* The last program's own report points nowhere. */
     const char *own[] = {h_bin("memlens"), "report", "--no-symbols", "--no-advisor", last, NULL};
     h_run(&r, own);
