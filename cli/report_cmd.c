@@ -162,6 +162,18 @@ const char *ml_cli_incomplete_reason(const ml_totals_t *t, char *buf, size_t len
     return NULL;
 }
 
+/* A trace the gates cannot judge as asked: with --allow-incomplete a
+ * warning and the gates judge what it holds (ML_EXIT_OK), else "gate
+ * failed" and ML_EXIT_GATE. */
+static int refuse_gates(const report_opts_t *o, const char *warning, const char *failure) {
+    if (o->allow_incomplete) {
+        if (!o->quiet) fprintf(stderr, "memlens: warning: %s (--allow-incomplete)\n", warning);
+        return ML_EXIT_OK;
+    }
+    fprintf(stderr, "memlens: gate failed: %s\n", failure);
+    return ML_EXIT_GATE;
+}
+
 static int parse(int argc, char **argv, report_opts_t *o) {
     memset(o, 0, sizeof *o);
     o->traces = calloc((size_t)argc, sizeof *o->traces);
@@ -815,18 +827,14 @@ int ml_cmd_report(int argc, char **argv) {
     bool gated = o.leak_gate || o.peak_gate || o.gpu_leak_gate || o.gpu_peak_gate;
     char why_buf[160];
     const char *why = gated ? ml_cli_incomplete_reason(ml_analysis_totals(a), why_buf, sizeof why_buf) : NULL;
+    char warn_msg[2 * PATH_MAX + 256], fail_msg[2 * PATH_MAX + 256];
     if (code == ML_EXIT_OK && why) {
-        if (o.allow_incomplete) {
-            if (!o.quiet)
-                fprintf(stderr, "memlens: warning: %s is incomplete (%s); the gates judge only what it holds "
-                                "(--allow-incomplete)\n", o.trace, why);
-        } else {
-            fprintf(stderr,
-                    "memlens: gate failed: %s is incomplete: %s. A gate cannot pass on what the trace "
-                    "does not hold; record again, or pass --allow-incomplete to judge what it holds\n",
-                    o.trace, why);
-            code = ML_EXIT_GATE;
-        }
+        snprintf(warn_msg, sizeof warn_msg, "%s is incomplete (%s); the gates judge only what it holds", o.trace, why);
+        snprintf(fail_msg, sizeof fail_msg,
+                 "%s is incomplete: %s. A gate cannot pass on what the trace does not hold; record again, or pass "
+                 "--allow-incomplete to judge what it holds",
+                 o.trace, why);
+        code = refuse_gates(&o, warn_msg, fail_msg);
     }
     if (code == ML_EXIT_OK && o.leak_gate && exec_steps) {
         /* Nothing it held at the exec is a leak, and the program it became
@@ -834,19 +842,16 @@ int ml_cmd_report(int argc, char **argv) {
          * trace: passing here would judge the wrong process. An exec into
          * a program memlens could not follow leaves no other trace, and the
          * gate passes on this image's verdict, none (as valgrind's). */
-        char where[PATH_MAX + 64];
-        snprintf(where, sizeof where, "; the program it became is traced in %s", exec_steps > 1 ? exec_last : exec_first);
-        if (o.allow_incomplete) {
-            if (!o.quiet)
-                fprintf(stderr, "memlens: warning: %s: its process replaced itself by exec, so it holds no leak verdict%s; "
-                                "--fail-on-leak passes (--allow-incomplete)\n", o.trace, where);
-        } else {
-            fprintf(stderr,
-                    "memlens: gate failed: %s holds no leak verdict: its process replaced itself by exec, and what "
-                    "it held then is not leaked%s. Gate that trace, or the directory (memlens report DIR)\n",
-                    o.trace, where);
-            code = ML_EXIT_GATE;
-        }
+        const char *next = exec_steps > 1 ? exec_last : exec_first;
+        snprintf(warn_msg, sizeof warn_msg,
+                 "%s: its process replaced itself by exec, so it holds no leak verdict; the program it became is "
+                 "traced in %s; --fail-on-leak passes",
+                 o.trace, next);
+        snprintf(fail_msg, sizeof fail_msg,
+                 "%s holds no leak verdict: its process replaced itself by exec, and what it held then is not "
+                 "leaked; the program it became is traced in %s. Gate that trace, or the directory (memlens report DIR)",
+                 o.trace, next);
+        code = refuse_gates(&o, warn_msg, fail_msg);
     }
     if (code == ML_EXIT_OK) {
         char b1[32], b2[32];

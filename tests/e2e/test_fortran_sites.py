@@ -21,11 +21,11 @@ and heaptrack print that symbol, gdb prints `M::P`, and so must memlens.
 """
 import json
 import os
-import re
-import shutil
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lang_sites import run, valgrind_lost  # noqa: E402
 
 FILL = 3 * 4 * sum(16 + i for i in range(1, 101))  # 79,800 bytes
 WANT = {  # (headline function, line): (calls, bytes, leaked bytes, definite bytes)
@@ -54,16 +54,6 @@ def table(doc):
     return {k: tuple(v) for k, v in rows.items()}
 
 
-def valgrind_lost(program):
-    err = subprocess.run(["valgrind", "--leak-check=full", program], capture_output=True,
-                         text=True, timeout=300).stderr
-    got = [re.search(rf"{kind} lost: ([\d,]+) bytes in ([\d,]+) blocks", err)
-           for kind in ("definitely", "indirectly")]
-    if not all(got):
-        return None
-    return tuple(int(x.replace(",", "")) for m in got for x in m.groups())
-
-
 def check(memlens, program, work):
     name = os.path.basename(program)
     trace = os.path.join(work, name + ".mlt")
@@ -80,7 +70,7 @@ def check(memlens, program, work):
         fails.append(f"gfortran symbols shown as they are: {symbols[:4]}")
     lk = doc["leaks"]
     mine = (lk["definite_bytes"], lk["definite_blocks"], lk["indirect_bytes"], lk["indirect_blocks"])
-    theirs = valgrind_lost(program)
+    theirs = valgrind_lost(program, work)
     if mine != theirs:
         fails.append(f"lost (definite bytes, blocks, indirect bytes, blocks): memlens {mine}, valgrind {theirs}")
     supp = os.path.join(work, "fortran.supp")
@@ -100,19 +90,5 @@ def check(memlens, program, work):
     return len(fails)
 
 
-def main():
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    if not shutil.which("valgrind"):
-        print("SKIP: valgrind is not installed")
-        sys.exit(77)
-    work = tempfile.mkdtemp(prefix="memlens-fortran-")
-    try:
-        bad = sum(check(sys.argv[1], p, work) for p in sys.argv[2:])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    sys.exit(1 if bad else 0)
-
-
 if __name__ == "__main__":
-    main()
+    run(__doc__, "memlens-fortran-", check)

@@ -19,10 +19,11 @@ the default (legacy) mangling or with -C symbol-mangling-version=v0. Under
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lang_sites import run, valgrind_lost  # noqa: E402
 
 
 def site_table(doc):
@@ -40,18 +41,6 @@ def site_table(doc):
         row[2] += s["leaked_bytes"]
         row[3] += s["leaked_by_kind"]["definite"]
     return out
-
-
-def valgrind_lost(program, work):
-    """(definite bytes, blocks, indirect bytes, blocks) from valgrind's summary."""
-    r = subprocess.run(["valgrind", "--leak-check=full", program], capture_output=True,
-                       text=True, cwd=work, timeout=300)
-    num = lambda x: int(x.replace(",", ""))
-    d = re.search(r"definitely lost: ([\d,]+) bytes in ([\d,]+) blocks", r.stderr)
-    i = re.search(r"indirectly lost: ([\d,]+) bytes in ([\d,]+) blocks", r.stderr)
-    if not d or not i:
-        return None
-    return num(d.group(1)), num(d.group(2)), num(i.group(1)), num(i.group(2))
 
 
 def check(memlens, program, work):
@@ -113,19 +102,5 @@ def check(memlens, program, work):
     return bad
 
 
-def main():
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    if not shutil.which("valgrind"):
-        print("SKIP: valgrind is not installed")
-        sys.exit(77)
-    work = tempfile.mkdtemp(prefix="memlens-rust-")
-    try:
-        bad = sum(check(sys.argv[1], p, work) for p in sys.argv[2:])
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    sys.exit(1 if bad else 0)
-
-
 if __name__ == "__main__":
-    main()
+    run(__doc__, "memlens-rust-", check)
