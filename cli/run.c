@@ -926,12 +926,12 @@ static void collect(run_t *s) {
 /* The summary, and the exit code: the program's status, or ours when it
  * was never traced. */
 static int report(run_t *s) {
-    if (!ml_collector_root_traced(s->c)) {
+    if (!ml_collector_root_traced(s->c) || ml_collector_root_refused(s->c)) {
         /* The program never registered: it could not be preloaded. Its
          * trace file is removed by ml_collector_free. */
         if (ml_collector_root_refused(s->c))
             fprintf(stderr,
-                    "memlens: error: %s ran but could not be recorded (the warning above says "
+                    "memlens: error: %s ran but could not be recorded (the message above says "
                     "why); no trace written\n",
                     s->prog);
         else

@@ -157,7 +157,11 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     const ml_ctl_proc_t *cp = &c->ctl->procs[slot];
     size_t ring_bytes = 0;
     ml_ring_hdr_t *h = map_ring(c, slot, &ring_bytes);
-    if (!h) return NULL;
+    if (!h) {
+        fprintf(stderr, "memlens: warning: cannot open the event ring of process %u; it is not recorded\n", cp->pid);
+        return NULL;
+    }
+    int rc;
     ml__proc_t *p = calloc(1, sizeof *p);
     if (!p) goto fail_proc;
     p->collector = c;
@@ -182,7 +186,13 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
         p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->info.pid, 0);
         if (p->pidfd < 0) ml__proc_end_unwaited(p);
     }
-    if (ml__sinks_open(c, p) < 0) goto fail_sinks;
+    if ((rc = ml__sinks_open(c, p)) < 0) {
+        /* The trace's header could not be written (a full disk, a device
+         * such as /dev/full), or memory ran out. */
+        fprintf(stderr, "memlens: error: cannot start the trace %s of process %u: %s%s; it is not recorded\n",
+                p->path, p->info.pid, strerror(-rc), rc == -ENOSPC ? " (ENOSPC: the disk is full)" : "");
+        goto fail_sinks;
+    }
     process_record(c, p);
     ml__inherit_take(c, p);
 
@@ -203,6 +213,7 @@ fail_trace:
     free(p->path);
     free(p);
 fail_proc:
+    if (!p) fprintf(stderr, "memlens: warning: out of memory; process %u is not recorded\n", cp->pid);
     munmap(h, ring_bytes);
     return NULL;
 }
@@ -265,9 +276,10 @@ void ml__discover(ml_collector_t *c) {
             ml__proc_t *p = open_proc(c, c->nseen);
             c->procs[c->nseen] = p;
             if (p) c->active[c->nactive++] = p;
-            else
-                fprintf(stderr, "memlens: warning: cannot open the event ring of process %u\n",
-                        c->ctl->procs[c->nseen].pid);
+            /* Refused (open_proc said why): its recorder, which would wait
+             * on a ring nobody drains once it is full, stops recording and
+             * lets the program run on. */
+            else ml_atomic_store_release(&c->ctl->procs[c->nseen].state, ML_PROC_FAILED);
         }
         c->nseen++;
     }

@@ -245,6 +245,10 @@ static int list_own_segments(struct dl_phdr_info *info, size_t size, void *self)
 /* ------------------------------------------------------------------------- */
 
 bool ml__collector_alive(void) {
+    /* The collector refused this image (it could not open its ring or
+     * write its trace): nobody will drain the ring. */
+    if (proc_slot < ML_MAX_PROCS && ml_atomic_load_acquire(&ml__ctl->procs[proc_slot].state) == ML_PROC_FAILED)
+        return false;
     return kill((pid_t)ml__ctl->collector_pid, 0) == 0 || errno == EPERM;
 }
 

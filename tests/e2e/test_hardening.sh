@@ -104,6 +104,17 @@ if want "$@"; then
         check "report --json - to a full stdout fails (status $?)" test $? -eq 1
         check "...saying why" has err.txt "cannot write -: No space left on device"
     fi
+    if [ -w /dev/full ]; then
+        # A trace whose header cannot be written: the program runs on, and
+        # its recorder stops at once instead of waiting 30 s at exit for a
+        # collector that never opened its ring.
+        timeout 25 "$ML" run -o /dev/full -- sh -c 'echo ran' > out.txt 2> err.txt
+        check "run -o /dev/full fails (status 1, not a hang: $?)" test $? -eq 1
+        check "...the program ran, its output unchanged" test "$(cat out.txt)" = ran
+        check "...saying why" has err.txt "cannot start the trace /dev/full of process"
+        check "...the reason" has err.txt "No space left on device (ENOSPC: the disk is full)"
+        check "...and that nothing was recorded" has err.txt "could not be recorded (the message above says why)"
+    fi
     "$ML" report -q m.mlt --no-advisor --json - --html - > two.out 2> err.txt
     check "two outputs on stdout are refused (status 2)" test $? -eq 2 -a ! -s two.out -a ! -e ./-
     check "...saying why" has err.txt "only one output can go to stdout"
