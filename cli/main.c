@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <libgen.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <sys/auxv.h>
@@ -166,9 +167,18 @@ out:
     free(was);
 }
 
+struct sigaction ml_cli_old_xfsz;
+
 int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "report") || !strcmp(argv[1], "view") || !strcmp(argv[1], "diff")))
         restart_with_huge_pages(argv);
+    /* A file past the user's size limit (`ulimit -f`) is a write error
+     * (EFBIG), said and cleaned up as a full disk is, not SIGXFSZ killing
+     * memlens with its traces half written and its files left in /dev/shm.
+     * `run` gives the program the caller's disposition back. */
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGXFSZ, &ign, &ml_cli_old_xfsz);
     ml_options_init(ML_ENV_CLI, "");
     ml_cli_progress_install();
     if (argc < 2) {

@@ -11,6 +11,7 @@
 
 #include <stdint.h>
 
+#include <signal.h>
 #include "ml_collector.h"
 #include "ml_viewer_model.h"
 
@@ -63,5 +64,9 @@ void ml_cli_progress_install(void);
  * ignored); the main thread's calls only. */
 void ml_cli_stage_begin(const char *what);
 void ml_cli_stage_end(void);
+
+/** SIGXFSZ's disposition when memlens started (main.c ignores it: a file
+ * past `ulimit -f` is a write error); `run` gives it back to the program. */
+extern struct sigaction ml_cli_old_xfsz;
 
 #endif

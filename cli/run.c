@@ -692,6 +692,7 @@ static __attribute__((noreturn)) void child(run_t *s, const struct sigaction *ol
     (void)old_stop; /* restored by spawn(), before the signals were unblocked */
     sigaction(SIGQUIT, old_quit, NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);
+    sigaction(SIGXFSZ, &ml_cli_old_xfsz, NULL);
     close(s->go[1]);
     close(s->err[0]);
     char c;

@@ -51,7 +51,10 @@ int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
     }
     if (ftruncate(fd, sizeof(ml_ctl_t)) < 0) {
         rc = -errno;
-        snprintf(err, errlen, "cannot size %s: %s", c->ctl_path, strerror(-rc));
+        snprintf(err, errlen, "cannot size %s to %zu bytes: %s%s", c->ctl_path, sizeof(ml_ctl_t), strerror(-rc),
+                 rc == -EFBIG ? " (the file size limit, `ulimit -f`, is lower: memlens needs about 16 MiB there, "
+                                "and each traced process 2 MiB more)"
+                              : "");
         goto fail_map;
     }
     ml_ctl_t *ctl = mmap(NULL, sizeof(ml_ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

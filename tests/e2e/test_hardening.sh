@@ -115,6 +115,17 @@ if want "$@"; then
         check "...the reason" has err.txt "No space left on device (ENOSPC: the disk is full)"
         check "...and that nothing was recorded" has err.txt "could not be recorded (the message above says why)"
     fi
+    # Past the file size limit (`ulimit -f`): a write error (EFBIG), said,
+    # with nothing left behind, not SIGXFSZ killing memlens mid-file.
+    mkdir -p fsz && rm -f fsz/* fsz/.tmp.* 2>/dev/null
+    (ulimit -f 8; exec "$ML" report m.mlt --no-advisor --json fsz/r.json) > /dev/null 2> err.txt
+    check "report past ulimit -f fails (status 1, not SIGXFSZ's 153: $?)" test $? -eq 1
+    check "...saying why" has err.txt "cannot write fsz/r.json: File too large"
+    check "...leaving no file, not even a temporary one" test -z "$(ls -A fsz)"
+    (ulimit -f 2048; exec "$ML" run -q -o fsz/t.mlt -- sh -c 'echo ran > fsz/ran.txt') > /dev/null 2> err.txt
+    check "run under a ulimit -f below its control file fails (status 1: $?)" test $? -eq 1
+    check "...saying what the limit must allow" has err.txt "is lower: memlens needs about 16 MiB there"
+    check "...and the program does not run half-recorded" test ! -e fsz/ran.txt
     "$ML" report -q m.mlt --no-advisor --json - --html - > two.out 2> err.txt
     check "two outputs on stdout are refused (status 2)" test $? -eq 2 -a ! -s two.out -a ! -e ./-
     check "...saying why" has err.txt "only one output can go to stdout"
