@@ -926,8 +926,18 @@ static void collect(run_t *s) {
 
 /* The summary, and the exit code: the program's status, or ours when it
  * was never traced. */
+/* Whether the program's first image got a trace (its slot was opened). */
+static bool root_opened(const run_t *s) {
+    uint32_t n = ml_collector_nprocs(s->c);
+    for (uint32_t i = 0; i < n; i++) {
+        const ml_proc_info_t *p = ml_collector_proc(s->c, i);
+        if (p && p->is_root) return true;
+    }
+    return false;
+}
+
 static int report(run_t *s) {
-    if (!ml_collector_root_traced(s->c) || ml_collector_root_refused(s->c)) {
+    if (!ml_collector_root_traced(s->c) || (ml_collector_root_refused(s->c) && !root_opened(s))) {
         /* The program never registered: it could not be preloaded. Its
          * trace file is removed by ml_collector_free. */
         if (ml_collector_root_refused(s->c))

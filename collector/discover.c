@@ -153,6 +153,18 @@ static void process_record(ml_collector_t *c, ml__proc_t *p) {
     ml__emit(c, p, &r);
 }
 
+/* An image that replaced another by exec ends that one (whether or not the
+ * new image could be recorded). */
+static void end_replaced(ml_collector_t *c, const ml_ctl_proc_t *cp) {
+    if (cp->parent_slot < c->nseen && c->procs[cp->parent_slot]) {
+        ml__proc_t *q = c->procs[cp->parent_slot];
+        if (q->info.pid == cp->pid && !q->ended) {
+            q->ended = true;
+            q->end_kind = ML_END_EXEC;
+        }
+    }
+}
+
 static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     const ml_ctl_proc_t *cp = &c->ctl->procs[slot];
     size_t ring_bytes = 0;
@@ -196,14 +208,7 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     process_record(c, p);
     ml__inherit_take(c, p);
 
-    /* An image that replaced another by exec ends that one. */
-    if (cp->parent_slot < c->nseen && c->procs[cp->parent_slot]) {
-        ml__proc_t *q = c->procs[cp->parent_slot];
-        if (q->info.pid == p->info.pid && !q->ended) {
-            q->ended = true;
-            q->end_kind = ML_END_EXEC;
-        }
-    }
+    end_replaced(c, cp);
     return p;
 fail_sinks:
     if (p->pidfd >= 0) close(p->pidfd);
@@ -279,7 +284,10 @@ void ml__discover(ml_collector_t *c) {
             /* Refused (open_proc said why): its recorder, which would wait
              * on a ring nobody drains once it is full, stops recording and
              * lets the program run on. */
-            else ml_atomic_store_release(&c->ctl->procs[c->nseen].state, ML_PROC_FAILED);
+            else {
+                ml_atomic_store_release(&c->ctl->procs[c->nseen].state, ML_PROC_FAILED);
+                end_replaced(c, &c->ctl->procs[c->nseen]);
+            }
         }
         c->nseen++;
     }
