@@ -1376,6 +1376,12 @@ static void exit_handshake(uint64_t sp, bool crash, const uint64_t *regs, uint32
     if (!__libc_single_threaded) settle();
     ml_blob_exit_t b = {ml_atomic_load_relaxed(&ml__ring->nested_skipped)};
     ml__emit_blob(ML_BLOB_EXIT, &b, sizeof b);
+    /* A process that made itself non-dumpable (PR_SET_DUMPABLE 0, as
+     * ssh-agent and gpg-agent do) cannot be read by another process of its
+     * user: the collector's scan would fail, and every live block count as
+     * a definite leak. It is dumpable for the scan only, then as it was. */
+    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    if (dumpable == 0) (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     /* Let the collector look at the heap before exit tears it down; never
      * wait for a collector that is gone, nor for longer than 30 s. */
     ml_atomic_store_release(&ml__ring->exit_scan, ML_EXIT_SCAN_ASKED);
@@ -1388,6 +1394,7 @@ static void exit_handshake(uint64_t sp, bool crash, const uint64_t *regs, uint32
         struct timespec ts = {0, 1000000};
         syscall(SYS_futex, &ml__ring->exit_scan, FUTEX_WAIT, ML_EXIT_SCAN_ASKED, &ts, NULL, 0);
     }
+    if (dumpable == 0) (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     if (ml_atomic_load_acquire(&ml__ring->exit_scan) != ML_EXIT_SCAN_DONE) {
         /* No scan (the collector is gone, or took too long): nothing to keep still. */
         ml_atomic_store_release(&ml__exit_hold, 0);
