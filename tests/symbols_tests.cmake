@@ -48,6 +48,14 @@ if(ML_CLANG AND ML_CLANGXX)
   add_custom_target(fx_clang ALL DEPENDS ${ML_CLANG_FX})
   list(TRANSFORM ML_CLANG_FX PREPEND "llvm:")
 endif()
+# A language's fixtures (built by a compiler cmake does not drive: the files
+# given) and its test, e2e/test_LANG_sites.py MEMLENS FIXTURE...
+function(ml_lang_sites lang)
+  add_custom_target(fx_${lang} ALL DEPENDS ${ARGN})
+  add_test(NAME ${lang}_sites
+    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_${lang}_sites.py $<TARGET_FILE:memlens> ${ARGN})
+  set_tests_properties(${lang}_sites PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+endfunction()
 # fx_rust.rs by rustc, with its default (legacy) symbol mangling and with v0:
 # frames against llvm-symbolizer and c++filt, sites against the source, and
 # leak kinds against valgrind (test_rust_sites.py).
@@ -66,11 +74,7 @@ if(ML_RUSTC)
       DEPENDS ${FX}/fx_rust.rs VERBATIM)
     list(APPEND ML_RUST_FX ${out})
   endforeach()
-  add_custom_target(fx_rust ALL DEPENDS ${ML_RUST_FX})
-  add_test(NAME rust_sites
-    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_rust_sites.py
-            $<TARGET_FILE:memlens> ${ML_RUST_FX})
-  set_tests_properties(rust_sites PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  ml_lang_sites(rust ${ML_RUST_FX})
   set(ML_RUST_ORACLE ${ML_RUST_FX})
   list(TRANSFORM ML_RUST_ORACLE PREPEND "llvm:")
   list(APPEND ML_CLANG_FX ${ML_RUST_ORACLE})
@@ -88,11 +92,7 @@ if(ML_GFORTRAN)
       DEPENDS ${FX}/fx_fortran.f90 VERBATIM)
     list(APPEND ML_FORTRAN_FX ${out})
   endforeach()
-  add_custom_target(fx_fortran ALL DEPENDS ${ML_FORTRAN_FX})
-  add_test(NAME fortran_sites
-    COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_fortran_sites.py
-            $<TARGET_FILE:memlens> ${ML_FORTRAN_FX})
-  set_tests_properties(fortran_sites PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+  ml_lang_sites(fortran ${ML_FORTRAN_FX})
 endif()
 add_test(NAME symbols_oracle
   COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_symbols_oracle.py
