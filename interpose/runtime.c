@@ -1377,7 +1377,7 @@ static void exit_handshake(uint64_t sp, bool crash, const uint64_t *regs, uint32
     ml_blob_exit_t b = {ml_atomic_load_relaxed(&ml__ring->nested_skipped)};
     ml__emit_blob(ML_BLOB_EXIT, &b, sizeof b);
     /* A process that made itself non-dumpable (PR_SET_DUMPABLE 0, as
-     * ssh-agent and gpg-agent do) cannot be read by another process of its
+     * ssh-agent does) cannot be read by another process of its
      * user: the collector's scan would fail, and every live block count as
      * a definite leak. It is dumpable for the scan only, then as it was. */
     int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
