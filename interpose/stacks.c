@@ -48,6 +48,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define UNW_LOCAL_ONLY
@@ -776,7 +777,16 @@ ML_EXPORT int pipe2(int fds[2], int flags) {
             return 0;
         }
         int e = errno;
-        if (syscall(SYS_pipe2, fds, flags) < 0) return -1;
+        if (syscall(SYS_pipe2, fds, flags) < 0) {
+            /* No descriptor to spare (EMFILE: the program lowered its
+             * limit, or used every descriptor; ENFILE). The kernel left
+             * fds as they were: the numbers of the ends libunwind has just
+             * closed, which the program may open again. -1 writes nowhere,
+             * and write() below checks the address without a pipe. */
+            fds[0] = fds[1] = -1;
+            errno = e;
+            return 0;
+        }
         move_up(fds);
         errno = e;
         return 0;
@@ -785,6 +795,30 @@ ML_EXPORT int pipe2(int fds[2], int flags) {
     int (*f)(int *, int) = (int (*)(int *, int))ml__next_symbol(&real, "pipe2");
     if (!f) return (int)syscall(SYS_pipe2, fds, flags);
     return f(fds, flags);
+}
+
+/* libunwind checks an address by writing a byte of it to its pipe, with
+ * syscall(SYS_write, ...). When no pipe could be opened (pipe2 above: the
+ * program has no descriptor left) that write goes to -1 and fails with
+ * EBADF: every address was unreadable, and every stack from then on was
+ * empty (a program that set RLIMIT_NOFILE to 3 had all its sites "[no
+ * stack]"). So libmemlens' syscall() (syscall_x86_64.S) sends a write to a
+ * negative descriptor from libunwind here, and does the same check without
+ * a pipe: process_vm_readv of the byte from this process, which fails with
+ * EFAULT where the write would have. Every other syscall() goes to glibc's
+ * as it was. */
+uintptr_t ml__unw_lo, ml__unw_hi; /* libunwind's code, for the trampoline */
+void *ml__real_syscall;           /* glibc's syscall(); until known, the trampoline's own */
+
+long ml__unw_check(const void *addr, size_t n);
+long ml__unw_check(const void *addr, size_t n) {
+    char byte;
+    struct iovec to = {&byte, 1}, from = {(void *)(uintptr_t)addr, 1};
+    if (!n) return 0;
+    long r = syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &to, 1L, &from, 1L, 0L);
+    if (r == 1) return 1;
+    if (r == 0 || errno != EFAULT) errno = EBADF; /* not checked: as without this */
+    return -1;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -801,6 +835,9 @@ int ml__stacks_init(void) {
     ml_atomic_store_release(&table, t);
     exec_range((void *)ml__stack_capture, &self_lo, &self_hi);
     exec_range((void *)unw_backtrace, &unw_lo, &unw_hi);
+    ml__real_syscall = dlsym(RTLD_NEXT, "syscall");
+    ml__unw_lo = unw_lo;
+    ml__unw_hi = unw_hi;
     if (!use_fp) {
         fast = ml__uw_init();
         have_key = pthread_key_create(&state_key, state_release) == 0;

@@ -9,6 +9,7 @@
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/checks_lib.sh" # ok, bad, fails
 B=$(cd "${1:?build dir}" && pwd)
+FIXTURES=$(cd "$(dirname "${BASH_SOURCE[0]}")/fixtures" && pwd)
 shift
 ML="$B/memlens"
 FX="$B/fx_counts" # exits 7 after 161 allocation calls, leaking 4.1 KiB
@@ -557,6 +558,30 @@ if want "$@"; then
     else
         echo "skip mount-namespace checks (unshare -m is not allowed here)"
     fi
+fi
+
+# --- 7. a program with no descriptor left ---------------------------------------
+section=descriptors
+if want "$@"; then
+    # libunwind checks addresses through a pipe. A program that has no
+    # descriptor left for it (its limit lowered to 3, or every descriptor
+    # taken) still gets its stacks and its leak kinds: 9 blocks lost and 1
+    # kept at alloc_site's malloc, the line named in fx_nofd.c (valgrind
+    # agrees on "exhaust"; under valgrind "limit" cannot lower the limit).
+    src="$FIXTURES/fx_nofd.c"
+    line=$(grep -n "fx_nofd: the site" "$src" | cut -d: -f1)
+    for m in limit exhaust; do
+        "$ML" run -q -o "nofd-$m.mlt" -- "$B/fx_nofd" "$m" > "nofd-$m.txt" 2> err.txt
+        check "no descriptor left ($m): the program ran as it does alone" test "$(cat "nofd-$m.txt")" = "$m"
+        "$ML" report -q "nofd-$m.mlt" --json "nofd-$m.json" 2> err.txt
+        got=$("$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print(" ".join(sorted("%s:%d:%s:%s" % (s["kind"], s["blocks"], s["frames"][0]["function"] if s["frames"] else "-",
+                                        s["frames"][0]["line"] if s["frames"] else "-")
+                      for s in d["leaks"]["sites"] if s["bytes"] == 100 * s["blocks"])))' "nofd-$m.json")
+        check "no descriptor left ($m): 9 lost and 1 kept at alloc_site line $line ($got)" \
+            test "$got" = "definite:9:alloc_site:$line reachable:1:alloc_site:$line"
+    done
 fi
 
 echo "$fails failed"

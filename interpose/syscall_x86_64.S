@@ -1,0 +1,60 @@
+/* syscall_x86_64.S - syscall(), for libunwind's address check.
+ *
+ * libunwind checks that an address is readable with syscall(SYS_write,
+ * pipe, address, 1). When the program has no descriptor left for that pipe
+ * the descriptor is -1 (stacks.c, pipe2), and such a write from libunwind's
+ * code goes to ml__unw_check, which does the check without a descriptor.
+ * Every other call goes on to glibc's syscall() with its registers and
+ * stack untouched, by a jump: a raw vfork or clone through syscall() still
+ * returns into no frame of ours. Until ml__stacks_init has looked glibc's
+ * up, the call is made here, as glibc's own syscall.S makes it.
+ */
+    .text
+    .globl syscall
+    .type syscall, @function
+    .p2align 4
+syscall:
+    .cfi_startproc
+    cmpq $1, %rdi                 /* SYS_write */
+    jne 2f
+    testl %esi, %esi              /* the descriptor (an int) is negative */
+    jns 2f
+    movq (%rsp), %rax             /* called from libunwind's code */
+    cmpq ml__unw_lo(%rip), %rax
+    jb 2f
+    cmpq ml__unw_hi(%rip), %rax
+    jae 2f
+    movq %rdx, %rdi               /* ml__unw_check(address, length) */
+    movq %rcx, %rsi
+    jmp ml__unw_check
+2:
+    movq ml__real_syscall(%rip), %rax
+    testq %rax, %rax
+    jz 3f
+    jmp *%rax
+3:
+    movq %rdi, %rax               /* the number, then up to six arguments */
+    movq %rsi, %rdi
+    movq %rdx, %rsi
+    movq %rcx, %rdx
+    movq %r8, %r10
+    movq %r9, %r8
+    movq 8(%rsp), %r9
+    syscall
+    cmpq $-4095, %rax
+    jae 4f
+    ret
+4:
+    negl %eax                     /* errno = -rax, return -1 */
+    pushq %rax
+    .cfi_adjust_cfa_offset 8
+    call __errno_location@PLT
+    popq %rcx
+    .cfi_adjust_cfa_offset -8
+    movl %ecx, (%rax)
+    movq $-1, %rax
+    ret
+    .cfi_endproc
+    .size syscall, .-syscall
+
+    .section .note.GNU-stack,"",@progbits
