@@ -1201,6 +1201,18 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
     Dwarf_Addr addr = pc - m->base + ms->base0 - 1;
     const char *module = ml__sym_intern(s, m->path);
     const char *elfname = elf_symbol(s, ms, addr);
+    /* A return address that no call precedes: the first instruction of a
+     * function, put there as the outermost frame's return address
+     * (makecontext's __start_context, where a coroutine's function returns).
+     * The byte before it is no function's; the function is the one that
+     * starts at the address itself, as `eu-addr2line` names it. */
+    if (!elfname) {
+        const char *at = elf_symbol(s, ms, addr + 1);
+        if (at) {
+            addr++;
+            elfname = at;
+        }
+    }
     const char *outer = elfname ? demangled(s, elfname) : NULL;
 
     const char *file = NULL;

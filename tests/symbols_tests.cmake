@@ -12,6 +12,9 @@ target_compile_options(fx_cpp_sites_o2 PRIVATE -O2 -g)
 add_executable(fx_cpp_o2 ${FX}/fx_cpp.cpp)
 target_compile_options(fx_cpp_o2 PRIVATE -O2 -g)
 add_executable(fx_ns_inline ${FX}/fx_ns_inline.cpp)
+# Coroutines: the outermost frame returns to __start_context's first byte.
+add_executable(fx_coro ${FX}/fx_coro.c)
+target_compile_options(fx_coro PRIVATE -O1 -g -fno-builtin-malloc -fno-builtin-free)
 target_compile_options(fx_ns_inline PRIVATE -O2 -g)
 # The same fixtures built by clang (DWARF 5, no .debug_aranges, functions
 # inside DW_TAG_namespace), compared with llvm-symbolizer: "llvm:" below.
@@ -99,6 +102,7 @@ add_test(NAME symbols_oracle
           $<TARGET_FILE:memlens> $<TARGET_FILE:fx_inline_deep> $<TARGET_FILE:fx_inline>
           $<TARGET_FILE:fx_cpp_sites_o2> $<TARGET_FILE:fx_cpp_o2> $<TARGET_FILE:fx_cpp_sites>
           $<TARGET_FILE:fx_calltree> $<TARGET_FILE:fx_leaks> $<TARGET_FILE:fx_ns_inline>
+          $<TARGET_FILE:fx_coro>
           ${ML_FORTRAN_FX} ${ML_CLANG_FX})
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)

@@ -17,6 +17,11 @@ line. Two conventions are stated rather than papered over:
   as glibc's __libc_start_main (DW_AT_name __libc_start_main_impl);
 - a gfortran module procedure, symbol `__M_MOD_P`, is named `M::P`, as gdb
   names it (tests/e2e/test_fortran_sites.py);
+- a return address that no call instruction precedes (makecontext puts
+  the start of glibc's __start_context as the outermost frame of a
+  coroutine's stack) has no function at the address minus 1 ("??" and no
+  ELF symbol): there the oracle is asked about the address itself, as
+  memlens names it;
 - a relative source file is printed by eu-addr2line under the compilation
   directory ("./csu/../csu/libc-start.c"); memlens keeps the line table's
   name ("../csu/libc-start.c"): the oracle's must end with "/" + memlens's.
@@ -192,6 +197,13 @@ def check(memlens, program, work):
     answers = {}
     for mod in {t[3] for t in todo}:
         answers[mod] = oracle(mod, sorted({t[4] for t in todo if t[3] == mod}), llvm)
+        # No function before the address: the function that starts at it.
+        unnamed = [v for v, c in answers[mod].items() if not c or all(x[0] is None for x in c)]
+        if unnamed and not llvm:
+            at = oracle(mod, [v + 1 for v in unnamed])
+            for v in unnamed:
+                if at.get(v + 1) and at[v + 1][-1][0] is not None:
+                    answers[mod][v] = at[v + 1]
     checked = bad = inlined = 0
     for sid, first, got, mod, vaddr in todo:
         want = answers[mod].get(vaddr, [])
