@@ -64,7 +64,7 @@ int ml_cmd_diff(int argc, char **argv) {
             }
             i++;
             if (!strcmp(a, "--json")) {
-                json = val;
+                json = ml_cli_out_name(val);
             } else if (!strcmp(a, "--suppressions")) {
                 supp_path = val;
             } else if (!strcmp(a, "--alloc-fn")) {

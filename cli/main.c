@@ -2,6 +2,7 @@
 #include "ml_cli.h"
 #include "ml_config.h"
 #include "ml_options.h"
+#include "ml_outfile.h"
 #include "ml_viewer.h"
 
 #include <errno.h>
@@ -40,6 +41,10 @@ static bool canonical(const char *path, char *out, size_t len) {
     if (!realpath(dirname(d), dir)) return false;
     int n = snprintf(out, len, "%s/%s", dir, basename(b));
     return n > 0 && (size_t)n < len;
+}
+
+const char *ml_cli_out_name(const char *path) {
+    return path && ml_outfile_own_fd(path) == 1 ? "-" : path;
 }
 
 bool ml_cli_same_file(const char *a, const char *b) {

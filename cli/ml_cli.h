@@ -40,6 +40,10 @@ int ml_parse_bytes(const char *s, uint64_t *out);
 /** Whether the paths a and b name one file: the same inode when both exist,
  * else the same directory (resolved) and last name. */
 bool ml_cli_same_file(const char *a, const char *b);
+/* An output's name as the commands read it: "-" for /dev/stdout and the other
+ * names of descriptor 1 (ml_outfile_own_fd), so that stdout holds one
+ * document whichever way it is named; any other name as it is. */
+const char *ml_cli_out_name(const char *path);
 
 /** Whether the output path `out` would take the place of an input: one of
  * the traces (a file given, or a *.mlt file in a directory given, which a

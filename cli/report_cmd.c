@@ -198,21 +198,21 @@ static int parse(int argc, char **argv, report_opts_t *o) {
             o->out_flags |= ML_OUTFILE_GROUP;
         } else if (!strcmp(a, "--json")) {
             NEED();
-            o->json = val;
+            o->json = ml_cli_out_name(val);
         } else if (!strcmp(a, "--json-compact")) {
             o->json_compact = true;
         } else if (!strcmp(a, "--html")) {
             NEED();
-            o->html = val;
+            o->html = ml_cli_out_name(val);
         } else if (!strcmp(a, "--folded")) {
             NEED();
-            o->folded = val;
+            o->folded = ml_cli_out_name(val);
         } else if (!strcmp(a, "--pprof")) {
             NEED();
-            o->pprof = val;
+            o->pprof = ml_cli_out_name(val);
         } else if (!strcmp(a, "--speedscope")) {
             NEED();
-            o->speedscope = val;
+            o->speedscope = ml_cli_out_name(val);
         } else if (!strcmp(a, "--folded-metric")) {
             NEED();
             if (ml_fold_metric_parse(val, &o->metric) < 0) {

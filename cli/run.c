@@ -137,6 +137,14 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
                              "program's); name one, such as -o ./-");
                 return -1;
             }
+            int own = ml_outfile_own_fd(o->out);
+            if (own == 1 || own == 2) {
+                /* The program writes there too: the trace would be mixed into its output. */
+                ml_cli_error("run: -o %s is the program's %s as well: its output would be mixed into "
+                             "the trace; name a file",
+                             o->out, own == 1 ? "stdout" : "stderr");
+                return -1;
+            }
         } else if (!strcmp(a, "--follow-fork")) {
             o->follow_fork = true;
         } else if (!strcmp(a, "--force")) {

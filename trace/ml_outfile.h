@@ -13,6 +13,10 @@
  *   - ML_OUTFILE_NEW: PATH must not exist at all (default trace names);
  *   - a character device or a FIFO at PATH (/dev/null, a pipe) is written in
  *     place, opened without O_CREAT and without following links;
+ *   - a name of one of memlens' own open descriptors (/dev/stdout,
+ *     /dev/stderr, /dev/fd/N, /proc/self/fd/N: the shell's redirections and
+ *     process substitutions) is written in place through a copy of that
+ *     descriptor; no link is followed, the kernel's or any other;
  *   - ml_outfile_commit re-checks PATH, then renames (RENAME_NOREPLACE when
  *     PATH was absent, so a file created meanwhile is never replaced);
  *     before that it fsyncs the data, except with ML_OUTFILE_NOSYNC (reports:
@@ -41,6 +45,10 @@ typedef struct {
     char *path;     /* the destination */
     char *tmp;      /* the temporary file; NULL when writing in place */
 } ml_outfile_t;
+
+/** The descriptor PATH names when it is /dev/stdout (1), /dev/stderr (2),
+ * /dev/fd/N or /proc/self/fd/N (N); -1 for any other path. */
+int ml_outfile_own_fd(const char *path);
 
 /** Whether PATH may be written with these flags, without creating
  * anything. Returns 0 or a negative errno with a message in err. */

@@ -69,10 +69,44 @@ bool ml_outfile_is_ours(int fd) {
 /* The destination                                                           */
 /* ------------------------------------------------------------------------- */
 
+int ml_outfile_own_fd(const char *path) {
+    static const char *const prefix[] = {"/dev/fd/", "/proc/self/fd/"};
+    if (!strcmp(path, "/dev/stdout")) return 1;
+    if (!strcmp(path, "/dev/stderr")) return 2;
+    for (int i = 0; i < 2; i++) {
+        size_t n = strlen(prefix[i]);
+        if (strncmp(path, prefix[i], n)) continue;
+        const char *d = path + n;
+        long v = 0;
+        if (!*d || strlen(d) > 9) return -1;
+        for (; *d; d++) {
+            if (*d < '0' || *d > '9') return -1;
+            v = v * 10 + (*d - '0');
+        }
+        return (int)v;
+    }
+    return -1;
+}
+
 /* What is at PATH now: 0 nothing, 1 a regular file we may replace, 2 a
- * device or FIFO to write in place; or a negative errno with a message. */
+ * device or FIFO to write in place, 3 one of memlens' own descriptors
+ * (ml_outfile_own_fd); or a negative errno with a message. */
 static int inspect(const char *path, unsigned flags, char *err, size_t errlen) {
     struct stat st;
+    int own = ml_outfile_own_fd(path);
+    if (own >= 0) {
+        int fl = fcntl(own, F_GETFL);
+        if (fl < 0) {
+            snprintf(err, errlen, "cannot write %s: descriptor %d is not open (EBADF)", path, own);
+            return -EBADF;
+        }
+        if ((fl & O_ACCMODE) == O_RDONLY) {
+            snprintf(err, errlen, "cannot write %s: descriptor %d is open for reading only (EBADF)", path,
+                     own);
+            return -EBADF;
+        }
+        return 3;
+    }
     if (!*path) { /* lstat("") fails with ENOENT: it would pass for a new name */
         snprintf(err, errlen, "cannot write to an empty file name (ENOENT)");
         return -ENOENT;
@@ -136,6 +170,17 @@ int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err
     o->flags = flags;
     o->path = strdup(path);
     if (!o->path) goto oom;
+    if (what == 3) { /* written in place, through a copy of the descriptor */
+        o->fd = fcntl(ml_outfile_own_fd(path), F_DUPFD_CLOEXEC, 3);
+        if (o->fd < 0) {
+            int e = errno;
+            snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+            free(o->path);
+            o->path = NULL;
+            return -e;
+        }
+        return 0;
+    }
     if (what == 2) {
         o->fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
         if (o->fd < 0) {

@@ -184,6 +184,28 @@ if want "$@"; then
     check "... and BASE is as recorded" cmp -s in.mlt in.bak
     "$ML" report in.mlt --json tree/run.json --html in.html --no-advisor > /dev/null 2>&1
     check "other names are written" test $? -eq 0 -a -s tree/run.json -a -s in.html
+
+    # The names of memlens' own descriptors are not links to refuse but the
+    # descriptors themselves: /dev/stdout is "-" (one document on stdout, no
+    # summary mixed in), /dev/fd/N a shell's redirection or process
+    # substitution. The JSON must equal the one written to a file.
+    "$ML" report in.mlt --no-advisor --json ref.json > /dev/null 2>&1
+    "$ML" report in.mlt --no-advisor --json /dev/stdout > so.json 2> err.txt
+    check "report --json /dev/stdout writes the report to stdout (status $?), and only it" cmp -s so.json ref.json
+    "$ML" report in.mlt --no-advisor --json /dev/stdout --html - > /dev/null 2> err.txt
+    check "... and counts as stdout: two outputs there are refused (status $?)" test $? -eq 2
+    "$ML" report in.mlt --no-advisor -q --json /dev/fd/7 7> fd7.json
+    check "report --json /dev/fd/7 writes to descriptor 7 (status $?)" cmp -s fd7.json ref.json
+    "$ML" report in.mlt --no-advisor -q --json >(cat > ps.json)
+    wait $! 2> /dev/null
+    sleep 0.2
+    check "report --json >(cat > FILE), a process substitution" cmp -s ps.json ref.json
+    "$ML" report in.mlt --no-advisor -q --json /dev/fd/9 2> err.txt
+    check "a descriptor that is not open is refused (status $?)" test $? -eq 1
+    check "... saying so" has err.txt "cannot write /dev/fd/9: descriptor 9 is not open (EBADF)"
+    "$ML" run -q -o /dev/stdout -- "$FX" > /dev/null 2> err.txt
+    check "run -o /dev/stdout is refused: the program writes there (status $?)" test $? -eq 2
+    check "... saying why" has err.txt "program's stdout as well"
 fi
 
 # --- 2. environment and background jobs --------------------------------------
