@@ -174,9 +174,28 @@ out:
 
 struct sigaction ml_cli_old_xfsz;
 
+/* What a command printed on stdout (a summary, `dump`'s records, a report
+ * given "-") reaches it only when stdout takes it: `memlens report T >
+ * /dev/full` exited 0 with nothing written. At exit, as coreutils' tools do,
+ * the rest is flushed, and a write that failed is said and turns the exit
+ * status into 1. A report given "-" says its own failure (ml_out_commit),
+ * and clears the stream's error, so that it is said once. */
+static void close_stdout(void) {
+    errno = 0;
+    bool flushed = fflush(stdout) == 0;
+    if (flushed && !ferror(stdout)) return;
+    int e = errno;
+    if (!flushed && e)
+        fprintf(stderr, "memlens: error: cannot write to stdout: %s\n", strerror(e));
+    else
+        fprintf(stderr, "memlens: error: cannot write to stdout: a write failed; the output is incomplete\n");
+    _exit(ML_EXIT_ERROR);
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "report") || !strcmp(argv[1], "view") || !strcmp(argv[1], "diff")))
         restart_with_huge_pages(argv);
+    atexit(close_stdout);
     /* A file past the user's size limit (`ulimit -f`) is a write error
      * (EFBIG), said and cleaned up as a full disk is, not SIGXFSZ killing
      * memlens with its traces half written and its files left in /dev/shm.

@@ -42,6 +42,7 @@ int ml_out_open_flags(ml_out_t *o, const char *path, unsigned flags, char *err, 
 }
 
 void ml_out_abort(ml_out_t *o) {
+    if (o->f == stdout) clearerr(stdout); /* the caller says why: not again at exit */
     if (o->f && o->f != stdout) {
         /* The stream owns the descriptor: close it through the stream. */
         fclose(o->f);
@@ -56,7 +57,10 @@ int ml_out_commit(ml_out_t *o, char *err, size_t errlen) {
     int rc = 0;
     if (fflush(o->f) != 0 || ferror(o->f)) rc = -(errno ? errno : EIO);
     if (o->f == stdout) {
-        if (rc) snprintf(err, errlen, "cannot write the output: %s", strerror(-rc));
+        if (rc) {
+            snprintf(err, errlen, "cannot write the output: %s", strerror(-rc));
+            clearerr(stdout); /* said here: not again at exit (cli/main.c) */
+        }
         memset(o, 0, sizeof *o);
         o->file.fd = -1;
         return rc;

@@ -484,6 +484,21 @@ fi
 # --- 6. messages and exit statuses ---------------------------------------------
 section=messages
 if want "$@"; then
+    # What goes to stdout must get there: a full device or a closed stdout
+    # is an error (exit 1, said once), as for coreutils' tools; it was exit 0.
+    "$ML" run -q -o out.mlt -- "$FX" > /dev/null 2>&1
+    for cmd in "report out.mlt" "dump out.mlt" "diff out.mlt out.mlt" "report out.mlt --no-advisor --json -" "--version"; do
+        # shellcheck disable=SC2086
+        "$ML" $cmd > /dev/full 2> err.txt
+        check "$cmd > /dev/full: exit 1 (got $?)" test $? -eq 1
+        check "... said once ($(head -c 80 err.txt))" test "$(grep -c 'memlens: error: cannot write' err.txt)" -eq 1
+    done
+    "$ML" report out.mlt >&- 2> err.txt
+    check "report with stdout closed: exit 1 (got $?), said" test $? -eq 1 -a -n "$(grep 'cannot write to stdout' err.txt)"
+    "$FX" > /dev/full 2> /dev/null
+    plain=$?
+    "$ML" run -q -o out2.mlt -- "$FX" > /dev/full 2> /dev/null
+    check "run keeps the program's status when the program's stdout is full (got $?, alone $plain)" test $? -eq $plain
     "$ML" run -q -o x.mlt -- ./no-such-program > /dev/null 2> err.txt
     check "a missing PROG gives 127 (got $?)" test $? -eq 127
     "$ML" run -q -o x.mlt -- no-such-program-on-path > /dev/null 2>&1
