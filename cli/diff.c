@@ -46,6 +46,19 @@ static void usage_diff(FILE *f) {
           f);
 }
 
+/* The diff table, through the stream that keeps a trace's control bytes
+ * off the terminal (text_out.c). */
+typedef struct {
+    const ml_analysis_t *base, *cur;
+    const ml_diff_t *d;
+    const ml_diff_report_opts_t *ro;
+} diff_text_t;
+
+static void write_diff_text(FILE *f, void *p) {
+    const diff_text_t *t = p;
+    ml_report_diff_text(f, t->base, t->cur, t->d, t->ro);
+}
+
 int ml_cmd_diff(int argc, char **argv) {
     const char *paths[2] = {NULL, NULL}, *json = NULL, *supp_path = NULL;
     bool gate = false, no_symbols = false, quiet = false;
@@ -134,9 +147,9 @@ int ml_cmd_diff(int argc, char **argv) {
     }
     /* Two different programs: a diff still runs (sites are matched by
      * function name), but the user is told; the JSON says it too. */
-    char warning[2 * PATH_MAX + 256];
+    char warning[2 * PATH_MAX + 256], safe[sizeof warning];
     if (!quiet && ml_report_diff_program_warning(base, cur, warning, sizeof warning))
-        fprintf(stderr, "memlens: warning: %s\n", warning);
+        fprintf(stderr, "memlens: warning: %s\n", ml_cli_safe(warning, safe, sizeof safe));
     /* A launcher's trace (a pyenv shim, `sh -c 'exec prog'`): the program
      * it became is in another trace, which is what a diff should compare. */
     for (int k = 0; k < 2 && !quiet; k++) {
@@ -145,7 +158,7 @@ int ml_cmd_diff(int argc, char **argv) {
             fprintf(stderr,
                     "memlens: warning: %s: its process replaced itself by exec; the program it became, %s, "
                     "is traced in %s: diff that trace\n",
-                    paths[k], last_exe, last);
+                    paths[k], ml_cli_safe(last_exe, safe, sizeof safe), last);
     }
     if (ml_diff_new(base, cur, &d) < 0) {
         ml_cli_error("out of memory");
@@ -173,8 +186,8 @@ int ml_cmd_diff(int argc, char **argv) {
     }
     if (!json || strcmp(json, "-")) {
         ro.top = top;
-        ml_report_diff_text(stdout, base, cur, d, &ro);
-        fflush(stdout);
+        diff_text_t dt = {base, cur, d, &ro};
+        ml_cli_text_report(write_diff_text, &dt);
     }
     if (gate) {
         for (int m = 0; m <= ML_DIFF_CALLS; m++) {

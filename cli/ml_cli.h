@@ -10,6 +10,7 @@
 #define ML_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include <signal.h>
 #include "ml_collector.h"
@@ -44,6 +45,13 @@ bool ml_cli_same_file(const char *a, const char *b);
  * names of descriptor 1 (ml_outfile_own_fd), so that stdout holds one
  * document whichever way it is named; any other name as it is. */
 const char *ml_cli_out_name(const char *path);
+/* Calls write(f, ctx) with f a stream onto stdout that writes '?' for every
+ * control byte but newline and tab (text_out.c: a hostile trace's strings
+ * in a text report), and flushes it. -1 when a write to stdout failed. */
+int ml_cli_text_report(void (*write)(FILE *, void *), void *ctx);
+/* s with the same bytes replaced by '?' (newline too), in buf (len bytes
+ * at most): for a message on stderr that quotes a trace's strings. */
+const char *ml_cli_safe(const char *s, char *buf, size_t len);
 
 /** Whether the output path `out` would take the place of an input: one of
  * the traces (a file given, or a *.mlt file in a directory given, which a

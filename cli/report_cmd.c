@@ -514,6 +514,18 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
     return a;
 }
 
+/* The summary, through the stream that keeps a trace's control bytes off
+ * the terminal (text_out.c). */
+typedef struct {
+    const ml_analysis_t *a;
+    const char *trace;
+} text_ctx_t;
+
+static void write_text(FILE *f, void *p) {
+    const text_ctx_t *c = p;
+    ml_report_text(f, c->a, c->trace, 10);
+}
+
 /* "memlens: wrote PATH (SIZE)" on stderr, for a file (not stdout). */
 static void say_wrote(const char *path, bool quiet) {
     struct stat st;
@@ -743,7 +755,8 @@ int ml_cmd_report(int argc, char **argv) {
         ml_cli_stage_end();
         if (arc < 0 && !o.quiet)
             fprintf(stderr, "memlens: warning: strategy advisor: %s\n", err);
-        if (warn[0] && !o.quiet) fprintf(stderr, "memlens: warning: %s\n", warn);
+        char safe[4096];
+        if (warn[0] && !o.quiet) fprintf(stderr, "memlens: warning: %s\n", ml_cli_safe(warn, safe, sizeof safe));
         ro.advice = advice;
         if (o.html) buckets_start(&buckets); /* no replay read the whole trace */
     }
@@ -812,15 +825,16 @@ int ml_cmd_report(int argc, char **argv) {
     }
     bool files = o.json || o.html || o.folded || o.pprof || o.speedscope;
     if (!files || (o.summary && code == ML_EXIT_OK)) {
-        ml_report_text(stdout, a, o.trace, 10);
-        fflush(stdout);
+        text_ctx_t tc = {a, o.trace};
+        ml_cli_text_report(write_text, &tc);
     }
     if (files && !o.quiet) {
         const char *const *w;
         size_t nw = ml_analysis_warnings(a, &w);
+        char safe[4096];
         for (size_t i = 0; i < nw; i++)
             if (!strstr(w[i], "truncated") && !strstr(w[i], "ends early"))
-                fprintf(stderr, "memlens: warning: %s\n", w[i]);
+                fprintf(stderr, "memlens: warning: %s\n", ml_cli_safe(w[i], safe, sizeof safe));
     }
 
     /* Gates, after the reports: the evidence is on disk. */

@@ -203,6 +203,20 @@ static int gates(const ml_report_many_opts_t *o, const ml_merge_t *m) {
     return code;
 }
 
+/* The text tables, through the stream that keeps a trace's control bytes
+ * off the terminal (text_out.c). */
+typedef struct {
+    const ml_report_many_opts_t *o;
+    const ml_merge_t *m;
+    const ml_report_merge_opts_t *ro;
+} text_ctx_t;
+
+static void write_text(FILE *f, void *p) {
+    const text_ctx_t *c = p;
+    if (c->o->by_process) ml_report_by_process(f, c->m, c->o->by_metric, 0);
+    else ml_report_text_merged(f, c->m, c->ro, 10);
+}
+
 static int write_outputs(const ml_report_many_opts_t *o, const ml_merge_t *m, const ml_report_merge_opts_t *ro) {
     char err[1024];
     if (o->json) {
@@ -238,12 +252,10 @@ static int write_outputs(const ml_report_many_opts_t *o, const ml_merge_t *m, co
             return ML_EXIT_ERROR;
         }
     }
-    if (o->by_process) {
-        ml_report_by_process(stdout, m, o->by_metric, 0);
-    } else if (!o->json && !o->html) {
-        ml_report_text_merged(stdout, m, ro, 10);
+    if (o->by_process || (!o->json && !o->html)) {
+        text_ctx_t tc = {o, m, ro};
+        ml_cli_text_report(write_text, &tc);
     }
-    fflush(stdout);
     return ML_EXIT_OK;
 }
 
@@ -308,9 +320,10 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
     if (code == ML_EXIT_OK && !o->quiet && (o->json || o->html)) {
         const char *const *w;
         size_t nw = ml_merge_warnings(m, &w);
+        char safe[4096];
         for (size_t i = 0; i < nw; i++)
             if (!strstr(w[i], "truncated") && !strstr(w[i], "ends early"))
-                fprintf(stderr, "memlens: warning: %s\n", w[i]);
+                fprintf(stderr, "memlens: warning: %s\n", ml_cli_safe(w[i], safe, sizeof safe));
     }
     if (code == ML_EXIT_OK) code = gates(o, m);
 out:

@@ -397,6 +397,26 @@ fi
 # --- 4. inputs that are not regular files --------------------------------------
 section=inputs
 if want "$@"; then
+    # A trace's strings reach the terminal only without their control bytes:
+    # a program in a directory whose name holds ESC [31m and a C1 CSI
+    # (C2 9B) printed them raw in report's and diff's text and in diff's
+    # warning on stderr. Each must read '?' instead.
+    esc=$(printf 'esc\033[31mred\302\233x')
+    mkdir -p "$esc"
+    cp "$FX" "$esc/prog"
+    (cd "$esc" && "$ML" run -q -o ../esc.mlt -- ./prog > /dev/null 2>&1)
+    "$ML" run -q -o plain.mlt -- /bin/true > /dev/null 2>&1
+    mkdir -p escdir
+    cp esc.mlt escdir/
+    "$ML" report esc.mlt > text.txt 2> err.txt
+    "$ML" diff esc.mlt esc.mlt >> text.txt 2>> err.txt
+    "$ML" report escdir >> text.txt 2>> err.txt
+    "$ML" diff plain.mlt esc.mlt >> text.txt 2>> err.txt
+    check "the path is in the text reports, with '?' for its control bytes" \
+        test "$(grep -c 'esc?\[31mred?x/prog' text.txt)" -ge 1
+    check "... and diff's warning on stderr names it so" has err.txt 'esc?\[31mred?x/prog'
+    check "no ESC byte reached stdout or stderr" test -z "$(LC_ALL=C grep -l "$(printf '\033')" text.txt err.txt)"
+    check "no C1 control reached stdout or stderr" test -z "$(LC_ALL=C grep -l "$(printf '\302\233')" text.txt err.txt)"
     mkfifo fifo.mlt
     for cmd in "report fifo.mlt" "dump fifo.mlt" "diff fifo.mlt fifo.mlt"; do
         timeout 20 "$ML" $cmd > /dev/null 2> err.txt

@@ -1,0 +1,89 @@
+/* text_out.c - the text reports' stdout, without the trace's control bytes.
+ *
+ * A trace may come from anyone (docs/security.md, "Hostile input files"),
+ * and its strings (the program's path and arguments, function, file and
+ * thread names) are printed as they are by the text reports of `report`
+ * and `diff`. An escape sequence in one reached the terminal: a directory
+ * named "esc\033[31mRED" turned the rest of the report red, and other
+ * sequences set the window title or worse. `dump` escapes such bytes and
+ * the viewer replaces them; the text reports now go through this stream,
+ * which writes `?` for every control byte but newline and tab (C0, DEL,
+ * and C1 controls as UTF-8 encodes them, C2 80-9F). The reports themselves
+ * write no escape sequences, so nothing of theirs is lost. Binary and JSON
+ * outputs on stdout do not go through it.
+ */
+#define _GNU_SOURCE
+#include "ml_cli.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    FILE *to;
+    bool c2; /* the last byte written was 0xC2: the next may make a C1 control */
+} text_out_t;
+
+static ssize_t text_write(void *cookie, const char *buf, size_t n) {
+    text_out_t *t = cookie;
+    char out[4096 + 2];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if (t->c2) {
+            t->c2 = false;
+            if (c >= 0x80 && c <= 0x9f) {
+                out[k++] = '?'; /* a C1 control: one ? for the pair */
+                continue;
+            }
+            out[k++] = (char)0xc2;
+        }
+        if (c == 0xc2) {
+            t->c2 = true;
+        } else if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) {
+            out[k++] = '?';
+        } else {
+            out[k++] = (char)c;
+        }
+        if (k >= sizeof out - 2) {
+            if (fwrite(out, 1, k, t->to) != k) return -1;
+            k = 0;
+        }
+    }
+    if (k && fwrite(out, 1, k, t->to) != k) return -1;
+    return (ssize_t)n;
+}
+
+static int text_close(void *cookie) {
+    text_out_t *t = cookie;
+    int rc = 0;
+    if (t->c2 && fputc(0xc2, t->to) == EOF) rc = EOF; /* a lone C2 at the end: as it was */
+    if (fflush(t->to) == EOF) rc = EOF;
+    return rc;
+}
+
+int ml_cli_text_report(void (*write)(FILE *, void *), void *ctx) {
+    text_out_t t = {stdout, false};
+    FILE *f = fopencookie(&t, "w", (cookie_io_functions_t){.write = text_write, .close = text_close});
+    if (!f) { /* no memory for a stream: the report as it is */
+        write(stdout, ctx);
+        return fflush(stdout) == EOF ? -1 : 0;
+    }
+    write(f, ctx);
+    return fclose(f) == EOF ? -1 : 0;
+}
+
+const char *ml_cli_safe(const char *s, char *buf, size_t len) {
+    size_t k = 0;
+    if (!len) return "";
+    for (const unsigned char *p = (const unsigned char *)s; *p && k + 1 < len; p++) {
+        if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+            buf[k++] = '?';
+            p++;
+        } else {
+            buf[k++] = (*p < 0x20 && *p != '\t') || *p == 0x7f ? '?' : (char)*p;
+        }
+    }
+    buf[k] = '\0';
+    return buf;
+}
