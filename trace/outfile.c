@@ -170,19 +170,11 @@ int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err
     o->flags = flags;
     o->path = strdup(path);
     if (!o->path) goto oom;
-    if (what == 3) { /* written in place, through a copy of the descriptor */
-        o->fd = fcntl(ml_outfile_own_fd(path), F_DUPFD_CLOEXEC, 3);
-        if (o->fd < 0) {
-            int e = errno;
-            snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
-            free(o->path);
-            o->path = NULL;
-            return -e;
-        }
-        return 0;
-    }
-    if (what == 2) {
-        o->fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (what >= 2) {
+        /* Written in place: a device or FIFO opened without following a
+         * link, or a copy of one of memlens' own descriptors. */
+        o->fd = what == 3 ? fcntl(ml_outfile_own_fd(path), F_DUPFD_CLOEXEC, 3)
+                          : open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
         if (o->fd < 0) {
             int e = errno;
             snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
