@@ -192,6 +192,25 @@ static void close_stdout(void) {
     _exit(ML_EXIT_ERROR);
 }
 
+/* report and diff write their files under temporary names (ml_outfile.h).
+ * Killed by SIGINT, SIGTERM or SIGHUP, they left PATH.tmp.XXXXXX behind,
+ * half written. They now remove them first, then die of the same signal,
+ * as a calling script expects. A signal ignored at the start (a background
+ * job of a script ignores SIGINT) stays ignored. */
+static void remove_partial_reports(int sig) {
+    ml_outfile_unlink_live();
+    raise(sig); /* SA_RESETHAND: the default action, once this handler returns */
+}
+
+static void on_fatal_signals_remove_reports(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old, sa = {.sa_handler = remove_partial_reports, .sa_flags = SA_RESETHAND};
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL) sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "report") || !strcmp(argv[1], "view") || !strcmp(argv[1], "diff")))
         restart_with_huge_pages(argv);
@@ -214,6 +233,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "attach")) return ml_cmd_attach(argc - 1, argv + 1);
     if (!strcmp(cmd, "dump")) return ml_cmd_dump(argc - 1, argv + 1);
     if (!strcmp(cmd, "view")) return ml_cmd_view(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report") || !strcmp(cmd, "diff")) on_fatal_signals_remove_reports();
     if (!strcmp(cmd, "report")) return ml_cmd_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "diff")) return ml_cmd_diff(argc - 1, argv + 1);
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {

@@ -46,6 +46,10 @@ typedef struct {
     char *tmp;      /* the temporary file; NULL when writing in place */
 } ml_outfile_t;
 
+/** Unlinks the temporary files of the ML_OUTFILE_NOSYNC outputs (reports)
+ * being written; async-signal-safe, for a handler of a fatal signal. */
+void ml_outfile_unlink_live(void);
+
 /** The descriptor PATH names when it is /dev/stdout (1), /dev/stderr (2),
  * /dev/fd/N or /proc/self/fd/N (N); -1 for any other path. */
 int ml_outfile_own_fd(const char *path);

@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,6 +71,38 @@ bool ml_outfile_is_ours(int fd) {
 /* ------------------------------------------------------------------------- */
 /* The destination                                                           */
 /* ------------------------------------------------------------------------- */
+
+/* ------------------------------------------------------------------------- */
+/* Reports being written, for a signal to remove                             */
+/* ------------------------------------------------------------------------- */
+
+/* The temporary files of the reports being written (ML_OUTFILE_NOSYNC: made
+ * from a trace, made again by the next report). A report killed by SIGTERM
+ * or SIGHUP left PATH.tmp.XXXXXX behind, half written: the analysis
+ * commands' handler (cli/main.c) calls ml_outfile_unlink_live, which only
+ * reads these slots and unlinks, both safe in a signal handler. A trace
+ * (run, attach) is never registered: cut short, it is still a trace. */
+#define LIVE_MAX 16
+static char *_Atomic live[LIVE_MAX];
+
+static void live_add(char *tmp) {
+    for (int i = 0; i < LIVE_MAX; i++) {
+        char *none = NULL;
+        if (atomic_compare_exchange_strong(&live[i], &none, tmp)) return;
+    }
+}
+
+static void live_drop(const char *tmp) {
+    for (int i = 0; tmp && i < LIVE_MAX; i++)
+        if (atomic_load(&live[i]) == tmp) atomic_store(&live[i], NULL);
+}
+
+void ml_outfile_unlink_live(void) {
+    for (int i = 0; i < LIVE_MAX; i++) {
+        char *p = atomic_load(&live[i]);
+        if (p) unlink(p);
+    }
+}
 
 int ml_outfile_own_fd(const char *path) {
     static const char *const prefix[] = {"/dev/fd/", "/proc/self/fd/"};
@@ -188,8 +223,18 @@ int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err
         o->tmp = NULL;
         goto oom;
     }
-    /* mkostemp: O_CREAT|O_EXCL, mode 0600, a random name. */
+    /* mkostemp: O_CREAT|O_EXCL, mode 0600, a random name. A report's file
+     * is registered for the signal handler before a signal can arrive:
+     * one taken between the two would leave it behind. */
+    sigset_t fatal, was;
+    sigemptyset(&fatal);
+    sigaddset(&fatal, SIGINT);
+    sigaddset(&fatal, SIGTERM);
+    sigaddset(&fatal, SIGHUP);
+    bool masked = (flags & ML_OUTFILE_NOSYNC) && pthread_sigmask(SIG_BLOCK, &fatal, &was) == 0;
     o->fd = mkostemp(o->tmp, O_CLOEXEC);
+    if (o->fd >= 0 && (flags & ML_OUTFILE_NOSYNC)) live_add(o->tmp);
+    if (masked) pthread_sigmask(SIG_SETMASK, &was, NULL);
     if (o->fd < 0) {
         int e = errno;
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
@@ -215,6 +260,7 @@ oom:
 }
 
 static void release(ml_outfile_t *o) {
+    live_drop(o->tmp);
     free(o->path);
     free(o->tmp);
     memset(o, 0, sizeof *o);

@@ -392,6 +392,38 @@ print("%s %s" % ("waiting" if alive else "ended", "signal %d" % -r if r < 0 else
     check "the program's SIGPIPE is not ignored" test "$(pipe_ignored)" = 0
     (trap '' PIPE; "$ML" run -q -o pipe2.mlt -- sh pipe-prog.sh)
     check "a caller's ignored SIGPIPE stays ignored for the program" test "$(pipe_ignored)" = 1
+
+    # A report killed while it writes leaves no PATH.tmp.XXXXXX behind (it
+    # left them half written), keeps the file an earlier report made, and
+    # dies of the signal. The report is stopped (SIGSTOP) as soon as its
+    # temporary file appears, then signalled and let go.
+    PYTHONMALLOC=malloc "$ML" run -q -o imp.mlt -- "$PY" -c 'import json, argparse, decimal' > /dev/null 2>&1
+    mkdir -p killed
+    "$ML" report imp.mlt -q --no-advisor --json-compact --json killed/r.json
+    cp killed/r.json r.before
+    for sig in TERM HUP INT; do
+        res=$("$PY" -c 'import os, signal, subprocess, sys, time
+ml, trace, d, sig = sys.argv[1:5]
+p = subprocess.Popen([ml, "report", trace, "-q", "--no-advisor", "--json-compact", "--json", d + "/r.json"],
+                     start_new_session=True)
+seen = False
+t0 = time.time()
+while p.poll() is None and time.time() - t0 < 60:
+    if any(f.startswith("r.json.tmp.") for f in os.listdir(d)):
+        os.kill(p.pid, signal.SIGSTOP)
+        seen = True
+        break
+    time.sleep(0.0005)
+if seen:
+    os.kill(p.pid, getattr(signal, "SIG" + sig))
+    os.kill(p.pid, signal.SIGCONT)
+rc = p.wait()
+print("seen" if seen else "missed", rc, len([f for f in os.listdir(d) if ".tmp." in f]))' "$ML" imp.mlt killed "$sig")
+        case $sig in TERM) n=15 ;; HUP) n=1 ;; INT) n=2 ;; esac
+        check "report killed by SIG$sig while writing: dies of it, no temporary file left ($res)" \
+            test "$res" = "seen -$n 0"
+        check "... and the earlier report is intact" cmp -s killed/r.json r.before
+    done
 fi
 
 # --- 4. inputs that are not regular files --------------------------------------
