@@ -413,6 +413,38 @@ static int check_deadline(const scan_t *s) {
     return s->io->deadline_ns && now_ns() > s->io->deadline_ns ? -ETIMEDOUT : 0;
 }
 
+/* A read the reader could not make whole ([addr, addr + len) at mem): the
+ * kernel never splits a request, so one unreadable page (a program's guard
+ * page, mprotect PROT_NONE inside a block) failed the whole block, and the
+ * pointers on its other pages were not seen: what they held counted as
+ * definitely lost where valgrind says reachable. Read page by page instead;
+ * an unreadable page reads as zeros, which point nowhere. Returns the bytes
+ * read, or a negative errno when reading is pointless. */
+#define READ_PAGE 4096u
+#define PAGE_REQS 64
+
+static int64_t read_by_page(scan_t *s, uint64_t addr, size_t len, uint8_t *mem) {
+    uint64_t end = addr + len, at = addr;
+    int64_t got = 0;
+    while (at < end) {
+        ml_reach_req_t q[PAGE_REQS];
+        size_t n = 0;
+        for (; n < PAGE_REQS && at < end; n++) {
+            uint64_t next = (at | (READ_PAGE - 1)) + 1;
+            if (next > end) next = end;
+            q[n] = (ml_reach_req_t){at, (size_t)(next - at), mem + (at - addr), 0};
+            at = next;
+        }
+        int rc = s->io->read(s->io->ctx, q, n);
+        if (rc < 0) return rc;
+        for (size_t i = 0; i < n; i++) {
+            if (q[i].got < q[i].len) memset((uint8_t *)q[i].buf + q[i].got, 0, q[i].len - q[i].got);
+            got += (int64_t)q[i].got;
+        }
+    }
+    return got;
+}
+
 /* Reads [addr, addr + len) in pieces and scans it, but for the pages the
  * reader says were never touched (ml_reach_io_t.resident_run). */
 static int scan_range(scan_t *s, uint64_t addr, uint64_t len, uint64_t *counter) {
@@ -438,8 +470,15 @@ static int scan_range(scan_t *s, uint64_t addr, uint64_t len, uint64_t *counter)
         ml_reach_req_t r = {addr, piece, s->buf, 0};
         int rc = s->io->read(s->io->ctx, &r, 1);
         if (rc < 0) return rc;
+        size_t scan = r.got;
+        if (r.got < piece) {
+            int64_t g = read_by_page(s, addr, piece, s->buf);
+            if (g < 0) return (int)g;
+            r.got = (size_t)g;
+            scan = piece;
+        }
         *counter += r.got;
-        if ((rc = scan_words(s, s->buf, r.got)) < 0) return rc;
+        if ((rc = scan_words(s, s->buf, scan)) < 0) return rc;
         if ((rc = check_deadline(s)) < 0) return rc;
         addr += piece;
         len -= piece;
@@ -516,14 +555,23 @@ static int scan_blocks(scan_t *s, const uint32_t *idx, size_t n) {
                 size_t len = (size_t)(size & ~7ull);
                 uint8_t *mem = (uint8_t *)r->buf + (ptr - r->addr);
                 size_t got = len;
+                int64_t unread = 0;
                 if (r->got < r->len) {
                     /* Part of the span could not be read: this block on its
-                     * own, as if it had been a request of its own. */
+                     * own, as if it had been a request of its own, and page
+                     * by page if that fails too. */
                     ml_reach_req_t one = {ptr, len, mem, 0};
                     if ((rc = s->io->read(s->io->ctx, &one, 1)) < 0) return rc;
                     got = one.got;
+                    if (got < len) {
+                        int64_t g = read_by_page(s, ptr, len, mem);
+                        if (g < 0) return (int)g;
+                        unread = (int64_t)len - g;
+                        got = len;
+                    }
                 }
                 if ((rc = scan_block(s, idx[i + j], mem, got)) < 0) return rc;
+                s->st->heap_bytes -= (uint64_t)unread; /* the bytes read, not the zeros */
             }
             i += k;
             if ((rc = check_deadline(s)) < 0) return rc;
