@@ -17,6 +17,7 @@
 #include "ml_viewer.h"
 
 #include <elf.h>
+#include <gelf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -235,6 +236,39 @@ static int resolve_program(const char *name, char *out, size_t len) {
     return err;
 }
 
+/* Whether the program at path is built with AddressSanitizer: it needs
+ * libasan, or carries ASan's runtime itself (clang links it statically and
+ * exports __asan_init). */
+static bool built_with_asan(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    bool found = false;
+    Elf *e = elf_version(EV_CURRENT) != EV_NONE ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
+    for (Elf_Scn *scn = NULL; e && !found && (scn = elf_nextscn(e, scn));) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || !sh.sh_entsize || (sh.sh_type != SHT_DYNAMIC && sh.sh_type != SHT_DYNSYM))
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        for (size_t i = 0; d && !found && i < sh.sh_size / sh.sh_entsize; i++) {
+            const char *name = NULL;
+            GElf_Dyn dyn;
+            GElf_Sym sym;
+            if (sh.sh_type == SHT_DYNAMIC) {
+                if (!gelf_getdyn(d, (int)i, &dyn)) break;
+                if (dyn.d_tag == DT_NEEDED) name = elf_strptr(e, sh.sh_link, dyn.d_un.d_val);
+                found = name && !strncmp(name, "libasan.so", 10);
+            } else {
+                if (!gelf_getsym(d, (int)i, &sym)) break;
+                if (sym.st_shndx != SHN_UNDEF) name = elf_strptr(e, sh.sh_link, sym.st_name);
+                found = name && !strcmp(name, "__asan_init");
+            }
+        }
+    }
+    if (e) elf_end(e);
+    close(fd);
+    return found;
+}
+
 /* Returns NULL when the program can be preloaded, else why not. */
 static const char *preload_obstacle(const char *path, int depth) {
     static char why[PATH_MAX + 128];
@@ -279,6 +313,21 @@ static const char *preload_obstacle(const char *path, int depth) {
         snprintf(why, sizeof why,
                  "%s is statically linked: there is no dynamic loader to preload libmemlens.so "
                  "into, so its allocations cannot be recorded. Link it dynamically to profile it",
+                 path);
+        return why;
+    }
+    /* ASan's runtime stops a program in which any library is loaded ahead of
+     * it ("ASan runtime does not come first in initial library list"), as
+     * libmemlens.so is; with that check off it runs, and is recorded, its
+     * blocks coming from ASan's allocator. */
+    const char *asan = getenv("ASAN_OPTIONS");
+    if (built_with_asan(path) &&
+        !(asan && (strstr(asan, "verify_asan_link_order=0") || strstr(asan, "verify_asan_link_order=false")))) {
+        snprintf(why, sizeof why,
+                 "%s is built with AddressSanitizer, whose runtime stops the program when a library "
+                 "is preloaded ahead of it, as libmemlens.so is. Turn that check off and memlens records "
+                 "it: ASAN_OPTIONS=verify_asan_link_order=0 memlens run -- PROG (add your own ASAN_OPTIONS "
+                 "after a colon)",
                  path);
         return why;
     }

@@ -1246,15 +1246,42 @@ void ml__attach_mallinfo(void *fn) {
     real_mallinfo2 = (typeof(real_mallinfo2))fn;
 }
 
+/* Set when the first ml__init ran before libc had set up `environ`. A
+ * sanitizer's runtime (ThreadSanitizer, LeakSanitizer) initialises from
+ * the program's .preinit_array, before libc's own initialisation, and
+ * allocates there: the first hook call found no environment, so no ML_CTL,
+ * and the process stayed unrecorded ("ran but was never traced"). Then the
+ * real functions are resolved (the hooks pass calls through), and joining
+ * the session waits for ml_ctor, which runs once libc is initialised. */
+static _Atomic int start_deferred, start_once;
+
+static void start_session(void) {
+    int expected = 0;
+    if (!ml_atomic_cas_strong_acq_rel(&start_once, &expected, 1)) return;
+    ml__tls.guard++;
+    ml__state_set(ML_STATE_INIT);
+    read_options();
+    ml__state_set(start_recording());
+    ml__tls.guard--;
+}
+
 void ml__init(void) {
     int expected = 0;
     if (ml_atomic_cas_strong_acq_rel(&init_once, &expected, 1)) {
         ml__tls.guard++;
         ml__state_set(ML_STATE_INIT);
         resolve_real();
-        read_options();
-        ml__state_set(start_recording());
+        if (!environ) {
+            ml_atomic_store_release(&start_deferred, 1);
+            ml__state_set(ML_STATE_UNINIT);
+            ml__tls.guard--;
+            return;
+        }
         ml__tls.guard--;
+        start_session();
+    } else if (ml_atomic_load_acquire(&start_deferred) && environ) {
+        start_session();
+        while (ml__state_acquire() == ML_STATE_INIT && !ml__tls.guard) ml_cpu_relax();
     } else {
         /* Another thread is initialising: wait for the real functions (the
          * initialising thread itself gets here with its guard raised). */

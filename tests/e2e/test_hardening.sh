@@ -649,7 +649,67 @@ if want "$@"; then
     fi
 fi
 
-# --- 7. a program with no descriptor left ---------------------------------------
+# --- 7. programs built with a sanitizer ----------------------------------------
+section=sanitized
+if want "$@"; then
+    # ThreadSanitizer's and LeakSanitizer's runtimes start before libc (the
+    # program's .preinit_array) and allocate there: such a program "ran but
+    # was never traced". Each must be traced, its sites and kinds exact, and
+    # its exit scan must finish (ThreadSanitizer's 35 TiB of shadow ran it
+    # into its 20 s limit, every verdict lost), saying what it left out.
+    src="$FIXTURES/fx_sanitized.c"
+    line=$(grep -n "fx_sanitized: the site" "$src" | cut -d: -f1)
+    for fx in fx_tsan fx_lsan; do
+        if [ ! -x "$B/$fx" ]; then
+            echo "skip $fx (the compiler has no such sanitizer)"
+            continue
+        fi
+        if [ "$(LSAN_OPTIONS=detect_leaks=0 "$B/$fx" 2> /dev/null)" != sanitized ]; then
+            echo "skip $fx (it does not run here even alone: the sanitizer and this kernel disagree)"
+            continue
+        fi
+        LSAN_OPTIONS=detect_leaks=0 "$ML" run -o "$fx.mlt" -- "$B/$fx" > "$fx.out" 2> err.txt
+        st=$?
+        check "$fx runs as it does alone (status $st, '$(cat "$fx.out")')" test $st -eq 0 -a "$(cat "$fx.out")" = sanitized
+        check "$fx is traced" test -z "$(grep 'never traced' err.txt)" -a -s "$fx.mlt"
+        "$ML" report "$fx.mlt" -q --json "$fx.json" 2> /dev/null
+        got=$("$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+s = sorted("%s:%d:%d:%s" % (x["kind"], x["bytes"], x["blocks"], x["frames"][0]["line"]) for x in d["leaks"]["sites"]
+           if x["frames"] and x["frames"][0]["function"] == "alloc_site")
+a = sorted(x["bytes_allocated"] for x in d["sites"] if x["frames"] and x["frames"][0]["function"] == "alloc_site")
+print(" ".join(s), a)' "$fx.json" 2> /dev/null)
+        check "$fx: 100 B lost, 200 B kept, 300 B freed, at line $line ($got)" \
+            test "$got" = "definite:100:1:$line reachable:200:1:$line [100, 200, 300]"
+        check "$fx: the exit scan finished" test -n "$("$ML" dump "$fx.mlt" | grep ' reach-scan status=0 ')"
+    done
+    if [ -x "$B/fx_tsan" ] && [ "$(LSAN_OPTIONS=detect_leaks=0 "$B/fx_tsan" 2> /dev/null)" = sanitized ]; then
+        LSAN_OPTIONS=detect_leaks=0 "$ML" run -q -o tsan2.mlt -- "$B/fx_tsan" > /dev/null 2> err.txt
+        check "ThreadSanitizer's shadow is said to be left out of the scan" \
+            has err.txt "not scanned for pointers at exit: 1 TiB or more each"
+    fi
+    # AddressSanitizer stops a program with a library preloaded ahead of its
+    # runtime: memlens says so before running it, and how to turn the check
+    # off; with it off, the program is recorded.
+    if [ -x "$B/fx_asan" ] && [ "$(ASAN_OPTIONS=detect_leaks=0 "$B/fx_asan" 2> /dev/null)" = sanitized ]; then
+        env -u ASAN_OPTIONS "$ML" run -q -o asan.mlt -- "$B/fx_asan" > asan.out 2> err.txt
+        st=$?
+        check "an ASan program is refused before it runs (status $st, output '$(cat asan.out)')" \
+            test $st -eq 1 -a ! -s asan.out
+        check "... saying how to record it" has err.txt "built with AddressSanitizer.*ASAN_OPTIONS=verify_asan_link_order=0"
+        ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0 "$ML" run -q -o asan.mlt -- "$B/fx_asan" > asan.out 2> err.txt
+        st=$?
+        "$ML" report asan.mlt -q --json asan.json 2> /dev/null
+        got=$("$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+print(" ".join(sorted("%s:%d:%d" % (x["kind"], x["bytes"], x["blocks"]) for x in d["leaks"]["sites"]
+                      if x["frames"] and x["frames"][0]["function"] == "alloc_site")))' asan.json 2> /dev/null)
+        check "with verify_asan_link_order=0 it runs (status $st) and is recorded ($got)" \
+            test $st -eq 0 -a "$(cat asan.out)" = sanitized -a "$got" = "definite:100:1 reachable:200:1"
+    fi
+fi
+
+# --- 8. a program with no descriptor left ---------------------------------------
 section=descriptors
 if want "$@"; then
     # libunwind checks addresses through a pipe. A program that has no
