@@ -402,22 +402,26 @@ print("%s %s" % ("waiting" if alive else "ended", "signal %d" % -r if r < 0 else
     "$ML" report imp.mlt -q --no-advisor --json-compact --json killed/r.json
     cp killed/r.json r.before
     for sig in TERM HUP INT; do
+        # A report that ends before its file is seen is tried again (5 times).
         res=$("$PY" -c 'import os, signal, subprocess, sys, time
 ml, trace, d, sig = sys.argv[1:5]
-p = subprocess.Popen([ml, "report", trace, "-q", "--no-advisor", "--json-compact", "--json", d + "/r.json"],
-                     start_new_session=True)
-seen = False
-t0 = time.time()
-while p.poll() is None and time.time() - t0 < 60:
-    if any(f.startswith("r.json.tmp.") for f in os.listdir(d)):
-        os.kill(p.pid, signal.SIGSTOP)
-        seen = True
+for attempt in range(5):
+    p = subprocess.Popen([ml, "report", trace, "-q", "--no-advisor", "--json-compact", "--json", d + "/r.json"],
+                         start_new_session=True)
+    seen = False
+    t0 = time.time()
+    while p.poll() is None and time.time() - t0 < 60:
+        if any(f.startswith("r.json.tmp.") for f in os.listdir(d)):
+            os.kill(p.pid, signal.SIGSTOP)
+            seen = True
+            break
+        time.sleep(0.0005)
+    if seen:
+        os.kill(p.pid, getattr(signal, "SIG" + sig))
+        os.kill(p.pid, signal.SIGCONT)
+    rc = p.wait()
+    if seen:
         break
-    time.sleep(0.0005)
-if seen:
-    os.kill(p.pid, getattr(signal, "SIG" + sig))
-    os.kill(p.pid, signal.SIGCONT)
-rc = p.wait()
 print("seen" if seen else "missed", rc, len([f for f in os.listdir(d) if ".tmp." in f]))' "$ML" imp.mlt killed "$sig")
         case $sig in TERM) n=15 ;; HUP) n=1 ;; INT) n=2 ;; esac
         check "report killed by SIG$sig while writing: dies of it, no temporary file left ($res)" \
