@@ -518,7 +518,7 @@ typedef struct {
  * /proc/PID/pagemap has 8 bytes per page, 2 GiB for 1 TiB, 34 GB for the
  * 16 TiB one, and walking it ran the scan into its 20 s limit, every
  * verdict lost and the program held at exit all that time. Skipped, and
- * said (exit_scan_note). */
+ * said on stderr (collect_roots). */
 #define HUGE_ROOT (1ull << 40)
 
 /* glibc's malloc (malloc/malloc.c, malloc/arena.c): a block is preceded by

@@ -140,7 +140,10 @@ static _Atomic int lock;
 static _Atomic uint32_t generation = 1;
 static uint32_t depth = ML_DEFAULT_DEPTH;
 static bool use_fp, verify, fast;
-static uintptr_t self_lo, self_hi, unw_lo, unw_hi;
+static uintptr_t self_lo, self_hi;
+/* libunwind's code: its pipe2 calls (below), and its syscall(SYS_write) for
+ * syscall_x86_64.S, which reads these two. */
+uintptr_t ml__unw_lo, ml__unw_hi;
 static ML_TLS uintptr_t fp_stack_hi; /* for the frame-pointer walker */
 static ML_TLS thread_state_t *my_state;
 static thread_state_t *free_states;
@@ -288,7 +291,7 @@ static void exec_range(void *addr, uintptr_t *lo, uintptr_t *hi) {
 }
 
 static inline bool is_own_frame(uintptr_t pc) {
-    return (pc >= self_lo && pc < self_hi) || (pc >= unw_lo && pc < unw_hi);
+    return (pc >= self_lo && pc < self_hi) || (pc >= ml__unw_lo && pc < ml__unw_hi);
 }
 
 /* Frame-pointer walk: fast, and safe because every frame pointer is checked
@@ -771,7 +774,7 @@ static void move_up(int fds[2]) {
 ML_EXPORT int pipe2(int fds[2], int flags);
 ML_EXPORT int pipe2(int fds[2], int flags) {
     uintptr_t from = (uintptr_t)__builtin_return_address(0);
-    if (unw_hi && from >= unw_lo && from < unw_hi) {
+    if (ml__unw_hi && from >= ml__unw_lo && from < ml__unw_hi) {
         if (unw_pipe_later) {
             fds[0] = fds[1] = -1;
             return 0;
@@ -782,7 +785,7 @@ ML_EXPORT int pipe2(int fds[2], int flags) {
              * limit, or used every descriptor; ENFILE). The kernel left
              * fds as they were: the numbers of the ends libunwind has just
              * closed, which the program may open again. -1 writes nowhere,
-             * and write() below checks the address without a pipe. */
+             * and syscall_x86_64.S checks the address without a pipe. */
             fds[0] = fds[1] = -1;
             errno = e;
             return 0;
@@ -807,7 +810,6 @@ ML_EXPORT int pipe2(int fds[2], int flags) {
  * a pipe: process_vm_readv of the byte from this process, which fails with
  * EFAULT where the write would have. Every other syscall() goes to glibc's
  * as it was. */
-uintptr_t ml__unw_lo, ml__unw_hi; /* libunwind's code, for the trampoline */
 void *ml__real_syscall;           /* glibc's syscall(); until known, the trampoline's own */
 
 long ml__unw_check(const void *addr, size_t n);
@@ -834,10 +836,8 @@ int ml__stacks_init(void) {
     if (!t) return -1;
     ml_atomic_store_release(&table, t);
     exec_range((void *)ml__stack_capture, &self_lo, &self_hi);
-    exec_range((void *)unw_backtrace, &unw_lo, &unw_hi);
+    exec_range((void *)unw_backtrace, &ml__unw_lo, &ml__unw_hi);
     ml__real_syscall = dlsym(RTLD_NEXT, "syscall");
-    ml__unw_lo = unw_lo;
-    ml__unw_hi = unw_hi;
     if (!use_fp) {
         fast = ml__uw_init();
         have_key = pthread_key_create(&state_key, state_release) == 0;
