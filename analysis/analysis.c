@@ -229,6 +229,9 @@ bool ml_totals_unjudged(const ml_totals_t *t, ml_unjudged_t *out) {
         u = (ml_unjudged_t){"when recording stopped", "the program was still running"};
     else if (t->complete && t->end.status_kind == ML_END_EXEC)
         u = (ml_unjudged_t){"when the image was replaced by exec", "exec gave its memory back"};
+    else if (!t->complete && !t->exited)
+        u = (ml_unjudged_t){"when the trace ends",
+                            "the trace was cut short before the program's exit was recorded"};
     if (out) *out = u;
     return u.when != NULL;
 }

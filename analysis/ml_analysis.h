@@ -212,11 +212,14 @@ typedef struct {
 } ml_unjudged_t;
 
 /** Whether the blocks live at the end of the trace with totals `t` go
- * unjudged: its image was replaced by exec, or memlens stopped recording
- * while the program still ran (valgrind reports no leaks for either). Then
- * the analysis counts no leak and no leak kind (ml_leaks_t.judged is
- * false) and says so; otherwise (an exit, a death by a signal, an end
- * memlens did not see) returns false. `out` may be NULL. */
+ * unjudged: its image was replaced by exec, memlens stopped recording
+ * while the program still ran (valgrind reports no leaks for either), or
+ * the trace was cut short before the process' exit (ML_T_PROC_EXIT) was
+ * recorded: the partial trace of a recording still running, or of a
+ * collector that was killed, shows no exit to judge. Then the analysis
+ * counts no leak and no leak kind (ml_leaks_t.judged is false) and says
+ * so; otherwise (an exit, a death by a signal) returns false. `out` may
+ * be NULL. */
 bool ml_totals_unjudged(const ml_totals_t *t, ml_unjudged_t *out);
 
 /* Heap blocks live now, split by the exit scan's verdicts: lost (definite,

@@ -108,15 +108,19 @@ static void build(summary_t *p, int width) {
                       ml__fmt_n(t->heap_blocks, "block", "blocks", n1, sizeof n1));
         ml__lines_add(l, "Leaked", ML_ST_DIM,
                       "not known: the program did not exit while attached");
-    } else if (s->state == ML_VPROC_ENDED && ml_totals_unjudged(t, NULL)) {
+    } else if ((s->state == ML_VPROC_ENDED || s->state == ML_VPROC_TRUNCATED) && ml_totals_unjudged(t, NULL)) {
         /* As memlens report says: the program had not exited (it was still
-         * running, or exec replaced it), so nothing live is a leak. */
-        bool exec = t->end.status_kind == ML_END_EXEC;
-        ml__lines_add(l, exec ? "Live at exec" : "Live at stop", ML_ST_NORMAL, "%s in %s",
+         * running, exec replaced it, or the trace stops before its exit),
+         * so nothing live is a leak. */
+        bool exec = t->complete && t->end.status_kind == ML_END_EXEC;
+        bool cut = !t->complete;
+        ml__lines_add(l, exec ? "Live at exec" : cut ? "Live at end" : "Live at stop", ML_ST_NORMAL, "%s in %s",
                       ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1),
                       ml__fmt_n(t->heap_blocks, "block", "blocks", n1, sizeof n1));
-        ml__lines_add(l, "Leaked", ML_ST_DIM, "not known: %s", exec ? "exec gave the image's memory back"
-                                                                    : "the program was still running when recording stopped");
+        ml__lines_add(l, "Leaked", ML_ST_DIM, "not known: %s",
+                      exec  ? "exec gave the image's memory back"
+                      : cut ? "the trace was cut short before the program's exit was recorded"
+                            : "the program was still running when recording stopped");
     } else if (s->state == ML_VPROC_RUNNING || s->state == ML_VPROC_LOADING) {
         ml__lines_add(l, "Live now", ML_ST_NORMAL, "%s in %s",
                       ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1),

@@ -24,8 +24,9 @@
  *   freed (the peak, 6 MiB), 64 KiB of pinned host memory freed; on device 1
  *   a 1 MiB allocation still held when its context is destroyed.
  * cut.mlt - pid 1003: three chunks of allocations, the file cut in the
- *   middle of the third (the program was killed): the report covers the
- *   first two and says the trace is truncated.
+ *   middle of the third (the collector was killed): the report covers the
+ *   first two and says the trace is truncated. The process' exit is not in
+ *   the trace, so the 50 blocks live at its end are not judged as leaks.
  * advice.mlt - pid 1004: format_line allocates and frees 64 bytes 2000 times
  *   (the advisor's "stack"), append_byte grows 20 buffers by realloc 30
  *   times each, 16 bytes a step ("reserve_capacity").

@@ -64,6 +64,16 @@ static void dealloc(uint64_t ptr) {
     dealloc_in(A, ptr, T++);
 }
 
+static bool warned(const ml_analysis_t *x, const char *what);
+
+/* The process ran its exit handlers: without this record (or an end
+ * record) the trace is one cut short before any exit, whose live blocks
+ * are not judged as leaks. */
+static void exited(void) {
+    ml_record_t r = {.tag = ML_T_PROC_EXIT, .time_ms = T++};
+    ml_analysis_feed(A, &r);
+}
+
 /* A second session with 4 KiB pages and no stacks, to compare with A. */
 static ml_analysis_t *session_4k(void) {
     ml_analysis_t *x;
@@ -99,6 +109,7 @@ Test(analysis, per_site_peak_is_the_value_at_the_global_peak, .init = setup, .fi
     dealloc(0x40000);
     alloc(0x50000, 10, 3);   /* C: changes after the peak only */
     dealloc(0x30000);
+    exited();
     build(NULL);
     const ml_totals_t *t = ml_analysis_totals(A);
     cr_expect_eq(t->peak_bytes, 450);
@@ -356,6 +367,7 @@ Test(analysis, leak_kinds_from_the_scan_and_suppressions, .init = setup, .fini =
     }
     ml_record_t s = {.tag = ML_T_REACH_SCAN};
     ml_analysis_feed(A, &s);
+    exited();
     build(NULL);
     const ml_leaks_t *L = ml_analysis_leaks(A);
     cr_expect(L->scanned);
@@ -386,11 +398,55 @@ Test(analysis, leak_kinds_from_the_scan_and_suppressions, .init = setup, .fini =
 
 Test(analysis, no_scan_means_definite, .init = setup, .fini = teardown) {
     alloc(0x10000, 100, 1);
+    exited();
     build(NULL);
     const ml_leaks_t *L = ml_analysis_leaks(A);
     cr_expect_not(L->scanned);
     cr_expect_eq(L->kind_bytes[ML_LEAK_DEFINITE], 100);
     cr_expect_eq(L->gate_bytes, 100);
+}
+
+/* A trace cut short (the partial trace of a recording still running, or
+ * of a killed collector) judges no leak unless it holds the process' exit;
+ * a complete trace that ends in a crash judges them (as valgrind does). */
+Test(analysis, a_cut_trace_judges_leaks_only_after_the_exit, .init = setup, .fini = teardown) {
+    alloc(0x10000, 100, 1);
+    build(NULL);
+    const ml_leaks_t *L = ml_analysis_leaks(A);
+    ml_unjudged_t u;
+    cr_expect(ml_totals_unjudged(ml_analysis_totals(A), &u));
+    cr_expect_str_eq(u.when, "when the trace ends");
+    cr_expect_not(L->judged);
+    cr_expect_eq(L->bytes, 100, "still live");
+    cr_expect_eq(L->kind_bytes[ML_LEAK_DEFINITE], 0);
+    cr_expect_eq(L->lost_bytes, 0);
+    cr_expect_eq(L->gate_bytes, 0);
+    cr_expect(warned(A, "the blocks live when the trace ends are not leaks"));
+    cr_expect_not(warned(A, "no exit-time reachability scan"));
+}
+
+Test(analysis, a_cut_trace_with_the_exit_judges_leaks, .init = setup, .fini = teardown) {
+    alloc(0x10000, 100, 1);
+    exited();
+    build(NULL);
+    const ml_leaks_t *L = ml_analysis_leaks(A);
+    cr_expect_not(ml_totals_unjudged(ml_analysis_totals(A), NULL));
+    cr_expect(L->judged);
+    cr_expect_eq(L->kind_bytes[ML_LEAK_DEFINITE], 100);
+    cr_expect_eq(L->gate_bytes, 100);
+}
+
+Test(analysis, a_crash_judges_leaks, .init = setup, .fini = teardown) {
+    alloc(0x10000, 100, 1);
+    ml_record_t e = {.tag = ML_T_END, .time_ms = T++};
+    e.u.end.status_kind = ML_END_SIGNALED;
+    e.u.end.status = 11;
+    ml_analysis_feed(A, &e);
+    build(NULL);
+    const ml_leaks_t *L = ml_analysis_leaks(A);
+    cr_expect(ml_analysis_totals(A)->complete);
+    cr_expect(L->judged);
+    cr_expect_eq(L->kind_bytes[ML_LEAK_DEFINITE], 100);
 }
 
 Test(analysis, timeline_is_bounded_and_ends_at_exit, .init = setup, .fini = teardown) {
@@ -1018,6 +1074,7 @@ static bool warned(const ml_analysis_t *x, const char *what) {
 
 Test(analysis, a_build_warning_goes_once_it_no_longer_holds, .init = setup, .fini = teardown) {
     alloc(0x10000, 64, 1);
+    exited();
     build(NULL);
     cr_assert(warned(A, "no exit-time reachability scan"));
     void *snap;
@@ -1394,6 +1451,7 @@ Test(analysis, time_buckets_live_at_the_end, .init = setup, .fini = teardown) {
     };
     for (size_t i = 0; i < sizeof blk / sizeof *blk; i++) alloc_in(A, blk[i].ptr, blk[i].size, blk[i].stack, blk[i].t);
     dealloc_in(A, 0xb0000, 23);
+    exited();
     ml_record_t r = {.tag = ML_T_BLOCK_REACH};
     for (size_t i = 0; i < sizeof blk / sizeof *blk; i++) {
         if (blk[i].ptr == 0xb0000) continue;
