@@ -1013,8 +1013,15 @@ static int report(run_t *s) {
     uint32_t refused = ml_collector_procs_refused(s->c);
     if (refused)
         fprintf(stderr,
-                "memlens: warning: %u process image%s ran untraced: a session traces at most %u\n",
+                "memlens: warning: %u process image%s ran untraced: a session traces at most %u, and "
+                "only while /dev/shm has room for its table\n",
                 refused, refused > 1 ? "s" : "", ML_MAX_PROCS);
+    uint32_t failed = ml_collector_procs_failed(s->c);
+    if (failed)
+        fprintf(stderr,
+                "memlens: warning: %u process image%s could not be recorded and ran untraced (the "
+                "messages above say why)\n",
+                failed, failed > 1 ? "s" : "");
     int st = s->root_status;
     return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
 }

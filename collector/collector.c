@@ -49,6 +49,7 @@ int ml_collector_new(const ml_collector_opts_t *o, ml_collector_t **out, char *e
     c->o = *o;
     c->root_fd = -1;
     c->root_out.fd = -1;
+    c->ctl_fd = -1;
     c->root_pid = -1;
     c->next_mallinfo = MALLINFO_INTERVAL_MS;
     c->blob_cap = BLOB_CAP;
@@ -608,6 +609,13 @@ uint32_t ml_collector_running(const ml_collector_t *c, pid_t *pids, uint32_t max
 
 uint32_t ml_collector_procs_refused(const ml_collector_t *c) {
     return ml_atomic_load_relaxed(&c->ctl->procs_refused);
+}
+
+uint32_t ml_collector_procs_failed(const ml_collector_t *c) {
+    uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs), failed = 0;
+    if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
+    for (uint32_t i = 0; i < n; i++) failed += ml_atomic_load_acquire(&c->ctl->procs[i].state) == ML_PROC_FAILED;
+    return failed;
 }
 
 const ml_proc_info_t *ml_collector_proc(const ml_collector_t *c, uint32_t slot) {

@@ -89,6 +89,10 @@ struct ml_collector_s {
     /* the session (session.c) */
     ml_ctl_t *ctl;
     char ctl_path[128];
+    int ctl_fd;          /* kept open to allocate the process table's pages (session.c) */
+    uint32_t ctl_cap;    /* what ctl->procs_cap says */
+    uint32_t ctl_retry_ms; /* when to try again after /dev/shm had no room */
+    bool ctl_full;       /* /dev/shm had no room to grow the table */
     uint64_t t0_ns;
     /* the root process */
     pid_t root_pid;
@@ -152,6 +156,9 @@ struct ml_collector_s {
 /* session.c */
 int ml__session_open(ml_collector_t *c, char *err, size_t errlen);
 void ml__session_close(ml_collector_t *c);
+/* Allocates the process table's pages ahead of `nprocs` registered images
+ * (ml_ctl_t.procs_cap). */
+void ml__session_reserve(ml_collector_t *c, uint32_t nprocs);
 void ml__ring_file_path(const ml_collector_t *c, uint32_t slot, char *out, size_t len);
 uint32_t ml__now_ms(const ml_collector_t *c);
 

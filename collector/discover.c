@@ -240,6 +240,7 @@ static int grow(ml_collector_t *c) {
 void ml__discover(ml_collector_t *c) {
     uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
     if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
+    ml__session_reserve(c, n);
     while (c->nseen < n) {
         if (grow(c) < 0) {
             /* Try again next round; the process waits at exit, bounded. */

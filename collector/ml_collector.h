@@ -307,8 +307,13 @@ const ml_proc_info_t *ml_collector_proc(const ml_collector_t *c, uint32_t slot);
 uint32_t ml_collector_running(const ml_collector_t *c, pid_t *pids, uint32_t max);
 
 /** Process images that ran untraced because the session's table of
- * ML_MAX_PROCS slots was full. */
+ * ML_MAX_PROCS slots was full, or /dev/shm had no room to grow it. */
 uint32_t ml_collector_procs_refused(const ml_collector_t *c);
+
+/** Process images that took a slot but could not be recorded (their ring
+ * could not be created, or the collector could not open it): each said
+ * why on stderr, and ran untraced. */
+uint32_t ml_collector_procs_failed(const ml_collector_t *c);
 
 /** Releases every sink state and sink, unmaps the rings, closes the trace
  * files still open, removes the session's files from /dev/shm. NULL is a

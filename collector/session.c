@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -35,6 +36,46 @@ uint32_t ml__now_ms(const ml_collector_t *c) {
 
 void ml__ring_file_path(const ml_collector_t *c, uint32_t slot, char *out, size_t len) {
     snprintf(out, len, "%s.%u", c->ctl_path, slot);
+}
+
+/* The process table's pages are allocated this many slots at a time (one
+ * 256 KiB step, 16,384 images), a step ahead: the collector grows the table
+ * when fewer than RESERVE_AHEAD free slots are left. */
+#define RESERVE_STEP 16384u
+#define RESERVE_AHEAD 8192u
+
+/* The file offset just past slot `n` of the table. */
+static off_t table_end(uint32_t n) {
+    return n >= ML_MAX_PROCS ? (off_t)sizeof(ml_ctl_t)
+                             : (off_t)(offsetof(ml_ctl_t, procs) + (size_t)n * sizeof(ml_ctl_proc_t));
+}
+
+/* Allocates [from, to) of the control file in /dev/shm now. A tmpfs page is
+ * otherwise allocated when first touched, and when tmpfs is full that touch
+ * is a SIGBUS: in the collector, or in the program, which writes its slot.
+ * 0, or -errno; a file system that cannot allocate ahead counts as done. */
+static int allocate(int fd, off_t from, off_t to) {
+    if (fallocate(fd, 0, from, to - from) == 0) return 0;
+    return errno == EOPNOTSUPP || errno == ENOSYS ? 0 : -errno;
+}
+
+void ml__session_reserve(ml_collector_t *c, uint32_t nprocs) {
+    if (c->ctl_fd < 0 || c->ctl_cap >= ML_MAX_PROCS || nprocs + RESERVE_AHEAD <= c->ctl_cap) return;
+    uint32_t now = ml__now_ms(c);
+    if (c->ctl_full && now < c->ctl_retry_ms) return;
+    uint32_t want = c->ctl_cap + RESERVE_STEP < ML_MAX_PROCS ? c->ctl_cap + RESERVE_STEP : ML_MAX_PROCS;
+    int rc = allocate(c->ctl_fd, table_end(c->ctl_cap), table_end(want));
+    if (rc < 0) {
+        if (!c->ctl_full)
+            fprintf(stderr, "memlens: warning: cannot grow the process table in %s: %s; processes that "
+                            "start while /dev/shm has no room run untraced\n",
+                    c->ctl_path, strerror(-rc));
+        c->ctl_full = true;
+        c->ctl_retry_ms = now + 100;
+        return;
+    }
+    c->ctl_cap = want;
+    ml_atomic_store_release(&c->ctl->procs_cap, want);
 }
 
 int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
@@ -57,13 +98,27 @@ int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
                               : "");
         goto fail_map;
     }
+    /* The header and the first step of the table now: a full /dev/shm is an
+     * error here, before the program runs, not a SIGBUS later. */
+    uint32_t cap = RESERVE_STEP;
+    if ((rc = allocate(fd, 0, table_end(cap))) < 0) {
+        snprintf(err, errlen, "cannot allocate %lld KiB in %s: %s%s", (long long)table_end(cap) / 1024,
+                 c->ctl_path, strerror(-rc),
+                 rc == -ENOSPC ? " (/dev/shm is full: memlens needs about 260 KiB there, and each traced "
+                                 "process 2 MiB more; a container's is set by `docker run --shm-size`)"
+                               : "");
+        goto fail_map;
+    }
     ml_ctl_t *ctl = mmap(NULL, sizeof(ml_ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (ctl == MAP_FAILED) {
         rc = -errno;
         snprintf(err, errlen, "cannot map %s: %s", c->ctl_path, strerror(-rc));
         goto fail_map;
     }
-    close(fd);
+    c->ctl_fd = fd;
+    c->ctl_cap = cap;
+    c->ctl_full = false;
+    ctl->procs_cap = cap;
     ctl->version = ML_SHM_VERSION;
     ctl->options = (c->o.follow_fork ? ML_OPT_FOLLOW_FORK : 0) | (c->o.unwind_fp ? ML_OPT_UNWIND_FP : 0) |
                    (c->o.unwind_verify ? ML_OPT_UNWIND_VERIFY : 0) | (c->o.attached ? ML_OPT_ATTACHED : 0);
@@ -98,6 +153,8 @@ void ml__session_close(ml_collector_t *c) {
     unlink(c->ctl_path);
     munmap(c->ctl, sizeof(ml_ctl_t));
     c->ctl = NULL;
+    if (c->ctl_fd >= 0) close(c->ctl_fd);
+    c->ctl_fd = -1;
 }
 
 /* Files of sessions whose memlens is gone: /dev/shm/memlens-PID-RAND and

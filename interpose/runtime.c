@@ -655,11 +655,21 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
         warnv(parts);
         return -1;
     }
-    uint32_t idx = ml_atomic_add_relaxed(&c->nprocs, 1);
-    if (idx >= ML_MAX_PROCS) {
-        ml_atomic_add_relaxed(&c->procs_refused, 1);
-        warn("too many traced processes in this session; this one is not recorded");
-        return -1;
+    /* A slot is claimed only below procs_cap: its page is allocated in
+     * /dev/shm already, so writing it cannot fault on a full tmpfs. The
+     * claim and the bound are one step, so a process refused takes no slot
+     * (the collector would wait for it to be filled). */
+    uint32_t idx = ml_atomic_load_relaxed(&c->nprocs);
+    for (;;) {
+        if (idx >= ML_MAX_PROCS || idx >= ml_atomic_load_acquire(&c->procs_cap)) {
+            ml_atomic_add_relaxed(&c->procs_refused, 1);
+            warn(idx >= ML_MAX_PROCS ? "too many traced processes in this session; this one is not recorded"
+                                     : "/dev/shm has no room for this process' entry; it is not recorded");
+            return -1;
+        }
+        if (atomic_compare_exchange_weak_explicit(&c->nprocs, &idx, idx + 1, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            break;
     }
 #ifdef ML_TEST_HOOKS
     test_claim_delay();
@@ -687,7 +697,10 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
         err = errno;
         goto fail;
     }
-    if (ftruncate(fd, (off_t)ml_ring_bytes(cap)) < 0) {
+    /* Allocated now, not page by page as the ring is first written: on a
+     * full /dev/shm that write would be a SIGBUS in the program. */
+    if (fallocate(fd, 0, 0, (off_t)ml_ring_bytes(cap)) < 0 &&
+        ((errno != EOPNOTSUPP && errno != ENOSYS) || ftruncate(fd, (off_t)ml_ring_bytes(cap)) < 0)) {
         err = errno;
         close(fd);
         unlink(path);

@@ -43,16 +43,20 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 13 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 14 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
                            * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
-                           * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed */
+                           * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
- * memory (16 MiB mapped, 16 bytes used per image). An image past it runs
- * untraced, says so on its stderr, and is counted in ml_ctl_t.procs_refused,
- * which `memlens run` reports; the session still ends normally. */
+ * memory (16 MiB mapped, 16 bytes used per image). The collector allocates
+ * the table's pages ahead of the images that register (ml_ctl_t.procs_cap),
+ * so that a full /dev/shm is an error it can report rather than a SIGBUS in
+ * the program that touches a page tmpfs has no room for. An image past
+ * either bound runs untraced, says so on its stderr, and is counted in
+ * ml_ctl_t.procs_refused, which `memlens run` reports; the session still
+ * ends normally. */
 #define ML_MAX_PROCS (1u << 20)
 #define ML_RING_DATA_OFFSET 4096
 #define ML_MAX_DEPTH 256
@@ -337,6 +341,8 @@ typedef struct {
     _Atomic uint32_t mallinfo_gen; /* bumped by the collector to ask for a sample */
     _Atomic uint32_t nprocs;       /* slots claimed so far */
     _Atomic uint32_t procs_refused; /* processes not traced because the table was full */
+    _Atomic uint32_t procs_cap;     /* slots below this have their pages allocated (the collector
+                                     * grows it); a process claims one only below it */
     _Alignas(ML_CACHE_LINE) ml_ctl_proc_t procs[ML_MAX_PROCS];
 } ml_ctl_t;
 

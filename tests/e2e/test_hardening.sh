@@ -741,5 +741,48 @@ print(" ".join(sorted("%s:%d:%s:%s" % (s["kind"], s["blocks"], s["frames"][0]["f
     done
 fi
 
+section=shmfull
+if want "$@"; then
+    # A full /dev/shm (a container's 64 MiB, filled by the program's own
+    # shared memory): tmpfs allocates a page when it is first touched, and
+    # a touch it has no room for is a SIGBUS. memlens allocates its files
+    # there before it uses them: it refuses to start, or a process runs
+    # untraced and says why, and nothing is left in /dev/shm. Each case runs
+    # in its own mount namespace, with a tmpfs of SIZE on /dev/shm.
+    small() { # small SIZE CMD...: exits with CMD's status; shmleft.txt lists what it left
+        unshare -m sh -c 'mount -t tmpfs -o size="$0" tmpfs /dev/shm || exit 99
+            "$@"; rc=$?; ls -A /dev/shm > shmleft.txt; exit $rc' "$@"
+    }
+    if ! unshare -m true 2> /dev/null; then
+        echo "skip shmfull: unshare -m is not permitted here (it needs CAP_SYS_ADMIN)"
+    else
+        rm -f ran1.txt
+        small 128k "$ML" run -q -o full1.mlt -- sh -c 'echo ran > ran1.txt' 2> err.txt
+        st=$?
+        check "/dev/shm of 128 KiB: memlens refuses to start (status $st)" test $st -eq 1
+        check "... saying /dev/shm is full" has err.txt "No space left on device (/dev/shm is full"
+        check "... before the program ran" test ! -e ran1.txt
+        check "... and leaves nothing there" test ! -s shmleft.txt
+        small 1m env PYTHONMALLOC=malloc "$ML" run -q -o full2.mlt -- \
+            "$PY" -c 'x = [str(i) for i in range(300000)]; print("ran", len(x))' > out.txt 2> err.txt
+        st=$?
+        check "/dev/shm of 1 MiB: the program is not killed by SIGBUS (status $st)" test $st -eq 1
+        check "... it ran to its end" test "$(cat out.txt)" = "ran 300000"
+        check "... it says why it is not recorded" has err.txt "cannot create the event ring .*: no space left in /dev/shm (ENOSPC); process [0-9]* is not recorded"
+        check "... and memlens says no trace was written" has err.txt "ran but could not be recorded"
+        check "... and leaves nothing there" test ! -s shmleft.txt
+        small 5m env PYTHONMALLOC=malloc "$ML" run -q --follow-fork -o full3.mlt -- sh -c '
+            for i in 1 2 3; do "$0" -c "x = [str(i) for i in range(300000)]; print(len(x))" & done
+            wait; echo all-done' "$PY" > out.txt 2> err.txt
+        st=$?
+        n=$(grep -c "cannot create the event ring" err.txt)
+        check "/dev/shm of 5 MiB, 3 children: the session ends normally (status $st)" test $st -eq 0
+        check "... every child ran to its end" test "$(sort out.txt | tr '\n' ' ')" = "300000 300000 300000 all-done "
+        check "... some images could not be recorded ($n)" test "$n" -ge 1
+        check "... and the summary counts each of them" has err.txt "warning: $n process images\? could not be recorded and ran untraced"
+        check "... and leaves nothing there" test ! -s shmleft.txt
+    fi
+fi
+
 echo "$fails failed"
 [ $fails -eq 0 ]
