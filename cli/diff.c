@@ -150,6 +150,12 @@ int ml_cmd_diff(int argc, char **argv) {
     char warning[2 * PATH_MAX + 256], safe[sizeof warning];
     if (!quiet && ml_report_diff_program_warning(base, cur, warning, sizeof warning))
         fprintf(stderr, "memlens: warning: %s\n", ml_cli_safe(warning, safe, sizeof safe));
+    /* A side whose process did not exit (an exec, a stop while it ran, a
+     * trace cut short) counts no leak: its "leaked at exit" is not a fix. */
+    if (!quiet && ml_report_diff_unjudged_warning(base, "BASE", warning, sizeof warning))
+        fprintf(stderr, "memlens: warning: %s\n", ml_cli_safe(warning, safe, sizeof safe));
+    if (!quiet && ml_report_diff_unjudged_warning(cur, "NEW", warning, sizeof warning))
+        fprintf(stderr, "memlens: warning: %s\n", ml_cli_safe(warning, safe, sizeof safe));
     /* A launcher's trace (a pyenv shim, `sh -c 'exec prog'`): the program
      * it became is in another trace, which is what a diff should compare. */
     for (int k = 0; k < 2 && !quiet; k++) {

@@ -165,6 +165,17 @@ bool ml_report_diff_program_warning(const ml_analysis_t *base, const ml_analysis
     return true;
 }
 
+bool ml_report_diff_unjudged_warning(const ml_analysis_t *a, const char *which, char *buf, size_t len) {
+    if (len) buf[0] = '\0';
+    ml_unjudged_t u;
+    if (!ml_totals_unjudged(ml_analysis_totals(a), &u)) return false;
+    snprintf(buf, len,
+             "%s judges no leak (%s): the blocks live %s are not leaks, and its leaked totals are 0 "
+             "because nothing was judged",
+             which, u.why, u.when);
+    return true;
+}
+
 static void side(ml_json_t *w, const char *key, const char *path, const ml_analysis_t *a) {
     const ml_process_info_t *p = ml_analysis_process(a);
     ml_json_key(w, key);
@@ -234,6 +245,8 @@ int ml_report_diff_json(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
     ml_json_array(w);
     char warning[2 * PATH_MAX + 256];
     if (ml_report_diff_program_warning(base, cur, warning, sizeof warning)) ml_json_str(w, warning);
+    if (ml_report_diff_unjudged_warning(base, "BASE", warning, sizeof warning)) ml_json_str(w, warning);
+    if (ml_report_diff_unjudged_warning(cur, "NEW", warning, sizeof warning)) ml_json_str(w, warning);
     ml_json_end(w);
     ml_json_break(w, 0);
     ml_json_key(w, "totals");

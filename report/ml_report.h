@@ -146,6 +146,12 @@ int ml_report_diff_text(FILE *out, const ml_analysis_t *base, const ml_analysis_
  * or unknown. */
 bool ml_report_diff_program_warning(const ml_analysis_t *base, const ml_analysis_t *cur, char *buf,
                                     size_t len);
+/** The warning a diff carries when the trace `a` (its side: "base" or
+ * "new") judges no leak, its process having not exited
+ * (ml_totals_unjudged): its "leaked at exit" is 0 because nothing was
+ * judged, not because nothing leaked. In buf as above; false when `a`
+ * judges its leaks. */
+bool ml_report_diff_unjudged_warning(const ml_analysis_t *a, const char *which, char *buf, size_t len);
 
 /* ------------------------------------------------------------------------- */
 /* Output files: never half-written                                          */
