@@ -291,13 +291,21 @@ static void attached_growth(FILE *o, const ml_analysis_t *a) {
     const ml_totals_t *t = ml_analysis_totals(a);
     const ml_leaks_t *L = ml_analysis_leaks(a);
     char b1[32], b2[32];
-    fprintf(o, "grown in the window: %s in %" PRIu64 " blocks allocated while attached and still live at detach\n",
-            bytes(L->bytes, b1, sizeof b1), L->blocks);
+    /* A program that exited during the window was scanned at its exit, but
+     * the blocks it allocated before the attach are unknown: a block held
+     * only through one of them would read as lost. */
+    fprintf(o, "grown in the window: %s in %" PRIu64 " blocks allocated while attached and still live at %s\n",
+            bytes(L->bytes, b1, sizeof b1), L->blocks, t->exited ? "its exit" : "detach");
     fprintf(o, "frees of blocks allocated before the attach: %" PRIu64 " (%s usable; not counted at any site)\n",
             t->unknown_frees, bytes(t->unknown_free_bytes, b2, sizeof b2));
-    fputs("leaks: not reported: the program did not exit while attached (no exit scan, and blocks "
-          "allocated before the attach are unknown)\n",
-          o);
+    if (t->exited)
+        fputs("leaks: not reported: the program exited while attached, but the blocks it allocated before "
+              "the attach are unknown (a block held through one of them would look lost)\n",
+              o);
+    else
+        fputs("leaks: not reported: the program did not exit while attached (no exit scan, and blocks "
+              "allocated before the attach are unknown)\n",
+              o);
 }
 
 /* The sites of the blocks live at the end, biggest first, for a trace whose

@@ -103,11 +103,13 @@ static void build(summary_t *p, int width) {
         /* As memlens report says: without the program's exit there are no
          * leak kinds, only what the window added and left live. */
         ml__lines_add(l, "Grown", ML_ST_NORMAL,
-                      "%s in %s allocated while attached and still live at detach",
+                      "%s in %s allocated while attached and still live at %s",
                       ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1),
-                      ml__fmt_n(t->heap_blocks, "block", "blocks", n1, sizeof n1));
-        ml__lines_add(l, "Leaked", ML_ST_DIM,
-                      "not known: the program did not exit while attached");
+                      ml__fmt_n(t->heap_blocks, "block", "blocks", n1, sizeof n1),
+                      t->exited ? "its exit" : "detach");
+        ml__lines_add(l, "Leaked", ML_ST_DIM, "%s",
+                      t->exited ? "not known: blocks allocated before the attach are unknown"
+                                : "not known: the program did not exit while attached");
     } else if ((s->state == ML_VPROC_ENDED || s->state == ML_VPROC_TRUNCATED) && ml_totals_unjudged(t, NULL)) {
         /* As memlens report says: the program had not exited (it was still
          * running, exec replaced it, or the trace stops before its exit),

@@ -225,6 +225,46 @@ Test(attach, four_threads_window, .timeout = 120) {
     attach_window("fx_attach", "4", 4);
 }
 
+/* A program that exits during the window: memlens attach ends by itself,
+ * and the report says the program exited (it used to say "the program did
+ * not exit while attached (no exit scan ...)" of a program it had scanned
+ * at its exit). Leaks are still not reported: the blocks of before the
+ * attach are unknown. */
+Test(attach, a_program_that_exits_in_the_window, .timeout = 120) {
+    skip_unless_ptrace();
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s", h_tmp("exits.mlt"));
+    fx_t f;
+    fx_start(&f, "fx_attach", "0");
+    cr_assert_str_eq(fx_cmd(&f, 's'), "step 1");
+    ml_t m;
+    char err[8192];
+    cr_assert(attach_start(&m, trace, f.pid, err, sizeof err), "memlens attach: %s", err);
+    cr_assert_str_eq(fx_cmd(&f, 's'), "step 2");
+    char last[256];
+    int st = fx_finish(&f, last, sizeof last);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 7, "its own exit status (status 0x%x)", st);
+    size_t n = strlen(err);
+    ssize_t k;
+    while (n < sizeof err - 1 && (k = read(m.err, err + n, sizeof err - 1 - n)) > 0) n += (size_t)k;
+    err[n] = '\0';
+    close(m.err);
+    int mst;
+    cr_assert_eq(waitpid(m.pid, &mst, 0), m.pid);
+    cr_expect(WIFEXITED(mst) && WEXITSTATUS(mst) == 0, "memlens attach ends by itself (status 0x%x): %s", mst, err);
+    cr_expect(strstr(err, "ended during the window"), "%s", err);
+
+    const char *argv[] = {h_bin("memlens"), "report", trace, "--no-advisor", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "still live at its exit\n"), "%s", r.out);
+    cr_expect(strstr(r.out, "leaks: not reported: the program exited while attached, but the blocks it "
+                            "allocated before the attach are unknown"), "%s", r.out);
+    cr_expect(!strstr(r.out, "did not exit"), "%s", r.out);
+    h_run_free(&r);
+}
+
 /* A non-PIE program with canonical PLT entries for malloc & co. (Debian's
  * python3.11): the lookups answer its PLT stubs, which the attach took for
  * the allocator's module and skipped the program: not one call recorded. */
