@@ -14,6 +14,10 @@
 #   each metric, before and after a zoom;
 # - empty and odd: "{}" and a document of wrongly shaped values: every
 #   section must say "no data" without an error;
+# - unjudged-stopped and unjudged-cut: a process that did not exit (stopped
+#   while running; a trace cut before its exit): the Summary's card and the
+#   Leaks section say "Live ...", and why these are not leaks, never
+#   "Leaked at exit" or "counted as definite";
 # - large: 4000 sites, a flame tree far over the 5000-node cap, 5000
 #   timeline points, 20000 heap map cells: caps hold, render time is bounded;
 # - real: when MEMLENS is given and its `report` knows --html, the report of
@@ -506,6 +510,31 @@ JSON
 check_page empty "$WORK/empty.html" empty
 "$GEN" "$WORK/odd.json" "$WORK/odd.html" || fail "writing the page for odd.json"
 check_page odd "$WORK/odd.html" graceful
+
+# 2b. Blocks live at an end that is not an exit are not leaks, and the card
+# says which end: a stop while running, or a trace cut before the exit.
+for end in stopped cut; do
+    if [ $end = cut ]; then complete=false; when="when the trace ends"; why="the trace stops before the process\u2019 exit"
+    else complete=true; when="when recording stopped"; why="the process did not exit"; fi
+    printf '{"schema_version": 1, "trace": {"complete": %s}, "leaks": {"bytes": 6400, "blocks": 50, "judged": false, "not_judged": "%s", "sites": []}}\n' \
+        "$complete" "$when" >"$WORK/unjudged-$end.json"
+    "$GEN" "$WORK/unjudged-$end.json" "$WORK/unjudged-$end.html" || fail "writing the page for unjudged-$end.json"
+    check_page "unjudged-$end" "$WORK/unjudged-$end.html" graceful
+    python3 - "$WORK/unjudged-$end.dom" "Live $when" "not leaks: $why" <<'PY' || fail "unjudged-$end: the Live card"
+import html, re, sys
+text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<script.*?</script>", "", open(sys.argv[1]).read(), flags=re.S)))
+text = re.sub(r"\s+", " ", text)
+for want in sys.argv[2:]:
+    want = want.encode().decode("unicode_escape")
+    if want not in text:
+        sys.exit("missing %r in the page's text" % want)
+for wrong in ("Leaked at exit", "Live at exit", "counted as definite"):
+    if wrong in text:
+        sys.exit("the page says %r" % wrong)
+if "Not leaks: " + sys.argv[3][len("not leaks: "):].encode().decode("unicode_escape") not in text:
+    sys.exit("the Leaks section does not say why these are not leaks")
+PY
+done
 
 # 3. A large report: the caps hold and the page stays quick.
 python3 - "$WORK/large.json" <<'PY' || fail "generating the large report"

@@ -124,11 +124,13 @@ function renderSummary(body) {
   var lk = leakKinds();
   var lt = leakedTotals(L, lk), leakedBytes = lt.bytes;
   if (L.judged === false) {
-    /* The process did not exit (exec, or recording stopped while it ran):
-     * what was live then is not leaked, and has no kind. */
+    /* The process did not exit (exec, recording stopped while it ran, or
+     * the trace stops before its exit): what was live then is not leaked,
+     * and has no kind. */
+    var cut = obj(D.trace).complete === false;
     cards.appendChild(card('Live ' + String(L.not_judged || 'at the end'), fmtBytes(L.bytes), [
       L.blocks != null ? kv('in', plural(num0(L.blocks), 'block', 'blocks')) : null,
-      'not leaks: the process did not exit'
+      cut ? 'not leaks: the trace stops before the process\u2019 exit' : 'not leaks: the process did not exit'
     ], null, 'blocks live ' + String(L.not_judged || 'at the end') + '; leaks are judged at exit only'));
   } else
   cards.appendChild(card('Leaked at exit', fmtBytes(leakedBytes), [
