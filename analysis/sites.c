@@ -640,6 +640,13 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
     if (a->t.complete && (a->t.end.lost_in_crash || a->t.end.lost_dead_collector))
         ml__warn_built(a, "%llu events were lost when the process died mid-event",
                  (unsigned long long)(a->t.end.lost_in_crash + a->t.end.lost_dead_collector));
+    /* The recorder gives a process 65,535 thread indices; the threads after
+     * them share the last one (docs/recorder.md, "Limits"). */
+    if (a->nthreads >= ML__MAX_THREADS && a->threads[ML__MAX_THREADS - 1].seen)
+        ml__warn_built(a, "this process started more than 65,535 threads: the last entry of the threads "
+                          "table (index %u) counts the 65,536th thread and every one after it together, and "
+                          "names the last of them; the totals and the sites count every call",
+                       ML__MAX_THREADS - 1);
     if (a->t.complete && a->t.end.truncated_stacks)
         ml__warn_built(a, "%llu stacks were cut at the depth limit (--depth)",
                  (unsigned long long)a->t.end.truncated_stacks);

@@ -1234,6 +1234,33 @@ Test(reach, the_graph_read_on_threads_is_the_same_graph) {
     free(many);
 }
 
+/* Past 65,535 threads the recorder gives every later thread the last
+ * index: the threads table cannot tell them apart, and the report says so
+ * (a thread-per-request server starts that many in a day). */
+Test(analysis, threads_past_the_last_index_are_said_to_share_it, .init = setup, .fini = teardown) {
+    ml_record_t th = {.tag = ML_T_THREAD};
+    th.u.thread.name = "worker";
+    th.u.thread.index = 65534;
+    th.u.thread.tid = 100;
+    ml_analysis_feed(A, &th);
+    alloc(0x10000, 100, 1);
+    build(NULL);
+    cr_expect_not(warned(A, "more than 65,535 threads"), "65,535 threads: each has its own entry");
+    th.u.thread.index = 65535;
+    th.u.thread.tid = 101;
+    ml_analysis_feed(A, &th);
+    th.u.thread.tid = 102;
+    ml_analysis_feed(A, &th);
+    ml_record_t r = {.tag = ML_T_ALLOC, .thread = 65535, .time_ms = T++};
+    r.u.alloc.ptr = 0x20000;
+    r.u.alloc.size = 300;
+    r.u.alloc.stack = 1;
+    ml_analysis_feed(A, &r);
+    build(NULL);
+    cr_expect(warned(A, "this process started more than 65,535 threads: the last entry of the threads table "
+                        "(index 65535) counts the 65,536th thread and every one after it together"));
+}
+
 Test(analysis, per_thread_split, .init = setup, .fini = teardown) {
     ml_record_t th = {.tag = ML_T_THREAD};
     th.u.thread.index = 1;
