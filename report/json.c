@@ -766,10 +766,12 @@ static void leaks(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a, const ml_rep
     ml_json_object(w);
     ml__json_leak_counts(w, L);
     /* Whether the live blocks were judged as leaks: not when the process
-     * did not exit (exec, or recording stopped while it ran). */
+     * did not exit (exec, recording stopped while it ran, a trace cut
+     * before the exit); when not, when they were live and why. */
     ml_unjudged_t u;
     ml_json_kv_bool(w, "judged", !ml_totals_unjudged(ml_analysis_totals(a), &u));
     ml_json_kv_str(w, "not_judged", u.when);
+    ml_json_kv_str(w, "not_judged_why", u.why);
     ml_json_kv_str(w, "reachability", L->scanned ? "scanned" : L->scan_status ? "failed" : "not_scanned");
     ml_json_key(w, "scan");
     ml_json_object(w);

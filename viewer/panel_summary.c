@@ -114,6 +114,8 @@ static void build(summary_t *p, int width) {
         /* As memlens report says: the program had not exited (it was still
          * running, exec replaced it, or the trace stops before its exit),
          * so nothing live is a leak. */
+        ml_unjudged_t u;
+        ml_totals_unjudged(t, &u);
         bool exec = t->complete && t->end.status_kind == ML_END_EXEC;
         bool cut = !t->complete;
         ml__lines_add(l, exec ? "Live at exec" : cut ? "Live at end" : "Live at stop", ML_ST_NORMAL, "%s in %s",
@@ -121,7 +123,7 @@ static void build(summary_t *p, int width) {
                       ml__fmt_n(t->heap_blocks, "block", "blocks", n1, sizeof n1));
         ml__lines_add(l, "Leaked", ML_ST_DIM, "not known: %s",
                       exec  ? "exec gave the image's memory back"
-                      : cut ? "the trace was cut short before the program's exit was recorded"
+                      : cut ? u.why
                             : "the program was still running when recording stopped");
     } else if (s->state == ML_VPROC_RUNNING || s->state == ML_VPROC_LOADING) {
         ml__lines_add(l, "Live now", ML_ST_NORMAL, "%s in %s",

@@ -514,10 +514,10 @@ check_page odd "$WORK/odd.html" graceful
 # 2b. Blocks live at an end that is not an exit are not leaks, and the card
 # says which end: a stop while running, or a trace cut before the exit.
 for end in stopped cut; do
-    if [ $end = cut ]; then complete=false; when="when the trace ends"; why="the trace stops before the process\u2019 exit"
-    else complete=true; when="when recording stopped"; why="the process did not exit"; fi
-    printf '{"schema_version": 1, "trace": {"complete": %s}, "leaks": {"bytes": 6400, "blocks": 50, "judged": false, "not_judged": "%s", "sites": []}}\n' \
-        "$complete" "$when" >"$WORK/unjudged-$end.json"
+    if [ $end = cut ]; then complete=false; when="when the trace ends"; why="the trace was cut short before the program's exit was recorded"
+    else complete=true; when="when recording stopped"; why="the program was still running"; fi
+    printf '{"schema_version": 1, "trace": {"complete": %s}, "leaks": {"bytes": 6400, "blocks": 50, "judged": false, "not_judged": "%s", "not_judged_why": "%s", "sites": []}}\n' \
+        "$complete" "$when" "$why" >"$WORK/unjudged-$end.json"
     "$GEN" "$WORK/unjudged-$end.json" "$WORK/unjudged-$end.html" || fail "writing the page for unjudged-$end.json"
     check_page "unjudged-$end" "$WORK/unjudged-$end.html" graceful
     python3 - "$WORK/unjudged-$end.dom" "Live $when" "not leaks: $why" <<'PY' || fail "unjudged-$end: the Live card"
@@ -525,13 +525,12 @@ import html, re, sys
 text = html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<script.*?</script>", "", open(sys.argv[1]).read(), flags=re.S)))
 text = re.sub(r"\s+", " ", text)
 for want in sys.argv[2:]:
-    want = want.encode().decode("unicode_escape")
     if want not in text:
         sys.exit("missing %r in the page's text" % want)
 for wrong in ("Leaked at exit", "Live at exit", "counted as definite"):
     if wrong in text:
         sys.exit("the page says %r" % wrong)
-if "Not leaks: " + sys.argv[3][len("not leaks: "):].encode().decode("unicode_escape") not in text:
+if "Not leaks: " + sys.argv[3][len("not leaks: "):] not in text:
     sys.exit("the Leaks section does not say why these are not leaks")
 PY
 done

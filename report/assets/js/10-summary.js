@@ -127,10 +127,9 @@ function renderSummary(body) {
     /* The process did not exit (exec, recording stopped while it ran, or
      * the trace stops before its exit): what was live then is not leaked,
      * and has no kind. */
-    var cut = obj(D.trace).complete === false;
     cards.appendChild(card('Live ' + String(L.not_judged || 'at the end'), fmtBytes(L.bytes), [
       L.blocks != null ? kv('in', plural(num0(L.blocks), 'block', 'blocks')) : null,
-      cut ? 'not leaks: the trace stops before the process\u2019 exit' : 'not leaks: the process did not exit'
+      'not leaks: ' + String(L.not_judged_why || 'the process did not exit')
     ], null, 'blocks live ' + String(L.not_judged || 'at the end') + '; leaks are judged at exit only'));
   } else
   cards.appendChild(card('Leaked at exit', fmtBytes(leakedBytes), [

@@ -41,11 +41,10 @@ function renderLeaks(body) {
      * the trace stops before its exit): its live blocks are not leaks and
      * have no kinds, as the Summary's card and memlens report say. */
     var when = String(L.not_judged || 'at the end');
-    var cut = obj(D.trace).complete === false;
     append(body, h('p', null, [
       L.bytes != null ? 'Live ' + when + ': ' + fmtBytes(L.bytes) +
         (L.blocks != null ? ' in ' + plural(num0(L.blocks), 'block', 'blocks') : '') + '. ' : '',
-      'Not leaks: ' + (cut ? 'the trace stops before the process\u2019 exit' : 'the process did not exit') +
+      'Not leaks: ' + String(L.not_judged_why || 'the process did not exit') +
         '. Leaks are judged at exit only, so these blocks have no kinds; the Sites table shows where they were allocated.'
     ]));
     return;
