@@ -166,6 +166,7 @@ void ml__sampled_reset(void);
 
 /* stacks.c */
 int ml__stacks_init(void);
+const void *ml__unwinder_text(void);
 void ml__stacks_reset(void); /* after fork: new trace, new ids */
 uint32_t ml__stack_capture(uint8_t *flags);
 /* The stack pointer in the frame that called exit() (the caller's SP once

@@ -221,10 +221,26 @@ bool ml__is_boot(const void *p) {
 /* libmemlens.so's writable segments (.data, and .bss, whose part past the
  * file is an anonymous mapping without a name) are ours too, except the
  * boot pool, which holds blocks the loader and libc allocated before we
- * could record them (they may point to the program's). */
-static int list_own_segments(struct dl_phdr_info *info, size_t size, void *self) {
+ * could record them (they may point to the program's).
+ *
+ * So are libunwind's, which memlens loads into the program. Its .bss keeps
+ * the pages it last checked were readable while it walked a stack (its
+ * fallback path: signal frames, code without unwind tables). A signal
+ * handler's alternate stack or a coroutine's stack is often a heap block,
+ * and those page addresses pointed into it: the exit scan called a
+ * malloc'd sigaltstack that the program had lost "possible", where valgrind
+ * (no libunwind in the program) says "definite" (tests/leaks lk_altstack).
+ * A program that uses libunwind itself keeps no heap pointers there:
+ * local unwinding takes its memory from mmap, never from malloc. */
+typedef struct {
+    const void *self, *unwinder; /* the modules' load bases */
+} own_modules_t;
+
+static int list_own_segments(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
-    if ((void *)info->dlpi_addr != self) return 0;
+    const own_modules_t *own = arg;
+    const void *base = (const void *)info->dlpi_addr;
+    if (base != own->self && (base != own->unwinder || !own->unwinder)) return 0;
     uint64_t pool_lo = (uint64_t)(uintptr_t)boot_pool, pool_hi = pool_lo + sizeof boot_pool;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -237,7 +253,15 @@ static int list_own_segments(struct dl_phdr_info *info, size_t size, void *self)
             raw_list(lo, hi);
         }
     }
-    return 1;
+    return 0; /* the other module may come later */
+}
+
+static void list_own_memory(void) {
+    Dl_info self, uw;
+    own_modules_t own = {NULL, NULL};
+    if (dladdr((void *)ml__init, &self)) own.self = self.dli_fbase;
+    if (dladdr(ml__unwinder_text(), &uw) && uw.dli_fbase != own.self) own.unwinder = uw.dli_fbase;
+    if (own.self || own.unwinder) dl_iterate_phdr(list_own_segments, &own);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1201,8 +1225,7 @@ static int start_recording(void) {
     bool follow = ml__ctl->options & ML_OPT_FOLLOW_FORK;
     uint32_t parent = parent_image_slot();
     if (!follow) clean_environment();
-    Dl_info self;
-    if (dladdr((void *)ml__init, &self)) dl_iterate_phdr(list_own_segments, self.dli_fbase);
+    list_own_memory();
     if (register_process(parent, 0) < 0 || ml__stacks_init() < 0) return ML_STATE_OFF;
     find_loader_list_lock();
     pthread_atfork(fork_prepare, fork_parent, fork_child);

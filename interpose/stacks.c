@@ -694,6 +694,12 @@ static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_
     return leaf;
 }
 
+/* An address in libunwind's code: runtime.c leaves its data out of the exit
+ * scan's roots. */
+const void *ml__unwinder_text(void) {
+    return (const void *)unw_backtrace;
+}
+
 uint32_t ml__stack_capture(uint8_t *flags) {
     thread_state_t *ts = state();
     if (fast && ts) {
