@@ -551,7 +551,6 @@ static int start_collector(attach_t *s) {
         .snapshot = true,
         .depth = ML_DEFAULT_DEPTH,
         .ring_slots = (uint32_t)ml_option(ML_ENV_RING_SLOTS)->value,
-        .ring_slots_root = ml_option(ML_ENV_RING_SLOTS)->from_env ? 0 : ML_ROOT_RING_SLOTS,
         .out_flags = s->o.out_flags,
         .attached = true,
         .quiet = s->o.quiet,

@@ -44,7 +44,7 @@ typedef struct {
     bool live; /* --live: the terminal viewer follows the root process */
     unsigned out_flags; /* ML_OUTFILE_FORCE (--force), ML_OUTFILE_GROUP (--group-readable) */
     uint64_t sample_bytes;
-    uint32_t depth, ring_slots, ring_slots_root;
+    uint32_t depth, ring_slots;
     int argc;
     char **argv;
 } run_opts_t;
@@ -120,9 +120,6 @@ static int parse_run(int argc, char **argv, run_opts_t *o) {
         return -1;
     }
     o->ring_slots = (uint32_t)slots;
-    /* The program's own ring is larger unless ML_RING_SLOTS sets every
-     * ring's size (docs/recorder.md, "The ring is small"). */
-    o->ring_slots_root = rs->from_env ? o->ring_slots : ML_ROOT_RING_SLOTS;
     int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
@@ -686,7 +683,6 @@ static int start_collector(run_t *s) {
         .sample_bytes = s->o.sample_bytes,
         .depth = s->o.depth,
         .ring_slots = s->o.ring_slots,
-        .ring_slots_root = s->o.ring_slots_root,
         .out_flags = s->o.out_flags,
         .quiet = s->o.quiet,
     };

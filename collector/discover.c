@@ -55,11 +55,7 @@ static ml_ring_hdr_t *map_ring(const ml_collector_t *c, uint32_t slot, size_t *b
     close(fd);
     unlink(path);
     if (h == MAP_FAILED) return NULL;
-    /* Every ring has the session's size, but the root's may have the larger
-     * one (ml_ctl_t.ring_slots_root). */
-    uint32_t cap = h->capacity;
-    bool known = cap == c->o.ring_slots || (cap == c->o.ring_slots_root && c->o.ring_slots_root > c->o.ring_slots);
-    if (h->magic != ML_RING_MAGIC || !known || (uint64_t)st.st_size < ml_ring_bytes(cap)) {
+    if (h->magic != ML_RING_MAGIC || h->capacity != c->o.ring_slots) {
         munmap(h, (size_t)st.st_size);
         return NULL;
     }

@@ -218,8 +218,6 @@ typedef struct {
     uint64_t sample_bytes; /* 0: every allocation; else the mean sampling gap */
     uint32_t depth;        /* deepest stack recorded */
     uint32_t ring_slots;   /* events per ring, a power of two */
-    uint32_t ring_slots_root; /* the root's ring (and its exec'd images') when /dev/shm has
-                               * room, a power of two; 0: ring_slots (runtime.c) */
     unsigned out_flags;    /* ML_OUTFILE_GROUP for the children's traces (ml_outfile.h) */
     bool attached;         /* memlens attach: the root was running before (ML_OPT_ATTACHED) */
     bool quiet;            /* -q: no note of the children not followed (--follow-fork not given) */

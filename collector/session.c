@@ -126,7 +126,6 @@ int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
     ctl->collector_pid = (uint32_t)getpid();
     ctl->depth = c->o.depth;
     ctl->ring_slots = c->o.ring_slots;
-    ctl->ring_slots_root = c->o.ring_slots_root > c->o.ring_slots ? c->o.ring_slots_root : 0;
     atomic_thread_fence(memory_order_release);
     ctl->magic = ML_CTL_MAGIC;
     c->ctl = ctl;

@@ -23,7 +23,6 @@
 #include <sys/mman.h>
 #include <sys/auxv.h>
 #include <sys/prctl.h>
-#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
@@ -722,25 +721,9 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
         err = errno;
         goto fail;
     }
-    /* The program memlens started, and the images it execs into (slot 0's
-     * pid), take the larger ring when /dev/shm has room to spare: a burst
-     * of frees fills 2 MiB in a few milliseconds, faster than the collector
-     * reads them, and the program waits (docs/recorder.md, "The ring is
-     * small"). Its children keep the small one: there may be thousands. */
-    struct statvfs vfs;
-    if (c->ring_slots_root > cap && (idx == 0 || c->procs[0].pid == pr->pid) && fstatvfs(fd, &vfs) == 0 &&
-        (uint64_t)vfs.f_bavail * vfs.f_frsize >= ML_ROOT_RING_MIN_FREE + ml_ring_bytes(c->ring_slots_root)) {
-        if (fallocate(fd, 0, 0, (off_t)ml_ring_bytes(c->ring_slots_root)) == 0) cap = c->ring_slots_root;
-        else if (ftruncate(fd, 0) < 0) { /* the part it allocated back; then the small ring */
-            err = errno;
-            close(fd);
-            unlink(path);
-            goto fail;
-        }
-    }
     /* Allocated now, not page by page as the ring is first written: on a
      * full /dev/shm that write would be a SIGBUS in the program. */
-    if (cap == c->ring_slots && fallocate(fd, 0, 0, (off_t)ml_ring_bytes(cap)) < 0 &&
+    if (fallocate(fd, 0, 0, (off_t)ml_ring_bytes(cap)) < 0 &&
         ((errno != EOPNOTSUPP && errno != ENOSYS) || ftruncate(fd, (off_t)ml_ring_bytes(cap)) < 0)) {
         err = errno;
         close(fd);

@@ -43,11 +43,10 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 15 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 14 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
                            * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
-                           * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap;
-                           * 15: ring_slots_root */
+                           * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -63,11 +62,6 @@
 #define ML_MAX_DEPTH 256
 #define ML_DEFAULT_DEPTH 64
 #define ML_DEFAULT_RING_SLOTS (1u << 16) /* 2 MiB of events per process (docs/recorder.md: why small) */
-/* The ring of the program memlens started (and of the images it execs into),
- * when /dev/shm has ML_ROOT_RING_MIN_FREE free: 8 MiB, for its bursts
- * (docs/recorder.md, "The ring is small"). */
-#define ML_ROOT_RING_SLOTS (1u << 18)
-#define ML_ROOT_RING_MIN_FREE (256ull << 20)
 /* The smallest ring: a blob's slots are claimed together and the collector
  * reads a blob only once all of them are published, so a blob longer than
  * the ring would wait for itself forever. The largest is a module (a 4 KiB
@@ -342,7 +336,7 @@ typedef struct {
     uint32_t collector_pid;
     uint32_t depth;
     uint32_t ring_slots; /* power of two */
-    uint32_t ring_slots_root; /* the root's ring when /dev/shm has room (runtime.c); 0: ring_slots */
+    uint32_t pad;
     _Alignas(ML_CACHE_LINE) _Atomic uint32_t clock_ms;   /* ticked by the collector */
     _Atomic uint32_t mallinfo_gen; /* bumped by the collector to ask for a sample */
     _Atomic uint32_t nprocs;       /* slots claimed so far */

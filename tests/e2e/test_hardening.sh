@@ -784,54 +784,5 @@ if want "$@"; then
     fi
 fi
 
-section=ringsize
-if want "$@"; then
-    # The program memlens starts, and what it execs into, get an 8 MiB ring
-    # when /dev/shm has room to spare (256 MiB free beside it): a burst of
-    # frees fills 2 MiB faster than the collector reads it. Its children get
-    # 2 MiB each; ML_RING_SLOTS sets every ring (docs/recorder.md, "The ring
-    # is small"). A ring is a mapping of /dev/shm/memlens-PID-RAND.SLOT:
-    # rings.py prints the size of each it maps, in KiB (a ring of N slots
-    # is 4 KiB of header and 32 bytes a slot).
-    cat > rings.py << 'EOF'
-import os, sys
-def rings(who):
-    for line in open("/proc/self/maps"):
-        f = line.split()
-        if len(f) >= 6 and os.path.basename(f[5]).startswith("memlens-") and "." in os.path.basename(f[5]):
-            lo, hi = (int(x, 16) for x in f[0].split("-"))
-            print(who, (hi - lo) // 1024, flush=True)
-rings("root")
-if len(sys.argv) > 1:
-    pid = os.fork()
-    if pid == 0:
-        rings("child")
-        os._exit(0)
-    os.waitpid(pid, 0)
-EOF
-    big=$("$PY" -c 'import os; v = os.statvfs("/dev/shm"); print(8196 if v.f_bavail * v.f_frsize >= (264 << 20) + 4096 else 2052)')
-    "$ML" run -q -o rings1.mlt -- "$PY" rings.py > out.txt 2> err.txt
-    check "the program's ring: $big KiB ($(tr '\n' ' ' < out.txt))" test "$(cat out.txt)" = "root $big"
-    "$ML" run -q -o rings2.mlt -- sh -c 'exec "$0" rings.py' "$PY" > out.txt 2> err.txt
-    check "... also after the program execs ($(tr '\n' ' ' < out.txt))" test "$(cat out.txt)" = "root $big"
-    "$ML" run -q --follow-fork -o rings3.mlt -- "$PY" rings.py fork > out.txt 2> err.txt
-    check "a forked child's own ring: 2052 KiB ($(tr '\n' ' ' < out.txt))" \
-        test "$(sort out.txt | tr '\n' ' ')" = "$(printf 'child %s\nchild 2052\nroot %s\n' "$big" "$big" | sort -u | tr '\n' ' ')"
-    ML_RING_SLOTS=65536 "$ML" run -q -o rings4.mlt -- "$PY" rings.py > out.txt 2> err.txt
-    check "ML_RING_SLOTS=65536 sets the program's ring too ($(tr '\n' ' ' < out.txt))" test "$(cat out.txt)" = "root 2052"
-    ML_RING_SLOTS=4096 "$ML" run -q -o rings5.mlt -- "$PY" rings.py > out.txt 2> err.txt
-    check "ML_RING_SLOTS=4096 ($(tr '\n' ' ' < out.txt))" test "$(cat out.txt)" = "root 132"
-    if unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm' 2> /dev/null; then
-        for sz in 128m:2052 300m:8196; do
-            unshare -m sh -c 'mount -t tmpfs -o size="$0" tmpfs /dev/shm || exit 99; "$@"' "${sz%:*}" \
-                "$ML" run -q -o rings6.mlt -- "$PY" rings.py > out.txt 2> err.txt
-            check "a /dev/shm of ${sz%:*}: the program's ring is ${sz#*:} KiB ($(tr '\n' ' ' < out.txt))" \
-                test "$(cat out.txt)" = "root ${sz#*:}"
-        done
-    else
-        echo "skip ringsize with a small /dev/shm: a private mount is not permitted here"
-    fi
-fi
-
 echo "$fails failed"
 [ $fails -eq 0 ]
