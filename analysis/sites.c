@@ -352,6 +352,26 @@ static int build_threads(ml_analysis_t *a, struct ml__built_s *b) {
     return 0;
 }
 
+/* The frame that names a site (docs/analysis.md, "Site names"): the first
+ * of the program's own code that has a name. A program whose own frames
+ * have none is a stripped executable, and the one whose work is done in
+ * libraries (clang-format and the llvm tools are a few KiB of launcher
+ * around libclang-cpp and libLLVM) had every site named
+ * "[clang-format+0x40b6f9]": then the first frame below it with a name
+ * that is not the runtime's (clang::tooling::Replacements::add). Failing
+ * both, the first own frame, else frame 0, as before. */
+static uint32_t headline_of(const ml_frame_t *f, uint32_t n) {
+    uint32_t own = n;
+    for (uint32_t k = 0; k < n; k++) {
+        if (!f[k].own) continue;
+        if (own == n) own = k;
+        if (f[k].function && f[k].function[0] != '[') return k;
+    }
+    for (uint32_t k = 0; k < own; k++)
+        if (!ml__frame_is_runtime(&f[k])) return k;
+    return own < n ? own : 0;
+}
+
 int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts_t *o) {
     int rc = 0;
     ml_map_t km = {0};
@@ -475,12 +495,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     for (size_t i = 0; i < b->nsites; i++) {
         b->sites[i].frames = b->frames + site_off[i];
         b->sites[i].nframes = (uint32_t)(site_off[i + 1] - site_off[i]);
-        /* Named by the program's own code when some frame is (ml_frame_t.own). */
-        for (uint32_t k = 0; k < b->sites[i].nframes; k++)
-            if (b->sites[i].frames[k].own) {
-                b->sites[i].headline = k;
-                break;
-            }
+        b->sites[i].headline = headline_of(b->sites[i].frames, b->sites[i].nframes);
     }
 
     /* Leaks: every block live at the end, by site and kind; when the

@@ -1461,6 +1461,24 @@ static bool rust_library_file(const char *file) {
            strstr(file, "/registry/src/github.com-");
 }
 
+/* A frame that would name a site no better than the allocator does: no
+ * name (an address), a standard library's (library_name), or code of the C
+ * and C++ runtimes, where the allocation wrappers are (strdup, fopen,
+ * operator new, the loader's tables). */
+bool ml__frame_is_runtime(const ml_frame_t *f) {
+    if (!f->function || f->function[0] == '[' || library_name(f->function)) return true;
+    if (f->file && (under(f->file, "/usr/include") || under(f->file, "/usr/lib"))) return true;
+    const char *base = f->module ? strrchr(f->module, '/') : NULL;
+    base = base ? base + 1 : f->module;
+    if (!base) return true;
+    static const char *const runtime[] = {"libc.so", "libc-", "libm.so", "libpthread.so", "libdl.so",
+                                          "librt.so", "ld-linux", "ld64.so", "libstdc++.so", "libgcc_s.so",
+                                          "libc++.so", "libc++abi.so", "libunwind.so", "libmemlens"};
+    for (size_t i = 0; i < sizeof runtime / sizeof runtime[0]; i++)
+        if (!strncmp(base, runtime[i], strlen(runtime[i]))) return true;
+    return false;
+}
+
 bool ml_frame_is_own_code(const char *module, const char *file, const char *exe) {
     if (!module || module[0] != '/') return false; /* unknown, [vdso] */
     if (file && (under(file, "/usr/include") || under(file, "/usr/lib") || rust_library_file(file)))

@@ -163,5 +163,49 @@ check git-rev-list /usr/bin/git -C "$W/repo" rev-list --objects --all
 # does not see as a free.
 [ "$MODE" = verify ] || check fx-temps "$B/fx_temps" 1 2 3 4 5 6 8
 
+# Site names of a stripped program whose work is done in a library
+# (docs/analysis.md, "Site names"): /usr/bin/sqlite3 is the shell, without
+# symbols, around libsqlite3. Its own frames have no names, so every site
+# was named by the shell's call into the library ("[sqlite3+0x200c4]");
+# each of the ten largest must now be named by a function, and that
+# function must be the one eu-addr2line finds at the frame's address.
+if [ "$MODE" != verify ] && [ -s "$W/sqlite3.mlt" ] && command -v eu-addr2line > /dev/null; then
+    "$ML" report -q --no-advisor "$W/sqlite3.mlt" --json "$W/sqlite3.json"
+    "$ML" dump "$W/sqlite3.mlt" | grep ' module base=' > "$W/sqlite3.modules"
+    if python3 - "$W/sqlite3.json" "$W/sqlite3.modules" << 'EOF'; then
+import json, re, subprocess, sys
+d = json.load(open(sys.argv[1]))
+bases = {}
+for line in open(sys.argv[2]):
+    m = re.search(r'base=0x([0-9a-f]+) path="([^"]*)"', line)
+    if m:
+        bases[m.group(2)] = int(m.group(1), 16)
+sites = [s for s in d["sites"] if s["peak_bytes"]][:10]
+bad = []
+for s in sites:
+    f = s["frames"][s.get("headline", 0)]
+    if f["function"].startswith("["):
+        bad.append("site %d is named by an address, %s" % (s["id"], f["function"]))
+        continue
+    off = f["address"] - 1 - bases.get(f["module"], 0)
+    out = subprocess.run(["eu-addr2line", "-f", "-e", f["module"], hex(off)], capture_output=True,
+                         text=True).stdout.split("\n")[0]
+    if out.split("(")[0] != f["function"]:
+        bad.append("site %d: %s, eu-addr2line says %s" % (s["id"], f["function"], out))
+if not sites:
+    bad.append("no site")
+for b in bad:
+    print("      " + b)
+print("      %d sites, named %s" % (len(sites), sorted(set(s["frames"][s.get("headline", 0)]["function"] for s in sites))))
+sys.exit(1 if bad else 0)
+EOF
+        echo "ok   sqlite3's sites are named by their functions"
+        pass=$((pass + 1))
+    else
+        echo "FAIL sqlite3's sites are named by their functions"
+        fail=$((fail + 1))
+    fi
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
