@@ -233,6 +233,8 @@ void ml__sinks_release_analysis(ml_collector_t *c, ml__proc_t *p);
  * fails). exit_sp is the ring's (the SP of exit()'s caller, 0 if unknown),
  * raw_registry too (libmemlens.so's own mappings, never roots), and
  * sbrk_registry (the program's own sbrk memory in the brk heap: roots).
+ * crash: the process dies of a signal (ML_EXIT_CRASH), and glibc's stack
+ * cache will not be freed: its stacks are roots like any memory.
  * Returns 0 or a negative errno. */
 typedef void (*ml__exit_scan_emit_t)(void *ctx, const ml_record_t *rec);
 /* inh: a fork child's inherited blocks (inherit.c), nodes of the pointer
@@ -240,7 +242,7 @@ typedef void (*ml__exit_scan_emit_t)(void *ctx, const ml_record_t *rec);
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__exit_scan_emit_t emit,
                   void (*release)(void *ctx),
                   void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, const uint64_t *exit_regs,
-                  uint32_t exit_nregs, uint64_t raw_registry, uint64_t sbrk_registry);
+                  uint32_t exit_nregs, bool crash, uint64_t raw_registry, uint64_t sbrk_registry);
 
 /* glibc_stacks.c: the addresses of the thread descriptors on glibc's list
  * of stacks in use (threads that run, and those that ended unjoined) in

@@ -503,6 +503,7 @@ typedef struct {
     ranges_t *owned;  /* the result's owned roots (ml_reach_io_t.owned) */
     ranges_t *freed;  /* blocks glibc frees at exit (ml_reach_io_t.freed) */
     bool all_sps;     /* every thread of the target has its stack pointer in sps */
+    bool crash;       /* it dies of a signal: no freeres, glibc's cached stacks stay (cached_stack_dtv) */
     int used_state;   /* glibc's used stacks: 0 not read yet, 1 in used/nused, -1 unknown */
     uint64_t *used;   /* their descriptors (glibc_stacks.c), sorted */
     size_t nused;
@@ -645,8 +646,39 @@ static void read_raw_registry(pid_t pid, uint64_t addr, ranges_t *out) {
  * definitely lost there (and to LeakSanitizer, which scans live threads
  * only); here the stack was scanned and made it reachable. The vector and
  * those dynamic TLS blocks go to x->freed: reachable, never scanned.
+ *
+ * Only at an exit, though. A process that dies of a signal runs no freeres,
+ * under valgrind neither: the cache stays, valgrind scans those stacks as
+ * any memory and calls each vector possibly lost, and so does memlens
+ * (x->crash: the handshake came from its signal handler, ML_EXIT_CRASH;
+ * tests/leaks/lk_abortjoined.c). Before, it called them reachable.
  * Returns 1 for a cached stack, 0 for any other mapping, -ENOMEM. */
 #define DTV_ENTRIES_MAX 65536 /* entries of a vector read for its dynamic TLS blocks */
+
+/* A cached stack when the process dies of a signal (x->crash): nothing
+ * frees the cache then, under valgrind neither, which reads the ended
+ * thread's static TLS and its descriptor, and so reaches the vector
+ * through the descriptor's interior pointer: possibly lost. The roots here
+ * are the static TLS (from the lowest entry of the vector at `blk`, `len`
+ * entries, that points into this mapping below the descriptor) and the
+ * descriptor's word that points at the vector; not the dead frames below,
+ * which valgrind does not read either, nor the rest of the descriptor,
+ * whose stale words (`arg`: std::thread's state, freed when the thread
+ * ended) point at whatever glibc's malloc put at those addresses since,
+ * where valgrind's allocator would not have reused them yet.
+ * Returns 1 (the mapping is decided), or -ENOMEM. */
+static int crashed_thread_roots(roots_ctx_t *x, const mapping_t *m, uint64_t desc, uint64_t blk, uint64_t len) {
+    uint64_t lo = desc, e[512];
+    for (uint64_t first = 0; first < len && first < DTV_ENTRIES_MAX; first += 256) {
+        size_t cnt = len - first < 256 ? (size_t)(len - first) : 256;
+        if (!read_words(x->pid, blk + 32 + 16 * first, e, 2 * cnt)) break;
+        for (size_t j = 0; j < cnt; j++)
+            if (e[2 * j] >= m->lo && e[2 * j] < lo) lo = e[2 * j];
+    }
+    lo &= ~7ull;
+    if (lo < desc && push_range(x->roots, lo, desc) < 0) return -ENOMEM;
+    return push_range(x->roots, desc + 8, desc + 16) < 0 ? -ENOMEM : 1;
+}
 static int cached_stack_dtv(roots_ctx_t *x, const mapping_t *m) {
     if (!m->stack || !x->all_sps || m->hi - m->lo < 2 * x->page) return 0;
     for (size_t i = 0; i < x->nsp; i++)
@@ -668,6 +700,7 @@ static int cached_stack_dtv(roots_ctx_t *x, const mapping_t *m) {
             return 0;
         if (!x->used_state) x->used_state = ml__glibc_used_stacks(x->pid, read_words, &x->used, &x->nused) ? -1 : 1;
         if (x->used_state > 0 && ml__glibc_stack_used(x->used, x->nused, at + 8 * i)) return 0;
+        if (x->crash) return crashed_thread_roots(x, m, at + 8 * i, blk, len);
         if (push_range(x->freed, blk, blk + 1) < 0) return -ENOMEM;
         /* Entries 1..len follow the length and the generation: {val,
          * to_free}; to_free is the block malloc gave for a module's dynamic
@@ -773,7 +806,7 @@ static bool is_glibc_loader(const char *base) {
  * the others still run. leader_gone: that main thread's stack is then no
  * root (valgrind does not scan the stack of a thread that ended). */
 static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known_sps_t *known,
-                         const ml_reach_blocks_t *b, size_t nb, uint64_t exit_sp, bool glibc,
+                         const ml_reach_blocks_t *b, size_t nb, uint64_t exit_sp, bool glibc, bool crash,
                          uint64_t raw_registry, uint64_t sbrk_registry, ranges_t *roots, ranges_t *owned,
                          ranges_t *freed) {
     char path[64];
@@ -792,7 +825,7 @@ static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known
     long page = sysconf(_SC_PAGESIZE);
     roots_ctx_t x = {.pid = mem_pid, .b = b, .nb = nb, .sps = sps, .nsp = nsp, .glibc = glibc,
                      .page = page > 0 ? (uint64_t)page : 4096, .roots = roots, .owned = owned, .freed = freed,
-                     .all_sps = all_sps};
+                     .all_sps = all_sps, .crash = crash};
     read_raw_registry(mem_pid, raw_registry, &x.raw);
     char line[PATH_MAX + 256];
     int rc = 0;
@@ -883,7 +916,8 @@ static int64_t merged_blocks(ml_analysis_t *an, const ml__inherit_t *inh, ml_rea
 
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__exit_scan_emit_t emit,
                   void (*release)(void *ctx), void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp,
-                  const uint64_t *exit_regs, uint32_t exit_nregs, uint64_t raw_registry, uint64_t sbrk_registry) {
+                  const uint64_t *exit_regs, uint32_t exit_nregs, bool crash, uint64_t raw_registry,
+                  uint64_t sbrk_registry) {
     uint64_t t0 = mono_ns();
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
     ml_reach_blocks_t b = {0};
@@ -915,7 +949,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
             nregs += exit_nregs;
         }
     }
-    if (rc == 0) rc = collect_roots(pid, mem_pid, leader_gone, &known, &b, (size_t)nb, exit_sp, glibc,
+    if (rc == 0) rc = collect_roots(pid, mem_pid, leader_gone, &known, &b, (size_t)nb, exit_sp, glibc, crash,
                                     raw_registry, sbrk_registry, &roots, &owned, &freed);
     if (rc == 0 && nregs && push_range(&roots, REGS_AT, REGS_AT + nregs * 8) < 0) nregs = 0;
     ml_reach_stats_t st = {0};

@@ -1432,7 +1432,7 @@ static void exit_handshake(uint64_t sp, bool crash, const uint64_t *regs, uint32
     /* Set before the exit record, which the collector reads with acquire
      * order. */
     for (uint32_t k = 0; k < nregs && k < 6; k++) ml__ring->exit_regs[k] = regs[k];
-    ml_atomic_store_relaxed(&ml__ring->exit_nregs, nregs < 6 ? nregs : 6);
+    ml_atomic_store_relaxed(&ml__ring->exit_nregs, (nregs < 6 ? nregs : 6) | (crash ? ML_EXIT_CRASH : 0));
     ml_atomic_store_relaxed(&ml__ring->exit_sp, sp);
     ml__tls.exiting = 1;
     ml_atomic_store_release(&ml__exit_hold, 1);

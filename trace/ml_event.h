@@ -43,10 +43,11 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 14 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 15 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
                            * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
-                           * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap */
+                           * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap;
+                           * 15: ML_EXIT_CRASH in exit_nregs */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -442,7 +443,9 @@ typedef struct {
      * registers (rbx, rbp, r12-r15) of abort()'s caller, recovered by
      * unwinding, which abort's frames kept and exit_sp (the caller's frame)
      * leaves out. Roots, as the registers of a thread valgrind stops.
-     * exit_nregs: how many (0: none). */
+     * exit_nregs: how many (0: none), with ML_EXIT_CRASH added when the
+     * process makes its exit handshake from memlens' handler of a fatal
+     * signal (it dies of it: glibc's freeres does not run). */
     uint64_t exit_regs[6];
     _Atomic uint32_t exit_nregs;
     /* Without --follow-fork: the child processes this image started, which
@@ -455,6 +458,7 @@ typedef struct {
 
 #define ML_END_STATUS_SET 0x100u
 #define ML_END_STATUS_SIGNALED 0x200u
+#define ML_EXIT_CRASH 0x100u /* ml_ring_hdr_t.exit_nregs: the handshake of a signal death */
 
 /* Ranges [lo, hi) of the brk heap that the program, not glibc's malloc,
  * took with sbrk or brk (libmemlens.so interposes both; malloc calls the
