@@ -247,11 +247,11 @@ int ml__debug_cache_open(int fd, char **path, bool keep);
 void ml__sym_free(ml__symbolizer_t *s);
 /* Warnings (build-id mismatches, missing files) go to this session. */
 void ml__sym_set_owner(ml__symbolizer_t *s, ml_analysis_t *a);
-/* Resolves pc inside module number `mod` (m: its record, NULL: none) into
- * frames; results are cached per (module, pc). */
 /* symbols.c: a frame that names a site no better than the allocator: no
  * name, a standard library's, or the C/C++ runtime's (sites.c, headlines). */
 bool ml__frame_is_runtime(const ml_frame_t *f);
+/* Resolves pc inside module number `mod` (m: its record, NULL: none) into
+ * frames; results are cached per (module, pc). */
 int ml__sym_resolve(ml__symbolizer_t *s, int32_t mod, const ml__module_t *m, uint64_t pc,
                     ml__pc_frames_t *out);
 /* With ML_SYM_VERIFY=1 in the environment, a warning that says how many ELF

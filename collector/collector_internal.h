@@ -234,7 +234,8 @@ void ml__sinks_release_analysis(ml_collector_t *c, ml__proc_t *p);
  * raw_registry too (libmemlens.so's own mappings, never roots), and
  * sbrk_registry (the program's own sbrk memory in the brk heap: roots).
  * crash: the process dies of a signal (ML_EXIT_CRASH), and glibc's stack
- * cache will not be freed: its stacks are roots like any memory.
+ * cache will not be freed: its threads' static TLS and the descriptors'
+ * pointers to their TLS vectors are roots (exit_scan.c, cached_stack_dtv).
  * Returns 0 or a negative errno. */
 typedef void (*ml__exit_scan_emit_t)(void *ctx, const ml_record_t *rec);
 /* inh: a fork child's inherited blocks (inherit.c), nodes of the pointer

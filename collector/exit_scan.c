@@ -648,9 +648,10 @@ static void read_raw_registry(pid_t pid, uint64_t addr, ranges_t *out) {
  * those dynamic TLS blocks go to x->freed: reachable, never scanned.
  *
  * Only at an exit, though. A process that dies of a signal runs no freeres,
- * under valgrind neither: the cache stays, valgrind scans those stacks as
- * any memory and calls each vector possibly lost, and so does memlens
- * (x->crash: the handshake came from its signal handler, ML_EXIT_CRASH;
+ * under valgrind neither: the cache stays, valgrind reads the ended
+ * threads' static TLS and descriptors and calls each vector possibly lost,
+ * and so does memlens (x->crash: the handshake came from its signal
+ * handler, ML_EXIT_CRASH; crashed_thread_roots, below;
  * tests/leaks/lk_abortjoined.c). Before, it called them reachable.
  * Returns 1 for a cached stack, 0 for any other mapping, -ENOMEM. */
 #define DTV_ENTRIES_MAX 65536 /* entries of a vector read for its dynamic TLS blocks */

@@ -229,7 +229,7 @@ bool ml__is_boot(const void *p) {
  * handler's alternate stack or a coroutine's stack is often a heap block,
  * and those page addresses pointed into it: the exit scan called a
  * malloc'd sigaltstack that the program had lost "possible", where valgrind
- * (no libunwind in the program) says "definite" (tests/leaks lk_altstack).
+ * (no libunwind in the program) says "definite" (tests/leaks/lk_altstack.c).
  * A program that uses libunwind itself keeps no heap pointers there:
  * local unwinding takes its memory from mmap, never from malloc. */
 typedef struct {
