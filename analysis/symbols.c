@@ -1461,19 +1461,27 @@ static bool rust_library_file(const char *file) {
            strstr(file, "/registry/src/github.com-");
 }
 
+/* A source file of a library's, even when compiled into the program: a
+ * system header or library source, or Rust's standard library. */
+static bool library_file(const char *file) {
+    return file && (under(file, "/usr/include") || under(file, "/usr/lib") || rust_library_file(file));
+}
+
 /* A frame that would name a site no better than the allocator does: no
- * name (an address), a standard library's (library_name), or code of the C
- * and C++ runtimes, where the allocation wrappers are (strdup, fopen,
- * operator new, the loader's tables). */
+ * name (an address), the allocator or memlens (ml__frame_is_allocator), a
+ * standard library's (library_name, library_file), or code of the C and C++
+ * runtimes, where the allocation wrappers are (strdup, fopen, the loader's
+ * tables). */
 bool ml__frame_is_runtime(const ml_frame_t *f) {
-    if (!f->function || f->function[0] == '[' || library_name(f->function)) return true;
-    if (f->file && (under(f->file, "/usr/include") || under(f->file, "/usr/lib"))) return true;
+    if (!f->function || f->function[0] == '[' || ml__frame_is_allocator(f) || library_name(f->function) ||
+        library_file(f->file))
+        return true;
     const char *base = f->module ? strrchr(f->module, '/') : NULL;
     base = base ? base + 1 : f->module;
     if (!base) return true;
     static const char *const runtime[] = {"libc.so", "libc-", "libm.so", "libpthread.so", "libdl.so",
                                           "librt.so", "ld-linux", "ld64.so", "libstdc++.so", "libgcc_s.so",
-                                          "libc++.so", "libc++abi.so", "libunwind.so", "libmemlens"};
+                                          "libc++.so", "libc++abi.so", "libunwind.so"};
     for (size_t i = 0; i < sizeof runtime / sizeof runtime[0]; i++)
         if (!strncmp(base, runtime[i], strlen(runtime[i]))) return true;
     return false;
@@ -1481,8 +1489,7 @@ bool ml__frame_is_runtime(const ml_frame_t *f) {
 
 bool ml_frame_is_own_code(const char *module, const char *file, const char *exe) {
     if (!module || module[0] != '/') return false; /* unknown, [vdso] */
-    if (file && (under(file, "/usr/include") || under(file, "/usr/lib") || rust_library_file(file)))
-        return false;
+    if (library_file(file)) return false;
     if (exe && exe[0] && !strcmp(module, exe)) return true;
     const char *base = strrchr(module, '/') + 1;
     if (!strncmp(base, "libmemlens", 10)) return false;
