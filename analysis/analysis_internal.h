@@ -244,6 +244,33 @@ int ml__sym_new(ml__symbolizer_t **out, bool no_symbols);
  * file needs no copy or none could be made: then read the file itself. */
 int ml__debug_cache_find(const unsigned char *id, int len, char **path);
 int ml__debug_cache_open(int fd, char **path, bool keep);
+/* The cache directory, opened (created when `create`); -1 when it is off,
+ * cannot be made, or fails its checks (a link, not ours, open to others). */
+int ml__debug_cache_dir(bool create);
+/* Removes the least recently used files of the cache open at `dfd` until
+ * `incoming` more bytes fit under its limit. */
+void ml__debug_cache_prune(int dfd, uint64_t incoming);
+
+/* The symbol cache (symcache.c): the frames each address of a module
+ * resolved to, kept in the debug cache between reports, by build-id, and
+ * used only while the stamp (this memlens, the files read) is the same;
+ * `self` is this memlens' build-id in hex, part of the file's name.
+ * A frame's function is NULL for the "[module+0xOFF]" name. Addresses are
+ * relative to the module's load base. ml__symc_get gives the frames of an
+ * address (0: not cached), pointing into the cache; ml__symc_close writes
+ * what was added and frees. NULL caches are allowed everywhere. */
+#define ML__SYMC_MAX_FRAMES 32
+typedef struct {
+    const char *function, *file;
+    uint32_t line;
+    bool inlined;
+} ml__symc_frame_t;
+typedef struct ml__symc_s ml__symc_t;
+ml__symc_t *ml__symc_open(const uint8_t *id, uint32_t idlen, const char *self, const char *stamp,
+                          size_t stamp_len);
+uint32_t ml__symc_get(const ml__symc_t *c, uint64_t addr, ml__symc_frame_t *out);
+void ml__symc_put(ml__symc_t *c, uint64_t addr, const ml__symc_frame_t *f, uint32_t n);
+void ml__symc_close(ml__symc_t *c);
 void ml__sym_free(ml__symbolizer_t *s);
 /* Warnings (build-id mismatches, missing files) go to this session. */
 void ml__sym_set_owner(ml__symbolizer_t *s, ml_analysis_t *a);

@@ -360,6 +360,14 @@ static int add_copy(int dfd, Elf *e, const char *hex) {
     return 0;
 }
 
+int ml__debug_cache_dir(bool create) {
+    return cache_dir(create);
+}
+
+void ml__debug_cache_prune(int dfd, uint64_t incoming) {
+    prune(dfd, incoming);
+}
+
 int ml__debug_cache_find(const unsigned char *id, int len, char **path) {
     *path = NULL;
     char hex[256];

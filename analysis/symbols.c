@@ -23,6 +23,7 @@
 #include "analysis_internal.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -51,7 +52,7 @@ static void demangle_load(void) {
                         "shown mangled\n", h ? "no such symbol" : dlerror());
 }
 
-#define MAX_INLINE 32
+#define MAX_INLINE ML__SYMC_MAX_FRAMES /* frames one address expands into, at most */
 #define FRAME_CHUNK 4096
 #define STR_CHUNK (64u << 10)
 
@@ -95,6 +96,7 @@ typedef struct {
     struct cufns *cufns;
     size_t ncufns, cufns_cap;
     size_t cufns_bytes; /* their ranges' memory, held under SCOPE_INDEX_BUDGET */
+    ml__symc_t *symc; /* frames resolved by earlier reports (symcache.c), or NULL */
 } modsym_t;
 
 /* The memory one module's unit indexes may hold. A -g build of a program
@@ -408,6 +410,7 @@ static Dwfl_Module *report(modsym_t *ms, const ml__module_t *m, const char *file
 }
 
 static void modsym_free(modsym_t *ms) {
+    ml__symc_close(ms->symc);
     if (ms->dwfl) dwfl_end(ms->dwfl);
     index_free(ms);
     free(ms->cus);
@@ -480,6 +483,95 @@ static void shared_add(const ml__module_t *m, modsym_t *ms) {
     ms->shared = true;
 }
 
+/* The symbol cache's stamp (symcache.c): what the frames of this module's
+ * addresses depend on. This memlens' own build-id stands for the resolving
+ * code; then each file libdw reads the module from (the one reported, and
+ * the separate debug file it found, if any) by path and identity. Asking
+ * for the DWARF here makes libdw look for the debug file, which it would
+ * do at the first address anyway. */
+static char self_id[130];
+
+/* The build-id note of the object this code is in, read from memory. */
+static int note_of_self(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    uintptr_t want = (uintptr_t)note_of_self;
+    bool mine = false;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && want >= lo && want - lo < ph->p_memsz) mine = true;
+    }
+    for (int i = 0; mine && i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) continue;
+        const unsigned char *p = (const unsigned char *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+        while (p + 12 <= end) {
+            const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+            size_t name = (nh->n_namesz + 3) & ~(size_t)3, desc = (nh->n_descsz + 3) & ~(size_t)3;
+            if ((size_t)(end - p) < 12 + name + desc) break;
+            if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(p + 12, "GNU", 4) &&
+                nh->n_descsz >= 8 && nh->n_descsz <= 64) {
+                for (size_t k = 0; k < nh->n_descsz; k++) snprintf(self_id + 2 * k, 3, "%02x", p[12 + name + k]);
+                return 1;
+            }
+            p += 12 + name + desc;
+        }
+    }
+    return mine;
+}
+
+static void self_build_id_find(void) {
+    dl_iterate_phdr(note_of_self, NULL);
+}
+
+static const char *self_build_id(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, self_build_id_find);
+    return self_id[0] ? self_id : NULL;
+}
+
+static bool stamp_file(char *buf, size_t len, size_t *at, const char *file) {
+    struct stat st;
+    int n;
+    if (!file)
+        n = snprintf(buf + *at, len - *at, "-\n");
+    else if (stat(file, &st) == 0)
+        n = snprintf(buf + *at, len - *at, "%s %ju %ju %jd %jd.%09ld\n", file, (uintmax_t)st.st_dev,
+                     (uintmax_t)st.st_ino, (intmax_t)st.st_size, (intmax_t)st.st_mtim.tv_sec,
+                     st.st_mtim.tv_nsec);
+    else
+        return false;
+    if (n < 0 || (size_t)n >= len - *at) return false;
+    *at += (size_t)n;
+    return true;
+}
+
+/* Off with the debug cache (MEMLENS_DEBUG_CACHE=off), on its own with
+ * MEMLENS_SYMBOL_CACHE=off (or 0), and where a test looks at the resolving
+ * itself (ML_SYM_VERIFY, ML_SYM_SCOPE_BUDGET). */
+static ml__symc_t *open_symc(ml__symbolizer_t *s, modsym_t *ms, const ml__module_t *m) {
+    const char *budget = getenv("ML_SYM_SCOPE_BUDGET"), *env = getenv("MEMLENS_SYMBOL_CACHE");
+    const char *self = self_build_id();
+    if (s->verify || (budget && budget[0]) || (env && (!strcmp(env, "off") || !strcmp(env, "0"))) || !self ||
+        m->build_id_len < 2)
+        return NULL;
+    Dwarf_Addr bias;
+    (void)dwfl_module_getdwarf(ms->dm, &bias);
+    const char *mainfile = NULL, *debugfile = NULL;
+    dwfl_module_info(ms->dm, NULL, NULL, NULL, NULL, NULL, &mainfile, &debugfile);
+    if (debugfile && mainfile && !strcmp(debugfile, mainfile)) debugfile = NULL;
+    char stamp[8192];
+    size_t at = 0;
+    int n = snprintf(stamp, sizeof stamp, "memlens %s\n", self);
+    if (n < 0 || (size_t)n >= sizeof stamp) return NULL;
+    at = (size_t)n;
+    if (!mainfile || !stamp_file(stamp, sizeof stamp, &at, mainfile) ||
+        !stamp_file(stamp, sizeof stamp, &at, debugfile))
+        return NULL;
+    return ml__symc_open(m->build_id, m->build_id_len, self, stamp, at);
+}
+
 static modsym_t *open_module(ml__symbolizer_t *s, int32_t idx, const ml__module_t *m) {
     if ((uint32_t)idx >= s->nms) {
         uint32_t n = (uint32_t)idx + 16;
@@ -536,6 +628,7 @@ static modsym_t *open_module(ml__symbolizer_t *s, int32_t idx, const ml__module_
     }
     ms->dm = dm;
     ms->state = 1;
+    ms->symc = open_symc(s, ms, m);
     if (share) shared_add(m, ms);
     return ms;
 }
@@ -1343,8 +1436,31 @@ int ml__sym_resolve(ml__symbolizer_t *s, int32_t mod, const ml__module_t *m, uin
     memset(tmp, 0, sizeof tmp);
     uint32_t n = 0;
     modsym_t *ms = m ? open_module(s, mod, m) : NULL;
-    if (ms && ms->state == 1) {
+    ml__symc_frame_t cf[MAX_INLINE];
+    if (ms && ms->state == 1 && (n = ml__symc_get(ms->symc, pc - m->base, cf)) > 0) {
+        const char *module = ml__sym_intern(s, m->path);
+        for (uint32_t i = 0; i < n; i++)
+            tmp[i] = (ml_frame_t){
+                .function = cf[i].function ? ml__sym_intern(s, cf[i].function) : unknown_name(s, m, pc),
+                .file = ml__sym_intern(s, cf[i].file),
+                .module = module,
+                .address = pc,
+                .line = cf[i].line,
+                .inlined = cf[i].inlined,
+            };
+    } else if (ms && ms->state == 1) {
         n = resolve_dwarf(s, ms, m, pc, tmp);
+        if (ms->symc) {
+            const char *unknown = unknown_name(s, m, pc);
+            for (uint32_t i = 0; i < n; i++)
+                cf[i] = (ml__symc_frame_t){
+                    .function = tmp[i].function == unknown ? NULL : tmp[i].function,
+                    .file = tmp[i].file,
+                    .line = tmp[i].line,
+                    .inlined = tmp[i].inlined,
+                };
+            ml__symc_put(ms->symc, pc - m->base, cf, n);
+        }
     } else {
         tmp[0].function = unknown_name(s, m, pc);
         tmp[0].module = m ? ml__sym_intern(s, m->path) : NULL;

@@ -111,6 +111,10 @@ add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_inline_dee
 # files give the same frames, are checked by build-id, never through links.
 add_test(NAME debug_cache COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_debug_cache.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(debug_cache PROPERTIES TIMEOUT 300)
+# The symbol cache (issue 12, item 4): frames kept between reports by
+# build-id give the same JSON, and are dropped when their files change.
+add_test(NAME symbol_cache COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_symbol_cache.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(symbol_cache PROPERTIES TIMEOUT 300)
 # The ELF symbol index against libdw's own answer for every address of real
 # programs (stripped python3, perl, sqlite3, libc): ML_SYM_VERIFY=1.
 add_test(NAME symbols_index_vs_libdw
