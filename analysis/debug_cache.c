@@ -54,9 +54,27 @@
 /* The directory                                                             */
 /* ------------------------------------------------------------------------- */
 
-/* Opens (creating the missing levels 0700) the directory `path`; -1 when
- * it cannot, or when the last level is a link, not ours, or writable by
- * others. */
+/* Makes the directory `path` (0700) unless it exists. Only inside a
+ * directory where it stays the user's alone: one of the user's, a system
+ * one (root's, not writable by others), or a sticky one such as /tmp. Not
+ * in another user's: root run with HOME=/home/alice (sudo -E) would leave
+ * directories of root's in alice's home that she cannot empty. */
+static int make_level(char *path) {
+    struct stat st;
+    if (lstat(path, &st) == 0) return 0;
+    char *slash = strrchr(path, '/');
+    if (slash) *slash = '\0';
+    const char *parent = !slash ? "." : path[0] ? path : "/";
+    bool ok = stat(parent, &st) == 0 && S_ISDIR(st.st_mode) &&
+              (st.st_uid == geteuid() || (st.st_mode & S_ISVTX) || (st.st_uid == 0 && !(st.st_mode & 022)));
+    if (slash) *slash = '/';
+    if (!ok) return -1;
+    return mkdir(path, 0700) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* Opens (creating the missing levels 0700, see make_level) the directory
+ * `path`; -1 when it cannot, or when the last level is a link, not ours, or
+ * writable by others. */
 static int open_dir(const char *path, bool create) {
     char buf[4096];
     if (!path[0] || strlen(path) >= sizeof buf) return -1;
@@ -64,10 +82,10 @@ static int open_dir(const char *path, bool create) {
     for (char *p = buf + 1; create && *p; p++) {
         if (*p != '/') continue;
         *p = '\0';
-        if (mkdir(buf, 0700) < 0 && errno != EEXIST) return -1;
+        if (make_level(buf) < 0) return -1;
         *p = '/';
     }
-    if (create && mkdir(buf, 0700) < 0 && errno != EEXIST) return -1;
+    if (create && make_level(buf) < 0) return -1;
     int fd = open(buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return -1;
     struct stat st;

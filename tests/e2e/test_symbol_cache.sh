@@ -213,6 +213,20 @@ check "debug file gone: the report has no line of prog.c (the test can tell)" \
     bash -c "! grep -q '$W/prog.c' gone.json"
 mv link/prog.debug.away link/prog.debug
 
+# The cache inside a directory of another user's (root run with that
+# user's HOME, sudo -E): nothing made there, the same JSON. A sticky one
+# such as /tmp is fine.
+if [ "$(id -u)" = 0 ]; then
+    mkdir -p alice sticky && chown 65534:65534 alice && chmod 1777 sticky
+    report own.mlt alice.json MEMLENS_DEBUG_CACHE="$W/alice/.cache/memlens/debug" || bad "report, cache in another user's directory"
+    check "another user's directory: nothing made in it, the same JSON" \
+        bash -c "cmp -s own.off.json alice.json && test -z \"\$(ls -A alice)\""
+    report own.mlt sticky.json MEMLENS_DEBUG_CACHE="$W/sticky/c" || bad "report, cache in a sticky directory"
+    check "a sticky directory: the cache is made there" bash -c "cmp -s own.off.json sticky.json && ls sticky/c/*.sym > /dev/null"
+else
+    echo "skip another user's directory: not root"
+fi
+
 check "no temporary file left behind" bash -c "! ls '$W'/cache-*/ | grep -q '\.tmp\.'"
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]
