@@ -3,9 +3,11 @@
 #include "ml_config.h"
 #include "ml_options.h"
 #include "ml_outfile.h"
+#include "ml_trace_format.h"
 #include "ml_viewer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <signal.h>
 #include <limits.h>
@@ -130,9 +132,9 @@ static void usage(FILE *f) {
  * touch, about 1.5 ms of a report that takes 10 (git's 240 KB trace: 10.5
  * against 12.0 ms, `perf stat -r 30`), and a report of cppcheck's 540 KB
  * trace (2 M calls) took as long either way. So it is done only when one of
- * the arguments is a directory or a file of at least HUGE_MIN_BYTES (the
- * traces; an output file that exists already counts too, which only costs
- * the restart). */
+ * the arguments is a directory or a trace of at least HUGE_MIN_BYTES (a
+ * file that starts with the trace's magic: the JSON or the page an earlier
+ * report left under the output's name does not count). */
 #define HUGE_MIN_BYTES (1u << 20)
 #define HUGE_MARK "ML__HUGE_RESTART" /* "-": GLIBC_TUNABLES was unset; "=V": it was V */
 
@@ -148,8 +150,16 @@ static bool thp_on_request(void) {
 static bool big_input(char **argv) {
     for (char **a = argv + 2; *a; a++) {
         struct stat st;
-        if ((*a)[0] != '-' && stat(*a, &st) == 0 && (S_ISDIR(st.st_mode) || st.st_size >= HUGE_MIN_BYTES))
-            return true;
+        if ((*a)[0] == '-' || stat(*a, &st) < 0) continue;
+        if (S_ISDIR(st.st_mode)) return true;
+        if (!S_ISREG(st.st_mode) || st.st_size < HUGE_MIN_BYTES) continue;
+        /* A trace, not an output file left by an earlier report. */
+        char magic[ML_TRACE_MAGIC_LEN];
+        int fd = open(*a, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        bool trace = fd >= 0 && read(fd, magic, sizeof magic) == (ssize_t)sizeof magic &&
+                     !memcmp(magic, ML_TRACE_MAGIC, ML_TRACE_MAGIC_LEN);
+        if (fd >= 0) close(fd);
+        if (trace) return true;
     }
     return false;
 }

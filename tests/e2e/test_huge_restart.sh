@@ -76,9 +76,12 @@ if ! grep -q '\[madvise\]' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/nu
   n=$(wc -l <s.txt)
   [ "$n" -eq 1 ] && ok "huge pages not on request here: one start" || bad "huge pages not on request: $n starts"
 else
-  starts env -u GLIBC_TUNABLES "$ML" report t.mlt --json small.json --no-advisor -q >s.txt
+  # (with an output file of more than 1 MiB there already, which is no trace)
+  head -c 2000000 /dev/zero > old.json
+  starts env -u GLIBC_TUNABLES "$ML" report t.mlt --json old.json --no-advisor -q --force >s.txt
   n=$(wc -l <s.txt)
-  [ "$n" -eq 1 ] && ok "a trace under 1 MiB: one start" || bad "a trace under 1 MiB: $n starts"
+  [ "$n" -eq 1 ] && ok "a trace under 1 MiB (a big output file there): one start" ||
+    bad "a trace under 1 MiB (a big output file there): $n starts"
   starts env -u GLIBC_TUNABLES "$ML" report big.mlt --json on.json --no-advisor -q >s.txt
   n=$(wc -l <s.txt)
   second=$(sed -n 2p s.txt)
