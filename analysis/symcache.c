@@ -43,6 +43,7 @@
 #include "analysis_internal.h"
 #include "ml_map.h"
 #include "ml_trace_io.h" /* ml_write_all */
+#include "ml_util.h"     /* ml_grow */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -108,14 +109,7 @@ static uint32_t str_add(ml__symc_t *c, const char *s) {
     const sstr_t *old = sstr_find(&c->strs, h);
     if (old && !strcmp(c->str + old->off, s)) return old->off; /* else a collision: stored again */
     if (len > FILE_MAX || c->nstr + len > FILE_MAX) return NO_STR;
-    if (c->nstr + len > c->str_cap) {
-        uint32_t cap = c->str_cap ? c->str_cap : 4096;
-        while (cap < c->nstr + len) cap *= 2;
-        char *n = realloc(c->str, cap);
-        if (!n) return NO_STR;
-        c->str = n;
-        c->str_cap = cap;
-    }
+    if (ml_grow((void **)&c->str, &c->str_cap, (uint64_t)c->nstr + len, 1, 0) < 0) return NO_STR;
     uint32_t off = c->nstr;
     memcpy(c->str + off, s, len);
     c->nstr += (uint32_t)len;
@@ -234,14 +228,7 @@ void ml__symc_put(ml__symc_t *c, uint64_t addr, const ml__symc_frame_t *f, uint3
         return;
     }
     if (sent_find(&c->idx, addr + 1)) return;
-    if (c->nfr + n > c->fr_cap) {
-        uint32_t cap = c->fr_cap ? c->fr_cap * 2 : 256;
-        while (cap < c->nfr + n) cap *= 2;
-        sframe_t *p = realloc(c->fr, cap * sizeof *p);
-        if (!p) return;
-        c->fr = p;
-        c->fr_cap = cap;
-    }
+    if (ml_grow((void **)&c->fr, &c->fr_cap, (uint64_t)c->nfr + n, sizeof *c->fr, 0) < 0) return;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t fn = f[i].function ? str_add(c, f[i].function) : NO_STR;
         uint32_t file = f[i].file ? str_add(c, f[i].file) : NO_STR;

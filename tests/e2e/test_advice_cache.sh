@@ -22,11 +22,6 @@ PY=/usr/bin/python3
 W=$(mktemp -d /tmp/memlens-advcache-XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir $W"
 cd "$W" || exit 2
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else bad "$what"; fi
-}
 # The advisor's run time is the one field two fresh runs differ in.
 # Reports of copies of a trace also differ in its path.
 noseconds() { sed 's/"seconds": [0-9.e+-]*/"seconds": _/; s/"path": "[^"]*"/"path": _/' "$1"; }

@@ -17,11 +17,6 @@ PY=/usr/bin/python3
 W=$(mktemp -d /tmp/memlens-hard-XXXXXX)
 trap 'rm -rf "$W"' EXIT
 cd "$W" || exit 2
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else bad "$what"; fi
-}
 has() { grep -q -- "$2" "$1"; }
 mode() { stat -c %a "$1"; }
 running() { # PID exists and is not a zombie

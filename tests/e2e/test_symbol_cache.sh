@@ -21,11 +21,6 @@ PY=/usr/bin/python3
 W=$(mktemp -d /tmp/memlens-symcache-XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$W"' EXIT; echo "work dir $W"
 cd "$W" || exit 2
-check() { # check DESCRIPTION COMMAND...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else bad "$what"; fi
-}
 
 cat > prog.c << 'EOF'
 #include <stdlib.h>
