@@ -208,6 +208,20 @@ check "debug file gone: the report has no line of prog.c (the test can tell)" \
     bash -c "! grep -q '$W/prog.c' gone.json"
 mv link/prog.debug.away link/prog.debug
 
+# Symbol files unused for 30 days go when a new one is written; younger
+# ones and debug copies stay.
+C="$W/cache-age"
+mkdir -m 700 "$C"
+for f in 0123456789abcdef0123456789abcdef01234567.0123456789abcdef.sym old.debug; do
+    cp good.sym "$C/$f" && touch -d '40 days ago' "$C/$f"
+done
+cp good.sym "$C/fedcba9876543210fedcba9876543210fedcba98.0123456789abcdef.sym" &&
+    touch -d '10 days ago' "$C/fedcba9876543210fedcba9876543210fedcba98.0123456789abcdef.sym"
+report own.mlt age.json MEMLENS_DEBUG_CACHE="$C" || bad "report, old symbol files"
+check "a symbol file unused for 40 days is removed" test ! -e "$C/0123456789abcdef0123456789abcdef01234567.0123456789abcdef.sym"
+check "one unused for 10 days stays, and so does an old debug copy" \
+    test -e "$C/fedcba9876543210fedcba9876543210fedcba98.0123456789abcdef.sym" -a -e "$C/old.debug"
+
 # The cache inside a directory of another user's (root run with that
 # user's HOME, sudo -E): nothing made there, the same JSON. A sticky one
 # such as /tmp is fine.
