@@ -49,7 +49,7 @@
 
 #define ML_DEBUG_CACHE_FILE_MAX (1ull << 30) /* one uncompressed copy */
 #define ML_DEBUG_CACHE_MAX (4ull << 30)      /* the whole cache */
-#define ML_SYMBOL_CACHE_AGE (30 * 86400)      /* a symbol file unused this long goes */
+#define ML_SYMBOL_FILE_AGE (30 * 86400)      /* a symbol file unused this long goes */
 
 /* ------------------------------------------------------------------------- */
 /* The directory                                                             */
@@ -119,7 +119,7 @@ static int cache_dir(bool create) {
 
 /* Removes the least recently used copies until the cache holds at most
  * ML_DEBUG_CACHE_MAX - `incoming` bytes. Temporary files of reports that
- * died are removed after a day, symbol files unused for ML_SYMBOL_CACHE_AGE. */
+ * died are removed after a day, symbol files unused for ML_SYMBOL_FILE_AGE. */
 typedef struct {
     char name[256];
     time_t used;
@@ -156,7 +156,7 @@ static void prune(int dfd, uint64_t incoming) {
          * every build of a program has its own, and most are not seen again. */
         size_t len = strlen(de->d_name);
         time_t used = st.st_atime > st.st_mtime ? st.st_atime : st.st_mtime;
-        if (len > 4 && !strcmp(de->d_name + len - 4, ".sym") && now - used > ML_SYMBOL_CACHE_AGE) {
+        if (len > 4 && !strcmp(de->d_name + len - 4, ".sym") && now - used > ML_SYMBOL_FILE_AGE) {
             unlinkat(dfd, de->d_name, 0);
             continue;
         }

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "analysis_internal.h"
+#include "ml_options.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -548,12 +549,12 @@ static bool stamp_file(char *buf, size_t len, size_t *at, const char *file) {
 }
 
 /* Off with the debug cache (MEMLENS_DEBUG_CACHE=off), on its own with
- * MEMLENS_SYMBOL_CACHE=off (or 0), and where a test looks at the resolving
- * itself (ML_SYM_VERIFY, ML_SYM_SCOPE_BUDGET). */
+ * ML_SYMBOL_CACHE=0, and where a test looks at the resolving itself
+ * (ML_SYM_VERIFY, ML_SYM_SCOPE_BUDGET). */
 static ml__symc_t *open_symc(ml__symbolizer_t *s, modsym_t *ms, const ml__module_t *m) {
-    const char *budget = getenv("ML_SYM_SCOPE_BUDGET"), *env = getenv("MEMLENS_SYMBOL_CACHE");
+    const char *budget = getenv("ML_SYM_SCOPE_BUDGET");
     const char *self = self_build_id();
-    if (s->verify || (budget && budget[0]) || (env && (!strcmp(env, "off") || !strcmp(env, "0"))) || !self ||
+    if (s->verify || (budget && budget[0]) || !ml_option_bool(ML_ENV_SYMBOL_CACHE) || !self ||
         m->build_id_len < 2)
         return NULL;
     Dwarf_Addr bias;

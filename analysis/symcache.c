@@ -25,7 +25,7 @@
  *
  * The files count in the cache's size limit and its pruning, least recently
  * used first (a new file prunes, as a new debug copy does); a file unused
- * for 30 days goes then too (debug_cache.c, ML_SYMBOL_CACHE_AGE).
+ * for 30 days goes then too (debug_cache.c, ML_SYMBOL_FILE_AGE).
  *
  * Writing: at the end of the report, when it resolved addresses the file
  * did not have, the old entries and the new ones go to a temporary file,

@@ -77,6 +77,8 @@
     X(HUGE_PAGES, "ML_HUGE_PAGES", BOOL, "1", ML_ENV_CLI,                                          \
       "memlens report, view and diff start once more with glibc's malloc in transparent huge "     \
       "pages (GLIBC_TUNABLES)")                                                                    \
+    X(SYMBOL_CACHE, "ML_SYMBOL_CACHE", BOOL, "1", ML_ENV_CLI,                                      \
+      "reports keep the frames each address resolved to in the debug cache, and reuse them")       \
     X(CTL, "ML_CTL", STR, NULL, ML_ENV_PRELOAD,                                                     \
       "set by memlens run: the session's control segment in /dev/shm")                           \
     X(LD_PRELOAD_ORIG, "ML_LD_PRELOAD_ORIG", STR, NULL, ML_ENV_PRELOAD,                            \

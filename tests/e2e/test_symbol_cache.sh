@@ -11,7 +11,7 @@
 #     is not used, and a link is replaced, never written through;
 #   - the program stripped in place (the same build-id) or its separate
 #     debug file gone: the cached lines are not used;
-#   - MEMLENS_SYMBOL_CACHE=off and MEMLENS_DEBUG_CACHE=off write nothing.
+#   - ML_SYMBOL_CACHE=0 and MEMLENS_DEBUG_CACHE=off write nothing.
 # usage: test_symbol_cache.sh BUILD_DIR
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/checks_lib.sh" # ok, bad, fails
@@ -82,10 +82,10 @@ has_truth() { # the program's own frames, the inlined one included
 
 for k in own link; do
     C="$W/cache-$k"
-    report "$k.mlt" "$k.off.json" MEMLENS_DEBUG_CACHE="$C" MEMLENS_SYMBOL_CACHE=off || bad "$k: report, no symbol cache"
+    report "$k.mlt" "$k.off.json" MEMLENS_DEBUG_CACHE="$C" ML_SYMBOL_CACHE=0 || bad "$k: report, no symbol cache"
     frames "$k.off.json" > "$k.off.txt"
     check "$k: without the cache, the source's functions, inlined frame and lines" has_truth "$k.off.txt"
-    check "$k: MEMLENS_SYMBOL_CACHE=off writes no .sym" bash -c "! ls '$C'/*.sym 2> /dev/null | grep -q ."
+    check "$k: ML_SYMBOL_CACHE=0 writes no .sym" bash -c "! ls '$C'/*.sym 2> /dev/null | grep -q ."
     report "$k.mlt" "$k.cold.json" MEMLENS_DEBUG_CACHE="$C" || bad "$k: cold report"
     check "$k: cold report, the same JSON" cmp -s "$k.off.json" "$k.cold.json"
     id=$(build_id "$k/prog")
@@ -192,7 +192,7 @@ check "a link under the name: replaced by a file" test -f "$S" -a ! -L "$S"
 cp own/prog own/prog.full
 objcopy --strip-debug own/prog || exit 2
 check "stripped: the build-id is the same" test "$(build_id own/prog)" = "$id"
-report own.mlt stripped-off.json MEMLENS_DEBUG_CACHE="$W/fresh" MEMLENS_SYMBOL_CACHE=off || bad "stripped: report"
+report own.mlt stripped-off.json MEMLENS_DEBUG_CACHE="$W/fresh" ML_SYMBOL_CACHE=0 || bad "stripped: report"
 report own.mlt stripped.json MEMLENS_DEBUG_CACHE="$C" || bad "stripped: report with the cache"
 check "stripped in place: the cached lines are not used" cmp -s stripped-off.json stripped.json
 check "stripped in place: the report has no line of prog.c (the test can tell)" \
@@ -201,7 +201,7 @@ mv own/prog.full own/prog
 
 # The separate debug file gone: no lines now, as without the cache.
 mv link/prog.debug link/prog.debug.away
-report link.mlt gone-off.json MEMLENS_DEBUG_CACHE="$W/fresh2" MEMLENS_SYMBOL_CACHE=off || bad "gone: report"
+report link.mlt gone-off.json MEMLENS_DEBUG_CACHE="$W/fresh2" ML_SYMBOL_CACHE=0 || bad "gone: report"
 report link.mlt gone.json MEMLENS_DEBUG_CACHE="$W/cache-link" || bad "gone: report with the cache"
 check "debug file gone: the cached lines are not used" cmp -s gone-off.json gone.json
 check "debug file gone: the report has no line of prog.c (the test can tell)" \
