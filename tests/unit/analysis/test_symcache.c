@@ -145,24 +145,25 @@ static void damage_and_expect_nothing(off_t size, off_t flip) {
     unlink(file_path());
 }
 
-Test(symcache, a_file_cut_anywhere_gives_nothing) {
+/* The size of the sample's file (which is then removed). */
+static off_t sample_size(void) {
     ml__symc_t *c = open_with("stamp");
     put_sample(c);
     ml__symc_close(c);
     struct stat st;
     cr_assert_eq(stat(file_path(), &st), 0);
     unlink(file_path());
-    for (off_t n = 0; n < st.st_size; n++) damage_and_expect_nothing(n, -1);
+    return st.st_size;
+}
+
+Test(symcache, a_file_cut_anywhere_gives_nothing) {
+    off_t size = sample_size();
+    for (off_t n = 0; n < size; n++) damage_and_expect_nothing(n, -1);
 }
 
 Test(symcache, a_byte_changed_anywhere_gives_nothing) {
-    ml__symc_t *c = open_with("stamp");
-    put_sample(c);
-    ml__symc_close(c);
-    struct stat st;
-    cr_assert_eq(stat(file_path(), &st), 0);
-    unlink(file_path());
-    for (off_t i = 0; i < st.st_size; i++) damage_and_expect_nothing(-1, i);
+    off_t size = sample_size();
+    for (off_t i = 0; i < size; i++) damage_and_expect_nothing(-1, i);
 }
 
 static int fail_all;
