@@ -1035,12 +1035,16 @@ static void close_pipes(run_t *s) {
 
 /* After a stop signal, with everything saved and /dev/shm clean: die of
  * that signal, so that a calling script stops as it would without memlens.
- * As a shell does, a SIGINT that the program handled (it exited normally)
- * does not kill memlens: then its status is the program's. */
+ * A program that handled or ignored the signal and then exited (a server
+ * that shuts down cleanly on SIGTERM, a job that ignores SIGHUP, a SIGINT
+ * caught as a shell does) gives memlens its status instead: without
+ * memlens, the caller would have seen that status, not the signal (a
+ * SIGTERM handler's `exit 5` read as "killed by SIGTERM" before). A second
+ * signal, which stops memlens waiting, still kills it. */
 static void die_like_the_program(const run_t *s) {
     int sig = stop_sig;
     if (!sig) return;
-    if (sig == SIGINT && s->root_exited && !WIFSIGNALED(s->root_status) && stop_count < 2) return;
+    if (s->root_exited && !WIFSIGNALED(s->root_status) && stop_count < 2) return;
     fflush(NULL);
     signal(sig, SIG_DFL);
     sigset_t set;

@@ -327,6 +327,20 @@ print(d["process"]["end"], L["judged"], L["lost_bytes"], L["gate_bytes"], len(L[
     check "memlens died of SIGTERM ($st)" test "$st" = "signal 15"
     "$ML" dump term.mlt > term.txt 2>&1
     check "the program got the SIGTERM; the trace is saved" has term.txt " end signaled status=15 "
+    # A program that handles the signal and exits on its own (a clean
+    # shutdown on SIGTERM, SIGHUP ignored) gives memlens its status, as the
+    # caller would have seen it without memlens: the same status, compared
+    # with the program run alone under the same signal.
+    for sig in 15 1; do
+        prog="trap 'sleep 0.2; exit 5' TERM; trap : HUP; sleep 3 & wait; wait; exit 6"
+        alone=$(signal_after "$sig" bash -c "$prog")
+        st=$(signal_after "$sig" "$ML" run -q -o surv.mlt -- bash -c "$prog")
+        check "signal $sig handled, program exits on its own: memlens' status is the program's ($st, alone: $alone)" \
+            test "$st" = "$alone" -a "$st" = "exit $([ "$sig" = 15 ] && echo 5 || echo 6)"
+        "$ML" dump surv.mlt > surv.txt 2>&1
+        check "... the signal reached the program, and its trace ends with its exit" \
+            has surv.txt " end exited status=$([ "$sig" = 15 ] && echo 5 || echo 6) "
+    done
     # timeout(1) sends its signal to memlens and then to its whole process
     # group: one request to stop, not two. memlens must wait for the
     # program, which here takes 0.4 s to exit after SIGTERM, and save a
@@ -344,9 +358,10 @@ print(d["process"]["end"], L["judged"], L["lost_bytes"], L["gate_bytes"], len(L[
     "$ML" dump kint.mlt > kint.txt 2>&1
     check "SIGINT from kill was forwarded to the program" has kint.txt " end signaled status=2 "
     # With --follow-fork and a background child still running, SIGTERM ends
-    # memlens at once with every trace saved and /dev/shm clean.
+    # memlens at once with every trace saved and /dev/shm clean. The
+    # program itself had exited 0: that is memlens' status.
     st=$(signal_after 15 "$ML" run -q --follow-fork -o ff.mlt -- bash -c 'sleep 30 & echo $! > ff.pid')
-    check "follow-fork: memlens died of SIGTERM ($st)" test "$st" = "signal 15"
+    check "follow-fork: SIGTERM ends memlens, with the program's status ($st)" test "$st" = "exit 0"
     check "follow-fork: the root's trace is saved" test -s ff.mlt
     check "follow-fork: the children's traces are saved" test -n "$(ls ff.*.mlt 2> /dev/null)"
     check "follow-fork: no temporary file left" test -z "$(ls ./*.tmp.* 2> /dev/null)"
@@ -366,7 +381,8 @@ print("%s %s" % ("waiting" if alive else "ended", "signal %d" % -r if r < 0 else
         "$ML" run --follow-fork -o ffw.mlt -- bash -c 'sleep 30 & echo $! > ffw.pid; exit 4')
     cpid=$(cat ffw.pid 2> /dev/null)
     [ -n "$cpid" ] && kill "$cpid" 2> /dev/null
-    check "a child outlives the program: memlens waits, then SIGTERM ends it ($st)" test "$st" = "waiting signal 15"
+    check "a child outlives the program: memlens waits, then SIGTERM ends it with the program's status ($st)" \
+        test "$st" = "waiting exit 4"
     check "... saying why it waits, naming the child and how to stop" has ffw.err \
         "^memlens: /usr/bin/bash exited with status 4; 1 process it started is still running and traced: pid $cpid (sleep)\. memlens waits for it; Ctrl-C or SIGTERM stops waiting and saves its trace as recorded so far$"
     "$ML" dump "ffw.$cpid.2.mlt" > ffw.txt 2>&1 # the image after the exec
