@@ -29,7 +29,8 @@
  *     cache grows past ML_DEBUG_CACHE_MAX the least recently used copies go.
  *
  * Where: $MEMLENS_DEBUG_CACHE if set ("off" or "0" turns the cache off),
- * else $XDG_CACHE_HOME/memlens/debug, else $HOME/.cache/memlens/debug.
+ * else $XDG_CACHE_HOME/memlens/debug, else $HOME/.cache/memlens/debug if
+ * $HOME exists (else no cache).
  */
 #define _GNU_SOURCE
 #include "analysis_internal.h"
@@ -98,7 +99,15 @@ static int open_dir(const char *path, bool create) {
 }
 
 /* The cache directory; made only when a copy is to be written, so a
- * lookup leaves no directory behind. */
+ * lookup leaves no directory behind. $HOME itself is never made: only
+ * .cache and below, in a home that exists. System accounts have a home
+ * that must not (nobody's is /nonexistent), and root run with such a HOME
+ * made /nonexistent/.cache/memlens/debug. */
+static bool home_exists(const char *home) {
+    struct stat st;
+    return stat(home, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static int cache_dir(bool create) {
     const char *env = getenv("MEMLENS_DEBUG_CACHE");
     char path[4096];
@@ -109,7 +118,7 @@ static int cache_dir(bool create) {
         const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
         if (xdg && xdg[0] == '/')
             snprintf(path, sizeof path, "%s/memlens/debug", xdg);
-        else if (home && home[0] == '/')
+        else if (home && home[0] == '/' && home_exists(home))
             snprintf(path, sizeof path, "%s/.cache/memlens/debug", home);
         else
             return -1;

@@ -61,8 +61,10 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 /* Appends the regular files named *.mlt in dir, in name order. Returns
- * how many, or -1 after printing why. */
-static long expand_dir(const char *dir, paths_t *out) {
+ * how many, or -1 after printing why. Another kind of file by that name (a
+ * FIFO, a device, a directory, a link to nothing) is no trace: it is left
+ * out, and said to be, unless quiet (it was left out unsaid before). */
+static long expand_dir(const char *dir, paths_t *out, bool quiet) {
     DIR *d = opendir(dir);
     if (!d) {
         ml_cli_error("%s: %s", dir, strerror(errno));
@@ -80,7 +82,20 @@ static long expand_dir(const char *dir, paths_t *out) {
             break;
         }
         struct stat st;
-        if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) {
+        int bad = stat(path, &st) < 0 ? errno : 0;
+        if (bad || !S_ISREG(st.st_mode)) {
+            if (!quiet) {
+                char safe[512];
+                const char *what = bad                   ? strerror(bad)
+                                   : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe), not a trace file"
+                                   : S_ISDIR(st.st_mode)  ? "a directory, not a trace file"
+                                   : S_ISCHR(st.st_mode)  ? "a character device, not a trace file"
+                                   : S_ISBLK(st.st_mode)  ? "a block device, not a trace file"
+                                   : S_ISSOCK(st.st_mode) ? "a socket, not a trace file"
+                                                          : "not a regular file";
+                fprintf(stderr, "memlens: warning: %s left out: %s\n", ml_cli_safe(path, safe, sizeof safe),
+                        what);
+            }
             free(path);
             continue;
         }
@@ -106,7 +121,7 @@ static int expand(const ml_report_many_opts_t *o, paths_t *out, bool *any_dir) {
         struct stat st;
         if (stat(o->inputs[i], &st) == 0 && S_ISDIR(st.st_mode)) {
             *any_dir = true;
-            if (expand_dir(o->inputs[i], out) < 0) return -1;
+            if (expand_dir(o->inputs[i], out, o->quiet) < 0) return -1;
         } else if (push(out, strdup(o->inputs[i])) < 0) {
             ml_cli_error("out of memory");
             return -1;

@@ -236,6 +236,16 @@ else
     echo "skip another user's directory: not root"
 fi
 
+# A HOME that does not exist (a system account's, /nonexistent): no cache,
+# and HOME is not made. As root, / would let memlens make it.
+report own.mlt nohome.json -u MEMLENS_DEBUG_CACHE -u XDG_CACHE_HOME HOME="$W/nohome" ||
+    bad "report, HOME missing"
+check "a HOME that does not exist is not made, the same JSON" \
+    bash -c "cmp -s own.off.json nohome.json && test ! -e '$W/nohome'"
+mkdir -p home
+report own.mlt home.json -u MEMLENS_DEBUG_CACHE -u XDG_CACHE_HOME HOME="$W/home" || bad "report, HOME"
+check "a HOME that exists gets .cache/memlens/debug" bash -c "cmp -s own.off.json home.json && ls home/.cache/memlens/debug/*.sym > /dev/null"
+
 check "no temporary file left behind" bash -c "! ls '$W'/cache-*/ | grep -q '\.tmp\.'"
 echo "$fails failure(s)"
 [ "$fails" -eq 0 ]
