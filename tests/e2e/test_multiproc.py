@@ -320,6 +320,25 @@ def test(w):
     r = run(["report", empty])
     eq(r.returncode, 1, "an empty directory: exit 1")
     check("holds no trace" in r.stderr, "an empty directory says so: %s" % r.stderr.strip())
+    # Entries named *.mlt that are no trace files are left out, and said
+    # to be: a FIFO (never opened: a report must not hang on it), a
+    # directory, a link to nothing. The traces are reported as without them.
+    odd = os.path.join(w, "odd")
+    shutil.copytree(tree, odd)
+    os.mkfifo(os.path.join(odd, "pipe.mlt"))
+    os.mkdir(os.path.join(odd, "sub.mlt"))
+    os.symlink(os.path.join(w, "no-such-file"), os.path.join(odd, "gone.mlt"))
+    r = run(["report", odd, "--no-advisor"])
+    plain = run(["report", tree, "--no-advisor"])
+    eq(r.returncode, 0, "a folder with a FIFO, a directory and a dangling link named *.mlt: exit 0 (%s)" %
+       r.stderr.strip())
+    for name, why in (("pipe.mlt", "a FIFO (named pipe), not a trace file"),
+                      ("sub.mlt", "a directory, not a trace file"), ("gone.mlt", "No such file or directory")):
+        check("memlens: warning: %s left out: %s\n" % (os.path.join(odd, name), why) in r.stderr,
+              "%s is said to be left out: %s" % (name, r.stderr.strip()))
+    eq(r.stdout.replace(odd, tree), plain.stdout, "the folder's report, the odd entries left out")
+    r = run(["report", "-q", odd, "--no-advisor"])
+    eq(r.stderr, "", "-q: nothing said of them")
     r = run(["report", tree, os.path.join(tree, "run.mlt")])
     eq(r.returncode, 1, "a trace given twice: exit 1")
     check("given twice" in r.stderr, "a trace given twice says so: %s" % r.stderr.strip())
