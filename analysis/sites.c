@@ -648,6 +648,15 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
         ml__warn_built(a, "%llu frees of blocks allocated before memlens attached (or by an allocator "
                     "memlens does not see): not counted at any site",
                  (unsigned long long)a->t.unknown_frees);
+    else if (a->t.unknown_frees && (a->proc.options & ML_OPT_FORKED))
+        /* A forked child frees what its parent allocated before the fork:
+         * their allocations are in the parent's trace (parent_trace). This
+         * read "allocated before memlens started" in every shell subshell's
+         * report under --follow-fork. */
+        ml__warn_built(a, "%llu frees of blocks this process did not allocate: blocks inherited from its "
+                    "parent at the fork (their allocations are in the parent's trace), or of an "
+                    "allocator memlens does not see",
+                 (unsigned long long)a->t.unknown_frees);
     else if (a->t.unknown_frees)
         ml__warn_built(a, "%llu frees of addresses never seen allocated (allocated before memlens "
                     "started, or by an allocator memlens does not see)",

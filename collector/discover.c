@@ -110,7 +110,7 @@ static void process_record(ml_collector_t *c, ml__proc_t *p) {
     pr->unwinder = c->o.unwind_fp ? ML_UNWIND_FP : ML_UNWIND_LIBUNWIND;
     pr->depth = c->o.depth;
     pr->sample_bytes = c->o.sample_bytes;
-    pr->options = c->ctl->options;
+    pr->options = c->ctl->options | (h->fork_seq ? ML_OPT_FORKED : 0);
     uint32_t parent = c->ctl->procs[p->info.slot].parent_slot;
     pr->parent_trace = parent < c->nseen && c->procs[parent] ? c->procs[parent]->path : "";
     ml__proc_strings_t *str = p->str;

@@ -108,10 +108,11 @@ static void print_process(FILE *out, const ml_record_t *r) {
     const typeof(r->u.process) *p = &r->u.process;
     fprintf(out,
             " pid=%u ppid=%u start_ns=%" PRIu64 " page_size=%u unwinder=%s depth=%u "
-            "sample_bytes=%" PRIu64 " options=0x%x%s parent_trace=",
+            "sample_bytes=%" PRIu64 " options=0x%x%s%s parent_trace=",
             p->pid, p->ppid, p->start_realtime_ns, p->page_size,
             p->unwinder == ML_UNWIND_FP ? "fp" : "libunwind", p->depth, p->sample_bytes,
-            p->options, p->options & ML_OPT_ATTACHED ? " (attached)" : "");
+            p->options, p->options & ML_OPT_ATTACHED ? " (attached)" : "",
+            p->options & ML_OPT_FORKED ? " (forked)" : "");
     print_escaped(out, p->parent_trace);
     fprintf(out, " exe=");
     print_escaped(out, p->exe);

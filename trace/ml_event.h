@@ -328,6 +328,8 @@ typedef struct {
                                   * twice and compared, see ml_ring_hdr_t.unwind_* */
 #define ML_OPT_ATTACHED 0x8 /* memlens attach: recorded from the middle of the process' life
                              * (allocations made before are unknown; no exit scan) */
+#define ML_OPT_FORKED 0x10 /* process record only: the image is a fork child (fork_seq), whose
+                            * frees of blocks it inherited have no allocation in its trace */
 
 typedef struct {
     uint64_t magic;

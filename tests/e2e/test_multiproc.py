@@ -69,6 +69,7 @@ def main():
     w = tempfile.mkdtemp(prefix="ml_multiproc.")
     try:
         test(w)
+        inherited_frees(w)
     finally:
         if os.environ.get("ML_KEEP_TEST_FILES") != "1":
             shutil.rmtree(w, ignore_errors=True)
@@ -77,6 +78,58 @@ def main():
         return 1
     print("all checks passed")
     return 0
+
+
+INHERIT_C = r"""
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+void *volatile keep[3];
+int main(void) {
+    for (int i = 0; i < 3; i++) keep[i] = malloc(100 + i);
+    pid_t c = fork();
+    if (c == 0) {
+        free(keep[0]); /* blocks the parent allocated before the fork */
+        free(keep[1]);
+        _exit(0);
+    }
+    int st;
+    waitpid(c, &st, 0);
+    for (int i = 0; i < 3; i++) free(keep[i]);
+    return 0;
+}
+"""
+
+
+def inherited_frees(w):
+    """A fork child that frees blocks its parent allocated before the fork:
+    its process record says "forked", and its report says where those
+    blocks were allocated (not "before memlens started")."""
+    d = os.path.join(w, "inherit")
+    os.mkdir(d)
+    src, prog = os.path.join(d, "p.c"), os.path.join(d, "p")
+    with open(src, "w") as f:
+        f.write(INHERIT_C)
+    if subprocess.run(["cc", "-O0", "-o", prog, src]).returncode != 0:
+        check(False, "cc failed on the inherited-frees program")
+        return
+    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(d, "r.mlt"), "--", prog])
+    eq(r.returncode, 0, "inherited frees: memlens run (stderr %s)" % r.stderr.strip())
+    child = [t for t in os.listdir(d) if re.fullmatch(r"r\.\d+\.mlt", t)]
+    eq(len(child), 1, "inherited frees: one child trace: %s" % os.listdir(d))
+    if len(child) != 1:
+        return
+    for name, forked in (("r.mlt", False), (child[0], True)):
+        dump = run(["dump", os.path.join(d, name)]).stdout
+        proc = [line for line in dump.splitlines() if " process pid=" in line]
+        check(len(proc) == 1 and ("(forked)" in proc[0]) == forked,
+              "%s: the process record says forked: %s (%s)" % (name, forked, proc))
+    j = report_json(["--no-advisor", os.path.join(d, child[0])], os.path.join(d, "c.json"))
+    eq(j["warnings"], ["2 frees of blocks this process did not allocate: blocks inherited from its parent at "
+                       "the fork (their allocations are in the parent's trace), or of an allocator memlens does "
+                       "not see"], "the child's warning on the blocks it inherited and freed")
+    j = report_json(["--no-advisor", os.path.join(d, "r.mlt")], os.path.join(d, "p.json"))
+    check(not any("frees" in x for x in j["warnings"]), "the parent has no such warning: %s" % j["warnings"])
 
 
 def test(w):
