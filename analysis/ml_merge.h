@@ -71,8 +71,10 @@ typedef struct {
     uint32_t sites;          /* its sites merged here (usually 1) */
     uint64_t alloc_calls, bytes_allocated, temporary_allocs;
     uint64_t peak_bytes, peak_blocks;     /* live at that process's peak */
-    uint64_t leaked_bytes, leaked_blocks; /* live at its end, every kind */
-    uint64_t lost_bytes;                  /* of those, definite + indirect + possible */
+    uint64_t leaked_bytes, leaked_blocks; /* lost at its end: definite + indirect + possible (the
+                                           * site's leaked_bytes; "every kind" said this once) */
+    uint64_t lost_bytes;                  /* the same bytes, summed from the kinds */
+    uint64_t kind_bytes[ML_LEAK_KINDS];   /* live at its end, by leak kind (reachable too) */
 } ml_merge_share_t;
 
 /* The merge's totals. */

@@ -75,8 +75,14 @@ static const char *value(uint64_t v, ml_fold_metric_t metric, char *buf, size_t 
 }
 
 /* "processes: pid 12 1.0 KiB, pid 13 2.0 KiB": the contributors of merged
- * site i, largest first, at most 6 named. */
-static void contributors(FILE *o, const ml_merge_t *m, size_t site, ml_fold_metric_t metric) {
+ * site i, largest first, at most 6 named. kind >= 0: the metric is that
+ * leak kind's bytes (a leak group's row: the leaked metric is the lost
+ * kinds' sum, and named every process of a "reachable" row with "-"). */
+static uint64_t contribution(const ml_merge_share_t *s, ml_fold_metric_t metric, int kind) {
+    return kind >= 0 ? s->kind_bytes[kind] : share_value(s, metric);
+}
+
+static void contributors(FILE *o, const ml_merge_t *m, size_t site, ml_fold_metric_t metric, int kind) {
     size_t n;
     const ml_merge_share_t *sh = ml_merge_site_processes(m, site, &n);
     bool *done = calloc(n ? n : 1, sizeof *done);
@@ -86,11 +92,13 @@ static void contributors(FILE *o, const ml_merge_t *m, size_t site, ml_fold_metr
     for (; shown < n && shown < 6; shown++) {
         size_t best = n;
         for (size_t k = 0; k < n; k++)
-            if (!done[k] && (best == n || share_value(&sh[k], metric) > share_value(&sh[best], metric))) best = k;
+            if (!done[k] &&
+                (best == n || contribution(&sh[k], metric, kind) > contribution(&sh[best], metric, kind)))
+                best = k;
         done[best] = true;
         char b[32];
         fprintf(o, "%s pid %u %s", shown ? "," : "", ml_merge_process(m, sh[best].process)->pid,
-                value(share_value(&sh[best], metric), metric, b, sizeof b));
+                value(contribution(&sh[best], metric, kind), metric, b, sizeof b));
     }
     if (n > shown) fprintf(o, ", +%zu more", n - shown);
     fputc('\n', o);
@@ -152,7 +160,7 @@ int ml_report_text_merged(FILE *o, const ml_merge_t *m, const ml_report_merge_op
         fprintf(o, "  %10s %5.1f%% %6" PRIu64 " blocks  ", bytes(s[i].peak_bytes, b1, sizeof b1),
                 t->peak_bytes ? 100.0 * (double)s[i].peak_bytes / (double)t->peak_bytes : 0, s[i].peak_blocks);
         ml__text_site_lines(o, &s[i]);
-        contributors(o, m, i, ML_FOLD_PEAK);
+        contributors(o, m, i, ML_FOLD_PEAK, -1);
         shown++;
     }
     if (!shown) fputs("  (nothing was live)\n", o);
@@ -165,7 +173,7 @@ int ml_report_text_merged(FILE *o, const ml_merge_t *m, const ml_report_merge_op
                 g->blocks, g->suppressed ? " (suppressed)" : "");
         if (g->site < n) {
             ml__text_site_lines(o, &s[g->site]);
-            contributors(o, m, g->site, ML_FOLD_LEAKED);
+            contributors(o, m, g->site, ML_FOLD_LEAKED, (int)g->kind);
         } else {
             fputc('\n', o);
         }

@@ -308,6 +308,13 @@ def test(w):
     check("the largest single peak is 8.8 KiB (pid %d)" % kids[3] in out, "text: the largest peak")
     check(("in 3 processes: pid %d 8.8 KiB, pid %d 3.9 KiB, pid %d 1000 B" % (kids[3], kids[2], kids[1])) in out,
           "text: shared_alloc's processes, largest first")
+    # Each leak row names its processes with that kind's bytes: the
+    # reachable row named child 2 with "-" (the lost kinds' sum, 0).
+    tl = out[out.index("top leaks:"):]
+    check(re.search(r"777 B reachable +1 blocks +keep_second .*\n(?:.*<-.*\n)*\s+in 1 process: pid %d 777 B\n"
+                    % kids[2], tl), "text: the reachable leak row names child 2 with 777 B: %s" % tl[:600])
+    check(re.search(r"333 B definite +1 blocks +drop_third .*\n(?:.*<-.*\n)*\s+in 1 process: pid %d 333 B\n"
+                    % kids[3], tl), "text: the definite leak row names child 3 with 333 B: %s" % tl[:600])
     check("reachability scan" not in out, "text: every process was scanned, no note: %s" % out[:600])
     # The note on unscanned leaks names the process it is about, and none
     # comes for an image that exec replaced (it has no scan and no leaks).
