@@ -294,6 +294,10 @@ typedef struct {
      * characters. The strings must outlive the analysis' builds. */
     const char *const *alloc_fns;
     size_t nalloc_fns;
+    /* No call tree (ml_analysis_flame() then has no node): a merged report
+     * builds one tree of every process' sites, and each process' own was
+     * a tenth of `memlens report DIR`'s time, unused. */
+    bool no_calltree;
 } ml_build_opts_t;
 
 /** The --alloc-fn patterns of the last build, and for pattern i how many

@@ -142,6 +142,7 @@ void ml__supp_reset(const ml_suppressions_t *s);
 /* The call tree of every site (calltree.c), and its pruned copy for the
  * report's flame graph. */
 static int build_calltree(struct ml__built_s *b, const ml_build_opts_t *o) {
+    if (o->no_calltree) return 0;
     int64_t n = ml_calltree_build(b->sites, b->nsites, NULL, false, &b->tree);
     if (n < 0) return (int)n;
     b->ntree = (size_t)n;

@@ -461,6 +461,11 @@ int ml_cli_exec_chain(const char *path, const ml_analysis_t *a, char *first, cha
  * and returns NULL on failure. */
 ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
                               bool quiet, bool replay) {
+    return ml_cli_analyse_ex(path, supp, no_symbols, quiet, replay, false);
+}
+
+ml_analysis_t *ml_cli_analyse_ex(const char *path, const ml_suppressions_t *supp, bool no_symbols,
+                                 bool quiet, bool replay, bool no_calltree) {
     ml_analysis_t *a;
     char err[1024];
     if (ml_analysis_new(&a) < 0) {
@@ -497,7 +502,8 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
         }
     }
     ml_build_opts_t bo = {.no_symbols = no_symbols, .suppressions = supp,
-                          .alloc_fns = ml_cli_alloc_fns, .nalloc_fns = ml_cli_nalloc_fns};
+                          .alloc_fns = ml_cli_alloc_fns, .nalloc_fns = ml_cli_nalloc_fns,
+                          .no_calltree = no_calltree};
     snprintf(stage, sizeof stage, "analysing %s (symbols, leaks, fragmentation)", path);
     if (!quiet) ml_cli_stage_begin(stage);
     rc = ml_analysis_build(a, &bo, err, sizeof err);

@@ -289,7 +289,8 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
      * said once at the end (one program's wrapper is not expected in all). */
     uint64_t *fn_hits = ml_cli_nalloc_fns ? calloc(ml_cli_nalloc_fns, sizeof *fn_hits) : NULL;
     for (size_t i = 0; i < paths.n; i++) {
-        ml_analysis_t *a = ml_cli_analyse(paths.v[i], o->supp, o->no_symbols, o->quiet, o->replay);
+        /* Each process' call tree would go unused: the merge builds one. */
+        ml_analysis_t *a = ml_cli_analyse_ex(paths.v[i], o->supp, o->no_symbols, o->quiet, o->replay, true);
         if (!a) {
             free(fn_hits);
             goto out; /* ml_cli_analyse said why, naming the file */

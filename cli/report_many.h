@@ -43,6 +43,9 @@ int ml_cli_exec_chain(const char *path, const ml_analysis_t *a, char *first, cha
 /** Loads and builds one trace (report_cmd.c; shared with `memlens diff`). */
 ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, bool no_symbols,
                               bool quiet, bool replay);
+/** The same; no_calltree: for a merge, which builds its own call tree. */
+ml_analysis_t *ml_cli_analyse_ex(const char *path, const ml_suppressions_t *supp, bool no_symbols,
+                                 bool quiet, bool replay, bool no_calltree);
 
 /** The --alloc-fn patterns of `report` and `diff` (argv's strings), for
  * every ml_cli_analyse() of the command. */
