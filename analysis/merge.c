@@ -292,9 +292,7 @@ static int add_site(ml_merge_t *m, msite_t *ms, const ml_site_t *src, uint32_t p
     sh->peak_blocks += src->peak_blocks;
     sh->leaked_bytes += src->leaked_bytes;
     sh->leaked_blocks += src->leaked_blocks;
-    for (int k = 0; k < ML_LEAK_KINDS; k++) sh->kind_bytes[k] += src->leaked_kind_bytes[k];
-    sh->lost_bytes += src->leaked_kind_bytes[ML_LEAK_DEFINITE] + src->leaked_kind_bytes[ML_LEAK_INDIRECT] +
-                      src->leaked_kind_bytes[ML_LEAK_POSSIBLE];
+    sh->reachable_bytes += src->leaked_kind_bytes[ML_LEAK_REACHABLE];
     return 0;
 }
 

@@ -73,8 +73,9 @@ typedef struct {
     uint64_t peak_bytes, peak_blocks;     /* live at that process's peak */
     uint64_t leaked_bytes, leaked_blocks; /* lost at its end: definite + indirect + possible (the
                                            * site's leaked_bytes; "every kind" said this once) */
-    uint64_t lost_bytes;                  /* the same bytes, summed from the kinds */
-    uint64_t kind_bytes[ML_LEAK_KINDS];   /* live at its end, by leak kind (reachable too) */
+    uint64_t reachable_bytes;             /* still reachable at its end. One field more per share
+                                           * (millions in a big merge): the lost kinds stay summed
+                                           * (a lost_bytes equal to leaked_bytes went instead) */
 } ml_merge_share_t;
 
 /* The merge's totals. */

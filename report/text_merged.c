@@ -75,11 +75,13 @@ static const char *value(uint64_t v, ml_fold_metric_t metric, char *buf, size_t 
 }
 
 /* "processes: pid 12 1.0 KiB, pid 13 2.0 KiB": the contributors of merged
- * site i, largest first, at most 6 named. kind >= 0: the metric is that
- * leak kind's bytes (a leak group's row: the leaked metric is the lost
- * kinds' sum, and named every process of a "reachable" row with "-"). */
+ * site i, largest first, at most 6 named. kind: a leak group's kind, or -1.
+ * A "reachable" row names each process' reachable bytes at the site (it
+ * named every process "-": the leaked metric is the lost kinds' sum); a
+ * row of a lost kind, each process' lost bytes at the site (the three lost
+ * kinds are not kept apart per process: one field more on every share). */
 static uint64_t contribution(const ml_merge_share_t *s, ml_fold_metric_t metric, int kind) {
-    return kind >= 0 ? s->kind_bytes[kind] : share_value(s, metric);
+    return kind == ML_LEAK_REACHABLE ? s->reachable_bytes : share_value(s, metric);
 }
 
 static void contributors(FILE *o, const ml_merge_t *m, size_t site, ml_fold_metric_t metric, int kind) {
