@@ -68,7 +68,8 @@ static void usage_report(FILE *f) {
           "  --json-compact        write --json in the HTML page's compact form: every frame and\n"
           "                        every stack once (frame_table, stack_table), sites and flame\n"
           "                        nodes as rows (docs/html-report.md); the full form lists each\n"
-          "                        site's whole stack, gigabytes for a C++ or Python program\n"
+          "                        site's whole stack, gigabytes for a C++ or Python program;\n"
+          "                        of several traces: frames and stacks once, by_process kept\n"
           "  --html OUT            a self-contained HTML page ('-' is stdout)\n"
           "  --folded OUT          folded stacks for flamegraph.pl or speedscope ('-' is stdout)\n"
           "  --folded-metric M     what the folded stacks count (default alloc: bytes allocated)\n"
@@ -641,7 +642,8 @@ static int report_many(const report_opts_t *o, const ml_suppressions_t *supp) {
         .gpu_peak_gate = o->gpu_peak_gate, .fail_on_leak = o->fail_on_leak, .max_peak = o->max_peak,
         .fail_on_gpu_leak = o->fail_on_gpu_leak, .max_gpu_peak = o->max_gpu_peak,
         .allow_incomplete = o->allow_incomplete, .quiet = o->quiet, .no_symbols = o->no_symbols,
-        .replay = o->replay, .supp = supp, .out_flags = o->out_flags, .max_sites = o->max_sites};
+        .replay = o->replay, .supp = supp, .out_flags = o->out_flags, .max_sites = o->max_sites,
+        .json_compact = o->json_compact};
     return ml_cli_report_many(&mo);
 }
 
@@ -676,12 +678,6 @@ int ml_cmd_report(int argc, char **argv) {
         return ML_EXIT_USAGE;
     }
     bool many = is_many(&o);
-    if (many && o.json_compact) {
-        ml_cli_error("report: --json-compact takes one trace; a report of several traces writes the full form");
-        free(o.traces);
-        usage_report(stderr);
-        return ML_EXIT_USAGE;
-    }
     if (many && (o.folded || o.pprof || o.speedscope)) {
         ml_cli_error("report: --folded, --pprof and --speedscope take one trace; a report of several "
                      "traces writes --json, --html or the text summary");

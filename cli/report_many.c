@@ -237,7 +237,11 @@ static int write_outputs(const ml_report_many_opts_t *o, const ml_merge_t *m, co
     if (o->json) {
         ml_out_t out;
         int rc = ml_out_open_flags(&out, o->json, o->out_flags, err, sizeof err);
-        if (rc == 0 && (rc = ml_report_json_merged(out.f, m, ro)) < 0) {
+        /* --json-compact: each frame and stack once, as on the page (the
+         * full form of 976 traces of a build was 987 MB). */
+        ml_report_merge_opts_t jo = *ro;
+        if (o->json_compact) jo.frame_table = jo.by_process = true;
+        if (rc == 0 && (rc = ml_report_json_merged(out.f, m, &jo)) < 0) {
             ml_out_abort(&out);
             snprintf(err, sizeof err, "cannot write %s: %s", o->json, strerror(-rc));
         } else if (rc == 0) {

@@ -22,6 +22,7 @@ typedef struct {
     const ml_suppressions_t *supp;
     unsigned out_flags;        /* ML_OUTFILE_* */
     uint32_t max_sites;
+    bool json_compact;         /* --json in the page's form, each site's by_process kept */
 } ml_report_many_opts_t;
 
 /** Runs the merged report; returns the exit code (ML_EXIT_*). */

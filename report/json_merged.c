@@ -2,7 +2,8 @@
  * the single-trace document's keys, filled from the merge, plus "merged",
  * "processes" and each site's "by_process" (docs/report-schema.json). With
  * ml_report_merge_opts_t.frame_table, the HTML page's form: frames and stacks
- * once, in "frame_table" and "stack_table", named by "stack"; no "by_process".
+ * once, in "frame_table" and "stack_table", named by "stack"; no "by_process"
+ * unless ml_report_merge_opts_t.by_process (`--json-compact`).
  *
  * What a merge cannot say is written as such, never made up: the peak is
  * the sum of the processes' own peaks (an upper bound, "merged.peak"), the
@@ -186,7 +187,7 @@ static void by_process(ml_json_t *w, const ml_merge_t *m, size_t site) {
     ml_json_end(w);
 }
 
-static void sites(ml_json_t *w, ml__ftab_t *ft, const ml_merge_t *m, uint32_t max) {
+static void sites(ml_json_t *w, ml__ftab_t *ft, const ml_merge_t *m, uint32_t max, bool shares) {
     size_t n;
     const ml_site_t *s = ml_merge_sites(m, &n);
     if (max && n > max) n = max;
@@ -196,9 +197,10 @@ static void sites(ml_json_t *w, ml__ftab_t *ft, const ml_merge_t *m, uint32_t ma
         ml_json_break(w, 2);
         ml_json_object(w);
         /* The page reads no "by_process": its form leaves it out (it was
-         * three quarters of a merged page's data). */
+         * three quarters of a merged page's data); --json-compact keeps it. */
         if (ft) {
             ml__json_site_fields_ft(w, ft, &s[i]);
+            if (shares) by_process(w, m, i);
         } else {
             ml__json_site_fields(w, &s[i]);
             by_process(w, m, i);
@@ -383,7 +385,7 @@ int ml_report_json_merged(FILE *o, const ml_merge_t *m, const ml_report_merge_op
     ml_json_break(w, 0);
     totals(w, m);
     ml_json_break(w, 0);
-    sites(w, ft, m, ro->max_sites);
+    sites(w, ft, m, ro->max_sites, ro->by_process);
     ml_json_break(w, 0);
     peak(w, ft, m);
     ml_json_break(w, 0);

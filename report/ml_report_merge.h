@@ -22,6 +22,8 @@ typedef struct {
     bool frame_table;         /* the HTML page's form: sites, peak and leak rows name their
                                * frames by "stack" in "stack_table" and "frame_table", each
                                * frame and stack written once (docs/html-report.md) */
+    bool by_process;          /* with frame_table: each site's "by_process" too (--json-compact;
+                               * the page, which does not read it, leaves it out) */
 } ml_report_merge_opts_t;
 
 /** Writes the merged JSON report. Returns as ml_report_json(). */

@@ -225,6 +225,24 @@ def test(w):
         for k in sorted(set(want) | set(page)):
             eq(page.get(k), want.get(k), "the page's %r, rebuilt, equals the --json document's" % k)
 
+    # --json-compact: the page's form in a file, each site's "by_process"
+    # kept. Rebuilt from the tables, it is the --json document.
+    cj = os.path.join(w, "dir.compact.json")
+    r = run(["report", "-q", tree, "--json-compact", "--json", cj])
+    eq(r.returncode, 0, "report DIR --json-compact: exit (stderr %s)" % r.stderr.strip())
+    if r.returncode == 0:
+        with open(cj) as f:
+            compact = json.load(f)
+        ft, st = compact.pop("frame_table", None), compact.pop("stack_table", None)
+        check(isinstance(ft, list) and isinstance(st, list) and len(st) > 0, "--json-compact has the tables")
+        if isinstance(ft, list) and isinstance(st, list):
+            for rows in (compact["sites"], compact["peak"]["sites"], compact["leaks"]["sites"]):
+                for row in rows:
+                    check("frames" not in row and isinstance(row.get("stack"), int), "a compact row names its stack")
+                    row["frames"] = check_exports.stack_frames(ft, st, row.pop("stack"))
+            for k in sorted(set(doc) | set(compact)):
+                eq(compact.get(k), doc.get(k), "--json-compact's %r, rebuilt, equals --json's" % k)
+
     # Sites: one per stack key, whichever process had it.
     sites = doc["sites"]
     by_name = {}
