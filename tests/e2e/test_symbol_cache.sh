@@ -103,21 +103,30 @@ C="$W/cache-own"
 id=$(build_id own/prog)
 S=$(ls "$C/$id".*.sym | head -1)
 cp "$S" good.sym
-# Rewrites a name in the file; "fix" recomputes the checksum (FNV-1a 64 of
-# everything before the last 8 bytes), "keep" leaves it stale.
+# The file's checksum made right again after an edit: FNV-1a 64 of
+# everything before the last 8 bytes (analysis/symcache.c).
+cat > "$W/symsum.py" << 'EOF'
+import struct
+
+
+def fix(b):
+    h = 1469598103934665603
+    for c in b[:-8]:
+        h = ((h ^ c) * 1099511628211) & (2**64 - 1)
+    b[-8:] = struct.pack("<Q", h)
+EOF
+# Rewrites a name in the file; "fix" recomputes the checksum, "keep" leaves
+# it stale.
 edit() { # edit FILE OLD NEW fix|keep
-    "$PY" - "$@" << 'EOF'
-import struct, sys
+    PYTHONPATH="$W" "$PY" - "$@" << 'EOF'
+import sys, symsum
 path, old, new, how = sys.argv[1:]
 b = bytearray(open(path, "rb").read())
 i = b.find(old.encode() + b"\0")
 assert i >= 0 and len(old) == len(new)
 b[i:i + len(old)] = new.encode()
 if how == "fix":
-    h = 1469598103934665603
-    for c in b[:-8]:
-        h = ((h ^ c) * 1099511628211) & (2**64 - 1)
-    b[-8:] = struct.pack("<Q", h)
+    symsum.fix(b)
 open(path, "wb").write(b)
 EOF
 }
@@ -144,8 +153,8 @@ check "a damaged file is replaced by a good one" cmp -s good.sym "$S"
 # (the reader's bounds, not its checksum): every report ends well, with
 # valid JSON.
 mutate() { # mutate SEED: random words of the file before its strings
-    "$PY" - good.sym "$S" "$1" << 'EOF'
-import random, struct, sys
+    PYTHONPATH="$W" "$PY" - good.sym "$S" "$1" << 'EOF'
+import random, struct, sys, symsum
 src, dst, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
 r = random.Random(seed)
 b = bytearray(open(src, "rb").read())
@@ -157,10 +166,7 @@ for _ in range(r.randint(1, 4)):
     i = r.randrange(at, end - 3) & ~3 if r.random() < 0.9 else r.randrange(0, end - 3)
     v = r.choice([0, 1, 0xffffffff, 0x7fffffff, r.getrandbits(32), r.randrange(64), ns, ns - 1, nf, ne])
     struct.pack_into("<I", b, i, v)
-h = 1469598103934665603
-for c in b[:-8]:
-    h = ((h ^ c) * 1099511628211) & (2**64 - 1)
-b[-8:] = struct.pack("<Q", h)
+symsum.fix(b)
 open(dst, "wb").write(b)
 EOF
 }
