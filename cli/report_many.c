@@ -86,15 +86,12 @@ static long expand_dir(const char *dir, paths_t *out, bool quiet) {
         if (bad || !S_ISREG(st.st_mode)) {
             if (!quiet) {
                 char safe[512];
-                const char *what = bad                   ? strerror(bad)
-                                   : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe), not a trace file"
-                                   : S_ISDIR(st.st_mode)  ? "a directory, not a trace file"
-                                   : S_ISCHR(st.st_mode)  ? "a character device, not a trace file"
-                                   : S_ISBLK(st.st_mode)  ? "a block device, not a trace file"
-                                   : S_ISSOCK(st.st_mode) ? "a socket, not a trace file"
-                                                          : "not a regular file";
-                fprintf(stderr, "memlens: warning: %s left out: %s\n", ml_cli_safe(path, safe, sizeof safe),
-                        what);
+                if (bad)
+                    fprintf(stderr, "memlens: warning: %s left out: %s\n", ml_cli_safe(path, safe, sizeof safe),
+                            strerror(bad));
+                else
+                    fprintf(stderr, "memlens: warning: %s left out: %s, not a trace file\n",
+                            ml_cli_safe(path, safe, sizeof safe), ml_file_kind(st.st_mode));
             }
             free(path);
             continue;

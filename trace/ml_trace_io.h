@@ -230,6 +230,11 @@ typedef struct ml_reader_s ml_reader_t;
  * and, when `err` is given, a message in err[0..errlen). */
 int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen);
 
+/** What a file of this st_mode is, for a message that refuses it as a
+ * trace: "a FIFO (named pipe)", "a directory", ... ("not a regular file"
+ * for any other kind). (reader.c) */
+const char *ml_file_kind(unsigned mode);
+
 /** Reads the next record into `rec`. Returns 1 for a record, 0 at the end of
  * the trace, negative on a structural error (message in ml_reader_error()).
  * A trace cut short ends at its last complete chunk with return 0 and

@@ -94,18 +94,21 @@ int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen
     return reader_from_fd(fd, path, out, err, errlen);
 }
 
+const char *ml_file_kind(unsigned mode) {
+    return S_ISFIFO(mode)   ? "a FIFO (named pipe)"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISDIR(mode)  ? "a directory"
+                            : "not a regular file";
+}
+
 static int reader_from_fd(int fd, const char *path, ml_reader_t **out, char *err, size_t errlen) {
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        const char *what = S_ISFIFO(st.st_mode)   ? "a FIFO (named pipe)"
-                           : S_ISCHR(st.st_mode)  ? "a character device"
-                           : S_ISBLK(st.st_mode)  ? "a block device"
-                           : S_ISSOCK(st.st_mode) ? "a socket"
-                           : S_ISDIR(st.st_mode)  ? "a directory"
-                                                  : "not a regular file";
         if (err)
             snprintf(err, errlen, "%s: is %s, not a trace file; memlens reads traces from regular files only", path,
-                     what);
+                     ml_file_kind(st.st_mode));
         close(fd);
         return -EINVAL;
     }
