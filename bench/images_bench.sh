@@ -15,7 +15,12 @@
 # server's workers or a parallel test runner give. The collector then holds
 # a trace writer and an analysis session per live process.
 #
-# usage: [CONCURRENT=1] bench/images_bench.sh [BUILD_DIR] [RUNS] [N...]
+# With BUSY=1 a program that allocates and frees without a pause runs
+# beside the loop, as a compiler runs beside the short processes a build
+# starts: each short image's exit waits for the collector, which also
+# drains the busy one's ring.
+#
+# usage: [CONCURRENT=1] [BUSY=1] bench/images_bench.sh [BUILD_DIR] [RUNS] [N...]
 #   BUILD_DIR  the memlens build (default: build)
 #   RUNS       runs of each tool per size (default: 3)
 #   N          loop counts (default: 800 5000)
@@ -23,13 +28,18 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/bench_lib.sh"
 bench_args 3 "800 5000" "$@"
-bench_setup images_bench heaptrack bash /usr/bin/time
+bench_setup images_bench heaptrack bash /usr/bin/time cc
+# -fno-builtin: the compiler would drop a malloc freed at once
+printf '#include <stdlib.h>\nint main(void) { for (unsigned i = 0;; i++) free(malloc(32 + (i & 1023))); }\n' \
+  >"$work/busy.c"
+cc -O1 -fno-builtin -o "$work/busy" "$work/busy.c"
 
 printf '%-6s %7s %9s %12s %10s %9s %9s %14s\n' n images plain_s heaptrack_s memlens_s ml/plain ml/ht \
   "collector MiB"
 for n in "${sizes[@]}"; do
   loop="for i in \$(seq $n); do /bin/true; done"
   [ "${CONCURRENT:-0}" = 1 ] && loop="for i in \$(seq $n); do sleep 2 & done; wait"
+  [ "${BUSY:-0}" = 1 ] && loop="$work/busy & b=\$!; $loop; kill \$b; wait \$b; true"
   : >"$work/p"; : >"$work/h"; : >"$work/m"; : >"$work/r"
   for _ in $(seq "$runs"); do
     timed %e "$work/p" bash -c "$loop"

@@ -20,7 +20,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define DRAIN_BUDGET 65536 /* events per process per round: no ring starves the others */
+/* Events per process per round, so that no ring starves the others. A
+ * process alone is drained in big rounds. Beside others, a busy ring gives
+ * way sooner: a process that waits at its exit for the scan, or a new one
+ * to be opened, waits for about 4096 of the busy one's events (half a
+ * millisecond), not 65536 (5-8 ms; docs/benchmarks.md). */
+#define DRAIN_BUDGET 65536
+#define DRAIN_BUDGET_SHARED 4096
 /* Producers asleep on a full ring are woken (one, which passes the wake-up
  * on while the ring is more than half free: ml_ring.c) once WAKE_PER_SLEEPER
  * slots per sleeper are free again (at least WAKE_MIN, at most a quarter of
@@ -117,8 +123,9 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
     uint64_t got = 0;
     uint64_t released = 0; /* since the last wake-up */
     uint64_t head = final ? ml_atomic_load_acquire(&h->head) : 0;
+    uint64_t budget = c->nactive > 1 ? DRAIN_BUDGET_SHARED : DRAIN_BUDGET;
     for (;;) {
-        if (!final && got >= DRAIN_BUDGET) break;
+        if (!final && got >= budget) break;
         if (final && p->pos >= head) break;
         ml_slot_t *sl = ml_ring_peek(h, p->pos);
         if (!sl) {
