@@ -665,6 +665,14 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
     if (a->t.complete && (a->t.end.lost_in_crash || a->t.end.lost_dead_collector))
         ml__warn_built(a, "%llu events were lost when the process died mid-event",
                  (unsigned long long)(a->t.end.lost_in_crash + a->t.end.lost_dead_collector));
+    /* The recorder's per-thread stash of calls made while it works
+     * (interpose/hooks.c, nest_push) was full: a signal handler that
+     * allocates, run again and again inside one recorded call. */
+    if (a->t.complete && a->t.end.nested_skipped)
+        ml__warn_built(a, "%llu allocation calls and frees were made while memlens was busy with another call of "
+                          "the same thread (a signal handler that allocates, most likely) and are not in the "
+                          "trace: the counts and leaks leave them out",
+                       (unsigned long long)a->t.end.nested_skipped);
     /* The recorder gives a process 65,535 thread indices; the threads after
      * them share the last one (docs/recorder.md, "Limits"). */
     if (a->nthreads >= ML__MAX_THREADS && a->threads[ML__MAX_THREADS - 1].seen)

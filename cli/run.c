@@ -465,6 +465,12 @@ static void print_summary(const run_t *s) {
                     "memlens: %s: %" PRIu64 " events were being written when the process died "
                     "and are missing\n",
                     p->path, e->lost_in_crash + e->lost_dead_collector);
+        if (e->nested_skipped)
+            fprintf(stderr,
+                    "memlens: %s: %" PRIu64 " allocation calls and frees made while memlens was busy with "
+                    "another call of the same thread (a signal handler that allocates, most likely) are not "
+                    "in the trace\n",
+                    p->path, e->nested_skipped);
         /* "Nothing dropped" is said only when every trace was written whole
          * (a full disk is reported once, by the trace writer). */
         if (e->ring_waits)

@@ -123,18 +123,26 @@ static __attribute__((noinline)) uint32_t take_stack(uint8_t *flags) {
 
 /* An allocation or free made while memlens works (the guard is up): kept
  * for nest_flush, or counted as skipped when the stash is full. */
+/* A signal handler of the program that allocates can run in the middle of
+ * this (its call is nested too) or of nest_flush, on the same thread: the
+ * entry is claimed with one atomic step before it is written, so that two
+ * never share one, and nest_flush empties the stash only while no entry
+ * came after its last read. Nothing is lost without being counted. */
 static __attribute__((noinline)) void nest_push(uint8_t type, uint8_t kind, void *p, uint64_t size) {
     ml_tls_t *t = &ml__tls;
     if (ml__state_relaxed() != ML_STATE_READY || !ml__ring) return;
-    if (t->nnest == sizeof t->nest / sizeof *t->nest) {
-        ml_atomic_add_relaxed(&ml__ring->nested_skipped, 1);
-        return;
-    }
-    t->nest[t->nnest].ptr = (uint64_t)(uintptr_t)p;
-    t->nest[t->nnest].size = size;
-    t->nest[t->nnest].type = type;
-    t->nest[t->nnest].kind = kind;
-    t->nnest++;
+    uint32_t i = __atomic_load_n(&t->nnest, __ATOMIC_RELAXED);
+    do {
+        if (i >= sizeof t->nest / sizeof *t->nest) {
+            ml_atomic_add_relaxed(&ml__ring->nested_skipped, 1);
+            return;
+        }
+    } while (!__atomic_compare_exchange_n(&t->nnest, &i, i + 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    t->nest[i].ptr = (uint64_t)(uintptr_t)p;
+    t->nest[i].size = size;
+    t->nest[i].type = type;
+    t->nest[i].kind = kind;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* written before an interrupted flush goes on */
 }
 
 /* Records what nest_push kept, in order, once the hook has left memlens;
@@ -142,11 +150,17 @@ static __attribute__((noinline)) void nest_push(uint8_t type, uint8_t kind, void
 static __attribute__((noinline)) void nest_flush(uint32_t stack) {
     ml_tls_t *t = &ml__tls;
     t->guard++;
-    for (uint32_t i = 0; i < t->nnest; i++) {
+    for (uint32_t i = 0;; i++) {
+        uint32_t n = __atomic_load_n(&t->nnest, __ATOMIC_RELAXED);
+        if (i == n) {
+            if (__atomic_compare_exchange_n(&t->nnest, &n, 0, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) break;
+            i--; /* a handler added one after the read: record it too */
+            continue;
+        }
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
         uint8_t type = t->nest[i].type;
         ml__emit(type, t->nest[i].kind, 0, t->nest[i].ptr, t->nest[i].size, type == ML_EV_ALLOC ? stack : 0);
     }
-    t->nnest = 0;
     t->guard--;
 }
 
@@ -401,6 +415,7 @@ ML_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
     if (p != MAP_FAILED && (flags & MAP_ANONYMOUS)) {
         if (rec) {
             record_mmap(p, len, ML_KIND_MMAP, stack, sflags);
+            if (ml_unlikely(ml__tls.nnest)) nest_flush(stack);
             ml__call_done();
             scrub_slow(); /* rare: the deeper one costs nothing that counts */
         } else if (ml__tls.guard) {
@@ -447,6 +462,7 @@ ML_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
     if (rec) {
         if (p != MAP_FAILED) record_mmap(p, new_len, ML_KIND_MREMAP, stack, sflags);
         else record_plain(ML_EV_MMAP_FAIL, ML_KIND_MREMAP, old, old_len);
+        if (ml_unlikely(ml__tls.nnest)) nest_flush(stack);
         ml__call_done();
         scrub_slow();
     }
@@ -481,13 +497,23 @@ ML_HOOK_ALIAS(mremap)
 /* ML_TEST_NESTED_ALLOC=N (test builds only): every stack capture also
  * allocates N bytes through malloc, as libc does when it allocates inside
  * our hook, and frees the one it made 16 captures before; the last 16 stay
- * in this array. Lets test_record check that such blocks are recorded. */
+ * in this array. Lets test_record check that such blocks are recorded.
+ * With ML_TEST_NESTED_BURST=K it makes K blocks of N bytes instead, each
+ * freed at once (2K calls in one capture, more than the stash holds: the
+ * rest are counted as skipped). */
 void *ml__test_nested_keep[16];
 static void test_nested(void) {
-    static uint64_t n = ~0ull;
+    static uint64_t n = ~0ull, burst;
     static unsigned i;
-    if (n == ~0ull) n = ml_option_uint(ML_ENV_TEST_NESTED_ALLOC);
+    if (n == ~0ull) {
+        n = ml_option_uint(ML_ENV_TEST_NESTED_ALLOC);
+        burst = ml_option_uint(ML_ENV_TEST_NESTED_BURST);
+    }
     if (!n) return;
+    if (burst) {
+        for (uint64_t k = 0; k < burst; k++) free(malloc(n));
+        return;
+    }
     void *old = ml__test_nested_keep[i % 16];
     ml__test_nested_keep[i % 16] = malloc(n);
     i++;

@@ -47,6 +47,8 @@
       "test builds only: sleep this long between counting a process slot and claiming it")         \
     X(TEST_NESTED_ALLOC, "ML_TEST_NESTED_ALLOC", UINT, "0", ML_ENV_PRELOAD,                        \
       "test builds only: each stack capture also mallocs this many bytes (a nested allocation)")    \
+    X(TEST_NESTED_BURST, "ML_TEST_NESTED_BURST", UINT, "0", ML_ENV_PRELOAD,                        \
+      "test builds only: with ML_TEST_NESTED_ALLOC, this many nested blocks a capture, each freed") \
     X(TEST_SLOW_SIZE, "ML_TEST_SLOW_SIZE", UINT, "0", ML_ENV_PRELOAD,                              \
       "test builds only: an allocation of this many bytes sleeps 300 ms after the hook's check")   \
     X(TEST_SIGNAL_SIZE, "ML_TEST_SIGNAL_SIZE", UINT, "0", ML_ENV_PRELOAD,                          \
