@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define EXIT_OK 0
@@ -300,8 +301,15 @@ int ml_cmd_view(int argc, char **argv) {
     int rc = ml_vmodel_open(m, path, err, sizeof err);
     if (rc < 0) {
         char tmp[4096];
+        struct stat st;
         if (rc == -ENOENT && !ml_outfile_pending(path, tmp, sizeof tmp))
             err_msg("%s: no such trace file", path);
+        else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            /* The folder --follow-fork fills: report merges it, the viewer
+             * shows one process. */
+            err_msg("%s: is a directory; `memlens view` opens one trace (one of its .mlt files), and "
+                    "`memlens report %s` merges them all",
+                    path, path);
         else
             err_msg("%s", err);
         ml_vmodel_free(m);

@@ -491,6 +491,14 @@ if want "$@"; then
     check "--suppressions <(...) is read (status $?)" test -z "$(cat err.txt)"
     timeout 30 "$ML" report supp.mlt -q --no-advisor --suppressions . > /dev/null 2> err.txt
     check "--suppressions DIR says it is a directory" has err.txt "is a directory"
+    # A folder of traces (--follow-fork's): the viewer shows one process, a
+    # report merges them; the error says which to use.
+    mkdir -p tdir && cp supp.mlt tdir/a.mlt
+    timeout 20 "$ML" view --batch tdir > /dev/null 2> err.txt
+    st=$?
+    check "view DIR is refused (status $st)" test $st -eq 1
+    check "... and names the trace to open and the report that merges" \
+        grep -q "tdir: is a directory; .memlens view. opens one trace (one of its .mlt files), and .memlens report tdir. merges them all" err.txt
     # A trace still being recorded is PATH.tmp.XXXXXX until the program ends:
     # asked for PATH meanwhile, every reader names that file (it said "No such
     # file or directory"), which reads as a trace cut short.
