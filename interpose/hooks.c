@@ -122,12 +122,12 @@ static __attribute__((noinline)) uint32_t take_stack(uint8_t *flags) {
 }
 
 /* An allocation or free made while memlens works (the guard is up): kept
- * for nest_flush, or counted as skipped when the stash is full. */
-/* A signal handler of the program that allocates can run in the middle of
- * this (its call is nested too) or of nest_flush, on the same thread: the
- * entry is claimed with one atomic step before it is written, so that two
- * never share one, and nest_flush empties the stash only while no entry
- * came after its last read. Nothing is lost without being counted. */
+ * for nest_flush, or counted as skipped when the stash is full. A signal
+ * handler of the program that allocates can run in the middle of this (its
+ * call is nested too) or of nest_flush, on the same thread: the entry is
+ * claimed with one atomic step before it is written, so that two never
+ * share one, and nest_flush empties the stash only while no entry came
+ * after its last read. Nothing is lost without being counted. */
 static __attribute__((noinline)) void nest_push(uint8_t type, uint8_t kind, void *p, uint64_t size) {
     ml_tls_t *t = &ml__tls;
     if (ml__state_relaxed() != ML_STATE_READY || !ml__ring) return;
