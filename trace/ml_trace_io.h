@@ -226,7 +226,8 @@ int ml_writer_snapshot_end(ml_writer_t *w, int status);
 typedef struct ml_reader_s ml_reader_t;
 
 /** Opens a trace and checks its header. On failure returns a negative errno
- * (-EINVAL for "not a trace", -EPROTONOSUPPORT for an unknown major version)
+ * (-EINVAL for "not a trace", -EISDIR for a directory, -EPROTONOSUPPORT for
+ * an unknown major version)
  * and, when `err` is given, a message in err[0..errlen). */
 int ml_reader_open(const char *path, ml_reader_t **out, char *err, size_t errlen);
 

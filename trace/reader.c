@@ -105,12 +105,18 @@ const char *ml_file_kind(unsigned mode) {
 
 static int reader_from_fd(int fd, const char *path, ml_reader_t **out, char *err, size_t errlen) {
     struct stat st;
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        if (err) snprintf(err, errlen, "%s: %s", path, strerror(e));
+        close(fd);
+        return -e;
+    }
+    if (!S_ISREG(st.st_mode)) {
         if (err)
             snprintf(err, errlen, "%s: is %s, not a trace file; memlens reads traces from regular files only", path,
                      ml_file_kind(st.st_mode));
         close(fd);
-        return -EINVAL;
+        return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL; /* a folder: the viewer says what to open instead */
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define EXIT_OK 0
@@ -301,10 +300,9 @@ int ml_cmd_view(int argc, char **argv) {
     int rc = ml_vmodel_open(m, path, err, sizeof err);
     if (rc < 0) {
         char tmp[4096];
-        struct stat st;
         if (rc == -ENOENT && !ml_outfile_pending(path, tmp, sizeof tmp))
             err_msg("%s: no such trace file", path);
-        else if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        else if (rc == -EISDIR)
             /* The folder --follow-fork fills: report merges it, the viewer
              * shows one process. */
             err_msg("%s: is a directory; `memlens view` opens one trace (one of its .mlt files), and "
