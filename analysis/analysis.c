@@ -297,8 +297,10 @@ static void loaded_rebuild(ml_analysis_t *a) {
     a->loaded_dirty = false;
 }
 
-/* The module that holds pc now; failing that, the last one that ever did. */
-static int32_t module_of(ml_analysis_t *a, uint64_t pc) {
+/* The module that holds pc now; failing that (*loaded false), the last
+ * one that ever did, or -1. */
+static int32_t module_of(ml_analysis_t *a, uint64_t pc, bool *loaded) {
+    if (loaded) *loaded = true;
     if (a->loaded_dirty) loaded_rebuild(a);
     uint32_t lo = 0, hi = a->nloaded;
     while (lo < hi) {
@@ -311,10 +313,13 @@ static int32_t module_of(ml_analysis_t *a, uint64_t pc) {
         const ml__module_t *m = &a->mods[a->loaded_sorted[k - 1]];
         if (pc >= m->lo && pc < m->hi) return (int32_t)a->loaded_sorted[k - 1];
     }
+    if (loaded) *loaded = false;
     for (uint32_t i = a->nmods; i > 0; i--)
         if (pc >= a->mods[i - 1].lo && pc < a->mods[i - 1].hi) return (int32_t)(i - 1);
     return -1;
 }
+
+#define ML__PENDING_MAX 65536
 
 static void add_node(ml_analysis_t *a, const ml_record_t *r) {
     uint32_t id = r->u.node.id, parent = r->u.node.parent;
@@ -329,7 +334,23 @@ static void add_node(ml_analysis_t *a, const ml_record_t *r) {
     }
     a->node_parent[id] = parent;
     a->node_pc[id] = r->u.node.pc;
-    a->node_module[id] = module_of(a, r->u.node.pc);
+    bool loaded;
+    a->node_module[id] = module_of(a, r->u.node.pc, &loaded);
+    /* No module is loaded there: the recorder takes a stack in an object
+     * that dlopen mapped before the scan that records it (after another was
+     * unloaded there, its nodes parked: interpose/runtime.c), or one that
+     * is never recorded (code made at run time). The module recorded last
+     * there, if any, stands in until one is recorded (add_module). */
+    if (!loaded && a->npending < ML__PENDING_MAX) {
+        if (a->npending == a->pending_cap) {
+            uint32_t cap = a->pending_cap ? a->pending_cap * 2 : 64;
+            uint32_t *v = realloc(a->pending_nodes, cap * sizeof *v);
+            if (!v) return; /* the stand-in stays */
+            a->pending_nodes = v;
+            a->pending_cap = cap;
+        }
+        a->pending_nodes[a->npending++] = id;
+    }
     if (id >= a->nnodes) a->nnodes = id + 1;
 }
 
@@ -381,6 +402,15 @@ static void add_module(ml_analysis_t *a, const ml_record_t *r) {
     m->loaded = true;
     a->nmods++;
     a->loaded_dirty = true;
+    for (uint32_t i = 0; i < a->npending;) {
+        uint32_t id = a->pending_nodes[i];
+        if (a->node_pc[id] >= m->lo && a->node_pc[id] < m->hi) {
+            a->node_module[id] = (int32_t)(a->nmods - 1);
+            a->pending_nodes[i] = a->pending_nodes[--a->npending];
+        } else {
+            i++;
+        }
+    }
 }
 
 static void unload_module(ml_analysis_t *a, uint64_t base) {

@@ -346,6 +346,11 @@ struct ml_analysis_s {
     int32_t *node_module;
     uint32_t *node_stat; /* index into stats, 0: none */
     uint32_t nnodes, node_cap;
+    /* Nodes recorded where no module was loaded (their object's module
+     * record came after them): the next module recorded over their pc takes
+     * them (analysis.c, add_node). At most ML__PENDING_MAX. */
+    uint32_t *pending_nodes;
+    uint32_t npending, pending_cap;
     ml__stack_stats_t *stats; /* stats[0] is the unknown stack */
     uint32_t nstats, stats_cap;
 

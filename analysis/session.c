@@ -51,6 +51,7 @@ void ml_analysis_free(ml_analysis_t *a) {
     free(a->node_parent);
     free(a->node_pc);
     free(a->node_module);
+    free(a->pending_nodes);
     free(a->node_stat);
     free(a->stats);
     for (uint32_t i = 0; i < a->nmods; i++) {

@@ -6,6 +6,7 @@
 #include "ml_analysis.h"
 #include "ml_reach.h"
 #include "ml_report.h"
+#include "trace_build.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -500,6 +501,41 @@ Test(analysis, flame_tree_sums_and_prunes, .init = setup, .fini = teardown) {
     k = ml_analysis_flame(A, &f);
     cr_expect_eq(k, 3);
     cr_expect_str_eq(f[2].frame->function, "[0x5000]", "the biggest child stays");
+}
+
+static void module_at(uint64_t base, const char *path) {
+    ml_record_t r = tb_module(base, path);
+    ml_analysis_feed(A, &r);
+}
+
+/* The recorder can take a stack in an object that dlopen mapped before its
+ * scan recorded the object (after another one was unloaded there): that
+ * node is the next module's, not the unloaded one's that stood there. */
+Test(analysis, a_node_before_its_module_record_is_that_modules, .init = setup, .fini = teardown) {
+    module_at(0x7000000, "/p/liba.so");
+    ml_record_t n = {.tag = ML_T_NODE};
+    n.u.node.id = 10;
+    n.u.node.pc = 0x7000100;
+    ml_analysis_feed(A, &n);
+    ml_record_t u = {.tag = ML_T_MODULE_UNLOAD};
+    u.u.module.base = 0x7000000;
+    ml_analysis_feed(A, &u);
+    n.u.node.id = 11;
+    n.u.node.pc = 0x7000200;
+    ml_analysis_feed(A, &n);
+    n.u.node.id = 12; /* where no module ever is */
+    n.u.node.pc = 0x9000000;
+    ml_analysis_feed(A, &n);
+    module_at(0x7000000, "/p/libb.so");
+    alloc(0x10000, 100, 10);
+    alloc(0x20000, 200, 11);
+    alloc(0x30000, 300, 12);
+    build(NULL);
+    const ml_site_t *a = site_at(0x7000100), *b = site_at(0x7000200), *c = site_at(0x9000000);
+    cr_assert(a && b && c);
+    cr_expect_str_eq(a->frames[0].module, "/p/liba.so");
+    cr_expect_str_eq(b->frames[0].module, "/p/libb.so");
+    cr_expect_null(c->frames[0].module);
 }
 
 Test(analysis, suppression_patterns) {
