@@ -112,6 +112,9 @@ static void test_signal(void);
 
 static __attribute__((noinline)) uint32_t take_stack(uint8_t *flags) {
     ml__tls.guard++;
+    /* After this thread's dlopen: the new object into the module map before
+     * a stack that may run in it is interned (runtime.c, SCAN_WAIT_NS). */
+    if (ml_unlikely(ml__tls.dlopened)) ml__modules_scan_own_dlopen();
     uint32_t stack = ml__stack_capture(flags);
 #ifdef ML_TEST_HOOKS
     test_nested();

@@ -95,6 +95,7 @@ typedef struct {
     uint16_t thread;    /* per-process thread index */
     uint8_t has_thread; /* thread index assigned and announced */
     uint8_t has_sample;
+    uint16_t dlopened; /* stacks left that look for new modules first (after a dlopen of this thread) */
     uint8_t exiting; /* this thread made the exit handshake: never held (ml__exit_hold) */
     uint8_t holding; /* waiting in ml__exit_hold_wait */
     volatile uint8_t deferred_sig; /* a fatal signal that came inside memlens (runtime.c) */
@@ -141,6 +142,8 @@ void ml__emit_blob(uint8_t kind, const void *payload, uint32_t len);
 void ml__note_unfollowed_child(void);
 void ml__attention(void);
 void ml__modules_scan(bool full);
+void ml__modules_scan_waiting(bool full, uint64_t wait_ns); /* waits a while for a scan under way */
+void ml__modules_scan_own_dlopen(void); /* before a stack, after this thread's dlopen (hooks.c) */
 int ml__attach_session(const char *ctl); /* attach.c's start: 0 or -errno */
 void ml__attach_mallinfo(void *fn);
 bool ml__sample_slow(size_t n);
@@ -168,6 +171,20 @@ void ml__sampled_reset(void);
 int ml__stacks_init(void);
 const void *ml__unwinder_text(void);
 void ml__stacks_reset(void); /* after fork: new trace, new ids */
+/* Stack nodes of an object that was unloaded, out of the trie until it
+ * comes back to where it was (runtime.c, module_gone). */
+typedef struct {
+    uint32_t id, parent;
+    uint64_t pc;
+} ml_parked_node_t;
+typedef struct {
+    uint64_t lo, hi, ident; /* the object */
+    uint32_t off, n;        /* its nodes in stacks.c's pool */
+} ml_parked_t;
+void ml__stacks_set_modules(const uint64_t (*lohi)[2], uint32_t n); /* the module map's ranges */
+void ml__stacks_park(uint64_t lo, uint64_t hi, ml_parked_t *p);
+void ml__stacks_unpark(const ml_parked_t *p);
+void ml__stacks_park_free(const ml_parked_t *p, ml_parked_t *sets, uint32_t nsets);
 uint32_t ml__stack_capture(uint8_t *flags);
 /* The stack pointer in the frame that called exit() (the caller's SP once
  * exit returned), found by unwinding from the caller; 0 when no exit frame

@@ -339,11 +339,117 @@ void ml__emit_blob(uint8_t kind, const void *payload, uint32_t len) {
 typedef struct {
     uint64_t base;
     uint64_t name_hash;
+    uint64_t lo, hi;   /* the addresses its PT_LOAD segments span */
+    uint64_t ident;    /* its path and build-id, hashed */
     uint32_t gen;
 } known_module_t;
 
 static known_module_t known[MAX_MODULES];
 static uint32_t nknown;
+
+/* The stack nodes of unloaded objects. The stack trie (stacks.c) keys a
+ * frame by its return address: when plugin b was loaded where plugin a had
+ * been, with the same code layout, b's stacks were a's nodes, which the
+ * analysis resolves in a's module, and b's blocks were reported as a's
+ * (test_report `a_plugin_loaded_where_another_was_keeps_its_own_sites`).
+ * An object the scan finds gone is listed in `gone`, its nodes left in the
+ * trie: the same object (path and build-id) loaded again at the same place
+ * keeps them, at no cost, and stays one site. When the scan finds another
+ * object over a gone one's addresses, the gone one's nodes are parked:
+ * taken out of the trie (in place, into a pool taken at start-up: nothing
+ * is mapped then) and kept aside, and the new object's stacks get nodes of
+ * their own. When an object comes back to where it was after another one
+ * was there, its parked nodes go back in. A node recorded before the scan
+ * found its object is given to that object by the analysis (analysis.c,
+ * add_node). The thread that called dlopen looks for new objects before
+ * each of its next stacks (SCAN_WAIT_NS): a stack taken in the new object
+ * before that (another thread calling into it while dlopen runs) would
+ * still get the gone object's nodes. At most MAX_GONE and MAX_PARKED
+ * objects are kept: a gone one pushed out is parked, a parked one pushed
+ * out is dropped (its stacks take new nodes if it comes back: more sites,
+ * never wrong ones). */
+#define MAX_GONE 64
+#define MAX_PARKED 64
+static ml_parked_t gone[MAX_GONE], parked[MAX_PARKED];
+static uint32_t ngone, nparked;
+
+/* What the scan decided while the loader's list was locked (dl_iterate_phdr),
+ * done once it is not: parking takes the trie's lock, which a thread that
+ * holds it must never wait for with the loader's list locked. In order: a
+ * park before the unpark of the object that came back in its place. */
+#define MAX_TODO 64
+static struct {
+    bool back;
+    ml_parked_t m;
+} todo[MAX_TODO];
+static uint32_t ntodo;
+
+static bool same_object(const ml_parked_t *a, uint64_t lo, uint64_t hi, uint64_t ident) {
+    return a->ident == ident && a->lo == lo && a->hi == hi;
+}
+
+static void gone_drop(uint32_t i) {
+    memmove(&gone[i], &gone[i + 1], (ngone - i - 1) * sizeof gone[0]);
+    ngone--;
+}
+
+static void parked_drop(uint32_t i) {
+    ml__stacks_park_free(&parked[i], parked, nparked);
+    memmove(&parked[i], &parked[i + 1], (nparked - i - 1) * sizeof parked[0]);
+    nparked--;
+}
+
+static void todo_add(bool back, const ml_parked_t *m) {
+    if (ntodo < MAX_TODO) todo[ntodo++] = (typeof(todo[0])){back, *m};
+}
+
+static void todo_run(void) {
+    for (uint32_t t = 0; t < ntodo; t++) {
+        const ml_parked_t *m = &todo[t].m;
+        if (!todo[t].back) {
+            if (nparked == MAX_PARKED) parked_drop(0);
+            parked[nparked] = *m;
+            ml__stacks_park(m->lo, m->hi, &parked[nparked]);
+            nparked++;
+            continue;
+        }
+        for (uint32_t i = nparked; i > 0; i--)
+            if (same_object(&parked[i - 1], m->lo, m->hi, m->ident)) {
+                ml__stacks_unpark(&parked[i - 1]);
+                parked_drop(i - 1);
+                break;
+            }
+    }
+    ntodo = 0;
+}
+
+/* A module that is no longer loaded. */
+static void module_gone(const known_module_t *k) {
+    if (k->hi <= k->lo) return;
+    if (ngone == MAX_GONE) {
+        todo_add(false, &gone[0]);
+        gone_drop(0);
+    }
+    gone[ngone++] = (ml_parked_t){.lo = k->lo, .hi = k->hi, .ident = k->ident};
+}
+
+/* A module seen for the first time. */
+static void module_back(const known_module_t *k) {
+    for (uint32_t i = 0; i < ngone;) {
+        ml_parked_t *g = &gone[i];
+        if (g->hi <= k->lo || g->lo >= k->hi) {
+            i++;
+            continue;
+        }
+        if (!same_object(g, k->lo, k->hi, k->ident)) todo_add(false, g);
+        gone_drop(i); /* else: this object back, its nodes still in the trie */
+    }
+    bool was = false;
+    for (uint32_t i = 0; i < nparked; i++) was |= same_object(&parked[i], k->lo, k->hi, k->ident);
+    for (uint32_t t = 0; t < ntodo; t++) was |= !todo[t].back && same_object(&todo[t].m, k->lo, k->hi, k->ident);
+    if (was) todo_add(true, &(ml_parked_t){.lo = k->lo, .hi = k->hi, .ident = k->ident});
+}
+
 static uint32_t scan_gen;
 static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
 static _Atomic int scan_lock;
@@ -423,7 +529,6 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data) {
             return 0;
         }
     if (nknown == MAX_MODULES) return 0;
-    known[nknown++] = (known_module_t){info->dlpi_addr, h, scan_gen};
 
     struct {
         ml_blob_module_t m;
@@ -433,19 +538,43 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data) {
                    "a module blob must fit in the smallest ring");
     memset(&b.m, 0, sizeof b.m);
     b.m.base = info->dlpi_addr;
-    for (int i = 0; i < info->dlpi_phnum && b.m.nsegs < ML_MAX_SEGMENTS; i++) {
+    known_module_t *k = &known[nknown++];
+    *k = (known_module_t){.base = info->dlpi_addr, .name_hash = h, .lo = UINT64_MAX, .gen = scan_gen};
+    for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD) continue;
+        uint64_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (lo < k->lo) k->lo = lo;
+        if (hi > k->hi) k->hi = hi;
+        if (b.m.nsegs == ML_MAX_SEGMENTS) continue;
         b.m.segs[b.m.nsegs].vaddr = ph->p_vaddr;
         b.m.segs[b.m.nsegs].memsz = ph->p_memsz;
         b.m.segs[b.m.nsegs].flags = ph->p_flags;
         b.m.nsegs++;
     }
+    if (k->lo > k->hi) k->lo = k->hi = 0;
     size_t plen = ml_strlen(name);
     if (plen > 4096) plen = 4096;
     memcpy(b.tail, name, plen);
     b.m.path_len = (uint32_t)plen;
     b.m.build_id_len = (uint16_t)find_build_id(info, b.tail + plen);
+    k->ident = h;
+    for (uint32_t i = 0; i < b.m.build_id_len; i++) k->ident = (k->ident ^ b.tail[plen + i]) * 1099511628211ull;
+    /* Two objects never share addresses: one listed where this one is was
+     * unloaded since the last scan. */
+    for (uint32_t i = 0; i + 1 < nknown;) {
+        known_module_t *o = &known[i];
+        if (o->hi <= o->lo || o->hi <= k->lo || o->lo >= k->hi) {
+            i++;
+            continue;
+        }
+        module_gone(o);
+        uint64_t base = o->base;
+        ml__emit_blob(ML_BLOB_MODULE_UNLOAD, &base, sizeof base);
+        memmove(o, o + 1, (nknown - i - 1) * sizeof *o);
+        k = &known[--nknown - 1];
+    }
+    module_back(k);
     ml__emit_blob(ML_BLOB_MODULE, &b, (uint32_t)(sizeof b.m + plen + b.m.build_id_len));
     return 0;
 }
@@ -458,16 +587,61 @@ static int peek_cb(struct dl_phdr_info *info, size_t size, void *data) {
     return 1; /* the counters are the same in every entry: stop after one */
 }
 
+static uint64_t mono_ns(void);
+
+/* How long the thread that called dlopen waits, before it takes a stack,
+ * for a scan under way in another thread: not long, since it may hold the
+ * loader's lock that the other scan needs (an allocation inside dlopen),
+ * but long enough for a scan that is not held up, so that the new object
+ * is most often in the module map before a stack that runs in it is taken
+ * (such a stack is right either way, analysis.c add_node; but when the
+ * object came back to where it was, a stack taken before the scan sees it
+ * gets a new node rather than its parked one: one more site). Other threads
+ * skip a scan that finds another one under way, as they always did. */
+#define SCAN_WAIT_NS 200000
+/* Stacks of the thread that called dlopen that look first. */
+#define DLOPEN_STACKS 256
+
 void ml__modules_scan(bool full) {
+    ml__modules_scan_waiting(full, 0);
+}
+
+void ml__modules_scan_own_dlopen(void) {
+    ml__tls.dlopened--;
+    /* Not keyed on ml__modcheck: other threads' events use that up. */
+    ml__modules_scan_waiting(false, SCAN_WAIT_NS);
+}
+
+void ml__modules_scan_waiting(bool full, uint64_t wait_ns) {
     int st = ml__state_relaxed();
     if (st != ML_STATE_READY && st != ML_STATE_INIT) return;
     int expected = 0;
-    /* One scanner at a time; a thread that finds a scan under way skips it
-     * (the scanner will see the same list). */
-    if (!ml_atomic_cas_strong_acq_rel(&scan_lock, &expected, 1)) return;
+    /* One scanner at a time; a thread that finds a scan under way skips
+     * its own (the scanner will see the same list), or waits for it up to
+     * wait_ns: the scan under way may be waiting for the loader's lock
+     * (dl_iterate_phdr), which the waiting thread may hold (an allocation
+     * inside dlopen), so never for long. dlclose, once the real one
+     * returned, holds none, and waits longer for the scan that must see its
+     * object gone before another is loaded there. */
+    uint64_t until = wait_ns ? mono_ns() + wait_ns : 0;
+    for (unsigned tries = 0; !ml_atomic_cas_strong_acq_rel(&scan_lock, &expected, 1); tries++) {
+        if (!wait_ns || mono_ns() > until) return;
+        expected = 0;
+        if (tries < 64) {
+            sched_yield();
+        } else { /* a scan held up (by a full ring, say): sleep, leave the CPU to the collector */
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
     unsigned long long v[2] = {0, 0};
     dl_iterate_phdr(peek_cb, v);
     if (full || v[0] != last_adds || v[1] != last_subs) {
+        /* An object was added: most likely this thread's dlopen's, which
+         * its looks before its stacks were waiting for (SCAN_WAIT_NS); they
+         * stop here rather than scan before each of 256 stacks (8 threads
+         * opening and closing libraries took three times the CPU). */
+        if (v[0] != last_adds) ml__tls.dlopened = 0;
         last_adds = v[0];
         last_subs = v[1];
         scan_gen++;
@@ -475,6 +649,7 @@ void ml__modules_scan(bool full) {
         uint32_t j = 0;
         for (uint32_t i = 0; i < nknown; i++) {
             if (known[i].gen != scan_gen) {
+                module_gone(&known[i]);
                 uint64_t base = known[i].base;
                 ml__emit_blob(ML_BLOB_MODULE_UNLOAD, &base, sizeof base);
                 continue;
@@ -482,6 +657,12 @@ void ml__modules_scan(bool full) {
             known[j++] = known[i];
         }
         nknown = j;
+        todo_run();
+        static uint64_t lohi[MAX_MODULES][2]; /* under scan_lock */
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < nknown; i++)
+            if (known[i].hi > known[i].lo) lohi[n][0] = known[i].lo, lohi[n++][1] = known[i].hi;
+        ml__stacks_set_modules(lohi, n);
     }
     ml_atomic_store_release(&scan_lock, 0);
 }
@@ -1013,6 +1194,8 @@ static int follow_child(void) {
     ml_atomic_store_relaxed(&next_thread, 0);
     ml__tls.has_thread = 0;
     nknown = 0;
+    ngone = nparked = 0; /* the node table starts again (ml__stacks_reset) */
+    ntodo = 0;
     last_adds = last_subs = ~0ull;
     ml_atomic_store_relaxed(&scan_lock, 0);
     ml__stacks_reset();
@@ -1770,6 +1953,7 @@ void *ml__dlopen_enter(void) {
     if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
     if (!ml__real.dlopen) ml__real.dlopen = (typeof(ml__real.dlopen))dlsym(RTLD_NEXT, "dlopen");
     ml_atomic_store_relaxed(&ml__modcheck, 4096);
+    ml__tls.dlopened = DLOPEN_STACKS;
     return (void *)ml__real.dlopen;
 }
 
@@ -1787,7 +1971,7 @@ ML_EXPORT int dlclose(void *handle) {
     int rc = ml__real.dlclose(handle);
     if (rec && ml__state_relaxed() == ML_STATE_READY) {
         ml__tls.guard++;
-        ml__modules_scan(false);
+        ml__modules_scan_waiting(false, 100000000); /* 100 ms at most */
         ml__tls.guard--;
     }
     return rc;

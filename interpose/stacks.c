@@ -138,6 +138,14 @@ static _Atomic(node_table_t *) table;
 static _Atomic uint32_t next_id;
 static _Atomic int lock;
 static _Atomic uint32_t generation = 1;
+/* Parked entries live in one pool taken at start-up: memory mapped when an
+ * object is unloaded would take the hole it left, and the next object
+ * would be loaded elsewhere. Sets are packed in the order they were parked;
+ * one taken out moves the later ones down. */
+#define POOL_NODES 65536
+static ml_parked_node_t *pool;
+static uint32_t pool_used;
+
 static uint32_t depth = ML_DEFAULT_DEPTH;
 static bool use_fp, verify, fast;
 static uintptr_t self_lo, self_hi;
@@ -183,7 +191,7 @@ static inline uint32_t table_find(const node_table_t *t, uint32_t parent, uint64
         const node_entry_t *e = &t->e[i];
         uint32_t id = ml_atomic_load_acquire(&((node_entry_t *)e)->id);
         if (!id) return 0;
-        if (e->pc == pc && e->parent == parent) return id;
+        if (__atomic_load_n(&e->pc, __ATOMIC_RELAXED) == pc && e->parent == parent) return id;
     }
 }
 
@@ -197,6 +205,18 @@ static void table_put(node_table_t *t, uint32_t id, uint32_t parent, uint64_t pc
     t->count++;
 }
 
+/* A parked entry's pc in the table (ml__stacks_park): no return address is
+ * this, so no lookup finds it; the slot stays taken, as a probe must go on
+ * past it, until the table grows and leaves it out. */
+#define PC_PARKED UINT64_MAX
+
+static void table_copy(node_table_t *to, const node_table_t *from) {
+    for (uint64_t i = 0; i < from->cap; i++) {
+        uint32_t eid = ml_atomic_load_relaxed(&((node_entry_t *)&from->e[i])->id);
+        if (eid && from->e[i].pc != PC_PARKED) table_put(to, eid, from->e[i].parent, from->e[i].pc);
+    }
+}
+
 /* Gives the entries of a table that is no longer current back to the
  * kernel. Its mapping stays: a thread may still be probing it, lock-free.
  * Such a probe reads the dropped pages as zeros, that is as empty slots, and
@@ -208,6 +228,20 @@ static void table_drop(node_table_t *t) {
     uintptr_t lo = ((uintptr_t)t->e + page - 1) & ~(page - 1);
     uintptr_t hi = ((uintptr_t)t + t->bytes) & ~(page - 1);
     if (hi > lo) syscall(SYS_madvise, lo, hi - lo, MADV_DONTNEED);
+}
+
+/* Under the lock: the table in a larger copy with room for `more` entries
+ * (it stays at most 3/4 full), swapped in; the old one is dropped. NULL
+ * when no memory: the table stays as it was. */
+static node_table_t *table_grow(node_table_t *t, uint64_t more) {
+    uint64_t cap = t->cap * 2;
+    while ((t->count + more) * 4 > cap * 3) cap *= 2;
+    node_table_t *n = table_new(cap);
+    if (!n) return NULL;
+    table_copy(n, t);
+    ml_atomic_store_release(&table, n);
+    table_drop(t);
+    return n;
 }
 
 /* For fork: every lock of this file and of unwind.c, so that the child
@@ -226,22 +260,42 @@ void ml__stacks_unlock(void) {
 
 /* Slow path: insert (parent, pc) under the lock. Returns 0 if the table
  * cannot grow (the caller truncates the stack there). */
+/* The address ranges of the objects in the module map (runtime.c sets
+ * them after each scan that changed it), read under `lock`. */
+#define MAX_RANGES 4096
+static struct {
+    uint64_t lo, hi;
+} ranges[MAX_RANGES];
+static uint32_t nranges, last_range;
+
+void ml__stacks_set_modules(const uint64_t (*lohi)[2], uint32_t n) {
+    if (n > MAX_RANGES) n = MAX_RANGES;
+    ml__spin_lock(&lock);
+    for (uint32_t i = 0; i < n; i++) ranges[i].lo = lohi[i][0], ranges[i].hi = lohi[i][1];
+    nranges = n;
+    last_range = 0;
+    ml__spin_unlock(&lock);
+}
+
+/* Whether pc is in a recorded object (true when none is known yet). Most
+ * new nodes are in the object of the one before. */
+static bool pc_in_modules(uint64_t pc) {
+    if (!nranges) return true;
+    if (last_range < nranges && pc >= ranges[last_range].lo && pc < ranges[last_range].hi) return true;
+    for (uint32_t i = 0; i < nranges; i++)
+        if (pc >= ranges[i].lo && pc < ranges[i].hi) {
+            last_range = i;
+            return true;
+        }
+    return false;
+}
+
 static uint32_t node_insert(uint32_t parent, uint64_t pc) {
     ml__spin_lock(&lock);
     node_table_t *t = ml_atomic_load_acquire(&table);
     uint32_t id = table_find(t, parent, pc);
     if (id) goto out;
-    if ((t->count + 1) * 4 > t->cap * 3) {
-        node_table_t *n = table_new(t->cap * 2);
-        if (!n) goto out;
-        for (uint64_t i = 0; i < t->cap; i++) {
-            uint32_t eid = ml_atomic_load_relaxed(&t->e[i].id);
-            if (eid) table_put(n, eid, t->e[i].parent, t->e[i].pc);
-        }
-        ml_atomic_store_release(&table, n);
-        table_drop(t);
-        t = n;
-    }
+    if ((t->count + 1) * 4 > t->cap * 3 && !(t = table_grow(t, 1))) goto out;
     id = ml_atomic_add_relaxed(&next_id, 1) + 1;
     if (vnode_pc && id < VERIFY_NODES) {
         vnode_pc[id] = pc;
@@ -249,6 +303,15 @@ static uint32_t node_insert(uint32_t parent, uint64_t pc) {
     }
     ml__emit(ML_EV_NODE, 0, 0, pc, parent, id);
     table_put(t, id, parent, pc);
+    /* A return address outside every object the module map has recorded
+     * may be in one glibc loaded itself (iconv's gconv modules, NSS), which
+     * no dlopen of ours announced: the event's attention check then looks
+     * at the loader's list, and the analysis gives the node to the module
+     * recorded after it (analysis.c, add_node). Before, such an object was
+     * recorded at the next dlopen or at exit, and not at all when glibc
+     * had unloaded it by then: its frames stayed addresses. */
+    if (!pc_in_modules(pc) && ml_atomic_load_relaxed(&ml__modcheck) <= 0)
+        ml_atomic_store_relaxed(&ml__modcheck, 1);
 out:
     ml__spin_unlock(&lock);
     return id;
@@ -841,6 +904,7 @@ int ml__stacks_init(void) {
     node_table_t *t = table_new(1u << 14);
     if (!t) return -1;
     ml_atomic_store_release(&table, t);
+    pool = ml__raw_alloc(POOL_NODES * sizeof *pool); /* pages only as used; NULL: nothing kept */
     exec_range((void *)ml__stack_capture, &self_lo, &self_hi);
     exec_range((void *)unw_backtrace, &ml__unw_lo, &ml__unw_hi);
     ml__real_syscall = dlsym(RTLD_NEXT, "syscall");
@@ -875,6 +939,63 @@ int ml__stacks_init(void) {
     }
     return 0;
 }
+/* Takes the entries of [lo, hi) out of the table, in place: their pc
+ * becomes PC_PARKED (a probe that read it a moment before still finds the
+ * old node: only a stack taken in the new object's code at that very
+ * moment). Every thread's caches of ids go too (the generation).
+ * Copies them to the pool first, as far as they fit (p->n of them; p->off
+ * is where); what does not fit is dropped, and those stacks take new nodes
+ * when the object comes back. */
+void ml__stacks_park(uint64_t lo, uint64_t hi, ml_parked_t *p) {
+    p->off = pool_used;
+    p->n = 0;
+    ml__spin_lock(&lock);
+    node_table_t *t = ml_atomic_load_acquire(&table);
+    for (uint64_t i = 0; t && i < t->cap; i++) {
+        node_entry_t *e = &t->e[i];
+        if (!ml_atomic_load_relaxed(&e->id) || e->pc < lo || e->pc >= hi || e->pc == PC_PARKED) continue;
+        if (pool && pool_used < POOL_NODES) {
+            pool[pool_used++] = (ml_parked_node_t){ml_atomic_load_relaxed(&e->id), e->parent, e->pc};
+            p->n++;
+        }
+        __atomic_store_n(&e->pc, PC_PARKED, __ATOMIC_RELAXED);
+    }
+    ml_atomic_add_relaxed(&generation, 1);
+    ml__spin_unlock(&lock);
+}
+
+/* Frees a parked set's room in the pool; `sets` are all the sets, whose
+ * offsets above it move down. */
+void ml__stacks_park_free(const ml_parked_t *p, ml_parked_t *sets, uint32_t nsets) {
+    if (!pool || !p->n) return;
+    uint32_t end = p->off + p->n;
+    memmove(&pool[p->off], &pool[end], (pool_used - end) * sizeof pool[0]);
+    pool_used -= p->n;
+    for (uint32_t i = 0; i < nsets; i++)
+        if (sets[i].n && sets[i].off >= end) sets[i].off -= p->n;
+}
+
+/* Puts parked entries back (their object is loaded again where it was). An
+ * entry whose key is taken again (a stack taken in it before the scan saw
+ * it back), or that does not fit, is left out: that stack keeps its new
+ * node. The caller frees the set with ml__stacks_park_free. */
+void ml__stacks_unpark(const ml_parked_t *p) {
+    if (!pool || !p->n) return;
+    ml__spin_lock(&lock);
+    node_table_t *t = ml_atomic_load_acquire(&table);
+    if ((t->count + p->n + 1) * 4 > t->cap * 3) {
+        node_table_t *n = table_grow(t, p->n + 1);
+        if (n) t = n;
+    }
+    for (uint32_t i = 0; i < p->n; i++) {
+        const ml_parked_node_t *e = &pool[p->off + i];
+        if ((t->count + 1) * 4 <= t->cap * 3 && !table_find(t, e->parent, e->pc))
+            table_put(t, e->id, e->parent, e->pc);
+    }
+    ml_atomic_add_relaxed(&generation, 1);
+    ml__spin_unlock(&lock);
+}
+
 void ml__stacks_reset(void) {
     /* After fork the child starts a new trace: ids restart at 1 and every
      * node will be written again. The parent's tables are private copies
@@ -883,4 +1004,5 @@ void ml__stacks_reset(void) {
     if (t) ml_atomic_store_release(&table, t);
     ml_atomic_store_relaxed(&next_id, 0);
     ml_atomic_add_relaxed(&generation, 1);
+    pool_used = 0; /* the parked sets went with the parent's ids (runtime.c) */
 }

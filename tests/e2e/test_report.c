@@ -458,7 +458,7 @@ static void check_plugin(const char *trace, const char *arg) {
     const ml_site_t *s = site_of(a, "plugin_alloc", UINT64_MAX);
     cr_assert(s, "the plugin's function is named although it was unloaded before exit");
     cr_expect(ends_with(s->frames[0].file, "fx_plugin.c"), "%s", s->frames[0].file);
-    cr_expect_eq(s->frames[0].line, 7);
+    cr_expect_eq(s->frames[0].line, 18);
     cr_expect(ends_with(s->frames[0].module, "/fxplugins/libfxplugin.so"), "%s", s->frames[0].module);
     cr_expect_eq(s->frames[0].module[0], '/', "an absolute path: %s", s->frames[0].module);
     cr_expect_eq(strstr(s->frames[0].module, "/./"), NULL, "%s", s->frames[0].module);
@@ -479,6 +479,80 @@ Test(report, dlclosed_plugin_resolved_from_its_file) {
  * that relative path; the report runs elsewhere and still finds the file. */
 Test(report, plugin_opened_by_relative_path_resolved) {
     check_plugin(h_tmp("dlopen_rel.mlt"), "relative");
+}
+
+/* Every site whose frames[0] is `fn`: its allocation calls and leaked
+ * bytes, added up. */
+static void site_sum(const ml_analysis_t *a, const char *fn, uint64_t *calls, uint64_t *leaked_bytes,
+                     size_t *nsites) {
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    *calls = *leaked_bytes = 0;
+    *nsites = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i].nframes && !strcmp(s[i].frames[0].function, fn)) {
+            *calls += s[i].alloc_calls;
+            *leaked_bytes += s[i].leaked_bytes;
+            ++*nsites;
+        }
+}
+
+/* Plugin b loaded where a was, with a's return addresses: b's blocks are
+ * b's, not a's (the recorder interned b's stacks as a's nodes, whose
+ * module was a), and a loaded again at its place is still one site. */
+Test(report, a_plugin_loaded_where_another_was_keeps_its_own_sites) {
+    const char *trace = h_tmp("swap.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_dlopen"), "swap", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "memlens run fx_dlopen swap: status %d: %s", r.status, r.err);
+    cr_assert(strstr(r.out, "same address: yes"), "the loader put b where a was: %s", r.out);
+    h_run_free(&r);
+    ml_analysis_t *a = analyse(trace, NULL);
+    uint64_t calls, bytes;
+    size_t nsites;
+    site_sum(a, "plugin_alloc", &calls, &bytes, &nsites);
+    cr_expect_eq(calls, 9);
+    cr_expect_eq(bytes, 9 * 333);
+    cr_expect_eq(nsites, 1, "a, loaded three times at one address, is one site");
+    site_sum(a, "plugin_b_alloc", &calls, &bytes, &nsites);
+    cr_expect_eq(calls, 9);
+    cr_expect_eq(bytes, 9 * 444);
+    cr_expect_eq(nsites, 1);
+    const ml_site_t *s = site_of(a, "plugin_b_alloc", UINT64_MAX);
+    cr_assert(s);
+    cr_expect(ends_with(s->frames[0].module, "/fxplugins/libfxplugin_b.so"), "%s", s->frames[0].module);
+    cr_expect_eq(s->frames[0].line, 18);
+    uint64_t blocks;
+    cr_expect_eq(leaked(a, "plugin_b_alloc", ML_LEAK_DEFINITE, &blocks), 9 * 444);
+    cr_expect_eq(blocks, 9);
+    ml_analysis_free(a);
+}
+
+/* A converter glibc loads itself for iconv_open (no dlopen of the
+ * program's announces it) and unloads before the exit: its allocation is
+ * named from its file. It used to be recorded only at the next dlopen or at
+ * the exit, and was gone by then: the frame stayed an address. */
+Test(report, a_module_glibc_loads_itself_is_named) {
+    const char *trace = h_tmp("iconv.mlt");
+    record(trace, "fx_dlopen", "iconv");
+    ml_analysis_t *a = analyse(trace, NULL);
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    bool named = false;
+    for (size_t i = 0; i < n; i++)
+        for (uint32_t f = 0; f < s[i].nframes; f++) {
+            const ml_frame_t *fr = &s[i].frames[f];
+            if (fr->module && ends_with(fr->module, "/gconv/UTF-7.so")) {
+                cr_expect(fr->function && !strcmp(fr->function, "gconv_init"), "%s in %s",
+                          fr->function ? fr->function : "(none)", fr->module);
+                named = true;
+            }
+            /* No frame is a bare address (one no module holds). */
+            cr_expect(fr->module, "site %zu frame %u: %s", i, f, fr->function ? fr->function : "(none)");
+        }
+    cr_expect(named, "a frame in UTF-7.so");
+    ml_analysis_free(a);
 }
 
 Test(report, alternating_frees_fragment_pages) {

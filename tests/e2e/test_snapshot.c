@@ -105,6 +105,12 @@ Test(snapshot, dlclosed_plugin) {
     expect_same_reports("dlopen.mlt", (const char *[]){"fx_dlopen", NULL});
 }
 
+/* Plugin b loaded where a was: nodes parked and given back, nodes that
+ * came before their module's record (analysis.c, add_node). */
+Test(snapshot, plugins_loaded_in_turn_at_one_address) {
+    expect_same_reports("swap.mlt", (const char *[]){"fx_dlopen", "swap", NULL});
+}
+
 Test(snapshot, fragmentation) {
     expect_same_reports("frag.mlt", (const char *[]){"fx_frag", "alternate", NULL});
 }
