@@ -106,12 +106,16 @@ for entry in "${PROGRAMS[@]}"; do
     d="$W/$name"
     mkdir -p "$d"
     read -r -a argv <<<"$cmd"
+    # One plain run first: a program that makes its state on its first run
+    # (git refreshes its index, gpg makes its keyring) then runs the same
+    # way under every tool.
+    "${ENVV[@]}" "${argv[@]}" >/dev/null 2>&1
     "${ENVV[@]}" "$ML" run -q -o "$d/t.mlt" -- "${argv[@]}" >/dev/null 2>&1
     "$ML" report "$d/t.mlt" --json "$d/r.json" --no-advisor -q 2>"$d/report.err" ||
         { echo "$name: memlens report failed: $(cat "$d/report.err")"; continue; }
     "${ENVV[@]}" heaptrack -o "$d/ht" "${argv[@]}" >/dev/null 2>&1
     heaptrack_print -f "$d"/ht*.zst >"$d/ht.txt" 2>/dev/null
-    "${ENVV[@]}" gdb -q -batch -x "$W/count.py" --args "${argv[@]}" 2>/dev/null | grep '^NATIVE_CALLS' >"$d/gdb.txt"
+    "${ENVV[@]}" gdb -q -batch -x "$W/count.py" --args "${argv[@]}" 2>/dev/null | grep -a '^NATIVE_CALLS' >"$d/gdb.txt"
     "${ENVV[@]}" valgrind --leak-check=full --show-leak-kinds=all --errors-for-leak-kinds=none \
         --run-libc-freeres=no --run-cxx-freeres=no --log-file="$d/vg.txt" "${argv[@]}" >/dev/null 2>&1
     python3 - "$d" "$name" <<'PY'
