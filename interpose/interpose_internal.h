@@ -147,6 +147,7 @@ void ml__modules_scan_own_dlopen(void); /* before a stack, after this thread's d
 int ml__attach_session(const char *ctl); /* attach.c's start: 0 or -errno */
 void ml__attach_mallinfo(void *fn);
 bool ml__sample_slow(size_t n);
+double ml__neg_log(double u); /* -ln(u) for u in (0, 1], without libm (runtime.c) */
 
 /* Sampling's fast path, inlined into the hooks: one subtraction and a branch
  * for the allocations that are not sampled. */

@@ -13,7 +13,6 @@
 #include <linux/membarrier.h>
 #include <sys/single_threaded.h>
 #include <malloc.h>
-#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -746,12 +745,36 @@ static uint64_t rng_next(uint64_t *s) {
     return *s = x;
 }
 
+/* -ln(u) for a normal double u in (0, 1], without libm: the library would
+ * otherwise load libm into every program it is preloaded into, and change
+ * what a program that loads libm itself later allocates (ld.so's records
+ * of a library already there; docs/analysis.md, "Programs no test was
+ * written for"). u = m * 2^e with m in [sqrt(1/2), sqrt(2)), and
+ * ln(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172: six terms of the
+ * series leave an error below 2e-11 of ln 2, relative to the result
+ * (test_interpose checks it against libm). */
+double ml__neg_log(double u) {
+    uint64_t b;
+    memcpy(&b, &u, sizeof b);
+    int e = (int)((b >> 52) & 0x7ff) - 1023;
+    b = (b & ((1ull << 52) - 1)) | (1023ull << 52); /* m in [1, 2) */
+    double m;
+    memcpy(&m, &b, sizeof m);
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        e++;
+    }
+    double s = (m - 1.0) / (m + 1.0), s2 = s * s;
+    double ln_m = 2.0 * s * (1.0 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 + s2 * (1.0 / 9 + s2 / 11)))));
+    return -((double)e * 0.6931471805599453 + ln_m);
+}
+
 static int64_t draw_interval(ml_tls_t *t) {
     /* Exponential with mean sample_bytes: the gaps of a Poisson process over
      * allocated bytes, as tcmalloc's heap sampler draws them. */
     double u = (double)(rng_next(&t->rng) >> 11) * (1.0 / 9007199254740992.0);
     if (u < 1e-12) u = 1e-12;
-    double v = -log(u) * (double)ml__sample_bytes;
+    double v = ml__neg_log(u) * (double)ml__sample_bytes;
     return v > 1e15 ? (int64_t)1e15 : (int64_t)v + 1;
 }
 
