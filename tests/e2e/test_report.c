@@ -529,6 +529,33 @@ Test(report, a_plugin_loaded_where_another_was_keeps_its_own_sites) {
     ml_analysis_free(a);
 }
 
+/* The same with each plugin's function run by a worker thread that never
+ * calls dlopen itself (a plugin host's): the scans that other threads'
+ * events make after a dlopen (interpose/runtime.c, ml__modcheck) record b
+ * before the worker's stacks in it are interned. */
+Test(report, a_plugin_run_by_another_thread_keeps_its_own_sites) {
+    const char *trace = h_tmp("swap_thread.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_dlopen"), "swap-thread", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "memlens run fx_dlopen swap-thread: status %d: %s", r.status, r.err);
+    cr_assert(strstr(r.out, "same address: yes"), "the loader put b where a was: %s", r.out);
+    h_run_free(&r);
+    ml_analysis_t *a = analyse(trace, NULL);
+    uint64_t calls, bytes;
+    size_t nsites;
+    site_sum(a, "plugin_alloc", &calls, &bytes, &nsites);
+    cr_expect_eq(calls, 9);
+    cr_expect_eq(bytes, 9 * 333);
+    site_sum(a, "plugin_b_alloc", &calls, &bytes, &nsites);
+    cr_expect_eq(calls, 9);
+    cr_expect_eq(bytes, 9 * 444);
+    const ml_site_t *s = site_of(a, "plugin_b_alloc", UINT64_MAX);
+    cr_assert(s);
+    cr_expect(ends_with(s->frames[0].module, "/fxplugins/libfxplugin_b.so"), "%s", s->frames[0].module);
+    ml_analysis_free(a);
+}
+
 /* A converter glibc loads itself for iconv_open (no dlopen of the
  * program's announces it) and unloads before the exit: its allocation is
  * named from its file. It used to be recorded only at the next dlopen or at
