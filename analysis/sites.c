@@ -110,6 +110,117 @@ static int stack_key(ml_analysis_t *a, struct ml__built_s *b, uint32_t leaf, uin
     return 0;
 }
 
+/* ------------------------------------------------------------------------- */
+/* One object loaded at several addresses                                    */
+/* ------------------------------------------------------------------------- */
+
+/* A plugin closed and loaded again elsewhere (the loader's gaps moved) runs
+ * at other return addresses, so its stacks are other trie nodes, and were
+ * other sites with the same frames. As heaptrack merges such stacks by
+ * function and line, they are one site here: a node in such an object, or
+ * below one, stands for the first node with the same stand-in parent, the
+ * same object (path and build-id, same_object) and the same offset in it. canon[n] is
+ * that node; NULL when no object was loaded at two addresses (most traces:
+ * nothing is computed). A hash collision leaves a node as itself: a site
+ * too many, never a wrong one. */
+typedef struct {
+    uint64_t key;
+    uint32_t node;
+    uint32_t unused;
+} canonent_t;
+
+ML_MAP_TYPED(canon_keys, canonent_t, 1024)
+
+/* The same file: the same path and the same build-id. Without a build-id
+ * the file may have been rewritten between the loads: not merged. */
+static bool same_object(const ml__module_t *x, const ml__module_t *y) {
+    return x->build_id_len && x->build_id_len == y->build_id_len &&
+           !memcmp(x->build_id, y->build_id, x->build_id_len) && x->path && y->path && !strcmp(x->path, y->path);
+}
+
+/* The object of node n (the first module record of it; -1: none) and n's
+ * offset in it (its address when none). */
+static int64_t node_place(const ml_analysis_t *a, const uint32_t *ident, uint32_t n, uint64_t *off) {
+    int32_t m = a->node_module[n];
+    if (m < 0 || (uint32_t)m >= a->nmods) {
+        *off = a->node_pc[n];
+        return -1;
+    }
+    *off = a->node_pc[n] - a->mods[m].base;
+    return ident[m];
+}
+
+static uint64_t canon_key(uint32_t parent, int64_t obj, uint64_t off) {
+    uint64_t k = ml_map_hash(((uint64_t)parent << 32 | (uint32_t)obj) ^ ml_map_hash(off));
+    return k ? k : 1;
+}
+
+/* canon as above into *out (NULL when not needed), or -ENOMEM. */
+static int canon_nodes(const ml_analysis_t *a, uint32_t **out) {
+    *out = NULL;
+    uint32_t *ident = malloc((a->nmods + 1) * sizeof *ident);
+    bool *twin = calloc(a->nmods + 1, sizeof *twin);
+    if (!ident || !twin) {
+        free(ident);
+        free(twin);
+        return -ENOMEM;
+    }
+    bool any = false;
+    for (uint32_t i = 0; i < a->nmods; i++) {
+        ident[i] = i;
+        for (uint32_t j = 0; j < i; j++)
+            if (same_object(&a->mods[i], &a->mods[j])) {
+                ident[i] = ident[j];
+                if (a->mods[i].base != a->mods[j].base) twin[i] = twin[ident[j]] = any = true;
+                break;
+            }
+    }
+    for (uint32_t i = 0; i < a->nmods; i++) twin[i] = twin[i] || twin[ident[i]];
+    if (!any) {
+        free(ident);
+        free(twin);
+        return 0;
+    }
+    /* under[n]: n's object was loaded at two addresses, or an ancestor's
+     * was. Only those nodes are looked up; every other node is itself. */
+    uint32_t *canon = malloc((size_t)a->nnodes * sizeof *canon);
+    uint8_t *under = calloc(a->nnodes, 1);
+    ml_map_t m = {0};
+    int rc = canon && under ? 0 : -ENOMEM;
+    for (uint32_t n = 0; n < a->nnodes && rc == 0; n++) {
+        canon[n] = n;
+        uint32_t p = n ? a->node_parent[n] : 0;
+        int32_t mod = a->node_module[n];
+        under[n] = (p && under[p]) || (mod >= 0 && (uint32_t)mod < a->nmods && twin[mod]);
+        if (!n || !under[n]) continue;
+        uint64_t off, coff;
+        int64_t obj = node_place(a, ident, n, &off);
+        bool existed;
+        canonent_t *e = canon_keys_put(&m, canon_key(canon[p], obj, off), &existed);
+        if (!e) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (!existed) {
+            e->node = n;
+            continue;
+        }
+        uint32_t c = e->node;
+        if (canon[a->node_parent[c]] == canon[p] && node_place(a, ident, c, &coff) == obj && coff == off)
+            canon[n] = c;
+    }
+    ml_map_free(&m);
+    free(under);
+    free(ident);
+    free(twin);
+    if (rc < 0) {
+        free(canon);
+        return rc;
+    }
+    *out = canon;
+    return 0;
+}
+
 /* The frames of a site starting at (node, skip) up to the root: written
  * to out (NULL: only counted); returns how many, or a negative errno. */
 static int64_t site_frames(ml_analysis_t *a, uint32_t node, uint32_t skip, ml_frame_t *out) {
@@ -376,8 +487,9 @@ static uint32_t headline_of(const ml_frame_t *f, uint32_t n) {
 int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts_t *o) {
     int rc = 0;
     ml_map_t km = {0};
-    uint32_t *site_node = NULL, *site_skip = NULL;
+    uint32_t *site_node = NULL, *site_skip = NULL, *canon = NULL;
     size_t *site_off = NULL;
+    if ((rc = canon_nodes(a, &canon)) < 0) return rc;
     /* Sites: stacks merged by their key. */
     if (o && o->nalloc_fns) {
         b->alloc_fns = o->alloc_fns;
@@ -411,6 +523,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
         }
         uint32_t kn = 0, ks = 0;
         if (s != 0 && (rc = stack_key(a, b, st->node, &kn, &ks)) < 0) break;
+        if (canon && kn < a->nnodes) kn = canon[kn];
         bool existed;
         keyent_t *e = site_keys_put(&km, site_key(kn, ks), &existed);
         if (!e) {
@@ -604,6 +717,7 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     rc = build_calltree(b, o);
 out:
     ml_map_free(&km);
+    free(canon);
     free(site_node);
     free(site_skip);
     free(site_off);

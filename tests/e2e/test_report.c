@@ -556,6 +556,34 @@ Test(report, a_plugin_run_by_another_thread_keeps_its_own_sites) {
     ml_analysis_free(a);
 }
 
+/* A plugin closed and loaded again while another object holds its first
+ * place runs at other addresses: its allocations, made from one line, are
+ * one site, as heaptrack (by function and line) and valgrind (one loss
+ * record) show them. They were a site for each load. */
+Test(report, a_plugin_loaded_again_elsewhere_is_one_site) {
+    const char *trace = h_tmp("elsewhere.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_dlopen"), "elsewhere", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "memlens run fx_dlopen elsewhere: status %d: %s", r.status, r.err);
+    cr_assert(strstr(r.out, "another address: yes"), "the loader put a elsewhere the second time: %s", r.out);
+    h_run_free(&r);
+    ml_analysis_t *a = analyse(trace, NULL);
+    uint64_t calls, bytes, blocks;
+    size_t nsites;
+    site_sum(a, "plugin_alloc", &calls, &bytes, &nsites);
+    cr_expect_eq(calls, 6);
+    cr_expect_eq(bytes, 6 * 333);
+    cr_expect_eq(nsites, 1, "a, loaded at two addresses, is one site");
+    const ml_site_t *s = site_of(a, "plugin_alloc", UINT64_MAX);
+    cr_assert(s);
+    cr_expect(ends_with(s->frames[0].module, "/fxplugins/libfxplugin.so"), "%s", s->frames[0].module);
+    cr_expect_eq(s->frames[0].line, 18);
+    cr_expect_eq(leaked(a, "plugin_alloc", ML_LEAK_DEFINITE, &blocks), 6 * 333);
+    cr_expect_eq(blocks, 6);
+    ml_analysis_free(a);
+}
+
 /* A converter glibc loads itself for iconv_open (no dlopen of the
  * program's announces it) and unloads before the exit: its allocation is
  * named from its file. It used to be recorded only at the next dlopen or at

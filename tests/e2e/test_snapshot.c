@@ -111,6 +111,12 @@ Test(snapshot, plugins_loaded_in_turn_at_one_address) {
     expect_same_reports("swap.mlt", (const char *[]){"fx_dlopen", "swap", NULL});
 }
 
+/* A plugin loaded again at another address: its sites are one with the
+ * first load's (sites.c, canon_nodes). */
+Test(snapshot, a_plugin_loaded_again_elsewhere) {
+    expect_same_reports("elsewhere.mlt", (const char *[]){"fx_dlopen", "elsewhere", NULL});
+}
+
 Test(snapshot, fragmentation) {
     expect_same_reports("frag.mlt", (const char *[]){"fx_frag", "alternate", NULL});
 }
