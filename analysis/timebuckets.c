@@ -266,7 +266,7 @@ int ml_time_buckets_acc_finish(ml_time_buckets_acc_t *c, ml_time_buckets_t **out
     size_t nl = 0;
     for (uint64_t i = 0; i < sums.cap; i++)
         if (v[i].key) v[nl++] = v[i];
-    qsort(v, nl, sizeof *v, cmp_live_sum);
+    if (nl > 1) qsort(v, nl, sizeof *v, cmp_live_sum); /* v is NULL when the map never grew */
     tb->live = calloc(nl + 1, sizeof *tb->live);
     if (!tb->live) goto out;
     size_t s = 0;
