@@ -497,35 +497,45 @@ static void site_sum(const ml_analysis_t *a, const char *fn, uint64_t *calls, ui
         }
 }
 
+/* fx_dlopen MODE under memlens, which must exit 0 and print `says`; the
+ * analysis of its trace. */
+static ml_analysis_t *plugin_run(const char *mode, const char *says) {
+    char name[64];
+    snprintf(name, sizeof name, "plugin_%s.mlt", mode);
+    const char *trace = h_tmp(name);
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_dlopen"), mode, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "memlens run fx_dlopen %s: status %d: %s", mode, r.status, r.err);
+    cr_assert(strstr(r.out, says), "fx_dlopen %s printed %s", mode, r.out);
+    h_run_free(&r);
+    return analyse(trace, NULL);
+}
+
+/* Function fn of fx_plugin.c (line 18), in the file whose path ends with
+ * `file`: one site of `calls` calls of `size` bytes, each block leaked. */
+static void expect_plugin_site(ml_analysis_t *a, const char *fn, const char *file, uint64_t calls, uint64_t size) {
+    uint64_t n, bytes, blocks;
+    size_t nsites;
+    site_sum(a, fn, &n, &bytes, &nsites);
+    cr_expect_eq(n, calls, "%s: %llu calls", fn, (unsigned long long)n);
+    cr_expect_eq(bytes, calls * size, "%s: %llu bytes", fn, (unsigned long long)bytes);
+    cr_expect_eq(nsites, 1, "%s is one site, not %zu", fn, nsites);
+    const ml_site_t *s = site_of(a, fn, UINT64_MAX);
+    cr_assert(s, "no site of %s", fn);
+    cr_expect(ends_with(s->frames[0].module, file), "%s", s->frames[0].module);
+    cr_expect_eq(s->frames[0].line, 18);
+    cr_expect_eq(leaked(a, fn, ML_LEAK_DEFINITE, &blocks), calls * size);
+    cr_expect_eq(blocks, calls);
+}
+
 /* Plugin b loaded where a was, with a's return addresses: b's blocks are
  * b's, not a's (the recorder interned b's stacks as a's nodes, whose
  * module was a), and a loaded again at its place is still one site. */
 Test(report, a_plugin_loaded_where_another_was_keeps_its_own_sites) {
-    const char *trace = h_tmp("swap.mlt");
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_dlopen"), "swap", NULL};
-    h_run_t r;
-    h_run(&r, argv);
-    cr_assert_eq(r.status, 0, "memlens run fx_dlopen swap: status %d: %s", r.status, r.err);
-    cr_assert(strstr(r.out, "same address: yes"), "the loader put b where a was: %s", r.out);
-    h_run_free(&r);
-    ml_analysis_t *a = analyse(trace, NULL);
-    uint64_t calls, bytes;
-    size_t nsites;
-    site_sum(a, "plugin_alloc", &calls, &bytes, &nsites);
-    cr_expect_eq(calls, 9);
-    cr_expect_eq(bytes, 9 * 333);
-    cr_expect_eq(nsites, 1, "a, loaded three times at one address, is one site");
-    site_sum(a, "plugin_b_alloc", &calls, &bytes, &nsites);
-    cr_expect_eq(calls, 9);
-    cr_expect_eq(bytes, 9 * 444);
-    cr_expect_eq(nsites, 1);
-    const ml_site_t *s = site_of(a, "plugin_b_alloc", UINT64_MAX);
-    cr_assert(s);
-    cr_expect(ends_with(s->frames[0].module, "/fxplugins/libfxplugin_b.so"), "%s", s->frames[0].module);
-    cr_expect_eq(s->frames[0].line, 18);
-    uint64_t blocks;
-    cr_expect_eq(leaked(a, "plugin_b_alloc", ML_LEAK_DEFINITE, &blocks), 9 * 444);
-    cr_expect_eq(blocks, 9);
+    ml_analysis_t *a = plugin_run("swap", "same address: yes");
+    expect_plugin_site(a, "plugin_alloc", "/fxplugins/libfxplugin.so", 9, 333);
+    expect_plugin_site(a, "plugin_b_alloc", "/fxplugins/libfxplugin_b.so", 9, 444);
     ml_analysis_free(a);
 }
 
@@ -534,25 +544,9 @@ Test(report, a_plugin_loaded_where_another_was_keeps_its_own_sites) {
  * events make after a dlopen (interpose/runtime.c, ml__modcheck) record b
  * before the worker's stacks in it are interned. */
 Test(report, a_plugin_run_by_another_thread_keeps_its_own_sites) {
-    const char *trace = h_tmp("swap_thread.mlt");
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_dlopen"), "swap-thread", NULL};
-    h_run_t r;
-    h_run(&r, argv);
-    cr_assert_eq(r.status, 0, "memlens run fx_dlopen swap-thread: status %d: %s", r.status, r.err);
-    cr_assert(strstr(r.out, "same address: yes"), "the loader put b where a was: %s", r.out);
-    h_run_free(&r);
-    ml_analysis_t *a = analyse(trace, NULL);
-    uint64_t calls, bytes;
-    size_t nsites;
-    site_sum(a, "plugin_alloc", &calls, &bytes, &nsites);
-    cr_expect_eq(calls, 9);
-    cr_expect_eq(bytes, 9 * 333);
-    site_sum(a, "plugin_b_alloc", &calls, &bytes, &nsites);
-    cr_expect_eq(calls, 9);
-    cr_expect_eq(bytes, 9 * 444);
-    const ml_site_t *s = site_of(a, "plugin_b_alloc", UINT64_MAX);
-    cr_assert(s);
-    cr_expect(ends_with(s->frames[0].module, "/fxplugins/libfxplugin_b.so"), "%s", s->frames[0].module);
+    ml_analysis_t *a = plugin_run("swap-thread", "same address: yes");
+    expect_plugin_site(a, "plugin_alloc", "/fxplugins/libfxplugin.so", 9, 333);
+    expect_plugin_site(a, "plugin_b_alloc", "/fxplugins/libfxplugin_b.so", 9, 444);
     ml_analysis_free(a);
 }
 
@@ -561,26 +555,8 @@ Test(report, a_plugin_run_by_another_thread_keeps_its_own_sites) {
  * one site, as heaptrack (by function and line) and valgrind (one loss
  * record) show them. They were a site for each load. */
 Test(report, a_plugin_loaded_again_elsewhere_is_one_site) {
-    const char *trace = h_tmp("elsewhere.mlt");
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_dlopen"), "elsewhere", NULL};
-    h_run_t r;
-    h_run(&r, argv);
-    cr_assert_eq(r.status, 0, "memlens run fx_dlopen elsewhere: status %d: %s", r.status, r.err);
-    cr_assert(strstr(r.out, "another address: yes"), "the loader put a elsewhere the second time: %s", r.out);
-    h_run_free(&r);
-    ml_analysis_t *a = analyse(trace, NULL);
-    uint64_t calls, bytes, blocks;
-    size_t nsites;
-    site_sum(a, "plugin_alloc", &calls, &bytes, &nsites);
-    cr_expect_eq(calls, 6);
-    cr_expect_eq(bytes, 6 * 333);
-    cr_expect_eq(nsites, 1, "a, loaded at two addresses, is one site");
-    const ml_site_t *s = site_of(a, "plugin_alloc", UINT64_MAX);
-    cr_assert(s);
-    cr_expect(ends_with(s->frames[0].module, "/fxplugins/libfxplugin.so"), "%s", s->frames[0].module);
-    cr_expect_eq(s->frames[0].line, 18);
-    cr_expect_eq(leaked(a, "plugin_alloc", ML_LEAK_DEFINITE, &blocks), 6 * 333);
-    cr_expect_eq(blocks, 6);
+    ml_analysis_t *a = plugin_run("elsewhere", "another address: yes");
+    expect_plugin_site(a, "plugin_alloc", "/fxplugins/libfxplugin.so", 6, 333);
     ml_analysis_free(a);
 }
 
