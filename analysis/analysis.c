@@ -341,6 +341,7 @@ static void add_node(ml_analysis_t *a, const ml_record_t *r) {
      * unloaded there, its nodes parked: interpose/runtime.c), or one that
      * is never recorded (code made at run time). The module recorded last
      * there, if any, stands in until one is recorded (add_module). */
+    if (id >= a->nnodes) a->nnodes = id + 1;
     if (!loaded && a->npending < ML__PENDING_MAX) {
         if (a->npending == a->pending_cap) {
             uint32_t cap = a->pending_cap ? a->pending_cap * 2 : 64;
@@ -351,7 +352,6 @@ static void add_node(ml_analysis_t *a, const ml_record_t *r) {
         }
         a->pending_nodes[a->npending++] = id;
     }
-    if (id >= a->nnodes) a->nnodes = id + 1;
 }
 
 static void add_module(ml_analysis_t *a, const ml_record_t *r) {
