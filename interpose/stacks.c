@@ -258,8 +258,6 @@ void ml__stacks_unlock(void) {
     ml__spin_unlock(&lock);
 }
 
-/* Slow path: insert (parent, pc) under the lock. Returns 0 if the table
- * cannot grow (the caller truncates the stack there). */
 /* The address ranges of the objects in the module map (runtime.c sets
  * them after each scan that changed it), read under `lock`. */
 #define MAX_RANGES 4096
@@ -290,6 +288,8 @@ static bool pc_in_modules(uint64_t pc) {
     return false;
 }
 
+/* Slow path: insert (parent, pc) under the lock. Returns 0 if the table
+ * cannot grow (the caller truncates the stack there). */
 static uint32_t node_insert(uint32_t parent, uint64_t pc) {
     ml__spin_lock(&lock);
     node_table_t *t = ml_atomic_load_acquire(&table);
