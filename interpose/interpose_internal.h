@@ -144,6 +144,10 @@ void ml__attention(void);
 void ml__modules_scan(bool full);
 void ml__modules_scan_waiting(bool full, uint64_t wait_ns); /* waits a while for a scan under way */
 void ml__modules_scan_own_dlopen(void); /* before a stack, after this thread's dlopen (hooks.c) */
+/* The loader's count of loaded objects (dlpi_adds) at the last module scan,
+ * and the scan for a stack whose walk read a larger one (stacks.c). */
+extern _Atomic uint64_t ml__scanned_adds;
+bool ml__modules_scan_behind(uint64_t adds);
 int ml__attach_session(const char *ctl); /* attach.c's start: 0 or -errno */
 void ml__attach_mallinfo(void *fn);
 bool ml__sample_slow(size_t n);

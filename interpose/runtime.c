@@ -452,6 +452,7 @@ static void module_back(const known_module_t *k) {
 static uint32_t scan_gen;
 static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
 static _Atomic int scan_lock;
+_Atomic uint64_t ml__scanned_adds;
 
 static uint64_t hash_str(const char *s) {
     uint64_t h = 1469598103934665603ull;
@@ -663,7 +664,28 @@ void ml__modules_scan_waiting(bool full, uint64_t wait_ns) {
             if (known[i].hi > known[i].lo) lohi[n][0] = known[i].lo, lohi[n++][1] = known[i].hi;
         ml__stacks_set_modules(lohi, n);
     }
+    ml_atomic_store_release(&ml__scanned_adds, (uint64_t)v[0]);
     ml_atomic_store_release(&scan_lock, 0);
+}
+
+/* Before a stack is interned whose walk went through an object that
+ * dlclose can unload: the walker read the loader's count of loaded objects
+ * (`adds`) for it (unwind.c). When that count is ahead of the last scan's,
+ * an object was loaded that the module map does not have yet, and the
+ * stack may run in it: maybe where an unloaded object was, whose trie
+ * nodes (keyed by return address) it would take until a scan parks them.
+ * So the scan is made first, as for the stacks of the thread that called
+ * dlopen. This is the case of a thread that calls into an object another
+ * thread has just loaded, before anything else has looked (a plugin host's
+ * worker). A scan under way is waited for longer than in the dlopen
+ * thread (which may hold the loader's lock): with more threads than CPUs
+ * its holder can be off the CPU for milliseconds. Still bounded: a program
+ * that allocates inside its own dl_iterate_phdr callback holds the lock
+ * that scan waits for. Returns whether the module map has `adds` now. */
+#define SCAN_BEHIND_WAIT_NS 100000000
+bool ml__modules_scan_behind(uint64_t adds) {
+    ml__modules_scan_waiting(false, SCAN_BEHIND_WAIT_NS);
+    return ml_atomic_load_acquire(&ml__scanned_adds) >= adds;
 }
 
 /* glibc's mallinfo2() walks every chunk of every free list under each

@@ -121,6 +121,7 @@ typedef struct thread_state_s {
      * the ids restart (fork) and when another thread takes this state over. */
     uint32_t memo_tag;
     int32_t walk_avg;  /* frames a stack costs to walk, x16: moving average of 32 stacks */
+    uint64_t behind;   /* the loader's load count for which ml__modules_scan_behind gave up */
     memo_set_t memo_set[MEMO_SETS];
     ml_uw_memo_t memo[MEMO_SETS][MEMO_WAYS];
     /* Inner parts seen recently: hash of (the node id of the outer part,
@@ -697,6 +698,18 @@ full:
     return parent;
 }
 
+/* The trie's generation moved (a fork, nodes parked or put back): the ids
+ * this thread kept (its previous walk's, its memo's) are dropped. Returns
+ * whether it moved. */
+static inline bool gen_check(thread_state_t *ts) {
+    uint32_t gen = ml_atomic_load_relaxed(&generation);
+    if (ml_likely(ts->gen == gen)) return false;
+    ts->gen = gen;
+    ts->memo_tag++;
+    ts->stack.valid = 0;
+    return true;
+}
+
 /* The walker's path: returns the leaf id, or -1 when the stack must be
  * taken by libunwind. libmemlens is built with frame pointers, so its own
  * frames (this function, ml__stack_capture, record_*, the hook) are left
@@ -710,12 +723,7 @@ static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_
         fp = next;
     }
     ml_uw_stack_t *st = &ts->stack;
-    uint32_t gen = ml_atomic_load_relaxed(&generation);
-    if (ml_unlikely(ts->gen != gen)) { /* after fork: the ids restart */
-        ts->gen = gen;
-        ts->memo_tag++;
-        st->valid = 0;
-    }
+    gen_check(ts);
     uint64_t pc = fp[1], rsp = (uint64_t)(uintptr_t)(fp + 2), rbp = fp[0];
     /* A stack taken before from this very place? Asked only while this
      * thread's stacks cost enough to walk: where the previous walk leaves
@@ -739,6 +747,22 @@ static __attribute__((noinline)) int64_t capture_fast(thread_state_t *ts, uint8_
         }
     }
     int kept = ml__uw_walk(&ts->uw, st, pc, rsp, rbp, depth + SKIP_MAX + 1, NULL);
+    /* The walk went through an object dlclose can unload. If an object was
+     * loaded since the last module scan, the scan comes first (runtime.c):
+     * this object may be the new one, where an unloaded one's nodes are
+     * still in the trie. Then, whoever scanned: if a scan parked or put
+     * back nodes since this capture looked at the generation, the ids this
+     * thread kept are stale, and the stack is walked again from scratch.
+     * (fx stress: one plugin call in about 40 runs, three threads
+     * allocating beside a worker that runs plugins loaded in turn at one
+     * address, was charged to the other plugin without the second check.) */
+    if (kept >= 0 && ml_unlikely(ts->uw.np_adds)) {
+        uint64_t adds = ts->uw.np_adds;
+        if (adds > ml_atomic_load_acquire(&ml__scanned_adds) && adds != ts->behind &&
+            !ml__modules_scan_behind(adds))
+            ts->behind = adds; /* not again for this count: the scan holder may be waiting on us */
+        if (gen_check(ts)) kept = ml__uw_walk(&ts->uw, st, pc, rsp, rbp, depth + SKIP_MAX + 1, NULL);
+    }
     ts->last_kept = kept > 0 ? (uint32_t)kept : 0;
     if (kept < 0) return -1;
     uint32_t walked = st->n - (uint32_t)kept < 255 ? st->n - (uint32_t)kept : 255;

@@ -530,19 +530,25 @@ static bool is_perm(const void *map) {
     return false;
 }
 
-static int subs_cb(struct dl_phdr_info *info, size_t size, void *data) {
+static int counts_cb(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
-    *(uint64_t *)data = info->dlpi_subs;
+    ((uint64_t *)data)[0] = info->dlpi_subs;
+    ((uint64_t *)data)[1] = info->dlpi_adds;
     return 1; /* the counters are the same in every entry */
 }
 
-/* The loader's count of unloaded objects. Takes the loader's list lock
- * (dl_iterate_phdr), so it is asked only for stacks that touch a module
- * that can be unloaded. */
+/* The loader's count of unloaded objects, and in *adds (when given) of
+ * loaded ones. Takes the loader's list lock (dl_iterate_phdr), so it is
+ * asked only for stacks that touch a module that can be unloaded. */
+static uint64_t loader_subs_adds(uint64_t *adds) {
+    uint64_t v[2] = {0, 0};
+    dl_iterate_phdr(counts_cb, v);
+    if (adds) *adds = v[1];
+    return v[0];
+}
+
 static uint64_t loader_subs(void) {
-    uint64_t v = 0;
-    dl_iterate_phdr(subs_cb, &v);
-    return v;
+    return loader_subs_adds(NULL);
 }
 
 bool ml__uw_init(void) {
@@ -888,6 +894,7 @@ static int walk_once(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t
 
 int ml__uw_walk(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t rsp, uint64_t rbp,
                 uint32_t max, ml_uw_stats_t *stats) {
+    t->np_adds = 0;
     if (!enabled || max > ML_UW_CAP || !stack_bounds(t)) goto fail;
     for (int attempt = 0; attempt < 2; attempt++) {
         bool nonperm = false;
@@ -898,7 +905,7 @@ int ml__uw_walk(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t rsp,
              * nothing was unloaded since this thread's cache of them started.
              * Otherwise the walk (even one that gave up: a stale rule may
              * have led it astray) is done again with fresh rules. */
-            uint64_t subs = loader_subs();
+            uint64_t subs = loader_subs_adds(&t->np_adds);
             if (subs != subs_at_start) ml_atomic_store_relaxed(&unloaded, 1);
             if (t->np_epoch != subs + 1) {
                 memset(t->rc, 0, sizeof t->rc);

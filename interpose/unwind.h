@@ -81,6 +81,11 @@ typedef struct {
      * modules (also in the process-wide table) and those of unloadable ones
      * (only here), valid while the loader's unload count is np_epoch - 1. */
     uint64_t np_epoch; /* 0: no rule of an unloadable module cached */
+    /* The loader's count of loaded objects (dlpi_adds) as the last walk
+     * that used such a rule read it with the unload count; 0 when the last
+     * walk used none. The caller compares it with the module map's
+     * (stacks.c, capture_fast). */
+    uint64_t np_adds;
     ml_uw_rule_entry_t rc[ML_UW_RULE_CACHE];
     ml_uw_frame_t scratch[ML_UW_CAP];
 } ml_uw_thread_t;
