@@ -488,11 +488,24 @@ static void say_unfollowed_children(const ml_collector_t *c, const ml__proc_t *p
             n, n == 1 ? "" : "es", p->info.pid, p->ring->exe[0] ? p->ring->exe : "?");
 }
 
+/* Objects the program loaded into other link namespaces (dlmopen): their
+ * allocations went to those namespaces' own libc, untraced. */
+static void say_other_namespaces(const ml_collector_t *c, const ml__proc_t *p) {
+    uint32_t n = ml_atomic_load_relaxed(&p->ring->dlmopen_other);
+    if (!n || c->o.quiet) return;
+    fprintf(stderr,
+            "memlens: not traced: allocations by code that process %u (%s) loaded into another link "
+            "namespace (%u dlmopen call%s): each namespace has its own libc, whose malloc memlens does "
+            "not replace\n",
+            p->info.pid, p->ring->exe[0] ? p->ring->exe : "?", n, n == 1 ? "" : "s");
+}
+
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
     say_exec_untraced(c, p);
     say_untraced_children(p);
     say_unfollowed_children(c, p);
+    say_other_namespaces(c, p);
     unwind_check(c, p);
     emit_peak_rss(c, p);
     ml_record_t r;

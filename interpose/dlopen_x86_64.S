@@ -1,4 +1,4 @@
-/* dlopen_x86_64.S - the dlopen hook, as a tail jump.
+/* dlopen_x86_64.S - the dlopen and dlmopen hooks, as tail jumps.
  *
  * glibc's dlopen resolves $ORIGIN, RUNPATH and the link namespace from its
  * caller's return address. A C wrapper would make libmemlens the caller and
@@ -29,5 +29,30 @@ dlopen:
     jmp *%rax
     .cfi_endproc
     .size dlopen, .-dlopen
+
+/* dlmopen(lmid, file, mode): the same, with three arguments to keep.
+ * ml__dlmopen_enter gets lmid (still in rdi) and returns the real dlmopen.
+ * Three pushes leave the stack 16-byte aligned for the call. */
+    .globl dlmopen
+    .type dlmopen, @function
+    .p2align 4
+dlmopen:
+    .cfi_startproc
+    pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    pushq %rdx
+    .cfi_adjust_cfa_offset 8
+    call ml__dlmopen_enter
+    popq %rdx
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    jmp *%rax
+    .cfi_endproc
+    .size dlmopen, .-dlmopen
 
     .section .note.GNU-stack,"",@progbits

@@ -62,6 +62,7 @@ typedef struct {
     int (*munmap)(void *, size_t);
     void *(*mremap)(void *, size_t, size_t, int, ...);
     void *(*dlopen)(const char *, int);
+    void *(*dlmopen)(long, const char *, int); /* Lmid_t is a long */
     int (*dlclose)(void *);
     size_t (*malloc_usable_size)(void *);
 } ml_real_t;

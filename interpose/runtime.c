@@ -2002,6 +2002,22 @@ void *ml__dlopen_enter(void) {
     return (void *)ml__real.dlopen;
 }
 
+/* Called by the dlmopen trampoline. Into the program's own namespace
+ * (LM_ID_BASE) it is a dlopen. Into another one, the objects get their own
+ * copy of libc, whose malloc this library does not replace (LD_PRELOAD
+ * objects are loaded into the first namespace only): what code there
+ * allocates is not traced. Counted (ml_ring_hdr_t.dlmopen_other), and the
+ * collector says so. */
+void *ml__dlmopen_enter(Lmid_t lmid);
+void *ml__dlmopen_enter(Lmid_t lmid) {
+    if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
+    if (!ml__real.dlmopen) ml__real.dlmopen = (typeof(ml__real.dlmopen))dlsym(RTLD_NEXT, "dlmopen");
+    ml_atomic_store_relaxed(&ml__modcheck, 4096);
+    ml__tls.dlopened = DLOPEN_STACKS;
+    if (lmid != LM_ID_BASE && ml__ring) ml_atomic_add_relaxed(&ml__ring->dlmopen_other, 1);
+    return (void *)ml__real.dlmopen;
+}
+
 ML_EXPORT int dlclose(void *handle) {
     if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
     bool rec = ml__recording();

@@ -43,11 +43,11 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 15 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 16 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
                            * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
                            * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap;
-                           * 15: ML_EXIT_CRASH in exit_nregs */
+                           * 15: ML_EXIT_CRASH in exit_nregs; 16: dlmopen_other */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -456,6 +456,11 @@ typedef struct {
      * ways is not seen). The collector says the number in the run summary,
      * so that their allocations are not missing silently. */
     _Atomic uint32_t children_unfollowed;
+    /* dlmopen calls into a link namespace other than the program's: code
+     * loaded there allocates through that namespace's own libc, which
+     * LD_PRELOAD does not reach, so its calls are not traced. Said in the
+     * run summary like children_unfollowed. */
+    _Atomic uint32_t dlmopen_other;
 } ml_ring_hdr_t;
 
 #define ML_END_STATUS_SET 0x100u

@@ -618,6 +618,17 @@ if want "$@"; then
     "$ML" run --follow-fork -o chf.mlt -- bash -c '/bin/true; :' > /dev/null 2> err.txt
     check "--follow-fork traces them instead" bash -c "! grep -q 'child process' err.txt && [ -e chf.mlt ]"
 
+    # Code loaded into another link namespace (dlmopen) allocates through
+    # that namespace's own libc, which the preload does not reach: the run
+    # summary says so (it said nothing, and the plugin's 3 blocks were
+    # simply missing).
+    "$ML" run -o ns.mlt -- "$B/fx_dlopen" namespace > ns.out 2> err.txt
+    check "a dlmopen into a new namespace is said" \
+        has err.txt "^memlens: not traced: allocations by code that process [0-9]* ([^)]*fx_dlopen) loaded into another link namespace (1 dlmopen call): each namespace has its own libc"
+    check "the program ran" has ns.out "^other namespace$"
+    "$ML" run -o ns.mlt -- "$B/fx_dlopen" swap-unhooked > /dev/null 2> err.txt
+    check "dlmopen into the program's own namespace is not" bash -c "! grep -q 'namespace' err.txt"
+
     # A followed process that changes its user and execs cannot join the
     # session (its control file is memlens' user's): said, not silent.
     # memlens and libmemlens.so are copied where that user can load the
