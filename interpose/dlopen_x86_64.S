@@ -1,42 +1,22 @@
 /* dlopen_x86_64.S - the dlopen and dlmopen hooks, as tail jumps.
  *
- * glibc's dlopen resolves $ORIGIN, RUNPATH and the link namespace from its
- * caller's return address. A C wrapper would make libmemlens the caller and
- * break plugins found through the program's RUNPATH. This trampoline calls
- * ml__dlopen_enter (which marks the module list for re-checking and returns
- * the real dlopen), restores the arguments and jumps: the real dlopen sees
- * the program's own return address on the stack.
+ * glibc's dlopen and dlmopen resolve $ORIGIN, RUNPATH and the link
+ * namespace from their caller's return address. A C wrapper would make
+ * libmemlens the caller and break plugins found through the program's
+ * RUNPATH. Each trampoline calls its enter function (which marks the module
+ * list for re-checking and returns the real function; it gets the first
+ * argument, dlmopen's namespace), restores the arguments and jumps: the
+ * real function sees the program's own return address on the stack. Three
+ * argument registers are kept (dlmopen has three; dlopen's third is not
+ * used, and keeping it costs nothing); three pushes leave the stack 16-byte
+ * aligned for the call.
  */
+    .macro TRAMPOLINE name, enter
     .text
-    .globl dlopen
-    .type dlopen, @function
+    .globl \name
+    .type \name, @function
     .p2align 4
-dlopen:
-    .cfi_startproc
-    pushq %rdi
-    .cfi_adjust_cfa_offset 8
-    pushq %rsi
-    .cfi_adjust_cfa_offset 8
-    subq $8, %rsp
-    .cfi_adjust_cfa_offset 8
-    call ml__dlopen_enter
-    addq $8, %rsp
-    .cfi_adjust_cfa_offset -8
-    popq %rsi
-    .cfi_adjust_cfa_offset -8
-    popq %rdi
-    .cfi_adjust_cfa_offset -8
-    jmp *%rax
-    .cfi_endproc
-    .size dlopen, .-dlopen
-
-/* dlmopen(lmid, file, mode): the same, with three arguments to keep.
- * ml__dlmopen_enter gets lmid (still in rdi) and returns the real dlmopen.
- * Three pushes leave the stack 16-byte aligned for the call. */
-    .globl dlmopen
-    .type dlmopen, @function
-    .p2align 4
-dlmopen:
+\name:
     .cfi_startproc
     pushq %rdi
     .cfi_adjust_cfa_offset 8
@@ -44,7 +24,7 @@ dlmopen:
     .cfi_adjust_cfa_offset 8
     pushq %rdx
     .cfi_adjust_cfa_offset 8
-    call ml__dlmopen_enter
+    call \enter
     popq %rdx
     .cfi_adjust_cfa_offset -8
     popq %rsi
@@ -53,6 +33,10 @@ dlmopen:
     .cfi_adjust_cfa_offset -8
     jmp *%rax
     .cfi_endproc
-    .size dlmopen, .-dlmopen
+    .size \name, .-\name
+    .endm
+
+    TRAMPOLINE dlopen, ml__dlopen_enter
+    TRAMPOLINE dlmopen, ml__dlmopen_enter
 
     .section .note.GNU-stack,"",@progbits
