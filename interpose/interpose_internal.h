@@ -145,6 +145,10 @@ void ml__attention(void);
 void ml__modules_scan(bool full);
 void ml__modules_scan_waiting(bool full, uint64_t wait_ns); /* waits a while for a scan under way */
 void ml__modules_scan_own_dlopen(void); /* before a stack, after this thread's dlopen (hooks.c) */
+/* The dynamic loader's counts of objects loaded (v[0], dlpi_adds) and
+ * unloaded (v[1], dlpi_subs) since the process started. Takes the loader's
+ * list lock (dl_iterate_phdr). unwind.c. */
+void ml__loader_counts(uint64_t v[2]);
 /* The loader's count of loaded objects (dlpi_adds) at the last module scan,
  * and the scan for a stack whose walk read a larger one (stacks.c). */
 extern _Atomic uint64_t ml__scanned_adds;

@@ -450,7 +450,7 @@ static void module_back(const known_module_t *k) {
 }
 
 static uint32_t scan_gen;
-static unsigned long long last_adds = ~0ull, last_subs = ~0ull;
+static uint64_t last_adds = ~0ull, last_subs = ~0ull;
 static _Atomic int scan_lock;
 _Atomic uint64_t ml__scanned_adds;
 
@@ -579,14 +579,6 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data) {
     return 0;
 }
 
-static int peek_cb(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    unsigned long long *v = data;
-    v[0] = info->dlpi_adds;
-    v[1] = info->dlpi_subs;
-    return 1; /* the counters are the same in every entry: stop after one */
-}
-
 static uint64_t mono_ns(void);
 
 /* How long the thread that called dlopen waits, before it takes a stack,
@@ -634,8 +626,8 @@ void ml__modules_scan_waiting(bool full, uint64_t wait_ns) {
             nanosleep(&ts, NULL);
         }
     }
-    unsigned long long v[2] = {0, 0};
-    dl_iterate_phdr(peek_cb, v);
+    uint64_t v[2];
+    ml__loader_counts(v);
     if (full || v[0] != last_adds || v[1] != last_subs) {
         /* An object was added: most likely this thread's dlopen's, which
          * its looks before its stacks were waiting for (SCAN_WAIT_NS); they
@@ -664,7 +656,7 @@ void ml__modules_scan_waiting(bool full, uint64_t wait_ns) {
             if (known[i].hi > known[i].lo) lohi[n][0] = known[i].lo, lohi[n++][1] = known[i].hi;
         ml__stacks_set_modules(lohi, n);
     }
-    ml_atomic_store_release(&ml__scanned_adds, (uint64_t)v[0]);
+    ml_atomic_store_release(&ml__scanned_adds, v[0]);
     ml_atomic_store_release(&scan_lock, 0);
 }
 

@@ -560,13 +560,6 @@ uint64_t ml__caller_sp(const char *fn, uint64_t regs[6]) {
 /* Verification (--unwind verify)                                            */
 /* ------------------------------------------------------------------------- */
 
-static int loader_counts_cb(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    ((uint64_t *)data)[0] = info->dlpi_adds;
-    ((uint64_t *)data)[1] = info->dlpi_subs;
-    return 1;
-}
-
 static uint64_t verify_subs0; /* the loader's unload count when we started */
 
 /* Compares the stack recorded as `leaf` (truncated or not) with libunwind's,
@@ -587,7 +580,7 @@ static __attribute__((noinline)) void verify_stack(uint32_t leaf, bool trunc, bo
     }
     static _Atomic uint64_t seen_adds, seen_subs;
     uint64_t v[2] = {0, 0};
-    dl_iterate_phdr(loader_counts_cb, v);
+    ml__loader_counts(v);
     if (v[0] != ml_atomic_load_relaxed(&seen_adds) || v[1] != ml_atomic_load_relaxed(&seen_subs)) {
         unw_flush_cache(unw_local_addr_space, 0, 0);
         ml_atomic_store_relaxed(&seen_adds, v[0]);
@@ -940,7 +933,7 @@ int ml__stacks_init(void) {
         unw_set_cache_size(unw_local_addr_space, 1024, 0);
         if (verify) {
             uint64_t v[2] = {0, 0};
-            dl_iterate_phdr(loader_counts_cb, v);
+            ml__loader_counts(v);
             verify_subs0 = v[1];
             vnode_pc = ml__raw_alloc(VERIFY_NODES * sizeof *vnode_pc);
             vnode_parent = ml__raw_alloc(VERIFY_NODES * sizeof *vnode_parent);

@@ -532,19 +532,24 @@ static bool is_perm(const void *map) {
 
 static int counts_cb(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
-    ((uint64_t *)data)[0] = info->dlpi_subs;
-    ((uint64_t *)data)[1] = info->dlpi_adds;
-    return 1; /* the counters are the same in every entry */
+    ((uint64_t *)data)[0] = info->dlpi_adds;
+    ((uint64_t *)data)[1] = info->dlpi_subs;
+    return 1; /* the counters are the same in every entry: stop after one */
+}
+
+void ml__loader_counts(uint64_t v[2]) {
+    v[0] = v[1] = 0;
+    dl_iterate_phdr(counts_cb, v);
 }
 
 /* The loader's count of unloaded objects, and in *adds (when given) of
  * loaded ones. Takes the loader's list lock (dl_iterate_phdr), so it is
  * asked only for stacks that touch a module that can be unloaded. */
 static uint64_t loader_subs_adds(uint64_t *adds) {
-    uint64_t v[2] = {0, 0};
-    dl_iterate_phdr(counts_cb, v);
-    if (adds) *adds = v[1];
-    return v[0];
+    uint64_t v[2];
+    ml__loader_counts(v);
+    if (adds) *adds = v[0];
+    return v[1];
 }
 
 static uint64_t loader_subs(void) {

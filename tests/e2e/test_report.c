@@ -529,14 +529,20 @@ static void expect_plugin_site(ml_analysis_t *a, const char *fn, const char *fil
     cr_expect_eq(blocks, calls);
 }
 
+/* fx_dlopen MODE, one of the swaps: a and b loaded in turn at one address,
+ * three times each; each plugin's 9 calls are its own one site. */
+static void expect_swap_sites(const char *mode) {
+    ml_analysis_t *a = plugin_run(mode, "same address: yes");
+    expect_plugin_site(a, "plugin_alloc", "/fxplugins/libfxplugin.so", 9, 333);
+    expect_plugin_site(a, "plugin_b_alloc", "/fxplugins/libfxplugin_b.so", 9, 444);
+    ml_analysis_free(a);
+}
+
 /* Plugin b loaded where a was, with a's return addresses: b's blocks are
  * b's, not a's (the recorder interned b's stacks as a's nodes, whose
  * module was a), and a loaded again at its place is still one site. */
 Test(report, a_plugin_loaded_where_another_was_keeps_its_own_sites) {
-    ml_analysis_t *a = plugin_run("swap", "same address: yes");
-    expect_plugin_site(a, "plugin_alloc", "/fxplugins/libfxplugin.so", 9, 333);
-    expect_plugin_site(a, "plugin_b_alloc", "/fxplugins/libfxplugin_b.so", 9, 444);
-    ml_analysis_free(a);
+    expect_swap_sites("swap");
 }
 
 /* The same with each plugin's function run by a worker thread that never
@@ -544,26 +550,20 @@ Test(report, a_plugin_loaded_where_another_was_keeps_its_own_sites) {
  * events make after a dlopen (interpose/runtime.c, ml__modcheck) record b
  * before the worker's stacks in it are interned. */
 Test(report, a_plugin_run_by_another_thread_keeps_its_own_sites) {
-    ml_analysis_t *a = plugin_run("swap-thread", "same address: yes");
-    expect_plugin_site(a, "plugin_alloc", "/fxplugins/libfxplugin.so", 9, 333);
-    expect_plugin_site(a, "plugin_b_alloc", "/fxplugins/libfxplugin_b.so", 9, 444);
-    ml_analysis_free(a);
+    expect_swap_sites("swap-thread");
 }
 
 /* The same with the plugins loaded by libc's own dlmopen in the base
  * namespace, past memlens' hooks (a library's own loader would do the
- * same): no scan is asked for after the load, and the
- * worker's first stack in b found a's nodes, left in the trie at a's
- * address (the build before: no site of b's function, and a's function
- * in two sites, of 4 and 14 calls, all 9 of b's among the 14). The walk of a stack
- * through an object that can be unloaded reads the loader's count of
- * loaded objects; when the module map is behind it, the scan comes first
- * (interpose/stacks.c, capture_fast). */
+ * same): no scan is asked for after the load, and the worker's first stack
+ * in b found a's nodes, left in the trie at a's address (the build before:
+ * no site of b's function, and a's function in two sites, of 4 and 14
+ * calls, all 9 of b's among the 14). The walk of a stack through an object
+ * that can be unloaded reads the loader's count of loaded objects; when the
+ * module map is behind it, the scan comes first (interpose/stacks.c,
+ * capture_fast). */
 Test(report, a_plugin_loaded_by_an_unhooked_call_keeps_its_own_sites) {
-    ml_analysis_t *a = plugin_run("swap-unhooked", "same address: yes");
-    expect_plugin_site(a, "plugin_alloc", "/fxplugins/libfxplugin.so", 9, 333);
-    expect_plugin_site(a, "plugin_b_alloc", "/fxplugins/libfxplugin_b.so", 9, 444);
-    ml_analysis_free(a);
+    expect_swap_sites("swap-unhooked");
 }
 
 /* A plugin closed and loaded again while another object holds its first
