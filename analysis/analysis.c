@@ -1093,6 +1093,9 @@ void ml_analysis_feed(ml_analysis_t *a, const ml_record_t *r) {
         t->hwm_rss_bytes = r->u.peak_rss.bytes;
         t->hwm_rss_source = r->u.peak_rss.source;
         break;
+    case ML_T_UNTRACED: /* what `memlens run` said on stderr, for every report of the trace */
+        if (r->u.untraced.message && r->u.untraced.message[0]) ml__warn(a, "%s", r->u.untraced.message);
+        break;
     case ML_T_GPU_ALLOC: /* counted by ml__gpu_feed above; the timeline shows gpu_bytes */
     case ML_T_GPU_FREE:
         tl_update(a, r->time_ms);

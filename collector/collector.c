@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -401,6 +402,34 @@ static void emit_peak_rss(ml_collector_t *c, ml__proc_t *p) {
     ml__emit(c, p, &r);
 }
 
+/* What p's trace does not hold, and why: said on stderr when `say`, and
+ * written into the trace (ML_T_UNTRACED, before its end) in any case, so
+ * that every report of the trace says it too (its warnings), not only the
+ * run that made it. */
+static void __attribute__((format(printf, 6, 7)))
+note_untraced(ml_collector_t *c, ml__proc_t *p, uint8_t what, uint64_t count, bool say, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (say) fprintf(stderr, "memlens: %s\n", msg);
+    size_t len = strlen(msg) + 1;
+    ml_record_t *r = ml__batch_slot(c, p, len);
+    ml_batch_t *b = c->batch; /* after the slot: a full one was handed over */
+    char *text = b->strings + b->strings_used;
+    memcpy(text, msg, len);
+    memset(r, 0, sizeof *r);
+    r->tag = ML_T_UNTRACED;
+    r->time_ms = p->last_time;
+    r->thread = p->last_thread;
+    r->u.untraced.what = what;
+    r->u.untraced.count = count;
+    r->u.untraced.message = text;
+    ml__time_order(p, r);
+    ml__batch_commit(c, (uint32_t)len);
+}
+
 /* The image exec'd a program that libmemlens.so cannot follow (set-user-ID
  * or static: the library wrote why into the ring before the exec) and no
  * traced image came after it: say which program went untraced and which
@@ -408,9 +437,10 @@ static void emit_peak_rss(ml_collector_t *c, ml__proc_t *p) {
 static void say_exec_untraced(ml_collector_t *c, ml__proc_t *p) {
     char why[sizeof p->ring->exec_untraced];
     if (!exec_untraced(c, p, why)) return;
-    fprintf(stderr, "memlens: not traced: process %u exec'd a program memlens cannot follow: %s; %s "
-                    "holds the process up to that exec\n",
-            p->info.pid, why, p->info.path);
+    note_untraced(c, p, ML_UNTRACED_EXEC, 1, true,
+                  "not traced: process %u exec'd a program memlens cannot follow: %s; %s holds the process up "
+                  "to that exec",
+                  p->info.pid, why, p->info.path);
 }
 
 /* One child started without a fork that runs a program memlens cannot
@@ -452,26 +482,27 @@ void ml__untraced_note(ml__proc_t *p, const uint8_t *blob, uint32_t len) {
 
 /* The children of p that run a program memlens cannot follow (started by
  * posix_spawn or a vfork and exec), said as an exec of p itself is. */
-static void say_untraced_children(ml__proc_t *p) {
+static void say_untraced_children(ml_collector_t *c, ml__proc_t *p) {
     for (uint32_t i = 0; i < p->nuntraced; i++) {
         const struct ml__untraced_s *e = &p->untraced[i];
         if (e->via == ML_UNTRACED_VIA_VFORK)
-            fprintf(stderr,
-                    "memlens: not traced: process %u, a vfork child of process %u, exec'd a program memlens "
-                    "cannot follow: %s; %s holds process %u\n",
-                    e->pid, p->info.pid, e->why, p->info.path, p->info.pid);
+            note_untraced(c, p, ML_UNTRACED_SPAWNED, 1, true,
+                          "not traced: process %u, a vfork child of process %u, exec'd a program memlens "
+                          "cannot follow: %s; %s holds process %u",
+                          e->pid, p->info.pid, e->why, p->info.path, p->info.pid);
         else
-            fprintf(stderr,
-                    "memlens: not traced: process %u, started by process %u with %s, runs a program memlens "
-                    "cannot follow: %s; %s holds process %u\n",
-                    e->pid, p->info.pid, e->via == ML_UNTRACED_VIA_POSIX_SPAWNP ? "posix_spawnp" : "posix_spawn",
-                    e->why, p->info.path, p->info.pid);
+            note_untraced(c, p, ML_UNTRACED_SPAWNED, 1, true,
+                          "not traced: process %u, started by process %u with %s, runs a program memlens "
+                          "cannot follow: %s; %s holds process %u",
+                          e->pid, p->info.pid,
+                          e->via == ML_UNTRACED_VIA_POSIX_SPAWNP ? "posix_spawnp" : "posix_spawn", e->why,
+                          p->info.path, p->info.pid);
     }
     if (p->untraced_more)
-        fprintf(stderr,
-                "memlens: not traced: %u more programs started by process %u (posix_spawn or vfork) that "
-                "memlens cannot follow (set-user-ID or static)\n",
-                p->untraced_more, p->info.pid);
+        note_untraced(c, p, ML_UNTRACED_SPAWNED, p->untraced_more, true,
+                      "not traced: %u more programs started by process %u (posix_spawn or vfork) that memlens "
+                      "cannot follow (set-user-ID or static)",
+                      p->untraced_more, p->info.pid);
     free(p->untraced);
     p->untraced = NULL;
     p->nuntraced = p->untraced_more = 0;
@@ -479,31 +510,29 @@ static void say_untraced_children(ml__proc_t *p) {
 
 /* Without --follow-fork: the children p started, not traced (their
  * allocations are not in any trace), said once as a number. */
-static void say_unfollowed_children(const ml_collector_t *c, const ml__proc_t *p) {
+static void say_unfollowed_children(ml_collector_t *c, ml__proc_t *p) {
     uint32_t n = ml_atomic_load_relaxed(&p->ring->children_unfollowed);
-    if (!n || c->o.quiet) return;
-    fprintf(stderr,
-            "memlens: not traced: %u child process%s started by process %u (%s); --follow-fork traces "
-            "them\n",
-            n, n == 1 ? "" : "es", p->info.pid, p->ring->exe[0] ? p->ring->exe : "?");
+    if (!n) return;
+    note_untraced(c, p, ML_UNTRACED_CHILDREN, n, !c->o.quiet,
+                  "not traced: %u child process%s started by process %u (%s); --follow-fork traces them", n,
+                  n == 1 ? "" : "es", p->info.pid, p->ring->exe[0] ? p->ring->exe : "?");
 }
 
 /* Objects the program loaded into other link namespaces (dlmopen): their
  * allocations went to those namespaces' own libc, untraced. */
-static void say_other_namespaces(const ml_collector_t *c, const ml__proc_t *p) {
+static void say_other_namespaces(ml_collector_t *c, ml__proc_t *p) {
     uint32_t n = ml_atomic_load_relaxed(&p->ring->dlmopen_other);
-    if (!n || c->o.quiet) return;
-    fprintf(stderr,
-            "memlens: not traced: allocations by code that process %u (%s) loaded into another link "
-            "namespace (%u dlmopen call%s): each namespace has its own libc, whose malloc memlens does "
-            "not replace\n",
-            p->info.pid, p->ring->exe[0] ? p->ring->exe : "?", n, n == 1 ? "" : "s");
+    if (!n) return;
+    note_untraced(c, p, ML_UNTRACED_NAMESPACE, n, !c->o.quiet,
+                  "not traced: allocations by code that process %u (%s) loaded into another link namespace "
+                  "(%u dlmopen call%s): each namespace has its own libc, whose malloc memlens does not replace",
+                  p->info.pid, p->ring->exe[0] ? p->ring->exe : "?", n, n == 1 ? "" : "s");
 }
 
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
     say_exec_untraced(c, p);
-    say_untraced_children(p);
+    say_untraced_children(c, p);
     say_unfollowed_children(c, p);
     say_other_namespaces(c, p);
     unwind_check(c, p);

@@ -68,6 +68,7 @@ const char *ml_tag_name(unsigned tag) {
     case ML_T_RSS: return "rss";
     case ML_T_PROC_EXIT: return "proc-exit";
     case ML_T_PEAK_RSS: return "peak-rss";
+    case ML_T_UNTRACED: return "untraced";
     case ML_T_BLOCK_REACH: return "block-reach";
     case ML_T_REACH_REST: return "reach-rest";
     case ML_T_REACH_SCAN: return "reach-scan";
@@ -234,6 +235,14 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
     case ML_T_PEAK_RSS:
         fprintf(out, " bytes=%" PRIu64 " source=%s", r->u.peak_rss.bytes, ml_hwm_source_name(r->u.peak_rss.source));
         break;
+    case ML_T_UNTRACED: {
+        static const char *const whats[] = {"?", "children", "exec", "spawned", "namespace"};
+        uint8_t k = r->u.untraced.what;
+        fprintf(out, " what=%s count=%" PRIu64 " message=", k < ML_UNTRACED_WHAT_COUNT_ ? whats[k] : "?",
+                r->u.untraced.count);
+        print_escaped(out, r->u.untraced.message);
+        break;
+    }
     case ML_T_BLOCK_REACH:
     case ML_T_REACH_REST: {
         static const char *const kinds[] = {"unknown", "reachable", "indirect", "definite",

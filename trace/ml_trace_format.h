@@ -34,11 +34,11 @@
 #define ML_TRACE_MAGIC "MLTRACE"
 #define ML_TRACE_MAGIC_LEN 8
 #define ML_TRACE_MAJOR 1
-#define ML_TRACE_MINOR 8 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
+#define ML_TRACE_MINOR 9 /* 1: GPU records (0x40, 0x41); 2: free by size class (0x18);
                           * 3: the analysis snapshot and trailer; 4: gpu-pool (0x42);
                           * 5: unwind-check (0x35), peak-rss (0x36), block-reach verdict 4;
                           * 6: saved strategy advice after the trailer; 7: reach-rest (0x37);
-                          * 8: rss's interval_ms */
+                          * 8: rss's interval_ms; 9: untraced (0x38) */
 #define ML_TRACE_HEADER_LEN 16
 #define ML_CHUNK_MAGIC 0x4b434c4du /* "MLCK" */
 #define ML_CHUNK_HEADER_LEN 16
@@ -102,6 +102,9 @@ typedef enum {
                               * point that no ML_T_BLOCK_REACH of this scan named has this verdict:
                               * the scan names only the blocks whose verdict is not the most common
                               * one (since 1.7), before its ML_T_REACH_SCAN */
+    ML_T_UNTRACED = 0x38,    /* what u8 (ML_UNTRACED_*), count u, message str: allocations this
+                              * trace does not hold, and why, as `memlens run` said them on stderr;
+                              * before ML_T_END, only when there are some (since 1.9) */
     ML_T_END = 0x3f,         /* see ml_rec_end_t: written last by the collector */
     ML_T_GPU_ALLOC = 0x40,   /* kind u8, flags u, device s, context u, stream u, size u, stack u,
                               * ptr u, handle u, cbid u, correlation u (docs/gpu.md) */
@@ -121,6 +124,17 @@ enum {
     ML_REACH_DEFINITE = 3,  /* no pointer to it anywhere the scan looked */
     ML_REACH_POSSIBLE = 4,  /* reached only through interior pointers (valgrind's "possibly
                              * lost"; since 1.5: a 1.4 reader stops there, "corrupt trace") */
+};
+
+/* What an ML_T_UNTRACED record is about. */
+enum {
+    ML_UNTRACED_CHILDREN = 1,  /* count: child processes started without --follow-fork */
+    ML_UNTRACED_EXEC = 2,      /* this image exec'd a program memlens cannot follow (count 1) */
+    ML_UNTRACED_SPAWNED = 3,   /* count: children started by posix_spawn or vfork that run a
+                                * program memlens cannot follow */
+    ML_UNTRACED_NAMESPACE = 4, /* count: dlmopen calls into another link namespace, whose own
+                                * libc's malloc memlens does not replace */
+    ML_UNTRACED_WHAT_COUNT_
 };
 
 /* Unwinders (ML_T_PROCESS.unwinder). */

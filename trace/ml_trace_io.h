@@ -99,6 +99,11 @@ typedef struct {
             uint8_t source; /* ML_HWM_* */
         } peak_rss;
         struct {
+            uint8_t what; /* ML_UNTRACED_* */
+            uint64_t count;
+            const char *message; /* what `memlens run` said, without its "memlens: " */
+        } untraced;
+        struct {
             uint8_t reach; /* ML_REACH_* */
             uint64_t ptr;
         } block_reach;

@@ -422,6 +422,9 @@ static size_t record_bound(const ml_record_t *r) {
     case ML_T_THREAD:
         n += str_len_capped(r->u.thread.name);
         break;
+    case ML_T_UNTRACED:
+        n += str_len_capped(r->u.untraced.message);
+        break;
     case ML_T_PROCESS:
         n += 3 * 4096 + 16 * 10;
         for (uint32_t i = 0; i < r->u.process.argc && i < ML_MAX_ARGS; i++)
@@ -682,6 +685,11 @@ int ml_writer_add(ml_writer_t *w, const ml_record_t *r) {
     case ML_T_PEAK_RSS:
         put_u(w, r->u.peak_rss.bytes);
         put_u8(w, r->u.peak_rss.source);
+        break;
+    case ML_T_UNTRACED:
+        put_u8(w, r->u.untraced.what);
+        put_u(w, r->u.untraced.count);
+        put_str(w, r->u.untraced.message);
         break;
     case ML_T_BLOCK_REACH:
         put_u8(w, r->u.block_reach.reach);

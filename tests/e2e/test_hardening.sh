@@ -604,6 +604,18 @@ if want "$@"; then
     "$ML" run -o ch.mlt -- bash -c '/bin/true; /bin/true; /bin/true; :' > /dev/null 2> err.txt
     check "3 children of bash, not followed, are counted" \
         has err.txt "^memlens: not traced: 3 child processes started by process [0-9]* (/usr/bin/bash); --follow-fork traces them$"
+    # The trace says it too (an untraced record), so every later report of
+    # it does, in its warnings: a CI job that runs `memlens report` learns
+    # that the trace holds the script and not what it ran.
+    said=$(sed -n 's/^memlens: \(not traced: 3 child processes .*\)$/\1/p' err.txt)
+    "$ML" dump ch.mlt > ch.txt 2>&1
+    check "the trace holds the count of children not followed" \
+        has ch.txt "^[0-9.]* t0 untraced what=children count=3 message=\"not traced: 3 child processes"
+    "$ML" report ch.mlt -q --no-advisor --json ch.json 2> /dev/null
+    check "the report's warnings say what the run said" \
+        test -n "$said" -a "$(python3 -c 'import json; print("\n".join(w for w in json.load(open("ch.json"))["warnings"] if "not traced" in w))')" = "$said"
+    "$ML" report ch.mlt --replay --no-advisor > ch.rep 2>&1
+    check "... the text report too, replaying the records" has ch.rep "^  $said$"
     for how in vfork_execve posix_spawnp system popen; do
         "$ML" run -o ch.mlt -- "$B/fx_spawn" 64 $how /bin/true > /dev/null 2> err.txt
         check "a child started by $how is counted" \
@@ -613,8 +625,12 @@ if want "$@"; then
     check "a forked child that does not exec is counted" has err.txt "not traced: 1 child process started by"
     "$ML" run -o ch.mlt -- "$FX" > /dev/null 2> err.txt
     check "no child, no such line" bash -c "! grep -q 'child process' err.txt"
+    "$ML" dump ch.mlt > ch.txt 2>&1
+    check "... and no untraced record" bash -c "! grep -q ' untraced ' ch.txt && grep -q ' end ' ch.txt"
     "$ML" run -q -o ch.mlt -- bash -c '/bin/true; :' > /dev/null 2> err.txt
     check "-q leaves it out" test ! -s err.txt
+    "$ML" dump ch.mlt > ch.txt 2>&1
+    check "... of stderr, not of the trace" has ch.txt " untraced what=children count=1 "
     "$ML" run --follow-fork -o chf.mlt -- bash -c '/bin/true; :' > /dev/null 2> err.txt
     check "--follow-fork traces them instead" bash -c "! grep -q 'child process' err.txt && [ -e chf.mlt ]"
 
@@ -626,6 +642,9 @@ if want "$@"; then
     check "a dlmopen into a new namespace is said" \
         has err.txt "^memlens: not traced: allocations by code that process [0-9]* ([^)]*fx_dlopen) loaded into another link namespace (1 dlmopen call): each namespace has its own libc"
     check "the program ran" has ns.out "^other namespace$"
+    "$ML" report ns.mlt -q --no-advisor --json ns.json 2> /dev/null
+    check "... and every report of its trace says it" \
+        test "$(python3 -c 'import json; print(sum("(1 dlmopen call): each namespace" in w for w in json.load(open("ns.json"))["warnings"]))')" = 1
     "$ML" run -o ns.mlt -- "$B/fx_dlopen" swap-unhooked > /dev/null 2> err.txt
     check "dlmopen into the program's own namespace is not" bash -c "! grep -q 'namespace' err.txt"
 

@@ -474,6 +474,14 @@ static void untraced_exec_case(const char *name, const char *prog, int status, c
                             "back: not leaks, and no leak kinds)\n"),
               "%s", r.out);
     cr_expect(!strstr(r.out, "leaked at exit") && !strstr(r.out, "top leaks"), "%s", r.out);
+    /* The trace says the exec went untraced: the report's warnings do. */
+    snprintf(want, sizeof want, "\nwarnings:\n  not traced: process ");
+    const char *w = strstr(r.out, want);
+    cr_expect(w, "%s", r.out);
+    snprintf(want, sizeof want,
+             " exec'd a program memlens cannot follow: %s %s; %s holds the process up to that exec\n", prog,
+             why, trace);
+    cr_expect(w && strstr(w, want), "want '%s' in: %s", want, r.out);
     h_run_free(&r);
 }
 
