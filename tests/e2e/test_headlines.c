@@ -548,6 +548,15 @@ static void untraced_spawn_case(const char *how, const char *prog, int status, c
     cr_expect_eq(other_traces(trace, others, 4), 0, "no trace for the untraced program");
     h_trace_free(&t);
     h_run_free(&r);
+    /* The parent's trace says it too: its report's warnings. */
+    const char *rep[] = {h_bin("memlens"), "report", trace, "--no-advisor", NULL};
+    h_run(&r, rep);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    char in_report[9100];
+    snprintf(in_report, sizeof in_report, "\n  %s", want + strlen("memlens: "));
+    cr_expect(strstr(r.out, "\nwarnings:\n") && strstr(r.out, in_report), "%s: want '%s' in: %s", how,
+              in_report, r.out);
+    h_run_free(&r);
 }
 
 static const char *const spawn_ways[] = {"vfork_execve", "vfork_execvp", "posix_spawn", "posix_spawnp"};
