@@ -522,8 +522,8 @@ static int get_body(ml_reader_t *r, uint8_t tag, ml_record_t *rec, uint8_t *out_
         return get_u(r, &rec->u.peak_rss.bytes) && get_u8(r, &rec->u.peak_rss.source) &&
                rec->u.peak_rss.source > ML_HWM_NONE && rec->u.peak_rss.source < ML_HWM_SOURCE_COUNT_;
     case ML_T_UNTRACED:
-        return get_u8(r, &rec->u.untraced.what) && rec->u.untraced.what > 0 &&
-               rec->u.untraced.what < ML_UNTRACED_WHAT_COUNT_ && get_u(r, &rec->u.untraced.count) &&
+        /* A `what` of a later minor reads: its message says what it is. */
+        return get_u8(r, &rec->u.untraced.what) && rec->u.untraced.what > 0 && get_u(r, &rec->u.untraced.count) &&
                get_str(r, &rec->u.untraced.message, NULL);
     case ML_T_BLOCK_REACH:
         ok = get_u8(r, &rec->u.block_reach.reach) && rec->u.block_reach.reach <= ML_REACH_POSSIBLE && get_s(r, &d);
