@@ -59,6 +59,18 @@ ok "missing and corrupted traces: a message and exit 1"
 key "clear; echo before-the-view" Enter
 wait_for "before-the-view"
 
+# A trace that does not hold what its program started (no --follow-fork):
+# the summary's warnings say so, as the run did on its stderr.
+"$MEMLENS" run -q -o "$T/kids.mlt" -- sh -c '/bin/true; /bin/true; :' > /dev/null 2>&1
+key "$MEMLENS view $T/kids.mlt; echo kids-exit=\$?" Enter
+wait_for "1Summary"
+expect_re "Warnings +not traced: 2 child processes started by"
+key q
+wait_for "kids-exit=0"
+ok "summary: the children the trace does not hold are a warning"
+key "clear; echo before-the-view" Enter
+wait_for "before-the-view"
+
 # ---------------------------------------------------------------------------
 # memlens view: every view, sort, a site, search, help, resize, quit.
 # ---------------------------------------------------------------------------
