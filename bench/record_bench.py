@@ -218,6 +218,7 @@ def main():
         ml_calls = ml_bytes = ml_events = 0
         ht_calls = ht_bytes = 0
         prog_rss, coll_rss, helper_rss = [], [], []
+        waits = []  # seconds the program waited on a full ring (the run's own count)
         for rep in range(args.reps):
             st = {}
             t, rc, _ = run_once(argv, env, before, stats=st)
@@ -233,6 +234,7 @@ def main():
             coll_rss.append(st["hwm"])
             m = re.search(r"memlens: (\d+) allocation calls", err)
             ml_calls = int(m.group(1)) if m else 0
+            waits.append(sum(float(w) for w in re.findall(r"the program waited ([0-9.]+) s in total", err)))
             ml_bytes = os.path.getsize(trace)
             # Line by line: the whole dump of a big trace is gigabytes.
             ml_events = 0
@@ -272,6 +274,7 @@ def main():
                          ml_bpc=ml_bytes / ml_calls if ml_calls else float("nan"),
                          ht_bpc=ht_bytes / ht_calls if ht_calls else float("nan"),
                          mevs=ml_events / m_ / 1e6 if m_ else 0,
+                         wait_s=statistics.median(waits),
                          prog_mib=statistics.median(prog_rss) / 2**20, coll_mib=statistics.median(coll_rss) / 2**20,
                          ht_mib=statistics.median(helper_rss) / 2**20 if helper_rss else float("nan")))
     # fixed cost
@@ -284,9 +287,10 @@ def main():
         tm.append(t)
     print(f"\nmedians of {args.reps} runs; ratios are against the uninstrumented run; prog MiB is the "
           f"program's VmHWM run alone, coll MiB the collector's VmHWM (memlens run), ht MiB that of "
-          f"heaptrack_interpret (heaptrack's collector), all sampled every 20 ms")
+          f"heaptrack_interpret (heaptrack's collector), all sampled every 20 ms; wait s is the time the "
+          f"program waited on memlens' full ring (issue 12 item 1: none), from the run's own summary")
     hdr = (f"{'workload':18} {'base s':>7} {'memlens':>13} {'heaptrack':>13} {'added ml/ht':>11} "
-           f"{'sampled':>8} {'calls ml':>10} {'calls ht':>10} {'B/call ml':>9} {'B/call ht':>9} {'Mev/s':>6} "
+           f"{'sampled':>8} {'wait s':>6} {'calls ml':>10} {'calls ht':>10} {'B/call ml':>9} {'B/call ht':>9} {'Mev/s':>6} "
            f"{'prog MiB':>8} {'coll MiB':>8} {'coll/prog':>9} {'ht MiB':>7} {'coll/ht':>7}")
     print(hdr)
     print("-" * len(hdr))
@@ -294,6 +298,7 @@ def main():
         added = (r["ml"] - r["base"]) / (r["ht"] - r["base"]) if r["ht"] == r["ht"] and r["ht"] > r["base"] else float("nan")
         print(f"{r['name']:18} {r['base']:7.2f} {r['ml']:6.2f} ({r['ml'] / r['base']:4.2f}x) "
               f"{r['ht']:6.2f} ({r['ht'] / r['base']:4.2f}x) {added:11.2f} {r['sampled'] / r['base']:7.2f}x "
+              f"{r['wait_s']:6.3f} "
               f"{r['ml_calls']:10d} {r['ht_calls']:10d} {r['ml_bpc']:9.3f} {r['ht_bpc']:9.3f} {r['mevs']:6.2f} "
               f"{r['prog_mib']:8.1f} {r['coll_mib']:8.1f} {r['coll_mib'] / r['prog_mib']:9.2f} "
               f"{r['ht_mib']:7.1f} {r['coll_mib'] / r['ht_mib'] if r['ht_mib'] > 0 else float('nan'):7.2f}")
