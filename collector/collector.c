@@ -235,6 +235,8 @@ static void check_exec(ml_collector_t *c, ml__proc_t *p) {
             "was replaced or emptied, or the program is set-user-ID or static): it is not "
             "traced from there on\n",
             p->info.pid, exe);
+    free(p->exec_unseen);
+    p->exec_unseen = strdup(exe); /* for its trace, at its end (say_exec_unseen) */
     if (!p->info.is_root && p->info.pid != (uint32_t)c->root_pid) {
         p->ended = true;
         p->end_kind = ML_END_EXEC;
@@ -443,6 +445,21 @@ static void say_exec_untraced(ml_collector_t *c, ml__proc_t *p) {
                   p->info.pid, why, p->info.path);
 }
 
+/* An exec check_exec found (the hook saw none: the program's LD_PRELOAD
+ * was taken away), into the trace as well; said on stderr when found. An
+ * exec the hook saw and said why (say_exec_untraced) is not said twice. */
+static void say_exec_unseen(ml_collector_t *c, ml__proc_t *p) {
+    if (!p->exec_unseen) return;
+    char why[sizeof p->ring->exec_untraced];
+    if (!exec_untraced(c, p, why))
+        note_untraced(c, p, ML_UNTRACED_EXEC, 1, false,
+                      "not traced: process %u exec'd %s without libmemlens.so (its LD_PRELOAD was replaced or "
+                      "emptied, or the program is set-user-ID or static): it is not traced from there on",
+                      p->info.pid, p->exec_unseen);
+    free(p->exec_unseen);
+    p->exec_unseen = NULL;
+}
+
 /* One child started without a fork that runs a program memlens cannot
  * follow (ML_BLOB_UNTRACED). */
 struct ml__untraced_s {
@@ -532,6 +549,7 @@ static void say_other_namespaces(ml_collector_t *c, ml__proc_t *p) {
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
     say_exec_untraced(c, p);
+    say_exec_unseen(c, p);
     say_untraced_children(c, p);
     say_unfollowed_children(c, p);
     say_other_namespaces(c, p);

@@ -67,6 +67,7 @@ typedef struct {
     void *sink_state[ML__MAX_SINKS];
     int analysis_sink; /* index of the sink whose analysis() is info.analysis, or -1 */
     uint32_t exec_seen_ms;  /* when /proc/PID/exe was first seen changed with no new image (+1) */
+    char *exec_unseen;      /* the program it exec'd that way, once said (check_exec) */
     /* heap blocks allocated minus freed, as read (drain.c): now, and the
      * most since the last mallinfo sample: ml_ring_hdr_t.heap_drop */
     int64_t net_blocks, net_high;

@@ -689,6 +689,8 @@ if want "$@"; then
     envtrace=$(for f in ex.*.mlt; do "$ML" dump "$f" | grep -q ' process .*exe="[^"]*/env"' && echo "$f"; done)
     check "...and env's trace ($envtrace) ends at that exec" \
         test -n "$envtrace" -a -n "$("$ML" dump "${envtrace:-none}" 2> /dev/null | grep ' end exec ')"
+    check "...and says so, for its reports" \
+        test -n "$("$ML" report "${envtrace:-none}" --no-advisor 2> /dev/null | grep "^  not traced: process [0-9]* exec'd [^ ]*sleep without libmemlens.so (its LD_PRELOAD was replaced")"
 
     # In a private mount namespace: a /dev/shm without inodes for the ring,
     # and a full disk for the trace.
