@@ -106,6 +106,8 @@ void ml_collector_free(ml_collector_t *c) {
             if (p->pidfd >= 0) close(p->pidfd);
         }
         free(p->untraced);
+        free(p->exec_unseen);
+        free(p->scan_note);
         ml__inherit_release(c, p);
         free(p->str);
         free(p->path);
@@ -467,6 +469,15 @@ static void say_exec_unseen(ml_collector_t *c, ml__proc_t *p) {
     p->exec_unseen = NULL;
 }
 
+/* Memory the exit scan did not read for pointers (exit_scan.c said it on
+ * stderr then): the leak verdicts' caveat, in the trace for its reports. */
+static void say_unscanned(ml_collector_t *c, ml__proc_t *p) {
+    if (!p->scan_note) return;
+    note_untraced(c, p, ML_UNTRACED_UNSCANNED, p->scan_note->count, false, "%s", p->scan_note->text);
+    free(p->scan_note);
+    p->scan_note = NULL;
+}
+
 /* One child started without a fork that runs a program memlens cannot
  * follow (ML_BLOB_UNTRACED). */
 struct ml__untraced_s {
@@ -560,6 +571,7 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     say_untraced_children(c, p);
     say_unfollowed_children(c, p);
     say_other_namespaces(c, p);
+    say_unscanned(c, p);
     unwind_check(c, p);
     emit_peak_rss(c, p);
     ml_record_t r;

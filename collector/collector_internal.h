@@ -68,6 +68,7 @@ typedef struct {
     int analysis_sink; /* index of the sink whose analysis() is info.analysis, or -1 */
     uint32_t exec_seen_ms;  /* when /proc/PID/exe was first seen changed with no new image (+1) */
     char *exec_unseen;      /* the program it exec'd that way, once said (check_exec) */
+    struct ml__scan_note_s *scan_note; /* what its exit scan did not read (exit_scan.c), until its end */
     /* heap blocks allocated minus freed, as read (drain.c): now, and the
      * most since the last mallinfo sample: ml_ring_hdr_t.heap_drop */
     int64_t net_blocks, net_high;
@@ -239,12 +240,20 @@ void ml__sinks_release_analysis(ml_collector_t *c, ml__proc_t *p);
  * pointers to their TLS vectors are roots (exit_scan.c, cached_stack_dtv).
  * Returns 0 or a negative errno. */
 typedef void (*ml__exit_scan_emit_t)(void *ctx, const ml_record_t *rec);
+/* What the scan could not look at, for the trace (an untraced record of
+ * kind ML_UNTRACED_UNSCANNED, written at the process' end): count 0 when
+ * nothing. */
+typedef struct ml__scan_note_s {
+    uint64_t count;
+    char text[512];
+} ml__scan_note_t;
 /* inh: a fork child's inherited blocks (inherit.c), nodes of the pointer
  * graph with no verdict of their own; NULL for none. */
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__exit_scan_emit_t emit,
                   void (*release)(void *ctx),
                   void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, const uint64_t *exit_regs,
-                  uint32_t exit_nregs, bool crash, uint64_t raw_registry, uint64_t sbrk_registry);
+                  uint32_t exit_nregs, bool crash, uint64_t raw_registry, uint64_t sbrk_registry,
+                  ml__scan_note_t *note);
 
 /* glibc_stacks.c: the addresses of the thread descriptors on glibc's list
  * of stacks in use (threads that run, and those that ended unjoined) in

@@ -16,6 +16,7 @@
 
 #include <linux/futex.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -62,12 +63,15 @@ static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
     ml__stage2_wait(c); /* the analysis has every record up to the exit */
     uint32_t word = ml_atomic_load_relaxed(&p->ring->exit_nregs); /* the process wrote it: check */
     uint32_t nregs = word & ~ML_EXIT_CRASH;
+    ml__scan_note_t note = {0};
     if (p->info.analysis)
         ml__exit_scan((pid_t)p->info.pid, p->info.analysis, p->inh, scan_emit, scan_release, p, p->last_time,
                       p->last_thread, ml_atomic_load_acquire(&p->ring->exit_sp), p->ring->exit_regs,
                       nregs <= 6 ? nregs : 0, (word & ML_EXIT_CRASH) != 0,
                       ml_atomic_load_acquire(&p->ring->raw_registry),
-                      ml_atomic_load_acquire(&p->ring->sbrk_registry));
+                      ml_atomic_load_acquire(&p->ring->sbrk_registry), &note);
+    /* For the trace, with the process' other notes at its end. */
+    if (note.count && !p->scan_note && (p->scan_note = malloc(sizeof *p->scan_note))) *p->scan_note = note;
     ml__flush(c);
     scan_release(p); /* without an analysis, nothing was scanned */
 }

@@ -809,7 +809,7 @@ static bool is_glibc_loader(const char *base) {
 static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known_sps_t *known,
                          const ml_reach_blocks_t *b, size_t nb, uint64_t exit_sp, bool glibc, bool crash,
                          uint64_t raw_registry, uint64_t sbrk_registry, ranges_t *roots, ranges_t *owned,
-                         ranges_t *freed) {
+                         ranges_t *freed, ml__scan_note_t *note) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/smaps", (int)mem_pid);
     FILE *f = fopen(path, "r");
@@ -883,6 +883,15 @@ static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known
                 "space; a block held only from there counts as leaked\n",
                 (int)pid, x.nhuge, x.nhuge == 1 ? "" : "s", ml_fmt_bytes(x.huge_bytes, sz, sizeof sz),
                 x.huge_lo, x.huge_hi, x.nhuge == 1 ? "" : " and more");
+        if (note) {
+            note->count = x.nhuge;
+            snprintf(note->text, sizeof note->text,
+                     "not scanned: %zu mapping%s of %s (%#" PRIx64 "-%#" PRIx64 "%s) of process %d not read for "
+                     "pointers at exit: 1 TiB or more each, a sanitizer's shadow or other reserved address "
+                     "space; a block held only from there counts as leaked",
+                     x.nhuge, x.nhuge == 1 ? "" : "s", sz, x.huge_lo, x.huge_hi, x.nhuge == 1 ? "" : " and more",
+                     (int)pid);
+        }
     }
     free(x.parts.v);
     free(x.raw.v);
@@ -918,7 +927,7 @@ static int64_t merged_blocks(ml_analysis_t *an, const ml__inherit_t *inh, ml_rea
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__exit_scan_emit_t emit,
                   void (*release)(void *ctx), void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp,
                   const uint64_t *exit_regs, uint32_t exit_nregs, bool crash, uint64_t raw_registry,
-                  uint64_t sbrk_registry) {
+                  uint64_t sbrk_registry, ml__scan_note_t *note) {
     uint64_t t0 = mono_ns();
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
     ml_reach_blocks_t b = {0};
@@ -951,7 +960,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
         }
     }
     if (rc == 0) rc = collect_roots(pid, mem_pid, leader_gone, &known, &b, (size_t)nb, exit_sp, glibc, crash,
-                                    raw_registry, sbrk_registry, &roots, &owned, &freed);
+                                    raw_registry, sbrk_registry, &roots, &owned, &freed, note);
     if (rc == 0 && nregs && push_range(&roots, REGS_AT, REGS_AT + nregs * 8) < 0) nregs = 0;
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {

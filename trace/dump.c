@@ -236,7 +236,7 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
         fprintf(out, " bytes=%" PRIu64 " source=%s", r->u.peak_rss.bytes, ml_hwm_source_name(r->u.peak_rss.source));
         break;
     case ML_T_UNTRACED: {
-        static const char *const whats[] = {"?", "children", "exec", "spawned", "namespace"};
+        static const char *const whats[] = {"?", "children", "exec", "spawned", "namespace", "unscanned"};
         uint8_t k = r->u.untraced.what;
         fprintf(out, " what=%s count=%" PRIu64 " message=", k < ML_UNTRACED_WHAT_COUNT_ ? whats[k] : "?",
                 r->u.untraced.count);

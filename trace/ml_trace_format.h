@@ -103,7 +103,8 @@ typedef enum {
                               * the scan names only the blocks whose verdict is not the most common
                               * one (since 1.7), before its ML_T_REACH_SCAN */
     ML_T_UNTRACED = 0x38,    /* what u8 (ML_UNTRACED_*), count u, message str: allocations this
-                              * trace does not hold, and why, as `memlens run` said them on stderr;
+                              * trace does not hold, or memory the exit scan did not read, and why,
+                              * as `memlens run` said them on stderr;
                               * before ML_T_END, only when there are some (since 1.9) */
     ML_T_END = 0x3f,         /* see ml_rec_end_t: written last by the collector */
     ML_T_GPU_ALLOC = 0x40,   /* kind u8, flags u, device s, context u, stream u, size u, stack u,
@@ -134,6 +135,8 @@ enum {
                                 * program memlens cannot follow */
     ML_UNTRACED_NAMESPACE = 4, /* count: dlmopen calls into another link namespace, whose own
                                 * libc's malloc memlens does not replace */
+    ML_UNTRACED_UNSCANNED = 5, /* count: mappings the exit scan did not read for pointers (1 TiB
+                                * or more each): a block held only from there counts as leaked */
     ML_UNTRACED_WHAT_COUNT_
 };
 

@@ -753,6 +753,9 @@ print(" ".join(s), a)' "$fx.json" 2> /dev/null)
         LSAN_OPTIONS=detect_leaks=0 "$ML" run -q -o tsan2.mlt -- "$B/fx_tsan" > /dev/null 2> err.txt
         check "ThreadSanitizer's shadow is said to be left out of the scan" \
             has err.txt "not scanned for pointers at exit: 1 TiB or more each"
+        "$ML" report tsan2.mlt --no-advisor > tsan2.txt 2>&1
+        check "...and so is every report of its trace, the leak verdicts' caveat" \
+            has tsan2.txt "^  not scanned: [0-9]* mappings\{0,1\} of .* of process [0-9]* not read for pointers at exit: 1 TiB or more each, .*; a block held only from there counts as leaked$"
     fi
     # AddressSanitizer stops a program with a library preloaded ahead of its
     # runtime: memlens says so before running it, and how to turn the check
