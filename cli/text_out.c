@@ -9,7 +9,8 @@
  * the viewer replaces them; the text reports now go through this stream,
  * which writes `?` for every control byte but newline and tab (C0, DEL,
  * and C1 controls as UTF-8 encodes them, C2 80-9F). The reports themselves
- * write no escape sequences, so nothing of theirs is lost. Binary and JSON
+ * write no escape sequences, so nothing of theirs is lost (the rule is
+ * trace/text_clean.c's, which the collector's stderr lines share). Binary and JSON
  * outputs on stdout do not go through it.
  */
 #define _GNU_SOURCE
@@ -24,34 +25,12 @@ typedef struct {
     bool c2; /* the last byte written was 0xC2: the next may make a C1 control */
 } text_out_t;
 
-/* Cleans n bytes of in into out (n + 1 bytes at most), carrying a C2 that ends
- * one call into the next in *c2; newline passes only when keep_nl. Returns
- * the bytes written to out. The one rule of both the stream and
- * ml_cli_safe. */
-static size_t clean(const unsigned char *in, size_t n, char *out, bool *c2, bool keep_nl) {
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = in[i];
-        if (*c2) {
-            *c2 = false;
-            if (c >= 0x80 && c <= 0x9f) {
-                out[k++] = '?'; /* a C1 control: one ? for the pair */
-                continue;
-            }
-            out[k++] = (char)0xc2;
-        }
-        if (c == 0xc2) *c2 = true;
-        else out[k++] = (c < 0x20 && c != '\t' && !(keep_nl && c == '\n')) || c == 0x7f ? '?' : (char)c;
-    }
-    return k;
-}
-
 static ssize_t text_write(void *cookie, const char *buf, size_t n) {
     text_out_t *t = cookie;
     char out[4096 + 1]; /* a C2 carried in from the call before writes one more */
     for (size_t at = 0; at < n;) {
         size_t part = n - at < sizeof out - 1 ? n - at : sizeof out - 1;
-        size_t k = clean((const unsigned char *)buf + at, part, out, &t->c2, true);
+        size_t k = ml_text_clean((const unsigned char *)buf + at, part, out, &t->c2, true);
         if (k && fwrite(out, 1, k, t->to) != k) return -1;
         at += part;
     }
@@ -78,11 +57,5 @@ int ml_cli_text_report(void (*write)(FILE *, void *), void *ctx) {
 }
 
 const char *ml_cli_safe(const char *s, char *buf, size_t len) {
-    if (len < 2) return "";
-    bool c2 = false;
-    size_t n = strnlen(s, len - 2); /* room for a lone C2 at the end, and the NUL */
-    size_t k = clean((const unsigned char *)s, n, buf, &c2, false);
-    if (c2) buf[k++] = (char)0xc2; /* a lone C2 at the end: as it was */
-    buf[k] = '\0';
-    return buf;
+    return ml_text_safe(s, buf, len);
 }

@@ -419,12 +419,8 @@ note_untraced(ml_collector_t *c, ml__proc_t *p, uint8_t what, uint64_t count, bo
     va_end(ap);
     size_t len = strlen(msg) + 1;
     if (say) { /* the program's names, with no control byte for the terminal (the trace keeps them) */
-        char shown[sizeof msg];
-        for (size_t i = 0; i < len; i++) {
-            unsigned char ch = (unsigned char)msg[i];
-            shown[i] = ch && (ch < 0x20 || ch == 0x7f) ? '?' : msg[i];
-        }
-        fprintf(stderr, "memlens: %s\n", shown);
+        char shown[sizeof msg + 1];
+        fprintf(stderr, "memlens: %s\n", ml_text_safe(msg, shown, sizeof shown));
     }
     ml_record_t *r = ml__batch_slot(c, p, len);
     ml_batch_t *b = c->batch; /* after the slot: a full one was handed over */

@@ -372,4 +372,13 @@ const char *ml_gpu_op_name(unsigned op);     /* ml_gpu_op_t: "alloc", "free", ..
 const char *ml_gpu_pool_op_name(unsigned op); /* ml_gpu_pool_op_t: "created", "trimmed", ... */
 const char *ml_hwm_source_name(unsigned source); /* ML_HWM_*: "wait4", "exit", "sampled" */
 
+/* text_clean.c: a trace's strings for a terminal, every control byte but tab
+ * (and newline when keep_nl) as '?', C1 controls (UTF-8 C2 80-9F) too.
+ * ml_text_clean cleans n bytes of in into out (n + 1 bytes at most),
+ * carrying a C2 that ends one call into the next in *c2, and returns the
+ * bytes written; ml_text_safe is s cleaned (newline too) into buf (len
+ * bytes at most). */
+size_t ml_text_clean(const unsigned char *in, size_t n, char *out, bool *c2, bool keep_nl);
+const char *ml_text_safe(const char *s, char *buf, size_t len);
+
 #endif

@@ -627,12 +627,13 @@ if want "$@"; then
     check "no child, no such line" bash -c "! grep -q 'child process' err.txt"
     "$ML" dump ch.mlt > ch.txt 2>&1
     check "... and no untraced record" bash -c "! grep -q ' untraced ' ch.txt && grep -q ' end ' ch.txt"
-    # A program whose name holds an escape: the line shows '?' in its place.
-    esc=$(printf 'sh\033]0;x\007')
+    # A program whose name holds an escape and a C1 control (CSI as UTF-8):
+    # the line shows '?' in their place.
+    esc=$(printf 'sh\033]0;x\007\302\2330m')
     cp /bin/bash "./$esc"
     "$ML" run -o ch.mlt -- "./$esc" -c '/bin/true; :' > /dev/null 2> err.txt
     check "a control byte of the program's name is not sent to the terminal" \
-        bash -c "grep -q 'started by process [0-9]* ([^)]*sh?\]0;x?); --follow-fork' err.txt && ! grep -q \$'\\033' err.txt"
+        bash -c "grep -q 'started by process [0-9]* ([^)]*sh?\]0;x??0m); --follow-fork' err.txt && ! grep -q \$'\\033' err.txt"
     rm -f "./$esc"
     "$ML" run -q -o ch.mlt -- bash -c '/bin/true; :' > /dev/null 2> err.txt
     check "-q leaves it out" test ! -s err.txt
