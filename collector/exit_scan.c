@@ -876,22 +876,19 @@ static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known
     if (have && rc == 0) rc = consider(&x, &m);
     fclose(f);
     if (rc == 0 && x.nhuge) {
+        /* Said now on stderr, and kept for the trace (the collector writes
+         * it at the process' end): the same words. */
+        static const char lead[] = "not scanned: ";
+        ml__scan_note_t own, *n = note ? note : &own;
         char sz[32];
-        fprintf(stderr,
-                "memlens: process %d: %zu mapping%s of %s (%#" PRIx64 "-%#" PRIx64 "%s) not scanned for "
-                "pointers at exit: 1 TiB or more each, a sanitizer's shadow or other reserved address "
-                "space; a block held only from there counts as leaked\n",
-                (int)pid, x.nhuge, x.nhuge == 1 ? "" : "s", ml_fmt_bytes(x.huge_bytes, sz, sizeof sz),
-                x.huge_lo, x.huge_hi, x.nhuge == 1 ? "" : " and more");
-        if (note) {
-            note->count = x.nhuge;
-            snprintf(note->text, sizeof note->text,
-                     "not scanned: %zu mapping%s of %s (%#" PRIx64 "-%#" PRIx64 "%s) of process %d not read for "
-                     "pointers at exit: 1 TiB or more each, a sanitizer's shadow or other reserved address "
-                     "space; a block held only from there counts as leaked",
-                     x.nhuge, x.nhuge == 1 ? "" : "s", sz, x.huge_lo, x.huge_hi, x.nhuge == 1 ? "" : " and more",
-                     (int)pid);
-        }
+        n->count = x.nhuge;
+        snprintf(n->text, sizeof n->text,
+                 "%sprocess %d: %zu mapping%s of %s (%#" PRIx64 "-%#" PRIx64 "%s) not scanned for pointers at "
+                 "exit: 1 TiB or more each, a sanitizer's shadow or other reserved address space; a block held "
+                 "only from there counts as leaked",
+                 lead, (int)pid, x.nhuge, x.nhuge == 1 ? "" : "s", ml_fmt_bytes(x.huge_bytes, sz, sizeof sz),
+                 x.huge_lo, x.huge_hi, x.nhuge == 1 ? "" : " and more");
+        fprintf(stderr, "memlens: %s\n", n->text + sizeof lead - 1);
     }
     free(x.parts.v);
     free(x.raw.v);

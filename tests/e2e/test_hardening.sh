@@ -756,7 +756,7 @@ print(" ".join(s), a)' "$fx.json" 2> /dev/null)
             has err.txt "not scanned for pointers at exit: 1 TiB or more each"
         "$ML" report tsan2.mlt --no-advisor > tsan2.txt 2>&1
         check "...and so is every report of its trace, the leak verdicts' caveat" \
-            has tsan2.txt "^  not scanned: [0-9]* mappings\{0,1\} of .* of process [0-9]* not read for pointers at exit: 1 TiB or more each, .*; a block held only from there counts as leaked$"
+            has tsan2.txt "^  not scanned: process [0-9]*: [0-9]* mappings\{0,1\} of .* not scanned for pointers at exit: 1 TiB or more each, .*; a block held only from there counts as leaked$"
     fi
     # AddressSanitizer stops a program with a library preloaded ahead of its
     # runtime: memlens says so before running it, and how to turn the check
