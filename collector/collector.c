@@ -560,6 +560,21 @@ static void say_other_namespaces(ml_collector_t *c, ml__proc_t *p) {
                   p->info.pid, p->ring->exe[0] ? p->ring->exe : "?", n, n == 1 ? "" : "s");
 }
 
+/* A fork child whose exit scan ran without its parent's blocks (over the
+ * bounds of inherit.c): its leak verdicts' caveat, in the trace. The run
+ * says it once on stderr, for all such children (ml__inherit_free_all). */
+static void say_uninherited(ml_collector_t *c, ml__proc_t *p) {
+    if (!p->inherit_unscanned) return;
+    note_untraced(c, p, ML_UNTRACED_INHERITED, p->inherit_unscanned, false,
+                  "not inherited: process %u, a fork child, was given no copy of the %llu blocks its parent "
+                  "had live at the fork (over %llu M blocks, or %llu MiB for all copies at once): a block it "
+                  "held only through one of them is reported as definitely lost",
+                  p->info.pid, (unsigned long long)p->inherit_unscanned,
+                  (unsigned long long)(ML__INHERIT_MAX_BLOCKS >> 20),
+                  (unsigned long long)(ML__INHERIT_MAX_BYTES >> 20));
+    p->inherit_unscanned = 0;
+}
+
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
     say_exec_untraced(c, p);
@@ -568,6 +583,7 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     say_unfollowed_children(c, p);
     say_other_namespaces(c, p);
     say_unscanned(c, p);
+    say_uninherited(c, p);
     unwind_check(c, p);
     emit_peak_rss(c, p);
     ml_record_t r;

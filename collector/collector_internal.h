@@ -69,6 +69,10 @@ typedef struct {
     uint32_t exec_seen_ms;  /* when /proc/PID/exe was first seen changed with no new image (+1) */
     char *exec_unseen;      /* the program it exec'd that way, once said (check_exec) */
     struct ml__scan_note_s *scan_note; /* what its exit scan did not read (exit_scan.c), until its end */
+    /* A fork child given no copy of its parent's blocks (inherit.c, over
+     * the bounds): the parent's live blocks at the fork; and the same
+     * once its exit scan ran without them (its trace says so at its end). */
+    uint64_t inherit_skipped, inherit_unscanned;
     /* heap blocks allocated minus freed, as read (drain.c): now, and the
      * most since the last mallinfo sample: ml_ring_hdr_t.heap_drop */
     int64_t net_blocks, net_high;
@@ -177,6 +181,13 @@ uint32_t ml__memory_task(uint32_t pid, char *buf, size_t len);
 /* collector.c: an ML_BLOB_UNTRACED payload of p's ring (len bytes), kept
  * until p ends (or dropped, when it cancels one of them). */
 void ml__untraced_note(ml__proc_t *p, const uint8_t *blob, uint32_t len);
+
+/* Memory all inherited copies may hold at once: 4 M blocks of 16 bytes
+ * (and a byte each for the marks), and the blocks of one copy: each
+ * child's exit scan reads them all (about 0.1 s a million 16-byte blocks).
+ * A parent with more live blocks than fit gives its children no copy. */
+#define ML__INHERIT_MAX_BYTES (64ull << 20)
+#define ML__INHERIT_MAX_BLOCKS (1ull << 20)
 
 /* inherit.c: an ML_BLOB_FORK of p (its live blocks as the child's copy);
  * the copy a new image takes, if it is a fork child (reading its parent's

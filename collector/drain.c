@@ -71,6 +71,7 @@ static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
                       ml_atomic_load_acquire(&p->ring->raw_registry),
                       ml_atomic_load_acquire(&p->ring->sbrk_registry), &note);
     /* For the trace, with the process' other notes at its end. */
+    if (p->info.analysis) p->inherit_unscanned = p->inherit_skipped;
     if (note.count && !p->scan_note && (p->scan_note = malloc(sizeof *p->scan_note))) *p->scan_note = note;
     ml__flush(c);
     scan_release(p); /* without an analysis, nothing was scanned */

@@ -30,18 +30,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Memory all copies may hold at once: 4 M blocks of 16 bytes (and a byte
- * each for the marks), and the blocks of one copy: each child's exit scan
- * reads them all (about 0.1 s a million 16-byte blocks). A parent with more live
- * blocks than fit gives its children no copy. */
-#define ML__INHERIT_MAX_BYTES (64ull << 20)
-#define ML__INHERIT_MAX_BLOCKS (1ull << 20)
-
 struct ml__inherit_s {
     uint32_t slot, seq;   /* the parent image's slot, and the fork's number */
     ml_live_block_t *b;   /* the parent's live blocks at the fork, by address */
     uint8_t *freed;       /* b[i] was freed by the child */
     size_t n;
+    uint64_t skipped;     /* none copied, over the bounds: the parent's live blocks */
     struct ml__inherit_s *next;
 };
 
@@ -86,6 +80,7 @@ void ml__inherit_fork(ml_collector_t *c, ml__proc_t *p, const uint8_t *blob, uin
         free(e->b);
         e->b = NULL;
         n = 0;
+        e->skipped = live;
         c->inherit_skipped++;
     }
     e->n = (size_t)n;
@@ -117,7 +112,10 @@ void ml__inherit_take(ml_collector_t *c, ml__proc_t *p) {
     uint64_t until = q && q->ring && !q->done ? ml_atomic_load_acquire(&q->ring->head) : 0;
     while (!(p->inh = unlink_copy(c, ps, seq)) && q && q->ring && !q->done && q->pos < until)
         if (!ml__drain(c, q, false)) break;
-    if (p->inh && !p->inh->n) ml__inherit_release(c, p); /* none was kept */
+    if (p->inh && !p->inh->n) { /* none was kept */
+        p->inherit_skipped = p->inh->skipped;
+        ml__inherit_release(c, p);
+    }
 }
 
 void ml__inherit_freed(ml__inherit_t *e, uint64_t ptr, bool freed) {

@@ -236,7 +236,9 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
         fprintf(out, " bytes=%" PRIu64 " source=%s", r->u.peak_rss.bytes, ml_hwm_source_name(r->u.peak_rss.source));
         break;
     case ML_T_UNTRACED: {
-        static const char *const whats[] = {"?", "children", "exec", "spawned", "namespace", "unscanned"};
+        static const char *const whats[] = {"?", "children", "exec", "spawned", "namespace", "unscanned",
+                                            "inherited"};
+        _Static_assert(sizeof whats / sizeof *whats == ML_UNTRACED_WHAT_COUNT_, "a name for each what");
         uint8_t k = r->u.untraced.what;
         fprintf(out, " what=%s count=%" PRIu64 " message=", k < ML_UNTRACED_WHAT_COUNT_ ? whats[k] : "?",
                 r->u.untraced.count);

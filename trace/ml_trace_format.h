@@ -137,6 +137,8 @@ enum {
                                 * libc's malloc memlens does not replace */
     ML_UNTRACED_UNSCANNED = 5, /* count: mappings the exit scan did not read for pointers (1 TiB
                                 * or more each): a block held only from there counts as leaked */
+    ML_UNTRACED_INHERITED = 6, /* count: blocks a fork child's parent had live, of which it was given
+                                * no copy for its exit scan (over the collector's bounds) */
     ML_UNTRACED_WHAT_COUNT_
 };
 

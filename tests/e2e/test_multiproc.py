@@ -70,6 +70,7 @@ def main():
     try:
         test(w)
         inherited_frees(w)
+        uninherited(w)
     finally:
         if os.environ.get("ML_KEEP_TEST_FILES") != "1":
             shutil.rmtree(w, ignore_errors=True)
@@ -130,6 +131,67 @@ def inherited_frees(w):
                        "not see"], "the child's warning on the blocks it inherited and freed")
     j = report_json(["--no-advisor", os.path.join(d, "r.mlt")], os.path.join(d, "p.json"))
     check(not any("frees" in x for x in j["warnings"]), "the parent has no such warning: %s" % j["warnings"])
+
+
+UNINHERITED_C = r"""
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define N 1100000
+void **volatile keep;
+void **volatile table;
+int main(void) {
+    keep = malloc(N * sizeof *keep);
+    for (int i = 0; i < N; i++) keep[i] = malloc(16);
+    table = malloc(8 * sizeof *table);
+    pid_t c = fork();
+    if (c == 0) {
+        table[0] = malloc(256); /* held only through the parent's table */
+        _exit(0);
+    }
+    int st;
+    waitpid(c, &st, 0);
+    return 0;
+}
+"""
+
+
+def uninherited(w):
+    """A parent with more live blocks at a fork than the collector copies
+    for a child (1 M blocks): the child's exit scan runs without them, so
+    the block it keeps only in the parent's table is called definitely
+    lost (valgrind: reachable). The child's trace says so, for every
+    report of it, not only the run's stderr."""
+    d = os.path.join(w, "uninherited")
+    os.mkdir(d)
+    src, prog = os.path.join(d, "p.c"), os.path.join(d, "p")
+    with open(src, "w") as f:
+        f.write(UNINHERITED_C)
+    if subprocess.run(["cc", "-O0", "-o", prog, src]).returncode != 0:
+        check(False, "cc failed on the uninherited program")
+        return
+    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(d, "r.mlt"), "--", prog])
+    eq(r.returncode, 0, "uninherited: memlens run (stderr %s)" % r.stderr.strip())
+    check("forked children given no copy of their parent's blocks: 1 " in r.stderr,
+          "uninherited: the run's stderr line: %s" % r.stderr.strip())
+    child = [t for t in os.listdir(d) if re.fullmatch(r"r\.\d+\.mlt", t)]
+    eq(len(child), 1, "uninherited: one child trace: %s" % os.listdir(d))
+    if len(child) != 1:
+        return
+    pid = child[0].split(".")[1]
+    # the parent's live blocks at the fork: the N blocks, keep and table
+    msg = ("not inherited: process %s, a fork child, was given no copy of the 1100002 blocks its parent had live "
+           "at the fork (over 1 M blocks, or 64 MiB for all copies at once): a block it held only through one of "
+           "them is reported as definitely lost" % pid)
+    dump = run(["dump", os.path.join(d, child[0])]).stdout
+    rec = [line.split(" untraced ", 1)[1] for line in dump.splitlines() if " untraced " in line]
+    eq(rec, ['what=inherited count=1100002 message="%s"' % msg], "uninherited: the child's untraced record")
+    dump = run(["dump", os.path.join(d, "r.mlt")]).stdout
+    check(" untraced " not in dump, "uninherited: the parent's trace has no untraced record")
+    j = report_json(["--no-advisor", os.path.join(d, child[0])], os.path.join(d, "c.json"))
+    eq(j["warnings"], [msg], "uninherited: the child's report warnings")
+    eq((j["leaks"]["definite_bytes"], j["leaks"]["definite_blocks"]), (256, 1),
+       "uninherited: the block held through the parent's table is called definitely lost")
 
 
 def test(w):
