@@ -480,6 +480,14 @@ static void print_summary(const run_t *s) {
                     p->path, e->ring_waits, e->ring_wait_ns / 1e9,
                     ml_trace_sink_failures(&s->trace_sink) ? "" : " (nothing was dropped)");
     }
+    uint64_t aside = ml_collector_backlog_peak(s->c);
+    if (aside) {
+        char b[32];
+        fprintf(stderr,
+                "memlens: to keep the program from waiting on a filling ring, the collector set up to %s of "
+                "events aside, decoded in order later\n",
+                ml_fmt_bytes(aside, b, sizeof b));
+    }
 }
 
 /* ------------------------------------------------------------------------- */

@@ -108,6 +108,7 @@ void ml_collector_free(ml_collector_t *c) {
         free(p->untraced);
         free(p->exec_unseen);
         free(p->scan_note);
+        ml__backlog_free(c, p);
         ml__inherit_release(c, p);
         free(p->str);
         free(p->path);
@@ -685,6 +686,10 @@ bool ml_collector_root_refused(const ml_collector_t *c) {
 
 uint32_t ml_collector_nprocs(const ml_collector_t *c) {
     return c->nseen;
+}
+
+uint64_t ml_collector_backlog_peak(const ml_collector_t *c) {
+    return c->backlog_peak;
 }
 
 uint32_t ml_collector_running(const ml_collector_t *c, pid_t *pids, uint32_t max) {

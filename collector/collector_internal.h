@@ -73,6 +73,11 @@ typedef struct {
      * the bounds): the parent's live blocks at the fork; and the same
      * once its exit scan ran without them (its trace says so at its end). */
     uint64_t inherit_skipped, inherit_unscanned;
+    /* Slots copied out of its ring while the ring was filling, decoded
+     * before anything after them (drain.c, "The backlog"). */
+    struct ml__backlog_s *bl_head, *bl_tail;
+    uint64_t bl_slots;
+    bool filling;
     /* heap blocks allocated minus freed, as read (drain.c): now, and the
      * most since the last mallinfo sample: ml_ring_hdr_t.heap_drop */
     int64_t net_blocks, net_high;
@@ -147,6 +152,8 @@ struct ml_collector_s {
      * child (inherit.c); the bytes of all copies; forks given none */
     ml__inherit_t *inherit;
     uint64_t inherit_bytes, inherit_skipped;
+    /* the bytes of every process' backlog (drain.c), and the most they held */
+    uint64_t backlog_bytes, backlog_peak;
     /* stage 1's buffer for one blob payload (drain.c) */
     uint8_t *blob;
     size_t blob_cap;
@@ -213,8 +220,10 @@ void ml__proc_end_unwaited(ml__proc_t *p);
 
 /* drain.c: stage 1. Reads published events of p (all of them up to the
  * head with `final`, counting the unpublished ones as lost) into the batch.
- * Returns the number of events read. */
+ * Returns the number of events read (decoded, or copied into the
+ * backlog). Frees what p's backlog still holds. */
 uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final);
+void ml__backlog_free(ml_collector_t *c, ml__proc_t *p);
 
 /* dispatch.c: stage 2 and the sinks of a process. */
 ml_record_t *ml__batch_slot(ml_collector_t *c, ml__proc_t *p, size_t strings);

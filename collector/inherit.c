@@ -110,7 +110,7 @@ void ml__inherit_take(ml_collector_t *c, ml__proc_t *p) {
     /* The parent wrote the blob before it forked, so before this image
      * registered: below the parent's head now, if not read yet. */
     uint64_t until = q && q->ring && !q->done ? ml_atomic_load_acquire(&q->ring->head) : 0;
-    while (!(p->inh = unlink_copy(c, ps, seq)) && q && q->ring && !q->done && q->pos < until)
+    while (!(p->inh = unlink_copy(c, ps, seq)) && q && q->ring && !q->done && (q->pos < until || q->bl_head))
         if (!ml__drain(c, q, false)) break;
     if (p->inh && !p->inh->n) { /* none was kept */
         p->inherit_skipped = p->inh->skipped;

@@ -300,6 +300,9 @@ bool ml_collector_root_traced(const ml_collector_t *c);
 bool ml_collector_root_refused(const ml_collector_t *c);
 
 uint32_t ml_collector_nprocs(const ml_collector_t *c);
+/** The most bytes of events the collector held aside at once, copied out of
+ * rings that were filling to be decoded later (its backlog); 0: none. */
+uint64_t ml_collector_backlog_peak(const ml_collector_t *c);
 const ml_proc_info_t *ml_collector_proc(const ml_collector_t *c, uint32_t slot);
 
 /** The processes still running (not ended), in slot order: up to `max`
