@@ -189,6 +189,10 @@ static void sample_rss(ml_collector_t *c, ml__proc_t *p, uint32_t interval_ms) {
     }
     uint64_t hwm = ml__status_hwm(buf);
     if (hwm > p->hwm_sampled) p->hwm_sampled = hwm;
+    /* With events set aside (drain.c's backlog), a sample stamped now would
+     * come before them and push their times forward (ml__time_order): the
+     * timeline waits for the next sample after the burst. */
+    if (p->bl_head) return;
     char *a = strstr(buf, "RssAnon:"), *f = strstr(buf, "RssFile:");
     if (!a || !f) return;
     uint64_t anon = strtoull(a + 8, NULL, 10), file = strtoull(f + 8, NULL, 10);

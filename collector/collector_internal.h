@@ -154,6 +154,7 @@ struct ml_collector_s {
     uint64_t inherit_bytes, inherit_skipped;
     /* the bytes of every process' backlog (drain.c), and the most they held */
     uint64_t backlog_bytes, backlog_peak;
+    uint32_t backlog_denied_until; /* ml__now_ms: a block was refused, ask again then */
     /* stage 1's buffer for one blob payload (drain.c) */
     uint8_t *blob;
     size_t blob_cap;

@@ -179,10 +179,18 @@ static uint64_t own_rss(void) {
 static struct ml__backlog_s *backlog_block_new(ml_collector_t *c) {
     size_t bytes = sizeof(struct ml__backlog_s);
     if (c->backlog_bytes + bytes > BL_MAX_BYTES) return NULL;
+    /* Refused: not asked again before the programs' RSS is sampled again
+     * (a read of /proc/self/statm is about 10 us; a full ring asks every
+     * BL_CHECK events). */
+    uint32_t now = ml__now_ms(c);
+    if (now < c->backlog_denied_until) return NULL;
     uint64_t progs = 0;
     for (uint32_t i = 0; i < c->nactive; i++) progs += c->active[i]->hwm_sampled;
     uint64_t self = own_rss();
-    if (!self || self + bytes > progs / 100 * BL_SHARE_PCT) return NULL;
+    if (!self || self + bytes > progs / 100 * BL_SHARE_PCT) {
+        c->backlog_denied_until = now + 10;
+        return NULL;
+    }
     void *b = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (b == MAP_FAILED) return NULL;
     c->backlog_bytes += bytes;
@@ -305,16 +313,21 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
         }
         if (!final && p->filling) {
             uint32_t k = backlog_copy(c, p, BL_CHECK, &released);
-            until_check = 0;
             if (k) {
                 got += k;
+                until_check = 0; /* copy on while the ring fills */
                 if (time_to_wake(h, released)) {
                     ml_ring_wake(h);
                     released = 0;
                 }
                 continue;
             }
-            p->filling = false; /* nothing published, or no room: decode */
+            /* Nothing published, or no room: decode BL_CHECK events before
+             * the next look. Looking again after each one made a collector
+             * at its memory bound read /proc/self/statm per event (28x the
+             * time on cppcheck). */
+            p->filling = false;
+            until_check = BL_CHECK;
         }
         if (p->bl_head) {
             backlog_take(c, p);
