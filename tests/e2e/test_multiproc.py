@@ -102,23 +102,30 @@ int main(void) {
 """
 
 
+def fork_run(w, name, source, what):
+    """Builds `source` in W/NAME and records it with --follow-fork into
+    r.mlt there: (the folder, the run, [its one child trace] or [])."""
+    d = os.path.join(w, name)
+    os.mkdir(d)
+    src, prog = os.path.join(d, "p.c"), os.path.join(d, "p")
+    with open(src, "w") as f:
+        f.write(source)
+    if subprocess.run(["cc", "-O0", "-o", prog, src]).returncode != 0:
+        check(False, "cc failed on the %s program" % what)
+        return d, None, []
+    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(d, "r.mlt"), "--", prog])
+    eq(r.returncode, 0, "%s: memlens run (stderr %s)" % (what, r.stderr.strip()))
+    child = [t for t in os.listdir(d) if re.fullmatch(r"r\.\d+\.mlt", t)]
+    eq(len(child), 1, "%s: one child trace: %s" % (what, os.listdir(d)))
+    return d, r, child if len(child) == 1 else []
+
+
 def inherited_frees(w):
     """A fork child that frees blocks its parent allocated before the fork:
     its process record says "forked", and its report says where those
     blocks were allocated (not "before memlens started")."""
-    d = os.path.join(w, "inherit")
-    os.mkdir(d)
-    src, prog = os.path.join(d, "p.c"), os.path.join(d, "p")
-    with open(src, "w") as f:
-        f.write(INHERIT_C)
-    if subprocess.run(["cc", "-O0", "-o", prog, src]).returncode != 0:
-        check(False, "cc failed on the inherited-frees program")
-        return
-    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(d, "r.mlt"), "--", prog])
-    eq(r.returncode, 0, "inherited frees: memlens run (stderr %s)" % r.stderr.strip())
-    child = [t for t in os.listdir(d) if re.fullmatch(r"r\.\d+\.mlt", t)]
-    eq(len(child), 1, "inherited frees: one child trace: %s" % os.listdir(d))
-    if len(child) != 1:
+    d, r, child = fork_run(w, "inherit", INHERIT_C, "inherited frees")
+    if not child:
         return
     for name, forked in (("r.mlt", False), (child[0], True)):
         dump = run(["dump", os.path.join(d, name)]).stdout
@@ -162,22 +169,11 @@ def uninherited(w):
     the block it keeps only in the parent's table is called definitely
     lost (valgrind: reachable). The child's trace says so, for every
     report of it, not only the run's stderr."""
-    d = os.path.join(w, "uninherited")
-    os.mkdir(d)
-    src, prog = os.path.join(d, "p.c"), os.path.join(d, "p")
-    with open(src, "w") as f:
-        f.write(UNINHERITED_C)
-    if subprocess.run(["cc", "-O0", "-o", prog, src]).returncode != 0:
-        check(False, "cc failed on the uninherited program")
+    d, r, child = fork_run(w, "uninherited", UNINHERITED_C, "uninherited")
+    if not child:
         return
-    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(d, "r.mlt"), "--", prog])
-    eq(r.returncode, 0, "uninherited: memlens run (stderr %s)" % r.stderr.strip())
     check("forked children given no copy of their parent's blocks: 1 " in r.stderr,
           "uninherited: the run's stderr line: %s" % r.stderr.strip())
-    child = [t for t in os.listdir(d) if re.fullmatch(r"r\.\d+\.mlt", t)]
-    eq(len(child), 1, "uninherited: one child trace: %s" % os.listdir(d))
-    if len(child) != 1:
-        return
     pid = child[0].split(".")[1]
     # the parent's live blocks at the fork: the N blocks, keep and table
     msg = ("not inherited: process %s, a fork child, was given no copy of the 1100002 blocks its parent had live "
