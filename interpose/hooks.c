@@ -480,7 +480,16 @@ ML_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
  * first definition in the process, which in an attached process is the
  * program's allocator, not these hooks. attach.c writes these hidden aliases
  * into the program's GOT entries instead. */
-#define ML_HOOK_ALIAS(name) extern __typeof(name) ml__hook_##name __attribute__((alias(#name), visibility("hidden")));
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 9
+/* GCC warns when an alias has fewer attributes than its target (libc
+ * declares mmap leaf and nothrow, aligned_alloc malloc): the alias takes
+ * them all. It is only ever used for its address. */
+#define ML_HOOK_ATTRS(name) copy(name),
+#else
+#define ML_HOOK_ATTRS(name)
+#endif
+#define ML_HOOK_ALIAS(name)                                                                                \
+    extern __typeof(name) ml__hook_##name __attribute__((ML_HOOK_ATTRS(name) alias(#name), visibility("hidden")));
 ML_HOOK_ALIAS(malloc)
 ML_HOOK_ALIAS(free)
 ML_HOOK_ALIAS(calloc)
