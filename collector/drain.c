@@ -34,11 +34,11 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <stdio.h>
-#include <sys/mman.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
