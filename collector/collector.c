@@ -189,22 +189,45 @@ static void sample_rss(ml_collector_t *c, ml__proc_t *p, uint32_t interval_ms) {
     }
     uint64_t hwm = ml__status_hwm(buf);
     if (hwm > p->hwm_sampled) p->hwm_sampled = hwm;
-    /* With events set aside (drain.c's backlog), a sample stamped now would
-     * come before them and push their times forward (ml__time_order): the
-     * timeline waits for the next sample after the burst. */
-    if (p->bl_head) return;
     char *a = strstr(buf, "RssAnon:"), *f = strstr(buf, "RssFile:");
     if (!a || !f) return;
     uint64_t anon = strtoull(a + 8, NULL, 10), file = strtoull(f + 8, NULL, 10);
+    uint32_t now = ml__now_ms(c);
+    /* With events set aside (drain.c's backlog), a sample written now would
+     * come before them and push their times forward (ml__time_order): it
+     * waits for the first event stamped after it. */
+    if (p->bl_head) {
+        if (p->nrss_held == ML__RSS_HELD) { /* a burst of over 0.6 s: every other sample goes */
+            for (uint32_t i = 0; i < ML__RSS_HELD / 2; i++) p->rss_held[i] = p->rss_held[2 * i + 1];
+            p->nrss_held = ML__RSS_HELD / 2;
+        }
+        p->rss_held[p->nrss_held].time_ms = now;
+        p->rss_held[p->nrss_held].interval_ms = interval_ms;
+        p->rss_held[p->nrss_held++].bytes = (anon + file) * 1024;
+        return;
+    }
+    ml__rss_held_flush(c, p, UINT32_MAX);
+    ml__rss_emit(c, p, now, (anon + file) * 1024, interval_ms);
+}
+
+void ml__rss_emit(ml_collector_t *c, ml__proc_t *p, uint32_t time_ms, uint64_t bytes, uint32_t interval_ms) {
     ml_record_t r;
     memset(&r, 0, sizeof r);
     r.tag = ML_T_RSS;
-    r.time_ms = ml__now_ms(c);
-    if (r.time_ms < p->last_time) r.time_ms = p->last_time;
+    r.time_ms = time_ms < p->last_time ? p->last_time : time_ms;
     r.thread = p->last_thread;
-    r.u.rss.rss_bytes = (anon + file) * 1024;
+    r.u.rss.rss_bytes = bytes;
     r.u.rss.interval_ms = interval_ms;
     ml__emit(c, p, &r);
+}
+
+void ml__rss_held_flush(ml_collector_t *c, ml__proc_t *p, uint32_t until) {
+    uint32_t k = 0;
+    for (; k < p->nrss_held && p->rss_held[k].time_ms <= until; k++)
+        ml__rss_emit(c, p, p->rss_held[k].time_ms, p->rss_held[k].bytes, p->rss_held[k].interval_ms);
+    if (!k) return;
+    memmove(&p->rss_held[0], &p->rss_held[k], (p->nrss_held - k) * sizeof p->rss_held[0]);
+    p->nrss_held -= k;
 }
 
 /* A followed process that exec'd a program without libmemlens.so (its
@@ -582,6 +605,7 @@ static void say_uninherited(ml_collector_t *c, ml__proc_t *p) {
 
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
+    ml__rss_held_flush(c, p, UINT32_MAX);
     say_exec_untraced(c, p);
     say_exec_unseen(c, p);
     say_untraced_children(c, p);

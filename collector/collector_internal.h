@@ -26,6 +26,8 @@
 /* Batches in flight between stage 1 and the stage-2 thread (dispatch.c):
  * 64 x 256 records. */
 #define ML__POOL 64
+/* RSS samples a process with events set aside keeps until those are read. */
+#define ML__RSS_HELD 64
 
 /* ------------------------------------------------------------------------- */
 /* State                                                                     */
@@ -78,6 +80,13 @@ typedef struct {
     struct ml__backlog_s *bl_head, *bl_tail;
     uint64_t bl_slots;
     bool filling;
+    /* RSS samples read while events were set aside: each goes into the
+     * trace before the first event stamped after it (drain.c). */
+    struct {
+        uint32_t time_ms, interval_ms;
+        uint64_t bytes;
+    } rss_held[ML__RSS_HELD];
+    uint32_t nrss_held;
     /* heap blocks allocated minus freed, as read (drain.c): now, and the
      * most since the last mallinfo sample: ml_ring_hdr_t.heap_drop */
     int64_t net_blocks, net_high;
@@ -225,6 +234,11 @@ void ml__proc_end_unwaited(ml__proc_t *p);
  * backlog). Frees what p's backlog still holds. */
 uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final);
 void ml__backlog_free(ml_collector_t *c, ml__proc_t *p);
+/* An RSS sample of p into its trace now (`time_ms` kept, or the last
+ * record's if later); ml__rss_held_flush: the samples held back, up to
+ * `until` ms (UINT32_MAX: all). */
+void ml__rss_emit(ml_collector_t *c, ml__proc_t *p, uint32_t time_ms, uint64_t bytes, uint32_t interval_ms);
+void ml__rss_held_flush(ml_collector_t *c, ml__proc_t *p, uint32_t until);
 
 /* dispatch.c: stage 2 and the sinks of a process. */
 ml_record_t *ml__batch_slot(ml_collector_t *c, ml__proc_t *p, size_t strings);

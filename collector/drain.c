@@ -118,6 +118,7 @@ static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
  * event that does not decode (an unknown type, a damaged blob) is counted
  * as read and dropped, as it always was. */
 static void decode(ml_collector_t *c, ml__proc_t *p, const ml_event_t *ev, const uint8_t *blob) {
+    if (ml_unlikely(p->nrss_held) && ev->time > p->rss_held[0].time_ms) ml__rss_held_flush(c, p, ev->time - 1);
     size_t room = ml_ev_type(ev) == ML_EV_BLOB ? (size_t)ev->size + 2 : 0;
     ml_record_t *r = ml__batch_slot(c, p, room);
     ml_batch_t *b = c->batch;
