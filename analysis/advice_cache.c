@@ -366,9 +366,10 @@ static void get_site_evidence(ml__ibuf_t *b, ml_site_evidence_t *e) {
     e->lifetimes.long_lived_at_least_allocations = ml__get_u(b);
     char base[32] = "";
     get_fixed(b, base, sizeof base, "baseline");
-    /* the only baseline there is; a pointer to the advisor's own string */
-    if (strcmp(base, ML__ADV_BASELINE)) ml__snap_bad(b, "baseline");
-    e->simulation.baseline = ML__ADV_BASELINE;
+    /* the only baseline there is, a pointer to the advisor's own string; or
+     * none (written as ""): a suggestion of the statistics pass */
+    if (base[0] && strcmp(base, ML__ADV_BASELINE)) ml__snap_bad(b, "baseline");
+    e->simulation.baseline = base[0] ? ML__ADV_BASELINE : NULL;
     e->simulation.baseline_peak_bytes = ml__get_u(b);
     e->simulation.what_if_peak_bytes = ml__get_u(b);
     e->nsites = (uint32_t)ml__get_max(b, ML_EVIDENCE_SITES, "sites");

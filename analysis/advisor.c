@@ -10,6 +10,12 @@
  *   4. the decisions turn each priced candidate into a suggestion or none,
  *      keep one footprint strategy per site, add allocator_tuning and the
  *      GPU advice, and order the list by value.
+ *
+ * A trace too long for even two policies within the time budget (but whose
+ * statistics fit the memory budget) gets a statistics pass instead: pass 1
+ * with no policy, only the group statistics, then the rules, and the
+ * suggestions whose evidence is counts (stack, reuse_buffer, pool, slab,
+ * arena) without a replayed saving (docs/strategies.md, "Budgets").
  */
 #define _GNU_SOURCE
 #include "advisor_internal.h"
@@ -35,10 +41,15 @@
 #define BYTES_PER_LIVE_DRIVER 96
 #define ROUTER_UNITS_X2 3 /* 1.5 policies */
 #define SEPARATE_UNITS_X2 5
+/* The statistics pass reads the trace once, as heaptrack_print does: it is
+ * allowed on traces of up to this many times the replay budget's operations
+ * (400 M by default), beyond which nothing is replayed at all. */
+#define STATS_OPS_FACTOR 10
 
 typedef struct {
     uint64_t live, ops;       /* live blocks at the peak, ops to replay (0: unknown) */
     uint64_t bytes, units_x2; /* what is left of the budgets: bytes, and policy-passes x 2 */
+    uint64_t ops_budget;      /* the operations budget itself */
     bool known;
 } budget_t;
 
@@ -128,28 +139,36 @@ static budget_t budget_of(const ml_advisor_opts_t *o) {
     b.live = t->peak_blocks > t->heap_blocks ? t->peak_blocks : t->heap_blocks;
     b.ops = t->alloc_calls + t->free_calls;
     b.bytes = o->budget_bytes ? o->budget_bytes : ML_ADVISOR_BUDGET_BYTES;
-    uint64_t ops_budget = o->budget_ops ? o->budget_ops : ML_ADVISOR_BUDGET_OPS;
-    b.units_x2 = b.ops ? 2 * ops_budget / b.ops : UINT64_MAX;
+    b.ops_budget = o->budget_ops ? o->budget_ops : ML_ADVISOR_BUDGET_OPS;
+    b.units_x2 = b.ops ? 2 * b.ops_budget / b.ops : UINT64_MAX;
     return b;
 }
 
 /* How many policies pass 1 may replay: the whole table, or only the
  * baseline and the real allocator (the what-ifs need the first, tuning
- * both), or none. Returns the number, 0 when the replay must be skipped. */
-static unsigned pass1_policies(ml_advice_t *adv, budget_t *b, unsigned full) {
+ * both), or none. Returns the number, 0 when the replay must be skipped;
+ * then *stats says whether the statistics pass fits instead: the driver's
+ * memory within the memory budget, the trace within STATS_OPS_FACTOR times
+ * the operations budget. */
+static unsigned pass1_policies(ml_advice_t *adv, budget_t *b, unsigned full, bool *stats) {
+    *stats = false;
     if (!b->known) return full;
     uint64_t per_policy = b->live * BYTES_PER_LIVE_POLICY, driver = b->live * BYTES_PER_LIVE_DRIVER;
     unsigned n = full;
     while (n >= 2 && (driver + n * per_policy > b->bytes || 2ull * n > b->units_x2)) n = n > 2 ? 2 : 0;
     char need[32], have[32];
     if (!n) {
+        *stats = driver <= b->bytes && b->ops / STATS_OPS_FACTOR <= b->ops_budget;
         skip(adv,
              "the replay: %llu live blocks at the peak and %llu operations need about %s and %llu "
              "policy passes, over the budget (%s, %llu passes: --advisor-mem, --advisor-ops); no "
-             "policy table, no what-ifs",
+             "policy table, no what-ifs%s",
              (unsigned long long)b->live, (unsigned long long)b->ops,
              ml_fmt_bytes(driver + 2 * per_policy, need, sizeof need), 2ull,
-             ml_fmt_bytes(b->bytes, have, sizeof have), (unsigned long long)(b->units_x2 / 2));
+             ml_fmt_bytes(b->bytes, have, sizeof have), (unsigned long long)(b->units_x2 / 2),
+             *stats ? "; the suggestions come from the call statistics alone (one pass over the trace), "
+                      "with no saving estimated"
+                    : "");
         return 0;
     }
     if (n < full)
@@ -173,21 +192,22 @@ static uint32_t reserve_ids(const budget_t *b) {
 
 /* Pass 1: every policy of the comparison table (and the real allocator),
  * with the group statistics fed from the same ops. `npol` > 2 keeps the
- * whole table, 2 only the baseline and the real allocator. */
+ * whole table, 2 only the baseline and the real allocator, 0 none (the
+ * statistics pass). */
 static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, unsigned npol, uint32_t ids,
                  ml_sim_oplog_t *log, char *err, size_t errlen) {
     const ml_advisor_opts_t *o = A->o;
     ml_sim_replay_t *r1 = NULL;
     int rc = ml_sim_replay_new(o->threads, &r1);
     if (rc < 0) return rc;
-    for (const char *const *nm = ml_sim_policy_names; *nm && rc == 0; nm++) {
+    for (const char *const *nm = ml_sim_policy_names; *nm && rc == 0 && npol; nm++) {
         if (!o->all_policies && is_textbook(*nm)) continue;
         if (npol <= 2 && strcmp(*nm, ML__ADV_BASELINE)) continue;
         ml_sim_policy_t *p;
         rc = ml_sim_policy_new(*nm, NULL, &p);
         if (rc == 0) rc = ml_sim_replay_add(r1, p);
     }
-    if (rc == 0) {
+    if (rc == 0 && npol) {
         ml_sim_policy_t *p;
         rc = ml_sim_real_new(NULL, &p);
         if (rc == 0) rc = ml_sim_replay_add(r1, p);
@@ -205,8 +225,8 @@ static int pass1(const char *trace_path, ml_advice_t *adv, ml__adv_t *A, unsigne
         ml_sim_replay_metrics(r1, i, &m);
         if (!strcmp(m.name, ML__ADV_BASELINE)) ml_sim_replay_series(r1, i, A->base_series);
     }
-    if ((rc = ml_sim_replay_file_progress(r1, trace_path, o->progress ? "simulating allocators" : NULL,
-                                          err, errlen)) < 0)
+    const char *label = !o->progress ? NULL : npol ? "simulating allocators" : "reading the allocation statistics";
+    if ((rc = ml_sim_replay_file_progress(r1, trace_path, label, err, errlen)) < 0)
         goto done;
     if ((rc = ml_sim_replay_finish(r1)) < 0) goto done;
     if (ml_option_bool(ML_ENV_ADVISOR_DEBUG)) debug_cpu("pass 1", r1);
@@ -315,12 +335,13 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
     unsigned full = 1; /* the real allocator */
     for (const char *const *nm = ml_sim_policy_names; *nm; nm++)
         if (o->all_policies || !is_textbook(*nm)) full++;
-    unsigned npol = pass1_policies(adv, &b, full);
-    if (!npol) goto done;
+    bool stats = false;
+    unsigned npol = pass1_policies(adv, &b, full, &stats);
+    if (!npol && (!stats || o->no_what_if)) goto done;
     /* Pass 2 reads pass 1's ops back from a log rather than decoding the
      * trace again, when a temporary file can be had (ml_sim.h). */
-    if (!o->no_what_if && ml_sim_oplog_new(&log) < 0) log = NULL;
-    if (!o->no_what_if && ml_sim_fpseries_new(&A.base_series) < 0) A.base_series = NULL;
+    if (npol && !o->no_what_if && ml_sim_oplog_new(&log) < 0) log = NULL;
+    if (npol && !o->no_what_if && ml_sim_fpseries_new(&A.base_series) < 0) A.base_series = NULL;
     if ((rc = pass1(trace_path, adv, &A, npol, reserve_ids(&b), log, err, errlen)) < 0) goto fail;
     ml__adv_observe_end(&A);
 
@@ -334,6 +355,11 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
         if (nc < 0) {
             rc = nc;
             goto fail;
+        }
+        if (!npol) {
+            /* The statistics pass: no router, the evidence is counts. */
+            for (int i = 0; i < nc; i++) ml__adv_decide(adv, &A, cands, (size_t)i, 0, 0, long_life);
+            nc = 0;
         }
         nc = (int)fit_candidates(adv, &b, cands, (size_t)nc);
         if (nc && (rc = pass2(trace_path, log, adv, &A, cands, (size_t)nc, base_peak, long_life,

@@ -355,10 +355,15 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
                    uint64_t min_saving, uint64_t long_life) {
     ml__adv_cand_t *c = &cands[i];
     const ml__adv_group_t *g = &A->g[c->gi];
-    ml_sim_metrics_t m;
-    ml_sim_metrics(c->router, &m);
+    /* Without a router (the statistics pass) only counts are known. */
+    bool priced = c->router != NULL;
+    if (!priced && c->kind != ML__ADV_POOL && c->kind != ML__ADV_SLAB && c->kind != ML__ADV_ARENA &&
+        c->kind != ML__ADV_REUSE && c->kind != ML__ADV_STACK)
+        return;
+    ml_sim_metrics_t m = {0};
+    if (priced) ml_sim_metrics(c->router, &m);
     uint64_t wpeak = m.peak_footprint;
-    int64_t saving = (int64_t)base_peak - (int64_t)wpeak;
+    int64_t saving = priced ? (int64_t)base_peak - (int64_t)wpeak : 0;
     uint64_t save = saving > 0 ? (uint64_t)saving : 0;
     /* Moving a site's blocks elsewhere cannot save more than the site ever
      * holds live; anything above that is the baseline placing other blocks
@@ -379,17 +384,24 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
     case ML__ADV_SLAB: {
         /* Memory when the replay shows it, time always: the site is hot
          * (the candidate rule) and every one of its calls leaves malloc. */
-        bool time_only = save < min_saving;
-        ml_sim_router_gain_t gain;
-        ml_sim_router_gain(c->router, &gain);
-        const ml_sim_metrics_t *bm = ml__advice_policy(adv, ML__ADV_BASELINE);
-        uint64_t bsteps = bm ? bm->search_steps + bm->splits + bm->merges : 0;
-        uint64_t wsteps = gain.general.search_steps + gain.general.splits + gain.general.merges +
-                          gain.dedicated.search_steps + gain.dedicated.splits + gain.dedicated.merges;
-        uint64_t steps_saved = bsteps > wsteps ? bsteps - wsteps : 0;
+        bool time_only = !priced || save < min_saving;
+        uint64_t steps_saved = 0;
+        if (priced) {
+            ml_sim_router_gain_t gain;
+            ml_sim_router_gain(c->router, &gain);
+            const ml_sim_metrics_t *bm = ml__advice_policy(adv, ML__ADV_BASELINE);
+            uint64_t bsteps = bm ? bm->search_steps + bm->splits + bm->merges : 0;
+            uint64_t wsteps = gain.general.search_steps + gain.general.splits + gain.general.merges +
+                              gain.dedicated.search_steps + gain.dedicated.splits + gain.dedicated.merges;
+            steps_saved = bsteps > wsteps ? bsteps - wsteps : 0;
+        }
         uint64_t avoided = g->calls + g->frees;
         char gainmsg[256];
-        if (time_only) {
+        if (!priced) {
+            save = 0;
+            snprintf(gainmsg, sizeof gainmsg, "The gain is time: %s malloc and free calls go away.",
+                     fmtn(avoided, n1));
+        } else if (time_only) {
             save = 0;
             snprintf(gainmsg, sizeof gainmsg,
                      "The gain is time, not memory (the replayed peak does not drop): %s malloc and free "
@@ -432,7 +444,7 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
                  "%s calls to malloc and free go away%s%s.",
                  name, (unsigned long long)g->pure_gens,
                  (unsigned long long)(g->pure_gens ? g->pure_blocks / g->pure_gens : 0), fmtn(2 * g->pure_blocks, n1),
-                 save ? " and the replayed peak drops by " : ", at no cost in peak memory",
+                 !priced ? "" : save ? " and the replayed peak drops by " : ", at no cost in peak memory",
                  save ? fmtb(save, b1) : "");
         ev.finding = ML_FINDING_BATCHES;
         ev.batches.batches = g->pure_gens;
@@ -555,9 +567,16 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
              c->kind == ML__ADV_POW2_BUDDY ? "buddy vs size classes" : c->name);
     ev.nsites = (uint32_t)nsite;
     site_pattern(&ev, g, long_life);
-    ev.simulation.baseline = ML__ADV_BASELINE;
-    ev.simulation.baseline_peak_bytes = base_peak;
-    ev.simulation.what_if_peak_bytes = wpeak;
+    if (priced) {
+        ev.simulation.baseline = ML__ADV_BASELINE;
+        ev.simulation.baseline_peak_bytes = base_peak;
+        ev.simulation.what_if_peak_bytes = wpeak;
+    } else {
+        size_t len = strlen(s->message);
+        snprintf(s->message + len, sizeof s->message - len,
+                 " (From the call statistics alone: the trace is over the advisor's replay budget, so no "
+                 "saving in memory was measured; --advisor-ops raises it.)");
+    }
     s->evidence.kind = ML_EVIDENCE_SITE;
     s->evidence.site = ev;
 }

@@ -158,13 +158,18 @@ static void site_evidence(ml_json_t *w, const ml_site_evidence_t *e, const char 
     ml_json_kv_double(w, "long_lived_fraction", e->lifetimes.long_lived_fraction);
     ml_json_kv_u64(w, "long_lived_at_least_allocations", e->lifetimes.long_lived_at_least_allocations);
     ml_json_end(w);
-    ml_json_key(w, "simulation");
-    ml_json_object(w);
-    ml_json_kv_str(w, "baseline", e->simulation.baseline);
-    ml_json_kv_u64(w, "baseline_peak_bytes", e->simulation.baseline_peak_bytes);
-    ml_json_kv_str(w, "what_if", what_if);
-    ml_json_kv_u64(w, "what_if_peak_bytes", e->simulation.what_if_peak_bytes);
-    ml_json_end(w);
+    if (!e->simulation.baseline) {
+        /* the statistics pass: nothing was replayed (docs/strategies.md, "Budgets") */
+        ml_json_kv_null(w, "simulation");
+    } else {
+        ml_json_key(w, "simulation");
+        ml_json_object(w);
+        ml_json_kv_str(w, "baseline", e->simulation.baseline);
+        ml_json_kv_u64(w, "baseline_peak_bytes", e->simulation.baseline_peak_bytes);
+        ml_json_kv_str(w, "what_if", what_if);
+        ml_json_kv_u64(w, "what_if_peak_bytes", e->simulation.what_if_peak_bytes);
+        ml_json_end(w);
+    }
     if (e->nsites) {
         ml_json_key(w, "sites");
         ml_json_array(w);

@@ -187,18 +187,59 @@ ops=$("$PY" -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print
 check "the default budgets leave nothing out on the fixture" [ -z "$(skipped fresh.json)" ]
 check "... and replay the whole table (5 designs and the real allocator)" [ "$(npol fresh.json)" = 6 ]
 skipped_has() { skipped "$1" | grep -q "$2"; }
-# the fixture's one live block takes about 700 bytes of replay state (docs/strategies.md)
-report temp.mlt mem.json --no-save-advice --advisor-mem 100
-check "--advisor-mem 100: no replay, and the JSON says why" \
+# the fixture's one live block takes about 700 bytes of replay state, 96 of
+# them the statistics' (docs/strategies.md)
+report temp.mlt mem.json --no-save-advice --advisor-mem 50
+check "--advisor-mem 50: no replay, no statistics pass, and the JSON says why" \
     skipped_has mem.json '^the replay: .* over the budget (.*--advisor-mem, --advisor-ops); no policy table, no what-ifs$'
 check "... no policy table, no heap suggestion" [ "$(npol mem.json):$(heap_sugg mem.json)" = "0:0" ]
+report temp.mlt mem100.json --no-save-advice --advisor-mem 100
+check "--advisor-mem 100: room for the statistics pass only" \
+    skipped_has mem100.json '^the replay: .*; the suggestions come from the call statistics alone'
+check "... no policy table, one heap suggestion" [ "$(npol mem100.json):$(heap_sugg mem100.json)" = "0:1" ]
 # room for three passes over the trace's operations: the baseline and the real allocator only
 report temp.mlt ops3.json --no-save-advice --advisor-ops $((3 * ops))
 check "--advisor-ops for 3 passes: 4 of 6 policies left out, and said" \
     skipped_has ops3.json '^policy table: 4 of 6 policies not replayed .*kept the baseline and the real allocator$'
 report temp.mlt ops1.json --no-save-advice --advisor-ops $((ops + 1))
-check "--advisor-ops for 1 pass: no replay at all" skipped_has ops1.json '^the replay: .*no policy table, no what-ifs$'
+check "--advisor-ops for 1 pass: no replay at all, the statistics pass instead, and said" \
+    skipped_has ops1.json '^the replay: .*no policy table, no what-ifs; the suggestions come from the call statistics alone (one pass over the trace), with no saving estimated$'
 check "... no policy table" [ "$(npol ops1.json)" = 0 ]
+# The statistics pass's suggestions against the fixtures' sources: format_line
+# frees each of its 100000 blocks of 256 bytes before the next allocation
+# (fx_adv_temp.c); make_node allocates 20000 + 1000000 blocks of 48 bytes, and
+# frees every one (fx_adv_slab.c). The slab trace has 2444000 operations:
+# --advisor-ops 1000000 leaves no room for a replay, room for the statistics.
+only_sugg() {
+    "$PY" - "$@" << 'EOF2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+heap = [s for s in d["suggestions"] if not s["strategy"].startswith("gpu_")]
+assert len(heap) == 1, heap
+s, ev = heap[0], heap[0]["evidence"]
+got = [s["strategy"], s["estimated_saving_bytes"], ev["simulation"], ev["calls"], ev["frees"], ev["calls_avoided"]]
+got += [ev.get(k) for k in sys.argv[3:]]
+fn = d["sites"][s["site"]]["frames"][0]["function"]
+print(fn, " ".join(str(x) for x in got), "statistics" if "From the call statistics alone" in s["message"] else "replayed")
+EOF2
+}
+check "... format_line: stack, no saving, no simulation, its exact counts, said in the message" \
+    [ "$(only_sugg ops1.json x temporaries max_temporary_bytes)" = "format_line stack 0 None 100000 100000 200000 100000 256 statistics" ]
+check "... the same counts as the replayed advice" \
+    [ "$(only_sugg fresh.json x temporaries max_temporary_bytes)" = "format_line stack 256 {'baseline': 'segregated_fit', 'baseline_peak_bytes': 4096, 'what_if': 'stack', 'what_if_peak_bytes': 0} 100000 100000 200000 100000 256 replayed" ]
+report slab.mlt sops1.json --no-save-advice --advisor-ops 1000000
+check "make_node from the statistics pass: a pool whose gain is time, 2040000 calls avoided" \
+    [ "$(only_sugg sops1.json x gain)" = "make_node pool 0 None 1020000 1020000 2040000 time statistics" ]
+report temp.mlt big.json --no-save-advice --advisor-ops $((ops / 10 - 1))
+check "a trace over ten times the operations budget: not even the statistics pass" \
+    skipped_has big.json '^the replay: .*no policy table, no what-ifs$'
+check "... no heap suggestion" [ "$(heap_sugg big.json)" = 0 ]
+cp temp.orig stats.mlt
+chmod 600 stats.mlt
+report stats.mlt st1.json --advisor-ops $((ops + 1))
+report stats.mlt st2.json --advisor-ops $((ops + 1))
+check "the statistics pass's advice is saved and read back" used_cache st2.json.err
+check "... into the same JSON, simulation null included" cmp -s st1.json st2.json
 check "... the table keeps the baseline and the real allocator" \
     [ "$("$PY" -c 'import json,sys; print(" ".join(p["name"] for p in json.load(open(sys.argv[1]))["policies"]))' ops3.json)" = "segregated_fit real" ]
 for bad_arg in "--advisor-mem 0" "--advisor-ops x" "--advisor-mem -5"; do
@@ -221,11 +262,11 @@ report budget.mlt b4.json --advisor-mem 100
 check "... then reads it back" used_cache b4.json.err
 check "... the same JSON" cmp -s b4.json b3.json
 # The viewer says what its advisor left out (it read "none" before).
-"$ML" view --batch --size 120x40 --keys "6" --advisor-mem 100 temp.orig > view6.txt 2>&1
-check "view --advisor-mem 100: Suggestions says the advisor left work out" \
+"$ML" view --batch --size 120x40 --keys "6" --advisor-mem 50 temp.orig > view6.txt 2>&1
+check "view --advisor-mem 50: Suggestions says the advisor left work out" \
     grep -q 'No suggestions: the advisor left out work that would not fit its budgets' view6.txt
 check "... and what" grep -q 'Left out: the replay: 1 live blocks at the peak and 200000 operations need about' view6.txt
-"$ML" view --batch --size 120x40 --advisor-mem 100 temp.orig > view1.txt 2>&1
+"$ML" view --batch --size 120x40 --advisor-mem 50 temp.orig > view1.txt 2>&1
 check "... the summary lists it under Left out" grep -q '^ Left out  *the replay: ' view1.txt
 "$ML" view --batch --size 120x40 --keys "6" temp.orig > view6d.txt 2>&1
 check "with the default budgets nothing is left out" bash -c "! grep -q 'Left out' view6d.txt"
