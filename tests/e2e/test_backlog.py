@@ -21,22 +21,14 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
+from e2e_checks import check, eq, failures  # noqa: E402
+
 B = os.path.realpath(sys.argv[1])
 MEMLENS = os.path.join(B, "memlens")
 FX = os.path.join(B, "fx_burst")
-failures = []
 
 ROUNDS, PER_ROUND, KEEP = 8, 50000, 1000
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def eq(got, want, what):
-    check(got == want, "%s: got %r, want %r" % (what, got, want))
 
 
 def record(w, name, slots):

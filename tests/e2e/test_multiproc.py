@@ -22,22 +22,12 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 import check_exports  # noqa: E402  (the page form's stack_frames)
+from e2e_checks import check, eq, failures  # noqa: E402
 
 B = os.path.realpath(sys.argv[1])
 SRC = os.path.realpath(sys.argv[2])
 MEMLENS = os.path.join(B, "memlens")
 FX = os.path.join(B, "fx_multiproc")
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def eq(got, want, what):
-    check(got == want, "%s: got %r, want %r" % (what, got, want))
 
 
 def run(args, **kw):
