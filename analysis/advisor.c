@@ -335,7 +335,7 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
     unsigned full = 1; /* the real allocator */
     for (const char *const *nm = ml_sim_policy_names; *nm; nm++)
         if (o->all_policies || !is_textbook(*nm)) full++;
-    bool stats = false;
+    bool stats;
     unsigned npol = pass1_policies(adv, &b, full, &stats);
     if (!npol && (!stats || o->no_what_if)) goto done;
     /* Pass 2 reads pass 1's ops back from a log rather than decoding the
@@ -359,12 +359,12 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
         if (!npol) {
             /* The statistics pass: no router, the evidence is counts. */
             for (int i = 0; i < nc; i++) ml__adv_decide(adv, &A, cands, (size_t)i, 0, 0, long_life);
-            nc = 0;
+        } else {
+            nc = (int)fit_candidates(adv, &b, cands, (size_t)nc);
+            if (nc && (rc = pass2(trace_path, log, adv, &A, cands, (size_t)nc, base_peak, long_life,
+                                  reserve_ids(&b), debug, err, errlen)) < 0)
+                goto fail;
         }
-        nc = (int)fit_candidates(adv, &b, cands, (size_t)nc);
-        if (nc && (rc = pass2(trace_path, log, adv, &A, cands, (size_t)nc, base_peak, long_life,
-                              reserve_ids(&b), debug, err, errlen)) < 0)
-            goto fail;
         free(cands);
         cands = NULL;
         ml__adv_dedupe(adv);
