@@ -8,6 +8,8 @@
  *   3. pass 2 replays the trace once more through one router per candidate,
  *      all in the same replay;
  *   4. the decisions turn each priced candidate into a suggestion or none,
+ *      and each candidate the budget left unpriced into the suggestion its
+ *      counts support (as in the statistics pass below), if any;
  *      keep one footprint strategy per site, add allocator_tuning and the
  *      GPU advice, and order the list by value.
  *
@@ -161,12 +163,12 @@ static unsigned pass1_policies(ml_advice_t *adv, budget_t *b, unsigned full, boo
         *stats = driver <= b->bytes && b->ops / STATS_OPS_FACTOR <= b->ops_budget;
         skip(adv,
              "the replay: %llu live blocks at the peak and %llu operations need about %s and %llu "
-             "policy passes, over the budget (%s, %llu passes: --advisor-mem, --advisor-ops); no "
+             "policy passes, over the budget (%s, %llu pass%s: --advisor-mem, --advisor-ops); no "
              "policy table, no what-ifs%s",
              (unsigned long long)b->live, (unsigned long long)b->ops,
              ml_fmt_bytes(driver + 2 * per_policy, need, sizeof need), 2ull,
              ml_fmt_bytes(b->bytes, have, sizeof have), (unsigned long long)(b->units_x2 / 2),
-             *stats ? "; the suggestions come from the call statistics alone (one pass over the trace), "
+             b->units_x2 / 2 == 1 ? "" : "es", *stats ? "; the suggestions come from the call statistics alone (one pass over the trace), "
                       "with no saving estimated"
                     : "");
         return 0;
@@ -240,11 +242,15 @@ done:
     return rc;
 }
 
-/* Keeps the candidates (most important first) whose routers fit what is
- * left of the budgets; says how many were dropped. Returns how many stay. */
+/* Puts the candidates (most important first) whose routers fit what is
+ * left of the budgets in front, keeping their order, and the others after
+ * them; says how many were left out. Returns how many are priced: the
+ * others get the suggestions whose evidence is counts, as in the
+ * statistics pass. */
 static size_t fit_candidates(ml_advice_t *adv, budget_t *b, ml__adv_cand_t *cands, size_t nc) {
     if (!b->known) return nc;
-    size_t k = 0;
+    ml__adv_cand_t rest[ML__ADV_MAX_CANDIDATES];
+    size_t k = 0, nrest = 0;
     uint64_t units = 0, bytes = 0;
     for (size_t i = 0; i < nc; i++) {
         /* a pow2 pair (buddy, then its segregated-fit twin) is priced together or not at all */
@@ -253,23 +259,28 @@ static size_t fit_candidates(ml_advice_t *adv, budget_t *b, ml__adv_cand_t *cand
         if (pair) u *= 2;
         uint64_t m = b->live * BYTES_PER_LIVE_POLICY * u / 2;
         bool fits = units + u <= b->units_x2 && bytes + m <= b->bytes;
+        for (size_t j = i; j <= i + pair; j++) {
+            ml__adv_cand_t c = cands[j];
+            if (fits) {
+                if (pair) c.pair = j == i ? (int)k + 1 : -1;
+                cands[k++] = c;
+            } else {
+                c.pair = -1; /* pow2 advice needs both replays: none without them */
+                rest[nrest++] = c;
+            }
+        }
         if (fits) {
             units += u;
             bytes += m;
-            ml__adv_cand_t c = cands[i];
-            cands[k++] = c;
-            if (pair) {
-                cands[k - 1].pair = (int)k;
-                cands[k++] = cands[++i];
-            }
-        } else if (pair) {
-            i++;
         }
+        i += pair;
     }
+    memcpy(cands + k, rest, nrest * sizeof *rest);
     if (k < nc)
         skip(adv,
              "what-ifs: %zu of %zu candidates not priced (each replays %llu operations through a copy of "
-             "the baseline: over the budget, --advisor-mem and --advisor-ops)",
+             "the baseline: over the budget, --advisor-mem and --advisor-ops); their suggestions come from "
+             "the call statistics alone, with no saving estimated",
              nc - k, nc, (unsigned long long)b->ops);
     return k;
 }
@@ -360,10 +371,12 @@ int ml_advisor_run(const char *trace_path, const ml_advisor_opts_t *o, ml_advice
             /* The statistics pass: no router, the evidence is counts. */
             for (int i = 0; i < nc; i++) ml__adv_decide(adv, &A, cands, (size_t)i, 0, 0, long_life);
         } else {
-            nc = (int)fit_candidates(adv, &b, cands, (size_t)nc);
-            if (nc && (rc = pass2(trace_path, log, adv, &A, cands, (size_t)nc, base_peak, long_life,
-                                  reserve_ids(&b), debug, err, errlen)) < 0)
+            size_t priced = fit_candidates(adv, &b, cands, (size_t)nc);
+            if (priced && (rc = pass2(trace_path, log, adv, &A, cands, priced, base_peak, long_life,
+                                      reserve_ids(&b), debug, err, errlen)) < 0)
                 goto fail;
+            /* The ones the budget left unpriced: their counts, as in the statistics pass. */
+            for (size_t i = priced; i < (size_t)nc; i++) ml__adv_decide(adv, &A, cands, i, 0, 0, long_life);
         }
         free(cands);
         cands = NULL;

@@ -186,8 +186,8 @@ int ml__adv_candidates(const ml__adv_t *A, uint64_t long_life, ml__adv_cand_t *c
 /** The router policy that prices candidate `c`. Returns 0 or a negative errno. */
 int ml__adv_make_router(ml__adv_cand_t *c, const ml__adv_group_t *g, const ml_sim_fpseries_t *base_series);
 /** Adds the suggestion of candidate `i` after pass 2, when its evidence holds.
- * A candidate without a router (the statistics pass: base_peak and
- * min_saving 0) gives the suggestions whose evidence is counts, with no
+ * A candidate without a router (the statistics pass, or a what-if the
+ * budget left out: base_peak and min_saving 0) gives the suggestions whose evidence is counts, with no
  * saving and no simulation; the other kinds give none. */
 void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands, size_t i, uint64_t base_peak,
                     uint64_t min_saving, uint64_t long_life);

@@ -355,7 +355,8 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
                    uint64_t min_saving, uint64_t long_life) {
     ml__adv_cand_t *c = &cands[i];
     const ml__adv_group_t *g = &A->g[c->gi];
-    /* Without a router (the statistics pass) only counts are known. */
+    /* Without a router (the statistics pass, or a what-if over the budget)
+     * only counts are known. */
     bool priced = c->router != NULL;
     if (!priced && c->kind != ML__ADV_POOL && c->kind != ML__ADV_SLAB && c->kind != ML__ADV_ARENA &&
         c->kind != ML__ADV_REUSE && c->kind != ML__ADV_STACK)
@@ -574,8 +575,8 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
     } else {
         size_t len = strlen(s->message);
         snprintf(s->message + len, sizeof s->message - len,
-                 " (From the call statistics alone: the trace is over the advisor's replay budget, so no "
-                 "saving in memory was measured; --advisor-ops raises it.)");
+                 " (From the call statistics alone: replaying it was over the advisor's budget, so no "
+                 "saving in memory was measured; --advisor-ops and --advisor-mem raise the budget.)");
     }
     s->evidence.kind = ML_EVIDENCE_SITE;
     s->evidence.site = ev;

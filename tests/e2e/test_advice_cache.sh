@@ -14,7 +14,8 @@
 #   - the budgets (--advisor-mem, --advisor-ops): what does not fit is left out
 #     and said, in the JSON and in the viewer; advice is saved per budget; a
 #     trace too long for a replay gets the statistics pass's suggestions, their
-#     counts checked against the fixtures' sources.
+#     counts checked against the fixtures' sources, and so does a candidate whose
+#     what-if the budget leaves out.
 # usage: test_advice_cache.sh BUILD_DIR
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/checks_lib.sh" # ok, bad, fails
@@ -236,6 +237,38 @@ report temp.mlt big.json --no-save-advice --advisor-ops $((ops / 10 - 1))
 check "a trace over ten times the operations budget: not even the statistics pass" \
     skipped_has big.json '^the replay: .*no policy table, no what-ifs$'
 check "... no heap suggestion" [ "$(heap_sugg big.json)" = 0 ]
+# A what-if the budget leaves out still gets the suggestion its counts
+# support. fx_adv_churn.cpp has three candidates, priced most important first:
+# hold_block's own heap (2.5 passes, no suggestion), make_msg's pool (1.5) and
+# format_key's temporary string (1.5). The whole table is 6 passes; a budget of
+# 10 passes leaves room for the first two what-ifs and not the third.
+"$ML" run -q -o churn.mlt -- "$B/fx_adv_churn" > /dev/null 2>&1 || { echo "cannot record fx_adv_churn"; exit 1; }
+report churn.mlt churn.json --no-save-advice
+cops=$("$PY" -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print(t["alloc_calls"] + t["free_calls"])' churn.json)
+report churn.mlt churn10.json --no-save-advice --advisor-ops $((10 * cops))
+heap_list() {
+    "$PY" - "$1" << 'EOF2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for s in d["suggestions"]:
+    if s["strategy"].startswith("gpu_"):
+        continue
+    ev = s["evidence"]
+    how = "statistics" if "From the call statistics alone" in s["message"] else "replayed"
+    sim = "None" if ev["simulation"] is None else ev["simulation"]["what_if"]
+    print(s["strategy"], s["estimated_saving_bytes"], sim, ev["calls"], ev["calls_avoided"], ev.get("temporaries"),
+          ev.get("max_temporary_bytes"), how)
+EOF2
+}
+check "a budget for two of three what-ifs: the third is not priced, and said" \
+    skipped_has churn10.json '^what-ifs: 1 of 3 candidates not priced .*; their suggestions come from the call statistics alone, with no saving estimated$'
+check "... the priced pool as in the unbounded run" \
+    [ "$(heap_list churn10.json | head -1)" = "pool 0 pool(48) 1000000 2000000 None None replayed" ]
+check "... the unbounded run prices format_key's temporaries" \
+    [ "$(heap_list churn.json | tail -1)" = "stack 0 stack 20000 40000 20000 201 replayed" ]
+check "... the bounded one gives them from the counts: 20000 temporaries of at most 201 bytes, no simulation" \
+    [ "$(heap_list churn10.json | tail -1)" = "stack 0 None 20000 40000 20000 201 statistics" ]
+check "... and nothing else" [ "$(heap_list churn10.json | wc -l)" = 2 ]
 cp temp.orig stats.mlt
 chmod 600 stats.mlt
 report stats.mlt st1.json --advisor-ops $((ops + 1))

@@ -212,9 +212,9 @@ cat >>"$WORK/driver.js" <<'JS'
        'nested evidence: sizes listed, its 3 sites linked, folded away');
     ok($$('#suggestions details.evidence')[0].open, 'the first suggestion shows its evidence');
     var stat = $$('#suggestions .sugg').filter(function (d) { return /^stack/.test(d.textContent); })[0];
-    ok(stat && /not replayed: the trace is over the advisor's replay budget/.test(stat.textContent) &&
+    ok(stat && /not replayed: over the advisor's replay budget/.test(stat.textContent) &&
        /calls avoided\s*80,000/.test(stat.textContent),
-       'a suggestion of the statistics pass ("simulation": null) says it was not replayed');
+       'a suggestion from the call statistics ("simulation": null) says it was not replayed');
   }
   run().catch(function (e) { fails.push('driver exception: ' + e.message); log.push(String(e.stack)); })
     .then(function () {

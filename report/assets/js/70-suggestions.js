@@ -146,7 +146,7 @@ function evidence(ev, depth) {
       if (v.length > 20) dd.push(h('div', { class: 'note' }, fmtNum(v.length - 20) + ' more'));
     } else if (v === null) {
       /* "simulation": null, a suggestion of the statistics pass (docs/strategies.md, Budgets) */
-      dd = k === 'simulation' ? 'not replayed: the trace is over the advisor\'s replay budget' : 'unknown';
+      dd = k === 'simulation' ? 'not replayed: over the advisor\'s replay budget' : 'unknown';
     } else if (isObj(v)) {
       dd = depth < 3 ? evidence(v, depth + 1) : JSON.stringify(v);
     } else {
