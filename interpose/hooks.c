@@ -220,9 +220,12 @@ static __attribute__((noinline)) void record_mmap(void *p, size_t n, uint8_t kin
 }
 
 /* A hook called while memlens itself is working (libunwind, dlsym, libc on
- * our behalf) is not the program's: pass it through and count it. */
-static __attribute__((noinline)) void count_nested(void) {
-    if (ml__state_relaxed() == ML_STATE_READY && ml__ring)
+ * our behalf), or by a signal handler of the program that interrupted it:
+ * passed through. The trace says how many, as calls of the program it
+ * lacks, unless the caller is memlens' own code or its libunwind's: those
+ * are memlens' own (libunwind maps its per-thread caches), no loss. */
+static __attribute__((noinline)) void count_nested(const void *caller) {
+    if (ml__state_relaxed() == ML_STATE_READY && ml__ring && !ml__own_code(caller))
         ml_atomic_add_relaxed(&ml__ring->nested_skipped, 1);
 }
 
@@ -406,7 +409,8 @@ PAGE_HOOK(pvalloc, ML_KIND_PVALLOC)
 /* Anonymous mappings                                                        */
 /* ------------------------------------------------------------------------- */
 
-ML_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+static inline __attribute__((always_inline)) void *mmap_hook(void *addr, size_t len, int prot, int flags,
+                                                             int fd, off_t off, const void *caller) {
     if (ml_unlikely(!ml__real.mmap)) {
         ml__init();
         if (!ml__real.mmap) return MAP_FAILED;
@@ -422,15 +426,19 @@ ML_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
             ml__call_done();
             scrub_slow(); /* rare: the deeper one costs nothing that counts */
         } else if (ml__tls.guard) {
-            count_nested();
+            count_nested(caller);
         }
     }
     if (rec) ml__call_done(); /* (again, or a failed call's) */
     return p;
 }
 
+ML_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+    return mmap_hook(addr, len, prot, flags, fd, off, __builtin_return_address(0));
+}
+
 ML_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
-    return mmap(addr, len, prot, flags, fd, off);
+    return mmap_hook(addr, len, prot, flags, fd, off, __builtin_return_address(0));
 }
 
 ML_EXPORT int munmap(void *addr, size_t len) {

@@ -180,6 +180,8 @@ void ml__sampled_reset(void);
 /* stacks.c */
 int ml__stacks_init(void);
 const void *ml__unwinder_text(void);
+/* Whether pc lies in the code of libmemlens.so or of its libunwind. */
+bool ml__own_code(const void *pc);
 void ml__stacks_reset(void); /* after fork: new trace, new ids */
 /* Stack nodes of an object that was unloaded, out of the trie until it
  * comes back to where it was (runtime.c, module_gone). */

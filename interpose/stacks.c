@@ -358,6 +358,12 @@ static inline bool is_own_frame(uintptr_t pc) {
     return (pc >= self_lo && pc < self_hi) || (pc >= ml__unw_lo && pc < ml__unw_hi);
 }
 
+/* Whether pc lies in the code of libmemlens.so or of its libunwind (known
+ * once ml__stacks_init ran; before that, nothing is). */
+bool ml__own_code(const void *pc) {
+    return is_own_frame((uintptr_t)pc);
+}
+
 /* Frame-pointer walk: fast, and safe because every frame pointer is checked
  * to lie above the previous one and inside this thread's stack. Programs
  * built without frame pointers give short stacks; that is the trade-off the

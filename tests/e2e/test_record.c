@@ -1013,6 +1013,36 @@ Test(record, calls_the_stash_cannot_hold_are_counted_and_said) {
     h_run_free(&r);
 }
 
+/* Generated code (fx_jit.c: a stub in an anonymous executable mapping,
+ * as a JIT compiler makes) has no module and no unwind tables, so
+ * libunwind takes those stacks, and maps its per-thread cache on each
+ * thread's first walk, inside memlens. Those mappings are memlens' own:
+ * the trace lacks nothing, and neither it nor the summary may say it
+ * does. The stub's calls are all there, with the caller behind the stub. */
+Test(record, libunwinds_own_mappings_are_no_loss_of_the_program) {
+    const char *trace = h_tmp("jit.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-o", trace, "--", h_bin("fx_jit"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_expect(strstr(r.err, "while memlens was busy") == NULL, "run's summary: %s", r.err);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect(t.complete);
+    cr_expect_eq(t.end.nested_skipped, 0);
+    int exe = h_module(&t, "fx_jit");
+    cr_assert_geq(exe, 0);
+    for (uint64_t size = 64; size <= 68; size++) {
+        cr_expect_eq(h_allocs_of_size(&t, size), 1, "size %llu", (unsigned long long)size);
+        uint32_t st = h_stack_of_size(&t, size);
+        cr_expect(h_stack_in_module(&t, st, exe), "size %llu: the stub's caller is in the stack",
+                  (unsigned long long)size);
+    }
+    cr_expect_eq(t.totals.unknown_frees, 0);
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
 /* glibc's mallinfo2 walks every free chunk: after the python3 big heap's
  * teardown the sample at exit took 1.3 s of the program's time. No sample
  * is taken once the heap has lost many blocks since the last one; a heap
