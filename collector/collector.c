@@ -588,6 +588,21 @@ static void say_other_namespaces(ml_collector_t *c, ml__proc_t *p) {
                   p->info.pid, p->ring->exe[0] ? p->ring->exe : "?", n, n == 1 ? "" : "s");
 }
 
+/* malloc came from an object ahead of libmemlens.so: none of p's heap calls
+ * reached the hooks. The process said so on its stderr as it started; this
+ * says it again at its end, beside the run's summary, and in the trace. */
+static void say_allocator_elsewhere(ml_collector_t *c, ml__proc_t *p) {
+    char where[sizeof p->ring->malloc_elsewhere];
+    memcpy(where, p->ring->malloc_elsewhere, sizeof where);
+    where[sizeof where - 1] = '\0';
+    if (!where[0]) return;
+    note_untraced(c, p, ML_UNTRACED_ALLOCATOR, 1, !c->o.quiet,
+                  "not traced: the heap calls of process %u (%s): malloc comes from %s, ahead of libmemlens.so "
+                  "in the loader's lookup order (its own allocator, or one preloaded first), so none of them "
+                  "reached memlens; the allocation counts, peak and leaks here leave them out",
+                  p->info.pid, p->ring->exe[0] ? p->ring->exe : "?", where);
+}
+
 /* A fork child whose exit scan ran without its parent's blocks (over the
  * bounds of inherit.c): its leak verdicts' caveat, in the trace. The run
  * says it once on stderr, for all such children (ml__inherit_free_all). */
@@ -611,6 +626,7 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     say_untraced_children(c, p);
     say_unfollowed_children(c, p);
     say_other_namespaces(c, p);
+    say_allocator_elsewhere(c, p);
     say_unscanned(c, p);
     say_uninherited(c, p);
     unwind_check(c, p);

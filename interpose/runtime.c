@@ -1425,10 +1425,23 @@ static void check_allocator_order(void) {
     const ElfW(Sym) *sym = NULL;
     if (dladdr1(m, &again, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_shndx == SHN_UNDEF) return;
     char pnum[16];
+    const char *where = first.dli_fname && *first.dli_fname ? first.dli_fname : "the program itself";
+    if (ml__ring) { /* for the trace: the path, or "..." and its end */
+        char *to = ml__ring->malloc_elsewhere;
+        size_t cap = sizeof ml__ring->malloc_elsewhere - 1, n = strlen(where);
+        if (n > cap) {
+            memcpy(to, "...", 3);
+            memcpy(to + 3, where + n - (cap - 3), cap - 3);
+            n = cap;
+        } else {
+            memcpy(to, where, n);
+        }
+        to[n] = '\0';
+    }
     const char *parts[] = {"process ", u32_to_str(pnum + sizeof pnum, (uint32_t)getpid()),
-                           ": malloc comes from ", first.dli_fname && *first.dli_fname ? first.dli_fname : "the program itself",
-                           ", ahead of libmemlens.so (another allocator preloaded first?): its "
-                           "allocations do not reach memlens and are not recorded",
+                           ": malloc comes from ", where,
+                           ", ahead of libmemlens.so (the program's own allocator, or another one "
+                           "preloaded first): its allocations do not reach memlens and are not recorded",
                            NULL};
     warnv(parts);
 }

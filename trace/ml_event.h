@@ -43,11 +43,11 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 16 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 17 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
                            * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
                            * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap;
-                           * 15: ML_EXIT_CRASH in exit_nregs; 16: dlmopen_other */
+                           * 15: ML_EXIT_CRASH in exit_nregs; 16: dlmopen_other; 17: malloc_elsewhere */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -461,6 +461,14 @@ typedef struct {
      * LD_PRELOAD does not reach, so its calls are not traced. Said in the
      * run summary like children_unfollowed. */
     _Atomic uint32_t dlmopen_other;
+    /* Set by the process as it starts recording when malloc resolves to
+     * another object ahead of libmemlens.so (the program's own allocator,
+     * or one preloaded first): that object's path, or "the program
+     * itself". Its heap calls never reach the hooks; the collector writes
+     * this into the trace (ML_UNTRACED_ALLOCATOR), so that no report reads
+     * "0 allocations, nothing leaked" without a word. "" when malloc is
+     * ours. */
+    char malloc_elsewhere[120]; /* the path's end when longer: "...end" */
 } ml_ring_hdr_t;
 
 #define ML_END_STATUS_SET 0x100u

@@ -139,6 +139,8 @@ enum {
                                 * or more each): a block held only from there counts as leaked */
     ML_UNTRACED_INHERITED = 6, /* count: blocks a fork child's parent had live, of which it was given
                                 * no copy for its exit scan (over the collector's bounds) */
+    ML_UNTRACED_ALLOCATOR = 7, /* count 1: malloc resolves to an object ahead of libmemlens.so (the
+                                * program's own allocator): no heap call of the image is traced */
     ML_UNTRACED_WHAT_COUNT_
 };
 

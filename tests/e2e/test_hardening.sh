@@ -688,7 +688,30 @@ if want "$@"; then
         "$ML" run -q --follow-fork -o je.mlt -- bash -c "LD_PRELOAD=$pre:\$LD_PRELOAD $FX" > /dev/null 2> err.txt
         check "a child with another allocator ahead is named, with the reason" \
             has err.txt "process [0-9]*: malloc comes from $pre, ahead of libmemlens.so"
+        jetrace=$(for f in je.*.mlt; do "$ML" dump "$f" | grep -q ' untraced what=allocator ' && echo "$f"; done)
+        check "...and its trace says so, for its reports ($jetrace)" \
+            test -n "$("$ML" report "${jetrace:-none}" --no-advisor 2> /dev/null | grep "^  not traced: the heap calls of process [0-9]* ([^)]*): malloc comes from $pre, ahead of libmemlens.so")"
     fi
+
+    # A program with its own malloc (fx_ownmalloc.c: 100 calls of its own
+    # allocator): the executable comes first in the lookup order, so no heap
+    # call reaches memlens. The run, the trace and each report say so; a CI
+    # gate would otherwise pass on "0 allocations, 0 B leaked".
+    "$ML" run -o own.mlt -- "$B/fx_ownmalloc" > own.out 2> err.txt
+    check "a program with its own malloc: its exit status and output unchanged" \
+        test $? -eq 7 -a "$(cat own.out)" = ok
+    check "...the start names the allocator" has err.txt "^memlens: warning: process [0-9]*: malloc comes from [^ ]*fx_ownmalloc, ahead of libmemlens.so (the program's own allocator"
+    check "...the summary says what the trace leaves out" \
+        has err.txt "^memlens: not traced: the heap calls of process [0-9]* ([^ ]*fx_ownmalloc): malloc comes from [^ ]*fx_ownmalloc, ahead of libmemlens.so"
+    "$ML" report own.mlt --no-advisor > own.txt 2> /dev/null
+    "$ML" report own.mlt --no-advisor --json own.json > /dev/null 2>&1
+    check "...the text report says it under warnings" grep -q "^  not traced: the heap calls of process [0-9]* ([^ ]*fx_ownmalloc)" own.txt
+    check "...and so does the JSON, with no allocation counted" "$PY" -c '
+import json, sys
+d = json.load(open("own.json"))
+w = [x for x in d["warnings"] if x.startswith("not traced: the heap calls of process")]
+sys.exit(0 if len(w) == 1 and "fx_ownmalloc" in w[0] and d["totals"]["alloc_calls"] == 0 else 1)'
+    check "...and the dump names the record" test -n "$("$ML" dump own.mlt | grep ' untraced what=allocator count=1 ')"
 
     # A followed child exec's a program with LD_PRELOAD taken away.
     "$ML" run -q --follow-fork -o ex.mlt -- bash -c 'env -u LD_PRELOAD /bin/sleep 3; true' > /dev/null 2> err.txt
