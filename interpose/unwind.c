@@ -30,16 +30,29 @@
  *   bit 2      CFA is rbp + offset (else rsp + offset)
  *   bit 3      the caller's rbp is saved at CFA + rbp offset (else unchanged)
  *   bit 4      the rule came from a module that can be unloaded
+ *   bit 5      no unwind information: libunwind's guess from rbp (R_GUESS)
  *   bits 16-31 rbp offset (int16)
  *   bits 32-63 CFA offset (int32)
  * The kinds follow libunwind's fast tracer (x86_64/Gstash_frame.c): R_STD is
  * its "standard frame", which is what compilers emit for ordinary code; R_END
  * is a frame whose return address is undefined (the outermost frame: _start,
- * a thread's clone); everything else is R_UNSUP, left to libunwind. */
+ * a thread's clone); everything else is R_UNSUP, left to libunwind.
+ *
+ * Code without unwind information (a JIT compiler's, which lies in no
+ * module, and V8's builtins embedded in node, which have no FDE) is what
+ * libunwind's unw_step guesses to be a frame-pointer frame (x86_64 Gstep.c:
+ * CFA = rbp + 16, the return address at CFA - 8, the caller's rbp at
+ * CFA - 16), and its tracer then steps so at that pc from its cache
+ * (Gtrace.c, UNW_X86_64_FRAME_GUESSED). R_GUESS is that rule, taken only
+ * where libunwind's own checks would take it (the walk: rbp not 0, at or
+ * above the frame's stack pointer by at most 0x4000), and where the code at
+ * the pc is neither a sigreturn trampoline nor a PLT entry, which libunwind
+ * tells from the code before guessing. Anything else is left to libunwind. */
 enum { R_STD = 1, R_END = 2, R_UNSUP = 3 };
 #define R_CFA_RBP 0x4ull
 #define R_RBP_SAVED 0x8ull
 #define R_NONPERM 0x10ull
+#define R_GUESS 0x20ull
 
 static inline unsigned rule_kind(uint64_t r) {
     return (unsigned)(r & 3);
@@ -427,10 +440,17 @@ static const uint8_t *fde_find(const uint8_t *hdr, uint64_t target) {
 /* The rule for return address `pc` of a module with .eh_frame_hdr `hdr`:
  * the CFI row of the instruction before it (the call), as every unwinder
  * looks it up. */
-static uint64_t rule_from_cfi(const uint8_t *hdr, uint64_t pc) {
+static uint64_t rule_from_cfi(const uint8_t *hdr, uint64_t pc, bool *noinfo) {
     uint64_t target = pc - 1;
+    *noinfo = false;
+    /* Below the table's first entry, or past the range of the entry before
+     * it: no FDE covers the pc, and libunwind, which searches the same
+     * table, finds none either. */
+    if (hdr[0] == 1 && hdr[3] == (PE_DATAREL | PE_SDATA4) && hdr[1] != PE_OMIT && hdr[2] != PE_OMIT)
+        *noinfo = true; /* until an FDE is found below */
     const uint8_t *fde = fde_find(hdr, target);
     if (!fde) return R_UNSUP;
+    *noinfo = false;
     uint32_t len, cie_off;
     memcpy(&len, fde, 4);
     if (len == 0 || len == 0xffffffffu) return R_UNSUP;
@@ -442,7 +462,11 @@ static uint64_t rule_from_cfi(const uint8_t *hdr, uint64_t pc) {
     cur_t c = {fde + 8, fde + 4 + len, false};
     uint64_t begin = rd_encoded(&c, cie.fde_enc, 0);
     uint64_t range = rd_encoded(&c, (uint8_t)(cie.fde_enc & 0x0f), 0);
-    if (c.bad || target < begin || target - begin >= range) return R_UNSUP;
+    if (c.bad) return R_UNSUP;
+    if (target < begin || target - begin >= range) {
+        *noinfo = true;
+        return R_UNSUP;
+    }
     /* 'z' augmentation data of the FDE (the LSDA pointer): skipped. The
      * CIE's augmentation string starts with 'z' whenever the FDE has it. */
     const uint8_t *cie_aug = fde + 4 - cie_off + 9;
@@ -575,6 +599,20 @@ bool ml__uw_unloaded(void) {
     return ml_atomic_load_relaxed(&unloaded) != 0;
 }
 
+static const uint8_t sigreturn[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
+
+/* The guess for a pc of a module without unwind information for it, unless
+ * its code is one of the two that libunwind tells apart first: a sigreturn
+ * trampoline (unw_is_signal_frame) or a PLT entry (jmp *x(%rip); push $n;
+ * jmp: is_plt_entry). The 16 bytes must lie in the module's mapping. */
+static uint64_t guess_in_module(uint64_t pc, uint64_t map_end, uint64_t nonperm) {
+    if (pc + 16 > map_end) return R_UNSUP | nonperm;
+    const uint8_t *code = (const uint8_t *)(uintptr_t)pc;
+    if (memcmp(code, sigreturn, sizeof sigreturn) == 0) return R_UNSUP | nonperm;
+    if (code[0] == 0xff && code[1] == 0x25 && code[6] == 0x68 && code[11] == 0xe9) return R_UNSUP | nonperm;
+    return rule_std(true, 16, true, -16) | R_GUESS | nonperm;
+}
+
 /* The rule of `pc` computed from scratch; *perm tells whether it may be
  * cached for good, *cacheable whether it may be cached at all (not when pc
  * is outside every module: JIT code changes). */
@@ -583,18 +621,24 @@ static uint64_t rule_compute(uint64_t pc, bool *perm, bool *cacheable) {
     *cacheable = false;
 #if ML_UW_POSSIBLE
     struct dl_find_object fo;
-    if (pc < 0x4000 || find_object((void *)(uintptr_t)(pc - 1), &fo) != 0) return R_UNSUP;
+    if (pc < 0x4000) return R_UNSUP;
+    /* Outside every module (a JIT's code): the guess. Its code is not read
+     * for the two patterns (its page may be gone, and libunwind, which
+     * reads it only through checked accesses, finds neither there in code
+     * a JIT made); the rule is not cached. */
+    if (find_object((void *)(uintptr_t)(pc - 1), &fo) != 0) return rule_std(true, 16, true, -16) | R_GUESS;
     *cacheable = true;
     *perm = is_perm(fo.dlfo_link_map);
     uint64_t nonperm = *perm ? 0 : R_NONPERM;
-    if (!fo.dlfo_eh_frame) return R_UNSUP | nonperm;
+    uint64_t end = (uint64_t)(uintptr_t)fo.dlfo_map_end;
+    if (!fo.dlfo_eh_frame) return guess_in_module(pc, end, nonperm);
     /* A sigreturn trampoline found by its code (mov $15,%rax; syscall), as
      * libunwind's unw_is_signal_frame does, whatever its CFI says. */
-    static const uint8_t sigreturn[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
-    if (pc + sizeof sigreturn <= (uint64_t)(uintptr_t)fo.dlfo_map_end &&
-        memcmp((const void *)(uintptr_t)pc, sigreturn, sizeof sigreturn) == 0)
+    if (pc + sizeof sigreturn <= end && memcmp((const void *)(uintptr_t)pc, sigreturn, sizeof sigreturn) == 0)
         return R_UNSUP | nonperm;
-    return rule_from_cfi(fo.dlfo_eh_frame, pc) | nonperm;
+    bool noinfo;
+    uint64_t r = rule_from_cfi(fo.dlfo_eh_frame, pc, &noinfo);
+    return noinfo ? guess_in_module(pc, end, nonperm) : r | nonperm;
 #else
     (void)pc;
     return R_UNSUP;
@@ -856,6 +900,11 @@ static int walk_once(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t
         uint64_t r = rule_get(t, pc);
         if (r & R_NONPERM) *nonperm = true;
         if (rule_kind(r) == R_UNSUP) return -1;
+        /* libunwind guesses a frame of code without unwind information only
+         * when rbp can be one: not 0 (the end of the chain), and at or above
+         * the stack pointer by at most 0x4000. Otherwise it ends its walk
+         * there, and its tracer remembers that for the pc: left to it. */
+        if ((r & R_GUESS) && (!rbp || rbp < rsp || rbp - rsp > 0x4000)) return -1;
         ml_uw_frame_t *f = &s[k++];
         f->pc = pc;
         f->rsp = rsp;
