@@ -604,9 +604,11 @@ static const uint8_t sigreturn[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0
 /* The guess for a pc of a module without unwind information for it, unless
  * its code is one of the two that libunwind tells apart first: a sigreturn
  * trampoline (unw_is_signal_frame) or a PLT entry (jmp *x(%rip); push $n;
- * jmp: is_plt_entry). The 16 bytes must lie in the module's mapping. */
+ * jmp: is_plt_entry). The 16 bytes must lie in the module's mapping and in
+ * the page of the pc (the code the pc returns to is mapped; what follows a
+ * segment's last page may not be). */
 static uint64_t guess_in_module(uint64_t pc, uint64_t map_end, uint64_t nonperm) {
-    if (pc + 16 > map_end) return R_UNSUP | nonperm;
+    if (pc + 16 > map_end || (pc & 4095) > 4096 - 16) return R_UNSUP | nonperm;
     const uint8_t *code = (const uint8_t *)(uintptr_t)pc;
     if (memcmp(code, sigreturn, sizeof sigreturn) == 0) return R_UNSUP | nonperm;
     if (code[0] == 0xff && code[1] == 0x25 && code[6] == 0x68 && code[11] == 0xe9) return R_UNSUP | nonperm;
