@@ -1426,6 +1426,15 @@ static void check_allocator_order(void) {
     if (dladdr1(m, &again, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_shndx == SHN_UNDEF) return;
     char pnum[16];
     const char *where = first.dli_fname && *first.dli_fname ? first.dli_fname : "the program itself";
+    /* The executable's name is as the program was started ("./prog"): its path instead. */
+    char exe[512];
+    if (where[0] != '/') {
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n > 0) {
+            exe[n] = '\0';
+            where = exe;
+        }
+    }
     if (ml__ring) { /* for the trace: the path, or "..." and its end */
         char *to = ml__ring->malloc_elsewhere;
         size_t cap = sizeof ml__ring->malloc_elsewhere - 1, n = strlen(where);
