@@ -873,6 +873,7 @@ static int walk_once(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t
     int floor = m + 1;                        /* only frames below this may still match */
     uint32_t k = 0;
     uintptr_t hi = t->hi;
+    bool guessed = false; /* a frame of this walk was guessed (R_GUESS) */
     if (rsp >= hi) return -1;
     for (;;) {
         /* A frame of the previous walk in the same state? */
@@ -903,10 +904,21 @@ static int walk_once(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t
         if (r & R_NONPERM) *nonperm = true;
         if (rule_kind(r) == R_UNSUP) return -1;
         /* libunwind guesses a frame of code without unwind information only
-         * when rbp can be one: not 0 (the end of the chain), and at or above
-         * the stack pointer by at most 0x4000. Otherwise it ends its walk
-         * there, and its tracer remembers that for the pc: left to it. */
-        if ((r & R_GUESS) && (!rbp || rbp < rsp || rbp - rsp > 0x4000)) return -1;
+         * when rbp can be one: at or above the stack pointer by at most
+         * 0x4000. Otherwise it ends its walk there, and its tracer remembers
+         * that for the pc: left to it. rbp 0 is the end of the chain, as at
+         * ld.so's _dl_start_user, which calls the constructors with rbp
+         * cleared: libunwind ends its walk with that frame, whether its
+         * tracer remembers the pc as the last frame or, having guessed it
+         * before, fails to read at rbp + 8 and walks the stack again step
+         * by step. The two agree unless the walk guessed a frame before
+         * (libunwind's step-by-step guess sets the caller's stack pointer
+         * otherwise than its tracer): then that is left to it too. */
+        if (r & R_GUESS) {
+            if (!rbp && !guessed) r = R_END | R_CFA_RBP; /* the frame depends on rbp's being 0 */
+            else if (!rbp || rbp < rsp || rbp - rsp > 0x4000) return -1;
+            else guessed = true;
+        }
         ml_uw_frame_t *f = &s[k++];
         f->pc = pc;
         f->rsp = rsp;
