@@ -4,8 +4,10 @@
  * names, innermost first, joined by ';'. Source lines are left out so that
  * an edit that moves code keeps its sites matched; frames without a symbol
  * contribute their module's file name ("[libfoo.so]") instead of an offset
- * that changes with every build. Sites of one run that share a key (same
- * functions, different lines) are summed.
+ * that changes with every build, and frames in no module (a JIT's code:
+ * node's, the JVM's; its address changes with every run) contribute "[?]".
+ * Sites of one run that share a key (same functions, different lines) are
+ * summed.
  *
  * GPU sites are matched with the same key, built from their symbolized
  * stacks (ml_gpu_stack_frames), and the same table, with the device ordinal
@@ -42,9 +44,10 @@ static char *frames_key(const ml_frame_t *f, size_t nframes) {
         const char *fn = f[i].function ? f[i].function : "?";
         if (i) fputc(';', m);
         if (fn[0] == '[') {
-            /* "[libfoo.so+0x1234]" -> "[libfoo.so]" */
+            /* "[libfoo.so+0x1234]" -> "[libfoo.so]"; "[0x7f...]" (no module) -> "[?]" */
             const char *plus = strstr(fn, "+0x");
             if (plus) fprintf(m, "%.*s]", (int)(plus - fn), fn);
+            else if (!f[i].module && !strncmp(fn, "[0x", 3)) fputs("[?]", m);
             else fputs(fn, m);
         } else {
             fputs(fn, m);
