@@ -61,6 +61,7 @@ def main():
         test(w)
         inherited_frees(w)
         uninherited(w)
+        jit_merged(w)
     finally:
         if os.environ.get("ML_KEEP_TEST_FILES") != "1":
             shutil.rmtree(w, ignore_errors=True)
@@ -178,6 +179,26 @@ def uninherited(w):
     eq(j["warnings"], [msg], "uninherited: the child's report warnings")
     eq((j["leaks"]["definite_bytes"], j["leaks"]["definite_blocks"]), (256, 1),
        "uninherited: the block held through the parent's table is called definitely lost")
+
+
+def jit_merged(w):
+    """Two processes running fx_jit (a stub in an executable mapping, as a
+    JIT makes it, calls malloc: 4 threads' calls, then main's one): the stub
+    lies at another address in each, and its frame, in no module, is "[?]"
+    in the merged report, so that the two processes' sites merge: 8 calls
+    behind worker, 2 behind main, half of them from each process."""
+    d = os.path.join(w, "jit")
+    os.mkdir(d)
+    jit = os.path.join(B, "fx_jit")
+    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(d, "j.mlt"), "--", "/bin/sh", "-c",
+             "%s; %s" % (jit, jit)])
+    eq(r.returncode, 0, "jit: the run's exit status (stderr %s)" % r.stderr.strip())
+    j = report_json(["--no-advisor", d], os.path.join(w, "jit.json"))
+    stub = sorted((s["alloc_calls"], [f["function"] for f in s["frames"][:2]],
+                   sorted(p["alloc_calls"] for p in s.get("by_process", [])))
+                  for s in j["sites"] if s["frames"] and not s["frames"][0].get("module"))
+    eq(stub, [(2, ["[?]", "main"], [1, 1]), (8, ["[?]", "worker"], [4, 4])],
+       "jit: the stub's sites merged across the two processes, half from each")
 
 
 def test(w):
