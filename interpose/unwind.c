@@ -44,10 +44,11 @@
  * CFA = rbp + 16, the return address at CFA - 8, the caller's rbp at
  * CFA - 16), and its tracer then steps so at that pc from its cache
  * (Gtrace.c, UNW_X86_64_FRAME_GUESSED). R_GUESS is that rule, taken only
- * where libunwind's own checks would take it (the walk: rbp not 0, at or
- * above the frame's stack pointer by at most 0x4000), and where the code at
- * the pc is neither a sigreturn trampoline nor a PLT entry, which libunwind
- * tells from the code before guessing. Anything else is left to libunwind. */
+ * where libunwind's own checks would take it (the walk: rbp at or above the
+ * frame's stack pointer by at most 0x4000; rbp 0 ends the chain there), and
+ * where the code at the pc is neither a sigreturn trampoline nor a PLT
+ * entry, which libunwind tells from the code before guessing. Anything else
+ * is left to libunwind. */
 enum { R_STD = 1, R_END = 2, R_UNSUP = 3 };
 #define R_CFA_RBP 0x4ull
 #define R_RBP_SAVED 0x8ull
