@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ------------------------------------------------------------------------- */
 /* Live blocks                                                               */
@@ -461,6 +462,13 @@ typedef struct {
     uint64_t size : 48; /* clamped (ml__size48): no real block reaches 256 TiB */
     uint64_t slack : 16;
 } ml__fblock_t;
+
+/* A frame in no module (a JIT's code), named by its bare address
+ * ("[0x7f...]", symbols.c unknown_name): an address that changes with every
+ * run and process, which diff and merge key as "[?]" instead. */
+static inline bool ml__frame_in_no_module(const ml_frame_t *f) {
+    return !f->module && f->function && !strncmp(f->function, "[0x", 3);
+}
 
 /* A size as fragmentation blocks and graveyards keep it. */
 static inline uint64_t ml__size48(uint64_t size) {

@@ -47,7 +47,7 @@ static char *frames_key(const ml_frame_t *f, size_t nframes) {
             /* "[libfoo.so+0x1234]" -> "[libfoo.so]"; "[0x7f...]" (no module) -> "[?]" */
             const char *plus = strstr(fn, "+0x");
             if (plus) fprintf(m, "%.*s]", (int)(plus - fn), fn);
-            else if (!f[i].module && !strncmp(fn, "[0x", 3)) fputs("[?]", m);
+            else if (ml__frame_in_no_module(&f[i])) fputs("[?]", m);
             else fputs(fn, m);
         } else {
             fputs(fn, m);

@@ -490,7 +490,7 @@ int ml_merge_add(ml_merge_t *m, const ml_analysis_t *a, const char *trace_path, 
             f[k] = s[i].frames[k];
             /* Code in no module (a JIT's) lies at another address in each
              * process: "[?]", as diff keys it, so that its sites merge. */
-            if (!f[k].module && f[k].function && !strncmp(f[k].function, "[0x", 3)) f[k].function = "[?]";
+            if (ml__frame_in_no_module(&f[k])) f[k].function = "[?]";
             f[k].function = frame_str(m, f[k].function, &oom);
             f[k].file = frame_str(m, f[k].file, &oom);
             f[k].module = frame_str(m, f[k].module, &oom);

@@ -709,6 +709,8 @@ static const char *die_name(ml__symbolizer_t *s, Dwarf_Die *die) {
     return name ? demangled(s, name) : NULL;
 }
 
+/* A frame without a symbol: "[module+0xoffset]", or "[0xaddress]" in no
+ * module (ml__frame_in_no_module, which diff and merge rely on). */
 static const char *unknown_name(ml__symbolizer_t *s, const ml__module_t *m, uint64_t pc) {
     char buf[512];
     if (m) {
