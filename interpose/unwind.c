@@ -411,7 +411,8 @@ static bool cie_parse(const uint8_t *p, cie_t *cie) {
 
 /* The FDE covering `target` in the module whose .eh_frame_hdr is `hdr`,
  * from the header's sorted table: its address, or NULL. */
-static const uint8_t *fde_find(const uint8_t *hdr, uint64_t target) {
+static const uint8_t *fde_find(const uint8_t *hdr, uint64_t target, bool *searched) {
+    *searched = false;
     if (hdr[0] != 1) return NULL;
     uint8_t ptr_enc = hdr[1], cnt_enc = hdr[2], tab_enc = hdr[3];
     if (ptr_enc == PE_OMIT || cnt_enc == PE_OMIT || tab_enc != (PE_DATAREL | PE_SDATA4))
@@ -419,7 +420,9 @@ static const uint8_t *fde_find(const uint8_t *hdr, uint64_t target) {
     cur_t c = {hdr + 4, hdr + 64, false};
     (void)rd_encoded(&c, ptr_enc, (uint64_t)(uintptr_t)hdr);
     uint64_t count = rd_encoded(&c, cnt_enc, (uint64_t)(uintptr_t)hdr);
-    if (c.bad || count == 0) return NULL;
+    if (c.bad) return NULL;
+    *searched = true; /* a table libunwind reads as well: not found there, not found */
+    if (count == 0) return NULL;
     const uint8_t *tab = c.p;
     int64_t key = (int64_t)(target - (uint64_t)(uintptr_t)hdr);
     /* The last entry whose initial location is <= target. */
@@ -443,13 +446,10 @@ static const uint8_t *fde_find(const uint8_t *hdr, uint64_t target) {
  * looks it up. */
 static uint64_t rule_from_cfi(const uint8_t *hdr, uint64_t pc, bool *noinfo) {
     uint64_t target = pc - 1;
-    *noinfo = false;
     /* Below the table's first entry, or past the range of the entry before
      * it: no FDE covers the pc, and libunwind, which searches the same
      * table, finds none either. */
-    if (hdr[0] == 1 && hdr[3] == (PE_DATAREL | PE_SDATA4) && hdr[1] != PE_OMIT && hdr[2] != PE_OMIT)
-        *noinfo = true; /* until an FDE is found below */
-    const uint8_t *fde = fde_find(hdr, target);
+    const uint8_t *fde = fde_find(hdr, target, noinfo);
     if (!fde) return R_UNSUP;
     *noinfo = false;
     uint32_t len, cie_off;
