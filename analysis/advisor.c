@@ -168,7 +168,8 @@ static unsigned pass1_policies(ml_advice_t *adv, budget_t *b, unsigned full, boo
              (unsigned long long)b->live, (unsigned long long)b->ops,
              ml_fmt_bytes(driver + 2 * per_policy, need, sizeof need), 2ull,
              ml_fmt_bytes(b->bytes, have, sizeof have), (unsigned long long)(b->units_x2 / 2),
-             b->units_x2 / 2 == 1 ? "" : "es", *stats ? "; the suggestions come from the call statistics alone (one pass over the trace), "
+             b->units_x2 / 2 == 1 ? "" : "es",
+             *stats ? "; the suggestions come from the call statistics alone (one pass over the trace), "
                       "with no saving estimated"
                     : "");
         return 0;
@@ -279,8 +280,8 @@ static size_t fit_candidates(ml_advice_t *adv, budget_t *b, ml__adv_cand_t *cand
     if (k < nc)
         skip(adv,
              "what-ifs: %zu of %zu candidates not priced (each replays %llu operations through a copy of "
-             "the baseline: over the budget, --advisor-mem and --advisor-ops); their suggestions come from "
-             "the call statistics alone, with no saving estimated",
+             "the baseline: over the budget, --advisor-mem and --advisor-ops); those whose evidence is counts are "
+             "suggested from the call statistics alone, with no saving estimated",
              nc - k, nc, (unsigned long long)b->ops);
     return k;
 }

@@ -261,7 +261,7 @@ for s in d["suggestions"]:
 EOF2
 }
 check "a budget for two of three what-ifs: the third is not priced, and said" \
-    skipped_has churn10.json '^what-ifs: 1 of 3 candidates not priced .*; their suggestions come from the call statistics alone, with no saving estimated$'
+    skipped_has churn10.json '^what-ifs: 1 of 3 candidates not priced .*; those whose evidence is counts are suggested from the call statistics alone, with no saving estimated$'
 check "... the priced pool as in the unbounded run" \
     [ "$(heap_list churn10.json | head -1)" = "pool 0 pool(48) 1000000 2000000 None None replayed" ]
 check "... the unbounded run prices format_key's temporaries" \
