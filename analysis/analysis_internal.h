@@ -92,9 +92,6 @@ int ml__live_cursor_init(ml__live_cursor_t *cur, const ml__live_t *L); /* 0 or -
 bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out);
 void ml__live_cursor_rewind(ml__live_cursor_t *cur); /* from the first block again */
 void ml__live_cursor_free(ml__live_cursor_t *cur);
-/* Every block, in address order, into a malloc'd array: the count, or
- * -ENOMEM. */
-int64_t ml__live_gather(const ml__live_t *L, ml__block_t **out);
 
 /* The blocks by their index in address order, read in place (the exit
  * scan's block table, ml_reach.h): the chunks sorted by page and the index
@@ -482,16 +479,14 @@ static inline ml__fblock_t ml__fblock_of_grave(const ml__grave_t *g) {
 /* The estimated usable size of a request under the detected allocator. */
 const char *ml__allocator_model(const ml_analysis_t *a);
 uint64_t ml__usable_size(const char *model, uint64_t size);
-/* Pinned pages per site at the end (blocks sorted by address). */
-void ml__frag_pinned(const ml_analysis_t *a, const ml__block_t *blocks, uint64_t n,
-                     ml_site_t *sites);
+/* Pinned pages per site at the end: the live set walked in address order,
+ * with no copy of it. 0 or -ENOMEM. */
+int ml__frag_pinned(const ml_analysis_t *a, ml_site_t *sites);
 
 /* sites.c */
 int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts_t *o);
 void ml__built_free(struct ml__built_s *b);
 
-/* The blocks live now, sorted by address; malloc'd. */
-ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n);
 /* The blocks live at a moment (m NULL: now) as fragmentation blocks, one
  * at a time by address (sites.c): no array of them is made. Opening copies
  * and sorts the moment's graveyard (16 bytes a block); the session must not

@@ -521,12 +521,15 @@ static void page_add(cur_page_t *c, uint64_t page, uint64_t bytes, uint32_t site
     c->sites[c->nsites++] = site;
 }
 
-void ml__frag_pinned(const ml_analysis_t *a, const ml__block_t *v, uint64_t n, ml_site_t *sites) {
+int ml__frag_pinned(const ml_analysis_t *a, ml_site_t *sites) {
     const uint64_t ps = a->page_size;
+    ml__live_cursor_t cur;
+    if (ml__live_cursor_init(&cur, &a->heap) < 0) return -ENOMEM;
     cur_page_t c = {0};
-    for (uint64_t i = 0; i < n; i++) {
-        const ml__block_t *b = &v[i];
-        uint32_t s = b->stack;
+    ml__block_t blk;
+    while (ml__live_next(&cur, &blk)) {
+        const ml__block_t *b = &blk;
+        uint32_t s = a->stats[b->stack < a->nstats ? b->stack : 0].site;
         if (s == UINT32_MAX) continue;
         uint64_t e = block_end(b);
         uint64_t fp = b->ptr / ps, lp = (e - 1) / ps;
@@ -542,4 +545,6 @@ void ml__frag_pinned(const ml_analysis_t *a, const ml__block_t *v, uint64_t n, m
     }
     page_flush(&c, ps, sites);
     free(c.sites);
+    ml__live_cursor_free(&cur);
+    return 0;
 }

@@ -598,20 +598,6 @@ void ml__live_cursor_free(ml__live_cursor_t *cur) {
     memset(cur, 0, sizeof *cur);
 }
 
-int64_t ml__live_gather(const ml__live_t *L, ml__block_t **out) {
-    ml__block_t *v = ml_huge_alloc((L->count ? L->count : 1) * sizeof *v, false);
-    ml__live_cursor_t cur;
-    if (!v || ml__live_cursor_init(&cur, L) < 0) {
-        free(v);
-        return -ENOMEM;
-    }
-    uint64_t n = 0;
-    while (n < L->count && ml__live_next(&cur, &v[n])) n++;
-    ml__live_cursor_free(&cur);
-    *out = v;
-    return (int64_t)n;
-}
-
 /* ------------------------------------------------------------------------- */
 /* Blocks by index (the exit scan)                                           */
 /* ------------------------------------------------------------------------- */

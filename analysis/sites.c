@@ -284,15 +284,6 @@ static int cmp_group(const void *x, const void *y) {
     return a->site < b->site ? -1 : a->site > b->site;
 }
 
-/* The blocks live now, sorted by address. */
-ml__block_t *ml__live_blocks_sorted(const ml_analysis_t *a, uint64_t *n) {
-    ml__block_t *v;
-    int64_t k = ml__live_gather(&a->heap, &v); /* in address order */
-    if (k < 0) return NULL;
-    *n = (uint64_t)k;
-    return v;
-}
-
 /* Blocks live at a moment, one at a time by address: the live blocks
  * allocated by then, in the live set's (address) order, merged with the
  * moment's graveyard, which alone is copied and sorted. */
@@ -406,9 +397,6 @@ static int build_frag(ml_analysis_t *a, struct ml__built_s *b) {
             fill_moment(&b->frag[w], m);
             continue;
         }
-        uint64_t n;
-        ml__block_t *v = ml__live_blocks_sorted(a, &n);
-        if (!v) return -ENOMEM;
         /* The end: its moment is now, and its blocks also pin pages per site. */
         ml__moment_t now = {.time_ms = a->t.last_time_ms,
                             .have_mallinfo = a->have_mallinfo,
@@ -417,9 +405,7 @@ static int build_frag(ml_analysis_t *a, struct ml__built_s *b) {
                             .rss_bytes = a->t.rss_bytes};
         memcpy(now.mallinfo, a->mallinfo, sizeof now.mallinfo);
         fill_moment(&b->frag[w], &now);
-        for (uint64_t i = 0; i < n; i++) v[i].stack = a->stats[v[i].stack < a->nstats ? v[i].stack : 0].site;
-        ml__frag_pinned(a, v, n, b->sites);
-        free(v);
+        if (ml__frag_pinned(a, b->sites) < 0) return -ENOMEM;
     }
     return 0;
 }

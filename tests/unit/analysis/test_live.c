@@ -36,7 +36,7 @@ static void same_block(const ml__block_t *a, const ml__block_t *b, const char *w
 }
 
 /* Every block of the reference, by address, is what a walk of the set
- * gives (twice: the second after a rewind), and what ml__live_gather gives. */
+ * gives (twice: the second after a rewind). */
 static void check_walk(const ml__live_t *L, const ml_map_t *ref) {
     cr_assert_eq(L->count, ref->count);
     ml__block_t *v = malloc((ref->count + 1) * sizeof *v);
@@ -75,11 +75,6 @@ static void check_walk(const ml__live_t *L, const ml_map_t *ref) {
     }
     cr_assert(!ml__live_next_fblock(&cur, max_seq, &f), "and no more");
     ml__live_cursor_free(&cur);
-    ml__block_t *g;
-    int64_t gn = ml__live_gather(L, &g);
-    cr_assert_eq(gn, (int64_t)n);
-    for (uint64_t i = 0; i < n; i++) same_block(&g[i], &v[i], "gather");
-    free(g);
     free(v);
 }
 
