@@ -383,12 +383,16 @@ static size_t thread_registers(pid_t pid, uint64_t exit_sp, uint64_t **out, know
         if (!stop_and_read(tid, &r)) continue;
         threads++;
         /* A thread that was running has no stack pointer in /proc: this one
-         * is, and its stack is a root from it up, red zone included (a leaf
-         * function may keep its locals there); one stopped in a system call
-         * is found again by thread_sps. */
+         * is, and its stack is a root from it up; one stopped in a system
+         * call is found again by thread_sps. The red zone below the pointer
+         * is no root here either: the ABI makes it volatile across calls and
+         * returns (valgrind marks it undefined at each), so what lies there
+         * is mostly what the frames just returned from left. Only a leaf
+         * function's locals kept there, and in no register, are missed
+         * (tests/leaks/lk_redzone.c). */
         if (known->n < KNOWN_MAX && !strncmp(buf, "running", 7)) {
             known->tid[known->n] = tid;
-            known->sp[known->n++] = r.rsp > 128 ? r.rsp - 128 : 0;
+            known->sp[known->n++] = r.rsp;
         }
         if (n + 15 > cap) {
             size_t ncap = cap ? cap * 2 : 15 * 16;
@@ -740,9 +744,9 @@ static int consider(roots_ctx_t *x, const mapping_t *m) {
     uint64_t lo = m->lo;
     /* A stack: only from its thread's stack pointer up (below it lie dead
      * frames). The 128-byte red zone below the pointer is not a root: a
-     * thread waits in a system call wrapper, whose red zone holds nothing of
-     * the program's, while the frames it just returned from lie there (as
-     * valgrind, which sees them as no longer addressable). */
+     * thread waits in a system call wrapper, or runs code that calls and
+     * returns, and the frames it just returned from lie there (valgrind
+     * marks the red zone undefined at every call and return). */
     for (size_t i = 0; i < x->nsp; i++)
         if (x->sps[i] >= m->lo && x->sps[i] < m->hi) {
             uint64_t from = x->sps[i] & ~7ull;
