@@ -603,6 +603,31 @@ static void say_allocator_elsewhere(ml_collector_t *c, ml__proc_t *p) {
                   p->info.pid, p->ring->exe[0] ? p->ring->exe : "?", where);
 }
 
+/* Libraries opened with RTLD_DEEPBIND bind malloc & co. past
+ * libmemlens.so; the process redirects them once the loader has relocated
+ * them (interpose/attach.c). What they called before that is not traced,
+ * nor anything of the ones that could not be redirected: said in the trace,
+ * and on stderr when some could not be. */
+static void say_deepbind(ml_collector_t *c, ml__proc_t *p) {
+    uint32_t n = ml_atomic_load_relaxed(&p->ring->deepbind);
+    if (!n) return;
+    uint32_t bad = ml_atomic_load_relaxed(&p->ring->deepbind_unredirected);
+    char first[sizeof p->ring->deepbind_first];
+    memcpy(first, p->ring->deepbind_first, sizeof first);
+    first[sizeof first - 1] = '\0';
+    char tail[160] = "";
+    if (bad)
+        snprintf(tail, sizeof tail, "; %u librar%s could not be redirected, and none of %s heap calls is traced",
+                 bad, bad == 1 ? "y" : "ies", bad == 1 ? "its" : "their");
+    note_untraced(c, p, ML_UNTRACED_DEEPBIND, n, bad && !c->o.quiet,
+                  "not traced: heap calls made before the loader had relocated them by the libraries that "
+                  "process %u (%s) opened with RTLD_DEEPBIND (%u dlopen call%s, the first of %s): such a library "
+                  "binds malloc and free past libmemlens.so, and memlens redirects its calls once it is "
+                  "relocated, usually before its constructors run%s",
+                  p->info.pid, p->ring->exe[0] ? p->ring->exe : "?", n, n == 1 ? "" : "s",
+                  first[0] ? first : "?", tail);
+}
+
 /* A fork child whose exit scan ran without its parent's blocks (over the
  * bounds of inherit.c): its leak verdicts' caveat, in the trace. The run
  * says it once on stderr, for all such children (ml__inherit_free_all). */
@@ -627,6 +652,7 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     say_unfollowed_children(c, p);
     say_other_namespaces(c, p);
     say_allocator_elsewhere(c, p);
+    say_deepbind(c, p);
     say_unscanned(c, p);
     say_uninherited(c, p);
     unwind_check(c, p);

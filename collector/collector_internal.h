@@ -42,7 +42,7 @@ typedef struct ml__inherit_s ml__inherit_t;
  * image is finished for the others. */
 typedef struct {
     char exe[1024];
-    char cmdline[2049];
+    char cmdline[1921];
     char argv_more[80]; /* the last argv entry when the command line was cut */
 } ml__proc_strings_t;
 

@@ -199,6 +199,88 @@ static int patch_module(struct dl_phdr_info *info, size_t size, void *data) {
 }
 
 /* ------------------------------------------------------------------------- */
+/* Libraries opened with RTLD_DEEPBIND (memlens run)                         */
+/* ------------------------------------------------------------------------- */
+
+/* Such a library, and what it loads with it, looks symbols up in its own
+ * scope first: its calls to malloc & co. bind to libc's, past
+ * libmemlens.so in the global scope, while libc's own calls (strdup's
+ * malloc) still reach the hooks. Untouched, its frees of blocks libc made
+ * for it went unseen and those blocks read as leaked. Its GOT entries that
+ * name an allocation function are redirected to the hooks, as attach does:
+ * those bound to the function the hooks call (ml__real), and those not
+ * bound yet (lazy binding: the module's own PLT stub). An entry bound to a
+ * definition of the module's own, or to another library's allocator, is
+ * left alone. Returns 1 once every such entry is relocated (the loader has
+ * finished with the module), 0 while one is not: the loader may still be
+ * at it (the scan that found the module can run inside dlopen), and its
+ * relocation would overwrite a redirected entry. */
+static int redirect_relocs(const struct dl_phdr_info *info, const ElfW(Rela) *rel, size_t bytes,
+                           const ElfW(Sym) *symtab, const char *strtab, uint64_t span, uint64_t rlo,
+                           uint64_t rhi) {
+    if (!rel || !symtab || !strtab) return 1;
+    int done = 1;
+    for (size_t i = 0; i < bytes / sizeof *rel; i++) {
+        uint32_t type = ELF64_R_TYPE(rel[i].r_info);
+        if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
+        const ElfW(Sym) *sym = &symtab[ELF64_R_SYM(rel[i].r_info)];
+        if (sym->st_shndx != SHN_UNDEF) continue; /* the module's own definition */
+        const char *name = strtab + sym->st_name;
+        for (size_t f = 0; f < NFNS; f++) {
+            if (strcmp(name, fns[f].name)) continue;
+            void **slot = (void **)(info->dlpi_addr + rel[i].r_offset);
+            void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+            if (cur == fns[f].hook) break;
+            if ((uintptr_t)cur < span) { /* a link-time value: not relocated yet */
+                done = 0;
+                break;
+            }
+            if (*fns[f].real && (cur == *fns[f].real || module_contains(info, (uintptr_t)cur)))
+                (void)got_store(slot, fns[f].hook, rlo, rhi);
+            break;
+        }
+    }
+    return done;
+}
+
+int ml__deepbind_redirect(struct dl_phdr_info *info) {
+    if (skipped(info)) return 1;
+    const ElfW(Dyn) *dyn = NULL;
+    uint64_t rlo = 0, rhi = 0, span = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
+        if (ph->p_type == PT_LOAD && ph->p_vaddr + ph->p_memsz > span) span = ph->p_vaddr + ph->p_memsz;
+        if (ph->p_type == PT_GNU_RELRO) {
+            rlo = (info->dlpi_addr + ph->p_vaddr) & ~(uint64_t)4095;
+            rhi = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(uint64_t)4095;
+        }
+    }
+    if (!dyn) return 1;
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const ElfW(Rela) *jmprel = NULL, *rela = NULL;
+    size_t jmpsz = 0, relasz = 0;
+    bool plt_rela = true;
+    for (; dyn->d_tag != DT_NULL; dyn++) {
+        switch (dyn->d_tag) {
+        case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
+        case DT_STRTAB: strtab = (const char *)dyn_ptr(info, dyn->d_un.d_ptr); break;
+        case DT_JMPREL: jmprel = (const ElfW(Rela) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
+        case DT_PLTRELSZ: jmpsz = dyn->d_un.d_val; break;
+        case DT_PLTREL: plt_rela = dyn->d_un.d_val == DT_RELA; break;
+        case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
+        case DT_RELASZ: relasz = dyn->d_un.d_val; break;
+        default: break;
+        }
+    }
+    int done = 1;
+    if (plt_rela) done &= redirect_relocs(info, jmprel, jmpsz, symtab, strtab, span, rlo, rhi);
+    done &= redirect_relocs(info, rela, relasz, symtab, strtab, span, rlo, rhi);
+    return done;
+}
+
+/* ------------------------------------------------------------------------- */
 /* Start and stop                                                            */
 /* ------------------------------------------------------------------------- */
 

@@ -4,8 +4,9 @@
  * namespace from their caller's return address. A C wrapper would make
  * libmemlens the caller and break plugins found through the program's
  * RUNPATH. Each trampoline calls its enter function (which marks the module
- * list for re-checking and returns the real function; it gets the first
- * argument, dlmopen's namespace), restores the arguments and jumps: the
+ * list for re-checking and returns the real function; it gets the call's
+ * arguments, whose registers the pushes leave as they were: the flags say
+ * RTLD_DEEPBIND), restores the arguments and jumps: the
  * real function sees the program's own return address on the stack. Three
  * argument registers are kept (dlmopen has three; dlopen's third is not
  * used, and keeping it costs nothing); three pushes leave the stack 16-byte

@@ -155,6 +155,11 @@ extern _Atomic uint64_t ml__scanned_adds;
 bool ml__modules_scan_behind(uint64_t adds);
 int ml__attach_session(const char *ctl); /* attach.c's start: 0 or -errno */
 void ml__attach_mallinfo(void *fn);
+struct dl_phdr_info;
+/* attach.c: a module loaded with RTLD_DEEPBIND (or with one) calls the
+ * hooks from now on; 1 done, 0 not relocated yet (try again). Weak: the
+ * unit test of runtime.c links neither attach.c nor the hooks. */
+int ml__deepbind_redirect(struct dl_phdr_info *info) __attribute__((weak));
 bool ml__sample_slow(size_t n);
 double ml__neg_log(double u); /* -ln(u) for u in (0, 1], without libm (runtime.c) */
 

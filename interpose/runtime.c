@@ -341,6 +341,7 @@ typedef struct {
     uint64_t lo, hi;   /* the addresses its PT_LOAD segments span */
     uint64_t ident;    /* its path and build-id, hashed */
     uint32_t gen;
+    uint16_t redirect; /* loaded since a dlopen with RTLD_DEEPBIND: tries left to redirect its GOT (0: done) */
 } known_module_t;
 
 static known_module_t known[MAX_MODULES];
@@ -508,6 +509,31 @@ static bool absolute_path(const char *rel, char *out, size_t cap) {
     return true;
 }
 
+/* RTLD_DEEPBIND (ml__dlopen_enter): set once such a dlopen was called; the
+ * modules found after it get their GOT entries redirected to the hooks
+ * (attach.c, ml__deepbind_redirect), retried on the events after the
+ * dlopen (ml__modcheck) until the loader has relocated them. A module
+ * still not relocated after REDIRECT_TRIES is given up and counted. */
+#define REDIRECT_TRIES 512
+static _Atomic int deepbind_seen;
+static uint32_t redirect_pending; /* under scan_lock */
+
+static int redirect_cb(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    for (uint32_t i = 0; i < nknown; i++) {
+        known_module_t *k = &known[i];
+        if (k->base != info->dlpi_addr || !k->redirect || k->gen != scan_gen) continue;
+        if (!ml__deepbind_redirect || ml__deepbind_redirect(info) || !--k->redirect) {
+            if (!k->redirect && ml__ring) ml_atomic_add_relaxed(&ml__ring->deepbind_unredirected, 1);
+            k->redirect = 0;
+            redirect_pending--;
+        }
+        break;
+    }
+    return 0;
+}
+
 static int scan_cb(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     (void)data;
@@ -540,6 +566,10 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data) {
     b.m.base = info->dlpi_addr;
     known_module_t *k = &known[nknown++];
     *k = (known_module_t){.base = info->dlpi_addr, .name_hash = h, .lo = UINT64_MAX, .gen = scan_gen};
+    if (ml_atomic_load_relaxed(&deepbind_seen) && ml__ring && !ml__ring->malloc_elsewhere[0]) {
+        k->redirect = REDIRECT_TRIES;
+        redirect_pending++;
+    }
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD) continue;
@@ -656,6 +686,7 @@ void ml__modules_scan_waiting(bool full, uint64_t wait_ns) {
             if (known[i].hi > known[i].lo) lohi[n][0] = known[i].lo, lohi[n++][1] = known[i].hi;
         ml__stacks_set_modules(lohi, n);
     }
+    if (redirect_pending) dl_iterate_phdr(redirect_cb, NULL);
     ml_atomic_store_release(&ml__scanned_adds, v[0]);
     ml_atomic_store_release(&scan_lock, 0);
 }
@@ -2006,11 +2037,33 @@ void ml__deferred_signal(void) {
     if (sig) syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
 }
 
-/* Called by the dlopen trampoline before it jumps to the real dlopen. */
-void *ml__dlopen_enter(void);
-void *ml__dlopen_enter(void) {
+/* A dlopen with RTLD_DEEPBIND: counted, its library named (the first
+ * one) for the trace, and the modules found from now on redirected to the
+ * hooks (redirect_cb). */
+static void deepbind_note(const char *file) {
+    ml_atomic_store_relaxed(&deepbind_seen, 1);
+    if (!ml__ring) return;
+    if (ml_atomic_add_relaxed(&ml__ring->deepbind, 1) != 0) return;
+    const char *where = file ? file : "the program itself";
+    char *to = ml__ring->deepbind_first;
+    size_t cap = sizeof ml__ring->deepbind_first - 1, n = strlen(where);
+    if (n > cap) {
+        memcpy(to, "...", 3);
+        memcpy(to + 3, where + n - (cap - 3), cap - 3);
+        n = cap;
+    } else {
+        memcpy(to, where, n);
+    }
+    to[n] = '\0';
+}
+
+/* Called by the dlopen trampoline before it jumps to the real dlopen, with
+ * dlopen's arguments. */
+void *ml__dlopen_enter(const char *file, int flags);
+void *ml__dlopen_enter(const char *file, int flags) {
     if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
     if (!ml__real.dlopen) ml__real.dlopen = (typeof(ml__real.dlopen))dlsym(RTLD_NEXT, "dlopen");
+    if (flags & RTLD_DEEPBIND) deepbind_note(file);
     ml_atomic_store_relaxed(&ml__modcheck, 4096);
     ml__tls.dlopened = DLOPEN_STACKS;
     return (void *)ml__real.dlopen;
@@ -2022,10 +2075,11 @@ void *ml__dlopen_enter(void) {
  * objects are loaded into the first namespace only): what code there
  * allocates is not traced. Counted (ml_ring_hdr_t.dlmopen_other), and the
  * collector says so. */
-void *ml__dlmopen_enter(Lmid_t lmid);
-void *ml__dlmopen_enter(Lmid_t lmid) {
+void *ml__dlmopen_enter(Lmid_t lmid, const char *file, int flags);
+void *ml__dlmopen_enter(Lmid_t lmid, const char *file, int flags) {
     if (ml__state_relaxed() == ML_STATE_UNINIT) ml__init();
     if (!ml__real.dlmopen) ml__real.dlmopen = (typeof(ml__real.dlmopen))dlsym(RTLD_NEXT, "dlmopen");
+    if (lmid == LM_ID_BASE && (flags & RTLD_DEEPBIND)) deepbind_note(file);
     ml_atomic_store_relaxed(&ml__modcheck, 4096);
     ml__tls.dlopened = DLOPEN_STACKS;
     if (lmid != LM_ID_BASE && ml__ring) ml_atomic_add_relaxed(&ml__ring->dlmopen_other, 1);

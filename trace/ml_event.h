@@ -43,11 +43,12 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 17 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 18 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
                            * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
                            * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap;
-                           * 15: ML_EXIT_CRASH in exit_nregs; 16: dlmopen_other; 17: malloc_elsewhere */
+                           * 15: ML_EXIT_CRASH in exit_nregs; 16: dlmopen_other; 17: malloc_elsewhere;
+                           * 18: deepbind, deepbind_unredirected, deepbind_first */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -403,7 +404,7 @@ typedef struct {
      * collector knows what ran even if the process is gone by then. */
     uint32_t cmdline_len; /* bytes of NUL-separated argv in cmdline; more than fit: cut */
     char exe[1024];
-    char cmdline[2048];
+    char cmdline[1920]; /* 2048 before version 18: the deepbind fields took the rest */
     /* Set by the process before its exit record: the stack pointer of the
      * frame that called exit() (0: not found). Everything deeper belongs to
      * exit's handlers and memlens, not to the program; the exit scan reads
@@ -469,6 +470,16 @@ typedef struct {
      * "0 allocations, nothing leaked" without a word. "" when malloc is
      * ours. */
     char malloc_elsewhere[120]; /* the path's end when longer: "...end" */
+    /* dlopen calls with RTLD_DEEPBIND: such a library binds malloc & co.
+     * to libc's directly; the process redirects its GOT entries to the
+     * hooks once the loader is done with it (interpose/attach.c), so what
+     * it allocated and freed before (its constructors) is not traced.
+     * deepbind_unredirected: the modules whose entries could not be
+     * redirected (their calls are not traced at all). The collector says
+     * both in the trace (ML_UNTRACED_DEEPBIND). */
+    _Atomic uint32_t deepbind;
+    _Atomic uint32_t deepbind_unredirected;
+    char deepbind_first[120]; /* the first such library as dlopen was given it; "...end" when longer */
 } ml_ring_hdr_t;
 
 #define ML_END_STATUS_SET 0x100u

@@ -141,6 +141,9 @@ enum {
                                 * no copy for its exit scan (over the collector's bounds) */
     ML_UNTRACED_ALLOCATOR = 7, /* count 1: malloc resolves to an object ahead of libmemlens.so (the
                                 * program's own allocator): no heap call of the image is traced */
+    ML_UNTRACED_DEEPBIND = 8,  /* count: dlopen calls with RTLD_DEEPBIND, whose libraries' heap calls
+                                * are traced only from the end of their dlopen (not their constructors'),
+                                * or not at all where they could not be redirected */
     ML_UNTRACED_WHAT_COUNT_
 };
 

@@ -596,7 +596,7 @@ if want "$@"; then
         = "64 62 ... (38 more arguments not kept)"
     "$ML" run -q -o argx.mlt -- sh -c 'exec /bin/true $(seq 1 1000)' > /dev/null 2>&1
     "$ML" dump "$(ls argx.*.mlt | head -1)" > argx.txt 2>&1
-    check "an exec'd image's command line cut at 2 KiB says so" \
+    check "an exec'd image's command line cut at 1,920 bytes says so" \
         has argx.txt 'argv=\[.*"... (command line cut: arguments after the first [0-9]* not kept)"\]'
 
     # Without --follow-fork a child's allocations are in no trace: the run
@@ -712,6 +712,33 @@ d = json.load(open("own.json"))
 w = [x for x in d["warnings"] if x.startswith("not traced: the heap calls of process")]
 sys.exit(0 if len(w) == 1 and "fx_ownmalloc" in w[0] and d["totals"]["alloc_calls"] == 0 else 1)'
     check "...and the dump names the record" test -n "$("$ML" dump own.mlt | grep ' untraced what=allocator count=1 ')"
+
+    # A library opened with RTLD_DEEPBIND (fx_deepbind.c) binds malloc and
+    # free to libc's, past libmemlens.so, while libc's strdup still calls
+    # the hooks: unredirected, its free of strdup's copy went unseen and
+    # that block read as definitely lost, and its own 22 calls were missing.
+    "$ML" run -o db.mlt -- "$B/fx_deepbind" > db.out 2> err.txt
+    check "a library opened with RTLD_DEEPBIND: the program's output unchanged" \
+        test $? -eq 0 -a "$(cat db.out)" = "deepbind ok"
+    check "...no line on stderr says anything was left out (it was redirected)" \
+        test -z "$(grep 'not traced' err.txt)"
+    "$ML" report db.mlt --no-advisor --json db.json > /dev/null 2>&1
+    check "...each of its calls is in the trace: constructor, churn, strdup's copy freed, the kept block" "$PY" -c '
+import json, sys
+d = json.load(open("db.json"))
+got = {}
+for s in d["sites"]:
+    fr = [f["function"] or "" for f in s["frames"]]
+    for name in ("fxdb_init", "fxdb_churn", "fxdb_copy", "fxdb_keep"):
+        if name in fr:
+            got[name] = (s["alloc_calls"], s["freed_blocks"], s["leaked_bytes"], s["live_at_exit_bytes"])
+want = {"fxdb_init": (1, 1, 0, 0), "fxdb_churn": (20, 20, 0, 0), "fxdb_copy": (1, 1, 0, 0), "fxdb_keep": (1, 0, 0, 64)}
+L = d["leaks"]
+ok = got == want and L["definite_bytes"] == 0 and L["possible_bytes"] == 0
+print(got, L["definite_bytes"]) if not ok else None
+sys.exit(0 if ok else 1)'
+    check "...and the trace says what could be missed, naming the library" \
+        test -n "$("$ML" dump db.mlt | grep ' untraced what=deepbind count=1 .*RTLD_DEEPBIND (1 dlopen call, the first of [^ ]*fxplugins/libfxdeepbind.so)')"
 
     # A followed child exec's a program with LD_PRELOAD taken away.
     "$ML" run -q --follow-fork -o ex.mlt -- bash -c 'env -u LD_PRELOAD /bin/sleep 3; true' > /dev/null 2> err.txt
