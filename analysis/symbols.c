@@ -1348,6 +1348,17 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
             nscopes = dwarf_getscopes_die(&inner, &scopes);
         }
     }
+    /* libdw answers an address in a gap after a unit's last code with that
+     * unit (dwfl_module_addrdie takes the nearest range below) and the
+     * code's last line: the C runtime's _start, placed after a unit's last
+     * function, read as that function's last line, where addr2line says
+     * ??:0. An address no function of the unit holds keeps its line only
+     * if the unit's ranges hold it (assembly units have lines and no
+     * functions; dwarf_haspc is -1 for a unit without ranges). */
+    if (nscopes <= 0 && cudie && file && dwarf_haspc(cudie, addr - bias) == 0) {
+        file = NULL;
+        line = 0;
+    }
     Dwarf_Die *sc = u ? chain : scopes; /* libdw's is malloc'd, freed below */
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
