@@ -161,40 +161,55 @@ static void patch_relocs(const struct dl_phdr_info *info, const ElfW(Rela) *rel,
     }
 }
 
-static int patch_module(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    (void)data;
-    if (skipped(info)) return 0;
+/* What a module's dynamic section says about its relocations: its symbol
+ * and string tables, its PLT and other RELA relocations, its RELRO pages
+ * ([rlo, rhi), 0 0: none) and the end of its highest segment as linked
+ * (`span`: a GOT entry below it holds a link-time value). */
+typedef struct {
+    const ElfW(Sym) *symtab;
+    const char *strtab;
+    const ElfW(Rela) *jmprel, *rela; /* jmprel NULL when the PLT's are not RELA */
+    size_t jmpsz, relasz;
+    uint64_t rlo, rhi, span;
+} dynamic_t;
+
+static bool read_dynamic(const struct dl_phdr_info *info, dynamic_t *d) {
+    *d = (dynamic_t){0};
     const ElfW(Dyn) *dyn = NULL;
-    uint64_t rlo = 0, rhi = 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
+        if (ph->p_type == PT_LOAD && ph->p_vaddr + ph->p_memsz > d->span) d->span = ph->p_vaddr + ph->p_memsz;
         if (ph->p_type == PT_GNU_RELRO) {
-            rlo = (info->dlpi_addr + ph->p_vaddr) & ~(uint64_t)4095;
-            rhi = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(uint64_t)4095;
+            d->rlo = (info->dlpi_addr + ph->p_vaddr) & ~(uint64_t)4095;
+            d->rhi = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(uint64_t)4095;
         }
     }
-    if (!dyn) return 0;
-    const ElfW(Sym) *symtab = NULL;
-    const char *strtab = NULL;
-    const ElfW(Rela) *jmprel = NULL, *rela = NULL;
-    size_t jmpsz = 0, relasz = 0;
+    if (!dyn) return false;
     bool plt_rela = true;
     for (; dyn->d_tag != DT_NULL; dyn++) {
         switch (dyn->d_tag) {
-        case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
-        case DT_STRTAB: strtab = (const char *)dyn_ptr(info, dyn->d_un.d_ptr); break;
-        case DT_JMPREL: jmprel = (const ElfW(Rela) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
-        case DT_PLTRELSZ: jmpsz = dyn->d_un.d_val; break;
+        case DT_SYMTAB: d->symtab = (const ElfW(Sym) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
+        case DT_STRTAB: d->strtab = (const char *)dyn_ptr(info, dyn->d_un.d_ptr); break;
+        case DT_JMPREL: d->jmprel = (const ElfW(Rela) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
+        case DT_PLTRELSZ: d->jmpsz = dyn->d_un.d_val; break;
         case DT_PLTREL: plt_rela = dyn->d_un.d_val == DT_RELA; break;
-        case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
-        case DT_RELASZ: relasz = dyn->d_un.d_val; break;
+        case DT_RELA: d->rela = (const ElfW(Rela) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
+        case DT_RELASZ: d->relasz = dyn->d_un.d_val; break;
         default: break;
         }
     }
-    if (plt_rela) patch_relocs(info, jmprel, jmpsz, symtab, strtab, rlo, rhi);
-    patch_relocs(info, rela, relasz, symtab, strtab, rlo, rhi);
+    if (!plt_rela) d->jmprel = NULL;
+    return true;
+}
+
+static int patch_module(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    dynamic_t d;
+    if (skipped(info) || !read_dynamic(info, &d)) return 0;
+    patch_relocs(info, d.jmprel, d.jmpsz, d.symtab, d.strtab, d.rlo, d.rhi);
+    patch_relocs(info, d.rela, d.relasz, d.symtab, d.strtab, d.rlo, d.rhi);
     return 0;
 }
 
@@ -244,39 +259,10 @@ static int redirect_relocs(const struct dl_phdr_info *info, const ElfW(Rela) *re
 }
 
 int ml__deepbind_redirect(struct dl_phdr_info *info) {
-    if (skipped(info)) return 1;
-    const ElfW(Dyn) *dyn = NULL;
-    uint64_t rlo = 0, rhi = 0, span = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type == PT_DYNAMIC) dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
-        if (ph->p_type == PT_LOAD && ph->p_vaddr + ph->p_memsz > span) span = ph->p_vaddr + ph->p_memsz;
-        if (ph->p_type == PT_GNU_RELRO) {
-            rlo = (info->dlpi_addr + ph->p_vaddr) & ~(uint64_t)4095;
-            rhi = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz) & ~(uint64_t)4095;
-        }
-    }
-    if (!dyn) return 1;
-    const ElfW(Sym) *symtab = NULL;
-    const char *strtab = NULL;
-    const ElfW(Rela) *jmprel = NULL, *rela = NULL;
-    size_t jmpsz = 0, relasz = 0;
-    bool plt_rela = true;
-    for (; dyn->d_tag != DT_NULL; dyn++) {
-        switch (dyn->d_tag) {
-        case DT_SYMTAB: symtab = (const ElfW(Sym) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
-        case DT_STRTAB: strtab = (const char *)dyn_ptr(info, dyn->d_un.d_ptr); break;
-        case DT_JMPREL: jmprel = (const ElfW(Rela) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
-        case DT_PLTRELSZ: jmpsz = dyn->d_un.d_val; break;
-        case DT_PLTREL: plt_rela = dyn->d_un.d_val == DT_RELA; break;
-        case DT_RELA: rela = (const ElfW(Rela) *)dyn_ptr(info, dyn->d_un.d_ptr); break;
-        case DT_RELASZ: relasz = dyn->d_un.d_val; break;
-        default: break;
-        }
-    }
-    int done = 1;
-    if (plt_rela) done &= redirect_relocs(info, jmprel, jmpsz, symtab, strtab, span, rlo, rhi);
-    done &= redirect_relocs(info, rela, relasz, symtab, strtab, span, rlo, rhi);
+    dynamic_t d;
+    if (skipped(info) || !read_dynamic(info, &d)) return 1;
+    int done = redirect_relocs(info, d.jmprel, d.jmpsz, d.symtab, d.strtab, d.span, d.rlo, d.rhi);
+    done &= redirect_relocs(info, d.rela, d.relasz, d.symtab, d.strtab, d.span, d.rlo, d.rhi);
     return done;
 }
 

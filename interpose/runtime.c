@@ -634,7 +634,16 @@ void ml__modules_scan_own_dlopen(void) {
     ml__modules_scan_waiting(false, SCAN_WAIT_NS);
 }
 
+static void modules_scan_waiting(bool full, uint64_t wait_ns);
+
+/* The program's errno is put back: the scan reads links and files. */
 void ml__modules_scan_waiting(bool full, uint64_t wait_ns) {
+    int saved_errno = errno;
+    modules_scan_waiting(full, wait_ns);
+    errno = saved_errno;
+}
+
+static void modules_scan_waiting(bool full, uint64_t wait_ns) {
     int st = ml__state_relaxed();
     if (st != ML_STATE_READY && st != ML_STATE_INIT) return;
     int expected = 0;
@@ -765,6 +774,7 @@ static void mallinfo_sample(void) {
  * link map after the first allocation inside dlopen) or when the collector
  * asked for a glibc counter sample. */
 void ml__attention(void) {
+    int saved_errno = errno; /* the scan's and the sample's system calls */
     if (ml_atomic_load_relaxed(&ml__modcheck) > 0) {
         ml_atomic_add_relaxed(&ml__modcheck, -1);
         ml__modules_scan(false);
@@ -774,6 +784,7 @@ void ml__attention(void) {
         ml__mallinfo_seen = gen;
         if (real_mallinfo2 && mallinfo_due() && !heap_dropped()) mallinfo_sample();
     }
+    errno = saved_errno;
 }
 
 
@@ -1441,6 +1452,20 @@ static void read_options(void) {
     ml_options_init(ML_ENV_PRELOAD, who);
 }
 
+/* A path into a ring header's field of `size` bytes: whole, or "..." and
+ * its end when longer. */
+static void path_tail(char *to, size_t size, const char *path) {
+    size_t cap = size - 1, n = strlen(path);
+    if (n > cap) {
+        memcpy(to, "...", 3);
+        memcpy(to + 3, path + n - (cap - 3), cap - 3);
+        n = cap;
+    } else {
+        memcpy(to, path, n);
+    }
+    to[n] = '\0';
+}
+
 /* When an object ahead of us in the lookup order (another preloaded
  * allocator, or a program with its own malloc) defines malloc, the
  * program's calls never reach our hooks: say so, since the trace would
@@ -1466,18 +1491,8 @@ static void check_allocator_order(void) {
             where = exe;
         }
     }
-    if (ml__ring) { /* for the trace: the path, or "..." and its end */
-        char *to = ml__ring->malloc_elsewhere;
-        size_t cap = sizeof ml__ring->malloc_elsewhere - 1, n = strlen(where);
-        if (n > cap) {
-            memcpy(to, "...", 3);
-            memcpy(to + 3, where + n - (cap - 3), cap - 3);
-            n = cap;
-        } else {
-            memcpy(to, where, n);
-        }
-        to[n] = '\0';
-    }
+    if (ml__ring) /* for the trace */
+        path_tail(ml__ring->malloc_elsewhere, sizeof ml__ring->malloc_elsewhere, where);
     const char *parts[] = {"process ", u32_to_str(pnum + sizeof pnum, (uint32_t)getpid()),
                            ": malloc comes from ", where,
                            ", ahead of libmemlens.so (the program's own allocator, or another one "
@@ -1574,7 +1589,17 @@ static void start_session(void) {
     ml__tls.guard--;
 }
 
+static void init_once_or_wait(void);
+
+/* The start leaves the program's errno as it was: it opens files, and
+ * libunwind's first backtrace reads descriptor -1 on purpose (EBADF). */
 void ml__init(void) {
+    int saved_errno = errno;
+    init_once_or_wait();
+    errno = saved_errno;
+}
+
+static void init_once_or_wait(void) {
     int expected = 0;
     if (ml_atomic_cas_strong_acq_rel(&init_once, &expected, 1)) {
         ml__tls.guard++;
@@ -2044,17 +2069,7 @@ static void deepbind_note(const char *file) {
     ml_atomic_store_relaxed(&deepbind_seen, 1);
     if (!ml__ring) return;
     if (ml_atomic_add_relaxed(&ml__ring->deepbind, 1) != 0) return;
-    const char *where = file ? file : "the program itself";
-    char *to = ml__ring->deepbind_first;
-    size_t cap = sizeof ml__ring->deepbind_first - 1, n = strlen(where);
-    if (n > cap) {
-        memcpy(to, "...", 3);
-        memcpy(to + 3, where + n - (cap - 3), cap - 3);
-        n = cap;
-    } else {
-        memcpy(to, where, n);
-    }
-    to[n] = '\0';
+    path_tail(ml__ring->deepbind_first, sizeof ml__ring->deepbind_first, file ? file : "the program itself");
 }
 
 /* Called by the dlopen trampoline before it jumps to the real dlopen, with

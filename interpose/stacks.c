@@ -576,8 +576,8 @@ static uint64_t verify_subs0; /* the loader's unload count when we started */
  * whenever the loader's object counts move. Both decisions come from the
  * loader's counts read here on every stack, not from the recorder's own
  * bookkeeping of modules. */
-static __attribute__((noinline)) void verify_stack(uint32_t leaf, bool trunc, bool fell_back,
-                                                   bool reused) {
+static __attribute__((noinline)) void verify_stack_walk(uint32_t leaf, bool trunc, bool fell_back,
+                                                        bool reused) {
     void *pcs[ML_MAX_DEPTH];
     int n = 0;
     for (uint32_t id = leaf; id && n < (int)depth; id = vnode_parent[id]) {
@@ -618,6 +618,15 @@ static __attribute__((noinline)) void verify_stack(uint32_t leaf, bool trunc, bo
         h->unwind_bad.full_pc = bad < want ? (uint64_t)(uintptr_t)buf[skip + bad] : 0;
         h->unwind_bad.fell_back = fell_back;
     }
+}
+
+/* verify_stack_walk, with the program's errno put back (libunwind's
+ * checks: ml__stack_capture). */
+static __attribute__((noinline)) void verify_stack(uint32_t leaf, bool trunc, bool fell_back,
+                                                   bool reused) {
+    int saved_errno = errno;
+    verify_stack_walk(leaf, trunc, fell_back, reused);
+    errno = saved_errno;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -796,6 +805,10 @@ uint32_t ml__stack_capture(uint8_t *flags) {
             return (uint32_t)leaf;
         }
     }
+    /* libunwind checks addresses with system calls that fail on purpose
+     * (a write of the address to its pipe, a read of descriptor -1): the
+     * program's errno is put back. */
+    int saved_errno = errno;
     void *buf[ML_UW_CAP];
     int max = (int)depth + SKIP_MAX + 1;
     int n = use_fp ? fp_backtrace(buf, max)
@@ -813,6 +826,7 @@ uint32_t ml__stack_capture(uint8_t *flags) {
     }
     uint32_t leaf = intern_pcs(ts ? &ts->cache : NULL, pcs, n, flags);
     if (ml_unlikely(verify)) verify_stack(leaf, *flags & ML_EVF_TRUNCATED, true, false);
+    errno = saved_errno;
     return leaf;
 }
 

@@ -91,6 +91,9 @@ static void wake_one(ml_ring_hdr_t *h) {
 }
 
 uint64_t ml_ring__claim_slow(ml_ring_hdr_t *h, uint32_t n, bool (*alive)(void)) {
+    /* The program's errno is as it was: the wait's futex times out
+     * (ETIMEDOUT) or is interrupted (EINTR) in the middle of its malloc. */
+    int saved_errno = errno;
     uint64_t start = now_ns();
     uint64_t pos;
     ml_atomic_add_relaxed(&h->waits, 1);
@@ -123,12 +126,14 @@ uint64_t ml_ring__claim_slow(ml_ring_hdr_t *h, uint32_t n, bool (*alive)(void)) 
         if (alive && !alive()) {
             ml_atomic_add_relaxed(&h->lost, 1);
             ml_atomic_add_relaxed(&h->wait_ns, now_ns() - start);
+            errno = saved_errno;
             return ML_RING_GONE;
         }
         if (sleep_ns < ml_ring__sleep_ns * SLEEP_BACKOFF) sleep_ns *= 2;
     }
 done:
     ml_atomic_add_relaxed(&h->wait_ns, now_ns() - start);
+    errno = saved_errno;
     return pos;
 }
 

@@ -740,6 +740,15 @@ sys.exit(0 if ok else 1)'
     check "...and the trace says what could be missed, naming the library" \
         test -n "$("$ML" dump db.mlt | grep ' untraced what=deepbind count=1 .*RTLD_DEEPBIND (1 dlopen call, the first of [^ ]*fxplugins/libfxdeepbind.so)')"
 
+    # The program's errno is never changed (fx_errno.c): at main's start
+    # (libunwind's first backtrace reads descriptor -1: EBADF), after a
+    # malloc or free that waited for room in a small ring (the futex's
+    # ETIMEDOUT: seen in 2 of 3 runs of the build before, with 32 threads),
+    # in a signal handler that allocates (libunwind's checks).
+    ML_RING_SLOTS=1024 "$ML" run -q -o errno.mlt -- "$B/fx_errno" > errno.out 2> err.txt
+    check "errno: the program sees its own at start, after waits, in a handler ($(tr '\n' ' ' < errno.out))" \
+        test $? -eq 0 -a "$(cat errno.out)" = "$(printf 'start changed=0\nthreads changed=0\nhandler changed=0')"
+
     # A followed child exec's a program with LD_PRELOAD taken away.
     "$ML" run -q --follow-fork -o ex.mlt -- bash -c 'env -u LD_PRELOAD /bin/sleep 3; true' > /dev/null 2> err.txt
     check "a child exec'd without libmemlens.so is named, with the reason" \
