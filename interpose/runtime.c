@@ -680,6 +680,7 @@ static void modules_scan_waiting(bool full, uint64_t wait_ns) {
         uint32_t j = 0;
         for (uint32_t i = 0; i < nknown; i++) {
             if (known[i].gen != scan_gen) {
+                if (known[i].redirect) redirect_pending--; /* unloaded before it was redirected */
                 module_gone(&known[i]);
                 uint64_t base = known[i].base;
                 ml__emit_blob(ML_BLOB_MODULE_UNLOAD, &base, sizeof base);
