@@ -11,6 +11,9 @@ add_executable(fx_cpp_sites_o2 ${FX}/fx_cpp_sites.cpp)
 target_compile_options(fx_cpp_sites_o2 PRIVATE -O2 -g)
 add_executable(fx_cpp_o2 ${FX}/fx_cpp.cpp)
 target_compile_options(fx_cpp_o2 PRIVATE -O2 -g)
+# main's last line row ends right before _start (test_symbols_oracle.py).
+add_executable(fx_gapline ${FX}/fx_gapline.cpp)
+target_compile_options(fx_gapline PRIVATE -O2 -g)
 add_executable(fx_ns_inline ${FX}/fx_ns_inline.cpp)
 # Coroutines: the outermost frame returns to __start_context's first byte.
 add_executable(fx_coro ${FX}/fx_coro.c)
@@ -107,7 +110,7 @@ add_test(NAME symbols_oracle
           $<TARGET_FILE:memlens> $<TARGET_FILE:fx_inline_deep> $<TARGET_FILE:fx_inline>
           $<TARGET_FILE:fx_cpp_sites_o2> $<TARGET_FILE:fx_cpp_o2> $<TARGET_FILE:fx_cpp_sites>
           $<TARGET_FILE:fx_calltree> $<TARGET_FILE:fx_leaks> $<TARGET_FILE:fx_ns_inline>
-          $<TARGET_FILE:fx_coro>
+          $<TARGET_FILE:fx_coro> $<TARGET_FILE:fx_gapline>
           ${ML_FORTRAN_FX} ${ML_CLANG_FX})
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)

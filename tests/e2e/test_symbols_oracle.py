@@ -22,6 +22,12 @@ line. Two conventions are stated rather than papered over:
   coroutine's stack) has no function at the address minus 1 ("??" and no
   ELF symbol): there the oracle is asked about the address itself, as
   memlens names it;
+- an address in a gap after a unit's code (the C runtime's _start, right
+  after a main built -O2 whose last line row ends its code) is answered by
+  libdw with that unit and that row's line; GNU addr2line, which checks the
+  unit's ranges, says ??:0, and so does memlens: where a one-level answer
+  of eu-addr2line has a line and GNU addr2line has none, the oracle's line
+  is dropped (fx_gapline);
 - a relative source file is printed by eu-addr2line under the compilation
   directory ("./csu/../csu/libc-start.c"); memlens keeps the line table's
   name ("../csu/libc-start.c"): the oracle's must end with "/" + memlens's.
@@ -72,6 +78,17 @@ def eu_addr2line(module, vaddrs, opts, demangle=True):
     return res
 
 
+def gnu_addr2line_unknown(module, vaddrs):
+    """The addresses GNU addr2line gives no source line for ("??:0")."""
+    out = subprocess.run(["addr2line", "-a", "-e", module] + ["0x%x" % v for v in vaddrs],
+                         capture_output=True, text=True).stdout.splitlines()
+    res = set()
+    for i in range(0, len(out) - 1, 2):
+        if re.fullmatch(r"0x[0-9a-f]+", out[i]) and out[i + 1].startswith("??:"):
+            res.add(int(out[i], 16))
+    return res
+
+
 def cxxfilt(names):
     """binutils' c++filt -i (no "implementation details": Rust's hashes and
     crate disambiguators) on each name: C++ and both Rust manglings."""
@@ -116,6 +133,7 @@ def oracle(module, vaddrs, llvm=False):
     else:
         chains = eu_addr2line(module, vaddrs, ["-i", "-f"])
         syms = eu_addr2line(module, vaddrs, ["-S"])
+    no_line = set() if llvm else gnu_addr2line_unknown(module, vaddrs)
     res = {}
     for v in vaddrs:
         out, sym = chains.get(v, []), syms.get(v, [])
@@ -129,6 +147,8 @@ def oracle(module, vaddrs, llvm=False):
             file, line = (m.group(1), int(m.group(2))) if m else (None, 0)
             chain.append([None if fn == "??" else fn, None if file in (None, "??") else file,
                           line or None])
+        if len(chain) == 1 and chain[0][1] and v in no_line:
+            chain[0][1:] = [None, None]  # a gap after a unit's code (see above)
         if chain and elf:
             chain[-1][0] = elf  # the concrete function: its ELF symbol (see above)
         for c in chain:  # gfortran's module procedures, as gdb names them
