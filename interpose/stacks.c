@@ -805,15 +805,19 @@ uint32_t ml__stack_capture(uint8_t *flags) {
             return (uint32_t)leaf;
         }
     }
-    /* libunwind checks addresses with system calls that fail on purpose
-     * (a write of the address to its pipe, a read of descriptor -1): the
-     * program's errno is put back. */
-    int saved_errno = errno;
     void *buf[ML_UW_CAP];
     int max = (int)depth + SKIP_MAX + 1;
-    int n = use_fp ? fp_backtrace(buf, max)
-            : ml__uw_unloaded() ? step_backtrace(buf, max)
-                                : unw_backtrace(buf, max);
+    int n;
+    if (use_fp) {
+        n = fp_backtrace(buf, max); /* no system call: every stack of --unwind fp comes here */
+    } else {
+        /* libunwind checks addresses with system calls that fail on
+         * purpose (a write of the address to its pipe, a read of
+         * descriptor -1): the program's errno is put back. */
+        int saved_errno = errno;
+        n = ml__uw_unloaded() ? step_backtrace(buf, max) : unw_backtrace(buf, max);
+        errno = saved_errno;
+    }
     int skip = 0;
     while (skip < n && is_own_frame((uintptr_t)buf[skip])) skip++;
     void **pcs = buf + skip;
@@ -826,7 +830,6 @@ uint32_t ml__stack_capture(uint8_t *flags) {
     }
     uint32_t leaf = intern_pcs(ts ? &ts->cache : NULL, pcs, n, flags);
     if (ml_unlikely(verify)) verify_stack(leaf, *flags & ML_EVF_TRUNCATED, true, false);
-    errno = saved_errno;
     return leaf;
 }
 
