@@ -336,6 +336,8 @@ typedef struct {
     uint32_t line;        /* 0 without debug info */
     bool inlined;         /* this frame was inlined into the next (outer) one */
     bool own;             /* in the program's own code (see ml_frame_is_own_code) */
+    uint8_t role;         /* the symbolizer's memo of what the frame is (analysis/symbols.c);
+                             0 in a frame made elsewhere: then computed on each ask */
 } ml_frame_t;             /* 40 bytes: one per frame of every site */
 
 /* The program's own code, where a site is named (docs/analysis.md, "Site
