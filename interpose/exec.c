@@ -115,7 +115,20 @@ typedef struct {
     const char *ctl, *lib, *user_preload;
     size_t n; /* entries of envp */
     bool had_preload;
+    bool append; /* LD_PRELOAD = the preloads envp asks for, then libmemlens.so */
 } env_plan_t;
+
+/* Whether the LD_PRELOAD list `list` (separated by colons or spaces, as the
+ * loader reads it) has the entry lib. */
+static bool preload_names(const char *list, const char *lib, size_t lib_len) {
+    for (const char *p = list; *p;) {
+        size_t k = strcspn(p, ": ");
+        if (k == lib_len && !strncmp(p, lib, lib_len)) return true;
+        p += k;
+        if (*p) p++;
+    }
+    return false;
+}
 
 /* The bytes the new environment takes, 0 when there is nothing to do (envp
  * names this session already, or we cannot tell our own path). */
@@ -124,21 +137,35 @@ static size_t env_plan(char *const envp[], env_plan_t *pl) {
     if (!ctl || !*ctl || !lib) return 0;
     size_t n = 0, ctl_len = strlen(ctl), lib_len = strlen(lib);
     const char *user_preload = "";
-    bool had_preload = false;
+    bool had_preload = false, ctl_there = false;
     for (char *const *e = envp; e && *e; e++, n++) {
-        if (env_is(*e, "ML_CTL", 6) && !strcmp(*e + 7, ctl)) return 0; /* already there */
+        if (env_is(*e, "ML_CTL", 6) && !strcmp(*e + 7, ctl)) ctl_there = true;
         if (env_is(*e, "LD_PRELOAD", 10)) {
             user_preload = *e + 11;
             had_preload = true;
         }
     }
     /* An LD_PRELOAD that already names us first keeps the rest. */
-    if (!strncmp(user_preload, lib, lib_len) && (user_preload[lib_len] == ':' || !user_preload[lib_len]))
+    bool lib_first =
+        !strncmp(user_preload, lib, lib_len) && (user_preload[lib_len] == ':' || !user_preload[lib_len]);
+    /* Already there, unless the program took us out of LD_PRELOAD (unset
+     * it, emptied it, or set it to a list without us) and kept ML_CTL: the
+     * new image ran without memlens, untraced, and unsaid when it was
+     * quick (the collector names such an exec after a second). Then we go
+     * at the end of its list: what the program put there stays ahead of
+     * us, as a list that still names us after another allocator does (that
+     * one is named in the run summary, runtime.c). */
+    bool append = false;
+    if (ctl_there) {
+        if (preload_names(user_preload, lib, lib_len)) return 0;
+        append = true;
+    } else if (lib_first) {
         user_preload += lib_len + (user_preload[lib_len] == ':');
+    }
     size_t up_len = strlen(user_preload);
     size_t strings = sizeof "LD_PRELOAD=" + lib_len + 1 + up_len + sizeof "ML_LD_PRELOAD_ORIG=" +
                      up_len + sizeof "ML_CTL=" + ctl_len;
-    *pl = (env_plan_t){ctl, lib, user_preload, n, had_preload};
+    *pl = (env_plan_t){ctl, lib, user_preload, n, had_preload, append};
     return (n + 4) * sizeof(char *) + strings;
 }
 
@@ -150,7 +177,10 @@ static char **env_fill(char *const envp[], const env_plan_t *pl, void *mem) {
             !env_is(*e, "ML_LD_PRELOAD_ORIG", 18))
             v[k++] = *e;
     v[k++] = w;
-    put(&w, "LD_PRELOAD=", pl->lib, *pl->user_preload ? ":" : NULL, pl->user_preload);
+    if (pl->append)
+        put(&w, "LD_PRELOAD=", pl->user_preload, *pl->user_preload ? ":" : NULL, pl->lib);
+    else
+        put(&w, "LD_PRELOAD=", pl->lib, *pl->user_preload ? ":" : NULL, pl->user_preload);
     if (pl->had_preload) {
         v[k++] = w;
         put(&w, "ML_LD_PRELOAD_ORIG=", pl->user_preload, NULL, NULL);

@@ -611,6 +611,48 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data) {
 
 static uint64_t mono_ns(void);
 
+/* A program under a seccomp filter (a sandbox: sshd's pre-auth child,
+ * browsers' renderers) may be killed by a system call it never makes
+ * itself, and memlens must not make one there that the program would not
+ * have made. Its exit handshake asked prctl(PR_GET_DUMPABLE) of every
+ * process: a filter that kills on prctl killed the program at its exit
+ * (SIGSYS, its stdout never flushed). So memlens notes a filter: one the
+ * image started under (inherited over exec: /proc/self/status says, read
+ * when the ring is set up, when open() is still the loader's too), and one
+ * the program installs (prctl(PR_SET_SECCOMP), here; the seccomp system
+ * call through syscall(), syscall_x86_64.S). 1: strict mode, 2: a filter. */
+int ml__seccomp_mode;
+
+static void seccomp_read(void) {
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return;
+    buf[n] = '\0';
+    const char *p = strstr(buf, "\nSeccomp:");
+    if (!p) return;
+    p += sizeof "\nSeccomp:" - 1;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '1' || *p == '2') ml__seccomp_mode = *p - '0';
+}
+
+static void *_Atomic real_prctl;
+
+ML_EXPORT int prctl(int option, ...);
+ML_EXPORT int prctl(int option, ...) {
+    va_list ap;
+    va_start(ap, option);
+    unsigned long a2 = va_arg(ap, unsigned long), a3 = va_arg(ap, unsigned long),
+                  a4 = va_arg(ap, unsigned long), a5 = va_arg(ap, unsigned long);
+    va_end(ap);
+    int (*f)(int, ...) = (int (*)(int, ...))ml__next_symbol(&real_prctl, "prctl");
+    if (!f) return (int)syscall(SYS_prctl, option, a2, a3, a4, a5);
+    if (option == PR_SET_SECCOMP) ml__seccomp_mode = a2 == 1 ? 1 : 2; /* before: it may apply at once */
+    return f(option, a2, a3, a4, a5);
+}
+
 /* How long the thread that called dlopen waits, before it takes a stack,
  * for a scan under way in another thread: not long, since it may hold the
  * loader's lock that the other scan needs (an allocation inside dlopen),
@@ -1009,6 +1051,7 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
     h->start_realtime_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     ssize_t k = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
     h->exe[k > 0 ? k : 0] = '\0';
+    seccomp_read();
     int cfd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
     if (cfd >= 0) {
         ssize_t m = read(cfd, h->cmdline, sizeof h->cmdline);
@@ -1742,7 +1785,7 @@ static void exit_handshake(uint64_t sp, bool crash, const uint64_t *regs, uint32
      * ssh-agent does) cannot be read by another process of its
      * user: the collector's scan would fail, and every live block count as
      * a definite leak. It is dumpable for the scan only, then as it was. */
-    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    int dumpable = ml__seccomp_mode ? 1 : prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); /* not asked under seccomp */
     if (dumpable == 0) (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     /* Let the collector look at the heap before exit tears it down; never
      * wait for a collector that is gone, nor for longer than 30 s. */
@@ -1750,12 +1793,20 @@ static void exit_handshake(uint64_t sp, bool crash, const uint64_t *regs, uint32
     /* The collector wakes the futex when it is done: a small process' scan
      * takes well under a millisecond, and every process that ends pays this
      * wait (thousands of them under --follow-fork). */
-    for (int i = 0; i < 30000 && ml__state_acquire() == ML_STATE_READY; i++) {
+    /* Bounded by the clock, not by the count of waits: a futex that fails
+     * at once (a seccomp filter's EPERM) would otherwise end the wait in
+     * microseconds, before the scan. Then it sleeps instead, or spins. */
+    int saved_errno = errno;
+    uint64_t give_up_at = mono_ns() + 30 * 1000000000ull;
+    for (int i = 0; ml__state_acquire() == ML_STATE_READY; i++) {
         if (ml_atomic_load_acquire(&ml__ring->exit_scan) == ML_EXIT_SCAN_DONE) break;
-        if (i % 100 == 99 && !ml__collector_alive()) break;
+        if (i % 100 == 99 && (!ml__collector_alive() || mono_ns() > give_up_at)) break;
         struct timespec ts = {0, 1000000};
-        syscall(SYS_futex, &ml__ring->exit_scan, FUTEX_WAIT, ML_EXIT_SCAN_ASKED, &ts, NULL, 0);
+        if (syscall(SYS_futex, &ml__ring->exit_scan, FUTEX_WAIT, ML_EXIT_SCAN_ASKED, &ts, NULL, 0) < 0 &&
+            errno != ETIMEDOUT && errno != EAGAIN && errno != EINTR && nanosleep(&ts, NULL) < 0 && errno != EINTR)
+            ml_cpu_relax();
     }
+    errno = saved_errno;
     if (dumpable == 0) (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     if (ml_atomic_load_acquire(&ml__ring->exit_scan) != ML_EXIT_SCAN_DONE) {
         /* No scan (the collector is gone, or took too long): nothing to keep still. */

@@ -133,6 +133,13 @@ typedef struct thread_state_s {
         uint64_t hash;
         uint32_t id[SEEN_IDS]; /* id[0]: the leaf, then outward */
     } seen[FRAME_SEEN];
+    /* The return addresses of a walk by libunwind (capture_slow), here
+     * rather than on the program's stack: a signal handler's malloc on an
+     * alternate stack of SIGSTKSZ bytes comes that way (the walker does not
+     * cross signal frames), and with 2 KiB more of ours there, memlens
+     * wrote below the stack the program gave. One walk at a time: the
+     * guard is up, and a handler's call nested in it is not walked. */
+    void *walk_buf[ML_UW_CAP];
 } thread_state_t;
 
 static _Atomic(node_table_t *) table;
@@ -663,7 +670,7 @@ static inline int64_t walk_leaf(thread_state_t *ts, int kept, uint8_t *flags) {
     if (st->end == ML_UW_END_LIMIT || nprog > depth) {
         /* Cut: the path in the trie starts at the cut, not at the outermost
          * frame, so intern the kept leaf part on its own. */
-        void *pcs[ML_MAX_DEPTH];
+        void **pcs = ts->walk_buf; /* not on the program's stack (see walk_buf) */
         uint32_t cnt = nprog < depth ? nprog : depth;
         for (uint32_t i = 0; i < cnt; i++) pcs[i] = (void *)(uintptr_t)st->f[nprog - 1 - i].pc;
         *flags |= ML_EVF_TRUNCATED;
@@ -795,6 +802,9 @@ const void *ml__unwinder_text(void) {
     return (const void *)unw_backtrace;
 }
 
+static uint32_t capture_slow(thread_state_t *ts, void **buf, uint8_t *flags);
+static uint32_t capture_stateless(uint8_t *flags);
+
 uint32_t ml__stack_capture(uint8_t *flags) {
     thread_state_t *ts = state();
     if (fast && ts) {
@@ -805,7 +815,21 @@ uint32_t ml__stack_capture(uint8_t *flags) {
             return (uint32_t)leaf;
         }
     }
+    if (ml_likely(ts != NULL)) return capture_slow(ts, ts->walk_buf, flags);
+    return capture_stateless(flags);
+}
+
+/* No memory for a thread state: the buffer is on the stack. Not inlined,
+ * so that the usual path does not reserve it. */
+static __attribute__((noinline)) uint32_t capture_stateless(uint8_t *flags) {
     void *buf[ML_UW_CAP];
+    return capture_slow(NULL, buf, flags);
+}
+
+/* The stack by libunwind's unw_backtrace (or its step loop, or the frame
+ * pointers for --unwind fp) into buf (ML_UW_CAP entries), interned through
+ * ts's cache when there is a state. */
+static __attribute__((noinline)) uint32_t capture_slow(thread_state_t *ts, void **buf, uint8_t *flags) {
     int max = (int)depth + SKIP_MAX + 1;
     int n;
     if (use_fp) {

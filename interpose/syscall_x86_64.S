@@ -7,7 +7,9 @@
  * Every other call goes on to glibc's syscall() with its registers and
  * stack untouched, by a jump: a raw vfork or clone through syscall() still
  * returns into no frame of ours. Until ml__stacks_init has looked glibc's
- * up, the call is made here, as glibc's own syscall.S makes it.
+ * up, the call is made here, as glibc's own syscall.S makes it. A seccomp
+ * call is noted on its way (runtime.c: memlens then makes no system call
+ * at exit that a filter may forbid).
  */
     .text
     .globl syscall
@@ -15,6 +17,11 @@
     .p2align 4
 syscall:
     .cfi_startproc
+    cmpq $317, %rdi               /* SYS_seccomp: noted (runtime.c, ml__seccomp_mode) */
+    jne 1f
+    movl $2, ml__seccomp_mode(%rip)
+    jmp 2f
+1:
     cmpq $1, %rdi                 /* SYS_write */
     jne 2f
     testl %esi, %esi              /* the descriptor (an int) is negative */
