@@ -1352,7 +1352,7 @@ static void fork_child(void) {
  * it, so the child is followed with --follow-fork and silent without. A
  * clone sharing our memory (CLONE_VM: its heap is ours) or setting up a
  * thread of its own (CLONE_THREAD, CLONE_SETTLS) is left as it is. The raw
- * system call cannot be seen. */
+ * system call through syscall() is seen too (ml__raw_forklike, below). */
 typedef int (*clone_fn_t)(int (*)(void *), void *, int, void *, ...);
 static void *_Atomic real_clone;
 
@@ -1386,6 +1386,65 @@ ML_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...) {
     int rc = f(clone_child_start, stack, flags, &cs, ptid, tls, ctid);
     int e = errno;
     fork_parent();
+    errno = e;
+    return rc;
+}
+
+/* The fork-like system calls made through syscall() (syscall_x86_64.S
+ * asks ml__raw_forklike first): SYS_fork, and SYS_clone and SYS_clone3
+ * with fork semantics (no CLONE_VM, CLONE_THREAD or CLONE_SETTLS) and no
+ * stack of their own, so that the child returns on its copy of this stack,
+ * through our frames, as from fork(). Such a child had our state and our
+ * ring: its allocations were recorded as the parent's, and a block of the
+ * parent's that it freed vanished from the parent's leaks. Now they are a
+ * fork to us, as glibc's clone() is (above). A raw clone with a stack, or
+ * sharing our memory, is left untouched: the trampoline jumps to glibc's
+ * syscall() without a frame of ours. */
+int ml__raw_forklike(long nr, long a1, long a2);
+int ml__raw_forklike(long nr, long a1, long a2) {
+    if (ml__state_relaxed() != ML_STATE_READY || !ml__ring || ml__tls.guard) return 0;
+    const long shared = CLONE_VM | CLONE_THREAD | CLONE_SETTLS;
+    if (nr == SYS_fork) return 1;
+    if (nr == SYS_clone) return !(a1 & shared) && a2 == 0;
+#ifdef SYS_clone3
+    if (nr == SYS_clone3 && a1 && (size_t)a2 >= 64) {
+        /* struct clone_args: flags at 0, stack at 40, stack_size at 48.
+         * Read without a fault: the kernel answers EFAULT to a bad one. */
+        uint64_t args[7];
+        int e = errno;
+        struct iovec to = {args, sizeof args}, from = {(void *)a1, sizeof args};
+        long r = syscall(SYS_process_vm_readv, (long)syscall(SYS_getpid), &to, 1L, &from, 1L, 0L);
+        errno = e;
+        return r == (long)sizeof args && !(args[0] & (uint64_t)shared) && args[5] == 0 && args[6] == 0;
+    }
+#endif
+    return 0;
+}
+
+static long raw_syscall5(long nr, long a1, long a2, long a3, long a4, long a5) {
+    register long r10 __asm__("r10") = a4;
+    register long r8 __asm__("r8") = a5;
+    long ret;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(nr), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8)
+                     : "rcx", "r11", "memory");
+    if (ret < 0 && ret > -4096) {
+        errno = (int)-ret;
+        return -1;
+    }
+    return ret;
+}
+
+long ml__raw_fork(long nr, long a1, long a2, long a3, long a4, long a5);
+long ml__raw_fork(long nr, long a1, long a2, long a3, long a4, long a5) {
+    fork_prepare();
+    long rc = raw_syscall5(nr, a1, a2, a3, a4, a5);
+    int e = errno;
+    if (rc == 0)
+        fork_child();
+    else
+        fork_parent();
     errno = e;
     return rc;
 }

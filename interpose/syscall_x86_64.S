@@ -4,9 +4,11 @@
  * pipe, address, 1). When the program has no descriptor left for that pipe
  * the descriptor is -1 (stacks.c, pipe2), and such a write from libunwind's
  * code goes to ml__unw_check, which does the check without a descriptor.
- * Every other call goes on to glibc's syscall() with its registers and
- * stack untouched, by a jump: a raw vfork or clone through syscall() still
- * returns into no frame of ours. Until ml__stacks_init has looked glibc's
+ * A fork, or a clone with fork semantics and no stack of its own, goes to
+ * ml__raw_fork (runtime.c), which runs the recorder's fork handlers around
+ * it. Every other call goes on to glibc's syscall() with its registers and
+ * stack untouched, by a jump: a raw vfork, or a clone with a stack or
+ * sharing our memory, still returns into no frame of ours. Until ml__stacks_init has looked glibc's
  * up, the call is made here, as glibc's own syscall.S makes it. A seccomp
  * call is noted on its way (runtime.c: memlens then makes no system call
  * at exit that a filter may forbid).
@@ -22,6 +24,12 @@ syscall:
     movl $2, ml__seccomp_mode(%rip)
     jmp 2f
 1:
+    cmpq $57, %rdi                /* SYS_fork */
+    je 5f
+    cmpq $56, %rdi                /* SYS_clone */
+    je 5f
+    cmpq $435, %rdi               /* SYS_clone3 */
+    je 5f
     cmpq $1, %rdi                 /* SYS_write */
     jne 2f
     testl %esi, %esi              /* the descriptor (an int) is negative */
@@ -34,6 +42,44 @@ syscall:
     movq %rdx, %rdi               /* ml__unw_check(address, length) */
     movq %rcx, %rsi
     jmp ml__unw_check
+5:
+    /* A fork by another name? ml__raw_forklike(number, arg1, arg2) says
+     * (runtime.c); the arguments are kept around the call, and the stack is
+     * as it came when the call is made or handed on. */
+    pushq %rdi
+    .cfi_adjust_cfa_offset 8
+    pushq %rsi
+    .cfi_adjust_cfa_offset 8
+    pushq %rdx
+    .cfi_adjust_cfa_offset 8
+    pushq %rcx
+    .cfi_adjust_cfa_offset 8
+    pushq %r8
+    .cfi_adjust_cfa_offset 8
+    pushq %r9
+    .cfi_adjust_cfa_offset 8
+    subq $8, %rsp                 /* 16-byte alignment at the call */
+    .cfi_adjust_cfa_offset 8
+    call ml__raw_forklike
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %r9
+    .cfi_adjust_cfa_offset -8
+    popq %r8
+    .cfi_adjust_cfa_offset -8
+    popq %rcx
+    .cfi_adjust_cfa_offset -8
+    popq %rdx
+    .cfi_adjust_cfa_offset -8
+    popq %rsi
+    .cfi_adjust_cfa_offset -8
+    popq %rdi
+    .cfi_adjust_cfa_offset -8
+    testl %eax, %eax
+    jz 2f
+    /* ml__raw_fork(number, arg1..arg5) takes syscall()'s registers as
+     * they are: a fork to the recorder (runtime.c) */
+    jmp ml__raw_fork
 2:
     movq ml__real_syscall(%rip), %rax
     testq %rax, %rax

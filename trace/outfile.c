@@ -237,7 +237,14 @@ int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err
     if (masked) pthread_sigmask(SIG_SETMASK, &was, NULL);
     if (o->fd < 0) {
         int e = errno;
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+        char cwd[16];
+        if (e == ENOENT && path[0] != '/' && !getcwd(cwd, sizeof cwd) && errno == ENOENT)
+            snprintf(err, errlen,
+                     "cannot write %s: the current directory was removed (ENOENT); run from an existing "
+                     "directory or give -o a path in one",
+                     path);
+        else
+            snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
         free(o->tmp);
         free(o->path);
         memset(o, 0, sizeof *o);

@@ -673,6 +673,12 @@ if want "$@"; then
     "$ML" run -o - -- "$FX" > /dev/null 2> err.txt
     check "run -o - is a usage error (exit $?)" test $? -eq 2 -a ! -e ./-
     check "... saying how to name a file called -" has err.txt "run: -o - is not a trace file: .* such as -o ./-"
+    # Run from a directory that was removed, with the default trace name:
+    # refused before the program starts, saying why (not a bare ENOENT).
+    mkdir gone
+    (cd gone && rmdir ../gone && "$ML" run -- "$FX" > /dev/null 2> ../err.txt; echo "rc=$?" >> ../err.txt)
+    check "a removed current directory is said before the program runs ($(tail -1 err.txt))" \
+        test "$(tail -1 err.txt)" = rc=1 -a -n "$(grep 'cannot write memlens.fx_counts.*: the current directory was removed' err.txt)"
     # A trace cut inside its first chunk was cut; a header alone holds nothing.
     "$ML" run -q -o full.mlt -- "$FX" > /dev/null 2>&1
     head -c 40 full.mlt > cut.mlt
@@ -774,6 +780,27 @@ print(L["definite_bytes"], L["definite_blocks"], L["reachable_bytes"] >= 200)')
     check "a program under a seccomp filter that kills prctl exits as it would (rc $sc_rc, $(cat sc.out))" \
         test "$sc_rc" -eq 0 -a "$(cat sc.out)" = done
     check "...and its leaks are judged (definite, reachable: $sc_kinds)" test "$sc_kinds" = "33 1 True"
+
+    # A child made by a raw fork, clone or clone3 through syscall()
+    # (fx_rawclone.c): a fork to the recorder. The parent's trace holds its
+    # own 2 calls, 1 free and 1,000 B definite (valgrind says the same);
+    # under --follow-fork the child has a trace of 4 calls and 220 B
+    # definite. The build before recorded the child into the parent's ring
+    # (6 calls, 1,165 B in 4 blocks).
+    rc_sum() { "$ML" report "$1" -q --no-advisor --json - | "$PY" -c 'import json,sys
+d = json.load(sys.stdin)
+print(d["totals"]["alloc_calls"], d["totals"]["free_calls"], d["leaks"]["definite_bytes"], d["leaks"]["definite_blocks"])'; }
+    for how in fork clone clone3; do
+        rm -f rawc*.mlt
+        "$ML" run -q -o rawc.mlt -- "$B/fx_rawclone" "$how" > /dev/null 2> err.txt
+        check "raw $how through syscall(): the parent's trace is its own ($(rc_sum rawc.mlt))" \
+            test "$(rc_sum rawc.mlt)" = "2 1 1000 1" -a "$(ls rawc*.mlt | wc -l)" -eq 1
+        rm -f rawc*.mlt
+        "$ML" run -q --follow-fork -o rawc.mlt -- "$B/fx_rawclone" "$how" > /dev/null 2> err.txt
+        kid=$(ls rawc.*.mlt 2> /dev/null | head -1)
+        check "...and under --follow-fork the child has its own ($kid: $(rc_sum "${kid:-none}" 2> /dev/null))" \
+            test -n "$kid" -a "$(rc_sum "${kid:-none}" 2> /dev/null)" = "4 0 220 4" -a "$(rc_sum rawc.mlt)" = "2 1 1000 1"
+    done
 
     # A followed child that takes memlens out of LD_PRELOAD and exec's
     # (env -u LD_PRELOAD): the new image is traced all the same, as after
