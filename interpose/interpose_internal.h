@@ -100,6 +100,7 @@ typedef struct {
     uint8_t exiting; /* this thread made the exit handshake: never held (ml__exit_hold) */
     uint8_t holding; /* waiting in ml__exit_hold_wait */
     volatile uint8_t deferred_sig; /* a fatal signal that came inside memlens (runtime.c) */
+    uint8_t fork_inside; /* forks under way that came inside memlens (runtime.c, fork_prepare) */
     _Atomic uint32_t *busy; /* this thread's flag in ml__busy (NULL until its first hook call) */
     int64_t sample_left; /* bytes until the next sampled allocation */
     uint64_t rng;

@@ -964,6 +964,15 @@ static void test_claim_delay(void) {
 static void test_exit_delay(void) {
     test_sleep_ms(ML_ENV_TEST_EXIT_DELAY_MS);
 }
+
+/* A signal in the middle of fork_prepare, locks held (ML_TEST_FORK_SIGNAL:
+ * its number), once: fx_forksig's handler forks there, as glibc's
+ * tst-mallocfork2 does by chance. */
+static void test_fork_signal(void) {
+    static _Atomic int fired;
+    unsigned sig = (unsigned)ml_option_uint(ML_ENV_TEST_FORK_SIGNAL);
+    if (sig && sig < 65 && !ml_atomic_exchange_acq_rel(&fired, 1)) raise((int)sig);
+}
 #endif
 
 /* Claims a process slot and creates this image's ring (<ctl>.<slot>). */
@@ -1214,7 +1223,22 @@ void ml__note_unfollowed_child(void) {
         ml_atomic_add_relaxed(&ml__ring->children_unfollowed, 1);
 }
 
+/* A fork from a signal handler that interrupted this thread inside memlens
+ * (in fork_prepare itself, or while it held the stack table's lock): the
+ * locks below may be this thread's already, and they do not nest, so
+ * taking them again waited for ever (glibc's tst-mallocfork2, a handler
+ * that forks while the main thread forks in a loop). Such a fork takes no
+ * lock; its child, which may have our state half changed, records nothing
+ * (counted as a child not followed), and its parent goes on as before. */
+static bool fork_inside_memlens(void) {
+    if (!ml__tls.guard) return false;
+    ml__tls.fork_inside++;
+    ml__tls.guard++;
+    return true;
+}
+
 static void fork_prepare(void) {
+    if (fork_inside_memlens()) return;
     /* The collector keeps the live blocks as of here for the child's exit
      * scan (ml_blob_fork_t). Nothing is written without --follow-fork. */
     ml__tls.fork_seq = 0;
@@ -1230,11 +1254,19 @@ static void fork_prepare(void) {
     }
     ml__tls.guard++;
     ml__stacks_lock();
+#ifdef ML_TEST_HOOKS
+    test_fork_signal();
+#endif
     ml__sampled_lock();
     ml__spin_lock(&raw_lock);
 }
 
 static void fork_parent(void) {
+    if (ml__tls.fork_inside) {
+        ml__tls.fork_inside--;
+        ml__tls.guard--;
+        return;
+    }
     ml__spin_unlock(&raw_lock);
     ml__sampled_unlock();
     ml__stacks_unlock();
@@ -1328,6 +1360,15 @@ static int follow_child(void) {
 }
 
 static void fork_child(void) {
+    if (ml__tls.fork_inside) {
+        ml__tls.fork_inside--;
+        ml__tls.guard--;
+        if (ml__state_relaxed() == ML_STATE_READY) {
+            ml__note_unfollowed_child();
+            ml__state_set(ML_STATE_OFF);
+        }
+        return;
+    }
     /* A thread that forked while its parent's exit scan held the others:
      * the child's own exit comes later, with a hold of its own. */
     ml_atomic_store_relaxed(&ml__exit_hold, 0);

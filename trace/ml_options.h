@@ -55,7 +55,9 @@
       "test builds only: an allocation of this many bytes sends its process SIGTERM while memlens " \
       "takes its stack")                                                                           \
     X(TEST_EXIT_DELAY_MS, "ML_TEST_EXIT_DELAY_MS", UINT, "0", ML_ENV_PRELOAD,                      \
-      "test builds only: the exit handshake sleeps this long before its exit record")
+      "test builds only: the exit handshake sleeps this long before its exit record")              \
+    X(TEST_FORK_SIGNAL, "ML_TEST_FORK_SIGNAL", UINT, "0", ML_ENV_PRELOAD,                          \
+      "test builds only: the first fork raises this signal while memlens holds its fork locks")
 #else
 #define ML_TEST_OPTIONS(X)
 #endif

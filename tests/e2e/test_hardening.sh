@@ -781,6 +781,29 @@ print(L["definite_bytes"], L["definite_blocks"], L["reachable_bytes"] >= 200)')
         test "$sc_rc" -eq 0 -a "$(cat sc.out)" = done
     check "...and its leaks are judged (definite, reachable: $sc_kinds)" test "$sc_kinds" = "33 1 True"
 
+    # A thread cancelled inside fputs(stderr) (fx_cancel.c): glibc's forced
+    # unwind must run fputs' cleanup, with libgcc_s' unwinder. The build
+    # before loaded libunwind's _Unwind_* ahead of it: stderr stayed
+    # locked and the program hung (killed here after 20 s: status 124).
+    timeout 20 "$ML" run -q -o cancel.mlt -- "$B/fx_cancel" > cancel.out 2> cancel.err
+    cancel_rc=$?
+    check "a thread cancelled in fputs leaves stderr usable (status $cancel_rc, $(cat cancel.out))" \
+        test "$cancel_rc" -eq 0 -a "$(cat cancel.out)" = canceled -a -n "$(grep 'main: stderr still usable' cancel.err)"
+
+    # A signal handler that forks while the thread is inside memlens' fork
+    # handler, its locks held (fx_forksig.c; libmemlens_test.so raises the
+    # signal there). The build before waited there for ever on its own
+    # lock (glibc's tst-mallocfork2 hung; killed here after 20 s: 124).
+    for ff in "" --follow-fork; do
+        rm -f fs*.mlt
+        # shellcheck disable=SC2086
+        ML_PRELOAD_LIB="$B/libmemlens_test.so" ML_TEST_FORK_SIGNAL=10 timeout 20 "$ML" run -q $ff -o fs.mlt -- \
+            "$B/fx_forksig" > fs.out 2> err.txt
+        fs_rc=$?
+        check "a fork in a handler inside memlens' fork ${ff:-(not followed)}: no hang (status $fs_rc, $(cat fs.out))" \
+            test "$fs_rc" -eq 0 -a "$(cat fs.out)" = "done handled=1"
+    done
+
     # A child made by a raw fork, clone or clone3 through syscall()
     # (fx_rawclone.c): a fork to the recorder. The parent's trace holds its
     # own 2 calls, 1 free and 1,000 B definite (valgrind says the same);
