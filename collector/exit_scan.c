@@ -777,17 +777,22 @@ static int consider(roots_ctx_t *x, const mapping_t *m) {
 }
 
 /* The program's own sbrk memory (ml_sbrk_registry_t at addr) that lies in
- * [lo, hi), the brk heap, as roots. Unreadable or implausible: none. */
-static int sbrk_roots(pid_t pid, uint64_t addr, uint64_t lo, uint64_t hi, ranges_t *roots) {
+ * [lo, hi), the brk heap, as roots. Unreadable or implausible: none. A
+ * range that holds a live block is an allocator's heap (tcmalloc takes its
+ * memory with sbrk), scanned per block like any other (consider): as a
+ * root, every leaked block in it held what it points to, and a leaked cycle
+ * or a leaked block's children came out reachable. */
+static int sbrk_roots(const roots_ctx_t *x, uint64_t addr, uint64_t lo, uint64_t hi) {
     uint64_t w[1 + 2 * ML_SBRK_RANGES];
     _Static_assert(sizeof w == sizeof(ml_sbrk_registry_t), "the registry is n, then lo, hi pairs");
-    if (!addr || !read_words(pid, addr, w, 1 + 2 * ML_SBRK_RANGES) || w[0] > ML_SBRK_RANGES) return 0;
+    if (!addr || !read_words(x->pid, addr, w, 1 + 2 * ML_SBRK_RANGES) || w[0] > ML_SBRK_RANGES) return 0;
     for (uint64_t i = 0; i < w[0]; i++) {
         uint64_t a = w[1 + 2 * i] > lo ? w[1 + 2 * i] : lo, z = w[2 + 2 * i] < hi ? w[2 + 2 * i] : hi;
-        if (a < z) {
-            int rc = push_range(roots, a & ~7ull, z);
-            if (rc < 0) return rc;
-        }
+        if (a >= z) continue;
+        size_t k = ml_reach_blocks_first(x->b, a);
+        if (k < x->nb && ml_reach_block_ptr(x->b, k) < z) continue; /* an allocator's heap */
+        int rc = push_range(x->roots, a & ~7ull, z);
+        if (rc < 0) return rc;
     }
     return 0;
 }
@@ -862,7 +867,7 @@ static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known
         guard_hi = !strcmp(perms, "---p") ? hi : 0;
         /* The brk heap is glibc's main arena, scanned block by block, but
          * for what the program took with sbrk itself. */
-        if (!strcmp(name, "[heap]") && (rc = sbrk_roots(mem_pid, sbrk_registry, lo, hi, x.roots)) < 0) break;
+        if (!strcmp(name, "[heap]") && (rc = sbrk_roots(&x, sbrk_registry, lo, hi)) < 0) break;
         if (!strcmp(name, "[heap]") || !strcmp(name, "[vvar]") || !strcmp(name, "[vsyscall]") ||
             !strcmp(name, "[vdso]") || !strncmp(base, "libmemlens", 10)) /* ours, or not roots */
             m.candidate = false;
