@@ -1,0 +1,222 @@
+/* cxx.c - C++'s operator new and delete, where an allocator library
+ * defines them.
+ *
+ * libstdc++'s (and libc++'s) operator new calls malloc, and its delete
+ * free: those reach the hooks (hooks.c), and a C++ program needs nothing
+ * here. But jemalloc, tcmalloc and mimalloc define operator new and delete
+ * too, on their own heap, without a call to malloc: in a program linked to
+ * one of them, or run with it preloaded, every new and delete went past
+ * memlens, unsaid (a helper's test: 4 calls seen of 106; with jemalloc, an
+ * aligned new that calls aligned_alloc was seen and its delete was not, a
+ * false 64-byte leak).
+ *
+ * So libmemlens.so defines them all. Each one looks up, on its first call,
+ * the definition it would otherwise have bound to (RTLD_NEXT). When that
+ * one lives in the object whose malloc the hooks call (an allocator
+ * library), new is that allocator's malloc, through our malloc hook, and
+ * delete its free, through our free: the same heap, recorded. Otherwise
+ * (libstdc++, a library with its own pools) the call goes on to it as it
+ * was, by a tail call that leaves no frame of ours on the stack. A program
+ * that defines operator new itself comes first in the lookup order, and
+ * never calls these. A failed allocation goes to the next operator new,
+ * which calls the new-handler and throws std::bad_alloc (or returns NULL
+ * for the nothrow forms) as the program expects.
+ */
+#define _GNU_SOURCE
+#include "interpose_internal.h"
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdlib.h>
+
+/* The next definition of one operator, and how to treat it: 0 not yet
+ * looked up, 1 pass through, 2 the allocator's (malloc & co.). */
+typedef struct {
+    void *_Atomic next;
+    _Atomic int mode;
+} op_t;
+
+enum { OP_UNKNOWN = 0, OP_PASS = 1, OP_MALLOC = 2 };
+
+/* The allocator library's code, once one operator was found in it: the
+ * calls it makes to operator new itself (tcmalloc's MallocExtension
+ * singleton, taken while its own heap starts) go to its own operator, as
+ * without memlens; through its malloc there, tcmalloc crashed. */
+static uintptr_t _Atomic alloc_lo, alloc_hi;
+
+static int segments(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    uintptr_t *r = arg; /* r[0]: the base looked for; r[1], r[2]: its range */
+    if (info->dlpi_addr != r[0]) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (!r[1] || lo < r[1]) r[1] = lo;
+        if (hi > r[2]) r[2] = hi;
+    }
+    return 1;
+}
+
+/* Whether f lies in the object that defines the malloc our hooks call. */
+static bool in_allocator(void *f) {
+    static void *_Atomic next_malloc;
+    void *m = ml__next_symbol(&next_malloc, "malloc");
+    Dl_info a, b;
+    struct link_map *lm = NULL;
+    if (!f || !m || !dladdr1(f, &a, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !dladdr(m, &b) ||
+        a.dli_fbase != b.dli_fbase)
+        return false;
+    uintptr_t r[3] = {(uintptr_t)lm->l_addr, 0, 0};
+    dl_iterate_phdr(segments, r);
+    if (!r[2]) return false; /* its code cannot be told: left alone */
+    __atomic_store_n(&alloc_lo, r[1], __ATOMIC_RELAXED);
+    __atomic_store_n(&alloc_hi, r[2], __ATOMIC_RELEASE);
+    return true;
+}
+
+static inline bool from_allocator(const void *ret) {
+    uintptr_t a = (uintptr_t)ret;
+    return a >= __atomic_load_n(&alloc_lo, __ATOMIC_RELAXED) && a < __atomic_load_n(&alloc_hi, __ATOMIC_ACQUIRE);
+}
+
+/* Set while one of ours runs malloc & co. for an operator: the allocator
+ * may call operator new itself inside (tcmalloc's malloc_usable_size,
+ * which the malloc hook asks, takes its MallocExtension singleton with
+ * new), and that call goes to the allocator's own operator, as without
+ * memlens: through malloc again, it recursed until the stack overflowed. */
+static ML_TLS int in_op;
+
+static inline int op_mode(op_t *op, const char *name) {
+    int mode = __atomic_load_n(&op->mode, __ATOMIC_ACQUIRE);
+    if (ml_likely(mode != OP_UNKNOWN)) return in_op && mode == OP_MALLOC ? OP_PASS : mode;
+    void *f = ml__next_symbol(&op->next, name);
+    mode = in_allocator(f) ? OP_MALLOC : OP_PASS;
+    __atomic_store_n(&op->mode, mode, __ATOMIC_RELEASE);
+    return in_op && mode == OP_MALLOC ? OP_PASS : mode;
+}
+
+static inline void *op_malloc(size_t n) {
+    in_op++;
+    void *p = malloc(n ? n : 1);
+    in_op--;
+    return p;
+}
+
+static inline void op_free(void *p) {
+    in_op++;
+    free(p);
+    in_op--;
+}
+
+static inline void *op_next(op_t *op) {
+    return __atomic_load_n(&op->next, __ATOMIC_ACQUIRE);
+}
+
+typedef void *(*new_fn)(size_t);
+typedef void *(*new_nt_fn)(size_t, const void *);
+typedef void *(*new_al_fn)(size_t, size_t);
+typedef void *(*new_al_nt_fn)(size_t, size_t, const void *);
+typedef void (*del_fn)(void *);
+typedef void (*del_sz_fn)(void *, size_t);
+typedef void (*del_nt_fn)(void *, const void *);
+typedef void (*del_al_fn)(void *, size_t);
+typedef void (*del_sz_al_fn)(void *, size_t, size_t);
+typedef void (*del_al_nt_fn)(void *, size_t, const void *);
+
+static void *aligned(size_t n, size_t al) {
+    void *p = NULL;
+    if (al < sizeof(void *)) al = sizeof(void *);
+    in_op++;
+    int rc = posix_memalign(&p, al, n ? n : 1);
+    in_op--;
+    return rc == 0 ? p : NULL;
+}
+
+/* operator new(size_t), new[](size_t) */
+#define NEW_PLAIN(sym)                                                          \
+    ML_EXPORT void *sym(size_t n);                                              \
+    ML_EXPORT void *sym(size_t n) {                                             \
+        static op_t op;                                                         \
+        if (op_mode(&op, #sym) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+            void *p = op_malloc(n);                                             \
+            if (ml_likely(p != NULL)) return p;                                 \
+        }                                                                       \
+        new_fn f = (new_fn)op_next(&op);                                        \
+        if (!f) abort(); /* no operator new to bind to: cannot happen */       \
+        return f(n);                                                            \
+    }
+NEW_PLAIN(_Znwm)
+NEW_PLAIN(_Znam)
+
+/* operator new(size_t, const std::nothrow_t &), and new[] */
+#define NEW_NOTHROW(sym)                                                        \
+    ML_EXPORT void *sym(size_t n, const void *nt);                              \
+    ML_EXPORT void *sym(size_t n, const void *nt) {                             \
+        static op_t op;                                                         \
+        if (op_mode(&op, #sym) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+            void *p = op_malloc(n);                                             \
+            if (ml_likely(p != NULL)) return p;                                 \
+        }                                                                       \
+        new_nt_fn f = (new_nt_fn)op_next(&op);                                  \
+        return f ? f(n, nt) : NULL;                                             \
+    }
+NEW_NOTHROW(_ZnwmRKSt9nothrow_t)
+NEW_NOTHROW(_ZnamRKSt9nothrow_t)
+
+/* operator new(size_t, std::align_val_t), and new[] */
+#define NEW_ALIGNED(sym)                                                        \
+    ML_EXPORT void *sym(size_t n, size_t al);                                   \
+    ML_EXPORT void *sym(size_t n, size_t al) {                                  \
+        static op_t op;                                                         \
+        if (op_mode(&op, #sym) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+            void *p = aligned(n, al);                                           \
+            if (ml_likely(p != NULL)) return p;                                 \
+        }                                                                       \
+        new_al_fn f = (new_al_fn)op_next(&op);                                  \
+        if (!f) abort();                                                        \
+        return f(n, al);                                                        \
+    }
+NEW_ALIGNED(_ZnwmSt11align_val_t)
+NEW_ALIGNED(_ZnamSt11align_val_t)
+
+/* operator new(size_t, std::align_val_t, const std::nothrow_t &), and new[] */
+#define NEW_ALIGNED_NOTHROW(sym)                                                \
+    ML_EXPORT void *sym(size_t n, size_t al, const void *nt);                   \
+    ML_EXPORT void *sym(size_t n, size_t al, const void *nt) {                  \
+        static op_t op;                                                         \
+        if (op_mode(&op, #sym) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+            void *p = aligned(n, al);                                           \
+            if (ml_likely(p != NULL)) return p;                                 \
+        }                                                                       \
+        new_al_nt_fn f = (new_al_nt_fn)op_next(&op);                            \
+        return f ? f(n, al, nt) : NULL;                                         \
+    }
+NEW_ALIGNED_NOTHROW(_ZnwmSt11align_val_tRKSt9nothrow_t)
+NEW_ALIGNED_NOTHROW(_ZnamSt11align_val_tRKSt9nothrow_t)
+
+/* The deletes: the allocator's free, or the next delete with the same
+ * arguments. */
+#define DELETE(sym, fn_t, params, args)                                         \
+    ML_EXPORT void sym params;                                                  \
+    ML_EXPORT void sym params {                                                 \
+        static op_t op;                                                         \
+        if (op_mode(&op, #sym) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+            op_free(p);                                                         \
+            return;                                                             \
+        }                                                                       \
+        fn_t f = (fn_t)op_next(&op);                                            \
+        if (f) f args;                                                          \
+    }
+DELETE(_ZdlPv, del_fn, (void *p), (p))
+DELETE(_ZdaPv, del_fn, (void *p), (p))
+DELETE(_ZdlPvm, del_sz_fn, (void *p, size_t n), (p, n))
+DELETE(_ZdaPvm, del_sz_fn, (void *p, size_t n), (p, n))
+DELETE(_ZdlPvRKSt9nothrow_t, del_nt_fn, (void *p, const void *nt), (p, nt))
+DELETE(_ZdaPvRKSt9nothrow_t, del_nt_fn, (void *p, const void *nt), (p, nt))
+DELETE(_ZdlPvSt11align_val_t, del_al_fn, (void *p, size_t al), (p, al))
+DELETE(_ZdaPvSt11align_val_t, del_al_fn, (void *p, size_t al), (p, al))
+DELETE(_ZdlPvmSt11align_val_t, del_sz_al_fn, (void *p, size_t n, size_t al), (p, n, al))
+DELETE(_ZdaPvmSt11align_val_t, del_sz_al_fn, (void *p, size_t n, size_t al), (p, n, al))
+DELETE(_ZdlPvSt11align_val_tRKSt9nothrow_t, del_al_nt_fn, (void *p, size_t al, const void *nt), (p, al, nt))
+DELETE(_ZdaPvSt11align_val_tRKSt9nothrow_t, del_al_nt_fn, (void *p, size_t al, const void *nt), (p, al, nt))
