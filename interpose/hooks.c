@@ -406,6 +406,122 @@ PAGE_HOOK(valloc, ML_KIND_VALLOC)
 PAGE_HOOK(pvalloc, ML_KIND_PVALLOC)
 
 /* ------------------------------------------------------------------------- */
+/* jemalloc's own API                                                        */
+/* ------------------------------------------------------------------------- */
+
+/* mallocx, rallocx, xallocx, dallocx and sdallocx, jemalloc's
+ * non-standard API: a block from malloc freed with dallocx was a false
+ * definite leak, and one from mallocx was missed. They are recorded as
+ * malloc, realloc and free are, when the next definition is in the object
+ * whose malloc the hooks call (jemalloc is the program's allocator); any
+ * other definition of those names is called as it is. */
+static bool same_object_as_malloc(void *f) {
+    Dl_info a, b;
+    return f && ml__real.malloc && dladdr(f, &a) && dladdr((void *)ml__real.malloc, &b) && a.dli_fbase == b.dli_fbase;
+}
+
+typedef struct {
+    void *_Atomic fn;
+    _Atomic int mode; /* 0 unknown, 1 pass through, 2 record */
+} xfn_t;
+
+static void *xfn(xfn_t *x, const char *name, bool *record) {
+    int mode = __atomic_load_n(&x->mode, __ATOMIC_ACQUIRE);
+    void *f = ml__next_symbol(&x->fn, name);
+    if (ml_unlikely(mode == 0) && ml__real.malloc) {
+        mode = same_object_as_malloc(f) ? 2 : 1;
+        __atomic_store_n(&x->mode, mode, __ATOMIC_RELEASE);
+    }
+    *record = mode == 2;
+    return f;
+}
+
+static void free_hook(void *p, uint8_t kind) {
+    if (ml__recording()) {
+        if (wants_free(p)) record_free(p, kind);
+        if (ml_unlikely(ml__tls.nnest)) nest_flush(0);
+        ml__call_done();
+    } else if (ml__tls.guard) {
+        nest_push(ML_EV_FREE, kind, p, usable_size(p));
+    }
+}
+
+ML_EXPORT void *mallocx(size_t n, int flags);
+ML_EXPORT void *mallocx(size_t n, int flags) {
+    static xfn_t x;
+    bool rec;
+    void *(*f)(size_t, int) = (void *(*)(size_t, int))xfn(&x, "mallocx", &rec);
+    if (!f) return NULL;
+    if (!rec) return f(n, flags);
+    pre_t pre = before_alloc(n);
+    void *p = f(n, flags);
+    after_alloc(p, n, flags & 0x40 ? ML_KIND_CALLOC : ML_KIND_MALLOC, pre); /* MALLOCX_ZERO */
+    return p;
+}
+
+ML_EXPORT void dallocx(void *p, int flags);
+ML_EXPORT void dallocx(void *p, int flags) {
+    static xfn_t x;
+    bool rec;
+    void (*f)(void *, int) = (void (*)(void *, int))xfn(&x, "dallocx", &rec);
+    if (!f) return;
+    if (rec && p) free_hook(p, ML_KIND_FREE);
+    f(p, flags);
+}
+
+ML_EXPORT void sdallocx(void *p, size_t n, int flags);
+ML_EXPORT void sdallocx(void *p, size_t n, int flags) {
+    static xfn_t x;
+    bool rec;
+    void (*f)(void *, size_t, int) = (void (*)(void *, size_t, int))xfn(&x, "sdallocx", &rec);
+    if (!f) return;
+    if (rec && p) free_hook(p, ML_KIND_FREE);
+    f(p, n, flags);
+}
+
+/* rallocx moves or resizes a block (never NULL in, NULL out on failure,
+ * the old block then kept); xallocx resizes it in place and returns its
+ * usable size. Both are a free of the old block and an allocation at the
+ * result, as realloc is. */
+ML_EXPORT void *rallocx(void *old, size_t n, int flags);
+ML_EXPORT void *rallocx(void *old, size_t n, int flags) {
+    static xfn_t x;
+    bool rec;
+    void *(*f)(void *, size_t, int) = (void *(*)(void *, size_t, int))xfn(&x, "rallocx", &rec);
+    if (!f) return NULL;
+    if (!rec) return f(old, n, flags);
+    bool freed = old && ml__recording() && wants_free(old);
+    if (freed) record_free(old, ML_KIND_REALLOC);
+    pre_t pre = before_alloc(n);
+    void *p = f(old, n, flags);
+    if (p) {
+        after_alloc(p, n, ML_KIND_REALLOC, pre);
+    } else {
+        if (freed) record_plain(ML_EV_REALLOC_FAIL, ML_KIND_REALLOC, old, 0);
+        if (pre.busy) ml__call_done();
+    }
+    return p;
+}
+
+ML_EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags);
+ML_EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags) {
+    static xfn_t x;
+    bool rec;
+    size_t (*f)(void *, size_t, size_t, int) = (size_t (*)(void *, size_t, size_t, int))xfn(&x, "xallocx", &rec);
+    if (!f) return 0;
+    if (!rec || !p) return f(p, n, extra, flags);
+    size_t before = usable_size(p);
+    size_t got = f(p, n, extra, flags);
+    if (got != before && ml__recording()) { /* resized in place: the block is `got` bytes now */
+        if (wants_free(p)) record_free(p, ML_KIND_REALLOC);
+        ml__call_done();
+        pre_t pre = before_alloc(got);
+        after_alloc(p, got, ML_KIND_REALLOC, pre);
+    }
+    return got;
+}
+
+/* ------------------------------------------------------------------------- */
 /* Anonymous mappings                                                        */
 /* ------------------------------------------------------------------------- */
 

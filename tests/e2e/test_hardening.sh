@@ -813,6 +813,19 @@ print(sum(s["alloc_calls"] for s in main), sum(s["alloc_calls"] for s in main) -
             test "$cxx" = "105 103 1000 1 80" -a "$(cat cxx.out)" = "cxx done"
     done
 
+    # jemalloc's own API (fx_jeapi.c: mallocx, rallocx, xallocx, dallocx,
+    # sdallocx): main's 6 calls, 500 B definite in 1 block, 4,096 B kept.
+    # The build before: the dallocx'd malloc blocks were a 500 B leak in 2.
+    "$ML" run -q -o jeapi.mlt -- "$B/fx_jeapi" > jeapi.out 2> err.txt
+    jeapi=$("$ML" report jeapi.mlt -q --no-advisor --json - | "$PY" -c 'import json,sys
+d = json.load(sys.stdin)
+main = [s for s in d["sites"] if s["frames"] and s["frames"][0]["function"] == "main"]
+L = d["leaks"]
+kept = sum(s["bytes"] for s in L["sites"] if s["kind"] == "reachable" and s["frames"] and s["frames"][0]["function"] == "main")
+print(sum(s["alloc_calls"] for s in main), L["definite_bytes"], L["definite_blocks"], kept)')
+    check "jemalloc's mallocx, rallocx, dallocx, sdallocx are recorded ($jeapi; $(cat jeapi.out))" \
+        test "$jeapi" = "6 500 1 4096" -a "$(cat jeapi.out)" = "jeapi ok"
+
     # A thread cancelled inside fputs(stderr) (fx_cancel.c): glibc's forced
     # unwind must run fputs' cleanup, with libgcc_s' unwinder. The build
     # before loaded libunwind's _Unwind_* ahead of it: stderr stayed
