@@ -611,32 +611,19 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *data) {
 
 static uint64_t mono_ns(void);
 
-/* A program under a seccomp filter (a sandbox: sshd's pre-auth child,
- * browsers' renderers) may be killed by a system call it never makes
- * itself, and memlens must not make one there that the program would not
- * have made. Its exit handshake asked prctl(PR_GET_DUMPABLE) of every
- * process: a filter that kills on prctl killed the program at its exit
- * (SIGSYS, its stdout never flushed). So memlens notes a filter: one the
- * image started under (inherited over exec: /proc/self/status says, read
- * when the ring is set up, when open() is still the loader's too), and one
- * the program installs (prctl(PR_SET_SECCOMP), here; the seccomp system
- * call through syscall(), syscall_x86_64.S). 1: strict mode, 2: a filter. */
+/* A program that sandboxes itself with a seccomp filter (sshd's pre-auth
+ * child, browsers' renderers) may be killed by a system call it never
+ * makes itself, and memlens must not make one there that the program
+ * would not have made. Its exit handshake asked prctl(PR_GET_DUMPABLE) of
+ * every process: a filter that kills on prctl killed the program at its
+ * exit (SIGSYS, its stdout never flushed). So memlens notes a filter the
+ * program installs (prctl(PR_SET_SECCOMP), here; the seccomp system call
+ * through syscall(), syscall_x86_64.S; a fork child inherits the note). A
+ * filter the image started under is not noted: containers run everything
+ * under one (Docker's default allows prctl), and a process that dropped
+ * its privileges there is not dumpable, so its scan needs the prctl.
+ * 1: strict mode, 2: a filter. */
 int ml__seccomp_mode;
-
-static void seccomp_read(void) {
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    char buf[4096];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return;
-    buf[n] = '\0';
-    const char *p = strstr(buf, "\nSeccomp:");
-    if (!p) return;
-    p += sizeof "\nSeccomp:" - 1;
-    while (*p == ' ' || *p == '\t') p++;
-    if (*p == '1' || *p == '2') ml__seccomp_mode = *p - '0';
-}
 
 static void *_Atomic real_prctl;
 
@@ -1060,7 +1047,6 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
     h->start_realtime_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     ssize_t k = readlink("/proc/self/exe", h->exe, sizeof h->exe - 1);
     h->exe[k > 0 ? k : 0] = '\0';
-    seccomp_read();
     int cfd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
     if (cfd >= 0) {
         ssize_t m = read(cfd, h->cmdline, sizeof h->cmdline);
