@@ -12,6 +12,8 @@
  * used, and keeping it costs nothing); three pushes leave the stack 16-byte
  * aligned for the call.
  */
+#include "asm_save.inc"
+
     .macro TRAMPOLINE name, enter
     .text
     .globl \name
@@ -19,19 +21,9 @@
     .p2align 4
 \name:
     .cfi_startproc
-    pushq %rdi
-    .cfi_adjust_cfa_offset 8
-    pushq %rsi
-    .cfi_adjust_cfa_offset 8
-    pushq %rdx
-    .cfi_adjust_cfa_offset 8
+    SAVE rdi, rsi, rdx
     call \enter
-    popq %rdx
-    .cfi_adjust_cfa_offset -8
-    popq %rsi
-    .cfi_adjust_cfa_offset -8
-    popq %rdi
-    .cfi_adjust_cfa_offset -8
+    RESTORE rdx, rsi, rdi
     jmp *%rax
     .cfi_endproc
     .size \name, .-\name

@@ -13,6 +13,8 @@
  * call is noted on its way (runtime.c: memlens then makes no system call
  * at exit that a filter may forbid).
  */
+#include "asm_save.inc"
+
     .text
     .globl syscall
     .type syscall, @function
@@ -46,35 +48,13 @@ syscall:
     /* A fork by another name? ml__raw_forklike(number, arg1, arg2) says
      * (runtime.c); the arguments are kept around the call, and the stack is
      * as it came when the call is made or handed on. */
-    pushq %rdi
-    .cfi_adjust_cfa_offset 8
-    pushq %rsi
-    .cfi_adjust_cfa_offset 8
-    pushq %rdx
-    .cfi_adjust_cfa_offset 8
-    pushq %rcx
-    .cfi_adjust_cfa_offset 8
-    pushq %r8
-    .cfi_adjust_cfa_offset 8
-    pushq %r9
-    .cfi_adjust_cfa_offset 8
+    SAVE rdi, rsi, rdx, rcx, r8, r9
     subq $8, %rsp                 /* 16-byte alignment at the call */
     .cfi_adjust_cfa_offset 8
     call ml__raw_forklike
     addq $8, %rsp
     .cfi_adjust_cfa_offset -8
-    popq %r9
-    .cfi_adjust_cfa_offset -8
-    popq %r8
-    .cfi_adjust_cfa_offset -8
-    popq %rcx
-    .cfi_adjust_cfa_offset -8
-    popq %rdx
-    .cfi_adjust_cfa_offset -8
-    popq %rsi
-    .cfi_adjust_cfa_offset -8
-    popq %rdi
-    .cfi_adjust_cfa_offset -8
+    RESTORE r9, r8, rcx, rdx, rsi, rdi
     testl %eax, %eax
     jz 2f
     /* ml__raw_fork(number, arg1..arg5) takes syscall()'s registers as
