@@ -115,6 +115,12 @@ typedef struct {
     bool graph_given_up; /* the graph outgrew max_edges: blocks were read as reached */
 } ml_reach_stats_t;
 
+/* A block this big (an allocator's grant of address space, as jemalloc
+ * gives 64 TiB to new(std::nothrow) char[1 << 46]) is not read for
+ * pointers: walking its page map alone took the scan past its deadline, and
+ * the program waited 30 s at its exit. As for mappings of 1 TiB. */
+#define ML_REACH_HUGE_BLOCK (1ull << 40)
+
 /* The blocks a scan works on, in address order: the caller's array
  * (ml_reach_classify), or the analysis session's live set read in place
  * (the collector: ml_analysis_live_reach_blocks), which costs nothing a

@@ -523,10 +523,14 @@ static int scan_blocks(scan_t *s, const uint32_t *idx, size_t n) {
             size_t len = (size_t)(size & ~7ull);
             if (len > PIECE) {
                 if (k) break;
-                /* A big block alone, in pieces. */
+                /* A big block alone, in pieces; a huge one not at all. */
                 s->cur = idx[i];
                 s->prior_definite = s->v[s->cur] == ML_REACH_REACHABLE;
                 if (s->mode != MARK) s->start[s->cur] = (uint32_t)s->nedges;
+                if (size >= ML_REACH_HUGE_BLOCK) { /* holds nothing the scan will see */
+                    i++;
+                    goto next;
+                }
                 int rc = scan_range(s, ptr, size & ~7ull, &s->st->heap_bytes);
                 if (rc < 0) return rc;
                 i++;

@@ -993,6 +993,26 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
             .nfreed = freed.n,
             .resident_run = resident_run,
         };
+        /* Blocks of 1 TiB or more are not read (ML_REACH_HUGE_BLOCK): said on
+         * stderr, and in the trace when no huge mapping took the note. */
+        uint64_t nbig = 0, big_bytes = 0, hint = 0;
+        for (int64_t i = 0; i < nb; i++) {
+            uint64_t bp, bs;
+            ml_reach_block_at(&b, (size_t)i, &hint, &bp, &bs);
+            if (bs >= ML_REACH_HUGE_BLOCK) nbig++, big_bytes += bs;
+        }
+        if (nbig) {
+            static const char lead[] = "not scanned: ";
+            ml__scan_note_t own, *n = note && !note->count ? note : &own;
+            char sz[32];
+            n->count = nbig;
+            snprintf(n->text, sizeof n->text,
+                     "%sprocess %d: %" PRIu64 " heap block%s of %s not scanned for pointers at exit: 1 TiB or "
+                     "more each, address space an allocator granted; a block held only from there counts as "
+                     "leaked",
+                     lead, (int)pid, nbig, nbig == 1 ? "" : "s", ml_fmt_bytes(big_bytes, sz, sizeof sz));
+            fprintf(stderr, "memlens: %s\n", n->text + sizeof lead - 1);
+        }
         rc = v ? ml_reach_classify_blocks(&b, roots.v, roots.n, &io, v, &st) : -ENOMEM;
         free(rd.maps);
         free(rd.anon);

@@ -28,6 +28,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The next definition of one operator, and how to treat it: 0 not yet
  * looked up, 1 pass through, 2 the allocator's (malloc & co.). */
@@ -58,14 +59,30 @@ static int segments(struct dl_phdr_info *info, size_t size, void *arg) {
     return 1;
 }
 
-/* Whether f lies in the object that defines the malloc our hooks call. */
+/* The allocator libraries whose operator new is their malloc under
+ * another name. Another library that defines both malloc and operator new
+ * (one that counts its calls, or keeps pools) keeps its own operator: its
+ * new is called as it was. */
+static bool known_allocator(const char *path) {
+    const char *base = path ? strrchr(path, '/') : NULL;
+    base = base ? base + 1 : path;
+    if (!base) return false;
+    static const char *const names[] = {"libjemalloc.so", "libtcmalloc.so", "libtcmalloc_minimal.so",
+                                        "libtcmalloc_debug.so", "libtcmalloc_and_profiler.so", "libmimalloc.so"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strncmp(base, names[i], strlen(names[i]))) return true;
+    return false;
+}
+
+/* Whether f lies in a known allocator library that also defines the malloc
+ * our hooks call. */
 static bool in_allocator(void *f) {
     static void *_Atomic next_malloc;
     void *m = ml__next_symbol(&next_malloc, "malloc");
     Dl_info a, b;
     struct link_map *lm = NULL;
     if (!f || !m || !dladdr1(f, &a, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !dladdr(m, &b) ||
-        a.dli_fbase != b.dli_fbase)
+        a.dli_fbase != b.dli_fbase || !known_allocator(a.dli_fname))
         return false;
     uintptr_t r[3] = {(uintptr_t)lm->l_addr, 0, 0};
     dl_iterate_phdr(segments, r);
@@ -196,12 +213,17 @@ NEW_ALIGNED_NOTHROW(_ZnwmSt11align_val_tRKSt9nothrow_t)
 NEW_ALIGNED_NOTHROW(_ZnamSt11align_val_tRKSt9nothrow_t)
 
 /* The deletes: the allocator's free, or the next delete with the same
- * arguments. */
+ * arguments. Whoever calls: a block the allocator's own code allocated
+ * with new (not recorded) and the program deletes is a free the trace
+ * does not know, and one the program's code allocated and the
+ * allocator's code deletes (tcmalloc's start-up builds a std::string from
+ * libstdc++'s inlined code and destroys it from its own) must be a free,
+ * or it stays a leak. */
 #define DELETE(sym, fn_t, params, args)                                         \
     ML_EXPORT void sym params;                                                  \
     ML_EXPORT void sym params {                                                 \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+        if (op_mode(&op, #sym) == OP_MALLOC) {                                  \
             op_free(p);                                                         \
             return;                                                             \
         }                                                                       \

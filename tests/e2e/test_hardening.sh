@@ -818,6 +818,22 @@ print(calls, calls - sum(s["leaked_blocks"] for s in main) - sum(s["blocks"] for
             test "$cxx" = "105 103 1000 1 80" -a "$(cat cxx.out)" = "cxx done"
     done
 
+    # A library of the program's with its own malloc and operator new
+    # (fx_ownnew_lib.cpp, counting): not an allocator memlens knows, so its
+    # operator new runs as without memlens (the first version of cxx.c sent
+    # such a new to malloc: "new=0 delete=0").
+    "$ML" run -q -o ownnew.mlt -- "$B/fx_ownnew" > ownnew.out 2> ownnew.err
+    check "a library's own operator new still runs ($(grep ownnew: ownnew.err))" \
+        test "$(cat ownnew.out)" = ok -a "$(grep ownnew: ownnew.err)" = "ownnew: new=11 delete=10"
+
+    # A live block of 64 TiB at exit (fx_hugeblock.c: jemalloc grants it):
+    # not read by the exit scan, said so, and the program exits at once
+    # (the build before walked its page map until the scan's deadline).
+    timeout 20 "$ML" run -q -o huge.mlt -- "$B/fx_hugeblock" > huge.out 2> err.txt
+    huge_rc=$?
+    check "a 64 TiB live block: the exit scan skips it and says so (status $huge_rc, $(cat huge.out))" \
+        test "$huge_rc" -eq 0 -a -n "$(grep '1 heap block of 64.0 TiB not scanned for pointers at exit' err.txt)"
+
     # jemalloc's own API (fx_jeapi.c: mallocx, rallocx, xallocx, dallocx,
     # sdallocx): main's 6 calls, 4 freed, 500 B definite in 1 block, 4,096 B
     # kept. The build before: the dallocx'd malloc blocks were a 500 B leak
