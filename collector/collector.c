@@ -597,7 +597,7 @@ static void say_allocator_elsewhere(ml_collector_t *c, ml__proc_t *p) {
     where[sizeof where - 1] = '\0';
     if (!where[0]) return;
     note_untraced(c, p, ML_UNTRACED_ALLOCATOR, 1, !c->o.quiet,
-                  "not traced: the heap calls of process %u (%s): malloc comes from %s, ahead of libmemlens.so "
+                  ML_UNTRACED_HEAP_PREFIX "%u (%s): malloc comes from %s, ahead of libmemlens.so "
                   "in the loader's lookup order (its own allocator, or one preloaded first), so none of them "
                   "reached memlens; the allocation counts, peak and leaks here leave them out",
                   p->info.pid, p->ring->exe[0] ? p->ring->exe : "?", where);

@@ -128,6 +128,11 @@ enum {
 };
 
 /* What an ML_T_UNTRACED record is about. */
+/* The start of an ML_UNTRACED_ALLOCATOR record's message, which the
+ * report's gates look for (cli/report_cmd.c: such a trace holds no heap
+ * call, so no gate can pass on it). */
+#define ML_UNTRACED_HEAP_PREFIX "not traced: the heap calls of process "
+
 enum {
     ML_UNTRACED_CHILDREN = 1,  /* count: child processes started without --follow-fork */
     ML_UNTRACED_EXEC = 2,      /* this image exec'd a program memlens cannot follow (count 1) */
@@ -140,7 +145,8 @@ enum {
     ML_UNTRACED_INHERITED = 6, /* count: blocks a fork child's parent had live, of which it was given
                                 * no copy for its exit scan (over the collector's bounds) */
     ML_UNTRACED_ALLOCATOR = 7, /* count 1: malloc resolves to an object ahead of libmemlens.so (the
-                                * program's own allocator): no heap call of the image is traced */
+                                * program's own allocator): no heap call of the image is traced;
+                                * its message starts with ML_UNTRACED_HEAP_PREFIX */
     ML_UNTRACED_DEEPBIND = 8,  /* count: dlopen calls with RTLD_DEEPBIND, whose libraries' heap calls
                                 * are traced only from the end of their dlopen (not their constructors'),
                                 * or not at all where they could not be redirected */

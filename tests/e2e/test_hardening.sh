@@ -718,6 +718,9 @@ d = json.load(open("own.json"))
 w = [x for x in d["warnings"] if x.startswith("not traced: the heap calls of process")]
 sys.exit(0 if len(w) == 1 and "fx_ownmalloc" in w[0] and d["totals"]["alloc_calls"] == 0 else 1)'
     check "...and the dump names the record" test -n "$("$ML" dump own.mlt | grep ' untraced what=allocator count=1 ')"
+    "$ML" report own.mlt -q --no-advisor --fail-on-leak 0 > /dev/null 2> err.txt
+    check "...and a gate fails on it, saying why (exit $?; the build before passed it)" \
+        test $? -eq 3 -a -n "$(grep 'gate failed: own.mlt is incomplete: its heap calls went to an allocator ahead of libmemlens.so' err.txt)"
 
     # A library opened with RTLD_DEEPBIND (fx_deepbind.c) binds malloc and
     # free to libc's, past libmemlens.so, while libc's strdup still calls
