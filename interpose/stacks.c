@@ -41,6 +41,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <errno.h>
@@ -109,6 +110,12 @@ typedef struct {
 } memo_set_t;
 #define ID_KNOWN ML_UWF_USER /* ml_uw_frame_t.flags: `id` is the frame's node id */
 
+/* libunwind's context and cursor of one walk by its step loop. */
+typedef struct {
+    unw_context_t uc;
+    unw_cursor_t cur;
+} step_mem_t;
+
 typedef struct thread_state_s {
     struct thread_state_s *next_free;
     uint32_t gen;       /* generation of the node ids below */
@@ -140,6 +147,10 @@ typedef struct thread_state_s {
      * wrote below the stack the program gave. One walk at a time: the
      * guard is up, and a handler's call nested in it is not walked. */
     void *walk_buf[ML_UW_CAP];
+    /* libunwind's context and cursor for a walk on an alternate signal
+     * stack (capture_slow), off that stack for the same reason. */
+    step_mem_t step;
+    void *verify_pcs[ML_MAX_DEPTH]; /* --unwind verify: the recorded stack (verify_stack) */
 } thread_state_t;
 
 static _Atomic(node_table_t *) table;
@@ -399,17 +410,27 @@ static int fp_backtrace(void **buf, int max) {
  * stacks unw_backtrace's per-address trace cache may get wrong: that cache
  * is never invalidated, so once a module has been unloaded, an address
  * reused by another module could be traced by stale rules. */
-static __attribute__((noinline)) int step_backtrace(void **buf, int max) {
-    unw_context_t uc;
-    unw_cursor_t cur;
+static __attribute__((noinline)) int step_walk(step_mem_t *m, void **buf, int max) {
     unw_word_t ip;
     int n = 0;
-    if (unw_getcontext(&uc) < 0 || unw_init_local(&cur, &uc) < 0) return 0;
-    while (n < max && unw_step(&cur) > 0) {
-        if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0) break;
+    if (unw_getcontext(&m->uc) < 0 || unw_init_local(&m->cur, &m->uc) < 0) return 0;
+    while (n < max && unw_step(&m->cur) > 0) {
+        if (unw_get_reg(&m->cur, UNW_REG_IP, &ip) < 0) break;
         buf[n++] = (void *)(uintptr_t)ip;
     }
     return n;
+}
+
+static __attribute__((noinline)) int step_backtrace(void **buf, int max) {
+    step_mem_t m;
+    return step_walk(&m, buf, max);
+}
+
+/* Whether this thread runs on its alternate signal stack now (a handler of
+ * SA_ONSTACK). */
+static bool on_alt_stack(void) {
+    stack_t ss;
+    return syscall(SYS_sigaltstack, NULL, &ss) == 0 && (ss.ss_flags & SS_ONSTACK);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -583,9 +604,9 @@ static uint64_t verify_subs0; /* the loader's unload count when we started */
  * whenever the loader's object counts move. Both decisions come from the
  * loader's counts read here on every stack, not from the recorder's own
  * bookkeeping of modules. */
-static __attribute__((noinline)) void verify_stack_walk(uint32_t leaf, bool trunc, bool fell_back,
+static __attribute__((noinline)) void verify_stack_walk(thread_state_t *ts, void **pcs, void **buf,
+                                                        uint32_t leaf, bool trunc, bool fell_back,
                                                         bool reused) {
-    void *pcs[ML_MAX_DEPTH];
     int n = 0;
     for (uint32_t id = leaf; id && n < (int)depth; id = vnode_parent[id]) {
         if (id >= VERIFY_NODES) return; /* beyond what we can read back: not counted */
@@ -599,9 +620,10 @@ static __attribute__((noinline)) void verify_stack_walk(uint32_t leaf, bool trun
         ml_atomic_store_relaxed(&seen_adds, v[0]);
         ml_atomic_store_relaxed(&seen_subs, v[1]);
     }
-    void *buf[ML_UW_CAP];
     int max = (int)depth + SKIP_MAX + 1;
-    int m = v[1] != verify_subs0 ? step_backtrace(buf, max) : unw_backtrace(buf, max);
+    int m = ts && on_alt_stack()      ? step_walk(&ts->step, buf, max)
+            : v[1] != verify_subs0 ? step_backtrace(buf, max)
+                                   : unw_backtrace(buf, max);
     int skip = 0;
     while (skip < m && is_own_frame((uintptr_t)buf[skip])) skip++;
     int want = m - skip > (int)depth ? (int)depth : m - skip;
@@ -627,12 +649,21 @@ static __attribute__((noinline)) void verify_stack_walk(uint32_t leaf, bool trun
     }
 }
 
+static __attribute__((noinline)) void verify_stack_onstack(uint32_t leaf, bool trunc, bool fell_back,
+                                                           bool reused) {
+    void *pcs[ML_MAX_DEPTH], *buf[ML_UW_CAP];
+    verify_stack_walk(NULL, pcs, buf, leaf, trunc, fell_back, reused);
+}
+
 /* verify_stack_walk, with the program's errno put back (libunwind's
- * checks: ml__stack_capture). */
-static __attribute__((noinline)) void verify_stack(uint32_t leaf, bool trunc, bool fell_back,
-                                                   bool reused) {
+ * checks: ml__stack_capture). Its 4 KiB of arrays are in the thread's
+ * state, when there is one (a handler on an alternate stack of 8 KiB
+ * overflowed it under --unwind verify). */
+static __attribute__((noinline)) void verify_stack(thread_state_t *ts, uint32_t leaf, bool trunc,
+                                                   bool fell_back, bool reused) {
     int saved_errno = errno;
-    verify_stack_walk(leaf, trunc, fell_back, reused);
+    if (ts) verify_stack_walk(ts, ts->verify_pcs, ts->walk_buf, leaf, trunc, fell_back, reused);
+    else verify_stack_onstack(leaf, trunc, fell_back, reused);
     errno = saved_errno;
 }
 
@@ -811,7 +842,7 @@ uint32_t ml__stack_capture(uint8_t *flags) {
         int64_t leaf = capture_fast(ts, flags);
         if (leaf >= 0) {
             if (ml_unlikely(verify))
-                verify_stack((uint32_t)leaf, *flags & ML_EVF_TRUNCATED, false, ts->last_kept > 0);
+                verify_stack(ts, (uint32_t)leaf, *flags & ML_EVF_TRUNCATED, false, ts->last_kept > 0);
             return (uint32_t)leaf;
         }
     }
@@ -839,7 +870,15 @@ static __attribute__((noinline)) uint32_t capture_slow(thread_state_t *ts, void 
          * purpose (a write of the address to its pipe, a read of
          * descriptor -1): the program's errno is put back. */
         int saved_errno = errno;
-        n = ml__uw_unloaded() ? step_backtrace(buf, max) : unw_backtrace(buf, max);
+        /* On an alternate signal stack (SIGSTKSZ, 8 KiB, is common) the
+         * walk keeps libunwind's 2 KiB context and cursor in the thread's
+         * state and takes its step loop: unw_backtrace holds both on the
+         * stack and its tracer goes deeper. With a CPU's AVX-512 state in
+         * the signal frame, a handler's malloc wrote 32 bytes below such a
+         * stack that way (fx_altstack; 1,940 B of ours there now). The
+         * tracer is faster, so other stacks keep it. */
+        if (ts && on_alt_stack()) n = step_walk(&ts->step, buf, max);
+        else n = ml__uw_unloaded() ? step_backtrace(buf, max) : unw_backtrace(buf, max);
         errno = saved_errno;
     }
     int skip = 0;
@@ -853,7 +892,7 @@ static __attribute__((noinline)) uint32_t capture_slow(thread_state_t *ts, void 
         *flags |= ML_EVF_TRUNCATED;
     }
     uint32_t leaf = intern_pcs(ts ? &ts->cache : NULL, pcs, n, flags);
-    if (ml_unlikely(verify)) verify_stack(leaf, *flags & ML_EVF_TRUNCATED, true, false);
+    if (ml_unlikely(verify)) verify_stack(ts, leaf, *flags & ML_EVF_TRUNCATED, true, false);
     return leaf;
 }
 

@@ -765,12 +765,19 @@ static uint64_t rule_get(ml_uw_thread_t *t, uint64_t pc) {
 /* The walk                                                                  */
 /* ------------------------------------------------------------------------- */
 
+/* ld.so's: the stack pointer the process started with, on the main stack. */
+extern void *__libc_stack_end;
+
 /* The end of the mapping that holds `addr`, from /proc/self/maps read with
- * plain system calls (no stdio: this runs inside malloc), or 0. */
+ * plain system calls (no stdio: this runs inside malloc), or 0. The buffer
+ * is not on the stack: the first stack a main thread takes may be a signal
+ * handler's on an alternate stack of 8 KiB, which 4 KiB more of ours
+ * overflowed (fx_altstack). Only the main thread comes here, once, with the
+ * guard up (a handler that interrupts it takes no stack). */
 static uintptr_t mapping_end(uintptr_t addr) {
+    static char buf[4096];
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
-    char buf[4096];
     size_t len = 0;
     uintptr_t found = 0;
     bool eof = false;
@@ -817,7 +824,12 @@ uintptr_t ml__uw_stack_top(void) {
     }
     uintptr_t top = ml_atomic_load_relaxed(&main_top);
     if (!top) {
-        top = mapping_end(here);
+        /* The mapping of the stack the process started on, not of `here`:
+         * a first stack taken on an alternate signal stack (a static
+         * array, a heap block) gave that mapping's end as the main stack's
+         * top, and every later walk of the main thread fell back to
+         * libunwind. */
+        top = mapping_end((uintptr_t)__libc_stack_end);
         ml_atomic_store_relaxed(&main_top, top);
     }
     return top > here ? top : 0;
