@@ -765,16 +765,15 @@ static uint64_t rule_get(ml_uw_thread_t *t, uint64_t pc) {
 /* The walk                                                                  */
 /* ------------------------------------------------------------------------- */
 
-/* ld.so's: the stack pointer the process started with, on the main stack. */
-extern void *__libc_stack_end;
-
-/* The end of the mapping that holds `addr`, from /proc/self/maps read with
- * plain system calls (no stdio: this runs inside malloc), or 0. The buffer
- * is not on the stack: the first stack a main thread takes may be a signal
- * handler's on an alternate stack of 8 KiB, which 4 KiB more of ours
- * overflowed (fx_altstack). Only the main thread comes here, once, with the
- * guard up (a handler that interrupts it takes no stack). */
-static uintptr_t mapping_end(uintptr_t addr) {
+/* The end of the main thread's stack: the mapping the kernel names
+ * "[stack]" in /proc/self/maps (the one that holds the stack the process
+ * started on), read with plain system calls (no stdio: this runs inside
+ * malloc), or 0. The buffer is not on the stack: the first stack a main
+ * thread takes may be a signal handler's on an alternate stack of 8 KiB,
+ * which 4 KiB more of ours overflowed (fx_altstack). Only the main thread
+ * comes here, once, with the guard up (a handler that interrupts it takes
+ * no stack). */
+static uintptr_t main_stack_end(void) {
     static char buf[4096];
     int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
@@ -785,16 +784,16 @@ static uintptr_t mapping_end(uintptr_t addr) {
         ssize_t r = read(fd, buf + len, sizeof buf - len);
         if (r <= 0) eof = true;
         else len += (size_t)r;
-        /* Every complete line: "start-end perms ..." in hex. */
+        /* Every complete line: "start-end perms ... [stack]", in hex. */
         size_t pos = 0;
         for (;;) {
             char *nl = memchr(buf + pos, '\n', len - pos);
             if (!nl) break;
-            uintptr_t lo = 0, hi = 0;
+            uintptr_t hi = 0;
             const char *q = buf + pos;
-            for (; *q != '-' && q < nl; q++) lo = lo * 16 + (uintptr_t)(*q <= '9' ? *q - '0' : (*q | 0x20) - 'a' + 10);
+            while (*q != '-' && q < nl) q++;
             for (q++; *q != ' ' && q < nl; q++) hi = hi * 16 + (uintptr_t)(*q <= '9' ? *q - '0' : (*q | 0x20) - 'a' + 10);
-            if (addr >= lo && addr < hi) {
+            if (nl - q >= 8 && !memcmp(nl - 8, " [stack]", 8)) {
                 found = hi;
                 break;
             }
@@ -813,8 +812,8 @@ static uintptr_t mapping_end(uintptr_t addr) {
  * malloc, which deadlocks an allocator that holds its lock while it calls
  * mmap, as jemalloc does). For threads of glibc's pthread_create, the thread
  * descriptor sits at the top of the stack block (also of a stack given with
- * pthread_attr_setstack); the main thread's stack is the mapping that holds
- * the stack pointer. 0 when unknown. */
+ * pthread_attr_setstack); the main thread's stack is the kernel's "[stack]"
+ * mapping. 0 when unknown. */
 uintptr_t ml__uw_stack_top(void) {
     static _Atomic uintptr_t main_top;
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
@@ -824,12 +823,11 @@ uintptr_t ml__uw_stack_top(void) {
     }
     uintptr_t top = ml_atomic_load_relaxed(&main_top);
     if (!top) {
-        /* The mapping of the stack the process started on, not of `here`:
-         * a first stack taken on an alternate signal stack (a static
-         * array, a heap block) gave that mapping's end as the main stack's
-         * top, and every later walk of the main thread fell back to
-         * libunwind. */
-        top = mapping_end((uintptr_t)__libc_stack_end);
+        /* Not the mapping of `here`: a first stack taken on an alternate
+         * signal stack (a static array, a heap block) gave that mapping's
+         * end as the main stack's top, and every later walk of the main
+         * thread fell back to libunwind. */
+        top = main_stack_end();
         ml_atomic_store_relaxed(&main_top, top);
     }
     return top > here ? top : 0;
