@@ -1622,10 +1622,45 @@ static bool rust_library_file(const char *file) {
            strstr(file, "/registry/src/github.com-");
 }
 
+/* `path` with its "." and ".." components and repeated slashes taken out,
+ * as text (no link is followed), into buf; `path` itself when it has none
+ * or does not fit. clang names libstdc++'s headers by the directory it
+ * found them through: "/usr/bin/../lib/gcc/x86_64-linux-gnu/12/../../../../
+ * include/c++/12/bits/stl_vector.h" is /usr/include/c++/12/bits/... */
+static const char *lexical_path(const char *path, char *buf, size_t size) {
+    if (path[0] != '/' || (!strstr(path, "/./") && !strstr(path, "/../") && !strstr(path, "//")))
+        return path;
+    size_t len = 0;
+    for (const char *p = path; *p;) {
+        while (*p == '/') p++;
+        const char *e = p;
+        while (*e && *e != '/') e++;
+        size_t n = (size_t)(e - p);
+        if (n == 0 || (n == 1 && p[0] == '.')) {
+            /* nothing */
+        } else if (n == 2 && p[0] == '.' && p[1] == '.') {
+            while (len > 0 && buf[len - 1] != '/') len--; /* the last component, */
+            if (len > 0) len--;                            /* and its slash (none above the root) */
+        } else {
+            if (len + 1 + n + 1 > size) return path;
+            buf[len++] = '/';
+            memcpy(buf + len, p, n);
+            len += n;
+        }
+        p = e;
+    }
+    if (len == 0) buf[len++] = '/';
+    buf[len] = '\0';
+    return buf;
+}
+
 /* A source file of a library's, even when compiled into the program: a
  * system header or library source, or Rust's standard library. */
 static bool library_file(const char *file) {
-    return file && (under(file, "/usr/include") || under(file, "/usr/lib") || rust_library_file(file));
+    if (!file) return false;
+    char buf[1024];
+    file = lexical_path(file, buf, sizeof buf);
+    return under(file, "/usr/include") || under(file, "/usr/lib") || rust_library_file(file);
 }
 
 /* A frame that would name a site no better than the allocator does: no

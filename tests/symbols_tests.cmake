@@ -115,6 +115,9 @@ add_test(NAME symbols_oracle
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
 add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_inline_deep)
+if(ML_CLANG_FX)
+  add_dependencies(test_symbols fx_clang) # fx_cpp_sites_clang
+endif()
 # The debug cache (issue 12, item 4): uncompressed copies of compressed debug
 # files give the same frames, are checked by build-id, never through links.
 add_test(NAME debug_cache COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_debug_cache.sh ${CMAKE_BINARY_DIR})
