@@ -458,13 +458,27 @@ static int build_threads(ml_analysis_t *a, struct ml__built_s *b) {
  * "[clang-format+0x40b6f9]": then the first frame below it with a name
  * that is not the runtime's (clang::tooling::Replacements::add). Failing
  * both, the first own frame, else frame 0, as before. */
+/* A function the compiler made to initialise globals or thread_locals
+ * (clang's __cxx_global_var_init and __tls_init, gcc's _GLOBAL__sub_I_...),
+ * which clang gives no line: the user's line is the frame around it (a
+ * thread_local's first use) or inlined in it. */
+static bool generated_init(const ml_frame_t *f) {
+    const char *fn = f->function;
+    return f->line == 0 && (!strncmp(fn, "__cxx_global_var_init", 21) || !strcmp(fn, "__tls_init") ||
+                            !strncmp(fn, "_GLOBAL__sub_I_", 15) || !strncmp(fn, "TLS init function for ", 22));
+}
+
 static uint32_t headline_of(const ml_frame_t *f, uint32_t n) {
-    uint32_t own = n;
+    uint32_t own = n, generated = n;
     for (uint32_t k = 0; k < n; k++) {
         if (!f[k].own) continue;
         if (own == n) own = k;
-        if (f[k].function && f[k].function[0] != '[') return k;
+        if (f[k].function && f[k].function[0] != '[') {
+            if (!generated_init(&f[k])) return k;
+            if (generated == n) generated = k;
+        }
     }
+    if (generated < n) return generated;
     for (uint32_t k = 0; k < own; k++)
         if (!ml__frame_is_runtime(&f[k])) return k;
     return own < n ? own : 0;

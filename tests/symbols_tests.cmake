@@ -27,7 +27,7 @@ find_program(ML_CLANG NAMES clang clang-14)
 find_program(ML_CLANGXX NAMES clang++ clang++-14)
 set(ML_CLANG_FX "")
 if(ML_CLANG AND ML_CLANGXX)
-  foreach(fx inline_deep:c: ns_inline:cpp: ns_inline:cpp:-gdwarf-aranges cpp_sites:cpp: cpp:cpp:)
+  foreach(fx inline_deep:c: ns_inline:cpp: ns_inline:cpp:-gdwarf-aranges cpp_sites:cpp: cpp:cpp: tlsinit:cpp:)
     string(REPLACE ":" ";" parts "${fx}")
     list(GET parts 0 base)
     list(GET parts 1 ext)
@@ -116,7 +116,7 @@ set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
 add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_inline_deep)
 if(ML_CLANG_FX)
-  add_dependencies(test_symbols fx_clang) # fx_cpp_sites_clang
+  add_dependencies(test_symbols fx_clang) # fx_cpp_sites_clang, fx_tlsinit_clang
 endif()
 # The debug cache (issue 12, item 4): uncompressed copies of compressed debug
 # files give the same frames, are checked by build-id, never through links.

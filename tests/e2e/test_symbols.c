@@ -310,3 +310,32 @@ Test(symbols, rust_names) {
         free(d);
     }
 }
+
+/* A thread_local's first use registers its destructor (glibc's
+ * __cxa_thread_atexit allocates) from __tls_init and
+ * __cxx_global_var_init, which clang makes without a line: both sites,
+ * one a thread's and one main's, are named by work's line 12, where the
+ * thread_local is first used. The build before named them
+ * "__cxx_global_var_init" with no line. */
+Test(symbols, clang_thread_local_init_named_by_the_users_line) {
+    if (access(h_bin("fx_tlsinit_clang"), X_OK) != 0) cr_skip_test("clang is not installed");
+    const char *trace = h_tmp("tlsinit.mlt");
+    record(trace, "fx_tlsinit_clang");
+    ml_analysis_t *a = analyse(trace);
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    int found = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool reg = false;
+        for (uint32_t k = 0; k < s[i].nframes; k++)
+            reg |= s[i].frames[k].function && !strcmp(s[i].frames[k].function, "__cxa_thread_atexit");
+        if (!reg) continue;
+        found++;
+        const ml_frame_t *f = &s[i].frames[s[i].headline];
+        cr_expect_str_eq(f->function, "work(int)");
+        cr_expect(ends_with(f->file, "/fx_tlsinit.cpp"), "%s", f->file);
+        cr_expect_eq(f->line, 12);
+    }
+    cr_expect_eq(found, 2);
+    ml_analysis_free(a);
+}
