@@ -407,7 +407,8 @@ void ml__trace_commit(ml__proc_t *p) {
  * sinks (the snapshot goes after the end record), then lets go of its
  * trace file and ring. */
 /* The kernel's peak RSS of p, best source first (ML_HWM_*): VmHWM read
- * while the process waited at exit (exact, this image alone); else, for
+ * while the process waited at exit, or by an image before its exec (exact,
+ * this image alone); else, for
  * the last image of the root process (it crashed, was killed or called
  * _exit), wait4's ru_maxrss (the kernel's maximum over the process' whole
  * life, images before an exec and the children it waited for included);
@@ -419,8 +420,15 @@ static void emit_peak_rss(ml_collector_t *c, ml__proc_t *p) {
     r.time_ms = p->last_time;
     r.thread = p->last_thread;
     bool last_root_image = p->info.pid == (uint32_t)c->root_pid && p->end_kind != ML_END_EXEC;
+    uint64_t exec_hwm = p->end_kind == ML_END_EXEC ? ml_atomic_load_acquire(&p->ring->exec_hwm) : 0;
     if (p->hwm_exit) {
         r.u.peak_rss.bytes = p->hwm_exit;
+        r.u.peak_rss.source = ML_HWM_EXIT;
+    } else if (exec_hwm) {
+        /* Read by the image itself just before its exec: the samples may be
+         * the next program's, whose VmHWM starts again (`env` then showed
+         * 480 KB "sampled" where the kernel said 1.6 MB). */
+        r.u.peak_rss.bytes = exec_hwm;
         r.u.peak_rss.source = ML_HWM_EXIT;
     } else if (last_root_image && c->root_maxrss) {
         r.u.peak_rss.bytes = c->root_maxrss;

@@ -320,8 +320,40 @@ static void exec_obstacle(int via, int fd, const char *path, char *out, size_t c
 
 /* Before a followed exec: the reason the new image will not be traced, in
  * the ring header (or nothing). */
+/* This process' VmHWM in bytes from /proc/self/status, read in small
+ * pieces (an exec may come from a signal handler on a small stack), or 0. */
+static uint64_t own_hwm(void) {
+    int fd = (int)syscall(SYS_open, "/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char buf[256];
+    size_t len = 0;
+    uint64_t kib = 0;
+    bool found = false;
+    for (;;) {
+        ssize_t r = syscall(SYS_read, fd, buf + len, sizeof buf - 1 - len);
+        if (r <= 0) break;
+        len += (size_t)r;
+        buf[len] = '\0';
+        char *h = strstr(buf, "VmHWM:");
+        if (h && strchr(h, '\n')) {
+            for (h += 6; *h == ' ' || *h == '\t'; h++) {}
+            for (; *h >= '0' && *h <= '9'; h++) kib = kib * 10 + (uint64_t)(*h - '0');
+            found = true;
+            break;
+        }
+        /* Keep the last line's start (the field may straddle two reads). */
+        char *nl = strrchr(buf, '\n');
+        size_t keep = nl ? len - (size_t)(nl + 1 - buf) : (len > 16 ? 16 : len);
+        memmove(buf, buf + len - keep, keep);
+        len = keep;
+    }
+    syscall(SYS_close, fd);
+    return found ? kib * 1024 : 0;
+}
+
 static void note_exec(int via, int fd, const char *path) {
     exec_obstacle(via, fd, path, ml__ring->exec_untraced, sizeof ml__ring->exec_untraced);
+    ml_atomic_store_release(&ml__ring->exec_hwm, own_hwm());
 }
 
 /* A child of this image (pid) runs a program memlens cannot follow, `why`
@@ -403,7 +435,10 @@ static int exec_with_env(int via, int fd, const char *path, char *const argv[], 
     }
     }
     /* Still here: the exec failed, and the program goes on as it was. */
-    if (follow) ml__ring->exec_untraced[0] = '\0';
+    if (follow) {
+        ml__ring->exec_untraced[0] = '\0';
+        ml_atomic_store_release(&ml__ring->exec_hwm, 0);
+    }
     if (vchild && why[0]) {
         int e = errno;
         ml__tls.guard++;

@@ -787,6 +787,21 @@ print([(s["alloc_calls"], s["bytes_allocated"]) for s in d["sites"] if s["frames
             test $altv_rc -eq 0 -a -n "$(grep '^below=0 ' altv.out)" -a "$altv" = "unwind-check stacks=102 mismatches=0 fallbacks=1"
     fi
 
+    # An image that execs (fx_exechwm.c: 96 MiB touched at once, its own
+    # VmHWM printed, then exec of /bin/true): its trace's peak RSS is the
+    # VmHWM it had at the exec, read by the image itself (the kernel starts
+    # it again for the next program). The build before gave the collector's
+    # last sample, 89-100 MB "sampled" against 100.7 MB, and for `env`
+    # 480 KB, the next program's.
+    rm -f eh*.mlt
+    "$ML" run -q -o eh.mlt -- "$B/fx_exechwm" > eh.out 2> err.txt
+    eh_prog=$(sed -n 's/^hwm_kib=//p' eh.out)
+    eh_ml=$("$ML" report eh.mlt -q --no-advisor --json - | "$PY" -c 'import json,sys
+t = json.load(sys.stdin)["totals"]
+print(t["peak_rss_hwm_bytes"] // 1024, t["peak_rss_hwm_source"])')
+    check "an image that execs: its peak RSS is its VmHWM at the exec (program ${eh_prog} KiB; memlens ${eh_ml})" \
+        test -n "$eh_prog" -a "${eh_ml#* }" = exit -a "${eh_ml% *}" -ge "${eh_prog:-0}" -a "${eh_ml% *}" -le "$((${eh_prog:-0} + 1024))"
+
     # A program that sandboxes itself with a seccomp filter killing prctl
     # (fx_seccomp.c): memlens makes no prctl at its exit (the build before
     # asked PR_GET_DUMPABLE there: SIGSYS, status 159, "done" lost), and the
