@@ -186,6 +186,19 @@ static uint8_t heur_of(scan_t *s, uint32_t k, uint64_t start) {
  * a start pointer. */
 static bool heur_start(scan_t *s, uint32_t k, uint64_t start, uint64_t w) {
     uint64_t off = w - start;
+    /* glibc's tsearch keeps a node's colour in the low bit of its
+     * left-child word (misc/tsearch.c, node_t: key, left_node, right_node;
+     * 24 bytes): a red node's left child is pointed to by its address + 1.
+     * setenv keeps every string it made in such a tree, whose root is in
+     * libc; valgrind's default run frees it at exit (freeres) and reports
+     * nothing, memlens called the left children of red nodes "possibly
+     * lost" (24 B a node from about ten setenv calls on; a gate of 0
+     * failed). A node of a program's own tree is the same shape. Only from
+     * a block, one 24-byte node to another. */
+    if (off == 1) {
+        if (s->root || s->owned || ml_reach_block_size(s->t, k) != 24) return false;
+        return ml_reach_block_size(s->t, s->cur) == 24;
+    }
     if (off & 7) return false;
     uint8_t h = heur_of(s, k, start);
     if ((off == 8 && (h & H_AT8)) || (off == 24 && (h & H_AT24))) return true;
