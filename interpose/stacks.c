@@ -385,8 +385,19 @@ bool ml__own_code(const void *pc) {
 /* Frame-pointer walk: fast, and safe because every frame pointer is checked
  * to lie above the previous one and inside this thread's stack. Programs
  * built without frame pointers give short stacks; that is the trade-off the
- * user chose with --unwind fp. */
-static int fp_backtrace(void **buf, int max) {
+ * user chose with --unwind fp.
+ *
+ * Except where the program called the allocator: a wrapper without a frame
+ * pointer (Debian's libstdc++ operator new, libc's strdup) leaves its
+ * caller's return address in no frame record, and the walk went from the
+ * wrapper to its caller's caller: every `new` was counted at the line that
+ * called the function that made it (fx_fpnew). So the frames from the
+ * first one outside memlens are stepped by their unwind rules while those
+ * say "no frame pointer here" (at most FP_STEPS), and the frame-pointer
+ * walk goes on from there. `uw` NULL: no thread state, no rules. */
+#define FP_STEPS 4
+
+static int fp_backtrace(ml_uw_thread_t *uw, void **buf, int max) {
     if (ml_unlikely(!fp_stack_hi)) {
         fp_stack_hi = ml__uw_stack_top();
         if (!fp_stack_hi) fp_stack_hi = (uintptr_t)-1;
@@ -394,12 +405,31 @@ static int fp_backtrace(void **buf, int max) {
     uintptr_t *fp = __builtin_frame_address(0);
     uintptr_t hi = fp_stack_hi;
     int n = 0;
+    bool stepped = uw == NULL;
     while (n < max) {
         if ((uintptr_t)fp & 7 || (uintptr_t)fp + 16 > hi) break;
         uintptr_t ret = fp[1];
         if (ret < 4096) break;
         buf[n++] = (void *)ret;
         uintptr_t *next = (uintptr_t *)fp[0];
+        if (!stepped && !is_own_frame(ret)) {
+            /* ret is the first return address into the program's code; the
+             * frame it returns to had its stack pointer right above the slot. */
+            stepped = true;
+            uint64_t pc = ret, rsp = (uintptr_t)(fp + 2), rbp = (uintptr_t)next;
+            for (int i = 0; i < FP_STEPS && n < max; i++) {
+                uint64_t cfa, ra = ml__uw_frameless_step(uw, pc, rsp, hi, &cfa, &rbp);
+                if (!ra) break;
+                if (ra < 4096) return n;
+                buf[n++] = (void *)(uintptr_t)ra;
+                pc = ra;
+                rsp = cfa;
+            }
+            next = (uintptr_t *)(uintptr_t)rbp;
+            if (next < (uintptr_t *)(uintptr_t)rsp) break; /* not a frame of the stack above */
+            fp = next;
+            continue;
+        }
         if (next <= fp) break;
         fp = next;
     }
@@ -864,7 +894,7 @@ static __attribute__((noinline)) uint32_t capture_slow(thread_state_t *ts, void 
     int max = (int)depth + SKIP_MAX + 1;
     int n;
     if (use_fp) {
-        n = fp_backtrace(buf, max); /* no system call: every stack of --unwind fp comes here */
+        n = fp_backtrace(ts ? &ts->uw : NULL, buf, max); /* no system call: every stack of --unwind fp comes here */
     } else {
         /* libunwind checks addresses with system calls that fail on
          * purpose (a write of the address to its pipe, a read of
@@ -1011,7 +1041,9 @@ int ml__stacks_init(void) {
     exec_range((void *)ml__stack_capture, &self_lo, &self_hi);
     exec_range((void *)unw_backtrace, &ml__unw_lo, &ml__unw_hi);
     ml__real_syscall = dlsym(RTLD_NEXT, "syscall");
-    if (!use_fp) {
+    if (use_fp) {
+        ml__uw_init(); /* its rules step frames without a frame pointer (fp_backtrace) */
+    } else {
         fast = ml__uw_init();
         have_key = pthread_key_create(&state_key, state_release) == 0;
         unw_pipe_later = true; /* libunwind initialises below */

@@ -971,6 +971,23 @@ static int walk_once(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t
     return 0;
 }
 
+uint64_t ml__uw_frameless_step(ml_uw_thread_t *t, uint64_t pc, uint64_t rsp, uint64_t hi, uint64_t *cfa,
+                               uint64_t *rbp) {
+    if (!enabled || rsp >= hi) return 0;
+    t->np_adds = 0;
+    uint64_t r = rule_get(t, pc);
+    if (rule_kind(r) != R_STD || (r & (R_CFA_RBP | R_GUESS | R_NONPERM))) return 0;
+    uint64_t c = rsp + (uint64_t)(int64_t)rule_cfa_off(r);
+    if (c < rsp + 8 || c > hi) return 0;
+    if (r & R_RBP_SAVED) {
+        uint64_t a = c + (uint64_t)(int64_t)rule_rbp_off(r);
+        if (a < rsp || a > hi - 8) return 0;
+        *rbp = *(const uint64_t *)(uintptr_t)a;
+    }
+    *cfa = c;
+    return *(const uint64_t *)(uintptr_t)(c - 8);
+}
+
 int ml__uw_walk(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t rsp, uint64_t rbp,
                 uint32_t max, ml_uw_stats_t *stats) {
     t->np_adds = 0;

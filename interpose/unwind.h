@@ -158,6 +158,17 @@ bool ml__uw_enabled(void);
 int ml__uw_walk(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t rsp, uint64_t rbp,
                 uint32_t max, ml_uw_stats_t *stats);
 
+/** For --unwind fp: when the code at return address `pc` keeps no frame
+ * pointer there (its unwind rule takes the caller's frame from the stack
+ * pointer, not from rbp), the return address into its caller, read at that
+ * frame's CFA - 8, with *cfa set to the CFA (the caller's stack pointer)
+ * and *rbp to the caller's rbp (`rbp` unchanged unless the frame saved
+ * it). `rsp` is the frame's stack pointer at the call it made, `hi` the
+ * top of the stack. 0 otherwise (a frame-pointer frame, no rule, a rule
+ * of a module that can be unloaded, the walker not set up). */
+uint64_t ml__uw_frameless_step(ml_uw_thread_t *t, uint64_t pc, uint64_t rsp, uint64_t hi, uint64_t *cfa,
+                               uint64_t *rbp);
+
 /** An upper bound of the calling thread's stack in the mapping of its stack
  * pointer, found without allocating; 0 when unknown. */
 uintptr_t ml__uw_stack_top(void);

@@ -15,6 +15,8 @@ target_compile_options(fx_cpp_o2 PRIVATE -O2 -g)
 add_executable(fx_gapline ${FX}/fx_gapline.cpp)
 target_compile_options(fx_gapline PRIVATE -O2 -g)
 add_executable(fx_ns_inline ${FX}/fx_ns_inline.cpp)
+add_executable(fx_fpnew ${FX}/fx_fpnew.cpp)
+target_compile_options(fx_fpnew PRIVATE -O2 -g -fno-omit-frame-pointer)
 # Coroutines: the outermost frame returns to __start_context's first byte.
 add_executable(fx_coro ${FX}/fx_coro.c)
 target_compile_options(fx_coro PRIVATE -O1 -g -fno-builtin-malloc -fno-builtin-free)
@@ -114,7 +116,7 @@ add_test(NAME symbols_oracle
           ${ML_FORTRAN_FX} ${ML_CLANG_FX})
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
-add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_inline_deep)
+add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_inline_deep fx_fpnew)
 if(ML_CLANG_FX)
   add_dependencies(test_symbols fx_clang) # fx_cpp_sites_clang, fx_tlsinit_clang
 endif()

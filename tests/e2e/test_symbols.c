@@ -14,12 +14,16 @@
 #include <string.h>
 #include <unistd.h>
 
-static void record(const char *trace, const char *fixture) {
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin(fixture), NULL};
+static void record_unwind(const char *trace, const char *fixture, const char *unwinder) {
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--unwind", unwinder, "-o", trace, "--", h_bin(fixture), NULL};
     h_run_t r;
     h_run(&r, argv);
     cr_assert_eq(r.status, 0, "memlens run %s: status %d: %s", fixture, r.status, r.err);
     h_run_free(&r);
+}
+
+static void record(const char *trace, const char *fixture) {
+    record_unwind(trace, fixture, "libunwind");
 }
 
 static ml_analysis_t *analyse(const char *trace) {
@@ -338,4 +342,40 @@ Test(symbols, clang_thread_local_init_named_by_the_users_line) {
     }
     cr_expect_eq(found, 2);
     ml_analysis_free(a);
+}
+
+/* Calls per headline (function:line) of fx_fpnew's own sites. */
+static void fpnew_counts(const char *unwinder, uint64_t *build18, uint64_t *main34, uint64_t *other) {
+    char name[64];
+    snprintf(name, sizeof name, "fpnew_%s.mlt", unwinder);
+    const char *trace = h_tmp(name);
+    record_unwind(trace, "fx_fpnew", unwinder);
+    ml_analysis_t *a = analyse(trace);
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    *build18 = *main34 = *other = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ml_frame_t *f = &s[i].frames[s[i].headline];
+        if (!ends_with(f->file, "/fx_fpnew.cpp")) continue;
+        if (!strcmp(f->function, "build(int)") && f->line == 18) *build18 += s[i].alloc_calls;
+        else if (!strcmp(f->function, "main") && f->line == 34) *main34 += s[i].alloc_calls;
+        else *other += s[i].alloc_calls;
+    }
+    ml_analysis_free(a);
+}
+
+/* --unwind fp through allocation wrappers without a frame pointer
+ * (libstdc++'s operator new, libc's strdup) in a program built with them:
+ * each `new T` at its own line, as the default walker says. The frame-
+ * pointer walk alone skipped build() itself: its 12 calls were counted at
+ * main:33 and build:20/21 (the recursive calls), and strdup's at no line
+ * of the program. */
+Test(symbols, unwind_fp_names_the_caller_of_a_wrapper_without_frame_pointer) {
+    uint64_t b, m, o, fb, fm, fo;
+    fpnew_counts("libunwind", &b, &m, &o);
+    cr_expect(b == 12 && m == 1 && o == 0, "default walker: build:18 %llu, main:34 %llu, other %llu",
+              (unsigned long long)b, (unsigned long long)m, (unsigned long long)o);
+    fpnew_counts("fp", &fb, &fm, &fo);
+    cr_expect(fb == 12 && fm == 1 && fo == 0, "--unwind fp: build:18 %llu, main:34 %llu, other %llu",
+              (unsigned long long)fb, (unsigned long long)fm, (unsigned long long)fo);
 }
