@@ -395,7 +395,7 @@ bool ml__own_code(const void *pc) {
  * first one outside memlens are stepped by their unwind rules while those
  * say "no frame pointer here" (at most FP_STEPS), and the frame-pointer
  * walk goes on from there. `uw` NULL: no thread state, no rules. */
-#define FP_STEPS 4
+#define FP_STEPS 2
 
 static int fp_backtrace(ml_uw_thread_t *uw, void **buf, int max) {
     if (ml_unlikely(!fp_stack_hi)) {
