@@ -755,3 +755,7 @@ size_t ml_merge_warnings(const ml_merge_t *m, const char *const **warnings) {
     *warnings = (const char *const *)m->warnings;
     return m->nwarnings;
 }
+
+uint32_t ml_merge_warning_process(const ml_merge_t *m, size_t i) {
+    return i < m->nwarnings ? m->warning_proc[i] : UINT32_MAX;
+}

@@ -142,5 +142,7 @@ size_t ml_merge_gpu_devices(const ml_merge_t *m, const ml_merge_gpu_device_t **d
 size_t ml_merge_flame(const ml_merge_t *m, const ml_calltree_node_t **nodes);
 /** Every process's warnings, each prefixed with "pid N: " (owned by the merge). */
 size_t ml_merge_warnings(const ml_merge_t *m, const char *const **warnings);
+/** The index of the process whose warning i is (UINT32_MAX past the end). */
+uint32_t ml_merge_warning_process(const ml_merge_t *m, size_t i);
 
 #endif

@@ -165,15 +165,21 @@ const char *ml_cli_incomplete_reason(const ml_totals_t *t, char *buf, size_t len
     return NULL;
 }
 
-/* Whether the trace says that its heap calls were not traced (an
+const char *ml_cli_heap_untraced_reason(const char *warning) {
+    if (strncmp(warning, ML_UNTRACED_HEAP_PREFIX, sizeof ML_UNTRACED_HEAP_PREFIX - 1)) return NULL;
+    return "its heap calls went to an allocator ahead of libmemlens.so (the program's own, or one preloaded "
+           "first), so it holds none of them";
+}
+
+/* Why the trace says that its heap calls were not traced (an
  * ML_UNTRACED_ALLOCATOR record, kept among the warnings): "0 allocations,
- * 0 B leaked" then says nothing about the program. */
-static bool heap_untraced(const ml_analysis_t *a) {
+ * 0 B leaked" then says nothing about the program. NULL when it does not. */
+static const char *heap_untraced(const ml_analysis_t *a) {
     const char *const *w;
     size_t nw = ml_analysis_warnings(a, &w);
     for (size_t i = 0; i < nw; i++)
-        if (!strncmp(w[i], ML_UNTRACED_HEAP_PREFIX, sizeof ML_UNTRACED_HEAP_PREFIX - 1)) return true;
-    return false;
+        if (ml_cli_heap_untraced_reason(w[i])) return ml_cli_heap_untraced_reason(w[i]);
+    return NULL;
 }
 
 /* A trace the gates cannot judge as asked: with --allow-incomplete a
@@ -856,9 +862,7 @@ int ml_cmd_report(int argc, char **argv) {
     bool gated = o.leak_gate || o.peak_gate || o.gpu_leak_gate || o.gpu_peak_gate;
     char why_buf[160];
     const char *why = gated ? ml_cli_incomplete_reason(ml_analysis_totals(a), why_buf, sizeof why_buf) : NULL;
-    if (gated && !why && heap_untraced(a))
-        why = "its heap calls went to an allocator ahead of libmemlens.so (the program's own, or one preloaded "
-              "first), so it holds none of them";
+    if (gated && !why) why = heap_untraced(a);
     char warn_msg[2 * PATH_MAX + 256], fail_msg[2 * PATH_MAX + 256];
     if (code == ML_EXIT_OK && why) {
         snprintf(warn_msg, sizeof warn_msg, "%s is incomplete (%s); the gates judge only what it holds", o.trace, why);

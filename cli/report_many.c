@@ -147,6 +147,20 @@ static int expand(const ml_report_many_opts_t *o, paths_t *out, bool *any_dir) {
     return rc;
 }
 
+/* Why process i's trace holds no heap call (ml_cli_heap_untraced_reason),
+ * from its warnings in the merge ("pid N: " and the trace's own), or NULL. */
+static const char *heap_untraced(const ml_merge_t *m, size_t i) {
+    const char *const *w;
+    size_t nw = ml_merge_warnings(m, &w);
+    for (size_t k = 0; k < nw; k++) {
+        if (ml_merge_warning_process(m, k) != i) continue;
+        const char *own = strstr(w[k], ": ");
+        const char *why = own ? ml_cli_heap_untraced_reason(own + 2) : NULL;
+        if (why) return why;
+    }
+    return NULL;
+}
+
 /* Gates on the merged totals; each message says what it compared. */
 static int gates(const ml_report_many_opts_t *o, const ml_merge_t *m) {
     bool gated = o->leak_gate || o->peak_gate || o->gpu_leak_gate || o->gpu_peak_gate;
@@ -157,6 +171,7 @@ static int gates(const ml_report_many_opts_t *o, const ml_merge_t *m) {
         const ml_merge_process_t *p = ml_merge_process(m, i);
         char buf[160];
         const char *why = ml_cli_incomplete_reason(&p->totals, buf, sizeof buf);
+        if (!why) why = heap_untraced(m, i);
         if (!why) continue;
         if (o->allow_incomplete) {
             if (!o->quiet)

@@ -32,6 +32,12 @@ int ml_cli_report_many(const ml_report_many_opts_t *o);
  * end record, events lost), or NULL when it is whole. (report_cmd.c) */
 const char *ml_cli_incomplete_reason(const ml_totals_t *t, char *buf, size_t len);
 
+/** Why a trace whose warning this is holds no heap call (its
+ * ML_UNTRACED_ALLOCATOR record: the program's own allocator, or one
+ * preloaded first), or NULL for any other warning. A gate cannot pass on
+ * it. (report_cmd.c) */
+const char *ml_cli_heap_untraced_reason(const char *warning);
+
 /** When the process of the trace at `path` (analysed into a) replaced itself
  * by exec and the program it became was traced: follows the traces of the
  * images it became (the collector names them STEM.PID[.N].mlt, and each

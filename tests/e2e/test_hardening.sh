@@ -721,6 +721,14 @@ sys.exit(0 if len(w) == 1 and "fx_ownmalloc" in w[0] and d["totals"]["alloc_call
     "$ML" report own.mlt -q --no-advisor --fail-on-leak 0 > /dev/null 2> err.txt
     check "...and a gate fails on it, saying why (exit $?; the build before passed it)" \
         test $? -eq 3 -a -n "$(grep 'gate failed: own.mlt is incomplete: its heap calls went to an allocator ahead of libmemlens.so' err.txt)"
+    # ...and so does a gate on a folder of traces that holds it beside a
+    # whole one (the build before passed it: exit 0).
+    rm -rf owndir && mkdir owndir && cp own.mlt owndir/
+    "$ML" run -q -o owndir/whole.mlt -- "$B/fx_altstack" > /dev/null 2>&1
+    "$ML" report owndir -q --no-advisor --fail-on-leak 1000000000 > /dev/null 2> err.txt
+    owndir_rc=$?
+    check "...and a gate on a folder holding it fails too, naming it (exit $owndir_rc)" \
+        test $owndir_rc -eq 3 -a -n "$(grep 'gate failed: owndir/own.mlt (pid [0-9]*) is incomplete: its heap calls went to an allocator ahead of libmemlens.so' err.txt)"
 
     # A library opened with RTLD_DEEPBIND (fx_deepbind.c) binds malloc and
     # free to libc's, past libmemlens.so, while libc's strdup still calls
