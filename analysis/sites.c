@@ -450,14 +450,6 @@ static int build_threads(ml_analysis_t *a, struct ml__built_s *b) {
     return 0;
 }
 
-/* The frame that names a site (docs/analysis.md, "Site names"): the first
- * of the program's own code that has a name. A program whose own frames
- * have none is a stripped executable, and the one whose work is done in
- * libraries (clang-format and the llvm tools are a few KiB of launcher
- * around libclang-cpp and libLLVM) had every site named
- * "[clang-format+0x40b6f9]": then the first frame below it with a name
- * that is not the runtime's (clang::tooling::Replacements::add). Failing
- * both, the first own frame, else frame 0, as before. */
 /* A function the compiler made to initialise globals or thread_locals
  * (clang's __cxx_global_var_init and __tls_init, gcc's _GLOBAL__sub_I_...),
  * which clang gives no line: the user's line is the frame around it (a
@@ -468,6 +460,15 @@ static bool generated_init(const ml_frame_t *f) {
                             !strncmp(fn, "_GLOBAL__sub_I_", 15) || !strncmp(fn, "TLS init function for ", 22));
 }
 
+/* The frame that names a site (docs/analysis.md, "Site names"): the first
+ * of the program's own code that has a name. A program whose own frames
+ * have none is a stripped executable, and the one whose work is done in
+ * libraries (clang-format and the llvm tools are a few KiB of launcher
+ * around libclang-cpp and libLLVM) had every site named
+ * "[clang-format+0x40b6f9]": then the first frame below it with a name
+ * that is not the runtime's (clang::tooling::Replacements::add). Failing
+ * both, the first own frame, else frame 0, as before. A compiler-made
+ * initialiser without a line names it only when no other own frame can. */
 static uint32_t headline_of(const ml_frame_t *f, uint32_t n) {
     uint32_t own = n, generated = n;
     for (uint32_t k = 0; k < n; k++) {

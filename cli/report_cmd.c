@@ -177,9 +177,9 @@ const char *ml_cli_heap_untraced_reason(const char *warning) {
 static const char *heap_untraced(const ml_analysis_t *a) {
     const char *const *w;
     size_t nw = ml_analysis_warnings(a, &w);
-    for (size_t i = 0; i < nw; i++)
-        if (ml_cli_heap_untraced_reason(w[i])) return ml_cli_heap_untraced_reason(w[i]);
-    return NULL;
+    const char *why = NULL;
+    for (size_t i = 0; i < nw && !why; i++) why = ml_cli_heap_untraced_reason(w[i]);
+    return why;
 }
 
 /* A trace the gates cannot judge as asked: with --allow-incomplete a

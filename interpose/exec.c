@@ -318,8 +318,6 @@ static void exec_obstacle(int via, int fd, const char *path, char *out, size_t c
     }
 }
 
-/* Before a followed exec: the reason the new image will not be traced, in
- * the ring header (or nothing). */
 /* This process' VmHWM in bytes from /proc/self/status, read in small
  * pieces (an exec may come from a signal handler on a small stack), or 0. */
 static uint64_t own_hwm(void) {
@@ -351,6 +349,9 @@ static uint64_t own_hwm(void) {
     return found ? kib * 1024 : 0;
 }
 
+/* Before a followed exec, in the ring header: the reason the new image
+ * will not be traced (or nothing), and this image's VmHWM, which the
+ * kernel starts again for the next program. */
 static void note_exec(int via, int fd, const char *path) {
     exec_obstacle(via, fd, path, ml__ring->exec_untraced, sizeof ml__ring->exec_untraced);
     ml_atomic_store_release(&ml__ring->exec_hwm, own_hwm());

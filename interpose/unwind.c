@@ -974,7 +974,6 @@ static int walk_once(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t
 uint64_t ml__uw_frameless_step(ml_uw_thread_t *t, uint64_t pc, uint64_t rsp, uint64_t hi, uint64_t *cfa,
                                uint64_t *rbp) {
     if (!enabled || rsp >= hi) return 0;
-    t->np_adds = 0;
     uint64_t r = rule_get(t, pc);
     if (rule_kind(r) != R_STD || (r & (R_CFA_RBP | R_GUESS | R_NONPERM))) return 0;
     uint64_t c = rsp + (uint64_t)(int64_t)rule_cfa_off(r);
