@@ -23,7 +23,9 @@
  *
  * Other threads' registers are roots too, read with ptrace where stopping
  * the thread cannot show (thread_registers); the exiting thread's are not
- * (the program's code has returned from main).
+ * (it runs memlens' destructor), but the callee-saved registers of the frame
+ * that called exit() or abort() are, as the process saved them
+ * (ml_ring_hdr_t.exit_regs).
  *
  * Limits (docs/analysis.md): other threads still
  * running may store pointers during the scan, but not allocate or free: the
@@ -956,7 +958,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     uint64_t *regs = NULL;
     known_sps_t known = {.n = 0};
     size_t nregs = rc == 0 && nb > 0 ? thread_registers(pid, exit_sp, &regs, &known) : 0;
-    /* The exiting thread's registers the process saved (a death in abort). */
+    /* The exiting thread's registers the process saved (exit or abort's caller). */
     if (rc == 0 && nb > 0 && exit_nregs) {
         uint64_t *nv = realloc(regs, (nregs + exit_nregs) * sizeof *nv);
         if (nv) {

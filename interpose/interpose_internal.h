@@ -204,15 +204,13 @@ void ml__stacks_park(uint64_t lo, uint64_t hi, ml_parked_t *p);
 void ml__stacks_unpark(const ml_parked_t *p);
 void ml__stacks_park_free(const ml_parked_t *p, ml_parked_t *sets, uint32_t nsets);
 uint32_t ml__stack_capture(uint8_t *flags);
-/* The stack pointer in the frame that called exit() (the caller's SP once
- * exit returned), found by unwinding from the caller; 0 when no exit frame
- * is on this thread's stack. Slow (libunwind's proc info, dladdr): once per
- * process, at exit. */
-uint64_t ml__exit_caller_sp(void);
-/* The same for the exported function `fn`, from wherever this is called
- * (a signal handler included: libunwind steps through the signal frame);
- * with regs, also the callee-saved registers (rbx, rbp, r12-r15) of fn's
- * caller as fn received them. */
+/* The stack pointer in the frame that called the exported function `fn`
+ * (exit, abort: the caller's SP once fn returned), found by unwinding from
+ * wherever this is called (a signal handler included: libunwind steps
+ * through the signal frame); 0 when no frame of fn is on this thread's
+ * stack. With regs, also the callee-saved registers (rbx, rbp, r12-r15) of
+ * fn's caller as fn received them. Slow (libunwind's proc info, dladdr):
+ * once per process, at its end. */
 uint64_t ml__caller_sp(const char *fn, uint64_t regs[6]);
 void ml__stacks_lock(void);
 void ml__stacks_unlock(void);

@@ -1910,7 +1910,14 @@ static void exit_handshake(uint64_t sp, bool crash, const uint64_t *regs, uint32
 __attribute__((destructor(101))) static void ml_dtor(void) {
     if (ml__state_relaxed() != ML_STATE_READY || ml__tls.guard) return;
     ml__tls.guard++;
-    if (!ml_atomic_exchange_acq_rel(&exit_asked, 1)) exit_handshake(ml__exit_caller_sp(), false, NULL, 0);
+    if (!ml_atomic_exchange_acq_rel(&exit_asked, 1)) {
+        /* exit()'s caller may hold a pointer in a callee-saved register,
+         * which exit's frames (left out of the scan) saved or still hold:
+         * roots, as valgrind finds them at exit_group (lk_exitreg). */
+        uint64_t regs[6];
+        uint64_t sp = ml__caller_sp("exit", regs);
+        exit_handshake(sp, false, regs, sp ? 6 : 0);
+    }
     ml__tls.guard--;
     if (ml__tls.deferred_sig) ml__deferred_signal();
 }

@@ -587,10 +587,6 @@ static uint32_t intern_pcs(stack_cache_t *c, void *const *pcs, int n, uint8_t *f
     return parent;
 }
 
-uint64_t ml__exit_caller_sp(void) {
-    return ml__caller_sp("exit", NULL);
-}
-
 uint64_t ml__caller_sp(const char *fn, uint64_t regs[6]) {
     unw_context_t ctx;
     unw_cursor_t cur;

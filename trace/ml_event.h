@@ -441,11 +441,11 @@ typedef struct {
      * `seq` of the ML_BLOB_FORK its parent image wrote before the fork (the
      * parent is ml_ctl_proc_t.parent_slot). 0: not a fork child. */
     uint32_t fork_seq;
-    /* Set by the process before its exit record when it dies inside
-     * abort() (interpose/runtime.c, crash_handler): the callee-saved
-     * registers (rbx, rbp, r12-r15) of abort()'s caller, recovered by
-     * unwinding, which abort's frames kept and exit_sp (the caller's frame)
-     * leaves out. Roots, as the registers of a thread valgrind stops.
+    /* Set by the process before its exit record when it calls exit() or
+     * dies inside abort() (interpose/runtime.c, ml_dtor and crash_handler):
+     * the callee-saved registers (rbx, rbp, r12-r15) of exit()'s or
+     * abort()'s caller, recovered by unwinding, which their frames kept and
+     * exit_sp (the caller's frame) leaves out. Roots, as the registers of a thread valgrind stops.
      * exit_nregs: how many (0: none), with ML_EXIT_CRASH added when the
      * process makes its exit handshake from memlens' handler of a fatal
      * signal (it dies of it: glibc's freeres does not run). */
