@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef RENAME_NOREPLACE
@@ -192,6 +193,30 @@ static int inspect(const char *path, unsigned flags, char *err, size_t errlen) {
     return 1;
 }
 
+/* A device or a FIFO, opened for writing without following a link. A
+ * FIFO's open blocks until a reader opens it, in a system call that
+ * restarts after memlens' handlers of SIGINT and SIGTERM: with no reader,
+ * `memlens run -o FIFO` hung for good and ignored both. So the open does
+ * not block: it is tried again every 10 ms for FIFO_WAIT_MS (a reader
+ * started just before memlens, `cat FIFO > x & memlens ...`, may not have
+ * opened it yet), then fails with ENXIO. The descriptor blocks again once
+ * open, as a plain open's would. */
+#define FIFO_WAIT_MS 2000
+static int open_in_place(const char *path) {
+    for (int waited = 0;; waited += 10) {
+        int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0) {
+            int fl = fcntl(fd, F_GETFL);
+            if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+            return fd;
+        }
+        if (errno != ENXIO || waited >= FIFO_WAIT_MS) return -1;
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+        errno = ENXIO;
+    }
+}
+
 int ml_outfile_check(const char *path, unsigned flags, char *err, size_t errlen) {
     int rc = inspect(path, flags, err, errlen);
     return rc < 0 ? rc : 0;
@@ -208,11 +233,16 @@ int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err
     if (what >= 2) {
         /* Written in place: a device or FIFO opened without following a
          * link, or a copy of one of memlens' own descriptors. */
-        o->fd = what == 3 ? fcntl(ml_outfile_own_fd(path), F_DUPFD_CLOEXEC, 3)
-                          : open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+        o->fd = what == 3 ? fcntl(ml_outfile_own_fd(path), F_DUPFD_CLOEXEC, 3) : open_in_place(path);
         if (o->fd < 0) {
             int e = errno;
-            snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
+            if (e == ENXIO)
+                snprintf(err, errlen,
+                         "cannot write %s: it is a FIFO (named pipe) and nothing opened it for reading "
+                         "within %d s (ENXIO); start its reader first",
+                         path, FIFO_WAIT_MS / 1000);
+            else
+                snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
             free(o->path);
             o->path = NULL;
             return -e;

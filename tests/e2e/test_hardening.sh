@@ -491,6 +491,23 @@ if want "$@"; then
     check "--suppressions <(...) is read (status $?)" test -z "$(cat err.txt)"
     timeout 30 "$ML" report supp.mlt -q --no-advisor --suppressions . > /dev/null 2> err.txt
     check "--suppressions DIR says it is a directory" has err.txt "is a directory"
+    # An output FIFO nobody reads: refused after 2 s (run hung for good in
+    # open(2), and ignored SIGTERM); one with a reader gets the trace.
+    mkfifo out.fifo
+    timeout -k 5 30 "$ML" run -q -o out.fifo -- /bin/true > /dev/null 2> err.txt
+    st=$?
+    check "run -o FIFO without a reader is refused (status $st)" test $st -eq 1
+    check "... and says why" has err.txt "nothing opened it for reading"
+    timeout -k 5 30 "$ML" report supp.mlt -q --no-advisor --json out.fifo > /dev/null 2> err.txt
+    st=$?
+    check "report --json FIFO without a reader is refused (status $st)" test $st -eq 1
+    (sleep 0.5; cat out.fifo > fromfifo.mlt) &
+    timeout -k 5 30 "$ML" run -q -o out.fifo -- /bin/true > /dev/null 2> err.txt
+    st=$?
+    wait
+    check "run -o FIFO with a reader writes the trace (status $st)" test $st -eq 0
+    "$ML" report fromfifo.mlt -q --no-advisor --json fromfifo.json 2> err.txt
+    check "... which reads back" grep -q "\"alloc_calls\"" fromfifo.json
     # A folder of traces (--follow-fork's): the viewer shows one process, a
     # report merges them; the error says which to use.
     mkdir -p tdir && cp supp.mlt tdir/a.mlt
