@@ -491,6 +491,7 @@ typedef struct {
     bool candidate;
     bool loader; /* writable data of glibc's dynamic loader: an owned root */
     bool stack;  /* anonymous, right above a guard page: maybe a thread stack glibc keeps */
+    bool libc;   /* writable data of glibc's libc.so: holds malloc's main arena */
 } mapping_t;
 
 /* What every mapping is decided with. */
@@ -728,6 +729,87 @@ static int cached_stack_dtv(roots_ctx_t *x, const mapping_t *m) {
     return 0;
 }
 
+/* glibc's malloc keeps the main arena's state (struct malloc_state,
+ * malloc/malloc.c) in libc's .data: its fast bins, top chunk, last
+ * remainder and bins point at chunk headers in the heap, and last_remainder
+ * stays where a split once left it, so it can hold the start or the inside
+ * of a block allocated since. valgrind replaces malloc, so no such words
+ * exist for it; here they made a block nothing of the program points to
+ * reachable (three memalign calls: the third's block started where
+ * last_remainder pointed; valgrind says definite). The state is not a root.
+ *
+ * libc exports no symbol for it, so it is found by its shape, in glibc's
+ * layout since 2.27 (x86_64): an int mutex, int flags, int
+ * have_fastchunks, 10 fast bins from 16, top at 96, last_remainder at 104,
+ * 127 bin headers of two words from 112 (an empty bin's fd and bk both
+ * hold the header's own address - 16, a non-empty one's point at chunks:
+ * 16-aligned, outside the arena), the bin map, then `next` at 2160, the
+ * ring of arenas, which comes back to the main arena. A candidate must fit
+ * all of that and hold at least 16 empty bins; none found (another layout,
+ * another libc): the mapping is a root whole, as before. */
+#define ARENA_BINS 112
+#define ARENA_NEXT 2160
+#define ARENA_SIZE 2200
+#define ARENA_NBINS 127
+
+static bool arena_chunk_ptr(uint64_t v, uint64_t m) {
+    return v && !(v & 15) && (v < m || v >= m + ARENA_SIZE);
+}
+
+static bool arena_at(const roots_ctx_t *x, const uint64_t *w, uint64_t lo, uint64_t m) {
+    const uint64_t *a = w + (m - lo) / 8;
+    size_t empty = 0;
+    for (int j = 0; j < ARENA_NBINS; j++) {
+        uint64_t at = m + ARENA_BINS + 16 * (uint64_t)j, fd = a[ARENA_BINS / 8 + 2 * j], bk = a[ARENA_BINS / 8 + 2 * j + 1];
+        if (fd == at - 16 && bk == at - 16)
+            empty++;
+        else if (!arena_chunk_ptr(fd, m) || !arena_chunk_ptr(bk, m))
+            return false;
+    }
+    if (empty < 16) return false;
+    for (int j = 0; j < 10; j++) /* fast bins */
+        if (a[2 + j] && !arena_chunk_ptr(a[2 + j], m)) return false;
+    if (a[12] != m + 96 && !arena_chunk_ptr(a[12], m)) return false; /* top: the unsorted bin before any */
+    if (a[13] && !arena_chunk_ptr(a[13], m)) return false;          /* last_remainder */
+    /* The ring of arenas: main_arena.next is itself, or the newest thread
+     * arena, whose state is read from the process. */
+    uint64_t next = a[ARENA_NEXT / 8];
+    for (int hops = 0; hops < 256 && next; hops++) {
+        if (next == m) return true;
+        if (next & 7) return false;
+        uint64_t nx;
+        if (!read_words(x->pid, next + ARENA_NEXT, &nx, 1)) return false;
+        next = nx;
+    }
+    return false;
+}
+
+/* The address of the main arena's state in libc's data mapping m, or 0. */
+static uint64_t main_arena_in(const roots_ctx_t *x, const mapping_t *m) {
+    uint64_t len = m->hi - m->lo;
+    if (len < ARENA_SIZE || len > (1u << 20)) return 0;
+    uint64_t *w = malloc(len);
+    if (!w || !read_words(x->pid, m->lo, w, len / 8)) {
+        free(w);
+        return 0;
+    }
+    uint64_t found = 0;
+    size_t nw = len / 8;
+    /* The first empty bin: the arena is one of 127 places around it. */
+    for (size_t i = 0; i + 1 < nw && !found; i++) {
+        uint64_t at = m->lo + 8 * i;
+        if (w[i] != at - 16 || w[i + 1] != at - 16) continue;
+        for (int j = 0; j < ARENA_NBINS && !found; j++) {
+            uint64_t cand = at - ARENA_BINS - 16 * (uint64_t)j;
+            if (cand < m->lo || cand > at || cand + ARENA_SIZE > m->hi || (cand & 7)) continue;
+            if (arena_at(x, w, m->lo, cand)) found = cand;
+        }
+        if (!found) break; /* the first empty bin was no arena's: give up */
+    }
+    free(w);
+    return found;
+}
+
 static int consider(roots_ctx_t *x, const mapping_t *m) {
     /* Never touched (reserved address space: sanitizer shadows, GPU
      * apertures, thread-stack guards): only zeros, nothing to read. */
@@ -759,15 +841,19 @@ static int consider(roots_ctx_t *x, const mapping_t *m) {
     /* Heap memory is scanned per block, not as a root: free chunks hold
      * stale pointers. Only what lies beside glibc's parts is a root. */
     if (first < x->nb && ml_reach_block_ptr(x->b, first) < m->hi && (!x->glibc || !glibc_heap_parts(x, m))) return 0;
-    /* Nor is memlens' own memory. */
-    size_t nheap = x->parts.n;
+    /* Nor is memlens' own memory, nor malloc's main arena. */
     for (size_t k = first_range(&x->raw, m->lo); k < x->raw.n && x->raw.v[k].lo < m->hi; k++) {
         uint64_t a = x->raw.v[k].lo > m->lo ? x->raw.v[k].lo : m->lo;
         uint64_t z = x->raw.v[k].hi < m->hi ? x->raw.v[k].hi : m->hi;
         int rc = push_range(&x->parts, a, z);
         if (rc < 0) return rc;
     }
-    if (nheap && x->parts.n > nheap) qsort(x->parts.v, x->parts.n, sizeof *x->parts.v, cmp_range);
+    if (x->glibc && m->libc) {
+        uint64_t a = main_arena_in(x, m);
+        int rc = a ? push_range(&x->parts, a, a + ARENA_SIZE) : 0;
+        if (rc < 0) return rc;
+    }
+    if (x->parts.n > 1) qsort(x->parts.v, x->parts.n, sizeof *x->parts.v, cmp_range);
     for (size_t k = 0; k < x->parts.n; k++) {
         if (x->parts.v[k].lo > lo) {
             int rc = push_range(x->roots, lo, x->parts.v[k].lo);
@@ -810,6 +896,11 @@ static int sbrk_roots(const roots_ctx_t *x, uint64_t addr, uint64_t lo, uint64_t
  * loader's (tests/leaks/lk_dlopen.c). */
 static bool is_glibc_loader(const char *base) {
     return !strncmp(base, "ld-linux", 8) || (!strncmp(base, "ld-2.", 5) && strstr(base, ".so"));
+}
+
+/* glibc's C library: libc.so.6, libc-2.31.so ... */
+static bool is_glibc_libc(const char *base) {
+    return !strncmp(base, "libc.so", 7) || (!strncmp(base, "libc-2.", 7) && strstr(base, ".so"));
 }
 
 /* pid names the process (its threads); mem_pid a live thread of it, whose
@@ -865,7 +956,8 @@ static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known
         base = base ? base + 1 : name;
         m = (mapping_t){lo, hi, 0, perms[0] == 'r' && perms[1] == 'w' && (perms[3] == 'p' || perms[3] == 's'),
                         inode != 0 && perms[3] == 'p' && is_glibc_loader(base),
-                        inode == 0 && !name[0] && !strcmp(perms, "rw-p") && lo == guard_hi};
+                        inode == 0 && !name[0] && !strcmp(perms, "rw-p") && lo == guard_hi,
+                        inode != 0 && !strcmp(perms, "rw-p") && is_glibc_libc(base)};
         guard_hi = !strcmp(perms, "---p") ? hi : 0;
         /* The brk heap is glibc's main arena, scanned block by block, but
          * for what the program took with sbrk itself. */
