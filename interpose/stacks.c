@@ -175,8 +175,16 @@ static ML_TLS uintptr_t fp_stack_hi; /* for the frame-pointer walker */
 static ML_TLS thread_state_t *my_state;
 static thread_state_t *free_states;
 static _Atomic int states_lock;
+/* Each thread's state goes back to free_states when the thread ends, by
+ * this key's destructor. The key is one of the program's PTHREAD_KEYS_MAX:
+ * when the program asks for a key and there is none left, memlens gives
+ * this one back (pthread_key_create below), and the states of threads that
+ * end after that are not reused. Both under states_lock, so that no
+ * thread's pthread_setspecific can reach the program's key of the same
+ * index. */
 static pthread_key_t state_key;
 static bool have_key;
+static int (*real_key_create)(pthread_key_t *, void (*)(void *));
 
 /* In verify mode, every node's (parent, pc) by id, so that the check reads
  * the stack back from the leaf id the event carries: it covers interning
@@ -436,10 +444,16 @@ static int fp_backtrace(ml_uw_thread_t *uw, void **buf, int max) {
     return n;
 }
 
-/* libunwind's own step loop (what unw_backtrace falls back to), for the
- * stacks unw_backtrace's per-address trace cache may get wrong: that cache
- * is never invalidated, so once a module has been unloaded, an address
- * reused by another module could be traced by stale rules. */
+/* libunwind's own step loop, the recorder's fallback walk. Not
+ * unw_backtrace: its per-address trace cache is never invalidated (once a
+ * module has been unloaded, an address reused by another module was traced
+ * by stale rules), and its first call in a process creates a pthread key
+ * for that cache, one of the program's 1,024 (PTHREAD_KEYS_MAX): a program
+ * that creates keys until none is left got one fewer. The step loop's
+ * cache (register states by address, per thread in TLS) takes no key and
+ * is flushed when the loader's object counts move. The walker hands few
+ * stacks to libunwind (none of clang-format's 124,682, git log's 14,817 or
+ * node's 458,020), so its slower steps cost little. */
 static __attribute__((noinline)) int step_walk(step_mem_t *m, void **buf, int max) {
     unw_word_t ip;
     int n = 0;
@@ -449,6 +463,20 @@ static __attribute__((noinline)) int step_walk(step_mem_t *m, void **buf, int ma
         buf[n++] = (void *)(uintptr_t)ip;
     }
     return n;
+}
+
+/* libunwind's register-state cache is keyed by address: once the loader's
+ * object counts moved (an object unloaded, another loaded where it was),
+ * it is flushed before the next walk. */
+static void unw_flush_if_moved(void) {
+    static _Atomic uint64_t seen_adds, seen_subs;
+    uint64_t v[2] = {0, 0};
+    ml__loader_counts(v);
+    if (v[0] != ml_atomic_load_relaxed(&seen_adds) || v[1] != ml_atomic_load_relaxed(&seen_subs)) {
+        unw_flush_cache(unw_local_addr_space, 0, 0);
+        ml_atomic_store_relaxed(&seen_adds, v[0]);
+        ml_atomic_store_relaxed(&seen_subs, v[1]);
+    }
 }
 
 static __attribute__((noinline)) int step_backtrace(void **buf, int max) {
@@ -501,8 +529,35 @@ static thread_state_t *state(void) {
     my_state = s;
     /* May allocate (glibc's second-level key arrays): passed through, the
      * guard is raised. */
-    if (have_key) pthread_setspecific(state_key, s);
+    if (ml_atomic_load_relaxed(&have_key)) {
+        ml__spin_lock(&states_lock);
+        if (have_key) pthread_setspecific(state_key, s);
+        ml__spin_unlock(&states_lock);
+    }
     return s;
+}
+
+/* The program's pthread_key_create: glibc's, and when it has no key left
+ * (EAGAIN), memlens' own key given back for it, so that a program that
+ * creates keys until none is left gets as many as without memlens (it got
+ * one fewer; LeakSanitizer's test many_tls_keys_pthread counts them). */
+ML_EXPORT int pthread_key_create(pthread_key_t *key, void (*destructor)(void *));
+ML_EXPORT int pthread_key_create(pthread_key_t *key, void (*destructor)(void *)) {
+    static void *_Atomic real;
+    int (*f)(pthread_key_t *, void (*)(void *)) =
+        real_key_create ? real_key_create
+                        : (int (*)(pthread_key_t *, void (*)(void *)))ml__next_symbol(&real, "pthread_key_create");
+    if (!f) return EAGAIN;
+    int rc = f(key, destructor);
+    if (rc != EAGAIN || !ml_atomic_load_relaxed(&have_key)) return rc;
+    bool gave = false;
+    ml__spin_lock(&states_lock);
+    if (have_key) {
+        have_key = false;
+        gave = pthread_key_delete(state_key) == 0;
+    }
+    ml__spin_unlock(&states_lock);
+    return gave ? f(key, destructor) : rc;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -620,16 +675,11 @@ uint64_t ml__caller_sp(const char *fn, uint64_t regs[6]) {
 /* Verification (--unwind verify)                                            */
 /* ------------------------------------------------------------------------- */
 
-static uint64_t verify_subs0; /* the loader's unload count when we started */
-
 /* Compares the stack recorded as `leaf` (truncated or not) with libunwind's,
- * and counts the outcome in the ring header. The
- * reference is unw_backtrace until the loader has unloaded an object (its
- * per-address trace cache is never invalidated), and libunwind's plain step
- * loop after that, whose only cache (register states by address) is flushed
- * whenever the loader's object counts move. Both decisions come from the
- * loader's counts read here on every stack, not from the recorder's own
- * bookkeeping of modules. */
+ * and counts the outcome in the ring header. The reference is libunwind's
+ * plain step loop, whose only cache (register states by address) is flushed
+ * whenever the loader's object counts move, read here on every stack, not
+ * from the recorder's own bookkeeping of modules. */
 static __attribute__((noinline)) void verify_stack_walk(thread_state_t *ts, void **pcs, void **buf,
                                                         uint32_t leaf, bool trunc, bool fell_back,
                                                         bool reused) {
@@ -638,18 +688,9 @@ static __attribute__((noinline)) void verify_stack_walk(thread_state_t *ts, void
         if (id >= VERIFY_NODES) return; /* beyond what we can read back: not counted */
         pcs[n++] = (void *)(uintptr_t)vnode_pc[id];
     }
-    static _Atomic uint64_t seen_adds, seen_subs;
-    uint64_t v[2] = {0, 0};
-    ml__loader_counts(v);
-    if (v[0] != ml_atomic_load_relaxed(&seen_adds) || v[1] != ml_atomic_load_relaxed(&seen_subs)) {
-        unw_flush_cache(unw_local_addr_space, 0, 0);
-        ml_atomic_store_relaxed(&seen_adds, v[0]);
-        ml_atomic_store_relaxed(&seen_subs, v[1]);
-    }
+    unw_flush_if_moved();
     int max = (int)depth + SKIP_MAX + 1;
-    int m = ts && on_alt_stack()      ? step_walk(&ts->step, buf, max)
-            : v[1] != verify_subs0 ? step_backtrace(buf, max)
-                                   : unw_backtrace(buf, max);
+    int m = ts && on_alt_stack() ? step_walk(&ts->step, buf, max) : step_backtrace(buf, max);
     int skip = 0;
     while (skip < m && is_own_frame((uintptr_t)buf[skip])) skip++;
     int want = m - skip > (int)depth ? (int)depth : m - skip;
@@ -883,9 +924,9 @@ static __attribute__((noinline)) uint32_t capture_stateless(uint8_t *flags) {
     return capture_slow(NULL, buf, flags);
 }
 
-/* The stack by libunwind's unw_backtrace (or its step loop, or the frame
- * pointers for --unwind fp) into buf (ML_UW_CAP entries), interned through
- * ts's cache when there is a state. */
+/* The stack by libunwind's step loop (or the frame pointers for --unwind
+ * fp) into buf (ML_UW_CAP entries), interned through ts's cache when there
+ * is a state. */
 static __attribute__((noinline)) uint32_t capture_slow(thread_state_t *ts, void **buf, uint8_t *flags) {
     int max = (int)depth + SKIP_MAX + 1;
     int n;
@@ -898,13 +939,14 @@ static __attribute__((noinline)) uint32_t capture_slow(thread_state_t *ts, void 
         int saved_errno = errno;
         /* On an alternate signal stack (SIGSTKSZ, 8 KiB, is common) the
          * walk keeps libunwind's 2 KiB context and cursor in the thread's
-         * state and takes its step loop: unw_backtrace holds both on the
-         * stack and its tracer goes deeper. With a CPU's AVX-512 state in
+         * state rather than on the stack: with a CPU's AVX-512 state in
          * the signal frame, a handler's malloc wrote 32 bytes below such a
-         * stack that way (fx_altstack; 1,940 B of ours there now). The
-         * tracer is faster, so other stacks keep it. */
+         * stack when they were on it (fx_altstack; 1,940 B of ours there
+         * now). Other stacks keep them on the stack, which no other
+         * thread's walk can touch. */
+        unw_flush_if_moved();
         if (ts && on_alt_stack()) n = step_walk(&ts->step, buf, max);
-        else n = ml__uw_unloaded() ? step_backtrace(buf, max) : unw_backtrace(buf, max);
+        else n = step_backtrace(buf, max);
         errno = saved_errno;
     }
     int skip = 0;
@@ -1041,14 +1083,12 @@ int ml__stacks_init(void) {
         ml__uw_init(); /* its rules step frames without a frame pointer (fp_backtrace) */
     } else {
         fast = ml__uw_init();
-        have_key = pthread_key_create(&state_key, state_release) == 0;
+        real_key_create = (int (*)(pthread_key_t *, void (*)(void *)))dlsym(RTLD_NEXT, "pthread_key_create");
+        have_key = real_key_create && real_key_create(&state_key, state_release) == 0;
         unw_pipe_later = true; /* libunwind initialises below */
         unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
         unw_set_cache_size(unw_local_addr_space, 1024, 0);
         if (verify) {
-            uint64_t v[2] = {0, 0};
-            ml__loader_counts(v);
-            verify_subs0 = v[1];
             vnode_pc = ml__raw_alloc(VERIFY_NODES * sizeof *vnode_pc);
             vnode_parent = ml__raw_alloc(VERIFY_NODES * sizeof *vnode_parent);
             if (!vnode_pc || !vnode_parent) {
@@ -1056,16 +1096,10 @@ int ml__stacks_init(void) {
                 return -1;
             }
         }
-        /* unw_backtrace creates its per-thread cache key (pthread_key_create)
-         * on its first call. Made later, inside a hook, after the program
-         * created 32 keys, that key would get an index past glibc's first
-         * level, and its pthread_setspecific would calloc glibc's
-         * second-level key array inside the hook: an allocation we skip,
-         * which the program's own keys then live in (its blocks would look
-         * definitely lost). Created now, before the program runs, the key
-         * is among the first 32 and needs no array. */
+        /* libunwind sets itself up (its pipe for address checks) on its
+         * first walk: now, before the program runs, not inside a hook. */
         void *pc[2];
-        unw_backtrace(pc, 2);
+        step_backtrace(pc, 2);
         unw_pipe_later = false;
     }
     return 0;

@@ -233,6 +233,17 @@ if want "$@"; then
         check "getenv still finds CUDA_INJECTION64_PATH in the program" has cu.txt "getenv b'.*libmemlens_cupti.so'"
         check "the program's environment no longer holds it" has cu.txt "environ False"
     fi
+    # pthread keys: the program gets as many as without memlens (1,022
+    # before: memlens' own key and libunwind's trace cache's took two),
+    # and its threads' key destructors all run.
+    "$B/fx_keys" > keys.plain 2>&1
+    "$ML" run -q -o keys.mlt -- "$B/fx_keys" > keys.ml 2>&1
+    check "the program gets every pthread key ($(tr '\n' ' ' < keys.ml)against $(tr '\n' ' ' < keys.plain))" \
+        cmp -s keys.plain keys.ml
+    "$ML" report keys.mlt -q --no-advisor --json keys.json 2> /dev/null
+    check "... and every call of its threads is recorded (32 threads x 101 in work)" \
+        "$PY" -c 'import json,sys; d=json.load(open("keys.json"))
+sys.exit(sum(s["alloc_calls"] for s in d["sites"] if any(f["function"] == "work" for f in s["frames"][:3])) != 3232)'
     # Descriptors: libunwind's pipe (libmemlens' unwinder) must not take the
     # program's lowest free descriptors, nor become a stdin or stdout the
     # program was started without. The program's own run is the oracle.
