@@ -151,6 +151,7 @@ typedef struct thread_state_s {
      * stack (capture_slow), off that stack for the same reason. */
     step_mem_t step;
     void *verify_pcs[ML_MAX_DEPTH]; /* --unwind verify: the recorded stack (verify_stack) */
+    bool unw_ready; /* this thread made its first unw_backtrace call (fallback_walk) */
 } thread_state_t;
 
 static _Atomic(node_table_t *) table;
@@ -185,6 +186,14 @@ static _Atomic int states_lock;
 static pthread_key_t state_key;
 static bool have_key;
 static int (*real_key_create)(pthread_key_t *, void (*)(void *));
+/* libunwind's unw_backtrace creates a key too, for its per-thread trace
+ * cache, and sets it in each thread's first call. It is known when memlens
+ * made libunwind create it at start-up (unw_key_known), and can then be
+ * given back the same way: from then on (unw_gone) the fallback walk is
+ * libunwind's step loop, which takes no key. A thread's first call runs
+ * under states_lock, so that none sets the key once it is given back. */
+static pthread_key_t unw_key;
+static bool unw_key_known, unw_gone;
 
 /* In verify mode, every node's (parent, pc) by id, so that the check reads
  * the stack back from the leaf id the event carries: it covers interning
@@ -444,16 +453,8 @@ static int fp_backtrace(ml_uw_thread_t *uw, void **buf, int max) {
     return n;
 }
 
-/* libunwind's own step loop, the recorder's fallback walk. Not
- * unw_backtrace: its per-address trace cache is never invalidated (once a
- * module has been unloaded, an address reused by another module was traced
- * by stale rules), and its first call in a process creates a pthread key
- * for that cache, one of the program's 1,024 (PTHREAD_KEYS_MAX): a program
- * that creates keys until none is left got one fewer. The step loop's
- * cache (register states by address, per thread in TLS) takes no key and
- * is flushed when the loader's object counts move. The walker hands few
- * stacks to libunwind (none of clang-format's 124,682, git log's 14,817 or
- * node's 458,020), so its slower steps cost little. */
+/* libunwind's own step loop, the fallback walk where unw_backtrace is not
+ * used (fallback_walk). */
 static __attribute__((noinline)) int step_walk(step_mem_t *m, void **buf, int max) {
     unw_word_t ip;
     int n = 0;
@@ -482,6 +483,29 @@ static void unw_flush_if_moved(void) {
 static __attribute__((noinline)) int step_backtrace(void **buf, int max) {
     step_mem_t m;
     return step_walk(&m, buf, max);
+}
+
+/* The fallback walk: unw_backtrace, whose per-address tracer is much
+ * faster than the step loop on repeated stacks (a handler's malloc, 100,000
+ * times: 0.39 s against 1.06 s for the whole run), until an object was
+ * unloaded (its trace cache is never invalidated: an address reused by
+ * another object would be traced by stale rules) or its key was given
+ * back; the step loop then, with its cache flushed when the loader's
+ * counts moved. */
+static int fallback_walk(thread_state_t *ts, void **buf, int max) {
+    if (ts && !ml__uw_unloaded() && !ml_atomic_load_relaxed(&unw_gone)) {
+        if (ml_likely(ts->unw_ready)) return unw_backtrace(buf, max);
+        int n = -1;
+        ml__spin_lock(&states_lock);
+        if (!unw_gone) {
+            n = unw_backtrace(buf, max); /* sets libunwind's key in this thread */
+            ts->unw_ready = true;
+        }
+        ml__spin_unlock(&states_lock);
+        if (n >= 0) return n;
+    }
+    unw_flush_if_moved();
+    return step_backtrace(buf, max);
 }
 
 /* Whether this thread runs on its alternate signal stack now (a handler of
@@ -522,6 +546,7 @@ static thread_state_t *state(void) {
         s->stack.valid = 0;
         s->stack.n = 0;
         s->last_kept = 0;
+        s->unw_ready = false; /* libunwind's trace cache is per thread */
     } else {
         s = ml__raw_alloc(sizeof *s); /* zero-filled: a fresh state */
     }
@@ -549,15 +574,21 @@ ML_EXPORT int pthread_key_create(pthread_key_t *key, void (*destructor)(void *))
                         : (int (*)(pthread_key_t *, void (*)(void *)))ml__next_symbol(&real, "pthread_key_create");
     if (!f) return EAGAIN;
     int rc = f(key, destructor);
-    if (rc != EAGAIN || !ml_atomic_load_relaxed(&have_key)) return rc;
-    bool gave = false;
-    ml__spin_lock(&states_lock);
-    if (have_key) {
-        have_key = false;
-        gave = pthread_key_delete(state_key) == 0;
+    while (rc == EAGAIN) {
+        bool gave = false;
+        ml__spin_lock(&states_lock);
+        if (have_key) {
+            ml_atomic_store_relaxed(&have_key, false);
+            gave = pthread_key_delete(state_key) == 0;
+        } else if (unw_key_known && !unw_gone) {
+            ml_atomic_store_relaxed(&unw_gone, true);
+            gave = pthread_key_delete(unw_key) == 0;
+        }
+        ml__spin_unlock(&states_lock);
+        if (!gave) break;
+        rc = f(key, destructor);
     }
-    ml__spin_unlock(&states_lock);
-    return gave ? f(key, destructor) : rc;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -924,9 +955,9 @@ static __attribute__((noinline)) uint32_t capture_stateless(uint8_t *flags) {
     return capture_slow(NULL, buf, flags);
 }
 
-/* The stack by libunwind's step loop (or the frame pointers for --unwind
- * fp) into buf (ML_UW_CAP entries), interned through ts's cache when there
- * is a state. */
+/* The stack by libunwind (fallback_walk; or the frame pointers for
+ * --unwind fp) into buf (ML_UW_CAP entries), interned through ts's cache
+ * when there is a state. */
 static __attribute__((noinline)) uint32_t capture_slow(thread_state_t *ts, void **buf, uint8_t *flags) {
     int max = (int)depth + SKIP_MAX + 1;
     int n;
@@ -942,11 +973,14 @@ static __attribute__((noinline)) uint32_t capture_slow(thread_state_t *ts, void 
          * state rather than on the stack: with a CPU's AVX-512 state in
          * the signal frame, a handler's malloc wrote 32 bytes below such a
          * stack when they were on it (fx_altstack; 1,940 B of ours there
-         * now). Other stacks keep them on the stack, which no other
-         * thread's walk can touch. */
-        unw_flush_if_moved();
-        if (ts && on_alt_stack()) n = step_walk(&ts->step, buf, max);
-        else n = step_backtrace(buf, max);
+         * now). unw_backtrace, faster, keeps them on the stack: it walks
+         * the other stacks. */
+        if (ts && on_alt_stack()) {
+            unw_flush_if_moved();
+            n = step_walk(&ts->step, buf, max);
+        } else {
+            n = fallback_walk(ts, buf, max);
+        }
         errno = saved_errno;
     }
     int skip = 0;
@@ -1096,10 +1130,22 @@ int ml__stacks_init(void) {
                 return -1;
             }
         }
-        /* libunwind sets itself up (its pipe for address checks) on its
-         * first walk: now, before the program runs, not inside a hook. */
+        /* unw_backtrace creates its per-thread cache key (pthread_key_create)
+         * on its first call. Made later, inside a hook, after the program
+         * created 32 keys, that key would get an index past glibc's first
+         * level, and its pthread_setspecific would calloc glibc's
+         * second-level key array inside the hook: an allocation we skip,
+         * which the program's own keys then live in (its blocks would look
+         * definitely lost). Created now, before the program runs, the key
+         * is among the first 32 and needs no array. It takes the lowest
+         * free index, found just before with a key made and deleted; this
+         * thread's value under it says it is libunwind's. */
         void *pc[2];
-        step_backtrace(pc, 2);
+        pthread_key_t probe;
+        bool probed = real_key_create && real_key_create(&probe, NULL) == 0 && pthread_key_delete(probe) == 0;
+        unw_backtrace(pc, 2);
+        unw_key = probe;
+        unw_key_known = probed && pthread_getspecific(probe) != NULL;
         unw_pipe_later = false;
     }
     return 0;

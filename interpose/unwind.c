@@ -516,6 +516,8 @@ static uint64_t rule_from_cfi(const uint8_t *hdr, uint64_t pc, bool *noinfo) {
 static const void *perm_maps[MAX_PERM]; /* sorted link_map pointers */
 static uint32_t nperm;
 static bool enabled;
+static uint64_t subs_at_start;
+static _Atomic int unloaded; /* a module was unloaded since start-up */
 
 #if ML_UW_POSSIBLE
 static int (*find_object)(void *, struct dl_find_object *);
@@ -523,6 +525,7 @@ static int (*find_object)(void *, struct dl_find_object *);
 static int perm_cb(struct dl_phdr_info *info, size_t size, void *data) {
     (void)size;
     (void)data;
+    subs_at_start = info->dlpi_subs;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || ph->p_memsz == 0) continue;
@@ -591,6 +594,10 @@ bool ml__uw_init(void) {
 
 bool ml__uw_enabled(void) {
     return enabled;
+}
+
+bool ml__uw_unloaded(void) {
+    return ml_atomic_load_relaxed(&unloaded) != 0;
 }
 
 static const uint8_t sigreturn[9] = {0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05};
@@ -994,6 +1001,7 @@ int ml__uw_walk(ml_uw_thread_t *t, ml_uw_stack_t *st, uint64_t pc, uint64_t rsp,
              * Otherwise the walk (even one that gave up: a stale rule may
              * have led it astray) is done again with fresh rules. */
             uint64_t subs = loader_subs_adds(&t->np_adds);
+            if (subs != subs_at_start) ml_atomic_store_relaxed(&unloaded, 1);
             if (t->np_epoch != subs + 1) {
                 memset(t->rc, 0, sizeof t->rc);
                 t->np_epoch = subs + 1;

@@ -173,6 +173,10 @@ uint64_t ml__uw_frameless_step(ml_uw_thread_t *t, uint64_t pc, uint64_t rsp, uin
  * pointer, found without allocating; 0 when unknown. */
 uintptr_t ml__uw_stack_top(void);
 
+/** Whether some module has been unloaded since start-up (then libunwind's
+ * own per-address trace cache, which nothing invalidates, may be stale). */
+bool ml__uw_unloaded(void);
+
 /** Spinlock of the rule table, for fork (taken in prepare, released after). */
 void ml__uw_lock(void);
 void ml__uw_unlock(void);

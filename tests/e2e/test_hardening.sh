@@ -244,6 +244,12 @@ if want "$@"; then
     check "... and every call of its threads is recorded (32 threads x 101 in work)" \
         "$PY" -c 'import json,sys; d=json.load(open("keys.json"))
 sys.exit(sum(s["alloc_calls"] for s in d["sites"] if any(f["function"] == "work" for f in s["frames"][:3])) != 3232)'
+    check "... its signal handler's too, walked by libunwind before and after its key was given back (33)" \
+        "$PY" -c 'import json,sys; d=json.load(open("keys.json"))
+sys.exit(sum(s["alloc_calls"] for s in d["sites"] if s["frames"] and s["frames"][0]["function"] == "handler") != 33)'
+    "$ML" run --unwind verify -o keysv.mlt -- "$B/fx_keys" > /dev/null 2> keysv.txt
+    check "... and every stack is libunwind's own step loop's ($(grep -o '[0-9]* stacks compared.*' keysv.txt))" \
+        grep -q "(33 taken by libunwind, .*, 0 differ" keysv.txt
     # Descriptors: libunwind's pipe (libmemlens' unwinder) must not take the
     # program's lowest free descriptors, nor become a stdin or stdout the
     # program was started without. The program's own run is the oracle.
