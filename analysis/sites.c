@@ -460,6 +460,18 @@ static bool generated_init(const ml_frame_t *f) {
                             !strncmp(fn, "_GLOBAL__sub_I_", 15) || !strncmp(fn, "TLS init function for ", 22));
 }
 
+/* The C runtime's start-up code linked into the program (crt1.o, crti.o,
+ * crtbegin.o): the outermost frames of every stack, never what a site is
+ * about, so it names one only as the first own frame when nothing else
+ * can. libstdc++ linked in statically (-static-libstdc++) allocates its
+ * exception pool from a line-less _GLOBAL__sub_I_eh_alloc.cc called by
+ * the loader, and the site was named "_start". */
+static bool crt_start(const ml_frame_t *f) {
+    const char *fn = f->function;
+    return f->line == 0 && (!strcmp(fn, "_start") || !strcmp(fn, "__libc_csu_init") || !strcmp(fn, "_init") ||
+                            !strcmp(fn, "frame_dummy") || !strcmp(fn, "__do_global_ctors_aux"));
+}
+
 /* The frame that names a site (docs/analysis.md, "Site names"): the first
  * of the program's own code that has a name. A program whose own frames
  * have none is a stripped executable, and the one whose work is done in
@@ -474,7 +486,7 @@ static uint32_t headline_of(const ml_frame_t *f, uint32_t n) {
     for (uint32_t k = 0; k < n; k++) {
         if (!f[k].own) continue;
         if (own == n) own = k;
-        if (f[k].function && f[k].function[0] != '[') {
+        if (f[k].function && f[k].function[0] != '[' && !crt_start(&f[k])) {
             if (!generated_init(&f[k])) return k;
             if (generated == n) generated = k;
         }

@@ -9,6 +9,9 @@ add_executable(fx_cpp_sites ${FX}/fx_cpp_sites.cpp)
 target_compile_options(fx_cpp_sites PRIVATE -O0 -g)
 add_executable(fx_cpp_sites_o2 ${FX}/fx_cpp_sites.cpp)
 target_compile_options(fx_cpp_sites_o2 PRIVATE -O2 -g)
+add_executable(fx_cpp_sites_static ${FX}/fx_cpp_sites.cpp)
+target_compile_options(fx_cpp_sites_static PRIVATE -O0 -g)
+target_link_options(fx_cpp_sites_static PRIVATE -static-libstdc++)
 add_executable(fx_cpp_o2 ${FX}/fx_cpp.cpp)
 target_compile_options(fx_cpp_o2 PRIVATE -O2 -g)
 # main's last line row ends right before _start (test_symbols_oracle.py).
@@ -116,7 +119,7 @@ add_test(NAME symbols_oracle
           ${ML_FORTRAN_FX} ${ML_CLANG_FX})
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
-add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_inline_deep fx_fpnew)
+add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_cpp_sites_static fx_inline_deep fx_fpnew)
 if(ML_CLANG_FX)
   add_dependencies(test_symbols fx_clang) # fx_cpp_sites_clang, fx_tlsinit_clang
 endif()
