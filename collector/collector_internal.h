@@ -288,7 +288,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
                   void (*release)(void *ctx),
                   void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp, const uint64_t *exit_regs,
                   uint32_t exit_nregs, bool crash, uint64_t raw_registry, uint64_t sbrk_registry,
-                  ml__scan_note_t *note);
+                  uint64_t stdio_list, ml__scan_note_t *note);
 
 /* glibc_stacks.c: the addresses of the thread descriptors on glibc's list
  * of stacks in use (threads that run, and those that ended unjoined) in

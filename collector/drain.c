@@ -106,7 +106,8 @@ static void exit_scan(ml_collector_t *c, ml__proc_t *p) {
                       p->last_thread, ml_atomic_load_acquire(&p->ring->exit_sp), p->ring->exit_regs,
                       nregs <= 6 ? nregs : 0, (word & ML_EXIT_CRASH) != 0,
                       ml_atomic_load_acquire(&p->ring->raw_registry),
-                      ml_atomic_load_acquire(&p->ring->sbrk_registry), &note);
+                      ml_atomic_load_acquire(&p->ring->sbrk_registry), ml_atomic_load_acquire(&p->ring->stdio_list),
+                      &note);
     /* For the trace, with the process' other notes at its end. */
     if (p->info.analysis) p->inherit_unscanned = p->inherit_skipped;
     if (note.count && !p->scan_note && (p->scan_note = malloc(sizeof *p->scan_note))) *p->scan_note = note;

@@ -1024,10 +1024,27 @@ static int64_t merged_blocks(ml_analysis_t *an, const ml__inherit_t *inh, ml_rea
     return n;
 }
 
+/* stdio's buffers, listed by the process (ml_ring_hdr_t.stdio_list), into
+ * `freed`: reachable, and never read. A buffer is text, but one carved from
+ * freed chunks keeps their words past what was written, and those made
+ * dropped blocks reachable: 82 of 100 in a program that freed 400 blocks
+ * holding pointers to each other, then allocated 100 and printed a line
+ * (valgrind, which reads only written words, said definite; gperftools'
+ * heap-checker test DoTestSTLAllocInverse the same way). Unreadable or
+ * implausible: none. */
+static int stdio_buffers(pid_t pid, uint64_t addr, ranges_t *freed) {
+    uint64_t w[1 + ML_STDIO_BUFS];
+    if (!addr || !read_words(pid, addr, w, 1) || w[0] > ML_STDIO_BUFS) return 0;
+    if (!w[0] || !read_words(pid, addr + 8, w + 1, (size_t)w[0])) return 0;
+    for (uint64_t i = 0; i < w[0]; i++)
+        if (w[1 + i] && push_range(freed, w[1 + i], w[1 + i] + 1) < 0) return -ENOMEM;
+    return 0;
+}
+
 int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__exit_scan_emit_t emit,
                   void (*release)(void *ctx), void *ctx, uint32_t time_ms, uint32_t thread, uint64_t exit_sp,
                   const uint64_t *exit_regs, uint32_t exit_nregs, bool crash, uint64_t raw_registry,
-                  uint64_t sbrk_registry, ml__scan_note_t *note) {
+                  uint64_t sbrk_registry, uint64_t stdio_list, ml__scan_note_t *note) {
     uint64_t t0 = mono_ns();
     ml_record_t sum = {.tag = ML_T_REACH_SCAN, .time_ms = time_ms, .thread = thread};
     ml_reach_blocks_t b = {0};
@@ -1062,6 +1079,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     if (rc == 0) rc = collect_roots(pid, mem_pid, leader_gone, &known, &b, (size_t)nb, exit_sp, glibc, crash,
                                     raw_registry, sbrk_registry, &roots, &owned, &freed, note);
     if (rc == 0 && nregs && push_range(&roots, REGS_AT, REGS_AT + nregs * 8) < 0) nregs = 0;
+    if (rc == 0 && nb > 0) rc = stdio_buffers(mem_pid, stdio_list, &freed);
     ml_reach_stats_t st = {0};
     if (rc == 0 && nb > 0) {
         v = malloc((size_t)nb);

@@ -1837,6 +1837,30 @@ static void settle(void) {
     }
 }
 
+/* glibc's list of open FILEs (libio), and its lock: exported, not declared
+ * by any header. */
+extern FILE *_IO_list_all;
+void _IO_list_lock(void);
+void _IO_list_unlock(void);
+
+/* The buffers glibc's stdio allocated for the open FILEs, for the exit scan
+ * (ml_ring_hdr_t.stdio_list). A buffer the program gave (setvbuf: the
+ * _IO_USER_BUF flag) is the program's and left out. Walked under libio's
+ * list lock, before other threads are held (one may own it); at most 1024
+ * FILEs (a chain run into a loop ends). Not in a crash: the dying thread
+ * may hold the lock. */
+static uint64_t stdio_list[1 + ML_STDIO_BUFS];
+static void note_stdio_buffers(void) {
+    uint64_t n = 0;
+    _IO_list_lock();
+    int seen = 0;
+    for (FILE *f = _IO_list_all; f && seen < 1024 && n < ML_STDIO_BUFS; f = f->_chain, seen++)
+        if (f->_IO_buf_base && !(f->_flags & 1 /* _IO_USER_BUF */)) stdio_list[1 + n++] = (uint64_t)(uintptr_t)f->_IO_buf_base;
+    _IO_list_unlock();
+    stdio_list[0] = n;
+    ml_atomic_store_relaxed(&ml__ring->stdio_list, n ? (uint64_t)(uintptr_t)stdio_list : 0);
+}
+
 /* The exit handshake, once per process image: the final module list, a last
  * mallinfo sample, the exit record, and the wait for the collector's exit
  * scan. `sp` is where the program's part of this thread's stack starts.
@@ -1851,6 +1875,7 @@ static void exit_handshake(uint64_t sp, bool crash, const uint64_t *regs, uint32
     test_exit_delay();
 #endif
     ml__modules_scan(false);
+    if (!crash) note_stdio_buffers();
     /* One last sample, unless the last one was slow (then only when due), or
      * the heap lost many blocks since (then it would be slow). Never in a
      * crash: the thread may have died inside malloc, holding its lock. */

@@ -43,12 +43,12 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 19 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 20 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
                            * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
                            * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap;
                            * 15: ML_EXIT_CRASH in exit_nregs; 16: dlmopen_other; 17: malloc_elsewhere;
-                           * 18: deepbind, deepbind_unredirected, deepbind_first; 19: exec_hwm */
+                           * 18: deepbind, deepbind_unredirected, deepbind_first; 19: exec_hwm; 20: stdio_list */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -479,7 +479,16 @@ typedef struct {
      * both in the trace (ML_UNTRACED_DEEPBIND). */
     _Atomic uint32_t deepbind;
     _Atomic uint32_t deepbind_unredirected;
-    char deepbind_first[112]; /* the first such library as dlopen was given it; "...end" when longer (120 B before version 19) */
+    char deepbind_first[104]; /* the first such library as dlopen was given it; "...end" when longer (120 B before version 19, 112 before 20) */
+    /* Set by the process before its exit record (not in a crash): the
+     * address, in the process, of a list of stdio's buffers (n, then n
+     * addresses; ML_STDIO_BUFS at most), the buffers glibc allocated for
+     * its open FILEs. They hold text, never pointers, but a buffer carved
+     * from freed chunks keeps their old words past what was written; the
+     * exit scan counts such a buffer reachable and does not read it
+     * (ml_reach_io_t.freed: glibc frees them at exit, under valgrind).
+     * 0: none. */
+    _Atomic uint64_t stdio_list;
     /* Set by the process just before it execs itself into another program
      * (this image ends there), cleared when the exec fails: its VmHWM,
      * which the kernel starts again for the new image. The collector's
@@ -487,6 +496,7 @@ typedef struct {
     _Atomic uint64_t exec_hwm;
 } ml_ring_hdr_t;
 
+#define ML_STDIO_BUFS 64
 #define ML_END_STATUS_SET 0x100u
 #define ML_END_STATUS_SIGNALED 0x200u
 #define ML_EXIT_CRASH 0x100u /* ml_ring_hdr_t.exit_nregs: the handshake of a signal death */
