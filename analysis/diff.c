@@ -89,24 +89,25 @@ static size_t table_cap(size_t entries) {
     return cap;
 }
 
-static int64_t sdelta(uint64_t b, uint64_t n) {
-    return (int64_t)n - (int64_t)b;
-}
-
 static uint64_t absd(uint64_t b, uint64_t n) {
     return b > n ? b - n : n - b;
 }
 
+/* a + b, at most UINT64_MAX: the counts come from the traces, and a forged
+ * snapshot's can be anything (a sum that wrapped made the order below
+ * intransitive, and the signed difference of calls overflowed). */
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 static int cmp_entry(const void *x, const void *y) {
     const ml_diff_entry_t *a = x, *b = y;
-    uint64_t da = absd(a->b.peak_bytes, a->n.peak_bytes) + absd(a->b.leaked_bytes, a->n.leaked_bytes) +
-                  absd(a->b.bytes_allocated, a->n.bytes_allocated);
-    uint64_t db = absd(b->b.peak_bytes, b->n.peak_bytes) + absd(b->b.leaked_bytes, b->n.leaked_bytes) +
-                  absd(b->b.bytes_allocated, b->n.bytes_allocated);
+    uint64_t da = sat_add(sat_add(absd(a->b.peak_bytes, a->n.peak_bytes), absd(a->b.leaked_bytes, a->n.leaked_bytes)),
+                          absd(a->b.bytes_allocated, a->n.bytes_allocated));
+    uint64_t db = sat_add(sat_add(absd(b->b.peak_bytes, b->n.peak_bytes), absd(b->b.leaked_bytes, b->n.leaked_bytes)),
+                          absd(b->b.bytes_allocated, b->n.bytes_allocated));
     if (da != db) return da > db ? -1 : 1;
-    int64_t ca = sdelta(a->b.alloc_calls, a->n.alloc_calls), cb = sdelta(b->b.alloc_calls, b->n.alloc_calls);
-    if (ca < 0) ca = -ca;
-    if (cb < 0) cb = -cb;
+    uint64_t ca = absd(a->b.alloc_calls, a->n.alloc_calls), cb = absd(b->b.alloc_calls, b->n.alloc_calls);
     if (ca != cb) return ca > cb ? -1 : 1;
     return strcmp(a->key, b->key);
 }
@@ -154,8 +155,8 @@ static int cmp_gpu_entry(const void *x, const void *y) {
     const ml_diff_gpu_entry_t *a = x, *b = y;
     uint64_t pa = absd(a->b.peak_bytes, a->n.peak_bytes), pb = absd(b->b.peak_bytes, b->n.peak_bytes);
     if (pa != pb) return pa > pb ? -1 : 1;
-    uint64_t da = absd(a->b.leaked_bytes, a->n.leaked_bytes) + absd(a->b.bytes_allocated, a->n.bytes_allocated);
-    uint64_t db = absd(b->b.leaked_bytes, b->n.leaked_bytes) + absd(b->b.bytes_allocated, b->n.bytes_allocated);
+    uint64_t da = sat_add(absd(a->b.leaked_bytes, a->n.leaked_bytes), absd(a->b.bytes_allocated, a->n.bytes_allocated));
+    uint64_t db = sat_add(absd(b->b.leaked_bytes, b->n.leaked_bytes), absd(b->b.bytes_allocated, b->n.bytes_allocated));
     if (da != db) return da > db ? -1 : 1;
     uint64_t ca = absd(a->b.alloc_calls, a->n.alloc_calls), cb = absd(b->b.alloc_calls, b->n.alloc_calls);
     if (ca != cb) return ca > cb ? -1 : 1;

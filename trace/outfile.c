@@ -124,10 +124,36 @@ int ml_outfile_own_fd(const char *path) {
     return -1;
 }
 
+/* A FIFO in a sticky directory anyone may write to (/tmp), owned neither
+ * by us nor by the directory's owner: another user's, which memlens does
+ * not write into (its reader would get root's report or trace). The
+ * kernel's fs.protected_fifos makes that rule for opens that may create
+ * the file; memlens' open of an existing FIFO does not, so it is checked
+ * here. */
+static bool foreign_fifo(const char *path, const struct stat *st) {
+    if (st->st_uid == geteuid()) return false;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(dir, sizeof dir, ".");
+    } else if (slash == path) {
+        snprintf(dir, sizeof dir, "/");
+    } else if ((size_t)(slash - path) < sizeof dir) {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = '\0';
+    } else {
+        return true; /* cannot tell: refused */
+    }
+    struct stat d;
+    if (stat(dir, &d) < 0) return true;
+    return (d.st_mode & S_ISVTX) && (d.st_mode & S_IWOTH) && d.st_uid != st->st_uid;
+}
+
 /* What is at PATH now: 0 nothing, 1 a regular file we may replace, 2 a
- * device or FIFO to write in place, 3 one of memlens' own descriptors
- * (ml_outfile_own_fd); or a negative errno with a message. */
-static int inspect(const char *path, unsigned flags, char *err, size_t errlen) {
+ * device or FIFO to write in place (its stat in *seen when given), 3 one
+ * of memlens' own descriptors (ml_outfile_own_fd); or a negative errno
+ * with a message. */
+static int inspect(const char *path, unsigned flags, char *err, size_t errlen, struct stat *seen) {
     struct stat st;
     int own = ml_outfile_own_fd(path);
     if (own >= 0) {
@@ -169,7 +195,17 @@ static int inspect(const char *path, unsigned flags, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot write %s: it is a directory (EISDIR)", path);
         return -EISDIR;
     }
-    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return 2;
+    if (S_ISFIFO(st.st_mode) && foreign_fifo(path, &st)) {
+        snprintf(err, errlen,
+                 "cannot write %s: it is a FIFO of another user (uid %u) in a directory anyone may write to "
+                 "(EACCES); memlens writes only into its own FIFOs there",
+                 path, (unsigned)st.st_uid);
+        return -EACCES;
+    }
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+        if (seen) *seen = st;
+        return 2;
+    }
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "cannot write %s: it is not a regular file, a device or a FIFO", path);
         return -EINVAL;
@@ -202,10 +238,22 @@ static int inspect(const char *path, unsigned flags, char *err, size_t errlen) {
  * opened it yet), then fails with ENXIO. The descriptor blocks again once
  * open, as a plain open's would. */
 #define FIFO_WAIT_MS 2000
-static int open_in_place(const char *path) {
+static int open_in_place(const char *path, const struct stat *seen) {
     for (int waited = 0;; waited += 10) {
-        int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        int fd = open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         if (fd >= 0) {
+            /* Still what inspect() saw: the name may have been given to
+             * another file meanwhile (a user who owns the directory
+             * renames a file of theirs over the FIFO while memlens waits
+             * for a reader), and memlens writes in place only into that
+             * device or FIFO. */
+            struct stat now;
+            if (fstat(fd, &now) < 0 || now.st_dev != seen->st_dev || now.st_ino != seen->st_ino ||
+                (now.st_mode & S_IFMT) != (seen->st_mode & S_IFMT)) {
+                close(fd);
+                errno = ESTALE;
+                return -1;
+            }
             int fl = fcntl(fd, F_GETFL);
             if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
             return fd;
@@ -218,14 +266,15 @@ static int open_in_place(const char *path) {
 }
 
 int ml_outfile_check(const char *path, unsigned flags, char *err, size_t errlen) {
-    int rc = inspect(path, flags, err, errlen);
+    int rc = inspect(path, flags, err, errlen, NULL);
     return rc < 0 ? rc : 0;
 }
 
 int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     o->fd = -1;
-    int what = inspect(path, flags, err, errlen);
+    struct stat seen;
+    int what = inspect(path, flags, err, errlen, &seen);
     if (what < 0) return what;
     o->flags = flags;
     o->path = strdup(path);
@@ -233,7 +282,7 @@ int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err
     if (what >= 2) {
         /* Written in place: a device or FIFO opened without following a
          * link, or a copy of one of memlens' own descriptors. */
-        o->fd = what == 3 ? fcntl(ml_outfile_own_fd(path), F_DUPFD_CLOEXEC, 3) : open_in_place(path);
+        o->fd = what == 3 ? fcntl(ml_outfile_own_fd(path), F_DUPFD_CLOEXEC, 3) : open_in_place(path, &seen);
         if (o->fd < 0) {
             int e = errno;
             if (e == ENXIO)
@@ -241,6 +290,11 @@ int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err
                          "cannot write %s: it is a FIFO (named pipe) and nothing opened it for reading "
                          "within %d s (ENXIO); start its reader first",
                          path, FIFO_WAIT_MS / 1000);
+            else if (e == ESTALE)
+                snprintf(err, errlen,
+                         "cannot write %s: it was replaced while memlens opened it (it was a %s); nothing "
+                         "was written",
+                         path, S_ISFIFO(seen.st_mode) ? "FIFO" : "device");
             else
                 snprintf(err, errlen, "cannot write %s: %s", path, strerror(e));
             free(o->path);
@@ -330,7 +384,7 @@ static int replace(ml_outfile_t *o) {
 /* Renames tmp to path unless something that may not be replaced appeared. */
 static int place(ml_outfile_t *o, char *err, size_t errlen) {
     for (int tries = 0; tries < 3; tries++) {
-        int what = inspect(o->path, o->flags, err, errlen);
+        int what = inspect(o->path, o->flags, err, errlen, NULL);
         if (what < 0) return what;
         if (what == 2) {
             snprintf(err, errlen, "cannot write %s: a device or FIFO appeared there (EEXIST)",

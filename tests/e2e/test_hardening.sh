@@ -525,6 +525,33 @@ if want "$@"; then
     check "run -o FIFO with a reader writes the trace (status $st)" test $st -eq 0
     "$ML" report fromfifo.mlt -q --no-advisor --json fromfifo.json 2> err.txt
     check "... which reads back" grep -q "\"alloc_calls\"" fromfifo.json
+    if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
+        NB="setpriv --reuid=65534 --regid=65534 --clear-groups"
+        # Where user 65534 can reach (the work directory may not be).
+        shared=$(mktemp -d /tmp/memlens-fifo.XXXXXX) && chmod 755 "$shared"
+        # Another user's FIFO in a sticky directory anyone may write to:
+        # refused at once (root's report went to its reader).
+        mkdir "$shared/sticky" && chmod 1777 "$shared/sticky"
+        $NB mkfifo "$shared/sticky/o.json"
+        (timeout 5 $NB cat "$shared/sticky/o.json" > stolen.txt 2> /dev/null &)
+        timeout -k 5 30 "$ML" report supp.mlt -q --no-advisor --json "$shared/sticky/o.json" > /dev/null 2> err.txt
+        st=$?
+        check "another user's FIFO in a sticky directory is refused (status $st)" test $st -eq 1
+        check "... and says why" has err.txt "a FIFO of another user"
+        # A FIFO replaced by a regular file while memlens waits for its
+        # reader (the directory's owner renames a file over it): nothing is
+        # written into that file (root's report was, in place).
+        mkdir "$shared/swap" && chown 65534 "$shared/swap"
+        $NB mkfifo "$shared/swap/r.json"
+        $NB sh -c "printf keep > '$shared/swap/x.tmp'"
+        (sleep 0.5; $NB mv -f "$shared/swap/x.tmp" "$shared/swap/r.json") &
+        timeout -k 5 30 "$ML" report supp.mlt -q --no-advisor --json "$shared/swap/r.json" > /dev/null 2> err.txt
+        st=$?
+        wait
+        check "a FIFO replaced while memlens waits is refused (status $st)" test $st -eq 1
+        check "... and the file put there is untouched" test "$(cat "$shared/swap/r.json")" = keep
+        rm -rf "$shared"
+    fi
     # A folder of traces (--follow-fork's): the viewer shows one process, a
     # report merges them; the error says which to use.
     mkdir -p tdir && cp supp.mlt tdir/a.mlt
