@@ -15,15 +15,7 @@ __asm__(".text\n"
         "die_holding:\n"
         "    push %r12\n"
         "    mov %rdi, %r12\n"
-        "    xor %edi, %edi\n"
-        "    xor %eax, %eax\n"
-        "    xor %ecx, %ecx\n"
-        "    xor %edx, %edx\n"
-        "    xor %esi, %esi\n"
-        "    xor %r8d, %r8d\n"
-        "    xor %r9d, %r9d\n"
-        "    xor %r10d, %r10d\n"
-        "    xor %r11d, %r11d\n"
+        LK_CLEAR_SCRATCH_REGS
         "    call abort@PLT\n"
         ".size die_holding, .-die_holding\n");
 int main(void) {

@@ -15,6 +15,20 @@
  * like valgrind, scans a program that dies of SIGABRT. */
 #define LK_FAIL() kill(getpid(), SIGKILL)
 
+/* Assembly that zeroes the argument and scratch registers before a call,
+ * so that the only copy of a pointer is where the program put it (a
+ * callee-saved register: lk_abortreg, lk_exitreg). */
+#define LK_CLEAR_SCRATCH_REGS                                                                      \
+    "    xor %edi, %edi\n"                                                                         \
+    "    xor %eax, %eax\n"                                                                         \
+    "    xor %ecx, %ecx\n"                                                                         \
+    "    xor %edx, %edx\n"                                                                         \
+    "    xor %esi, %esi\n"                                                                         \
+    "    xor %r8d, %r8d\n"                                                                         \
+    "    xor %r9d, %r9d\n"                                                                         \
+    "    xor %r10d, %r10d\n"                                                                       \
+    "    xor %r11d, %r11d\n"
+
 /* Memory the compiler must assume is read: keeps stores and blocks alive. */
 static inline void lk_use(void *p) {
     __asm__ volatile("" : : "r"(p) : "memory");

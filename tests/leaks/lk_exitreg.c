@@ -27,15 +27,7 @@ __asm__(".text\n"
         "    movq $0, 24(%rdi)\n"
         "    movq $0, 32(%rdi)\n"
         "    movq $0, 40(%rdi)\n"
-        "    xor %edi, %edi\n"
-        "    xor %eax, %eax\n"
-        "    xor %ecx, %ecx\n"
-        "    xor %edx, %edx\n"
-        "    xor %esi, %esi\n"
-        "    xor %r8d, %r8d\n"
-        "    xor %r9d, %r9d\n"
-        "    xor %r10d, %r10d\n"
-        "    xor %r11d, %r11d\n"
+        LK_CLEAR_SCRATCH_REGS
         "    call exit@PLT\n"
         ".size exit_holding, .-exit_holding\n");
 int main(void) {
