@@ -801,7 +801,7 @@ static uint64_t main_arena_in(const roots_ctx_t *x, const mapping_t *m) {
         if (w[i] != at - 16 || w[i + 1] != at - 16) continue;
         for (int j = 0; j < ARENA_NBINS && !found; j++) {
             uint64_t cand = at - ARENA_BINS - 16 * (uint64_t)j;
-            if (cand < m->lo || cand > at || cand + ARENA_SIZE > m->hi || (cand & 7)) continue;
+            if (cand < m->lo || cand + ARENA_SIZE > m->hi) continue;
             if (arena_at(x, w, m->lo, cand)) found = cand;
         }
         if (!found) break; /* the first empty bin was no arena's: give up */

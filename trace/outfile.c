@@ -130,22 +130,13 @@ int ml_outfile_own_fd(const char *path) {
  * kernel's fs.protected_fifos makes that rule for opens that may create
  * the file; memlens' open of an existing FIFO does not, so it is checked
  * here. */
+static bool parent_dir(const char *path, char *dir, size_t len);
+
 static bool foreign_fifo(const char *path, const struct stat *st) {
     if (st->st_uid == geteuid()) return false;
     char dir[4096];
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        snprintf(dir, sizeof dir, ".");
-    } else if (slash == path) {
-        snprintf(dir, sizeof dir, "/");
-    } else if ((size_t)(slash - path) < sizeof dir) {
-        memcpy(dir, path, (size_t)(slash - path));
-        dir[slash - path] = '\0';
-    } else {
-        return true; /* cannot tell: refused */
-    }
     struct stat d;
-    if (stat(dir, &d) < 0) return true;
+    if (!parent_dir(path, dir, sizeof dir) || stat(dir, &d) < 0) return true; /* cannot tell: refused */
     return (d.st_mode & S_ISVTX) && (d.st_mode & S_IWOTH) && d.st_uid != st->st_uid;
 }
 
@@ -435,15 +426,22 @@ int ml_outfile_commit(ml_outfile_t *o, char *err, size_t errlen) {
 /* A file still being written                                                */
 /* ------------------------------------------------------------------------- */
 
+/* The directory PATH's last name is in ("." for a bare name, "/" for one
+ * at the root) into dir; false when it does not fit. */
+static bool parent_dir(const char *path, char *dir, size_t len) {
+    const char *slash = strrchr(path, '/');
+    int dn = slash ? snprintf(dir, len, "%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path)
+                   : snprintf(dir, len, ".");
+    return dn >= 0 && (size_t)dn < len;
+}
+
 bool ml_outfile_pending(const char *path, char *out, size_t len) {
     struct stat st;
     if (!path || !*path || lstat(path, &st) == 0 || errno != ENOENT) return false;
     const char *slash = strrchr(path, '/');
     char dir[4096];
     const char *base = slash ? slash + 1 : path;
-    int dn = slash ? snprintf(dir, sizeof dir, "%.*s", (int)(slash - path) ? (int)(slash - path) : 1, path)
-                   : snprintf(dir, sizeof dir, ".");
-    if (dn < 0 || (size_t)dn >= sizeof dir || !*base) return false;
+    if (!parent_dir(path, dir, sizeof dir) || !*base) return false;
     DIR *d = opendir(dir);
     if (!d) return false;
     size_t bl = strlen(base);
