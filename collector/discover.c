@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,12 +32,24 @@ static bool name_free(const ml_collector_t *c, const char *path) {
     return lstat(path, &st) < 0 && errno == ENOENT;
 }
 
+/* STEM.PID.mlt, or STEM.PID.N.mlt when that is taken. The stem is at most
+ * PATH_MAX - 5 bytes: a truncated name still names a new file of ours,
+ * never the parent's trace. A stem whose last name leaves no room for the
+ * suffix within NAME_MAX (a -o name of 240 bytes) is cut there: the name
+ * whole failed with ENAMETOOLONG and the child ran untraced. */
 static void child_trace_path(const ml_collector_t *c, uint32_t pid, char *out, size_t len) {
-    /* The stem is at most PATH_MAX - 5 bytes: a truncated name still names a
-     * new file of ours, never the parent's trace. */
-    if (snprintf(out, len, "%s.%u.mlt", c->stem, pid) >= (int)len) out[len - 1] = '\0';
-    for (int n = 2; !name_free(c, out) && n < 1000; n++)
-        if (snprintf(out, len, "%s.%u.%d.mlt", c->stem, pid, n) >= (int)len) out[len - 1] = '\0';
+    const char *slash = strrchr(c->stem, '/');
+    size_t dir = slash ? (size_t)(slash + 1 - c->stem) : 0, base = strlen(c->stem + dir);
+    char suffix[32];
+    for (int n = 1; n < 1000; n++) {
+        if (n == 1)
+            snprintf(suffix, sizeof suffix, ".%u.mlt", pid);
+        else
+            snprintf(suffix, sizeof suffix, ".%u.%d.mlt", pid, n);
+        size_t keep = base + strlen(suffix) > NAME_MAX ? NAME_MAX - strlen(suffix) : base;
+        if (snprintf(out, len, "%.*s%s", (int)(dir + keep), c->stem, suffix) >= (int)len) out[len - 1] = '\0';
+        if (name_free(c, out)) return;
+    }
 }
 
 /* Maps the ring of `slot` (and unlinks its file: the mapping is all that is

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,17 @@ bool ml_outfile_is_ours(int fd) {
 /* ------------------------------------------------------------------------- */
 /* The destination                                                           */
 /* ------------------------------------------------------------------------- */
+
+/* How much of PATH names its temporary file, PATH.tmp.XXXXXX: all of it,
+ * unless its last name is too long to take the 11 characters more (a
+ * name of 245 to 255 bytes is valid, but failed with ENAMETOOLONG); then
+ * that name is cut so that the temporary one is NAME_MAX long. */
+#define TMP_SUFFIX_LEN 11 /* ".tmp.XXXXXX" */
+static size_t tmp_stem_len(const char *path) {
+    const char *slash = strrchr(path, '/');
+    size_t dir = slash ? (size_t)(slash + 1 - path) : 0, base = strlen(path + dir);
+    return dir + (base > NAME_MAX - TMP_SUFFIX_LEN ? NAME_MAX - TMP_SUFFIX_LEN : base);
+}
 
 /* ------------------------------------------------------------------------- */
 /* Reports being written, for a signal to remove                             */
@@ -294,7 +306,7 @@ int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err
         }
         return 0;
     }
-    if (asprintf(&o->tmp, "%s.tmp.XXXXXX", path) < 0) {
+    if (asprintf(&o->tmp, "%.*s.tmp.XXXXXX", (int)tmp_stem_len(path), path) < 0) {
         o->tmp = NULL;
         goto oom;
     }
@@ -444,12 +456,12 @@ bool ml_outfile_pending(const char *path, char *out, size_t len) {
     if (!parent_dir(path, dir, sizeof dir) || !*base) return false;
     DIR *d = opendir(dir);
     if (!d) return false;
-    size_t bl = strlen(base);
+    size_t bl = tmp_stem_len(base);
     bool found = false;
     struct timespec newest = {0, 0};
     struct dirent *e;
     while ((e = readdir(d))) {
-        /* mkostemp's name: PATH, ".tmp.", six characters */
+        /* mkostemp's name: PATH (cut: tmp_stem_len), ".tmp.", six characters */
         if (strncmp(e->d_name, base, bl) || strncmp(e->d_name + bl, ".tmp.", 5) || strlen(e->d_name + bl + 5) != 6)
             continue;
         struct stat fs;

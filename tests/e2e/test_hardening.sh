@@ -201,6 +201,27 @@ if want "$@"; then
     "$ML" run -q -o /dev/stdout -- "$FX" > /dev/null 2> err.txt
     check "run -o /dev/stdout is refused: the program writes there (status $?)" test $? -eq 2
     check "... saying why" has err.txt "program's stdout as well"
+
+    # Names near NAME_MAX (255 bytes) are valid: the temporary name
+    # (NAME.tmp.XXXXXX) and the children's (STEM.PID.mlt) are cut to fit,
+    # where they failed with ENAMETOOLONG.
+    mkdir -p long && rm -rf long/*
+    ln=$(printf 'n%.0s' $(seq 250))
+    "$ML" run -q --follow-fork -o "long/$ln.mlt" -- sh -c '"$1"; exit 3' sh "$FX" > /dev/null 2> err.txt
+    check "run -o of a 254-byte name keeps the program's status (3: $?)" test $? -eq 3
+    check "... and writes it, saying nothing ($(head -c 100 err.txt))" test -s "long/$ln.mlt" -a ! -s err.txt
+    kid=$(ls long | grep -E '^n+\.[0-9]+\.mlt$')
+    check "... the child's trace is named STEM.PID.mlt cut to 255 bytes (${#kid})" test "${#kid}" -eq 255
+    [ -n "$kid" ] && check "... and holds the child: 161 allocation calls" \
+        bash -c "'$ML' report 'long/$kid' --no-advisor --json - | grep -q '\"alloc_calls\": 161,'"
+    "$ML" report -q "long/$ln.mlt" --no-advisor --json "long/${ln}.json" > /dev/null 2> err.txt
+    check "report --json of a 255-byte name is written (status $?)" test $? -eq 0 -a -s "long/${ln}.json"
+    cp "long/$ln.mlt" "long/${ln:0:244}.tmp.ABCDEF"
+    mv "long/$ln.mlt" long/kept.mlt
+    "$ML" report -q "long/$ln.mlt" --no-advisor > /dev/null 2> err.txt
+    check "a killed recording of a long name is found under its cut temporary name" \
+        has err.txt "${ln:0:244}.tmp.ABCDEF holds what was recorded so far"
+    check "... no temporary file is left" test -z "$(ls long | grep -v ABCDEF | grep '\.tmp\.')"
 fi
 
 # --- 2. environment and background jobs --------------------------------------
