@@ -1016,6 +1016,13 @@ static int report(run_t *s) {
                     "memlens: error: %s ran but could not be recorded (the message above says "
                     "why); no trace written\n",
                     s->prog);
+        else if (stop_sig)
+            /* Stopped in its first milliseconds, before libmemlens.so had
+             * started in it: not a sign of a static program. */
+            fprintf(stderr,
+                    "memlens: %s was stopped by %s before it was traced (libmemlens.so had not "
+                    "started in it yet, or could not be loaded); no trace written\n",
+                    s->prog, strsignal(stop_sig));
         else
             fprintf(stderr,
                     "memlens: error: %s ran but was never traced: libmemlens.so was not loaded "

@@ -359,6 +359,16 @@ print(d["process"]["end"], L["judged"], L["lost_bytes"], L["gate_bytes"], len(L[
     st=$?
     check "two Ctrl-Cs: the leak gate refuses the trace (status $st)" test $st -eq 3
     check "two Ctrl-Cs: the gate says why" has stop2.gate "still running when recording stopped"
+    # SIGTERM before libmemlens.so started in the program (fx_early signals
+    # from its preinit array): no trace, and the message says it was
+    # stopped, not that it is static or set-user-ID.
+    "$ML" run -o early.mlt -- "$B/fx_early" > /dev/null 2> early.err
+    st=$?
+    check "stopped before it was traced: memlens died of SIGTERM (status $st)" test $st -eq 143
+    check "... saying it was stopped before it was traced" \
+        has early.err "fx_early was stopped by Terminated before it was traced"
+    check "... and not blaming a static program" sh -c '! grep -q "static" early.err'
+    check "... leaving no trace" test ! -e early.mlt
     # SIGTERM to memlens alone: forwarded to the program, trace saved, and
     # memlens dies of SIGTERM.
     st=$(signal_after 15 "$ML" run -q -o term.mlt -- sleep 30)
