@@ -176,9 +176,10 @@ int ml_cmd_diff(int argc, char **argv) {
         ml_out_t out;
         int rc = ml_out_open_flags(&out, json, out_flags, err, sizeof err);
         if (rc == 0) {
-            if (ml_report_diff_json(out.f, base, cur, d, &ro) < 0) {
+            int wrc = ml_report_diff_json(out.f, base, cur, d, &ro);
+            if (wrc < 0) {
                 ml_out_abort(&out);
-                snprintf(err, sizeof err, "cannot write %s", json);
+                snprintf(err, sizeof err, "cannot write %s: %s", json, strerror(-wrc));
                 rc = -1;
             } else {
                 rc = ml_out_commit(&out, err, sizeof err);

@@ -827,9 +827,11 @@ int ml_cmd_report(int argc, char **argv) {
     if (o.html && code != ML_EXIT_OK) ml_time_buckets_free(buckets_join(&buckets)); /* the page was not written */
     if (o.folded && code == ML_EXIT_OK) {
         ml_out_t out;
+        int frc = 0;
         if (ml_out_open_flags(&out, o.folded, o.out_flags, err, sizeof err) < 0 ||
-            (ml_report_folded(out.f, a, o.metric) < 0 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s", o.folded), -1)
-                                                       : ml_out_commit(&out, err, sizeof err)) < 0) {
+            ((frc = ml_report_folded(out.f, a, o.metric)) < 0
+                 ? (ml_out_abort(&out), snprintf(err, sizeof err, "cannot write %s: %s", o.folded, strerror(-frc)), -1)
+                 : ml_out_commit(&out, err, sizeof err)) < 0) {
             ml_cli_error("%s", err);
             code = ML_EXIT_ERROR;
         } else {

@@ -399,7 +399,8 @@ static void print_summary(const run_t *s) {
     const ml_totals_t *t = ml_analysis_totals(shown->analysis);
     char b1[32], b2[32], b3[32];
     struct stat st;
-    uint64_t size = stat(shown->path, &st) == 0 ? (uint64_t)st.st_size : 0;
+    bool have_st = stat(shown->path, &st) == 0;
+    uint64_t size = have_st ? (uint64_t)st.st_size : 0;
     fprintf(stderr,
             "memlens: %" PRIu64 " allocation calls (%" PRIu64 " temporary), %" PRIu64
             " frees, %" PRIu64 " reallocs, %" PRIu64 " mmaps\n",
@@ -429,9 +430,14 @@ static void print_summary(const run_t *s) {
     }
     if (t->hwm_rss_source)
         fprintf(stderr, "memlens: " ML_LABEL_PEAK_RSS " %s\n", ml_fmt_bytes(t->hwm_rss_bytes, b1, sizeof b1));
-    fprintf(stderr, "memlens: trace %s (%s", shown->path, ml_fmt_bytes(size, b3, sizeof b3));
-    if (t->alloc_calls) fprintf(stderr, ", %.1f bytes/call", (double)size / (double)t->alloc_calls);
-    fprintf(stderr, ")\n");
+    if (have_st && !S_ISREG(st.st_mode)) {
+        /* A FIFO or a device has no size to tell (it said "0 B"). */
+        fprintf(stderr, "memlens: trace %s (%s)\n", shown->path, ml_file_kind(st.st_mode));
+    } else {
+        fprintf(stderr, "memlens: trace %s (%s", shown->path, ml_fmt_bytes(size, b3, sizeof b3));
+        if (t->alloc_calls) fprintf(stderr, ", %.1f bytes/call", (double)size / (double)t->alloc_calls);
+        fprintf(stderr, ")\n");
+    }
     if (nchild) {
         /* Thousands of images under --follow-fork: the first few, and how
          * to see them all (a line of 10,000 paths helps nobody). */

@@ -48,5 +48,7 @@ int ml_report_folded(FILE *o, const ml_analysis_t *a, ml_fold_metric_t m) {
         }
         fprintf(o, "%" PRIu64 "\n", v);
     }
-    return ferror(o) ? -EIO : 0;
+    errno = 0;
+    if (fflush(o) != 0 || ferror(o)) return -(errno ? errno : EIO);
+    return 0;
 }

@@ -383,7 +383,7 @@ int ml_report_html_write_flags(const char *json_text, size_t len, const char *ou
      * complete (ml_outfile.h: no links followed, only our files replaced). */
     const char *slash = strrchr(out_path, '/');
     if (!*(slash ? slash + 1 : out_path)) {
-        set_err(err, errlen, "cannot write '%s': %s", out_path, strerror(EISDIR));
+        set_err(err, errlen, "cannot write %s: %s", out_path, strerror(EISDIR));
         return -EISDIR;
     }
     out_t *o = malloc(sizeof *o);
@@ -404,7 +404,7 @@ int ml_report_html_write_flags(const char *json_text, size_t len, const char *ou
     rc = write_page(o, fd, json_text, len);
     if (rc) {
         ml_outfile_abort(&file);
-        set_err(err, errlen, "cannot write '%s': %s", out_path, strerror(-rc));
+        set_err(err, errlen, "cannot write %s: %s", out_path, strerror(-rc));
     } else {
         rc = ml_outfile_commit(&file, msg, sizeof msg);
         if (rc) set_err(err, errlen, "%s%s", msg, "");

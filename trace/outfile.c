@@ -215,12 +215,22 @@ static int inspect(const char *path, unsigned flags, char *err, size_t errlen, s
     }
     if (flags & ML_OUTFILE_FORCE) return 1;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int open_errno = fd < 0 ? errno : 0;
     bool ours = false;
     if (fd >= 0) {
         struct stat now;
         ours = fstat(fd, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino &&
                ml_outfile_is_ours(fd);
         close(fd);
+    }
+    if (!ours && (open_errno == EACCES || open_errno == EPERM)) {
+        /* Perhaps ours, but another user's, or made unreadable: it cannot
+         * be checked, so it is not replaced. */
+        snprintf(err, errlen,
+                 "cannot write %s: the file exists and memlens cannot read it to check that it wrote "
+                 "it (%s); not overwritten (pass --force to replace it)",
+                 path, strerror(open_errno));
+        return -EEXIST;
     }
     if (!ours) {
         snprintf(err, errlen,

@@ -99,6 +99,14 @@ if want "$@"; then
         "$ML" report -q m.mlt --no-advisor --json - > /dev/full 2> err.txt
         check "report --json - to a full stdout fails (status $?)" test $? -eq 1
         check "...saying why" has err.txt "cannot write -: No space left on device"
+        # Every output to a full device says why, its name unquoted.
+        for args in "report m.mlt --no-advisor --json" "report m.mlt --no-advisor --html" \
+            "report m.mlt --no-advisor --folded" "diff m.mlt m.mlt --json"; do
+            # shellcheck disable=SC2086
+            "$ML" $args /dev/full > /dev/null 2> err.txt
+            check "$args /dev/full fails (status $?)" test $? -eq 1
+            check "... saying why: $(cat err.txt)" has err.txt "^memlens: error: cannot write /dev/full: No space left on device$"
+        done
     fi
     if [ -w /dev/full ]; then
         # A trace whose header cannot be written: the program runs on, and
@@ -554,6 +562,10 @@ if want "$@"; then
     st=$?
     wait
     check "run -o FIFO with a reader writes the trace (status $st)" test $st -eq 0
+    (sleep 0.5; cat out.fifo > /dev/null) &
+    timeout -k 5 30 "$ML" run -o out.fifo -- /bin/true > /dev/null 2> err.txt
+    wait
+    check "... and its summary names a FIFO, not a size of 0 B" has err.txt "^memlens: trace out.fifo (a FIFO (named pipe))$"
     "$ML" report fromfifo.mlt -q --no-advisor --json fromfifo.json 2> err.txt
     check "... which reads back" grep -q "\"alloc_calls\"" fromfifo.json
     if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
@@ -581,6 +593,15 @@ if want "$@"; then
         wait
         check "a FIFO replaced while memlens waits is refused (status $st)" test $st -eq 1
         check "... and the file put there is untouched" test "$(cat "$shared/swap/r.json")" = keep
+        # Another user's report, unreadable: not replaced, and the message
+        # says it could not be checked, not that memlens did not write it.
+        mkdir "$shared/unread" && chmod 777 "$shared/unread"
+        cp supp.mlt "$shared/unread/t.mlt" && chmod 644 "$shared/unread/t.mlt"
+        "$ML" report -q "$shared/unread/t.mlt" --no-advisor --json "$shared/unread/r.json" 2> /dev/null
+        $NB "$ML" report "$shared/unread/t.mlt" --no-advisor --json "$shared/unread/r.json" > /dev/null 2> err.txt
+        check "an unreadable report is not replaced (status $?)" test $? -eq 1
+        check "... saying it cannot be checked: $(cat err.txt)" has err.txt \
+            "exists and memlens cannot read it to check that it wrote it (Permission denied)"
         rm -rf "$shared"
     fi
     # A folder of traces (--follow-fork's): the viewer shows one process, a
