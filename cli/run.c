@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -1060,18 +1061,33 @@ static void close_pipes(run_t *s) {
     }
 }
 
-/* After a stop signal, with everything saved and /dev/shm clean: die of
- * that signal, so that a calling script stops as it would without memlens.
- * A program that handled or ignored the signal and then exited (a server
- * that shuts down cleanly on SIGTERM, a job that ignores SIGHUP, a SIGINT
- * caught as a shell does) gives memlens its status instead: without
- * memlens, the caller would have seen that status, not the signal (a
- * SIGTERM handler's `exit 5` read as "killed by SIGTERM" before). A second
- * signal, which stops memlens waiting, still kills it. */
-static void die_like_the_program(const run_t *s) {
+/* With everything saved and /dev/shm clean, memlens dies of a signal
+ * where the caller would have seen one without it:
+ *   - after a stop signal (SIGINT, SIGTERM, SIGHUP), that signal, so that a
+ *     calling script stops as it would without memlens. A program that
+ *     handled or ignored the signal and then exited (a server that shuts
+ *     down cleanly on SIGTERM, a job that ignores SIGHUP, a SIGINT caught
+ *     as a shell does) gives memlens its status instead: without memlens,
+ *     the caller would have seen that status, not the signal (a SIGTERM
+ *     handler's `exit 5` read as "killed by SIGTERM" before). A second
+ *     signal, which stops memlens waiting, still kills it.
+ *   - when the program was killed by a signal (SIGSEGV, SIGABRT, SIGKILL),
+ *     that signal, as valgrind does: a parent's waitpid saw "exited with
+ *     139" where it sees "killed by SIGSEGV" without memlens (a test runner
+ *     reports a crash, a shell prints "Segmentation fault"). memlens makes
+ *     itself non-dumpable first: a core of its own would be no use, and
+ *     with core_pattern "core" would replace the program's. */
+static void die_like_the_program(const run_t *s, int code) {
     int sig = stop_sig;
-    if (!sig) return;
-    if (s->root_exited && !WIFSIGNALED(s->root_status) && stop_count < 2) return;
+    if (!sig) {
+        if (!s->root_exited || !WIFSIGNALED(s->root_status) || code != 128 + WTERMSIG(s->root_status)) return;
+        sig = WTERMSIG(s->root_status);
+        struct rlimit none = {0, 0};
+        (void)setrlimit(RLIMIT_CORE, &none);
+        (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    } else if (s->root_exited && !WIFSIGNALED(s->root_status) && stop_count < 2) {
+        return;
+    }
     fflush(NULL);
     signal(sig, SIG_DFL);
     sigset_t set;
@@ -1132,7 +1148,7 @@ free_collector:
 free_model:
     ml_vmodel_free(s->live_model);
 free_run:
-    die_like_the_program(s);
+    die_like_the_program(s, code);
     free(s);
 out:
     return code;

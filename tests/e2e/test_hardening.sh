@@ -367,6 +367,46 @@ print(d["process"]["end"], L["judged"], L["lost_bytes"], L["gate_bytes"], len(L[
     st=$?
     check "two Ctrl-Cs: the leak gate refuses the trace (status $st)" test $st -eq 3
     check "two Ctrl-Cs: the gate says why" has stop2.gate "still running when recording stopped"
+    # A program killed by a signal: memlens dies of it too, once the trace
+    # is saved, as valgrind does (a waitpid parent saw "exited 139"), and
+    # without a core of its own in place of the program's.
+    mkdir -p cores
+    cat > status.py << 'EOF'
+import resource, struct, subprocess, sys
+resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+r = subprocess.run(sys.argv[1:], stderr=subprocess.DEVNULL, cwd="cores").returncode
+print("signal %d" % -r if r < 0 else "exit %d" % r)
+EOF
+    cat > corename.py << 'EOF'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+phoff, = struct.unpack_from("<Q", d, 0x20)
+phnum, = struct.unpack_from("<H", d, 0x38)
+for i in range(phnum):
+    ptype, _, off, _, _, size = struct.unpack_from("<IIQQQQ", d, phoff + i * 56)
+    at = off
+    while ptype == 4 and at < off + size:
+        namesz, descsz, ntype = struct.unpack_from("<III", d, at)
+        desc = at + 12 + (namesz + 3) // 4 * 4
+        if ntype == 3:  # NT_PRPSINFO: pr_fname at 40
+            print(d[desc + 40:desc + 56].split(b"\0")[0].decode())
+        at = desc + (descsz + 3) // 4 * 4
+EOF
+    st=$("$PY" status.py "$B/fx_crash")
+    check "a program killed by SIGSEGV, plain: $st" test "$st" = "signal 11"
+    rm -f cores/core*
+    st=$("$PY" status.py "$ML" run -q -o "$W/segv.mlt" -- "$B/fx_crash")
+    check "... under memlens, memlens dies of SIGSEGV too ($st)" test "$st" = "signal 11"
+    "$ML" dump segv.mlt > segv.txt 2>&1
+    check "... after saving the trace (end: signaled 11)" has segv.txt " end signaled status=11 "
+    if [ "$(cat /proc/sys/kernel/core_pattern)" = core ] && [ -f cores/core ]; then
+        check "... and the core file is the program's ($("$PY" corename.py cores/core))" \
+            test "$("$PY" corename.py cores/core)" = fx_crash
+    fi
+    st=$("$PY" status.py "$ML" run -q -o "$W/kill.mlt" -- sh -c 'kill -9 $$')
+    check "a program killed by SIGKILL: memlens dies of SIGKILL ($st)" test "$st" = "signal 9"
+    st=$("$PY" status.py "$ML" run -q -o "$W/ex.mlt" -- sh -c 'exit 139')
+    check "a program that exits 139 is not taken for SIGSEGV ($st)" test "$st" = "exit 139"
     # SIGTERM before libmemlens.so started in the program (fx_early signals
     # from its preinit array): no trace, and the message says it was
     # stopped, not that it is static or set-user-ID.
