@@ -920,6 +920,155 @@ static void on_realloc_fail(ml_analysis_t *a, const ml_record_t *r) {
     tl_update(a, r->time_ms);
 }
 
+/* ------------------------------------------------------------------------- */
+/* Anonymous mappings                                                        */
+/* ------------------------------------------------------------------------- */
+
+/* A mapping's size is the length the program passed; it covers whole
+ * pages. An unmap takes whatever pages of any mapping its range covers: a
+ * mapping's head, tail or middle, or several at once (jemalloc trims the
+ * tail of an over-sized mapping to align it). Only unmaps that began
+ * exactly at a mapping were counted before, so a tail or middle unmapped
+ * stayed counted, and MAP_FIXED over a live mapping counted its pages
+ * twice. The hash map (a->maps) is what the snapshot saves; a->map_starts
+ * keeps its keys sorted for the range lookups. */
+static uint64_t page_up(const ml_analysis_t *a, uint64_t n) {
+    uint64_t ps = a->page_size ? a->page_size : 4096;
+    return n > UINT64_MAX - (ps - 1) ? UINT64_MAX & ~(ps - 1) : (n + ps - 1) & ~(ps - 1);
+}
+
+/* The end of e's pages. */
+static uint64_t map_end(const ml_analysis_t *a, const ml__block_t *e) {
+    uint64_t len = page_up(a, e->size ? e->size : 1);
+    return e->ptr > UINT64_MAX - len ? UINT64_MAX : e->ptr + len;
+}
+
+static int cmp_u64(const void *x, const void *y) {
+    uint64_t p = *(const uint64_t *)x, q = *(const uint64_t *)y;
+    return (p > q) - (p < q);
+}
+
+/* The first index of a key >= x. */
+static uint64_t starts_lower(const ml_analysis_t *a, uint64_t x) {
+    uint64_t lo = 0, hi = a->nmap_starts;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (a->map_starts[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* The sorted keys, made again from the map when they disagree in count
+ * (a restored snapshot, a failed allocation). False: no memory. */
+static bool starts_ready(ml_analysis_t *a) {
+    if (a->nmap_starts == a->maps.count) return true;
+    if (a->map_starts_cap < a->maps.count) {
+        uint64_t cap = a->maps.count * 2;
+        uint64_t *v = realloc(a->map_starts, cap * sizeof *v);
+        if (!v) return false;
+        a->map_starts = v;
+        a->map_starts_cap = cap;
+    }
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < a->maps.cap; i++) {
+        uint64_t k = *ml__map_key(&a->maps, i, sizeof(ml__block_t));
+        if (k) a->map_starts[n++] = k;
+    }
+    qsort(a->map_starts, n, sizeof *a->map_starts, cmp_u64);
+    a->nmap_starts = n;
+    return true;
+}
+
+static void starts_insert(ml_analysis_t *a, uint64_t key) {
+    if (a->nmap_starts + 1 != a->maps.count) return; /* out of step: starts_ready rebuilds */
+    if (a->nmap_starts == a->map_starts_cap) {
+        uint64_t cap = a->map_starts_cap ? a->map_starts_cap * 2 : 64;
+        uint64_t *v = realloc(a->map_starts, cap * sizeof *v);
+        if (!v) return;
+        a->map_starts = v;
+        a->map_starts_cap = cap;
+    }
+    uint64_t i = starts_lower(a, key);
+    memmove(a->map_starts + i + 1, a->map_starts + i, (a->nmap_starts - i) * sizeof *a->map_starts);
+    a->map_starts[i] = key;
+    a->nmap_starts++;
+}
+
+static void starts_remove(ml_analysis_t *a, uint64_t key) {
+    if (a->nmap_starts != a->maps.count + 1) return;
+    uint64_t i = starts_lower(a, key);
+    if (i == a->nmap_starts || a->map_starts[i] != key) {
+        a->nmap_starts = UINT64_MAX; /* out of step: rebuilt at the next use */
+        return;
+    }
+    memmove(a->map_starts + i, a->map_starts + i + 1, (a->nmap_starts - i - 1) * sizeof *a->map_starts);
+    a->nmap_starts--;
+}
+
+static void map_remove(ml_analysis_t *a, ml__block_t *e) {
+    uint64_t key = e->ptr;
+    a->t.mmap_bytes -= e->size;
+    ml__blocks_remove(&a->maps, e);
+    starts_remove(a, key);
+}
+
+/* Adds b (its key free); false when the map cannot grow. */
+static bool map_add(ml_analysis_t *a, const ml__block_t *b) {
+    bool existed;
+    ml__block_t *n = ml__blocks_put(&a->maps, b->ptr, &existed);
+    if (!n) return false;
+    if (existed) a->t.mmap_bytes -= n->size; /* never: the caller took the range out */
+    else starts_insert(a, b->ptr);
+    *n = *b;
+    a->t.mmap_bytes += b->size;
+    return true;
+}
+
+/* e loses its pages in [lo, hi): removed, then its head below lo and its
+ * tail from hi on (what the program's length covers there) put back. */
+static void cut(ml_analysis_t *a, ml__block_t *e, uint64_t lo, uint64_t hi) {
+    ml__block_t was = *e;
+    uint64_t data_end = was.ptr > UINT64_MAX - was.size ? UINT64_MAX : was.ptr + was.size;
+    uint64_t end = map_end(a, &was);
+    map_remove(a, e);
+    if (was.ptr < lo) {
+        ml__block_t head = was;
+        head.size = (data_end < lo ? data_end : lo) - was.ptr;
+        if (!map_add(a, &head)) lost(a, true);
+    }
+    if (end > hi && data_end > hi) {
+        ml__block_t tail = was;
+        tail.ptr = hi;
+        tail.size = data_end - hi;
+        if (!map_add(a, &tail)) lost(a, true);
+    }
+}
+
+/* The mappings' pages in [lo, hi) are gone. Every pass of the loop takes
+ * out a mapping that starts in [lo, hi) and puts back none there, so it
+ * ends whatever a (corrupt) trace holds. */
+static void unmap_range(ml_analysis_t *a, uint64_t lo, uint64_t hi) {
+    ml__block_t *e;
+    if (!starts_ready(a)) {
+        /* No memory for the order: exact starts only, as before. */
+        if ((e = ml__blocks_find(&a->maps, lo))) map_remove(a, e);
+        return;
+    }
+    uint64_t i = starts_lower(a, lo);
+    if (i > 0 && (e = ml__blocks_find(&a->maps, a->map_starts[i - 1])) && map_end(a, e) > lo) cut(a, e, lo, hi);
+    for (;;) {
+        if (!starts_ready(a)) break;
+        i = starts_lower(a, lo);
+        if (i >= a->nmap_starts || a->map_starts[i] >= hi) break;
+        if (!(e = ml__blocks_find(&a->maps, a->map_starts[i]))) {
+            a->nmap_starts = UINT64_MAX; /* out of step: rebuilt from the map */
+            continue;
+        }
+        cut(a, e, lo, hi);
+    }
+}
+
 static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
     ml_totals_t *t = &a->t;
     if (r->u.alloc.kind == ML_KIND_MMAP) {
@@ -928,15 +1077,14 @@ static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
     } else {
         t->calls_by_kind[ML_KIND_MREMAP]++;
     }
-    bool existed;
-    ml__block_t *e = ml__blocks_put(&a->maps, r->u.alloc.ptr ? r->u.alloc.ptr : 1, &existed);
-    if (e) {
-        if (existed) t->mmap_bytes -= e->size;
-        uint64_t size = r->u.alloc.size & ((1ull << 62) - 1);
-        if (size > ML__SIZE_MAX) size = ML__SIZE_MAX;
-        *e = (ml__block_t){.ptr = r->u.alloc.ptr ? r->u.alloc.ptr : 1, .size = size,
-                           .stack = r->u.alloc.stack, .time_ms = r->time_ms};
-        t->mmap_bytes += size;
+    uint64_t ptr = r->u.alloc.ptr ? r->u.alloc.ptr : 1;
+    uint64_t size = r->u.alloc.size & ((1ull << 62) - 1);
+    if (size > ML__SIZE_MAX) size = ML__SIZE_MAX;
+    /* A mapping placed over live ones (MAP_FIXED) replaces their pages. */
+    uint64_t len = page_up(a, size ? size : 1);
+    unmap_range(a, ptr, ptr > UINT64_MAX - len ? UINT64_MAX : ptr + len);
+    ml__block_t b = {.ptr = ptr, .size = size, .stack = r->u.alloc.stack, .time_ms = r->time_ms};
+    if (map_add(a, &b)) {
         if (t->mmap_bytes > t->peak_mmap_bytes) t->peak_mmap_bytes = t->mmap_bytes;
     } else {
         lost(a, true);
@@ -950,27 +1098,12 @@ static void on_munmap(ml_analysis_t *a, const ml_record_t *r) {
         t->munmap_calls++;
         t->calls_by_kind[ML_KIND_MUNMAP]++;
     }
-    /* Exact unmaps of a recorded mapping; a partial unmap shrinks it from
-     * the front or the back. Unmaps of file mappings are not ours. */
-    ml__block_t *e = ml__blocks_find(&a->maps, r->u.alloc.ptr);
-    if (!e) return;
-    if (r->u.alloc.size >= e->size) {
-        t->mmap_bytes -= e->size;
-        ml__blocks_remove(&a->maps, e);
-    } else {
-        ml__block_t rest = *e;
-        t->mmap_bytes -= r->u.alloc.size;
-        rest.ptr += r->u.alloc.size;
-        rest.size -= r->u.alloc.size;
-        ml__blocks_remove(&a->maps, e);
-        bool existed;
-        ml__block_t *n = ml__blocks_put(&a->maps, rest.ptr, &existed);
-        if (n) {
-            if (existed) t->mmap_bytes -= n->size;
-            *n = rest;
-        } else {
-            lost(a, true);
-        }
+    /* munmap fails for an address off a page boundary or a length of 0 (it
+     * is recorded before the call); unmaps of file mappings are not ours. */
+    uint64_t lo = r->u.alloc.ptr, len = r->u.alloc.size;
+    if (len && !(lo & ((a->page_size ? a->page_size : 4096) - 1)) && a->maps.count) {
+        len = page_up(a, len);
+        unmap_range(a, lo, lo > UINT64_MAX - len ? UINT64_MAX : lo + len);
     }
     tl_update(a, r->time_ms);
 }

@@ -47,6 +47,7 @@ void ml_analysis_free(ml_analysis_t *a) {
     ml__sym_free(a->sym);
     ml__live_free(&a->heap);
     ml_map_free(&a->maps);
+    free(a->map_starts);
     free(a->realloc_stash);
     free(a->node_parent);
     free(a->node_pc);
