@@ -451,13 +451,19 @@ static int build_threads(ml_analysis_t *a, struct ml__built_s *b) {
 }
 
 /* A function the compiler made to initialise globals or thread_locals
- * (clang's __cxx_global_var_init and __tls_init, gcc's _GLOBAL__sub_I_...),
- * which clang gives no line: the user's line is the frame around it (a
- * thread_local's first use) or inlined in it. */
+ * (clang's __cxx_global_var_init, gcc's _GLOBAL__sub_I_...) when clang
+ * gives it no line, and a thread_local's init and wrapper functions
+ * (__tls_init, "TLS init function for x", "TLS wrapper function for x"):
+ * the user's line is the frame around it (a thread_local's first use) or
+ * inlined in it. */
 static bool generated_init(const ml_frame_t *f) {
     const char *fn = f->function;
-    return f->line == 0 && (!strncmp(fn, "__cxx_global_var_init", 21) || !strcmp(fn, "__tls_init") ||
-                            !strncmp(fn, "_GLOBAL__sub_I_", 15) || !strncmp(fn, "TLS init function for ", 22));
+    /* gcc gives a thread_local's init and wrapper functions the line of its
+     * declaration, clang none: either way its first use names the site. */
+    if (!strncmp(fn, "TLS init function for ", 22) || !strncmp(fn, "TLS wrapper function for ", 25) ||
+        !strcmp(fn, "__tls_init"))
+        return true;
+    return f->line == 0 && (!strncmp(fn, "__cxx_global_var_init", 21) || !strncmp(fn, "_GLOBAL__sub_I_", 15));
 }
 
 /* The C runtime's start-up code linked into the program (crt1.o, crti.o,

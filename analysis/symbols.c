@@ -1725,10 +1725,33 @@ static const char *group_end(const char *p) {
     return p;
 }
 
+/* The Itanium demangler's names of functions the compiler makes for an
+ * entity: the entity's name follows. Shortened as a whole, "TLS init
+ * function for holder" lost its words up to the last space and read
+ * "holder", a variable's name, for two different functions (the C++
+ * thread_local's initialiser and its wrapper), where addr2line and gdb
+ * name them. The words stay, and the entity's name is shortened. */
+static size_t special_prefix(const char *full) {
+    static const char *const prefixes[] = {"TLS init function for ", "TLS wrapper function for ",
+                                           "non-virtual thunk to ", "virtual thunk to ",
+                                           "covariant return thunk to ", "transaction clone for ",
+                                           "guard variable for "};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (!strncmp(full, prefixes[i], strlen(prefixes[i]))) return strlen(prefixes[i]);
+    return 0;
+}
+
 const char *ml_frame_short_name(const char *full, char *buf, size_t len) {
     if (!len) return buf;
     buf[0] = '\0';
     if (!full) return buf;
+    size_t pre = special_prefix(full);
+    if (pre) {
+        if (pre + 1 >= len) return buf;
+        memcpy(buf, full, pre);
+        ml_frame_short_name(full + pre, buf + pre, len - pre);
+        return buf;
+    }
     if (full[0] == '<' && full[1]) {
         /* A Rust qualified path ("<alloc::vec::Vec<u8> as core::ops::Drop>::drop",
          * "<str>::trim"): no C++ name starts with '<'. The type and trait in

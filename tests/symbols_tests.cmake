@@ -10,6 +10,11 @@ target_compile_options(fx_cpp_sites PRIVATE -O0 -g)
 add_executable(fx_cpp_sites_o2 ${FX}/fx_cpp_sites.cpp)
 target_compile_options(fx_cpp_sites_o2 PRIVATE -O2 -g)
 add_executable(fx_cpp_sites_static ${FX}/fx_cpp_sites.cpp)
+# A thread_local's init and wrapper functions kept (-O0): gcc names them by
+# symbol, "TLS init function for tv", with the declaration's line.
+add_executable(fx_tlsinit_o0 ${FX}/fx_tlsinit.cpp)
+target_compile_options(fx_tlsinit_o0 PRIVATE -O0 -g)
+target_link_libraries(fx_tlsinit_o0 PRIVATE Threads::Threads)
 target_compile_options(fx_cpp_sites_static PRIVATE -O0 -g)
 target_link_options(fx_cpp_sites_static PRIVATE -static-libstdc++)
 add_executable(fx_cpp_o2 ${FX}/fx_cpp.cpp)
@@ -56,7 +61,11 @@ if(ML_CLANG AND ML_CLANGXX)
       DEPENDS ${FX}/fx_${base}.${ext} VERBATIM)
     list(APPEND ML_CLANG_FX ${CMAKE_BINARY_DIR}/${out})
   endforeach()
-  add_custom_target(fx_clang ALL DEPENDS ${ML_CLANG_FX})
+  # clang at -O0: the wrapper and init functions without a line.
+  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/fx_tlsinit_clang_o0
+    COMMAND ${ML_CLANGXX} -O0 -g ${FX}/fx_tlsinit.cpp -o ${CMAKE_BINARY_DIR}/fx_tlsinit_clang_o0
+    DEPENDS ${FX}/fx_tlsinit.cpp VERBATIM)
+  add_custom_target(fx_clang ALL DEPENDS ${ML_CLANG_FX} ${CMAKE_BINARY_DIR}/fx_tlsinit_clang_o0)
   list(TRANSFORM ML_CLANG_FX PREPEND "llvm:")
 endif()
 # A language's fixtures (built by a compiler cmake does not drive: the files
@@ -119,7 +128,7 @@ add_test(NAME symbols_oracle
           ${ML_FORTRAN_FX} ${ML_CLANG_FX})
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
-add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_cpp_sites_static fx_inline_deep fx_fpnew)
+add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_cpp_sites_static fx_inline_deep fx_fpnew fx_tlsinit_o0)
 if(ML_CLANG_FX)
   add_dependencies(test_symbols fx_clang) # fx_cpp_sites_clang, fx_tlsinit_clang
 endif()
