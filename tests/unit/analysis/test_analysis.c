@@ -1605,3 +1605,58 @@ Test(analysis, time_buckets_per_site, .init = setup, .fini = teardown) {
     }
     ml_time_buckets_free(tb);
 }
+
+/* An mmap or munmap record (kind munmap) fed to A. */
+static void map_op(uint8_t tag, uint64_t ptr, uint64_t size) {
+    ml_record_t r = {.tag = tag, .time_ms = T++};
+    r.u.alloc.kind = tag == ML_T_MMAP ? ML_KIND_MMAP : ML_KIND_MUNMAP;
+    r.u.alloc.ptr = ptr;
+    r.u.alloc.size = size;
+    r.u.alloc.stack = 1;
+    ml_analysis_feed(A, &r);
+}
+
+/* Mappings placed over each other (MAP_FIXED) and unmapped in random
+ * ranges of a 512-page window: after every record, the bytes mapped and
+ * the peak equal a page-by-page model of what the kernel maps. Only
+ * unmaps from a mapping's start were counted before. */
+Test(analysis, mappings_follow_the_pages_the_kernel_maps, .init = setup, .fini = teardown) {
+    enum { PAGES = 512 };
+    const uint64_t P = 4096, base = 0x7f0000000000ull;
+    static unsigned char in[PAGES];
+    memset(in, 0, sizeof in);
+    uint64_t seed = 7, peak = 0;
+    const ml_totals_t *t = ml_analysis_totals(A);
+    for (int op = 0; op < 20000; op++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        uint32_t x = (uint32_t)(seed >> 33);
+        uint64_t s = x % PAGES, n = 1 + (x >> 9) % 40;
+        if (s + n > PAGES) n = PAGES - s;
+        bool map = (x >> 20) % 5 < 2; /* more unmaps than maps: mostly holes */
+        /* A length the kernel rounds up, now and then. */
+        uint64_t len = n * P - ((x >> 24) % 7 == 0 && !map ? P - 1 : 0);
+        map_op(map ? ML_T_MMAP : ML_T_MUNMAP, base + s * P, len);
+        uint64_t count = 0;
+        for (uint64_t i = s; i < s + n; i++) in[i] = map;
+        for (int i = 0; i < PAGES; i++) count += in[i];
+        if (count * P > peak) peak = count * P;
+        cr_assert_eq(t->mmap_bytes, count * P, "record %d (%s of pages %lu-%lu): %lu bytes, the pages %lu", op,
+                     map ? "mmap" : "munmap", (unsigned long)s, (unsigned long)(s + n),
+                     (unsigned long)t->mmap_bytes, (unsigned long)(count * P));
+        cr_assert_eq(t->peak_mmap_bytes, peak);
+    }
+    /* Records no kernel would accept end without a hang and change nothing
+     * they should not: an unaligned unmap (the call fails), a length of 0,
+     * ranges that wrap the address space. */
+    uint64_t before = t->mmap_bytes;
+    map_op(ML_T_MUNMAP, base + 1, 8 * P);
+    map_op(ML_T_MUNMAP, base, 0);
+    cr_expect_eq(t->mmap_bytes, before);
+    map_op(ML_T_MUNMAP, UINT64_MAX & ~(P - 1), UINT64_MAX);
+    map_op(ML_T_MMAP, UINT64_MAX - 10, UINT64_MAX);
+    map_op(ML_T_MUNMAP, UINT64_MAX & ~(P - 1), P);
+    cr_expect_eq(t->mmap_bytes, before, "the mapping at the top of the address space is unmapped");
+    map_op(ML_T_MMAP, 3, 1ull << 61);
+    map_op(ML_T_MUNMAP, 0, UINT64_MAX);
+    cr_expect_eq(t->mmap_bytes, 0, "one unmap of everything: %lu left", (unsigned long)t->mmap_bytes);
+}
