@@ -799,8 +799,7 @@ static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
     if (kind < ML_KIND_COUNT_) t->calls_by_kind[kind]++;
     a->seq++;
     if (a->light) {
-        ml__block_t b = {.ptr = r->u.alloc.ptr, .size = size, .seq = a->seq,
-                         .time_ms = r->time_ms, .slack = ML__SLACK_UNKNOWN};
+        ml__block_t b = ml__block_make(r->u.alloc.ptr, size, 0, a->seq, ML__SLACK_UNKNOWN, 0, r->time_ms);
         if (b.ptr) heap_add_light(a, &b, r->time_ms);
         a->last_alloc_ptr = r->u.alloc.ptr;
         a->last_alloc_live = true;
@@ -833,11 +832,9 @@ static void on_alloc(ml_analysis_t *a, const ml_record_t *r) {
     /* The allocator's usable size, when the recorder could ask for it,
      * makes internal waste exact (frag.c estimates it otherwise). */
     uint64_t usable = r->u.alloc.usable;
-    ml__block_t b = {.ptr = r->u.alloc.ptr, .size = size, .seq = a->seq, .stack = s,
-                     .time_ms = r->time_ms,
-                     .slack = w == 1.0 && usable >= raw && usable - raw < ML__SLACK_UNKNOWN
-                                  ? usable - raw
-                                  : ML__SLACK_UNKNOWN};
+    uint64_t slack = w == 1.0 && usable >= raw && usable - raw < ML__SLACK_UNKNOWN ? usable - raw
+                                                                                  : ML__SLACK_UNKNOWN;
+    ml__block_t b = ml__block_make(r->u.alloc.ptr, size, 0, a->seq, slack, s, r->time_ms);
     if (b.ptr) heap_add(a, &b, r->time_ms);
     a->last_alloc_ptr = r->u.alloc.ptr;
     a->last_alloc_live = true;

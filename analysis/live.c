@@ -287,15 +287,8 @@ static void decode(const ml__live_t *L, ml__lchunk_t *c, uint32_t i, uint64_t pt
     const ml__lrec_t *r = &recs(c)[i];
     uint32_t slack;
     uint64_t size = rec_size(L, r, ptr, &slack);
-    *out = (ml__block_t){
-        .ptr = ptr,
-        .size = size,
-        .reach = (offs(c)[i] >> REACH_SHIFT) & 7u,
-        .seq = (uint64_t)r->seq_hi << 32 | r->seq_lo,
-        .slack = slack,
-        .stack = r->stack,
-        .time_ms = r->time_ms,
-    };
+    *out = ml__block_make(ptr, size, (offs(c)[i] >> REACH_SHIFT) & 7u, (uint64_t)r->seq_hi << 32 | r->seq_lo,
+                          slack, r->stack, r->time_ms);
 }
 
 /* Stores b (size included) at index i of c, whose record had a side entry

@@ -380,3 +380,23 @@ Test(live, the_rest_takes_the_common_kind) {
     ml__live_free(&L);
     ml_map_free(&ref);
 }
+
+/* ml__block_make writes the block as words laid out as the compiler lays
+ * out the bit-fields: the same bytes as the initialiser, fields truncated
+ * alike. */
+Test(live, a_block_made_in_words_equals_its_initialiser) {
+    const uint64_t v[] = {0, 1, 0xfe, 0xffff, 0x10000, 0xffffffffull, 0x123456789abcull, ML__SIZE_MAX, UINT64_MAX};
+    const size_t nv = sizeof v / sizeof v[0];
+    for (size_t i = 0; i < nv; i++) {
+        for (unsigned reach = 0; reach < 8; reach++) {
+            uint64_t size = v[i], seq = v[(i + 3) % nv], slack = v[(i + 5) % nv] & 0xffff;
+            uint32_t stack = (uint32_t)v[(i + 1) % nv], time_ms = (uint32_t)v[(i + 7) % nv];
+            ml__block_t want;
+            memset(&want, 0, sizeof want);
+            want = (ml__block_t){.ptr = v[(i + 2) % nv], .size = size, .reach = reach, .seq = seq,
+                                 .slack = slack, .stack = stack, .time_ms = time_ms};
+            ml__block_t got = ml__block_make(v[(i + 2) % nv], size, reach, seq, slack, stack, time_ms);
+            cr_assert(memcmp(&want, &got, sizeof want) == 0, "block %zu, reach %u", i, reach);
+        }
+    }
+}
