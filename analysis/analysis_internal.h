@@ -89,6 +89,7 @@ typedef struct {
     uint64_t last_key;  /* the chunk used last (writers' cache) */
     ml__lchunk_t *last;
     uint32_t reach_next; /* ml__live_set_reach's guess: the index after the last one set */
+    uint32_t take_next;  /* ml__live_take's guess: the index after the last one taken */
     struct ml__lslab_s *slab; /* the chunks' memory (live.c) */
 } ml__live_t;
 

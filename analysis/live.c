@@ -402,12 +402,31 @@ bool ml__live_get(const ml__live_t *L, uint64_t ptr, ml__block_t *out) {
     return true;
 }
 
+/* index_of() for a removal. Programs often free blocks in the order they
+ * were made, so in address order within a page: a teardown frees the entry
+ * after the one freed last, a program that frees every other block the
+ * one after that, a stack-like one the one before. Those three are tried
+ * first, each checked, so a guess is never wrong (a chunk holds one live
+ * entry per offset). The search's chain of dependent loads was the most
+ * of ml__live_take's cost: 10 M blocks kept, every other one freed in
+ * address order, ml__live_take took 13 % of the collector's samples while
+ * the program freed. */
+static inline int32_t take_index(const ml__live_t *L, ml__lchunk_t *c, uint32_t off) {
+    const uint16_t *o = offs(c);
+    uint32_t h = L->take_next, n = c->n;
+    if (h < n && (o[h] & (CHUNK_MASK | DEAD)) == off) return (int32_t)h;
+    if (h + 1 < n && (o[h + 1] & (CHUNK_MASK | DEAD)) == off) return (int32_t)h + 1;
+    if (h >= 2 && h - 2 < n && (o[h - 2] & (CHUNK_MASK | DEAD)) == off) return (int32_t)h - 2;
+    return index_of(c, off);
+}
+
 bool ml__live_take(ml__live_t *L, uint64_t ptr, ml__block_t *out) {
     uint64_t key = (ptr >> CHUNK_SHIFT) + 1;
     ml__lchunk_t *c = chunk_of(L, key);
     if (!c) return false;
-    int32_t i = index_of(c, (uint32_t)(ptr & CHUNK_MASK));
+    int32_t i = take_index(L, c, (uint32_t)(ptr & CHUNK_MASK));
     if (i < 0) return false;
+    L->take_next = (uint32_t)i + 1;
     decode(L, c, (uint32_t)i, ptr, out);
     if (rec_side(&recs(c)[i])) {
         big_t *e = bigs_find(&L->big, ptr);
