@@ -506,8 +506,25 @@ static inline uint64_t ml__size48(uint64_t size) {
     return size < (1ull << 48) ? size : (1ull << 48) - 1;
 }
 
+/* The fragmentation block {ptr, size, slack} as two whole words, for the
+ * reason of ml__block_make (whose test covers this one too): the
+ * initialiser stored the size's word and then the slack's 16 bits into it,
+ * and the merge of a moment's blocks (ml__mstream_next) read the block
+ * back as one 16-byte load, which waited on that narrow store: three
+ * quarters of ml__mstream_next's samples in a close of 10 M blocks. */
+static inline ml__fblock_t ml__fblock_make(uint64_t ptr, uint64_t size, uint64_t slack) {
+    _Static_assert(sizeof(ml__fblock_t) == 16, "ml__fblock_t is two words");
+    union {
+        ml__fblock_t b;
+        uint64_t w[2];
+    } u;
+    u.w[0] = ptr;
+    u.w[1] = (size & ((1ull << 48) - 1)) | (slack & 0xffffu) << 48;
+    return u.b;
+}
+
 static inline ml__fblock_t ml__fblock_of_grave(const ml__grave_t *g) {
-    return (ml__fblock_t){.ptr = g->ptr, .size = g->size, .slack = g->slack};
+    return ml__fblock_make(g->ptr, g->size, g->slack);
 }
 
 /* The estimated usable size of a request under the detected allocator. */

@@ -584,7 +584,7 @@ static inline bool next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fbl
         uint64_t ptr = (pages[cur->k].ptr - 1) << CHUNK_SHIFT | (offs(c)[i] & CHUNK_MASK);
         uint32_t slack;
         uint64_t size = rec_size(cur->L, r, ptr, &slack);
-        *out = (ml__fblock_t){.ptr = ptr, .size = ml__size48(size), .slack = (uint16_t)slack};
+        *out = ml__fblock_make(ptr, ml__size48(size), (uint16_t)slack);
         *seq = q;
         return true;
     }

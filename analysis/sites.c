@@ -329,16 +329,32 @@ int ml__mstream_open(ml__mstream_t *s, const ml_analysis_t *a, const ml__moment_
     return 0;
 }
 
+/* The next live block is read straight into *out, and kept aside (`have`)
+ * only when a grave comes before it. Read into s->live and then copied out
+ * whole, each block was loaded as 16 bytes right after live.c stored it as
+ * two words of 8, a load that waits for both stores to leave the store
+ * buffer: 70 % of this function's samples in a close of 10 M blocks. */
 bool ml__mstream_next(ml__mstream_t *s, ml__fblock_t *out) {
-    if (!s->have && !s->live_done) {
-        if (ml__live_next_fblock(&s->cur, s->m ? s->m->seq : UINT64_MAX, &s->live)) s->have = true;
-        else s->live_done = true;
+    if (!s->have) {
+        if (!s->live_done && ml__live_next_fblock(&s->cur, s->m ? s->m->seq : UINT64_MAX, out)) {
+            if (s->gi < s->ng && s->g[s->gi].ptr <= out->ptr) {
+                s->live = *out;
+                s->have = true;
+                *out = s->g[s->gi++];
+            }
+            return true;
+        }
+        s->live_done = true;
+        if (s->gi < s->ng) {
+            *out = s->g[s->gi++];
+            return true;
+        }
+        return false;
     }
-    if (s->gi < s->ng && (!s->have || s->g[s->gi].ptr <= s->live.ptr)) {
+    if (s->gi < s->ng && s->g[s->gi].ptr <= s->live.ptr) {
         *out = s->g[s->gi++];
         return true;
     }
-    if (!s->have) return false;
     *out = s->live;
     s->have = false;
     return true;

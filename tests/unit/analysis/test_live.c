@@ -381,9 +381,9 @@ Test(live, the_rest_takes_the_common_kind) {
     ml_map_free(&ref);
 }
 
-/* ml__block_make writes the block as words laid out as the compiler lays
- * out the bit-fields: the same bytes as the initialiser, fields truncated
- * alike. */
+/* ml__block_make and ml__fblock_make write the block as words laid out as
+ * the compiler lays out the bit-fields: the same bytes as the initialiser,
+ * fields truncated alike. */
 Test(live, a_block_made_in_words_equals_its_initialiser) {
     const uint64_t v[] = {0, 1, 0xfe, 0xffff, 0x10000, 0xffffffffull, 0x123456789abcull, ML__SIZE_MAX, UINT64_MAX};
     const size_t nv = sizeof v / sizeof v[0];
@@ -398,5 +398,10 @@ Test(live, a_block_made_in_words_equals_its_initialiser) {
             ml__block_t got = ml__block_make(v[(i + 2) % nv], size, reach, seq, slack, stack, time_ms);
             cr_assert(memcmp(&want, &got, sizeof want) == 0, "block %zu, reach %u", i, reach);
         }
+        ml__fblock_t fwant;
+        memset(&fwant, 0, sizeof fwant);
+        fwant = (ml__fblock_t){.ptr = v[i], .size = v[(i + 4) % nv], .slack = v[(i + 6) % nv] & 0xffff};
+        ml__fblock_t fgot = ml__fblock_make(v[i], v[(i + 4) % nv], v[(i + 6) % nv] & 0xffff);
+        cr_assert(memcmp(&fwant, &fgot, sizeof fwant) == 0, "fragmentation block %zu", i);
     }
 }
