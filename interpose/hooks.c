@@ -74,7 +74,7 @@ enum { SCRUB_USUAL, SCRUB_SLOW, SCRUB_DEEP };
  * whose start-up costs more than the stores (about 10 ns a call here). */
 typedef long long ml_v2_t __attribute__((vector_size(16)));
 
-static __attribute__((noinline)) void scrub(void) {
+static __attribute__((noinline, force_align_arg_pointer)) void scrub(void) {
     ml_v2_t buf[SCRUB_BYTES / sizeof(ml_v2_t)];
     volatile ml_v2_t *v = buf; /* volatile: neither dead nor turned back into memset */
 #pragma GCC unroll 16

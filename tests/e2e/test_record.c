@@ -167,6 +167,34 @@ Test(record, mappings_cut_anywhere_are_counted_as_the_kernel_maps_them) {
     h_run_free(&r);
 }
 
+/* Allocation calls with the stack misaligned by 8 bytes (an assembly
+ * trampoline that breaks the ABI, which glibc's malloc tolerates): the
+ * program ran plain and crashed under memlens (SIGSEGV on movaps in the
+ * unwinder's rule lookup, libunwind's dl_iterate_phdr, the stack scrub).
+ * Every call is recorded, and those through the trampoline with unwind
+ * information have their callers' frames. */
+Test(record, a_misaligned_stack_at_malloc_is_tolerated_as_glibc_does) {
+    const char *trace = h_tmp("misalign.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_misalign"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_assert_str_eq(r.out, "50000 allocation calls made misaligned\n");
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    /* and 4 threads' first mallocs, their 4 TLS vectors, stdout's buffer */
+    cr_expect_eq(t.totals.alloc_calls, 50009, "calls: %llu", (unsigned long long)t.totals.alloc_calls);
+    cr_expect_eq(t.totals.free_calls, 40004, "frees: %llu", (unsigned long long)t.totals.free_calls);
+    h_trace_free(&t);
+    h_run_free(&r);
+    const char *rep[] = {h_bin("memlens"), "report", trace, "-q", "--no-advisor", "--json", "-", NULL};
+    h_run(&r, rep);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    cr_expect(strstr(r.out, "\"function\": \"round_of\"") != NULL,
+              "stacks through the trampoline with unwind information reach its callers");
+    h_run_free(&r);
+}
+
 Test(record, sigkill_from_outside_keeps_the_trace, .timeout = 60) {
     const char *trace = h_tmp("kill.mlt");
     const char *pidfile = h_tmp("kill.pid");
