@@ -399,6 +399,37 @@ static bool safe_point(const target_t *t, const struct user_regs_struct *r) {
     return in_range_of(t, r->rip, &in_libc) && !in_libc;
 }
 
+/* Whether the thread, stopped by our PTRACE_INTERRUPT, was in a system
+ * call that the stop made fail with EINTR. A stopped and resumed thread
+ * restarts most blocking calls (rax is then -ERESTARTSYS... and the kernel
+ * restarts it), but not epoll_wait, sigtimedwait, semtimedop, or a recv or
+ * send with a timeout (signal(7), "Interruption of system calls and
+ * library functions by stop signals"): the program saw EINTR there, which
+ * it never sees without memlens (an event loop that treats it as fatal).
+ * Not when a signal is pending for the thread or the process and not
+ * blocked: that signal's handler runs once the program goes on, and the
+ * EINTR may be its own, which the program must see. The instruction
+ * before rip must be `syscall`. */
+static bool eintr_of_our_stop(target_t *t) {
+    const struct user_regs_struct *r = &t->regs;
+    if (t->mem < 0 || (long long)r->orig_rax < 0 || (long long)r->rax != -EINTR || r->rip < 2) return false;
+    uint8_t insn[2];
+    if (pread(t->mem, insn, 2, (off_t)(r->rip - 2)) != 2 || insn[0] != 0x0f || insn[1] != 0x05) return false;
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)t->pid, (int)t->pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    unsigned long long pnd = 0, shd = 0, blk = 0;
+    int seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        seen += sscanf(line, "SigPnd: %llx", &pnd) == 1;
+        seen += sscanf(line, "ShdPnd: %llx", &shd) == 1;
+        seen += sscanf(line, "SigBlk: %llx", &blk) == 1;
+    }
+    fclose(f);
+    return seen == 3 && ((pnd | shd) & ~blk) == 0;
+}
+
 static int save_state(target_t *t) {
     if (ptrace(PTRACE_GETREGS, t->pid, 0, &t->regs) < 0) return -1;
     if (!t->xstate) t->xstate = malloc(65536);
@@ -456,9 +487,17 @@ static int stop_target(target_t *t, idle_fn idle, void *ctx) {
            (int)t->pid);
 }
 
-/* Lets the program go on exactly where it was. */
+/* Lets the program go on exactly where it was. A system call that our stop
+ * made fail with EINTR is issued again: the thread goes back to its
+ * `syscall` instruction with the call's number in rax (its arguments are
+ * still in their registers; the instruction clobbers only rcx and r11). */
 static void release_target(target_t *t) {
     if (!t->seized) return;
+    if (eintr_of_our_stop(t)) {
+        t->regs.rip -= 2;
+        t->regs.rax = t->regs.orig_rax;
+        t->regs.orig_rax = (unsigned long long)-1;
+    }
     if (restore_state(t) < 0)
         fprintf(stderr, "memlens: warning: process %d: could not restore its registers: %s\n", (int)t->pid,
                 strerror(errno));

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <link.h>
 #include <malloc.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -367,9 +368,15 @@ out:
     return rc;
 }
 
+/* A pause by poll, not nanosleep: this runs in a thread that memlens may
+ * have interrupted inside a system call, which the kernel restarts through
+ * the thread's restart block once memlens lets it go (nanosleep,
+ * clock_nanosleep, poll, futex waits with a timeout). nanosleep's entry
+ * resets that block, and the interrupted call then failed with EINTR, a
+ * result the program never gets on its own. poll sets it only when it is
+ * interrupted itself. */
 static void sleep_ms(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
+    (void)poll(NULL, 0, (int)ms);
 }
 
 /** Called by `memlens attach` when the window ends: puts back every GOT

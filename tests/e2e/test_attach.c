@@ -327,3 +327,39 @@ Test(attach, static_program_exits_2, .timeout = 60) {
     int st = fx_finish(&f, last, sizeof last);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 7);
 }
+
+/* A main thread blocked in a system call when memlens attaches and when it
+ * detaches: the call ends as it does without memlens. The attach's stop
+ * made epoll_wait fail with EINTR (signal(7): calls a stopped thread does
+ * not restart), and the detach's nanosleep (in ml_attach_stop) reset the
+ * restart of an interrupted nanosleep or futex wait, which then failed
+ * with EINTR. */
+static void attach_during(const char *mode) {
+    skip_unless_ptrace();
+    fx_t f;
+    fx_start(&f, "fx_attach_wait", mode);
+    char spid[32], name[64];
+    snprintf(spid, sizeof spid, "%d", (int)f.pid);
+    snprintf(name, sizeof name, "wait_%s.mlt", mode);
+    const char *argv[] = {h_bin("memlens"), "attach", "-q", "--duration", "1", "-o", h_tmp(name), spid, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 0, "%s: %s", mode, r.err);
+    h_run_free(&r);
+    char line[256] = "";
+    cr_expect(fgets(line, sizeof line, f.out) != NULL, "%s: its result", mode);
+    fclose(f.out);
+    close(f.in);
+    int st;
+    cr_assert_eq(waitpid(f.pid, &st, 0), f.pid);
+    char want[64];
+    snprintf(want, sizeof want, "ok %s\n", mode);
+    cr_expect_str_eq(line, want);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: status 0x%x", mode, st);
+}
+
+Test(attach, a_blocking_call_ends_as_without_memlens, .timeout = 60) {
+    attach_during("epoll");
+    attach_during("nanosleep");
+    attach_during("futex");
+}
