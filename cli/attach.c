@@ -198,6 +198,15 @@ static int read_small(const char *path, char *buf, size_t len) {
     return (int)n;
 }
 
+/* The process tracing pid (TracerPid), 0 when none or unknown. */
+static int tracer_of(pid_t pid) {
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if (read_small(path, buf, sizeof buf) <= 0) return 0;
+    const char *tp = strstr(buf, "TracerPid:");
+    return tp ? atoi(tp + 10) : 0;
+}
+
 static const char *how_to_allow =
     "to allow it: run memlens as root or give it CAP_SYS_PTRACE (sudo setcap cap_sys_ptrace+ep "
     "$(command -v memlens)), or lower Yama's setting (sudo sysctl kernel.yama.ptrace_scope=0)";
@@ -228,15 +237,11 @@ static int check_alive(pid_t pid) {
     if (rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'))
         REFUSE("cannot attach to process %d: it has exited (a zombie waiting for its parent)", (int)pid);
     if (pid == getpid()) REFUSE("cannot attach to memlens itself");
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    if (read_small(path, buf, sizeof buf) > 0) {
-        const char *tp = strstr(buf, "TracerPid:");
-        int tracer = tp ? atoi(tp + 10) : 0;
-        if (tracer)
-            REFUSE("cannot attach to process %d: it is already traced by process %d (a debugger, "
-                   "strace, or another memlens attach); only one tracer at a time",
-                   (int)pid, tracer);
-    }
+    int tracer = tracer_of(pid);
+    if (tracer)
+        REFUSE("cannot attach to process %d: it is already traced by process %d (a debugger, "
+               "strace, or another memlens attach); only one tracer at a time",
+               (int)pid, tracer);
     return 0;
 }
 
@@ -383,8 +388,14 @@ static bool in_range_of(const target_t *t, uint64_t rip, bool *in_libc) {
         const char *file = pos ? line + pos : "";
         const char *base = strrchr(file, '/');
         base = base ? base + 1 : file;
-        *in_libc = !strncmp(base, "libc.so", 7) || !strncmp(base, "ld-linux", 8) ||
-                   !strncmp(base, "libmemlens.so", 13);
+        /* and the allocators programs preload or link, whose locks the
+         * injected dlopen's mallocs would wait on for good when the thread
+         * was stopped holding one (jemalloc: 1 attach in 5 deadlocked) */
+        static const char *const unsafe[] = {"libc.so", "ld-linux", "libmemlens.so", "libjemalloc", "libtcmalloc",
+                                             "libmimalloc", "libtbbmalloc", "libhoard", "libsnmalloc", "librpmalloc"};
+        *in_libc = false;
+        for (size_t i = 0; i < sizeof unsafe / sizeof unsafe[0]; i++)
+            *in_libc |= !strncmp(base, unsafe[i], strlen(unsafe[i]));
     }
     fclose(f);
     return found;
@@ -459,6 +470,11 @@ static int stop_target(target_t *t, idle_fn idle, void *ctx) {
     if (!t->seized) {
         if (ptrace(PTRACE_SEIZE, t->pid, 0, 0) < 0) {
             int e = errno;
+            int tracer = e == EPERM ? tracer_of(t->pid) : 0;
+            if (tracer) /* one that attached since check_target looked */
+                REFUSE("cannot attach to process %d: it is already traced by process %d (a debugger, "
+                       "strace, or another memlens attach); only one tracer at a time",
+                       (int)t->pid, tracer);
             if (e == EPERM || e == EACCES)
                 REFUSE("cannot attach to process %d: ptrace is not permitted (%s); %s", (int)t->pid,
                        strerror(e), how_to_allow);
@@ -467,7 +483,13 @@ static int stop_target(target_t *t, idle_fn idle, void *ctx) {
         }
         t->seized = true;
     }
-    for (int tries = 0; tries < 5000; tries++) {
+    /* 5 s of wall time, not 5,000 tries: each try reads /proc/PID/maps,
+     * and a main thread busy inside libc took 48 s to be given up on. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 5000) break;
         if (ptrace(PTRACE_INTERRUPT, t->pid, 0, 0) < 0) REFUSE("process %d: ptrace interrupt: %s", (int)t->pid, strerror(errno));
         int st = wait_stop(t, idle, ctx);
         if (st < 0) REFUSE("process %d ended", (int)t->pid);
@@ -624,6 +646,9 @@ static const char *start_error(int rc) {
     case -EALREADY: return "memlens was attached to this process before; it attaches once per process";
     case -EBUSY: return "libmemlens.so is already preloaded in it (memlens run records it)";
     case -ENOENT: return "it could not open the session in /dev/shm";
+    case -EACCES:
+        return "it runs as another user, who may not open the session memlens made in /dev/shm; attach as "
+               "that user";
     case -EAGAIN: return "it could not create its event ring (see its stderr)";
     case -ENOMEM: return "out of memory";
     default: return "unexpected error";
@@ -756,7 +781,7 @@ int ml_cmd_attach(int argc, char **argv) {
     if (!s->o.quiet)
         fprintf(stderr, "memlens: attached to process %d (%s); recording %s\n", (int)s->t.pid, s->t.exe,
                 s->o.duration > 0 ? "for the given duration" : "until Ctrl-C");
-    bool alive = record(s);
+    bool alive = record(s), detach_failed = false;
     double window = now_s() - t0;
     if (alive) {
         /* Stop: the hooks out, the ring read to its end. */
@@ -764,10 +789,14 @@ int ml_cmd_attach(int argc, char **argv) {
             uint64_t restored = 0;
             int rc = remote_call(&s->t, s->t.r_stop, 0, 0, NULL, 0, &restored, idle_poll, s);
             release_target(&s->t);
-            if (rc < 0) fprintf(stderr, "memlens: warning: process %d: the hooks may still be in place\n", (int)s->t.pid);
+            if (rc < 0) {
+                fprintf(stderr, "memlens: warning: process %d: the hooks may still be in place\n", (int)s->t.pid);
+                detach_failed = true;
+            }
         } else {
             fprintf(stderr, "memlens: warning: process %d: could not stop it to take the hooks out; "
                             "they stay, recording into nothing\n", (int)s->t.pid);
+            detach_failed = true;
         }
     } else if (!s->o.quiet) {
         fprintf(stderr, "memlens: process %d ended during the window\n", (int)s->t.pid);
@@ -781,7 +810,9 @@ int ml_cmd_attach(int argc, char **argv) {
         goto restore_signals;
     }
     if (!s->o.quiet) print_summary(s, window);
-    code = ML_EXIT_OK;
+    /* The trace is written, but the program keeps memlens' hooks: a script
+     * must not take that for a clean detach (it exited 0). */
+    code = detach_failed ? ML_EXIT_ERROR : ML_EXIT_OK;
 restore_signals:
     for (int i = 0; i < 3; i++) sigaction(stop_signals[i], &old[i], NULL);
 out:

@@ -893,6 +893,10 @@ bool ml__sample_slow(size_t n) {
 /* Registration with the collector                                           */
 /* ------------------------------------------------------------------------- */
 
+/* ml__attach_session is running: `memlens attach` says what fails, not
+ * the library into the program's stderr (which is the program's own). */
+static bool attaching;
+
 static int attach_ctl(const char *p) {
     if (!p || ml_strlen(p) >= sizeof ctl_path - 16) return -1;
     memcpy(ctl_path, p, ml_strlen(p) + 1);
@@ -904,7 +908,7 @@ static int attach_ctl(const char *p) {
          * that is gone (ENOENT: a process that outlived memlens with our
          * variables) is no news to its users: nothing is said. */
         int e = errno;
-        if (e == EACCES || e == EPERM) {
+        if ((e == EACCES || e == EPERM) && !attaching) {
             char exe[256], num[16];
             ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
             exe[n > 0 ? n : 0] = '\0';
@@ -1676,7 +1680,13 @@ int ml__attach_session(const char *ctl) {
     ml__tls.guard++;
     int rc = -ENOENT;
     ml__state_set(ML_STATE_INIT);
-    if (attach_ctl(ctl) < 0) goto off;
+    attaching = true;
+    int got = attach_ctl(ctl), e = errno;
+    attaching = false;
+    if (got < 0) {
+        if (e == EACCES || e == EPERM) rc = -EACCES;
+        goto off;
+    }
     rc = -EAGAIN;
     if (register_process(~0u, 0) < 0 || ml__stacks_init() < 0) goto off;
     if (!atfork_done) {
