@@ -676,6 +676,11 @@ static int inject(attach_t *s) {
     const char *ctl = ml_collector_ctl_path(s->c);
     if (remote_call(t, t->r_start, 0, 0, ctl, strlen(ctl) + 1, &rc, idle_poll, s) < 0) return -1;
     int r = (int)(int32_t)rc;
+    if (r == -EALREADY || r == -EBUSY) {
+        /* refusals, as the other refusals: exit 2 */
+        ml_cli_error("cannot record process %d: %s", (int)t->pid, start_error(r));
+        return -2;
+    }
     if (r < 0) REFUSE("cannot record process %d: %s", (int)t->pid, start_error(r));
     if (r == 0 && !s->o.quiet)
         fprintf(stderr, "memlens: warning: process %d: no module calls malloc & co. through its GOT; "
@@ -776,7 +781,10 @@ int ml_cmd_attach(int argc, char **argv) {
     }
     int irc = inject(s);
     release_target(&s->t);
-    if (irc < 0) goto restore_signals;
+    if (irc < 0) {
+        if (irc == -2) code = ML_EXIT_USAGE;
+        goto restore_signals;
+    }
     double t0 = now_s();
     if (!s->o.quiet)
         fprintf(stderr, "memlens: attached to process %d (%s); recording %s\n", (int)s->t.pid, s->t.exe,

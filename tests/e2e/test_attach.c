@@ -363,3 +363,27 @@ Test(attach, a_blocking_call_ends_as_without_memlens, .timeout = 60) {
     attach_during("nanosleep");
     attach_during("futex");
 }
+
+/* A second attach is refused as the other refusals are, with exit 2 (it
+ * exited 1), and the program goes on. */
+Test(attach, a_second_attach_exits_2, .timeout = 60) {
+    skip_unless_ptrace();
+    fx_t f;
+    fx_start(&f, "fx_attach", "0");
+    char spid[32];
+    snprintf(spid, sizeof spid, "%d", (int)f.pid);
+    const char *first[] = {h_bin("memlens"), "attach", "-q", "--duration", "0.3", "-o", h_tmp("once1.mlt"), spid, NULL};
+    h_run_t r;
+    h_run(&r, first);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    const char *second[] = {h_bin("memlens"), "attach", "-q", "--duration", "0.3", "-o", h_tmp("once2.mlt"), spid, NULL};
+    h_run(&r, second);
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "it attaches once per process"), "%s", r.err);
+    h_run_free(&r);
+    cr_expect_str_eq(fx_cmd(&f, 's'), "step 1", "the program goes on");
+    char last[256];
+    int st = fx_finish(&f, last, sizeof last);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+}
