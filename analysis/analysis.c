@@ -960,13 +960,8 @@ static uint64_t starts_lower(const ml_analysis_t *a, uint64_t x) {
  * (a restored snapshot, a failed allocation). False: no memory. */
 static bool starts_ready(ml_analysis_t *a) {
     if (a->nmap_starts == a->maps.count) return true;
-    if (a->map_starts_cap < a->maps.count) {
-        uint64_t cap = a->maps.count * 2;
-        uint64_t *v = realloc(a->map_starts, cap * sizeof *v);
-        if (!v) return false;
-        a->map_starts = v;
-        a->map_starts_cap = cap;
-    }
+    if (ml_grow((void **)&a->map_starts, &a->map_starts_cap, a->maps.count, sizeof *a->map_starts, 0) < 0)
+        return false;
     uint64_t n = 0;
     for (uint64_t i = 0; i < a->maps.cap; i++) {
         uint64_t k = *ml__map_key(&a->maps, i, sizeof(ml__block_t));
@@ -979,12 +974,9 @@ static bool starts_ready(ml_analysis_t *a) {
 
 static void starts_insert(ml_analysis_t *a, uint64_t key) {
     if (a->nmap_starts + 1 != a->maps.count) return; /* out of step: starts_ready rebuilds */
-    if (a->nmap_starts == a->map_starts_cap) {
-        uint64_t cap = a->map_starts_cap ? a->map_starts_cap * 2 : 64;
-        uint64_t *v = realloc(a->map_starts, cap * sizeof *v);
-        if (!v) return;
-        a->map_starts = v;
-        a->map_starts_cap = cap;
+    if (ml_grow((void **)&a->map_starts, &a->map_starts_cap, a->nmap_starts + 1, sizeof *a->map_starts, 0) < 0) {
+        a->nmap_starts = UINT64_MAX; /* rebuilt at the next use, if memory allows */
+        return;
     }
     uint64_t i = starts_lower(a, key);
     memmove(a->map_starts + i + 1, a->map_starts + i, (a->nmap_starts - i) * sizeof *a->map_starts);

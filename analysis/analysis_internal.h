@@ -346,7 +346,8 @@ struct ml_analysis_s {
      * tail or middle, or span several (analysis.c, unmap_range). Not saved:
      * rebuilt from maps when its count differs (a restored snapshot). */
     uint64_t *map_starts;
-    uint64_t nmap_starts, map_starts_cap;
+    uint64_t nmap_starts;
+    uint32_t map_starts_cap;
     /* Temporary allocations, as heaptrack counts them: a block whose free
      * (or realloc) is the next heap event after its allocation. Any other
      * allocation or free in between clears last_alloc_live. */
