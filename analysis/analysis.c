@@ -940,9 +940,16 @@ static uint64_t map_end(const ml_analysis_t *a, const ml__block_t *e) {
     return e->ptr > UINT64_MAX - len ? UINT64_MAX : e->ptr + len;
 }
 
-static int cmp_u64(const void *x, const void *y) {
+static int cmp_u64_desc(const void *x, const void *y) {
     uint64_t p = *(const uint64_t *)x, q = *(const uint64_t *)y;
-    return (p > q) - (p < q);
+    return (p < q) - (p > q);
+}
+
+/* The keys are kept in descending order: the kernel places new mappings
+ * below the last ones, so a new key goes at the array's end, without
+ * moving the others. Index i below counts in ascending order. */
+static inline uint64_t key_at(const ml_analysis_t *a, uint64_t i) {
+    return a->map_starts[a->nmap_starts - 1 - i];
 }
 
 /* The first index of a key >= x. */
@@ -950,7 +957,7 @@ static uint64_t starts_lower(const ml_analysis_t *a, uint64_t x) {
     uint64_t lo = 0, hi = a->nmap_starts;
     while (lo < hi) {
         uint64_t mid = lo + (hi - lo) / 2;
-        if (a->map_starts[mid] < x) lo = mid + 1;
+        if (key_at(a, mid) < x) lo = mid + 1;
         else hi = mid;
     }
     return lo;
@@ -967,7 +974,7 @@ static bool starts_ready(ml_analysis_t *a) {
         uint64_t k = *ml__map_key(&a->maps, i, sizeof(ml__block_t));
         if (k) a->map_starts[n++] = k;
     }
-    qsort(a->map_starts, n, sizeof *a->map_starts, cmp_u64);
+    qsort(a->map_starts, n, sizeof *a->map_starts, cmp_u64_desc);
     a->nmap_starts = n;
     return true;
 }
@@ -978,20 +985,21 @@ static void starts_insert(ml_analysis_t *a, uint64_t key) {
         a->nmap_starts = UINT64_MAX; /* rebuilt at the next use, if memory allows */
         return;
     }
-    uint64_t i = starts_lower(a, key);
-    memmove(a->map_starts + i + 1, a->map_starts + i, (a->nmap_starts - i) * sizeof *a->map_starts);
-    a->map_starts[i] = key;
+    uint64_t i = starts_lower(a, key), p = a->nmap_starts - i; /* i keys below it, after p */
+    memmove(a->map_starts + p + 1, a->map_starts + p, i * sizeof *a->map_starts);
+    a->map_starts[p] = key;
     a->nmap_starts++;
 }
 
 static void starts_remove(ml_analysis_t *a, uint64_t key) {
     if (a->nmap_starts != a->maps.count + 1) return;
     uint64_t i = starts_lower(a, key);
-    if (i == a->nmap_starts || a->map_starts[i] != key) {
+    if (i == a->nmap_starts || key_at(a, i) != key) {
         a->nmap_starts = UINT64_MAX; /* out of step: rebuilt at the next use */
         return;
     }
-    memmove(a->map_starts + i, a->map_starts + i + 1, (a->nmap_starts - i - 1) * sizeof *a->map_starts);
+    uint64_t p = a->nmap_starts - 1 - i;
+    memmove(a->map_starts + p, a->map_starts + p + 1, i * sizeof *a->map_starts);
     a->nmap_starts--;
 }
 
@@ -1045,12 +1053,12 @@ static void unmap_range(ml_analysis_t *a, uint64_t lo, uint64_t hi) {
         return;
     }
     uint64_t i = starts_lower(a, lo);
-    if (i > 0 && (e = ml__blocks_find(&a->maps, a->map_starts[i - 1])) && map_end(a, e) > lo) cut(a, e, lo, hi);
+    if (i > 0 && (e = ml__blocks_find(&a->maps, key_at(a, i - 1))) && map_end(a, e) > lo) cut(a, e, lo, hi);
     for (;;) {
         if (!starts_ready(a)) break;
         i = starts_lower(a, lo);
-        if (i >= a->nmap_starts || a->map_starts[i] >= hi) break;
-        if (!(e = ml__blocks_find(&a->maps, a->map_starts[i]))) {
+        if (i >= a->nmap_starts || key_at(a, i) >= hi) break;
+        if (!(e = ml__blocks_find(&a->maps, key_at(a, i)))) {
             a->nmap_starts = UINT64_MAX; /* out of step: rebuilt from the map */
             continue;
         }

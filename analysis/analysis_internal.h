@@ -342,9 +342,10 @@ struct ml_analysis_s {
     ml_totals_t t;
     ml__live_t heap; /* live heap blocks (live.c) */
     ml_map_t maps; /* ml__block_t: live anonymous mappings */
-    /* The keys of maps in address order, for unmaps that cut a mapping's
-     * tail or middle, or span several (analysis.c, unmap_range). Not saved:
-     * rebuilt from maps when its count differs (a restored snapshot). */
+    /* The keys of maps in address order (descending), for unmaps that cut a
+     * mapping's tail or middle, or span several (analysis.c, unmap_range).
+     * Not saved: rebuilt from maps when its count differs (a restored
+     * snapshot). */
     uint64_t *map_starts;
     uint64_t nmap_starts;
     uint32_t map_starts_cap;
