@@ -426,19 +426,13 @@ static bool eintr_of_our_stop(target_t *t) {
     if (t->mem < 0 || (long long)r->orig_rax < 0 || (long long)r->rax != -EINTR || r->rip < 2) return false;
     uint8_t insn[2];
     if (pread(t->mem, insn, 2, (off_t)(r->rip - 2)) != 2 || insn[0] != 0x0f || insn[1] != 0x05) return false;
-    char path[64], line[256];
+    char path[64], buf[4096];
     snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)t->pid, (int)t->pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    unsigned long long pnd = 0, shd = 0, blk = 0;
-    int seen = 0;
-    while (fgets(line, sizeof line, f)) {
-        seen += sscanf(line, "SigPnd: %llx", &pnd) == 1;
-        seen += sscanf(line, "ShdPnd: %llx", &shd) == 1;
-        seen += sscanf(line, "SigBlk: %llx", &blk) == 1;
-    }
-    fclose(f);
-    return seen == 3 && ((pnd | shd) & ~blk) == 0;
+    if (read_small(path, buf, sizeof buf) <= 0) return false;
+    const char *pnd = strstr(buf, "SigPnd:"), *shd = strstr(buf, "ShdPnd:"), *blk = strstr(buf, "SigBlk:");
+    if (!pnd || !shd || !blk) return false;
+    unsigned long long pending = strtoull(pnd + 7, NULL, 16) | strtoull(shd + 7, NULL, 16);
+    return (pending & ~strtoull(blk + 7, NULL, 16)) == 0;
 }
 
 static int save_state(target_t *t) {
@@ -464,6 +458,12 @@ static int restore_state(target_t *t) {
     return rc;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 /* Seizes the process and stops its main thread at a safe point, with its
  * state saved. On failure says why. */
 static int stop_target(target_t *t, idle_fn idle, void *ctx) {
@@ -485,11 +485,7 @@ static int stop_target(target_t *t, idle_fn idle, void *ctx) {
     }
     /* 5 s of wall time, not 5,000 tries: each try reads /proc/PID/maps,
      * and a main thread busy inside libc took 48 s to be given up on. */
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        if ((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 >= 5000) break;
+    for (double t0 = now_s(); now_s() - t0 < 5.0;) {
         if (ptrace(PTRACE_INTERRUPT, t->pid, 0, 0) < 0) REFUSE("process %d: ptrace interrupt: %s", (int)t->pid, strerror(errno));
         int st = wait_stop(t, idle, ctx);
         if (st < 0) REFUSE("process %d ended", (int)t->pid);
@@ -693,12 +689,6 @@ static void on_stop(int sig) {
 }
 
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* Records until a signal, --duration, or the end of the target. Returns
  * true when the target is still there. */

@@ -74,6 +74,9 @@ enum { SCRUB_USUAL, SCRUB_SLOW, SCRUB_DEEP };
  * whose start-up costs more than the stores (about 10 ns a call here). */
 typedef long long ml_v2_t __attribute__((vector_size(16)));
 
+/* force_align_arg_pointer: one `and` that realigns the stack, for a caller
+ * that called malloc with it misaligned (the stores below are aligned
+ * ones; docs/recorder.md, "A misaligned stack"). */
 static __attribute__((noinline, force_align_arg_pointer)) void scrub(void) {
     ml_v2_t buf[SCRUB_BYTES / sizeof(ml_v2_t)];
     volatile ml_v2_t *v = buf; /* volatile: neither dead nor turned back into memset */

@@ -958,7 +958,10 @@ static __attribute__((noinline)) uint32_t capture_stateless(uint8_t *flags) {
 /* The stack by libunwind (fallback_walk; or the frame pointers for
  * --unwind fp) into buf (ML_UW_CAP entries), interned through ts's cache
  * when there is a state. */
-static __attribute__((noinline, force_align_arg_pointer)) uint32_t capture_slow(thread_state_t *ts, void **buf, uint8_t *flags) {
+/* Realigned at its entry: libunwind's code (dl_iterate_phdr) saves vector
+ * registers with aligned stores (docs/recorder.md, "A misaligned stack"). */
+static __attribute__((noinline, force_align_arg_pointer)) uint32_t capture_slow(thread_state_t *ts, void **buf,
+                                                                              uint8_t *flags) {
     int max = (int)depth + SKIP_MAX + 1;
     int n;
     if (use_fp) {

@@ -618,7 +618,10 @@ static uint64_t guess_in_module(uint64_t pc, uint64_t map_end, uint64_t nonperm)
 
 /* The rule of `pc` computed from scratch; *perm tells whether it may be
  * cached for good, *cacheable whether it may be cached at all (not when pc
- * is outside every module: JIT code changes). */
+ * is outside every module: JIT code changes). Realigned at its entry, off
+ * the cached path: its search saves vector registers with aligned stores,
+ * and a caller may have called malloc with the stack misaligned
+ * (docs/recorder.md, "A misaligned stack"). */
 static __attribute__((noinline, force_align_arg_pointer)) uint64_t rule_compute(uint64_t pc, bool *perm,
                                                                              bool *cacheable) {
     *perm = false;
