@@ -40,6 +40,7 @@ static uint32_t proc_slot = ~0u;
 static _Atomic uint32_t recorded_pid; /* the pid this image registered with */
 static _Atomic int exit_asked;        /* the exit handshake was made (exit_handshake) */
 static _Atomic int exit_over;         /* ... and has ended */
+static _Atomic int first_exit_tid;    /* the thread whose exit() call came first (0: none yet) */
 static _Atomic uint64_t hold_until_ns; /* the end of ml__exit_hold (CLOCK_MONOTONIC); 0: scan not done */
 static char ctl_path[256];
 static _Atomic uint32_t next_thread;
@@ -1006,6 +1007,7 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
     ml_atomic_store_relaxed(&recorded_pid, pr->pid);
     ml_atomic_store_relaxed(&exit_asked, 0);
     ml_atomic_store_relaxed(&exit_over, 0);
+    ml_atomic_store_relaxed(&first_exit_tid, 0);
     pr->ppid = (uint32_t)getppid();
     pr->parent_slot = parent_slot;
     ml_atomic_store_release(&pr->state, ML_PROC_CLAIMED);
@@ -1990,12 +1992,45 @@ static void note_end_status(int status, bool signaled) {
                                                         ((uint32_t)status & 0xffu));
 }
 
+/* Another thread is making the exit handshake (a second signal, or a
+ * fault while the program exits): the scan it asked for ends before this
+ * thread's signal ends the process, at most 30 s later. Not from inside
+ * memlens (the guard is up), where the thread may hold what the scan
+ * needs, except from the exit hold's wait, which holds nothing. */
+static void wait_for_the_scan(void) {
+    if (ml__state_relaxed() != ML_STATE_READY || (ml__tls.guard && !ml__tls.holding) ||
+        (uint32_t)getpid() != ml_atomic_load_relaxed(&recorded_pid) || !ml_atomic_load_acquire(&exit_asked))
+        return;
+    for (int i = 0; i < 30000 && !ml_atomic_load_acquire(&exit_over); i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* exit() and a return from main (glibc's start code calls exit with main's
  * result): registered in the constructor, before glibc's start code
  * registers the loader's destructor pass, so it runs after every
- * destructor (ours too), just before stdio's last flush and _exit. */
+ * destructor (ours too), just before stdio's last flush and _exit.
+ *
+ * Threads that call exit() at once share glibc's list of exit handlers:
+ * each takes the next one. While one runs the loader's destructor pass,
+ * and in it memlens' exit handshake, another can take this handler, the
+ * last, and go on to _exit, which ended the process in the middle of the
+ * scan (four threads calling exit(3): every live block "definite", the
+ * scan never written). So the handshake is made here when no thread has
+ * made it yet, and otherwise this thread waits until it is over (at once
+ * after the usual single exit: our destructor made it). */
 static void ml_on_exit(int status, void *arg) {
     (void)arg;
+    if (ml__state_relaxed() == ML_STATE_READY && !ml__tls.guard && !ml_atomic_load_acquire(&exit_asked)) {
+        uint64_t regs[6];
+        ml__tls.guard++;
+        uint64_t sp = ml__caller_sp("exit", regs);
+        ml__tls.guard--;
+        if (!handshake_here(sp, false, regs, sp ? 6 : 0)) wait_for_the_scan();
+    } else {
+        wait_for_the_scan();
+    }
     note_end_status(status, false);
 }
 
@@ -2028,6 +2063,33 @@ ML_EXPORT _Noreturn void _exit(int status) {
 
 ML_EXPORT _Noreturn void _Exit(int status) {
     exit_now(status, CALLER_SP());
+}
+
+/* exit() called by a thread while another thread is in exit() already.
+ * The threads share glibc's list of exit handlers, each taking the next:
+ * one runs the loader's destructor pass (and memlens' handshake in it),
+ * one our last handler (ml_on_exit, which waits), and a third finds the
+ * list empty and goes straight on to _exit, ending the process under the
+ * scan: four threads calling exit(3) at once had every live block
+ * "definite", the scan never written. Such a thread makes the handshake
+ * itself, here, where no thread has made it yet (the process ends once
+ * its exit() gets through, as valgrind scans at whichever thread's
+ * exit_group), or waits until the scan is over. The first thread, and
+ * one that calls exit() again from a handler, goes on as before. A return
+ * from main calls glibc's exit() without this; a thread's exit() racing
+ * it meets the main thread in ml_on_exit or in our destructor, unless the
+ * main thread is still in the program's own exit handlers. */
+static void *_Atomic real_exit;
+
+ML_EXPORT _Noreturn void exit(int status) {
+    int me = (int)syscall(SYS_gettid), first = 0;
+    if (ml__state_relaxed() == ML_STATE_READY &&
+        !atomic_compare_exchange_strong(&first_exit_tid, &first, me) && first != me &&
+        !handshake_here(CALLER_SP(), false, NULL, 0))
+        wait_for_the_scan();
+    void (*f)(int) = (void (*)(int))ml__next_symbol(&real_exit, "exit");
+    if (f) f(status);
+    for (;;) syscall(SYS_exit_group, status);
 }
 
 /* quick_exit(status): the status for ml_quick_exit, then glibc's. */
@@ -2085,21 +2147,6 @@ typedef int (*sigaction_fn_t)(int, const struct sigaction *, struct sigaction *)
 
 static bool is_crash_signal(int sig) {
     return sig > 0 && sig < 32 && (crash_set >> sig & 1);
-}
-
-/* Another thread is making the exit handshake (a second signal, or a
- * fault while the program exits): the scan it asked for ends before this
- * thread's signal ends the process, at most 30 s later. Not from inside
- * memlens (the guard is up), where the thread may hold what the scan
- * needs, except from the exit hold's wait, which holds nothing. */
-static void wait_for_the_scan(void) {
-    if (ml__state_relaxed() != ML_STATE_READY || (ml__tls.guard && !ml__tls.holding) ||
-        (uint32_t)getpid() != ml_atomic_load_relaxed(&recorded_pid) || !ml_atomic_load_acquire(&exit_asked))
-        return;
-    for (int i = 0; i < 30000 && !ml_atomic_load_acquire(&exit_over); i++) {
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
 }
 
 static void crash_handler(int sig, siginfo_t *si, void *ucv) {

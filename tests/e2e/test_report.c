@@ -208,6 +208,30 @@ Test(report, threads_allocating_at_exit_are_held_for_the_scan, .timeout = 120) {
     ml_analysis_free(a);
 }
 
+/* Four threads call exit(3) at once (fx_exitrace): one runs the loader's
+ * destructor pass and memlens' exit scan in it, another takes the last
+ * handler, the others find none left and went on to _exit, ending the
+ * process under the scan: every live block was "definite", the scan never
+ * written (5 runs of 5). Now the scan is made and the verdicts are
+ * valgrind's: keep()'s 10 blocks reachable, drop()'s 333 bytes definite. */
+Test(report, threads_calling_exit_at_once_leave_the_scan_whole, .timeout = 120) {
+    for (int run = 0; run < 3; run++) {
+        const char *trace = h_tmp("exitrace.mlt");
+        const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_exitrace"), NULL};
+        h_run_t r;
+        h_run(&r, argv);
+        cr_assert_eq(r.status, 3, "memlens run passes the program's status on: %d: %s", r.status, r.err);
+        h_run_free(&r);
+        ml_analysis_t *a = analyse(trace, NULL);
+        const ml_leaks_t *L = ml_analysis_leaks(a);
+        cr_assert(L->scanned, "run %d: the exit scan was cut off", run);
+        expect_leaked(a, "keep", ML_LEAK_REACHABLE, 1000, 10);
+        expect_leaked(a, "drop", ML_LEAK_DEFINITE, 333, 1);
+        cr_expect_eq(L->kind_blocks[ML_LEAK_DEFINITE], 1);
+        ml_analysis_free(a);
+    }
+}
+
 /* A call already past its check of the hold when the exit begins, and kept
  * off the CPU for 300 ms there (fx_exitslow, with the test build of the
  * interposer: ML_TEST_SLOW_SIZE), must still land before the exit record:
