@@ -330,12 +330,18 @@ static const char *exec_untraced(const ml_collector_t *c, const ml__proc_t *p,
                                  char why[sizeof p->ring->exec_untraced]) {
     memcpy(why, p->ring->exec_untraced, sizeof p->ring->exec_untraced);
     why[sizeof p->ring->exec_untraced - 1] = '\0';
-    if (!why[0]) return NULL;
     uint32_t nprocs = ml_atomic_load_acquire(&c->ctl->nprocs);
     if (nprocs > ML_MAX_PROCS) nprocs = ML_MAX_PROCS;
-    for (uint32_t i = p->info.slot + 1; i < nprocs; i++)
-        if (c->ctl->procs[i].pid == p->info.pid) return NULL; /* a traced image follows */
-    return why;
+    for (uint32_t i = p->info.slot + 1; i < nprocs; i++) {
+        if (c->ctl->procs[i].pid != p->info.pid) continue;
+        /* An image after it that could not make its ring (its file size
+         * limit, no descriptor left) is no traced image. */
+        if (ml_atomic_load_acquire(&c->ctl->procs[i].state) != ML_PROC_FAILED) return NULL;
+        if (!why[0] && c->ctl->procs[i].err)
+            snprintf(why, sizeof p->ring->exec_untraced, "its new image could not make its event ring: %s",
+                     strerror((int)c->ctl->procs[i].err));
+    }
+    return why[0] ? why : NULL;
 }
 
 void ml_collector_root_ended(ml_collector_t *c, int st) {
@@ -651,11 +657,33 @@ static void say_uninherited(ml_collector_t *c, ml__proc_t *p) {
     p->inherit_unscanned = 0;
 }
 
+/* Children of this image (forked, or started by posix_spawn or vfork)
+ * whose libmemlens.so could not make its event ring (too many open files,
+ * a file size limit, no memory) ran unrecorded: said in this image's trace,
+ * as its own warning may have gone nowhere (into a file the program opened
+ * as descriptor 2, or nowhere when it closed it). The run's summary counts
+ * them all. */
+static void say_failed_children(ml_collector_t *c, ml__proc_t *p) {
+    uint32_t nprocs = ml_atomic_load_acquire(&c->ctl->nprocs);
+    if (nprocs > ML_MAX_PROCS) nprocs = ML_MAX_PROCS;
+    for (uint32_t i = p->info.slot + 1; i < nprocs; i++) {
+        const ml_ctl_proc_t *cp = &c->ctl->procs[i];
+        if (cp->parent_slot != p->info.slot || cp->pid == p->info.pid || !cp->err ||
+            ml_atomic_load_acquire(&cp->state) != ML_PROC_FAILED)
+            continue;
+        note_untraced(c, p, ML_UNTRACED_CHILDREN, 1, false,
+                      "not recorded: process %u, a child of process %u, could not make its event ring (%s) and "
+                      "ran untraced",
+                      cp->pid, p->info.pid, strerror((int)cp->err));
+    }
+}
+
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
     ml__rss_held_flush(c, p, UINT32_MAX);
     say_exec_untraced(c, p);
     say_exec_unseen(c, p);
+    say_failed_children(c, p);
     say_untraced_children(c, p);
     say_unfollowed_children(c, p);
     say_other_namespaces(c, p);

@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -301,6 +302,81 @@ static const char *search_path(const char *file, char *buf, size_t cap) {
     }
 }
 
+static void note_num(char *out, size_t cap, size_t *len, uint64_t v) {
+    char num[24], *e = num + sizeof num;
+    *--e = '\0';
+    do *--e = (char)('0' + v % 10), v /= 10; while (v);
+    note_cat(out, cap, len, e);
+}
+
+/* Why the new image, in the process as it is now, could not join the
+ * session, into out (empty: it could). It opens the control file and its
+ * ring beside it, and the loader reads libmemlens.so, all with the
+ * process' IDs, root and mount namespace at the exec: a server that
+ * dropped root (setresuid to nobody) and then exec'd, or a program that
+ * entered a chroot or a mount namespace with its own /dev/shm, ran the new
+ * image untraced while the trace said the old one had exited (its live
+ * blocks definite leaks, unscanned, and `--fail-on-leak` failing), with
+ * nothing said but the new image's warning in the program's stderr. The
+ * ring needs the file size limit too (`ulimit -f` in a script). */
+/* 0 when the new image will be able to open path for `want` (R_OK, W_OK),
+ * else an errno. A process that is not root after the exec has no
+ * capabilities then (the kernel drops them at an exec by a user other than
+ * root, unless they are ambient), while now it may still hold them:
+ * setpriv keeps them across its setresuid until its exec, and access()
+ * would answer as they allow. Such a process is judged by the file's mode
+ * bits alone. An ambient CAP_DAC_OVERRIDE makes this say no where the
+ * image then registers after all; the collector goes by that image. */
+static int may_open(const char *path, int want) {
+    if (faccessat(AT_FDCWD, path, want, AT_EACCESS) < 0) return errno;
+    uid_t uid = geteuid();
+    if (uid == 0) return 0;
+    struct stat st;
+    if (stat(path, &st) < 0) return errno;
+    int shift = 0; /* other */
+    if (st.st_uid == uid) {
+        shift = 6;
+    } else {
+        gid_t groups[64];
+        int n = getgroups(64, groups);
+        bool in = st.st_gid == getegid();
+        for (int i = 0; i < n && !in; i++) in = groups[i] == st.st_gid;
+        if (in) shift = 3;
+    }
+    unsigned bits = (unsigned)(st.st_mode >> shift) & 7u;
+    if (((want & R_OK) && !(bits & 4)) || ((want & W_OK) && !(bits & 2))) return EACCES;
+    return 0;
+}
+
+static void join_obstacle(char *out, size_t cap) {
+    const char *ctl = ml_option_str(ML_ENV_CTL), *lib = self_path();
+    size_t len = 0;
+    const char *what = NULL, *file = NULL;
+    int e = 0;
+    if (ctl && *ctl && (e = may_open(ctl, R_OK | W_OK))) {
+        what = "memlens' session file ", file = ctl;
+    } else if (lib && (e = may_open(lib, R_OK))) {
+        what = "libmemlens.so at ", file = lib;
+    }
+    if (what) {
+        note_cat(out, cap, &len, "it cannot reach ");
+        note_cat(out, cap, &len, what);
+        note_cat(out, cap, &len, file);
+        if (e == EACCES || e == EPERM) {
+            note_cat(out, cap, &len, " as user ");
+            note_num(out, cap, &len, geteuid());
+            note_cat(out, cap, &len, " (permission denied)");
+        } else {
+            note_cat(out, cap, &len, " (not there: another root or mount namespace?)");
+        }
+        return;
+    }
+    struct rlimit fsize;
+    if (ml__ctl && getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+        fsize.rlim_cur < ml_ring_bytes(ml__ctl->ring_slots))
+        note_cat(out, cap, &len, "its file size limit (ulimit -f) is below the size of memlens' event ring");
+}
+
 /* Why the program an exec through `via` would run cannot be traced, into
  * out (empty: it can). */
 static void exec_obstacle(int via, int fd, const char *path, char *out, size_t cap) {
@@ -316,6 +392,7 @@ static void exec_obstacle(int via, int fd, const char *path, char *out, size_t c
     case VIA_FEXECVE: obstacle(fd, "", out, cap, 0); break;
     default: obstacle(fd, path, out, cap, 0); break;
     }
+    if (!out[0]) join_obstacle(out, cap);
 }
 
 /* This process' VmHWM in bytes from /proc/self/status, read in small

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/auxv.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -176,7 +177,7 @@ static const char *errno_reason(int e) {
     case ENFILE: return "too many open files in the system (ENFILE)";
     case ENOENT: return "/dev/shm or the session is gone (ENOENT)";
     case EROFS: return "read-only file system (EROFS)";
-    case EFBIG: return "file too large (EFBIG)";
+    case EFBIG: return "the program's file size limit is below the ring's size (EFBIG)";
     default: return "unexpected error";
     }
 }
@@ -1021,6 +1022,17 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
 
     uint32_t cap = c->ring_slots;
     int err = 0;
+    /* A program that lowered its file size limit below the ring's size
+     * (`ulimit -f 1024` in a script) would get SIGXFSZ from the fallocate
+     * below, which ends it: `sh -c 'ulimit -f 1024; exec true'` died of it
+     * under memlens. Such an image is not recorded, and said, as with a
+     * full /dev/shm. */
+    struct rlimit fsize;
+    if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+        fsize.rlim_cur < ml_ring_bytes(cap)) {
+        err = EFBIG;
+        goto fail;
+    }
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         err = errno;
@@ -1068,6 +1080,7 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
     ml_atomic_store_release(&pr->state, ML_PROC_READY);
     return 0;
 fail:
+    pr->err = (uint32_t)err;
     ml_atomic_store_release(&pr->state, ML_PROC_FAILED);
     {
         char pnum[16];

@@ -43,16 +43,17 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 20 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 21 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
                            * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
                            * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap;
                            * 15: ML_EXIT_CRASH in exit_nregs; 16: dlmopen_other; 17: malloc_elsewhere;
-                           * 18: deepbind, deepbind_unredirected, deepbind_first; 19: exec_hwm; 20: stdio_list */
+                           * 18: deepbind, deepbind_unredirected, deepbind_first; 19: exec_hwm; 20: stdio_list;
+                           * 21: ml_ctl_proc_t.err */
 /* Process images one session can trace. The table is part of the control
- * file, a sparse file in /dev/shm: a page of it (256 slots) is touched only
+ * file, a sparse file in /dev/shm: a page of it (204 slots) is touched only
  * when processes register there, so the bound costs address space, not
- * memory (16 MiB mapped, 16 bytes used per image). The collector allocates
+ * memory (20 MiB mapped, 20 bytes used per image). The collector allocates
  * the table's pages ahead of the images that register (ml_ctl_t.procs_cap),
  * so that a full /dev/shm is an error it can report rather than a SIGBUS in
  * the program that touches a page tmpfs has no room for. An image past
@@ -320,6 +321,8 @@ typedef struct {
     uint32_t ppid;
     uint32_t parent_slot; /* slot of the process image it forked from or exec'd from, else of
                            * its parent process' image (posix_spawn, vfork), or ~0 */
+    uint32_t err;         /* ML_PROC_FAILED by libmemlens.so: the errno its ring's making
+                           * failed with (0: refused by the collector, which said why) */
 } ml_ctl_proc_t;
 
 /* Options passed from `memlens run` to every traced process. */

@@ -682,3 +682,82 @@ Test(headlines, dump_times_never_go_backwards, .timeout = 600) {
         for (int k = 0; k < n; k++) expect_monotonic_dump(others[k]);
     }
 }
+
+/* An exec the new image cannot join the session from: the process dropped
+ * root first (setpriv, as a server does), or lowered its file size limit
+ * below the ring's size. The exec is said, the trace ends by that exec
+ * (its live blocks no leaks), the program runs as it would: before, the
+ * first ended "exited" with its blocks "definite" (the leak gate failed),
+ * and the second killed the program with SIGXFSZ. */
+static void unjoinable_exec_case(const char *name, const char *const cmd[], const char *why) {
+    const char *trace = h_tmp(name);
+    const char *argv[16] = {h_bin("memlens"), "run", "-o", trace, "--"};
+    size_t n = 5;
+    for (size_t i = 0; cmd[i] && n < 15; i++) argv[n++] = cmd[i];
+    argv[n] = NULL;
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "the program's status: %d: %s", r.status, r.err);
+    char want[4096];
+    snprintf(want, sizeof want, " exec'd a program memlens cannot follow: %s; %s holds the process up to that exec\n",
+             why, trace);
+    cr_expect(strstr(r.err, want), "want '%s' in: %s", want, r.err);
+    h_run_free(&r);
+    const char *rep[] = {h_bin("memlens"), "report", trace, "--no-advisor", "--fail-on-leak", "0", NULL};
+    h_run(&r, rep);
+    cr_expect_eq(r.status, 0, "the leak gate passes: %s", r.out);
+    cr_expect(strstr(r.out, "replaced itself by exec\n"), "%s", r.out);
+    cr_expect(strstr(r.out, want), "the trace says it: %s", r.out);
+    h_run_free(&r);
+}
+
+Test(headlines, exec_after_dropping_root_is_said, .timeout = 120) {
+    if (geteuid() != 0) cr_skip_test("needs root to drop");
+    if (access("/usr/bin/setpriv", X_OK) != 0) cr_skip_test("no setpriv");
+    char why[512];
+    snprintf(why, sizeof why, "it cannot reach memlens' session file /dev/shm/memlens-");
+    const char *cmd[] = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/bin/true", NULL};
+    const char *trace = h_tmp("dropped.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-o", trace, "--", cmd[0], cmd[1], cmd[2], cmd[3], cmd[4], NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    const char *line = strstr(r.err, "memlens: not traced: process ");
+    cr_assert(line, "the exec is said: %s", r.err);
+    cr_expect(strstr(line, why) && strstr(line, " as user 65534 (permission denied); "), "%s", r.err);
+    h_run_free(&r);
+    const char *rep[] = {h_bin("memlens"), "report", trace, "--no-advisor", "--fail-on-leak", "0", NULL};
+    h_run(&r, rep);
+    cr_expect_eq(r.status, 0, "setpriv's blocks at its exec are no leaks: %s", r.out);
+    cr_expect(strstr(r.out, "replaced itself by exec\n"), "%s", r.out);
+    h_run_free(&r);
+}
+
+Test(headlines, exec_under_a_low_file_size_limit_is_said, .timeout = 120) {
+    const char *cmd[] = {"/bin/sh", "-c", "ulimit -f 1024; exec /bin/true", NULL};
+    unjoinable_exec_case("fsize.mlt", cmd,
+                         "its file size limit (ulimit -f) is below the size of memlens' event ring");
+}
+
+/* A followed child that cannot make its ring (no descriptor left:
+ * fx_nofd lowered RLIMIT_NOFILE to 3 before its fork) runs unrecorded; its
+ * parent's trace says so, not only the library's warning in the program's
+ * stderr, which may be a file of the program's or closed. */
+Test(headlines, a_child_that_cannot_make_its_ring_is_in_the_trace, .timeout = 120) {
+    const char *trace = h_tmp("nofile.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "--follow-fork", "-o", trace, "--", h_bin("fx_nofd"), "fork",
+                          NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "fork\n");
+    h_run_free(&r);
+    const char *rep[] = {h_bin("memlens"), "report", trace, "--no-advisor", NULL};
+    h_run(&r, rep);
+    const char *w = strstr(r.out, "\nwarnings:\n");
+    cr_assert(w, "%s", r.out);
+    cr_expect(strstr(w, "  not recorded: process ") &&
+                  strstr(w, ", could not make its event ring (Too many open files) and ran untraced\n"),
+              "%s", r.out);
+    h_run_free(&r);
+}
