@@ -1047,8 +1047,8 @@ static int report(run_t *s) {
     uint32_t failed = ml_collector_procs_failed(s->c);
     if (failed)
         fprintf(stderr,
-                "memlens: warning: %u process image%s could not be recorded and ran untraced (the "
-                "messages above say why)\n",
+                "memlens: warning: %u process image%s could not be recorded and ran untraced (why: the "
+                "messages above, or the warnings in the trace of the image that started it)\n",
                 failed, failed > 1 ? "s" : "");
     int st = s->root_status;
     return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);

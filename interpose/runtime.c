@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/auxv.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -141,7 +142,34 @@ static size_t ml_strlen(const char *s) {
     return n;
 }
 
+/* Whether descriptor 2 is memlens' own stderr, where `memlens run` writes
+ * its messages: the file /proc/PID/fd/2 of memlens names, whose pid is in
+ * the session's name (memlens-PID-...). A program may have closed its
+ * stderr and opened a file of its own on descriptor 2 (run with `2>&-`, or
+ * a daemon): the library's warnings went into that file. So a warning is
+ * written only where memlens' are; when memlens' stderr is closed or cannot
+ * be looked at (the process runs as another user now), nothing is. What
+ * the warnings say is in the trace or the run's summary as well. */
+static bool stderr_is_memlens(void) {
+    const char *name = ctl_path;
+    for (const char *q = ctl_path; *q; q++)
+        if (*q == '/') name = q + 1;
+    const char *pre = "memlens-";
+    for (size_t i = 0; pre[i]; i++, name++)
+        if (*name != pre[i]) return true; /* no session named yet: as before */
+    char proc[48] = "/proc/";
+    size_t n = 6;
+    while (*name >= '0' && *name <= '9' && n < 6 + 12) proc[n++] = *name++;
+    if (n == 6) return true;
+    const char *tail = "/fd/2";
+    for (size_t i = 0; tail[i]; i++) proc[n++] = tail[i];
+    proc[n] = '\0';
+    struct stat a, b;
+    return stat(proc, &a) == 0 && fstat(2, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static void warn(const char *msg) {
+    if (!stderr_is_memlens()) return;
     char buf[256];
     size_t n = 0;
     const char *pre = "memlens: warning: ";
@@ -154,6 +182,7 @@ static void warn(const char *msg) {
 
 /* "memlens: warning: " and the parts (NULL-terminated) on one line. */
 static void warnv(const char *const *parts) {
+    if (!stderr_is_memlens()) return;
     char buf[512];
     size_t n = 0;
     const char *pre = "memlens: warning: ";

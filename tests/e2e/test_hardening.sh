@@ -1213,6 +1213,23 @@ print(" ".join(sorted("%s:%d:%s:%s" % (s["kind"], s["blocks"], s["frames"][0]["f
         check "no descriptor left ($m): 9 lost and 1 kept at alloc_site line $line ($got)" \
             test "$got" = "definite:9:alloc_site:$line reachable:1:alloc_site:$line"
     done
+    # A program whose descriptor 2 is a file of its own, and whose forked
+    # child cannot make its ring (a file size limit below the ring's size):
+    # the child runs as it does alone (it died of SIGXFSZ), the library's
+    # warning stays out of the program's file (memlens' own stderr is
+    # elsewhere), and the parent's trace says what was not recorded.
+    rm -f data2.txt
+    "$ML" run --follow-fork -o fsz.mlt -- sh -c 'exec 2>data2.txt; ulimit -f 1024; (echo sub); echo done' \
+        > out.txt 2> err.txt
+    st=$?
+    check "a child under ulimit -f ran to its end (status $st: $(tr '\n' ' ' < out.txt))" \
+        test "$st.$(tr '\n' ' ' < out.txt)" = "0.sub done "
+    check "... nothing of memlens' went into the program's own descriptor 2 ($(head -c 200 data2.txt))" \
+        test ! -s data2.txt
+    "$ML" report -q fsz.mlt --no-advisor > rep.txt 2> err2.txt
+    check "... the parent's trace says the child was not recorded, and why" \
+        has rep.txt "not recorded: process [0-9]*, a child of process [0-9]*, could not make its event ring (File too large) and ran untraced"
+    check "... and the run's summary counts it" has err.txt "warning: 1 process image could not be recorded"
 fi
 
 section=shmfull
