@@ -126,6 +126,12 @@ int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
     ctl->collector_pid = (uint32_t)getpid();
     ctl->depth = c->o.depth;
     ctl->ring_slots = c->o.ring_slots;
+    struct stat es;
+    if (fstat(2, &es) == 0) {
+        ctl->err_open = 1;
+        ctl->err_dev = (uint64_t)es.st_dev;
+        ctl->err_ino = (uint64_t)es.st_ino;
+    }
     atomic_thread_fence(memory_order_release);
     ctl->magic = ML_CTL_MAGIC;
     c->ctl = ctl;

@@ -143,14 +143,20 @@ static size_t ml_strlen(const char *s) {
 }
 
 /* Whether descriptor 2 is memlens' own stderr, where `memlens run` writes
- * its messages: the file /proc/PID/fd/2 of memlens names, whose pid is in
- * the session's name (memlens-PID-...). A program may have closed its
- * stderr and opened a file of its own on descriptor 2 (run with `2>&-`, or
- * a daemon): the library's warnings went into that file. So a warning is
- * written only where memlens' are; when memlens' stderr is closed or cannot
- * be looked at (the process runs as another user now), nothing is. What
- * the warnings say is in the trace or the run's summary as well. */
+ * its messages: the file the session's control header names (err_dev,
+ * err_ino), or before the header is mapped, the file /proc/PID/fd/2 of
+ * memlens names, whose pid is in the session's name (memlens-PID-...). A
+ * program may have closed its stderr and opened a file of its own on
+ * descriptor 2 (run with `2>&-`, or a daemon), or pointed it at a log
+ * (`exec 2>log`): the library's warnings went into that file. So a warning
+ * is written only where memlens' are; when memlens' stderr is closed or
+ * cannot be looked at (the process runs as another user now), nothing is.
+ * What the warnings say is in the trace or the run's summary as well. */
 static bool stderr_is_memlens(void) {
+    struct stat a, b;
+    if (ml__ctl)
+        return ml__ctl->err_open && fstat(2, &b) == 0 && (uint64_t)b.st_dev == ml__ctl->err_dev &&
+               (uint64_t)b.st_ino == ml__ctl->err_ino;
     const char *name = ctl_path;
     for (const char *q = ctl_path; *q; q++)
         if (*q == '/') name = q + 1;
@@ -164,7 +170,6 @@ static bool stderr_is_memlens(void) {
     const char *tail = "/fd/2";
     for (size_t i = 0; tail[i]; i++) proc[n++] = tail[i];
     proc[n] = '\0';
-    struct stat a, b;
     return stat(proc, &a) == 0 && fstat(2, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 

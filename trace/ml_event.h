@@ -49,7 +49,7 @@
                            * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap;
                            * 15: ML_EXIT_CRASH in exit_nregs; 16: dlmopen_other; 17: malloc_elsewhere;
                            * 18: deepbind, deepbind_unredirected, deepbind_first; 19: exec_hwm; 20: stdio_list;
-                           * 21: ml_ctl_proc_t.err */
+                           * 21: ml_ctl_proc_t.err, err_open */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (204 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -343,7 +343,9 @@ typedef struct {
     uint32_t collector_pid;
     uint32_t depth;
     uint32_t ring_slots; /* power of two */
-    uint32_t pad;
+    uint32_t err_open;   /* 1: memlens' stderr is open, the file err_dev/err_ino: where
+                          * libmemlens.so may write its warnings (0: nowhere) */
+    uint64_t err_dev, err_ino;
     _Alignas(ML_CACHE_LINE) _Atomic uint32_t clock_ms;   /* ticked by the collector */
     _Atomic uint32_t mallinfo_gen; /* bumped by the collector to ask for a sample */
     _Atomic uint32_t nprocs;       /* slots claimed so far */
