@@ -2130,7 +2130,9 @@ static void *_Atomic real_exit;
 
 ML_EXPORT _Noreturn void exit(int status) {
     int me = (int)syscall(SYS_gettid), first = 0;
-    if (ml__state_relaxed() == ML_STATE_READY &&
+    /* Not in a vfork child (it shares our memory) nor a child we do not
+     * follow: their pid is not this image's. */
+    if (ml__state_relaxed() == ML_STATE_READY && (uint32_t)getpid() == ml_atomic_load_relaxed(&recorded_pid) &&
         !atomic_compare_exchange_strong(&first_exit_tid, &first, me) && first != me &&
         !handshake_here(CALLER_SP(), false, NULL, 0))
         wait_for_the_scan();
