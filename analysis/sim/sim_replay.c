@@ -119,7 +119,7 @@ static double run_policy(ml_sim_replay_t *r, uint32_t k, const ml_sim_op_t *ops,
         if (i + 16 < n) ml__sim_prefetch(p, pf, &ops[i + 16], 0);
         if (i + 8 < n) ml__sim_prefetch(p, pf, &ops[i + 8], 1);
         if (i + 4 < n) ml__sim_prefetch(p, pf, &ops[i + 4], 2);
-        ml_sim_apply(p, &ops[i]);
+        ml__sim_apply(p, &ops[i]);
         if (series) ml__sim_fpseries_note(series, p->seq, ml__sim_footprint(p));
     }
     double dt = thread_cpu() - t0;

@@ -49,9 +49,9 @@ static int router_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *add
     if (op->id >= r->idcap && ml__sim_grow((void **)&r->where, &r->idcap, op->id, 1, 0) < 0) return -ENOMEM;
     bool ded = r->route(r->ctx, op);
     ml_sim_policy_t *sub = ded ? r->d : r->g;
-    int rc = ml_sim_apply(sub, op);
+    int rc = ml__sim_apply(sub, op);
     if (rc < 0) return rc;
-    if (r->cmp) ml_sim_apply(r->cmp, op);
+    if (r->cmp) ml__sim_apply(r->cmp, op);
     r->where[op->id] = ded;
     ml_sim_block(sub, op->id, block);
     *addr = 0;
@@ -64,8 +64,8 @@ static void router_free(ml_sim_policy_t *p, uint32_t id) {
     router_t *r = (router_t *)p;
     ml_sim_op_t op = {.type = ML_SIM_FREE, .id = id, .time_ms = p->now_ms};
     const ml_sim_op_t *o = p->cur_op ? p->cur_op : &op;
-    ml_sim_apply(r->where[id] ? r->d : r->g, o);
-    if (r->cmp) ml_sim_apply(r->cmp, o);
+    ml__sim_apply(r->where[id] ? r->d : r->g, o);
+    if (r->cmp) ml__sim_apply(r->cmp, o);
     sync_counters(r);
     check_gain(r);
 }
