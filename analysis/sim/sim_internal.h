@@ -86,6 +86,7 @@ struct ml_sim_policy_s {
     uint64_t live_req, live_blk, live_count;
     uint64_t allocs, frees, failed, ops;
     uint64_t search_steps, splits, merges, max_op_steps;
+    uint64_t steps_before; /* search_steps + splits + merges before the op now applied */
     uint64_t peak_footprint, peak_extent;
     uint64_t max_end; /* highest end of any extent so far */
     ml_sim_frag_t at_peak;
@@ -264,8 +265,12 @@ static inline uint64_t ml__sim_steps_now(const ml_sim_policy_t *p) {
     return p->search_steps + p->splits + p->merges;
 }
 
-static inline __attribute__((always_inline)) void ml__sim_after_op(ml_sim_policy_t *p, uint64_t steps_before) {
-    uint64_t d = ml__sim_steps_now(p) - steps_before;
+/* The counters only move inside an op (a failed one included): their sum
+ * after one op is the next one's starting point, kept rather than summed
+ * twice an op. */
+static inline __attribute__((always_inline)) void ml__sim_after_op(ml_sim_policy_t *p) {
+    uint64_t now = ml__sim_steps_now(p), d = now - p->steps_before;
+    p->steps_before = now;
     if (d > p->max_op_steps) p->max_op_steps = d;
     p->ops++;
     if (!p->pages.addresses) { /* also a dense counter that went sparse (sim_core.c) */
@@ -282,10 +287,11 @@ static inline __attribute__((always_inline)) int ml__sim_do_alloc(ml_sim_policy_
     if (id >= p->idcap && ml__sim_ids_grow(p, id) < 0) return -ENOMEM;
     if (p->ids[id].req) return -EEXIST;
     p->now_ms = op->time_ms;
-    uint64_t before = ml__sim_steps_now(p), addr = 0, block = 0;
+    uint64_t addr = 0, block = 0;
     int rc = p->vt->alloc(p, op, &addr, &block);
     if (rc < 0) {
         p->failed++;
+        p->steps_before = ml__sim_steps_now(p); /* a failed op's steps count for no op */
         return rc;
     }
     p->ids[id].req = op->size + 1;
@@ -294,21 +300,20 @@ static inline __attribute__((always_inline)) int ml__sim_do_alloc(ml_sim_policy_
     p->live_blk += block;
     p->live_count++;
     p->allocs++;
-    ml__sim_after_op(p, before);
+    ml__sim_after_op(p);
     if (addr_out) *addr_out = addr;
     return 0;
 }
 
 static inline __attribute__((always_inline)) int ml__sim_do_free(ml_sim_policy_t *p, uint32_t id) {
     if (id >= p->idcap || !p->ids[id].req) return -ENOENT;
-    uint64_t before = ml__sim_steps_now(p);
     p->vt->free(p, id);
     p->live_req -= p->ids[id].req - 1;
     p->live_blk -= p->ids[id].blk;
     p->live_count--;
     p->ids[id].req = 0;
     p->frees++;
-    ml__sim_after_op(p, before);
+    ml__sim_after_op(p);
     return 0;
 }
 
