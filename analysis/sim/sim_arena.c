@@ -119,8 +119,8 @@ static void arena_free(ml_sim_policy_t *p, uint32_t id) {
     uint32_t x = a->id_chunk[id];
     chunk_t *c = &a->c[x];
     c->live--;
-    c->live_bytes -= p->blk[id];
-    a->live_bytes -= p->blk[id];
+    c->live_bytes -= p->ids[id].blk;
+    a->live_bytes -= p->ids[id].blk;
     if (c->live) return;
     if (c->current) c->used = 0; /* reset, keep the pages */
     else chunk_release(a, x);

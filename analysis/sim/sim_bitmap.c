@@ -183,7 +183,7 @@ static int bm_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr, u
 
 static void bm_free(ml_sim_policy_t *p, uint32_t id) {
     bitmap_t *b = (bitmap_t *)p;
-    uint64_t G = p->cfg.align, s = b->id_start[id], g = p->blk[id] / G;
+    uint64_t G = p->cfg.align, s = b->id_start[id], g = p->ids[id].blk / G;
     ml__sim_extent_remove(p, s * G, g * G);
     set_range(b, s, g, false);
     b->used -= g;

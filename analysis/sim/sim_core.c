@@ -108,90 +108,28 @@ static void snapshot(const ml_sim_policy_t *p, ml_sim_frag_t *s) {
     s->time_ms = p->now_ms;
 }
 
-static inline uint64_t steps_now(const ml_sim_policy_t *p) {
-    return p->search_steps + p->splits + p->merges;
+/* The paths of ml__sim_apply (sim_internal.h) that are not taken op by op. */
+void ml__sim_new_peak(ml_sim_policy_t *p, uint64_t fp) {
+    p->peak_footprint = fp;
+    snapshot(p, &p->at_peak);
 }
 
-static inline void after_op(ml_sim_policy_t *p, uint64_t steps_before) {
-    uint64_t d = steps_now(p) - steps_before;
-    if (d > p->max_op_steps) p->max_op_steps = d;
-    p->ops++;
-    if (!p->pages.addresses) { /* also a dense counter that went sparse (sim_core.c) */
-        uint64_t ext = ml__round_up(p->max_end, p->cfg.page_size) + (p->direct_pages << p->pages.shift);
-        if (ext > p->peak_extent) p->peak_extent = ext;
-    }
-    uint64_t fp = ml__sim_footprint(p);
-    if (fp > p->peak_footprint) {
-        p->peak_footprint = fp;
-        snapshot(p, &p->at_peak);
-    }
-}
-
-static inline int do_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr_out) {
-    uint32_t id = op->id;
-    if (id >= p->idcap) {
-        uint32_t cap = p->idcap;
-        if (ml__sim_grow((void **)&p->req, &cap, id, sizeof *p->req, 0) < 0) return -ENOMEM;
-        cap = p->idcap;
-        if (ml__sim_grow((void **)&p->blk, &cap, id, sizeof *p->blk, 0) < 0) return -ENOMEM;
-        p->idcap = cap;
-    }
-    if (p->req[id]) return -EEXIST;
-    p->now_ms = op->time_ms;
-    uint64_t before = steps_now(p), addr = 0, block = 0;
-    int rc = p->vt->alloc(p, op, &addr, &block);
-    if (rc < 0) {
-        p->failed++;
-        return rc;
-    }
-    p->req[id] = op->size + 1;
-    p->blk[id] = block;
-    p->live_req += op->size;
-    p->live_blk += block;
-    p->live_count++;
-    p->allocs++;
-    after_op(p, before);
-    if (addr_out) *addr_out = addr;
-    return 0;
+int ml__sim_ids_grow(ml_sim_policy_t *p, uint32_t id) {
+    return ml__sim_grow((void **)&p->ids, &p->idcap, id, sizeof *p->ids, 0);
 }
 
 int ml_sim_alloc(ml_sim_policy_t *p, uint32_t id, uint64_t size, uint32_t align, uint64_t *addr) {
     ml_sim_op_t op = {.type = ML_SIM_ALLOC, .id = id, .size = size};
     if (align > 1) op.align = (uint8_t)ml__log2_ceil(align);
-    return do_alloc(p, &op, addr);
-}
-
-static inline int do_free(ml_sim_policy_t *p, uint32_t id) {
-    if (id >= p->idcap || !p->req[id]) return -ENOENT;
-    uint64_t before = steps_now(p);
-    p->vt->free(p, id);
-    p->live_req -= p->req[id] - 1;
-    p->live_blk -= p->blk[id];
-    p->live_count--;
-    p->req[id] = 0;
-    p->frees++;
-    after_op(p, before);
-    return 0;
+    return ml__sim_do_alloc(p, &op, addr);
 }
 
 int ml_sim_free(ml_sim_policy_t *p, uint32_t id) {
-    return do_free(p, id);
+    return ml__sim_do_free(p, id);
 }
 
 int ml_sim_apply(ml_sim_policy_t *p, const ml_sim_op_t *op) {
-    int rc = 0;
-    p->cur_op = op;
-    if (op->type != ML_SIM_MALLINFO) p->seq++;
-    if (op->type == ML_SIM_ALLOC) {
-        rc = do_alloc(p, op, NULL);
-    } else if (op->type == ML_SIM_MALLINFO) {
-        ml_sim_mallinfo(p, op->size);
-    } else {
-        p->now_ms = op->time_ms;
-        rc = do_free(p, op->id);
-    }
-    p->cur_op = NULL;
-    return rc;
+    return ml__sim_apply(p, op);
 }
 
 void ml_sim_mallinfo(ml_sim_policy_t *p, uint64_t held_bytes) {
@@ -199,17 +137,13 @@ void ml_sim_mallinfo(ml_sim_policy_t *p, uint64_t held_bytes) {
 }
 
 int ml_sim_reserve(ml_sim_policy_t *p, uint32_t ids) {
-    uint32_t cap = p->idcap;
-    if (ml__sim_reserve_ids((void **)&p->req, &cap, ids, sizeof *p->req, 0) < 0) return -ENOMEM;
-    cap = p->idcap;
-    if (ml__sim_reserve_ids((void **)&p->blk, &cap, ids, sizeof *p->blk, 0) < 0) return -ENOMEM;
-    p->idcap = cap;
+    if (ml__sim_reserve_ids((void **)&p->ids, &p->idcap, ids, sizeof *p->ids, 0) < 0) return -ENOMEM;
     return p->vt->reserve ? p->vt->reserve(p, ids) : 0;
 }
 
 int ml_sim_block(const ml_sim_policy_t *p, uint32_t id, uint64_t *block) {
-    if (id >= p->idcap || !p->req[id]) return -ENOENT;
-    if (block) *block = p->blk[id];
+    if (id >= p->idcap || !p->ids[id].req) return -ENOENT;
+    if (block) *block = p->ids[id].blk;
     return 0;
 }
 
@@ -243,8 +177,7 @@ const char *ml_sim_name(const ml_sim_policy_t *p) {
 
 void ml_sim_policy_free(ml_sim_policy_t *p) {
     if (!p) return;
-    free(p->req);
-    free(p->blk);
+    free(p->ids);
     free(p->pages.cnt);
     ml_map_free(&p->pages.slots);
     p->vt->destroy(p);

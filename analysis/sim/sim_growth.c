@@ -106,7 +106,7 @@ static void growth_free(ml_sim_policy_t *p, uint32_t id) {
     if (op && (op->flags & ML_SIM_F_REALLOC)) {
         pending_t *st = &g->stash[op->thread % GROWTH_STASH];
         if (st->thread) inner_release(g, st->inner);
-        *st = (pending_t){.inner = j, .thread = op->thread + 1u, .size = p->req[id] - 1};
+        *st = (pending_t){.inner = j, .thread = op->thread + 1u, .size = p->ids[id].req - 1};
         return;
     }
     inner_release(g, j);

@@ -68,18 +68,25 @@ typedef struct {
     uint64_t held;     /* pages */
 } ml__pages_t;
 
+typedef struct {
+    uint64_t req, blk;
+} ml__sim_id_t;
+
 struct ml_sim_policy_s {
     const ml__sim_vt_t *vt;
     char name[24];
     ml_sim_config_t cfg;
     ml__pages_t pages;
     uint64_t direct_pages; /* pages held outside extents */
-    /* per id: requested size + 1 (0 = not live) and block size */
-    uint64_t *req, *blk;
+    /* per id: requested size + 1 (0 = not live) and block size, side by
+     * side: an alloc writes both and a free reads both, from one cache
+     * line instead of one in each of two tables */
+    ml__sim_id_t *ids;
     uint32_t idcap;
     uint64_t live_req, live_blk, live_count;
     uint64_t allocs, frees, failed, ops;
     uint64_t search_steps, splits, merges, max_op_steps;
+    uint64_t steps_before; /* search_steps + splits + merges before the op now applied */
     uint64_t peak_footprint, peak_extent;
     uint64_t max_end; /* highest end of any extent so far */
     ml_sim_frag_t at_peak;
@@ -100,8 +107,7 @@ static inline void ml__sim_prefetch(const ml_sim_policy_t *p,
                                     void (*pf)(const ml_sim_policy_t *, const ml_sim_op_t *, int),
                                     const ml_sim_op_t *op, int stage) {
     if (stage == 0 && op->id < p->idcap) {
-        __builtin_prefetch(&p->req[op->id], 0);
-        __builtin_prefetch(&p->blk[op->id], 0);
+        __builtin_prefetch(&p->ids[op->id], 0);
     }
     if (pf && op->type == ML_SIM_FREE) pf(p, op, stage);
 }
@@ -124,7 +130,6 @@ static inline uint64_t ml__sim_footprint(const ml_sim_policy_t *p) {
     return (p->pages.held + p->direct_pages) << p->pages.shift;
 }
 
-/* Sets up the generic part. */
 /* sim_oplog.c: the replay appends each batch it dispatches; rewinding
  * flushes what is buffered and readies the log for reading, and reading
  * calls `each` with every op in order (at: bytes read so far). */
@@ -144,6 +149,7 @@ void ml__sim_series_reader_free(void *rd);
 uint64_t ml__sim_series_at(void *rd, uint64_t seq);
 bool ml__sim_series_reader_failed(const void *rd);
 
+/* Sets up the generic part. */
 void ml__sim_init(ml_sim_policy_t *p, const ml__sim_vt_t *vt, const char *name, const ml_sim_config_t *c,
                   bool sparse_pages);
 
@@ -241,6 +247,90 @@ static inline unsigned ml__log2_ceil(uint64_t x) {
 static inline uint64_t ml__op_align(const ml_sim_policy_t *p, const ml_sim_op_t *op) {
     uint64_t a = op->align ? (uint64_t)1 << op->align : p->cfg.align;
     return a < p->cfg.align ? p->cfg.align : a;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Applying an op (sim_core.c's generic part, inline)                         */
+/* ------------------------------------------------------------------------- */
+
+/* ml_sim_apply() and its alloc and free, here so that the replay's loop and
+ * the router inline them: the checks and sums around a policy's own work
+ * are a few dozen instructions an op, and the calls and register saves of
+ * two more levels of functions were as many again (every policy sees every
+ * op). The rare paths stay in sim_core.c. */
+void ml__sim_new_peak(ml_sim_policy_t *p, uint64_t fp); /* the peak and its snapshot */
+int ml__sim_ids_grow(ml_sim_policy_t *p, uint32_t id);
+
+static inline uint64_t ml__sim_steps_now(const ml_sim_policy_t *p) {
+    return p->search_steps + p->splits + p->merges;
+}
+
+/* The counters only move inside an op (a failed one included): their sum
+ * after one op is the next one's starting point, kept rather than summed
+ * twice an op. */
+static inline __attribute__((always_inline)) void ml__sim_after_op(ml_sim_policy_t *p) {
+    uint64_t now = ml__sim_steps_now(p), d = now - p->steps_before;
+    p->steps_before = now;
+    if (d > p->max_op_steps) p->max_op_steps = d;
+    p->ops++;
+    if (!p->pages.addresses) { /* also a dense counter that went sparse (sim_core.c) */
+        uint64_t ext = ml__round_up(p->max_end, p->cfg.page_size) + (p->direct_pages << p->pages.shift);
+        if (ext > p->peak_extent) p->peak_extent = ext;
+    }
+    uint64_t fp = ml__sim_footprint(p);
+    if (fp > p->peak_footprint) ml__sim_new_peak(p, fp);
+}
+
+static inline __attribute__((always_inline)) int ml__sim_do_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op,
+                                                                   uint64_t *addr_out) {
+    uint32_t id = op->id;
+    if (id >= p->idcap && ml__sim_ids_grow(p, id) < 0) return -ENOMEM;
+    if (p->ids[id].req) return -EEXIST;
+    p->now_ms = op->time_ms;
+    uint64_t addr = 0, block = 0;
+    int rc = p->vt->alloc(p, op, &addr, &block);
+    if (rc < 0) {
+        p->failed++;
+        p->steps_before = ml__sim_steps_now(p); /* a failed op's steps count for no op */
+        return rc;
+    }
+    p->ids[id].req = op->size + 1;
+    p->ids[id].blk = block;
+    p->live_req += op->size;
+    p->live_blk += block;
+    p->live_count++;
+    p->allocs++;
+    ml__sim_after_op(p);
+    if (addr_out) *addr_out = addr;
+    return 0;
+}
+
+static inline __attribute__((always_inline)) int ml__sim_do_free(ml_sim_policy_t *p, uint32_t id) {
+    if (id >= p->idcap || !p->ids[id].req) return -ENOENT;
+    p->vt->free(p, id);
+    p->live_req -= p->ids[id].req - 1;
+    p->live_blk -= p->ids[id].blk;
+    p->live_count--;
+    p->ids[id].req = 0;
+    p->frees++;
+    ml__sim_after_op(p);
+    return 0;
+}
+
+static inline __attribute__((always_inline)) int ml__sim_apply(ml_sim_policy_t *p, const ml_sim_op_t *op) {
+    int rc = 0;
+    p->cur_op = op;
+    if (op->type != ML_SIM_MALLINFO) p->seq++;
+    if (op->type == ML_SIM_ALLOC) {
+        rc = ml__sim_do_alloc(p, op, NULL);
+    } else if (op->type == ML_SIM_MALLINFO) {
+        if (op->size > p->os_held_peak) p->os_held_peak = op->size; /* ml_sim_mallinfo */
+    } else {
+        p->now_ms = op->time_ms;
+        rc = ml__sim_do_free(p, op->id);
+    }
+    p->cur_op = NULL;
+    return rc;
 }
 
 /* --- the free-list core: first/next/best/worst fit, segfit, TLSF ---------- */

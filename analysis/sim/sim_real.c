@@ -27,7 +27,7 @@ static int real_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr,
 
 static void real_free(ml_sim_policy_t *p, uint32_t id) {
     real_t *r = (real_t *)p;
-    uint64_t size = p->req[id] - 1;
+    uint64_t size = p->ids[id].req - 1;
     ml__sim_extent_remove(p, r->id_ptr[id], size ? size : 1);
 }
 

@@ -24,6 +24,7 @@ typedef struct {
     uint32_t idcap;
     uint64_t max_gain, d_live, d_bytes;
     uint32_t max_gain_ms;
+    uint64_t fp; /* the parts' footprints summed after the last op */
 } router_t;
 
 static void sync_counters(router_t *r) {
@@ -32,9 +33,14 @@ static void sync_counters(router_t *r) {
     r->base.merges = r->g->merges + r->d->merges;
 }
 
-static void check_gain(router_t *r) {
+/* After each op of a part: the counters, the footprint (the generic part
+ * asks for it after every op, for the peak: summed once here, not again
+ * there) and the gain. */
+static void after_part_op(router_t *r) {
+    sync_counters(r);
+    r->fp = ml__sim_footprint(r->g) + ml__sim_footprint(r->d);
     if (!r->cmp && !r->series) return;
-    uint64_t mine = ml__sim_footprint(r->g) + ml__sim_footprint(r->d);
+    uint64_t mine = r->fp;
     uint64_t theirs = r->cmp ? ml__sim_footprint(r->cmp) : ml__sim_series_at(r->series, r->base.seq);
     if (theirs > mine && theirs - mine > r->max_gain) {
         r->max_gain = theirs - mine;
@@ -49,14 +55,16 @@ static int router_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *add
     if (op->id >= r->idcap && ml__sim_grow((void **)&r->where, &r->idcap, op->id, 1, 0) < 0) return -ENOMEM;
     bool ded = r->route(r->ctx, op);
     ml_sim_policy_t *sub = ded ? r->d : r->g;
-    int rc = ml_sim_apply(sub, op);
-    if (rc < 0) return rc;
-    if (r->cmp) ml_sim_apply(r->cmp, op);
+    int rc = ml__sim_apply(sub, op);
+    if (rc < 0) {
+        r->fp = ml__sim_footprint(r->g) + ml__sim_footprint(r->d);
+        return rc;
+    }
+    if (r->cmp) ml__sim_apply(r->cmp, op);
     r->where[op->id] = ded;
-    ml_sim_block(sub, op->id, block);
+    *block = sub->ids[op->id].blk; /* ml_sim_block(), which cannot fail here */
     *addr = 0;
-    sync_counters(r);
-    check_gain(r);
+    after_part_op(r);
     return 0;
 }
 
@@ -64,10 +72,9 @@ static void router_free(ml_sim_policy_t *p, uint32_t id) {
     router_t *r = (router_t *)p;
     ml_sim_op_t op = {.type = ML_SIM_FREE, .id = id, .time_ms = p->now_ms};
     const ml_sim_op_t *o = p->cur_op ? p->cur_op : &op;
-    ml_sim_apply(r->where[id] ? r->d : r->g, o);
-    if (r->cmp) ml_sim_apply(r->cmp, o);
-    sync_counters(r);
-    check_gain(r);
+    ml__sim_apply(r->where[id] ? r->d : r->g, o);
+    if (r->cmp) ml__sim_apply(r->cmp, o);
+    after_part_op(r);
 }
 
 static void router_summary(const ml_sim_policy_t *p, uint64_t *free_bytes, uint64_t *largest) {
@@ -80,8 +87,7 @@ static void router_summary(const ml_sim_policy_t *p, uint64_t *free_bytes, uint6
 }
 
 static uint64_t router_footprint(const ml_sim_policy_t *p) {
-    const router_t *r = (const router_t *)p;
-    return ml__sim_footprint(r->g) + ml__sim_footprint(r->d);
+    return ((const router_t *)p)->fp;
 }
 
 static uint64_t router_state(const ml_sim_policy_t *p) {

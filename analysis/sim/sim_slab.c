@@ -188,7 +188,7 @@ static void slab_free(ml_sim_policy_t *p, uint32_t id) {
     slab_policy_t *sp = (slab_policy_t *)p;
     uint32_t x = sp->id_slab[id];
     if (x == ML__NIL) {
-        uint64_t pages = p->blk[id] / p->cfg.page_size;
+        uint64_t pages = p->ids[id].blk / p->cfg.page_size;
         ml__sim_pages_sub(p, pages);
         sp->large_pages -= pages;
         return;
