@@ -102,7 +102,9 @@ EOF
 outputs() {
     local B=$1 D=$2 O=$3
     mkdir -p "$O"
-    local adv=()
+    # With the advisor: each build's own advice, not what the build before
+    # it saved into the same trace (a report saves its advice by default).
+    local adv=(--no-save-advice)
     [ "${ML_COMPARE_ADVISOR:-1}" = 0 ] && adv=(--no-advisor)
     local prev=""
     for t in "$D"/*.mlt; do
