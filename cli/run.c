@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -740,26 +741,51 @@ static int start_collector(run_t *s) {
 static void on_stop(int sig, siginfo_t *si, void *uc) {
     (void)uc;
     static pid_t last_pid;
-    static int last_sig;
+    static int last_sig, last_kernel;
     static long long last_ns;
-    if (si && si->si_code <= 0 && si->si_pid > 0) {
+    bool kernel = si && si->si_code == SI_KERNEL;
+    if (si && ((si->si_code <= 0 && si->si_pid > 0) || kernel)) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         long long now = (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
-        if (si->si_pid == last_pid && sig == last_sig && now - last_ns < STOP_ECHO_NS) return;
-        last_pid = si->si_pid;
+        /* The echo of a sender's signal to the group, or a hang-up, which
+         * comes twice: from the terminal (SI_KERNEL) and from the shell,
+         * which sends SIGHUP to its jobs as it exits. Counted twice, it
+         * stopped the wait for a program that was ending of it (closing
+         * the terminal: the trace read "still running", a program that
+         * frees and exits 7 on SIGHUP had no exit status). */
+        bool echo = sig == last_sig && now - last_ns < STOP_ECHO_NS &&
+                    ((!kernel && !last_kernel && si->si_pid == last_pid) || (sig == SIGHUP && kernel != last_kernel));
+        last_pid = kernel ? 0 : si->si_pid;
+        last_kernel = kernel;
         last_sig = sig;
         last_ns = now;
+        if (echo) return;
     }
     if (!stop_sig) stop_sig = sig;
     if (stop_count < 100) stop_count++;
-    if (child_pid > 0 && si && si->si_code != SI_KERNEL) kill(child_pid, sig);
+    /* A hang-up reaches only the session's leader, which passes it on to
+     * its jobs (a shell does): when memlens leads the session (`setsid
+     * memlens run`, `ssh host memlens run ...`), the program got none. */
+    bool leader_hup = kernel && sig == SIGHUP && getsid(0) == getpid();
+    if (child_pid > 0 && si && (!kernel || leader_hup)) kill(child_pid, sig);
+}
+
+/* SIGTSTP sent to memlens by a process (`kill -TSTP PID` of the job's
+ * pid): passed on to the program, whose stop collect() then follows. One
+ * from the terminal (Ctrl-Z) reached the program's group already. memlens
+ * itself stops only when the program has (stop_like_the_program). */
+static void on_tstp(int sig, siginfo_t *si, void *uc) {
+    (void)uc;
+    int saved = errno;
+    if (child_pid > 0 && si && si->si_code <= 0) kill(child_pid, sig);
+    errno = saved;
 }
 
 static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 /* The caller's SIGPIPE disposition: memlens ignores SIGPIPE (ml_cmd_run),
  * the program gets it back. */
-static struct sigaction old_pipe;
+static struct sigaction old_pipe, old_ttou, old_tstp;
 #define NSTOP (sizeof stop_signals / sizeof stop_signals[0])
 
 /* The child waits on `go` until its trace file is open; exec failures come
@@ -771,6 +797,8 @@ static __attribute__((noreturn)) void child(run_t *s, const struct sigaction *ol
     sigaction(SIGQUIT, old_quit, NULL);
     sigaction(SIGPIPE, &old_pipe, NULL);
     sigaction(SIGXFSZ, &ml_cli_old_xfsz, NULL);
+    sigaction(SIGTTOU, &old_ttou, NULL);
+    sigaction(SIGTSTP, &old_tstp, NULL);
     close(s->go[1]);
     close(s->err[0]);
     char c;
@@ -802,6 +830,14 @@ static int spawn(run_t *s) {
         if (old_stop[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &stop, NULL);
     }
     sigaction(SIGQUIT, &ign, &old_quit);
+    /* A job-control shell's caller ignores SIGTSTP only for itself; when
+     * it is ignored here, it stays so, for memlens and the program. */
+    sigaction(SIGTSTP, NULL, &old_tstp);
+    if (old_tstp.sa_handler != SIG_IGN) {
+        struct sigaction tstp = {.sa_sigaction = on_tstp, .sa_flags = SA_SIGINFO | SA_RESTART};
+        sigemptyset(&tstp.sa_mask);
+        sigaction(SIGTSTP, &tstp, NULL);
+    }
     /* Held until child_pid is known, so that none is lost or misdirected. */
     sigset_t block, prev;
     sigemptyset(&block);
@@ -960,6 +996,48 @@ static void note_waiting(const run_t *s) {
             n > 1 ? "them" : "it", n > 1 ? "their traces" : "its trace");
 }
 
+/* Whether process pid is stopped now (state T in /proc/PID/stat). */
+static bool stopped_now(pid_t pid) {
+    char path[48], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return false;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    return p && p[1] == ' ' && p[2] == 'T';
+}
+
+/* The program stopped: Ctrl-Z (the terminal stopped memlens' group, both),
+ * a SIGTSTP it sent itself (ssh's ~^Z, a shell's `suspend`), SIGTTIN at a
+ * terminal read in the background, SIGSTOP from outside. The shell that
+ * started memlens waits on memlens, not on the program: memlens stops too,
+ * with the same signal, so that the shell says "Stopped" and takes the
+ * terminal back; `fg` and `bg` continue the whole group. Before, memlens
+ * kept waiting for a program that was stopped, and the terminal stayed
+ * with it (a `suspend` in `memlens run -- bash -i` left it to another
+ * terminal to free). A report of a stop read after the group was
+ * continued again is old news; when only memlens was continued (`kill
+ * -CONT` of its pid), the program is continued too. */
+static void stop_like_the_program(run_t *s, int sig) {
+    if (!stopped_now(s->pid)) return;
+    struct sigaction dfl = {.sa_handler = SIG_DFL}, old;
+    sigemptyset(&dfl.sa_mask);
+    bool own = sig != SIGSTOP && sig != SIGKILL && sig > 0 && sig < NSIG;
+    if (!own) sig = SIGSTOP;
+    else sigaction(sig, &dfl, &old);
+    sigset_t one, prev;
+    sigemptyset(&one);
+    sigaddset(&one, sig);
+    pthread_sigmask(SIG_UNBLOCK, &one, &prev);
+    raise(sig); /* returns once memlens is continued */
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    if (own) sigaction(sig, &old, NULL);
+    if (stopped_now(s->pid)) kill(s->pid, SIGCONT);
+}
+
 static void collect(run_t *s) {
     uint64_t asked = 0, root_end_ms = 0;
     bool rt = rt_raise(), noted = false;
@@ -971,7 +1049,10 @@ static void collect(run_t *s) {
             asked = now;
             int st;
             struct rusage ru;
-            if (wait4(s->pid, &st, WNOHANG, &ru) == s->pid) {
+            pid_t w = wait4(s->pid, &st, WNOHANG | WUNTRACED, &ru);
+            if (w == s->pid && WIFSTOPPED(st)) {
+                stop_like_the_program(s, WSTOPSIG(st));
+            } else if (w == s->pid) {
                 s->root_exited = true;
                 s->root_status = st;
                 rt_drop(&rt);
@@ -1114,6 +1195,12 @@ int ml_cmd_run(int argc, char **argv) {
     struct sigaction ign = {.sa_handler = SIG_IGN};
     sigemptyset(&ign.sa_mask);
     sigaction(SIGPIPE, &ign, &old_pipe);
+    /* Nor may writing them stop memlens: run in the background of a
+     * terminal set to `stty tostop`, memlens was stopped by SIGTTOU at its
+     * summary, after a program that wrote nothing had ended, and the job
+     * read "Stopped (tty output)" with the session's files in /dev/shm until
+     * `fg`. The program gets the caller's disposition back. */
+    sigaction(SIGTTOU, &ign, &old_ttou);
     if (parse_run(argc, argv, &s->o) < 0) {
         code = ML_EXIT_USAGE;
         goto free_run;
