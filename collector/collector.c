@@ -330,6 +330,10 @@ static const char *exec_untraced(const ml_collector_t *c, const ml__proc_t *p,
                                  char why[sizeof p->ring->exec_untraced]) {
     memcpy(why, p->ring->exec_untraced, sizeof p->ring->exec_untraced);
     why[sizeof p->ring->exec_untraced - 1] = '\0';
+    /* Every image ends here: the table is searched only when there is
+     * something to find (a reason, or an image that failed), or thousands
+     * of images under --follow-fork would cost the square of their count. */
+    if (!why[0] && !ml_atomic_load_acquire(&c->ctl->procs_failed)) return NULL;
     uint32_t nprocs = ml_atomic_load_acquire(&c->ctl->nprocs);
     if (nprocs > ML_MAX_PROCS) nprocs = ML_MAX_PROCS;
     for (uint32_t i = p->info.slot + 1; i < nprocs; i++) {
@@ -664,6 +668,7 @@ static void say_uninherited(ml_collector_t *c, ml__proc_t *p) {
  * as descriptor 2, or nowhere when it closed it). The run's summary counts
  * them all. */
 static void say_failed_children(ml_collector_t *c, ml__proc_t *p) {
+    if (!ml_atomic_load_acquire(&c->ctl->procs_failed)) return; /* the usual case: nothing to search for */
     uint32_t nprocs = ml_atomic_load_acquire(&c->ctl->nprocs);
     if (nprocs > ML_MAX_PROCS) nprocs = ML_MAX_PROCS;
     for (uint32_t i = p->info.slot + 1; i < nprocs; i++) {

@@ -1115,6 +1115,7 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
     return 0;
 fail:
     pr->err = (uint32_t)err;
+    ml_atomic_add_relaxed(&c->procs_failed, 1);
     ml_atomic_store_release(&pr->state, ML_PROC_FAILED);
     {
         char pnum[16];

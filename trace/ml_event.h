@@ -49,7 +49,7 @@
                            * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap;
                            * 15: ML_EXIT_CRASH in exit_nregs; 16: dlmopen_other; 17: malloc_elsewhere;
                            * 18: deepbind, deepbind_unredirected, deepbind_first; 19: exec_hwm; 20: stdio_list;
-                           * 21: ml_ctl_proc_t.err, err_open */
+                           * 21: ml_ctl_proc_t.err, err_open, procs_failed */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (204 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -350,6 +350,7 @@ typedef struct {
     _Atomic uint32_t mallinfo_gen; /* bumped by the collector to ask for a sample */
     _Atomic uint32_t nprocs;       /* slots claimed so far */
     _Atomic uint32_t procs_refused; /* processes not traced because the table was full */
+    _Atomic uint32_t procs_failed;  /* slots libmemlens.so set ML_PROC_FAILED (with an err) */
     _Atomic uint32_t procs_cap;     /* slots below this have their pages allocated (the collector
                                      * grows it); a process claims one only below it */
     _Alignas(ML_CACHE_LINE) ml_ctl_proc_t procs[ML_MAX_PROCS];
