@@ -2124,9 +2124,11 @@ ML_EXPORT _Noreturn void _Exit(int status) {
  * its exit() gets through, as valgrind scans at whichever thread's
  * exit_group), or waits until the scan is over. The first thread, and
  * one that calls exit() again from a handler, goes on as before. A return
- * from main calls glibc's exit() without this; a thread's exit() racing
- * it meets the main thread in ml_on_exit or in our destructor, unless the
- * main thread is still in the program's own exit handlers. */
+ * from main calls glibc's exit() without this: a thread's exit() that
+ * comes first takes handlers the main thread would have run, among them
+ * the loader's (our destructor's handshake) or ours (ml_on_exit); only a
+ * main thread that returns after other threads took every handler goes
+ * on to _exit unheld. */
 static void *_Atomic real_exit;
 
 ML_EXPORT _Noreturn void exit(int status) {
