@@ -996,18 +996,58 @@ static void note_waiting(const run_t *s) {
             n > 1 ? "them" : "it", n > 1 ? "their traces" : "its trace");
 }
 
-/* Whether process pid is stopped now (state T in /proc/PID/stat). */
-static bool stopped_now(pid_t pid) {
-    char path[48], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+/* Process pid's state letter in /proc/PID/stat (T: stopped), 0 when it is
+ * gone. Only system calls: the stop watcher below runs it in a child of a
+ * threaded process. */
+static char proc_state(pid_t pid) {
+    char path[48] = "/proc/", buf[512];
+    size_t n = 6;
+    char num[16], *e = num + sizeof num;
+    unsigned v = (unsigned)pid;
+    do *--e = (char)('0' + v % 10), v /= 10; while (v);
+    while (e < num + sizeof num) path[n++] = *e++;
+    memcpy(path + n, "/stat", 6);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    if (fd < 0) return 0;
+    ssize_t r = read(fd, buf, sizeof buf - 1);
     close(fd);
-    if (n <= 0) return false;
-    buf[n] = '\0';
+    if (r <= 0) return 0;
+    buf[r] = '\0';
     const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    return p && p[1] == ' ' && p[2] == 'T';
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+static bool stopped_now(pid_t pid) {
+    return proc_state(pid) == 'T';
+}
+
+/* While memlens is stopped with the program, a child of memlens watches
+ * the program: once it runs again (or is gone) while memlens is still
+ * stopped, memlens is continued too. A SIGCONT to the program's pid alone
+ * (a debugger attaching to a program that stopped itself to wait for it,
+ * `kill -CONT PID`) left memlens stopped for good, and the program's end
+ * unrecorded. The watcher starts before memlens stops and acts only once
+ * it has seen memlens stopped; it ends when memlens runs again. */
+static pid_t stop_watcher(pid_t prog) {
+    pid_t me = getpid();
+    pid_t w = fork();
+    if (w != 0) return w;
+    bool seen = false;
+    for (;;) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+        char m = proc_state(me);
+        if (getppid() != me || !m) _exit(0);
+        if (m != 'T') {
+            if (seen) _exit(0); /* continued with the program (fg, bg) */
+            continue;
+        }
+        seen = true;
+        if (proc_state(prog) != 'T') {
+            kill(me, SIGCONT);
+            _exit(0);
+        }
+    }
 }
 
 /* The program stopped: Ctrl-Z (the terminal stopped memlens' group, both),
@@ -1031,10 +1071,15 @@ static void stop_like_the_program(run_t *s, int sig) {
     sigset_t one, prev;
     sigemptyset(&one);
     sigaddset(&one, sig);
+    pid_t watcher = stop_watcher(s->pid);
     pthread_sigmask(SIG_UNBLOCK, &one, &prev);
     raise(sig); /* returns once memlens is continued */
     pthread_sigmask(SIG_SETMASK, &prev, NULL);
     if (own) sigaction(sig, &old, NULL);
+    if (watcher > 0) {
+        kill(watcher, SIGKILL);
+        waitpid(watcher, NULL, 0);
+    }
     if (stopped_now(s->pid)) kill(s->pid, SIGCONT);
 }
 

@@ -6,7 +6,8 @@ so memlens must follow the program's stops (docs/recorder.md, "Job
 control"):
 - a program that stops itself (SIGTSTP, as ssh's ~^Z or a shell's
   `suspend`) stops memlens too, with the same signal; continuing memlens
-  alone continues the program; before, memlens kept waiting and the
+  alone continues the program, and continuing the program alone (a
+  debugger) continues memlens; before, memlens kept waiting and the
   terminal stayed with the stopped program;
 - SIGTSTP sent to memlens' pid by another process (`kill -TSTP`) reaches
   the program; before, memlens stopped and the program ran on;
@@ -43,11 +44,20 @@ def state(pid):
 
 
 def children(pid):
+    """The program memlens runs: its children, less the watcher memlens
+    forks while it is stopped (docs/recorder.md, "Job control")."""
     try:
         with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
-            return [int(x) for x in f.read().split()]
+            kids = [int(x) for x in f.read().split()]
     except OSError:
         return []
+    def comm(k):
+        try:
+            with open("/proc/%d/comm" % k) as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+    return [k for k in kids if comm(k) != "memlens"]
 
 
 def wait_stopped(pid, timeout=20.0):
@@ -101,6 +111,20 @@ def self_stop(w):
        "... and its trace ends with its exit")
 
 
+def continued_by_pid(w):
+    """A program that stops itself (SIGSTOP, as one waiting for a debugger
+    does) and is continued by its pid alone: memlens, stopped with it, is
+    continued too, and ends with it."""
+    out = os.path.join(w, "bypid.out")
+    with open(out, "w") as o:
+        p = subprocess.Popen([MEMLENS, "run", "-q", "-o", os.path.join(w, "bypid.mlt"), "--", "/bin/sh", "-c",
+                              "(sleep 1; kill -CONT $$) & kill -STOP $$; wait; echo resumed"], stdout=o,
+                             stderr=subprocess.DEVNULL, process_group=0)
+    st = finish(p.pid)
+    check(os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0, "SIGCONT to the program's pid: memlens ends too: %r" % st)
+    eq(open(out).read(), "resumed\n", "... and the program ran to its end")
+
+
 def stop_from_outside(w):
     trace = os.path.join(w, "tstp.mlt")
     out = os.path.join(w, "tstp.out")
@@ -148,6 +172,7 @@ def hang_up(w):
 
 with tempfile.TemporaryDirectory(prefix="memlens-jobs-") as w:
     self_stop(w)
+    continued_by_pid(w)
     stop_from_outside(w)
     hang_up(w)
 
