@@ -230,11 +230,9 @@ static int check_ptrace_policy(pid_t pid) {
 
 static int check_alive(pid_t pid) {
     if (kill(pid, 0) < 0 && errno == ESRCH) REFUSE("cannot attach to process %d: no such process", (int)pid);
-    char path[64], buf[4096];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    if (read_small(path, buf, sizeof buf) < 0) REFUSE("cannot attach to process %d: no such process", (int)pid);
-    char *rp = strrchr(buf, ')');
-    if (rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X'))
+    char state = ml_cli_proc_state(pid);
+    if (!state) REFUSE("cannot attach to process %d: no such process", (int)pid);
+    if (state == 'Z' || state == 'X')
         REFUSE("cannot attach to process %d: it has exited (a zombie waiting for its parent)", (int)pid);
     if (pid == getpid()) REFUSE("cannot attach to memlens itself");
     int tracer = tracer_of(pid);

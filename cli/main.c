@@ -49,6 +49,24 @@ const char *ml_cli_out_name(const char *path) {
     return path && ml_outfile_own_fd(path) == 1 ? "-" : path;
 }
 
+char ml_cli_proc_state(pid_t pid) {
+    char path[48] = "/proc/", buf[512];
+    size_t n = 6;
+    char num[16], *e = num + sizeof num;
+    unsigned v = (unsigned)pid;
+    do *--e = (char)('0' + v % 10), v /= 10; while (v);
+    while (e < num + sizeof num) path[n++] = *e++;
+    memcpy(path + n, "/stat", 6);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    ssize_t r = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (r <= 0) return 0;
+    buf[r] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
 bool ml_cli_same_file(const char *a, const char *b) {
     struct stat sa, sb;
     bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;

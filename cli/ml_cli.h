@@ -38,6 +38,10 @@ int ml_cmd_diff(int argc, char **argv);
 /** Parses a byte count with an optional k/M/G (KiB, MiB, GiB) suffix. 0 or -1. */
 int ml_parse_bytes(const char *s, uint64_t *out);
 
+/** Process pid's state letter in /proc/PID/stat (T: stopped, Z: a zombie),
+ * 0 when it is gone or cannot be read. Only system calls, no allocation:
+ * `run` calls it in a child forked from its threaded process. */
+char ml_cli_proc_state(pid_t pid);
 /** Whether the paths a and b name one file: the same inode when both exist,
  * else the same directory (resolved) and last name. */
 bool ml_cli_same_file(const char *a, const char *b);

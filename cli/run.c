@@ -996,29 +996,8 @@ static void note_waiting(const run_t *s) {
             n > 1 ? "them" : "it", n > 1 ? "their traces" : "its trace");
 }
 
-/* Process pid's state letter in /proc/PID/stat (T: stopped), 0 when it is
- * gone. Only system calls: the stop watcher below runs it in a child of a
- * threaded process. */
-static char proc_state(pid_t pid) {
-    char path[48] = "/proc/", buf[512];
-    size_t n = 6;
-    char num[16], *e = num + sizeof num;
-    unsigned v = (unsigned)pid;
-    do *--e = (char)('0' + v % 10), v /= 10; while (v);
-    while (e < num + sizeof num) path[n++] = *e++;
-    memcpy(path + n, "/stat", 6);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    ssize_t r = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (r <= 0) return 0;
-    buf[r] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    return p && p[1] == ' ' ? p[2] : 0;
-}
-
 static bool stopped_now(pid_t pid) {
-    return proc_state(pid) == 'T';
+    return ml_cli_proc_state(pid) == 'T';
 }
 
 /* While memlens is stopped with the program, a child of memlens watches
@@ -1036,14 +1015,14 @@ static pid_t stop_watcher(pid_t prog) {
     for (;;) {
         struct timespec ts = {0, 10000000};
         nanosleep(&ts, NULL);
-        char m = proc_state(me);
+        char m = ml_cli_proc_state(me);
         if (getppid() != me || !m) _exit(0);
         if (m != 'T') {
             if (seen) _exit(0); /* continued with the program (fg, bg) */
             continue;
         }
         seen = true;
-        if (proc_state(prog) != 'T') {
+        if (ml_cli_proc_state(prog) != 'T') {
             kill(me, SIGCONT);
             _exit(0);
         }

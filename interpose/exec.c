@@ -222,6 +222,13 @@ static void note_cat(char *out, size_t cap, size_t *len, const char *s) {
     out[*len] = '\0';
 }
 
+static void note_num(char *out, size_t cap, size_t *len, uint64_t v) {
+    char num[24], *e = num + sizeof num;
+    *--e = '\0';
+    do *--e = (char)('0' + v % 10), v /= 10; while (v);
+    note_cat(out, cap, len, e);
+}
+
 /* Writes why the program at path cannot be traced into out (empty: it can,
  * or it cannot be read: the exec will say). */
 static void obstacle(int dirfd, const char *path, char *out, size_t cap, int depth) {
@@ -230,11 +237,9 @@ static void obstacle(int dirfd, const char *path, char *out, size_t cap, int dep
     if (path[0]) {
         fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
     } else { /* fexecve: the file the descriptor names */
-        char proc[32] = "/proc/self/fd/", num[16], *e = num + sizeof num;
-        *--e = '\0';
-        unsigned v = (unsigned)dirfd;
-        do *--e = (char)('0' + v % 10), v /= 10; while (v);
-        memcpy(proc + strlen(proc), e, strlen(e) + 1);
+        char proc[32] = "/proc/self/fd/";
+        size_t pl = strlen(proc);
+        note_num(proc, sizeof proc, &pl, (unsigned)dirfd);
         fd = open(proc, O_RDONLY | O_CLOEXEC);
     }
     if (fd < 0) return;
@@ -300,13 +305,6 @@ static const char *search_path(const char *file, char *buf, size_t cap) {
         if (!end) return NULL;
         p = end;
     }
-}
-
-static void note_num(char *out, size_t cap, size_t *len, uint64_t v) {
-    char num[24], *e = num + sizeof num;
-    *--e = '\0';
-    do *--e = (char)('0' + v % 10), v /= 10; while (v);
-    note_cat(out, cap, len, e);
 }
 
 /* Why the new image, in the process as it is now, could not join the
