@@ -16,29 +16,39 @@
 /* UTF-8                                                                     */
 /* ------------------------------------------------------------------------- */
 
-/* Decodes one code point and advances *s; malformed bytes become U+FFFD. */
+/* Decodes one code point and advances *s. A byte that does not start a
+ * valid sequence becomes U+FFFD and is passed alone, the JSON writer's rule
+ * (report/json_write.c), so the page and the viewer show a name alike:
+ * overlong forms ("\xc0\xaf" is no '/'), surrogates (U+D800-DFFF) and
+ * values past U+10FFFF are not characters. */
 static uint32_t utf8_next(const char **s) {
     const unsigned char *p = (const unsigned char *)*s;
     uint32_t c = p[0];
-    int n = 0;
-    if (c < 0x80)
-        n = 0;
-    else if ((c & 0xe0) == 0xc0)
+    int n;
+    if (c < 0x80) {
+        *s += 1;
+        return c;
+    }
+    if (c >= 0xc2 && c <= 0xdf)
         c &= 0x1f, n = 1;
-    else if ((c & 0xf0) == 0xe0)
+    else if (c >= 0xe0 && c <= 0xef)
         c &= 0x0f, n = 2;
-    else if ((c & 0xf8) == 0xf0)
+    else if (c >= 0xf0 && c <= 0xf4)
         c &= 0x07, n = 3;
     else {
         *s += 1;
         return 0xfffd;
     }
     for (int i = 1; i <= n; i++) {
-        if ((p[i] & 0xc0) != 0x80) {
-            *s += i;
+        if ((p[i] & 0xc0) != 0x80) { /* also the string's NUL: never read past it */
+            *s += 1;
             return 0xfffd;
         }
         c = (c << 6) | (p[i] & 0x3f);
+    }
+    if ((n == 2 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) || (n == 3 && (c < 0x10000 || c > 0x10ffff))) {
+        *s += 1;
+        return 0xfffd;
     }
     *s += n + 1;
     return c;
@@ -125,7 +135,10 @@ void ml__canvas_clear(ml_canvas_t *c) {
 void ml__canvas_put(ml_canvas_t *c, int x, int y, uint32_t ch, int style) {
     if (x < 0 || y < 0 || x >= c->cols || y >= c->rows) return;
     if (!c->unicode) ch = ml__glyph_ascii(ch);
-    if (ch < 0x20 || ch == 0x7f) ch = '?'; /* control characters never reach the terminal */
+    /* Control characters never reach the terminal: C0, DEL and C1 (U+0080-009F,
+     * which a terminal may take for CSI, OSC, ST...), the text reports' rule
+     * (trace/text_clean.c). */
+    if (ch < 0x20 || (ch >= 0x7f && ch <= 0x9f)) ch = '?';
     c->cells[y * c->cols + x] = (ml_cell_t){ch, (uint8_t)style};
 }
 
