@@ -81,13 +81,20 @@ const char *ml_tag_name(unsigned tag) {
     }
 }
 
+/* A trace's string, quoted, with its control bytes as \xNN: C0, DEL, and
+ * the C1 controls as UTF-8 encodes them (C2 80-9F, written \xc2\xNN), which
+ * a terminal may take for CSI or OSC (the text reports' rule,
+ * trace/text_clean.c). C2 9B went to stdout as it was. */
 static void print_escaped(FILE *out, const char *s) {
     fputc('"', out);
     for (; s && *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\') fprintf(out, "\\%c", c);
         else if (c < 0x20 || c == 0x7f) fprintf(out, "\\x%02x", c);
-        else fputc(c, out);
+        else if (c == 0xc2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f) {
+            fprintf(out, "\\xc2\\x%02x", (unsigned char)s[1]);
+            s++;
+        } else fputc(c, out);
     }
     fputc('"', out);
 }
