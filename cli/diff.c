@@ -160,11 +160,13 @@ int ml_cmd_diff(int argc, char **argv) {
      * it became is in another trace, which is what a diff should compare. */
     for (int k = 0; k < 2 && !quiet; k++) {
         char first[PATH_MAX], first_exe[PATH_MAX], last[PATH_MAX], last_exe[PATH_MAX];
+        char safe_path[PATH_MAX], safe_last[PATH_MAX];
         if (ml_cli_exec_chain(paths[k], k ? cur : base, first, first_exe, last, last_exe, PATH_MAX))
             fprintf(stderr,
                     "memlens: warning: %s: its process replaced itself by exec; the program it became, %s, "
                     "is traced in %s: diff that trace\n",
-                    paths[k], ml_cli_safe(last_exe, safe, sizeof safe), last);
+                    ml_cli_safe(paths[k], safe_path, sizeof safe_path), ml_cli_safe(last_exe, safe, sizeof safe),
+                    ml_cli_safe(last, safe_last, sizeof safe_last));
     }
     if (ml_diff_new(base, cur, &d) < 0) {
         ml_cli_error("out of memory");

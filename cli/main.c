@@ -20,13 +20,27 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Errors quote paths, and some of those come from a directory's listing or
+ * a trace (a trace file named "x\033]0;...\a.mlt" in a --follow-fork
+ * folder): the message goes out without control bytes, as the warnings
+ * that quote a trace's strings do (trace/text_clean.c). */
 void ml_cli_error(const char *fmt, ...) {
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
-    fputs("memlens: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
+    char *msg = n >= 0 ? malloc(2 * ((size_t)n + 2)) : NULL; /* the message, then its safe copy */
+    if (msg) {
+        vsnprintf(msg, (size_t)n + 1, fmt, again);
+        fprintf(stderr, "memlens: error: %s\n", ml_cli_safe(msg, msg + n + 2, (size_t)n + 2));
+    } else {
+        fputs("memlens: error: ", stderr); /* no memory for a copy: as it is */
+        vfprintf(stderr, fmt, again);
+        fputc('\n', stderr);
+    }
+    va_end(again);
+    free(msg);
 }
 
 /* A byte count with an optional k, M or G suffix (powers of 1024): the

@@ -14,6 +14,7 @@
 #include "ml_cli.h"
 #include "ml_trace_io.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,7 +47,9 @@ static bool wanted(uint64_t size) {
 
 static void show(const char *what, const char *where, int pct) {
     if (!loop_drawn && now_s() - loop_start < SHOW_AFTER_S) return;
-    fprintf(stderr, "\rmemlens: %s%s%s %3d%%\033[K", what, where ? " " : "", where ? where : "", pct);
+    char safe[PATH_MAX]; /* where: a trace's path, maybe a directory's listing's */
+    fprintf(stderr, "\rmemlens: %s%s%s %3d%%\033[K", what, where ? " " : "", where ? ml_cli_safe(where, safe, sizeof safe) : "",
+            pct);
     loop_drawn = true;
 }
 
@@ -90,7 +93,7 @@ static void *stage_main(void *arg) {
 
 void ml_cli_stage_begin(const char *what) {
     if (stage.running || !isatty(2)) return;
-    snprintf(stage.what, sizeof stage.what, "%s", what);
+    ml_cli_safe(what, stage.what, sizeof stage.what); /* it names a trace: no control byte of its name */
     stage.ended = stage.drawn = false;
     /* Signals stay with the main thread. */
     sigset_t all, old;

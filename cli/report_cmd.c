@@ -186,11 +186,12 @@ static const char *heap_untraced(const ml_analysis_t *a) {
  * warning and the gates judge what it holds (ML_EXIT_OK), else "gate
  * failed" and ML_EXIT_GATE. */
 static int refuse_gates(const report_opts_t *o, const char *warning, const char *failure) {
+    char safe[2 * PATH_MAX + 512]; /* they name the trace: no control byte of its name */
     if (o->allow_incomplete) {
-        if (!o->quiet) fprintf(stderr, "memlens: warning: %s (--allow-incomplete)\n", warning);
+        if (!o->quiet) fprintf(stderr, "memlens: warning: %s (--allow-incomplete)\n", ml_cli_safe(warning, safe, sizeof safe));
         return ML_EXIT_OK;
     }
-    fprintf(stderr, "memlens: gate failed: %s\n", failure);
+    fprintf(stderr, "memlens: gate failed: %s\n", ml_cli_safe(failure, safe, sizeof safe));
     return ML_EXIT_GATE;
 }
 
@@ -372,12 +373,13 @@ void ml_cli_warn_alloc_fns(const ml_analysis_t *a, const char *path) {
     const char *const *p;
     const uint64_t *hits;
     size_t n = ml_analysis_alloc_fns(a, &p, &hits);
+    char safe[PATH_MAX], safe_fn[1024];
     for (size_t i = 0; i < n; i++)
         if (!hits[i])
             fprintf(stderr,
                     "memlens: warning: %s: --alloc-fn '%s' names no frame at the top of any "
                     "stack (nor just below another allocation function)\n",
-                    path, p[i]);
+                    ml_cli_safe(path, safe, sizeof safe), ml_cli_safe(p[i], safe_fn, sizeof safe_fn));
 }
 
 /* ------------------------------------------------------------------------- */
@@ -487,7 +489,7 @@ ml_analysis_t *ml_cli_analyse(const char *path, const ml_suppressions_t *supp, b
 ml_analysis_t *ml_cli_analyse_ex(const char *path, const ml_suppressions_t *supp, bool no_symbols,
                                  bool quiet, bool replay, bool no_calltree) {
     ml_analysis_t *a;
-    char err[1024];
+    char err[1024], safe[PATH_MAX];
     if (ml_analysis_new(&a) < 0) {
         ml_cli_error("out of memory");
         return NULL;
@@ -513,12 +515,12 @@ ml_analysis_t *ml_cli_analyse_ex(const char *path, const ml_suppressions_t *supp
             fprintf(stderr,
                     "memlens: warning: %s holds no complete record: it was cut inside its first "
                     "chunk (memlens was killed, or the disk filled, while the program ran)\n",
-                    path);
+                    ml_cli_safe(path, safe, sizeof safe));
         } else {
             fprintf(stderr,
                     "memlens: warning: %s holds no records: it ends after its header (the program "
                     "never started, or memlens stopped before writing anything)\n",
-                    path);
+                    ml_cli_safe(path, safe, sizeof safe));
         }
     }
     ml_build_opts_t bo = {.no_symbols = no_symbols, .suppressions = supp,
@@ -536,7 +538,7 @@ ml_analysis_t *ml_cli_analyse_ex(const char *path, const ml_suppressions_t *supp
     if (!quiet && t->truncated)
         fprintf(stderr, "memlens: warning: %s is truncated (the recording was cut short); "
                         "reporting what it holds\n",
-                path);
+                ml_cli_safe(path, safe, sizeof safe));
     return a;
 }
 

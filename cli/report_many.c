@@ -169,19 +169,19 @@ static int gates(const ml_report_many_opts_t *o, const ml_merge_t *m) {
     /* Every process must be whole for a gate to pass (as for one trace). */
     for (size_t i = 0; i < ml_merge_process_count(m); i++) {
         const ml_merge_process_t *p = ml_merge_process(m, i);
-        char buf[160];
+        char buf[160], safe[PATH_MAX]; /* trace_path: a name in a directory's listing */
         const char *why = ml_cli_incomplete_reason(&p->totals, buf, sizeof buf);
         if (!why) why = heap_untraced(m, i);
         if (!why) continue;
         if (o->allow_incomplete) {
             if (!o->quiet)
                 fprintf(stderr, "memlens: warning: %s (pid %u) is incomplete (%s); the gates judge only what it "
-                                "holds (--allow-incomplete)\n", p->trace_path, p->pid, why);
+                                "holds (--allow-incomplete)\n", ml_cli_safe(p->trace_path, safe, sizeof safe), p->pid, why);
         } else {
             fprintf(stderr,
                     "memlens: gate failed: %s (pid %u) is incomplete: %s. A gate cannot pass on what the trace "
                     "does not hold; record again, or pass --allow-incomplete to judge what it holds\n",
-                    p->trace_path, p->pid, why);
+                    ml_cli_safe(p->trace_path, safe, sizeof safe), p->pid, why);
             code = ML_EXIT_GATE;
         }
     }
@@ -330,12 +330,13 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
             goto out;
         }
     }
+    char safe_fn[1024];
     for (size_t k = 0; fn_hits && !o->quiet && k < ml_cli_nalloc_fns; k++)
         if (!fn_hits[k])
             fprintf(stderr,
                     "memlens: warning: --alloc-fn '%s' names no frame at the top of any stack of "
                     "the %zu traces\n",
-                    ml_cli_alloc_fns[k], paths.n);
+                    ml_cli_safe(ml_cli_alloc_fns[k], safe_fn, sizeof safe_fn), paths.n);
     free(fn_hits);
     if (ml_merge_finish(m) < 0) {
         ml_cli_error("out of memory");
