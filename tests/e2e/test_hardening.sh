@@ -560,6 +560,43 @@ if want "$@"; then
     check "... and diff's warning on stderr names it so" has err.txt 'esc?\[31mred?x/prog'
     check "no ESC byte reached stdout or stderr" test -z "$(LC_ALL=C grep -l "$(printf '\033')" text.txt err.txt)"
     check "no C1 control reached stdout or stderr" test -z "$(LC_ALL=C grep -l "$(printf '\302\233')" text.txt err.txt)"
+    # dump writes the C1 control as it writes C0 ones, \xNN (C2 9B went to
+    # stdout as it was); the viewer's screen shows '?' for both, and U+FFFD
+    # for each byte that starts no character: the overlong C0 AF is no '/',
+    # a surrogate (ED A0 80) no character (it decoded both, and printed the
+    # C1 control and the surrogate as they were).
+    "$ML" dump esc.mlt > dump.txt 2> err.txt
+    check "dump escapes the C1 control as \\xc2\\x9b" \
+        has dump.txt ' exe="[^"]*/esc\\x1b\[31mred\\xc2\\x9bx/prog" '
+    check "... and no ESC or C1 control reached its stdout" \
+        test -z "$(LC_ALL=C grep -l -e "$(printf '\033')" -e "$(printf '\302\233')" dump.txt)"
+    mkdir -p "$esc/$(printf 'u\300\257v\355\240\200w')"
+    cp "$FX" "$esc/$(printf 'u\300\257v\355\240\200w')/prog"
+    (cd "$esc/$(printf 'u\300\257v\355\240\200w')" && "$ML" run -q -o "$W/esc2.mlt" -- ./prog > /dev/null 2>&1)
+    "$ML" view --batch --size 200x24 esc2.mlt > view.txt 2> err.txt
+    check "view --batch shows a control as '?' and a byte of no character as U+FFFD, one each" \
+        has view.txt "^ Program  *[^ ]*/esc?\[31mred?x/u$(printf '\357\277\275\357\277\275')v$(printf '\357\277\275\357\277\275\357\277\275')w/prog  (pid [0-9]*)$"
+    check "... and no ESC, C1 control or surrogate reached its stdout" \
+        test -z "$(LC_ALL=C grep -l -e "$(printf '\033')" -e "$(printf '\302\233')" -e "$(printf '\355\240\200')" view.txt)"
+    # A trace's file name is as hostile as its strings: a folder of traces
+    # (--follow-fork's) holds what the traced program named there. The
+    # warnings and the gate's failure quoting one printed it as it was.
+    mkdir -p escnames
+    cp esc.mlt escnames/a.mlt
+    head -c 700 esc.mlt > "escnames/$(printf 'cut\033]0;x\007\302\233.mlt')"
+    "$ML" report escnames --no-advisor --fail-on-leak 0 > text2.txt 2> err.txt
+    check "a gate on a folder with a cut trace fails (status $?)" test $? -eq 3
+    check "... its failure names the file with '?' for its control bytes" \
+        has err.txt "^memlens: gate failed: escnames/cut?\]0;x??\.mlt (pid 0) is incomplete"
+    check "... and so do its warnings" has err.txt "^memlens: warning: escnames/cut?\]0;x??\.mlt is truncated"
+    "$ML" report "escnames/$(printf 'cut\033]0;x\007\302\233.mlt')" --fail-on-leak 0 > /dev/null 2>> err.txt
+    check "... and so does the gate on that file alone (status $?)" \
+        has err.txt "^memlens: gate failed: escnames/cut?\]0;x??\.mlt is incomplete"
+    printf 'garbage' > "escnames/$(printf 'bad\033[2J.mlt')"
+    "$ML" report "escnames/$(printf 'bad\033[2J.mlt')" > /dev/null 2>> err.txt
+    check "... and so does an error reading one (status $?)" has err.txt "^memlens: error: escnames/bad?\[2J\.mlt: "
+    check "... no ESC or C1 control reached stdout or stderr" \
+        test -z "$(LC_ALL=C grep -l -e "$(printf '\033')" -e "$(printf '\302\233')" text2.txt err.txt)"
     mkfifo fifo.mlt
     for cmd in "report fifo.mlt" "dump fifo.mlt" "diff fifo.mlt fifo.mlt"; do
         timeout 20 "$ML" $cmd > /dev/null 2> err.txt
