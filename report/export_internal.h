@@ -1,7 +1,7 @@
 /* export_internal.h - shared by the exports of report/ (pprof.c,
  * speedscope.c); never included from another folder.
  *
- * Two small tools: an interning table that gives each distinct key (any
+ * Small tools: UTF-8 made valid (folded.c uses it too); an interning table that gives each distinct key (any
  * bytes) a dense index in insertion order, for string tables, function and
  * location tables and frame tables; and a protocol-buffers encoder for the
  * pprof profile (profile.proto), just the wire types it needs.
@@ -41,6 +41,20 @@ int64_t ml__intern(ml__intern_t *t, const void *key, size_t len, bool *added);
 int64_t ml__intern_str(ml__intern_t *t, const char *s);
 /** The key of entry i and its length. */
 const void *ml__intern_key(const ml__intern_t *t, uint32_t i, uint32_t *len);
+
+/* ------------------------------------------------------------------------- */
+/* UTF-8 (export_util.c)                                                     */
+/* ------------------------------------------------------------------------- */
+
+/** Length of the valid UTF-8 sequence at s (shortest form, no surrogates, at
+ * most U+10FFFF; 1 for ASCII, NUL included), or 0: the JSON writer's test. */
+size_t ml__utf8_len(const unsigned char *s);
+/** s when it is valid UTF-8 (or NULL); otherwise a copy in *tmp (free it)
+ * with U+FFFD for each byte that starts no valid sequence, the JSON
+ * writer's rule, or NULL when out of memory. proto3's `string` must be
+ * UTF-8: Google's protobuf runtimes refuse a whole pprof profile whose
+ * string table holds one invalid byte. */
+const char *ml__utf8_valid(const char *s, char **tmp);
 
 /* ------------------------------------------------------------------------- */
 /* Protocol buffers, the wire format (export_util.c)                         */

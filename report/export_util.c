@@ -1,10 +1,63 @@
-/* export_util.c - the interning table and the protocol-buffers encoder the
- * exports share (export_internal.h). */
+/* export_util.c - UTF-8 made valid, the interning table and the
+ * protocol-buffers encoder the exports share (export_internal.h). */
 #include "export_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ------------------------------------------------------------------------- */
+/* UTF-8                                                                     */
+/* ------------------------------------------------------------------------- */
+
+size_t ml__utf8_len(const unsigned char *s) {
+    unsigned c = s[0];
+    size_t n;
+    uint32_t cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
+    else return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0; /* the NUL too: never read past it */
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return n;
+}
+
+const char *ml__utf8_valid(const char *s, char **tmp) {
+    *tmp = NULL;
+    if (!s) return s;
+    const unsigned char *u = (const unsigned char *)s;
+    size_t bad = 0, len = 0;
+    while (u[len]) {
+        size_t n = ml__utf8_len(u + len);
+        if (!n) bad++, n = 1;
+        len += n;
+    }
+    if (!bad) return s;
+    char *out = malloc(len + 2 * bad + 1); /* each bad byte grows to three */
+    if (!out) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = ml__utf8_len(u + i);
+        if (n) {
+            memcpy(out + o, u + i, n);
+            o += n;
+            i += n;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+            i++;
+        }
+    }
+    out[o] = '\0';
+    *tmp = out;
+    return out;
+}
 
 /* ------------------------------------------------------------------------- */
 /* Interning table                                                           */

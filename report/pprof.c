@@ -96,8 +96,12 @@ typedef struct {
     int err;
 } pprof_t;
 
+/* The string table's index of s, made valid UTF-8 first (proto3). */
 static uint64_t str(pprof_t *p, const char *s) {
-    int64_t i = ml__intern_str(&p->strings, s);
+    char *tmp;
+    const char *v = ml__utf8_valid(s, &tmp);
+    int64_t i = v || !s ? ml__intern_str(&p->strings, v) : -1;
+    free(tmp);
     if (i < 0) {
         p->err = -ENOMEM;
         return 0;
