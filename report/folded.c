@@ -2,9 +2,11 @@
  *
  * One line per site: frames outermost first, separated by ';', then a space
  * and the metric (bytes allocated by default). Frame names lose the two
- * characters the format reserves (';' and newlines); inlined frames carry
+ * characters the format reserves (';' and newlines) and their control bytes,
+ * and are valid UTF-8 (name() below); inlined frames carry
  * flamegraph.pl's "_[i]" suffix, which it colours as inlined.
  */
+#include "export_internal.h"
 #include "ml_report.h"
 
 #include <errno.h>
@@ -21,12 +23,35 @@ int ml_fold_metric_parse(const char *s, ml_fold_metric_t *out) {
     return -EINVAL;
 }
 
-static void name(FILE *o, const char *s) {
-    for (; s && *s; s++) {
-        char c = *s;
-        if (c == ';') c = ':';
-        else if (c == '\n' || c == '\r') c = ' ';
-        fputc(c, o);
+/* A frame's name: ';' (the frame separator) becomes ':', a newline or CR
+ * (the line's end) a space; any other control byte (C0, DEL, the C1 controls
+ * U+0080-009F) '?', and a byte that starts no UTF-8 character U+FFFD, one per
+ * byte as in the JSON. flamegraph.pl's SVG is XML, where a control byte or
+ * invalid UTF-8 is a fatal error (the whole graph is lost), and `--folded -`
+ * may be a terminal, where ESC sequences ran. */
+static void name(FILE *o, const char *str) {
+    const unsigned char *s = (const unsigned char *)str;
+    while (s && *s) {
+        unsigned c = *s;
+        if (c < 0x80) {
+            if (c == ';') c = ':';
+            else if (c == '\n' || c == '\r') c = ' ';
+            else if (c < 0x20 || c == 0x7f) c = '?';
+            fputc((int)c, o);
+            s++;
+            continue;
+        }
+        size_t n = ml__utf8_len(s);
+        if (!n) {
+            fputs("\xef\xbf\xbd", o);
+            s++;
+        } else if (n == 2 && c == 0xc2 && s[1] <= 0x9f) {
+            fputc('?', o);
+            s += 2;
+        } else {
+            fwrite(s, 1, n, o);
+            s += n;
+        }
     }
 }
 
