@@ -89,6 +89,38 @@ check sample
 cp "$W/leaks.mlt" "$W/nosym.mlt"
 report nosym --no-symbols
 check nosym
+# A program whose file name holds control bytes, ';', a newline and bytes
+# that start no UTF-8 character (C0 AF, an overlong '/'; ED A0 80, a
+# surrogate; FF): without symbols its frames are named after it. The strings
+# of profile.proto are UTF-8, and Google's protobuf runtimes refuse a whole
+# profile with one invalid byte (so did pprof_decode.py): each such byte is
+# U+FFFD, as in the JSON. The folded stacks keep one line per site and one
+# frame per frame (';' is ':', a newline a space), with '?' for a control
+# byte and U+FFFD for a byte of no character: flamegraph.pl's SVG is XML,
+# which allows neither, and `--folded -` may be a terminal. The file had
+# ESC, BEL, C2 9B and the invalid bytes as they were.
+hx=$(printf 'p\033]0;x\007\302\233;a\nb\300\257\355\240\200\377')
+mkdir -p "$W/hostile" && cp "$B/fx_leaks" "$W/hostile/$hx"
+(cd "$W/hostile" && "$M" run -q -o "$W/hostile.mlt" -- "./$hx" 3 > /dev/null 2>&1) || bad "hostile: memlens run exited $?"
+report hostile --no-symbols
+check hostile
+"$M" report "$W/hostile.mlt" -q --no-advisor --no-symbols --folded "$W/hostile.folded" || bad "hostile: --folded exited $?"
+"$PY" - "$W/hostile.folded" "$W/hostile.json" <<'PY' || bad "hostile: the folded stacks"
+import json, re, sys
+raw = open(sys.argv[1], "rb").read()
+text = raw.decode("utf-8")  # valid UTF-8, or this fails
+assert not re.search("[\x00-\x09\x0b-\x1f\x7f-\x9f]", text), "a control byte in the folded stacks"
+def folded(name):  # the rule of report/folded.c, from the JSON's name
+    return "".join(":" if c == ";" else " " if c in "\n\r" else "?" if ord(c) < 0x20 or 0x7f <= ord(c) <= 0x9f else c
+                   for c in name)
+want = sorted(";".join(folded(f["function"]) + ("_[i]" if f.get("inlined") else "") for f in reversed(s["frames"]))
+              + " %d" % s["bytes_allocated"] for s in json.load(open(sys.argv[2]))["sites"]
+              if s["frames"] and s["bytes_allocated"])
+got = sorted(text.splitlines())
+assert got == want, "folded lines differ from the JSON's sites:\n%s\n%s" % (got, want)
+prog = "[p?]0:x??:a b" + "\ufffd" * 6 + "+0x"
+assert sum(line.count(prog) for line in got) >= 3, "the program's frames are not %r: %s" % (prog, got)
+PY
 
 # --- the golden traces (synthetic modules, a cut trace, GPU records) -----------
 mkdir -p "$W/golden"
