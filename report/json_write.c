@@ -185,7 +185,13 @@ static void put_quoted(ml_json_t *w, const char *str) {
             s++;
         } else {
             size_t n = utf8_len(s);
-            if (n) {
+            if (n == 2 && c == 0xc2 && s[1] <= 0x9f) {
+                /* A C1 control (U+0080-009F; C2 9B is CSI) escaped like a
+                 * C0 one: `--json -` may be a terminal. */
+                char e[6] = {'\\', 'u', '0', '0', hex[s[1] >> 4], hex[s[1] & 15]};
+                put(w, e, 6);
+                s += 2;
+            } else if (n) {
                 put(w, (const char *)s, n);
                 s += n;
             } else {

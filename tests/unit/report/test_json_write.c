@@ -116,6 +116,18 @@ Test(json_write, strings_are_escaped_and_utf8_is_validated) {
     doc_free(&d);
 }
 
+/* The C1 controls (U+0080-009F) are escaped as the C0 ones are: C2 9B is a
+ * CSI to a terminal, and `--json -` may be one (they went out as UTF-8). The
+ * characters around them (U+00A0, U+007E) pass as they are. */
+Test(json_write, c1_controls_are_escaped) {
+    doc_t d;
+    doc_open(&d);
+    ml_json_str(d.w, "\xc2\x80\xc2\x9b" "31m\xc2\x9d" "0;t\xc2\x9c~\xc2\xa0\xc2\xa9");
+    cr_assert_eq(doc_close(&d), 0);
+    cr_expect_str_eq(d.text, "\"\\u0080\\u009b31m\\u009d0;t\\u009c~\xc2\xa0\xc2\xa9\"");
+    doc_free(&d);
+}
+
 Test(json_write, numbers_have_one_format) {
     doc_t d;
     doc_open(&d);
