@@ -249,7 +249,9 @@ static int inspect(const char *path, unsigned flags, char *err, size_t errlen, s
  * not block: it is tried again every 10 ms for FIFO_WAIT_MS (a reader
  * started just before memlens, `cat FIFO > x & memlens ...`, may not have
  * opened it yet), then fails with ENXIO. The descriptor blocks again once
- * open, as a plain open's would. */
+ * open, as a plain open's would. A device's ENXIO is not waited on, nor
+ * called a FIFO's: `--json /dev/tty` in a session without a terminal
+ * waited 2 s and said "it is a FIFO (named pipe) and nothing opened it". */
 #define FIFO_WAIT_MS 2000
 static int open_in_place(const char *path, const struct stat *seen) {
     for (int waited = 0;; waited += 10) {
@@ -271,7 +273,9 @@ static int open_in_place(const char *path, const struct stat *seen) {
             if (fl >= 0) (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
             return fd;
         }
-        if (errno != ENXIO || waited >= FIFO_WAIT_MS) return -1;
+        /* Only a FIFO waits: a device's ENXIO (/dev/tty without a
+         * controlling terminal, a port with no hardware) is its answer. */
+        if (errno != ENXIO || !S_ISFIFO(seen->st_mode) || waited >= FIFO_WAIT_MS) return -1;
         struct timespec ts = {0, 10 * 1000000};
         nanosleep(&ts, NULL);
         errno = ENXIO;
@@ -298,7 +302,7 @@ int ml_outfile_open(ml_outfile_t *o, const char *path, unsigned flags, char *err
         o->fd = what == 3 ? fcntl(ml_outfile_own_fd(path), F_DUPFD_CLOEXEC, 3) : open_in_place(path, &seen);
         if (o->fd < 0) {
             int e = errno;
-            if (e == ENXIO)
+            if (e == ENXIO && S_ISFIFO(seen.st_mode))
                 snprintf(err, errlen,
                          "cannot write %s: it is a FIFO (named pipe) and nothing opened it for reading "
                          "within %d s (ENXIO); start its reader first",

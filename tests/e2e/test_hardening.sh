@@ -119,6 +119,15 @@ if want "$@"; then
         check "...the reason" has err.txt "No space left on device (ENOSPC: the disk is full)"
         check "...and that nothing was recorded" has err.txt "could not be recorded (the message above says why)"
     fi
+    # A device that answers ENXIO (/dev/tty in a session without a
+    # terminal): its own error, at once. It waited 2 s and was called "a
+    # FIFO (named pipe) that nothing opened for reading".
+    if command -v setsid > /dev/null; then
+        setsid -w "$ML" report m.mlt --no-advisor --json /dev/tty > /dev/null 2> err.txt
+        check "report --json /dev/tty without a terminal fails (status $?)" test $? -eq 1
+        check "... with the device's error: $(cat err.txt)" \
+            test "$(cat err.txt)" = "memlens: error: cannot write /dev/tty: No such device or address"
+    fi
     # Past the file size limit (`ulimit -f`): a write error (EFBIG), said,
     # with nothing left behind, not SIGXFSZ killing memlens mid-file.
     mkdir -p fsz && rm -f fsz/* fsz/.tmp.* 2>/dev/null
