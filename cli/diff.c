@@ -165,7 +165,8 @@ int ml_cmd_diff(int argc, char **argv) {
             fprintf(stderr,
                     "memlens: warning: %s: its process replaced itself by exec; the program it became, %s, "
                     "is traced in %s: diff that trace\n",
-                    ml_cli_safe(paths[k], safe_path, sizeof safe_path), ml_cli_safe(last_exe, safe, sizeof safe),
+                    ml_cli_safe(paths[k], safe_path, sizeof safe_path),
+                    ml_cli_safe(last_exe, safe, sizeof safe),
                     ml_cli_safe(last, safe_last, sizeof safe_last));
     }
     if (ml_diff_new(base, cur, &d) < 0) {

@@ -48,8 +48,8 @@ static bool wanted(uint64_t size) {
 static void show(const char *what, const char *where, int pct) {
     if (!loop_drawn && now_s() - loop_start < SHOW_AFTER_S) return;
     char safe[PATH_MAX]; /* where: a trace's path, maybe a directory's listing's */
-    fprintf(stderr, "\rmemlens: %s%s%s %3d%%\033[K", what, where ? " " : "", where ? ml_cli_safe(where, safe, sizeof safe) : "",
-            pct);
+    fprintf(stderr, "\rmemlens: %s%s%s %3d%%\033[K", what, where ? " " : "",
+            where ? ml_cli_safe(where, safe, sizeof safe) : "", pct);
     loop_drawn = true;
 }
 
@@ -93,7 +93,8 @@ static void *stage_main(void *arg) {
 
 void ml_cli_stage_begin(const char *what) {
     if (stage.running || !isatty(2)) return;
-    ml_cli_safe(what, stage.what, sizeof stage.what); /* it names a trace: no control byte of its name */
+    /* It names a trace: no control byte of its name. */
+    ml_cli_safe(what, stage.what, sizeof stage.what);
     stage.ended = stage.drawn = false;
     /* Signals stay with the main thread. */
     sigset_t all, old;

@@ -188,7 +188,9 @@ static const char *heap_untraced(const ml_analysis_t *a) {
 static int refuse_gates(const report_opts_t *o, const char *warning, const char *failure) {
     char safe[2 * PATH_MAX + 512]; /* they name the trace: no control byte of its name */
     if (o->allow_incomplete) {
-        if (!o->quiet) fprintf(stderr, "memlens: warning: %s (--allow-incomplete)\n", ml_cli_safe(warning, safe, sizeof safe));
+        if (!o->quiet)
+            fprintf(stderr, "memlens: warning: %s (--allow-incomplete)\n",
+                    ml_cli_safe(warning, safe, sizeof safe));
         return ML_EXIT_OK;
     }
     fprintf(stderr, "memlens: gate failed: %s\n", ml_cli_safe(failure, safe, sizeof safe));
@@ -379,7 +381,8 @@ void ml_cli_warn_alloc_fns(const ml_analysis_t *a, const char *path) {
             fprintf(stderr,
                     "memlens: warning: %s: --alloc-fn '%s' names no frame at the top of any "
                     "stack (nor just below another allocation function)\n",
-                    ml_cli_safe(path, safe, sizeof safe), ml_cli_safe(p[i], safe_fn, sizeof safe_fn));
+                    ml_cli_safe(path, safe, sizeof safe),
+                    ml_cli_safe(p[i], safe_fn, sizeof safe_fn));
 }
 
 /* ------------------------------------------------------------------------- */

@@ -176,7 +176,8 @@ static int gates(const ml_report_many_opts_t *o, const ml_merge_t *m) {
         if (o->allow_incomplete) {
             if (!o->quiet)
                 fprintf(stderr, "memlens: warning: %s (pid %u) is incomplete (%s); the gates judge only what it "
-                                "holds (--allow-incomplete)\n", ml_cli_safe(p->trace_path, safe, sizeof safe), p->pid, why);
+                                "holds (--allow-incomplete)\n",
+                        ml_cli_safe(p->trace_path, safe, sizeof safe), p->pid, why);
         } else {
             fprintf(stderr,
                     "memlens: gate failed: %s (pid %u) is incomplete: %s. A gate cannot pass on what the trace "

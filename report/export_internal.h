@@ -1,10 +1,11 @@
 /* export_internal.h - shared by the exports of report/ (pprof.c,
  * speedscope.c); never included from another folder.
  *
- * Small tools: UTF-8 made valid (folded.c uses it too); an interning table that gives each distinct key (any
- * bytes) a dense index in insertion order, for string tables, function and
- * location tables and frame tables; and a protocol-buffers encoder for the
- * pprof profile (profile.proto), just the wire types it needs.
+ * Small tools: UTF-8 made valid (folded.c uses it too); an interning table
+ * that gives each distinct key (any bytes) a dense index in insertion
+ * order, for string tables, function and location tables and frame tables;
+ * and a protocol-buffers encoder for the pprof profile (profile.proto), just
+ * the wire types it needs.
  */
 #ifndef ML_EXPORT_INTERNAL_H
 #define ML_EXPORT_INTERNAL_H

@@ -23,7 +23,8 @@ size_t ml__utf8_len(const unsigned char *s) {
         if ((s[i] & 0xc0) != 0x80) return 0; /* the NUL too: never read past it */
         cp = cp << 6 | (s[i] & 0x3f);
     }
-    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
         return 0;
     return n;
 }

@@ -46,7 +46,8 @@ static uint32_t utf8_next(const char **s) {
         }
         c = (c << 6) | (p[i] & 0x3f);
     }
-    if ((n == 2 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) || (n == 3 && (c < 0x10000 || c > 0x10ffff))) {
+    if ((n == 2 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) ||
+        (n == 3 && (c < 0x10000 || c > 0x10ffff))) {
         *s += 1;
         return 0xfffd;
     }

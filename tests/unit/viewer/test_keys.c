@@ -523,12 +523,16 @@ Test(viewer_keys, canvas_clips_and_dumps) {
 Test(viewer_keys, canvas_shows_hostile_bytes_as_text) {
     ml_canvas_t c = {.unicode = true};
     cr_assert_eq(ml__canvas_resize(&c, 40, 3), 0);
-    ml__canvas_text(&c, 0, 0, -1, ML_ST_NORMAL, "a\xc0\xaf" "b\xed\xa0\x80" "c\xf4\x90\x80\x80" "d\xff" "e");
-    ml__canvas_text(&c, 0, 1, -1, ML_ST_NORMAL, "\xc2\x9b" "31m\xc2\x9d" "0;t\xc2\x9c" "x\x1b" "y\x7f" "z");
-    ml__canvas_text(&c, 0, 2, -1, ML_ST_NORMAL, "\xc3\xa9\xe2\x80\xa6\xf0\x9f\x90\x8d" "!\xe2\x82"); /* é … 🐍, a cut one */
+    ml__canvas_text(&c, 0, 0, -1, ML_ST_NORMAL,
+                    "a\xc0\xaf" "b\xed\xa0\x80" "c\xf4\x90\x80\x80" "d\xff" "e");
+    ml__canvas_text(&c, 0, 1, -1, ML_ST_NORMAL,
+                    "\xc2\x9b" "31m\xc2\x9d" "0;t\xc2\x9c" "x\x1b" "y\x7f" "z");
+    /* é … 🐍, then a cut sequence */
+    ml__canvas_text(&c, 0, 2, -1, ML_ST_NORMAL, "\xc3\xa9\xe2\x80\xa6\xf0\x9f\x90\x8d" "!\xe2\x82");
     char buf[256];
     cr_expect_str_eq(ml__canvas_row(&c, 0, buf, sizeof buf),
-                     "a\uFFFD\uFFFD" "b\uFFFD\uFFFD\uFFFD" "c\uFFFD\uFFFD\uFFFD\uFFFD" "d\uFFFD" "e");
+                     "a\uFFFD\uFFFD" "b\uFFFD\uFFFD\uFFFD"
+                     "c\uFFFD\uFFFD\uFFFD\uFFFD" "d\uFFFD" "e");
     cr_expect_str_eq(ml__canvas_row(&c, 1, buf, sizeof buf), "?31m?0;t?x?y?z");
     cr_expect_str_eq(ml__canvas_row(&c, 2, buf, sizeof buf), "\u00e9\u2026\U0001F40D!\uFFFD\uFFFD");
     cr_expect_eq(ml__utf8_width("\xc0\xaf\xed\xa0\x80"), 5);
