@@ -228,7 +228,15 @@ static inline uint32_t table_find(const node_table_t *t, uint32_t parent, uint64
         const node_entry_t *e = &t->e[i];
         uint32_t id = ml_atomic_load_acquire(&((node_entry_t *)e)->id);
         if (!id) return 0;
-        if (__atomic_load_n(&e->pc, __ATOMIC_RELAXED) == pc && e->parent == parent) return id;
+        if (__atomic_load_n(&e->pc, __ATOMIC_RELAXED) == pc && e->parent == parent) {
+            /* A growth may give this page back between the loads above
+             * (table_copy): the fields read after it are zeros, and a root
+             * frame's parent is 0, so a match could pair this id with
+             * another node's pc. The id read again after them is then 0,
+             * and the locked path decides. */
+            __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            return ml_atomic_load_relaxed(&((node_entry_t *)e)->id) == id ? id : 0;
+        }
     }
 }
 
