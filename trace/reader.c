@@ -162,17 +162,21 @@ static int reader_from_fd(int fd, const char *path, ml_reader_t **out, char *err
 static int load_chunk(ml_reader_t *r) {
     uint8_t h[ML_CHUNK_HEADER_LEN];
     size_t got;
-    int rc = read_full(r->fd, h, sizeof h, &got);
-    if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", r->offset, strerror(-rc));
-    if (got == 0) return 0;
-    if (got < sizeof h) {
-        /* After the end record only a snapshot can follow: its loss is no
-         * record's. */
-        if (!r->complete) r->truncated = true;
-        return 0;
-    }
-    uint32_t magic = ml__get_le32(h), comp_len = ml__get_le32(h + 4), raw_len = ml__get_le32(h + 8);
-    if ((magic == ML_SNAPSHOT_MAGIC || magic == ML_TRAILER_MAGIC) && r->minor >= 3) {
+    uint32_t magic, comp_len, raw_len;
+    /* A loop, not a call per block skipped: a file of nothing but empty
+     * blocks would overflow the stack. */
+    for (;;) {
+        int rc = read_full(r->fd, h, sizeof h, &got);
+        if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", r->offset, strerror(-rc));
+        if (got == 0) return 0;
+        if (got < sizeof h) {
+            /* After the end record only a snapshot can follow: its loss is no
+             * record's. */
+            if (!r->complete) r->truncated = true;
+            return 0;
+        }
+        magic = ml__get_le32(h), comp_len = ml__get_le32(h + 4), raw_len = ml__get_le32(h + 8);
+        if (!((magic == ML_SNAPSHOT_MAGIC || magic == ML_TRAILER_MAGIC) && r->minor >= 3)) break;
         /* The analysis snapshot and its trailer follow the records: not
          * records themselves (ml_reader_snapshot() reads them). */
         uint64_t skip = magic == ML_TRAILER_MAGIC ? ML_TRAILER_LEN - ML_CHUNK_HEADER_LEN : comp_len;
@@ -185,8 +189,8 @@ static int load_chunk(ml_reader_t *r) {
         if (lseek(r->fd, (off_t)skip, SEEK_CUR) < 0)
             return fail(r, -errno, "seek error at offset %" PRIu64 ": %s", r->offset, strerror(errno));
         r->offset += ML_CHUNK_HEADER_LEN + skip;
-        return load_chunk(r);
     }
+    int rc;
     if (magic != ML_CHUNK_MAGIC)
         return fail(r, -EINVAL, "corrupt trace: bad chunk magic at offset %" PRIu64, r->offset);
     if (raw_len > ML_CHUNK_MAX_RAW || comp_len > ZSTD_compressBound(ML_CHUNK_MAX_RAW))

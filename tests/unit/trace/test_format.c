@@ -872,6 +872,43 @@ Test(format, snapshot_and_trailer, .init = setup, .fini = teardown) {
     free(full);
 }
 
+/* Every record of the file at `path`: their number, or a negative errno
+ * (with the reader's message in err). */
+static int count_records(char *err, size_t errlen, bool *complete) {
+    ml_reader_t *rd;
+    int rc = ml_reader_open(path, &rd, err, errlen);
+    if (rc < 0) return rc;
+    ml_record_t rec;
+    int k = 0;
+    while ((rc = ml_reader_next(rd, &rec)) > 0) k++;
+    if (rc < 0) snprintf(err, errlen, "%s", ml_reader_error(rd));
+    *complete = ml_reader_complete(rd) && !ml_reader_truncated(rd);
+    ml_reader_close(rd);
+    return rc < 0 ? rc : k;
+}
+
+/* Blocks that hold no records (snapshots, trailers) are skipped one after
+ * the other, not by a call per block: a file of half a million empty ones
+ * is read to its end instead of overflowing the stack. */
+Test(format, many_empty_blocks_do_not_overflow_the_stack, .init = setup, .fini = teardown) {
+    enum { BLOCKS = 1 << 19, PER = 4096 };
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert(fd >= 0);
+    uint8_t head[ML_TRACE_HEADER_LEN] = {0};
+    memcpy(head, ML_TRACE_MAGIC, ML_TRACE_MAGIC_LEN);
+    head[8] = ML_TRACE_MAJOR;
+    head[10] = ML_TRACE_MINOR;
+    cr_assert_eq(write(fd, head, sizeof head), (ssize_t)sizeof head);
+    static uint8_t blocks[PER][ML_CHUNK_HEADER_LEN];
+    for (int i = 0; i < PER; i++) memcpy(blocks[i], "MLSN", 4); /* an empty snapshot block, each */
+    for (int i = 0; i < BLOCKS / PER; i++) cr_assert_eq(write(fd, blocks, sizeof blocks), (ssize_t)sizeof blocks);
+    close(fd);
+    char err[512];
+    bool complete;
+    cr_expect_eq(count_records(err, sizeof err, &complete), 0, "%s", err);
+    cr_expect_not(complete, "no end record: truncated");
+}
+
 /* `big` malloc'd bytes standing for a snapshot: xorshift noise in every
  * third page, compressible runs in the others. */
 static uint8_t *sample_snapshot(size_t big) {
