@@ -38,6 +38,7 @@ struct ml_reader_s {
     size_t strings_cap, strings_len;
     ZSTD_DCtx *dctx;
     bool truncated, complete;
+    bool at_trailer; /* the analysis trailer was read: no record follows */
     char err[512];
     ml__chunk_state_t st; /* the current chunk's delta state */
 };
@@ -166,6 +167,7 @@ static int load_chunk(ml_reader_t *r) {
     /* A loop, not a call per block skipped: a file of nothing but empty
      * blocks would overflow the stack. */
     for (;;) {
+        if (r->at_trailer) return 0;
         int rc = read_full(r->fd, h, sizeof h, &got);
         if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", r->offset, strerror(-rc));
         if (got == 0) return 0;
@@ -177,6 +179,14 @@ static int load_chunk(ml_reader_t *r) {
         }
         magic = ml__get_le32(h), comp_len = ml__get_le32(h + 4), raw_len = ml__get_le32(h + 8);
         if (!((magic == ML_SNAPSHOT_MAGIC || magic == ML_TRAILER_MAGIC) && r->minor >= 3)) break;
+        /* The analysis trailer ("MLIX" 1) ends the records: what may follow
+         * is the strategy advice a report saved, or a save of it cut short
+         * (docs/trace-format.md, "The saved advice"). Neither holds a
+         * record, and damage to them must not cost the records. */
+        if (magic == ML_TRAILER_MAGIC && comp_len == 1) {
+            r->at_trailer = true;
+            return 0;
+        }
         /* The analysis snapshot and its trailer follow the records: not
          * records themselves (ml_reader_snapshot() reads them). */
         uint64_t skip = magic == ML_TRAILER_MAGIC ? ML_TRAILER_LEN - ML_CHUNK_HEADER_LEN : comp_len;

@@ -887,6 +887,55 @@ static int count_records(char *err, size_t errlen, bool *complete) {
     return rc < 0 ? rc : k;
 }
 
+/* The strategy advice a report saves after the analysis trailer
+ * (ml_trace_save_advice) holds no record: a byte changed anywhere in it or
+ * in its trailer (its block's length, say, which the record reader used to
+ * skip it by) costs no record, as the records end at the analysis trailer. */
+Test(format, damaged_advice_costs_no_record, .init = setup, .fini = teardown) {
+    int fd, n;
+    ml_writer_t *w = sample_writer(1, &fd, &n);
+    uint8_t snap[600], adv[300];
+    for (size_t i = 0; i < sizeof snap; i++) snap[i] = (uint8_t)(i * 7 + i / 13);
+    for (size_t i = 0; i < sizeof adv; i++) adv[i] = (uint8_t)(i * 13 + i / 7);
+    cr_assert_eq(ml_writer_add_snapshot(w, snap, sizeof snap, 42), 0);
+    cr_assert_eq(ml_writer_free(w), 0);
+    close(fd);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    off_t recorded = st.st_size;
+    ml_reader_t *rd;
+    char err[512];
+    uint64_t hash;
+    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
+    cr_assert_eq(ml_reader_records_hash(rd, &hash), 0, "%s", ml_reader_error(rd));
+    ml_reader_close(rd);
+    cr_assert_eq(chmod(path, 0600), 0);
+    cr_assert_eq(ml_trace_save_advice(path, hash, adv, sizeof adv, 1, 7, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(stat(path, &st), 0);
+    cr_assert_gt(st.st_size, recorded + 40, "the advice was saved");
+    uint8_t *full = malloc((size_t)st.st_size);
+    fd = open(path, O_RDONLY);
+    cr_assert_eq(read(fd, full, (size_t)st.st_size), st.st_size);
+    close(fd);
+    bool complete;
+    cr_assert_eq(count_records(err, sizeof err, &complete), n, "%s", err);
+    for (off_t i = recorded; i < st.st_size; i++) {
+        for (int m = 0; m < 2; m++) {
+            uint8_t mask = m ? 0x01 : 0xff;
+            full[i] ^= mask;
+            fd = open(path, O_WRONLY | O_TRUNC);
+            cr_assert_eq(write(fd, full, (size_t)st.st_size), st.st_size);
+            close(fd);
+            full[i] ^= mask;
+            int k = count_records(err, sizeof err, &complete);
+            cr_expect_eq(k, n, "byte %ld ^ 0x%02x of the advice: %d records (%s)", (long)(i - recorded), mask, k,
+                         k < 0 ? err : "");
+            cr_expect(complete, "byte %ld ^ 0x%02x of the advice", (long)(i - recorded), mask);
+        }
+    }
+    free(full);
+}
+
 /* Blocks that hold no records (snapshots, trailers) are skipped one after
  * the other, not by a call per block: a file of half a million empty ones
  * is read to its end instead of overflowing the stack. */
