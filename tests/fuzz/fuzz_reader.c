@@ -11,13 +11,28 @@
  * file so that mutations reach the record decoder and the analysis, or 'S'
  * followed by the raw bytes of an analysis snapshot (analysis/snapshot.c),
  * restored into a session that is then built and whose GPU state, if any,
- * is queried as a report would (the seeds include GPU snapshots). Whole files also go through
- * ml_analysis_load_ex(ML_LOAD_SNAPSHOT): the trailer, the body checksum. */
+ * is queried as a report would (the seeds include GPU snapshots), or 'A'
+ * followed by the raw bytes of saved strategy advice (analysis/advice_cache.c,
+ * docs/trace-format.md "The saved advice"): decoded as a report decodes it
+ * and, when accepted, written as a report writes it: the JSON report's
+ * "suggestions", "policies" and "advisor" (of an empty analysis: they do
+ * not read it), the HTML page of that JSON (to stdout, which the harness
+ * points at /dev/null), and the viewer's evidence text. Accepted advice must
+ * encode back to bytes that decode to the same advice, and its JSON must be
+ * JSON (the HTML writer checks). Whole files also go through
+ * ml_analysis_load_ex(ML_LOAD_SNAPSHOT): the trailer, the body checksum; and
+ * ml_reader_advice: the saved advice, its trailer. */
 #define _GNU_SOURCE
+#include "advisor_internal.h"
 #include "ml_analysis.h"
 #include "ml_gpu.h"
+#include "ml_report.h"
+#include "ml_report_html.h"
 #include "ml_trace_io.h"
+#include "viewer_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +58,62 @@ static void query_gpu(const ml_gpu_t *g) {
     ml_gpu_suggest(g, sugg, 16);
 }
 
+/* Saved advice, as `memlens report` and `memlens view` read and write it. */
+static void fuzz_advice(const uint8_t *data, size_t size, FILE *devnull) {
+    static ml_analysis_t *an; /* an empty session: the advice's JSON does not read it */
+    if (!an) {
+        char err[256];
+        ml_build_opts_t o = {.no_symbols = true, .flame_max_nodes = 200};
+        if (ml_analysis_new(&an) < 0) return;
+        ml_analysis_build(an, &o, err, sizeof err);
+    }
+    char why[160] = "";
+    ml_advice_t *adv = NULL;
+    int rc = ml__advice_decode(data, size, &adv, why, sizeof why);
+    if (rc < 0) {
+        if (rc == -EINVAL && !why[0]) abort(); /* a refusal says why */
+        return;
+    }
+    /* What we read, we write back, and read again the same. */
+    void *enc = NULL, *enc2 = NULL;
+    size_t len = 0, len2 = 0;
+    if (ml__advice_encode(adv, &enc, &len) == 0) {
+        ml_advice_t *again = NULL;
+        if (ml__advice_decode(enc, len, &again, why, sizeof why) < 0) {
+            fprintf(stderr, "fuzz: advice encoded from accepted advice is refused: %s\n", why);
+            abort();
+        }
+        if (ml__advice_encode(again, &enc2, &len2) == 0 && (len2 != len || memcmp(enc, enc2, len)))
+            abort(); /* the round trip changed it */
+        ml_advice_free(again);
+    }
+    free(enc);
+    free(enc2);
+    /* The report: JSON (with the page's frame table), then the HTML page. */
+    char *doc = NULL;
+    size_t dlen = 0;
+    FILE *m = open_memstream(&doc, &dlen);
+    if (m) {
+        ml_report_opts_t ro = {.trace_path = "fuzz.mlt", .advice = adv, .frame_table = true};
+        int jrc = ml_report_json(m, an, &ro);
+        fclose(m);
+        char err[512];
+        if (jrc == 0 && ml_report_html_write_flags(doc, dlen, "-", 0, err, sizeof err) == -EINVAL) {
+            fprintf(stderr, "fuzz: %s\n", err);
+            abort(); /* the report's JSON is not JSON */
+        }
+        free(doc);
+    }
+    /* The viewer's suggestions panel and the evidence it shows. */
+    const ml_suggestion_t *s;
+    size_t n = ml_advice_suggestions(adv, &s);
+    for (size_t i = 0; i < n; i++) {
+        ml__evidence_text(devnull, &s[i]);
+        ml_report_json_evidence(devnull, &s[i]);
+    }
+    ml_advice_free(adv);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int fd = -1;
     static char path[64];
@@ -52,6 +123,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (fd < 0) return 0;
         snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
         devnull = fopen("/dev/null", "w");
+        /* The HTML page goes to stdout ("-"): nowhere. libFuzzer writes
+         * to stderr. */
+        int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        if (nul >= 0 && nul != STDOUT_FILENO) {
+            fflush(stdout);
+            dup2(nul, STDOUT_FILENO);
+            close(nul);
+        }
+    }
+    if (size >= 1 && data[0] == 'A') {
+        fuzz_advice(data + 1, size - 1, devnull);
+        return 0;
     }
     uint8_t *file = NULL;
     if (size >= 1 && data[0] == 'S') {
@@ -111,5 +194,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (ml_analysis_load_ex(a, path, ML_LOAD_SNAPSHOT, err, sizeof err) == 0)
         ml_analysis_build(a, &o, err, sizeof err);
     ml_analysis_free(a);
+    /* The saved advice, as ml_advisor_run_cached reads it (without the
+     * records' checksum, which mutations would rarely keep). */
+    if (ml_reader_open(path, &r, err, sizeof err) < 0) return 0;
+    void *adv = NULL;
+    size_t alen = 0;
+    uint64_t key = 0, recorded = ml_reader_recorded_size(r);
+    uint32_t version = 0;
+    if (recorded > size) abort(); /* the recorded part is inside the file */
+    if (ml_reader_advice(r, &adv, &alen, &key, &version) == 0) fuzz_advice(adv, alen, devnull);
+    free(adv);
+    ml_reader_close(r);
     return 0;
 }

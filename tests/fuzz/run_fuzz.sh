@@ -4,6 +4,7 @@
 # (plus a truncated and a header-only trace). Exits non-zero on any crash.
 set -eu
 fuzzer=$1 memlens=$2 bin=$3 secs=${4:-30} runs=${5:-100000}
+started=$(date +%s)
 work=$(mktemp -d /tmp/memlens-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/corpus" "$work/artifacts"
@@ -47,7 +48,30 @@ if command -v zstd >/dev/null; then
       rm -f "$raw"
   done
 fi
+# Saved strategy advice ('A' + the raw advice a report appends after the
+# trailer: the last 24 bytes, "MLIX" 2, end with the advice block's offset;
+# its frame follows a 16-byte header whose second u32 is the frame's
+# length), and whole traces that carry it. A report that writes JSON runs
+# the advisor and saves its result in the trace.
+for f in fx_adv_realloc fx_adv_temp fx_adv_lifetimes; do
+  [ -x "$bin/$f" ] || continue
+  t="$work/corpus/adv-$f.mlt"
+  "$memlens" run -q -o "$t" -- "$bin/$f" >/dev/null || continue
+  "$memlens" report -q "$t" --json "$work/adv.json" >/dev/null 2>&1 || continue
+  rm -f "$work/adv.json"
+  command -v zstd >/dev/null || continue
+  size=$(wc -c <"$t")
+  off=$(od -An -tu8 -j$((size - 8)) -N8 "$t" | tr -d ' ')
+  [ "$(od -An -tu4 -j$((size - 20)) -N4 "$t" | tr -d ' ')" = 2 ] && [ -n "$off" ] || continue
+  comp=$(od -An -tu4 -j$((off + 4)) -N4 "$t" | tr -d ' ')
+  raw="$work/corpus/advice-$f"
+  { printf A; tail -c +$((off + 17)) "$t" | head -c "$comp" | zstd -dc 2>/dev/null; } >"$raw" || rm -f "$raw"
+done
 ls -l "$work/corpus"
+# The seeds' time comes out of the fuzzing's, so that the test takes as long
+# as it did before them.
+secs=$((secs - ($(date +%s) - started)))
+[ "$secs" -ge 10 ] || secs=10
 status=0
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
   "$fuzzer" -max_total_time="$secs" -runs="$runs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
