@@ -473,8 +473,12 @@ int ml__advice_decode(const void *data, size_t len, ml_advice_t **out, char *err
     adv->nskipped = (size_t)ml__get_max(&b, sizeof adv->skipped / sizeof adv->skipped[0], "skipped");
     for (size_t i = 0; i < adv->nskipped && !b.bad; i++)
         get_fixed(&b, adv->skipped[i], sizeof adv->skipped[i], "skipped");
-    /* each suggestion takes at least 8 bytes: the count cannot ask for more */
+    /* each suggestion takes at least 8 bytes: the count cannot ask for more;
+     * and the advisor never makes more than ML__ADV_MAX_SUGGESTIONS: a
+     * hostile count (a million empty suggestions in a few hundred bytes of
+     * zstd) is refused, not given gigabytes and a report that lists them */
     uint64_t n = ml__get_count(&b, 8, "suggestions");
+    if (!b.bad && n > ML__ADV_MAX_SUGGESTIONS) ml__snap_bad(&b, "more suggestions than the advisor makes");
     if (n && !b.bad) {
         adv->s = calloc(n, sizeof *adv->s);
         adv->strategies = calloc(n, sizeof *adv->strategies);

@@ -30,7 +30,6 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_SUGGESTIONS 20
 
 /* The budgets' cost model (docs/strategies.md, "Budgets"): bytes each
  * replayed policy keeps per live block (a free-list node of 48 bytes for
@@ -394,7 +393,7 @@ done:
         }
     }
     ml__adv_sort(adv);
-    if (adv->n > MAX_SUGGESTIONS) adv->n = MAX_SUGGESTIONS;
+    if (adv->n > ML__ADV_MAX_SUGGESTIONS) adv->n = ML__ADV_MAX_SUGGESTIONS;
     adv->seconds = now_s() - t0;
     ml__adv_state_free(&A);
     ml_sim_oplog_free(log);

@@ -134,6 +134,10 @@ struct ml_advice_s {
 /* The layout of the saved advice block (its header's version field). */
 #define ML_ADVICE_BLOCK_VERSION 1
 
+/* The most suggestions a result holds (advisor.c keeps the first ones):
+ * saved advice that claims more is refused as damaged (advice_cache.c). */
+#define ML__ADV_MAX_SUGGESTIONS 20
+
 /** The key the advice of a trace whose records have `records_hash` is
  * saved under, for these options (and o->analysis' sites). */
 uint64_t ml__advice_key(uint64_t records_hash, const ml_advisor_opts_t *o);

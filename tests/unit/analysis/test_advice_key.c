@@ -9,6 +9,7 @@
 #include "ml_config.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <string.h>
 
 static uint64_t mix(uint64_t h, uint64_t v) {
@@ -108,4 +109,50 @@ Test(advice_key, equals_the_key_that_hashes_every_string) {
     cr_expect_eq(ml__advice_key(7, &o), reference_key(7, &o));
     cr_expect_neq(ml__advice_key(7, &o), ml__advice_key(8, &o));
     ml_analysis_free(a);
+}
+
+/* Saved advice of n empty suggestions (8 bytes each, the least one takes),
+ * as advice_cache.c encodes it. */
+static size_t empty_suggestions(uint8_t *p, uint64_t n) {
+    size_t k = 0;
+    uint64_t v;
+#define PUT_U(x)                                                                                                       \
+    for (v = (x); v >= 0x80; v >>= 7) p[k++] = (uint8_t)(v | 0x80);                                                    \
+    p[k++] = (uint8_t)v
+    PUT_U(0x31564441u); /* "ADV1" */
+    PUT_U(0);           /* policies */
+    PUT_U(0);           /* sampled */
+    PUT_U(0);           /* ops */
+    memset(p + k, 0, 8); /* seconds */
+    k += 8;
+    PUT_U(0); /* skipped */
+    PUT_U(n);
+    memset(p + k, 0, 8 * n);
+    k += 8 * n;
+    PUT_U(0x31564441u);
+#undef PUT_U
+    return k;
+}
+
+/* The advisor never makes more than ML__ADV_MAX_SUGGESTIONS: saved advice
+ * that claims more is a hostile trace's (a million suggestions cost a few
+ * hundred bytes of zstd, and gigabytes to decode and write out), refused. */
+Test(advice_cache, refuses_more_suggestions_than_the_advisor_makes) {
+    static uint8_t buf[64 + 8 * 1000];
+    char why[160] = "";
+    ml_advice_t *adv = NULL;
+    size_t len = empty_suggestions(buf, ML__ADV_MAX_SUGGESTIONS);
+    cr_assert_eq(ml__advice_decode(buf, len, &adv, why, sizeof why), 0, "%s", why);
+    const ml_suggestion_t *s;
+    cr_expect_eq(ml_advice_suggestions(adv, &s), ML__ADV_MAX_SUGGESTIONS);
+    ml_advice_free(adv);
+    for (uint64_t n = ML__ADV_MAX_SUGGESTIONS + 1; n <= 1000; n += 979) {
+        adv = NULL;
+        why[0] = '\0';
+        len = empty_suggestions(buf, n);
+        cr_expect_eq(ml__advice_decode(buf, len, &adv, why, sizeof why), -EINVAL, "%llu suggestions accepted",
+                     (unsigned long long)n);
+        cr_expect(strstr(why, "more suggestions than the advisor makes"), "%s", why);
+        if (adv) ml_advice_free(adv);
+    }
 }
