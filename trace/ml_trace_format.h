@@ -48,6 +48,7 @@
 #define ML_TRAILER_LEN 24
 #define ML_ADVICE_TRAILER_VERSION 2 /* the second field of the advice's trailer */
 #define ML_SNAPSHOT_MAX_RAW (1u << 31)
+#define ML_ADVICE_MAX_RAW (1u << 24) /* saved advice is a few KiB: more is refused, never allocated */
 /* Sizes of blocks, mappings and GPU allocations are below 2^57 bytes: no
  * address space is that large (x86-64 with five-level paging gives a
  * process 2^56 bytes, AArch64 2^52). The reader refuses a record with a

@@ -725,15 +725,16 @@ static int find_trailers(ml_reader_t *r, uint64_t *tpos, uint64_t *adv_off, uint
  * messages. The frame must say it holds raw_len bytes, or, with
  * `streamed` (the analysis snapshot, which the collector writes as a
  * stream: ml_writer_snapshot_begin), may leave its size unsaid; either way
- * it must decompress to exactly raw_len bytes. */
-static int read_block(ml_reader_t *r, uint64_t off, uint64_t end, const char *what, bool streamed, void **data,
-                      size_t *len, uint32_t *version) {
+ * it must decompress to exactly raw_len bytes, at most max_raw (a header
+ * that says more is refused before anything is allocated). */
+static int read_block(ml_reader_t *r, uint64_t off, uint64_t end, const char *what, bool streamed,
+                      uint32_t max_raw, void **data, size_t *len, uint32_t *version) {
     uint8_t h[ML_CHUNK_HEADER_LEN];
     int rc = pread_full(r->fd, h, sizeof h, off);
     if (rc < 0) return fail(r, rc, "read error at offset %" PRIu64 ": %s", off, strerror(-rc));
     uint32_t comp_len = ml__get_le32(h + 4), raw_len = ml__get_le32(h + 8);
     if (ml__get_le32(h) != ML_SNAPSHOT_MAGIC || off + ML_CHUNK_HEADER_LEN + comp_len != end ||
-        raw_len == 0 || raw_len > ML_SNAPSHOT_MAX_RAW)
+        raw_len == 0 || raw_len > max_raw)
         return fail(r, -EINVAL, "corrupt trace: bad %s at offset %" PRIu64, what, off);
     uint8_t *comp = malloc(comp_len ? comp_len : 1), *raw = malloc(raw_len);
     if (!comp || !raw) {
@@ -775,7 +776,7 @@ int ml_reader_snapshot(ml_reader_t *r, void **data, size_t *len, uint32_t *versi
                     off);
     rc = check_body(r, off, ml__get_le64(t + 8));
     if (rc < 0) return rc;
-    return read_block(r, off, tpos, "analysis snapshot", true, data, len, version);
+    return read_block(r, off, tpos, "analysis snapshot", true, ML_SNAPSHOT_MAX_RAW, data, len, version);
 }
 
 int ml_reader_records_hash(ml_reader_t *r, uint64_t *hash) {
@@ -808,8 +809,8 @@ int ml_reader_advice(ml_reader_t *r, void **data, size_t *len, uint64_t *key, ui
     if (rc < 0) return rc;
     if (!adv_off) return -ENOENT;
     *key = adv_key;
-    return read_block(r, adv_off, r->size - ML_TRAILER_LEN, "saved strategy advice", false, data, len,
-                      version);
+    return read_block(r, adv_off, r->size - ML_TRAILER_LEN, "saved strategy advice", false, ML_ADVICE_MAX_RAW,
+                      data, len, version);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -828,7 +829,7 @@ int ml_reader_advice(ml_reader_t *r, void **data, size_t *len, uint64_t *key, ui
  * so the next report replays the records and writes the advice again). */
 int ml_trace_save_advice(const char *path, uint64_t records_hash, const void *data, size_t len,
                          uint32_t version, uint64_t key, char *err, size_t errlen) {
-    if (len == 0 || len > ML_SNAPSHOT_MAX_RAW) return -EINVAL;
+    if (len == 0 || len > ML_ADVICE_MAX_RAW) return -EINVAL;
     int fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW);
     if (fd < 0) {
         int e = errno;

@@ -936,6 +936,50 @@ Test(format, damaged_advice_costs_no_record, .init = setup, .fini = teardown) {
     free(full);
 }
 
+/* Saved advice is a few KiB: a block that says it holds more than
+ * ML_ADVICE_MAX_RAW (a hostile trace's, a small zstd frame of zeros) is
+ * refused before its bytes are allocated, and costs no record. */
+Test(format, oversized_advice_is_refused, .init = setup, .fini = teardown) {
+    int fd, n;
+    ml_writer_t *w = sample_writer(1, &fd, &n);
+    uint8_t snap[100] = {1, 2, 3};
+    cr_assert_eq(ml_writer_add_snapshot(w, snap, sizeof snap, 42), 0);
+    cr_assert_eq(ml_writer_free(w), 0);
+    close(fd);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    uint64_t at = (uint64_t)st.st_size;
+    size_t raw = (size_t)ML_ADVICE_MAX_RAW + 1, bound = ZSTD_compressBound(raw);
+    uint8_t *zeros = calloc(1, raw), *blk = malloc(16 + bound + 24);
+    cr_assert(zeros && blk);
+    size_t comp = ZSTD_compress(blk + 16, bound, zeros, raw, 3);
+    cr_assert(!ZSTD_isError(comp));
+    uint32_t h[4] = {ML_SNAPSHOT_MAGIC, (uint32_t)comp, (uint32_t)raw, 1};
+    memcpy(blk, h, sizeof h); /* little-endian host */
+    uint32_t t[2] = {ML_TRAILER_MAGIC, ML_ADVICE_TRAILER_VERSION};
+    uint64_t key = 7;
+    memcpy(blk + 16 + comp, t, 8);
+    memcpy(blk + 16 + comp + 8, &key, 8);
+    memcpy(blk + 16 + comp + 16, &at, 8);
+    fd = open(path, O_WRONLY | O_APPEND);
+    cr_assert_eq(write(fd, blk, 16 + comp + 24), (ssize_t)(16 + comp + 24));
+    close(fd);
+    free(zeros);
+    free(blk);
+    ml_reader_t *rd;
+    char err[512];
+    cr_assert_eq(ml_reader_open(path, &rd, err, sizeof err), 0);
+    void *data = NULL;
+    size_t len = 0;
+    uint32_t version = 0;
+    cr_expect_eq(ml_reader_advice(rd, &data, &len, &key, &version), -EINVAL, "%zu bytes of advice read", len);
+    cr_expect(strstr(ml_reader_error(rd), "bad saved strategy advice"), "%s", ml_reader_error(rd));
+    free(data);
+    ml_reader_close(rd);
+    bool complete;
+    cr_expect_eq(count_records(err, sizeof err, &complete), n, "%s", err);
+}
+
 /* Blocks that hold no records (snapshots, trailers) are skipped one after
  * the other, not by a call per block: a file of half a million empty ones
  * is read to its end instead of overflowing the stack. */
