@@ -1,19 +1,20 @@
 /* Interior pointers that valgrind's leak-check heuristics (its default,
  * --leak-check-heuristics=all) count as start pointers, laid out by hand:
  * - stdstring: 24 bytes into a block of 24 + capacity + 1 bytes whose first
- *   words are a length <= the capacity, and the capacity (65 bytes);
+ *   words are a length <= the capacity, and the capacity (65 bytes), and
+ *   one whose length equals its capacity (a full string: 33 bytes);
  * - length64: 8 bytes in, after the block's size - 8 (72 bytes);
  * - newarray: 8 bytes in, after an element count that divides the rest
  *   (88 bytes: 5 elements of 16);
  * - multipleinheritance: to a word holding a vtable address in a block whose
  *   first word holds another (48 bytes; the tables are const arrays of
  *   function pointers, in the executable's read-only relocated data);
- * all four still reachable. Three interior pointers that no rule explains
+ * all still reachable. Three interior pointers that no rule explains
  * keep their blocks possibly lost: 8 bytes into a block whose count does
  * not divide the rest (40 bytes), 16 bytes into one with no vtable (56
  * bytes), and 16 bytes into one whose words point to a table of pointers
  * to data, not to code (32 bytes).
- * expect: definite=0/0 indirect=0/0 possible=128/3 reachable=273/4 */
+ * expect: definite=0/0 indirect=0/0 possible=128/3 reachable=306/5 */
 #include "lk_common.h"
 #include <stdint.h>
 
@@ -25,7 +26,7 @@ static void (*const vt_b[])(void) = {f3, f1, f2};
 static const int d1 = 1, d2 = 2;
 static const int *const not_vt[] = {&d1, &d2};
 
-static char *str, *len64, *arr, *mi, *bad_count, *no_vtable, *data_table;
+static char *str, *full_str, *len64, *arr, *mi, *bad_count, *no_vtable, *data_table;
 
 static char *block(size_t n) {
     char *p = lk_alloc(n);
@@ -37,6 +38,10 @@ int main(void) {
     ((uint64_t *)p)[0] = 10; /* length */
     ((uint64_t *)p)[1] = 40; /* capacity */
     str = p + 24;
+    p = block(24 + 8 + 1);
+    ((uint64_t *)p)[0] = 8; /* length == capacity */
+    ((uint64_t *)p)[1] = 8;
+    full_str = p + 24;
     p = block(72);
     ((uint64_t *)p)[0] = 64;
     len64 = p + 8;
@@ -58,6 +63,7 @@ int main(void) {
     data_table = p + 16;
     p = NULL;
     lk_use(&str);
+    lk_use(&full_str);
     lk_use(&len64);
     lk_use(&arr);
     lk_use(&mi);

@@ -740,6 +740,7 @@ static void heuristics(int64_t max_edges) {
         {BASE + 0x7000, 64}, /* 6 holds the pointer to 5; itself reached at +40 */
         {BASE + 0x8000, 64}, /* 7 reachable (start pointer), holds a pointer to 8 at +8 */
         {BASE + 0x9000, 40}, /* 8 new[] of 2 x 16, reached from a reachable block */
+        {BASE + 0xa000, 33}, /* 9 a full string: length 8 == capacity 8; pointer at +24 */
     };
     put(BASE + 0x1000, 10);
     put(BASE + 0x1008, 40);
@@ -761,11 +762,14 @@ static void heuristics(int64_t max_edges) {
     put(BASE + 0x40, BASE + 0x8000);
     put(BASE + 0x8000, BASE + 0x9000 + 8);
     put(BASE + 0x9000, 2);
+    put(BASE + 0xa000, 8);
+    put(BASE + 0xa008, 8); /* 33 = 24 + 8 + 1 */
+    put(BASE + 0x48, BASE + 0xa000 + 24);
     ml_range_t roots[] = {{BASE, BASE + 0x100}};
     ml_reach_io_t io = {.read = fake_read, .max_edges = max_edges, .heuristics = true, .map_flags = fake_maps};
-    uint8_t v[9];
+    uint8_t v[10];
     ml_reach_stats_t st;
-    cr_assert_eq(ml_reach_classify(b, 9, roots, 1, &io, v, &st), 0);
+    cr_assert_eq(ml_reach_classify(b, 10, roots, 1, &io, v, &st), 0);
     cr_expect_eq(st.graph_given_up, max_edges < 0);
     cr_expect_eq(v[0], ML_REACH_REACHABLE, "stdstring");
     cr_expect_eq(v[1], ML_REACH_REACHABLE, "newarray");
@@ -776,10 +780,12 @@ static void heuristics(int64_t max_edges) {
     cr_expect_eq(v[5], ML_REACH_POSSIBLE, "from a possibly lost block, as valgrind");
     cr_expect_eq(v[7], ML_REACH_REACHABLE);
     cr_expect_eq(v[8], ML_REACH_REACHABLE, "newarray, from a reachable block");
+    /* valgrind's rule is length <= capacity (mc_leakcheck.c, LchStdString). */
+    cr_expect_eq(v[9], ML_REACH_REACHABLE, "stdstring whose length equals its capacity");
     /* Without the heuristics every one of them is possibly lost. */
     io.heuristics = false;
-    cr_assert_eq(ml_reach_classify(b, 9, roots, 1, &io, v, &st), 0);
-    for (int i = 0; i < 9; i++)
+    cr_assert_eq(ml_reach_classify(b, 10, roots, 1, &io, v, &st), 0);
+    for (int i = 0; i < 10; i++)
         cr_expect_eq(v[i], i == 7 ? ML_REACH_REACHABLE : ML_REACH_POSSIBLE, "block %d", i);
 }
 
