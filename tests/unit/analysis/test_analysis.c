@@ -358,10 +358,12 @@ Test(analysis, leak_kinds_from_the_scan_and_suppressions, .init = setup, .fini =
     alloc(0x20000, 222, 2); /* definite */
     alloc(0x30000, 333, 3); /* definite */
     alloc(0x40000, 444, 3); /* indirect */
+    alloc(0x50000, 50, 4);  /* possible: in the gate too (--fail-on-leak) */
     ml_record_t r = {.tag = ML_T_BLOCK_REACH};
-    uint64_t ptrs[] = {0x10000, 0x20000, 0x30000, 0x40000};
-    uint8_t kinds[] = {ML_REACH_REACHABLE, ML_REACH_DEFINITE, ML_REACH_DEFINITE, ML_REACH_INDIRECT};
-    for (int i = 0; i < 4; i++) {
+    uint64_t ptrs[] = {0x10000, 0x20000, 0x30000, 0x40000, 0x50000};
+    uint8_t kinds[] = {ML_REACH_REACHABLE, ML_REACH_DEFINITE, ML_REACH_DEFINITE, ML_REACH_INDIRECT,
+                       ML_REACH_POSSIBLE};
+    for (int i = 0; i < 5; i++) {
         r.u.block_reach.ptr = ptrs[i];
         r.u.block_reach.reach = kinds[i];
         ml_analysis_feed(A, &r);
@@ -372,13 +374,14 @@ Test(analysis, leak_kinds_from_the_scan_and_suppressions, .init = setup, .fini =
     build(NULL);
     const ml_leaks_t *L = ml_analysis_leaks(A);
     cr_expect(L->scanned);
-    cr_expect_eq(L->bytes, 111 + 222 + 333 + 444);
+    cr_expect_eq(L->bytes, 111 + 222 + 333 + 444 + 50);
     cr_expect_eq(L->kind_bytes[ML_LEAK_REACHABLE], 111);
     cr_expect_eq(L->kind_bytes[ML_LEAK_DEFINITE], 555);
     cr_expect_eq(L->kind_bytes[ML_LEAK_INDIRECT], 444);
-    cr_expect_eq(L->gate_bytes, 555 + 444, "leaked = definite + indirect (+ possible)");
-    cr_expect_eq(L->lost_bytes, 555 + 444);
-    cr_expect_eq(L->ngroups, 4);
+    cr_expect_eq(L->kind_bytes[ML_LEAK_POSSIBLE], 50);
+    cr_expect_eq(L->gate_bytes, 555 + 444 + 50, "leaked = definite + indirect + possible");
+    cr_expect_eq(L->lost_bytes, 555 + 444 + 50);
+    cr_expect_eq(L->ngroups, 5);
     cr_expect_eq(L->groups[0].bytes, 444);
     cr_expect_eq(L->groups[0].kind, ML_LEAK_INDIRECT);
 
@@ -387,7 +390,7 @@ Test(analysis, leak_kinds_from_the_scan_and_suppressions, .init = setup, .fini =
     cr_assert_eq(ml_suppressions_parse("# known\nleak:0x2000]$\n\n", &sp, err, sizeof err), 0, "%s", err);
     build(sp);
     L = ml_analysis_leaks(A);
-    cr_expect_eq(L->gate_bytes, 333 + 444);
+    cr_expect_eq(L->gate_bytes, 333 + 444 + 50);
     cr_expect_eq(L->suppressed_bytes, 222);
     uint64_t blocks, bytes;
     ml_suppressions_pattern(sp, 0, &blocks, &bytes);
