@@ -104,6 +104,10 @@ Test(json_write, strings_are_escaped_and_utf8_is_validated) {
     ml_json_str(d.w, "\n\t\r\x01\x1f\x7f");
     ml_json_str(d.w, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"); /* é € 😀 pass through */
     ml_json_str(d.w, "bad \xff \xc3( \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 end\xe2\x82");
+    /* Overlong 3- and 4-byte forms ('/', U+07FF, U+FFFF) against the shortest
+     * ones at the boundaries (U+0800, U+10000), as Python's
+     * bytes.decode("utf-8", "replace") reads them. */
+    ml_json_str(d.w, "\xe0\x80\xaf \xe0\x9f\xbf \xe0\xa0\x80 \xf0\x80\x80\xaf \xf0\x8f\xbf\xbf \xf0\x90\x80\x80");
     ml_json_end(d.w);
     cr_assert_eq(doc_close(&d), 0);
     cr_expect_str_eq(d.text,
@@ -112,7 +116,9 @@ Test(json_write, strings_are_escaped_and_utf8_is_validated) {
                      /* a lone byte, a cut sequence, an overlong '/', a surrogate, above U+10FFFF, a cut end:
                       * each invalid byte is one U+FFFD and the writer goes on with the next */
                      "\"bad \\ufffd \\ufffd( \\ufffd\\ufffd \\ufffd\\ufffd\\ufffd "
-                     "\\ufffd\\ufffd\\ufffd\\ufffd end\\ufffd\\ufffd\"]");
+                     "\\ufffd\\ufffd\\ufffd\\ufffd end\\ufffd\\ufffd\", "
+                     "\"\\ufffd\\ufffd\\ufffd \\ufffd\\ufffd\\ufffd \xe0\xa0\x80 "
+                     "\\ufffd\\ufffd\\ufffd\\ufffd \\ufffd\\ufffd\\ufffd\\ufffd \xf0\x90\x80\x80\"]");
     doc_free(&d);
 }
 
