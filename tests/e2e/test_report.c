@@ -818,6 +818,36 @@ Test(report, diff_per_site_deltas_and_gate) {
     h_run_free(&r);
 }
 
+/* --fail-on-increase PCT fails on growth of more than PCT %, not of PCT %
+ * itself. fx_leaks makes 4 + n calls: 5 with n = 1, 6 with n = 2, +20.00 %
+ * exactly; its leaks suppressed, the leaked bytes stay 0, and the peak
+ * grows by 222 B of 1 MiB (0.02 %). */
+Test(report, diff_gate_is_more_than_the_percentage) {
+    const char *base = h_tmp("gate1.mlt"), *cur = h_tmp("gate2.mlt"), *supp = h_tmp("gate.supp");
+    record(base, "fx_leaks", "1");
+    record(cur, "fx_leaks", "2");
+    FILE *f = fopen(supp, "w");
+    cr_assert_not_null(f);
+    fputs("leak:drop_block\nleak:make_chain\n", f);
+    fclose(f);
+    h_run_t r;
+    const char *at[] = {h_bin("memlens"), "diff", base, cur, "--suppressions", supp,
+                        "--fail-on-increase", "20", NULL};
+    h_run(&r, at);
+    cr_expect_eq(r.status, 0, "calls grew by exactly 20 %%: %s", r.err);
+    cr_expect_null(strstr(r.err, "gate exceeded"), "%s", r.err);
+    h_run_free(&r);
+    const char *under[] = {h_bin("memlens"), "diff", base, cur, "--suppressions", supp,
+                           "--fail-on-increase", "19.9", NULL};
+    h_run(&r, under);
+    cr_expect_eq(r.status, 3, "%s", r.err);
+    cr_expect(strstr(r.err, "memlens: gate exceeded: allocation calls grew 20.00% (5 -> 6) > "
+                            "--fail-on-increase 19.9%\n"),
+              "%s", r.err);
+    cr_expect_null(strstr(r.err, "peak heap"), "the peak grew 0.02 %%: %s", r.err);
+    h_run_free(&r);
+}
+
 /* Code in no module (fx_jit.c's stub, as a JIT makes it) lies at another
  * address in every run: two runs of the same program must still match
  * their sites, the stub's frame keyed as "[?]" rather than by its address,
