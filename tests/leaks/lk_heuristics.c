@@ -9,12 +9,13 @@
  * - multipleinheritance: to a word holding a vtable address in a block whose
  *   first word holds another (48 bytes; the tables are const arrays of
  *   function pointers, in the executable's read-only relocated data);
- * all still reachable. Three interior pointers that no rule explains
+ * all still reachable. Four interior pointers that no rule explains
  * keep their blocks possibly lost: 8 bytes into a block whose count does
  * not divide the rest (40 bytes), 16 bytes into one with no vtable (56
- * bytes), and 16 bytes into one whose words point to a table of pointers
- * to data, not to code (32 bytes).
- * expect: definite=0/0 indirect=0/0 possible=128/3 reachable=306/5 */
+ * bytes), 16 bytes into one whose words point to a table of pointers
+ * to data, not to code (32 bytes), and 16 bytes into one whose words point
+ * to a table of one pointer to code and nulls (48 bytes: a vtable holds two).
+ * expect: definite=0/0 indirect=0/0 possible=176/4 reachable=306/5 */
 #include "lk_common.h"
 #include <stdint.h>
 
@@ -25,8 +26,9 @@ static void (*const vt_a[])(void) = {f1, f2, 0};
 static void (*const vt_b[])(void) = {f3, f1, f2};
 static const int d1 = 1, d2 = 2;
 static const int *const not_vt[] = {&d1, &d2};
+static void (*const one_fn[20])(void) = {f2};
 
-static char *str, *full_str, *len64, *arr, *mi, *bad_count, *no_vtable, *data_table;
+static char *str, *full_str, *len64, *arr, *mi, *bad_count, *no_vtable, *data_table, *one_fn_table;
 
 static char *block(size_t n) {
     char *p = lk_alloc(n);
@@ -61,6 +63,10 @@ int main(void) {
     ((const void **)p)[0] = (const void *)not_vt;
     ((const void **)p)[2] = (const void *)not_vt;
     data_table = p + 16;
+    p = block(48);
+    ((const void **)p)[0] = (const void *)one_fn;
+    ((const void **)p)[2] = (const void *)one_fn;
+    one_fn_table = p + 16;
     p = NULL;
     lk_use(&str);
     lk_use(&full_str);
@@ -70,6 +76,7 @@ int main(void) {
     lk_use(&bad_count);
     lk_use(&no_vtable);
     lk_use(&data_table);
+    lk_use(&one_fn_table);
     LK_CLEAR_REGISTERS();
     return 0;
 }

@@ -744,6 +744,7 @@ static void heuristics(int64_t max_edges) {
         {BASE + 0x8000, 64}, /* 7 reachable (start pointer), holds a pointer to 8 at +8 */
         {BASE + 0x9000, 40}, /* 8 new[] of 2 x 16, reached from a reachable block */
         {BASE + 0xa000, 33}, /* 9 a full string: length 8 == capacity 8; pointer at +24 */
+        {BASE + 0xb000, 48}, /* 10 tables of one pointer to code at +0 and +16; pointer at +16 */
     };
     put(BASE + 0x1000, 10);
     put(BASE + 0x1008, 40);
@@ -768,11 +769,16 @@ static void heuristics(int64_t max_edges) {
     put(BASE + 0xa000, 8);
     put(BASE + 0xa008, 8); /* 33 = 24 + 8 + 1 */
     put(BASE + 0x48, BASE + 0xa000 + 24);
+    const uint64_t one_fn = BASE + 0xf0c0; /* then zeros to the mapping's end */
+    put(one_fn, BASE + 0xe030);
+    put(BASE + 0xb000, one_fn);
+    put(BASE + 0xb010, one_fn);
+    put(BASE + 0x50, BASE + 0xb000 + 16);
     ml_range_t roots[] = {{BASE, BASE + 0x100}};
     ml_reach_io_t io = {.read = fake_read, .max_edges = max_edges, .heuristics = true, .map_flags = fake_maps};
-    uint8_t v[10];
+    uint8_t v[11];
     ml_reach_stats_t st;
-    cr_assert_eq(ml_reach_classify(b, 10, roots, 1, &io, v, &st), 0);
+    cr_assert_eq(ml_reach_classify(b, 11, roots, 1, &io, v, &st), 0);
     cr_expect_eq(st.graph_given_up, max_edges < 0);
     cr_expect_eq(v[0], ML_REACH_REACHABLE, "stdstring");
     cr_expect_eq(v[1], ML_REACH_REACHABLE, "newarray");
@@ -785,10 +791,12 @@ static void heuristics(int64_t max_edges) {
     cr_expect_eq(v[8], ML_REACH_REACHABLE, "newarray, from a reachable block");
     /* valgrind's rule is length <= capacity (mc_leakcheck.c, LchStdString). */
     cr_expect_eq(v[9], ML_REACH_REACHABLE, "stdstring whose length equals its capacity");
+    /* valgrind wants two pointers to code among a vtable's first 20 words. */
+    cr_expect_eq(v[10], ML_REACH_POSSIBLE, "a table of one pointer to code is no vtable");
     /* Without the heuristics every one of them is possibly lost. */
     io.heuristics = false;
-    cr_assert_eq(ml_reach_classify(b, 10, roots, 1, &io, v, &st), 0);
-    for (int i = 0; i < 10; i++)
+    cr_assert_eq(ml_reach_classify(b, 11, roots, 1, &io, v, &st), 0);
+    for (int i = 0; i < 11; i++)
         cr_expect_eq(v[i], i == 7 ? ML_REACH_REACHABLE : ML_REACH_POSSIBLE, "block %d", i);
 }
 
