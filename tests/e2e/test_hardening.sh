@@ -64,6 +64,22 @@ if want "$@"; then
     old=$(stat -c %i t.mlt)
     "$ML" run -q -o t.mlt -- "$FX" > /dev/null 2>&1
     check "an existing trace is replaced (status 7 both times)" test $? -eq 7 -a "$(stat -c %i t.mlt)" != "$old"
+    # A link to a file memlens would replace (a trace, its own report) is
+    # refused too, not replaced by a regular file: the cases above point at
+    # files memlens refuses anyway.
+    ln -s t.mlt tlink.mlt
+    sum=$(md5sum < t.mlt)
+    "$ML" run -q -o tlink.mlt -- "$FX" > /dev/null 2> err.txt
+    check "run -o LINK-TO-A-TRACE fails (status $?)" test $? -eq 1
+    check "run -o LINK-TO-A-TRACE is still a link, its trace unchanged" \
+        test -L tlink.mlt -a "$(md5sum < t.mlt)" = "$sum"
+    "$ML" report -q t.mlt --no-advisor --json own.json > /dev/null 2>&1
+    ln -s own.json ownlink.json
+    sum=$(md5sum < own.json)
+    "$ML" report -q t.mlt --no-advisor --json ownlink.json > /dev/null 2> err.txt
+    check "report --json LINK-TO-ITS-OWN-REPORT fails (status $?)" test $? -eq 1
+    check "report --json LINK-TO-ITS-OWN-REPORT is still a link, the report unchanged" \
+        test -L ownlink.json -a "$(md5sum < own.json)" = "$sum"
 
     # Modes: 0600 whatever the umask, 0640 when asked, for every output.
     (umask 000 && "$ML" run -q -o m.mlt -- "$FX" > /dev/null 2>&1)
