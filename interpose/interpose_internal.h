@@ -99,7 +99,8 @@ typedef struct {
     uint16_t dlopened; /* stacks left that look for new modules first (after a dlopen of this thread) */
     uint8_t exiting; /* this thread made the exit handshake: never held (ml__exit_hold) */
     uint8_t holding; /* waiting in ml__exit_hold_wait */
-    volatile uint8_t deferred_sig; /* a fatal signal that came inside memlens (runtime.c) */
+    volatile uint8_t deferred_sig; /* a signal that came inside memlens, put off (runtime.c) */
+    uint8_t deferred_info;         /* deferred_si holds its siginfo: a program's handler's signal */
     uint8_t fork_inside; /* forks under way that came inside memlens (runtime.c, fork_prepare) */
     _Atomic uint32_t *busy; /* this thread's flag in ml__busy (NULL until its first hook call) */
     int64_t sample_left; /* bytes until the next sampled allocation */
@@ -110,6 +111,7 @@ typedef struct {
         uint64_t ptr, size; /* size: as ml__emit takes it (slack in the top 16 bits for an alloc) */
         uint8_t type, kind;
     } nest[8]; /* allocations and frees made inside memlens (see above) */
+    uint8_t deferred_si[48]; /* the deferred signal's siginfo, as far as si_stime (runtime.c) */
 } ml_tls_t;
 
 extern ML_TLS ml_tls_t ml__tls;

@@ -2254,6 +2254,54 @@ static void crash_handler(int sig, siginfo_t *si, void *ucv) {
     errno = saved;
 }
 
+/* The program's own handlers. A signal handler of the program that comes
+ * while its thread is inside memlens, in a recording call (taking the
+ * stack, writing the ring: the busy flag up), used to run there, in the
+ * middle of memlens' work. One that does not return (siglongjmp out of a
+ * timer's handler, as an interpreter's time-out does) left the thread's
+ * guard up for good, so that every later call of the thread was "made
+ * while memlens was busy" and lost, and the exit scan was never made; when
+ * it left between the claim of a ring slot and its publication, the
+ * collector waited for that slot while the process lived, the ring filled,
+ * and every thread of the program waited on it: the program hung, and
+ * SIGTERM could not end it (its handshake waited on the ring too). One
+ * that allocates had its calls stashed or skipped (nested_skipped).
+ * So memlens installs its trampoline in place of each handler the program
+ * gives through sigaction or signal (the program's flags, mask and
+ * alternate stack stay; asking shows the program's own handler): it puts
+ * the signal off, as crash_handler does, until the call is done
+ * (ml__call_done, moments away), then sends it again with its siginfo;
+ * elsewhere it calls the program's handler at once. Not for the signals a
+ * fault raises (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS: the
+ * faulting instruction would run again), nor for SA_RESETHAND (the
+ * handler is gone once the kernel delivered the signal), nor for handlers
+ * set by the raw system call or the obsolete bsd_signal, sysv_signal and
+ * sigset. At most one signal is put off at a time: a second copy of the
+ * same standard signal merges with it (as the kernel merges pending ones),
+ * another signal in the meantime runs its handler in place, as before. */
+static void *_Atomic prog_fn[65];       /* the program's handler, by signal */
+static _Atomic uint64_t prog_siginfo;   /* bit sig-1: it was given with SA_SIGINFO */
+
+static bool is_wrapped_signal(int sig) {
+    return sig > 0 && sig < 65 && sig != SIGKILL && sig != SIGSTOP && sig != SIGSEGV && sig != SIGBUS &&
+           sig != SIGFPE && sig != SIGILL && sig != SIGTRAP && sig != SIGSYS;
+}
+
+static void prog_trampoline(int sig, siginfo_t *si, void *uc) {
+    if (ml__tls.guard && !ml__tls.holding && ml__tls.busy && ml_atomic_load_relaxed(ml__tls.busy)) {
+        if (!ml__tls.deferred_sig) {
+            if (si) memcpy(ml__tls.deferred_si, si, sizeof ml__tls.deferred_si);
+            ml__tls.deferred_info = si != NULL;
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            ml__tls.deferred_sig = (uint8_t)sig;
+            return;
+        }
+        if (ml__tls.deferred_sig == sig && sig < 32) return; /* merged, as the kernel merges it */
+    }
+    void (*fn)(int, siginfo_t *, void *) = (void (*)(int, siginfo_t *, void *))ml_atomic_load_relaxed(&prog_fn[sig]);
+    if (fn) fn(sig, si, uc); /* (a handler without SA_SIGINFO ignores the other two) */
+}
+
 /* Puts memlens' handler on `sig` with the real sigaction: true if done. */
 static bool crash_install(sigaction_fn_t real, int sig) {
     struct sigaction sa;
@@ -2298,14 +2346,38 @@ ML_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
         errno = ENOSYS;
         return -1;
     }
-    if (!is_crash_signal(sig)) return real(sig, act, old);
+    bool crash = is_crash_signal(sig), wrapped = is_wrapped_signal(sig);
+    if (!crash && !wrapped) return real(sig, act, old);
     bool ours = ml_atomic_load_relaxed(&crash_ours) >> sig & 1;
+    void *prev_fn = wrapped ? ml_atomic_load_relaxed(&prog_fn[sig]) : NULL;
+    bool prev_siginfo = wrapped && (ml_atomic_load_relaxed(&prog_siginfo) >> (sig - 1) & 1);
     /* (read before the call: act and old may be the same struct) */
-    bool to_default = act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL;
-    int rc = real(sig, act, old);
-    if (rc != 0) return rc;
-    if (old && ours) crash_hide(old);
+    struct sigaction w;
+    const struct sigaction *give = act;
+    bool to_default = false;
     if (act) {
+        w = *act;
+        to_default = crash && !(w.sa_flags & SA_SIGINFO) && w.sa_handler == SIG_DFL;
+        void *fn = (w.sa_flags & SA_SIGINFO) ? (void *)w.sa_sigaction : (void *)w.sa_handler;
+        if (wrapped && fn != (void *)SIG_DFL && fn != (void *)SIG_IGN && !(w.sa_flags & SA_RESETHAND)) {
+            /* stored before the trampoline can run for it */
+            ml_atomic_store_relaxed(&prog_fn[sig], fn);
+            if (w.sa_flags & SA_SIGINFO) ml_atomic_or_relaxed(&prog_siginfo, 1ull << (sig - 1));
+            else ml_atomic_and_relaxed(&prog_siginfo, ~(1ull << (sig - 1)));
+            w.sa_sigaction = prog_trampoline;
+            w.sa_flags |= SA_SIGINFO;
+            give = &w;
+        }
+    }
+    int rc = real(sig, give, old);
+    if (rc != 0) return rc;
+    if (old && ours) {
+        crash_hide(old);
+    } else if (old && wrapped && (old->sa_flags & SA_SIGINFO) && old->sa_sigaction == prog_trampoline) {
+        old->sa_sigaction = (void (*)(int, siginfo_t *, void *))prev_fn;
+        if (!prev_siginfo) old->sa_flags &= ~SA_SIGINFO;
+    }
+    if (act && crash) {
         ml_atomic_and_relaxed(&crash_ours, ~(1u << sig));
         if (to_default && ml__state_relaxed() == ML_STATE_READY) crash_install(real, sig);
     }
@@ -2319,10 +2391,26 @@ ML_EXPORT sighandler_t signal(int sig, sighandler_t handler) {
         errno = ENOSYS;
         return SIG_ERR;
     }
-    if (!is_crash_signal(sig)) return real(sig, handler);
+    if (is_wrapped_signal(sig) && handler != SIG_DFL && handler != SIG_IGN && handler != SIG_ERR) {
+        /* glibc's signal(): BSD semantics, the signal blocked in its handler */
+        struct sigaction a, o;
+        memset(&a, 0, sizeof a);
+        a.sa_handler = handler;
+        sigemptyset(&a.sa_mask);
+        sigaddset(&a.sa_mask, sig);
+        a.sa_flags = SA_RESTART;
+        if (sigaction(sig, &a, &o) != 0) return SIG_ERR;
+        return o.sa_handler;
+    }
+    if (!is_crash_signal(sig)) {
+        sighandler_t prev = real(sig, handler);
+        if (prev == (sighandler_t)(void *)prog_trampoline) prev = (sighandler_t)ml_atomic_load_relaxed(&prog_fn[sig]);
+        return prev;
+    }
     bool ours = ml_atomic_load_relaxed(&crash_ours) >> sig & 1;
     sighandler_t prev = real(sig, handler);
     if (prev == SIG_ERR) return prev;
+    if (prev == (sighandler_t)(void *)prog_trampoline) prev = (sighandler_t)ml_atomic_load_relaxed(&prog_fn[sig]);
     ml_atomic_and_relaxed(&crash_ours, ~(1u << sig));
     sigaction_fn_t real_sa = (sigaction_fn_t)ml__next_symbol(&real_sigaction_fn, "sigaction");
     if (handler == SIG_DFL && real_sa && ml__state_relaxed() == ML_STATE_READY) crash_install(real_sa, sig);
@@ -2337,8 +2425,24 @@ static void crash_handlers_install(void) {
  * of memlens, where its handler makes the handshake. */
 void ml__deferred_signal(void) {
     int sig = ml__tls.deferred_sig;
+    if (!sig) return;
+    int saved = errno;
+    siginfo_t si;
+    bool info = ml__tls.deferred_info;
+    if (info) {
+        memset(&si, 0, sizeof si);
+        memcpy(&si, ml__tls.deferred_si, sizeof ml__tls.deferred_si);
+    }
+    ml__tls.deferred_info = 0;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     ml__tls.deferred_sig = 0;
-    if (sig) syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
+    pid_t tid = (pid_t)syscall(SYS_gettid);
+    /* A program's handler gets the siginfo it would have had (a timer's
+     * si_value and overrun, a sender's pid); the kernel lets a process
+     * queue any siginfo to itself. */
+    if (!info || syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, sig, &si) != 0)
+        syscall(SYS_tgkill, getpid(), tid, sig);
+    errno = saved;
 }
 
 /* A dlopen with RTLD_DEEPBIND: counted, its library named (the first
