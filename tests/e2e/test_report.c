@@ -273,6 +273,44 @@ Test(report, a_sigterm_inside_memlens_waits_for_the_call_then_scans, .timeout = 
     ml_analysis_free(a);
 }
 
+/* A handler of the program's own that siglongjmps out of the allocation call
+ * it interrupted (fx_sigjmp; the test build sends SIGTERM while memlens takes
+ * the stack of its 4444-byte call). The handler ran there, inside memlens,
+ * and its jump left the thread's guard up for good: the 1000 calls after it
+ * were all "made while memlens was busy" (nested_skipped 1994), none
+ * recorded, and no exit scan. Had the jump left between the claim of a ring
+ * slot and its publication, the program would have hung. The handler now
+ * runs once memlens' part of the call is done: the 4444 bytes are recorded
+ * and leak (the program never got the pointer, as without memlens when the
+ * signal comes just before malloc returns), and so is everything after. */
+Test(report, a_handler_that_longjmps_out_of_a_call_leaves_memlens_recording, .timeout = 120) {
+    const char *trace = h_tmp("sigjmp.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_sigjmp"), NULL};
+    h_run_t r;
+    h_run_test_lib(&r, argv, "ML_TEST_SIGNAL_SIZE", "4444");
+    cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.err);
+    cr_expect(strstr(r.out, "jumps 1\n") != NULL, "the handler jumped once: %s", r.out);
+    h_run_free(&r);
+    ml_analysis_t *a = analyse(trace, NULL);
+    const ml_totals_t *t = ml_analysis_totals(a);
+    cr_expect_eq(t->end.nested_skipped, 0, "skipped %lu", (unsigned long)t->end.nested_skipped);
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    uint64_t churn_calls = 0, churn_frees = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i].nframes && !strcmp(s[i].frames[0].function, "churn")) {
+            churn_calls += s[i].alloc_calls;
+            churn_frees += s[i].freed_blocks;
+        }
+    cr_expect_eq(churn_calls, 1000, "churn's calls: %lu", (unsigned long)churn_calls);
+    cr_expect_eq(churn_frees, 1000);
+    const ml_leaks_t *L = ml_analysis_leaks(a);
+    cr_assert(L->scanned, "no exit scan");
+    expect_leaked(a, "jump_here", ML_LEAK_DEFINITE, 4444, 1);
+    expect_leaked(a, "leak_after", ML_LEAK_DEFINITE, 777, 1);
+    ml_analysis_free(a);
+}
+
 /* SIGTERM on another thread while the program exits and memlens' exit
  * handshake is under way (fx_exitsignal; ML_TEST_EXIT_DELAY_MS makes the
  * handshake last 600 ms, as a big heap's does). The thread's handler waits
