@@ -330,6 +330,27 @@ static void announce_thread(void) {
     ml__emit_blob(ML_BLOB_THREAD, &b, sizeof b);
 }
 
+#ifdef ML_TEST_HOOKS
+/* A signal, or an asynchronous cancel, that comes between the claim of a
+ * ring slot and its publication (ML_TEST_EMIT_SIGNAL_SIZE,
+ * ML_TEST_EMIT_CANCEL_SIZE): test_report's
+ * a_handler_that_longjmps_from_a_ring_write_leaves_no_slot_behind and
+ * an_asynchronous_cancel_inside_a_ring_write_waits_for_the_call. kill()
+ * as another process would send it: the kernel delivers it to this
+ * thread on the way back from the system call. */
+static void test_emit(uint8_t type, uint64_t size) {
+    static uint64_t sig_size = ~0ull, cancel_size = ~0ull;
+    if (sig_size == ~0ull) {
+        cancel_size = ml_option_uint(ML_ENV_TEST_EMIT_CANCEL_SIZE);
+        sig_size = ml_option_uint(ML_ENV_TEST_EMIT_SIGNAL_SIZE);
+    }
+    if (type != ML_EV_ALLOC) return;
+    uint64_t n = size & ((1ull << 48) - 1);
+    if (sig_size && n == sig_size) kill(getpid(), SIGTERM);
+    if (cancel_size && n == cancel_size) pthread_cancel(pthread_self());
+}
+#endif
+
 void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t size,
               uint32_t stack) {
     if (ml_unlikely(!ml__tls.has_thread)) announce_thread();
@@ -339,6 +360,9 @@ void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t 
         give_up();
         return;
     }
+#ifdef ML_TEST_HOOKS
+    test_emit(type, size);
+#endif
     ml_slot_t *s = ml_ring_slot(h, pos);
     s->ev.type = (uint8_t)(type | flags << 4);
     s->ev.kind = kind;
@@ -2443,6 +2467,44 @@ void ml__deferred_signal(void) {
     if (!info || syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, sig, &si) != 0)
         syscall(SYS_tgkill, getpid(), tid, sig);
     errno = saved;
+}
+
+/* Asynchronous cancellation (PTHREAD_CANCEL_ASYNCHRONOUS). glibc acts on a
+ * cancel of such a thread at once, in its SIGCANCEL handler, and unwinds
+ * the thread from wherever the signal found it: inside memlens' hook it
+ * left a claimed ring slot unpublished (the collector then waited for it
+ * while the process lived, the ring filled, and every other thread hung in
+ * its next call: 100 threads cancelled while they looped on malloc/free,
+ * beside one that allocated, hung 7 runs of 7) or the guard and busy flag
+ * up. memlens follows the type the program sets (this interposer) and
+ * makes a recording call deferred for its length: glibc's handler then
+ * only marks the cancel, and pthread_setcanceltype back to asynchronous in
+ * ml__call_done acts on it, the call's records in the ring. The program's
+ * own pthread_setcanceltype sees the type it set. */
+static int (*_Atomic real_setcanceltype)(int, int *);
+
+void ml__cancel_defer(void) {
+    int (*f)(int, int *) = ml_atomic_load_relaxed(&real_setcanceltype);
+    int old;
+    if (f && f(PTHREAD_CANCEL_DEFERRED, &old) == 0) ml__tls.async_cancel = 2;
+}
+
+void ml__cancel_restore(void) {
+    int (*f)(int, int *) = ml_atomic_load_relaxed(&real_setcanceltype);
+    int saved = errno, old;
+    ml__tls.async_cancel = 1;
+    if (f) f(PTHREAD_CANCEL_ASYNCHRONOUS, &old); /* a cancel that came meanwhile: no return */
+    errno = saved;
+}
+
+ML_EXPORT int pthread_setcanceltype(int type, int *old) {
+    static void *_Atomic slot;
+    int (*f)(int, int *) = (int (*)(int, int *))ml__next_symbol(&slot, "pthread_setcanceltype");
+    if (!f) return ENOSYS;
+    ml_atomic_store_relaxed(&real_setcanceltype, f);
+    int rc = f(type, old);
+    if (rc == 0) ml__tls.async_cancel = type == PTHREAD_CANCEL_ASYNCHRONOUS;
+    return rc;
 }
 
 /* A dlopen with RTLD_DEEPBIND: counted, its library named (the first
