@@ -178,6 +178,15 @@ static int load_chunk(ml_reader_t *r) {
             return 0;
         }
         magic = ml__get_le32(h), comp_len = ml__get_le32(h + 4), raw_len = ml__get_le32(h + 8);
+        /* After the end record only the analysis snapshot and the trailers
+         * follow (file := header chunk* [snapshot trailer]): the records are
+         * over, whatever these blocks hold. Skipping them by their own
+         * lengths sent the reader into the snapshot when a length or a
+         * magic was damaged, and the whole trace read as corrupt. */
+        if (r->complete && magic != ML_CHUNK_MAGIC) {
+            r->at_trailer = true;
+            return 0;
+        }
         if (!((magic == ML_SNAPSHOT_MAGIC || magic == ML_TRAILER_MAGIC) && r->minor >= 3)) break;
         /* The analysis trailer ("MLIX" 1) ends the records: what may follow
          * is the strategy advice a report saved, or a save of it cut short

@@ -936,6 +936,54 @@ Test(format, damaged_advice_costs_no_record, .init = setup, .fini = teardown) {
     free(full);
 }
 
+/* The records end with the end record: what follows it is the analysis
+ * snapshot and its trailer, which hold none. A damaged snapshot header (its
+ * length, its magic) or trailer used to send the reader past them into the
+ * middle of the snapshot, where it stopped at a "bad chunk magic" and the
+ * trace read as corrupt: every report of it failed, though its records
+ * were whole. */
+Test(format, damaged_snapshot_costs_no_record, .init = setup, .fini = teardown) {
+    int fd, n;
+    ml_writer_t *w = sample_writer(1, &fd, &n);
+    uint8_t snap[600];
+    for (size_t i = 0; i < sizeof snap; i++) snap[i] = (uint8_t)(i * 7 + i / 13);
+    cr_assert_eq(ml_writer_add_snapshot(w, snap, sizeof snap, 42), 0);
+    cr_assert_eq(ml_writer_free(w), 0);
+    close(fd);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    uint8_t *full = malloc((size_t)st.st_size);
+    fd = open(path, O_RDONLY);
+    cr_assert_eq(read(fd, full, (size_t)st.st_size), st.st_size);
+    close(fd);
+    uint64_t snap_at;
+    memcpy(&snap_at, full + st.st_size - 8, 8); /* the trailer's snapshot offset */
+    cr_assert_lt(snap_at, (uint64_t)st.st_size - 24);
+    char err[512];
+    bool complete;
+    cr_assert_eq(count_records(err, sizeof err, &complete), n, "%s", err);
+    /* the snapshot's 16-byte header, and the 24-byte trailer */
+    off_t spots[40];
+    for (int i = 0; i < 16; i++) spots[i] = (off_t)snap_at + i;
+    for (int i = 0; i < 24; i++) spots[16 + i] = st.st_size - 24 + i;
+    for (int s = 0; s < 40; s++) {
+        off_t i = spots[s];
+        for (int m = 0; m < 2; m++) {
+            uint8_t mask = m ? 0x01 : 0xff;
+            full[i] ^= mask;
+            fd = open(path, O_WRONLY | O_TRUNC);
+            cr_assert_eq(write(fd, full, (size_t)st.st_size), st.st_size);
+            close(fd);
+            full[i] ^= mask;
+            int k = count_records(err, sizeof err, &complete);
+            cr_expect_eq(k, n, "byte %ld ^ 0x%02x of the snapshot's %s: %d records (%s)",
+                         (long)(s < 16 ? s : s - 16), mask, s < 16 ? "header" : "trailer", k, k < 0 ? err : "");
+            cr_expect(complete, "byte %d ^ 0x%02x", s, mask);
+        }
+    }
+    free(full);
+}
+
 /* Saved advice is a few KiB: a block that says it holds more than
  * ML_ADVICE_MAX_RAW (a hostile trace's, a small zstd frame of zeros) is
  * refused before its bytes are allocated, and costs no record. */
