@@ -44,7 +44,7 @@ int64_t ml__intern_str(ml__intern_t *t, const char *s);
 const void *ml__intern_key(const ml__intern_t *t, uint32_t i, uint32_t *len);
 
 /* ------------------------------------------------------------------------- */
-/* UTF-8 (export_util.c)                                                     */
+/* UTF-8 (export_util.c; json_write.c uses it too)                           */
 /* ------------------------------------------------------------------------- */
 
 /** Length of the valid UTF-8 sequence at s (shortest form, no surrogates, at

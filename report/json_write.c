@@ -12,6 +12,7 @@
  * `memlens report --json`. Integers are converted by hand for the same
  * reason; doubles go through snprintf, which is exact and rare enough.
  */
+#include "export_internal.h"
 #include "json_write.h"
 
 #include <errno.h>
@@ -118,27 +119,6 @@ static void put_u64(ml_json_t *w, uint64_t v) {
 /* Strings                                                                   */
 /* ------------------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at s (shortest form, no surrogates,
- * at most U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *s) {
-    unsigned c = s[0];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
-    else return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return n;
-}
-
 /* Bytes that go through as they are: printable ASCII but the quote and the
  * backslash. A table, because strings (function names, file and module
  * paths) are most of a report's bytes. */
@@ -184,7 +164,7 @@ static void put_quoted(ml_json_t *w, const char *str) {
             }
             s++;
         } else {
-            size_t n = utf8_len(s);
+            size_t n = ml__utf8_len(s); /* export_util.c: the exports' test too */
             if (n == 2 && c == 0xc2 && s[1] <= 0x9f) {
                 /* A C1 control (U+0080-009F; C2 9B is CSI) escaped like a
                  * C0 one: `--json -` may be a terminal. */
