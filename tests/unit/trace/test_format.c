@@ -887,6 +887,26 @@ static int count_records(char *err, size_t errlen, bool *complete) {
     return rc < 0 ? rc : k;
 }
 
+
+/* Byte i of the file (whose bytes are `full`) changed by 0xff and by 0x01 in
+ * turn: every record must still read, and the end record be found. `what`
+ * and `at` say where the byte is, in a failure's message. */
+static void expect_flip_costs_no_record(uint8_t *full, off_t size, off_t i, int n, const char *what, long at) {
+    char err[512];
+    bool complete;
+    for (int m = 0; m < 2; m++) {
+        uint8_t mask = m ? 0x01 : 0xff;
+        full[i] ^= mask;
+        int fd = open(path, O_WRONLY | O_TRUNC);
+        cr_assert_eq(write(fd, full, (size_t)size), size);
+        close(fd);
+        full[i] ^= mask;
+        int k = count_records(err, sizeof err, &complete);
+        cr_expect_eq(k, n, "byte %ld ^ 0x%02x of %s: %d records (%s)", at, mask, what, k, k < 0 ? err : "");
+        cr_expect(complete, "byte %ld ^ 0x%02x of %s", at, mask, what);
+    }
+}
+
 /* The strategy advice a report saves after the analysis trailer
  * (ml_trace_save_advice) holds no record: a byte changed anywhere in it or
  * in its trailer (its block's length, say, which the record reader used to
@@ -919,20 +939,8 @@ Test(format, damaged_advice_costs_no_record, .init = setup, .fini = teardown) {
     close(fd);
     bool complete;
     cr_assert_eq(count_records(err, sizeof err, &complete), n, "%s", err);
-    for (off_t i = recorded; i < st.st_size; i++) {
-        for (int m = 0; m < 2; m++) {
-            uint8_t mask = m ? 0x01 : 0xff;
-            full[i] ^= mask;
-            fd = open(path, O_WRONLY | O_TRUNC);
-            cr_assert_eq(write(fd, full, (size_t)st.st_size), st.st_size);
-            close(fd);
-            full[i] ^= mask;
-            int k = count_records(err, sizeof err, &complete);
-            cr_expect_eq(k, n, "byte %ld ^ 0x%02x of the advice: %d records (%s)", (long)(i - recorded), mask, k,
-                         k < 0 ? err : "");
-            cr_expect(complete, "byte %ld ^ 0x%02x of the advice", (long)(i - recorded), mask);
-        }
-    }
+    for (off_t i = recorded; i < st.st_size; i++)
+        expect_flip_costs_no_record(full, st.st_size, i, n, "the advice", (long)(i - recorded));
     free(full);
 }
 
@@ -966,21 +974,9 @@ Test(format, damaged_snapshot_costs_no_record, .init = setup, .fini = teardown) 
     off_t spots[40];
     for (int i = 0; i < 16; i++) spots[i] = (off_t)snap_at + i;
     for (int i = 0; i < 24; i++) spots[16 + i] = st.st_size - 24 + i;
-    for (int s = 0; s < 40; s++) {
-        off_t i = spots[s];
-        for (int m = 0; m < 2; m++) {
-            uint8_t mask = m ? 0x01 : 0xff;
-            full[i] ^= mask;
-            fd = open(path, O_WRONLY | O_TRUNC);
-            cr_assert_eq(write(fd, full, (size_t)st.st_size), st.st_size);
-            close(fd);
-            full[i] ^= mask;
-            int k = count_records(err, sizeof err, &complete);
-            cr_expect_eq(k, n, "byte %ld ^ 0x%02x of the snapshot's %s: %d records (%s)",
-                         (long)(s < 16 ? s : s - 16), mask, s < 16 ? "header" : "trailer", k, k < 0 ? err : "");
-            cr_expect(complete, "byte %d ^ 0x%02x", s, mask);
-        }
-    }
+    for (int k = 0; k < 40; k++)
+        expect_flip_costs_no_record(full, st.st_size, spots[k], n,
+                                    k < 16 ? "the snapshot's header" : "the snapshot's trailer", k < 16 ? k : k - 16);
     free(full);
 }
 
