@@ -304,10 +304,7 @@ ML_EXPORT void free(void *p) {
     if (ml__recording()) {
         if (wants_free(p)) record_free(p, ML_KIND_FREE);
         if (ml_unlikely(ml__tls.nnest)) nest_flush(0);
-        ml__call_records_done();
-        ml__real.free(p);
-        ml__call_after();
-        return;
+        ml__call_done();
     }
     else if (ml__tls.guard) nest_push(ML_EV_FREE, ML_KIND_FREE, p, usable_size(p));
     ml__real.free(p);

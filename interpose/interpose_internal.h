@@ -99,10 +99,7 @@ typedef struct {
     uint16_t dlopened; /* stacks left that look for new modules first (after a dlopen of this thread) */
     uint8_t exiting; /* this thread made the exit handshake: never held (ml__exit_hold) */
     uint8_t holding; /* waiting in ml__exit_hold_wait */
-    volatile uint8_t deferred_sig; /* a signal that came inside memlens, put off (runtime.c) */
-    uint8_t deferred_info;         /* deferred_si holds its siginfo: a program's handler's signal */
-    uint8_t async_cancel; /* 1: the program made this thread's cancellation asynchronous; 2: and a
-                           * recording call made it deferred until the call is done (runtime.c) */
+    volatile uint8_t deferred_sig; /* a fatal signal that came inside memlens (runtime.c) */
     uint8_t fork_inside; /* forks under way that came inside memlens (runtime.c, fork_prepare) */
     _Atomic uint32_t *busy; /* this thread's flag in ml__busy (NULL until its first hook call) */
     int64_t sample_left; /* bytes until the next sampled allocation */
@@ -113,7 +110,6 @@ typedef struct {
         uint64_t ptr, size; /* size: as ml__emit takes it (slack in the top 16 bits for an alloc) */
         uint8_t type, kind;
     } nest[8]; /* allocations and frees made inside memlens (see above) */
-    uint8_t deferred_si[48]; /* the deferred signal's siginfo, as far as si_stime (runtime.c) */
 } ml_tls_t;
 
 extern ML_TLS ml_tls_t ml__tls;
@@ -243,16 +239,8 @@ typedef struct {
 extern ml_busy_t ml__busy[ML_BUSY_SLOTS];
 _Atomic uint32_t *ml__busy_assign(void);
 
-/* runtime.c: a thread whose cancellation is asynchronous: deferred for the
- * length of a recording call (ml__recording), asynchronous again once its
- * records are in the ring (ml__call_done), where a cancel that came
- * meanwhile takes effect. */
-void ml__cancel_defer(void);
-void ml__cancel_restore(void);
-
 static inline bool ml__recording(void) {
     if (ml_likely(ml__state_relaxed() == ML_STATE_READY) && !ml__tls.guard) {
-        if (ml_unlikely(ml__tls.async_cancel == 1)) ml__cancel_defer();
         _Atomic uint32_t *b = ml__tls.busy;
         if (ml_unlikely(!b)) b = ml__busy_assign();
         ml_atomic_store_relaxed(b, 1);
@@ -268,19 +256,9 @@ static inline bool ml__recording(void) {
 void ml__deferred_signal(void);
 
 /* The end of a call ml__recording said yes to: its records are in the ring. */
-static inline void ml__call_records_done(void) {
-    ml_atomic_store_release(ml__tls.busy, 0);
-}
-/* What was put off while the call recorded: a signal, a cancel. free runs
- * it after the real free, so that a handler that does not return (or a
- * cancel) does not leave a block the trace says was freed. */
-static inline void ml__call_after(void) {
-    if (ml_unlikely(ml__tls.deferred_sig)) ml__deferred_signal();
-    if (ml_unlikely(ml__tls.async_cancel == 2)) ml__cancel_restore();
-}
 static inline void ml__call_done(void) {
-    ml__call_records_done();
-    ml__call_after();
+    ml_atomic_store_release(ml__tls.busy, 0);
+    if (ml_unlikely(ml__tls.deferred_sig)) ml__deferred_signal();
 }
 
 #endif

@@ -330,27 +330,6 @@ static void announce_thread(void) {
     ml__emit_blob(ML_BLOB_THREAD, &b, sizeof b);
 }
 
-#ifdef ML_TEST_HOOKS
-/* A signal, or an asynchronous cancel, that comes between the claim of a
- * ring slot and its publication (ML_TEST_EMIT_SIGNAL_SIZE,
- * ML_TEST_EMIT_CANCEL_SIZE): test_report's
- * a_handler_that_longjmps_from_a_ring_write_leaves_no_slot_behind and
- * an_asynchronous_cancel_inside_a_ring_write_waits_for_the_call. kill()
- * as another process would send it: the kernel delivers it to this
- * thread on the way back from the system call. */
-static void test_emit(uint8_t type, uint64_t size) {
-    static uint64_t sig_size = ~0ull, cancel_size = ~0ull;
-    if (sig_size == ~0ull) {
-        cancel_size = ml_option_uint(ML_ENV_TEST_EMIT_CANCEL_SIZE);
-        sig_size = ml_option_uint(ML_ENV_TEST_EMIT_SIGNAL_SIZE);
-    }
-    if (type != ML_EV_ALLOC) return;
-    uint64_t n = size & ((1ull << 48) - 1);
-    if (sig_size && n == sig_size) kill(getpid(), SIGTERM);
-    if (cancel_size && n == cancel_size) pthread_cancel(pthread_self());
-}
-#endif
-
 void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t size,
               uint32_t stack) {
     if (ml_unlikely(!ml__tls.has_thread)) announce_thread();
@@ -360,9 +339,6 @@ void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t 
         give_up();
         return;
     }
-#ifdef ML_TEST_HOOKS
-    test_emit(type, size);
-#endif
     ml_slot_t *s = ml_ring_slot(h, pos);
     s->ev.type = (uint8_t)(type | flags << 4);
     s->ev.kind = kind;
@@ -2278,54 +2254,6 @@ static void crash_handler(int sig, siginfo_t *si, void *ucv) {
     errno = saved;
 }
 
-/* The program's own handlers. A signal handler of the program that comes
- * while its thread is inside memlens, in a recording call (taking the
- * stack, writing the ring: the busy flag up), used to run there, in the
- * middle of memlens' work. One that does not return (siglongjmp out of a
- * timer's handler, as an interpreter's time-out does) left the thread's
- * guard up for good, so that every later call of the thread was "made
- * while memlens was busy" and lost, and the exit scan was never made; when
- * it left between the claim of a ring slot and its publication, the
- * collector waited for that slot while the process lived, the ring filled,
- * and every thread of the program waited on it: the program hung, and
- * SIGTERM could not end it (its handshake waited on the ring too). One
- * that allocates had its calls stashed or skipped (nested_skipped).
- * So memlens installs its trampoline in place of each handler the program
- * gives through sigaction or signal (the program's flags, mask and
- * alternate stack stay; asking shows the program's own handler): it puts
- * the signal off, as crash_handler does, until the call is done
- * (ml__call_done, moments away), then sends it again with its siginfo;
- * elsewhere it calls the program's handler at once. Not for the signals a
- * fault raises (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS: the
- * faulting instruction would run again), nor for SA_RESETHAND (the
- * handler is gone once the kernel delivered the signal), nor for handlers
- * set by the raw system call or the obsolete bsd_signal, sysv_signal and
- * sigset. At most one signal is put off at a time: a second copy of the
- * same standard signal merges with it (as the kernel merges pending ones),
- * another signal in the meantime runs its handler in place, as before. */
-static void *_Atomic prog_fn[65];       /* the program's handler, by signal */
-static _Atomic uint64_t prog_siginfo;   /* bit sig-1: it was given with SA_SIGINFO */
-
-static bool is_wrapped_signal(int sig) {
-    return sig > 0 && sig < 65 && sig != SIGKILL && sig != SIGSTOP && sig != SIGSEGV && sig != SIGBUS &&
-           sig != SIGFPE && sig != SIGILL && sig != SIGTRAP && sig != SIGSYS;
-}
-
-static void prog_trampoline(int sig, siginfo_t *si, void *uc) {
-    if (ml__tls.guard && !ml__tls.holding && ml__tls.busy && ml_atomic_load_relaxed(ml__tls.busy)) {
-        if (!ml__tls.deferred_sig) {
-            if (si) memcpy(ml__tls.deferred_si, si, sizeof ml__tls.deferred_si);
-            ml__tls.deferred_info = si != NULL;
-            __atomic_signal_fence(__ATOMIC_SEQ_CST);
-            ml__tls.deferred_sig = (uint8_t)sig;
-            return;
-        }
-        if (ml__tls.deferred_sig == sig && sig < 32) return; /* merged, as the kernel merges it */
-    }
-    void (*fn)(int, siginfo_t *, void *) = (void (*)(int, siginfo_t *, void *))ml_atomic_load_relaxed(&prog_fn[sig]);
-    if (fn) fn(sig, si, uc); /* (a handler without SA_SIGINFO ignores the other two) */
-}
-
 /* Puts memlens' handler on `sig` with the real sigaction: true if done. */
 static bool crash_install(sigaction_fn_t real, int sig) {
     struct sigaction sa;
@@ -2370,38 +2298,14 @@ ML_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
         errno = ENOSYS;
         return -1;
     }
-    bool crash = is_crash_signal(sig), wrapped = is_wrapped_signal(sig);
-    if (!crash && !wrapped) return real(sig, act, old);
+    if (!is_crash_signal(sig)) return real(sig, act, old);
     bool ours = ml_atomic_load_relaxed(&crash_ours) >> sig & 1;
-    void *prev_fn = wrapped ? ml_atomic_load_relaxed(&prog_fn[sig]) : NULL;
-    bool prev_siginfo = wrapped && (ml_atomic_load_relaxed(&prog_siginfo) >> (sig - 1) & 1);
     /* (read before the call: act and old may be the same struct) */
-    struct sigaction w;
-    const struct sigaction *give = act;
-    bool to_default = false;
-    if (act) {
-        w = *act;
-        to_default = crash && !(w.sa_flags & SA_SIGINFO) && w.sa_handler == SIG_DFL;
-        void *fn = (w.sa_flags & SA_SIGINFO) ? (void *)w.sa_sigaction : (void *)w.sa_handler;
-        if (wrapped && fn != (void *)SIG_DFL && fn != (void *)SIG_IGN && !(w.sa_flags & SA_RESETHAND)) {
-            /* stored before the trampoline can run for it */
-            ml_atomic_store_relaxed(&prog_fn[sig], fn);
-            if (w.sa_flags & SA_SIGINFO) ml_atomic_or_relaxed(&prog_siginfo, 1ull << (sig - 1));
-            else ml_atomic_and_relaxed(&prog_siginfo, ~(1ull << (sig - 1)));
-            w.sa_sigaction = prog_trampoline;
-            w.sa_flags |= SA_SIGINFO;
-            give = &w;
-        }
-    }
-    int rc = real(sig, give, old);
+    bool to_default = act && !(act->sa_flags & SA_SIGINFO) && act->sa_handler == SIG_DFL;
+    int rc = real(sig, act, old);
     if (rc != 0) return rc;
-    if (old && ours) {
-        crash_hide(old);
-    } else if (old && wrapped && (old->sa_flags & SA_SIGINFO) && old->sa_sigaction == prog_trampoline) {
-        old->sa_sigaction = (void (*)(int, siginfo_t *, void *))prev_fn;
-        if (!prev_siginfo) old->sa_flags &= ~SA_SIGINFO;
-    }
-    if (act && crash) {
+    if (old && ours) crash_hide(old);
+    if (act) {
         ml_atomic_and_relaxed(&crash_ours, ~(1u << sig));
         if (to_default && ml__state_relaxed() == ML_STATE_READY) crash_install(real, sig);
     }
@@ -2415,26 +2319,10 @@ ML_EXPORT sighandler_t signal(int sig, sighandler_t handler) {
         errno = ENOSYS;
         return SIG_ERR;
     }
-    if (is_wrapped_signal(sig) && handler != SIG_DFL && handler != SIG_IGN && handler != SIG_ERR) {
-        /* glibc's signal(): BSD semantics, the signal blocked in its handler */
-        struct sigaction a, o;
-        memset(&a, 0, sizeof a);
-        a.sa_handler = handler;
-        sigemptyset(&a.sa_mask);
-        sigaddset(&a.sa_mask, sig);
-        a.sa_flags = SA_RESTART;
-        if (sigaction(sig, &a, &o) != 0) return SIG_ERR;
-        return o.sa_handler;
-    }
-    if (!is_crash_signal(sig)) {
-        sighandler_t prev = real(sig, handler);
-        if (prev == (sighandler_t)(void *)prog_trampoline) prev = (sighandler_t)ml_atomic_load_relaxed(&prog_fn[sig]);
-        return prev;
-    }
+    if (!is_crash_signal(sig)) return real(sig, handler);
     bool ours = ml_atomic_load_relaxed(&crash_ours) >> sig & 1;
     sighandler_t prev = real(sig, handler);
     if (prev == SIG_ERR) return prev;
-    if (prev == (sighandler_t)(void *)prog_trampoline) prev = (sighandler_t)ml_atomic_load_relaxed(&prog_fn[sig]);
     ml_atomic_and_relaxed(&crash_ours, ~(1u << sig));
     sigaction_fn_t real_sa = (sigaction_fn_t)ml__next_symbol(&real_sigaction_fn, "sigaction");
     if (handler == SIG_DFL && real_sa && ml__state_relaxed() == ML_STATE_READY) crash_install(real_sa, sig);
@@ -2449,62 +2337,8 @@ static void crash_handlers_install(void) {
  * of memlens, where its handler makes the handshake. */
 void ml__deferred_signal(void) {
     int sig = ml__tls.deferred_sig;
-    if (!sig) return;
-    int saved = errno;
-    siginfo_t si;
-    bool info = ml__tls.deferred_info;
-    if (info) {
-        memset(&si, 0, sizeof si);
-        memcpy(&si, ml__tls.deferred_si, sizeof ml__tls.deferred_si);
-    }
-    ml__tls.deferred_info = 0;
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
     ml__tls.deferred_sig = 0;
-    pid_t tid = (pid_t)syscall(SYS_gettid);
-    /* A program's handler gets the siginfo it would have had (a timer's
-     * si_value and overrun, a sender's pid); the kernel lets a process
-     * queue any siginfo to itself. */
-    if (!info || syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, sig, &si) != 0)
-        syscall(SYS_tgkill, getpid(), tid, sig);
-    errno = saved;
-}
-
-/* Asynchronous cancellation (PTHREAD_CANCEL_ASYNCHRONOUS). glibc acts on a
- * cancel of such a thread at once, in its SIGCANCEL handler, and unwinds
- * the thread from wherever the signal found it: inside memlens' hook it
- * left a claimed ring slot unpublished (the collector then waited for it
- * while the process lived, the ring filled, and every other thread hung in
- * its next call: 100 threads cancelled while they looped on malloc/free,
- * beside one that allocated, hung 7 runs of 7) or the guard and busy flag
- * up. memlens follows the type the program sets (this interposer) and
- * makes a recording call deferred for its length: glibc's handler then
- * only marks the cancel, and pthread_setcanceltype back to asynchronous in
- * ml__call_done acts on it, the call's records in the ring. The program's
- * own pthread_setcanceltype sees the type it set. */
-static int (*_Atomic real_setcanceltype)(int, int *);
-
-void ml__cancel_defer(void) {
-    int (*f)(int, int *) = ml_atomic_load_relaxed(&real_setcanceltype);
-    int old;
-    if (f && f(PTHREAD_CANCEL_DEFERRED, &old) == 0) ml__tls.async_cancel = 2;
-}
-
-void ml__cancel_restore(void) {
-    int (*f)(int, int *) = ml_atomic_load_relaxed(&real_setcanceltype);
-    int saved = errno, old;
-    ml__tls.async_cancel = 1;
-    if (f) f(PTHREAD_CANCEL_ASYNCHRONOUS, &old); /* a cancel that came meanwhile: no return */
-    errno = saved;
-}
-
-ML_EXPORT int pthread_setcanceltype(int type, int *old) {
-    static void *_Atomic slot;
-    int (*f)(int, int *) = (int (*)(int, int *))ml__next_symbol(&slot, "pthread_setcanceltype");
-    if (!f) return ENOSYS;
-    ml_atomic_store_relaxed(&real_setcanceltype, f);
-    int rc = f(type, old);
-    if (rc == 0) ml__tls.async_cancel = type == PTHREAD_CANCEL_ASYNCHRONOUS;
-    return rc;
+    if (sig) syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), sig);
 }
 
 /* A dlopen with RTLD_DEEPBIND: counted, its library named (the first

@@ -54,12 +54,6 @@
     X(TEST_SIGNAL_SIZE, "ML_TEST_SIGNAL_SIZE", UINT, "0", ML_ENV_PRELOAD,                          \
       "test builds only: an allocation of this many bytes sends its process SIGTERM while memlens " \
       "takes its stack")                                                                           \
-    X(TEST_EMIT_SIGNAL_SIZE, "ML_TEST_EMIT_SIGNAL_SIZE", UINT, "0", ML_ENV_PRELOAD,                \
-      "test builds only: an allocation of this many bytes sends its process SIGTERM between the "  \
-      "claim of its ring slot and the slot's publication")                                        \
-    X(TEST_EMIT_CANCEL_SIZE, "ML_TEST_EMIT_CANCEL_SIZE", UINT, "0", ML_ENV_PRELOAD,                \
-      "test builds only: an allocation of this many bytes cancels its thread (pthread_cancel) "    \
-      "between the claim of its ring slot and the slot's publication")                            \
     X(TEST_EXIT_DELAY_MS, "ML_TEST_EXIT_DELAY_MS", UINT, "0", ML_ENV_PRELOAD,                      \
       "test builds only: the exit handshake sleeps this long before its exit record")              \
     X(TEST_FORK_SIGNAL, "ML_TEST_FORK_SIGNAL", UINT, "0", ML_ENV_PRELOAD,                          \

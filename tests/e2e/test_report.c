@@ -273,69 +273,6 @@ Test(report, a_sigterm_inside_memlens_waits_for_the_call_then_scans, .timeout = 
     ml_analysis_free(a);
 }
 
-/* fx_sigjmp under the test build: the 4444-byte call of jump_here is left
- * from inside memlens, by a handler's siglongjmp or by an asynchronous
- * cancel; then a thread makes 100,000 malloc/free pairs and main leaks 777
- * bytes. Runs it (killed after 60 s) and checks that everything after the
- * call is recorded and judged, and that the call's block is recorded and
- * leaks (the program never got the pointer, as without memlens when the
- * signal or the cancel comes just before malloc returns). */
-static void expect_left_call_recorded(const char *mode, const char *var, const char *want_out) {
-    char name[64];
-    snprintf(name, sizeof name, "sigjmp_%s.mlt", mode);
-    const char *trace = h_tmp(name);
-    const char *argv[] = {"/usr/bin/timeout", "-s", "KILL", "60", h_bin("memlens"), "run", "-q", "-o", trace,
-                          "--", h_bin("fx_sigjmp"), mode, NULL};
-    h_run_t r;
-    h_run_test_lib(&r, argv, var, "4444");
-    cr_assert_eq(r.status, 0, "%s: status %d (137: hung, killed): %s", mode, r.status, r.err);
-    cr_expect(strstr(r.out, want_out) != NULL, "%s: %s", mode, r.out);
-    h_run_free(&r);
-    ml_analysis_t *a = analyse(trace, NULL);
-    const ml_totals_t *t = ml_analysis_totals(a);
-    cr_expect_eq(t->end.nested_skipped, 0, "%s: skipped %lu", mode, (unsigned long)t->end.nested_skipped);
-    size_t n;
-    const ml_site_t *s = ml_analysis_sites(a, &n);
-    uint64_t churn_calls = 0, churn_frees = 0;
-    for (size_t i = 0; i < n; i++)
-        if (s[i].nframes && !strcmp(s[i].frames[0].function, "churn")) {
-            churn_calls += s[i].alloc_calls;
-            churn_frees += s[i].freed_blocks;
-        }
-    cr_expect_eq(churn_calls, 100000, "%s: churn's calls: %lu", mode, (unsigned long)churn_calls);
-    cr_expect_eq(churn_frees, 100000, "%s: churn's frees: %lu", mode, (unsigned long)churn_frees);
-    const ml_leaks_t *L = ml_analysis_leaks(a);
-    cr_assert(L->scanned, "%s: no exit scan", mode);
-    expect_leaked(a, "jump_here", ML_LEAK_DEFINITE, 4444, 1);
-    expect_leaked(a, "leak_after", ML_LEAK_DEFINITE, 777, 1);
-    ml_analysis_free(a);
-}
-
-/* A handler of the program's own that siglongjmps out of the allocation
- * call it interrupted, while memlens takes the stack. It ran there, inside
- * memlens, and its jump left the thread's guard up for good: main's later
- * call (leak_after) was "made while memlens was busy" (nested_skipped),
- * not recorded, and the exit scan was never made. The handler now runs
- * once memlens' part of the call is done. */
-Test(report, a_handler_that_longjmps_out_of_a_call_leaves_memlens_recording, .timeout = 120) {
-    expect_left_call_recorded("jump", "ML_TEST_SIGNAL_SIZE", "jumps 1 cancelled 0\n");
-}
-
-/* The same jump between the claim of a ring slot and its publication: the
- * collector waited for the slot while the process lived, the ring filled,
- * and churn's thread waited on it for good (the run was killed: 137). */
-Test(report, a_handler_that_longjmps_from_a_ring_write_leaves_no_slot_behind, .timeout = 120) {
-    expect_left_call_recorded("jump", "ML_TEST_EMIT_SIGNAL_SIZE", "jumps 1 cancelled 0\n");
-}
-
-/* A thread whose cancellation is asynchronous, cancelled between the claim
- * of a ring slot and its publication: glibc unwound it from there, and the
- * run hung as above. Its cancellation is now deferred for the length of a
- * recording call, and acted on when the call's records are in the ring. */
-Test(report, an_asynchronous_cancel_inside_a_ring_write_waits_for_the_call, .timeout = 120) {
-    expect_left_call_recorded("cancel", "ML_TEST_EMIT_CANCEL_SIZE", "jumps 0 cancelled 1\n");
-}
-
 /* SIGTERM on another thread while the program exits and memlens' exit
  * handshake is under way (fx_exitsignal; ML_TEST_EXIT_DELAY_MS makes the
  * handshake last 600 ms, as a big heap's does). The thread's handler waits
