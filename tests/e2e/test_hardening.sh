@@ -35,6 +35,20 @@ p.send_signal(int(sys.argv[1]))
 r = p.wait()
 print("signal %d" % -r if r < 0 else "exit %d" % r)' "$@"
 }
+# signal_when FILE SIG COMMAND...: as signal_after, but the signal goes once
+# FILE exists (at most 30 s), 0.3 s later: a loaded machine can take more
+# than 1.5 s to start a program under memlens and fork its child.
+signal_when() {
+    "$PY" -c 'import os,subprocess,sys,time
+p = subprocess.Popen(sys.argv[3:])
+end = time.time() + 30
+while not os.path.exists(sys.argv[1]) and time.time() < end and p.poll() is None:
+    time.sleep(0.05)
+time.sleep(0.3)
+p.send_signal(int(sys.argv[2]))
+r = p.wait()
+print("signal %d" % -r if r < 0 else "exit %d" % r)' "$@"
+}
 
 # --- 1. output files ----------------------------------------------------------
 section=files
@@ -481,7 +495,8 @@ EOF
     # With --follow-fork and a background child still running, SIGTERM ends
     # memlens at once with every trace saved and /dev/shm clean. The
     # program itself had exited 0: that is memlens' status.
-    st=$(signal_after 15 "$ML" run -q --follow-fork -o ff.mlt -- bash -c 'sleep 30 & echo $! > ff.pid')
+    rm -f ff.pid
+    st=$(signal_when ff.pid 15 "$ML" run -q --follow-fork -o ff.mlt -- bash -c 'sleep 30 & echo $! > ff.pid')
     check "follow-fork: SIGTERM ends memlens, with the program's status ($st)" test "$st" = "exit 0"
     check "follow-fork: the root's trace is saved" test -s ff.mlt
     check "follow-fork: the children's traces are saved" test -n "$(ls ff.*.mlt 2> /dev/null)"
