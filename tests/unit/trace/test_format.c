@@ -888,6 +888,19 @@ static int count_records(char *err, size_t errlen, bool *complete) {
 }
 
 
+/* The sample records, then a 600-byte analysis snapshot, in `path`: the
+ * number of records. */
+static int sample_with_snapshot(void) {
+    int fd, n;
+    ml_writer_t *w = sample_writer(1, &fd, &n);
+    uint8_t snap[600];
+    for (size_t i = 0; i < sizeof snap; i++) snap[i] = (uint8_t)(i * 7 + i / 13);
+    cr_assert_eq(ml_writer_add_snapshot(w, snap, sizeof snap, 42), 0);
+    cr_assert_eq(ml_writer_free(w), 0);
+    close(fd);
+    return n;
+}
+
 /* Byte i of the file (whose bytes are `full`) changed by 0xff and by 0x01 in
  * turn: every record must still read, and the end record be found. `what`
  * and `at` say where the byte is, in a failure's message. */
@@ -912,14 +925,9 @@ static void expect_flip_costs_no_record(uint8_t *full, off_t size, off_t i, int 
  * in its trailer (its block's length, say, which the record reader used to
  * skip it by) costs no record, as the records end at the analysis trailer. */
 Test(format, damaged_advice_costs_no_record, .init = setup, .fini = teardown) {
-    int fd, n;
-    ml_writer_t *w = sample_writer(1, &fd, &n);
-    uint8_t snap[600], adv[300];
-    for (size_t i = 0; i < sizeof snap; i++) snap[i] = (uint8_t)(i * 7 + i / 13);
+    int fd, n = sample_with_snapshot();
+    uint8_t adv[300];
     for (size_t i = 0; i < sizeof adv; i++) adv[i] = (uint8_t)(i * 13 + i / 7);
-    cr_assert_eq(ml_writer_add_snapshot(w, snap, sizeof snap, 42), 0);
-    cr_assert_eq(ml_writer_free(w), 0);
-    close(fd);
     struct stat st;
     cr_assert_eq(stat(path, &st), 0);
     off_t recorded = st.st_size;
@@ -951,13 +959,7 @@ Test(format, damaged_advice_costs_no_record, .init = setup, .fini = teardown) {
  * trace read as corrupt: every report of it failed, though its records
  * were whole. */
 Test(format, damaged_snapshot_costs_no_record, .init = setup, .fini = teardown) {
-    int fd, n;
-    ml_writer_t *w = sample_writer(1, &fd, &n);
-    uint8_t snap[600];
-    for (size_t i = 0; i < sizeof snap; i++) snap[i] = (uint8_t)(i * 7 + i / 13);
-    cr_assert_eq(ml_writer_add_snapshot(w, snap, sizeof snap, 42), 0);
-    cr_assert_eq(ml_writer_free(w), 0);
-    close(fd);
+    int fd, n = sample_with_snapshot();
     struct stat st;
     cr_assert_eq(stat(path, &st), 0);
     uint8_t *full = malloc((size_t)st.st_size);
