@@ -107,8 +107,13 @@ set(ML_FORTRAN_FX "")
 if(ML_GFORTRAN)
   foreach(opt O0 O2)
     set(out ${CMAKE_BINARY_DIR}/fx_fortran_${opt})
+    # Each build writes the unit's module file (grid.mod) into a folder of
+    # its own (-J): in one shared folder, `make -j2` ran the two at once and
+    # one failed ("Cannot rename module file 'grid.mod0' to 'grid.mod'").
+    set(moddir ${CMAKE_BINARY_DIR}/fx_fortran_${opt}.mod)
     add_custom_command(OUTPUT ${out}
-      COMMAND ${ML_GFORTRAN} -g -${opt} ${FX}/fx_fortran.f90 -o ${out}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${moddir}
+      COMMAND ${ML_GFORTRAN} -g -${opt} -J ${moddir} ${FX}/fx_fortran.f90 -o ${out}
       DEPENDS ${FX}/fx_fortran.f90 VERBATIM)
     list(APPEND ML_FORTRAN_FX ${out})
   endforeach()
