@@ -185,6 +185,10 @@ static int heapmap_key(ml_panel_t *P, int key) {
     case ML_KEY_ENTER: {
         /* Open the site that pins the selected cell the most. */
         if (!p->have || !p->map.ncells) return ML_HANDLED;
+        /* The selection is kept on the map by the draw, but a double click
+         * is a click and an Enter with no draw between them. */
+        if (p->cell >= (int)p->map.ncells) p->cell = (int)p->map.ncells - 1;
+        if (p->cell < 0) p->cell = 0;
         ml_vlive_t pin;
         const ml_vcell_t *cell = &p->map.cells[p->cell];
         if (p->map.sites_known &&
@@ -196,10 +200,14 @@ static int heapmap_key(ml_panel_t *P, int key) {
         if (key >= ML_KEY_CLICK && key <= ML_KEY_CLICK_MAX_) {
             int row = key - ML_KEY_CLICK;
             if (row < grid_h(P)) p->cell = row * gw + p->cell % gw;
-            return ML_HANDLED | ML_REDRAW;
+            break;
         }
         return ML_IGNORED;
     }
+    /* On the map: a click below its last cell selects the last cell, as the
+     * draw would. */
+    if (p->have && p->map.ncells && p->cell >= (int)p->map.ncells)
+        p->cell = (int)p->map.ncells - 1;
     if (p->cell < 0) p->cell = 0;
     return ML_HANDLED | ML_REDRAW;
 }

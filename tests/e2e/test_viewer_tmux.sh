@@ -131,6 +131,25 @@ wait_for "Timeline"
 expect "peak 4.1K"
 key 5
 wait_for "Heap map at the peak"
+# A double click on the heap map below its last cell (fx_counts' map is one
+# row of a few cells in a grid of 12 rows): the click selects the last cell,
+# as the draw does, and the double click's Enter opens the site pinning it.
+# It read past the map's cells instead (a double click is a click and an
+# Enter with no draw between them): a crash, or a site of no cell.
+key End
+wait_for "Pinned by:"
+last=$(sed -n 's/^ Cell \([0-9][0-9]*\): .*/\1/p' "$T/screen")
+pin=$(line_after "Pinned by:" | sed -n 's/.* #\([0-9][0-9]*\) .*/\1/p')
+[ -n "$last" ] && [ -n "$pin" ] || fail "no last cell or no site pinning it"
+key Home
+wait_for "Cell 0:"
+dclick 5 10
+wait_for "(Esc goes back)"
+expect "Site #$pin " "the site pinning the last cell, $last"
+key Escape
+wait_for "Heap map at the peak"
+expect "Cell $last:" "the click below the map selected the last cell"
+ok "heap map: a double click below the map opens site #$pin, pinning the last cell $last"
 key 6
 wait_for "STRATEGY"
 key '?'

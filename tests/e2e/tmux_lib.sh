@@ -6,7 +6,8 @@
 # socket of this test's own), fail, ok, capture (the pane "v" into
 # $T/screen), wait_for / wait_gone (up to 15 s), expect / expect_re (a miss
 # captures again for up to 5 s: tmux may capture a screen the viewer is
-# still drawing), expect_not, key, line N and line_after STRING.
+# still drawing), expect_not, key, dclick X Y (a double click), line N and
+# line_after STRING.
 # Exits 77 (ctest's "skipped") when tmux is not installed.
 
 if ! command -v tmux >/dev/null 2>&1; then
@@ -88,6 +89,22 @@ expect() { screen_has F "$1" || fail "expected '$1' on screen${2:+ ($2)}"; }
 expect_re() { screen_has E "$1" || fail "expected a line matching '$1'${2:+ ($2)}"; }
 expect_not() { ! grep -qF -- "$1" "$T/screen" || fail "did not expect '$1' on screen${2:+ ($2)}"; }
 key() { tm send-keys -t v "$@"; }
+# One byte, from its code.
+chr() { printf "\\$(printf '%03o' "$1")"; }
+# A double click of the left button at column $1, row $2 (from 0), in the
+# encoding the pane's terminal type reads (kmous): SGR (\E[<) or X10 (\E[M).
+dclick() {
+    local term e p r
+    term=$(tm show -gv default-terminal 2>/dev/null)
+    if [ "$(tput -T "${term:-screen}" kmous 2>/dev/null)" = "$(printf '\033[<')" ]; then
+        e=$(printf '\033[<0;%d;%dM\033[<0;%d;%dm' $(($1 + 1)) $(($2 + 1)) $(($1 + 1)) $(($2 + 1)))
+        tm send-keys -t v -l "$e$e"
+    else
+        p=$(printf '\033[M '; chr $((33 + $1)); chr $((33 + $2)))
+        r=$(printf '\033[M#'; chr $((33 + $1)); chr $((33 + $2)))
+        tm send-keys -t v -l "$p$r$p$r"
+    fi
+}
 line() { sed -n "$1p" "$T/screen"; }
 # The line after the first line containing $1 (fixed string).
 line_after() { awk -v s="$1" 'f { print; exit } index($0, s) { f = 1 }' "$T/screen"; }
