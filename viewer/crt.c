@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <langinfo.h>
 #include <locale.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,8 @@ static SCREEN *screen;
 static FILE *tty_file;
 static volatile sig_atomic_t active;
 static volatile sig_atomic_t stop_sig;
+static bool hung_up; /* the terminal went away without a SIGHUP reaching us */
+static int in_fd = -1;
 static bool unicode_ok, mouse_on;
 static attr_t style_attr[ML_ST_COUNT_];
 static bool atexit_done;
@@ -55,6 +58,7 @@ void ml__crt_done(void) {
      * terminal is ours to close. */
     delscreen(screen);
     screen = NULL;
+    in_fd = -1;
     if (tty_file) {
         fclose(tty_file);
         tty_file = NULL;
@@ -97,7 +101,21 @@ static void on_stop(int sig) {
 }
 
 int ml__crt_stop_signal(void) {
-    return stop_sig;
+    /* A terminal that hung up ends the viewer as SIGHUP does. */
+    return stop_sig ? stop_sig : hung_up ? SIGHUP : 0;
+}
+
+/* Whether the terminal is gone: its line hung up (the emulator closed, ssh
+ * dropped) or the descriptor is no more. The kernel sends SIGHUP only to the
+ * foreground process group of the terminal's session, so a viewer in a
+ * session of its own (setsid) or with SIGHUP blocked gets none; every read
+ * then fails at once and, without this check, the loop spun at full CPU
+ * for ever. */
+static bool tty_gone(void) {
+    if (in_fd < 0) return false;
+    struct pollfd p = {.fd = in_fd, .events = POLLIN};
+    if (poll(&p, 1, 0) < 0) return false;
+    return (p.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -229,6 +247,8 @@ int ml__crt_init(const ml_crt_opts_t *o, char *err, size_t errlen) {
         return -ENOTTY;
     }
     set_term(screen);
+    in_fd = fileno(in);
+    hung_up = false;
     /* A terminal that cannot move the cursor (TERM=dumb, an emacs shell
      * buffer) would get a stream of garbage. */
     char *cup = tigetstr("cup");
@@ -356,6 +376,11 @@ static void crt_next(void *ctx, int timeout_ms, ml_uievent_t *ev) {
         wint_t wc;
         int rc = wget_wch(stdscr, &wc);
         if (rc == ERR) {
+            if (tty_gone()) {
+                hung_up = true;
+                ev->type = ML_UI_QUIT;
+                return;
+            }
             if (left >= 0) {
                 left -= slice;
                 if (left <= 0) return;

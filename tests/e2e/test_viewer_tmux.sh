@@ -213,6 +213,36 @@ wait_for "stty-3done"
 expect "icanon echo"
 ok "Ctrl-C: exit 130 and the terminal restored"
 
+# A terminal that goes away with no SIGHUP for the viewer: the kernel sends
+# it to the terminal's session, and this viewer runs in a session of its own
+# (setsid; SIGHUP blocked does the same). It exits as on SIGHUP, 129; its
+# reads failed at once and it spun at full CPU for ever instead.
+if command -v setsid >/dev/null 2>&1; then
+    cp "$T/counts.mlt" "$T/hangup.mlt"
+    tm new-session -d -s h -x 80 -y 24 \
+        "env LANG=C.UTF-8 setsid -w sh -c '$MEMLENS view $T/hangup.mlt; echo \$? > $T/hangup.rc'" \
+        || fail "tmux cannot start a second session"
+    i=0
+    until tm capture-pane -p -t h 2>/dev/null | grep -qF "1Summary"; do
+        [ $i -lt 150 ] || fail "the viewer in a session of its own did not start"
+        sleep 0.1
+        i=$((i + 1))
+    done
+    tm kill-session -t h
+    i=0
+    while [ ! -s "$T/hangup.rc" ] && [ $i -lt 100 ]; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    if [ ! -s "$T/hangup.rc" ]; then
+        pid=$(pgrep -f "view $T/hangup.mlt")
+        [ -n "$pid" ] && kill $pid
+        fail "the viewer still runs 10 s after its terminal went away"
+    fi
+    [ "$(cat "$T/hangup.rc")" = 129 ] || fail "the viewer exited $(cat "$T/hangup.rc") after its terminal went away, not 129"
+    ok "terminal gone without a SIGHUP (setsid): the viewer exits 129"
+fi
+
 # ---------------------------------------------------------------------------
 # memlens run --live: the numbers grow while the program runs.
 # ---------------------------------------------------------------------------
