@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <wchar.h>
 
 static SCREEN *screen;
 static FILE *tty_file;
@@ -314,6 +315,11 @@ static void crt_present(void *ctx, const ml_canvas_t *c) {
         for (int x = 0; x < c->cols && x < cols; x++) {
             const ml_cell_t *cell = &c->cells[y * c->cols + x];
             wchar_t wc[2] = {(wchar_t)(unicode_ok ? cell->ch : ml__glyph_ascii(cell->ch)), 0};
+            /* A cell is one column. A character the terminal draws in two
+             * (CJK, emoji) or none (a combining mark), or cannot print,
+             * would push or pull the rest of the row out of its columns
+             * (and wrap it onto the next row): it gets a stand-in. */
+            if (wc[0] >= 0x80 && wcwidth(wc[0]) != 1) wc[0] = '?';
             cchar_t cc;
             attr_t a = style_attr[cell->style < ML_ST_COUNT_ ? cell->style : 0];
             setcchar(&cc, wc, a & ~A_COLOR, (short)PAIR_NUMBER(a), NULL);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_viewer_80x24_tmux.sh - the viewer is usable at 80x24 (issue 15, item 4).
 #
-#   sh test_viewer_80x24_tmux.sh MEMLENS FX_LONGNAME FX_ADV_CHURN
+#   sh test_viewer_80x24_tmux.sh MEMLENS FX_LONGNAME FX_ADV_CHURN [FX_WIDENAME]
 #
 # In an 80x24 tmux terminal, on traces recorded with the real `memlens run`:
 #   - fx_longname: no screen line is wider than 80 columns in any view; the
@@ -12,13 +12,18 @@
 #     whole; a live set of 1,000,000 blocks and one of 1 block line up, and
 #     say "1 block";
 #   - fx_adv_churn: the pool suggestion's evidence is words and numbers with
-#     units ("calls avoided 2,000,000"), no JSON ('{', '"').
+#     units ("calls avoided 2,000,000"), no JSON ('{', '"');
+#   - fx_widename (optional): a site whose file name is CJK, two columns a
+#     character in the terminal: its Sites row stays in its columns (the
+#     wide characters drawn as '?'), with its line number, and the next row
+#     starts where it should.
 #
 # Exit 0: passed; 1: failed (the screen is printed); 77: tmux is missing.
 set -u
 MEMLENS=$1
 FX_LONGNAME=$2
 FX_ADV_CHURN=$3
+FX_WIDENAME=${4:-}
 
 ML_TMUX_TEST=viewer_80x24 . "$(dirname "$0")/tmux_lib.sh"
 
@@ -160,6 +165,27 @@ narrow "the Suggestions view"
 ok "suggestions: the evidence in words (calls avoided 2,000,000), no '{' or '\"'"
 key q
 wait_for "churn-exit=0"
+
+# Wide characters: a file name of CJK characters (tests/e2e/fixtures/
+# fx_widename.c). The canvas gives every character one column; the terminal
+# drew these in two, so the row ran past 80 columns, lost its line number and
+# wrapped onto the next row, over the start of plain_leak's.
+if [ -n "$FX_WIDENAME" ]; then
+    "$MEMLENS" run -q -o "$T/wide.mlt" -- "$FX_WIDENAME" > /dev/null 2>&1
+    [ -s "$T/wide.mlt" ] || fail "memlens run wrote no trace of fx_widename"
+    key "clear; $MEMLENS view $T/wide.mlt; echo wide-exit=\$?" Enter
+    wait_for "1Summary"
+    key 2
+    wait_for "plain_leak"
+    line_has 3 E '^ +3\.9K +3\.9K +3\.9K +1 +0 +#0 wide_leak  .*[?]\.c:2$' \
+        || fail "wide_leak's row is not whole in its columns: $(line 3)"
+    line_has 4 E '^ +100B +100B +100B +1 +0 +#1 plain_leak  fx_widename\.c:10$' \
+        || fail "plain_leak's row does not start in its place: $(line 4)"
+    narrow "the Sites view of fx_widename"
+    ok "wide characters: one column each, the rows whole (…?.c:2) and in their places"
+    key q
+    wait_for "wide-exit=0"
+fi
 
 echo "all 80x24 viewer checks passed"
 exit 0

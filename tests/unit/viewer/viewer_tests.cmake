@@ -45,11 +45,15 @@ set_tests_properties(viewer_gpu_tmux PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
 
 # The viewer at 80x24 (issue 15): a long C++ name and 1,000,000 live blocks
 # (fx_longname), the advisor's pool evidence in words (fx_adv_churn).
+# fx_widename: a file name of wide (CJK) characters.
 add_executable(fx_longname ${FX}/fx_longname.cpp)
 target_compile_options(fx_longname PRIVATE -O0 -g -fno-builtin)
+add_executable(fx_widename ${FX}/fx_widename.c)
+target_compile_options(fx_widename PRIVATE -O0 -g -fno-builtin)
 if(TARGET fx_adv_churn)
   add_test(NAME viewer_80x24_tmux
     COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/e2e/test_viewer_80x24_tmux.sh
-            $<TARGET_FILE:memlens> $<TARGET_FILE:fx_longname> $<TARGET_FILE:fx_adv_churn>)
+            $<TARGET_FILE:memlens> $<TARGET_FILE:fx_longname> $<TARGET_FILE:fx_adv_churn>
+            $<TARGET_FILE:fx_widename>)
   set_tests_properties(viewer_80x24_tmux PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
 endif()
