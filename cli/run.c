@@ -1051,9 +1051,12 @@ static void stop_like_the_program(run_t *s, int sig) {
     sigemptyset(&one);
     sigaddset(&one, sig);
     pid_t watcher = stop_watcher(s->pid);
+    /* The live view gives the terminal back to the shell while stopped. */
+    if (s->live_ui) ml_viewer_live_suspend(s->live_ui);
     pthread_sigmask(SIG_UNBLOCK, &one, &prev);
     raise(sig); /* returns once memlens is continued */
     pthread_sigmask(SIG_SETMASK, &prev, NULL);
+    if (s->live_ui) ml_viewer_live_resume(s->live_ui);
     if (own) sigaction(sig, &old, NULL);
     if (watcher > 0) {
         kill(watcher, SIGKILL);

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <wchar.h>
 
@@ -30,6 +31,9 @@ static FILE *tty_file;
 static volatile sig_atomic_t active;
 static volatile sig_atomic_t stop_sig;
 static bool hung_up; /* the terminal went away without a SIGHUP reaching us */
+/* Job control of the live view (ml__crt_suspend): SUSP_* with __atomic. */
+enum { SUSP_NONE, SUSP_ASKED, SUSP_LEFT, SUSP_CONTINUE };
+static int suspend_state;
 static int in_fd = -1;
 static bool unicode_ok, mouse_on;
 static attr_t style_attr[ML_ST_COUNT_];
@@ -41,6 +45,7 @@ static struct sigaction old_fatal[5], old_stop[3];
 static bool stop_installed[3];
 
 static void restore_signals(void);
+static bool crt_suspend_point(void);
 
 /* ------------------------------------------------------------------------- */
 /* Restore                                                                   */
@@ -377,6 +382,11 @@ static void crt_next(void *ctx, int timeout_ms, ml_uievent_t *ev) {
             ev->type = ML_UI_QUIT;
             return;
         }
+        if (crt_suspend_point()) {
+            ev->type = ML_UI_RESIZE; /* the size may have changed meanwhile */
+            ml__crt_size(&ev->cols, &ev->rows);
+            return;
+        }
         int slice = left < 0 || left > 200 ? 200 : left;
         wtimeout(stdscr, slice);
         wint_t wc;
@@ -431,6 +441,51 @@ static void crt_next(void *ctx, int timeout_ms, ml_uievent_t *ev) {
             ev->key = (int)wc;
         return;
     }
+}
+
+/* ------------------------------------------------------------------------- */
+/* Job control in live mode                                                  */
+/* ------------------------------------------------------------------------- */
+
+/* `memlens run --live` catches SIGTSTP for the program's sake, so curses
+ * installs no handler of its own, and memlens stops itself when the program
+ * stops (Ctrl-Z). The terminal must be the shell's while it is stopped: the
+ * collector's thread asks the UI's thread, the only one that touches
+ * curses, to leave curses mode first (endwin: the normal screen, echo, the
+ * cursor, no mouse reports), and after `fg` to come back and repaint. */
+void ml__crt_suspend(void) {
+    if (!active) return;
+    __atomic_store_n(&suspend_state, SUSP_ASKED, __ATOMIC_SEQ_CST);
+    /* The UI reads keys in slices of 200 ms; a refresh may take longer:
+     * up to a second, then memlens stops anyway. */
+    for (int i = 0; i < 200 && __atomic_load_n(&suspend_state, __ATOMIC_SEQ_CST) == SUSP_ASKED;
+         i++) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void ml__crt_resume(void) {
+    int left = SUSP_LEFT;
+    if (!__atomic_compare_exchange_n(&suspend_state, &left, SUSP_CONTINUE, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST))
+        __atomic_store_n(&suspend_state, SUSP_NONE, __ATOMIC_SEQ_CST); /* it never left */
+}
+
+/* On the UI's thread: leaves curses when asked, waits for the word to come
+ * back, and says whether it did (the screen is then repainted whole). */
+static bool crt_suspend_point(void) {
+    if (__atomic_load_n(&suspend_state, __ATOMIC_SEQ_CST) != SUSP_ASKED) return false;
+    endwin();
+    __atomic_store_n(&suspend_state, SUSP_LEFT, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(&suspend_state, __ATOMIC_SEQ_CST) == SUSP_LEFT && !stop_sig) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    __atomic_store_n(&suspend_state, SUSP_NONE, __ATOMIC_SEQ_CST);
+    /* The next refresh puts curses back in its mode; repaint everything. */
+    clearok(curscr, TRUE);
+    return true;
 }
 
 ml_sm_io_t ml__crt_io(void) {

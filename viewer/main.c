@@ -451,6 +451,14 @@ bool ml_viewer_live_open(const ml_viewer_live_t *v) {
     return v && v->open;
 }
 
+void ml_viewer_live_suspend(ml_viewer_live_t *v) {
+    if (v && v->open) ml__crt_suspend();
+}
+
+void ml_viewer_live_resume(ml_viewer_live_t *v) {
+    if (v) ml__crt_resume();
+}
+
 int ml_viewer_live_wait(ml_viewer_live_t *v) {
     if (!v) return 0;
     pthread_join(v->thread, NULL);

@@ -40,6 +40,13 @@ int ml_viewer_live_start(ml_vmodel_t *m, char *err, size_t errlen, ml_viewer_liv
 /** True while the UI is open. */
 bool ml_viewer_live_open(const ml_viewer_live_t *v);
 
+/** Before memlens stops with the program (Ctrl-Z): the UI leaves the
+ * terminal to the shell (the normal screen, echo, the cursor); after it is
+ * continued, resume brings the UI back, repainted. From the collector's
+ * thread; a closed UI ignores them. */
+void ml_viewer_live_suspend(ml_viewer_live_t *v);
+void ml_viewer_live_resume(ml_viewer_live_t *v);
+
 /** Waits until the user closes the UI, restores the terminal and frees v.
  * Returns the signal that closed it (SIGTERM, SIGHUP) or 0. */
 int ml_viewer_live_wait(ml_viewer_live_t *v);

@@ -424,5 +424,10 @@ bool ml__crt_unicode(void);
 ml_sm_io_t ml__crt_io(void);
 /** The signal that asked the viewer to stop (SIGINT/SIGTERM/SIGHUP), or 0. */
 int ml__crt_stop_signal(void);
+/** Live mode's job control, from another thread than the UI's: suspend
+ * asks the UI to leave curses mode and waits (up to a second) until it has;
+ * resume lets it come back and repaint. */
+void ml__crt_suspend(void);
+void ml__crt_resume(void);
 
 #endif

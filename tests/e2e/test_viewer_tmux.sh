@@ -275,5 +275,33 @@ wait_for "live-exit=0"
 grep -qF "peak heap 9.4 MiB" "$T/grow.out" || fail "no summary after the live view: $(cat "$T/grow.out")"
 ok "live: q, then memlens' summary (peak heap 9.4 MiB)"
 
+# Ctrl-Z in the live view: memlens stops with the program, and while they
+# are stopped the terminal is the shell's: its screen, echo, CR read as
+# Enter. The view kept curses' modes instead (memlens catches SIGTSTP for
+# the program, so curses had no handler of its own): the shell's lines were
+# hidden on the alternate screen, and Enter did not end a command. fg brings
+# the view back.
+key "clear; echo before-the-stop" Enter
+wait_for "before-the-stop"
+key "$MEMLENS run --live -o $T/stop.mlt -- $FX_GROW 1000 20 > $T/stop.out 2>&1" Enter
+wait_for "LIVE, running"
+key C-z
+wait_for "Stopped"
+expect "before-the-stop"
+[ "$(tm display -p -t v '#{alternate_on}')" = 0 ] || fail "the live view kept the alternate screen while stopped"
+key "stty -a | tr ' ' '\n' | grep -x -e echo -e icanon -e icrnl | tr '\n' ' '; echo stty-\$((3+1))done" Enter
+wait_for "stty-4done"
+expect "icrnl icanon echo"
+key "fg" Enter
+wait_for "LIVE, running"
+expect "1Summary"
+key C-c
+wait_for "killed by signal 2"
+key q
+key "echo after-the-stop-\$((4+1))" Enter
+wait_for "after-the-stop-5"
+grep -qF "the traces are saved" "$T/stop.out" || fail "no trace saved after Ctrl-Z, fg, Ctrl-C: $(cat "$T/stop.out")"
+ok "live: Ctrl-Z gives the terminal to the shell (its screen, echo, icrnl), fg brings the view back"
+
 echo "all viewer end-to-end checks passed"
 exit 0
