@@ -466,23 +466,36 @@ void ml__crt_suspend(void) {
 }
 
 void ml__crt_resume(void) {
-    int left = SUSP_LEFT;
-    if (!__atomic_compare_exchange_n(&suspend_state, &left, SUSP_CONTINUE, false, __ATOMIC_SEQ_CST,
-                                     __ATOMIC_SEQ_CST))
-        __atomic_store_n(&suspend_state, SUSP_NONE, __ATOMIC_SEQ_CST); /* it never left */
+    for (;;) {
+        int st = __atomic_load_n(&suspend_state, __ATOMIC_SEQ_CST);
+        /* The UI left: let it come back. It never saw the request (busy for
+         * the whole second): withdraw it. Each a swap, as the UI may take
+         * the request meanwhile. */
+        int to = st == SUSP_LEFT ? SUSP_CONTINUE : st == SUSP_ASKED ? SUSP_NONE : -1;
+        if (to < 0 || __atomic_compare_exchange_n(&suspend_state, &st, to, false, __ATOMIC_SEQ_CST,
+                                                  __ATOMIC_SEQ_CST))
+            return;
+    }
 }
 
 /* On the UI's thread: leaves curses when asked, waits for the word to come
- * back, and says whether it did (the screen is then repainted whole). */
+ * back, and says whether it did (the screen is then repainted whole). The
+ * state changes by swaps only, so that a request made as soon as memlens
+ * was continued (Ctrl-Z again) is not lost: it is taken at the next key
+ * wait. */
 static bool crt_suspend_point(void) {
     if (__atomic_load_n(&suspend_state, __ATOMIC_SEQ_CST) != SUSP_ASKED) return false;
     endwin();
-    __atomic_store_n(&suspend_state, SUSP_LEFT, __ATOMIC_SEQ_CST);
-    while (__atomic_load_n(&suspend_state, __ATOMIC_SEQ_CST) == SUSP_LEFT && !stop_sig) {
-        struct timespec ts = {0, 10000000};
-        nanosleep(&ts, NULL);
-    }
-    __atomic_store_n(&suspend_state, SUSP_NONE, __ATOMIC_SEQ_CST);
+    int st = SUSP_ASKED;
+    if (__atomic_compare_exchange_n(&suspend_state, &st, SUSP_LEFT, false, __ATOMIC_SEQ_CST,
+                                    __ATOMIC_SEQ_CST))
+        while (__atomic_load_n(&suspend_state, __ATOMIC_SEQ_CST) == SUSP_LEFT && !stop_sig) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+    st = SUSP_CONTINUE;
+    __atomic_compare_exchange_n(&suspend_state, &st, SUSP_NONE, false, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
     /* The next refresh puts curses back in its mode; repaint everything. */
     clearok(curscr, TRUE);
     return true;
