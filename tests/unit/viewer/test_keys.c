@@ -226,6 +226,32 @@ Test(viewer_keys, heap_map_moments_and_cells, .init = setup, .fini = teardown) {
     cr_expect(screen_has("Pinned by"));
 }
 
+Test(viewer_keys, heap_map_double_click_below_the_map, .init = setup, .fini = teardown) {
+    /* The map is one row of cells in a grid of 12 rows. A double click on a
+     * grid row below it selects the last cell, as the draw does, and opens
+     * the site pinning it; Enter read past the map's cells (a double click
+     * is a click and an Enter with no draw between them). */
+    KEYS("5", "G");
+    int y = row_of("Pinned by:");
+    cr_assert_geq(y, 0);
+    const char *pin = strstr(row(y + 1), "#");
+    cr_assert(pin);
+    char want[32];
+    snprintf(want, sizeof want, "Site %.*s ", (int)strcspn(pin, " "), pin);
+    char cell[32];
+    const char *c = strstr(row(row_of(" Cell ")), "Cell ");
+    snprintf(cell, sizeof cell, "%.*s", (int)strcspn(c, ":") + 1, c); /* "Cell N:" */
+    KEYS("g");
+    cr_expect(screen_has("Cell 0:"));
+    ml_uievent_t ev = {.type = ML_UI_MOUSE, .mouse = ML_MOUSE_DOUBLE, .x = 5, .y = 10};
+    ml__sm_event(S, &ev);
+    ml__sm_draw(S);
+    cr_expect_eq(ml__sm_view(S), ML_VIEW_SITE);
+    cr_expect(screen_has(want), "expected '%s'", want);
+    KEYS("Esc");
+    cr_expect(screen_has(cell), "expected '%s' selected", cell);
+}
+
 Test(viewer_keys, help_lists_the_view_keys_then_global_ones, .init = setup, .fini = teardown) {
     KEYS("2", "?");
     cr_expect(screen_has("In Sites"));
