@@ -206,8 +206,7 @@ static int heapmap_key(ml_panel_t *P, int key) {
     }
     /* On the map: a click below its last cell selects the last cell, as the
      * draw would. */
-    if (p->have && p->map.ncells && p->cell >= (int)p->map.ncells)
-        p->cell = (int)p->map.ncells - 1;
+    if (p->have && p->map.ncells && p->cell >= (int)p->map.ncells) p->cell = (int)p->map.ncells - 1;
     if (p->cell < 0) p->cell = 0;
     return ML_HANDLED | ML_REDRAW;
 }
