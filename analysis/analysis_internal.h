@@ -97,6 +97,13 @@ typedef struct {
  * *existed is true and *old is the block replaced. 0 or -ENOMEM (the set is
  * unchanged). */
 int ml__live_put(ml__live_t *L, const ml__block_t *b, ml__block_t *old, bool *existed);
+/* Adds blocks v[0..n) (each v[i].ptr != 0), given by rising address, to
+ * the set: the pages they fill whole, and with `all` the last one too.
+ * Returns how many blocks were added from the front of v (the rest, one
+ * page's, are for the next call, with the blocks after them); *err is 0, or
+ * -ENOMEM when it stopped early (the pages added stay). The same set as
+ * ml__live_put of each block, made page by page (live.c). */
+uint32_t ml__live_append(ml__live_t *L, const ml__block_t *v, uint32_t n, bool all, int *err);
 /* The block at ptr into *out: false when there is none. */
 bool ml__live_get(const ml__live_t *L, uint64_t ptr, ml__block_t *out);
 /* Removes the block at ptr, its value into *out: false when there is none. */

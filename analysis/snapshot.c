@@ -577,21 +577,59 @@ static void get_map(ml__ibuf_t *b, ml_map_t *m, uint32_t nstats) {
     }
 }
 
+/* Blocks decoded ahead of the live set, which takes them a page at a time
+ * (ml__live_append): more than a page's 4096, so a full batch always holds
+ * a whole page. */
+#define LOAD_BATCH 8192u
+
+/* The live heap (version 5): `count` blocks by rising address, decoded
+ * in batches that the live set takes a page at a time. */
 static void get_live(ml__ibuf_t *b, ml__live_t *L, uint32_t nstats) {
     uint64_t count = ml__get_count(b, 8, "the live set holds more blocks than the snapshot");
     uint64_t ptr = 0;
+    ml__block_t *v = count ? malloc(LOAD_BATCH * sizeof *v) : NULL;
+    if (!v) {
+        /* No room for the batch: one block at a time. */
+        for (uint64_t i = 0; i < count && !b->bad; i++) {
+            uint64_t d = ml__get_u(b);
+            if (d == 0 || d > UINT64_MAX - ptr) {
+                ml__snap_bad(b, "the blocks' addresses are not increasing");
+                return;
+            }
+            ptr += d;
+            ml__block_t e = {.ptr = ptr}, old;
+            get_block(b, &e, nstats);
+            bool existed;
+            if (!b->bad && ml__live_put(L, &e, &old, &existed) < 0) ml__snap_bad(b, "out of memory");
+        }
+        return;
+    }
+    uint32_t n = 0;
     for (uint64_t i = 0; i < count && !b->bad; i++) {
         uint64_t d = ml__get_u(b);
         if (d == 0 || d > UINT64_MAX - ptr) {
             ml__snap_bad(b, "the blocks' addresses are not increasing");
-            return;
+            break;
         }
         ptr += d;
-        ml__block_t e = {.ptr = ptr}, old;
+        ml__block_t e = {.ptr = ptr};
         get_block(b, &e, nstats);
-        bool existed;
-        if (!b->bad && ml__live_put(L, &e, &old, &existed) < 0) ml__snap_bad(b, "out of memory");
+        if (b->bad) break;
+        v[n] = e;
+        if (++n == LOAD_BATCH) {
+            int err;
+            uint32_t k = ml__live_append(L, v, n, false, &err);
+            if (err < 0) {
+                ml__snap_bad(b, "out of memory");
+                break;
+            }
+            memmove(v, v + k, (size_t)(n - k) * sizeof *v);
+            n -= k;
+        }
     }
+    int err;
+    if (!b->bad && n && (ml__live_append(L, v, n, true, &err), err < 0)) ml__snap_bad(b, "out of memory");
+    free(v);
 }
 
 /* The live heap blocks of a version 1-4 snapshot: a map with slots, read
