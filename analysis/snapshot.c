@@ -577,13 +577,64 @@ static void get_map(ml__ibuf_t *b, ml_map_t *m, uint32_t nstats) {
     }
 }
 
+/* One varint of at most 9 bytes, with no check of the bytes left (the
+ * caller made sure 9 are there): false for a longer one, which the caller
+ * reads again with ml__get_u. */
+static inline bool fast_u(const uint8_t **pp, uint64_t *out) {
+    const uint8_t *p = *pp;
+    uint64_t c = *p++;
+    if (__builtin_expect(c < 0x80, 1)) {
+        *out = c;
+        *pp = p;
+        return true;
+    }
+    uint64_t x = c & 0x7f;
+    for (unsigned shift = 7; shift < 63; shift += 7) {
+        c = *p++;
+        x |= (c & 0x7f) << shift;
+        if (c < 0x80) {
+            *out = x;
+            *pp = p;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The longest block the fast path reads: its address delta and six
+ * fields, 9 bytes each at most. */
+#define FAST_BLOCK_MAX (7 * 9)
+
+/* The block after the one at *ptr, without ml__get_u's per-byte checks
+ * when FAST_BLOCK_MAX bytes are left: false (nothing read) when it is not
+ * there, or is not a sound block, or has a varint of 10 bytes; the caller
+ * then reads it the checked way, which finds the same values or the same
+ * fault. */
+static inline bool fast_block(ml__ibuf_t *b, uint64_t *ptr, ml__block_t *e, uint32_t nstats) {
+    if (b->len - b->pos < FAST_BLOCK_MAX) return false;
+    const uint8_t *p = b->p + b->pos;
+    uint64_t d, size, reach, seq, slack, stack, time_ms;
+    if (!fast_u(&p, &d) || !fast_u(&p, &size) || !fast_u(&p, &reach) || !fast_u(&p, &seq) ||
+        !fast_u(&p, &slack) || !fast_u(&p, &stack) || !fast_u(&p, &time_ms))
+        return false;
+    if (d == 0 || d > UINT64_MAX - *ptr || size > ML__SIZE_MAX || reach > ML_REACH_POSSIBLE ||
+        seq > (1ull << 48) - 1 || slack > 0xffff || stack > (nstats ? nstats - 1 : 0) ||
+        time_ms > UINT32_MAX)
+        return false;
+    *ptr += d;
+    *e = ml__block_make(*ptr, size, (unsigned)reach, seq, slack, (uint32_t)stack, (uint32_t)time_ms);
+    b->pos = (size_t)(p - b->p);
+    return true;
+}
+
 /* Blocks decoded ahead of the live set, which takes them a page at a time
  * (ml__live_append): more than a page's 4096, so a full batch always holds
  * a whole page. */
 #define LOAD_BATCH 8192u
 
-/* The live heap (version 5): `count` blocks by rising address, decoded
- * in batches that the live set takes a page at a time. */
+/* The live heap (version 5): `count` blocks by rising address. Each block
+ * is checked as ml__get_u and get_block check it, in the same order, so a
+ * damaged one fails with the same reason. */
 static void get_live(ml__ibuf_t *b, ml__live_t *L, uint32_t nstats) {
     uint64_t count = ml__get_count(b, 8, "the live set holds more blocks than the snapshot");
     uint64_t ptr = 0;
@@ -606,16 +657,18 @@ static void get_live(ml__ibuf_t *b, ml__live_t *L, uint32_t nstats) {
     }
     uint32_t n = 0;
     for (uint64_t i = 0; i < count && !b->bad; i++) {
-        uint64_t d = ml__get_u(b);
-        if (d == 0 || d > UINT64_MAX - ptr) {
-            ml__snap_bad(b, "the blocks' addresses are not increasing");
-            break;
+        if (!fast_block(b, &ptr, &v[n], nstats)) {
+            uint64_t d = ml__get_u(b);
+            if (d == 0 || d > UINT64_MAX - ptr) {
+                ml__snap_bad(b, "the blocks' addresses are not increasing");
+                break;
+            }
+            ptr += d;
+            ml__block_t e = {.ptr = ptr};
+            get_block(b, &e, nstats);
+            if (b->bad) break;
+            v[n] = e;
         }
-        ptr += d;
-        ml__block_t e = {.ptr = ptr};
-        get_block(b, &e, nstats);
-        if (b->bad) break;
-        v[n] = e;
         if (++n == LOAD_BATCH) {
             int err;
             uint32_t k = ml__live_append(L, v, n, false, &err);
