@@ -126,6 +126,15 @@ typedef struct {
 } ml__live_cursor_t;
 int ml__live_cursor_init(ml__live_cursor_t *cur, const ml__live_t *L); /* 0 or -ENOMEM */
 bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out);
+/* What the end's walk (sites.c) reads of a block: less than ml__live_next
+ * decodes. */
+typedef struct {
+    uint64_t ptr, size;
+    uint32_t slack; /* ML__SLACK_UNKNOWN: not recorded */
+    uint32_t stack;
+    unsigned reach;
+} ml__eblock_t;
+bool ml__live_next_end(ml__live_cursor_t *cur, ml__eblock_t *out);
 void ml__live_cursor_rewind(ml__live_cursor_t *cur); /* from the first block again */
 void ml__live_cursor_free(ml__live_cursor_t *cur);
 
@@ -539,9 +548,20 @@ static inline ml__fblock_t ml__fblock_of_grave(const ml__grave_t *g) {
 /* The estimated usable size of a request under the detected allocator. */
 const char *ml__allocator_model(const ml_analysis_t *a);
 uint64_t ml__usable_size(const char *model, uint64_t size);
-/* Pinned pages per site at the end: the live set walked in address order,
- * with no copy of it. 0 or -ENOMEM. */
-int ml__frag_pinned(const ml_analysis_t *a, ml_site_t *sites);
+/* Pinned pages per site at the end (frag.c), summed over the blocks live
+ * then, given in address order (sites.c's walk of the end). */
+typedef struct {
+    uint64_t ps;      /* the page size */
+    int shift;        /* its log2, -1 when it is not a power of two */
+    uint64_t page, live; /* the page being summed, the live bytes in it */
+    uint32_t *sites;  /* the sites with a block in it */
+    uint32_t nsites, cap;
+    bool open;
+} ml__pin_acc_t;
+void ml__pin_begin(ml__pin_acc_t *c, const ml_analysis_t *a);
+/* A block live at the end, of a site (not UINT32_MAX), in address order. */
+void ml__pin_add(ml__pin_acc_t *c, uint64_t ptr, uint64_t size, uint32_t site, ml_site_t *sites);
+void ml__pin_end(ml__pin_acc_t *c, ml_site_t *sites);
 
 /* sites.c */
 int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts_t *o);

@@ -67,11 +67,6 @@ uint64_t ml__usable_size(const char *model, uint64_t size) {
 /* One moment                                                                */
 /* ------------------------------------------------------------------------- */
 
-static uint64_t block_end(const ml__block_t *b) {
-    uint64_t e = b->ptr + (b->size ? b->size : 1);
-    return e < b->ptr ? UINT64_MAX : e;
-}
-
 static uint64_t fblock_end(const ml__fblock_t *b) {
     uint64_t e = b->ptr + (b->size ? b->size : 1);
     return e < b->ptr ? UINT64_MAX : e;
@@ -483,27 +478,19 @@ int ml__frag_compute2_keep(const ml_analysis_t *a, const ml__moment_t *m[2], ml_
 /* Pinned pages per site (blocks live at the end; .stack holds the site)     */
 /* ------------------------------------------------------------------------- */
 
-typedef struct {
-    uint64_t page, live;
-    uint32_t *sites;
-    uint32_t nsites, cap;
-    bool open;
-} cur_page_t;
-
-static void page_flush(cur_page_t *c, uint64_t ps, ml_site_t *sites) {
+static void page_flush(ml__pin_acc_t *c, ml_site_t *sites) {
     if (!c->open) return;
     for (uint32_t i = 0; i < c->nsites; i++) {
         sites[c->sites[i]].pinned_pages++;
-        if (c->live * 4 < ps) sites[c->sites[i]].sparse_pinned_pages++;
+        if (c->live * 4 < c->ps) sites[c->sites[i]].sparse_pinned_pages++;
     }
     c->open = false;
     c->nsites = 0;
     c->live = 0;
 }
 
-static void page_add(cur_page_t *c, uint64_t page, uint64_t bytes, uint32_t site, uint64_t ps,
-                     ml_site_t *sites) {
-    if (c->open && c->page != page) page_flush(c, ps, sites);
+static void page_add(ml__pin_acc_t *c, uint64_t page, uint64_t bytes, uint32_t site, ml_site_t *sites) {
+    if (c->open && c->page != page) page_flush(c, sites);
     if (!c->open) {
         c->open = true;
         c->page = page;
@@ -521,30 +508,29 @@ static void page_add(cur_page_t *c, uint64_t page, uint64_t bytes, uint32_t site
     c->sites[c->nsites++] = site;
 }
 
-int ml__frag_pinned(const ml_analysis_t *a, ml_site_t *sites) {
-    const uint64_t ps = a->page_size;
-    ml__live_cursor_t cur;
-    if (ml__live_cursor_init(&cur, &a->heap) < 0) return -ENOMEM;
-    cur_page_t c = {0};
-    ml__block_t blk;
-    while (ml__live_next(&cur, &blk)) {
-        const ml__block_t *b = &blk;
-        uint32_t s = a->stats[b->stack < a->nstats ? b->stack : 0].site;
-        if (s == UINT32_MAX) continue;
-        uint64_t e = block_end(b);
-        uint64_t fp = b->ptr / ps, lp = (e - 1) / ps;
-        uint64_t sz = b->size;
-        if (fp == lp) {
-            page_add(&c, fp, sz, s, ps, sites);
-            continue;
-        }
-        page_add(&c, fp, (fp + 1) * ps - b->ptr, s, ps, sites);
-        page_flush(&c, ps, sites);
-        if (lp > fp + 1) sites[s].pinned_pages += (uint32_t)(lp - fp - 1); /* full pages */
-        page_add(&c, lp, e - lp * ps, s, ps, sites);
+void ml__pin_begin(ml__pin_acc_t *c, const ml_analysis_t *a) {
+    memset(c, 0, sizeof *c);
+    c->ps = a->page_size;
+    c->shift = c->ps && !(c->ps & (c->ps - 1)) ? __builtin_ctzll(c->ps) : -1;
+}
+
+void ml__pin_add(ml__pin_acc_t *c, uint64_t ptr, uint64_t size, uint32_t site, ml_site_t *sites) {
+    const uint64_t ps = c->ps;
+    uint64_t e = ptr + (size ? size : 1);
+    if (e < ptr) e = UINT64_MAX;
+    uint64_t fp = page_of(ptr, ps, c->shift), lp = page_of(e - 1, ps, c->shift);
+    if (fp == lp) {
+        page_add(c, fp, size, site, sites);
+        return;
     }
-    page_flush(&c, ps, sites);
-    free(c.sites);
-    ml__live_cursor_free(&cur);
-    return 0;
+    page_add(c, fp, (fp + 1) * ps - ptr, site, sites);
+    page_flush(c, sites);
+    if (lp > fp + 1) sites[site].pinned_pages += (uint32_t)(lp - fp - 1); /* full pages */
+    page_add(c, lp, e - lp * ps, site, sites);
+}
+
+void ml__pin_end(ml__pin_acc_t *c, ml_site_t *sites) {
+    page_flush(c, sites);
+    free(c->sites);
+    c->sites = NULL;
 }

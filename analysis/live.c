@@ -645,6 +645,20 @@ bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out) {
     return true;
 }
 
+bool ml__live_next_end(ml__live_cursor_t *cur, ml__eblock_t *out) {
+    uint32_t i;
+    if (!cursor_step(cur, &i)) return false;
+    const cpage_t *p = &((const cpage_t *)cur->pages)[cur->k];
+    ml__lchunk_t *c = p->c;
+    const ml__lrec_t *r = &recs(c)[i];
+    uint16_t o = offs(c)[i];
+    out->ptr = (p->ptr - 1) << CHUNK_SHIFT | (o & CHUNK_MASK);
+    out->size = rec_size(cur->L, r, out->ptr, &out->slack);
+    out->stack = r->stack;
+    out->reach = (o >> REACH_SHIFT) & 7u;
+    return true;
+}
+
 static inline bool next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out,
                                uint64_t *seq) {
     const cpage_t *pages = cur->pages;
