@@ -405,3 +405,214 @@ Test(live, a_block_made_in_words_equals_its_initialiser) {
         cr_assert(memcmp(&fwant, &fgot, sizeof fwant) == 0, "fragmentation block %zu", i);
     }
 }
+
+/* ------------------------------------------------------------------------- */
+/* Loading in address order (ml__live_append, a snapshot's restore)          */
+/* ------------------------------------------------------------------------- */
+
+/* Blocks by rising address for the loader: pages that hold exactly the
+ * counts where a chunk's class changes (8, 32, 4096 and their neighbours),
+ * pages of one block far apart, sizes of 16 MiB and more and slacks of 254
+ * and more (the side map), every slack code and leak kind, addresses at the
+ * top of the address space. *n blocks into v (room for `max`). */
+static uint64_t ordered_blocks(ml__block_t *v, uint64_t max) {
+    static const uint32_t per_page[] = {1, 2, 7, 8, 9, 12, 13, 31, 32, 33, 36, 37, 64, 65,
+                                        255, 256, 257, 1000, 4095, 4096};
+    const size_t npp = sizeof per_page / sizeof per_page[0];
+    uint64_t n = 0, page = 0x55000;
+    for (int round = 0; round < 3; round++) {
+        for (size_t k = 0; k < npp; k++, page += 1 + next() % 3) {
+            uint32_t m = per_page[(k + (size_t)round * 7) % npp];
+            for (uint32_t i = 0; i < m && n < max; i++) {
+                uint64_t off = m == 4096 ? i : (uint64_t)i * (4096 / m) + next() % (4096 / m);
+                uint64_t r = next();
+                v[n] = some_block(page << 12 | off, n + 1);
+                if (r % 16 == 0) v[n].size = (1ull << 24) + next() % (1ull << 30); /* side map */
+                if (r % 16 == 1) v[n].size = (1ull << 57) + next() % 1000;        /* 9-byte varint */
+                v[n].stack = (uint32_t)(next() % 6);
+                n++;
+            }
+        }
+        page += 1u << 20; /* a gap of 4 GiB between the rounds */
+    }
+    /* Pages of one block each, then blocks at the top of the address space
+     * (a delta of 2^63 and more: a varint of 10 bytes). */
+    for (uint32_t i = 0; i < 3000 && n < max; i++, page += 2, n++) v[n] = some_block(page << 12 | 16, n + 1);
+    for (uint32_t i = 0; i < 40 && n < max; i++, n++) v[n] = some_block(UINT64_MAX - 4096 * 3 + 48 * i, n + 1);
+    for (uint64_t i = 0; i < n; i++) v[i].stack %= 6;
+    return n;
+}
+
+/* ml__live_append, fed in batches cut anywhere (inside a page too, as the
+ * restore's batches are), makes the set that ml__live_put makes of the same
+ * blocks in any order: the same blocks, chunk bytes, pages and side
+ * entries. A page that has a chunk already, or blocks out of order, go
+ * through ml__live_put. */
+Test(live, appended_pages_make_the_set_that_puts_make, .timeout = 60) {
+    const uint64_t max = 40000;
+    ml__block_t *v = malloc(max * sizeof *v), *shuf = malloc(max * sizeof *v);
+    cr_assert(v && shuf);
+    uint64_t n = ordered_blocks(v, max);
+    cr_assert_gt(n, 20000);
+    memcpy(shuf, v, n * sizeof *v);
+    for (uint64_t i = n - 1; i > 0; i--) {
+        uint64_t j = next() % (i + 1);
+        ml__block_t t = shuf[i];
+        shuf[i] = shuf[j];
+        shuf[j] = t;
+    }
+    ml__live_t P = {0};
+    ml_map_t ref = {0};
+    for (uint64_t i = 0; i < n; i++) {
+        ml__block_t old;
+        bool existed, x;
+        cr_assert_eq(ml__live_put(&P, &shuf[i], &old, &existed), 0);
+        *ml__blocks_put(&ref, shuf[i].ptr, &x) = shuf[i];
+    }
+    for (int cut = 0; cut < 3; cut++) {
+        ml__live_t A = {0};
+        uint64_t i = 0;
+        ml__block_t *buf = malloc(8192 * sizeof *buf);
+        cr_assert(buf);
+        uint32_t held = 0;
+        while (i < n || held) {
+            /* 1 to 8192 blocks more (cut 0), batches of the restore's 8192,
+             * or 1-3 more */
+            uint32_t want = cut == 1 ? 8192 : held + 1 + (uint32_t)(next() % (cut == 0 ? 8192 : 3));
+            if (want > 8192) want = 8192;
+            while (held < want && i < n) buf[held++] = v[i++];
+            bool all = i == n;
+            int err;
+            uint32_t k = ml__live_append(&A, buf, held, all, &err);
+            cr_assert_eq(err, 0);
+            if (all) cr_assert_eq(k, held, "the last call takes every block");
+            if (held == 8192) cr_assert_gt(k, 0, "a full batch holds a whole page");
+            memmove(buf, buf + k, (held - k) * sizeof *buf);
+            held -= k;
+            if (cut == 2 && held > 4096) cr_assert_fail("a page of more than 4096 blocks");
+        }
+        free(buf);
+        check_walk(&A, &ref);
+        cr_expect_eq(A.bytes, P.bytes, "cut %d: chunk bytes", cut);
+        cr_expect_eq(A.dir.count, P.dir.count, "cut %d: pages", cut);
+        cr_expect_eq(A.big.count, P.big.count, "cut %d: side entries", cut);
+        for (uint64_t j = 0; j < n; j++) {
+            ml__block_t got;
+            cr_assert(ml__live_get(&A, v[j].ptr, &got));
+            same_block(&got, &v[j], "get");
+        }
+        ml__live_free(&A);
+    }
+    /* Blocks on pages the set has (one between two blocks, one replacing
+     * a block), out of order, and on a new page: ml__live_put's way. */
+    ml__live_t A = {0};
+    int err;
+    cr_assert_eq(ml__live_append(&A, v, (uint32_t)n, true, &err), n);
+    ml__block_t more[4] = {some_block(v[0].ptr + 1, 1), some_block(v[n / 2].ptr, 2),
+                           some_block(0x10000000000ull, 3), some_block(v[1].ptr + 1, 4)};
+    more[3].ptr = more[0].ptr; /* the same address twice: the second replaces the first */
+    more[0].ptr = v[n - 1].ptr - 1;
+    for (int q = 0; q < 4; q++) {
+        bool x;
+        *ml__blocks_put(&ref, more[q].ptr, &x) = more[q];
+    }
+    cr_assert_eq(ml__live_append(&A, more, 4, true, &err), 4);
+    cr_assert_eq(err, 0);
+    check_walk(&A, &ref);
+    ml__live_free(&A);
+    ml__live_free(&P);
+    ml_map_free(&ref);
+    free(v);
+    free(shuf);
+}
+
+/* A session's live blocks, saved in a snapshot and restored (the batches
+ * of snapshot.c's get_live, its unchecked varints and their fall-back, and
+ * ml__live_append), are the set the session had, block for block: 40,000
+ * blocks fed in random order (ml__live_put's way), on pages of every chunk
+ * class boundary, with sizes of the side map, every slack code (from the
+ * usable size) and leak kind, and addresses whose deltas take 10 bytes. */
+Test(live, a_restored_snapshot_holds_the_same_set, .timeout = 60) {
+    const uint64_t max = 40000;
+    ml__block_t *v = malloc(max * sizeof *v);
+    cr_assert(v);
+    uint64_t n = ordered_blocks(v, max);
+    for (uint64_t i = n - 1; i > 0; i--) {
+        uint64_t j = next() % (i + 1);
+        ml__block_t t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+    ml_analysis_t *a;
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    ml_record_t pr = {.tag = ML_T_PROCESS};
+    pr.u.process.page_size = 4096;
+    pr.u.process.exe = pr.u.process.parent_trace = pr.u.process.producer = "";
+    ml_analysis_feed(a, &pr);
+    for (uint32_t id = 1; id <= 5; id++) {
+        ml_record_t nd = {.tag = ML_T_NODE};
+        nd.u.node.id = id;
+        nd.u.node.pc = 0x1000ull * id;
+        ml_analysis_feed(a, &nd);
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = (uint32_t)(i / 7)};
+        r.u.alloc.kind = ML_KIND_MALLOC;
+        r.u.alloc.ptr = v[i].ptr;
+        r.u.alloc.size = v[i].size;
+        r.u.alloc.stack = v[i].stack;
+        /* slacks 0-253 in the record, 254 and more in the side map, none */
+        uint64_t s = next() % 4;
+        r.u.alloc.usable = s == 0 ? 0 : s == 1 ? v[i].size + next() % 254 : v[i].size + 254 + next() % 3000;
+        ml_analysis_feed(a, &r);
+    }
+    for (uint64_t i = 0; i < n; i += 1 + next() % 3) {
+        ml_record_t r = {.tag = ML_T_BLOCK_REACH};
+        r.u.block_reach.ptr = v[i].ptr;
+        r.u.block_reach.reach = (uint8_t)(1 + next() % 4);
+        ml_analysis_feed(a, &r);
+    }
+    ml_record_t sc = {.tag = ML_T_REACH_SCAN};
+    ml_analysis_feed(a, &sc);
+    ml_record_t ex = {.tag = ML_T_PROC_EXIT, .time_ms = 99999};
+    ml_analysis_feed(a, &ex);
+    cr_assert_eq(a->heap.count, n);
+    cr_assert_gt(a->heap.big.count, 1000, "the side map is used");
+
+    void *data;
+    size_t len;
+    cr_assert_eq(ml_analysis_snapshot(a, &data, &len), 0);
+    ml_analysis_t *b;
+    char err[256] = "";
+    cr_assert_eq(ml_analysis_new(&b), 0);
+    cr_assert_eq(ml_analysis_restore(b, data, len, err, sizeof err), 0, "%s", err);
+    const ml__live_t *X = &a->heap, *Y = &b->heap;
+    cr_assert_eq(Y->count, X->count);
+    cr_expect_eq(Y->bytes, X->bytes, "chunk bytes");
+    cr_expect_eq(Y->dir.count, X->dir.count, "pages");
+    cr_expect_eq(Y->big.count, X->big.count, "side entries");
+    ml__live_cursor_t cx, cy;
+    cr_assert_eq(ml__live_cursor_init(&cx, X), 0);
+    cr_assert_eq(ml__live_cursor_init(&cy, Y), 0);
+    ml__block_t bx, by;
+    uint64_t k = 0, kinds[8] = {0}, unknown_slack = 0, small_slack = 0;
+    while (ml__live_next(&cx, &bx)) {
+        cr_assert(ml__live_next(&cy, &by), "the restored set ends after %llu blocks", (unsigned long long)k);
+        same_block(&by, &bx, "restored");
+        kinds[bx.reach]++;
+        unknown_slack += bx.slack == ML__SLACK_UNKNOWN;
+        small_slack += bx.slack < 254;
+        k++;
+    }
+    cr_assert(!ml__live_next(&cy, &by), "the restored set has more blocks");
+    cr_assert_eq(k, n);
+    for (int r = 0; r <= ML_REACH_POSSIBLE; r++) cr_expect_gt(kinds[r], 100, "kind %d", r);
+    cr_expect_gt(unknown_slack, 1000);
+    cr_expect_gt(small_slack, 1000);
+    ml__live_cursor_free(&cx);
+    ml__live_cursor_free(&cy);
+    ml_analysis_free(a);
+    ml_analysis_free(b);
+    free(data);
+    free(v);
+}
