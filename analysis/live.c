@@ -434,8 +434,25 @@ uint32_t ml__live_append(ml__live_t *L, const ml__block_t *v, uint32_t n, bool a
         c->n = c->nlive = 0;
         c->cap = (uint16_t)cap;
         c->pad = 0;
+        uint16_t *o = offs(c);
+        ml__lrec_t *rc = recs(c);
         for (uint32_t k = i; k < j; k++) {
-            if (encode(L, c, c->n, &v[k], false) < 0) {
+            const ml__block_t *b = &v[k];
+            if (ml_likely(b->size <= SIZE_MASK && (b->slack < SLACK_NONE || b->slack == ML__SLACK_UNKNOWN))) {
+                /* encode()'s record without a side entry, inline */
+                uint32_t code = b->slack == ML__SLACK_UNKNOWN ? SLACK_NONE : (uint32_t)b->slack;
+                o[c->n] = (uint16_t)((b->ptr & CHUNK_MASK) | (uint32_t)b->reach << REACH_SHIFT);
+                rc[c->n] = (ml__lrec_t){
+                    .stack = b->stack,
+                    .size_slack = code << SIZE_BITS | (uint32_t)b->size,
+                    .time_ms = b->time_ms,
+                    .seq_lo = (uint32_t)b->seq,
+                    .seq_hi = (uint16_t)(b->seq >> 32),
+                };
+                c->n++;
+                continue;
+            }
+            if (encode(L, c, c->n, b, false) < 0) {
                 /* Back out the page: its side entries, its chunk. */
                 for (uint32_t q = 0; q < c->n; q++)
                     if (rec_side(&recs(c)[q])) {
