@@ -105,7 +105,11 @@ static inline uint64_t cell_of(cell_cache_t *k, uint64_t off, uint64_t cb) {
  * as before. The map is the same either way (the cells are whole pages). */
 #define PG_MAX (1u << 19) /* 8 MiB: a region of 2 GiB of small blocks */
 
-static void pg_push(ml__pg_list_t *l, uint64_t page, uint64_t npages, uint64_t live) {
+static void pg_push_new(ml__pg_list_t *l, uint64_t page, uint64_t npages, uint64_t live);
+
+/* Inline for the usual case, a block on the page of the block before (a
+ * call per block was a tenth of the walk's instructions on 5 M blocks). */
+static inline void pg_push(ml__pg_list_t *l, uint64_t page, uint64_t npages, uint64_t live) {
     if (l->over) return;
     if (l->n && l->v[l->n - 1].npages == 1 && l->v[l->n - 1].page == page && npages == 1) {
         uint64_t sum = l->v[l->n - 1].live + live;
@@ -116,6 +120,11 @@ static void pg_push(ml__pg_list_t *l, uint64_t page, uint64_t npages, uint64_t l
         l->v[l->n - 1].live = (uint32_t)sum;
         return;
     }
+    pg_push_new(l, page, npages, live);
+}
+
+/* A new entry of the list (pg_push). */
+static void pg_push_new(ml__pg_list_t *l, uint64_t page, uint64_t npages, uint64_t live) {
     if ((l->n && page < l->v[l->n - 1].page + l->v[l->n - 1].npages) || npages > UINT32_MAX ||
         live > UINT32_MAX) {
         l->over = true; /* out of order: overlapping blocks */
@@ -520,6 +529,11 @@ void ml__pin_add(ml__pin_acc_t *c, uint64_t ptr, uint64_t size, uint32_t site, m
     if (e < ptr) e = UINT64_MAX;
     uint64_t fp = page_of(ptr, ps, c->shift), lp = page_of(e - 1, ps, c->shift);
     if (fp == lp) {
+        /* The usual case: the page and the site of the block before. */
+        if (c->open && c->page == fp && c->nsites && c->sites[c->nsites - 1] == site) {
+            c->live += size;
+            return;
+        }
         page_add(c, fp, size, site, sites);
         return;
     }
