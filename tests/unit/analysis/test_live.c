@@ -504,19 +504,21 @@ Test(live, appended_pages_make_the_set_that_puts_make, .timeout = 60) {
         ml__live_free(&A);
     }
     /* Blocks on pages the set has (one between two blocks, one replacing
-     * a block), out of order, and on a new page: ml__live_put's way. */
+     * a block), and on a new page out of order, one address twice (the
+     * second replaces the first): ml__live_put's way. */
     ml__live_t A = {0};
     int err;
     cr_assert_eq(ml__live_append(&A, v, (uint32_t)n, true, &err), n);
-    ml__block_t more[4] = {some_block(v[0].ptr + 1, 1), some_block(v[n / 2].ptr, 2),
-                           some_block(0x10000000000ull, 3), some_block(v[1].ptr + 1, 4)};
-    more[3].ptr = more[0].ptr; /* the same address twice: the second replaces the first */
-    more[0].ptr = v[n - 1].ptr - 1;
-    for (int q = 0; q < 4; q++) {
+    const uint64_t np = 0x10000000000ull;
+    ml__block_t more[7] = {some_block(v[n - 1].ptr - 1, 1), some_block(v[n / 2].ptr, 2),
+                           some_block(np + 64, 3),          some_block(np + 32, 4),
+                           some_block(np + 32, 5),          some_block(np + 128, 6),
+                           some_block(v[0].ptr + 1, 7)};
+    for (int q = 0; q < 7; q++) {
         bool x;
         *ml__blocks_put(&ref, more[q].ptr, &x) = more[q];
     }
-    cr_assert_eq(ml__live_append(&A, more, 4, true, &err), 4);
+    cr_assert_eq(ml__live_append(&A, more, 7, true, &err), 7);
     cr_assert_eq(err, 0);
     check_walk(&A, &ref);
     ml__live_free(&A);
