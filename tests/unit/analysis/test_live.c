@@ -4,6 +4,7 @@
  * a few pages (up to every byte of one), spread over many, or sit at the
  * ends of the address space; sizes that do not fit 32 bits; walks in
  * address order, rewound; and an allocation that fails. */
+#define _GNU_SOURCE /* memmem */
 #include "analysis_internal.h"
 #include "ml_util.h"
 
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static uint64_t rng = 88172645463325252ull;
 static uint64_t next(void) {
@@ -528,23 +530,10 @@ Test(live, appended_pages_make_the_set_that_puts_make, .timeout = 60) {
     free(shuf);
 }
 
-/* A session's live blocks, saved in a snapshot and restored (the batches
- * of snapshot.c's get_live, its unchecked varints and their fall-back, and
- * ml__live_append), are the set the session had, block for block: 40,000
- * blocks fed in random order (ml__live_put's way), on pages of every chunk
- * class boundary, with sizes of the side map, every slack code (from the
- * usable size) and leak kind, and addresses whose deltas take 10 bytes. */
-Test(live, a_restored_snapshot_holds_the_same_set, .timeout = 60) {
-    const uint64_t max = 40000;
-    ml__block_t *v = malloc(max * sizeof *v);
-    cr_assert(v);
-    uint64_t n = ordered_blocks(v, max);
-    for (uint64_t i = n - 1; i > 0; i--) {
-        uint64_t j = next() % (i + 1);
-        ml__block_t t = v[i];
-        v[i] = v[j];
-        v[j] = t;
-    }
+/* A session fed v[0..n) in that order: slacks from the usable size (0-253
+ * in the record, 254 and more in the side map, or none), the exit scan's
+ * kinds for some, an exit. */
+static ml_analysis_t *session_of(const ml__block_t *v, uint64_t n) {
     ml_analysis_t *a;
     cr_assert_eq(ml_analysis_new(&a), 0);
     ml_record_t pr = {.tag = ML_T_PROCESS};
@@ -578,6 +567,27 @@ Test(live, a_restored_snapshot_holds_the_same_set, .timeout = 60) {
     ml_analysis_feed(a, &sc);
     ml_record_t ex = {.tag = ML_T_PROC_EXIT, .time_ms = 99999};
     ml_analysis_feed(a, &ex);
+    return a;
+}
+
+/* A session's live blocks, saved in a snapshot and restored (the batches
+ * of snapshot.c's get_live, its unchecked varints and their fall-back, and
+ * ml__live_append), are the set the session had, block for block: 40,000
+ * blocks fed in random order (ml__live_put's way), on pages of every chunk
+ * class boundary, with sizes of the side map, every slack code (from the
+ * usable size) and leak kind, and addresses whose deltas take 10 bytes. */
+Test(live, a_restored_snapshot_holds_the_same_set, .timeout = 60) {
+    const uint64_t max = 40000;
+    ml__block_t *v = malloc(max * sizeof *v);
+    cr_assert(v);
+    uint64_t n = ordered_blocks(v, max);
+    for (uint64_t i = n - 1; i > 0; i--) {
+        uint64_t j = next() % (i + 1);
+        ml__block_t t = v[i];
+        v[i] = v[j];
+        v[j] = t;
+    }
+    ml_analysis_t *a = session_of(v, n);
     cr_assert_eq(a->heap.count, n);
     cr_assert_gt(a->heap.big.count, 1000, "the side map is used");
 
@@ -616,5 +626,186 @@ Test(live, a_restored_snapshot_holds_the_same_set, .timeout = 60) {
     ml_analysis_free(a);
     ml_analysis_free(b);
     free(data);
+    free(v);
+}
+
+static size_t put_varint(uint8_t *p, uint64_t x) {
+    size_t k = 0;
+    while (x >= 0x80) {
+        p[k++] = (uint8_t)(x | 0x80);
+        x >>= 7;
+    }
+    p[k++] = (uint8_t)x;
+    return k;
+}
+
+static size_t varint_len(const uint8_t *p) {
+    size_t k = 0;
+    while (p[k] & 0x80) k++;
+    return k + 1;
+}
+
+/* The snapshot with field f (0: the address delta, 1-6: size, kind,
+ * event number, slack, stack, time) of live block k replaced by the bytes
+ * `put` (np of them); live_at is where the live set's count starts. */
+static uint8_t *damage(const uint8_t *data, size_t len, size_t live_at, uint64_t k, int f,
+                       const uint8_t *put, size_t np, size_t *out_len) {
+    size_t at = live_at + varint_len(data + live_at);
+    for (uint64_t i = 0; i < k * 7 + (uint64_t)f; i++) at += varint_len(data + at);
+    size_t old = varint_len(data + at);
+    uint8_t *c = malloc(len + np);
+    cr_assert(c);
+    memcpy(c, data, at);
+    memcpy(c + at, put, np);
+    memcpy(c + at + np, data + at + old, len - at - old);
+    *out_len = len - old + np;
+    return c;
+}
+
+/* A damaged live block is refused for the reason it was before the
+ * restore read blocks without per-byte checks: each field out of range, an
+ * address not above the one before (the same address twice), a varint
+ * that does not end, the bytes ending in the last block; at the first
+ * block, inside the first batch, and past it (the restore's batches). A
+ * varint written longer than it needs (9 and 10 bytes) still reads. */
+Test(live, a_damaged_live_block_is_refused_for_its_reason, .timeout = 60) {
+    const uint64_t max = 12000;
+    ml__block_t *v = malloc(max * sizeof *v);
+    cr_assert(v);
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < max; i++, n++) {
+        v[n] = some_block(0x7f0000001000ull + 48 * i, n + 1);
+        v[n].size = 1 + next() % 40;
+        v[n].stack = (uint32_t)(next() % 6);
+    }
+    ml_analysis_t *a = session_of(v, n);
+    void *snap;
+    size_t len;
+    cr_assert_eq(ml_analysis_snapshot(a, &snap, &len), 0);
+    const uint8_t *data = snap;
+    /* The live set as the snapshot writes it, found in the bytes. */
+    uint8_t *want = malloc(10 + n * 70), *w = want;
+    w += put_varint(w, a->heap.count);
+    ml__live_cursor_t cur;
+    cr_assert_eq(ml__live_cursor_init(&cur, &a->heap), 0);
+    ml__block_t b;
+    uint64_t prev = 0;
+    while (ml__live_next(&cur, &b)) {
+        w += put_varint(w, b.ptr - prev);
+        prev = b.ptr;
+        w += put_varint(w, b.size);
+        w += put_varint(w, b.reach);
+        w += put_varint(w, b.seq);
+        w += put_varint(w, b.slack);
+        w += put_varint(w, b.stack);
+        w += put_varint(w, b.time_ms);
+    }
+    ml__live_cursor_free(&cur);
+    const uint8_t *found = memmem(data, len, want, (size_t)(w - want));
+    cr_assert(found, "the live set is in the snapshot as written");
+    size_t live_at = (size_t)(found - data);
+
+    struct {
+        int f;
+        uint64_t value; /* put as a varint, or: */
+        int raw;        /* 1: ten bytes of 0xff; 2: the value in 9 bytes; 3: in 10 */
+        const char *why;
+    } cases[] = {
+        {0, 0, 0, "the blocks' addresses are not increasing"},
+        {1, ML__SIZE_MAX + 1, 0, "a block size is out of range"},
+        {2, ML_REACH_POSSIBLE + 1, 0, "a block's leak kind is out of range"},
+        {3, 1ull << 48, 0, "a block's event number is out of range"},
+        {4, 0x10000, 0, "a block's slack is out of range"},
+        {5, a->nstats, 0, "a block names an unknown stack"},
+        {6, 1ull << 32, 0, "a block's time is out of range"},
+        {3, 0, 1, "a number is too long"},
+        {0, 0, 1, "a number is too long"},
+        {1, 0, 2, NULL},
+        {6, 0, 3, NULL},
+    };
+    const uint64_t blocks[] = {0, 1, 4000, 8191, 8192, 8193, n - 2, n - 1};
+    char err[256];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (size_t q = 0; q < sizeof blocks / sizeof blocks[0]; q++) {
+            uint64_t k = blocks[q];
+            uint8_t put[16];
+            size_t np;
+            if (cases[c].raw == 1) {
+                memset(put, 0xff, 10);
+                np = 10;
+            } else if (cases[c].raw >= 2) {
+                /* field f of block k as it is, written long */
+                size_t at = live_at + varint_len(data + live_at);
+                for (uint64_t i = 0; i < k * 7 + (uint64_t)cases[c].f; i++) at += varint_len(data + at);
+                uint64_t x = 0;
+                for (size_t i = 0, sh = 0; i < varint_len(data + at); i++, sh += 7)
+                    x |= (uint64_t)(data[at + i] & 0x7f) << sh;
+                np = cases[c].raw == 2 ? 9 : 10;
+                for (size_t i = 0; i < np; i++) put[i] = (uint8_t)(((x >> (7 * i)) & 0x7f) | (i + 1 < np ? 0x80 : 0));
+            } else {
+                np = put_varint(put, cases[c].value);
+            }
+            size_t dl;
+            uint8_t *d = damage(data, len, live_at, k, cases[c].f, put, np, &dl);
+            ml_analysis_t *r;
+            cr_assert_eq(ml_analysis_new(&r), 0);
+            int rc = ml_analysis_restore(r, d, dl, err, sizeof err);
+            if (!cases[c].why) {
+                cr_expect_eq(rc, 0, "case %zu, block %llu: %s", c, (unsigned long long)k, err);
+                if (rc == 0) cr_expect_eq(r->heap.count, n);
+            } else {
+                char full[256];
+                snprintf(full, sizeof full, "the analysis snapshot is damaged (%s)", cases[c].why);
+                cr_expect_eq(rc, -EINVAL, "case %zu, block %llu was accepted", c, (unsigned long long)k);
+                cr_expect_str_eq(err, full, "case %zu, block %llu", c, (unsigned long long)k);
+            }
+            ml_analysis_free(r);
+            free(d);
+        }
+    }
+    /* The bytes ending inside one of the last blocks (the fast path must
+     * not read past them: the bytes after the cut are there, unused). */
+    const uint64_t cut_at[][2] = {{n - 1, 3}, {n - 3, 5}, {n - 6, 2}, {n - 9, 6}, {n - 2, 6}};
+    /* Block n - 2 with its seven varints written in 9 bytes each: the
+     * longest block the fast path could read, cut in its last byte. */
+    uint8_t *lng = malloc(len);
+    size_t lng_len = len;
+    cr_assert(lng);
+    memcpy(lng, data, len);
+    for (int f = 0; f < 7; f++) {
+        size_t at = live_at + varint_len(lng + live_at);
+        for (uint64_t i = 0; i < (n - 2) * 7 + (uint64_t)f; i++) at += varint_len(lng + at);
+        uint64_t x = 0;
+        for (size_t i = 0; i < varint_len(lng + at); i++) x |= (uint64_t)(lng[at + i] & 0x7f) << (7 * i);
+        uint8_t put[9];
+        for (size_t i = 0; i < 9; i++) put[i] = (uint8_t)(((x >> (7 * i)) & 0x7f) | (i < 8 ? 0x80 : 0));
+        size_t nl;
+        uint8_t *d = damage(lng, lng_len, live_at, n - 2, f, put, 9, &nl);
+        free(lng);
+        lng = d;
+        lng_len = nl;
+    }
+    for (size_t q = 0; q < 5; q++) {
+        const uint8_t *src = q < 4 ? data : lng;
+        size_t at = live_at + varint_len(src + live_at);
+        for (uint64_t i = 0; i < cut_at[q][0] * 7 + cut_at[q][1]; i++) at += varint_len(src + at);
+        if (q == 4) at += 8;
+        /* the cut bytes end where a page that cannot be read begins */
+        size_t ps = 4096, span = (at + ps - 1) / ps * ps;
+        uint8_t *m = mmap(NULL, span + ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        cr_assert(m != MAP_FAILED);
+        cr_assert_eq(mprotect(m + span, ps, PROT_NONE), 0);
+        memcpy(m + span - at, src, at);
+        ml_analysis_t *r;
+        cr_assert_eq(ml_analysis_new(&r), 0);
+        cr_expect_eq(ml_analysis_restore(r, m + span - at, at, err, sizeof err), -EINVAL);
+        cr_expect_str_eq(err, "the analysis snapshot is damaged (it ends early)", "cut %zu", q);
+        ml_analysis_free(r);
+        munmap(m, span + ps);
+    }
+    free(lng);
+    ml_analysis_free(a);
+    free(want);
+    free(snap);
     free(v);
 }
