@@ -134,7 +134,8 @@ typedef struct {
     uint32_t stack;
     unsigned reach;
 } ml__eblock_t;
-bool ml__live_next_end(ml__live_cursor_t *cur, ml__eblock_t *out);
+/* The next blocks, up to max of them, into out: how many (0 at the end). */
+uint32_t ml__live_next_ends(ml__live_cursor_t *cur, ml__eblock_t *out, uint32_t max);
 void ml__live_cursor_rewind(ml__live_cursor_t *cur); /* from the first block again */
 void ml__live_cursor_free(ml__live_cursor_t *cur);
 
@@ -559,8 +560,10 @@ typedef struct {
     bool open;
 } ml__pin_acc_t;
 void ml__pin_begin(ml__pin_acc_t *c, const ml_analysis_t *a);
-/* A block live at the end, of a site (not UINT32_MAX), in address order. */
-void ml__pin_add(ml__pin_acc_t *c, uint64_t ptr, uint64_t size, uint32_t site, ml_site_t *sites);
+/* Blocks live at the end, in address order, after those added before:
+ * each pins its pages for its site (none for a stack without a site). */
+void ml__pin_add_ends(ml__pin_acc_t *c, const ml_analysis_t *a, const ml__eblock_t *v, uint32_t n,
+                      ml_site_t *sites);
 void ml__pin_end(ml__pin_acc_t *c, ml_site_t *sites);
 
 /* sites.c */
@@ -633,6 +636,9 @@ typedef struct {
 } ml__frag_acc_t;
 void ml__frag_begin(ml__frag_acc_t *acc, const ml_analysis_t *a, ml_frag_t *out);
 void ml__frag_add(ml__frag_acc_t *acc, const ml__fblock_t *b);
+/* ml__frag_add of each of v[0..n), made a fragmentation block (the end's
+ * walk, sites.c: a call per batch instead of per block). */
+void ml__frag_add_ends(ml__frag_acc_t *acc, const ml__eblock_t *v, uint32_t n);
 void ml__frag_end(ml__frag_acc_t *acc, ml__mstream_t *s, int8_t **cells);
 
 /* A radix sort on the address. O(n), where qsort's comparisons dominated the

@@ -144,7 +144,7 @@ static void pg_push_new(ml__pg_list_t *l, uint64_t page, uint64_t npages, uint64
 }
 
 /* Block [ptr, e) of `size` bytes (e = ptr + 1 for an empty block). */
-static void pg_add(ml__pg_list_t *l, uint64_t ptr, uint64_t e, uint64_t size, uint64_t ps,
+__attribute__((always_inline)) static inline void pg_add(ml__pg_list_t *l, uint64_t ptr, uint64_t e, uint64_t size, uint64_t ps,
                    int shift) {
     uint64_t fp = page_of(ptr, ps, shift), lp = page_of(e - 1, ps, shift);
     if (fp == lp) {
@@ -276,7 +276,7 @@ static void take_best(ml__frag_acc_t *acc) {
     acc->best = acc->cur, acc->cur = t;
 }
 
-void ml__frag_add(ml__frag_acc_t *acc, const ml__fblock_t *b) {
+__attribute__((always_inline)) static inline void frag_add(ml__frag_acc_t *acc, const ml__fblock_t *b) {
     ml_frag_t *f = acc->f;
     const uint64_t ps = acc->ps;
     const int shift = acc->shift;
@@ -321,6 +321,17 @@ void ml__frag_add(ml__frag_acc_t *acc, const ml__fblock_t *b) {
     acc->region_live += b->size;
     if (e > acc->end) acc->end = e;
     acc->n++;
+}
+
+void ml__frag_add(ml__frag_acc_t *acc, const ml__fblock_t *b) {
+    frag_add(acc, b);
+}
+
+void ml__frag_add_ends(ml__frag_acc_t *acc, const ml__eblock_t *v, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        ml__fblock_t b = ml__fblock_make(v[i].ptr, ml__size48(v[i].size), (uint16_t)v[i].slack);
+        frag_add(acc, &b);
+    }
 }
 
 void ml__frag_end(ml__frag_acc_t *acc, ml__mstream_t *s, int8_t **cells) {
@@ -523,7 +534,7 @@ void ml__pin_begin(ml__pin_acc_t *c, const ml_analysis_t *a) {
     c->shift = c->ps && !(c->ps & (c->ps - 1)) ? __builtin_ctzll(c->ps) : -1;
 }
 
-void ml__pin_add(ml__pin_acc_t *c, uint64_t ptr, uint64_t size, uint32_t site, ml_site_t *sites) {
+static inline void pin_add(ml__pin_acc_t *c, uint64_t ptr, uint64_t size, uint32_t site, ml_site_t *sites) {
     const uint64_t ps = c->ps;
     uint64_t e = ptr + (size ? size : 1);
     if (e < ptr) e = UINT64_MAX;
@@ -541,6 +552,14 @@ void ml__pin_add(ml__pin_acc_t *c, uint64_t ptr, uint64_t size, uint32_t site, m
     page_flush(c, sites);
     if (lp > fp + 1) sites[site].pinned_pages += (uint32_t)(lp - fp - 1); /* full pages */
     page_add(c, lp, e - lp * ps, site, sites);
+}
+
+void ml__pin_add_ends(ml__pin_acc_t *c, const ml_analysis_t *a, const ml__eblock_t *v, uint32_t n,
+                      ml_site_t *sites) {
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t s = a->stats[v[i].stack < a->nstats ? v[i].stack : 0].site;
+        if (s != UINT32_MAX) pin_add(c, v[i].ptr, v[i].size, s, sites);
+    }
 }
 
 void ml__pin_end(ml__pin_acc_t *c, ml_site_t *sites) {

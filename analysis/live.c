@@ -662,18 +662,20 @@ bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out) {
     return true;
 }
 
-bool ml__live_next_end(ml__live_cursor_t *cur, ml__eblock_t *out) {
-    uint32_t i;
-    if (!cursor_step(cur, &i)) return false;
-    const cpage_t *p = &((const cpage_t *)cur->pages)[cur->k];
-    ml__lchunk_t *c = p->c;
-    const ml__lrec_t *r = &recs(c)[i];
-    uint16_t o = offs(c)[i];
-    out->ptr = (p->ptr - 1) << CHUNK_SHIFT | (o & CHUNK_MASK);
-    out->size = rec_size(cur->L, r, out->ptr, &out->slack);
-    out->stack = r->stack;
-    out->reach = (o >> REACH_SHIFT) & 7u;
-    return true;
+uint32_t ml__live_next_ends(ml__live_cursor_t *cur, ml__eblock_t *out, uint32_t max) {
+    uint32_t n = 0, i;
+    while (n < max && cursor_step(cur, &i)) {
+        const cpage_t *p = &((const cpage_t *)cur->pages)[cur->k];
+        ml__lchunk_t *c = p->c;
+        const ml__lrec_t *r = &recs(c)[i];
+        uint16_t o = offs(c)[i];
+        ml__eblock_t *e = &out[n++];
+        e->ptr = (p->ptr - 1) << CHUNK_SHIFT | (o & CHUNK_MASK);
+        e->size = rec_size(cur->L, r, e->ptr, &e->slack);
+        e->stack = r->stack;
+        e->reach = (o >> REACH_SHIFT) & 7u;
+    }
+    return n;
 }
 
 static inline bool next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out,

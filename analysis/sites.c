@@ -401,25 +401,28 @@ static int end_walk(ml_analysis_t *a, struct ml__built_s *b, bool judged) {
     ml__frag_begin(&acc, a, &b->frag[ML_MOMENT_END]);
     ml__pin_acc_t pin;
     ml__pin_begin(&pin, a);
-    ml__eblock_t blk, *e = &blk;
-    while (ml__live_next_end(&st.cur, e)) {
-        ml__fblock_t fb = ml__fblock_make(e->ptr, ml__size48(e->size), (uint16_t)e->slack);
-        ml__frag_add(&acc, &fb);
-        uint32_t si = a->stats[e->stack < a->nstats ? e->stack : 0].site;
-        if (si != UINT32_MAX) ml__pin_add(&pin, e->ptr, e->size, si, b->sites);
-        if (si >= b->nsites) continue;
-        if (!judged) {
-            b->leaks.bytes += e->size;
-            b->leaks.blocks++;
-            continue;
+    ml__eblock_t v[256]; /* a batch: a call to each part per batch, not per block */
+    uint32_t n;
+    while ((n = ml__live_next_ends(&st.cur, v, 256)) > 0) {
+        ml__frag_add_ends(&acc, v, n);
+        ml__pin_add_ends(&pin, a, v, n, b->sites);
+        for (uint32_t i = 0; i < n; i++) {
+            const ml__eblock_t *e = &v[i];
+            uint32_t si = a->stats[e->stack < a->nstats ? e->stack : 0].site;
+            if (si >= b->nsites) continue;
+            if (!judged) {
+                b->leaks.bytes += e->size;
+                b->leaks.blocks++;
+                continue;
+            }
+            ml_leak_kind_t k = ML_LEAK_DEFINITE;
+            if (e->reach == ML_REACH_REACHABLE) k = ML_LEAK_REACHABLE;
+            else if (e->reach == ML_REACH_INDIRECT) k = ML_LEAK_INDIRECT;
+            else if (e->reach == ML_REACH_POSSIBLE) k = ML_LEAK_POSSIBLE;
+            else if (a->scanned && e->reach == ML_REACH_UNKNOWN) b->leaks.unscanned_blocks++;
+            b->sites[si].leaked_kind_bytes[k] += e->size;
+            b->sites[si].leaked_kind_blocks[k]++;
         }
-        ml_leak_kind_t k = ML_LEAK_DEFINITE;
-        if (e->reach == ML_REACH_REACHABLE) k = ML_LEAK_REACHABLE;
-        else if (e->reach == ML_REACH_INDIRECT) k = ML_LEAK_INDIRECT;
-        else if (e->reach == ML_REACH_POSSIBLE) k = ML_LEAK_POSSIBLE;
-        else if (a->scanned && e->reach == ML_REACH_UNKNOWN) b->leaks.unscanned_blocks++;
-        b->sites[si].leaked_kind_bytes[k] += e->size;
-        b->sites[si].leaked_kind_blocks[k]++;
     }
     ml__pin_end(&pin, b->sites);
     ml__frag_end(&acc, &st, &b->cells[ML_MOMENT_END]);
