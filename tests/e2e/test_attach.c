@@ -364,6 +364,18 @@ Test(attach, a_blocking_call_ends_as_without_memlens, .timeout = 60) {
     attach_during("futex");
 }
 
+/* The thread's own state after memlens' calls into it (the dlopen, the
+ * start, the stop): its errno (EAGAIN was left there), its signal mask and
+ * handlers (the fault that ends each call unblocked SIGSEGV for good and
+ * reset its handler to SIG_DFL), and no handler of the program's runs in
+ * the middle of a call (one that siglongjmps left the call: memlens waited
+ * for its end until the program exited, then exited 1). */
+Test(attach, the_thread_keeps_its_errno_mask_and_handlers, .timeout = 60) {
+    attach_during("errno");
+    attach_during("sigmask");
+    attach_during("sigjmp");
+}
+
 /* A second attach is refused as the other refusals are, with exit 2 (it
  * exited 1), and the program goes on. */
 Test(attach, a_second_attach_exits_2, .timeout = 60) {
