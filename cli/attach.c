@@ -163,8 +163,16 @@ typedef struct {
     uint8_t *xstate;
     size_t xstate_len; /* 0: extended state not saved, the FP registers are */
     struct user_fpregs_struct fpregs;
+    /* its signal mask, which memlens' calls replace (mask_saved) */
+    uint64_t sigmask;
+    bool mask_saved;
+    /* its errno, which memlens' calls clobber: where (0: not known yet),
+     * and its value when the thread was stopped (errno_saved) */
+    uint64_t errno_addr;
+    int errno_val;
+    bool errno_saved;
     /* remote addresses */
-    uint64_t r_dlopen, r_dlerror, r_dlsym;
+    uint64_t r_dlopen, r_dlerror, r_dlsym, r_errno_location;
     uint64_t r_start, r_stop;
 } target_t;
 
@@ -315,8 +323,9 @@ static int find_libc(target_t *t) {
     void *f_dlopen = self ? dlsym(self, "dlopen") : NULL;
     void *f_dlerror = self ? dlsym(self, "dlerror") : NULL;
     void *f_dlsym = self ? dlsym(self, "dlsym") : NULL;
+    void *f_errno = self ? dlsym(self, "__errno_location") : NULL;
     Dl_info di;
-    if (!f_dlopen || !f_dlerror || !f_dlsym || !dladdr(f_dlopen, &di) || !di.dli_fname) {
+    if (!f_dlopen || !f_dlerror || !f_dlsym || !f_errno || !dladdr(f_dlopen, &di) || !di.dli_fname) {
         if (self) dlclose(self);
         REFUSE("cannot find dlopen in memlens' own libc.so.6");
     }
@@ -333,6 +342,7 @@ static int find_libc(target_t *t) {
     t->r_dlopen = t->libc_base + ((uint64_t)(uintptr_t)f_dlopen - ours);
     t->r_dlerror = t->libc_base + ((uint64_t)(uintptr_t)f_dlerror - ours);
     t->r_dlsym = t->libc_base + ((uint64_t)(uintptr_t)f_dlsym - ours);
+    t->r_errno_location = t->libc_base + ((uint64_t)(uintptr_t)f_errno - ours);
     dlclose(self);
     return 0;
 }
@@ -430,11 +440,15 @@ static bool eintr_of_our_stop(target_t *t) {
     const char *pnd = strstr(buf, "SigPnd:"), *shd = strstr(buf, "ShdPnd:"), *blk = strstr(buf, "SigBlk:");
     if (!pnd || !shd || !blk) return false;
     unsigned long long pending = strtoull(pnd + 7, NULL, 16) | strtoull(shd + 7, NULL, 16);
-    return (pending & ~strtoull(blk + 7, NULL, 16)) == 0;
+    /* the program's mask, not the one memlens' calls run under */
+    unsigned long long blocked = t->mask_saved ? t->sigmask : strtoull(blk + 7, NULL, 16);
+    return (pending & ~blocked) == 0;
 }
 
 static int save_state(target_t *t) {
     if (ptrace(PTRACE_GETREGS, t->pid, 0, &t->regs) < 0) return -1;
+    t->mask_saved = ptrace(PTRACE_GETSIGMASK, t->pid, (void *)sizeof t->sigmask, &t->sigmask) == 0;
+    t->errno_saved = false;
     if (!t->xstate) t->xstate = malloc(65536);
     struct iovec iov = {t->xstate, 65536};
     if (t->xstate && ptrace(PTRACE_GETREGSET, t->pid, (void *)NT_X86_XSTATE, &iov) == 0) {
@@ -447,6 +461,10 @@ static int save_state(target_t *t) {
 
 static int restore_state(target_t *t) {
     int rc = ptrace(PTRACE_SETREGS, t->pid, 0, &t->regs) < 0 ? -1 : 0;
+    if (t->mask_saved && ptrace(PTRACE_SETSIGMASK, t->pid, (void *)sizeof t->sigmask, &t->sigmask) < 0) rc = -1;
+    if (t->errno_saved && t->mem >= 0 &&
+        pwrite(t->mem, &t->errno_val, sizeof t->errno_val, (off_t)t->errno_addr) != (ssize_t)sizeof t->errno_val)
+        rc = -1;
     if (t->xstate_len) {
         struct iovec iov = {t->xstate, t->xstate_len};
         if (ptrace(PTRACE_SETREGSET, t->pid, (void *)NT_X86_XSTATE, &iov) < 0) rc = -1;
@@ -527,6 +545,18 @@ static void release_target(target_t *t) {
  * -1 (said why). */
 static int remote_call(target_t *t, uint64_t fn, uint64_t a0, uint64_t a1, const void *data, size_t len,
                        uint64_t *ret, idle_fn idle, void *ctx) {
+    /* The calls set the thread's errno (dlopen left EAGAIN there): a
+     * program stopped between `errno = 0` and its check of errno after
+     * strtol saw an error it never had. Its value is read before the first
+     * call and written back with the registers (restore_state). */
+    if (!t->errno_saved && fn != t->r_errno_location) {
+        uint64_t a = t->errno_addr;
+        if (!a && remote_call(t, t->r_errno_location, 0, 0, NULL, 0, &a, idle, ctx) < 0) return -1;
+        if (!a || pread(t->mem, &t->errno_val, sizeof t->errno_val, (off_t)a) != (ssize_t)sizeof t->errno_val)
+            REFUSE("process %d: cannot read its errno", (int)t->pid);
+        t->errno_addr = a;
+        t->errno_saved = true;
+    }
     struct user_regs_struct r = t->regs;
     uint64_t sp = t->regs.rsp - 128; /* the red zone stays as it is */
     if (data) {
@@ -548,6 +578,17 @@ static int remote_call(target_t *t, uint64_t fn, uint64_t a0, uint64_t a1, const
     r.rax = 0;
     r.orig_rax = (unsigned long long)-1; /* no system call restart on the way */
     r.eflags &= ~(1ull << 10);           /* the ABI's direction flag: clear */
+    /* Every signal but SIGSEGV blocked while the call runs: a handler of
+     * the program's must not run in the middle of the injected dlopen (one
+     * that longjmps leaves the loader's lock taken); what comes meanwhile
+     * waits, pending, until the thread has its own mask back
+     * (restore_state), as if it had come then. SIGSEGV, the return to
+     * address 0, must not be blocked: the kernel unblocks a fault's signal
+     * that is blocked, for good, and resets its handler to SIG_DFL (a
+     * program whose main thread blocked every signal had SIGSEGV unblocked
+     * after the attach). */
+    uint64_t call_mask = ~(1ull << (SIGSEGV - 1));
+    if (t->mask_saved) (void)ptrace(PTRACE_SETSIGMASK, t->pid, (void *)sizeof call_mask, &call_mask);
     if (ptrace(PTRACE_SETREGS, t->pid, 0, &r) < 0) REFUSE("process %d: cannot set its registers: %s", (int)t->pid, strerror(errno));
     int sig = 0;
     for (;;) {
