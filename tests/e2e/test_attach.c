@@ -376,6 +376,43 @@ Test(attach, the_thread_keeps_its_errno_mask_and_handlers, .timeout = 60) {
     attach_during("sigjmp");
 }
 
+/* The descriptors of process pid, "NUMBER -> TARGET " each, by number. */
+static void fd_list(pid_t pid, char *out, size_t len) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/fd", (int)pid);
+    out[0] = '\0';
+    for (int fd = 0; fd < 4096; fd++) {
+        char path[96], target[512];
+        snprintf(path, sizeof path, "%s/%d", dir, fd);
+        ssize_t n = readlink(path, target, sizeof target - 1);
+        if (n < 0) continue;
+        target[n] = '\0';
+        snprintf(out + strlen(out), len - strlen(out), "%d -> %s\n", fd, target);
+    }
+}
+
+/* After the detach the program holds the descriptors it held before: the
+ * pipe libunwind opened while it initialised in the program took its
+ * lowest free descriptors (3 and 4) and kept them for good, so its next
+ * open() returned 5. */
+Test(attach, the_program_keeps_its_descriptors, .timeout = 120) {
+    skip_unless_ptrace();
+    fx_t f;
+    fx_start(&f, "fx_attach", "0");
+    char before[8192], after[8192];
+    fd_list(f.pid, before, sizeof before);
+    ml_t m;
+    char err[8192];
+    cr_assert(attach_start(&m, h_tmp("fds.mlt"), f.pid, err, sizeof err), "memlens attach: %s", err);
+    cr_assert_str_eq(fx_cmd(&f, 's'), "step 1");
+    cr_assert_eq(attach_stop(&m, err, sizeof err), 0, "memlens attach: %s", err);
+    fd_list(f.pid, after, sizeof after);
+    cr_expect_str_eq(after, before, "its descriptors after the detach");
+    char last[256];
+    int st = fx_finish(&f, last, sizeof last);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 7);
+}
+
 /* A second attach is refused as the other refusals are, with exit 2 (it
  * exited 1), and the program goes on. */
 Test(attach, a_second_attach_exits_2, .timeout = 60) {
