@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
+#include <libunwind.h>
 #include <link.h>
 #include <malloc.h>
 #include <poll.h>
@@ -46,6 +47,7 @@ extern __typeof(mmap) ml__hook_mmap;
 extern __typeof(mmap64) ml__hook_mmap64;
 extern __typeof(munmap) ml__hook_munmap;
 extern __typeof(mremap) ml__hook_mremap;
+extern __typeof(pipe2) ml__unw_pipe2; /* stacks.c */
 
 /* The functions whose GOT entries are redirected: name, our hook, and where
  * the real function goes (a slot of ml__real). */
@@ -214,6 +216,42 @@ static int patch_module(struct dl_phdr_info *info, size_t size, void *data) {
     return 0;
 }
 
+/* libunwind (loaded with this library) opens a pipe when it initialises,
+ * for its address checks. Bound to glibc's pipe2 it took the program's
+ * lowest free descriptors (3 and 4 in most programs), and kept them after
+ * the detach: the program's next open() returned 5, and a program that
+ * lists its descriptors saw two it never opened. Its GOT entry of pipe2 is
+ * redirected to this library's (stacks.c), as a preloaded libmemlens
+ * interposes it under `memlens run`: nothing is opened while libunwind
+ * initialises, and the pipe its first address check asks for (a frame
+ * without unwind information) is moved to the top of the first 1024
+ * descriptors. The entry goes back at the detach with the others. */
+static int patch_unwinder(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    void *glibc_pipe2 = data;
+    dynamic_t d;
+    if (!module_contains(info, (uintptr_t)unw_backtrace)) return 0;
+    if (!read_dynamic(info, &d) || !d.symtab || !d.strtab) return 1;
+    const ElfW(Rela) *rels[2] = {d.jmprel, d.rela};
+    size_t sizes[2] = {d.jmpsz, d.relasz};
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; rels[k] && i < sizes[k] / sizeof *rels[k]; i++) {
+            const ElfW(Rela) *rel = &rels[k][i];
+            uint32_t type = ELF64_R_TYPE(rel->r_info);
+            if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) continue;
+            if (strcmp(d.strtab + d.symtab[ELF64_R_SYM(rel->r_info)].st_name, "pipe2")) continue;
+            void **slot = (void **)(info->dlpi_addr + rel->r_offset);
+            void *cur = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+            if (cur != glibc_pipe2 && !module_contains(info, (uintptr_t)cur)) continue;
+            if (npatches == MAX_PATCHES) return 1;
+            patch_t *p = &patches[npatches];
+            *p = (patch_t){slot, cur, (void *)ml__unw_pipe2, d.rlo, d.rhi};
+            if (got_store(slot, (void *)ml__unw_pipe2, d.rlo, d.rhi)) npatches++;
+        }
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Libraries opened with RTLD_DEEPBIND (memlens run)                         */
 /* ------------------------------------------------------------------------- */
@@ -341,6 +379,19 @@ static bool resolve_program_functions(void) {
     return true;
 }
 
+/* Puts back every GOT entry changed (one changed since by someone else
+ * stays as it is); returns how many. */
+static int unpatch_all(void) {
+    int restored = 0;
+    for (uint32_t i = npatches; i-- > 0;) {
+        patch_t *p = &patches[i];
+        if (__atomic_load_n(p->slot, __ATOMIC_ACQUIRE) != p->hook) continue;
+        if (got_store(p->slot, p->old, p->relro_lo, p->relro_hi)) restored++;
+    }
+    npatches = 0;
+    return restored;
+}
+
 /** Called by `memlens attach` in the program (through ptrace, on the main
  * thread): joins the session whose control segment is `ctl` and hooks the
  * allocation functions. Returns the number of GOT entries redirected, or a
@@ -359,10 +410,15 @@ ML_EXPORT int ml_attach_start(const char *ctl) {
     rc = -ENOMEM;
     if (!patches && !(patches = ml__raw_alloc(MAX_PATCHES * sizeof *patches))) goto out;
     attached_once = true;
+    dl_iterate_phdr(patch_unwinder, dlsym(RTLD_DEFAULT, "pipe2"));
+    uint32_t unw_patches = npatches;
     rc = ml__attach_session(ctl);
-    if (rc < 0) goto out;
+    if (rc < 0) {
+        (void)unpatch_all(); /* libunwind's pipe2 */
+        goto out;
+    }
     dl_iterate_phdr(patch_module, NULL);
-    rc = (int)npatches;
+    rc = (int)(npatches - unw_patches);
 out:
     ml__tls.guard--;
     return rc;
@@ -388,13 +444,7 @@ ML_EXPORT int ml_attach_stop(void);
 ML_EXPORT int ml_attach_stop(void) {
     if (!attached_once || !patches) return -EINVAL;
     ml__tls.guard++;
-    int restored = 0;
-    for (uint32_t i = npatches; i-- > 0;) {
-        patch_t *p = &patches[i];
-        if (__atomic_load_n(p->slot, __ATOMIC_ACQUIRE) != p->hook) continue;
-        if (got_store(p->slot, p->old, p->relro_lo, p->relro_hi)) restored++;
-    }
-    npatches = 0;
+    int restored = unpatch_all();
     ml_ring_hdr_t *h = ml__ring;
     if (ml__state_relaxed() == ML_STATE_READY) {
         ml__modules_scan(false);

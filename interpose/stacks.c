@@ -1099,6 +1099,11 @@ ML_EXPORT int pipe2(int fds[2], int flags) {
     return f(fds, flags);
 }
 
+/* The pipe2 above, for attach.c: under `memlens attach` libunwind's GOT
+ * entry of pipe2 is bound to glibc's (this library is loaded RTLD_LOCAL,
+ * after the program), and is redirected here before libunwind initialises. */
+extern __typeof(pipe2) ml__unw_pipe2 __attribute__((alias("pipe2"), visibility("hidden"), nothrow, leaf));
+
 /* libunwind checks an address by writing a byte of it to its pipe, with
  * syscall(SYS_write, ...). When no pipe could be opened (pipe2 above: the
  * program has no descriptor left) that write goes to -1 and fails with
