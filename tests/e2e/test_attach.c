@@ -376,6 +376,14 @@ Test(attach, the_thread_keeps_its_errno_mask_and_handlers, .timeout = 60) {
     attach_during("sigjmp");
 }
 
+/* A program that starts another (exec) in the window: memlens has nothing
+ * to undo (the hooks went with the old image) and exits 0; it wrote into
+ * the new image through the old one's /proc/PID/mem, failed, and exited 1
+ * saying the hooks might still be in place. */
+Test(attach, a_program_that_execs_in_the_window, .timeout = 60) {
+    attach_during("exec");
+}
+
 /* The descriptors of process pid, "NUMBER -> TARGET " each, by number. */
 static void fd_list(pid_t pid, char *out, size_t len) {
     char dir[64];
