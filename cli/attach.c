@@ -746,6 +746,25 @@ static bool record(attach_t *s) {
     return true;
 }
 
+/* Whether the library is mapped in the process: not once it has started
+ * another program (exec), whose image has neither the library nor its
+ * hooks. */
+static bool lib_mapped(pid_t pid, const char *lib) {
+    char path[64], line[PATH_MAX + 128];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return true; /* not known: as before */
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *file = strchr(line, '/');
+        if (!file) continue;
+        file[strcspn(file, "\n")] = '\0';
+        found = !strcmp(file, lib);
+    }
+    fclose(f);
+    return found;
+}
+
 static void print_summary(attach_t *s, double window) {
     const ml_proc_info_t *p = ml_collector_nprocs(s->c) ? ml_collector_proc(s->c, 0) : NULL;
     if (!p || !p->analysis) return;
@@ -822,7 +841,17 @@ int ml_cmd_attach(int argc, char **argv) {
     double window = now_s() - t0;
     if (alive) {
         /* Stop: the hooks out, the ring read to its end. */
-        if (stop_target(&s->t, idle_poll, s) == 0) {
+        bool stopped = stop_target(&s->t, idle_poll, s) == 0;
+        if (stopped && !lib_mapped(s->t.pid, s->lib)) {
+            /* It started another program (exec) in the window: the hooks
+             * went with the old image, and the addresses memlens knows
+             * (ml_attach_stop, the stack through /proc/PID/mem) are not
+             * this image's. Nothing to undo; the new program goes on. */
+            release_target(&s->t);
+            if (!s->o.quiet)
+                fprintf(stderr, "memlens: process %d started another program (exec) during the window; "
+                                "recording ended there\n", (int)s->t.pid);
+        } else if (stopped) {
             uint64_t restored = 0;
             int rc = remote_call(&s->t, s->t.r_stop, 0, 0, NULL, 0, &restored, idle_poll, s);
             release_target(&s->t);
