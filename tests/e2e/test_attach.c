@@ -376,6 +376,17 @@ Test(attach, the_thread_keeps_its_errno_mask_and_handlers, .timeout = 60) {
     attach_during("sigjmp");
 }
 
+/* A main thread inside fork, interrupted in fork's clone (fx_attach_wait
+ * fork: most of its time goes there), where glibc holds every malloc
+ * arena's lock: the injected dlopen's malloc waited for good for the lock
+ * its own thread held, and memlens and the program hung. memlens now waits
+ * until the thread has left fork. A main thread forking in a loop beside
+ * allocating threads hung 11 attaches in 20, interrupted in fork's clone
+ * or in its release of malloc's locks. */
+Test(attach, a_main_thread_inside_fork, .timeout = 60) {
+    attach_during("fork");
+}
+
 /* A program that starts another (exec) in the window: memlens has nothing
  * to undo (the hooks went with the old image) and exits 0; it wrote into
  * the new image through the old one's /proc/PID/mem, failed, and exited 1
