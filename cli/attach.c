@@ -38,6 +38,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <link.h>
 #include <limits.h>
 #include <math.h>
 #include <poll.h>
@@ -173,6 +174,9 @@ typedef struct {
     bool errno_saved;
     /* remote addresses */
     uint64_t r_dlopen, r_dlerror, r_dlsym, r_errno_location;
+    /* [lo, hi) of glibc's functions that wait for or release a lock of its
+     * own, and of fork; 0 0: unknown */
+    uint64_t r_lll_lo[2], r_lll_hi[2], r_fork_lo, r_fork_hi;
     uint64_t r_start, r_stop;
 } target_t;
 
@@ -343,6 +347,20 @@ static int find_libc(target_t *t) {
     t->r_dlerror = t->libc_base + ((uint64_t)(uintptr_t)f_dlerror - ours);
     t->r_dlsym = t->libc_base + ((uint64_t)(uintptr_t)f_dlsym - ours);
     t->r_errno_location = t->libc_base + ((uint64_t)(uintptr_t)f_errno - ours);
+    /* where glibc waits for or releases a lock of its own (malloc's
+     * arenas, stdio's, fork's), and fork: see safe_point */
+    static const char *const fn_names[3] = {"__lll_lock_wait_private", "__lll_lock_wake_private", "fork"};
+    uint64_t *lo[3] = {&t->r_lll_lo[0], &t->r_lll_lo[1], &t->r_fork_lo};
+    uint64_t *hi[3] = {&t->r_lll_hi[0], &t->r_lll_hi[1], &t->r_fork_hi};
+    for (int i = 0; i < 3; i++) {
+        void *fn = dlsym(self, fn_names[i]);
+        const ElfW(Sym) *sym = NULL;
+        Dl_info li;
+        if (fn && dladdr1(fn, &li, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_size) {
+            *lo[i] = t->libc_base + ((uint64_t)(uintptr_t)fn - ours);
+            *hi[i] = *lo[i] + sym->st_size;
+        }
+    }
     dlclose(self);
     return 0;
 }
@@ -381,7 +399,7 @@ static int mem_write(target_t *t, uint64_t addr, const void *buf, size_t len) {
 }
 
 /* Interrupts the main thread where it is safe to call into libc. */
-static bool in_range_of(const target_t *t, uint64_t rip, bool *in_libc) {
+static bool in_range_of(const target_t *t, uint64_t rip, bool *in_libc, bool *in_loader) {
     char path[64], line[PATH_MAX + 128];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)t->pid);
     FILE *f = fopen(path, "r");
@@ -402,6 +420,7 @@ static bool in_range_of(const target_t *t, uint64_t rip, bool *in_libc) {
         static const char *const unsafe[] = {"libc.so", "ld-linux", "libmemlens.so", "libjemalloc", "libtcmalloc",
                                              "libmimalloc", "libtbbmalloc", "libhoard", "libsnmalloc", "librpmalloc"};
         *in_libc = false;
+        *in_loader = !strncmp(base, "ld-linux", 8);
         for (size_t i = 0; i < sizeof unsafe / sizeof unsafe[0]; i++)
             *in_libc |= !strncmp(base, unsafe[i], strlen(unsafe[i]));
     }
@@ -409,13 +428,48 @@ static bool in_range_of(const target_t *t, uint64_t rip, bool *in_libc) {
     return found;
 }
 
+/* Whether the stack of the stopped thread, from rsp up (64 KiB at most),
+ * holds a return address into glibc's fork: the thread is inside fork,
+ * maybe in the program's own atfork handler, which glibc runs holding its
+ * atfork lock; the injected start registers memlens' handlers
+ * (pthread_atfork), which takes that lock, and waited for good. A value
+ * left over from an earlier fork only makes memlens try again 1 ms later. */
+static bool inside_fork(const target_t *t, uint64_t rsp) {
+    if (t->mem < 0 || !t->r_fork_hi) return false;
+    uint64_t buf[512];
+    for (uint64_t at = rsp & ~(uint64_t)7, end = at + 65536; at < end; at += sizeof buf) {
+        ssize_t n = pread(t->mem, buf, sizeof buf, (off_t)at);
+        for (ssize_t i = 0; i < n / 8; i++)
+            if (buf[i] >= t->r_fork_lo && buf[i] < t->r_fork_hi) return true;
+        if (n < (ssize_t)sizeof buf) break; /* the top of the stack */
+    }
+    return false;
+}
+
 static bool safe_point(const target_t *t, const struct user_regs_struct *r) {
     long nr = (long)r->orig_rax;
-    if (nr >= 0) /* blocked in a system call: not malloc's, which may hold its lock */
-        return nr != SYS_mmap && nr != SYS_munmap && nr != SYS_mremap && nr != SYS_brk &&
-               nr != SYS_mprotect && nr != SYS_madvise;
-    bool in_libc = false;
-    return in_range_of(t, r->rip, &in_libc) && !in_libc;
+    bool in_libc = false, in_loader = false;
+    if (inside_fork(t, r->rsp)) return false;
+    if (nr >= 0) {
+        /* Blocked in a system call. Not one that glibc makes holding a lock
+         * that the injected dlopen takes again, which would wait for good
+         * on the thread that holds it, itself: malloc's memory calls (its
+         * arena's lock); fork's clone (fork holds every arena's lock and
+         * stdio's around it: 11 attaches in 20 to a program whose main
+         * thread forked in a loop beside allocating threads hung, it and
+         * memlens); a wait for one of glibc's own locks
+         * (__lll_lock_wait_private: malloc's, stdio's, fork's, taken while
+         * it may hold another, as fork takes the arenas' one by one) or a
+         * release of one (__lll_lock_wake_private: fork releases them one
+         * by one); and any call the loader makes (inside a dlopen). */
+        if (nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mremap || nr == SYS_brk || nr == SYS_mprotect ||
+            nr == SYS_madvise || nr == SYS_clone || nr == SYS_clone3 || nr == SYS_fork || nr == SYS_vfork)
+            return false;
+        for (int i = 0; i < 2; i++)
+            if (r->rip >= t->r_lll_lo[i] && r->rip < t->r_lll_hi[i]) return false;
+        return !in_range_of(t, r->rip, &in_libc, &in_loader) || !in_loader;
+    }
+    return in_range_of(t, r->rip, &in_libc, &in_loader) && !in_libc;
 }
 
 /* Whether the thread, stopped by our PTRACE_INTERRUPT, was in a system
@@ -498,6 +552,11 @@ static int stop_target(target_t *t, idle_fn idle, void *ctx) {
             REFUSE("cannot attach to process %d: ptrace: %s", (int)t->pid, strerror(e));
         }
         t->seized = true;
+    }
+    if (t->mem < 0) { /* for safe_point's look at the stack; now that it is ours to read */
+        char mem[64];
+        snprintf(mem, sizeof mem, "/proc/%d/mem", (int)t->pid);
+        t->mem = open(mem, O_RDWR | O_CLOEXEC);
     }
     /* 5 s of wall time, not 5,000 tries: each try reads /proc/PID/maps,
      * and a main thread busy inside libc took 48 s to be given up on. */
@@ -821,7 +880,7 @@ int ml_cmd_attach(int argc, char **argv) {
         code = ML_EXIT_USAGE; /* not permitted, or gone: a refusal */
         goto restore_signals;
     }
-    s->t.mem = open(mem, O_RDWR | O_CLOEXEC);
+    if (s->t.mem < 0) s->t.mem = open(mem, O_RDWR | O_CLOEXEC);
     if (s->t.mem < 0) {
         ml_cli_error("cannot open %s: %s", mem, strerror(errno));
         release_target(&s->t);
