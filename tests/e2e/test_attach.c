@@ -387,6 +387,13 @@ Test(attach, a_main_thread_inside_fork, .timeout = 60) {
     attach_during("fork");
 }
 
+/* A main thread running on a small stack of its own (a coroutine's, 4 KiB):
+ * memlens' calls ran on it, and the injected dlopen wrote 1,935 bytes past
+ * it, into the program's heap. They run on a stack memlens maps for them. */
+Test(attach, a_main_thread_on_a_small_stack, .timeout = 60) {
+    attach_during("coroutine");
+}
+
 /* A program that starts another (exec) in the window: memlens has nothing
  * to undo (the hooks went with the old image) and exits 0; it wrote into
  * the new image through the old one's /proc/PID/mem, failed, and exited 1
