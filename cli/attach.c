@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -173,7 +174,12 @@ typedef struct {
     int errno_val;
     bool errno_saved;
     /* remote addresses */
-    uint64_t r_dlopen, r_dlerror, r_dlsym, r_errno_location;
+    uint64_t r_dlopen, r_dlerror, r_dlsym, r_errno_location, r_mmap, r_munmap;
+    /* the stack memlens' calls run on (mapped in the program for the time
+     * of one stop; 0: none, they run below the thread's own) */
+    uint64_t call_stack;
+    bool mapping_stack;
+    uint64_t more_args[4]; /* rdx, rcx, r8, r9 of the next call */
     /* [lo, hi) of glibc's functions that wait for or release a lock of its
      * own, and of fork; 0 0: unknown */
     uint64_t r_lll_lo[2], r_lll_hi[2], r_fork_lo, r_fork_hi;
@@ -328,8 +334,10 @@ static int find_libc(target_t *t) {
     void *f_dlerror = self ? dlsym(self, "dlerror") : NULL;
     void *f_dlsym = self ? dlsym(self, "dlsym") : NULL;
     void *f_errno = self ? dlsym(self, "__errno_location") : NULL;
+    void *f_mmap = self ? dlsym(self, "mmap") : NULL;
+    void *f_munmap = self ? dlsym(self, "munmap") : NULL;
     Dl_info di;
-    if (!f_dlopen || !f_dlerror || !f_dlsym || !f_errno || !dladdr(f_dlopen, &di) || !di.dli_fname) {
+    if (!f_dlopen || !f_dlerror || !f_dlsym || !f_errno || !f_mmap || !f_munmap || !dladdr(f_dlopen, &di) || !di.dli_fname) {
         if (self) dlclose(self);
         REFUSE("cannot find dlopen in memlens' own libc.so.6");
     }
@@ -347,6 +355,8 @@ static int find_libc(target_t *t) {
     t->r_dlerror = t->libc_base + ((uint64_t)(uintptr_t)f_dlerror - ours);
     t->r_dlsym = t->libc_base + ((uint64_t)(uintptr_t)f_dlsym - ours);
     t->r_errno_location = t->libc_base + ((uint64_t)(uintptr_t)f_errno - ours);
+    t->r_mmap = t->libc_base + ((uint64_t)(uintptr_t)f_mmap - ours);
+    t->r_munmap = t->libc_base + ((uint64_t)(uintptr_t)f_munmap - ours);
     /* where glibc waits for or releases a lock of its own (malloc's
      * arenas, stdio's, fork's), and fork: see safe_point */
     static const char *const fn_names[3] = {"__lll_lock_wait_private", "__lll_lock_wake_private", "fork"};
@@ -370,6 +380,8 @@ static int find_libc(target_t *t) {
 /* ------------------------------------------------------------------------- */
 
 typedef void (*idle_fn)(void *ctx);
+
+#define CALL_STACK_BYTES ((uint64_t)1 << 20)
 
 static void sleep_us(long us) {
     struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
@@ -580,12 +592,23 @@ static int stop_target(target_t *t, idle_fn idle, void *ctx) {
            (int)t->pid);
 }
 
+static int remote_call(target_t *t, uint64_t fn, uint64_t a0, uint64_t a1, const void *data, size_t len,
+                       uint64_t *ret, idle_fn idle, void *ctx);
+
 /* Lets the program go on exactly where it was. A system call that our stop
  * made fail with EINTR is issued again: the thread goes back to its
  * `syscall` instruction with the call's number in rax (its arguments are
  * still in their registers; the instruction clobbers only rcx and r11). */
 static void release_target(target_t *t) {
     if (!t->seized) return;
+    if (t->call_stack) { /* its own again, before its registers */
+        uint64_t stack = t->call_stack, r = 0;
+        t->call_stack = 0;
+        t->mapping_stack = true; /* munmap runs below the thread's stack, as mmap did */
+        t->more_args[0] = 0;
+        (void)remote_call(t, t->r_munmap, stack, CALL_STACK_BYTES, NULL, 0, &r, NULL, NULL);
+        t->mapping_stack = false;
+    }
     if (eintr_of_our_stop(t)) {
         t->regs.rip -= 2;
         t->regs.rax = t->regs.orig_rax;
@@ -616,8 +639,25 @@ static int remote_call(target_t *t, uint64_t fn, uint64_t a0, uint64_t a1, const
         t->errno_addr = a;
         t->errno_saved = true;
     }
+    /* A stack of memlens' own: the thread may be running on a small one
+     * (a coroutine's: the injected dlopen wrote 1,935 bytes past a 4 KiB
+     * one, into the program's heap block beside it). Only mmap's call
+     * runs on the thread's stack, a few hundred bytes below its red zone;
+     * when it fails, the calls run there as they did. */
+    if (!t->call_stack && !t->mapping_stack && fn != t->r_errno_location) {
+        uint64_t a = 0;
+        t->mapping_stack = true;
+        t->more_args[0] = PROT_READ | PROT_WRITE;
+        t->more_args[1] = MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE;
+        t->more_args[2] = (uint64_t)-1;
+        t->more_args[3] = 0;
+        int rc = remote_call(t, t->r_mmap, 0, CALL_STACK_BYTES, NULL, 0, &a, idle, ctx);
+        t->mapping_stack = false;
+        if (rc < 0) return -1;
+        if (a && a < (uint64_t)-4096) t->call_stack = a;
+    }
     struct user_regs_struct r = t->regs;
-    uint64_t sp = t->regs.rsp - 128; /* the red zone stays as it is */
+    uint64_t sp = t->call_stack ? t->call_stack + CALL_STACK_BYTES : t->regs.rsp - 128; /* the red zone stays */
     if (data) {
         sp = (sp - len) & ~(uint64_t)15;
         if (mem_write(t, sp, data, len) < 0)
@@ -634,6 +674,11 @@ static int remote_call(target_t *t, uint64_t fn, uint64_t a0, uint64_t a1, const
     r.rsp = sp;
     r.rdi = a0;
     r.rsi = a1;
+    r.rdx = t->more_args[0];
+    r.rcx = t->more_args[1];
+    r.r8 = t->more_args[2];
+    r.r9 = t->more_args[3];
+    memset(t->more_args, 0, sizeof t->more_args);
     r.rax = 0;
     r.orig_rax = (unsigned long long)-1; /* no system call restart on the way */
     r.eflags &= ~(1ull << 10);           /* the ABI's direction flag: clear */
