@@ -376,6 +376,82 @@ Test(attach, the_thread_keeps_its_errno_mask_and_handlers, .timeout = 60) {
     attach_during("sigjmp");
 }
 
+/* A program in strict seccomp mode: the first system call of the injected
+ * dlopen killed it (SIGKILL). Refused, untouched. */
+Test(attach, a_program_in_strict_seccomp_mode_exits_2, .timeout = 60) {
+    skip_unless_ptrace();
+    fx_t f;
+    fx_start(&f, "fx_attach_wait", "strict");
+    char spid[32];
+    snprintf(spid, sizeof spid, "%d", (int)f.pid);
+    const char *argv[] = {h_bin("memlens"), "attach", "-q", "-o", h_tmp("strict.mlt"), spid, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "strict seccomp mode"), "%s", r.err);
+    h_run_free(&r);
+    char line[256] = "";
+    cr_expect(fgets(line, sizeof line, f.out) != NULL);
+    cr_expect_str_eq(line, "ok strict\n");
+    fclose(f.out);
+    close(f.in);
+    int st;
+    cr_assert_eq(waitpid(f.pid, &st, 0), f.pid);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+}
+
+/* A program in another PID namespace (`unshare -fp`): the library, which
+ * checks memlens' liveness by its pid, could not see memlens there, wrote
+ * "memlens (pid N) is gone; process 1 is not recorded" into the program's
+ * stderr, and memlens exited 1. Refused before anything is touched. */
+Test(attach, a_program_in_another_pid_namespace_exits_2, .timeout = 60) {
+    skip_unless_ptrace();
+    int o[2], e[2];
+    cr_assert_eq(pipe(o), 0);
+    cr_assert_eq(pipe(e), 0);
+    pid_t u = fork();
+    if (u == 0) {
+        dup2(o[1], 1);
+        dup2(e[1], 2);
+        close(o[0]), close(o[1]), close(e[0]), close(e[1]);
+        execlp("unshare", "unshare", "-fp", h_bin("fx_attach_wait"), "nanosleep", (char *)NULL);
+        _exit(127);
+    }
+    close(o[1]);
+    close(e[1]);
+    FILE *out = fdopen(o[0], "r");
+    char line[256] = "", path[96], kids[64] = "";
+    if (!fgets(line, sizeof line, out)) {
+        waitpid(u, NULL, 0);
+        cr_skip_test("unshare -fp is not permitted here");
+    }
+    cr_assert_str_eq(line, "ready 1\n", "pid 1 of its namespace");
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)u, (int)u);
+    FILE *c = fopen(path, "r");
+    cr_assert(c && fgets(kids, sizeof kids, c), "unshare's child");
+    fclose(c);
+    pid_t pid = (pid_t)atoi(kids);
+    char spid[32];
+    snprintf(spid, sizeof spid, "%d", (int)pid);
+    const char *argv[] = {h_bin("memlens"), "attach", "-q", "--duration", "1", "-o", h_tmp("pidns.mlt"), spid, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "another PID namespace"), "%s", r.err);
+    h_run_free(&r);
+    cr_expect(fgets(line, sizeof line, out) != NULL);
+    cr_expect_str_eq(line, "ok nanosleep\n");
+    fclose(out);
+    char err[1024];
+    ssize_t n = read(e[0], err, sizeof err - 1);
+    err[n > 0 ? n : 0] = '\0';
+    close(e[0]);
+    cr_expect_str_eq(err, "", "nothing in the program's stderr");
+    int st;
+    cr_assert_eq(waitpid(u, &st, 0), u);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x", st);
+}
+
 /* A main thread inside fork, interrupted in fork's clone (fx_attach_wait
  * fork: most of its time goes there), where glibc holds every malloc
  * arena's lock: the injected dlopen's malloc waited for good for the lock
