@@ -253,6 +253,26 @@ static int check_alive(pid_t pid) {
     if (state == 'Z' || state == 'X')
         REFUSE("cannot attach to process %d: it has exited (a zombie waiting for its parent)", (int)pid);
     if (pid == getpid()) REFUSE("cannot attach to memlens itself");
+    /* Another PID namespace (a container's, `unshare -p`): the library
+     * checks that memlens is alive by its pid, which the program cannot
+     * see there; it wrote "memlens (pid N) is gone" into the program's
+     * stderr and memlens exited 1. */
+    char ns_path[64];
+    struct stat ours, theirs;
+    snprintf(ns_path, sizeof ns_path, "/proc/%d/ns/pid", (int)pid);
+    if (stat("/proc/self/ns/pid", &ours) == 0 && stat(ns_path, &theirs) == 0 &&
+        (ours.st_dev != theirs.st_dev || ours.st_ino != theirs.st_ino))
+        REFUSE("cannot attach to process %d: it runs in another PID namespace (a container?), where it "
+               "cannot see memlens' process; run memlens attach in its namespaces (nsenter -t %d -a)",
+               (int)pid, (int)pid);
+    /* Strict seccomp (only read, write, exit and sigreturn): the first
+     * system call of the injected dlopen kills it. */
+    char status[4096];
+    snprintf(ns_path, sizeof ns_path, "/proc/%d/status", (int)pid);
+    const char *sc = read_small(ns_path, status, sizeof status) > 0 ? strstr(status, "\nSeccomp:") : NULL;
+    if (sc && atoi(sc + 9) == 1)
+        REFUSE("cannot attach to process %d: it runs in strict seccomp mode, which would kill it at the "
+               "first system call of memlens' dlopen", (int)pid);
     int tracer = tracer_of(pid);
     if (tracer)
         REFUSE("cannot attach to process %d: it is already traced by process %d (a debugger, "
