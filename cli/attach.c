@@ -12,8 +12,10 @@
  *
  * A remote call: the thread's registers and extended state are saved; the
  * call's registers are the saved ones with rip = the function, the
- * arguments in rdi/rsi, a stack below the red zone (the strings it needs are
- * written there too) and a return address of 0, so that the return faults
+ * arguments in rdi/rsi (rdx, rcx, r8, r9 for mmap), a stack memlens maps in
+ * the program for the time of the stop (the strings it needs are written
+ * there too; the mmap and munmap of it run below the thread's red zone) and
+ * a return address of 0, so that the return faults
  * and ptrace reports a SIGSEGV with rip 0, where rax is the result. Then
  * every register is restored. orig_rax is -1 during the call, so that a
  * thread stopped inside a system call does not have the call's rip moved
@@ -431,7 +433,7 @@ static int mem_write(target_t *t, uint64_t addr, const void *buf, size_t len) {
 }
 
 /* Interrupts the main thread where it is safe to call into libc. */
-static bool in_range_of(const target_t *t, uint64_t rip, bool *in_libc, bool *in_loader) {
+static bool in_range_of(const target_t *t, uint64_t rip, bool *in_libc) {
     char path[64], line[PATH_MAX + 128];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)t->pid);
     FILE *f = fopen(path, "r");
@@ -452,7 +454,6 @@ static bool in_range_of(const target_t *t, uint64_t rip, bool *in_libc, bool *in
         static const char *const unsafe[] = {"libc.so", "ld-linux", "libmemlens.so", "libjemalloc", "libtcmalloc",
                                              "libmimalloc", "libtbbmalloc", "libhoard", "libsnmalloc", "librpmalloc"};
         *in_libc = false;
-        *in_loader = !strncmp(base, "ld-linux", 8);
         for (size_t i = 0; i < sizeof unsafe / sizeof unsafe[0]; i++)
             *in_libc |= !strncmp(base, unsafe[i], strlen(unsafe[i]));
     }
@@ -480,7 +481,7 @@ static bool inside_fork(const target_t *t, uint64_t rsp) {
 
 static bool safe_point(const target_t *t, const struct user_regs_struct *r) {
     long nr = (long)r->orig_rax;
-    bool in_libc = false, in_loader = false;
+    bool in_libc = false;
     if (inside_fork(t, r->rsp)) return false;
     if (nr >= 0) {
         /* Blocked in a system call. Not one that glibc makes holding a lock
@@ -493,15 +494,15 @@ static bool safe_point(const target_t *t, const struct user_regs_struct *r) {
          * (__lll_lock_wait_private: malloc's, stdio's, fork's, taken while
          * it may hold another, as fork takes the arenas' one by one) or a
          * release of one (__lll_lock_wake_private: fork releases them one
-         * by one); and any call the loader makes (inside a dlopen). */
+         * by one). */
         if (nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mremap || nr == SYS_brk || nr == SYS_mprotect ||
             nr == SYS_madvise || nr == SYS_clone || nr == SYS_clone3 || nr == SYS_fork || nr == SYS_vfork)
             return false;
         for (int i = 0; i < 2; i++)
             if (r->rip >= t->r_lll_lo[i] && r->rip < t->r_lll_hi[i]) return false;
-        return !in_range_of(t, r->rip, &in_libc, &in_loader) || !in_loader;
+        return true;
     }
-    return in_range_of(t, r->rip, &in_libc, &in_loader) && !in_libc;
+    return in_range_of(t, r->rip, &in_libc) && !in_libc;
 }
 
 /* Whether the thread, stopped by our PTRACE_INTERRUPT, was in a system
