@@ -185,6 +185,7 @@ typedef struct {
     /* [lo, hi) of glibc's functions that wait for or release a lock of its
      * own, and of fork; 0 0: unknown */
     uint64_t r_lll_lo[2], r_lll_hi[2], r_fork_lo, r_fork_hi;
+    double fork_seen; /* when this stop first looked inside fork (0: not yet) */
     uint64_t r_start, r_stop;
 } target_t;
 
@@ -479,10 +480,23 @@ static bool inside_fork(const target_t *t, uint64_t rsp) {
     return false;
 }
 
-static bool safe_point(const target_t *t, const struct user_regs_struct *r) {
+/* How long a stop that looks inside fork is put off. A thread inside fork
+ * leaves it within milliseconds, an atfork handler's included; a return
+ * address into fork left in a live frame (a buffer that a deeper call, fork,
+ * wrote before) looks the same for good, and made every attach to such a
+ * program give up after 5 s. */
+#define FORK_WAIT_S 0.5
+
+static double now_s(void);
+
+static bool safe_point(target_t *t, const struct user_regs_struct *r) {
     long nr = (long)r->orig_rax;
     bool in_libc = false;
-    if (inside_fork(t, r->rsp)) return false;
+    if (inside_fork(t, r->rsp)) {
+        double now = now_s();
+        if (t->fork_seen == 0) t->fork_seen = now;
+        if (now - t->fork_seen < FORK_WAIT_S) return false;
+    }
     if (nr >= 0) {
         /* Blocked in a system call. Not one that glibc makes holding a lock
          * that the injected dlopen takes again, which would wait for good
@@ -593,6 +607,7 @@ static int stop_target(target_t *t, idle_fn idle, void *ctx) {
     }
     /* 5 s of wall time, not 5,000 tries: each try reads /proc/PID/maps,
      * and a main thread busy inside libc took 48 s to be given up on. */
+    t->fork_seen = 0;
     for (double t0 = now_s(); now_s() - t0 < 5.0;) {
         if (ptrace(PTRACE_INTERRUPT, t->pid, 0, 0) < 0) REFUSE("process %d: ptrace interrupt: %s", (int)t->pid, strerror(errno));
         int st = wait_stop(t, idle, ctx);

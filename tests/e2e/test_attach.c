@@ -463,6 +463,13 @@ Test(attach, a_main_thread_inside_fork, .timeout = 60) {
     attach_during("fork");
 }
 
+/* A return address into glibc's fork left in a live frame of the main
+ * thread (blocked in nanosleep): memlens took it for a thread inside fork
+ * at every stop and gave up after 5 s. It is believed for half a second. */
+Test(attach, a_stale_fork_address_on_the_stack, .timeout = 60) {
+    attach_during("stalefork");
+}
+
 /* A main thread running on a small stack of its own (a coroutine's, 4 KiB):
  * memlens' calls ran on it, and the injected dlopen wrote 1,935 bytes past
  * it, into the program's heap. They run on a stack memlens maps for them. */
