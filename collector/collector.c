@@ -322,6 +322,19 @@ void ml_collector_root_maxrss(ml_collector_t *c, uint64_t bytes) {
     c->root_maxrss = bytes;
 }
 
+/* What kept an image whose slot is ML_PROC_FAILED from being recorded,
+ * from its err (ml_ctl_proc_t): "could not make its event ring (REASON)"
+ * when its libmemlens.so failed, else what the collector could not do. */
+static const char *failed_why(uint32_t err, char *buf, size_t len) {
+    if (!(err & ML_PROC_ERR_COLLECTOR))
+        snprintf(buf, len, "could not make its event ring (%s)", strerror((int)err));
+    else if (err & ML_PROC_ERR_RING)
+        snprintf(buf, len, "got no trace: memlens could not open its event ring (%s)", strerror(ML_PROC_ERRNO(err)));
+    else
+        snprintf(buf, len, "got no trace: memlens could not start it (%s)", strerror(ML_PROC_ERRNO(err)));
+    return buf;
+}
+
 /* The reason libmemlens.so wrote before p's image exec'd a program it
  * cannot follow (set-user-ID or static; cleared when the exec failed), when
  * no traced image of the process came after it; else NULL. `why` holds
@@ -339,11 +352,14 @@ static const char *exec_untraced(const ml_collector_t *c, const ml__proc_t *p,
     for (uint32_t i = p->info.slot + 1; i < nprocs; i++) {
         if (c->ctl->procs[i].pid != p->info.pid) continue;
         /* An image after it that could not make its ring (its file size
-         * limit, no descriptor left) is no traced image. */
+         * limit, no descriptor left), or whose trace the collector could
+         * not start (a full disk), is no traced image. */
         if (ml_atomic_load_acquire(&c->ctl->procs[i].state) != ML_PROC_FAILED) return NULL;
-        if (!why[0] && c->ctl->procs[i].err)
-            snprintf(why, sizeof p->ring->exec_untraced, "its new image could not make its event ring: %s",
-                     strerror((int)c->ctl->procs[i].err));
+        if (!why[0] && c->ctl->procs[i].err) {
+            char b[160];
+            snprintf(why, sizeof p->ring->exec_untraced, "its new image %s",
+                     failed_why(c->ctl->procs[i].err, b, sizeof b));
+        }
     }
     return why[0] ? why : NULL;
 }
@@ -663,10 +679,11 @@ static void say_uninherited(ml_collector_t *c, ml__proc_t *p) {
 
 /* Children of this image (forked, or started by posix_spawn or vfork)
  * whose libmemlens.so could not make its event ring (too many open files,
- * a file size limit, no memory) ran unrecorded: said in this image's trace,
- * as its own warning may have gone nowhere (into a file the program opened
- * as descriptor 2, or nowhere when it closed it). The run's summary counts
- * them all. */
+ * a file size limit, no memory), or whose ring or trace the collector could
+ * not open (a full disk, no descriptor left), ran unrecorded: said in this
+ * image's trace, as the warning may have gone nowhere (into a file the
+ * program opened as descriptor 2, or nowhere when it closed it). The run's
+ * summary counts them all. */
 static void say_failed_children(ml_collector_t *c, ml__proc_t *p) {
     if (!ml_atomic_load_acquire(&c->ctl->procs_failed)) return; /* the usual case: nothing to search for */
     uint32_t nprocs = ml_atomic_load_acquire(&c->ctl->nprocs);
@@ -676,10 +693,10 @@ static void say_failed_children(ml_collector_t *c, ml__proc_t *p) {
         if (cp->parent_slot != p->info.slot || cp->pid == p->info.pid || !cp->err ||
             ml_atomic_load_acquire(&cp->state) != ML_PROC_FAILED)
             continue;
+        char b[160];
         note_untraced(c, p, ML_UNTRACED_CHILDREN, 1, false,
-                      "not recorded: process %u, a child of process %u, could not make its event ring (%s) and "
-                      "ran untraced",
-                      cp->pid, p->info.pid, strerror((int)cp->err));
+                      "not recorded: process %u, a child of process %u, %s and ran untraced", cp->pid,
+                      p->info.pid, failed_why(cp->err, b, sizeof b));
     }
 }
 

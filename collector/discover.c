@@ -53,7 +53,8 @@ static void child_trace_path(const ml_collector_t *c, uint32_t pid, char *out, s
 }
 
 /* Maps the ring of `slot` (and unlinks its file: the mapping is all that is
- * needed from now on). NULL if it is not a ring of this session. */
+ * needed from now on). NULL if it is not a ring of this session, with errno
+ * set (EMFILE: the collector has no descriptor left). */
 static ml_ring_hdr_t *map_ring(const ml_collector_t *c, uint32_t slot, size_t *bytes) {
     char path[256];
     ml__ring_file_path(c, slot, path, sizeof path);
@@ -62,14 +63,18 @@ static ml_ring_hdr_t *map_ring(const ml_collector_t *c, uint32_t slot, size_t *b
     struct stat st;
     if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < ml_ring_bytes(c->o.ring_slots)) {
         close(fd);
+        errno = EPROTO;
         return NULL;
     }
     ml_ring_hdr_t *h = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
     close(fd);
     unlink(path);
+    errno = e;
     if (h == MAP_FAILED) return NULL;
     if (h->magic != ML_RING_MAGIC || h->capacity != c->o.ring_slots) {
         munmap(h, (size_t)st.st_size);
+        errno = EPROTO;
         return NULL;
     }
     *bytes = (size_t)st.st_size;
@@ -78,10 +83,10 @@ static ml_ring_hdr_t *map_ring(const ml_collector_t *c, uint32_t slot, size_t *b
 
 /* The trace file: the root's was opened before the program started; a
  * child's is created here, under a free name (ml_outfile.h: privately, never
- * replacing anything). Returns the descriptor or -1 (with a warning). */
+ * replacing anything). Returns the descriptor, or -errno (with a warning). */
 static int open_trace(ml_collector_t *c, ml__proc_t *p) {
     if (p->info.is_root) {
-        if (!(p->path = strdup(c->root_path))) return -1;
+        if (!(p->path = strdup(c->root_path))) return -ENOMEM;
         p->out = c->root_out;
         memset(&c->root_out, 0, sizeof c->root_out);
         c->root_out.fd = -1;
@@ -92,13 +97,14 @@ static int open_trace(ml_collector_t *c, ml__proc_t *p) {
     child_trace_path(c, p->info.pid, path, sizeof path);
     if (!(p->path = strdup(path))) {
         fprintf(stderr, "memlens: warning: out of memory; process %u is not recorded\n", p->info.pid);
-        return -1;
+        return -ENOMEM;
     }
     char err[PATH_MAX + 256];
     unsigned flags = (c->o.out_flags & ML_OUTFILE_GROUP) | ML_OUTFILE_NEW | ML_OUTFILE_KEEP;
-    if (ml_outfile_open(&p->out, p->path, flags, err, sizeof err) < 0) {
+    int rc = ml_outfile_open(&p->out, p->path, flags, err, sizeof err);
+    if (rc < 0) {
         fprintf(stderr, "memlens: warning: %s; process %u is not recorded\n", err, p->info.pid);
-        return -1;
+        return rc;
     }
     return p->out.fd;
 }
@@ -178,15 +184,19 @@ static void end_replaced(ml_collector_t *c, const ml_ctl_proc_t *cp) {
     }
 }
 
-static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
+/* NULL when the image is refused: *err then says why (ML_PROC_ERR_*). */
+static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot, uint32_t *err) {
     const ml_ctl_proc_t *cp = &c->ctl->procs[slot];
     size_t ring_bytes = 0;
     ml_ring_hdr_t *h = map_ring(c, slot, &ring_bytes);
     if (!h) {
-        fprintf(stderr, "memlens: warning: cannot open the event ring of process %u; it is not recorded\n", cp->pid);
+        int e = errno ? errno : EIO;
+        fprintf(stderr, "memlens: warning: cannot open the event ring of process %u (%s); it is not recorded\n",
+                cp->pid, strerror(e));
+        *err = ML_PROC_ERR_COLLECTOR | ML_PROC_ERR_RING | (uint32_t)(e & 0xffff);
         return NULL;
     }
-    int rc;
+    int rc = -ENOMEM;
     ml__proc_t *p = calloc(1, sizeof *p);
     if (!p) goto fail_proc;
     p->collector = c;
@@ -200,7 +210,10 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot) {
     p->analysis_sink = -1;
     p->info.is_root = (pid_t)cp->pid == c->root_pid && cp->parent_slot == ~0u && c->root_fd >= 0;
     p->info.fd = open_trace(c, p);
-    if (p->info.fd < 0) goto fail_trace;
+    if (p->info.fd < 0) {
+        rc = p->info.fd;
+        goto fail_trace;
+    }
     p->info.path = p->path;
     /* The root process is memlens's child: its end, and that of every image
      * it exec'd, comes from waitpid (ml_collector_root_ended), with the exit
@@ -233,6 +246,7 @@ fail_trace:
 fail_proc:
     if (!p) fprintf(stderr, "memlens: warning: out of memory; process %u is not recorded\n", cp->pid);
     munmap(h, ring_bytes);
+    *err = ML_PROC_ERR_COLLECTOR | (uint32_t)((rc < 0 ? -rc : EIO) & 0xffff);
     return NULL;
 }
 
@@ -292,13 +306,20 @@ void ml__discover(ml_collector_t *c) {
             break;
         }
         if (st == ML_PROC_READY) {
-            ml__proc_t *p = open_proc(c, c->nseen);
+            uint32_t err = 0;
+            ml__proc_t *p = open_proc(c, c->nseen, &err);
             c->procs[c->nseen] = p;
             if (p) c->active[c->nactive++] = p;
             /* Refused (open_proc said why): its recorder, which would wait
              * on a ring nobody drains once it is full, stops recording and
              * lets the program run on. */
             else {
+                /* Why goes into the trace of the image that started it
+                 * (say_failed_children), as for an image that could not
+                 * make its ring: stderr alone may be a file of the
+                 * program's, or gone. */
+                c->ctl->procs[c->nseen].err = err;
+                ml_atomic_add_relaxed(&c->ctl->procs_failed, 1);
                 ml_atomic_store_release(&c->ctl->procs[c->nseen].state, ML_PROC_FAILED);
                 end_replaced(c, &c->ctl->procs[c->nseen]);
             }

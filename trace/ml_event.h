@@ -321,9 +321,18 @@ typedef struct {
     uint32_t ppid;
     uint32_t parent_slot; /* slot of the process image it forked from or exec'd from, else of
                            * its parent process' image (posix_spawn, vfork), or ~0 */
-    uint32_t err;         /* ML_PROC_FAILED by libmemlens.so: the errno its ring's making
-                           * failed with (0: refused by the collector, which said why) */
+    uint32_t err;         /* ML_PROC_FAILED: the errno its ring's making failed with in
+                           * libmemlens.so, or ML_PROC_ERR_COLLECTOR | the errno with which
+                           * the collector failed to open its ring or start its trace */
 } ml_ctl_proc_t;
+
+/* ml_ctl_proc_t.err of an image the collector refused (the errno in the low
+ * 16 bits): its ring could not be opened (ML_PROC_ERR_RING) or its trace
+ * not started (a full disk, no descriptor left). Its parent image's trace
+ * says so, as for an image whose libmemlens.so could not make its ring. */
+#define ML_PROC_ERR_COLLECTOR 0x80000000u
+#define ML_PROC_ERR_RING 0x40000000u
+#define ML_PROC_ERRNO(err) ((int)((err) & 0xffffu))
 
 /* Options passed from `memlens run` to every traced process. */
 #define ML_OPT_FOLLOW_FORK 0x1
@@ -350,7 +359,8 @@ typedef struct {
     _Atomic uint32_t mallinfo_gen; /* bumped by the collector to ask for a sample */
     _Atomic uint32_t nprocs;       /* slots claimed so far */
     _Atomic uint32_t procs_refused; /* processes not traced because the table was full */
-    _Atomic uint32_t procs_failed;  /* slots libmemlens.so set ML_PROC_FAILED (with an err) */
+    _Atomic uint32_t procs_failed;  /* slots set ML_PROC_FAILED with an err (by libmemlens.so or the
+                                     * collector) */
     _Atomic uint32_t procs_cap;     /* slots below this have their pages allocated (the collector
                                      * grows it); a process claims one only below it */
     _Alignas(ML_CACHE_LINE) ml_ctl_proc_t procs[ML_MAX_PROCS];

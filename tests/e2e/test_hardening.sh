@@ -1360,5 +1360,40 @@ if want "$@"; then
     fi
 fi
 
+section=diskfull
+if want "$@"; then
+    # The trace's file system fills while the program runs. A child whose
+    # trace cannot be started (its header does not go in) runs untraced:
+    # its parent's trace says so, as for a child that could not make its
+    # ring, not only memlens' stderr. Here bash fills a tmpfs of 1 MiB
+    # with builtins (no child), starts fx_counts, and empties the file
+    # again before it exits, so its own trace is written whole.
+    if ! unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs /mnt' 2> /dev/null; then
+        echo "skip diskfull: a private tmpfs mount is not permitted here (unshare -m and mount need CAP_SYS_ADMIN)"
+    else
+        rm -rf full && mkdir full
+        unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs full || exit 99; exec "$@"' sh \
+            "$ML" run --follow-fork -o full/t.mlt -- bash -c 'i=0
+                while [ $i -lt 300 ]; do printf "%4096s" x; i=$((i + 1)); done > full/fill 2> /dev/null
+                "$0"; : > full/fill; echo done' "$FX" > out.txt 2> err.txt
+        st=$?
+        check "disk full at a child's start: the session ends with the program's status ($st)" test $st -eq 0
+        check "... every process ran to its end ($(tr '\n' ' ' < out.txt))" \
+            test "$(tr '\n' ' ' < out.txt)" = "fx_counts done done "
+        kid=$(sed -n 's/.*cannot start the trace full\/t\.\([0-9]*\)\.mlt of process .*: No space left on device.*/\1/p' err.txt | head -1)
+        check "... memlens says the child's trace cannot be started ($kid)" test -n "$kid"
+        check "... and counts its two images (fork and exec)" has err.txt "warning: 2 process images could not be recorded"
+        # The tmpfs is gone with the namespace: the root's trace is read there.
+        unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs full || exit 99
+            "$0" run --follow-fork -q -o full/t.mlt -- bash -c '"'"'i=0
+                while [ $i -lt 300 ]; do printf "%4096s" x; i=$((i + 1)); done > full/fill 2> /dev/null
+                "$0"; : > full/fill'"'"' "$1" > /dev/null 2> err2.txt
+            "$0" report -q full/t.mlt --no-advisor > rep.txt 2>&1' "$ML" "$FX"
+        kid=$(sed -n 's/.*cannot start the trace full\/t\.\([0-9]*\)\.mlt of process .*/\1/p' err2.txt | head -1)
+        check "... the parent's trace says the child was not recorded, and why ($(grep 'not recorded' rep.txt))" \
+            has rep.txt "not recorded: process $kid, a child of process [0-9]*, got no trace: memlens could not start it (No space left on device) and ran untraced"
+    fi
+fi
+
 echo "$fails failed"
 [ $fails -eq 0 ]
