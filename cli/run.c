@@ -396,7 +396,7 @@ static void print_summary(const run_t *s) {
     uint32_t nchild = 0;
     for (uint32_t i = 0; i < n; i++) {
         const ml_proc_info_t *p = ml_collector_proc(s->c, i);
-        if (p && p != shown) nchild++;
+        if (p && p != shown && !p->unsaved) nchild++;
     }
     const ml_totals_t *t = ml_analysis_totals(shown->analysis);
     char b1[32], b2[32], b3[32];
@@ -432,7 +432,11 @@ static void print_summary(const run_t *s) {
     }
     if (t->hwm_rss_source)
         fprintf(stderr, "memlens: " ML_LABEL_PEAK_RSS " %s\n", ml_fmt_bytes(t->hwm_rss_bytes, b1, sizeof b1));
-    if (have_st && !S_ISREG(st.st_mode)) {
+    if (shown->unsaved) {
+        /* Not at its name (its directory was removed or renamed, a link or
+         * a directory took the name): the size there was another file's. */
+        fprintf(stderr, "memlens: no trace at %s (the error above says why, and where its data is)\n", shown->path);
+    } else if (have_st && !S_ISREG(st.st_mode)) {
         /* A FIFO or a device has no size to tell (it said "0 B"). */
         fprintf(stderr, "memlens: trace %s (%s)\n", shown->path, ml_file_kind(st.st_mode));
     } else {
@@ -448,7 +452,7 @@ static void print_summary(const run_t *s) {
         uint32_t k = 0;
         for (uint32_t i = 0; i < n && k < LISTED; i++) {
             const ml_proc_info_t *p = ml_collector_proc(s->c, i);
-            if (p && p != shown) {
+            if (p && p != shown && !p->unsaved) {
                 fprintf(stderr, " %s", p->path);
                 k++;
             }

@@ -424,8 +424,10 @@ static void unwind_check(ml_collector_t *c, ml__proc_t *p) {
 /* Syncs the trace file and renames it into place (ml_outfile.h). */
 void ml__trace_commit(ml__proc_t *p) {
     char err[PATH_MAX * 2 + 256];
-    if (ml_outfile_commit(&p->out, err, sizeof err) < 0)
+    if (ml_outfile_commit(&p->out, err, sizeof err) < 0) {
         fprintf(stderr, "memlens: error: process %u: %s\n", p->info.pid, err);
+        p->info.unsaved = true;
+    }
     p->info.fd = -1;
 }
 

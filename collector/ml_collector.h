@@ -69,6 +69,8 @@ typedef struct {
     bool is_root;     /* the program memlens started (not a child, not an exec'd image) */
     const char *path; /* its trace file */
     int fd;           /* the trace file, open for writing; the collector closes it */
+    bool unsaved;     /* the file could not be put at path when it was closed (the
+                       * collector said why, and where its data is, if anywhere) */
     /** The analysis session that follows this process' records, kept by
      * the first sink whose analysis() returned one, or NULL. A sink opened
      * later sees it set, and need not keep one of its own. Once an image of

@@ -423,10 +423,62 @@ static int place(ml_outfile_t *o, char *err, size_t errlen) {
     return -EEXIST;
 }
 
+/* Where a kept temporary file is, for the message of a failed commit: its
+ * own name, unless its directory was renamed or removed while memlens wrote
+ * it (the file goes with the directory, and a removed one is gone with its
+ * data: "kept in d/t.mlt.tmp.X" was said of a file that no longer was). What
+ * the descriptor names is read before it is closed. */
+typedef struct {
+    bool known; /* fstat worked */
+    dev_t dev;
+    ino_t ino;
+    nlink_t nlink;
+    char now[PATH_MAX]; /* the kernel's name of the descriptor, or "" */
+} kept_t;
+
+static void kept_take(const ml_outfile_t *o, kept_t *k) {
+    struct stat st;
+    memset(k, 0, sizeof *k);
+    if (fstat(o->fd, &st) == 0) {
+        k->known = true;
+        k->dev = st.st_dev;
+        k->ino = st.st_ino;
+        k->nlink = st.st_nlink;
+    }
+    char link[64];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", o->fd);
+    ssize_t n = readlink(link, k->now, sizeof k->now - 1);
+    k->now[n > 0 ? n : 0] = '\0';
+}
+
+static void kept_say(const ml_outfile_t *o, const kept_t *k, char *err, size_t errlen) {
+    size_t n = strlen(err);
+    if (n >= errlen) return;
+    struct stat st;
+    static const char deleted[] = " (deleted)";
+    size_t nl = strlen(k->now), dl = sizeof deleted - 1;
+    if (!k->known || (lstat(o->tmp, &st) == 0 && st.st_dev == k->dev && st.st_ino == k->ino))
+        snprintf(err + n, errlen - n, "; the data is kept in %s", o->tmp);
+    else if (k->nlink == 0 || (nl > dl && strcmp(k->now + nl - dl, deleted) == 0))
+        snprintf(err + n, errlen - n,
+                 "; the recording is lost: its temporary file %s was removed while memlens wrote it (with its "
+                 "directory?)",
+                 o->tmp);
+    else if (k->now[0] == '/')
+        snprintf(err + n, errlen - n,
+                 "; the data is kept in %s (its temporary file %s was moved there while memlens wrote it: its "
+                 "directory was renamed?)",
+                 k->now, o->tmp);
+    else
+        snprintf(err + n, errlen - n, "; its temporary file %s, which held the data, is no longer there", o->tmp);
+}
+
 int ml_outfile_commit(ml_outfile_t *o, char *err, size_t errlen) {
     int rc = 0;
+    kept_t kept = {0};
     if (o->tmp && !(o->flags & ML_OUTFILE_NOSYNC) && fsync(o->fd) < 0 && errno != EINVAL && errno != EROFS)
         rc = -errno;
+    if (o->tmp && (o->flags & ML_OUTFILE_KEEP)) kept_take(o, &kept);
     if (close(o->fd) < 0 && !rc) rc = -errno;
     o->fd = -1;
     if (rc) {
@@ -438,8 +490,7 @@ int ml_outfile_commit(ml_outfile_t *o, char *err, size_t errlen) {
     }
     if (rc < 0 && o->tmp) {
         if (o->flags & ML_OUTFILE_KEEP) {
-            size_t n = strlen(err);
-            if (n < errlen) snprintf(err + n, errlen - n, "; the data is kept in %s", o->tmp);
+            kept_say(o, &kept, err, errlen);
         } else {
             unlink(o->tmp);
         }

@@ -1360,6 +1360,43 @@ if want "$@"; then
     fi
 fi
 
+section=outdir
+if want "$@"; then
+    # The trace's directory changes while the program runs (here the
+    # program itself does it, after memlens created the temporary file in
+    # it): memlens says where the recording is, if anywhere, and names no
+    # other file as the trace. It said "the data is kept in DIR/t.mlt.tmp.X"
+    # of a file removed with its directory, or moved with it, and "trace
+    # DIR/t.mlt (0 B)", or the size of a link's target.
+    rm -rf od1 od2 od2x od3
+    mkdir od1 od2 od3
+    "$ML" run -o od1/t.mlt -- sh -c 'rm -rf od1; "$0"; exit 5' "$FX" > out.txt 2> err.txt
+    check "output directory removed: the program's status (5: $?) and output" \
+        test $? -eq 5 -a "$(cat out.txt)" = "fx_counts done"
+    check "... says the recording is lost ($(grep 'cannot write' err.txt))" \
+        has err.txt "cannot write od1/t.mlt: No such file or directory; the recording is lost: its temporary file od1/t.mlt.tmp.[A-Za-z0-9]\{6\} was removed while memlens wrote it"
+    check "... claims no data kept" test -z "$(grep 'kept in' err.txt)"
+    check "... and names no trace ($(grep 'trace at' err.txt))" has err.txt "^memlens: no trace at od1/t.mlt "
+    check "... nothing of it is left" test ! -e od1
+    "$ML" run -o od2/t.mlt -- sh -c 'mv od2 od2x; "$0"; exit 5' "$FX" > out.txt 2> err.txt
+    check "output directory renamed: the program's status (5: $?)" test $? -eq 5
+    kept=$(ls od2x/t.mlt.tmp.* 2> /dev/null)
+    check "... says where the data went ($(grep 'cannot write' err.txt))" \
+        has err.txt "cannot write od2/t.mlt: No such file or directory; the data is kept in $W/$kept (its temporary file od2/t.mlt.tmp"
+    check "... names no trace" has err.txt "^memlens: no trace at od2/t.mlt "
+    [ -n "$kept" ] && check "... and what is there is the whole trace, the shell's exit included" \
+        "$PY" -c 'import json, subprocess, sys
+d = json.loads(subprocess.run(sys.argv[1:], capture_output=True).stdout)
+sys.exit(not (d["trace"]["complete"] and d["process"]["exit_code"] == 5))' "$ML" report "$kept" --no-advisor --json -
+    echo "keep me" > victim.txt
+    "$ML" run -o od3/t.mlt -- sh -c 'ln -s ../victim.txt od3/t.mlt; "$0"; exit 5' "$FX" > out.txt 2> err.txt
+    check "a link put at the trace's name: the program's status (5: $?)" test $? -eq 5
+    check "... the link's target is left alone" test "$(cat victim.txt)" = "keep me" -a -L od3/t.mlt
+    check "... the data is kept in the temporary file" has err.txt "the data is kept in od3/t.mlt.tmp.[A-Za-z0-9]\{6\}$"
+    check "... and the target's size is not given as the trace's ($(grep 'trace at' err.txt))" \
+        has err.txt "^memlens: no trace at od3/t.mlt "
+fi
+
 section=diskfull
 if want "$@"; then
     # The trace's file system fills while the program runs. A child whose
