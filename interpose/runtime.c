@@ -173,6 +173,29 @@ static bool stderr_is_memlens(void) {
     return stat(proc, &a) == 0 && fstat(2, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+/* Writes buf to descriptor 2 without SIGPIPE, the program's errno kept.
+ * memlens' stderr may be a pipe whose reader is gone (`memlens run ...
+ * 2>&1 | head -1`): a warning of ours then raised SIGPIPE in the program,
+ * killing a child that would not write there itself (status 141 where it
+ * exits 3 alone). SIGPIPE is blocked in this thread across the write; the
+ * one the write raised (directed at this thread) is taken back, unless one
+ * was pending already (the program's own). */
+static void write_stderr(const char *buf, size_t n) {
+    int saved = errno;
+    sigset_t pipe_only, old, pending;
+    sigemptyset(&pipe_only);
+    sigaddset(&pipe_only, SIGPIPE);
+    bool was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+    bool masked = pthread_sigmask(SIG_BLOCK, &pipe_only, &old) == 0;
+    ssize_t rc = write(2, buf, n);
+    if (rc < 0 && errno == EPIPE && masked && !was_pending) {
+        struct timespec zero = {0, 0};
+        (void)sigtimedwait(&pipe_only, NULL, &zero);
+    }
+    if (masked) pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = saved;
+}
+
 static void warn(const char *msg) {
     if (!stderr_is_memlens()) return;
     char buf[256];
@@ -181,8 +204,7 @@ static void warn(const char *msg) {
     for (size_t i = 0; pre[i] && n < sizeof buf - 2; i++) buf[n++] = pre[i];
     for (size_t i = 0; msg[i] && n < sizeof buf - 2; i++) buf[n++] = msg[i];
     buf[n++] = '\n';
-    ssize_t rc = write(2, buf, n);
-    (void)rc;
+    write_stderr(buf, n);
 }
 
 /* "memlens: warning: " and the parts (NULL-terminated) on one line. */
@@ -195,8 +217,7 @@ static void warnv(const char *const *parts) {
     for (; *parts; parts++)
         for (size_t i = 0; (*parts)[i] && n < sizeof buf - 2; i++) buf[n++] = (*parts)[i];
     buf[n++] = '\n';
-    ssize_t rc = write(2, buf, n);
-    (void)rc;
+    write_stderr(buf, n);
 }
 
 /* The reason for an errno, without strerror (which may allocate). */
@@ -1613,8 +1634,7 @@ static void resolve_real(void) {
     RESOLVE(malloc_usable_size);
     if (!ml__real.malloc || !ml__real.free || !ml__real.calloc || !ml__real.realloc) {
         static const char msg[] = "memlens: fatal: cannot resolve the real malloc/free\n";
-        ssize_t rc = write(2, msg, sizeof msg - 1);
-        (void)rc;
+        write_stderr(msg, sizeof msg - 1);
         abort();
     }
     /* glibc's counters mean something only when glibc is the allocator. */
