@@ -792,6 +792,28 @@ static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
 static struct sigaction old_pipe, old_ttou, old_tstp;
 #define NSTOP (sizeof stop_signals / sizeof stop_signals[0])
 
+/* The caller's descriptor limit, when memlens raised its own soft limit to
+ * the hard one (raise_nofile); the program gets it back before its exec. */
+static struct rlimit old_nofile;
+static bool nofile_raised;
+
+/* The collector holds two descriptors for each traced process alive (its
+ * trace file and its pidfd), and one more while it maps a ring. Under the
+ * usual soft limit of 1,024 (with a hard limit far above it), a program
+ * with a few hundred processes alive at once under --follow-fork left
+ * memlens without descriptors: "cannot open the event ring of process N
+ * (Too many open files)", and those images ran untraced, though each
+ * process of the program has a table of its own and ran fine alone. So
+ * memlens raises its soft limit to the hard one, as long-running servers
+ * do; the program's limit stays the caller's. */
+static void raise_nofile(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max) return;
+    old_nofile = rl;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0) nofile_raised = true;
+}
+
 /* The child waits on `go` until its trace file is open; exec failures come
  * back through the close-on-exec `err` pipe. It gets back the caller's
  * dispositions of the signals memlens catches or ignores. */
@@ -803,6 +825,7 @@ static __attribute__((noreturn)) void child(run_t *s, const struct sigaction *ol
     sigaction(SIGXFSZ, &ml_cli_old_xfsz, NULL);
     sigaction(SIGTTOU, &old_ttou, NULL);
     sigaction(SIGTSTP, &old_tstp, NULL);
+    if (nofile_raised) (void)setrlimit(RLIMIT_NOFILE, &old_nofile);
     close(s->go[1]);
     close(s->err[0]);
     char c;
@@ -1232,6 +1255,7 @@ int ml_cmd_run(int argc, char **argv) {
      * read "Stopped (tty output)" with the session's files in /dev/shm until
      * `fg`. The program gets the caller's disposition back. */
     sigaction(SIGTTOU, &ign, &old_ttou);
+    raise_nofile();
     if (parse_run(argc, argv, &s->o) < 0) {
         code = ML_EXIT_USAGE;
         goto free_run;

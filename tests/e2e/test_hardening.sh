@@ -1328,6 +1328,27 @@ sys.exit(subprocess.call(sys.argv[1:], stderr=w))' "$@"; }
     check "... the child that cannot make its ring ends as it does alone ($alone: $(cat st.txt))" \
         test "$(cat st.txt)" = "$alone" -a "$alone" = 7
     check "... its output unchanged" test "$(cat out.txt)" = "fx_counts done"
+    # memlens holds two descriptors for each traced process alive (trace,
+    # pidfd). 40 processes alive at once (each waits for a line on a FIFO
+    # that bash fills once all are started) under a soft limit of 64: the
+    # program runs as alone, its limit unchanged, and all 121 images are
+    # recorded (bash, and for each of the 40: the subshell, its fork and
+    # the fx_counts it execs). 30-odd rings could not be opened (Too many
+    # open files) and ran untraced: memlens now raises its own soft limit
+    # to the hard one, and gives the program the caller's.
+    if [ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 1024 ]; then
+        rm -rf nofile && mkdir nofile && rm -f nofile.fifo && mkfifo nofile.fifo
+        (ulimit -Sn 64 && exec "$ML" run --follow-fork -q -o nofile/t.mlt -- bash -c 'exec 3<> nofile.fifo
+            for ((i = 0; i < 40; i++)); do (read -r x <&3; "$0" > /dev/null) & done
+            for ((i = 0; i < 40; i++)); do printf "\n"; done >&3
+            wait; ulimit -Sn' "$FX") > out.txt 2> err.txt
+        st=$?
+        check "40 processes alive under ulimit -Sn 64: the program's status ($st) and its limit ($(cat out.txt))" \
+            test "$st.$(cat out.txt)" = 0.64
+        check "... memlens had a descriptor for every ring ($(grep -c 'cannot open the event ring' err.txt) refused)" \
+            test -z "$(grep 'cannot open the event ring\|could not be recorded' err.txt)"
+        check "... and every image has its trace ($(ls nofile | wc -l))" test "$(ls nofile | wc -l)" -eq 121
+    fi
 fi
 
 section=shmfull
