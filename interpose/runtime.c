@@ -1405,6 +1405,11 @@ static int follow_child(void) {
     ml__state_set(ML_STATE_INIT);
     uint32_t parent = proc_slot;
     ml__ring = NULL;
+    /* The slot is the parent's: one the collector refused (its trace could
+     * not be started: a full disk) made register_process take the
+     * collector for dead, and the child, which gets a ring and a trace of
+     * its own, went unrecorded with "memlens (pid N) is gone". */
+    proc_slot = ~0u;
     if (register_process(parent, ml__tls.fork_seq) < 0) return ML_STATE_OFF;
     ml_atomic_store_relaxed(&forks, 0); /* this image's own forks */
     ml_atomic_store_relaxed(&next_thread, 0);

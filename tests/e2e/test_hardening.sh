@@ -1468,6 +1468,22 @@ if want "$@"; then
         kid=$(sed -n 's/.*cannot start the trace full\/t\.\([0-9]*\)\.mlt of process .*/\1/p' err2.txt | head -1)
         check "... the parent's trace says the child was not recorded, and why ($(grep 'not recorded' rep.txt))" \
             has rep.txt "not recorded: process $kid, a child of process [0-9]*, got no trace: memlens could not start it (No space left on device) and ran untraced"
+        # A child of that refused image, forked once the disk has room: it
+        # makes a ring and a trace of its own. It took its parent's refused
+        # slot for a dead collector and ran unrecorded, uncounted, saying
+        # "memlens (pid N) is gone" of a memlens that was not.
+        unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs full || exit 99
+            "$0" run --follow-fork -o full/t.mlt -- bash -c '"'"'i=0
+                while [ $i -lt 300 ]; do printf "%4096s" x; i=$((i + 1)); done > full/fill 2> /dev/null
+                ( : > full/fill; "$0"; echo sub ); echo done'"'"' "$1" > out.txt 2> err3.txt
+            echo $? > st.txt; ls full > ls.txt' "$ML" "$FX"
+        check "a child of a refused image: the program ran as alone ($(cat st.txt): $(tr '\n' ' ' < out.txt))" \
+            test "$(cat st.txt).$(tr '\n' ' ' < out.txt)" = "0.fx_counts done sub done "
+        check "... memlens is not said to be gone ($(grep -o 'memlens (pid.*' err3.txt))" \
+            test -z "$(grep 'is gone' err3.txt)"
+        check "... only the refused image is counted" has err3.txt "warning: 1 process image could not be recorded"
+        check "... the child's fork and its exec of fx_counts have their traces ($(tr '\n' ' ' < ls.txt))" \
+            test "$(grep -c '^t\.[0-9]*\.mlt$' ls.txt).$(grep -c '^t\.[0-9]*\.2\.mlt$' ls.txt)" = 1.1
     fi
 fi
 
