@@ -273,7 +273,27 @@ static void on_fatal_signals_remove_reports(void) {
     }
 }
 
+/* Started with a standard descriptor closed (`memlens run ... 2>&-`, a
+ * daemon's launcher), memlens' first open() took its number: under `run`
+ * the session's control file in /dev/shm became descriptor 2, and memlens'
+ * own messages ("PROG exited with status 0; 2 processes it started are
+ * still running ...") were written over the control segment's header, read
+ * by every traced process: memlens never ended, its files left in
+ * /dev/shm. Each closed one is held by /dev/null opened the other way
+ * round (stdout and stderr read-only, stdin write-only), so that a write to
+ * it still fails with EBADF as on a closed descriptor (a closed stdout
+ * still makes `report` exit 1), and close-on-exec, so that the program
+ * still starts with it closed. */
+static void hold_closed_std_descriptors(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+        int got = open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+        if (got >= 0 && got != fd) close(got); /* cannot be: fd is the lowest free one */
+    }
+}
+
 int main(int argc, char **argv) {
+    hold_closed_std_descriptors();
     if (argc >= 2 && (!strcmp(argv[1], "report") || !strcmp(argv[1], "view") || !strcmp(argv[1], "diff")))
         restart_with_huge_pages(argv);
     atexit(close_stdout);

@@ -127,7 +127,10 @@ int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
     ctl->depth = c->o.depth;
     ctl->ring_slots = c->o.ring_slots;
     struct stat es;
-    if (fstat(2, &es) == 0) {
+    /* A stderr memlens cannot write to (closed when it started: main holds
+     * the number with /dev/null opened read-only) is nowhere to write. */
+    int efl = fcntl(2, F_GETFL);
+    if (efl >= 0 && (efl & O_ACCMODE) != O_RDONLY && fstat(2, &es) == 0) {
         ctl->err_open = 1;
         ctl->err_dev = (uint64_t)es.st_dev;
         ctl->err_ino = (uint64_t)es.st_ino;

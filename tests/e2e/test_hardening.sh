@@ -1349,6 +1349,28 @@ sys.exit(subprocess.call(sys.argv[1:], stderr=w))' "$@"; }
             test -z "$(grep 'cannot open the event ring\|could not be recorded' err.txt)"
         check "... and every image has its trace ($(ls nofile | wc -l))" test "$(ls nofile | wc -l)" -eq 121
     fi
+    # memlens started with its stderr closed (`2>&-`): its first open()
+    # took descriptor 2, the session's control file, and its message about
+    # a child still running after the program exited went over the control
+    # segment's header. memlens never ended (stopped by SIGTERM after 30 s
+    # here, it then saved what it could: no trace for fx_counts).
+    rm -rf clo && mkdir clo
+    "$ML" run --follow-fork -o clo/t.mlt -- sh -c '(sleep 2; "$0" > /dev/null) & exit 0' "$FX" 2>&- &
+    mp=$!
+    "$PY" -c 'import os, sys, time
+time.sleep(30)
+os.kill(int(sys.argv[1]), 15)' "$mp" 2> /dev/null &
+    wd=$!
+    wait $mp
+    st=$?
+    kill -0 $wd 2> /dev/null
+    alone=$?
+    kill $wd 2> /dev/null
+    check "stderr closed, a child outliving the program: memlens ends by itself" test $alone -eq 0
+    check "... with the program's status ($st)" test $st -eq 0
+    check "... every image has its trace: sh, the subshell, its fork and its fx_counts ($(ls clo | tr '\n' ' '))" \
+        test "$(ls clo | wc -l)" -eq 4
+    check "... and nothing is left in /dev/shm" test -z "$(ls /dev/shm | grep "^memlens-$mp-")"
 fi
 
 section=shmfull
