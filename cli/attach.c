@@ -492,10 +492,11 @@ static double now_s(void);
 static bool safe_point(target_t *t, const struct user_regs_struct *r) {
     long nr = (long)r->orig_rax;
     bool in_libc = false;
-    if (inside_fork(t, r->rsp)) {
+    bool forkish = inside_fork(t, r->rsp), fork_recent = false;
+    if (forkish) {
         double now = now_s();
         if (t->fork_seen == 0) t->fork_seen = now;
-        if (now - t->fork_seen < FORK_WAIT_S) return false;
+        fork_recent = now - t->fork_seen < FORK_WAIT_S;
     }
     if (nr >= 0) {
         /* Blocked in a system call. Not one that glibc makes holding a lock
@@ -504,19 +505,21 @@ static bool safe_point(target_t *t, const struct user_regs_struct *r) {
          * arena's lock); fork's clone (fork holds every arena's lock and
          * stdio's around it: 11 attaches in 20 to a program whose main
          * thread forked in a loop beside allocating threads hung, it and
-         * memlens); a wait for one of glibc's own locks
-         * (__lll_lock_wait_private: malloc's, stdio's, fork's, taken while
-         * it may hold another, as fork takes the arenas' one by one) or a
-         * release of one (__lll_lock_wake_private: fork releases them one
-         * by one). */
+         * memlens); a release of one of glibc's own locks
+         * (__lll_lock_wake_private: fork releases them one by one). */
         if (nr == SYS_mmap || nr == SYS_munmap || nr == SYS_mremap || nr == SYS_brk || nr == SYS_mprotect ||
             nr == SYS_madvise || nr == SYS_clone || nr == SYS_clone3 || nr == SYS_fork || nr == SYS_vfork)
             return false;
-        for (int i = 0; i < 2; i++)
-            if (r->rip >= t->r_lll_lo[i] && r->rip < t->r_lll_hi[i]) return false;
-        return true;
+        /* A release is over at once; a wait may last (another thread holds
+         * stdout's lock, and stdout is a pipe nobody reads): a main thread
+         * waiting for a lock is unsafe only inside fork, which takes the
+         * arenas' locks one by one, holding the ones before (a main thread
+         * waiting for stdout's lock made every attach give up after 5 s). */
+        if (r->rip >= t->r_lll_lo[1] && r->rip < t->r_lll_hi[1]) return false;
+        if (forkish && r->rip >= t->r_lll_lo[0] && r->rip < t->r_lll_hi[0]) return false;
+        return !fork_recent;
     }
-    return in_range_of(t, r->rip, &in_libc) && !in_libc;
+    return !fork_recent && in_range_of(t, r->rip, &in_libc) && !in_libc;
 }
 
 /* Whether the thread, stopped by our PTRACE_INTERRUPT, was in a system
@@ -899,7 +902,10 @@ static bool lib_mapped(pid_t pid, const char *lib) {
         char *file = strchr(line, '/');
         if (!file) continue;
         file[strcspn(file, "\n")] = '\0';
-        found = !strcmp(file, lib);
+        /* The library replaced or removed meanwhile (a rebuild, an
+         * upgrade) is still mapped, named "PATH (deleted)": no exec. */
+        size_t n = strlen(lib);
+        found = !strncmp(file, lib, n) && (!file[n] || !strcmp(file + n, " (deleted)"));
     }
     fclose(f);
     return found;

@@ -463,6 +463,13 @@ Test(attach, a_main_thread_inside_fork, .timeout = 60) {
     attach_during("fork");
 }
 
+/* A main thread waiting for stdout's lock, which another thread holds for
+ * 8 s: memlens took every stop in glibc's lock wait for unsafe and gave up
+ * (attach, detach) after 5 s; a wait outside fork is safe. */
+Test(attach, a_main_thread_waiting_for_stdouts_lock, .timeout = 60) {
+    attach_during("stdiolock");
+}
+
 /* A return address into glibc's fork left in a live frame of the main
  * thread (blocked in nanosleep): memlens took it for a thread inside fork
  * at every stop and gave up after 5 s. It is believed for half a second. */
