@@ -289,6 +289,9 @@ static void hold_closed_std_descriptors(void) {
         if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
         int got = open("/dev/null", (fd == 0 ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
         if (got >= 0 && got != fd) close(got); /* cannot be: fd is the lowest free one */
+        /* An output path naming it (`--json /dev/fd/0`) is refused as a
+         * closed descriptor, not written into /dev/null with exit 0. */
+        if (got == fd) ml_outfile_held_closed(fd);
     }
 }
 

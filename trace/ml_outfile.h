@@ -54,6 +54,11 @@ void ml_outfile_unlink_live(void);
  * /dev/fd/N or /proc/self/fd/N (N); -1 for any other path. */
 int ml_outfile_own_fd(const char *path);
 
+/** Says that descriptor fd (0, 1 or 2) was closed when memlens started and
+ * is only held by /dev/null (cli/main.c): a path naming it is refused as a
+ * closed descriptor, never written into /dev/null. */
+void ml_outfile_held_closed(int fd);
+
 /** Whether PATH may be written with these flags, without creating
  * anything. Returns 0 or a negative errno with a message in err. */
 int ml_outfile_check(const char *path, unsigned flags, char *err, size_t errlen);

@@ -117,6 +117,13 @@ void ml_outfile_unlink_live(void) {
     }
 }
 
+/* Standard descriptors closed at memlens' start, held by /dev/null. */
+static unsigned held_closed;
+
+void ml_outfile_held_closed(int fd) {
+    if (fd >= 0 && fd <= 2) held_closed |= 1u << fd;
+}
+
 int ml_outfile_own_fd(const char *path) {
     static const char *const prefix[] = {"/dev/fd/", "/proc/self/fd/"};
     if (!strcmp(path, "/dev/stdout")) return 1;
@@ -160,7 +167,7 @@ static int inspect(const char *path, unsigned flags, char *err, size_t errlen, s
     struct stat st;
     int own = ml_outfile_own_fd(path);
     if (own >= 0) {
-        int fl = fcntl(own, F_GETFL);
+        int fl = own <= 2 && (held_closed >> own & 1) ? -1 : fcntl(own, F_GETFL);
         if (fl < 0) {
             snprintf(err, errlen, "cannot write %s: descriptor %d is not open (EBADF)", path, own);
             return -EBADF;

@@ -245,6 +245,14 @@ if want "$@"; then
     "$ML" report in.mlt --no-advisor -q --json /dev/fd/9 2> err.txt
     check "a descriptor that is not open is refused (status $?)" test $? -eq 1
     check "... saying so" has err.txt "cannot write /dev/fd/9: descriptor 9 is not open (EBADF)"
+    # A standard descriptor closed when memlens starts is held by /dev/null
+    # (so that memlens' own files never take its number), and is still a
+    # closed descriptor to write to: the JSON went into /dev/null, exit 0.
+    "$ML" report in.mlt --no-advisor -q --json /dev/fd/0 0<&- 2> err.txt
+    check "--json /dev/fd/0 with stdin closed is refused (status $?)" test $? -eq 1
+    check "... saying so" has err.txt "cannot write /dev/fd/0: descriptor 0 is not open (EBADF)"
+    "$ML" report in.mlt --no-advisor -q --json /dev/stdout 1>&- 2> err.txt
+    check "--json /dev/stdout with stdout closed is refused (status $?)" test $? -eq 1
     "$ML" run -q -o /dev/stdout -- "$FX" > /dev/null 2> err.txt
     check "run -o /dev/stdout is refused: the program writes there (status $?)" test $? -eq 2
     check "... saying why" has err.txt "program's stdout as well"
