@@ -463,6 +463,60 @@ Test(attach, a_main_thread_inside_fork, .timeout = 60) {
     attach_during("fork");
 }
 
+/* Copies a file (no criterion calls: also run in a forked child). */
+static int copy_file(const char *from, const char *to) {
+    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    char buf[65536];
+    ssize_t n = 0;
+    while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+        if (write(out, buf, (size_t)n) != n) n = -1;
+    int rc = in >= 0 && out >= 0 && n == 0 ? 0 : -1;
+    if (in >= 0) close(in);
+    if (out >= 0) close(out);
+    return rc;
+}
+
+/* libmemlens.so replaced while memlens is attached (a rebuild, an
+ * upgrade): the program's mapping of it is named "PATH (deleted)". memlens
+ * took that for an exec of the program, left the hooks in (recording into
+ * nothing) and exited 0 saying the program had started another one. */
+Test(attach, a_library_replaced_in_the_window_is_no_exec, .timeout = 60) {
+    skip_unless_ptrace();
+    char lib[4096];
+    snprintf(lib, sizeof lib, "%s", h_tmp("libmemlens.so"));
+    cr_assert_eq(copy_file(h_bin("libmemlens.so"), lib), 0);
+    fx_t f;
+    fx_start(&f, "fx_attach_wait", "futex");
+    char spid[32];
+    snprintf(spid, sizeof spid, "%d", (int)f.pid);
+    pid_t kid = fork();
+    cr_assert(kid >= 0);
+    if (kid == 0) { /* in the window: the file replaced */
+        usleep(600000);
+        _exit(unlink(lib) == 0 && copy_file(h_bin("libmemlens.so"), lib) == 0 ? 0 : 1);
+    }
+    cr_assert_eq(setenv("ML_PRELOAD_LIB", lib, 1), 0);
+    const char *argv[] = {h_bin("memlens"), "attach", "--duration", "1.5", "-o", h_tmp("replaced.mlt"), spid, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    unsetenv("ML_PRELOAD_LIB");
+    int kst;
+    cr_assert_eq(waitpid(kid, &kst, 0), kid);
+    cr_expect(WIFEXITED(kst) && WEXITSTATUS(kst) == 0, "the library was replaced");
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(!strstr(r.err, "started another program"), "no exec: %s", r.err);
+    cr_expect(strstr(r.err, "memlens: attached to process") && strstr(r.err, " for 1.5 s: "),
+              "the detach's summary: %s", r.err);
+    h_run_free(&r);
+    char line[256] = "";
+    cr_expect(fgets(line, sizeof line, f.out) != NULL, "its result");
+    fclose(f.out);
+    close(f.in);
+    int st;
+    cr_assert_eq(waitpid(f.pid, &st, 0), f.pid);
+    cr_expect_str_eq(line, "ok futex\n");
+}
+
 /* A main thread waiting for stdout's lock, which another thread holds for
  * 8 s: memlens took every stop in glibc's lock wait for unsafe and gave up
  * (attach, detach) after 5 s; a wait outside fork is safe. */
