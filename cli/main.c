@@ -280,10 +280,12 @@ static void on_fatal_signals_remove_reports(void) {
  * still running ...") were written over the control segment's header, read
  * by every traced process: memlens never ended, its files left in
  * /dev/shm. Each closed one is held by /dev/null opened the other way
- * round (stdout and stderr read-only, stdin write-only), so that a write to
- * it still fails with EBADF as on a closed descriptor (a closed stdout
- * still makes `report` exit 1), and close-on-exec, so that the program
- * still starts with it closed. */
+ * round (stdout and stderr read-only, stdin write-only), so that its own
+ * use still fails with EBADF as on a closed descriptor (a write to stdout
+ * or stderr, a read from stdin: a closed stdout still makes `report` exit
+ * 1); an output path that names it (`--json /dev/fd/0`) is refused as a
+ * closed descriptor (ml_outfile_held_closed); and close-on-exec, so that
+ * the program still starts with it closed. */
 static void hold_closed_std_descriptors(void) {
     for (int fd = 0; fd <= 2; fd++) {
         if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
