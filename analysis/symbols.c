@@ -1423,14 +1423,23 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
 
 /* A function of a standard library compiled into the program, known by its
  * name where no source file tells (a prebuilt Rust standard library has no
- * line table for much of itself): Rust's std, core and alloc, the crates
- * std vendors, and C++'s std. */
+ * line table for much of itself; libstdc++ linked in with -static-libstdc++
+ * and a program built without -g have none at all): Rust's std, core and
+ * alloc, the crates std vendors, C++'s std and the C++ ABI's runtime
+ * (__cxa_allocate_exception, ...). A C++ template function's name starts
+ * with its return type, which says nothing: "void std::vector<…>::
+ * _M_realloc_insert<…>(…)" is the library's, "std::vector<long, …>
+ * make_table<long>(int)" the program's. The name is read without it, as
+ * it is shown (ml_frame_short_name). */
 static bool library_name(const char *fn) {
     if (!fn) return false;
+    char shown[512];
+    if (fn[0] != '<' && strchr(fn, ' ')) fn = ml_frame_short_name(fn, shown, sizeof shown);
     if (fn[0] == '<') fn++; /* "<alloc::vec::Vec<u8> as ...>::..." */
     static const char *const prefixes[] = {"std::", "core::", "alloc::", "hashbrown::", "gimli::",
                                            "addr2line::", "miniz_oxide::", "rustc_demangle::",
-                                           "object::", "memchr::", "__gnu_cxx::"};
+                                           "object::", "memchr::", "__gnu_cxx::", "__cxa_",
+                                           "__cxxabiv1::", "__gxx_"};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (!strncmp(fn, prefixes[i], strlen(prefixes[i]))) return true;
     return false;
