@@ -17,6 +17,13 @@ target_compile_options(fx_tlsinit_o0 PRIVATE -O0 -g)
 target_link_libraries(fx_tlsinit_o0 PRIVATE Threads::Threads)
 target_compile_options(fx_cpp_sites_static PRIVATE -O0 -g)
 target_link_options(fx_cpp_sites_static PRIVATE -static-libstdc++)
+# Library code without a line table: a release build (-g0, so nothing has
+# lines) and libstdc++ linked in (its functions in the program, no lines).
+add_executable(fx_cpp_nodebug ${FX}/fx_cpp_nodebug.cpp)
+target_compile_options(fx_cpp_nodebug PRIVATE -O2 -g0)
+add_executable(fx_cpp_nodebug_static ${FX}/fx_cpp_nodebug.cpp)
+target_compile_options(fx_cpp_nodebug_static PRIVATE -O0 -g)
+target_link_options(fx_cpp_nodebug_static PRIVATE -static-libstdc++)
 add_executable(fx_cpp_o2 ${FX}/fx_cpp.cpp)
 target_compile_options(fx_cpp_o2 PRIVATE -O2 -g)
 # main's last line row ends right before _start (test_symbols_oracle.py).
@@ -133,7 +140,8 @@ add_test(NAME symbols_oracle
           ${ML_FORTRAN_FX} ${ML_CLANG_FX})
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
-add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_cpp_sites_static fx_inline_deep fx_fpnew fx_tlsinit_o0)
+add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_cpp_sites_static fx_cpp_nodebug
+                 fx_cpp_nodebug_static fx_inline_deep fx_fpnew fx_tlsinit_o0)
 if(ML_CLANG_FX)
   add_dependencies(test_symbols fx_clang) # fx_cpp_sites_clang, fx_tlsinit_clang
 endif()

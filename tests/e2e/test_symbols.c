@@ -137,6 +137,67 @@ Test(symbols, cpp_sites_with_static_libstdcxx_named_by_the_users_line) {
     ml_analysis_free(a);
 }
 
+/* Library code with no line table, where only its name says whose it is:
+ * fx_cpp_nodebug built without -g (no frame has a file) and with
+ * -static-libstdc++ (libstdc++'s functions in the program, line-less).
+ * A template function's demangled name starts with its return type: the
+ * build before read "void std::vector<int, ...>::_M_realloc_insert<...>"
+ * as the program's own and named grow's site by it, read "std::vector<long,
+ * ...> make_table<long>(int)" as the library's and named its site "main",
+ * and named the exception's site by the static __cxa_allocate_exception. */
+static void check_nodebug(const char *fixture, bool lines) {
+    char name[64];
+    snprintf(name, sizeof name, "%s.mlt", fixture);
+    const char *trace = h_tmp(name);
+    record(trace, fixture);
+    ml_analysis_t *a = analyse(trace);
+    static const struct {
+        uint64_t bytes;
+        uint64_t calls;
+        const char *function;
+        uint32_t line;
+    } want[] = {
+        {2568, 1, "std::vector<long, std::allocator<long> > make_table<long>(int)", 18},
+        {8188, 11, "grow(std::vector<int, std::allocator<int> >&, int)", 26},
+        {628, 1, "thrower(int)", 31},
+    };
+    size_t n;
+    const ml_site_t *sites = ml_analysis_sites(a, &n);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const ml_site_t *s = NULL;
+        for (size_t j = 0; j < n; j++)
+            if (sites[j].bytes_allocated == want[i].bytes && sites[j].alloc_calls == want[i].calls) {
+                cr_assert_null(s, "%s: two sites of %llu B", fixture, (unsigned long long)want[i].bytes);
+                s = &sites[j];
+            }
+        cr_assert(s, "%s: no site of %llu B", fixture, (unsigned long long)want[i].bytes);
+        cr_assert_lt(s->headline, s->nframes);
+        const ml_frame_t *f = &s->frames[s->headline];
+        /* -O2 puts the throw in "thrower(int) [clone .cold]". */
+        cr_expect(f->function && !strncmp(f->function, want[i].function, strlen(want[i].function)),
+                  "%s: %llu B: %s", fixture, (unsigned long long)want[i].bytes, f->function);
+        cr_expect(f->own, "%s: %llu B", fixture, (unsigned long long)want[i].bytes);
+        if (lines) {
+            cr_expect(ends_with(f->file, "/fx_cpp_nodebug.cpp"), "%s: %llu B: %s", fixture,
+                      (unsigned long long)want[i].bytes, f->file);
+            cr_expect_eq(f->line, want[i].line, "%s: %llu B: line %u", fixture,
+                         (unsigned long long)want[i].bytes, f->line);
+        }
+        /* The library's frames stay in the stack, before the headline. */
+        if (want[i].bytes != 2568 || lines)
+            cr_expect_gt(s->headline, 0, "%s: %llu B", fixture, (unsigned long long)want[i].bytes);
+    }
+    ml_analysis_free(a);
+}
+
+Test(symbols, cpp_sites_of_a_release_build_named_by_the_users_function) {
+    check_nodebug("fx_cpp_nodebug", false);
+}
+
+Test(symbols, cpp_sites_past_static_libstdcxx_without_lines) {
+    check_nodebug("fx_cpp_nodebug_static", true);
+}
+
 Test(symbols, json_and_text_show_short_names_and_keep_the_full_one) {
     const char *trace = h_tmp("cpp_sites_json.mlt");
     const char *json = h_tmp("cpp_sites.json");
