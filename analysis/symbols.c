@@ -1664,12 +1664,19 @@ static const char *lexical_path(const char *path, char *buf, size_t size) {
 }
 
 /* A source file of a library's, even when compiled into the program: a
- * system header or library source, or Rust's standard library. */
+ * system header or library source, a C++ standard library's header
+ * wherever its compiler is installed, or Rust's standard library.
+ * libstdc++ and libc++ keep their headers in <prefix>/include/c++/<version>
+ * (or v1): /usr/include for the system's compiler, but /usr/local/include
+ * for a GCC built with its default prefix (the gcc Docker images),
+ * /opt/rh/gcc-toolset-12/root/usr/include, a conda environment's or
+ * Homebrew's prefix for the others. */
 static bool library_file(const char *file) {
     if (!file) return false;
     char buf[1024];
     file = lexical_path(file, buf, sizeof buf);
-    return under(file, "/usr/include") || under(file, "/usr/lib") || rust_library_file(file);
+    return under(file, "/usr/include") || under(file, "/usr/lib") || strstr(file, "/include/c++/") ||
+           rust_library_file(file);
 }
 
 /* A frame that would name a site no better than the allocator does: no
