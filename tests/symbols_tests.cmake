@@ -17,6 +17,27 @@ target_compile_options(fx_tlsinit_o0 PRIVATE -O0 -g)
 target_link_libraries(fx_tlsinit_o0 PRIVATE Threads::Threads)
 target_compile_options(fx_cpp_sites_static PRIVATE -O0 -g)
 target_link_options(fx_cpp_sites_static PRIVATE -static-libstdc++)
+# libstdc++'s headers under another prefix, where a GCC installed elsewhere
+# finds its own (/usr/local for GCC's default prefix and the gcc Docker
+# images, /opt/rh/gcc-toolset-*/root/usr, a conda environment): links in
+# the build tree to the system's headers, so that the line table names
+# <build>/gcc-prefix/include/c++/<version>/bits/stl_vector.h (gcc would
+# name the links' targets, /usr/include/..., without
+# -fno-canonical-system-headers).
+string(REGEX MATCH "^[0-9]+" ML_GXX_MAJOR "${CMAKE_CXX_COMPILER_VERSION}")
+set(ML_GXX_ARCH_INC /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/c++/${ML_GXX_MAJOR})
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_LIBRARY_ARCHITECTURE
+   AND EXISTS /usr/include/c++/${ML_GXX_MAJOR} AND EXISTS ${ML_GXX_ARCH_INC})
+  set(ML_GCC_PREFIX ${CMAKE_BINARY_DIR}/gcc-prefix/include)
+  file(MAKE_DIRECTORY ${ML_GCC_PREFIX}/${CMAKE_LIBRARY_ARCHITECTURE})
+  file(CREATE_LINK /usr/include/c++ ${ML_GCC_PREFIX}/c++ SYMBOLIC)
+  file(CREATE_LINK /usr/include/${CMAKE_LIBRARY_ARCHITECTURE}/c++
+       ${ML_GCC_PREFIX}/${CMAKE_LIBRARY_ARCHITECTURE}/c++ SYMBOLIC)
+  add_executable(fx_cpp_sites_prefix ${FX}/fx_cpp_sites.cpp)
+  target_compile_options(fx_cpp_sites_prefix PRIVATE -O0 -g -nostdinc++ -fno-canonical-system-headers
+    "SHELL:-isystem ${ML_GCC_PREFIX}/c++/${ML_GXX_MAJOR}"
+    "SHELL:-isystem ${ML_GCC_PREFIX}/${CMAKE_LIBRARY_ARCHITECTURE}/c++/${ML_GXX_MAJOR}")
+endif()
 # Library code without a line table: a release build (-g0, so nothing has
 # lines) and libstdc++ linked in (its functions in the program, no lines).
 add_executable(fx_cpp_nodebug ${FX}/fx_cpp_nodebug.cpp)
@@ -142,6 +163,9 @@ set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
 add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_cpp_sites_static fx_cpp_nodebug
                  fx_cpp_nodebug_static fx_inline_deep fx_fpnew fx_tlsinit_o0)
+if(TARGET fx_cpp_sites_prefix)
+  add_dependencies(test_symbols fx_cpp_sites_prefix)
+endif()
 if(ML_CLANG_FX)
   add_dependencies(test_symbols fx_clang) # fx_cpp_sites_clang, fx_tlsinit_clang
 endif()

@@ -123,6 +123,18 @@ Test(symbols, cpp_sites_of_clang_named_by_the_users_line) {
     check_cpp_sites("fx_cpp_sites_clang", false);
 }
 
+/* libstdc++'s headers found under another prefix than /usr/include, as a
+ * GCC installed elsewhere finds its own (/usr/local/include/c++/13 for
+ * GCC's default prefix, /opt/rh/gcc-toolset-12/root/usr/include/c++/12):
+ * the build before took stl_vector.h there for the program's own code and
+ * named every site through a container "std::_Vector_base<…>::_M_allocate
+ * stl_vector.h:378" (basic_string.h, stl_tree.h likewise). */
+Test(symbols, cpp_sites_with_libstdcxx_headers_elsewhere_named_by_the_users_line) {
+    if (access(h_bin("fx_cpp_sites_prefix"), X_OK) != 0)
+        cr_skip_test("not built: g++ and its headers under /usr/include/c++ are needed");
+    check_cpp_sites("fx_cpp_sites_prefix", false);
+}
+
 /* With libstdc++ linked in (-static-libstdc++) its code lies in the
  * program's own module. The sites keep the user's lines, and libstdc++'s
  * exception pool (72,704 B, allocated by a line-less
