@@ -1667,15 +1667,23 @@ static const char *lexical_path(const char *path, char *buf, size_t size) {
  * system header or library source, a C++ standard library's header
  * wherever its compiler is installed, or Rust's standard library.
  * libstdc++ and libc++ keep their headers in <prefix>/include/c++/<version>
- * (or v1): /usr/include for the system's compiler, but /usr/local/include
+ * (libc++: v1): /usr/include for the system's compiler, /usr/local/include
  * for a GCC built with its default prefix (the gcc Docker images),
  * /opt/rh/gcc-toolset-12/root/usr/include, a conda environment's or
  * Homebrew's prefix for the others. */
+static bool cxx_library_header(const char *file) {
+    for (const char *p = strstr(file, "/include/c++/"); p; p = strstr(p + 1, "/include/c++/")) {
+        const char *v = p + 13; /* the version: "12", "4.8.5", "v1" */
+        if ((*v >= '0' && *v <= '9') || (v[0] == 'v' && v[1] == '1' && v[2] == '/')) return true;
+    }
+    return false;
+}
+
 static bool library_file(const char *file) {
     if (!file) return false;
     char buf[1024];
     file = lexical_path(file, buf, sizeof buf);
-    return under(file, "/usr/include") || under(file, "/usr/lib") || strstr(file, "/include/c++/") ||
+    return under(file, "/usr/include") || under(file, "/usr/lib") || cxx_library_header(file) ||
            rust_library_file(file);
 }
 
