@@ -314,6 +314,13 @@ Test(symbols, own_code) {
     const char *exe = "/usr/bin/cppcheck";
     cr_expect(ml_frame_is_own_code("/usr/bin/cppcheck", "/build/cppcheck/lib/token.cpp", exe));
     cr_expect_not(ml_frame_is_own_code("/usr/bin/cppcheck", "/usr/include/c++/12/bits/stl_vector.h", exe));
+    /* A C++ standard library's headers under any prefix, a version after
+     * include/c++/; a project's own include/c++/ directory stays its own. */
+    cr_expect_not(ml_frame_is_own_code(exe, "/usr/local/include/c++/13/bits/stl_vector.h", exe));
+    cr_expect_not(ml_frame_is_own_code(exe, "/opt/rh/gcc-toolset-12/root/usr/lib/gcc/x86_64-redhat-linux/12/../../../../include/c++/12/bits/basic_string.h", exe));
+    cr_expect_not(ml_frame_is_own_code(exe, "/home/u/miniconda3/x86_64-conda-linux-gnu/include/c++/4.8.5/bits/stl_tree.h", exe));
+    cr_expect_not(ml_frame_is_own_code(exe, "/home/u/llvm/include/c++/v1/vector", exe));
+    cr_expect(ml_frame_is_own_code(exe, "/home/u/proj/include/c++/mylib.h", exe));
     cr_expect_not(ml_frame_is_own_code("/lib/x86_64-linux-gnu/libc.so.6", "../csu/libc-start.c", exe));
     cr_expect_not(ml_frame_is_own_code("/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0", NULL, exe));
     cr_expect(ml_frame_is_own_code("/home/u/proj/libfoo.so", "/home/u/proj/foo.c", exe));
