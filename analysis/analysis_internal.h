@@ -161,6 +161,9 @@ void ml__live_index_free(ml__live_index_t *x);
  * looked at last, which makes a walk in index order cheap. */
 void ml__live_index_block(const ml__live_index_t *x, uint64_t i, uint64_t *hint, uint64_t *ptr,
                           uint64_t *size);
+/* Block i's allocation sequence number (its allocation's place among the
+ * heap events; a realloc's is the realloc's). Same hint as above. */
+uint64_t ml__live_index_seq(const ml__live_index_t *x, uint64_t i, uint64_t *hint);
 /* The last block at or below address p: its index, address and size; -1
  * when there is none. *hint (or NULL) is the chunk looked at last, tried
  * first. */

@@ -799,8 +799,8 @@ static inline void index_entry(const ml__live_index_t *x, uint64_t k, uint32_t j
     *size = rec_size(x->L, &recs(c)[j], *ptr, &slack);
 }
 
-void ml__live_index_block(const ml__live_index_t *x, uint64_t i, uint64_t *hint, uint64_t *ptr,
-                          uint64_t *size) {
+/* The chunk that holds block i (*hint, below). */
+static uint64_t index_chunk(const ml__live_index_t *x, uint64_t i, uint64_t *hint) {
     const uint64_t *base = x->base;
     uint64_t k = *hint;
     if (!(k < x->npages && base[k] <= i && i < base[k + 1])) {
@@ -818,7 +818,19 @@ void ml__live_index_block(const ml__live_index_t *x, uint64_t i, uint64_t *hint,
         }
         *hint = k;
     }
-    index_entry(x, k, (uint32_t)(i - base[k]), ptr, size);
+    return k;
+}
+
+void ml__live_index_block(const ml__live_index_t *x, uint64_t i, uint64_t *hint, uint64_t *ptr,
+                          uint64_t *size) {
+    uint64_t k = index_chunk(x, i, hint);
+    index_entry(x, k, (uint32_t)(i - x->base[k]), ptr, size);
+}
+
+uint64_t ml__live_index_seq(const ml__live_index_t *x, uint64_t i, uint64_t *hint) {
+    uint64_t k = index_chunk(x, i, hint);
+    const ml__lrec_t *r = &recs(((const cpage_t *)x->pages)[k].c)[i - x->base[k]];
+    return (uint64_t)r->seq_hi << 32 | r->seq_lo;
 }
 
 int64_t ml__live_index_floor(const ml__live_index_t *x, uint64_t p, uint64_t *hint, uint64_t *ptr,

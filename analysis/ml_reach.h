@@ -132,6 +132,10 @@ typedef struct {
     size_t n;
     struct ml__live_index_s *live;
     uint64_t bytes; /* the blocks' bytes, when known (0: counted; only shares the work out) */
+    /* With `arr`: each block's allocation sequence number (arr's order), or
+     * NULL. The leaked blocks' cliques are formed in this order (`live`
+     * has its own; without either, in address order): reach.c, step 3. */
+    const uint64_t *seq;
 } ml_reach_blocks_t;
 
 /** Frees what ml_analysis_live_reach_blocks made (the array is the caller's). */
