@@ -824,6 +824,43 @@ Test(reach, earlier_leader_joins_a_later_clique) {
     }
 }
 
+/* Leaders are taken in the order of allocation when the table gives it
+ * (valgrind's addresses follow it): A, allocated last but lowest (a reused
+ * chunk), is in a cycle A -> D -> E -> A under B -> C -> D. In address order
+ * A leads first, takes D and E, and B's clique then reaches D but not A: two
+ * definite. In allocation order (B C D E A) B's clique takes everything. */
+Test(reach, leaders_in_the_order_of_allocation) {
+    memset(MEM, 0, sizeof MEM);
+    ml_live_block_t b[] = {{BASE + 0x1000, 32}, {BASE + 0x2000, 32}, {BASE + 0x3000, 32},
+                           {BASE + 0x4000, 32}, {BASE + 0x5000, 32}};
+    uint64_t seq[] = {9, 1, 2, 3, 4};
+    put(BASE + 0x2000, BASE + 0x3000); /* B -> C */
+    put(BASE + 0x3000, BASE + 0x4000); /* C -> D */
+    put(BASE + 0x4000, BASE + 0x5000); /* D -> E */
+    put(BASE + 0x5000, BASE + 0x1000); /* E -> A */
+    put(BASE + 0x1000, BASE + 0x4000); /* A -> D */
+    ml_range_t roots[] = {{BASE, BASE + 0x100}};
+    for (int64_t max_edges = 0; max_edges >= -1; max_edges--) {
+        ml_reach_io_t io = {.read = fake_read, .max_edges = max_edges};
+        uint8_t v[5];
+        ml_reach_stats_t st;
+        ml_reach_blocks_t t = {.arr = b, .n = 5, .seq = seq};
+        cr_assert_eq(ml_reach_classify_blocks(&t, roots, 1, &io, v, &st), 0);
+        cr_expect_eq(v[1], ML_REACH_DEFINITE, "B leads");
+        for (int i = 0; i < 5; i++)
+            if (i != 1) cr_expect_eq(v[i], ML_REACH_INDIRECT, "max_edges %lld: block %d", (long long)max_edges, i);
+        cr_expect_eq(st.definite, 1);
+        cr_expect_eq(st.indirect, 4);
+        /* Without the order: address order, valgrind's answer on these addresses. */
+        t.seq = NULL;
+        cr_assert_eq(ml_reach_classify_blocks(&t, roots, 1, &io, v, &st), 0);
+        cr_expect_eq(v[0], ML_REACH_DEFINITE);
+        cr_expect_eq(v[1], ML_REACH_DEFINITE);
+        cr_expect_eq(st.definite, 2);
+        cr_expect_eq(st.indirect, 3);
+    }
+}
+
 /* Neighbouring blocks are read as one span (reach.c, SPAN_GAP); a span that
  * cannot be read whole is read block by block, and a block that cannot be
  * read is not scanned: the verdicts and the bytes scanned are those of one
