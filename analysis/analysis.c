@@ -1290,3 +1290,18 @@ int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {
     *out = v; /* in address order already */
     return (int64_t)n;
 }
+
+int64_t ml_analysis_live_seqs(const ml_analysis_t *a, uint64_t **out) {
+    uint64_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
+    ml__live_cursor_t cur;
+    if (!v || ml__live_cursor_init(&cur, &a->heap) < 0) {
+        free(v);
+        return -ENOMEM;
+    }
+    uint64_t n = 0;
+    ml__block_t b;
+    while (n < a->heap.count && ml__live_next(&cur, &b)) v[n++] = b.seq;
+    ml__live_cursor_free(&cur);
+    *out = v;
+    return (int64_t)n;
+}

@@ -249,6 +249,11 @@ typedef struct {
  * (*out, free() it). Returns the count, or -ENOMEM. */
 int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out);
 
+/** Their allocation sequence numbers (the order of allocation; a
+ * realloc's is the realloc's), in the same order, into *out (free() it).
+ * Returns the count, or -ENOMEM. */
+int64_t ml_analysis_live_seqs(const ml_analysis_t *a, uint64_t **out);
+
 /* ------------------------------------------------------------------------- */
 /* Suppressions (LeakSanitizer's `leak:PATTERN` files)                       */
 /* ------------------------------------------------------------------------- */

@@ -1005,9 +1005,12 @@ static int collect_roots(pid_t pid, pid_t mem_pid, bool leader_gone, const known
 
 /* A fork child's own live blocks merged with those it inherited (inherit.c)
  * into *b, as an array (*merged, is_own[i] for each); the count of its own
- * in *nown. */
+ * in *nown. *seq: each block's allocation sequence number, which orders the
+ * leaked cliques' leaders (reach.c): the inherited blocks 0 (made before
+ * the fork, before any of the child's own; among them, address order);
+ * NULL without memory (address order). */
 static int64_t merged_blocks(ml_analysis_t *an, const ml__inherit_t *inh, ml_reach_blocks_t *b,
-                             ml_live_block_t **merged, uint8_t **is_own, int64_t *nown) {
+                             ml_live_block_t **merged, uint8_t **is_own, int64_t *nown, uint64_t **seq) {
     ml_live_block_t *own = NULL;
     *nown = ml_analysis_live_blocks(an, &own);
     if (*nown < 0) return *nown;
@@ -1021,6 +1024,13 @@ static int64_t merged_blocks(ml_analysis_t *an, const ml__inherit_t *inh, ml_rea
     if (n < 0) return -ENOMEM;
     b->arr = *merged;
     b->n = (size_t)n;
+    uint64_t *own_seq = NULL;
+    if (ml_analysis_live_seqs(an, &own_seq) == *nown && (*seq = malloc(((size_t)n ? (size_t)n : 1) * sizeof **seq))) {
+        /* Every own block is in the merge, in the same order. */
+        for (int64_t k = 0, i = 0; k < n; k++) (*seq)[k] = (*is_own)[k] ? own_seq[i++] : 0;
+        b->seq = *seq;
+    }
+    free(own_seq);
     return n;
 }
 
@@ -1054,8 +1064,9 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
      * but get no verdict: is_own says which are its own (all when NULL). */
     ml_live_block_t *merged = NULL;
     uint8_t *is_own = NULL;
+    uint64_t *merged_seq = NULL;
     int64_t nown = 0;
-    int64_t nb = inh ? merged_blocks(an, inh, &b, &merged, &is_own, &nown) : ml_analysis_live_reach_blocks(an, &b);
+    int64_t nb = inh ? merged_blocks(an, inh, &b, &merged, &is_own, &nown, &merged_seq) : ml_analysis_live_reach_blocks(an, &b);
     if (!inh) nown = nb;
     int rc = nb < 0 ? (int)nb : 0;
     bool glibc = !strcmp(ml_analysis_allocator_model(an), "glibc");
@@ -1200,6 +1211,7 @@ int ml__exit_scan(pid_t pid, ml_analysis_t *an, const ml__inherit_t *inh, ml__ex
     ml_reach_blocks_free(&b);
     free(merged);
     free(is_own);
+    free(merged_seq);
     free(v);
     free(roots.v);
     free(owned.v);
