@@ -6,7 +6,7 @@
 set(LK ${CMAKE_CURRENT_SOURCE_DIR}/leaks)
 set(LK_PROGRAMS lk_null lk_self lk_deadframe lk_unaligned lk_belowmain lk_fork lk_tsd lk_possible lk_pool lk_exit lk_quickexit lk_rbp
     lk_xor lk_cycle lk_tree lk_tls lk_threads lk_waitframe lk_heuristics lk_shared lk_sbrk lk_regs lk_exec lk_forkref lk_dlopen lk_joined lk_mainexit lk_running lk_unjoined lk_abort lk_abortreg lk_exitreg lk_segvhandler lk_sigterm
-    lk_untouched lk_deadtls lk_guard lk_altstack lk_abortjoined lk_redzone lk_coro lk_setenv lk_arena lk_stdio lk_cliqueorder)
+    lk_untouched lk_deadtls lk_guard lk_altstack lk_abortjoined lk_redzone lk_coro lk_setenv lk_arena lk_stdio lk_cliqueorder lk_forkclique)
 foreach(p ${LK_PROGRAMS})
   add_executable(${p} ${LK}/${p}.c)
   target_compile_options(${p} PRIVATE -O0 -g -fno-builtin)
