@@ -390,9 +390,12 @@ static void print_summary(const run_t *s) {
     if (!root || !root->analysis) return;
     /* The numbers are the final image's: the program the user meant. */
     const ml_proc_info_t *shown = final_image(s, root);
-    if (shown != root)
+    if (shown != root) {
+        char safe0[PATH_MAX], safe1[PATH_MAX]; /* the exec'd path is the program's to choose */
         fprintf(stderr, "memlens: %s replaced itself by exec; the program that ran was %s (pid %u)\n",
-                s->o.argv[0], image_name(shown), shown->pid);
+                ml_cli_safe(s->o.argv[0], safe0, sizeof safe0), ml_cli_safe(image_name(shown), safe1, sizeof safe1),
+                shown->pid);
+    }
     uint32_t nchild = 0;
     for (uint32_t i = 0; i < n; i++) {
         const ml_proc_info_t *p = ml_collector_proc(s->c, i);
@@ -1015,7 +1018,9 @@ static void note_waiting(const run_t *s) {
             if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = 0;
             fclose(f);
         }
-        fprintf(stderr, "%spid %d%s%s%s", i ? ", " : "", (int)pids[i], *comm ? " (" : "", comm, *comm ? ")" : "");
+        char safe[sizeof comm + 1]; /* a name any process may set (prctl PR_SET_NAME) */
+        fprintf(stderr, "%spid %d%s%s%s", i ? ", " : "", (int)pids[i], *comm ? " (" : "",
+                ml_cli_safe(comm, safe, sizeof safe), *comm ? ")" : "");
     }
     if (n > WAITING_NOTE_PIDS) fprintf(stderr, " and %u more", n - WAITING_NOTE_PIDS);
     fprintf(stderr, ". memlens waits for %s; Ctrl-C or SIGTERM stops waiting and saves %s as recorded "

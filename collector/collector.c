@@ -425,7 +425,8 @@ static void unwind_check(ml_collector_t *c, ml__proc_t *p) {
 void ml__trace_commit(ml__proc_t *p) {
     char err[PATH_MAX * 2 + 256];
     if (ml_outfile_commit(&p->out, err, sizeof err) < 0) {
-        fprintf(stderr, "memlens: error: process %u: %s\n", p->info.pid, err);
+        char shown[sizeof err]; /* names a directory someone else may have renamed */
+        fprintf(stderr, "memlens: error: process %u: %s\n", p->info.pid, ml_text_safe(err, shown, sizeof shown));
         p->info.unsaved = true;
     }
     p->info.fd = -1;

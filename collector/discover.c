@@ -103,7 +103,9 @@ static int open_trace(ml_collector_t *c, ml__proc_t *p) {
     unsigned flags = (c->o.out_flags & ML_OUTFILE_GROUP) | ML_OUTFILE_NEW | ML_OUTFILE_KEEP;
     int rc = ml_outfile_open(&p->out, p->path, flags, err, sizeof err);
     if (rc < 0) {
-        fprintf(stderr, "memlens: warning: %s; process %u is not recorded\n", err, p->info.pid);
+        char shown[sizeof err];
+        fprintf(stderr, "memlens: warning: %s; process %u is not recorded\n", ml_text_safe(err, shown, sizeof shown),
+                p->info.pid);
         return rc;
     }
     return p->out.fd;
@@ -227,8 +229,9 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot, uint32_t *err) {
     if ((rc = ml__sinks_open(c, p)) < 0) {
         /* The trace's header could not be written (a full disk, a device
          * such as /dev/full), or memory ran out. */
+        char shown[PATH_MAX];
         fprintf(stderr, "memlens: error: cannot start the trace %s of process %u: %s%s; it is not recorded\n",
-                p->path, p->info.pid, strerror(-rc), rc == -ENOSPC ? " (ENOSPC: the disk is full)" : "");
+                ml_text_safe(p->path, shown, sizeof shown), p->info.pid, strerror(-rc), rc == -ENOSPC ? " (ENOSPC: the disk is full)" : "");
         goto fail_sinks;
     }
     process_record(c, p);

@@ -55,9 +55,11 @@ static void write_snapshot(trace_proc_t *t, const ml_snapshot_t *snap) {
         rc = ml_writer_snapshot_end(t->w, ml_snapshot_stream(snap, snap_out, t->w, &raw_len));
     }
     /* A writer that failed before says so itself (trace_end). */
-    if (rc < 0 && rc != -ENOTSUP && rc != -ESPIPE && ml_writer_flush(t->w) == 0)
+    if (rc < 0 && rc != -ENOTSUP && rc != -ESPIPE && ml_writer_flush(t->w) == 0) {
+        char shown[PATH_MAX];
         fprintf(stderr, "memlens: warning: %s: no analysis snapshot (%s); reports will replay its records\n",
-                t->proc->path, strerror(-rc));
+                ml_text_safe(t->proc->path, shown, sizeof shown), strerror(-rc));
+    }
 }
 
 static void trace_end(void *self, void *state, const ml_snapshot_t *snap) {

@@ -872,7 +872,17 @@ if want "$@"; then
     "$ML" run -o ch.mlt -- "./$esc" -c '/bin/true; :' > /dev/null 2> err.txt
     check "a control byte of the program's name is not sent to the terminal" \
         bash -c "grep -q 'started by process [0-9]* ([^)]*sh?\]0;x??0m); --follow-fork' err.txt && ! grep -q \$'\\033' err.txt"
-    rm -f "./$esc"
+    # The same bytes in the names of the other lines that quote a program:
+    # the image an exec started, and a process still running when the
+    # program ends (its name is its own to set).
+    cp /bin/sleep "./$esc"
+    "$ML" run -o ch.mlt -- sh -c 'exec "$0" 0' "./$esc" > /dev/null 2> err.txt
+    check "the image an exec started: its name's control bytes are not sent" \
+        bash -c "grep -q 'replaced itself by exec; the program that ran was .*/sh?\]0;x??0m (pid' err.txt && ! grep -q \$'\\033' err.txt"
+    "$ML" run --follow-fork -o ch.mlt -- sh -c '"$0" 1.5 & exit 0' "./$esc" > /dev/null 2> err.txt
+    check "a process left running: its name's control bytes are not sent" \
+        bash -c "grep -q 'still running and traced: pid [0-9]* (sh?\]0;x??0m)' err.txt && ! grep -q \$'\\033' err.txt"
+    rm -f "./$esc" ch.*.mlt
     "$ML" run -q -o ch.mlt -- bash -c '/bin/true; :' > /dev/null 2> err.txt
     check "-q leaves it out" test ! -s err.txt
     "$ML" dump ch.mlt > ch.txt 2>&1
@@ -1464,6 +1474,15 @@ sys.exit(not (d["trace"]["complete"] and d["process"]["exit_code"] == 5))' "$ML"
     check "... the data is kept in the temporary file" has err.txt "the data is kept in od3/t.mlt.tmp.[A-Za-z0-9]\{6\}$"
     check "... and the target's size is not given as the trace's ($(grep 'trace at' err.txt))" \
         has err.txt "^memlens: no trace at od3/t.mlt "
+    # Renamed to a name with an escape (someone else may rename a shared
+    # directory): the line that says where the data went shows '?' for it.
+    rm -rf od4 od4?*
+    mkdir od4
+    "$ML" run -o od4/t.mlt -- sh -c 'mv od4 "$(printf "od4\033[31mx")"; "$0"; exit 5' "$FX" > out.txt 2> err.txt
+    check "output directory renamed to a name with an escape: the program's status (5: $?)" test $? -eq 5
+    check "... where the data went, with '?' for the escape ($(grep 'cannot write' err.txt | cat -v))" \
+        bash -c "grep -q 'the data is kept in $W/od4?\[31mx/t.mlt.tmp' err.txt && ! grep -q \$'\\033' err.txt"
+    rm -rf od4?*
 fi
 
 section=diskfull
