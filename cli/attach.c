@@ -915,11 +915,11 @@ static void print_summary(attach_t *s, double window) {
     const ml_proc_info_t *p = ml_collector_nprocs(s->c) ? ml_collector_proc(s->c, 0) : NULL;
     if (!p || !p->analysis) return;
     const ml_totals_t *tt = ml_analysis_totals(p->analysis);
-    char b1[32], b2[32];
+    char b1[32], b2[32], exe[sizeof s->t.exe + 1];
     fprintf(stderr,
             "memlens: attached to process %d (%s) for %.1f s: %" PRIu64 " allocation calls, %" PRIu64
             " frees, %" PRIu64 " frees of blocks allocated before the attach\n",
-            (int)s->t.pid, s->t.exe, window, tt->alloc_calls, tt->free_calls, tt->unknown_frees);
+            (int)s->t.pid, ml_cli_safe(s->t.exe, exe, sizeof exe), window, tt->alloc_calls, tt->free_calls, tt->unknown_frees);
     fprintf(stderr, "memlens: allocated in the window and still live: %s in %" PRIu64 " blocks (peak %s)\n",
             ml_fmt_bytes(tt->heap_bytes, b1, sizeof b1), tt->heap_blocks, ml_fmt_bytes(tt->peak_bytes, b2, sizeof b2));
     fprintf(stderr, "memlens: trace %s\n", p->path);
@@ -980,9 +980,11 @@ int ml_cmd_attach(int argc, char **argv) {
         goto restore_signals;
     }
     double t0 = now_s();
-    if (!s->o.quiet)
-        fprintf(stderr, "memlens: attached to process %d (%s); recording %s\n", (int)s->t.pid, s->t.exe,
-                s->o.duration > 0 ? "for the given duration" : "until Ctrl-C");
+    if (!s->o.quiet) {
+        char exe[sizeof s->t.exe + 1]; /* the target's file name: its owner chose it */
+        fprintf(stderr, "memlens: attached to process %d (%s); recording %s\n", (int)s->t.pid,
+                ml_cli_safe(s->t.exe, exe, sizeof exe), s->o.duration > 0 ? "for the given duration" : "until Ctrl-C");
+    }
     bool alive = record(s), detach_failed = false;
     double window = now_s() - t0;
     if (alive) {

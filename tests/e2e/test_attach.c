@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,7 +30,14 @@ typedef struct {
     FILE *out;  /* its stdout */
 } fx_t;
 
+static void fx_start_at(fx_t *f, const char *path, const char *threads);
+
 static void fx_start(fx_t *f, const char *bin, const char *threads) {
+    fx_start_at(f, h_bin(bin), threads);
+}
+
+/* The fixture at path (a copy under another name). */
+static void fx_start_at(fx_t *f, const char *path, const char *threads) {
     int i[2], o[2];
     cr_assert_eq(pipe(i), 0);
     cr_assert_eq(pipe(o), 0);
@@ -39,7 +47,7 @@ static void fx_start(fx_t *f, const char *bin, const char *threads) {
         dup2(i[0], 0);
         dup2(o[1], 1);
         close(i[0]), close(i[1]), close(o[0]), close(o[1]);
-        execl(h_bin(bin), bin, threads, (char *)NULL);
+        execl(path, path, threads, (char *)NULL);
         _exit(127);
     }
     close(i[0]);
@@ -507,6 +515,37 @@ Test(attach, a_library_replaced_in_the_window_is_no_exec, .timeout = 60) {
     cr_expect(!strstr(r.err, "started another program"), "no exec: %s", r.err);
     cr_expect(strstr(r.err, "memlens: attached to process") && strstr(r.err, " for 1.5 s: "),
               "the detach's summary: %s", r.err);
+    h_run_free(&r);
+    char line[256] = "";
+    cr_expect(fgets(line, sizeof line, f.out) != NULL, "its result");
+    fclose(f.out);
+    close(f.in);
+    int st;
+    cr_assert_eq(waitpid(f.pid, &st, 0), f.pid);
+    cr_expect_str_eq(line, "ok futex\n");
+}
+
+/* A program whose file name holds an escape (its owner chose it): the
+ * lines that name it on attach and on detach show '?' for the control
+ * bytes; they sent them to root's terminal as they were. */
+Test(attach, the_programs_name_reaches_the_terminal_without_control_bytes, .timeout = 60) {
+    skip_unless_ptrace();
+    char exe[4096];
+    snprintf(exe, sizeof exe, "%s", h_tmp("fx\033]0;x\007\302\233wait"));
+    cr_assert_eq(copy_file(h_bin("fx_attach_wait"), exe), 0);
+    cr_assert_eq(chmod(exe, 0755), 0);
+    fx_t f;
+    fx_start_at(&f, exe, "futex");
+    char spid[32];
+    snprintf(spid, sizeof spid, "%d", (int)f.pid);
+    const char *argv[] = {h_bin("memlens"), "attach", "--duration", "1", "-o", h_tmp("escname.mlt"), spid, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "fx?]0;x??wait); recording ") != NULL, "the attach line: %s", r.err);
+    cr_expect(strstr(r.err, "fx?]0;x??wait) for ") != NULL, "the detach line: %s", r.err);
+    cr_expect(!strchr(r.err, '\033') && !strchr(r.err, '\007') && !strstr(r.err, "\302\233"),
+              "no control byte: %s", r.err);
     h_run_free(&r);
     char line[256] = "";
     cr_expect(fgets(line, sizeof line, f.out) != NULL, "its result");
