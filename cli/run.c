@@ -800,6 +800,11 @@ static struct sigaction old_pipe, old_ttou, old_tstp;
 static struct rlimit old_nofile;
 static bool nofile_raised;
 
+/* Descriptors memlens holds to start one program, beside 0-2: the control
+ * segment, the trace, and the two pipes of spawn() (ulimit -n 8 is the
+ * smallest limit that runs). */
+#define RUN_MIN_FDS 5
+
 /* The collector holds two descriptors for each traced process alive (its
  * trace file and its pidfd), and one more while it maps a ring. Under the
  * usual soft limit of 1,024 (with a hard limit far above it), a program
@@ -846,7 +851,15 @@ static __attribute__((noreturn)) void child(run_t *s, const struct sigaction *ol
  * sends it to the program, whose core dump or exit ends the trace). */
 static int spawn(run_t *s) {
     if (pipe2(s->go, O_CLOEXEC) < 0 || pipe2(s->err, O_CLOEXEC) < 0) {
-        ml_cli_error("pipe: %s", strerror(errno));
+        struct rlimit rl;
+        if (errno == EMFILE && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+            /* `ulimit -n 5` sets the hard limit too: raise_nofile could not help. */
+            ml_cli_error("too few file descriptors to start the program: the limit is %llu (ulimit -n) and "
+                         "memlens needs about %d beside the standard three; raise it, or close descriptors "
+                         "memlens inherited",
+                         (unsigned long long)rl.rlim_cur, RUN_MIN_FDS);
+        else
+            ml_cli_error("pipe: %s", strerror(errno));
         return -1;
     }
     struct sigaction ign = {.sa_handler = SIG_IGN}, old_stop[NSTOP], old_quit;

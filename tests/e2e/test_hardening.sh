@@ -1311,6 +1311,18 @@ print(" ".join(sorted("%s:%d:%s:%s" % (s["kind"], s["blocks"], s["frames"][0]["f
         check "no descriptor left ($m): 9 lost and 1 kept at alloc_site line $line ($got)" \
             test "$got" = "definite:9:alloc_site:$line reachable:1:alloc_site:$line"
     done
+    # A limit on descriptors too small for memlens itself (ulimit -n sets
+    # the hard limit too, so memlens cannot raise it): a clear error, exit
+    # 1, and the program not started (it said "pipe: Too many open files").
+    rm -f lowfd.mlt
+    (exec 3>&- 4>&- 5>&-; ulimit -n 6; exec "$ML" run -o lowfd.mlt -- "$FX") > out.txt 2> err.txt
+    st=$?
+    check "ulimit -n 6: exit 1 ($st), the program not started ($(cat out.txt))" test "$st" = 1 -a ! -s out.txt
+    check "... and says why ($(cat err.txt))" \
+        has err.txt "^memlens: error: too few file descriptors to start the program: the limit is 6 (ulimit -n)"
+    check "... no trace left" test ! -e lowfd.mlt
+    (ulimit -n 16; exec "$ML" run -q -o lowfd.mlt -- "$FX") > out.txt 2> err.txt
+    check "ulimit -n 16: it runs ($(cat out.txt))" test "$(cat out.txt)" = "fx_counts done" -a -s lowfd.mlt
     # A program whose descriptor 2 is a file of its own, and whose forked
     # child cannot make its ring (a file size limit below the ring's size):
     # the child runs as it does alone (it died of SIGXFSZ), the library's
