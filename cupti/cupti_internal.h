@@ -42,6 +42,8 @@ typedef struct {
 typedef void (*ml_gpu_record_fn)(const ml_gpu_event_t *);
 
 extern ml_cupti_api_t ml__cupti;
+typedef void (*ml_warn_fn)(const char *);
+extern ml_warn_fn ml__warn;           /* libmemlens.so's memlens_warn, or NULL */
 extern ml_gpu_record_fn ml__record;   /* libmemlens.so's memlens_gpu_record */
 extern _Atomic int ml__cupti_active;  /* callbacks turn into events */
 

@@ -254,6 +254,7 @@ ML_EXPORT int InitializeInjection(void) {
     if (!ml_atomic_cas_strong_acq_rel(&once, &expected, 1)) return 1;
     ml_gpu_record_fn record = (ml_gpu_record_fn)dlsym(RTLD_DEFAULT, "memlens_gpu_record");
     if (!record) return 1; /* not under memlens: stay out of the way entirely */
+    ml__warn = (ml_warn_fn)dlsym(RTLD_DEFAULT, "memlens_warn");
     ml_options_init(ML_ENV_CUPTI, "libmemlens_cupti.so");
     /* Loading libcupti and subscribing allocate; those blocks are memlens'
      * own, not the program's. */

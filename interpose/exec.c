@@ -114,7 +114,8 @@ static void put(char **w, const char *a, const char *b, const char *c, const cha
  * memory of env_plan's size. */
 typedef struct {
     const char *ctl, *lib, *user_preload;
-    size_t n; /* entries of envp */
+    const char *cuda; /* CUDA_INJECTION64_PATH to add (envp has none), or NULL */
+    size_t n;         /* entries of envp */
     bool had_preload;
     bool append; /* LD_PRELOAD = the preloads envp asks for, then libmemlens.so */
 } env_plan_t;
@@ -138,8 +139,9 @@ static size_t env_plan(char *const envp[], env_plan_t *pl) {
     if (!ctl || !*ctl || !lib) return 0;
     size_t n = 0, ctl_len = strlen(ctl), lib_len = strlen(lib);
     const char *user_preload = "";
-    bool had_preload = false, ctl_there = false;
+    bool had_preload = false, ctl_there = false, cuda_there = false;
     for (char *const *e = envp; e && *e; e++, n++) {
+        if (env_is(*e, "CUDA_INJECTION64_PATH", 21)) cuda_there = true;
         if (env_is(*e, "ML_CTL", 6) && !strcmp(*e + 7, ctl)) ctl_there = true;
         if (env_is(*e, "LD_PRELOAD", 10)) {
             user_preload = *e + 11;
@@ -163,15 +165,20 @@ static size_t env_plan(char *const envp[], env_plan_t *pl) {
     } else if (lib_first) {
         user_preload += lib_len + (user_preload[lib_len] == ':');
     }
+    /* The CUPTI collector too: `memlens run -- sh -c 'exec python
+     * train.py'` (a wrapper script, a shim) recorded the new image's CPU
+     * allocations and, silently, none of its GPU ones. A variable envp has
+     * (the user's, or ours) is left as it is. */
+    const char *cuda = cuda_there ? NULL : ml__cuda_injection();
     size_t up_len = strlen(user_preload);
     size_t strings = sizeof "LD_PRELOAD=" + lib_len + 1 + up_len + sizeof "ML_LD_PRELOAD_ORIG=" +
-                     up_len + sizeof "ML_CTL=" + ctl_len;
-    *pl = (env_plan_t){ctl, lib, user_preload, n, had_preload, append};
-    return (n + 4) * sizeof(char *) + strings;
+                     up_len + sizeof "ML_CTL=" + ctl_len + (cuda ? sizeof "CUDA_INJECTION64_PATH=" + strlen(cuda) : 0);
+    *pl = (env_plan_t){ctl, lib, user_preload, cuda, n, had_preload, append};
+    return (n + 5) * sizeof(char *) + strings;
 }
 
 static char **env_fill(char *const envp[], const env_plan_t *pl, void *mem) {
-    char **v = mem, *w = (char *)mem + (pl->n + 4) * sizeof(char *);
+    char **v = mem, *w = (char *)mem + (pl->n + 5) * sizeof(char *);
     size_t k = 0;
     for (char *const *e = envp; e && *e; e++)
         if (!env_is(*e, "LD_PRELOAD", 10) && !env_is(*e, "ML_CTL", 6) &&
@@ -188,6 +195,10 @@ static char **env_fill(char *const envp[], const env_plan_t *pl, void *mem) {
     }
     v[k++] = w;
     put(&w, "ML_CTL=", pl->ctl, NULL, NULL);
+    if (pl->cuda) {
+        v[k++] = w;
+        put(&w, "CUDA_INJECTION64_PATH=", pl->cuda, NULL, NULL);
+    }
     v[k] = NULL;
     return v;
 }

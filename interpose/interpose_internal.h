@@ -129,6 +129,9 @@ static inline void ml__spin_unlock(_Atomic int *lock) {
     ml_atomic_store_release(lock, 0);
 }
 
+/* runtime.c: this session's CUDA_INJECTION64_PATH value, or NULL. */
+const char *ml__cuda_injection(void);
+
 /* runtime.c */
 void ml__init(void);
 void *ml__boot_alloc(size_t n, size_t align);

@@ -207,6 +207,15 @@ static void warn(const char *msg) {
     write_stderr(buf, n);
 }
 
+/** A warning of libmemlens_cupti.so (found with dlsym, as memlens_gpu_record
+ * is), written as this library writes its own: only where descriptor 2 is
+ * memlens' stderr, never into a file of the program's, and without
+ * SIGPIPE. */
+ML_EXPORT void memlens_warn(const char *msg);
+ML_EXPORT void memlens_warn(const char *msg) {
+    if (msg) warn(msg);
+}
+
 /* "memlens: warning: " and the parts (NULL-terminated) on one line. */
 static void warnv(const char *const *parts) {
     if (!stderr_is_memlens()) return;
@@ -1248,6 +1257,17 @@ static void clean_environment(void) {
         cuda_injection = cuda; /* the string itself stays where it is */
         env_remove("CUDA_INJECTION64_PATH");
     }
+}
+
+/* The CUDA_INJECTION64_PATH `memlens run` gave this session (naming our
+ * libmemlens_cupti.so), whether clean_environment took it out of environ
+ * or --follow-fork left it there; NULL when there is none (--no-gpu) or
+ * the variable is the user's. exec.c puts it back into the environment of
+ * an image it follows, as it puts back LD_PRELOAD and ML_CTL. */
+const char *ml__cuda_injection(void) {
+    if (cuda_injection) return cuda_injection;
+    const char *cuda = ml_getenv("CUDA_INJECTION64_PATH");
+    return cuda && ends_with(cuda, "/libmemlens_cupti.so") ? cuda : NULL;
 }
 
 /* getenv and secure_getenv read `environ` as glibc's do, except that this

@@ -10,6 +10,7 @@
 #include "gpu_expect.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +109,61 @@ Test(gpu_inject, teardown_cupti_is_warned_about) {
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect_eq(count(r.err, "memlens: warning: TEARDOWN_CUPTI=1"), 1, "%s", r.err);
     h_run_free(&r);
+}
+
+/* The program's descriptor 2 is a file of its own: the warning stays out
+ * of it, as libmemlens.so's own warnings do (the CUPTI library wrote it to
+ * descriptor 2 whatever that was, and could raise SIGPIPE in the program). */
+Test(gpu_inject, a_warning_stays_out_of_the_programs_own_stderr) {
+    setenv("TEARDOWN_CUPTI", "1", 1);
+    const char *own = h_tmp("own_stderr.txt");
+    char script[8192];
+    snprintf(script, sizeof script, "exec 2>'%s'; exec '%s' '%s'", own, h_bin("fx_gpu_inject"), fake_cupti());
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", h_tmp("ownerr.mlt"), "--", "/bin/sh", "-c", script,
+                          NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    unsetenv("TEARDOWN_CUPTI");
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    FILE *f = fopen(own, "r");
+    cr_assert(f, "the program's file");
+    char buf[512] = "";
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cr_expect_eq(n, 0, "nothing of memlens' in the program's own stderr: %s", buf);
+    h_run_free(&r);
+}
+
+/* The program reached through an exec of the traced process (a wrapper
+ * script's `exec python train.py`, a shim): its image gets the CUPTI
+ * collector as the first image would. It printed "no injection" and its
+ * trace held its CPU allocations and, silently, none of its GPU ones. */
+Test(gpu_inject, an_image_reached_by_exec_is_recorded_on_the_gpu_too) {
+    char script[8192];
+    snprintf(script, sizeof script, "exec '%s' '%s'", h_bin("fx_gpu_inject"), fake_cupti());
+    const char *trace = h_tmp("execgpu.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", "/bin/sh", "-c", script, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.err, "", "no warnings");
+    cr_expect(!strstr(r.out, "no injection"), "%s", r.out);
+    cr_expect(strstr(r.out, "subscribes 1\n") != NULL, "%s", r.out);
+    cr_expect(strstr(r.out, "fx_gpu_inject done\n") != NULL, "%s", r.out);
+    h_run_free(&r);
+    /* The new image's trace: execgpu.PID.mlt beside execgpu.mlt (sh's). */
+    char dir[4096], found[4400] = "";
+    snprintf(dir, sizeof dir, "%s", trace);
+    *strrchr(dir, '/') = '\0';
+    DIR *d = opendir(dir);
+    cr_assert(d);
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, "execgpu.", 8) && strcmp(e->d_name, "execgpu.mlt") && strstr(e->d_name, ".mlt"))
+            snprintf(found, sizeof found, "%s/%s", dir, e->d_name);
+    closedir(d);
+    cr_assert(found[0], "the exec'd image's trace in %s", dir);
+    gx_check_scenario(found, "fx_gpu_inject");
 }
 
 Test(gpu_inject, no_gpu_flag) {
