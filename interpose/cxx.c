@@ -104,10 +104,41 @@ static inline bool from_allocator(const void *ret) {
  * memlens: through malloc again, it recursed until the stack overflowed. */
 static ML_TLS int in_op;
 
-static inline int op_mode(op_t *op, const char *name) {
+/* The definition of `name` that the code at `caller` would bind to if
+ * libmemlens.so did not define it, when none follows libmemlens.so in the
+ * global scope: a C program that dlopens a library (RTLD_LOCAL) needing
+ * libstdc++ (ar and ld load their LLVM plugin so) has libstdc++ only in
+ * that library's own scope, which RTLD_NEXT does not search, while the
+ * library's calls bind to libmemlens.so's operators, which come first (the
+ * global scope is searched before the local one). The caller's object,
+ * opened again by name (RTLD_NOLOAD: nothing is loaded, its dependencies
+ * are not run again), is asked instead: its dependencies are its scope.
+ * NULL for the program itself (its scope is the global one) and for
+ * libmemlens.so. */
+static void *callers_definition(const char *name, const void *caller) {
+    Dl_info c, self;
+    struct link_map *lm = NULL;
+    if (!caller || !dladdr1(caller, &c, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_name || !*lm->l_name ||
+        !dladdr((void *)callers_definition, &self) || c.dli_fbase == self.dli_fbase)
+        return NULL;
+    void *h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) return NULL;
+    void *f = dlsym(h, name);
+    Dl_info d;
+    if (f && (!dladdr(f, &d) || d.dli_fbase == self.dli_fbase)) f = NULL; /* never ours: that recurses */
+    dlclose(h);
+    return f;
+}
+
+static inline int op_mode(op_t *op, const char *name, const void *caller) {
     int mode = __atomic_load_n(&op->mode, __ATOMIC_ACQUIRE);
     if (ml_likely(mode != OP_UNKNOWN)) return in_op && mode == OP_MALLOC ? OP_PASS : mode;
     void *f = ml__next_symbol(&op->next, name);
+    if (!f && (f = callers_definition(name, caller)) != NULL) __atomic_store_n(&op->next, f, __ATOMIC_RELEASE);
+    /* None at all (yet): pass, and ask again at the next call; the
+     * operators below then fall back to malloc & co. Before, the first
+     * lookup's failure was kept and operator new aborted the program. */
+    if (!f) return OP_PASS;
     mode = in_allocator(f) ? OP_MALLOC : OP_PASS;
     __atomic_store_n(&op->mode, mode, __ATOMIC_RELEASE);
     return in_op && mode == OP_MALLOC ? OP_PASS : mode;
@@ -155,13 +186,15 @@ static void *aligned(size_t n, size_t al) {
     ML_EXPORT void *sym(size_t n);                                              \
     ML_EXPORT void *sym(size_t n) {                                             \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
             void *p = op_malloc(n);                                             \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
         new_fn f = (new_fn)op_next(&op);                                        \
-        if (!f) abort(); /* no operator new to bind to: cannot happen */       \
-        return f(n);                                                            \
+        if (f) return f(n);                                                     \
+        void *p = op_malloc(n); /* no operator new found to bind to */         \
+        if (!p) abort(); /* and no std::bad_alloc to throw */                  \
+        return p;                                                               \
     }
 NEW_PLAIN(_Znwm)
 NEW_PLAIN(_Znam)
@@ -171,12 +204,12 @@ NEW_PLAIN(_Znam)
     ML_EXPORT void *sym(size_t n, const void *nt);                              \
     ML_EXPORT void *sym(size_t n, const void *nt) {                             \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
             void *p = op_malloc(n);                                             \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
         new_nt_fn f = (new_nt_fn)op_next(&op);                                  \
-        return f ? f(n, nt) : NULL;                                             \
+        return f ? f(n, nt) : op_malloc(n);                                     \
     }
 NEW_NOTHROW(_ZnwmRKSt9nothrow_t)
 NEW_NOTHROW(_ZnamRKSt9nothrow_t)
@@ -186,13 +219,15 @@ NEW_NOTHROW(_ZnamRKSt9nothrow_t)
     ML_EXPORT void *sym(size_t n, size_t al);                                   \
     ML_EXPORT void *sym(size_t n, size_t al) {                                  \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
             void *p = aligned(n, al);                                           \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
         new_al_fn f = (new_al_fn)op_next(&op);                                  \
-        if (!f) abort();                                                        \
-        return f(n, al);                                                        \
+        if (f) return f(n, al);                                                 \
+        void *p = aligned(n, al);                                               \
+        if (!p) abort();                                                        \
+        return p;                                                               \
     }
 NEW_ALIGNED(_ZnwmSt11align_val_t)
 NEW_ALIGNED(_ZnamSt11align_val_t)
@@ -202,12 +237,12 @@ NEW_ALIGNED(_ZnamSt11align_val_t)
     ML_EXPORT void *sym(size_t n, size_t al, const void *nt);                   \
     ML_EXPORT void *sym(size_t n, size_t al, const void *nt) {                  \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
             void *p = aligned(n, al);                                           \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
         new_al_nt_fn f = (new_al_nt_fn)op_next(&op);                            \
-        return f ? f(n, al, nt) : NULL;                                         \
+        return f ? f(n, al, nt) : aligned(n, al);                               \
     }
 NEW_ALIGNED_NOTHROW(_ZnwmSt11align_val_tRKSt9nothrow_t)
 NEW_ALIGNED_NOTHROW(_ZnamSt11align_val_tRKSt9nothrow_t)
@@ -223,12 +258,15 @@ NEW_ALIGNED_NOTHROW(_ZnamSt11align_val_tRKSt9nothrow_t)
     ML_EXPORT void sym params;                                                  \
     ML_EXPORT void sym params {                                                 \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym) == OP_MALLOC) {                                  \
+        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC) {                                  \
             op_free(p);                                                         \
             return;                                                             \
         }                                                                       \
         fn_t f = (fn_t)op_next(&op);                                            \
-        if (f) f args;                                                          \
+        if (f)                                                                  \
+            f args;                                                             \
+        else                                                                    \
+            op_free(p); /* none found: what libstdc++'s does */                 \
     }
 DELETE(_ZdlPv, del_fn, (void *p), (p))
 DELETE(_ZdaPv, del_fn, (void *p), (p))
