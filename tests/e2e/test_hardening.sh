@@ -1119,6 +1119,31 @@ print(calls, calls - sum(s["leaked_blocks"] for s in main) - sum(s["blocks"] for
     check "a library's own operator new still runs ($(grep ownnew: ownnew.err))" \
         test "$(cat ownnew.out)" = ok -a "$(grep ownnew: ownnew.err)" = "ownnew: new=11 delete=10"
 
+    # A C program that dlopens (RTLD_LOCAL) a plugin whose dependency is a
+    # C++ library (fx_cxxplug.c): libstdc++ is in the plugin's scope alone,
+    # and the library's first new found no operator after libmemlens.so:
+    # the build before aborted it (status 134; `ar cr` of binutils 2.40,
+    # which loads LLVMgold.so, and with it `make` of any autotools
+    # package). As plain and valgrind: status 0, "plug: 111", 24 B definite
+    # in 1 block, 40 B indirect in 1; 2 calls in the library's constructor
+    # and 3 in fxcxx_work.
+    "$ML" run -q -o cxxplug.mlt -- "$B/fx_cxxplug" > cxxplug.out 2> err.txt
+    cxxplug_rc=$?
+    cxxplug=$("$ML" report cxxplug.mlt -q --no-advisor --json - 2>/dev/null | "$PY" -c 'import json,sys
+d = json.load(sys.stdin)
+L = d["leaks"]
+def calls(fn):
+    # the blocks the loader makes for the first lookup of each operator
+    # (op_mode: a failed dlsym, the plugin opened again) are left out
+    return sum(s["alloc_calls"] for s in d["sites"]
+               if any(f["function"] == fn for f in s["frames"]) and not any(f["function"] == "op_mode" for f in s["frames"]))
+print(L["definite_bytes"], L["definite_blocks"], L["indirect_bytes"], L["indirect_blocks"],
+      calls("_GLOBAL__sub_I_fx_cxxplug_dep.cpp"), calls("fxcxx_work"))')
+    check "a C program's RTLD_LOCAL plugin that needs libstdc++ runs (status $cxxplug_rc, $(cat cxxplug.out))" \
+        test "$cxxplug_rc" -eq 0 -a "$(cat cxxplug.out)" = "plug: 111"
+    check "...and its news are recorded (definite, indirect, constructor's and fxcxx_work's calls: $cxxplug)" \
+        test "$cxxplug" = "24 1 40 1 2 3"
+
     # A live block of 64 TiB at exit (fx_hugeblock.c: jemalloc grants it):
     # not read by the exit scan, said so, and the program exits at once
     # (the build before walked its page map until the scan's deadline).
