@@ -118,14 +118,15 @@ static ML_TLS int in_op;
 static void *callers_definition(const char *name, const void *caller) {
     Dl_info c, self;
     struct link_map *lm = NULL;
-    if (!caller || !dladdr1(caller, &c, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_name || !*lm->l_name ||
-        !dladdr((void *)callers_definition, &self) || c.dli_fbase == self.dli_fbase)
+    if (!caller || !dladdr1(caller, &c, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_name ||
+        !*lm->l_name || !dladdr((void *)callers_definition, &self) || c.dli_fbase == self.dli_fbase)
         return NULL;
     void *h = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
     if (!h) return NULL;
     void *f = dlsym(h, name);
     Dl_info d;
-    if (f && (!dladdr(f, &d) || d.dli_fbase == self.dli_fbase)) f = NULL; /* never ours: that recurses */
+    if (f && (!dladdr(f, &d) || d.dli_fbase == self.dli_fbase))
+        f = NULL; /* never ours: that recurses */
     dlclose(h);
     return f;
 }
@@ -134,7 +135,8 @@ static inline int op_mode(op_t *op, const char *name, const void *caller) {
     int mode = __atomic_load_n(&op->mode, __ATOMIC_ACQUIRE);
     if (ml_likely(mode != OP_UNKNOWN)) return in_op && mode == OP_MALLOC ? OP_PASS : mode;
     void *f = ml__next_symbol(&op->next, name);
-    if (!f && (f = callers_definition(name, caller)) != NULL) __atomic_store_n(&op->next, f, __ATOMIC_RELEASE);
+    if (!f && (f = callers_definition(name, caller)) != NULL)
+        __atomic_store_n(&op->next, f, __ATOMIC_RELEASE);
     /* None at all (yet): pass, and ask again at the next call; the
      * operators below then fall back to malloc & co. Before, the first
      * lookup's failure was kept and operator new aborted the program. */
@@ -186,7 +188,8 @@ static void *aligned(size_t n, size_t al) {
     ML_EXPORT void *sym(size_t n);                                              \
     ML_EXPORT void *sym(size_t n) {                                             \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+        const void *ret = __builtin_return_address(0);                          \
+        if (op_mode(&op, #sym, ret) == OP_MALLOC && !from_allocator(ret)) {     \
             void *p = op_malloc(n);                                             \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
@@ -204,7 +207,8 @@ NEW_PLAIN(_Znam)
     ML_EXPORT void *sym(size_t n, const void *nt);                              \
     ML_EXPORT void *sym(size_t n, const void *nt) {                             \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+        const void *ret = __builtin_return_address(0);                          \
+        if (op_mode(&op, #sym, ret) == OP_MALLOC && !from_allocator(ret)) {     \
             void *p = op_malloc(n);                                             \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
@@ -219,7 +223,8 @@ NEW_NOTHROW(_ZnamRKSt9nothrow_t)
     ML_EXPORT void *sym(size_t n, size_t al);                                   \
     ML_EXPORT void *sym(size_t n, size_t al) {                                  \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+        const void *ret = __builtin_return_address(0);                          \
+        if (op_mode(&op, #sym, ret) == OP_MALLOC && !from_allocator(ret)) {     \
             void *p = aligned(n, al);                                           \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
@@ -237,7 +242,8 @@ NEW_ALIGNED(_ZnamSt11align_val_t)
     ML_EXPORT void *sym(size_t n, size_t al, const void *nt);                   \
     ML_EXPORT void *sym(size_t n, size_t al, const void *nt) {                  \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC && !from_allocator(__builtin_return_address(0))) { \
+        const void *ret = __builtin_return_address(0);                          \
+        if (op_mode(&op, #sym, ret) == OP_MALLOC && !from_allocator(ret)) {     \
             void *p = aligned(n, al);                                           \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
@@ -258,7 +264,7 @@ NEW_ALIGNED_NOTHROW(_ZnamSt11align_val_tRKSt9nothrow_t)
     ML_EXPORT void sym params;                                                  \
     ML_EXPORT void sym params {                                                 \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC) {                                  \
+        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC) {     \
             op_free(p);                                                         \
             return;                                                             \
         }                                                                       \
