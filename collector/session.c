@@ -152,6 +152,10 @@ fail_open:
  * mapped) and the control file, and unmaps the segment. */
 void ml__session_close(ml_collector_t *c) {
     if (!c->ctl) return;
+    /* First, so that a process still running (memlens stopped waiting for
+     * it at a signal) forks children that stay silent: they used to say
+     * "memlens (pid N) is gone" into the program's stderr, once a fork. */
+    ml_atomic_store_release(&c->ctl->closed, 1);
     uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
     if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
     char p[256];

@@ -1037,6 +1037,10 @@ static void test_fork_signal(void) {
  * an image that is not a fork child (ml_ring_hdr_t.fork_seq). */
 static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
     ml_ctl_t *c = ml__ctl;
+    /* memlens ended the session and said so ("stops waiting ... the
+     * processes go on untraced"): nothing to register, nothing to say, as
+     * for an exec after its control file is gone (ENOENT). */
+    if (ml_atomic_load_acquire(&c->closed)) return -1;
     /* A ring nobody will read (the collector was killed) would stay in
      * /dev/shm: check first. The next `memlens run` sweeps what a collector
      * that dies after this check leaves behind. */

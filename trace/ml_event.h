@@ -43,13 +43,13 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 21 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 22 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
                            * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
                            * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap;
                            * 15: ML_EXIT_CRASH in exit_nregs; 16: dlmopen_other; 17: malloc_elsewhere;
                            * 18: deepbind, deepbind_unredirected, deepbind_first; 19: exec_hwm; 20: stdio_list;
-                           * 21: ml_ctl_proc_t.err, err_open, procs_failed */
+                           * 21: ml_ctl_proc_t.err, err_open, procs_failed; 22: closed */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (204 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -363,6 +363,9 @@ typedef struct {
                                      * collector) */
     _Atomic uint32_t procs_cap;     /* slots below this have their pages allocated (the collector
                                      * grows it); a process claims one only below it */
+    _Atomic uint32_t closed;        /* 1: memlens ended the session on purpose (every trace saved,
+                                     * its files going): a process still running registers nothing
+                                     * and says nothing (a killed memlens leaves it 0) */
     _Alignas(ML_CACHE_LINE) ml_ctl_proc_t procs[ML_MAX_PROCS];
 } ml_ctl_t;
 
