@@ -134,9 +134,10 @@ static void *callers_definition(const char *name, const void *caller) {
 static inline int op_mode(op_t *op, const char *name, const void *caller) {
     int mode = __atomic_load_n(&op->mode, __ATOMIC_ACQUIRE);
     if (ml_likely(mode != OP_UNKNOWN)) return in_op && mode == OP_MALLOC ? OP_PASS : mode;
-    void *f = ml__next_symbol(&op->next, name);
-    if (!f && (f = callers_definition(name, caller)) != NULL)
-        __atomic_store_n(&op->next, f, __ATOMIC_RELEASE);
+    void *f = __atomic_load_n(&op->next, __ATOMIC_ACQUIRE);
+    if (!f) f = dlsym(RTLD_NEXT, name);
+    if (!f) f = callers_definition(name, caller);
+    if (f) __atomic_store_n(&op->next, f, __ATOMIC_RELEASE); /* never NULL over another's find */
     /* None at all (yet): pass, and ask again at the next call; the
      * operators below then fall back to malloc & co. Before, the first
      * lookup's failure was kept and operator new aborted the program. */
