@@ -10,6 +10,7 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/checks_lib.sh" # ok, bad, fails
 B=$(cd "${1:?build dir}" && pwd)
 FIXTURES=$(cd "$(dirname "${BASH_SOURCE[0]}")/fixtures" && pwd)
+SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 shift
 ML="$B/memlens"
 FX="$B/fx_counts" # exits 7 after 161 allocation calls, leaking 4.1 KiB
@@ -535,12 +536,16 @@ print("%s %s" % ("waiting" if alive else "ended", "signal %d" % -r if r < 0 else
     # memlens' status is still the program's, /dev/shm is clean, the trace
     # is saved, and the program gets SIGPIPE's disposition as the caller had
     # it (memlens itself ignores it).
-    rm -f /dev/shm/memlens-*
+    # Only this session's files are looked at: other tests (ctest -j) and
+    # other users run memlens beside this one (it removed every memlens-*
+    # in /dev/shm, their live sessions included).
     printf 'sleep 0.3; grep SigIgn /proc/self/status > pipe-sigign.txt; exit 7\n' > pipe-prog.sh
-    "$ML" run -o pipe.mlt -- sh pipe-prog.sh 2>&1 | true
+    sh -c 'echo $$ > pipe-ml.pid; exec "$0" run -o pipe.mlt -- sh pipe-prog.sh' "$ML" 2>&1 | true
     st=${PIPESTATUS[0]}
+    mp=$(cat pipe-ml.pid)
     check "stderr's reader gone: memlens' status is the program's ($st)" test "$st" -eq 7
-    check "stderr's reader gone: nothing left in /dev/shm" test -z "$(ls /dev/shm | grep memlens-)"
+    check "stderr's reader gone: nothing of its session left in /dev/shm" \
+        test -n "$mp" -a -z "$(ls /dev/shm | grep "^memlens-$mp-")"
     "$ML" dump pipe.mlt > pipe.txt 2>&1
     check "stderr's reader gone: the trace is saved and complete" has pipe.txt " end exited status=7 "
     pipe_ignored() { echo $(((0x$(awk '{print $2}' pipe-sigign.txt) >> 12) & 1)); } # SIGPIPE is 13
@@ -774,7 +779,18 @@ fi
 
 # --- 5. no leftovers in /dev/shm -------------------------------------------------
 section=shm
-if want "$@"; then
+# This section kills sessions and counts what another memlens run sweeps:
+# any memlens started beside it (ctest -j, a user's own) sweeps the killed
+# session too, and its checks fail. Where a mount namespace is permitted
+# (root), it runs again in one with a /dev/shm of its own.
+if want "$@" && [ -z "${ML_HARD_PRIVATE_SHM:-}" ] &&
+    unshare -m sh -c 'mount -t tmpfs -o size=64m tmpfs /dev/shm' 2> /dev/null; then
+    ML_HARD_PRIVATE_SHM=1 unshare -m sh -c 'mount -t tmpfs -o size=256m tmpfs /dev/shm && exec bash "$0" "$1" shm' \
+        "$SELF" "$B" > shm-section.txt 2>&1
+    st=$?
+    sed 's/^/  [private \/dev\/shm] /' shm-section.txt
+    check "section shm, run with a /dev/shm of its own (status $st)" test "$st" -eq 0
+elif want "$@"; then
     # memlens is SIGKILLed while the program runs; the program's later
     # children must not create rings, and the next run sweeps the rest.
     "$ML" run -q --follow-fork -o k.mlt -- bash -c 'sleep 2; /bin/true; /bin/true; /bin/true' > /dev/null 2> kill.txt &
