@@ -131,17 +131,33 @@ static void *callers_definition(const char *name, const void *caller) {
     return f;
 }
 
-static inline int op_mode(op_t *op, const char *name, const void *caller) {
+/* How to treat one operator's call. A definition found after
+ * libmemlens.so in the global scope is everyone's, and is kept. One found
+ * in the caller's own scope (callers_definition) is that caller's alone,
+ * and goes to *local for this call only, never into op->next: kept, it
+ * became every other library's operator too (a plugin with its own
+ * operator new and delete had its new given to another plugin's
+ * libstdc++ code, whose delete, found in its own scope, freed the
+ * plugin's block with free: "double free or corruption"), and it still
+ * pointed into the plugin's code after dlclose unmapped it (SIGSEGV at
+ * the next new). Without memlens each library's calls bind in its own
+ * scope; so they do here, at the cost of a lookup a call for such a
+ * library (a C program's RTLD_LOCAL C++ plugin). */
+static inline int op_mode(op_t *op, const char *name, const void *caller, void **local) {
     int mode = __atomic_load_n(&op->mode, __ATOMIC_ACQUIRE);
     if (ml_likely(mode != OP_UNKNOWN)) return in_op && mode == OP_MALLOC ? OP_PASS : mode;
     void *f = __atomic_load_n(&op->next, __ATOMIC_ACQUIRE);
     if (!f) f = dlsym(RTLD_NEXT, name);
-    if (!f) f = callers_definition(name, caller);
-    if (f) __atomic_store_n(&op->next, f, __ATOMIC_RELEASE); /* never NULL over another's find */
-    /* None at all (yet): pass, and ask again at the next call; the
-     * operators below then fall back to malloc & co. Before, the first
-     * lookup's failure was kept and operator new aborted the program. */
-    if (!f) return OP_PASS;
+    if (!f) {
+        /* None in the global scope (yet): the caller's, for this call;
+         * NULL: the operators below fall back to malloc & co. Asked again
+         * at the next call (libstdc++ may be opened RTLD_GLOBAL later).
+         * Before, the first lookup's failure was kept and operator new
+         * aborted the program. */
+        *local = callers_definition(name, caller);
+        return OP_PASS;
+    }
+    __atomic_store_n(&op->next, f, __ATOMIC_RELEASE); /* never NULL over another's find */
     mode = in_allocator(f) ? OP_MALLOC : OP_PASS;
     __atomic_store_n(&op->mode, mode, __ATOMIC_RELEASE);
     return in_op && mode == OP_MALLOC ? OP_PASS : mode;
@@ -160,8 +176,8 @@ static inline void op_free(void *p) {
     in_op--;
 }
 
-static inline void *op_next(op_t *op) {
-    return __atomic_load_n(&op->next, __ATOMIC_ACQUIRE);
+static inline void *op_next(op_t *op, void *local) {
+    return local ? local : __atomic_load_n(&op->next, __ATOMIC_ACQUIRE);
 }
 
 typedef void *(*new_fn)(size_t);
@@ -190,11 +206,12 @@ static void *aligned(size_t n, size_t al) {
     ML_EXPORT void *sym(size_t n) {                                             \
         static op_t op;                                                         \
         const void *ret = __builtin_return_address(0);                          \
-        if (op_mode(&op, #sym, ret) == OP_MALLOC && !from_allocator(ret)) {     \
+        void *local = NULL;                                                     \
+        if (op_mode(&op, #sym, ret, &local) == OP_MALLOC && !from_allocator(ret)) { \
             void *p = op_malloc(n);                                             \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
-        new_fn f = (new_fn)op_next(&op);                                        \
+        new_fn f = (new_fn)op_next(&op, local);                                 \
         if (f) return f(n);                                                     \
         void *p = op_malloc(n); /* no operator new found to bind to */         \
         if (!p) abort(); /* and no std::bad_alloc to throw */                  \
@@ -209,11 +226,12 @@ NEW_PLAIN(_Znam)
     ML_EXPORT void *sym(size_t n, const void *nt) {                             \
         static op_t op;                                                         \
         const void *ret = __builtin_return_address(0);                          \
-        if (op_mode(&op, #sym, ret) == OP_MALLOC && !from_allocator(ret)) {     \
+        void *local = NULL;                                                     \
+        if (op_mode(&op, #sym, ret, &local) == OP_MALLOC && !from_allocator(ret)) { \
             void *p = op_malloc(n);                                             \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
-        new_nt_fn f = (new_nt_fn)op_next(&op);                                  \
+        new_nt_fn f = (new_nt_fn)op_next(&op, local);                           \
         return f ? f(n, nt) : op_malloc(n);                                     \
     }
 NEW_NOTHROW(_ZnwmRKSt9nothrow_t)
@@ -225,11 +243,12 @@ NEW_NOTHROW(_ZnamRKSt9nothrow_t)
     ML_EXPORT void *sym(size_t n, size_t al) {                                  \
         static op_t op;                                                         \
         const void *ret = __builtin_return_address(0);                          \
-        if (op_mode(&op, #sym, ret) == OP_MALLOC && !from_allocator(ret)) {     \
+        void *local = NULL;                                                     \
+        if (op_mode(&op, #sym, ret, &local) == OP_MALLOC && !from_allocator(ret)) { \
             void *p = aligned(n, al);                                           \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
-        new_al_fn f = (new_al_fn)op_next(&op);                                  \
+        new_al_fn f = (new_al_fn)op_next(&op, local);                           \
         if (f) return f(n, al);                                                 \
         void *p = aligned(n, al);                                               \
         if (!p) abort();                                                        \
@@ -244,11 +263,12 @@ NEW_ALIGNED(_ZnamSt11align_val_t)
     ML_EXPORT void *sym(size_t n, size_t al, const void *nt) {                  \
         static op_t op;                                                         \
         const void *ret = __builtin_return_address(0);                          \
-        if (op_mode(&op, #sym, ret) == OP_MALLOC && !from_allocator(ret)) {     \
+        void *local = NULL;                                                     \
+        if (op_mode(&op, #sym, ret, &local) == OP_MALLOC && !from_allocator(ret)) { \
             void *p = aligned(n, al);                                           \
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
-        new_al_nt_fn f = (new_al_nt_fn)op_next(&op);                            \
+        new_al_nt_fn f = (new_al_nt_fn)op_next(&op, local);                     \
         return f ? f(n, al, nt) : aligned(n, al);                               \
     }
 NEW_ALIGNED_NOTHROW(_ZnwmSt11align_val_tRKSt9nothrow_t)
@@ -265,11 +285,12 @@ NEW_ALIGNED_NOTHROW(_ZnamSt11align_val_tRKSt9nothrow_t)
     ML_EXPORT void sym params;                                                  \
     ML_EXPORT void sym params {                                                 \
         static op_t op;                                                         \
-        if (op_mode(&op, #sym, __builtin_return_address(0)) == OP_MALLOC) {     \
+        void *local = NULL;                                                     \
+        if (op_mode(&op, #sym, __builtin_return_address(0), &local) == OP_MALLOC) { \
             op_free(p);                                                         \
             return;                                                             \
         }                                                                       \
-        fn_t f = (fn_t)op_next(&op);                                            \
+        fn_t f = (fn_t)op_next(&op, local);                                     \
         if (f)                                                                  \
             f args;                                                             \
         else                                                                    \
