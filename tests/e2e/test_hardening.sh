@@ -1184,6 +1184,24 @@ print(L["definite_bytes"], L["definite_blocks"], L["indirect_bytes"], L["indirec
     check "...and its news are recorded (definite, indirect, constructor's and fxcxx_work's calls: $cxxplug)" \
         test "$cxxplug" = "24 1 40 1 2 3"
 
+    # Two RTLD_LOCAL plugins of a C program (fx_cxxtwo.c): one with an
+    # operator new and delete of its own, which makes the program's first
+    # new, and libfxcxxplug.so, whose library uses libstdc++'s. Each
+    # library's calls bind in its own scope, as without memlens: the build
+    # before kept the first caller's operator for everyone (libfxcxxplug's
+    # news in the other plugin's new, its deletes in libstdc++'s, and after
+    # dlclose a call into unmapped code: SIGSEGV, status 139). As plain and
+    # valgrind: status 0, the three lines, 24 B definite in 1 block, 40 B
+    # indirect in 1.
+    "$ML" run -q -o cxxtwo.mlt -- "$B/fx_cxxtwo" > cxxtwo.out 2> err.txt
+    cxxtwo_rc=$?
+    cxxtwo=$("$ML" report cxxtwo.mlt -q --no-advisor --json - 2>/dev/null | "$PY" -c 'import json,sys
+L = json.load(sys.stdin)["leaks"]
+print(L["definite_bytes"], L["definite_blocks"], L["indirect_bytes"], L["indirect_blocks"])')
+    check "two RTLD_LOCAL plugins keep their own operators (status $cxxtwo_rc, $(tr '\n' ' ' < cxxtwo.out)$(grep -m1 ownop: err.txt))" \
+        test "$cxxtwo_rc" -eq 0 -a "$(tr '\n' ' ' < cxxtwo.out)" = "plug: 111 own: 7 plug: 111 "
+    check "...and their leaks are valgrind's (definite, indirect: $cxxtwo)" test "$cxxtwo" = "24 1 40 1"
+
     # A live block of 64 TiB at exit (fx_hugeblock.c: jemalloc grants it):
     # not read by the exit scan, said so, and the program exits at once
     # (the build before walked its page map until the scan's deadline).
