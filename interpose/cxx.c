@@ -27,15 +27,46 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* One caller's own definition of an operator (op_mode): its object's
+ * code [lo, hi), and the loader's counts of objects loaded and unloaded
+ * when it was found; while neither changed, the object and what its scope
+ * binds to are the same. */
+typedef struct {
+    uintptr_t lo, hi;
+    unsigned long long adds, subs;
+    void *f;
+} op_local_t;
+
+enum { OP_LOCALS = 4 };
+
 /* The next definition of one operator, and how to treat it: 0 not yet
- * looked up, 1 pass through, 2 the allocator's (malloc & co.). */
+ * looked up, 1 pass through, 2 the allocator's (malloc & co.); and the
+ * last callers' own definitions, under locals_mu, when there is none in
+ * the global scope. */
 typedef struct {
     void *_Atomic next;
     _Atomic int mode;
+    unsigned turn;
+    op_local_t local[OP_LOCALS];
 } op_t;
+
+static pthread_mutex_t locals_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* locals_mu, tried a while: never waited for without end (a fork child of
+ * a thread that held it); not taken, the caller looks up as if unknown. */
+static bool lock_locals(void) {
+    for (int i = 0; i < 256; i++) {
+        if (!pthread_mutex_trylock(&locals_mu)) return true;
+        sched_yield();
+    }
+    return false;
+}
 
 enum { OP_UNKNOWN = 0, OP_PASS = 1, OP_MALLOC = 2 };
 
@@ -115,7 +146,7 @@ static ML_TLS int in_op;
  * are not run again), is asked instead: its dependencies are its scope.
  * NULL for the program itself (its scope is the global one) and for
  * libmemlens.so. */
-static void *callers_definition(const char *name, const void *caller) {
+static void *callers_definition(const char *name, const void *caller, op_local_t *at) {
     Dl_info c, self;
     struct link_map *lm = NULL;
     if (!caller || !dladdr1(caller, &c, (void **)&lm, RTLD_DL_LINKMAP) || !lm || !lm->l_name ||
@@ -127,8 +158,55 @@ static void *callers_definition(const char *name, const void *caller) {
     Dl_info d;
     if (f && (!dladdr(f, &d) || d.dli_fbase == self.dli_fbase))
         f = NULL; /* never ours: that recurses */
+    uintptr_t r[3] = {(uintptr_t)lm->l_addr, 0, 0};
+    dl_iterate_phdr(segments, r);
+    at->lo = r[1];
+    at->hi = r[2];
     dlclose(h);
     return f;
+}
+
+static int load_counts(struct dl_phdr_info *info, size_t size, void *arg) {
+    unsigned long long *n = arg;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        n[0] = info->dlpi_adds;
+        n[1] = info->dlpi_subs;
+        n[2] = 1;
+    }
+    return 1;
+}
+
+/* The definition after libmemlens.so in the global scope, when there is
+ * one now; otherwise NULL, and in *local the caller's own definition
+ * (NULL: none, fall back to malloc & co.), from op->local while nothing was loaded or unloaded since it was found:
+ * a lookup takes the loader's lock and its dlsym failure allocates (a
+ * loop of news in such a plugin ran 70 times slower, and recorded six
+ * blocks of the loader's a new). */
+static void *callers_own(op_t *op, const char *name, const void *caller, void **local) {
+    unsigned long long n[3] = {0, 0, 0};
+    uintptr_t a = (uintptr_t)caller;
+    dl_iterate_phdr(load_counts, n);
+    if (n[2] && lock_locals()) {
+        for (int i = 0; i < OP_LOCALS; i++) {
+            op_local_t *l = &op->local[i];
+            if (a >= l->lo && a < l->hi && l->adds == n[0] && l->subs == n[1]) {
+                *local = l->f;
+                pthread_mutex_unlock(&locals_mu);
+                return NULL;
+            }
+        }
+        pthread_mutex_unlock(&locals_mu);
+    }
+    void *f = dlsym(RTLD_NEXT, name);
+    if (f) return f; /* one in the global scope now: op_mode keeps it */
+    op_local_t at = {0, 0, n[0], n[1], NULL};
+    at.f = callers_definition(name, caller, &at);
+    if (n[2] && at.hi && lock_locals()) {
+        op->local[op->turn++ % OP_LOCALS] = at;
+        pthread_mutex_unlock(&locals_mu);
+    }
+    *local = at.f;
+    return NULL;
 }
 
 /* How to treat one operator's call. A definition found after
@@ -141,21 +219,19 @@ static void *callers_definition(const char *name, const void *caller) {
  * plugin's block with free: "double free or corruption"), and it still
  * pointed into the plugin's code after dlclose unmapped it (SIGSEGV at
  * the next new). Without memlens each library's calls bind in its own
- * scope; so they do here, at the cost of a lookup a call for such a
- * library (a C program's RTLD_LOCAL C++ plugin). */
+ * scope; so they do here. */
 static inline int op_mode(op_t *op, const char *name, const void *caller, void **local) {
     int mode = __atomic_load_n(&op->mode, __ATOMIC_ACQUIRE);
     if (ml_likely(mode != OP_UNKNOWN)) return in_op && mode == OP_MALLOC ? OP_PASS : mode;
     void *f = __atomic_load_n(&op->next, __ATOMIC_ACQUIRE);
-    if (!f) f = dlsym(RTLD_NEXT, name);
     if (!f) {
         /* None in the global scope (yet): the caller's, for this call;
          * NULL: the operators below fall back to malloc & co. Asked again
          * at the next call (libstdc++ may be opened RTLD_GLOBAL later).
          * Before, the first lookup's failure was kept and operator new
          * aborted the program. */
-        *local = callers_definition(name, caller);
-        return OP_PASS;
+        f = callers_own(op, name, caller, local);
+        if (!f) return OP_PASS;
     }
     __atomic_store_n(&op->next, f, __ATOMIC_RELEASE); /* never NULL over another's find */
     mode = in_allocator(f) ? OP_MALLOC : OP_PASS;
