@@ -178,10 +178,10 @@ static int load_counts(struct dl_phdr_info *info, size_t size, void *arg) {
 
 /* The definition after libmemlens.so in the global scope, when there is
  * one now; otherwise NULL, and in *local the caller's own definition
- * (NULL: none, fall back to malloc & co.), from op->local while nothing was loaded or unloaded since it was found:
- * a lookup takes the loader's lock and its dlsym failure allocates (a
- * loop of news in such a plugin ran 70 times slower, and recorded six
- * blocks of the loader's a new). */
+ * (NULL: none, fall back to malloc & co.), from op->local while nothing
+ * was loaded or unloaded since it was found: a lookup takes the loader's
+ * lock, and its failed dlsym allocates (a loop of news in such a plugin
+ * ran 70 times slower, and recorded six blocks of the loader's a new). */
 static void *callers_own(op_t *op, const char *name, const void *caller, void **local) {
     unsigned long long n[3] = {0, 0, 0};
     uintptr_t a = (uintptr_t)caller;
