@@ -58,10 +58,15 @@ static void child_trace_path(const ml_collector_t *c, uint32_t pid, char *out, s
 static ml_ring_hdr_t *map_ring(const ml_collector_t *c, uint32_t slot, size_t *bytes) {
     char path[256];
     ml__ring_file_path(c, slot, path, sizeof path);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) return NULL;
     struct stat st;
-    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < ml_ring_bytes(c->o.ring_slots)) {
+    /* Only a regular file, never through a link: the process made it with
+     * O_EXCL under a name only the session's processes can know
+     * (ml_ring_name_tag). Its owner may differ from ours: a followed child
+     * that dropped root (setuid) before it forked. */
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        (uint64_t)st.st_size < ml_ring_bytes(c->o.ring_slots)) {
         close(fd);
         errno = EPROTO;
         return NULL;

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,7 +36,18 @@ uint32_t ml__now_ms(const ml_collector_t *c) {
 }
 
 void ml__ring_file_path(const ml_collector_t *c, uint32_t slot, char *out, size_t len) {
-    snprintf(out, len, "%s.%u", c->ctl_path, slot);
+    snprintf(out, len, "%s.%u.%016" PRIx64, c->ctl_path, slot, ml_ring_name_tag(c->ctl->ring_key, slot));
+}
+
+/* The secret of the ring files' names (ml_ring_name_tag), from getrandom;
+ * where it gives nothing (a kernel before 3.17), from the clock, the pid
+ * and addresses, which another user cannot read either. */
+static void ring_key(uint64_t key[2]) {
+    if (getrandom(key, 2 * sizeof key[0], GRND_NONBLOCK) == (ssize_t)(2 * sizeof key[0])) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    key[0] ^= mono_ns() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)key;
+    key[1] ^= ((uint64_t)ts.tv_nsec << 32 | (uint64_t)getpid()) * 0xbf58476d1ce4e5b9ull ^ (uint64_t)(uintptr_t)&ts;
 }
 
 /* The process table's pages are allocated this many slots at a time (one
@@ -135,6 +147,7 @@ int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
         ctl->err_dev = (uint64_t)es.st_dev;
         ctl->err_ino = (uint64_t)es.st_ino;
     }
+    ring_key(ctl->ring_key);
     atomic_thread_fence(memory_order_release);
     ctl->magic = ML_CTL_MAGIC;
     c->ctl = ctl;
@@ -171,7 +184,7 @@ void ml__session_close(ml_collector_t *c) {
 }
 
 /* Files of sessions whose memlens is gone: /dev/shm/memlens-PID-RAND and
- * its rings (.SLOT), owned by us, where no process PID exists any more.
+ * its rings (.SLOT.TAG, or .SLOT before shm version 22), owned by us, where no process PID exists any more.
  * A PID that was reused keeps its files until that process is gone too. */
 int ml_collector_sweep(uint64_t *bytes, uint32_t *files) {
     *bytes = 0;
@@ -188,15 +201,22 @@ int ml_collector_sweep(uint64_t *bytes, uint32_t *files) {
         char *end;
         long pid = strtol(n + 8, &end, 10);
         if (end == n + 8 || *end != '-' || pid <= 0 || pid == self) continue;
-        /* RAND: 8 hex digits, then nothing or ".SLOT". */
+        /* RAND: 8 hex digits, then nothing, ".SLOT" or ".SLOT.TAG" (TAG: 16 hex digits). */
         const char *r = end + 1;
         size_t k = 0;
         while (k < 8 && ((r[k] >= '0' && r[k] <= '9') || (r[k] >= 'a' && r[k] <= 'f'))) k++;
         if (k != 8 || (r[8] && r[8] != '.')) continue;
         if (r[8] == '.') {
             const char *sl = r + 9;
-            if (!*sl) continue;
+            if (*sl < '0' || *sl > '9') continue;
             while (*sl >= '0' && *sl <= '9') sl++;
+            if (*sl == '.') {
+                size_t t = 0;
+                for (sl++; (sl[t] >= '0' && sl[t] <= '9') || (sl[t] >= 'a' && sl[t] <= 'f'); t++) {
+                }
+                if (t != 16) continue;
+                sl += t;
+            }
             if (*sl) continue;
         }
         if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;

@@ -1081,12 +1081,19 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
     pr->parent_slot = parent_slot;
     ml_atomic_store_release(&pr->state, ML_PROC_CLAIMED);
 
-    char path[sizeof ctl_path + 16], num[16];
+    /* CTL.SLOT.TAG: a name another user cannot take first (ml_ring_name_tag) */
+    char path[sizeof ctl_path + 32], num[16];
     size_t n = ml_strlen(ctl_path);
     memcpy(path, ctl_path, n);
-    path[n] = '.';
+    path[n++] = '.';
     const char *s = u32_to_str(num + sizeof num, idx);
-    memcpy(path + n + 1, s, ml_strlen(s) + 1);
+    size_t sl = ml_strlen(s);
+    memcpy(path + n, s, sl);
+    n += sl;
+    path[n++] = '.';
+    uint64_t tag = ml_ring_name_tag(c->ring_key, idx);
+    for (int i = 15; i >= 0; i--, tag >>= 4) path[n + (size_t)i] = "0123456789abcdef"[tag & 15];
+    path[n + 16] = '\0';
 
     uint32_t cap = c->ring_slots;
     int err = 0;

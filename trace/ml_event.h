@@ -43,13 +43,13 @@
 
 #define ML_CTL_MAGIC 0x314c54434e4c4d4dull  /* "MMLNCTL1" */
 #define ML_RING_MAGIC 0x31474e49524c4d4dull /* "MMLRING1" */
-#define ML_SHM_VERSION 22 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
+#define ML_SHM_VERSION 23 /* 2: the ring's futex words (space_gen, sleepers) and unwind-verify counters; 3: exec_untraced;
                            * 4: heap_drop; 5: wake_mask; 6: sbrk_registry; 7: claims only room, no wake_mask;
                            * 8: end_status; 9: ML_BLOB_UNTRACED; 10: ML_BLOB_FORK, fork_seq; 11: exit_regs;
                            * 12: ML_END_STATUS_SIGNALED; 13: children_unfollowed; 14: procs_cap;
                            * 15: ML_EXIT_CRASH in exit_nregs; 16: dlmopen_other; 17: malloc_elsewhere;
                            * 18: deepbind, deepbind_unredirected, deepbind_first; 19: exec_hwm; 20: stdio_list;
-                           * 21: ml_ctl_proc_t.err, err_open, procs_failed; 22: closed */
+                           * 21: ml_ctl_proc_t.err, err_open, procs_failed; 22: closed; 23: ring_key */
 /* Process images one session can trace. The table is part of the control
  * file, a sparse file in /dev/shm: a page of it (204 slots) is touched only
  * when processes register there, so the bound costs address space, not
@@ -312,6 +312,41 @@ typedef struct {
 _Static_assert(sizeof(ml_event_t) == 28, "event is 28 bytes");
 _Static_assert(sizeof(ml_slot_t) == 32, "slot is 32 bytes");
 
+/* The tag in the name of slot `slot`'s ring file, CTL.SLOT.TAG (TAG: 16 hex
+ * digits): SipHash-2-4 of the slot number under the session's ring_key.
+ * /dev/shm is a directory anyone may write to and list: with the plain
+ * CTL.SLOT, another user who saw the control file appear created CTL.0,
+ * CTL.1, ... first, and every process' O_EXCL open of its ring failed
+ * (EEXIST), so nothing root ran was recorded. The key is in the control
+ * file (mode 0600) only, and a name seen in the listing tells nothing of
+ * the next one. */
+static inline uint64_t ml__sip_rotl(uint64_t x, int b) {
+    return (x << b) | (x >> (64 - b));
+}
+#define ML__SIPROUND                                                                                    \
+    do {                                                                                                \
+        v0 += v1, v1 = ml__sip_rotl(v1, 13), v1 ^= v0, v0 = ml__sip_rotl(v0, 32);                      \
+        v2 += v3, v3 = ml__sip_rotl(v3, 16), v3 ^= v2;                                                  \
+        v0 += v3, v3 = ml__sip_rotl(v3, 21), v3 ^= v0;                                                  \
+        v2 += v1, v1 = ml__sip_rotl(v1, 17), v1 ^= v2, v2 = ml__sip_rotl(v2, 32);                      \
+    } while (0)
+static inline uint64_t ml_ring_name_tag(const uint64_t key[2], uint32_t slot) {
+    uint64_t v0 = 0x736f6d6570736575ull ^ key[0], v1 = 0x646f72616e646f6dull ^ key[1];
+    uint64_t v2 = 0x6c7967656e657261ull ^ key[0], v3 = 0x7465646279746573ull ^ key[1];
+    uint64_t m = (uint64_t)slot | (4ull << 56); /* the 4-byte message, its length in the top byte */
+    v3 ^= m;
+    ML__SIPROUND;
+    ML__SIPROUND;
+    v0 ^= m;
+    v2 ^= 0xff;
+    ML__SIPROUND;
+    ML__SIPROUND;
+    ML__SIPROUND;
+    ML__SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+#undef ML__SIPROUND
+
 /* Process slot states in the control segment. */
 enum { ML_PROC_FREE = 0, ML_PROC_CLAIMED = 1, ML_PROC_READY = 2, ML_PROC_FAILED = 3 };
 
@@ -355,6 +390,7 @@ typedef struct {
     uint32_t err_open;   /* 1: memlens' stderr is open, the file err_dev/err_ino: where
                           * libmemlens.so may write its warnings (0: nowhere) */
     uint64_t err_dev, err_ino;
+    uint64_t ring_key[2]; /* random, the secret of the ring files' names (ml_ring_name_tag) */
     _Alignas(ML_CACHE_LINE) _Atomic uint32_t clock_ms;   /* ticked by the collector */
     _Atomic uint32_t mallinfo_gen; /* bumped by the collector to ask for a sample */
     _Atomic uint32_t nprocs;       /* slots claimed so far */
