@@ -2,7 +2,7 @@
  * trace files, their first record, and whether they are gone.
  *
  * A traced process claims a slot with one atomic add on ctl->nprocs, marks
- * it CLAIMED, creates its ring (<ctl>.<slot>) and marks it READY. The
+ * it CLAIMED, creates its ring (<ctl>.<slot>.<tag>) and marks it READY. The
  * collector takes slots strictly in order, so a process' trace never starts
  * before that of the image it forked or exec'd from.
  */

@@ -226,7 +226,7 @@ typedef struct {
 } ml_collector_opts_t;
 
 /** Removes what killed sessions left in /dev/shm: the control files and
- * rings (memlens-PID-RAND[.SLOT]) that belong to this user and whose
+ * rings (memlens-PID-RAND[.SLOT.TAG]) that belong to this user and whose
  * memlens (PID) no longer exists. Says in *files and *bytes (the memory
  * they held) what was removed. Returns 0 or a negative errno. */
 int ml_collector_sweep(uint64_t *bytes, uint32_t *files);

@@ -4,7 +4,7 @@
  * and the program finds it through ML_CTL. It carries the options every
  * traced process reads, the clock the collector ticks (events read it with
  * one relaxed load), and the table of process slots. Each process creates
- * its own ring beside it (<ctl>.<slot>); the collector unlinks a ring as
+ * its own ring beside it (<ctl>.<slot>.<tag>); the collector unlinks a ring as
  * soon as it has mapped it, and everything else at the end.
  */
 #define _GNU_SOURCE
@@ -184,7 +184,8 @@ void ml__session_close(ml_collector_t *c) {
 }
 
 /* Files of sessions whose memlens is gone: /dev/shm/memlens-PID-RAND and
- * its rings (.SLOT.TAG, or .SLOT before shm version 22), owned by us, where no process PID exists any more.
+ * its rings (.SLOT.TAG, or .SLOT before shm version 22), owned by us,
+ * where no process PID exists any more.
  * A PID that was reused keeps its files until that process is gone too. */
 int ml_collector_sweep(uint64_t *bytes, uint32_t *files) {
     *bytes = 0;

@@ -1032,7 +1032,7 @@ static void test_fork_signal(void) {
 }
 #endif
 
-/* Claims a process slot and creates this image's ring (<ctl>.<slot>). */
+/* Claims a process slot and creates this image's ring (<ctl>.<slot>.<tag>). */
 /* fork_seq: the number of the parent's fork this child came from, 0 for
  * an image that is not a fork child (ml_ring_hdr_t.fork_seq). */
 static int register_process(uint32_t parent_slot, uint32_t fork_seq) {

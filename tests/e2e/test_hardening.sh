@@ -800,7 +800,7 @@ elif want "$@"; then
     wait "$mp" 2> /dev/null
     sleep 2.5
     left=$(ls /dev/shm | grep "^memlens-$mp-")
-    rings=$(echo "$left" | grep -c '\.[0-9]*$')
+    rings=$(echo "$left" | grep -c '\.[0-9][0-9]*\.[0-9a-f]\{16\}$')
     check "no ring was created after the collector died ($rings)" test "$rings" -eq 0
     check "the children said why they are not recorded" has kill.txt "memlens (pid $mp) is gone; process [0-9]* is not recorded"
     check "the killed session left its control file (to sweep)" test -n "$left"
@@ -836,6 +836,36 @@ for i in 1 2 3; do /bin/true; done; echo bg-done >&2; touch bg.done) & echo $! >
     "$ML" run -q -o s.mlt -- "$FX" > /dev/null 2>&1
     check "other files in /dev/shm are left alone" test -e /dev/shm/memlens-notours
     rm -f /dev/shm/memlens-notours
+
+    # Another user who sees root's control file appear in /dev/shm (anyone
+    # may list and write there) creates the rings' names first. They were
+    # CTL.SLOT: every later process' O_EXCL open failed (EEXIST) and none
+    # was recorded (root's program alone: "ran but could not be recorded").
+    # Now CTL.SLOT.TAG, TAG a keyed hash of the slot nobody else can know.
+    if [ "$(id -u)" = 0 ] && command -v setpriv > /dev/null; then
+        "$ML" run -q --follow-fork -o sq.mlt -- bash -c 'sleep 1.5; /bin/true; /bin/true' > /dev/null 2> sq.txt &
+        mp=$!
+        ctl=
+        for _ in $(seq 100); do
+            ctl=$(ls /dev/shm | grep "^memlens-$mp-[0-9a-f]*$")
+            [ -n "$ctl" ] && break
+            sleep 0.02
+        done
+        setpriv --reuid=65534 --regid=65534 --clear-groups sh -c \
+            'for i in $(seq 0 31); do : > "/dev/shm/$1.$i"; ln -s /etc/passwd "/dev/shm/$1.$i.x"; done' sh "$ctl"
+        squatted=$(ls /dev/shm | grep -c "^$ctl\.")
+        wait "$mp"
+        st=$?
+        rm -f "/dev/shm/$ctl".*
+        check "another user took $squatted ring names first: the run still ends as the program (status $st)" \
+            test "$squatted.$st" = 64.0
+        check "... no ring was refused ($(head -c 200 sq.txt))" test -z "$(grep 'cannot create the event ring' sq.txt)"
+        # 5 images besides the program, as without the other user (forks
+        # and the execs of sleep and true)
+        check "... every image is recorded: the program and 5 of its children ($(ls sq.*.mlt 2> /dev/null | tr '\n' ' '))" \
+            test "$(ls sq.mlt sq.[0-9]*.mlt 2> /dev/null | wc -l)" -eq 6
+        rm -f sq.mlt sq.*.mlt
+    fi
 fi
 
 # --- 6. messages and exit statuses ---------------------------------------------
