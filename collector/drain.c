@@ -157,9 +157,9 @@ static void publish_heap_drop(ml__proc_t *p) {
 /* Whether p's ring is filling: more than half full to start copying into
  * the backlog, more than a quarter to go on. The producers publish about
  * in position order, so a slot published that far ahead says so. */
-static bool ring_filling(ml_ring_hdr_t *h, const ml__proc_t *p) {
-    uint64_t ahead = p->filling ? h->capacity / 4 : h->capacity / 2;
-    return ml_ring_peek(h, p->pos + ahead) != NULL;
+static bool ring_filling(ml_ring_hdr_t *h, uint32_t cap, const ml__proc_t *p) {
+    uint64_t ahead = p->filling ? cap / 4 : cap / 2;
+    return ml_ring_peek_in(h, cap, p->pos + ahead) != NULL;
 }
 
 /* The collector's resident bytes (0: unknown). */
@@ -210,16 +210,17 @@ static void backlog_block_free(ml_collector_t *c, struct ml__backlog_s *b) {
  * 0 when none is published, or there is no room (BL_MAX_BYTES, memory). */
 static uint32_t backlog_copy(ml_collector_t *c, ml__proc_t *p, uint32_t max, uint64_t *released) {
     ml_ring_hdr_t *h = p->ring;
+    uint32_t cap = c->o.ring_slots; /* never h->capacity (ml_ring_slot_in) */
     uint32_t k = 0;
     while (k < max) {
-        ml_slot_t *sl = ml_ring_peek(h, p->pos);
+        ml_slot_t *sl = ml_ring_peek_in(h, cap, p->pos);
         if (!sl) break;
         uint32_t n = 1;
         if (ml_ev_type(&sl->ev) == ML_EV_BLOB) {
             n = 1 + ml_blob_slots(sl->ev.size);
             if (n > BL_BLOCK_SLOTS) break; /* cannot happen with our producer: left to the ring's path */
             bool all = true;
-            for (uint32_t i = 1; i < n && all; i++) all = ml_ring_peek(h, p->pos + i) != NULL;
+            for (uint32_t i = 1; i < n && all; i++) all = ml_ring_peek_in(h, cap, p->pos + i) != NULL;
             if (!all) break;
         }
         struct ml__backlog_s *b = p->bl_tail;
@@ -232,8 +233,8 @@ static uint32_t backlog_copy(ml_collector_t *c, ml__proc_t *p, uint32_t max, uin
             p->bl_tail = b;
         }
         for (uint32_t i = 0; i < n; i++) {
-            memcpy(b->s[b->tail + i].raw, ml_ring_slot(h, p->pos + i)->raw, ML_SLOT_PAYLOAD);
-            ml_ring_release(h, p->pos + i);
+            memcpy(b->s[b->tail + i].raw, ml_ring_slot_in(h, cap, p->pos + i)->raw, ML_SLOT_PAYLOAD);
+            ml_ring_release_in(h, cap, p->pos + i);
         }
         b->tail += n;
         p->bl_slots += n;
@@ -293,8 +294,8 @@ void ml__backlog_free(ml_collector_t *c, ml__proc_t *p) {
 }
 
 /* Whether `released` slots are enough to wake the sleepers for. */
-static bool time_to_wake(ml_ring_hdr_t *h, uint64_t released) {
-    uint64_t most = h->capacity / 4;
+static bool time_to_wake(ml_ring_hdr_t *h, uint32_t cap, uint64_t released) {
+    uint64_t most = cap / 4;
     if (released < (WAKE_MIN < most ? WAKE_MIN : most)) return false;
     uint64_t want = (uint64_t)ml_atomic_load_relaxed(&h->sleepers) * WAKE_PER_SLEEPER;
     return released >= (want < most ? want : most);
@@ -302,15 +303,22 @@ static bool time_to_wake(ml_ring_hdr_t *h, uint64_t released) {
 
 uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
     ml_ring_hdr_t *h = p->ring;
+    uint32_t cap = c->o.ring_slots; /* never h->capacity (ml_ring_slot_in) */
     uint64_t got = 0;
     uint64_t released = 0; /* since the last wake-up */
     uint64_t head = final ? ml_atomic_load_acquire(&h->head) : 0;
+    /* A producer claims only free slots: at most a ring's worth is ahead of
+     * us. A head past that was written by something else (the program can
+     * write its ring), and counting each position up to it as lost took for
+     * ever (head + 10^12: memlens never ended). */
+    if (final && head < p->pos) head = p->pos;
+    if (final && head - p->pos > cap) head = p->pos + cap;
     uint64_t budget = c->nactive > 1 ? DRAIN_BUDGET_SHARED : DRAIN_BUDGET;
     uint32_t until_check = 0;
     for (;;) {
         if (!final && got >= budget) break;
         if (!final && !until_check--) {
-            p->filling = ring_filling(h, p);
+            p->filling = ring_filling(h, cap, p);
             until_check = BL_CHECK;
         }
         if (!final && p->filling) {
@@ -318,7 +326,7 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
             if (k) {
                 got += k;
                 until_check = 0; /* copy on while the ring fills */
-                if (time_to_wake(h, released)) {
+                if (time_to_wake(h, cap, released)) {
                     ml_ring_wake(h);
                     released = 0;
                 }
@@ -337,7 +345,7 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
             continue;
         }
         if (final && p->pos >= head) break;
-        ml_slot_t *sl = ml_ring_peek(h, p->pos);
+        ml_slot_t *sl = ml_ring_peek_in(h, cap, p->pos);
         if (!sl) {
             if (!final) break;
             p->lost_in_crash++;
@@ -352,11 +360,11 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
             uint32_t need = 1 + ml_blob_slots(ev.size);
             if (ev.size > c->blob_cap) {
                 /* Cannot happen with our producer; skip the claimed run. */
-                for (uint32_t i = 0; i < need; i++) ml_ring_release(h, p->pos + i);
+                for (uint32_t i = 0; i < need; i++) ml_ring_release_in(h, cap, p->pos + i);
                 p->pos += need;
                 continue;
             }
-            n = ml_ring_read_blob(h, p->pos, (uint32_t)ev.size, c->blob, c->blob_cap);
+            n = ml_ring_read_blob_in(h, cap, p->pos, (uint32_t)ev.size, c->blob, c->blob_cap);
             if (!n) {
                 if (!final) break;
                 /* The producer died inside the blob. */
@@ -367,11 +375,11 @@ uint64_t ml__drain(ml_collector_t *c, ml__proc_t *p, bool final) {
             blob = c->blob;
         }
         take_event(c, p, &ev, blob);
-        for (uint32_t i = 0; i < n; i++) ml_ring_release(h, p->pos + i);
+        for (uint32_t i = 0; i < n; i++) ml_ring_release_in(h, cap, p->pos + i);
         p->pos += n;
         got++;
         released += n;
-        if (time_to_wake(h, released)) {
+        if (time_to_wake(h, cap, released)) {
             ml_ring_wake(h);
             released = 0;
         }

@@ -171,10 +171,15 @@ bool ml_ring_write_blob(ml_ring_hdr_t *h, const ml_event_t *hdr, const void *pay
 }
 
 uint32_t ml_ring_read_blob(ml_ring_hdr_t *h, uint64_t pos, uint32_t len, void *out, size_t cap) {
+    return ml_ring_read_blob_in(h, h->capacity, pos, len, out, cap);
+}
+
+uint32_t ml_ring_read_blob_in(ml_ring_hdr_t *h, uint32_t slots, uint64_t pos, uint32_t len, void *out,
+                              size_t cap) {
     uint32_t n = ml_blob_slots(len);
     uint8_t *o = out;
     for (uint32_t i = 0; i < n; i++) {
-        ml_slot_t *c = ml_ring_peek(h, pos + 1 + i);
+        ml_slot_t *c = ml_ring_peek_in(h, slots, pos + 1 + i);
         if (!c) return 0;
         uint32_t off = i * ML_SLOT_PAYLOAD;
         uint32_t k = len - off < ML_SLOT_PAYLOAD ? len - off : ML_SLOT_PAYLOAD;

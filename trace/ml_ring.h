@@ -26,6 +26,17 @@ static inline ml_slot_t *ml_ring_slot(ml_ring_hdr_t *h, uint64_t pos) {
     return &ml_ring_slots(h)[pos & (h->capacity - 1)];
 }
 
+/* The consumer's side (the *_in functions) takes the ring's slot count
+ * `cap` from the consumer, never from h->capacity: the ring is shared with
+ * the producer's process, which can write anything there, and a capacity
+ * of 2^31 made the collector index past its mapping (SIGSEGV). */
+static inline uint32_t ml_ring__lap_in(uint32_t cap, uint64_t pos) {
+    return (uint32_t)(pos & ~(uint64_t)(cap - 1));
+}
+static inline ml_slot_t *ml_ring_slot_in(ml_ring_hdr_t *h, uint32_t cap, uint64_t pos) {
+    return &ml_ring_slots(h)[pos & (cap - 1)];
+}
+
 /** Whether the slot of `pos` is free for it: the consumer has released the
  * position a lap before (and, releasing in order, every one below it). */
 static inline bool ml_ring__free(ml_ring_hdr_t *h, uint64_t pos) {
@@ -81,14 +92,20 @@ static inline void ml_ring_publish(ml_ring_hdr_t *h, ml_slot_t *s, uint64_t pos)
 }
 
 /** Consumer: the slot at `pos` if it is published, else NULL. */
+static inline ml_slot_t *ml_ring_peek_in(ml_ring_hdr_t *h, uint32_t cap, uint64_t pos) {
+    ml_slot_t *s = ml_ring_slot_in(h, cap, pos);
+    return ml_atomic_load_acquire(&s->seq) == ml_ring__lap_in(cap, pos) + 1 ? s : NULL;
+}
 static inline ml_slot_t *ml_ring_peek(ml_ring_hdr_t *h, uint64_t pos) {
-    ml_slot_t *s = ml_ring_slot(h, pos);
-    return ml_atomic_load_acquire(&s->seq) == ml_ring__lap(h, pos) + 1 ? s : NULL;
+    return ml_ring_peek_in(h, h->capacity, pos);
 }
 
 /** Consumer: hands the slot at `pos` back to the producers of the next lap. */
+static inline void ml_ring_release_in(ml_ring_hdr_t *h, uint32_t cap, uint64_t pos) {
+    ml_atomic_store_release(&ml_ring_slot_in(h, cap, pos)->seq, ml_ring__lap_in(cap, pos + cap));
+}
 static inline void ml_ring_release(ml_ring_hdr_t *h, uint64_t pos) {
-    ml_atomic_store_release(&ml_ring_slot(h, pos)->seq, ml_ring__lap(h, pos + h->capacity));
+    ml_ring_release_in(h, h->capacity, pos);
 }
 
 /** Writes a blob record (`len` payload bytes) into the ring: one header slot
@@ -103,5 +120,8 @@ bool ml_ring_write_blob(ml_ring_hdr_t *h, const ml_event_t *hdr, const void *pay
  * included, if they are all published, 0 if some are not published yet.
  * Does not release. */
 uint32_t ml_ring_read_blob(ml_ring_hdr_t *h, uint64_t pos, uint32_t len, void *out, size_t cap);
+/** The same with the consumer's slot count `slots` (see ml_ring_slot_in). */
+uint32_t ml_ring_read_blob_in(ml_ring_hdr_t *h, uint32_t slots, uint64_t pos, uint32_t len, void *out,
+                              size_t cap);
 
 #endif

@@ -866,6 +866,18 @@ for i in 1 2 3; do /bin/true; done; echo bg-done >&2; touch bg.done) & echo $! >
             test "$(ls sq.mlt sq.[0-9]*.mlt 2> /dev/null | wc -l)" -eq 6
         rm -f sq.mlt sq.*.mlt
     fi
+
+    # A program can write into its own event ring (any code it runs can:
+    # a server that dropped root and runs a user's code keeps the mapping).
+    # The collector took the ring's slot count from there: 2^31 made it
+    # index past its mapping and die of SIGSEGV, the trace lost. It now
+    # keeps the count it checked when it mapped the ring.
+    "$ML" run -o hostile.mlt -- "$B/fx_shmhostile" capacity > /dev/null 2> hostile.txt
+    st=$?
+    check "a ring whose capacity the program changed: memlens ends as the program (status $st)" test $st -eq 5
+    check "... with its summary: the 2 blocks the program leaked" \
+        has hostile.txt "leaked 200 B in 2 blocks"
+    check "... and its trace" test "$(head -c 7 hostile.mlt 2> /dev/null)" = MLTRACE
 fi
 
 # --- 6. messages and exit statuses ---------------------------------------------
