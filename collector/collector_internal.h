@@ -133,6 +133,7 @@ struct ml_collector_s {
     uint32_t nactive;
     uint32_t nseen;
     uint32_t free_since_ms; /* when slot nseen was first seen counted but still FREE (+1) */
+    uint32_t free_upto;     /* nprocs then: every slot below it was counted that long ago */
     /* sinks and the hand-off between the stages (dispatch.c) */
     ml_sink_t sinks[ML__MAX_SINKS];
     int nsinks;

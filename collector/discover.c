@@ -275,6 +275,10 @@ static int grow(ml_collector_t *c) {
 void ml__discover(ml_collector_t *c) {
     uint32_t n = ml_atomic_load_acquire(&c->ctl->nprocs);
     if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
+    /* A process claims a slot only below the table's allocated size, which
+     * we set: a count past it was written by something else (the program
+     * can write the control file). */
+    if (n > c->ctl_cap) n = c->ctl_cap;
     ml__session_reserve(c, n);
     while (c->nseen < n) {
         if (grow(c) < 0) {
@@ -291,12 +295,27 @@ void ml__discover(ml_collector_t *c) {
              * never comes). Only an owner killed between the two stores
              * leaves a slot free for good: after 2 s, give up on it. */
             uint32_t now = ml__now_ms(c);
-            if (!c->free_since_ms) c->free_since_ms = now + 1;
+            if (!c->free_since_ms) {
+                c->free_since_ms = now + 1;
+                c->free_upto = n;
+            }
             if (now + 1 - c->free_since_ms < 2000) break;
-            fprintf(stderr, "memlens: warning: process slot %u was never claimed; skipped\n",
-                    c->nseen);
+            /* Every free slot below free_upto was counted 2 s ago too: all
+             * are skipped now, not after 2 s each (a count of 10^6 written
+             * into the control file kept memlens waiting for days). */
+            uint32_t first = c->nseen;
+            while (c->nseen < c->free_upto && c->nseen < n &&
+                   ml_atomic_load_acquire(&c->ctl->procs[c->nseen].state) == ML_PROC_FREE) {
+                if (grow(c) < 0) break;
+                c->procs[c->nseen++] = NULL;
+            }
+            if (c->nseen == first) c->procs[c->nseen++] = NULL;
+            if (c->nseen - first == 1)
+                fprintf(stderr, "memlens: warning: process slot %u was never claimed; skipped\n", first);
+            else
+                fprintf(stderr, "memlens: warning: process slots %u to %u were never claimed; skipped\n", first,
+                        c->nseen - 1);
             c->free_since_ms = 0;
-            c->nseen++;
             continue;
         }
         c->free_since_ms = 0;
