@@ -887,6 +887,12 @@ for i in 1 2 3; do /bin/true; done; echo bg-done >&2; touch bg.done) & echo $! >
     check "... saying so ($(grep -m1 'never claimed' hostile.txt))" \
         has hostile.txt "process slots 1 to [0-9]* were never claimed; skipped"
     check "... with its summary" has hostile.txt "leaked 200 B in 2 blocks"
+    # The ring's head moved 10^12 positions on, then the program killed:
+    # memlens counted each position as lost in the crash and never ended.
+    # It dies of the program's SIGKILL (137), not of timeout's TERM (124).
+    timeout 60 "$ML" run -q -o hostile.mlt -- "$B/fx_shmhostile" head > /dev/null 2>&1
+    st=$?
+    check "a ring head moved 10^12 on, the program killed: memlens dies as it did (status $st)" test $st -eq 137
 fi
 
 # --- 6. messages and exit statuses ---------------------------------------------
