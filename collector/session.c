@@ -184,7 +184,7 @@ void ml__session_close(ml_collector_t *c) {
 }
 
 /* Files of sessions whose memlens is gone: /dev/shm/memlens-PID-RAND and
- * its rings (.SLOT.TAG, or .SLOT before shm version 22), owned by us,
+ * its rings (.SLOT.TAG, or .SLOT before shm version 23), owned by us,
  * where no process PID exists any more.
  * A PID that was reused keeps its files until that process is gone too. */
 int ml_collector_sweep(uint64_t *bytes, uint32_t *files) {
