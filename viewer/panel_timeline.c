@@ -203,11 +203,18 @@ static void timeline_draw(ml_panel_t *P, ml_canvas_t *c) {
         for (int k = 0; k < ML_VSERIES_COUNT_; k++)
             v[k] = ml_vmodel_point_value(ml_vmodel_point(m, i), (ml_vseries_t)k);
     int yc = ya + 2;
-    ml__canvas_printf(c, P->x + 1, yc, P->w - 2, ML_ST_BOLD,
-                      "At %s: heap %s  RSS %s (sampled every %u ms)  mmap %s  GPU %s",
-                      ml__fmt_time(cur_ms, t2, sizeof t2), ml__fmt_bytes(v[0], b1, sizeof b1),
-                      ml__fmt_bytes(v[1], b2, sizeof b2), ml_rss_interval_ms(&s->totals), ml__fmt_bytes(v[2], b3, sizeof b3),
-                      ml__fmt_bytes(v[3], b4, sizeof b4));
+    /* A process' RSS is never 0: 0 is "no sample yet" (the first comes
+     * after a sampling interval; a program that ends sooner has none), and
+     * "RSS 0B" there read as a measurement. */
+    char rss[64];
+    if (v[1])
+        snprintf(rss, sizeof rss, "%s (sampled every %u ms)", ml__fmt_bytes(v[1], b2, sizeof b2),
+                 ml_rss_interval_ms(&s->totals));
+    else
+        snprintf(rss, sizeof rss, "- (no sample by then; every %u ms)", ml_rss_interval_ms(&s->totals));
+    ml__canvas_printf(c, P->x + 1, yc, P->w - 2, ML_ST_BOLD, "At %s: heap %s  RSS %s  mmap %s  GPU %s",
+                      ml__fmt_time(cur_ms, t2, sizeof t2), ml__fmt_bytes(v[0], b1, sizeof b1), rss,
+                      ml__fmt_bytes(v[2], b3, sizeof b3), ml__fmt_bytes(v[3], b4, sizeof b4));
 
     /* How far time travel reaches, when not over the whole run (a trace
      * opened from its snapshot replays its history in the background). */

@@ -205,6 +205,9 @@ Test(viewer_keys, timeline_cursor_and_live_set, .init = setup, .fini = teardown)
     cr_expect(screen_has("\xe2\x96\xbc peak 8.8K"));
     KEYS("G");
     cr_expect(screen_has("At 0.060s"));
+    /* This trace has no RSS sample: none is shown, not "RSS 0B". */
+    cr_expect(screen_has("RSS - (no sample by then; every 10 ms)"), "%s", row(row_of("At 0.060s")));
+    cr_expect(!screen_has("RSS 0B"));
     cr_expect_eq(row_of("shop+0x3000"), -1);
     cr_expect(screen_has("shop+0x2000"));
     KEYS("p", "m");
@@ -214,6 +217,30 @@ Test(viewer_keys, timeline_cursor_and_live_set, .init = setup, .fini = teardown)
     /* Enter shows the heap map at the cursor. */
     KEYS("Enter");
     cr_expect_eq(ml__sm_view(S), ML_VIEW_HEAPMAP);
+}
+
+/* The cursor line's RSS is the last sample at or before the cursor; before
+ * the first one there is none to show. */
+Test(viewer_keys, timeline_rss_is_the_last_sample_before_the_cursor) {
+    int fd = v_begin(path, sizeof path, 7, "/opt/app/bin/rss");
+    v_node(1, 0, V_EXE_BASE + 0x1000);
+    v_alloc(5, 0x100000, 4096, 1);
+    ml_record_t r = {.tag = ML_T_RSS, .time_ms = 20};
+    r.u.rss.rss_bytes = 3u << 20;
+    r.u.rss.interval_ms = 10;
+    v_add(&r);
+    v_alloc(30, 0x200000, 4096, 1);
+    v_end(fd, 40);
+    model_open(path);
+    cr_assert_eq(ml_vmodel_load_all(M), 0, "%s", ml_vmodel_error(M));
+    ml_sm_opts_t o = {.cols = 100, .rows = 30, .unicode = true};
+    S = ml__sm_new(M, &o);
+    KEYS("4", "g");
+    cr_expect(screen_has("At 0.000s: heap 0B  RSS - (no sample by then; every 10 ms)"), "%s",
+              row(row_of("At 0.000s")));
+    KEYS("G");
+    cr_expect(screen_has("At 0.040s: heap 8.0K  RSS 3.0M (sampled every 10 ms)"), "%s", row(row_of("At 0.040s")));
+    teardown();
 }
 
 Test(viewer_keys, heap_map_moments_and_cells, .init = setup, .fini = teardown) {
