@@ -842,37 +842,121 @@ void ml__sort_keys(lead_key_t *b, uint64_t n);
 void ml__sort_keys_with(lead_key_t *b, uint64_t n, lead_key_t *scratch);
 RADIX_SORT(ml__sort_keys, lead_key_t, cmp_key)
 
-/* The unseen blocks' indices in the order of their sequence numbers (each
- * entry's low 32 bits), or NULL when that is address order already (one
- * pass, nothing allocated), when the blocks do not say, or without memory.
- * Sorted as one word each, number << 32 | index (equal numbers, the blocks
- * made before recording began, keep address order); with numbers past 32
- * bits, as pairs of words, then packed into the pairs' first half. 8 bytes
- * a lost block out of order (24 MB on a program exiting with 3 M of them
- * that reused freed memory); pairs took 16. */
-static uint64_t *leader_order(const scan_t *s, size_t *nlead) {
+/* The leaders' order: a cursor over the unseen blocks in the order of
+ * their sequence numbers (equal numbers, the blocks made before recording
+ * began, in address order), made one of three ways.
+ * - Address order is that order already (one pass, nothing allocated).
+ * - A few blocks break it (the common case: a program's big arrays are
+ *   mmapped above its heap, made first and placed last; c-tiny's pointer
+ *   array among 5 M tiny blocks): the blocks that keep a rising run in
+ *   address order are walked in place, and only the others (exceptions)
+ *   are sorted and merged in. Sorting them all took 16 bytes a lost block
+ *   at the scan's peak (the order and the sort's scratch): 76 MiB more on
+ *   c-tiny-10M, for one block out of 5 M.
+ * - Otherwise every unseen block's (number << 32 | index) is sorted, 8
+ *   bytes each and the sort's scratch (pairs of words when numbers pass 32
+ *   bits, packed into the pairs' first half after).
+ * Without memory, address order. */
+typedef struct {
+    const scan_t *s;
+    uint64_t *order; /* the whole order (sorted path), or NULL */
+    size_t nlead, r;
+    uint32_t *xi;    /* merge path: the exceptions' indices, in address order */
+    uint64_t *xs;    /* ... and their (number << 32 | index), sorted */
+    size_t nx, xk, e;
+    size_t i;        /* the run's cursor (and address order's) */
+    uint64_t hint;
+} leaders_t;
+
+static inline uint64_t block_seq(const scan_t *s, size_t i, uint64_t *hint) {
+    return s->t->arr ? s->t->seq[i] : ml__live_index_seq(s->t->live, i, hint);
+}
+
+/* Exceptions the merge path takes at most, as a share of the unseen
+ * blocks: past it, sorting them all costs about the same. */
+#define LEAD_EXCEPTIONS_MAX(m) ((m) / 8)
+
+static void leaders_init(leaders_t *L, const scan_t *s) {
+    memset(L, 0, sizeof *L);
+    L->s = s;
     const ml_reach_blocks_t *t = s->t;
-    if (t->arr ? !t->seq : !t->live) return NULL;
-    size_t m = 0;
-    uint64_t hint = 0, last = 0, top = 0;
+    if (t->arr ? !t->seq : !t->live) return;
+    size_t m = 0, nx = 0;
+    uint64_t hint = 0, last = 0, top = 0, run = 0;
     bool sorted = true;
     for (size_t i = 0; i < s->n; i++) {
         if (s->v[i] != UNSEEN) continue;
-        uint64_t q = t->arr ? t->seq[i] : ml__live_index_seq(t->live, i, &hint);
+        uint64_t q = block_seq(s, i, &hint);
         if (m && q < last) sorted = false;
+        if (!m || q >= run) run = q; /* the rising run, greedily */
+        else nx++;
         last = q;
         top = q > top ? q : top;
         m++;
     }
-    if (sorted || m < 2) return NULL;
+    if (sorted || m < 2) return;
     bool wide = top >> 32 != 0;
+    /* The run kept walking down instead: a block is in it when no block
+     * above it comes before it (a reused chunk, made late at a low
+     * address, is then the exception, where walking up it ended the run
+     * and every block above it became one). The direction with fewer
+     * exceptions is taken. */
+    bool down = false;
+    if (!wide && nx > LEAD_EXCEPTIONS_MAX(m)) {
+        size_t nd = 0, seen = 0;
+        uint64_t low = 0;
+        hint = 0;
+        for (size_t i = s->n; i-- > 0;) {
+            if (s->v[i] != UNSEEN) continue;
+            uint64_t key = block_seq(s, i, &hint) << 32 | i;
+            if (!seen++ || key < low) low = key;
+            else nd++;
+        }
+        if (nd < nx) {
+            nx = nd;
+            down = true;
+        }
+    }
+    if (!wide && nx <= LEAD_EXCEPTIONS_MAX(m)) {
+        L->xi = malloc((nx ? nx : 1) * sizeof *L->xi);
+        L->xs = malloc((nx ? nx : 1) * sizeof *L->xs);
+        if (L->xi && L->xs) {
+            hint = 0;
+            size_t k = 0, seen = 0;
+            uint64_t edge = 0; /* the run's last key */
+            for (size_t j = 0; j < s->n; j++) {
+                size_t i = down ? s->n - 1 - j : j;
+                if (s->v[i] != UNSEEN) continue;
+                uint64_t key = block_seq(s, i, &hint) << 32 | i;
+                if (!seen++ || (down ? key < edge : key > edge)) {
+                    edge = key;
+                    continue;
+                }
+                L->xi[k] = (uint32_t)i;
+                L->xs[k++] = key;
+            }
+            for (size_t a = 0; down && a < k / 2; a++) { /* the exceptions in address order */
+                uint32_t x = L->xi[a];
+                L->xi[a] = L->xi[k - 1 - a];
+                L->xi[k - 1 - a] = x;
+            }
+            L->nx = k;
+            ml__sort_keys_with((lead_key_t *)L->xs, k, NULL);
+            L->hint = 0;
+            return;
+        }
+        free(L->xi);
+        free(L->xs);
+        L->xi = NULL;
+        L->xs = NULL;
+    }
     uint64_t *o = malloc(m * (wide ? sizeof(lead_t) : sizeof(uint64_t)));
-    if (!o) return NULL;
+    if (!o) return;
     lead_t *pairs = (lead_t *)o;
     hint = 0;
     for (size_t i = 0, k = 0; i < s->n; i++) {
         if (s->v[i] != UNSEEN) continue;
-        uint64_t q = t->arr ? t->seq[i] : ml__live_index_seq(t->live, i, &hint);
+        uint64_t q = block_seq(s, i, &hint);
         if (wide) pairs[k++] = (lead_t){q, i};
         else o[k++] = q << 32 | i;
     }
@@ -889,15 +973,55 @@ static uint64_t *leader_order(const scan_t *s, size_t *nlead) {
     } else {
         ml__sort_keys_with((lead_key_t *)o, m, NULL);
     }
-    *nlead = m;
-    return o;
+    L->order = o;
+    L->nlead = m;
+}
+
+/* The next block still unseen, in the leaders' order; false at the end.
+ * A block's verdict only ever leaves UNSEEN, so a block passed over stays
+ * passed: each path gives the blocks of the one sorted order that are
+ * unseen when their turn comes. */
+static bool leaders_next(leaders_t *L, size_t *out) {
+    const scan_t *s = L->s;
+    if (L->order) {
+        while (L->r < L->nlead) {
+            size_t i = (size_t)(uint32_t)L->order[L->r++];
+            if (s->v[i] == UNSEEN) {
+                *out = i;
+                return true;
+            }
+        }
+        return false;
+    }
+    /* The run: unseen blocks in address order, the exceptions left out. */
+    for (; L->i < s->n; L->i++) {
+        if (L->xk < L->nx && L->xi[L->xk] == L->i) {
+            L->xk++;
+            continue;
+        }
+        if (s->v[L->i] == UNSEEN) break;
+    }
+    while (L->e < L->nx && s->v[(uint32_t)L->xs[L->e]] != UNSEEN) L->e++;
+    bool run = L->i < s->n, exc = L->e < L->nx;
+    if (!run && !exc) return false;
+    if (exc && (!run || L->xs[L->e] < (block_seq(s, L->i, &L->hint) << 32 | L->i))) {
+        *out = (uint32_t)L->xs[L->e++];
+        return true;
+    }
+    *out = L->i++;
+    return true;
+}
+
+static void leaders_free(leaders_t *L) {
+    free(L->order);
+    free(L->xi);
+    free(L->xs);
 }
 
 int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots, size_t nroots,
                              const ml_reach_io_t *io, uint8_t *verdict, ml_reach_stats_t *st) {
     size_t n = t->n;
-    uint64_t *order = NULL;
-    size_t nlead = 0;
+    leaders_t lead = {0};
     memset(st, 0, sizeof *st);
     memset(verdict, UNSEEN, n);
     if (!n) return 0;
@@ -1007,8 +1131,8 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
 
     /* 3. Leaders and their cliques, in the order valgrind's own addresses
      * would have: the order of allocation (below). */
-    /* What only the reading needed goes first: the order takes 8 bytes a
-     * lost block out of order, at the scan's peak. */
+    /* What only the reading needed goes first: the order may take 16
+     * bytes a lost block (leaders_init), at the scan's peak. */
     free(s.buf);
     free(s.reqs);
     free(s.span);
@@ -1023,10 +1147,8 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
     s.pg = NULL;
     s.heur = NULL;
     s.hs = NULL;
-    order = leader_order(&s, &nlead);
-    for (size_t r = 0; r < (order ? nlead : n); r++) {
-        size_t i = order ? (size_t)(uint32_t)order[r] : r;
-        if (verdict[i] != UNSEEN) continue;
+    leaders_init(&lead, &s);
+    for (size_t i; leaders_next(&lead, &i);) {
         verdict[i] = ML_REACH_DEFINITE;
         s.nwork = 0;
         if ((rc = push_work(&s, (uint32_t)i)) < 0) goto out;
@@ -1040,7 +1162,13 @@ int ml_reach_classify_blocks(const ml_reach_blocks_t *t, const ml_range_t *roots
                 if (to == i) continue;
                 if (verdict[to] == UNSEEN) {
                     verdict[to] = ML_REACH_INDIRECT;
-                    if ((rc = push_work(&s, to)) < 0) goto out;
+                    /* A block with no pointers has nothing to follow: not
+                     * stacked. A leader that holds millions of leaves (an
+                     * array of pointers to small blocks, lost) stacked
+                     * them all: 4 bytes each, and the stack's doubling. */
+                    uint32_t te, tend;
+                    (void)edges_of(&s, to, &te, &tend);
+                    if (te < tend && (rc = push_work(&s, to)) < 0) goto out;
                 } else if (verdict[to] == ML_REACH_DEFINITE) {
                     /* An earlier leader hangs off this one: it joins this clique
                      * (its own clique is already indirect). */
@@ -1067,7 +1195,7 @@ out:
     free(s.start);
     free(s.heur);
     free(s.hs);
-    free(order);
+    leaders_free(&lead);
     return rc;
 }
 
