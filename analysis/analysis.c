@@ -1276,32 +1276,34 @@ int64_t ml_analysis_live_reach_blocks(ml_analysis_t *a, ml_reach_blocks_t *t) {
     return (int64_t)t->n;
 }
 
-int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {
-    ml_live_block_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
+/* The live blocks in address order, walked once: each one's address and
+ * size into blocks[], or its sequence number into seqs[] (either NULL).
+ * Returns the count, or -ENOMEM. */
+static int64_t live_walk(const ml_analysis_t *a, ml_live_block_t *blocks, uint64_t *seqs) {
     ml__live_cursor_t cur;
-    if (!v || ml__live_cursor_init(&cur, &a->heap) < 0) {
-        free(v);
-        return -ENOMEM;
-    }
+    if (ml__live_cursor_init(&cur, &a->heap) < 0) return -ENOMEM;
     uint64_t n = 0;
     ml__block_t b;
-    while (n < a->heap.count && ml__live_next(&cur, &b)) v[n++] = (ml_live_block_t){b.ptr, b.size};
+    for (; n < a->heap.count && ml__live_next(&cur, &b); n++) {
+        if (blocks) blocks[n] = (ml_live_block_t){b.ptr, b.size};
+        if (seqs) seqs[n] = b.seq;
+    }
     ml__live_cursor_free(&cur);
-    *out = v; /* in address order already */
     return (int64_t)n;
+}
+
+int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {
+    ml_live_block_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
+    int64_t n = v ? live_walk(a, v, NULL) : -ENOMEM;
+    if (n < 0) free(v);
+    else *out = v; /* in address order already */
+    return n;
 }
 
 int64_t ml_analysis_live_seqs(const ml_analysis_t *a, uint64_t **out) {
     uint64_t *v = malloc((a->heap.count ? a->heap.count : 1) * sizeof *v);
-    ml__live_cursor_t cur;
-    if (!v || ml__live_cursor_init(&cur, &a->heap) < 0) {
-        free(v);
-        return -ENOMEM;
-    }
-    uint64_t n = 0;
-    ml__block_t b;
-    while (n < a->heap.count && ml__live_next(&cur, &b)) v[n++] = b.seq;
-    ml__live_cursor_free(&cur);
-    *out = v;
-    return (int64_t)n;
+    int64_t n = v ? live_walk(a, NULL, v) : -ENOMEM;
+    if (n < 0) free(v);
+    else *out = v;
+    return n;
 }
