@@ -90,12 +90,28 @@ void ml__session_reserve(ml_collector_t *c, uint32_t nprocs) {
     ml_atomic_store_release(&c->ctl->procs_cap, want);
 }
 
+/* The control file's name, /dev/shm/memlens-PID-RAND: RAND from getrandom,
+ * so that another user of /dev/shm cannot create the name first and keep
+ * memlens from starting; a name taken all the same (by chance, or by a
+ * file left behind) is drawn again, a few times. */
+#define CTL_NAME_TRIES 8
+
+static int create_ctl(ml_collector_t *c) {
+    int fd = -1;
+    for (int i = 0; i < CTL_NAME_TRIES; i++) {
+        uint32_t r;
+        if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
+            r = (uint32_t)(mono_ns() * 0x9e3779b97f4a7c15ull >> 32) ^ (uint32_t)i * 0x85ebca6bu;
+        snprintf(c->ctl_path, sizeof c->ctl_path, "/dev/shm/memlens-%d-%08" PRIx32, (int)getpid(), r);
+        fd = open(c->ctl_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd >= 0 || errno != EEXIST) break;
+    }
+    return fd;
+}
+
 int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
-    uint64_t r = mono_ns() ^ ((uint64_t)getpid() << 20);
-    snprintf(c->ctl_path, sizeof c->ctl_path, "/dev/shm/memlens-%d-%08" PRIx64, (int)getpid(),
-             r & 0xffffffffu);
     int rc = 0;
-    int fd = open(c->ctl_path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = create_ctl(c);
     if (fd < 0) {
         rc = -errno;
         snprintf(err, errlen, "cannot create %s: %s (memlens needs a writable /dev/shm)",

@@ -836,6 +836,21 @@ for i in 1 2 3; do /bin/true; done; echo bg-done >&2; touch bg.done) & echo $! >
     "$ML" run -q -o s.mlt -- "$FX" > /dev/null 2>&1
     check "other files in /dev/shm are left alone" test -e /dev/shm/memlens-notours
     rm -f /dev/shm/memlens-notours
+    # Another user creates the control file's name first (they guessed
+    # RAND: it came from the clock and the PID, which anyone can read).
+    # memlens refused to start ("cannot create /dev/shm/memlens-...: File
+    # exists", status 1, the program never ran). RAND now comes from
+    # getrandom and a taken name is drawn again.
+    rm -f squat.txt
+    FX_CTLSQUAT_OUT=$PWD/squat.txt LD_PRELOAD="$B/libfxctlsquat.so" "$ML" run -o squat.mlt -- "$FX" \
+        > /dev/null 2> squat.err
+    st=$?
+    squatted=$(cat squat.txt 2> /dev/null)
+    check "the control file's name taken first ($squatted): memlens ends as the program (status $st; $(head -c 200 squat.err))" \
+        test -n "$squatted" -a "$st" -eq 7
+    check "... with the program's summary" has squat.err "leaked 2.9 KiB in 3 blocks"
+    check "... and the other user's file is left as it was" test -f "$squatted" -a ! -s "$squatted"
+    rm -f "$squatted" squat.mlt
 
     # Another user who sees root's control file appear in /dev/shm (anyone
     # may list and write there) creates the rings' names first. They were
