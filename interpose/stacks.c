@@ -208,10 +208,12 @@ static uint32_t *vnode_parent;
 /* Table                                                                     */
 /* ------------------------------------------------------------------------- */
 
+#define TABLE_HUGE_MIN ((uint64_t)8 << 20)
 static node_table_t *table_new(uint64_t cap) {
     uint64_t bytes = sizeof(node_table_t) + cap * sizeof(node_entry_t);
     node_table_t *t = ml__raw_alloc(bytes);
     if (!t) return NULL;
+    if (bytes >= TABLE_HUGE_MIN) syscall(SYS_madvise, t, bytes, MADV_HUGEPAGE);
     t->cap = cap;
     t->bytes = bytes;
     return t;
@@ -373,6 +375,92 @@ static uint32_t node_insert(uint32_t parent, uint64_t pc) {
 out:
     ml__spin_unlock(&lock);
     return id;
+}
+
+/* A run of new frames (strided, so that both callers' layouts fit): frame
+ * k's pc at pc0 + k * pc_step bytes, its id written at id0 + k * id_step. */
+typedef struct {
+    const char *pc0;
+    ptrdiff_t pc_step;
+    char *id0;
+    ptrdiff_t id_step;
+} run_t;
+
+static inline uint64_t run_pc(const run_t *r, int k) {
+    uint64_t pc;
+    memcpy(&pc, r->pc0 + k * r->pc_step, sizeof pc);
+    return pc;
+}
+
+static inline void run_set_id(const run_t *r, int k, uint32_t id) {
+    memcpy(r->id0 + k * r->id_step, &id, sizeof id);
+}
+
+#define RUN_AHEAD 8 /* slots prefetched ahead of the insert */
+
+/* Interns frames 0..n) of r, outermost first, below `parent`, after a
+ * lookup of frame 0 missed: under one hold of the lock, the frames another
+ * thread interned meanwhile are found, and from the first that is missing
+ * on, every later frame is missing too (its parent is new), so they are
+ * inserted without a lookup. Their ids come in order, so each one's key,
+ * and its slot, is known before the first insert: the slots are prefetched
+ * RUN_AHEAD inserts ahead, and the cache misses of a deep new path overlap
+ * instead of following one another (a binary recursion to 2^20 leaves, 40
+ * frames deep: 10.5 M nodes). Returns how many frames got ids: fewer than
+ * n when the table cannot grow. */
+static int node_insert_run(uint32_t parent, const run_t *r, int n) {
+    ml__spin_lock(&lock);
+    node_table_t *t = ml_atomic_load_acquire(&table);
+    int i = 0;
+    for (; i < n; i++) {
+        uint32_t id = table_find(t, parent, run_pc(r, i));
+        if (!id) break;
+        run_set_id(r, i, id);
+        parent = id;
+    }
+    int m = n - i;
+    if (m > 0 && (t->count + (uint64_t)m) * 4 > t->cap * 3) {
+        node_table_t *g = table_grow(t, (uint64_t)m);
+        if (!g) {
+            /* No room for the whole run: one at a time, as far as it goes. */
+            ml__spin_unlock(&lock);
+            for (; i < n; i++) {
+                uint32_t id = node_insert(parent, run_pc(r, i));
+                if (!id) break;
+                run_set_id(r, i, id);
+                parent = id;
+            }
+            return i;
+        }
+        t = g;
+    }
+    if (m > 0) {
+        uint64_t mask = t->cap - 1;
+        uint32_t first = ml_atomic_add_relaxed(&next_id, (uint32_t)m) + 1;
+        for (int k = 0; k < m && k < RUN_AHEAD; k++)
+            __builtin_prefetch(&t->e[slot_of(k ? first + (uint32_t)k - 1 : parent, run_pc(r, i + k)) & mask], 1);
+        for (int k = 0; k < m; k++) {
+            if (k + RUN_AHEAD < m)
+                __builtin_prefetch(&t->e[slot_of(first + (uint32_t)(k + RUN_AHEAD) - 1, run_pc(r, i + k + RUN_AHEAD)) &
+                                         mask],
+                                   1);
+            uint32_t id = first + (uint32_t)k;
+            uint64_t pc = run_pc(r, i + k);
+            if (vnode_pc && id < VERIFY_NODES) {
+                vnode_pc[id] = pc;
+                vnode_parent[id] = parent;
+            }
+            ml__emit(ML_EV_NODE, 0, 0, pc, parent, id);
+            table_put(t, id, parent, pc);
+            if (!pc_in_modules(pc) && ml_atomic_load_relaxed(&ml__modcheck) <= 0)
+                ml_atomic_store_relaxed(&ml__modcheck, 1);
+            run_set_id(r, i + k, id);
+            parent = id;
+        }
+        i = n;
+    }
+    ml__spin_unlock(&lock);
+    return i;
 }
 
 static inline uint32_t node_get(uint32_t parent, uint64_t pc) {
@@ -675,13 +763,21 @@ static uint32_t intern_pcs(stack_cache_t *c, void *const *pcs, int n, uint8_t *f
         memmove(&c->id[n - k], &c->id[c->n - k], (size_t)k * sizeof c->id[0]);
     }
     for (int i = n - 1 - k; i >= 0; i--) {
-        uint32_t id = node_get(parent, (uint64_t)pcs[i]);
+        uint32_t id = table_find(ml_atomic_load_acquire(&table), parent, (uint64_t)pcs[i]);
         if (!id) {
-            /* The table is full: keep the outer part, flag the cut. */
-            ml_atomic_add_relaxed(&ml__ring->truncated, 1);
-            *flags |= ML_EVF_TRUNCATED;
-            c->n = 0;
-            return parent;
+            /* New from here on (mostly): the rest in one run, leaf last. */
+            run_t r = {(const char *)&pcs[i], -(ptrdiff_t)sizeof pcs[0], (char *)&c->id[i], -(ptrdiff_t)sizeof c->id[0]};
+            int got = node_insert_run(parent, &r, i + 1);
+            for (int q = 0; q < got; q++) c->pc[i - q] = (uint64_t)pcs[i - q];
+            if (got) parent = c->id[i - got + 1];
+            if (got < i + 1) {
+                /* The table is full: keep the outer part, flag the cut. */
+                ml_atomic_add_relaxed(&ml__ring->truncated, 1);
+                *flags |= ML_EVF_TRUNCATED;
+                c->n = 0;
+                return parent;
+            }
+            break;
         }
         c->pc[i] = (uint64_t)pcs[i];
         c->id[i] = id;
@@ -848,8 +944,16 @@ static inline int64_t walk_leaf(thread_state_t *ts, int kept, uint8_t *flags) {
         return e->id[0];
     }
     for (uint32_t i = pk; i < nprog; i++) {
-        uint32_t id = node_get(parent, st->f[i].pc);
-        if (!id) goto full;
+        uint32_t id = table_find(ml_atomic_load_acquire(&table), parent, st->f[i].pc);
+        if (!id) {
+            /* New from here on (mostly): the rest in one run. */
+            run_t r = {(const char *)&st->f[i].pc, sizeof st->f[0], (char *)&st->f[i].id, sizeof st->f[0]};
+            int got = node_insert_run(parent, &r, (int)(nprog - i));
+            for (int k = 0; k < got; k++) st->f[i + (uint32_t)k].flags |= ID_KNOWN;
+            if (got) parent = st->f[i + (uint32_t)got - 1].id;
+            if (got < (int)(nprog - i)) goto full;
+            break;
+        }
         st->f[i].id = parent = id;
         st->f[i].flags |= ID_KNOWN;
     }
