@@ -269,7 +269,11 @@ void ml__adv_observe(void *ctx, const ml_sim_op_t *ops, size_t n) {
                 if (st->thread == op->thread + 1u) {
                     chain = st->chain + 1;
                     g->chain_steps++;
-                    g->chain_copy += st->old_size;
+                    /* The allocator copied only if the block moved: glibc
+                     * grows a block in place when the memory after it is
+                     * free (the top of the heap), and the recorded
+                     * addresses say so. Unknown addresses count as moved. */
+                    if (!st->old_ptr || st->old_ptr != op->ptr) g->chain_copy += st->old_size;
                     if (size > st->old_size) {
                         uint64_t d = size - st->old_size, small = st->old_size / 8 > 64 ? st->old_size / 8 : 64;
                         g->growth_sum += d;
@@ -308,7 +312,7 @@ void ml__adv_observe(void *ctx, const ml_sim_op_t *ops, size_t n) {
             }
             if (op->flags & ML_SIM_F_REALLOC) {
                 *st = (ml__adv_chain_stash_t){.chain = A->id_chain[id], .thread = op->thread + 1u,
-                                              .old_size = op->size};
+                                              .old_size = op->size, .old_ptr = op->ptr};
             } else {
                 chain_end(A, id);
             }

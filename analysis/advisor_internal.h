@@ -52,6 +52,7 @@ typedef struct {
     uint32_t chain;
     uint32_t thread; /* + 1 */
     uint64_t old_size;
+    uint64_t old_ptr; /* the recorded address of the old block (0: unknown) */
 } ml__adv_chain_stash_t;
 
 typedef struct {

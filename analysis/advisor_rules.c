@@ -483,12 +483,13 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
         strategy = "reserve_capacity";
         snprintf(msg, sizeof msg,
                  "%s grows a buffer with realloc in small steps (%s reallocs in chains of up to %llu, +%s "
-                 "per step on average; up to %s copied). Reserve the final size up front, or grow the "
+                 "per step on average; %s%s%s). Reserve the final size up front, or grow the "
                  "capacity geometrically (double it when it is full, as std::vector does): in the replay %s "
                  "of the reallocs go away.",
                  name, fmtn(g->chain_steps, n1), (unsigned long long)g->chain_max,
-                 fmtb(g->chain_steps ? g->growth_sum / g->chain_steps : 0, b2), fmtb(g->chain_copy, b1),
-                 fmtn(avoided, n2));
+                 fmtb(g->chain_steps ? g->growth_sum / g->chain_steps : 0, b2),
+                 g->chain_copy ? "up to " : "the allocator grew the block in place each time, nothing was copied",
+                 g->chain_copy ? fmtb(g->chain_copy, b1) : "", g->chain_copy ? " copied" : "", fmtn(avoided, n2));
         ev.finding = ML_FINDING_CHAINS;
         ev.chains.realloc_calls = g->reallocs;
         ev.chains.chains = g->chains;

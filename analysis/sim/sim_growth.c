@@ -7,7 +7,10 @@
  * stays. One that does not fit moves to a block of max(size, capacity *
  * factor), as std::vector and git's ALLOC_GROW do. The block sizes the
  * inner policy sees are the capacities, so the memory the reserve costs is
- * counted too. Counts the reallocs and the bytes of copying avoided.
+ * counted too. Counts the reallocs and the bytes of copying avoided: the
+ * bytes of an avoided realloc count only when the program's allocator moved
+ * the block (the recorded addresses differ, or are unknown); a realloc it
+ * grew in place copied nothing, so reserving saves the call alone.
  */
 #include "sim_internal.h"
 
@@ -16,6 +19,7 @@
 typedef struct {
     uint32_t inner, thread; /* thread + 1; 0 = empty */
     uint64_t size;          /* bytes in use when it was "freed" by the realloc */
+    uint64_t ptr;           /* its recorded address (0: unknown) */
 } pending_t;
 
 typedef struct {
@@ -77,7 +81,9 @@ static int growth_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *add
         st->thread = 0;
         if (op->size <= g->cap[st->inner]) { /* fits the reserve: nothing happens */
             g->avoided++;
-            g->avoided_bytes += st->size;
+            /* A copy is avoided only where the program's allocator moved
+             * the block; one it grew in place copied nothing. */
+            if (!st->ptr || st->ptr != op->ptr) g->avoided_bytes += st->size;
             j = st->inner;
         } else {
             uint64_t c = (uint64_t)((double)g->cap[st->inner] * g->factor);
@@ -106,7 +112,8 @@ static void growth_free(ml_sim_policy_t *p, uint32_t id) {
     if (op && (op->flags & ML_SIM_F_REALLOC)) {
         pending_t *st = &g->stash[op->thread % GROWTH_STASH];
         if (st->thread) inner_release(g, st->inner);
-        *st = (pending_t){.inner = j, .thread = op->thread + 1u, .size = p->ids[id].req - 1};
+        *st = (pending_t){.inner = j, .thread = op->thread + 1u, .size = p->ids[id].req - 1,
+                             .ptr = op->ptr};
         return;
     }
     inner_release(g, j);

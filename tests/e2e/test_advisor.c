@@ -17,6 +17,7 @@ typedef struct {
     const ml_suggestion_t *s;
     size_t n;
     char trace[4096];
+    char out[512]; /* the fixture's stdout under memlens */
 } adv_run_t;
 
 /* The evidence as the JSON report writes it. */
@@ -39,6 +40,7 @@ static void advise(const char *fixture, adv_run_t *r) {
     h_run_t run;
     h_run(&run, argv);
     cr_assert_eq(run.status, 0, "%s: memlens run exited %d: %s", fixture, run.status, run.err);
+    snprintf(r->out, sizeof r->out, "%s", run.out ? run.out : "");
     h_run_free(&run);
     char err[1024] = "";
     cr_assert_eq(ml_analysis_new(&r->a), 0);
@@ -157,6 +159,40 @@ Test(advisor, byte_by_byte_realloc_gets_reserve_capacity, .timeout = 300) {
     cr_expect_geq(e->chains.longest_chain, 19999);
     cr_expect_gt(e->chains.reallocs_avoided, e->chains.realloc_steps / 2);
     expect_evidence(s, ML_FINDING_CHAINS);
+    done(&r);
+}
+
+/* Bytes copied are the reallocs that moved the block, as the recorded
+ * addresses say: glibc grows grow_alone's buffer in place at the top of the
+ * heap (nothing copied, yet the replay used to count every step's old size,
+ * 76 MiB), while grow_among's kept notes make some steps move. The fixture
+ * counts its own moves from the pointers realloc returns: the oracle. */
+Test(advisor, reserve_capacity_counts_only_the_copies_the_allocator_made, .timeout = 300) {
+    adv_run_t r;
+    advise("fx_adv_inplace", &r);
+    unsigned long moved[2], copied[2];
+    cr_assert_eq(sscanf(r.out, "alone moved %lu copied %lu among moved %lu copied %lu", &moved[0], &copied[0],
+                        &moved[1], &copied[1]),
+                 4, "fixture output: %s", r.out);
+    cr_expect_lt(moved[0], 10, "glibc grows a lone buffer in place: %s", r.out);
+    cr_expect_gt(moved[1], 0, "the notes make the buffer move: %s", r.out);
+    const char *fn[2] = {"grow_alone", "grow_among"};
+    for (int i = 0; i < 2; i++) {
+        const ml_suggestion_t *s = find(&r, "reserve_capacity", fn[i]);
+        cr_assert(s, "no reserve_capacity for %s (%zu suggestions)", fn[i], r.n);
+        const ml_site_evidence_t *e = &s->evidence.site;
+        expect_evidence(s, ML_FINDING_CHAINS);
+        cr_expect_eq(e->chains.realloc_steps, 5 * 1999, "%s", fn[i]);
+        cr_expect_eq(e->chains.bytes_copied_at_most, copied[i], "%s: copied %llu, the program saw %lu", fn[i],
+                     (unsigned long long)e->chains.bytes_copied_at_most, copied[i]);
+        cr_expect_leq(e->chains.bytes_not_copied, e->chains.bytes_copied_at_most, "%s", fn[i]);
+        cr_expect_gt(e->chains.reallocs_avoided, e->chains.realloc_steps / 2, "%s", fn[i]);
+        if (!copied[i])
+            cr_expect(strstr(s->message, "grew the block in place each time, nothing was copied"), "%s",
+                      s->message);
+        else
+            cr_expect_null(strstr(s->message, "nothing was copied"), "%s", s->message);
+    }
     done(&r);
 }
 
