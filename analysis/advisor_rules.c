@@ -436,7 +436,11 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
         break;
     }
     case ML__ADV_ARENA:
-        if (saving < 0) return;
+        /* The gain is the calls. A cost below the minimum saving is the
+         * arena's rounding (a batch of a few hundred bytes takes a page of
+         * its 64 KiB chunk), noise as for stack and reuse_buffer: it is
+         * said, not a reason to stay silent. A real cost is. */
+        if (saving < -(int64_t)min_saving) return;
         strategy = "arena";
         snprintf(msg, sizeof msg,
                  "%s allocates its blocks in batches that are freed together (%llu batches of %llu blocks on "
@@ -445,8 +449,11 @@ void ml__adv_decide(ml_advice_t *adv, const ml__adv_t *A, ml__adv_cand_t *cands,
                  "%s calls to malloc and free go away%s%s.",
                  name, (unsigned long long)g->pure_gens,
                  (unsigned long long)(g->pure_gens ? g->pure_blocks / g->pure_gens : 0), fmtn(2 * g->pure_blocks, n1),
-                 !priced ? "" : save ? " and the replayed peak drops by " : ", at no cost in peak memory",
-                 save ? fmtb(save, b1) : "");
+                 !priced  ? ""
+                 : save   ? " and the replayed peak drops by "
+                 : saving ? " and the replayed peak grows by "
+                          : ", at no cost in peak memory",
+                 save ? fmtb(save, b1) : priced && saving ? fmtb((uint64_t)-saving, b1) : "");
         ev.finding = ML_FINDING_BATCHES;
         ev.batches.batches = g->pure_gens;
         ev.batches.blocks_in_batches = g->pure_blocks;

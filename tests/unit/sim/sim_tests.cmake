@@ -7,7 +7,7 @@ foreach(t test_fit test_classes test_buddy test_slab test_bitmap_arena test_repl
 endforeach()
 
 # --- the advisor end to end: fixture programs with known behaviour --------------
-set(ML_ADV_FIXTURES fx_adv_slab fx_adv_realloc fx_adv_inplace fx_adv_temp fx_adv_lifetimes fx_adv_clean fx_adv_arena)
+set(ML_ADV_FIXTURES fx_adv_slab fx_adv_realloc fx_adv_inplace fx_adv_tokens fx_adv_temp fx_adv_lifetimes fx_adv_clean fx_adv_arena)
 foreach(fx ${ML_ADV_FIXTURES})
   add_executable(${fx} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/fixtures/${fx}.c)
   target_compile_options(${fx} PRIVATE -O0 -g -fno-builtin)
