@@ -610,7 +610,9 @@ void ml__adv_decide_tuning(ml_advice_t *adv, const ml__adv_t *A) {
     snprintf(s->message, sizeof s->message,
              "The program's allocator kept live blocks on %s of pages at the peak%s%s%s, while a %s "
              "allocator replaying the same allocations needs %s. Try a size-class allocator (jemalloc or "
-             "mimalloc, e.g. through LD_PRELOAD), or tune glibc: %smalloc_trim(0) after the peak, "
+             "mimalloc, e.g. through LD_PRELOAD; jemalloc with MALLOC_CONF=dirty_decay_ms:0,muzzy_decay_ms:0, "
+             "as the replay gives a page back once it holds no live block: by default jemalloc keeps freed "
+             "pages for seconds, and its peak can exceed glibc's), or tune glibc: %smalloc_trim(0) after the peak, "
              "M_TRIM_THRESHOLD and M_MMAP_THRESHOLD (mallopt or GLIBC_TUNABLES) for large blocks.",
              fmtb(real->peak_footprint, b1), real->os_held_peak ? " (" : "",
              real->os_held_peak ? fmtb(real->os_held_peak, b2) : "",
