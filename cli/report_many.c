@@ -5,7 +5,8 @@
  * (analysis/ml_merge.h) and freed, so memory holds one process's analysis
  * at a time plus the merged sites. A directory stands for every `*.mlt`
  * file in it (not in its subdirectories), in name order; `memlens run
- * --follow-fork -o DIR/run.mlt` puts a process tree's traces there.
+ * --follow-fork -o DIR/run.mlt` puts a process tree's traces there (with
+ * `-o DIR/run`, the root's trace is DIR/run: add_roots takes it too).
  *
  * Errors follow the single-trace rules: a file that is not a trace, or
  * cannot be read, stops the report (exit 1) and names the file; so does a
@@ -19,12 +20,14 @@
 #include "ml_merge.h"
 #include "ml_report_html.h"
 #include "ml_report_merge.h"
+#include "ml_trace_format.h"
 #include "ml_trace_io.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +61,49 @@ static void paths_free(paths_t *p) {
 
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Whether path is a regular file that starts with a trace's magic. */
+static bool is_trace_file(const char *path) {
+    struct stat st;
+    if (stat(path, &st) < 0 || !S_ISREG(st.st_mode)) return false;
+    FILE *f = fopen(path, "rbe");
+    if (!f) return false;
+    char magic[ML_TRACE_MAGIC_LEN];
+    bool yes = fread(magic, 1, sizeof magic, f) == sizeof magic && !memcmp(magic, ML_TRACE_MAGIC, sizeof magic);
+    fclose(f);
+    return yes;
+}
+
+/* The root of a followed tree whose trace was named without ".mlt" (`memlens
+ * run --follow-fork -o DIR/run`): the collector names the others run.PID.mlt
+ * and run.PID.N.mlt (collector/discover.c), and "run" itself was left out of
+ * the directory's report without a word. For each out->v[first...] named
+ * STEM.PID.mlt or STEM.PID.N.mlt whose DIR/STEM is a trace file not named
+ * *.mlt, that file is added, once. Returns 0 or -ENOMEM. */
+static int add_roots(const char *dir, paths_t *out, size_t first) {
+    size_t dl = strlen(dir), end = out->n;
+    for (size_t i = first; i < end; i++) {
+        const char *name = out->v[i] + dl + 1;
+        size_t stem = strlen(name) - 4; /* less ".mlt" */
+        for (int parts = 0; parts < 2; parts++) { /* less ".PID", then ".N" and ".PID" */
+            size_t k = stem;
+            while (k > 0 && name[k - 1] >= '0' && name[k - 1] <= '9') k--;
+            if (k == stem || k < 2 || name[k - 1] != '.') break;
+            stem = k - 1;
+            char *root;
+            if (asprintf(&root, "%s/%.*s", dir, (int)stem, name) < 0) return -ENOMEM;
+            size_t rl = strlen(root);
+            bool skip = rl >= 4 && !strcmp(root + rl - 4, ".mlt"); /* listed already */
+            for (size_t j = first; !skip && j < out->n; j++) skip = !strcmp(out->v[j], root);
+            if (skip || !is_trace_file(root)) {
+                free(root);
+                continue;
+            }
+            if (push(out, root) < 0) return -ENOMEM;
+        }
+    }
+    return 0;
 }
 
 /* Appends the regular files named *.mlt in dir, in name order. Returns
@@ -99,6 +145,7 @@ static long expand_dir(const char *dir, paths_t *out, bool quiet) {
         rc = push(out, path);
     }
     closedir(d);
+    if (rc == 0) rc = add_roots(dir, out, first);
     if (rc < 0) {
         ml_cli_error("out of memory");
         return -1;

@@ -475,6 +475,8 @@ def test(w):
     os.mkfifo(os.path.join(odd, "pipe.mlt"))
     os.mkdir(os.path.join(odd, "sub.mlt"))
     os.symlink(os.path.join(w, "no-such-file"), os.path.join(odd, "gone.mlt"))
+    with open(os.path.join(odd, "run"), "w") as f:  # the traces' stem, but no trace
+        f.write("notes\n")
     r = run(["report", odd, "--no-advisor"])
     plain = run(["report", tree, "--no-advisor"])
     eq(r.returncode, 0, "a folder with a FIFO, a directory and a dangling link named *.mlt: exit 0 (%s)" %
@@ -486,6 +488,22 @@ def test(w):
     eq(r.stdout.replace(odd, tree), plain.stdout, "the folder's report, the odd entries left out")
     r = run(["report", "-q", odd, "--no-advisor"])
     eq(r.stderr, "", "-q: nothing said of them")
+    # A tree recorded as `-o DIR/run`, without ".mlt": its root's trace is
+    # DIR/run, the others DIR/run.PID.mlt. The folder's report left the root
+    # out without a word (3 processes, the parent's allocations lost).
+    bare = os.path.join(w, "bare")
+    os.mkdir(bare)
+    r = run(["run", "-q", "--follow-fork", "-o", os.path.join(bare, "run"), "--", FX])
+    eq(r.returncode, 0, "memlens run -o DIR/run: exit (stderr %s)" % r.stderr.strip())
+    eq(sorted(t for t in os.listdir(bare) if not t.endswith(".mlt")), ["run"], "the root's trace is DIR/run")
+    bdoc = report_json([bare], os.path.join(w, "bare.json"))
+    bprocs = bdoc.get("processes", [])
+    eq([os.path.basename(p["trace"]) for p in bprocs][:1] + sorted(os.path.basename(p["trace"])[:4] for p in bprocs[1:]),
+       ["run", "run.", "run.", "run."], "-o DIR/run: the root and its three children are reported")
+    eq([p["parent_trace"] for p in bprocs[:1]], [None], "-o DIR/run: the root comes first")
+    eq([(p["alloc_calls"], p["bytes_allocated"]) for p in bprocs], [(1, 500), (1, 1000), (3, 4777), (4, 9333)],
+       "-o DIR/run: each process's calls and bytes (the fixture's)")
+    eq((bdoc["totals"]["alloc_calls"], bdoc["totals"]["bytes_allocated"]), (9, 15610), "-o DIR/run: merged calls and bytes")
     r = run(["report", tree, os.path.join(tree, "run.mlt")])
     eq(r.returncode, 1, "a trace given twice: exit 1")
     check("given twice" in r.stderr, "a trace given twice says so: %s" % r.stderr.strip())
