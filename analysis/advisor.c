@@ -139,6 +139,16 @@ static budget_t budget_of(const ml_advisor_opts_t *o) {
     b.known = true;
     b.live = t->peak_blocks > t->heap_blocks ? t->peak_blocks : t->heap_blocks;
     b.ops = t->alloc_calls + t->free_calls;
+    if (t->sample_bytes && t->alloc_calls) {
+        /* The replay runs the recorded samples, while the block and free
+         * counts are the estimates (each sample weighs 1 / its chance):
+         * the samples' share of the estimated calls scales them back. */
+        uint64_t raw = 0;
+        for (int k = ML_KIND_MALLOC; k < ML_KIND_FREE; k++) raw += t->calls_by_kind[k];
+        double share = (double)raw / (double)t->alloc_calls;
+        b.live = (uint64_t)((double)b.live * (share < 1 ? share : 1) + 0.5);
+        b.ops = t->alloc_calls + t->calls_by_kind[ML_KIND_FREE];
+    }
     b.bytes = o->budget_bytes ? o->budget_bytes : ML_ADVISOR_BUDGET_BYTES;
     b.ops_budget = o->budget_ops ? o->budget_ops : ML_ADVISOR_BUDGET_OPS;
     b.units_x2 = b.ops ? 2 * b.ops_budget / b.ops : UINT64_MAX;

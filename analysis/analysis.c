@@ -244,10 +244,10 @@ ml_live_split_t ml_analysis_live_split(const ml_analysis_t *a) {
     while (ml__live_next(&cur, e)) {
         if (s.scanned && e->reach == ML_REACH_REACHABLE) {
             s.reachable_bytes += e->size;
-            s.reachable_blocks++;
+            s.reachable_blocks += ml__block_count(a, e->size);
         } else {
             s.lost_bytes += e->size;
-            s.lost_blocks++;
+            s.lost_blocks += ml__block_count(a, e->size);
         }
     }
     ml__live_cursor_free(&cur);
@@ -693,24 +693,49 @@ static void worst_check(ml_analysis_t *a, uint32_t time_ms) {
     if (w > a->mom[1].page_waste || !a->mom[1].set) moment_set(a, &a->mom[1], time_ms);
 }
 
+/* In a sampled trace a block is kept with its weighted size z = w * s
+ * (on_alloc), w = 1 / (1 - exp(-s/T)); it stands for w allocations, as its
+ * call and its bytes do. The block's counts (live, at the peak, leaked,
+ * freed) add w, rounded to a whole number, recovered from z alone so that
+ * its allocation and its end add and take the same: h(s) = s / (1 -
+ * exp(-s/T)) grows with s, and is solved for s by bisection. They added 1
+ * per sampled block: 6 blocks "live at the peak" of 6,147 estimated calls
+ * and 393,408 estimated bytes of 64-byte blocks (pprof's peak_objects, the
+ * JSON's peak_blocks), where the unsampled run had 10,000. */
+uint64_t ml__block_count(const ml_analysis_t *a, uint64_t size) {
+    uint64_t period = a->t.sample_bytes;
+    if (!period) return 1;
+    double t = (double)period, z = (double)size;
+    if (z <= t + 0.5) return z < 1.5 ? 1 : (uint64_t)llround(z); /* s <= 1 byte: w = z / s */
+    double lo = 1.0, hi = z;
+    for (int i = 0; i < 64 && hi - lo > 1e-9 * hi; i++) {
+        double mid = (lo + hi) / 2;
+        if (mid / -expm1(-mid / t) < z) lo = mid;
+        else hi = mid;
+    }
+    double w = z / ((lo + hi) / 2);
+    return w < 1.5 ? 1 : (uint64_t)llround(w);
+}
+
 /* A block leaves the live set: freed, moved by realloc, or replaced. */
 static void block_gone(ml_analysis_t *a, ml__block_t *e, uint32_t time_ms, bool count_life) {
     ml__stack_stats_t *st = &a->stats[e->stack < a->nstats ? e->stack : 0];
     stat_touch(a, st);
+    uint64_t count = ml__block_count(a, e->size);
     st->live_bytes -= e->size;
-    st->live_blocks--;
+    st->live_blocks -= count;
     if (count_life) {
         uint64_t life = time_ms >= e->time_ms ? time_ms - e->time_ms : 0;
         uint32_t k = log2_bucket(life);
         a->hist.life_count[k]++;
         if (k > a->hist.life_last) a->hist.life_last = k;
-        st->freed++;
+        st->freed += count;
         st->life_sum += life;
         if (life > st->life_max) st->life_max = life;
         st->life_mask |= 1ull << (k > 63 ? 63 : k);
     }
     a->t.heap_bytes -= e->size;
-    a->t.heap_blocks--;
+    a->t.heap_blocks -= count;
     pages_block(a, e, false);
     grave_add(a, &a->mom[0], e);
     grave_add(a, &a->mom[1], e);
@@ -727,9 +752,9 @@ static void heap_add_light(ml_analysis_t *a, const ml__block_t *b, uint32_t time
     }
     if (existed) {
         a->t.heap_bytes -= old.size;
-        a->t.heap_blocks--;
+        a->t.heap_blocks -= ml__block_count(a, old.size);
     }
-    a->t.heap_blocks++;
+    a->t.heap_blocks += ml__block_count(a, b->size);
     a->t.heap_bytes += b->size;
     if (a->t.heap_bytes > a->t.peak_bytes) {
         a->t.peak_bytes = a->t.heap_bytes;
@@ -752,9 +777,10 @@ static void heap_add(ml_analysis_t *a, const ml__block_t *b, uint32_t time_ms) {
     if (existed) block_gone(a, &old, time_ms, false); /* a missed free: replace */
     ml__stack_stats_t *st = &a->stats[b->stack < a->nstats ? b->stack : 0];
     stat_touch(a, st);
+    uint64_t count = ml__block_count(a, b->size);
     st->live_bytes += b->size;
-    st->live_blocks++;
-    a->t.heap_blocks++;
+    st->live_blocks += count;
+    a->t.heap_blocks += count;
     a->t.heap_bytes += b->size;
     pages_block(a, b, true);
     if (a->t.heap_bytes > a->t.peak_bytes) {
@@ -859,14 +885,22 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
         return;
     }
     a->seq++;
+    /* A sampled block's free stands for as many frees as its allocation
+     * stands for allocations (counted as 1 above, before the block was
+     * known). */
+    uint64_t count = ml__block_count(a, e->size);
+    if (kind == ML_KIND_FREE) {
+        t->free_calls += count - 1;
+        if (th) th->free_calls += count - 1;
+    }
     /* heaptrack's temporary: freed by the very next heap event after its
      * allocation, by free() or by a realloc that moves or resizes it. Any
      * free in between, as any allocation, ends the chance. */
     bool was_live = a->last_alloc_live, was_last = was_live && a->last_alloc_ptr == r->u.alloc.ptr;
     if (was_last) {
-        t->temporary_allocs++;
-        if (e->stack < a->nstats) a->stats[e->stack].temporary++;
-        if (th) th->temporary++;
+        t->temporary_allocs += count;
+        if (e->stack < a->nstats) a->stats[e->stack].temporary += count;
+        if (th) th->temporary += count;
     }
     a->last_alloc_live = false;
     if (kind != ML_KIND_FREE && r->thread < ML__MAX_THREADS) {
@@ -879,7 +913,7 @@ static void on_free(ml_analysis_t *a, const ml_record_t *r) {
     }
     if (a->light) {
         a->t.heap_bytes -= e->size;
-        a->t.heap_blocks--;
+        a->t.heap_blocks -= ml__block_count(a, e->size);
         return;
     }
     block_gone(a, e, r->time_ms, true);
@@ -897,10 +931,13 @@ static void on_realloc_fail(ml_analysis_t *a, const ml_record_t *r) {
      * failed realloc is no heap event (heaptrack records none): if nothing
      * happened since, the last allocation keeps its chance. */
     if (st->temporary) {
-        if (a->t.temporary_allocs) a->t.temporary_allocs--;
-        if (b.stack < a->nstats && a->stats[b.stack].temporary) a->stats[b.stack].temporary--;
+        uint64_t n = ml__block_count(a, b.size);
+#define ML__TAKE(x) ((x) -= (x) < n ? (x) : n)
+        ML__TAKE(a->t.temporary_allocs);
+        if (b.stack < a->nstats) ML__TAKE(a->stats[b.stack].temporary);
         ml__thread_t *th = thread_of(a, r->thread);
-        if (th && th->temporary) th->temporary--;
+        if (th) ML__TAKE(th->temporary);
+#undef ML__TAKE
     }
     if (st->seq == a->seq) a->last_alloc_live = st->was_live;
     if (a->light) {
@@ -911,7 +948,8 @@ static void on_realloc_fail(ml_analysis_t *a, const ml_record_t *r) {
     grave_undo(&a->mom[1], &b);
     /* The failed realloc counted the block's end of life; undo the count. */
     ml__stack_stats_t *ss = &a->stats[b.stack < a->nstats ? b.stack : 0];
-    if (ss->freed) ss->freed--;
+    uint64_t count = ml__block_count(a, b.size);
+    ss->freed -= ss->freed < count ? ss->freed : count;
     a->seq++;
     heap_add(a, &b, r->time_ms);
     tl_update(a, r->time_ms);
@@ -1290,6 +1328,10 @@ static int64_t live_walk(const ml_analysis_t *a, ml_live_block_t *blocks, uint64
     }
     ml__live_cursor_free(&cur);
     return (int64_t)n;
+}
+
+uint64_t ml_analysis_live_count(const ml_analysis_t *a) {
+    return a->heap.count;
 }
 
 int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out) {

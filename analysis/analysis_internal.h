@@ -174,6 +174,10 @@ struct ml_analysis_s;
 /* analysis.c: the live set and map to the smallest tables that hold them (at the
  * end record, and after restoring a snapshot). */
 void ml__shrink_live(struct ml_analysis_s *a);
+/* analysis.c: how many allocations a live block stands for: 1, or in a
+ * sampled trace its sample's weight (the block's size is the weighted one),
+ * rounded to a whole number. */
+uint64_t ml__block_count(const struct ml_analysis_s *a, uint64_t size);
 
 /* ------------------------------------------------------------------------- */
 /* Stacks                                                                    */

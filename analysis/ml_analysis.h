@@ -248,6 +248,9 @@ typedef struct {
 /** Copies the blocks live now, sorted by address, into a malloc'd array
  * (*out, free() it). Returns the count, or -ENOMEM. */
 int64_t ml_analysis_live_blocks(const ml_analysis_t *a, ml_live_block_t **out);
+/** How many blocks the live set holds: recorded blocks, one each (in a
+ * sampled trace, totals.heap_blocks is their estimate of the heap's). */
+uint64_t ml_analysis_live_count(const ml_analysis_t *a);
 
 /** Their allocation sequence numbers (the order of allocation; a
  * realloc's is the realloc's), in the same order, into *out (free() it).

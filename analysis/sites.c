@@ -410,18 +410,19 @@ static int end_walk(ml_analysis_t *a, struct ml__built_s *b, bool judged) {
             const ml__eblock_t *e = &v[i];
             uint32_t si = a->stats[e->stack < a->nstats ? e->stack : 0].site;
             if (si >= b->nsites) continue;
+            uint64_t count = ml__block_count(a, e->size);
             if (!judged) {
                 b->leaks.bytes += e->size;
-                b->leaks.blocks++;
+                b->leaks.blocks += count;
                 continue;
             }
             ml_leak_kind_t k = ML_LEAK_DEFINITE;
             if (e->reach == ML_REACH_REACHABLE) k = ML_LEAK_REACHABLE;
             else if (e->reach == ML_REACH_INDIRECT) k = ML_LEAK_INDIRECT;
             else if (e->reach == ML_REACH_POSSIBLE) k = ML_LEAK_POSSIBLE;
-            else if (a->scanned && e->reach == ML_REACH_UNKNOWN) b->leaks.unscanned_blocks++;
+            else if (a->scanned && e->reach == ML_REACH_UNKNOWN) b->leaks.unscanned_blocks += count;
             b->sites[si].leaked_kind_bytes[k] += e->size;
-            b->sites[si].leaked_kind_blocks[k]++;
+            b->sites[si].leaked_kind_blocks[k] += count;
         }
     }
     ml__pin_end(&pin, b->sites);
@@ -801,7 +802,7 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    a->hist.live_at_end = a->t.heap_blocks;
+    a->hist.live_at_end = a->heap.count; /* recorded blocks, as the lifetime counts */
     int rc = ml__build_sites(a, a->b, opts);
     ml__sym_verify_summary(a->sym);
     if (rc < 0) {

@@ -62,7 +62,7 @@ void ml__inherit_fork(ml_collector_t *c, ml__proc_t *p, const uint8_t *blob, uin
      * of memory) the copy is empty: the child still finds it, and does not
      * look for it further. A copy whose child never comes (the fork failed)
      * stays until the collector ends, counted in the bound. */
-    uint64_t live = ml_analysis_totals(p->info.analysis)->heap_blocks + (p->inh ? p->inh->n : 0);
+    uint64_t live = ml_analysis_live_count(p->info.analysis) + (p->inh ? p->inh->n : 0);
     int64_t n = 0;
     bool fits = live <= ML__INHERIT_MAX_BLOCKS &&
                 c->inherit_bytes + live * (sizeof(ml_live_block_t) + 1) <= ML__INHERIT_MAX_BYTES;
