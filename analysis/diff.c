@@ -1,7 +1,8 @@
 /* diff.c - per-site deltas between two built sessions.
  *
  * Sites of two runs are matched by a key made of their frames' function
- * names, innermost first, joined by ';'. Source lines are left out so that
+ * names, innermost first, joined by ';' (a ';' or a backslash in a name is
+ * escaped by a backslash). Source lines are left out so that
  * an edit that moves code keeps its sites matched; frames without a symbol
  * contribute their module's file name ("[libfoo.so]") instead of an offset
  * that changes with every build, and frames in no module (a JIT's code:
@@ -35,6 +36,16 @@ struct ml_diff_s {
     char **gkeys;
 };
 
+/* n bytes of a name, with the key's separator ';' and the escape (a
+ * backslash) escaped by a backslash: a symbol may hold a ';' (an assembler name such as
+ * "leaf;mid"), and "leaf;mid" <- main was one key with leaf <- mid <- main. */
+static void put_name(FILE *m, const char *s, size_t n) {
+    for (size_t i = 0; i < n && s[i]; i++) {
+        if (s[i] == ';' || s[i] == '\\') fputc('\\', m);
+        fputc(s[i], m);
+    }
+}
+
 static char *frames_key(const ml_frame_t *f, size_t nframes) {
     char *buf = NULL;
     size_t len = 0;
@@ -46,11 +57,16 @@ static char *frames_key(const ml_frame_t *f, size_t nframes) {
         if (fn[0] == '[') {
             /* "[libfoo.so+0x1234]" -> "[libfoo.so]"; "[0x7f...]" (no module) -> "[?]" */
             const char *plus = strstr(fn, "+0x");
-            if (plus) fprintf(m, "%.*s]", (int)(plus - fn), fn);
-            else if (ml__frame_in_no_module(&f[i])) fputs("[?]", m);
-            else fputs(fn, m);
+            if (plus) {
+                put_name(m, fn, (size_t)(plus - fn));
+                fputc(']', m);
+            } else if (ml__frame_in_no_module(&f[i])) {
+                fputs("[?]", m);
+            } else {
+                put_name(m, fn, SIZE_MAX);
+            }
         } else {
-            fputs(fn, m);
+            put_name(m, fn, SIZE_MAX);
         }
     }
     fclose(m);

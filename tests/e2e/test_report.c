@@ -890,6 +890,49 @@ Test(report, diff_matches_sites_through_code_in_no_module) {
     free(doc);
 }
 
+/* A function name with ';' in it (fx_diffkey.c: the symbol "leaf;mid")
+ * must not make two different stacks one site: "leaf;mid" <- main and leaf
+ * <- mid <- main joined by ';' read the same, and the diff of a run of each
+ * said "same" (0 change) where one site is gone and the other new. */
+Test(report, diff_keys_keep_a_semicolon_in_a_name_apart) {
+    const char *k1 = h_tmp("key1.mlt"), *k2 = h_tmp("key2.mlt"), *json = h_tmp("keydiff.json");
+    record(k1, "fx_diffkey", NULL);
+    record(k2, "fx_diffkey", "split");
+    ml_analysis_t *a = analyse(k1, NULL), *b = analyse(k2, NULL);
+    ml_diff_t *d;
+    cr_assert_eq(ml_diff_new(a, b, &d), 0);
+    size_t n, gone = 0, added = 0;
+    const ml_diff_entry_t *e = ml_diff_entries(d, &n);
+    for (size_t i = 0; i < n; i++) {
+        const ml_site_t *s = e[i].cur ? e[i].cur : e[i].base;
+        if (strcmp(s->frames[0].function, "leaf;mid") && strcmp(s->frames[0].function, "leaf")) continue;
+        cr_expect(!e[i].base != !e[i].cur, "%s: in one run only", s->frames[0].function);
+        if (!strcmp(s->frames[0].function, "leaf;mid")) {
+            gone++;
+            cr_expect(e[i].base && e[i].b.bytes_allocated == 100 && e[i].n.bytes_allocated == 0);
+        } else {
+            added++;
+            cr_expect(e[i].cur && e[i].n.bytes_allocated == 100 && e[i].b.bytes_allocated == 0);
+        }
+    }
+    cr_expect_eq(gone, 1, "\"leaf;mid\" <- main is gone");
+    cr_expect_eq(added, 1, "leaf <- mid <- main is new");
+    ml_diff_free(d);
+    ml_analysis_free(a);
+    ml_analysis_free(b);
+    h_run_t r;
+    const char *argv[] = {h_bin("memlens"), "diff", k1, k2, "--json", json, NULL};
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    validate("diff-schema.json", json);
+    char *doc = h_read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
+    cr_expect(strstr(doc, "\"status\": \"gone\", \"key\": \"leaf\\\\;mid;main;"), "%s", doc);
+    cr_expect(strstr(doc, "\"status\": \"new\", \"key\": \"leaf;mid;main;"), "%s", doc);
+    free(doc);
+}
+
 /* Two different programs (fx_leaks and fx_frag): the diff runs with its
  * usual exit status, says so on stderr, and its JSON carries both
  * executables, "same_program": false and the same warning. Two runs of one
