@@ -1800,3 +1800,61 @@ Test(analysis, mappings_follow_the_pages_the_kernel_maps, .init = setup, .fini =
     map_op(ML_T_MUNMAP, 0, UINT64_MAX);
     cr_expect_eq(t->mmap_bytes, 0, "one unmap of everything: %lu left", (unsigned long)t->mmap_bytes);
 }
+
+/* A sampled trace (one allocation per 1000 bytes on average): three sites
+ * with one sample of 539 bytes each, a weight of 1 / (1 - exp(-0.539)) =
+ * 2.39999 calls and 1293.59 bytes. The totals, rounded once, are 7 calls
+ * and 3881 bytes; each site rounded alone gave 2 and 1294, which added up
+ * to 6 calls and 3882 bytes (pprof's alloc_objects and alloc_space did not
+ * add up to the report's totals). The sites now share the totals by
+ * largest remainder. A sampled block counts as its weight, rounded (2),
+ * live and at the peak, as it does in calls and bytes: it counted 1. */
+Test(analysis, sampled_sites_add_up_to_the_totals_and_blocks_are_weighted) {
+    ml_analysis_t *x;
+    cr_assert_eq(ml_analysis_new(&x), 0);
+    ml_record_t pr = {.tag = ML_T_PROCESS};
+    pr.u.process.page_size = 4096;
+    pr.u.process.sample_bytes = 1000;
+    pr.u.process.exe = pr.u.process.parent_trace = pr.u.process.producer = "";
+    ml_analysis_feed(x, &pr);
+    for (uint32_t id = 1; id <= 3; id++) {
+        ml_record_t n = {.tag = ML_T_NODE};
+        n.u.node.id = id;
+        n.u.node.pc = 0x1000ull * id;
+        ml_analysis_feed(x, &n);
+    }
+    for (uint32_t k = 0; k < 3; k++) {
+        ml_record_t r = {.tag = ML_T_ALLOC, .time_ms = k};
+        r.u.alloc.kind = ML_KIND_MALLOC;
+        r.u.alloc.flags = ML_EVF_SAMPLED;
+        r.u.alloc.ptr = 0x100000 + 0x1000ull * k;
+        r.u.alloc.size = 539;
+        r.u.alloc.stack = k + 1;
+        ml_analysis_feed(x, &r);
+    }
+    ml_build_opts_t o = {.no_symbols = true};
+    char err[256];
+    cr_assert_eq(ml_analysis_build(x, &o, err, sizeof err), 0, "%s", err);
+    const ml_totals_t *t = ml_analysis_totals(x);
+    cr_expect_eq(t->alloc_calls, 7);
+    cr_expect_eq(t->bytes_allocated, 3881);
+    cr_expect_eq(t->heap_blocks, 6, "three samples of weight 2.4: 2 blocks each, not 1");
+    cr_expect_eq(t->peak_blocks, 6);
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(x, &n);
+    cr_assert_eq(n, 3);
+    uint64_t calls = 0, bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        cr_expect(s[i].alloc_calls == 2 || s[i].alloc_calls == 3, "site %zu: %lu calls", i,
+                  (unsigned long)s[i].alloc_calls);
+        cr_expect(s[i].bytes_allocated == 1293 || s[i].bytes_allocated == 1294, "site %zu: %lu bytes", i,
+                  (unsigned long)s[i].bytes_allocated);
+        cr_expect_eq(s[i].peak_blocks, 2, "site %zu: its sample's weight, rounded", i);
+        cr_expect_eq(s[i].live_at_exit_blocks, 2);
+        calls += s[i].alloc_calls;
+        bytes += s[i].bytes_allocated;
+    }
+    cr_expect_eq(calls, 7, "the sites' calls add up to the total");
+    cr_expect_eq(bytes, 3881, "the sites' bytes add up to the total");
+    ml_analysis_free(x);
+}
