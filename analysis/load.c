@@ -12,6 +12,22 @@
 /* Restores the trace's snapshot into the fresh session `a`. True when it
  * did; false (with a warning when the snapshot is there but unusable) when
  * the records must be replayed. */
+/* Whether the trace at `path` was recorded with --sample (its process
+ * record, among the first records, says so). */
+static bool trace_sampled(const char *path) {
+    ml_reader_t *r;
+    if (ml_reader_open(path, &r, NULL, 0) < 0) return false;
+    ml_record_t rec;
+    bool sampled = false;
+    for (int i = 0; i < 4096 && ml_reader_next(r, &rec) == 1; i++)
+        if (rec.tag == ML_T_PROCESS) {
+            sampled = rec.u.process.sample_bytes != 0;
+            break;
+        }
+    ml_reader_close(r);
+    return sampled;
+}
+
 static bool load_snapshot(ml_analysis_t *a, ml_reader_t *r, const char *path) {
     void *data;
     size_t len;
@@ -27,6 +43,9 @@ static bool load_snapshot(ml_analysis_t *a, ml_reader_t *r, const char *path) {
      * replay. Snapshots carry their layout, so restore reads each version
      * it knows. */
     bool ok = version >= ML_ANALYSIS_SNAPSHOT_OLDEST && version <= ML_ANALYSIS_SNAPSHOT_VERSION;
+    /* An older snapshot of a sampled trace counted its blocks one per
+     * sample, where the records give their estimates: replay. */
+    if (ok && version < ML_ANALYSIS_SNAPSHOT_WEIGHTED_BLOCKS && trace_sampled(path)) ok = false;
     if (ok && ml_analysis_restore(a, data, len, err, sizeof err) < 0) {
         ml__warn(a, "%s: %s; the records were replayed instead", path, err);
         ok = false;

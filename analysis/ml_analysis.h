@@ -161,7 +161,11 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
  * it at the end of the trace; ml_analysis_load_ex(ML_LOAD_SNAPSHOT) restores
  * it, so a report skips the replay. Builds from a restored session and from
  * a replay are the same (analysis/snapshot.c, tests/e2e/test_snapshot.c). */
-#define ML_ANALYSIS_SNAPSHOT_VERSION 6
+#define ML_ANALYSIS_SNAPSHOT_VERSION 7
+/* Snapshots before version 7 counted each block of a sampled trace as one
+ * block (and one free, one temporary allocation): a sampled trace's older
+ * snapshot is not restored, its records are replayed (analysis/load.c). */
+#define ML_ANALYSIS_SNAPSHOT_WEIGHTED_BLOCKS 7
 /* Version 1 snapshots (no GPU state: sessions with GPU records had none)
  * restore too; only older versions than this are replayed. */
 #define ML_ANALYSIS_SNAPSHOT_OLDEST 1

@@ -47,14 +47,16 @@
  * the process record's options (ML_OPT_*: attached) and the unknown frees'
  * usable bytes after that; version 5 ("SNP5") saves the live heap blocks
  * without map slots (the live set has none: live.c); version 6 ("SNP6")
- * adds the RSS samples' interval (ML_T_RSS.interval_ms) at the end. Restore
- * reads all. */
+ * adds the RSS samples' interval (ML_T_RSS.interval_ms) at the end; version
+ * 7 ("SNP7") has version 6's layout, with a sampled block's counts its
+ * weight (analysis.c, ml__block_count), not 1. Restore reads all. */
 #define SNAP_MAGIC_V1 0x50414e53u /* "SNAP" */
 #define SNAP_MAGIC_V2 0x32504e53u /* "SNP2" */
 #define SNAP_MAGIC_V3 0x33504e53u /* "SNP3" */
 #define SNAP_MAGIC_V4 0x34504e53u /* "SNP4" */
 #define SNAP_MAGIC_V5 0x35504e53u /* "SNP5" */
-#define SNAP_MAGIC 0x36504e53u    /* "SNP6" */
+#define SNAP_MAGIC_V6 0x36504e53u /* "SNP6" */
+#define SNAP_MAGIC 0x37504e53u    /* "SNP7" */
 
 /* ------------------------------------------------------------------------- */
 /* Writing                                                                   */
@@ -796,8 +798,8 @@ static void get_totals(ml__ibuf_t *b, ml_totals_t *t) {
 /* Fills the fresh session `a` (nothing fed yet) from the bytes. */
 static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     uint64_t magic = ml__get_u(b);
-    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V5 && magic != SNAP_MAGIC_V4 && magic != SNAP_MAGIC_V3 &&
-        magic != SNAP_MAGIC_V2 && magic != SNAP_MAGIC_V1) {
+    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V6 && magic != SNAP_MAGIC_V5 && magic != SNAP_MAGIC_V4 &&
+        magic != SNAP_MAGIC_V3 && magic != SNAP_MAGIC_V2 && magic != SNAP_MAGIC_V1) {
         ml__snap_bad(b, "it does not start with its magic number");
         return;
     }
@@ -917,7 +919,7 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
         if (a->stats[i].node == 0 || a->stats[i].node >= a->nnodes)
             return (void)ml__snap_bad(b, "a stack names an unknown node");
 
-    if (magic == SNAP_MAGIC || magic == SNAP_MAGIC_V5) get_live(b, &a->heap, a->nstats);
+    if (magic == SNAP_MAGIC || magic == SNAP_MAGIC_V6 || magic == SNAP_MAGIC_V5) get_live(b, &a->heap, a->nstats);
     else get_live_map(b, &a->heap, a->nstats);
     get_map(b, &a->maps, UINT32_MAX);
     /* Saved before the maps were shrunk at the end record (older traces):
@@ -1002,16 +1004,19 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     }
     if (magic != SNAP_MAGIC_V1 && !b->bad && ml__get_max(b, 1, "bad flag"))
         ml__gpu_restore(&a->gpu, b);
-    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V5 || magic == SNAP_MAGIC_V4 || magic == SNAP_MAGIC_V3) &&
+    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V6 || magic == SNAP_MAGIC_V5 || magic == SNAP_MAGIC_V4 ||
+         magic == SNAP_MAGIC_V3) &&
         !b->bad) {
         a->t.hwm_rss_bytes = ml__get_u(b);
         a->t.hwm_rss_source = (uint8_t)ml__get_max(b, ML_HWM_SOURCE_COUNT_ - 1, "bad peak RSS source");
     }
-    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V5 || magic == SNAP_MAGIC_V4) && !b->bad) {
+    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V6 || magic == SNAP_MAGIC_V5 || magic == SNAP_MAGIC_V4) &&
+        !b->bad) {
         a->proc.options = (uint32_t)ml__get_max(b, UINT32_MAX, "bad options");
         a->t.unknown_free_bytes = ml__get_u(b);
     }
-    if (magic == SNAP_MAGIC && !b->bad) a->t.rss_interval_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "bad RSS interval");
+    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V6) && !b->bad)
+        a->t.rss_interval_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "bad RSS interval");
     if (ml__get_u(b) != magic || b->pos != b->len) ml__snap_bad(b, "it does not end where it should");
 }
 

@@ -137,6 +137,61 @@ Test(snapshot, crash) {
     expect_same_reports("crash.mlt", (const char *[]){"fx_crash", "segv", NULL});
 }
 
+/* Sets the snapshot version that the trace file's snapshot header (the
+ * last "MLSN" block) gives. */
+static void set_snapshot_version(const char *trace, uint32_t version) {
+    struct stat st;
+    cr_assert_eq(stat(trace, &st), 0);
+    size_t len = (size_t)st.st_size;
+    char *d = malloc(len);
+    FILE *in = fopen(trace, "rb");
+    cr_assert(d && in);
+    cr_assert_eq(fread(d, 1, len, in), len);
+    fclose(in);
+    size_t at = SIZE_MAX;
+    for (size_t i = 0; i + 16 <= len; i++)
+        if (!memcmp(d + i, "MLSN", 4)) at = i;
+    cr_assert_neq(at, SIZE_MAX, "%s has a snapshot", trace);
+    memcpy(d + at + 12, &version, 4);
+    FILE *f = fopen(trace, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(d, 1, len, f), len);
+    fclose(f);
+    free(d);
+}
+
+/* Snapshots before version 7 counted each block of a sampled trace as one
+ * block, free and temporary allocation, where the records give the
+ * sampler's estimates (analysis.c, ml__block_count): a sampled trace whose
+ * snapshot says version 6 is replayed, an unsampled one still restored. */
+Test(snapshot, an_older_snapshot_of_a_sampled_trace_is_replayed) {
+    char s6[4096], u6[4096];
+    snprintf(s6, sizeof s6, "%s", h_tmp("sampled6.mlt"));
+    snprintf(u6, sizeof u6, "%s", h_tmp("unsampled6.mlt"));
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--sample", "4096", "-o", s6, "--", h_bin("fx_sample"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    record(u6, (const char *[]){"fx_leaks", NULL});
+    char err[512];
+    for (int v = 7; v >= 6; v--) {
+        set_snapshot_version(s6, (uint32_t)v);
+        set_snapshot_version(u6, (uint32_t)v);
+        ml_analysis_t *a, *b;
+        cr_assert_eq(ml_analysis_new(&a), 0);
+        cr_assert_eq(ml_analysis_new(&b), 0);
+        cr_assert_eq(ml_analysis_load_ex(a, s6, ML_LOAD_SNAPSHOT, err, sizeof err), 0, "%s", err);
+        cr_assert_eq(ml_analysis_load_ex(b, u6, ML_LOAD_SNAPSHOT, err, sizeof err), 0, "%s", err);
+        cr_expect_eq(ml_analysis_from_snapshot(a), v == 7, "sampled, version %d: %s", v,
+                     v == 7 ? "restored" : "replayed");
+        cr_expect(ml_analysis_from_snapshot(b), "unsampled, version %d: restored", v);
+        cr_expect_gt(ml_analysis_totals(a)->heap_blocks, 2000, "about 10,000 blocks live at exit, estimated");
+        ml_analysis_free(a);
+        ml_analysis_free(b);
+    }
+}
+
 Test(snapshot, sampled) {
     char trace[4096], a[4200], b[4200];
     snprintf(trace, sizeof trace, "%s", h_tmp("sampled.mlt"));
@@ -282,7 +337,7 @@ Test(snapshot, dump_names_it) {
     h_run(&r, argv);
     cr_assert_eq(r.status, 0, "%s", r.err);
     const char *line = strstr(r.out, "# analysis snapshot: ");
-    cr_expect(line && strstr(line, " bytes, version 6\n"), "%.200s", line ? line : "(none)");
+    cr_expect(line && strstr(line, " bytes, version 7\n"), "%.200s", line ? line : "(none)");
     cr_expect(strstr(r.out, " end "), "the end record comes before it");
     h_run_free(&r);
 }
@@ -764,14 +819,30 @@ Test(snapshot, version_1_still_restores) {
     size_t len;
     /* Version 6 ends with the RSS samples' interval; version 5, the same
      * without it, restores with the interval unsaid (0) */
-    uint8_t v6[10], v5[10], v4[10], v3[10], v2[10], v1[10], hb[10], ib[10];
+    uint8_t v7[10], v6[10], v5[10], v4[10], v3[10], v2[10], v1[10], hb[10], ib[10];
     size_t k = leb(0x34504e53u, v4);
     cr_assert_eq(leb(0x35504e53u, v5), k);
     cr_assert_eq(leb(0x36504e53u, v6), k);
+    cr_assert_eq(leb(0x37504e53u, v7), k);
     void *six;
     size_t len6;
     cr_assert_eq(ml_analysis_snapshot(a, &six, &len6), 0);
-    cr_assert_eq(memcmp(six, v6, k), 0, "version 6 starts with SNP6");
+    cr_assert_eq(memcmp(six, v7, k), 0, "version 7 starts with SNP7");
+    /* Version 6 has version 7's layout (7 counts a sampled block as its
+     * weight: fx_leaks is not sampled, so the numbers are the same). */
+    {
+        uint8_t *v6copy = malloc(len6);
+        memcpy(v6copy, six, len6);
+        memcpy(v6copy, v6, k);
+        memcpy(v6copy + len6 - k, v6, k);
+        ml_analysis_t *x6;
+        cr_assert_eq(ml_analysis_new(&x6), 0);
+        cr_expect_eq(ml_analysis_restore(x6, v6copy, len6, err, sizeof err), 0, "SNP6: %s", err);
+        cr_expect_eq(ml_analysis_totals(x6)->alloc_calls, allocs);
+        cr_expect_eq(ml_analysis_totals(x6)->heap_blocks, ml_analysis_totals(a)->heap_blocks);
+        ml_analysis_free(x6);
+        free(v6copy);
+    }
     uint32_t interval = ml_analysis_totals(a)->rss_interval_ms;
     cr_assert(interval == 0 || interval == ML_RSS_SAMPLE_MS, "one process: sampled every %d ms, not %u",
               ML_RSS_SAMPLE_MS, interval);
@@ -783,7 +854,7 @@ Test(snapshot, version_1_still_restores) {
     memcpy(five, v5, k);
     memcpy(five + len5 - k, v5, k);
     cr_assert_eq(ml_analysis_snapshot_version(a, 4, &data, &len), 0);
-    cr_assert_eq(ml_analysis_snapshot_version(a, 3, &data, &len), -22, "only 4 and 6 are written");
+    cr_assert_eq(ml_analysis_snapshot_version(a, 3, &data, &len), -22, "only 4 and 7 are written");
     ml_analysis_free(a);
     ml_analysis_t *a6;
     cr_assert_eq(ml_analysis_new(&a6), 0);
