@@ -90,9 +90,14 @@ int ml_cmd_diff(int argc, char **argv) {
                 }
                 top = (unsigned)v;
             } else {
+                /* Decimal digits with at most one point: strtod alone took
+                 * "inf" (a gate that never fails), "1e400" and "0x32". */
+                size_t digits = strspn(val, "0123456789."), points = 0;
+                for (const char *q = val; *q; q++) points += *q == '.';
                 char *end;
                 pct = strtod(val, &end);
-                if (end == val || *end || pct < 0 || pct != pct) {
+                if (end == val || *end || val[digits] || points > 1 || !strpbrk(val, "0123456789") || pct < 0 ||
+                    pct != pct) {
                     ml_cli_error("diff: --fail-on-increase takes a percentage, like 5 or 0.5");
                     return ML_EXIT_USAGE;
                 }

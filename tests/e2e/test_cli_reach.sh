@@ -131,6 +131,15 @@ check "diff gate: the peak named as in the report, in human units" \
 check "diff gate: allocation calls" \
     grep -q '^memlens: gate exceeded: allocation calls grew 90.91% (11 -> 21) > --fail-on-increase 5%$' "$W/d.err"
 check "diff gate: no JSON key names" test -z "$(grep -E 'peak_bytes|leaked_bytes|alloc_calls' "$W/d.err")"
+# strtod took "inf" (a gate that never fails: the doubled peak passed),
+# "1e400" and "0x32" (50); a percentage is decimal digits and a point.
+for v in inf 1e400 0x32 5% . -1; do
+    "$ML" diff "$W/a.mlt" "$W/b.mlt" --fail-on-increase "$v" > /dev/null 2> "$W/g.err"
+    ok $(($? == 2 ? 0 : 1)) "diff --fail-on-increase $v is a usage error"
+    check "... that says what it takes ($v)" grep -q 'takes a percentage, like 5 or 0.5$' "$W/g.err"
+done
+"$ML" diff "$W/a.mlt" "$W/b.mlt" --fail-on-increase 150. > /dev/null 2>&1
+ok $? "diff --fail-on-increase 150. passes (the peak grew 100 %)"
 
 # --- install: man page and completions ----------------------------------------
 cmake --install "$BUILD" --prefix "$W/prefix" > "$W/install.log" 2>&1
