@@ -276,6 +276,22 @@ static void *aligned(size_t n, size_t al) {
     return rc == 0 ? p : NULL;
 }
 
+/* Before an aligned operator new is passed on: libstdc++'s (GCC 7 and
+ * later, where the C library has aligned_alloc) rounds the size up to a
+ * multiple of the alignment, as C11 asks of aligned_alloc, and memlens
+ * recorded the rounded size: ::operator new(48, std::align_val_t(128))
+ * counted 128 bytes where valgrind and massif, which intercept the
+ * operator, count the 48 the program asked for (the size every other
+ * allocation is counted by). The note tells the aligned hook that follows
+ * (hooks.c, ml__aligned_request); a size that is already a multiple needs
+ * none. The call stays a tail call: no frame of ours on the stack. */
+static inline void note_request(size_t n, size_t al) {
+    if (n && al && n % al) {
+        ml__tls.new_req = n;
+        ml__tls.new_align = al;
+    }
+}
+
 /* operator new(size_t), new[](size_t) */
 #define NEW_PLAIN(sym)                                                          \
     ML_EXPORT void *sym(size_t n);                                              \
@@ -325,7 +341,10 @@ NEW_NOTHROW(_ZnamRKSt9nothrow_t)
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
         new_al_fn f = (new_al_fn)op_next(&op, local);                           \
-        if (f) return f(n, al);                                                 \
+        if (f) {                                                                \
+            note_request(n, al);                                                \
+            return f(n, al);                                                    \
+        }                                                                       \
         void *p = aligned(n, al);                                               \
         if (!p) abort();                                                        \
         return p;                                                               \
@@ -345,7 +364,9 @@ NEW_ALIGNED(_ZnamSt11align_val_t)
             if (ml_likely(p != NULL)) return p;                                 \
         }                                                                       \
         new_al_nt_fn f = (new_al_nt_fn)op_next(&op, local);                     \
-        return f ? f(n, al, nt) : aligned(n, al);                               \
+        if (!f) return aligned(n, al);                                          \
+        note_request(n, al);                                                    \
+        return f(n, al, nt);                                                    \
     }
 NEW_ALIGNED_NOTHROW(_ZnwmSt11align_val_tRKSt9nothrow_t)
 NEW_ALIGNED_NOTHROW(_ZnamSt11align_val_tRKSt9nothrow_t)

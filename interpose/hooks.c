@@ -376,9 +376,10 @@ ML_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
         *out = ml__boot_alloc(n, align);
         return *out ? 0 : ENOMEM;
     }
-    pre_t pre = before_alloc(n);
+    size_t req = ml__aligned_request(n, align);
+    pre_t pre = before_alloc(req);
     int rc = ml__real.posix_memalign(out, align, n);
-    after_alloc(rc == 0 ? *out : NULL, n, ML_KIND_POSIX_MEMALIGN, pre);
+    after_alloc(rc == 0 ? *out : NULL, req, ML_KIND_POSIX_MEMALIGN, pre);
     return rc;
 }
 
@@ -386,9 +387,10 @@ ML_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     ML_EXPORT void *name(size_t align, size_t n) {                                                 \
         if (ml_unlikely(!ready((void *)ml__real.name)) && !ml__real.name)                          \
             return ml__boot_alloc(n, align);                                                       \
-        pre_t pre = before_alloc(n);                                                               \
+        size_t req = ml__aligned_request(n, align);                                                \
+        pre_t pre = before_alloc(req);                                                             \
         void *p = ml__real.name(align, n);                                                         \
-        after_alloc(p, n, kind, pre);                                                              \
+        after_alloc(p, req, kind, pre);                                                            \
         return p;                                                                                  \
     }
 

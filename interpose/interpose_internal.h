@@ -110,9 +110,30 @@ typedef struct {
         uint64_t ptr, size; /* size: as ml__emit takes it (slack in the top 16 bits for an alloc) */
         uint8_t type, kind;
     } nest[8]; /* allocations and frees made inside memlens (see above) */
+    /* An aligned operator new passed on to the next definition (cxx.c):
+     * the size the program asked for and the alignment, while the call is
+     * on its way to aligned_alloc, which libstdc++ asks for the size
+     * rounded up to a multiple of the alignment. The aligned hooks record
+     * the program's size instead (ml__aligned_request); 0: none. */
+    size_t new_req, new_align;
 } ml_tls_t;
 
 extern ML_TLS ml_tls_t ml__tls;
+
+/* The size to record for an aligned allocation of n bytes at `align`: the
+ * size an aligned operator new was asked for when this call is the one it
+ * makes (n is that size rounded up to the alignment), else n. Takes the
+ * note either way: only the operator's first aligned call is its own. */
+static inline size_t ml__aligned_request(size_t n, size_t align) {
+    ml_tls_t *t = &ml__tls;
+    size_t req = t->new_req;
+    if (ml_likely(req == 0)) return n;
+    t->new_req = 0;
+    if (align >= t->new_align && align && !(align & (align - 1)) && req < n && n - req < align &&
+        n % align == 0)
+        return req;
+    return n;
+}
 
 /* Our own memory and locks (never the program's malloc, never traced). */
 void *ml__raw_mmap(size_t len, int prot, int flags, int fd); /* NULL on failure */
