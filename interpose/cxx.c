@@ -286,7 +286,9 @@ static void *aligned(size_t n, size_t al) {
  * (hooks.c, ml__aligned_request); a size that is already a multiple needs
  * none. The call stays a tail call: no frame of ours on the stack. */
 static inline void note_request(size_t n, size_t al) {
-    if (n && al && n % al) {
+    /* An alignment that is not a power of two is thrown at before any
+     * allocation: no note, which nothing would take. */
+    if (n && al && !(al & (al - 1)) && n % al) {
         ml__tls.new_req = n;
         ml__tls.new_align = al;
     }
