@@ -285,12 +285,17 @@ static void *aligned(size_t n, size_t al) {
  * allocation is counted by). The note tells the aligned hook that follows
  * (hooks.c, ml__aligned_request); a size that is already a multiple needs
  * none. The call stays a tail call: no frame of ours on the stack. */
-static inline void note_request(size_t n, size_t al) {
+static inline void note_request(size_t n, size_t al, const void *fn) {
     /* An alignment that is not a power of two is thrown at before any
-     * allocation: no note, which nothing would take. */
+     * allocation: no note, which nothing would take. The definition the
+     * call goes to is noted too: only an aligned call made from its code
+     * takes the note (another library's aligned new, such as jemalloc's,
+     * may reach no hook at all, and the program's own aligned_alloc of
+     * the rounded size came next and took it: fx_alignown). */
     if (n && al && !(al & (al - 1)) && n % al) {
         ml__tls.new_req = n;
         ml__tls.new_align = al;
+        ml__tls.new_fn = (uintptr_t)fn;
     }
 }
 
@@ -344,7 +349,7 @@ NEW_NOTHROW(_ZnamRKSt9nothrow_t)
         }                                                                       \
         new_al_fn f = (new_al_fn)op_next(&op, local);                           \
         if (f) {                                                                \
-            note_request(n, al);                                                \
+            note_request(n, al, (const void *)f);                               \
             return f(n, al);                                                    \
         }                                                                       \
         void *p = aligned(n, al);                                               \
@@ -367,7 +372,7 @@ NEW_ALIGNED(_ZnamSt11align_val_t)
         }                                                                       \
         new_al_nt_fn f = (new_al_nt_fn)op_next(&op, local);                     \
         if (!f) return aligned(n, al);                                          \
-        note_request(n, al);                                                    \
+        note_request(n, al, (const void *)f);                                   \
         return f(n, al, nt);                                                    \
     }
 NEW_ALIGNED_NOTHROW(_ZnwmSt11align_val_tRKSt9nothrow_t)

@@ -376,7 +376,7 @@ ML_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
         *out = ml__boot_alloc(n, align);
         return *out ? 0 : ENOMEM;
     }
-    size_t req = ml__aligned_request(n, align);
+    size_t req = ml__aligned_request(n, align, __builtin_return_address(0));
     pre_t pre = before_alloc(req);
     int rc = ml__real.posix_memalign(out, align, n);
     after_alloc(rc == 0 ? *out : NULL, req, ML_KIND_POSIX_MEMALIGN, pre);
@@ -387,7 +387,7 @@ ML_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
     ML_EXPORT void *name(size_t align, size_t n) {                                                 \
         if (ml_unlikely(!ready((void *)ml__real.name)) && !ml__real.name)                          \
             return ml__boot_alloc(n, align);                                                       \
-        size_t req = ml__aligned_request(n, align);                                                \
+        size_t req = ml__aligned_request(n, align, __builtin_return_address(0));                     \
         pre_t pre = before_alloc(req);                                                             \
         void *p = ml__real.name(align, n);                                                         \
         after_alloc(p, req, kind, pre);                                                            \

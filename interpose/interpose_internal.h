@@ -116,6 +116,7 @@ typedef struct {
      * rounded up to a multiple of the alignment. The aligned hooks record
      * the program's size instead (ml__aligned_request); 0: none. */
     size_t new_req, new_align;
+    uintptr_t new_fn; /* the definition it was passed on to */
 } ml_tls_t;
 
 extern ML_TLS ml_tls_t ml__tls;
@@ -124,13 +125,17 @@ extern ML_TLS ml_tls_t ml__tls;
  * size an aligned operator new was asked for when this call is the one it
  * makes (n is that size rounded up to the alignment), else n. Takes the
  * note either way: only the operator's first aligned call is its own. */
-static inline size_t ml__aligned_request(size_t n, size_t align) {
+/* `ret` is the hook's return address: the note is the call's only when
+ * that lies in the first ML_NEW_FN_SPAN bytes of the definition the note
+ * names (libstdc++'s aligned new is a few dozen instructions). */
+#define ML_NEW_FN_SPAN 1024
+static inline size_t ml__aligned_request(size_t n, size_t align, const void *ret) {
     ml_tls_t *t = &ml__tls;
     size_t req = t->new_req;
     if (ml_likely(req == 0)) return n;
     t->new_req = 0;
-    if (align >= t->new_align && align && !(align & (align - 1)) && req < n && n - req < align &&
-        n % align == 0)
+    if ((uintptr_t)ret - t->new_fn < ML_NEW_FN_SPAN && align >= t->new_align && align &&
+        !(align & (align - 1)) && req < n && n - req < align && n % align == 0)
         return req;
     return n;
 }

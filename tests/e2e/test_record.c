@@ -705,6 +705,31 @@ Test(record, aligned_new_counts_the_size_the_program_asked_for) {
     h_run_free(&r);
 }
 
+/* The note an aligned operator new leaves for the aligned_alloc that
+ * libstdc++'s makes next is taken by no call when the new is another
+ * library's that never reaches the C library (fx_alignown_lib.cpp, as
+ * jemalloc's or tcmalloc's own aligned new). The program's next aligned
+ * calls of the rounded sizes were then counted at the noted sizes: 48 B for
+ * aligned_alloc(128, 128), 40 for memalign(64, 64), 100 for
+ * posix_memalign(128, 128). */
+Test(record, an_aligned_new_that_calls_nothing_leaves_no_size_behind) {
+    const char *trace = h_tmp("alignown.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_alignown"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect_str_eq(r.out, "alignown done\n");
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(h_allocs_of_size(&t, 128), 2, "aligned_alloc and posix_memalign of 128 B: %lu",
+                 (unsigned long)h_allocs_of_size(&t, 128));
+    cr_expect_eq(h_allocs_of_size(&t, 64), 1, "memalign of 64 B");
+    cr_expect_eq(h_allocs_of_size(&t, 48) + h_allocs_of_size(&t, 40) + h_allocs_of_size(&t, 100), 0,
+                 "no noted sizes");
+    h_trace_free(&t);
+    h_run_free(&r);
+}
+
 Test(record, static_program_is_refused_clearly) {
     const char *trace = h_tmp("static.mlt");
     const char *argv[] = {h_bin("memlens"), "run", "-o", trace, "--", h_bin("fx_static"), NULL};
