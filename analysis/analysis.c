@@ -215,6 +215,13 @@ size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **w) {
     return a->nwarn;
 }
 
+bool ml_analysis_ended_in_window(const ml_analysis_t *a) {
+    if (!(a->proc.options & ML_OPT_ATTACHED) || a->t.exited) return false;
+    for (size_t i = 0; i < a->nwarn; i++)
+        if (!strncmp(a->warn[i], ML_UNTRACED_ENDED_PREFIX, sizeof ML_UNTRACED_ENDED_PREFIX - 1)) return true;
+    return false;
+}
+
 void ml_analysis_prefetch(const ml_analysis_t *a, uint64_t ptr) {
     ml__live_prefetch(&a->heap, ptr);
 }

@@ -661,6 +661,12 @@ int ml_analysis_module(const ml_analysis_t *a, size_t i, ml_module_t *out);
  * by the session; the array may move when more are added. */
 size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **warnings);
 
+/** An attached trace (memlens attach) whose process ended during the
+ * window without an exit memlens saw (SIGKILL, a raw exit_group): its
+ * trace says so (ML_UNTRACED_ENDED). Then what was live at its end is not
+ * what was live at a detach: reports say "at its end", not "at detach". */
+bool ml_analysis_ended_in_window(const ml_analysis_t *a);
+
 /** Adds a warning of this report (the caller's knowledge, such as the trace
  * an exec led to): shown with the others, dropped by the next build and
  * never saved in a snapshot. */

@@ -863,6 +863,10 @@ int ml_analysis_build(ml_analysis_t *a, const ml_build_opts_t *opts, char *err, 
                     "program's exit; \"leaked\" is what was allocated in the window and still live at the "
                     "exit, with the exit scan's kinds, but the blocks allocated before the attach are "
                     "unknown: a block held only through one of them reads as lost");
+    else if (attached && ml_analysis_ended_in_window(a))
+        ml__warn_built(a, "attached trace (memlens attach): it covers the window from the attach to the "
+                    "program's end (it ended without an exit: no exit scan); \"leaked\" is what was allocated "
+                    "in the window and still live at its end, with no leak kinds");
     else if (attached)
         ml__warn_built(a, "attached trace (memlens attach): it covers the window from the attach to the detach; "
                     "\"leaked\" is what was allocated in the window and still live at detach (growth), "

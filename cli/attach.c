@@ -1012,8 +1012,10 @@ int ml_cmd_attach(int argc, char **argv) {
                             "they stay, recording into nothing\n", (int)s->t.pid);
             detach_failed = true;
         }
-    } else if (!s->o.quiet) {
-        fprintf(stderr, "memlens: process %d ended during the window\n", (int)s->t.pid);
+    } else {
+        /* Its trace ends with its exit, or says that it ended without one. */
+        ml_collector_root_gone(s->c);
+        if (!s->o.quiet) fprintf(stderr, "memlens: process %d ended during the window\n", (int)s->t.pid);
     }
     for (int i = 0; i < 20; i++) {
         if (!ml_collector_poll(s->c)) break;

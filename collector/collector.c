@@ -703,6 +703,24 @@ static void say_failed_children(ml_collector_t *c, ml__proc_t *p) {
     }
 }
 
+/* An attached process that ended during the window with no exit memlens
+ * saw: no exit scan, and what was live at its end is not what was live at
+ * a detach (the program did not run on). Said in the trace, for every
+ * report of it (ML_UNTRACED_ENDED_PREFIX); attach.c said it on stderr. */
+static void say_gone_unseen(ml_collector_t *c, ml__proc_t *p) {
+    if (!p->gone_unseen) return;
+    note_untraced(c, p, ML_UNTRACED_ENDED, 1, false,
+                  ML_UNTRACED_ENDED_PREFIX "process %u (%s) ended during the attach window without an exit memlens "
+                  "saw (killed by SIGKILL or by a signal it could not catch, or a raw exit_group system call): the "
+                  "trace holds its calls up to its end, what was live then is shown, and there was no exit scan",
+                  p->info.pid, p->ring->exe[0] ? p->ring->exe : "?");
+    p->gone_unseen = false;
+}
+
+void ml_collector_root_gone(ml_collector_t *c) {
+    c->root_gone = true;
+}
+
 static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     ml__drain(c, p, true);
     ml__rss_held_flush(c, p, UINT32_MAX);
@@ -716,6 +734,7 @@ static void finish_proc(ml_collector_t *c, ml__proc_t *p) {
     say_deepbind(c, p);
     say_unscanned(c, p);
     say_uninherited(c, p);
+    say_gone_unseen(c, p);
     unwind_check(c, p);
     emit_peak_rss(c, p);
     ml_record_t r;
@@ -785,7 +804,13 @@ void ml_collector_stop(ml_collector_t *c) {
     for (uint32_t i = 0; i < c->nseen; i++) {
         ml__proc_t *p = c->procs[i];
         if (!p || p->done) continue;
-        if (!p->ended) {
+        if (!p->ended && c->o.attached && c->root_gone && p->info.pid == (uint32_t)c->root_pid) {
+            /* Ended during the attach window: the status its exit hooks
+             * wrote, else unknown; without an exit of it seen (SIGKILL, a
+             * raw exit_group) the trace says so (say_gone_unseen). */
+            ml__proc_end_unwaited(p);
+            p->gone_unseen = !p->exit_seen;
+        } else if (!p->ended) {
             /* An attached trace has its own mark (ML_OPT_ATTACHED) and its
              * own rules for what is live at the detach (docs/recorder.md,
              * attach): its end stays unknown. */

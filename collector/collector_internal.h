@@ -59,6 +59,8 @@ typedef struct {
     uint64_t lost_in_crash; /* positions claimed but never published */
     int pidfd;              /* children: readable once the process is gone */
     bool ended;             /* known to be gone: finish it */
+    bool exit_seen;         /* its ML_T_PROC_EXIT was read (the exit scan ran) */
+    bool gone_unseen;       /* attached: it ended in the window without an exit memlens saw */
     bool done;              /* finished: sinks ended, ring unmapped */
     uint32_t end_kind;      /* ML_END_* */
     int32_t end_status;
@@ -126,6 +128,7 @@ struct ml_collector_s {
     bool root_exited;
     int root_status;
     uint64_t root_maxrss; /* wait4's ru_maxrss of the root process, bytes (0: unknown) */
+    bool root_gone;       /* attached: the process ended during the window (ml_collector_root_gone) */
     /* processes (discover.c) */
     ml__proc_t **procs;  /* by slot, 0..nseen-1; NULL: not recorded */
     uint32_t procs_cap;  /* entries allocated in procs */

@@ -141,7 +141,10 @@ static void decode(ml_collector_t *c, ml__proc_t *p, const ml_event_t *ev, const
         if (p->inh) ml__inherit_freed(p->inh, r->u.alloc.ptr, false);
         break;
     case ML_T_MALLINFO: p->net_high = p->net_blocks; break;
-    case ML_T_PROC_EXIT: exit_scan(c, p); break;
+    case ML_T_PROC_EXIT:
+        p->exit_seen = true;
+        exit_scan(c, p);
+        break;
     default: break;
     }
 }

@@ -290,6 +290,13 @@ bool ml_collector_reap(ml_collector_t *c);
  * go on unrecorded (they find the collector gone and stop writing). */
 void ml_collector_stop(ml_collector_t *c);
 
+/** `memlens attach`: the process ended during the window (its pidfd said
+ * so), before ml_collector_stop. Its trace then ends with the status its
+ * exit hooks wrote, if any, and, when no exit of it was seen (SIGKILL, a
+ * raw exit_group), says that it ended there (ML_UNTRACED_ENDED) instead of
+ * reading as a detach from a program that ran on. */
+void ml_collector_root_gone(ml_collector_t *c);
+
 /** False when the root process never registered (libmemlens.so was not
  * loaded into it): then no trace was written into its file. */
 bool ml_collector_root_traced(const ml_collector_t *c);

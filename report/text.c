@@ -294,13 +294,20 @@ static void attached_growth(FILE *o, const ml_analysis_t *a) {
     /* A program that exited during the window was scanned at its exit, but
      * the blocks it allocated before the attach are unknown: a block held
      * only through one of them would read as lost. */
+    /* One that ended without an exit memlens saw (SIGKILL) was never
+     * detached from: what was live is what it held at its end. */
+    bool gone = ml_analysis_ended_in_window(a);
     fprintf(o, "grown in the window: %s in %" PRIu64 " blocks allocated while attached and still live at %s\n",
-            bytes(L->bytes, b1, sizeof b1), L->blocks, t->exited ? "its exit" : "detach");
+            bytes(L->bytes, b1, sizeof b1), L->blocks, t->exited ? "its exit" : gone ? "its end" : "detach");
     fprintf(o, "frees of blocks allocated before the attach: %" PRIu64 " (%s usable; not counted at any site)\n",
             t->unknown_frees, bytes(t->unknown_free_bytes, b2, sizeof b2));
     if (t->exited)
         fputs("leaks: not reported: the program exited while attached, but the blocks it allocated before "
               "the attach are unknown (a block held through one of them would look lost)\n",
+              o);
+    else if (gone)
+        fputs("leaks: not reported: the program ended during the window without an exit memlens saw "
+              "(killed by SIGKILL?): no exit scan, and blocks allocated before the attach are unknown\n",
               o);
     else
         fputs("leaks: not reported: the program did not exit while attached (no exit scan, and blocks "
@@ -391,7 +398,10 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
     if (!shown) fputs("  (nothing was live)\n", o);
     if (!attached) alloc_fn_hint(o, s, n, t->alloc_calls);
 
-    if (attached) live_sites(o, a, top, "growth by site (allocated in the window, live at detach)");
+    if (attached)
+        live_sites(o, a, top,
+                   ml_analysis_ended_in_window(a) ? "growth by site (allocated in the window, live at its end)"
+                                                  : "growth by site (allocated in the window, live at detach)");
     else if (unjudged) {
         char title[96];
         snprintf(title, sizeof title, "live by site %s", u.when);

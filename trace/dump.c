@@ -244,7 +244,7 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
         break;
     case ML_T_UNTRACED: {
         static const char *const whats[] = {"?", "children", "exec", "spawned", "namespace", "unscanned",
-                                            "inherited", "allocator", "deepbind"};
+                                            "inherited", "allocator", "deepbind", "ended"};
         _Static_assert(sizeof whats / sizeof *whats == ML_UNTRACED_WHAT_COUNT_, "a name for each what");
         uint8_t k = r->u.untraced.what;
         fprintf(out, " what=%s count=%" PRIu64 " message=", k < ML_UNTRACED_WHAT_COUNT_ ? whats[k] : "?",

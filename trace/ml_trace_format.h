@@ -133,6 +133,9 @@ enum {
  * report's gates look for (cli/report_cmd.c: such a trace holds no heap
  * call, so no gate can pass on it). */
 #define ML_UNTRACED_HEAP_PREFIX "not traced: the heap calls of process "
+/* The start of an ML_UNTRACED_ENDED record's message (report/text.c looks
+ * for it among the warnings, which a report from the snapshot keeps). */
+#define ML_UNTRACED_ENDED_PREFIX "ended in the window: "
 
 enum {
     ML_UNTRACED_CHILDREN = 1,  /* count: child processes started without --follow-fork */
@@ -151,6 +154,9 @@ enum {
     ML_UNTRACED_DEEPBIND = 8,  /* count: dlopen calls with RTLD_DEEPBIND, whose libraries' heap calls
                                 * are traced only from the end of their dlopen (not their constructors'),
                                 * or not at all where they could not be redirected */
+    ML_UNTRACED_ENDED = 9,     /* count 1: an attached process ended during the window without an
+                                * exit memlens saw (SIGKILL): its message starts with
+                                * ML_UNTRACED_ENDED_PREFIX, which the report looks for */
     ML_UNTRACED_WHAT_COUNT_
 };
 

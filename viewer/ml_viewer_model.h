@@ -189,6 +189,7 @@ typedef struct {
     uint32_t duration_ms;
     bool sampled;
     bool attached; /* memlens attach: a window of the process' life, no exit */
+    bool ended_in_window; /* attached, and it ended there without an exit (ml_analysis_ended_in_window) */
     uint64_t sample_bytes;
     ml_totals_t totals;                     /* a copy of the analysis totals */
     uint64_t peak_rss_bytes;                /* 0 when the trace has no RSS samples */

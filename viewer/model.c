@@ -284,6 +284,7 @@ static void src_summary(ml_vmodel_t *m, ml_vsummary_t *s) {
     if (p) {
         s->pid = p->pid;
         s->attached = (p->options & ML_OPT_ATTACHED) != 0;
+        s->ended_in_window = ml_analysis_ended_in_window(m->an);
         snprintf(s->exe, sizeof s->exe, "%s", p->exe ? p->exe : "");
         size_t o = 0;
         for (uint32_t i = 0; i < p->argc && o + 1 < sizeof s->cmdline; i++) {

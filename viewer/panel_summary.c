@@ -102,13 +102,15 @@ static void build(summary_t *p, int width) {
     if (s->attached && s->state != ML_VPROC_RUNNING && s->state != ML_VPROC_LOADING) {
         /* As memlens report says: without the program's exit there are no
          * leak kinds, only what the window added and left live. */
+        bool gone = s->ended_in_window;
         ml__lines_add(l, "Grown", ML_ST_NORMAL,
                       "%s in %s allocated while attached and still live at %s",
                       ml__fmt_bytes_long(t->heap_bytes, b1, sizeof b1),
                       ml__fmt_n(t->heap_blocks, "block", "blocks", n1, sizeof n1),
-                      t->exited ? "its exit" : "detach");
+                      t->exited ? "its exit" : gone ? "its end" : "detach");
         ml__lines_add(l, "Leaked", ML_ST_DIM, "%s",
                       t->exited ? "not known: blocks allocated before the attach are unknown"
+                      : gone    ? "not known: the program ended in the window without an exit (SIGKILL?)"
                                 : "not known: the program did not exit while attached");
     } else if ((s->state == ML_VPROC_ENDED || s->state == ML_VPROC_TRUNCATED) && ml_totals_unjudged(t, NULL)) {
         /* As memlens report says: the program had not exited (it was still
