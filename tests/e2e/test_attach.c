@@ -273,6 +273,62 @@ Test(attach, a_program_that_exits_in_the_window, .timeout = 120) {
     h_run_free(&r);
 }
 
+/* A program killed by SIGKILL during the window: memlens attach ends by
+ * itself and says so, and so must the trace, for every report of it. It
+ * said nothing: its end was "unknown" as after any detach, and the report
+ * said "the program did not exit while attached" and "still live at
+ * detach" of a program that was dead and never detached from. The two
+ * steps of the window are in it (5 blocks each, 4001..4011 bytes). */
+Test(attach, a_program_killed_in_the_window_is_said, .timeout = 120) {
+    skip_unless_ptrace();
+    char trace[4096];
+    snprintf(trace, sizeof trace, "%s", h_tmp("killed.mlt"));
+    fx_t f;
+    fx_start(&f, "fx_attach", "0");
+    cr_assert_str_eq(fx_cmd(&f, 's'), "step 1");
+    ml_t m;
+    char err[8192];
+    cr_assert(attach_start(&m, trace, f.pid, err, sizeof err), "memlens attach: %s", err);
+    cr_assert_str_eq(fx_cmd(&f, 's'), "step 2");
+    cr_assert_str_eq(fx_cmd(&f, 's'), "step 3");
+    cr_assert_eq(kill(f.pid, SIGKILL), 0);
+    int st;
+    cr_assert_eq(waitpid(f.pid, &st, 0), f.pid);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "killed (status 0x%x)", st);
+    close(f.in);
+    fclose(f.out);
+    size_t n = strlen(err);
+    ssize_t k;
+    while (n < sizeof err - 1 && (k = read(m.err, err + n, sizeof err - 1 - n)) > 0) n += (size_t)k;
+    err[n] = '\0';
+    close(m.err);
+    int mst;
+    cr_assert_eq(waitpid(m.pid, &mst, 0), m.pid);
+    cr_expect(WIFEXITED(mst) && WEXITSTATUS(mst) == 0, "memlens attach ends by itself (status 0x%x): %s", mst, err);
+    cr_expect(strstr(err, "ended during the window"), "%s", err);
+
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    for (uint64_t size = 4001; size <= 4003; size++)
+        cr_expect_eq(h_allocs_of_size(&t, size), 2, "malloc(%lu) in the window", (unsigned long)size);
+    h_trace_free(&t);
+
+    const char *argv[] = {h_bin("memlens"), "report", trace, "--no-advisor", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "grown in the window: 41.1 KiB in 10 blocks allocated while attached and still live "
+                            "at its end\n"), "%s", r.out);
+    cr_expect(strstr(r.out, "leaks: not reported: the program ended during the window without an exit memlens "
+                            "saw (killed by SIGKILL?)"), "%s", r.out);
+    char said[256];
+    snprintf(said, sizeof said, "  " ML_UNTRACED_ENDED_PREFIX "process %d (", (int)f.pid);
+    cr_expect(strstr(r.out, said), "the trace says it: %s", r.out);
+    cr_expect(!strstr(r.out, "did not exit"), "%s", r.out);
+    cr_expect(!strstr(r.out, "detach"), "%s", r.out);
+    h_run_free(&r);
+}
+
 /* A non-PIE program with canonical PLT entries for malloc & co. (Debian's
  * python3.11): the lookups answer its PLT stubs, which the attach took for
  * the allocator's module and skipped the program: not one call recorded. */
