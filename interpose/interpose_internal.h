@@ -106,6 +106,7 @@ typedef struct {
     uint64_t rng;
     uint32_t nnest; /* events waiting in nest */
     uint32_t fork_seq; /* the number of this thread's last fork (ML_BLOB_FORK): its child reads it */
+    uint32_t tid;      /* as announced (ML_BLOB_THREAD), for a rename by another thread */
     struct {
         uint64_t ptr, size; /* size: as ml__emit takes it (slack in the top 16 bits for an alloc) */
         uint8_t type, kind;

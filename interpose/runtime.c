@@ -356,8 +356,50 @@ static void announce_thread(void) {
     memset(&b, 0, sizeof b);
     b.index = t->thread;
     b.tid = (uint32_t)syscall(SYS_gettid);
+    t->tid = b.tid;
     prctl(PR_GET_NAME, b.name, 0, 0, 0);
     ml__emit_blob(ML_BLOB_THREAD, &b, sizeof b);
+}
+
+/* A thread the program renamed (prctl(PR_SET_NAME), pthread_setname_np)
+ * after its first hook call had announced it: its record again, with the
+ * new name, which the analysis takes for that index. The threads table
+ * then has the names the program gave, as /proc/PID/task/TID/comm says
+ * them: a daemon that named itself (rsyslogd's "rs:main Q:Reg", a worker
+ * named by its creator once started) kept the name it had at its first
+ * allocation (the executable's, or its creator's). t is the thread's state:
+ * its own, or another thread's at the same offset from that thread's
+ * pointer (initial-exec TLS; the caller holds a live pthread_t). */
+static void thread_renamed(ml_tls_t *t, const char *name) {
+    if (!ml__recording()) return;
+    ml__tls.guard++;
+    if (t->has_thread) {
+        ml_blob_thread_t b;
+        memset(&b, 0, sizeof b);
+        b.index = t->thread;
+        b.tid = t->tid;
+        strncpy(b.name, name, sizeof b.name - 1); /* the kernel keeps 15 bytes, as here */
+        ml__emit_blob(ML_BLOB_THREAD, &b, sizeof b);
+    }
+    ml__tls.guard--;
+    ml__call_done();
+}
+
+static void *_Atomic real_setname;
+
+ML_EXPORT int pthread_setname_np(pthread_t th, const char *name);
+ML_EXPORT int pthread_setname_np(pthread_t th, const char *name) {
+    int (*f)(pthread_t, const char *) =
+        (int (*)(pthread_t, const char *))ml__next_symbol(&real_setname, "pthread_setname_np");
+    if (!f) return ENOSYS;
+    int rc = f(th, name);
+    if (rc == 0) {
+        int e = errno;
+        pthread_t self = pthread_self();
+        thread_renamed(th == self ? &ml__tls : (ml_tls_t *)((char *)th + ((char *)&ml__tls - (char *)self)), name);
+        errno = e;
+    }
+    return rc;
 }
 
 void ml__emit(uint8_t type, uint8_t kind, uint8_t flags, uint64_t ptr, uint64_t size,
@@ -703,7 +745,13 @@ ML_EXPORT int prctl(int option, ...) {
     int (*f)(int, ...) = (int (*)(int, ...))ml__next_symbol(&real_prctl, "prctl");
     if (!f) return (int)syscall(SYS_prctl, option, a2, a3, a4, a5);
     if (option == PR_SET_SECCOMP) ml__seccomp_mode = a2 == 1 ? 1 : 2; /* before: it may apply at once */
-    return f(option, a2, a3, a4, a5);
+    int rc = f(option, a2, a3, a4, a5);
+    if (option == PR_SET_NAME && rc == 0 && a2) {
+        int e = errno;
+        thread_renamed(&ml__tls, (const char *)a2);
+        errno = e;
+    }
+    return rc;
 }
 
 /* How long the thread that called dlopen waits, before it takes a stack,
