@@ -112,6 +112,42 @@ Test(record, eight_threads_exact_without_deadlock, .timeout = 300) {
 
 static void report_json(const char *trace, h_run_t *r);
 
+/* Threads named after their first allocation keep the names the program
+ * gave them (docs/analysis.md: threads[]), as the kernel says them
+ * (fx_threadname prints /proc's names: "mainloop", "worker-1b"). A thread
+ * was announced once, at its first hook call, with the name it had then:
+ * the main thread kept the executable's name after prctl(PR_SET_NAME),
+ * and a worker its creator's ("mainloop") after pthread_setname_np. */
+Test(record, threads_keep_the_names_the_program_gave_them, .timeout = 120) {
+    const char *trace = h_tmp("threadname.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_threadname"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert_str_eq(r.out, "main mainloop\nworker worker-1b\n", "the kernel's names");
+    h_run_free(&r);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect_eq(h_allocs_of_size(&t, 3331) + h_allocs_of_size(&t, 3332) + h_allocs_of_size(&t, 3333), 9);
+    cr_expect_eq(h_allocs_of_size(&t, 3334) + h_allocs_of_size(&t, 3335), 3);
+    h_trace_free(&t);
+    report_json(trace, &r);
+    const char *th = strstr(r.out, "\"threads\": [");
+    cr_assert(th, "%s", r.out);
+    const char *end = strchr(th, ']');
+    cr_assert(end);
+    char list[4096];
+    snprintf(list, sizeof list, "%.*s", (int)(end - th), th);
+    const char *main_entry = strstr(list, "{\"index\": 0, "), *worker_entry = strstr(list, "{\"index\": 1, ");
+    cr_assert(main_entry && worker_entry && main_entry < worker_entry, "%s", list);
+    const char *main_name = strstr(main_entry, "\"name\": \"mainloop\", ");
+    cr_expect(main_name && main_name < worker_entry, "the main thread: %s", list);
+    cr_expect(strstr(worker_entry, "\"name\": \"worker-1b\", \"alloc_calls\": 9,"), "the worker: %s", list);
+    cr_expect(!strstr(list, "fx_threadname"), "not the executable's name: %s", list);
+    cr_expect(!strstr(list, "\"name\": \"mainloop\", \"alloc_calls\": 9,"), "not its creator's: %s", list);
+    h_run_free(&r);
+}
+
 /* The program still dies of SIGSEGV (memlens' status 128 + 11), and is
  * scanned at the signal, as valgrind scans it (memlens' handler,
  * interpose/runtime.c): of fx_crash's five 777-byte blocks, four are
