@@ -326,7 +326,10 @@ void ml_collector_root_maxrss(ml_collector_t *c, uint64_t bytes) {
  * from its err (ml_ctl_proc_t): "could not make its event ring (REASON)"
  * when its libmemlens.so failed, else what the collector could not do. */
 static const char *failed_why(uint32_t err, char *buf, size_t len) {
-    if (!(err & ML_PROC_ERR_COLLECTOR))
+    if (err == ML_PROC_ERR_PIDNS)
+        snprintf(buf, len, "runs in another PID namespace than memlens (unshare -p, a container), where memlens "
+                           "cannot follow it,");
+    else if (!(err & ML_PROC_ERR_COLLECTOR))
         snprintf(buf, len, "could not make its event ring (%s)", strerror((int)err));
     else if (err & ML_PROC_ERR_RING)
         snprintf(buf, len, "got no trace: memlens could not open its event ring (%s)", strerror(ML_PROC_ERRNO(err)));

@@ -1080,6 +1080,88 @@ static void test_fork_signal(void) {
 }
 #endif
 
+/* Whether the collector still ticks the session's clock (it does every
+ * loop, at least every millisecond or so while it runs): when its pid
+ * answers ESRCH all the same, this process cannot see it, because it runs
+ * in another PID namespace (a child of `unshare -p`, a container started
+ * under memlens). Looked at for up to 50 ms, only then. */
+static bool collector_ticking(ml_ctl_t *c) {
+    /* Seen through a /proc that is memlens' (not mounted again in the
+     * namespace), its namespace differs from ours: no need to wait. */
+    char path[48], num[16], mine[64], its[64];
+    const char *s = u32_to_str(num + sizeof num, c->collector_pid);
+    size_t n = ml_strlen(s);
+    memcpy(path, "/proc/", 6);
+    memcpy(path + 6, s, n);
+    memcpy(path + 6 + n, "/ns/pid", 8);
+    ssize_t a = readlink("/proc/self/ns/pid", mine, sizeof mine), b = readlink(path, its, sizeof its);
+    if (a > 0 && b > 0) return a != b || memcmp(mine, its, (size_t)a) != 0;
+    uint32_t t0 = ml_atomic_load_relaxed(&c->clock_ms);
+    for (int i = 0; i < 10; i++) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+        if (ml_atomic_load_relaxed(&c->clock_ms) != t0) return true;
+    }
+    return false;
+}
+
+/* This process' pid as /proc numbers it (the first of NSpid's), which is
+ * memlens' numbering when /proc was not mounted again in the namespace;
+ * getpid() otherwise. */
+static uint32_t proc_pid(void) {
+    uint32_t pid = (uint32_t)getpid();
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return pid;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return pid;
+    buf[n] = '\0';
+    const char *p = strstr(buf, "\nNSpid:");
+    if (!p) return pid;
+    p += 8;
+    while (*p == ' ' || *p == '\t') p++;
+    uint32_t v = 0;
+    while (*p >= '0' && *p <= '9') v = v * 10 + (uint32_t)(*p++ - '0');
+    return v ? v : pid;
+}
+
+/* A process in another PID namespace than memlens: the collector knows
+ * processes by their pids in its own namespace, and their libmemlens.so
+ * checks its liveness by its pid, so such a process is not recorded. It
+ * said "memlens (pid N) is gone", which was false, and nothing else did:
+ * `memlens run --follow-fork -- unshare -p -f PROG` ran PROG untraced with
+ * no word in any trace or in the summary. Its slot is now taken and marked
+ * failed (ML_PROC_ERR_PIDNS), so the run counts it and the trace of the
+ * image it forked from says why (collector.c, say_failed_children). */
+static void other_pid_namespace(ml_ctl_t *c, uint32_t parent_slot) {
+    uint32_t pid = proc_pid(), own = (uint32_t)getpid();
+    char pnum[16], inum[16];
+    const char *parts[] = {"process ", u32_to_str(pnum + sizeof pnum, pid), pid == own ? "" : " (pid ",
+                           pid == own ? "" : u32_to_str(inum + sizeof inum, own), pid == own ? "" : " in its own)",
+                           " runs in another PID namespace than memlens, which cannot follow it there; it is not "
+                           "recorded",
+                           NULL};
+    warnv(parts);
+    uint32_t idx = ml_atomic_load_relaxed(&c->nprocs);
+    for (;;) {
+        if (idx >= ML_MAX_PROCS || idx >= ml_atomic_load_acquire(&c->procs_cap)) {
+            ml_atomic_add_relaxed(&c->procs_refused, 1);
+            return;
+        }
+        if (atomic_compare_exchange_weak_explicit(&c->nprocs, &idx, idx + 1, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            break;
+    }
+    ml_ctl_proc_t *pr = &c->procs[idx];
+    pr->pid = pid;
+    pr->ppid = (uint32_t)getppid();
+    pr->parent_slot = parent_slot;
+    pr->err = ML_PROC_ERR_PIDNS;
+    ml_atomic_add_relaxed(&c->procs_failed, 1);
+    ml_atomic_store_release(&pr->state, ML_PROC_FAILED);
+}
+
 /* Claims a process slot and creates this image's ring (<ctl>.<slot>.<tag>). */
 /* fork_seq: the number of the parent's fork this child came from, 0 for
  * an image that is not a fork child (ml_ring_hdr_t.fork_seq). */
@@ -1093,6 +1175,10 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
      * /dev/shm: check first. The next `memlens run` sweeps what a collector
      * that dies after this check leaves behind. */
     if (!ml__collector_alive()) {
+        if (collector_ticking(c)) {
+            other_pid_namespace(c, parent_slot);
+            return -1;
+        }
         char cnum[16], pnum[16];
         const char *parts[] = {"memlens (pid ", u32_to_str(cnum + sizeof cnum, c->collector_pid),
                                ") is gone; process ", u32_to_str(pnum + sizeof pnum, (uint32_t)getpid()),

@@ -367,6 +367,10 @@ typedef struct {
  * says so, as for an image whose libmemlens.so could not make its ring. */
 #define ML_PROC_ERR_COLLECTOR 0x80000000u
 #define ML_PROC_ERR_RING 0x40000000u
+/* Set by libmemlens.so: the image runs in another PID namespace than memlens
+ * (a child of `unshare -p`, a container), where it cannot see memlens' pid
+ * and memlens cannot find its own; its pid is as /proc numbers it. */
+#define ML_PROC_ERR_PIDNS 0x20000000u
 #define ML_PROC_ERRNO(err) ((int)((err) & 0xffffu))
 
 /* Options passed from `memlens run` to every traced process. */
