@@ -761,3 +761,35 @@ Test(headlines, a_child_that_cannot_make_its_ring_is_in_the_trace, .timeout = 12
               "%s", r.out);
     h_run_free(&r);
 }
+
+/* A followed child in another PID namespace than memlens (`unshare -p -f`,
+ * a container started under memlens) cannot be followed: memlens knows
+ * processes by their pids in its own namespace, and the child cannot see
+ * memlens' pid. It ran untraced saying "memlens (pid N) is gone" (twice:
+ * unshare's fork child and the program it execs), while memlens ran on,
+ * and neither the trace nor the summary said anything. fx_counts exits 7
+ * under unshare as alone. Needs root (CLONE_NEWPID). */
+Test(headlines, a_child_in_another_pid_namespace_is_said, .timeout = 120) {
+    if (geteuid() != 0 || system("unshare -p -f true > /dev/null 2>&1") != 0)
+        cr_skip_test("needs unshare -p (root)");
+    const char *trace = h_tmp("pidns.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "--follow-fork", "-o", trace, "--", "unshare", "-p", "-f",
+                          h_bin("fx_counts"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 7, "fx_counts' status: %s", r.err);
+    cr_expect(!strstr(r.err, "is gone"), "memlens was not gone: %s", r.err);
+    cr_expect(strstr(r.err, " runs in another PID namespace than memlens, which cannot follow it there; it is not "
+                            "recorded\n"), "%s", r.err);
+    cr_expect(strstr(r.err, "memlens: warning: 2 process images could not be recorded and ran untraced"), "%s", r.err);
+    h_run_free(&r);
+    const char *rep[] = {h_bin("memlens"), "report", trace, "--no-advisor", NULL};
+    h_run(&r, rep);
+    const char *w = strstr(r.out, "\nwarnings:\n");
+    cr_assert(w, "%s", r.out);
+    cr_expect(strstr(w, "  not recorded: process ") &&
+                  strstr(w, ", runs in another PID namespace than memlens (unshare -p, a container), where memlens "
+                            "cannot follow it, and ran untraced\n"),
+              "%s", r.out);
+    h_run_free(&r);
+}
