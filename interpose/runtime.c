@@ -733,6 +733,32 @@ static uint64_t mono_ns(void);
  * 1: strict mode, 2: a filter. */
 int ml__seccomp_mode;
 
+/* setsid() of the program `memlens run` started. Run alone by a shell with
+ * job control (or by anything that gives it a process group of its own:
+ * systemd, start_new_session), the program leads its process group, and
+ * setsid() fails with EPERM: a group leader cannot make a session. Under
+ * memlens, memlens holds that place and the program is a member of its
+ * group, so the call succeeded: the program left the terminal's session,
+ * Ctrl-C no longer reached it, and a program that prints the result
+ * printed another one. So while this process is memlens' child and
+ * memlens leads the group this process is in (where the program alone
+ * would lead it), the call fails as it would have. Anywhere else (a
+ * fork's child daemonising, a script without job control, attach) it is
+ * passed on. */
+static void *_Atomic real_setsid;
+
+ML_EXPORT pid_t setsid(void);
+ML_EXPORT pid_t setsid(void) {
+    pid_t (*f)(void) = (pid_t (*)(void))ml__next_symbol(&real_setsid, "setsid");
+    ml_ctl_t *c = ml__ctl;
+    pid_t m = c ? (pid_t)c->collector_pid : 0;
+    if (m > 0 && getppid() == m && getpgrp() == m) {
+        errno = EPERM;
+        return -1;
+    }
+    return f ? f() : (pid_t)syscall(SYS_setsid);
+}
+
 static void *_Atomic real_prctl;
 
 ML_EXPORT int prctl(int option, ...);

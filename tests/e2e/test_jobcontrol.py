@@ -170,7 +170,29 @@ def hang_up(w):
        "... after it freed its 100 blocks")
 
 
+def own_session(w):
+    """A program that calls setsid() itself: run alone as a job it leads
+    its process group and the call fails (EPERM); under memlens it was a
+    member of memlens' group, the call succeeded, and the program left the
+    terminal's session (Ctrl-C no longer reached it). A fork's child, as a
+    daemon's first step, gets its session either way."""
+    fx = os.path.join(B, "fx_setsid")
+    trace = os.path.join(w, "sid.mlt")
+    for leader in (True, False):
+        for args in ([], ["fork"]):
+            def run(argv):
+                p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60,
+                                   preexec_fn=os.setpgrp if leader else None)
+                return p.returncode, p.stdout.decode()
+            plain = run([fx] + args)
+            want = ("child setsid ok\n" if args else "") + ("main setsid EPERM\n" if leader else "main setsid ok\n")
+            eq(plain, (0, want), "setsid %s, %s: the plain run" % (" ".join(args) or "main", "leader" if leader else "member"))
+            eq(run([MEMLENS, "run", "-q", "-o", trace, "--", fx] + args), plain,
+               "... and under memlens the same")
+
+
 with tempfile.TemporaryDirectory(prefix="memlens-jobs-") as w:
+    own_session(w)
     self_stop(w)
     continued_by_pid(w)
     stop_from_outside(w)
