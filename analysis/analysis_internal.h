@@ -176,8 +176,8 @@ struct ml_analysis_s;
 void ml__shrink_live(struct ml_analysis_s *a);
 /* analysis.c: how many allocations a live block stands for: 1, or in a
  * sampled trace its sample's weight (the block's size is the weighted one),
- * rounded to a whole number. */
-uint64_t ml__block_count(const struct ml_analysis_s *a, uint64_t size);
+ * as a whole number drawn from the block's address (ptr). */
+uint64_t ml__block_count(const struct ml_analysis_s *a, uint64_t ptr, uint64_t size);
 
 /* ------------------------------------------------------------------------- */
 /* Stacks                                                                    */

@@ -411,7 +411,7 @@ static int end_walk(ml_analysis_t *a, struct ml__built_s *b, bool judged) {
             const ml__eblock_t *e = &v[i];
             uint32_t si = a->stats[e->stack < a->nstats ? e->stack : 0].site;
             if (si >= b->nsites) continue;
-            uint64_t count = ml__block_count(a, e->size);
+            uint64_t count = ml__block_count(a, e->ptr, e->size);
             if (!judged) {
                 b->leaks.bytes += e->size;
                 b->leaks.blocks += count;

@@ -255,7 +255,7 @@ int ml_time_buckets_acc_finish(ml_time_buckets_acc_t *c, ml_time_buckets_t **out
         bool existed;
         live_sum_t *x = live_sums_put(&sums, live_key(si, k < nb ? k : nb - 1, kind_of(e)), &existed);
         if (!(oom = !x)) {
-            x->blocks += ml__block_count(a, e->size); /* a sampled block: its weight */
+            x->blocks += ml__block_count(a, e->ptr, e->size); /* a sampled block: its weight */
             x->bytes += e->size;
         }
     }
