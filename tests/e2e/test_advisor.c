@@ -391,6 +391,42 @@ Test(advisor, a_sampled_trace_gets_the_table_but_no_suggestions, .timeout = 300)
     ml_advice_free(adv);
 }
 
+/* The replay of a sampled trace runs the recorded samples: its budget is
+ * theirs, not the estimated calls'. fx_sample's 20,000 malloc(1000) at
+ * one sample per 64 KiB are about 300 recorded allocations and 150 frees,
+ * under a budget of 5,000 operations; taken for the estimated 20,000 calls
+ * they were over it, and the table and the what-ifs were skipped (30 M
+ * malloc(16)s at --sample 1M: 1,112 operations skipped at the default
+ * budget). */
+Test(advisor, a_sampled_trace_is_budgeted_by_its_samples, .timeout = 300) {
+    const char *trace = h_tmp("sampled_budget.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "--sample", "64k", "-o", trace, "--", h_bin("fx_sample"),
+                          NULL};
+    h_run_t run;
+    h_run(&run, argv);
+    cr_assert_eq(run.status, 0, "%s", run.err);
+    h_run_free(&run);
+    ml_analysis_t *a;
+    char err[1024] = "";
+    cr_assert_eq(ml_analysis_new(&a), 0);
+    cr_assert_eq(ml_analysis_load(a, trace, err, sizeof err), 0, "%s", err);
+    ml_build_opts_t bo = {.no_symbols = true};
+    cr_assert_eq(ml_analysis_build(a, &bo, err, sizeof err), 0, "%s", err);
+    const ml_totals_t *t = ml_analysis_totals(a);
+    cr_assert_gt(t->alloc_calls, 15000, "the estimate of 20,000 calls: %lu", (unsigned long)t->alloc_calls);
+    cr_assert_lt(t->calls_by_kind[ML_KIND_MALLOC], 1000, "a sample: %lu",
+                 (unsigned long)t->calls_by_kind[ML_KIND_MALLOC]);
+    ml_advice_t *adv = NULL;
+    ml_advisor_opts_t o = {.threads = 0, .analysis = a, .budget_ops = 5000};
+    cr_assert_eq(ml_advisor_run(trace, &o, &adv, err, sizeof err), 0, "%s", err);
+    const char *sk = ml_advice_skipped(adv, 0);
+    cr_expect_null(sk, "nothing skipped: %s", sk ? sk : "");
+    const ml_sim_metrics_t *p;
+    cr_expect_eq(ml_advice_policies(adv, &p), 6, "five designs and the real allocator");
+    ml_advice_free(adv);
+    ml_analysis_free(a);
+}
+
 /* `memlens report --json`: the suggestions and the policy table in the document. */
 static char *report_json_opt(const char *fixture, const char *opt) {
     char name[256];

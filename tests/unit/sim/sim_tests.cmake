@@ -17,6 +17,6 @@ target_compile_options(fx_adv_churn PRIVATE -O0 -g -fno-builtin)
 list(APPEND ML_ADV_FIXTURES fx_adv_churn)
 ml_test(test_advisor e2e/test_advisor.c e2e/harness.c)
 target_link_libraries(test_advisor PRIVATE ml_advisor ml_report)
-add_dependencies(test_advisor memlens memlens_preload ${ML_ADV_FIXTURES})
+add_dependencies(test_advisor memlens memlens_preload ${ML_ADV_FIXTURES} fx_sample) # fx_sample: a_sampled_trace_is_budgeted_by_its_samples
 set_tests_properties(test_advisor PROPERTIES TIMEOUT 900)
 add_dependencies(test_snapshot fx_adv_realloc)
