@@ -250,7 +250,7 @@ void ml_advice_stats(const ml_advice_t *a, uint64_t *ops, double *seconds);
 
 /** Raise it whenever a change of the advisor or the simulator changes its
  * results: saved advice of another version is not used. */
-#define ML_ADVICE_CACHE_VERSION 6
+#define ML_ADVICE_CACHE_VERSION 7
 
 #define ML_ADVICE_CACHE_READ 1u  /* use advice saved in the trace under the same key */
 #define ML_ADVICE_CACHE_WRITE 2u /* save a fresh result in the trace when it may be written */
