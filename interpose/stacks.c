@@ -348,15 +348,9 @@ static bool pc_in_modules(uint64_t pc) {
     return false;
 }
 
-/* Slow path: insert (parent, pc) under the lock. Returns 0 if the table
- * cannot grow (the caller truncates the stack there). */
-static uint32_t node_insert(uint32_t parent, uint64_t pc) {
-    ml__spin_lock(&lock);
-    node_table_t *t = ml_atomic_load_acquire(&table);
-    uint32_t id = table_find(t, parent, pc);
-    if (id) goto out;
-    if ((t->count + 1) * 4 > t->cap * 3 && !(t = table_grow(t, 1))) goto out;
-    id = ml_atomic_add_relaxed(&next_id, 1) + 1;
+/* Under the lock: node id (parent, pc), new, announced to the collector
+ * and put in the table t (which has room). */
+static inline void node_add(node_table_t *t, uint32_t id, uint32_t parent, uint64_t pc) {
     if (vnode_pc && id < VERIFY_NODES) {
         vnode_pc[id] = pc;
         vnode_parent[id] = parent;
@@ -372,6 +366,18 @@ static uint32_t node_insert(uint32_t parent, uint64_t pc) {
      * had unloaded it by then: its frames stayed addresses. */
     if (!pc_in_modules(pc) && ml_atomic_load_relaxed(&ml__modcheck) <= 0)
         ml_atomic_store_relaxed(&ml__modcheck, 1);
+}
+
+/* Slow path: insert (parent, pc) under the lock. Returns 0 if the table
+ * cannot grow (the caller truncates the stack there). */
+static uint32_t node_insert(uint32_t parent, uint64_t pc) {
+    ml__spin_lock(&lock);
+    node_table_t *t = ml_atomic_load_acquire(&table);
+    uint32_t id = table_find(t, parent, pc);
+    if (id) goto out;
+    if ((t->count + 1) * 4 > t->cap * 3 && !(t = table_grow(t, 1))) goto out;
+    id = ml_atomic_add_relaxed(&next_id, 1) + 1;
+    node_add(t, id, parent, pc);
 out:
     ml__spin_unlock(&lock);
     return id;
@@ -445,15 +451,7 @@ static int node_insert_run(uint32_t parent, const run_t *r, int n) {
                                          mask],
                                    1);
             uint32_t id = first + (uint32_t)k;
-            uint64_t pc = run_pc(r, i + k);
-            if (vnode_pc && id < VERIFY_NODES) {
-                vnode_pc[id] = pc;
-                vnode_parent[id] = parent;
-            }
-            ml__emit(ML_EV_NODE, 0, 0, pc, parent, id);
-            table_put(t, id, parent, pc);
-            if (!pc_in_modules(pc) && ml_atomic_load_relaxed(&ml__modcheck) <= 0)
-                ml_atomic_store_relaxed(&ml__modcheck, 1);
+            node_add(t, id, parent, run_pc(r, i + k));
             run_set_id(r, i + k, id);
             parent = id;
         }
