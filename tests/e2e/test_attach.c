@@ -233,6 +233,21 @@ Test(attach, four_threads_window, .timeout = 120) {
     attach_window("fx_attach", "4", 4);
 }
 
+/* After the program ended in the window: the rest of memlens attach's
+ * stderr into err (after what is there), and memlens ending by itself,
+ * status 0, saying so. */
+static void ends_by_itself(ml_t *m, char *err, size_t len) {
+    size_t n = strlen(err);
+    ssize_t k;
+    while (n < len - 1 && (k = read(m->err, err + n, len - 1 - n)) > 0) n += (size_t)k;
+    err[n] = '\0';
+    close(m->err);
+    int mst;
+    cr_assert_eq(waitpid(m->pid, &mst, 0), m->pid);
+    cr_expect(WIFEXITED(mst) && WEXITSTATUS(mst) == 0, "memlens attach ends by itself (status 0x%x): %s", mst, err);
+    cr_expect(strstr(err, "ended during the window"), "%s", err);
+}
+
 /* A program that exits during the window: memlens attach ends by itself,
  * and the report says the program exited (it used to say "the program did
  * not exit while attached (no exit scan ...)" of a program it had scanned
@@ -252,15 +267,7 @@ Test(attach, a_program_that_exits_in_the_window, .timeout = 120) {
     char last[256];
     int st = fx_finish(&f, last, sizeof last);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 7, "its own exit status (status 0x%x)", st);
-    size_t n = strlen(err);
-    ssize_t k;
-    while (n < sizeof err - 1 && (k = read(m.err, err + n, sizeof err - 1 - n)) > 0) n += (size_t)k;
-    err[n] = '\0';
-    close(m.err);
-    int mst;
-    cr_assert_eq(waitpid(m.pid, &mst, 0), m.pid);
-    cr_expect(WIFEXITED(mst) && WEXITSTATUS(mst) == 0, "memlens attach ends by itself (status 0x%x): %s", mst, err);
-    cr_expect(strstr(err, "ended during the window"), "%s", err);
+    ends_by_itself(&m, err, sizeof err);
 
     const char *argv[] = {h_bin("memlens"), "report", trace, "--no-advisor", NULL};
     h_run_t r;
@@ -297,15 +304,7 @@ Test(attach, a_program_killed_in_the_window_is_said, .timeout = 120) {
     cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "killed (status 0x%x)", st);
     close(f.in);
     fclose(f.out);
-    size_t n = strlen(err);
-    ssize_t k;
-    while (n < sizeof err - 1 && (k = read(m.err, err + n, sizeof err - 1 - n)) > 0) n += (size_t)k;
-    err[n] = '\0';
-    close(m.err);
-    int mst;
-    cr_assert_eq(waitpid(m.pid, &mst, 0), m.pid);
-    cr_expect(WIFEXITED(mst) && WEXITSTATUS(mst) == 0, "memlens attach ends by itself (status 0x%x): %s", mst, err);
-    cr_expect(strstr(err, "ended during the window"), "%s", err);
+    ends_by_itself(&m, err, sizeof err);
 
     h_trace_t t;
     h_trace_load(&t, trace);
