@@ -51,6 +51,14 @@
 #define SIDE 0xffu       /* slack code: size and slack are in `big` */
 #define DEAD 0x8000u        /* an offset's mark: the block was removed (below) */
 
+/* A packed set (ml__live_set_packed): the snapshot's bytes of its blocks. */
+struct ml__lpacked_s {
+    void *buf;        /* freed with the set (NULL: the bytes belong to the caller) */
+    const uint8_t *p; /* the first block's bytes */
+    size_t len;
+    uint32_t nstats;
+};
+
 typedef struct {
     uint64_t key; /* page number + 1 */
     ml__lchunk_t *c;
@@ -324,6 +332,7 @@ static int encode(ml__live_t *L, ml__lchunk_t *c, uint32_t i, const ml__block_t 
 
 int ml__live_put(ml__live_t *L, const ml__block_t *b, ml__block_t *old, bool *existed) {
     *existed = false;
+    if (ml_unlikely(L->packed != NULL) && ml__live_unpack(L) < 0) return -ENOMEM;
     uint64_t key = (b->ptr >> CHUNK_SHIFT) + 1;
     uint32_t off = (uint32_t)(b->ptr & CHUNK_MASK);
     ml__lchunk_t *c = chunk_of(L, key);
@@ -399,6 +408,7 @@ int ml__live_put(ml__live_t *L, const ml__block_t *b, ml__block_t *old, bool *ex
  * ml__live_put. */
 uint32_t ml__live_append(ml__live_t *L, const ml__block_t *v, uint32_t n, bool all, int *err) {
     *err = 0;
+    if (ml_unlikely(L->packed != NULL) && (*err = ml__live_unpack(L)) < 0) return 0;
     uint32_t i = 0;
     while (i < n) {
         uint64_t key = (v[i].ptr >> CHUNK_SHIFT) + 1;
@@ -485,6 +495,21 @@ static inline int32_t index_of(ml__lchunk_t *c, uint32_t off) {
 }
 
 bool ml__live_get(const ml__live_t *L, uint64_t ptr, ml__block_t *out) {
+    if (L->packed) {
+        /* by address: the walk stops at the first block at or above ptr */
+        ml__live_cursor_t cur;
+        ml__block_t e;
+        bool found = false;
+        if (ml__live_cursor_init(&cur, L) < 0) return false;
+        while (ml__live_next(&cur, &e) && e.ptr <= ptr)
+            if (e.ptr == ptr) {
+                *out = e;
+                found = true;
+                break;
+            }
+        ml__live_cursor_free(&cur);
+        return found;
+    }
     ml__lchunk_t *c = chunk_find(L, (ptr >> CHUNK_SHIFT) + 1);
     if (!c) return false;
     int32_t i = index_of(c, (uint32_t)(ptr & CHUNK_MASK));
@@ -512,6 +537,7 @@ static inline int32_t take_index(const ml__live_t *L, ml__lchunk_t *c, uint32_t 
 }
 
 bool ml__live_take(ml__live_t *L, uint64_t ptr, ml__block_t *out) {
+    if (ml_unlikely(L->packed != NULL) && ml__live_unpack(L) < 0) return false;
     uint64_t key = (ptr >> CHUNK_SHIFT) + 1;
     ml__lchunk_t *c = chunk_of(L, key);
     if (!c) return false;
@@ -549,6 +575,7 @@ bool ml__live_take(ml__live_t *L, uint64_t ptr, ml__block_t *out) {
 }
 
 bool ml__live_set_reach(ml__live_t *L, uint64_t ptr, unsigned reach) {
+    if (ml_unlikely(L->packed != NULL) && ml__live_unpack(L) < 0) return false;
     ml__lchunk_t *c = chunk_of(L, (ptr >> CHUNK_SHIFT) + 1);
     if (!c) return false;
     uint32_t off = (uint32_t)(ptr & CHUNK_MASK);
@@ -565,6 +592,7 @@ bool ml__live_set_reach(ml__live_t *L, uint64_t ptr, unsigned reach) {
 }
 
 uint64_t ml__live_set_reach_rest(ml__live_t *L, unsigned reach) {
+    if (L->packed && ml__live_unpack(L) < 0) return 0;
     const dir_t *d = dir_entries(&L->dir);
     uint16_t mark = (uint16_t)((reach & 7u) << REACH_SHIFT);
     uint64_t n = 0;
@@ -582,10 +610,15 @@ uint64_t ml__live_set_reach_rest(ml__live_t *L, unsigned reach) {
 }
 
 void ml__live_prefetch(const ml__live_t *L, uint64_t ptr) {
+    if (L->packed) return; /* the change that follows builds the chunks */
     dir_prefetch(&L->dir, (ptr >> CHUNK_SHIFT) + 1);
 }
 
 void ml__live_free(ml__live_t *L) {
+    if (L->packed) {
+        free(L->packed->buf);
+        free(L->packed);
+    }
     if (L->slab) {
         for (size_t i = 0; i < L->slab->narenas; i++) free(L->slab->arenas[i]);
         free(L->slab->arenas);
@@ -597,9 +630,79 @@ void ml__live_free(ml__live_t *L) {
 }
 
 void ml__live_shrink(ml__live_t *L) {
+    if (L->packed) return; /* nothing spare */
     (void)ml_map_shrink(&L->dir, sizeof(dir_t), 64);
     (void)ml_map_shrink(&L->big, sizeof(big_t), 16);
     L->last = NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* A packed set: the snapshot's bytes                                        */
+/* ------------------------------------------------------------------------- */
+
+int ml__live_set_packed(ml__live_t *L, const uint8_t *p, size_t len, uint64_t count, uint32_t nstats) {
+    struct ml__lpacked_s *k = malloc(sizeof *k);
+    if (!k) return -ENOMEM;
+    *k = (struct ml__lpacked_s){.p = p, .len = len, .nstats = nstats};
+    L->packed = k;
+    L->count = count;
+    return 0;
+}
+
+void ml__live_own_packed(ml__live_t *L, void *buf) {
+    if (L->packed) L->packed->buf = buf;
+}
+
+/* The packed walk's next block: false at the end. The bytes were checked
+ * when they were restored, so a block that does not decode (it cannot)
+ * ends the walk. */
+static inline bool packed_next(ml__live_cursor_t *cur, const struct ml__lpacked_s *k, ml__block_t *e) {
+    if (!cur->pk_left) return false;
+    ml__ibuf_t b = {.p = k->p, .len = k->len, .pos = cur->pk_pos};
+    if (!ml__snap_next_block(&b, &cur->pk_ptr, e, k->nstats)) {
+        cur->pk_left = 0;
+        return false;
+    }
+    cur->pk_pos = b.pos;
+    cur->pk_left--;
+    return true;
+}
+
+static void packed_rewind(ml__live_cursor_t *cur, uint64_t count) {
+    cur->pk_pos = 0;
+    cur->pk_ptr = 0;
+    cur->pk_left = count;
+}
+
+/* The batch ml__live_append takes: more than a page's 4096 blocks. */
+#define UNPACK_BATCH 8192u
+
+int ml__live_unpack(ml__live_t *L) {
+    struct ml__lpacked_s *k = L->packed;
+    if (!k) return 0;
+    ml__block_t *v = malloc(UNPACK_BATCH * sizeof *v);
+    if (!v) return -ENOMEM;
+    ml__live_cursor_t cur = {.L = L};
+    packed_rewind(&cur, L->count);
+    /* the chunks are built as for any set, from empty */
+    L->packed = NULL;
+    L->count = 0;
+    int err = 0;
+    uint32_t n = 0;
+    bool more = true;
+    while (more && err == 0) {
+        more = packed_next(&cur, k, &v[n]);
+        if (more) n++;
+        if (n && (n == UNPACK_BATCH || !more)) {
+            uint32_t done = ml__live_append(L, v, n, !more, &err);
+            memmove(v, v + done, (size_t)(n - done) * sizeof *v);
+            n -= done;
+        }
+    }
+    free(v);
+    free(k->buf);
+    free(k);
+    return err;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -624,6 +727,10 @@ RADIX_SORT(ml__sort_cpages, cpage_t, cmp_cpage)
 int ml__live_cursor_init(ml__live_cursor_t *cur, const ml__live_t *L) {
     memset(cur, 0, sizeof *cur);
     cur->L = L;
+    if (L->packed) {
+        packed_rewind(cur, L->count);
+        return 0;
+    }
     uint64_t n = L->dir.count;
     if (!n) return 0;
     cpage_t *v = malloc(n * sizeof *v);
@@ -655,6 +762,7 @@ static inline bool cursor_step(ml__live_cursor_t *cur, uint32_t *at) {
 }
 
 bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out) {
+    if (cur->L->packed) return packed_next(cur, cur->L->packed, out);
     uint32_t i;
     if (!cursor_step(cur, &i)) return false;
     const cpage_t *p = &((const cpage_t *)cur->pages)[cur->k];
@@ -664,6 +772,13 @@ bool ml__live_next(ml__live_cursor_t *cur, ml__block_t *out) {
 
 uint32_t ml__live_next_ends(ml__live_cursor_t *cur, ml__eblock_t *out, uint32_t max) {
     uint32_t n = 0, i;
+    if (cur->L->packed) {
+        ml__block_t b;
+        while (n < max && packed_next(cur, cur->L->packed, &b))
+            out[n++] = (ml__eblock_t){.ptr = b.ptr, .size = b.size, .slack = b.slack, .stack = b.stack,
+                                      .reach = b.reach};
+        return n;
+    }
     while (n < max && cursor_step(cur, &i)) {
         const cpage_t *p = &((const cpage_t *)cur->pages)[cur->k];
         ml__lchunk_t *c = p->c;
@@ -680,6 +795,16 @@ uint32_t ml__live_next_ends(ml__live_cursor_t *cur, ml__eblock_t *out, uint32_t 
 
 static inline bool next_fblock(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblock_t *out,
                                uint64_t *seq) {
+    if (cur->L->packed) {
+        ml__block_t b;
+        while (packed_next(cur, cur->L->packed, &b)) {
+            if (b.seq > max_seq) continue;
+            *out = ml__fblock_make(b.ptr, ml__size48(b.size), b.slack);
+            *seq = b.seq;
+            return true;
+        }
+        return false;
+    }
     const cpage_t *pages = cur->pages;
     for (;;) {
         uint32_t i;
@@ -708,6 +833,7 @@ bool ml__live_next_fblock_seq(ml__live_cursor_t *cur, uint64_t max_seq, ml__fblo
 }
 
 void ml__live_cursor_rewind(ml__live_cursor_t *cur) {
+    if (cur->L->packed) packed_rewind(cur, cur->L->count);
     cur->k = 0;
     cur->i = 0;
 }
@@ -758,6 +884,7 @@ static void page_chunks(ml__live_index_t *x) {
 
 int ml__live_index_init(ml__live_index_t *x, ml__live_t *L) {
     memset(x, 0, sizeof *x);
+    if (L->packed && ml__live_unpack(L) < 0) return -ENOMEM;
     x->L = L;
     ml__live_cursor_t cur;
     if (ml__live_cursor_init(&cur, L) < 0) return -ENOMEM;

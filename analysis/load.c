@@ -28,7 +28,7 @@ static bool trace_sampled(const char *path) {
     return sampled;
 }
 
-static bool load_snapshot(ml_analysis_t *a, ml_reader_t *r, const char *path) {
+static bool load_snapshot(ml_analysis_t *a, ml_reader_t *r, const char *path, bool packed) {
     void *data;
     size_t len;
     uint32_t version = 0;
@@ -46,11 +46,14 @@ static bool load_snapshot(ml_analysis_t *a, ml_reader_t *r, const char *path) {
     /* An older snapshot of a sampled trace counted its blocks one per
      * sample, where the records give their estimates: replay. */
     if (ok && version < ML_ANALYSIS_SNAPSHOT_WEIGHTED_BLOCKS && trace_sampled(path)) ok = false;
-    if (ok && ml_analysis_restore(a, data, len, err, sizeof err) < 0) {
+    int rc2 = !ok ? 0
+              : packed ? ml__analysis_restore_packed(a, data, len, err, sizeof err)
+                       : ml_analysis_restore(a, data, len, err, sizeof err);
+    if (rc2 < 0) {
         ml__warn(a, "%s: %s; the records were replayed instead", path, err);
         ok = false;
     }
-    free(data);
+    if (rc2 != 1) free(data); /* 1: the live set keeps it (ml__live_set_packed) */
     if (ok) a->from_snapshot = true;
     return ok;
 }
@@ -64,7 +67,7 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
     ml_reader_t *r;
     int rc = ml_reader_open(path, &r, err, errlen);
     if (rc < 0) return rc;
-    if ((flags & ML_LOAD_SNAPSHOT) && a->t.records == 0 && !a->light && load_snapshot(a, r, path)) {
+    if ((flags & ML_LOAD_SNAPSHOT) && a->t.records == 0 && !a->light && load_snapshot(a, r, path, flags & ML_LOAD_PACKED)) {
         ml_reader_close(r);
         return 0;
     }

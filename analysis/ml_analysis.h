@@ -152,6 +152,9 @@ int ml_analysis_load(ml_analysis_t *a, const char *path, char *err, size_t errle
                               * instead of replaying its records (see below) */
 #define ML_LOAD_NO_REPLAY 0x4 /* with ML_LOAD_SNAPSHOT: when the trace has no sound snapshot, feed
                                * nothing and return -ENOENT (the viewer then replays in steps) */
+#define ML_LOAD_PACKED 0x8 /* with ML_LOAD_SNAPSHOT: keep the live heap as the snapshot encodes it, and
+                            * decode it on each walk (a report walks it once or twice); the first change
+                            * to it builds the usual set. Less memory and time to load a big heap. */
 
 /** ml_analysis_load() with ML_LOAD_* flags. */
 int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char *err,

@@ -579,57 +579,14 @@ static void get_map(ml__ibuf_t *b, ml_map_t *m, uint32_t nstats) {
     }
 }
 
-/* One varint of at most 9 bytes, with no check of the bytes left (the
- * caller made sure 9 are there): false for a longer one, which the caller
- * reads again with ml__get_u. (Reading a varint of several bytes as one
- * word and moving its 7-bit groups together by shifts took more
- * instructions, and about 15 % more user time on c-tiny-10M's restore.) */
-static inline bool fast_u(const uint8_t **pp, uint64_t *out) {
-    const uint8_t *p = *pp;
-    uint64_t c = *p++;
-    if (__builtin_expect(c < 0x80, 1)) {
-        *out = c;
-        *pp = p;
-        return true;
-    }
-    uint64_t x = c & 0x7f;
-    for (unsigned shift = 7; shift < 63; shift += 7) {
-        c = *p++;
-        x |= (c & 0x7f) << shift;
-        if (c < 0x80) {
-            *out = x;
-            *pp = p;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* The longest block the fast path reads: its address delta and six
- * fields, 9 bytes each at most. */
-#define FAST_BLOCK_MAX (7 * 9)
-
-/* The block after the one at *ptr, without ml__get_u's per-byte checks
- * when FAST_BLOCK_MAX bytes are left: false (nothing read) when it is not
- * there, or is not a sound block, or has a varint of 10 bytes; the caller
- * then reads it the checked way, which finds the same values or the same
- * fault. */
-static inline bool fast_block(ml__ibuf_t *b, uint64_t *ptr, ml__block_t *e, uint32_t nstats) {
-    if (b->len - b->pos < FAST_BLOCK_MAX) return false;
-    const uint8_t *p = b->p + b->pos;
-    uint64_t d, size, reach, seq, slack, stack, time_ms;
-    if (!fast_u(&p, &d) || !fast_u(&p, &size) || !fast_u(&p, &reach) || !fast_u(&p, &seq) ||
-        !fast_u(&p, &slack) || !fast_u(&p, &stack) || !fast_u(&p, &time_ms))
-        return false;
-    /* one branch for all the checks */
-    if ((d == 0) | (d > UINT64_MAX - *ptr) | (size > ML__SIZE_MAX) | (reach > ML_REACH_POSSIBLE) |
-        (seq > (1ull << 48) - 1) | (slack > 0xffff) | (stack > (nstats ? nstats - 1 : 0)) |
-        (time_ms > UINT32_MAX))
-        return false;
+bool ml__snap_live_block(ml__ibuf_t *b, uint64_t *ptr, ml__block_t *e, uint32_t nstats) {
+    if (ml__snap_fast_block(b, ptr, e, nstats)) return true;
+    uint64_t d = ml__get_u(b);
+    if (d == 0 || d > UINT64_MAX - *ptr) return ml__snap_bad(b, "the blocks' addresses are not increasing");
     *ptr += d;
-    *e = ml__block_make(*ptr, size, (unsigned)reach, seq, slack, (uint32_t)stack, (uint32_t)time_ms);
-    b->pos = (size_t)(p - b->p);
-    return true;
+    *e = (ml__block_t){.ptr = *ptr};
+    get_block(b, e, nstats);
+    return !b->bad;
 }
 
 /* Blocks decoded ahead of the live set, which takes them a page at a time
@@ -639,41 +596,34 @@ static inline bool fast_block(ml__ibuf_t *b, uint64_t *ptr, ml__block_t *e, uint
 
 /* The live heap (version 5): `count` blocks by rising address. Each block
  * is checked as ml__get_u and get_block check it, in the same order, so a
- * damaged one fails with the same reason. */
-static void get_live(ml__ibuf_t *b, ml__live_t *L, uint32_t nstats) {
+ * damaged one fails with the same reason. With `packed`, every block is
+ * checked and the set keeps their bytes (ml__live_set_packed) instead of
+ * building its chunks. */
+static void get_live(ml__ibuf_t *b, ml__live_t *L, uint32_t nstats, bool packed) {
     uint64_t count = ml__get_count(b, 8, "the live set holds more blocks than the snapshot");
     uint64_t ptr = 0;
+    if (packed && count) {
+        size_t start = b->pos;
+        ml__block_t e;
+        for (uint64_t i = 0; i < count && ml__snap_next_block(b, &ptr, &e, nstats); i++) {
+        }
+        if (!b->bad && ml__live_set_packed(L, b->p + start, b->pos - start, count, nstats) < 0)
+            ml__snap_bad(b, "out of memory");
+        return;
+    }
     ml__block_t *v = count ? malloc(LOAD_BATCH * sizeof *v) : NULL;
     if (!v) {
         /* No room for the batch: one block at a time. */
         for (uint64_t i = 0; i < count && !b->bad; i++) {
-            uint64_t d = ml__get_u(b);
-            if (d == 0 || d > UINT64_MAX - ptr) {
-                ml__snap_bad(b, "the blocks' addresses are not increasing");
-                return;
-            }
-            ptr += d;
-            ml__block_t e = {.ptr = ptr}, old;
-            get_block(b, &e, nstats);
+            ml__block_t e, old;
             bool existed;
-            if (!b->bad && ml__live_put(L, &e, &old, &existed) < 0) ml__snap_bad(b, "out of memory");
+            if (ml__snap_next_block(b, &ptr, &e, nstats) && ml__live_put(L, &e, &old, &existed) < 0)
+                ml__snap_bad(b, "out of memory");
         }
         return;
     }
     uint32_t n = 0;
-    for (uint64_t i = 0; i < count && !b->bad; i++) {
-        if (!fast_block(b, &ptr, &v[n], nstats)) {
-            uint64_t d = ml__get_u(b);
-            if (d == 0 || d > UINT64_MAX - ptr) {
-                ml__snap_bad(b, "the blocks' addresses are not increasing");
-                break;
-            }
-            ptr += d;
-            ml__block_t e = {.ptr = ptr};
-            get_block(b, &e, nstats);
-            if (b->bad) break;
-            v[n] = e;
-        }
+    for (uint64_t i = 0; i < count && ml__snap_next_block(b, &ptr, &v[n], nstats); i++) {
         if (++n == LOAD_BATCH) {
             int err;
             uint32_t k = ml__live_append(L, v, n, false, &err);
@@ -796,7 +746,7 @@ static void get_totals(ml__ibuf_t *b, ml_totals_t *t) {
 }
 
 /* Fills the fresh session `a` (nothing fed yet) from the bytes. */
-static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
+static void restore(ml__ibuf_t *b, ml_analysis_t *a, bool packed) {
     uint64_t magic = ml__get_u(b);
     if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V6 && magic != SNAP_MAGIC_V5 && magic != SNAP_MAGIC_V4 &&
         magic != SNAP_MAGIC_V3 && magic != SNAP_MAGIC_V2 && magic != SNAP_MAGIC_V1) {
@@ -919,7 +869,7 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
         if (a->stats[i].node == 0 || a->stats[i].node >= a->nnodes)
             return (void)ml__snap_bad(b, "a stack names an unknown node");
 
-    if (magic == SNAP_MAGIC || magic == SNAP_MAGIC_V6 || magic == SNAP_MAGIC_V5) get_live(b, &a->heap, a->nstats);
+    if (magic == SNAP_MAGIC || magic == SNAP_MAGIC_V6 || magic == SNAP_MAGIC_V5) get_live(b, &a->heap, a->nstats, packed);
     else get_live_map(b, &a->heap, a->nstats);
     get_map(b, &a->maps, UINT32_MAX);
     /* Saved before the maps were shrunk at the end record (older traces):
@@ -1020,14 +970,15 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a) {
     if (ml__get_u(b) != magic || b->pos != b->len) ml__snap_bad(b, "it does not end where it should");
 }
 
-int ml_analysis_restore(ml_analysis_t *a, const void *data, size_t len, char *err, size_t errlen) {
+static int restore_into(ml_analysis_t *a, const void *data, size_t len, bool packed, char *err,
+                        size_t errlen) {
     ml_analysis_t *n;
     if (ml_analysis_new(&n) < 0) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
     ml__ibuf_t b = {.p = data, .len = len};
-    restore(&b, n);
+    restore(&b, n, packed);
     if (b.bad) {
         snprintf(err, errlen, "the analysis snapshot is damaged (%s)", b.why);
         ml_analysis_free(n);
@@ -1040,4 +991,16 @@ int ml_analysis_restore(ml_analysis_t *a, const void *data, size_t len, char *er
     a->proc.argv = (const char *const *)(a->proc_strings + 4); /* pointed into n */
     ml_analysis_free(n);
     return 0;
+}
+
+int ml_analysis_restore(ml_analysis_t *a, const void *data, size_t len, char *err, size_t errlen) {
+    return restore_into(a, data, len, false, err, errlen);
+}
+
+int ml__analysis_restore_packed(ml_analysis_t *a, void *data, size_t len, char *err, size_t errlen) {
+    int rc = restore_into(a, data, len, true, err, errlen);
+    if (rc < 0) return rc;
+    if (!a->heap.packed) return 0;
+    ml__live_own_packed(&a->heap, data);
+    return 1;
 }

@@ -500,7 +500,7 @@ ml_analysis_t *ml_cli_analyse_ex(const char *path, const ml_suppressions_t *supp
     char stage[160];
     snprintf(stage, sizeof stage, "loading %s", path);
     if (!quiet) ml_cli_stage_begin(stage);
-    int rc = ml_analysis_load_ex(a, path, (quiet ? 0 : ML_LOAD_PROGRESS) | (replay ? 0 : ML_LOAD_SNAPSHOT), err,
+    int rc = ml_analysis_load_ex(a, path, (quiet ? 0 : ML_LOAD_PROGRESS) | (replay ? 0 : ML_LOAD_SNAPSHOT | ML_LOAD_PACKED), err,
                                  sizeof err);
     ml_cli_stage_end();
     if (rc < 0) {

@@ -629,6 +629,113 @@ Test(live, a_restored_snapshot_holds_the_same_set, .timeout = 60) {
     free(v);
 }
 
+/* The report's restore keeps the live set as the snapshot's bytes
+ * (ml__live_set_packed): every walk of it gives the blocks the built set
+ * gives, in the same order (ml__live_next, the end's walk, the
+ * fragmentation walk up to an event number, after a rewind, and a lookup),
+ * and the first change builds the set the eager restore built, which then
+ * changes the same way. */
+Test(live, a_packed_restore_walks_and_changes_as_the_built_set, .timeout = 60) {
+    const uint64_t max = 40000;
+    ml__block_t *v = malloc(max * sizeof *v);
+    cr_assert(v);
+    uint64_t n = ordered_blocks(v, max);
+    ml_analysis_t *a = session_of(v, n);
+    void *data;
+    size_t len;
+    cr_assert_eq(ml_analysis_snapshot(a, &data, &len), 0);
+    ml_analysis_t *b, *p;
+    char err[256] = "";
+    cr_assert_eq(ml_analysis_new(&b), 0);
+    cr_assert_eq(ml_analysis_new(&p), 0);
+    cr_assert_eq(ml_analysis_restore(b, data, len, err, sizeof err), 0, "%s", err);
+    cr_assert_eq(ml__analysis_restore_packed(p, data, len, err, sizeof err), 1, "%s", err);
+    ml__live_t *X = &b->heap, *Y = &p->heap;
+    cr_assert(Y->packed && !X->packed);
+    cr_assert_eq(Y->count, X->count);
+    cr_expect_eq(Y->dir.count, 0, "no chunk built");
+
+    ml__live_cursor_t cx, cy;
+    cr_assert_eq(ml__live_cursor_init(&cx, X), 0);
+    cr_assert_eq(ml__live_cursor_init(&cy, Y), 0);
+    for (int round = 0; round < 2; round++) {
+        ml__block_t bx, by;
+        uint64_t k = 0;
+        while (ml__live_next(&cx, &bx)) {
+            cr_assert(ml__live_next(&cy, &by), "round %d: the packed set ends after %llu", round,
+                      (unsigned long long)k);
+            same_block(&by, &bx, "packed");
+            k++;
+        }
+        cr_assert(!ml__live_next(&cy, &by));
+        cr_assert_eq(k, n);
+        ml__live_cursor_rewind(&cx);
+        ml__live_cursor_rewind(&cy);
+    }
+    ml__eblock_t ex[256], ey[256];
+    uint32_t nx, ny;
+    uint64_t ends = 0;
+    do {
+        nx = ml__live_next_ends(&cx, ex, 256);
+        ny = ml__live_next_ends(&cy, ey, 256);
+        cr_assert_eq(ny, nx);
+        for (uint32_t i = 0; i < nx; i++) {
+            cr_assert_eq(ey[i].ptr, ex[i].ptr);
+            cr_assert_eq(ey[i].size, ex[i].size);
+            cr_assert_eq(ey[i].slack, ex[i].slack);
+            cr_assert_eq(ey[i].stack, ex[i].stack);
+            cr_assert_eq(ey[i].reach, ex[i].reach);
+        }
+        ends += nx;
+    } while (nx);
+    cr_assert_eq(ends, n);
+    ml__live_cursor_rewind(&cx);
+    ml__live_cursor_rewind(&cy);
+    uint64_t max_seq = v[n / 2].seq, fb = 0;
+    ml__fblock_t fx, fy;
+    uint64_t qx, qy;
+    while (ml__live_next_fblock_seq(&cx, max_seq, &fx, &qx)) {
+        cr_assert(ml__live_next_fblock_seq(&cy, max_seq, &fy, &qy));
+        cr_assert_eq(memcmp(&fy, &fx, sizeof fx), 0, "fragmentation block %llu", (unsigned long long)fb);
+        cr_assert_eq(qy, qx);
+        fb++;
+    }
+    cr_assert(!ml__live_next_fblock_seq(&cy, max_seq, &fy, &qy));
+    cr_assert_gt(fb, 0);
+    cr_assert_lt(fb, n);
+    ml__live_cursor_free(&cx);
+    ml__live_cursor_free(&cy);
+    ml__block_t gx, gy;
+    cr_assert(ml__live_get(Y, v[n / 3].ptr, &gy) && ml__live_get(X, v[n / 3].ptr, &gx));
+    same_block(&gy, &gx, "looked up");
+    cr_assert(!ml__live_get(Y, v[n / 3].ptr + 1, &gy) || gy.ptr == v[n / 3].ptr + 1);
+
+    /* A change builds the chunks: the same set as the eager restore's. */
+    cr_assert(ml__live_take(Y, v[7].ptr, &gy) && ml__live_take(X, v[7].ptr, &gx));
+    same_block(&gy, &gx, "taken");
+    cr_assert(!Y->packed);
+    cr_expect_eq(Y->count, X->count);
+    cr_expect_eq(Y->bytes, X->bytes, "chunk bytes");
+    cr_expect_eq(Y->dir.count, X->dir.count, "pages");
+    cr_expect_eq(Y->big.count, X->big.count, "side entries");
+    cr_assert_eq(ml__live_cursor_init(&cx, X), 0);
+    cr_assert_eq(ml__live_cursor_init(&cy, Y), 0);
+    uint64_t k = 0;
+    while (ml__live_next(&cx, &gx)) {
+        cr_assert(ml__live_next(&cy, &gy));
+        same_block(&gy, &gx, "built");
+        k++;
+    }
+    cr_assert(!ml__live_next(&cy, &gy));
+    cr_assert_eq(k, n - 1);
+    ml__live_cursor_free(&cx);
+    ml__live_cursor_free(&cy);
+    ml_analysis_free(a);
+    ml_analysis_free(b);
+    ml_analysis_free(p); /* frees data */
+    free(v);
+}
+
 static size_t put_varint(uint8_t *p, uint64_t x) {
     size_t k = 0;
     while (x >= 0x80) {
@@ -750,15 +857,29 @@ Test(live, a_damaged_live_block_is_refused_for_its_reason, .timeout = 60) {
             ml_analysis_t *r;
             cr_assert_eq(ml_analysis_new(&r), 0);
             int rc = ml_analysis_restore(r, d, dl, err, sizeof err);
+            /* the report's restore, which keeps the blocks packed, checks them the same way */
+            ml_analysis_t *rp;
+            cr_assert_eq(ml_analysis_new(&rp), 0);
+            uint8_t *dp = malloc(dl);
+            cr_assert(dp);
+            memcpy(dp, d, dl);
+            char errp[256] = "";
+            int rcp = ml__analysis_restore_packed(rp, dp, dl, errp, sizeof errp);
+            if (rcp != 1) free(dp);
             if (!cases[c].why) {
                 cr_expect_eq(rc, 0, "case %zu, block %llu: %s", c, (unsigned long long)k, err);
+                cr_expect_eq(rcp, 1, "case %zu, block %llu, packed: %s", c, (unsigned long long)k, errp);
                 if (rc == 0) cr_expect_eq(r->heap.count, n);
+                if (rcp == 1) cr_expect_eq(rp->heap.count, n);
             } else {
                 char full[256];
                 snprintf(full, sizeof full, "the analysis snapshot is damaged (%s)", cases[c].why);
                 cr_expect_eq(rc, -EINVAL, "case %zu, block %llu was accepted", c, (unsigned long long)k);
                 cr_expect_str_eq(err, full, "case %zu, block %llu", c, (unsigned long long)k);
+                cr_expect_eq(rcp, -EINVAL, "case %zu, block %llu was accepted packed", c, (unsigned long long)k);
+                cr_expect_str_eq(errp, full, "case %zu, block %llu, packed", c, (unsigned long long)k);
             }
+            ml_analysis_free(rp);
             ml_analysis_free(r);
             free(d);
         }
