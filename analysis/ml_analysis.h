@@ -272,7 +272,8 @@ typedef struct ml_suppressions_s ml_suppressions_t;
 
 /** Parses suppression text: one `leak:PATTERN` per line, `#` comments, blank
  * lines. PATTERN matches a frame's function, file or module as a substring;
- * `*` matches any run of characters, a leading `^` / trailing `$` anchor it.
+ * `*` matches any run of characters, a leading `^` / a `$` anchor it
+ * (ml_suppression_match).
  * Other LSan types are refused. Returns 0 (*out: free it with
  * ml_suppressions_free), -EINVAL with "line N: why", or -ENOMEM. A set is
  * read-only except for its hit counters, which each build that uses it
@@ -290,7 +291,10 @@ size_t ml_suppressions_count(const ml_suppressions_t *s);
 const char *ml_suppressions_pattern(const ml_suppressions_t *s, size_t i, uint64_t *blocks,
                                     uint64_t *bytes);
 
-/** True if `pattern` (the part after `leak:`) matches `text`. */
+/** True if `pattern` (the part after `leak:`) matches `text` as LSan's
+ * TemplateMatch does: each literal run at its first occurrence, without
+ * backtracking (`beta$` does not match "betabeta"); a `$` ends the pattern;
+ * an empty or NULL text matches nothing. */
 bool ml_suppression_match(const char *pattern, const char *text);
 
 /* ------------------------------------------------------------------------- */

@@ -3,9 +3,14 @@
  * The file format is LSan's: one `leak:PATTERN` per line, `#` starts a
  * comment, blank lines are ignored. A leak is suppressed when PATTERN matches
  * the function, the source file or the module of any frame of its site.
- * Matching is LSan's TemplateMatch: a substring match, where `*` stands for
- * any run of characters and a leading `^` or trailing `$` anchors the
- * pattern at the start or end of the text.
+ * Matching is LSan's TemplateMatch, quirks included, so that a file written
+ * for LSan suppresses the same leaks here (docs/analysis.md): `*` stands
+ * for any run of characters, a leading `^` anchors the pattern at the start
+ * of the text and a `$` at its end. Each literal run is looked for once, at
+ * its first occurrence after the previous one, without backtracking:
+ * `beta$` does not match "betabeta" (the first "beta" is not at the end).
+ * A `$` ends the pattern wherever it stands (`a$b` is `a$`), and an empty
+ * text matches nothing.
  */
 #define _GNU_SOURCE
 #include "analysis_internal.h"
@@ -56,23 +61,29 @@ bool ml_alloc_fn_match(const char *pattern, const char *name) {
 }
 
 bool ml_suppression_match(const char *pattern, const char *text) {
-    if (!pattern || !text) return false;
-    size_t n = strlen(pattern);
-    bool start = n && pattern[0] == '^';
-    if (start) pattern++, n--;
-    bool end = n && pattern[n - 1] == '$';
-    if (end) n--;
-    /* Unanchored sides match anywhere: as if surrounded by `*`. */
-    char *buf = malloc(n + 3);
-    if (!buf) return false;
-    size_t k = 0;
-    if (!start) buf[k++] = '*';
-    memcpy(buf + k, pattern, n);
-    k += n;
-    if (!end) buf[k++] = '*';
-    bool r = glob(buf, k, text);
-    free(buf);
-    return r;
+    if (!pattern || !text || !*text) return false;
+    bool start = pattern[0] == '^'; /* the next literal run must be at the start */
+    if (start) pattern++;
+    bool star = false; /* a `*` since the last literal run */
+    size_t left = strlen(text);
+    while (*pattern) {
+        if (*pattern == '*') {
+            pattern++;
+            start = false;
+            star = true;
+            continue;
+        }
+        if (*pattern == '$') return left == 0 || star;
+        if (left == 0) return false;
+        size_t n = strcspn(pattern, "*$");
+        const char *hit = memmem(text, left, pattern, n);
+        if (!hit || (start && hit != text)) return false;
+        left -= (size_t)(hit - text) + n;
+        text = hit + n;
+        pattern += n;
+        start = star = false;
+    }
+    return true;
 }
 
 int ml_suppressions_parse(const char *text, ml_suppressions_t **out, char *err, size_t errlen) {
@@ -212,17 +223,31 @@ const char *ml_suppressions_pattern(const ml_suppressions_t *s, size_t i, uint64
     return s->v[i].pattern;
 }
 
-/* The first pattern matching any frame of the site, or (size_t)-1. */
+/* The first pattern in the file's order matching `text`, or (size_t)-1. */
+static size_t first_match(const ml_suppressions_t *s, const char *text) {
+    if (!text || !*text) return (size_t)-1;
+    for (size_t i = 0; i < s->n; i++)
+        if (ml_suppression_match(s->v[i].pattern, text)) return i;
+    return (size_t)-1;
+}
+
+/* The pattern a site's leaks are counted under, or (size_t)-1: LSan's
+ * order (GetSuppressionForStack), so that the counts per pattern are the
+ * ones its "Suppressions used" prints. The frames are taken innermost
+ * first; of each frame the module, then the function, then the source
+ * file, each against every pattern in the file's order. Taking the first
+ * pattern that matches any frame instead put every leak of a program under
+ * a `leak:^main$` written above the patterns for its sites. */
 size_t ml__supp_match(const ml_suppressions_t *s, const ml_frame_t *f, uint32_t n);
 size_t ml__supp_match(const ml_suppressions_t *s, const ml_frame_t *f, uint32_t n) {
     char sym[1024];
-    for (size_t i = 0; i < s->n; i++)
-        for (uint32_t k = 0; k < n; k++)
-            if (ml_suppression_match(s->v[i].pattern, f[k].function) ||
-                ml_suppression_match(s->v[i].pattern, f[k].file) ||
-                ml_suppression_match(s->v[i].pattern, f[k].module) ||
-                (ml__fortran_symbol(f[k].function, sym, sizeof sym) && ml_suppression_match(s->v[i].pattern, sym)))
-                return i;
+    for (uint32_t k = 0; k < n; k++) {
+        size_t i = first_match(s, f[k].module);
+        if (i == (size_t)-1) i = first_match(s, f[k].function);
+        if (i == (size_t)-1 && ml__fortran_symbol(f[k].function, sym, sizeof sym)) i = first_match(s, sym);
+        if (i == (size_t)-1) i = first_match(s, f[k].file);
+        if (i != (size_t)-1) return i;
+    }
     return (size_t)-1;
 }
 

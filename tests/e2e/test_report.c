@@ -769,6 +769,61 @@ Test(report, suppressions_take_known_leaks_out_of_the_gate) {
     h_run_free(&r);
 }
 
+/* A suppressions file written for LeakSanitizer suppresses here what LSan
+ * suppresses, and its per-pattern counts are LSan's "Suppressions used".
+ * fx_suppmatch.c's numbers are LSan's (gcc -fsanitize=leak): its
+ * TemplateMatch does not backtrack, so `beta$` leaves betabeta's 17 B
+ * leaked, and `leak:$` matches nothing; a glob matched betabeta, and `$`
+ * alone suppressed every leak, so the gate passed where LSan failed. The
+ * counts go to the pattern that LSan credits: frames innermost first, so
+ * `^main$` written first no longer takes the leaks `beta$` names. */
+static void write_supp(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+Test(report, suppressions_match_as_leaksanitizer_does) {
+    const char *t = h_tmp("suppmatch.mlt"), *supp = h_tmp("suppmatch.supp"), *json = h_tmp("suppmatch.json");
+    record(t, "fx_suppmatch", NULL);
+    h_run_t r;
+    write_supp(supp, "leak:beta$\n");
+    /* 11 + 13 suppressed; 17 + 100 leaked. */
+    const char *at[] = {t, "--suppressions", supp, "--fail-on-leak", "117", "--json", json, "-q", NULL};
+    cr_expect_eq(report(&r, at), 0, "%s", r.err);
+    h_run_free(&r);
+    char *doc = h_read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
+    cr_expect(strstr(doc, "\"suppressed_bytes\": 24, \"suppressed_blocks\": 2, \"gate_bytes\": 117"), "%s", doc);
+    cr_expect(strstr(doc, "{\"pattern\": \"beta$\", \"blocks\": 2, \"bytes\": 24}"), "%s", doc);
+    free(doc);
+    const char *under[] = {t, "--suppressions", supp, "--fail-on-leak", "116", "-q", NULL};
+    cr_expect_eq(report(&r, under), 3, "betabeta's 17 B stay leaked: %s", r.err);
+    cr_expect(strstr(r.err, "leaks (definite + indirect + possible) 117 bytes"), "%s", r.err);
+    h_run_free(&r);
+
+    write_supp(supp, "leak:$\n");
+    const char *dollar[] = {t, "--suppressions", supp, "--fail-on-leak", "0", "--json", json, "-q", NULL};
+    cr_expect_eq(report(&r, dollar), 3, "`leak:$` suppresses nothing: %s", r.err);
+    cr_expect(strstr(r.err, "leaks (definite + indirect + possible) 141 bytes"), "%s", r.err);
+    h_run_free(&r);
+    doc = h_read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
+    cr_expect(strstr(doc, "{\"pattern\": \"$\", \"blocks\": 0, \"bytes\": 0}"), "%s", doc);
+    free(doc);
+
+    write_supp(supp, "# LSan credits the innermost frame's pattern\nleak:^main$\nleak:beta$\n");
+    const char *order[] = {t, "--suppressions", supp, "--fail-on-leak", "0", "--json", json, "-q", NULL};
+    cr_expect_eq(report(&r, order), 0, "%s", r.err);
+    h_run_free(&r);
+    doc = h_read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
+    cr_expect(strstr(doc, "{\"pattern\": \"^main$\", \"blocks\": 2, \"bytes\": 117}"), "%s", doc);
+    cr_expect(strstr(doc, "{\"pattern\": \"beta$\", \"blocks\": 2, \"bytes\": 24}"), "%s", doc);
+    free(doc);
+}
+
 Test(report, diff_per_site_deltas_and_gate) {
     const char *base = leaks_trace(), *cur = h_tmp("leaks3.mlt"), *json = h_tmp("diff.json");
     record(cur, "fx_leaks", "3");

@@ -551,6 +551,17 @@ Test(analysis, suppression_patterns) {
     cr_expect(ml_suppression_match("^ns::*::make()$", "ns::Factory<int>::make()"));
     cr_expect_not(ml_suppression_match("zzz", "foo"));
     cr_expect_not(ml_suppression_match("foo", NULL));
+    /* LSan's TemplateMatch: no backtracking, `$` ends the pattern, an
+     * empty text matches nothing. */
+    cr_expect_not(ml_suppression_match("beta$", "betabeta"));
+    cr_expect(ml_suppression_match("beta$", "alpha_beta"));
+    cr_expect_not(ml_suppression_match("a*a$", "alpha_beta"));
+    cr_expect(ml_suppression_match("a*a$", "betabeta"));
+    cr_expect_not(ml_suppression_match("$", "foo"));
+    cr_expect(ml_suppression_match("*$", "foo"));
+    cr_expect(ml_suppression_match("beta$x", "alpha_beta"));
+    cr_expect(ml_suppression_match("^", "foo"));
+    cr_expect_not(ml_suppression_match("*", ""));
     ml_suppressions_t *s;
     char err[256];
     cr_expect_eq(ml_suppressions_parse("race:foo\n", &s, err, sizeof err), -EINVAL);
