@@ -6,7 +6,11 @@
  * + possible, not suppressed) and allocation calls; exit 3 when any grew by more than
  * PERCENT % (growth from zero always counts). When either trace has GPU
  * records it also compares each device's GPU peak and the GPU leaked bytes
- * of all devices together, with the device named on stderr. Two traces of
+ * of all devices together, with the device named on stderr. As report's
+ * gates, it judges only what the traces hold: when either is incomplete (no
+ * records, cut short, no end record, lost events, heap calls that went to
+ * another allocator) it fails, naming the trace, unless --allow-incomplete.
+ * Two traces of
  * different programs (their executables' file names differ) are diffed
  * anyway, with a warning on stderr and in the JSON; the exit status is
  * unchanged.
@@ -27,14 +31,17 @@
 static void usage_diff(FILE *f) {
     fputs("usage: memlens diff BASE.mlt NEW.mlt [--json OUT] [--fail-on-increase PERCENT]\n"
           "                    [--suppressions FILE] [--alloc-fn NAME]... [--top N] [--no-symbols] [--force]\n"
-          "                    [--group-readable] [-q]\n"
+          "                    [--allow-incomplete] [--group-readable] [-q]\n"
           "\n"
           "  Per-site changes of the peak heap, the bytes live at exit and the allocation calls\n"
           "  between two traces, heap and GPU (per device), in KiB/MiB under column headers.\n"
           "  --json OUT               the diff as JSON (docs/diff-schema.json); '-' is stdout\n"
           "  --fail-on-increase PCT   exit 3 when the peak heap, the bytes leaked at exit (not\n"
           "                           reachable) or the allocation calls grew by more than\n"
-          "                           PCT %, or a GPU device's peak or the GPU leaked bytes did\n"
+          "                           PCT %, or a GPU device's peak or the GPU leaked bytes did;\n"
+          "                           and when either trace is incomplete (cut short, no end,\n"
+          "                           events lost): a gate cannot pass on what it does not hold\n"
+          "  --allow-incomplete       let the gate judge an incomplete trace (with a warning)\n"
           "  --suppressions FILE      known leaks (LeakSanitizer `leak:` syntax), for both traces\n"
           "  --alloc-fn NAME          a function the program allocates through: sites are named\n"
           "                           by its callers (as in report), for both traces\n"
@@ -59,9 +66,22 @@ static void write_diff_text(FILE *f, void *p) {
     ml_report_diff_text(f, t->base, t->cur, t->d, t->ro);
 }
 
+/* Why the gate cannot judge a trace (report_cmd.c's rule): it holds no
+ * records, was cut short, has no end record, lost events, or its heap
+ * calls went to an allocator ahead of libmemlens.so. NULL when whole.
+ * Until 2026-12-08 the diff gate judged such a trace as it was: a NEW
+ * trace cut before its first record grew nothing, and the gate passed. */
+static const char *gate_incomplete(const ml_analysis_t *a, char *buf, size_t len) {
+    const char *why = ml_cli_incomplete_reason(ml_analysis_totals(a), buf, len);
+    const char *const *w;
+    size_t nw = ml_analysis_warnings(a, &w);
+    for (size_t i = 0; i < nw && !why; i++) why = ml_cli_heap_untraced_reason(w[i]);
+    return why;
+}
+
 int ml_cmd_diff(int argc, char **argv) {
     const char *paths[2] = {NULL, NULL}, *json = NULL, *supp_path = NULL;
-    bool gate = false, no_symbols = false, quiet = false;
+    bool gate = false, no_symbols = false, quiet = false, allow_incomplete = false;
     double pct = 0;
     unsigned top = 0, out_flags = 0;
     int np = 0;
@@ -105,6 +125,8 @@ int ml_cmd_diff(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--no-symbols")) {
             no_symbols = true;
+        } else if (!strcmp(a, "--allow-incomplete")) {
+            allow_incomplete = true;
         } else if (!strcmp(a, "--force")) {
             out_flags |= ML_OUTFILE_FORCE;
         } else if (!strcmp(a, "--group-readable")) {
@@ -179,7 +201,20 @@ int ml_cmd_diff(int argc, char **argv) {
         code = ML_EXIT_ERROR;
         goto out;
     }
-    ml_diff_report_opts_t ro = {paths[0], paths[1], gate, pct, top};
+    ml_diff_report_opts_t ro = {paths[0], paths[1], gate, pct, top, {NULL, NULL}};
+    char why_buf[2][160];
+    for (int k = 0; k < 2 && gate; k++) {
+        const char *why = gate_incomplete(k ? cur : base, why_buf[k], sizeof why_buf[k]);
+        if (!why) continue;
+        if (!allow_incomplete) {
+            ro.incomplete[k] = why;
+        } else if (!quiet) {
+            char safe_path[PATH_MAX];
+            fprintf(stderr, "memlens: warning: %s (%s) is incomplete (%s); the gate judges only what it holds "
+                            "(--allow-incomplete)\n",
+                    ml_cli_safe(paths[k], safe_path, sizeof safe_path), k ? "NEW" : "BASE", why);
+        }
+    }
     if (json) {
         ml_out_t out;
         int rc = ml_out_open_flags(&out, json, out_flags, err, sizeof err);
@@ -247,6 +282,16 @@ int ml_cmd_diff(int argc, char **argv) {
             code = ML_EXIT_GATE;
         }
         free(gx);
+        /* Last, after the totals' lines: which trace could not be judged. */
+        for (int k = 0; k < 2; k++) {
+            if (!ro.incomplete[k]) continue;
+            char safe_path[PATH_MAX];
+            fprintf(stderr,
+                    "memlens: gate failed: %s (%s) is incomplete: %s. A gate cannot pass on what the trace "
+                    "does not hold; record again, or pass --allow-incomplete to judge what it holds\n",
+                    ml_cli_safe(paths[k], safe_path, sizeof safe_path), k ? "NEW" : "BASE", ro.incomplete[k]);
+            code = ML_EXIT_GATE;
+        }
     }
 out:
     ml_diff_free(d);

@@ -220,6 +220,18 @@ static void gate(ml_json_t *w, const ml_analysis_t *base, const ml_analysis_t *c
     }
     free(gx);
     ml_json_end(w);
+    /* A side the gate could not judge fails it (exit 3) as an exceeded
+     * total does: the document says so too. */
+    ml_json_key(w, "incomplete");
+    ml_json_array(w);
+    for (int k = 0; ro->gate && k < 2; k++) {
+        if (!ro->incomplete[k]) continue;
+        ml_json_object(w);
+        ml_json_kv_str(w, "trace", k ? "new" : "base");
+        ml_json_kv_str(w, "why", ro->incomplete[k]);
+        ml_json_end(w);
+    }
+    ml_json_end(w);
     ml_json_end(w);
 }
 

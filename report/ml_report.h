@@ -131,6 +131,11 @@ typedef struct {
     bool gate;                /* --fail-on-increase given */
     double gate_percent;
     unsigned top;             /* sites in the document (0: all), heap and GPU each */
+    /* Why BASE ([0]) or NEW ([1]) failed the gate as incomplete (a trace
+     * with no records, cut short, without its end, with lost events, or
+     * whose heap calls went elsewhere: cli/diff.c), or NULL. The JSON lists
+     * them in gate.incomplete. */
+    const char *incomplete[2];
 } ml_diff_report_opts_t;
 
 /** The diff document (docs/diff-schema.json) and the diff table. The JSON

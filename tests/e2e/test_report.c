@@ -1192,7 +1192,7 @@ Test(report, diff_gpu_devices_sites_and_gate) {
     h_run_free(&r);
     doc = h_read_file(json);
     cr_assert_not_null(doc);
-    cr_expect(strstr(doc, "\"exceeded\": [], \"gpu_exceeded\": [{\"metric\": \"leaked_bytes\", \"device\": null}]}"),
+    cr_expect(strstr(doc, "\"exceeded\": [], \"gpu_exceeded\": [{\"metric\": \"leaked_bytes\", \"device\": null}], \"incomplete\": []}"),
               "%s", doc);
     free(doc);
     validate("diff-schema.json", json);
@@ -1273,6 +1273,43 @@ Test(report, truncated_trace_reports_what_is_there, .timeout = 120) {
     cr_expect(strstr(doc, "\"complete\": false"));
     cr_expect(strstr(doc, "drop_block"), "the first chunk's sites are there");
     free(doc);
+}
+
+/* `diff --fail-on-increase` judges only what the traces hold, as report's
+ * gates do: a NEW trace cut inside its first chunk (memlens killed before it
+ * wrote one) holds no records, so nothing in it grew, and the gate passed
+ * (exit 0) although the run was never seen. */
+Test(report, diff_gate_fails_on_an_incomplete_trace) {
+    const char *cut = h_tmp("diffcut.mlt"), *json = h_tmp("diffcut.json");
+    copy_prefix(leaks_trace(), cut, 40);
+    h_run_t r;
+    const char *gate[] = {h_bin("memlens"), "diff", leaks_trace(), cut, "--fail-on-increase", "0",
+                          "--json", json, "-q", NULL};
+    h_run(&r, gate);
+    cr_expect_eq(r.status, 3, "%s", r.err);
+    cr_expect(strstr(r.err, "memlens: gate failed: "), "%s", r.err);
+    cr_expect(strstr(r.err, "diffcut.mlt (NEW) is incomplete: it holds no records"), "%s", r.err);
+    cr_expect_null(strstr(r.err, "gate exceeded"), "nothing grew: %s", r.err);
+    h_run_free(&r);
+    validate("diff-schema.json", json);
+    char *doc = h_read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
+    cr_expect(strstr(doc, "\"exceeded\": [], \"gpu_exceeded\": [], \"incomplete\": [{\"trace\": \"new\", "
+                          "\"why\": \"it holds no records"),
+              "%s", doc);
+    free(doc);
+    /* --allow-incomplete: judged as it is (every total fell), with a warning. */
+    const char *allow[] = {h_bin("memlens"), "diff", leaks_trace(), cut, "--fail-on-increase", "0",
+                           "--allow-incomplete", NULL};
+    h_run(&r, allow);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "(NEW) is incomplete (it holds no records"), "%s", r.err);
+    h_run_free(&r);
+    /* Without the gate the diff is written and exits 0, as before. */
+    const char *plain[] = {h_bin("memlens"), "diff", leaks_trace(), cut, "-q", NULL};
+    h_run(&r, plain);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
 }
 
 Test(report, corrupt_foreign_and_future_traces_fail_cleanly) {
