@@ -409,7 +409,10 @@ int ml_report_diff_text(FILE *o, const ml_analysis_t *base, const ml_analysis_t 
     size_t n;
     const ml_diff_entry_t *e = ml_diff_entries(d, &n);
     unsigned top = ro->top ? ro->top : 20;
-    fputs("\nsites that changed most (change from base to new; leaked: definite + indirect + possible):\n", o);
+    /* Suppressed sites count no leak (analysis/diff.c); say so when any is. */
+    bool supp = ml_analysis_leaks(base)->suppressed_blocks || ml_analysis_leaks(cur)->suppressed_blocks;
+    fprintf(o, "\nsites that changed most (change from base to new; leaked: definite + indirect + possible%s):\n",
+            supp ? ", not suppressed" : "");
     unsigned shown = 0;
     for (size_t i = 0; i < n && shown < top; i++) {
         if (!strcmp(status(&e[i]), "same")) continue;

@@ -903,6 +903,40 @@ Test(report, diff_gate_is_more_than_the_percentage) {
     h_run_free(&r);
 }
 
+/* With --suppressions, a site's leaked bytes in the diff are counted as the
+ * totals and the gate count them: not when the site is suppressed. fx_leaks
+ * 1 -> 3 calls of drop_block (222 B each), suppressed: the total stays at
+ * 777 B (make_chain's 333 + 444), and drop_block's row said +444 B leaked,
+ * the table's largest leak change, beside a total that did not move. */
+Test(report, diff_rows_count_no_suppressed_leak) {
+    const char *cur = h_tmp("suppdiff3.mlt"), *supp = h_tmp("suppdiff.supp"), *json = h_tmp("suppdiff.json");
+    record(cur, "fx_leaks", "3");
+    FILE *f = fopen(supp, "w");
+    cr_assert_not_null(f);
+    fputs("leak:drop_block\n", f);
+    fclose(f);
+    h_run_t r;
+    const char *argv[] = {h_bin("memlens"), "diff", leaks_trace(), cur, "--suppressions", supp,
+                          "--json", json, NULL};
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    validate("diff-schema.json", json);
+    char *doc = h_read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
+    cr_expect(strstr(doc, "\"leaked_bytes\": {\"base\": 777, \"new\": 777, \"delta\": 0"), "%s", doc);
+    const char *row = strstr(doc, "\"key\": \"drop_block;main;");
+    cr_assert_not_null(row, "%s", doc);
+    cr_expect(strstr(row, "\"delta\": {\"peak_bytes\": 444, \"leaked_bytes\": 0, \"alloc_calls\": 2"), "%s", row);
+    free(doc);
+    const char *text[] = {h_bin("memlens"), "diff", leaks_trace(), cur, "--suppressions", supp, NULL};
+    h_run(&r, text);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "leaked: definite + indirect + possible, not suppressed):"), "%s", r.out);
+    cr_expect(strstr(r.out, "      +444 B         +0 B         +2  changed  drop_block"), "%s", r.out);
+    h_run_free(&r);
+}
+
 /* Code in no module (fx_jit.c's stub, as a JIT makes it) lies at another
  * address in every run: two runs of the same program must still match
  * their sites, the stub's frame keyed as "[?]" rather than by its address,
