@@ -342,6 +342,7 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
     paths_t paths = {0};
     bool any_dir;
     ml_merge_t *m = NULL;
+    uint64_t *supp_blocks = NULL, *supp_bytes = NULL;
     int code = ML_EXIT_ERROR;
     if (expand(o, &paths, &any_dir) < 0) goto out;
     if (ml_merge_new(&m) < 0) {
@@ -352,6 +353,15 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
     /* --alloc-fn: a pattern that names no frame in any of the traces is
      * said once at the end (one program's wrapper is not expected in all). */
     uint64_t *fn_hits = ml_cli_nalloc_fns ? calloc(ml_cli_nalloc_fns, sizeof *fn_hits) : NULL;
+    /* --suppressions: each build counts its own hits; the report sums them. */
+    size_t nsupp = ml_suppressions_count(o->supp);
+    supp_blocks = nsupp ? calloc(nsupp, sizeof *supp_blocks) : NULL;
+    supp_bytes = nsupp ? calloc(nsupp, sizeof *supp_bytes) : NULL;
+    if (nsupp && (!supp_blocks || !supp_bytes)) {
+        ml_cli_error("out of memory");
+        free(fn_hits);
+        goto out;
+    }
     for (size_t i = 0; i < paths.n; i++) {
         /* Each process' call tree would go unused: the merge builds one. */
         ml_analysis_t *a = ml_cli_analyse_ex(paths.v[i], o->supp, o->no_symbols, o->quiet, o->replay, true);
@@ -362,6 +372,12 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
         const uint64_t *hits;
         size_t nh = ml_analysis_alloc_fns(a, NULL, &hits);
         for (size_t k = 0; fn_hits && k < nh && k < ml_cli_nalloc_fns; k++) fn_hits[k] += hits[k];
+        for (size_t k = 0; k < nsupp; k++) {
+            uint64_t blocks, bytes;
+            ml_suppressions_pattern(o->supp, k, &blocks, &bytes);
+            supp_blocks[k] += blocks;
+            supp_bytes[k] += bytes;
+        }
         /* As recorded: strategy advice a report saved after the records is
          * not counted (the single-trace report says the same). */
         uint64_t size = 0;
@@ -393,7 +409,8 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
     char label[512];
     if (o->ninputs == 1 && any_dir) snprintf(label, sizeof label, "%s", o->inputs[0]);
     else snprintf(label, sizeof label, "%zu traces", paths.n);
-    ml_report_merge_opts_t ro = {.label = label, .max_sites = o->max_sites};
+    ml_report_merge_opts_t ro = {.label = label, .max_sites = o->max_sites, .suppressions = o->supp,
+                                 .supp_blocks = supp_blocks, .supp_bytes = supp_bytes};
     code = write_outputs(o, m, &ro);
     if (code == ML_EXIT_OK && !o->quiet && (o->json || o->html))
         fputs("memlens: note: the strategy advisor does not run on a report of several processes (it "
@@ -408,6 +425,8 @@ int ml_cli_report_many(const ml_report_many_opts_t *o) {
     }
     if (code == ML_EXIT_OK) code = gates(o, m);
 out:
+    free(supp_blocks);
+    free(supp_bytes);
     ml_symbols_share(false);
     ml_merge_free(m);
     paths_free(&paths);

@@ -241,7 +241,7 @@ static void peak(ml_json_t *w, ml__ftab_t *ft, const ml_merge_t *m) {
     ml_json_end(w);
 }
 
-static void leaks(ml_json_t *w, ml__ftab_t *ft, const ml_merge_t *m) {
+static void leaks(ml_json_t *w, ml__ftab_t *ft, const ml_merge_t *m, const ml_report_merge_opts_t *ro) {
     const ml_leaks_t *L = &ml_merge_totals(m)->leaks;
     size_t n;
     const ml_site_t *s = ml_merge_sites(m, &n);
@@ -261,8 +261,22 @@ static void leaks(ml_json_t *w, ml__ftab_t *ft, const ml_merge_t *m) {
         ml_json_kv_u64(w, "blocks", g->blocks);
         ml_json_kv_str(w, "kind", ml_leak_kind_name(g->kind));
         ml_json_kv_bool(w, "suppressed", g->suppressed);
+        if (g->suppressed && g->site < n) ml_json_kv_str(w, "suppressed_by", s[g->site].suppressed_by);
         if (g->site < n) site_ref(w, ft, &s[g->site]);
         else ml__json_frames_ft(w, ft, NULL, 0);
+        ml_json_end(w);
+    }
+    ml_json_end(w);
+    /* What each pattern took in all the processes together; until
+     * 2026-12-08 a report of several traces left the list out. */
+    ml_json_key(w, "suppressions");
+    ml_json_array(w);
+    size_t ns = ro->supp_blocks && ro->supp_bytes ? ml_suppressions_count(ro->suppressions) : 0;
+    for (size_t i = 0; i < ns; i++) {
+        ml_json_object(w);
+        ml_json_kv_str(w, "pattern", ml_suppressions_pattern(ro->suppressions, i, NULL, NULL));
+        ml_json_kv_u64(w, "blocks", ro->supp_blocks[i]);
+        ml_json_kv_u64(w, "bytes", ro->supp_bytes[i]);
         ml_json_end(w);
     }
     ml_json_end(w);
@@ -389,7 +403,7 @@ int ml_report_json_merged(FILE *o, const ml_merge_t *m, const ml_report_merge_op
     ml_json_break(w, 0);
     peak(w, ft, m);
     ml_json_break(w, 0);
-    leaks(w, ft, m);
+    leaks(w, ft, m, ro);
     ml_json_break(w, 0);
     fragmentation(w);
     ml_json_break(w, 0);

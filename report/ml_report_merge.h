@@ -24,6 +24,12 @@ typedef struct {
                                * frame and stack written once (docs/html-report.md) */
     bool by_process;          /* with frame_table: each site's "by_process" too (--json-compact;
                                * the page, which does not read it, leaves it out) */
+    /* --suppressions: the patterns, and what each took summed over the
+     * traces (ml_suppressions_pattern's counters are one build's), one
+     * entry per pattern; "leaks.suppressions" as in one trace's report.
+     * NULL: none given. */
+    const ml_suppressions_t *suppressions;
+    const uint64_t *supp_blocks, *supp_bytes;
 } ml_report_merge_opts_t;
 
 /** Writes the merged JSON report. Returns as ml_report_json(). */

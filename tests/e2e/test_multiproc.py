@@ -451,6 +451,21 @@ def test(w):
     gate(["--max-peak", "14499"], 3, "the sum of the 4 processes' peaks", "--max-peak under the sum fails")
     gate(["--fail-on-leak", "333"], 0, "", "--fail-on-leak at the merged leaks passes")
     gate(["--fail-on-leak", "332"], 3, "of all 4 processes together 333 bytes", "--fail-on-leak under fails")
+    # --suppressions: what each pattern took in all the processes, as one
+    # trace's report lists it (until 2026-12-08 the merged JSON had no
+    # "leaks.suppressions", and each build's counters were the last trace's).
+    supp = os.path.join(w, "multi.supp")
+    with open(supp, "w") as f:
+        f.write("leak:drop_third\nleak:keep_second\nleak:no_such_function\n")
+    gate(["--suppressions", supp, "--fail-on-leak", "0"], 0, "", "drop_third suppressed: nothing leaks")
+    sj = report_json([tree, "--suppressions", supp], os.path.join(w, "supp.json"))
+    eq(sj["leaks"].get("suppressions"),
+       [{"pattern": "drop_third", "blocks": 1, "bytes": 333}, {"pattern": "keep_second", "blocks": 1, "bytes": 777},
+        {"pattern": "no_such_function", "blocks": 0, "bytes": 0}],
+       "leaks.suppressions of the merged report")
+    eq(sorted((g["bytes"], g["kind"], g.get("suppressed_by")) for g in sj["leaks"]["sites"]),
+       [(333, "definite", "drop_third"), (777, "reachable", "keep_second")], "merged leak rows name their pattern")
+    eq(sj["leaks"]["gate_bytes"], 0, "nothing left for the gate")
 
     # ------------------------------------------------------------------
     # Bad inputs: clear errors, nothing written.
