@@ -44,7 +44,7 @@ _memlens() {
     run) opts="-o --output --follow-fork --sample --unwind --depth --no-gpu --gpu-pools --no-snapshot --live --force --group-readable -q --quiet --help --" ;;
     attach) opts="-o --output --duration --force --group-readable -q --quiet --help" ;;
     report) opts="--json --json-compact --html --folded --pprof --speedscope --folded-metric --fail-on-leak --max-peak --fail-on-gpu-leak --max-gpu-peak --suppressions --alloc-fn --max-sites --no-symbols --no-advisor --all-policies --advisor-mem --advisor-ops --replay --no-save-advice --by-process --allow-incomplete --summary --force --group-readable -q --quiet --help" ;;
-    diff) opts="--json --fail-on-increase --suppressions --alloc-fn --top --no-symbols --force --group-readable -q --quiet --help" ;;
+    diff) opts="--json --fail-on-increase --allow-incomplete --suppressions --alloc-fn --top --no-symbols --force --group-readable -q --quiet --help" ;;
     view) opts="--no-color --no-mouse --ascii --no-suggestions --batch --keys --size --replay --history-mb --advisor-mem --advisor-ops --alloc-fn --help" ;;
     dump) opts="--help" ;;
     esac
