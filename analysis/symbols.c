@@ -388,6 +388,29 @@ static bool build_id_matches(Dwfl_Module *dm, const ml__module_t *m) {
     return len == (int)m->build_id_len && memcmp(bits, m->build_id, (size_t)len) == 0;
 }
 
+/* A file without a GNU build-id (linked with --build-id=none, or by a
+ * toolchain that does not ask for one) has nothing to compare with the
+ * trace, and a program rebuilt in place after the recording would have
+ * named its return addresses by the new code: other functions, other lines,
+ * silently (until 2026-12-08 a program rebuilt with one more function had
+ * its frames named by that function, which the recorded program did not
+ * have, and no warning: test_report's
+ * rebuilt_binary_without_build_id_is_a_warning_not_wrong_names). Such a file is trusted only if it was
+ * last modified before the recording ended. The end is bounded from above
+ * by the process' start (wall clock) plus the time of the trace's last
+ * record (milliseconds since `memlens run` started, which is no later than
+ * the process): a file written after that bound is not the one that ran.
+ * A rebuild within the same few milliseconds, or one that kept the old
+ * modification time (cp -p, tar), is not seen; a build-id is the sure way. */
+static bool modified_after_recording(const ml_analysis_t *a, const char *path) {
+    if (!a || !a->proc.start_realtime_ns) return false; /* no clock in the trace: cannot tell */
+    struct stat st;
+    if (stat(path, &st) != 0) return false;
+    uint64_t end = a->proc.start_realtime_ns + (uint64_t)a->t.last_time_ms * 1000000u;
+    uint64_t mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+    return st.st_mtim.tv_sec >= 0 && mtime > end;
+}
+
 static Dwfl_Module *report(modsym_t *ms, const ml__module_t *m, const char *file) {
     if (ms->dwfl) dwfl_end(ms->dwfl);
     ms->dwfl = dwfl_begin(&callbacks);
@@ -600,7 +623,13 @@ static modsym_t *open_module(ml__symbolizer_t *s, int32_t idx, const ml__module_
         snprintf(dbg + k, sizeof dbg - (size_t)k, ".debug");
     }
     Dwfl_Module *dm = NULL;
-    if (is_regular_file(m->path)) {
+    if (!m->build_id_len && is_regular_file(m->path) && modified_after_recording(s->a, m->path)) {
+        if (s->a)
+            ml__warn(s->a,
+                     "%s has no build-id and was modified after the trace was recorded: its "
+                     "frames are shown as addresses",
+                     m->path);
+    } else if (is_regular_file(m->path)) {
         dm = report(ms, m, m->path);
         if (dm && !build_id_matches(dm, m)) {
             dm = NULL;

@@ -1439,6 +1439,61 @@ static void copy_file(const char *from, const char *to) {
     cr_assert_eq(chmod(to, 0755), 0);
 }
 
+/* The first site that allocated `bytes` in all. */
+static const ml_site_t *site_allocating(const ml_analysis_t *a, uint64_t bytes) {
+    size_t n;
+    const ml_site_t *s = ml_analysis_sites(a, &n);
+    for (size_t i = 0; i < n; i++)
+        if (s[i].nframes && s[i].bytes_allocated == bytes) return &s[i];
+    return NULL;
+}
+
+/* A program without a build-id rebuilt after the recording: nothing in the
+ * file to compare with the trace, so its modification time says it is not
+ * the program that ran (docs/analysis.md). Before, fx_nobid_b's code named
+ * the recorded return addresses: main's allocation read as nobid_other, a
+ * function fx_nobid does not have, with no warning. */
+Test(report, rebuilt_binary_without_build_id_is_a_warning_not_wrong_names) {
+    const char *prog = h_tmp("nobid"), *trace = h_tmp("nobid.mlt");
+    copy_file(h_bin("fx_nobid"), prog);
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", prog, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    /* As recorded: the 4321 bytes are nobid_keep's, at its line. */
+    ml_analysis_t *a = analyse(trace, NULL);
+    const ml_site_t *s = site_allocating(a, 4321);
+    cr_assert(s);
+    cr_expect_str_eq(s->frames[0].function, "nobid_keep");
+    cr_expect_eq(s->frames[0].line, 23);
+    ml_analysis_free(a);
+    /* Rebuilt in place a second later (another layout, no build-id either). */
+    sleep(1);
+    unlink(prog);
+    copy_file(h_bin("fx_nobid_b"), prog);
+    const char *args[] = {trace, "--no-advisor", "--json", "/dev/null", NULL};
+    cr_expect_eq(report(&r, args), 0, "%s", r.err);
+    cr_expect(strstr(r.err, "nobid has no build-id and was modified after the trace was recorded"),
+              "%s", r.err);
+    h_run_free(&r);
+    a = analyse(trace, NULL);
+    cr_expect_null(site_of(a, "nobid_other", UINT64_MAX), "no names from the new build");
+    cr_expect_null(site_of(a, "nobid_keep", UINT64_MAX));
+    cr_expect_null(site_of(a, "main", UINT64_MAX));
+    s = site_allocating(a, 4321);
+    cr_assert(s);
+    cr_expect(!strncmp(s->frames[0].function, "[nobid+0x", 9), "%s", s->frames[0].function);
+    cr_expect_null(s->frames[0].file);
+    /* The other modules still resolve: libc's frame below main. */
+    bool libc = false;
+    for (uint32_t i = 0; i < s->nframes; i++)
+        if (s->frames[i].module && ends_with(s->frames[i].module, "/libc.so.6") && s->frames[i].file)
+            libc = true;
+    cr_expect(libc, "libc's frames keep their names");
+    ml_analysis_free(a);
+}
+
 Test(report, rebuilt_binary_is_a_warning_not_wrong_names) {
     const char *prog = h_tmp("prog"), *trace = h_tmp("prog.mlt");
     copy_file(h_bin("fx_leaks"), prog);
