@@ -1174,6 +1174,22 @@ static Dwarf_Die *cu_of(modsym_t *ms, Dwarf_Addr addr, Dwarf_Addr *bias) {
     return NULL;
 }
 
+/* A program built with -gsplit-dwarf keeps a skeleton of each unit (its
+ * ranges and line table) and puts the DIEs in a .dwo file beside the
+ * object: the skeleton has no function, so no inlined frame, and the
+ * concrete function came from the symbol table at the line of the
+ * innermost inlined call ("beta app.c:5" where gdb and llvm-symbolizer
+ * say "inner app.c:5 <- mid app.c:6 <- beta app.c:9"). libdw opens the
+ * split unit (dwarf_cu_info's sub DIE); its scopes are the unit's. A .dwp
+ * package is not read by libdw 0.188: such units keep the skeleton. */
+static Dwarf_Die *split_unit(Dwarf_Die *cudie, Dwarf_Die *split) {
+    uint8_t type = 0;
+    if (dwarf_cu_info(cudie->cu, NULL, &type, NULL, split, NULL, NULL, NULL) == 0 &&
+        type == DW_UT_skeleton && dwarf_tag(split) == DW_TAG_compile_unit)
+        return split;
+    return cudie;
+}
+
 typedef struct {
     scoperange_t *v;
     size_t n, cap;
@@ -1237,9 +1253,11 @@ static int scoperange_cmp(const void *a, const void *b) {
 }
 
 /* The unit's scopes by address, built the first time one of its addresses
- * is resolved; NULL when memory ran out. Each range's parent is the
+ * is resolved; NULL when memory ran out. They are found under `scopes_die`:
+ * the unit's DIE, or for a skeleton unit its split unit's (split_unit());
+ * the index is keyed by the unit's offset in the module's own DWARF. Each range's parent is the
  * innermost range before it that holds it (a sweep with a stack). */
-static cufns_t *unit_fns(modsym_t *ms, Dwarf_Die *cudie) {
+static cufns_t *unit_fns(modsym_t *ms, Dwarf_Die *cudie, Dwarf_Die *scopes_die) {
     Dwarf_Off off = dwarf_dieoffset(cudie);
     size_t lo = 0, hi = ms->ncufns;
     while (lo < hi) {
@@ -1249,7 +1267,7 @@ static cufns_t *unit_fns(modsym_t *ms, Dwarf_Die *cudie) {
     }
     if (lo < ms->ncufns && ms->cufns[lo].cu == off) return &ms->cufns[lo];
     scopevec_t v = {0};
-    collect_scopes(cudie, &v, 0);
+    collect_scopes(scopes_die, &v, 0);
     uint32_t *stack = v.oom || v.n > UINT32_MAX - 1 ? NULL : malloc((v.n + 1) * sizeof *stack);
     if (!stack) {
         free(v.v);
@@ -1356,6 +1374,8 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
             if (dwarf_lineno(l, &line) != 0) line = 0;
         }
     }
+    Dwarf_Die split;
+    Dwarf_Die *scu = cudie ? split_unit(cudie, &split) : NULL;
     Dwarf_Die *scopes = NULL;
     int nscopes = 0;
     Dwarf_Die chain[MAX_INLINE * 2];
@@ -1365,11 +1385,11 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
      * walks the unit from its top for every address (12,000 addresses in a
      * unit of 3,000 functions took 213 s), and does not look inside
      * namespaces (clang, rustc). */
-    cufns_t *u = cudie ? unit_fns(ms, cudie) : NULL;
+    cufns_t *u = cudie ? unit_fns(ms, cudie, scu) : NULL;
     if (u) {
         nscopes = unit_scopes(u, addr - bias, chain, max);
     } else if (cudie) { /* out of memory for the index: libdw's walk (no namespaces) */
-        nscopes = dwarf_getscopes(cudie, addr - bias, &scopes);
+        nscopes = dwarf_getscopes(scu, addr - bias, &scopes);
         if (nscopes > 0) {
             Dwarf_Die inner = scopes[0];
             free(scopes);
@@ -1391,7 +1411,7 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
     Dwarf_Die *sc = u ? chain : scopes; /* libdw's is malloc'd, freed below */
     Dwarf_Files *files = NULL;
     size_t nfiles = 0;
-    if (nscopes > 0) dwarf_getsrcfiles(cudie, &files, &nfiles);
+    if (nscopes > 0) dwarf_getsrcfiles(scu, &files, &nfiles); /* DW_AT_call_file's table */
     for (int i = 0; i < nscopes && n < MAX_INLINE; i++) {
         int tag = dwarf_tag(&sc[i]);
         if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram &&

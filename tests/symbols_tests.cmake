@@ -5,6 +5,10 @@ set(FX ${CMAKE_CURRENT_SOURCE_DIR}/e2e/fixtures)
 # oracle compares frame by frame.
 add_executable(fx_inline_deep ${FX}/fx_inline_deep.c)
 target_compile_options(fx_inline_deep PRIVATE -O2 -g -fno-builtin-malloc)
+# The same chain built with -gsplit-dwarf: the program has a skeleton of
+# the unit, its DIEs are in a .dwo beside the object (test_symbols).
+add_executable(fx_inline_deep_split ${FX}/fx_inline_deep.c)
+target_compile_options(fx_inline_deep_split PRIVATE -O2 -g -gsplit-dwarf -fno-builtin-malloc)
 add_executable(fx_cpp_sites ${FX}/fx_cpp_sites.cpp)
 target_compile_options(fx_cpp_sites PRIVATE -O0 -g)
 add_executable(fx_cpp_sites_o2 ${FX}/fx_cpp_sites.cpp)
@@ -162,7 +166,7 @@ add_test(NAME symbols_oracle
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
 add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_cpp_sites_static fx_cpp_nodebug
-                 fx_cpp_nodebug_static fx_inline_deep fx_fpnew fx_tlsinit_o0)
+                 fx_cpp_nodebug_static fx_inline_deep fx_inline_deep_split fx_fpnew fx_tlsinit_o0)
 if(TARGET fx_cpp_sites_prefix)
   add_dependencies(test_symbols fx_cpp_sites_prefix)
 endif()

@@ -253,9 +253,11 @@ Test(symbols, json_and_text_show_short_names_and_keep_the_full_one) {
     h_run_free(&r);
 }
 
-Test(symbols, inline_chain_three_deep) {
-    const char *trace = h_tmp("inline_deep.mlt");
-    record(trace, "fx_inline_deep");
+static void check_inline_chain_three_deep(const char *fixture) {
+    char name[64];
+    snprintf(name, sizeof name, "%s.mlt", fixture);
+    const char *trace = h_tmp(name);
+    record(trace, fixture);
     ml_analysis_t *a = analyse(trace);
     const ml_site_t *s = site_of_bytes(a, 1003);
     static const struct {
@@ -276,6 +278,19 @@ Test(symbols, inline_chain_three_deep) {
     cr_expect_str_eq(s->frames[2].function, "main");
     cr_expect_eq(s->frames[2].line, 28);
     ml_analysis_free(a);
+}
+
+Test(symbols, inline_chain_three_deep) {
+    check_inline_chain_three_deep("fx_inline_deep");
+}
+
+/* Built with -gsplit-dwarf: the functions and their inlined instances are
+ * in the .dwo file, the program has the unit's skeleton. Until 2026-12-08
+ * the chain was lost and the site read "outer fx_inline_deep.c:7" (level3's
+ * line under outer's name); gdb's backtrace and llvm-symbolizer --inlining
+ * give the chain above. */
+Test(symbols, inline_chain_three_deep_split_dwarf) {
+    check_inline_chain_three_deep("fx_inline_deep_split");
 }
 
 Test(symbols, short_names) {
