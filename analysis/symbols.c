@@ -402,6 +402,31 @@ static bool build_id_matches(Dwfl_Module *dm, const ml__module_t *m) {
  * the process): a file written after that bound is not the one that ran.
  * A rebuild within the same few milliseconds, or one that kept the old
  * modification time (cp -p, tar), is not seen; a build-id is the sure way. */
+#ifndef ELFCOMPRESS_ZSTD
+#define ELFCOMPRESS_ZSTD 2 /* the gABI's value; glibc's elf.h of 2023 lacks it */
+#endif
+
+/* Debug sections compressed with zstd (`-gz=zstd`, `objcopy
+ * --compress-debug-sections=zstd`, the default of some distributions'
+ * toolchains) are read by elfutils from 0.189 on only: libdw 0.188 loads no
+ * DWARF from such a file, and its frames had the symbol table's names and
+ * no file, line or inlined frame, where GNU addr2line gives them, without a
+ * word. Now they get a warning. */
+static bool zstd_debug_sections(Elf *elf) {
+    size_t shstrndx;
+    if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0) return false;
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_COMPRESSED)) continue;
+        const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+        GElf_Chdr ch;
+        if (name && !strncmp(name, ".debug_", 7) && gelf_getchdr(scn, &ch) &&
+            ch.ch_type == ELFCOMPRESS_ZSTD)
+            return true;
+    }
+    return false;
+}
+
 static bool modified_after_recording(const ml_analysis_t *a, const char *path) {
     if (!a || !a->proc.start_realtime_ns) return false; /* no clock in the trace: cannot tell */
     struct stat st;
@@ -658,6 +683,13 @@ static modsym_t *open_module(ml__symbolizer_t *s, int32_t idx, const ml__module_
     }
     ms->dm = dm;
     ms->state = 1;
+    Dwarf_Addr zbias;
+    if (s->a && zstd_debug_sections(dwfl_module_getelf(dm, &zbias)) && !dwfl_module_getdwarf(dm, &zbias))
+        ml__warn(s->a,
+                 "the debug sections of %s are compressed with zstd, which this libdw cannot read: "
+                 "its frames have no file, line or inlined frame (objcopy "
+                 "--decompress-debug-sections gives them back)",
+                 m->path);
     ms->symc = open_symc(s, ms, m);
     if (share) shared_add(m, ms);
     return ms;

@@ -9,6 +9,16 @@ target_compile_options(fx_inline_deep PRIVATE -O2 -g -fno-builtin-malloc)
 # the unit, its DIEs are in a .dwo beside the object (test_symbols).
 add_executable(fx_inline_deep_split ${FX}/fx_inline_deep.c)
 target_compile_options(fx_inline_deep_split PRIVATE -O2 -g -gsplit-dwarf -fno-builtin-malloc)
+# The chain again, its debug sections compressed with zstd where objcopy
+# can (libdw 0.188 cannot read them: test_symbols wants a warning).
+execute_process(COMMAND ${CMAKE_OBJCOPY} --help OUTPUT_VARIABLE ML_OBJCOPY_HELP ERROR_QUIET)
+if(CMAKE_OBJCOPY AND ML_OBJCOPY_HELP MATCHES "zstd")
+  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/fx_inline_deep_zstd
+    COMMAND ${CMAKE_OBJCOPY} --compress-debug-sections=zstd $<TARGET_FILE:fx_inline_deep>
+            ${CMAKE_BINARY_DIR}/fx_inline_deep_zstd
+    DEPENDS fx_inline_deep VERBATIM)
+  add_custom_target(fx_inline_deep_zstd ALL DEPENDS ${CMAKE_BINARY_DIR}/fx_inline_deep_zstd)
+endif()
 add_executable(fx_cpp_sites ${FX}/fx_cpp_sites.cpp)
 target_compile_options(fx_cpp_sites PRIVATE -O0 -g)
 add_executable(fx_cpp_sites_o2 ${FX}/fx_cpp_sites.cpp)
@@ -169,6 +179,9 @@ add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_cpp_sites_
                  fx_cpp_nodebug_static fx_inline_deep fx_inline_deep_split fx_fpnew fx_tlsinit_o0)
 if(TARGET fx_cpp_sites_prefix)
   add_dependencies(test_symbols fx_cpp_sites_prefix)
+endif()
+if(TARGET fx_inline_deep_zstd)
+  add_dependencies(test_symbols fx_inline_deep_zstd)
 endif()
 if(ML_CLANG_FX)
   add_dependencies(test_symbols fx_clang) # fx_cpp_sites_clang, fx_tlsinit_clang

@@ -293,6 +293,31 @@ Test(symbols, inline_chain_three_deep_split_dwarf) {
     check_inline_chain_three_deep("fx_inline_deep_split");
 }
 
+/* Debug sections compressed with zstd, which libdw 0.188 cannot read (GNU
+ * addr2line reads them): the frames keep the symbol table's names, without
+ * file or line, and the report says why. Until 2026-12-08 it said nothing. */
+Test(symbols, zstd_debug_sections_are_a_warning) {
+    const char *prog = h_bin("fx_inline_deep_zstd");
+    if (!h_file_exists(prog)) cr_skip_test("objcopy cannot compress with zstd");
+    const char *trace = h_tmp("inline_deep_zstd.mlt");
+    const char *run[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", prog, NULL};
+    h_run_t r;
+    h_run(&r, run);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    const char *rep[] = {h_bin("memlens"), "report", trace, "--no-advisor", "--json", "/dev/null", NULL};
+    h_run(&r, rep);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "fx_inline_deep_zstd are compressed with zstd, which this libdw cannot read"),
+              "%s", r.err);
+    h_run_free(&r);
+    ml_analysis_t *a = analyse(trace);
+    const ml_site_t *s = site_of_bytes(a, 1003);
+    cr_expect_str_eq(s->frames[0].function, "outer");
+    cr_expect_null(s->frames[0].file);
+    ml_analysis_free(a);
+}
+
 Test(symbols, short_names) {
     static const char *const cases[][2] = {
         {"void std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>("
