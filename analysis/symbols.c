@@ -98,6 +98,7 @@ typedef struct {
     size_t ncufns, cufns_cap;
     size_t cufns_bytes; /* their ranges' memory, held under SCOPE_INDEX_BUDGET */
     ml__symc_t *symc; /* frames resolved by earlier reports (symcache.c), or NULL */
+    bool zstd_debug;  /* its separate debug file's sections are zstd's (find_debuginfo()) */
 } modsym_t;
 
 /* The memory one module's unit indexes may hold. A -g build of a program
@@ -342,6 +343,32 @@ static bool local_candidate(const unsigned char *bits, int len, const char *file
     return r;
 }
 
+#ifndef ELFCOMPRESS_ZSTD
+#define ELFCOMPRESS_ZSTD 2 /* the gABI's value; glibc's elf.h of 2023 lacks it */
+#endif
+
+/* Debug sections compressed with zstd (`-gz=zstd`, `objcopy
+ * --compress-debug-sections=zstd`, the default of some distributions'
+ * toolchains) are read by elfutils from 0.189 on only: libdw 0.188 loads no
+ * DWARF from such a file, and its frames had the symbol table's names and
+ * no file, line or inlined frame, where GNU addr2line gives them, without a
+ * word. Now they get a warning: for the file itself (open_module()) or its
+ * separate debug file (find_debuginfo(), which marks the module). */
+static bool zstd_debug_sections(Elf *elf) {
+    size_t shstrndx;
+    if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0) return false;
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_COMPRESSED)) continue;
+        const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+        GElf_Chdr ch;
+        if (name && !strncmp(name, ".debug_", 7) && gelf_getchdr(scn, &ch) &&
+            ch.ch_type == ELFCOMPRESS_ZSTD)
+            return true;
+    }
+    return false;
+}
+
 /* A separate debug file: its uncompressed copy from the debug cache
  * (debug_cache.c) when there is one; else libdw's own search (build-id,
  * debuglink), after which a copy is made for the next reports. The copy
@@ -366,6 +393,12 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
         return -1;
     int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
                                           debuglink_crc, debuginfo_file_name);
+    modsym_t *ms = userdata ? *userdata : NULL;
+    if (fd >= 0 && ms) {
+        Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+        if (zstd_debug_sections(elf)) ms->zstd_debug = true;
+        elf_end(elf);
+    }
     if (fd >= 0) {
         char *unused;
         ml__debug_cache_open(fd, &unused, false);
@@ -402,31 +435,6 @@ static bool build_id_matches(Dwfl_Module *dm, const ml__module_t *m) {
  * the process): a file written after that bound is not the one that ran.
  * A rebuild within the same few milliseconds, or one that kept the old
  * modification time (cp -p, tar), is not seen; a build-id is the sure way. */
-#ifndef ELFCOMPRESS_ZSTD
-#define ELFCOMPRESS_ZSTD 2 /* the gABI's value; glibc's elf.h of 2023 lacks it */
-#endif
-
-/* Debug sections compressed with zstd (`-gz=zstd`, `objcopy
- * --compress-debug-sections=zstd`, the default of some distributions'
- * toolchains) are read by elfutils from 0.189 on only: libdw 0.188 loads no
- * DWARF from such a file, and its frames had the symbol table's names and
- * no file, line or inlined frame, where GNU addr2line gives them, without a
- * word. Now they get a warning. */
-static bool zstd_debug_sections(Elf *elf) {
-    size_t shstrndx;
-    if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0) return false;
-    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
-        GElf_Shdr sh;
-        if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_COMPRESSED)) continue;
-        const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
-        GElf_Chdr ch;
-        if (name && !strncmp(name, ".debug_", 7) && gelf_getchdr(scn, &ch) &&
-            ch.ch_type == ELFCOMPRESS_ZSTD)
-            return true;
-    }
-    return false;
-}
-
 static bool modified_after_recording(const ml_analysis_t *a, const char *path) {
     if (!a || !a->proc.start_realtime_ns) return false; /* no clock in the trace: cannot tell */
     struct stat st;
@@ -454,6 +462,8 @@ static Dwfl_Module *report(modsym_t *ms, const ml__module_t *m, const char *file
     Dwfl_Module *dm =
         dwfl_report_elf(ms->dwfl, base ? base + 1 : m->path, copy ? copy : file, -1, m->base, false);
     free(copy);
+    void **userdata; /* find_debuginfo() marks the module */
+    if (dm && dwfl_module_info(dm, &userdata, NULL, NULL, NULL, NULL, NULL, NULL)) *userdata = ms;
     dwfl_report_end(ms->dwfl, NULL, NULL);
     return dm;
 }
@@ -684,12 +694,13 @@ static modsym_t *open_module(ml__symbolizer_t *s, int32_t idx, const ml__module_
     ms->dm = dm;
     ms->state = 1;
     Dwarf_Addr zbias;
-    if (s->a && zstd_debug_sections(dwfl_module_getelf(dm, &zbias)) && !dwfl_module_getdwarf(dm, &zbias))
+    if (s->a && !dwfl_module_getdwarf(dm, &zbias) &&
+        (ms->zstd_debug || zstd_debug_sections(dwfl_module_getelf(dm, &zbias))))
         ml__warn(s->a,
-                 "the debug sections of %s are compressed with zstd, which this libdw cannot read: "
-                 "its frames have no file, line or inlined frame (objcopy "
+                 "the debug sections of %s%s are compressed with zstd, which this libdw cannot "
+                 "read: its frames have no file, line or inlined frame (objcopy "
                  "--decompress-debug-sections gives them back)",
-                 m->path);
+                 m->path, ms->zstd_debug ? "'s debug file" : "");
     ms->symc = open_symc(s, ms, m);
     if (share) shared_add(m, ms);
     return ms;
