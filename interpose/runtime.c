@@ -45,6 +45,7 @@ static _Atomic int exit_over;         /* ... and has ended */
 static _Atomic int first_exit_tid;    /* the thread whose exit() call came first (0: none yet) */
 static _Atomic uint64_t hold_until_ns; /* the end of ml__exit_hold (CLOCK_MONOTONIC); 0: scan not done */
 static char ctl_path[256];
+static ml_ctl_proc_t *ctl_proc(uint32_t i);
 static _Atomic uint32_t next_thread;
 static struct mallinfo2 (*real_mallinfo2)(void);
 
@@ -336,8 +337,8 @@ static void list_own_memory(void) {
 bool ml__collector_alive(void) {
     /* The collector refused this image (it could not open its ring or
      * write its trace): nobody will drain the ring. */
-    if (proc_slot < ML_MAX_PROCS && ml_atomic_load_acquire(&ml__ctl->procs[proc_slot].state) == ML_PROC_FAILED)
-        return false;
+    ml_ctl_proc_t *own = proc_slot < ML_MAX_PROCS ? ctl_proc(proc_slot) : NULL;
+    if (own && ml_atomic_load_acquire(&own->state) == ML_PROC_FAILED) return false;
     return kill((pid_t)ml__ctl->collector_pid, 0) == 0 || errno == EPERM;
 }
 
@@ -1037,6 +1038,64 @@ bool ml__sample_slow(size_t n) {
  * the library into the program's stderr (which is the program's own). */
 static bool attaching;
 
+/* The control file's table of process slots is mapped a piece at a time.
+ * Mapped whole, its ML_MAX_PROCS slots took 20 MiB of address space in
+ * every traced process, counted in its RLIMIT_AS (`ulimit -v`): a program
+ * that fit its limit alone failed to allocate under memlens (a C++ program
+ * under `ulimit -v 100000` got std::bad_alloc after 66 blocks of 1 MiB, 91
+ * alone, 83 under heaptrack). attach_ctl maps the header and the first
+ * piece (324 KiB); a slot past it maps its piece when the process first
+ * uses it, from a descriptor it opens and closes at once. A piece that
+ * cannot be mapped (no descriptor left, the session's file gone or
+ * replaced) leaves the slot out: a process then runs untraced, as past the
+ * bound. A fork child inherits its parent's pieces. */
+#define CTL_PIECE 16384u
+static ml_ctl_proc_t *_Atomic ctl_pieces[ML_MAX_PROCS / CTL_PIECE];
+static uint64_t ctl_dev, ctl_ino; /* the session's control file */
+
+static uint64_t page_down(uint64_t v) {
+    uint64_t page = (uint64_t)getauxval(AT_PAGESZ);
+    if (!page) page = 4096;
+    return v & ~(page - 1);
+}
+
+/* The mapping of piece k (k > 0), made now; NULL when it cannot be. */
+static ml_ctl_proc_t *ctl_map_piece(uint32_t k) {
+    int saved = errno;
+    uint64_t off = offsetof(ml_ctl_t, procs) + (uint64_t)k * CTL_PIECE * sizeof(ml_ctl_proc_t);
+    uint64_t start = page_down(off), len = page_up(off + CTL_PIECE * sizeof(ml_ctl_proc_t)) - start;
+    ml_ctl_proc_t *got = NULL;
+    int fd = open(ctl_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+        struct stat st;
+        if (fstat(fd, &st) == 0 && (uint64_t)st.st_dev == ctl_dev && (uint64_t)st.st_ino == ctl_ino &&
+            (uint64_t)st.st_size >= sizeof(ml_ctl_t)) {
+            long r = syscall(SYS_mmap, NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (long)start);
+            if (!(r < 0 && r > -4096)) {
+                ml_ctl_proc_t *p = (ml_ctl_proc_t *)((char *)r + (off - start)), *expected = NULL;
+                if (atomic_compare_exchange_strong(&ctl_pieces[k], &expected, p)) {
+                    got = p;
+                } else { /* another thread mapped it first */
+                    syscall(SYS_munmap, (void *)r, len);
+                    got = expected;
+                }
+            }
+        }
+        close(fd);
+    }
+    errno = saved;
+    return got;
+}
+
+/* Slot i of the session's table, its piece mapped if it was not; NULL when
+ * it cannot be. */
+static ml_ctl_proc_t *ctl_proc(uint32_t i) {
+    if (i >= ML_MAX_PROCS) return NULL;
+    ml_ctl_proc_t *base = ml_atomic_load_acquire(&ctl_pieces[i / CTL_PIECE]);
+    if (!base && i >= CTL_PIECE) base = ctl_map_piece(i / CTL_PIECE);
+    return base ? base + i % CTL_PIECE : NULL;
+}
+
 static int attach_ctl(const char *p) {
     if (!p || ml_strlen(p) >= sizeof ctl_path - 16) return -1;
     memcpy(ctl_path, p, ml_strlen(p) + 1);
@@ -1060,13 +1119,27 @@ static int attach_ctl(const char *p) {
         errno = e;
         return -1;
     }
-    ml_ctl_t *c = ml__raw_mmap(sizeof(ml_ctl_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd);
+    /* A file shorter than a session's would be a SIGBUS at the first read. */
+    struct stat st;
+    if (fstat(fd, &st) < 0 || (uint64_t)st.st_size < sizeof(ml_ctl_t)) {
+        close(fd);
+        warn("ML_CTL does not point at a memlens session of this version; not recording");
+        return -1;
+    }
+    ctl_dev = (uint64_t)st.st_dev;
+    ctl_ino = (uint64_t)st.st_ino;
+    ml_ctl_t *c = ml__raw_mmap(page_up(offsetof(ml_ctl_t, procs) + CTL_PIECE * sizeof(ml_ctl_proc_t)),
+                               PROT_READ | PROT_WRITE, MAP_SHARED, fd);
     close(fd);
     if (!c) return -1;
     if (c->magic != ML_CTL_MAGIC || c->version != ML_SHM_VERSION) {
         warn("ML_CTL does not point at a memlens session of this version; not recording");
         return -1;
     }
+    /* A later session (`memlens attach` again) has pieces of its own; the
+     * earlier one's stay mapped, unused, as its header does. */
+    for (uint32_t k = 1; k < ML_MAX_PROCS / CTL_PIECE; k++) ml_atomic_store_relaxed(&ctl_pieces[k], NULL);
+    ml_atomic_store_release(&ctl_pieces[0], c->procs);
     ml__ctl = c;
     ml__sample_bytes = c->sample_bytes;
     return 0;
@@ -1170,8 +1243,9 @@ static void other_pid_namespace(ml_ctl_t *c, uint32_t parent_slot) {
                            NULL};
     warnv(parts);
     uint32_t idx = ml_atomic_load_relaxed(&c->nprocs);
+    ml_ctl_proc_t *pr;
     for (;;) {
-        if (idx >= ML_MAX_PROCS || idx >= ml_atomic_load_acquire(&c->procs_cap)) {
+        if (idx >= ML_MAX_PROCS || idx >= ml_atomic_load_acquire(&c->procs_cap) || !(pr = ctl_proc(idx))) {
             ml_atomic_add_relaxed(&c->procs_refused, 1);
             return;
         }
@@ -1179,7 +1253,6 @@ static void other_pid_namespace(ml_ctl_t *c, uint32_t parent_slot) {
                                                   memory_order_relaxed))
             break;
     }
-    ml_ctl_proc_t *pr = &c->procs[idx];
     pr->pid = pid;
     pr->ppid = (uint32_t)getppid();
     pr->parent_slot = parent_slot;
@@ -1217,11 +1290,20 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
      * claim and the bound are one step, so a process refused takes no slot
      * (the collector would wait for it to be filled). */
     uint32_t idx = ml_atomic_load_relaxed(&c->nprocs);
+    ml_ctl_proc_t *pr;
     for (;;) {
         if (idx >= ML_MAX_PROCS || idx >= ml_atomic_load_acquire(&c->procs_cap)) {
             ml_atomic_add_relaxed(&c->procs_refused, 1);
             warn(idx >= ML_MAX_PROCS ? "too many traced processes in this session; this one is not recorded"
                                      : "/dev/shm has no room for this process' entry; it is not recorded");
+            return -1;
+        }
+        /* Its piece of the table mapped before the claim: a slot claimed
+         * and never filled would hold the collector up. */
+        if (!(pr = ctl_proc(idx))) {
+            ml_atomic_add_relaxed(&c->procs_refused, 1);
+            warn("cannot map this process' entry of memlens' session file (no descriptor left, or the file is "
+                 "gone); it is not recorded");
             return -1;
         }
         if (atomic_compare_exchange_weak_explicit(&c->nprocs, &idx, idx + 1, memory_order_relaxed,
@@ -1231,7 +1313,6 @@ static int register_process(uint32_t parent_slot, uint32_t fork_seq) {
 #ifdef ML_TEST_HOOKS
     test_claim_delay();
 #endif
-    ml_ctl_proc_t *pr = &c->procs[idx];
     pr->pid = (uint32_t)getpid();
     ml_atomic_store_relaxed(&recorded_pid, pr->pid);
     ml_atomic_store_relaxed(&exit_asked, 0);
@@ -1344,7 +1425,11 @@ static uint32_t parent_image_slot(void) {
     if (n > ML_MAX_PROCS) n = ML_MAX_PROCS;
     uint32_t pid = (uint32_t)getpid(), ppid = (uint32_t)getppid(), by_ppid = ~0u;
     for (uint32_t i = n; i-- > 0;) {
-        ml_ctl_proc_t *p = &ml__ctl->procs[i];
+        ml_ctl_proc_t *p = ctl_proc(i);
+        if (!p) { /* a piece that cannot be mapped: none of its slots */
+            i -= i % CTL_PIECE;
+            continue;
+        }
         if (p->pid == pid) return i;
         if (by_ppid == ~0u && p->pid == ppid &&
             ml_atomic_load_acquire(&p->state) == ML_PROC_READY)
