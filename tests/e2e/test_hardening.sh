@@ -1712,5 +1712,27 @@ if want "$@"; then
     fi
 fi
 
+section=aslimit
+if want "$@"; then
+    # A program near its address-space limit (`ulimit -v`, RLIMIT_AS: it
+    # counts every mapping). fx_aslimit lowers its limit to 64 MiB and takes
+    # 48 blocks of 1 MiB: alone it gets 60 of them. Under memlens it got 35
+    # and failed: every traced process mapped the session's whole control
+    # file, 20 MiB of a table of 2^20 process slots, of which it uses one.
+    # Now it maps the header and the first 16,384 slots (324 KiB), and the
+    # rest a piece at a time when a slot there is used (heaptrack: 49).
+    "$B/fx_aslimit" 64 48 > alone.txt
+    alone=$?
+    "$ML" run -q -o as.mlt -- "$B/fx_aslimit" 64 48 > out.txt 2> err.txt
+    st=$?
+    check "ulimit -v of 64 MiB, 48 MiB taken: the program's status as alone ($alone: $st)" \
+        test "$alone.$st" = 0.0
+    check "... and its output ($(cat out.txt))" test "$(cat out.txt)" = "fx_aslimit: 48 of 48 MiB"
+    "$ML" report -q as.mlt --no-advisor > rep.txt 2> err2.txt
+    check "... the trace has its 48 blocks of 1 MiB (and stdout's buffer) and its exit ($(sed -n 2,4p rep.txt | tr '\n' ' '))" \
+        bash -c 'grep -q "exit code 0$" rep.txt && grep -q "^allocations: 49 calls (0 temporary), 48.0 MiB allocated; 48 frees" rep.txt &&
+            grep -q "^peak heap: 48.0 MiB in 48 blocks" rep.txt'
+fi
+
 echo "$fails failed"
 [ $fails -eq 0 ]
