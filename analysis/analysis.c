@@ -210,6 +210,11 @@ static void lost(ml_analysis_t *a, bool block) {
                  (unsigned long long)a->lost_blocks, (unsigned long long)a->lost_other);
 }
 
+void ml_analysis_lost(const ml_analysis_t *a, uint64_t *blocks, uint64_t *records) {
+    *blocks = a->lost_blocks;
+    *records = a->lost_other;
+}
+
 size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **w) {
     *w = (const char *const *)a->warn;
     return a->nwarn;

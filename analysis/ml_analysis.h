@@ -668,6 +668,12 @@ int ml_analysis_module(const ml_analysis_t *a, size_t i, ml_module_t *out);
  * by the session; the array may move when more are added. */
 size_t ml_analysis_warnings(const ml_analysis_t *a, const char *const **warnings);
 
+/** What running out of memory cost the session while it was fed: heap
+ * blocks and mappings it did not track, and records it kept incompletely
+ * (the warning in ml_analysis_warnings says the same, when it had memory
+ * for its text). Both 0 when nothing was lost. */
+void ml_analysis_lost(const ml_analysis_t *a, uint64_t *blocks, uint64_t *records);
+
 /** An attached trace (memlens attach) whose process ended during the
  * window without an exit memlens saw (SIGKILL, a raw exit_group): its
  * trace says so (ML_UNTRACED_ENDED). Then what was live at its end is not

@@ -433,6 +433,17 @@ static void print_summary(const run_t *s) {
                 ls.scanned ? "" : " (no reachability scan)",
                 ml_fmt_bytes(ls.reachable_bytes, b4, sizeof b4), ls.reachable_blocks, sampled);
     }
+    /* memlens itself ran out of memory (a `ulimit -v`, a cgroup): the
+     * numbers above undercount, and the trace that says so may be lost too
+     * (its writer needs memory as well). Said here, where they are. */
+    uint64_t lost_blocks, lost_records;
+    ml_analysis_lost(shown->analysis, &lost_blocks, &lost_records);
+    if (lost_blocks || lost_records)
+        fprintf(stderr,
+                "memlens: warning: memlens ran out of memory while analysing: %" PRIu64
+                " blocks were not tracked and %" PRIu64
+                " records were kept incompletely; the numbers above undercount them\n",
+                lost_blocks, lost_records);
     if (t->hwm_rss_source)
         fprintf(stderr, "memlens: " ML_LABEL_PEAK_RSS " %s\n", ml_fmt_bytes(t->hwm_rss_bytes, b1, sizeof b1));
     if (shown->unsaved) {
@@ -493,7 +504,9 @@ static void print_summary(const run_t *s) {
                     "memlens: %s: the event ring was full %" PRIu64
                     " times; the program waited %.3f s in total%s\n",
                     p->path, e->ring_waits, e->ring_wait_ns / 1e9,
-                    ml_trace_sink_failures(&s->trace_sink) ? "" : " (nothing was dropped)");
+                    ml_trace_sink_failures(&s->trace_sink) || (p == shown && (lost_blocks || lost_records))
+                        ? ""
+                        : " (nothing was dropped)");
     }
     uint64_t aside = ml_collector_backlog_peak(s->c);
     if (aside) {
