@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 struct ml_writer_s {
     int fd;
@@ -143,6 +144,13 @@ fail:
     return -ENOMEM;
 }
 
+/* A compression error as an errno: zstd short of memory is ENOMEM (memlens
+ * under a `ulimit -v` or a cgroup said "Input/output error", as if the disk
+ * had failed); anything else is EIO. */
+static int zstd_errno(size_t n) {
+    return ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation ? -ENOMEM : -EIO;
+}
+
 int ml_writer_flush(ml_writer_t *w) {
     if (w->error) return w->error;
     if (w->snap_on) return -EBUSY; /* no chunk inside the snapshot's frame */
@@ -156,7 +164,7 @@ int ml_writer_flush(ml_writer_t *w) {
     }
     size_t n = ZSTD_compress2(w->cctx, w->comp + ML_CHUNK_HEADER_LEN,
                               w->comp_cap - ML_CHUNK_HEADER_LEN, w->raw, w->raw_len);
-    if (ZSTD_isError(n)) return w->error = -EIO;
+    if (ZSTD_isError(n)) return w->error = zstd_errno(n);
     ml__put_le32(w->comp, ML_CHUNK_MAGIC);
     ml__put_le32(w->comp + 4, (uint32_t)n);
     ml__put_le32(w->comp + 8, (uint32_t)w->raw_len);
@@ -205,7 +213,7 @@ int ml_writer_add_snapshot(ml_writer_t *w, const void *data, size_t len, uint32_
     if (workers) ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_nbWorkers, 0);
     if (ZSTD_isError(n)) {
         free(buf);
-        return -EIO;
+        return zstd_errno(n);
     }
     ml__put_le32(buf, ML_SNAPSHOT_MAGIC);
     ml__put_le32(buf + 4, (uint32_t)n);
@@ -278,7 +286,7 @@ static int snap_compress(ml_writer_t *w, const void *p, size_t n, ZSTD_EndDirect
     for (;;) {
         ZSTD_outBuffer out = {w->snap_out, SNAP_OUT, w->snap_out_len};
         size_t left = ZSTD_compressStream2(w->cctx, &out, &in, op);
-        if (ZSTD_isError(left)) return -EIO;
+        if (ZSTD_isError(left)) return zstd_errno(left);
         w->snap_out_len = out.pos;
         bool done = op == ZSTD_e_end ? left == 0 : in.pos == in.size;
         if (w->snap_out_len == SNAP_OUT || (done && op == ZSTD_e_end)) {
