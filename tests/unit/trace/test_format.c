@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -1211,6 +1212,42 @@ Test(format, streamed_snapshot_round_trip, .init = setup, .fini = teardown) {
     }
     free(full);
     free(mid);
+    free(snap);
+}
+
+/* zstd short of memory (the collector under a `ulimit -v`, a cgroup) is
+ * -ENOMEM, not -EIO: the collector said "no analysis snapshot (Input/output
+ * error)", as if the disk had failed. The address space is capped just above
+ * what this test process maps once the snapshot has begun (criterion runs
+ * each test in a process of its own), so that zstd's stream cannot make its
+ * window; the file is cut back to the records, as for any dropped snapshot. */
+Test(format, streamed_snapshot_out_of_memory_is_enomem, .init = setup, .fini = teardown) {
+    int fd, n;
+    ml_writer_t *w = sample_writer(3, &fd, &n);
+    cr_assert_eq(ml_writer_flush(w), 0);
+    uint64_t body = ml_writer_bytes(w);
+    cr_assert_eq(ml_writer_snapshot_begin(w, 9), 0);
+    size_t big = 4u << 20;
+    uint8_t *snap = sample_snapshot(big);
+    FILE *f = fopen("/proc/self/statm", "r");
+    cr_assert_not_null(f);
+    unsigned long pages = 0;
+    cr_assert_eq(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    struct rlimit rl = {pages * (unsigned long)sysconf(_SC_PAGESIZE) + (64u << 10), RLIM_INFINITY};
+    cr_assert_eq(setrlimit(RLIMIT_AS, &rl), 0);
+    int rc = ml_writer_snapshot_write(w, snap, big);
+    rl.rlim_cur = RLIM_INFINITY;
+    cr_assert_eq(setrlimit(RLIMIT_AS, &rl), 0);
+    cr_expect_eq(rc, -ENOMEM, "zstd out of memory: %d (%s)", rc, strerror(-rc));
+    cr_expect_eq(ml_writer_snapshot_end(w, rc), rc);
+    cr_expect_eq(ml_writer_bytes(w), body);
+    cr_expect_eq(ml_writer_free(w), 0, "a dropped snapshot is no write error");
+    close(fd);
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_expect_eq((uint64_t)st.st_size, body, "the file is cut back");
+    expect_records_only(n, "dropped for want of memory");
     free(snap);
 }
 
