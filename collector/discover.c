@@ -229,7 +229,20 @@ static ml__proc_t *open_proc(ml_collector_t *c, uint32_t slot, uint32_t *err) {
     bool waited = (pid_t)cp->pid == c->root_pid && !c->o.attached;
     if (!p->info.is_root && !waited) {
         p->pidfd = (int)syscall(SYS_pidfd_open, (pid_t)p->info.pid, 0);
-        if (p->pidfd < 0) ml__proc_end_unwaited(p);
+        if (p->pidfd < 0 && errno == ESRCH) {
+            ml__proc_end_unwaited(p); /* gone already */
+        } else if (p->pidfd < 0) {
+            /* No descriptor to see it end (memlens at its own limit,
+             * EMFILE): it was taken for ended at once, its trace closed
+             * with what the ring held ("unknown" end, calls missing), and
+             * the live process waited 30 s at its exit for a scan nobody
+             * would make. Refused instead, as a ring memlens cannot open:
+             * it runs untraced, is counted, and stops waiting. */
+            rc = -errno;
+            fprintf(stderr, "memlens: warning: cannot watch process %u for its end (%s); it is not recorded\n",
+                    p->info.pid, strerror(-rc));
+            goto fail_sinks;
+        }
     }
     if ((rc = ml__sinks_open(c, p)) < 0) {
         /* The trace's header could not be written (a full disk, a device
