@@ -120,10 +120,17 @@ int ml__session_open(ml_collector_t *c, char *err, size_t errlen) {
     }
     if (ftruncate(fd, sizeof(ml_ctl_t)) < 0) {
         rc = -errno;
-        snprintf(err, errlen, "cannot size %s to %zu bytes: %s%s", c->ctl_path, sizeof(ml_ctl_t), strerror(-rc),
-                 rc == -EFBIG ? " (the file size limit, `ulimit -f`, is lower: memlens needs about 16 MiB there, "
-                                "and each traced process 2 MiB more)"
-                              : "");
+        /* The limit is on each file, not on their sum: the control file is
+         * the largest (a ring is 2 MiB), so its size is the whole need. It
+         * said "about 16 MiB, and each traced process 2 MiB more": a limit
+         * of 17 MiB still failed, and 20 MiB and 1 KiB runs any number. */
+        char need[160] = "";
+        if (rc == -EFBIG)
+            snprintf(need, sizeof need,
+                     " (the file size limit, `ulimit -f`, is lower: memlens needs it to be %zu KiB or more, "
+                     "`ulimit -f %zu` in bash)",
+                     (sizeof(ml_ctl_t) + 1023) / 1024, (sizeof(ml_ctl_t) + 1023) / 1024);
+        snprintf(err, errlen, "cannot size %s to %zu bytes: %s%s", c->ctl_path, sizeof(ml_ctl_t), strerror(-rc), need);
         goto fail_map;
     }
     /* The header and the first step of the table now: a full /dev/shm is an
