@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdint.h>
@@ -297,8 +298,26 @@ static void hold_closed_std_descriptors(void) {
     }
 }
 
+/* report, view, diff and dump start no program, and hold a descriptor for
+ * each trace they read and each module they symbolize (libdw keeps its
+ * ELF and debug files open): `memlens report DIR` of a --follow-fork run
+ * of 92 images failed with "Too many open files" under a soft limit of 20,
+ * where the hard one was far above. They raise their soft limit to the
+ * hard one, as `run` does for its collector (run.c, raise_nofile); a hard
+ * limit stays what it is. */
+static void raise_nofile_soft(void) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 int main(int argc, char **argv) {
     hold_closed_std_descriptors();
+    if (argc >= 2 && (!strcmp(argv[1], "report") || !strcmp(argv[1], "view") || !strcmp(argv[1], "diff") ||
+                      !strcmp(argv[1], "dump")))
+        raise_nofile_soft();
     if (argc >= 2 && (!strcmp(argv[1], "report") || !strcmp(argv[1], "view") || !strcmp(argv[1], "diff")))
         restart_with_huge_pages(argv);
     atexit(close_stdout);
