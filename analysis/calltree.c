@@ -134,6 +134,16 @@ static void add(uint64_t *dst, const uint64_t c[ML_COSTS]) {
 
 int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use, bool bottom_up,
                           ml_calltree_node_t **out) {
+    return ml_calltree_build_progress(sites, nsites, use, bottom_up, out, NULL, NULL);
+}
+
+/* Sites between two calls of the progress callback. */
+#define PROGRESS_SITES 4096
+
+int64_t ml_calltree_build_progress(const ml_site_t *sites, size_t nsites, const bool *use,
+                                   bool bottom_up, ml_calltree_node_t **out,
+                                   void (*progress)(void *ctx, size_t done, size_t total),
+                                   void *ctx) {
     tree_t t = {0};
     *out = NULL;
     /* The last site's path: its frames (in walk order) and their nodes.
@@ -157,6 +167,7 @@ int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use
     if (new_node(&t, -1, &root_frame) < 0) goto oom;
     for (size_t i = 0; i < nsites; i++) {
         const ml_site_t *s = &sites[i];
+        if (progress && i % PROGRESS_SITES == 0) progress(ctx, i, nsites);
         if (i + 2 < nsites) { /* the frames of sites further on are elsewhere: ask for them now */
             const ml_site_t *n2 = &sites[i + 2];
             const char *fp = (const char *)n2->frames, *end = fp + (size_t)n2->nframes * sizeof *n2->frames;

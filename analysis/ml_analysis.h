@@ -632,6 +632,14 @@ void ml_time_buckets_acc_free(ml_time_buckets_acc_t *acc);
  * or -ENOMEM. */
 int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use, bool bottom_up,
                           ml_calltree_node_t **out);
+/** The same, calling progress(ctx, done, nsites) before every few thousand
+ * sites (done counts the sites looked at, 0 first): a build of hundreds of
+ * thousands of deep stacks takes seconds, and the viewer, which runs it on
+ * its UI thread, says how far it got. progress may be NULL. */
+int64_t ml_calltree_build_progress(const ml_site_t *sites, size_t nsites, const bool *use,
+                                   bool bottom_up, ml_calltree_node_t **out,
+                                   void (*progress)(void *ctx, size_t done, size_t total),
+                                   void *ctx);
 
 /* What ran. */
 typedef struct {

@@ -476,6 +476,15 @@ uint32_t ml_vmodel_gpu_ndevices(const ml_vmodel_t *m);
 /** Device i in full, or NULL. */
 const ml_vgpu_device_t *ml_vmodel_gpu_device(const ml_vmodel_t *m, uint32_t i);
 
+/** Work on the UI thread that grows with the sites and their frames (the
+ * filter, building the call tree, listing or expanding its rows) calls
+ * fn(ctx, what, done, total) as it goes: done is 0 when a piece of work
+ * starts, then grows towards total. On a trace of hundreds of thousands of
+ * deep stacks such a step takes seconds, and the screen manager says what
+ * it does on the status line rather than freeze silently. NULL: none. */
+typedef void (*ml_vprogress_fn)(void *ctx, const char *what, uint64_t done, uint64_t total);
+void ml_vmodel_set_progress(ml_vmodel_t *m, ml_vprogress_fn fn, void *ctx);
+
 /** Call tree: top-down (from main to the allocator) or bottom-up (from the
  * allocating function outwards). Rows visible with the current expansion,
  * children ordered by the sort key's inclusive cost. */

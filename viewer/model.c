@@ -182,8 +182,13 @@ struct ml_vmodel_s {
     uint32_t *sugg_order;
     uint32_t nsugg_order;
 
+    /* long steps on the UI thread say how far they got */
+    ml_vprogress_fn progress_fn;
+    void *progress_ctx;
+
     /* call tree */
     bool bottom_up, tree_dirty;
+    bool rows_dirty; /* the same nodes, listed again (a new sort key) */
     const ml_calltree_node_t *nodes; /* the analysis' tree, or own_nodes */
     ml_calltree_node_t *own_nodes;   /* a tree built for the filter or bottom-up */
     int64_t nnodes;
@@ -611,6 +616,24 @@ static int src_gpu(ml_vmodel_t *m) {
     return 0;
 }
 
+/* Units of work (sites, rows, nodes) between two progress calls. */
+#define PROGRESS_EVERY 4096
+
+static void progress(ml_vmodel_t *m, const char *what, uint64_t done, uint64_t total) {
+    if (m->progress_fn) m->progress_fn(m->progress_ctx, what, done, total);
+}
+
+static void tree_progress(void *ctx, size_t done, size_t total) {
+    ml_vmodel_t *m = ctx;
+    progress(m, m->bottom_up ? "Building the bottom-up call tree" : "Building the call tree", done,
+             total);
+}
+
+void ml_vmodel_set_progress(ml_vmodel_t *m, ml_vprogress_fn fn, void *ctx) {
+    m->progress_fn = fn;
+    m->progress_ctx = ctx;
+}
+
 /* The call tree of the last build: the analysis' own (ml_analysis_calltree)
  * when every site is shown top-down, else one the analysis builds with the
  * same merge key from the sites the filter keeps, or bottom-up, into
@@ -620,13 +643,17 @@ static int64_t src_calltree(ml_vmodel_t *m) {
     if (!m->an_nsites) return 0;
     if (!m->filter[0] && !m->bottom_up) {
         size_t n = ml_analysis_calltree(m->an, &m->nodes);
+        if (n) progress(m, "Indexing the call tree", 0, n);
         return (int64_t)n;
     }
     bool *use = malloc(m->an_nsites * sizeof *use);
     if (!use) return -ENOMEM;
-    for (size_t i = 0; i < m->an_nsites; i++)
+    for (size_t i = 0; i < m->an_nsites; i++) {
+        if (i % PROGRESS_EVERY == 0) progress(m, "Filtering the sites", i, m->an_nsites);
         use[i] = ml_vmodel_site_matches(m, &m->sites[m->by_build[i]]);
-    int64_t n = ml_calltree_build(m->an_sites, m->an_nsites, use, m->bottom_up, &m->own_nodes);
+    }
+    int64_t n = ml_calltree_build_progress(m->an_sites, m->an_nsites, use, m->bottom_up,
+                                           &m->own_nodes, tree_progress, m);
     free(use);
     m->nodes = m->own_nodes;
     return n;
@@ -1220,13 +1247,19 @@ static int cmp_sugg(const void *a, const void *b) {
     return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
-static void reorder(ml_vmodel_t *m) {
+/* Lists the sites the filter keeps in the sort order. tree: the call tree
+ * must be built again (new data, a new filter); a new sort key only lists
+ * its rows again, in the new order. */
+static void reorder_tree(ml_vmodel_t *m, bool tree) {
     free(m->order);
     m->order = malloc(((size_t)m->nsites + 1) * sizeof *m->order);
     m->norder = 0;
     if (m->order) {
-        for (uint32_t i = 0; i < m->nsites; i++)
+        for (uint32_t i = 0; i < m->nsites; i++) {
+            if (m->filter[0] && i % PROGRESS_EVERY == 0)
+                progress(m, "Filtering the sites", i, m->nsites);
             if (ml_vmodel_site_matches(m, &m->sites[i])) m->order[m->norder++] = i;
+        }
         sort_model = m;
         qsort(m->order, m->norder, sizeof *m->order, cmp_sites);
     }
@@ -1243,13 +1276,20 @@ static void reorder(ml_vmodel_t *m) {
         sort_model = m;
         qsort(m->sugg_order, m->nsugg_order, sizeof *m->sugg_order, cmp_sugg);
     }
-    m->tree_dirty = true;
+    if (tree)
+        m->tree_dirty = true;
+    else
+        m->rows_dirty = true;
+}
+
+static void reorder(ml_vmodel_t *m) {
+    reorder_tree(m, true);
 }
 
 void ml_vmodel_set_sort(ml_vmodel_t *m, ml_vsort_t key) {
     if (key >= ML_VSORT_COUNT_) return;
     m->sort = key;
-    reorder(m);
+    reorder_tree(m, false);
 }
 
 ml_vsort_t ml_vmodel_sort(const ml_vmodel_t *m) {
@@ -1624,7 +1664,7 @@ static bool adv_poll(ml_vmodel_t *m) {
         m->sum.nsuggestions = m->nsugg;
         m->sum.advice = ML_VADVICE_DONE;
         m->generation++;
-        reorder(m);
+        reorder_tree(m, false); /* new suggestions; the sites and their tree stay */
         return true;
     }
     if (st == ADV_FAILED && m->sum.advice != ML_VADVICE_FAILED) {
@@ -1810,6 +1850,7 @@ static void tree_build(ml_vmodel_t *m) {
     /* Parents come before their children in the node array. */
     m->node_key[0] = m->bottom_up ? 0xb0ull : 0x70ull;
     for (int64_t i = 1; i < n; i++) {
+        if (i % (16 * PROGRESS_EVERY) == 0) progress(m, "Indexing the call tree", (uint64_t)i, (uint64_t)n);
         const ml_calltree_node_t *c = &m->nodes[i];
         uint64_t k = hash_mix(m->node_key[c->parent], frame_ident(c->frame));
         m->node_key[i] = k ? k : 1;
@@ -1842,6 +1883,8 @@ static void tree_emit(ml_vmodel_t *m, int32_t first) {
         ml_vtree_row_t *r = grow(m->rows, &m->cap_rows, m->nrows + 1, sizeof *r);
         if (!r) break;
         m->rows = r;
+        if (m->nrows % (16 * PROGRESS_EVERY) == 0 && m->nrows)
+            progress(m, "Listing the call tree's rows", m->nrows, (uint64_t)m->nnodes);
         r = &m->rows[m->nrows++];
         r->node = (uint32_t)kids[i];
         r->depth = t->depth - 1;
@@ -1855,12 +1898,23 @@ static void tree_emit(ml_vmodel_t *m, int32_t first) {
     free(kids);
 }
 
-static void tree_update(ml_vmodel_t *m) {
-    if (!m->tree_dirty) return;
-    tree_build(m);
+static void tree_rows(ml_vmodel_t *m) {
     m->nrows = 0;
-    if (m->nnodes > 0) tree_emit(m, m->nodes[0].first_child);
-    m->tree_dirty = false;
+    if (m->nnodes > 0) {
+        progress(m, "Listing the call tree's rows", 0, (uint64_t)m->nnodes);
+        tree_emit(m, m->nodes[0].first_child);
+    }
+}
+
+static void tree_update(ml_vmodel_t *m) {
+    if (m->tree_dirty) {
+        tree_build(m);
+        m->tree_dirty = false;
+    } else if (!m->rows_dirty) {
+        return;
+    }
+    tree_rows(m);
+    m->rows_dirty = false;
 }
 
 void ml_vmodel_tree_set_mode(ml_vmodel_t *m, bool bottom_up) {
@@ -1883,23 +1937,29 @@ const ml_vtree_row_t *ml_vmodel_tree_row(ml_vmodel_t *m, uint32_t i) {
     return i < m->nrows ? &m->rows[i] : NULL;
 }
 
-static void expand_all(ml_vmodel_t *m, int32_t node, bool on) {
+static void expand_all(ml_vmodel_t *m, int32_t node, bool on, uint64_t *done) {
+    if (++*done % (16 * PROGRESS_EVERY) == 0)
+        progress(m, on ? "Expanding the subtree" : "Collapsing the subtree", *done,
+                 (uint64_t)m->nnodes);
     keyset_set(&m->expanded, m->node_key[node], on);
     for (int32_t c = m->nodes[node].first_child; c >= 0; c = m->nodes[c].next_sibling)
-        expand_all(m, c, on);
+        expand_all(m, c, on, done);
 }
 
 void ml_vmodel_tree_toggle(ml_vmodel_t *m, uint32_t row, bool expand, bool all) {
     tree_update(m);
     if (row >= m->nrows) return;
     int32_t node = (int32_t)m->rows[row].node;
-    if (all)
-        expand_all(m, node, expand);
-    else
+    if (all) {
+        uint64_t done = 0;
+        progress(m, expand ? "Expanding the subtree" : "Collapsing the subtree", 0,
+                 (uint64_t)m->nnodes);
+        expand_all(m, node, expand, &done);
+    } else {
         keyset_set(&m->expanded, m->node_key[node], expand);
+    }
     /* The node array stays; only the visible rows change. */
-    m->nrows = 0;
-    if (m->nnodes > 0) tree_emit(m, m->nodes[0].first_child);
+    tree_rows(m);
 }
 
 uint32_t ml_vmodel_tree_parent_row(ml_vmodel_t *m, uint32_t row) {

@@ -48,7 +48,14 @@ struct ml_screen_s {
     bar_item_t bar[16];
     int nbar;
     bool too_small;
+    /* The loop's output while it runs (ml__sm_run), for the progress line:
+     * a step of work that started at busy_t0 shows its line at most every
+     * PROGRESS_REDRAW_MS (last at busy_shown). */
+    const ml_sm_io_t *io;
+    uint64_t busy_t0, busy_shown;
 };
+
+#define PROGRESS_REDRAW_MS 100
 
 static const struct {
     ml_view_t view;
@@ -61,6 +68,9 @@ static const struct {
     {ML_VIEW_GPU, '7', "GPU"},
 };
 #define NBAR_VIEWS (int)(sizeof bar_views / sizeof bar_views[0])
+
+static uint64_t now_ms(void);
+static void sm_progress(void *ctx, const char *what, uint64_t done, uint64_t total);
 
 /* ------------------------------------------------------------------------- */
 /* Life cycle                                                                */
@@ -86,6 +96,7 @@ ml_screen_t *ml__sm_new(ml_vmodel_t *m, const ml_sm_opts_t *o) {
     for (int i = 0; i < ML_VIEW_COUNT_; i++)
         if (!sm->panels[i]) goto fail;
     sm->view = sm->back = ML_VIEW_SUMMARY;
+    ml_vmodel_set_progress(m, sm_progress, sm);
     ml__sm_data_changed(sm);
     return sm;
 fail:
@@ -95,6 +106,7 @@ fail:
 
 void ml__sm_free(ml_screen_t *sm) {
     if (!sm) return;
+    ml_vmodel_set_progress(sm->m, NULL, NULL);
     for (int i = 0; i < ML_VIEW_COUNT_; i++)
         ml__panel_destroy(sm->panels[i]);
     ml__canvas_free(&sm->canvas);
@@ -311,8 +323,42 @@ static void draw_too_small(ml_screen_t *sm) {
     ml__canvas_text(c, 0, c->rows / 2 > 1 ? c->rows / 2 : 1, c->cols, ML_ST_NORMAL, l2);
 }
 
+/* Work a step on the UI thread does, on the status line: the previous frame
+ * stays, and the status line says what runs and how far it got (the keys
+ * typed meanwhile wait). Once the step has run for progress_ms, and then at
+ * most every PROGRESS_REDRAW_MS; done == 0 starts a step. Before that
+ * (ml__sm_run sets io), or while too small, nothing is shown. */
+static void sm_progress(void *ctx, const char *what, uint64_t done, uint64_t total) {
+    ml_screen_t *sm = ctx;
+    if (!sm->io || !sm->io->present || sm->too_small) return;
+    uint64_t now = now_ms();
+    if (done == 0) {
+        sm->busy_t0 = now;
+        sm->busy_shown = 0;
+    }
+    uint64_t after = sm->o.progress_ms < 0    ? 0
+                     : sm->o.progress_ms == 0 ? ML_SM_PROGRESS_MS
+                                              : (uint64_t)sm->o.progress_ms;
+    if (now < sm->busy_t0 + after) return;
+    if (sm->busy_shown && now < sm->busy_shown + PROGRESS_REDRAW_MS) return;
+    sm->busy_shown = now;
+    ml_canvas_t *c = &sm->canvas;
+    int y = c->rows - 2;
+    char n[32];
+    ml__canvas_fill(c, 0, y, c->cols, 1, ' ', ML_ST_NORMAL);
+    int pct = total ? (int)(done * 100 / total) : 0;
+    int x = ml__canvas_printf(c, 0, y, c->cols, ML_ST_BOLD, "%s: %d%% of %s", what,
+                              pct > 100 ? 100 : pct, ml__fmt_count(total, n, sizeof n));
+    ml__canvas_text(c, x, y, c->cols - x, ML_ST_DIM, " (keys wait)");
+    sm->io->present(sm->io->ctx, c);
+}
+
 void ml__sm_draw(ml_screen_t *sm) {
     ml_canvas_t *c = &sm->canvas;
+    /* The call tree is built or listed when first drawn after a change: do
+     * it before the canvas is cleared, so that its progress line shows over
+     * the previous frame rather than over a half-drawn one. */
+    if (sm->view == ML_VIEW_TREE) ml_vmodel_tree_nrows(sm->m);
     ml__canvas_clear(c);
     sm->too_small = c->cols < ML_MIN_COLS || c->rows < ML_MIN_ROWS;
     if (sm->too_small) {
@@ -501,6 +547,7 @@ static uint64_t now_ms(void) {
 }
 
 void ml__sm_run(ml_screen_t *sm, const ml_sm_io_t *io) {
+    sm->io = io;
     bool dirty = true;
     uint64_t next_refresh = 0;
     ml_vproc_state_t last_state = ml_vmodel_summary(sm->m)->state;
@@ -574,4 +621,5 @@ void ml__sm_run(ml_screen_t *sm, const ml_sm_io_t *io) {
         if (ev.type == ML_UI_KEY && ev.key == ML_KEY_CTRL_L && io->repaint) io->repaint(io->ctx);
         if (r & (ML_REDRAW | ML_RESIZE | ML_HANDLED)) dirty = true;
     }
+    sm->io = NULL;
 }

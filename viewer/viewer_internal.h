@@ -367,7 +367,13 @@ typedef struct {
     bool live;       /* the model is fed by a running collector: refresh periodically */
     int refresh_ms;  /* live refresh period (default 500) */
     bool shared_tty; /* live: the program writes to the same terminal (Ctrl-L redraws) */
+    /* How long a step of work on the UI thread (ml_vmodel_set_progress) runs
+     * before the status line says what it does and how far it got: 0 is
+     * ML_SM_PROGRESS_MS, -1 at once (tests). */
+    int progress_ms;
 } ml_sm_opts_t;
+
+#define ML_SM_PROGRESS_MS 250
 
 ml_screen_t *ml__sm_new(ml_vmodel_t *m, const ml_sm_opts_t *o);
 void ml__sm_free(ml_screen_t *sm);

@@ -915,3 +915,70 @@ Test(viewer_keys, a_frame_before_building_from_the_saved_analysis, .timeout = 60
     free(f.first);
     teardown();
 }
+
+/* Work on the UI thread that grows with the sites and their frames says
+ * what it does on the status line while it runs (issue 12: on 262,144
+ * distinct 40-frame stacks, `b` froze the view for 3 s, each letter typed
+ * into the search for 3 to 8 s, `*` for 2 s, with the screen unchanged).
+ * progress_ms -1 shows the line at once, so that this small trace shows it
+ * too; what is asserted is which lines came, not how long anything took. A
+ * new sort key lists the same tree's rows again, without building it. */
+typedef struct {
+    const char *const *keys;
+    int next;
+    char lines[64][128]; /* the status line of each frame presented */
+    int n;
+} busy_io_t;
+
+static void busy_present(void *ctx, const ml_canvas_t *c) {
+    busy_io_t *b = ctx;
+    if (b->n < 64) ml__canvas_row(c, c->rows - 2, b->lines[b->n++], sizeof b->lines[0]);
+}
+
+static void busy_next(void *ctx, int timeout_ms, ml_uievent_t *ev) {
+    (void)timeout_ms;
+    busy_io_t *b = ctx;
+    ev->type = ML_UI_QUIT;
+    if (!b->keys[b->next]) return;
+    ev->type = ML_UI_KEY;
+    ev->key = ml__key_parse(b->keys[b->next++]);
+}
+
+/* Runs the loop on keys; returns how many presented status lines start
+ * with `what`, and that no line says it after the last key. */
+static int busy_lines(const char *const *k, const char *what, busy_io_t *b) {
+    memset(b, 0, sizeof *b);
+    b->keys = k;
+    ml_sm_io_t io = {.ctx = b, .next = busy_next, .present = busy_present};
+    ml__sm_run(S, &io);
+    int n = 0;
+    for (int i = 0; i < b->n; i++)
+        n += !strncmp(b->lines[i], what, strlen(what));
+    return n;
+}
+#define BUSY(what, b, ...) busy_lines((const char *const[]){__VA_ARGS__, NULL}, what, b)
+
+Test(viewer_keys, long_steps_show_a_progress_line) {
+    M = v_model(path, sizeof path);
+    ml_sm_opts_t o = {.cols = 80, .rows = 24, .unicode = true, .progress_ms = -1};
+    S = ml__sm_new(M, &o);
+    cr_assert(S);
+    busy_io_t b;
+    cr_expect_geq(BUSY("Building the bottom-up call tree: ", &b, "3", "b"), 1);
+    cr_expect(strstr(b.lines[b.n - 1], "Bottom-up call tree."), "the last frame: %s", b.lines[b.n - 1]);
+    cr_expect_geq(BUSY("Expanding the subtree: 0% of ", &b, "*"), 1);
+    cr_expect_geq(BUSY("Listing the call tree's rows: ", &b, "_"), 1);
+    cr_expect_geq(BUSY("Filtering the sites: 0% of 3", &b, "/", "w"), 1);
+    cr_expect_geq(BUSY("Building the bottom-up call tree: ", &b, "i", "Enter"), 1);
+    cr_expect_str_eq(ml_vmodel_filter(M), "wi");
+    cr_expect(strstr(b.lines[b.n - 1], "Filter \"wi\": 1 of 3 sites"), "%s", b.lines[b.n - 1]);
+    /* Sorting by calls lists the rows again; the tree is not built again. */
+    cr_expect_eq(BUSY("Building the", &b, "C"), 0);
+    cr_expect_geq(BUSY("Listing the call tree's rows: ", &b, "A"), 1);
+    cr_expect(strstr(b.lines[b.n - 1], "Sorted by allocated."), "%s", b.lines[b.n - 1]);
+    /* Without the loop (no output yet) nothing is presented. */
+    cr_expect_eq(ml__sm_key(S, 'b') & ML_HANDLED, ML_HANDLED);
+    ml__sm_draw(S);
+    cr_expect(screen_has("TOP-DOWN"));
+    teardown();
+}
