@@ -364,6 +364,8 @@ typedef struct {
     uint64_t budget_bytes; /* ml_vmodel_set_history_budget */
     uint64_t used_bytes;   /* the most the process grew by while the replay ran */
     bool session_held;     /* the replay's analysis session is allocated now */
+    bool session_built;    /* and built by the replay's thread: who pins a heap-map cell at
+                              the peak or the worst moment needs no build on the UI thread */
     const char *reason;    /* PARTIAL, OFF, FAILED: why, in words ("" otherwise) */
 } ml_vtravel_t;
 
