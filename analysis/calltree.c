@@ -252,8 +252,8 @@ int ml__calltree_prune(const ml_calltree_node_t *t, size_t n, uint32_t max_nodes
     *out = NULL;
     *nout = 0;
     if (!n) return 0;
-    double minf = min_fraction > 0 ? min_fraction : 0.001;
-    size_t maxn = max_nodes ? max_nodes : 5000;
+    double minf = min_fraction > 0 ? min_fraction : ML_FLAME_MIN_FRACTION;
+    size_t maxn = max_nodes ? max_nodes : ML_FLAME_MAX_NODES;
     keep_t *keep = malloc(n * sizeof *keep);
     int32_t *map = malloc(n * sizeof *map); /* node -> output index, -1: pruned */
     int32_t *queue = malloc(n * sizeof *queue);

@@ -301,11 +301,15 @@ bool ml_suppression_match(const char *pattern, const char *text);
 /* Build: sites, symbols, leaks, fragmentation, call tree                    */
 /* ------------------------------------------------------------------------- */
 
+/* The flame tree's pruning by default (ml_analysis_flame). */
+#define ML_FLAME_MAX_NODES 5000
+#define ML_FLAME_MIN_FRACTION 0.001
+
 typedef struct {
     bool no_symbols;                      /* skip libdw (fuzzing, tests): functions stay "[module+0x..]" */
     const ml_suppressions_t *suppressions; /* may be NULL; its hit counters are updated */
-    uint32_t flame_max_nodes;             /* 0: 5000 */
-    double flame_min_fraction;            /* 0: 0.001 (0.1 %) */
+    uint32_t flame_max_nodes;             /* 0: ML_FLAME_MAX_NODES */
+    double flame_min_fraction;            /* 0: ML_FLAME_MIN_FRACTION */
     /* Functions the program allocates through (--alloc-fn), treated as the
      * allocator: their frames at the top of a stack are dropped as malloc's
      * are, so that a site is named by their caller. Each is a function's

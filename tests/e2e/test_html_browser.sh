@@ -333,6 +333,13 @@ if mode == 'merged':
         problems.append('sites table of the merged page: %d rows, no leaky_function at fx_counts.c: %s'
                         % (nrows, ' '.join(text.split())[:300]))
 if mode == 'large':
+    # the generated document's "flame_pruned": 1,234,567 nodes, a kept tree
+    # of more than 20,000
+    flame_text = ' '.join(html.unescape(re.sub(r'<[^>]+>', ' ', section('flame'))).split())
+    if not re.search(r"the report keeps [0-9]{2},[0-9]{3} of the call tree's 1,234,567 nodes \(each at "
+                     r"least 0\.1% of a metric, at most 5,000; the inverted tree alike\): the rest is left "
+                     r"out of the page", flame_text):
+        problems.append('flame graph: no word of the pruning ("flame_pruned"): %s' % flame_text[:400])
     if nrows != 500:
         problems.append('sites table: %d rows shown, expected the first 500' % nrows)
     if 'Show 500 more' not in section('sites'):
@@ -580,7 +587,10 @@ assert count > 20000, count
 timeline = [{'time_s': i / 100, 'heap_bytes': (i * 7919) % 10**8, 'rss_bytes': 10**8, 'mmap_bytes': 0, 'gpu_bytes': 0}
             for i in range(5000)]
 cells = [random.choice([-1, random.randint(0, 100)]) for _ in range(20000)]
+# The tree as memlens prunes it (docs/analysis.md): the page says what was
+# left out of the document, not only what it left undrawn.
 doc = {'schema_version': 1, 'process': {'command': ['/usr/bin/big']}, 'sites': sites, 'flame': root,
+       'flame_pruned': {'nodes': 1234567, 'kept': count, 'max_nodes': 5000, 'min_fraction': 0.001},
        'timeline': timeline, 'peak': {'bytes': 10**8, 'time_s': 12.3},
        'fragmentation': {'heap_maps': {'at_peak': {'base': 2**40, 'cell_bytes': 4096, 'cells': cells},
                                        'at_end': {'base': 2**40, 'cell_bytes': 4096, 'cells': cells}}}}

@@ -691,6 +691,52 @@ Test(report, json_matches_the_schema_and_folded_stacks) {
     free(f);
 }
 
+/* The JSON's flame tree is the call tree pruned (nodes of at least 0.1 % of
+ * a metric, at most 5000): "flame_pruned" says how many of how many nodes
+ * it kept, and the page says so under the graph (issue 12: on 262,144
+ * distinct stacks the page drew 2,047 frames of a 1.4 M-node tree and said
+ * nothing, so zooming in found nothing more). fx_scale stacks 12 1: 4,096
+ * call paths of a binary recursion, each 1/4,096 of every metric. */
+Test(report, json_says_what_the_flame_pruning_left_out, .timeout = 120) {
+    const char *trace = h_tmp("stacks12.mlt"), *json = h_tmp("stacks12.json");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_scale"), "stacks", "12", "1", NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    const char *args[] = {trace, "--no-advisor", "--json", json, NULL};
+    cr_assert_eq(report(&r, args), 0, "%s", r.err);
+    h_run_free(&r);
+    validate("report-schema.json", json);
+    ml_analysis_t *a = analyse(trace, NULL);
+    const ml_calltree_node_t *t, *f;
+    size_t n = ml_analysis_calltree(a, &t), nf = ml_analysis_flame(a, &f);
+    cr_expect_gt(n, 8192, "4,096 paths of 12 levels: more nodes than leaves");
+    cr_expect_lt(nf, n / 4);
+    char want[256];
+    snprintf(want, sizeof want,
+             "\"flame_pruned\": {\"nodes\": %zu, \"kept\": %zu, \"max_nodes\": 5000, \"min_fraction\": 0.001}",
+             n, nf);
+    char *doc = h_read_file(json);
+    cr_assert(doc);
+    cr_expect(strstr(doc, want), "want %s", want);
+    free(doc);
+    ml_analysis_free(a);
+    /* A tree the pruning kept whole says so too: kept == nodes. */
+    ml_analysis_t *b = analyse(leaks_trace(), NULL);
+    n = ml_analysis_calltree(b, &t);
+    cr_expect_eq(ml_analysis_flame(b, &f), n);
+    snprintf(want, sizeof want, "\"flame_pruned\": {\"nodes\": %zu, \"kept\": %zu,", n, n);
+    const char *args2[] = {leaks_trace(), "--no-advisor", "--json", json, NULL};
+    cr_assert_eq(report(&r, args2), 0, "%s", r.err);
+    h_run_free(&r);
+    doc = h_read_file(json);
+    cr_assert(doc);
+    cr_expect(strstr(doc, want), "want %s", want);
+    free(doc);
+    ml_analysis_free(b);
+}
+
 Test(report, text_summary_names_functions_and_lines) {
     h_run_t r;
     const char *args[] = {leaks_trace(), NULL};

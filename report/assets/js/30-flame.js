@@ -88,6 +88,18 @@ var FLAME_VIEWS = [
   { key: 'flame_inverted', label: 'Inverted', what: 'the functions that called the allocator on top, their callers below' }
 ];
 
+/* What the report's pruning of the call tree left out ("flame_pruned":
+ * report/json.c), or '' when it kept every node. Zooming in cannot show a
+ * pruned node: without this the kept part read as the whole tree. */
+function prunedNote() {
+  var p = D.flame_pruned;
+  if (!isObj(p) || !(p.nodes > p.kept) || !(p.kept >= 0)) return '';
+  return ' · the report keeps ' + fmtNum(p.kept) + ' of the call tree\'s ' + fmtNum(p.nodes) +
+         ' nodes (each at least ' + fmtPct(+p.min_fraction || 0) + ' of a metric, at most ' +
+         fmtNum(p.max_nodes) + '; the inverted tree alike): the rest is left out of the page, ' +
+         'not merely undrawn; memlens view or --folded has every stack';
+}
+
 function renderFlame(body) {
   if (!isObj(D.flame)) return noData(body, 'No flame graph data (no call tree, "flame") in this report.');
   var roots = {};
@@ -280,7 +292,7 @@ function renderFlame(body) {
     box.appendChild(svg);
 
     var txt = fmtNum(rows.length) + ' frames drawn' + (capped ? ' (the ' + fmtNum(limit) + ' widest; zoom in for more)' : '') +
-              ' · total ' + metricFmt(mt, total);
+              ' · total ' + metricFmt(mt, total) + prunedNote();
     if (state.query && state.query.bad) txt = state.query.bad + ' · ' + txt;
     else if (q) {
       /* The matching frames of the view, and the widest of them with its
