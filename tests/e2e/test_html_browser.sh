@@ -340,6 +340,9 @@ if mode == 'large':
                      r"least 0\.1% of a metric, at most 5,000; the inverted tree alike\): the rest is left "
                      r"out of the page", flame_text):
         problems.append('flame graph: no word of the pruning ("flame_pruned"): %s' % flame_text[:400])
+    sites_text = ' '.join(html.unescape(re.sub(r'<[^>]+>', ' ', section('sites'))).split())
+    if "This report holds 4,000 of the trace's 123,456 allocation sites (--max-sites 4,000)" not in sites_text:
+        problems.append('sites table: no word of --max-sites ("sites_cut"): %s' % sites_text[:300])
     if nrows != 500:
         problems.append('sites table: %d rows shown, expected the first 500' % nrows)
     if 'Show 500 more' not in section('sites'):
@@ -591,6 +594,7 @@ cells = [random.choice([-1, random.randint(0, 100)]) for _ in range(20000)]
 # left out of the document, not only what it left undrawn.
 doc = {'schema_version': 1, 'process': {'command': ['/usr/bin/big']}, 'sites': sites, 'flame': root,
        'flame_pruned': {'nodes': 1234567, 'kept': count, 'max_nodes': 5000, 'min_fraction': 0.001},
+       'sites_cut': {'written': 4000, 'sites': 123456, 'max_sites': 4000},
        'timeline': timeline, 'peak': {'bytes': 10**8, 'time_s': 12.3},
        'fragmentation': {'heap_maps': {'at_peak': {'base': 2**40, 'cell_bytes': 4096, 'cells': cells},
                                        'at_end': {'base': 2**40, 'cell_bytes': 4096, 'cells': cells}}}}

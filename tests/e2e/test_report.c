@@ -697,7 +697,7 @@ Test(report, json_matches_the_schema_and_folded_stacks) {
  * distinct stacks the page drew 2,047 frames of a 1.4 M-node tree and said
  * nothing, so zooming in found nothing more). fx_scale stacks 12 1: 4,096
  * call paths of a binary recursion, each 1/4,096 of every metric. */
-Test(report, json_says_what_the_flame_pruning_left_out, .timeout = 120) {
+Test(report, json_says_what_the_flame_pruning_and_max_sites_left_out, .timeout = 120) {
     const char *trace = h_tmp("stacks12.mlt"), *json = h_tmp("stacks12.json");
     const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_scale"), "stacks", "12", "1", NULL};
     h_run_t r;
@@ -718,6 +718,22 @@ Test(report, json_says_what_the_flame_pruning_left_out, .timeout = 120) {
              "\"flame_pruned\": {\"nodes\": %zu, \"kept\": %zu, \"max_nodes\": 5000, \"min_fraction\": 0.001}",
              n, nf);
     char *doc = h_read_file(json);
+    cr_assert(doc);
+    cr_expect(strstr(doc, want), "want %s", want);
+    cr_expect_null(strstr(doc, "\"sites_cut\""), "every site written");
+    free(doc);
+    /* --max-sites 100 of the 4,096 paths' sites (and a few of the runtime):
+     * sites_cut says how many of how many (the page said "showing 100 of 100
+     * sites"). */
+    size_t ns;
+    ml_analysis_sites(a, &ns);
+    cr_expect_gt(ns, 4096);
+    const char *cut[] = {trace, "--no-advisor", "--max-sites", "100", "--json", json, NULL};
+    cr_assert_eq(report(&r, cut), 0, "%s", r.err);
+    h_run_free(&r);
+    validate("report-schema.json", json);
+    snprintf(want, sizeof want, "\"sites_cut\": {\"written\": 100, \"sites\": %zu, \"max_sites\": 100}", ns);
+    doc = h_read_file(json);
     cr_assert(doc);
     cr_expect(strstr(doc, want), "want %s", want);
     free(doc);

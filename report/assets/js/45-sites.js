@@ -1,6 +1,19 @@
 /* 45-sites.js - the Allocation sites, Leaks and Live at the peak sections. */
 
+/* "sites_cut" (report --max-sites): the document holds only some sites. */
+function sitesCutNote() {
+  var c = D.sites_cut;
+  if (!isObj(c) || !(c.sites > c.written) || !(c.written >= 0)) return null;
+  return h('p', { class: 'note warn', id: 'sites-cut' },
+           'This report holds ' + fmtNum(c.written) + ' of the trace\'s ' + fmtNum(c.sites) +
+           ' allocation sites (--max-sites ' + fmtNum(c.max_sites) + '): the others are left out ' +
+           'of this table, its counts and its sorting, not merely hidden; the flame graph and the ' +
+           'peak and leak tables still have every site.');
+}
+
 function renderSites(body) {
+  var cut = sitesCutNote();
+  if (cut) body.appendChild(cut);
   if (!sites.length) return noData(body, 'No allocation sites in this report.');
   var rows = sites;
   var sortKey = rows.some(function (r) { return num0(r.peak_bytes) > 0; }) ? 'peak' : 'alloc';
