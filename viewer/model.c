@@ -1101,8 +1101,14 @@ static void *hist_main(void *arg) {
          * view frozen). A build that takes the process over the budget is
          * given back, and those two moments say "not kept". */
         char err[64];
-        h->an_built = ml_analysis_build(an, bo, err, sizeof err) == 0 ? 1 : -1;
+        /* A build that would not fit beside the replay (twice the largest
+         * heap-map build's spike, as above) is not tried. */
         uint64_t grew = hist_grew(rss0, hwm0);
+        if (grew > used) atomic_store(&h->used, used = grew);
+        h->an_built = grew + 2 * build_spike > m->hist_budget ? -1
+                      : ml_analysis_build(an, bo, err, sizeof err) == 0 ? 1
+                                                                        : -1;
+        grew = hist_grew(rss0, hwm0);
         if (grew > used) atomic_store(&h->used, used = grew);
         if (h->an_built > 0 && grew <= m->hist_budget) {
             h->an = an;
