@@ -88,7 +88,7 @@ typedef struct {
     char why[256];       /* HIST_DAMAGED, HIST_FAILED: the message */
     /* A replay that finished within its budget is kept: unlike the restored
      * session it has the blocks of the peak and worst moments, so it says
-     * who pins a heap-map cell there. Built on first use (UI thread). */
+     * who pins a heap-map cell there. Built by the replay's thread. */
     ml_analysis_t *an;
     int an_built; /* by the replay's thread: 1 built, -1 failed or over the budget */
     int pins[2];  /* per moment (peak, worst): 0 unknown, 1 known, -1 not kept */
