@@ -720,7 +720,13 @@ static void worst_check(ml_analysis_t *a, uint32_t time_ms) {
  * to the nearest, every block of one size was off the same way: 1,000
  * blocks of 17,900 bytes at --sample 16k (w = 1.5046) counted 1,306 blocks
  * live at exit beside 982 estimated calls (test_analysis
- * `sampled_blocks_of_one_size_count_about_their_calls`). */
+ * `sampled_blocks_of_one_size_count_about_their_calls`).
+ * The weight is only as exact as z, a whole number of bytes: for s well
+ * below T, h grows by half a byte per byte of s, so s comes back within a
+ * byte of the request and w within w/s of its value (1000-byte blocks at
+ * --sample 64k: s = 999.46, w = 66.073 for 66.037), the same for every
+ * block of that size. Small next to the sampling's own error; the draws add
+ * noise of sqrt(n)/2 over n blocks (test_exports.sh allows both). */
 uint64_t ml__block_count(const ml_analysis_t *a, uint64_t ptr, uint64_t size) {
     uint64_t period = a->t.sample_bytes;
     if (!period) return 1;

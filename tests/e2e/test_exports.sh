@@ -90,6 +90,15 @@ check sample
 # estimate of bytes / 1000: the objects live at the peak and at exit as the
 # allocations. They were the sampled blocks alone (peak_objects about 150
 # beside alloc_objects about 20,000 and peak_space about 10 MB).
+# How close: a block's count is drawn from its weight, recovered from its
+# weighted size, a whole number of bytes (analysis.c, ml__block_count). Near
+# 66,037 bytes the weighted size grows half a byte per byte of request, so
+# the request it gives back is within a byte of 1000 (999.46 here: a weight
+# of 66.073, not 66.037): up to b/1000 * 1/1000 blocks too many or too few,
+# the same way for every block of one size. The draws add noise of at most
+# sqrt(n)/2 for n sampled blocks. The check allows both (5 sigma of the
+# noise); it allowed 0.1 %, which one run in four or five went past (11,175
+# blocks for 11,160,253 bytes: +15 where the bias is +11).
 "$PY" - "$W/sample.pb.gz" "$W/sample.json" "$HERE" <<'PY' || bad "sample: objects are not estimates as bytes and calls are"
 import json, sys
 sys.path.insert(0, sys.argv[3])
@@ -102,15 +111,18 @@ funcs = {f["id"]: st[f["name"]] for f in p["function"]}
 mine = [s for s in p["sample"] if funcs[locs[s["location_id"][0]]["line"][0]["function_id"]] == "main"]
 fails = [] if len(mine) == 1 else ["%d samples of main's malloc(1000), expected 1" % len(mine)]
 sums = dict(zip(types, (sum(s["value"][k] for s in mine) for k in range(len(types)))))
+def slack(b):  # blocks: the weight's recovery (b / 1000 / 1000) and 5 sigma of the draws
+    n = b / 66037.0
+    return b / 1e6 + 2.5 * n ** 0.5
 for objects, space in (("alloc_objects", "alloc_space"), ("inuse_objects", "inuse_space"), ("peak_objects", "peak_space")):
     o, b = sums[objects], sums[space]
-    if not b or abs(o * 1000 - b) > b * 0.001:
+    if not b or abs(o * 1000 - b) > (b * 0.001 if objects == "alloc_objects" else 1000 * slack(b)):
         fails.append("%s %d for %s %d (1000-byte blocks)" % (objects, o, space, b))
 site = [x for x in json.load(open(sys.argv[2]))["sites"] if x["frames"][0]["function"] == "main"][0]
 for what, o, b in (("peak", site["peak_blocks"], site["peak_bytes"]),
                    ("live at exit", site["live_at_exit_blocks"], site["live_at_exit_bytes"]),
                    ("freed", site["freed_blocks"], site["bytes_allocated"] - site["live_at_exit_bytes"])):
-    if not b or abs(o * 1000 - b) > b * 0.001:
+    if not b or abs(o * 1000 - b) > 1000 * slack(b):
         fails.append("JSON site of main, %s: %d blocks for %d bytes (1000-byte blocks)" % (what, o, b))
 for f in fails:
     print("FAIL: " + f)
