@@ -1510,6 +1510,16 @@ static const ml_site_t *site_allocating(const ml_analysis_t *a, uint64_t bytes) 
     return NULL;
 }
 
+/* Copies fixture `fx` to prog and records it into trace. */
+static void record_a_copy(const char *fx, const char *prog, const char *trace) {
+    copy_file(h_bin(fx), prog);
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", prog, NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+}
+
 /* A program without a build-id rebuilt after the recording: nothing in the
  * file to compare with the trace, so its modification time says it is not
  * the program that ran (docs/analysis.md). Before, fx_nobid_b's code named
@@ -1517,12 +1527,8 @@ static const ml_site_t *site_allocating(const ml_analysis_t *a, uint64_t bytes) 
  * function fx_nobid does not have, with no warning. */
 Test(report, rebuilt_binary_without_build_id_is_a_warning_not_wrong_names) {
     const char *prog = h_tmp("nobid"), *trace = h_tmp("nobid.mlt");
-    copy_file(h_bin("fx_nobid"), prog);
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", prog, NULL};
+    record_a_copy("fx_nobid", prog, trace);
     h_run_t r;
-    h_run(&r, argv);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    h_run_free(&r);
     /* As recorded: the 4321 bytes are nobid_keep's, at its line. */
     ml_analysis_t *a = analyse(trace, NULL);
     const ml_site_t *s = site_allocating(a, 4321);
@@ -1558,12 +1564,8 @@ Test(report, rebuilt_binary_without_build_id_is_a_warning_not_wrong_names) {
 
 Test(report, rebuilt_binary_is_a_warning_not_wrong_names) {
     const char *prog = h_tmp("prog"), *trace = h_tmp("prog.mlt");
-    copy_file(h_bin("fx_leaks"), prog);
-    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", prog, NULL};
+    record_a_copy("fx_leaks", prog, trace);
     h_run_t r;
-    h_run(&r, argv);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    h_run_free(&r);
     /* The program is replaced by another build (another build-id). */
     unlink(prog);
     copy_file(h_bin("fx_frag"), prog);
