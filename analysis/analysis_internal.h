@@ -598,6 +598,25 @@ struct ml__built_s {
 int ml__calltree_prune(const ml_calltree_node_t *t, size_t n, uint32_t max_nodes,
                        double min_fraction, ml_calltree_node_t **out, size_t *nout);
 
+/* Where the sites' frames came from (sites.c), for ml__calltree_build:
+ * site i's frames are those of trie node site_node[i] from position
+ * site_skip[i] of its expansion, then those of its ancestors (node_parent)
+ * up to node 0; node_nframes[n] is the length of node n's expansion (0:
+ * not resolved). A site whose frames do not add up to that is walked frame
+ * by frame. */
+typedef struct {
+    const uint32_t *site_node, *site_skip;
+    const uint32_t *node_parent;
+    const uint8_t *node_nframes;
+    uint32_t nnodes;
+} ml__site_trie_t;
+
+/* ml_calltree_build(sites, nsites, NULL, false, out), the same tree node for
+ * node, helped by the trie: each trie node's place in the tree is looked up
+ * once, not once per site below it. */
+int64_t ml__calltree_build(const ml_site_t *sites, size_t nsites, const ml__site_trie_t *trie,
+                           ml_calltree_node_t **out);
+
 void ml__warn(ml_analysis_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ml__warn_built(ml_analysis_t *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Drops the warnings of the last build (ml_analysis_build, before it builds). */

@@ -42,6 +42,10 @@
 
 static const ml_frame_t root_frame = {.function = "all"};
 
+/* The most trie nodes a site's path is followed through (sites.c walks
+ * stacks up to 1024 nodes; a longer one fails the frame count). */
+#define MEMO_WALK 1025
+
 /* ------------------------------------------------------------------------- */
 /* Building                                                                  */
 /* ------------------------------------------------------------------------- */
@@ -132,19 +136,69 @@ static void add(uint64_t *dst, const uint64_t c[ML_COSTS]) {
         dst[k] += c[k];
 }
 
-int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use, bool bottom_up,
-                          ml_calltree_node_t **out) {
-    return ml_calltree_build_progress(sites, nsites, use, bottom_up, out, NULL, NULL);
+/* Inclusive costs from the self costs: a path has one node per depth, so
+ * the sites passing through a node are those ending in its subtree. A
+ * child is made after its parent, so its id is larger: children first. The
+ * build then touches a node once per site, not once per frame. */
+static void sum_inclusive(ml_calltree_node_t *v, size_t n) {
+    for (size_t i = n; i-- > 0;) {
+        add(v[i].incl, v[i].self);
+        if (i) add(v[v[i].parent].incl, v[i].incl);
+    }
+}
+
+/* Site s top-down along the trie (ml__site_trie_t): from the deepest
+ * ancestor of its node already placed in the tree (memo[n]: the tree node
+ * of node n's whole path; -1: not yet), one lookup per frame below it.
+ * The nodes are made in the same order as the frame-by-frame walk makes
+ * them (in site order, outermost first), so their ids, links and frames
+ * are the same. Returns the site's tree node, -1: no memory, -2: walk the
+ * site frame by frame instead. */
+static int32_t trie_walk(tree_t *t, const ml_site_t *s, uint32_t node, uint32_t skip, const ml__site_trie_t *tr,
+                         int32_t *memo, uint32_t *path) {
+    if (!node || node >= tr->nnodes || !s->nframes) return -2;
+    if (!skip && memo[node] >= 0) return t->v[memo[node]].depth == s->nframes ? memo[node] : -2;
+    uint32_t np = 0, n = node;
+    uint64_t want = 0;
+    do {
+        if (np == MEMO_WALK || !tr->node_nframes[n]) return -2;
+        path[np++] = n;
+        want += tr->node_nframes[n];
+        n = tr->node_parent[n];
+    } while (n && n < tr->nnodes && memo[n] < 0);
+    int32_t at = n && n < tr->nnodes ? memo[n] : 0;
+    if (skip >= tr->node_nframes[node]) return -2;
+    want = want + t->v[at].depth - skip;
+    if (want != s->nframes) return -2; /* not the trie's path (a walk cut short) */
+    uint32_t k = t->v[at].depth; /* top-down frame k is frames[nframes - 1 - k] */
+    while (np) {
+        uint32_t p = path[--np], c = tr->node_nframes[p] - (p == node ? skip : 0);
+        for (uint32_t j = 0; j < c; j++, k++)
+            if ((at = child(t, at, &s->frames[s->nframes - 1 - k])) < 0) return -1;
+        if (p != node || !skip) memo[p] = at;
+    }
+    return at;
 }
 
 /* Sites between two calls of the progress callback. */
 #define PROGRESS_SITES 4096
 
-int64_t ml_calltree_build_progress(const ml_site_t *sites, size_t nsites, const bool *use,
-                                   bool bottom_up, ml_calltree_node_t **out,
-                                   void (*progress)(void *ctx, size_t done, size_t total),
-                                   void *ctx) {
+static int64_t build(const ml_site_t *sites, size_t nsites, const bool *use, bool bottom_up,
+                     const ml__site_trie_t *tr, ml_calltree_node_t **out,
+                     void (*progress)(void *ctx, size_t done, size_t total), void *ctx) {
     tree_t t = {0};
+    int32_t *memo = NULL;
+    uint32_t *path = NULL;
+    if (tr) {
+        memo = malloc((tr->nnodes ? tr->nnodes : 1) * sizeof *memo);
+        path = malloc(MEMO_WALK * sizeof *path);
+        if (!memo || !path) {
+            free(memo);
+            free(path);
+            return -ENOMEM;
+        }
+        memset(memo, 0xff, tr->nnodes * sizeof *memo);
+    }
     *out = NULL;
     /* The last site's path: its frames (in walk order) and their nodes.
      * Consecutive sites mostly share the start of their walk (clang-format:
@@ -186,8 +240,17 @@ int64_t ml_calltree_build_progress(const ml_site_t *sites, size_t nsites, const 
         }
         uint64_t c[ML_COSTS];
         site_costs(s, c);
-        add(t.v[0].incl, c);
         int32_t node = 0;
+        if (tr) {
+            node = trie_walk(&t, s, tr->site_node[i], tr->site_skip[i], tr, memo, path);
+            if (node == -1) goto oom;
+            if (node >= 0) {
+                nlast = 0; /* the last path is not in last[] */
+                add(t.v[node].self, c);
+                continue;
+            }
+            node = 0;
+        }
         bool same = true;
         for (uint32_t k = 0; k < s->nframes; k++) {
             /* frames[] is innermost first: top-down walks it backwards. */
@@ -201,14 +264,16 @@ int64_t ml_calltree_build_progress(const ml_site_t *sites, size_t nsites, const 
                 last[k] = f;
                 last_node[k] = node;
             }
-            add(t.v[node].incl, c);
         }
         nlast = s->nframes;
         add(t.v[node].self, c);
     }
     free(last);
     free(last_node);
+    free(memo);
+    free(path);
     free(t.slot);
+    sum_inclusive(t.v, t.n);
     if (t.n < t.cap) {
         ml_calltree_node_t *v = realloc(t.v, t.n * sizeof *t.v);
         if (v) t.v = v;
@@ -218,9 +283,28 @@ int64_t ml_calltree_build_progress(const ml_site_t *sites, size_t nsites, const 
 oom:
     free(last);
     free(last_node);
+    free(memo);
+    free(path);
     free(t.v);
     free(t.slot);
     return -ENOMEM;
+}
+
+int64_t ml_calltree_build(const ml_site_t *sites, size_t nsites, const bool *use, bool bottom_up,
+                          ml_calltree_node_t **out) {
+    return build(sites, nsites, use, bottom_up, NULL, out, NULL, NULL);
+}
+
+int64_t ml_calltree_build_progress(const ml_site_t *sites, size_t nsites, const bool *use,
+                                   bool bottom_up, ml_calltree_node_t **out,
+                                   void (*progress)(void *ctx, size_t done, size_t total),
+                                   void *ctx) {
+    return build(sites, nsites, use, bottom_up, NULL, out, progress, ctx);
+}
+
+int64_t ml__calltree_build(const ml_site_t *sites, size_t nsites, const ml__site_trie_t *trie,
+                           ml_calltree_node_t **out) {
+    return build(sites, nsites, NULL, false, trie, out, NULL, NULL);
 }
 
 /* ------------------------------------------------------------------------- */
