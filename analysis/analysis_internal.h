@@ -572,6 +572,11 @@ struct ml_analysis_s {
 struct ml__built_s {
     ml_site_t *sites;
     size_t nsites;
+    /* Where each site's frames came from (ml__site_trie_t, site order):
+     * kept for the report's stack table (ml__analysis_site_trie). */
+    uint32_t *site_tnode, *site_tskip;
+    uint8_t *node_nfr;
+    uint32_t trie_nnodes;
     ml_frame_t *frames; /* all sites' frames */
     size_t nframes, frames_cap;
     ml_leak_group_t *groups;

@@ -325,6 +325,14 @@ typedef struct {
 
 /** The --alloc-fn patterns of the last build, and for pattern i how many
  * distinct recorded stacks had a frame it dropped (0: it named nothing). */
+/* For the report's stack table (report/json.c), not an interface: site i
+ * (ml_site_t.id) has the frames of trie node site_node[i]'s expansion from
+ * position site_skip[i], then those of its ancestors (parent[]) up to node
+ * 0; nframes[n] is node n's expansion length (0: unknown). Returns the
+ * trie's node count then, 0 when the last build kept none. */
+uint32_t ml__analysis_site_trie(const ml_analysis_t *a, const uint32_t **site_node, const uint32_t **site_skip,
+                                const uint32_t **parent, const uint8_t **nframes);
+
 size_t ml_analysis_alloc_fns(const ml_analysis_t *a, const char *const **patterns,
                              const uint64_t **hits);
 

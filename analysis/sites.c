@@ -29,6 +29,9 @@ const char *ml_leak_kind_name(ml_leak_kind_t k) {
 void ml__built_free(struct ml__built_s *b) {
     if (!b) return;
     free(b->sites);
+    free(b->site_tnode);
+    free(b->site_tskip);
+    free(b->node_nfr);
     free(b->frames);
     free(b->groups);
     for (int i = 0; i < ML_MOMENTS; i++) free(b->cells[i]);
@@ -858,6 +861,14 @@ int ml__build_sites(ml_analysis_t *a, struct ml__built_s *b, const ml_build_opts
     if ((rc = build_threads(a, b)) < 0) goto out;
     ml__site_trie_t trie = {site_node, site_skip, a->node_parent, node_nfr, a->nnodes};
     rc = build_calltree(b, o, site_node && site_skip && node_nfr ? &trie : NULL);
+    if (rc == 0 && site_node && site_skip && node_nfr) {
+        b->site_tnode = site_node;
+        b->site_tskip = site_skip;
+        b->node_nfr = node_nfr;
+        b->trie_nnodes = a->nnodes;
+        site_node = site_skip = NULL;
+        node_nfr = NULL;
+    }
 out:
     ml_map_free(&km);
     free(canon);
@@ -1027,6 +1038,16 @@ int64_t ml_analysis_flame_inverted(const ml_analysis_t *a, ml_calltree_node_t **
     int rc = ml__calltree_prune(t, (size_t)n, b->flame_max_nodes, b->flame_min_fraction, out, &np);
     free(t);
     return rc < 0 ? rc : (int64_t)np;
+}
+
+uint32_t ml__analysis_site_trie(const ml_analysis_t *a, const uint32_t **site_node, const uint32_t **site_skip,
+                                const uint32_t **parent, const uint8_t **nframes) {
+    const struct ml__built_s *b = built(a);
+    *site_node = b->site_tnode;
+    *site_skip = b->site_tskip;
+    *parent = a->node_parent;
+    *nframes = b->node_nfr;
+    return b->site_tnode && b->node_nfr ? b->trie_nnodes : 0;
 }
 
 size_t ml_analysis_alloc_fns(const ml_analysis_t *a, const char *const **patterns,

@@ -205,6 +205,14 @@ typedef struct ml__ftab {
      * next stack usually shares its outer part (off: the node). */
     fmemo_ent_t *last;
     size_t nlast, last_cap;
+    /* The sites' stack trie (ml__analysis_site_trie; tnn 0: none): tmemo[n]
+     * is the stack node of trie node n's whole path (-1: not yet known),
+     * tdepth[n] its frame count. */
+    const uint32_t *tsite_node, *tsite_skip, *tparent;
+    const uint8_t *tnfr;
+    uint32_t tnn;
+    int32_t *tmemo;
+    uint32_t *tdepth, *tpath;
     int err; /* -ENOMEM, sticky */
     bool page; /* the page's form (ml_report_opts_t.frame_table) */
     fmemo_t memo; /* the text of frame objects, for the other form */
@@ -404,7 +412,63 @@ static int64_t stack_ref(ftab_t *t, const ml_frame_t *f, uint32_t n) {
     return node;
 }
 
+/* Site s's stack node, as stack_ref(t, s->frames, s->nframes) gives it:
+ * along the sites' stack trie, from the deepest ancestor of the site's
+ * trie node whose stack node is known, one lookup per frame below it (the
+ * sites are not in the order of their stacks: st18's 262,144 sites share
+ * little with the site before them). The lookups are those the frame by
+ * frame walk makes from that depth on, in the same order, so both tables
+ * are the same. */
+#define TRIE_WALK 1025
+static int64_t site_stack_ref(ftab_t *t, const ml_site_t *s) {
+    if (t->err) return -1;
+    uint32_t node = t->tnn && t->tsite_node ? t->tsite_node[s->id] : 0;
+    if (!node || node >= t->tnn || !s->nframes) return stack_ref(t, s->frames, s->nframes);
+    if (!t->tmemo) {
+        t->tmemo = malloc((size_t)t->tnn * sizeof *t->tmemo);
+        t->tdepth = malloc((size_t)t->tnn * sizeof *t->tdepth);
+        t->tpath = malloc(TRIE_WALK * sizeof *t->tpath);
+        if (!t->tmemo || !t->tdepth || !t->tpath) {
+            t->err = -ENOMEM;
+            return -1;
+        }
+        memset(t->tmemo, 0xff, (size_t)t->tnn * sizeof *t->tmemo);
+    }
+    uint32_t skip = t->tsite_skip[s->id];
+    if (!skip && t->tmemo[node] >= 0)
+        return t->tdepth[node] == s->nframes ? t->tmemo[node] : stack_ref(t, s->frames, s->nframes);
+    uint32_t np = 0, n = node;
+    uint64_t want = 0;
+    do {
+        if (np == TRIE_WALK || !t->tnfr[n]) return stack_ref(t, s->frames, s->nframes);
+        t->tpath[np++] = n;
+        want += t->tnfr[n];
+        n = t->tparent[n];
+    } while (n && n < t->tnn && t->tmemo[n] < 0);
+    bool known = n && n < t->tnn;
+    int64_t at = known ? t->tmemo[n] : -1;
+    uint32_t k = known ? t->tdepth[n] : 0; /* top-down frame k is frames[nframes - 1 - k] */
+    if (skip >= t->tnfr[node] || want + k - skip != s->nframes) return stack_ref(t, s->frames, s->nframes);
+    while (np) {
+        uint32_t p = t->tpath[--np], c = t->tnfr[p] - (p == node ? skip : 0);
+        for (uint32_t j = 0; j < c; j++, k++) {
+            int64_t fi = ftab_index(t, &s->frames[s->nframes - 1 - k]);
+            if (fi < 0) return -1;
+            if ((at = stab_index(t, (uint32_t)fi, at)) < 0) return -1;
+        }
+        if (p != node || !skip) {
+            t->tmemo[p] = (int32_t)at;
+            t->tdepth[p] = k;
+        }
+    }
+    t->nlast = 0; /* stack_ref's last stack is not this one */
+    return at;
+}
+
 static void ftab_free(ftab_t *t) {
+    free(t->tmemo);
+    free(t->tdepth);
+    free(t->tpath);
     free(t->last);
     free(t->pslot);
     free(t->slot);
@@ -620,7 +684,7 @@ static void site_values(ml_json_t *w, ftab_t *ft, const ml_time_buckets_t *tb, c
     double mean = s->freed_blocks ? (double)s->lifetime_ms_sum / (double)s->freed_blocks : 0;
     if (row) {
         ml_json_u64(w, s->id);
-        ml_json_i64(w, stack_ref(ft, s->frames, s->nframes));
+        ml_json_i64(w, site_stack_ref(ft, s));
         ml_json_u64(w, s->headline);
     } else {
         ml_json_kv_u64(w, "id", s->id);
@@ -747,7 +811,8 @@ static void peak(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a) {
         ml_json_kv_u64(w, "site", s[i].id);
         ml_json_kv_u64(w, "bytes", s[i].peak_bytes);
         ml_json_kv_u64(w, "blocks", s[i].peak_blocks);
-        frames(w, ft, s[i].frames, s[i].nframes);
+        if (page(ft)) ml_json_kv_i64(w, "stack", site_stack_ref(ft, &s[i]));
+        else frames(w, ft, s[i].frames, s[i].nframes);
         if (s[i].headline) ml_json_kv_u64(w, "headline", s[i].headline);
         ml_json_end(w);
     }
@@ -1166,6 +1231,8 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
     ml_report_opts_t none = {0};
     if (!ro) ro = &none;
     ftab_t table = {.page = ro->frame_table}, *ft = &table;
+    if (ro->frame_table)
+        table.tnn = ml__analysis_site_trie(a, &table.tsite_node, &table.tsite_skip, &table.tparent, &table.tnfr);
     ml_json_t *w;
     int rc = ml_json_new(o, &w);
     if (rc < 0) return rc;
