@@ -474,6 +474,39 @@ Test(report, one_call_tree_merges_lines_and_keeps_static_functions_apart) {
     ml_analysis_free(a);
 }
 
+/* The build makes its call tree along the recorded stack trie (a lookup per
+ * frame below the deepest trie node already placed): node for node, links
+ * and frames included, the tree ml_calltree_build makes frame by frame
+ * from the same sites. fx_calltree has two call lines of fill() (two trie
+ * nodes, one tree node) and an inlined frame (a node of two frames). */
+Test(report, call_tree_along_the_trie_is_the_frame_by_frame_tree) {
+    const char *trace = h_tmp("calltree_trie.mlt");
+    record(trace, "fx_calltree", NULL);
+    ml_analysis_t *a = analyse(trace, NULL);
+    const uint32_t *sn, *sk, *par;
+    const uint8_t *nfr;
+    cr_assert_gt(ml__analysis_site_trie(a, &sn, &sk, &par, &nfr), 0, "the build kept the sites' trie");
+    const ml_calltree_node_t *t;
+    size_t n = ml_analysis_calltree(a, &t);
+    size_t ns;
+    const ml_site_t *s = ml_analysis_sites(a, &ns);
+    ml_calltree_node_t *u;
+    int64_t m = ml_calltree_build(s, ns, NULL, false, &u);
+    cr_assert_eq(m, (int64_t)n, "%" PRId64 " nodes frame by frame, %zu along the trie", m, n);
+    cr_expect_eq(n, 10, "%zu nodes", n);
+    for (size_t i = 0; i < n; i++) {
+        cr_expect_eq(t[i].frame, u[i].frame, "node %zu", i);
+        cr_expect_eq(t[i].parent, u[i].parent, "node %zu", i);
+        cr_expect_eq(t[i].first_child, u[i].first_child, "node %zu", i);
+        cr_expect_eq(t[i].next_sibling, u[i].next_sibling, "node %zu", i);
+        cr_expect_eq(t[i].depth, u[i].depth, "node %zu", i);
+        cr_expect_eq(memcmp(t[i].incl, u[i].incl, sizeof t[i].incl), 0, "node %zu", i);
+        cr_expect_eq(memcmp(t[i].self, u[i].self, sizeof t[i].self), 0, "node %zu", i);
+    }
+    free(u);
+    ml_analysis_free(a);
+}
+
 /* The plugin's site, named from its file after dlclose; `arg` as for
  * fx_dlopen. */
 static void check_plugin(const char *trace, const char *arg) {
