@@ -465,10 +465,18 @@ static int64_t site_stack_ref(ftab_t *t, const ml_site_t *s) {
     return at;
 }
 
-static void ftab_free(ftab_t *t) {
+/* The rows that follow the trie are written: its memo goes. */
+static void trie_done(ftab_t *t) {
     free(t->tmemo);
     free(t->tdepth);
     free(t->tpath);
+    t->tmemo = NULL;
+    t->tdepth = t->tpath = NULL;
+    t->tnn = 0;
+}
+
+static void ftab_free(ftab_t *t) {
+    trie_done(t);
     free(t->last);
     free(t->pslot);
     free(t->slot);
@@ -1268,6 +1276,7 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
     sites(w, ft, ro->time_buckets, a, ro->max_sites);
     section(w);
     peak(w, ft, a);
+    trie_done(ft); /* before the bottom-up tree's million nodes (flame_inverted) */
     section(w);
     leaks(w, ft, a, ro);
     section(w);
