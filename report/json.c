@@ -465,7 +465,7 @@ static int64_t site_stack_ref(ftab_t *t, const ml_site_t *s) {
     return at;
 }
 
-/* The rows that follow the trie are written: its memo goes. */
+/* The rows that follow the trie (sites, peak, leaks) are written: its memo goes. */
 static void trie_done(ftab_t *t) {
     free(t->tmemo);
     free(t->tdepth);
@@ -881,7 +881,8 @@ static void leaks(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a, const ml_rep
         ml_json_kv_str(w, "kind", ml_leak_kind_name(g->kind));
         ml_json_kv_bool(w, "suppressed", g->suppressed);
         if (g->suppressed && g->site < n) ml_json_kv_str(w, "suppressed_by", s[g->site].suppressed_by);
-        if (g->site < n) frames(w, ft, s[g->site].frames, s[g->site].nframes);
+        if (g->site < n && page(ft)) ml_json_kv_i64(w, "stack", site_stack_ref(ft, &s[g->site]));
+        else if (g->site < n) frames(w, ft, s[g->site].frames, s[g->site].nframes);
         else frames(w, ft, NULL, 0);
         if (g->site < n && s[g->site].headline) ml_json_kv_u64(w, "headline", s[g->site].headline);
         ml_json_end(w);
@@ -1276,9 +1277,9 @@ int ml_report_json(FILE *o, const ml_analysis_t *a, const ml_report_opts_t *ro) 
     sites(w, ft, ro->time_buckets, a, ro->max_sites);
     section(w);
     peak(w, ft, a);
-    trie_done(ft); /* before the bottom-up tree's million nodes (flame_inverted) */
     section(w);
     leaks(w, ft, a, ro);
+    trie_done(ft); /* before the bottom-up tree's million nodes (flame_inverted) */
     section(w);
     fragmentation(w, a);
     section(w);
