@@ -134,6 +134,35 @@ Test(real, pages_holding_recorded_blocks) {
     ml_sim_policy_free(r);
 }
 
+/* sim_real.c counts the pages of a window around the first block's page
+ * (2^21 pages below it, 2^24 in all) in a table, and the others in a hash:
+ * blocks across both edges count each page once, as the hash alone did. */
+Test(real, pages_across_the_counters_window_edges) {
+    ml_sim_policy_t *r = NULL;
+    cr_assert_eq(ml_sim_real_new(NULL, &r), 0);
+    const uint64_t P = 0x7f0000001ull, lo = P - (1ull << 21), end = lo + (1ull << 24);
+    ml_sim_op_t ops[] = {
+        {.type = ML_SIM_ALLOC, .id = 0, .ptr = P << 12, .size = 16},                       /* places it */
+        {.type = ML_SIM_ALLOC, .id = 1, .ptr = ((end - 1) << 12) + 4000, .size = 200},     /* end-1, end */
+        {.type = ML_SIM_ALLOC, .id = 2, .ptr = (end << 12) + 512, .size = 16},             /* end again */
+        {.type = ML_SIM_ALLOC, .id = 3, .ptr = ((lo - 1) << 12) + 100, .size = 8192},      /* lo-1 .. lo+1 */
+        {.type = ML_SIM_ALLOC, .id = 4, .ptr = ((lo + 1) << 12) + 2048, .size = 64},       /* lo+1 again */
+    };
+    for (int i = 0; i < 5; i++) cr_assert_eq(ml_sim_apply(r, &ops[i]), 0);
+    cr_expect_eq(ml_sim_footprint(r), (1 + 2 + 3) * 4096);
+    apply(r, free_op(1));
+    cr_expect_eq(ml_sim_footprint(r), (1 + 1 + 3) * 4096, "page end stays for block 2");
+    apply(r, free_op(3));
+    cr_expect_eq(ml_sim_footprint(r), (1 + 1 + 1) * 4096, "page lo+1 stays for block 4");
+    apply(r, free_op(2));
+    apply(r, free_op(4));
+    cr_expect_eq(ml_sim_footprint(r), 4096);
+    apply(r, free_op(0));
+    cr_expect_eq(ml_sim_footprint(r), 0);
+    cr_expect_eq(st_metrics(r).peak_footprint, 6 * 4096);
+    ml_sim_policy_free(r);
+}
+
 static bool route_site7(void *ctx, const ml_sim_op_t *op) {
     (void)ctx;
     return op->site == 7;
