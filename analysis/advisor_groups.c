@@ -113,7 +113,30 @@ int64_t ml__adv_group_sites(const ml__adv_t *A, uint32_t key, uint32_t *out, siz
     return best;
 }
 
+static int grow_arr(void **arr, uint32_t *cap, uint32_t id, size_t elem);
+
+/* Notes stack -> gi in the table (ml__adv_t.sgi); a table that cannot grow
+ * is dropped, and the hash answers alone. */
+static void dense_note(ml__adv_t *A, uint32_t stack, uint32_t gi) {
+    if (A->sgi_off || stack >= ML__ADV_DENSE_STACKS) return;
+    if (stack >= A->nsgi && grow_arr((void **)&A->sgi, &A->nsgi, stack, sizeof *A->sgi) < 0) {
+        free(A->sgi);
+        A->sgi = NULL;
+        A->nsgi = 0;
+        A->sgi_off = true;
+        return;
+    }
+    A->sgi[stack] = gi + 1;
+}
+
+/* The group of a stack, made when it is new. The table answers first: the
+ * hash's probes were most of the group lookups' time, in pass 1's observer
+ * and in pass 2's routers (ml__adv_group_lookup). */
 static int group_of(ml__adv_t *A, uint32_t stack, uint32_t *gi) {
+    if (stack < A->nsgi && A->sgi[stack]) {
+        *gi = A->sgi[stack] - 1;
+        return 0;
+    }
     if ((A->smused + 1) * 4 > A->smcap * 3 && smap_grow(&A->sm, &A->smcap) < 0) return -ENOMEM;
     ml__adv_smap_t *s = smap_slot(A->sm, A->smcap, stack);
     if (s->stack) {
@@ -145,11 +168,13 @@ static int group_of(ml__adv_t *A, uint32_t stack, uint32_t *gi) {
     s->gi = k->gi;
     A->smused++;
     *gi = k->gi;
+    dense_note(A, stack, k->gi);
     return 0;
 }
 
 /* Read-only lookup, safe from the replay's worker threads in pass 2. */
 uint32_t ml__adv_group_lookup(const ml__adv_t *A, uint32_t stack) {
+    if (stack < A->nsgi) return A->sgi[stack] - 1; /* UINT32_MAX for none */
     if (!A->smcap) return UINT32_MAX;
     uint64_t i = hash32(stack) & (A->smcap - 1);
     while (A->sm[i].stack) {
@@ -370,6 +395,7 @@ void ml__adv_observe_end(ml__adv_t *A) {
 void ml__adv_state_free(ml__adv_t *A) {
     free(A->g);
     free(A->sm);
+    free(A->sgi);
     free(A->km);
     free(A->id_group);
     free(A->id_chain);

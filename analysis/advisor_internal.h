@@ -19,6 +19,7 @@
 
 /* The general allocator of the what-ifs: segregated fit, glibc's design. */
 #define ML__ADV_BASELINE "segregated_fit"
+#define ML__ADV_DENSE_STACKS (1u << 22) /* stacks in ml__adv_t.sgi (16 MiB at most) */
 #define ML__ADV_TOP_SIZES 8     /* sizes counted per group; the rest are "other" */
 #define ML__ADV_MAX_CANDIDATES 24
 
@@ -68,6 +69,11 @@ typedef struct {
     uint32_t ng, capg;
     ml__adv_smap_t *sm; /* stack -> group */
     uint64_t smcap, smused;
+    /* the same for stacks below ML__ADV_DENSE_STACKS, as a table: group + 1,
+     * 0 for a stack in no group (every stack of sm below nsgi is in it) */
+    uint32_t *sgi;
+    uint32_t nsgi;
+    bool sgi_off; /* the table could not grow: sm alone */
     ml__adv_smap_t *km; /* key -> group */
     uint64_t kmcap, kmused;
     /* per driver id */
