@@ -199,19 +199,7 @@ static int grow_arr(void **arr, uint32_t *cap, uint32_t id, size_t elem) {
 
 static int grow_ids(ml__adv_t *A, uint32_t id) {
     if (id < A->idcap) return 0;
-    uint32_t c;
-    c = A->idcap;
-    if (grow_arr((void **)&A->id_group, &c, id, 4) < 0) return -ENOMEM;
-    c = A->idcap;
-    if (grow_arr((void **)&A->id_chain, &c, id, 4) < 0) return -ENOMEM;
-    c = A->idcap;
-    if (grow_arr((void **)&A->id_ms, &c, id, 4) < 0) return -ENOMEM;
-    c = A->idcap;
-    if (grow_arr((void **)&A->id_seq, &c, id, 8) < 0) return -ENOMEM;
-    c = A->idcap;
-    if (grow_arr((void **)&A->id_live, &c, id, 1) < 0) return -ENOMEM;
-    A->idcap = c;
-    return 0;
+    return grow_arr((void **)&A->id, &A->idcap, id, sizeof *A->id);
 }
 
 int ml__adv_observe_reserve(ml__adv_t *A, uint32_t ids) {
@@ -244,9 +232,9 @@ static void note_size(ml__adv_group_t *g, uint64_t size) {
 }
 
 static void chain_end(ml__adv_t *A, uint32_t id) {
-    uint32_t ch = A->id_chain[id];
+    uint32_t ch = A->id[id].chain;
     if (!ch) return;
-    ml__adv_group_t *g = &A->g[A->id_group[id]];
+    ml__adv_group_t *g = &A->g[A->id[id].group];
     g->chains++;
     if (ch > g->chain_max) g->chain_max = ch;
 }
@@ -307,18 +295,18 @@ void ml__adv_observe(void *ctx, const ml_sim_op_t *ops, size_t n) {
                 }
             }
             st->thread = 0;
-            A->id_group[id] = gi;
-            A->id_chain[id] = chain;
-            A->id_seq[id] = A->seq++;
-            A->id_ms[id] = op->time_ms;
-            A->id_live[id] = 1;
+            A->id[id].group = gi;
+            A->id[id].chain = chain;
+            A->id[id].seq = A->seq++;
+            A->id[id].ms = op->time_ms;
+            A->id[id].live = 1;
             A->threads_mask |= 1ull << (op->thread < 63 ? op->thread : 63);
         } else if (op->type == ML_SIM_FREE) {
-            if (id >= A->idcap || !A->id_live[id]) continue;
-            ml__adv_group_t *g = &A->g[A->id_group[id]];
-            uint64_t life = A->seq - A->id_seq[id];
+            if (id >= A->idcap || !A->id[id].live) continue;
+            ml__adv_group_t *g = &A->g[A->id[id].group];
+            uint64_t life = A->seq - A->id[id].seq;
             g->life_hist[63 - __builtin_clzll(life + 1)]++;
-            uint64_t ms = op->time_ms >= A->id_ms[id] ? op->time_ms - A->id_ms[id] : 0;
+            uint64_t ms = op->time_ms >= A->id[id].ms ? op->time_ms - A->id[id].ms : 0;
             g->life_ms_sum += ms;
             if (ms > g->life_ms_max) g->life_ms_max = ms;
             g->frees++;
@@ -336,12 +324,12 @@ void ml__adv_observe(void *ctx, const ml_sim_op_t *ops, size_t n) {
                 g->gen_impure = g->gen_draining = false;
             }
             if (op->flags & ML_SIM_F_REALLOC) {
-                *st = (ml__adv_chain_stash_t){.chain = A->id_chain[id], .thread = op->thread + 1u,
+                *st = (ml__adv_chain_stash_t){.chain = A->id[id].chain, .thread = op->thread + 1u,
                                               .old_size = op->size, .old_ptr = op->ptr};
             } else {
                 chain_end(A, id);
             }
-            A->id_live[id] = 0;
+            A->id[id].live = 0;
         }
     }
 }
@@ -388,7 +376,7 @@ uint64_t ml__adv_life_quantile(const ml__adv_group_t *g, double q) {
 
 void ml__adv_observe_end(ml__adv_t *A) {
     for (uint32_t id = 0; id < A->idcap; id++)
-        if (A->id_live[id]) chain_end(A, id);
+        if (A->id[id].live) chain_end(A, id);
     for (uint32_t gi = 0; gi < A->ng; gi++) sort_sizes(&A->g[gi]);
 }
 
@@ -397,11 +385,7 @@ void ml__adv_state_free(ml__adv_t *A) {
     free(A->sm);
     free(A->sgi);
     free(A->km);
-    free(A->id_group);
-    free(A->id_chain);
-    free(A->id_ms);
-    free(A->id_seq);
-    free(A->id_live);
+    free(A->id);
     free(A->site_key);
     ml_sim_fpseries_free(A->base_series);
 }
