@@ -41,11 +41,6 @@ typedef struct {
     uint64_t free_bytes;
 } buddy_t;
 
-static uint32_t h_find(const buddy_t *b, uint64_t addr) {
-    const bslot_t *s = bfree_find(&b->h, addr + 1);
-    return s ? s->node : ML__NIL;
-}
-
 static void h_del(buddy_t *b, uint64_t addr) {
     bslot_t *s = bfree_find(&b->h, addr + 1);
     if (s) bfree_remove(&b->h, s);
@@ -83,25 +78,33 @@ static int push_free(buddy_t *b, uint64_t addr, unsigned k) {
     return 0;
 }
 
-static void unlink_free(buddy_t *b, uint32_t x) {
+/* Takes free block x off its list; its slot in the address map is the
+ * caller's to remove. */
+static void unlink_node(buddy_t *b, uint32_t x) {
     unsigned k = b->n[x].order;
     if (b->n[x].prev != ML__NIL) b->n[b->n[x].prev].next = b->n[x].next;
     else b->heads[k] = b->n[x].next;
     if (b->n[x].next != ML__NIL) b->n[b->n[x].next].prev = b->n[x].prev;
     if (b->heads[k] == ML__NIL) b->nonempty &= ~(1ull << k);
-    h_del(b, b->n[x].addr);
     b->free_bytes -= 1ull << k;
     b->n[x].next = b->nrecycle;
     b->nrecycle = x;
 }
 
-/* Frees a block, merging with its buddy while it is free. */
+static void unlink_free(buddy_t *b, uint32_t x) {
+    h_del(b, b->n[x].addr);
+    unlink_node(b, x);
+}
+
+/* Frees a block, merging with its buddy while it is free. The buddy's slot
+ * in the address map is found once, to test it and to remove it. */
 static int release(buddy_t *b, uint64_t addr, unsigned k, bool count) {
     while (k < b->space_order) {
         uint64_t buddy = addr ^ (1ull << k);
-        uint32_t y = h_find(b, buddy);
-        if (y == ML__NIL || b->n[y].order != k) break;
-        unlink_free(b, y);
+        bslot_t *s = bfree_find(&b->h, buddy + 1);
+        if (!s || b->n[s->node].order != k) break;
+        unlink_node(b, s->node);
+        bfree_remove(&b->h, s);
         if (buddy < addr) addr = buddy;
         k++;
         if (count) b->base.merges++;
