@@ -102,7 +102,7 @@ static int arena_alloc(ml_sim_policy_t *p, const ml_sim_op_t *op, uint64_t *addr
     c->live++;
     c->live_bytes += size;
     a->live_bytes += size;
-    uint64_t pages = ml__round_up(c->used, page) / page;
+    uint64_t pages = ml__round_up(c->used, page) >> p->pages.shift; /* page: a power of two, as round_up assumes */
     if (pages > c->pages) {
         ml__sim_pages_add(p, pages - c->pages);
         a->held_bytes += (pages - c->pages) * page;

@@ -13,7 +13,7 @@
 #define SEG_SCAN 16
 
 static uint32_t seg_cls(const ml__fl_t *f, uint64_t size) {
-    uint64_t g = size / f->base.cfg.align;
+    uint64_t g = size >> __builtin_ctzll(f->base.cfg.align); /* a power of two (ml__fl_new): no division */
     if (g < 64) return (uint32_t)g;
     unsigned fl = ml__log2_floor(g); /* >= 6 */
     unsigned sl = (unsigned)((g >> (fl - 2)) & 3);

@@ -13,7 +13,7 @@
 
 static uint32_t tlsf_cls(const ml__fl_t *f, uint64_t size) {
     uint64_t g = f->base.cfg.align, small = 16 * g;
-    if (size < small) return (uint32_t)(size / g);
+    if (size < small) return (uint32_t)(size >> __builtin_ctzll(g)); /* g: a power of two (ml__fl_new) */
     unsigned m = ml__log2_floor(size);
     unsigned fl = m - ml__log2_floor(small) + 1;
     unsigned sl = (unsigned)((size >> (m - 4)) & 15);
