@@ -80,6 +80,7 @@ struct ml_sim_replay_s {
     ml_sim_oplog_t *log; /* every dispatched op is appended (sim_oplog.c) */
     ml_sim_fpseries_t *series; /* policy series_pol's footprint, op by op */
     size_t series_pol;
+    uint64_t series_last; /* the value last given to the series (0 before: its start) */
     /* ml_sim_replay_reserve's size, for the policies whose flag is set:
      * each is sized by the thread that runs its first batch */
     uint32_t reserve_live;
@@ -130,7 +131,15 @@ static double run_policy(ml_sim_replay_t *r, uint32_t k, const ml_sim_op_t *ops,
             if (i + 4 < n) ml__sim_prefetch(p, pf, &ops[i + 4], 2);
         }
         ml__sim_apply(p, &ops[i]);
-        if (series) ml__sim_fpseries_note(series, p->seq, ml__sim_footprint(p));
+        /* the series keeps only changes: most ops leave the footprint as
+         * it was, and need no call */
+        if (series) {
+            uint64_t fp = ml__sim_footprint(p);
+            if (fp != r->series_last) {
+                ml__sim_fpseries_note(series, p->seq, fp);
+                r->series_last = fp;
+            }
+        }
     }
     double dt = thread_cpu() - t0;
     p->cpu_seconds += dt;
