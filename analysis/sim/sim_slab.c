@@ -55,11 +55,16 @@ typedef struct {
     uint16_t *id_slot;
     uint32_t idcap, idcap2;
     uint64_t free_bytes, large_pages;
+    /* The class of each size in 8-byte steps, (size + 7) / 8 -> class, when
+     * every class size is a multiple of 8 (then all the sizes of a step have
+     * the same class): one load instead of the binary search. NULL: search. */
+    uint8_t *cls_of;
 } slab_policy_t;
 
 static int find_class(const slab_policy_t *sp, uint64_t size) {
     int lo = 0, hi = (int)sp->ncls - 1;
     if (size > sp->cls[hi].size) return -1;
+    if (sp->cls_of) return sp->cls_of[(size + 7) >> 3];
     while (lo < hi) {
         int mid = (lo + hi) / 2;
         if (sp->cls[mid].size >= size) hi = mid;
@@ -249,6 +254,7 @@ static void slab_destroy(ml_sim_policy_t *p) {
     for (int i = 0; i <= 16; i++) free(sp->runs[i].base);
     free(sp->id_slab);
     free(sp->id_slot);
+    free(sp->cls_of);
     free(sp);
 }
 
@@ -312,6 +318,15 @@ static int slab_make(const ml_sim_config_t *c, const char *name, const uint64_t 
     }
     sp->ncls = (uint32_t)n;
     sp->srecycle = ML__NIL;
+    bool eights = true;
+    for (size_t i = 0; i < n; i++) eights = eights && classes[i] % 8 == 0;
+    uint64_t steps = classes[n - 1] / 8 + 1; /* at most 16 pages: 8 K steps of 4 KiB pages */
+    uint8_t *t = eights && steps <= 65536 ? malloc(steps) : NULL;
+    if (t) { /* filled by the search, before it is used */
+        t[0] = 0; /* size 0 is never looked up (slab_alloc asks for 1) */
+        for (uint64_t j = 1; j < steps; j++) t[j] = (uint8_t)find_class(sp, j * 8);
+        sp->cls_of = t;
+    }
     *out = &sp->base;
     return 0;
 }

@@ -86,3 +86,38 @@ Test(pool, fixed_size_slots) {
     cr_expect_str_eq(ml_sim_name(p), "pool");
     ml_sim_policy_free(p);
 }
+
+/* sim_slab.c looks a size's class up in a table of 8-byte steps when every
+ * class is a multiple of 8: it must give the smallest class that holds each
+ * size, as the search does, at every size up to the largest class and one
+ * past it (a large block on pages of its own). */
+Test(slab, every_size_gets_the_smallest_class_that_holds_it) {
+    uint64_t cls[64];
+    size_t n = 0;
+    for (uint64_t s = 16; s <= 128; s += 16) cls[n++] = s;
+    for (uint64_t base = 128; base < 16384; base *= 2)
+        for (int i = 1; i <= 4; i++) cls[n++] = base + (uint64_t)i * base / 4;
+    const uint64_t two[] = {24, 40}, odd[] = {20, 36}; /* odd: no table, the search */
+    ml_sim_policy_t *p[3] = {NULL, NULL, NULL};
+    cr_assert_eq(ml_sim_slab_new(NULL, &p[0]), 0);
+    cr_assert_eq(ml_sim_slab_new_classes(NULL, two, 2, &p[1]), 0);
+    cr_assert_eq(ml_sim_slab_new_classes(NULL, odd, 2, &p[2]), 0);
+    const uint64_t *cl[3] = {cls, two, odd};
+    size_t ncl[3] = {n, 2, 2};
+    for (int k = 0; k < 3; k++) {
+        uint64_t top = cl[k][ncl[k] - 1];
+        for (uint64_t size = 1; size <= top + 1; size++) {
+            uint64_t want = 0;
+            for (size_t i = 0; i < ncl[k] && !want; i++)
+                if (cl[k][i] >= size) want = cl[k][i];
+            if (!want) want = (size + 4095) / 4096 * 4096; /* default 4 KiB pages */
+            cr_assert_eq(ml_sim_alloc(p[k], 0, size, 0, NULL), 0);
+            uint64_t blk = 0;
+            cr_assert_eq(ml_sim_block(p[k], 0, &blk), 0);
+            cr_assert_eq(blk, want, "policy %d, size %llu: block %llu, want %llu", k, (unsigned long long)size,
+                         (unsigned long long)blk, (unsigned long long)want);
+            cr_assert_eq(ml_sim_free(p[k], 0), 0);
+        }
+        ml_sim_policy_free(p[k]);
+    }
+}
