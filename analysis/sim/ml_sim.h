@@ -260,7 +260,8 @@ void ml_sim_replay_records(ml_sim_replay_t *r, ml_sim_record_fn fn, void *ctx);
  * Sizes the address map and every per-id table for it at once (ids are
  * recycled, so they stay below the largest number of live blocks), instead
  * of doubling and copying them while the trace is read. The replay's own
- * tables are sized now; each policy's are sized by the thread that runs it,
+ * tables are sized when the first record is fed (a replay fed from an op
+ * log needs none of them); each policy's are sized by the thread that runs it,
  * before its first op, so that the policies fill their tables in parallel
  * while the trace is read (a policy whose tables cannot be made larger then
  * grows them as it goes). Changes no result. Returns 0 or -ENOMEM. */

@@ -84,6 +84,7 @@ struct ml_sim_replay_s {
     /* ml_sim_replay_reserve's size, for the policies whose flag is set:
      * each is sized by the thread that runs its first batch */
     uint32_t reserve_live;
+    bool reserve_driver; /* the map and id tables: at the first record fed (none from a log) */
     uint8_t *reserve_pending; /* reserve_n flags */
     size_t reserve_n;
     /* workers. A task is a policy, or the observer or the log (run_extra),
@@ -419,8 +420,11 @@ static int emit_alloc(ml_sim_replay_t *r, uint64_t ptr, uint64_t size, uint32_t 
     return 0;
 }
 
+static void driver_reserve(ml_sim_replay_t *r);
+
 int ml_sim_replay_feed(ml_sim_replay_t *r, const ml_record_t *rec) {
     if (r->err) return r->err;
+    if (__builtin_expect(r->reserve_driver, 0)) driver_reserve(r);
     stash_t *st = &r->stash[rec->thread % STASH_THREADS];
     switch (rec->tag) {
     case ML_T_PROCESS:
@@ -627,19 +631,32 @@ int ml_sim_replay_add(ml_sim_replay_t *r, ml_sim_policy_t *p) {
     return 0;
 }
 
+/* The address map and the id tables for reserve_live blocks, made when the
+ * first record is fed: a replay fed from an op log (pass 2) decodes nothing
+ * and needs none of them, and making them (some 10 MiB on cppcheck's trace,
+ * zeroed page by page by the kernel) was most of the time pass 2's reading
+ * thread spent alone before its workers started. A hint: a table that
+ * cannot be made now grows as the records need it. */
+static void driver_reserve(ml_sim_replay_t *r) {
+    r->reserve_driver = false;
+    uint32_t live = r->reserve_live;
+    while ((uint64_t)(live + 1) * 4 > r->map.cap * 3)
+        if (ml_map_grow(&r->map, sizeof(idslot_t), 4096) < 0) return;
+    uint32_t cap = r->idcap;
+    if (ml__sim_reserve_ids((void **)&r->id_size, &cap, live, sizeof *r->id_size, 0) < 0) return;
+    cap = r->idcap;
+    if (ml__sim_reserve_ids((void **)&r->id_site, &cap, live, sizeof *r->id_site, 0) < 0) return;
+    cap = r->idcap;
+    if (ml__sim_reserve_ids((void **)&r->id_free, &cap, live, sizeof *r->id_free, 0) < 0) return;
+    cap = r->idcap;
+    if (ml__sim_reserve_ids((void **)&r->id_at, &cap, live, sizeof *r->id_at, 0) < 0) return;
+    r->idcap = cap;
+}
+
 int ml_sim_replay_reserve(ml_sim_replay_t *r, uint32_t live) {
     if (!live) return 0;
-    while ((uint64_t)(live + 1) * 4 > r->map.cap * 3)
-        if (ml_map_grow(&r->map, sizeof(idslot_t), 4096) < 0) return -ENOMEM;
-    uint32_t cap = r->idcap;
-    if (ml__sim_reserve_ids((void **)&r->id_size, &cap, live, sizeof *r->id_size, 0) < 0) return -ENOMEM;
-    cap = r->idcap;
-    if (ml__sim_reserve_ids((void **)&r->id_site, &cap, live, sizeof *r->id_site, 0) < 0) return -ENOMEM;
-    cap = r->idcap;
-    if (ml__sim_reserve_ids((void **)&r->id_free, &cap, live, sizeof *r->id_free, 0) < 0) return -ENOMEM;
-    cap = r->idcap;
-    if (ml__sim_reserve_ids((void **)&r->id_at, &cap, live, sizeof *r->id_at, 0) < 0) return -ENOMEM;
-    r->idcap = cap;
+    r->reserve_live = live;
+    r->reserve_driver = true;
     if (!r->npol) return 0;
     uint8_t *pend = realloc(r->reserve_pending, r->npol);
     if (!pend) return -ENOMEM;
