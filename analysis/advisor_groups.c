@@ -203,7 +203,8 @@ static int grow_ids(ml__adv_t *A, uint32_t id) {
 }
 
 int ml__adv_observe_reserve(ml__adv_t *A, uint32_t ids) {
-    return ids ? grow_ids(A, ids - 1) : 0;
+    A->reserve_ids = ids;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -241,6 +242,10 @@ static void chain_end(ml__adv_t *A, uint32_t id) {
 
 void ml__adv_observe(void *ctx, const ml_sim_op_t *ops, size_t n) {
     ml__adv_t *A = ctx;
+    if (A->reserve_ids) { /* a hint: the table grows as the ids need it when this fails */
+        (void)grow_ids(A, A->reserve_ids - 1);
+        A->reserve_ids = 0;
+    }
     for (size_t i = 0; i < n && !A->oom; i++) {
         const ml_sim_op_t *op = &ops[i];
         uint32_t id = op->id, gi;

@@ -86,6 +86,7 @@ typedef struct {
     uint64_t kmcap, kmused;
     /* per driver id */
     ml__adv_id_t *id; /* one entry an id: a free reads them all */
+    uint32_t reserve_ids; /* ids to make room for at the first batch observed (0: none) */
     uint32_t idcap;
     ml__adv_chain_stash_t stash[1024];
     uint64_t seq; /* allocations so far */
@@ -101,8 +102,11 @@ typedef struct {
 /** Groups by the function that called the allocator (needs o->analysis).
  * Returns 0 or -ENOMEM. */
 int ml__adv_build_site_keys(ml__adv_t *A);
-/** Makes room for `ids` block ids in pass 1's per-block tables at once (a
- * hint, as ml_sim_replay_reserve). Returns 0 or -ENOMEM. */
+/** Makes room for `ids` block ids in pass 1's per-block table at once (a
+ * hint, as ml_sim_replay_reserve), when the observer sees its first batch:
+ * on a replay's worker, in parallel with the reading thread, which made it
+ * alone before the workers started (6 MiB for cppcheck's trace, zeroed by
+ * the kernel page by page). Returns 0. */
 int ml__adv_observe_reserve(ml__adv_t *A, uint32_t ids);
 /** Pass 1's observer (ml_sim_replay_observe): sets A->oom when memory runs out. */
 void ml__adv_observe(void *ctx, const ml_sim_op_t *ops, size_t n);
