@@ -132,10 +132,11 @@ static inline uint64_t ml__sim_footprint(const ml_sim_policy_t *p) {
 
 /* sim_oplog.c: the replay appends each batch it dispatches; rewinding
  * flushes what is buffered and readies the log for reading, and reading
- * calls `each` with every op in order (at: bytes read so far). */
+ * decodes every op in order into the place slot(ctx) gives for it (at:
+ * bytes read so far). */
 void ml__sim_oplog_append(ml_sim_oplog_t *l, const ml_sim_op_t *ops, size_t n);
 int ml__sim_oplog_rewind(ml_sim_oplog_t *l);
-int ml__sim_oplog_read(ml_sim_oplog_t *l, void (*each)(void *ctx, const ml_sim_op_t *op), void *ctx,
+int ml__sim_oplog_read(ml_sim_oplog_t *l, ml_sim_op_t *(*slot)(void *ctx), void *ctx,
                        uint64_t *at, ml_progress_t *progress);
 /* sim_oplog.c: a footprint series. note() records the value after op
  * `seq` (only changes are kept); finish() flushes it (the replay calls it

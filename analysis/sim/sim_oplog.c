@@ -314,7 +314,7 @@ int ml__sim_oplog_rewind(ml_sim_oplog_t *l) {
     return 0;
 }
 
-int ml__sim_oplog_read(ml_sim_oplog_t *l, void (*each)(void *ctx, const ml_sim_op_t *op), void *ctx,
+int ml__sim_oplog_read(ml_sim_oplog_t *l, ml_sim_op_t *(*slot)(void *ctx), void *ctx,
                        uint64_t *at, ml_progress_t *progress) {
     uint64_t off = 0, left = l->sp.bytes, ops = 0;
     uint8_t *buf = l->sp.buf;
@@ -335,12 +335,10 @@ int ml__sim_oplog_read(ml_sim_oplog_t *l, void (*each)(void *ctx, const ml_sim_o
             if (at) *at = off;
         }
         if (pos >= have) return -EIO; /* shorter than its count of ops */
-        ml_sim_op_t op;
-        const uint8_t *p = decode(l, buf + pos, &op);
+        const uint8_t *p = decode(l, buf + pos, slot(ctx)); /* in place: no copy */
         if (!p) return -ENOMEM;
         pos = (size_t)(p - buf);
         if (pos > have) return -EIO;
-        each(ctx, &op);
         ops++;
         if (progress) ml_progress_tick(progress);
     }

@@ -537,16 +537,20 @@ void ml_sim_replay_series(ml_sim_replay_t *r, size_t i, ml_sim_fpseries_t *s) {
     r->series_pol = i;
 }
 
-/* An op read back from a log: its flags are final, so a full batch goes
- * whole. */
-static void feed_logged(void *ctx, const ml_sim_op_t *op) {
+/* Where the log decodes its next op: the fill buffer's next slot (it used
+ * to be decoded on the stack and copied there by a callback). The op
+ * decoded before it is complete now: its flags are final, so a full batch
+ * goes whole. */
+static ml_sim_op_t *logged_slot(void *ctx) {
     ml_sim_replay_t *r = ctx;
-    if (r->len == BATCH_OPS) {
-        dispatch(r, r->len);
-        r->len = 0;
+    if (r->len) {
+        if (r->buf[r->fill][r->len - 1].flags & ML_SIM_F_SAMPLED) r->sampled = true;
+        if (r->len == BATCH_OPS) {
+            dispatch(r, r->len);
+            r->len = 0;
+        }
     }
-    r->buf[r->fill][r->len++] = *op;
-    if (op->flags & ML_SIM_F_SAMPLED) r->sampled = true;
+    return &r->buf[r->fill][r->len++];
 }
 
 int ml_sim_replay_oplog(ml_sim_replay_t *r, ml_sim_oplog_t *log, const char *label, char *err,
@@ -566,8 +570,10 @@ int ml_sim_replay_oplog(ml_sim_replay_t *r, ml_sim_oplog_t *log, const char *lab
     ml_progress_t progress;
     ml_progress_start_at(&progress, &at, ml_sim_oplog_bytes(log), label ? label : "", NULL);
     progress.on = progress.on && label;
-    rc = ml__sim_oplog_read(log, feed_logged, r, &at, &progress);
+    rc = ml__sim_oplog_read(log, logged_slot, r, &at, &progress);
     ml_progress_end(&progress);
+    if (rc == 0 && r->len && (r->buf[r->fill][r->len - 1].flags & ML_SIM_F_SAMPLED)) r->sampled = true;
+    if (rc < 0) r->len = 0; /* the last slot may hold an op cut short: the replay has failed */
     if (rc < 0)
         snprintf(err, errlen, "reading the replay's log of operations back: %s",
                  rc == -ENOMEM ? "out of memory" : "it is shorter than written");
