@@ -138,6 +138,19 @@ static void validate(const char *schema, const char *doc) {
     h_run_free(&r);
 }
 
+/* Runs `memlens diff ... --json json` (argv), which must exit 0, checks the
+ * JSON against the schema and returns it (free it). */
+static char *diff_json(const char *const argv[], const char *json) {
+    h_run_t r;
+    h_run(&r, argv);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    validate("diff-schema.json", json);
+    char *doc = h_read_file(json);
+    cr_assert_not_null(doc, "no JSON written");
+    return doc;
+}
+
 /* fx_leaks recorded once per test process (Criterion forks per test). */
 static const char *leaks_trace(void) {
     const char *t = h_tmp("leaks.mlt");
@@ -1010,21 +1023,16 @@ Test(report, diff_rows_count_no_suppressed_leak) {
     cr_assert_not_null(f);
     fputs("leak:drop_block\n", f);
     fclose(f);
-    h_run_t r;
     const char *argv[] = {h_bin("memlens"), "diff", leaks_trace(), cur, "--suppressions", supp,
                           "--json", json, NULL};
-    h_run(&r, argv);
-    cr_expect_eq(r.status, 0, "%s", r.err);
-    h_run_free(&r);
-    validate("diff-schema.json", json);
-    char *doc = h_read_file(json);
-    cr_assert_not_null(doc, "no JSON written");
+    char *doc = diff_json(argv, json);
     cr_expect(strstr(doc, "\"leaked_bytes\": {\"base\": 777, \"new\": 777, \"delta\": 0"), "%s", doc);
     const char *row = strstr(doc, "\"key\": \"drop_block;main;");
     cr_assert_not_null(row, "%s", doc);
     cr_expect(strstr(row, "\"delta\": {\"peak_bytes\": 444, \"leaked_bytes\": 0, \"alloc_calls\": 2"), "%s", row);
     free(doc);
     const char *text[] = {h_bin("memlens"), "diff", leaks_trace(), cur, "--suppressions", supp, NULL};
+    h_run_t r;
     h_run(&r, text);
     cr_expect_eq(r.status, 0, "%s", r.err);
     cr_expect(strstr(r.out, "leaked: definite + indirect + possible, not suppressed):"), "%s", r.out);
@@ -1104,14 +1112,8 @@ Test(report, diff_keys_keep_a_semicolon_in_a_name_apart) {
     ml_diff_free(d);
     ml_analysis_free(a);
     ml_analysis_free(b);
-    h_run_t r;
     const char *argv[] = {h_bin("memlens"), "diff", k1, k2, "--json", json, NULL};
-    h_run(&r, argv);
-    cr_expect_eq(r.status, 0, "%s", r.err);
-    h_run_free(&r);
-    validate("diff-schema.json", json);
-    char *doc = h_read_file(json);
-    cr_assert_not_null(doc, "no JSON written");
+    char *doc = diff_json(argv, json);
     cr_expect(strstr(doc, "\"status\": \"gone\", \"key\": \"leaf\\\\;mid;main;"), "%s", doc);
     cr_expect(strstr(doc, "\"status\": \"new\", \"key\": \"leaf;mid;main;"), "%s", doc);
     free(doc);
