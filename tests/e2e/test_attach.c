@@ -248,6 +248,18 @@ static void ends_by_itself(ml_t *m, char *err, size_t len) {
     cr_expect(strstr(err, "ended during the window"), "%s", err);
 }
 
+/* fx_attach started and past its first step, memlens attached to it (its
+ * trace at h_tmp(name), into trace), and the program's second step done
+ * while attached. */
+static void attach_for_two_steps(fx_t *f, ml_t *m, char *trace, size_t tlen, const char *name, char *err,
+                                 size_t errlen) {
+    snprintf(trace, tlen, "%s", h_tmp(name));
+    fx_start(f, "fx_attach", "0");
+    cr_assert_str_eq(fx_cmd(f, 's'), "step 1");
+    cr_assert(attach_start(m, trace, f->pid, err, errlen), "memlens attach: %s", err);
+    cr_assert_str_eq(fx_cmd(f, 's'), "step 2");
+}
+
 /* A program that exits during the window: memlens attach ends by itself,
  * and the report says the program exited (it used to say "the program did
  * not exit while attached (no exit scan ...)" of a program it had scanned
@@ -255,15 +267,10 @@ static void ends_by_itself(ml_t *m, char *err, size_t len) {
  * attach are unknown. */
 Test(attach, a_program_that_exits_in_the_window, .timeout = 120) {
     skip_unless_ptrace();
-    char trace[4096];
-    snprintf(trace, sizeof trace, "%s", h_tmp("exits.mlt"));
+    char trace[4096], err[8192];
     fx_t f;
-    fx_start(&f, "fx_attach", "0");
-    cr_assert_str_eq(fx_cmd(&f, 's'), "step 1");
     ml_t m;
-    char err[8192];
-    cr_assert(attach_start(&m, trace, f.pid, err, sizeof err), "memlens attach: %s", err);
-    cr_assert_str_eq(fx_cmd(&f, 's'), "step 2");
+    attach_for_two_steps(&f, &m, trace, sizeof trace, "exits.mlt", err, sizeof err);
     char last[256];
     int st = fx_finish(&f, last, sizeof last);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 7, "its own exit status (status 0x%x)", st);
@@ -288,15 +295,10 @@ Test(attach, a_program_that_exits_in_the_window, .timeout = 120) {
  * steps of the window are in it (5 blocks each, 4001..4011 bytes). */
 Test(attach, a_program_killed_in_the_window_is_said, .timeout = 120) {
     skip_unless_ptrace();
-    char trace[4096];
-    snprintf(trace, sizeof trace, "%s", h_tmp("killed.mlt"));
+    char trace[4096], err[8192];
     fx_t f;
-    fx_start(&f, "fx_attach", "0");
-    cr_assert_str_eq(fx_cmd(&f, 's'), "step 1");
     ml_t m;
-    char err[8192];
-    cr_assert(attach_start(&m, trace, f.pid, err, sizeof err), "memlens attach: %s", err);
-    cr_assert_str_eq(fx_cmd(&f, 's'), "step 2");
+    attach_for_two_steps(&f, &m, trace, sizeof trace, "killed.mlt", err, sizeof err);
     cr_assert_str_eq(fx_cmd(&f, 's'), "step 3");
     cr_assert_eq(kill(f.pid, SIGKILL), 0);
     int st;

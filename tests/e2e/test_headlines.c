@@ -739,6 +739,15 @@ Test(headlines, exec_under_a_low_file_size_limit_is_said, .timeout = 120) {
                          "its file size limit (ulimit -f) is below the size of memlens' event ring");
 }
 
+/* The text report of trace into r (free it), and where its warnings begin. */
+static const char *report_warnings(h_run_t *r, const char *trace) {
+    const char *rep[] = {h_bin("memlens"), "report", trace, "--no-advisor", NULL};
+    h_run(r, rep);
+    const char *w = strstr(r->out, "\nwarnings:\n");
+    cr_assert(w, "%s", r->out);
+    return w;
+}
+
 /* A followed child that cannot make its ring (no descriptor left:
  * fx_nofd lowered RLIMIT_NOFILE to 3 before its fork) runs unrecorded; its
  * parent's trace says so, not only the library's warning in the program's
@@ -752,10 +761,7 @@ Test(headlines, a_child_that_cannot_make_its_ring_is_in_the_trace, .timeout = 12
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_expect_str_eq(r.out, "fork\n");
     h_run_free(&r);
-    const char *rep[] = {h_bin("memlens"), "report", trace, "--no-advisor", NULL};
-    h_run(&r, rep);
-    const char *w = strstr(r.out, "\nwarnings:\n");
-    cr_assert(w, "%s", r.out);
+    const char *w = report_warnings(&r, trace);
     cr_expect(strstr(w, "  not recorded: process ") &&
                   strstr(w, ", could not make its event ring (Too many open files) and ran untraced\n"),
               "%s", r.out);
@@ -783,10 +789,7 @@ Test(headlines, a_child_in_another_pid_namespace_is_said, .timeout = 120) {
                             "recorded\n"), "%s", r.err);
     cr_expect(strstr(r.err, "memlens: warning: 2 process images could not be recorded and ran untraced"), "%s", r.err);
     h_run_free(&r);
-    const char *rep[] = {h_bin("memlens"), "report", trace, "--no-advisor", NULL};
-    h_run(&r, rep);
-    const char *w = strstr(r.out, "\nwarnings:\n");
-    cr_assert(w, "%s", r.out);
+    const char *w = report_warnings(&r, trace);
     cr_expect(strstr(w, "  not recorded: process ") &&
                   strstr(w, ", runs in another PID namespace than memlens (unshare -p, a container), where memlens "
                             "cannot follow it, and ran untraced\n"),
