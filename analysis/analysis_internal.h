@@ -111,6 +111,11 @@ void ml__live_own_packed(ml__live_t *L, void *buf);
 /* Builds the chunks of a packed set (nothing to do otherwise). 0 or
  * -ENOMEM (the blocks not built yet are lost then). */
 int ml__live_unpack(ml__live_t *L);
+/* Adds to L the `count` blocks encoded at b's position as a version 5+
+ * snapshot stores them, decoded in batches (the restore, and
+ * ml__live_unpack); stops at a block that is not sound, b marked bad with
+ * the reason. 0 or -ENOMEM. */
+int ml__live_load(ml__live_t *L, ml__ibuf_t *b, uint64_t count, uint32_t nstats);
 /* snapshot.c's fast path for a live block, inline for the packed set's
  * walks (live.c). */
 /* One varint of at most 9 bytes, with no check of the bytes left (the

@@ -674,32 +674,48 @@ static void packed_rewind(ml__live_cursor_t *cur, uint64_t count) {
     cur->pk_left = count;
 }
 
-/* The batch ml__live_append takes: more than a page's 4096 blocks. */
-#define UNPACK_BATCH 8192u
+/* Blocks decoded ahead of the set, which takes them a page at a time
+ * (ml__live_append): more than a page's 4096, so a full batch always holds
+ * a whole page. */
+#define LOAD_BATCH 8192u
+
+int ml__live_load(ml__live_t *L, ml__ibuf_t *b, uint64_t count, uint32_t nstats) {
+    uint64_t ptr = 0;
+    ml__block_t *v = malloc(LOAD_BATCH * sizeof *v);
+    if (!v) {
+        /* No room for the batch: one block at a time. */
+        for (uint64_t i = 0; i < count && !b->bad; i++) {
+            ml__block_t e, old;
+            bool existed;
+            if (ml__snap_next_block(b, &ptr, &e, nstats) && ml__live_put(L, &e, &old, &existed) < 0)
+                return -ENOMEM;
+        }
+        return 0;
+    }
+    int err = 0;
+    uint32_t n = 0;
+    for (uint64_t i = 0; i < count && ml__snap_next_block(b, &ptr, &v[n], nstats); i++) {
+        if (++n == LOAD_BATCH) {
+            uint32_t k = ml__live_append(L, v, n, false, &err);
+            if (err < 0) break;
+            memmove(v, v + k, (size_t)(n - k) * sizeof *v);
+            n -= k;
+        }
+    }
+    if (!b->bad && err == 0 && n) ml__live_append(L, v, n, true, &err);
+    free(v);
+    return err;
+}
 
 int ml__live_unpack(ml__live_t *L) {
     struct ml__lpacked_s *k = L->packed;
     if (!k) return 0;
-    ml__block_t *v = malloc(UNPACK_BATCH * sizeof *v);
-    if (!v) return -ENOMEM;
-    ml__live_cursor_t cur = {.L = L};
-    packed_rewind(&cur, L->count);
+    ml__ibuf_t b = {.p = k->p, .len = k->len};
+    uint64_t count = L->count;
     /* the chunks are built as for any set, from empty */
     L->packed = NULL;
     L->count = 0;
-    int err = 0;
-    uint32_t n = 0;
-    bool more = true;
-    while (more && err == 0) {
-        more = packed_next(&cur, k, &v[n]);
-        if (more) n++;
-        if (n && (n == UNPACK_BATCH || !more)) {
-            uint32_t done = ml__live_append(L, v, n, !more, &err);
-            memmove(v, v + done, (size_t)(n - done) * sizeof *v);
-            n -= done;
-        }
-    }
-    free(v);
+    int err = ml__live_load(L, &b, count, k->nstats);
     free(k->buf);
     free(k);
     return err;

@@ -589,21 +589,16 @@ bool ml__snap_live_block(ml__ibuf_t *b, uint64_t *ptr, ml__block_t *e, uint32_t 
     return !b->bad;
 }
 
-/* Blocks decoded ahead of the live set, which takes them a page at a time
- * (ml__live_append): more than a page's 4096, so a full batch always holds
- * a whole page. */
-#define LOAD_BATCH 8192u
-
 /* The live heap (version 5): `count` blocks by rising address. Each block
  * is checked as ml__get_u and get_block check it, in the same order, so a
  * damaged one fails with the same reason. With `packed`, every block is
  * checked and the set keeps their bytes (ml__live_set_packed) instead of
- * building its chunks. */
+ * building its chunks (ml__live_load). */
 static void get_live(ml__ibuf_t *b, ml__live_t *L, uint32_t nstats, bool packed) {
     uint64_t count = ml__get_count(b, 8, "the live set holds more blocks than the snapshot");
-    uint64_t ptr = 0;
     if (packed && count) {
         size_t start = b->pos;
+        uint64_t ptr = 0;
         ml__block_t e;
         for (uint64_t i = 0; i < count && ml__snap_next_block(b, &ptr, &e, nstats); i++) {
         }
@@ -611,33 +606,7 @@ static void get_live(ml__ibuf_t *b, ml__live_t *L, uint32_t nstats, bool packed)
             ml__snap_bad(b, "out of memory");
         return;
     }
-    ml__block_t *v = count ? malloc(LOAD_BATCH * sizeof *v) : NULL;
-    if (!v) {
-        /* No room for the batch: one block at a time. */
-        for (uint64_t i = 0; i < count && !b->bad; i++) {
-            ml__block_t e, old;
-            bool existed;
-            if (ml__snap_next_block(b, &ptr, &e, nstats) && ml__live_put(L, &e, &old, &existed) < 0)
-                ml__snap_bad(b, "out of memory");
-        }
-        return;
-    }
-    uint32_t n = 0;
-    for (uint64_t i = 0; i < count && ml__snap_next_block(b, &ptr, &v[n], nstats); i++) {
-        if (++n == LOAD_BATCH) {
-            int err;
-            uint32_t k = ml__live_append(L, v, n, false, &err);
-            if (err < 0) {
-                ml__snap_bad(b, "out of memory");
-                break;
-            }
-            memmove(v, v + k, (size_t)(n - k) * sizeof *v);
-            n -= k;
-        }
-    }
-    int err;
-    if (!b->bad && n && (ml__live_append(L, v, n, true, &err), err < 0)) ml__snap_bad(b, "out of memory");
-    free(v);
+    if (count && ml__live_load(L, b, count, nstats) < 0) ml__snap_bad(b, "out of memory");
 }
 
 /* The live heap blocks of a version 1-4 snapshot: a map with slots, read
