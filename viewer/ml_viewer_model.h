@@ -422,7 +422,8 @@ const ml_vsummary_t *ml_vmodel_summary(const ml_vmodel_t *m);
 void ml_vmodel_set_sort(ml_vmodel_t *m, ml_vsort_t key);
 ml_vsort_t ml_vmodel_sort(const ml_vmodel_t *m);
 /** Case-insensitive substring filter on function, file and module names of a
- * site's frames; NULL or "" clears it. Applies to the site list, the call
+ * site's frames (a file or module by its last path component, the whole path
+ * when the text has a '/'); NULL or "" clears it. Applies to the site list, the call
  * tree and the suggestions. */
 void ml_vmodel_set_filter(ml_vmodel_t *m, const char *text);
 const char *ml_vmodel_filter(const ml_vmodel_t *m);

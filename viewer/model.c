@@ -1235,12 +1235,22 @@ static bool icontains(const char *hay, const char *needle) {
     return hay && strcasestr(hay, needle) != NULL;
 }
 
+/* A file or module is matched by the name the views show, its last path
+ * component, unless the filter has a '/': "x" matched every site through
+ * "/lib/x86_64-linux-gnu/", a directory no view shows. */
+static bool path_contains(const char *path, const char *needle, bool whole) {
+    if (!path) return false;
+    const char *base = whole ? NULL : strrchr(path, '/');
+    return icontains(base && base[1] ? base + 1 : path, needle);
+}
+
 bool ml_vmodel_site_matches(const ml_vmodel_t *m, const ml_vsite_t *s) {
     if (!m->filter[0]) return true;
+    bool whole = strchr(m->filter, '/') != NULL;
     for (uint32_t i = 0; i < s->nframes; i++) {
         const ml_vframe_t *f = &s->frames[i];
-        if (icontains(f->function, m->filter) || icontains(f->file, m->filter) ||
-            icontains(f->module, m->filter))
+        if (icontains(f->function, m->filter) || path_contains(f->file, m->filter, whole) ||
+            path_contains(f->module, m->filter, whole))
             return true;
     }
     return false;

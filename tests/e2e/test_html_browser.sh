@@ -169,6 +169,31 @@ cat >>"$WORK/driver.js" <<'JS'
     ok(first.nextSibling.querySelector('dl.facts') && /sizes/.test(first.nextSibling.textContent),
        'the stack row lists the site\'s sizes and lifetimes');
 
+    /* The filter matches files and modules by the name the rows show: every
+     * site has a frame in /usr/lib/x86_64-linux-gnu/, none in a module or
+     * file named with "x86"; with a '/' it searches the whole path. */
+    var filt = $('#sites input[type=search]');
+    async function filterRows(q) {
+      filt.value = q;
+      filt.dispatchEvent(new Event('input', { bubbles: true }));
+      await wait(400);
+      return $$('#sites tbody tr.row').length;
+    }
+    var nx = await filterRows('x86');
+    ok(nx === 0, 'filter "x86" matches no site (a directory no row shows): ' + nx);
+    nx = await filterRows('linux-gnu/');
+    ok(nx === 50, 'filter "linux-gnu/" searches whole paths: ' + nx + ' of 50');
+    nx = await filterRows('libpng');
+    ok(nx === 4, 'filter "libpng" (a module\'s name): ' + nx + ' sites');
+    await filterRows('');
+    input.value = 'x86';
+    input.dispatchEvent(new Event('input', { bubbles: true }));
+    await wait(400);
+    ok($$('#flame-chart rect.match').length === 0, 'flame search "x86" highlights no frame');
+    input.value = '';
+    input.dispatchEvent(new Event('input', { bubbles: true }));
+    await wait(400);
+
     var link = $$('#suggestions a.jump')[0];
     var id = link.textContent.replace(/\D/g, '');
     fire(link, 'click');

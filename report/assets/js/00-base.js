@@ -217,14 +217,20 @@ function siteHead(site) {
   var fr = siteFrames(site), k = num0(obj(site).headline);
   return fr[k < fr.length ? k : 0];
 }
-function siteText(site) {
+/* What a table's filter searches: names, and files and modules by their last
+ * path component (what the rows show), or whole when `whole` (a query with a
+ * '/'): "x" matched every site through "/lib/x86_64-linux-gnu/". */
+function siteText(site, whole) {
   var fr = siteFrames(site);
   var t = [];
   for (var i = 0; i < fr.length; i++) {
     var f = obj(fr[i]);
-    t.push(frameFullName(f), f.file || '', f.module || '');
+    t.push(frameFullName(f), pathText(f.file, whole), pathText(f.module, whole));
   }
   return t.join('\n').toLowerCase();
+}
+function pathText(p, whole) {
+  return p ? (whole ? String(p) : basename(p)) : '';
 }
 function framesList(frames) {
   var ol = h('ol', { class: 'frames' });

@@ -177,11 +177,15 @@ function renderFlame(body) {
       } catch (e) {
         return { bad: 'invalid regular expression' };
       }
-    } else {
-      var lq = q.toLowerCase();
-      test = function (t) { return t.toLowerCase().indexOf(lq) >= 0; };
+      return { test: function (n) { return test(n.name) || (n.file && test(n.file)) || (n.module && test(n.module)); } };
     }
-    return { test: function (n) { return test(n.name) || (n.file && test(n.file)) || (n.module && test(n.module)); } };
+    /* Plain text: files and modules by their last path component, as the
+     * tables' filter (a query with a '/' searches whole paths). */
+    var lq = q.toLowerCase(), whole = lq.indexOf('/') >= 0;
+    test = function (t) { return t.toLowerCase().indexOf(lq) >= 0; };
+    return { test: function (n) {
+      return test(n.name) || (n.file && test(pathText(n.file, whole))) || (n.module && test(pathText(n.module, whole)));
+    } };
   }
 
   var rowOf = new WeakMap();

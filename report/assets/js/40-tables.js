@@ -77,10 +77,12 @@ function dataTable(parent, opts) {
     var rows = opts.rows;
     if (opts.filters) rows = rows.filter(opts.filters[state.filter].test);
     if (state.q) {
-      if (!texts) texts = new Map(opts.rows.map(function (r) { return [r, opts.text(r)]; }));
+      var whole = state.q.indexOf('/') >= 0 ? 1 : 0;
+      if (!texts) texts = [null, null];
+      if (!texts[whole]) texts[whole] = new Map(opts.rows.map(function (r) { return [r, opts.text(r, !!whole)]; }));
       var idq = opts.id && /^#\S+$/.test(state.q) ? state.q.slice(1) : null;
       rows = rows.filter(function (r) {
-        return idq != null ? String(opts.id(r)).toLowerCase() === idq : texts.get(r).indexOf(state.q) >= 0;
+        return idq != null ? String(opts.id(r)).toLowerCase() === idq : texts[whole].get(r).indexOf(state.q) >= 0;
       });
     }
     var dir = state.desc ? -1 : 1;

@@ -38,7 +38,7 @@ function gpuSiteTable(box, list, cls, title, intro, empty, columns, sortKey) {
   dataTable(part, {
     noun: 'sites', one: 'site', rows: rows, sort: { key: sortKey, desc: true },
     columns: columns.concat([gpuKindCol()], frameCols(), [callerCol()]),
-    text: function (r) { return siteText(r) + '\n' + String(r.kind).toLowerCase(); }, expand: stackOf
+    text: function (r, whole) { return siteText(r, whole) + '\n' + String(r.kind).toLowerCase(); }, expand: stackOf
   });
 }
 

@@ -88,6 +88,15 @@ Test(viewer_model, filter_matches_function_file_or_module, .init = setup, .fini 
     cr_expect_eq(ml_vmodel_site_at(M, 0)->frames[0].address, C_PC);
     ml_vmodel_set_filter(M, "shop+0x1000"); /* main: every site passes through it */
     cr_expect_eq(ml_vmodel_nsites(M), 3);
+    /* Files and modules by the name shown, the last path component; a
+     * filter with a '/' searches the whole path. */
+    ml_vmodel_set_filter(M, "app");
+    cr_expect_eq(ml_vmodel_nsites(M), 0, "a directory of every module matched");
+    ml_vmodel_set_filter(M, "app/lib");
+    cr_assert_eq(ml_vmodel_nsites(M), 1);
+    cr_expect_eq(ml_vmodel_site_at(M, 0)->frames[0].address, B_PC);
+    ml_vmodel_set_filter(M, "/opt/");
+    cr_expect_eq(ml_vmodel_nsites(M), 3);
     ml_vmodel_set_filter(M, "no-such-thing");
     cr_expect_eq(ml_vmodel_nsites(M), 0);
     cr_expect_eq(ml_vmodel_tree_nrows(M), 0);
