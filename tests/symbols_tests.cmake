@@ -103,6 +103,17 @@ if(ML_CLANG AND ML_CLANGXX)
       DEPENDS ${FX}/fx_${base}.${ext} VERBATIM)
     list(APPEND ML_CLANG_FX ${CMAKE_BINARY_DIR}/${out})
   endforeach()
+  # clang with -gsplit-dwarf: a DWARF 5 skeleton unit (DW_TAG_skeleton_unit)
+  # and no .debug_aranges, its .dwo (named by the source) written in a
+  # folder of its own, the unit's compilation directory.
+  set(ML_CLANG_SPLIT_DIR ${CMAKE_BINARY_DIR}/fx_inline_deep_clang_split.d)
+  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/fx_inline_deep_clang_split
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${ML_CLANG_SPLIT_DIR}
+    COMMAND ${CMAKE_COMMAND} -E chdir ${ML_CLANG_SPLIT_DIR}
+            ${ML_CLANG} -O2 -g -gsplit-dwarf -fno-builtin-malloc ${FX}/fx_inline_deep.c
+            -o ${CMAKE_BINARY_DIR}/fx_inline_deep_clang_split
+    DEPENDS ${FX}/fx_inline_deep.c VERBATIM)
+  list(APPEND ML_CLANG_FX ${CMAKE_BINARY_DIR}/fx_inline_deep_clang_split)
   # clang at -O0: the wrapper and init functions without a line.
   add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/fx_tlsinit_clang_o0
     COMMAND ${ML_CLANGXX} -O0 -g ${FX}/fx_tlsinit.cpp -o ${CMAKE_BINARY_DIR}/fx_tlsinit_clang_o0

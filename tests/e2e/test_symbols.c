@@ -293,6 +293,17 @@ Test(symbols, inline_chain_three_deep_split_dwarf) {
     check_inline_chain_three_deep("fx_inline_deep_split");
 }
 
+/* The same built by clang -gsplit-dwarf: a DWARF 5 skeleton unit
+ * (DW_TAG_skeleton_unit) and no .debug_aranges, so that libdw finds no unit
+ * for an address and memlens' own index of the units' ranges must. Until
+ * 2026-12-08 that index skipped skeleton units: every frame of the program
+ * had the symbol table's name and no file, line or inlined frame ("outer",
+ * "main"), where llvm-symbolizer --inlining gives the chain above. */
+Test(symbols, inline_chain_three_deep_split_dwarf_clang) {
+    if (!h_file_exists(h_bin("fx_inline_deep_clang_split"))) cr_skip_test("no clang");
+    check_inline_chain_three_deep("fx_inline_deep_clang_split");
+}
+
 /* Debug sections compressed with zstd, which libdw 0.188 cannot read (GNU
  * addr2line reads them): the frames keep the symbol table's names, without
  * file or line, and the report says why. Until 2026-12-08 it said nothing. */
