@@ -31,6 +31,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -606,6 +607,88 @@ static bool stamp_file(char *buf, size_t len, size_t *at, const char *file) {
     return true;
 }
 
+/* The .dwo files of a -gsplit-dwarf module's skeleton units, into the
+ * stamp: libdw reads a unit's functions and inlined calls from there
+ * (split_unit()), and a unit whose .dwo it cannot find gets the symbol
+ * table's name and no inlined frame. Left out of the stamp until
+ * 2026-12-08, a report made while a .dwo was missing (a build tree not yet
+ * there, objects cleaned) kept "outer fx_inline_deep.c:7" in the cache,
+ * and every later report gave it, .dwo back or not, where libdw gives the
+ * chain level3 <- level2 <- level1 <- outer (test_symbols
+ * split_dwarf_frames_follow_their_dwo_file). Each candidate path libdw
+ * tries (elfutils 0.188, __libdw_find_split_unit: the name beside the file
+ * the DWARF is read from, then under DW_AT_comp_dir) is stat'ed: identity,
+ * size and time, or absent. Hashed (FNV-1a) into one line, so that a
+ * program of thousands of units keeps a stamp of bounded size. Only files
+ * with a .debug_addr section (which split DWARF needs) are walked. */
+static bool has_section(Elf *elf, const char *want) {
+    size_t shstrndx;
+    if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0) return false;
+    for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn)) != NULL;) {
+        GElf_Shdr sh;
+        const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(elf, shstrndx, sh.sh_name) : NULL;
+        if (name && !strcmp(name, want)) return true;
+    }
+    return false;
+}
+
+static uint64_t fnv_add(uint64_t h, const char *s) {
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t stamp_dwo_path(uint64_t h, const char *dir, const char *sub, const char *file) {
+    char path[PATH_MAX], line[PATH_MAX + 128];
+    int n = file[0] == '/'         ? snprintf(path, sizeof path, "%s", file)
+            : sub && sub[0] == '/' ? snprintf(path, sizeof path, "%s/%s", sub, file)
+            : sub                  ? snprintf(path, sizeof path, "%s%s/%s", dir, sub, file)
+                                   : snprintf(path, sizeof path, "%s%s", dir, file);
+    if (n < 0 || (size_t)n >= sizeof path) return fnv_add(h, "?\n");
+    struct stat st;
+    if (stat(path, &st) == 0)
+        snprintf(line, sizeof line, "%s %ju %ju %jd %jd.%09ld\n", path, (uintmax_t)st.st_dev,
+                 (uintmax_t)st.st_ino, (intmax_t)st.st_size, (intmax_t)st.st_mtim.tv_sec,
+                 st.st_mtim.tv_nsec);
+    else
+        snprintf(line, sizeof line, "%s -\n", path);
+    return fnv_add(h, line);
+}
+
+static bool stamp_split_units(Dwarf *dw, const char *dwarf_file, char *buf, size_t len,
+                              size_t *at) {
+    if (!dw || !has_section(dwarf_getelf(dw), ".debug_addr")) return true;
+    /* libdw's debugdir: the DWARF file's directory, with its slash */
+    char dir[PATH_MAX] = "";
+    const char *slash = dwarf_file ? strrchr(dwarf_file, '/') : NULL;
+    if (slash && (size_t)(slash - dwarf_file + 1) < sizeof dir) {
+        memcpy(dir, dwarf_file, (size_t)(slash - dwarf_file + 1));
+        dir[slash - dwarf_file + 1] = '\0';
+    }
+    uint64_t h = 0xcbf29ce484222325ull;
+    uint32_t units = 0;
+    Dwarf_CU *cu = NULL;
+    Dwarf_Die cudie;
+    uint8_t type;
+    while (dwarf_get_units(dw, cu, &cu, NULL, &type, &cudie, NULL) == 0) {
+        if (type != DW_UT_skeleton) continue;
+        Dwarf_Attribute a;
+        const char *file = NULL, *comp = NULL;
+        if (dwarf_attr(&cudie, DW_AT_dwo_name, &a) || dwarf_attr(&cudie, DW_AT_GNU_dwo_name, &a))
+            file = dwarf_formstring(&a);
+        if (!file) continue;
+        if (dwarf_attr(&cudie, DW_AT_comp_dir, &a)) comp = dwarf_formstring(&a);
+        h = stamp_dwo_path(h, dir, NULL, file);
+        if (comp) h = stamp_dwo_path(h, dir, comp, file);
+        units++;
+    }
+    if (!units) return true;
+    int n = snprintf(buf + *at, len - *at, "split units %" PRIu32 " %016" PRIx64 "\n", units, h);
+    if (n < 0 || (size_t)n >= len - *at) return false;
+    *at += (size_t)n;
+    return true;
+}
+
 /* Off with the debug cache (MEMLENS_DEBUG_CACHE=off), on its own with
  * ML_SYMBOL_CACHE=0, and where a test looks at the resolving itself
  * (ML_SYM_VERIFY, ML_SYM_SCOPE_BUDGET). */
@@ -616,7 +699,7 @@ static ml__symc_t *open_symc(ml__symbolizer_t *s, modsym_t *ms, const ml__module
         m->build_id_len < 2)
         return NULL;
     Dwarf_Addr bias;
-    (void)dwfl_module_getdwarf(ms->dm, &bias);
+    Dwarf *dw = dwfl_module_getdwarf(ms->dm, &bias);
     const char *mainfile = NULL, *debugfile = NULL;
     dwfl_module_info(ms->dm, NULL, NULL, NULL, NULL, NULL, &mainfile, &debugfile);
     if (debugfile && mainfile && !strcmp(debugfile, mainfile)) debugfile = NULL;
@@ -626,7 +709,8 @@ static ml__symc_t *open_symc(ml__symbolizer_t *s, modsym_t *ms, const ml__module
     if (n < 0 || (size_t)n >= sizeof stamp) return NULL;
     at = (size_t)n;
     if (!mainfile || !stamp_file(stamp, sizeof stamp, &at, mainfile) ||
-        !stamp_file(stamp, sizeof stamp, &at, debugfile))
+        !stamp_file(stamp, sizeof stamp, &at, debugfile) ||
+        !stamp_split_units(dw, debugfile ? debugfile : mainfile, stamp, sizeof stamp, &at))
         return NULL;
     return ml__symc_open(m->build_id, m->build_id_len, self, stamp, at);
 }

@@ -17,9 +17,11 @@
  * stamp (symbols.c, sym_stamp) names this build of memlens (its own
  * build-id: any change to the resolving code changes it) and, for each
  * file libdw reads the module's symbols and DWARF from, its path, device,
- * inode, size and modification time: a debug package installed, removed or
- * upgraded, or a program rebuilt in place, gives another stamp, and the
- * file is rebuilt from scratch. A file that does not check out (short,
+ * inode, size and modification time, and a hash of the same for the .dwo
+ * files of a -gsplit-dwarf module's skeleton units (stamp_split_units): a
+ * debug package installed, removed or upgraded, a program rebuilt in place
+ * or a .dwo come back gives another stamp, and the file is rebuilt from
+ * scratch. A file that does not check out (short,
  * inconsistent, failing its checksum, not a regular file of ours, a link)
  * is ignored and replaced; reading it never trusts a length or an offset.
  *

@@ -19,6 +19,18 @@ if(CMAKE_OBJCOPY AND ML_OBJCOPY_HELP MATCHES "zstd")
     DEPENDS fx_inline_deep VERBATIM)
   add_custom_target(fx_inline_deep_zstd ALL DEPENDS ${CMAKE_BINARY_DIR}/fx_inline_deep_zstd)
 endif()
+# The chain with -gsplit-dwarf again, its .dwo named relative to the program
+# and its compilation directory remapped to one that does not exist: libdw
+# finds the .dwo only beside the program, so that a test can take it away
+# from a copy of both (test_symbols split_dwarf_frames_follow_their_dwo_file).
+set(ML_DWO_DIR ${CMAKE_BINARY_DIR}/fx_inline_deep_dwo.d)
+add_custom_command(OUTPUT ${ML_DWO_DIR}/fx_inline_deep_dwo
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${ML_DWO_DIR}
+  COMMAND ${CMAKE_COMMAND} -E chdir ${ML_DWO_DIR}
+          ${CMAKE_C_COMPILER} -O2 -g -gsplit-dwarf -fno-builtin-malloc
+          -fdebug-prefix-map=${ML_DWO_DIR}=/nonexistent-memlens-dwo ${FX}/fx_inline_deep.c -o fx_inline_deep_dwo
+  DEPENDS ${FX}/fx_inline_deep.c VERBATIM)
+add_custom_target(fx_inline_deep_dwo ALL DEPENDS ${ML_DWO_DIR}/fx_inline_deep_dwo)
 add_executable(fx_cpp_sites ${FX}/fx_cpp_sites.cpp)
 target_compile_options(fx_cpp_sites PRIVATE -O0 -g)
 add_executable(fx_cpp_sites_o2 ${FX}/fx_cpp_sites.cpp)
@@ -187,7 +199,8 @@ add_test(NAME symbols_oracle
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
 add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_cpp_sites_static fx_cpp_nodebug
-                 fx_cpp_nodebug_static fx_inline_deep fx_inline_deep_split fx_fpnew fx_tlsinit_o0)
+                 fx_cpp_nodebug_static fx_inline_deep fx_inline_deep_split fx_inline_deep_dwo fx_fpnew
+                 fx_tlsinit_o0)
 if(TARGET fx_cpp_sites_prefix)
   add_dependencies(test_symbols fx_cpp_sites_prefix)
 endif()

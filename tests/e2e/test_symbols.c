@@ -9,6 +9,10 @@
 #include "harness.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,12 +257,9 @@ Test(symbols, json_and_text_show_short_names_and_keep_the_full_one) {
     h_run_free(&r);
 }
 
-static void check_inline_chain_three_deep(const char *fixture) {
-    char name[64];
-    snprintf(name, sizeof name, "%s.mlt", fixture);
-    const char *trace = h_tmp(name);
-    record(trace, fixture);
-    ml_analysis_t *a = analyse(trace);
+/* fx_inline_deep's two sites, as gdb and llvm-symbolizer --inlining name
+ * them. */
+static void expect_inline_chain_three_deep(const ml_analysis_t *a) {
     const ml_site_t *s = site_of_bytes(a, 1003);
     static const struct {
         const char *function;
@@ -277,6 +278,15 @@ static void check_inline_chain_three_deep(const char *fixture) {
     cr_expect_eq(s->frames[1].line, 11);
     cr_expect_str_eq(s->frames[2].function, "main");
     cr_expect_eq(s->frames[2].line, 28);
+}
+
+static void check_inline_chain_three_deep(const char *fixture) {
+    char name[64];
+    snprintf(name, sizeof name, "%s.mlt", fixture);
+    const char *trace = h_tmp(name);
+    record(trace, fixture);
+    ml_analysis_t *a = analyse(trace);
+    expect_inline_chain_three_deep(a);
     ml_analysis_free(a);
 }
 
@@ -302,6 +312,64 @@ Test(symbols, inline_chain_three_deep_split_dwarf) {
 Test(symbols, inline_chain_three_deep_split_dwarf_clang) {
     if (!h_file_exists(h_bin("fx_inline_deep_clang_split"))) cr_skip_test("no clang");
     check_inline_chain_three_deep("fx_inline_deep_clang_split");
+}
+
+static void copy_file(const char *from, const char *to, mode_t mode) {
+    int in = open(from, O_RDONLY | O_CLOEXEC);
+    cr_assert_geq(in, 0, "%s: %s", from, strerror(errno));
+    int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    cr_assert_geq(out, 0, "%s: %s", to, strerror(errno));
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        cr_assert_eq(write(out, buf, (size_t)n), n);
+    cr_assert_eq(n, 0);
+    close(in);
+    close(out);
+}
+
+/* The symbol cache (analysis/symcache.c) keeps a module's frames while its
+ * stamp stands; with split DWARF the frames come from the .dwo files too.
+ * A copy of fx_inline_deep_dwo whose .dwo (found only beside it) is gone:
+ * libdw names the site by the symbol table ("outer"), without its inlined
+ * frames, and the cache keeps that. With the .dwo back, the next session
+ * must give the chain, as a session without the cache does. Until
+ * 2026-12-08 the stamp left the .dwo out, and the cache gave "outer
+ * fx_inline_deep.c:7" for ever. */
+Test(symbols, split_dwarf_frames_follow_their_dwo_file) {
+    char dir[4096], dwo_name[256] = "", prog[4096], dwo[4096], from[4096 + 256];
+    snprintf(dir, sizeof dir, "%s", h_bin("fx_inline_deep_dwo.d"));
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
+    for (struct dirent *e; (e = readdir(d));)
+        if (ends_with(e->d_name, ".dwo")) snprintf(dwo_name, sizeof dwo_name, "%s", e->d_name);
+    closedir(d);
+    cr_assert(dwo_name[0], "no .dwo in %s", dir);
+    snprintf(prog, sizeof prog, "%s", h_tmp("fx_inline_deep_dwo"));
+    snprintf(dwo, sizeof dwo, "%s", h_tmp(dwo_name));
+    snprintf(from, sizeof from, "%s/fx_inline_deep_dwo", dir);
+    copy_file(from, prog, 0755);
+    snprintf(from, sizeof from, "%s/%s", dir, dwo_name);
+    copy_file(from, dwo, 0644);
+    const char *trace = h_tmp("inline_deep_dwo.mlt");
+    const char *run[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", prog, NULL};
+    h_run_t r;
+    h_run(&r, run);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    h_run_free(&r);
+    cr_assert_eq(setenv("MEMLENS_DEBUG_CACHE", h_tmp("dwo-cache"), 1), 0);
+
+    cr_assert_eq(unlink(dwo), 0);
+    ml_analysis_t *a = analyse(trace);
+    const ml_site_t *s = site_of_bytes(a, 1003);
+    cr_expect_str_eq(s->frames[0].function, "outer", "without its .dwo");
+    cr_expect(!s->frames[0].inlined);
+    ml_analysis_free(a);
+
+    copy_file(from, dwo, 0644);
+    a = analyse(trace);
+    expect_inline_chain_three_deep(a);
+    ml_analysis_free(a);
 }
 
 /* Debug sections compressed with zstd, which libdw 0.188 cannot read (GNU
