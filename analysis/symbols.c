@@ -445,14 +445,46 @@ static bool modified_after_recording(const ml_analysis_t *a, const char *path) {
     return st.st_mtim.tv_sec >= 0 && mtime > end;
 }
 
-static Dwfl_Module *report(modsym_t *ms, const ml__module_t *m, const char *file) {
+static bool has_section(Elf *elf, const char *want);
+
+/* Whether the module's DWARF has a skeleton unit (-gsplit-dwarf). Only
+ * files with a .debug_addr section, which split DWARF needs, are walked. */
+static bool has_split_units(Dwfl_Module *dm) {
+    Dwarf_Addr bias;
+    Dwarf *dw = dwfl_module_getdwarf(dm, &bias);
+    if (!dw || !has_section(dwarf_getelf(dw), ".debug_addr")) return false;
+    Dwarf_CU *cu = NULL;
+    uint8_t type;
+    while (dwarf_get_units(dw, cu, &cu, NULL, &type, NULL, NULL) == 0)
+        if (type == DW_UT_skeleton) return true;
+    return false;
+}
+
+static Dwfl_Module *report_as(modsym_t *ms, const ml__module_t *m, const char *file) {
     if (ms->dwfl) dwfl_end(ms->dwfl);
     ms->dwfl = dwfl_begin(&callbacks);
     if (!ms->dwfl) return NULL;
     dwfl_report_begin(ms->dwfl);
     const char *base = strrchr(m->path, '/');
-    /* A file whose own debug sections are compressed is read from its
-     * uncompressed copy (same build-id, same program headers). */
+    Dwfl_Module *dm =
+        dwfl_report_elf(ms->dwfl, base ? base + 1 : m->path, file, -1, m->base, false);
+    void **userdata; /* find_debuginfo() marks the module */
+    if (dm && dwfl_module_info(dm, &userdata, NULL, NULL, NULL, NULL, NULL, NULL)) *userdata = ms;
+    dwfl_report_end(ms->dwfl, NULL, NULL);
+    return dm;
+}
+
+/* A file whose own debug sections are compressed is read from its
+ * uncompressed copy (same build-id, same program headers), unless it has
+ * split units: libdw looks for a unit's .dwo first in the directory of the
+ * file it reads (then under DW_AT_comp_dir, which -fdebug-prefix-map makes
+ * "." or another place), and the copy is in the debug cache. Until
+ * 2026-12-08 a program built -gz -gsplit-dwarf lost its inlined frames
+ * whenever the cache was on ("outer fx_inline_deep.c:7" where
+ * llvm-symbolizer and the cache off give level3 <- level2 <- level1 <-
+ * outer; test_symbols split_dwarf_compressed_program_finds_its_dwo). Such
+ * a file is read as it is: libdw inflates its small skeleton itself. */
+static Dwfl_Module *report(modsym_t *ms, const ml__module_t *m, const char *file) {
     char *copy = NULL;
     int fd = open(file, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) {
@@ -460,12 +492,9 @@ static Dwfl_Module *report(modsym_t *ms, const ml__module_t *m, const char *file
         if (cfd >= 0) close(cfd);
         close(fd);
     }
-    Dwfl_Module *dm =
-        dwfl_report_elf(ms->dwfl, base ? base + 1 : m->path, copy ? copy : file, -1, m->base, false);
+    Dwfl_Module *dm = report_as(ms, m, copy ? copy : file);
+    if (copy && dm && has_split_units(dm)) dm = report_as(ms, m, file);
     free(copy);
-    void **userdata; /* find_debuginfo() marks the module */
-    if (dm && dwfl_module_info(dm, &userdata, NULL, NULL, NULL, NULL, NULL, NULL)) *userdata = ms;
-    dwfl_report_end(ms->dwfl, NULL, NULL);
     return dm;
 }
 

@@ -23,14 +23,34 @@ endif()
 # and its compilation directory remapped to one that does not exist: libdw
 # finds the .dwo only beside the program, so that a test can take it away
 # from a copy of both (test_symbols split_dwarf_frames_follow_their_dwo_file).
-set(ML_DWO_DIR ${CMAKE_BINARY_DIR}/fx_inline_deep_dwo.d)
-add_custom_command(OUTPUT ${ML_DWO_DIR}/fx_inline_deep_dwo
-  COMMAND ${CMAKE_COMMAND} -E make_directory ${ML_DWO_DIR}
-  COMMAND ${CMAKE_COMMAND} -E chdir ${ML_DWO_DIR}
-          ${CMAKE_C_COMPILER} -O2 -g -gsplit-dwarf -fno-builtin-malloc
-          -fdebug-prefix-map=${ML_DWO_DIR}=/nonexistent-memlens-dwo ${FX}/fx_inline_deep.c -o fx_inline_deep_dwo
-  DEPENDS ${FX}/fx_inline_deep.c VERBATIM)
-add_custom_target(fx_inline_deep_dwo ALL DEPENDS ${ML_DWO_DIR}/fx_inline_deep_dwo)
+# fx_inline_deep_dwo_gz: the same with its debug sections compressed (-gz),
+# which the debug cache reads from an uncompressed copy elsewhere
+# (split_dwarf_compressed_program_finds_its_dwo).
+include(CheckCCompilerFlag)
+check_c_compiler_flag(-gz ML_CC_HAS_GZ)
+set(ML_DWO_FX fx_inline_deep_dwo:)
+if(ML_CC_HAS_GZ)
+  list(APPEND ML_DWO_FX fx_inline_deep_dwo_gz:-gz)
+endif()
+set(ML_DWO_TARGETS "")
+foreach(fx ${ML_DWO_FX})
+  string(REPLACE ":" ";" parts "${fx}")
+  list(GET parts 0 name)
+  list(LENGTH parts nparts)
+  set(extra "")
+  if(nparts GREATER 1)
+    list(GET parts 1 extra)
+  endif()
+  set(dir ${CMAKE_BINARY_DIR}/${name}.d)
+  add_custom_command(OUTPUT ${dir}/${name}
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${dir}
+    COMMAND ${CMAKE_COMMAND} -E chdir ${dir}
+            ${CMAKE_C_COMPILER} -O2 -g -gsplit-dwarf ${extra} -fno-builtin-malloc
+            -fdebug-prefix-map=${dir}=/nonexistent-memlens-dwo ${FX}/fx_inline_deep.c -o ${name}
+    DEPENDS ${FX}/fx_inline_deep.c VERBATIM)
+  list(APPEND ML_DWO_TARGETS ${dir}/${name})
+endforeach()
+add_custom_target(fx_inline_deep_dwo ALL DEPENDS ${ML_DWO_TARGETS})
 add_executable(fx_cpp_sites ${FX}/fx_cpp_sites.cpp)
 target_compile_options(fx_cpp_sites PRIVATE -O0 -g)
 add_executable(fx_cpp_sites_o2 ${FX}/fx_cpp_sites.cpp)
