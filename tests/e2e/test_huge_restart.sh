@@ -11,6 +11,7 @@
 set -u
 ML=${1:?memlens} FX=${2:?fx_counts}
 command -v strace >/dev/null || { echo "strace is not installed: skipped"; exit 77; }
+[ -z "${MEMLENS_TEST_SANITIZED:-}" ] || { echo "a sanitizer build does not restart itself (cli/main.c): skipped"; exit 77; }
 W=$(mktemp -d /tmp/memlens-huge-XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$W"' EXIT
 cd "$W" || exit 2

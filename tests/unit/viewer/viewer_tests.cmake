@@ -24,7 +24,8 @@ set_tests_properties(viewer_tmux PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 240)
 # The model and key tests again with AddressSanitizer on the viewer's own code, so that
 # a view reading results the analysis has freed is caught even where the
 # memory was handed out again at once (views_stay_valid_while_loading).
-if(NOT ML_SANITIZE)
+# Not in a sanitizer build: ASan is there already, or TSan, which it cannot join.
+if(NOT ML_SANITIZE AND NOT ML_SANITIZE_THREAD)
   get_target_property(ML_VIEWER_CORE_SRC ml_viewer_core SOURCES)
   list(TRANSFORM ML_VIEWER_CORE_SRC PREPEND ${PROJECT_SOURCE_DIR}/viewer/)
   add_executable(test_viewer_asan unit/viewer/test_keys.c unit/viewer/test_model.c ${ML_VIEWER_CORE_SRC})
