@@ -6,7 +6,7 @@
 set(LK ${CMAKE_CURRENT_SOURCE_DIR}/leaks)
 set(LK_PROGRAMS lk_null lk_self lk_deadframe lk_unaligned lk_belowmain lk_fork lk_tsd lk_possible lk_pool lk_exit lk_quickexit lk_rbp
     lk_xor lk_cycle lk_tree lk_tls lk_threads lk_waitframe lk_heuristics lk_shared lk_sbrk lk_regs lk_exec lk_forkref lk_dlopen lk_joined lk_mainexit lk_running lk_unjoined lk_abort lk_abortreg lk_exitreg lk_segvhandler lk_sigterm
-    lk_untouched lk_deadtls lk_guard lk_altstack lk_abortjoined lk_redzone lk_coro lk_setenv lk_arena lk_stdio lk_cliqueorder lk_forkclique)
+    lk_untouched lk_deadtls lk_guard lk_altstack lk_abortjoined lk_redzone lk_coro lk_setenv lk_arena lk_stdio lk_cliqueorder lk_forkclique lk_argreg)
 foreach(p ${LK_PROGRAMS})
   add_executable(${p} ${LK}/${p}.c)
   target_compile_options(${p} PRIVATE -O0 -g -fno-builtin)
@@ -20,6 +20,10 @@ endforeach()
 # reachable, for any scanner, valgrind included, as deep as that CPU puts
 # it. Bound at load time, the program leaves only its own copies.
 target_link_options(lk_coro PRIVATE -Wl,-z,now)
+# lk_argreg's pointers go to realloc, malloc_usable_size and posix_memalign
+# in argument registers: a lazy binding of those calls would save them deep
+# in the stack (ld.so's copy, not memlens'), where its never-written frame lies.
+target_link_options(lk_argreg PRIVATE -Wl,-z,now)
 # lk_dlopen loads this one from its own directory.
 add_library(lk_dlopen_lib SHARED ${LK}/lk_dlopen_lib.c)
 set_target_properties(lk_dlopen_lib PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/leaks)
