@@ -1075,9 +1075,18 @@ static void starts_remove(ml_analysis_t *a, uint64_t key) {
     a->nmap_starts--;
 }
 
+/* A mapping's `slack`, unused for mappings otherwise: ML__MAP_ALLOCATOR
+ * when the allocator made it for its heap (ML_EVF_ALLOCATOR), whose bytes
+ * count in alloc_mmap_bytes instead of mmap_bytes. Its pieces keep it. */
+#define ML__MAP_ALLOCATOR 1
+
+static inline uint64_t *map_bytes(ml_analysis_t *a, const ml__block_t *e) {
+    return e->slack == ML__MAP_ALLOCATOR ? &a->t.alloc_mmap_bytes : &a->t.mmap_bytes;
+}
+
 static void map_remove(ml_analysis_t *a, ml__block_t *e) {
     uint64_t key = e->ptr;
-    a->t.mmap_bytes -= e->size;
+    *map_bytes(a, e) -= e->size;
     ml__blocks_remove(&a->maps, e);
     starts_remove(a, key);
 }
@@ -1087,10 +1096,10 @@ static bool map_add(ml_analysis_t *a, const ml__block_t *b) {
     bool existed;
     ml__block_t *n = ml__blocks_put(&a->maps, b->ptr, &existed);
     if (!n) return false;
-    if (existed) a->t.mmap_bytes -= n->size; /* never: the caller took the range out */
+    if (existed) *map_bytes(a, n) -= n->size; /* never: the caller took the range out */
     else starts_insert(a, b->ptr);
     *n = *b;
-    a->t.mmap_bytes += b->size;
+    *map_bytes(a, n) += b->size;
     return true;
 }
 
@@ -1140,7 +1149,10 @@ static void unmap_range(ml_analysis_t *a, uint64_t lo, uint64_t hi) {
 
 static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
     ml_totals_t *t = &a->t;
-    if (r->u.alloc.kind == ML_KIND_MMAP) {
+    bool own = r->u.alloc.flags & ML_EVF_ALLOCATOR;
+    if (own) {
+        t->alloc_mmap_calls++;
+    } else if (r->u.alloc.kind == ML_KIND_MMAP) {
         t->mmap_calls++;
         t->calls_by_kind[ML_KIND_MMAP]++;
     } else {
@@ -1152,9 +1164,11 @@ static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
     /* A mapping placed over live ones (MAP_FIXED) replaces their pages. */
     uint64_t len = page_up(a, size ? size : 1);
     unmap_range(a, ptr, ptr > UINT64_MAX - len ? UINT64_MAX : ptr + len);
-    ml__block_t b = {.ptr = ptr, .size = size, .stack = r->u.alloc.stack, .time_ms = r->time_ms};
+    ml__block_t b = {.ptr = ptr, .size = size, .stack = r->u.alloc.stack, .time_ms = r->time_ms,
+                     .slack = own ? ML__MAP_ALLOCATOR : 0};
     if (map_add(a, &b)) {
         if (t->mmap_bytes > t->peak_mmap_bytes) t->peak_mmap_bytes = t->mmap_bytes;
+        if (t->alloc_mmap_bytes > t->peak_alloc_mmap_bytes) t->peak_alloc_mmap_bytes = t->alloc_mmap_bytes;
     } else {
         lost(a, true);
     }
@@ -1163,16 +1177,22 @@ static void on_mmap(ml_analysis_t *a, const ml_record_t *r) {
 
 static void on_munmap(ml_analysis_t *a, const ml_record_t *r) {
     ml_totals_t *t = &a->t;
-    if (r->u.alloc.kind == ML_KIND_MUNMAP) {
-        t->munmap_calls++;
-        t->calls_by_kind[ML_KIND_MUNMAP]++;
-    }
     /* munmap fails for an address off a page boundary or a length of 0 (it
      * is recorded before the call); unmaps of file mappings are not ours. */
     uint64_t lo = r->u.alloc.ptr, len = r->u.alloc.size;
+    uint64_t own_before = t->alloc_mmap_bytes, prog_before = t->mmap_bytes;
     if (len && !(lo & ((a->page_size ? a->page_size : 4096) - 1)) && a->maps.count) {
         len = page_up(a, len);
         unmap_range(a, lo, lo > UINT64_MAX - len ? UINT64_MAX : lo + len);
+    }
+    if (r->u.alloc.kind == ML_KIND_MUNMAP) {
+        /* The allocator's, when all it took were the allocator's pages. */
+        if (t->alloc_mmap_bytes != own_before && t->mmap_bytes == prog_before) {
+            t->alloc_munmap_calls++;
+        } else {
+            t->munmap_calls++;
+            t->calls_by_kind[ML_KIND_MUNMAP]++;
+        }
     }
     tl_update(a, r->time_ms);
 }

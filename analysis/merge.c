@@ -314,6 +314,10 @@ static void sum_totals(ml_totals_t *d, const ml_totals_t *t, bool first) {
     d->peak_blocks += t->peak_blocks;
     d->mmap_bytes += t->mmap_bytes;
     d->peak_mmap_bytes += t->peak_mmap_bytes;
+    d->alloc_mmap_calls += t->alloc_mmap_calls;
+    d->alloc_munmap_calls += t->alloc_munmap_calls;
+    d->alloc_mmap_bytes += t->alloc_mmap_bytes;
+    d->peak_alloc_mmap_bytes += t->peak_alloc_mmap_bytes;
     d->unknown_frees += t->unknown_frees;
     for (int k = 0; k < ML_KIND_COUNT_; k++) d->calls_by_kind[k] += t->calls_by_kind[k];
     if (t->last_time_ms > d->last_time_ms) d->last_time_ms = t->last_time_ms;

@@ -98,6 +98,15 @@ typedef struct {
      * (ML_T_RSS.interval_ms: longer than ML_RSS_SAMPLE_MS when many traced
      * processes were alive at once); 0: not said. ml_rss_interval_ms(). */
     uint32_t rss_interval_ms;
+    /* since 2026-12-08 (snapshot version 8): the anonymous mappings the
+     * allocator made for its heap (ML_EVF_ALLOCATOR: jemalloc, mimalloc,
+     * any allocator but glibc's that calls mmap through its PLT). They hold
+     * the heap blocks counted above, so they are not in mmap_calls,
+     * munmap_calls, calls_by_kind, mmap_bytes or peak_mmap_bytes (glibc's
+     * own mappings reach no hook and are in none of them either). An munmap
+     * counts here when every page it took was the allocator's. */
+    uint64_t alloc_mmap_calls, alloc_munmap_calls; /* mremap included */
+    uint64_t alloc_mmap_bytes, peak_alloc_mmap_bytes;
 } ml_totals_t;
 
 /* How often the collector samples RSS (ML_T_RSS): the labels of the sampled
@@ -164,7 +173,7 @@ int ml_analysis_load_ex(ml_analysis_t *a, const char *path, unsigned flags, char
  * it at the end of the trace; ml_analysis_load_ex(ML_LOAD_SNAPSHOT) restores
  * it, so a report skips the replay. Builds from a restored session and from
  * a replay are the same (analysis/snapshot.c, tests/e2e/test_snapshot.c). */
-#define ML_ANALYSIS_SNAPSHOT_VERSION 7
+#define ML_ANALYSIS_SNAPSHOT_VERSION 8
 /* Snapshots before version 7 counted each block of a sampled trace as one
  * block (and one free, one temporary allocation): a sampled trace's older
  * snapshot is not restored, its records are replayed (analysis/load.c). */

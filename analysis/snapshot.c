@@ -49,14 +49,17 @@
  * without map slots (the live set has none: live.c); version 6 ("SNP6")
  * adds the RSS samples' interval (ML_T_RSS.interval_ms) at the end; version
  * 7 ("SNP7") has version 6's layout, with a sampled block's counts its
- * weight (analysis.c, ml__block_count), not 1. Restore reads all. */
+ * weight (analysis.c, ml__block_count), not 1; version 8 ("SNP8") adds
+ * the allocator's own mappings (calls, unmaps, bytes, peak) at the end.
+ * Restore reads all. */
 #define SNAP_MAGIC_V1 0x50414e53u /* "SNAP" */
 #define SNAP_MAGIC_V2 0x32504e53u /* "SNP2" */
 #define SNAP_MAGIC_V3 0x33504e53u /* "SNP3" */
 #define SNAP_MAGIC_V4 0x34504e53u /* "SNP4" */
 #define SNAP_MAGIC_V5 0x35504e53u /* "SNP5" */
 #define SNAP_MAGIC_V6 0x36504e53u /* "SNP6" */
-#define SNAP_MAGIC 0x37504e53u    /* "SNP7" */
+#define SNAP_MAGIC_V7 0x37504e53u /* "SNP7" */
+#define SNAP_MAGIC 0x38504e53u    /* "SNP8" */
 
 /* ------------------------------------------------------------------------- */
 /* Writing                                                                   */
@@ -482,7 +485,13 @@ static int put_session(const ml_analysis_t *a, uint32_t version, ml__obuf_t *b) 
     ml__put_u(b, a->t.hwm_rss_source);
     ml__put_u(b, a->proc.options);
     ml__put_u(b, a->t.unknown_free_bytes);
-    if (magic == SNAP_MAGIC) ml__put_u(b, a->t.rss_interval_ms);
+    if (magic == SNAP_MAGIC) {
+        ml__put_u(b, a->t.rss_interval_ms);
+        ml__put_u(b, a->t.alloc_mmap_calls);
+        ml__put_u(b, a->t.alloc_munmap_calls);
+        ml__put_u(b, a->t.alloc_mmap_bytes);
+        ml__put_u(b, a->t.peak_alloc_mmap_bytes);
+    }
     ml__put_u(b, magic); /* the end: the reader checks that it got here */
 
     return rc;
@@ -717,8 +726,8 @@ static void get_totals(ml__ibuf_t *b, ml_totals_t *t) {
 /* Fills the fresh session `a` (nothing fed yet) from the bytes. */
 static void restore(ml__ibuf_t *b, ml_analysis_t *a, bool packed) {
     uint64_t magic = ml__get_u(b);
-    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V6 && magic != SNAP_MAGIC_V5 && magic != SNAP_MAGIC_V4 &&
-        magic != SNAP_MAGIC_V3 && magic != SNAP_MAGIC_V2 && magic != SNAP_MAGIC_V1) {
+    if (magic != SNAP_MAGIC && magic != SNAP_MAGIC_V7 && magic != SNAP_MAGIC_V6 && magic != SNAP_MAGIC_V5 &&
+        magic != SNAP_MAGIC_V4 && magic != SNAP_MAGIC_V3 && magic != SNAP_MAGIC_V2 && magic != SNAP_MAGIC_V1) {
         ml__snap_bad(b, "it does not start with its magic number");
         return;
     }
@@ -838,7 +847,8 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a, bool packed) {
         if (a->stats[i].node == 0 || a->stats[i].node >= a->nnodes)
             return (void)ml__snap_bad(b, "a stack names an unknown node");
 
-    if (magic == SNAP_MAGIC || magic == SNAP_MAGIC_V6 || magic == SNAP_MAGIC_V5) get_live(b, &a->heap, a->nstats, packed);
+    if (magic == SNAP_MAGIC || magic == SNAP_MAGIC_V7 || magic == SNAP_MAGIC_V6 || magic == SNAP_MAGIC_V5)
+        get_live(b, &a->heap, a->nstats, packed);
     else get_live_map(b, &a->heap, a->nstats);
     get_map(b, &a->maps, UINT32_MAX);
     /* Saved before the maps were shrunk at the end record (older traces):
@@ -923,19 +933,26 @@ static void restore(ml__ibuf_t *b, ml_analysis_t *a, bool packed) {
     }
     if (magic != SNAP_MAGIC_V1 && !b->bad && ml__get_max(b, 1, "bad flag"))
         ml__gpu_restore(&a->gpu, b);
-    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V6 || magic == SNAP_MAGIC_V5 || magic == SNAP_MAGIC_V4 ||
-         magic == SNAP_MAGIC_V3) &&
+    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V7 || magic == SNAP_MAGIC_V6 || magic == SNAP_MAGIC_V5 ||
+         magic == SNAP_MAGIC_V4 || magic == SNAP_MAGIC_V3) &&
         !b->bad) {
         a->t.hwm_rss_bytes = ml__get_u(b);
         a->t.hwm_rss_source = (uint8_t)ml__get_max(b, ML_HWM_SOURCE_COUNT_ - 1, "bad peak RSS source");
     }
-    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V6 || magic == SNAP_MAGIC_V5 || magic == SNAP_MAGIC_V4) &&
+    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V7 || magic == SNAP_MAGIC_V6 || magic == SNAP_MAGIC_V5 ||
+         magic == SNAP_MAGIC_V4) &&
         !b->bad) {
         a->proc.options = (uint32_t)ml__get_max(b, UINT32_MAX, "bad options");
         a->t.unknown_free_bytes = ml__get_u(b);
     }
-    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V6) && !b->bad)
+    if ((magic == SNAP_MAGIC || magic == SNAP_MAGIC_V7 || magic == SNAP_MAGIC_V6) && !b->bad)
         a->t.rss_interval_ms = (uint32_t)ml__get_max(b, UINT32_MAX, "bad RSS interval");
+    if (magic == SNAP_MAGIC && !b->bad) {
+        a->t.alloc_mmap_calls = ml__get_u(b);
+        a->t.alloc_munmap_calls = ml__get_u(b);
+        a->t.alloc_mmap_bytes = ml__get_u(b);
+        a->t.peak_alloc_mmap_bytes = ml__get_u(b);
+    }
     if (ml__get_u(b) != magic || b->pos != b->len) ml__snap_bad(b, "it does not end where it should");
 }
 

@@ -530,6 +530,13 @@ ML_EXPORT size_t xallocx(void *p, size_t n, size_t extra, int flags) {
 /* Anonymous mappings                                                        */
 /* ------------------------------------------------------------------------- */
 
+/* Whether the code at `caller` is the allocator's whose malloc the hooks
+ * call (ml__alloc_code_lo/hi; never when that is glibc's). One unsigned
+ * compare: an empty range holds nothing. */
+static inline bool from_alloc_code(const void *caller) {
+    return (uintptr_t)caller - ml__alloc_code_lo < ml__alloc_code_hi - ml__alloc_code_lo;
+}
+
 static inline __attribute__((always_inline)) void *mmap_hook(void *addr, size_t len, int prot, int flags,
                                                              int fd, off_t off, const void *caller) {
     if (ml_unlikely(!ml__real.mmap)) {
@@ -539,6 +546,7 @@ static inline __attribute__((always_inline)) void *mmap_hook(void *addr, size_t 
     bool rec = (flags & MAP_ANONYMOUS) && ml__recording();
     uint8_t sflags = 0;
     uint32_t stack = rec ? take_stack(&sflags) : 0;
+    if (rec && from_alloc_code(caller)) sflags |= ML_EVF_ALLOCATOR;
     void *p = ml__real.mmap(addr, len, prot, flags, fd, off);
     if (p != MAP_FAILED && (flags & MAP_ANONYMOUS)) {
         if (rec) {
@@ -589,6 +597,7 @@ ML_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
     bool rec = ml__recording();
     uint8_t sflags = 0;
     uint32_t stack = rec ? take_stack(&sflags) : 0;
+    if (rec && from_alloc_code(__builtin_return_address(0))) sflags |= ML_EVF_ALLOCATOR;
     if (rec) record_plain(ML_EV_MUNMAP, ML_KIND_MREMAP, old, old_len);
     void *p = ml__real.mremap(old, old_len, new_len, flags, new_addr);
     if (rec) {

@@ -68,6 +68,12 @@ typedef struct {
 } ml_real_t;
 
 extern ml_real_t ml__real;
+/* The address range of the object whose malloc the hooks call, when that is
+ * not glibc (jemalloc, tcmalloc, mimalloc linked or preloaded after us, or
+ * any other library that defines malloc); both 0 otherwise. Set once by
+ * ml__init before recording starts. An anonymous mapping made from its code
+ * is its heap's backing store (ML_EVF_ALLOCATOR). */
+extern uintptr_t ml__alloc_code_lo, ml__alloc_code_hi;
 /* The process state (ML_STATE_*). Written by the thread that initialises,
  * forks or gives up, read by every hook: through these wrappers only. The
  * hooks' check is a relaxed load (one plain load on x86, as cheap as the

@@ -1891,6 +1891,40 @@ ML_EXPORT int brk(void *addr) {
 /* Start-up and exit                                                         */
 /* ------------------------------------------------------------------------- */
 
+uintptr_t ml__alloc_code_lo, ml__alloc_code_hi;
+
+static int alloc_segments(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    uintptr_t *r = arg; /* r[0]: the object's base; r[1], r[2]: its range */
+    if (info->dlpi_addr != r[0]) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (!r[1] || lo < r[1]) r[1] = lo;
+        if (hi > r[2]) r[2] = hi;
+    }
+    return 1;
+}
+
+/* The allocator that is not glibc's maps its heap with mmap through its
+ * PLT, so those mappings reached the mmap hook and were counted as the
+ * program's own anonymous mappings, on top of the heap blocks they hold
+ * (a program linked to jemalloc: 7 mmaps and 22 MiB of "anonymous mmap"
+ * for a 10 MiB heap; the same program on glibc: none, as glibc maps its
+ * arenas and large chunks without a hook). The hooks flag them instead
+ * (ML_EVF_ALLOCATOR), and the analysis counts them apart. */
+static void alloc_code_range(uintptr_t base) {
+    uintptr_t r[3] = {base, 0, 0};
+    dl_iterate_phdr(alloc_segments, r);
+    if (!r[2] || r[1] >= r[2]) return;
+    Dl_info self;
+    if (dladdr((void *)ml__init, &self) && (uintptr_t)self.dli_fbase >= r[1] && (uintptr_t)self.dli_fbase < r[2])
+        return; /* never our own code */
+    ml__alloc_code_lo = r[1];
+    ml__alloc_code_hi = r[2];
+}
+
 #define RESOLVE(name) ml__real.name = (typeof(ml__real.name))dlsym(RTLD_NEXT, #name)
 
 /* The real functions, found once with dlsym(RTLD_NEXT). Without malloc
@@ -1920,8 +1954,11 @@ static void resolve_real(void) {
     }
     /* glibc's counters mean something only when glibc is the allocator. */
     Dl_info di;
-    if (dladdr((void *)ml__real.malloc, &di) && di.dli_fname && strstr(di.dli_fname, "libc.so"))
-        real_mallinfo2 = (typeof(real_mallinfo2))dlsym(RTLD_NEXT, "mallinfo2");
+    struct link_map *lm = NULL;
+    if (dladdr1((void *)ml__real.malloc, &di, (void **)&lm, RTLD_DL_LINKMAP) && di.dli_fname) {
+        if (strstr(di.dli_fname, "libc.so")) real_mallinfo2 = (typeof(real_mallinfo2))dlsym(RTLD_NEXT, "mallinfo2");
+        else if (lm) alloc_code_range(lm->l_addr);
+    }
 }
 
 /* Our environment variables, read once (ml_options.h); ML_VERBOSE prints

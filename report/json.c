@@ -644,6 +644,17 @@ static void totals(ml_json_t *w, const ml_analysis_t *a) {
         ml_json_kv_u64(w, ml_kind_name(k), t->calls_by_kind[k]);
     }
     ml_json_end(w);
+    /* Only in a trace that has them: the allocator's own mappings for its
+     * heap (jemalloc, mimalloc), which the keys above leave out. */
+    if (t->alloc_mmap_calls) {
+        ml_json_key(w, "allocator_mmap");
+        ml_json_object(w);
+        ml_json_kv_u64(w, "calls", t->alloc_mmap_calls);
+        ml_json_kv_u64(w, "munmap_calls", t->alloc_munmap_calls);
+        ml_json_kv_u64(w, "bytes_at_exit", t->alloc_mmap_bytes);
+        ml_json_kv_u64(w, "peak_bytes", t->peak_alloc_mmap_bytes);
+        ml_json_end(w);
+    }
     ml_json_end(w);
 }
 

@@ -358,6 +358,11 @@ int ml_report_text(FILE *o, const ml_analysis_t *a, const char *path, unsigned t
                " reallocs, %" PRIu64 " mmaps\n",
             t->alloc_calls, t->temporary_allocs, bytes(t->bytes_allocated, b1, sizeof b1), t->free_calls,
             t->realloc_calls, t->mmap_calls);
+    if (t->alloc_mmap_calls)
+        fprintf(o, "allocator's own mappings: %" PRIu64 " mmaps, at most %s, %s at exit (the heap's backing "
+                   "store, mapped by the allocator; not in the mmaps above)\n",
+                t->alloc_mmap_calls, bytes(t->peak_alloc_mmap_bytes, b1, sizeof b1),
+                bytes(t->alloc_mmap_bytes, b2, sizeof b2));
     fprintf(o, "peak heap: %s in %" PRIu64 " blocks at %.3f s\n", bytes(t->peak_bytes, b1, sizeof b1),
             t->peak_blocks, t->peak_time_ms / 1000.0);
     rss_line(o, t);

@@ -198,9 +198,10 @@ void ml_record_print(FILE *out, const ml_record_t *r) {
                 r->u.alloc.ptr, r->u.alloc.size);
         if (r->tag == ML_T_ALLOC && r->u.alloc.usable != r->u.alloc.size)
             fprintf(out, " usable=%" PRIu64, r->u.alloc.usable);
-        fprintf(out, " stack=%u%s%s", r->u.alloc.stack,
+        fprintf(out, " stack=%u%s%s%s", r->u.alloc.stack,
                 r->u.alloc.flags & ML_EVF_SAMPLED ? " sampled" : "",
-                r->u.alloc.flags & ML_EVF_TRUNCATED ? " truncated" : "");
+                r->u.alloc.flags & ML_EVF_TRUNCATED ? " truncated" : "",
+                r->tag == ML_T_MMAP && (r->u.alloc.flags & ML_EVF_ALLOCATOR) ? " allocator" : "");
         break;
     case ML_T_FREE:
         fprintf(out, " %s ptr=0x%" PRIx64, ml_kind_name(r->u.alloc.kind), r->u.alloc.ptr);

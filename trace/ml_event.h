@@ -112,6 +112,9 @@ typedef enum {
 /* Event flags (ml_event_t.flags). */
 #define ML_EVF_SAMPLED 0x01   /* recorded by the Poisson sampler */
 #define ML_EVF_TRUNCATED 0x02 /* the stack was cut (depth limit or full stack table) */
+#define ML_EVF_ALLOCATOR 0x04 /* ML_EV_MMAP: made by the code of the allocator whose malloc the
+                               * hooks call (not glibc): its heap's backing store, not a mapping
+                               * of the program's (docs/recorder.md, "Other allocators' mappings") */
 
 /* Variable-length records carried by ML_EV_BLOB. */
 typedef enum {
