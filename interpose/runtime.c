@@ -2002,6 +2002,13 @@ static void check_allocator_order(void) {
     Dl_info again;
     const ElfW(Sym) *sym = NULL;
     if (dladdr1(m, &again, (void **)&sym, RTLD_DL_SYMENT) && sym && sym->st_shndx == SHN_UNDEF) return;
+    /* A library ahead of us (jemalloc preloaded first): its mappings are
+     * its heap's, as when it comes after us. Not the program itself, whose
+     * own mmaps are its own. */
+    struct link_map *lm = NULL;
+    if (dladdr1(m, &again, (void **)&lm, RTLD_DL_LINKMAP) && lm && lm->l_name && *lm->l_name &&
+        !strstr(lm->l_name, "libc.so"))
+        alloc_code_range(lm->l_addr);
     char pnum[16];
     const char *where = first.dli_fname && *first.dli_fname ? first.dli_fname : "the program itself";
     /* The executable's name is as the program was started ("./prog"): its path instead. */

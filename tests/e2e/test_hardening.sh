@@ -1075,6 +1075,15 @@ if want "$@"; then
         jetrace=$(for f in je.*.mlt; do "$ML" dump "$f" | grep -q ' untraced what=allocator ' && echo "$f"; done)
         check "...and its trace says so, for its reports ($jetrace)" \
             test -n "$("$ML" report "${jetrace:-none}" --no-advisor 2> /dev/null | grep "^  not traced: the heap calls of process [0-9]* ([^)]*): malloc comes from $pre, ahead of libmemlens.so")"
+        # Its mappings are still jemalloc's, not the program's: fx_jemaps
+        # maps 3 ranges itself (10 mmaps were counted before, jemalloc's 7
+        # among them).
+        rm -f jm.*.mlt
+        "$ML" run -q --follow-fork -o jm.mlt -- bash -c "LD_PRELOAD=$pre:\$LD_PRELOAD $B/fx_jemaps" > /dev/null 2>&1
+        jmtrace=$(for f in jm.*.mlt; do "$ML" dump "$f" | grep -q ' untraced what=allocator ' && echo "$f"; done)
+        "$ML" report "${jmtrace:-none}" --no-advisor > jm.txt 2> /dev/null
+        check "...the mappings of an allocator ahead of memlens are its own, not the program's ($(grep -h 'mmaps' jm.txt | tr '\n' ' '))" \
+            test -n "$(grep '^allocations: 0 calls .*, 3 mmaps$' jm.txt)" -a -n "$(grep "^allocator's own mappings: [1-9]" jm.txt)"
     fi
 
     # A program with its own malloc (fx_ownmalloc.c: 100 calls of its own
