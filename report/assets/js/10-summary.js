@@ -92,7 +92,11 @@ function renderSummary(body) {
   cards.appendChild(card('Allocation calls', fmtNum(T.alloc_calls), [
     T.free_calls != null ? kv('free', fmtNum(T.free_calls)) : null,
     [].concat(T.realloc_calls != null ? kv('realloc', fmtNum(T.realloc_calls)) : [],
-              T.mmap_calls != null ? [' · '].concat(kv('mmap', fmtNum(T.mmap_calls))) : [])
+              T.mmap_calls != null ? [' · '].concat(kv('mmap', fmtNum(T.mmap_calls))) : []),
+    /* Only in a trace with them: the allocator's own mappings for its heap
+     * (jemalloc, mimalloc), not in the mmap count (docs/recorder.md). */
+    T.allocator_mmap ? kv('allocator\'s own mmap', fmtNum(T.allocator_mmap.calls) + ', at most ' +
+                          fmtBytes(T.allocator_mmap.peak_bytes)) : null
   ], null, 'malloc-family calls that returned a block; a realloc counts as one allocation of its new size'));
 
   var tmpShare = num(T.alloc_calls) ? num0(T.temporary_allocs) / num(T.alloc_calls) : null;
