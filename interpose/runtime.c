@@ -1925,6 +1925,19 @@ static void alloc_code_range(uintptr_t base) {
     ml__alloc_code_hi = r[2];
 }
 
+/* The object whose malloc the hooks call, when it is not glibc's. Called
+ * when recording starts, not from resolve_real: that can run before libc
+ * itself is set up (ThreadSanitizer's runtime allocates from the program's
+ * .preinit_array), and dl_iterate_phdr there, which ThreadSanitizer
+ * intercepts, made such a program exit with status 1 before main. */
+static void find_alloc_code(void) {
+    Dl_info di;
+    struct link_map *lm = NULL;
+    if (dladdr1((void *)ml__real.malloc, &di, (void **)&lm, RTLD_DL_LINKMAP) && di.dli_fname && lm &&
+        !strstr(di.dli_fname, "libc.so"))
+        alloc_code_range(lm->l_addr);
+}
+
 #define RESOLVE(name) ml__real.name = (typeof(ml__real.name))dlsym(RTLD_NEXT, #name)
 
 /* The real functions, found once with dlsym(RTLD_NEXT). Without malloc
@@ -1954,11 +1967,8 @@ static void resolve_real(void) {
     }
     /* glibc's counters mean something only when glibc is the allocator. */
     Dl_info di;
-    struct link_map *lm = NULL;
-    if (dladdr1((void *)ml__real.malloc, &di, (void **)&lm, RTLD_DL_LINKMAP) && di.dli_fname) {
-        if (strstr(di.dli_fname, "libc.so")) real_mallinfo2 = (typeof(real_mallinfo2))dlsym(RTLD_NEXT, "mallinfo2");
-        else if (lm) alloc_code_range(lm->l_addr);
-    }
+    if (dladdr((void *)ml__real.malloc, &di) && di.dli_fname && strstr(di.dli_fname, "libc.so"))
+        real_mallinfo2 = (typeof(real_mallinfo2))dlsym(RTLD_NEXT, "mallinfo2");
 }
 
 /* Our environment variables, read once (ml_options.h); ML_VERBOSE prints
@@ -2051,6 +2061,7 @@ static int start_recording(void) {
     (void)at_quick_exit(ml_quick_exit);
     /* The exit status of exit() and of a return from main (note_end_status). */
     (void)on_exit(ml_on_exit, NULL);
+    find_alloc_code();
     check_allocator_order();
     crash_handlers_install();
     ml__modules_scan(true);
