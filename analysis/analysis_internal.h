@@ -443,6 +443,7 @@ char *ml_rust_demangle(const char *sym);
 /* gfortran's symbol `__M_MOD_P` of a module procedure the report names
  * "M::P"; false for any other name. */
 bool ml__fortran_symbol(const char *function, char *out, size_t len);
+bool ml__ada_symbol(const char *function, char *out, size_t len);
 
 /* ------------------------------------------------------------------------- */
 /* Session                                                                   */

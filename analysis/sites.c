@@ -73,7 +73,8 @@ static int alloc_fn_of(const struct ml__built_s *b, const ml_frame_t *f) {
     if (!b->nalloc_fns || !f->function) return -1;
     char shown[1024], sym[1024];
     ml_frame_short_name(f->function, shown, sizeof shown);
-    bool fortran = ml__fortran_symbol(f->function, sym, sizeof sym);
+    bool fortran = ml__fortran_symbol(f->function, sym, sizeof sym) ||
+                   ml__ada_symbol(f->function, sym, sizeof sym);
     for (size_t i = 0; i < b->nalloc_fns; i++)
         if (ml_alloc_fn_match(b->alloc_fns[i], f->function) ||
             ml_alloc_fn_match(b->alloc_fns[i], shown) || (fortran && ml_alloc_fn_match(b->alloc_fns[i], sym)))

@@ -244,7 +244,9 @@ size_t ml__supp_match(const ml_suppressions_t *s, const ml_frame_t *f, uint32_t 
     for (uint32_t k = 0; k < n; k++) {
         size_t i = first_match(s, f[k].module);
         if (i == (size_t)-1) i = first_match(s, f[k].function);
-        if (i == (size_t)-1 && ml__fortran_symbol(f[k].function, sym, sizeof sym)) i = first_match(s, sym);
+        if (i == (size_t)-1 && (ml__fortran_symbol(f[k].function, sym, sizeof sym) ||
+                                ml__ada_symbol(f[k].function, sym, sizeof sym)))
+            i = first_match(s, sym);
         if (i == (size_t)-1) i = first_match(s, f[k].file);
         if (i != (size_t)-1) return i;
     }

@@ -850,6 +850,85 @@ bool ml__fortran_symbol(const char *function, char *out, size_t len) {
     return n > 0 && (size_t)n < len;
 }
 
+/* GNAT encodes an Ada name for the linker: the units of an expanded name
+ * joined by "__" in lowercase ("shapes__make" for Shapes.Make), a library
+ * level main subprogram prefixed "_ada_" ("_ada_main2"), and a subprogram
+ * nested in another suffixed with a number (".0", "$2", "__3"). gdb decodes
+ * them (shapes.make, main2, main2.churn), and so does memlens for the
+ * functions of an Ada unit (DW_AT_language; a C function may well be
+ * called "a__b"). valgrind and heaptrack print the symbol. Names with
+ * anything else in them (operators "Oadd", the compiler's own "P118b",
+ * "___XX" encodings) are left as they are. */
+static bool ada_decode(const char *name, char *out, size_t len) {
+    if (!strncmp(name, "_ada_", 5)) name += 5;
+    size_t n = strlen(name);
+    /* The nesting suffixes, innermost last: ".0", "$2", "__3". */
+    for (;;) {
+        size_t d = n;
+        while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9') d--;
+        if (d == n || d == 0) break;
+        if (name[d - 1] == '.' || name[d - 1] == '$')
+            n = d - 1;
+        else if (d >= 2 && name[d - 1] == '_' && name[d - 2] == '_')
+            n = d - 2;
+        else
+            break;
+    }
+    if (n == 0 || n >= len || name[0] == '_' || name[n - 1] == '_') return false;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+        if (c == '_' && name[i + 1] == '_') {
+            if (i + 2 < n && name[i + 2] == '_') return false; /* "___": an encoding */
+            out[o++] = '.';
+            i++;
+        } else {
+            out[o++] = c;
+        }
+    }
+    out[o] = '\0';
+    return true;
+}
+
+/* DW_LANG_Ada83, DW_LANG_Ada95, and DWARF 6's Ada2005 and Ada2012 (0x2e,
+ * 0x2f), which elfutils' dwarf.h may not name yet. */
+static bool ada_unit(Dwarf_Die *cu) {
+    int lang = cu ? dwarf_srclang(cu) : -1;
+    return lang == DW_LANG_Ada83 || lang == DW_LANG_Ada95 || lang == 0x2e || lang == 0x2f;
+}
+
+/* The symbol of a name ada_decode() made, for patterns written against
+ * it as valgrind prints it: "shapes.make" is shapes__make. A nested
+ * subprogram's number is gone (`main2__churn*` matches it), and a name of
+ * one unit has none: a main subprogram's "_ada_main2" would be every C
+ * function's too ("_*" would name them all), so it is matched as main2. */
+bool ml__ada_symbol(const char *function, char *out, size_t len) {
+    if (!function || !function[0]) return false;
+    bool dot = false;
+    for (const char *c = function; *c; c++) {
+        if (*c == '.') {
+            if (c == function || c[1] == '.' || !c[1]) return false;
+            dot = true;
+        } else if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_')) {
+            return false;
+        }
+    }
+    if (!dot) return false;
+    size_t o = 0;
+    for (const char *c = function; *c; c++) {
+        if (o + 3 > len) return false;
+        if (*c == '.') {
+            out[o++] = '_';
+            out[o++] = '_';
+        } else {
+            out[o++] = *c;
+        }
+    }
+    out[o] = '\0';
+    return true;
+}
+
 static const char *demangled(ml__symbolizer_t *s, const char *name) {
     if (!name) return NULL;
     /* ELF symbol versions ("_IO_file_overflow@@GLIBC_2.2.5") are not part of the name. */
@@ -1630,6 +1709,11 @@ static uint32_t resolve_dwarf(ml__symbolizer_t *s, modsym_t *ms, const ml__modul
     }
     for (uint32_t i = 0; i < n; i++)
         if (!f[i].function) f[i].function = unknown_name(s, m, pc);
+    if (ada_unit(cudie)) {
+        char ada[1024];
+        for (uint32_t i = 0; i < n; i++)
+            if (ada_decode(f[i].function, ada, sizeof ada)) f[i].function = ml__sym_intern(s, ada);
+    }
     return n;
 }
 
@@ -1734,6 +1818,15 @@ static const char *const alloc_exact[] = {
     "memalign", "valloc", "pvalloc", "__libc_malloc", "__libc_calloc", "__libc_realloc",
     "__libc_memalign", "__libc_valloc", "__libc_pvalloc", "__posix_memalign",
     "__libc_reallocarray", "__malloc", "__calloc", "__realloc",
+    /* GNAT's: an allocator `new` and Unchecked_Deallocation call
+     * System.Memory (exported as __gnat_malloc, __gnat_free), through the
+     * global storage pool for a controlled type, as C++'s new calls
+     * operator new. libgnat has no debug information in Debian, so these
+     * are its symbols; with it, the names gdb decodes them to. */
+    "__gnat_malloc", "__gnat_realloc", "system__memory__alloc", "system__memory__realloc",
+    "system.memory.alloc", "system.memory.realloc", "system__pool_global__allocate",
+    "system.pool_global.allocate", "system__storage_pools__subpools__allocate_any_controlled",
+    "system.storage_pools.subpools.allocate_any_controlled",
 };
 
 /* C++ allocation plumbing: operator new and the standard allocators'

@@ -204,6 +204,31 @@ if(ML_GFORTRAN)
   endforeach()
   ml_lang_sites(fortran ${ML_FORTRAN_FX})
 endif()
+# fx_ada.adb by gnatmake at -O0 and -O2: GNAT's allocator (__gnat_malloc)
+# left out of the stacks, subprograms named as gdb names them
+# (fx_ada.store.make, not fx_ada__store__make.1), sites and leak kinds
+# against valgrind (test_ada_sites.py), frames against eu-addr2line.
+find_program(ML_GNATMAKE NAMES gnatmake)
+set(ML_ADA_FX "")
+if(ML_GNATMAKE)
+  foreach(opt O0 O2)
+    set(out ${CMAKE_BINARY_DIR}/fx_ada_${opt})
+    # Each build runs in a folder of its own, where gnatmake leaves its .ali
+    # and .o files (-D) and the binder its b~fx_ada.* (the working
+    # directory): in one shared folder `make -j2` would run the two binds
+    # over the same files, as the Fortran builds did over grid.mod.
+    set(objdir ${CMAKE_BINARY_DIR}/fx_ada_${opt}.obj)
+    file(MAKE_DIRECTORY ${objdir})
+    add_custom_command(OUTPUT ${out}
+      COMMAND ${ML_GNATMAKE} -q -f -g -${opt} -D ${objdir} ${FX}/fx_ada.adb -o ${out}
+      WORKING_DIRECTORY ${objdir}
+      DEPENDS ${FX}/fx_ada.adb VERBATIM)
+    list(APPEND ML_ADA_FX ${out})
+  endforeach()
+  ml_lang_sites(ada ${ML_ADA_FX})
+  set(ML_ADA_ORACLE ${ML_ADA_FX})
+  list(TRANSFORM ML_ADA_ORACLE PREPEND "ada:")
+endif()
 # Twice on a cache directory of its own: the second pass takes the frames
 # from the symbol cache the first wrote (analysis/symcache.c), and must
 # still equal eu-addr2line's.
@@ -215,7 +240,7 @@ add_test(NAME symbols_oracle
           $<TARGET_FILE:fx_cpp_sites_o2> $<TARGET_FILE:fx_cpp_o2> $<TARGET_FILE:fx_cpp_sites>
           $<TARGET_FILE:fx_calltree> $<TARGET_FILE:fx_leaks> $<TARGET_FILE:fx_ns_inline>
           $<TARGET_FILE:fx_coro> $<TARGET_FILE:fx_gapline>
-          ${ML_FORTRAN_FX} ${ML_CLANG_FX})
+          ${ML_FORTRAN_FX} ${ML_ADA_ORACLE} ${ML_CLANG_FX})
 set_tests_properties(symbols_oracle PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 ml_test(test_symbols e2e/test_symbols.c e2e/harness.c)
 add_dependencies(test_symbols memlens memlens_preload fx_cpp_sites fx_cpp_sites_static fx_cpp_nodebug

@@ -507,13 +507,17 @@ Test(symbols, allocator_frames) {
         "__rust_alloc", "__rust_realloc", "__rdl_alloc", "alloc::alloc::alloc", "alloc::alloc::exchange_malloc",
         "<alloc::alloc::Global as core::alloc::Allocator>::allocate", "<alloc::alloc::Global>::alloc_impl",
         "alloc::alloc::Global::grow_impl", "<std::alloc::System as core::alloc::global::GlobalAlloc>::alloc",
-        "std::sys::pal::unix::alloc::realloc_fallback"};
+        "std::sys::pal::unix::alloc::realloc_fallback",
+        /* GNAT */
+        "__gnat_malloc", "__gnat_realloc", "system__pool_global__allocate",
+        "system.storage_pools.subpools.allocate_any_controlled"};
     static const char *const no[] = {
         "main", "strdup", "std::vector<int, std::allocator<int> >::_M_realloc_insert(int const&)",
         "std::__1::vector<double, std::__1::allocator<double> >::__vallocate(unsigned long)",
         "std::__1::allocator<double>::deallocate(double*, unsigned long)",
         "<alloc::raw_vec::RawVec<u8>>::reserve", "alloc::raw_vec::finish_grow::<alloc::alloc::Global>",
-        "fx_rust::main", "allocate"};
+        "fx_rust::main", "allocate", "fx_ada.store.make", "ada__strings__unbounded__allocate",
+        "__gnat_free"};
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++) {
         ml_frame_t f = {.function = yes[i], .module = "/usr/bin/prog"};
         cr_expect(ml__frame_is_allocator(&f), "%s", yes[i]);

@@ -17,6 +17,11 @@ line. Two conventions are stated rather than papered over:
   as glibc's __libc_start_main (DW_AT_name __libc_start_main_impl);
 - a gfortran module procedure, symbol `__M_MOD_P`, is named `M::P`, as gdb
   names it (tests/e2e/test_fortran_sites.py);
+- a PROGRAM written "ada:PROGRAM" is built by GNAT: a subprogram of an
+  Ada unit (a file .adb or .ads), symbol `fx_ada__store__make.1`
+  (`_ada_fx_ada` for the main subprogram), is named as gdb names it,
+  `fx_ada.store.make`: the "_ada_" prefix and the nesting number go, "__"
+  is a dot (tests/e2e/test_ada_sites.py asks gdb itself);
 - a return address that no call instruction precedes (makecontext puts
   the start of glibc's __start_context as the outermost frame of a
   coroutine's stack) has no function at the address minus 1 ("??" and no
@@ -117,7 +122,7 @@ def llvm_symbolizer(module, vaddrs):
 LLVM_SYMBOLIZER = shutil.which("llvm-symbolizer") or shutil.which("llvm-symbolizer-14")
 
 
-def oracle(module, vaddrs, llvm=False):
+def oracle(module, vaddrs, llvm=False, ada=False):
     """{vaddr: [(function, file, line)] innermost first}, from eu-addr2line
     (or llvm-symbolizer)."""
     if llvm:
@@ -155,6 +160,10 @@ def oracle(module, vaddrs, llvm=False):
             m = re.fullmatch(r"__([a-z0-9_]+)_MOD_(.+)", c[0] or "")
             if m:
                 c[0] = m.group(1) + "::" + m.group(2)
+            if ada and c[0] and (c[1] or "").endswith((".adb", ".ads")):
+                n = re.sub(r"(?:[.$][0-9]+|__[0-9]+)+$", "", re.sub(r"^_ada_", "", c[0]))
+                if re.fullmatch(r"[a-z0-9][a-z0-9_]*", n) and "___" not in n and n[-1] != "_":
+                    c[0] = n.replace("__", ".")
         res[v] = [tuple(c) for c in chain]
     return res
 
@@ -174,6 +183,9 @@ def check(memlens, program, work):
     llvm = program.startswith("llvm:")
     if llvm:
         program = program[len("llvm:"):]
+    ada = program.startswith("ada:")
+    if ada:
+        program = program[len("ada:"):]
     name = os.path.basename(program)
     trace = os.path.join(work, name + ".mlt")
     doc_path = os.path.join(work, name + ".json")
@@ -216,11 +228,12 @@ def check(memlens, program, work):
             i = j
     answers = {}
     for mod in {t[3] for t in todo}:
-        answers[mod] = oracle(mod, sorted({t[4] for t in todo if t[3] == mod}), llvm)
+        answers[mod] = oracle(mod, sorted({t[4] for t in todo if t[3] == mod}), llvm,
+                              ada and mod == os.path.realpath(program))
         # No function before the address: the function that starts at it.
         unnamed = [v for v, c in answers[mod].items() if not c or all(x[0] is None for x in c)]
         if unnamed and not llvm:
-            at = oracle(mod, [v + 1 for v in unnamed])
+            at = oracle(mod, [v + 1 for v in unnamed], False, ada and mod == os.path.realpath(program))
             for v in unnamed:
                 if at.get(v + 1) and at[v + 1][-1][0] is not None:
                     answers[mod][v] = at[v + 1]

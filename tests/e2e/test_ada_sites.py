@@ -1,0 +1,147 @@
+#!/usr/bin/python3
+"""An Ada program's sites, in the names gdb gives them.
+
+usage: test_ada_sites.py MEMLENS PROGRAM...      (exit 77 = skipped)
+
+Each PROGRAM is tests/e2e/fixtures/fx_ada.adb built by gnatmake -g (at -O0
+and -O2). GNAT's `new` calls __gnat_malloc (System.Memory.Alloc), which
+calls malloc, and names a subprogram Fx_Ada.Store.Make `fx_ada__store__make`
+(the main subprogram `_ada_fx_ada`, a nested one with a ".N" suffix);
+valgrind and heaptrack print those symbols, gdb prints fx_ada.store.make,
+and so must memlens. `memlens report --json` must:
+
+- head every site of the fixture by the line of its `new`, named as gdb
+  names it, with the calls and bytes the source implies (21 arrays of
+  8 + 4 N bytes from Make, one of them kept; 8 cells of 16 bytes from
+  Chain);
+- start no stack in GNAT's allocator (__gnat_malloc), as no C++ site starts
+  in operator new, and show no encoded name (`__`, `_ada_`) in a frame of
+  the fixture;
+- name the fixture's frames as gdb does (`list *ADDRESS`), when gdb is
+  installed;
+- agree with valgrind memcheck (the oracle) on the definite and indirect
+  leaks: the kept array and the list's head are lost, its 7 other cells
+  with it;
+- still honour patterns written against the symbol, as valgrind users
+  write them: `leak:fx_ada__store__chain` suppresses the list's 8 blocks,
+  as `leak:fx_ada.store.chain` does.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lang_sites import run, valgrind_lost  # noqa: E402
+
+MAKE = sum(8 + 40 * i for i in range(1, 21)) + 8 + 4 * 300  # 9,768 bytes
+WANT = {  # (headline function, line): (calls, bytes, leaked bytes, definite bytes)
+    ("fx_ada.store.make", 28): (21, MAKE, 1208, 1208),
+    ("fx_ada.store.chain", 35): (8, 128, 128, 16),
+}
+
+
+def report(memlens, trace, out, *extra):
+    subprocess.run([memlens, "report", trace, "-q", "--no-advisor", "--json", out] + list(extra),
+                   check=True)
+    with open(out) as f:
+        return json.load(f)
+
+
+def table(doc):
+    rows = {}
+    for s in doc["sites"]:
+        h = s["frames"][s.get("headline", 0)]
+        if (h.get("file") or "").endswith("/fx_ada.adb"):
+            row = rows.setdefault((h["function"], h["line"]), [0, 0, 0, 0])
+            for k, v in enumerate((s["alloc_calls"], s["bytes_allocated"], s["leaked_bytes"],
+                                   s["leaked_by_kind"]["definite"])):
+                row[k] += v
+    return {k: tuple(v) for k, v in rows.items()}
+
+
+def load_base(memlens, trace, program):
+    dump = subprocess.run([memlens, "dump", trace], capture_output=True, text=True,
+                          check=True).stdout
+    m = re.search(r'module base=(0x[0-9a-f]+) path="%s"' % re.escape(os.path.abspath(program)), dump)
+    return int(m.group(1), 16) if m else None
+
+
+def gdb_names(program, offsets):
+    """{offset: (function, line)} of gdb's `list *ADDRESS` at each call
+    instruction (offset - 1); the innermost function only, so only the
+    offsets memlens resolves to one frame are asked."""
+    if not offsets:
+        return {}
+    cmds = []
+    for o in offsets:
+        cmds += ["-ex", "list *0x%x" % (o - 1)]
+    out = subprocess.run(["gdb", "-q", "-batch", "-nx"] + cmds + [program], capture_output=True,
+                         text=True, timeout=120).stdout
+    got = re.findall(r"^0x([0-9a-f]+) is in (\S+) \([^:]+:(\d+)\)", out, re.M)
+    return {int(a, 16) + 1: (fn, int(line)) for a, fn, line in got}
+
+
+def check(memlens, program, work):
+    name = os.path.basename(program)
+    trace = os.path.join(work, name + ".mlt")
+    subprocess.run([memlens, "run", "-q", "-o", trace, "--", program], check=True,
+                   stdout=subprocess.DEVNULL)
+    doc = report(memlens, trace, trace + ".json")
+    fails = []
+    got = table(doc)
+    for key, want in WANT.items():
+        if got.get(key) != want:
+            fails.append(f"site {key[0]} :{key[1]}: want {want}, got {got.get(key)}")
+    first = sorted({s["frames"][0]["function"] for s in doc["sites"] if s["frames"] and
+                    s["frames"][0]["function"].startswith(("__gnat", "system__", "system."))})
+    if first:
+        fails.append(f"stacks that start in GNAT's allocator: {first}")
+    mine = [f for s in doc["sites"] for f in s["frames"] if (f.get("file") or "").endswith("/fx_ada.adb")]
+    encoded = sorted({f["function"] for f in mine if "__" in f["function"] or f["function"].startswith("_ada_")})
+    if encoded:
+        fails.append(f"GNAT's symbols shown as they are: {encoded[:4]}")
+    base = load_base(memlens, trace, program)
+    if base is None:
+        fails.append("no module record for the program")
+    elif shutil.which("gdb"):
+        # An address with one frame of the fixture (not inlined into another).
+        per_addr = {}
+        for s in doc["sites"]:
+            for f in s["frames"]:
+                if f["module"] == os.path.abspath(program):
+                    per_addr.setdefault(f["address"], set()).add((f["function"], f["line"]))
+        single = {a - base: next(iter(v)) for a, v in per_addr.items() if len(v) == 1}
+        theirs = gdb_names(program, sorted(single))
+        asked = {o: fl for o, fl in single.items() if fl[1]}
+        for o, fl in sorted(asked.items()):
+            if theirs.get(o) != fl:
+                fails.append(f"+0x{o:x}: memlens {fl}, gdb {theirs.get(o)}")
+        if not asked:
+            fails.append("no address of the fixture compared with gdb")
+        print(f"{name}: {len(asked)} addresses named as gdb names them")
+    else:
+        print("note: gdb is not installed; the names are not compared with gdb's")
+    lk = doc["leaks"]
+    lost = (lk["definite_bytes"], lk["definite_blocks"], lk["indirect_bytes"], lk["indirect_blocks"])
+    theirs = valgrind_lost(program, work)
+    if lost != theirs:
+        fails.append(f"lost (definite bytes, blocks, indirect bytes, blocks): memlens {lost}, valgrind {theirs}")
+    supp = os.path.join(work, "ada.supp")
+    for pattern in ("fx_ada__store__chain", "fx_ada.store.chain"):
+        with open(supp, "w") as f:
+            f.write(f"leak:{pattern}\n")
+        sup = report(memlens, trace, trace + ".supp.json", "--suppressions", supp)["leaks"]
+        if (sup["suppressed_bytes"], sup["suppressed_blocks"]) != (128, 8):
+            fails.append(f"leak:{pattern} suppressed {sup['suppressed_bytes']} bytes in "
+                         f"{sup['suppressed_blocks']} blocks, not 128 in 8")
+    print(f"{name}: {len(fails)} problems")
+    for f in fails:
+        print("  BAD " + f)
+    return len(fails)
+
+
+if __name__ == "__main__":
+    run(__doc__, "memlens-ada-", check)
