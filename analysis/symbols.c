@@ -852,18 +852,25 @@ bool ml__fortran_symbol(const char *function, char *out, size_t len) {
 
 /* GNAT encodes an Ada name for the linker: the units of an expanded name
  * joined by "__" in lowercase ("shapes__make" for Shapes.Make), a library
- * level main subprogram prefixed "_ada_" ("_ada_main2"), and a subprogram
- * nested in another suffixed with a number (".0", "$2", "__3"). gdb decodes
- * them (shapes.make, main2, main2.churn), and so does memlens for the
- * functions of an Ada unit (DW_AT_language; a C function may well be
- * called "a__b"). valgrind and heaptrack print the symbol. Names with
- * anything else in them (operators "Oadd", the compiler's own "P118b",
- * "___XX" encodings) are left as they are. */
+ * level main subprogram prefixed "_ada_" ("_ada_main2"), and suffixes of
+ * its own: a number on a subprogram nested in another (".0", "$2", "__3"),
+ * "TB" or "TKB" on a task body, "B" on a subprogram nested in a body, "N"
+ * or "P" on a protected subprogram, "___X..." on debugging types. gdb
+ * decodes them (shapes.make, main2, main2.churn, tasks.worker; ada-lang.c,
+ * ada_decode, in the same order), and so does memlens for the functions of
+ * an Ada unit (DW_AT_language: a C function may well be called "a__b").
+ * valgrind and heaptrack print the symbol. What gdb cannot decode either
+ * (operators "Oadd", the compiler's own "P118b", anything with another
+ * capital) is left as it is; gdb shows it in angle brackets. */
+static bool ada_lower_or_digit(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
 static bool ada_decode(const char *name, char *out, size_t len) {
     if (!strncmp(name, "_ada_", 5)) name += 5;
+    if (name[0] == '_') return false;
     size_t n = strlen(name);
-    /* The nesting suffixes, innermost last: ".0", "$2", "__3". */
-    for (;;) {
+    for (;;) { /* ".0", "$2", "__3", innermost last */
         size_t d = n;
         while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9') d--;
         if (d == n || d == 0) break;
@@ -874,17 +881,27 @@ static bool ada_decode(const char *name, char *out, size_t len) {
         else
             break;
     }
-    if (n == 0 || n >= len || name[0] == '_' || name[n - 1] == '_') return false;
+    if (n > 1 && (name[n - 1] == 'N' || name[n - 1] == 'P') && ada_lower_or_digit(name[n - 2])) n--;
+    const char *x = strstr(name, "___");
+    if (x && (size_t)(x - name) < n) {
+        if (x[3] != 'X') return false;
+        n = (size_t)(x - name);
+    }
+    if (n > 3 && !strncmp(name + n - 3, "TKB", 3)) n -= 3;
+    if (n > 2 && !strncmp(name + n - 2, "TB", 2)) n -= 2;
+    if (n > 1 && name[n - 1] == 'B') n--;
+    if (n == 0 || n >= len || name[n - 1] == '_') return false;
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
+        if (i + 3 < n && !strncmp(name + i, "TK__", 4)) i += 2; /* a task's entity: TK__ is "__" */
         char c = name[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
-        if (c == '_' && name[i + 1] == '_') {
-            if (i + 2 < n && name[i + 2] == '_') return false; /* "___": an encoding */
+        if (c == '_' && i + 1 < n && name[i + 1] == '_') {
             out[o++] = '.';
             i++;
-        } else {
+        } else if (ada_lower_or_digit(c) || c == '_') {
             out[o++] = c;
+        } else {
+            return false;
         }
     }
     out[o] = '\0';

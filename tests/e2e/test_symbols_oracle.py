@@ -19,9 +19,9 @@ line. Two conventions are stated rather than papered over:
   names it (tests/e2e/test_fortran_sites.py);
 - a PROGRAM written "ada:PROGRAM" is built by GNAT: a subprogram of an
   Ada unit (a file .adb or .ads), symbol `fx_ada__store__make.1`
-  (`_ada_fx_ada` for the main subprogram), is named as gdb names it,
-  `fx_ada.store.make`: the "_ada_" prefix and the nesting number go, "__"
-  is a dot (tests/e2e/test_ada_sites.py asks gdb itself);
+  (`_ada_fx_ada` for the main subprogram, `fx_ada__workerTB.3` for a task
+  body), is named as gdb names it, `fx_ada.store.make`: the "_ada_"
+  prefix, the nesting number and a task body's "TB" go, "__" is a dot (tests/e2e/test_ada_sites.py asks gdb itself);
 - a return address that no call instruction precedes (makecontext puts
   the start of glibc's __start_context as the outermost frame of a
   coroutine's stack) has no function at the address minus 1 ("??" and no
@@ -32,7 +32,11 @@ line. Two conventions are stated rather than papered over:
   libdw with that unit and that row's line; GNU addr2line, which checks the
   unit's ranges, says ??:0, and so does memlens: where a one-level answer
   of eu-addr2line has a line and GNU addr2line has none, the oracle's line
-  is dropped (fx_gapline);
+  is dropped (fx_gapline). The init procedure GNAT writes for a task type
+  (fx_ada__workerVIP) lies past the end of its unit's line sequence, where
+  gdb has no line either: GNU addr2line says "FILE:?" when asked about it
+  alone, and the line of the address asked before it otherwise, so for an
+  "ada:" program it is asked about each address alone;
 - a relative source file is printed by eu-addr2line under the compilation
   directory ("./csu/../csu/libc-start.c"); memlens keeps the line table's
   name ("../csu/libc-start.c"): the oracle's must end with "/" + memlens's.
@@ -83,13 +87,19 @@ def eu_addr2line(module, vaddrs, opts, demangle=True):
     return res
 
 
-def gnu_addr2line_unknown(module, vaddrs):
-    """The addresses GNU addr2line gives no source line for ("??:0")."""
+def gnu_addr2line_unknown(module, vaddrs, alone=False):
+    """The addresses GNU addr2line gives no source line for ("??:0", or
+    "FILE:?"). alone: each address in a run of its own, as addr2line 2.40
+    answers an address past the end of a line sequence (a GNAT task type's
+    init procedure) by the line of the address asked before it."""
+    if alone:
+        return set().union(*[gnu_addr2line_unknown(module, [v]) for v in vaddrs])
     out = subprocess.run(["addr2line", "-a", "-e", module] + ["0x%x" % v for v in vaddrs],
                          capture_output=True, text=True).stdout.splitlines()
     res = set()
     for i in range(0, len(out) - 1, 2):
-        if re.fullmatch(r"0x[0-9a-f]+", out[i]) and out[i + 1].startswith("??:"):
+        if re.fullmatch(r"0x[0-9a-f]+", out[i]) and (out[i + 1].startswith("??:") or
+                                                      out[i + 1].endswith(":?")):
             res.add(int(out[i], 16))
     return res
 
@@ -138,7 +148,7 @@ def oracle(module, vaddrs, llvm=False, ada=False):
     else:
         chains = eu_addr2line(module, vaddrs, ["-i", "-f"])
         syms = eu_addr2line(module, vaddrs, ["-S"])
-    no_line = set() if llvm else gnu_addr2line_unknown(module, vaddrs)
+    no_line = set() if llvm else gnu_addr2line_unknown(module, vaddrs, ada)
     res = {}
     for v in vaddrs:
         out, sym = chains.get(v, []), syms.get(v, [])
@@ -162,6 +172,7 @@ def oracle(module, vaddrs, llvm=False, ada=False):
                 c[0] = m.group(1) + "::" + m.group(2)
             if ada and c[0] and (c[1] or "").endswith((".adb", ".ads")):
                 n = re.sub(r"(?:[.$][0-9]+|__[0-9]+)+$", "", re.sub(r"^_ada_", "", c[0]))
+                n = re.sub(r"(?:TK)?B$", "", re.sub(r"TB$", "", n))  # a task body
                 if re.fullmatch(r"[a-z0-9][a-z0-9_]*", n) and "___" not in n and n[-1] != "_":
                     c[0] = n.replace("__", ".")
         res[v] = [tuple(c) for c in chain]
