@@ -1176,6 +1176,35 @@ Test(record, allocations_inside_the_hook_are_recorded) {
     h_run_free(&r);
 }
 
+/* A program that daemonises: glibc's daemon() ends the parent of its fork
+ * by glibc's own _exit, past libmemlens' hook, so the process memlens ran
+ * had no exit scan and every block it held was a definite leak (300 B,
+ * "not_scanned"). libmemlens.so defines daemon() (runtime.c): the parent
+ * ends through the handshake and is scanned. valgrind on fx_daemon's
+ * parent: 200 B definitely lost in 1 block, 100 B still reachable in 1. */
+Test(record, a_program_that_daemonises_is_scanned_at_its_end, .timeout = 120) {
+    const char *trace = h_tmp("daemon.mlt");
+    const char *argv[] = {h_bin("memlens"), "run", "-q", "-o", trace, "--", h_bin("fx_daemon"), NULL};
+    h_run_t r;
+    h_run(&r, argv);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    h_trace_t t;
+    h_trace_load(&t, trace);
+    cr_expect(t.complete);
+    cr_expect_eq(t.end.status_kind, ML_END_EXITED);
+    cr_expect_eq(t.end.status, 0);
+    cr_expect_eq(t.totals.alloc_calls, 2, "the parent's two blocks, nothing of the daemon's");
+    cr_expect_eq(t.totals.free_calls, 0);
+    h_trace_free(&t);
+    h_run_free(&r);
+    report_json(trace, &r);
+    cr_expect(strstr(r.out, "\"definite_bytes\": 200, \"definite_blocks\": 1, \"indirect_bytes\": 0, "
+                            "\"indirect_blocks\": 0, \"reachable_bytes\": 100, \"reachable_blocks\": 1,"),
+              "%s", r.out);
+    cr_expect(strstr(r.out, "\"reachability\": \"scanned\""));
+    h_run_free(&r);
+}
+
 /* The stash holds 8 calls: what does not fit is counted, and said by `memlens
  * run` and by the report (a signal handler that allocates, run again and
  * again inside one recorded call, fills it). With ML_TEST_NESTED_BURST=6
