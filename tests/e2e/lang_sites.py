@@ -1,6 +1,8 @@
-"""What test_rust_sites.py and test_fortran_sites.py share: valgrind as the
-oracle of lost blocks, and the command line (MEMLENS PROGRAM..., exit 77
+"""What test_rust_sites.py, test_fortran_sites.py and test_ada_sites.py share:
+valgrind as the oracle of lost blocks, the JSON report and its sites by
+headline, and the command line (MEMLENS PROGRAM..., exit 77
 without valgrind, 1 when any program had a problem)."""
+import json
 import re
 import shutil
 import subprocess
@@ -18,6 +20,29 @@ def valgrind_lost(program, work):
     if not all(got):
         return None
     return tuple(int(x.replace(",", "")) for m in got for x in m.groups())
+
+
+def report(memlens, trace, out, *extra):
+    """`memlens report TRACE --json OUT EXTRA...` (no advisor), loaded."""
+    subprocess.run([memlens, "report", trace, "-q", "--no-advisor", "--json", out] + list(extra),
+                   check=True)
+    with open(out) as f:
+        return json.load(f)
+
+
+def headline_table(doc, source):
+    """{(headline function, line): (calls, bytes, leaked bytes, definite
+    bytes)} over the sites whose headline frame is in a file ending with
+    SOURCE (sites of one headline summed)."""
+    rows = {}
+    for s in doc["sites"]:
+        h = s["frames"][s.get("headline", 0)]
+        if (h.get("file") or "").endswith(source):
+            row = rows.setdefault((h["function"], h["line"]), [0, 0, 0, 0])
+            for k, v in enumerate((s["alloc_calls"], s["bytes_allocated"], s["leaked_bytes"],
+                                   s["leaked_by_kind"]["definite"])):
+                row[k] += v
+    return {k: tuple(v) for k, v in rows.items()}
 
 
 def run(doc, prefix, check):

@@ -27,7 +27,6 @@ and so must memlens. `memlens report --json` must:
   write them: `leak:fx_ada__store__chain` suppresses the list's 8 blocks,
   as `leak:fx_ada.store.chain` does.
 """
-import json
 import os
 import re
 import shutil
@@ -35,7 +34,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lang_sites import run, valgrind_lost  # noqa: E402
+from lang_sites import headline_table, report, run, valgrind_lost  # noqa: E402
 
 # GNAT's allocator: System.Memory (exported as __gnat_malloc) and the global
 # storage pool; libgnarl's own calls of malloc (tasking) are the runtime's.
@@ -49,23 +48,8 @@ WANT = {  # (headline function, line): (calls, bytes, leaked bytes, definite byt
 }
 
 
-def report(memlens, trace, out, *extra):
-    subprocess.run([memlens, "report", trace, "-q", "--no-advisor", "--json", out] + list(extra),
-                   check=True)
-    with open(out) as f:
-        return json.load(f)
-
-
 def table(doc):
-    rows = {}
-    for s in doc["sites"]:
-        h = s["frames"][s.get("headline", 0)]
-        if (h.get("file") or "").endswith("/fx_ada.adb"):
-            row = rows.setdefault((h["function"], h["line"]), [0, 0, 0, 0])
-            for k, v in enumerate((s["alloc_calls"], s["bytes_allocated"], s["leaked_bytes"],
-                                   s["leaked_by_kind"]["definite"])):
-                row[k] += v
-    return {k: tuple(v) for k, v in rows.items()}
+    return headline_table(doc, "/fx_ada.adb")
 
 
 def load_base(memlens, trace, program):

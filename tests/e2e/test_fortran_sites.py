@@ -19,13 +19,12 @@ and heaptrack print that symbol, gdb prints `M::P`, and so must memlens.
   five lost arrays, and `--alloc-fn __grid_MOD_fill` names the cells' 300
   components by the line of build that called fill.
 """
-import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lang_sites import run, valgrind_lost  # noqa: E402
+from lang_sites import headline_table, report, run, valgrind_lost  # noqa: E402
 
 FILL = 3 * 4 * sum(16 + i for i in range(1, 101))  # 79,800 bytes
 WANT = {  # (headline function, line): (calls, bytes, leaked bytes, definite bytes)
@@ -35,23 +34,8 @@ WANT = {  # (headline function, line): (calls, bytes, leaked bytes, definite byt
 }
 
 
-def report(memlens, trace, out, *extra):
-    subprocess.run([memlens, "report", trace, "-q", "--no-advisor", "--json", out] + list(extra),
-                   check=True)
-    with open(out) as f:
-        return json.load(f)
-
-
 def table(doc):
-    rows = {}
-    for s in doc["sites"]:
-        h = s["frames"][s.get("headline", 0)]
-        if (h.get("file") or "").endswith("/fx_fortran.f90"):
-            row = rows.setdefault((h["function"], h["line"]), [0, 0, 0, 0])
-            for k, v in enumerate((s["alloc_calls"], s["bytes_allocated"], s["leaked_bytes"],
-                                   s["leaked_by_kind"]["definite"])):
-                row[k] += v
-    return {k: tuple(v) for k, v in rows.items()}
+    return headline_table(doc, "/fx_fortran.f90")
 
 
 def check(memlens, program, work):
