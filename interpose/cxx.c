@@ -76,20 +76,6 @@ enum { OP_UNKNOWN = 0, OP_PASS = 1, OP_MALLOC = 2 };
  * without memlens; through its malloc there, tcmalloc crashed. */
 static uintptr_t _Atomic alloc_lo, alloc_hi;
 
-static int segments(struct dl_phdr_info *info, size_t size, void *arg) {
-    (void)size;
-    uintptr_t *r = arg; /* r[0]: the base looked for; r[1], r[2]: its range */
-    if (info->dlpi_addr != r[0]) return 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_LOAD) continue;
-        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
-        if (!r[1] || lo < r[1]) r[1] = lo;
-        if (hi > r[2]) r[2] = hi;
-    }
-    return 1;
-}
-
 /* The allocator libraries whose operator new is their malloc under
  * another name. Another library that defines both malloc and operator new
  * (one that counts its calls, or keeps pools) keeps its own operator: its
@@ -116,7 +102,7 @@ static bool in_allocator(void *f) {
         a.dli_fbase != b.dli_fbase || !known_allocator(a.dli_fname))
         return false;
     uintptr_t r[3] = {(uintptr_t)lm->l_addr, 0, 0};
-    dl_iterate_phdr(segments, r);
+    dl_iterate_phdr(ml__object_segments, r);
     if (!r[2]) return false; /* its code cannot be told: left alone */
     __atomic_store_n(&alloc_lo, r[1], __ATOMIC_RELAXED);
     __atomic_store_n(&alloc_hi, r[2], __ATOMIC_RELEASE);
@@ -159,7 +145,7 @@ static void *callers_definition(const char *name, const void *caller, op_local_t
     if (f && (!dladdr(f, &d) || d.dli_fbase == self.dli_fbase))
         f = NULL; /* never ours: that recurses */
     uintptr_t r[3] = {(uintptr_t)lm->l_addr, 0, 0};
-    dl_iterate_phdr(segments, r);
+    dl_iterate_phdr(ml__object_segments, r);
     at->lo = r[1];
     at->hi = r[2];
     dlclose(h);

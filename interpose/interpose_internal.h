@@ -74,6 +74,11 @@ extern ml_real_t ml__real;
  * ml__init before recording starts. An anonymous mapping made from its code
  * is its heap's backing store (ML_EVF_ALLOCATOR). */
 extern uintptr_t ml__alloc_code_lo, ml__alloc_code_hi;
+/* dl_iterate_phdr's callback that finds the address range of one object's
+ * PT_LOAD segments: arg is uintptr_t[3], [0] the object's load base (its
+ * dlpi_addr), [1] and [2] set to its range (runtime.c; cxx.c uses it too). */
+struct dl_phdr_info;
+int ml__object_segments(struct dl_phdr_info *info, size_t size, void *arg);
 /* The process state (ML_STATE_*). Written by the thread that initialises,
  * forks or gives up, read by every hook: through these wrappers only. The
  * hooks' check is a relaxed load (one plain load on x86, as cheap as the

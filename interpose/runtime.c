@@ -1894,9 +1894,10 @@ ML_EXPORT int brk(void *addr) {
 
 uintptr_t ml__alloc_code_lo, ml__alloc_code_hi;
 
-static int alloc_segments(struct dl_phdr_info *info, size_t size, void *arg) {
+/* One object's PT_LOAD range (interpose_internal.h). */
+int ml__object_segments(struct dl_phdr_info *info, size_t size, void *arg) {
     (void)size;
-    uintptr_t *r = arg; /* r[0]: the object's base; r[1], r[2]: its range */
+    uintptr_t *r = arg; /* r[0]: the base looked for; r[1], r[2]: its range */
     if (info->dlpi_addr != r[0]) return 0;
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -1917,7 +1918,7 @@ static int alloc_segments(struct dl_phdr_info *info, size_t size, void *arg) {
  * (ML_EVF_ALLOCATOR), and the analysis counts them apart. */
 static void alloc_code_range(uintptr_t base) {
     uintptr_t r[3] = {base, 0, 0};
-    dl_iterate_phdr(alloc_segments, r);
+    dl_iterate_phdr(ml__object_segments, r);
     if (!r[2] || r[1] >= r[2]) return;
     Dl_info self;
     if (dladdr((void *)ml__init, &self) && (uintptr_t)self.dli_fbase >= r[1] && (uintptr_t)self.dli_fbase < r[2])
