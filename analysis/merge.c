@@ -87,6 +87,7 @@ struct ml_merge_s {
     ml_site_t *flat;           /* the sorted sites, contiguous, for the call tree */
     ml_calltree_node_t *flame;
     size_t nflame;
+    size_t ntree; /* the whole call tree's nodes, before the pruning */
 };
 
 /* Grows *arr (elements of `elem` bytes, capacity *cap) to hold need. */
@@ -679,6 +680,7 @@ int ml_merge_finish(ml_merge_t *m) {
     ml_calltree_node_t *tree;
     int64_t nt = ml_calltree_build(m->flat, m->nsites, NULL, false, &tree);
     if (nt < 0) return (int)nt;
+    m->ntree = (size_t)nt;
     int rc = ml__calltree_prune(tree, (size_t)nt, 0, 0, &m->flame, &m->nflame);
     free(tree);
     return rc;
@@ -753,6 +755,10 @@ size_t ml_merge_gpu_devices(const ml_merge_t *m, const ml_merge_gpu_device_t **d
 size_t ml_merge_flame(const ml_merge_t *m, const ml_calltree_node_t **nodes) {
     *nodes = m->flame;
     return m->nflame;
+}
+
+size_t ml_merge_calltree_nodes(const ml_merge_t *m) {
+    return m->ntree;
 }
 
 size_t ml_merge_warnings(const ml_merge_t *m, const char *const **warnings) {

@@ -140,6 +140,9 @@ size_t ml_merge_threads(const ml_merge_t *m, const ml_thread_stats_t **threads, 
 size_t ml_merge_gpu_devices(const ml_merge_t *m, const ml_merge_gpu_device_t **devices);
 /** The flame tree of the merged sites (pruned as ml_analysis_flame). */
 size_t ml_merge_flame(const ml_merge_t *m, const ml_calltree_node_t **nodes);
+/** The node count of the whole merged call tree the flame tree was pruned
+ * from (the JSON's flame_pruned.nodes). */
+size_t ml_merge_calltree_nodes(const ml_merge_t *m);
 /** Every process's warnings, each prefixed with "pid N: " (owned by the merge). */
 size_t ml_merge_warnings(const ml_merge_t *m, const char *const **warnings);
 /** The index of the process whose warning i is (UINT32_MAX past the end). */

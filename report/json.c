@@ -1143,10 +1143,10 @@ int ml__json_flame(ml_json_t *w, const ml_calltree_node_t *v, size_t n) {
  * beside the kept one, and the limits (issue 12: on 262,144 distinct stacks
  * the page drew 2,047 frames of a 1.4 M-node tree and said nothing, so that
  * zooming in found nothing more and read as the whole tree). Only when
- * there is a whole tree to count (not a merged report's). */
-static void flame_pruned(ml_json_t *w, const ml_analysis_t *a, size_t kept) {
-    const ml_calltree_node_t *all;
-    size_t n = ml_analysis_calltree(a, &all);
+ * there is a whole tree to count. A report of several traces counts the
+ * tree of its merged sites (json_merged.c); until 2026-12-08 it left the
+ * key out. */
+void ml__json_flame_pruned(ml_json_t *w, size_t n, size_t kept) {
     if (!n) return;
     ml_json_break(w, 0); /* a top-level key of its own line, as section() does */
     ml_json_key(w, "flame_pruned");
@@ -1156,6 +1156,11 @@ static void flame_pruned(ml_json_t *w, const ml_analysis_t *a, size_t kept) {
     ml_json_kv_u64(w, "max_nodes", ML_FLAME_MAX_NODES);
     ml_json_kv_double(w, "min_fraction", ML_FLAME_MIN_FRACTION);
     ml_json_end(w);
+}
+
+static void flame_pruned(ml_json_t *w, const ml_analysis_t *a, size_t kept) {
+    const ml_calltree_node_t *all;
+    ml__json_flame_pruned(w, ml_analysis_calltree(a, &all), kept);
 }
 
 static int flame(ml_json_t *w, ftab_t *ft, const ml_analysis_t *a) {

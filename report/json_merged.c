@@ -418,6 +418,7 @@ int ml_report_json_merged(FILE *o, const ml_merge_t *m, const ml_report_merge_op
     const ml_calltree_node_t *v;
     size_t nv = ml_merge_flame(m, &v);
     rc = ml__json_flame(w, v, nv);
+    if (rc == 0) ml__json_flame_pruned(w, ml_merge_calltree_nodes(m), nv);
     if (rc == 0) {
         ml_json_break(w, 0);
         ml__json_histograms(w, ml_merge_histograms(m));

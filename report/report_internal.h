@@ -37,6 +37,8 @@ void ml__json_frame_tables(ml_json_t *w, const ml__ftab_t *t);
 /** The "flame" key and its nested nodes (pruned call tree nodes v[0..n),
  * n = 0: an empty "all"). Returns 0 or -ENOMEM. (json.c) */
 int ml__json_flame(ml_json_t *w, const ml_calltree_node_t *v, size_t n);
+/* "flame_pruned": the whole tree's node count and the flame tree's. */
+void ml__json_flame_pruned(ml_json_t *w, size_t nodes, size_t kept);
 
 /** The leak totals' keys of "leaks", from "bytes" to "lost_blocks". (json.c) */
 void ml__json_leak_counts(ml_json_t *w, const ml_leaks_t *L);

@@ -768,6 +768,22 @@ Test(report, json_says_what_the_flame_pruning_and_max_sites_left_out, .timeout =
     cr_expect(strstr(doc, want), "want %s", want);
     cr_expect_null(strstr(doc, "\"sites_cut\""), "every site written");
     free(doc);
+    /* A report of several traces counts the tree of its merged sites: of a
+     * folder holding this trace alone, the same counts (it left the key out
+     * until 2026-12-08). */
+    const char *dir = h_tmp("stacks12.d"), *merged = h_tmp("stacks12.d.json");
+    char linked[4096];
+    snprintf(linked, sizeof linked, "%s/stacks12.mlt", dir);
+    cr_assert(mkdir(dir, 0700) == 0 || errno == EEXIST);
+    (void)unlink(linked);
+    cr_assert_eq(link(trace, linked), 0, "%s", strerror(errno));
+    const char *many[] = {dir, "--json", merged, NULL};
+    cr_assert_eq(report(&r, many), 0, "%s", r.err);
+    h_run_free(&r);
+    doc = h_read_file(merged);
+    cr_assert(doc);
+    cr_expect(strstr(doc, want), "merged report: want %s", want);
+    free(doc);
     /* --max-sites 100 of the 4,096 paths' sites (and a few of the runtime):
      * sites_cut says how many of how many (the page said "showing 100 of 100
      * sites"). */
