@@ -45,6 +45,27 @@ def headline_table(doc, source):
     return {k: tuple(v) for k, v in rows.items()}
 
 
+def lost_and_suppressed(memlens, program, trace, work, doc, patterns, want):
+    """The problems of a report DOC of TRACE: its definite and indirect
+    leaks against valgrind's on PROGRAM, and each `leak:PATTERN` of
+    PATTERNS not suppressing WANT (bytes, blocks)."""
+    fails = []
+    lk = doc["leaks"]
+    mine = (lk["definite_bytes"], lk["definite_blocks"], lk["indirect_bytes"], lk["indirect_blocks"])
+    theirs = valgrind_lost(program, work)
+    if mine != theirs:
+        fails.append(f"lost (definite bytes, blocks, indirect bytes, blocks): memlens {mine}, valgrind {theirs}")
+    supp = trace + ".supp"
+    for pattern in patterns:
+        with open(supp, "w") as f:
+            f.write(f"leak:{pattern}\n")
+        sup = report(memlens, trace, trace + ".supp.json", "--suppressions", supp)["leaks"]
+        if (sup["suppressed_bytes"], sup["suppressed_blocks"]) != want:
+            fails.append(f"leak:{pattern} suppressed {sup['suppressed_bytes']} bytes in "
+                         f"{sup['suppressed_blocks']} blocks, not {want[0]} in {want[1]}")
+    return fails
+
+
 def run(doc, prefix, check):
     """check(memlens, program, work) -> the number of problems, for each
     PROGRAM of the command line, in a scratch folder."""

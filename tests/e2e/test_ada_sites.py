@@ -34,7 +34,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lang_sites import headline_table, report, run, valgrind_lost  # noqa: E402
+from lang_sites import headline_table, lost_and_suppressed, report, run  # noqa: E402
 
 # GNAT's allocator: System.Memory (exported as __gnat_malloc) and the global
 # storage pool; libgnarl's own calls of malloc (tasking) are the runtime's.
@@ -117,19 +117,8 @@ def check(memlens, program, work):
         print(f"{name}: {len(asked)} addresses named as gdb names them")
     else:
         print("note: gdb is not installed; the names are not compared with gdb's")
-    lk = doc["leaks"]
-    lost = (lk["definite_bytes"], lk["definite_blocks"], lk["indirect_bytes"], lk["indirect_blocks"])
-    theirs = valgrind_lost(program, work)
-    if lost != theirs:
-        fails.append(f"lost (definite bytes, blocks, indirect bytes, blocks): memlens {lost}, valgrind {theirs}")
-    supp = os.path.join(work, "ada.supp")
-    for pattern in ("fx_ada__store__chain", "fx_ada.store.chain"):
-        with open(supp, "w") as f:
-            f.write(f"leak:{pattern}\n")
-        sup = report(memlens, trace, trace + ".supp.json", "--suppressions", supp)["leaks"]
-        if (sup["suppressed_bytes"], sup["suppressed_blocks"]) != (128, 8):
-            fails.append(f"leak:{pattern} suppressed {sup['suppressed_bytes']} bytes in "
-                         f"{sup['suppressed_blocks']} blocks, not 128 in 8")
+    fails += lost_and_suppressed(memlens, program, trace, work, doc,
+                                 ("fx_ada__store__chain", "fx_ada.store.chain"), (128, 8))
     print(f"{name}: {len(fails)} problems")
     for f in fails:
         print("  BAD " + f)

@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lang_sites import headline_table, report, run, valgrind_lost  # noqa: E402
+from lang_sites import headline_table, lost_and_suppressed, report, run  # noqa: E402
 
 FILL = 3 * 4 * sum(16 + i for i in range(1, 101))  # 79,800 bytes
 WANT = {  # (headline function, line): (calls, bytes, leaked bytes, definite bytes)
@@ -52,19 +52,8 @@ def check(memlens, program, work):
     symbols = sorted({f["function"] for s in doc["sites"] for f in s["frames"] if "_MOD_" in f["function"]})
     if symbols:
         fails.append(f"gfortran symbols shown as they are: {symbols[:4]}")
-    lk = doc["leaks"]
-    mine = (lk["definite_bytes"], lk["definite_blocks"], lk["indirect_bytes"], lk["indirect_blocks"])
-    theirs = valgrind_lost(program, work)
-    if mine != theirs:
-        fails.append(f"lost (definite bytes, blocks, indirect bytes, blocks): memlens {mine}, valgrind {theirs}")
-    supp = os.path.join(work, "fortran.supp")
-    for pattern in ("__grid_MOD_leaky", "grid::leaky"):
-        with open(supp, "w") as f:
-            f.write(f"leak:{pattern}\n")
-        sup = report(memlens, trace, trace + ".supp.json", "--suppressions", supp)["leaks"]
-        if (sup["suppressed_bytes"], sup["suppressed_blocks"]) != (20000, 5):
-            fails.append(f"leak:{pattern} suppressed {sup['suppressed_bytes']} bytes in "
-                         f"{sup['suppressed_blocks']} blocks, not 20000 in 5")
+    fails += lost_and_suppressed(memlens, program, trace, work, doc, ("__grid_MOD_leaky", "grid::leaky"),
+                                 (20000, 5))
     wrapped = table(report(memlens, trace, trace + ".fn.json", "--alloc-fn", "__grid_MOD_fill"))
     if wrapped.get(("grid::build", 27)) != (300, FILL, FILL // 3, 0):
         fails.append(f"--alloc-fn __grid_MOD_fill: grid::build :27 is {wrapped.get(('grid::build', 27))}")
