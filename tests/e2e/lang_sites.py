@@ -3,6 +3,7 @@ valgrind as the oracle of lost blocks, the JSON report and its sites by
 headline, and the command line (MEMLENS PROGRAM..., exit 77
 without valgrind, 1 when any program had a problem)."""
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -43,6 +44,19 @@ def headline_table(doc, source):
                                    s["leaked_by_kind"]["definite"])):
                 row[k] += v
     return {k: tuple(v) for k, v in rows.items()}
+
+
+def record_and_compare(memlens, program, work, source, want):
+    """Records PROGRAM, reports it, and compares its headline table (sites in
+    files ending with SOURCE) with WANT. Returns (trace, doc, problems)."""
+    trace = os.path.join(work, os.path.basename(program) + ".mlt")
+    subprocess.run([memlens, "run", "-q", "-o", trace, "--", program], check=True,
+                   stdout=subprocess.DEVNULL)
+    doc = report(memlens, trace, trace + ".json")
+    got = headline_table(doc, source)
+    fails = [f"site {key[0]} :{key[1]}: want {w}, got {got.get(key)}"
+             for key, w in want.items() if got.get(key) != w]
+    return trace, doc, fails
 
 
 def lost_and_suppressed(memlens, program, trace, work, doc, patterns, want):

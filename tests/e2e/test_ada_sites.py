@@ -34,7 +34,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lang_sites import headline_table, lost_and_suppressed, report, run  # noqa: E402
+from lang_sites import lost_and_suppressed, record_and_compare, run  # noqa: E402
 
 # GNAT's allocator: System.Memory (exported as __gnat_malloc) and the global
 # storage pool; libgnarl's own calls of malloc (tasking) are the runtime's.
@@ -46,10 +46,6 @@ WANT = {  # (headline function, line): (calls, bytes, leaked bytes, definite byt
     ("fx_ada.store.chain", 36): (8, 128, 128, 16),
     ("fx_ada.worker", 64): (5, 5 * 24, 0, 0),
 }
-
-
-def table(doc):
-    return headline_table(doc, "/fx_ada.adb")
 
 
 def load_base(memlens, trace, program):
@@ -76,15 +72,7 @@ def gdb_names(program, offsets):
 
 def check(memlens, program, work):
     name = os.path.basename(program)
-    trace = os.path.join(work, name + ".mlt")
-    subprocess.run([memlens, "run", "-q", "-o", trace, "--", program], check=True,
-                   stdout=subprocess.DEVNULL)
-    doc = report(memlens, trace, trace + ".json")
-    fails = []
-    got = table(doc)
-    for key, want in WANT.items():
-        if got.get(key) != want:
-            fails.append(f"site {key[0]} :{key[1]}: want {want}, got {got.get(key)}")
+    trace, doc, fails = record_and_compare(memlens, program, work, "/fx_ada.adb", WANT)
     first = sorted({s["frames"][0]["function"] for s in doc["sites"] if s["frames"] and
                     s["frames"][0]["function"].startswith(GNAT_ALLOCATOR)})
     if first:

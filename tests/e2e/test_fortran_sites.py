@@ -20,11 +20,10 @@ and heaptrack print that symbol, gdb prints `M::P`, and so must memlens.
   components by the line of build that called fill.
 """
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lang_sites import headline_table, lost_and_suppressed, report, run  # noqa: E402
+from lang_sites import headline_table, lost_and_suppressed, record_and_compare, report, run  # noqa: E402
 
 FILL = 3 * 4 * sum(16 + i for i in range(1, 101))  # 79,800 bytes
 WANT = {  # (headline function, line): (calls, bytes, leaked bytes, definite bytes)
@@ -40,15 +39,7 @@ def table(doc):
 
 def check(memlens, program, work):
     name = os.path.basename(program)
-    trace = os.path.join(work, name + ".mlt")
-    subprocess.run([memlens, "run", "-q", "-o", trace, "--", program], check=True,
-                   stdout=subprocess.DEVNULL)
-    doc = report(memlens, trace, trace + ".json")
-    fails = []
-    got = table(doc)
-    for key, want in WANT.items():
-        if got.get(key) != want:
-            fails.append(f"site {key[0]} :{key[1]}: want {want}, got {got.get(key)}")
+    trace, doc, fails = record_and_compare(memlens, program, work, "/fx_fortran.f90", WANT)
     symbols = sorted({f["function"] for s in doc["sites"] for f in s["frames"] if "_MOD_" in f["function"]})
     if symbols:
         fails.append(f"gfortran symbols shown as they are: {symbols[:4]}")
